@@ -1,2 +1,14 @@
 //! desk keeps coding agents alive on pseudo-terminals, lets people attach terminals to them and
 //! reports their state. This crate holds every module; `src/main.rs` only parses arguments.
+
+pub mod attach;
+pub mod cli;
+pub mod fsutil;
+pub mod logging;
+pub mod master;
+pub mod paths;
+pub mod procfs;
+pub mod pty;
+pub mod screen;
+pub mod session;
+pub mod wire;

@@ -1,0 +1,378 @@
+//! `desk attach`: connect the user's terminal to a session.
+//!
+//! Owns the client side of a terminal attach: raw mode, the handshake, copying the session's
+//! output (a keyframe, then raw bytes) to the terminal and typed input to the session, window
+//! size changes, the detach key, and the way out. Invariants: the terminal is restored on every
+//! way out (detach, child exit, signal, lost connection, error); the client reads from the
+//! session only while its terminal keeps up, so a slow terminal makes the master discard and
+//! redraw rather than grow any buffer here beyond one read; the process exits with the child's
+//! exit code (128 + N for signal N) when the session ends.
+
+mod keys;
+mod modes;
+mod tty;
+
+pub use keys::{DEFAULT_DETACH_KEY, find_detach_key, parse_detach_key};
+pub use modes::ModeTracker;
+
+use anyhow::{Context, Result, bail};
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
+use signal_hook::consts::{SIGCONT, SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGWINCH};
+use signal_hook_mio::v1_0::Signals;
+use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
+
+use crate::paths::{Paths, SessionName};
+use crate::session::{self, Probe};
+use crate::wire::{ErrorCode, ExitStatus, Frame, FrameDecoder, PROTOCOL_VERSION, Role};
+
+const TTY: Token = Token(0);
+const SOCKET: Token = Token(1);
+const SIGNALS: Token = Token(2);
+
+/// Read from the session only while less than this is waiting for the terminal: one socket
+/// read's worth, so backpressure reaches the master instead of piling up here.
+const TTY_BACKLOG_LIMIT: usize = 256 * 1024;
+
+/// Socket read size: several OUTPUT frames per system call during floods.
+const SOCKET_READ_CHUNK: usize = 256 * 1024;
+
+pub struct AttachOptions {
+    pub name: SessionName,
+    pub read_only: bool,
+    pub detach_key: Option<u8>,
+}
+
+enum Ending {
+    Detached,
+    Exited(ExitStatus, bool),
+    Signal(i32),
+    Lost(String),
+}
+
+/// Attach and run until detach or exit; returns the process exit code.
+pub fn run(opts: &AttachOptions) -> Result<i32> {
+    let paths = Paths::from_env()?;
+    paths.ensure_runtime()?;
+    let files = paths.session(&opts.name);
+    let stream = match session::probe(&files)? {
+        Probe::Live(stream) => stream,
+        Probe::Absent | Probe::Stale => {
+            if let Some(exit) = session::read_exit(&files)? {
+                bail!("session {} has {}; nothing to attach to", opts.name, exit.status);
+            }
+            bail!("no running session named {}", opts.name);
+        }
+    };
+    let raw = tty::RawTty::open()?;
+    let (cols, rows) = crate::pty::get_size(raw.fd()).unwrap_or((80, 24));
+    stream.set_nonblocking(true).context("cannot make the socket non-blocking")?;
+    let mut sock = mio::net::UnixStream::from_std(stream);
+
+    let poll = Poll::new().context("cannot create the event loop")?;
+    poll.registry().register(&mut SourceFd(&raw.fd().as_raw_fd()), TTY, Interest::READABLE | Interest::WRITABLE)?;
+    poll.registry().register(&mut sock, SOCKET, Interest::READABLE | Interest::WRITABLE)?;
+    let mut signals = Signals::new([SIGWINCH, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCONT])?;
+    poll.registry().register(&mut signals, SIGNALS, Interest::READABLE)?;
+
+    let role = if opts.read_only { Role::Viewer } else { Role::Controller };
+    let mut client = Client {
+        poll,
+        sock,
+        raw,
+        signals,
+        role,
+        detach_key: opts.detach_key,
+        to_master: Frame::Hello { version: PROTOCOL_VERSION, role, cols, rows }.to_bytes(),
+        to_tty: Vec::new(),
+        decoder: FrameDecoder::new(),
+        modes: ModeTracker::default(),
+        sock_readable: false,
+        sock_writable: false,
+        tty_writable: false,
+        tty_readable: false,
+        ending: None,
+        welcomed: false,
+    };
+    let ending = client.run()?;
+    let epilogue = client.modes.epilogue();
+    client.write_tty_blocking(&epilogue);
+    client.raw.restore();
+    drop(client);
+    let name = &opts.name;
+    Ok(match ending {
+        Ending::Detached => {
+            eprintln!("[desk: detached from {name}]");
+            0
+        }
+        Ending::Exited(status, escalated) => {
+            let how = if escalated { " after SIGKILL escalation" } else { "" };
+            eprintln!("[desk: {name} {status}{how}]");
+            status.shell_code()
+        }
+        Ending::Signal(signal) => {
+            eprintln!("[desk: detached from {name} on signal {signal}]");
+            128 + signal
+        }
+        Ending::Lost(why) => {
+            eprintln!("[desk: lost {name}: {why}]");
+            1
+        }
+    })
+}
+
+struct Client {
+    poll: Poll,
+    sock: mio::net::UnixStream,
+    raw: tty::RawTty,
+    signals: Signals,
+    role: Role,
+    detach_key: Option<u8>,
+    to_master: Vec<u8>,
+    to_tty: Vec<u8>,
+    decoder: FrameDecoder,
+    modes: ModeTracker,
+    sock_readable: bool,
+    sock_writable: bool,
+    tty_writable: bool,
+    tty_readable: bool,
+    ending: Option<Ending>,
+    welcomed: bool,
+}
+
+impl Client {
+    fn run(&mut self) -> Result<Ending> {
+        let mut events = Events::with_capacity(64);
+        let mut buf = vec![0u8; SOCKET_READ_CHUNK];
+        loop {
+            // Leaving: what the terminal still has to show is written out on the way.
+            if let Some(ending) = self.ending.take() {
+                return Ok(ending);
+            }
+            match self.poll.poll(&mut events, None) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e).context("poll failed"),
+            }
+            for event in events.iter() {
+                match event.token() {
+                    SOCKET => {
+                        if event.is_readable() || event.is_read_closed() || event.is_error() {
+                            self.sock_readable = true;
+                        }
+                        if event.is_writable() {
+                            self.sock_writable = true;
+                        }
+                    }
+                    TTY => {
+                        if event.is_readable() || event.is_read_closed() {
+                            self.tty_readable = true;
+                        }
+                        if event.is_writable() {
+                            self.tty_writable = true;
+                        }
+                    }
+                    SIGNALS => self.on_signals(),
+                    _ => {}
+                }
+            }
+            self.pump(&mut buf);
+        }
+    }
+
+    /// Move bytes until every side would block (or the terminal is behind).
+    fn pump(&mut self, buf: &mut [u8]) {
+        loop {
+            let mut progressed = false;
+            if self.tty_readable && self.ending.is_none() {
+                progressed |= self.read_tty(buf);
+            }
+            if self.sock_writable && !self.to_master.is_empty() {
+                progressed |= self.write_socket();
+            }
+            if self.tty_writable && !self.to_tty.is_empty() {
+                progressed |= self.write_tty();
+            }
+            if self.sock_readable && self.to_tty.len() < TTY_BACKLOG_LIMIT && self.ending.is_none() {
+                progressed |= self.read_socket(buf);
+            }
+            if !progressed {
+                return;
+            }
+        }
+    }
+
+    fn read_tty(&mut self, buf: &mut [u8]) -> bool {
+        let n = match nix::unistd::read(self.raw.fd(), buf) {
+            Ok(0) => {
+                self.ending = Some(Ending::Lost("the terminal closed".into()));
+                return false;
+            }
+            Ok(n) => n,
+            Err(nix::errno::Errno::EAGAIN) => {
+                self.tty_readable = false;
+                return false;
+            }
+            Err(nix::errno::Errno::EINTR) => return true,
+            Err(e) => {
+                self.ending = Some(Ending::Lost(format!("cannot read the terminal: {e}")));
+                return false;
+            }
+        };
+        let input = &buf[..n];
+        let (forward, detach) = match self.detach_key.and_then(|key| find_detach_key(input, key)) {
+            Some((at, _)) => (&input[..at], true),
+            None => (input, false),
+        };
+        if !forward.is_empty() && self.role == Role::Controller {
+            Frame::Input(forward.to_vec()).encode(&mut self.to_master);
+        }
+        if detach {
+            Frame::Detach.encode(&mut self.to_master);
+            self.write_socket();
+            self.ending = Some(Ending::Detached);
+        }
+        true
+    }
+
+    fn write_socket(&mut self) -> bool {
+        match self.sock.write(&self.to_master) {
+            Ok(n) => {
+                self.to_master.drain(..n);
+                n > 0
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.sock_writable = false;
+                false
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => true,
+            Err(e) => {
+                self.lose(format!("cannot write to the session: {e}"));
+                false
+            }
+        }
+    }
+
+    fn write_tty(&mut self) -> bool {
+        match nix::unistd::write(self.raw.fd(), &self.to_tty) {
+            Ok(n) => {
+                self.to_tty.drain(..n);
+                n > 0
+            }
+            Err(nix::errno::Errno::EAGAIN) => {
+                self.tty_writable = false;
+                false
+            }
+            Err(nix::errno::Errno::EINTR) => true,
+            Err(e) => {
+                self.ending = Some(Ending::Lost(format!("cannot write to the terminal: {e}")));
+                self.to_tty.clear();
+                false
+            }
+        }
+    }
+
+    /// Used once, on the way out: the terminal is ours alone and the bytes are few.
+    fn write_tty_blocking(&mut self, bytes: &[u8]) {
+        let mut pending: Vec<u8> = std::mem::take(&mut self.to_tty);
+        pending.extend_from_slice(bytes);
+        let mut offset = 0;
+        let mut spins = 0;
+        while offset < pending.len() && spins < 1000 {
+            match nix::unistd::write(self.raw.fd(), &pending[offset..]) {
+                Ok(n) => offset += n,
+                Err(nix::errno::Errno::EAGAIN) => {
+                    spins += 1;
+                    let mut fds = [nix::poll::PollFd::new(self.raw.fd(), nix::poll::PollFlags::POLLOUT)];
+                    let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(10u16));
+                }
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(_) => break,
+            }
+        }
+    }
+
+    fn read_socket(&mut self, buf: &mut [u8]) -> bool {
+        let n = match self.sock.read(buf) {
+            Ok(0) => {
+                self.lose("the session closed the connection".into());
+                return false;
+            }
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.sock_readable = false;
+                return false;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return true,
+            Err(e) => {
+                self.lose(format!("cannot read from the session: {e}"));
+                return false;
+            }
+        };
+        self.decoder.push(&buf[..n]);
+        loop {
+            match self.decoder.next_frame() {
+                Ok(Some(frame)) => self.on_frame(frame),
+                Ok(None) => break,
+                Err(e) => {
+                    self.lose(format!("the session sent a malformed frame: {e}"));
+                    break;
+                }
+            }
+        }
+        true
+    }
+
+    fn lose(&mut self, why: String) {
+        if self.ending.is_none() {
+            self.ending = Some(Ending::Lost(why));
+        }
+    }
+
+    fn on_frame(&mut self, frame: Frame) {
+        match frame {
+            Frame::Welcome { .. } => self.welcomed = true,
+            Frame::Output(data) | Frame::Keyframe { data, .. } => {
+                self.modes.observe(&data);
+                self.to_tty.extend_from_slice(&data);
+            }
+            Frame::Exit { status, escalated } => self.ending = Some(Ending::Exited(status, escalated)),
+            Frame::Error { code, message } => match code {
+                // Refused input is the user's to notice on screen; the attach goes on.
+                ErrorCode::InputFull | ErrorCode::NotPermitted => {}
+                _ => self.lose(message),
+            },
+            Frame::Ping(nonce) => Frame::Pong(nonce).encode(&mut self.to_master),
+            _ => {}
+        }
+    }
+
+    fn on_signals(&mut self) {
+        let pending: Vec<i32> = self.signals.pending().collect();
+        for signal in pending {
+            match signal {
+                SIGWINCH => {
+                    if self.role == Role::Controller
+                        && let Ok((cols, rows)) = crate::pty::get_size(self.raw.fd())
+                        && crate::screen::valid_size(cols, rows)
+                    {
+                        Frame::Resize { cols, rows }.encode(&mut self.to_master);
+                    }
+                }
+                SIGCONT => {
+                    // Someone stopped us from outside; the terminal may have been reset meanwhile.
+                    let _ = nix::sys::termios::tcgetattr(self.raw.fd()).map(|mut t| {
+                        nix::sys::termios::cfmakeraw(&mut t);
+                        let _ = nix::sys::termios::tcsetattr(self.raw.fd(), nix::sys::termios::SetArg::TCSANOW, &t);
+                    });
+                }
+                other => {
+                    Frame::Detach.encode(&mut self.to_master);
+                    self.write_socket();
+                    self.ending = Some(Ending::Signal(other));
+                }
+            }
+        }
+    }
+}

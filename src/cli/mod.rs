@@ -1,0 +1,236 @@
+//! The command line: argument definitions and dispatch.
+//!
+//! Owns the `desk` command surface (names, flags, help text, exit codes) and nothing of the
+//! work itself, which lives in the modules each command calls. Exit codes: 0 success, 1 failure,
+//! 2 usage errors and "already exists"; `attach` exits with the child's code (128 + N for a
+//! signal) when the session ends.
+
+mod sessions;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use std::ffi::OsString;
+use std::fmt;
+use std::path::PathBuf;
+
+use crate::paths::SessionName;
+
+/// An error that carries the exit code it should end the process with.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: i32,
+    pub message: String,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Failure {}
+
+pub fn failure(code: i32, message: impl Into<String>) -> anyhow::Error {
+    Failure { code, message: message.into() }.into()
+}
+
+/// Keep a fleet of coding agents alive on pseudo-terminals.
+#[derive(Debug, Parser)]
+#[command(name = "desk", version, about, max_term_width = 100)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Start a detached session running CMD.
+    New(NewArgs),
+    /// Connect this terminal to a session (detach with Ctrl-\).
+    Attach(AttachArgs),
+    /// List sessions, running and exited.
+    Ls {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a session's current screen.
+    Peek {
+        name: SessionName,
+        /// Print rows, cursor, size, title and modes as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop a session: signal its process group, then SIGKILL after a grace period.
+    Kill(KillArgs),
+    /// Forget an exited session (its exit record and log).
+    Rm { name: SessionName },
+    /// Internal: the per-session master process that `desk new` starts.
+    #[command(hide = true)]
+    Master(MasterArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct NewArgs {
+    name: SessionName,
+    /// Working directory of the command (default: the current directory).
+    #[arg(long)]
+    cwd: Option<PathBuf>,
+    /// Terminal size as COLSxROWS.
+    #[arg(long, default_value = "120x40", value_parser = parse_size)]
+    size: (u16, u16),
+    /// Set an environment variable for the command (repeatable).
+    #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_env)]
+    env: Vec<(OsString, OsString)>,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    command: Vec<OsString>,
+}
+
+#[derive(Debug, clap::Args)]
+struct AttachArgs {
+    name: SessionName,
+    /// Watch only: input and resizes are not sent.
+    #[arg(long)]
+    read_only: bool,
+    /// Key that detaches: ^X, C-x, ctrl-x, or none.
+    #[arg(long, default_value = "^\\", value_parser = parse_detach_key)]
+    detach_key: DetachKey,
+}
+
+#[derive(Debug, clap::Args)]
+struct KillArgs {
+    name: SessionName,
+    /// Signal to send first (name or number).
+    #[arg(long, default_value = "TERM", value_parser = parse_signal)]
+    signal: i32,
+    /// Seconds to wait before SIGKILL; 0 sends the signal and returns without waiting.
+    #[arg(long, default_value_t = 5.0)]
+    grace: f64,
+}
+
+#[derive(Debug, clap::Args)]
+struct MasterArgs {
+    #[arg(long)]
+    name: SessionName,
+    #[arg(long, value_parser = parse_size)]
+    size: (u16, u16),
+    #[arg(long)]
+    cwd: Option<PathBuf>,
+    #[arg(long = "env", value_parser = parse_env)]
+    env: Vec<(OsString, OsString)>,
+    /// File descriptor of the pipe on which to report readiness.
+    #[arg(long)]
+    ready_fd: Option<i32>,
+    #[arg(last = true, required = true)]
+    command: Vec<OsString>,
+}
+
+fn parse_size(s: &str) -> Result<(u16, u16), String> {
+    let (cols, rows) = s.split_once(['x', 'X']).ok_or_else(|| format!("size {s:?} is not COLSxROWS"))?;
+    let cols: u16 = cols.parse().map_err(|_| format!("{cols:?} is not a column count"))?;
+    let rows: u16 = rows.parse().map_err(|_| format!("{rows:?} is not a row count"))?;
+    if !crate::screen::valid_size(cols, rows) {
+        return Err(format!(
+            "size {cols}x{rows} is out of range (1..={} columns, 1..={} rows, at most {} cells)",
+            crate::screen::MAX_COLS,
+            crate::screen::MAX_ROWS,
+            crate::screen::MAX_CELLS
+        ));
+    }
+    Ok((cols, rows))
+}
+
+/// A parsed `--detach-key`; `None` disables detaching by key.
+#[derive(Debug, Clone, Copy)]
+struct DetachKey(Option<u8>);
+
+fn parse_detach_key(s: &str) -> Result<DetachKey, String> {
+    crate::attach::parse_detach_key(s).map(DetachKey)
+}
+
+fn parse_env(s: &str) -> Result<(OsString, OsString), String> {
+    let (key, value) = s.split_once('=').ok_or_else(|| format!("{s:?} is not KEY=VALUE"))?;
+    if key.is_empty() || key.contains('\0') || value.contains('\0') {
+        return Err(format!("{s:?} is not a valid environment assignment"));
+    }
+    Ok((key.into(), value.into()))
+}
+
+pub fn parse_signal(s: &str) -> Result<i32, String> {
+    if let Ok(n) = s.parse::<i32>() {
+        return nix::sys::signal::Signal::try_from(n)
+            .map(|sig| sig as i32)
+            .map_err(|_| format!("{n} is not a signal number"));
+    }
+    let upper = s.to_ascii_uppercase();
+    let name = if upper.starts_with("SIG") { upper } else { format!("SIG{upper}") };
+    name.parse::<nix::sys::signal::Signal>().map(|sig| sig as i32).map_err(|_| format!("{s:?} is not a signal name"))
+}
+
+/// Parse arguments and run; returns the process exit code.
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            let code = e.downcast_ref::<Failure>().map_or(1, |f| f.code);
+            eprintln!("desk: {e:#}");
+            code
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<i32> {
+    match cli.command {
+        Command::New(a) => sessions::new(a.name, a.cwd, a.size, a.env, a.command),
+        Command::Attach(a) => crate::attach::run(&crate::attach::AttachOptions {
+            name: a.name,
+            read_only: a.read_only,
+            detach_key: a.detach_key.0,
+        }),
+        Command::Ls { json } => sessions::ls(json),
+        Command::Peek { name, json } => sessions::peek(&name, json),
+        Command::Kill(a) => sessions::kill(&a.name, a.signal, a.grace),
+        Command::Rm { name } => sessions::rm(&name),
+        Command::Master(a) => {
+            let mut command = a.command.into_iter();
+            let program = command.next().ok_or_else(|| failure(2, "no command given"))?;
+            crate::master::run(crate::master::MasterOptions {
+                name: a.name,
+                program,
+                args: command.collect(),
+                cwd: a.cwd,
+                env: a.env,
+                cols: a.size.0,
+                rows: a.size.1,
+                ready_fd: a.ready_fd,
+            })?;
+            Ok(0)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_signals_parse() {
+        assert_eq!(parse_size("120x40"), Ok((120, 40)));
+        assert!(parse_size("0x40").is_err());
+        assert!(parse_size("120").is_err());
+        assert_eq!(parse_signal("TERM"), Ok(15));
+        assert_eq!(parse_signal("sigkill"), Ok(9));
+        assert_eq!(parse_signal("2"), Ok(2));
+        assert!(parse_signal("NOPE").is_err());
+        assert_eq!(parse_env("A=b=c"), Ok(("A".into(), "b=c".into())));
+        assert!(parse_env("novalue").is_err());
+    }
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,51 @@
+//! Durable small-file writes.
+//!
+//! Owns the one way desk replaces a file's contents: write a temporary file in the same
+//! directory, fsync it, rename it over the target, fsync the directory. Invariant: after
+//! [`write_atomic`] returns, a crash leaves either the old or the new contents, never a mix, and
+//! the new contents survive a power loss.
+
+use anyhow::{Context, Result};
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+/// Atomically replace `path` with `bytes` (mode 0600), durably.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().context("path has no parent directory")?;
+    let file_name = path.file_name().context("path has no file name")?.to_string_lossy();
+    let tmp = dir.join(format!(".{file_name}.tmp.{}", std::process::id()));
+    let result = (|| -> Result<()> {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&tmp)
+            .with_context(|| format!("cannot create {}", tmp.display()))?;
+        file.write_all(bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
+        file.sync_all().with_context(|| format!("cannot fsync {}", tmp.display()))?;
+        fs::rename(&tmp, path).with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))?;
+        sync_dir(dir)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// fsync a directory so a rename or unlink inside it is durable.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir).and_then(|d| d.sync_all()).with_context(|| format!("cannot fsync directory {}", dir.display()))
+}
+
+/// Remove a file; a file that is already gone is not an error.
+pub fn remove_if_exists(path: &Path) -> Result<()> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("cannot remove {}", path.display())),
+    }
+}

@@ -1,0 +1,163 @@
+//! One connected client, as the master sees it.
+//!
+//! Owns a client's socket, its frame decoder, its outgoing queue and the policy for a client
+//! that falls behind: a streaming client (controller or viewer) whose queue would pass
+//! [`CLIENT_QUEUE_LIMIT`] has its backlog discarded and is marked `needs_keyframe`, so it later
+//! gets one full redraw instead of the bytes it missed; a non-streaming client that far behind
+//! is disconnected (events cannot be summarised by a keyframe). Invariants: output deltas are
+//! never queued while a keyframe is pending; control frames (replies, errors, EXIT) are never
+//! dropped while the client is connected; a queue never exceeds its limit by more than one frame.
+
+use mio::net::UnixStream;
+use std::io;
+use std::rc::Rc;
+use std::time::Instant;
+
+use super::queue::{Flush, OutQueue};
+use crate::wire::{Frame, FrameDecoder, Role};
+
+/// 1 MiB of output a streaming client may lag behind before its backlog is replaced by a
+/// keyframe. A full 300x100 screen with colours renders to well under 200 KiB, so a client this
+/// far behind is better served by a fresh redraw than by catching up byte by byte, and 64
+/// clients stay within 64 MiB even when all of them stall.
+pub const CLIENT_QUEUE_LIMIT: usize = 1 << 20;
+
+/// Queue bound for clients that get no output stream (replies, events, errors only).
+pub const CONTROL_QUEUE_LIMIT: usize = 1 << 20;
+
+/// Most clients one master serves at once; each may hold up to [`CLIENT_QUEUE_LIMIT`].
+pub const MAX_CLIENTS: usize = 64;
+
+/// Why a client is being removed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Gone {
+    /// The client went away or asked to (EOF, DETACH).
+    Left,
+    /// A write or read failed (EPIPE, ECONNRESET, ...).
+    Failed(String),
+    /// The master closed it after an ERROR frame.
+    Closed(String),
+}
+
+#[derive(Debug)]
+pub struct Client {
+    pub stream: UnixStream,
+    pub pid: Option<i32>,
+    /// Set by HELLO; `None` until then.
+    pub role: Option<Role>,
+    pub decoder: FrameDecoder,
+    pub out: OutQueue,
+    pub writable: bool,
+    /// The next thing this client receives from the stream is a keyframe.
+    pub needs_keyframe: bool,
+    /// When this client started lagging (its backlog was discarded) and has not caught up since.
+    pub behind_since: Option<Instant>,
+    /// The terminal size this client reported (controllers).
+    pub size: Option<(u16, u16)>,
+    /// Last time this controller typed (or attached), for the "latest" size policy.
+    pub last_active: Instant,
+    /// Stop reading; close once the queue has drained.
+    pub closing: Option<String>,
+    /// Remove at the next opportunity.
+    pub gone: Option<Gone>,
+    /// Output bytes and keyframes sent, for the log line at disconnect.
+    pub output_bytes: u64,
+    pub keyframes: u64,
+}
+
+impl Client {
+    pub fn new(stream: UnixStream, pid: Option<i32>, now: Instant) -> Client {
+        Client {
+            stream,
+            pid,
+            role: None,
+            decoder: FrameDecoder::new(),
+            out: OutQueue::default(),
+            writable: false,
+            needs_keyframe: false,
+            behind_since: None,
+            size: None,
+            last_active: now,
+            closing: None,
+            gone: None,
+            output_bytes: 0,
+            keyframes: 0,
+        }
+    }
+
+    pub fn streams_output(&self) -> bool {
+        self.role.is_some_and(Role::streams_output) && self.gone.is_none() && self.closing.is_none()
+    }
+
+    pub fn alive(&self) -> bool {
+        self.gone.is_none()
+    }
+
+    /// Queue one OUTPUT frame, or start the keyframe policy if this client is too far behind.
+    /// Returns true when this push made the client fall behind.
+    pub fn push_output(&mut self, frame: &Rc<[u8]>, payload_len: usize, now: Instant) -> bool {
+        if self.needs_keyframe || !self.alive() {
+            return false;
+        }
+        if self.out.queued_bytes() + frame.len() > CLIENT_QUEUE_LIMIT {
+            self.out.discard_backlog();
+            self.needs_keyframe = true;
+            let fell_behind = self.behind_since.is_none();
+            self.behind_since.get_or_insert(now);
+            return fell_behind;
+        }
+        self.out.push(frame.clone());
+        self.output_bytes += payload_len as u64;
+        self.flush();
+        false
+    }
+
+    /// Queue a control frame (never dropped). A non-streaming client whose queue passes its
+    /// bound is disconnected instead.
+    pub fn push_control(&mut self, frame: &Frame) {
+        if !self.alive() {
+            return;
+        }
+        self.out.push(Rc::from(frame.to_bytes()));
+        if !self.role.is_some_and(Role::streams_output) && self.out.queued_bytes() > CONTROL_QUEUE_LIMIT {
+            self.gone = Some(Gone::Failed("did not read its replies".into()));
+            return;
+        }
+        self.flush();
+    }
+
+    /// Queue a keyframe already cut into frames.
+    pub fn push_keyframe(&mut self, frames: &[Rc<[u8]>]) {
+        for frame in frames {
+            self.out.push(frame.clone());
+        }
+        self.needs_keyframe = false;
+        self.keyframes += 1;
+        self.flush();
+    }
+
+    /// Send an ERROR frame and close once it has been written.
+    pub fn close_with(&mut self, frame: Frame, reason: String) {
+        self.push_control(&frame);
+        if self.closing.is_none() {
+            self.closing = Some(reason);
+        }
+    }
+
+    /// Write what the socket takes now.
+    pub fn flush(&mut self) {
+        if !self.writable || !self.alive() {
+            return;
+        }
+        match self.out.flush_to(&mut self.stream) {
+            Ok(Flush::Drained) => {
+                self.behind_since = None;
+            }
+            Ok(Flush::Blocked) => self.writable = false,
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe || e.kind() == io::ErrorKind::ConnectionReset => {
+                self.gone = Some(Gone::Left);
+            }
+            Err(e) => self.gone = Some(Gone::Failed(format!("write failed: {e}"))),
+        }
+    }
+}

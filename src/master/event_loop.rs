@@ -1,0 +1,758 @@
+//! The master's event loop: one thread, one `mio::Poll`, no blocking calls.
+//!
+//! Owns the routing between the PTY, the listening socket, the clients, signals and timers. It
+//! reads the PTY until it would block on every readiness (bounded per turn for fairness), feeds
+//! every byte to the screen model, and queues each chunk once, shared, to every streaming
+//! client; input goes to the child through a bounded queue drained on writability. Invariants:
+//! the PTY is read no matter how slow any client is; no client can block the loop or another
+//! client; the child's exit is recorded durably before clients are told and before the socket
+//! disappears.
+
+use anyhow::{Context, Result};
+use mio::net::UnixListener;
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
+use nix::errno::Errno;
+use nix::sys::signal::{Signal, killpg};
+use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::Pid;
+use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
+use signal_hook_mio::v1_0::Signals;
+use std::collections::HashMap;
+use std::io::{self, Read};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+use tracing::{debug, info, warn};
+
+use super::client::{Client, Gone, MAX_CLIENTS};
+use super::queue::{Flush, InputQueue};
+use super::timers::{Timer, Timers};
+use crate::paths::SessionPaths;
+use crate::screen::Screen;
+use crate::session::{self, ExitRecord, SessionMeta};
+use crate::wire::{
+    ErrorCode, ExitStatus, Frame, HEADER_LEN, MAX_PAYLOAD, PROTOCOL_VERSION, Role, SessionInfo, encode_output,
+};
+
+const LISTENER: Token = Token(0);
+const PTY: Token = Token(1);
+const SIGNALS: Token = Token(2);
+/// Client tokens start here and are never reused within a master's life, so a stale event or
+/// timer can never reach a newer client.
+const FIRST_CLIENT: usize = 16;
+
+/// 64 KiB per PTY read: Linux hands out PTY data in up to 4 KiB pieces, so several reads are
+/// coalesced into one OUTPUT frame, which keeps per-frame costs (headers, syscalls on every
+/// client socket) small during floods.
+const PTY_READ_CHUNK: usize = 64 * 1024;
+
+/// Stop reading the PTY after this many bytes in one loop turn and come back after serving
+/// clients and timers: a child that writes faster than we parse cannot starve everything else.
+const PTY_TURN_BUDGET: usize = 1 << 20;
+
+/// 1 MiB of input may wait for the child: far more than any typing or prompt paste. A child
+/// that has stopped reading is reported to the sender by refusing further INPUT frames.
+pub const INPUT_QUEUE_LIMIT: usize = 1 << 20;
+
+/// A client that stays behind the stream this long (its backlog discarded and not drained
+/// since) is disconnected: it is not reading at all, and holding its queue helps nobody.
+pub const SLOW_CLIENT_DEADLINE: Duration = Duration::from_secs(15);
+
+/// After the child exits, clients get this long to read the last output and the EXIT frame.
+const EXIT_FLUSH_DEADLINE: Duration = Duration::from_secs(2);
+
+/// Grace period when the master itself is asked to stop (SIGTERM/SIGINT).
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
+pub struct Master {
+    pub(super) files: SessionPaths,
+    pub(super) poll: Poll,
+    pub(super) listener: Option<UnixListener>,
+    pub(super) pty: OwnedFd,
+    pub(super) signals: Signals,
+    pub(super) meta: SessionMeta,
+    pub(super) screen: Screen,
+    pty_open: bool,
+    pty_writable: bool,
+    /// The PTY had more to read when the turn budget ran out.
+    pty_pending: bool,
+    child_status: Option<ExitStatus>,
+    escalated: bool,
+    kill_requested: bool,
+    clients: HashMap<Token, Client>,
+    next_client: usize,
+    input: InputQueue,
+    timers: Timers,
+    latest: Option<Token>,
+    exiting: Option<Instant>,
+    read_buf: Vec<u8>,
+    uid: u32,
+}
+
+impl Master {
+    pub(super) fn new(
+        files: SessionPaths,
+        poll: Poll,
+        listener: UnixListener,
+        pty: OwnedFd,
+        signals: Signals,
+        meta: SessionMeta,
+        screen: Screen,
+    ) -> Master {
+        Master {
+            files,
+            poll,
+            listener: Some(listener),
+            pty,
+            signals,
+            meta,
+            screen,
+            pty_open: true,
+            pty_writable: false,
+            pty_pending: false,
+            child_status: None,
+            escalated: false,
+            kill_requested: false,
+            clients: HashMap::new(),
+            next_client: FIRST_CLIENT,
+            input: InputQueue::new(INPUT_QUEUE_LIMIT),
+            timers: Timers::default(),
+            latest: None,
+            exiting: None,
+            read_buf: vec![0; PTY_READ_CHUNK],
+            uid: nix::unistd::geteuid().as_raw(),
+        }
+    }
+
+    fn child(&self) -> Pid {
+        Pid::from_raw(self.meta.pid as i32)
+    }
+
+    /// Run until the child has exited and clients were told (or the flush deadline passed).
+    pub fn run(mut self) -> Result<ExitStatus> {
+        let mut events = Events::with_capacity(256);
+        // The child may have exited before the signal source was polled the first time.
+        self.reap();
+        loop {
+            let now = Instant::now();
+            self.fire_timers(now);
+            if let Some(deadline) = self.exiting {
+                let drained = self.clients.values().all(|c| c.out.is_empty() || !c.alive());
+                if drained || now >= deadline {
+                    break;
+                }
+            }
+            let timeout = if self.pty_pending {
+                Some(Duration::ZERO)
+            } else {
+                self.timers.next_deadline().map(|at| at.saturating_duration_since(now))
+            };
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e).context("poll failed");
+            }
+            if self.pty_pending && self.pty_open {
+                self.read_pty(Instant::now());
+            }
+            for event in events.iter() {
+                let now = Instant::now();
+                match event.token() {
+                    LISTENER => self.accept(now),
+                    PTY => {
+                        if event.is_writable() {
+                            self.pty_writable = true;
+                            self.flush_input();
+                        }
+                        if event.is_readable() || event.is_read_closed() || event.is_error() {
+                            self.read_pty(now);
+                        }
+                    }
+                    SIGNALS => self.handle_signals(now),
+                    token => {
+                        if event.is_writable()
+                            && let Some(client) = self.clients.get_mut(&token)
+                        {
+                            client.writable = true;
+                            client.flush();
+                        }
+                        if event.is_readable() || event.is_read_closed() || event.is_error() {
+                            self.client_readable(token, now);
+                        }
+                    }
+                }
+            }
+            self.settle(Instant::now());
+        }
+        let status = self.child_status.unwrap_or(ExitStatus::Code(0));
+        info!(%status, "master exiting");
+        Ok(status)
+    }
+
+    // ----- PTY -----
+
+    fn read_pty(&mut self, now: Instant) {
+        let mut buf = std::mem::take(&mut self.read_buf);
+        let mut turn = 0;
+        self.pty_pending = false;
+        loop {
+            let mut filled = 0;
+            let mut closed = false;
+            let mut blocked = false;
+            while filled < buf.len() {
+                match nix::unistd::read(self.pty.as_fd(), &mut buf[filled..]) {
+                    Ok(0) => {
+                        closed = true;
+                        break;
+                    }
+                    Ok(n) => filled += n,
+                    Err(Errno::EAGAIN) => {
+                        blocked = true;
+                        break;
+                    }
+                    Err(Errno::EINTR) => continue,
+                    Err(Errno::EIO) => {
+                        closed = true;
+                        break;
+                    }
+                    Err(e) => {
+                        warn!("PTY read failed: {e}");
+                        closed = true;
+                        break;
+                    }
+                }
+            }
+            if filled > 0 {
+                self.on_output(&buf[..filled], now);
+                turn += filled;
+            }
+            if closed {
+                self.close_pty();
+                break;
+            }
+            if blocked {
+                break;
+            }
+            if turn >= PTY_TURN_BUDGET && self.exiting.is_none() && self.child_status.is_none() {
+                self.pty_pending = true;
+                break;
+            }
+        }
+        self.read_buf = buf;
+    }
+
+    fn close_pty(&mut self) {
+        if self.pty_open {
+            self.pty_open = false;
+            self.pty_pending = false;
+            let _ = self.poll.registry().deregister(&mut SourceFd(&self.pty.as_raw_fd()));
+            debug!("PTY closed");
+        }
+    }
+
+    fn on_output(&mut self, data: &[u8], now: Instant) {
+        self.screen.process(data);
+        let replies = self.screen.take_replies();
+        if !replies.is_empty() && !self.has_controller() {
+            // Nobody's terminal will answer: answer from the model so a headless TUI does not
+            // hang. A child that stopped reading cannot take more; dropping a reply it would
+            // never read is harmless.
+            if self.input.push(&replies).is_ok() {
+                self.flush_input();
+            }
+        }
+        let mut offset = 0;
+        while offset < data.len() {
+            let end = (offset + MAX_PAYLOAD).min(data.len());
+            let piece = &data[offset..end];
+            let mut bytes = Vec::with_capacity(HEADER_LEN + piece.len());
+            encode_output(piece, &mut bytes);
+            let frame: Rc<[u8]> = Rc::from(bytes);
+            for (token, client) in self.clients.iter_mut() {
+                if client.streams_output() && client.push_output(&frame, piece.len(), now) {
+                    debug!(client = token.0, "client fell behind; backlog discarded, keyframe pending");
+                    self.timers.arm(now + super::event_loop::SLOW_CLIENT_DEADLINE, Timer::SlowClient(*token));
+                }
+            }
+            offset = end;
+        }
+    }
+
+    fn flush_input(&mut self) {
+        if !self.pty_writable || !self.pty_open || self.input.is_empty() {
+            return;
+        }
+        let mut writer = FdWriter(self.pty.as_fd());
+        match self.input.flush_to(&mut writer) {
+            Ok(Flush::Drained) => {}
+            Ok(Flush::Blocked) => self.pty_writable = false,
+            Err(e) => warn!("PTY write failed: {e}"),
+        }
+    }
+
+    fn has_controller(&self) -> bool {
+        self.clients.values().any(|c| c.role == Some(Role::Controller) && c.alive())
+    }
+
+    // ----- clients -----
+
+    fn accept(&mut self, now: Instant) {
+        loop {
+            let Some(listener) = &self.listener else { return };
+            let (mut stream, _) = match listener.accept() {
+                Ok(pair) => pair,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    warn!("accept failed: {e}");
+                    return;
+                }
+            };
+            let creds = getsockopt(&stream, PeerCredentials);
+            let (uid, pid) = match creds {
+                Ok(c) => (c.uid(), c.pid()),
+                Err(e) => {
+                    warn!("cannot read peer credentials, refusing: {e}");
+                    continue;
+                }
+            };
+            if uid != self.uid {
+                warn!(peer_uid = uid, peer_pid = pid, "refused a connection from another user");
+                let refusal = Frame::error(
+                    ErrorCode::PeerRefused,
+                    format!("this session belongs to uid {}; uid {uid} may not connect", self.uid),
+                );
+                let _ = io::Write::write(&mut stream, &refusal.to_bytes());
+                continue;
+            }
+            if self.clients.len() >= MAX_CLIENTS {
+                warn!(peer_pid = pid, "refused a connection: {MAX_CLIENTS} clients already connected");
+                let refusal = Frame::error(
+                    ErrorCode::Internal,
+                    format!("the session already has {MAX_CLIENTS} clients connected"),
+                );
+                let _ = io::Write::write(&mut stream, &refusal.to_bytes());
+                continue;
+            }
+            let token = Token(self.next_client);
+            self.next_client += 1;
+            if let Err(e) = self.poll.registry().register(&mut stream, token, Interest::READABLE | Interest::WRITABLE) {
+                warn!("cannot register a client: {e}");
+                continue;
+            }
+            debug!(client = token.0, peer_pid = pid, "client connected");
+            self.clients.insert(token, Client::new(stream, Some(pid), now));
+        }
+    }
+
+    fn client_readable(&mut self, token: Token, now: Instant) {
+        let mut buf = [0u8; 64 * 1024];
+        loop {
+            let Some(client) = self.clients.get_mut(&token) else { return };
+            if !client.alive() || client.closing.is_some() {
+                return;
+            }
+            match client.stream.read(&mut buf) {
+                Ok(0) => {
+                    client.gone.get_or_insert(Gone::Left);
+                    return;
+                }
+                Ok(n) => {
+                    client.decoder.push(&buf[..n]);
+                    self.client_frames(token, now);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    client.gone.get_or_insert(Gone::Failed(format!("read failed: {e}")));
+                    return;
+                }
+            }
+        }
+    }
+
+    fn client_frames(&mut self, token: Token, now: Instant) {
+        loop {
+            let Some(client) = self.clients.get_mut(&token) else { return };
+            if !client.alive() || client.closing.is_some() {
+                return;
+            }
+            match client.decoder.next_frame() {
+                Ok(Some(frame)) => self.client_frame(token, frame, now),
+                Ok(None) => return,
+                Err(e) => {
+                    let reason = e.to_string();
+                    warn!(client = token.0, "closing client: {reason}");
+                    client.close_with(Frame::error(e.code(), reason.clone()), reason);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn client_frame(&mut self, token: Token, frame: Frame, now: Instant) {
+        let Some(client) = self.clients.get_mut(&token) else { return };
+        let Some(role) = client.role else {
+            self.client_hello(token, frame, now);
+            return;
+        };
+        let refuse = |client: &mut Client, what: &str| {
+            let message = format!("a {role:?} client may not {what}").to_lowercase();
+            client.push_control(&Frame::error(ErrorCode::NotPermitted, message));
+        };
+        match frame {
+            Frame::Input(bytes) => {
+                if !role.may_input() {
+                    refuse(client, "send input");
+                    return;
+                }
+                if self.child_status.is_some() || !self.pty_open {
+                    client.push_control(&Frame::error(ErrorCode::Exiting, "the session is exiting"));
+                    return;
+                }
+                if let Err(full) = self.input.push(&bytes) {
+                    client.push_control(&Frame::error(
+                        ErrorCode::InputFull,
+                        format!(
+                            "input refused: {} bytes are already waiting for the child to read (limit {}); \
+                             nothing of this {}-byte frame was queued",
+                            full.queued,
+                            full.limit,
+                            bytes.len()
+                        ),
+                    ));
+                    return;
+                }
+                self.flush_input();
+                if role == Role::Controller {
+                    self.touch_controller(token, now);
+                }
+            }
+            Frame::Resize { cols, rows } => {
+                if role != Role::Controller {
+                    refuse(client, "resize the session");
+                    return;
+                }
+                client.size = Some((cols, rows));
+                if self.latest == Some(token) {
+                    self.apply_size(cols, rows);
+                }
+            }
+            Frame::SnapshotRequest => {
+                let snapshot = Frame::Snapshot(self.screen.snapshot());
+                client.push_control(&snapshot);
+            }
+            Frame::Ping(nonce) => client.push_control(&Frame::Pong(nonce)),
+            Frame::Pong(_) => {}
+            Frame::Detach => {
+                client.gone.get_or_insert(Gone::Left);
+            }
+            Frame::Signal { signal, grace_ms } => {
+                if !role.may_signal() {
+                    refuse(client, "signal the session");
+                    return;
+                }
+                self.signal_child(signal as i32, Duration::from_millis(u64::from(grace_ms)), now);
+            }
+            Frame::Error { code, message } => {
+                debug!(client = token.0, ?code, "client reported an error: {message}");
+                client.gone.get_or_insert(Gone::Left);
+            }
+            other => {
+                let reason = format!("{} frames are sent by the master, not by clients", other.kind().name());
+                client.close_with(Frame::error(ErrorCode::Malformed, reason.clone()), reason);
+            }
+        }
+    }
+
+    fn client_hello(&mut self, token: Token, frame: Frame, now: Instant) {
+        let info = self.info();
+        let exited = self.child_status.is_some();
+        let Some(client) = self.clients.get_mut(&token) else { return };
+        let Frame::Hello { version, role, cols, rows } = frame else {
+            let reason = format!("expected HELLO, got {}", frame.kind().name());
+            client.close_with(Frame::error(ErrorCode::BadHello, reason.clone()), reason);
+            return;
+        };
+        if version != PROTOCOL_VERSION {
+            let reason = format!("protocol version {version} is not supported (this master speaks {PROTOCOL_VERSION})");
+            client.close_with(Frame::error(ErrorCode::UnsupportedVersion, reason.clone()), reason);
+            return;
+        }
+        client.role = Some(role);
+        client.push_control(&Frame::Welcome { version: PROTOCOL_VERSION, info });
+        if role == Role::Query {
+            debug!(client = token.0, peer_pid = client.pid, "query client connected");
+        } else {
+            info!(client = token.0, peer_pid = client.pid, ?role, "client attached");
+        }
+        if exited {
+            client.close_with(Frame::error(ErrorCode::Exiting, "the session has exited"), "exited".into());
+            return;
+        }
+        if role.streams_output() {
+            client.needs_keyframe = true;
+        }
+        if role == Role::Controller {
+            // A terminal that does not know its size (0x0) leaves the session's size alone.
+            client.size = crate::screen::valid_size(cols, rows).then_some((cols, rows));
+            self.touch_controller(token, now);
+        }
+    }
+
+    /// The "latest" size policy: the most recently active controller's size is the session's.
+    fn touch_controller(&mut self, token: Token, now: Instant) {
+        let Some(client) = self.clients.get_mut(&token) else { return };
+        client.last_active = now;
+        let size = client.size;
+        if self.latest != Some(token) {
+            self.latest = Some(token);
+            if let Some((cols, rows)) = size {
+                self.apply_size(cols, rows);
+            }
+        }
+    }
+
+    fn apply_size(&mut self, cols: u16, rows: u16) {
+        if !crate::screen::valid_size(cols, rows) || self.screen.size() == (cols, rows) {
+            return;
+        }
+        if let Err(e) = crate::pty::set_size(self.pty.as_fd(), cols, rows) {
+            warn!("{e:#}");
+            return;
+        }
+        self.screen.resize(cols, rows);
+        debug!(cols, rows, "resized");
+    }
+
+    fn info(&self) -> SessionInfo {
+        let count = |role: Role| self.clients.values().filter(|c| c.role == Some(role) && c.alive()).count() as u32;
+        let (cols, rows) = self.screen.size();
+        SessionInfo {
+            name: self.meta.name.clone(),
+            pid: self.meta.pid,
+            master_pid: self.meta.master_pid,
+            command: self.meta.command.clone(),
+            cwd: self.meta.cwd.clone(),
+            cols,
+            rows,
+            controllers: count(Role::Controller),
+            viewers: count(Role::Viewer),
+            observers: count(Role::Observer),
+            title: self.screen.title().to_string(),
+            started_at_ms: self.meta.started_at_ms,
+        }
+    }
+
+    /// Per-turn housekeeping: keyframes for clients that wait for one, closing and removing
+    /// clients that are done.
+    fn settle(&mut self, now: Instant) {
+        let waiting =
+            self.clients.values().any(|c| c.needs_keyframe && c.out.is_empty() && c.streams_output() && c.writable);
+        if waiting && self.screen.at_ground_state() {
+            let frames = self.keyframe_frames();
+            for client in self.clients.values_mut() {
+                if client.needs_keyframe && client.out.is_empty() && client.streams_output() && client.writable {
+                    client.push_keyframe(&frames);
+                }
+            }
+        }
+        let mut removed = Vec::new();
+        for (token, client) in &mut self.clients {
+            if client.gone.is_none()
+                && let Some(reason) = &client.closing
+                && client.out.is_empty()
+            {
+                client.gone = Some(Gone::Closed(reason.clone()));
+            }
+            if client.gone.is_some() {
+                removed.push(*token);
+            }
+        }
+        for token in removed {
+            if let Some(mut client) = self.clients.remove(&token) {
+                let _ = self.poll.registry().deregister(&mut client.stream);
+                if client.role == Some(Role::Query) {
+                    debug!(client = token.0, reason = ?client.gone, "query client left");
+                } else {
+                    info!(
+                        client = token.0,
+                        reason = ?client.gone,
+                        output_bytes = client.output_bytes,
+                        keyframes = client.keyframes,
+                        "client left"
+                    );
+                }
+                if self.latest == Some(token) {
+                    self.latest = None;
+                    let next = self
+                        .clients
+                        .iter()
+                        .filter(|(_, c)| c.role == Some(Role::Controller) && c.alive())
+                        .max_by_key(|(_, c)| c.last_active)
+                        .map(|(t, _)| *t);
+                    if let Some(next) = next {
+                        self.touch_controller(next, now);
+                    }
+                }
+            }
+        }
+    }
+
+    fn keyframe_frames(&self) -> Vec<Rc<[u8]>> {
+        let bytes = self.screen.render_keyframe();
+        let mut frames = Vec::new();
+        let mut chunks = bytes.chunks(MAX_PAYLOAD).peekable();
+        if chunks.peek().is_none() {
+            frames.push(Rc::from(Frame::Keyframe { more: false, data: Vec::new() }.to_bytes()));
+        }
+        while let Some(chunk) = chunks.next() {
+            let more = chunks.peek().is_some();
+            frames.push(Rc::from(Frame::Keyframe { more, data: chunk.to_vec() }.to_bytes()));
+        }
+        frames
+    }
+
+    // ----- signals, the child, timers -----
+
+    fn handle_signals(&mut self, now: Instant) {
+        let pending: Vec<i32> = self.signals.pending().collect();
+        for signal in pending {
+            match signal {
+                SIGCHLD => self.reap(),
+                SIGTERM | SIGINT => {
+                    info!(signal, "asked to stop; terminating the session");
+                    self.signal_child(libc::SIGTERM, STOP_GRACE, now);
+                }
+                SIGHUP => debug!("ignoring SIGHUP"),
+                _ => {}
+            }
+        }
+    }
+
+    fn signal_child(&mut self, signal: i32, grace: Duration, now: Instant) {
+        if self.child_status.is_some() {
+            return;
+        }
+        let Ok(sig) = Signal::try_from(signal) else {
+            warn!(signal, "ignoring a request for an unknown signal");
+            return;
+        };
+        info!(signal = sig.as_str(), grace_ms = grace.as_millis() as u64, "signalling the session's process group");
+        if let Err(e) = killpg(self.child(), sig)
+            && e != Errno::ESRCH
+        {
+            warn!("killpg failed: {e}");
+        }
+        if !grace.is_zero() && !self.kill_requested {
+            self.kill_requested = true;
+            self.timers.arm(now + grace, Timer::Escalate);
+        }
+    }
+
+    fn fire_timers(&mut self, now: Instant) {
+        while let Some(timer) = self.timers.pop_due(now) {
+            match timer {
+                Timer::Escalate => {
+                    if self.child_status.is_none() {
+                        warn!("the session outlived its grace period; sending SIGKILL");
+                        self.escalated = true;
+                        let _ = killpg(self.child(), Signal::SIGKILL);
+                        for member in crate::procfs::session_members(self.meta.pid) {
+                            let _ = nix::sys::signal::kill(Pid::from_raw(member.pid as i32), Signal::SIGKILL);
+                        }
+                    }
+                }
+                Timer::SlowClient(token) => {
+                    let Some(client) = self.clients.get_mut(&token) else { continue };
+                    match client.behind_since {
+                        Some(since) if now.duration_since(since) >= SLOW_CLIENT_DEADLINE => {
+                            let reason = format!(
+                                "disconnected: stayed behind the output stream for more than {} s",
+                                SLOW_CLIENT_DEADLINE.as_secs()
+                            );
+                            warn!(client = token.0, "{reason}");
+                            client.out.discard_backlog();
+                            client.close_with(Frame::error(ErrorCode::TooSlow, reason.clone()), reason);
+                            // It is not reading; do not wait for the error frame to drain.
+                            client.gone = Some(Gone::Closed("too slow".into()));
+                        }
+                        Some(since) => self.timers.arm(since + SLOW_CLIENT_DEADLINE, Timer::SlowClient(token)),
+                        None => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// Collect the child's status if it has exited.
+    fn reap(&mut self) {
+        if self.child_status.is_some() {
+            return;
+        }
+        loop {
+            match waitpid(self.child(), Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::Exited(_, code)) => return self.on_child_exit(ExitStatus::Code(code)),
+                Ok(WaitStatus::Signaled(_, signal, _)) => return self.on_child_exit(ExitStatus::Signal(signal as i32)),
+                Ok(WaitStatus::StillAlive) => return,
+                Ok(_) => continue,
+                Err(Errno::EINTR) => continue,
+                Err(e) => {
+                    warn!("waitpid failed: {e}");
+                    return self.on_child_exit(ExitStatus::Code(-1));
+                }
+            }
+        }
+    }
+
+    fn on_child_exit(&mut self, status: ExitStatus) {
+        info!(%status, escalated = self.escalated, "child exited");
+        self.child_status = Some(status);
+        let now = Instant::now();
+        // Whatever the child wrote before it died is still in the PTY; deliver it first.
+        if self.pty_open {
+            self.read_pty(now);
+        }
+        let record = ExitRecord { status, escalated: self.escalated, exited_at_ms: session::now_ms() };
+        if let Err(e) = session::write_exit(&self.files, &record) {
+            warn!("cannot record the exit: {e:#}");
+        }
+        let frames =
+            self.clients.values().any(|c| c.needs_keyframe && c.streams_output()).then(|| self.keyframe_frames());
+        let exit = Frame::Exit { status, escalated: self.escalated };
+        for client in self.clients.values_mut() {
+            if let Some(frames) = &frames
+                && client.needs_keyframe
+                && client.streams_output()
+            {
+                client.push_keyframe(frames);
+            }
+            client.push_control(&exit);
+            if client.closing.is_none() {
+                client.closing = Some("the session exited".into());
+            }
+        }
+        if let Some(mut listener) = self.listener.take() {
+            let _ = self.poll.registry().deregister(&mut listener);
+        }
+        if let Err(e) = crate::fsutil::remove_if_exists(&self.files.socket) {
+            warn!("{e:#}");
+        }
+        self.exiting = Some(now + EXIT_FLUSH_DEADLINE);
+    }
+}
+
+/// `io::Write` over a borrowed non-blocking fd.
+struct FdWriter<'a>(std::os::fd::BorrowedFd<'a>);
+
+impl io::Write for FdWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        nix::unistd::write(self.0, buf).map_err(io::Error::from)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,150 @@
+//! The session master: one process per session that owns the PTY, the child, the screen model
+//! and the listening socket.
+//!
+//! This file owns start-up: verifying the runtime directory, binding the socket (0600, inside
+//! the verified 0700 directory), starting the child at its initial size, writing the session's
+//! metadata and telling the launching `desk new` that the session is ready (or why it is not)
+//! through an inherited pipe. The running loop lives in [`event_loop`]. Invariant: `desk new`
+//! hears "ready" only once the socket accepts connections and the child runs.
+
+mod client;
+mod event_loop;
+mod queue;
+mod timers;
+
+pub use client::{CLIENT_QUEUE_LIMIT, MAX_CLIENTS};
+pub use event_loop::{INPUT_QUEUE_LIMIT, SLOW_CLIENT_DEADLINE};
+pub use queue::{Flush, InputFull, InputQueue, OutQueue};
+
+use anyhow::{Context, Result, bail};
+use mio::net::UnixListener;
+use mio::unix::SourceFd;
+use mio::{Interest, Poll, Token};
+use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
+use signal_hook_mio::v1_0::Signals;
+use std::ffi::OsString;
+use std::fs;
+use std::io::Write;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use tracing::info;
+
+use crate::paths::{Paths, SessionName};
+use crate::pty::{self, Spawn};
+use crate::screen::Screen;
+use crate::session::{self, SessionMeta};
+
+/// Everything `desk master` needs to start a session.
+#[derive(Debug, Clone)]
+pub struct MasterOptions {
+    pub name: SessionName,
+    pub program: OsString,
+    pub args: Vec<OsString>,
+    pub cwd: Option<PathBuf>,
+    pub env: Vec<(OsString, OsString)>,
+    pub cols: u16,
+    pub rows: u16,
+    /// A pipe inherited from `desk new`: "ok" or an error message is written to it.
+    pub ready_fd: Option<RawFd>,
+}
+
+/// Run a master to completion. Returns once the child has exited and clients were told.
+pub fn run(opts: MasterOptions) -> Result<()> {
+    // SAFETY: `desk new` passes a pipe it opened for us at this fd number, and nothing else in
+    // this process owns it.
+    let mut ready = opts.ready_fd.map(|fd| unsafe { OwnedFd::from_raw_fd(fd) });
+    if let Some(fd) = &ready {
+        // The child must not inherit it, or `desk new` would wait for the child too.
+        pty::set_cloexec(fd.as_fd())?;
+    }
+    let setup = start(&opts);
+    if let Some(fd) = ready.take() {
+        let mut pipe = fs::File::from(fd);
+        let message = match &setup {
+            Ok(_) => "ok\n".to_string(),
+            Err(e) => format!("{e:#}\n"),
+        };
+        let _ = pipe.write_all(message.as_bytes());
+    }
+    let master = setup?;
+    master.run()?;
+    Ok(())
+}
+
+fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
+    let paths = Paths::from_env()?;
+    paths.ensure_runtime()?;
+    let files = paths.session(&opts.name);
+    files.check_socket_len()?;
+    crate::logging::init_file(&files.log);
+
+    let poll = Poll::new().context("cannot create the event loop")?;
+    let mut listener = bind(&files.socket, &opts.name)?;
+    poll.registry()
+        .register(&mut listener, Token(0), Interest::READABLE)
+        .context("cannot register the listening socket")?;
+    let mut signals = Signals::new([SIGCHLD, SIGTERM, SIGINT, SIGHUP]).context("cannot install signal handlers")?;
+    poll.registry().register(&mut signals, Token(2), Interest::READABLE).context("cannot register signals")?;
+
+    let (cols, rows) = if crate::screen::valid_size(opts.cols, opts.rows) {
+        (opts.cols, opts.rows)
+    } else {
+        bail!("size {}x{} is out of range", opts.cols, opts.rows);
+    };
+    let mut env = vec![(OsString::from("DESK_SESSION"), OsString::from(opts.name.as_str()))];
+    if std::env::var_os("TERM").is_none() && !opts.env.iter().any(|(k, _)| k == "TERM") {
+        env.push(("TERM".into(), "xterm-256color".into()));
+    }
+    env.extend(opts.env.iter().cloned());
+    let spawn =
+        Spawn { program: opts.program.clone(), args: opts.args.clone(), cwd: opts.cwd.clone(), env, cols, rows };
+    let child = match pty::spawn(&spawn) {
+        Ok(child) => child,
+        Err(e) => {
+            let _ = fs::remove_file(&files.socket);
+            return Err(e);
+        }
+    };
+    poll.registry()
+        .register(&mut SourceFd(&child.master.as_raw_fd()), Token(1), Interest::READABLE | Interest::WRITABLE)
+        .context("cannot register the PTY")?;
+
+    let cwd = match &opts.cwd {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir().unwrap_or_default(),
+    };
+    let mut command = vec![opts.program.to_string_lossy().into_owned()];
+    command.extend(opts.args.iter().map(|a| a.to_string_lossy().into_owned()));
+    let meta = SessionMeta {
+        name: opts.name.to_string(),
+        pid: child.pid,
+        master_pid: std::process::id(),
+        command,
+        cwd: cwd.to_string_lossy().into_owned(),
+        cols,
+        rows,
+        started_at_ms: session::now_ms(),
+    };
+    crate::fsutil::remove_if_exists(&files.exit)?;
+    session::write_meta(&files, &meta)?;
+    info!(pid = child.pid, command = ?meta.command, cols, rows, "session started");
+    Ok(event_loop::Master::new(files, poll, listener, child.master, signals, meta, Screen::new(cols, rows)))
+}
+
+fn bind(path: &std::path::Path, name: &SessionName) -> Result<UnixListener> {
+    // The directory is 0700 already; the umask makes the socket 0600 from its first instant.
+    let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
+    let bound = UnixListener::bind(path);
+    nix::sys::stat::umask(old);
+    let listener = match bound {
+        Ok(listener) => listener,
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            bail!("session {name} is already running (socket {} exists)", path.display())
+        }
+        Err(e) => return Err(e).with_context(|| format!("cannot listen on {}", path.display())),
+    };
+    fs::set_permissions(path, fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("cannot set the mode of {}", path.display()))?;
+    Ok(listener)
+}

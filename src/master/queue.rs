@@ -1,0 +1,233 @@
+//! Byte queues between the master and its peers.
+//!
+//! [`OutQueue`] owns the encoded frames waiting to be written to one client. Frames are shared
+//! (`Rc`) because the same OUTPUT frame goes to every attached client; a frame is either
+//! written whole or still (partly) queued, so discarding a backlog never cuts a frame and the
+//! stream stays well-formed. [`InputQueue`] owns the bytes waiting to be written to the child's
+//! PTY; it refuses a push that would exceed its bound instead of growing or dropping bytes.
+//! Neither queue reorders bytes.
+
+use std::collections::VecDeque;
+use std::io::{self, IoSlice, Write};
+use std::rc::Rc;
+
+/// How many frames one `write_vectored` call gathers: enough to empty a typical backlog in one
+/// system call, small enough for the stack.
+const MAX_IOVECS: usize = 64;
+
+/// Result of writing as much as the peer would take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flush {
+    /// Everything queued was written.
+    Drained,
+    /// The peer would block; the rest waits for the next writability edge.
+    Blocked,
+}
+
+#[derive(Debug, Default)]
+pub struct OutQueue {
+    frames: VecDeque<Rc<[u8]>>,
+    /// Bytes of the front frame already written.
+    head_off: usize,
+    /// Unwritten bytes across all frames.
+    queued: usize,
+}
+
+impl OutQueue {
+    pub fn push(&mut self, frame: Rc<[u8]>) {
+        self.queued += frame.len();
+        self.frames.push_back(frame);
+    }
+
+    pub fn queued_bytes(&self) -> usize {
+        self.queued
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.queued == 0
+    }
+
+    /// Drop every frame not yet started; a partly written front frame is kept so the peer
+    /// receives it whole. Returns the number of bytes discarded.
+    pub fn discard_backlog(&mut self) -> usize {
+        let keep = if self.head_off > 0 { self.frames.pop_front() } else { None };
+        let before = self.queued;
+        self.frames.clear();
+        self.queued = 0;
+        if let Some(head) = keep {
+            self.queued = head.len() - self.head_off;
+            self.frames.push_back(head);
+        } else {
+            self.head_off = 0;
+        }
+        before - self.queued
+    }
+
+    /// Write until drained or the writer would block.
+    pub fn flush_to(&mut self, writer: &mut impl Write) -> io::Result<Flush> {
+        while !self.frames.is_empty() {
+            let mut slices: [IoSlice<'_>; MAX_IOVECS] = [IoSlice::new(&[]); MAX_IOVECS];
+            let mut count = 0;
+            for (i, frame) in self.frames.iter().take(MAX_IOVECS).enumerate() {
+                let start = if i == 0 { self.head_off } else { 0 };
+                slices[i] = IoSlice::new(&frame[start..]);
+                count += 1;
+            }
+            match writer.write_vectored(&slices[..count]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => self.consume(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Flush::Blocked),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Flush::Drained)
+    }
+
+    fn consume(&mut self, mut n: usize) {
+        self.queued -= n;
+        while n > 0 {
+            let Some(front) = self.frames.front() else { break };
+            let left = front.len() - self.head_off;
+            if n >= left {
+                n -= left;
+                self.frames.pop_front();
+                self.head_off = 0;
+            } else {
+                self.head_off += n;
+                n = 0;
+            }
+        }
+    }
+}
+
+/// The push did not fit; nothing of it was queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InputFull {
+    pub queued: usize,
+    pub limit: usize,
+}
+
+#[derive(Debug)]
+pub struct InputQueue {
+    buf: VecDeque<u8>,
+    limit: usize,
+}
+
+impl InputQueue {
+    pub fn new(limit: usize) -> InputQueue {
+        InputQueue { buf: VecDeque::new(), limit }
+    }
+
+    /// Queue all of `bytes`, or none of them.
+    pub fn push(&mut self, bytes: &[u8]) -> Result<(), InputFull> {
+        if self.buf.len() + bytes.len() > self.limit {
+            return Err(InputFull { queued: self.buf.len(), limit: self.limit });
+        }
+        self.buf.extend(bytes);
+        Ok(())
+    }
+
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    /// Write until drained or the writer would block.
+    pub fn flush_to(&mut self, writer: &mut impl Write) -> io::Result<Flush> {
+        while !self.buf.is_empty() {
+            let (front, _) = self.buf.as_slices();
+            match writer.write(front) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    self.buf.drain(..n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Flush::Blocked),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Flush::Drained)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A writer that accepts at most `budget` bytes, then blocks.
+    struct Throttled {
+        got: Vec<u8>,
+        budget: usize,
+    }
+
+    impl Write for Throttled {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            if self.budget == 0 {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let n = buf.len().min(self.budget);
+            self.budget -= n;
+            self.got.extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn frame(bytes: &[u8]) -> Rc<[u8]> {
+        Rc::from(bytes)
+    }
+
+    #[test]
+    fn partial_writes_resume_where_they_stopped() {
+        let mut q = OutQueue::default();
+        q.push(frame(b"hello "));
+        q.push(frame(b"world"));
+        let mut w = Throttled { got: Vec::new(), budget: 3 };
+        assert_eq!(q.flush_to(&mut w).unwrap(), Flush::Blocked);
+        assert_eq!(q.queued_bytes(), 8);
+        w.budget = 100;
+        assert_eq!(q.flush_to(&mut w).unwrap(), Flush::Drained);
+        assert_eq!(w.got, b"hello world");
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn discarding_a_backlog_keeps_a_partly_written_frame_whole() {
+        let mut q = OutQueue::default();
+        q.push(frame(b"abcdef"));
+        q.push(frame(b"ghi"));
+        q.push(frame(b"jkl"));
+        let mut w = Throttled { got: Vec::new(), budget: 2 };
+        q.flush_to(&mut w).unwrap();
+        assert_eq!(q.discard_backlog(), 6);
+        w.budget = 100;
+        q.flush_to(&mut w).unwrap();
+        assert_eq!(w.got, b"abcdef");
+    }
+
+    #[test]
+    fn discarding_with_nothing_started_empties_the_queue() {
+        let mut q = OutQueue::default();
+        q.push(frame(b"abc"));
+        assert_eq!(q.discard_backlog(), 3);
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn input_queue_refuses_a_push_that_does_not_fit_whole() {
+        let mut q = InputQueue::new(5);
+        q.push(b"abc").unwrap();
+        assert_eq!(q.push(b"def"), Err(InputFull { queued: 3, limit: 5 }));
+        assert_eq!(q.len(), 3);
+        q.push(b"de").unwrap();
+        let mut w = Throttled { got: Vec::new(), budget: 100 };
+        assert_eq!(q.flush_to(&mut w).unwrap(), Flush::Drained);
+        assert_eq!(w.got, b"abcde");
+    }
+}

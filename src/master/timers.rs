@@ -1,0 +1,60 @@
+//! The master's timers.
+//!
+//! Owns pending deadlines, earliest first; the event loop turns the earliest into its poll
+//! timeout, so an idle master with no timers armed sleeps without waking up. Invariant: a timer
+//! fires at most once; stale timers (for a client already gone) are the caller's to ignore.
+
+use mio::Token;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::time::Instant;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Timer {
+    /// A kill request's grace period ended: SIGKILL the session if the child still runs.
+    Escalate,
+    /// Check whether this client is still behind the output stream.
+    SlowClient(Token),
+}
+
+#[derive(Debug, Default)]
+pub struct Timers {
+    heap: BinaryHeap<Reverse<(Instant, Timer)>>,
+}
+
+impl Timers {
+    pub fn arm(&mut self, at: Instant, timer: Timer) {
+        self.heap.push(Reverse((at, timer)));
+    }
+
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.heap.peek().map(|Reverse((at, _))| *at)
+    }
+
+    /// Remove and return one timer due at `now`, if any.
+    pub fn pop_due(&mut self, now: Instant) -> Option<Timer> {
+        match self.heap.peek() {
+            Some(Reverse((at, _))) if *at <= now => self.heap.pop().map(|Reverse((_, t))| t),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn timers_fire_in_deadline_order_and_only_when_due() {
+        let t0 = Instant::now();
+        let mut timers = Timers::default();
+        timers.arm(t0 + Duration::from_secs(2), Timer::Escalate);
+        timers.arm(t0 + Duration::from_secs(1), Timer::SlowClient(Token(20)));
+        assert_eq!(timers.next_deadline(), Some(t0 + Duration::from_secs(1)));
+        assert_eq!(timers.pop_due(t0), None);
+        assert_eq!(timers.pop_due(t0 + Duration::from_secs(5)), Some(Timer::SlowClient(Token(20))));
+        assert_eq!(timers.pop_due(t0 + Duration::from_secs(5)), Some(Timer::Escalate));
+        assert_eq!(timers.pop_due(t0 + Duration::from_secs(5)), None);
+    }
+}

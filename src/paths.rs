@@ -1,0 +1,265 @@
+//! Where desk keeps its files, and the checks that make those places safe to use.
+//!
+//! Owns the mapping from environment (`DESK_HOME`, XDG variables) to directories, session name
+//! validation, and the verification of the runtime directory. Invariants: nothing but a
+//! validated [`SessionName`] ever becomes part of a path; the runtime directory is used only
+//! after it has been verified to be a real directory (not a symlink), owned by the current user,
+//! with mode exactly 0700; a socket path that would not fit in `sun_path` is refused up front.
+
+use anyhow::{Context, Result, bail};
+use std::fmt;
+use std::fs;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Longest session name: long enough for descriptive names, short enough that the socket path
+/// stays well inside the 108-byte `sun_path` under usual runtime directories.
+pub const MAX_NAME_LEN: usize = 64;
+
+/// `sun_path` is 108 bytes on Linux including the terminating NUL.
+const MAX_SOCKET_PATH: usize = 107;
+
+/// A session name: `[A-Za-z0-9][A-Za-z0-9._-]{0,63}`. Only such names become paths.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SessionName(String);
+
+impl SessionName {
+    pub fn parse(name: &str) -> Result<SessionName, NameError> {
+        let mut chars = name.chars();
+        let Some(first) = chars.next() else {
+            return Err(NameError::Empty);
+        };
+        if name.len() > MAX_NAME_LEN {
+            return Err(NameError::TooLong(name.len()));
+        }
+        if !first.is_ascii_alphanumeric() {
+            return Err(NameError::BadFirst(first));
+        }
+        if let Some(bad) = chars.find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))) {
+            return Err(NameError::BadChar(bad));
+        }
+        Ok(SessionName(name.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for SessionName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::str::FromStr for SessionName {
+    type Err = NameError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        SessionName::parse(s)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    #[error("a session name cannot be empty")]
+    Empty,
+    #[error("a session name has at most {MAX_NAME_LEN} characters (this one has {0})")]
+    TooLong(usize),
+    #[error("a session name must start with a letter or digit, not {0:?}")]
+    BadFirst(char),
+    #[error("a session name may contain only letters, digits, '.', '_' and '-', not {0:?}")]
+    BadChar(char),
+}
+
+/// The directories desk uses.
+#[derive(Debug, Clone)]
+pub struct Paths {
+    /// Sockets, session metadata, exit records and session logs.
+    pub runtime: PathBuf,
+    /// Durable state (queues, journals).
+    pub state: PathBuf,
+    /// Configuration.
+    pub config: PathBuf,
+}
+
+/// The files of one session, all inside the runtime directory.
+#[derive(Debug, Clone)]
+pub struct SessionPaths {
+    pub socket: PathBuf,
+    pub meta: PathBuf,
+    pub exit: PathBuf,
+    pub log: PathBuf,
+}
+
+impl Paths {
+    /// Resolve directories from the environment: `DESK_HOME` roots everything when set;
+    /// otherwise the XDG base directories (runtime falls back to `/tmp/desk-$UID`).
+    pub fn from_env() -> Result<Paths> {
+        if let Some(home) = std::env::var_os("DESK_HOME").filter(|v| !v.is_empty()) {
+            let home = PathBuf::from(home);
+            let home = if home.is_absolute() {
+                home
+            } else {
+                std::env::current_dir().context("cannot read the current directory")?.join(home)
+            };
+            return Ok(Paths { runtime: home.join("run"), state: home.join("state"), config: home.join("config") });
+        }
+        let uid = nix::unistd::geteuid().as_raw();
+        let runtime = match std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()) {
+            Some(dir) => PathBuf::from(dir).join("desk"),
+            None => PathBuf::from(format!("/tmp/desk-{uid}")),
+        };
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let xdg = |var: &str, fallback: &str| -> Result<PathBuf> {
+            match std::env::var_os(var).filter(|v| !v.is_empty()) {
+                Some(dir) => Ok(PathBuf::from(dir).join("desk")),
+                None => match &home {
+                    Some(home) => Ok(home.join(fallback).join("desk")),
+                    None => bail!("neither {var} nor HOME is set; set DESK_HOME to choose where desk keeps its files"),
+                },
+            }
+        };
+        Ok(Paths { runtime, state: xdg("XDG_STATE_HOME", ".local/state")?, config: xdg("XDG_CONFIG_HOME", ".config")? })
+    }
+
+    /// Create the runtime directory if needed and verify it is safe to put sockets in.
+    pub fn ensure_runtime(&self) -> Result<()> {
+        ensure_private_dir(&self.runtime)
+    }
+
+    /// Create the state directory if needed and verify it like the runtime directory.
+    pub fn ensure_state(&self) -> Result<()> {
+        ensure_private_dir(&self.state)
+    }
+
+    pub fn session(&self, name: &SessionName) -> SessionPaths {
+        let file = |ext: &str| self.runtime.join(format!("{name}.{ext}"));
+        SessionPaths { socket: file("sock"), meta: file("json"), exit: file("exit"), log: file("log") }
+    }
+
+    /// Every session name that has files in the runtime directory, sorted.
+    pub fn session_names(&self) -> Result<Vec<SessionName>> {
+        let entries = match fs::read_dir(&self.runtime) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e).with_context(|| format!("cannot list {}", self.runtime.display())),
+        };
+        let mut names = Vec::new();
+        for entry in entries {
+            let entry = entry.with_context(|| format!("cannot list {}", self.runtime.display()))?;
+            let file = entry.file_name();
+            let Some(file) = file.to_str() else { continue };
+            let Some(stem) = file.strip_suffix(".json").or_else(|| file.strip_suffix(".sock")) else {
+                continue;
+            };
+            if let Ok(name) = SessionName::parse(stem) {
+                names.push(name);
+            }
+        }
+        names.sort();
+        names.dedup();
+        Ok(names)
+    }
+}
+
+impl SessionPaths {
+    /// Refuse a socket path the kernel would truncate.
+    pub fn check_socket_len(&self) -> Result<()> {
+        let len = self.socket.as_os_str().len();
+        if len > MAX_SOCKET_PATH {
+            bail!(
+                "socket path {} is {len} bytes; unix sockets allow at most {MAX_SOCKET_PATH}. \
+                 Use a shorter session name or point DESK_HOME (or XDG_RUNTIME_DIR) at a shorter directory",
+                self.socket.display()
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Create `dir` (and its parents) with mode 0700 if missing, then verify that it is a directory,
+/// not a symlink, owned by the effective uid, with no group or other permission bits.
+pub fn ensure_private_dir(dir: &Path) -> Result<()> {
+    match fs::DirBuilder::new().recursive(true).mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e).with_context(|| format!("cannot create directory {}", dir.display())),
+    }
+    verify_private_dir(dir)
+}
+
+/// The verification half of [`ensure_private_dir`].
+pub fn verify_private_dir(dir: &Path) -> Result<()> {
+    let meta = fs::symlink_metadata(dir).with_context(|| format!("cannot inspect {}", dir.display()))?;
+    let uid = nix::unistd::geteuid().as_raw();
+    if meta.file_type().is_symlink() {
+        bail!(
+            "{} is a symlink; desk keeps its sockets only in a real directory owned by you. \
+             Remove the symlink or set DESK_HOME to another place",
+            dir.display()
+        );
+    }
+    if !meta.is_dir() {
+        bail!("{} is not a directory; remove it or set DESK_HOME to another place", dir.display());
+    }
+    if meta.uid() != uid {
+        bail!(
+            "directory {} is owned by uid {}, not by you (uid {uid}); desk refuses to use it. \
+             Set DESK_HOME to a directory you own",
+            dir.display(),
+            meta.uid()
+        );
+    }
+    let mode = meta.permissions().mode() & 0o7777;
+    if mode != 0o700 {
+        bail!(
+            "directory {} is mode {mode:04o}; desk needs it to be 0700 and owned by you (uid {uid}). \
+             Fix with: chmod 0700 {}",
+            dir.display(),
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_the_documented_pattern() {
+        for good in ["a", "A0", "agent-1", "x.y_z", "9", &"a".repeat(64)] {
+            assert!(SessionName::parse(good).is_ok(), "{good}");
+        }
+        assert_eq!(SessionName::parse(""), Err(NameError::Empty));
+        assert_eq!(SessionName::parse(&"a".repeat(65)), Err(NameError::TooLong(65)));
+        assert_eq!(SessionName::parse("-a"), Err(NameError::BadFirst('-')));
+        assert_eq!(SessionName::parse(".hidden"), Err(NameError::BadFirst('.')));
+        assert_eq!(SessionName::parse("a/b"), Err(NameError::BadChar('/')));
+        assert_eq!(SessionName::parse("a b"), Err(NameError::BadChar(' ')));
+        assert_eq!(SessionName::parse("..x"), Err(NameError::BadFirst('.')));
+        assert_eq!(SessionName::parse("é"), Err(NameError::BadFirst('é')));
+    }
+
+    #[test]
+    fn private_dir_is_created_0700_and_loose_modes_are_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("run");
+        ensure_private_dir(&dir).unwrap();
+        assert_eq!(fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
+        let err = ensure_private_dir(&dir).unwrap_err().to_string();
+        assert!(err.contains("mode 0755") && err.contains("chmod 0700"), "{err}");
+    }
+
+    #[test]
+    fn symlinked_runtime_dir_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let real = tmp.path().join("real");
+        ensure_private_dir(&real).unwrap();
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let err = ensure_private_dir(&link).unwrap_err().to_string();
+        assert!(err.contains("symlink"), "{err}");
+    }
+}

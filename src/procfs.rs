@@ -1,0 +1,77 @@
+//! Reading process facts from `/proc`.
+//!
+//! Owns the lookups desk needs about processes it did not start itself: which processes belong
+//! to a session (by session id) and what they are. Invariant: read-only; a process that
+//! disappears while being read is simply skipped.
+
+use std::fs;
+
+/// One process found in `/proc`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessInfo {
+    pub pid: u32,
+    pub command: String,
+}
+
+/// Fields of `/proc/PID/stat` after the command name: state is field 3, session id field 6.
+fn parse_stat(stat: &str) -> Option<(String, u32)> {
+    let open = stat.find('(')?;
+    let close = stat.rfind(')')?;
+    let comm = stat.get(open + 1..close)?.to_string();
+    let rest: Vec<&str> = stat.get(close + 2..)?.split_whitespace().collect();
+    // rest[0] = state, rest[1] = ppid, rest[2] = pgrp, rest[3] = session
+    let session = rest.get(3)?.parse().ok()?;
+    if rest.first() == Some(&"Z") {
+        return None;
+    }
+    Some((comm, session))
+}
+
+/// Live (non-zombie) processes whose session id is `sid`.
+pub fn session_members(sid: u32) -> Vec<ProcessInfo> {
+    let Ok(entries) = fs::read_dir("/proc") else { return Vec::new() };
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        if let Some((comm, session)) = parse_stat(&stat)
+            && session == sid
+        {
+            let command = fs::read(format!("/proc/{pid}/cmdline"))
+                .ok()
+                .map(|raw| {
+                    raw.split(|b| *b == 0)
+                        .filter(|part| !part.is_empty())
+                        .map(|part| String::from_utf8_lossy(part).into_owned())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .filter(|cmd| !cmd.is_empty())
+                .unwrap_or(comm);
+            found.push(ProcessInfo { pid, command });
+        }
+    }
+    found.sort_by_key(|p| p.pid);
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_with_spaces_and_parens_in_the_name_parses() {
+        let stat = "1234 (my (odd) name) S 1 1234 1234 34817 1234 4194560 0 0";
+        assert_eq!(parse_stat(stat), Some(("my (odd) name".to_string(), 1234)));
+        assert_eq!(parse_stat("1 (x) Z 0 1 1 0"), None);
+    }
+
+    #[test]
+    fn our_own_session_contains_us() {
+        let sid = nix::unistd::getsid(None).unwrap().as_raw() as u32;
+        let me = std::process::id();
+        assert!(session_members(sid).iter().any(|p| p.pid == me));
+    }
+}

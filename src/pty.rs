@@ -1,0 +1,117 @@
+//! Pseudo-terminals and the child process on them.
+//!
+//! Owns opening a PTY pair, starting the child as a session leader with the slave as its
+//! controlling terminal, and the small fd operations the master needs (size, non-blocking).
+//! Invariants: the child starts with the requested window size already set (never 0x0), a clean
+//! signal mask, default dispositions for every catchable signal, and none of desk's descriptors
+//! (the master fd is CLOEXEC and non-blocking before the child is spawned).
+
+use anyhow::{Context, Result};
+use nix::fcntl::{FcntlArg, FdFlag, OFlag, fcntl};
+use nix::pty::{Winsize, openpty};
+use std::ffi::OsString;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+/// What to run on a new PTY.
+#[derive(Debug, Clone)]
+pub struct Spawn {
+    pub program: OsString,
+    pub args: Vec<OsString>,
+    pub cwd: Option<PathBuf>,
+    /// Variables set on top of the inherited environment.
+    pub env: Vec<(OsString, OsString)>,
+    pub cols: u16,
+    pub rows: u16,
+}
+
+/// A running child on a PTY.
+#[derive(Debug)]
+pub struct Child {
+    /// The PTY master: non-blocking, close-on-exec.
+    pub master: OwnedFd,
+    /// The child's pid, which is also its process group and session id.
+    pub pid: u32,
+}
+
+fn winsize(cols: u16, rows: u16) -> Winsize {
+    Winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 }
+}
+
+/// Start `spec` on a fresh PTY.
+pub fn spawn(spec: &Spawn) -> Result<Child> {
+    let pty = openpty(Some(&winsize(spec.cols, spec.rows)), None).context("cannot open a pseudo-terminal")?;
+    set_cloexec(pty.master.as_fd())?;
+    set_cloexec(pty.slave.as_fd())?;
+    set_nonblocking(pty.master.as_fd())?;
+
+    let mut cmd = Command::new(&spec.program);
+    cmd.args(&spec.args);
+    if let Some(cwd) = &spec.cwd {
+        cmd.current_dir(cwd);
+    }
+    for (key, value) in &spec.env {
+        cmd.env(key, value);
+    }
+    let slave = pty.slave;
+    cmd.stdin(Stdio::from(slave.try_clone().context("cannot duplicate the PTY slave")?))
+        .stdout(Stdio::from(slave.try_clone().context("cannot duplicate the PTY slave")?))
+        .stderr(Stdio::from(slave));
+    // SAFETY: the closure runs between fork and exec and calls only async-signal-safe functions
+    // (setsid, ioctl, sigaction, sigprocmask); it allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::ioctl(0, libc::TIOCSCTTY as _, 0) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            for signal in 1..32 {
+                if signal != libc::SIGKILL && signal != libc::SIGSTOP {
+                    libc::signal(signal, libc::SIG_DFL);
+                }
+            }
+            let mut empty: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut empty);
+            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().with_context(|| format!("could not execute {}", spec.program.to_string_lossy()))?;
+    Ok(Child { master: pty.master, pid: child.id() })
+}
+
+pub fn set_cloexec(fd: BorrowedFd<'_>) -> Result<()> {
+    fcntl(fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC)).context("cannot set FD_CLOEXEC")?;
+    Ok(())
+}
+
+pub fn set_nonblocking(fd: BorrowedFd<'_>) -> Result<()> {
+    let flags = fcntl(fd, FcntlArg::F_GETFL).context("cannot read file status flags")?;
+    let flags = OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK;
+    fcntl(fd, FcntlArg::F_SETFL(flags)).context("cannot set O_NONBLOCK")?;
+    Ok(())
+}
+
+nix::ioctl_write_ptr_bad!(set_winsize_ioctl, libc::TIOCSWINSZ, Winsize);
+nix::ioctl_read_bad!(get_winsize_ioctl, libc::TIOCGWINSZ, Winsize);
+
+/// Set the window size of the terminal behind `fd` (the kernel then signals SIGWINCH to the
+/// terminal's foreground process group).
+pub fn set_size(fd: BorrowedFd<'_>, cols: u16, rows: u16) -> Result<()> {
+    let ws = winsize(cols, rows);
+    // SAFETY: `fd` is a valid descriptor for the duration of the call and `ws` outlives it.
+    unsafe { set_winsize_ioctl(fd.as_raw_fd(), &ws) }.context("cannot set the window size")?;
+    Ok(())
+}
+
+/// Read the window size of the terminal behind `fd`, as (cols, rows).
+pub fn get_size(fd: BorrowedFd<'_>) -> Result<(u16, u16)> {
+    let mut ws = winsize(0, 0);
+    // SAFETY: `fd` is valid for the call and `ws` is a properly aligned Winsize.
+    unsafe { get_winsize_ioctl(fd.as_raw_fd(), &mut ws) }.context("cannot read the window size")?;
+    Ok((ws.ws_col, ws.ws_row))
+}

@@ -1,0 +1,226 @@
+//! A session's files and how to reach its master.
+//!
+//! Owns the metadata record a master writes when it starts, the exit record it writes when its
+//! child ends, the per-name lock that serialises `new`/`rm`/stale cleanup, and the
+//! connect-probe that tells a live master from a stale socket. Invariants: the exit record is
+//! written durably before the socket is removed, so a session whose socket is gone is either
+//! exited (record present) or lost (its master died without one); a socket is only unlinked
+//! while holding the name's lock after a connect was refused.
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+use std::fs::{File, OpenOptions};
+use std::io::{ErrorKind, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::fsutil;
+use crate::paths::{Paths, SessionName, SessionPaths};
+use crate::wire::{ExitStatus, Frame, FrameDecoder, PROTOCOL_VERSION, Role, SessionInfo};
+
+/// Written by the master once its child runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionMeta {
+    pub name: String,
+    pub pid: u32,
+    pub master_pid: u32,
+    pub command: Vec<String>,
+    pub cwd: String,
+    pub cols: u16,
+    pub rows: u16,
+    pub started_at_ms: u64,
+}
+
+/// Written by the master when its child has been reaped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExitRecord {
+    pub status: ExitStatus,
+    /// The child outlived a kill request's grace period and was sent SIGKILL.
+    pub escalated: bool,
+    pub exited_at_ms: u64,
+}
+
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .with_context(|| format!("{} is not a valid desk record", path.display())),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+pub fn read_meta(paths: &SessionPaths) -> Result<Option<SessionMeta>> {
+    read_json(&paths.meta)
+}
+
+pub fn read_exit(paths: &SessionPaths) -> Result<Option<ExitRecord>> {
+    read_json(&paths.exit)
+}
+
+pub fn write_meta(paths: &SessionPaths, meta: &SessionMeta) -> Result<()> {
+    fsutil::write_atomic(&paths.meta, &serde_json::to_vec_pretty(meta)?)
+}
+
+pub fn write_exit(paths: &SessionPaths, record: &ExitRecord) -> Result<()> {
+    fsutil::write_atomic(&paths.exit, &serde_json::to_vec_pretty(record)?)
+}
+
+/// An exclusive lock on one session name, held for the life of the value.
+pub struct NameLock {
+    _file: File,
+}
+
+impl NameLock {
+    fn path(paths: &Paths, name: &SessionName) -> std::path::PathBuf {
+        paths.runtime.join(format!("{name}.lock"))
+    }
+
+    fn open(paths: &Paths, name: &SessionName) -> Result<File> {
+        let path = Self::path(paths, name);
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)
+            .with_context(|| format!("cannot open lock file {}", path.display()))
+    }
+
+    /// Wait for the lock.
+    pub fn acquire(paths: &Paths, name: &SessionName) -> Result<NameLock> {
+        let file = Self::open(paths, name)?;
+        file.lock().with_context(|| format!("cannot lock session {name}"))?;
+        Ok(NameLock { _file: file })
+    }
+
+    /// Take the lock only if nobody holds it.
+    pub fn try_acquire(paths: &Paths, name: &SessionName) -> Result<Option<NameLock>> {
+        let file = Self::open(paths, name)?;
+        match file.try_lock() {
+            Ok(()) => Ok(Some(NameLock { _file: file })),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+            Err(std::fs::TryLockError::Error(e)) => Err(e).with_context(|| format!("cannot lock session {name}")),
+        }
+    }
+
+    pub fn remove_file(paths: &Paths, name: &SessionName) -> Result<()> {
+        fsutil::remove_if_exists(&Self::path(paths, name))
+    }
+}
+
+/// What a connect attempt on a session's socket found.
+#[derive(Debug)]
+pub enum Probe {
+    /// A master answered.
+    Live(UnixStream),
+    /// No socket file.
+    Absent,
+    /// A socket file nobody listens on: its master died.
+    Stale,
+}
+
+/// How long a CLI request waits for a master before calling it unresponsive. Masters answer
+/// within microseconds; this only guards against a wedged or stopped one.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub fn probe(paths: &SessionPaths) -> Result<Probe> {
+    match UnixStream::connect(&paths.socket) {
+        Ok(stream) => Ok(Probe::Live(stream)),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(Probe::Absent),
+        Err(e) if e.kind() == ErrorKind::ConnectionRefused => Ok(Probe::Stale),
+        Err(e) => Err(e).with_context(|| format!("cannot connect to {}", paths.socket.display())),
+    }
+}
+
+/// Remove a stale socket, but only if it is still stale once the name's lock is held (a new
+/// master may have replaced it meanwhile). Returns whether it removed anything.
+pub fn clean_stale(paths: &Paths, name: &SessionName, lock: &NameLock) -> Result<bool> {
+    let _ = lock;
+    let files = paths.session(name);
+    match probe(&files)? {
+        Probe::Stale => {
+            fsutil::remove_if_exists(&files.socket)?;
+            Ok(true)
+        }
+        Probe::Live(_) | Probe::Absent => Ok(false),
+    }
+}
+
+/// A blocking request/reply connection to a master, used by the short CLI commands.
+pub struct Connection {
+    stream: UnixStream,
+    decoder: FrameDecoder,
+    pub info: SessionInfo,
+}
+
+impl Connection {
+    /// Connect with `role`, send HELLO and wait for WELCOME.
+    pub fn open(stream: UnixStream, role: Role, cols: u16, rows: u16) -> Result<Connection> {
+        stream.set_read_timeout(Some(REQUEST_TIMEOUT))?;
+        stream.set_write_timeout(Some(REQUEST_TIMEOUT))?;
+        let mut conn = Connection {
+            stream,
+            decoder: FrameDecoder::new(),
+            info: SessionInfo {
+                name: String::new(),
+                pid: 0,
+                master_pid: 0,
+                command: Vec::new(),
+                cwd: String::new(),
+                cols: 0,
+                rows: 0,
+                controllers: 0,
+                viewers: 0,
+                observers: 0,
+                title: String::new(),
+                started_at_ms: 0,
+            },
+        };
+        conn.send(&Frame::Hello { version: PROTOCOL_VERSION, role, cols, rows })?;
+        match conn.recv()? {
+            Frame::Welcome { info, .. } => conn.info = info,
+            Frame::Error { code, message } => bail!("the session refused the connection ({code:?}): {message}"),
+            other => bail!("the session answered {:?} instead of WELCOME", other.kind()),
+        }
+        Ok(conn)
+    }
+
+    pub fn send(&mut self, frame: &Frame) -> Result<()> {
+        self.stream.write_all(&frame.to_bytes()).context("cannot write to the session")
+    }
+
+    /// Wait for the next frame. A closed connection is an error.
+    pub fn recv(&mut self) -> Result<Frame> {
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            if let Some(frame) = self.decoder.next_frame().context("the session sent a malformed frame")? {
+                return Ok(frame);
+            }
+            let n = match self.stream.read(&mut buf) {
+                Ok(n) => n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::TimedOut => {
+                    bail!("the session did not answer within {} s", REQUEST_TIMEOUT.as_secs())
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e).context("cannot read from the session"),
+            };
+            if n == 0 {
+                bail!("the session closed the connection");
+            }
+            self.decoder.push(&buf[..n]);
+        }
+    }
+
+    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> Result<()> {
+        self.stream.set_read_timeout(timeout).context("cannot set a timeout")
+    }
+}

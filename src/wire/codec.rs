@@ -1,0 +1,296 @@
+//! Encoding and decoding of frames.
+//!
+//! Owns the translation between [`Frame`] values and bytes, plus [`FrameDecoder`], which cuts a
+//! byte stream into frames. Invariants: the header is validated before the payload is buffered
+//! (a too-large declaration fails with only 8 bytes read); fixed-size payloads must have exactly
+//! their size; JSON payloads must be one UTF-8 object; nothing here panics on any input.
+
+use super::frame::{DecodeError, ErrorCode, ExitStatus, Frame, FrameType, Header, Role};
+use super::{FLAG_MORE, HEADER_LEN, MAGIC, MAX_ERROR_MESSAGE, MAX_PAYLOAD};
+
+/// Parse and validate an 8-byte header.
+pub fn decode_header(bytes: &[u8; HEADER_LEN]) -> Result<Header, DecodeError> {
+    let len = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+    let kind = FrameType::from_u8(bytes[4]).ok_or(DecodeError::UnknownType(bytes[4]))?;
+    let flags = bytes[5];
+    let reserved = u16::from_le_bytes([bytes[6], bytes[7]]);
+    if len as usize > MAX_PAYLOAD {
+        return Err(DecodeError::TooLarge { len, limit: MAX_PAYLOAD });
+    }
+    let allowed = if kind == FrameType::Keyframe { FLAG_MORE } else { 0 };
+    if flags & !allowed != 0 || reserved != 0 {
+        return Err(DecodeError::Reserved { kind: kind.name(), flags, reserved });
+    }
+    Ok(Header { len, kind, flags })
+}
+
+fn malformed(kind: FrameType, reason: impl Into<String>) -> DecodeError {
+    DecodeError::Malformed { kind: kind.name(), reason: reason.into() }
+}
+
+fn exact(kind: FrameType, payload: &[u8], len: usize) -> Result<(), DecodeError> {
+    if payload.len() == len {
+        Ok(())
+    } else {
+        Err(malformed(kind, format!("payload is {} bytes, expected {len}", payload.len())))
+    }
+}
+
+fn u16_at(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn json<T: serde::de::DeserializeOwned>(kind: FrameType, b: &[u8]) -> Result<T, DecodeError> {
+    serde_json::from_slice(b).map_err(|e| malformed(kind, format!("invalid JSON body: {e}")))
+}
+
+/// Decode a payload whose header has already been validated by [`decode_header`].
+pub fn decode_frame(header: &Header, payload: &[u8]) -> Result<Frame, DecodeError> {
+    let kind = header.kind;
+    if payload.len() != header.len as usize {
+        return Err(malformed(kind, "payload length differs from the header"));
+    }
+    Ok(match kind {
+        FrameType::Hello => {
+            exact(kind, payload, 12)?;
+            if payload[0..4] != MAGIC {
+                return Err(malformed(kind, "bad magic (not a desk client)"));
+            }
+            let version = u16_at(payload, 4);
+            let role =
+                Role::from_u8(payload[6]).ok_or_else(|| malformed(kind, format!("unknown role {}", payload[6])))?;
+            if payload[7] != 0 {
+                return Err(malformed(kind, "reserved byte is not zero"));
+            }
+            Frame::Hello { version, role, cols: u16_at(payload, 8), rows: u16_at(payload, 10) }
+        }
+        FrameType::Welcome => {
+            if payload.len() < 4 {
+                return Err(malformed(kind, "shorter than its 4-byte prefix"));
+            }
+            if u16_at(payload, 2) != 0 {
+                return Err(malformed(kind, "reserved field is not zero"));
+            }
+            Frame::Welcome { version: u16_at(payload, 0), info: json(kind, &payload[4..])? }
+        }
+        FrameType::Input => Frame::Input(payload.to_vec()),
+        FrameType::Resize => {
+            exact(kind, payload, 4)?;
+            let (cols, rows) = (u16_at(payload, 0), u16_at(payload, 2));
+            if !crate::screen::valid_size(cols, rows) {
+                return Err(malformed(kind, format!("size {cols}x{rows} is out of range")));
+            }
+            Frame::Resize { cols, rows }
+        }
+        FrameType::Output => Frame::Output(payload.to_vec()),
+        FrameType::Keyframe => Frame::Keyframe { more: header.flags & FLAG_MORE != 0, data: payload.to_vec() },
+        FrameType::SnapshotRequest => {
+            exact(kind, payload, 0)?;
+            Frame::SnapshotRequest
+        }
+        FrameType::Snapshot => Frame::Snapshot(json(kind, payload)?),
+        FrameType::Event => Frame::Event(json(kind, payload)?),
+        FrameType::Detach => {
+            exact(kind, payload, 0)?;
+            Frame::Detach
+        }
+        FrameType::Exit => {
+            exact(kind, payload, 6)?;
+            let value = u32_at(payload, 1) as i32;
+            let status = match payload[0] {
+                0 => ExitStatus::Code(value),
+                1 if (1..=64).contains(&value) => ExitStatus::Signal(value),
+                1 => return Err(malformed(kind, format!("signal {value} is out of range"))),
+                other => return Err(malformed(kind, format!("unknown exit kind {other}"))),
+            };
+            let escalated = match payload[5] {
+                0 => false,
+                1 => true,
+                other => return Err(malformed(kind, format!("escalated flag is {other}"))),
+            };
+            Frame::Exit { status, escalated }
+        }
+        FrameType::Error => {
+            if payload.len() < 2 {
+                return Err(malformed(kind, "shorter than its 2-byte code"));
+            }
+            if payload.len() - 2 > MAX_ERROR_MESSAGE {
+                return Err(malformed(kind, "message is longer than the limit"));
+            }
+            let raw = u16_at(payload, 0);
+            let code = ErrorCode::from_u16(raw).ok_or_else(|| malformed(kind, format!("unknown error code {raw}")))?;
+            let message =
+                std::str::from_utf8(&payload[2..]).map_err(|_| malformed(kind, "message is not UTF-8"))?.to_string();
+            Frame::Error { code, message }
+        }
+        FrameType::Ping | FrameType::Pong => {
+            exact(kind, payload, 8)?;
+            let mut nonce = [0u8; 8];
+            nonce.copy_from_slice(payload);
+            let nonce = u64::from_le_bytes(nonce);
+            if kind == FrameType::Ping { Frame::Ping(nonce) } else { Frame::Pong(nonce) }
+        }
+        FrameType::Signal => {
+            exact(kind, payload, 5)?;
+            let signal = payload[0];
+            if !(1..=64).contains(&signal) {
+                return Err(malformed(kind, format!("signal {signal} is out of range")));
+            }
+            Frame::Signal { signal, grace_ms: u32_at(payload, 1) }
+        }
+    })
+}
+
+fn put_header(out: &mut Vec<u8>, kind: FrameType, flags: u8, len: usize) {
+    debug_assert!(len <= MAX_PAYLOAD, "{} payload of {len} bytes", kind.name());
+    out.extend_from_slice(&(len as u32).to_le_bytes());
+    out.push(kind as u8);
+    out.push(flags);
+    out.extend_from_slice(&[0, 0]);
+}
+
+/// Append an OUTPUT frame carrying `data` (at most [`MAX_PAYLOAD`] bytes) without building a
+/// [`Frame`] first: the master's hot path.
+pub fn encode_output(data: &[u8], out: &mut Vec<u8>) {
+    put_header(out, FrameType::Output, 0, data.len());
+    out.extend_from_slice(data);
+}
+
+fn json_bytes<T: serde::Serialize>(value: &T) -> Vec<u8> {
+    // Serialising plain structs, maps and strings to a Vec cannot fail.
+    serde_json::to_vec(value).unwrap_or_else(|_| b"{}".to_vec())
+}
+
+impl Frame {
+    /// Append this frame's bytes to `out`. Payloads above [`MAX_PAYLOAD`] are a caller bug
+    /// (output and keyframes are chunked before they become frames).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let kind = self.kind();
+        let mut flags = 0;
+        let payload: std::borrow::Cow<'_, [u8]> = match self {
+            Frame::Hello { version, role, cols, rows } => {
+                let mut p = Vec::with_capacity(12);
+                p.extend_from_slice(&MAGIC);
+                p.extend_from_slice(&version.to_le_bytes());
+                p.push(*role as u8);
+                p.push(0);
+                p.extend_from_slice(&cols.to_le_bytes());
+                p.extend_from_slice(&rows.to_le_bytes());
+                p.into()
+            }
+            Frame::Welcome { version, info } => {
+                let mut p = Vec::new();
+                p.extend_from_slice(&version.to_le_bytes());
+                p.extend_from_slice(&[0, 0]);
+                p.extend_from_slice(&json_bytes(info));
+                p.into()
+            }
+            Frame::Input(data) | Frame::Output(data) => data.as_slice().into(),
+            Frame::Resize { cols, rows } => {
+                let mut p = Vec::with_capacity(4);
+                p.extend_from_slice(&cols.to_le_bytes());
+                p.extend_from_slice(&rows.to_le_bytes());
+                p.into()
+            }
+            Frame::Keyframe { more, data } => {
+                if *more {
+                    flags = FLAG_MORE;
+                }
+                data.as_slice().into()
+            }
+            Frame::SnapshotRequest | Frame::Detach => Vec::new().into(),
+            Frame::Snapshot(snapshot) => json_bytes(snapshot).into(),
+            Frame::Event(event) => json_bytes(event).into(),
+            Frame::Exit { status, escalated } => {
+                let (kind_byte, value) = match *status {
+                    ExitStatus::Code(code) => (0u8, code),
+                    ExitStatus::Signal(signal) => (1u8, signal),
+                };
+                let mut p = vec![kind_byte];
+                p.extend_from_slice(&value.to_le_bytes());
+                p.push(u8::from(*escalated));
+                p.into()
+            }
+            Frame::Error { code, message } => {
+                let mut p = Vec::with_capacity(2 + message.len());
+                p.extend_from_slice(&(*code as u16).to_le_bytes());
+                p.extend_from_slice(message.as_bytes());
+                p.into()
+            }
+            Frame::Ping(nonce) | Frame::Pong(nonce) => nonce.to_le_bytes().to_vec().into(),
+            Frame::Signal { signal, grace_ms } => {
+                let mut p = vec![*signal];
+                p.extend_from_slice(&grace_ms.to_le_bytes());
+                p.into()
+            }
+        };
+        put_header(out, kind, flags, payload.len());
+        out.extend_from_slice(&payload);
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.encode(&mut out);
+        out
+    }
+}
+
+/// Cuts a byte stream into frames.
+///
+/// Bytes are pushed as they arrive; [`FrameDecoder::next_frame`] yields complete frames. The
+/// buffer holds at most one incomplete frame plus whatever was pushed after it, and a header
+/// over the limit fails before its payload is awaited. After an error the stream is unusable.
+#[derive(Debug, Default)]
+pub struct FrameDecoder {
+    buf: Vec<u8>,
+    start: usize,
+}
+
+impl FrameDecoder {
+    pub fn new() -> FrameDecoder {
+        FrameDecoder::default()
+    }
+
+    pub fn push(&mut self, bytes: &[u8]) {
+        if self.start > 0 && self.start == self.buf.len() {
+            self.buf.clear();
+            self.start = 0;
+        }
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// Bytes received but not yet returned as frames.
+    pub fn buffered(&self) -> usize {
+        self.buf.len() - self.start
+    }
+
+    pub fn next_frame(&mut self) -> Result<Option<Frame>, DecodeError> {
+        let pending = &self.buf[self.start..];
+        if pending.len() < HEADER_LEN {
+            self.compact();
+            return Ok(None);
+        }
+        let mut head = [0u8; HEADER_LEN];
+        head.copy_from_slice(&pending[..HEADER_LEN]);
+        let header = decode_header(&head)?;
+        let total = HEADER_LEN + header.len as usize;
+        if pending.len() < total {
+            self.compact();
+            return Ok(None);
+        }
+        let frame = decode_frame(&header, &pending[HEADER_LEN..total])?;
+        self.start += total;
+        Ok(Some(frame))
+    }
+
+    fn compact(&mut self) {
+        if self.start > 0 {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+    }
+}

@@ -1,0 +1,329 @@
+//! Frame values and their error vocabulary.
+//!
+//! Owns the typed form of each frame, the roles a client may take, and the error codes carried
+//! by ERROR frames. Invariants: every variant maps to exactly one [`FrameType`]; JSON-bodied
+//! frames (WELCOME, SNAPSHOT, EVENT) carry a single UTF-8 JSON object.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+use crate::screen::Snapshot;
+
+/// Frame type byte (header offset 4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum FrameType {
+    Hello = 0x01,
+    Welcome = 0x02,
+    Input = 0x03,
+    Resize = 0x04,
+    Output = 0x05,
+    Keyframe = 0x06,
+    SnapshotRequest = 0x07,
+    Snapshot = 0x08,
+    Event = 0x09,
+    Detach = 0x0a,
+    Exit = 0x0b,
+    Error = 0x0c,
+    Ping = 0x0d,
+    Pong = 0x0e,
+    Signal = 0x0f,
+}
+
+impl FrameType {
+    pub fn from_u8(value: u8) -> Option<FrameType> {
+        use FrameType::*;
+        Some(match value {
+            0x01 => Hello,
+            0x02 => Welcome,
+            0x03 => Input,
+            0x04 => Resize,
+            0x05 => Output,
+            0x06 => Keyframe,
+            0x07 => SnapshotRequest,
+            0x08 => Snapshot,
+            0x09 => Event,
+            0x0a => Detach,
+            0x0b => Exit,
+            0x0c => Error,
+            0x0d => Ping,
+            0x0e => Pong,
+            0x0f => Signal,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        use FrameType::*;
+        match self {
+            Hello => "HELLO",
+            Welcome => "WELCOME",
+            Input => "INPUT",
+            Resize => "RESIZE",
+            Output => "OUTPUT",
+            Keyframe => "KEYFRAME",
+            SnapshotRequest => "SNAPSHOT_REQUEST",
+            Snapshot => "SNAPSHOT",
+            Event => "EVENT",
+            Detach => "DETACH",
+            Exit => "EXIT",
+            Error => "ERROR",
+            Ping => "PING",
+            Pong => "PONG",
+            Signal => "SIGNAL",
+        }
+    }
+}
+
+/// The role a client declares in its HELLO; it decides what the master sends it and what it may
+/// send. Controllers type and resize; viewers only watch; observers receive events and may
+/// inject input (the delivery daemon); queries get nothing unsolicited (`peek`, `ls`, `kill`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[repr(u8)]
+pub enum Role {
+    Controller = 1,
+    Viewer = 2,
+    Observer = 3,
+    Query = 4,
+}
+
+impl Role {
+    pub fn from_u8(value: u8) -> Option<Role> {
+        match value {
+            1 => Some(Role::Controller),
+            2 => Some(Role::Viewer),
+            3 => Some(Role::Observer),
+            4 => Some(Role::Query),
+            _ => None,
+        }
+    }
+
+    /// Whether this role receives the terminal stream (OUTPUT and KEYFRAME frames).
+    pub fn streams_output(self) -> bool {
+        matches!(self, Role::Controller | Role::Viewer)
+    }
+
+    /// Whether this role may send INPUT.
+    pub fn may_input(self) -> bool {
+        matches!(self, Role::Controller | Role::Observer)
+    }
+
+    /// Whether this role may signal the child.
+    pub fn may_signal(self) -> bool {
+        !matches!(self, Role::Viewer)
+    }
+}
+
+/// How a child ended: with an exit code, or killed by a signal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExitStatus {
+    Code(i32),
+    Signal(i32),
+}
+
+impl ExitStatus {
+    /// The shell convention: the code itself, or 128 + the signal number.
+    pub fn shell_code(self) -> i32 {
+        match self {
+            ExitStatus::Code(code) => code,
+            ExitStatus::Signal(signal) => 128 + signal,
+        }
+    }
+}
+
+impl fmt::Display for ExitStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            ExitStatus::Code(code) => write!(f, "exited with code {code}"),
+            ExitStatus::Signal(signal) => {
+                write!(f, "was killed by signal {signal}")?;
+                if let Ok(name) = nix::sys::signal::Signal::try_from(signal) {
+                    write!(f, " ({})", name.as_str())?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Error codes carried by ERROR frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u16)]
+pub enum ErrorCode {
+    /// The first frame was not a well-formed HELLO.
+    BadHello = 1,
+    /// The HELLO named a protocol version this side does not speak.
+    UnsupportedVersion = 2,
+    /// A header declared a payload above the limit.
+    TooLarge = 3,
+    /// A header carried a type this side does not know.
+    UnknownType = 4,
+    /// A frame's payload does not match its type's layout.
+    Malformed = 5,
+    /// The client's role may not send this frame.
+    NotPermitted = 6,
+    /// The input queue to the child is full; the INPUT frame was refused whole.
+    InputFull = 7,
+    /// The client stayed behind the output stream past the deadline.
+    TooSlow = 8,
+    /// The session is exiting.
+    Exiting = 9,
+    /// Something failed inside the master.
+    Internal = 10,
+    /// The connecting process belongs to another user.
+    PeerRefused = 11,
+}
+
+impl ErrorCode {
+    pub fn from_u16(value: u16) -> Option<ErrorCode> {
+        use ErrorCode::*;
+        Some(match value {
+            1 => BadHello,
+            2 => UnsupportedVersion,
+            3 => TooLarge,
+            4 => UnknownType,
+            5 => Malformed,
+            6 => NotPermitted,
+            7 => InputFull,
+            8 => TooSlow,
+            9 => Exiting,
+            10 => Internal,
+            11 => PeerRefused,
+            _ => return None,
+        })
+    }
+}
+
+/// What a master tells a client about its session in WELCOME (and what `desk ls` shows).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionInfo {
+    pub name: String,
+    /// Child process id (also its process group and session id).
+    pub pid: u32,
+    pub master_pid: u32,
+    pub command: Vec<String>,
+    pub cwd: String,
+    pub cols: u16,
+    pub rows: u16,
+    pub controllers: u32,
+    pub viewers: u32,
+    pub observers: u32,
+    pub title: String,
+    /// Unix time in milliseconds when the child was started.
+    pub started_at_ms: u64,
+}
+
+/// A decoded frame header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    pub len: u32,
+    pub kind: FrameType,
+    pub flags: u8,
+}
+
+/// One frame.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Frame {
+    Hello {
+        version: u16,
+        role: Role,
+        cols: u16,
+        rows: u16,
+    },
+    Welcome {
+        version: u16,
+        info: SessionInfo,
+    },
+    Input(Vec<u8>),
+    Resize {
+        cols: u16,
+        rows: u16,
+    },
+    Output(Vec<u8>),
+    Keyframe {
+        more: bool,
+        data: Vec<u8>,
+    },
+    SnapshotRequest,
+    Snapshot(Snapshot),
+    /// A session event; a JSON object whose schema belongs to the event module.
+    Event(serde_json::Map<String, serde_json::Value>),
+    Detach,
+    Exit {
+        status: ExitStatus,
+        escalated: bool,
+    },
+    Error {
+        code: ErrorCode,
+        message: String,
+    },
+    Ping(u64),
+    Pong(u64),
+    /// Signal the child's process group; escalate to SIGKILL after `grace_ms` if it is still
+    /// alive (0: never escalate).
+    Signal {
+        signal: u8,
+        grace_ms: u32,
+    },
+}
+
+impl Frame {
+    pub fn kind(&self) -> FrameType {
+        match self {
+            Frame::Hello { .. } => FrameType::Hello,
+            Frame::Welcome { .. } => FrameType::Welcome,
+            Frame::Input(_) => FrameType::Input,
+            Frame::Resize { .. } => FrameType::Resize,
+            Frame::Output(_) => FrameType::Output,
+            Frame::Keyframe { .. } => FrameType::Keyframe,
+            Frame::SnapshotRequest => FrameType::SnapshotRequest,
+            Frame::Snapshot(_) => FrameType::Snapshot,
+            Frame::Event(_) => FrameType::Event,
+            Frame::Detach => FrameType::Detach,
+            Frame::Exit { .. } => FrameType::Exit,
+            Frame::Error { .. } => FrameType::Error,
+            Frame::Ping(_) => FrameType::Ping,
+            Frame::Pong(_) => FrameType::Pong,
+            Frame::Signal { .. } => FrameType::Signal,
+        }
+    }
+
+    /// An ERROR frame, with the message cut to the protocol's bound on a character boundary.
+    pub fn error(code: ErrorCode, message: impl Into<String>) -> Frame {
+        let mut message = message.into();
+        if message.len() > super::MAX_ERROR_MESSAGE {
+            let mut end = super::MAX_ERROR_MESSAGE;
+            while !message.is_char_boundary(end) {
+                end -= 1;
+            }
+            message.truncate(end);
+        }
+        Frame::Error { code, message }
+    }
+}
+
+/// Why bytes could not be decoded into a frame. The stream cannot be resynchronised after any
+/// of these: the receiver answers with an ERROR frame carrying [`DecodeError::code`] and closes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("frame declares a {len}-byte payload; the limit is {limit} bytes")]
+    TooLarge { len: u32, limit: usize },
+    #[error("unknown frame type 0x{0:02x}")]
+    UnknownType(u8),
+    #[error("{kind} frame has reserved bits set (flags 0x{flags:02x}, reserved 0x{reserved:04x})")]
+    Reserved { kind: &'static str, flags: u8, reserved: u16 },
+    #[error("malformed {kind} frame: {reason}")]
+    Malformed { kind: &'static str, reason: String },
+}
+
+impl DecodeError {
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            DecodeError::TooLarge { .. } => ErrorCode::TooLarge,
+            DecodeError::UnknownType(_) => ErrorCode::UnknownType,
+            DecodeError::Reserved { .. } | DecodeError::Malformed { .. } => ErrorCode::Malformed,
+        }
+    }
+}

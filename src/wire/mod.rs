@@ -1,0 +1,35 @@
+//! The wire protocol between a session master and its clients.
+//!
+//! Owns the byte layout of every frame and nothing else: no sockets, no clocks. A frame is an
+//! 8-byte header (payload length, type, flags, reserved) followed by its payload; the layouts are
+//! specified in `docs/protocol.md` and pinned by the vectors under `tests/vectors/wire/`.
+//! Invariants: a declared payload length above [`MAX_PAYLOAD`] is refused as soon as the header is
+//! seen, before any allocation; a decoder never buffers more than one frame plus one read; every
+//! frame `encode`s to exactly the bytes that `decode` accepts back into an equal frame.
+
+mod codec;
+mod frame;
+
+pub use codec::{FrameDecoder, decode_frame, decode_header, encode_output};
+pub use frame::{DecodeError, ErrorCode, ExitStatus, Frame, FrameType, Header, Role, SessionInfo};
+
+/// Version of the protocol spoken by this build. A master refuses a HELLO with another version.
+pub const PROTOCOL_VERSION: u16 = 1;
+
+/// First bytes of every HELLO payload, so a stray connection (or another program's protocol)
+/// is told apart from a desk client before anything else is interpreted.
+pub const MAGIC: [u8; 4] = *b"DESK";
+
+/// Header size: u32 payload length, u8 type, u8 flags, u16 reserved.
+pub const HEADER_LEN: usize = 8;
+
+/// 1 MiB: the largest frame either side accepts. Output frames carry at most one PTY read
+/// (64 KiB) and keyframes are split into chunks of this size, so only a broken or hostile peer
+/// declares more; refusing at the header keeps each connection's buffer bounded.
+pub const MAX_PAYLOAD: usize = 1 << 20;
+
+/// Bound on the text of an ERROR frame: enough for a sentence naming what was wrong.
+pub const MAX_ERROR_MESSAGE: usize = 1024;
+
+/// Flag bit on KEYFRAME frames: more keyframe chunks follow.
+pub const FLAG_MORE: u8 = 0x01;
