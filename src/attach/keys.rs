@@ -98,7 +98,7 @@ mod tests {
     #[test]
     fn detach_key_is_found_plain_and_in_kitty_form() {
         assert_eq!(find_detach_key(b"abc\x1cdef", 0x1c), Some((3, 1)));
-        assert_eq!(find_detach_key(b"ab\x1b[92;5uc", 0x1c), Some((2, 6)));
+        assert_eq!(find_detach_key(b"ab\x1b[92;5uc", 0x1c), Some((2, 7)));
         assert_eq!(find_detach_key(b"\x1b[92;5:1u", 0x1c), Some((0, 9)));
         assert_eq!(find_detach_key(b"\x1b[92;5:3u", 0x1c), None);
         assert_eq!(find_detach_key(b"\x1b[97;5u", 0x01), Some((0, 7)));
