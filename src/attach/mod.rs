@@ -86,6 +86,7 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
         detach_key: opts.detach_key,
         to_master: Frame::Hello { version: PROTOCOL_VERSION, role, cols, rows }.to_bytes(),
         to_tty: Vec::new(),
+        to_tty_off: 0,
         decoder: FrameDecoder::new(),
         modes: ModeTracker::default(),
         sock_readable: false,
@@ -131,6 +132,9 @@ struct Client {
     detach_key: Option<u8>,
     to_master: Vec<u8>,
     to_tty: Vec<u8>,
+    /// Bytes of `to_tty` already written; the buffer is compacted only when it empties, so a
+    /// slow terminal taking a few KiB per write does not cost a memmove of the rest each time.
+    to_tty_off: usize,
     decoder: FrameDecoder,
     modes: ModeTracker,
     sock_readable: bool,
@@ -191,10 +195,10 @@ impl Client {
             if self.sock_writable && !self.to_master.is_empty() {
                 progressed |= self.write_socket();
             }
-            if self.tty_writable && !self.to_tty.is_empty() {
+            if self.tty_writable && self.to_tty_off < self.to_tty.len() {
                 progressed |= self.write_tty();
             }
-            if self.sock_readable && self.to_tty.len() < TTY_BACKLOG_LIMIT && self.ending.is_none() {
+            if self.sock_readable && self.to_tty.len() - self.to_tty_off < TTY_BACKLOG_LIMIT && self.ending.is_none() {
                 progressed |= self.read_socket(buf);
             }
             if !progressed {
@@ -255,9 +259,13 @@ impl Client {
     }
 
     fn write_tty(&mut self) -> bool {
-        match nix::unistd::write(self.raw.fd(), &self.to_tty) {
+        match nix::unistd::write(self.raw.fd(), &self.to_tty[self.to_tty_off..]) {
             Ok(n) => {
-                self.to_tty.drain(..n);
+                self.to_tty_off += n;
+                if self.to_tty_off == self.to_tty.len() {
+                    self.to_tty.clear();
+                    self.to_tty_off = 0;
+                }
                 n > 0
             }
             Err(nix::errno::Errno::EAGAIN) => {
@@ -268,6 +276,7 @@ impl Client {
             Err(e) => {
                 self.ending = Some(Ending::Lost(format!("cannot write to the terminal: {e}")));
                 self.to_tty.clear();
+                self.to_tty_off = 0;
                 false
             }
         }
@@ -275,7 +284,9 @@ impl Client {
 
     /// Used once, on the way out: the terminal is ours alone and the bytes are few.
     fn write_tty_blocking(&mut self, bytes: &[u8]) {
-        let mut pending: Vec<u8> = std::mem::take(&mut self.to_tty);
+        let mut pending: Vec<u8> = self.to_tty.split_off(self.to_tty_off);
+        self.to_tty.clear();
+        self.to_tty_off = 0;
         pending.extend_from_slice(bytes);
         let mut offset = 0;
         let mut spins = 0;

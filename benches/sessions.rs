@@ -1,0 +1,580 @@
+//! `make bench`: desk measured side by side with dtach and tmux in one run.
+//!
+//! Three measurements, each repeated and reported as medians:
+//! - fan-out: a child `cat`s a large text file through the session while 0, 1 or 4 clients are
+//!   attached, each on its own pseudo-terminal read by a byte-counting consumer. Reported: the
+//!   producer's throughput, the holder's CPU time, bytes each client received, and whether each
+//!   client's final screen equals the screen the file produces on a terminal (checked with the
+//!   vt100 crate) — throughput without loss accounting would reward dropping bytes.
+//! - attach: time from starting the attach command until its terminal shows a full 40-line
+//!   screen (desk and tmux; dtach keeps no screen to redraw from).
+//! - idle: private memory of the holder process and its context switches over an idle period.
+//!
+//! Pinning: this process and the attach clients run on CPU 1, holders and their children on
+//! CPU 0 (`taskset`), so every tool gets the same split. Options: `--runs N` (default 5),
+//! `--mb N` (default 50), `--only fanout|attach|idle`, `--idle-secs N` (default 10).
+
+use desk::pty::{Spawn, spawn};
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+const COLS: u16 = 120;
+const ROWS: u16 = 40;
+
+struct Opts {
+    runs: usize,
+    mb: usize,
+    only: Option<String>,
+    idle_secs: u64,
+}
+
+fn parse_opts() -> Opts {
+    let mut opts = Opts { runs: 5, mb: 50, only: None, idle_secs: 10 };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    while i < args.len() {
+        let value = || args.get(i + 1).cloned().unwrap_or_default();
+        match args[i].as_str() {
+            "--runs" => opts.runs = value().parse().expect("--runs N"),
+            "--mb" => opts.mb = value().parse().expect("--mb N"),
+            "--only" => opts.only = Some(value()),
+            "--idle-secs" => opts.idle_secs = value().parse().expect("--idle-secs N"),
+            "--bench" => {
+                i += 1;
+                continue;
+            }
+            other => panic!("unknown option {other}"),
+        }
+        i += 2;
+    }
+    opts
+}
+
+fn pin_self_to(cpu: usize) {
+    // SAFETY: plain syscall on our own process with an initialised cpu set.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let n = v.len();
+    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+}
+
+fn p95(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[((v.len() as f64 * 0.95).ceil() as usize).saturating_sub(1).min(v.len() - 1)]
+}
+
+fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(out.status.success(), "{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A program on a pseudo-terminal whose output is counted (and optionally kept).
+struct Consumer {
+    pid: u32,
+    bytes: Arc<AtomicU64>,
+    kept: Arc<Mutex<Vec<u8>>>,
+    last: Arc<Mutex<Instant>>,
+    stop: Arc<AtomicBool>,
+    master: Arc<OwnedFd>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Consumer {
+    fn start(argv: &[OsString], env: &[(OsString, OsString)], keep: bool) -> Consumer {
+        let child = spawn(&Spawn {
+            program: argv[0].clone(),
+            args: argv[1..].to_vec(),
+            cwd: None,
+            env: env.to_vec(),
+            cols: COLS,
+            rows: ROWS,
+        })
+        .expect("spawn consumer");
+        let master = Arc::new(child.master);
+        let bytes = Arc::new(AtomicU64::new(0));
+        let kept = Arc::new(Mutex::new(Vec::new()));
+        let last = Arc::new(Mutex::new(Instant::now()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (master, bytes, kept, last, stop) =
+                (master.clone(), bytes.clone(), kept.clone(), last.clone(), stop.clone());
+            thread::spawn(move || {
+                let mut buf = vec![0u8; 256 * 1024];
+                while !stop.load(Ordering::Relaxed) {
+                    let mut fds = [nix::poll::PollFd::new(master.as_fd(), nix::poll::PollFlags::POLLIN)];
+                    if nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(50u16)).unwrap_or(0) == 0 {
+                        continue;
+                    }
+                    match nix::unistd::read(master.as_fd(), &mut buf) {
+                        Ok(0) | Err(nix::errno::Errno::EIO) => break,
+                        Ok(n) => {
+                            bytes.fetch_add(n as u64, Ordering::Relaxed);
+                            if keep {
+                                kept.lock().unwrap().extend_from_slice(&buf[..n]);
+                            }
+                            *last.lock().unwrap() = Instant::now();
+                        }
+                        Err(_) => {}
+                    }
+                }
+            })
+        };
+        Consumer { pid: child.pid, bytes, kept, last, stop, master, thread: Some(thread) }
+    }
+
+    fn write(&self, bytes: &[u8]) {
+        let _ = nix::unistd::write(self.master.as_fd(), bytes);
+    }
+
+    fn quiet_for(&self, d: Duration) -> bool {
+        self.last.lock().unwrap().elapsed() >= d
+    }
+}
+
+impl Drop for Consumer {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid as i32), nix::sys::signal::SIGKILL);
+        let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(self.pid as i32), None);
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rfind(')').map(|i| &stat[i + 2..]).unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    f.get(11).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0)
+        + f.get(12).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0)
+}
+
+fn ctxt_switches(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .filter(|l| l.starts_with("voluntary_ctxt_switches") || l.starts_with("nonvoluntary_ctxt_switches"))
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum()
+}
+
+fn private_kib(pid: u32) -> u64 {
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+    rollup
+        .lines()
+        .filter(|l| l.starts_with("Private_Clean") || l.starts_with("Private_Dirty"))
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum()
+}
+
+fn find_pid(needle: &str) -> Option<u32> {
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if cmd.starts_with(needle) {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+/// One holder under test.
+trait Holder {
+    fn name(&self) -> &'static str;
+    /// Start a session running `script` (sh) detached; return the holder process pid.
+    fn start(&mut self, script: &str) -> u32;
+    fn attach_argv(&self) -> Vec<OsString>;
+    fn attach_env(&self) -> Vec<(OsString, OsString)> {
+        Vec::new()
+    }
+    /// Wait until `n` clients are attached.
+    fn wait_clients(&self, n: usize);
+    /// The session's own idea of its screen, when it has one.
+    fn screen(&self) -> Option<Vec<String>>;
+    fn stop(&mut self);
+}
+
+struct Desk {
+    exe: PathBuf,
+    home: PathBuf,
+    n: usize,
+}
+
+impl Desk {
+    fn cmd(&self) -> Command {
+        let mut c = Command::new(&self.exe);
+        c.env("DESK_HOME", &self.home);
+        c
+    }
+    fn session(&self) -> String {
+        format!("b{}", self.n)
+    }
+}
+
+impl Holder for Desk {
+    fn name(&self) -> &'static str {
+        "desk"
+    }
+    fn start(&mut self, script: &str) -> u32 {
+        self.n += 1;
+        let mut c = Command::new("taskset");
+        c.env("DESK_HOME", &self.home).arg("-c").arg("0").arg(&self.exe);
+        c.args(["new", &self.session(), "--size", &format!("{COLS}x{ROWS}"), "--", "sh", "-c", script]);
+        run(&mut c);
+        let json = run(self.cmd().args(["ls", "--json"]));
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == self.session().as_str())
+            .and_then(|s| s["master_pid"].as_u64())
+            .unwrap() as u32
+    }
+    fn attach_argv(&self) -> Vec<OsString> {
+        vec![self.exe.clone().into(), "attach".into(), self.session().into()]
+    }
+    fn attach_env(&self) -> Vec<(OsString, OsString)> {
+        vec![("DESK_HOME".into(), self.home.clone().into())]
+    }
+    fn wait_clients(&self, n: usize) {
+        wait_for("desk clients", Duration::from_secs(10), || {
+            let json = run(self.cmd().args(["ls", "--json"]));
+            let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+            v.as_array()
+                .unwrap()
+                .iter()
+                .any(|s| s["name"] == self.session().as_str() && s["clients"]["controllers"].as_u64() == Some(n as u64))
+        });
+    }
+    fn screen(&self) -> Option<Vec<String>> {
+        let json = run(self.cmd().args(["peek", &self.session(), "--json"]));
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        Some(v["lines"].as_array().unwrap().iter().map(|l| l.as_str().unwrap().trim_end().to_string()).collect())
+    }
+    fn stop(&mut self) {
+        let _ = self.cmd().args(["kill", &self.session(), "--signal", "KILL"]).output();
+        let _ = self.cmd().args(["rm", &self.session()]).output();
+    }
+}
+
+struct Dtach {
+    dir: PathBuf,
+    n: usize,
+}
+
+impl Dtach {
+    fn sock(&self) -> PathBuf {
+        self.dir.join(format!("d{}.sock", self.n))
+    }
+}
+
+impl Holder for Dtach {
+    fn name(&self) -> &'static str {
+        "dtach"
+    }
+    fn start(&mut self, script: &str) -> u32 {
+        self.n += 1;
+        let sock = self.sock();
+        run(Command::new("taskset")
+            .args(["-c", "0", "dtach", "-n"])
+            .arg(&sock)
+            .args(["-r", "none", "sh", "-c", script]));
+        wait_for("dtach socket", Duration::from_secs(5), || sock.exists());
+        find_pid(&format!("dtach -n {}", sock.display())).expect("dtach master pid")
+    }
+    fn attach_argv(&self) -> Vec<OsString> {
+        vec!["dtach".into(), "-a".into(), self.sock().into(), "-r".into(), "none".into(), "-E".into()]
+    }
+    fn wait_clients(&self, n: usize) {
+        // dtach cannot report its clients; give the attach processes a moment to connect.
+        if n > 0 {
+            thread::sleep(Duration::from_millis(300));
+        }
+    }
+    fn screen(&self) -> Option<Vec<String>> {
+        None
+    }
+    fn stop(&mut self) {
+        if let Some(pid) = find_pid(&format!("dtach -n {}", self.sock().display())) {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::SIGKILL);
+        }
+        let _ = std::fs::remove_file(self.sock());
+    }
+}
+
+struct Tmux {
+    label: String,
+}
+
+impl Tmux {
+    fn cmd(&self) -> Command {
+        let mut c = Command::new("tmux");
+        c.args(["-L", &self.label, "-f", "/dev/null"]);
+        c
+    }
+}
+
+impl Holder for Tmux {
+    fn name(&self) -> &'static str {
+        "tmux"
+    }
+    fn start(&mut self, script: &str) -> u32 {
+        let mut c = Command::new("taskset");
+        c.args(["-c", "0", "tmux", "-L", &self.label, "-f", "/dev/null", "new-session", "-d", "-s", "s"]);
+        c.args(["-x", &COLS.to_string(), "-y", &ROWS.to_string(), script]);
+        run(&mut c);
+        run(self.cmd().args(["set-option", "-g", "status", "off"]));
+        run(self.cmd().args(["set-option", "-g", "window-size", "manual"]));
+        run(self.cmd().args(["display", "-p", "#{pid}"])).trim().parse().unwrap()
+    }
+    fn attach_argv(&self) -> Vec<OsString> {
+        ["tmux", "-L", &self.label, "-f", "/dev/null", "attach", "-t", "s"].iter().map(OsString::from).collect()
+    }
+    fn wait_clients(&self, n: usize) {
+        wait_for("tmux clients", Duration::from_secs(10), || {
+            run(self.cmd().args(["list-clients"])).lines().count() == n
+        });
+    }
+    fn screen(&self) -> Option<Vec<String>> {
+        Some(
+            run(self.cmd().args(["capture-pane", "-p", "-t", "s"])).lines().map(|l| l.trim_end().to_string()).collect(),
+        )
+    }
+    fn stop(&mut self) {
+        let _ = self.cmd().arg("kill-server").output();
+    }
+}
+
+fn screen_rows(bytes: &[u8]) -> Vec<String> {
+    let nz = |n: u16| std::num::NonZeroU16::new(n).unwrap();
+    let mut parser = vt100::Parser::new(nz(ROWS), nz(COLS), 0);
+    parser.process(bytes);
+    parser.screen().rows(0, COLS).map(|r| r.trim_end().to_string()).collect()
+}
+
+fn strip_trailing_blank(mut rows: Vec<String>) -> Vec<String> {
+    while rows.last().is_some_and(|r| r.is_empty()) {
+        rows.pop();
+    }
+    rows
+}
+
+#[derive(Default)]
+struct FanoutStats {
+    mbps: Vec<f64>,
+    cpu_s: Vec<f64>,
+    client_bytes: Vec<f64>,
+    screens_ok: usize,
+    screens_checked: usize,
+}
+
+fn fanout(holders: &mut [Box<dyn Holder>], opts: &Opts, work: &Path) -> String {
+    let data = work.join("flood.txt");
+    if !data.exists() {
+        // Base64-like text lines: deterministic, printable, 76 columns like `base64` output.
+        let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut out = Vec::with_capacity(opts.mb << 20);
+        let mut x: u64 = 0x9e3779b97f4a7c15;
+        while out.len() < opts.mb << 20 {
+            for _ in 0..76 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                out.push(alphabet[(x % 64) as usize]);
+            }
+            out.push(b'\n');
+        }
+        std::fs::write(&data, &out).unwrap();
+    }
+    let size = std::fs::metadata(&data).unwrap().len();
+    // What a terminal shows after the file went through a PTY (ONLCR turns \n into \r\n).
+    let expected = {
+        let raw = std::fs::read(&data).unwrap();
+        let tail_start = raw.len().saturating_sub(200 * 77);
+        let tail_start = raw[tail_start..].iter().position(|b| *b == b'\n').map_or(0, |p| tail_start + p + 1);
+        let mut cooked = Vec::new();
+        for &b in &raw[tail_start..] {
+            if b == b'\n' {
+                cooked.push(b'\r');
+            }
+            cooked.push(b);
+        }
+        strip_trailing_blank(screen_rows(&cooked))
+    };
+    let mut table = String::from(
+        "| holder | clients | throughput MB/s (median) | holder CPU s (median) | bytes per client (median) | final screens exact |\n|---|---|---|---|---|---|\n",
+    );
+    let mut results: BTreeMap<(usize, String), FanoutStats> = BTreeMap::new();
+    for clients in [0usize, 1, 4] {
+        for run_no in 0..opts.runs {
+            for holder in holders.iter_mut() {
+                let go = work.join(format!("go-{}-{clients}-{run_no}", holder.name()));
+                let done = work.join(format!("time-{}-{clients}-{run_no}", holder.name()));
+                let _ = std::fs::remove_file(&go);
+                let _ = std::fs::remove_file(&done);
+                nix::unistd::mkfifo(&go, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+                let script = format!(
+                    "stty -echo; read x < {go}; s=$(date +%s%N); cat {data}; e=$(date +%s%N); echo $((e-s)) > {done}.tmp; mv {done}.tmp {done}; exec sleep 100000",
+                    go = go.display(),
+                    data = data.display(),
+                    done = done.display()
+                );
+                let pid = holder.start(&script);
+                let consumers: Vec<Consumer> =
+                    (0..clients).map(|_| Consumer::start(&holder.attach_argv(), &holder.attach_env(), true)).collect();
+                holder.wait_clients(clients);
+                let cpu_before = cpu_ticks(pid);
+                std::fs::write(&go, "go\n").unwrap();
+                wait_for("flood end", Duration::from_secs(300), || done.exists());
+                let nanos: f64 = std::fs::read_to_string(&done).unwrap().trim().parse().unwrap();
+                wait_for("clients to go quiet", Duration::from_secs(120), || {
+                    consumers.iter().all(|c| c.quiet_for(Duration::from_millis(500)))
+                });
+                let cpu = (cpu_ticks(pid) - cpu_before) as f64 / 100.0;
+                let stats = results.entry((clients, holder.name().to_string())).or_default();
+                stats.mbps.push(size as f64 / 1e6 / (nanos / 1e9));
+                stats.cpu_s.push(cpu);
+                let reference = holder.screen().map(strip_trailing_blank);
+                for c in &consumers {
+                    stats.client_bytes.push(c.bytes.load(Ordering::Relaxed) as f64);
+                    let kept = c.kept.lock().unwrap();
+                    let rows = strip_trailing_blank(screen_rows(&kept));
+                    stats.screens_checked += 1;
+                    // The flood's last lines must be on screen exactly; the holder's own view
+                    // (when it has one) must agree with the client's.
+                    let tail_ok = rows.len() >= 2 && expected.ends_with(&rows[..rows.len() - 1]) || rows == expected;
+                    let model_ok = reference.as_ref().is_none_or(|r| *r == rows);
+                    if tail_ok && model_ok {
+                        stats.screens_ok += 1;
+                    }
+                }
+                drop(consumers);
+                holder.stop();
+                let _ = std::fs::remove_file(&go);
+                let _ = std::fs::remove_file(&done);
+            }
+        }
+    }
+    for ((clients, name), mut s) in results {
+        let bytes = if clients == 0 { "-".to_string() } else { format!("{:.0}", median(&mut s.client_bytes)) };
+        let screens = if clients == 0 { "-".to_string() } else { format!("{}/{}", s.screens_ok, s.screens_checked) };
+        table.push_str(&format!(
+            "| {name} | {clients} | {:.1} | {:.2} | {bytes} | {screens} |\n",
+            median(&mut s.mbps),
+            median(&mut s.cpu_s)
+        ));
+    }
+    format!("File: {} bytes of base64-style text ({} runs each).\n\n{table}", size, opts.runs)
+}
+
+fn attach_latency(holders: &mut [Box<dyn Holder>], opts: &Opts, work: &Path) -> String {
+    let runs = (opts.runs * 6).max(20);
+    let mut table = String::from("| holder | runs | median ms | p95 ms |\n|---|---|---|---|\n");
+    for holder in holders.iter_mut().filter(|h| h.name() != "dtach") {
+        let script = format!(
+            "for i in $(seq 1 39); do printf 'line %02d %s\\n' $i {pad}; done; printf 'FULL-SCREEN-MARKER'; exec sleep 100000",
+            pad = "x".repeat(100)
+        );
+        let _ = work;
+        holder.start(&script);
+        thread::sleep(Duration::from_millis(200));
+        let mut times = Vec::new();
+        for _ in 0..runs {
+            let t0 = Instant::now();
+            let c = Consumer::start(&holder.attach_argv(), &holder.attach_env(), true);
+            wait_for("full screen", Duration::from_secs(10), || {
+                let kept = c.kept.lock().unwrap();
+                let rows = screen_rows(&kept);
+                rows.first().is_some_and(|r| r.starts_with("line 01"))
+                    && rows.iter().any(|r| r.contains("FULL-SCREEN-MARKER"))
+            });
+            times.push(t0.elapsed().as_secs_f64() * 1000.0);
+            if holder.name() == "desk" {
+                c.write(b"\x1c");
+            }
+            drop(c);
+        }
+        holder.stop();
+        let mut t2 = times.clone();
+        table.push_str(&format!("| {} | {runs} | {:.2} | {:.2} |\n", holder.name(), median(&mut times), p95(&mut t2)));
+    }
+    table
+}
+
+fn idle(holders: &mut [Box<dyn Holder>], opts: &Opts) -> String {
+    let mut table = String::from(
+        "| holder | private memory KiB (Private_Clean + Private_Dirty) | context switches over idle period |\n|---|---|---|\n",
+    );
+    for holder in holders.iter_mut() {
+        let pid = holder.start("exec sleep 100000");
+        thread::sleep(Duration::from_millis(500));
+        let before = ctxt_switches(pid);
+        thread::sleep(Duration::from_secs(opts.idle_secs));
+        let after = ctxt_switches(pid);
+        let kib = private_kib(pid);
+        holder.stop();
+        table.push_str(&format!("| {} | {kib} | {} |\n", holder.name(), after - before));
+    }
+    format!("Idle period: {} s, session running `sleep`, no client attached.\n\n{table}", opts.idle_secs)
+}
+
+fn main() {
+    let opts = parse_opts();
+    let ncpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    pin_self_to(1);
+    let work = tempfile::Builder::new().prefix("desk-bench").tempdir().unwrap();
+    let home = work.path().join("home");
+    let mut holders: Vec<Box<dyn Holder>> = vec![
+        Box::new(Desk { exe: PathBuf::from(env!("CARGO_BIN_EXE_desk")), home, n: 0 }),
+        Box::new(Dtach { dir: work.path().to_path_buf(), n: 0 }),
+        Box::new(Tmux { label: format!("deskbench{}", std::process::id()) }),
+    ];
+    let cpus = std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        .unwrap_or_default();
+    println!(
+        "# desk benchmarks\n\nMachine: {} CPUs ({cpus}); grid {COLS}x{ROWS}; medians over repeated runs.\n",
+        ncpus
+    );
+    let want = |what: &str| opts.only.as_deref().is_none_or(|o| o == what);
+    if want("fanout") {
+        println!("## Fan-out\n\n{}", fanout(&mut holders, &opts, work.path()));
+    }
+    if want("attach") {
+        println!("## Attach to a full screen\n\n{}", attach_latency(&mut holders, &opts, work.path()));
+    }
+    if want("idle") {
+        println!("## Idle holder\n\n{}", idle(&mut holders, &opts));
+    }
+}

@@ -1,0 +1,235 @@
+//! desk-specific test support: a private `DESK_HOME`, the `desk` binary, raw wire clients.
+//!
+//! Every session a test starts lives under its own temporary `DESK_HOME`; when the [`Home`] is
+//! dropped, every master and child recorded there is killed by pid, so nothing leaks even when
+//! an assertion fails.
+
+#![allow(dead_code)]
+
+use desk::wire::{Frame, FrameDecoder, PROTOCOL_VERSION, Role};
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+pub const DESK: &str = env!("CARGO_BIN_EXE_desk");
+
+/// Generous bound for conditions that normally hold within milliseconds; only reached when
+/// something is broken (or the machine is very loaded).
+pub const PATIENCE: Duration = Duration::from_secs(20);
+
+/// Poll `cond` until it returns `Some`, or panic with `what` and the last observation.
+pub fn eventually<T>(what: &str, mut cond: impl FnMut() -> Result<T, String>) -> T {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let last = match cond() {
+            Ok(v) => return v,
+            Err(e) => e,
+        };
+        if Instant::now() > deadline {
+            panic!("timed out waiting for {what}; last observation:\n{last}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+pub struct Home {
+    pub dir: tempfile::TempDir,
+}
+
+impl Home {
+    pub fn new() -> Home {
+        Home { dir: tempfile::Builder::new().prefix("dk").tempdir_in("/tmp").expect("temp dir") }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn run_dir(&self) -> PathBuf {
+        self.dir.path().join("run")
+    }
+
+    pub fn cmd(&self) -> Command {
+        let mut c = Command::new(DESK);
+        c.env("DESK_HOME", self.dir.path()).env_remove("DESK_SESSION").env("RUST_BACKTRACE", "0");
+        c
+    }
+
+    /// Run `desk ARGS...` and return its output.
+    pub fn desk(&self, args: &[&str]) -> Output {
+        self.cmd().args(args).output().expect("run desk")
+    }
+
+    /// Run `desk ARGS...`, requiring success, and return stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.desk(args);
+        assert!(
+            out.status.success(),
+            "desk {args:?} failed ({:?}):\nstdout: {}\nstderr: {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Start a session running `sh -c script`.
+    pub fn new_sh(&self, name: &str, script: &str) {
+        self.ok(&["new", name, "--", "sh", "-c", script]);
+    }
+
+    pub fn ls(&self) -> Vec<serde_json::Value> {
+        serde_json::from_str::<serde_json::Value>(&self.ok(&["ls", "--json"]))
+            .expect("ls --json is JSON")
+            .as_array()
+            .expect("ls --json is an array")
+            .clone()
+    }
+
+    pub fn session(&self, name: &str) -> Option<serde_json::Value> {
+        self.ls().into_iter().find(|s| s["name"] == name)
+    }
+
+    /// The session's screen as `desk peek` prints it.
+    pub fn peek(&self, name: &str) -> String {
+        self.ok(&["peek", name])
+    }
+
+    /// Wait until `desk peek` shows `text`.
+    pub fn wait_screen(&self, name: &str, text: &str) -> String {
+        eventually(&format!("{text:?} on the screen of {name}"), || {
+            let out = self.desk(&["peek", name]);
+            let screen = String::from_utf8_lossy(&out.stdout).into_owned();
+            if screen.contains(text) { Ok(screen) } else { Err(screen) }
+        })
+    }
+
+    /// Wait until `desk ls` reports the session exited and return its exit object.
+    pub fn wait_exit(&self, name: &str) -> serde_json::Value {
+        eventually(&format!("{name} to exit"), || match self.session(name) {
+            Some(s) if s["status"] == "exited" => Ok(s["exit"].clone()),
+            other => Err(format!("{other:?}")),
+        })
+    }
+
+    pub fn socket(&self, name: &str) -> PathBuf {
+        self.run_dir().join(format!("{name}.sock"))
+    }
+
+    pub fn master_pid(&self, name: &str) -> i32 {
+        self.session(name).and_then(|s| s["master_pid"].as_i64()).expect("master pid") as i32
+    }
+
+    /// Open a raw protocol connection and complete the handshake.
+    pub fn connect(&self, name: &str, role: Role, cols: u16, rows: u16) -> Wire {
+        let mut wire = Wire::open(&self.socket(name));
+        wire.send(&Frame::Hello { version: PROTOCOL_VERSION, role, cols, rows });
+        match wire.recv() {
+            Some(Frame::Welcome { .. }) => wire,
+            other => panic!("expected WELCOME, got {other:?}"),
+        }
+    }
+}
+
+impl Drop for Home {
+    fn drop(&mut self) {
+        // Kill every master and child this home ever started, by pid.
+        let Ok(entries) = std::fs::read_dir(self.run_dir()) else { return };
+        for entry in entries.flatten() {
+            if entry.path().extension().is_some_and(|e| e == "json") {
+                let Ok(text) = std::fs::read_to_string(entry.path()) else { continue };
+                let Ok(meta) = serde_json::from_str::<serde_json::Value>(&text) else { continue };
+                for key in ["pid", "master_pid"] {
+                    if let Some(pid) = meta[key].as_i64() {
+                        let pid = nix::unistd::Pid::from_raw(pid as i32);
+                        if key == "pid" {
+                            let _ = nix::sys::signal::killpg(pid, nix::sys::signal::SIGKILL);
+                            for p in desk::procfs::session_members(pid.as_raw() as u32) {
+                                let _ = nix::sys::signal::kill(
+                                    nix::unistd::Pid::from_raw(p.pid as i32),
+                                    nix::sys::signal::SIGKILL,
+                                );
+                            }
+                        }
+                        let _ = nix::sys::signal::kill(pid, nix::sys::signal::SIGKILL);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A raw wire-protocol client over a blocking socket with a read timeout.
+pub struct Wire {
+    pub stream: UnixStream,
+    pub decoder: FrameDecoder,
+}
+
+impl Wire {
+    pub fn open(path: &Path) -> Wire {
+        let stream = UnixStream::connect(path).unwrap_or_else(|e| panic!("connect {}: {e}", path.display()));
+        stream.set_read_timeout(Some(PATIENCE)).unwrap();
+        Wire { stream, decoder: FrameDecoder::new() }
+    }
+
+    pub fn send(&mut self, frame: &Frame) {
+        self.stream.write_all(&frame.to_bytes()).expect("write frame");
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.stream.write_all(bytes)
+    }
+
+    /// The next frame, or `None` at end of stream.
+    pub fn recv(&mut self) -> Option<Frame> {
+        let mut buf = [0u8; 64 * 1024];
+        loop {
+            if let Some(frame) = self.decoder.next_frame().expect("master sent a valid frame") {
+                return Some(frame);
+            }
+            match self.stream.read(&mut buf) {
+                Ok(0) => return None,
+                Ok(n) => self.decoder.push(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return None,
+                Err(e) => panic!("read from master: {e}"),
+            }
+        }
+    }
+
+    /// Skip frames until one matches.
+    pub fn recv_until(&mut self, what: &str, mut pred: impl FnMut(&Frame) -> bool) -> Frame {
+        loop {
+            match self.recv() {
+                Some(f) if pred(&f) => return f,
+                Some(_) => continue,
+                None => panic!("connection closed while waiting for {what}"),
+            }
+        }
+    }
+
+    /// Read frames until the master closes the connection; returns them.
+    pub fn drain_to_close(&mut self) -> Vec<Frame> {
+        let mut frames = Vec::new();
+        while let Some(f) = self.recv() {
+            frames.push(f);
+        }
+        frames
+    }
+}
+
+/// Memory the process uses right now (VmRSS), in KiB.
+pub fn rss_kib(pid: i32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("VmRSS"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0)
+}
+
+pub fn alive(pid: i32) -> bool {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default().contains(") Z ")
+}

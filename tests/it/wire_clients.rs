@@ -1,0 +1,242 @@
+//! The master as seen by raw protocol clients: malformed peers, roles, backpressure, input
+//! that the child does not read, peers that vanish.
+
+use crate::support::{Home, Wire, alive, eventually, rss_kib};
+use desk::wire::{ErrorCode, Frame, MAX_PAYLOAD, PROTOCOL_VERSION, Role};
+use std::time::Duration;
+
+fn expect_error(frames: &[Frame], code: ErrorCode) {
+    assert!(
+        frames.iter().any(|f| matches!(f, Frame::Error { code: c, .. } if *c == code)),
+        "expected an ERROR {code:?}, got {frames:?}"
+    );
+}
+
+/// A controller that is attached and working: types a line and sees it echoed.
+fn assert_controller_works(home: &Home, wire: &mut Wire, name: &str, marker: &str) {
+    wire.send(&Frame::Input(format!("{marker}\n").into_bytes()));
+    home.wait_screen(name, marker);
+}
+
+#[test]
+fn an_oversized_frame_closes_only_that_client() {
+    let home = Home::new();
+    home.new_sh("big", "exec cat");
+    let mut good = home.connect("big", Role::Controller, 120, 40);
+    let mut bad = home.connect("big", Role::Controller, 120, 40);
+    let mut header = ((MAX_PAYLOAD + 1) as u32).to_le_bytes().to_vec();
+    header.extend_from_slice(&[0x03, 0, 0, 0]);
+    bad.send_raw(&header).unwrap();
+    let frames = bad.drain_to_close();
+    expect_error(&frames, ErrorCode::TooLarge);
+    assert_controller_works(&home, &mut good, "big", "still-alive-1");
+}
+
+#[test]
+fn garbage_and_unknown_frames_close_only_that_client() {
+    let home = Home::new();
+    home.new_sh("junk", "exec cat");
+    let mut good = home.connect("junk", Role::Controller, 120, 40);
+
+    let mut garbage = Wire::open(&home.socket("junk"));
+    garbage.send_raw(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let frames = garbage.drain_to_close();
+    assert!(frames.iter().any(|f| matches!(f, Frame::Error { .. })), "{frames:?}");
+
+    let mut unknown = home.connect("junk", Role::Controller, 120, 40);
+    unknown.send_raw(&[0, 0, 0, 0, 0x7f, 0, 0, 0]).unwrap();
+    expect_error(&unknown.drain_to_close(), ErrorCode::UnknownType);
+
+    let mut no_hello = Wire::open(&home.socket("junk"));
+    no_hello.send(&Frame::Input(b"sneaky\n".to_vec()));
+    expect_error(&no_hello.drain_to_close(), ErrorCode::BadHello);
+
+    let mut old = Wire::open(&home.socket("junk"));
+    old.send(&Frame::Hello { version: PROTOCOL_VERSION + 1, role: Role::Controller, cols: 80, rows: 24 });
+    expect_error(&old.drain_to_close(), ErrorCode::UnsupportedVersion);
+
+    let mut wrong_way = home.connect("junk", Role::Controller, 120, 40);
+    wrong_way.send(&Frame::Output(b"not yours to send".to_vec()));
+    expect_error(&wrong_way.drain_to_close(), ErrorCode::Malformed);
+
+    assert_controller_works(&home, &mut good, "junk", "still-alive-2");
+    assert!(!home.peek("junk").contains("sneaky"));
+}
+
+#[test]
+fn a_viewer_cannot_type_or_resize() {
+    let home = Home::new();
+    home.new_sh("ro", "exec cat");
+    let mut viewer = home.connect("ro", Role::Viewer, 80, 24);
+    viewer.send(&Frame::Input(b"typed by a viewer\n".to_vec()));
+    let refused = viewer.recv_until("refusal", |f| matches!(f, Frame::Error { .. }));
+    assert!(matches!(refused, Frame::Error { code: ErrorCode::NotPermitted, .. }), "{refused:?}");
+    viewer.send(&Frame::Resize { cols: 50, rows: 10 });
+    let refused = viewer.recv_until("refusal", |f| matches!(f, Frame::Error { .. }));
+    assert!(matches!(refused, Frame::Error { code: ErrorCode::NotPermitted, .. }), "{refused:?}");
+    // The viewer stays connected and the session is untouched.
+    viewer.send(&Frame::Ping(7));
+    viewer.recv_until("pong", |f| matches!(f, Frame::Pong(7)));
+    let s = home.session("ro").unwrap();
+    assert_eq!((s["cols"].as_u64(), s["rows"].as_u64()), (Some(120), Some(40)));
+    assert_eq!(s["clients"]["viewers"], 1);
+    assert!(!home.peek("ro").contains("typed by a viewer"));
+}
+
+fn size_of(home: &Home, name: &str) -> (u64, u64) {
+    let s = home.session(name).unwrap();
+    (s["cols"].as_u64().unwrap(), s["rows"].as_u64().unwrap())
+}
+
+fn wait_size(home: &Home, name: &str, want: (u64, u64)) {
+    eventually(&format!("size {want:?}"), || {
+        let got = size_of(home, name);
+        if got == want { Ok(()) } else { Err(format!("{got:?}")) }
+    });
+}
+
+#[test]
+fn size_follows_the_most_recently_active_controller() {
+    let home = Home::new();
+    home.new_sh("sz", "exec cat");
+    let mut a = home.connect("sz", Role::Controller, 100, 30);
+    wait_size(&home, "sz", (100, 30));
+    let mut b = home.connect("sz", Role::Controller, 90, 20);
+    wait_size(&home, "sz", (90, 20));
+    // A viewer never resizes.
+    let _v = home.connect("sz", Role::Viewer, 40, 10);
+    a.send(&Frame::Input(b"a types\n".to_vec()));
+    wait_size(&home, "sz", (100, 30));
+    // A resize from a controller that is not the latest is remembered, not applied...
+    b.send(&Frame::Resize { cols: 80, rows: 25 });
+    a.send(&Frame::Ping(1));
+    a.recv_until("pong", |f| matches!(f, Frame::Pong(1)));
+    assert_eq!(size_of(&home, "sz"), (100, 30));
+    // ...until it becomes the latest.
+    b.send(&Frame::Input(b"b types\n".to_vec()));
+    wait_size(&home, "sz", (80, 25));
+    // The latest controller's resize applies at once.
+    b.send(&Frame::Resize { cols: 70, rows: 22 });
+    wait_size(&home, "sz", (70, 22));
+    // When the latest leaves, the next most recent controller's size takes over.
+    b.send(&Frame::Detach);
+    drop(b);
+    wait_size(&home, "sz", (100, 30));
+    // And the child sees it.
+    a.send(&Frame::Input(b"\x04".to_vec()));
+}
+
+#[test]
+fn a_client_that_never_reads_does_not_slow_the_child_and_memory_stays_bounded() {
+    let home = Home::new();
+    home.new_sh("flood", "read go; head -c 60000000 /dev/zero | tr '\\0' 'x'; echo; echo FLOOD-DONE; exec sleep 1000");
+    let master = home.master_pid("flood");
+    let baseline = rss_kib(master);
+    // A viewer that never reads a byte.
+    let stalled = home.connect("flood", Role::Viewer, 120, 40);
+    let mut driver = home.connect("flood", Role::Controller, 120, 40);
+    driver.send(&Frame::Input(b"go\n".to_vec()));
+    let mut peak = baseline;
+    eventually("the flood to finish despite the stalled client", || {
+        peak = peak.max(rss_kib(master));
+        let screen = String::from_utf8_lossy(&home.desk(&["peek", "flood"]).stdout).into_owned();
+        if screen.contains("FLOOD-DONE") { Ok(()) } else { Err(format!("rss {} KiB", rss_kib(master))) }
+    });
+    assert!(alive(master));
+    // 60 MB went through; the stalled client may hold at most its queue bound.
+    assert!(peak < baseline + 32 * 1024, "master grew from {baseline} KiB to {peak} KiB");
+    drop(stalled);
+}
+
+#[test]
+fn a_child_that_never_reads_input_does_not_block_the_master() {
+    let home = Home::new();
+    home.new_sh("deaf", "stty raw -echo; i=0; while :; do i=$((i+1)); echo tick $i; sleep 0.05; done");
+    let mut sender = home.connect("deaf", Role::Controller, 120, 40);
+    let chunk = vec![b'y'; 256 * 1024];
+    for _ in 0..16 {
+        sender.send(&Frame::Input(chunk.clone()));
+    }
+    // Everything past the bounded queue is refused, loudly, never dropped silently.
+    let refusal = sender.recv_until("input refusal", |f| matches!(f, Frame::Error { .. }));
+    assert!(matches!(refusal, Frame::Error { code: ErrorCode::InputFull, .. }), "{refusal:?}");
+    // The master keeps serving: output keeps flowing and queries are answered.
+    let before = home.peek("deaf");
+    eventually("the child's output to keep flowing", || {
+        let now = home.peek("deaf");
+        if now != before { Ok(()) } else { Err(now) }
+    });
+    let s = home.session("deaf").unwrap();
+    assert_eq!(s["status"], "running");
+}
+
+#[test]
+fn the_master_survives_a_client_vanishing_mid_write() {
+    let home = Home::new();
+    home.new_sh("vanish", "read go; yes vanish | head -c 20000000; echo; echo VANISH-DONE; exec sleep 1000");
+    let master = home.master_pid("vanish");
+    let mut driver = home.connect("vanish", Role::Controller, 120, 40);
+    let mut victims: Vec<Wire> = (0..3).map(|_| home.connect("vanish", Role::Viewer, 120, 40)).collect();
+    driver.send(&Frame::Input(b"go\n".to_vec()));
+    // Read a little so output is flowing to them, then drop them without a word.
+    for v in &mut victims {
+        v.recv_until("output", |f| matches!(f, Frame::Output(_)));
+        v.stream.set_read_timeout(Some(Duration::from_millis(1))).unwrap();
+    }
+    victims.clear();
+    home.wait_screen("vanish", "VANISH-DONE");
+    assert!(alive(master));
+}
+
+#[test]
+fn peer_credentials_of_another_user_are_refused() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: needs root to connect as another uid");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let home = Home::new();
+    home.new_sh("uid", "exec cat");
+    // Let uid 65534 reach the socket at all; the master's SO_PEERCRED check must still refuse it.
+    let dirs = [home.path().to_path_buf(), home.run_dir()];
+    for d in &dirs {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o711)).unwrap();
+    }
+    std::fs::set_permissions(home.socket("uid"), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let socket = home.socket("uid");
+    // Fork so that only the child drops privileges.
+    let (read_end, write_end) = nix::unistd::pipe().unwrap();
+    // SAFETY: the child only calls async-signal-safe functions and exits with _exit.
+    match unsafe { nix::unistd::fork() }.unwrap() {
+        nix::unistd::ForkResult::Child => {
+            let code = (|| -> Option<u8> {
+                nix::unistd::setgid(nix::unistd::Gid::from_raw(65534)).ok()?;
+                nix::unistd::setuid(nix::unistd::Uid::from_raw(65534)).ok()?;
+                let stream = std::os::unix::net::UnixStream::connect(&socket).ok()?;
+                let mut wire = Wire { stream, decoder: desk::wire::FrameDecoder::new() };
+                wire.send(&Frame::Hello { version: PROTOCOL_VERSION, role: Role::Controller, cols: 80, rows: 24 });
+                let frames = wire.drain_to_close();
+                Some(if frames.iter().any(|f| matches!(f, Frame::Error { code: ErrorCode::PeerRefused, .. })) {
+                    b'R'
+                } else if frames.iter().any(|f| matches!(f, Frame::Welcome { .. })) {
+                    b'W'
+                } else {
+                    b'?'
+                })
+            })()
+            .unwrap_or(b'E');
+            let _ = nix::unistd::write(&write_end, &[code]);
+            unsafe { libc::_exit(0) };
+        }
+        nix::unistd::ForkResult::Parent { child } => {
+            drop(write_end);
+            let mut byte = [0u8; 1];
+            let _ = nix::unistd::read(&read_end, &mut byte);
+            let _ = nix::sys::wait::waitpid(child, None);
+            for d in &dirs {
+                std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700)).unwrap();
+            }
+            assert_eq!(byte[0] as char, 'R', "a foreign uid must be refused (E = could not connect at all)");
+        }
+    }
+}
