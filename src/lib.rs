@@ -9,6 +9,7 @@ pub mod master;
 pub mod paths;
 pub mod procfs;
 pub mod pty;
+pub mod scanner;
 pub mod screen;
 pub mod session;
 pub mod wire;
