@@ -3,6 +3,7 @@
 
 pub mod attach;
 pub mod cli;
+pub mod events;
 pub mod fsutil;
 pub mod logging;
 pub mod master;
