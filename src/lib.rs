@@ -9,6 +9,7 @@ pub mod logging;
 pub mod master;
 pub mod paths;
 pub mod procfs;
+pub mod providers;
 pub mod pty;
 pub mod scanner;
 pub mod screen;

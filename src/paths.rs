@@ -137,6 +137,20 @@ impl Paths {
         SessionPaths { socket: file("sock"), meta: file("json"), exit: file("exit"), log: file("log") }
     }
 
+    /// Durable per-session state (generation counter, events journal, provider settings).
+    pub fn session_state(&self, name: &SessionName) -> PathBuf {
+        self.state.join("sessions").join(name.as_str())
+    }
+
+    /// Create a session's state directory (and the state root) privately.
+    pub fn ensure_session_state(&self, name: &SessionName) -> Result<PathBuf> {
+        self.ensure_state()?;
+        let dir = self.session_state(name);
+        ensure_private_dir(&self.state.join("sessions"))?;
+        ensure_private_dir(&dir)?;
+        Ok(dir)
+    }
+
     /// Every session name that has files in the runtime directory, sorted.
     pub fn session_names(&self) -> Result<Vec<SessionName>> {
         let entries = match fs::read_dir(&self.runtime) {

@@ -24,6 +24,10 @@ use crate::wire::{ExitStatus, Frame, FrameDecoder, PROTOCOL_VERSION, Role, Sessi
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionMeta {
     pub name: String,
+    /// Which incarnation of this name: grows by one with every `desk new`.
+    pub generation: u32,
+    /// Agent provider (`claude`, `codex`, `opencode`, `shell`, ...), for state rules and hooks.
+    pub provider: String,
     pub pid: u32,
     pub master_pid: u32,
     pub command: Vec<String>,
@@ -36,6 +40,7 @@ pub struct SessionMeta {
 /// Written by the master when its child has been reaped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExitRecord {
+    pub generation: u32,
     pub status: ExitStatus,
     /// The child outlived a kill request's grace period and was sent SIGKILL.
     pub escalated: bool,
@@ -70,6 +75,26 @@ pub fn write_meta(paths: &SessionPaths, meta: &SessionMeta) -> Result<()> {
 
 pub fn write_exit(paths: &SessionPaths, record: &ExitRecord) -> Result<()> {
     fsutil::write_atomic(&paths.exit, &serde_json::to_vec_pretty(record)?)
+}
+
+/// Allocate the next generation of a session name: one more than any generation this name ever
+/// had, durably recorded before it is used, and never handed out twice (`desk rm` keeps the
+/// counter). Call with the name's lock held.
+pub fn allocate_generation(paths: &Paths, name: &SessionName, lock: &NameLock) -> Result<u32> {
+    let _ = lock;
+    let dir = paths.ensure_session_state(name)?;
+    let file = dir.join("generation");
+    let last = match std::fs::read_to_string(&file) {
+        Ok(text) => text
+            .trim()
+            .parse::<u32>()
+            .with_context(|| format!("{} does not hold a generation number", file.display()))?,
+        Err(e) if e.kind() == ErrorKind::NotFound => 0,
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", file.display())),
+    };
+    let next = last.checked_add(1).context("generation counter exhausted")?;
+    fsutil::write_atomic(&file, format!("{next}\n").as_bytes())?;
+    Ok(next)
 }
 
 /// An exclusive lock on one session name, held for the life of the value.
@@ -172,6 +197,8 @@ impl Connection {
             decoder: FrameDecoder::new(),
             info: SessionInfo {
                 name: String::new(),
+                generation: 0,
+                provider: String::new(),
                 pid: 0,
                 master_pid: 0,
                 command: Vec::new(),

@@ -5,6 +5,7 @@
 //! 2 usage errors and "already exists"; `attach` exits with the child's code (128 + N for a
 //! signal) when the session ends.
 
+mod events;
 mod sessions;
 
 use anyhow::Result;
@@ -61,6 +62,19 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Show a session's events (titles, modes, clients, state changes, exit).
+    Events {
+        name: SessionName,
+        /// Keep printing new events until the session exits.
+        #[arg(long, short)]
+        follow: bool,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+        /// Only events after this sequence number.
+        #[arg(long, default_value_t = 0)]
+        since: u64,
+    },
     /// Stop a session: signal its process group, then SIGKILL after a grace period.
     Kill(KillArgs),
     /// Forget an exited session (its exit record and log).
@@ -82,8 +96,12 @@ struct NewArgs {
     /// Set an environment variable for the command (repeatable).
     #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_env)]
     env: Vec<(OsString, OsString)>,
-    /// The command and its arguments.
-    #[arg(last = true, required = true, value_name = "CMD")]
+    /// The agent the command runs: claude, codex, opencode or shell. Selects the state rules
+    /// and wires the agent's hooks for this session only. Default: guessed from CMD's name.
+    #[arg(long)]
+    provider: Option<String>,
+    /// The command and its arguments (default for an agent provider: the agent's own command).
+    #[arg(last = true, value_name = "CMD")]
     command: Vec<OsString>,
 }
 
@@ -119,6 +137,10 @@ struct MasterArgs {
     cwd: Option<PathBuf>,
     #[arg(long = "env", value_parser = parse_env)]
     env: Vec<(OsString, OsString)>,
+    #[arg(long)]
+    generation: u32,
+    #[arg(long)]
+    provider: String,
     /// File descriptor of the pipe on which to report readiness.
     #[arg(long)]
     ready_fd: Option<i32>,
@@ -183,7 +205,14 @@ pub fn main() -> i32 {
 
 fn run(cli: Cli) -> Result<i32> {
     match cli.command {
-        Command::New(a) => sessions::new(a.name, a.cwd, a.size, a.env, a.command),
+        Command::New(a) => sessions::new(sessions::NewSession {
+            name: a.name,
+            cwd: a.cwd,
+            size: a.size,
+            env: a.env,
+            provider: a.provider,
+            command: a.command,
+        }),
         Command::Attach(a) => crate::attach::run(&crate::attach::AttachOptions {
             name: a.name,
             read_only: a.read_only,
@@ -191,6 +220,7 @@ fn run(cli: Cli) -> Result<i32> {
         }),
         Command::Ls { json } => sessions::ls(json),
         Command::Peek { name, json } => sessions::peek(&name, json),
+        Command::Events { name, follow, json, since } => events::events(&name, follow, json, since),
         Command::Kill(a) => sessions::kill(&a.name, a.signal, a.grace),
         Command::Rm { name } => sessions::rm(&name),
         Command::Master(a) => {
@@ -204,6 +234,8 @@ fn run(cli: Cli) -> Result<i32> {
                 env: a.env,
                 cols: a.size.0,
                 rows: a.size.1,
+                generation: a.generation,
+                provider: a.provider,
                 ready_fd: a.ready_fd,
             })?;
             Ok(0)

@@ -34,13 +34,19 @@ fn paths() -> Result<Paths> {
     Ok(paths)
 }
 
-pub fn new(
-    name: SessionName,
-    cwd: Option<PathBuf>,
-    (cols, rows): (u16, u16),
-    env: Vec<(OsString, OsString)>,
-    command: Vec<OsString>,
-) -> Result<i32> {
+/// What `desk new` was asked to start.
+pub struct NewSession {
+    pub name: SessionName,
+    pub cwd: Option<PathBuf>,
+    pub size: (u16, u16),
+    pub env: Vec<(OsString, OsString)>,
+    pub provider: Option<String>,
+    pub command: Vec<OsString>,
+}
+
+pub fn new(req: NewSession) -> Result<i32> {
+    let NewSession { name, cwd, size: (cols, rows), env, provider, command } = req;
+    let (provider, command) = crate::providers::resolve(provider.as_deref(), command).map_err(|e| failure(2, e))?;
     let paths = paths()?;
     let files = paths.session(&name);
     files.check_socket_len()?;
@@ -68,6 +74,7 @@ pub fn new(
         Probe::Absent => {}
     }
 
+    let generation = session::allocate_generation(&paths, &name, &lock)?;
     let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("cannot create a pipe")?;
     let exe = std::env::current_exe().context("cannot find the desk executable")?;
     let mut cmd = Command::new(exe);
@@ -78,6 +85,10 @@ pub fn new(
         .arg(format!("{cols}x{rows}"))
         .arg("--cwd")
         .arg(&cwd)
+        .arg("--generation")
+        .arg(generation.to_string())
+        .arg("--provider")
+        .arg(&provider)
         .arg("--ready-fd")
         .arg("3");
     for (key, value) in &env {

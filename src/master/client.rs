@@ -118,9 +118,17 @@ impl Client {
         if !self.alive() {
             return;
         }
-        self.out.push(Rc::from(frame.to_bytes()));
+        self.push_control_bytes(&Rc::from(frame.to_bytes()));
+    }
+
+    /// Queue an already encoded control frame (shared between clients, e.g. an event).
+    pub fn push_control_bytes(&mut self, frame: &Rc<[u8]>) {
+        if !self.alive() {
+            return;
+        }
+        self.out.push(frame.clone());
         if !self.role.is_some_and(Role::streams_output) && self.out.queued_bytes() > CONTROL_QUEUE_LIMIT {
-            self.gone = Some(Gone::Failed("did not read its replies".into()));
+            self.gone = Some(Gone::Failed("did not read its events".into()));
             return;
         }
         self.flush();

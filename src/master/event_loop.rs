@@ -29,7 +29,10 @@ use tracing::{debug, info, warn};
 use super::client::{Client, Gone, MAX_CLIENTS};
 use super::queue::{Flush, InputQueue};
 use super::timers::{Timer, Timers};
+use crate::events::EventBody;
+use crate::events::journal::Journal;
 use crate::paths::SessionPaths;
+use crate::scanner::Scanner;
 use crate::screen::Screen;
 use crate::session::{self, ExitRecord, SessionMeta};
 use crate::wire::{
@@ -66,6 +69,18 @@ const EXIT_FLUSH_DEADLINE: Duration = Duration::from_secs(2);
 /// Grace period when the master itself is asked to stop (SIGTERM/SIGINT).
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
+/// What start-up hands to the loop.
+pub struct Parts {
+    pub files: SessionPaths,
+    pub poll: Poll,
+    pub listener: UnixListener,
+    pub pty: OwnedFd,
+    pub signals: Signals,
+    pub meta: SessionMeta,
+    pub screen: Screen,
+    pub journal: Journal,
+}
+
 pub struct Master {
     pub(super) files: SessionPaths,
     pub(super) poll: Poll,
@@ -74,6 +89,13 @@ pub struct Master {
     pub(super) signals: Signals,
     pub(super) meta: SessionMeta,
     pub(super) screen: Screen,
+    pub(super) scanner: Scanner,
+    pub(super) journal: Journal,
+    pub(super) journal_failed: bool,
+    pub(super) last_title_event: Option<Instant>,
+    pub(super) pending_title: Option<String>,
+    pub(super) output_active: bool,
+    pub(super) last_output: Instant,
     pty_open: bool,
     pty_writable: bool,
     /// The PTY had more to read when the turn budget ran out.
@@ -81,10 +103,10 @@ pub struct Master {
     child_status: Option<ExitStatus>,
     escalated: bool,
     kill_requested: bool,
-    clients: HashMap<Token, Client>,
+    pub(super) clients: HashMap<Token, Client>,
     next_client: usize,
     input: InputQueue,
-    timers: Timers,
+    pub(super) timers: Timers,
     latest: Option<Token>,
     exiting: Option<Instant>,
     read_buf: Vec<u8>,
@@ -92,15 +114,8 @@ pub struct Master {
 }
 
 impl Master {
-    pub(super) fn new(
-        files: SessionPaths,
-        poll: Poll,
-        listener: UnixListener,
-        pty: OwnedFd,
-        signals: Signals,
-        meta: SessionMeta,
-        screen: Screen,
-    ) -> Master {
+    pub(super) fn new(parts: Parts) -> Master {
+        let Parts { files, poll, listener, pty, signals, meta, screen, journal } = parts;
         Master {
             files,
             poll,
@@ -109,6 +124,13 @@ impl Master {
             signals,
             meta,
             screen,
+            scanner: Scanner::new(),
+            journal,
+            journal_failed: false,
+            last_title_event: None,
+            pending_title: None,
+            output_active: false,
+            last_output: Instant::now(),
             pty_open: true,
             pty_writable: false,
             pty_pending: false,
@@ -124,6 +146,17 @@ impl Master {
             read_buf: vec![0; PTY_READ_CHUNK],
             uid: nix::unistd::geteuid().as_raw(),
         }
+    }
+
+    /// The first event of every generation.
+    pub(super) fn started(&mut self) {
+        self.emit(EventBody::Started {
+            pid: self.meta.pid,
+            command: self.meta.command.clone(),
+            cols: self.meta.cols,
+            rows: self.meta.rows,
+            provider: self.meta.provider.clone(),
+        });
     }
 
     fn child(&self) -> Pid {
@@ -255,6 +288,12 @@ impl Master {
 
     fn on_output(&mut self, data: &[u8], now: Instant) {
         self.screen.process(data);
+        let mut found = Vec::new();
+        self.scanner.feed(data, &mut found);
+        if !found.is_empty() {
+            self.on_scan(found, now);
+        }
+        self.note_output(now);
         let replies = self.screen.take_replies();
         if !replies.is_empty() && !self.has_controller() {
             // Nobody's terminal will answer: answer from the model so a headless TUI does not
@@ -484,10 +523,11 @@ impl Master {
         }
         client.role = Some(role);
         client.push_control(&Frame::Welcome { version: PROTOCOL_VERSION, info });
-        if role == Role::Query {
-            debug!(client = token.0, peer_pid = client.pid, "query client connected");
-        } else {
+        let announce = role != Role::Query;
+        if announce {
             info!(client = token.0, peer_pid = client.pid, ?role, "client attached");
+        } else {
+            debug!(client = token.0, peer_pid = client.pid, "query client connected");
         }
         if exited {
             client.close_with(Frame::error(ErrorCode::Exiting, "the session has exited"), "exited".into());
@@ -499,6 +539,11 @@ impl Master {
         if role == Role::Controller {
             // A terminal that does not know its size (0x0) leaves the session's size alone.
             client.size = crate::screen::valid_size(cols, rows).then_some((cols, rows));
+        }
+        if announce {
+            self.emit(EventBody::Attach { client: token.0 as u64, role });
+        }
+        if role == Role::Controller {
             self.touch_controller(token, now);
         }
     }
@@ -526,6 +571,7 @@ impl Master {
         }
         self.screen.resize(cols, rows);
         debug!(cols, rows, "resized");
+        self.emit(EventBody::Resize { cols, rows });
     }
 
     fn info(&self) -> SessionInfo {
@@ -533,6 +579,8 @@ impl Master {
         let (cols, rows) = self.screen.size();
         SessionInfo {
             name: self.meta.name.clone(),
+            generation: self.meta.generation,
+            provider: self.meta.provider.clone(),
             pid: self.meta.pid,
             master_pid: self.meta.master_pid,
             command: self.meta.command.clone(),
@@ -575,9 +623,16 @@ impl Master {
         for token in removed {
             if let Some(mut client) = self.clients.remove(&token) {
                 let _ = self.poll.registry().deregister(&mut client.stream);
-                if client.role == Some(Role::Query) {
+                if client.role == Some(Role::Query) || client.role.is_none() {
                     debug!(client = token.0, reason = ?client.gone, "query client left");
                 } else {
+                    let reason = match &client.gone {
+                        Some(Gone::Left) | None => "left".to_string(),
+                        Some(Gone::Failed(why)) | Some(Gone::Closed(why)) => why.clone(),
+                    };
+                    if let Some(role) = client.role {
+                        self.emit(EventBody::Detach { client: token.0 as u64, role, reason });
+                    }
                     info!(
                         client = token.0,
                         reason = ?client.gone,
@@ -666,6 +721,8 @@ impl Master {
                         }
                     }
                 }
+                Timer::TitleFlush => self.flush_title(now),
+                Timer::OutputQuiet => self.check_output_quiet(now),
                 Timer::SlowClient(token) => {
                     let Some(client) = self.clients.get_mut(&token) else { continue };
                     match client.behind_since {
@@ -716,10 +773,20 @@ impl Master {
         if self.pty_open {
             self.read_pty(now);
         }
-        let record = ExitRecord { status, escalated: self.escalated, exited_at_ms: session::now_ms() };
+        let record = ExitRecord {
+            generation: self.meta.generation,
+            status,
+            escalated: self.escalated,
+            exited_at_ms: session::now_ms(),
+        };
         if let Err(e) = session::write_exit(&self.files, &record) {
             warn!("cannot record the exit: {e:#}");
         }
+        let (code, signal) = match status {
+            ExitStatus::Code(c) => (Some(c), None),
+            ExitStatus::Signal(s) => (None, Some(s)),
+        };
+        self.emit(EventBody::Exit { code, signal, escalated: self.escalated });
         let frames =
             self.clients.values().any(|c| c.needs_keyframe && c.streams_output()).then(|| self.keyframe_frames());
         let exit = Frame::Exit { status, escalated: self.escalated };

@@ -9,6 +9,7 @@
 
 mod client;
 mod event_loop;
+mod events;
 mod queue;
 mod timers;
 
@@ -30,6 +31,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use tracing::info;
 
+use crate::events::journal::{JOURNAL_CAP, Journal};
 use crate::paths::{Paths, SessionName};
 use crate::pty::{self, Spawn};
 use crate::screen::Screen;
@@ -45,6 +47,8 @@ pub struct MasterOptions {
     pub env: Vec<(OsString, OsString)>,
     pub cols: u16,
     pub rows: u16,
+    pub generation: u32,
+    pub provider: String,
     /// A pipe inherited from `desk new`: "ok" or an error message is written to it.
     pub ready_fd: Option<RawFd>,
 }
@@ -79,6 +83,8 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
     files.check_socket_len()?;
     crate::logging::init_file(&files.log);
 
+    let state_dir = paths.ensure_session_state(&opts.name)?;
+    let journal = Journal::open(&state_dir, JOURNAL_CAP)?;
     let poll = Poll::new().context("cannot create the event loop")?;
     let mut listener = bind(&files.socket, &opts.name)?;
     poll.registry()
@@ -118,6 +124,8 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
     command.extend(opts.args.iter().map(|a| a.to_string_lossy().into_owned()));
     let meta = SessionMeta {
         name: opts.name.to_string(),
+        generation: opts.generation,
+        provider: opts.provider.clone(),
         pid: child.pid,
         master_pid: std::process::id(),
         command,
@@ -128,8 +136,11 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
     };
     crate::fsutil::remove_if_exists(&files.exit)?;
     session::write_meta(&files, &meta)?;
-    info!(pid = child.pid, command = ?meta.command, cols, rows, "session started");
-    Ok(event_loop::Master::new(files, poll, listener, child.master, signals, meta, Screen::new(cols, rows)))
+    info!(pid = child.pid, generation = opts.generation, command = ?meta.command, cols, rows, "session started");
+    let mut master =
+        event_loop::Master::new(files, poll, listener, child.master, signals, meta, Screen::new(cols, rows), journal);
+    master.started();
+    Ok(master)
 }
 
 fn bind(path: &std::path::Path, name: &SessionName) -> Result<UnixListener> {

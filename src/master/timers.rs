@@ -15,6 +15,10 @@ pub enum Timer {
     Escalate,
     /// Check whether this client is still behind the output stream.
     SlowClient(Token),
+    /// Journal the latest title held back by the title rate limit.
+    TitleFlush,
+    /// Check whether output has gone quiet.
+    OutputQuiet,
 }
 
 #[derive(Debug, Default)]

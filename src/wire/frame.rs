@@ -200,6 +200,10 @@ impl ErrorCode {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionInfo {
     pub name: String,
+    /// Incarnation of this session name (grows with every `desk new`).
+    pub generation: u32,
+    /// Agent provider the session was started for (`claude`, `codex`, `opencode`, `shell`, ...).
+    pub provider: String,
     /// Child process id (also its process group and session id).
     pub pid: u32,
     pub master_pid: u32,

@@ -1,0 +1,67 @@
+//! `desk events`: a session's event history, and its live continuation.
+//!
+//! Owns reading the journal and following a running master as an observer. Invariant: with
+//! `--follow`, the subscription is opened before the journal is read, so no event falls in
+//! between; events are printed once each, in sequence order.
+
+use anyhow::Result;
+
+use super::failure;
+use crate::events::{Event, EventBody, journal};
+use crate::paths::{Paths, SessionName};
+use crate::session::{self, Connection, Probe};
+use crate::wire::{Frame, Role};
+
+fn print(event: &Event, json: bool) {
+    if json {
+        if let Ok(line) = serde_json::to_string(event) {
+            println!("{line}");
+        }
+    } else {
+        let time = super::sessions::iso8601(event.ts_ms);
+        println!("{:>6}  {}  g{}  {}", event.seq, &time[11..23], event.generation, event.body.describe());
+    }
+}
+
+pub fn events(name: &SessionName, follow: bool, json: bool, since: u64) -> Result<i32> {
+    let paths = Paths::from_env()?;
+    paths.ensure_runtime()?;
+    let files = paths.session(name);
+    let mut live = None;
+    if follow && let Probe::Live(stream) = session::probe(&files)? {
+        let conn = Connection::open(stream, Role::Observer, 0, 0)?;
+        conn.set_read_timeout(None)?;
+        live = Some(conn);
+    }
+    let dir = paths.session_state(name);
+    let history = journal::read_all(&dir)?;
+    if history.is_empty() && live.is_none() && !files.meta.exists() {
+        return Err(failure(1, format!("no session named {name}")));
+    }
+    let mut last = since;
+    for event in history.iter().filter(|e| e.seq > since) {
+        print(event, json);
+        last = event.seq;
+    }
+    let Some(mut conn) = live else { return Ok(0) };
+    loop {
+        let frame = match conn.recv() {
+            Ok(frame) => frame,
+            // The master closes the connection once the session has exited.
+            Err(_) => return Ok(0),
+        };
+        if let Frame::Event(map) = frame {
+            let Ok(event) = Event::from_json_map(map) else { continue };
+            if event.seq <= last {
+                continue;
+            }
+            last = event.seq;
+            print(&event, json);
+            use std::io::Write;
+            let _ = std::io::stdout().flush();
+            if matches!(event.body, EventBody::Exit { .. }) {
+                return Ok(0);
+            }
+        }
+    }
+}
