@@ -137,8 +137,16 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
     crate::fsutil::remove_if_exists(&files.exit)?;
     session::write_meta(&files, &meta)?;
     info!(pid = child.pid, generation = opts.generation, command = ?meta.command, cols, rows, "session started");
-    let mut master =
-        event_loop::Master::new(files, poll, listener, child.master, signals, meta, Screen::new(cols, rows), journal);
+    let mut master = event_loop::Master::new(event_loop::Parts {
+        files,
+        poll,
+        listener,
+        pty: child.master,
+        signals,
+        meta,
+        screen: Screen::new(cols, rows),
+        journal,
+    });
     master.started();
     Ok(master)
 }
