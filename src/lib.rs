@@ -14,4 +14,5 @@ pub mod pty;
 pub mod scanner;
 pub mod screen;
 pub mod session;
+pub mod state;
 pub mod wire;

@@ -5,7 +5,8 @@
 //! anything desk does not know as an agent.
 
 /// The providers desk has rules and hook wiring for.
-pub const KNOWN: [&str; 4] = ["claude", "codex", "opencode", "shell"];
+/// `demo` is `desk-demo-agent`, the stand-in agent used by tests and `make demo`.
+pub const KNOWN: [&str; 5] = ["claude", "codex", "opencode", "demo", "shell"];
 
 /// The provider a command runs, guessed from its program name.
 pub fn guess(program: &std::ffi::OsStr) -> &'static str {
@@ -14,6 +15,7 @@ pub fn guess(program: &std::ffi::OsStr) -> &'static str {
         "claude" => "claude",
         "codex" => "codex",
         "opencode" => "opencode",
+        "desk-demo-agent" => "demo",
         _ => "shell",
     }
 }
@@ -35,6 +37,7 @@ pub fn resolve(
     let command = if command.is_empty() {
         let program = match provider.as_str() {
             "shell" => std::env::var_os("SHELL").unwrap_or_else(|| "/bin/sh".into()),
+            "demo" => "desk-demo-agent".into(),
             other => other.into(),
         };
         vec![program]

@@ -1,0 +1,550 @@
+//! The agent state authority: what desk says a session's agent is doing, and why.
+//!
+//! Owns three independent axes — lifecycle (starting / running / exited), activity (working /
+//! idle / blocked / unknown) and health (ok / degraded with a bounded reason) — each with the
+//! evidence that set it and when. Evidence arrives from hooks (strongest), provider rules over
+//! the title, the screen and notifications ([`rules`]), output flow and the process itself.
+//! Pure: the caller passes the clock (`now` for leases, `now_ms` for display) and gets back
+//! the changes to announce. Invariants: "working" holds only under a lease that fresh evidence
+//! must renew — when evidence stops, activity becomes unknown, never a stale value; a visible
+//! approval dialog wins over everything but exit; exit dominates every other reading;
+//! lifecycle only moves forward.
+
+pub mod hooks;
+pub mod rules;
+
+use serde::{Deserialize, Serialize};
+use std::time::{Duration, Instant};
+
+use crate::events::Axis;
+pub use hooks::{Fact, HookFact};
+pub use rules::RuleSet;
+
+/// Longest health reason kept: a short sentence.
+pub const REASON_CAP: usize = 160;
+
+/// Without hooks or a bracketed-paste switch, a session is ready once its output has been
+/// quiet this long (and at least this long after start): the TUI has drawn itself.
+pub const READY_QUIET: Duration = Duration::from_millis(1000);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Lifecycle {
+    Starting,
+    Running,
+    Exited,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Activity {
+    Working,
+    Idle,
+    Blocked,
+    Unknown,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", content = "reason", rename_all = "snake_case")]
+pub enum Health {
+    Ok,
+    Degraded(String),
+}
+
+impl Lifecycle {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lifecycle::Starting => "starting",
+            Lifecycle::Running => "running",
+            Lifecycle::Exited => "exited",
+        }
+    }
+}
+
+impl Activity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Activity::Working => "working",
+            Activity::Idle => "idle",
+            Activity::Blocked => "blocked",
+            Activity::Unknown => "unknown",
+        }
+    }
+}
+
+impl Health {
+    pub fn as_str(&self) -> String {
+        match self {
+            Health::Ok => "ok".into(),
+            Health::Degraded(reason) => format!("degraded: {reason}"),
+        }
+    }
+}
+
+/// The evidence behind an axis value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// `hook`, `screen`, `title`, `notification`, `output`, `mode`, `process`, `lease`, `none`.
+    pub source: String,
+    /// The rule, hook event or condition, in a few words.
+    pub detail: String,
+    /// Unix ms when this evidence was observed.
+    pub at_ms: u64,
+}
+
+/// One axis: its value, since when, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AxisView<T> {
+    pub value: T,
+    pub since_ms: u64,
+    pub evidence: Evidence,
+}
+
+/// The whole state, as `desk ls`, `desk explain` and the daemon see it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateView {
+    pub provider: String,
+    pub lifecycle: AxisView<Lifecycle>,
+    pub activity: AxisView<Activity>,
+    /// What a blocked agent waits for (`approval`, `question`).
+    pub wait: Option<String>,
+    pub health: AxisView<Health>,
+    /// Whether the TUI is up and accepting input (bracketed paste on, a session-start hook,
+    /// or output quiet after start).
+    pub ready: bool,
+    /// Unix ms of the last output, if any.
+    pub last_output_ms: Option<u64>,
+    /// Unix ms of the last hook fact, if any.
+    pub last_hook_ms: Option<u64>,
+    /// Where the provider rules came from.
+    pub rules: String,
+}
+
+/// A change to announce.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub axis: Axis,
+    pub from: String,
+    pub to: String,
+    pub evidence: String,
+}
+
+/// One source's current claim about activity.
+#[derive(Debug, Clone)]
+struct Claim {
+    activity: Activity,
+    wait: Option<String>,
+    detail: String,
+    at: Instant,
+    at_ms: u64,
+    /// Working claims lapse at this instant unless renewed.
+    expires: Option<Instant>,
+}
+
+impl Claim {
+    fn valid(&self, now: Instant) -> bool {
+        self.expires.is_none_or(|t| now < t)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Authority {
+    rules: RuleSet,
+    started: Instant,
+    lifecycle: AxisView<Lifecycle>,
+    activity: AxisView<Activity>,
+    wait: Option<String>,
+    health: AxisView<Health>,
+    ready: bool,
+    hook: Option<Claim>,
+    screen: Option<Claim>,
+    title: Option<Claim>,
+    notification: Option<Claim>,
+    /// Open tool calls reported by hooks: working holds while one runs (bounded).
+    open_tools: usize,
+    last_output: Option<(Instant, u64)>,
+    last_hook: Option<(Instant, u64)>,
+    last_title: String,
+}
+
+fn bounded(reason: String) -> String {
+    if reason.chars().count() <= REASON_CAP {
+        return reason;
+    }
+    let mut out: String = reason.chars().take(REASON_CAP - 1).collect();
+    out.push('…');
+    out
+}
+
+impl Authority {
+    pub fn new(rules: RuleSet, now: Instant, now_ms: u64) -> Authority {
+        let evidence = Evidence { source: "process".into(), detail: "started".into(), at_ms: now_ms };
+        Authority {
+            rules,
+            started: now,
+            lifecycle: AxisView { value: Lifecycle::Starting, since_ms: now_ms, evidence: evidence.clone() },
+            activity: AxisView {
+                value: Activity::Unknown,
+                since_ms: now_ms,
+                evidence: Evidence { source: "none".into(), detail: "no evidence yet".into(), at_ms: now_ms },
+            },
+            wait: None,
+            health: AxisView { value: Health::Ok, since_ms: now_ms, evidence },
+            ready: false,
+            hook: None,
+            screen: None,
+            title: None,
+            notification: None,
+            open_tools: 0,
+            last_output: None,
+            last_hook: None,
+            last_title: String::new(),
+        }
+    }
+
+    pub fn rules(&self) -> &RuleSet {
+        &self.rules
+    }
+
+    pub fn lifecycle(&self) -> Lifecycle {
+        self.lifecycle.value
+    }
+
+    pub fn activity(&self) -> Activity {
+        self.activity.value
+    }
+
+    pub fn view(&self) -> StateView {
+        StateView {
+            provider: self.rules.provider.clone(),
+            lifecycle: self.lifecycle.clone(),
+            activity: self.activity.clone(),
+            wait: self.wait.clone(),
+            health: self.health.clone(),
+            ready: self.ready,
+            last_output_ms: self.last_output.map(|(_, ms)| ms),
+            last_hook_ms: self.last_hook.map(|(_, ms)| ms),
+            rules: self.rules.origin.clone(),
+        }
+    }
+
+    // ----- evidence in -----
+
+    /// A chunk of output arrived.
+    pub fn on_output(&mut self, now: Instant, now_ms: u64) -> Vec<Change> {
+        self.last_output = Some((now, now_ms));
+        // Output keeps a screen "working" claim alive.
+        if let Some(claim) = &mut self.screen
+            && claim.activity == Activity::Working
+        {
+            claim.expires = Some(now + self.rules.leases.screen_working);
+        }
+        Vec::new()
+    }
+
+    /// Output has been quiet for the quiescence period.
+    pub fn on_quiet(&mut self, now: Instant, now_ms: u64) -> Vec<Change> {
+        let mut changes = Vec::new();
+        if now.duration_since(self.started) >= READY_QUIET {
+            self.become_ready("output", "output quiet after start", now_ms, &mut changes);
+        }
+        changes.extend(self.settle(now, now_ms));
+        changes
+    }
+
+    pub fn on_mode(&mut self, mode: crate::scanner::Mode, on: bool, now: Instant, now_ms: u64) -> Vec<Change> {
+        let mut changes = Vec::new();
+        if mode == crate::scanner::Mode::BracketedPaste && on {
+            self.become_ready("mode", "bracketed paste enabled", now_ms, &mut changes);
+        }
+        changes.extend(self.settle(now, now_ms));
+        changes
+    }
+
+    pub fn on_title(&mut self, title: &str, now: Instant, now_ms: u64) -> Vec<Change> {
+        let changed = title != self.last_title;
+        self.last_title = title.to_string();
+        match self.rules.match_title(title) {
+            Some(rule) => {
+                let renew = changed || self.title.as_ref().is_none_or(|c| c.detail != rule.name);
+                if renew {
+                    let expires = (rule.activity == Activity::Working).then(|| now + self.rules.leases.title_working);
+                    self.title = Some(Claim {
+                        activity: rule.activity,
+                        wait: rule.wait.clone(),
+                        detail: rule.name.clone(),
+                        at: now,
+                        at_ms: now_ms,
+                        expires,
+                    });
+                }
+            }
+            None => self.title = None,
+        }
+        self.settle(now, now_ms)
+    }
+
+    pub fn on_notification(&mut self, text: &str, now: Instant, now_ms: u64) -> Vec<Change> {
+        if let Some(rule) = self.rules.match_notification(text) {
+            let expires = (rule.activity == Activity::Working).then(|| now + self.rules.leases.title_working);
+            self.notification = Some(Claim {
+                activity: rule.activity,
+                wait: rule.wait.clone(),
+                detail: rule.name.clone(),
+                at: now,
+                at_ms: now_ms,
+                expires,
+            });
+        }
+        self.settle(now, now_ms)
+    }
+
+    /// Evaluate the screen rules over the visible rows.
+    pub fn on_screen(&mut self, rows: &[String], now: Instant, now_ms: u64) -> Vec<Change> {
+        match self.rules.match_screen(rows) {
+            Some(rule) => {
+                let same = self.screen.as_ref().is_some_and(|c| c.detail == rule.name);
+                if !same {
+                    // Renewed by every chunk of output (see on_output).
+                    let expires = (rule.activity == Activity::Working).then(|| now + self.rules.leases.screen_working);
+                    self.screen = Some(Claim {
+                        activity: rule.activity,
+                        wait: rule.wait.clone(),
+                        detail: rule.name.clone(),
+                        at: now,
+                        at_ms: now_ms,
+                        expires,
+                    });
+                }
+            }
+            None => self.screen = None,
+        }
+        // A notification claim is about the moment it was shown; a later screen without the
+        // dialog ends it.
+        if self.notification.as_ref().is_some_and(|c| c.activity == Activity::Blocked)
+            && self.screen.as_ref().is_none_or(|c| c.activity != Activity::Blocked)
+            && self.rules.has_screen_rules()
+        {
+            self.notification = None;
+        }
+        self.settle(now, now_ms)
+    }
+
+    pub fn on_hook(&mut self, fact: &HookFact, now: Instant, now_ms: u64) -> Vec<Change> {
+        self.last_hook = Some((now, now_ms));
+        let mut changes = Vec::new();
+        let lease = self.rules.leases.hook_working;
+        let label = match &fact.detail {
+            Some(d) => format!("{} ({d})", fact.event),
+            None => fact.event.clone(),
+        };
+        let claim =
+            |activity, wait, expires| Claim { activity, wait, detail: label.clone(), at: now, at_ms: now_ms, expires };
+        match &fact.fact {
+            Fact::SessionStart => {
+                self.become_ready("hook", &format!("{} hook", fact.event), now_ms, &mut changes);
+                self.open_tools = 0;
+                self.hook = Some(claim(Activity::Idle, None, None));
+            }
+            Fact::SessionEnd | Fact::Ignored => {}
+            Fact::Working => self.hook = Some(claim(Activity::Working, None, Some(now + lease))),
+            Fact::Idle => {
+                self.open_tools = 0;
+                self.hook = Some(claim(Activity::Idle, None, None));
+            }
+            Fact::Blocked { wait } => self.hook = Some(claim(Activity::Blocked, Some(wait.clone()), None)),
+            Fact::ToolStart { .. } => {
+                self.open_tools = (self.open_tools + 1).min(64);
+                self.hook = Some(claim(Activity::Working, None, Some(now + lease)));
+            }
+            Fact::ToolEnd { .. } => {
+                self.open_tools = self.open_tools.saturating_sub(1);
+                self.hook = Some(claim(Activity::Working, None, Some(now + lease)));
+            }
+            Fact::Heartbeat => {
+                if let Some(c) = &mut self.hook
+                    && c.activity == Activity::Working
+                {
+                    c.expires = Some(now + lease);
+                }
+            }
+        }
+        changes.extend(self.settle(now, now_ms));
+        changes
+    }
+
+    pub fn on_exit(&mut self, detail: &str, now: Instant, now_ms: u64) -> Vec<Change> {
+        let mut changes = Vec::new();
+        if self.lifecycle.value != Lifecycle::Exited {
+            let evidence = Evidence { source: "process".into(), detail: detail.to_string(), at_ms: now_ms };
+            changes.push(self.set_lifecycle(Lifecycle::Exited, evidence));
+        }
+        self.hook = None;
+        self.screen = None;
+        self.title = None;
+        self.notification = None;
+        changes.extend(self.settle(now, now_ms));
+        changes
+    }
+
+    /// Let leases run out: call when [`Authority::next_deadline`] passes.
+    pub fn tick(&mut self, now: Instant, now_ms: u64) -> Vec<Change> {
+        self.settle(now, now_ms)
+    }
+
+    /// The next instant at which a lease or a health check may change the state.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let leases =
+            [&self.hook, &self.screen, &self.title, &self.notification].into_iter().flatten().filter_map(|c| c.expires);
+        let hooks_due = self
+            .rules
+            .expect_hook_within
+            .filter(|_| self.rules.hooks && self.last_hook.is_none() && self.lifecycle.value != Lifecycle::Exited)
+            .map(|d| self.started + d);
+        leases.chain(hooks_due).min()
+    }
+
+    // ----- deciding -----
+
+    fn become_ready(&mut self, source: &str, detail: &str, now_ms: u64, changes: &mut Vec<Change>) {
+        if self.ready || self.lifecycle.value == Lifecycle::Exited {
+            return;
+        }
+        self.ready = true;
+        let evidence = Evidence { source: source.into(), detail: detail.into(), at_ms: now_ms };
+        changes.push(self.set_lifecycle(Lifecycle::Running, evidence));
+    }
+
+    fn set_lifecycle(&mut self, to: Lifecycle, evidence: Evidence) -> Change {
+        let change = Change {
+            axis: Axis::Lifecycle,
+            from: self.lifecycle.value.as_str().into(),
+            to: to.as_str().into(),
+            evidence: format!("{}: {}", evidence.source, evidence.detail),
+        };
+        self.lifecycle = AxisView { value: to, since_ms: evidence.at_ms, evidence };
+        change
+    }
+
+    /// Decide activity and health from the claims that are still valid.
+    fn settle(&mut self, now: Instant, now_ms: u64) -> Vec<Change> {
+        let mut changes = Vec::new();
+        let (activity, wait, evidence) = self.decide(now, now_ms);
+        let lapsed_from = (self.activity.value == Activity::Working && activity == Activity::Unknown)
+            .then(|| self.activity.evidence.clone());
+        if activity != self.activity.value || wait != self.wait {
+            changes.push(Change {
+                axis: Axis::Activity,
+                from: self.activity.value.as_str().into(),
+                to: activity.as_str().into(),
+                evidence: format!("{}: {}", evidence.source, evidence.detail),
+            });
+            self.activity = AxisView { value: activity, since_ms: now_ms, evidence };
+            self.wait = wait;
+        } else {
+            self.activity.evidence = evidence;
+        }
+        let health = self.decide_health(now, now_ms, lapsed_from);
+        if let Some((health, evidence)) = health
+            && health != self.health.value
+        {
+            changes.push(Change {
+                axis: Axis::Health,
+                from: self.health.value.as_str(),
+                to: health.as_str(),
+                evidence: format!("{}: {}", evidence.source, evidence.detail),
+            });
+            self.health = AxisView { value: health, since_ms: now_ms, evidence };
+        }
+        changes
+    }
+
+    fn decide(&self, now: Instant, now_ms: u64) -> (Activity, Option<String>, Evidence) {
+        let evidence =
+            |source: &str, c: &Claim| Evidence { source: source.into(), detail: c.detail.clone(), at_ms: c.at_ms };
+        if self.lifecycle.value == Lifecycle::Exited {
+            let e = Evidence { source: "process".into(), detail: "exited".into(), at_ms: self.lifecycle.since_ms };
+            return (Activity::Unknown, None, e);
+        }
+        // A dialog on screen (or announced and not yet gone) is the most direct evidence.
+        for (source, claim) in [("screen", &self.screen), ("notification", &self.notification)] {
+            if let Some(c) = claim
+                && c.activity == Activity::Blocked
+            {
+                return (Activity::Blocked, c.wait.clone(), evidence(source, c));
+            }
+        }
+        let hook_working_tools = self.open_tools > 0;
+        for (source, claim) in [
+            ("hook", &self.hook),
+            ("screen", &self.screen),
+            ("title", &self.title),
+            ("notification", &self.notification),
+        ] {
+            let Some(c) = claim else { continue };
+            // A tool call reported open keeps a hook's working claim alive.
+            let valid = c.valid(now) || (source == "hook" && c.activity == Activity::Working && hook_working_tools);
+            if valid {
+                return (c.activity, c.wait.clone(), evidence(source, c));
+            }
+        }
+        // Working evidence that lapsed says so; otherwise there simply is none.
+        let lapsed = [("hook", &self.hook), ("screen", &self.screen), ("title", &self.title)]
+            .into_iter()
+            .filter_map(|(s, c)| c.as_ref().map(|c| (s, c)))
+            .filter(|(_, c)| c.activity == Activity::Working)
+            .max_by_key(|(_, c)| c.at);
+        match lapsed {
+            Some((source, c)) => (
+                Activity::Unknown,
+                None,
+                Evidence {
+                    source: "lease".into(),
+                    detail: format!("{source} evidence \"{}\" not renewed", c.detail),
+                    at_ms: now_ms,
+                },
+            ),
+            None => (
+                Activity::Unknown,
+                None,
+                Evidence { source: "none".into(), detail: "no evidence".into(), at_ms: now_ms },
+            ),
+        }
+    }
+
+    fn decide_health(&self, now: Instant, now_ms: u64, lapsed_from: Option<Evidence>) -> Option<(Health, Evidence)> {
+        if self.lifecycle.value == Lifecycle::Exited {
+            return None;
+        }
+        if self.rules.hooks
+            && self.last_hook.is_none()
+            && let Some(within) = self.rules.expect_hook_within
+            && now.duration_since(self.started) >= within
+        {
+            let reason = bounded(format!(
+                "no hook event in the first {} s; hooks may not be wired (start with desk new --provider {})",
+                within.as_secs(),
+                self.rules.provider
+            ));
+            return Some((
+                Health::Degraded(reason),
+                Evidence { source: "hook".into(), detail: "silent".into(), at_ms: now_ms },
+            ));
+        }
+        if let Some(from) = lapsed_from {
+            let reason = bounded(format!("working evidence ({}: {}) expired", from.source, from.detail));
+            return Some((
+                Health::Degraded(reason),
+                Evidence { source: "lease".into(), detail: "expired".into(), at_ms: now_ms },
+            ));
+        }
+        if self.activity.value != Activity::Unknown {
+            let e = self.activity.evidence.clone();
+            return Some((Health::Ok, e));
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,288 @@
+//! Provider rules: what a provider's titles, screens and notifications say about its state.
+//!
+//! Owns the rule tables, kept as data: one TOML file per provider compiled into the binary
+//! (`src/state/rules/<provider>.toml`), replaceable per provider by a file of the same name in
+//! `<config>/rules/`. Invariants: a rule table is validated whole when loaded (a bad pattern
+//! or an unknown field is an error naming the file and rule, never a silently ignored rule);
+//! within a source, rules are tried in file order and the first match wins.
+
+use anyhow::{Context, Result, bail};
+use regex::Regex;
+use serde::Deserialize;
+use std::path::Path;
+use std::time::Duration;
+
+use super::Activity;
+
+/// Where a rule looks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    Title,
+    Screen,
+    Notification,
+}
+
+/// Which rows of the screen a screen rule reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Region {
+    #[default]
+    All,
+    Top,
+    Bottom,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuleSpec {
+    name: String,
+    source: Source,
+    pattern: String,
+    activity: Activity,
+    wait: Option<String>,
+    #[serde(default)]
+    region: Region,
+    rows: Option<usize>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LeaseSpec {
+    #[serde(default = "default_hook_ms")]
+    hook_working_ms: u64,
+    #[serde(default = "default_title_ms")]
+    title_working_ms: u64,
+    #[serde(default = "default_screen_ms")]
+    screen_working_ms: u64,
+}
+
+/// 15 s: agents fire a hook at least at every tool call; a turn that streams text longer than
+/// this without any other evidence is reported unknown rather than assumed to go on.
+fn default_hook_ms() -> u64 {
+    15_000
+}
+/// 3 s: an animated spinner title changes several times a second; one that stops changing
+/// for this long is no longer evidence of work.
+fn default_title_ms() -> u64 {
+    3_000
+}
+/// 5 s: a "working" screen pattern (a spinner line) counts only while output keeps coming.
+fn default_screen_ms() -> u64 {
+    5_000
+}
+
+impl Default for LeaseSpec {
+    fn default() -> Self {
+        LeaseSpec {
+            hook_working_ms: default_hook_ms(),
+            title_working_ms: default_title_ms(),
+            screen_working_ms: default_screen_ms(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuleFile {
+    provider: String,
+    #[serde(default)]
+    description: String,
+    /// Whether desk wires this provider's hooks, so their silence means something.
+    #[serde(default)]
+    hooks: bool,
+    /// Health degrades when hooks are wired but none arrived this long after start.
+    expect_hook_within_ms: Option<u64>,
+    #[serde(default)]
+    lease: LeaseSpec,
+    #[serde(default, rename = "rule")]
+    rules: Vec<RuleSpec>,
+}
+
+/// One compiled rule.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    pub name: String,
+    pub source: Source,
+    pub regex: Regex,
+    pub activity: Activity,
+    pub wait: Option<String>,
+    pub region: Region,
+    pub rows: Option<usize>,
+}
+
+/// How long working evidence of each kind holds without being refreshed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Leases {
+    pub hook_working: Duration,
+    pub title_working: Duration,
+    pub screen_working: Duration,
+}
+
+/// A provider's compiled rule table.
+#[derive(Debug, Clone)]
+pub struct RuleSet {
+    pub provider: String,
+    pub description: String,
+    pub hooks: bool,
+    pub expect_hook_within: Option<Duration>,
+    pub leases: Leases,
+    pub rules: Vec<Rule>,
+    /// Where the table came from (`builtin` or a file path), for `desk explain`.
+    pub origin: String,
+}
+
+/// The rule tables compiled into the binary.
+pub const BUILTIN: [(&str, &str); 5] = [
+    ("claude", include_str!("rules/claude.toml")),
+    ("codex", include_str!("rules/codex.toml")),
+    ("opencode", include_str!("rules/opencode.toml")),
+    ("demo", include_str!("rules/demo.toml")),
+    ("shell", include_str!("rules/shell.toml")),
+];
+
+impl RuleSet {
+    /// Parse and validate a rule table.
+    pub fn parse(text: &str, origin: &str) -> Result<RuleSet> {
+        let file: RuleFile = toml::from_str(text).with_context(|| format!("rule table {origin} is not valid"))?;
+        let mut rules = Vec::with_capacity(file.rules.len());
+        for spec in file.rules {
+            let regex = Regex::new(&spec.pattern)
+                .with_context(|| format!("rule {:?} in {origin}: bad pattern {:?}", spec.name, spec.pattern))?;
+            if spec.activity == Activity::Unknown {
+                bail!("rule {:?} in {origin}: a rule must claim working, idle or blocked", spec.name);
+            }
+            if spec.wait.is_some() != (spec.activity == Activity::Blocked) {
+                bail!(
+                    "rule {:?} in {origin}: `wait` names what a blocked rule waits for, and only blocked rules",
+                    spec.name
+                );
+            }
+            if spec.source != Source::Screen && (spec.rows.is_some() || spec.region != Region::All) {
+                bail!("rule {:?} in {origin}: `region` and `rows` apply to screen rules only", spec.name);
+            }
+            rules.push(Rule {
+                name: spec.name,
+                source: spec.source,
+                regex,
+                activity: spec.activity,
+                wait: spec.wait,
+                region: spec.region,
+                rows: spec.rows,
+            });
+        }
+        Ok(RuleSet {
+            provider: file.provider,
+            description: file.description,
+            hooks: file.hooks,
+            expect_hook_within: file.expect_hook_within_ms.map(Duration::from_millis),
+            leases: Leases {
+                hook_working: Duration::from_millis(file.lease.hook_working_ms),
+                title_working: Duration::from_millis(file.lease.title_working_ms),
+                screen_working: Duration::from_millis(file.lease.screen_working_ms),
+            },
+            rules,
+            origin: origin.to_string(),
+        })
+    }
+
+    /// The built-in table for `provider` (the shell table for unknown ones).
+    pub fn builtin(provider: &str) -> RuleSet {
+        let text = BUILTIN.iter().find(|(name, _)| *name == provider).map_or(BUILTIN[4].1, |(_, text)| text);
+        // Built-in tables are validated by the tests; a failure here is a build defect.
+        RuleSet::parse(text, "builtin").unwrap_or_else(|e| panic!("built-in rules for {provider}: {e:#}"))
+    }
+
+    /// The table for `provider`: `<config>/rules/<provider>.toml` when it exists, else built in.
+    pub fn load(provider: &str, config: &Path) -> Result<RuleSet> {
+        let path = config.join("rules").join(format!("{provider}.toml"));
+        match std::fs::read_to_string(&path) {
+            Ok(text) => RuleSet::parse(&text, &path.display().to_string()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(RuleSet::builtin(provider)),
+            Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+        }
+    }
+
+    pub fn match_title(&self, title: &str) -> Option<&Rule> {
+        self.rules.iter().find(|r| r.source == Source::Title && r.regex.is_match(title))
+    }
+
+    pub fn match_notification(&self, text: &str) -> Option<&Rule> {
+        self.rules.iter().find(|r| r.source == Source::Notification && r.regex.is_match(text))
+    }
+
+    /// The first screen rule matching its region of `rows` (visible rows, top first).
+    pub fn match_screen(&self, rows: &[String]) -> Option<&Rule> {
+        self.rules.iter().filter(|r| r.source == Source::Screen).find(|r| {
+            let n = r.rows.unwrap_or(rows.len()).min(rows.len());
+            let region = match r.region {
+                Region::All => rows,
+                Region::Top => &rows[..n],
+                Region::Bottom => &rows[rows.len() - n..],
+            };
+            r.regex.is_match(&region.join("\n"))
+        })
+    }
+
+    pub fn has_screen_rules(&self) -> bool {
+        self.rules.iter().any(|r| r.source == Source::Screen)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_table_parses_and_names_its_provider() {
+        for (name, text) in BUILTIN {
+            let set = RuleSet::parse(text, name).unwrap();
+            assert_eq!(set.provider, name);
+        }
+    }
+
+    #[test]
+    fn bad_tables_are_refused_with_the_rule_named() {
+        let bad = r#"provider = "x"
+[[rule]]
+name = "broken"
+source = "title"
+pattern = "(unclosed"
+activity = "working"
+"#;
+        let err = format!("{:#}", RuleSet::parse(bad, "x.toml").unwrap_err());
+        assert!(err.contains("broken") && err.contains("bad pattern"), "{err}");
+        let typo = "provider = \"x\"\n[[rule]]\nname = \"t\"\nsource = \"title\"\npattern = \"a\"\nactivity = \"working\"\nregon = \"top\"\n";
+        assert!(RuleSet::parse(typo, "x.toml").is_err());
+        let blocked_without_wait =
+            "provider = \"x\"\n[[rule]]\nname = \"b\"\nsource = \"screen\"\npattern = \"a\"\nactivity = \"blocked\"\n";
+        assert!(RuleSet::parse(blocked_without_wait, "x.toml").is_err());
+    }
+
+    #[test]
+    fn screen_regions_limit_what_a_rule_reads() {
+        let text = r#"provider = "x"
+[[rule]]
+name = "bottom-only"
+source = "screen"
+region = "bottom"
+rows = 2
+pattern = "(?m)^> $"
+activity = "idle"
+"#;
+        let set = RuleSet::parse(text, "x").unwrap();
+        let rows = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(set.match_screen(&rows(&["a", "b", "> "])).is_some());
+        assert!(set.match_screen(&rows(&["> ", "b", "c"])).is_none());
+    }
+
+    #[test]
+    fn an_override_file_replaces_the_builtin_table() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(RuleSet::load("claude", dir.path()).unwrap().origin, "builtin");
+        std::fs::create_dir_all(dir.path().join("rules")).unwrap();
+        std::fs::write(dir.path().join("rules/claude.toml"), "provider = \"claude\"\n").unwrap();
+        let set = RuleSet::load("claude", dir.path()).unwrap();
+        assert!(set.rules.is_empty() && set.origin.ends_with("claude.toml"));
+    }
+}

@@ -1,0 +1,215 @@
+//! The authority driven by a scripted clock.
+
+use super::*;
+use crate::scanner::Mode;
+
+struct Clock {
+    t0: Instant,
+    ms: u64,
+}
+
+impl Clock {
+    fn new() -> Clock {
+        Clock { t0: Instant::now(), ms: 0 }
+    }
+    fn at(&self) -> (Instant, u64) {
+        (self.t0 + Duration::from_millis(self.ms), 1_000_000 + self.ms)
+    }
+    fn advance(&mut self, ms: u64) -> (Instant, u64) {
+        self.ms += ms;
+        self.at()
+    }
+}
+
+fn demo(clock: &Clock) -> Authority {
+    let (now, ms) = clock.at();
+    Authority::new(RuleSet::builtin("demo"), now, ms)
+}
+
+fn hook(event: &str, extra: serde_json::Value) -> HookFact {
+    let mut payload = serde_json::json!({ "hook_event_name": event });
+    if let (Some(p), Some(e)) = (payload.as_object_mut(), extra.as_object()) {
+        p.extend(e.clone());
+    }
+    hooks::interpret("claude", &payload)
+}
+
+fn rows(lines: &[&str]) -> Vec<String> {
+    lines.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn bracketed_paste_makes_a_starting_session_running() {
+    let mut clock = Clock::new();
+    let mut a = demo(&clock);
+    assert_eq!(a.lifecycle(), Lifecycle::Starting);
+    let (now, ms) = clock.advance(300);
+    let changes = a.on_mode(Mode::BracketedPaste, true, now, ms);
+    assert_eq!(a.lifecycle(), Lifecycle::Running);
+    assert!(a.view().ready);
+    assert_eq!(changes[0].axis, Axis::Lifecycle);
+    assert_eq!((changes[0].from.as_str(), changes[0].to.as_str()), ("starting", "running"));
+}
+
+#[test]
+fn quiet_output_makes_it_ready_only_after_the_start_period() {
+    let mut clock = Clock::new();
+    let mut a = demo(&clock);
+    let (now, ms) = clock.advance(200);
+    a.on_quiet(now, ms);
+    assert_eq!(a.lifecycle(), Lifecycle::Starting);
+    let (now, ms) = clock.advance(1000);
+    a.on_quiet(now, ms);
+    assert_eq!(a.lifecycle(), Lifecycle::Running);
+}
+
+#[test]
+fn a_spinner_title_means_working_until_its_lease_runs_out() {
+    let mut clock = Clock::new();
+    let mut a = demo(&clock);
+    let (now, ms) = clock.advance(10);
+    a.on_title("✳ demo", now, ms);
+    assert_eq!(a.activity(), Activity::Idle);
+    let (now, ms) = clock.advance(10);
+    a.on_title("⠋ demo", now, ms);
+    assert_eq!(a.activity(), Activity::Working);
+    assert_eq!(a.view().activity.evidence.source, "title");
+    // The spinner animates: each frame renews the lease.
+    for frame in ["⠙ demo", "⠹ demo", "⠸ demo"] {
+        let (now, ms) = clock.advance(2000);
+        a.on_title(frame, now, ms);
+        assert_eq!(a.activity(), Activity::Working);
+    }
+    // It stops animating (the agent hung): after the lease, unknown — never a stale working.
+    let deadline = a.next_deadline().unwrap();
+    assert_eq!(deadline, clock.at().0 + Duration::from_millis(3000));
+    let (now, ms) = clock.advance(3000);
+    let changes = a.tick(now, ms);
+    assert_eq!(a.activity(), Activity::Unknown);
+    assert!(changes.iter().any(|c| c.axis == Axis::Activity && c.to == "unknown"));
+    assert!(matches!(a.view().health.value, Health::Degraded(ref r) if r.contains("expired")), "{:?}", a.view().health);
+    // Fresh evidence restores both.
+    let (now, ms) = clock.advance(100);
+    a.on_title("✳ demo", now, ms);
+    assert_eq!(a.activity(), Activity::Idle);
+    assert_eq!(a.view().health.value, Health::Ok);
+}
+
+#[test]
+fn hooks_outrank_titles() {
+    let mut clock = Clock::new();
+    let mut a = demo(&clock);
+    let (now, ms) = clock.advance(10);
+    a.on_title("✳ demo", now, ms);
+    let (now, ms) = clock.advance(10);
+    a.on_hook(&hook("UserPromptSubmit", serde_json::json!({"prompt": "do it"})), now, ms);
+    assert_eq!(a.activity(), Activity::Working);
+    assert_eq!(a.view().activity.evidence.source, "hook");
+    assert!(a.view().activity.evidence.detail.contains("do it"));
+    let (now, ms) = clock.advance(10);
+    a.on_hook(&hook("Stop", serde_json::json!({})), now, ms);
+    assert_eq!(a.activity(), Activity::Idle);
+}
+
+#[test]
+fn an_open_tool_call_keeps_working_past_the_hook_lease() {
+    let mut clock = Clock::new();
+    let mut a = demo(&clock);
+    let (now, ms) = clock.advance(10);
+    a.on_hook(&hook("PreToolUse", serde_json::json!({"tool_name": "Bash"})), now, ms);
+    let (now, ms) = clock.advance(60_000);
+    a.tick(now, ms);
+    assert_eq!(a.activity(), Activity::Working);
+    let (now, ms) = clock.advance(10);
+    a.on_hook(&hook("PostToolUse", serde_json::json!({"tool_name": "Bash"})), now, ms);
+    let (now, ms) = clock.advance(15_001);
+    a.tick(now, ms);
+    assert_eq!(a.activity(), Activity::Unknown);
+}
+
+#[test]
+fn a_visible_approval_dialog_is_blocked_even_if_hooks_say_working() {
+    let mut clock = Clock::new();
+    let mut a = demo(&clock);
+    let (now, ms) = clock.advance(10);
+    a.on_hook(&hook("UserPromptSubmit", serde_json::json!({})), now, ms);
+    let (now, ms) = clock.advance(10);
+    a.on_screen(&rows(&["> approve-me", "", "Do you want to run this command?", "❯ 1. Yes", "  2. No"]), now, ms);
+    assert_eq!(a.activity(), Activity::Blocked);
+    assert_eq!(a.view().wait.as_deref(), Some("approval"));
+    assert_eq!(a.view().activity.evidence.source, "screen");
+    // Answered: the dialog is gone; the hook's working claim (still leased) is what remains.
+    let (now, ms) = clock.advance(10);
+    a.on_screen(&rows(&["> approve-me", "● running"]), now, ms);
+    assert_eq!(a.activity(), Activity::Working);
+}
+
+#[test]
+fn a_permission_hook_blocks_until_the_next_hook() {
+    let mut clock = Clock::new();
+    let mut a = demo(&clock);
+    let (now, ms) = clock.advance(10);
+    a.on_hook(
+        &hook(
+            "Notification",
+            serde_json::json!({"notification_type": "permission_prompt", "message": "needs permission"}),
+        ),
+        now,
+        ms,
+    );
+    assert_eq!(a.activity(), Activity::Blocked);
+    let (now, ms) = clock.advance(600_000);
+    a.tick(now, ms);
+    assert_eq!(a.activity(), Activity::Blocked, "a block does not lapse: the operator has not answered");
+    let (now, ms) = clock.advance(10);
+    a.on_hook(&hook("PostToolUse", serde_json::json!({"tool_name": "Bash"})), now, ms);
+    assert_eq!(a.activity(), Activity::Working);
+}
+
+#[test]
+fn exit_dominates_everything() {
+    let mut clock = Clock::new();
+    let mut a = demo(&clock);
+    let (now, ms) = clock.advance(10);
+    a.on_hook(&hook("UserPromptSubmit", serde_json::json!({})), now, ms);
+    let (now, ms) = clock.advance(10);
+    let changes = a.on_exit("exited with code 0", now, ms);
+    assert_eq!(a.lifecycle(), Lifecycle::Exited);
+    assert_eq!(a.activity(), Activity::Unknown);
+    assert!(changes.iter().any(|c| c.axis == Axis::Lifecycle && c.to == "exited"));
+    let (now, ms) = clock.advance(10);
+    a.on_title("⠋ demo", now, ms);
+    assert_eq!(a.activity(), Activity::Unknown, "nothing after exit revives activity");
+    let (now, ms) = clock.advance(10);
+    a.on_mode(Mode::BracketedPaste, true, now, ms);
+    assert_eq!(a.lifecycle(), Lifecycle::Exited, "lifecycle only moves forward");
+}
+
+#[test]
+fn silent_hooks_degrade_health_when_the_provider_expects_them() {
+    let text = "provider = \"x\"\nhooks = true\nexpect_hook_within_ms = 5000\n";
+    let mut clock = Clock::new();
+    let (now, ms) = clock.at();
+    let mut a = Authority::new(RuleSet::parse(text, "x").unwrap(), now, ms);
+    assert_eq!(a.next_deadline(), Some(now + Duration::from_millis(5000)));
+    let (now, ms) = clock.advance(5000);
+    a.tick(now, ms);
+    assert!(matches!(a.view().health.value, Health::Degraded(ref r) if r.contains("no hook event")));
+    let (now, ms) = clock.advance(10);
+    a.on_hook(&hook("SessionStart", serde_json::json!({"source": "startup"})), now, ms);
+    assert_eq!(a.view().health.value, Health::Ok);
+    assert_eq!(a.lifecycle(), Lifecycle::Running);
+    assert_eq!(a.activity(), Activity::Idle);
+}
+
+#[test]
+fn a_shell_has_no_activity_rules_and_stays_unknown() {
+    let mut clock = Clock::new();
+    let (now, ms) = clock.at();
+    let mut a = Authority::new(RuleSet::builtin("shell"), now, ms);
+    let (now, ms) = clock.advance(10);
+    a.on_title("⠋ anything", now, ms);
+    a.on_screen(&rows(&["$ make", "building..."]), now, ms);
+    assert_eq!(a.activity(), Activity::Unknown);
+    assert_eq!(a.view().activity.evidence.source, "none");
+}
