@@ -210,11 +210,12 @@ impl Connection {
                 observers: 0,
                 title: String::new(),
                 started_at_ms: 0,
+                state: None,
             },
         };
         conn.send(&Frame::Hello { version: PROTOCOL_VERSION, role, cols, rows })?;
         match conn.recv()? {
-            Frame::Welcome { info, .. } => conn.info = info,
+            Frame::Welcome { info, .. } => conn.info = *info,
             Frame::Error { code, message } => bail!("the session refused the connection ({code:?}): {message}"),
             other => bail!("the session answered {:?} instead of WELCOME", other.kind()),
         }

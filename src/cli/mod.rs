@@ -6,6 +6,7 @@
 //! signal) when the session ends.
 
 mod events;
+mod explain;
 mod sessions;
 
 use anyhow::Result;
@@ -74,6 +75,12 @@ enum Command {
         /// Only events after this sequence number.
         #[arg(long, default_value_t = 0)]
         since: u64,
+    },
+    /// Explain a session's agent state: each axis, its evidence, and what changed it.
+    Explain {
+        name: SessionName,
+        #[arg(long)]
+        json: bool,
     },
     /// Stop a session: signal its process group, then SIGKILL after a grace period.
     Kill(KillArgs),
@@ -221,6 +228,7 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Ls { json } => sessions::ls(json),
         Command::Peek { name, json } => sessions::peek(&name, json),
         Command::Events { name, follow, json, since } => events::events(&name, follow, json, since),
+        Command::Explain { name, json } => explain::explain(&name, json),
         Command::Kill(a) => sessions::kill(&a.name, a.signal, a.grace),
         Command::Rm { name } => sessions::rm(&name),
         Command::Master(a) => {

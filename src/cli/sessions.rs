@@ -164,6 +164,10 @@ struct Listing {
     rows: Option<u16>,
     clients: Option<Clients>,
     title: Option<String>,
+    generation: Option<u32>,
+    provider: Option<String>,
+    /// The agent state (running sessions only).
+    state: Option<crate::state::StateView>,
     started_at_ms: Option<u64>,
     started_at: Option<String>,
     exit: Option<ExitJson>,
@@ -218,6 +222,9 @@ fn listing(paths: &Paths, name: &SessionName) -> Result<Option<Listing>> {
         rows: meta.as_ref().map(|m| m.rows),
         clients: None,
         title: None,
+        generation: meta.as_ref().map(|m| m.generation),
+        provider: meta.as_ref().map(|m| m.provider.clone()),
+        state: None,
         started_at_ms: meta.as_ref().map(|m| m.started_at_ms),
         started_at: meta.as_ref().map(|m| iso8601(m.started_at_ms)),
         exit: None,
@@ -263,6 +270,9 @@ fn apply_info(row: &mut Listing, info: SessionInfo) {
     row.rows = Some(info.rows);
     row.clients = Some(Clients { controllers: info.controllers, viewers: info.viewers, observers: info.observers });
     row.title = Some(info.title);
+    row.generation = Some(info.generation);
+    row.provider = Some(info.provider);
+    row.state = info.state;
     row.started_at_ms = Some(info.started_at_ms);
     row.started_at = Some(iso8601(info.started_at_ms));
 }
@@ -284,7 +294,8 @@ pub fn ls(json: bool) -> Result<i32> {
         return Ok(0);
     }
     let now = session::now_ms();
-    let mut table = vec![["NAME", "STATUS", "PID", "SIZE", "CLIENTS", "STARTED", "TITLE", "COMMAND"].map(String::from)];
+    let mut table =
+        vec![["NAME", "STATUS", "ACTIVITY", "PID", "SIZE", "CLIENTS", "STARTED", "TITLE", "COMMAND"].map(String::from)];
     for r in &rows {
         let status = match &r.exit {
             Some(e) => match (e.code, e.signal) {
@@ -305,9 +316,21 @@ pub fn ls(json: bool) -> Result<i32> {
                 s
             })
             .unwrap_or_else(|| "-".into());
+        let activity = match &r.state {
+            Some(s) if s.lifecycle.value == crate::state::Lifecycle::Starting => "starting".to_string(),
+            Some(s) => {
+                let mut a = s.activity.value.as_str().to_string();
+                if let Some(wait) = &s.wait {
+                    a.push_str(&format!("({wait})"));
+                }
+                format!("{a} {}", age(now.saturating_sub(s.activity.since_ms)).trim_end_matches(" ago"))
+            }
+            None => "-".into(),
+        };
         table.push([
             r.name.clone(),
             status,
+            activity,
             r.pid.map_or("-".into(), |p| p.to_string()),
             match (r.cols, r.rows) {
                 (Some(c), Some(rw)) => format!("{c}x{rw}"),
@@ -320,11 +343,11 @@ pub fn ls(json: bool) -> Result<i32> {
         ]);
     }
     let widths: Vec<usize> =
-        (0..8).map(|i| table.iter().map(|row| row[i].chars().count()).max().unwrap_or(0)).collect();
+        (0..9).map(|i| table.iter().map(|row| row[i].chars().count()).max().unwrap_or(0)).collect();
     for row in &table {
         let mut line = String::new();
         for (i, cell) in row.iter().enumerate() {
-            if i == 7 {
+            if i == 8 {
                 line.push_str(cell);
             } else {
                 let cell: String = cell.chars().take(40).collect();

@@ -35,6 +35,7 @@ use crate::paths::SessionPaths;
 use crate::scanner::Scanner;
 use crate::screen::Screen;
 use crate::session::{self, ExitRecord, SessionMeta};
+use crate::state::Authority;
 use crate::wire::{
     ErrorCode, ExitStatus, Frame, HEADER_LEN, MAX_PAYLOAD, PROTOCOL_VERSION, Role, SessionInfo, encode_output,
 };
@@ -79,6 +80,7 @@ pub struct Parts {
     pub meta: SessionMeta,
     pub screen: Screen,
     pub journal: Journal,
+    pub authority: Authority,
 }
 
 pub struct Master {
@@ -96,6 +98,9 @@ pub struct Master {
     pub(super) pending_title: Option<String>,
     pub(super) output_active: bool,
     pub(super) last_output: Instant,
+    pub(super) authority: Authority,
+    pub(super) state_timer: Option<Instant>,
+    pub(super) screen_check_armed: bool,
     pty_open: bool,
     pty_writable: bool,
     /// The PTY had more to read when the turn budget ran out.
@@ -115,7 +120,7 @@ pub struct Master {
 
 impl Master {
     pub(super) fn new(parts: Parts) -> Master {
-        let Parts { files, poll, listener, pty, signals, meta, screen, journal } = parts;
+        let Parts { files, poll, listener, pty, signals, meta, screen, journal, authority } = parts;
         Master {
             files,
             poll,
@@ -131,6 +136,9 @@ impl Master {
             pending_title: None,
             output_active: false,
             last_output: Instant::now(),
+            authority,
+            state_timer: None,
+            screen_check_armed: false,
             pty_open: true,
             pty_writable: false,
             pty_pending: false,
@@ -157,6 +165,9 @@ impl Master {
             rows: self.meta.rows,
             provider: self.meta.provider.clone(),
         });
+        let now = Instant::now();
+        self.timers.arm(now + crate::state::READY_QUIET, Timer::ReadyCheck);
+        self.announce(Vec::new());
     }
 
     fn child(&self) -> Pid {
@@ -496,6 +507,17 @@ impl Master {
                 }
                 self.signal_child(signal as i32, Duration::from_millis(u64::from(grace_ms)), now);
             }
+            Frame::Hook(body) => {
+                if role == Role::Viewer {
+                    refuse(client, "report hooks");
+                    return;
+                }
+                if let Err(reply) = self.on_hook_frame(body, now)
+                    && let Some(client) = self.clients.get_mut(&token)
+                {
+                    client.push_control(&reply);
+                }
+            }
             Frame::Error { code, message } => {
                 debug!(client = token.0, ?code, "client reported an error: {message}");
                 client.gone.get_or_insert(Gone::Left);
@@ -522,7 +544,7 @@ impl Master {
             return;
         }
         client.role = Some(role);
-        client.push_control(&Frame::Welcome { version: PROTOCOL_VERSION, info });
+        client.push_control(&Frame::Welcome { version: PROTOCOL_VERSION, info: Box::new(info) });
         let announce = role != Role::Query;
         if announce {
             info!(client = token.0, peer_pid = client.pid, ?role, "client attached");
@@ -592,6 +614,7 @@ impl Master {
             observers: count(Role::Observer),
             title: self.screen.title().to_string(),
             started_at_ms: self.meta.started_at_ms,
+            state: Some(self.authority.view()),
         }
     }
 
@@ -723,6 +746,13 @@ impl Master {
                 }
                 Timer::TitleFlush => self.flush_title(now),
                 Timer::OutputQuiet => self.check_output_quiet(now),
+                Timer::ScreenCheck => self.check_screen(now),
+                Timer::StateTick => self.state_tick(now),
+                Timer::ReadyCheck => {
+                    if !self.output_active {
+                        self.state_quiet(now);
+                    }
+                }
                 Timer::SlowClient(token) => {
                     let Some(client) = self.clients.get_mut(&token) else { continue };
                     match client.behind_since {
@@ -786,6 +816,8 @@ impl Master {
             ExitStatus::Code(c) => (Some(c), None),
             ExitStatus::Signal(s) => (None, Some(s)),
         };
+        let changes = self.authority.on_exit(&status.to_string(), now, session::now_ms());
+        self.announce(changes);
         self.emit(EventBody::Exit { code, signal, escalated: self.escalated });
         let frames =
             self.clients.values().any(|c| c.needs_keyframe && c.streams_output()).then(|| self.keyframe_frames());

@@ -15,6 +15,7 @@ use super::event_loop::Master;
 use super::timers::Timer;
 use crate::events::{Event, EventBody};
 use crate::scanner::ScanEvent;
+use crate::session::now_ms;
 use crate::wire::{Frame, Role};
 
 /// At most one journalled title per 500 ms: a spinner's frames are noise, its text is not.
@@ -48,11 +49,27 @@ impl Master {
     pub(super) fn on_scan(&mut self, events: Vec<ScanEvent>, now: Instant) {
         for event in events {
             match event {
-                ScanEvent::Title { title } => self.title_changed(title, now),
+                ScanEvent::Title { title } => {
+                    let changes = self.authority.on_title(&title, now, now_ms());
+                    self.title_changed(title, now);
+                    self.announce(changes);
+                }
                 ScanEvent::IconName { .. } => {}
                 ScanEvent::Bell => self.emit(EventBody::Bell),
-                ScanEvent::Notification { title, body } => self.emit(EventBody::Notification { title, body }),
-                ScanEvent::Mode { mode, on } => self.emit(EventBody::Mode { mode, on }),
+                ScanEvent::Notification { title, body } => {
+                    let text = match &title {
+                        Some(t) => format!("{t}: {body}"),
+                        None => body.clone(),
+                    };
+                    self.emit(EventBody::Notification { title, body });
+                    let changes = self.authority.on_notification(&text, now, now_ms());
+                    self.announce(changes);
+                }
+                ScanEvent::Mode { mode, on } => {
+                    self.emit(EventBody::Mode { mode, on });
+                    let changes = self.authority.on_mode(mode, on, now, now_ms());
+                    self.announce(changes);
+                }
             }
         }
     }
@@ -82,6 +99,7 @@ impl Master {
     /// Called for every chunk of output.
     pub(super) fn note_output(&mut self, now: Instant) {
         self.last_output = now;
+        self.state_output(now);
         if !self.output_active {
             self.output_active = true;
             self.emit(EventBody::Output { active: true });
@@ -97,6 +115,7 @@ impl Master {
         if now >= quiet_at {
             self.output_active = false;
             self.emit(EventBody::Output { active: false });
+            self.state_quiet(now);
         } else {
             self.timers.arm(quiet_at, Timer::OutputQuiet);
         }

@@ -11,6 +11,7 @@ mod client;
 mod event_loop;
 mod events;
 mod queue;
+mod state;
 mod timers;
 
 pub use client::{CLIENT_QUEUE_LIMIT, MAX_CLIENTS};
@@ -36,6 +37,7 @@ use crate::paths::{Paths, SessionName};
 use crate::pty::{self, Spawn};
 use crate::screen::Screen;
 use crate::session::{self, SessionMeta};
+use crate::state::{Authority, RuleSet};
 
 /// Everything `desk master` needs to start a session.
 #[derive(Debug, Clone)]
@@ -84,6 +86,11 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
     crate::logging::init_file(&files.log);
 
     let state_dir = paths.ensure_session_state(&opts.name)?;
+    let rules = RuleSet::load(&opts.provider, &paths.config).unwrap_or_else(|e| {
+        tracing::warn!("{e:#}; using the built-in rules for {}", opts.provider);
+        RuleSet::builtin(&opts.provider)
+    });
+    let authority = Authority::new(rules, std::time::Instant::now(), session::now_ms());
     let journal = Journal::open(&state_dir, JOURNAL_CAP)?;
     let poll = Poll::new().context("cannot create the event loop")?;
     let mut listener = bind(&files.socket, &opts.name)?;
@@ -146,6 +153,7 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
         meta,
         screen: Screen::new(cols, rows),
         journal,
+        authority,
     });
     master.started();
     Ok(master)

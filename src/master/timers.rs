@@ -19,6 +19,12 @@ pub enum Timer {
     TitleFlush,
     /// Check whether output has gone quiet.
     OutputQuiet,
+    /// Read the screen for the provider's screen rules.
+    ScreenCheck,
+    /// A state lease may have run out.
+    StateTick,
+    /// The start-up quiet period ended (for a child that prints nothing).
+    ReadyCheck,
 }
 
 #[derive(Debug, Default)]

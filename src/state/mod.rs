@@ -392,8 +392,8 @@ impl Authority {
         self.settle(now, now_ms)
     }
 
-    /// The next instant at which a lease or a health check may change the state.
-    pub fn next_deadline(&self) -> Option<Instant> {
+    /// The next instant after `now` at which a lease or a health check may change the state.
+    pub fn next_deadline(&self, now: Instant) -> Option<Instant> {
         let leases =
             [&self.hook, &self.screen, &self.title, &self.notification].into_iter().flatten().filter_map(|c| c.expires);
         let hooks_due = self
@@ -401,7 +401,7 @@ impl Authority {
             .expect_hook_within
             .filter(|_| self.rules.hooks && self.last_hook.is_none() && self.lifecycle.value != Lifecycle::Exited)
             .map(|d| self.started + d);
-        leases.chain(hooks_due).min()
+        leases.chain(hooks_due).filter(|t| *t > now).min()
     }
 
     // ----- deciding -----

@@ -81,7 +81,7 @@ fn a_spinner_title_means_working_until_its_lease_runs_out() {
         assert_eq!(a.activity(), Activity::Working);
     }
     // It stops animating (the agent hung): after the lease, unknown — never a stale working.
-    let deadline = a.next_deadline().unwrap();
+    let deadline = a.next_deadline(clock.at().0).unwrap();
     assert_eq!(deadline, clock.at().0 + Duration::from_millis(3000));
     let (now, ms) = clock.advance(3000);
     let changes = a.tick(now, ms);
@@ -191,10 +191,11 @@ fn silent_hooks_degrade_health_when_the_provider_expects_them() {
     let mut clock = Clock::new();
     let (now, ms) = clock.at();
     let mut a = Authority::new(RuleSet::parse(text, "x").unwrap(), now, ms);
-    assert_eq!(a.next_deadline(), Some(now + Duration::from_millis(5000)));
+    assert_eq!(a.next_deadline(now), Some(now + Duration::from_millis(5000)));
     let (now, ms) = clock.advance(5000);
     a.tick(now, ms);
     assert!(matches!(a.view().health.value, Health::Degraded(ref r) if r.contains("no hook event")));
+    assert_eq!(a.next_deadline(now), None, "a deadline that has passed is not reported again");
     let (now, ms) = clock.advance(10);
     a.on_hook(&hook("SessionStart", serde_json::json!({"source": "startup"})), now, ms);
     assert_eq!(a.view().health.value, Health::Ok);

@@ -75,7 +75,7 @@ pub fn decode_frame(header: &Header, payload: &[u8]) -> Result<Frame, DecodeErro
             if u16_at(payload, 2) != 0 {
                 return Err(malformed(kind, "reserved field is not zero"));
             }
-            Frame::Welcome { version: u16_at(payload, 0), info: json(kind, &payload[4..])? }
+            Frame::Welcome { version: u16_at(payload, 0), info: Box::new(json(kind, &payload[4..])?) }
         }
         FrameType::Input => Frame::Input(payload.to_vec()),
         FrameType::Resize => {
@@ -94,6 +94,7 @@ pub fn decode_frame(header: &Header, payload: &[u8]) -> Result<Frame, DecodeErro
         }
         FrameType::Snapshot => Frame::Snapshot(json(kind, payload)?),
         FrameType::Event => Frame::Event(json(kind, payload)?),
+        FrameType::Hook => Frame::Hook(json(kind, payload)?),
         FrameType::Detach => {
             exact(kind, payload, 0)?;
             Frame::Detach
@@ -204,7 +205,7 @@ impl Frame {
             }
             Frame::SnapshotRequest | Frame::Detach => Vec::new().into(),
             Frame::Snapshot(snapshot) => json_bytes(snapshot).into(),
-            Frame::Event(event) => json_bytes(event).into(),
+            Frame::Event(event) | Frame::Hook(event) => json_bytes(event).into(),
             Frame::Exit { status, escalated } => {
                 let (kind_byte, value) = match *status {
                     ExitStatus::Code(code) => (0u8, code),

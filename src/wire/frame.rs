@@ -28,6 +28,7 @@ pub enum FrameType {
     Ping = 0x0d,
     Pong = 0x0e,
     Signal = 0x0f,
+    Hook = 0x10,
 }
 
 impl FrameType {
@@ -49,6 +50,7 @@ impl FrameType {
             0x0d => Ping,
             0x0e => Pong,
             0x0f => Signal,
+            0x10 => Hook,
             _ => return None,
         })
     }
@@ -71,6 +73,7 @@ impl FrameType {
             Ping => "PING",
             Pong => "PONG",
             Signal => "SIGNAL",
+            Hook => "HOOK",
         }
     }
 }
@@ -217,6 +220,9 @@ pub struct SessionInfo {
     pub title: String,
     /// Unix time in milliseconds when the child was started.
     pub started_at_ms: u64,
+    /// The agent state authority's current view.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<crate::state::StateView>,
 }
 
 /// A decoded frame header.
@@ -238,7 +244,7 @@ pub enum Frame {
     },
     Welcome {
         version: u16,
-        info: SessionInfo,
+        info: Box<SessionInfo>,
     },
     Input(Vec<u8>),
     Resize {
@@ -271,6 +277,9 @@ pub enum Frame {
         signal: u8,
         grace_ms: u32,
     },
+    /// An agent hook fired (sent by `desk hook`): a JSON object with `payload` (the hook's
+    /// own JSON) and optionally `generation` (the session generation the hook belongs to).
+    Hook(serde_json::Map<String, serde_json::Value>),
 }
 
 impl Frame {
@@ -291,6 +300,7 @@ impl Frame {
             Frame::Ping(_) => FrameType::Ping,
             Frame::Pong(_) => FrameType::Pong,
             Frame::Signal { .. } => FrameType::Signal,
+            Frame::Hook(_) => FrameType::Hook,
         }
     }
 

@@ -1,0 +1,141 @@
+//! `desk explain`: what desk believes about a session's agent, and the evidence.
+//!
+//! Owns presenting the state authority's view (each axis with its value, since when and the
+//! evidence behind it) together with the recent events that changed it, read from the
+//! journal. Invariant: it reports what the master says; for a session whose master is gone it
+//! says so and shows only what the journal and exit record hold.
+
+use anyhow::Result;
+use serde::Serialize;
+
+use super::failure;
+use super::sessions::iso8601;
+use crate::events::{Event, EventBody, journal};
+use crate::paths::{Paths, SessionName};
+use crate::session::{self, Connection, Probe};
+use crate::state::{AxisView, StateView};
+use crate::wire::Role;
+
+/// How many state-changing events `explain` lists.
+const RECENT: usize = 12;
+
+#[derive(Serialize)]
+struct Explanation {
+    name: String,
+    running: bool,
+    generation: Option<u32>,
+    provider: Option<String>,
+    state: Option<StateView>,
+    exit: Option<session::ExitRecord>,
+    recent: Vec<Event>,
+}
+
+fn ago(now: u64, ms: u64) -> String {
+    let d = now.saturating_sub(ms);
+    if d < 1000 {
+        format!("{d}ms ago")
+    } else if d < 120_000 {
+        format!("{:.1}s ago", d as f64 / 1000.0)
+    } else {
+        format!("{}m ago", d / 60_000)
+    }
+}
+
+fn axis<T: Serialize>(name: &str, a: &AxisView<T>, now: u64) -> String {
+    let value = serde_json::to_value(&a.value).ok().map_or_else(String::new, |v| match v {
+        serde_json::Value::String(s) => s,
+        serde_json::Value::Object(o) => match (o.get("status"), o.get("reason")) {
+            (Some(s), Some(r)) => format!("{}: {}", s.as_str().unwrap_or(""), r.as_str().unwrap_or("")),
+            (Some(s), None) => s.as_str().unwrap_or("").to_string(),
+            _ => String::new(),
+        },
+        other => other.to_string(),
+    });
+    format!(
+        "{name:<10} {value:<10} since {} ({})\n{:<10} evidence: {} — {} (observed {})",
+        &iso8601(a.since_ms)[11..19],
+        ago(now, a.since_ms),
+        "",
+        a.evidence.source,
+        a.evidence.detail,
+        ago(now, a.evidence.at_ms)
+    )
+}
+
+pub fn explain(name: &SessionName, json: bool) -> Result<i32> {
+    let paths = Paths::from_env()?;
+    paths.ensure_runtime()?;
+    let files = paths.session(name);
+    let meta = session::read_meta(&files).unwrap_or(None);
+    let exit = session::read_exit(&files).unwrap_or(None);
+    let info = match session::probe(&files)? {
+        Probe::Live(stream) => Some(Connection::open(stream, Role::Query, 0, 0)?.info),
+        _ => None,
+    };
+    let history = journal::read_all(&paths.session_state(name))?;
+    if info.is_none() && meta.is_none() && history.is_empty() {
+        return Err(failure(1, format!("no session named {name}")));
+    }
+    let recent: Vec<Event> = {
+        let changes: Vec<&Event> = history
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e.body,
+                    EventBody::State { .. }
+                        | EventBody::Hook { .. }
+                        | EventBody::Exit { .. }
+                        | EventBody::Started { .. }
+                )
+            })
+            .collect();
+        changes[changes.len().saturating_sub(RECENT)..].iter().map(|e| (*e).clone()).collect()
+    };
+    let report = Explanation {
+        name: name.to_string(),
+        running: info.is_some(),
+        generation: info.as_ref().map(|i| i.generation).or(meta.as_ref().map(|m| m.generation)),
+        provider: info.as_ref().map(|i| i.provider.clone()).or(meta.as_ref().map(|m| m.provider.clone())),
+        state: info.as_ref().and_then(|i| i.state.clone()),
+        exit: if info.is_some() { None } else { exit },
+        recent,
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(0);
+    }
+    let now = session::now_ms();
+    println!(
+        "session {name}: generation {}, provider {}",
+        report.generation.map_or("?".into(), |g| g.to_string()),
+        report.provider.as_deref().unwrap_or("?")
+    );
+    match &report.state {
+        Some(s) => {
+            println!("rules: {}", s.rules);
+            println!("{}", axis("lifecycle", &s.lifecycle, now));
+            println!("{}", axis("activity", &s.activity, now));
+            if let Some(wait) = &s.wait {
+                println!("{:<10} waiting for: {wait}", "");
+            }
+            println!("{}", axis("health", &s.health, now));
+            println!(
+                "ready: {}; last output: {}; last hook: {}",
+                if s.ready { "yes" } else { "no" },
+                s.last_output_ms.map_or("never".into(), |t| ago(now, t)),
+                s.last_hook_ms.map_or("never".into(), |t| ago(now, t)),
+            );
+        }
+        None => match &report.exit {
+            Some(exit) => println!("lifecycle  exited     {} ({})", exit.status, ago(now, exit.exited_at_ms)),
+            None => println!("the master is not running and recorded no exit: state unknown"),
+        },
+    }
+    if !report.recent.is_empty() {
+        println!("\nrecent changes:");
+        for e in &report.recent {
+            println!("{:>6}  {}  g{}  {}", e.seq, &iso8601(e.ts_ms)[11..23], e.generation, e.body.describe());
+        }
+    }
+    Ok(0)
+}

@@ -1,0 +1,94 @@
+//! The master's side of the agent state authority.
+//!
+//! Owns feeding the authority what the loop observes (scanner findings, output flow, screen
+//! contents after output settles, hook frames, the exit), keeping one timer armed for its next
+//! lease deadline, and announcing every change as a `state` event. Invariant: the screen rules
+//! run at most once per [`SCREEN_CHECK_DELAY`] during a burst of output, and not at all while
+//! the session is quiet.
+
+use std::time::{Duration, Instant};
+use tracing::debug;
+
+use super::event_loop::Master;
+use super::timers::Timer;
+use crate::events::EventBody;
+use crate::session::now_ms;
+use crate::state::{Change, hooks};
+use crate::wire::{ErrorCode, Frame};
+
+/// 50 ms after output the screen is read for the provider's screen rules: an agent redraws
+/// its whole TUI within a few milliseconds, and state need not be fresher than this.
+pub const SCREEN_CHECK_DELAY: Duration = Duration::from_millis(50);
+
+impl Master {
+    /// Announce state changes and re-arm the lease timer.
+    pub(super) fn announce(&mut self, changes: Vec<Change>) {
+        for c in changes {
+            self.emit(EventBody::State { axis: c.axis, from: c.from, to: c.to, evidence: c.evidence });
+        }
+        if let Some(at) = self.authority.next_deadline(Instant::now())
+            && self.state_timer != Some(at)
+        {
+            self.state_timer = Some(at);
+            self.timers.arm(at, Timer::StateTick);
+        }
+    }
+
+    pub(super) fn state_tick(&mut self, now: Instant) {
+        self.state_timer = None;
+        let changes = self.authority.tick(now, now_ms());
+        self.announce(changes);
+    }
+
+    /// Output arrived: note it and schedule a look at the screen.
+    pub(super) fn state_output(&mut self, now: Instant) {
+        let changes = self.authority.on_output(now, now_ms());
+        if !self.screen_check_armed {
+            self.screen_check_armed = true;
+            self.timers.arm(now + SCREEN_CHECK_DELAY, Timer::ScreenCheck);
+        }
+        self.announce(changes);
+    }
+
+    pub(super) fn check_screen(&mut self, now: Instant) {
+        self.screen_check_armed = false;
+        let rows = self.screen.text_rows();
+        let changes = self.authority.on_screen(&rows, now, now_ms());
+        self.announce(changes);
+    }
+
+    pub(super) fn state_quiet(&mut self, now: Instant) {
+        let changes = self.authority.on_quiet(now, now_ms());
+        self.announce(changes);
+    }
+
+    /// A HOOK frame from `desk hook`.
+    pub(super) fn on_hook_frame(
+        &mut self,
+        body: serde_json::Map<String, serde_json::Value>,
+        now: Instant,
+    ) -> Result<(), Frame> {
+        if let Some(generation) = body.get("generation").and_then(|g| g.as_u64())
+            && generation != u64::from(self.meta.generation)
+        {
+            debug!(generation, "ignoring a hook from another generation of this session");
+            return Err(Frame::error(
+                ErrorCode::NotPermitted,
+                format!(
+                    "this hook belongs to generation {generation}; the session is now generation {}",
+                    self.meta.generation
+                ),
+            ));
+        }
+        let payload = body.get("payload").cloned().unwrap_or(serde_json::Value::Null);
+        let fact = hooks::interpret(&self.meta.provider, &payload);
+        self.emit(EventBody::Hook {
+            provider: fact.provider.clone(),
+            event: fact.event.clone(),
+            detail: fact.detail.clone(),
+        });
+        let changes = self.authority.on_hook(&fact, now, now_ms());
+        self.announce(changes);
+        Ok(())
+    }
+}
