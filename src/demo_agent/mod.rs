@@ -16,5 +16,8 @@
 //! is [`event_loop`] (one thread, mio), with [`terminal`], [`prompt_log`] and [`hook_runner`].
 
 pub mod composer;
+pub mod config;
+pub mod hook;
 pub mod input;
+pub mod render;
 pub mod text;
