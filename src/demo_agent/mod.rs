@@ -15,6 +15,7 @@
 //! a frame into bytes; [`hook`] builds hook JSON; [`config`] is the flag surface. The I/O edge
 //! is [`event_loop`] (one thread, mio), with [`terminal`], [`prompt_log`] and [`hook_runner`].
 
+pub mod agent;
 pub mod composer;
 pub mod config;
 pub mod hook;
