@@ -18,7 +18,15 @@
 pub mod agent;
 pub mod composer;
 pub mod config;
+pub mod event_loop;
 pub mod hook;
+pub mod hook_runner;
 pub mod input;
+pub mod prompt_log;
 pub mod render;
+pub mod terminal;
 pub mod text;
+
+pub use agent::{Agent, Event, ExitRequest, Output};
+pub use config::{Args, Config};
+pub use prompt_log::{PromptRecord, read_prompt_log};
