@@ -261,13 +261,17 @@ impl Agent {
             Event::HookFailed { .. } => self.hook_failures += 1,
         }
         if !self.exited {
+            // A stage that is already due (a zero work time) runs now, so no deadline is ever
+            // left at or before `now`.
+            self.advance_turn(now);
             self.check_ready(now);
             self.present(now);
         }
         std::mem::take(&mut self.out)
     }
 
-    /// When the loop must deliver [`Event::Timer`] next, if ever.
+    /// When the loop must deliver [`Event::Timer`] next, if ever. After `handle(_, now)` this
+    /// is always later than `now`, so the loop never spins.
     pub fn next_deadline(&self) -> Option<Instant> {
         if self.exited {
             return None;
@@ -769,3 +773,6 @@ impl Agent {
 fn filler_line(i: usize) -> String {
     format!("  {i:>5} │ the quick brown fox jumps over the lazy dog, for output volume")
 }
+
+#[cfg(test)]
+mod tests;
