@@ -174,7 +174,7 @@ pub struct Args {
     #[arg(long)]
     pub no_queue: bool,
 
-    /// Esc does not interrupt a working turn.
+    /// Esc (or Ctrl-C on an empty box) does not interrupt a working turn.
     #[arg(long)]
     pub no_esc_interrupt: bool,
 
