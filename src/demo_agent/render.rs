@@ -303,17 +303,21 @@ fn input_rows(text: &str, width: usize, room: usize) -> Vec<String> {
 fn dialog_rows(command: &str, selected: usize, width: usize) -> Vec<String> {
     let option = |i: usize, label: &str| {
         let marker = if i == selected { "❯" } else { " " };
-        let text = pad(&format!("{marker} {}. {label}", i + 1), width);
+        let text = pad(
+            &ellipsize(&format!("{marker} {}. {label}", i + 1), width),
+            width,
+        );
         if i == selected {
             format!("{BOLD}{text}{RESET}")
         } else {
             text
         }
     };
+    let line = |s: &str| pad(&ellipsize(s, width), width);
     vec![
-        pad("Bash command", width),
-        pad(&ellipsize(&format!("  {command}"), width), width),
-        pad("Do you want to run this command?", width),
+        line("Bash command"),
+        line(&format!("  {command}")),
+        line("Do you want to run this command?"),
         option(0, "Yes"),
         option(1, "No"),
     ]
