@@ -247,13 +247,11 @@ impl Agent {
                 if self.ready {
                     let frame = self.frame(now);
                     let lines = std::mem::take(&mut self.pending_lines);
-                    let mut bytes = self.renderer.draw(&lines, &frame);
-                    bytes.extend(self.renderer.resize(cols, rows, &frame));
+                    let bytes = self.renderer.resize(cols, rows, &lines, &frame);
                     self.out.push(Output::Write(bytes));
                     self.last_frame = Some(frame);
                 } else {
-                    self.renderer =
-                        Renderer::new(cols, rows, self.cfg.alt_screen, self.cfg.sync_output);
+                    self.renderer.set_size(cols, rows);
                 }
             }
             Event::Eof => self.exit(ExitRequest::Code(0), "other"),

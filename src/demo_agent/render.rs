@@ -146,11 +146,19 @@ impl Renderer {
         out.into_bytes()
     }
 
-    /// Adopt a new terminal size and repaint everything: the old live region's position is
-    /// meaningless after the terminal reflowed or cut it.
-    pub fn resize(&mut self, cols: u16, rows: u16, frame: &Frame) -> Vec<u8> {
+    /// Adopt a new size without drawing (before the UI is up).
+    pub fn set_size(&mut self, cols: u16, rows: u16) {
         self.cols = usize::from(cols.max(1));
         self.rows = usize::from(rows.max(1));
+    }
+
+    /// Adopt a new terminal size and repaint everything, `new_lines` included: the old live
+    /// region's position is meaningless after the terminal reflowed or cut it.
+    pub fn resize(&mut self, cols: u16, rows: u16, new_lines: &[String], frame: &Frame) -> Vec<u8> {
+        self.set_size(cols, rows);
+        for line in new_lines {
+            self.remember(line);
+        }
         let live = self.layout(frame);
         let mut out = String::new();
         if self.sync {
@@ -418,7 +426,7 @@ mod tests {
         let mut bytes = r.draw(&["one".into(), "two".into()], &input(""));
         let p = screen(40, 10, &bytes);
         drop(p);
-        bytes.extend(r.resize(24, 10, &input("")));
+        bytes.extend(r.resize(24, 10, &[], &input("")));
         let p = screen(24, 10, &bytes);
         let rows: Vec<String> = p.screen().rows(0, 24).collect();
         assert_eq!(rows[0], "one");
