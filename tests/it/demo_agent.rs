@@ -124,6 +124,10 @@ fn starts_idle_with_an_input_box_and_bracketed_paste() -> anyhow::Result<()> {
     ensure!(!screen.contains("no cursor report"), "{screen}");
     ensure!(screen.cursor_queries() == 1, "{screen}");
     ensure!(input_box(&screen).as_deref() == Some(""), "{screen}");
+    ensure!(
+        demo.pty.with_vt100(|s| s.hide_cursor()),
+        "the box draws its own cursor; the terminal's must be hidden"
+    );
     Ok(())
 }
 

@@ -542,6 +542,12 @@ impl Pty {
         killpg(self.pid, signal).with_context(|| format!("cannot send {signal} to {}", self.pid))
     }
 
+    /// Run `f` on the emulator's own screen (cells, colours, `state_formatted`, …) for checks
+    /// the text snapshot cannot express. Keep `f` short: output is not processed meanwhile.
+    pub fn with_vt100<T>(&self, f: impl FnOnce(&vt100::Screen) -> T) -> T {
+        f(self.shared.lock().parser.screen())
+    }
+
     /// The screen as it is now.
     pub fn screen(&self) -> Screen {
         Screen::capture(&self.shared.lock())
