@@ -1,6 +1,9 @@
-//! desk's integration tests: the real binary on real pseudo-terminals, each test under its own
-//! temporary `DESK_HOME`.
+//! desk's integration tests: the real binaries on real pseudo-terminals, one module per area,
+//! each test under its own temporary `DESK_HOME`, sharing a PTY harness (`harness`) and desk
+//! helpers (`support`).
 
+mod demo_agent;
+mod harness;
 mod sessions;
 mod support;
 mod wire_clients;

@@ -1,0 +1,16 @@
+//! `desk-demo-agent`: a stand-in coding-agent TUI. All behaviour lives in
+//! `desk::demo_agent`; this file only parses flags and exits as the agent asks.
+
+use clap::Parser;
+use desk::demo_agent::{Args, event_loop};
+
+fn main() {
+    let result = Args::parse().into_config().and_then(event_loop::run);
+    match result {
+        Ok(request) => event_loop::exit_process(request),
+        Err(e) => {
+            eprintln!("desk-demo-agent: error: {e:#}");
+            std::process::exit(1);
+        }
+    }
+}
