@@ -77,11 +77,31 @@ pub fn spawn(spec: &Spawn) -> Result<Child> {
             let mut empty: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut empty);
             libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            cloexec_from(3);
             Ok(())
         });
     }
     let child = cmd.spawn().with_context(|| format!("could not execute {}", spec.program.to_string_lossy()))?;
     Ok(Child { master: pty.master, pid: child.id() })
+}
+
+/// Mark every descriptor from `first` up close-on-exec, so a child never inherits one that
+/// reached us without the flag (whoever started desk may have leaked some). Marking rather than
+/// closing keeps the standard library's exec-error pipe working. Async-signal-safe: for use
+/// between fork and exec.
+pub fn cloexec_from(first: libc::c_uint) {
+    // SAFETY: close_range and fcntl are async-signal-safe system calls on plain integers.
+    unsafe {
+        if libc::syscall(libc::SYS_close_range, first, libc::c_uint::MAX, libc::CLOSE_RANGE_CLOEXEC) == 0 {
+            return;
+        }
+        // Kernels before 5.11: walk the descriptor table.
+        let max = libc::sysconf(libc::_SC_OPEN_MAX);
+        let max = if max <= 0 { 65536 } else { max.min(1 << 20) as libc::c_int };
+        for fd in first as libc::c_int..max {
+            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        }
+    }
 }
 
 pub fn set_cloexec(fd: BorrowedFd<'_>) -> Result<()> {

@@ -112,6 +112,8 @@ pub fn new(req: NewSession) -> Result<i32> {
             } else if libc::dup2(pipe_fd, 3) == -1 {
                 return Err(std::io::Error::last_os_error());
             }
+            // Whatever else our caller leaked to us must not reach the master.
+            crate::pty::cloexec_from(4);
             Ok(())
         });
     }

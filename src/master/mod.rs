@@ -106,9 +106,9 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
         bail!("size {}x{} is out of range", opts.cols, opts.rows);
     };
     let mut env = vec![(OsString::from("DESK_SESSION"), OsString::from(opts.name.as_str()))];
-    if std::env::var_os("TERM").is_none() && !opts.env.iter().any(|(k, _)| k == "TERM") {
-        env.push(("TERM".into(), "xterm-256color".into()));
-    }
+    // The screen model is an xterm with 256 colours; that is what the child talks to, whatever
+    // terminal started desk (an explicit --env TERM=... still wins).
+    env.push(("TERM".into(), "xterm-256color".into()));
     env.extend(opts.env.iter().cloned());
     let spawn =
         Spawn { program: opts.program.clone(), args: opts.args.clone(), cwd: opts.cwd.clone(), env, cols, rows };
