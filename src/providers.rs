@@ -61,3 +61,94 @@ mod tests {
         assert!(resolve(None, vec![]).is_err());
     }
 }
+
+/// Claude Code hook events desk listens to; each runs `desk hook`.
+const CLAUDE_HOOK_EVENTS: [&str; 9] = [
+    "SessionStart",
+    "SessionEnd",
+    "UserPromptSubmit",
+    "PreToolUse",
+    "PostToolUse",
+    "Notification",
+    "Stop",
+    "SubagentStop",
+    "PreCompact",
+];
+
+/// Quote a word for `sh -c`.
+pub fn shell_quote(word: &str) -> String {
+    if !word.is_empty() && word.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-=:,+@%".contains(&b)) {
+        return word.to_string();
+    }
+    format!("'{}'", word.replace('\'', "'\\''"))
+}
+
+/// Wire the provider's hooks for this session only: write whatever per-session file the agent
+/// reads its hooks from (under the session's state directory) and add the arguments that
+/// point the agent at it. The user's own global agent configuration is never touched.
+pub fn wire_hooks(
+    provider: &str,
+    mut command: Vec<std::ffi::OsString>,
+    state_dir: &std::path::Path,
+    desk: &std::path::Path,
+) -> anyhow::Result<Vec<std::ffi::OsString>> {
+    use anyhow::Context;
+    let desk_str = desk.to_string_lossy().into_owned();
+    let extra: Vec<std::ffi::OsString> = match provider {
+        "claude" => {
+            let hook_command = format!("{} hook --provider claude", shell_quote(&desk_str));
+            let mut hooks = serde_json::Map::new();
+            for event in CLAUDE_HOOK_EVENTS {
+                hooks.insert(
+                    event.to_string(),
+                    serde_json::json!([{ "matcher": "", "hooks": [{ "type": "command", "command": hook_command, "timeout": 5 }] }]),
+                );
+            }
+            let settings = serde_json::json!({ "hooks": hooks });
+            let path = state_dir.join("claude-settings.json");
+            crate::fsutil::write_atomic(&path, serde_json::to_string_pretty(&settings)?.as_bytes())
+                .context("cannot write the session's Claude Code settings")?;
+            vec!["--settings".into(), path.into_os_string()]
+        }
+        "codex" => {
+            let notify = serde_json::json!([desk_str, "hook", "--provider", "codex"]);
+            vec!["-c".into(), format!("notify={notify}").into()]
+        }
+        "demo" => vec!["--hook-cmd".into(), format!("{} hook --provider demo", shell_quote(&desk_str)).into()],
+        _ => Vec::new(),
+    };
+    if !extra.is_empty() && !command.is_empty() {
+        command.splice(1..1, extra);
+    }
+    Ok(command)
+}
+
+#[cfg(test)]
+mod wiring_tests {
+    use super::*;
+
+    #[test]
+    fn claude_gets_a_private_settings_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let cmd =
+            wire_hooks("claude", vec!["claude".into(), "--model".into(), "x".into()], dir.path(), "/opt/desk".as_ref())
+                .unwrap();
+        let file = dir.path().join("claude-settings.json");
+        assert_eq!(
+            cmd,
+            vec!["claude".into(), "--settings".into(), file.clone().into_os_string(), "--model".into(), "x".into()]
+        );
+        let settings: serde_json::Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
+        let command = settings["hooks"]["Stop"][0]["hooks"][0]["command"].as_str().unwrap();
+        assert_eq!(command, "/opt/desk hook --provider claude");
+    }
+
+    #[test]
+    fn shell_commands_are_left_alone_and_quoting_is_safe() {
+        let dir = tempfile::tempdir().unwrap();
+        let cmd = wire_hooks("shell", vec!["bash".into()], dir.path(), "/opt/desk".as_ref()).unwrap();
+        assert_eq!(cmd, vec![std::ffi::OsString::from("bash")]);
+        assert_eq!(shell_quote("/a b/it's"), "'/a b/it'\\''s'");
+        assert_eq!(shell_quote("/usr/bin/desk"), "/usr/bin/desk");
+    }
+}

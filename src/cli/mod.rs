@@ -7,6 +7,7 @@
 
 mod events;
 mod explain;
+mod hook;
 mod sessions;
 
 use anyhow::Result;
@@ -86,6 +87,15 @@ enum Command {
     Kill(KillArgs),
     /// Forget an exited session (its exit record and log).
     Rm { name: SessionName },
+    /// Report an agent hook to its session (run by agents' hooks; always exits 0 at once).
+    Hook {
+        /// The provider whose hook format the payload uses (informational; the session knows).
+        #[arg(long)]
+        provider: Option<String>,
+        /// The payload, when the agent passes it as an argument (Codex's notify) rather than
+        /// on stdin.
+        payload: Option<String>,
+    },
     /// Internal: the per-session master process that `desk new` starts.
     #[command(hide = true)]
     Master(MasterArgs),
@@ -200,6 +210,12 @@ pub fn parse_signal(s: &str) -> Result<i32, String> {
 /// Parse arguments and run; returns the process exit code.
 pub fn main() -> i32 {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Master(_) | Command::Attach(_)) {
+        // Short commands die quietly when their reader goes away (`desk events | head`), like
+        // any Unix filter; the master and attach handle EPIPE themselves.
+        // SAFETY: resetting a signal disposition before any other thread exists.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -229,6 +245,7 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Peek { name, json } => sessions::peek(&name, json),
         Command::Events { name, follow, json, since } => events::events(&name, follow, json, since),
         Command::Explain { name, json } => explain::explain(&name, json),
+        Command::Hook { provider: _, payload } => Ok(hook::hook(payload)),
         Command::Kill(a) => sessions::kill(&a.name, a.signal, a.grace),
         Command::Rm { name } => sessions::rm(&name),
         Command::Master(a) => {

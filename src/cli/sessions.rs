@@ -75,9 +75,10 @@ pub fn new(req: NewSession) -> Result<i32> {
     }
 
     let generation = session::allocate_generation(&paths, &name, &lock)?;
-    let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("cannot create a pipe")?;
     let exe = std::env::current_exe().context("cannot find the desk executable")?;
-    let mut cmd = Command::new(exe);
+    let command = crate::providers::wire_hooks(&provider, command, &paths.session_state(&name), &exe)?;
+    let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("cannot create a pipe")?;
+    let mut cmd = Command::new(&exe);
     cmd.arg("master")
         .arg("--name")
         .arg(name.as_str())

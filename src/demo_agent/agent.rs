@@ -283,11 +283,7 @@ impl Agent {
         }
         deadlines.extend(self.esc_deadline);
         deadlines.extend(self.burst_redraw_at);
-        if let Some(Turn {
-            stage: Stage::Working { until, .. },
-            ..
-        }) = &self.turn
-        {
+        if let Some(Turn { stage: Stage::Working { until, .. }, .. }) = &self.turn {
             deadlines.push(*until);
             deadlines.extend(self.spinner_due);
         }
@@ -297,9 +293,7 @@ impl Agent {
     fn start(&mut self, now: Instant) {
         self.ready_at = Some(now + self.cfg.startup_delay);
         if let Some(timeout) = self.cfg.cpr_timeout {
-            self.cpr = Cpr::Waiting {
-                deadline: now + timeout,
-            };
+            self.cpr = Cpr::Waiting { deadline: now + timeout };
             self.out.push(Output::Write(CURSOR_QUERY.to_vec()));
         }
     }
@@ -333,16 +327,11 @@ impl Agent {
         }
         self.ready = true;
         self.out.push(Output::Write(self.renderer.enter()));
-        self.pending_lines.push(format!(
-            "✻ desk demo agent · session {}",
-            self.cfg.session_id
-        ));
-        self.pending_lines
-            .push("  Type a prompt and press Enter. Ctrl-D on an empty line quits.".into());
+        self.pending_lines.push(format!("✻ desk demo agent · session {}", self.cfg.session_id));
+        self.pending_lines.push("  Type a prompt and press Enter. Ctrl-D on an empty line quits.".into());
         self.present(now);
         if self.cfg.bracketed_paste {
-            self.out
-                .push(Output::Write(ENABLE_BRACKETED_PASTE.to_vec()));
+            self.out.push(Output::Write(ENABLE_BRACKETED_PASTE.to_vec()));
         }
         self.out.push(Output::Hook(HookEvent::SessionStart));
         for key in std::mem::take(&mut self.early) {
@@ -364,11 +353,7 @@ impl Agent {
             }
             return;
         }
-        if let Some(Turn {
-            stage: Stage::Dialog { selected },
-            ..
-        }) = self.turn
-        {
+        if let Some(Turn { stage: Stage::Dialog { selected }, .. }) = self.turn {
             self.dialog_key(key, selected, now);
             return;
         }
@@ -410,12 +395,7 @@ impl Agent {
                     self.exit(ExitRequest::Code(0), "prompt_input_exit");
                 }
             }
-            Key::Up
-            | Key::Down
-            | Key::Left
-            | Key::Right
-            | Key::Ignored
-            | Key::CursorReport { .. } => {}
+            Key::Up | Key::Down | Key::Left | Key::Right | Key::Ignored | Key::CursorReport { .. } => {}
         }
     }
 
@@ -446,8 +426,7 @@ impl Agent {
         };
         // Strictly inside: at exactly `t + window` the window has closed, which is also when the
         // redraw timer fires.
-        let within =
-            |t: Option<Instant>| t.is_some_and(|t| now.saturating_duration_since(t) < window);
+        let within = |t: Option<Instant>| t.is_some_and(|t| now.saturating_duration_since(t) < window);
         within(self.paste_ended) || within(self.typing.burst_at)
     }
 
@@ -459,10 +438,8 @@ impl Agent {
         if text.is_empty() {
             return;
         }
-        let collapse = self
-            .cfg
-            .paste_collapse
-            .is_some_and(|c| line_count(&text) > c.lines || text.chars().count() > c.chars);
+        let collapse =
+            self.cfg.paste_collapse.is_some_and(|c| line_count(&text) > c.lines || text.chars().count() > c.chars);
         if collapse {
             self.pastes += 1;
             let id = self.pastes;
@@ -496,12 +473,8 @@ impl Agent {
     fn submit(&mut self, prompt: String, now: Instant) {
         self.seq += 1;
         let seq = self.seq;
-        self.out.push(Output::LogPrompt {
-            seq,
-            prompt: prompt.clone(),
-        });
-        let contains =
-            |word: &Option<String>| word.as_ref().is_some_and(|w| prompt.contains(w.as_str()));
+        self.out.push(Output::LogPrompt { seq, prompt: prompt.clone() });
+        let contains = |word: &Option<String>| word.as_ref().is_some_and(|w| prompt.contains(w.as_str()));
         if contains(&self.cfg.crash_word) {
             let request = match self.cfg.crash {
                 CrashMode::Exit(code) => ExitRequest::Code(code),
@@ -514,28 +487,19 @@ impl Agent {
             return;
         }
         let approval = contains(&self.cfg.approve_word);
-        self.out.push(Output::Hook(HookEvent::UserPromptSubmit {
-            prompt: prompt.clone(),
-        }));
+        self.out.push(Output::Hook(HookEvent::UserPromptSubmit { prompt: prompt.clone() }));
         let head = first_line(&prompt).to_string();
         self.pending_lines.push(format!("> {head}"));
         let lines = line_count(&prompt);
         if lines > 1 {
-            self.pending_lines
-                .push(format!("  … +{} more lines", lines - 1));
+            self.pending_lines.push(format!("  … +{} more lines", lines - 1));
         }
-        let (delay, then) = if approval {
-            (self.cfg.approval_delay, Then::AskApproval)
-        } else {
-            (self.cfg.work, Then::Reply)
-        };
+        let (delay, then) =
+            if approval { (self.cfg.approval_delay, Then::AskApproval) } else { (self.cfg.work, Then::Reply) };
         self.turn = Some(Turn {
             head,
             started: now,
-            stage: Stage::Working {
-                until: now + delay,
-                then,
-            },
+            stage: Stage::Working { until: now + delay, then },
             tool_use_id: format!("toolu_demo_{seq:06}"),
             command: format!("demo-tool --prompt {seq}"),
         });
@@ -555,12 +519,8 @@ impl Agent {
                     turn.stage = Stage::Dialog { selected: 0 };
                     let (id, command) = (turn.tool_use_id.clone(), turn.command.clone());
                     self.pending_lines.push(format!("● Bash({command})"));
-                    self.out.push(Output::Hook(HookEvent::PreToolUse {
-                        tool_use_id: id,
-                        command: command.clone(),
-                    }));
-                    self.out
-                        .push(Output::Hook(HookEvent::PermissionRequest { command }));
+                    self.out.push(Output::Hook(HookEvent::PreToolUse { tool_use_id: id, command: command.clone() }));
+                    self.out.push(Output::Hook(HookEvent::PermissionRequest { command }));
                     self.present(now);
                     self.out.push(Output::Hook(HookEvent::Notification {
                         message: format!("{} needs your permission to use Bash", self.cfg.title),
@@ -615,29 +575,20 @@ impl Agent {
 
     fn answer(&mut self, yes: bool, now: Instant) {
         let Some(turn) = &mut self.turn else { return };
-        turn.stage = Stage::Working {
-            until: now + self.cfg.work,
-            then: Then::Reply,
-        };
+        turn.stage = Stage::Working { until: now + self.cfg.work, then: Then::Reply };
         let (id, command) = (turn.tool_use_id.clone(), turn.command.clone());
         if yes {
-            self.pending_lines
-                .push("  ⎿ Approved (1. Yes) · ran demo-tool: ok".into());
+            self.pending_lines.push("  ⎿ Approved (1. Yes) · ran demo-tool: ok".into());
             self.present(now);
-            self.out.push(Output::Hook(HookEvent::PostToolUse {
-                tool_use_id: id,
-                command,
-            }));
+            self.out.push(Output::Hook(HookEvent::PostToolUse { tool_use_id: id, command }));
         } else {
-            self.pending_lines
-                .push("  ⎿ Denied (2. No) · demo-tool not run".into());
+            self.pending_lines.push("  ⎿ Denied (2. No) · demo-tool not run".into());
         }
     }
 
     fn exit(&mut self, request: ExitRequest, reason: &'static str) {
         if self.ready {
-            self.out
-                .push(Output::Hook(HookEvent::SessionEnd { reason }));
+            self.out.push(Output::Hook(HookEvent::SessionEnd { reason }));
         }
         let bytes = self.leave_bytes();
         self.out.push(Output::Write(bytes));
@@ -684,38 +635,18 @@ impl Agent {
             Some(turn) => match turn.stage {
                 Stage::Working { .. } => {
                     let glyph = SPINNER[self.spinner_index(turn, now) % SPINNER.len()];
-                    let hint = if self.cfg.esc_interrupts {
-                        " (esc to interrupt)"
-                    } else {
-                        ""
-                    };
+                    let hint = if self.cfg.esc_interrupts { " (esc to interrupt)" } else { "" };
                     status.push("working".into());
-                    (
-                        Some(format!("{glyph} Working…{hint}")),
-                        Body::Input {
-                            text: self.composer.display(),
-                        },
-                    )
+                    (Some(format!("{glyph} Working…{hint}")), Body::Input { text: self.composer.display() })
                 }
                 Stage::Dialog { selected } => {
                     status.push("waiting for approval · Enter to confirm · Esc to cancel".into());
-                    (
-                        None,
-                        Body::Dialog {
-                            command: turn.command.clone(),
-                            selected,
-                        },
-                    )
+                    (None, Body::Dialog { command: turn.command.clone(), selected })
                 }
             },
             None => {
                 status.push("idle".into());
-                (
-                    None,
-                    Body::Input {
-                        text: self.composer.display(),
-                    },
-                )
+                (None, Body::Input { text: self.composer.display() })
             }
         };
         if !self.queue.is_empty() {
@@ -733,11 +664,7 @@ impl Agent {
         if self.hook_failures > 0 {
             status.push(format!("hook failures: {}", self.hook_failures));
         }
-        Frame {
-            activity,
-            body,
-            status: status.join(" · "),
-        }
+        Frame { activity, body, status: status.join(" · ") }
     }
 
     /// Emit the title and a frame if either changed (or transcript lines are waiting).
@@ -753,8 +680,7 @@ impl Agent {
         let frame = self.frame(now);
         if !self.pending_lines.is_empty() || self.last_frame.as_ref() != Some(&frame) {
             let lines = std::mem::take(&mut self.pending_lines);
-            self.out
-                .push(Output::Write(self.renderer.draw(&lines, &frame)));
+            self.out.push(Output::Write(self.renderer.draw(&lines, &frame)));
             self.last_frame = Some(frame);
         }
         self.spinner_due = match &self.turn {

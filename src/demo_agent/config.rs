@@ -72,10 +72,7 @@ impl Default for Config {
             alt_screen: false,
             bracketed_paste: true,
             sync_output: true,
-            paste_collapse: Some(PasteCollapse {
-                lines: 3,
-                chars: 800,
-            }),
+            paste_collapse: Some(PasteCollapse { lines: 3, chars: 800 }),
             paste_burst: None,
             prompt_log: None,
             work: Duration::from_millis(1000),
@@ -232,10 +229,8 @@ impl Args {
             alt_screen: self.alt_screen,
             bracketed_paste: !self.no_bracketed_paste,
             sync_output: !self.no_sync_output,
-            paste_collapse: (!self.no_paste_collapse).then_some(PasteCollapse {
-                lines: self.paste_collapse_lines,
-                chars: self.paste_collapse_chars,
-            }),
+            paste_collapse: (!self.no_paste_collapse)
+                .then_some(PasteCollapse { lines: self.paste_collapse_lines, chars: self.paste_collapse_chars }),
             paste_burst: (self.paste_burst_ms > 0).then(|| ms(self.paste_burst_ms)),
             prompt_log: self.prompt_log,
             work: ms(self.work_ms),
@@ -267,11 +262,7 @@ pub fn parse_signal(name: &str) -> anyhow::Result<i32> {
         bail!("--crash-signal {name}: no such signal number on this system");
     }
     let upper = name.to_ascii_uppercase();
-    let full = if upper.starts_with("SIG") {
-        upper
-    } else {
-        format!("SIG{upper}")
-    };
+    let full = if upper.starts_with("SIG") { upper } else { format!("SIG{upper}") };
     match nix::sys::signal::Signal::from_str(&full) {
         Ok(sig) => Ok(sig as i32),
         Err(_) => bail!("--crash-signal {name}: unknown signal; use a name such as KILL or SEGV"),
@@ -283,28 +274,17 @@ pub fn parse_signal(name: &str) -> anyhow::Result<i32> {
 fn random_session_id() -> String {
     use std::io::Read;
     let mut b = [0u8; 16];
-    let from_kernel = std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut b))
-        .is_ok();
+    let from_kernel = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b)).is_ok();
     if !from_kernel {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
         let mixed = nanos ^ (u128::from(std::process::id()) << 64);
         b = mixed.to_le_bytes();
     }
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
     let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
+    format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
 }
 
 #[cfg(test)]
@@ -313,14 +293,8 @@ mod tests {
 
     #[test]
     fn flag_defaults_match_config_defaults() {
-        let cfg = Args::parse_from(["desk-demo-agent", "--session-id", "x"])
-            .into_config()
-            .expect("defaults resolve");
-        let expected = Config {
-            session_id: "x".into(),
-            cwd: cfg.cwd.clone(),
-            ..Config::default()
-        };
+        let cfg = Args::parse_from(["desk-demo-agent", "--session-id", "x"]).into_config().expect("defaults resolve");
+        let expected = Config { session_id: "x".into(), cwd: cfg.cwd.clone(), ..Config::default() };
         assert_eq!(cfg, expected);
     }
 

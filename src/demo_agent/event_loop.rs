@@ -43,18 +43,12 @@ const READ_CHUNK: usize = 64 << 10;
 pub fn run(cfg: Config) -> anyhow::Result<ExitRequest> {
     let log = cfg.prompt_log.as_deref().map(PromptLog::open).transpose()?;
     let mut poll = Poll::new().context("cannot create the event poller")?;
-    let mut signals = Signals::new([SIGWINCH, SIGTERM, SIGHUP, SIGINT])
-        .context("cannot install signal handlers")?;
-    poll.registry()
-        .register(&mut signals, SIGNALS, Interest::READABLE)
-        .context("cannot watch signals")?;
+    let mut signals = Signals::new([SIGWINCH, SIGTERM, SIGHUP, SIGINT]).context("cannot install signal handlers")?;
+    poll.registry().register(&mut signals, SIGNALS, Interest::READABLE).context("cannot watch signals")?;
     let stdin_fd = libc::STDIN_FILENO;
     // Regular files and /dev/null cannot be registered with epoll; they never block either,
     // so they are simply read on every turn of the loop.
-    let stdin_pollable = poll
-        .registry()
-        .register(&mut SourceFd(&stdin_fd), STDIN, Interest::READABLE)
-        .is_ok();
+    let stdin_pollable = poll.registry().register(&mut SourceFd(&stdin_fd), STDIN, Interest::READABLE).is_ok();
     let mut raw = RawMode::enter()?;
     let (cols, rows) = window_size();
     let mut agent = Agent::new(cfg.clone(), cols, rows);
@@ -104,9 +98,7 @@ impl Io {
         }
         loop {
             let timeout = if stdin_pollable {
-                agent
-                    .next_deadline()
-                    .map(|d| d.saturating_duration_since(Instant::now()))
+                agent.next_deadline().map(|d| d.saturating_duration_since(Instant::now()))
             } else {
                 Some(std::time::Duration::ZERO)
             };
@@ -151,11 +143,7 @@ impl Io {
     }
 
     /// Read everything stdin has right now, feeding each read to the agent as it arrives.
-    fn drain_stdin(
-        &mut self,
-        agent: &mut Agent,
-        buf: &mut [u8],
-    ) -> anyhow::Result<Option<ExitRequest>> {
+    fn drain_stdin(&mut self, agent: &mut Agent, buf: &mut [u8]) -> anyhow::Result<Option<ExitRequest>> {
         let stdin = std::io::stdin();
         loop {
             let event = match nix::unistd::read(stdin.as_fd(), buf) {
@@ -177,11 +165,7 @@ impl Io {
     }
 
     /// Perform outputs in order; `Some` when the agent asked to exit.
-    fn perform(
-        &mut self,
-        agent: &mut Agent,
-        outputs: Vec<Output>,
-    ) -> anyhow::Result<Option<ExitRequest>> {
+    fn perform(&mut self, agent: &mut Agent, outputs: Vec<Output>) -> anyhow::Result<Option<ExitRequest>> {
         let mut queue: std::collections::VecDeque<Output> = outputs.into();
         while let Some(output) = queue.pop_front() {
             match output {
@@ -192,11 +176,7 @@ impl Io {
                 }
                 Output::LogPrompt { seq, prompt } => {
                     if let Some(log) = &mut self.log {
-                        log.append(&PromptRecord {
-                            ts_ms: wall_clock_ms(),
-                            seq,
-                            prompt,
-                        })?;
+                        log.append(&PromptRecord { ts_ms: wall_clock_ms(), seq, prompt })?;
                     }
                 }
                 Output::Hook(event) => {
@@ -207,12 +187,7 @@ impl Io {
                     doc.push('\n');
                     let ran = run_hook(cmd, doc.as_bytes(), &self.cfg.cwd, self.cfg.hook_timeout);
                     if ran.is_err() {
-                        let more = agent.handle(
-                            Event::HookFailed {
-                                event: event.name(),
-                            },
-                            Instant::now(),
-                        );
+                        let more = agent.handle(Event::HookFailed { event: event.name() }, Instant::now());
                         queue.extend(more);
                     }
                 }
@@ -240,8 +215,5 @@ fn readable_now(stdin: &std::io::Stdin) -> bool {
 }
 
 fn wall_clock_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)).unwrap_or(0)
 }

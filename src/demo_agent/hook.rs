@@ -79,10 +79,7 @@ pub fn payload(cfg: &Config, event: &HookEvent) -> Value {
     let extra = match event {
         HookEvent::SessionStart => json!({ "source": "startup" }),
         HookEvent::UserPromptSubmit { prompt } => json!({ "prompt": prompt }),
-        HookEvent::PreToolUse {
-            tool_use_id,
-            command,
-        } => json!({
+        HookEvent::PreToolUse { tool_use_id, command } => json!({
             "tool_name": DEMO_TOOL_NAME,
             "tool_input": tool_input(command),
             "tool_use_id": tool_use_id,
@@ -95,10 +92,7 @@ pub fn payload(cfg: &Config, event: &HookEvent) -> Value {
             "message": message,
             "notification_type": "permission_prompt",
         }),
-        HookEvent::PostToolUse {
-            tool_use_id,
-            command,
-        } => json!({
+        HookEvent::PostToolUse { tool_use_id, command } => json!({
             "tool_name": DEMO_TOOL_NAME,
             "tool_input": tool_input(command),
             "tool_response": { "stdout": "ok", "stderr": "", "interrupted": false },
@@ -119,27 +113,13 @@ mod tests {
 
     #[test]
     fn payload_uses_claude_code_field_names() {
-        let cfg = Config {
-            session_id: "s1".into(),
-            cwd: "/tmp/x".into(),
-            ..Config::default()
-        };
-        let doc = payload(
-            &cfg,
-            &HookEvent::UserPromptSubmit {
-                prompt: "hi".into(),
-            },
-        );
+        let cfg = Config { session_id: "s1".into(), cwd: "/tmp/x".into(), ..Config::default() };
+        let doc = payload(&cfg, &HookEvent::UserPromptSubmit { prompt: "hi".into() });
         assert_eq!(doc["hook_event_name"], "UserPromptSubmit");
         assert_eq!(doc["session_id"], "s1");
         assert_eq!(doc["cwd"], "/tmp/x");
         assert_eq!(doc["prompt"], "hi");
-        let doc = payload(
-            &cfg,
-            &HookEvent::Notification {
-                message: "m".into(),
-            },
-        );
+        let doc = payload(&cfg, &HookEvent::Notification { message: "m".into() });
         assert_eq!(doc["notification_type"], "permission_prompt");
     }
 }

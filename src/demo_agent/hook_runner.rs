@@ -122,10 +122,7 @@ fn wait_until(child: &mut Child, deadline: Instant) -> Result<Option<ExitStatus>
 /// Kill the hook's whole process group and reap the hook itself.
 fn kill_group(child: &mut Child) {
     if let Ok(pid) = i32::try_from(child.id()) {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(pid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
     }
     let _ = child.kill();
     let _ = child.wait();

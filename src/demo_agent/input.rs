@@ -99,9 +99,7 @@ impl Default for InputDecoder {
 
 impl InputDecoder {
     pub fn new() -> Self {
-        Self {
-            state: State::Ground,
-        }
+        Self { state: State::Ground }
     }
 
     /// Decode `bytes`, appending complete keys to `out`.
@@ -167,12 +165,7 @@ impl InputDecoder {
             State::Escape => {
                 self.state = State::Ground;
                 match b {
-                    b'[' => {
-                        self.state = State::Csi {
-                            bytes: Vec::new(),
-                            overflowed: false,
-                        }
-                    }
+                    b'[' => self.state = State::Csi { bytes: Vec::new(), overflowed: false },
                     b'O' => self.state = State::Ss3,
                     0x1b => {
                         // ESC ESC: the first was the Esc key; the second may start a sequence.
@@ -272,12 +265,7 @@ impl InputDecoder {
 
     fn csi(&mut self, params: &[u8], fin: u8, out: &mut Vec<Key>) {
         match fin {
-            b'~' if params == PASTE_START => {
-                self.state = State::Paste {
-                    text: Vec::new(),
-                    matched: 0,
-                }
-            }
+            b'~' if params == PASTE_START => self.state = State::Paste { text: Vec::new(), matched: 0 },
             b'R' => out.push(parse_cursor_report(params).unwrap_or(Key::Ignored)),
             b'A' => out.push(Key::Up),
             b'B' => out.push(Key::Down),
@@ -296,10 +284,7 @@ fn push_bounded(text: &mut Vec<u8>, bytes: &[u8]) {
 fn parse_cursor_report(params: &[u8]) -> Option<Key> {
     let s = std::str::from_utf8(params).ok()?;
     let (row, col) = s.split_once(';')?;
-    Some(Key::CursorReport {
-        row: row.parse().ok()?,
-        col: col.parse().ok()?,
-    })
+    Some(Key::CursorReport { row: row.parse().ok()?, col: col.parse().ok()? })
 }
 
 fn normalize_paste(bytes: &[u8]) -> String {
@@ -338,30 +323,19 @@ mod tests {
 
     #[test]
     fn bracketed_paste_is_one_key_and_its_enters_are_text() {
-        assert_eq!(
-            decode_all(b"\x1b[200~a\rb\r\nc\x1b[201~\r"),
-            vec![Key::Paste("a\nb\nc".into()), Key::Enter]
-        );
+        assert_eq!(decode_all(b"\x1b[200~a\rb\r\nc\x1b[201~\r"), vec![Key::Paste("a\nb\nc".into()), Key::Enter]);
     }
 
     #[test]
     fn escape_inside_a_paste_that_is_not_the_end_marker_is_text() {
-        assert_eq!(
-            decode_all(b"\x1b[200~x\x1b[201y\x1b\x1b[201~"),
-            vec![Key::Paste("x\x1b[201y\x1b".into())]
-        );
+        assert_eq!(decode_all(b"\x1b[200~x\x1b[201y\x1b\x1b[201~"), vec![Key::Paste("x\x1b[201y\x1b".into())]);
     }
 
     #[test]
     fn cursor_report_and_arrows() {
         assert_eq!(
             decode_all(b"\x1b[12;40R\x1b[A\x1bOB\x1b[1;5C"),
-            vec![
-                Key::CursorReport { row: 12, col: 40 },
-                Key::Up,
-                Key::Down,
-                Key::Right
-            ]
+            vec![Key::CursorReport { row: 12, col: 40 }, Key::Up, Key::Down, Key::Right]
         );
     }
 

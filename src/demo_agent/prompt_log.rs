@@ -32,31 +32,22 @@ pub struct PromptLog {
 impl PromptLog {
     /// Open (creating if needed) `path` for appending.
     pub fn open(path: &Path) -> anyhow::Result<Self> {
-        let file = OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(path)
-            .with_context(|| {
-                format!(
-                    "cannot open prompt log {} for appending; check that its directory exists \
+        let file = OpenOptions::new().append(true).create(true).open(path).with_context(|| {
+            format!(
+                "cannot open prompt log {} for appending; check that its directory exists \
                      and is writable",
-                    path.display()
-                )
-            })?;
-        Ok(Self {
-            file,
-            path: path.to_path_buf(),
-        })
+                path.display()
+            )
+        })?;
+        Ok(Self { file, path: path.to_path_buf() })
     }
 
     /// Append one record with a single write, then fsync.
     pub fn append(&mut self, record: &PromptRecord) -> anyhow::Result<()> {
         let mut line = serde_json::to_vec(record).context("cannot encode a prompt record")?;
         line.push(b'\n');
-        let written = self
-            .file
-            .write(&line)
-            .with_context(|| format!("cannot append to prompt log {}", self.path.display()))?;
+        let written =
+            self.file.write(&line).with_context(|| format!("cannot append to prompt log {}", self.path.display()))?;
         if written != line.len() {
             bail!(
                 "short write to prompt log {} ({written} of {} bytes; disk full?); the log now \
@@ -65,9 +56,7 @@ impl PromptLog {
                 line.len()
             );
         }
-        self.file
-            .sync_all()
-            .with_context(|| format!("cannot fsync prompt log {}", self.path.display()))
+        self.file.sync_all().with_context(|| format!("cannot fsync prompt log {}", self.path.display()))
     }
 }
 
@@ -81,13 +70,8 @@ pub fn read_prompt_log(path: &Path) -> anyhow::Result<Vec<PromptRecord>> {
     text.lines()
         .enumerate()
         .map(|(i, line)| {
-            serde_json::from_str(line).with_context(|| {
-                format!(
-                    "{} line {}: not a prompt record: {line:?}",
-                    path.display(),
-                    i + 1
-                )
-            })
+            serde_json::from_str(line)
+                .with_context(|| format!("{} line {}: not a prompt record: {line:?}", path.display(), i + 1))
         })
         .collect()
 }
@@ -101,32 +85,18 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("log.jsonl");
         let mut log = PromptLog::open(&path).expect("open");
-        let a = PromptRecord {
-            ts_ms: 1,
-            seq: 1,
-            prompt: "one\ntwo \"quoted\"".into(),
-        };
-        let b = PromptRecord {
-            ts_ms: 2,
-            seq: 2,
-            prompt: "three".into(),
-        };
+        let a = PromptRecord { ts_ms: 1, seq: 1, prompt: "one\ntwo \"quoted\"".into() };
+        let b = PromptRecord { ts_ms: 2, seq: 2, prompt: "three".into() };
         log.append(&a).expect("append");
         log.append(&b).expect("append");
         assert_eq!(read_prompt_log(&path).expect("read"), vec![a, b]);
         let text = std::fs::read_to_string(&path).expect("text");
-        assert!(
-            text.starts_with("{\"ts_ms\":1,\"seq\":1,\"prompt\":"),
-            "{text}"
-        );
+        assert!(text.starts_with("{\"ts_ms\":1,\"seq\":1,\"prompt\":"), "{text}");
     }
 
     #[test]
     fn missing_log_reads_as_empty() {
         let dir = tempfile::tempdir().expect("tempdir");
-        assert_eq!(
-            read_prompt_log(&dir.path().join("none")).expect("read"),
-            vec![]
-        );
+        assert_eq!(read_prompt_log(&dir.path().join("none")).expect("read"), vec![]);
     }
 }

@@ -79,10 +79,7 @@ impl Renderer {
     }
 
     pub fn size(&self) -> (u16, u16) {
-        (
-            u16::try_from(self.cols).unwrap_or(u16::MAX),
-            u16::try_from(self.rows).unwrap_or(u16::MAX),
-        )
+        (u16::try_from(self.cols).unwrap_or(u16::MAX), u16::try_from(self.rows).unwrap_or(u16::MAX))
     }
 
     /// Bytes that take over the terminal: the alternate screen (if used), a hidden cursor (the
@@ -238,10 +235,7 @@ impl Renderer {
         if let Some(activity) = &frame.activity {
             top.push(format!("{BOLD}{}{RESET}", ellipsize(activity, cols)));
         }
-        let status = format!(
-            "{DIM}{}{RESET}",
-            ellipsize(&format!("  {}", frame.status), cols)
-        );
+        let status = format!("{DIM}{}{RESET}", ellipsize(&format!("  {}", frame.status), cols));
         let fixed = top.len() + 1 + if cols >= MIN_BOX_COLS { 2 } else { 0 };
         let body_room = self.rows.saturating_sub(fixed).max(1);
 
@@ -311,15 +305,8 @@ fn input_rows(text: &str, width: usize, room: usize) -> Vec<String> {
 fn dialog_rows(command: &str, selected: usize, width: usize) -> Vec<String> {
     let option = |i: usize, label: &str| {
         let marker = if i == selected { "❯" } else { " " };
-        let text = pad(
-            &ellipsize(&format!("{marker} {}. {label}", i + 1), width),
-            width,
-        );
-        if i == selected {
-            format!("{BOLD}{text}{RESET}")
-        } else {
-            text
-        }
+        let text = pad(&ellipsize(&format!("{marker} {}. {label}", i + 1), width), width);
+        if i == selected { format!("{BOLD}{text}{RESET}") } else { text }
     };
     let line = |s: &str| pad(&ellipsize(s, width), width);
     vec![
@@ -346,11 +333,7 @@ mod tests {
     }
 
     fn input(text: &str) -> Frame {
-        Frame {
-            activity: None,
-            body: Body::Input { text: text.into() },
-            status: "idle".into(),
-        }
+        Frame { activity: None, body: Body::Input { text: text.into() }, status: "idle".into() }
     }
 
     #[test]
@@ -400,19 +383,12 @@ mod tests {
         for (cols, rows) in [(1, 1), (3, 2), (9, 3), (12, 4), (80, 2)] {
             let mut r = Renderer::new(cols, rows, false, false);
             let text = "x".repeat(500);
-            let frame = Frame {
-                activity: Some("working".into()),
-                body: Body::Input { text },
-                status: "status".into(),
-            };
+            let frame = Frame { activity: Some("working".into()), body: Body::Input { text }, status: "status".into() };
             r.draw(&[], &frame);
             assert!(r.live_rows <= usize::from(rows), "{cols}x{rows}");
             let d = Frame {
                 activity: None,
-                body: Body::Dialog {
-                    command: "c".into(),
-                    selected: 1,
-                },
+                body: Body::Dialog { command: "c".into(), selected: 1 },
                 status: String::new(),
             };
             r.draw(&[], &d);
@@ -455,10 +431,7 @@ mod tests {
         let mut r = Renderer::new(40, 12, false, false);
         let frame = Frame {
             activity: None,
-            body: Body::Dialog {
-                command: "demo-tool".into(),
-                selected: 0,
-            },
+            body: Body::Dialog { command: "demo-tool".into(), selected: 0 },
             status: "Esc to cancel".into(),
         };
         let p = screen(40, 12, &r.draw(&[], &frame));

@@ -26,9 +26,8 @@ impl RawMode {
         if !nix::unistd::isatty(stdin.as_fd()).unwrap_or(false) {
             return Ok(Self { saved: None });
         }
-        let saved = tcgetattr(stdin.as_fd()).map_err(|e| {
-            anyhow::anyhow!("cannot read the terminal's settings on stdin ({e}); is it a terminal?")
-        })?;
+        let saved = tcgetattr(stdin.as_fd())
+            .map_err(|e| anyhow::anyhow!("cannot read the terminal's settings on stdin ({e}); is it a terminal?"))?;
         let mut raw = saved.clone();
         cfmakeraw(&mut raw);
         // TCSANOW, not TCSAFLUSH: input already typed must reach the agent (which then decides
@@ -57,12 +56,7 @@ impl Drop for RawMode {
 /// reports a non-zero size.
 pub fn window_size() -> (u16, u16) {
     for fd in [libc::STDOUT_FILENO, libc::STDIN_FILENO] {
-        let mut ws = libc::winsize {
-            ws_row: 0,
-            ws_col: 0,
-            ws_xpixel: 0,
-            ws_ypixel: 0,
-        };
+        let mut ws = libc::winsize { ws_row: 0, ws_col: 0, ws_xpixel: 0, ws_ypixel: 0 };
         // SAFETY: TIOCGWINSZ writes one `winsize` into the struct we pass and nothing else.
         let rc = unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut ws) };
         if rc == 0 && ws.ws_col > 0 && ws.ws_row > 0 {

@@ -105,7 +105,10 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
     } else {
         bail!("size {}x{} is out of range", opts.cols, opts.rows);
     };
-    let mut env = vec![(OsString::from("DESK_SESSION"), OsString::from(opts.name.as_str()))];
+    let mut env = vec![
+        (OsString::from("DESK_SESSION"), OsString::from(opts.name.as_str())),
+        (OsString::from("DESK_GENERATION"), OsString::from(opts.generation.to_string())),
+    ];
     // The screen model is an xterm with 256 colours; that is what the child talks to, whatever
     // terminal started desk (an explicit --env TERM=... still wins).
     env.push(("TERM".into(), "xterm-256color".into()));

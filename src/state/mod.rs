@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use crate::events::Axis;
 pub use hooks::{Fact, HookFact};
-pub use rules::RuleSet;
+pub use rules::{ReadySignal, RuleSet};
 
 /// Longest health reason kept: a short sentence.
 pub const REASON_CAP: usize = 160;
@@ -245,7 +245,7 @@ impl Authority {
     /// Output has been quiet for the quiescence period.
     pub fn on_quiet(&mut self, now: Instant, now_ms: u64) -> Vec<Change> {
         let mut changes = Vec::new();
-        if now.duration_since(self.started) >= READY_QUIET {
+        if now.duration_since(self.started) >= READY_QUIET && self.rules.ready_on.contains(&ReadySignal::Quiet) {
             self.become_ready("output", "output quiet after start", now_ms, &mut changes);
         }
         changes.extend(self.settle(now, now_ms));
@@ -254,7 +254,7 @@ impl Authority {
 
     pub fn on_mode(&mut self, mode: crate::scanner::Mode, on: bool, now: Instant, now_ms: u64) -> Vec<Change> {
         let mut changes = Vec::new();
-        if mode == crate::scanner::Mode::BracketedPaste && on {
+        if mode == crate::scanner::Mode::BracketedPaste && on && self.rules.ready_on.contains(&ReadySignal::Mode) {
             self.become_ready("mode", "bracketed paste enabled", now_ms, &mut changes);
         }
         changes.extend(self.settle(now, now_ms));
@@ -342,7 +342,9 @@ impl Authority {
             |activity, wait, expires| Claim { activity, wait, detail: label.clone(), at: now, at_ms: now_ms, expires };
         match &fact.fact {
             Fact::SessionStart => {
-                self.become_ready("hook", &format!("{} hook", fact.event), now_ms, &mut changes);
+                if self.rules.ready_on.contains(&ReadySignal::Hook) {
+                    self.become_ready("hook", &format!("{} hook", fact.event), now_ms, &mut changes);
+                }
                 self.open_tools = 0;
                 self.hook = Some(claim(Activity::Idle, None, None));
             }

@@ -93,10 +93,27 @@ struct RuleFile {
     hooks: bool,
     /// Health degrades when hooks are wired but none arrived this long after start.
     expect_hook_within_ms: Option<u64>,
+    /// What counts as "the TUI is up": `mode` (bracketed paste switched on), `hook` (a
+    /// session-start hook), `quiet` (output quiet after start). Default: all three.
+    #[serde(default = "default_ready_on")]
+    ready_on: Vec<ReadySignal>,
     #[serde(default)]
     lease: LeaseSpec,
     #[serde(default, rename = "rule")]
     rules: Vec<RuleSpec>,
+}
+
+/// A signal that the agent's TUI is ready for input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReadySignal {
+    Mode,
+    Hook,
+    Quiet,
+}
+
+fn default_ready_on() -> Vec<ReadySignal> {
+    vec![ReadySignal::Mode, ReadySignal::Hook, ReadySignal::Quiet]
 }
 
 /// One compiled rule.
@@ -126,6 +143,7 @@ pub struct RuleSet {
     pub description: String,
     pub hooks: bool,
     pub expect_hook_within: Option<Duration>,
+    pub ready_on: Vec<ReadySignal>,
     pub leases: Leases,
     pub rules: Vec<Rule>,
     /// Where the table came from (`builtin` or a file path), for `desk explain`.
@@ -176,6 +194,7 @@ impl RuleSet {
             description: file.description,
             hooks: file.hooks,
             expect_hook_within: file.expect_hook_within_ms.map(Duration::from_millis),
+            ready_on: file.ready_on,
             leases: Leases {
                 hook_working: Duration::from_millis(file.lease.hook_working_ms),
                 title_working: Duration::from_millis(file.lease.title_working_ms),

@@ -54,13 +54,23 @@ fn bracketed_paste_makes_a_starting_session_running() {
 #[test]
 fn quiet_output_makes_it_ready_only_after_the_start_period() {
     let mut clock = Clock::new();
-    let mut a = demo(&clock);
+    let (now, ms) = clock.at();
+    let mut a = Authority::new(RuleSet::builtin("shell"), now, ms);
     let (now, ms) = clock.advance(200);
     a.on_quiet(now, ms);
     assert_eq!(a.lifecycle(), Lifecycle::Starting);
     let (now, ms) = clock.advance(1000);
     a.on_quiet(now, ms);
     assert_eq!(a.lifecycle(), Lifecycle::Running);
+}
+
+#[test]
+fn quiet_output_does_not_make_an_agent_ready_that_signals_readiness_itself() {
+    let mut clock = Clock::new();
+    let mut a = demo(&clock);
+    let (now, ms) = clock.advance(5000);
+    a.on_quiet(now, ms);
+    assert_eq!(a.lifecycle(), Lifecycle::Starting);
 }
 
 #[test]

@@ -26,37 +26,19 @@ fn start(args: &[&str]) -> anyhow::Result<Demo> {
     start_with(args, |c| c)
 }
 
-fn start_with(
-    args: &[&str],
-    customize: impl FnOnce(PtyCommand) -> PtyCommand,
-) -> anyhow::Result<Demo> {
+fn start_with(args: &[&str], customize: impl FnOnce(PtyCommand) -> PtyCommand) -> anyhow::Result<Demo> {
     let home = TempHome::new()?;
     let log = home.join("prompts.jsonl");
-    let cmd = PtyCommand::new(BIN)
-        .home(&home)
-        .cwd(home.path())
-        .arg("--prompt-log")
-        .arg(&log)
-        .args(args);
+    let cmd = PtyCommand::new(BIN).home(&home).cwd(home.path()).arg("--prompt-log").arg(&log).args(args);
     let pty = customize(cmd).spawn()?;
-    Ok(Demo {
-        pty,
-        _home: home,
-        log,
-    })
+    Ok(Demo { pty, _home: home, log })
 }
 
 /// The text in the input box's first row (between `│ > ` and the right border).
 fn input_box(screen: &Screen) -> Option<String> {
     let row = screen.rows().iter().find(|r| r.starts_with("│ > "))?;
     let inner = row.strip_prefix("│ > ")?.trim_end();
-    Some(
-        inner
-            .strip_suffix('│')
-            .unwrap_or(inner)
-            .trim_end()
-            .to_string(),
-    )
+    Some(inner.strip_suffix('│').unwrap_or(inner).trim_end().to_string())
 }
 
 /// The status row under the input box, trimmed.
@@ -66,10 +48,7 @@ fn status_row(screen: &Screen) -> Option<&str> {
 }
 
 fn is_spinner_title(title: &str) -> bool {
-    title
-        .chars()
-        .next()
-        .is_some_and(|c| ('\u{2800}'..='\u{28FF}').contains(&c))
+    title.chars().next().is_some_and(|c| ('\u{2800}'..='\u{28FF}').contains(&c))
 }
 
 impl Demo {
@@ -85,28 +64,24 @@ impl Demo {
     }
 
     fn wait_prompts(&self, n: usize) -> anyhow::Result<Vec<PromptRecord>> {
-        self.pty
-            .wait_for(PATIENCE, &format!("{n} prompts in the log"), || {
-                let records = self.prompts()?;
-                Ok((records.len() >= n).then_some(records))
-            })
+        self.pty.wait_for(PATIENCE, &format!("{n} prompts in the log"), || {
+            let records = self.prompts()?;
+            Ok((records.len() >= n).then_some(records))
+        })
     }
 
     /// Type `text` and wait until the input box shows it.
     fn type_text(&self, text: &str) -> anyhow::Result<()> {
         self.pty.write(text)?;
         self.pty
-            .wait_until(PATIENCE, &format!("input box shows {text:?}"), |s| {
-                input_box(s).as_deref() == Some(text)
-            })?;
+            .wait_until(PATIENCE, &format!("input box shows {text:?}"), |s| input_box(s).as_deref() == Some(text))?;
         Ok(())
     }
 
     /// Wait until no turn runs and nothing is queued.
     fn idle(&self) -> anyhow::Result<Screen> {
-        self.pty.wait_until(PATIENCE, "the agent to be idle", |s| {
-            s.title() == IDLE_TITLE && status_row(s) == Some("idle")
-        })
+        self.pty
+            .wait_until(PATIENCE, "the agent to be idle", |s| s.title() == IDLE_TITLE && status_row(s) == Some("idle"))
     }
 }
 
@@ -124,10 +99,7 @@ fn starts_idle_with_an_input_box_and_bracketed_paste() -> anyhow::Result<()> {
     ensure!(!screen.contains("no cursor report"), "{screen}");
     ensure!(screen.cursor_queries() == 1, "{screen}");
     ensure!(input_box(&screen).as_deref() == Some(""), "{screen}");
-    ensure!(
-        demo.pty.with_vt100(|s| s.hide_cursor()),
-        "the box draws its own cursor; the terminal's must be hidden"
-    );
+    ensure!(demo.pty.with_vt100(|s| s.hide_cursor()), "the box draws its own cursor; the terminal's must be hidden");
     Ok(())
 }
 
@@ -139,17 +111,12 @@ fn typed_prompt_is_submitted_once_and_the_title_spins_then_idles() -> anyhow::Re
     demo.pty.write("\r")?;
     let records = demo.wait_prompts(1)?;
     ensure!(records[0].seq == 1);
-    let screen = demo
-        .pty
-        .wait_until(PATIENCE, "the reply and the idle title", |s| {
-            s.contains("● Done: hello world") && s.title() == IDLE_TITLE
-        })?;
+    let screen = demo.pty.wait_until(PATIENCE, "the reply and the idle title", |s| {
+        s.contains("● Done: hello world") && s.title() == IDLE_TITLE
+    })?;
     ensure!(screen.contains("> hello world"), "no echo:\n{screen}");
     ensure!(
-        screen
-            .titles_seen()
-            .iter()
-            .any(|t| is_spinner_title(t) && t.ends_with(" demo")),
+        screen.titles_seen().iter().any(|t| is_spinner_title(t) && t.ends_with(" demo")),
         "no spinner title:\n{screen}"
     );
     ensure!(input_box(&screen).as_deref() == Some(""), "{screen}");
@@ -158,10 +125,7 @@ fn typed_prompt_is_submitted_once_and_the_title_spins_then_idles() -> anyhow::Re
 }
 
 fn ten_lines() -> String {
-    (1..=10)
-        .map(|i| format!("line {i} of the pasted text"))
-        .collect::<Vec<_>>()
-        .join("\n")
+    (1..=10).map(|i| format!("line {i} of the pasted text")).collect::<Vec<_>>().join("\n")
 }
 
 #[test]
@@ -176,11 +140,7 @@ fn ten_line_paste_shows_a_placeholder_and_submits_the_full_text() -> anyhow::Res
     ensure!(demo.prompts()?.is_empty(), "a paste alone must not submit");
     demo.pty.write("\r")?;
     let records = demo.wait_prompts(1)?;
-    ensure!(
-        records[0].prompt == text,
-        "submitted {:?}",
-        records[0].prompt
-    );
+    ensure!(records[0].prompt == text, "submitted {:?}", records[0].prompt);
     Ok(())
 }
 
@@ -188,8 +148,7 @@ fn ten_line_paste_shows_a_placeholder_and_submits_the_full_text() -> anyhow::Res
 fn enter_in_the_same_write_as_a_paste_submits_when_burst_detection_is_off() -> anyhow::Result<()> {
     let demo = start(&[])?;
     demo.ready()?;
-    demo.pty
-        .write(format!("\x1b[200~{}\x1b[201~\r", ten_lines()))?;
+    demo.pty.write(format!("\x1b[200~{}\x1b[201~\r", ten_lines()))?;
     let records = demo.wait_prompts(1)?;
     ensure!(records[0].prompt == ten_lines());
     Ok(())
@@ -200,28 +159,18 @@ fn enter_right_after_a_paste_is_a_newline_within_the_burst_window() -> anyhow::R
     let demo = start(&["--paste-burst-ms", "200"])?;
     demo.ready()?;
     // Paste and Enter in one write, as a naive sender does: the Enter lands in the window.
-    demo.pty
-        .write(format!("\x1b[200~{}\x1b[201~\r", ten_lines()))?;
-    let screen = demo.pty.wait_until(
-        PATIENCE,
-        "the paste in the box and the burst window closed",
-        |s| s.contains("[Pasted text #1 +10 lines]") && status_row(s) == Some("idle"),
-    )?;
-    ensure!(
-        demo.prompts()?.is_empty(),
-        "Enter inside the window submitted:\n{screen}"
-    );
+    demo.pty.write(format!("\x1b[200~{}\x1b[201~\r", ten_lines()))?;
+    let screen = demo.pty.wait_until(PATIENCE, "the paste in the box and the burst window closed", |s| {
+        s.contains("[Pasted text #1 +10 lines]") && status_row(s) == Some("idle")
+    })?;
+    ensure!(demo.prompts()?.is_empty(), "Enter inside the window submitted:\n{screen}");
     ensure!(
         screen.contains("│   ") && screen.title() == IDLE_TITLE,
         "expected the swallowed Enter as a second input row:\n{screen}"
     );
     demo.pty.write("\r")?;
     let records = demo.wait_prompts(1)?;
-    ensure!(
-        records[0].prompt == ten_lines(),
-        "submitted {:?}",
-        records[0].prompt
-    );
+    ensure!(records[0].prompt == ten_lines(), "submitted {:?}", records[0].prompt);
     Ok(())
 }
 
@@ -230,10 +179,9 @@ fn enter_right_after_a_fast_typed_burst_is_a_newline() -> anyhow::Result<()> {
     let demo = start(&["--paste-burst-ms", "200"])?;
     demo.ready()?;
     demo.pty.write("fast typed\r")?;
-    demo.pty
-        .wait_until(PATIENCE, "the burst window to close", |s| {
-            input_box(s).as_deref() == Some("fast typed") && status_row(s) == Some("idle")
-        })?;
+    demo.pty.wait_until(PATIENCE, "the burst window to close", |s| {
+        input_box(s).as_deref() == Some("fast typed") && status_row(s) == Some("idle")
+    })?;
     ensure!(demo.prompts()?.is_empty());
     demo.pty.write("\r")?;
     ensure!(prompt_texts(&demo.wait_prompts(1)?) == ["fast typed"]);
@@ -247,10 +195,7 @@ fn enter_mid_turn_queues_and_queued_prompts_run_in_order() -> anyhow::Result<()>
     demo.ready()?;
     demo.type_text("first")?;
     demo.pty.write("\r")?;
-    demo.pty
-        .wait_until(PATIENCE, "the first turn to work", |s| {
-            s.contains("working")
-        })?;
+    demo.pty.wait_until(PATIENCE, "the first turn to work", |s| s.contains("working"))?;
     demo.type_text("second")?;
     demo.pty.write("\r")?;
     demo.pty.wait_for_text("queued: 1")?;
@@ -263,10 +208,7 @@ fn enter_mid_turn_queues_and_queued_prompts_run_in_order() -> anyhow::Result<()>
     // Queued prompts are logged when submitted (after the previous turn), not when queued.
     for pair in records.windows(2) {
         let gap = pair[1].ts_ms.saturating_sub(pair[0].ts_ms);
-        ensure!(
-            gap + 50 >= work_ms,
-            "submitted only {gap} ms after the previous prompt"
-        );
+        ensure!(gap + 50 >= work_ms, "submitted only {gap} ms after the previous prompt");
     }
     let screen = demo.idle()?;
     ensure!(screen.contains("● Done: third"), "{screen}");
@@ -284,13 +226,9 @@ fn approval_dialog_discards_a_paste_and_enter_answers_it() -> anyhow::Result<()>
     })?;
     // A delivery that pastes and presses Enter here answers the dialog and loses the text.
     demo.pty.write("\x1b[200~sneaky pasted text\x1b[201~\r")?;
-    let screen = demo
-        .pty
-        .wait_until(PATIENCE, "the answer and the end of the turn", |s| {
-            s.contains("Approved (1. Yes)")
-                && s.contains("● Done: please approve-me")
-                && s.title() == IDLE_TITLE
-        })?;
+    let screen = demo.pty.wait_until(PATIENCE, "the answer and the end of the turn", |s| {
+        s.contains("Approved (1. Yes)") && s.contains("● Done: please approve-me") && s.title() == IDLE_TITLE
+    })?;
     ensure!(!screen.contains("sneaky"), "the paste leaked:\n{screen}");
     ensure!(input_box(&screen).as_deref() == Some(""), "{screen}");
     ensure!(prompt_texts(&demo.prompts()?) == ["please approve-me"]);
@@ -312,9 +250,8 @@ fn approval_dialog_selects_with_digits_and_esc_answers_no() -> anyhow::Result<()
     demo.pty.write("approve-me two\r")?;
     demo.pty.wait_for_text("❯ 1. Yes")?;
     demo.pty.write("\x1b")?;
-    let screen = demo.pty.wait_until(PATIENCE, "the second denial", |s| {
-        s.contents().matches("Denied (2. No)").count() == 2
-    })?;
+    let screen =
+        demo.pty.wait_until(PATIENCE, "the second denial", |s| s.contents().matches("Denied (2. No)").count() == 2)?;
     ensure!(!screen.contains("Approved"), "{screen}");
     Ok(())
 }
@@ -328,10 +265,7 @@ fn crash_word_exits_with_the_configured_code() -> anyhow::Result<()> {
     let status = demo.pty.wait_exit(PATIENCE)?;
     ensure!(status.code() == Some(7), "exit status {status:?}");
     ensure!(prompt_texts(&demo.prompts()?) == ["please crash-now"]);
-    ensure!(
-        !demo.pty.screen().bracketed_paste(),
-        "terminal not restored"
-    );
+    ensure!(!demo.pty.screen().bracketed_paste(), "terminal not restored");
     Ok(())
 }
 
@@ -343,10 +277,7 @@ fn crash_word_can_kill_the_agent_with_a_signal() -> anyhow::Result<()> {
     demo.pty.write("crash-now")?;
     demo.pty.write("\r")?;
     let status = demo.pty.wait_exit(PATIENCE)?;
-    ensure!(
-        status.signal() == Some(libc::SIGSEGV),
-        "exit status {status:?}"
-    );
+    ensure!(status.signal() == Some(libc::SIGSEGV), "exit status {status:?}");
     Ok(())
 }
 
@@ -355,10 +286,7 @@ fn startup_without_a_cursor_report_becomes_ready_after_the_timeout() -> anyhow::
     let started = Instant::now();
     let demo = start_with(&[], |c| c.answer_queries(false))?;
     let screen = demo.ready()?;
-    ensure!(
-        started.elapsed() >= Duration::from_millis(1900),
-        "ready before the 2 s cursor-report timeout"
-    );
+    ensure!(started.elapsed() >= Duration::from_millis(1900), "ready before the 2 s cursor-report timeout");
     ensure!(screen.cursor_queries() == 1);
     ensure!(screen.contains("no cursor report"), "{screen}");
     Ok(())
@@ -368,8 +296,7 @@ fn startup_without_a_cursor_report_becomes_ready_after_the_timeout() -> anyhow::
 fn input_before_ready_is_swallowed() -> anyhow::Result<()> {
     let demo = start(&["--startup-delay-ms", "1500"])?;
     // The query is sent after raw mode is on, so what follows reaches the agent as keys.
-    demo.pty
-        .wait_until(PATIENCE, "the cursor query", |s| s.cursor_queries() == 1)?;
+    demo.pty.wait_until(PATIENCE, "the cursor query", |s| s.cursor_queries() == 1)?;
     demo.pty.write("early\r")?;
     demo.pty.paste("early paste")?;
     let screen = demo.ready()?;
@@ -386,14 +313,10 @@ fn input_before_ready_is_swallowed() -> anyhow::Result<()> {
 #[test]
 fn keep_early_input_applies_it_once_ready() -> anyhow::Result<()> {
     let demo = start(&["--startup-delay-ms", "800", "--keep-early-input"])?;
-    demo.pty
-        .wait_until(PATIENCE, "the cursor query", |s| s.cursor_queries() == 1)?;
+    demo.pty.wait_until(PATIENCE, "the cursor query", |s| s.cursor_queries() == 1)?;
     demo.pty.write("early")?;
     demo.ready()?;
-    demo.pty
-        .wait_until(PATIENCE, "the early text in the box", |s| {
-            input_box(s).as_deref() == Some("early")
-        })?;
+    demo.pty.wait_until(PATIENCE, "the early text in the box", |s| input_box(s).as_deref() == Some("early"))?;
     Ok(())
 }
 
@@ -410,9 +333,7 @@ fn hook_docs(path: &std::path::Path) -> anyhow::Result<Vec<Value>> {
 }
 
 fn event_names(docs: &[Value]) -> Vec<String> {
-    docs.iter()
-        .map(|d| d["hook_event_name"].as_str().unwrap_or("?").to_string())
-        .collect()
+    docs.iter().map(|d| d["hook_event_name"].as_str().unwrap_or("?").to_string()).collect()
 }
 
 #[test]
@@ -420,21 +341,13 @@ fn hooks_receive_claude_code_style_events() -> anyhow::Result<()> {
     let home = TempHome::new()?;
     let hook_log = home.join("hooks.jsonl");
     let hook_cmd = format!("cat >> '{}'", hook_log.display());
-    let mut demo = start(&[
-        "--hook-cmd",
-        &hook_cmd,
-        "--session-id",
-        "sess-42",
-        "--work-ms",
-        "200",
-    ])?;
+    let mut demo = start(&["--hook-cmd", &hook_cmd, "--session-id", "sess-42", "--work-ms", "200"])?;
     demo.ready()?;
     let wait_events = |demo: &Demo, n: usize| {
-        demo.pty
-            .wait_for(PATIENCE, &format!("{n} hook events"), || {
-                let docs = hook_docs(&hook_log)?;
-                Ok((docs.len() >= n).then_some(docs))
-            })
+        demo.pty.wait_for(PATIENCE, &format!("{n} hook events"), || {
+            let docs = hook_docs(&hook_log)?;
+            Ok((docs.len() >= n).then_some(docs))
+        })
     };
     wait_events(&demo, 1)?;
     demo.type_text("hello hooks")?;
@@ -454,10 +367,7 @@ fn hooks_receive_claude_code_style_events() -> anyhow::Result<()> {
 
     let docs = hook_docs(&hook_log)?;
     let text = std::fs::read_to_string(&hook_log)?;
-    ensure!(
-        text.lines().count() == docs.len(),
-        "one line per invocation:\n{text}"
-    );
+    ensure!(text.lines().count() == docs.len(), "one line per invocation:\n{text}");
     ensure!(
         event_names(&docs)
             == [
@@ -507,17 +417,9 @@ fn resize_redraws_the_box_at_the_new_width() -> anyhow::Result<()> {
     demo.type_text("resize me")?;
     demo.pty.resize(50, 20)?;
     let top = format!("╭{}╮", "─".repeat(48));
-    let screen = demo
-        .pty
-        .wait_until(PATIENCE, "a 50-column box", |s| s.find_row(&top).is_some())?;
-    ensure!(
-        input_box(&screen).as_deref() == Some("resize me"),
-        "{screen}"
-    );
-    ensure!(
-        screen.contents().matches('╭').count() == 1,
-        "stale box left:\n{screen}"
-    );
+    let screen = demo.pty.wait_until(PATIENCE, "a 50-column box", |s| s.find_row(&top).is_some())?;
+    ensure!(input_box(&screen).as_deref() == Some("resize me"), "{screen}");
+    ensure!(screen.contents().matches('╭').count() == 1, "stale box left:\n{screen}");
     Ok(())
 }
 
@@ -527,13 +429,9 @@ fn editing_keys_change_the_input_box() -> anyhow::Result<()> {
     demo.ready()?;
     demo.pty.write("helo")?;
     demo.pty.write("\x7flo")?;
-    demo.pty.wait_until(PATIENCE, "edited text", |s| {
-        input_box(s).as_deref() == Some("hello")
-    })?;
+    demo.pty.wait_until(PATIENCE, "edited text", |s| input_box(s).as_deref() == Some("hello"))?;
     demo.pty.write("\x15")?;
-    demo.pty.wait_until(PATIENCE, "cleared box", |s| {
-        input_box(s).as_deref() == Some("")
-    })?;
+    demo.pty.wait_until(PATIENCE, "cleared box", |s| input_box(s).as_deref() == Some(""))?;
     Ok(())
 }
 
@@ -601,10 +499,6 @@ fn reply_lines_add_output_volume() -> anyhow::Result<()> {
     demo.type_text("volume")?;
     demo.pty.write("\r")?;
     let screen = demo.pty.wait_for_text("  500 │ the quick brown fox")?;
-    ensure!(
-        screen.bytes() - before > 500 * 60,
-        "only {} bytes",
-        screen.bytes() - before
-    );
+    ensure!(screen.bytes() - before > 500 * 60, "only {} bytes", screen.bytes() - before);
     Ok(())
 }

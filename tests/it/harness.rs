@@ -59,10 +59,8 @@ pub struct TempHome {
 
 impl TempHome {
     pub fn new() -> anyhow::Result<Self> {
-        let dir = tempfile::Builder::new()
-            .prefix("desk-it-")
-            .tempdir()
-            .context("cannot create a temporary DESK_HOME")?;
+        let dir =
+            tempfile::Builder::new().prefix("desk-it-").tempdir().context("cannot create a temporary DESK_HOME")?;
         Ok(Self { dir })
     }
 
@@ -117,14 +115,12 @@ impl PtyCommand {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        self.args
-            .extend(args.into_iter().map(|a| a.as_ref().to_owned()));
+        self.args.extend(args.into_iter().map(|a| a.as_ref().to_owned()));
         self
     }
 
     pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Self {
-        self.env
-            .push((key.as_ref().to_owned(), value.as_ref().to_owned()));
+        self.env.push((key.as_ref().to_owned(), value.as_ref().to_owned()));
         self
     }
 
@@ -153,12 +149,7 @@ impl PtyCommand {
 
     /// Start the program on a new PTY.
     pub fn spawn(self) -> anyhow::Result<Pty> {
-        let winsize = Winsize {
-            ws_row: self.rows,
-            ws_col: self.cols,
-            ws_xpixel: 0,
-            ws_ypixel: 0,
-        };
+        let winsize = Winsize { ws_row: self.rows, ws_col: self.cols, ws_xpixel: 0, ws_ypixel: 0 };
         let (master, child) = {
             let _guard = SPAWN_LOCK.lock().unwrap_or_else(|e| e.into_inner());
             let pty = openpty(Some(&winsize), None).context("openpty failed")?;
@@ -189,9 +180,7 @@ impl PtyCommand {
                     Ok(())
                 });
             }
-            let child = cmd
-                .spawn()
-                .with_context(|| format!("cannot start {:?}", self.program))?;
+            let child = cmd.spawn().with_context(|| format!("cannot start {:?}", self.program))?;
             (pty.master, child)
         };
         let pid = Pid::from_raw(i32::try_from(child.id()).context("pid out of range")?);
@@ -199,10 +188,7 @@ impl PtyCommand {
         let writer = Arc::new(Mutex::new(File::from(master)));
         let rows = std::num::NonZeroU16::new(self.rows.max(1)).context("rows")?;
         let cols = std::num::NonZeroU16::new(self.cols.max(1)).context("cols")?;
-        let recorder = Recorder {
-            answer_queries: self.answer_queries,
-            ..Recorder::default()
-        };
+        let recorder = Recorder { answer_queries: self.answer_queries, ..Recorder::default() };
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 parser: vt100::Parser::new_with_callbacks(rows, cols, 0, recorder),
@@ -220,14 +206,7 @@ impl PtyCommand {
             .name(format!("pty-reader-{pid}"))
             .spawn(move || read_loop(reader, &thread_shared, &thread_writer))
             .context("cannot start the PTY reader thread")?;
-        Ok(Pty {
-            pid,
-            child,
-            reaped: None,
-            writer,
-            shared,
-            program: self.program,
-        })
+        Ok(Pty { pid, child, reaped: None, writer, shared, program: self.program })
     }
 }
 
@@ -504,8 +483,7 @@ impl Pty {
     /// Write `bytes` to the program's terminal input in one `write_all`.
     pub fn write(&self, bytes: impl AsRef<[u8]>) -> anyhow::Result<()> {
         let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        w.write_all(bytes.as_ref())
-            .context("cannot write to the PTY")?;
+        w.write_all(bytes.as_ref()).context("cannot write to the PTY")?;
         let replies = std::mem::take(&mut self.shared.lock().replies);
         if !replies.is_empty() {
             w.write_all(&replies).context("cannot write to the PTY")?;
@@ -522,12 +500,7 @@ impl Pty {
     pub fn resize(&self, cols: u16, rows: u16) -> anyhow::Result<()> {
         let nz = |n: u16| std::num::NonZeroU16::new(n.max(1)).context("size");
         self.shared.lock().parser.set_size(nz(rows)?, nz(cols)?);
-        let ws = libc::winsize {
-            ws_row: rows,
-            ws_col: cols,
-            ws_xpixel: 0,
-            ws_ypixel: 0,
-        };
+        let ws = libc::winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 };
         let w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: TIOCSWINSZ reads one `winsize` from the struct we pass.
         let rc = unsafe { libc::ioctl(w.as_raw_fd(), libc::TIOCSWINSZ, &ws) };
@@ -573,26 +546,16 @@ impl Pty {
             }
             let now = Instant::now();
             if now >= deadline {
-                bail!(
-                    "timed out after {within:?} waiting for: {what}\nprogram: {:?}\n{screen}",
-                    self.program
-                );
+                bail!("timed out after {within:?} waiting for: {what}\nprogram: {:?}\n{screen}", self.program);
             }
             let wait = (deadline - now).min(RECHECK);
-            st = self
-                .shared
-                .changed
-                .wait_timeout(st, wait)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            st = self.shared.changed.wait_timeout(st, wait).unwrap_or_else(|e| e.into_inner()).0;
         }
     }
 
     /// Wait up to [`PATIENCE`] until the screen contains `text`.
     pub fn wait_for_text(&self, text: &str) -> anyhow::Result<Screen> {
-        self.wait_until(PATIENCE, &format!("screen contains {text:?}"), |s| {
-            s.contains(text)
-        })
+        self.wait_until(PATIENCE, &format!("screen contains {text:?}"), |s| s.contains(text))
     }
 
     /// Wait up to `within` for something outside the screen (a file, a log) to satisfy `check`,
@@ -609,10 +572,7 @@ impl Pty {
                 return Ok(v);
             }
             if Instant::now() >= deadline {
-                bail!(
-                    "timed out after {within:?} waiting for: {what}\n{}",
-                    self.screen()
-                );
+                bail!("timed out after {within:?} waiting for: {what}\n{}", self.screen());
             }
             // Re-check on output or after a short pause, whichever comes first.
             let st = self.shared.lock();
@@ -637,11 +597,7 @@ impl Pty {
                 break status;
             }
             if Instant::now() >= deadline {
-                bail!(
-                    "timed out after {within:?} waiting for {:?} to exit\n{}",
-                    self.program,
-                    self.screen()
-                );
+                bail!("timed out after {within:?} waiting for {:?} to exit\n{}", self.program, self.screen());
             }
             let st = self.shared.lock();
             let _ = self.shared.changed.wait_timeout(st, RECHECK);

@@ -24,11 +24,7 @@ struct Sim {
 }
 
 fn quick() -> Config {
-    Config {
-        startup_delay: Duration::ZERO,
-        cpr_timeout: None,
-        ..Config::default()
-    }
+    Config { startup_delay: Duration::ZERO, cpr_timeout: None, ..Config::default() }
 }
 
 impl Sim {
@@ -69,10 +65,7 @@ impl Sim {
     /// Fire timers in deadline order up to and including `ms`.
     fn run_until(&mut self, ms: u64) -> Vec<Output> {
         let target = self.at(ms);
-        assert!(
-            target >= self.now,
-            "the scripted clock must not go backwards"
-        );
+        assert!(target >= self.now, "the scripted clock must not go backwards");
         let mut out = Vec::new();
         while let Some(d) = self.agent.next_deadline() {
             if d > target {
@@ -95,10 +88,7 @@ impl Sim {
             }
         }
         if let Some(d) = self.agent.next_deadline() {
-            assert!(
-                d > self.now,
-                "a deadline at or before now would spin the loop"
-            );
+            assert!(d > self.now, "a deadline at or before now would spin the loop");
         }
         out
     }
@@ -108,12 +98,7 @@ impl Sim {
     }
 
     fn title(&self) -> &str {
-        self.term
-            .callbacks()
-            .0
-            .last()
-            .map(String::as_str)
-            .unwrap_or("")
+        self.term.callbacks().0.last().map(String::as_str).unwrap_or("")
     }
 
     fn titles(&self) -> &[String] {
@@ -122,10 +107,7 @@ impl Sim {
 
     fn status(&self) -> String {
         let rows: Vec<String> = self.term.screen().rows(0, 80).collect();
-        let bottom = rows
-            .iter()
-            .rposition(|r| r.starts_with('╰'))
-            .expect("an input box");
+        let bottom = rows.iter().rposition(|r| r.starts_with('╰')).expect("an input box");
         rows[bottom + 1].trim().to_string()
     }
 }
@@ -190,10 +172,8 @@ fn bracketed_paste_is_enabled_only_after_the_first_frame() {
         .iter()
         .position(|o| matches!(o, Output::Write(b) if b.windows(3).any(|w| w == "╭".as_bytes())))
         .expect("a frame");
-    let paste_on = out
-        .iter()
-        .position(|o| *o == Output::Write(b"\x1b[?2004h".to_vec()))
-        .expect("bracketed paste enabled");
+    let paste_on =
+        out.iter().position(|o| *o == Output::Write(b"\x1b[?2004h".to_vec())).expect("bracketed paste enabled");
     assert!(frame < paste_on, "{out:?}");
 }
 
@@ -201,10 +181,7 @@ fn bracketed_paste_is_enabled_only_after_the_first_frame() {
 fn a_missing_cursor_report_times_out_and_is_shown() {
     let (mut sim, _) = Sim::new(Config::default());
     sim.run_until(1999);
-    assert!(
-        !sim.agent.is_ready(),
-        "must wait for the report until the timeout"
-    );
+    assert!(!sim.agent.is_ready(), "must wait for the report until the timeout");
     sim.run_until(2000);
     assert!(sim.agent.is_ready());
     assert_eq!(sim.status(), "idle · no cursor report");
@@ -212,10 +189,7 @@ fn a_missing_cursor_report_times_out_and_is_shown() {
 
 #[test]
 fn input_before_ready_is_swallowed() {
-    let (mut sim, _) = Sim::new(Config {
-        cpr_timeout: None,
-        ..Config::default()
-    });
+    let (mut sim, _) = Sim::new(Config { cpr_timeout: None, ..Config::default() });
     let out = sim.input(10, "early\r\x1b[200~pasted\x1b[201~");
     assert!(out.is_empty(), "{out:?}");
     sim.run_until(300);
@@ -226,11 +200,7 @@ fn input_before_ready_is_swallowed() {
 
 #[test]
 fn input_before_ready_is_kept_with_keep_early_input() {
-    let (mut sim, _) = Sim::new(Config {
-        cpr_timeout: None,
-        keep_early_input: true,
-        ..Config::default()
-    });
+    let (mut sim, _) = Sim::new(Config { cpr_timeout: None, keep_early_input: true, ..Config::default() });
     sim.input(10, "early");
     sim.run_until(300);
     assert!(sim.screen().contains("│ > early"), "{}", sim.screen());
@@ -240,13 +210,7 @@ fn input_before_ready_is_kept_with_keep_early_input() {
 fn enter_logs_the_prompt_before_anything_else_then_works_and_replies() {
     let mut sim = Sim::ready(quick());
     let out = sim.input(0, "hi there\r");
-    assert_eq!(
-        out.first(),
-        Some(&Output::LogPrompt {
-            seq: 1,
-            prompt: "hi there".into()
-        })
-    );
+    assert_eq!(out.first(), Some(&Output::LogPrompt { seq: 1, prompt: "hi there".into() }));
     assert_eq!(hooks(&out), ["UserPromptSubmit"]);
     assert_eq!(sim.title(), "⠋ demo");
     assert!(sim.screen().contains("> hi there"));
@@ -266,16 +230,8 @@ fn the_title_spinner_advances_every_100_ms() {
     let mut sim = Sim::ready(quick());
     sim.input(0, "x\r");
     sim.run_until(550);
-    let spins: Vec<&str> = sim
-        .titles()
-        .iter()
-        .skip_while(|t| t.starts_with('✳'))
-        .map(String::as_str)
-        .collect();
-    assert_eq!(
-        spins,
-        ["⠋ demo", "⠙ demo", "⠹ demo", "⠸ demo", "⠼ demo", "⠴ demo"]
-    );
+    let spins: Vec<&str> = sim.titles().iter().skip_while(|t| t.starts_with('✳')).map(String::as_str).collect();
+    assert_eq!(spins, ["⠋ demo", "⠙ demo", "⠹ demo", "⠸ demo", "⠼ demo", "⠴ demo"]);
 }
 
 #[test]
@@ -306,10 +262,7 @@ fn enter_mid_turn_queues_and_each_prompt_is_logged_when_it_is_submitted() {
 
 #[test]
 fn with_no_queue_enter_mid_turn_leaves_the_text_in_the_box() {
-    let mut sim = Sim::ready(Config {
-        queue_mid_turn: false,
-        ..quick()
-    });
+    let mut sim = Sim::ready(Config { queue_mid_turn: false, ..quick() });
     sim.input(0, "one\r");
     sim.input(100, "two\r");
     assert_eq!(sim.agent.queued(), 0);
@@ -320,36 +273,19 @@ fn with_no_queue_enter_mid_turn_leaves_the_text_in_the_box() {
 
 #[test]
 fn large_pastes_collapse_into_numbered_placeholders() {
-    let mut sim = Sim::ready(Config {
-        paste_collapse: Some(PasteCollapse {
-            lines: 3,
-            chars: 20,
-        }),
-        ..quick()
-    });
+    let mut sim = Sim::ready(Config { paste_collapse: Some(PasteCollapse { lines: 3, chars: 20 }), ..quick() });
     sim.input(0, "\x1b[200~a\rb\rc\x1b[201~");
     assert!(sim.screen().contains("│ > a"), "three lines stay inline");
     sim.input(10, "\x1b[200~1\r2\r3\r4\x1b[201~");
     sim.input(20, &format!("\x1b[200~{}\x1b[201~", "x".repeat(21)));
-    assert!(
-        sim.screen()
-            .contains("c[Pasted text #1 +4 lines][Pasted text #2 +1 lines]"),
-        "{}",
-        sim.screen()
-    );
+    assert!(sim.screen().contains("c[Pasted text #1 +4 lines][Pasted text #2 +1 lines]"), "{}", sim.screen());
     let out = sim.input(30, "\r");
-    assert_eq!(
-        prompts(&out),
-        [format!("a\nb\nc1\n2\n3\n4{}", "x".repeat(21))]
-    );
+    assert_eq!(prompts(&out), [format!("a\nb\nc1\n2\n3\n4{}", "x".repeat(21))]);
 }
 
 #[test]
 fn enter_within_the_paste_burst_window_is_a_newline() {
-    let mut sim = Sim::ready(Config {
-        paste_burst: Some(Duration::from_millis(200)),
-        ..quick()
-    });
+    let mut sim = Sim::ready(Config { paste_burst: Some(Duration::from_millis(200)), ..quick() });
     let out = sim.input(0, "\x1b[200~pasted\x1b[201~\r");
     assert!(prompts(&out).is_empty());
     assert_eq!(sim.status(), "idle · paste burst");
@@ -363,15 +299,9 @@ fn enter_within_the_paste_burst_window_is_a_newline() {
 
 #[test]
 fn enter_right_after_fast_typing_is_a_newline_but_not_after_slow_typing() {
-    let mut sim = Sim::ready(Config {
-        paste_burst: Some(Duration::from_millis(100)),
-        ..quick()
-    });
+    let mut sim = Sim::ready(Config { paste_burst: Some(Duration::from_millis(100)), ..quick() });
     let out = sim.input(0, "abc\r");
-    assert!(
-        prompts(&out).is_empty(),
-        "three characters in one read are a burst"
-    );
+    assert!(prompts(&out).is_empty(), "three characters in one read are a burst");
     sim.input(150, "\x7f\x15");
     sim.input(200, "x");
     sim.input(220, "y");
@@ -391,10 +321,7 @@ fn at_dialog() -> Sim {
     let mut sim = Sim::ready(quick());
     sim.input(0, "please approve-me\r");
     let out = sim.run_until(300);
-    assert_eq!(
-        hooks(&out),
-        ["PreToolUse", "PermissionRequest", "Notification"]
-    );
+    assert_eq!(hooks(&out), ["PreToolUse", "PermissionRequest", "Notification"]);
     assert_eq!(sim.title(), "✋ demo");
     assert!(sim.screen().contains("Do you want to run this command?"));
     assert!(sim.screen().contains("❯ 1. Yes"));
@@ -428,8 +355,7 @@ fn approval_dialog_digits_select_and_enter_answers_the_selection() {
     assert!(hooks(&out).is_empty(), "no PostToolUse for a denied tool");
     assert!(sim.screen().contains("Denied (2. No)"));
     assert!(
-        sim.title()
-            .starts_with(|c| ('\u{2800}'..='\u{28FF}').contains(&c)),
+        sim.title().starts_with(|c| ('\u{2800}'..='\u{28FF}').contains(&c)),
         "working again after the answer: {}",
         sim.title()
     );
@@ -465,31 +391,20 @@ fn crash_word_logs_the_prompt_then_exits_with_the_code() {
     assert_eq!(exit_of(&out), Some(ExitRequest::Code(3)));
     assert!(wrote(&out, b"\x1b[?2004l"), "terminal modes restored");
     assert!(sim.agent.is_exited());
-    assert!(
-        sim.agent
-            .handle(Event::Input(b"more\r"), sim.at(1))
-            .is_empty()
-    );
+    assert!(sim.agent.handle(Event::Input(b"more\r"), sim.at(1)).is_empty());
     assert_eq!(sim.agent.next_deadline(), None);
 }
 
 #[test]
 fn crash_word_can_ask_for_a_signal() {
-    let mut sim = Sim::ready(Config {
-        crash: CrashMode::Signal(9),
-        ..quick()
-    });
+    let mut sim = Sim::ready(Config { crash: CrashMode::Signal(9), ..quick() });
     let out = sim.input(0, "crash-now\r");
     assert_eq!(exit_of(&out), Some(ExitRequest::Signal(9)));
 }
 
 #[test]
 fn trigger_words_can_be_disabled() {
-    let mut sim = Sim::ready(Config {
-        crash_word: None,
-        approve_word: None,
-        ..quick()
-    });
+    let mut sim = Sim::ready(Config { crash_word: None, approve_word: None, ..quick() });
     let out = sim.input(0, "crash-now approve-me\r");
     assert_eq!(exit_of(&out), None);
     let out = sim.run_until(1000);
@@ -521,10 +436,7 @@ fn terminate_and_eof_exit_and_restore_the_terminal() {
 fn resize_redraws_the_box_at_the_new_width() {
     let mut sim = Sim::ready(quick());
     sim.input(0, "abc");
-    sim.term.set_size(
-        NonZeroU16::new(24).expect("rows"),
-        NonZeroU16::new(40).expect("cols"),
-    );
+    sim.term.set_size(NonZeroU16::new(24).expect("rows"), NonZeroU16::new(40).expect("cols"));
     sim.event(10, Event::Resize { cols: 40, rows: 24 });
     let top = format!("╭{}╮", "─".repeat(38));
     assert!(sim.screen().contains(&top), "{}", sim.screen());
@@ -540,10 +452,7 @@ fn hook_failures_are_counted_in_the_status_row() {
 
 #[test]
 fn a_zero_work_time_finishes_the_turn_at_once_without_spinning() {
-    let mut sim = Sim::ready(Config {
-        work: Duration::ZERO,
-        ..quick()
-    });
+    let mut sim = Sim::ready(Config { work: Duration::ZERO, ..quick() });
     let out = sim.input(0, "a\r");
     assert_eq!(hooks(&out), ["UserPromptSubmit", "Stop"]);
     assert!(sim.screen().contains("● Done: a"));

@@ -1,0 +1,78 @@
+//! `desk hook`: the command an agent's hooks run.
+//!
+//! Owns reading one hook invocation (the hook's JSON on stdin, or as the last argument for
+//! Codex's notify program), finding the session from the environment desk gave the agent
+//! (`DESK_SESSION`, `DESK_GENERATION`, `DESK_HOME`) and handing the payload to that session's
+//! master as a HOOK frame. Invariants: it prints nothing on stdout (agents read hook stdout);
+//! it exits 0 — always, and within [`HOOK_DEADLINE`] — so a hook can never break or slow the
+//! agent, whether desk is reachable or not.
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+use crate::paths::{Paths, SessionName};
+use crate::wire::{Frame, PROTOCOL_VERSION, Role};
+
+/// The hook gives up after 1 s: a master answers in microseconds, and an agent waits for its
+/// hooks before going on.
+pub const HOOK_DEADLINE: Duration = Duration::from_secs(1);
+
+/// Hook payloads above 1 MiB are cut off (a transcript pasted whole into a prompt); the master
+/// keeps only a short excerpt anyway.
+const MAX_PAYLOAD: usize = 1 << 20;
+
+fn debug(message: &str) {
+    if std::env::var_os("DESK_HOOK_DEBUG").is_some() {
+        eprintln!("desk hook: {message}");
+    }
+}
+
+/// Run the hook; the caller exits 0 whatever this returns.
+pub fn hook(arg: Option<String>) -> i32 {
+    // A watchdog: whatever happens below, the agent gets its hook back in time.
+    std::thread::spawn(|| {
+        std::thread::sleep(HOOK_DEADLINE);
+        debug("deadline reached");
+        std::process::exit(0);
+    });
+    if let Err(why) = deliver(arg) {
+        debug(&why);
+    }
+    0
+}
+
+fn read_payload(arg: Option<String>) -> serde_json::Value {
+    let text = match arg {
+        Some(arg) => arg.into_bytes(),
+        None => {
+            let mut buf = Vec::new();
+            if !nix::unistd::isatty(std::io::stdin()).unwrap_or(false) {
+                let _ = std::io::stdin().take(MAX_PAYLOAD as u64).read_to_end(&mut buf);
+            }
+            buf
+        }
+    };
+    serde_json::from_slice(&text).unwrap_or(serde_json::Value::Null)
+}
+
+fn deliver(arg: Option<String>) -> Result<(), String> {
+    let payload = read_payload(arg);
+    let name = std::env::var("DESK_SESSION").map_err(|_| "DESK_SESSION is not set; not a desk session".to_string())?;
+    let name = SessionName::parse(&name).map_err(|e| e.to_string())?;
+    let paths = Paths::from_env().map_err(|e| format!("{e:#}"))?;
+    let socket = paths.session(&name).socket;
+    let mut body = serde_json::Map::new();
+    if let Some(generation) = std::env::var("DESK_GENERATION").ok().and_then(|g| g.parse::<u64>().ok()) {
+        body.insert("generation".into(), generation.into());
+    }
+    body.insert("payload".into(), payload);
+    let mut stream = UnixStream::connect(&socket).map_err(|e| format!("cannot reach {}: {e}", socket.display()))?;
+    stream.set_write_timeout(Some(HOOK_DEADLINE)).map_err(|e| e.to_string())?;
+    let mut bytes = Frame::Hello { version: PROTOCOL_VERSION, role: Role::Query, cols: 0, rows: 0 }.to_bytes();
+    Frame::Hook(body).encode(&mut bytes);
+    stream.write_all(&bytes).map_err(|e| format!("cannot write to the session: {e}"))?;
+    // Closing after the write is enough: the master reads what was sent before the EOF.
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    Ok(())
+}
