@@ -1,0 +1,182 @@
+//! `desk attach` on real pseudo-terminals, seen through a screen emulator: keyframes on attach,
+//! detach and reattach, typing, read-only viewers, exit status, resizing, floods.
+
+use crate::harness::{PATIENCE, Pty, PtyCommand};
+use crate::support::{DESK, Home, eventually};
+use std::time::Duration;
+
+/// `desk attach NAME [args]` on a new pseudo-terminal of the given size.
+fn attach(home: &Home, name: &str, extra: &[&str], cols: u16, rows: u16) -> Pty {
+    PtyCommand::new(DESK)
+        .arg("attach")
+        .arg(name)
+        .args(extra)
+        .env("DESK_HOME", home.path())
+        .size(cols, rows)
+        .spawn()
+        .expect("spawn desk attach")
+}
+
+fn visible_rows(pty: &Pty) -> Vec<String> {
+    let mut rows: Vec<String> = pty.screen().rows().iter().map(|r| r.trim_end().to_string()).collect();
+    while rows.last().is_some_and(|r| r.is_empty()) {
+        rows.pop();
+    }
+    rows
+}
+
+fn peek_rows(home: &Home, name: &str) -> Vec<String> {
+    let json: serde_json::Value = serde_json::from_str(&home.ok(&["peek", name, "--json"])).unwrap();
+    let mut rows: Vec<String> =
+        json["lines"].as_array().unwrap().iter().map(|l| l.as_str().unwrap().trim_end().to_string()).collect();
+    while rows.last().is_some_and(|r| r.is_empty()) {
+        rows.pop();
+    }
+    rows
+}
+
+#[test]
+fn attach_detach_reattach_shows_the_same_screen() {
+    let home = Home::new();
+    home.new_sh("same", "for i in $(seq 1 30); do printf '\\033[3%dmline %02d\\033[0m\\n' $((i % 7)) $i; done; printf 'READY>'; exec cat");
+    home.wait_screen("same", "READY>");
+    let mut first = attach(&home, "same", &[], 120, 40);
+    let before = first.wait_for_text("READY>").unwrap();
+    assert!(before.contains("line 30"));
+    first.write(b"\x1c").unwrap();
+    let status = first.wait_exit(PATIENCE).unwrap();
+    assert!(status.success(), "detach exits 0: {status:?}");
+    assert!(first.screen().contains("[desk: detached from same]"));
+
+    let second = attach(&home, "same", &[], 120, 40);
+    second.wait_for_text("READY>").unwrap();
+    let rows = visible_rows(&second);
+    assert_eq!(rows, peek_rows(&home, "same"), "a reattached client shows exactly the master's screen");
+    assert!(rows.iter().any(|r| r == "line 01") && rows.last().unwrap() == "READY>", "{rows:#?}");
+    assert_eq!(second.screen().cursor(), (rows.len() as u16 - 1, 6), "cursor restored after the prompt");
+}
+
+#[test]
+fn typed_input_reaches_the_child_and_its_echo_comes_back() {
+    let home = Home::new();
+    home.new_sh("echo", "exec cat");
+    let pty = attach(&home, "echo", &[], 120, 40);
+    eventually("the attach to register", || match home.session("echo") {
+        Some(s) if s["clients"]["controllers"] == 1 => Ok(()),
+        other => Err(format!("{other:?}")),
+    });
+    pty.write(b"typed through attach\r").unwrap();
+    pty.wait_for_text("typed through attach").unwrap();
+    home.wait_screen("echo", "typed through attach");
+}
+
+#[test]
+fn a_read_only_viewer_cannot_type_but_can_detach() {
+    let home = Home::new();
+    home.new_sh("ro", "echo VIEW-ME; exec cat");
+    let mut viewer = attach(&home, "ro", &["--read-only"], 120, 40);
+    viewer.wait_for_text("VIEW-ME").unwrap();
+    assert_eq!(home.session("ro").unwrap()["clients"]["viewers"], 1);
+    viewer.write(b"viewer typing\r").unwrap();
+    // A controller proves the session is live and that the viewer's bytes never arrived.
+    let controller = attach(&home, "ro", &[], 120, 40);
+    controller.wait_for_text("VIEW-ME").unwrap();
+    controller.write(b"controller typing\r").unwrap();
+    home.wait_screen("ro", "controller typing");
+    assert!(!home.peek("ro").contains("viewer typing"));
+    viewer.write(b"\x1c").unwrap();
+    assert!(viewer.wait_exit(PATIENCE).unwrap().success());
+}
+
+#[test]
+fn attach_exits_with_the_childs_exit_code() {
+    let home = Home::new();
+    home.new_sh("code", "read x; exit 7");
+    let mut pty = attach(&home, "code", &[], 120, 40);
+    eventually("the attach to register", || match home.session("code") {
+        Some(s) if s["clients"]["controllers"] == 1 => Ok(()),
+        other => Err(format!("{other:?}")),
+    });
+    pty.write(b"\r").unwrap();
+    let status = pty.wait_exit(PATIENCE).unwrap();
+    assert_eq!(status.code(), Some(7));
+    assert!(pty.screen().contains("[desk: code exited with code 7]"), "{}", pty.screen());
+}
+
+#[test]
+fn attach_exits_with_128_plus_the_signal_that_killed_the_child() {
+    let home = Home::new();
+    home.new_sh("sig", "read x; kill -TERM $$");
+    let mut pty = attach(&home, "sig", &[], 120, 40);
+    eventually("the attach to register", || match home.session("sig") {
+        Some(s) if s["clients"]["controllers"] == 1 => Ok(()),
+        other => Err(format!("{other:?}")),
+    });
+    pty.write(b"\r").unwrap();
+    let status = pty.wait_exit(PATIENCE).unwrap();
+    assert_eq!(status.code(), Some(128 + 15));
+    assert!(pty.screen().contains("killed by signal 15 (SIGTERM)"), "{}", pty.screen());
+}
+
+#[test]
+fn the_terminal_is_restored_after_detach() {
+    let home = Home::new();
+    // The session switches on modes that must not stay on in the user's terminal.
+    home.new_sh("modes", "printf '\\033[?1049h\\033[?2004h\\033[?1000h\\033[?25lIN-ALT'; exec cat");
+    home.wait_screen("modes", "IN-ALT");
+    let mut pty = attach(&home, "modes", &[], 120, 40);
+    pty.wait_until(PATIENCE, "alternate screen on", |s| s.alternate_screen() && s.contains("IN-ALT")).unwrap();
+    pty.write(b"\x1c").unwrap();
+    pty.wait_exit(PATIENCE).unwrap();
+    let screen = pty.screen();
+    assert!(!screen.alternate_screen() && !screen.bracketed_paste(), "{screen}");
+    assert!(pty.with_vt100(|s| !s.hide_cursor() && s.mouse_protocol_mode() == vt100::MouseProtocolMode::None));
+}
+
+#[test]
+fn the_session_size_follows_the_attached_terminal() {
+    let home = Home::new();
+    home.new_sh("size", "exec cat");
+    let pty = attach(&home, "size", &[], 100, 30);
+    let size = |home: &Home| {
+        let s = home.session("size").unwrap();
+        (s["cols"].as_u64().unwrap(), s["rows"].as_u64().unwrap())
+    };
+    eventually("100x30", || if size(&home) == (100, 30) { Ok(()) } else { Err(format!("{:?}", size(&home))) });
+    pty.resize(90, 25).unwrap();
+    eventually("90x25 after SIGWINCH", || {
+        if size(&home) == (90, 25) { Ok(()) } else { Err(format!("{:?}", size(&home))) }
+    });
+}
+
+#[test]
+fn a_headless_tui_gets_its_cursor_position_query_answered() {
+    let home = Home::new();
+    // The demo agent asks for the cursor position at start and says so if nobody answers.
+    home.ok(&["new", "tui", "--", env!("CARGO_BIN_EXE_desk-demo-agent"), "--cpr-timeout-ms", "60000"]);
+    let screen = home.wait_screen("tui", "idle");
+    assert!(!screen.contains("no cursor report"), "{screen}");
+}
+
+#[test]
+fn four_clients_during_a_50_mb_flood_end_on_the_masters_exact_screen() {
+    let home = Home::new();
+    home.new_sh(
+        "flood",
+        "read go; head -c 37500000 /dev/urandom | base64 -w 100; printf 'FLOOD-END\\n'; exec sleep 100000",
+    );
+    let clients: Vec<Pty> = (0..4).map(|_| attach(&home, "flood", &[], 120, 40)).collect();
+    eventually("four controllers", || match home.session("flood") {
+        Some(s) if s["clients"]["controllers"] == 4 => Ok(()),
+        other => Err(format!("{other:?}")),
+    });
+    clients[0].write(b"\r").unwrap();
+    home.wait_screen("flood", "FLOOD-END");
+    let master = peek_rows(&home, "flood");
+    for (i, client) in clients.iter().enumerate() {
+        client
+            .wait_until(Duration::from_secs(60), "the flood's end", |s| s.contains("FLOOD-END"))
+            .unwrap_or_else(|e| panic!("client {i}: {e}"));
+        assert_eq!(visible_rows(client), master, "client {i} differs from the master's screen");
+    }
+}
