@@ -9,9 +9,9 @@ use anyhow::Result;
 use serde::Serialize;
 
 use super::failure;
-use super::sessions::iso8601;
 use crate::events::{Event, EventBody, journal};
 use crate::paths::{Paths, SessionName};
+use crate::session::iso8601;
 use crate::session::{self, Connection, Probe};
 use crate::state::{AxisView, StateView};
 use crate::wire::Role;

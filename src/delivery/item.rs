@@ -1,0 +1,275 @@
+//! Delivery items: one prompt for one session, and the record of what happened to it.
+//!
+//! Owns the item's data (id, target, text, when, state, attempts, evidence timeline) and the
+//! vocabulary of its states. Invariants: ids are unique and never reused (time-ordered, with 80
+//! random bits); an item's state only moves along `queued → sending → delivered | stuck |
+//! dropped`, with `stuck → sending` (an operator's force) and `queued | stuck → dropped` as the
+//! only other moves; the evidence timeline is append-only and bounded.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Evidence entries kept per item: the newest are kept when more arrive.
+pub const MAX_EVIDENCE: usize = 64;
+
+/// A unique, time-ordered item id: 48 bits of Unix milliseconds and 80 random bits, in
+/// Crockford base32 (26 characters), so ids sort by creation time and never collide.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ItemId(String);
+
+const CROCKFORD: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+
+impl ItemId {
+    /// A new id for the given Unix time.
+    pub fn generate(now_ms: u64) -> ItemId {
+        let mut random = [0u8; 10];
+        // getrandom(2) never fails for small reads once the pool is initialised; if it did,
+        // the time and the process id still make the id unique in practice.
+        // SAFETY: getrandom writes at most `random.len()` bytes into the buffer.
+        let got = unsafe { libc::getrandom(random.as_mut_ptr().cast(), random.len(), 0) };
+        if got != random.len() as isize {
+            let fallback = (std::process::id() as u128) << 64 | now_ms as u128;
+            random.copy_from_slice(&fallback.to_be_bytes()[6..16]);
+        }
+        let mut value: u128 = (now_ms as u128 & 0xffff_ffff_ffff) << 80;
+        for (i, b) in random.iter().enumerate() {
+            value |= (*b as u128) << (8 * (9 - i));
+        }
+        let mut text = [0u8; 26];
+        for (i, c) in text.iter_mut().enumerate() {
+            let shift = 5 * (25 - i);
+            *c = CROCKFORD[((value >> shift) & 31) as usize];
+        }
+        ItemId(String::from_utf8_lossy(&text).into_owned())
+    }
+
+    /// Parse an id given by an operator (case-insensitive).
+    pub fn parse(text: &str) -> Option<ItemId> {
+        let upper = text.trim().to_ascii_uppercase();
+        (upper.len() == 26 && upper.bytes().all(|b| CROCKFORD.contains(&b)) && upper.as_bytes()[0] <= b'7')
+            .then_some(ItemId(upper))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ItemId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// When an item may be delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum When {
+    /// As soon as the session is ready (agents buffer input typed mid-turn).
+    #[default]
+    Now,
+    /// Only while the agent is idle.
+    Idle,
+}
+
+/// Why an item is stuck.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StuckClass {
+    /// The paste never showed up in the input area.
+    PasteMissing,
+    /// The text sits in the input area but was not submitted.
+    SubmitStuck,
+    /// The screen could not be read to tell.
+    Unobservable,
+    /// Delivery was cut off (daemon crash, session exit) at a point the evidence cannot settle.
+    Interrupted,
+}
+
+impl StuckClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StuckClass::PasteMissing => "paste-missing",
+            StuckClass::SubmitStuck => "submit-stuck",
+            StuckClass::Unobservable => "unobservable",
+            StuckClass::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// An item's durable state (also its file extension).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    Queued,
+    Sending,
+    Delivered,
+    Stuck,
+    Dropped,
+}
+
+impl State {
+    pub const ALL: [State; 5] = [State::Queued, State::Sending, State::Delivered, State::Stuck, State::Dropped];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Queued => "queued",
+            State::Sending => "sending",
+            State::Delivered => "delivered",
+            State::Stuck => "stuck",
+            State::Dropped => "dropped",
+        }
+    }
+
+    pub fn from_ext(ext: &str) -> Option<State> {
+        State::ALL.into_iter().find(|s| s.as_str() == ext)
+    }
+
+    /// Whether moving from `self` to `to` is a transition the state machine allows.
+    pub fn can_become(self, to: State) -> bool {
+        use State::*;
+        matches!(
+            (self, to),
+            (Queued, Sending)
+                | (Queued, Dropped)
+                | (Sending, Delivered)
+                | (Sending, Stuck)
+                | (Sending, Queued)
+                | (Stuck, Sending)
+                | (Stuck, Dropped)
+        )
+    }
+
+    pub fn is_final(self) -> bool {
+        matches!(self, State::Delivered | State::Dropped)
+    }
+}
+
+/// One entry of an item's evidence timeline.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Note {
+    pub at_ms: u64,
+    /// Short machine-readable kind: `queued`, `claimed`, `baseline`, `pasted`, `echoed`,
+    /// `enter`, `submitted`, `stuck`, `hold`, `forced`, `dropped`, `retargeted`, ...
+    pub kind: String,
+    /// What was seen, for a human.
+    pub detail: String,
+}
+
+/// One prompt for one session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Item {
+    pub id: ItemId,
+    pub session: String,
+    /// The session generation this item targets (`None`: whichever runs when it is sent).
+    pub generation: Option<u32>,
+    pub text: String,
+    #[serde(default)]
+    pub when: When,
+    /// Who sent it (free text; `desk send --from`).
+    #[serde(default)]
+    pub from: String,
+    pub created_ms: u64,
+    pub state: State,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stuck: Option<StuckClass>,
+    /// Delivery attempts started (each paste or forced Enter).
+    #[serde(default)]
+    pub attempts: u32,
+    /// Items delivered together with this one in one digest prompt.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub digest_with: Vec<ItemId>,
+    #[serde(default)]
+    pub evidence: Vec<Note>,
+    /// When the item reached its current state.
+    pub state_since_ms: u64,
+}
+
+impl Item {
+    pub fn new(
+        id: ItemId,
+        session: String,
+        generation: Option<u32>,
+        text: String,
+        when: When,
+        from: String,
+        now_ms: u64,
+    ) -> Item {
+        let mut item = Item {
+            id,
+            session,
+            generation,
+            text,
+            when,
+            from,
+            created_ms: now_ms,
+            state: State::Queued,
+            stuck: None,
+            attempts: 0,
+            digest_with: Vec::new(),
+            evidence: Vec::new(),
+            state_since_ms: now_ms,
+        };
+        item.note(now_ms, "queued", "accepted");
+        item
+    }
+
+    /// Append to the evidence timeline, keeping it bounded.
+    pub fn note(&mut self, at_ms: u64, kind: &str, detail: impl Into<String>) {
+        if self.evidence.len() >= MAX_EVIDENCE {
+            self.evidence.remove(1);
+        }
+        self.evidence.push(Note { at_ms, kind: kind.to_string(), detail: detail.into() });
+    }
+
+    /// The first non-empty line, cut for listings.
+    pub fn preview(&self, max: usize) -> String {
+        let line = self.text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+        if line.chars().count() <= max {
+            line.to_string()
+        } else {
+            let mut out: String = line.chars().take(max.saturating_sub(1)).collect();
+            out.push('…');
+            out
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_unique_sorted_by_time_and_parse_back() {
+        let a = ItemId::generate(1_000);
+        let b = ItemId::generate(1_000);
+        let c = ItemId::generate(2_000);
+        assert_ne!(a, b);
+        assert!(a < c && b < c);
+        assert_eq!(a.as_str().len(), 26);
+        assert_eq!(ItemId::parse(&a.as_str().to_lowercase()), Some(a.clone()));
+        assert_eq!(ItemId::parse("not-an-id"), None);
+        assert_eq!(ItemId::parse("I0000000000000000000000000"), None);
+    }
+
+    #[test]
+    fn only_the_documented_transitions_are_allowed() {
+        use State::*;
+        assert!(Queued.can_become(Sending) && Sending.can_become(Delivered) && Sending.can_become(Stuck));
+        assert!(Stuck.can_become(Sending) && Stuck.can_become(Dropped) && Queued.can_become(Dropped));
+        assert!(!Delivered.can_become(Sending) && !Dropped.can_become(Queued) && !Stuck.can_become(Queued));
+        assert!(!Delivered.can_become(Stuck) && !Queued.can_become(Delivered));
+    }
+
+    #[test]
+    fn evidence_stays_bounded_and_keeps_the_first_entry() {
+        let mut item = Item::new(ItemId::generate(0), "s".into(), Some(1), "hi".into(), When::Now, "op".into(), 0);
+        for i in 0..200 {
+            item.note(i, "hold", "x");
+        }
+        assert_eq!(item.evidence.len(), MAX_EVIDENCE);
+        assert_eq!(item.evidence[0].kind, "queued");
+        assert_eq!(item.evidence.last().unwrap().at_ms, 199);
+    }
+}

@@ -1,0 +1,233 @@
+//! What gets typed into an agent, and how its arrival is recognised on screen.
+//!
+//! Owns sanitising prompt text, framing it as a (bracketed) paste, rendering several items as
+//! one digest prompt, and the screen arithmetic of verification: normalising text, finding a
+//! prompt's fingerprint or a provider's paste placeholder in the input area, counted as a
+//! delta against a baseline. Invariants: a sanitised prompt contains no ESC and no C0/C1
+//! control except newline and tab, so nothing inside it can end a bracketed paste early or
+//! send a key; a fingerprint is never empty for a non-blank prompt.
+
+use regex::Regex;
+
+use super::item::Item;
+
+/// The canonical-mode line limit of Linux's N_TTY: a longer line without a newline is
+/// silently truncated by the kernel, so such a prompt is refused instead.
+pub const CANONICAL_LINE_MAX: usize = 4095;
+
+/// Characters of a prompt's first and last line used to recognise it on screen: enough to be
+/// specific, short enough to fit an input box's first row on an 80-column terminal.
+pub const FINGERPRINT_CHARS: usize = 24;
+
+/// Remove ESC, DEL and every C0/C1 control except newline and tab; CR and CRLF become LF.
+pub fn sanitize(text: &str) -> String {
+    let text = text.replace("\r\n", "\n").replace('\r', "\n");
+    text.chars().filter(|&c| c == '\n' || c == '\t' || !(c.is_control())).collect()
+}
+
+/// Bytes that deliver `text`: wrapped in bracketed-paste markers when the application
+/// switched bracketed paste on; newlines as the terminal's CR otherwise would submit each
+/// line, so they stay LF inside a paste and become CR only outside one.
+pub fn paste_bytes(text: &str, bracketed: bool) -> Vec<u8> {
+    if bracketed {
+        let mut out = b"\x1b[200~".to_vec();
+        out.extend_from_slice(text.as_bytes());
+        out.extend_from_slice(b"\x1b[201~");
+        out
+    } else {
+        text.replace('\n', "\r").into_bytes()
+    }
+}
+
+/// A line too long for a canonical-mode reader, if any: its 1-based number and length.
+pub fn overlong_line(text: &str) -> Option<(usize, usize)> {
+    text.split('\n').enumerate().find(|(_, l)| l.len() > CANONICAL_LINE_MAX).map(|(i, l)| (i + 1, l.len()))
+}
+
+/// One prompt listing several items, so ten messages do not become ten turns.
+pub fn digest(items: &[&Item]) -> String {
+    let mut out = format!("You have {} messages (oldest first):\n", items.len());
+    for (i, item) in items.iter().enumerate() {
+        let time = crate::session::iso8601(item.created_ms);
+        let from = if item.from.is_empty() { "operator" } else { item.from.as_str() };
+        out.push_str(&format!(
+            "\n--- message {} of {} · from {from} · {} UTC ---\n",
+            i + 1,
+            items.len(),
+            &time[..19].replace('T', " ")
+        ));
+        out.push_str(item.text.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// Collapse whitespace runs to one space and drop box-drawing and block characters, so a
+/// prompt and its on-screen rendering (wrapped, framed, indented) compare equal.
+pub fn normalize(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut space = true;
+    for c in text.chars() {
+        let frame = ('\u{2500}'..='\u{259f}').contains(&c) || matches!(c, '❯' | '›' | '>' | '│');
+        if c.is_whitespace() || frame {
+            if !space {
+                out.push(' ');
+                space = true;
+            }
+        } else {
+            out.push(c);
+            space = false;
+        }
+    }
+    if out.ends_with(' ') {
+        out.pop();
+    }
+    out
+}
+
+/// How a prompt is recognised on screen: the start of its first line and the end of its last.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fingerprint {
+    pub head: String,
+    pub tail: String,
+}
+
+pub fn fingerprint(text: &str) -> Fingerprint {
+    let norm = |l: &str| normalize(l);
+    let lines: Vec<String> = text.lines().map(norm).filter(|l| !l.is_empty()).collect();
+    let first = lines.first().cloned().unwrap_or_default();
+    let last = lines.last().cloned().unwrap_or_default();
+    let head: String = first.chars().take(FINGERPRINT_CHARS).collect();
+    let n = last.chars().count();
+    let tail: String = last.chars().skip(n.saturating_sub(FINGERPRINT_CHARS)).collect();
+    Fingerprint { head, tail }
+}
+
+/// Occurrences of the prompt and of paste placeholders in a screen region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Presence {
+    pub text: usize,
+    pub placeholders: usize,
+}
+
+impl Presence {
+    /// Whether `self` shows more of the prompt than `baseline` did.
+    pub fn more_than(self, baseline: Presence) -> bool {
+        self.text > baseline.text || self.placeholders > baseline.placeholders
+    }
+}
+
+fn count(hay: &str, needle: &str) -> usize {
+    if needle.is_empty() { 0 } else { hay.matches(needle).count() }
+}
+
+/// Count the prompt's fingerprint and the provider's placeholders in `rows`.
+pub fn presence(rows: &[String], fp: &Fingerprint, placeholder: Option<&Regex>) -> Presence {
+    let joined = normalize(&rows.join("\n"));
+    let text = count(&joined, &fp.head).max(count(&joined, &fp.tail));
+    let placeholders = placeholder.map_or(0, |re| re.find_iter(&rows.join("\n")).count());
+    Presence { text, placeholders }
+}
+
+/// The rows of a screen that form the agent's input area: between the last row matching
+/// `bottom` and the nearest row above it matching `top`, or the last `fallback` rows.
+pub fn input_area<'a>(
+    lines: &'a [String],
+    top: Option<&Regex>,
+    bottom: Option<&Regex>,
+    fallback: usize,
+) -> &'a [String] {
+    let end = lines.iter().rposition(|l| !l.trim().is_empty()).map_or(0, |i| i + 1);
+    let lines = &lines[..end];
+    if let (Some(top), Some(bottom)) = (top, bottom)
+        && let Some(b) = lines.iter().rposition(|l| bottom.is_match(l))
+        && let Some(t) = lines[..b].iter().rposition(|l| top.is_match(l))
+    {
+        return &lines[t + 1..b];
+    }
+    &lines[lines.len().saturating_sub(fallback)..]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::delivery::item::{ItemId, When};
+
+    #[test]
+    fn sanitising_removes_every_control_that_could_escape_a_paste() {
+        let evil = "hi\x1b[201~\x1b[31mred\x07\x00\u{9b}2J\u{7f}\tok\r\nnext\rlast";
+        assert_eq!(sanitize(evil), "hi[201~[31mred2J\tok\nnext\nlast");
+        assert!(!sanitize(evil).contains('\x1b'));
+        assert_eq!(sanitize("✓ unicode stays — é"), "✓ unicode stays — é");
+    }
+
+    #[test]
+    fn pastes_are_bracketed_only_when_the_application_asked() {
+        assert_eq!(paste_bytes("a\nb", true), b"\x1b[200~a\nb\x1b[201~");
+        assert_eq!(paste_bytes("a\nb", false), b"a\rb");
+    }
+
+    #[test]
+    fn overlong_lines_are_found() {
+        assert_eq!(overlong_line("short\nlines"), None);
+        let long = format!("ok\n{}\n", "x".repeat(5000));
+        assert_eq!(overlong_line(&long), Some((2, 5000)));
+    }
+
+    #[test]
+    fn a_digest_lists_every_item_with_its_sender() {
+        let a = Item::new(ItemId::generate(0), "s".into(), None, "first prompt".into(), When::Now, "alice".into(), 0);
+        let b = Item::new(ItemId::generate(1), "s".into(), None, "second\nprompt".into(), When::Now, "".into(), 60_000);
+        let text = digest(&[&a, &b]);
+        assert!(text.starts_with("You have 2 messages"));
+        assert!(text.contains("message 1 of 2 · from alice · 1970-01-01 00:00:00 UTC ---\nfirst prompt\n"));
+        assert!(text.contains("from operator · 1970-01-01 00:01:00 UTC ---\nsecond\nprompt\n"));
+    }
+
+    #[test]
+    fn a_wrapped_framed_prompt_is_found_and_counted_against_a_baseline() {
+        let prompt = "please refactor the parser module and keep the tests green";
+        let fp = fingerprint(prompt);
+        assert_eq!(fp.head, "please refactor the pars");
+        let before = vec![
+            "╭────────────────────╮".to_string(),
+            "│ >                  │".to_string(),
+            "╰────────────────────╯".to_string(),
+        ];
+        let after = vec![
+            "╭────────────────────╮".to_string(),
+            "│ > please refactor th │".to_string(),
+            "│ e parser module and  │".to_string(),
+            "│ keep the tests green │".to_string(),
+            "╰────────────────────╯".to_string(),
+        ];
+        let base = presence(&before, &fp, None);
+        let now = presence(&after, &fp, None);
+        assert_eq!(base, Presence::default());
+        // The head is cut by the wrap ("th" | "e"), the tail is whole.
+        assert!(now.more_than(base), "{now:?}");
+    }
+
+    #[test]
+    fn placeholders_count_as_presence() {
+        let re = Regex::new(r"\[Pasted text #\d+ \+\d+ lines\]").unwrap();
+        let fp = fingerprint("line 1\nline 2\nline 3\nline 4");
+        let rows = vec!["> [Pasted text #1 +4 lines]".to_string()];
+        let p = presence(&rows, &fp, Some(&re));
+        assert_eq!(p.placeholders, 1);
+        assert!(p.more_than(Presence { text: 0, placeholders: 0 }));
+        assert!(!p.more_than(Presence { text: 0, placeholders: 1 }));
+    }
+
+    #[test]
+    fn the_input_area_is_found_between_its_borders() {
+        let lines: Vec<String> = ["> earlier prompt", "● reply", "╭──╮", "│ > typed │", "╰──╯", "  idle", ""]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let top = Regex::new("^╭").unwrap();
+        let bottom = Regex::new("^╰").unwrap();
+        assert_eq!(input_area(&lines, Some(&top), Some(&bottom), 3), &lines[3..4]);
+        assert_eq!(input_area(&lines, None, None, 2), &lines[4..6]);
+    }
+}
