@@ -6,5 +6,7 @@
 //! files on disk, moved by atomic rename with fsync). The daemon (`crate::daemon`) runs the
 //! engine in its event loop. See `docs/delivery.md` for states, files and crash behaviour.
 
+pub mod engine;
 pub mod item;
+pub mod settings;
 pub mod text;

@@ -101,6 +101,9 @@ struct RuleFile {
     lease: LeaseSpec,
     #[serde(default, rename = "rule")]
     rules: Vec<RuleSpec>,
+    /// How prompts are delivered to this provider (see `crate::delivery::settings`).
+    #[serde(default)]
+    delivery: crate::delivery::settings::DeliverySpec,
 }
 
 /// A signal that the agent's TUI is ready for input.
@@ -146,6 +149,7 @@ pub struct RuleSet {
     pub ready_on: Vec<ReadySignal>,
     pub leases: Leases,
     pub rules: Vec<Rule>,
+    pub delivery: crate::delivery::settings::DeliverySettings,
     /// Where the table came from (`builtin` or a file path), for `desk explain`.
     pub origin: String,
 }
@@ -189,7 +193,9 @@ impl RuleSet {
                 rows: spec.rows,
             });
         }
+        let delivery = crate::delivery::settings::DeliverySettings::compile(&file.delivery, origin)?;
         Ok(RuleSet {
+            delivery,
             provider: file.provider,
             description: file.description,
             hooks: file.hooks,

@@ -1,0 +1,1432 @@
+//! The delivery engine: a pure state machine, events and a clock in, actions out.
+//!
+//! Owns every session's queue and the one delivery in flight per session: the gate (ready,
+//! not blocked, not paused, nobody typing, `when=idle` waits for idle), the transport steps
+//! (claim, baseline, paste, echo, settle, Enter, submit) and their verification against the
+//! master's screen, hook and activity evidence. It performs no I/O: [`Engine::handle`] returns
+//! [`Action`]s that the daemon's loop carries out in order, feeding results back as [`Input`]s.
+//!
+//! Invariants:
+//! - persist before inject: an item's durable state changes (an [`Action::Persist`]) before
+//!   the action that has a side effect (the paste, an Enter) appears in the same batch; the
+//!   loop aborts a batch at a failed persist and reports it, so nothing is typed for an item
+//!   whose state is not on disk;
+//! - one delivery in flight per session; a newcomer waits for it and then goes on its own;
+//! - results are fenced: every request carries a token naming its attempt; a late result for
+//!   an attempt that is over (or a session generation that is gone) changes nothing;
+//! - never re-paste automatically; an extra Enter only while the text verifiably sits in the
+//!   input area, and never while an approval dialog is on screen;
+//! - never Esc, Ctrl-C or any other key: only the text and Enter.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use super::item::{Item, ItemId, State, StuckClass, When};
+use super::settings::DeliverySettings;
+use super::text::{self, Fingerprint, Presence};
+use crate::state::{Activity, Lifecycle, RuleSet};
+
+/// While a controller has typed within the last 2 s, delivery waits: a paste must not land in
+/// the middle of what a person is typing.
+pub const TYPING_HOLD: Duration = Duration::from_secs(2);
+
+/// At most 20 items go into one digest prompt; more wait for the next turn.
+pub const MAX_DIGEST: usize = 20;
+
+/// First retry 1 s after a failure that allows one (nothing was typed), doubling to 60 s.
+pub const BACKOFF_BASE: Duration = Duration::from_secs(1);
+pub const BACKOFF_MAX: Duration = Duration::from_secs(60);
+
+/// Hook submissions remembered per session for verification and crash recovery.
+const RECENT_HOOKS: usize = 32;
+
+/// A request's identity: results carry it back, and stale ones are ignored.
+pub type Token = u64;
+
+/// What the engine is told about a session by its master.
+#[derive(Debug, Clone)]
+pub struct SessionView {
+    pub name: String,
+    pub generation: u32,
+    pub lifecycle: Lifecycle,
+    pub ready: bool,
+    pub activity: Activity,
+    pub wait: Option<String>,
+    pub bracketed_paste: bool,
+    /// The provider's rules (for the screen's blocked patterns) and delivery settings.
+    pub rules: Rc<RuleSet>,
+}
+
+/// A read of the session's screen.
+#[derive(Debug, Clone)]
+pub struct ScreenView {
+    pub lines: Vec<String>,
+    pub bracketed_paste: bool,
+    /// When a controller last typed (Unix ms), if ever.
+    pub last_typed_ms: Option<u64>,
+    /// Whether the child's terminal is in canonical (line-edited) mode.
+    pub canonical: bool,
+}
+
+/// Operator commands that change state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    Force(ItemId),
+    Drop(ItemId),
+    Pause { session: String, reason: String },
+    Resume { session: String },
+}
+
+#[derive(Debug, Clone)]
+pub enum Input {
+    /// Start-up: the non-final items found on disk.
+    Restore(Vec<Item>),
+    /// A new item, durable as `queued`.
+    Ingested(Item),
+    /// Pauses found on disk at start-up.
+    Paused {
+        session: String,
+        reason: String,
+    },
+    /// A session's master is reachable, or what it reports changed.
+    Session(SessionView),
+    /// The master of this session generation is gone (the child exited, or it is unreachable).
+    SessionDown {
+        session: String,
+        generation: u32,
+    },
+    /// A hook reported by the session (e.g. `UserPromptSubmit` with the prompt's first line).
+    Hook {
+        session: String,
+        generation: u32,
+        event: String,
+        detail: Option<String>,
+        at_ms: u64,
+    },
+    Snapshot {
+        token: Token,
+        result: Result<ScreenView, String>,
+    },
+    /// The master accepted (or refused) an INPUT frame.
+    Written {
+        token: Token,
+        result: Result<(), String>,
+    },
+    /// A persist failed; the rest of its batch was not carried out.
+    PersistFailed {
+        token: Token,
+        error: String,
+    },
+    Timer(TimerKey),
+    Command {
+        client: u64,
+        command: Command,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TimerKey {
+    pub session: String,
+    pub attempt: u64,
+    pub kind: TimerKind,
+    /// Which Enter of the attempt a deadline or settle timer belongs to (0: the paste).
+    pub step: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TimerKind {
+    /// Poll the screen during verification.
+    Poll,
+    /// The verification window of the current phase ended.
+    Deadline,
+    /// The settle delay before Enter ended.
+    Settle,
+    /// Try the gate again (after a backoff, or when a typing hold ends).
+    Retry,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Write the item durably in its (new) state; `from` is its state on disk now.
+    Persist {
+        token: Token,
+        item: Item,
+        from: State,
+    },
+    Snapshot {
+        token: Token,
+        session: String,
+        generation: u32,
+    },
+    Write {
+        token: Token,
+        session: String,
+        generation: u32,
+        bytes: Vec<u8>,
+    },
+    Arm {
+        at: Instant,
+        key: TimerKey,
+    },
+    Reply {
+        client: u64,
+        ok: bool,
+        message: String,
+        item: Option<Box<Item>>,
+    },
+}
+
+/// Why a session's queue is not moving.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Hold {
+    pub reason: String,
+    pub since_ms: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for the baseline screen.
+    Baseline,
+    /// The paste was sent; waiting for the master to accept it.
+    Pasting,
+    /// Polling until the paste shows in the input area.
+    Echo,
+    /// Waiting out the settle delay.
+    Settle,
+    /// Enter sent; waiting for the master to accept it.
+    Entering,
+    /// Polling for evidence of submission.
+    Submit,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// An ordinary delivery: paste then Enter.
+    Deliver,
+    /// An operator's force on a submit-stuck item: Enter only.
+    ForceEnter,
+    /// After a restart, an item found `sending`: settle it from evidence.
+    Recover,
+}
+
+#[derive(Debug, Clone)]
+struct Flight {
+    attempt: u64,
+    items: Vec<ItemId>,
+    text: String,
+    fingerprint: Fingerprint,
+    generation: u32,
+    mode: Mode,
+    phase: Phase,
+    /// Token of the request the current phase waits for.
+    waiting: Option<Token>,
+    baseline: Presence,
+    enters: u32,
+    pasted_ms: Option<u64>,
+    enter_ms: Option<u64>,
+    /// Activity before the Enter, to recognise "turned working" as evidence.
+    activity_at_enter: Activity,
+    /// The operator client awaiting the outcome of a force.
+    reply_to: Option<u64>,
+    /// Snapshot reads that failed in this phase.
+    read_failures: u32,
+}
+
+#[derive(Debug)]
+struct SessionQ {
+    live: Option<SessionView>,
+    paused: Option<String>,
+    /// Item ids in state queued or stuck or sending, by id order (= creation order).
+    items: Vec<ItemId>,
+    flight: Option<Flight>,
+    hold: Option<Hold>,
+    failures: u32,
+    retry_at: Option<Instant>,
+    /// Submissions reported by hooks: (Unix ms, normalised first line).
+    hooks: VecDeque<(u64, String)>,
+    /// Whether the session was reported down since start (for recovering `sending` items).
+    known_down: bool,
+}
+
+impl SessionQ {
+    fn new() -> SessionQ {
+        SessionQ {
+            live: None,
+            paused: None,
+            items: Vec::new(),
+            flight: None,
+            hold: None,
+            failures: 0,
+            retry_at: None,
+            hooks: VecDeque::new(),
+            known_down: false,
+        }
+    }
+}
+
+/// Summary of one session for `desk queue`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct QueueView {
+    pub session: String,
+    pub generation: Option<u32>,
+    pub paused: Option<String>,
+    pub hold: Option<Hold>,
+    pub in_flight: Vec<ItemId>,
+    pub items: Vec<Item>,
+}
+
+pub struct Engine {
+    sessions: BTreeMap<String, SessionQ>,
+    items: HashMap<ItemId, Item>,
+    /// Requests in flight: token → (session, attempt).
+    tokens: HashMap<Token, (String, u64)>,
+    next_token: Token,
+    next_attempt: u64,
+}
+
+impl Default for Engine {
+    fn default() -> Self {
+        Engine::new()
+    }
+}
+
+struct Out<'a> {
+    actions: &'a mut Vec<Action>,
+}
+
+impl Engine {
+    pub fn new() -> Engine {
+        Engine {
+            sessions: BTreeMap::new(),
+            items: HashMap::new(),
+            tokens: HashMap::new(),
+            next_token: 1,
+            next_attempt: 1,
+        }
+    }
+
+    // ----- reading -----
+
+    pub fn item(&self, id: &ItemId) -> Option<&Item> {
+        self.items.get(id)
+    }
+
+    pub fn queues(&self) -> Vec<QueueView> {
+        self.sessions
+            .iter()
+            .filter(|(_, q)| !q.items.is_empty() || q.paused.is_some())
+            .map(|(name, q)| QueueView {
+                session: name.clone(),
+                generation: q.live.as_ref().map(|l| l.generation),
+                paused: q.paused.clone(),
+                hold: q.hold.clone(),
+                in_flight: q.flight.as_ref().map(|f| f.items.clone()).unwrap_or_default(),
+                items: q.items.iter().filter_map(|id| self.items.get(id).cloned()).collect(),
+            })
+            .collect()
+    }
+
+    pub fn stuck(&self) -> Vec<Item> {
+        let mut v: Vec<Item> = self.items.values().filter(|i| i.state == State::Stuck).cloned().collect();
+        v.sort_by(|a, b| a.id.cmp(&b.id));
+        v
+    }
+
+    /// Whether any delivery is in flight (the daemon keeps polling only then).
+    pub fn busy(&self) -> bool {
+        self.sessions.values().any(|q| q.flight.is_some())
+    }
+
+    // ----- the state machine -----
+
+    pub fn handle(&mut self, input: Input, now: Instant, now_ms: u64) -> Vec<Action> {
+        let mut actions = Vec::new();
+        let mut out = Out { actions: &mut actions };
+        match input {
+            Input::Restore(items) => {
+                for item in items {
+                    self.adopt(item);
+                }
+                let names: Vec<String> = self.sessions.keys().cloned().collect();
+                for name in names {
+                    self.pump(&name, now, now_ms, &mut out);
+                }
+            }
+            Input::Ingested(item) => {
+                let name = item.session.clone();
+                self.adopt(item);
+                self.pump(&name, now, now_ms, &mut out);
+            }
+            Input::Paused { session, reason } => {
+                self.session(&session).paused = Some(reason);
+            }
+            Input::Session(view) => self.on_session(view, now, now_ms, &mut out),
+            Input::SessionDown { session, generation } => self.on_down(&session, generation, now, now_ms, &mut out),
+            Input::Hook { session, generation, event, detail, at_ms } => {
+                self.on_hook(&session, generation, &event, detail, at_ms, now, now_ms, &mut out)
+            }
+            Input::Snapshot { token, result } => {
+                if let Some((session, attempt)) = self.tokens.remove(&token) {
+                    self.on_snapshot(&session, attempt, token, result, now, now_ms, &mut out);
+                }
+            }
+            Input::Written { token, result } => {
+                if let Some((session, attempt)) = self.tokens.remove(&token) {
+                    self.on_written(&session, attempt, token, result, now, now_ms, &mut out);
+                }
+            }
+            Input::PersistFailed { token, error } => {
+                if let Some((session, attempt)) = self.tokens.remove(&token) {
+                    self.on_persist_failed(&session, attempt, &error, now, now_ms, &mut out);
+                }
+            }
+            Input::Timer(key) => self.on_timer(key, now, now_ms, &mut out),
+            Input::Command { client, command } => self.on_command(client, command, now, now_ms, &mut out),
+        }
+        actions
+    }
+
+    fn session(&mut self, name: &str) -> &mut SessionQ {
+        self.sessions.entry(name.to_string()).or_insert_with(SessionQ::new)
+    }
+
+    fn adopt(&mut self, item: Item) {
+        if item.state.is_final() || self.items.contains_key(&item.id) {
+            return;
+        }
+        let q = self.session(&item.session);
+        let pos = q.items.partition_point(|id| *id < item.id);
+        q.items.insert(pos, item.id.clone());
+        self.items.insert(item.id.clone(), item);
+    }
+
+    fn token(&mut self, session: &str, attempt: u64) -> Token {
+        let t = self.next_token;
+        self.next_token += 1;
+        self.tokens.insert(t, (session.to_string(), attempt));
+        t
+    }
+
+    fn set_hold(&mut self, session: &str, reason: impl Into<String>, now_ms: u64) {
+        let reason = reason.into();
+        let q = self.session(session);
+        if q.hold.as_ref().is_none_or(|h| h.reason != reason) {
+            q.hold = Some(Hold { reason, since_ms: now_ms });
+        }
+    }
+
+    /// Change an item's state (and notes) and persist it.
+    fn transition(
+        &mut self,
+        id: &ItemId,
+        to: State,
+        kind: &str,
+        detail: String,
+        now_ms: u64,
+        out: &mut Out<'_>,
+    ) -> Option<Token> {
+        let session = self.items.get(id)?.session.clone();
+        let attempt = self.sessions.get(&session).and_then(|q| q.flight.as_ref()).map_or(0, |f| f.attempt);
+        let token = self.token(&session, attempt);
+        let item = self.items.get_mut(id)?;
+        let from = item.state;
+        debug_assert!(from == to || from.can_become(to), "{from:?} -> {to:?}");
+        item.state = to;
+        if from != to {
+            item.state_since_ms = now_ms;
+        }
+        if to != State::Stuck {
+            item.stuck = None;
+        }
+        item.note(now_ms, kind, detail);
+        let snapshot = item.clone();
+        if to.is_final() {
+            self.items.remove(id);
+            if let Some(q) = self.sessions.get_mut(&session) {
+                q.items.retain(|i| i != id);
+            }
+        }
+        out.actions.push(Action::Persist { token, item: snapshot, from });
+        Some(token)
+    }
+
+    fn stick(&mut self, id: &ItemId, class: StuckClass, detail: String, now_ms: u64, out: &mut Out<'_>) {
+        if let Some(item) = self.items.get_mut(id) {
+            item.stuck = Some(class);
+        }
+        self.transition(id, State::Stuck, "stuck", format!("{}: {detail}", class.as_str()), now_ms, out);
+    }
+
+    // ----- sessions -----
+
+    fn on_session(&mut self, view: SessionView, now: Instant, now_ms: u64, out: &mut Out<'_>) {
+        let name = view.name.clone();
+        let q = self.session(&name);
+        let old_generation = q.live.as_ref().map(|l| l.generation);
+        let was_working = q.live.as_ref().is_some_and(|l| l.activity == Activity::Working);
+        q.known_down = false;
+        if old_generation.is_some_and(|g| g != view.generation) {
+            // A new generation: whatever was in flight for the old one is cut off.
+            self.interrupt(&name, "the session restarted (new generation) during delivery", now_ms, out);
+        }
+        let q = self.session(&name);
+        let turned_working = !was_working && view.activity == Activity::Working;
+        q.live = Some(view);
+        if turned_working
+            && let Some(f) = &q.flight
+            && f.phase == Phase::Submit
+            && f.activity_at_enter != Activity::Working
+        {
+            self.submitted(&name, "the agent's activity turned working after Enter".into(), now, now_ms, out);
+            return;
+        }
+        // Items found `sending` at start-up are settled once their session is observable.
+        self.recover(&name, now, now_ms, out);
+        self.pump(&name, now, now_ms, out);
+    }
+
+    fn on_down(&mut self, session: &str, generation: u32, now: Instant, now_ms: u64, out: &mut Out<'_>) {
+        let q = self.session(session);
+        if q.live.as_ref().is_some_and(|l| l.generation != generation) {
+            return;
+        }
+        q.live = None;
+        q.known_down = true;
+        self.interrupt(session, "the session went away during delivery", now_ms, out);
+        // Items found `sending` at start-up whose session is gone cannot be settled.
+        let sending: Vec<ItemId> = self
+            .session(session)
+            .items
+            .clone()
+            .into_iter()
+            .filter(|id| self.items.get(id).is_some_and(|i| i.state == State::Sending))
+            .collect();
+        for id in sending {
+            self.stick(
+                &id,
+                StuckClass::Interrupted,
+                "delivery was cut off and the session is gone".into(),
+                now_ms,
+                out,
+            );
+        }
+        self.pump(session, now, now_ms, out);
+    }
+
+    /// End the session's flight because its session generation is gone.
+    fn interrupt(&mut self, session: &str, why: &str, now_ms: u64, out: &mut Out<'_>) {
+        let Some(flight) = self.session(session).flight.take() else { return };
+        let typed = flight.pasted_ms.is_some() || flight.mode != Mode::Deliver;
+        for id in &flight.items {
+            if typed {
+                self.stick(id, StuckClass::Interrupted, why.into(), now_ms, out);
+            } else {
+                // Nothing was typed yet: safe to queue it again.
+                self.transition(id, State::Queued, "released", format!("{why}; nothing had been typed"), now_ms, out);
+            }
+        }
+        if let Some(client) = flight.reply_to {
+            out.actions.push(Action::Reply { client, ok: false, message: why.to_string(), item: None });
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_hook(
+        &mut self,
+        session: &str,
+        generation: u32,
+        event: &str,
+        detail: Option<String>,
+        at_ms: u64,
+        now: Instant,
+        now_ms: u64,
+        out: &mut Out<'_>,
+    ) {
+        if event != "UserPromptSubmit" {
+            return;
+        }
+        let line = text::normalize(detail.as_deref().unwrap_or(""));
+        let q = self.session(session);
+        if q.live.as_ref().is_some_and(|l| l.generation != generation) {
+            return;
+        }
+        if q.hooks.len() >= RECENT_HOOKS {
+            q.hooks.pop_front();
+        }
+        q.hooks.push_back((at_ms, line.clone()));
+        let matches = q.flight.as_ref().is_some_and(|f| {
+            f.pasted_ms.is_some_and(|p| at_ms + 50 >= p)
+                && hook_matches(&line, &f.fingerprint)
+                && f.phase != Phase::Baseline
+        });
+        if matches {
+            self.submitted(session, format!("the agent's UserPromptSubmit hook echoed {line:?}"), now, now_ms, out);
+        }
+    }
+
+    // ----- the gate -----
+
+    fn pump(&mut self, session: &str, now: Instant, now_ms: u64, out: &mut Out<'_>) {
+        let q = self.session(session);
+        if q.flight.is_some() {
+            return;
+        }
+        let queued: Vec<ItemId> = q.items.clone();
+        let queued: Vec<ItemId> =
+            queued.into_iter().filter(|id| self.items.get(id).is_some_and(|i| i.state == State::Queued)).collect();
+        if queued.is_empty() {
+            self.session(session).hold = None;
+            return;
+        }
+        let q = self.session(session);
+        if let Some(reason) = &q.paused {
+            let reason = format!(
+                "paused by the operator{}",
+                if reason.is_empty() { String::new() } else { format!(": {reason}") }
+            );
+            self.set_hold(session, reason, now_ms);
+            return;
+        }
+        let Some(live) = q.live.clone() else {
+            self.set_hold(session, "the session is not running", now_ms);
+            return;
+        };
+        if live.lifecycle == Lifecycle::Exited {
+            self.set_hold(session, "the session has exited", now_ms);
+            return;
+        }
+        if live.lifecycle == Lifecycle::Starting || !live.ready {
+            self.set_hold(session, "the session is starting (its TUI is not ready yet)", now_ms);
+            return;
+        }
+        if live.activity == Activity::Blocked {
+            let wait = live.wait.clone().unwrap_or_else(|| "the operator".into());
+            self.set_hold(
+                session,
+                format!("the agent is waiting for {wait}; nothing is typed into its dialog"),
+                now_ms,
+            );
+            return;
+        }
+        if let Some(at) = q.retry_at {
+            if now < at {
+                return;
+            }
+            q.retry_at = None;
+        }
+        // Items for an older generation follow the session into its new one.
+        for id in &queued {
+            if let Some(item) = self.items.get(id)
+                && item.generation.is_some_and(|g| g != live.generation)
+            {
+                let from = item.generation.unwrap_or(0);
+                if let Some(item) = self.items.get_mut(id) {
+                    item.generation = Some(live.generation);
+                }
+                self.transition(
+                    id,
+                    State::Queued,
+                    "retargeted",
+                    format!("the session restarted; now for generation {} (was {from})", live.generation),
+                    now_ms,
+                    out,
+                );
+            }
+        }
+        let idle = live.activity == Activity::Idle;
+        let releasable: Vec<ItemId> = queued
+            .iter()
+            .filter(|id| self.items.get(*id).is_some_and(|i| i.when == When::Now || idle))
+            .take(MAX_DIGEST)
+            .cloned()
+            .collect();
+        if releasable.is_empty() {
+            self.set_hold(
+                session,
+                format!("waiting for the agent to be idle (it is {})", live.activity.as_str()),
+                now_ms,
+            );
+            return;
+        }
+        self.session(session).hold = None;
+        self.start_flight(session, releasable, live, Mode::Deliver, None, now, now_ms, out);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn start_flight(
+        &mut self,
+        session: &str,
+        ids: Vec<ItemId>,
+        live: SessionView,
+        mode: Mode,
+        reply_to: Option<u64>,
+        now: Instant,
+        now_ms: u64,
+        out: &mut Out<'_>,
+    ) {
+        let _ = now;
+        let attempt = self.next_attempt;
+        self.next_attempt += 1;
+        let items: Vec<&Item> = ids.iter().filter_map(|id| self.items.get(id)).collect();
+        let text = if items.len() == 1 { items[0].text.clone() } else { text::digest(&items) };
+        let fingerprint = text::fingerprint(&text);
+        self.session(session).flight = Some(Flight {
+            attempt,
+            items: ids.clone(),
+            text,
+            fingerprint,
+            generation: live.generation,
+            mode,
+            phase: Phase::Baseline,
+            waiting: None,
+            baseline: Presence::default(),
+            enters: 0,
+            pasted_ms: None,
+            enter_ms: None,
+            activity_at_enter: live.activity,
+            reply_to,
+            read_failures: 0,
+        });
+        let digest: Vec<ItemId> = if ids.len() > 1 { ids.clone() } else { Vec::new() };
+        for id in &ids {
+            let from = self.items.get(id).map(|i| i.state);
+            if let Some(item) = self.items.get_mut(id) {
+                item.digest_with = digest.iter().filter(|d| *d != id).cloned().collect();
+                if item.generation.is_none() {
+                    item.generation = Some(live.generation);
+                }
+            }
+            let (kind, detail) = match mode {
+                Mode::Deliver if ids.len() > 1 => {
+                    ("claimed", format!("attempt {attempt}: one digest of {} items", ids.len()))
+                }
+                Mode::Deliver => ("claimed", format!("attempt {attempt}")),
+                Mode::ForceEnter => ("forced", format!("attempt {attempt}: the operator forced an Enter")),
+                Mode::Recover => ("recovering", format!("attempt {attempt}: found sending after a restart")),
+            };
+            if from == Some(State::Sending) && mode == Mode::Recover {
+                if let Some(item) = self.items.get_mut(id) {
+                    item.note(now_ms, kind, detail);
+                }
+            } else {
+                self.transition(id, State::Sending, kind, detail, now_ms, out);
+            }
+        }
+        self.request_snapshot(session, now, out);
+    }
+
+    fn request_snapshot(&mut self, session: &str, _now: Instant, out: &mut Out<'_>) {
+        let Some((attempt, generation)) = self.session(session).flight.as_ref().map(|f| (f.attempt, f.generation))
+        else {
+            return;
+        };
+        let token = self.token(session, attempt);
+        if let Some(f) = self.session(session).flight.as_mut() {
+            f.waiting = Some(token);
+        }
+        out.actions.push(Action::Snapshot { token, session: session.to_string(), generation });
+    }
+
+    fn arm(&mut self, session: &str, kind: TimerKind, at: Instant, out: &mut Out<'_>) {
+        let (attempt, step) = self.session(session).flight.as_ref().map_or((0, 0), |f| (f.attempt, f.enters));
+        out.actions.push(Action::Arm { at, key: TimerKey { session: session.to_string(), attempt, kind, step } });
+    }
+
+    fn arm_retry(&mut self, session: &str, at: Instant, out: &mut Out<'_>) {
+        out.actions.push(Action::Arm {
+            at,
+            key: TimerKey { session: session.into(), attempt: 0, kind: TimerKind::Retry, step: 0 },
+        });
+    }
+
+    fn settings(&self, session: &str) -> Option<(Rc<RuleSet>, bool)> {
+        self.sessions.get(session)?.live.as_ref().map(|l| (l.rules.clone(), l.bracketed_paste))
+    }
+
+    // ----- results -----
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_snapshot(
+        &mut self,
+        session: &str,
+        attempt: u64,
+        token: Token,
+        result: Result<ScreenView, String>,
+        now: Instant,
+        now_ms: u64,
+        out: &mut Out<'_>,
+    ) {
+        let Some(flight) = self.session(session).flight.clone() else { return };
+        if flight.attempt != attempt || flight.waiting != Some(token) {
+            return;
+        }
+        if let Some(f) = self.session(session).flight.as_mut() {
+            f.waiting = None;
+        }
+        let Some((rules, _)) = self.settings(session) else { return };
+        let settings = &rules.delivery;
+        let screen = match result {
+            Ok(screen) => screen,
+            Err(e) => return self.read_failed(session, &flight, &e, now, now_ms, out),
+        };
+        let area = settings.input_area(&screen.lines);
+        let presence = text::presence(area, &flight.fingerprint, settings.placeholder.as_ref());
+        let dialog =
+            rules.match_screen(&screen.lines).filter(|r| r.activity == Activity::Blocked).map(|r| r.name.clone());
+        match flight.phase {
+            Phase::Baseline => self.on_baseline(session, flight, screen, presence, dialog, now, now_ms, out),
+            Phase::Echo => {
+                if presence.more_than(flight.baseline) {
+                    for id in &flight.items {
+                        if let Some(item) = self.items.get_mut(id) {
+                            item.note(
+                                now_ms,
+                                "echoed",
+                                format!(
+                                    "in the input area: {} text, {} placeholder(s)",
+                                    presence.text, presence.placeholders
+                                ),
+                            );
+                        }
+                    }
+                    if let Some(rule) = dialog {
+                        return self.stick_flight(
+                            session,
+                            StuckClass::PasteMissing,
+                            format!("a dialog ({rule}) is on screen; not pressing Enter"),
+                            now,
+                            now_ms,
+                            out,
+                        );
+                    }
+                    if settings.submit_delay.is_zero() {
+                        self.press_enter(session, now, now_ms, out);
+                    } else {
+                        if let Some(f) = self.session(session).flight.as_mut() {
+                            f.phase = Phase::Settle;
+                        }
+                        self.arm(session, TimerKind::Settle, now + settings.submit_delay, out);
+                    }
+                } else {
+                    self.arm(session, TimerKind::Poll, now + settings.poll, out);
+                }
+            }
+            Phase::Settle => {
+                // The pre-Enter look after a settle delay.
+                if let Some(rule) = dialog {
+                    return self.stick_flight(
+                        session,
+                        StuckClass::SubmitStuck,
+                        format!("a dialog ({rule}) is on screen; not pressing Enter"),
+                        now,
+                        now_ms,
+                        out,
+                    );
+                }
+                self.press_enter(session, now, now_ms, out);
+            }
+            Phase::Submit => {
+                if !presence.more_than(flight.baseline) {
+                    return self.submitted(session, "the text left the input area".into(), now, now_ms, out);
+                }
+                self.arm(session, TimerKind::Poll, now + settings.poll, out);
+            }
+            Phase::Pasting | Phase::Entering => {}
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_baseline(
+        &mut self,
+        session: &str,
+        flight: Flight,
+        screen: ScreenView,
+        presence: Presence,
+        dialog: Option<String>,
+        now: Instant,
+        now_ms: u64,
+        out: &mut Out<'_>,
+    ) {
+        let Some((rules, _)) = self.settings(session) else { return };
+        let settings = rules.delivery.clone();
+        match flight.mode {
+            Mode::Recover => {
+                // Conclusive evidence only: a hook that reported the prompt, or the text
+                // sitting in the input area (then an Enter is safe).
+                let hooked = self.sessions.get(session).is_some_and(|q| {
+                    q.hooks.iter().any(|(at, line)| {
+                        flight.items.iter().filter_map(|id| self.items.get(id)).any(|i| *at + 50 >= i.state_since_ms)
+                            && hook_matches(line, &flight.fingerprint)
+                    })
+                });
+                if hooked {
+                    return self.submitted(
+                        session,
+                        "a UserPromptSubmit hook reported it before the restart".into(),
+                        now,
+                        now_ms,
+                        out,
+                    );
+                }
+                if presence.text > 0 || presence.placeholders > 0 {
+                    if let Some(rule) = dialog {
+                        return self.stick_flight(
+                            session,
+                            StuckClass::Interrupted,
+                            format!("a dialog ({rule}) is on screen"),
+                            now,
+                            now_ms,
+                            out,
+                        );
+                    }
+                    if let Some(f) = self.session(session).flight.as_mut() {
+                        f.baseline = Presence::default();
+                        f.pasted_ms = Some(now_ms);
+                    }
+                    for id in &flight.items {
+                        if let Some(item) = self.items.get_mut(id) {
+                            item.note(now_ms, "echoed", "found in the input area after the restart");
+                        }
+                    }
+                    return self.press_enter(session, now, now_ms, out);
+                }
+                return self.stick_flight(
+                    session,
+                    StuckClass::Interrupted,
+                    "no evidence settles whether it reached the agent (not in the input area, no hook)".into(),
+                    now,
+                    now_ms,
+                    out,
+                );
+            }
+            Mode::ForceEnter => {
+                if let Some(rule) = dialog {
+                    return self.stick_flight(
+                        session,
+                        StuckClass::SubmitStuck,
+                        format!("a dialog ({rule}) is on screen; not pressing Enter"),
+                        now,
+                        now_ms,
+                        out,
+                    );
+                }
+                if presence.text == 0 && presence.placeholders == 0 {
+                    return self.stick_flight(
+                        session,
+                        StuckClass::SubmitStuck,
+                        "the text is no longer in the input area; no Enter pressed (force again to re-paste as paste-missing, or drop it)".into(),
+                        now,
+                        now_ms,
+                        out,
+                    );
+                }
+                if let Some(f) = self.session(session).flight.as_mut() {
+                    f.baseline = Presence::default();
+                    f.pasted_ms = Some(now_ms);
+                }
+                return self.press_enter(session, now, now_ms, out);
+            }
+            Mode::Deliver => {}
+        }
+        // An ordinary delivery: the last look before typing.
+        let release = |engine: &mut Engine, why: String, out: &mut Out<'_>| {
+            let items = engine.session(session).flight.take().map(|f| f.items).unwrap_or_default();
+            for id in &items {
+                engine.transition(id, State::Queued, "hold", why.clone(), now_ms, out);
+            }
+            engine.set_hold(session, why, now_ms);
+        };
+        if let Some(rule) = dialog {
+            release(self, format!("a dialog is on screen ({rule}); nothing is typed into it"), out);
+            return;
+        }
+        if let Some(typed) = screen.last_typed_ms
+            && now_ms < typed + TYPING_HOLD.as_millis() as u64
+        {
+            release(self, "someone is typing in an attached terminal".into(), out);
+            let wait = Duration::from_millis(typed + TYPING_HOLD.as_millis() as u64 - now_ms);
+            self.session(session).retry_at = Some(now + wait);
+            self.arm_retry(session, now + wait, out);
+            return;
+        }
+        if screen.canonical
+            && let Some((line, len)) = text::overlong_line(&flight.text)
+        {
+            let why = format!(
+                "refused: line {line} is {len} bytes and the session reads canonical input, which cuts lines at {} bytes",
+                text::CANONICAL_LINE_MAX
+            );
+            self.session(session).flight = None;
+            for id in &flight.items {
+                self.transition(id, State::Stuck, "refused", why.clone(), now_ms, out);
+                if let Some(item) = self.items.get_mut(id) {
+                    item.stuck = Some(StuckClass::PasteMissing);
+                }
+            }
+            if let Some(client) = flight.reply_to {
+                out.actions.push(Action::Reply { client, ok: false, message: why, item: None });
+            }
+            return self.pump(session, now, now_ms, out);
+        }
+        let bytes = text::paste_bytes(&flight.text, screen.bracketed_paste);
+        let token = self.token(session, flight.attempt);
+        if let Some(f) = self.session(session).flight.as_mut() {
+            f.baseline = presence;
+            f.phase = Phase::Pasting;
+            f.waiting = Some(token);
+        }
+        for id in &flight.items {
+            if let Some(item) = self.items.get_mut(id) {
+                item.attempts += 1;
+                item.note(
+                    now_ms,
+                    "baseline",
+                    format!(
+                        "input area shows the text {} time(s), {} placeholder(s); {}",
+                        presence.text,
+                        presence.placeholders,
+                        if screen.bracketed_paste { "bracketed paste" } else { "plain typing (no bracketed paste)" }
+                    ),
+                );
+            }
+        }
+        let _ = settings;
+        out.actions.push(Action::Write { token, session: session.to_string(), generation: flight.generation, bytes });
+    }
+
+    fn press_enter(&mut self, session: &str, now: Instant, now_ms: u64, out: &mut Out<'_>) {
+        let Some(flight) = self.session(session).flight.clone() else { return };
+        let activity =
+            self.sessions.get(session).and_then(|q| q.live.as_ref()).map_or(Activity::Unknown, |l| l.activity);
+        let token = self.token(session, flight.attempt);
+        if let Some(f) = self.session(session).flight.as_mut() {
+            f.phase = Phase::Entering;
+            f.waiting = Some(token);
+            f.enters += 1;
+            f.enter_ms = Some(now_ms);
+            if f.enters == 1 {
+                f.activity_at_enter = activity;
+            }
+        }
+        for id in &flight.items {
+            if let Some(item) = self.items.get_mut(id) {
+                item.note(now_ms, "enter", format!("Enter #{}", flight.enters + 1));
+            }
+        }
+        let _ = now;
+        out.actions.push(Action::Write {
+            token,
+            session: session.to_string(),
+            generation: flight.generation,
+            bytes: b"\r".to_vec(),
+        });
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_written(
+        &mut self,
+        session: &str,
+        attempt: u64,
+        token: Token,
+        result: Result<(), String>,
+        now: Instant,
+        now_ms: u64,
+        out: &mut Out<'_>,
+    ) {
+        let Some(flight) = self.session(session).flight.clone() else { return };
+        if flight.attempt != attempt || flight.waiting != Some(token) {
+            return;
+        }
+        let Some((rules, _)) = self.settings(session) else { return };
+        let settings: DeliverySettings = rules.delivery.clone();
+        match (flight.phase, result) {
+            (Phase::Pasting, Ok(())) => {
+                if let Some(f) = self.session(session).flight.as_mut() {
+                    f.phase = Phase::Echo;
+                    f.waiting = None;
+                    f.pasted_ms = Some(now_ms);
+                }
+                for id in &flight.items {
+                    if let Some(item) = self.items.get_mut(id) {
+                        item.note(now_ms, "pasted", format!("{} bytes accepted by the session", flight.text.len()));
+                    }
+                }
+                self.arm(session, TimerKind::Deadline, now + settings.echo_timeout, out);
+                self.arm(session, TimerKind::Poll, now + settings.poll.min(Duration::from_millis(10)), out);
+            }
+            (Phase::Pasting, Err(e)) => {
+                // The master refuses an INPUT frame whole: nothing was typed. Queue it again
+                // and back off.
+                self.session(session).flight = None;
+                for id in &flight.items {
+                    self.transition(
+                        id,
+                        State::Queued,
+                        "refused",
+                        format!("the session refused the paste: {e}; nothing was typed"),
+                        now_ms,
+                        out,
+                    );
+                }
+                self.backoff(session, &format!("the session refused input: {e}"), now, now_ms, out);
+            }
+            (Phase::Entering, Ok(())) => {
+                if let Some(f) = self.session(session).flight.as_mut() {
+                    f.phase = Phase::Submit;
+                    f.waiting = None;
+                }
+                self.arm(session, TimerKind::Deadline, now + settings.submit_timeout, out);
+                self.arm(session, TimerKind::Poll, now + settings.poll, out);
+            }
+            (Phase::Entering, Err(e)) => {
+                self.stick_flight(
+                    session,
+                    StuckClass::SubmitStuck,
+                    format!("the session refused the Enter: {e}"),
+                    now,
+                    now_ms,
+                    out,
+                );
+            }
+            _ => {}
+        }
+    }
+
+    fn read_failed(
+        &mut self,
+        session: &str,
+        flight: &Flight,
+        error: &str,
+        now: Instant,
+        now_ms: u64,
+        out: &mut Out<'_>,
+    ) {
+        match flight.phase {
+            Phase::Baseline if flight.mode == Mode::Deliver => {
+                self.session(session).flight = None;
+                for id in &flight.items {
+                    self.transition(
+                        id,
+                        State::Queued,
+                        "hold",
+                        format!("cannot read the screen: {error}; nothing was typed"),
+                        now_ms,
+                        out,
+                    );
+                }
+                self.backoff(session, &format!("cannot read the screen: {error}"), now, now_ms, out);
+            }
+            Phase::Baseline => self.stick_flight(
+                session,
+                StuckClass::Unobservable,
+                format!("cannot read the screen: {error}"),
+                now,
+                now_ms,
+                out,
+            ),
+            _ => {
+                // Keep trying until the phase's deadline; it decides.
+                if let Some(f) = self.session(session).flight.as_mut() {
+                    f.read_failures += 1;
+                }
+                if let Some((rules, _)) = self.settings(session) {
+                    let poll = rules.delivery.poll;
+                    self.arm(session, TimerKind::Poll, now + poll, out);
+                }
+            }
+        }
+    }
+
+    fn on_persist_failed(
+        &mut self,
+        session: &str,
+        attempt: u64,
+        error: &str,
+        now: Instant,
+        now_ms: u64,
+        out: &mut Out<'_>,
+    ) {
+        // The rest of that batch did not happen. If it was a claim, nothing was typed; if it
+        // was a final state, the item stays `sending` on disk and a restart settles it.
+        let Some(flight) = self.session(session).flight.clone() else { return };
+        if flight.attempt != attempt {
+            return;
+        }
+        self.session(session).flight = None;
+        for id in &flight.items {
+            if let Some(item) = self.items.get_mut(id) {
+                item.note(now_ms, "error", format!("cannot write the item's state: {error}"));
+            }
+        }
+        if flight.pasted_ms.is_none() && flight.mode == Mode::Deliver {
+            for id in &flight.items {
+                if let Some(item) = self.items.get_mut(id) {
+                    item.state = State::Queued;
+                }
+            }
+        }
+        self.backoff(session, &format!("cannot write delivery state: {error}"), now, now_ms, out);
+    }
+
+    fn on_timer(&mut self, key: TimerKey, now: Instant, now_ms: u64, out: &mut Out<'_>) {
+        let session = key.session.clone();
+        if key.kind == TimerKind::Retry {
+            if self.sessions.get(&session).is_some_and(|q| q.retry_at.is_some_and(|t| now < t)) {
+                return;
+            }
+            if let Some(q) = self.sessions.get_mut(&session) {
+                q.retry_at = None;
+            }
+            return self.pump(&session, now, now_ms, out);
+        }
+        let Some(flight) = self.sessions.get(&session).and_then(|q| q.flight.clone()) else { return };
+        if flight.attempt != key.attempt || (key.kind != TimerKind::Poll && key.step != flight.enters) {
+            return;
+        }
+        let Some((rules, _)) = self.settings(&session) else { return };
+        let settings = rules.delivery.clone();
+        match key.kind {
+            TimerKind::Poll => {
+                if matches!(flight.phase, Phase::Echo | Phase::Submit) && flight.waiting.is_none() {
+                    self.request_snapshot(&session, now, out);
+                }
+            }
+            TimerKind::Settle => {
+                if flight.phase == Phase::Settle {
+                    self.request_snapshot(&session, now, out);
+                }
+            }
+            TimerKind::Deadline => match flight.phase {
+                Phase::Echo => {
+                    let class =
+                        if flight.read_failures > 0 { StuckClass::Unobservable } else { StuckClass::PasteMissing };
+                    self.stick_flight(
+                        &session,
+                        class,
+                        format!(
+                            "the paste did not show in the input area within {} ms; not re-pasting",
+                            settings.echo_timeout.as_millis()
+                        ),
+                        now,
+                        now_ms,
+                        out,
+                    );
+                }
+                Phase::Submit => {
+                    if flight.enters <= settings.enter_retries {
+                        // Still verifiably in the box (the last poll said so): Enter again.
+                        for id in &flight.items {
+                            if let Some(item) = self.items.get_mut(id) {
+                                item.note(
+                                    now_ms,
+                                    "retry",
+                                    "the text still sits in the input area; pressing Enter again",
+                                );
+                            }
+                        }
+                        self.press_enter(&session, now, now_ms, out);
+                    } else {
+                        let class =
+                            if flight.read_failures > 0 { StuckClass::Unobservable } else { StuckClass::SubmitStuck };
+                        self.stick_flight(
+                            &session,
+                            class,
+                            format!("the text stayed in the input area after {} Enter(s)", flight.enters),
+                            now,
+                            now_ms,
+                            out,
+                        );
+                    }
+                }
+                _ => {}
+            },
+            TimerKind::Retry => {}
+        }
+    }
+
+    fn backoff(&mut self, session: &str, why: &str, now: Instant, now_ms: u64, out: &mut Out<'_>) {
+        let q = self.session(session);
+        q.failures = (q.failures + 1).min(16);
+        let delay = BACKOFF_BASE.saturating_mul(1 << (q.failures - 1).min(6)).min(BACKOFF_MAX);
+        q.retry_at = Some(now + delay);
+        self.set_hold(session, format!("{why}; retrying in {} s", delay.as_secs()), now_ms);
+        self.arm_retry(session, now + delay, out);
+    }
+
+    fn submitted(&mut self, session: &str, evidence: String, now: Instant, now_ms: u64, out: &mut Out<'_>) {
+        let Some(flight) = self.session(session).flight.take() else { return };
+        self.session(session).failures = 0;
+        for id in &flight.items {
+            self.transition(id, State::Delivered, "delivered", evidence.clone(), now_ms, out);
+        }
+        if let Some(client) = flight.reply_to {
+            out.actions.push(Action::Reply { client, ok: true, message: format!("delivered: {evidence}"), item: None });
+        }
+        self.pump(session, now, now_ms, out);
+    }
+
+    fn stick_flight(
+        &mut self,
+        session: &str,
+        class: StuckClass,
+        detail: String,
+        now: Instant,
+        now_ms: u64,
+        out: &mut Out<'_>,
+    ) {
+        let Some(flight) = self.session(session).flight.take() else { return };
+        for id in &flight.items {
+            self.stick(id, class, detail.clone(), now_ms, out);
+        }
+        if let Some(client) = flight.reply_to {
+            out.actions.push(Action::Reply {
+                client,
+                ok: false,
+                message: format!("stuck ({}): {detail}", class.as_str()),
+                item: None,
+            });
+        }
+        // The next items go on their own: a stuck one never blocks the queue.
+        self.pump(session, now, now_ms, out);
+    }
+
+    /// Settle items found `sending` at start-up, one at a time, once the session is observable.
+    fn recover(&mut self, session: &str, now: Instant, now_ms: u64, out: &mut Out<'_>) {
+        let q = self.session(session);
+        if q.flight.is_some() {
+            return;
+        }
+        let Some(live) = q.live.clone() else { return };
+        let sending: Vec<ItemId> = q
+            .items
+            .clone()
+            .into_iter()
+            .filter(|id| self.items.get(id).is_some_and(|i| i.state == State::Sending))
+            .collect();
+        let Some(first) = sending.first().cloned() else { return };
+        let generation_matches =
+            self.items.get(&first).is_some_and(|i| i.generation.is_none_or(|g| g == live.generation));
+        if !generation_matches {
+            for id in sending {
+                self.stick(
+                    &id,
+                    StuckClass::Interrupted,
+                    "the session restarted while it was being delivered".into(),
+                    now_ms,
+                    out,
+                );
+            }
+            return;
+        }
+        // A digest claimed together is recovered together.
+        let group: Vec<ItemId> = match self.items.get(&first) {
+            Some(item) if !item.digest_with.is_empty() => {
+                let mut g: Vec<ItemId> =
+                    std::iter::once(first.clone()).chain(item.digest_with.iter().cloned()).collect();
+                g.retain(|id| self.items.get(id).is_some_and(|i| i.state == State::Sending));
+                g.sort();
+                g
+            }
+            _ => vec![first],
+        };
+        self.start_flight(session, group, live, Mode::Recover, None, now, now_ms, out);
+    }
+
+    // ----- operator commands -----
+
+    fn on_command(&mut self, client: u64, command: Command, now: Instant, now_ms: u64, out: &mut Out<'_>) {
+        let reply = |out: &mut Out<'_>, ok: bool, message: String| {
+            out.actions.push(Action::Reply { client, ok, message, item: None })
+        };
+        match command {
+            Command::Pause { session, reason } => {
+                self.session(&session).paused = Some(reason);
+                self.pump(&session, now, now_ms, out);
+                reply(out, true, format!("paused delivery to {session}"));
+            }
+            Command::Resume { session } => {
+                let was = self.session(&session).paused.take();
+                self.session(&session).retry_at = None;
+                self.pump(&session, now, now_ms, out);
+                reply(
+                    out,
+                    true,
+                    if was.is_some() {
+                        format!("resumed delivery to {session}")
+                    } else {
+                        format!("{session} was not paused")
+                    },
+                );
+            }
+            Command::Drop(id) => match self.items.get(&id).map(|i| (i.state, i.session.clone())) {
+                None => reply(out, false, format!("no pending item {id} (it may be delivered or dropped already)")),
+                Some((State::Sending, _)) => {
+                    reply(out, false, format!("item {id} is being delivered right now; drop it once it settles"))
+                }
+                Some((_, session)) => {
+                    self.transition(&id, State::Dropped, "dropped", "dropped by the operator".into(), now_ms, out);
+                    reply(out, true, format!("dropped {id}"));
+                    self.pump(&session, now, now_ms, out);
+                }
+            },
+            Command::Force(id) => {
+                let Some(item) = self.items.get(&id).cloned() else {
+                    return reply(out, false, format!("no pending item {id}"));
+                };
+                if item.state != State::Stuck {
+                    return reply(
+                        out,
+                        false,
+                        format!("item {id} is {}, not stuck; only stuck items are forced", item.state.as_str()),
+                    );
+                }
+                let q = self.session(&item.session);
+                if q.flight.is_some() {
+                    return reply(
+                        out,
+                        false,
+                        format!("another delivery to {} is in flight; force again when it settles", item.session),
+                    );
+                }
+                let Some(live) = q.live.clone() else {
+                    return reply(out, false, format!("session {} is not running", item.session));
+                };
+                if live.lifecycle != Lifecycle::Running {
+                    return reply(out, false, format!("session {} is {}", item.session, live.lifecycle.as_str()));
+                }
+                if live.activity == Activity::Blocked {
+                    return reply(
+                        out,
+                        false,
+                        format!("the agent in {} is waiting for the operator; answer it first", item.session),
+                    );
+                }
+                let mode = if item.stuck == Some(StuckClass::SubmitStuck) { Mode::ForceEnter } else { Mode::Deliver };
+                if let Some(i) = self.items.get_mut(&id) {
+                    i.note(
+                        now_ms,
+                        "forced",
+                        if mode == Mode::ForceEnter { "operator: press Enter" } else { "operator: paste again" },
+                    );
+                }
+                let session = item.session.clone();
+                self.start_flight(&session, vec![id], live, mode, Some(client), now, now_ms, out);
+            }
+        }
+    }
+}
+
+/// Whether a hook's reported prompt line is the delivery's prompt.
+fn hook_matches(line: &str, fp: &Fingerprint) -> bool {
+    let head = &fp.head;
+    !head.is_empty() && (line.starts_with(head.as_str()) || line.contains(head.as_str()))
+}
+
+/// Every session with items in any non-final state (for the daemon's bookkeeping).
+pub fn sessions_with_items(engine: &Engine) -> HashSet<String> {
+    engine.sessions.iter().filter(|(_, q)| !q.items.is_empty()).map(|(n, _)| n.clone()).collect()
+}
+
+#[cfg(test)]
+mod tests;

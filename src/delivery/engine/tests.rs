@@ -1,0 +1,549 @@
+//! The engine against a simulated agent, store and clock — including crashes between any two
+//! actions.
+
+use super::*;
+use crate::delivery::item::{Item, ItemId, State, StuckClass, When};
+use std::collections::BinaryHeap;
+
+/// A small agent: an input box, a transcript, bracketed paste, placeholders for big pastes,
+/// an approval dialog, queueing while working, and the log of what it actually submitted.
+#[derive(Debug, Clone, Default)]
+struct Agent {
+    input: String,
+    placeholder: Option<String>,
+    transcript: Vec<String>,
+    submitted: Vec<String>,
+    queued: Vec<String>,
+    working: bool,
+    dialog: bool,
+    /// Enters swallowed after a paste (paste-burst behaviour).
+    swallow_enters: u32,
+    /// The agent ignores pastes entirely (to provoke paste-missing).
+    deaf: bool,
+    in_paste: bool,
+}
+
+impl Agent {
+    fn write(&mut self, bytes: &[u8]) {
+        let text = String::from_utf8_lossy(bytes).into_owned();
+        if let Some(body) = text.strip_prefix("\x1b[200~").and_then(|t| t.strip_suffix("\x1b[201~")) {
+            if self.deaf || self.dialog {
+                return;
+            }
+            if body.lines().count() > 3 {
+                self.placeholder = Some(format!("[Pasted text #1 +{} lines]", body.lines().count()));
+            }
+            self.input.push_str(body);
+            return;
+        }
+        if text == "\r" {
+            if self.dialog {
+                self.dialog = false;
+                self.transcript.push("approved".into());
+                return;
+            }
+            if self.swallow_enters > 0 {
+                self.swallow_enters -= 1;
+                return;
+            }
+            if self.input.is_empty() {
+                return;
+            }
+            let prompt = std::mem::take(&mut self.input);
+            self.placeholder = None;
+            if self.working {
+                self.queued.push(prompt);
+            } else {
+                self.transcript.push(format!("> {}", prompt.lines().next().unwrap_or("")));
+                self.submitted.push(prompt);
+            }
+            return;
+        }
+        let _ = self.in_paste;
+        self.input.push_str(&text);
+    }
+
+    fn finish_turn(&mut self) {
+        self.working = false;
+        for p in std::mem::take(&mut self.queued) {
+            self.transcript.push(format!("> {}", p.lines().next().unwrap_or("")));
+            self.submitted.push(p);
+        }
+    }
+
+    fn screen(&self) -> ScreenView {
+        let mut lines = self.transcript.clone();
+        if self.dialog {
+            lines.push("Do you want to run this command?".into());
+            lines.push("❯ 1. Yes".into());
+        }
+        lines.push("╭────────────────────────────────────────╮".into());
+        let shown = self.placeholder.clone().unwrap_or_else(|| self.input.clone());
+        let mut first = true;
+        for line in shown.lines() {
+            lines.push(format!("│ {}{line}", if first { "> " } else { "  " }));
+            first = false;
+        }
+        if first {
+            lines.push("│ > ".into());
+        }
+        lines.push("╰────────────────────────────────────────╯".into());
+        lines.push(if self.working { "  working".into() } else { "  idle".into() });
+        ScreenView { lines, bracketed_paste: true, last_typed_ms: None, canonical: false }
+    }
+}
+
+struct World {
+    engine: Engine,
+    agent: Agent,
+    /// What is on disk: id → item.
+    disk: HashMap<ItemId, Item>,
+    timers: BinaryHeap<std::cmp::Reverse<(Instant, TimerKey)>>,
+    t0: Instant,
+    ms: u64,
+    generation: u32,
+    rules: Rc<RuleSet>,
+    replies: Vec<(u64, bool, String)>,
+    /// Actions carried out so far, and a crash after this many (None: never).
+    done: usize,
+    crash_after: Option<usize>,
+    crashed: bool,
+    activity: Activity,
+}
+
+impl World {
+    fn new() -> World {
+        World {
+            engine: Engine::new(),
+            agent: Agent::default(),
+            disk: HashMap::new(),
+            timers: BinaryHeap::new(),
+            t0: Instant::now(),
+            ms: 0,
+            generation: 1,
+            rules: Rc::new(RuleSet::builtin("demo")),
+            replies: Vec::new(),
+            done: 0,
+            crash_after: None,
+            crashed: false,
+            activity: Activity::Idle,
+        }
+    }
+
+    fn now(&self) -> (Instant, u64) {
+        (self.t0 + Duration::from_millis(self.ms), 1_000_000 + self.ms)
+    }
+
+    fn view(&self) -> SessionView {
+        SessionView {
+            name: "s".into(),
+            generation: self.generation,
+            lifecycle: Lifecycle::Running,
+            ready: true,
+            activity: if self.agent.dialog { Activity::Blocked } else { self.activity },
+            wait: self.agent.dialog.then(|| "approval".into()),
+            bracketed_paste: true,
+            rules: self.rules.clone(),
+        }
+    }
+
+    fn item(&mut self, text: &str) -> ItemId {
+        let (_, ms) = self.now();
+        let item = Item::new(
+            ItemId::generate(ms),
+            "s".into(),
+            Some(self.generation),
+            text.into(),
+            When::Now,
+            "test".into(),
+            ms,
+        );
+        let id = item.id.clone();
+        self.disk.insert(id.clone(), item.clone());
+        self.feed(Input::Ingested(item));
+        id
+    }
+
+    /// Feed one input and carry out the resulting actions (and their results), in order.
+    fn feed(&mut self, input: Input) {
+        let mut inputs = VecDeque::from([input]);
+        while let Some(input) = inputs.pop_front() {
+            if self.crashed {
+                return;
+            }
+            let (now, ms) = self.now();
+            let actions = self.engine.handle(input, now, ms);
+            for action in actions {
+                if self.crash_after.is_some_and(|n| self.done >= n) {
+                    self.crashed = true;
+                    return;
+                }
+                self.done += 1;
+                match action {
+                    Action::Persist { item, .. } => {
+                        self.disk.insert(item.id.clone(), item);
+                    }
+                    Action::Snapshot { token, .. } => {
+                        inputs.push_back(Input::Snapshot { token, result: Ok(self.agent.screen()) })
+                    }
+                    Action::Write { token, bytes, .. } => {
+                        self.agent.write(&bytes);
+                        inputs.push_back(Input::Written { token, result: Ok(()) });
+                    }
+                    Action::Arm { at, key } => self.timers.push(std::cmp::Reverse((at, key))),
+                    Action::Reply { client, ok, message, .. } => self.replies.push((client, ok, message)),
+                }
+            }
+        }
+    }
+
+    /// Run timers until nothing is pending or `limit_ms` of virtual time passed.
+    fn settle(&mut self, limit_ms: u64) {
+        let end = self.ms + limit_ms;
+        while let Some(std::cmp::Reverse((at, _))) = self.timers.peek().cloned() {
+            let at_ms = at.duration_since(self.t0).as_millis() as u64;
+            if at_ms > end || self.crashed {
+                break;
+            }
+            let Some(std::cmp::Reverse((_, key))) = self.timers.pop() else { break };
+            self.ms = self.ms.max(at_ms);
+            self.feed(Input::Timer(key));
+        }
+    }
+
+    fn state_of(&self, id: &ItemId) -> State {
+        self.disk[id].state
+    }
+
+    /// Simulate a restart: a fresh engine restored from disk, then the session comes up.
+    fn restart(&mut self) {
+        self.engine = Engine::new();
+        self.timers.clear();
+        self.crashed = false;
+        self.crash_after = None;
+        let items: Vec<Item> = self.disk.values().filter(|i| !i.state.is_final()).cloned().collect();
+        self.feed(Input::Restore(items));
+        let view = self.view();
+        self.feed(Input::Session(view));
+    }
+}
+
+fn started() -> World {
+    let mut w = World::new();
+    let view = w.view();
+    w.feed(Input::Session(view));
+    w
+}
+
+#[test]
+fn an_idle_agent_gets_the_prompt_once_and_it_is_delivered() {
+    let mut w = started();
+    let id = w.item("fix the failing test in parser.rs");
+    w.settle(10_000);
+    assert_eq!(w.agent.submitted, vec!["fix the failing test in parser.rs"]);
+    let item = &w.disk[&id];
+    assert_eq!(item.state, State::Delivered);
+    assert_eq!(item.attempts, 1);
+    let kinds: Vec<&str> = item.evidence.iter().map(|n| n.kind.as_str()).collect();
+    assert_eq!(kinds, ["queued", "claimed", "baseline", "pasted", "echoed", "enter", "delivered"]);
+}
+
+#[test]
+fn persist_comes_before_every_side_effect() {
+    let mut w = started();
+    let (now, ms) = w.now();
+    let item = Item::new(ItemId::generate(ms), "s".into(), Some(1), "hello".into(), When::Now, "t".into(), ms);
+    let actions = w.engine.handle(Input::Ingested(item), now, ms);
+    let persist =
+        actions.iter().position(|a| matches!(a, Action::Persist { item, .. } if item.state == State::Sending));
+    let snapshot = actions.iter().position(|a| matches!(a, Action::Snapshot { .. }));
+    assert!(persist.unwrap() < snapshot.unwrap(), "{actions:?}");
+}
+
+#[test]
+fn mid_turn_delivery_is_queued_by_the_agent_and_submitted_at_turn_end() {
+    let mut w = started();
+    w.agent.working = true;
+    w.activity = Activity::Working;
+    let view = w.view();
+    w.feed(Input::Session(view));
+    let id = w.item("next task");
+    w.settle(10_000);
+    assert_eq!(w.state_of(&id), State::Delivered, "the text left the input box: the agent took it");
+    assert!(w.agent.submitted.is_empty());
+    w.agent.finish_turn();
+    assert_eq!(w.agent.submitted, vec!["next task"]);
+}
+
+#[test]
+fn a_collapsed_paste_is_recognised_by_its_placeholder() {
+    let mut w = started();
+    let text: String = (1..=20).map(|i| format!("line {i} of a long prompt\n")).collect();
+    let id = w.item(&text);
+    w.settle(10_000);
+    assert_eq!(w.state_of(&id), State::Delivered);
+    assert_eq!(w.agent.submitted.len(), 1);
+    assert!(w.disk[&id].evidence.iter().any(|n| n.kind == "echoed" && n.detail.contains("1 placeholder")));
+}
+
+#[test]
+fn an_approval_dialog_holds_delivery_until_it_is_answered() {
+    let mut w = started();
+    w.agent.dialog = true;
+    let view = w.view();
+    w.feed(Input::Session(view));
+    let id = w.item("do not paste me into the dialog");
+    w.settle(10_000);
+    assert_eq!(w.state_of(&id), State::Queued);
+    assert!(w.agent.submitted.is_empty() && w.agent.input.is_empty());
+    assert!(w.engine.queues()[0].hold.as_ref().unwrap().reason.contains("approval"));
+    // The operator answers; the session reports idle again.
+    w.agent.dialog = false;
+    let view = w.view();
+    w.feed(Input::Session(view));
+    w.settle(10_000);
+    assert_eq!(w.state_of(&id), State::Delivered);
+    assert_eq!(w.agent.submitted, vec!["do not paste me into the dialog"]);
+}
+
+#[test]
+fn a_dialog_seen_only_on_screen_also_holds() {
+    let mut w = started();
+    w.agent.dialog = true;
+    // The session's activity has not caught up (still idle): the baseline screen shows it.
+    w.activity = Activity::Idle;
+    let mut view = w.view();
+    view.activity = Activity::Idle;
+    view.wait = None;
+    w.feed(Input::Session(view));
+    let id = w.item("careful");
+    w.settle(500);
+    assert_eq!(w.state_of(&id), State::Queued);
+    assert!(w.agent.input.is_empty(), "nothing typed into the dialog");
+}
+
+#[test]
+fn a_swallowed_enter_is_recovered_by_an_evidence_based_enter() {
+    let mut w = started();
+    w.agent.swallow_enters = 1;
+    let id = w.item("paste burst victim");
+    w.settle(20_000);
+    assert_eq!(w.state_of(&id), State::Delivered);
+    assert_eq!(w.agent.submitted, vec!["paste burst victim"]);
+    assert_eq!(w.disk[&id].evidence.iter().filter(|n| n.kind == "enter").count(), 2);
+}
+
+#[test]
+fn an_enter_that_never_works_ends_submit_stuck_after_bounded_retries() {
+    let mut w = started();
+    w.agent.swallow_enters = 100;
+    let id = w.item("stubborn box");
+    w.settle(60_000);
+    assert_eq!(w.state_of(&id), State::Stuck);
+    assert_eq!(w.disk[&id].stuck, Some(StuckClass::SubmitStuck));
+    assert_eq!(w.disk[&id].evidence.iter().filter(|n| n.kind == "enter").count(), 3);
+    assert!(w.agent.submitted.is_empty());
+    // Force on submit-stuck presses Enter only (never re-pastes).
+    w.agent.swallow_enters = 0;
+    let pastes_before = w.agent.input.matches("stubborn box").count();
+    w.feed(Input::Command { client: 9, command: Command::Force(id.clone()) });
+    w.settle(10_000);
+    assert_eq!(w.state_of(&id), State::Delivered);
+    assert_eq!(w.agent.submitted, vec!["stubborn box"]);
+    assert_eq!(pastes_before, 1);
+    assert!(w.replies.iter().any(|(c, ok, m)| *c == 9 && *ok && m.starts_with("delivered")), "{:?}", w.replies);
+}
+
+#[test]
+fn a_paste_that_never_shows_is_paste_missing_and_never_pasted_again() {
+    let mut w = started();
+    w.agent.deaf = true;
+    let id = w.item("into the void");
+    w.settle(60_000);
+    assert_eq!(w.state_of(&id), State::Stuck);
+    assert_eq!(w.disk[&id].stuck, Some(StuckClass::PasteMissing));
+    assert_eq!(w.disk[&id].attempts, 1);
+    // Force re-pastes (the operator decided).
+    w.agent.deaf = false;
+    w.feed(Input::Command { client: 1, command: Command::Force(id.clone()) });
+    w.settle(10_000);
+    assert_eq!(w.state_of(&id), State::Delivered);
+    assert_eq!(w.disk[&id].attempts, 2);
+}
+
+#[test]
+fn items_released_together_become_one_digest_and_are_delivered_together() {
+    let mut w = World::new();
+    let ids: Vec<ItemId> = (0..3).map(|i| w.item(&format!("message {i}"))).collect();
+    let view = w.view();
+    w.feed(Input::Session(view));
+    w.settle(10_000);
+    assert_eq!(w.agent.submitted.len(), 1, "{:?}", w.agent.submitted);
+    assert!(w.agent.submitted[0].starts_with("You have 3 messages"));
+    for id in &ids {
+        assert_eq!(w.state_of(id), State::Delivered);
+        assert_eq!(w.disk[id].digest_with.len(), 2);
+    }
+}
+
+#[test]
+fn a_newcomer_waits_for_the_delivery_in_flight_and_goes_on_its_own() {
+    let mut w = started();
+    let first = w.item("first");
+    // The first is in flight (echo phase); a second arrives.
+    let second = w.item("second");
+    w.settle(20_000);
+    assert_eq!(w.agent.submitted, vec!["first", "second"]);
+    assert_eq!(w.state_of(&first), State::Delivered);
+    assert_eq!(w.state_of(&second), State::Delivered);
+    assert!(w.disk[&second].digest_with.is_empty());
+}
+
+#[test]
+fn pause_holds_and_resume_releases() {
+    let mut w = started();
+    w.feed(Input::Command { client: 1, command: Command::Pause { session: "s".into(), reason: "lunch".into() } });
+    let id = w.item("after lunch");
+    w.settle(5_000);
+    assert_eq!(w.state_of(&id), State::Queued);
+    assert!(w.engine.queues()[0].hold.as_ref().unwrap().reason.contains("lunch"));
+    w.feed(Input::Command { client: 1, command: Command::Resume { session: "s".into() } });
+    w.settle(5_000);
+    assert_eq!(w.state_of(&id), State::Delivered);
+}
+
+#[test]
+fn drop_removes_a_queued_item_for_good() {
+    let mut w = World::new();
+    let id = w.item("never mind");
+    w.feed(Input::Command { client: 1, command: Command::Drop(id.clone()) });
+    assert_eq!(w.state_of(&id), State::Dropped);
+    let view = w.view();
+    w.feed(Input::Session(view));
+    w.settle(5_000);
+    assert!(w.agent.submitted.is_empty());
+}
+
+#[test]
+fn a_session_that_restarts_gets_queued_items_retargeted_and_in_flight_ones_interrupted() {
+    let mut w = World::new();
+    let id = w.item("for generation one");
+    assert_eq!(w.disk[&id].generation, Some(1));
+    w.generation = 2;
+    let view = w.view();
+    w.feed(Input::Session(view));
+    w.settle(10_000);
+    assert_eq!(w.state_of(&id), State::Delivered);
+    assert_eq!(w.disk[&id].generation, Some(2));
+    assert!(w.disk[&id].evidence.iter().any(|n| n.kind == "retargeted"));
+
+    // Now one in flight when the session goes away after the paste.
+    let mut w = started();
+    w.agent.swallow_enters = 100;
+    let id = w.item("cut off");
+    w.settle(300);
+    w.feed(Input::SessionDown { session: "s".into(), generation: 1 });
+    assert_eq!(w.state_of(&id), State::Stuck);
+    assert_eq!(w.disk[&id].stuck, Some(StuckClass::Interrupted));
+}
+
+#[test]
+fn a_late_result_from_an_old_attempt_changes_nothing() {
+    let mut w = started();
+    let (now, ms) = w.now();
+    let item = Item::new(ItemId::generate(ms), "s".into(), Some(1), "x".into(), When::Now, "t".into(), ms);
+    let id = item.id.clone();
+    w.disk.insert(id.clone(), item.clone());
+    let actions = w.engine.handle(Input::Ingested(item), now, ms);
+    let Some(Action::Snapshot { token, .. }) = actions.iter().find(|a| matches!(a, Action::Snapshot { .. })).cloned()
+    else {
+        panic!("{actions:?}")
+    };
+    // The session restarts before the baseline arrives; the old snapshot then comes in late.
+    w.generation = 2;
+    let view = w.view();
+    let _ = w.engine.handle(Input::Session(view), now, ms);
+    let late = w.engine.handle(Input::Snapshot { token, result: Ok(w.agent.screen()) }, now, ms);
+    assert!(!late.iter().any(|a| matches!(a, Action::Write { .. })), "{late:?}");
+}
+
+#[test]
+fn a_controller_typing_holds_delivery() {
+    let mut w = started();
+    let (now, ms) = w.now();
+    let item = Item::new(ItemId::generate(ms), "s".into(), Some(1), "wait for me".into(), When::Now, "t".into(), ms);
+    let id = item.id.clone();
+    w.disk.insert(id.clone(), item.clone());
+    let actions = w.engine.handle(Input::Ingested(item), now, ms);
+    let token =
+        actions.iter().find_map(|a| if let Action::Snapshot { token, .. } = a { Some(*token) } else { None }).unwrap();
+    let mut screen = w.agent.screen();
+    screen.last_typed_ms = Some(ms - 500);
+    let actions = w.engine.handle(Input::Snapshot { token, result: Ok(screen) }, now, ms);
+    assert!(!actions.iter().any(|a| matches!(a, Action::Write { .. })));
+    assert!(w.engine.queues()[0].hold.as_ref().unwrap().reason.contains("typing"));
+    let retry = actions.iter().find_map(|a| if let Action::Arm { at, .. } = a { Some(*at) } else { None }).unwrap();
+    assert_eq!(retry, now + Duration::from_millis(1500));
+}
+
+#[test]
+fn when_idle_waits_for_the_agent_to_be_idle() {
+    let mut w = started();
+    w.activity = Activity::Working;
+    let view = w.view();
+    w.feed(Input::Session(view));
+    let (_, ms) = w.now();
+    let item = Item::new(ItemId::generate(ms), "s".into(), Some(1), "later".into(), When::Idle, "t".into(), ms);
+    let id = item.id.clone();
+    w.disk.insert(id.clone(), item.clone());
+    w.feed(Input::Ingested(item));
+    w.settle(5_000);
+    assert_eq!(w.state_of(&id), State::Queued);
+    w.activity = Activity::Idle;
+    let view = w.view();
+    w.feed(Input::Session(view));
+    w.settle(5_000);
+    assert_eq!(w.state_of(&id), State::Delivered);
+}
+
+#[test]
+fn a_crash_between_any_two_actions_never_loses_or_duplicates_a_prompt() {
+    // Count the actions of an undisturbed run, then crash after each of them in turn.
+    let run = |crash_after: Option<usize>, swallow: u32| {
+        let mut w = started();
+        w.agent.swallow_enters = swallow;
+        w.crash_after = crash_after;
+        let a = w.item("alpha prompt");
+        let b = w.item("beta prompt");
+        w.settle(30_000);
+        let total = w.done;
+        if w.crashed {
+            w.restart();
+            w.settle(30_000);
+        }
+        (w, [a, b], total)
+    };
+    for swallow in [0, 1] {
+        let (_, _, total) = run(None, swallow);
+        assert!(total > 10);
+        for k in 0..total {
+            let (w, ids, _) = run(Some(k), swallow);
+            for (id, text) in ids.iter().zip(["alpha prompt", "beta prompt"]) {
+                // A digest carries several prompts: count the prompt wherever it appears.
+                let times =
+                    w.agent.submitted.iter().chain(&w.agent.queued).map(|p| p.matches(text).count()).sum::<usize>();
+                let state = w.disk.get(id).map(|i| i.state);
+                assert!(times <= 1, "crash after {k}: {text:?} submitted {times} times");
+                match state {
+                    Some(State::Delivered) => {
+                        assert_eq!(times, 1, "crash after {k}: {text:?} delivered but not submitted")
+                    }
+                    Some(State::Stuck) => {}
+                    // The item never reached the disk (crashed before ingest finished): not accepted.
+                    None => assert_eq!(times, 0),
+                    other => panic!("crash after {k}: {text:?} ended {other:?} (submitted {times})"),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! Per-provider delivery settings: how to type into an agent and how to see that it worked.
+//!
+//! Owns the `[delivery]` table of a provider's rule file (`src/state/rules/<provider>.toml`,
+//! overridable like the rules): the settle delay between paste and Enter, the verification
+//! windows, how many extra Enters are safe, where the input area is and what the agent's paste
+//! placeholder looks like. Invariant: settings are validated when the rule table loads (bad
+//! patterns are errors there, not surprises during a delivery).
+
+use anyhow::{Context, Result};
+use regex::Regex;
+use serde::Deserialize;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct DeliverySpec {
+    submit_delay_ms: Option<u64>,
+    echo_timeout_ms: Option<u64>,
+    submit_timeout_ms: Option<u64>,
+    enter_retries: Option<u32>,
+    poll_ms: Option<u64>,
+    input_top: Option<String>,
+    input_bottom: Option<String>,
+    input_rows: Option<usize>,
+    placeholder: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct DeliverySettings {
+    /// Wait between the paste showing up and the Enter: some agents treat an Enter that
+    /// arrives right after a paste as part of it (Codex's paste-burst window).
+    pub submit_delay: Duration,
+    /// How long the paste may take to show up in the input area before it is stuck.
+    pub echo_timeout: Duration,
+    /// How long each Enter may take to show an effect.
+    pub submit_timeout: Duration,
+    /// Extra Enters allowed while the text verifiably sits in the input area.
+    pub enter_retries: u32,
+    /// Screen polling interval while a delivery is being verified.
+    pub poll: Duration,
+    pub input_top: Option<Regex>,
+    pub input_bottom: Option<Regex>,
+    pub input_rows: usize,
+    pub placeholder: Option<Regex>,
+}
+
+/// 0 ms: most agents take an Enter in the same read as the paste's end marker; those that do
+/// not say so in their table.
+const DEFAULT_SUBMIT_DELAY_MS: u64 = 0;
+/// 4 s for the paste to appear: agents echo within tens of milliseconds even mid-turn; a
+/// paste that has not appeared by then is not going to.
+const DEFAULT_ECHO_TIMEOUT_MS: u64 = 4000;
+/// 2.5 s per Enter: enough for an agent to clear its input box or report the submit.
+const DEFAULT_SUBMIT_TIMEOUT_MS: u64 = 2500;
+/// Two extra Enters at most: pressing Enter on text that verifiably sits in the box is safe,
+/// but a box that ignores three is stuck for a reason an operator should see.
+const DEFAULT_ENTER_RETRIES: u32 = 2;
+/// 25 ms polling while verifying: below the agents' redraw cadence, cheap for the master.
+const DEFAULT_POLL_MS: u64 = 25;
+/// Without recognisable borders, the bottom 6 rows are taken as the input area.
+const DEFAULT_INPUT_ROWS: usize = 6;
+
+impl DeliverySettings {
+    pub fn compile(spec: &DeliverySpec, origin: &str) -> Result<DeliverySettings> {
+        let re = |what: &str, p: &Option<String>| -> Result<Option<Regex>> {
+            p.as_deref()
+                .map(|p| Regex::new(p).with_context(|| format!("delivery.{what} in {origin}: bad pattern {p:?}")))
+                .transpose()
+        };
+        Ok(DeliverySettings {
+            submit_delay: Duration::from_millis(spec.submit_delay_ms.unwrap_or(DEFAULT_SUBMIT_DELAY_MS)),
+            echo_timeout: Duration::from_millis(spec.echo_timeout_ms.unwrap_or(DEFAULT_ECHO_TIMEOUT_MS)),
+            submit_timeout: Duration::from_millis(spec.submit_timeout_ms.unwrap_or(DEFAULT_SUBMIT_TIMEOUT_MS)),
+            enter_retries: spec.enter_retries.unwrap_or(DEFAULT_ENTER_RETRIES),
+            poll: Duration::from_millis(spec.poll_ms.unwrap_or(DEFAULT_POLL_MS).max(5)),
+            input_top: re("input_top", &spec.input_top)?,
+            input_bottom: re("input_bottom", &spec.input_bottom)?,
+            input_rows: spec.input_rows.unwrap_or(DEFAULT_INPUT_ROWS).max(1),
+            placeholder: re("placeholder", &spec.placeholder)?,
+        })
+    }
+
+    /// The settings used when a provider's table has no `[delivery]` section.
+    pub fn defaults() -> DeliverySettings {
+        // The default spec has no patterns, so compiling it cannot fail.
+        DeliverySettings::compile(&DeliverySpec::default(), "defaults").unwrap_or_else(|_| unreachable!())
+    }
+
+    /// The input area of a screen.
+    pub fn input_area<'a>(&self, lines: &'a [String]) -> &'a [String] {
+        super::text::input_area(lines, self.input_top.as_ref(), self.input_bottom.as_ref(), self.input_rows)
+    }
+}
