@@ -116,6 +116,12 @@ pub fn set_nonblocking(fd: BorrowedFd<'_>) -> Result<()> {
     Ok(())
 }
 
+/// Whether the terminal behind `fd` is in canonical (line-edited) mode. For a PTY master this
+/// reads the slave's settings, i.e. what the child asked for.
+pub fn is_canonical(fd: BorrowedFd<'_>) -> bool {
+    nix::sys::termios::tcgetattr(fd).is_ok_and(|t| t.local_flags.contains(nix::sys::termios::LocalFlags::ICANON))
+}
+
 nix::ioctl_write_ptr_bad!(set_winsize_ioctl, libc::TIOCSWINSZ, Winsize);
 nix::ioctl_read_bad!(get_winsize_ioctl, libc::TIOCGWINSZ, Winsize);
 

@@ -379,7 +379,7 @@ pub fn peek(name: &SessionName, json: bool) -> Result<i32> {
     conn.send(&Frame::SnapshotRequest)?;
     let snapshot = loop {
         match conn.recv()? {
-            Frame::Snapshot(s) => break s,
+            Frame::Snapshot(s) => break *s,
             Frame::Error { message, .. } => return Err(failure(1, message)),
             _ => continue,
         }
@@ -387,7 +387,7 @@ pub fn peek(name: &SessionName, json: bool) -> Result<i32> {
     if json {
         println!("{}", serde_json::to_string_pretty(&snapshot)?);
     } else {
-        let mut lines = snapshot.lines;
+        let mut lines = snapshot.screen.lines;
         while lines.last().is_some_and(|l| l.trim().is_empty()) {
             lines.pop();
         }

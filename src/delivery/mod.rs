@@ -9,4 +9,5 @@
 pub mod engine;
 pub mod item;
 pub mod settings;
+pub mod store;
 pub mod text;

@@ -85,6 +85,9 @@ pub enum EventBody {
         from: String,
         to: String,
         evidence: String,
+        /// What a blocked agent waits for (activity changes to blocked only).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        wait: Option<String>,
     },
     Exit {
         code: Option<i32>,
@@ -149,7 +152,7 @@ impl EventBody {
                 Some(d) => format!("hook {provider} {event}: {d}"),
                 None => format!("hook {provider} {event}"),
             },
-            EventBody::State { axis, from, to, evidence } => {
+            EventBody::State { axis, from, to, evidence, .. } => {
                 format!(
                     "{} {from} -> {to} ({evidence})",
                     serde_json::to_value(axis).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()

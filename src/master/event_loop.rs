@@ -37,7 +37,8 @@ use crate::screen::Screen;
 use crate::session::{self, ExitRecord, SessionMeta};
 use crate::state::Authority;
 use crate::wire::{
-    ErrorCode, ExitStatus, Frame, HEADER_LEN, MAX_PAYLOAD, PROTOCOL_VERSION, Role, SessionInfo, encode_output,
+    ErrorCode, ExitStatus, Frame, HEADER_LEN, MAX_PAYLOAD, PROTOCOL_VERSION, Role, SessionInfo, SnapshotReply,
+    encode_output,
 };
 
 const LISTENER: Token = Token(0);
@@ -101,6 +102,8 @@ pub struct Master {
     pub(super) authority: Authority,
     pub(super) state_timer: Option<Instant>,
     pub(super) screen_check_armed: bool,
+    /// When a controller last typed (Unix ms): delivery does not type over a person.
+    last_controller_input_ms: Option<u64>,
     pty_open: bool,
     pty_writable: bool,
     /// The PTY had more to read when the turn budget ran out.
@@ -139,6 +142,7 @@ impl Master {
             authority,
             state_timer: None,
             screen_check_armed: false,
+            last_controller_input_ms: None,
             pty_open: true,
             pty_writable: false,
             pty_pending: false,
@@ -478,6 +482,7 @@ impl Master {
                 }
                 self.flush_input();
                 if role == Role::Controller {
+                    self.last_controller_input_ms = Some(session::now_ms());
                     self.touch_controller(token, now);
                 }
             }
@@ -492,8 +497,14 @@ impl Master {
                 }
             }
             Frame::SnapshotRequest => {
-                let snapshot = Frame::Snapshot(self.screen.snapshot());
-                client.push_control(&snapshot);
+                let reply = SnapshotReply {
+                    screen: self.screen.snapshot(),
+                    generation: self.meta.generation,
+                    last_input_ms: self.last_controller_input_ms,
+                    canonical: crate::pty::is_canonical(self.pty.as_fd()),
+                    state: Some(self.authority.view()),
+                };
+                client.push_control(&Frame::Snapshot(Box::new(reply)));
             }
             Frame::Ping(nonce) => client.push_control(&Frame::Pong(nonce)),
             Frame::Pong(_) => {}

@@ -24,7 +24,10 @@ impl Master {
     /// Announce state changes and re-arm the lease timer.
     pub(super) fn announce(&mut self, changes: Vec<Change>) {
         for c in changes {
-            self.emit(EventBody::State { axis: c.axis, from: c.from, to: c.to, evidence: c.evidence });
+            let wait = (c.axis == crate::events::Axis::Activity && c.to == "blocked")
+                .then(|| self.authority.view().wait)
+                .flatten();
+            self.emit(EventBody::State { axis: c.axis, from: c.from, to: c.to, evidence: c.evidence, wait });
         }
         if let Some(at) = self.authority.next_deadline(Instant::now())
             && self.state_timer != Some(at)

@@ -92,7 +92,7 @@ pub fn decode_frame(header: &Header, payload: &[u8]) -> Result<Frame, DecodeErro
             exact(kind, payload, 0)?;
             Frame::SnapshotRequest
         }
-        FrameType::Snapshot => Frame::Snapshot(json(kind, payload)?),
+        FrameType::Snapshot => Frame::Snapshot(Box::new(json(kind, payload)?)),
         FrameType::Event => Frame::Event(json(kind, payload)?),
         FrameType::Hook => Frame::Hook(json(kind, payload)?),
         FrameType::Detach => {

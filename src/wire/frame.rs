@@ -7,8 +7,6 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-use crate::screen::Snapshot;
-
 /// Frame type byte (header offset 4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
@@ -225,6 +223,26 @@ pub struct SessionInfo {
     pub state: Option<crate::state::StateView>,
 }
 
+/// The reply to SNAPSHOT_REQUEST: the screen, plus what a delivery needs to know about the
+/// session at that instant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotReply {
+    #[serde(flatten)]
+    pub screen: crate::screen::Snapshot,
+    /// Session generation the snapshot belongs to.
+    #[serde(default)]
+    pub generation: u32,
+    /// When a controller last sent input (Unix ms), if ever.
+    #[serde(default)]
+    pub last_input_ms: Option<u64>,
+    /// Whether the child's terminal is in canonical (line-edited) mode.
+    #[serde(default)]
+    pub canonical: bool,
+    /// The agent state authority's view.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<crate::state::StateView>,
+}
+
 /// A decoded frame header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header {
@@ -257,7 +275,7 @@ pub enum Frame {
         data: Vec<u8>,
     },
     SnapshotRequest,
-    Snapshot(Snapshot),
+    Snapshot(Box<SnapshotReply>),
     /// A session event; a JSON object whose schema belongs to the event module.
     Event(serde_json::Map<String, serde_json::Value>),
     Detach,

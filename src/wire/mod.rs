@@ -11,7 +11,7 @@ mod codec;
 mod frame;
 
 pub use codec::{FrameDecoder, decode_frame, decode_header, encode_output};
-pub use frame::{DecodeError, ErrorCode, ExitStatus, Frame, FrameType, Header, Role, SessionInfo};
+pub use frame::{DecodeError, ErrorCode, ExitStatus, Frame, FrameType, Header, Role, SessionInfo, SnapshotReply};
 
 /// Version of the protocol spoken by this build. A master refuses a HELLO with another version.
 pub const PROTOCOL_VERSION: u16 = 1;

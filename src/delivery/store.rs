@@ -1,0 +1,350 @@
+//! Delivery items on disk.
+//!
+//! Owns the files under `<state>/delivery/`: `queue/<session>/<id>.<state>` (one file per item,
+//! its whole JSON record, the extension naming its state), `intake/<id>.json` (prompts written
+//! by `desk send`, durable before `send` returns) and their `.consumed` tombstones, and
+//! `paused.json`. Invariants: every write is atomic and durable (temporary file, fsync,
+//! rename, fsync of the directory); an item has exactly one file at any instant — a
+//! transition first rewrites the record in place, then renames it to its new extension, so a
+//! crash in between leaves the old state with the newer record, never two files and never
+//! none; an intake file is tombstoned only after its queued record is durable.
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+
+use super::item::{Item, ItemId, State};
+use crate::fsutil;
+use crate::paths::{SessionName, ensure_private_dir};
+
+/// Delivered and dropped items (and intake tombstones) are kept this long for inspection.
+pub const KEEP_FINISHED_MS: u64 = 24 * 3600 * 1000;
+
+/// Abort the process here when `DESK_FAILPOINT` names this step: the crash tests' way to stop
+/// the daemon at every step of the pipeline.
+pub fn failpoint(step: &str) {
+    if std::env::var("DESK_FAILPOINT").is_ok_and(|v| v == step) {
+        eprintln!("desk: failpoint {step}: aborting");
+        std::process::abort();
+    }
+}
+
+/// The steps a failpoint can name.
+pub const FAILPOINTS: [&str; 8] = [
+    "after-queue-write",
+    "after-ingest",
+    "after-claim",
+    "before-paste",
+    "after-paste",
+    "before-submit",
+    "after-submit",
+    "mid-rename",
+];
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Pauses {
+    pub version: u32,
+    pub sessions: BTreeMap<String, Pause>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Pause {
+    pub reason: String,
+    pub since_ms: u64,
+}
+
+/// A file the store could not read; it is moved aside (`.bad`), never silently deleted.
+#[derive(Debug, Clone)]
+pub struct Problem {
+    pub path: PathBuf,
+    pub error: String,
+}
+
+pub struct Store {
+    root: PathBuf,
+}
+
+impl Store {
+    /// Open (creating) the store under the state directory.
+    pub fn open(state: &Path) -> Result<Store> {
+        let root = state.join("delivery");
+        for dir in [root.clone(), root.join("queue"), root.join("intake")] {
+            ensure_private_dir(&dir)?;
+        }
+        Ok(Store { root })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn session_dir(&self, session: &str) -> Result<PathBuf> {
+        let name = SessionName::parse(session).map_err(|e| anyhow::anyhow!("bad session name in an item: {e}"))?;
+        Ok(self.root.join("queue").join(name.as_str()))
+    }
+
+    fn item_path(&self, session: &str, id: &ItemId, state: State) -> Result<PathBuf> {
+        Ok(self.session_dir(session)?.join(format!("{id}.{}", state.as_str())))
+    }
+
+    /// Make `item` durable in its state; `from` is the state it has on disk now (equal to
+    /// `item.state` for a new item or a record update).
+    pub fn persist(&self, item: &Item, from: State) -> Result<()> {
+        let dir = self.session_dir(&item.session)?;
+        ensure_private_dir(&dir)?;
+        let bytes = serde_json::to_vec_pretty(item).context("cannot encode an item")?;
+        let old = self.item_path(&item.session, &item.id, from)?;
+        let new = self.item_path(&item.session, &item.id, item.state)?;
+        if from == item.state || !old.exists() {
+            return fsutil::write_atomic(&new, &bytes);
+        }
+        // The record first (in place), then the state (by rename): one file at every instant.
+        fsutil::write_atomic(&old, &bytes)?;
+        failpoint("mid-rename");
+        fs::rename(&old, &new).with_context(|| format!("cannot rename {} to {}", old.display(), new.display()))?;
+        fsutil::sync_dir(&dir)
+    }
+
+    /// Every item on disk (all states), with files that could not be read.
+    pub fn load_all(&self) -> Result<(Vec<Item>, Vec<Problem>)> {
+        let mut items = Vec::new();
+        let mut problems = Vec::new();
+        let queue = self.root.join("queue");
+        for session in read_dir(&queue)? {
+            if !session.is_dir() {
+                continue;
+            }
+            for path in read_dir(&session)? {
+                let Some(state) = path.extension().and_then(|e| e.to_str()).and_then(State::from_ext) else { continue };
+                match read_item(&path) {
+                    Ok(mut item) => {
+                        // The extension is the truth about the state (the record may be newer).
+                        item.state = state;
+                        items.push(item);
+                    }
+                    Err(e) => {
+                        let mut bad = path.clone().into_os_string();
+                        bad.push(".bad");
+                        let _ = fs::rename(&path, &bad);
+                        problems.push(Problem { path, error: format!("{e:#}") });
+                    }
+                }
+            }
+        }
+        items.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok((items, problems))
+    }
+
+    /// One item, in whatever state it is.
+    pub fn find(&self, id: &ItemId) -> Result<Option<Item>> {
+        let queue = self.root.join("queue");
+        for session in read_dir(&queue)? {
+            for state in State::ALL {
+                let path = session.join(format!("{id}.{}", state.as_str()));
+                if path.exists() {
+                    let mut item = read_item(&path)?;
+                    item.state = state;
+                    return Ok(Some(item));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Whether any file of this item exists (for intake de-duplication after a crash).
+    pub fn exists(&self, id: &ItemId, session: &str) -> Result<bool> {
+        for state in State::ALL {
+            if self.item_path(session, id, state)?.exists() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    // ----- intake -----
+
+    fn intake_path(&self, id: &ItemId, ext: &str) -> PathBuf {
+        self.root.join("intake").join(format!("{id}.{ext}"))
+    }
+
+    /// `desk send`'s half: the prompt is durable once this returns.
+    pub fn write_intake(&self, item: &Item) -> Result<()> {
+        let bytes = serde_json::to_vec_pretty(item).context("cannot encode an item")?;
+        fsutil::write_atomic(&self.intake_path(&item.id, "json"), &bytes)
+    }
+
+    /// Intake files waiting to be ingested, oldest first.
+    pub fn pending_intake(&self) -> Result<Vec<PathBuf>> {
+        let mut files: Vec<PathBuf> = read_dir(&self.root.join("intake"))?
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "json"))
+            .collect();
+        files.sort();
+        Ok(files)
+    }
+
+    pub fn intake_file(&self, id: &ItemId) -> PathBuf {
+        self.intake_path(id, "json")
+    }
+
+    /// Move one intake file into the queue. Returns the queued item, or `None` when it had
+    /// been ingested before (a crash between the queue write and the tombstone).
+    pub fn ingest(&self, path: &Path) -> Result<Option<Item>> {
+        let item = read_item(path).with_context(|| format!("intake file {} is unreadable", path.display()))?;
+        if item.state != State::Queued {
+            bail!("intake file {} is not a queued item", path.display());
+        }
+        let fresh = !self.exists(&item.id, &item.session)?;
+        if fresh {
+            self.persist(&item, State::Queued)?;
+            failpoint("after-queue-write");
+        }
+        let mut tomb = path.to_path_buf();
+        tomb.set_extension("consumed");
+        fs::rename(path, &tomb).with_context(|| format!("cannot tombstone {}", path.display()))?;
+        fsutil::sync_dir(&self.root.join("intake"))?;
+        Ok(fresh.then_some(item))
+    }
+
+    /// Remove finished items and tombstones older than [`KEEP_FINISHED_MS`].
+    pub fn sweep(&self, now_ms: u64) -> Result<usize> {
+        let cutoff = std::time::SystemTime::UNIX_EPOCH
+            + std::time::Duration::from_millis(now_ms.saturating_sub(KEEP_FINISHED_MS));
+        let old = |p: &Path| fs::metadata(p).and_then(|m| m.modified()).is_ok_and(|t| t < cutoff);
+        let mut removed = 0;
+        for session in read_dir(&self.root.join("queue"))? {
+            for path in read_dir(&session)? {
+                let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+                if matches!(ext, "delivered" | "dropped") && old(&path) {
+                    fsutil::remove_if_exists(&path)?;
+                    removed += 1;
+                }
+            }
+        }
+        for path in read_dir(&self.root.join("intake"))? {
+            if path.extension().is_some_and(|e| e == "consumed") && old(&path) {
+                fsutil::remove_if_exists(&path)?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
+    // ----- pauses -----
+
+    fn pauses_path(&self) -> PathBuf {
+        self.root.join("paused.json")
+    }
+
+    /// The operator's pauses. A corrupt file is an error (failing open would silently resume
+    /// every held session).
+    pub fn load_pauses(&self) -> Result<Pauses> {
+        match fs::read(self.pauses_path()) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .with_context(|| format!("{} is corrupt; fix or remove it", self.pauses_path().display())),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(Pauses { version: 1, ..Pauses::default() }),
+            Err(e) => Err(e).with_context(|| format!("cannot read {}", self.pauses_path().display())),
+        }
+    }
+
+    pub fn save_pauses(&self, pauses: &Pauses) -> Result<()> {
+        fsutil::write_atomic(&self.pauses_path(), &serde_json::to_vec_pretty(pauses)?)
+    }
+}
+
+fn read_dir(dir: &Path) -> Result<Vec<PathBuf>> {
+    match fs::read_dir(dir) {
+        Ok(entries) => Ok(entries.filter_map(|e| e.ok().map(|e| e.path())).collect()),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e).with_context(|| format!("cannot list {}", dir.display())),
+    }
+}
+
+fn read_item(path: &Path) -> Result<Item> {
+    let bytes = fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    serde_json::from_slice(&bytes).with_context(|| format!("{} is not an item record", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::delivery::item::When;
+
+    fn item(session: &str) -> Item {
+        Item::new(ItemId::generate(1), session.into(), Some(1), "hello".into(), When::Now, "t".into(), 1)
+    }
+
+    fn files(store: &Store, session: &str) -> Vec<String> {
+        let mut v: Vec<String> = read_dir(&store.root.join("queue").join(session))
+            .unwrap()
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn a_transition_leaves_exactly_one_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(tmp.path()).unwrap();
+        let mut it = item("s");
+        store.persist(&it, State::Queued).unwrap();
+        assert_eq!(files(&store, "s"), vec![format!("{}.queued", it.id)]);
+        it.state = State::Sending;
+        it.note(2, "claimed", "attempt 1");
+        store.persist(&it, State::Queued).unwrap();
+        assert_eq!(files(&store, "s"), vec![format!("{}.sending", it.id)]);
+        let (loaded, problems) = store.load_all().unwrap();
+        assert!(problems.is_empty());
+        assert_eq!(loaded, vec![it.clone()]);
+        assert_eq!(store.find(&it.id).unwrap(), Some(it));
+    }
+
+    #[test]
+    fn intake_is_ingested_once_even_after_a_crash_before_the_tombstone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(tmp.path()).unwrap();
+        let it = item("s");
+        store.write_intake(&it).unwrap();
+        let path = store.pending_intake().unwrap().remove(0);
+        // Simulate the crash: the queued record exists but the intake file was not tombstoned.
+        store.persist(&it, State::Queued).unwrap();
+        assert_eq!(store.ingest(&path).unwrap(), None, "already queued: not ingested twice");
+        assert!(store.pending_intake().unwrap().is_empty());
+        assert_eq!(store.load_all().unwrap().0.len(), 1);
+        // A fresh one is ingested and returned.
+        let other = item("s");
+        store.write_intake(&other).unwrap();
+        let path = store.intake_file(&other.id);
+        assert_eq!(store.ingest(&path).unwrap(), Some(other));
+    }
+
+    #[test]
+    fn unreadable_records_are_moved_aside_and_reported() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(tmp.path()).unwrap();
+        let dir = store.root.join("queue").join("s");
+        ensure_private_dir(&dir).unwrap();
+        fs::write(dir.join("01ARZ3NDEKTSV4RRFFQ69G5FAV.queued"), b"{not json").unwrap();
+        let (items, problems) = store.load_all().unwrap();
+        assert!(items.is_empty());
+        assert_eq!(problems.len(), 1);
+        assert!(dir.join("01ARZ3NDEKTSV4RRFFQ69G5FAV.queued.bad").exists());
+    }
+
+    #[test]
+    fn a_corrupt_pause_file_fails_closed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(tmp.path()).unwrap();
+        let mut p = store.load_pauses().unwrap();
+        p.sessions.insert("a".into(), Pause { reason: "lunch".into(), since_ms: 5 });
+        store.save_pauses(&p).unwrap();
+        assert_eq!(store.load_pauses().unwrap().sessions["a"].reason, "lunch");
+        fs::write(store.pauses_path(), b"garbage").unwrap();
+        assert!(store.load_pauses().is_err());
+    }
+}
