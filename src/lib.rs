@@ -3,6 +3,7 @@
 
 pub mod attach;
 pub mod cli;
+pub mod daemon;
 pub mod delivery;
 pub mod demo_agent;
 pub mod events;

@@ -5,6 +5,7 @@
 //! 2 usage errors and "already exists"; `attach` exits with the child's code (128 + N for a
 //! signal) when the session ends.
 
+mod delivery;
 mod events;
 mod explain;
 mod hook;
@@ -87,6 +88,76 @@ enum Command {
     Kill(KillArgs),
     /// Forget an exited session (its exit record and log).
     Rm { name: SessionName },
+    /// Run the delivery daemon (one per user).
+    Serve {
+        /// Stay in the foreground instead of detaching.
+        #[arg(long)]
+        foreground: bool,
+        /// Ask the running daemon to stop.
+        #[arg(long, conflicts_with = "foreground")]
+        stop: bool,
+    },
+    /// Queue a prompt for a session's agent; prints the item id.
+    Send {
+        name: SessionName,
+        /// The prompt (`-` or none: read stdin).
+        text: Option<String>,
+        /// Read the prompt from a file (`-`: stdin).
+        #[arg(long)]
+        file: Option<PathBuf>,
+        /// Deliver as soon as the agent is ready (`now`), or only while it is idle.
+        #[arg(long, value_enum, default_value = "now")]
+        when: WhenArg,
+        /// Who the prompt is from (shown in digests; default: $USER).
+        #[arg(long)]
+        from: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show pending items (queued, sending, stuck) and why a queue is held.
+    Queue {
+        name: Option<SessionName>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one item: its state and evidence timeline.
+    Item {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List stuck items with the reason.
+    Stuck {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Deliver a stuck item again: Enter only for submit-stuck, a new paste otherwise.
+    Force {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Drop a queued or stuck item.
+    Drop {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Hold delivery to a session.
+    Pause {
+        name: SessionName,
+        /// Why (shown in `desk queue`).
+        #[arg(long)]
+        reason: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Let delivery to a session go on.
+    Resume {
+        name: SessionName,
+        #[arg(long)]
+        json: bool,
+    },
     /// Report an agent hook to its session (run by agents' hooks; always exits 0 at once).
     Hook {
         /// The provider whose hook format the payload uses (informational; the session knows).
@@ -180,6 +251,12 @@ fn parse_size(s: &str) -> Result<(u16, u16), String> {
     Ok((cols, rows))
 }
 
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum WhenArg {
+    Now,
+    Idle,
+}
+
 /// A parsed `--detach-key`; `None` disables detaching by key.
 #[derive(Debug, Clone, Copy)]
 struct DetachKey(Option<u8>);
@@ -210,7 +287,7 @@ pub fn parse_signal(s: &str) -> Result<i32, String> {
 /// Parse arguments and run; returns the process exit code.
 pub fn main() -> i32 {
     let cli = Cli::parse();
-    if !matches!(cli.command, Command::Master(_) | Command::Attach(_)) {
+    if !matches!(cli.command, Command::Master(_) | Command::Attach(_) | Command::Serve { .. }) {
         // Short commands die quietly when their reader goes away (`desk events | head`), like
         // any Unix filter; the master and attach handle EPIPE themselves.
         // SAFETY: resetting a signal disposition before any other thread exists.
@@ -246,6 +323,29 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Events { name, follow, json, since } => events::events(&name, follow, json, since),
         Command::Explain { name, json } => explain::explain(&name, json),
         Command::Hook { provider: _, payload } => Ok(hook::hook(payload)),
+        Command::Serve { foreground, stop } => delivery::serve(foreground, stop),
+        Command::Send { name, text, file, when, from, json } => delivery::send(delivery::SendArgs {
+            name,
+            text,
+            file,
+            when: match when {
+                WhenArg::Now => crate::delivery::item::When::Now,
+                WhenArg::Idle => crate::delivery::item::When::Idle,
+            },
+            from,
+            json,
+        }),
+        Command::Queue { name, json } => delivery::queue(name, json),
+        Command::Item { id, json } => delivery::item(&id, json),
+        Command::Stuck { json } => delivery::stuck(json),
+        Command::Force { id, json } => delivery::command(crate::daemon::control::Request::Force { id }, json),
+        Command::Drop { id, json } => delivery::command(crate::daemon::control::Request::Drop { id }, json),
+        Command::Pause { name, reason, json } => {
+            delivery::command(crate::daemon::control::Request::Pause { session: name.to_string(), reason }, json)
+        }
+        Command::Resume { name, json } => {
+            delivery::command(crate::daemon::control::Request::Resume { session: name.to_string() }, json)
+        }
         Command::Kill(a) => sessions::kill(&a.name, a.signal, a.grace),
         Command::Rm { name } => sessions::rm(&name),
         Command::Master(a) => {

@@ -69,6 +69,17 @@ pub struct ScreenView {
     pub canonical: bool,
 }
 
+/// Why an INPUT frame did not go through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteError {
+    /// The master refused the frame whole (its input queue was full, the session is exiting):
+    /// nothing was typed.
+    Refused(String),
+    /// The connection failed before the master answered: the bytes may or may not have been
+    /// typed.
+    Unknown(String),
+}
+
 /// Operator commands that change state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
@@ -111,7 +122,7 @@ pub enum Input {
     /// The master accepted (or refused) an INPUT frame.
     Written {
         token: Token,
-        result: Result<(), String>,
+        result: Result<(), WriteError>,
     },
     /// A persist failed; the rest of its batch was not carried out.
     PersistFailed {
@@ -1029,7 +1040,7 @@ impl Engine {
         session: &str,
         attempt: u64,
         token: Token,
-        result: Result<(), String>,
+        result: Result<(), WriteError>,
         now: Instant,
         now_ms: u64,
         out: &mut Out<'_>,
@@ -1040,6 +1051,17 @@ impl Engine {
         }
         let Some((rules, _)) = self.settings(session) else { return };
         let settings: DeliverySettings = rules.delivery.clone();
+        if let Err(WriteError::Unknown(e)) = &result {
+            let what = if flight.phase == Phase::Pasting { "paste" } else { "Enter" };
+            return self.stick_flight(
+                session,
+                StuckClass::Interrupted,
+                format!("the connection failed before the session confirmed the {what} ({e}); it may or may not have been typed"),
+                now,
+                now_ms,
+                out,
+            );
+        }
         match (flight.phase, result) {
             (Phase::Pasting, Ok(())) => {
                 if let Some(f) = self.session(session).flight.as_mut() {
@@ -1055,7 +1077,7 @@ impl Engine {
                 self.arm(session, TimerKind::Deadline, now + settings.echo_timeout, out);
                 self.arm(session, TimerKind::Poll, now + settings.poll.min(Duration::from_millis(10)), out);
             }
-            (Phase::Pasting, Err(e)) => {
+            (Phase::Pasting, Err(WriteError::Refused(e))) => {
                 // The master refuses an INPUT frame whole: nothing was typed. Queue it again
                 // and back off.
                 self.session(session).flight = None;
@@ -1079,7 +1101,7 @@ impl Engine {
                 self.arm(session, TimerKind::Deadline, now + settings.submit_timeout, out);
                 self.arm(session, TimerKind::Poll, now + settings.poll, out);
             }
-            (Phase::Entering, Err(e)) => {
+            (Phase::Entering, Err(WriteError::Refused(e))) => {
                 self.stick_flight(
                     session,
                     StuckClass::SubmitStuck,

@@ -1,0 +1,314 @@
+//! The delivery commands: `serve`, `send`, `queue`, `item`, `stuck`, `force`, `drop`, `pause`,
+//! `resume`.
+//!
+//! Owns talking to `desk serve` over its control socket and presenting the answers. `send`
+//! writes the prompt durably to the intake first, so it is never lost: if the daemon is down,
+//! the prompt waits there until it starts. Invariant: every command reports what actually
+//! happened (a force waits for the outcome of its delivery and says it).
+
+use anyhow::{Context, Result};
+use std::io::Read;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::failure;
+use crate::daemon::control::{self, Request, Response};
+use crate::delivery::item::{Item, ItemId, When};
+use crate::delivery::store::Store;
+use crate::delivery::text;
+use crate::paths::{Paths, SessionName};
+use crate::session::{self, Connection, Probe, iso8601, now_ms};
+use crate::wire::Role;
+
+/// Short requests are answered in milliseconds; this bounds a wedged daemon.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A force waits for its delivery to settle: echo and submit windows plus retries.
+const FORCE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Prompts above 256 KiB are refused: far beyond any prompt an agent's input box takes.
+const MAX_PROMPT: usize = 256 * 1024;
+
+fn paths() -> Result<Paths> {
+    let paths = Paths::from_env()?;
+    paths.ensure_runtime()?;
+    paths.ensure_state()?;
+    Ok(paths)
+}
+
+fn ask(paths: &Paths, req: &Request, timeout: Duration) -> Result<Response> {
+    let socket = crate::daemon::socket_path(paths);
+    control::request(&socket, req, timeout)
+        .map_err(|e| failure(1, format!("{e:#}\n(is `desk serve` running? start it with: desk serve)")))
+}
+
+fn answer(resp: Response, json: bool) -> Result<i32> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(&resp)?);
+        return Ok(if resp.ok { 0 } else { 1 });
+    }
+    if resp.ok { Ok(0) } else { Err(failure(1, resp.error.unwrap_or_else(|| "failed".into()))) }
+}
+
+// ----- serve -----
+
+pub fn serve(foreground: bool, stop: bool) -> Result<i32> {
+    let paths = paths()?;
+    if stop {
+        let resp = ask(&paths, &Request::Stop, REQUEST_TIMEOUT)?;
+        println!("{}", resp.message.unwrap_or_default());
+        return Ok(0);
+    }
+    if foreground {
+        // SAFETY: fd 3 is passed by a launching `desk serve` (the flag is internal).
+        let ready = std::env::var("DESK_SERVE_READY_FD")
+            .ok()
+            .and_then(|v| v.parse::<i32>().ok())
+            .map(|fd| unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) });
+        crate::daemon::run(ready)?;
+        return Ok(0);
+    }
+    let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("cannot create a pipe")?;
+    let exe = std::env::current_exe().context("cannot find the desk executable")?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(["serve", "--foreground"])
+        .env("DESK_SERVE_READY_FD", "3")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let pipe_fd = std::os::fd::AsRawFd::as_raw_fd(&write_end);
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+            if libc::setsid() == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if pipe_fd == 3 {
+                libc::fcntl(3, libc::F_SETFD, 0);
+            } else if libc::dup2(pipe_fd, 3) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            crate::pty::cloexec_from(4);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().context("cannot start desk serve")?;
+    drop(write_end);
+    let mut report = String::new();
+    let mut fds = [nix::poll::PollFd::new(std::os::fd::AsFd::as_fd(&read_end), nix::poll::PollFlags::POLLIN)];
+    let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(10_000u16));
+    let _ = std::fs::File::from(read_end).read_to_string(&mut report);
+    match report.trim() {
+        "ok" => {
+            println!("desk serve started (pid {})", child.id());
+            Ok(0)
+        }
+        "" => {
+            let status = child.wait().ok();
+            Err(failure(1, format!("desk serve died while starting ({status:?})")))
+        }
+        why => {
+            let _ = child.wait();
+            let code = if why.contains("already running") { 2 } else { 1 };
+            Err(failure(code, why.to_string()))
+        }
+    }
+}
+
+// ----- send -----
+
+pub struct SendArgs {
+    pub name: SessionName,
+    pub text: Option<String>,
+    pub file: Option<PathBuf>,
+    pub when: When,
+    pub from: Option<String>,
+    pub json: bool,
+}
+
+pub fn send(args: SendArgs) -> Result<i32> {
+    let paths = paths()?;
+    let raw = match (&args.text, &args.file) {
+        (Some(t), None) if t == "-" => read_stdin()?,
+        (Some(t), None) => t.clone(),
+        (None, Some(f)) if f.as_os_str() == "-" => read_stdin()?,
+        (None, Some(f)) => std::fs::read_to_string(f).with_context(|| format!("cannot read {}", f.display()))?,
+        (None, None) => read_stdin()?,
+        (Some(_), Some(_)) => return Err(failure(2, "give the prompt as TEXT or --file, not both")),
+    };
+    if raw.len() > MAX_PROMPT {
+        return Err(failure(2, format!("the prompt is {} bytes; the limit is {MAX_PROMPT}", raw.len())));
+    }
+    let clean = text::sanitize(&raw);
+    if clean.trim().is_empty() {
+        return Err(failure(2, "the prompt is empty"));
+    }
+    let removed = raw.chars().count() - clean.chars().count();
+    // Target the generation running now, if any (a restart later retargets it, visibly).
+    let files = paths.session(&args.name);
+    let generation = match session::probe(&files)? {
+        Probe::Live(stream) => Connection::open(stream, Role::Query, 0, 0).ok().map(|c| c.info.generation),
+        _ => None,
+    };
+    if generation.is_none() && !files.meta.exists() {
+        eprintln!("desk: note: no session named {} exists yet; the prompt waits for it", args.name);
+    }
+    let from = args.from.unwrap_or_else(|| std::env::var("USER").unwrap_or_else(|_| "operator".into()));
+    let now = now_ms();
+    let mut item = Item::new(ItemId::generate(now), args.name.to_string(), generation, clean, args.when, from, now);
+    if removed > 0 {
+        item.note(now, "sanitized", format!("{removed} control character(s) removed"));
+    }
+    let store = Store::open(&paths.state)?;
+    store.write_intake(&item)?;
+    let id = item.id.clone();
+    let socket = crate::daemon::socket_path(&paths);
+    let state = match control::request(&socket, &Request::Ingest { id: id.to_string() }, REQUEST_TIMEOUT) {
+        Ok(resp) if resp.ok => resp.data.get("state").and_then(|s| s.as_str()).unwrap_or("queued").to_string(),
+        Ok(resp) => {
+            eprintln!("desk: desk serve did not take it yet: {}", resp.error.unwrap_or_default());
+            "intake".into()
+        }
+        Err(_) => {
+            eprintln!("desk: desk serve is not running; the prompt waits in the intake until it starts");
+            "intake".into()
+        }
+    };
+    if args.json {
+        println!("{}", serde_json::json!({ "id": id, "session": args.name.as_str(), "state": state }));
+    } else {
+        println!("{id}");
+    }
+    Ok(0)
+}
+
+fn read_stdin() -> Result<String> {
+    let mut text = String::new();
+    std::io::stdin()
+        .take(MAX_PROMPT as u64 + 1)
+        .read_to_string(&mut text)
+        .context("cannot read the prompt from stdin")?;
+    Ok(text)
+}
+
+// ----- inspection -----
+
+fn fmt_age(ms: u64) -> String {
+    let d = now_ms().saturating_sub(ms) / 1000;
+    match d {
+        0..=59 => format!("{d}s"),
+        60..=3599 => format!("{}m", d / 60),
+        _ => format!("{}h", d / 3600),
+    }
+}
+
+pub fn queue(session: Option<SessionName>, json: bool) -> Result<i32> {
+    let paths = paths()?;
+    let resp = ask(&paths, &Request::Queue { session: session.map(|s| s.to_string()) }, REQUEST_TIMEOUT)?;
+    if json || !resp.ok {
+        return answer(resp, json);
+    }
+    let queues = resp.data.as_array().cloned().unwrap_or_default();
+    if queues.is_empty() {
+        println!("no pending items");
+        return Ok(0);
+    }
+    for q in queues {
+        let name = q["session"].as_str().unwrap_or("?");
+        let mut head = name.to_string();
+        if let Some(p) = q["paused"].as_str() {
+            head.push_str(&format!("  [paused{}]", if p.is_empty() { String::new() } else { format!(": {p}") }));
+        }
+        if let Some(reason) = q["hold"]["reason"].as_str() {
+            head.push_str(&format!("  held: {reason} ({})", fmt_age(q["hold"]["since_ms"].as_u64().unwrap_or(0))));
+        }
+        println!("{head}");
+        for item in q["items"].as_array().cloned().unwrap_or_default() {
+            let Ok(item) = serde_json::from_value::<Item>(item) else { continue };
+            let mut state = item.state.as_str().to_string();
+            if let Some(class) = item.stuck {
+                state.push_str(&format!("({})", class.as_str()));
+            }
+            println!("  {}  {:<24} {:>4}  {}", item.id, state, fmt_age(item.created_ms), item.preview(60));
+        }
+    }
+    Ok(0)
+}
+
+pub fn item(id: &str, json: bool) -> Result<i32> {
+    let paths = paths()?;
+    let id = ItemId::parse(id).ok_or_else(|| failure(2, format!("{id:?} is not an item id")))?;
+    // Finished items are read from disk even when the daemon is down.
+    let resp = match control::request(
+        &crate::daemon::socket_path(&paths),
+        &Request::Item { id: id.to_string() },
+        REQUEST_TIMEOUT,
+    ) {
+        Ok(resp) => resp,
+        Err(_) => match Store::open(&paths.state)?.find(&id)? {
+            Some(item) => Response::ok("item", serde_json::to_value(item)?),
+            None => return Err(failure(1, format!("no item {id}"))),
+        },
+    };
+    if json || !resp.ok {
+        return answer(resp, json);
+    }
+    let item: Item = serde_json::from_value(resp.data).context("malformed item")?;
+    println!("item {}", item.id);
+    println!("  session   {} (generation {})", item.session, item.generation.map_or("any".into(), |g| g.to_string()));
+    let mut state = item.state.as_str().to_string();
+    if let Some(class) = item.stuck {
+        state.push_str(&format!(" ({})", class.as_str()));
+    }
+    println!("  state     {state}, since {}", &iso8601(item.state_since_ms)[..19]);
+    println!("  when      {}", if item.when == When::Idle { "idle" } else { "now" });
+    println!("  from      {}", item.from);
+    println!("  attempts  {}", item.attempts);
+    if !item.digest_with.is_empty() {
+        println!(
+            "  digest    delivered together with {}",
+            item.digest_with.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", ")
+        );
+    }
+    println!("  text      {}", item.preview(100));
+    println!("  evidence:");
+    for note in &item.evidence {
+        println!("    {}  {:<11} {}", &iso8601(note.at_ms)[11..23], note.kind, note.detail);
+    }
+    Ok(0)
+}
+
+pub fn stuck(json: bool) -> Result<i32> {
+    let paths = paths()?;
+    let resp = ask(&paths, &Request::Stuck, REQUEST_TIMEOUT)?;
+    if json || !resp.ok {
+        return answer(resp, json);
+    }
+    let items: Vec<Item> = serde_json::from_value(resp.data).unwrap_or_default();
+    if items.is_empty() {
+        println!("nothing is stuck");
+    }
+    for item in items {
+        let class = item.stuck.map_or("?", |c| c.as_str());
+        let why = item
+            .evidence
+            .iter()
+            .rev()
+            .find(|n| n.kind == "stuck" || n.kind == "refused")
+            .map(|n| n.detail.clone())
+            .unwrap_or_default();
+        println!("{}  {:<12} {:<14} {}", item.id, item.session, class, item.preview(50));
+        println!("    {why}");
+    }
+    Ok(0)
+}
+
+pub fn command(req: Request, json: bool) -> Result<i32> {
+    let paths = paths()?;
+    let timeout = if matches!(req, Request::Force { .. }) { FORCE_TIMEOUT } else { REQUEST_TIMEOUT };
+    let resp = ask(&paths, &req, timeout)?;
+    if !json && resp.ok {
+        println!("{}", resp.message.clone().unwrap_or_default());
+    }
+    answer(resp, json)
+}

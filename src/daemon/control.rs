@@ -1,0 +1,137 @@
+//! The daemon's control protocol: JSON lines over a unix socket.
+//!
+//! Owns the request and response vocabulary between the `desk` CLI and `desk serve`, and the
+//! blocking client the CLI uses. Every line is one JSON object carrying `"v": 1`; a request
+//! names its command in `"cmd"`; a response says `"ok"` and carries either `"error"` or the
+//! command's data. Invariants: one request per line, one response per request, in order; a
+//! line over [`MAX_LINE`] is refused and the connection closed.
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::Duration;
+
+/// Version of the control protocol.
+pub const CONTROL_VERSION: u32 = 1;
+
+/// 1 MiB per line: requests are small; responses carry at most a few hundred items.
+pub const MAX_LINE: usize = 1 << 20;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "snake_case")]
+pub enum Request {
+    Ping,
+    /// Ingest this intake file now and answer once it is queued.
+    Ingest {
+        id: String,
+    },
+    Queue {
+        session: Option<String>,
+    },
+    Item {
+        id: String,
+    },
+    Stuck,
+    Force {
+        id: String,
+    },
+    Drop {
+        id: String,
+    },
+    Pause {
+        session: String,
+        reason: Option<String>,
+    },
+    Resume {
+        session: String,
+    },
+    Stop,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Envelope<T> {
+    pub v: u32,
+    #[serde(flatten)]
+    pub body: T,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+pub struct Response {
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub data: serde_json::Value,
+}
+
+impl Response {
+    pub fn ok(message: impl Into<String>, data: serde_json::Value) -> Response {
+        Response { ok: true, error: None, message: Some(message.into()), data }
+    }
+
+    pub fn err(error: impl Into<String>) -> Response {
+        Response { ok: false, error: Some(error.into()), message: None, data: serde_json::Value::Null }
+    }
+
+    /// One line, ready to write.
+    pub fn to_line(&self) -> Vec<u8> {
+        let mut line = serde_json::to_vec(&Envelope { v: CONTROL_VERSION, body: self })
+            .unwrap_or_else(|_| br#"{"v":1,"ok":false,"error":"cannot encode the response"}"#.to_vec());
+        line.push(b'\n');
+        line
+    }
+}
+
+/// Parse one request line.
+pub fn parse_request(line: &[u8]) -> Result<Request, String> {
+    let env: Envelope<serde_json::Value> =
+        serde_json::from_slice(line).map_err(|e| format!("not a JSON request: {e}"))?;
+    if env.v != CONTROL_VERSION {
+        return Err(format!(
+            "control protocol version {} is not supported (this daemon speaks {CONTROL_VERSION})",
+            env.v
+        ));
+    }
+    serde_json::from_value(env.body).map_err(|e| format!("bad request: {e}"))
+}
+
+/// The CLI's side: one request, one response.
+pub fn request(socket: &Path, req: &Request, timeout: Duration) -> Result<Response> {
+    let mut stream =
+        UnixStream::connect(socket).with_context(|| format!("cannot reach desk serve at {}", socket.display()))?;
+    stream.set_read_timeout(Some(timeout))?;
+    stream.set_write_timeout(Some(timeout))?;
+    let mut line = serde_json::to_vec(&Envelope { v: CONTROL_VERSION, body: req })?;
+    line.push(b'\n');
+    stream.write_all(&line).context("cannot write to desk serve")?;
+    let mut reader = BufReader::new(stream).take(MAX_LINE as u64);
+    let mut answer = Vec::new();
+    reader.read_until(b'\n', &mut answer).context("desk serve did not answer")?;
+    if answer.is_empty() {
+        bail!("desk serve closed the connection without answering");
+    }
+    let env: Envelope<Response> = serde_json::from_slice(&answer).context("desk serve sent a malformed answer")?;
+    Ok(env.body)
+}
+
+use std::io::Read as _;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_round_trip_with_their_version() {
+        let req = Request::Pause { session: "a".into(), reason: Some("lunch".into()) };
+        let line = serde_json::to_vec(&Envelope { v: 1, body: &req }).unwrap();
+        assert_eq!(String::from_utf8_lossy(&line), r#"{"v":1,"cmd":"pause","session":"a","reason":"lunch"}"#);
+        assert_eq!(parse_request(&line), Ok(req));
+        assert!(parse_request(br#"{"v":2,"cmd":"ping"}"#).unwrap_err().contains("version 2"));
+        assert!(parse_request(br#"{"v":1,"cmd":"explode"}"#).is_err());
+        assert!(parse_request(b"garbage").is_err());
+    }
+}

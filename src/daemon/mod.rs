@@ -1,0 +1,756 @@
+//! `desk serve`: the per-user delivery daemon.
+//!
+//! Owns one mio loop that routes between the delivery engine (`crate::delivery::engine`, pure)
+//! and the world: the control socket (`desk send`, `queue`, `force`, ...), an observer
+//! connection to every running session master ([`masters`]), the item store, inotify on the
+//! runtime and intake directories (so it notices sessions and prompts without polling), signals
+//! and timers. Invariants: one daemon per user (an exclusive lock on `serve.lock`, released by
+//! the kernel when the process dies, so a stale lock is simply taken over); actions are carried
+//! out in the order the engine gave them and a failed persist stops the rest of its batch; no
+//! failure of one item or session stops the daemon — each is logged and reported to the engine,
+//! which holds, retries with backoff or marks the item stuck.
+
+pub mod control;
+pub mod masters;
+
+use anyhow::{Context, Result, bail};
+use mio::net::{UnixListener, UnixStream};
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook_mio::v1_0::Signals;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, AsRawFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+use tracing::{info, warn};
+
+use crate::delivery::engine::{self, Action, Engine, Input, TimerKey};
+use crate::delivery::item::{ItemId, State};
+use crate::delivery::store::{self, Pause, Store};
+use crate::paths::{Paths, SessionName};
+use crate::session::now_ms;
+use crate::state::RuleSet;
+use control::{Request, Response};
+use masters::MasterConn;
+
+const LISTENER: Token = Token(0);
+const SIGNALS: Token = Token(1);
+const INOTIFY: Token = Token(2);
+const FIRST_CONN: usize = 16;
+
+/// Finished items and tombstones are swept hourly: the only timer an idle daemon keeps.
+const SWEEP_EVERY: Duration = Duration::from_secs(3600);
+
+/// Control clients beyond this many are refused; each CLI call is one short connection.
+const MAX_CONTROL_CLIENTS: usize = 64;
+
+pub fn socket_path(paths: &Paths) -> PathBuf {
+    paths.runtime.join("serve.sock")
+}
+
+fn lock_path(paths: &Paths) -> PathBuf {
+    paths.state.join("delivery").join("serve.lock")
+}
+
+/// Hold the one-daemon-per-user lock for the life of the returned file.
+pub fn take_lock(paths: &Paths) -> Result<File> {
+    let path = lock_path(paths);
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut pid = String::new();
+            let _ = file.read_to_string(&mut pid);
+            bail!("desk serve is already running (pid {}); one daemon serves all sessions", pid.trim());
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            return Err(e).with_context(|| format!("cannot lock {}", path.display()));
+        }
+    }
+    file.set_len(0)?;
+    write!(file, "{}", std::process::id())?;
+    file.sync_all()?;
+    Ok(file)
+}
+
+struct ControlConn {
+    stream: UnixStream,
+    inbuf: Vec<u8>,
+    out: Vec<u8>,
+    /// Replies owed to this client (a force waits for its outcome).
+    owed: usize,
+    closed: bool,
+}
+
+struct Daemon {
+    paths: Paths,
+    poll: Poll,
+    listener: UnixListener,
+    signals: Signals,
+    inotify: Inotify,
+    store: Store,
+    engine: Engine,
+    controls: HashMap<Token, ControlConn>,
+    masters: HashMap<Token, MasterConn>,
+    by_session: HashMap<String, Token>,
+    next_token: usize,
+    timers: BinaryHeap<Reverse<(Instant, TimerKey)>>,
+    rules: HashMap<String, Rc<RuleSet>>,
+    inbox: VecDeque<Input>,
+    next_sweep: Instant,
+    stopping: bool,
+    /// Ingest requests waiting for their item to be queued: id → control client.
+    ingest_waiters: Vec<(ItemId, Token)>,
+}
+
+/// Run the daemon in this process until SIGTERM/SIGINT or a `stop` request.
+pub fn run(ready: Option<std::os::fd::OwnedFd>) -> Result<()> {
+    let paths = Paths::from_env()?;
+    paths.ensure_runtime()?;
+    paths.ensure_state()?;
+    let store = Store::open(&paths.state)?;
+    let _lock = match take_lock(&paths) {
+        Ok(lock) => lock,
+        Err(e) => {
+            report_ready(ready, &format!("{e:#}"));
+            return Err(e);
+        }
+    };
+    crate::logging::init_file(&store.root().join("serve.log"));
+    let setup = Daemon::start(paths, store);
+    match setup {
+        Ok(mut daemon) => {
+            report_ready(ready, "ok");
+            info!(pid = std::process::id(), "desk serve started");
+            let result = daemon.run();
+            let _ = std::fs::remove_file(socket_path(&daemon.paths));
+            info!("desk serve stopped");
+            result
+        }
+        Err(e) => {
+            report_ready(ready, &format!("{e:#}"));
+            Err(e)
+        }
+    }
+}
+
+fn report_ready(ready: Option<std::os::fd::OwnedFd>, message: &str) {
+    if let Some(fd) = ready {
+        let mut pipe = File::from(fd);
+        let _ = writeln!(pipe, "{message}");
+    }
+}
+
+impl Daemon {
+    fn start(paths: Paths, store: Store) -> Result<Daemon> {
+        let poll = Poll::new().context("cannot create the event loop")?;
+        let socket = socket_path(&paths);
+        // We hold the lock, so any socket file there is a dead daemon's.
+        crate::fsutil::remove_if_exists(&socket)?;
+        let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
+        let bound = UnixListener::bind(&socket);
+        nix::sys::stat::umask(old);
+        let mut listener = bound.with_context(|| format!("cannot listen on {}", socket.display()))?;
+        poll.registry().register(&mut listener, LISTENER, Interest::READABLE)?;
+        let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP])?;
+        poll.registry().register(&mut signals, SIGNALS, Interest::READABLE)?;
+        let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).context("cannot start inotify")?;
+        let watch = AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO | AddWatchFlags::IN_DELETE;
+        inotify.add_watch(&paths.runtime, watch).context("cannot watch the runtime directory")?;
+        inotify.add_watch(&store.root().join("intake"), watch).context("cannot watch the intake directory")?;
+        poll.registry().register(&mut SourceFd(&inotify.as_fd().as_raw_fd()), INOTIFY, Interest::READABLE)?;
+        let mut daemon = Daemon {
+            paths,
+            poll,
+            listener,
+            signals,
+            inotify,
+            store,
+            engine: Engine::new(),
+            controls: HashMap::new(),
+            masters: HashMap::new(),
+            by_session: HashMap::new(),
+            next_token: FIRST_CONN,
+            timers: BinaryHeap::new(),
+            rules: HashMap::new(),
+            inbox: VecDeque::new(),
+            next_sweep: Instant::now(),
+            stopping: false,
+            ingest_waiters: Vec::new(),
+        };
+        daemon.restore()?;
+        Ok(daemon)
+    }
+
+    /// Start-up: pauses, items, intake, sessions.
+    fn restore(&mut self) -> Result<()> {
+        let pauses = self.store.load_pauses()?;
+        for (session, pause) in pauses.sessions {
+            self.feed(Input::Paused { session, reason: pause.reason });
+        }
+        let (items, problems) = self.store.load_all()?;
+        for p in problems {
+            warn!(path = %p.path.display(), "unreadable item record moved aside: {}", p.error);
+        }
+        let live: Vec<_> = items.into_iter().filter(|i| !i.state.is_final()).collect();
+        info!(items = live.len(), "restored pending items");
+        // Hooks journalled while the daemon was down settle items found `sending`.
+        let mut hook_inputs = Vec::new();
+        for item in live.iter().filter(|i| i.state == State::Sending) {
+            if let Ok(name) = SessionName::parse(&item.session) {
+                for event in crate::events::journal::read_all(&self.paths.session_state(&name)).unwrap_or_default() {
+                    if let crate::events::EventBody::Hook { event: hook, detail, .. } = &event.body
+                        && event.ts_ms + 1000 >= item.state_since_ms
+                    {
+                        hook_inputs.push(Input::Hook {
+                            session: item.session.clone(),
+                            generation: event.generation,
+                            event: hook.clone(),
+                            detail: detail.clone(),
+                            at_ms: event.ts_ms,
+                        });
+                    }
+                }
+            }
+        }
+        let sessions: Vec<String> = live.iter().map(|i| i.session.clone()).collect();
+        self.feed(Input::Restore(live));
+        for input in hook_inputs {
+            self.feed(input);
+        }
+        self.ingest_all();
+        // Connect to every running master; sessions with items but no master are down.
+        let mut connected = std::collections::HashSet::new();
+        if let Ok(names) = self.paths.session_names() {
+            for name in names {
+                if self.connect(name.as_str()) {
+                    connected.insert(name.to_string());
+                }
+            }
+        }
+        for session in sessions {
+            if !connected.contains(&session) {
+                self.feed(Input::SessionDown { session, generation: u32::MAX });
+            }
+        }
+        Ok(())
+    }
+
+    fn run(&mut self) -> Result<()> {
+        let mut events = Events::with_capacity(128);
+        while !self.stopping {
+            let now = Instant::now();
+            if now >= self.next_sweep {
+                self.next_sweep = now + SWEEP_EVERY;
+                match self.store.sweep(now_ms()) {
+                    Ok(n) if n > 0 => info!(removed = n, "swept finished items"),
+                    Ok(_) => {}
+                    Err(e) => warn!("sweep failed: {e:#}"),
+                }
+            }
+            while let Some(Reverse((at, _))) = self.timers.peek() {
+                if *at > now {
+                    break;
+                }
+                let Some(Reverse((_, key))) = self.timers.pop() else { break };
+                self.feed(Input::Timer(key));
+            }
+            let next = self.timers.peek().map(|Reverse((at, _))| *at).unwrap_or(self.next_sweep).min(self.next_sweep);
+            let timeout = next.saturating_duration_since(Instant::now());
+            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e).context("poll failed");
+            }
+            for event in events.iter() {
+                match event.token() {
+                    LISTENER => self.accept(),
+                    SIGNALS => {
+                        for signal in self.signals.pending() {
+                            if signal == SIGTERM || signal == SIGINT {
+                                info!(signal, "stopping");
+                                self.stopping = true;
+                            }
+                        }
+                    }
+                    INOTIFY => self.on_inotify(),
+                    token if self.controls.contains_key(&token) => self.control_event(token),
+                    token if self.masters.contains_key(&token) => self.master_event(token),
+                    _ => {}
+                }
+            }
+            self.reap_connections();
+        }
+        Ok(())
+    }
+
+    fn new_token(&mut self) -> Token {
+        let t = Token(self.next_token);
+        self.next_token += 1;
+        t
+    }
+
+    // ----- engine plumbing -----
+
+    /// Give the engine an input and carry out what follows, until nothing is left.
+    fn feed(&mut self, input: Input) {
+        self.inbox.push_back(input);
+        while let Some(input) = self.inbox.pop_front() {
+            let actions = self.engine.handle(input, Instant::now(), now_ms());
+            self.perform(actions);
+        }
+    }
+
+    fn perform(&mut self, actions: Vec<Action>) {
+        for action in actions {
+            match action {
+                Action::Persist { token, item, from } => {
+                    let claim = from == State::Queued && item.state == State::Sending;
+                    if let Err(e) = self.store.persist(&item, from) {
+                        warn!(item = %item.id, "cannot persist: {e:#}");
+                        // The rest of this batch must not happen: it depended on this write.
+                        self.inbox.push_back(Input::PersistFailed { token, error: format!("{e:#}") });
+                        return;
+                    }
+                    if claim {
+                        store::failpoint("after-claim");
+                    }
+                    self.after_persist(&item.id, item.state);
+                }
+                Action::Snapshot { token, session, generation } => match self.master_for(&session, generation) {
+                    Some(conn) => conn.request_snapshot(token),
+                    None => self.inbox.push_back(Input::Snapshot {
+                        token,
+                        result: Err(format!("session {session} is not connected")),
+                    }),
+                },
+                Action::Write { token, session, generation, bytes } => {
+                    let enter = bytes == b"\r";
+                    store::failpoint(if enter { "before-submit" } else { "before-paste" });
+                    match self.master_for(&session, generation) {
+                        Some(conn) => {
+                            conn.write_input(token, bytes);
+                            if std::env::var_os("DESK_FAILPOINT").is_some() {
+                                conn.flush_blocking();
+                            }
+                        }
+                        None => self.inbox.push_back(Input::Written {
+                            token,
+                            result: Err(engine::WriteError::Refused(format!("session {session} is not connected"))),
+                        }),
+                    }
+                    store::failpoint(if enter { "after-submit" } else { "after-paste" });
+                }
+                Action::Arm { at, key } => self.timers.push(Reverse((at, key))),
+                Action::Reply { client, ok, message, item } => {
+                    let data = item.map(|i| serde_json::to_value(*i).unwrap_or_default()).unwrap_or_default();
+                    let response = if ok { Response::ok(message, data) } else { Response::err(message) };
+                    self.reply(Token(client as usize), response);
+                }
+            }
+        }
+    }
+
+    fn after_persist(&mut self, id: &ItemId, state: State) {
+        let waiting: Vec<Token> = self.ingest_waiters.iter().filter(|(i, _)| i == id).map(|(_, t)| *t).collect();
+        if waiting.is_empty() {
+            return;
+        }
+        self.ingest_waiters.retain(|(i, _)| i != id);
+        for client in waiting {
+            self.reply(
+                client,
+                Response::ok(format!("{id} {}", state.as_str()), serde_json::json!({ "id": id, "state": state })),
+            );
+        }
+    }
+
+    fn master_for(&mut self, session: &str, generation: u32) -> Option<&mut MasterConn> {
+        let token = *self.by_session.get(session)?;
+        let conn = self.masters.get_mut(&token)?;
+        (conn.generation() == Some(generation) && !conn.closed).then_some(conn)
+    }
+
+    // ----- intake -----
+
+    fn ingest_all(&mut self) {
+        match self.store.pending_intake() {
+            Ok(files) => {
+                for path in files {
+                    self.ingest_file(&path);
+                }
+            }
+            Err(e) => warn!("cannot list the intake: {e:#}"),
+        }
+    }
+
+    fn ingest_file(&mut self, path: &std::path::Path) -> Option<ItemId> {
+        match self.store.ingest(path) {
+            Ok(Some(item)) => {
+                let id = item.id.clone();
+                store::failpoint("after-ingest");
+                info!(item = %id, session = %item.session, "queued");
+                self.feed(Input::Ingested(item));
+                Some(id)
+            }
+            Ok(None) => None,
+            Err(e) => {
+                warn!("cannot ingest {}: {e:#}", path.display());
+                let mut bad = path.to_path_buf().into_os_string();
+                bad.push(".bad");
+                let _ = std::fs::rename(path, bad);
+                None
+            }
+        }
+    }
+
+    // ----- sessions -----
+
+    /// Connect to a session's master as an observer. Returns whether it is connected.
+    fn connect(&mut self, session: &str) -> bool {
+        if let Some(token) = self.by_session.get(session)
+            && self.masters.get(token).is_some_and(|c| !c.closed)
+        {
+            return true;
+        }
+        let Ok(name) = SessionName::parse(session) else { return false };
+        let socket = self.paths.session(&name).socket;
+        let stream = match std::os::unix::net::UnixStream::connect(&socket) {
+            Ok(s) => s,
+            Err(_) => return false,
+        };
+        if stream.set_nonblocking(true).is_err() {
+            return false;
+        }
+        let mut stream = UnixStream::from_std(stream);
+        let token = self.new_token();
+        if self.poll.registry().register(&mut stream, token, Interest::READABLE | Interest::WRITABLE).is_err() {
+            return false;
+        }
+        info!(session, "observing");
+        self.masters.insert(token, MasterConn::new(session.to_string(), stream));
+        self.by_session.insert(session.to_string(), token);
+        true
+    }
+
+    fn master_event(&mut self, token: Token) {
+        let Daemon { masters, rules, paths, .. } = self;
+        let mut load = |provider: &str| load_rules(rules, &paths.config, provider);
+        let mut inbox = VecDeque::new();
+        if let Some(conn) = masters.get_mut(&token) {
+            conn.flush();
+            conn.readable(&mut load, &mut inbox);
+        }
+        for input in inbox {
+            self.feed(input);
+        }
+    }
+
+    fn reap_connections(&mut self) {
+        let closed: Vec<Token> = self.masters.iter().filter(|(_, c)| c.closed).map(|(t, _)| *t).collect();
+        for token in closed {
+            if let Some(mut conn) = self.masters.remove(&token) {
+                let _ = self.poll.registry().deregister(&mut conn.stream);
+                if self.by_session.get(&conn.session) == Some(&token) {
+                    self.by_session.remove(&conn.session);
+                }
+                info!(session = %conn.session, "session connection ended");
+                let mut inbox = VecDeque::new();
+                conn.fail_pending(&mut inbox);
+                for input in inbox {
+                    self.feed(input);
+                }
+                if let Some(generation) = conn.generation() {
+                    self.feed(Input::SessionDown { session: conn.session.clone(), generation });
+                }
+                // A new master may already be listening (a quick restart).
+                let session = conn.session.clone();
+                self.connect(&session);
+            }
+        }
+        let done: Vec<Token> =
+            self.controls.iter().filter(|(_, c)| c.closed && c.out.is_empty()).map(|(t, _)| *t).collect();
+        for token in done {
+            if let Some(mut conn) = self.controls.remove(&token) {
+                let _ = self.poll.registry().deregister(&mut conn.stream);
+            }
+        }
+    }
+
+    fn on_inotify(&mut self) {
+        let events = match self.inotify.read_events() {
+            Ok(events) => events,
+            Err(nix::errno::Errno::EAGAIN) => return,
+            Err(e) => {
+                warn!("inotify read failed: {e}");
+                return;
+            }
+        };
+        let mut ingest = false;
+        for event in events {
+            let Some(name) = event.name.as_ref().and_then(|n| n.to_str()).map(String::from) else { continue };
+            if let Some(session) = name.strip_suffix(".sock") {
+                if event.mask.contains(AddWatchFlags::IN_CREATE) || event.mask.contains(AddWatchFlags::IN_MOVED_TO) {
+                    self.connect(session);
+                }
+            } else if name.ends_with(".json") && !name.starts_with('.') && name.len() == 31 {
+                ingest = true;
+            }
+        }
+        if ingest {
+            self.ingest_all();
+        }
+    }
+
+    // ----- control clients -----
+
+    fn accept(&mut self) {
+        loop {
+            let (mut stream, _) = match self.listener.accept() {
+                Ok(pair) => pair,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    warn!("accept failed: {e}");
+                    return;
+                }
+            };
+            let uid =
+                nix::sys::socket::getsockopt(&stream, nix::sys::socket::sockopt::PeerCredentials).map(|c| c.uid());
+            if uid.ok() != Some(nix::unistd::geteuid().as_raw()) || self.controls.len() >= MAX_CONTROL_CLIENTS {
+                let _ = stream.write_all(&Response::err("refused").to_line());
+                continue;
+            }
+            let token = self.new_token();
+            if self.poll.registry().register(&mut stream, token, Interest::READABLE | Interest::WRITABLE).is_ok() {
+                self.controls
+                    .insert(token, ControlConn { stream, inbuf: Vec::new(), out: Vec::new(), owed: 0, closed: false });
+            }
+        }
+    }
+
+    fn control_event(&mut self, token: Token) {
+        let mut requests = Vec::new();
+        if let Some(conn) = self.controls.get_mut(&token) {
+            flush_control(conn);
+            let mut buf = [0u8; 16 * 1024];
+            loop {
+                match conn.stream.read(&mut buf) {
+                    Ok(0) => {
+                        conn.closed = true;
+                        break;
+                    }
+                    Ok(n) => conn.inbuf.extend_from_slice(&buf[..n]),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(_) => {
+                        conn.closed = true;
+                        break;
+                    }
+                }
+            }
+            while let Some(end) = conn.inbuf.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = conn.inbuf.drain(..=end).collect();
+                requests.push(control::parse_request(&line));
+            }
+            if conn.inbuf.len() > control::MAX_LINE {
+                conn.inbuf.clear();
+                conn.out.extend_from_slice(&Response::err("request line too long").to_line());
+                conn.closed = true;
+            }
+        }
+        for request in requests {
+            if let Some(conn) = self.controls.get_mut(&token) {
+                conn.owed += 1;
+            }
+            match request {
+                Ok(request) => self.handle_request(token, request),
+                Err(e) => self.reply(token, Response::err(e)),
+            }
+        }
+    }
+
+    fn reply(&mut self, token: Token, response: Response) {
+        if let Some(conn) = self.controls.get_mut(&token) {
+            conn.out.extend_from_slice(&response.to_line());
+            conn.owed = conn.owed.saturating_sub(1);
+            flush_control(conn);
+        }
+    }
+
+    fn handle_request(&mut self, client: Token, request: Request) {
+        match request {
+            Request::Ping => self
+                .reply(client, Response::ok("desk serve is running", serde_json::json!({ "pid": std::process::id() }))),
+            Request::Stop => {
+                self.stopping = true;
+                self.reply(client, Response::ok("stopping", serde_json::Value::Null));
+            }
+            Request::Ingest { id } => {
+                let Some(id) = ItemId::parse(&id) else {
+                    return self.reply(client, Response::err(format!("{id:?} is not an item id")));
+                };
+                let path = self.store.intake_file(&id);
+                if path.exists() {
+                    self.ingest_waiters.push((id.clone(), client));
+                    if self.ingest_file(&path).is_some() || !self.ingest_waiters.iter().any(|(i, _)| *i == id) {
+                        // Answered from after_persist, or below.
+                    }
+                }
+                if self.ingest_waiters.iter().any(|(i, c)| *i == id && *c == client) {
+                    self.ingest_waiters.retain(|(i, c)| !(*i == id && *c == client));
+                    let state = self
+                        .engine
+                        .item(&id)
+                        .map(|i| i.state)
+                        .or_else(|| self.store.find(&id).ok().flatten().map(|i| i.state));
+                    match state {
+                        Some(state) => self.reply(
+                            client,
+                            Response::ok(
+                                format!("{id} {}", state.as_str()),
+                                serde_json::json!({ "id": id, "state": state }),
+                            ),
+                        ),
+                        None => self.reply(client, Response::err(format!("item {id} was not found"))),
+                    }
+                } else if !path.exists() && self.engine.item(&id).is_none() {
+                    let state = self.store.find(&id).ok().flatten().map(|i| i.state);
+                    match state {
+                        Some(state) => self.reply(
+                            client,
+                            Response::ok(
+                                format!("{id} {}", state.as_str()),
+                                serde_json::json!({ "id": id, "state": state }),
+                            ),
+                        ),
+                        None => self.reply(client, Response::err(format!("item {id} was not found"))),
+                    }
+                } else if !path.exists() {
+                    let state = self.engine.item(&id).map(|i| i.state).unwrap_or(State::Queued);
+                    self.reply(
+                        client,
+                        Response::ok(
+                            format!("{id} {}", state.as_str()),
+                            serde_json::json!({ "id": id, "state": state }),
+                        ),
+                    );
+                }
+            }
+            Request::Queue { session } => {
+                let queues: Vec<_> = self
+                    .engine
+                    .queues()
+                    .into_iter()
+                    .filter(|q| session.as_ref().is_none_or(|s| *s == q.session))
+                    .collect();
+                self.reply(client, Response::ok("queues", serde_json::to_value(queues).unwrap_or_default()));
+            }
+            Request::Item { id } => {
+                let Some(id) = ItemId::parse(&id) else {
+                    return self.reply(client, Response::err(format!("{id:?} is not an item id")));
+                };
+                let item = self.engine.item(&id).cloned().or_else(|| self.store.find(&id).ok().flatten());
+                match item {
+                    Some(item) => {
+                        self.reply(client, Response::ok("item", serde_json::to_value(item).unwrap_or_default()))
+                    }
+                    None => self.reply(client, Response::err(format!("no item {id}"))),
+                }
+            }
+            Request::Stuck => {
+                let stuck = self.engine.stuck();
+                self.reply(client, Response::ok("stuck", serde_json::to_value(stuck).unwrap_or_default()));
+            }
+            Request::Force { id } => {
+                let Some(id) = ItemId::parse(&id) else {
+                    return self.reply(client, Response::err(format!("{id:?} is not an item id")));
+                };
+                self.feed(Input::Command { client: client.0 as u64, command: engine::Command::Force(id) });
+            }
+            Request::Drop { id } => {
+                let Some(id) = ItemId::parse(&id) else {
+                    return self.reply(client, Response::err(format!("{id:?} is not an item id")));
+                };
+                self.feed(Input::Command { client: client.0 as u64, command: engine::Command::Drop(id) });
+            }
+            Request::Pause { session, reason } => {
+                let reason = reason.unwrap_or_default().trim().to_string();
+                if let Err(e) = self.update_pauses(|p| {
+                    p.sessions.insert(session.clone(), Pause { reason: reason.clone(), since_ms: now_ms() });
+                }) {
+                    return self.reply(client, Response::err(format!("cannot record the pause: {e:#}")));
+                }
+                self.feed(Input::Command {
+                    client: client.0 as u64,
+                    command: engine::Command::Pause { session, reason },
+                });
+            }
+            Request::Resume { session } => {
+                if let Err(e) = self.update_pauses(|p| {
+                    p.sessions.remove(&session);
+                }) {
+                    return self.reply(client, Response::err(format!("cannot record the resume: {e:#}")));
+                }
+                self.feed(Input::Command { client: client.0 as u64, command: engine::Command::Resume { session } });
+            }
+        }
+    }
+
+    fn update_pauses(&mut self, change: impl FnOnce(&mut store::Pauses)) -> Result<()> {
+        let mut pauses = self.store.load_pauses()?;
+        change(&mut pauses);
+        self.store.save_pauses(&pauses)
+    }
+}
+
+/// A provider's rules, loaded once (the config directory's table, or the built-in one).
+fn load_rules(cache: &mut HashMap<String, Rc<RuleSet>>, config: &std::path::Path, provider: &str) -> Rc<RuleSet> {
+    cache
+        .entry(provider.to_string())
+        .or_insert_with(|| {
+            Rc::new(RuleSet::load(provider, config).unwrap_or_else(|e| {
+                warn!("{e:#}; using the built-in rules for {provider}");
+                RuleSet::builtin(provider)
+            }))
+        })
+        .clone()
+}
+
+fn flush_control(conn: &mut ControlConn) {
+    while !conn.out.is_empty() {
+        match conn.stream.write(&conn.out) {
+            Ok(0) => {
+                conn.closed = true;
+                conn.out.clear();
+                return;
+            }
+            Ok(n) => {
+                conn.out.drain(..n);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => {
+                conn.closed = true;
+                conn.out.clear();
+                return;
+            }
+        }
+    }
+}
