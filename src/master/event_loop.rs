@@ -461,6 +461,10 @@ impl Master {
                 debug!(client = token.0, ?code, "client reported an error: {message}");
                 client.gone.get_or_insert(Gone::Left);
             }
+            Frame::Hello { .. } => {
+                let reason = "HELLO may be sent only once per connection".to_string();
+                client.close_with(Frame::error(ErrorCode::BadHello, reason.clone()), reason);
+            }
             other => {
                 let reason = format!("{} frames are sent by the master, not by clients", other.kind().name());
                 client.close_with(Frame::error(ErrorCode::Malformed, reason.clone()), reason);

@@ -19,13 +19,13 @@ pub fn decode_header(bytes: &[u8; HEADER_LEN]) -> Result<Header, DecodeError> {
     }
     let allowed = if kind == FrameType::Keyframe { FLAG_MORE } else { 0 };
     if flags & !allowed != 0 || reserved != 0 {
-        return Err(DecodeError::Reserved { kind: kind.name(), flags, reserved });
+        return Err(DecodeError::Reserved { kind, flags, reserved });
     }
     Ok(Header { len, kind, flags })
 }
 
 fn malformed(kind: FrameType, reason: impl Into<String>) -> DecodeError {
-    DecodeError::Malformed { kind: kind.name(), reason: reason.into() }
+    DecodeError::Malformed { kind, reason: reason.into() }
 }
 
 fn exact(kind: FrameType, payload: &[u8], len: usize) -> Result<(), DecodeError> {
@@ -292,5 +292,41 @@ impl FrameDecoder {
             self.buf.drain(..self.start);
             self.start = 0;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode_one(bytes: &[u8]) -> Result<Option<Frame>, DecodeError> {
+        let mut decoder = FrameDecoder::new();
+        decoder.push(bytes);
+        decoder.next_frame()
+    }
+
+    fn with_header(kind: FrameType, payload: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        put_header(&mut out, kind, 0, payload.len());
+        out.extend_from_slice(payload);
+        out
+    }
+
+    #[test]
+    fn a_hello_with_a_wrong_payload_fails_the_handshake() {
+        let mut good = Frame::Hello { version: 1, role: Role::Viewer, cols: 80, rows: 24 }.to_bytes();
+        good[HEADER_LEN] = b'X';
+        let err = decode_one(&good).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::BadHello);
+        assert!(err.to_string().contains("bad magic"), "{err}");
+        let short = with_header(FrameType::Hello, b"DESK\x01\x00\x01\x00");
+        assert_eq!(decode_one(&short).unwrap_err().code(), ErrorCode::BadHello);
+    }
+
+    #[test]
+    fn header_errors_keep_their_own_codes_even_on_hello() {
+        let mut bytes = Frame::Hello { version: 1, role: Role::Viewer, cols: 80, rows: 24 }.to_bytes();
+        bytes[5] = FLAG_MORE;
+        assert_eq!(decode_one(&bytes).unwrap_err().code(), ErrorCode::Malformed);
     }
 }

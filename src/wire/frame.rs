@@ -75,6 +75,12 @@ impl FrameType {
     }
 }
 
+impl fmt::Display for FrameType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// The role a client declares in its HELLO; it decides what the master sends it and what it may
 /// send. Controllers type and resize; viewers only watch; observers receive events and may
 /// inject input (the delivery daemon); queries get nothing unsolicited (`peek`, `ls`, `kill`).
@@ -152,7 +158,8 @@ impl fmt::Display for ExitStatus {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u16)]
 pub enum ErrorCode {
-    /// The first frame was not a well-formed HELLO.
+    /// The handshake failed: the first frame was not a HELLO, a HELLO's payload was malformed
+    /// (size, magic, role, reserved byte), or a second HELLO arrived.
     BadHello = 1,
     /// The HELLO named a protocol version this side does not speak.
     UnsupportedVersion = 2,
@@ -193,6 +200,24 @@ impl ErrorCode {
             11 => PeerRefused,
             _ => return None,
         })
+    }
+
+    /// The name `docs/protocol.md` and the test vectors use.
+    pub fn name(self) -> &'static str {
+        use ErrorCode::*;
+        match self {
+            BadHello => "BAD_HELLO",
+            UnsupportedVersion => "UNSUPPORTED_VERSION",
+            TooLarge => "TOO_LARGE",
+            UnknownType => "UNKNOWN_TYPE",
+            Malformed => "MALFORMED",
+            NotPermitted => "NOT_PERMITTED",
+            InputFull => "INPUT_FULL",
+            TooSlow => "TOO_SLOW",
+            Exiting => "EXITING",
+            Internal => "INTERNAL",
+            PeerRefused => "PEER_REFUSED",
+        }
     }
 }
 
@@ -313,16 +338,19 @@ pub enum DecodeError {
     #[error("unknown frame type 0x{0:02x}")]
     UnknownType(u8),
     #[error("{kind} frame has reserved bits set (flags 0x{flags:02x}, reserved 0x{reserved:04x})")]
-    Reserved { kind: &'static str, flags: u8, reserved: u16 },
+    Reserved { kind: FrameType, flags: u8, reserved: u16 },
     #[error("malformed {kind} frame: {reason}")]
-    Malformed { kind: &'static str, reason: String },
+    Malformed { kind: FrameType, reason: String },
 }
 
 impl DecodeError {
+    /// The code of the ERROR frame that answers this failure. A HELLO whose payload is wrong
+    /// failed the handshake, so it gets `BadHello` rather than the generic `Malformed`.
     pub fn code(&self) -> ErrorCode {
         match self {
             DecodeError::TooLarge { .. } => ErrorCode::TooLarge,
             DecodeError::UnknownType(_) => ErrorCode::UnknownType,
+            DecodeError::Malformed { kind: FrameType::Hello, .. } => ErrorCode::BadHello,
             DecodeError::Reserved { .. } | DecodeError::Malformed { .. } => ErrorCode::Malformed,
         }
     }
