@@ -45,6 +45,12 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
 }
 
 fn json<T: serde::de::DeserializeOwned>(kind: FrameType, b: &[u8]) -> Result<T, DecodeError> {
+    // serde would also read a struct from a JSON array of its fields; the protocol says object,
+    // so a peer cannot come to depend on field order.
+    let first = b.iter().find(|c| !matches!(c, b' ' | b'\t' | b'\n' | b'\r'));
+    if first != Some(&b'{') {
+        return Err(malformed(kind, "body is not a JSON object"));
+    }
     serde_json::from_slice(b).map_err(|e| malformed(kind, format!("invalid JSON body: {e}")))
 }
 
@@ -298,6 +304,7 @@ impl FrameDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::screen::{Cursor, Modes, Snapshot};
 
     fn decode_one(bytes: &[u8]) -> Result<Option<Frame>, DecodeError> {
         let mut decoder = FrameDecoder::new();
@@ -328,5 +335,26 @@ mod tests {
         let mut bytes = Frame::Hello { version: 1, role: Role::Viewer, cols: 80, rows: 24 }.to_bytes();
         bytes[5] = FLAG_MORE;
         assert_eq!(decode_one(&bytes).unwrap_err().code(), ErrorCode::Malformed);
+    }
+
+    #[test]
+    fn json_bodies_must_be_objects_not_arrays_of_fields() {
+        let snapshot = Snapshot {
+            cols: 80,
+            rows: 24,
+            cursor: Cursor { row: 0, col: 0, visible: true },
+            title: String::new(),
+            modes: Modes::default(),
+            lines: Vec::new(),
+        };
+        let as_object = serde_json::to_value(&snapshot).unwrap();
+        let fields = ["cols", "rows", "cursor", "title", "modes", "lines"];
+        let as_array = serde_json::Value::Array(fields.iter().map(|f| as_object[f].clone()).collect());
+        let bytes = with_header(FrameType::Snapshot, &serde_json::to_vec(&as_array).unwrap());
+        let err = decode_one(&bytes).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::Malformed);
+        assert!(err.to_string().contains("not a JSON object"), "{err}");
+        let spaced = with_header(FrameType::Snapshot, format!(" \n{as_object}\r\n").as_bytes());
+        assert_eq!(decode_one(&spaced).unwrap(), Some(Frame::Snapshot(snapshot)));
     }
 }
