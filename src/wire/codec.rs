@@ -357,4 +357,14 @@ mod tests {
         let spaced = with_header(FrameType::Snapshot, format!(" \n{as_object}\r\n").as_bytes());
         assert_eq!(decode_one(&spaced).unwrap(), Some(Frame::Snapshot(snapshot)));
     }
+
+    #[test]
+    fn json_numbers_decode_to_exactly_the_value_sent() {
+        // serde_json's default float parser can be off by one unit in the last place.
+        let value = 5.946782406804386e-300_f64;
+        let mut event = serde_json::Map::new();
+        event.insert("x".into(), serde_json::Value::from(value));
+        let bytes = Frame::Event(event.clone()).to_bytes();
+        assert_eq!(decode_one(&bytes).unwrap(), Some(Frame::Event(event)));
+    }
 }
