@@ -274,6 +274,12 @@ impl FrameDecoder {
         self.buf.len() - self.start
     }
 
+    /// Bytes the buffer holds, including frames already returned but not yet compacted away:
+    /// what the memory bound is about.
+    pub(super) fn held(&self) -> usize {
+        self.buf.len()
+    }
+
     pub fn next_frame(&mut self) -> Result<Option<Frame>, DecodeError> {
         let pending = &self.buf[self.start..];
         if pending.len() < HEADER_LEN {

@@ -9,6 +9,8 @@
 
 mod codec;
 mod frame;
+#[cfg(test)]
+mod proptests;
 
 pub use codec::{FrameDecoder, decode_frame, decode_header, encode_output};
 pub use frame::{DecodeError, ErrorCode, ExitStatus, Frame, FrameType, Header, Role, SessionInfo};
