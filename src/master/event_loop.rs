@@ -728,6 +728,12 @@ impl Master {
             self.clients.values().any(|c| c.needs_keyframe && c.streams_output()).then(|| self.keyframe_frames());
         let exit = Frame::Exit { status, escalated: self.escalated };
         for client in self.clients.values_mut() {
+            if client.role.is_none() {
+                // No WELCOME yet, and no HELLO will be read now: a client's first frame is
+                // WELCOME or ERROR, never EXIT.
+                client.close_with(Frame::error(ErrorCode::Exiting, "the session has exited"), "exited".into());
+                continue;
+            }
             if let Some(frames) = &frames
                 && client.needs_keyframe
                 && client.streams_output()
@@ -758,5 +764,126 @@ impl io::Write for FdWriter<'_> {
     }
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The master driven directly: clients are socket pairs inserted into its table, frames are
+    //! handed to `client_frame` and what each client receives is read from the other end.
+
+    use super::*;
+    use crate::wire::FrameDecoder;
+    use std::os::unix::net::UnixStream as PeerStream;
+
+    struct Rig {
+        master: Master,
+        _dir: tempfile::TempDir,
+        _slave: OwnedFd,
+    }
+
+    fn rig(child_pid: u32) -> Rig {
+        let dir = tempfile::tempdir().unwrap();
+        let file = |ext: &str| dir.path().join(format!("t.{ext}"));
+        let files = SessionPaths { socket: file("sock"), meta: file("json"), exit: file("exit"), log: file("log") };
+        let listener = UnixListener::bind(&files.socket).unwrap();
+        let pty = nix::pty::openpty(None, None).unwrap();
+        crate::pty::set_nonblocking(pty.master.as_fd()).unwrap();
+        let meta = SessionMeta {
+            name: "t".into(),
+            pid: child_pid,
+            master_pid: std::process::id(),
+            command: vec!["sleep".into()],
+            cwd: "/".into(),
+            cols: 80,
+            rows: 24,
+            started_at_ms: 0,
+        };
+        let signals = Signals::new(Vec::<i32>::new()).unwrap();
+        let master =
+            Master::new(files, Poll::new().unwrap(), listener, pty.master, signals, meta, Screen::new(80, 24));
+        Rig { master, _dir: dir, _slave: pty.slave }
+    }
+
+    impl Rig {
+        fn connect(&mut self) -> (Token, PeerStream) {
+            let (ours, theirs) = PeerStream::pair().unwrap();
+            ours.set_nonblocking(true).unwrap();
+            theirs.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+            let token = Token(self.master.next_client);
+            self.master.next_client += 1;
+            let mut client = Client::new(mio::net::UnixStream::from_std(ours), None, Instant::now());
+            client.writable = true;
+            self.master.clients.insert(token, client);
+            (token, theirs)
+        }
+
+        fn send(&mut self, token: Token, frame: Frame) {
+            self.master.client_frame(token, frame, Instant::now());
+            self.master.settle(Instant::now());
+        }
+    }
+
+    /// Everything the peer has received, and whether the master closed the connection.
+    fn received(peer: &mut PeerStream) -> (Vec<Frame>, bool) {
+        let mut decoder = FrameDecoder::new();
+        let mut buf = [0u8; 4096];
+        let closed = loop {
+            match peer.read(&mut buf) {
+                Ok(0) => break true,
+                Ok(n) => decoder.push(&buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break false,
+                Err(e) => panic!("read failed: {e}"),
+            }
+        };
+        let mut frames = Vec::new();
+        while let Some(frame) = decoder.next_frame().unwrap() {
+            frames.push(frame);
+        }
+        (frames, closed)
+    }
+
+    fn hello(role: Role) -> Frame {
+        Frame::Hello { version: PROTOCOL_VERSION, role, cols: 0, rows: 0 }
+    }
+
+    fn error_code(frame: &Frame) -> Option<ErrorCode> {
+        match frame {
+            Frame::Error { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_second_hello_fails_the_handshake_and_closes() {
+        let mut rig = rig(0);
+        let (token, mut peer) = rig.connect();
+        rig.send(token, hello(Role::Query));
+        rig.send(token, hello(Role::Query));
+        let (frames, closed) = received(&mut peer);
+        assert!(matches!(frames[0], Frame::Welcome { .. }), "{frames:?}");
+        assert_eq!(frames.len(), 2, "{frames:?}");
+        assert_eq!(error_code(&frames[1]), Some(ErrorCode::BadHello));
+        assert!(closed);
+    }
+
+    #[test]
+    fn exit_goes_only_to_welcomed_clients_and_is_their_last_frame() {
+        let mut rig = rig(0);
+        let (welcomed, mut welcomed_peer) = rig.connect();
+        rig.send(welcomed, hello(Role::Query));
+        let (_silent, mut silent_peer) = rig.connect();
+        rig.master.on_child_exit(ExitStatus::Code(3));
+        rig.master.settle(Instant::now());
+
+        let (frames, closed) = received(&mut welcomed_peer);
+        assert!(matches!(frames[0], Frame::Welcome { .. }), "{frames:?}");
+        assert_eq!(frames.last(), Some(&Frame::Exit { status: ExitStatus::Code(3), escalated: false }));
+        assert!(closed);
+
+        let (frames, closed) = received(&mut silent_peer);
+        assert_eq!(frames.len(), 1, "{frames:?}");
+        assert_eq!(error_code(&frames[0]), Some(ErrorCode::Exiting));
+        assert!(closed);
     }
 }
