@@ -331,8 +331,8 @@ impl Master {
             if self.clients.len() >= MAX_CLIENTS {
                 warn!(peer_pid = pid, "refused a connection: {MAX_CLIENTS} clients already connected");
                 let refusal = Frame::error(
-                    ErrorCode::Internal,
-                    format!("the session already has {MAX_CLIENTS} clients connected"),
+                    ErrorCode::SessionFull,
+                    format!("the session already has {MAX_CLIENTS} clients connected; try again when one has left"),
                 );
                 let _ = io::Write::write(&mut stream, &refusal.to_bytes());
                 continue;
@@ -885,5 +885,18 @@ mod tests {
         assert_eq!(frames.len(), 1, "{frames:?}");
         assert_eq!(error_code(&frames[0]), Some(ErrorCode::Exiting));
         assert!(closed);
+    }
+
+    #[test]
+    fn a_full_session_refuses_with_its_own_code() {
+        let mut rig = rig(0);
+        let _held: Vec<_> = (0..MAX_CLIENTS).map(|_| rig.connect()).collect();
+        let mut peer = PeerStream::connect(&rig.master.files.socket).unwrap();
+        peer.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+        rig.master.accept(Instant::now());
+        let (frames, closed) = received(&mut peer);
+        assert_eq!(frames.iter().map(error_code).collect::<Vec<_>>(), [Some(ErrorCode::SessionFull)]);
+        assert!(closed);
+        assert_eq!(rig.master.clients.len(), MAX_CLIENTS);
     }
 }

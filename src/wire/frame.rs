@@ -181,6 +181,8 @@ pub enum ErrorCode {
     Internal = 10,
     /// The connecting process belongs to another user.
     PeerRefused = 11,
+    /// The session already serves as many clients as it will.
+    SessionFull = 12,
 }
 
 impl ErrorCode {
@@ -198,6 +200,7 @@ impl ErrorCode {
             9 => Exiting,
             10 => Internal,
             11 => PeerRefused,
+            12 => SessionFull,
             _ => return None,
         })
     }
@@ -217,6 +220,7 @@ impl ErrorCode {
             Exiting => "EXITING",
             Internal => "INTERNAL",
             PeerRefused => "PEER_REFUSED",
+            SessionFull => "SESSION_FULL",
         }
     }
 }
