@@ -6,7 +6,8 @@
 //! gets one full redraw instead of the bytes it missed; a non-streaming client that far behind
 //! is disconnected (events cannot be summarised by a keyframe). Invariants: output deltas are
 //! never queued while a keyframe is pending; control frames (replies, errors, EXIT) are never
-//! dropped while the client is connected; a queue never exceeds its limit by more than one frame.
+//! dropped while the client is connected; a queue never exceeds its limit by more than one frame
+//! (or the rest of a keyframe already started, which is never cut).
 
 use mio::net::UnixStream;
 use std::io;

@@ -3,13 +3,16 @@
 //! [`OutQueue`] owns the encoded frames waiting to be written to one client. Frames are shared
 //! (`Rc`) because the same OUTPUT frame goes to every attached client; a frame is either
 //! written whole or still (partly) queued, so discarding a backlog never cuts a frame and the
-//! stream stays well-formed. [`InputQueue`] owns the bytes waiting to be written to the child's
+//! stream stays well-formed; nor does it cut a keyframe whose first chunk has been written, so a
+//! client never sees one keyframe run into the next. [`InputQueue`] owns the bytes waiting to be written to the child's
 //! PTY; it refuses a push that would exceed its bound instead of growing or dropping bytes.
 //! Neither queue reorders bytes.
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice, Write};
 use std::rc::Rc;
+
+use crate::wire::{FLAG_MORE, FrameType, HEADER_LEN};
 
 /// How many frames one `write_vectored` call gathers: enough to empty a typical backlog in one
 /// system call, small enough for the stack.
@@ -31,6 +34,13 @@ pub struct OutQueue {
     head_off: usize,
     /// Unwritten bytes across all frames.
     queued: usize,
+    /// The last frame written whole was a keyframe chunk with more to follow.
+    mid_keyframe: bool,
+}
+
+/// A KEYFRAME chunk that says more chunks follow.
+fn unfinished_keyframe(frame: &[u8]) -> bool {
+    frame.len() >= HEADER_LEN && frame[4] == FrameType::Keyframe as u8 && frame[5] & FLAG_MORE != 0
 }
 
 impl OutQueue {
@@ -48,16 +58,19 @@ impl OutQueue {
     }
 
     /// Drop every frame not yet started; a partly written front frame is kept so the peer
-    /// receives it whole. Returns the number of bytes discarded.
+    /// receives it whole, and so is the rest of a keyframe the peer has started to receive.
+    /// Returns the number of bytes discarded.
     pub fn discard_backlog(&mut self) -> usize {
-        let keep = if self.head_off > 0 { self.frames.pop_front() } else { None };
         let before = self.queued;
-        self.frames.clear();
-        self.queued = 0;
-        if let Some(head) = keep {
-            self.queued = head.len() - self.head_off;
-            self.frames.push_back(head);
-        } else {
+        let mut keep = 0;
+        let mut started = self.head_off > 0 || self.mid_keyframe;
+        while started && keep < self.frames.len() {
+            started = unfinished_keyframe(&self.frames[keep]);
+            keep += 1;
+        }
+        self.frames.truncate(keep);
+        self.queued = self.frames.iter().map(|f| f.len()).sum::<usize>() - self.head_off;
+        if keep == 0 {
             self.head_off = 0;
         }
         before - self.queued
@@ -91,6 +104,7 @@ impl OutQueue {
             let left = front.len() - self.head_off;
             if n >= left {
                 n -= left;
+                self.mid_keyframe = unfinished_keyframe(front);
                 self.frames.pop_front();
                 self.head_off = 0;
             } else {
@@ -216,6 +230,45 @@ mod tests {
         let mut q = OutQueue::default();
         q.push(frame(b"abc"));
         assert_eq!(q.discard_backlog(), 3);
+        assert!(q.is_empty());
+    }
+
+    fn keyframe(more: bool, data: &[u8]) -> Rc<[u8]> {
+        Rc::from(crate::wire::Frame::Keyframe { more, data: data.to_vec() }.to_bytes())
+    }
+
+    #[test]
+    fn discarding_never_cuts_a_keyframe_whose_first_bytes_are_out() {
+        let mut q = OutQueue::default();
+        let chunks = [keyframe(true, b"\x1bcab"), keyframe(true, b"cd"), keyframe(false, b"ef")];
+        for chunk in &chunks {
+            q.push(chunk.clone());
+        }
+        q.push(frame(b"output"));
+        let mut w = Throttled { got: Vec::new(), budget: 3 };
+        q.flush_to(&mut w).unwrap();
+        assert_eq!(q.discard_backlog(), 6);
+        w.budget = 1000;
+        q.flush_to(&mut w).unwrap();
+        assert_eq!(w.got, chunks.concat());
+    }
+
+    #[test]
+    fn discarding_keeps_the_rest_of_a_keyframe_after_a_whole_first_chunk() {
+        let mut q = OutQueue::default();
+        let chunks = [keyframe(true, b"\x1bcab"), keyframe(false, b"cd")];
+        q.push(chunks[0].clone());
+        q.push(chunks[1].clone());
+        q.push(frame(b"output"));
+        let mut w = Throttled { got: Vec::new(), budget: chunks[0].len() };
+        q.flush_to(&mut w).unwrap();
+        assert_eq!(q.discard_backlog(), 6);
+        w.budget = 1000;
+        q.flush_to(&mut w).unwrap();
+        assert_eq!(w.got, chunks.concat());
+        // The keyframe is complete: the next discard drops everything not started.
+        q.push(frame(b"more"));
+        assert_eq!(q.discard_backlog(), 4);
         assert!(q.is_empty());
     }
 
