@@ -899,4 +899,19 @@ mod tests {
         assert!(closed);
         assert_eq!(rig.master.clients.len(), MAX_CLIENTS);
     }
+
+    #[test]
+    fn a_controller_that_asks_without_reading_is_disconnected_at_the_control_bound() {
+        let mut rig = rig(0);
+        let (token, _peer) = rig.connect();
+        rig.send(token, hello(Role::Controller));
+        let mut asked = 0;
+        while rig.master.clients.contains_key(&token) {
+            assert!(asked < 100_000, "still connected after {asked} unread snapshots");
+            rig.send(token, Frame::SnapshotRequest);
+            asked += 1;
+        }
+        let snapshot = Frame::Snapshot(rig.master.screen.snapshot()).to_bytes().len();
+        assert!(asked * snapshot > super::super::client::CONTROL_QUEUE_LIMIT, "gone after {asked}");
+    }
 }

@@ -4,7 +4,8 @@
 //! (`Rc`) because the same OUTPUT frame goes to every attached client; a frame is either
 //! written whole or still (partly) queued, so discarding a backlog never cuts a frame and the
 //! stream stays well-formed; nor does it cut a keyframe whose first chunk has been written, so a
-//! client never sees one keyframe run into the next. [`InputQueue`] owns the bytes waiting to be written to the child's
+//! client never sees one keyframe run into the next. Discarding drops only stream frames
+//! (OUTPUT, KEYFRAME): replies and errors stay queued, in order. [`InputQueue`] owns the bytes waiting to be written to the child's
 //! PTY; it refuses a push that would exceed its bound instead of growing or dropping bytes.
 //! Neither queue reorders bytes.
 
@@ -36,6 +37,8 @@ pub struct OutQueue {
     queued: usize,
     /// The last frame written whole was a keyframe chunk with more to follow.
     mid_keyframe: bool,
+    /// Bytes of queued frames that are not stream frames (whole frames, the head included).
+    control: usize,
 }
 
 /// A KEYFRAME chunk that says more chunks follow.
@@ -43,9 +46,19 @@ fn unfinished_keyframe(frame: &[u8]) -> bool {
     frame.len() >= HEADER_LEN && frame[4] == FrameType::Keyframe as u8 && frame[5] & FLAG_MORE != 0
 }
 
+/// OUTPUT and KEYFRAME frames: what a keyframe can replace.
+fn stream_frame(frame: &[u8]) -> bool {
+    frame.len() >= HEADER_LEN && (frame[4] == FrameType::Output as u8 || frame[4] == FrameType::Keyframe as u8)
+}
+
+fn control_len(frame: &[u8]) -> usize {
+    if stream_frame(frame) { 0 } else { frame.len() }
+}
+
 impl OutQueue {
     pub fn push(&mut self, frame: Rc<[u8]>) {
         self.queued += frame.len();
+        self.control += control_len(&frame);
         self.frames.push_back(frame);
     }
 
@@ -53,13 +66,18 @@ impl OutQueue {
         self.queued
     }
 
+    /// Bytes of queued replies, errors and other frames a backlog discard keeps.
+    pub fn control_bytes(&self) -> usize {
+        self.control
+    }
+
     pub fn is_empty(&self) -> bool {
         self.queued == 0
     }
 
-    /// Drop every frame not yet started; a partly written front frame is kept so the peer
-    /// receives it whole, and so is the rest of a keyframe the peer has started to receive.
-    /// Returns the number of bytes discarded.
+    /// Drop every stream frame (OUTPUT, KEYFRAME) not yet started; a partly written front frame
+    /// is kept so the peer receives it whole, and so is the rest of a keyframe the peer has
+    /// started to receive. Other frames stay, in order. Returns the number of bytes discarded.
     pub fn discard_backlog(&mut self) -> usize {
         let before = self.queued;
         let mut keep = 0;
@@ -68,11 +86,12 @@ impl OutQueue {
             started = unfinished_keyframe(&self.frames[keep]);
             keep += 1;
         }
-        self.frames.truncate(keep);
-        self.queued = self.frames.iter().map(|f| f.len()).sum::<usize>() - self.head_off;
         if keep == 0 {
             self.head_off = 0;
         }
+        let rest = self.frames.split_off(keep);
+        self.frames.extend(rest.into_iter().filter(|f| !stream_frame(f)));
+        self.queued = self.frames.iter().map(|f| f.len()).sum::<usize>() - self.head_off;
         before - self.queued
     }
 
@@ -105,6 +124,7 @@ impl OutQueue {
             if n >= left {
                 n -= left;
                 self.mid_keyframe = unfinished_keyframe(front);
+                self.control -= control_len(front);
                 self.frames.pop_front();
                 self.head_off = 0;
             } else {
@@ -197,6 +217,10 @@ mod tests {
         Rc::from(bytes)
     }
 
+    fn output(text: &[u8]) -> Rc<[u8]> {
+        Rc::from(crate::wire::Frame::Output(text.to_vec()).to_bytes())
+    }
+
     #[test]
     fn partial_writes_resume_where_they_stopped() {
         let mut q = OutQueue::default();
@@ -214,22 +238,22 @@ mod tests {
     #[test]
     fn discarding_a_backlog_keeps_a_partly_written_frame_whole() {
         let mut q = OutQueue::default();
-        q.push(frame(b"abcdef"));
-        q.push(frame(b"ghi"));
-        q.push(frame(b"jkl"));
+        q.push(output(b"abcdef"));
+        q.push(output(b"ghi"));
+        q.push(output(b"jkl"));
         let mut w = Throttled { got: Vec::new(), budget: 2 };
         q.flush_to(&mut w).unwrap();
-        assert_eq!(q.discard_backlog(), 6);
+        assert_eq!(q.discard_backlog(), 2 * (HEADER_LEN + 3));
         w.budget = 100;
         q.flush_to(&mut w).unwrap();
-        assert_eq!(w.got, b"abcdef");
+        assert_eq!(w.got, &output(b"abcdef")[..]);
     }
 
     #[test]
     fn discarding_with_nothing_started_empties_the_queue() {
         let mut q = OutQueue::default();
-        q.push(frame(b"abc"));
-        assert_eq!(q.discard_backlog(), 3);
+        q.push(output(b"abc"));
+        assert_eq!(q.discard_backlog(), HEADER_LEN + 3);
         assert!(q.is_empty());
     }
 
@@ -244,10 +268,10 @@ mod tests {
         for chunk in &chunks {
             q.push(chunk.clone());
         }
-        q.push(frame(b"output"));
+        q.push(output(b"output"));
         let mut w = Throttled { got: Vec::new(), budget: 3 };
         q.flush_to(&mut w).unwrap();
-        assert_eq!(q.discard_backlog(), 6);
+        assert_eq!(q.discard_backlog(), HEADER_LEN + 6);
         w.budget = 1000;
         q.flush_to(&mut w).unwrap();
         assert_eq!(w.got, chunks.concat());
@@ -259,17 +283,35 @@ mod tests {
         let chunks = [keyframe(true, b"\x1bcab"), keyframe(false, b"cd")];
         q.push(chunks[0].clone());
         q.push(chunks[1].clone());
-        q.push(frame(b"output"));
+        q.push(output(b"output"));
         let mut w = Throttled { got: Vec::new(), budget: chunks[0].len() };
         q.flush_to(&mut w).unwrap();
-        assert_eq!(q.discard_backlog(), 6);
+        assert_eq!(q.discard_backlog(), HEADER_LEN + 6);
         w.budget = 1000;
         q.flush_to(&mut w).unwrap();
         assert_eq!(w.got, chunks.concat());
         // The keyframe is complete: the next discard drops everything not started.
-        q.push(frame(b"more"));
-        assert_eq!(q.discard_backlog(), 4);
+        q.push(output(b"more"));
+        assert_eq!(q.discard_backlog(), HEADER_LEN + 4);
         assert!(q.is_empty());
+    }
+
+    #[test]
+    fn discarding_keeps_replies_and_errors_in_order() {
+        use crate::wire::{ErrorCode, Frame};
+        let mut q = OutQueue::default();
+        let pong: Rc<[u8]> = Rc::from(Frame::Pong(7).to_bytes());
+        let error: Rc<[u8]> = Rc::from(Frame::error(ErrorCode::InputFull, "full").to_bytes());
+        for f in [output(b"one"), pong.clone(), output(b"two"), error.clone(), keyframe(false, b"k")] {
+            q.push(f);
+        }
+        assert_eq!(q.control_bytes(), pong.len() + error.len());
+        q.discard_backlog();
+        assert_eq!(q.queued_bytes(), pong.len() + error.len());
+        let mut w = Throttled { got: Vec::new(), budget: 1000 };
+        q.flush_to(&mut w).unwrap();
+        assert_eq!(w.got, [&pong[..], &error[..]].concat());
+        assert_eq!(q.control_bytes(), 0);
     }
 
     #[test]
