@@ -15,7 +15,6 @@ use mio::{Events, Interest, Poll, Token};
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
-use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
 use signal_hook_mio::v1_0::Signals;
@@ -641,15 +640,16 @@ impl Master {
         if self.child_status.is_some() {
             return;
         }
-        let Ok(sig) = Signal::try_from(signal) else {
-            warn!(signal, "ignoring a request for an unknown signal");
-            return;
-        };
-        info!(signal = sig.as_str(), grace_ms = grace.as_millis() as u64, "signalling the session's process group");
-        if let Err(e) = killpg(self.child(), sig)
-            && e != Errno::ESRCH
-        {
-            warn!("killpg failed: {e}");
+        let name = Signal::try_from(signal).map_or_else(|_| format!("signal {signal}"), |s| s.as_str().to_string());
+        info!(signal = %name, grace_ms = grace.as_millis() as u64, "signalling the session's process group");
+        // Raw, because nix's `Signal` knows only 1..=31 and the wire allows every Linux signal
+        // up to 64, real-time ones included.
+        // SAFETY: killpg takes two integers and touches no memory of ours.
+        if unsafe { libc::killpg(self.meta.pid as libc::pid_t, signal) } != 0 {
+            let e = Errno::last();
+            if e != Errno::ESRCH {
+                warn!("killpg failed: {e}");
+            }
         }
         if !grace.is_zero() && !self.kill_requested {
             self.kill_requested = true;
@@ -698,17 +698,31 @@ impl Master {
             return;
         }
         loop {
-            match waitpid(self.child(), Some(WaitPidFlag::WNOHANG)) {
-                Ok(WaitStatus::Exited(_, code)) => return self.on_child_exit(ExitStatus::Code(code)),
-                Ok(WaitStatus::Signaled(_, signal, _)) => return self.on_child_exit(ExitStatus::Signal(signal as i32)),
-                Ok(WaitStatus::StillAlive) => return,
-                Ok(_) => continue,
-                Err(Errno::EINTR) => continue,
-                Err(e) => {
-                    warn!("waitpid failed: {e}");
-                    return self.on_child_exit(ExitStatus::Code(-1));
+            let mut raw: libc::c_int = 0;
+            // Raw, because nix's waitpid reaps a child killed by a real-time signal and then
+            // fails to name the signal, which would lose the status.
+            // SAFETY: waitpid writes only to `raw`, which outlives the call.
+            let pid = unsafe { libc::waitpid(self.meta.pid as libc::pid_t, &mut raw, libc::WNOHANG) };
+            if pid == 0 {
+                return;
+            }
+            if pid < 0 {
+                match Errno::last() {
+                    Errno::EINTR => continue,
+                    e => {
+                        warn!("waitpid failed: {e}");
+                        return self.on_child_exit(ExitStatus::Code(-1));
+                    }
                 }
             }
+            if libc::WIFEXITED(raw) {
+                return self.on_child_exit(ExitStatus::Code(libc::WEXITSTATUS(raw)));
+            }
+            if libc::WIFSIGNALED(raw) {
+                return self.on_child_exit(ExitStatus::Signal(libc::WTERMSIG(raw)));
+            }
+            // Stopped or continued (not asked for): the next SIGCHLD asks again.
+            return;
         }
     }
 
@@ -913,5 +927,24 @@ mod tests {
         }
         let snapshot = Frame::Snapshot(rig.master.screen.snapshot()).to_bytes().len();
         assert!(asked * snapshot > super::super::client::CONTROL_QUEUE_LIMIT, "gone after {asked}");
+    }
+
+    #[test]
+    fn a_realtime_signal_reaches_the_session_and_its_exit_names_it() {
+        use std::os::unix::process::CommandExt;
+        let child = std::process::Command::new("sleep").arg("30").process_group(0).spawn().unwrap();
+        let mut rig = rig(child.id());
+        let (token, mut peer) = rig.connect();
+        rig.send(token, hello(Role::Query));
+        rig.send(token, Frame::Signal { signal: 40, grace_ms: 0 });
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while rig.master.child_status.is_none() {
+            assert!(Instant::now() < deadline, "the child outlived signal 40");
+            std::thread::sleep(Duration::from_millis(10));
+            rig.master.reap();
+        }
+        rig.master.settle(Instant::now());
+        let (frames, _) = received(&mut peer);
+        assert_eq!(frames.last(), Some(&Frame::Exit { status: ExitStatus::Signal(40), escalated: false }));
     }
 }
