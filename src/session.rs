@@ -187,7 +187,10 @@ impl Connection {
         };
         conn.send(&Frame::Hello { version: PROTOCOL_VERSION, role, cols, rows })?;
         match conn.recv()? {
-            Frame::Welcome { info, .. } => conn.info = info,
+            Frame::Welcome { version: PROTOCOL_VERSION, info } => conn.info = info,
+            Frame::Welcome { version, .. } => {
+                bail!("the session speaks protocol version {version}; this desk speaks {PROTOCOL_VERSION}")
+            }
             Frame::Error { code, message } => bail!("the session refused the connection ({code:?}): {message}"),
             other => bail!("the session answered {:?} instead of WELCOME", other.kind()),
         }
@@ -222,5 +225,46 @@ impl Connection {
 
     pub fn set_read_timeout(&self, timeout: Option<Duration>) -> Result<()> {
         self.stream.set_read_timeout(timeout).context("cannot set a timeout")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::SessionInfo;
+
+    fn info() -> SessionInfo {
+        SessionInfo {
+            name: "t".into(),
+            pid: 1,
+            master_pid: 2,
+            command: vec!["sh".into()],
+            cwd: "/".into(),
+            cols: 80,
+            rows: 24,
+            controllers: 0,
+            viewers: 0,
+            observers: 0,
+            title: String::new(),
+            started_at_ms: 0,
+        }
+    }
+
+    fn open_against(answer: Frame) -> Result<Connection> {
+        let (ours, mut theirs) = UnixStream::pair()?;
+        theirs.write_all(&answer.to_bytes())?;
+        Connection::open(ours, Role::Query, 0, 0)
+    }
+
+    #[test]
+    fn a_welcome_in_this_version_opens_the_connection() {
+        let conn = open_against(Frame::Welcome { version: PROTOCOL_VERSION, info: info() }).unwrap();
+        assert_eq!(conn.info, info());
+    }
+
+    #[test]
+    fn a_welcome_in_another_version_is_refused() {
+        let err = open_against(Frame::Welcome { version: PROTOCOL_VERSION + 1, info: info() }).err().unwrap();
+        assert!(format!("{err:#}").contains("protocol version 2"), "{err:#}");
     }
 }
