@@ -814,8 +814,7 @@ mod tests {
             started_at_ms: 0,
         };
         let signals = Signals::new(Vec::<i32>::new()).unwrap();
-        let master =
-            Master::new(files, Poll::new().unwrap(), listener, pty.master, signals, meta, Screen::new(80, 24));
+        let master = Master::new(files, Poll::new().unwrap(), listener, pty.master, signals, meta, Screen::new(80, 24));
         Rig { master, _dir: dir, _slave: pty.slave }
     }
 
@@ -932,6 +931,7 @@ mod tests {
     #[test]
     fn a_realtime_signal_reaches_the_session_and_its_exit_names_it() {
         use std::os::unix::process::CommandExt;
+        #[expect(clippy::zombie_processes, reason = "the master under test reaps it")]
         let child = std::process::Command::new("sleep").arg("30").process_group(0).spawn().unwrap();
         let mut rig = rig(child.id());
         let (token, mut peer) = rig.connect();

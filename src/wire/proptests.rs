@@ -37,22 +37,24 @@ fn session_info() -> impl Strategy<Value = SessionInfo> {
         (text(), any::<u32>(), any::<u32>(), vec(text(), 0..4), text()),
         (any::<u16>(), any::<u16>(), any::<u32>(), any::<u32>(), any::<u32>(), text(), any::<u64>()),
     )
-        .prop_map(|((name, pid, master_pid, command, cwd), (cols, rows, controllers, viewers, observers, title, started))| {
-            SessionInfo {
-                name,
-                pid,
-                master_pid,
-                command,
-                cwd,
-                cols,
-                rows,
-                controllers,
-                viewers,
-                observers,
-                title,
-                started_at_ms: started,
-            }
-        })
+        .prop_map(
+            |((name, pid, master_pid, command, cwd), (cols, rows, controllers, viewers, observers, title, started))| {
+                SessionInfo {
+                    name,
+                    pid,
+                    master_pid,
+                    command,
+                    cwd,
+                    cols,
+                    rows,
+                    controllers,
+                    viewers,
+                    observers,
+                    title,
+                    started_at_ms: started,
+                }
+            },
+        )
 }
 
 fn modes() -> impl Strategy<Value = Modes> {
@@ -63,8 +65,12 @@ fn modes() -> impl Strategy<Value = Modes> {
         Just(MouseMode::ButtonMotion),
         Just(MouseMode::AnyMotion),
     ];
-    let encoding =
-        prop_oneof![Just(MouseEncoding::Default), Just(MouseEncoding::Utf8), Just(MouseEncoding::Sgr), Just(MouseEncoding::Urxvt)];
+    let encoding = prop_oneof![
+        Just(MouseEncoding::Default),
+        Just(MouseEncoding::Utf8),
+        Just(MouseEncoding::Sgr),
+        Just(MouseEncoding::Urxvt)
+    ];
     (any::<[bool; 9]>(), mouse, encoding).prop_map(|(b, mouse, mouse_encoding)| Modes {
         alternate_screen: b[0],
         bracketed_paste: b[1],
@@ -114,8 +120,12 @@ fn json_value() -> impl Strategy<Value = serde_json::Value> {
 /// Every frame `decode` can produce, and nothing it refuses.
 pub(super) fn frame() -> impl Strategy<Value = Frame> {
     prop_oneof![
-        (any::<u16>(), role(), any::<u16>(), any::<u16>())
-            .prop_map(|(version, role, cols, rows)| Frame::Hello { version, role, cols, rows }),
+        (any::<u16>(), role(), any::<u16>(), any::<u16>()).prop_map(|(version, role, cols, rows)| Frame::Hello {
+            version,
+            role,
+            cols,
+            rows
+        }),
         (any::<u16>(), session_info()).prop_map(|(version, info)| Frame::Welcome { version, info }),
         bytes().prop_map(Frame::Input),
         valid_size().prop_map(|(cols, rows)| Frame::Resize { cols, rows }),
