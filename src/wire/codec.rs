@@ -175,7 +175,13 @@ impl Frame {
     /// Append this frame's bytes to `out`. Payloads above [`MAX_PAYLOAD`] are a caller bug
     /// (output and keyframes are chunked before they become frames).
     pub fn encode(&self, out: &mut Vec<u8>) {
-        let kind = self.kind();
+        let (flags, payload) = self.flags_and_payload();
+        put_header(out, self.kind(), flags, payload.len());
+        out.extend_from_slice(&payload);
+    }
+
+    /// The header flags and the payload `encode` writes.
+    pub(super) fn flags_and_payload(&self) -> (u8, std::borrow::Cow<'_, [u8]>) {
         let mut flags = 0;
         let payload: std::borrow::Cow<'_, [u8]> = match self {
             Frame::Hello { version, role, cols, rows } => {
@@ -234,8 +240,7 @@ impl Frame {
                 p.into()
             }
         };
-        put_header(out, kind, flags, payload.len());
-        out.extend_from_slice(&payload);
+        (flags, payload)
     }
 
     pub fn to_bytes(&self) -> Vec<u8> {

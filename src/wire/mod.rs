@@ -9,11 +9,14 @@
 
 mod codec;
 mod frame;
+mod fuzz;
 #[cfg(test)]
 mod proptests;
 
 pub use codec::{FrameDecoder, decode_frame, decode_header, encode_output};
 pub use frame::{DecodeError, ErrorCode, ExitStatus, Frame, FrameType, Header, Role, SessionInfo};
+#[doc(hidden)]
+pub use fuzz::fuzz_check;
 
 /// Version of the protocol spoken by this build. A master refuses a HELLO with another version.
 pub const PROTOCOL_VERSION: u16 = 1;

@@ -1,0 +1,75 @@
+//! The check the fuzzer runs (`fuzz/fuzz_targets/wire_decode.rs`), kept here so that `cargo
+//! test` replays the committed corpus through exactly the same assertions without the fuzzer.
+//!
+//! Input layout: byte 0 modulo 16 is how many of the following bytes are read sizes (fewer if
+//! the input is shorter); the rest is the byte stream. The stream is pushed to a
+//! [`FrameDecoder`] in reads of those sizes, cycling (a size byte `n` is a read of `n` bytes,
+//! 0 a read of everything left), draining after every push; with no sizes it is pushed whole.
+
+use super::{DecodeError, Frame, FrameDecoder, HEADER_LEN, MAX_PAYLOAD};
+
+/// Decode `data` as described above and panic if the codec misbehaves: the cut stream gives
+/// other frames or another error than the whole stream, the decoder holds more than one frame
+/// plus one read, or a decoded frame does not encode to bytes that decode back to it.
+#[doc(hidden)]
+pub fn fuzz_check(data: &[u8]) {
+    let Some((&first, rest)) = data.split_first() else { return };
+    let (sizes, stream) = rest.split_at(usize::from(first % 16).min(rest.len()));
+    let mut reads = Vec::new();
+    let mut offset = 0;
+    for &size in sizes.iter().cycle() {
+        if offset == stream.len() {
+            break;
+        }
+        let end = if size == 0 { stream.len() } else { (offset + usize::from(size)).min(stream.len()) };
+        reads.push(&stream[offset..end]);
+        offset = end;
+    }
+    if reads.is_empty() {
+        reads.push(stream);
+    }
+    let cut = decode_all(reads);
+    let whole = decode_all([stream]);
+    assert_eq!(cut, whole, "cutting the stream changed what it decodes to");
+    if let Some(error) = &whole.1 {
+        let _ = Frame::error(error.code(), error.to_string());
+    }
+    for frame in &whole.0 {
+        check_reencoding(frame);
+    }
+}
+
+fn decode_all<'a>(reads: impl IntoIterator<Item = &'a [u8]>) -> (Vec<Frame>, Option<DecodeError>) {
+    let mut decoder = FrameDecoder::new();
+    let mut frames = Vec::new();
+    for read in reads {
+        decoder.push(read);
+        assert!(decoder.held() <= HEADER_LEN + MAX_PAYLOAD + read.len(), "decoder holds {} bytes", decoder.held());
+        loop {
+            match decoder.next_frame() {
+                Ok(Some(frame)) => frames.push(frame),
+                Ok(None) => break,
+                Err(e) => return (frames, Some(e)),
+            }
+        }
+    }
+    (frames, None)
+}
+
+fn check_reencoding(frame: &Frame) {
+    let (_, payload) = frame.flags_and_payload();
+    if payload.len() > MAX_PAYLOAD {
+        // Encoding writes JSON in its canonical form, which can be longer than what was
+        // received (`1e5` becomes `100000.0`); only EVENT bodies hold numbers that can grow.
+        assert!(matches!(frame, Frame::Event(_)), "a {} frame outgrew the limit when re-encoded", frame.kind());
+        return;
+    }
+    let bytes = frame.to_bytes();
+    let mut decoder = FrameDecoder::new();
+    decoder.push(&bytes);
+    match decoder.next_frame() {
+        Ok(Some(again)) => assert_eq!(&again, frame, "a re-encoded frame decodes to another frame"),
+        other => panic!("a re-encoded {} frame does not decode: {other:?}", frame.kind()),
+    }
+    assert_eq!(decoder.buffered(), 0, "a re-encoded frame left bytes over");
+}
