@@ -12,6 +12,8 @@ mod frame;
 mod fuzz;
 #[cfg(test)]
 mod proptests;
+#[cfg(test)]
+mod vectors;
 
 pub use codec::{FrameDecoder, decode_frame, decode_header, encode_output};
 pub use frame::{DecodeError, ErrorCode, ExitStatus, Frame, FrameType, Header, Role, SessionInfo};
