@@ -73,3 +73,41 @@ fn check_reencoding(frame: &Frame) {
     }
     assert_eq!(decoder.buffered(), 0, "a re-encoded frame left bytes over");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::fuzz_check;
+    use std::path::PathBuf;
+
+    fn corpus() -> Vec<(PathBuf, Vec<u8>)> {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/wire_decode");
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .expect("fuzz/corpus/wire_decode exists")
+            .map(|e| e.expect("entry").path())
+            .collect();
+        files.sort();
+        files.into_iter().map(|path| (path.clone(), std::fs::read(&path).expect("readable corpus file"))).collect()
+    }
+
+    #[test]
+    fn the_committed_fuzz_corpus_passes_the_fuzz_check() {
+        let corpus = corpus();
+        assert!(corpus.len() >= 50, "only {} corpus files", corpus.len());
+        for (path, data) in corpus {
+            let outcome = std::panic::catch_unwind(|| fuzz_check(&data));
+            assert!(outcome.is_ok(), "{} fails the fuzz check", path.display());
+        }
+    }
+
+    #[test]
+    fn cut_and_whole_streams_of_valid_frames_pass() {
+        use crate::wire::Frame;
+        let mut stream = vec![3, 1, 0, 7];
+        for frame in [Frame::Ping(1), Frame::Output(b"hi".to_vec()), Frame::Detach] {
+            frame.encode(&mut stream);
+        }
+        fuzz_check(&stream);
+        fuzz_check(&[]);
+        fuzz_check(&[0x0f]);
+    }
+}
