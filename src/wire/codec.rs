@@ -378,4 +378,16 @@ mod tests {
         let bytes = Frame::Event(event.clone()).to_bytes();
         assert_eq!(decode_one(&bytes).unwrap(), Some(Frame::Event(event)));
     }
+
+    #[test]
+    fn json_bodies_nest_at_most_127_levels() {
+        let event = |levels: usize| {
+            let arrays = levels - 1;
+            let body = format!("{{\"a\":{}{}}}", "[".repeat(arrays), "]".repeat(arrays));
+            with_header(FrameType::Event, body.as_bytes())
+        };
+        assert!(matches!(decode_one(&event(127)), Ok(Some(Frame::Event(_)))));
+        let err = decode_one(&event(128)).unwrap_err();
+        assert!(err.to_string().contains("recursion limit"), "{err}");
+    }
 }
