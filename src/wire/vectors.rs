@@ -226,3 +226,45 @@ fn the_vectors_cover_every_frame_type_and_every_error_code() {
         ["BAD_HELLO", "TOO_LARGE", "UNKNOWN_TYPE", "MALFORMED"].iter().map(|s| s.to_string()).collect();
     assert_eq!(refused, decode_codes, "codes a decoder can fail with");
 }
+
+/// The hex dumps of the worked example in `docs/protocol.md`, one per frame.
+fn worked_example() -> Vec<Vec<u8>> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/protocol.md");
+    let text = std::fs::read_to_string(path).expect("docs/protocol.md is readable");
+    let section = text.split("\n## ").find(|s| s.contains("Worked example")).expect("a worked example section");
+    let mut dumps = Vec::new();
+    let mut current: Option<Vec<u8>> = None;
+    for line in section.lines() {
+        match (line.trim(), &mut current) {
+            ("```hexdump", None) => current = Some(Vec::new()),
+            ("```", Some(_)) => dumps.extend(current.take()),
+            (row, Some(bytes)) => {
+                // "00000010  50 00 18 00    |P...|": offset, up to 16 bytes, then the text.
+                let hex = row.split('|').next().unwrap_or_default();
+                let mut fields = hex.split_whitespace();
+                let offset = fields.next().map(|o| usize::from_str_radix(o, 16).expect("hex offset"));
+                assert_eq!(offset, Some(bytes.len()), "dump row {row:?} is out of place");
+                bytes.extend(fields.map(|b| u8::from_str_radix(b, 16).expect("hex byte")));
+            }
+            _ => {}
+        }
+    }
+    dumps
+}
+
+#[test]
+fn the_worked_example_in_the_spec_decodes_and_encodes_back() {
+    let dumps = worked_example();
+    let kinds: Vec<FrameType> = dumps
+        .iter()
+        .map(|bytes| match decode([bytes.as_slice()]) {
+            (Outcome::Frame(frame), 0) => {
+                assert_eq!(&frame.to_bytes(), bytes, "{} does not encode back", frame.kind());
+                frame.kind()
+            }
+            other => panic!("a dump decodes to {other:?}"),
+        })
+        .collect();
+    use FrameType::*;
+    assert_eq!(kinds, [Hello, Welcome, Keyframe, Input, Output, Exit]);
+}
