@@ -83,7 +83,8 @@ impl fmt::Display for FrameType {
 
 /// The role a client declares in its HELLO; it decides what the master sends it and what it may
 /// send. Controllers type and resize; viewers only watch; observers receive events and may
-/// inject input (the delivery daemon); queries get nothing unsolicited (`peek`, `ls`, `kill`).
+/// inject input (the delivery daemon); queries (`peek`, `ls`, `kill`) get nothing unsolicited
+/// but EXIT. Every role gets EXIT and may ask for snapshots and pings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[repr(u8)]
@@ -177,7 +178,7 @@ pub enum ErrorCode {
     TooSlow = 8,
     /// The session is exiting.
     Exiting = 9,
-    /// Something failed inside the master.
+    /// Something failed inside the master. Reserved: no master sends it yet.
     Internal = 10,
     /// The connecting process belongs to another user.
     PeerRefused = 11,
@@ -334,7 +335,8 @@ impl Frame {
 }
 
 /// Why bytes could not be decoded into a frame. The stream cannot be resynchronised after any
-/// of these: the receiver answers with an ERROR frame carrying [`DecodeError::code`] and closes.
+/// of these: a master answers with an ERROR frame carrying [`DecodeError::code`] and closes; a
+/// client closes.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
     #[error("frame declares a {len}-byte payload; the limit is {limit} bytes")]
