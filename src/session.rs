@@ -233,7 +233,10 @@ impl Connection {
         };
         conn.send(&Frame::Hello { version: PROTOCOL_VERSION, role, cols, rows })?;
         match conn.recv()? {
-            Frame::Welcome { info, .. } => conn.info = *info,
+            Frame::Welcome { version: PROTOCOL_VERSION, info } => conn.info = *info,
+            Frame::Welcome { version, .. } => {
+                bail!("the session speaks protocol version {version}; this desk speaks {PROTOCOL_VERSION}")
+            }
             Frame::Error { code, message } => bail!("the session refused the connection ({code:?}): {message}"),
             other => bail!("the session answered {:?} instead of WELCOME", other.kind()),
         }
@@ -274,6 +277,45 @@ impl Connection {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::SessionInfo;
+
+    fn info() -> SessionInfo {
+        SessionInfo {
+            name: "t".into(),
+            generation: 1,
+            provider: "shell".into(),
+            state: None,
+            pid: 1,
+            master_pid: 2,
+            command: vec!["sh".into()],
+            cwd: "/".into(),
+            cols: 80,
+            rows: 24,
+            controllers: 0,
+            viewers: 0,
+            observers: 0,
+            title: String::new(),
+            started_at_ms: 0,
+        }
+    }
+
+    fn open_against(answer: Frame) -> Result<Connection> {
+        let (ours, mut theirs) = UnixStream::pair()?;
+        theirs.write_all(&answer.to_bytes())?;
+        Connection::open(ours, Role::Query, 0, 0)
+    }
+
+    #[test]
+    fn a_welcome_in_this_version_opens_the_connection() {
+        let conn = open_against(Frame::Welcome { version: PROTOCOL_VERSION, info: Box::new(info()) }).unwrap();
+        assert_eq!(conn.info, info());
+    }
+
+    #[test]
+    fn a_welcome_in_another_version_is_refused() {
+        let err = open_against(Frame::Welcome { version: PROTOCOL_VERSION + 1, info: Box::new(info()) }).err().unwrap();
+        assert!(format!("{err:#}").contains("protocol version 2"), "{err:#}");
+    }
 
     #[test]
     fn timestamps_format_as_rfc3339() {

@@ -343,7 +343,10 @@ impl Client {
 
     fn on_frame(&mut self, frame: Frame) {
         match frame {
-            Frame::Welcome { .. } => self.welcomed = true,
+            Frame::Welcome { version: PROTOCOL_VERSION, .. } => self.welcomed = true,
+            Frame::Welcome { version, .. } => {
+                self.lose(format!("the session speaks protocol version {version}; this desk speaks {PROTOCOL_VERSION}"))
+            }
             Frame::Output(data) | Frame::Keyframe { data, .. } => {
                 self.modes.observe(&data);
                 self.to_tty.extend_from_slice(&data);

@@ -3,10 +3,12 @@
 //! Owns a client's socket, its frame decoder, its outgoing queue and the policy for a client
 //! that falls behind: a streaming client (controller or viewer) whose queue would pass
 //! [`CLIENT_QUEUE_LIMIT`] has its backlog discarded and is marked `needs_keyframe`, so it later
-//! gets one full redraw instead of the bytes it missed; a non-streaming client that far behind
-//! is disconnected (events cannot be summarised by a keyframe). Invariants: output deltas are
+//! gets one full redraw instead of the bytes it missed; a client of any role that leaves
+//! [`CONTROL_QUEUE_LIMIT`] of replies and events unread is disconnected (those cannot be
+//! summarised by a keyframe). Invariants: output deltas are
 //! never queued while a keyframe is pending; control frames (replies, errors, EXIT) are never
-//! dropped while the client is connected; a queue never exceeds its limit by more than one frame.
+//! dropped while the client is connected; a queue never exceeds its limit by more than one frame
+//! (or the rest of a keyframe already started, which is never cut).
 
 use mio::net::UnixStream;
 use std::io;
@@ -22,7 +24,9 @@ use crate::wire::{Frame, FrameDecoder, Role};
 /// clients stay within 64 MiB even when all of them stall.
 pub const CLIENT_QUEUE_LIMIT: usize = 1 << 20;
 
-/// Queue bound for clients that get no output stream (replies, events, errors only).
+/// 1 MiB of replies, events and errors a client may leave unread before it is disconnected.
+/// They cannot be summarised by a keyframe, and a client that keeps asking (PING,
+/// SNAPSHOT_REQUEST) without reading would otherwise grow the master without bound.
 pub const CONTROL_QUEUE_LIMIT: usize = 1 << 20;
 
 /// Most clients one master serves at once; each may hold up to [`CLIENT_QUEUE_LIMIT`].
@@ -112,8 +116,8 @@ impl Client {
         false
     }
 
-    /// Queue a control frame (never dropped). A non-streaming client whose queue passes its
-    /// bound is disconnected instead.
+    /// Queue a control frame (never dropped). A client whose unread control frames pass
+    /// [`CONTROL_QUEUE_LIMIT`] is disconnected instead.
     pub fn push_control(&mut self, frame: &Frame) {
         if !self.alive() {
             return;
@@ -127,8 +131,8 @@ impl Client {
             return;
         }
         self.out.push(frame.clone());
-        if !self.role.is_some_and(Role::streams_output) && self.out.queued_bytes() > CONTROL_QUEUE_LIMIT {
-            self.gone = Some(Gone::Failed("did not read its events".into()));
+        if self.out.control_bytes() > CONTROL_QUEUE_LIMIT {
+            self.gone = Some(Gone::Failed("did not read its replies or events".into()));
             return;
         }
         self.flush();

@@ -15,7 +15,6 @@ use mio::{Events, Interest, Poll, Token};
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
-use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
 use signal_hook_mio::v1_0::Signals;
@@ -385,8 +384,8 @@ impl Master {
             if self.clients.len() >= MAX_CLIENTS {
                 warn!(peer_pid = pid, "refused a connection: {MAX_CLIENTS} clients already connected");
                 let refusal = Frame::error(
-                    ErrorCode::Internal,
-                    format!("the session already has {MAX_CLIENTS} clients connected"),
+                    ErrorCode::SessionFull,
+                    format!("the session already has {MAX_CLIENTS} clients connected; try again when one has left"),
                 );
                 let _ = io::Write::write(&mut stream, &refusal.to_bytes());
                 continue;
@@ -532,6 +531,10 @@ impl Master {
             Frame::Error { code, message } => {
                 debug!(client = token.0, ?code, "client reported an error: {message}");
                 client.gone.get_or_insert(Gone::Left);
+            }
+            Frame::Hello { .. } => {
+                let reason = "HELLO may be sent only once per connection".to_string();
+                client.close_with(Frame::error(ErrorCode::BadHello, reason.clone()), reason);
             }
             other => {
                 let reason = format!("{} frames are sent by the master, not by clients", other.kind().name());
@@ -726,15 +729,16 @@ impl Master {
         if self.child_status.is_some() {
             return;
         }
-        let Ok(sig) = Signal::try_from(signal) else {
-            warn!(signal, "ignoring a request for an unknown signal");
-            return;
-        };
-        info!(signal = sig.as_str(), grace_ms = grace.as_millis() as u64, "signalling the session's process group");
-        if let Err(e) = killpg(self.child(), sig)
-            && e != Errno::ESRCH
-        {
-            warn!("killpg failed: {e}");
+        let name = Signal::try_from(signal).map_or_else(|_| format!("signal {signal}"), |s| s.as_str().to_string());
+        info!(signal = %name, grace_ms = grace.as_millis() as u64, "signalling the session's process group");
+        // Raw, because nix's `Signal` knows only 1..=31 and the wire allows every Linux signal
+        // up to 64, real-time ones included.
+        // SAFETY: killpg takes two integers and touches no memory of ours.
+        if unsafe { libc::killpg(self.meta.pid as libc::pid_t, signal) } != 0 {
+            let e = Errno::last();
+            if e != Errno::ESRCH {
+                warn!("killpg failed: {e}");
+            }
         }
         if !grace.is_zero() && !self.kill_requested {
             self.kill_requested = true;
@@ -792,17 +796,31 @@ impl Master {
             return;
         }
         loop {
-            match waitpid(self.child(), Some(WaitPidFlag::WNOHANG)) {
-                Ok(WaitStatus::Exited(_, code)) => return self.on_child_exit(ExitStatus::Code(code)),
-                Ok(WaitStatus::Signaled(_, signal, _)) => return self.on_child_exit(ExitStatus::Signal(signal as i32)),
-                Ok(WaitStatus::StillAlive) => return,
-                Ok(_) => continue,
-                Err(Errno::EINTR) => continue,
-                Err(e) => {
-                    warn!("waitpid failed: {e}");
-                    return self.on_child_exit(ExitStatus::Code(-1));
+            let mut raw: libc::c_int = 0;
+            // Raw, because nix's waitpid reaps a child killed by a real-time signal and then
+            // fails to name the signal, which would lose the status.
+            // SAFETY: waitpid writes only to `raw`, which outlives the call.
+            let pid = unsafe { libc::waitpid(self.meta.pid as libc::pid_t, &mut raw, libc::WNOHANG) };
+            if pid == 0 {
+                return;
+            }
+            if pid < 0 {
+                match Errno::last() {
+                    Errno::EINTR => continue,
+                    e => {
+                        warn!("waitpid failed: {e}");
+                        return self.on_child_exit(ExitStatus::Code(-1));
+                    }
                 }
             }
+            if libc::WIFEXITED(raw) {
+                return self.on_child_exit(ExitStatus::Code(libc::WEXITSTATUS(raw)));
+            }
+            if libc::WIFSIGNALED(raw) {
+                return self.on_child_exit(ExitStatus::Signal(libc::WTERMSIG(raw)));
+            }
+            // Stopped or continued (not asked for): the next SIGCHLD asks again.
+            return;
         }
     }
 
@@ -834,6 +852,12 @@ impl Master {
             self.clients.values().any(|c| c.needs_keyframe && c.streams_output()).then(|| self.keyframe_frames());
         let exit = Frame::Exit { status, escalated: self.escalated };
         for client in self.clients.values_mut() {
+            if client.role.is_none() {
+                // No WELCOME yet, and no HELLO will be read now: a client's first frame is
+                // WELCOME or ERROR, never EXIT.
+                client.close_with(Frame::error(ErrorCode::Exiting, "the session has exited"), "exited".into());
+                continue;
+            }
             if let Some(frames) = &frames
                 && client.needs_keyframe
                 && client.streams_output()
@@ -864,5 +888,194 @@ impl io::Write for FdWriter<'_> {
     }
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The master driven directly: clients are socket pairs inserted into its table, frames are
+    //! handed to `client_frame` and what each client receives is read from the other end.
+
+    use super::*;
+    use crate::wire::FrameDecoder;
+    use std::os::unix::net::UnixStream as PeerStream;
+
+    struct Rig {
+        master: Master,
+        _dir: tempfile::TempDir,
+        _slave: OwnedFd,
+    }
+
+    fn rig(child_pid: u32) -> Rig {
+        let dir = tempfile::tempdir().unwrap();
+        let file = |ext: &str| dir.path().join(format!("t.{ext}"));
+        let files = SessionPaths { socket: file("sock"), meta: file("json"), exit: file("exit"), log: file("log") };
+        let listener = UnixListener::bind(&files.socket).unwrap();
+        let pty = nix::pty::openpty(None, None).unwrap();
+        crate::pty::set_nonblocking(pty.master.as_fd()).unwrap();
+        let meta = SessionMeta {
+            name: "t".into(),
+            generation: 1,
+            provider: "shell".into(),
+            pid: child_pid,
+            master_pid: std::process::id(),
+            command: vec!["sleep".into()],
+            cwd: "/".into(),
+            cols: 80,
+            rows: 24,
+            started_at_ms: 0,
+        };
+        let signals = Signals::new(Vec::<i32>::new()).unwrap();
+        let journal = crate::events::journal::Journal::open(dir.path(), crate::events::journal::JOURNAL_CAP).unwrap();
+        let authority = crate::state::Authority::new(crate::state::RuleSet::builtin("shell"), Instant::now(), 0);
+        let master = Master::new(Parts {
+            files,
+            poll: Poll::new().unwrap(),
+            listener,
+            pty: pty.master,
+            signals,
+            meta,
+            screen: Screen::new(80, 24),
+            journal,
+            authority,
+        });
+        Rig { master, _dir: dir, _slave: pty.slave }
+    }
+
+    impl Rig {
+        fn connect(&mut self) -> (Token, PeerStream) {
+            let (ours, theirs) = PeerStream::pair().unwrap();
+            ours.set_nonblocking(true).unwrap();
+            theirs.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+            let token = Token(self.master.next_client);
+            self.master.next_client += 1;
+            let mut client = Client::new(mio::net::UnixStream::from_std(ours), None, Instant::now());
+            client.writable = true;
+            self.master.clients.insert(token, client);
+            (token, theirs)
+        }
+
+        fn send(&mut self, token: Token, frame: Frame) {
+            self.master.client_frame(token, frame, Instant::now());
+            self.master.settle(Instant::now());
+        }
+    }
+
+    /// Everything the peer has received, and whether the master closed the connection.
+    fn received(peer: &mut PeerStream) -> (Vec<Frame>, bool) {
+        let mut decoder = FrameDecoder::new();
+        let mut buf = [0u8; 4096];
+        let closed = loop {
+            match peer.read(&mut buf) {
+                Ok(0) => break true,
+                Ok(n) => decoder.push(&buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break false,
+                Err(e) => panic!("read failed: {e}"),
+            }
+        };
+        let mut frames = Vec::new();
+        while let Some(frame) = decoder.next_frame().unwrap() {
+            frames.push(frame);
+        }
+        (frames, closed)
+    }
+
+    fn hello(role: Role) -> Frame {
+        Frame::Hello { version: PROTOCOL_VERSION, role, cols: 0, rows: 0 }
+    }
+
+    fn error_code(frame: &Frame) -> Option<ErrorCode> {
+        match frame {
+            Frame::Error { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_second_hello_fails_the_handshake_and_closes() {
+        let mut rig = rig(0);
+        let (token, mut peer) = rig.connect();
+        rig.send(token, hello(Role::Query));
+        rig.send(token, hello(Role::Query));
+        let (frames, closed) = received(&mut peer);
+        assert!(matches!(frames[0], Frame::Welcome { .. }), "{frames:?}");
+        assert_eq!(frames.len(), 2, "{frames:?}");
+        assert_eq!(error_code(&frames[1]), Some(ErrorCode::BadHello));
+        assert!(closed);
+    }
+
+    #[test]
+    fn exit_goes_only_to_welcomed_clients_and_is_their_last_frame() {
+        let mut rig = rig(0);
+        let (welcomed, mut welcomed_peer) = rig.connect();
+        rig.send(welcomed, hello(Role::Query));
+        let (_silent, mut silent_peer) = rig.connect();
+        rig.master.on_child_exit(ExitStatus::Code(3));
+        rig.master.settle(Instant::now());
+
+        let (frames, closed) = received(&mut welcomed_peer);
+        assert!(matches!(frames[0], Frame::Welcome { .. }), "{frames:?}");
+        assert_eq!(frames.last(), Some(&Frame::Exit { status: ExitStatus::Code(3), escalated: false }));
+        assert!(closed);
+
+        let (frames, closed) = received(&mut silent_peer);
+        assert_eq!(frames.len(), 1, "{frames:?}");
+        assert_eq!(error_code(&frames[0]), Some(ErrorCode::Exiting));
+        assert!(closed);
+    }
+
+    #[test]
+    fn a_full_session_refuses_with_its_own_code() {
+        let mut rig = rig(0);
+        let _held: Vec<_> = (0..MAX_CLIENTS).map(|_| rig.connect()).collect();
+        let mut peer = PeerStream::connect(&rig.master.files.socket).unwrap();
+        peer.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+        rig.master.accept(Instant::now());
+        let (frames, closed) = received(&mut peer);
+        assert_eq!(frames.iter().map(error_code).collect::<Vec<_>>(), [Some(ErrorCode::SessionFull)]);
+        assert!(closed);
+        assert_eq!(rig.master.clients.len(), MAX_CLIENTS);
+    }
+
+    #[test]
+    fn a_controller_that_asks_without_reading_is_disconnected_at_the_control_bound() {
+        let mut rig = rig(0);
+        let (token, _peer) = rig.connect();
+        rig.send(token, hello(Role::Controller));
+        let mut asked = 0;
+        while rig.master.clients.contains_key(&token) {
+            assert!(asked < 100_000, "still connected after {asked} unread snapshots");
+            rig.send(token, Frame::SnapshotRequest);
+            asked += 1;
+        }
+        let reply = SnapshotReply {
+            screen: rig.master.screen.snapshot(),
+            generation: 1,
+            last_input_ms: None,
+            canonical: false,
+            state: Some(rig.master.authority.view()),
+        };
+        let snapshot = Frame::Snapshot(Box::new(reply)).to_bytes().len();
+        assert!(asked * snapshot > super::super::client::CONTROL_QUEUE_LIMIT, "gone after {asked}");
+    }
+
+    #[test]
+    fn a_realtime_signal_reaches_the_session_and_its_exit_names_it() {
+        use std::os::unix::process::CommandExt;
+        #[expect(clippy::zombie_processes, reason = "the master under test reaps it")]
+        let child = std::process::Command::new("sleep").arg("30").process_group(0).spawn().unwrap();
+        let mut rig = rig(child.id());
+        let (token, mut peer) = rig.connect();
+        rig.send(token, hello(Role::Query));
+        rig.send(token, Frame::Signal { signal: 40, grace_ms: 0 });
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while rig.master.child_status.is_none() {
+            assert!(Instant::now() < deadline, "the child outlived signal 40");
+            std::thread::sleep(Duration::from_millis(10));
+            rig.master.reap();
+        }
+        rig.master.settle(Instant::now());
+        let (frames, _) = received(&mut peer);
+        assert_eq!(frames.last(), Some(&Frame::Exit { status: ExitStatus::Signal(40), escalated: false }));
     }
 }

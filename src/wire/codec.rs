@@ -19,13 +19,13 @@ pub fn decode_header(bytes: &[u8; HEADER_LEN]) -> Result<Header, DecodeError> {
     }
     let allowed = if kind == FrameType::Keyframe { FLAG_MORE } else { 0 };
     if flags & !allowed != 0 || reserved != 0 {
-        return Err(DecodeError::Reserved { kind: kind.name(), flags, reserved });
+        return Err(DecodeError::Reserved { kind, flags, reserved });
     }
     Ok(Header { len, kind, flags })
 }
 
 fn malformed(kind: FrameType, reason: impl Into<String>) -> DecodeError {
-    DecodeError::Malformed { kind: kind.name(), reason: reason.into() }
+    DecodeError::Malformed { kind, reason: reason.into() }
 }
 
 fn exact(kind: FrameType, payload: &[u8], len: usize) -> Result<(), DecodeError> {
@@ -45,6 +45,12 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
 }
 
 fn json<T: serde::de::DeserializeOwned>(kind: FrameType, b: &[u8]) -> Result<T, DecodeError> {
+    // serde would also read a struct from a JSON array of its fields; the protocol says object,
+    // so a peer cannot come to depend on field order.
+    let first = b.iter().find(|c| !matches!(c, b' ' | b'\t' | b'\n' | b'\r'));
+    if first != Some(&b'{') {
+        return Err(malformed(kind, "body is not a JSON object"));
+    }
     serde_json::from_slice(b).map_err(|e| malformed(kind, format!("invalid JSON body: {e}")))
 }
 
@@ -170,7 +176,13 @@ impl Frame {
     /// Append this frame's bytes to `out`. Payloads above [`MAX_PAYLOAD`] are a caller bug
     /// (output and keyframes are chunked before they become frames).
     pub fn encode(&self, out: &mut Vec<u8>) {
-        let kind = self.kind();
+        let (flags, payload) = self.flags_and_payload();
+        put_header(out, self.kind(), flags, payload.len());
+        out.extend_from_slice(&payload);
+    }
+
+    /// The header flags and the payload `encode` writes.
+    pub(super) fn flags_and_payload(&self) -> (u8, std::borrow::Cow<'_, [u8]>) {
         let mut flags = 0;
         let payload: std::borrow::Cow<'_, [u8]> = match self {
             Frame::Hello { version, role, cols, rows } => {
@@ -229,8 +241,7 @@ impl Frame {
                 p.into()
             }
         };
-        put_header(out, kind, flags, payload.len());
-        out.extend_from_slice(&payload);
+        (flags, payload)
     }
 
     pub fn to_bytes(&self) -> Vec<u8> {
@@ -269,6 +280,12 @@ impl FrameDecoder {
         self.buf.len() - self.start
     }
 
+    /// Bytes the buffer holds, including frames already returned but not yet compacted away:
+    /// what the memory bound is about.
+    pub(super) fn held(&self) -> usize {
+        self.buf.len()
+    }
+
     pub fn next_frame(&mut self) -> Result<Option<Frame>, DecodeError> {
         let pending = &self.buf[self.start..];
         if pending.len() < HEADER_LEN {
@@ -293,5 +310,92 @@ impl FrameDecoder {
             self.buf.drain(..self.start);
             self.start = 0;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::screen::{Cursor, Modes, Snapshot};
+
+    fn decode_one(bytes: &[u8]) -> Result<Option<Frame>, DecodeError> {
+        let mut decoder = FrameDecoder::new();
+        decoder.push(bytes);
+        decoder.next_frame()
+    }
+
+    fn with_header(kind: FrameType, payload: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        put_header(&mut out, kind, 0, payload.len());
+        out.extend_from_slice(payload);
+        out
+    }
+
+    #[test]
+    fn a_hello_with_a_wrong_payload_fails_the_handshake() {
+        let mut good = Frame::Hello { version: 1, role: Role::Viewer, cols: 80, rows: 24 }.to_bytes();
+        good[HEADER_LEN] = b'X';
+        let err = decode_one(&good).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::BadHello);
+        assert!(err.to_string().contains("bad magic"), "{err}");
+        let short = with_header(FrameType::Hello, b"DESK\x01\x00\x01\x00");
+        assert_eq!(decode_one(&short).unwrap_err().code(), ErrorCode::BadHello);
+    }
+
+    #[test]
+    fn header_errors_keep_their_own_codes_even_on_hello() {
+        let mut bytes = Frame::Hello { version: 1, role: Role::Viewer, cols: 80, rows: 24 }.to_bytes();
+        bytes[5] = FLAG_MORE;
+        assert_eq!(decode_one(&bytes).unwrap_err().code(), ErrorCode::Malformed);
+    }
+
+    #[test]
+    fn json_bodies_must_be_objects_not_arrays_of_fields() {
+        let snapshot = Snapshot {
+            cols: 80,
+            rows: 24,
+            cursor: Cursor { row: 0, col: 0, visible: true },
+            title: String::new(),
+            modes: Modes::default(),
+            lines: Vec::new(),
+        };
+        let as_object = serde_json::to_value(&snapshot).unwrap();
+        let fields = ["cols", "rows", "cursor", "title", "modes", "lines"];
+        let as_array = serde_json::Value::Array(fields.iter().map(|f| as_object[f].clone()).collect());
+        let bytes = with_header(FrameType::Snapshot, &serde_json::to_vec(&as_array).unwrap());
+        let err = decode_one(&bytes).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::Malformed);
+        assert!(err.to_string().contains("not a JSON object"), "{err}");
+        let spaced = with_header(FrameType::Snapshot, format!(" \n{as_object}\r\n").as_bytes());
+        let reply = crate::wire::SnapshotReply {
+            screen: snapshot,
+            generation: 0,
+            last_input_ms: None,
+            canonical: false,
+            state: None,
+        };
+        assert_eq!(decode_one(&spaced).unwrap(), Some(Frame::Snapshot(Box::new(reply))));
+    }
+
+    #[test]
+    fn json_numbers_decode_to_exactly_the_value_sent() {
+        // serde_json's default float parser can be off by one unit in the last place.
+        let value = 5.946782406804386e-300_f64;
+        let mut event = serde_json::Map::new();
+        event.insert("x".into(), serde_json::Value::from(value));
+        let bytes = Frame::Event(event.clone()).to_bytes();
+        assert_eq!(decode_one(&bytes).unwrap(), Some(Frame::Event(event)));
+    }
+
+    #[test]
+    fn json_bodies_nest_at_most_127_levels() {
+        let event = |levels: usize| {
+            let arrays = levels - 1;
+            let body = format!("{{\"a\":{}{}}}", "[".repeat(arrays), "]".repeat(arrays));
+            with_header(FrameType::Event, body.as_bytes())
+        };
+        assert!(matches!(decode_one(&event(127)), Ok(Some(Frame::Event(_)))));
+        let err = decode_one(&event(128)).unwrap_err();
+        assert!(err.to_string().contains("recursion limit"), "{err}");
     }
 }

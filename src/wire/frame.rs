@@ -76,9 +76,16 @@ impl FrameType {
     }
 }
 
+impl fmt::Display for FrameType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// The role a client declares in its HELLO; it decides what the master sends it and what it may
 /// send. Controllers type and resize; viewers only watch; observers receive events and may
-/// inject input (the delivery daemon); queries get nothing unsolicited (`peek`, `ls`, `kill`).
+/// inject input (the delivery daemon); queries (`peek`, `ls`, `kill`) get nothing unsolicited
+/// but EXIT. Every role gets EXIT and may ask for snapshots and pings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[repr(u8)]
@@ -153,7 +160,8 @@ impl fmt::Display for ExitStatus {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u16)]
 pub enum ErrorCode {
-    /// The first frame was not a well-formed HELLO.
+    /// The handshake failed: the first frame was not a HELLO, a HELLO's payload was malformed
+    /// (size, magic, role, reserved byte), or a second HELLO arrived.
     BadHello = 1,
     /// The HELLO named a protocol version this side does not speak.
     UnsupportedVersion = 2,
@@ -171,10 +179,12 @@ pub enum ErrorCode {
     TooSlow = 8,
     /// The session is exiting.
     Exiting = 9,
-    /// Something failed inside the master.
+    /// Something failed inside the master. Reserved: no master sends it yet.
     Internal = 10,
     /// The connecting process belongs to another user.
     PeerRefused = 11,
+    /// The session already serves as many clients as it will.
+    SessionFull = 12,
 }
 
 impl ErrorCode {
@@ -192,8 +202,28 @@ impl ErrorCode {
             9 => Exiting,
             10 => Internal,
             11 => PeerRefused,
+            12 => SessionFull,
             _ => return None,
         })
+    }
+
+    /// The name `docs/protocol.md` and the test vectors use.
+    pub fn name(self) -> &'static str {
+        use ErrorCode::*;
+        match self {
+            BadHello => "BAD_HELLO",
+            UnsupportedVersion => "UNSUPPORTED_VERSION",
+            TooLarge => "TOO_LARGE",
+            UnknownType => "UNKNOWN_TYPE",
+            Malformed => "MALFORMED",
+            NotPermitted => "NOT_PERMITTED",
+            InputFull => "INPUT_FULL",
+            TooSlow => "TOO_SLOW",
+            Exiting => "EXITING",
+            Internal => "INTERNAL",
+            PeerRefused => "PEER_REFUSED",
+            SessionFull => "SESSION_FULL",
+        }
     }
 }
 
@@ -337,7 +367,8 @@ impl Frame {
 }
 
 /// Why bytes could not be decoded into a frame. The stream cannot be resynchronised after any
-/// of these: the receiver answers with an ERROR frame carrying [`DecodeError::code`] and closes.
+/// of these: a master answers with an ERROR frame carrying [`DecodeError::code`] and closes; a
+/// client closes.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
     #[error("frame declares a {len}-byte payload; the limit is {limit} bytes")]
@@ -345,16 +376,19 @@ pub enum DecodeError {
     #[error("unknown frame type 0x{0:02x}")]
     UnknownType(u8),
     #[error("{kind} frame has reserved bits set (flags 0x{flags:02x}, reserved 0x{reserved:04x})")]
-    Reserved { kind: &'static str, flags: u8, reserved: u16 },
+    Reserved { kind: FrameType, flags: u8, reserved: u16 },
     #[error("malformed {kind} frame: {reason}")]
-    Malformed { kind: &'static str, reason: String },
+    Malformed { kind: FrameType, reason: String },
 }
 
 impl DecodeError {
+    /// The code of the ERROR frame that answers this failure. A HELLO whose payload is wrong
+    /// failed the handshake, so it gets `BadHello` rather than the generic `Malformed`.
     pub fn code(&self) -> ErrorCode {
         match self {
             DecodeError::TooLarge { .. } => ErrorCode::TooLarge,
             DecodeError::UnknownType(_) => ErrorCode::UnknownType,
+            DecodeError::Malformed { kind: FrameType::Hello, .. } => ErrorCode::BadHello,
             DecodeError::Reserved { .. } | DecodeError::Malformed { .. } => ErrorCode::Malformed,
         }
     }

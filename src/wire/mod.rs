@@ -5,13 +5,22 @@
 //! specified in `docs/protocol.md` and pinned by the vectors under `tests/vectors/wire/`.
 //! Invariants: a declared payload length above [`MAX_PAYLOAD`] is refused as soon as the header is
 //! seen, before any allocation; a decoder never buffers more than one frame plus one read; every
-//! frame `encode`s to exactly the bytes that `decode` accepts back into an equal frame.
+//! frame a decoder can produce `encode`s to bytes that decode back into an equal frame (JSON is
+//! written in canonical form, so only an EVENT received in a longer-than-canonical spelling
+//! can re-encode past the limit; see "JSON bodies" in the spec).
 
 mod codec;
 mod frame;
+mod fuzz;
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod vectors;
 
 pub use codec::{FrameDecoder, decode_frame, decode_header, encode_output};
 pub use frame::{DecodeError, ErrorCode, ExitStatus, Frame, FrameType, Header, Role, SessionInfo, SnapshotReply};
+#[doc(hidden)]
+pub use fuzz::fuzz_check;
 
 /// Version of the protocol spoken by this build. A master refuses a HELLO with another version.
 pub const PROTOCOL_VERSION: u16 = 1;
