@@ -73,13 +73,11 @@ impl Row {
         if self.special {
             return false;
         }
-        let mut c = col;
-        for ch in ch {
+        for (c, ch) in (col..).zip(ch) {
             match self.cells.get_mut(c) {
                 Some(cell) => *cell = Cell::narrow(ch, attrs),
                 None => break,
             }
-            c += 1;
         }
         true
     }

@@ -31,10 +31,16 @@
 //!
 //! Known limits, all corner cases: a wrapped row is only continued when its last column and
 //! the next row's first column hold characters (a wide character at the start of the next row
-//! also works); an empty last column in pending-wrap state is redrawn as a space; with origin
-//! mode on, a cursor outside the scroll region (reachable only by DECRC) is clamped into it.
+//! also works); a pending wrap over an empty last column that no DECSC slot holds (reachable
+//! by SU/SD, or by a `?47` screen switch, right after writing the last column) is redrawn with
+//! a space in that cell; with
+//! origin mode on, a cursor outside the scroll region (reachable only by DECRC) is clamped
+//! into it, unless the DECSC slot still holds that position (then `ESC 8` restores both
+//! cases exactly).
 
 use std::fmt::Write as _;
+
+use unicode_width::UnicodeWidthChar;
 
 use super::cell::{Attrs, Cell, Color, flag};
 use super::grid::{Grid, Row};
@@ -248,11 +254,15 @@ impl Client {
     }
 
     /// Prints the character in the last column of `row` again, leaving the cursor in the
-    /// pending-wrap state. `rel_row` is the row as CUP must address it.
-    fn redraw_last_column(&mut self, grid: &Grid, row: usize, rel_row: usize) {
-        let Some(grid_row) = grid.row(row) else {
-            return;
-        };
+    /// pending-wrap state. `rel_row` is the row as CUP must address it. Returns the cell's
+    /// position and attributes when it was empty (a space had to be printed there).
+    fn redraw_last_column(
+        &mut self,
+        grid: &Grid,
+        row: usize,
+        rel_row: usize,
+    ) -> Option<(usize, usize, Attrs)> {
+        let grid_row = grid.row(row)?;
         let cells = grid_row.cells();
         let mut col = self.cols - 1;
         if col > 0 && cells.get(col).is_some_and(Cell::is_continuation) {
@@ -263,6 +273,7 @@ impl Client {
         let _ = write!(self, "\x1b[{};{}H", rel_row + 1, col + 1);
         self.put_cell(grid_row, row, col, &cell);
         self.pos = Some((row, self.cols));
+        cell.is_empty().then_some((row, col, cell.attrs))
     }
 
     /// Puts the client in the state saved in `slot` (on the grid being shown), ready for the
@@ -271,19 +282,30 @@ impl Client {
         self.drawing_state();
         // The region is full-screen here, so absolute and origin addressing agree.
         self.set_origin(slot.origin);
-        if slot.pos.pending {
-            self.redraw_last_column(grid, slot.pos.row, slot.pos.row);
+        let printed_over = if slot.pos.pending {
+            self.redraw_last_column(grid, slot.pos.row, slot.pos.row)
         } else {
             self.pos = None;
             self.cup(slot.pos.row, slot.pos.col);
-        }
+            None
+        };
         self.set_pen(&slot.pen);
         self.set_charsets(slot.charsets, slot.gl);
         self.set_autowrap(slot.autowrap);
+        if let Some((row, col, attrs)) = printed_over {
+            // The pending wrap needed a character in an empty cell: save the state, erase the
+            // cell again, and come back (DECRC restores the pending wrap too).
+            self.emit("\x1b7");
+            let _ = write!(self, "\x1b[{};{}H", row + 1, col + 1);
+            self.set_pen(&attrs);
+            self.emit("\x1b[X\x1b8");
+            self.pen = slot.pen;
+            self.pos = Some((slot.pos.row, self.cols));
+        }
     }
 
-    /// Makes the client's "last printed character" (used by REP) match the model's, by
-    /// printing again a cell that already shows it.
+    /// Makes the client's "last printed character" (used by REP) match the model's: print
+    /// again a cell that shows it, or print it into an empty cell and erase that cell again.
     fn restore_last_char(&mut self, term: &Term) {
         let Some(raw) = term.last_char else {
             return;
@@ -293,14 +315,22 @@ impl Client {
         } else {
             raw
         };
+        let width = if wanted.width() == Some(2) { 2 } else { 1 };
         let grid = term.grid();
-        let matches = |row: &Row, col: usize| {
+        let shows = |row: &Row, col: usize| {
             row.get(col)
                 .is_some_and(|c| c.ch == wanted && !c.has_marks() && !c.is_continuation())
         };
-        // Prefer the cell the application printed last: just before the cursor.
+        let empty_run = |row: &Row, col: usize| {
+            let first = row.get(col).copied();
+            (0..width).all(|i| {
+                row.get(col + i)
+                    .is_some_and(|c| c.is_empty() && Some(c.attrs) == first.map(|f| f.attrs))
+            })
+        };
+        // Best: the cell the application printed last, just before the cursor.
         let cur = term.cur;
-        let mut found = None;
+        let mut preferred = None;
         if let Some(row) = grid.row(cur.row) {
             let mut col = if cur.pending {
                 cur.col
@@ -310,27 +340,50 @@ impl Client {
             if col > 0 && row.get(col).is_some_and(Cell::is_continuation) {
                 col -= 1;
             }
-            if matches(row, col) {
-                found = Some((cur.row, col));
+            if shows(row, col) {
+                preferred = Some((cur.row, col));
             }
         }
-        if found.is_none() {
-            'search: for (r, row) in grid.rows().iter().enumerate().rev() {
-                for col in (0..row.len()).rev() {
-                    if matches(row, col) {
-                        found = Some((r, col));
-                        break 'search;
-                    }
+        let mut shown = None;
+        let mut empty = None;
+        for (r, row) in grid.rows().iter().enumerate().rev() {
+            for col in (0..row.len()).rev() {
+                if shown.is_none() && shows(row, col) {
+                    shown = Some((r, col));
+                }
+                if empty.is_none() && empty_run(row, col) {
+                    empty = Some((r, col));
                 }
             }
         }
-        if let Some((r, col)) = found
-            && let Some(row) = grid.row(r)
-            && let Some(cell) = row.get(col).copied()
-        {
-            self.drawing_state();
-            self.cup(r, col);
-            self.put_cell(row, r, col, &cell);
+        self.drawing_state();
+        match (preferred, empty, shown) {
+            (Some((r, col)), _, _) | (None, None, Some((r, col))) => {
+                // Print a cell again with its own content and attributes.
+                if let Some(row) = grid.row(r)
+                    && let Some(cell) = row.get(col).copied()
+                {
+                    self.cup(r, col);
+                    self.put_cell(row, r, col, &cell);
+                }
+            }
+            (None, Some((r, col)), _) => {
+                // Print it into an empty cell, then erase that cell back to what it was.
+                let attrs = grid
+                    .row(r)
+                    .and_then(|row| row.get(col))
+                    .map(|c| c.attrs)
+                    .unwrap_or_default();
+                self.cup(r, col);
+                let mut buf = [0u8; 4];
+                self.out
+                    .extend_from_slice(wanted.encode_utf8(&mut buf).as_bytes());
+                self.pos = None;
+                self.cup(r, col);
+                self.set_pen(&attrs);
+                let _ = write!(self, "\x1b[{width}X");
+            }
+            (None, None, None) => {}
         }
     }
 }
@@ -404,7 +457,25 @@ pub fn render(term: &Term) -> Vec<u8> {
     } else {
         cur.row
     };
-    if cur.pending {
+    let active_slot = term.saved[usize::from(term.alt_mode.is_some())];
+    let last_cell_empty = term
+        .grid()
+        .row(cur.row)
+        .and_then(|r| r.cells().last())
+        .is_some_and(|c| c.is_empty());
+    let outside_region = term.modes.origin && (cur.row < term.top || cur.row > term.bottom);
+    let slot_holds_cursor =
+        active_slot.saved && active_slot.pos == cur && active_slot.origin == term.modes.origin;
+    if ((cur.pending && last_cell_empty) || outside_region) && slot_holds_cursor {
+        // Typically a DECRC put the cursor here: a pending wrap over a cell that changed since,
+        // or a position outside the region in origin mode, which CUP cannot address. The slot
+        // still holds it, so restoring the slot puts the cursor back exactly.
+        client.emit("\x1b8");
+        client.pen = active_slot.pen;
+        client.charsets = active_slot.charsets;
+        client.gl = active_slot.gl;
+        client.autowrap = active_slot.autowrap;
+    } else if cur.pending {
         client.redraw_last_column(term.grid(), cur.row, rel_row);
     } else {
         client.pos = None;

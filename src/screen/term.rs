@@ -695,38 +695,38 @@ impl Term {
     }
 
     /// Shows the alternate screen (no-op if already shown).
-    fn to_alternate(&mut self, mode: AltMode) {
+    fn show_alternate(&mut self, mode: AltMode) {
         if self.alt_mode.is_none() {
             self.alt_mode = Some(mode);
         }
     }
 
     /// Shows the main screen (no-op if already shown).
-    fn from_alternate(&mut self) {
+    fn show_main(&mut self) {
         self.alt_mode = None;
     }
 
     /// DECSET/DECRST 47, 1047, 1048, 1049.
     pub fn alternate_screen(&mut self, code: u16, on: bool) {
         match (code, on) {
-            (47, true) => self.to_alternate(AltMode::Alt47),
-            (1047, true) => self.to_alternate(AltMode::Alt1047),
-            (47, false) => self.from_alternate(),
+            (47, true) => self.show_alternate(AltMode::Alt47),
+            (1047, true) => self.show_alternate(AltMode::Alt1047),
+            (47, false) => self.show_main(),
             (1047, false) => {
                 if self.alt_mode.is_some() {
                     self.erase_display(2);
                 }
-                self.from_alternate();
+                self.show_main();
             }
             (1048, true) => self.save_cursor(),
             (1048, false) => self.restore_cursor(),
             (1049, true) => {
                 self.save_cursor();
-                self.to_alternate(AltMode::Alt1049);
+                self.show_alternate(AltMode::Alt1049);
                 self.erase_display(2);
             }
             (1049, false) => {
-                self.from_alternate();
+                self.show_main();
                 self.restore_cursor();
             }
             _ => {}
