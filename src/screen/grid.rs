@@ -8,6 +8,8 @@
 //! holds at most `MAX_COMBINING` marks per cell, only for cells flagged `MARKS`, so a row's side
 //! list never exceeds `cols * MAX_COMBINING` entries.
 
+use std::collections::VecDeque;
+
 use super::cell::{Attrs, Cell, kind};
 
 /// Combining marks kept per cell. Three covers every real script we expect from agents (an
@@ -62,8 +64,8 @@ impl Row {
         self.special = false;
     }
 
-    /// Writes narrow `cells` from `col`, for the fast path: the row must be plain and the run
-    /// must fit. Returns false (writing nothing) when that does not hold.
+    /// Writes narrow characters from `col`, for the fast path: the row must be plain (no wide
+    /// characters or marks to repair). Returns false, writing nothing, when it is not.
     pub fn write_plain(
         &mut self,
         col: usize,
@@ -73,11 +75,11 @@ impl Row {
         if self.special {
             return false;
         }
-        for (c, ch) in (col..).zip(ch) {
-            match self.cells.get_mut(c) {
-                Some(cell) => *cell = Cell::narrow(ch, attrs),
-                None => break,
-            }
+        let Some(cells) = self.cells.get_mut(col..) else {
+            return true;
+        };
+        for (cell, ch) in cells.iter_mut().zip(ch) {
+            *cell = Cell::narrow(ch, attrs);
         }
         true
     }
@@ -269,10 +271,11 @@ impl Row {
     }
 }
 
-/// The rows of one screen buffer.
+/// The rows of one screen buffer. A ring, so that scrolling the whole screen (the common
+/// case: output running off the bottom) moves no rows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grid {
-    rows: Vec<Row>,
+    rows: VecDeque<Row>,
     cols: usize,
 }
 
@@ -280,13 +283,13 @@ impl Grid {
     /// A blank grid.
     pub fn new(cols: usize, rows: usize) -> Grid {
         Grid {
-            rows: vec![Row::new(cols, Cell::BLANK); rows],
+            rows: std::iter::repeat_n(Row::new(cols, Cell::BLANK), rows).collect(),
             cols,
         }
     }
 
     /// Rows, top to bottom.
-    pub fn rows(&self) -> &[Row] {
+    pub fn rows(&self) -> &VecDeque<Row> {
         &self.rows
     }
 
@@ -309,14 +312,27 @@ impl Grid {
         }
     }
 
+    fn is_whole(&self, top: usize, bottom: usize) -> bool {
+        top == 0 && bottom + 1 == self.rows.len()
+    }
+
     /// Scrolls rows `top..=bottom` up by `n`: the top rows are dropped (no scrollback is kept)
     /// and blank rows appear at the bottom.
     pub fn scroll_up(&mut self, top: usize, bottom: usize, n: usize, blank: Cell) {
         if top > bottom || bottom >= self.rows.len() || n == 0 {
             return;
         }
-        let region = &mut self.rows[top..=bottom];
-        let n = n.min(region.len());
+        let n = n.min(bottom - top + 1);
+        if self.is_whole(top, bottom) {
+            for _ in 0..n {
+                if let Some(mut row) = self.rows.pop_front() {
+                    row.reset(blank);
+                    self.rows.push_back(row);
+                }
+            }
+            return;
+        }
+        let region = &mut self.rows.make_contiguous()[top..=bottom];
         region.rotate_left(n);
         let len = region.len();
         for row in &mut region[len - n..] {
@@ -330,8 +346,17 @@ impl Grid {
         if top > bottom || bottom >= self.rows.len() || n == 0 {
             return;
         }
-        let region = &mut self.rows[top..=bottom];
-        let n = n.min(region.len());
+        let n = n.min(bottom - top + 1);
+        if self.is_whole(top, bottom) {
+            for _ in 0..n {
+                if let Some(mut row) = self.rows.pop_back() {
+                    row.reset(blank);
+                    self.rows.push_front(row);
+                }
+            }
+            return;
+        }
+        let region = &mut self.rows.make_contiguous()[top..=bottom];
         region.rotate_right(n);
         for row in &mut region[..n] {
             row.reset(blank);
@@ -345,9 +370,9 @@ impl Grid {
             row.resize(cols);
         }
         while self.rows.len() < rows {
-            self.rows.push(Row::new(cols, Cell::BLANK));
+            self.rows.push_back(Row::new(cols, Cell::BLANK));
         }
-        if let Some(last) = self.rows.last_mut() {
+        if let Some(last) = self.rows.back_mut() {
             last.wrapped = false;
         }
         self.cols = cols;

@@ -55,6 +55,7 @@ impl GroundTracker {
     }
 
     /// Feeds one byte.
+    #[inline]
     pub fn advance(&mut self, b: u8) {
         self.state = Self::next(self.state, b);
     }
@@ -111,6 +112,7 @@ impl GroundTracker {
         }
     }
 
+    #[inline]
     fn next(state: State, b: u8) -> State {
         use State::*;
         match state {

@@ -14,7 +14,7 @@
 //! it is split into `process` calls; scrollback is not kept (rows scrolled off the top are
 //! dropped), so memory is bounded by the screen size and a clone is cheap. Printable ASCII in
 //! the parser's ground state takes a fast path that writes cells directly and has exactly the
-//! effect vte's `print` would have.
+//! effect vte's `print` would have; so does complete, valid UTF-8.
 //!
 //! Files: `cell.rs` (cells, colours, attributes), `grid.rs` (rows and buffer operations),
 //! `modes.rs` (modes, charsets, tab stops), `term.rs` (the emulator state and terminal
@@ -130,10 +130,35 @@ impl std::fmt::Debug for Screen {
     }
 }
 
-/// Bytes the fast path handles itself in ground state: printable ASCII, and C0 controls other
-/// than ESC (vte would only `execute` them).
+/// Length of the run of printable ASCII (0x20..=0x7e) at the start of `bytes`, eight bytes
+/// at a time.
+fn printable_run(bytes: &[u8]) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut n = 0;
+    for chunk in bytes.chunks_exact(8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let x = u64::from_le_bytes(word);
+        // A byte below 0x20 borrows into its high bit; one above 0x7e carries into it (or has
+        // it set already). Exact for "any byte", which is all we ask.
+        let below = x.wrapping_sub(ONES * 0x20) & !x & HIGH;
+        let above = (x.wrapping_add(ONES) | x) & HIGH;
+        if below | above != 0 {
+            break;
+        }
+        n += 8;
+    }
+    n + bytes[n..]
+        .iter()
+        .take_while(|b| (0x20..0x7f).contains(*b))
+        .count()
+}
+
+/// Bytes the fast path handles itself in ground state: printable ASCII, C0 controls other
+/// than ESC (vte would only `execute` them), and the start of UTF-8 characters.
 fn is_fast(b: u8) -> bool {
-    b < 0x7f && b != 0x1b
+    b != 0x7f && b != 0x1b
 }
 
 impl Screen {
@@ -155,15 +180,31 @@ impl Screen {
             if self.ground.is_ground() {
                 let b = bytes[i];
                 if (0x20..0x7f).contains(&b) {
-                    let end = bytes[i..]
-                        .iter()
-                        .position(|b| !(0x20..0x7f).contains(b))
-                        .map_or(bytes.len(), |n| i + n);
+                    let end = i + printable_run(&bytes[i..]);
                     self.term.print_ascii(&bytes[i..end]);
                     i = end;
                     continue;
                 }
-                if is_fast(b) {
+                if b >= 0x80 {
+                    // Complete, valid UTF-8 up to the next control: what vte would print.
+                    // Invalid or cut-off sequences go to vte below, which replaces or buffers
+                    // them.
+                    let end = bytes[i..]
+                        .iter()
+                        .position(|&b| b < 0x20 || b == 0x7f)
+                        .map_or(bytes.len(), |n| i + n);
+                    let text = match std::str::from_utf8(&bytes[i..end]) {
+                        Ok(text) => text,
+                        Err(e) => {
+                            std::str::from_utf8(&bytes[i..i + e.valid_up_to()]).unwrap_or_default()
+                        }
+                    };
+                    if !text.is_empty() {
+                        self.print_text(text);
+                        i += text.len();
+                        continue;
+                    }
+                } else if is_fast(b) {
                     vte::Perform::execute(&mut self.term, b);
                     i += 1;
                     continue;
@@ -180,6 +221,33 @@ impl Screen {
                 }
             }
             self.parser.advance(&mut self.term, &bytes[start..i]);
+        }
+    }
+
+    /// Prints valid UTF-8 without controls, as vte's ground state would: ASCII runs through
+    /// the cell fast path, C1 characters (U+0080..U+009F) executed, everything else printed.
+    fn print_text(&mut self, text: &str) {
+        let bytes = text.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            if bytes[i] < 0x80 {
+                let end = bytes[i..]
+                    .iter()
+                    .position(|&b| b >= 0x80)
+                    .map_or(bytes.len(), |n| i + n);
+                self.term.print_ascii(&bytes[i..end]);
+                i = end;
+            } else {
+                let Some(c) = text.get(i..).and_then(|t| t.chars().next()) else {
+                    break;
+                };
+                if ('\u{80}'..='\u{9f}').contains(&c) {
+                    vte::Perform::execute(&mut self.term, c as u8);
+                } else {
+                    self.term.print(c);
+                }
+                i += c.len_utf8();
+            }
         }
     }
 

@@ -160,7 +160,13 @@ pub struct Term {
     pub title: String,
     pub icon_name: String,
     pub replies: Vec<u8>,
+    /// The last character `print` measured and its width (`NOT_DRAWN` for controls): runs of
+    /// one character (box drawing, rules) skip the Unicode table lookup.
+    width_memo: (char, u8),
 }
+
+/// Width memo value for characters that are never drawn.
+const NOT_DRAWN: u8 = u8::MAX;
 
 impl Term {
     /// A power-on terminal of the given (already validated) size.
@@ -184,6 +190,7 @@ impl Term {
             title: String::new(),
             icon_name: String::new(),
             replies: Vec::new(),
+            width_memo: ('\0', NOT_DRAWN),
         }
     }
 
@@ -228,18 +235,42 @@ impl Term {
         } else {
             raw
         };
-        let Some(width) = c.width() else {
-            return; // C0/C1 controls and DEL are never drawn
+        let width = if self.width_memo.0 == c {
+            self.width_memo.1
+        } else {
+            let width = c.width().map_or(NOT_DRAWN, |w| w.min(2) as u8);
+            self.width_memo = (c, width);
+            width
         };
+        if width == NOT_DRAWN {
+            return; // C0/C1 controls and DEL are never drawn
+        }
+        let width = usize::from(width);
         if width == 0 {
             self.combine(c);
             return;
         }
-        let width = width.min(2);
         if width > self.cols {
             return; // a wide character cannot be shown on a one-column screen
         }
         self.last_char = Some(raw);
+        if width == 1
+            && !self.cur.pending
+            && !self.modes.insert
+            && !self.pen.has(flag::HIDDEN)
+            && self.cur.col + 1 < self.cols
+        {
+            // Common case: a narrow character on a row with nothing to repair.
+            let (row, col, pen) = (self.cur.row, self.cur.col, self.pen);
+            if self
+                .grid_mut()
+                .row_mut(row)
+                .write_plain(col, std::iter::once(c), pen)
+            {
+                self.cur.col += 1;
+                return;
+            }
+        }
         if self.cur.pending {
             self.cur.pending = false;
             if self.modes.autowrap {

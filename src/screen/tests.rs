@@ -932,3 +932,23 @@ fn unknown_sequences_are_ignored() {
     );
     assert_eq!(rows(&s), ["abc"]);
 }
+
+// ---- fast path ----------------------------------------------------------------------------
+
+proptest::proptest! {
+    #[test]
+    fn printable_run_matches_a_byte_by_byte_scan(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40)) {
+        let naive = bytes.iter().take_while(|b| (0x20..0x7f).contains(*b)).count();
+        proptest::prop_assert_eq!(super::printable_run(&bytes), naive);
+    }
+}
+
+#[test]
+fn printable_run_stops_at_both_edges_of_the_range() {
+    for stop in [0x1fu8, 0x7f, 0x80, 0xff, 0x00, 0x1b] {
+        let mut bytes = vec![b' '; 20];
+        bytes[13] = stop;
+        assert_eq!(super::printable_run(&bytes), 13, "{stop:#x}");
+    }
+    assert_eq!(super::printable_run(&[b'~'; 17]), 17);
+}
