@@ -1,5 +1,6 @@
 //! Throughput and replay fidelity of the screen model, compared with what the master could have
-//! used instead. Prints markdown tables for `docs/screen-model.md`.
+//! used instead. Prints markdown tables for `docs/screen-model.md` (which also gives the avt
+//! numbers, measured with a temporary dev-dependency, and how to reproduce them).
 //!
 //! Run: `cargo bench --bench screen_model` (release build, 120x40, 4 KiB chunks like PTY
 //! reads, best of 3 rounds). Environment: `BENCH_MB` scales the inputs (default 50 for the
@@ -215,44 +216,13 @@ impl Engine for Vt100 {
     }
 }
 
-/// avt takes `&str`, so a streaming UTF-8 decoder sits in front, as in the asciinema CLI.
-struct Avt {
-    term: avt::Terminal,
-    pending: Vec<u8>,
-}
-impl Engine for Avt {
-    fn name(&self) -> &'static str {
-        "avt 0.19.0"
-    }
-    fn feed(&mut self, chunk: &[u8]) {
-        self.pending.extend_from_slice(chunk);
-        let valid = match std::str::from_utf8(&self.pending) {
-            Ok(s) => s.len(),
-            Err(e) => e.valid_up_to(),
-        };
-        if let Ok(text) = std::str::from_utf8(&self.pending[..valid]) {
-            self.term.feed(text);
-        }
-        self.pending.drain(..valid);
-    }
-    fn probe(&self) -> u64 {
-        self.term.cursor().position().map_or(0, |p| p.1 as u64)
-    }
-}
-
 fn engines() -> Vec<Box<dyn Engine>> {
     let size = |n: u16| std::num::NonZeroU16::new(n).unwrap_or(std::num::NonZeroU16::MIN);
-    let avt = avt::Terminal::new(usize::from(COLS), usize::from(ROWS))
-        .unwrap_or_else(|e| panic!("avt: {e}"));
     vec![
         Box::new(Copy(Vec::with_capacity(CHUNK))),
         Box::new(VteOnly(vte::Parser::new())),
         Box::new(Desk(Screen::new(COLS, ROWS))),
         Box::new(Vt100(vt100::Parser::new(size(ROWS), size(COLS), 0))),
-        Box::new(Avt {
-            term: avt,
-            pending: Vec::new(),
-        }),
     ]
 }
 
@@ -396,46 +366,18 @@ fn replay_vt100(case: &Case) -> &'static str {
     }
 }
 
-fn replay_avt(case: &Case) -> &'static str {
-    let (c, r) = (usize::from(SMALL.0), usize::from(SMALL.1));
-    let Ok(mut a) = avt::Terminal::new(c, r) else {
-        return "error";
-    };
-    let Ok(mut b) = avt::Terminal::new(c, r) else {
-        return "error";
-    };
-    let pre = String::from_utf8_lossy(case.pre);
-    a.feed(pre.as_ref());
-    b.feed(a.dump());
-    let post = String::from_utf8_lossy(case.post);
-    a.feed(post.as_ref());
-    b.feed(post.as_ref());
-    let text = |t: &avt::Terminal| {
-        t.screen()
-            .visible_lines()
-            .map(|l| l.text().trim_end().to_string())
-            .collect::<Vec<_>>()
-    };
-    if text(&a) == text(&b) && a.cursor() == b.cursor() {
-        "same"
-    } else {
-        "**diverges**"
-    }
-}
-
 fn fidelity_table() {
     println!(
-        "| case ({}x{}) | desk keyframe | vt100 `state_formatted` | avt `dump` |",
+        "| case ({}x{}) | desk keyframe | vt100 `state_formatted` |",
         SMALL.0, SMALL.1
     );
-    println!("|---|---|---|---|");
+    println!("|---|---|---|");
     for case in CASES {
         println!(
-            "| {} | {} | {} | {} |",
+            "| {} | {} | {} |",
             case.name,
             replay_desk(case),
-            replay_vt100(case),
-            replay_avt(case)
+            replay_vt100(case)
         );
     }
 }
