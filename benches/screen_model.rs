@@ -11,9 +11,12 @@ use std::time::Instant;
 
 use desk::screen::Screen;
 
+/// The size the brief's throughput target is stated for.
 const COLS: u16 = 120;
 const ROWS: u16 = 40;
+/// A PTY read returns at most about a page, so the master feeds the model in pieces this big.
 const CHUNK: usize = 4096;
+/// Best of a few rounds: the machine is shared, so single runs are noisy.
 const ROUNDS: usize = 3;
 
 /// xorshift64*: deterministic inputs without a dependency.
@@ -325,6 +328,7 @@ const CASES: &[Case] = &[
     },
 ];
 
+/// Small enough that scrolling and wrapping happen within the short replay cases.
 const SMALL: (u16, u16) = (10, 6);
 
 fn text_desk(s: &Screen) -> Vec<String> {

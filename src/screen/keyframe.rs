@@ -230,23 +230,14 @@ impl Client {
                 c += if cell.is_wide() { 2 } else { 1 };
             }
             continuing = false;
-            let Some(next) = rows.get(r + 1) else {
-                break;
-            };
-            let first = next.cells().first().copied().unwrap_or(Cell::BLANK);
-            if !row.wrapped || first.is_empty() || first.is_continuation() {
+            if !wrap_is_drawn(grid, r) {
                 continue;
             }
             if self.pos == Some((r, self.cols)) {
                 // The last column was printed last: the next print wraps.
                 continuing = true;
-            } else if first.is_wide()
-                && cells
-                    .last()
-                    .is_some_and(|l| l.is_empty() && !l.is_continuation())
-                && self.cols >= 2
-            {
-                // A wide character that did not fit in the last column wrapped early.
+            } else if self.cols >= 2 {
+                // A wide character that did not fit in the last column wraps early.
                 self.cup(r, self.cols - 1);
                 continuing = true;
             }
@@ -351,7 +342,9 @@ impl Client {
                 if shown.is_none() && shows(row, col) {
                     shown = Some((r, col));
                 }
-                if empty.is_none() && empty_run(row, col) {
+                // ECH clears a row's wrap flag, so a row whose wrap the client has cannot
+                // lend a cell.
+                if empty.is_none() && !wrap_is_drawn(grid, r) && empty_run(row, col) {
                     empty = Some((r, col));
                 }
             }
@@ -386,6 +379,22 @@ impl Client {
             (None, None, None) => {}
         }
     }
+}
+
+/// True when the keyframe reproduces row `r`'s wrap flag: the row wrapped, the next row exists
+/// and starts with a character, and either the row's last column holds one (printed last, so
+/// the next print autowraps) or the next row starts with a wide character (which wraps early
+/// from the last column by itself).
+fn wrap_is_drawn(grid: &Grid, r: usize) -> bool {
+    let (Some(row), Some(next)) = (grid.row(r), grid.row(r + 1)) else {
+        return false;
+    };
+    let first = next.cells().first().copied().unwrap_or(Cell::BLANK);
+    let last = row.cells().last().copied().unwrap_or(Cell::BLANK);
+    row.wrapped
+        && !first.is_empty()
+        && !first.is_continuation()
+        && (!last.is_empty() || first.is_wide())
 }
 
 impl std::fmt::Write for Client {

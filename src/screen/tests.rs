@@ -1,5 +1,6 @@
 //! Unit tests of the screen model: one behaviour each, xterm semantics.
 
+use super::perform::{DA1_REPLY, DA2_REPLY};
 use super::*;
 
 fn screen(cols: u16, rows: u16, bytes: &[u8]) -> Screen {

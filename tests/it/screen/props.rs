@@ -198,3 +198,27 @@ proptest! {
         prop_assert_eq!(model.at_ground_state(), vte_ground, "prefix {:?}", prefix);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_model_reads_its_own_keyframe_back_to_the_same_state(stream in streams()) {
+        // A keyframe carries hidden state too (DECSC slots, region, tab stops, charsets,
+        // modes, wrap flags, the REP character): read back by a fresh model, it must render
+        // the very same keyframe.
+        let mut original = Screen::new(20, 6);
+        original.process(&stream);
+        let keyframe = original.render_keyframe();
+        let mut copy = Screen::new(20, 6);
+        copy.process(&keyframe);
+        prop_assert_eq!(copy.snapshot(), original.snapshot());
+        let again = copy.render_keyframe();
+        prop_assert_eq!(
+            String::from_utf8_lossy(&again),
+            String::from_utf8_lossy(&keyframe),
+            "stream {:?}",
+            String::from_utf8_lossy(&stream)
+        );
+    }
+}
