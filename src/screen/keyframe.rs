@@ -467,18 +467,14 @@ pub fn render(term: &Term) -> Vec<u8> {
         cur.row
     };
     let active_slot = term.saved[usize::from(term.alt_mode.is_some())];
-    let last_cell_empty = term
-        .grid()
-        .row(cur.row)
-        .and_then(|r| r.cells().last())
-        .is_some_and(|c| c.is_empty());
     let outside_region = term.modes.origin && (cur.row < term.top || cur.row > term.bottom);
     let slot_holds_cursor =
         active_slot.saved && active_slot.pos == cur && active_slot.origin == term.modes.origin;
-    if ((cur.pending && last_cell_empty) || outside_region) && slot_holds_cursor {
-        // Typically a DECRC put the cursor here: a pending wrap over a cell that changed since,
-        // or a position outside the region in origin mode, which CUP cannot address. The slot
-        // still holds it, so restoring the slot puts the cursor back exactly.
+    if (cur.pending || outside_region) && slot_holds_cursor {
+        // Typically a DECRC put the cursor here: a pending wrap (which would otherwise need
+        // the last column printed again, over a cell that may have changed and replacing the
+        // character REP repeats) or a position outside the region in origin mode, which CUP
+        // cannot address. The slot still holds it, so restoring the slot is exact.
         client.emit("\x1b8");
         client.pen = active_slot.pen;
         client.charsets = active_slot.charsets;
