@@ -386,6 +386,57 @@ fn fidelity_table() {
     }
 }
 
+/// Keyframe size and render time: for the recorded streams (80x24, as they end) and for
+/// worst-case screens where every cell has its own colours.
+fn keyframe_table() {
+    println!("| screen | keyframe bytes | render time |");
+    println!("|---|---:|---:|");
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/streams");
+    let mut names: Vec<_> = std::fs::read_dir(dir)
+        .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    names.retain(|p| p.extension().is_some_and(|e| e == "bin"));
+    names.sort();
+    let mut screens: Vec<(String, Screen)> = Vec::new();
+    for path in names {
+        let mut screen = Screen::new(80, 24);
+        screen.process(&std::fs::read(&path).unwrap_or_default());
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        screens.push((format!("{name} at its end (80x24)"), screen));
+    }
+    for (cols, rows) in [(120u16, 40u16), (500, 400)] {
+        // Every cell a different truecolour foreground and background, bold or not.
+        let mut screen = Screen::new(cols, rows);
+        let mut bytes = Vec::new();
+        for i in 0..u32::from(cols) * u32::from(rows) {
+            let (r, g, b) = (i % 256, (i / 256) % 256, (i * 7) % 256);
+            bytes.extend_from_slice(
+                format!(
+                    "\x1b[{};38;2;{r};{g};{b};48;2;{b};{r};{g}m{}",
+                    1 + i % 2,
+                    char::from(b'a' + (i % 26) as u8)
+                )
+                .as_bytes(),
+            );
+        }
+        screen.process(&bytes);
+        screens.push((format!("every cell coloured ({cols}x{rows})"), screen));
+    }
+    for (name, screen) in &screens {
+        let start = Instant::now();
+        let mut size = 0;
+        let runs = 20;
+        for _ in 0..runs {
+            size = black_box(screen.render_keyframe()).len();
+        }
+        let micros = start.elapsed().as_secs_f64() * 1e6 / f64::from(runs);
+        println!("| {name} | {size} | {micros:.0} µs |");
+    }
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` runs this quickly as a smoke test.
     let quick = !std::env::args().any(|a| a == "--bench");
@@ -394,5 +445,7 @@ fn main() {
     if quick {
         return;
     }
+    keyframe_table();
+    println!();
     throughput_table();
 }

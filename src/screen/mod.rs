@@ -49,7 +49,8 @@ pub const MAX_COLS: u16 = 1000;
 /// Largest height, for the same reason as `MAX_COLS`.
 pub const MAX_ROWS: u16 = 1000;
 /// Largest `cols * rows`. Each cell is 16 bytes and the model keeps two buffers, so this caps a
-/// session's model at ~6.4 MB and a worst-case keyframe at a few MB, while still allowing e.g.
+/// session's model at ~6.4 MB, and a keyframe at ~8 MB / ~55 ms to render even when every cell
+/// has its own truecolour pair (measured, `docs/screen-model.md`), while still allowing e.g.
 /// 500x400; `MAX_COLS * MAX_ROWS` (a million cells) would allow 32 MB per session.
 pub const MAX_CELLS: u32 = 200_000;
 
