@@ -1,127 +1,393 @@
-//! Placeholder screen model with the agreed API; replaced by the real model from the `screen`
-//! branch before anything lands.
+//! In-memory screen model of one session's terminal.
+//!
+//! The master feeds every byte the child writes to its PTY through [`Screen::process`]. The
+//! model keeps what a terminal would show (both screen buffers, the cursor, the pen, modes,
+//! title) with xterm's semantics, and serves: the keyframe sent to an attaching or resyncing
+//! client ([`Screen::render_keyframe`]), read-back for `peek` and delivery verification
+//! ([`Screen::snapshot`], [`Screen::text_rows`]), and answers to terminal queries
+//! ([`Screen::take_replies`]). Why a model of our own and not the vt100 or avt crates:
+//! `docs/screen-model.md`.
+//!
+//! Invariants: processing never panics and never allocates beyond named bounds (grid size
+//! `MAX_CELLS`, combining marks per cell, title, pending replies; vte bounds OSC strings to
+//! 1024 bytes and parameters to 32); the result of processing a stream does not depend on how
+//! it is split into `process` calls; scrollback is not kept (rows scrolled off the top are
+//! dropped), so memory is bounded by the screen size and a clone is cheap. Printable ASCII in
+//! the parser's ground state takes a fast path that writes cells directly and has exactly the
+//! effect vte's `print` would have; so does complete, valid UTF-8.
+//!
+//! Files: `cell.rs` (cells, colours, attributes), `grid.rs` (rows and buffer operations),
+//! `modes.rs` (modes, charsets, tab stops), `term.rs` (the emulator state and terminal
+//! operations), `perform.rs` (vte callbacks, SGR, query answers), `ground.rs` (whether vte is
+//! mid-sequence), `keyframe.rs` (state restore), this file (the public API and the fast path).
+
+mod cell;
+mod grid;
+mod ground;
+mod keyframe;
+mod modes;
+mod perform;
+mod term;
 
 use serde::{Deserialize, Serialize};
 
+pub use cell::{Attrs, Color, flag};
+pub use grid::MAX_COMBINING;
+pub use modes::{Modes, MouseEncoding, MouseMode};
+pub use term::{MAX_PENDING_REPLIES, MAX_TITLE_BYTES};
+
+use ground::GroundTracker;
+use term::Term;
+
+/// Smallest width: one column is still a terminal.
 pub const MIN_COLS: u16 = 1;
+/// Smallest height.
 pub const MIN_ROWS: u16 = 1;
+/// Largest width: wider than any real window (a 4K screen with a 6-pixel font is ~640
+/// columns), small enough that one row stays a few KiB.
 pub const MAX_COLS: u16 = 1000;
+/// Largest height, for the same reason as `MAX_COLS`.
 pub const MAX_ROWS: u16 = 1000;
+/// Largest `cols * rows`. Each cell is 16 bytes and the model keeps two buffers, so this caps a
+/// session's model at ~6.4 MB, and a keyframe at ~8 MB / ~55 ms to render even when every cell
+/// has its own truecolour pair (measured, `docs/screen-model.md`), while still allowing e.g.
+/// 500x400; `MAX_COLS * MAX_ROWS` (a million cells) would allow 32 MB per session.
 pub const MAX_CELLS: u32 = 200_000;
 
+/// True when a terminal of `cols` x `rows` is within all bounds.
 pub fn valid_size(cols: u16, rows: u16) -> bool {
     (MIN_COLS..=MAX_COLS).contains(&cols)
         && (MIN_ROWS..=MAX_ROWS).contains(&rows)
         && u32::from(cols) * u32::from(rows) <= MAX_CELLS
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MouseMode {
-    #[default]
-    None,
-    Press,
-    PressRelease,
-    ButtonMotion,
-    AnyMotion,
+/// The nearest valid size: each side clamped to its range, then rows reduced until the cell
+/// count fits.
+fn clamp_size(cols: u16, rows: u16) -> (usize, usize) {
+    let cols = cols.clamp(MIN_COLS, MAX_COLS);
+    let rows = rows.clamp(MIN_ROWS, MAX_ROWS);
+    let max_rows = (MAX_CELLS / u32::from(cols)).min(u32::from(MAX_ROWS));
+    let rows = u32::from(rows).min(max_rows);
+    (usize::from(cols), rows as usize)
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MouseEncoding {
-    #[default]
-    Default,
-    Utf8,
-    Sgr,
-    Urxvt,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct Modes {
-    pub alternate_screen: bool,
-    pub bracketed_paste: bool,
-    pub app_cursor_keys: bool,
-    pub app_keypad: bool,
-    pub cursor_visible: bool,
-    pub autowrap: bool,
-    pub origin: bool,
-    pub insert: bool,
-    pub mouse: MouseMode,
-    pub mouse_encoding: MouseEncoding,
-    pub focus_events: bool,
-}
-
+/// The cursor as reported in a [`Snapshot`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cursor {
+    /// Row, 0-based.
     pub row: u16,
+    /// Column, 0-based (the last column while a wrap is pending).
     pub col: u16,
+    /// The application has not hidden it (DECTCEM).
     pub visible: bool,
 }
 
+/// What `desk peek --json` prints.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Snapshot {
+    /// Width.
     pub cols: u16,
+    /// Height.
     pub rows: u16,
+    /// Cursor position and visibility.
     pub cursor: Cursor,
+    /// Window title (OSC 0/2).
     pub title: String,
+    /// Modes.
     pub modes: Modes,
+    /// Visible rows as text (see [`Screen::text_rows`]).
     pub lines: Vec<String>,
 }
 
+/// A read-only view of one cell, for tests and diagnostics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CellView {
+    /// The character and its combining marks; empty for an erased cell and for the right half
+    /// of a wide character.
+    pub text: String,
+    /// The cell holds the left half of a wide character.
+    pub wide: bool,
+    /// The cell is the right half of a wide character.
+    pub wide_continuation: bool,
+    /// Attributes.
+    pub attrs: Attrs,
+}
+
+/// The screen model of one terminal. (Not `Clone`: vte's parser is not.)
 pub struct Screen {
-    cols: u16,
-    rows: u16,
-    text: Vec<u8>,
+    parser: vte::Parser,
+    ground: GroundTracker,
+    term: Term,
+}
+
+impl std::fmt::Debug for Screen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Screen")
+            .field("size", &self.size())
+            .field("cursor", &self.cursor())
+            .field("ground", &self.ground)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Length of the run of printable ASCII (0x20..=0x7e) at the start of `bytes`, eight bytes
+/// at a time.
+fn printable_run(bytes: &[u8]) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut n = 0;
+    for chunk in bytes.chunks_exact(8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let x = u64::from_le_bytes(word);
+        // A byte below 0x20 borrows into its high bit; one above 0x7e carries into it (or has
+        // it set already). Exact for "any byte", which is all we ask.
+        let below = x.wrapping_sub(ONES * 0x20) & !x & HIGH;
+        let above = (x.wrapping_add(ONES) | x) & HIGH;
+        if below | above != 0 {
+            break;
+        }
+        n += 8;
+    }
+    n + bytes[n..]
+        .iter()
+        .take_while(|b| (0x20..0x7f).contains(*b))
+        .count()
+}
+
+/// Bytes the fast path handles itself in ground state: printable ASCII, C0 controls other
+/// than ESC (vte would only `execute` them), and the start of UTF-8 characters.
+fn is_fast(b: u8) -> bool {
+    b != 0x7f && b != 0x1b
 }
 
 impl Screen {
+    /// A power-on terminal of `cols` x `rows`, clamped to valid bounds.
     pub fn new(cols: u16, rows: u16) -> Screen {
-        Screen { cols, rows, text: Vec::new() }
-    }
-    pub fn process(&mut self, bytes: &[u8]) {
-        self.text.extend_from_slice(bytes);
-        if self.text.len() > 4096 {
-            self.text.drain(..self.text.len() - 4096);
+        let (cols, rows) = clamp_size(cols, rows);
+        Screen {
+            parser: vte::Parser::new(),
+            ground: GroundTracker::default(),
+            term: Term::new(cols, rows),
         }
     }
-    pub fn take_replies(&mut self) -> Vec<u8> {
-        Vec::new()
+
+    /// Feeds bytes written by the child. Any split of a stream into calls gives the same
+    /// result as one call with the whole stream.
+    pub fn process(&mut self, bytes: &[u8]) {
+        let mut i = 0;
+        while i < bytes.len() {
+            if self.ground.is_ground() {
+                let b = bytes[i];
+                if (0x20..0x7f).contains(&b) {
+                    let end = i + printable_run(&bytes[i..]);
+                    self.term.print_ascii(&bytes[i..end]);
+                    i = end;
+                    continue;
+                }
+                if b >= 0x80 {
+                    // Complete, valid UTF-8 up to the next control: what vte would print.
+                    // Invalid or cut-off sequences go to vte below, which replaces or buffers
+                    // them.
+                    let end = bytes[i..]
+                        .iter()
+                        .position(|&b| b < 0x20 || b == 0x7f)
+                        .map_or(bytes.len(), |n| i + n);
+                    let text = match std::str::from_utf8(&bytes[i..end]) {
+                        Ok(text) => text,
+                        Err(e) => {
+                            std::str::from_utf8(&bytes[i..i + e.valid_up_to()]).unwrap_or_default()
+                        }
+                    };
+                    if !text.is_empty() {
+                        self.print_text(text);
+                        i += text.len();
+                        continue;
+                    }
+                } else if is_fast(b) {
+                    vte::Perform::execute(&mut self.term, b);
+                    i += 1;
+                    continue;
+                }
+            }
+            // Hand vte everything up to the point where it is back in ground state in front
+            // of a byte the fast path takes.
+            let start = i;
+            while i < bytes.len() {
+                self.ground.advance(bytes[i]);
+                i += 1;
+                if self.ground.is_ground() && bytes.get(i).is_some_and(|&b| is_fast(b)) {
+                    break;
+                }
+            }
+            self.parser.advance(&mut self.term, &bytes[start..i]);
+        }
     }
-    pub fn resize(&mut self, cols: u16, rows: u16) {
-        self.cols = cols;
-        self.rows = rows;
+
+    /// Prints valid UTF-8 without controls, as vte's ground state would: ASCII runs through
+    /// the cell fast path, C1 characters (U+0080..U+009F) executed, everything else printed.
+    fn print_text(&mut self, text: &str) {
+        let bytes = text.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            if bytes[i] < 0x80 {
+                let end = bytes[i..]
+                    .iter()
+                    .position(|&b| b >= 0x80)
+                    .map_or(bytes.len(), |n| i + n);
+                self.term.print_ascii(&bytes[i..end]);
+                i = end;
+            } else {
+                let Some(c) = text.get(i..).and_then(|t| t.chars().next()) else {
+                    break;
+                };
+                if ('\u{80}'..='\u{9f}').contains(&c) {
+                    vte::Perform::execute(&mut self.term, c as u8);
+                } else {
+                    self.term.print(c);
+                }
+                i += c.len_utf8();
+            }
+        }
     }
-    pub fn size(&self) -> (u16, u16) {
-        (self.cols, self.rows)
-    }
-    pub fn cursor(&self) -> (u16, u16) {
-        (0, 0)
-    }
-    pub fn title(&self) -> &str {
-        ""
-    }
-    pub fn modes(&self) -> Modes {
-        Modes::default()
-    }
+
+    /// True when no escape sequence or UTF-8 character is partially parsed: a keyframe taken
+    /// now, followed by the bytes that come next, reproduces the stream exactly. Inside a
+    /// sequence it cannot: the keyframe does not (and cannot portably) restore a half-parsed
+    /// sequence, so the client would see the rest of it as plain text.
     pub fn at_ground_state(&self) -> bool {
-        true
+        self.ground.is_ground()
     }
+
+    /// Answers to terminal queries seen since the last call (DA1, DA2, DSR 5, DSR 6). The
+    /// master writes them to the PTY only while no controller is attached.
+    pub fn take_replies(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.term.replies)
+    }
+
+    /// Changes the size like xterm: content stays top-left, the cursor is clamped, the scroll
+    /// region is reset. The size is clamped to valid bounds.
+    pub fn resize(&mut self, cols: u16, rows: u16) {
+        let (cols, rows) = clamp_size(cols, rows);
+        self.term.resize(cols, rows);
+    }
+
+    /// `(cols, rows)`.
+    pub fn size(&self) -> (u16, u16) {
+        // Both fit: they are bounded by MAX_COLS and MAX_ROWS.
+        (self.term.cols as u16, self.term.rows as u16)
+    }
+
+    /// `(row, col)`, 0-based. While a wrap is pending the column is the last one.
+    pub fn cursor(&self) -> (u16, u16) {
+        (self.term.cur.row as u16, self.term.cur.col as u16)
+    }
+
+    /// True when the last character was written in the last column and the next one will wrap
+    /// first (xterm's "pending wrap"; the vt100 crate shows it as `col == cols`).
+    pub fn pending_wrap(&self) -> bool {
+        self.term.cur.pending
+    }
+
+    /// The scroll region as `(top, bottom)` rows, 0-based and inclusive.
+    pub fn scroll_region(&self) -> (u16, u16) {
+        (self.term.top as u16, self.term.bottom as u16)
+    }
+
+    /// The window title (OSC 0 or 2). OSC 1 sets only the icon name.
+    pub fn title(&self) -> &str {
+        &self.term.title
+    }
+
+    /// The icon name (OSC 0 or 1).
+    pub fn icon_name(&self) -> &str {
+        &self.term.icon_name
+    }
+
+    /// Modes set by the application.
+    pub fn modes(&self) -> Modes {
+        let m = &self.term.modes;
+        Modes {
+            alternate_screen: self.term.alt_mode.is_some(),
+            bracketed_paste: m.bracketed_paste,
+            app_cursor_keys: m.app_cursor,
+            app_keypad: m.app_keypad,
+            cursor_visible: m.cursor_visible,
+            autowrap: m.autowrap,
+            origin: m.origin,
+            insert: m.insert,
+            mouse: m.mouse,
+            mouse_encoding: m.mouse_encoding,
+            focus_events: m.focus_events,
+        }
+    }
+
+    /// The current pen (attributes new text is drawn with).
+    pub fn pen(&self) -> Attrs {
+        self.term.pen
+    }
+
+    /// The visible rows as text: one string per row, trailing blanks trimmed, a wide character
+    /// once, combining marks kept after their base character.
     pub fn text_rows(&self) -> Vec<String> {
-        String::from_utf8_lossy(&self.text).lines().map(str::to_string).collect()
+        self.term
+            .grid()
+            .rows()
+            .iter()
+            .map(grid::Row::text)
+            .collect()
     }
+
+    /// True when the row's text continues on the next row (it was left by autowrap).
+    pub fn row_wrapped(&self, row: u16) -> bool {
+        self.term
+            .grid()
+            .row(usize::from(row))
+            .is_some_and(|r| r.wrapped)
+    }
+
+    /// One visible cell, `None` outside the screen.
+    pub fn cell(&self, row: u16, col: u16) -> Option<CellView> {
+        let r = self.term.grid().row(usize::from(row))?;
+        let c = r.get(usize::from(col))?;
+        let mut text = String::new();
+        if !c.is_empty() && !c.is_continuation() {
+            text.push(c.ch);
+            text.extend(r.marks_at(usize::from(col)));
+        }
+        Some(CellView {
+            text,
+            wide: c.is_wide(),
+            wide_continuation: c.is_continuation(),
+            attrs: c.attrs,
+        })
+    }
+
+    /// What `desk peek --json` prints.
     pub fn snapshot(&self) -> Snapshot {
+        let (cols, rows) = self.size();
+        let (row, col) = self.cursor();
         Snapshot {
-            cols: self.cols,
-            rows: self.rows,
-            cursor: Cursor { row: 0, col: 0, visible: true },
-            title: String::new(),
+            cols,
+            rows,
+            cursor: Cursor {
+                row,
+                col,
+                visible: self.term.modes.cursor_visible,
+            },
+            title: self.term.title.clone(),
             modes: self.modes(),
             lines: self.text_rows(),
         }
     }
+
+    /// Bytes that, written to a terminal in any state, make it show exactly this model's state,
+    /// so that the PTY bytes that follow are interpreted as the model interprets them. Take it
+    /// only where [`Screen::at_ground_state`] is true.
     pub fn render_keyframe(&self) -> Vec<u8> {
-        let mut out = b"\x1bc".to_vec();
-        out.extend_from_slice(&self.text);
-        out
+        keyframe::render(&self.term)
     }
 }
+
+#[cfg(test)]
+mod tests;

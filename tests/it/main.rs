@@ -5,6 +5,7 @@
 mod attach;
 mod demo_agent;
 mod harness;
+mod screen;
 mod sessions;
 mod support;
 mod wire_clients;

@@ -1,0 +1,481 @@
+//! Rows of cells and the operations that move cells around inside one screen buffer.
+//!
+//! Owns the cells of one buffer (main or alternate), their combining marks and each row's
+//! soft-wrap flag; knows nothing of the cursor, modes or parsing. Invariants every method keeps:
+//! every row has exactly `cols` cells; a `WIDE` cell is never in the last column and is always
+//! followed by its `CONTINUATION` cell, and a `CONTINUATION` cell is always preceded by its
+//! `WIDE` base (an operation that would split a pair blanks both halves, as xterm does); a row
+//! holds at most `MAX_COMBINING` marks per cell, only for cells flagged `MARKS`, so a row's side
+//! list never exceeds `cols * MAX_COMBINING` entries.
+
+use std::collections::VecDeque;
+
+use super::cell::{Attrs, Cell, kind};
+
+/// Combining marks kept per cell. Three covers every real script we expect from agents (an
+/// accent, a stacked Vietnamese tone, emoji ZWJ/variation selectors); more is "Zalgo" text,
+/// whose extra marks are dropped so a row's memory stays bounded.
+pub const MAX_COMBINING: usize = 3;
+
+/// One screen row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    cells: Vec<Cell>,
+    /// Combining marks as `(column, mark)`, in arrival order.
+    marks: Vec<(u16, char)>,
+    /// The text of this row continues on the next one: it was left by autowrap.
+    pub wrapped: bool,
+    /// The row may hold wide characters or combining marks; when false, the printable fast
+    /// path can overwrite cells without any repair work.
+    special: bool,
+}
+
+impl Row {
+    /// A row of `cols` copies of `fill`.
+    pub fn new(cols: usize, fill: Cell) -> Row {
+        Row {
+            cells: vec![fill; cols],
+            marks: Vec::new(),
+            wrapped: false,
+            special: false,
+        }
+    }
+
+    /// Number of cells.
+    pub fn len(&self) -> usize {
+        self.cells.len()
+    }
+
+    /// The cells, left to right.
+    pub fn cells(&self) -> &[Cell] {
+        &self.cells
+    }
+
+    /// The cell at `col`, if in range.
+    pub fn get(&self, col: usize) -> Option<&Cell> {
+        self.cells.get(col)
+    }
+
+    /// Overwrites every cell with `fill` and forgets marks and the wrap flag.
+    pub fn reset(&mut self, fill: Cell) {
+        self.cells.fill(fill);
+        self.marks.clear();
+        self.wrapped = false;
+        self.special = false;
+    }
+
+    /// Writes narrow characters from `col`, for the fast path: the row must be plain (no wide
+    /// characters or marks to repair). Returns false, writing nothing, when it is not.
+    pub fn write_plain(
+        &mut self,
+        col: usize,
+        ch: impl Iterator<Item = char>,
+        attrs: Attrs,
+    ) -> bool {
+        if self.special {
+            return false;
+        }
+        let Some(cells) = self.cells.get_mut(col..) else {
+            return true;
+        };
+        for (cell, ch) in cells.iter_mut().zip(ch) {
+            *cell = Cell::narrow(ch, attrs);
+        }
+        true
+    }
+
+    /// Combining marks of the cell at `col`, in arrival order.
+    pub fn marks_at(&self, col: usize) -> impl Iterator<Item = char> + '_ {
+        self.marks
+            .iter()
+            .filter(move |(c, _)| usize::from(*c) == col)
+            .map(|(_, m)| *m)
+    }
+
+    fn drop_marks_in(&mut self, start: usize, end: usize) {
+        if !self.marks.is_empty() {
+            self.marks.retain(|(c, _)| {
+                let c = usize::from(*c);
+                c < start || c >= end
+            });
+        }
+    }
+
+    /// Stores `cell` at `col` (narrow or wide base), repairing any wide character it splits.
+    /// A wide cell also claims `col + 1`. Out-of-range columns are ignored.
+    pub fn put(&mut self, col: usize, cell: Cell, blank: Cell) {
+        let width = if cell.is_wide() { 2 } else { 1 };
+        if col + width > self.cells.len() {
+            return;
+        }
+        self.repair_split(col, col + width, blank);
+        self.drop_marks_in(col, col + width);
+        self.cells[col] = cell;
+        if width == 2 {
+            self.cells[col + 1] = Cell {
+                kind: kind::CONTINUATION,
+                ..Cell::erased(&cell.attrs)
+            };
+            self.special = true;
+        }
+    }
+
+    /// Appends combining mark `mark` to the cell at `col`. An empty cell becomes a space first
+    /// (the mark needs a base). Returns false when the cell already holds `MAX_COMBINING` marks.
+    pub fn push_mark(&mut self, col: usize, mark: char) -> bool {
+        let Some(cell) = self.cells.get_mut(col) else {
+            return false;
+        };
+        if cell.is_continuation() {
+            return false;
+        }
+        if self.marks_at(col).count() >= MAX_COMBINING {
+            return false;
+        }
+        let Some(cell) = self.cells.get_mut(col) else {
+            return false;
+        };
+        if cell.ch == super::cell::EMPTY {
+            cell.ch = ' ';
+        }
+        cell.kind |= kind::MARKS;
+        self.special = true;
+        // A row holds at most one entry per (cell, mark slot); `col` fits in u16 because
+        // MAX_COLS does.
+        self.marks.push((col as u16, mark));
+        true
+    }
+
+    /// Blanks both halves of any wide character that the range `start..end` cuts through.
+    fn repair_split(&mut self, start: usize, end: usize, blank: Cell) {
+        if !self.special {
+            return;
+        }
+        if start > 0 && self.cells.get(start).is_some_and(Cell::is_continuation) {
+            self.cells[start - 1] = blank;
+            self.cells[start] = blank;
+            self.drop_marks_in(start - 1, start);
+        }
+        if end > 0 && end < self.cells.len() && self.cells[end].is_continuation() {
+            self.cells[end - 1] = blank;
+            self.cells[end] = blank;
+            self.drop_marks_in(end - 1, end);
+        }
+    }
+
+    /// Erases `start..end` (clamped) to `blank`, blanking any wide character it cuts.
+    pub fn erase(&mut self, start: usize, end: usize, blank: Cell) {
+        let end = end.min(self.cells.len());
+        if start >= end {
+            return;
+        }
+        self.repair_split(start, end, blank);
+        self.cells[start..end].fill(blank);
+        self.drop_marks_in(start, end);
+        if start == 0 && end == self.cells.len() {
+            self.special = false;
+            self.marks.clear();
+        }
+    }
+
+    /// Inserts `n` blank cells at `col`, shifting the rest right; cells pushed past the end are
+    /// lost (ICH, and insert mode).
+    pub fn insert_blanks(&mut self, col: usize, n: usize, blank: Cell) {
+        let len = self.cells.len();
+        if col >= len || n == 0 {
+            return;
+        }
+        let n = n.min(len - col);
+        // A wide character cut at the insertion point, and one straddling the new right edge.
+        self.repair_split(col, col, blank);
+        self.repair_split(len - n, len - n, blank);
+        self.cells[col..].rotate_right(n);
+        self.cells[col..col + n].fill(blank);
+        if !self.marks.is_empty() {
+            self.marks.retain_mut(|(c, _)| {
+                let cu = usize::from(*c);
+                if cu < col {
+                    return true;
+                }
+                if cu + n >= len {
+                    return false;
+                }
+                // Fits in u16: cu + n < len <= MAX_COLS.
+                *c = (cu + n) as u16;
+                true
+            });
+        }
+    }
+
+    /// Deletes `n` cells at `col`, shifting the rest left and filling the end with `blank`
+    /// (DCH).
+    pub fn delete(&mut self, col: usize, n: usize, blank: Cell) {
+        let len = self.cells.len();
+        if col >= len || n == 0 {
+            return;
+        }
+        let n = n.min(len - col);
+        self.repair_split(col, col + n, blank);
+        self.drop_marks_in(col, col + n);
+        self.cells[col..].rotate_left(n);
+        self.cells[len - n..].fill(blank);
+        if !self.marks.is_empty() {
+            for (c, _) in &mut self.marks {
+                let cu = usize::from(*c);
+                if cu >= col + n {
+                    // Fits: it only gets smaller.
+                    *c = (cu - n) as u16;
+                }
+            }
+        }
+    }
+
+    /// Changes the width, keeping the left part. A wide character cut by the new edge is
+    /// blanked; the wrap flag is dropped because the continuation no longer lines up.
+    pub fn resize(&mut self, cols: usize) {
+        if cols == self.cells.len() {
+            return;
+        }
+        if cols < self.cells.len() {
+            if cols > 0 && self.cells[cols - 1].is_wide() {
+                self.cells[cols - 1] = Cell::BLANK;
+            }
+            self.cells.truncate(cols);
+            self.marks.retain(|(c, _)| usize::from(*c) < cols);
+        } else {
+            self.cells.resize(cols, Cell::BLANK);
+        }
+        self.wrapped = false;
+    }
+
+    /// The row as text: one char (plus marks) per cell, wide characters once, empty cells as
+    /// spaces, trailing spaces trimmed.
+    pub fn text(&self) -> String {
+        let mut out = String::with_capacity(self.cells.len());
+        for (col, cell) in self.cells.iter().enumerate() {
+            if cell.is_continuation() {
+                continue;
+            }
+            if cell.ch == super::cell::EMPTY {
+                out.push(' ');
+            } else {
+                out.push(cell.ch);
+            }
+            if cell.has_marks() {
+                out.extend(self.marks_at(col));
+            }
+        }
+        let trimmed = out.trim_end_matches(' ').len();
+        out.truncate(trimmed);
+        out
+    }
+}
+
+/// The rows of one screen buffer. A ring, so that scrolling the whole screen (the common
+/// case: output running off the bottom) moves no rows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grid {
+    rows: VecDeque<Row>,
+    cols: usize,
+}
+
+impl Grid {
+    /// A blank grid.
+    pub fn new(cols: usize, rows: usize) -> Grid {
+        Grid {
+            rows: std::iter::repeat_n(Row::new(cols, Cell::BLANK), rows).collect(),
+            cols,
+        }
+    }
+
+    /// Rows, top to bottom.
+    pub fn rows(&self) -> &VecDeque<Row> {
+        &self.rows
+    }
+
+    /// The row at `row`. Callers keep `row` in range (the cursor invariant); an out-of-range
+    /// index is clamped to the last row rather than panicking.
+    pub fn row_mut(&mut self, row: usize) -> &mut Row {
+        let last = self.rows.len().saturating_sub(1);
+        &mut self.rows[row.min(last)]
+    }
+
+    /// The row at `row`, if in range.
+    pub fn row(&self, row: usize) -> Option<&Row> {
+        self.rows.get(row)
+    }
+
+    /// Blanks every row with `blank`.
+    pub fn clear(&mut self, blank: Cell) {
+        for row in &mut self.rows {
+            row.reset(blank);
+        }
+    }
+
+    fn is_whole(&self, top: usize, bottom: usize) -> bool {
+        top == 0 && bottom + 1 == self.rows.len()
+    }
+
+    /// Scrolls rows `top..=bottom` up by `n`: the top rows are dropped (no scrollback is kept)
+    /// and blank rows appear at the bottom.
+    pub fn scroll_up(&mut self, top: usize, bottom: usize, n: usize, blank: Cell) {
+        if top > bottom || bottom >= self.rows.len() || n == 0 {
+            return;
+        }
+        let n = n.min(bottom - top + 1);
+        if self.is_whole(top, bottom) {
+            for _ in 0..n {
+                if let Some(mut row) = self.rows.pop_front() {
+                    row.reset(blank);
+                    self.rows.push_back(row);
+                }
+            }
+            return;
+        }
+        let region = &mut self.rows.make_contiguous()[top..=bottom];
+        region.rotate_left(n);
+        let len = region.len();
+        for row in &mut region[len - n..] {
+            row.reset(blank);
+        }
+    }
+
+    /// Scrolls rows `top..=bottom` down by `n`: bottom rows are dropped, blank rows appear at
+    /// the top.
+    pub fn scroll_down(&mut self, top: usize, bottom: usize, n: usize, blank: Cell) {
+        if top > bottom || bottom >= self.rows.len() || n == 0 {
+            return;
+        }
+        let n = n.min(bottom - top + 1);
+        if self.is_whole(top, bottom) {
+            for _ in 0..n {
+                if let Some(mut row) = self.rows.pop_back() {
+                    row.reset(blank);
+                    self.rows.push_front(row);
+                }
+            }
+            return;
+        }
+        let region = &mut self.rows.make_contiguous()[top..=bottom];
+        region.rotate_right(n);
+        for row in &mut region[..n] {
+            row.reset(blank);
+        }
+    }
+
+    /// Changes the size keeping the top-left content.
+    pub fn resize(&mut self, cols: usize, rows: usize) {
+        self.rows.truncate(rows);
+        for row in &mut self.rows {
+            row.resize(cols);
+        }
+        while self.rows.len() < rows {
+            self.rows.push_back(Row::new(cols, Cell::BLANK));
+        }
+        if let Some(last) = self.rows.back_mut() {
+            last.wrapped = false;
+        }
+        self.cols = cols;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::cell::{Color, EMPTY};
+    use super::*;
+
+    fn wide(ch: char) -> Cell {
+        Cell {
+            ch,
+            attrs: Attrs::default(),
+            kind: kind::WIDE,
+        }
+    }
+
+    fn row_text(cols: usize, f: impl FnOnce(&mut Row)) -> String {
+        let mut row = Row::new(cols, Cell::BLANK);
+        f(&mut row);
+        row.text()
+    }
+
+    #[test]
+    fn overwriting_right_half_of_wide_char_blanks_both_halves() {
+        let text = row_text(6, |r| {
+            r.put(1, wide('中'), Cell::BLANK);
+            r.put(2, Cell::narrow('x', Attrs::default()), Cell::BLANK);
+        });
+        assert_eq!(text, "  x");
+    }
+
+    #[test]
+    fn overwriting_left_half_of_wide_char_blanks_both_halves() {
+        let mut row = Row::new(6, Cell::BLANK);
+        row.put(1, wide('中'), Cell::BLANK);
+        row.put(1, Cell::narrow('x', Attrs::default()), Cell::BLANK);
+        assert_eq!(row.text(), " x");
+        assert!(!row.cells()[2].is_continuation());
+    }
+
+    #[test]
+    fn insert_pushes_wide_char_off_the_edge_cleanly() {
+        let mut row = Row::new(4, Cell::BLANK);
+        row.put(2, wide('中'), Cell::BLANK);
+        row.insert_blanks(0, 1, Cell::BLANK);
+        assert!(
+            row.cells()
+                .iter()
+                .all(|c| !c.is_wide() && !c.is_continuation())
+        );
+    }
+
+    #[test]
+    fn delete_moves_marks_with_their_cells() {
+        let mut row = Row::new(6, Cell::BLANK);
+        for (i, ch) in "abcde".chars().enumerate() {
+            row.put(i, Cell::narrow(ch, Attrs::default()), Cell::BLANK);
+        }
+        assert!(row.push_mark(3, '\u{301}'));
+        row.delete(1, 2, Cell::BLANK);
+        assert_eq!(row.text(), "ad\u{301}e");
+    }
+
+    #[test]
+    fn marks_per_cell_are_bounded() {
+        let mut row = Row::new(2, Cell::BLANK);
+        row.put(0, Cell::narrow('e', Attrs::default()), Cell::BLANK);
+        for _ in 0..MAX_COMBINING {
+            assert!(row.push_mark(0, '\u{301}'));
+        }
+        assert!(!row.push_mark(0, '\u{301}'));
+    }
+
+    #[test]
+    fn erase_fills_with_given_background() {
+        let mut row = Row::new(3, Cell::BLANK);
+        let pen = Attrs {
+            bg: Color::Indexed(4),
+            ..Attrs::default()
+        };
+        row.erase(0, 3, Cell::erased(&pen));
+        assert!(
+            row.cells()
+                .iter()
+                .all(|c| c.ch == EMPTY && c.attrs.bg == Color::Indexed(4))
+        );
+    }
+
+    #[test]
+    fn scroll_up_drops_top_and_blanks_bottom() {
+        let mut grid = Grid::new(2, 3);
+        for r in 0..3 {
+            grid.row_mut(r).put(
+                0,
+                Cell::narrow(char::from(b'a' + r as u8), Attrs::default()),
+                Cell::BLANK,
+            );
+        }
+        grid.scroll_up(0, 2, 1, Cell::BLANK);
+        let text: Vec<String> = grid.rows().iter().map(Row::text).collect();
+        assert_eq!(text, ["b", "c", ""]);
+    }
+}

@@ -1,0 +1,8 @@
+//! Screen model tests that need more than one module: fidelity of keyframes against an
+//! independent emulator (the vt100 crate), recorded streams, and property tests.
+
+mod fidelity;
+mod oracle;
+mod props;
+mod streams;
+mod vocabulary;
