@@ -96,11 +96,7 @@ fn agent_like(bytes: usize) -> Vec<u8> {
                 out.push_str("\r\n");
             }
             55..70 => {
-                let (sign, bg) = if rng.below(2) == 0 {
-                    ('+', 22)
-                } else {
-                    ('-', 52)
-                };
+                let (sign, bg) = if rng.below(2) == 0 { ('+', 22) } else { ('-', 52) };
                 out.push_str(&format!(
                     "\x1b[2m{:5}\x1b[0m \x1b[48;5;{bg}m{sign} let value = compute(input, {});\x1b[K\x1b[0m\r\n",
                     rng.below(999),
@@ -110,10 +106,7 @@ fn agent_like(bytes: usize) -> Vec<u8> {
             70..82 => {
                 out.push_str("\x1b[2K\x1b[1A\x1b[2K\x1b[1A\x1b[2K\x1b[1A\x1b[2K\x1b[G");
                 out.push_str(&format!("\x1b[38;5;244m╭{}╮\x1b[0m\r\n", "─".repeat(118)));
-                out.push_str(&format!(
-                    "\x1b[38;5;244m│\x1b[0m > {:<115}\x1b[38;5;244m│\x1b[0m\r\n",
-                    "typing"
-                ));
+                out.push_str(&format!("\x1b[38;5;244m│\x1b[0m > {:<115}\x1b[38;5;244m│\x1b[0m\r\n", "typing"));
                 out.push_str(&format!("\x1b[38;5;244m╰{}╯\x1b[0m\r\n", "─".repeat(118)));
                 out.push_str("\x1b[2m  ? for shortcuts\x1b[0m");
             }
@@ -125,15 +118,8 @@ fn agent_like(bytes: usize) -> Vec<u8> {
                     rng.below(60)
                 ));
             }
-            90..95 => out.push_str(&format!(
-                "\x1b]0;{} Agent\x07",
-                SPINNER[rng.below(10) as usize]
-            )),
-            95..98 => out.push_str(if rng.below(2) == 0 {
-                "\x1b[?2004h\x1b[?25l"
-            } else {
-                "\x1b[?25h"
-            }),
+            90..95 => out.push_str(&format!("\x1b]0;{} Agent\x07", SPINNER[rng.below(10) as usize])),
+            95..98 => out.push_str(if rng.below(2) == 0 { "\x1b[?2004h\x1b[?25l" } else { "\x1b[?25h" }),
             _ => out.push_str("\x1b[H\x1b[2J"),
         }
     }
@@ -245,39 +231,23 @@ fn throughput(index: usize, input: &[u8]) -> f64 {
 }
 
 fn throughput_table() {
-    let scale = std::env::var("BENCH_MB")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok());
+    let scale = std::env::var("BENCH_MB").ok().and_then(|v| v.parse::<usize>().ok());
     let flood_mb = scale.unwrap_or(50);
     let other_mb = scale.map_or(20, |s| s.min(20));
     let inputs = [
-        (
-            format!("base64 flood, {flood_mb} MB"),
-            base64_flood(flood_mb * 1_000_000),
-        ),
-        (
-            format!("agent-like synthetic, {other_mb} MB"),
-            agent_like(other_mb * 1_000_000),
-        ),
-        (
-            format!("recorded agent.bin repeated, {other_mb} MB"),
-            recorded_agent(other_mb * 1_000_000),
-        ),
+        (format!("base64 flood, {flood_mb} MB"), base64_flood(flood_mb * 1_000_000)),
+        (format!("agent-like synthetic, {other_mb} MB"), agent_like(other_mb * 1_000_000)),
+        (format!("recorded agent.bin repeated, {other_mb} MB"), recorded_agent(other_mb * 1_000_000)),
     ];
-    println!(
-        "| engine ({COLS}x{ROWS}, {CHUNK}-byte chunks, best of {ROUNDS}) | {} |",
-        {
-            let names: Vec<&str> = inputs.iter().map(|(n, _)| n.as_str()).collect();
-            names.join(" | ")
-        }
-    );
+    println!("| engine ({COLS}x{ROWS}, {CHUNK}-byte chunks, best of {ROUNDS}) | {} |", {
+        let names: Vec<&str> = inputs.iter().map(|(n, _)| n.as_str()).collect();
+        names.join(" | ")
+    });
     println!("|---|{}", "---:|".repeat(inputs.len()));
     for index in 0..engines().len() {
         let name = engines()[index].name();
-        let cells: Vec<String> = inputs
-            .iter()
-            .map(|(_, input)| format!("{:.0} MB/s", throughput(index, input)))
-            .collect();
+        let cells: Vec<String> =
+            inputs.iter().map(|(_, input)| format!("{:.0} MB/s", throughput(index, input))).collect();
         println!("| {name} | {} |", cells.join(" | "));
     }
 }
@@ -296,36 +266,12 @@ const CASES: &[Case] = &[
         pre: "plain \x1b[1;31mred\x1b[0m 中文 e\u{301}\r\n".as_bytes(),
         post: b"more",
     },
-    Case {
-        name: "scroll region `CSI 1;4 r`, then scrolling",
-        pre: b"\x1b[1;4r\x1b[4;1H",
-        post: b"a\nb\nc\nd\ne\nf",
-    },
-    Case {
-        name: "alternate screen `?1049h`, then `?1049l`",
-        pre: b"main\x1b[?1049h\x1b[Halt",
-        post: b"\x1b[?1049l",
-    },
-    Case {
-        name: "DECSC `ESC 7`, then DECRC `ESC 8`",
-        pre: b"\x1b[3;5H\x1b7\x1b[H",
-        post: b"\x1b8X",
-    },
-    Case {
-        name: "origin mode `?6h`, then `CUP 1;1`",
-        pre: b"\x1b[5;10r\x1b[?6h",
-        post: b"\x1b[1;1HX",
-    },
-    Case {
-        name: "pending wrap, then one more character",
-        pre: b"0123456789",
-        post: b"Y",
-    },
-    Case {
-        name: "split inside `CSI 31 m`",
-        pre: b"\x1b[3",
-        post: b"1mred",
-    },
+    Case { name: "scroll region `CSI 1;4 r`, then scrolling", pre: b"\x1b[1;4r\x1b[4;1H", post: b"a\nb\nc\nd\ne\nf" },
+    Case { name: "alternate screen `?1049h`, then `?1049l`", pre: b"main\x1b[?1049h\x1b[Halt", post: b"\x1b[?1049l" },
+    Case { name: "DECSC `ESC 7`, then DECRC `ESC 8`", pre: b"\x1b[3;5H\x1b7\x1b[H", post: b"\x1b8X" },
+    Case { name: "origin mode `?6h`, then `CUP 1;1`", pre: b"\x1b[5;10r\x1b[?6h", post: b"\x1b[1;1HX" },
+    Case { name: "pending wrap, then one more character", pre: b"0123456789", post: b"Y" },
+    Case { name: "split inside `CSI 31 m`", pre: b"\x1b[3", post: b"1mred" },
 ];
 
 /// Small enough that scrolling and wrapping happen within the short replay cases.
@@ -346,11 +292,7 @@ fn replay_desk(case: &Case) -> &'static str {
     b.process(&a.render_keyframe());
     a.process(case.post);
     b.process(case.post);
-    if text_desk(&a) == text_desk(&b) && a.cursor() == b.cursor() {
-        "same"
-    } else {
-        "**diverges**"
-    }
+    if text_desk(&a) == text_desk(&b) && a.cursor() == b.cursor() { "same" } else { "**diverges**" }
 }
 
 fn replay_vt100(case: &Case) -> &'static str {
@@ -371,18 +313,10 @@ fn replay_vt100(case: &Case) -> &'static str {
 }
 
 fn fidelity_table() {
-    println!(
-        "| case ({}x{}) | desk keyframe | vt100 `state_formatted` |",
-        SMALL.0, SMALL.1
-    );
+    println!("| case ({}x{}) | desk keyframe | vt100 `state_formatted` |", SMALL.0, SMALL.1);
     println!("|---|---|---|");
     for case in CASES {
-        println!(
-            "| {} | {} | {} |",
-            case.name,
-            replay_desk(case),
-            replay_vt100(case)
-        );
+        println!("| {} | {} | {} |", case.name, replay_desk(case), replay_vt100(case));
     }
 }
 
@@ -392,19 +326,15 @@ fn keyframe_table() {
     println!("| screen | keyframe bytes | render time |");
     println!("|---|---:|---:|");
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/streams");
-    let mut names: Vec<_> = std::fs::read_dir(dir)
-        .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
-        .unwrap_or_default();
+    let mut names: Vec<_> =
+        std::fs::read_dir(dir).map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect()).unwrap_or_default();
     names.retain(|p| p.extension().is_some_and(|e| e == "bin"));
     names.sort();
     let mut screens: Vec<(String, Screen)> = Vec::new();
     for path in names {
         let mut screen = Screen::new(80, 24);
         screen.process(&std::fs::read(&path).unwrap_or_default());
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         screens.push((format!("{name} at its end (80x24)"), screen));
     }
     for (cols, rows) in [(120u16, 40u16), (500, 400)] {
@@ -414,12 +344,8 @@ fn keyframe_table() {
         for i in 0..u32::from(cols) * u32::from(rows) {
             let (r, g, b) = (i % 256, (i / 256) % 256, (i * 7) % 256);
             bytes.extend_from_slice(
-                format!(
-                    "\x1b[{};38;2;{r};{g};{b};48;2;{b};{r};{g}m{}",
-                    1 + i % 2,
-                    char::from(b'a' + (i % 26) as u8)
-                )
-                .as_bytes(),
+                format!("\x1b[{};38;2;{r};{g};{b};48;2;{b};{r};{g}m{}", 1 + i % 2, char::from(b'a' + (i % 26) as u8))
+                    .as_bytes(),
             );
         }
         screen.process(&bytes);

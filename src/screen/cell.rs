@@ -63,11 +63,7 @@ impl Attrs {
     /// keeps only the colours (the foreground is invisible on an empty cell, so only the
     /// background is kept), never bold, underline, inverse and the rest.
     pub fn erased(&self) -> Attrs {
-        Attrs {
-            fg: Color::Default,
-            bg: self.bg,
-            flags: 0,
-        }
+        Attrs { fg: Color::Default, bg: self.bg, flags: 0 }
     }
 }
 
@@ -97,23 +93,12 @@ pub struct Cell {
 
 impl Cell {
     /// An empty cell with default attributes: the state of a fresh screen.
-    pub const BLANK: Cell = Cell {
-        ch: EMPTY,
-        attrs: Attrs {
-            fg: Color::Default,
-            bg: Color::Default,
-            flags: 0,
-        },
-        kind: 0,
-    };
+    pub const BLANK: Cell =
+        Cell { ch: EMPTY, attrs: Attrs { fg: Color::Default, bg: Color::Default, flags: 0 }, kind: 0 };
 
     /// An empty cell left by an erase with `pen` (background colour erase).
     pub fn erased(pen: &Attrs) -> Cell {
-        Cell {
-            ch: EMPTY,
-            attrs: pen.erased(),
-            kind: 0,
-        }
+        Cell { ch: EMPTY, attrs: pen.erased(), kind: 0 }
     }
 
     /// A narrow character drawn with `attrs`.
@@ -153,18 +138,7 @@ mod tests {
 
     #[test]
     fn erase_keeps_only_the_background() {
-        let pen = Attrs {
-            fg: Color::Indexed(1),
-            bg: Color::Rgb(1, 2, 3),
-            flags: flag::BOLD | flag::INVERSE,
-        };
-        assert_eq!(
-            Cell::erased(&pen).attrs,
-            Attrs {
-                fg: Color::Default,
-                bg: Color::Rgb(1, 2, 3),
-                flags: 0
-            }
-        );
+        let pen = Attrs { fg: Color::Indexed(1), bg: Color::Rgb(1, 2, 3), flags: flag::BOLD | flag::INVERSE };
+        assert_eq!(Cell::erased(&pen).attrs, Attrs { fg: Color::Default, bg: Color::Rgb(1, 2, 3), flags: 0 });
     }
 }

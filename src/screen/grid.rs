@@ -33,12 +33,7 @@ pub struct Row {
 impl Row {
     /// A row of `cols` copies of `fill`.
     pub fn new(cols: usize, fill: Cell) -> Row {
-        Row {
-            cells: vec![fill; cols],
-            marks: Vec::new(),
-            wrapped: false,
-            special: false,
-        }
+        Row { cells: vec![fill; cols], marks: Vec::new(), wrapped: false, special: false }
     }
 
     /// Number of cells.
@@ -66,12 +61,7 @@ impl Row {
 
     /// Writes narrow characters from `col`, for the fast path: the row must be plain (no wide
     /// characters or marks to repair). Returns false, writing nothing, when it is not.
-    pub fn write_plain(
-        &mut self,
-        col: usize,
-        ch: impl Iterator<Item = char>,
-        attrs: Attrs,
-    ) -> bool {
+    pub fn write_plain(&mut self, col: usize, ch: impl Iterator<Item = char>, attrs: Attrs) -> bool {
         if self.special {
             return false;
         }
@@ -86,10 +76,7 @@ impl Row {
 
     /// Combining marks of the cell at `col`, in arrival order.
     pub fn marks_at(&self, col: usize) -> impl Iterator<Item = char> + '_ {
-        self.marks
-            .iter()
-            .filter(move |(c, _)| usize::from(*c) == col)
-            .map(|(_, m)| *m)
+        self.marks.iter().filter(move |(c, _)| usize::from(*c) == col).map(|(_, m)| *m)
     }
 
     fn drop_marks_in(&mut self, start: usize, end: usize) {
@@ -112,10 +99,7 @@ impl Row {
         self.drop_marks_in(col, col + width);
         self.cells[col] = cell;
         if width == 2 {
-            self.cells[col + 1] = Cell {
-                kind: kind::CONTINUATION,
-                ..Cell::erased(&cell.attrs)
-            };
+            self.cells[col + 1] = Cell { kind: kind::CONTINUATION, ..Cell::erased(&cell.attrs) };
             self.special = true;
         }
     }
@@ -282,10 +266,7 @@ pub struct Grid {
 impl Grid {
     /// A blank grid.
     pub fn new(cols: usize, rows: usize) -> Grid {
-        Grid {
-            rows: std::iter::repeat_n(Row::new(cols, Cell::BLANK), rows).collect(),
-            cols,
-        }
+        Grid { rows: std::iter::repeat_n(Row::new(cols, Cell::BLANK), rows).collect(), cols }
     }
 
     /// Rows, top to bottom.
@@ -385,11 +366,7 @@ mod tests {
     use super::*;
 
     fn wide(ch: char) -> Cell {
-        Cell {
-            ch,
-            attrs: Attrs::default(),
-            kind: kind::WIDE,
-        }
+        Cell { ch, attrs: Attrs::default(), kind: kind::WIDE }
     }
 
     fn row_text(cols: usize, f: impl FnOnce(&mut Row)) -> String {
@@ -421,11 +398,7 @@ mod tests {
         let mut row = Row::new(4, Cell::BLANK);
         row.put(2, wide('中'), Cell::BLANK);
         row.insert_blanks(0, 1, Cell::BLANK);
-        assert!(
-            row.cells()
-                .iter()
-                .all(|c| !c.is_wide() && !c.is_continuation())
-        );
+        assert!(row.cells().iter().all(|c| !c.is_wide() && !c.is_continuation()));
     }
 
     #[test]
@@ -452,27 +425,16 @@ mod tests {
     #[test]
     fn erase_fills_with_given_background() {
         let mut row = Row::new(3, Cell::BLANK);
-        let pen = Attrs {
-            bg: Color::Indexed(4),
-            ..Attrs::default()
-        };
+        let pen = Attrs { bg: Color::Indexed(4), ..Attrs::default() };
         row.erase(0, 3, Cell::erased(&pen));
-        assert!(
-            row.cells()
-                .iter()
-                .all(|c| c.ch == EMPTY && c.attrs.bg == Color::Indexed(4))
-        );
+        assert!(row.cells().iter().all(|c| c.ch == EMPTY && c.attrs.bg == Color::Indexed(4)));
     }
 
     #[test]
     fn scroll_up_drops_top_and_blanks_bottom() {
         let mut grid = Grid::new(2, 3);
         for r in 0..3 {
-            grid.row_mut(r).put(
-                0,
-                Cell::narrow(char::from(b'a' + r as u8), Attrs::default()),
-                Cell::BLANK,
-            );
+            grid.row_mut(r).put(0, Cell::narrow(char::from(b'a' + r as u8), Attrs::default()), Cell::BLANK);
         }
         grid.scroll_up(0, 2, 1, Cell::BLANK);
         let text: Vec<String> = grid.rows().iter().map(Row::text).collect();

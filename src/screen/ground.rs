@@ -72,41 +72,13 @@ impl GroundTracker {
     fn ground(b: u8) -> State {
         match b {
             0x1B => State::Escape,
-            0xC2..=0xDF => State::Utf8 {
-                need: 1,
-                lo: 0x80,
-                hi: 0xBF,
-            },
-            0xE0 => State::Utf8 {
-                need: 2,
-                lo: 0xA0,
-                hi: 0xBF,
-            },
-            0xE1..=0xEC | 0xEE..=0xEF => State::Utf8 {
-                need: 2,
-                lo: 0x80,
-                hi: 0xBF,
-            },
-            0xED => State::Utf8 {
-                need: 2,
-                lo: 0x80,
-                hi: 0x9F,
-            },
-            0xF0 => State::Utf8 {
-                need: 3,
-                lo: 0x90,
-                hi: 0xBF,
-            },
-            0xF1..=0xF3 => State::Utf8 {
-                need: 3,
-                lo: 0x80,
-                hi: 0xBF,
-            },
-            0xF4 => State::Utf8 {
-                need: 3,
-                lo: 0x80,
-                hi: 0x8F,
-            },
+            0xC2..=0xDF => State::Utf8 { need: 1, lo: 0x80, hi: 0xBF },
+            0xE0 => State::Utf8 { need: 2, lo: 0xA0, hi: 0xBF },
+            0xE1..=0xEC | 0xEE..=0xEF => State::Utf8 { need: 2, lo: 0x80, hi: 0xBF },
+            0xED => State::Utf8 { need: 2, lo: 0x80, hi: 0x9F },
+            0xF0 => State::Utf8 { need: 3, lo: 0x90, hi: 0xBF },
+            0xF1..=0xF3 => State::Utf8 { need: 3, lo: 0x80, hi: 0xBF },
+            0xF4 => State::Utf8 { need: 3, lo: 0x80, hi: 0x8F },
             // ASCII, and bytes that can never start a character (executed or replaced by vte).
             _ => State::Ground,
         }
@@ -119,15 +91,7 @@ impl GroundTracker {
             Ground => Self::ground(b),
             Utf8 { need, lo, hi } => {
                 if (lo..=hi).contains(&b) {
-                    if need == 1 {
-                        Ground
-                    } else {
-                        Utf8 {
-                            need: need - 1,
-                            lo: 0x80,
-                            hi: 0xBF,
-                        }
-                    }
+                    if need == 1 { Ground } else { Utf8 { need: need - 1, lo: 0x80, hi: 0xBF } }
                 } else {
                     // vte replaces the broken sequence and reparses this byte from ground.
                     Self::ground(b)

@@ -179,12 +179,10 @@ impl Client {
         self.set_pen(&cell.attrs);
         let ch = if cell.is_empty() { ' ' } else { cell.ch };
         let mut buf = [0u8; 4];
-        self.out
-            .extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
+        self.out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
         if cell.has_marks() {
             for m in grid_row.marks_at(col) {
-                self.out
-                    .extend_from_slice(m.encode_utf8(&mut buf).as_bytes());
+                self.out.extend_from_slice(m.encode_utf8(&mut buf).as_bytes());
             }
         }
         let width = if cell.is_wide() { 2 } else { 1 };
@@ -211,10 +209,7 @@ impl Client {
                         continue;
                     }
                     let mut end = c + 1;
-                    while end < cells.len()
-                        && cells[end].is_empty()
-                        && cells[end].attrs == cell.attrs
-                    {
+                    while end < cells.len() && cells[end].is_empty() && cells[end].attrs == cell.attrs {
                         end += 1;
                     }
                     self.cup(r, c);
@@ -247,12 +242,7 @@ impl Client {
     /// Prints the character in the last column of `row` again, leaving the cursor in the
     /// pending-wrap state. `rel_row` is the row as CUP must address it. Returns the cell's
     /// position and attributes when it was empty (a space had to be printed there).
-    fn redraw_last_column(
-        &mut self,
-        grid: &Grid,
-        row: usize,
-        rel_row: usize,
-    ) -> Option<(usize, usize, Attrs)> {
+    fn redraw_last_column(&mut self, grid: &Grid, row: usize, rel_row: usize) -> Option<(usize, usize, Attrs)> {
         let grid_row = grid.row(row)?;
         let cells = grid_row.cells();
         let mut col = self.cols - 1;
@@ -301,33 +291,22 @@ impl Client {
         let Some(raw) = term.last_char else {
             return;
         };
-        let wanted = if raw.is_ascii() {
-            term.gl_charset().map(raw)
-        } else {
-            raw
-        };
+        let wanted = if raw.is_ascii() { term.gl_charset().map(raw) } else { raw };
         let width = if wanted.width() == Some(2) { 2 } else { 1 };
         let grid = term.grid();
         let shows = |row: &Row, col: usize| {
-            row.get(col)
-                .is_some_and(|c| c.ch == wanted && !c.has_marks() && !c.is_continuation())
+            row.get(col).is_some_and(|c| c.ch == wanted && !c.has_marks() && !c.is_continuation())
         };
         let empty_run = |row: &Row, col: usize| {
             let first = row.get(col).copied();
-            (0..width).all(|i| {
-                row.get(col + i)
-                    .is_some_and(|c| c.is_empty() && Some(c.attrs) == first.map(|f| f.attrs))
-            })
+            (0..width)
+                .all(|i| row.get(col + i).is_some_and(|c| c.is_empty() && Some(c.attrs) == first.map(|f| f.attrs)))
         };
         // Best: the cell the application printed last, just before the cursor.
         let cur = term.cur;
         let mut preferred = None;
         if let Some(row) = grid.row(cur.row) {
-            let mut col = if cur.pending {
-                cur.col
-            } else {
-                cur.col.saturating_sub(1)
-            };
+            let mut col = if cur.pending { cur.col } else { cur.col.saturating_sub(1) };
             if col > 0 && row.get(col).is_some_and(Cell::is_continuation) {
                 col -= 1;
             }
@@ -362,15 +341,10 @@ impl Client {
             }
             (None, Some((r, col)), _) => {
                 // Print it into an empty cell, then erase that cell back to what it was.
-                let attrs = grid
-                    .row(r)
-                    .and_then(|row| row.get(col))
-                    .map(|c| c.attrs)
-                    .unwrap_or_default();
+                let attrs = grid.row(r).and_then(|row| row.get(col)).map(|c| c.attrs).unwrap_or_default();
                 self.cup(r, col);
                 let mut buf = [0u8; 4];
-                self.out
-                    .extend_from_slice(wanted.encode_utf8(&mut buf).as_bytes());
+                self.out.extend_from_slice(wanted.encode_utf8(&mut buf).as_bytes());
                 self.pos = None;
                 self.cup(r, col);
                 self.set_pen(&attrs);
@@ -391,10 +365,7 @@ fn wrap_is_drawn(grid: &Grid, r: usize) -> bool {
     };
     let first = next.cells().first().copied().unwrap_or(Cell::BLANK);
     let last = row.cells().last().copied().unwrap_or(Cell::BLANK);
-    row.wrapped
-        && !first.is_empty()
-        && !first.is_continuation()
-        && (!last.is_empty() || first.is_wide())
+    row.wrapped && !first.is_empty() && !first.is_continuation() && (!last.is_empty() || first.is_wide())
 }
 
 impl std::fmt::Write for Client {
@@ -461,15 +432,10 @@ pub fn render(term: &Term) -> Vec<u8> {
 
     // The cursor, addressed relative to the region in origin mode.
     let cur = term.cur;
-    let rel_row = if term.modes.origin {
-        cur.row.clamp(term.top, term.bottom) - term.top
-    } else {
-        cur.row
-    };
+    let rel_row = if term.modes.origin { cur.row.clamp(term.top, term.bottom) - term.top } else { cur.row };
     let active_slot = term.saved[usize::from(term.alt_mode.is_some())];
     let outside_region = term.modes.origin && (cur.row < term.top || cur.row > term.bottom);
-    let slot_holds_cursor =
-        active_slot.saved && active_slot.pos == cur && active_slot.origin == term.modes.origin;
+    let slot_holds_cursor = active_slot.saved && active_slot.pos == cur && active_slot.origin == term.modes.origin;
     if (cur.pending || outside_region) && slot_holds_cursor {
         // Typically a DECRC put the cursor here: a pending wrap (which would otherwise need
         // the last column printed again, over a cell that may have changed and replacing the

@@ -149,10 +149,7 @@ fn printable_run(bytes: &[u8]) -> usize {
         }
         n += 8;
     }
-    n + bytes[n..]
-        .iter()
-        .take_while(|b| (0x20..0x7f).contains(*b))
-        .count()
+    n + bytes[n..].iter().take_while(|b| (0x20..0x7f).contains(*b)).count()
 }
 
 /// Bytes the fast path handles itself in ground state: printable ASCII, C0 controls other
@@ -165,11 +162,7 @@ impl Screen {
     /// A power-on terminal of `cols` x `rows`, clamped to valid bounds.
     pub fn new(cols: u16, rows: u16) -> Screen {
         let (cols, rows) = clamp_size(cols, rows);
-        Screen {
-            parser: vte::Parser::new(),
-            ground: GroundTracker::default(),
-            term: Term::new(cols, rows),
-        }
+        Screen { parser: vte::Parser::new(), ground: GroundTracker::default(), term: Term::new(cols, rows) }
     }
 
     /// Feeds bytes written by the child. Any split of a stream into calls gives the same
@@ -189,15 +182,10 @@ impl Screen {
                     // Complete, valid UTF-8 up to the next control: what vte would print.
                     // Invalid or cut-off sequences go to vte below, which replaces or buffers
                     // them.
-                    let end = bytes[i..]
-                        .iter()
-                        .position(|&b| b < 0x20 || b == 0x7f)
-                        .map_or(bytes.len(), |n| i + n);
+                    let end = bytes[i..].iter().position(|&b| b < 0x20 || b == 0x7f).map_or(bytes.len(), |n| i + n);
                     let text = match std::str::from_utf8(&bytes[i..end]) {
                         Ok(text) => text,
-                        Err(e) => {
-                            std::str::from_utf8(&bytes[i..i + e.valid_up_to()]).unwrap_or_default()
-                        }
+                        Err(e) => std::str::from_utf8(&bytes[i..i + e.valid_up_to()]).unwrap_or_default(),
                     };
                     if !text.is_empty() {
                         self.print_text(text);
@@ -231,10 +219,7 @@ impl Screen {
         let mut i = 0;
         while i < bytes.len() {
             if bytes[i] < 0x80 {
-                let end = bytes[i..]
-                    .iter()
-                    .position(|&b| b >= 0x80)
-                    .map_or(bytes.len(), |n| i + n);
+                let end = bytes[i..].iter().position(|&b| b >= 0x80).map_or(bytes.len(), |n| i + n);
                 self.term.print_ascii(&bytes[i..end]);
                 i = end;
             } else {
@@ -330,20 +315,12 @@ impl Screen {
     /// The visible rows as text: one string per row, trailing blanks trimmed, a wide character
     /// once, combining marks kept after their base character.
     pub fn text_rows(&self) -> Vec<String> {
-        self.term
-            .grid()
-            .rows()
-            .iter()
-            .map(grid::Row::text)
-            .collect()
+        self.term.grid().rows().iter().map(grid::Row::text).collect()
     }
 
     /// True when the row's text continues on the next row (it was left by autowrap).
     pub fn row_wrapped(&self, row: u16) -> bool {
-        self.term
-            .grid()
-            .row(usize::from(row))
-            .is_some_and(|r| r.wrapped)
+        self.term.grid().row(usize::from(row)).is_some_and(|r| r.wrapped)
     }
 
     /// One visible cell, `None` outside the screen.
@@ -355,12 +332,7 @@ impl Screen {
             text.push(c.ch);
             text.extend(r.marks_at(usize::from(col)));
         }
-        Some(CellView {
-            text,
-            wide: c.is_wide(),
-            wide_continuation: c.is_continuation(),
-            attrs: c.attrs,
-        })
+        Some(CellView { text, wide: c.is_wide(), wide_continuation: c.is_continuation(), attrs: c.attrs })
     }
 
     /// What `desk peek --json` prints.
@@ -370,11 +342,7 @@ impl Screen {
         Snapshot {
             cols,
             rows,
-            cursor: Cursor {
-                row,
-                col,
-                visible: self.term.modes.cursor_visible,
-            },
+            cursor: Cursor { row, col, visible: self.term.modes.cursor_visible },
             title: self.term.title.clone(),
             modes: self.modes(),
             lines: self.text_rows(),

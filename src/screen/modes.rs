@@ -212,9 +212,7 @@ impl TabStops {
 
     /// The last stop before `col`, if any.
     pub fn prev_before(&self, col: usize) -> Option<usize> {
-        (0..col.min(MAX_TAB_COLUMNS))
-            .rev()
-            .find(|&c| self.is_set(c))
+        (0..col.min(MAX_TAB_COLUMNS)).rev().find(|&c| self.is_set(c))
     }
 
     /// True when the stops in the first `cols` columns are the default every-8 ones.
@@ -240,10 +238,7 @@ mod tests {
 
     #[test]
     fn dec_special_graphics_maps_line_drawing() {
-        let drawn: String = "lqkxmj"
-            .chars()
-            .map(|c| Charset::DecSpecial.map(c))
-            .collect();
+        let drawn: String = "lqkxmj".chars().map(|c| Charset::DecSpecial.map(c)).collect();
         assert_eq!(drawn, "┌─┐│└┘");
         assert_eq!(Charset::DecSpecial.map('A'), 'A');
     }

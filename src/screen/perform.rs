@@ -26,11 +26,7 @@ pub const DSR_OK_REPLY: &[u8] = b"\x1b[0n";
 
 /// The first value of parameter `i` (0 when absent or empty).
 fn param(params: &Params, i: usize) -> u16 {
-    params
-        .iter()
-        .nth(i)
-        .and_then(|p| p.first().copied())
-        .unwrap_or(0)
+    params.iter().nth(i).and_then(|p| p.first().copied()).unwrap_or(0)
 }
 
 /// The first value of parameter `i`, with 0 meaning `default`.
@@ -60,11 +56,7 @@ fn extended_color(kind: u16, rest: &[u16]) -> Option<Color> {
 }
 
 fn charset(final_byte: u8) -> Charset {
-    if final_byte == b'0' {
-        Charset::DecSpecial
-    } else {
-        Charset::Ascii
-    }
+    if final_byte == b'0' { Charset::DecSpecial } else { Charset::Ascii }
 }
 
 impl Term {
@@ -132,11 +124,7 @@ impl Term {
                             }
                             got += 1;
                         }
-                        if got == wanted {
-                            extended_color(kind, &values[..got])
-                        } else {
-                            None
-                        }
+                        if got == wanted { extended_color(kind, &values[..got]) } else { None }
                     };
                     if let Some(c) = color {
                         if code == 38 {

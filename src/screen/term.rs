@@ -196,19 +196,11 @@ impl Term {
 
     /// The buffer being shown and drawn into.
     pub fn grid(&self) -> &Grid {
-        if self.alt_mode.is_some() {
-            &self.alt
-        } else {
-            &self.main
-        }
+        if self.alt_mode.is_some() { &self.alt } else { &self.main }
     }
 
     fn grid_mut(&mut self) -> &mut Grid {
-        if self.alt_mode.is_some() {
-            &mut self.alt
-        } else {
-            &mut self.main
-        }
+        if self.alt_mode.is_some() { &mut self.alt } else { &mut self.main }
     }
 
     /// Index of the active buffer's DECSC slot.
@@ -230,11 +222,7 @@ impl Term {
 
     /// Prints one character (vte `print`).
     pub fn print(&mut self, raw: char) {
-        let c = if raw.is_ascii() {
-            self.gl_charset().map(raw)
-        } else {
-            raw
-        };
+        let c = if raw.is_ascii() { self.gl_charset().map(raw) } else { raw };
         let width = if self.width_memo.0 == c {
             self.width_memo.1
         } else {
@@ -262,11 +250,7 @@ impl Term {
         {
             // Common case: a narrow character on a row with nothing to repair.
             let (row, col, pen) = (self.cur.row, self.cur.col, self.pen);
-            if self
-                .grid_mut()
-                .row_mut(row)
-                .write_plain(col, std::iter::once(c), pen)
-            {
+            if self.grid_mut().row_mut(row).write_plain(col, std::iter::once(c), pen) {
                 self.cur.col += 1;
                 return;
             }
@@ -300,15 +284,7 @@ impl Term {
             }
         } else {
             let kind = if width == 2 { kind::WIDE } else { 0 };
-            row.put(
-                col,
-                Cell {
-                    ch: c,
-                    attrs: pen,
-                    kind,
-                },
-                blank,
-            );
+            row.put(col, Cell { ch: c, attrs: pen, kind }, blank);
         }
         self.advance(width);
     }
@@ -393,11 +369,7 @@ impl Term {
         let Some(raw) = self.last_char else {
             return;
         };
-        let mapped = if raw.is_ascii() {
-            self.gl_charset().map(raw)
-        } else {
-            raw
-        };
+        let mapped = if raw.is_ascii() { self.gl_charset().map(raw) } else { raw };
         if !self.modes.insert && mapped.width() == Some(1) {
             self.print_run(&[], Some((mapped, count)));
             self.last_char = Some(raw);
@@ -483,11 +455,7 @@ impl Term {
 
     /// CUD: stops at the bottom margin if the cursor is above it, else at the screen bottom.
     pub fn cursor_down(&mut self, n: usize) {
-        let max = if self.cur.row > self.bottom {
-            self.rows - 1
-        } else {
-            self.bottom
-        };
+        let max = if self.cur.row > self.bottom { self.rows - 1 } else { self.bottom };
         self.cur.row = self.cur.row.saturating_add(n).min(max);
         self.cur.pending = false;
     }
@@ -507,11 +475,8 @@ impl Term {
     /// xterm's `CursorSet`: `row`/`col` are 0-based and relative to the scroll region's top
     /// when origin mode is on; the result is clamped to the region (origin) or the screen.
     pub fn set_cursor(&mut self, row: i64, col: i64) {
-        let (row, max_row) = if self.modes.origin {
-            (row + self.top as i64, self.bottom as i64)
-        } else {
-            (row, self.rows as i64 - 1)
-        };
+        let (row, max_row) =
+            if self.modes.origin { (row + self.top as i64, self.bottom as i64) } else { (row, self.rows as i64 - 1) };
         self.cur.row = row.clamp(0, max_row.max(0)) as usize;
         self.cur.col = col.clamp(0, self.cols as i64 - 1) as usize;
         self.cur.pending = false;
@@ -519,11 +484,7 @@ impl Term {
 
     /// The cursor row as CUP would address it (relative to the region in origin mode).
     pub fn cursor_row_rel(&self) -> i64 {
-        if self.modes.origin {
-            (self.cur.row as i64 - self.top as i64).max(0)
-        } else {
-            self.cur.row as i64
-        }
+        if self.modes.origin { (self.cur.row as i64 - self.top as i64).max(0) } else { self.cur.row as i64 }
     }
 
     /// HT: to the next tab stop or the last column. A pending wrap stays pending.
@@ -793,10 +754,7 @@ impl Term {
         self.pen = Attrs::default();
         self.cur.pending = false;
         let slot = self.slot();
-        self.saved[slot] = SavedCursor {
-            saved: true,
-            ..SavedCursor::default()
-        };
+        self.saved[slot] = SavedCursor { saved: true, ..SavedCursor::default() };
     }
 
     /// DECALN: fills the screen with `E`, resets margins, origin mode and the pen, homes.

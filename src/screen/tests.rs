@@ -93,11 +93,7 @@ fn overwriting_half_of_wide_char_clears_both_halves() {
     assert_eq!(rows(&left), ["X"]);
     let right = screen(6, 1, "中\x1b[2GX".as_bytes());
     assert_eq!(rows(&right), [" X"]);
-    assert!(
-        right
-            .cell(0, 0)
-            .is_some_and(|c| c.text.is_empty() && !c.wide)
-    );
+    assert!(right.cell(0, 0).is_some_and(|c| c.text.is_empty() && !c.wide));
 }
 
 #[test]
@@ -369,14 +365,7 @@ fn erase_uses_current_background() {
 fn erased_cells_keep_only_the_background() {
     let s = screen(3, 1, b"\x1b[1;4;7;31;42m\x1b[K");
     let attrs = s.cell(0, 0).map(|c| c.attrs).unwrap_or_default();
-    assert_eq!(
-        attrs,
-        Attrs {
-            fg: Color::Default,
-            bg: Color::Indexed(2),
-            flags: 0
-        }
-    );
+    assert_eq!(attrs, Attrs { fg: Color::Default, bg: Color::Indexed(2), flags: 0 });
 }
 
 #[test]
@@ -489,14 +478,7 @@ fn pen(seq: &[u8]) -> Attrs {
 #[test]
 fn sgr_sets_and_resets_attributes() {
     let p = pen(b"\x1b[1;3;4;5;7;9m");
-    for bit in [
-        flag::BOLD,
-        flag::ITALIC,
-        flag::UNDERLINE,
-        flag::BLINK,
-        flag::INVERSE,
-        flag::STRIKE,
-    ] {
+    for bit in [flag::BOLD, flag::ITALIC, flag::UNDERLINE, flag::BLINK, flag::INVERSE, flag::STRIKE] {
         assert!(p.has(bit));
     }
     let p = pen(b"\x1b[1;3;4;5;7;8;9;21m\x1b[23;24;25;27;28;29m");
@@ -645,11 +627,7 @@ fn each_screen_has_its_own_saved_cursor() {
 
 #[test]
 fn full_reset_restores_power_on_state_but_keeps_the_title() {
-    let s = screen(
-        5,
-        3,
-        b"\x1b]2;t\x07abc\x1b[?1049h\x1b[?2004h\x1b[?1000h\x1b[2;3r\x1b[31m\x1b(0\x1b[?25l\x1bc",
-    );
+    let s = screen(5, 3, b"\x1b]2;t\x07abc\x1b[?1049h\x1b[?2004h\x1b[?1000h\x1b[2;3r\x1b[31m\x1b(0\x1b[?25l\x1bc");
     assert_eq!(rows(&s), ["", "", ""]);
     assert_eq!(s.cursor(), (0, 0));
     let m = s.modes();
@@ -662,11 +640,7 @@ fn full_reset_restores_power_on_state_but_keeps_the_title() {
 
 #[test]
 fn soft_reset_resets_modes_but_keeps_screen_and_cursor() {
-    let mut s = screen(
-        5,
-        5,
-        b"abc\x1b[2;4r\x1b[?6h\x1b[4h\x1b[?25l\x1b[?1h\x1b[1m\x1b[?2004h\x1b[3;3H\x1b[!p",
-    );
+    let mut s = screen(5, 5, b"abc\x1b[2;4r\x1b[?6h\x1b[4h\x1b[?25l\x1b[?1h\x1b[1m\x1b[?2004h\x1b[3;3H\x1b[!p");
     let m = s.modes();
     assert!(!m.origin && !m.insert && m.cursor_visible && !m.app_cursor_keys);
     assert!(m.bracketed_paste);
@@ -725,24 +699,14 @@ fn mouse_encoding_reset_only_applies_to_the_active_encoding() {
 #[test]
 fn several_modes_in_one_sequence() {
     let m = screen(5, 1, b"\x1b[?1000;1006;2004h").modes();
-    assert_eq!(
-        (m.mouse, m.mouse_encoding, m.bracketed_paste),
-        (MouseMode::PressRelease, MouseEncoding::Sgr, true)
-    );
+    assert_eq!((m.mouse, m.mouse_encoding, m.bracketed_paste), (MouseMode::PressRelease, MouseEncoding::Sgr, true));
 }
 
 #[test]
 fn power_on_modes() {
     let m = Screen::new(80, 24).modes();
     assert!(m.cursor_visible && m.autowrap);
-    assert_eq!(
-        m,
-        Modes {
-            cursor_visible: true,
-            autowrap: true,
-            ..Modes::default()
-        }
-    );
+    assert_eq!(m, Modes { cursor_visible: true, autowrap: true, ..Modes::default() });
 }
 
 // ---- titles -------------------------------------------------------------------------------
@@ -892,14 +856,7 @@ fn snapshot_reports_what_peek_prints() {
     let snap = s.snapshot();
     assert_eq!(snap.cols, 6);
     assert_eq!(snap.rows, 2);
-    assert_eq!(
-        snap.cursor,
-        Cursor {
-            row: 0,
-            col: 2,
-            visible: false
-        }
-    );
+    assert_eq!(snap.cursor, Cursor { row: 0, col: 2, visible: false });
     assert_eq!(snap.title, "agent");
     assert!(snap.modes.bracketed_paste);
     assert_eq!(snap.lines, ["hi", ""]);

@@ -188,6 +188,30 @@ fn the_master_survives_a_client_vanishing_mid_write() {
     assert!(alive(master));
 }
 
+/// Runs only as the other uid's half of the test below (re-executed with `DESK_PEER_SOCKET`):
+/// connects, says HELLO and prints what the master answered.
+#[test]
+fn peer_probe_helper() {
+    let Some(socket) = std::env::var_os("DESK_PEER_SOCKET") else { return };
+    let outcome = match std::os::unix::net::UnixStream::connect(&socket) {
+        Err(e) => format!("PEER-RESULT connect-failed {e}"),
+        Ok(stream) => {
+            stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut wire = Wire { stream, decoder: desk::wire::FrameDecoder::new() };
+            wire.send(&Frame::Hello { version: PROTOCOL_VERSION, role: Role::Controller, cols: 80, rows: 24 });
+            let frames = wire.drain_to_close();
+            if frames.iter().any(|f| matches!(f, Frame::Error { code: ErrorCode::PeerRefused, .. })) {
+                "PEER-RESULT refused".to_string()
+            } else if frames.iter().any(|f| matches!(f, Frame::Welcome { .. })) {
+                "PEER-RESULT welcomed".to_string()
+            } else {
+                format!("PEER-RESULT other {frames:?}")
+            }
+        }
+    };
+    println!("{outcome}");
+}
+
 #[test]
 fn peer_credentials_of_another_user_are_refused() {
     if !nix::unistd::geteuid().is_root() {
@@ -195,6 +219,7 @@ fn peer_credentials_of_another_user_are_refused() {
         return;
     }
     use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
     let home = Home::new();
     home.new_sh("uid", "exec cat");
     // Let uid 65534 reach the socket at all; the master's SO_PEERCRED check must still refuse it.
@@ -203,40 +228,21 @@ fn peer_credentials_of_another_user_are_refused() {
         std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o711)).unwrap();
     }
     std::fs::set_permissions(home.socket("uid"), std::fs::Permissions::from_mode(0o777)).unwrap();
-    let socket = home.socket("uid");
-    // Fork so that only the child drops privileges.
-    let (read_end, write_end) = nix::unistd::pipe().unwrap();
-    // SAFETY: the child only calls async-signal-safe functions and exits with _exit.
-    match unsafe { nix::unistd::fork() }.unwrap() {
-        nix::unistd::ForkResult::Child => {
-            let code = (|| -> Option<u8> {
-                nix::unistd::setgid(nix::unistd::Gid::from_raw(65534)).ok()?;
-                nix::unistd::setuid(nix::unistd::Uid::from_raw(65534)).ok()?;
-                let stream = std::os::unix::net::UnixStream::connect(&socket).ok()?;
-                let mut wire = Wire { stream, decoder: desk::wire::FrameDecoder::new() };
-                wire.send(&Frame::Hello { version: PROTOCOL_VERSION, role: Role::Controller, cols: 80, rows: 24 });
-                let frames = wire.drain_to_close();
-                Some(if frames.iter().any(|f| matches!(f, Frame::Error { code: ErrorCode::PeerRefused, .. })) {
-                    b'R'
-                } else if frames.iter().any(|f| matches!(f, Frame::Welcome { .. })) {
-                    b'W'
-                } else {
-                    b'?'
-                })
-            })()
-            .unwrap_or(b'E');
-            let _ = nix::unistd::write(&write_end, &[code]);
-            unsafe { libc::_exit(0) };
-        }
-        nix::unistd::ForkResult::Parent { child } => {
-            drop(write_end);
-            let mut byte = [0u8; 1];
-            let _ = nix::unistd::read(&read_end, &mut byte);
-            let _ = nix::sys::wait::waitpid(child, None);
-            for d in &dirs {
-                std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700)).unwrap();
-            }
-            assert_eq!(byte[0] as char, 'R', "a foreign uid must be refused (E = could not connect at all)");
-        }
+    // The other uid's half runs in a fresh process (this test binary, re-executed), never a
+    // fork of this multi-threaded one.
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "wire_clients::peer_probe_helper", "--nocapture", "--test-threads", "1"])
+        .env("DESK_PEER_SOCKET", home.socket("uid"))
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    for d in &dirs {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700)).unwrap();
     }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let result = stdout.find("PEER-RESULT").map_or("no result", |at| stdout[at..].lines().next().unwrap_or(""));
+    assert_eq!(result, "PEER-RESULT refused", "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    // And the session's own user is still served.
+    home.peek("uid");
 }

@@ -20,11 +20,7 @@ fn all_splits(cols: u16, rows: u16, stream: &[u8]) {
 #[test]
 fn scroll_region_survives_a_keyframe() {
     // The region must still confine scrolling after the split (vt100's own serialiser loses it).
-    all_splits(
-        10,
-        6,
-        b"top\r\n\x1b[2;4r\x1b[4;1Hone\r\ntwo\r\nthree\r\nfour\x1b[6;1Hbottom",
-    );
+    all_splits(10, 6, b"top\r\n\x1b[2;4r\x1b[4;1Hone\r\ntwo\r\nthree\r\nfour\x1b[6;1Hbottom");
 }
 
 #[test]
@@ -39,20 +35,12 @@ fn alternate_screen_and_the_hidden_main_screen_survive() {
 
 #[test]
 fn saved_cursor_with_its_pen_survives() {
-    all_splits(
-        10,
-        5,
-        b"\x1b[3;4H\x1b[1;31m\x1b7\x1b[0m\x1b[Hhome\x1b8saved\x1b[1;1H\x1b8again",
-    );
+    all_splits(10, 5, b"\x1b[3;4H\x1b[1;31m\x1b7\x1b[0m\x1b[Hhome\x1b8saved\x1b[1;1H\x1b8again");
 }
 
 #[test]
 fn origin_mode_survives() {
-    all_splits(
-        10,
-        8,
-        b"\x1b[3;6r\x1b[?6h\x1b[H\x1b[1;1Hin\x1b[10;1Hbottom\x1b[?6l\x1b[1;1Hout",
-    );
+    all_splits(10, 8, b"\x1b[3;6r\x1b[?6h\x1b[H\x1b[1;1Hin\x1b[10;1Hbottom\x1b[?6l\x1b[1;1Hout");
 }
 
 #[test]

@@ -79,16 +79,10 @@ pub struct State {
 
 impl Oracle {
     pub fn new(cols: u16, rows: u16) -> Oracle {
-        let (Some(r), Some(c)) = (
-            std::num::NonZeroU16::new(rows),
-            std::num::NonZeroU16::new(cols),
-        ) else {
+        let (Some(r), Some(c)) = (std::num::NonZeroU16::new(rows), std::num::NonZeroU16::new(cols)) else {
             panic!("oracle size must be non-zero");
         };
-        Oracle {
-            parser: vt100::Parser::new_with_callbacks(r, c, 0, Titles::default()),
-            cols,
-        }
+        Oracle { parser: vt100::Parser::new_with_callbacks(r, c, 0, Titles::default()), cols }
     }
 
     pub fn process(&mut self, bytes: &[u8]) {
@@ -103,11 +97,7 @@ impl Oracle {
 
     /// Visible rows as text, trailing blanks trimmed (comparable with `Screen::text_rows`).
     pub fn text_rows(&self) -> Vec<String> {
-        self.parser
-            .screen()
-            .rows(0, self.cols)
-            .map(|r| r.trim_end_matches(' ').to_string())
-            .collect()
+        self.parser.screen().rows(0, self.cols).map(|r| r.trim_end_matches(' ').to_string()).collect()
     }
 
     pub fn state(&self) -> State {
@@ -187,21 +177,14 @@ pub fn describe_difference(direct: &State, replayed: &State) -> String {
     for (r, (a, b)) in direct.cells.iter().zip(&replayed.cells).enumerate() {
         for (c, (x, y)) in a.iter().zip(b).enumerate() {
             if x != y && out.len() < 6 {
-                out.push(format!(
-                    "cell ({r},{c}): direct {x:?}\n             replayed {y:?}"
-                ));
+                out.push(format!("cell ({r},{c}): direct {x:?}\n             replayed {y:?}"));
             }
         }
     }
     macro_rules! field {
         ($name:ident) => {
             if direct.$name != replayed.$name {
-                out.push(format!(
-                    "{}: direct {:?}, replayed {:?}",
-                    stringify!($name),
-                    direct.$name,
-                    replayed.$name
-                ));
+                out.push(format!("{}: direct {:?}, replayed {:?}", stringify!($name), direct.$name, replayed.$name));
             }
         };
     }
@@ -238,13 +221,7 @@ pub fn ground_offsets(cols: u16, rows: u16, stream: &[u8]) -> Vec<usize> {
 
 /// Checks the keyframe taken after `stream[..k]`: a dirty client that receives it and then
 /// `stream[k..]` must end in the same state as a fresh client that received `stream`.
-pub fn check_split(
-    cols: u16,
-    rows: u16,
-    stream: &[u8],
-    k: usize,
-    direct: &State,
-) -> Result<(), String> {
+pub fn check_split(cols: u16, rows: u16, stream: &[u8], k: usize, direct: &State) -> Result<(), String> {
     let mut model = Screen::new(cols, rows);
     model.process(&stream[..k]);
     if !model.at_ground_state() {

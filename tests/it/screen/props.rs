@@ -1,19 +1,17 @@
 //! Property tests of the screen model that need no oracle: split invariance, no panics with
 //! bounded memory on arbitrary input, and the ground-state shadow agreeing with vte.
 
-use desk::screen::{
-    MAX_COLS, MAX_COMBINING, MAX_PENDING_REPLIES, MAX_ROWS, MAX_TITLE_BYTES, Screen, valid_size,
-};
+use desk::screen::{MAX_COLS, MAX_COMBINING, MAX_PENDING_REPLIES, MAX_ROWS, MAX_TITLE_BYTES, Screen, valid_size};
 use proptest::prelude::*;
 
 use super::vocabulary;
 
 /// Bytes that steer a random stream into escape sequences, strings and UTF-8.
 const INTERESTING: &[u8] = &[
-    0x1b, 0x1b, b'[', b']', b'P', b'X', b'^', b'_', b'(', b')', b'#', b'?', b'>', b'!', b' ', b';',
-    b':', b'0', b'1', b'2', b'4', b'6', b'7', b'9', b'm', b'H', b'J', b'K', b'r', b'h', b'l', b'c',
-    b'n', b'b', b'\\', 0x07, 0x08, 0x09, 0x0a, 0x0d, 0x0e, 0x0f, 0x18, 0x1a, 0x7f, 0x9c, 0xc3,
-    0xa9, 0xe4, 0xb8, 0xad, 0xf0, 0x9f, 0x98, 0x80, 0xcc, 0x81, 0xff,
+    0x1b, 0x1b, b'[', b']', b'P', b'X', b'^', b'_', b'(', b')', b'#', b'?', b'>', b'!', b' ', b';', b':', b'0', b'1',
+    b'2', b'4', b'6', b'7', b'9', b'm', b'H', b'J', b'K', b'r', b'h', b'l', b'c', b'n', b'b', b'\\', 0x07, 0x08, 0x09,
+    0x0a, 0x0d, 0x0e, 0x0f, 0x18, 0x1a, 0x7f, 0x9c, 0xc3, 0xa9, 0xe4, 0xb8, 0xad, 0xf0, 0x9f, 0x98, 0x80, 0xcc, 0x81,
+    0xff,
 ];
 
 fn noisy_bytes(max: usize) -> impl Strategy<Value = Vec<u8>> {
@@ -26,19 +24,13 @@ fn noisy_bytes(max: usize) -> impl Strategy<Value = Vec<u8>> {
 fn streams() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
         noisy_bytes(600),
-        proptest::collection::vec(vocabulary::frag(), 0..40)
-            .prop_map(|f| vocabulary::build(20, 6, &f)),
+        proptest::collection::vec(vocabulary::frag(), 0..40).prop_map(|f| vocabulary::build(20, 6, &f)),
     ]
 }
 
 /// Everything observable about a model.
 fn observe(s: &mut Screen) -> (Vec<u8>, desk::screen::Snapshot, Vec<u8>, bool) {
-    (
-        s.render_keyframe(),
-        s.snapshot(),
-        s.take_replies(),
-        s.at_ground_state(),
-    )
+    (s.render_keyframe(), s.snapshot(), s.take_replies(), s.at_ground_state())
 }
 
 proptest! {
@@ -98,10 +90,7 @@ fn check_bounds(s: &Screen) -> Result<(), TestCaseError> {
     prop_assert!(valid_size(cols, rows), "size {cols}x{rows}");
     prop_assert!(cols <= MAX_COLS && rows <= MAX_ROWS);
     let (r, c) = s.cursor();
-    prop_assert!(
-        r < rows && c < cols,
-        "cursor ({r},{c}) outside {cols}x{rows}"
-    );
+    prop_assert!(r < rows && c < cols, "cursor ({r},{c}) outside {cols}x{rows}");
     let (top, bottom) = s.scroll_region();
     prop_assert!(top <= bottom && bottom < rows);
     prop_assert!(s.title().len() <= MAX_TITLE_BYTES);

@@ -36,11 +36,7 @@ fn read(path: &Path) -> Vec<u8> {
 
 #[test]
 fn recordings_exist() {
-    assert!(
-        recordings().len() >= 5,
-        "expected at least 5 recordings in {}",
-        streams_dir().display()
-    );
+    assert!(recordings().len() >= 5, "expected at least 5 recordings in {}", streams_dir().display());
 }
 
 #[test]
@@ -52,12 +48,11 @@ fn recorded_streams_end_on_the_reviewed_screen() {
         let got = model.text_rows().join("\n") + "\n";
         if std::env::var_os("DESK_UPDATE_EXPECTED").is_some() {
             // Regenerate, then review the diff by hand before committing.
-            std::fs::write(&expected_path, &got)
-                .unwrap_or_else(|e| panic!("{}: {e}", expected_path.display()));
+            std::fs::write(&expected_path, &got).unwrap_or_else(|e| panic!("{}: {e}", expected_path.display()));
             continue;
         }
-        let expected = std::fs::read_to_string(&expected_path)
-            .unwrap_or_else(|e| panic!("{}: {e}", expected_path.display()));
+        let expected =
+            std::fs::read_to_string(&expected_path).unwrap_or_else(|e| panic!("{}: {e}", expected_path.display()));
         assert_eq!(got, expected, "{} final screen", path.display());
     }
 }
@@ -89,11 +84,7 @@ fn just_set_region(prefix: &[u8]) -> bool {
     let Some(body) = prefix.strip_suffix(b"r") else {
         return false;
     };
-    let params = body
-        .iter()
-        .rev()
-        .take_while(|b| b.is_ascii_digit() || **b == b';')
-        .count();
+    let params = body.iter().rev().take_while(|b| b.is_ascii_digit() || **b == b';').count();
     body[..body.len() - params].ends_with(b"\x1b[")
 }
 
@@ -102,17 +93,10 @@ fn just_positioned(prefix: &[u8]) -> bool {
     if prefix.ends_with(b"\x1b8") {
         return true;
     }
-    let Some(body) = prefix
-        .strip_suffix(b"H")
-        .or_else(|| prefix.strip_suffix(b"f"))
-    else {
+    let Some(body) = prefix.strip_suffix(b"H").or_else(|| prefix.strip_suffix(b"f")) else {
         return false;
     };
-    let params = body
-        .iter()
-        .rev()
-        .take_while(|b| b.is_ascii_digit() || **b == b';')
-        .count();
+    let params = body.iter().rev().take_while(|b| b.is_ascii_digit() || **b == b';').count();
     body[..body.len() - params].ends_with(b"\x1b[")
 }
 
@@ -133,10 +117,7 @@ const NOT_STEPWISE: &[(&str, &str)] = &[(
 fn recorded_streams_match_the_oracle_at_every_step() {
     use super::oracle::Oracle;
     for path in recordings() {
-        let name = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or_default();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
         if NOT_STEPWISE.iter().any(|(n, _)| *n == name) {
             continue;
         }
@@ -150,13 +131,7 @@ fn recorded_streams_match_the_oracle_at_every_step() {
             if !model.at_ground_state() {
                 continue;
             }
-            assert_eq!(
-                model.text_rows(),
-                oracle.text_rows(),
-                "{} after {} bytes",
-                path.display(),
-                i + 1
-            );
+            assert_eq!(model.text_rows(), oracle.text_rows(), "{} after {} bytes", path.display(), i + 1);
             let prefix = &stream[..=i];
             if just_set_region(prefix) || just_entered_alternate(prefix) {
                 // vt100 homes to the region's top even without origin mode (xterm: to row 0),

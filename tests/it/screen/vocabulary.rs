@@ -85,22 +85,8 @@ const WORDS: &[&str] = &[
     "~",
     "> ",
 ];
-const WIDE: &[&str] = &[
-    "中文",
-    "日本語テキスト",
-    "한국어",
-    "😀",
-    "🚀 go",
-    "漢字かな",
-    "a中b",
-];
-const MARKED: &[&str] = &[
-    "e\u{301}",
-    "cafe\u{301}",
-    "a\u{308}b",
-    "n\u{303}o",
-    "中\u{302}",
-];
+const WIDE: &[&str] = &["中文", "日本語テキスト", "한국어", "😀", "🚀 go", "漢字かな", "a中b"];
+const MARKED: &[&str] = &["e\u{301}", "cafe\u{301}", "a\u{308}b", "n\u{303}o", "中\u{302}"];
 const SGR: &[&str] = &[
     "\x1b[0m",
     "\x1b[m",
@@ -126,23 +112,14 @@ const SGR: &[&str] = &[
     "\x1b[9m",
     "\x1b[29m",
 ];
-const ERASE: &[&str] = &[
-    "\x1b[K", "\x1b[0K", "\x1b[1K", "\x1b[2K", "\x1b[J", "\x1b[1J", "\x1b[2J", "\x1b[3X", "\x1b[X",
-];
+const ERASE: &[&str] =
+    &["\x1b[K", "\x1b[0K", "\x1b[1K", "\x1b[2K", "\x1b[J", "\x1b[1J", "\x1b[2J", "\x1b[3X", "\x1b[X"];
 const EDIT: &[&str] = &["\x1b[@", "\x1b[3@", "\x1b[P", "\x1b[2P"];
 const LINES: &[&str] = &["\r\x1b[L", "\r\x1b[2L", "\r\x1b[M", "\r\x1b[3M"];
 const SCROLL: &[&str] = &["\x1b[S", "\x1b[2S", "\x1b[T", "\x1b[3T"];
 const CTL: &[&str] = &["\r", "\n", "\r\n", "\r\n", "\x08", "\t", "\x07"];
-const MODES: &[&str] = &[
-    "\x1b[?2004h",
-    "\x1b[?2004l",
-    "\x1b[?1h",
-    "\x1b[?1l",
-    "\x1b=",
-    "\x1b>",
-    "\x1b[?25l",
-    "\x1b[?25h",
-];
+const MODES: &[&str] =
+    &["\x1b[?2004h", "\x1b[?2004l", "\x1b[?1h", "\x1b[?1l", "\x1b=", "\x1b>", "\x1b[?25l", "\x1b[?25h"];
 
 fn pick(list: &'static [&'static str]) -> impl Strategy<Value = &'static str> {
     proptest::sample::select(list)
@@ -225,11 +202,7 @@ fn text_is_safe(model: &Screen, text: &str) -> bool {
             pending = false;
         }
         if !fresh {
-            let cell = |c: u16| {
-                model
-                    .cell(row, c)
-                    .unwrap_or_else(|| panic!("cell ({row},{c})"))
-            };
+            let cell = |c: u16| model.cell(row, c).unwrap_or_else(|| panic!("cell ({row},{c})"));
             let here = cell(col);
             if here.wide_continuation {
                 return false;
@@ -277,9 +250,7 @@ fn accept(model: &Screen, ctx: &Context, frag: &Frag) -> Option<String> {
             ok.then(|| format!("\x1b[4{c}m{seq}\x1b[49m"))?
         }
         Frag::Sgr(s) => s.to_string(),
-        Frag::Ctl(s) => {
-            (*s == "\r" || *s == "\r\n" || *s == "\x07" || !pending).then(|| s.to_string())?
-        }
+        Frag::Ctl(s) => (*s == "\r" || *s == "\r\n" || *s == "\x07" || !pending).then(|| s.to_string())?,
         Frag::Cup(r, c) => format!("\x1b[{r};{c}H"),
         Frag::Column(f, c) => format!("\x1b[{c}{f}"),
         Frag::Vpa(r) => (!modes.origin && !pending).then(|| format!("\x1b[{r}d"))?,
@@ -293,8 +264,9 @@ fn accept(model: &Screen, ctx: &Context, frag: &Frag) -> Option<String> {
             };
             ok.then(|| format!("\x1b[{n}{f}"))?
         }
-        Frag::Erase(seq) => (!pending && (!is_partial_erase(seq) || !row_has_wide(model, row)))
-            .then(|| seq.to_string())?,
+        Frag::Erase(seq) => {
+            (!pending && (!is_partial_erase(seq) || !row_has_wide(model, row))).then(|| seq.to_string())?
+        }
         Frag::Edit(seq) => (!pending && !row_has_wide(model, row)).then(|| seq.to_string())?,
         Frag::Lines(seq) => seq.to_string(),
         // Not a vt100 departure but a keyframe limit (keyframe.rs): SU/SD right after writing
@@ -308,18 +280,13 @@ fn accept(model: &Screen, ctx: &Context, frag: &Frag) -> Option<String> {
         Frag::RestoreCursor => {
             // Below the region: vt100 does not clamp. Above it: keyframe limit (origin mode
             // cannot address it once the cursor moves on from the restored position).
-            let outside = ctx
-                .saved
-                .is_some_and(|(r, origin)| origin && (r > bottom || r < top));
+            let outside = ctx.saved.is_some_and(|(r, origin)| origin && (r > bottom || r < top));
             (!modes.alternate_screen && !outside).then(|| "\x1b8".to_string())?
         }
         Frag::AltEnter(code) => {
             // `!pending`: keyframe limit again (a 47 switch keeps the pending wrap).
-            let ok = !modes.alternate_screen
-                && full_region
-                && !modes.origin
-                && !pending
-                && model.pen().bg == Color::Default;
+            let ok =
+                !modes.alternate_screen && full_region && !modes.origin && !pending && model.pen().bg == Color::Default;
             // Keyframe limit: the content of an inactive alternate buffer is not restored, so
             // re-entering with 47 (which shows it again) is followed by a clear.
             let clear = if *code == 47 { "\x1b[2J" } else { "" };
@@ -341,8 +308,9 @@ fn accept(model: &Screen, ctx: &Context, frag: &Frag) -> Option<String> {
         Frag::Title(t, bel) => format!("\x1b]2;{t}{}", if *bel { "\x07" } else { "\x1b\\" }),
         Frag::Mode(s) => s.to_string(),
         Frag::MouseOn(code) => format!("\x1b[?{code}h"),
-        Frag::MouseOff(code) => (modes.mouse != MouseMode::None && modes.mouse.code() == *code)
-            .then(|| format!("\x1b[?{code}l"))?,
+        Frag::MouseOff(code) => {
+            (modes.mouse != MouseMode::None && modes.mouse.code() == *code).then(|| format!("\x1b[?{code}l"))?
+        }
         Frag::Encoding(code, on) => format!("\x1b[?{code}{}", if *on { 'h' } else { 'l' }),
         Frag::Reset => "\x1bc".to_string(),
     };
