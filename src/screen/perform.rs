@@ -6,7 +6,8 @@
 //! ignored without touching state; a sequence vte flagged as overflowing (too many
 //! parameters or intermediates) is ignored whole rather than half-applied; answers go through
 //! `Term::reply`, which bounds them. Queries answered: DA1 (`CSI c`, `CSI 0 c`) as a VT220
-//! with ANSI colour (`CSI ? 62 ; 22 c`, the level xterm reports for `decTerminalID=220`), DA2
+//! with ANSI colour (`CSI ? 62 ; 22 c`: xterm's level for `decTerminalID=220`, without the
+//! features it adds there and we do not implement, such as printer or rectangle editing), DA2
 //! (`CSI > c`) as `CSI > 1 ; 10 ; 0 c`, DSR 5 (`CSI 0 n`) and DSR 6 (cursor position, 1-based,
 //! relative to the scroll region in origin mode). Kitty keyboard queries (`CSI ? u`) are
 //! deliberately not answered, so TUIs stay on the legacy key encoding.
