@@ -220,6 +220,8 @@ trait Holder {
     /// The session's own idea of its screen, when it has one.
     fn screen(&self) -> Option<Vec<String>>;
     fn stop(&mut self);
+    /// Stop every session this holder started.
+    fn stop_all(&mut self);
 }
 
 struct Desk {
@@ -283,6 +285,14 @@ impl Holder for Desk {
         let _ = self.cmd().args(["kill", &self.session(), "--signal", "KILL"]).output();
         let _ = self.cmd().args(["rm", &self.session()]).output();
     }
+    fn stop_all(&mut self) {
+        let last = self.n;
+        for n in 1..=last {
+            self.n = n;
+            self.stop();
+        }
+        self.n = last;
+    }
 }
 
 struct Dtach {
@@ -328,10 +338,19 @@ impl Holder for Dtach {
         }
         let _ = std::fs::remove_file(self.sock());
     }
+    fn stop_all(&mut self) {
+        let last = self.n;
+        for n in 1..=last {
+            self.n = n;
+            self.stop();
+        }
+        self.n = last;
+    }
 }
 
 struct Tmux {
     label: String,
+    n: usize,
 }
 
 impl Tmux {
@@ -347,16 +366,18 @@ impl Holder for Tmux {
         "tmux"
     }
     fn start(&mut self, script: &str) -> u32 {
+        self.n += 1;
+        let name = format!("s{}", self.n);
         let mut c = Command::new("taskset");
-        c.args(["-c", "0", "tmux", "-L", &self.label, "-f", "/dev/null", "new-session", "-d", "-s", "s"]);
+        c.args(["-c", "0", "tmux", "-L", &self.label, "-f", "/dev/null", "new-session", "-d", "-s", &name]);
         c.args(["-x", &COLS.to_string(), "-y", &ROWS.to_string(), script]);
         run(&mut c);
         run(self.cmd().args(["set-option", "-g", "status", "off"]));
-        run(self.cmd().args(["set-option", "-g", "window-size", "manual"]));
         run(self.cmd().args(["display", "-p", "#{pid}"])).trim().parse().unwrap()
     }
     fn attach_argv(&self) -> Vec<OsString> {
-        ["tmux", "-L", &self.label, "-f", "/dev/null", "attach", "-t", "s"].iter().map(OsString::from).collect()
+        let name = format!("s{}", self.n);
+        ["tmux", "-L", &self.label, "-f", "/dev/null", "attach", "-t", &name].iter().map(OsString::from).collect()
     }
     fn wait_clients(&self, n: usize) {
         wait_for("tmux clients", Duration::from_secs(10), || {
@@ -364,12 +385,21 @@ impl Holder for Tmux {
         });
     }
     fn screen(&self) -> Option<Vec<String>> {
+        let name = format!("s{}", self.n);
         Some(
-            run(self.cmd().args(["capture-pane", "-p", "-t", "s"])).lines().map(|l| l.trim_end().to_string()).collect(),
+            run(self.cmd().args(["capture-pane", "-p", "-t", &name]))
+                .lines()
+                .map(|l| l.trim_end().to_string())
+                .collect(),
         )
     }
     fn stop(&mut self) {
         let _ = self.cmd().arg("kill-server").output();
+        // A fresh server for whatever comes next: the old one may still be exiting.
+        self.label = format!("{}x", self.label);
+    }
+    fn stop_all(&mut self) {
+        self.stop();
     }
 }
 
@@ -529,21 +559,54 @@ fn attach_latency(holders: &mut [Box<dyn Holder>], opts: &Opts, work: &Path) -> 
     table
 }
 
+fn kib_of(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with(field))
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum()
+}
+
 fn idle(holders: &mut [Box<dyn Holder>], opts: &Opts) -> String {
     let mut table = String::from(
-        "| holder | private memory KiB (Private_Clean + Private_Dirty) | context switches over idle period |\n|---|---|---|\n",
+        "| holder | sessions | private KiB per holder (Private_Clean + Private_Dirty) | of which dirty | PSS KiB | context switches over the idle period |\n|---|---|---|---|---|---|\n",
     );
     for holder in holders.iter_mut() {
-        let pid = holder.start("exec sleep 100000");
-        thread::sleep(Duration::from_millis(500));
-        let before = ctxt_switches(pid);
-        thread::sleep(Duration::from_secs(opts.idle_secs));
-        let after = ctxt_switches(pid);
-        let kib = private_kib(pid);
-        holder.stop();
-        table.push_str(&format!("| {} | {kib} | {} |\n", holder.name(), after - before));
+        // tmux holds every session in one server: its numbers are for the whole server.
+        for count in [1usize, 10] {
+            let pids: Vec<u32> = (0..count).map(|_| holder.start("exec sleep 100000")).collect();
+            // Let start-up finish (the first second has its one-shot readiness timer).
+            thread::sleep(Duration::from_secs(3));
+            let before: Vec<u64> = pids.iter().map(|p| ctxt_switches(*p)).collect();
+            thread::sleep(Duration::from_secs(opts.idle_secs));
+            let after: Vec<u64> = pids.iter().map(|p| ctxt_switches(*p)).collect();
+            let switches: u64 = after.iter().zip(&before).map(|(a, b)| a - b).sum();
+            let mut private: Vec<f64> = pids.iter().map(|p| private_kib(*p) as f64).collect();
+            let mut dirty: Vec<f64> = pids.iter().map(|p| kib_of(*p, "Private_Dirty") as f64).collect();
+            let mut pss: Vec<f64> = pids.iter().map(|p| kib_of(*p, "Pss:") as f64).collect();
+            let distinct = {
+                let mut d = pids.clone();
+                d.sort();
+                d.dedup();
+                d.len()
+            };
+            holder.stop_all();
+            table.push_str(&format!(
+                "| {} | {count} | {:.0} | {:.0} | {:.0} | {switches} (over {distinct} process(es)) |\n",
+                holder.name(),
+                median(&mut private),
+                median(&mut dirty),
+                median(&mut pss)
+            ));
+        }
     }
-    format!("Idle period: {} s, session running `sleep`, no client attached.\n\n{table}", opts.idle_secs)
+    format!(
+        "Idle period: {} s after a 3 s settle, sessions running `sleep`, no client attached. With one \
+         session, every page of the holder's executable it touched counts as private; with ten, those \
+         pages are shared and what remains is the real per-session cost.\n\n{table}",
+        opts.idle_secs
+    )
 }
 
 fn main() {
@@ -555,7 +618,7 @@ fn main() {
     let mut holders: Vec<Box<dyn Holder>> = vec![
         Box::new(Desk { exe: PathBuf::from(env!("CARGO_BIN_EXE_desk")), home, n: 0 }),
         Box::new(Dtach { dir: work.path().to_path_buf(), n: 0 }),
-        Box::new(Tmux { label: format!("deskbench{}", std::process::id()) }),
+        Box::new(Tmux { label: format!("deskbench{}", std::process::id()), n: 0 }),
     ];
     let cpus = std::fs::read_to_string("/proc/cpuinfo")
         .unwrap_or_default()

@@ -149,58 +149,18 @@ proptest! {
 #[test]
 fn keyframe_restores_state_only_xterm_has_read_back_by_the_model() {
     let cases: &[(&str, &[u8], &[u8])] = &[
-        (
-            "charsets",
-            b"\x1b)0\x1b(0lqk\x1b(B\x0eab",
-            b"qq\x0fqq\x1b(0x",
-        ),
-        (
-            "tab stops",
-            b"\x1b[3g\x1b[5G\x1bH\x1b[12G\x1bH\r",
-            b"\tX\tY\tZ",
-        ),
-        (
-            "LNM, insert, autowrap off",
-            b"abcdef\r\x1b[20h\x1b[4h\x1b[?7l",
-            b"XY\nlong line past the edge",
-        ),
-        (
-            "1047 clears on exit",
-            b"main\x1b[?1047halt",
-            b"\x1b[?1047l\x1b[?47h",
-        ),
-        (
-            "1048 saves the cursor",
-            b"\x1b[3;3H\x1b[?1048h\x1b[H",
-            b"\x1b[?1048lX",
-        ),
+        ("charsets", b"\x1b)0\x1b(0lqk\x1b(B\x0eab", b"qq\x0fqq\x1b(0x"),
+        ("tab stops", b"\x1b[3g\x1b[5G\x1bH\x1b[12G\x1bH\r", b"\tX\tY\tZ"),
+        ("LNM, insert, autowrap off", b"abcdef\r\x1b[20h\x1b[4h\x1b[?7l", b"XY\nlong line past the edge"),
+        ("1047 clears on exit", b"main\x1b[?1047halt", b"\x1b[?1047l\x1b[?47h"),
+        ("1048 saves the cursor", b"\x1b[3;3H\x1b[?1048h\x1b[H", b"\x1b[?1048lX"),
         ("concealed text", b"\x1b[8msecret", b"more\x1b[28mvisible"),
-        (
-            "DECSTR saves home",
-            b"\x1b[3;3H\x1b[31m\x1b[!p\x1b[2;2H",
-            b"\x1b8X",
-        ),
-        (
-            "DECSC slot of the alternate screen",
-            b"\x1b[?1049h\x1b[4;4H\x1b[1m\x1b7\x1b[H\x1b[m",
-            b"\x1b8X\x1b[?1049l",
-        ),
-        (
-            "mouse, focus, cursor style",
-            b"\x1b[?1003h\x1b[?1015h\x1b[?1004h\x1b[4 q\x1b[?12h",
-            b"",
-        ),
-        (
-            "origin mode cursor above the region",
-            b"\x1b[?6h\x1b7\x1b[3;5r\x1b8",
-            b"X\x1b[6n",
-        ),
+        ("DECSTR saves home", b"\x1b[3;3H\x1b[31m\x1b[!p\x1b[2;2H", b"\x1b8X"),
+        ("DECSC slot of the alternate screen", b"\x1b[?1049h\x1b[4;4H\x1b[1m\x1b7\x1b[H\x1b[m", b"\x1b8X\x1b[?1049l"),
+        ("mouse, focus, cursor style", b"\x1b[?1003h\x1b[?1015h\x1b[?1004h\x1b[4 q\x1b[?12h", b""),
+        ("origin mode cursor above the region", b"\x1b[?6h\x1b7\x1b[3;5r\x1b8", b"X\x1b[6n"),
         ("REP after DEC graphics", b"\x1b(0q", b"\x1b[5b"),
-        (
-            "pending wrap restored by DECRC",
-            b"abcdefghij\x1b7\x1b[Hxy\x1b8",
-            b"Z",
-        ),
+        ("pending wrap restored by DECRC", b"abcdefghij\x1b7\x1b[Hxy\x1b8", b"Z"),
     ];
     for (name, pre, post) in cases {
         let mut direct = Screen::new(10, 6);
