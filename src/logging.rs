@@ -105,6 +105,16 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for CappedLog {
     }
 }
 
+/// Log a panic (message and location) before the process dies: background processes have no
+/// terminal to print it on.
+pub fn log_panics() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        tracing::error!("panic: {info}");
+        previous(info);
+    }));
+}
+
 /// Send this process's `tracing` output to `path`. Level from `DESK_LOG` (default `info`).
 pub fn init_file(path: &Path) {
     let level = match std::env::var("DESK_LOG").as_deref() {

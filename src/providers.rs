@@ -117,7 +117,10 @@ pub fn wire_hooks(
         "demo" => vec!["--hook-cmd".into(), format!("{} hook --provider demo", shell_quote(&desk_str)).into()],
         _ => Vec::new(),
     };
-    if !extra.is_empty() && !command.is_empty() {
+    // A command that already names its own hook wiring keeps it: desk does not override what
+    // the user chose (and two copies of the flag would be refused by the agent).
+    let own = extra.first().is_some_and(|flag| command.iter().skip(1).any(|a| a == flag));
+    if !extra.is_empty() && !command.is_empty() && !own {
         command.splice(1..1, extra);
     }
     Ok(command)
@@ -141,6 +144,13 @@ mod wiring_tests {
         let settings: serde_json::Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
         let command = settings["hooks"]["Stop"][0]["hooks"][0]["command"].as_str().unwrap();
         assert_eq!(command, "/opt/desk hook --provider claude");
+    }
+
+    #[test]
+    fn a_command_with_its_own_hook_flag_is_not_wired_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let cmd = vec!["desk-demo-agent".into(), "--hook-cmd".into(), "mine".into()];
+        assert_eq!(wire_hooks("demo", cmd.clone(), dir.path(), "/opt/desk".as_ref()).unwrap(), cmd);
     }
 
     #[test]

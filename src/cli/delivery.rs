@@ -245,10 +245,13 @@ pub fn item(id: &str, json: bool) -> Result<i32> {
         REQUEST_TIMEOUT,
     ) {
         Ok(resp) => resp,
-        Err(_) => match Store::open(&paths.state)?.find(&id)? {
-            Some(item) => Response::ok("item", serde_json::to_value(item)?),
-            None => return Err(failure(1, format!("no item {id}"))),
-        },
+        Err(_) => {
+            let store = Store::open(&paths.state)?;
+            match store.find(&id)?.or(store.find_intake(&id)?) {
+                Some(item) => Response::ok("item", serde_json::to_value(item)?),
+                None => return Err(failure(1, format!("no item {id}"))),
+            }
+        }
     };
     if json || !resp.ok {
         return answer(resp, json);

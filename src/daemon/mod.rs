@@ -51,8 +51,10 @@ const SWEEP_EVERY: Duration = Duration::from_secs(3600);
 /// Control clients beyond this many are refused; each CLI call is one short connection.
 const MAX_CONTROL_CLIENTS: usize = 64;
 
+/// The control socket. Its name starts with `_`, which no session name can, so it never
+/// collides with a session's socket in the same directory.
 pub fn socket_path(paths: &Paths) -> PathBuf {
-    paths.runtime.join("serve.sock")
+    paths.runtime.join("_serve.sock")
 }
 
 fn lock_path(paths: &Paths) -> PathBuf {
@@ -103,6 +105,7 @@ struct Daemon {
     listener: UnixListener,
     signals: Signals,
     inotify: Inotify,
+    runtime_watch: nix::sys::inotify::WatchDescriptor,
     store: Store,
     engine: Engine,
     controls: HashMap<Token, ControlConn>,
@@ -132,6 +135,7 @@ pub fn run(ready: Option<std::os::fd::OwnedFd>) -> Result<()> {
         }
     };
     crate::logging::init_file(&store.root().join("serve.log"));
+    crate::logging::log_panics();
     let setup = Daemon::start(paths, store);
     match setup {
         Ok(mut daemon) => {
@@ -171,7 +175,7 @@ impl Daemon {
         poll.registry().register(&mut signals, SIGNALS, Interest::READABLE)?;
         let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).context("cannot start inotify")?;
         let watch = AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO | AddWatchFlags::IN_DELETE;
-        inotify.add_watch(&paths.runtime, watch).context("cannot watch the runtime directory")?;
+        let runtime_watch = inotify.add_watch(&paths.runtime, watch).context("cannot watch the runtime directory")?;
         inotify.add_watch(&store.root().join("intake"), watch).context("cannot watch the intake directory")?;
         poll.registry().register(&mut SourceFd(&inotify.as_fd().as_raw_fd()), INOTIFY, Interest::READABLE)?;
         let mut daemon = Daemon {
@@ -180,6 +184,7 @@ impl Daemon {
             listener,
             signals,
             inotify,
+            runtime_watch,
             store,
             engine: Engine::new(),
             controls: HashMap::new(),
@@ -505,11 +510,18 @@ impl Daemon {
         let mut ingest = false;
         for event in events {
             let Some(name) = event.name.as_ref().and_then(|n| n.to_str()).map(String::from) else { continue };
-            if let Some(session) = name.strip_suffix(".sock") {
-                if event.mask.contains(AddWatchFlags::IN_CREATE) || event.mask.contains(AddWatchFlags::IN_MOVED_TO) {
+            // A master writes its metadata (by rename) only once it listens; its socket file
+            // appears earlier, at bind time, when a connect would still be refused.
+            let arrived =
+                event.mask.contains(AddWatchFlags::IN_CREATE) || event.mask.contains(AddWatchFlags::IN_MOVED_TO);
+            if event.wd == self.runtime_watch {
+                if let Some(session) = name.strip_suffix(".json").or_else(|| name.strip_suffix(".sock"))
+                    && arrived
+                    && SessionName::parse(session).is_ok()
+                {
                     self.connect(session);
                 }
-            } else if name.ends_with(".json") && !name.starts_with('.') && name.len() == 31 {
+            } else if name.ends_with(".json") && !name.starts_with('.') {
                 ingest = true;
             }
         }

@@ -154,6 +154,15 @@ impl Store {
         Ok(None)
     }
 
+    /// An item still waiting in the intake (written by `desk send`, not yet ingested).
+    pub fn find_intake(&self, id: &ItemId) -> Result<Option<Item>> {
+        let path = self.intake_path(id, "json");
+        if !path.exists() {
+            return Ok(None);
+        }
+        read_item(&path).map(Some)
+    }
+
     /// Whether any file of this item exists (for intake de-duplication after a crash).
     pub fn exists(&self, id: &ItemId, session: &str) -> Result<bool> {
         for state in State::ALL {

@@ -64,6 +64,10 @@ pub struct Client {
     pub closing: Option<String>,
     /// Remove at the next opportunity.
     pub gone: Option<Gone>,
+    /// The peer no longer reads (a write failed with EPIPE or ECONNRESET): nothing more is
+    /// queued for it, but what it sent before going is still read and acted on — a hook sends
+    /// its frame and exits without waiting for the reply.
+    pub hung_up: bool,
     /// Output bytes and keyframes sent, for the log line at disconnect.
     pub output_bytes: u64,
     pub keyframes: u64,
@@ -84,6 +88,7 @@ impl Client {
             last_active: now,
             closing: None,
             gone: None,
+            hung_up: false,
             output_bytes: 0,
             keyframes: 0,
         }
@@ -100,7 +105,7 @@ impl Client {
     /// Queue one OUTPUT frame, or start the keyframe policy if this client is too far behind.
     /// Returns true when this push made the client fall behind.
     pub fn push_output(&mut self, frame: &Rc<[u8]>, payload_len: usize, now: Instant) -> bool {
-        if self.needs_keyframe || !self.alive() {
+        if self.needs_keyframe || !self.alive() || self.hung_up {
             return false;
         }
         if self.out.queued_bytes() + frame.len() > CLIENT_QUEUE_LIMIT {
@@ -127,7 +132,7 @@ impl Client {
 
     /// Queue an already encoded control frame (shared between clients, e.g. an event).
     pub fn push_control_bytes(&mut self, frame: &Rc<[u8]>) {
-        if !self.alive() {
+        if !self.alive() || self.hung_up {
             return;
         }
         self.out.push(frame.clone());
@@ -140,6 +145,10 @@ impl Client {
 
     /// Queue a keyframe already cut into frames.
     pub fn push_keyframe(&mut self, frames: &[Rc<[u8]>]) {
+        if self.hung_up {
+            self.needs_keyframe = false;
+            return;
+        }
         for frame in frames {
             self.out.push(frame.clone());
         }
@@ -167,7 +176,8 @@ impl Client {
             }
             Ok(Flush::Blocked) => self.writable = false,
             Err(e) if e.kind() == io::ErrorKind::BrokenPipe || e.kind() == io::ErrorKind::ConnectionReset => {
-                self.gone = Some(Gone::Left);
+                self.hung_up = true;
+                self.out = OutQueue::default();
             }
             Err(e) => self.gone = Some(Gone::Failed(format!("write failed: {e}"))),
         }

@@ -84,6 +84,7 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
     let files = paths.session(&opts.name);
     files.check_socket_len()?;
     crate::logging::init_file(&files.log);
+    crate::logging::log_panics();
 
     let state_dir = paths.ensure_session_state(&opts.name)?;
     let rules = RuleSet::load(&opts.provider, &paths.config).unwrap_or_else(|e| {

@@ -3,6 +3,7 @@
 //! helpers (`support`).
 
 mod attach;
+mod delivery;
 mod demo_agent;
 mod harness;
 mod screen;

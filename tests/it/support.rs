@@ -114,6 +114,60 @@ impl Home {
         })
     }
 
+    /// The pid of this home's delivery daemon, if one ever started.
+    pub fn serve_pid(&self) -> Option<i32> {
+        std::fs::read_to_string(self.path().join("state/delivery/serve.lock")).ok()?.trim().parse().ok()
+    }
+
+    /// Start `desk serve` (detached) with extra environment; returns its pid.
+    pub fn serve_with(&self, env: &[(&str, &str)]) -> i32 {
+        let mut cmd = self.cmd();
+        cmd.arg("serve");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().expect("run desk serve");
+        assert!(out.status.success(), "desk serve failed: {}", String::from_utf8_lossy(&out.stderr));
+        self.serve_pid().expect("serve pid")
+    }
+
+    pub fn serve(&self) -> i32 {
+        self.serve_with(&[])
+    }
+
+    /// Start the demo agent in session `name` with its hooks wired; returns its prompt log.
+    pub fn demo(&self, name: &str, extra: &[&str]) -> PathBuf {
+        let log = self.path().join(format!("{name}.prompts"));
+        let mut args = vec!["new", name, "--provider", "demo", "--", env!("CARGO_BIN_EXE_desk-demo-agent")];
+        args.extend(["--prompt-log", log.to_str().expect("utf-8 path")]);
+        args.extend(extra);
+        self.ok(&args);
+        log
+    }
+
+    /// `desk send`, returning the item id.
+    pub fn send(&self, name: &str, text: &str) -> String {
+        self.ok(&["send", name, text]).trim().to_string()
+    }
+
+    pub fn item(&self, id: &str) -> serde_json::Value {
+        let out = self.ok(&["item", id, "--json"]);
+        let v: serde_json::Value = serde_json::from_str(&out).expect("item --json");
+        // Through the daemon the item is in `data`; read from disk it is the item itself.
+        if v.get("data").is_some() { v["data"].clone() } else { v }
+    }
+
+    /// Wait until the item reaches a settled state (delivered, stuck or dropped) and return it.
+    pub fn settled(&self, id: &str) -> serde_json::Value {
+        eventually(&format!("item {id} to settle"), || {
+            let item = self.item(id);
+            match item["state"].as_str() {
+                Some("delivered" | "stuck" | "dropped") => Ok(item),
+                _ => Err(serde_json::to_string_pretty(&item).unwrap_or_default()),
+            }
+        })
+    }
+
     pub fn socket(&self, name: &str) -> PathBuf {
         self.run_dir().join(format!("{name}.sock"))
     }
@@ -135,6 +189,10 @@ impl Home {
 
 impl Drop for Home {
     fn drop(&mut self) {
+        // The delivery daemon, by the pid in its lock file.
+        if let Some(pid) = self.serve_pid() {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
+        }
         // Kill every master and child this home ever started, by pid.
         let Ok(entries) = std::fs::read_dir(self.run_dir()) else { return };
         for entry in entries.flatten() {
@@ -227,6 +285,16 @@ pub fn rss_kib(pid: i32) -> u64 {
         .find(|l| l.starts_with("VmRSS"))
         .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
         .unwrap_or(0)
+}
+
+/// The prompts an agent actually submitted, from its prompt log.
+pub fn prompts(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["prompt"].as_str().map(String::from))
+        .collect()
 }
 
 pub fn alive(pid: i32) -> bool {

@@ -1,0 +1,276 @@
+//! Prompt delivery end to end: `desk serve`, real sessions running the demo agent, and the
+//! agent's prompt log as the ground truth of what was actually submitted.
+
+use crate::support::{Home, Wire, eventually, prompts};
+use desk::wire::{Frame, Role};
+
+fn state(item: &serde_json::Value) -> &str {
+    item["state"].as_str().unwrap_or("?")
+}
+
+fn wait_activity(home: &Home, name: &str, want: &str) {
+    eventually(&format!("{name} to be {want}"), || {
+        let s = home.session(name).ok_or("no session")?;
+        let activity = s["state"]["activity"]["value"].as_str().unwrap_or("").to_string();
+        if activity == want { Ok(()) } else { Err(activity) }
+    });
+}
+
+fn wait_ready(home: &Home, name: &str) {
+    eventually(&format!("{name} to be ready"), || {
+        let s = home.session(name).ok_or("no session")?;
+        if s["state"]["ready"] == true { Ok(()) } else { Err(s["state"].to_string()) }
+    });
+}
+
+#[test]
+fn an_idle_agent_gets_the_prompt_exactly_once() {
+    let home = Home::new();
+    home.serve();
+    let log = home.demo("idle", &[]);
+    wait_ready(&home, "idle");
+    let id = home.send("idle", "hello from the operator");
+    let item = home.settled(&id);
+    assert_eq!(state(&item), "delivered", "{item:#}");
+    assert_eq!(prompts(&log), vec!["hello from the operator"]);
+    let kinds: Vec<&str> = item["evidence"].as_array().unwrap().iter().map(|n| n["kind"].as_str().unwrap()).collect();
+    assert!(kinds.starts_with(&["queued", "claimed", "baseline", "pasted", "echoed", "enter"]), "{kinds:?}");
+}
+
+#[test]
+fn a_prompt_sent_mid_turn_is_queued_by_the_agent_and_submitted_when_the_turn_ends() {
+    let home = Home::new();
+    home.serve();
+    let log = home.demo("busy", &["--work-ms", "10000"]);
+    wait_ready(&home, "busy");
+    let first = home.send("busy", "first task");
+    assert_eq!(state(&home.settled(&first)), "delivered");
+    let second = home.send("busy", "second task");
+    assert_eq!(state(&home.settled(&second)), "delivered");
+    // The first turn (10 s) is still running: the agent holds the second in its own queue.
+    assert_eq!(prompts(&log), vec!["first task"]);
+    assert!(home.peek("busy").contains("queued: 1"));
+    // Delivered means the agent took it; it submits it once its turn ends.
+    eventually("the queued prompt to be submitted", || {
+        let p = prompts(&log);
+        if p == ["first task", "second task"] { Ok(()) } else { Err(format!("{p:?}")) }
+    });
+}
+
+#[test]
+fn a_long_multi_line_prompt_collapsed_to_a_placeholder_is_delivered_whole() {
+    let home = Home::new();
+    home.serve();
+    let log = home.demo("long", &[]);
+    wait_ready(&home, "long");
+    let text: String = (1..=20).map(|i| format!("step {i}: do the thing number {i}\n")).collect();
+    let id = home.ok(&["send", "long", &text]).trim().to_string();
+    let item = home.settled(&id);
+    assert_eq!(state(&item), "delivered", "{item:#}");
+    assert!(item["evidence"].to_string().contains("1 placeholder"), "recognised by its placeholder: {item:#}");
+    assert_eq!(prompts(&log), vec![text.trim_end().to_string()]);
+}
+
+#[test]
+fn an_approval_dialog_holds_delivery_until_the_operator_answers_it() {
+    let home = Home::new();
+    home.serve();
+    let log = home.demo("ask", &["--work-ms", "500"]);
+    wait_ready(&home, "ask");
+    let first = home.send("ask", "please approve-me now");
+    assert_eq!(state(&home.settled(&first)), "delivered");
+    wait_activity(&home, "ask", "blocked");
+    let second = home.send("ask", "after the approval");
+    // Held, with the reason visible, and nothing typed into the dialog.
+    eventually("the hold to be reported", || {
+        let q = home.ok(&["queue", "ask"]);
+        if q.contains("waiting for approval") { Ok(()) } else { Err(q) }
+    });
+    assert_eq!(state(&home.item(&second)), "queued");
+    assert!(home.peek("ask").contains("Do you want to run this command?"));
+    // The operator answers (an Enter from an attached terminal).
+    let mut operator = home.connect("ask", Role::Controller, 120, 40);
+    operator.send(&Frame::Input(b"\r".to_vec()));
+    assert_eq!(state(&home.settled(&second)), "delivered");
+    eventually("both prompts submitted", || {
+        let p = prompts(&log);
+        if p == ["please approve-me now", "after the approval"] { Ok(()) } else { Err(format!("{p:?}")) }
+    });
+    drop::<Wire>(operator);
+}
+
+#[test]
+fn an_enter_swallowed_by_a_paste_burst_window_is_recovered_by_evidence() {
+    let home = Home::new();
+    home.serve();
+    // Enters within 300 ms of a paste are taken as newlines (Codex's paste-burst behaviour).
+    let log = home.demo("burst", &["--paste-burst-ms", "300"]);
+    wait_ready(&home, "burst");
+    let id = home.send("burst", "survive the burst");
+    let item = home.settled(&id);
+    assert_eq!(state(&item), "delivered", "{item:#}");
+    let enters = item["evidence"].as_array().unwrap().iter().filter(|n| n["kind"] == "enter").count();
+    assert!(enters >= 2, "the first Enter was swallowed, so another was needed: {item:#}");
+    assert_eq!(prompts(&log), vec!["survive the burst"], "submitted once, never re-pasted");
+}
+
+#[test]
+fn a_session_that_is_not_ready_yet_holds_delivery_until_it_is() {
+    let home = Home::new();
+    home.serve();
+    // The demo agent swallows input until its UI is drawn, 2 s after start.
+    let log = home.demo("slow", &["--startup-delay-ms", "2000"]);
+    let id = home.send("slow", "wait until you are ready");
+    let item = home.settled(&id);
+    assert_eq!(state(&item), "delivered", "{item:#}");
+    assert_eq!(prompts(&log), vec!["wait until you are ready"]);
+}
+
+#[test]
+fn pause_holds_a_queue_and_resume_releases_it() {
+    let home = Home::new();
+    home.serve();
+    let log = home.demo("p", &[]);
+    wait_ready(&home, "p");
+    home.ok(&["pause", "p", "--reason", "reviewing"]);
+    let id = home.send("p", "after the review");
+    eventually("the pause to be reported", || {
+        let q = home.ok(&["queue", "p"]);
+        if q.contains("paused by the operator: reviewing") { Ok(()) } else { Err(q) }
+    });
+    assert_eq!(state(&home.item(&id)), "queued");
+    assert!(prompts(&log).is_empty());
+    home.ok(&["resume", "p"]);
+    assert_eq!(state(&home.settled(&id)), "delivered");
+    assert_eq!(prompts(&log), vec!["after the review"]);
+}
+
+#[test]
+fn drop_removes_a_queued_item_and_force_delivers_a_stuck_one() {
+    let home = Home::new();
+    home.serve();
+    // Enters within 6.5 s of a paste are newlines: the delivery runs out of Enters (at ~0,
+    // 2.5 and 5 s) and ends submit-stuck; a forced Enter after the window submits it.
+    let log = home.demo("f", &["--paste-burst-ms", "6500"]);
+    wait_ready(&home, "f");
+    home.ok(&["pause", "f"]);
+    let dropped = home.send("f", "never mind this one");
+    home.ok(&["drop", &dropped]);
+    assert_eq!(state(&home.item(&dropped)), "dropped");
+    home.ok(&["resume", "f"]);
+    let id = home.send("f", "force me through");
+    let item = home.settled(&id);
+    assert_eq!(state(&item), "stuck", "{item:#}");
+    assert_eq!(item["stuck"], "submit-stuck");
+    assert!(home.ok(&["stuck"]).contains(&id));
+    assert!(prompts(&log).is_empty());
+    let out = home.ok(&["force", &id]);
+    assert!(out.contains("delivered"), "force reports the outcome: {out}");
+    assert_eq!(state(&home.item(&id)), "delivered");
+    assert_eq!(prompts(&log), vec!["force me through"], "Enter only: never pasted twice");
+}
+
+#[test]
+fn control_characters_in_a_prompt_cannot_escape_the_paste() {
+    let home = Home::new();
+    home.serve();
+    let log = home.demo("ctl", &[]);
+    wait_ready(&home, "ctl");
+    let id = home.send("ctl", "before\x1b[201~after\x07\x1b[31m red\x03 end");
+    assert_eq!(state(&home.settled(&id)), "delivered");
+    assert_eq!(prompts(&log), vec!["before[201~after[31m red end"]);
+    let item = home.item(&id);
+    assert!(item["evidence"].to_string().contains("control character"), "{item:#}");
+}
+
+#[test]
+fn a_session_that_exits_and_restarts_gets_its_queued_prompts_in_the_new_generation() {
+    let home = Home::new();
+    home.serve();
+    let old_log = home.demo("re", &[]);
+    wait_ready(&home, "re");
+    home.ok(&["pause", "re"]);
+    let a = home.send("re", "for whoever runs re");
+    let b = home.send("re", "and this one too");
+    assert_eq!(home.item(&a)["generation"], 1);
+    home.ok(&["kill", "re"]);
+    home.wait_exit("re");
+    let new_log = home.path().join("re2.prompts");
+    home.ok(&[
+        "new",
+        "re",
+        "--provider",
+        "demo",
+        "--",
+        env!("CARGO_BIN_EXE_desk-demo-agent"),
+        "--prompt-log",
+        new_log.to_str().unwrap(),
+    ]);
+    wait_ready(&home, "re");
+    home.ok(&["resume", "re"]);
+    for id in [&a, &b] {
+        let item = home.settled(id);
+        assert_eq!(state(&item), "delivered", "{item:#}");
+        assert_eq!(item["generation"], 2);
+        assert!(item["evidence"].to_string().contains("retargeted"), "{item:#}");
+    }
+    assert!(prompts(&old_log).is_empty());
+    // Released together: one digest prompt that carries both.
+    let p = prompts(&new_log);
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert!(p[0].contains("for whoever runs re") && p[0].contains("and this one too"), "{p:?}");
+}
+
+#[test]
+fn a_prompt_sent_while_the_daemon_is_down_waits_in_the_intake() {
+    let home = Home::new();
+    let log = home.demo("later", &[]);
+    let out = home.desk(&["send", "later", "queued while nobody serves"]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not running"));
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert_eq!(state(&home.item(&id)), "queued");
+    home.serve();
+    assert_eq!(state(&home.settled(&id)), "delivered");
+    assert_eq!(prompts(&log), vec!["queued while nobody serves"]);
+}
+
+#[test]
+fn a_second_daemon_refuses_and_names_the_first() {
+    let home = Home::new();
+    let pid = home.serve();
+    let out = home.desk(&["serve"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("already running") && err.contains(&pid.to_string()), "{err}");
+}
+
+#[test]
+fn two_hundred_items_across_twenty_sessions_each_arrive_exactly_once() {
+    let home = Home::new();
+    home.serve();
+    let sessions: Vec<(String, std::path::PathBuf)> = (0..20)
+        .map(|i| {
+            let name = format!("s{i:02}");
+            let log = home.demo(&name, &["--work-ms", "50"]);
+            (name, log)
+        })
+        .collect();
+    let mut sent = Vec::new();
+    for round in 0..10 {
+        for (name, _) in &sessions {
+            let text = format!("item {round} for {name}");
+            sent.push((name.clone(), text.clone(), home.send(name, &text)));
+        }
+    }
+    for (_, _, id) in &sent {
+        let item = home.settled(id);
+        assert_eq!(state(&item), "delivered", "{item:#}");
+    }
+    for (name, log) in &sessions {
+        let submitted = prompts(log).join("\n");
+        for (_, text, _) in sent.iter().filter(|(n, _, _)| n == name) {
+            assert_eq!(submitted.matches(text.as_str()).count(), 1, "{text:?} in {name}: {submitted}");
+        }
+    }
+}
