@@ -4,6 +4,7 @@
 
 mod attach;
 mod delivery;
+mod delivery_crash;
 mod demo_agent;
 mod harness;
 mod screen;

@@ -1,0 +1,62 @@
+//! The daemon killed at every step of the delivery pipeline (`DESK_FAILPOINT`), then
+//! restarted: every prompt reaches the agent exactly once, or its item is stuck — never twice,
+//! never lost. The demo agent's prompt log is the ground truth.
+
+use crate::support::{Home, alive, eventually, prompts};
+
+fn crash_at(step: &str) -> (serde_json::Value, usize) {
+    let home = Home::new();
+    let log = home.demo("c", &[]);
+    eventually("the agent to be ready", || {
+        let s = home.session("c").ok_or("no session")?;
+        if s["state"]["ready"] == true { Ok(()) } else { Err(s["state"].to_string()) }
+    });
+    let doomed = home.serve_with(&[("DESK_FAILPOINT", step)]);
+    let text = format!("delivered despite a crash at {step}");
+    let id = home.ok(&["send", "c", &text]).trim().to_string();
+    eventually(&format!("the daemon to crash at {step}"), || if alive(doomed) { Err("alive".into()) } else { Ok(()) });
+    let restarted = home.serve();
+    assert_ne!(restarted, doomed);
+    let item = home.settled(&id);
+    // Give an agent that was handed the prompt time to log it before counting.
+    if item["state"] == "delivered" {
+        eventually("the submitted prompt to be logged", || {
+            if prompts(&log).iter().any(|p| p == &text) { Ok(()) } else { Err(format!("{:?}", prompts(&log))) }
+        });
+    }
+    let times = prompts(&log).iter().filter(|p| **p == text).count();
+    match item["state"].as_str() {
+        Some("delivered") => assert_eq!(times, 1, "{step}: delivered but logged {times} times: {item:#}"),
+        Some("stuck") => assert!(times <= 1, "{step}: stuck and logged {times} times: {item:#}"),
+        other => panic!("{step}: item ended {other:?}: {item:#}"),
+    }
+    (item, times)
+}
+
+macro_rules! crash_test {
+    ($name:ident, $step:literal, $expect:literal) => {
+        #[test]
+        fn $name() {
+            let (item, times) = crash_at($step);
+            assert_eq!(item["state"], $expect, "{item:#}");
+            if $expect == "stuck" {
+                assert_eq!(item["stuck"], "interrupted", "{item:#}");
+                assert_eq!(times, 0);
+            }
+        }
+    };
+}
+
+// Nothing typed yet: ingest is idempotent and the item is simply delivered.
+crash_test!(a_crash_after_the_queue_write_loses_and_doubles_nothing, "after-queue-write", "delivered");
+crash_test!(a_crash_after_ingest_loses_and_doubles_nothing, "after-ingest", "delivered");
+// Between the two renames of the claim: the record says queued (with the newer evidence).
+crash_test!(a_crash_mid_rename_loses_and_doubles_nothing, "mid-rename", "delivered");
+// Claimed but nothing typed: no evidence can prove it either way, so it is stuck, not replayed.
+crash_test!(a_crash_after_the_claim_leaves_the_item_stuck_not_replayed, "after-claim", "stuck");
+crash_test!(a_crash_before_the_paste_leaves_the_item_stuck_not_replayed, "before-paste", "stuck");
+// The text sits in the input box: an Enter is safe and finishes the delivery.
+crash_test!(a_crash_after_the_paste_is_finished_with_an_enter, "after-paste", "delivered");
+crash_test!(a_crash_before_the_submit_is_finished_with_an_enter, "before-submit", "delivered");
+// Submitted: the agent's UserPromptSubmit hook, journalled by the master, proves it.
+crash_test!(a_crash_after_the_submit_is_settled_by_the_hook, "after-submit", "delivered");
