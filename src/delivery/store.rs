@@ -23,12 +23,13 @@ use crate::paths::{SessionName, ensure_private_dir};
 /// Delivered and dropped items (and intake tombstones) are kept this long for inspection.
 pub const KEEP_FINISHED_MS: u64 = 24 * 3600 * 1000;
 
-/// Abort the process here when `DESK_FAILPOINT` names this step: the crash tests' way to stop
-/// the daemon at every step of the pipeline.
+/// Kill the process here when `DESK_FAILPOINT` names this step: the crash tests' way to stop
+/// the daemon at every step of the pipeline. SIGKILL, like the OOM killer: nothing runs on the
+/// way out, and no core file is left behind.
 pub fn failpoint(step: &str) {
     if std::env::var("DESK_FAILPOINT").is_ok_and(|v| v == step) {
-        eprintln!("desk: failpoint {step}: aborting");
-        std::process::abort();
+        tracing::warn!("failpoint {step}: killing the daemon");
+        let _ = nix::sys::signal::kill(nix::unistd::getpid(), nix::sys::signal::Signal::SIGKILL);
     }
 }
 
