@@ -117,10 +117,12 @@ pub fn wire_hooks(
         "demo" => vec!["--hook-cmd".into(), format!("{} hook --provider demo", shell_quote(&desk_str)).into()],
         _ => Vec::new(),
     };
-    // A command that already names its own hook wiring keeps it: desk does not override what
-    // the user chose (and two copies of the flag would be refused by the agent).
+    // Flags go only to the provider's own program (not to a wrapper script or a shell that
+    // runs it), and a command that already names its own hook wiring keeps it: desk does not
+    // override what the user chose (and two copies of the flag would be refused).
+    let is_agent = command.first().is_some_and(|p| guess(p) == provider);
     let own = extra.first().is_some_and(|flag| command.iter().skip(1).any(|a| a == flag));
-    if !extra.is_empty() && !command.is_empty() && !own {
+    if !extra.is_empty() && is_agent && !own {
         command.splice(1..1, extra);
     }
     Ok(command)
@@ -144,6 +146,13 @@ mod wiring_tests {
         let settings: serde_json::Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
         let command = settings["hooks"]["Stop"][0]["hooks"][0]["command"].as_str().unwrap();
         assert_eq!(command, "/opt/desk hook --provider claude");
+    }
+
+    #[test]
+    fn only_the_providers_own_program_gets_hook_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let cmd = vec!["sh".into(), "-c".into(), "claude".into()];
+        assert_eq!(wire_hooks("claude", cmd.clone(), dir.path(), "/opt/desk".as_ref()).unwrap(), cmd);
     }
 
     #[test]

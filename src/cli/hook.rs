@@ -29,14 +29,14 @@ fn debug(message: &str) {
 }
 
 /// Run the hook; the caller exits 0 whatever this returns.
-pub fn hook(arg: Option<String>) -> i32 {
+pub fn hook(provider: Option<String>, arg: Option<String>) -> i32 {
     // A watchdog: whatever happens below, the agent gets its hook back in time.
     std::thread::spawn(|| {
         std::thread::sleep(HOOK_DEADLINE);
         debug("deadline reached");
         std::process::exit(0);
     });
-    if let Err(why) = deliver(arg) {
+    if let Err(why) = deliver(provider, arg) {
         debug(&why);
     }
     0
@@ -56,7 +56,7 @@ fn read_payload(arg: Option<String>) -> serde_json::Value {
     serde_json::from_slice(&text).unwrap_or(serde_json::Value::Null)
 }
 
-fn deliver(arg: Option<String>) -> Result<(), String> {
+fn deliver(provider: Option<String>, arg: Option<String>) -> Result<(), String> {
     let payload = read_payload(arg);
     let name = std::env::var("DESK_SESSION").map_err(|_| "DESK_SESSION is not set; not a desk session".to_string())?;
     let name = SessionName::parse(&name).map_err(|e| e.to_string())?;
@@ -65,6 +65,9 @@ fn deliver(arg: Option<String>) -> Result<(), String> {
     let mut body = serde_json::Map::new();
     if let Some(generation) = std::env::var("DESK_GENERATION").ok().and_then(|g| g.parse::<u64>().ok()) {
         body.insert("generation".into(), generation.into());
+    }
+    if let Some(provider) = provider {
+        body.insert("provider".into(), provider.into());
     }
     body.insert("payload".into(), payload);
     let mut stream = UnixStream::connect(&socket).map_err(|e| format!("cannot reach {}: {e}", socket.display()))?;

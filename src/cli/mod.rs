@@ -160,7 +160,7 @@ enum Command {
     },
     /// Report an agent hook to its session (run by agents' hooks; always exits 0 at once).
     Hook {
-        /// The provider whose hook format the payload uses (informational; the session knows).
+        /// The provider whose hook format the payload uses (default: the session's provider).
         #[arg(long)]
         provider: Option<String>,
         /// The payload, when the agent passes it as an argument (Codex's notify) rather than
@@ -322,7 +322,7 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Peek { name, json } => sessions::peek(&name, json),
         Command::Events { name, follow, json, since } => events::events(&name, follow, json, since),
         Command::Explain { name, json } => explain::explain(&name, json),
-        Command::Hook { provider: _, payload } => Ok(hook::hook(payload)),
+        Command::Hook { provider, payload } => Ok(hook::hook(provider, payload)),
         Command::Serve { foreground, stop } => delivery::serve(foreground, stop),
         Command::Send { name, text, file, when, from, json } => delivery::send(delivery::SendArgs {
             name,

@@ -84,7 +84,13 @@ impl Master {
             ));
         }
         let payload = body.get("payload").cloned().unwrap_or(serde_json::Value::Null);
-        let fact = hooks::interpret(&self.meta.provider, &payload);
+        let provider = body
+            .get("provider")
+            .and_then(|p| p.as_str())
+            .filter(|p| crate::providers::KNOWN.contains(p))
+            .unwrap_or(&self.meta.provider)
+            .to_string();
+        let fact = hooks::interpret(&provider, &payload);
         self.emit(EventBody::Hook {
             provider: fact.provider.clone(),
             event: fact.event.clone(),

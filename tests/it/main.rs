@@ -9,5 +9,6 @@ mod demo_agent;
 mod harness;
 mod screen;
 mod sessions;
+mod state;
 mod support;
 mod wire_clients;

@@ -1,0 +1,210 @@
+//! Agent state in real sessions: the demo agent driven through its states, hook facts, titles
+//! split across reads, lease expiry, exit; and `desk hook` when desk cannot be reached.
+
+use crate::support::{Home, eventually};
+use desk::wire::{Frame, Role};
+use std::time::{Duration, Instant};
+
+fn activity(home: &Home, name: &str) -> String {
+    home.session(name).map(|s| s["state"]["activity"]["value"].as_str().unwrap_or("").to_string()).unwrap_or_default()
+}
+
+fn wait_activity(home: &Home, name: &str, want: &str) -> serde_json::Value {
+    eventually(&format!("{name} to be {want}"), || {
+        let s = home.session(name).ok_or("no session")?;
+        if s["state"]["activity"]["value"] == want { Ok(s) } else { Err(s["state"].to_string()) }
+    })
+}
+
+fn state_events(home: &Home, name: &str) -> Vec<(String, String, String)> {
+    home.ok(&["events", name, "--json"])
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["type"] == "state")
+        .map(|e| {
+            (
+                e["axis"].as_str().unwrap_or("").to_string(),
+                e["to"].as_str().unwrap_or("").to_string(),
+                e["evidence"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_demo_agent_goes_idle_working_idle_blocked_and_exited() {
+    let home = Home::new();
+    home.demo("d", &["--work-ms", "800"]);
+    let s = wait_activity(&home, "d", "idle");
+    assert_eq!(s["state"]["lifecycle"]["value"], "running");
+    let mut ctl = home.connect("d", Role::Controller, 120, 40);
+    ctl.send(&Frame::Input(b"\x1b[200~do some work\x1b[201~\r".to_vec()));
+    let working = wait_activity(&home, "d", "working");
+    assert_eq!(working["state"]["activity"]["evidence"]["source"], "hook");
+    wait_activity(&home, "d", "idle");
+    ctl.send(&Frame::Input(b"\x1b[200~please approve-me\x1b[201~\r".to_vec()));
+    let blocked = wait_activity(&home, "d", "blocked");
+    assert_eq!(blocked["state"]["wait"], "approval");
+    ctl.send(&Frame::Input(b"\r".to_vec()));
+    wait_activity(&home, "d", "idle");
+    ctl.send(&Frame::Input(b"\x1b[200~crash-now\x1b[201~\r".to_vec()));
+    let exit = home.wait_exit("d");
+    assert_eq!(exit["code"], 3);
+    let events = state_events(&home, "d");
+    let activity: Vec<&str> = events.iter().filter(|(a, _, _)| a == "activity").map(|(_, to, _)| to.as_str()).collect();
+    for want in ["idle", "working", "blocked"] {
+        assert!(activity.contains(&want), "{events:?}");
+    }
+    assert!(events.iter().any(|(a, to, _)| a == "lifecycle" && to == "exited"), "{events:?}");
+    let explain = home.ok(&["explain", "d"]);
+    assert!(explain.contains("exited with code 3"), "{explain}");
+}
+
+#[test]
+fn working_evidence_that_stops_decays_to_unknown_never_a_stale_working() {
+    let home = Home::new();
+    // A title-only "agent": a spinner title that stops animating, and no hooks.
+    home.ok(&[
+        "new",
+        "hang",
+        "--provider",
+        "demo",
+        "--",
+        "sh",
+        "-c",
+        "printf '\\033]0;\\342\\240\\213 demo\\007'; exec sleep 1000",
+    ]);
+    let working = wait_activity(&home, "hang", "working");
+    assert_eq!(working["state"]["activity"]["evidence"]["source"], "title");
+    let s = wait_activity(&home, "hang", "unknown");
+    assert_eq!(s["state"]["activity"]["evidence"]["source"], "lease");
+    assert_eq!(s["state"]["health"]["value"]["status"], "degraded");
+    let explain = home.ok(&["explain", "hang", "--json"]);
+    assert!(explain.contains("not renewed"), "{explain}");
+}
+
+#[test]
+fn a_title_split_across_reads_is_recognised() {
+    let home = Home::new();
+    // The title arrives in three writes, split inside the escape sequence and inside a UTF-8
+    // character.
+    home.ok(&[
+        "new",
+        "split",
+        "--provider",
+        "demo",
+        "--",
+        "sh",
+        "-c",
+        "printf '\\033]0;\\342'; sleep 0.2; printf '\\234\\263 de'; sleep 0.2; printf 'mo\\007'; exec sleep 1000",
+    ]);
+    let s = wait_activity(&home, "split", "idle");
+    assert_eq!(s["title"], "✳ demo");
+    let titles: Vec<String> = home
+        .ok(&["events", "split", "--json"])
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["type"] == "title")
+        .map(|e| e["title"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(titles, vec!["✳ demo"]);
+}
+
+#[test]
+fn a_fake_hook_invocation_becomes_a_fact_and_moves_the_state() {
+    let home = Home::new();
+    home.new_sh("hooked", "exec sleep 1000");
+    let generation = home.session("hooked").unwrap()["generation"].as_u64().unwrap().to_string();
+    let hook = |payload: &str| {
+        let mut child = home
+            .cmd()
+            .args(["hook", "--provider", "claude"])
+            .env("DESK_SESSION", "hooked")
+            .env("DESK_GENERATION", &generation)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(payload.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        assert!(out.stdout.is_empty(), "a hook prints nothing on stdout");
+    };
+    // A shell session has no rules, but hooks still report facts (journalled as hook events).
+    hook(r#"{"hook_event_name":"UserPromptSubmit","prompt":"refactor the parser\nplease"}"#);
+    eventually("the hook event", || {
+        let events = home.ok(&["events", "hooked"]);
+        if events.contains("hook claude UserPromptSubmit: refactor the parser") { Ok(()) } else { Err(events) }
+    });
+    assert_eq!(activity(&home, "hooked"), "working");
+    hook(
+        r#"{"hook_event_name":"Notification","notification_type":"permission_prompt","message":"needs permission to use Bash"}"#,
+    );
+    let s = wait_activity(&home, "hooked", "blocked");
+    assert_eq!(s["state"]["wait"], "approval");
+    hook(r#"{"hook_event_name":"Stop"}"#);
+    wait_activity(&home, "hooked", "idle");
+    // A hook from an older generation of the session is ignored.
+    let mut stale = home
+        .cmd()
+        .args(["hook"])
+        .env("DESK_SESSION", "hooked")
+        .env("DESK_GENERATION", "999")
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        stale.stdin.take().unwrap().write_all(br#"{"hook_event_name":"UserPromptSubmit"}"#).unwrap();
+    }
+    assert!(stale.wait().unwrap().success());
+    // A later, valid hook is processed after it; by then the stale one must have left no trace.
+    hook(r#"{"hook_event_name":"Notification","notification_type":"idle_prompt","message":"waiting"}"#);
+    eventually("the later hook", || {
+        let events = home.ok(&["events", "hooked"]);
+        if events.contains("Notification: waiting") { Ok(()) } else { Err(events) }
+    });
+    let events = home.ok(&["events", "hooked"]);
+    let submits = events.lines().filter(|l| l.contains("  hook ") && l.contains("UserPromptSubmit")).count();
+    assert_eq!(submits, 1, "the stale generation's hook left no trace: {events}");
+    assert_eq!(activity(&home, "hooked"), "idle");
+}
+
+#[test]
+fn desk_hook_exits_zero_at_once_when_desk_is_unreachable() {
+    let home = Home::new();
+    for env in [vec![], vec![("DESK_SESSION", "nobody-home")], vec![("DESK_SESSION", "../bad name")]] {
+        let started = Instant::now();
+        let mut cmd = home.cmd();
+        cmd.args(["hook", "--provider", "claude"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped());
+        for (k, v) in &env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().unwrap();
+        {
+            use std::io::Write;
+            let _ = child.stdin.take().unwrap().write_all(br#"{"hook_event_name":"Stop"}"#);
+        }
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{env:?}");
+        assert!(out.stdout.is_empty());
+        // Bounded by the hook's own deadline (1 s), with room for a loaded machine.
+        assert!(started.elapsed() < Duration::from_secs(5), "{env:?} took {:?}", started.elapsed());
+    }
+    // Even a hook that never gets its stdin closed gives up within its deadline.
+    let started = Instant::now();
+    let mut child = home
+        .cmd()
+        .args(["hook"])
+        .env("DESK_SESSION", "x")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let _held_open = child.stdin.take();
+    assert!(child.wait().unwrap().success());
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
