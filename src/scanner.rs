@@ -585,3 +585,58 @@ mod tests {
         }
     }
 }
+
+/// The check the scanner's fuzz target runs (`fuzz/fuzz_targets/scanner.rs`), kept here so
+/// `cargo test` replays the committed corpus without the fuzzer. Byte 0 modulo 16 is how many
+/// following bytes are read sizes; the rest is the stream. Panics if the cut stream gives other
+/// events than the whole one, or if a bound is broken.
+#[doc(hidden)]
+pub fn fuzz_check(data: &[u8]) {
+    let Some((&first, rest)) = data.split_first() else { return };
+    let (sizes, stream) = rest.split_at(usize::from(first % 16).min(rest.len()));
+    let mut whole = Vec::new();
+    Scanner::new().feed(stream, &mut whole);
+    let mut cut = Vec::new();
+    let mut scanner = Scanner::new();
+    let mut offset = 0;
+    for &size in sizes.iter().cycle() {
+        if offset == stream.len() {
+            break;
+        }
+        let end = if size == 0 { stream.len() } else { (offset + usize::from(size)).min(stream.len()) };
+        scanner.feed(&stream[offset..end], &mut cut);
+        assert!(scanner.buffered() <= OSC_CAP, "scanner holds {} bytes", scanner.buffered());
+        offset = end;
+    }
+    if sizes.is_empty() {
+        scanner.feed(stream, &mut cut);
+    }
+    assert_eq!(cut, whole, "cutting the stream changed the events");
+    for event in &whole {
+        match event {
+            ScanEvent::Title { title } | ScanEvent::IconName { name: title } => assert!(title.len() <= TITLE_CAP),
+            ScanEvent::Notification { body, title } => {
+                assert!(body.len() <= NOTIFICATION_CAP);
+                assert!(title.as_ref().is_none_or(|t| t.len() <= TITLE_CAP));
+            }
+            ScanEvent::Bell | ScanEvent::Mode { .. } => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod corpus {
+    /// Every file of the fuzz corpus passes the fuzz check (regressions stay fixed without the
+    /// fuzzer).
+    #[test]
+    fn the_fuzz_corpus_replays_clean() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/scanner");
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).expect("fuzz/corpus/scanner exists") {
+            let path = entry.unwrap().path();
+            super::fuzz_check(&std::fs::read(&path).unwrap());
+            n += 1;
+        }
+        assert!(n > 0, "the corpus is empty");
+    }
+}

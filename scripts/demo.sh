@@ -1,0 +1,58 @@
+#!/bin/sh
+# `make demo`: a small fleet of demo agents under desk, a few prompts delivered to them, then an
+# attached terminal. `make demo-stop` ends it. DESK_HOME (set by the Makefile) keeps the demo's
+# files out of your own desk state.
+set -eu
+bin="$1"
+action="${2:-start}"
+desk="$bin/desk"
+agent="$bin/desk-demo-agent"
+fleet="demo-alpha demo-beta demo-gamma"
+
+if [ "$action" = stop ]; then
+    for s in $fleet; do
+        "$desk" kill "$s" --grace 2 >/dev/null 2>&1 || true
+        "$desk" rm "$s" >/dev/null 2>&1 || true
+    done
+    "$desk" serve --stop >/dev/null 2>&1 || true
+    echo "demo fleet stopped"
+    exit 0
+fi
+
+echo "== desk serve (the delivery daemon)"
+"$desk" serve 2>/dev/null || echo "already running"
+
+echo "== starting the fleet: $fleet"
+for s in $fleet; do
+    # Forget an exited session of the same name (a running one is kept, and reused).
+    "$desk" rm "$s" >/dev/null 2>&1 || true
+    "$desk" new "$s" --provider demo -- "$agent" --prompt-log "$DESK_HOME/$s.prompts" \
+        --title "$s" --work-ms 6000 --reply-lines 4 2>/dev/null || echo "$s is already running"
+done
+
+echo "== sending prompts (desk send prints each item's id)"
+"$desk" send demo-alpha "Summarise the repository layout in three bullet points."
+"$desk" send demo-beta "Run the test suite - approve-me - and report failures."
+"$desk" send demo-gamma --when idle "When you are idle: tidy the changelog."
+"$desk" send demo-gamma "Meanwhile, list the open issues."
+
+# Let the prompts land before showing the fleet.
+sleep 2
+echo
+"$desk" ls
+echo
+"$desk" queue
+cat <<MSG
+
+Try:  $desk explain demo-beta     (it is blocked on an approval dialog)
+      $desk events demo-alpha -f  (follow its events; Ctrl-C to stop)
+      $desk send demo-alpha "another prompt"; $desk item <id>
+      $desk attach demo-beta      (answer its dialog with Enter; detach with Ctrl-\\)
+      make demo-stop              (end the demo)
+   with DESK_HOME=$DESK_HOME in the environment.
+MSG
+if [ -t 0 ] && [ -t 1 ]; then
+    printf '\nAttaching to demo-alpha in 3 s (detach with Ctrl-\\)...\n'
+    sleep 3
+    exec "$desk" attach demo-alpha
+fi
