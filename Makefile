@@ -28,6 +28,8 @@ lint:
 # Side-by-side benchmarks against dtach and tmux (needs: apt-get install dtach tmux).
 bench:
 	$(CARGO) bench --locked --bench sessions
+	$(CARGO) bench --locked --bench delivery
+	$(CARGO) bench --locked --bench screen_model
 
 # Coverage-guided fuzzing of the wire decoder (needs: cargo install cargo-fuzz).
 fuzz:
