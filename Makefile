@@ -31,9 +31,12 @@ bench:
 	$(CARGO) bench --locked --bench delivery
 	$(CARGO) bench --locked --bench screen_model
 
-# Coverage-guided fuzzing of the wire decoder (needs: cargo install cargo-fuzz).
+# Coverage-guided fuzzing of the wire decoder and the output scanner (needs: cargo install
+# cargo-fuzz; runs on stable without a sanitizer). New inputs go to target/fuzz-corpus/.
 fuzz:
-	cd fuzz && $(CARGO) fuzz run wire_decode -s none -- -max_total_time=300
+	mkdir -p target/fuzz-corpus/wire_decode target/fuzz-corpus/scanner
+	cd fuzz && $(CARGO) fuzz run wire_decode -s none ../target/fuzz-corpus/wire_decode corpus/wire_decode -- -max_total_time=300 -max_len=16384
+	cd fuzz && $(CARGO) fuzz run scanner -s none ../target/fuzz-corpus/scanner corpus/scanner -- -max_total_time=300 -max_len=4096
 
 clean:
 	$(CARGO) clean
