@@ -39,12 +39,13 @@ record_agent = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(record_agent)
 Recorder = record_agent.Recorder
 
-HOME = "/tmp/home"
-WORK = "/tmp/work"
+# Overridable only for side experiments run next to a recording; the corpus uses the defaults.
+HOME = os.environ.get("DESK_CORPUS_HOME", "/tmp/home")
+WORK = os.environ.get("DESK_CORPUS_WORK", "/tmp/work")
 HOOKS_DIR = HOME + "/desk-hooks"
 HOOK_LOG = HOOKS_DIR + "/hooks.jsonl"
 MARKER = ".desk-agent-corpus"
-PORT = 8765
+PORT = int(os.environ.get("DESK_CORPUS_PORT", "8765"))
 API = "http://127.0.0.1:%d" % PORT
 WORKING_RE = r"esc (to )?interrupt"
 
@@ -284,6 +285,16 @@ class Run:
             time.sleep(0.05)
         return None
 
+    def main_request(self, prefix, since=0, timeout=2.0):
+        """The request whose user text starts with prefix (the agent's own turn, not a side
+        request such as title generation, which wraps the prompt); [] if none comes."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = [x for x in self.api()[since:] if (x.get("user") or "").startswith(prefix)]
+            if found or time.monotonic() > deadline:
+                return found
+            time.sleep(0.05)
+
     def rel(self, epoch):
         return round(epoch - self.wall0, 3)
 
@@ -353,6 +364,18 @@ def kill_leftovers(run_id):
     return killed
 
 
+def shorten(value, limit=300):
+    """Long strings (pasted prompts echoed in hook payloads) cut to their head and tail, so that
+    a recording stays small; the cut is marked with the original length."""
+    if isinstance(value, str) and len(value) > limit:
+        return value[:200] + "…[%d chars]…" % len(value) + value[-60:]
+    if isinstance(value, list):
+        return [shorten(v, limit) for v in value]
+    if isinstance(value, dict):
+        return {k: shorten(v, limit) for k, v in value.items()}
+    return value
+
+
 def relativize(entries, wall0):
     out = []
     for e in entries:
@@ -382,7 +405,7 @@ def run_scenario(agent, scenario, fn, opts, out_dir, sanitize):
     reset_dirs()
     run_id = uuid.uuid4().hex
     spec = SCENARIO_SPECS.get(scenario, {})
-    api_log = "/tmp/desk-agents-api.jsonl"
+    api_log = "/tmp/desk-agents-api-%d.jsonl" % PORT
     if os.path.exists(api_log):
         os.remove(api_log)
     fake = start_fake(api_log, spec.get("delay", 2.0), spec.get("slow", 8.0))
@@ -420,7 +443,7 @@ def run_scenario(agent, scenario, fn, opts, out_dir, sanitize):
     if leftovers:
         results["leftover_processes_killed"] = len(leftovers)
     results["exit"] = rec.exit_status
-    for suffix, entries in ((".api.jsonl", run.api()), (".hooks.jsonl", run.hooks())):
+    for suffix, entries in ((".api.jsonl", run.api()), (".hooks.jsonl", shorten(run.hooks()))):
         path = prefix + suffix
         if entries:
             with open(path, "w") as f:
@@ -442,6 +465,7 @@ SCENARIO_SPECS = {
     "kitty": {"kitty": True},
     "turn": {"delay": 4.0},
     "paste-enter": {"delay": 0.5},
+    "paste-enter-repeat": {"delay": 0.5},
     "type-enter": {"delay": 0.5},
     "paste-placeholder": {"delay": 0.3},
     "queue": {"delay": 1.0, "slow": 8.0},
@@ -616,6 +640,38 @@ def sc_question(run):
     rec.snap("idle-after")
 
 
+def sc_focus_out(run):
+    """Report focus-out (CSI O) to the agent, then a turn and an approval held 12 s: does the
+    agent notify (OSC 9/777/99, bell, Notification hook) when it thinks nobody is looking?"""
+    rec = run.rec
+    run.wait_ready(60)
+    rec.wait_quiet(1000, 10)
+    run.results["focus_reporting_on"] = rec.modes.get("1004")
+    rec.write(b"\x1b[O")
+    rec.mark("focus out")
+    time.sleep(0.5)
+    run.prompt("hello TOKEN-focus")
+    run.wait_api("TOKEN-focus", 10)
+    run.wait_idle(30)
+    time.sleep(2.0)
+    rec.mark("approval prompt")
+    run.prompt("run it DESK_TOOL TOKEN-focustool")
+    run.wait_api("TOKEN-focustool", 10)
+    time.sleep(12.0)
+    rec.snap("approval")
+    rec.write(b"\x1b[I")
+    rec.mark("focus in")
+    time.sleep(0.5)
+    rec.key("enter")
+    rec.mark("approved")
+    run.wait_idle(30)
+    rec.snap("idle-after")
+    run.results["notifications"] = [e for e in rec.events if e["ev"] in ("osc", "bell")
+                                    and e.get("osc") not in (12, 22, 66, 1337)]
+    run.results["notification_hooks"] = [[run.rel(h["t"]), (h.get("stdin") or {}).get("notification_type")]
+                                         for h in run.hooks() if (h.get("argv") or [None])[0] == "Notification"]
+
+
 def prompt_lines(n, token):
     if n == 1:
         return "Summarise this request %s in one line please" % token
@@ -625,10 +681,12 @@ def prompt_lines(n, token):
 ENTER_VARIANTS = ["same", 0, 20, 50, 100, 200, 500]
 
 
-def paste_trial(run, size, enter, how="paste"):
+def paste_trial(run, size, enter, how="paste", rep=None):
     rec = run.rec
     label = "same" if enter == "same" else "%dms" % enter
     token = "TOKEN-%s%d-%s" % ("p" if how == "paste" else "t", size, label)
+    if rep is not None:
+        token += "-r%d" % rep
     text = prompt_lines(size, token)
     since = len(run.api())
     rec.mark("%s %d line(s), enter %s" % (how, size, label))
@@ -660,7 +718,7 @@ def paste_trial(run, size, enter, how="paste"):
         trial["request_after_s"] = round(run.rel(e["t"]) - t_sent, 3)
         # Did the text arrive whole? Compare with the agent's main request (the stand-in logs
         # the first 160 and last 40 characters and the length of the user text).
-        main = [x for x in run.api()[since:] if (x.get("user") or "").startswith(text[:40])]
+        main = run.main_request(text[:40], since)
         trial["text_intact"] = bool(main) and main[0].get("user_len") == len(text) and \
             main[0].get("user_tail") == text[-40:]
         if main and not trial["text_intact"]:
@@ -680,6 +738,31 @@ def sc_paste_enter(run):
         for enter in ENTER_VARIANTS:
             trials.append(paste_trial(run, size, enter, "paste"))
     run.results["trials"] = trials
+
+
+# OpenCode redraws its whole screen on every change, so its recordings grow fastest; two
+# rounds keep its cast under the corpus's 300 KB per file.
+REPEAT_ROUNDS = {"opencode": 2}
+
+
+def sc_paste_enter_repeat(run):
+    """The 20-line bracketed paste with Enter in the same write or soon after, five times each
+    (two for OpenCode): how often is the Enter lost?"""
+    rec = run.rec
+    run.wait_ready(60)
+    rec.wait_quiet(1000, 10)
+    trials = []
+    for rep in range(REPEAT_ROUNDS.get(run.agent.name, 5)):
+        for enter in ["same", 0, 20, 50, 100]:
+            t = paste_trial(run, 20, enter, "paste", rep)
+            trials.append(t)
+    run.results["trials"] = trials
+    summary = {}
+    for t in trials:
+        s = summary.setdefault(t["enter"], {"trials": 0, "submitted": 0})
+        s["trials"] += 1
+        s["submitted"] += 1 if t["submitted"] else 0
+    run.results["summary"] = summary
 
 
 def sc_type_enter(run):
@@ -718,7 +801,7 @@ def sc_paste_placeholder(run):
         since = len(run.api())
         rec.key("enter")
         got = run.wait_api(token, 6, since)
-        main = [x for x in run.api()[since:] if (x.get("user") or "").startswith(token)]
+        main = run.main_request(token, since)
         out.append({"shape": label, "chars": len(body), "lines": lines, "placeholder_lines": shown[:4],
                     "submitted": got is not None,
                     "arrived_intact": bool(main) and main[0].get("user_len") == len(body)
@@ -757,8 +840,9 @@ def sc_queue(run):
             "B_entered_t": t_b,
             "B_request_t": run.rel(eb["t"]) if eb else None,
             "A_stream_done_t": run.rel(a_done[0]["t"]) if a_done else None,
-            "B_sent_while_A_streaming": bool(eb and a_done and eb["t"] < a_done[0]["t"]),
-            "B_request_contains_A_context": None,
+            # A's stream cut short by the client (not "done") means the agent abandoned it
+            "A_stream_aborted": any(e.get("error") and ea and e.get("req") == ea.get("req") for e in log),
+            "B_sent_while_A_streaming": bool(eb and ((a_done and eb["t"] < a_done[0]["t"]) or not a_done)),
         }
         run.wait_idle(40)
         rec.snap("idle-after-" + how)
@@ -783,6 +867,16 @@ def sc_early(run, when):
     rec.snap("after")
     run.results["text_left_in_input"] = "TOKEN-early" in rec.text() and got is None
     run.results.update(milestones(rec, run.agent.idle_re))
+
+
+def sc_early_t0(run):
+    """A prompt and Enter written right after spawn, before the agent set up its terminal."""
+    sc_early(run, "t0")
+
+
+def sc_early_2004(run):
+    """A prompt and Enter written the moment the agent enables bracketed paste (2004)."""
+    sc_early(run, "2004")
 
 
 def sc_hooks(run):
@@ -850,12 +944,14 @@ SCENARIOS = {
     "approval": sc_approval,
     "question": sc_question,
     "paste-enter": sc_paste_enter,
+    "paste-enter-repeat": sc_paste_enter_repeat,
     "type-enter": sc_type_enter,
     "paste-placeholder": sc_paste_placeholder,
     "queue": sc_queue,
-    "early-t0": lambda run: sc_early(run, "t0"),
-    "early-2004": lambda run: sc_early(run, "2004"),
+    "early-t0": sc_early_t0,
+    "early-2004": sc_early_2004,
     "hooks": sc_hooks,
+    "focus-out": sc_focus_out,
 }
 ONLY = {"trust-dialog": {"claude"}, "api-key-dialog": {"claude"}, "startup-noplugin": {"opencode"}}
 

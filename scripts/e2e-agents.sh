@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Re-install the real coding agents into a scratch directory and re-record desk's agent corpus
-# (tests/data/agents/). Optional and slow (about 15 minutes): it needs the npm registry and PyPI,
-# and desk's normal test run never calls it.
+# (tests/data/agents/). Optional and slow (about 30 minutes on 2 cores): it needs the npm
+# registry and PyPI, and desk's normal test run never calls it.
 #
 # Usage: scripts/e2e-agents.sh [agent-scenarios.py options, e.g. --agents codex --scenarios turn]
 # Environment:
