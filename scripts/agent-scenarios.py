@@ -20,6 +20,7 @@ script: it refuses to run if they exist without its marker file.
 """
 
 import argparse
+import fcntl
 import json
 import os
 import shutil
@@ -329,6 +330,13 @@ class Run:
 
 
 def start_fake(api_log, delay, slow):
+    # Something already answering on the port would silently take this run's requests (and
+    # another run's hooks would land in this run's files): refuse instead.
+    try:
+        socket.create_connection(("127.0.0.1", PORT), 0.2).close()
+        sys.exit("port %d is already in use (another recording running?)" % PORT)
+    except OSError:
+        pass
     cmd = [sys.executable, os.path.join(HERE, "fake-model-api.py"), "--port", str(PORT),
            "--delay", str(delay), "--slow", str(slow), "--log", api_log, "--quiet",
            "--write-dir", WORK]
@@ -971,6 +979,12 @@ def main():
         return
     if not a.bin_dir:
         p.error("--bin-dir is required")
+    # One recording at a time: they share HOME, the working directory and the port.
+    lock = open("/tmp/desk-agent-corpus.lock", "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        sys.exit("another agent-scenarios.py is running (lock /tmp/desk-agent-corpus.lock)")
     sanitize = make_sanitizer(a.bin_dir)
     for agent_name in a.agents.split(","):
         agent = AGENTS[agent_name](os.path.abspath(a.bin_dir))
