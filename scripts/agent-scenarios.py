@@ -1,0 +1,998 @@
+#!/usr/bin/env python3
+"""Record desk's agent corpus: run Claude Code, Codex and OpenCode through scripted scenarios.
+
+Each scenario starts the agent fresh on a 120x40 PTY (scripts/record-agent.py) in a neutral
+directory (/tmp/work, a fresh git repository) with HOME=/tmp/home (wiped before every run), against
+the local model stand-in (scripts/fake-model-api.py on 127.0.0.1:8765), with hooks wired per
+session (Claude: --settings FILE; Codex: hooks.json and notify in a temporary CODEX_HOME plus
+--dangerously-bypass-hook-trust; OpenCode: a plugin in OPENCODE_CONFIG_DIR). It writes, per
+scenario, tests/data/agents/<agent>/<scenario>.{cast,events.jsonl,screens.txt} from the recorder,
+.api.jsonl (requests the stand-in saw), .hooks.jsonl (hook/notify/plugin payloads) and
+.results.json (what the scenario measured), with times relative to the agent's spawn.
+
+Usage:
+  agent-scenarios.py --bin-dir DIR [--out tests/data/agents] [--agents claude,codex,opencode]
+                     [--scenarios startup,turn,...] [--list]
+
+DIR holds the agents' executables (claude, codex, opencode), e.g. node_modules/.bin of an npm
+install made outside the repository. /tmp/home and /tmp/work are created and deleted by this
+script: it refuses to run if they exist without its marker file.
+"""
+
+import argparse
+import fcntl
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import importlib.util  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location("record_agent", os.path.join(HERE, "record-agent.py"))
+record_agent = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(record_agent)
+Recorder = record_agent.Recorder
+
+# Overridable only for side experiments run next to a recording; the corpus uses the defaults.
+HOME = os.environ.get("DESK_CORPUS_HOME", "/tmp/home")
+WORK = os.environ.get("DESK_CORPUS_WORK", "/tmp/work")
+HOOKS_DIR = HOME + "/desk-hooks"
+HOOK_LOG = HOOKS_DIR + "/hooks.jsonl"
+MARKER = ".desk-agent-corpus"
+PORT = int(os.environ.get("DESK_CORPUS_PORT", "8765"))
+API = "http://127.0.0.1:%d" % PORT
+WORKING_RE = r"esc (to )?interrupt"
+
+
+# ---------------------------------------------------------------------------------------------
+# Agents: how to set each one up for a session without touching any global config
+# ---------------------------------------------------------------------------------------------
+
+class Agent:
+    name = None
+    idle_re = None          # screen text that shows the input box is ready and the agent idle
+
+    def __init__(self, bin_dir):
+        self.bin_dir = bin_dir
+
+    def setup(self, scenario):
+        """Write per-session config under HOME; return (argv, env)."""
+        raise NotImplementedError
+
+
+CLAUDE_EVENTS = ["PreToolUse", "PostToolUse", "PostToolUseFailure", "PostToolBatch", "Notification",
+                 "UserPromptSubmit", "UserPromptExpansion", "SessionStart", "SessionEnd", "Stop",
+                 "StopFailure", "SubagentStart", "SubagentStop", "PreCompact", "PostCompact",
+                 "PermissionRequest", "PermissionDenied", "Setup", "TeammateIdle", "TaskCreated",
+                 "TaskCompleted", "Elicitation", "ElicitationResult", "ConfigChange", "InstructionsLoaded",
+                 "CwdChanged", "FileChanged", "MessageDisplay"]
+# WorktreeCreate/WorktreeRemove are left out on purpose: a hook there replaces Claude's own
+# worktree handling instead of observing it.
+
+
+class Claude(Agent):
+    name = "claude"
+    idle_re = r"\? for shortcuts"
+
+    def setup(self, scenario):
+        os.makedirs(HOOKS_DIR, exist_ok=True)
+        settings = {"hooks": {}}
+        for ev in CLAUDE_EVENTS:
+            settings["hooks"][ev] = [{"hooks": [{
+                "type": "command",
+                "command": "python3 %s/hook-log.py %s claude %s" % (HOOKS_DIR, HOOK_LOG, ev)}]}]
+        settings_file = HOOKS_DIR + "/claude-settings.json"
+        with open(settings_file, "w") as f:
+            json.dump(settings, f, indent=1)
+        state = {"hasCompletedOnboarding": True, "projects": {WORK: {"hasTrustDialogAccepted": True}}}
+        if scenario == "first-run":
+            state = None
+        elif scenario == "trust-dialog":
+            state = {"hasCompletedOnboarding": True}
+        if state is not None:
+            with open(HOME + "/.claude.json", "w") as f:
+                json.dump(state, f)
+        env = {"ANTHROPIC_BASE_URL": API, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+               "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1"}
+        if scenario == "api-key-dialog":
+            env["ANTHROPIC_API_KEY"] = "sk-ant-fake-key-0000"
+        else:
+            env["ANTHROPIC_AUTH_TOKEN"] = "fake-token"
+        return [os.path.join(self.bin_dir, "claude"), "--settings", settings_file], env
+
+
+CODEX_EVENTS = ["SessionStart", "SessionEnd", "PreToolUse", "PostToolUse", "PermissionRequest",
+                "UserPromptSubmit", "Stop", "PreCompact", "PostCompact", "SubagentStart", "SubagentStop"]
+
+
+class Codex(Agent):
+    name = "codex"
+    idle_re = r"\? for shortcuts"
+
+    def setup(self, scenario):
+        codex_home = HOME + "/.codex"
+        os.makedirs(codex_home, exist_ok=True)
+        os.makedirs(HOOKS_DIR, exist_ok=True)
+        lines = [
+            'model = "fake-model"',
+            'model_provider = "fake"',
+            'check_for_update_on_startup = false',
+            'notify = ["python3", "%s/hook-log.py", "%s", "codex-notify"]' % (HOOKS_DIR, HOOK_LOG),
+            '',
+            '[model_providers.fake]',
+            'name = "Fake"',
+            'base_url = "%s/v1"' % API,
+            'env_key = "FAKE_API_KEY"',
+            'wire_api = "responses"',
+        ]
+        if scenario != "first-run":
+            lines += ['', '[projects."%s"]' % WORK, 'trust_level = "trusted"']
+        with open(codex_home + "/config.toml", "w") as f:
+            f.write("\n".join(lines) + "\n")
+        hooks = {"hooks": {ev: [{"hooks": [{
+            "type": "command", "timeout": 3,
+            "command": "python3 %s/hook-log.py %s codex-hook %s" % (HOOKS_DIR, HOOK_LOG, ev)}]}]
+            for ev in CODEX_EVENTS}}
+        with open(codex_home + "/hooks.json", "w") as f:
+            json.dump(hooks, f, indent=1)
+        argv = [os.path.join(self.bin_dir, "codex"), "--no-daemon"]
+        if scenario != "first-run":
+            argv.append("--dangerously-bypass-hook-trust")
+        return argv, {"CODEX_HOME": codex_home, "FAKE_API_KEY": "fake-key"}
+
+
+OPENCODE_PLUGIN = r"""
+// desk corpus: log every OpenCode plugin event and hook call to a JSON-lines file.
+import { appendFileSync } from "node:fs"
+const LOG = process.env.DESK_PLUGIN_LOG
+function put(kind, name, data) {
+  let text
+  try { text = JSON.stringify(data) } catch (e) { text = JSON.stringify(String(e)) }
+  if (text && text.length > 1500) text = JSON.stringify(text.slice(0, 1500) + "…")
+  appendFileSync(LOG, `{"t":${Date.now() / 1000},"label":"opencode-${kind}","name":${JSON.stringify(name)},"data":${text}}\n`)
+}
+export const DeskLog = async (ctx) => {
+  put("plugin", "init", { directory: ctx.directory, worktree: ctx.worktree, keys: Object.keys(ctx) })
+  return {
+    event: async ({ event }) => put("event", event.type, event.properties),
+    "chat.message": async (input, output) => put("hook", "chat.message", { input, output }),
+    "permission.ask": async (input, output) => put("hook", "permission.ask", { input, output }),
+    "tool.execute.before": async (input, output) => put("hook", "tool.execute.before", { input, output }),
+    "tool.execute.after": async (input, output) => put("hook", "tool.execute.after", { input }),
+  }
+}
+"""
+
+
+OPENCODE_DEPS_CACHE = "/tmp/desk-agents-cache/opencode-config-deps"
+
+
+def keep_opencode_deps():
+    cfg_dir = HOME + "/desk-opencode"
+    if os.path.isdir(OPENCODE_DEPS_CACHE) or not os.path.isdir(cfg_dir + "/node_modules"):
+        return
+    os.makedirs(OPENCODE_DEPS_CACHE)
+    for name in ("node_modules", "package.json", "package-lock.json", ".gitignore"):
+        src = os.path.join(cfg_dir, name)
+        if os.path.exists(src):
+            (shutil.copytree if os.path.isdir(src) else shutil.copy)(src, os.path.join(OPENCODE_DEPS_CACHE, name))
+
+
+class OpenCode(Agent):
+    name = "opencode"
+    idle_re = r"ctrl\+p commands"
+
+    def setup(self, scenario):
+        cfg_dir = HOME + "/desk-opencode"
+        os.makedirs(cfg_dir + "/plugin", exist_ok=True)
+        os.makedirs(HOOKS_DIR, exist_ok=True)
+        config = {
+            "$schema": "https://opencode.ai/config.json",
+            "provider": {"fake": {
+                "npm": "@ai-sdk/openai-compatible", "name": "Fake",
+                "options": {"baseURL": API + "/v1", "apiKey": "fake-key"},
+                "models": {"fake-model": {"name": "Fake Model", "tool_call": True}}}},
+            "model": "fake/fake-model",
+            "small_model": "fake/fake-model",
+            "autoupdate": False,
+            "share": "disabled",
+            "permission": {"bash": "ask", "edit": "ask"},
+        }
+        if scenario == "first-run":
+            config.pop("model")
+            config.pop("small_model")
+        with open(cfg_dir + "/opencode.json", "w") as f:
+            json.dump(config, f, indent=1)
+        if scenario != "startup-noplugin":
+            with open(cfg_dir + "/plugin/desk-log.js", "w") as f:
+                f.write(OPENCODE_PLUGIN)
+        # OpenCode installs @opencode-ai/plugin from npm into a config dir that has none (about
+        # 20 s here). desk's config dir would persist; here HOME is new for every run, so the
+        # installed dependencies are kept aside after the first run and put back (not for
+        # first-run, which records the install).
+        if scenario != "first-run" and os.path.isdir(OPENCODE_DEPS_CACHE):
+            for name in os.listdir(OPENCODE_DEPS_CACHE):
+                src = os.path.join(OPENCODE_DEPS_CACHE, name)
+                (shutil.copytree if os.path.isdir(src) else shutil.copy)(src, os.path.join(cfg_dir, name))
+        env = {"OPENCODE_CONFIG_DIR": cfg_dir, "OPENCODE_DISABLE_MODELS_FETCH": "1",
+               "OPENCODE_DISABLE_AUTOUPDATE": "1", "DESK_PLUGIN_LOG": HOOK_LOG}
+        return [os.path.join(self.bin_dir, "opencode")], env
+
+
+AGENTS = {"claude": Claude, "codex": Codex, "opencode": OpenCode}
+
+
+# ---------------------------------------------------------------------------------------------
+# One run: neutral directories, the stand-in, the recorder, the scenario, saving
+# ---------------------------------------------------------------------------------------------
+
+def reset_dirs():
+    for d in (HOME, WORK):
+        if os.path.exists(d):
+            if not os.path.exists(os.path.join(d, MARKER)):
+                sys.exit("%s exists and was not made by this script; move it away first" % d)
+            shutil.rmtree(d)
+        os.makedirs(d)
+        open(os.path.join(d, MARKER), "w").close()
+    subprocess.run(["git", "init", "-q", WORK], check=True)
+    os.makedirs(HOOKS_DIR)
+    shutil.copy(os.path.join(HERE, "hook-log.py"), HOOKS_DIR + "/hook-log.py")
+
+
+class Run:
+    """What a scenario function gets: the recorder plus evidence readers."""
+
+    def __init__(self, agent, rec, api_log, wall0, fake):
+        self.agent = agent
+        self.rec = rec
+        self.api_log = api_log
+        self.wall0 = wall0
+        self.fake = fake
+        self.results = {}
+
+    def api(self):
+        try:
+            with open(self.api_log) as f:
+                return [json.loads(line) for line in f if line.strip()]
+        except FileNotFoundError:
+            return []
+
+    def hooks(self):
+        try:
+            with open(HOOK_LOG) as f:
+                return [json.loads(line) for line in f if line.strip()]
+        except FileNotFoundError:
+            return []
+
+    def api_saw(self, token, since=0):
+        for e in self.api()[since:]:
+            if token in (e.get("user") or ""):
+                return e
+        return None
+
+    def wait_api(self, token, timeout, since=0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            e = self.api_saw(token, since)
+            if e:
+                return e
+            time.sleep(0.05)
+        return None
+
+    def main_request(self, prefix, since=0, timeout=2.0):
+        """The request whose user text starts with prefix (the agent's own turn, not a side
+        request such as title generation, which wraps the prompt); [] if none comes."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = [x for x in self.api()[since:] if (x.get("user") or "").startswith(prefix)]
+            if found or time.monotonic() > deadline:
+                return found
+            time.sleep(0.05)
+
+    def rel(self, epoch):
+        return round(epoch - self.wall0, 3)
+
+    def wait_idle(self, timeout=60):
+        """The agent is idle: every request answered, no working marker, the idle marker shown."""
+        rec = self.rec
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            log = self.api()
+            started = {e["req"] for e in log if "api" in e}
+            done = {e["req"] for e in log if e.get("done") or e.get("error")}
+            if started <= done and rec.wait(WORKING_RE, 0.05, absent=True) and \
+                    rec.wait(self.agent.idle_re, 0.05):
+                rec.wait_quiet(300, 5)
+                return True
+            time.sleep(0.1)
+        return False
+
+    def wait_ready(self, timeout=60):
+        ok = self.rec.wait(self.agent.idle_re, timeout)
+        self.rec.mark("ready" if ok else "ready TIMEOUT")
+        return ok
+
+    def prompt(self, text, how="type"):
+        """Type (one write) or paste text, then Enter 300 ms later as its own write."""
+        if how == "type":
+            self.rec.type(text)
+        else:
+            self.rec.paste(text)
+        time.sleep(0.3)
+        self.rec.key("enter")
+
+
+def start_fake(api_log, delay, slow):
+    # Something already answering on the port would silently take this run's requests (and
+    # another run's hooks would land in this run's files): refuse instead.
+    try:
+        socket.create_connection(("127.0.0.1", PORT), 0.2).close()
+        sys.exit("port %d is already in use (another recording running?)" % PORT)
+    except OSError:
+        pass
+    cmd = [sys.executable, os.path.join(HERE, "fake-model-api.py"), "--port", str(PORT),
+           "--delay", str(delay), "--slow", str(slow), "--log", api_log, "--quiet",
+           "--write-dir", WORK]
+    p = subprocess.Popen(cmd, stderr=subprocess.PIPE, cwd=WORK)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", PORT), 0.2).close()
+            return p
+        except OSError:
+            time.sleep(0.05)
+    p.kill()
+    sys.exit("fake-model-api did not start")
+
+
+def kill_leftovers(run_id):
+    """End processes this run started that outlived the agent (found by a marker variable)."""
+    killed = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                env = f.read()
+        except OSError:
+            continue
+        if ("DESK_CORPUS_RUN=" + run_id).encode() in env:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+                killed.append(int(pid))
+            except OSError:
+                pass
+    return killed
+
+
+def shorten(value, limit=300):
+    """Long strings (pasted prompts echoed in hook payloads) cut to their head and tail, so that
+    a recording stays small; the cut is marked with the original length."""
+    if isinstance(value, str) and len(value) > limit:
+        return value[:200] + "…[%d chars]…" % len(value) + value[-60:]
+    if isinstance(value, list):
+        return [shorten(v, limit) for v in value]
+    if isinstance(value, dict):
+        return {k: shorten(v, limit) for k, v in value.items()}
+    return value
+
+
+def relativize(entries, wall0):
+    out = []
+    for e in entries:
+        e = dict(e)
+        if "t" in e:
+            e["t"] = round(e["t"] - wall0, 3)
+        out.append(e)
+    return out
+
+
+def make_sanitizer(bin_dir):
+    repl = []
+    root = os.path.dirname(os.path.dirname(os.path.abspath(bin_dir)))  # dir holding node_modules
+    repl.append((root, "<agents-install>"))
+    host = socket.gethostname()
+    if host and len(host) > 3:
+        repl.append((host, "<host>"))
+
+    def sanitize(s):
+        for a, b in repl:
+            s = s.replace(a, b)
+        return s
+    return sanitize
+
+
+def run_scenario(agent, scenario, fn, opts, out_dir, sanitize):
+    reset_dirs()
+    run_id = uuid.uuid4().hex
+    spec = SCENARIO_SPECS.get(scenario, {})
+    api_log = "/tmp/desk-agents-api-%d.jsonl" % PORT
+    if os.path.exists(api_log):
+        os.remove(api_log)
+    fake = start_fake(api_log, spec.get("delay", 2.0), spec.get("slow", 8.0))
+    argv, env = agent.setup(scenario)
+    full_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "TERM": "xterm-256color",
+                "HOME": HOME, "DESK_CORPUS_RUN": run_id, **env}
+    prefix = os.path.join(out_dir, agent.name, scenario)
+    os.makedirs(os.path.dirname(prefix), exist_ok=True)
+    print("== %s/%s" % (agent.name, scenario), flush=True)
+    wall0 = time.time()
+    rec = Recorder(argv, prefix, env=full_env, cwd=WORK, answer=spec.get("answer", True),
+                   kitty=spec.get("kitty", False))
+    run = Run(agent, rec, api_log, wall0, fake)
+    error = None
+    try:
+        fn(run)
+    except Exception as e:  # keep the recording of a failed scenario, say so in results
+        error = repr(e)
+        import traceback
+        traceback.print_exc()
+    finally:
+        rec.stop()
+        time.sleep(0.5)
+        rec.save(header_extra={"agent": agent.name, "scenario": scenario,
+                               "command": [os.path.basename(argv[0])] + argv[1:]},
+                 sanitize=sanitize)
+        fake.terminate()
+        fake.wait(5)
+        leftovers = kill_leftovers(run_id)
+        if agent.name == "opencode":
+            keep_opencode_deps()
+    results = dict(run.results)
+    if error:
+        results["error"] = error
+    if leftovers:
+        results["leftover_processes_killed"] = len(leftovers)
+    results["exit"] = rec.exit_status
+    for suffix, entries in ((".api.jsonl", run.api()), (".hooks.jsonl", shorten(run.hooks()))):
+        path = prefix + suffix
+        if entries:
+            with open(path, "w") as f:
+                for e in relativize(entries, wall0):
+                    f.write(sanitize(json.dumps(e, ensure_ascii=False)) + "\n")
+        elif os.path.exists(path):
+            os.remove(path)
+    with open(prefix + ".results.json", "w") as f:
+        f.write(sanitize(json.dumps(results, indent=1, ensure_ascii=False)) + "\n")
+    print("   %s" % json.dumps(results, ensure_ascii=False)[:600], flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Scenarios
+# ---------------------------------------------------------------------------------------------
+
+SCENARIO_SPECS = {
+    "noanswer": {"answer": False},
+    "kitty": {"kitty": True},
+    "turn": {"delay": 4.0},
+    "paste-enter": {"delay": 0.5},
+    "paste-enter-repeat": {"delay": 0.5},
+    "type-enter": {"delay": 0.5},
+    "paste-placeholder": {"delay": 0.3},
+    "queue": {"delay": 1.0, "slow": 8.0},
+}
+
+
+def sc_first_run(run):
+    """Nothing pre-seeded (no onboarding, no trust): record what shows, answer the defaults."""
+    rec = run.rec
+    rec.wait_quiet(1500, 30)
+    for i in range(6):
+        text = rec.snap("screen-%d" % i)
+        if rec.closed or rec.wait(run.agent.idle_re, 0.1):
+            break
+        rec.key("enter")
+        rec.mark("enter (accept the default)")
+        # wait for the screen to change, then to settle
+        rec.wait_until(lambda: rec.text() != text or rec.closed, 10)
+        rec.wait_quiet(1500, 30)
+    run.results["reached_idle"] = rec.wait(run.agent.idle_re, 0.1)
+    run.results["exited"] = rec.closed
+
+
+def sc_dialog_then_idle(run):
+    """One pre-session dialog (trust or API key): snapshot it, accept with Enter, snapshot."""
+    rec = run.rec
+    rec.wait_quiet(2000, 20)
+    rec.snap("dialog")
+    rec.key("enter")
+    rec.mark("enter")
+    rec.wait_quiet(2000, 20)
+    rec.snap("after-enter")
+    run.results["reached_idle"] = rec.wait(run.agent.idle_re, 5)
+
+
+def milestones(rec, idle_re):
+    """Times of the readiness signals seen so far."""
+    ev = rec.events
+    out = {}
+    for e in ev:
+        if e["ev"] == "mode" and e.get("mode") == "2004" and e.get("on") and "bracketed_paste_on" not in out:
+            out["bracketed_paste_on"] = e["t"]
+        if e["ev"] == "title" and "first_title" not in out:
+            out["first_title"] = e["t"]
+            out["first_title_text"] = e["title"]
+        if e["ev"] == "mark" and e["label"] == "ready":
+            out["idle_marker_on_screen"] = e["t"]
+    return out
+
+
+def sc_startup(run):
+    """Start to idle; note when bracketed paste, the title and the idle screen appear."""
+    rec = run.rec
+    run.wait_ready(60)
+    rec.wait_quiet(1500, 20)
+    rec.snap("idle")
+    time.sleep(3)
+    rec.snap("idle+3s")
+    run.results.update(milestones(rec, run.agent.idle_re))
+    hooks = run.hooks()
+    if hooks:
+        run.results["first_hook"] = {"t": run.rel(hooks[0]["t"]), "label": hooks[0]["label"],
+                                     "name": (hooks[0].get("argv") or [hooks[0].get("name")])[0]}
+
+
+def sc_noanswer(run):
+    """Start with a terminal that answers no query: does the agent wait for answers?"""
+    rec = run.rec
+    ok = run.wait_ready(30)
+    rec.wait_quiet(1500, 10)
+    rec.snap("after-start")
+    run.results.update(milestones(rec, run.agent.idle_re))
+    run.results["reached_idle_without_answers"] = ok
+    if ok:
+        run.prompt("hello TOKEN-noanswer")
+        run.results["prompt_submitted"] = run.wait_api("TOKEN-noanswer", 10) is not None
+        run.wait_idle(30)
+        rec.snap("after-turn")
+
+
+def sc_kitty(run):
+    """Start with a terminal that claims the kitty keyboard protocol; is Enter still CR?"""
+    rec = run.rec
+    run.wait_ready(60)
+    rec.wait_quiet(1000, 10)
+    rec.snap("idle")
+    run.results.update(milestones(rec, run.agent.idle_re))
+    run.results["kitty_events"] = [e for e in rec.events if e["ev"] == "kitty-keyboard"]
+    run.prompt("hello TOKEN-kitty")
+    run.results["cr_submits"] = run.wait_api("TOKEN-kitty", 8) is not None
+    if not run.results["cr_submits"]:
+        rec.snap("cr-did-not-submit")
+        rec.write(b"\x1b[13u")
+        rec.mark("CSI 13 u")
+        run.results["csi_13u_submits"] = run.wait_api("TOKEN-kitty", 8) is not None
+    run.wait_idle(30)
+    rec.snap("after-turn")
+
+
+def sc_turn(run):
+    """A typed prompt, Enter, a 4 s streamed reply, idle again."""
+    rec = run.rec
+    run.wait_ready(60)
+    rec.wait_quiet(1000, 10)
+    rec.snap("idle-before")
+    rec.mark("type prompt")
+    rec.type("Say hello TOKEN-turn")
+    time.sleep(0.5)
+    rec.snap("typed")
+    rec.mark("enter")
+    rec.key("enter")
+    e = run.wait_api("TOKEN-turn", 10)
+    run.results["submitted"] = e is not None
+    time.sleep(1.5)
+    rec.snap("working")
+    run.results["idle_again"] = run.wait_idle(60)
+    rec.snap("idle-after")
+
+
+def sc_approval(run):
+    """A prompt whose reply asks to run a shell command: the approval dialog, approved with Enter."""
+    rec = run.rec
+    run.wait_ready(60)
+    rec.wait_quiet(1000, 10)
+    checks = {}
+    for label, text in (("bash", "Please run the command DESK_TOOL TOKEN-approval"),
+                        ("write", "Please write the note DESK_WRITE TOKEN-write")):
+        if run.agent.name == "codex" and label == "write":
+            continue  # Codex writes files through exec_command; nothing new to see
+        rec.mark("prompt " + label)
+        run.prompt(text)
+        submitted = run.wait_api(text.split()[-1], 10) is not None
+        # the dialog: give it time to render completely
+        time.sleep(2.5)
+        rec.wait_quiet(700, 5)
+        rec.snap("dialog-" + label)
+        title = rec.last_title[1] if rec.last_title else None
+        rec.mark("approve with Enter")
+        rec.key("enter")
+        time.sleep(0.5)
+        rec.snap("after-approve-" + label)
+        idle = run.wait_idle(30)
+        rec.snap("idle-after-" + label)
+        checks[label] = {"submitted": submitted, "title_in_dialog": title, "idle_after": idle,
+                         "file_made": os.path.exists(os.path.join(WORK, "desk-approved.txt" if label == "bash"
+                                                                  else "desk-note.txt"))}
+    run.results["dialogs"] = checks
+
+
+def sc_question(run):
+    """A reply that asks the operator a multiple-choice question (where the agent has a tool)."""
+    rec = run.rec
+    run.wait_ready(60)
+    rec.wait_quiet(1000, 10)
+    run.prompt("Ask me something DESK_ASK TOKEN-question")
+    run.results["submitted"] = run.wait_api("TOKEN-question", 10) is not None
+    time.sleep(2.5)
+    rec.wait_quiet(700, 5)
+    rec.snap("question")
+    run.results["title_in_question"] = rec.last_title[1] if rec.last_title else None
+    rec.mark("answer with Enter (first option)")
+    rec.key("enter")
+    time.sleep(1.0)
+    rec.snap("after-enter")
+    if not run.wait_idle(10):
+        # some question UIs need a second confirmation (e.g. a submit step)
+        rec.key("enter")
+        rec.mark("second enter")
+        time.sleep(1.0)
+        rec.snap("after-second-enter")
+    run.results["idle_after"] = run.wait_idle(30)
+    rec.snap("idle-after")
+
+
+def sc_focus_out(run):
+    """Report focus-out (CSI O) to the agent, then a turn and an approval held 12 s: does the
+    agent notify (OSC 9/777/99, bell, Notification hook) when it thinks nobody is looking?"""
+    rec = run.rec
+    run.wait_ready(60)
+    rec.wait_quiet(1000, 10)
+    run.results["focus_reporting_on"] = rec.modes.get("1004")
+    rec.write(b"\x1b[O")
+    rec.mark("focus out")
+    time.sleep(0.5)
+    run.prompt("hello TOKEN-focus")
+    run.wait_api("TOKEN-focus", 10)
+    run.wait_idle(30)
+    time.sleep(2.0)
+    rec.mark("approval prompt")
+    run.prompt("run it DESK_TOOL TOKEN-focustool")
+    run.wait_api("TOKEN-focustool", 10)
+    time.sleep(12.0)
+    rec.snap("approval")
+    rec.write(b"\x1b[I")
+    rec.mark("focus in")
+    time.sleep(0.5)
+    rec.key("enter")
+    rec.mark("approved")
+    run.wait_idle(30)
+    rec.snap("idle-after")
+    run.results["notifications"] = [e for e in rec.events if e["ev"] in ("osc", "bell")
+                                    and e.get("osc") not in (12, 22, 66, 1337)]
+    run.results["notification_hooks"] = [[run.rel(h["t"]), (h.get("stdin") or {}).get("notification_type")]
+                                         for h in run.hooks() if (h.get("argv") or [None])[0] == "Notification"]
+
+
+def prompt_lines(n, token):
+    if n == 1:
+        return "Summarise this request %s in one line please" % token
+    return "\n".join("%s line %02d of a pasted prompt with some words in it" % (token, i + 1) for i in range(n))
+
+
+ENTER_VARIANTS = ["same", 0, 20, 50, 100, 200, 500]
+
+
+def paste_trial(run, size, enter, how="paste", rep=None):
+    rec = run.rec
+    label = "same" if enter == "same" else "%dms" % enter
+    token = "TOKEN-%s%d-%s" % ("p" if how == "paste" else "t", size, label)
+    if rep is not None:
+        token += "-r%d" % rep
+    text = prompt_lines(size, token)
+    since = len(run.api())
+    rec.mark("%s %d line(s), enter %s" % (how, size, label))
+    if how == "paste":
+        rec.paste(text, enter)
+    else:  # typed: the whole text in one write, Enter in the same write or later
+        if enter == "same":
+            rec.write(text + "\r")
+        else:
+            rec.write(text)
+            if enter:
+                time.sleep(enter / 1000.0)
+            rec.write("\r")
+    t_sent = rec.now()
+    e = run.wait_api(token, 4, since)
+    trial = {"how": how, "lines": size, "chars": len(text), "enter": label, "submitted": e is not None}
+    if e is None:
+        rec.snap("not-submitted-%s-%d-%s" % (how, size, label))
+        rec.key("enter")
+        rec.mark("extra enter")
+        e2 = run.wait_api(token, 4, since)
+        trial["extra_enter_submitted"] = e2 is not None
+        if e2 is None:
+            rec.snap("still-not-submitted-%s-%d-%s" % (how, size, label))
+            rec.key("enter")
+            rec.mark("second extra enter")
+            trial["second_extra_enter_submitted"] = run.wait_api(token, 4, since) is not None
+    else:
+        trial["request_after_s"] = round(run.rel(e["t"]) - t_sent, 3)
+        # Did the text arrive whole? Compare with the agent's main request (the stand-in logs
+        # the first 160 and last 40 characters and the length of the user text).
+        main = run.main_request(text[:40], since)
+        trial["text_intact"] = bool(main) and main[0].get("user_len") == len(text) and \
+            main[0].get("user_tail") == text[-40:]
+        if main and not trial["text_intact"]:
+            trial["arrived_len"] = main[0].get("user_len")
+    trial["idle_after"] = run.wait_idle(30)
+    time.sleep(0.8)
+    return trial
+
+
+def sc_paste_enter(run):
+    """Bracketed paste of 1 and 20 lines, then Enter in the same write or after a delay."""
+    rec = run.rec
+    run.wait_ready(60)
+    rec.wait_quiet(1000, 10)
+    trials = []
+    for size in (1, 20):
+        for enter in ENTER_VARIANTS:
+            trials.append(paste_trial(run, size, enter, "paste"))
+    run.results["trials"] = trials
+
+
+# OpenCode redraws its whole screen on every change, so its recordings grow fastest; two
+# rounds keep its cast under the corpus's 300 KB per file.
+REPEAT_ROUNDS = {"opencode": 2}
+
+
+def sc_paste_enter_repeat(run):
+    """The 20-line bracketed paste with Enter in the same write or soon after, five times each
+    (two for OpenCode): how often is the Enter lost?"""
+    rec = run.rec
+    run.wait_ready(60)
+    rec.wait_quiet(1000, 10)
+    trials = []
+    for rep in range(REPEAT_ROUNDS.get(run.agent.name, 5)):
+        for enter in ["same", 0, 20, 50, 100]:
+            t = paste_trial(run, 20, enter, "paste", rep)
+            trials.append(t)
+    run.results["trials"] = trials
+    summary = {}
+    for t in trials:
+        s = summary.setdefault(t["enter"], {"trials": 0, "submitted": 0})
+        s["trials"] += 1
+        s["submitted"] += 1 if t["submitted"] else 0
+    run.results["summary"] = summary
+
+
+def sc_type_enter(run):
+    """Unbracketed text (as a program typing would send it) in one write, then Enter."""
+    rec = run.rec
+    run.wait_ready(60)
+    rec.wait_quiet(1000, 10)
+    trials = []
+    for enter in ["same", 0, 20, 50, 100, 200, 500]:
+        trials.append(paste_trial(run, 1, enter, "type"))
+    run.results["trials"] = trials
+
+
+def sc_paste_placeholder(run):
+    """Paste prompts of growing size without Enter; snapshot the input box each time."""
+    rec = run.rec
+    run.wait_ready(60)
+    rec.wait_quiet(1000, 10)
+    shapes = [("1x40", 1, 40), ("1x150", 1, 150), ("1x151", 1, 151), ("1x200", 1, 200), ("1x800", 1, 800), ("1x801", 1, 801), ("1x1000", 1, 1000), ("1x1001", 1, 1001),
+              ("1x1500", 1, 1500), ("1x3000", 1, 3000),
+              ("2 lines", 2, 0), ("3 lines", 3, 0), ("4 lines", 4, 0), ("5 lines", 5, 0),
+              ("10 lines", 10, 0), ("20 lines", 20, 0), ("100 lines", 100, 0)]
+    out = []
+    for i, (label, lines, chars) in enumerate(shapes):
+        token = "TOKEN-ph%02d" % i
+        if lines == 1:
+            body = (token + " " + "x" * chars)[:max(chars, len(token))]
+        else:
+            body = "\n".join("%s l%03d" % (token, j + 1) for j in range(lines))
+        rec.mark("paste " + label)
+        rec.paste(body)
+        time.sleep(0.8)
+        rec.wait_quiet(300, 3)
+        screen = rec.snap("pasted " + label)
+        shown = [ln for ln in screen.splitlines() if "Pasted" in ln or "pasted" in ln or token in ln]
+        since = len(run.api())
+        rec.key("enter")
+        got = run.wait_api(token, 6, since)
+        main = run.main_request(token, since)
+        out.append({"shape": label, "chars": len(body), "lines": lines, "placeholder_lines": shown[:4],
+                    "submitted": got is not None,
+                    "arrived_intact": bool(main) and main[0].get("user_len") == len(body)
+                    and main[0].get("user_tail") == body[-40:]})
+        run.wait_idle(30)
+        time.sleep(0.5)
+    run.results["pastes"] = out
+
+
+def sc_queue(run):
+    """Type (then paste) a second prompt while a turn is running: queued, steered or lost?"""
+    rec = run.rec
+    run.wait_ready(60)
+    rec.wait_quiet(1000, 10)
+    out = {}
+    for how in ("type", "paste"):
+        a, b = "TOKEN-qa-" + how, "TOKEN-qb-" + how
+        since = len(run.api())
+        rec.mark("prompt A (slow)")
+        run.prompt("First task DESK_SLOW %s" % a)
+        ea = run.wait_api(a, 10, since)
+        time.sleep(2.0)
+        rec.snap("working-before-B-" + how)
+        rec.mark("prompt B while working (%s)" % how)
+        t_b = rec.now()
+        run.prompt("Second task %s" % b, how=how)
+        time.sleep(1.0)
+        rec.snap("B-entered-while-working-" + how)
+        eb = run.wait_api(b, 25, since)
+        time.sleep(0.3)
+        rec.snap("after-B-request-" + how)
+        log = run.api()[since:]
+        a_done = [e for e in log if e.get("done") and ea and e.get("req") == ea.get("req")]
+        out[how] = {
+            "A_request_t": run.rel(ea["t"]) if ea else None,
+            "B_entered_t": t_b,
+            "B_request_t": run.rel(eb["t"]) if eb else None,
+            "A_stream_done_t": run.rel(a_done[0]["t"]) if a_done else None,
+            # A's stream cut short by the client (not "done") means the agent abandoned it
+            "A_stream_aborted": any(e.get("error") and ea and e.get("req") == ea.get("req") for e in log),
+            "B_sent_while_A_streaming": bool(eb and ((a_done and eb["t"] < a_done[0]["t"]) or not a_done)),
+        }
+        run.wait_idle(40)
+        rec.snap("idle-after-" + how)
+        time.sleep(1.0)
+    run.results["queue"] = out
+
+
+def sc_early(run, when):
+    rec = run.rec
+    if when == "2004":
+        rec.wait_until(lambda: rec.modes.get("2004") is True, 30, 0.002)
+    rec.mark("type early prompt (%s)" % when)
+    rec.write("hello TOKEN-early")
+    time.sleep(0.3)
+    rec.key("enter")
+    rec.mark("enter")
+    got = run.wait_api("TOKEN-early", 15)
+    run.results["when"] = when
+    run.results["submitted"] = got is not None
+    run.wait_ready(30)
+    rec.wait_quiet(1500, 10)
+    rec.snap("after")
+    run.results["text_left_in_input"] = "TOKEN-early" in rec.text() and got is None
+    run.results.update(milestones(rec, run.agent.idle_re))
+
+
+def sc_early_t0(run):
+    """A prompt and Enter written right after spawn, before the agent set up its terminal."""
+    sc_early(run, "t0")
+
+
+def sc_early_2004(run):
+    """A prompt and Enter written the moment the agent enables bracketed paste (2004)."""
+    sc_early(run, "2004")
+
+
+def sc_hooks(run):
+    """A whole session for the hook log: prompt, tool approval, compaction, exit command."""
+    rec = run.rec
+    agent = run.agent.name
+    run.wait_ready(60)
+    rec.wait_quiet(1000, 10)
+    rec.mark("prompt")
+    run.prompt("hello TOKEN-hooks")
+    run.wait_api("TOKEN-hooks", 10)
+    run.wait_idle(30)
+    rec.mark("tool prompt")
+    run.prompt("run it DESK_TOOL TOKEN-hooktool")
+    run.wait_api("TOKEN-hooktool", 10)
+    # hold the dialog a while: some agents notify about a pending approval only after a delay
+    time.sleep(12.0)
+    rec.snap("approval")
+    rec.key("enter")
+    rec.mark("approved")
+    run.wait_idle(30)
+    rec.snap("after-tool")
+    if agent == "claude":
+        # Notification idle_prompt is sent after a minute without input
+        rec.mark("wait 65 s idle")
+        time.sleep(65)
+        rec.snap("after-65s-idle")
+    rec.mark("compact")
+    rec.type("/compact")
+    time.sleep(0.6)
+    rec.key("enter")
+    time.sleep(1.0)
+    rec.snap("compact-entered")
+    run.wait_idle(40)
+    time.sleep(1.0)
+    rec.snap("after-compact")
+    rec.mark("exit command")
+    rec.type("/exit" if agent != "codex" else "/quit")
+    time.sleep(0.6)
+    rec.key("enter")
+    rec.wait_until(lambda: rec.closed, 10)
+    if not rec.closed:
+        rec.snap("after-exit-enter")
+        rec.key("enter")
+        rec.wait_until(lambda: rec.closed, 10)
+    time.sleep(1.5)  # SessionEnd hooks may land just after the exit
+    run.results["exited_by_command"] = rec.closed
+    names = []
+    for h in run.hooks():
+        n = h.get("name") or ((h.get("argv") or [None])[0] if isinstance((h.get("argv") or [None])[0], str)
+                              else (h.get("argv") or [{}])[0].get("type"))
+        names.append([run.rel(h["t"]), h["label"], n])
+    run.results["hook_sequence"] = names
+
+
+SCENARIOS = {
+    "first-run": sc_first_run,
+    "trust-dialog": sc_dialog_then_idle,
+    "api-key-dialog": sc_dialog_then_idle,
+    "startup": sc_startup,
+    "startup-noplugin": sc_startup,
+    "noanswer": sc_noanswer,
+    "kitty": sc_kitty,
+    "turn": sc_turn,
+    "approval": sc_approval,
+    "question": sc_question,
+    "paste-enter": sc_paste_enter,
+    "paste-enter-repeat": sc_paste_enter_repeat,
+    "type-enter": sc_type_enter,
+    "paste-placeholder": sc_paste_placeholder,
+    "queue": sc_queue,
+    "early-t0": sc_early_t0,
+    "early-2004": sc_early_2004,
+    "hooks": sc_hooks,
+    "focus-out": sc_focus_out,
+}
+ONLY = {"trust-dialog": {"claude"}, "api-key-dialog": {"claude"}, "startup-noplugin": {"opencode"}}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--bin-dir", required=False, help="directory with the claude, codex, opencode executables")
+    p.add_argument("--out", default=os.path.join(os.path.dirname(HERE), "tests", "data", "agents"))
+    p.add_argument("--agents", default="claude,codex,opencode")
+    p.add_argument("--scenarios", default=",".join(SCENARIOS))
+    p.add_argument("--list", action="store_true", help="list scenarios and exit")
+    a = p.parse_args()
+    if a.list:
+        for name, fn in SCENARIOS.items():
+            doc = (fn.__doc__ or "").strip().splitlines()
+            print("%-18s %s" % (name, doc[0] if doc else ""))
+        return
+    if not a.bin_dir:
+        p.error("--bin-dir is required")
+    # One recording at a time: they share HOME, the working directory and the port.
+    lock = open("/tmp/desk-agent-corpus.lock", "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        sys.exit("another agent-scenarios.py is running (lock /tmp/desk-agent-corpus.lock)")
+    sanitize = make_sanitizer(a.bin_dir)
+    for agent_name in a.agents.split(","):
+        agent = AGENTS[agent_name](os.path.abspath(a.bin_dir))
+        for sc in a.scenarios.split(","):
+            if sc in ONLY and agent_name not in ONLY[sc]:
+                continue
+            run_scenario(agent, sc, SCENARIOS[sc], a, a.out, sanitize)
+
+
+if __name__ == "__main__":
+    main()

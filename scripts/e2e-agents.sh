@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Re-install the real coding agents into a scratch directory and re-record desk's agent corpus
+# (tests/data/agents/). Optional and slow (about 30 minutes on 2 cores): it needs the npm
+# registry and PyPI, and desk's normal test run never calls it.
+#
+# Usage: scripts/e2e-agents.sh [agent-scenarios.py options, e.g. --agents codex --scenarios turn]
+# Environment:
+#   CLAUDE_CODE_VERSION, CODEX_VERSION, OPENCODE_VERSION  npm versions (default: the versions the
+#                                                         committed corpus was recorded with;
+#                                                         "latest" to try new releases)
+#   DESK_AGENTS_DIR   scratch directory for the install (default: a new one under /tmp, removed
+#                     at the end unless DESK_AGENTS_KEEP=1)
+#   DESK_AGENTS_OUT   where to write the corpus (default: tests/data/agents in this repository)
+#
+# It uses /tmp/home and /tmp/work as the agents' neutral HOME and working directory, so that no
+# path of this machine ends up in the recordings; see tests/data/agents/README.md.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(dirname "$here")
+out=${DESK_AGENTS_OUT:-$repo/tests/data/agents}
+claude_v=${CLAUDE_CODE_VERSION:-2.1.197}
+codex_v=${CODEX_VERSION:-0.171.0}
+opencode_v=${OPENCODE_VERSION:-1.18.33}
+
+if [[ -n ${DESK_AGENTS_DIR:-} ]]; then
+    work=$DESK_AGENTS_DIR
+    mkdir -p "$work"
+else
+    work=$(mktemp -d /tmp/desk-agents.XXXXXX)
+    if [[ ${DESK_AGENTS_KEEP:-0} != 1 ]]; then
+        trap 'rm -rf "$work"' EXIT
+    fi
+fi
+
+echo "installing agents into $work" >&2
+(
+    cd "$work"
+    [[ -f package.json ]] || npm init -y >/dev/null
+    npm install --no-fund --no-audit \
+        "@anthropic-ai/claude-code@$claude_v" "@openai/codex@$codex_v" "opencode-ai@$opencode_v" >&2
+)
+bin=$work/node_modules/.bin
+for b in claude codex opencode; do
+    printf '%-9s %s\n' "$b" "$("$bin/$b" --version 2>&1 | head -n1)" >&2
+done
+
+# The recorder's screen model (pyte) lives in a private virtualenv, not in the system Python.
+if [[ ! -x $work/venv/bin/python ]]; then
+    python3 -m venv "$work/venv"
+    "$work/venv/bin/pip" install --quiet pyte
+fi
+
+"$work/venv/bin/python" "$here/agent-scenarios.py" --bin-dir "$bin" --out "$out" "$@"
+
+# Each recorded file stays small, and nothing machine-specific leaks into it.
+status=0
+while IFS= read -r f; do
+    echo "too large (> 300 KB): $f" >&2
+    status=1
+done < <(find "$out" -type f -size +300k)
+host=$(hostname)
+for needle in "$work" "$HOME" "$host"; do
+    [[ -n $needle && $needle != / && ${#needle} -gt 3 ]] || continue
+    if grep -rlF -- "$needle" "$out" >/dev/null 2>&1; then
+        echo "machine-specific string '$needle' found in:" >&2
+        grep -rlF -- "$needle" "$out" >&2
+        status=1
+    fi
+done
+exit $status
