@@ -123,7 +123,7 @@ class Codex(Agent):
         lines = [
             'model = "fake-model"',
             'model_provider = "fake"',
-            'check_for_update_on_startup = false',
+        ] + ([] if scenario == "daemon" else ['check_for_update_on_startup = false']) + [
             'notify = ["python3", "%s/hook-log.py", "%s", "codex-notify"]' % (HOOKS_DIR, HOOK_LOG),
             '',
             '[model_providers.fake]',
@@ -140,9 +140,14 @@ class Codex(Agent):
             "type": "command", "timeout": 3,
             "command": "python3 %s/hook-log.py %s codex-hook %s" % (HOOKS_DIR, HOOK_LOG, ev)}]}]
             for ev in CODEX_EVENTS}}
+        argv = [os.path.join(self.bin_dir, "codex")]
+        if scenario == "daemon":
+            # Codex's plain default: no daemon-related flags, no hooks (hooks.json would need
+            # the bypass flag or a trust review), no update-check setting
+            return argv, {"CODEX_HOME": codex_home, "FAKE_API_KEY": "fake-key"}
         with open(codex_home + "/hooks.json", "w") as f:
             json.dump(hooks, f, indent=1)
-        argv = [os.path.join(self.bin_dir, "codex"), "--no-daemon"]
+        argv.append("--no-daemon")
         if scenario != "first-run":
             argv.append("--dangerously-bypass-hook-trust")
         return argv, {"CODEX_HOME": codex_home, "FAKE_API_KEY": "fake-key"}
@@ -249,7 +254,8 @@ def reset_dirs():
 class Run:
     """What a scenario function gets: the recorder plus evidence readers."""
 
-    def __init__(self, agent, rec, api_log, wall0, fake):
+    def __init__(self, agent, rec, api_log, wall0, fake, run_id=None):
+        self.run_id = run_id
         self.agent = agent
         self.rec = rec
         self.api_log = api_log
@@ -426,7 +432,7 @@ def run_scenario(agent, scenario, fn, opts, out_dir, sanitize):
     wall0 = time.time()
     rec = Recorder(argv, prefix, env=full_env, cwd=WORK, answer=spec.get("answer", True),
                    kitty=spec.get("kitty", False))
-    run = Run(agent, rec, api_log, wall0, fake)
+    run = Run(agent, rec, api_log, wall0, fake, run_id)
     error = None
     try:
         fn(run)
@@ -887,6 +893,47 @@ def sc_early_2004(run):
     sc_early(run, "2004")
 
 
+def run_processes(run):
+    """Processes of this run (found by the marker variable), as the agent's process tree."""
+    out = []
+    for pid in sorted(int(p) for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            with open("/proc/%d/environ" % pid, "rb") as f:
+                marked = ("DESK_CORPUS_RUN=" + run.run_id).encode() in f.read()
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                argv = [a.decode("utf-8", "replace") for a in f.read().split(b"\0") if a]
+            # a daemon may clear its environment; it still runs from under this run's HOME
+            if not marked and not (argv and argv[0].startswith(HOME + "/")):
+                continue
+            with open("/proc/%d/stat" % pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ppid, sid = int(fields[1]), int(fields[3])
+        out.append({"pid": pid, "is_agent": pid == run.rec.pid, "parent_is_agent": ppid == run.rec.pid,
+                    "in_agent_session": sid == run.rec.pid,
+                    "cmd": " ".join([os.path.basename(argv[0])] + argv[1:])[:160] if argv else "?"})
+    return out
+
+
+def sc_daemon(run):
+    """Codex without --no-daemon: which processes it starts, and which outlive the TUI."""
+    rec = run.rec
+    run.wait_ready(60)
+    rec.wait_quiet(1000, 10)
+    run.prompt("hello TOKEN-daemon")
+    run.results["submitted"] = run.wait_api("TOKEN-daemon", 15) is not None
+    run.wait_idle(30)
+    rec.snap("idle")
+    # the daemon is installed and started in the background; give it time
+    rec.wait_until(lambda: len(run_processes(run)) > 2, 30, 0.5)
+    run.results["while_running"] = run_processes(run)
+    rec.mark("SIGHUP to the agent's process group")
+    rec.stop()
+    time.sleep(3.0)
+    run.results["after_agent_exit"] = run_processes(run)
+
+
 def sc_hooks(run):
     """A whole session for the hook log: prompt, tool approval, compaction, exit command."""
     rec = run.rec
@@ -960,8 +1007,10 @@ SCENARIOS = {
     "early-2004": sc_early_2004,
     "hooks": sc_hooks,
     "focus-out": sc_focus_out,
+    "daemon": sc_daemon,
 }
-ONLY = {"trust-dialog": {"claude"}, "api-key-dialog": {"claude"}, "startup-noplugin": {"opencode"}}
+ONLY = {"trust-dialog": {"claude"}, "api-key-dialog": {"claude"}, "startup-noplugin": {"opencode"},
+        "daemon": {"codex"}}
 
 
 def main():

@@ -60,12 +60,12 @@ KEYS = {
 NOISY_MODES = {"25", "2026"}
 
 QUERY_RE = re.compile(
-    rb"\x1b\[(?P<csi_priv>[?>=<]?)(?P<csi_args>[0-9;]*)(?P<csi_inter>\$?)(?P<csi_final>[cnqtpu])"
+    rb"\x1b\[(?P<kb_op>[>=<])(?P<kb_args>[0-9;]*)u"
+    rb"|\x1b\[(?P<csi_priv>[?>=<]?)(?P<csi_args>[0-9;]*)(?P<csi_inter>\$?)(?P<csi_final>[cnqtpu])"
     rb"|\x1b\](?P<osc_num>[0-9]+);(?P<osc_body>[^\x07\x1b]*)(?:\x07|\x1b\\)"
     rb"|\x1bP(?P<dcs>[^\x1b]*)\x1b\\"
     rb"|\x1b_(?P<apc>[^\x1b]*)\x1b\\"
     rb"|\x1b\[(?P<mode_priv>\?)(?P<mode_args>[0-9;]+)(?P<mode_final>[hl])"
-    rb"|\x1b\[(?P<kb_op>[>=<])(?P<kb_args>[0-9;]*)u"
     rb"|\x1b\[>(?P<mok_args>4(?:;[0-9]+)?)m"
     rb"|\x1b(?P<keypad>[=>])"
 )
