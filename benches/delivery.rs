@@ -7,6 +7,7 @@
 //! - fleet: 20 sessions × 20 prompts sent as fast as the CLI goes; the time until all 400 are
 //!   delivered, and the per-item latency desk recorded (items released together are delivered
 //!   as one digest, as intended).
+//!
 //! Options: `--runs N` (latency samples, default 40).
 
 use std::path::{Path, PathBuf};
@@ -139,17 +140,24 @@ fn main() {
         fleet_recorded.push(recorded_ms(&done).unwrap_or(f64::NAN));
     }
     let all = t0.elapsed().as_secs_f64();
-    let digests = ids.iter().filter(|id| item(&home, id)["digest_with"].as_array().is_some_and(|d| !d.is_empty())).count();
+    let digests =
+        ids.iter().filter(|id| item(&home, id)["digest_with"].as_array().is_some_and(|d| !d.is_empty())).count();
     let (fm, fp, fx) = stats(fleet_recorded);
     cleanup(&home);
 
     println!("## Delivery latency\n");
-    println!("Demo agent in a real session under `desk serve`; {runs} prompts, one at a time, each to an idle agent.\n");
+    println!(
+        "Demo agent in a real session under `desk serve`; {runs} prompts, one at a time, each to an idle agent.\n"
+    );
     println!("| measure | median ms | p95 ms | max ms |\n|---|---|---|---|");
-    println!("| `desk send` start → daemon reports delivered (wall, polled every 2 ms) | {wm:.1} | {wp:.1} | {wx:.1} |");
+    println!(
+        "| `desk send` start → daemon reports delivered (wall, polled every 2 ms) | {wm:.1} | {wp:.1} | {wx:.1} |"
+    );
     println!("| item created → delivered (desk's own record) | {rm:.1} | {rp:.1} | {rx:.1} |");
     println!("\n## Fleet: 20 sessions × 20 prompts\n");
-    println!("400 prompts sent with `desk send` in {sent:.1} s; all delivered (verified) {all:.1} s after the first send.");
+    println!(
+        "400 prompts sent with `desk send` in {sent:.1} s; all delivered (verified) {all:.1} s after the first send."
+    );
     println!("{digests} of the 400 were delivered inside digests (items released together become one prompt).\n");
     println!("| measure | median ms | p95 ms | max ms |\n|---|---|---|---|");
     println!("| item created → delivered (desk's own record) | {fm:.1} | {fp:.1} | {fx:.1} |");

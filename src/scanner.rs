@@ -89,7 +89,7 @@ impl Mode {
 
 /// Something the scanner recognised.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(tag = "event", rename_all = "snake_case")]
 pub enum ScanEvent {
     /// OSC 0 or OSC 2.
     Title {
@@ -108,6 +108,11 @@ pub enum ScanEvent {
     Mode {
         mode: Mode,
         on: bool,
+    },
+    /// The program reported its own state (Codex's OSC 7501 `state=<state>[:key=value...]`).
+    StateReport {
+        state: String,
+        kind: Option<String>,
     },
 }
 
@@ -383,6 +388,22 @@ impl Scanner {
                     out.push(ScanEvent::Notification { title: None, body: cut(rest, NOTIFICATION_CAP) });
                 }
             }
+            b"7501" => {
+                // `state=working:app=codex[:kind=permission]`
+                let text = cut(rest, TITLE_CAP);
+                let mut state = None;
+                let mut kind = None;
+                for part in text.split(':') {
+                    if let Some(v) = part.strip_prefix("state=") {
+                        state = Some(v.to_string());
+                    } else if let Some(v) = part.strip_prefix("kind=") {
+                        kind = Some(v.to_string());
+                    }
+                }
+                if let Some(state) = state {
+                    out.push(ScanEvent::StateReport { state, kind });
+                }
+            }
             b"777" => {
                 let mut parts = rest.splitn(3, |b| *b == b';');
                 if parts.next() == Some(b"notify") {
@@ -478,6 +499,19 @@ mod tests {
         );
         // ConEmu progress shares OSC 9 but is not a notification.
         assert_eq!(scan(b"\x1b]9;4;1;50\x07"), vec![]);
+    }
+
+    #[test]
+    fn program_state_reports_are_read() {
+        assert_eq!(
+            scan(b"\x1b]7501;state=blocked:app=codex:kind=permission\x1b\\"),
+            vec![ScanEvent::StateReport { state: "blocked".into(), kind: Some("permission".into()) }]
+        );
+        assert_eq!(
+            scan(b"\x1b]7501;state=working:app=codex\x07"),
+            vec![ScanEvent::StateReport { state: "working".into(), kind: None }]
+        );
+        assert_eq!(scan(b"\x1b]7501;app=codex\x07"), vec![]);
     }
 
     #[test]
@@ -620,6 +654,9 @@ pub fn fuzz_check(data: &[u8]) {
                 assert!(title.as_ref().is_none_or(|t| t.len() <= TITLE_CAP));
             }
             ScanEvent::Bell | ScanEvent::Mode { .. } => {}
+            ScanEvent::StateReport { state, kind } => {
+                assert!(state.len() <= TITLE_CAP && kind.as_ref().is_none_or(|k| k.len() <= TITLE_CAP));
+            }
         }
     }
 }

@@ -645,6 +645,14 @@ impl Engine {
                 );
             }
         }
+        if live.rules.delivery.hold_while_working && live.activity == Activity::Working {
+            self.set_hold(
+                session,
+                "the agent is working and would take a prompt now as an interruption of its turn; waiting for it to finish",
+                now_ms,
+            );
+            return;
+        }
         let idle = live.activity == Activity::Idle;
         let releasable: Vec<ItemId> = queued
             .iter()

@@ -23,6 +23,7 @@ pub struct DeliverySpec {
     input_bottom: Option<String>,
     input_rows: Option<usize>,
     placeholder: Option<String>,
+    hold_while_working: Option<bool>,
 }
 
 #[derive(Debug, Clone)]
@@ -42,6 +43,9 @@ pub struct DeliverySettings {
     pub input_bottom: Option<Regex>,
     pub input_rows: usize,
     pub placeholder: Option<Regex>,
+    /// Hold delivery while the agent is working: for agents that take a prompt typed mid-turn
+    /// as an interruption (Codex steers the running turn) rather than queueing it.
+    pub hold_while_working: bool,
 }
 
 /// 0 ms: most agents take an Enter in the same read as the paste's end marker; those that do
@@ -77,6 +81,7 @@ impl DeliverySettings {
             input_bottom: re("input_bottom", &spec.input_bottom)?,
             input_rows: spec.input_rows.unwrap_or(DEFAULT_INPUT_ROWS).max(1),
             placeholder: re("placeholder", &spec.placeholder)?,
+            hold_while_working: spec.hold_while_working.unwrap_or(false),
         })
     }
 

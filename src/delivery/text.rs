@@ -130,7 +130,8 @@ pub fn presence(rows: &[String], fp: &Fingerprint, placeholder: Option<&Regex>) 
 }
 
 /// The rows of a screen that form the agent's input area: between the last row matching
-/// `bottom` and the nearest row above it matching `top`, or the last `fallback` rows.
+/// `bottom` and the nearest row above it matching `top`; with only `bottom`, the `fallback`
+/// rows above the last row matching it; without either, the last `fallback` rows.
 pub fn input_area<'a>(
     lines: &'a [String],
     top: Option<&Regex>,
@@ -139,11 +140,17 @@ pub fn input_area<'a>(
 ) -> &'a [String] {
     let end = lines.iter().rposition(|l| !l.trim().is_empty()).map_or(0, |i| i + 1);
     let lines = &lines[..end];
-    if let (Some(top), Some(bottom)) = (top, bottom)
+    if let Some(bottom) = bottom
         && let Some(b) = lines.iter().rposition(|l| bottom.is_match(l))
-        && let Some(t) = lines[..b].iter().rposition(|l| top.is_match(l))
     {
-        return &lines[t + 1..b];
+        match top {
+            Some(top) => {
+                if let Some(t) = lines[..b].iter().rposition(|l| top.is_match(l)) {
+                    return &lines[t + 1..b];
+                }
+            }
+            None => return &lines[b.saturating_sub(fallback)..b],
+        }
     }
     &lines[lines.len().saturating_sub(fallback)..]
 }
@@ -229,5 +236,6 @@ mod tests {
         let bottom = Regex::new("^╰").unwrap();
         assert_eq!(input_area(&lines, Some(&top), Some(&bottom), 3), &lines[3..4]);
         assert_eq!(input_area(&lines, None, None, 2), &lines[4..6]);
+        assert_eq!(input_area(&lines, None, Some(&bottom), 1), &lines[3..4]);
     }
 }

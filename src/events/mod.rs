@@ -73,6 +73,11 @@ pub enum EventBody {
         cols: u16,
         rows: u16,
     },
+    /// The program reported its own state in its output (Codex's OSC 7501).
+    Report {
+        state: String,
+        kind: Option<String>,
+    },
     /// A hook invocation reached the master.
     Hook {
         provider: String,
@@ -118,6 +123,7 @@ impl EventBody {
             EventBody::Attach { .. } => "attach",
             EventBody::Detach { .. } => "detach",
             EventBody::Resize { .. } => "resize",
+            EventBody::Report { .. } => "report",
             EventBody::Hook { .. } => "hook",
             EventBody::State { .. } => "state",
             EventBody::Exit { .. } => "exit",
@@ -148,6 +154,8 @@ impl EventBody {
                 format!("{} ({reason})", format!("detach client {client} ({role:?})").to_lowercase())
             }
             EventBody::Resize { cols, rows } => format!("resize {cols}x{rows}"),
+            EventBody::Report { state, kind: Some(k) } => format!("the program reports {state} ({k})"),
+            EventBody::Report { state, kind: None } => format!("the program reports {state}"),
             EventBody::Hook { provider, event, detail } => match detail {
                 Some(d) => format!("hook {provider} {event}: {d}"),
                 None => format!("hook {provider} {event}"),

@@ -65,6 +65,11 @@ impl Master {
                     let changes = self.authority.on_notification(&text, now, now_ms());
                     self.announce(changes);
                 }
+                ScanEvent::StateReport { state, kind } => {
+                    self.emit(EventBody::Report { state: state.clone(), kind: kind.clone() });
+                    let changes = self.authority.on_report(&state, kind.as_deref(), now, now_ms());
+                    self.announce(changes);
+                }
                 ScanEvent::Mode { mode, on } => {
                     self.emit(EventBody::Mode { mode, on });
                     let changes = self.authority.on_mode(mode, on, now, now_ms());

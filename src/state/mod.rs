@@ -157,6 +157,8 @@ pub struct Authority {
     health: AxisView<Health>,
     ready: bool,
     hook: Option<Claim>,
+    /// The program's own report of its state (Codex's OSC 7501).
+    report: Option<Claim>,
     screen: Option<Claim>,
     title: Option<Claim>,
     notification: Option<Claim>,
@@ -192,6 +194,7 @@ impl Authority {
             health: AxisView { value: Health::Ok, since_ms: now_ms, evidence },
             ready: false,
             hook: None,
+            report: None,
             screen: None,
             title: None,
             notification: None,
@@ -301,6 +304,15 @@ impl Authority {
 
     /// Evaluate the screen rules over the visible rows.
     pub fn on_screen(&mut self, rows: &[String], now: Instant, now_ms: u64) -> Vec<Change> {
+        let mut changes = Vec::new();
+        let ready_rule = self
+            .rules
+            .match_screen(rows)
+            .filter(|r| r.activity == Activity::Idle && self.rules.ready_on.contains(&ReadySignal::Screen))
+            .map(|r| format!("{} on screen", r.name));
+        if let Some(detail) = ready_rule {
+            self.become_ready("screen", &detail, now_ms, &mut changes);
+        }
         match self.rules.match_screen(rows) {
             Some(rule) => {
                 let same = self.screen.as_ref().is_some_and(|c| c.detail == rule.name);
@@ -327,7 +339,8 @@ impl Authority {
         {
             self.notification = None;
         }
-        self.settle(now, now_ms)
+        changes.extend(self.settle(now, now_ms));
+        changes
     }
 
     pub fn on_hook(&mut self, fact: &HookFact, now: Instant, now_ms: u64) -> Vec<Change> {
@@ -375,6 +388,34 @@ impl Authority {
         changes
     }
 
+    /// The program reported its state in its output (`working`, `idle`, `done`, `blocked`).
+    pub fn on_report(&mut self, state: &str, kind: Option<&str>, now: Instant, now_ms: u64) -> Vec<Change> {
+        let (activity, wait) = match state {
+            "working" => (Activity::Working, None),
+            "idle" | "done" => (Activity::Idle, None),
+            "blocked" => {
+                let wait = match kind {
+                    Some("permission") | None => "approval".to_string(),
+                    Some(other) => other.to_string(),
+                };
+                (Activity::Blocked, Some(wait))
+            }
+            _ => return Vec::new(),
+        };
+        let expires = (activity == Activity::Working).then(|| now + self.rules.leases.hook_working);
+        let detail = match kind {
+            Some(k) => format!("state={state} ({k})"),
+            None => format!("state={state}"),
+        };
+        let mut changes = Vec::new();
+        if self.rules.ready_on.contains(&ReadySignal::Report) {
+            self.become_ready("report", &detail, now_ms, &mut changes);
+        }
+        self.report = Some(Claim { activity, wait, detail, at: now, at_ms: now_ms, expires });
+        changes.extend(self.settle(now, now_ms));
+        changes
+    }
+
     pub fn on_exit(&mut self, detail: &str, now: Instant, now_ms: u64) -> Vec<Change> {
         let mut changes = Vec::new();
         if self.lifecycle.value != Lifecycle::Exited {
@@ -382,6 +423,7 @@ impl Authority {
             changes.push(self.set_lifecycle(Lifecycle::Exited, evidence));
         }
         self.hook = None;
+        self.report = None;
         self.screen = None;
         self.title = None;
         self.notification = None;
@@ -396,8 +438,10 @@ impl Authority {
 
     /// The next instant after `now` at which a lease or a health check may change the state.
     pub fn next_deadline(&self, now: Instant) -> Option<Instant> {
-        let leases =
-            [&self.hook, &self.screen, &self.title, &self.notification].into_iter().flatten().filter_map(|c| c.expires);
+        let leases = [&self.hook, &self.report, &self.screen, &self.title, &self.notification]
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c.expires);
         let hooks_due = self
             .rules
             .expect_hook_within
@@ -469,7 +513,9 @@ impl Authority {
             return (Activity::Unknown, None, e);
         }
         // A dialog on screen (or announced and not yet gone) is the most direct evidence.
-        for (source, claim) in [("screen", &self.screen), ("notification", &self.notification)] {
+        for (source, claim) in
+            [("screen", &self.screen), ("report", &self.report), ("notification", &self.notification)]
+        {
             if let Some(c) = claim
                 && c.activity == Activity::Blocked
             {
@@ -479,6 +525,7 @@ impl Authority {
         let hook_working_tools = self.open_tools > 0;
         for (source, claim) in [
             ("hook", &self.hook),
+            ("report", &self.report),
             ("screen", &self.screen),
             ("title", &self.title),
             ("notification", &self.notification),
@@ -491,7 +538,7 @@ impl Authority {
             }
         }
         // Working evidence that lapsed says so; otherwise there simply is none.
-        let lapsed = [("hook", &self.hook), ("screen", &self.screen), ("title", &self.title)]
+        let lapsed = [("hook", &self.hook), ("report", &self.report), ("screen", &self.screen), ("title", &self.title)]
             .into_iter()
             .filter_map(|(s, c)| c.as_ref().map(|c| (s, c)))
             .filter(|(_, c)| c.activity == Activity::Working)

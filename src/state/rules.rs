@@ -94,7 +94,8 @@ struct RuleFile {
     /// Health degrades when hooks are wired but none arrived this long after start.
     expect_hook_within_ms: Option<u64>,
     /// What counts as "the TUI is up": `mode` (bracketed paste switched on), `hook` (a
-    /// session-start hook), `quiet` (output quiet after start). Default: all three.
+    /// session-start hook), `quiet` (output quiet after start), `screen` (an idle screen rule
+    /// matched), `report` (an OSC 7501 state report). Default: mode, hook, quiet.
     #[serde(default = "default_ready_on")]
     ready_on: Vec<ReadySignal>,
     #[serde(default)]
@@ -110,9 +111,16 @@ struct RuleFile {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReadySignal {
+    /// Bracketed paste switched on.
     Mode,
+    /// A session-start hook.
     Hook,
+    /// Output quiet after start.
     Quiet,
+    /// A screen rule that claims `idle` matched (the agent's prompt is on screen).
+    Screen,
+    /// The agent reported its own state in-band (OSC 7501): it is connected and drawing.
+    Report,
 }
 
 fn default_ready_on() -> Vec<ReadySignal> {
