@@ -3,6 +3,7 @@
 //! helpers (`support`).
 
 mod attach;
+mod corpus;
 mod delivery;
 mod delivery_crash;
 mod demo_agent;
