@@ -121,7 +121,14 @@ pub fn wire_hooks(
     // runs it), and a command that already names its own hook wiring keeps it: desk does not
     // override what the user chose (and two copies of the flag would be refused).
     let is_agent = command.first().is_some_and(|p| guess(p) == provider);
-    let own = extra.first().is_some_and(|flag| command.iter().skip(1).any(|a| a == flag));
+    let own = command.iter().skip(1).any(|a| {
+        let a = a.to_string_lossy();
+        match provider {
+            // `-c` sets any config key; only a `notify=` of the user's own is theirs.
+            "codex" => a.starts_with("notify=") || a.starts_with("--config=notify="),
+            _ => extra.first().is_some_and(|flag| a == flag.to_string_lossy()),
+        }
+    });
     if !extra.is_empty() && is_agent && !own {
         command.splice(1..1, extra);
     }
@@ -160,6 +167,19 @@ mod wiring_tests {
         let dir = tempfile::tempdir().unwrap();
         let cmd = vec!["desk-demo-agent".into(), "--hook-cmd".into(), "mine".into()];
         assert_eq!(wire_hooks("demo", cmd.clone(), dir.path(), "/opt/desk".as_ref()).unwrap(), cmd);
+    }
+
+    #[test]
+    fn codex_gets_notify_unless_it_already_has_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let cmd = vec!["codex".into(), "-c".into(), "model=o3".into()];
+        let wired = wire_hooks("codex", cmd, dir.path(), "/opt/desk".as_ref()).unwrap();
+        assert_eq!(
+            wired[1..3],
+            [std::ffi::OsString::from("-c"), r#"notify=["/opt/desk","hook","--provider","codex"]"#.into()]
+        );
+        let own = vec!["codex".into(), "-c".into(), "notify=[\"mine\"]".into()];
+        assert_eq!(wire_hooks("codex", own.clone(), dir.path(), "/opt/desk".as_ref()).unwrap(), own);
     }
 
     #[test]
