@@ -547,3 +547,23 @@ fn a_crash_between_any_two_actions_never_loses_or_duplicates_a_prompt() {
         }
     }
 }
+
+#[test]
+fn a_provider_that_steers_mid_turn_gets_prompts_only_between_turns() {
+    // Codex takes a prompt typed mid-turn as an interruption of the running turn.
+    let mut w = started();
+    w.rules = Rc::new(RuleSet::builtin("codex"));
+    assert!(w.rules.delivery.hold_while_working);
+    w.activity = Activity::Working;
+    let view = w.view();
+    w.feed(Input::Session(view));
+    let id = w.item("next task");
+    w.settle(5_000);
+    assert_eq!(w.state_of(&id), State::Queued, "nothing is typed while the agent works");
+    assert!(w.agent.transcript.is_empty() && w.agent.input.is_empty());
+    w.activity = Activity::Idle;
+    let view = w.view();
+    w.feed(Input::Session(view));
+    w.settle(5_000);
+    assert_eq!(w.state_of(&id), State::Delivered);
+}
