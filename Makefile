@@ -38,5 +38,12 @@ fuzz:
 	cd fuzz && $(CARGO) fuzz run wire_decode -s none ../target/fuzz-corpus/wire_decode corpus/wire_decode -- -max_total_time=300 -max_len=16384
 	cd fuzz && $(CARGO) fuzz run scanner -s none ../target/fuzz-corpus/scanner corpus/scanner -- -max_total_time=300 -max_len=4096
 
+# Re-record the real agents (Claude Code, Codex, OpenCode, pinned versions; needs the npm
+# registry, ~30 min) into tests/data/agents/, then check desk's provider rules against the new
+# recordings. Not part of `make test`: it needs the network.
+e2e-agents:
+	bash scripts/e2e-agents.sh
+	$(CARGO) test --locked --test it corpus::
+
 clean:
 	$(CARGO) clean
