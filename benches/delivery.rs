@@ -143,6 +143,30 @@ fn main() {
     let digests =
         ids.iter().filter(|id| item(&home, id)["digest_with"].as_array().is_some_and(|d| !d.is_empty())).count();
     let (fm, fp, fx) = stats(fleet_recorded);
+    // Ground truth: every prompt is in its agent's prompt log exactly once. Prompts delivered
+    // mid-turn sit in the agent's own queue until its turns end, so give the logs time to settle.
+    let count_exact = || {
+        let mut exact = 0;
+        for n in &names {
+            let log =
+                desk::demo_agent::prompt_log::read_prompt_log(&home.join(format!("{n}.prompts"))).unwrap_or_default();
+            let lines: Vec<&str> = log.iter().flat_map(|r| r.prompt.lines()).map(str::trim_end).collect();
+            // A digest carries several prompts, each on its own line.
+            exact += (0..20)
+                .filter(|round| {
+                    let text = format!("fleet prompt {round} for {n}");
+                    lines.iter().filter(|l| l.ends_with(&text)).count() == 1
+                })
+                .count();
+        }
+        exact
+    };
+    let settle = Instant::now() + Duration::from_secs(60);
+    let mut exact = count_exact();
+    while exact < ids.len() && Instant::now() < settle {
+        std::thread::sleep(Duration::from_millis(50));
+        exact = count_exact();
+    }
     cleanup(&home);
 
     println!("## Delivery latency\n");
@@ -158,7 +182,8 @@ fn main() {
     println!(
         "400 prompts sent with `desk send` in {sent:.1} s; all delivered (verified) {all:.1} s after the first send."
     );
-    println!("{digests} of the 400 were delivered inside digests (items released together become one prompt).\n");
+    println!("{digests} of the 400 were delivered inside digests (items released together become one prompt).");
+    println!("{exact} of the 400 are in their agent's prompt log exactly once.\n");
     println!("| measure | median ms | p95 ms | max ms |\n|---|---|---|---|");
     println!("| item created → delivered (desk's own record) | {fm:.1} | {fp:.1} | {fx:.1} |");
 }
