@@ -68,6 +68,16 @@ fn wait_ready(home: &Path, name: &str) {
     });
 }
 
+/// Stops the daemon and kills every session of the bench's home when dropped, so that a panic
+/// mid-bench (or a closed stdout) does not leave a fleet running.
+struct Cleanup(PathBuf);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        cleanup(&self.0);
+    }
+}
+
 fn cleanup(home: &PathBuf) {
     let _ = Command::new(DESK).env("DESK_HOME", home).args(["serve", "--stop"]).output();
     if let Ok(out) = Command::new(DESK).env("DESK_HOME", home).args(["ls", "--json"]).output() {
@@ -88,6 +98,7 @@ fn main() {
     }
     let tmp = tempfile::Builder::new().prefix("desk-bench-delivery").tempdir().unwrap();
     let home = tmp.path().to_path_buf();
+    let _cleanup = Cleanup(home.clone());
     desk(&home, &["serve"]);
 
     // Latency: one idle agent, one prompt at a time (the agent's turn is short).

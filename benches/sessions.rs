@@ -609,17 +609,29 @@ fn idle(holders: &mut [Box<dyn Holder>], opts: &Opts) -> String {
     )
 }
 
+/// Every holder's sessions are stopped when the bench ends, by return or by panic.
+struct StopOnDrop(Vec<Box<dyn Holder>>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        for holder in &mut self.0 {
+            holder.stop_all();
+        }
+    }
+}
+
 fn main() {
     let opts = parse_opts();
     let ncpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     pin_self_to(1);
     let work = tempfile::Builder::new().prefix("desk-bench").tempdir().unwrap();
     let home = work.path().join("home");
-    let mut holders: Vec<Box<dyn Holder>> = vec![
+    let mut guard = StopOnDrop(vec![
         Box::new(Desk { exe: PathBuf::from(env!("CARGO_BIN_EXE_desk")), home, n: 0 }),
         Box::new(Dtach { dir: work.path().to_path_buf(), n: 0 }),
         Box::new(Tmux { label: format!("deskbench{}", std::process::id()), n: 0 }),
-    ];
+    ]);
+    let holders = &mut guard.0;
     let cpus = std::fs::read_to_string("/proc/cpuinfo")
         .unwrap_or_default()
         .lines()
@@ -632,12 +644,12 @@ fn main() {
     );
     let want = |what: &str| opts.only.as_deref().is_none_or(|o| o == what);
     if want("fanout") {
-        println!("## Fan-out\n\n{}", fanout(&mut holders, &opts, work.path()));
+        println!("## Fan-out\n\n{}", fanout(holders, &opts, work.path()));
     }
     if want("attach") {
-        println!("## Attach to a full screen\n\n{}", attach_latency(&mut holders, &opts, work.path()));
+        println!("## Attach to a full screen\n\n{}", attach_latency(holders, &opts, work.path()));
     }
     if want("idle") {
-        println!("## Idle holder\n\n{}", idle(&mut holders, &opts));
+        println!("## Idle holder\n\n{}", idle(holders, &opts));
     }
 }
