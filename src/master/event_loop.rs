@@ -64,6 +64,11 @@ pub const INPUT_QUEUE_LIMIT: usize = 1 << 20;
 /// since) is disconnected: it is not reading at all, and holding its queue helps nobody.
 pub const SLOW_CLIENT_DEADLINE: Duration = Duration::from_secs(15);
 
+/// A connection must complete its HELLO within this long. Every desk client sends HELLO at once;
+/// a peer that connects and says nothing (a stuck script, a port scanner of sockets) would
+/// otherwise hold one of the session's client slots for ever.
+pub const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(10);
+
 /// After the child exits, clients get this long to read the last output and the EXIT frame.
 const EXIT_FLUSH_DEADLINE: Duration = Duration::from_secs(2);
 
@@ -397,8 +402,14 @@ impl Master {
                 continue;
             }
             debug!(client = token.0, peer_pid = pid, "client connected");
-            self.clients.insert(token, Client::new(stream, Some(pid), now));
+            self.admit(token, Client::new(stream, Some(pid), now), now);
         }
+    }
+
+    /// Take a connected client in; it has [`HANDSHAKE_DEADLINE`] to say HELLO.
+    fn admit(&mut self, token: Token, client: Client, now: Instant) {
+        self.clients.insert(token, client);
+        self.timers.arm(now + HANDSHAKE_DEADLINE, Timer::Handshake(token));
     }
 
     fn client_readable(&mut self, token: Token, now: Instant) {
@@ -768,6 +779,14 @@ impl Master {
                         self.state_quiet(now);
                     }
                 }
+                Timer::Handshake(token) => {
+                    let Some(client) = self.clients.get_mut(&token) else { continue };
+                    if client.role.is_none() && client.closing.is_none() && client.alive() {
+                        let reason = format!("no HELLO within {} s of connecting", HANDSHAKE_DEADLINE.as_secs());
+                        warn!(client = token.0, "{reason}");
+                        client.close_with(Frame::error(ErrorCode::BadHello, reason.clone()), reason);
+                    }
+                }
                 Timer::SlowClient(token) => {
                     let Some(client) = self.clients.get_mut(&token) else { continue };
                     match client.behind_since {
@@ -951,7 +970,7 @@ mod tests {
             self.master.next_client += 1;
             let mut client = Client::new(mio::net::UnixStream::from_std(ours), None, Instant::now());
             client.writable = true;
-            self.master.clients.insert(token, client);
+            self.master.admit(token, client, Instant::now());
             (token, theirs)
         }
 
@@ -989,6 +1008,28 @@ mod tests {
             Frame::Error { code, .. } => Some(*code),
             _ => None,
         }
+    }
+
+    #[test]
+    fn a_client_that_never_says_hello_is_closed_at_the_deadline() {
+        let mut rig = rig(0);
+        let before = Instant::now();
+        let (silent, mut silent_peer) = rig.connect();
+        let (talker, mut talker_peer) = rig.connect();
+        rig.send(talker, hello(Role::Query));
+        rig.master.fire_timers(before + HANDSHAKE_DEADLINE - Duration::from_millis(1));
+        rig.master.settle(Instant::now());
+        assert!(received(&mut silent_peer).0.is_empty(), "closed before the deadline");
+        rig.master.fire_timers(Instant::now() + HANDSHAKE_DEADLINE);
+        rig.master.settle(Instant::now());
+        let (frames, closed) = received(&mut silent_peer);
+        assert_eq!(frames.iter().map(error_code).collect::<Vec<_>>(), vec![Some(ErrorCode::BadHello)]);
+        assert!(closed);
+        assert!(!rig.master.clients.contains_key(&silent));
+        // The welcomed client is untouched.
+        let (_, closed) = received(&mut talker_peer);
+        assert!(!closed);
+        assert!(rig.master.clients.contains_key(&talker));
     }
 
     #[test]

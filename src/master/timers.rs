@@ -13,6 +13,8 @@ use std::time::Instant;
 pub enum Timer {
     /// A kill request's grace period ended: SIGKILL the session if the child still runs.
     Escalate,
+    /// This client's handshake deadline: close it if it has not said HELLO.
+    Handshake(Token),
     /// Check whether this client is still behind the output stream.
     SlowClient(Token),
     /// Journal the latest title held back by the title rate limit.
