@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use crate::events::Axis;
 pub use hooks::{Fact, HookFact};
-pub use rules::{ReadySignal, RuleSet};
+pub use rules::{ReadySignal, Rule, RuleSet};
 
 /// Longest health reason kept: a short sentence.
 pub const REASON_CAP: usize = 160;
@@ -142,6 +142,18 @@ struct Claim {
 }
 
 impl Claim {
+    /// A rule's claim; working claims hold for `lease` unless renewed.
+    fn from_rule(rule: &Rule, lease: Duration, now: Instant, now_ms: u64) -> Claim {
+        Claim {
+            activity: rule.activity,
+            wait: rule.wait.clone(),
+            detail: rule.name.clone(),
+            at: now,
+            at_ms: now_ms,
+            expires: (rule.activity == Activity::Working).then(|| now + lease),
+        }
+    }
+
     fn valid(&self, now: Instant) -> bool {
         self.expires.is_none_or(|t| now < t)
     }
@@ -271,15 +283,7 @@ impl Authority {
             Some(rule) => {
                 let renew = changed || self.title.as_ref().is_none_or(|c| c.detail != rule.name);
                 if renew {
-                    let expires = (rule.activity == Activity::Working).then(|| now + self.rules.leases.title_working);
-                    self.title = Some(Claim {
-                        activity: rule.activity,
-                        wait: rule.wait.clone(),
-                        detail: rule.name.clone(),
-                        at: now,
-                        at_ms: now_ms,
-                        expires,
-                    });
+                    self.title = Some(Claim::from_rule(rule, self.rules.leases.title_working, now, now_ms));
                 }
             }
             None => self.title = None,
@@ -289,15 +293,7 @@ impl Authority {
 
     pub fn on_notification(&mut self, text: &str, now: Instant, now_ms: u64) -> Vec<Change> {
         if let Some(rule) = self.rules.match_notification(text) {
-            let expires = (rule.activity == Activity::Working).then(|| now + self.rules.leases.title_working);
-            self.notification = Some(Claim {
-                activity: rule.activity,
-                wait: rule.wait.clone(),
-                detail: rule.name.clone(),
-                at: now,
-                at_ms: now_ms,
-                expires,
-            });
+            self.notification = Some(Claim::from_rule(rule, self.rules.leases.title_working, now, now_ms));
         }
         self.settle(now, now_ms)
     }
@@ -305,28 +301,19 @@ impl Authority {
     /// Evaluate the screen rules over the visible rows.
     pub fn on_screen(&mut self, rows: &[String], now: Instant, now_ms: u64) -> Vec<Change> {
         let mut changes = Vec::new();
-        let ready_rule = self
-            .rules
-            .match_screen(rows)
-            .filter(|r| r.activity == Activity::Idle && self.rules.ready_on.contains(&ReadySignal::Screen))
-            .map(|r| format!("{} on screen", r.name));
-        if let Some(detail) = ready_rule {
-            self.become_ready("screen", &detail, now_ms, &mut changes);
+        let matched = self.rules.match_screen(rows).cloned();
+        if let Some(rule) = &matched
+            && rule.activity == Activity::Idle
+            && self.rules.ready_on.contains(&ReadySignal::Screen)
+        {
+            self.become_ready("screen", &format!("{} on screen", rule.name), now_ms, &mut changes);
         }
-        match self.rules.match_screen(rows) {
+        match matched {
             Some(rule) => {
                 let same = self.screen.as_ref().is_some_and(|c| c.detail == rule.name);
                 if !same {
                     // Renewed by every chunk of output (see on_output).
-                    let expires = (rule.activity == Activity::Working).then(|| now + self.rules.leases.screen_working);
-                    self.screen = Some(Claim {
-                        activity: rule.activity,
-                        wait: rule.wait.clone(),
-                        detail: rule.name.clone(),
-                        at: now,
-                        at_ms: now_ms,
-                        expires,
-                    });
+                    self.screen = Some(Claim::from_rule(&rule, self.rules.leases.screen_working, now, now_ms));
                 }
             }
             None => self.screen = None,
