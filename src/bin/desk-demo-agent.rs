@@ -5,7 +5,13 @@ use clap::Parser;
 use desk::demo_agent::{Args, event_loop};
 
 fn main() {
-    let result = Args::parse().into_config().and_then(event_loop::run);
+    let args = Args::parse();
+    if let Some(cast) = &args.replay {
+        let Err(e) = desk::demo_agent::replay::run(cast, args.replay_speed, args.replay_until);
+        eprintln!("desk-demo-agent: error: {e:#}");
+        std::process::exit(1);
+    }
+    let result = args.into_config().and_then(event_loop::run);
     match result {
         Ok(request) => event_loop::exit_process(request),
         Err(e) => {

@@ -209,6 +209,20 @@ pub struct Args {
     /// session_id reported to hooks (default: a fresh random UUID).
     #[arg(long, value_name = "ID")]
     pub session_id: Option<String>,
+
+    /// Instead of being the demo agent, play back the output of a recorded agent (an
+    /// asciicast v2 file, e.g. tests/data/agents/claude/approval.cast) with its timing, then
+    /// stay silent until killed. Every other flag is ignored.
+    #[arg(long, value_name = "FILE")]
+    pub replay: Option<std::path::PathBuf>,
+
+    /// With --replay: play this many times faster than recorded.
+    #[arg(long, value_name = "FACTOR", default_value_t = 1.0)]
+    pub replay_speed: f64,
+
+    /// With --replay: stop at this many seconds of recording time.
+    #[arg(long, value_name = "SECS")]
+    pub replay_until: Option<f64>,
 }
 
 impl Args {

@@ -14,6 +14,7 @@
 //! [`input`] decodes terminal bytes; [`composer`] holds the input box's text; [`render`] turns
 //! a frame into bytes; [`hook`] builds hook JSON; [`config`] is the flag surface. The I/O edge
 //! is [`event_loop`] (one thread, mio), with [`terminal`], [`prompt_log`] and [`hook_runner`].
+//! [`replay`] is a second, separate mode: it plays back a recorded real agent instead.
 
 pub mod agent;
 pub mod composer;
@@ -24,6 +25,7 @@ pub mod hook_runner;
 pub mod input;
 pub mod prompt_log;
 pub mod render;
+pub mod replay;
 pub mod terminal;
 pub mod text;
 

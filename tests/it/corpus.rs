@@ -339,3 +339,85 @@ fn opencode_is_not_ready_when_bracketed_paste_comes_on_but_only_at_its_prompt() 
     }
     assert_eq!(auth.lifecycle(), Lifecycle::Starting);
 }
+
+// ----- the same recordings in real sessions -----
+
+/// The recording time of a labelled screenshot in `<agent>/<scenario>.screens.txt`.
+fn screenshot_time(agent: &str, scenario: &str, label: &str) -> f64 {
+    let text = std::fs::read_to_string(dir().join(format!("{agent}/{scenario}.screens.txt"))).expect("screenshots");
+    text.lines()
+        .filter_map(|l| l.strip_prefix("===== "))
+        .find_map(|l| {
+            let mut words = l.split_whitespace();
+            (words.next() == Some(label)).then(|| words.find_map(|w| w.strip_prefix("t=")?.parse().ok()))?
+        })
+        .unwrap_or_else(|| panic!("no screenshot {label:?} in {agent}/{scenario}"))
+}
+
+/// Play a recording up to a screenshot in a real session (real master, PTY, scanner, screen
+/// model, authority, `desk ls`/`desk explain`) under the provider's rules, without hooks, and
+/// wait for desk to show `activity` (with `wait`). Returns `desk explain --json`.
+fn live_replay(agent: &str, scenario: &str, label: &str, activity: &str, wait: Option<&str>) -> serde_json::Value {
+    let home = crate::support::Home::new();
+    let until = screenshot_time(agent, scenario, label);
+    // About two seconds of wall time whatever the recording's length.
+    let speed = (until / 2.0).max(1.0);
+    let cast = dir().join(format!("{agent}/{scenario}.cast"));
+    home.ok(&[
+        "new",
+        "rec",
+        "--provider",
+        agent,
+        "--size",
+        "120x40",
+        "--",
+        env!("CARGO_BIN_EXE_desk-demo-agent"),
+        "--replay",
+        cast.to_str().expect("utf-8 path"),
+        "--replay-speed",
+        &speed.to_string(),
+        "--replay-until",
+        &until.to_string(),
+    ]);
+    let session = crate::support::eventually(&format!("{agent}/{scenario} at {label} to show {activity}"), || {
+        let s = home.session("rec").ok_or("no session")?;
+        let state = &s["state"];
+        if state["activity"]["value"] == activity && state["wait"].as_str() == wait {
+            Ok(s)
+        } else {
+            Err(state.to_string())
+        }
+    });
+    let explain: serde_json::Value =
+        serde_json::from_str(&home.ok(&["explain", "rec", "--json"])).expect("explain --json is JSON");
+    assert_eq!(session["state"]["lifecycle"]["value"], "running", "{session}");
+    explain
+}
+
+#[test]
+fn claude_code_approval_dialog_in_a_real_session_is_blocked_on_approval() {
+    let explain = live_replay("claude", "approval", "dialog-bash", "blocked", Some("approval"));
+    assert_eq!(explain["state"]["activity"]["evidence"]["source"], "screen", "{explain:#}");
+}
+
+#[test]
+fn claude_code_question_in_a_real_session_is_blocked_on_a_question() {
+    live_replay("claude", "question", "question", "blocked", Some("question"));
+}
+
+#[test]
+fn codex_approval_in_a_real_session_is_blocked_on_approval() {
+    live_replay("codex", "approval", "dialog-bash", "blocked", Some("approval"));
+}
+
+#[test]
+fn codex_idle_after_a_turn_in_a_real_session_is_idle_by_its_own_report() {
+    let explain = live_replay("codex", "turn", "idle-after", "idle", None);
+    assert_eq!(explain["state"]["activity"]["evidence"]["source"], "report", "{explain:#}");
+}
+
+#[test]
+fn opencode_working_and_approval_in_real_sessions() {
+    live_replay("opencode", "turn", "working", "working", None);
+    live_replay("opencode", "approval", "dialog-bash", "blocked", Some("approval"));
+}
