@@ -198,7 +198,10 @@ fn peer_probe_helper() {
         Ok(stream) => {
             stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
             let mut wire = Wire { stream, decoder: desk::wire::FrameDecoder::new() };
-            wire.send(&Frame::Hello { version: PROTOCOL_VERSION, role: Role::Controller, cols: 80, rows: 24 });
+            // The master may refuse (and close) before HELLO is even written, so a broken pipe
+            // here is an answer too; what it sent before closing is still readable.
+            let hello = Frame::Hello { version: PROTOCOL_VERSION, role: Role::Controller, cols: 80, rows: 24 };
+            let _ = wire.send_raw(&hello.to_bytes());
             let frames = wire.drain_to_close();
             if frames.iter().any(|f| matches!(f, Frame::Error { code: ErrorCode::PeerRefused, .. })) {
                 "PEER-RESULT refused".to_string()
