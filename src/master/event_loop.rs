@@ -569,6 +569,7 @@ impl Master {
             return;
         }
         client.role = Some(role);
+        self.timers.cancel(Timer::Handshake(token));
         client.push_control(&Frame::Welcome { version: PROTOCOL_VERSION, info: Box::new(info) });
         let announce = role != Role::Query;
         if announce {
@@ -671,6 +672,8 @@ impl Master {
         for token in removed {
             if let Some(mut client) = self.clients.remove(&token) {
                 let _ = self.poll.registry().deregister(&mut client.stream);
+                self.timers.cancel(Timer::Handshake(token));
+                self.timers.cancel(Timer::SlowClient(token));
                 if client.role == Some(Role::Query) || client.role.is_none() {
                     debug!(client = token.0, reason = ?client.gone, "query client left");
                 } else {

@@ -2,7 +2,8 @@
 //!
 //! Owns pending deadlines, earliest first; the event loop turns the earliest into its poll
 //! timeout, so an idle master with no timers armed sleeps without waking up. Invariant: a timer
-//! fires at most once; stale timers (for a client already gone) are the caller's to ignore.
+//! fires at most once; a client's timers are cancelled when it leaves or no longer needs them,
+//! so a connection that came and went never wakes an idle master later.
 
 use mio::Token;
 use std::cmp::Reverse;
@@ -39,6 +40,12 @@ impl Timers {
         self.heap.push(Reverse((at, timer)));
     }
 
+    /// Forget every pending instance of `timer`. Linear in the pending timers, which are a
+    /// handful per client.
+    pub fn cancel(&mut self, timer: Timer) {
+        self.heap.retain(|Reverse((_, t))| *t != timer);
+    }
+
     pub fn next_deadline(&self) -> Option<Instant> {
         self.heap.peek().map(|Reverse((at, _))| *at)
     }
@@ -68,5 +75,17 @@ mod tests {
         assert_eq!(timers.pop_due(t0 + Duration::from_secs(5)), Some(Timer::SlowClient(Token(20))));
         assert_eq!(timers.pop_due(t0 + Duration::from_secs(5)), Some(Timer::Escalate));
         assert_eq!(timers.pop_due(t0 + Duration::from_secs(5)), None);
+    }
+
+    #[test]
+    fn a_cancelled_timer_never_fires_and_leaves_no_deadline() {
+        let t0 = Instant::now();
+        let mut timers = Timers::default();
+        timers.arm(t0 + Duration::from_secs(10), Timer::Handshake(Token(7)));
+        timers.arm(t0 + Duration::from_secs(20), Timer::Handshake(Token(8)));
+        timers.cancel(Timer::Handshake(Token(7)));
+        assert_eq!(timers.next_deadline(), Some(t0 + Duration::from_secs(20)));
+        timers.cancel(Timer::Handshake(Token(8)));
+        assert_eq!(timers.next_deadline(), None);
     }
 }
