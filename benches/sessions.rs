@@ -572,6 +572,9 @@ fn idle(holders: &mut [Box<dyn Holder>], opts: &Opts) -> String {
     let mut table = String::from(
         "| holder | sessions | private KiB per holder (Private_Clean + Private_Dirty) | of which dirty | PSS KiB | context switches over the idle period |\n|---|---|---|---|---|---|\n",
     );
+    // A freshly linked executable's pages are dirty in the page cache until written back, and
+    // would show as Private_Dirty; write them back first so "dirty" means the holder's own.
+    nix::unistd::sync();
     for holder in holders.iter_mut() {
         // tmux holds every session in one server: its numbers are for the whole server.
         for count in [1usize, 10] {

@@ -17,6 +17,7 @@ use std::ffi::OsString;
 use std::fmt;
 use std::path::PathBuf;
 
+use crate::master::args::{parse_env, parse_size};
 use crate::paths::SessionName;
 
 /// An error that carries the exit code it should end the process with.
@@ -167,9 +168,6 @@ enum Command {
         /// on stdin.
         payload: Option<String>,
     },
-    /// Internal: the per-session master process that `desk new` starts.
-    #[command(hide = true)]
-    Master(MasterArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -215,42 +213,6 @@ struct KillArgs {
     grace: f64,
 }
 
-#[derive(Debug, clap::Args)]
-struct MasterArgs {
-    #[arg(long)]
-    name: SessionName,
-    #[arg(long, value_parser = parse_size)]
-    size: (u16, u16),
-    #[arg(long)]
-    cwd: Option<PathBuf>,
-    #[arg(long = "env", value_parser = parse_env)]
-    env: Vec<(OsString, OsString)>,
-    #[arg(long)]
-    generation: u32,
-    #[arg(long)]
-    provider: String,
-    /// File descriptor of the pipe on which to report readiness.
-    #[arg(long)]
-    ready_fd: Option<i32>,
-    #[arg(last = true, required = true)]
-    command: Vec<OsString>,
-}
-
-fn parse_size(s: &str) -> Result<(u16, u16), String> {
-    let (cols, rows) = s.split_once(['x', 'X']).ok_or_else(|| format!("size {s:?} is not COLSxROWS"))?;
-    let cols: u16 = cols.parse().map_err(|_| format!("{cols:?} is not a column count"))?;
-    let rows: u16 = rows.parse().map_err(|_| format!("{rows:?} is not a row count"))?;
-    if !crate::screen::valid_size(cols, rows) {
-        return Err(format!(
-            "size {cols}x{rows} is out of range (1..={} columns, 1..={} rows, at most {} cells)",
-            crate::screen::MAX_COLS,
-            crate::screen::MAX_ROWS,
-            crate::screen::MAX_CELLS
-        ));
-    }
-    Ok((cols, rows))
-}
-
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 enum WhenArg {
     Now,
@@ -263,14 +225,6 @@ struct DetachKey(Option<u8>);
 
 fn parse_detach_key(s: &str) -> Result<DetachKey, String> {
     crate::attach::parse_detach_key(s).map(DetachKey)
-}
-
-fn parse_env(s: &str) -> Result<(OsString, OsString), String> {
-    let (key, value) = s.split_once('=').ok_or_else(|| format!("{s:?} is not KEY=VALUE"))?;
-    if key.is_empty() || key.contains('\0') || value.contains('\0') {
-        return Err(format!("{s:?} is not a valid environment assignment"));
-    }
-    Ok((key.into(), value.into()))
 }
 
 pub fn parse_signal(s: &str) -> Result<i32, String> {
@@ -286,8 +240,13 @@ pub fn parse_signal(s: &str) -> Result<i32, String> {
 
 /// Parse arguments and run; returns the process exit code.
 pub fn main() -> i32 {
+    // `desk master` is internal and not in the help: it is `desk-master` run from this binary,
+    // with the same hand-parsed arguments (see `master::args`).
+    if std::env::args_os().nth(1).is_some_and(|a| a == "master") {
+        return crate::master::main(std::env::args_os().skip(2));
+    }
     let cli = Cli::parse();
-    if !matches!(cli.command, Command::Master(_) | Command::Attach(_) | Command::Serve { .. }) {
+    if !matches!(cli.command, Command::Attach(_) | Command::Serve { .. }) {
         // Short commands die quietly when their reader goes away (`desk events | head`), like
         // any Unix filter; the master and attach handle EPIPE themselves.
         // SAFETY: resetting a signal disposition before any other thread exists.
@@ -348,23 +307,6 @@ fn run(cli: Cli) -> Result<i32> {
         }
         Command::Kill(a) => sessions::kill(&a.name, a.signal, a.grace),
         Command::Rm { name } => sessions::rm(&name),
-        Command::Master(a) => {
-            let mut command = a.command.into_iter();
-            let program = command.next().ok_or_else(|| failure(2, "no command given"))?;
-            crate::master::run(crate::master::MasterOptions {
-                name: a.name,
-                program,
-                args: command.collect(),
-                cwd: a.cwd,
-                env: a.env,
-                cols: a.size.0,
-                rows: a.size.1,
-                generation: a.generation,
-                provider: a.provider,
-                ready_fd: a.ready_fd,
-            })?;
-            Ok(0)
-        }
     }
 }
 
@@ -373,16 +315,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sizes_and_signals_parse() {
-        assert_eq!(parse_size("120x40"), Ok((120, 40)));
-        assert!(parse_size("0x40").is_err());
-        assert!(parse_size("120").is_err());
+    fn signals_parse() {
         assert_eq!(parse_signal("TERM"), Ok(15));
         assert_eq!(parse_signal("sigkill"), Ok(9));
         assert_eq!(parse_signal("2"), Ok(2));
         assert!(parse_signal("NOPE").is_err());
-        assert_eq!(parse_env("A=b=c"), Ok(("A".into(), "b=c".into())));
-        assert!(parse_env("novalue").is_err());
     }
 
     #[test]

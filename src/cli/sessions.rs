@@ -78,9 +78,8 @@ pub fn new(req: NewSession) -> Result<i32> {
     let exe = std::env::current_exe().context("cannot find the desk executable")?;
     let command = crate::providers::wire_hooks(&provider, command, &paths.session_state(&name), &exe)?;
     let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("cannot create a pipe")?;
-    let mut cmd = Command::new(&exe);
-    cmd.arg("master")
-        .arg("--name")
+    let mut cmd = master_command(&exe);
+    cmd.arg("--name")
         .arg(name.as_str())
         .arg("--size")
         .arg(format!("{cols}x{rows}"))
@@ -485,5 +484,19 @@ fn age(ms: u64) -> String {
         60..=3599 => format!("{}m ago", s / 60),
         3600..=86399 => format!("{}h ago", s / 3600),
         _ => format!("{}d ago", s / 86400),
+    }
+}
+
+/// The command that starts a master: `desk-master` from beside this executable (smaller, so a
+/// lone idle master keeps fewer pages of code resident), or `desk master` where it is missing,
+/// e.g. when only the `desk` binary was copied somewhere.
+fn master_command(exe: &std::path::Path) -> Command {
+    let sibling = exe.with_file_name("desk-master");
+    if sibling.is_file() {
+        Command::new(sibling)
+    } else {
+        let mut cmd = Command::new(exe);
+        cmd.arg("master");
+        cmd
     }
 }

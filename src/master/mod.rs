@@ -7,6 +7,7 @@
 //! through an inherited pipe. The running loop lives in [`event_loop`]. Invariant: `desk new`
 //! hears "ready" only once the socket accepts connections and the child runs.
 
+pub mod args;
 mod client;
 mod event_loop;
 mod events;
@@ -53,6 +54,25 @@ pub struct MasterOptions {
     pub provider: String,
     /// A pipe inherited from `desk new`: "ok" or an error message is written to it.
     pub ready_fd: Option<RawFd>,
+}
+
+/// The master's process entry (`desk-master ARGS`, or `desk master ARGS`): parse, run, and
+/// return the exit code: 0 after the child exited, 2 for bad arguments, 1 for a failure.
+pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
+    let opts = match args::parse(args) {
+        Ok(opts) => opts,
+        Err(e) => {
+            eprintln!("desk master: {e}");
+            return 2;
+        }
+    };
+    match run(opts) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("desk master: {e:#}");
+            1
+        }
+    }
 }
 
 /// Run a master to completion. Returns once the child has exited and clients were told.

@@ -215,3 +215,39 @@ fn the_master_survives_sighup() {
     assert!(alive(master));
     assert_eq!(home.session("hup").unwrap()["status"], "running");
 }
+
+#[test]
+fn masters_run_from_desk_master_and_fall_back_to_desk_master_subcommand() {
+    let home = Home::new();
+    home.new_sh("own", "echo from desk-master; exec sleep 1000");
+    home.wait_screen("own", "from desk-master");
+    let exe = std::fs::read_link(format!("/proc/{}/exe", home.master_pid("own"))).unwrap();
+    assert_eq!(exe.file_name().unwrap(), "desk-master", "{}", exe.display());
+
+    // A `desk` copied somewhere alone starts its masters as `desk master`.
+    let bin = home.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::fs::copy(crate::support::DESK, bin.join("desk")).unwrap();
+    let out = std::process::Command::new(bin.join("desk"))
+        .env("DESK_HOME", home.path())
+        .env_remove("DESK_SESSION")
+        .args(["new", "alone", "--", "sh", "-c", "echo from desk master; exec sleep 1000"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    home.wait_screen("alone", "from desk master");
+    let master = home.master_pid("alone");
+    assert_eq!(std::fs::read_link(format!("/proc/{master}/exe")).unwrap(), bin.join("desk"));
+    let cmdline = std::fs::read(format!("/proc/{master}/cmdline")).unwrap();
+    assert!(cmdline.split(|b| *b == 0).nth(1) == Some(b"master".as_slice()), "{cmdline:?}");
+
+    // Both entries refuse arguments that `desk new` would never build, naming them.
+    for mut cmd in [home.cmd(), std::process::Command::new(crate::support::DESK_MASTER)] {
+        if cmd.get_program() == std::ffi::OsStr::new(crate::support::DESK) {
+            cmd.arg("master");
+        }
+        let out = cmd.args(["--name", "x", "--bogus"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("unknown argument \"--bogus\""));
+    }
+}

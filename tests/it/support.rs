@@ -14,6 +14,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 pub const DESK: &str = env!("CARGO_BIN_EXE_desk");
+pub const DESK_MASTER: &str = env!("CARGO_BIN_EXE_desk-master");
 
 /// Generous bound for conditions that normally hold within milliseconds; only reached when
 /// something is broken (or the machine is very loaded).

@@ -1,0 +1,152 @@
+//! The master's internal command line: `desk-master ARGS` and `desk master ARGS` take the same
+//! arguments, and this is their one parser (also the home of the size and environment syntax
+//! that `desk new` shares).
+//!
+//! It is hand-written rather than clap because the master runs from its own small executable
+//! (`desk-master`): every page of code a lone idle master has touched stays resident in it, and
+//! a argument parser for six internal flags is not worth clap's share of those pages. The
+//! arguments come from `desk new`, not from people, so errors only need to name the bad flag.
+
+use std::ffi::{OsStr, OsString};
+use std::os::fd::RawFd;
+
+use super::MasterOptions;
+use crate::paths::SessionName;
+
+/// Parse `COLSxROWS`, refusing sizes the screen model cannot hold.
+pub fn parse_size(s: &str) -> Result<(u16, u16), String> {
+    let (cols, rows) = s.split_once(['x', 'X']).ok_or_else(|| format!("size {s:?} is not COLSxROWS"))?;
+    let cols: u16 = cols.parse().map_err(|_| format!("{cols:?} is not a column count"))?;
+    let rows: u16 = rows.parse().map_err(|_| format!("{rows:?} is not a row count"))?;
+    if !crate::screen::valid_size(cols, rows) {
+        return Err(format!(
+            "size {cols}x{rows} is out of range (1..={} columns, 1..={} rows, at most {} cells)",
+            crate::screen::MAX_COLS,
+            crate::screen::MAX_ROWS,
+            crate::screen::MAX_CELLS
+        ));
+    }
+    Ok((cols, rows))
+}
+
+/// Parse one `KEY=VALUE` environment assignment.
+pub fn parse_env(s: &str) -> Result<(OsString, OsString), String> {
+    let (key, value) = s.split_once('=').ok_or_else(|| format!("{s:?} is not KEY=VALUE"))?;
+    if key.is_empty() || key.contains('\0') || value.contains('\0') {
+        return Err(format!("{s:?} is not a valid environment assignment"));
+    }
+    Ok((key.into(), value.into()))
+}
+
+/// Parse the arguments after `desk master` (or of `desk-master`):
+/// `--name N --size CxR [--cwd D] [--env K=V]... --generation G --provider P [--ready-fd FD] -- CMD [ARG]...`
+pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<MasterOptions, String> {
+    let mut args = args.into_iter();
+    let (mut name, mut size, mut cwd, mut env) = (None, None, None, Vec::new());
+    let (mut generation, mut provider, mut ready_fd) = (None, None, None);
+    let mut command = Vec::new();
+    while let Some(flag) = args.next() {
+        if flag == "--" {
+            command.extend(args.by_ref());
+            break;
+        }
+        let flag = flag.to_str().ok_or_else(|| format!("unknown argument {flag:?}"))?.to_string();
+        let mut value = || args.next().ok_or_else(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--name" => name = Some(SessionName::parse(text(&value()?)?).map_err(|e| e.to_string())?),
+            "--size" => size = Some(parse_size(text(&value()?)?)?),
+            "--cwd" => cwd = Some(value()?.into()),
+            "--env" => env.push(parse_env(text(&value()?)?)?),
+            "--generation" => generation = Some(number::<u32>(&flag, &value()?)?),
+            "--provider" => provider = Some(text(&value()?)?.to_string()),
+            "--ready-fd" => ready_fd = Some(number::<RawFd>(&flag, &value()?)?),
+            _ => return Err(format!("unknown argument {flag:?}")),
+        }
+    }
+    let mut command = command.into_iter();
+    let program = command.next().ok_or("no command given after --")?;
+    let (cols, rows) = size.ok_or("--size is required")?;
+    Ok(MasterOptions {
+        name: name.ok_or("--name is required")?,
+        program,
+        args: command.collect(),
+        cwd,
+        env,
+        cols,
+        rows,
+        generation: generation.ok_or("--generation is required")?,
+        provider: provider.ok_or("--provider is required")?,
+        ready_fd,
+    })
+}
+
+fn text(value: &OsStr) -> Result<&str, String> {
+    value.to_str().ok_or_else(|| format!("{value:?} is not UTF-8"))
+}
+
+fn number<T: std::str::FromStr>(flag: &str, value: &OsStr) -> Result<T, String> {
+    text(value)?.parse().map_err(|_| format!("{flag} takes a number, not {value:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn sizes_and_env_assignments_parse_or_say_what_is_wrong() {
+        assert_eq!(parse_size("120x40"), Ok((120, 40)));
+        assert!(parse_size("0x40").is_err());
+        assert!(parse_size("120").is_err());
+        assert_eq!(parse_env("A=b=c"), Ok(("A".into(), "b=c".into())));
+        assert!(parse_env("novalue").is_err());
+        assert!(parse_env("=x").is_err());
+    }
+
+    #[test]
+    fn a_full_command_line_parses() {
+        let opts = parse(os(&[
+            "--name",
+            "a1",
+            "--size",
+            "80x24",
+            "--cwd",
+            "/w",
+            "--generation",
+            "3",
+            "--provider",
+            "shell",
+            "--ready-fd",
+            "3",
+            "--env",
+            "K=V",
+            "--",
+            "sh",
+            "-c",
+            "--name",
+        ]))
+        .unwrap();
+        assert_eq!(opts.name.as_str(), "a1");
+        assert_eq!((opts.cols, opts.rows, opts.generation, opts.ready_fd), (80, 24, 3, Some(3)));
+        assert_eq!(opts.program, "sh");
+        assert_eq!(opts.args, os(&["-c", "--name"]));
+        assert_eq!(opts.env, vec![("K".into(), "V".into())]);
+        assert_eq!(opts.cwd, Some("/w".into()));
+    }
+
+    #[test]
+    fn missing_or_unknown_arguments_are_named() {
+        let base = ["--name", "a", "--size", "80x24", "--generation", "1", "--provider", "shell"];
+        assert_eq!(parse(os(&base)).unwrap_err(), "no command given after --");
+        assert!(parse(os(&["--name", "a", "--", "sh"])).unwrap_err().contains("--size"));
+        assert!(parse(os(&["--bogus"])).unwrap_err().contains("--bogus"));
+        assert!(parse(os(&["--name"])).unwrap_err().contains("--name needs a value"));
+        assert!(parse(os(&["--name", "../x"])).is_err());
+        let mut bad = os(&base);
+        bad.extend(os(&["--generation", "x", "--", "sh"]));
+        assert!(parse(bad).unwrap_err().contains("--generation takes a number"));
+    }
+}
