@@ -7,7 +7,7 @@
 //! patterns are errors there, not surprises during a delivery).
 
 use anyhow::{Context, Result};
-use regex::Regex;
+use regex_lite::Regex;
 use serde::Deserialize;
 use std::time::Duration;
 

@@ -7,7 +7,7 @@
 //! control except newline and tab, so nothing inside it can end a bracketed paste early or
 //! send a key; a fingerprint is never empty for a non-blank prompt.
 
-use regex::Regex;
+use regex_lite::Regex;
 
 use super::item::Item;
 

@@ -7,7 +7,7 @@
 //! within a source, rules are tried in file order and the first match wins.
 
 use anyhow::{Context, Result, bail};
-use regex::Regex;
+use regex_lite::Regex;
 use serde::Deserialize;
 use std::path::Path;
 use std::time::Duration;
