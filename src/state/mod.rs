@@ -27,6 +27,12 @@ pub const REASON_CAP: usize = 160;
 /// quiet this long (and at least this long after start): the TUI has drawn itself.
 pub const READY_QUIET: Duration = Duration::from_millis(1000);
 
+/// A session still not ready this long after start turns health degraded, saying which signal
+/// it waits for: its deliveries are held, and the operator should know why rather than see
+/// "starting" forever. The slowest start recorded (OpenCode, whose input box appears up to 20 s
+/// after it starts) takes a third of this.
+pub const READY_WITHIN: Duration = Duration::from_secs(60);
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Lifecycle {
@@ -434,7 +440,9 @@ impl Authority {
             .expect_hook_within
             .filter(|_| self.rules.hooks && self.last_hook.is_none() && self.lifecycle.value != Lifecycle::Exited)
             .map(|d| self.started + d);
-        leases.chain(hooks_due).filter(|t| *t > now).min()
+        let ready_due =
+            (!self.ready && self.lifecycle.value == Lifecycle::Starting).then(|| self.started + READY_WITHIN);
+        leases.chain(hooks_due).chain(ready_due).filter(|t| *t > now).min()
     }
 
     // ----- deciding -----
@@ -566,6 +574,21 @@ impl Authority {
                 Health::Degraded(reason),
                 Evidence { source: "hook".into(), detail: "silent".into(), at_ms: now_ms },
             ));
+        }
+        if !self.ready && now.duration_since(self.started) >= READY_WITHIN {
+            let waited: Vec<&str> = self.rules.ready_on.iter().map(|s| s.describe()).collect();
+            let reason = bounded(format!(
+                "not ready {} s after start (waiting for {}); deliveries are held",
+                READY_WITHIN.as_secs(),
+                waited.join(" or ")
+            ));
+            return Some((
+                Health::Degraded(reason),
+                Evidence { source: "ready".into(), detail: "no ready signal".into(), at_ms: now_ms },
+            ));
+        }
+        if self.ready && self.health.evidence.source == "ready" && self.health.value != Health::Ok {
+            return Some((Health::Ok, self.lifecycle.evidence.clone()));
         }
         if let Some(from) = lapsed_from {
             let reason = bounded(format!("working evidence ({}: {}) expired", from.source, from.detail));

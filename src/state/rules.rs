@@ -123,6 +123,19 @@ pub enum ReadySignal {
     Report,
 }
 
+impl ReadySignal {
+    /// What the signal is, in words for an operator.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ReadySignal::Mode => "bracketed paste switched on",
+            ReadySignal::Hook => "a session-start hook",
+            ReadySignal::Quiet => "output going quiet",
+            ReadySignal::Screen => "the idle prompt on screen",
+            ReadySignal::Report => "the agent's own state report",
+        }
+    }
+}
+
 fn default_ready_on() -> Vec<ReadySignal> {
     vec![ReadySignal::Mode, ReadySignal::Hook, ReadySignal::Quiet]
 }

@@ -205,7 +205,11 @@ fn silent_hooks_degrade_health_when_the_provider_expects_them() {
     let (now, ms) = clock.advance(5000);
     a.tick(now, ms);
     assert!(matches!(a.view().health.value, Health::Degraded(ref r) if r.contains("no hook event")));
-    assert_eq!(a.next_deadline(now), None, "a deadline that has passed is not reported again");
+    assert_eq!(
+        a.next_deadline(now),
+        Some(clock.t0 + READY_WITHIN),
+        "a deadline that has passed is not reported again; only the readiness check is left"
+    );
     let (now, ms) = clock.advance(10);
     a.on_hook(&hook("SessionStart", serde_json::json!({"source": "startup"})), now, ms);
     assert_eq!(a.view().health.value, Health::Ok);
@@ -223,4 +227,28 @@ fn a_shell_has_no_activity_rules_and_stays_unknown() {
     a.on_screen(&rows(&["$ make", "building..."]), now, ms);
     assert_eq!(a.activity(), Activity::Unknown);
     assert_eq!(a.view().activity.evidence.source, "none");
+}
+
+#[test]
+fn a_session_never_ready_turns_degraded_and_recovers_when_the_signal_comes() {
+    let mut clock = Clock::new();
+    let (now, ms) = clock.at();
+    let mut a = Authority::new(RuleSet::builtin("codex"), now, ms);
+    assert_eq!(a.next_deadline(now), Some(now + READY_WITHIN));
+    let (now, ms) = clock.advance(READY_WITHIN.as_millis() as u64 - 1);
+    a.tick(now, ms);
+    assert_eq!(a.view().health.value, Health::Ok);
+    let (now, ms) = clock.advance(1);
+    let changes = a.tick(now, ms);
+    assert!(changes.iter().any(|c| c.axis == Axis::Health && c.to.starts_with("degraded")), "{changes:?}");
+    let Health::Degraded(reason) = a.view().health.value else { panic!("not degraded") };
+    assert!(reason.contains("not ready 60 s after start") && reason.contains("state report"), "{reason}");
+    assert_eq!(a.lifecycle(), Lifecycle::Starting);
+    assert_eq!(a.next_deadline(now), None);
+
+    // The report comes at last: running, and health is no longer held degraded.
+    let (now, ms) = clock.advance(500);
+    a.on_report("idle", None, now, ms);
+    assert_eq!(a.lifecycle(), Lifecycle::Running);
+    assert_eq!(a.view().health.value, Health::Ok);
 }
