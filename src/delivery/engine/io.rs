@@ -1,0 +1,165 @@
+//! The delivery engine's vocabulary: what the daemon's loop tells the engine ([`Input`]:
+//! sessions, screens, write results, timers, operator commands) and what the engine asks it to
+//! do ([`Action`]: persist, read the screen, write, arm a timer, reply). Plain data, no
+//! behaviour; every result carries the [`Token`] of the request it answers, so a late one can
+//! be recognised and ignored.
+
+use std::rc::Rc;
+use std::time::Instant;
+
+use crate::delivery::item::{Item, ItemId, State};
+use crate::state::{Activity, Lifecycle, RuleSet};
+
+/// A request's identity: results carry it back, and stale ones are ignored.
+pub type Token = u64;
+
+/// What the engine is told about a session by its master.
+#[derive(Debug, Clone)]
+pub struct SessionView {
+    pub name: String,
+    pub generation: u32,
+    pub lifecycle: Lifecycle,
+    pub ready: bool,
+    pub activity: Activity,
+    pub wait: Option<String>,
+    pub bracketed_paste: bool,
+    /// The provider's rules (for the screen's blocked patterns) and delivery settings.
+    pub rules: Rc<RuleSet>,
+}
+
+/// A read of the session's screen.
+#[derive(Debug, Clone)]
+pub struct ScreenView {
+    pub lines: Vec<String>,
+    pub bracketed_paste: bool,
+    /// When a controller last typed (Unix ms), if ever.
+    pub last_typed_ms: Option<u64>,
+    /// Whether the child's terminal is in canonical (line-edited) mode.
+    pub canonical: bool,
+}
+
+/// Why an INPUT frame did not go through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteError {
+    /// The master refused the frame whole (its input queue was full, the session is exiting):
+    /// nothing was typed.
+    Refused(String),
+    /// The connection failed before the master answered: the bytes may or may not have been
+    /// typed.
+    Unknown(String),
+}
+
+/// Operator commands that change state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    Force(ItemId),
+    Drop(ItemId),
+    Pause { session: String, reason: String },
+    Resume { session: String },
+}
+
+#[derive(Debug, Clone)]
+pub enum Input {
+    /// Start-up: the non-final items found on disk.
+    Restore(Vec<Item>),
+    /// A new item, durable as `queued`.
+    Ingested(Item),
+    /// Pauses found on disk at start-up.
+    Paused {
+        session: String,
+        reason: String,
+    },
+    /// A session's master is reachable, or what it reports changed.
+    Session(SessionView),
+    /// The master of this session generation is gone (the child exited, or it is unreachable).
+    SessionDown {
+        session: String,
+        generation: u32,
+    },
+    /// A hook reported by the session (e.g. `UserPromptSubmit` with the prompt's first line).
+    Hook {
+        session: String,
+        generation: u32,
+        event: String,
+        detail: Option<String>,
+        at_ms: u64,
+    },
+    Snapshot {
+        token: Token,
+        result: Result<ScreenView, String>,
+    },
+    /// The master accepted (or refused) an INPUT frame.
+    Written {
+        token: Token,
+        result: Result<(), WriteError>,
+    },
+    /// A persist failed; the rest of its batch was not carried out.
+    PersistFailed {
+        token: Token,
+        error: String,
+    },
+    Timer(TimerKey),
+    Command {
+        client: u64,
+        command: Command,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TimerKey {
+    pub session: String,
+    pub attempt: u64,
+    pub kind: TimerKind,
+    /// Which Enter of the attempt a deadline or settle timer belongs to (0: the paste).
+    pub step: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TimerKind {
+    /// Poll the screen during verification.
+    Poll,
+    /// The verification window of the current phase ended.
+    Deadline,
+    /// The settle delay before Enter ended.
+    Settle,
+    /// Try the gate again (after a backoff, or when a typing hold ends).
+    Retry,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Write the item durably in its (new) state; `from` is its state on disk now.
+    Persist {
+        token: Token,
+        item: Item,
+        from: State,
+    },
+    Snapshot {
+        token: Token,
+        session: String,
+        generation: u32,
+    },
+    Write {
+        token: Token,
+        session: String,
+        generation: u32,
+        bytes: Vec<u8>,
+    },
+    Arm {
+        at: Instant,
+        key: TimerKey,
+    },
+    Reply {
+        client: u64,
+        ok: bool,
+        message: String,
+        item: Option<Box<Item>>,
+    },
+}
+
+/// Why a session's queue is not moving.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Hold {
+    pub reason: String,
+    pub since_ms: u64,
+}
