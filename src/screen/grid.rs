@@ -18,7 +18,7 @@ use super::cell::{Attrs, Cell, kind};
 pub const MAX_COMBINING: usize = 3;
 
 /// One screen row.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Row {
     cells: Vec<Cell>,
     /// Combining marks as `(column, mark)`, in arrival order.
@@ -28,12 +28,35 @@ pub struct Row {
     /// The row may hold wide characters or combining marks; when false, the printable fast
     /// path can overwrite cells without any repair work.
     special: bool,
+    /// Every cell from this column on is a copy of `rest` (invariant; it may be larger than it
+    /// needs to be, never smaller). A reset then only rewrites the columns before it: output
+    /// that scrolls mostly reuses rows holding one short line, and rewriting all of a 120-cell
+    /// row for every line was a tenth of the master's time under a flood.
+    settled_from: usize,
+    rest: Cell,
 }
+
+/// Rows are equal when they show the same thing; the reset bookkeeping does not count.
+impl PartialEq for Row {
+    fn eq(&self, other: &Row) -> bool {
+        self.cells == other.cells
+            && self.marks == other.marks
+            && self.wrapped == other.wrapped
+            && self.special == other.special
+    }
+}
+
+impl Eq for Row {}
 
 impl Row {
     /// A row of `cols` copies of `fill`.
     pub fn new(cols: usize, fill: Cell) -> Row {
-        Row { cells: vec![fill; cols], marks: Vec::new(), wrapped: false, special: false }
+        Row { cells: vec![fill; cols], marks: Vec::new(), wrapped: false, special: false, settled_from: 0, rest: fill }
+    }
+
+    /// Cells before `end` may now differ from `rest`.
+    fn touch(&mut self, end: usize) {
+        self.settled_from = self.settled_from.max(end.min(self.cells.len()));
     }
 
     /// Number of cells.
@@ -53,7 +76,13 @@ impl Row {
 
     /// Overwrites every cell with `fill` and forgets marks and the wrap flag.
     pub fn reset(&mut self, fill: Cell) {
-        self.cells.fill(fill);
+        if fill == self.rest {
+            self.cells[..self.settled_from].fill(fill);
+        } else {
+            self.cells.fill(fill);
+        }
+        self.settled_from = 0;
+        self.rest = fill;
         self.marks.clear();
         self.wrapped = false;
         self.special = false;
@@ -68,9 +97,12 @@ impl Row {
         let Some(cells) = self.cells.get_mut(col..) else {
             return true;
         };
+        let mut written = 0;
         for (cell, ch) in cells.iter_mut().zip(ch) {
             *cell = Cell::narrow(ch, attrs);
+            written += 1;
         }
+        self.touch(col + written);
         true
     }
 
@@ -97,6 +129,7 @@ impl Row {
         }
         self.repair_split(col, col + width, blank);
         self.drop_marks_in(col, col + width);
+        self.touch(col + width);
         self.cells[col] = cell;
         if width == 2 {
             self.cells[col + 1] = Cell { kind: kind::CONTINUATION, ..Cell::erased(&cell.attrs) };
@@ -124,6 +157,7 @@ impl Row {
         }
         cell.kind |= kind::MARKS;
         self.special = true;
+        self.touch(col + 1);
         // A row holds at most one entry per (cell, mark slot); `col` fits in u16 because
         // MAX_COLS does.
         self.marks.push((col as u16, mark));
@@ -136,11 +170,13 @@ impl Row {
             return;
         }
         if start > 0 && self.cells.get(start).is_some_and(Cell::is_continuation) {
+            self.touch(start + 1);
             self.cells[start - 1] = blank;
             self.cells[start] = blank;
             self.drop_marks_in(start - 1, start);
         }
         if end > 0 && end < self.cells.len() && self.cells[end].is_continuation() {
+            self.touch(end + 1);
             self.cells[end - 1] = blank;
             self.cells[end] = blank;
             self.drop_marks_in(end - 1, end);
@@ -155,6 +191,11 @@ impl Row {
         }
         self.repair_split(start, end, blank);
         self.cells[start..end].fill(blank);
+        if blank == self.rest && end >= self.settled_from {
+            self.settled_from = self.settled_from.min(start);
+        } else {
+            self.touch(end);
+        }
         self.drop_marks_in(start, end);
         if start == 0 && end == self.cells.len() {
             self.special = false;
@@ -175,6 +216,7 @@ impl Row {
         self.repair_split(len - n, len - n, blank);
         self.cells[col..].rotate_right(n);
         self.cells[col..col + n].fill(blank);
+        self.touch(len);
         if !self.marks.is_empty() {
             self.marks.retain_mut(|(c, _)| {
                 let cu = usize::from(*c);
@@ -203,6 +245,11 @@ impl Row {
         self.drop_marks_in(col, col + n);
         self.cells[col..].rotate_left(n);
         self.cells[len - n..].fill(blank);
+        // What moved left came from the settled tail or is `blank`: still settled if `blank`
+        // is the rest value.
+        if blank != self.rest {
+            self.touch(len);
+        }
         if !self.marks.is_empty() {
             for (c, _) in &mut self.marks {
                 let cu = usize::from(*c);
@@ -223,11 +270,16 @@ impl Row {
         if cols < self.cells.len() {
             if cols > 0 && self.cells[cols - 1].is_wide() {
                 self.cells[cols - 1] = Cell::BLANK;
+                self.touch(cols);
             }
             self.cells.truncate(cols);
             self.marks.retain(|(c, _)| usize::from(*c) < cols);
+            self.settled_from = self.settled_from.min(cols);
         } else {
             self.cells.resize(cols, Cell::BLANK);
+            if self.rest != Cell::BLANK {
+                self.touch(cols);
+            }
         }
         self.wrapped = false;
     }
@@ -367,6 +419,79 @@ mod tests {
 
     fn wide(ch: char) -> Cell {
         Cell { ch, attrs: Attrs::default(), kind: kind::WIDE }
+    }
+
+    /// One of a few cells, so that fills do and do not match the row's rest value.
+    fn cell_strategy() -> impl proptest::strategy::Strategy<Value = Cell> {
+        use proptest::prelude::*;
+        let red = Attrs { bg: Color::Indexed(1), ..Attrs::default() };
+        prop_oneof![
+            Just(Cell::BLANK),
+            Just(Cell::erased(&red)),
+            Just(Cell::narrow('x', Attrs::default())),
+            Just(wide('中')),
+        ]
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Reset(Cell),
+        Plain(usize, usize),
+        Put(usize, Cell, Cell),
+        Mark(usize),
+        Erase(usize, usize, Cell),
+        Insert(usize, usize, Cell),
+        Delete(usize, usize, Cell),
+        Resize(usize),
+    }
+
+    fn op_strategy() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            cell_strategy().prop_map(Op::Reset),
+            (0..14usize, 0..14usize).prop_map(|(c, n)| Op::Plain(c, n)),
+            (0..14usize, cell_strategy(), cell_strategy()).prop_map(|(c, x, b)| Op::Put(c, x, b)),
+            (0..14usize).prop_map(Op::Mark),
+            (0..14usize, 0..14usize, cell_strategy()).prop_map(|(a, b, c)| Op::Erase(a, b, c)),
+            (0..14usize, 0..5usize, cell_strategy()).prop_map(|(a, n, c)| Op::Insert(a, n, c)),
+            (0..14usize, 0..5usize, cell_strategy()).prop_map(|(a, n, c)| Op::Delete(a, n, c)),
+            (1..14usize).prop_map(Op::Resize),
+        ]
+    }
+
+    proptest::proptest! {
+        /// The lazy reset is sound: after any sequence of edits, every cell from
+        /// `settled_from` on equals `rest`, so a reset that skips them leaves the same row as
+        /// one that rewrites every cell.
+        #[test]
+        fn a_reset_equals_a_full_rewrite_after_any_edits(
+            ops in proptest::collection::vec(op_strategy(), 0..40),
+            fill in cell_strategy(),
+        ) {
+            let mut row = Row::new(10, Cell::BLANK);
+            for op in ops {
+                match op {
+                    Op::Reset(c) => row.reset(c),
+                    Op::Plain(c, n) => {
+                        row.write_plain(c, std::iter::repeat_n('p', n), Attrs::default());
+                    }
+                    Op::Put(c, x, b) => row.put(c, x, b),
+                    Op::Mark(c) => {
+                        row.push_mark(c, '\u{301}');
+                    }
+                    Op::Erase(a, b, c) => row.erase(a, b, c),
+                    Op::Insert(a, n, c) => row.insert_blanks(a, n, c),
+                    Op::Delete(a, n, c) => row.delete(a, n, c),
+                    Op::Resize(n) => row.resize(n),
+                }
+                let rest = row.rest;
+                proptest::prop_assert!(row.cells[row.settled_from..].iter().all(|c| *c == rest), "{row:?}");
+            }
+            let mut full = row.clone();
+            full.cells.fill(fill);
+            row.reset(fill);
+            proptest::prop_assert_eq!(&row.cells, &full.cells);
+        }
     }
 
     fn row_text(cols: usize, f: impl FnOnce(&mut Row)) -> String {
