@@ -171,6 +171,7 @@ impl MasterConn {
                     bracketed_paste: reply.screen.modes.bracketed_paste,
                     last_typed_ms: reply.last_input_ms,
                     canonical: reply.canonical,
+                    cursor_row: usize::from(reply.screen.cursor.row),
                 };
                 inbox.push_back(Input::Snapshot { token, result: Ok(screen) });
             }

@@ -91,6 +91,16 @@ struct Flight {
     reply_to: Option<u64>,
     /// Snapshot reads that failed in this phase.
     read_failures: u32,
+    /// The current Enter's verification window is over: the next look decides (Enter again,
+    /// or stuck); nothing is decided on an older look.
+    deadline_passed: bool,
+    /// The cursor's row (index and text) at the latest look, and at the look before the
+    /// current Enter: where an input area has no borders, the row the text was typed on
+    /// changing is the evidence that the Enter was taken.
+    last_cursor_row: Option<(usize, String)>,
+    enter_cursor_row: Option<(usize, String)>,
+    /// A dialog showed during this Enter's verification (noted once per Enter).
+    dialog_seen: bool,
 }
 
 #[derive(Debug)]
@@ -555,6 +565,10 @@ impl Engine {
             activity_at_enter: live.activity,
             reply_to,
             read_failures: 0,
+            deadline_passed: false,
+            last_cursor_row: None,
+            enter_cursor_row: None,
+            dialog_seen: false,
         });
         let digest: Vec<ItemId> = if ids.len() > 1 { ids.clone() } else { Vec::new() };
         for id in &ids {
@@ -641,7 +655,11 @@ impl Engine {
         let area = settings.input_area(&screen.lines);
         let presence = text::presence(area, &flight.fingerprint, settings.placeholder.as_ref());
         let dialog =
-            rules.match_screen(&screen.lines).filter(|r| r.activity == Activity::Blocked).map(|r| r.name.clone());
+            rules.match_screen_where(&screen.lines, |r| r.activity == Activity::Blocked).map(|r| r.name.clone());
+        let cursor_row = (screen.cursor_row, screen.lines.get(screen.cursor_row).cloned().unwrap_or_default());
+        if let Some(f) = self.session(session).flight.as_mut() {
+            f.last_cursor_row = Some(cursor_row.clone());
+        }
         match flight.phase {
             Phase::Baseline => self.on_baseline(session, flight, screen, presence, dialog, now, now_ms, out),
             Phase::Echo => {
@@ -659,9 +677,10 @@ impl Engine {
                         }
                     }
                     if let Some(rule) = dialog {
+                        // The text is in the box; only the Enter is missing (and must wait).
                         return self.stick_flight(
                             session,
-                            StuckClass::PasteMissing,
+                            StuckClass::SubmitStuck,
                             format!("a dialog ({rule}) is on screen; not pressing Enter"),
                             now,
                             now_ms,
@@ -694,14 +713,95 @@ impl Engine {
                 }
                 self.press_enter(session, now, now_ms, out);
             }
-            Phase::Submit => {
-                if !presence.more_than(flight.baseline) {
-                    return self.submitted(session, "the text left the input area".into(), now, now_ms, out);
-                }
-                self.arm(session, TimerKind::Poll, now + settings.poll, out);
-            }
+            Phase::Submit => self.on_submit_look(session, &flight, presence, dialog, cursor_row, now, now_ms, out),
             Phase::Pasting | Phase::Entering => {}
         }
+    }
+
+    /// A look at the screen after an Enter: submitted, still waiting, Enter again, or stuck.
+    #[allow(clippy::too_many_arguments)]
+    fn on_submit_look(
+        &mut self,
+        session: &str,
+        flight: &Flight,
+        presence: Presence,
+        dialog: Option<String>,
+        cursor_row: (usize, String),
+        now: Instant,
+        now_ms: u64,
+        out: &mut Out<'_>,
+    ) {
+        let Some((rules, _)) = self.settings(session) else { return };
+        let settings = &rules.delivery;
+        if let Some(rule) = dialog {
+            // A dialog may cover the input area: the text not showing there proves nothing,
+            // and an Enter would answer the dialog.
+            if !flight.dialog_seen {
+                if let Some(f) = self.session(session).flight.as_mut() {
+                    f.dialog_seen = true;
+                }
+                for id in &flight.items {
+                    if let Some(item) = self.items.get_mut(id) {
+                        item.note(
+                            now_ms,
+                            "dialog",
+                            format!("a dialog ({rule}) is on screen after Enter; the input area is no evidence while it shows"),
+                        );
+                    }
+                }
+            }
+            if flight.deadline_passed {
+                return self.stick_flight(
+                    session,
+                    StuckClass::SubmitStuck,
+                    format!(
+                        "a dialog ({rule}) showed after Enter and stayed; whether the prompt was submitted is unknown, and no Enter is pressed into a dialog"
+                    ),
+                    now,
+                    now_ms,
+                    out,
+                );
+            }
+            return self.arm(session, TimerKind::Poll, now + settings.poll, out);
+        }
+        if !presence.more_than(flight.baseline) {
+            return self.submitted(session, "the text left the input area".into(), now, now_ms, out);
+        }
+        if !settings.bordered()
+            && let Some(before) = &flight.enter_cursor_row
+            && *before != cursor_row
+        {
+            return self.submitted(
+                session,
+                format!("the line it was typed on changed after Enter (cursor row {} → {})", before.0, cursor_row.0),
+                now,
+                now_ms,
+                out,
+            );
+        }
+        if !flight.deadline_passed {
+            return self.arm(session, TimerKind::Poll, now + settings.poll, out);
+        }
+        if flight.enters <= settings.enter_retries {
+            for id in &flight.items {
+                if let Some(item) = self.items.get_mut(id) {
+                    item.note(
+                        now_ms,
+                        "retry",
+                        "the text still sits in the input area (looked again); pressing Enter again",
+                    );
+                }
+            }
+            return self.press_enter(session, now, now_ms, out);
+        }
+        self.stick_flight(
+            session,
+            StuckClass::SubmitStuck,
+            format!("the text stayed in the input area after {} Enter(s)", flight.enters),
+            now,
+            now_ms,
+            out,
+        );
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -780,10 +880,12 @@ impl Engine {
                     );
                 }
                 if presence.text == 0 && presence.placeholders == 0 {
+                    // Nothing to press Enter for. It may have been submitted after all, or the
+                    // box was cleared: the operator decides, with a re-paste one force away.
                     return self.stick_flight(
                         session,
-                        StuckClass::SubmitStuck,
-                        "the text is no longer in the input area; no Enter pressed (force again to re-paste as paste-missing, or drop it)".into(),
+                        StuckClass::PasteMissing,
+                        "the text is no longer in the input area (it may have been submitted, or cleared); no Enter pressed. Check the agent, then desk force re-pastes it or desk drop forgets it".into(),
                         now,
                         now_ms,
                         out,
@@ -873,6 +975,9 @@ impl Engine {
             f.waiting = Some(token);
             f.enters += 1;
             f.enter_ms = Some(now_ms);
+            f.deadline_passed = false;
+            f.dialog_seen = false;
+            f.enter_cursor_row = f.last_cursor_row.clone();
             if f.enters == 1 {
                 f.activity_at_enter = activity;
             }
@@ -1004,6 +1109,16 @@ impl Engine {
                 now_ms,
                 out,
             ),
+            Phase::Submit if flight.deadline_passed => self.stick_flight(
+                session,
+                StuckClass::Unobservable,
+                format!(
+                    "cannot read the screen at the end of the verification window: {error}; no Enter pressed blind"
+                ),
+                now,
+                now_ms,
+                out,
+            ),
             _ => {
                 // Keep trying until the phase's deadline; it decides.
                 if let Some(f) = self.session(session).flight.as_mut() {
@@ -1093,29 +1208,12 @@ impl Engine {
                     );
                 }
                 Phase::Submit => {
-                    if flight.enters <= settings.enter_retries {
-                        // Still verifiably in the box (the last poll said so): Enter again.
-                        for id in &flight.items {
-                            if let Some(item) = self.items.get_mut(id) {
-                                item.note(
-                                    now_ms,
-                                    "retry",
-                                    "the text still sits in the input area; pressing Enter again",
-                                );
-                            }
-                        }
-                        self.press_enter(&session, now, now_ms, out);
-                    } else {
-                        let class =
-                            if flight.read_failures > 0 { StuckClass::Unobservable } else { StuckClass::SubmitStuck };
-                        self.stick_flight(
-                            &session,
-                            class,
-                            format!("the text stayed in the input area after {} Enter(s)", flight.enters),
-                            now,
-                            now_ms,
-                            out,
-                        );
+                    // Decide on a fresh look, never on an older one.
+                    if let Some(f) = self.session(&session).flight.as_mut() {
+                        f.deadline_passed = true;
+                    }
+                    if flight.waiting.is_none() {
+                        self.request_snapshot(&session, now, out);
                     }
                 }
                 _ => {}

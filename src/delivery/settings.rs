@@ -91,6 +91,12 @@ impl DeliverySettings {
         DeliverySettings::compile(&DeliverySpec::default(), "defaults").unwrap_or_else(|_| unreachable!())
     }
 
+    /// Whether the input area is found by its borders (a box the text verifiably sits in)
+    /// rather than taken as the bottom rows of the screen.
+    pub fn bordered(&self) -> bool {
+        self.input_top.is_some() || self.input_bottom.is_some()
+    }
+
     /// The input area of a screen.
     pub fn input_area<'a>(&self, lines: &'a [String]) -> &'a [String] {
         super::text::input_area(lines, self.input_top.as_ref(), self.input_bottom.as_ref(), self.input_rows)

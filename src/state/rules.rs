@@ -259,7 +259,17 @@ impl RuleSet {
 
     /// The first screen rule matching its region of `rows` (visible rows, top first).
     pub fn match_screen(&self, rows: &[String]) -> Option<&Rule> {
-        self.rules.iter().filter(|r| r.source == Source::Screen).find(|r| {
+        self.match_screen_where(rows, |_| true)
+    }
+
+    /// The first screen rule, among those `wanted` accepts, whose region of `rows` matches.
+    /// Regions are taken from the content: blank rows below the last written one do not count,
+    /// so "the bottom 12 rows" of an inline TUI that has drawn 15 rows of a 40-row screen are
+    /// its rows 4–15.
+    pub fn match_screen_where(&self, rows: &[String], wanted: impl Fn(&Rule) -> bool) -> Option<&Rule> {
+        let end = rows.iter().rposition(|l| !l.trim().is_empty()).map_or(0, |i| i + 1);
+        let rows = &rows[..end];
+        self.rules.iter().filter(|r| r.source == Source::Screen && wanted(r)).find(|r| {
             let n = r.rows.unwrap_or(rows.len()).min(rows.len());
             let region = match r.region {
                 Region::All => rows,
@@ -320,6 +330,8 @@ activity = "idle"
         let rows = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert!(set.match_screen(&rows(&["a", "b", "> "])).is_some());
         assert!(set.match_screen(&rows(&["> ", "b", "c"])).is_none());
+        // Blank rows below the content are not part of the bottom region.
+        assert!(set.match_screen(&rows(&["a", "b", "> ", "", "  "])).is_some());
     }
 
     #[test]

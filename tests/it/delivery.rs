@@ -115,6 +115,58 @@ fn an_enter_swallowed_by_a_paste_burst_window_is_recovered_by_evidence() {
 }
 
 #[test]
+fn a_dialog_that_opens_over_an_unsubmitted_prompt_is_not_taken_for_its_delivery() {
+    let home = Home::new();
+    home.serve();
+    // Enters within 1.5 s of a paste are swallowed; the first prompt's turn opens an approval
+    // dialog 1.2 s in, drawn inside the input box — over the second prompt, pasted meanwhile.
+    let log = home.demo("cover", &["--paste-burst-ms", "1500", "--approval-delay-ms", "1200", "--work-ms", "4000"]);
+    wait_ready(&home, "cover");
+    let first = home.send("cover", "please approve-me now");
+    assert_eq!(state(&home.settled(&first)), "delivered");
+    let second = home.send("cover", "typed before the dialog");
+    wait_activity(&home, "cover", "blocked");
+    // The box is hidden, not emptied: the second prompt must not count as delivered.
+    let held = eventually("the second item to be stuck or held", || {
+        let item = home.item(&second);
+        match item["state"].as_str() {
+            Some("stuck") | Some("queued") => Ok(item),
+            _ => Err(format!("{item:#}")),
+        }
+    });
+    assert!(prompts(&log) == ["please approve-me now"], "{:?}", prompts(&log));
+    if held["state"] == "stuck" {
+        assert_eq!(held["stuck"], "submit-stuck", "{held:#}");
+    }
+    // The operator answers the dialog, then forces the stuck item (an Enter on the text that
+    // is still in the box) — or the held one goes by itself.
+    let mut operator = home.connect("cover", Role::Controller, 120, 40);
+    operator.send(&Frame::Input(b"\r".to_vec()));
+    if held["state"] == "stuck" {
+        wait_activity(&home, "cover", "working");
+        // The daemon hears of the answered dialog a moment after `desk ls` does.
+        let out = eventually("force to be accepted", || {
+            let out = home.desk(&["force", &second]);
+            let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+            if out.status.success() {
+                Ok(String::from_utf8_lossy(&out.stdout).to_string())
+            } else if stderr.contains("waiting for the operator") {
+                Err(stderr)
+            } else {
+                panic!("force failed: {stderr}")
+            }
+        });
+        assert!(out.contains("delivered"), "{out}");
+    }
+    assert_eq!(state(&home.settled(&second)), "delivered");
+    eventually("both prompts submitted, once each", || {
+        let p = prompts(&log);
+        if p == ["please approve-me now", "typed before the dialog"] { Ok(()) } else { Err(format!("{p:?}")) }
+    });
+    drop::<Wire>(operator);
+}
+
+#[test]
 fn a_session_that_is_not_ready_yet_holds_delivery_until_it_is() {
     let home = Home::new();
     home.serve();
@@ -273,4 +325,23 @@ fn two_hundred_items_across_twenty_sessions_each_arrive_exactly_once() {
             assert_eq!(submitted.matches(text.as_str()).count(), 1, "{text:?} in {name}: {submitted}");
         }
     }
+}
+
+#[test]
+fn a_plain_command_gets_one_enter_and_its_line_changing_proves_the_delivery() {
+    let home = Home::new();
+    home.serve();
+    // `cat` in canonical mode: what it was typed stays on screen after the Enter, so only the
+    // line the cursor was on changing shows that the Enter was taken.
+    let got = home.path().join("got.txt");
+    home.new_sh("plain", &format!("exec cat > {}", got.display()));
+    let id = home.send("plain", "short line ok");
+    let item = home.settled(&id);
+    assert_eq!(state(&item), "delivered", "{item:#}");
+    let enters = item["evidence"].as_array().unwrap().iter().filter(|n| n["kind"] == "enter").count();
+    assert_eq!(enters, 1, "{item:#}");
+    eventually("cat to have the line, once and without stray Enters", || {
+        let text = std::fs::read_to_string(&got).unwrap_or_default();
+        if text == "short line ok\n" { Ok(()) } else { Err(format!("{text:?}")) }
+    });
 }

@@ -36,6 +36,8 @@ pub struct ScreenView {
     pub last_typed_ms: Option<u64>,
     /// Whether the child's terminal is in canonical (line-edited) mode.
     pub canonical: bool,
+    /// The cursor's row (0-based index into `lines`).
+    pub cursor_row: usize,
 }
 
 /// Why an INPUT frame did not go through.

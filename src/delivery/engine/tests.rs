@@ -20,6 +20,8 @@ struct Agent {
     swallow_enters: u32,
     /// The agent ignores pastes entirely (to provoke paste-missing).
     deaf: bool,
+    /// Its dialog is drawn inside the input box, hiding the text (as the demo agent does).
+    dialog_covers_box: bool,
     in_paste: bool,
 }
 
@@ -78,7 +80,11 @@ impl Agent {
             lines.push("❯ 1. Yes".into());
         }
         lines.push("╭────────────────────────────────────────╮".into());
-        let shown = self.placeholder.clone().unwrap_or_else(|| self.input.clone());
+        let shown = if self.dialog && self.dialog_covers_box {
+            "Allow this command? (Enter answers)".to_string()
+        } else {
+            self.placeholder.clone().unwrap_or_else(|| self.input.clone())
+        };
         let mut first = true;
         for line in shown.lines() {
             lines.push(format!("│ {}{line}", if first { "> " } else { "  " }));
@@ -89,7 +95,8 @@ impl Agent {
         }
         lines.push("╰────────────────────────────────────────╯".into());
         lines.push(if self.working { "  working".into() } else { "  idle".into() });
-        ScreenView { lines, bracketed_paste: true, last_typed_ms: None, canonical: false }
+        let cursor_row = lines.iter().rposition(|l| l.starts_with("│ ")).unwrap_or(0);
+        ScreenView { lines, bracketed_paste: true, last_typed_ms: None, canonical: false, cursor_row }
     }
 }
 
@@ -352,6 +359,94 @@ fn an_enter_that_never_works_ends_submit_stuck_after_bounded_retries() {
     assert_eq!(w.agent.submitted, vec!["stubborn box"]);
     assert_eq!(pastes_before, 1);
     assert!(w.replies.iter().any(|(c, ok, m)| *c == 9 && *ok && m.starts_with("delivered")), "{:?}", w.replies);
+}
+
+/// Advance virtual time in 1 ms steps (running due timers) until `done` holds.
+fn step_until(w: &mut World, what: &str, mut done: impl FnMut(&World) -> bool) {
+    for _ in 0..60_000 {
+        if done(w) {
+            return;
+        }
+        let end = w.ms + 1;
+        w.settle(1);
+        w.ms = end;
+    }
+    panic!("never: {what}");
+}
+
+/// Enters pressed for the item so far (the engine's copy: notes reach the disk with the
+/// next state change).
+fn enters(w: &World, id: &ItemId) -> usize {
+    let item = w.engine.item(id).unwrap_or(&w.disk[id]);
+    item.evidence.iter().filter(|n| n.kind == "enter").count()
+}
+
+#[test]
+fn a_dialog_that_hides_the_box_after_enter_is_not_taken_for_delivery() {
+    let mut w = started();
+    w.agent.swallow_enters = 1;
+    w.agent.dialog_covers_box = true;
+    let id = w.item("second prompt");
+    step_until(&mut w, "the first Enter", |w| enters(w, &id) == 1);
+    // The swallowed Enter left the text in the box; now a dialog opens over it.
+    w.agent.dialog = true;
+    let view = w.view();
+    w.feed(Input::Session(view));
+    w.settle(60_000);
+    assert_eq!(w.state_of(&id), State::Stuck);
+    assert_eq!(w.disk[&id].stuck, Some(StuckClass::SubmitStuck));
+    assert!(w.disk[&id].evidence.iter().any(|n| n.kind == "dialog"), "{:?}", w.disk[&id].evidence);
+    assert_eq!(enters(&w, &id), 1, "no Enter while the dialog shows");
+    assert!(w.agent.dialog && !w.agent.transcript.contains(&"approved".to_string()));
+    assert!(w.agent.submitted.is_empty());
+    // The operator answers the dialog; force presses Enter on the text still in the box.
+    w.agent.dialog = false;
+    let view = w.view();
+    w.feed(Input::Session(view));
+    w.feed(Input::Command { client: 4, command: Command::Force(id.clone()) });
+    w.settle(10_000);
+    assert_eq!(w.state_of(&id), State::Delivered);
+    assert_eq!(w.agent.submitted, vec!["second prompt"]);
+}
+
+#[test]
+fn a_late_enter_is_seen_on_a_fresh_look_before_any_retry() {
+    let mut w = started();
+    w.agent.swallow_enters = 1;
+    let id = w.item("slow to take it");
+    step_until(&mut w, "the first Enter", |w| enters(w, &id) == 1);
+    // The agent takes the line just before the verification window ends, after the last poll.
+    let deadline = w
+        .timers
+        .iter()
+        .filter(|std::cmp::Reverse((_, k))| k.kind == TimerKind::Deadline && k.step == 1)
+        .map(|std::cmp::Reverse((at, _))| *at)
+        .max()
+        .expect("a deadline is armed");
+    let deadline_ms = deadline.duration_since(w.t0).as_millis() as u64;
+    step_until(&mut w, "just before the deadline", |w| w.ms + 1 >= deadline_ms);
+    let prompt = std::mem::take(&mut w.agent.input);
+    w.agent.submitted.push(prompt);
+    w.settle(30_000);
+    assert_eq!(w.state_of(&id), State::Delivered);
+    assert_eq!(enters(&w, &id), 1, "no second Enter once the text has gone");
+    assert_eq!(w.agent.submitted, vec!["slow to take it"]);
+}
+
+#[test]
+fn without_input_borders_the_line_changing_after_enter_is_the_evidence() {
+    // A shell-like session: no input-area borders, and what was typed stays visible in the
+    // bottom rows after it was submitted (the transcript echoes it).
+    let mut w = World::new();
+    w.rules = Rc::new(RuleSet::builtin("shell"));
+    let view = w.view();
+    w.feed(Input::Session(view));
+    let id = w.item("echo stays visible");
+    w.settle(30_000);
+    assert_eq!(w.state_of(&id), State::Delivered, "{:?}", w.disk[&id].evidence);
+    assert_eq!(enters(&w, &id), 1, "no stray Enter");
+    assert_eq!(w.agent.submitted, vec!["echo stays visible"]);
+    assert!(w.disk[&id].evidence.iter().any(|n| n.detail.contains("line it was typed on changed")));
 }
 
 #[test]
