@@ -22,7 +22,7 @@ pub const HOOK_DEADLINE: Duration = Duration::from_secs(1);
 /// keeps only a short excerpt anyway.
 const MAX_PAYLOAD: usize = 1 << 20;
 
-fn debug(message: &str) {
+pub(crate) fn debug(message: &str) {
     if std::env::var_os("DESK_HOOK_DEBUG").is_some() {
         eprintln!("desk hook: {message}");
     }

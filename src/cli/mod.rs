@@ -164,9 +164,10 @@ enum Command {
         /// The provider whose hook format the payload uses (default: the session's provider).
         #[arg(long)]
         provider: Option<String>,
-        /// The payload, when the agent passes it as an argument (Codex's notify) rather than
-        /// on stdin.
-        payload: Option<String>,
+        /// The payload, when the agent passes it as an argument (Codex's notify: the last
+        /// argument) rather than on stdin. Arguments before it are ignored.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        payload: Vec<String>,
     },
 }
 
@@ -245,7 +246,20 @@ pub fn main() -> i32 {
     if std::env::args_os().nth(1).is_some_and(|a| a == "master") {
         return crate::master::main(std::env::args_os().skip(2));
     }
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if std::env::args_os().nth(1).is_some_and(|a| a == "hook") => {
+            // A hook must never fail its agent (Claude Code reads exit 2 as "block the tool"):
+            // whatever the arguments, `desk hook` exits 0.
+            if matches!(e.kind(), clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion) {
+                let _ = e.print();
+            } else {
+                hook::debug(&format!("ignoring arguments it cannot read: {e}"));
+            }
+            return 0;
+        }
+        Err(e) => e.exit(),
+    };
     if !matches!(cli.command, Command::Attach(_) | Command::Serve { .. }) {
         // Short commands die quietly when their reader goes away (`desk events | head`), like
         // any Unix filter; the master and attach handle EPIPE themselves.
@@ -281,7 +295,7 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Peek { name, json } => sessions::peek(&name, json),
         Command::Events { name, follow, json, since } => events::events(&name, follow, json, since),
         Command::Explain { name, json } => explain::explain(&name, json),
-        Command::Hook { provider, payload } => Ok(hook::hook(provider, payload)),
+        Command::Hook { provider, mut payload } => Ok(hook::hook(provider, payload.pop())),
         Command::Serve { foreground, stop } => delivery::serve(foreground, stop),
         Command::Send { name, text, file, when, from, json } => delivery::send(delivery::SendArgs {
             name,

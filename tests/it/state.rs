@@ -207,4 +207,11 @@ fn desk_hook_exits_zero_at_once_when_desk_is_unreachable() {
     let _held_open = child.stdin.take();
     assert!(child.wait().unwrap().success());
     assert!(started.elapsed() < Duration::from_secs(5));
+    // Arguments it cannot read are no reason to fail the agent either (an exit 2 from a
+    // PreToolUse hook blocks Claude Code's tool).
+    for args in [&["hook", "--bogus"][..], &["hook", "--provider", "codex", "{}", "extra"], &["hook", "--provider"]] {
+        let out = home.cmd().args(args).env("DESK_SESSION", "x").stdin(std::process::Stdio::null()).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
 }
