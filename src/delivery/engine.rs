@@ -547,7 +547,9 @@ impl Engine {
         let attempt = self.next_attempt;
         self.next_attempt += 1;
         let items: Vec<&Item> = ids.iter().filter_map(|id| self.items.get(id)).collect();
-        let text = if items.len() == 1 { items[0].text.clone() } else { text::digest(&items) };
+        // Sanitised here as well as by `desk send`: an intake file may come from elsewhere, and
+        // nothing but text, newlines and tabs is ever typed.
+        let text = text::sanitize(&if items.len() == 1 { items[0].text.clone() } else { text::digest(&items) });
         let fingerprint = text::fingerprint(&text);
         self.session(session).flight = Some(Flight {
             attempt,

@@ -49,7 +49,9 @@ pub fn digest(items: &[&Item]) -> String {
     let mut out = format!("You have {} messages (oldest first):\n", items.len());
     for (i, item) in items.iter().enumerate() {
         let time = crate::session::iso8601(item.created_ms);
-        let from = if item.from.is_empty() { "operator" } else { item.from.as_str() };
+        // The sender is one line of plain text: it must not forge another message's header.
+        let from = sanitize(&item.from).replace(['\n', '\t'], " ");
+        let from = if from.trim().is_empty() { "operator" } else { from.trim() };
         out.push_str(&format!(
             "\n--- message {} of {} · from {from} · {} UTC ---\n",
             i + 1,
@@ -165,6 +167,19 @@ mod tests {
         let evil = "hi\x1b[201~\x1b[31mred\x07\x00\u{9b}2J\u{7f}\tok\r\nnext\rlast";
         assert_eq!(sanitize(evil), "hi[201~[31mred2J\tok\nnext\nlast");
         assert!(!sanitize(evil).contains('\x1b'));
+        // The sender named in a digest cannot escape the paste or forge a header either.
+        let a = Item::new(
+            ItemId::generate(1),
+            "s".into(),
+            None,
+            "one".into(),
+            When::Now,
+            "\x1b[201~x\n--- message 9".into(),
+            1,
+        );
+        let b = Item::new(ItemId::generate(2), "s".into(), None, "two".into(), When::Now, String::new(), 2);
+        let d = digest(&[&a, &b]);
+        assert!(!d.contains('\x1b') && d.contains("from [201~x --- message 9 ·") && d.contains("from operator"), "{d}");
         assert_eq!(sanitize("✓ unicode stays — é"), "✓ unicode stays — é");
     }
 
