@@ -115,6 +115,13 @@ struct SessionQ {
     retry_at: Option<Instant>,
     /// Submissions reported by hooks: (Unix ms, normalised first line).
     hooks: VecDeque<(u64, String)>,
+    /// Prompts delivered on other evidence whose UserPromptSubmit hook has not come yet (an
+    /// agent that queued one mid-turn reports it when the turn ends). A hook that matches one
+    /// of these is theirs, not evidence for an identical prompt in flight. Oldest first,
+    /// bounded by [`RECENT_HOOKS`].
+    owed_hooks: VecDeque<Fingerprint>,
+    /// The agent has reported a UserPromptSubmit hook in this daemon's lifetime.
+    prompt_hooks_seen: bool,
     /// Whether the session was reported down since start (for recovering `sending` items).
     known_down: bool,
 }
@@ -130,6 +137,8 @@ impl SessionQ {
             failures: 0,
             retry_at: None,
             hooks: VecDeque::new(),
+            owed_hooks: VecDeque::new(),
+            prompt_hooks_seen: false,
             known_down: false,
         }
     }
@@ -348,7 +357,7 @@ impl Engine {
             && f.phase == Phase::Submit
             && f.activity_at_enter != Activity::Working
         {
-            self.submitted(&name, "the agent's activity turned working after Enter".into(), now, now_ms, out);
+            self.submitted(&name, "the agent's activity turned working after Enter".into(), false, now, now_ms, out);
             return;
         }
         // Items found `sending` at start-up are settled once their session is observable.
@@ -425,13 +434,26 @@ impl Engine {
             q.hooks.pop_front();
         }
         q.hooks.push_back((at_ms, line.clone()));
+        q.prompt_hooks_seen = true;
+        if let Some(owed) = q.owed_hooks.iter().position(|fp| hook_matches(&line, fp)) {
+            // The late report of a prompt already delivered, not of the one in flight.
+            q.owed_hooks.remove(owed);
+            return;
+        }
         let matches = q.flight.as_ref().is_some_and(|f| {
             f.pasted_ms.is_some_and(|p| at_ms + 50 >= p)
                 && hook_matches(&line, &f.fingerprint)
                 && f.phase != Phase::Baseline
         });
         if matches {
-            self.submitted(session, format!("the agent's UserPromptSubmit hook echoed {line:?}"), now, now_ms, out);
+            self.submitted(
+                session,
+                format!("the agent's UserPromptSubmit hook echoed {line:?}"),
+                true,
+                now,
+                now_ms,
+                out,
+            );
         }
     }
 
@@ -767,7 +789,7 @@ impl Engine {
             return self.arm(session, TimerKind::Poll, now + settings.poll, out);
         }
         if !presence.more_than(flight.baseline) {
-            return self.submitted(session, "the text left the input area".into(), now, now_ms, out);
+            return self.submitted(session, "the text left the input area".into(), false, now, now_ms, out);
         }
         if !settings.bordered()
             && let Some(before) = &flight.enter_cursor_row
@@ -776,6 +798,7 @@ impl Engine {
             return self.submitted(
                 session,
                 format!("the line it was typed on changed after Enter (cursor row {} → {})", before.0, cursor_row.0),
+                false,
                 now,
                 now_ms,
                 out,
@@ -834,6 +857,7 @@ impl Engine {
                     return self.submitted(
                         session,
                         "a UserPromptSubmit hook reported it before the restart".into(),
+                        true,
                         now,
                         now_ms,
                         out,
@@ -1233,9 +1257,26 @@ impl Engine {
         self.arm_retry(session, now + delay, out);
     }
 
-    fn submitted(&mut self, session: &str, evidence: String, now: Instant, now_ms: u64, out: &mut Out<'_>) {
+    /// The flight is delivered on `evidence`; `by_hook` when that evidence is the agent's own
+    /// UserPromptSubmit report (otherwise the report is still owed, see `owed_hooks`).
+    fn submitted(
+        &mut self,
+        session: &str,
+        evidence: String,
+        by_hook: bool,
+        now: Instant,
+        now_ms: u64,
+        out: &mut Out<'_>,
+    ) {
         let Some(flight) = self.session(session).flight.take() else { return };
-        self.session(session).failures = 0;
+        let q = self.session(session);
+        q.failures = 0;
+        if q.prompt_hooks_seen && !by_hook {
+            if q.owed_hooks.len() >= RECENT_HOOKS {
+                q.owed_hooks.pop_front();
+            }
+            q.owed_hooks.push_back(flight.fingerprint.clone());
+        }
         for id in &flight.items {
             self.transition(id, State::Delivered, "delivered", evidence.clone(), now_ms, out);
         }

@@ -662,3 +662,41 @@ fn a_provider_that_steers_mid_turn_gets_prompts_only_between_turns() {
     w.settle(5_000);
     assert_eq!(w.state_of(&id), State::Delivered);
 }
+
+#[test]
+fn the_late_hook_of_an_earlier_identical_prompt_does_not_deliver_the_next_one() {
+    let mut w = started();
+    let hook = |w: &World, text: &str| Input::Hook {
+        session: "s".into(),
+        generation: w.generation,
+        event: "UserPromptSubmit".into(),
+        detail: Some(text.into()),
+        at_ms: w.now().1,
+    };
+    // The agent reports its prompts by hook.
+    let first = w.item("warm up");
+    w.settle(1_000);
+    let report = hook(&w, "warm up");
+    w.feed(report);
+    assert_eq!(w.state_of(&first), State::Delivered);
+    // Mid-turn, the agent queues the first "continue"; it leaves the box: delivered.
+    w.agent.working = true;
+    w.activity = Activity::Working;
+    let view = w.view();
+    w.feed(Input::Session(view));
+    let a = w.item("continue with the plan");
+    w.settle(1_000);
+    assert_eq!(w.state_of(&a), State::Delivered);
+    // An identical prompt whose Enter the agent swallows...
+    w.agent.swallow_enters = 100;
+    let b = w.item("continue with the plan");
+    step_until(&mut w, "b's Enter", |w| enters(w, &b) == 1);
+    // ...while the turn ends and the agent reports the first one.
+    w.agent.finish_turn();
+    let report = hook(&w, "continue with the plan");
+    w.feed(report);
+    w.settle(60_000);
+    assert_eq!(w.state_of(&b), State::Stuck, "{:?}", w.disk[&b].evidence);
+    assert_eq!(w.disk[&b].stuck, Some(StuckClass::SubmitStuck));
+    assert_eq!(w.agent.submitted.iter().filter(|p| *p == "continue with the plan").count(), 1);
+}
