@@ -95,14 +95,20 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
         tty_readable: false,
         ending: None,
         welcomed: false,
+        refused: None,
     };
-    let ending = client.run()?;
+    // The terminal is put back however the loop ends, an error included.
+    let ending = client.run();
     let epilogue = client.modes.epilogue();
     client.write_tty_blocking(&epilogue);
     client.raw.restore();
+    let refused = client.refused.take();
     drop(client);
     let name = &opts.name;
-    Ok(match ending {
+    if let Some((times, why)) = refused {
+        eprintln!("[desk: {name} refused typed input {times} time(s): {why}]");
+    }
+    Ok(match ending? {
         Ending::Detached => {
             eprintln!("[desk: detached from {name}]");
             0
@@ -124,6 +130,8 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
 }
 
 struct Client {
+    /// Input the session refused: how many times, and its last reason.
+    refused: Option<(u64, String)>,
     poll: Poll,
     sock: mio::net::UnixStream,
     raw: tty::RawTty,
@@ -353,8 +361,13 @@ impl Client {
             }
             Frame::Exit { status, escalated } => self.ending = Some(Ending::Exited(status, escalated)),
             Frame::Error { code, message } => match code {
-                // Refused input is the user's to notice on screen; the attach goes on.
-                ErrorCode::InputFull | ErrorCode::NotPermitted => {}
+                // Refused input: the attach goes on, the bell says so now, and the reason is
+                // printed when the attach ends (writing it over the agent's screen would not do).
+                ErrorCode::InputFull | ErrorCode::NotPermitted => {
+                    self.to_tty.push(0x07);
+                    let times = self.refused.as_ref().map_or(0, |(n, _)| *n);
+                    self.refused = Some((times + 1, message));
+                }
                 _ => self.lose(message),
             },
             Frame::Ping(nonce) => Frame::Pong(nonce).encode(&mut self.to_master),

@@ -180,3 +180,23 @@ fn four_clients_during_a_50_mb_flood_end_on_the_masters_exact_screen() {
         assert_eq!(visible_rows(client), master, "client {i} differs from the master's screen");
     }
 }
+
+#[test]
+fn typed_input_the_session_refuses_rings_the_bell_and_is_reported_at_the_end() {
+    let home = Home::new();
+    // The child never reads its input: past the master's 1 MiB input queue, input is refused.
+    home.new_sh("deaf", "stty raw -echo; echo DEAF-READY; exec sleep 100000");
+    home.wait_screen("deaf", "DEAF-READY");
+    let mut pty = attach(&home, "deaf", &[], 120, 40);
+    pty.wait_for_text("DEAF-READY").unwrap();
+    let chunk = vec![b'x'; 64 * 1024];
+    for _ in 0..24 {
+        pty.write(&chunk).unwrap();
+    }
+    pty.wait_until(PATIENCE, "the refusal's bell", |s| s.bells() > 0).unwrap();
+    pty.write(b"\x1c").unwrap();
+    pty.wait_exit(PATIENCE).unwrap();
+    let screen = pty.screen();
+    assert!(screen.contains("[desk: deaf refused typed input"), "{screen}");
+    assert!(screen.contains("waiting for the child to read"), "{screen}");
+}

@@ -222,12 +222,17 @@ struct Recorder {
     title: String,
     titles: Vec<String>,
     cursor_queries: usize,
+    bells: usize,
     replies: Vec<u8>,
     /// Inside a synchronized update: the screen is half drawn.
     sync_open: bool,
 }
 
 impl vt100::Callbacks for Recorder {
+    fn audible_bell(&mut self, _: &mut vt100::Screen) {
+        self.bells += 1;
+    }
+
     fn set_window_title(&mut self, _: &mut vt100::Screen, title: &[u8]) {
         self.title = String::from_utf8_lossy(title).into_owned();
         if self.titles.len() == MAX_TITLES {
@@ -355,6 +360,7 @@ pub struct Screen {
     bracketed_paste: bool,
     alternate_screen: bool,
     cursor_queries: usize,
+    bells: usize,
     bytes: u64,
     eof: bool,
 }
@@ -374,6 +380,7 @@ impl Screen {
             bracketed_paste: screen.bracketed_paste(),
             alternate_screen: screen.alternate_screen(),
             cursor_queries: rec.cursor_queries,
+            bells: rec.bells,
             bytes: st.bytes,
             eof: st.eof,
         }
@@ -434,6 +441,11 @@ impl Screen {
     /// How many `ESC[6n` queries the program has sent.
     pub fn cursor_queries(&self) -> usize {
         self.cursor_queries
+    }
+
+    /// Bells (BEL outside any sequence) the program has rung so far.
+    pub fn bells(&self) -> usize {
+        self.bells
     }
 
     /// Bytes the program has written so far.
