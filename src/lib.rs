@@ -17,5 +17,6 @@ pub mod pty;
 pub mod scanner;
 pub mod screen;
 pub mod session;
+pub mod signals;
 pub mod state;
 pub mod wire;

@@ -61,15 +61,18 @@ pub fn spawn(spec: &Spawn) -> Result<Child> {
         .stderr(Stdio::from(slave));
     // SAFETY: the closure runs between fork and exec and calls only async-signal-safe functions
     // (setsid, ioctl, sigaction, sigprocmask); it allocates nothing.
+    let last_signal = libc::SIGRTMAX();
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             if libc::setsid() == -1 {
                 return Err(std::io::Error::last_os_error());
             }
             if libc::ioctl(0, libc::TIOCSCTTY as _, 0) == -1 {
                 return Err(std::io::Error::last_os_error());
             }
-            for signal in 1..32 {
+            // Every signal, real-time ones included, back to its default: whoever started desk
+            // may have ignored some, and the child must not inherit that.
+            for signal in 1..=last_signal {
                 if signal != libc::SIGKILL && signal != libc::SIGSTOP {
                     libc::signal(signal, libc::SIG_DFL);
                 }

@@ -302,7 +302,7 @@ pub fn ls(json: bool) -> Result<i32> {
         let status = match &r.exit {
             Some(e) => match (e.code, e.signal) {
                 (Some(code), _) => format!("exited({code})"),
-                (_, Some(signal)) => format!("killed({})", signal_name(signal)),
+                (_, Some(signal)) => format!("killed({})", crate::signals::name(signal)),
                 _ => "exited".into(),
             },
             None => r.status.to_string(),
@@ -405,7 +405,7 @@ pub fn kill(name: &SessionName, signal: i32, grace: f64) -> Result<i32> {
     let paths = paths()?;
     let mut conn = connect(&paths, name)?;
     let pid = conn.info.pid;
-    let sig = signal_name(signal);
+    let sig = crate::signals::name(signal);
     conn.send(&Frame::Signal { signal: signal as u8, grace_ms: grace.as_millis() as u32 })?;
     if grace.is_zero() {
         println!("sent {sig} to session {name} (process group {pid})");
@@ -470,10 +470,6 @@ pub fn rm(name: &SessionName) -> Result<i32> {
     }
     crate::fsutil::sync_dir(&paths.runtime)?;
     Ok(0)
-}
-
-fn signal_name(signal: i32) -> String {
-    nix::sys::signal::Signal::try_from(signal).map_or_else(|_| format!("signal {signal}"), |s| s.as_str().to_string())
 }
 
 /// "5s ago", "3m ago", "2h ago", "4d ago".

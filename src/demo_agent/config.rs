@@ -7,10 +7,9 @@
 //! directory, a fresh session id) is resolved once, here, at the process edge.
 
 use std::path::PathBuf;
-use std::str::FromStr;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::Parser;
 
 /// How the crash trigger ends the process.
@@ -269,18 +268,7 @@ impl Args {
 
 /// Parse `KILL`, `SIGKILL`, `kill` or `9` into a signal number.
 pub fn parse_signal(name: &str) -> anyhow::Result<i32> {
-    if let Ok(n) = name.parse::<i32>() {
-        if nix::sys::signal::Signal::try_from(n).is_ok() {
-            return Ok(n);
-        }
-        bail!("--crash-signal {name}: no such signal number on this system");
-    }
-    let upper = name.to_ascii_uppercase();
-    let full = if upper.starts_with("SIG") { upper } else { format!("SIG{upper}") };
-    match nix::sys::signal::Signal::from_str(&full) {
-        Ok(sig) => Ok(sig as i32),
-        Err(_) => bail!("--crash-signal {name}: unknown signal; use a name such as KILL or SEGV"),
-    }
+    crate::signals::parse(name).map_err(|e| anyhow::anyhow!("--crash-signal {name}: {e}"))
 }
 
 /// A random version-4 UUID from the kernel's generator, or, if that cannot be read, one derived

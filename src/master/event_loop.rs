@@ -743,7 +743,7 @@ impl Master {
         if self.child_status.is_some() {
             return;
         }
-        let name = Signal::try_from(signal).map_or_else(|_| format!("signal {signal}"), |s| s.as_str().to_string());
+        let name = crate::signals::name(signal);
         info!(signal = %name, grace_ms = grace.as_millis() as u64, "signalling the session's process group");
         // Raw, because nix's `Signal` knows only 1..=31 and the wire allows every Linux signal
         // up to 64, real-time ones included.

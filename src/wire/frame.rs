@@ -146,11 +146,12 @@ impl fmt::Display for ExitStatus {
         match *self {
             ExitStatus::Code(code) => write!(f, "exited with code {code}"),
             ExitStatus::Signal(signal) => {
-                write!(f, "was killed by signal {signal}")?;
-                if let Ok(name) = nix::sys::signal::Signal::try_from(signal) {
-                    write!(f, " ({})", name.as_str())?;
+                let name = crate::signals::name(signal);
+                if name.starts_with("SIG") {
+                    write!(f, "was killed by signal {signal} ({name})")
+                } else {
+                    write!(f, "was killed by signal {signal}")
                 }
-                Ok(())
             }
         }
     }

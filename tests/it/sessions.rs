@@ -251,3 +251,18 @@ fn masters_run_from_desk_master_and_fall_back_to_desk_master_subcommand() {
         assert!(String::from_utf8_lossy(&out.stderr).contains("unknown argument \"--bogus\""));
     }
 }
+
+#[test]
+fn real_time_signals_can_be_sent_and_are_reported_by_name() {
+    let home = Home::new();
+    home.new_sh("rt", "exec sleep 100000");
+    let rtmin = libc::SIGRTMIN();
+    let out = home.ok(&["kill", "rt", "--signal", "RTMIN+2", "--grace", "0"]);
+    assert!(out.contains("SIGRTMIN+2"), "{out}");
+    let exit = home.wait_exit("rt");
+    assert_eq!(exit["signal"], rtmin + 2);
+    let table = home.ok(&["ls"]);
+    assert!(table.contains("killed(SIGRTMIN+2)"), "{table}");
+    let bad = home.desk(&["kill", "rt", "--signal", "RTMIN+99"]);
+    assert_eq!(bad.status.code(), Some(2));
+}
