@@ -532,6 +532,36 @@ mod tests {
     }
 
     #[test]
+    fn every_listed_decset_number_maps_to_its_mode() {
+        use Mode::*;
+        let cases: [(&[u8], Mode); 10] = [
+            (b"47", AlternateScreen),
+            (b"1047", AlternateScreen),
+            (b"1049", AlternateScreen),
+            (b"2004", BracketedPaste),
+            (b"1", AppCursorKeys),
+            (b"1000", MouseButtons),
+            (b"1002", MouseDrag),
+            (b"1003", MouseMotion),
+            (b"1006", MouseSgr),
+            (b"1004", FocusEvents),
+        ];
+        for (number, mode) in cases {
+            let on = [b"\x1b[?", number, b"h"].concat();
+            let off = [b"\x1b[?", number, b"l"].concat();
+            let events = scan(&[on, off].concat());
+            assert_eq!(
+                events,
+                vec![ScanEvent::Mode { mode, on: true }, ScanEvent::Mode { mode, on: false }],
+                "DECSET {}",
+                String::from_utf8_lossy(number)
+            );
+        }
+        // Cursor visibility starts on: only its reset is a change.
+        assert_eq!(scan(b"\x1b[?25h\x1b[?25l"), vec![ScanEvent::Mode { mode: CursorVisible, on: false }]);
+    }
+
+    #[test]
     fn reset_returns_modes_to_their_defaults() {
         let mut s = Scanner::new();
         let mut out = Vec::new();

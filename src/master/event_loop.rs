@@ -854,6 +854,9 @@ impl Master {
         if self.pty_open {
             self.read_pty(now);
         }
+        // A title held back by the rate limit is the session's last word on its title: journal
+        // it before the exit, not never.
+        self.flush_title(now);
         let record = ExitRecord {
             generation: self.meta.generation,
             status,

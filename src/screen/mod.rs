@@ -34,6 +34,7 @@ use serde::{Deserialize, Serialize};
 pub use cell::{Attrs, Color, flag};
 pub use grid::MAX_COMBINING;
 pub use modes::{Modes, MouseEncoding, MouseMode};
+pub use perform::{DA1_REPLY, DA2_REPLY};
 pub use term::{MAX_PENDING_REPLIES, MAX_TITLE_BYTES};
 
 use ground::GroundTracker;

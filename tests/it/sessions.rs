@@ -266,3 +266,18 @@ fn real_time_signals_can_be_sent_and_are_reported_by_name() {
     let bad = home.desk(&["kill", "rt", "--signal", "RTMIN+99"]);
     assert_eq!(bad.status.code(), Some(2));
 }
+
+#[test]
+fn a_headless_session_gets_its_terminal_queries_answered_by_the_master() {
+    let home = Home::new();
+    // DA1, DA2 and DSR status, read back raw: `dd` would wait for ever if nobody answered.
+    let want = [desk::screen::DA1_REPLY, desk::screen::DA2_REPLY, b"\x1b[0n"].concat();
+    let script = format!(
+        "stty raw -echo; printf '\\033[c\\033[>c\\033[5n'; dd bs=1 count={} 2>/dev/null | od -An -tx1 | tr -d ' \\n'; echo ' ANSWERED'; exec sleep 100000",
+        want.len()
+    );
+    home.new_sh("queries", &script);
+    let screen = home.wait_screen("queries", "ANSWERED");
+    let hex: String = want.iter().map(|b| format!("{b:02x}")).collect();
+    assert!(screen.contains(&format!("{hex} ANSWERED")), "{screen}");
+}

@@ -215,3 +215,69 @@ fn desk_hook_exits_zero_at_once_when_desk_is_unreachable() {
         assert!(out.stdout.is_empty(), "{args:?}");
     }
 }
+
+#[test]
+fn events_follow_streams_until_exit_and_since_skips_what_was_seen() {
+    let home = Home::new();
+    home.new_sh("ev", "read x; printf '\\033]2;first-title\\007'; read y; printf '\\033]2;second-title\\007'; exit 3");
+    let mut follow =
+        home.cmd().args(["events", "ev", "--follow", "--json"]).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let stdout = follow.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<serde_json::Value>();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str(&line) {
+                let _ = tx.send(v);
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let mut next_until = |what: &str, pred: &dyn Fn(&serde_json::Value) -> bool| -> serde_json::Value {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(v) => {
+                    seen.push(v.clone());
+                    if pred(&v) {
+                        return v;
+                    }
+                }
+                Err(_) => panic!("no {what} in the followed events: {seen:#?}"),
+            }
+        }
+    };
+    let mut wire = home.connect("ev", Role::Controller, 120, 40);
+    wire.send(&Frame::Input(b"\n".to_vec()));
+    let first = next_until("first title", &|e| e["type"] == "title" && e["title"] == "first-title");
+    wire.send(&Frame::Input(b"\n".to_vec()));
+    next_until("second title", &|e| e["type"] == "title" && e["title"] == "second-title");
+    next_until("exit", &|e| e["type"] == "exit");
+    // --follow ends with the session.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = follow.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = follow.kill();
+            panic!("desk events --follow did not end with the session");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success());
+    reader.join().unwrap();
+    drop(wire);
+
+    // --since SEQ prints only what came after SEQ.
+    let seq = first["seq"].as_u64().expect("events carry a sequence number");
+    let later: Vec<serde_json::Value> = home
+        .ok(&["events", "ev", "--json", "--since", &seq.to_string()])
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert!(later.iter().all(|e| e["seq"].as_u64().unwrap() > seq), "{later:#?}");
+    assert!(later.iter().any(|e| e["title"] == "second-title"));
+    assert!(!later.iter().any(|e| e["title"] == "first-title"));
+}
