@@ -38,13 +38,21 @@ pub struct SessionMeta {
 }
 
 /// Written by the master when its child has been reaped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExitRecord {
     pub generation: u32,
     pub status: ExitStatus,
     /// The child outlived a kill request's grace period and was sent SIGKILL.
     pub escalated: bool,
     pub exited_at_ms: u64,
+    /// The session's size and title when it ended (absent in records of older masters), so
+    /// that `desk ls` shows them rather than the size it started with and no title.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cols: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
 }
 
 pub fn now_ms() -> u64 {

@@ -235,6 +235,9 @@ fn listing(paths: &Paths, name: &SessionName) -> Result<Option<Listing>> {
     if let Some(exit) = &exit {
         row.status = "exited";
         row.exit = Some(ExitJson::from(exit));
+        row.cols = exit.cols.or(row.cols);
+        row.rows = exit.rows.or(row.rows);
+        row.title = exit.title.clone();
         return Ok(Some(row));
     }
     match session::probe(&files)? {

@@ -862,6 +862,9 @@ impl Master {
             status,
             escalated: self.escalated,
             exited_at_ms: session::now_ms(),
+            cols: Some(self.screen.size().0),
+            rows: Some(self.screen.size().1),
+            title: Some(self.screen.title().to_string()),
         };
         if let Err(e) = session::write_exit(&self.files, &record) {
             warn!("cannot record the exit: {e:#}");

@@ -281,3 +281,21 @@ fn a_headless_session_gets_its_terminal_queries_answered_by_the_master() {
     let hex: String = want.iter().map(|b| format!("{b:02x}")).collect();
     assert!(screen.contains(&format!("{hex} ANSWERED")), "{screen}");
 }
+
+#[test]
+fn an_exited_session_is_listed_with_its_last_size_and_title() {
+    let home = Home::new();
+    home.new_sh("last", "printf '\\033]2;final words\\007'; read x; exit 4");
+    home.wait_screen("last", "");
+    let mut wire = home.connect("last", desk::wire::Role::Controller, 90, 30);
+    eventually("the resize", || match home.session("last") {
+        Some(s) if s["cols"] == 90 && s["title"] == "final words" => Ok(()),
+        other => Err(format!("{other:?}")),
+    });
+    wire.send(&desk::wire::Frame::Input(b"\n".to_vec()));
+    home.wait_exit("last");
+    drop(wire);
+    let s = home.session("last").unwrap();
+    assert_eq!((s["status"].as_str(), s["cols"].as_u64(), s["rows"].as_u64()), (Some("exited"), Some(90), Some(30)));
+    assert_eq!(s["title"], "final words");
+}
