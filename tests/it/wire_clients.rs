@@ -3,7 +3,7 @@
 
 use crate::support::{Home, Wire, alive, eventually, rss_kib};
 use desk::wire::{ErrorCode, Frame, MAX_PAYLOAD, PROTOCOL_VERSION, Role};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 fn expect_error(frames: &[Frame], code: ErrorCode) {
     assert!(
@@ -248,4 +248,31 @@ fn peer_credentials_of_another_user_are_refused() {
     assert_eq!(result, "PEER-RESULT refused", "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     // And the session's own user is still served.
     home.peek("uid");
+}
+
+#[test]
+fn a_client_that_stays_behind_is_disconnected_with_a_reason() {
+    let home = Home::new();
+    home.new_sh("behind", "while :; do echo 'a line of output to keep the stream going'; done");
+    let mut stalled = home.connect("behind", Role::Viewer, 120, 40);
+    // It reads nothing from now on; the master drops it after SLOW_CLIENT_DEADLINE.
+    let deadline = Instant::now() + desk::master::SLOW_CLIENT_DEADLINE + Duration::from_secs(30);
+    loop {
+        let viewers = home.session("behind").map(|s| s["clients"]["viewers"].clone());
+        if viewers == Some(serde_json::json!(0)) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the stalled viewer is still connected: {viewers:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // When it finally reads, the connection ends (the reason is sent best-effort: behind a
+    // full socket buffer it rarely fits, so the master's log says it too).
+    let frames = stalled.drain_to_close();
+    for frame in &frames {
+        if let Frame::Error { code, message } = frame {
+            assert_eq!((*code, message.contains("behind")), (ErrorCode::TooSlow, true), "{message}");
+        }
+    }
+    let log = std::fs::read_to_string(home.run_dir().join("behind.log")).unwrap();
+    assert!(log.contains("stayed behind the output stream"), "the master's log names the reason");
 }
