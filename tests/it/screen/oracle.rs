@@ -85,8 +85,27 @@ impl Oracle {
         Oracle { parser: vt100::Parser::new_with_callbacks(r, c, 0, Titles::default()), cols }
     }
 
+    /// Feed bytes. vt100 does not implement SCOSC/SCORC (`CSI s`, `CSI u` without parameters),
+    /// which xterm performs exactly as DECSC/DECRC and real agents use (OpenCode saves the
+    /// cursor with them before entering the alternate screen), so they are fed as `ESC 7` and
+    /// `ESC 8`. Callers feed whole sequences (split only at ground state), so a sequence is
+    /// never cut between two calls.
     pub fn process(&mut self, bytes: &[u8]) {
-        self.parser.process(bytes);
+        let mut fed = Vec::with_capacity(bytes.len());
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            if rest.starts_with(b"\x1b[s") {
+                fed.extend_from_slice(b"\x1b7");
+                rest = &rest[3..];
+            } else if rest.starts_with(b"\x1b[u") {
+                fed.extend_from_slice(b"\x1b8");
+                rest = &rest[3..];
+            } else {
+                fed.push(rest[0]);
+                rest = &rest[1..];
+            }
+        }
+        self.parser.process(&fed);
     }
 
     /// Cursor as `(row, col, past_last_column)`.

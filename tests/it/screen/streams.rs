@@ -155,3 +155,47 @@ fn recorded_streams_match_the_oracle_at_every_step() {
         }
     }
 }
+
+/// The output of an asciinema v2 recording of a real agent (`tests/data/agents/`), and the
+/// terminal size it was recorded at.
+fn agent_recording(agent: &str, scenario: &str) -> (u16, u16, Vec<u8>) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/data/agents/{agent}/{scenario}.cast"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut lines = text.lines();
+    let header: serde_json::Value = serde_json::from_str(lines.next().expect("a header")).expect("a JSON header");
+    let size = |key: &str| header[key].as_u64().and_then(|n| u16::try_from(n).ok()).expect("the recorded size");
+    let mut out = Vec::new();
+    for line in lines {
+        let event: serde_json::Value = serde_json::from_str(line).expect("a JSON event");
+        if event[1] == "o" {
+            out.extend_from_slice(event[2].as_str().expect("output text").as_bytes());
+        }
+    }
+    (size("width"), size("height"), out)
+}
+
+#[test]
+fn real_agent_recordings_survive_keyframes() {
+    // Claude Code draws inline, Codex and OpenCode on the alternate screen: every recording of
+    // each, about 30 offsets per recording (a debug build replays each split through vt100).
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/agents");
+    let mut checked = 0;
+    for agent in ["claude", "codex", "opencode"] {
+        let mut casts: Vec<String> = std::fs::read_dir(dir.join(agent))
+            .expect("the agent's recordings")
+            .filter_map(Result::ok)
+            .filter_map(|e| e.file_name().to_str()?.strip_suffix(".cast").map(str::to_string))
+            .collect();
+        casts.sort();
+        for scenario in &casts {
+            let (cols, rows, stream) = agent_recording(agent, scenario);
+            checked += 1;
+            let offsets = super::oracle::ground_offsets(cols, rows, &stream).len();
+            match check_splits(cols, rows, &stream, (offsets / 30).max(1)) {
+                Ok(n) => assert!(n > 0),
+                Err(e) => panic!("{agent}/{scenario}: {e}"),
+            }
+        }
+    }
+    assert!(checked >= 30, "only {checked} recordings");
+}
