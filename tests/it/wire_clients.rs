@@ -132,8 +132,18 @@ fn a_client_that_never_reads_does_not_slow_the_child_and_memory_stays_bounded() 
     home.new_sh("flood", "read go; head -c 60000000 /dev/zero | tr '\\0' 'x'; echo; echo FLOOD-DONE; exec sleep 1000");
     let master = home.master_pid("flood");
     let baseline = rss_kib(master);
-    // A viewer that never reads a byte.
+    // A viewer that never reads a byte, and a terminal that reads everything.
     let stalled = home.connect("flood", Role::Viewer, 120, 40);
+    let reader = crate::harness::PtyCommand::new(crate::support::DESK)
+        .args(["attach", "flood", "--read-only"])
+        .env("DESK_HOME", home.path())
+        .size(120, 40)
+        .spawn()
+        .expect("spawn desk attach");
+    eventually("the reading viewer to attach", || match home.session("flood") {
+        Some(s) if s["clients"]["viewers"] == 2 => Ok(()),
+        other => Err(format!("{other:?}")),
+    });
     let mut driver = home.connect("flood", Role::Controller, 120, 40);
     driver.send(&Frame::Input(b"go\n".to_vec()));
     let mut peak = baseline;
@@ -145,6 +155,22 @@ fn a_client_that_never_reads_does_not_slow_the_child_and_memory_stays_bounded() 
     assert!(alive(master));
     // 60 MB went through; the stalled client may hold at most its queue bound.
     assert!(peak < baseline + 32 * 1024, "master grew from {baseline} KiB to {peak} KiB");
+    // The stalled viewer changed nothing for the one that reads: it ends on the master's screen.
+    let trimmed = |rows: Vec<String>| {
+        let mut rows: Vec<String> = rows.into_iter().map(|r| r.trim_end().to_string()).collect();
+        while rows.last().is_some_and(|r| r.is_empty()) {
+            rows.pop();
+        }
+        rows
+    };
+    let peek: serde_json::Value = serde_json::from_str(&home.ok(&["peek", "flood", "--json"])).unwrap();
+    let master_rows =
+        trimmed(peek["lines"].as_array().unwrap().iter().map(|l| l.as_str().unwrap().to_string()).collect());
+    reader
+        .wait_until(crate::harness::PATIENCE, "the reader on the master's screen", |screen| {
+            trimmed(screen.rows().to_vec()) == master_rows
+        })
+        .unwrap();
     drop(stalled);
 }
 
