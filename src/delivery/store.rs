@@ -34,7 +34,7 @@ pub fn failpoint(step: &str) {
 }
 
 /// The steps a failpoint can name.
-pub const FAILPOINTS: [&str; 8] = [
+pub const FAILPOINTS: [&str; 9] = [
     "after-queue-write",
     "after-ingest",
     "after-claim",
@@ -43,6 +43,7 @@ pub const FAILPOINTS: [&str; 8] = [
     "before-submit",
     "after-submit",
     "mid-rename",
+    "mid-rename-settle",
 ];
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -55,6 +56,31 @@ pub struct Pauses {
 pub struct Pause {
     pub reason: String,
     pub since_ms: u64,
+}
+
+/// The state an item file stands for. The extension is the truth, with one exception: a
+/// `.sending` file whose record already says where it went. A move out of `sending` writes the
+/// record first (fsync) and renames second, so such a file is a move that a crash cut between
+/// the two: the daemon had settled the item (verified it delivered, stuck it, or released it
+/// with nothing typed) and made that durable. The other direction, a `.queued` file whose
+/// record says `sending`, is a claim that never became durable: nothing was typed for it, and
+/// it stays queued.
+fn settled_state(extension: State, record: State) -> State {
+    if extension == State::Sending && record != State::Sending { record } else { extension }
+}
+
+/// [`settled_state`], finishing the cut rename on disk.
+fn settle_torn_rename(path: &Path, extension: State, record: State) -> Result<State> {
+    let state = settled_state(extension, record);
+    if state != extension {
+        let to = path.with_extension(state.as_str());
+        tracing::warn!(item = %path.display(), to = state.as_str(), "finishing a state change a crash cut short");
+        fs::rename(path, &to).with_context(|| format!("cannot rename {} to {}", path.display(), to.display()))?;
+        if let Some(dir) = path.parent() {
+            fsutil::sync_dir(dir)?;
+        }
+    }
+    Ok(state)
 }
 
 /// A file the store could not read; it is moved aside (`.bad`), never silently deleted.
@@ -104,7 +130,7 @@ impl Store {
         }
         // The record first (in place), then the state (by rename): one file at every instant.
         fsutil::write_atomic(&old, &bytes)?;
-        failpoint("mid-rename");
+        failpoint(if from == State::Sending { "mid-rename-settle" } else { "mid-rename" });
         fs::rename(&old, &new).with_context(|| format!("cannot rename {} to {}", old.display(), new.display()))?;
         fsutil::sync_dir(&dir)
     }
@@ -122,8 +148,7 @@ impl Store {
                 let Some(state) = path.extension().and_then(|e| e.to_str()).and_then(State::from_ext) else { continue };
                 match read_item(&path) {
                     Ok(mut item) => {
-                        // The extension is the truth about the state (the record may be newer).
-                        item.state = state;
+                        item.state = settle_torn_rename(&path, state, item.state)?;
                         items.push(item);
                     }
                     Err(e) => {
@@ -139,7 +164,8 @@ impl Store {
         Ok((items, problems))
     }
 
-    /// One item, in whatever state it is.
+    /// One item, in whatever state it is (read-only: a torn rename is reported as the state
+    /// the next daemon start will settle it to).
     pub fn find(&self, id: &ItemId) -> Result<Option<Item>> {
         let queue = self.root.join("queue");
         for session in read_dir(&queue)? {
@@ -147,7 +173,7 @@ impl Store {
                 let path = session.join(format!("{id}.{}", state.as_str()));
                 if path.exists() {
                     let mut item = read_item(&path)?;
-                    item.state = state;
+                    item.state = settled_state(state, item.state);
                     return Ok(Some(item));
                 }
             }
@@ -312,6 +338,30 @@ mod tests {
         assert!(problems.is_empty());
         assert_eq!(loaded, vec![it.clone()]);
         assert_eq!(store.find(&it.id).unwrap(), Some(it));
+    }
+
+    #[test]
+    fn a_rename_cut_by_a_crash_is_settled_by_the_record_only_out_of_sending() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(tmp.path()).unwrap();
+        let dir = store.session_dir("s").unwrap();
+        ensure_private_dir(&dir).unwrap();
+        // A `.sending` file whose record says delivered: the move out of sending was cut.
+        let mut done = item("s");
+        done.state = State::Delivered;
+        fsutil::write_atomic(&dir.join(format!("{}.sending", done.id)), &serde_json::to_vec(&done).unwrap()).unwrap();
+        // A `.queued` file whose record says sending: the claim was cut; it stays queued.
+        let mut claim = Item::new(ItemId::generate(5), "s".into(), Some(1), "hi".into(), When::Now, "t".into(), 5);
+        claim.state = State::Sending;
+        fsutil::write_atomic(&dir.join(format!("{}.queued", claim.id)), &serde_json::to_vec(&claim).unwrap()).unwrap();
+        assert_eq!(store.find(&done.id).unwrap().map(|i| i.state), Some(State::Delivered), "reported as it will be");
+        assert_eq!(files(&store, "s").len(), 2);
+        let (loaded, _) = store.load_all().unwrap();
+        let state_of = |id: &ItemId| loaded.iter().find(|i| &i.id == id).map(|i| i.state);
+        assert_eq!((state_of(&done.id), state_of(&claim.id)), (Some(State::Delivered), Some(State::Queued)));
+        let mut want = vec![format!("{}.delivered", done.id), format!("{}.queued", claim.id)];
+        want.sort();
+        assert_eq!(files(&store, "s"), want);
     }
 
     #[test]

@@ -60,3 +60,12 @@ crash_test!(a_crash_after_the_paste_is_finished_with_an_enter, "after-paste", "d
 crash_test!(a_crash_before_the_submit_is_finished_with_an_enter, "before-submit", "delivered");
 // Submitted: the agent's UserPromptSubmit hook, journalled by the master, proves it.
 crash_test!(a_crash_after_the_submit_is_settled_by_the_hook, "after-submit", "delivered");
+// Verified delivered, the record written, the rename to `.delivered` cut: the next start
+// finishes the rename from the durable record (no evidence needs re-reading).
+#[test]
+fn a_crash_between_the_delivered_record_and_its_rename_keeps_it_delivered() {
+    let (item, times) = crash_at("mid-rename-settle");
+    assert_eq!((item["state"].as_str(), times), (Some("delivered"), 1), "{item:#}");
+    let evidence = item["evidence"].to_string();
+    assert!(!evidence.contains("restart"), "settled from the record, not recovered: {item:#}");
+}
