@@ -365,6 +365,29 @@ mod tests {
     }
 
     #[test]
+    fn the_sweep_forgets_only_finished_items_and_only_after_a_day() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(tmp.path()).unwrap();
+        let mut kept = Vec::new();
+        for (i, state) in State::ALL.into_iter().enumerate() {
+            let mut it =
+                Item::new(ItemId::generate(10 + i as u64), "s".into(), Some(1), "x".into(), When::Now, "t".into(), 1);
+            it.state = state;
+            store.persist(&it, state).unwrap();
+            if !matches!(state, State::Delivered | State::Dropped) {
+                kept.push(format!("{}.{}", it.id, state.as_str()));
+            }
+        }
+        let now = crate::session::now_ms();
+        assert_eq!(store.sweep(now).unwrap(), 0, "nothing is a day old yet");
+        assert_eq!(files(&store, "s").len(), State::ALL.len());
+        let removed = store.sweep(now + KEEP_FINISHED_MS + 60_000).unwrap();
+        assert_eq!(removed, 2);
+        kept.sort();
+        assert_eq!(files(&store, "s"), kept, "queued, sending and stuck items are never swept");
+    }
+
+    #[test]
     fn intake_is_ingested_once_even_after_a_crash_before_the_tombstone() {
         let tmp = tempfile::tempdir().unwrap();
         let store = Store::open(tmp.path()).unwrap();
