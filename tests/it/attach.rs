@@ -200,3 +200,29 @@ fn typed_input_the_session_refuses_rings_the_bell_and_is_reported_at_the_end() {
     assert!(screen.contains("[desk: deaf refused typed input"), "{screen}");
     assert!(screen.contains("waiting for the child to read"), "{screen}");
 }
+
+#[test]
+fn the_terminal_is_restored_when_the_child_exits_and_when_attach_is_signalled() {
+    let home = Home::new();
+    let modes = "printf '\\033[?1049h\\033[?2004h\\033[?1000h\\033[?25lIN-ALT'";
+    // The child exits while attached.
+    home.new_sh("gone", &format!("{modes}; read x; exit 5"));
+    home.wait_screen("gone", "IN-ALT");
+    let mut pty = attach(&home, "gone", &[], 120, 40);
+    pty.wait_until(PATIENCE, "alternate screen on", |s| s.alternate_screen() && s.contains("IN-ALT")).unwrap();
+    pty.write(b"\r").unwrap();
+    assert_eq!(pty.wait_exit(PATIENCE).unwrap().code(), Some(5));
+    let screen = pty.screen();
+    assert!(!screen.alternate_screen() && !screen.bracketed_paste(), "{screen}");
+    assert!(pty.with_vt100(|s| !s.hide_cursor() && s.mouse_protocol_mode() == vt100::MouseProtocolMode::None));
+    // The attach itself is told to stop.
+    home.new_sh("stays", &format!("{modes}; exec cat"));
+    home.wait_screen("stays", "IN-ALT");
+    let mut pty = attach(&home, "stays", &[], 120, 40);
+    pty.wait_until(PATIENCE, "alternate screen on", |s| s.alternate_screen() && s.contains("IN-ALT")).unwrap();
+    pty.signal(nix::sys::signal::Signal::SIGTERM).unwrap();
+    assert_eq!(pty.wait_exit(PATIENCE).unwrap().code(), Some(128 + 15));
+    let screen = pty.screen();
+    assert!(!screen.alternate_screen() && !screen.bracketed_paste(), "{screen}");
+    assert!(screen.contains("on signal 15"), "{screen}");
+}
