@@ -120,8 +120,6 @@ struct SessionQ {
     /// of these is theirs, not evidence for an identical prompt in flight. Oldest first,
     /// bounded by [`RECENT_HOOKS`].
     owed_hooks: VecDeque<Fingerprint>,
-    /// The agent has reported a UserPromptSubmit hook in this daemon's lifetime.
-    prompt_hooks_seen: bool,
     /// Whether the session was reported down since start (for recovering `sending` items).
     known_down: bool,
 }
@@ -138,7 +136,6 @@ impl SessionQ {
             retry_at: None,
             hooks: VecDeque::new(),
             owed_hooks: VecDeque::new(),
-            prompt_hooks_seen: false,
             known_down: false,
         }
     }
@@ -343,19 +340,23 @@ impl Engine {
         let name = view.name.clone();
         let q = self.session(&name);
         let old_generation = q.live.as_ref().map(|l| l.generation);
-        let was_working = q.live.as_ref().is_some_and(|l| l.activity == Activity::Working);
+        let was = q.live.as_ref().map(|l| l.activity);
         q.known_down = false;
         if old_generation.is_some_and(|g| g != view.generation) {
             // A new generation: whatever was in flight for the old one is cut off.
             self.interrupt(&name, "the session restarted (new generation) during delivery", now_ms, out);
         }
         let q = self.session(&name);
-        let turned_working = !was_working && view.activity == Activity::Working;
+        // From idle (or unknown) to working after our Enter; back to work after a dialog was
+        // answered is the agent resuming its own turn, not evidence of our prompt.
+        let turned_working =
+            !matches!(was, Some(Activity::Working | Activity::Blocked)) && view.activity == Activity::Working;
         q.live = Some(view);
         if turned_working
             && let Some(f) = &q.flight
             && f.phase == Phase::Submit
             && f.activity_at_enter != Activity::Working
+            && !f.dialog_seen
         {
             self.submitted(&name, "the agent's activity turned working after Enter".into(), false, now, now_ms, out);
             return;
@@ -434,16 +435,16 @@ impl Engine {
             q.hooks.pop_front();
         }
         q.hooks.push_back((at_ms, line.clone()));
-        q.prompt_hooks_seen = true;
         if let Some(owed) = q.owed_hooks.iter().position(|fp| hook_matches(&line, fp)) {
             // The late report of a prompt already delivered, not of the one in flight.
             q.owed_hooks.remove(owed);
             return;
         }
         let matches = q.flight.as_ref().is_some_and(|f| {
+            // Only once Enter was pressed: before it, the agent cannot have submitted our text.
             f.pasted_ms.is_some_and(|p| at_ms + 50 >= p)
                 && hook_matches(&line, &f.fingerprint)
-                && f.phase != Phase::Baseline
+                && matches!(f.phase, Phase::Entering | Phase::Submit)
         });
         if matches {
             self.submitted(
@@ -678,8 +679,18 @@ impl Engine {
         };
         let area = settings.input_area(&screen.lines);
         let presence = text::presence(area, &flight.fingerprint, settings.placeholder.as_ref());
-        let dialog =
-            rules.match_screen_where(&screen.lines, |r| r.activity == Activity::Blocked).map(|r| r.name.clone());
+        // A dialog: one of the provider's blocked screen rules matches, or the session reports
+        // the agent blocked (a hook or a title may know of a dialog no screen rule describes).
+        let reported_blocked = self
+            .sessions
+            .get(session)
+            .and_then(|q| q.live.as_ref())
+            .filter(|l| l.activity == Activity::Blocked)
+            .map(|l| format!("the agent reports it waits for {}", l.wait.as_deref().unwrap_or("the operator")));
+        let dialog = rules
+            .match_screen_where(&screen.lines, |r| r.activity == Activity::Blocked)
+            .map(|r| r.name.clone())
+            .or(reported_blocked);
         let cursor_row = (screen.cursor_row, screen.lines.get(screen.cursor_row).cloned().unwrap_or_default());
         if let Some(f) = self.session(session).flight.as_mut() {
             f.last_cursor_row = Some(cursor_row.clone());
@@ -719,6 +730,18 @@ impl Engine {
                         }
                         self.arm(session, TimerKind::Settle, now + settings.submit_delay, out);
                     }
+                } else if flight.deadline_passed {
+                    self.stick_flight(
+                        session,
+                        StuckClass::PasteMissing,
+                        format!(
+                            "the paste did not show in the input area within {} ms; not re-pasting",
+                            settings.echo_timeout.as_millis()
+                        ),
+                        now,
+                        now_ms,
+                        out,
+                    );
                 } else {
                     self.arm(session, TimerKind::Poll, now + settings.poll, out);
                 }
@@ -737,7 +760,10 @@ impl Engine {
                 }
                 self.press_enter(session, now, now_ms, out);
             }
-            Phase::Submit => self.on_submit_look(session, &flight, presence, dialog, cursor_row, now, now_ms, out),
+            Phase::Submit => {
+                let line_edited = screen.canonical;
+                self.on_submit_look(session, &flight, presence, dialog, cursor_row, line_edited, now, now_ms, out)
+            }
             Phase::Pasting | Phase::Entering => {}
         }
     }
@@ -751,6 +777,7 @@ impl Engine {
         presence: Presence,
         dialog: Option<String>,
         cursor_row: (usize, String),
+        line_edited: bool,
         now: Instant,
         now_ms: u64,
         out: &mut Out<'_>,
@@ -791,7 +818,12 @@ impl Engine {
         if !presence.more_than(flight.baseline) {
             return self.submitted(session, "the text left the input area".into(), false, now, now_ms, out);
         }
+        // Without input borders, in a session whose line the kernel edits (canonical mode: a
+        // shell, `cat`), an Enter always ends the line, and its echo moves the cursor on: the
+        // line it was typed on changing is the evidence. A raw-mode application may take an
+        // Enter as a newline in its own box, so there the cursor moving proves nothing.
         if !settings.bordered()
+            && line_edited
             && let Some(before) = &flight.enter_cursor_row
             && *before != cursor_row
         {
@@ -1135,6 +1167,22 @@ impl Engine {
                 now_ms,
                 out,
             ),
+            Phase::Echo if flight.deadline_passed => self.stick_flight(
+                session,
+                StuckClass::Unobservable,
+                format!("cannot read the screen at the end of the echo window: {error}; not re-pasting"),
+                now,
+                now_ms,
+                out,
+            ),
+            Phase::Settle => self.stick_flight(
+                session,
+                StuckClass::SubmitStuck,
+                format!("the text was echoed, but the look before the Enter failed: {error}; no Enter pressed blind"),
+                now,
+                now_ms,
+                out,
+            ),
             Phase::Submit if flight.deadline_passed => self.stick_flight(
                 session,
                 StuckClass::Unobservable,
@@ -1204,8 +1252,6 @@ impl Engine {
         if flight.attempt != key.attempt || (key.kind != TimerKind::Poll && key.step != flight.enters) {
             return;
         }
-        let Some((rules, _)) = self.settings(&session) else { return };
-        let settings = rules.delivery.clone();
         match key.kind {
             TimerKind::Poll => {
                 if matches!(flight.phase, Phase::Echo | Phase::Submit) && flight.waiting.is_none() {
@@ -1219,19 +1265,13 @@ impl Engine {
             }
             TimerKind::Deadline => match flight.phase {
                 Phase::Echo => {
-                    let class =
-                        if flight.read_failures > 0 { StuckClass::Unobservable } else { StuckClass::PasteMissing };
-                    self.stick_flight(
-                        &session,
-                        class,
-                        format!(
-                            "the paste did not show in the input area within {} ms; not re-pasting",
-                            settings.echo_timeout.as_millis()
-                        ),
-                        now,
-                        now_ms,
-                        out,
-                    );
+                    // Decide on a fresh look: a paste that showed after the last poll is there.
+                    if let Some(f) = self.session(&session).flight.as_mut() {
+                        f.deadline_passed = true;
+                    }
+                    if flight.waiting.is_none() {
+                        self.request_snapshot(&session, now, out);
+                    }
                 }
                 Phase::Submit => {
                     // Decide on a fresh look, never on an older one.
@@ -1271,7 +1311,7 @@ impl Engine {
         let Some(flight) = self.session(session).flight.take() else { return };
         let q = self.session(session);
         q.failures = 0;
-        if q.prompt_hooks_seen && !by_hook {
+        if !by_hook {
             if q.owed_hooks.len() >= RECENT_HOOKS {
                 q.owed_hooks.pop_front();
             }

@@ -69,18 +69,26 @@ fn settled_state(extension: State, record: State) -> State {
     if extension == State::Sending && record != State::Sending { record } else { extension }
 }
 
-/// [`settled_state`], finishing the cut rename on disk.
+/// [`settled_state`], finishing the cut rename on disk. If that fails the file keeps its
+/// extension's state (and is settled from evidence, as any `sending` item): one item's file
+/// never stops the daemon from starting.
 fn settle_torn_rename(path: &Path, extension: State, record: State) -> Result<State> {
     let state = settled_state(extension, record);
-    if state != extension {
-        let to = path.with_extension(state.as_str());
-        tracing::warn!(item = %path.display(), to = state.as_str(), "finishing a state change a crash cut short");
-        fs::rename(path, &to).with_context(|| format!("cannot rename {} to {}", path.display(), to.display()))?;
-        if let Some(dir) = path.parent() {
-            fsutil::sync_dir(dir)?;
+    if state == extension {
+        return Ok(state);
+    }
+    let to = path.with_extension(state.as_str());
+    tracing::warn!(item = %path.display(), to = state.as_str(), "finishing a state change a crash cut short");
+    let finished = fs::rename(path, &to)
+        .with_context(|| format!("cannot rename {} to {}", path.display(), to.display()))
+        .and_then(|()| path.parent().map_or(Ok(()), fsutil::sync_dir));
+    match finished {
+        Ok(()) => Ok(state),
+        Err(e) => {
+            tracing::warn!("{e:#}; leaving it {}", extension.as_str());
+            Ok(extension)
         }
     }
-    Ok(state)
 }
 
 /// A file the store could not read; it is moved aside (`.bad`), never silently deleted.

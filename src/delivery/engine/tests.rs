@@ -23,6 +23,10 @@ struct Agent {
     /// Its dialog is drawn inside the input box, hiding the text (as the demo agent does).
     dialog_covers_box: bool,
     in_paste: bool,
+    /// A swallowed Enter becomes a newline in the box (a composer that took it as one).
+    enter_newline: bool,
+    /// The terminal is in canonical mode (the kernel edits the line, as for a shell).
+    canonical: bool,
 }
 
 impl Agent {
@@ -46,6 +50,9 @@ impl Agent {
             }
             if self.swallow_enters > 0 {
                 self.swallow_enters -= 1;
+                if self.enter_newline {
+                    self.input.push('\n');
+                }
                 return;
             }
             if self.input.is_empty() {
@@ -86,7 +93,7 @@ impl Agent {
             self.placeholder.clone().unwrap_or_else(|| self.input.clone())
         };
         let mut first = true;
-        for line in shown.lines() {
+        for line in shown.split('\n') {
             lines.push(format!("│ {}{line}", if first { "> " } else { "  " }));
             first = false;
         }
@@ -96,7 +103,7 @@ impl Agent {
         lines.push("╰────────────────────────────────────────╯".into());
         lines.push(if self.working { "  working".into() } else { "  idle".into() });
         let cursor_row = lines.iter().rposition(|l| l.starts_with("│ ")).unwrap_or(0);
-        ScreenView { lines, bracketed_paste: true, last_typed_ms: None, canonical: false, cursor_row }
+        ScreenView { lines, bracketed_paste: true, last_typed_ms: None, canonical: self.canonical, cursor_row }
     }
 }
 
@@ -116,6 +123,8 @@ struct World {
     crash_after: Option<usize>,
     crashed: bool,
     activity: Activity,
+    /// Snapshot requests answered with an error, next first.
+    fail_reads: u32,
 }
 
 impl World {
@@ -134,6 +143,7 @@ impl World {
             crash_after: None,
             crashed: false,
             activity: Activity::Idle,
+            fail_reads: 0,
         }
     }
 
@@ -191,7 +201,13 @@ impl World {
                         self.disk.insert(item.id.clone(), item);
                     }
                     Action::Snapshot { token, .. } => {
-                        inputs.push_back(Input::Snapshot { token, result: Ok(self.agent.screen()) })
+                        let result = if self.fail_reads > 0 {
+                            self.fail_reads -= 1;
+                            Err("read failed".to_string())
+                        } else {
+                            Ok(self.agent.screen())
+                        };
+                        inputs.push_back(Input::Snapshot { token, result })
                     }
                     Action::Write { token, bytes, .. } => {
                         self.agent.write(&bytes);
@@ -439,6 +455,7 @@ fn without_input_borders_the_line_changing_after_enter_is_the_evidence() {
     // bottom rows after it was submitted (the transcript echoes it).
     let mut w = World::new();
     w.rules = Rc::new(RuleSet::builtin("shell"));
+    w.agent.canonical = true;
     let view = w.view();
     w.feed(Input::Session(view));
     let id = w.item("echo stays visible");
@@ -699,4 +716,136 @@ fn the_late_hook_of_an_earlier_identical_prompt_does_not_deliver_the_next_one() 
     assert_eq!(w.state_of(&b), State::Stuck, "{:?}", w.disk[&b].evidence);
     assert_eq!(w.disk[&b].stuck, Some(StuckClass::SubmitStuck));
     assert_eq!(w.agent.submitted.iter().filter(|p| *p == "continue with the plan").count(), 1);
+}
+
+#[test]
+fn without_borders_a_cursor_that_moved_is_no_evidence_while_the_text_stays_in_a_raw_mode_box() {
+    // Codex: no input borders, raw mode. Its composer takes the Enter as a newline (or a popup
+    // takes it): the text stays in the box, only the cursor moved to a new row.
+    let mut w = World::new();
+    w.rules = Rc::new(RuleSet::builtin("codex"));
+    let view = w.view();
+    w.feed(Input::Session(view));
+    w.agent.swallow_enters = 1;
+    w.agent.enter_newline = true;
+    let id = w.item("summarise the open issues");
+    step_until(&mut w, "the first Enter", |w| enters(w, &id) == 1);
+    w.settle(100);
+    assert_eq!(w.state_of(&id), State::Sending, "the moved cursor is no evidence: {:?}", w.engine.item(&id));
+    // The window's end finds the text still in the box: Enter again, and this one submits.
+    w.settle(60_000);
+    assert_eq!(w.state_of(&id), State::Delivered, "{:?}", w.disk[&id].evidence);
+    assert_eq!(w.agent.submitted, vec!["summarise the open issues\n"]);
+}
+
+#[test]
+fn the_first_prompt_owes_its_hook_even_before_any_hook_was_seen() {
+    let mut w = started();
+    w.agent.working = true;
+    w.activity = Activity::Working;
+    let view = w.view();
+    w.feed(Input::Session(view));
+    let a = w.item("continue with the plan");
+    w.settle(1_000);
+    assert_eq!(w.state_of(&a), State::Delivered);
+    w.agent.swallow_enters = 100;
+    let b = w.item("continue with the plan");
+    step_until(&mut w, "b's Enter", |w| enters(w, &b) == 1);
+    w.agent.finish_turn();
+    let at_ms = w.now().1;
+    w.feed(Input::Hook {
+        session: "s".into(),
+        generation: w.generation,
+        event: "UserPromptSubmit".into(),
+        detail: Some("continue with the plan".into()),
+        at_ms,
+    });
+    w.settle(60_000);
+    assert_eq!(w.agent.submitted.iter().filter(|p| *p == "continue with the plan").count(), 1);
+    assert_eq!(w.state_of(&b), State::Stuck, "{:?}", w.disk[&b].evidence);
+}
+
+#[test]
+fn working_again_after_a_dialog_is_answered_is_no_evidence_of_delivery() {
+    let mut w = started();
+    w.agent.swallow_enters = 1;
+    w.agent.dialog_covers_box = true;
+    let id = w.item("second prompt");
+    step_until(&mut w, "the first Enter", |w| enters(w, &id) == 1);
+    // The swallowed Enter left the text in the box; a dialog opens over it...
+    w.agent.dialog = true;
+    let view = w.view();
+    w.feed(Input::Session(view));
+    w.settle(300);
+    // ...and the operator answers it within the window; the agent goes on working.
+    w.agent.dialog = false;
+    w.activity = Activity::Working;
+    let view = w.view();
+    w.feed(Input::Session(view));
+    w.settle(60_000);
+    // Not delivered on the agent going back to work: the window's end looked again, found the
+    // text in the box, and pressed Enter on it.
+    let evidence = &w.disk[&id].evidence;
+    assert!(!evidence.iter().any(|n| n.detail.contains("turned working")), "{evidence:?}");
+    assert_eq!(enters(&w, &id), 2, "{evidence:?}");
+    assert_eq!(w.state_of(&id), State::Delivered);
+    assert_eq!(w.agent.submitted, vec!["second prompt"]);
+}
+
+#[test]
+fn no_enter_while_the_session_reports_blocked_even_without_a_dialog_on_screen() {
+    // Blocked known from a hook or a title, with a dialog no screen rule matches.
+    let mut w = started();
+    w.agent.swallow_enters = 1;
+    let id = w.item("retry me");
+    step_until(&mut w, "the first Enter", |w| enters(w, &id) == 1);
+    let mut view = w.view();
+    view.activity = Activity::Blocked;
+    view.wait = Some("approval".into());
+    w.feed(Input::Session(view));
+    w.settle(60_000);
+    assert_eq!(enters(&w, &id), 1);
+    assert_eq!(w.state_of(&id), State::Stuck);
+    assert_eq!(w.disk[&id].stuck, Some(StuckClass::SubmitStuck));
+}
+
+#[test]
+fn a_failed_look_before_the_enter_never_leaves_the_queue_hanging() {
+    let mut w = World::new();
+    w.rules = Rc::new(RuleSet::builtin("claude")); // submit_delay_ms = 50: a Settle phase
+    let view = w.view();
+    w.feed(Input::Session(view));
+    let id = w.item("settle me");
+    step_until(&mut w, "the echo", |w| {
+        w.engine.item(&id).is_some_and(|i| i.evidence.iter().any(|n| n.kind == "echoed"))
+    });
+    w.fail_reads = 1; // the pre-Enter look after the settle delay fails once
+    w.settle(600_000);
+    assert_ne!(w.state_of(&id), State::Sending, "{:?}", w.disk[&id].evidence);
+    assert!(!w.engine.busy());
+    let later = w.item("later");
+    w.settle(600_000);
+    assert_ne!(w.state_of(&later), State::Queued);
+}
+
+#[test]
+fn a_paste_that_shows_just_before_the_echo_deadline_is_seen_on_a_fresh_look() {
+    let mut w = started();
+    w.agent.deaf = true;
+    let id = w.item("slow echo");
+    let deadline = w
+        .timers
+        .iter()
+        .filter(|std::cmp::Reverse((_, k))| k.kind == TimerKind::Deadline && k.step == 0)
+        .map(|std::cmp::Reverse((at, _))| *at)
+        .max()
+        .expect("an echo deadline");
+    let deadline_ms = deadline.duration_since(w.t0).as_millis() as u64;
+    step_until(&mut w, "just before the echo deadline", |w| w.ms + 1 >= deadline_ms);
+    // The agent shows the paste only now, after the last poll.
+    w.agent.deaf = false;
+    w.agent.input = "slow echo".into();
+    w.settle(30_000);
+    assert_eq!(w.state_of(&id), State::Delivered, "{:?}", w.disk[&id].evidence);
+    assert_eq!(w.agent.submitted, vec!["slow echo"]);
 }
