@@ -712,15 +712,7 @@ impl Engine {
                         }
                     }
                     if let Some(rule) = dialog {
-                        // The text is in the box; only the Enter is missing (and must wait).
-                        return self.stick_flight(
-                            session,
-                            StuckClass::SubmitStuck,
-                            format!("a dialog ({rule}) is on screen; not pressing Enter"),
-                            now,
-                            now_ms,
-                            out,
-                        );
+                        return self.stick_for_dialog(session, &rule, now, now_ms, out);
                     }
                     if settings.submit_delay.is_zero() {
                         self.press_enter(session, now, now_ms, out);
@@ -749,14 +741,7 @@ impl Engine {
             Phase::Settle => {
                 // The pre-Enter look after a settle delay.
                 if let Some(rule) = dialog {
-                    return self.stick_flight(
-                        session,
-                        StuckClass::SubmitStuck,
-                        format!("a dialog ({rule}) is on screen; not pressing Enter"),
-                        now,
-                        now_ms,
-                        out,
-                    );
+                    return self.stick_for_dialog(session, &rule, now, now_ms, out);
                 }
                 self.press_enter(session, now, now_ms, out);
             }
@@ -928,14 +913,7 @@ impl Engine {
             }
             Mode::ForceEnter => {
                 if let Some(rule) = dialog {
-                    return self.stick_flight(
-                        session,
-                        StuckClass::SubmitStuck,
-                        format!("a dialog ({rule}) is on screen; not pressing Enter"),
-                        now,
-                        now_ms,
-                        out,
-                    );
+                    return self.stick_for_dialog(session, &rule, now, now_ms, out);
                 }
                 if presence.text == 0 && presence.placeholders == 0 {
                     // Nothing to press Enter for. It may have been submitted after all, or the
@@ -1324,6 +1302,20 @@ impl Engine {
             out.actions.push(Action::Reply { client, ok: true, message: format!("delivered: {evidence}"), item: None });
         }
         self.pump(session, now, now_ms, out);
+    }
+
+    /// The text is (or may be) in the input box, and a dialog shows: an Enter would answer the
+    /// dialog, so the item is stuck until the operator has dealt with it (`desk force` then
+    /// presses Enter only, if the text is still there).
+    fn stick_for_dialog(&mut self, session: &str, rule: &str, now: Instant, now_ms: u64, out: &mut Out<'_>) {
+        self.stick_flight(
+            session,
+            StuckClass::SubmitStuck,
+            format!("a dialog ({rule}) is on screen; not pressing Enter"),
+            now,
+            now_ms,
+            out,
+        );
     }
 
     fn stick_flight(
