@@ -915,6 +915,20 @@ impl Engine {
                 if let Some(rule) = dialog {
                     return self.stick_for_dialog(session, &rule, now, now_ms, out);
                 }
+                if let Some(typed) = screen.last_typed_ms
+                    && now_ms < typed + TYPING_HOLD.as_millis() as u64
+                {
+                    // An Enter now would submit what that person typed along with the prompt.
+                    return self.stick_flight(
+                        session,
+                        StuckClass::SubmitStuck,
+                        "someone is typing in an attached terminal; no Enter pressed (force again when they stop)"
+                            .into(),
+                        now,
+                        now_ms,
+                        out,
+                    );
+                }
                 if presence.text == 0 && presence.placeholders == 0 {
                     // Nothing to press Enter for. It may have been submitted after all, or the
                     // box was cleared: the operator decides, with a re-paste one force away.

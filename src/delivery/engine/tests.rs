@@ -27,6 +27,8 @@ struct Agent {
     enter_newline: bool,
     /// The terminal is in canonical mode (the kernel edits the line, as for a shell).
     canonical: bool,
+    /// When a person last typed in an attached terminal (Unix ms).
+    last_typed_ms: Option<u64>,
 }
 
 impl Agent {
@@ -103,7 +105,13 @@ impl Agent {
         lines.push("╰────────────────────────────────────────╯".into());
         lines.push(if self.working { "  working".into() } else { "  idle".into() });
         let cursor_row = lines.iter().rposition(|l| l.starts_with("│ ")).unwrap_or(0);
-        ScreenView { lines, bracketed_paste: true, last_typed_ms: None, canonical: self.canonical, cursor_row }
+        ScreenView {
+            lines,
+            bracketed_paste: true,
+            last_typed_ms: self.last_typed_ms,
+            canonical: self.canonical,
+            cursor_row,
+        }
     }
 }
 
@@ -848,4 +856,26 @@ fn a_paste_that_shows_just_before_the_echo_deadline_is_seen_on_a_fresh_look() {
     w.settle(30_000);
     assert_eq!(w.state_of(&id), State::Delivered, "{:?}", w.disk[&id].evidence);
     assert_eq!(w.agent.submitted, vec!["slow echo"]);
+}
+
+#[test]
+fn a_forced_enter_waits_for_a_person_typing_in_an_attached_terminal() {
+    let mut w = started();
+    w.agent.swallow_enters = 100;
+    let id = w.item("stuck in the box");
+    w.settle(60_000);
+    assert_eq!(w.disk[&id].stuck, Some(StuckClass::SubmitStuck));
+    w.agent.swallow_enters = 0;
+    w.agent.last_typed_ms = Some(w.now().1);
+    w.feed(Input::Command { client: 3, command: Command::Force(id.clone()) });
+    w.settle(100);
+    assert_eq!(w.state_of(&id), State::Stuck);
+    assert!(w.agent.submitted.is_empty(), "no Enter while someone types");
+    assert!(w.replies.iter().any(|(c, ok, m)| *c == 3 && !*ok && m.contains("typing")), "{:?}", w.replies);
+    // Once they have stopped, force goes through.
+    w.ms += TYPING_HOLD.as_millis() as u64;
+    w.feed(Input::Command { client: 3, command: Command::Force(id.clone()) });
+    w.settle(10_000);
+    assert_eq!(w.state_of(&id), State::Delivered);
+    assert_eq!(w.agent.submitted, vec!["stuck in the box"]);
 }
