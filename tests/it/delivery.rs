@@ -144,13 +144,14 @@ fn a_dialog_that_opens_over_an_unsubmitted_prompt_is_not_taken_for_its_delivery(
     operator.send(&Frame::Input(b"\r".to_vec()));
     if held["state"] == "stuck" {
         wait_activity(&home, "cover", "working");
-        // The daemon hears of the answered dialog a moment after `desk ls` does.
+        // The daemon hears of the answered dialog a moment after `desk ls` does, and a forced
+        // Enter waits 2 s after the operator's own keystroke.
         let out = eventually("force to be accepted", || {
             let out = home.desk(&["force", &second]);
             let stderr = String::from_utf8_lossy(&out.stderr).to_string();
             if out.status.success() {
                 Ok(String::from_utf8_lossy(&out.stdout).to_string())
-            } else if stderr.contains("waiting for the operator") {
+            } else if stderr.contains("waiting for the operator") || stderr.contains("someone is typing") {
                 Err(stderr)
             } else {
                 panic!("force failed: {stderr}")
