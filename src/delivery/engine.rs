@@ -891,16 +891,12 @@ impl Engine {
                             out,
                         );
                     }
-                    if let Some(f) = self.session(session).flight.as_mut() {
-                        f.baseline = Presence::default();
-                        f.pasted_ms = Some(now_ms);
-                    }
                     for id in &flight.items {
                         if let Some(item) = self.items.get_mut(id) {
                             item.note(now_ms, "echoed", "found in the input area after the restart");
                         }
                     }
-                    return self.press_enter(session, now, now_ms, out);
+                    return self.enter_on_text_in_box(session, now, now_ms, out);
                 }
                 return self.stick_flight(
                     session,
@@ -915,9 +911,7 @@ impl Engine {
                 if let Some(rule) = dialog {
                     return self.stick_for_dialog(session, &rule, now, now_ms, out);
                 }
-                if let Some(typed) = screen.last_typed_ms
-                    && now_ms < typed + TYPING_HOLD.as_millis() as u64
-                {
+                if typing_hold(&screen, now_ms).is_some() {
                     // An Enter now would submit what that person typed along with the prompt.
                     return self.stick_flight(
                         session,
@@ -941,11 +935,7 @@ impl Engine {
                         out,
                     );
                 }
-                if let Some(f) = self.session(session).flight.as_mut() {
-                    f.baseline = Presence::default();
-                    f.pasted_ms = Some(now_ms);
-                }
-                return self.press_enter(session, now, now_ms, out);
+                return self.enter_on_text_in_box(session, now, now_ms, out);
             }
             Mode::Deliver => {}
         }
@@ -961,11 +951,8 @@ impl Engine {
             release(self, format!("a dialog is on screen ({rule}); nothing is typed into it"), out);
             return;
         }
-        if let Some(typed) = screen.last_typed_ms
-            && now_ms < typed + TYPING_HOLD.as_millis() as u64
-        {
+        if let Some(wait) = typing_hold(&screen, now_ms) {
             release(self, "someone is typing in an attached terminal".into(), out);
-            let wait = Duration::from_millis(typed + TYPING_HOLD.as_millis() as u64 - now_ms);
             self.session(session).retry_at = Some(now + wait);
             self.arm_retry(session, now + wait, out);
             return;
@@ -1013,6 +1000,16 @@ impl Engine {
         }
         let _ = settings;
         out.actions.push(Action::Write { token, session: session.to_string(), generation: flight.generation, bytes });
+    }
+
+    /// Press Enter on text found sitting in the input box (a force, or a restart): verified
+    /// against an empty baseline, as if it had just been pasted.
+    fn enter_on_text_in_box(&mut self, session: &str, now: Instant, now_ms: u64, out: &mut Out<'_>) {
+        if let Some(f) = self.session(session).flight.as_mut() {
+            f.baseline = Presence::default();
+            f.pasted_ms = Some(now_ms);
+        }
+        self.press_enter(session, now, now_ms, out);
     }
 
     fn press_enter(&mut self, session: &str, now: Instant, now_ms: u64, out: &mut Out<'_>) {
@@ -1484,6 +1481,13 @@ impl Engine {
 }
 
 /// Whether a hook's reported prompt line is the delivery's prompt.
+/// How much longer to wait because a person typed in an attached terminal within
+/// [`TYPING_HOLD`], if they did.
+fn typing_hold(screen: &ScreenView, now_ms: u64) -> Option<Duration> {
+    let until = screen.last_typed_ms? + TYPING_HOLD.as_millis() as u64;
+    (now_ms < until).then(|| Duration::from_millis(until - now_ms))
+}
+
 fn hook_matches(line: &str, fp: &Fingerprint) -> bool {
     let head = &fp.head;
     !head.is_empty() && (line.starts_with(head.as_str()) || line.contains(head.as_str()))

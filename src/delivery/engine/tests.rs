@@ -689,44 +689,6 @@ fn a_provider_that_steers_mid_turn_gets_prompts_only_between_turns() {
 }
 
 #[test]
-fn the_late_hook_of_an_earlier_identical_prompt_does_not_deliver_the_next_one() {
-    let mut w = started();
-    let hook = |w: &World, text: &str| Input::Hook {
-        session: "s".into(),
-        generation: w.generation,
-        event: "UserPromptSubmit".into(),
-        detail: Some(text.into()),
-        at_ms: w.now().1,
-    };
-    // The agent reports its prompts by hook.
-    let first = w.item("warm up");
-    w.settle(1_000);
-    let report = hook(&w, "warm up");
-    w.feed(report);
-    assert_eq!(w.state_of(&first), State::Delivered);
-    // Mid-turn, the agent queues the first "continue"; it leaves the box: delivered.
-    w.agent.working = true;
-    w.activity = Activity::Working;
-    let view = w.view();
-    w.feed(Input::Session(view));
-    let a = w.item("continue with the plan");
-    w.settle(1_000);
-    assert_eq!(w.state_of(&a), State::Delivered);
-    // An identical prompt whose Enter the agent swallows...
-    w.agent.swallow_enters = 100;
-    let b = w.item("continue with the plan");
-    step_until(&mut w, "b's Enter", |w| enters(w, &b) == 1);
-    // ...while the turn ends and the agent reports the first one.
-    w.agent.finish_turn();
-    let report = hook(&w, "continue with the plan");
-    w.feed(report);
-    w.settle(60_000);
-    assert_eq!(w.state_of(&b), State::Stuck, "{:?}", w.disk[&b].evidence);
-    assert_eq!(w.disk[&b].stuck, Some(StuckClass::SubmitStuck));
-    assert_eq!(w.agent.submitted.iter().filter(|p| *p == "continue with the plan").count(), 1);
-}
-
-#[test]
 fn without_borders_a_cursor_that_moved_is_no_evidence_while_the_text_stays_in_a_raw_mode_box() {
     // Codex: no input borders, raw mode. Its composer takes the Enter as a newline (or a popup
     // takes it): the text stays in the box, only the cursor moved to a new row.
@@ -747,7 +709,9 @@ fn without_borders_a_cursor_that_moved_is_no_evidence_while_the_text_stays_in_a_
 }
 
 #[test]
-fn the_first_prompt_owes_its_hook_even_before_any_hook_was_seen() {
+fn the_late_hook_of_an_earlier_identical_prompt_does_not_deliver_the_next_one() {
+    // Mid-turn, the agent queues the first prompt; it leaves the box: delivered, before any
+    // hook was ever seen from this agent.
     let mut w = started();
     w.agent.working = true;
     w.activity = Activity::Working;
@@ -771,6 +735,7 @@ fn the_first_prompt_owes_its_hook_even_before_any_hook_was_seen() {
     w.settle(60_000);
     assert_eq!(w.agent.submitted.iter().filter(|p| *p == "continue with the plan").count(), 1);
     assert_eq!(w.state_of(&b), State::Stuck, "{:?}", w.disk[&b].evidence);
+    assert_eq!(w.disk[&b].stuck, Some(StuckClass::SubmitStuck));
 }
 
 #[test]
