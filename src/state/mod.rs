@@ -7,8 +7,9 @@
 //! Pure: the caller passes the clock (`now` for leases, `now_ms` for display) and gets back
 //! the changes to announce. Invariants: "working" holds only under a lease that fresh evidence
 //! must renew — when evidence stops, activity becomes unknown, never a stale value; a visible
-//! approval dialog wins over everything but exit; exit dominates every other reading;
-//! lifecycle only moves forward.
+//! approval dialog wins over everything but exit; otherwise the newest claim wins (every source
+//! is strongest for the moment it describes), and no claim holds against what the screen
+//! plainly shows; exit dominates every other reading; lifecycle only moves forward.
 
 pub mod hooks;
 pub mod rules;
@@ -185,6 +186,9 @@ pub struct Authority {
     last_output: Option<(Instant, u64)>,
     last_hook: Option<(Instant, u64)>,
     last_title: String,
+    /// When a dialog last disappeared from the screen: a blocked claim from before it (a hook,
+    /// a notification) is about that dialog, and it is gone.
+    dialog_gone: Option<Instant>,
 }
 
 fn bounded(reason: String) -> String {
@@ -220,6 +224,7 @@ impl Authority {
             last_output: None,
             last_hook: None,
             last_title: String::new(),
+            dialog_gone: None,
         }
     }
 
@@ -313,6 +318,10 @@ impl Authority {
             && self.rules.ready_on.contains(&ReadySignal::Screen)
         {
             self.become_ready("screen", &format!("{} on screen", rule.name), now_ms, &mut changes);
+        }
+        let was_dialog = self.screen.as_ref().is_some_and(|c| c.activity == Activity::Blocked);
+        if was_dialog && matched.as_ref().is_none_or(|r| r.activity != Activity::Blocked) {
+            self.dialog_gone = Some(now);
         }
         match matched {
             Some(rule) => {
@@ -507,17 +516,23 @@ impl Authority {
             let e = Evidence { source: "process".into(), detail: "exited".into(), at_ms: self.lifecycle.since_ms };
             return (Activity::Unknown, None, e);
         }
-        // A dialog on screen (or announced and not yet gone) is the most direct evidence.
-        for (source, claim) in
-            [("screen", &self.screen), ("report", &self.report), ("notification", &self.notification)]
+        // What the screen shows now: a rule that matches the current screen (a working rule only
+        // while output keeps renewing it).
+        let screen = self.screen.as_ref().filter(|c| c.valid(now));
+        // 1. A dialog on screen is the most direct evidence: an Enter would answer it.
+        if let Some(c) = screen
+            && c.activity == Activity::Blocked
         {
-            if let Some(c) = claim
-                && c.activity == Activity::Blocked
-            {
-                return (Activity::Blocked, c.wait.clone(), evidence(source, c));
-            }
+            return (Activity::Blocked, c.wait.clone(), evidence("screen", c));
         }
-        let hook_working_tools = self.open_tools > 0;
+        // 2. Otherwise the newest claim wins: every source is strongest for the moment it
+        //    describes, and a later observation of another kind (a state report, a spinner
+        //    title, a screen rule) supersedes an older hook. At equal times the order below
+        //    (hooks first) breaks the tie.
+        let valid = |source: &str, c: &Claim| {
+            c.valid(now) || (source == "hook" && c.activity == Activity::Working && self.open_tools > 0)
+        };
+        let mut newest: Option<(&str, &Claim)> = None;
         for (source, claim) in [
             ("hook", &self.hook),
             ("report", &self.report),
@@ -525,21 +540,26 @@ impl Authority {
             ("title", &self.title),
             ("notification", &self.notification),
         ] {
-            let Some(c) = claim else { continue };
-            // A tool call reported open keeps a hook's working claim alive.
-            let valid = c.valid(now) || (source == "hook" && c.activity == Activity::Working && hook_working_tools);
-            if valid {
-                return (c.activity, c.wait.clone(), evidence(source, c));
+            if let Some(c) = claim
+                && newest.is_none_or(|(_, n)| c.at > n.at)
+            {
+                newest = Some((source, c));
             }
         }
-        // Working evidence that lapsed says so; otherwise there simply is none.
-        let lapsed = [("hook", &self.hook), ("report", &self.report), ("screen", &self.screen), ("title", &self.title)]
-            .into_iter()
-            .filter_map(|(s, c)| c.as_ref().map(|c| (s, c)))
-            .filter(|(_, c)| c.activity == Activity::Working)
-            .max_by_key(|(_, c)| c.at);
-        match lapsed {
-            Some((source, c)) => (
+        let Some((source, c)) = newest else {
+            return (
+                Activity::Unknown,
+                None,
+                Evidence { source: "none".into(), detail: "no evidence".into(), at_ms: now_ms },
+            );
+        };
+        if !valid(source, c) {
+            // The newest evidence was working and nothing renewed it. What the screen shows
+            // now still counts; an older claim of another source does not come back.
+            if let Some(s) = screen {
+                return (s.activity, s.wait.clone(), evidence("screen", s));
+            }
+            return (
                 Activity::Unknown,
                 None,
                 Evidence {
@@ -547,13 +567,37 @@ impl Authority {
                     detail: format!("{source} evidence \"{}\" not renewed", c.detail),
                     at_ms: now_ms,
                 },
-            ),
-            None => (
-                Activity::Unknown,
-                None,
-                Evidence { source: "none".into(), detail: "no evidence".into(), at_ms: now_ms },
-            ),
+            );
         }
+        // 3. A blocked claim about a dialog that has since left the screen ends once the idle
+        //    screen or title shows (agents send no hook when a dialog is dismissed).
+        if c.activity == Activity::Blocked
+            && self.dialog_gone.is_some_and(|gone| gone >= c.at)
+            && let Some((idle_source, idle)) = [("screen", screen), ("title", self.title.as_ref())]
+                .into_iter()
+                .find_map(|(s, claim)| claim.filter(|c| c.valid(now) && c.activity == Activity::Idle).map(|c| (s, c)))
+        {
+            let mut e = evidence(idle_source, idle);
+            e.detail = format!("{} (the dialog {source} reported is gone)", idle.detail);
+            return (Activity::Idle, None, e);
+        }
+        // 4. No claim holds against what the screen plainly shows: a working line on screen
+        //    outlasts a turn-complete hook from an earlier or abandoned turn (agents finish side
+        //    requests late), and the idle prompt on screen means no dialog is up, whatever a
+        //    hook or notification said before it was dismissed (agents send no hook for that).
+        if let Some(s) = screen
+            && source != "screen"
+        {
+            match (s.activity, c.activity) {
+                (Activity::Working, Activity::Idle) | (Activity::Idle, Activity::Blocked) => {
+                    let mut e = evidence("screen", s);
+                    e.detail = format!("{} (over {source}: {})", s.detail, c.detail);
+                    return (s.activity, s.wait.clone(), e);
+                }
+                _ => {}
+            }
+        }
+        (c.activity, c.wait.clone(), evidence(source, c))
     }
 
     fn decide_health(&self, now: Instant, now_ms: u64, lapsed_from: Option<Evidence>) -> Option<(Health, Evidence)> {

@@ -252,3 +252,179 @@ fn a_session_never_ready_turns_degraded_and_recovers_when_the_signal_comes() {
     assert_eq!(a.lifecycle(), Lifecycle::Running);
     assert_eq!(a.view().health.value, Health::Ok);
 }
+
+fn provider(name: &str, clock: &Clock) -> Authority {
+    let (now, ms) = clock.at();
+    Authority::new(RuleSet::builtin(name), now, ms)
+}
+
+/// Claude Code's screen with its approval dialog up, and after an Escape dismissed it.
+fn claude_dialog() -> Vec<String> {
+    rows(&[
+        "❯ Please run the command",
+        "● Bash(touch desk-approved.txt)",
+        "─────────────────────────────",
+        " Bash command",
+        " Do you want to proceed?",
+        " ❯ 1. Yes",
+        "   3. No",
+        " Esc to cancel · Tab to amend · ctrl+e to explain",
+    ])
+}
+
+fn claude_interrupted(footer: &str) -> Vec<String> {
+    rows(&[
+        "❯ Please run the command",
+        "  ⎿  Interrupted · What should Claude do instead?",
+        "─────────────────────────────",
+        "❯ ",
+        "─────────────────────────────",
+        footer,
+    ])
+}
+
+#[test]
+fn a_dialog_dismissed_after_the_notification_hook_ends_blocked_when_the_idle_prompt_shows() {
+    let mut clock = Clock::new();
+    let mut a = provider("claude", &clock);
+    let (now, ms) = clock.advance(10);
+    a.on_title("✳ Claude Code", now, ms);
+    let (now, ms) = clock.advance(10);
+    a.on_hook(&hook("UserPromptSubmit", serde_json::json!({"prompt": "run it"})), now, ms);
+    let (now, ms) = clock.advance(500);
+    a.on_hook(&hook("PermissionRequest", serde_json::json!({"tool_name": "Bash"})), now, ms);
+    a.on_screen(&claude_dialog(), now, ms);
+    assert_eq!(a.activity(), Activity::Blocked);
+    // Claude's Notification hook comes about 6 s after the dialog: still blocked, rightly.
+    let (now, ms) = clock.advance(6000);
+    a.on_hook(
+        &hook("Notification", serde_json::json!({"notification_type": "permission_prompt", "message": "Claude needs your permission to use Bash"})),
+        now,
+        ms,
+    );
+    assert_eq!(a.activity(), Activity::Blocked);
+    // Escape: no hook, the title never changed; the idle prompt is back.
+    let (now, ms) = clock.advance(4000);
+    a.on_screen(&claude_interrupted("  ? for shortcuts · ← for agents"), now, ms);
+    assert_eq!(a.activity(), Activity::Idle, "{:?}", a.view().activity);
+    let (now, ms) = clock.advance(600_000);
+    a.tick(now, ms);
+    assert_eq!(a.activity(), Activity::Idle);
+}
+
+#[test]
+fn a_blocked_hook_about_a_dialog_that_left_the_screen_ends_on_the_idle_title() {
+    // The same, with Escape before the Notification hook, on a screen no idle rule describes:
+    // the dialog leaving the screen plus the idle title is enough.
+    let mut clock = Clock::new();
+    let mut a = provider("claude", &clock);
+    let (now, ms) = clock.advance(10);
+    a.on_title("✳ Claude Code", now, ms);
+    let (now, ms) = clock.advance(10);
+    a.on_hook(&hook("PermissionRequest", serde_json::json!({"tool_name": "Bash"})), now, ms);
+    let (now, ms) = clock.advance(30);
+    a.on_screen(&claude_dialog(), now, ms);
+    assert_eq!(a.activity(), Activity::Blocked);
+    let (now, ms) = clock.advance(1500);
+    a.on_screen(&claude_interrupted(""), now, ms);
+    assert_eq!(a.activity(), Activity::Idle, "{:?}", a.view().activity);
+    assert!(a.view().activity.evidence.detail.contains("gone"), "{:?}", a.view().activity.evidence);
+}
+
+#[test]
+fn a_late_notification_cannot_block_an_agent_whose_idle_prompt_shows() {
+    let mut clock = Clock::new();
+    let mut a = provider("claude", &clock);
+    let (now, ms) = clock.advance(10);
+    a.on_screen(&claude_interrupted("  ? for shortcuts · ← for agents"), now, ms);
+    let (now, ms) = clock.advance(10);
+    a.on_hook(
+        &hook(
+            "Notification",
+            serde_json::json!({"notification_type": "permission_prompt", "message": "needs permission"}),
+        ),
+        now,
+        ms,
+    );
+    assert_eq!(a.activity(), Activity::Idle);
+    // A dialog that does show is blocked, whatever came before.
+    let (now, ms) = clock.advance(10);
+    a.on_screen(&claude_dialog(), now, ms);
+    assert_eq!(a.activity(), Activity::Blocked);
+}
+
+#[test]
+fn an_interrupted_turn_ends_the_hook_s_working_claim_when_the_idle_title_returns() {
+    let mut clock = Clock::new();
+    let mut a = provider("claude", &clock);
+    let (now, ms) = clock.advance(10);
+    a.on_title("✳ Claude Code", now, ms);
+    let (now, ms) = clock.advance(10);
+    a.on_hook(&hook("UserPromptSubmit", serde_json::json!({"prompt": "long task"})), now, ms);
+    a.on_title("⠂ Claude Code", now, ms);
+    assert_eq!(a.activity(), Activity::Working);
+    // Escape mid-turn: no Stop hook, the idle title comes back.
+    let (now, ms) = clock.advance(1000);
+    a.on_title("✳ Claude Code", now, ms);
+    assert_eq!(a.activity(), Activity::Idle);
+}
+
+fn codex_working_screen(secs: u32) -> Vec<String> {
+    rows(&["› earlier prompt", "", &format!("• Working ({secs}s • esc to interrupt)"), "", "› ", "  gpt-5 default · ~"])
+}
+
+#[test]
+fn codex_state_reports_after_a_turn_complete_hook_move_activity_on_every_turn() {
+    let mut clock = Clock::new();
+    let mut a = provider("codex", &clock);
+    let (now, ms) = clock.advance(10);
+    a.on_report("idle", None, now, ms);
+    for turn in 1..=3 {
+        let (now, ms) = clock.advance(2000);
+        a.on_report("working", None, now, ms);
+        assert_eq!(a.activity(), Activity::Working, "turn {turn} started");
+        let (now, ms) = clock.advance(300);
+        a.on_screen(&codex_working_screen(0), now, ms);
+        assert_eq!(a.activity(), Activity::Working, "turn {turn} draws its working line");
+        let (now, ms) = clock.advance(3000);
+        a.on_output(now, ms);
+        a.on_report("done", None, now, ms);
+        let (now, ms) = clock.advance(5);
+        a.on_hook(&hooks::interpret("codex", &serde_json::json!({"type": "agent-turn-complete"})), now, ms);
+        a.on_screen(&rows(&["› earlier prompt", "", "• Done.", "", "› ", "  gpt-5 default · ~"]), now, ms);
+        assert_eq!(a.activity(), Activity::Idle, "turn {turn} ended");
+    }
+}
+
+#[test]
+fn a_late_turn_complete_hook_does_not_end_the_turn_the_screen_shows() {
+    let mut clock = Clock::new();
+    let mut a = provider("codex", &clock);
+    let (now, ms) = clock.advance(10);
+    a.on_report("working", None, now, ms);
+    a.on_screen(&codex_working_screen(1), now, ms);
+    // A side request of the previous turn finishes late.
+    let (now, ms) = clock.advance(1000);
+    a.on_output(now, ms);
+    a.on_hook(&hooks::interpret("codex", &serde_json::json!({"type": "agent-turn-complete"})), now, ms);
+    assert_eq!(a.activity(), Activity::Working, "{:?}", a.view().activity);
+    assert_eq!(a.view().activity.evidence.source, "screen");
+    // The turn really ends: the working line goes, the program says so.
+    let (now, ms) = clock.advance(1000);
+    a.on_report("done", None, now, ms);
+    a.on_screen(&rows(&["› ", "  gpt-5 default · ~"]), now, ms);
+    assert_eq!(a.activity(), Activity::Idle);
+}
+
+#[test]
+fn lapsed_newer_evidence_does_not_bring_back_an_older_idle_claim() {
+    let mut clock = Clock::new();
+    let mut a = demo(&clock);
+    let (now, ms) = clock.advance(10);
+    a.on_title("✳ demo", now, ms);
+    let (now, ms) = clock.advance(10);
+    a.on_hook(&hook("UserPromptSubmit", serde_json::json!({})), now, ms);
+    let (now, ms) = clock.advance(15_001);
+    a.tick(now, ms);
+    assert_eq!(a.activity(), Activity::Unknown, "the turn's evidence stopped; the idle title is older than it");
+}
