@@ -132,9 +132,14 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Deliver a stuck item again: Enter only for submit-stuck, a new paste otherwise.
+    /// Deliver a stuck item again (Enter only for submit-stuck, a new paste otherwise), or a
+    /// queued item held by a draft in the input box (with --over-draft).
     Force {
         id: String,
+        /// Paste even though the input box holds text someone typed: both are submitted as one
+        /// message.
+        #[arg(long)]
+        over_draft: bool,
         #[arg(long)]
         json: bool,
     },
@@ -300,7 +305,9 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Queue { name, json } => delivery::queue(name, json),
         Command::Item { id, json } => delivery::item(&id, json),
         Command::Stuck { json } => delivery::stuck(json),
-        Command::Force { id, json } => delivery::command(crate::daemon::control::Request::Force { id }, json),
+        Command::Force { id, over_draft, json } => {
+            delivery::command(crate::daemon::control::Request::Force { id, over_draft }, json)
+        }
         Command::Drop { id, json } => delivery::command(crate::daemon::control::Request::Drop { id }, json),
         Command::Pause { name, reason, json } => {
             delivery::command(crate::daemon::control::Request::Pause { session: name.to_string(), reason }, json)

@@ -36,6 +36,9 @@ pub enum Request {
     Stuck,
     Force {
         id: String,
+        /// Paste even though the input box holds text someone typed (it is submitted with it).
+        #[serde(default)]
+        over_draft: bool,
     },
     Drop {
         id: String,

@@ -233,12 +233,13 @@ impl MasterConn {
             EventBody::Mode { mode: Mode::BracketedPaste, on } => {
                 view.bracketed_paste = on;
             }
-            EventBody::Hook { event: name, detail, .. } => {
+            EventBody::Hook { event: name, detail, prompt, .. } => {
                 inbox.push_back(Input::Hook {
                     session: self.session.clone(),
                     generation: view.generation,
                     event: name,
                     detail,
+                    prompt,
                     at_ms: event.ts_ms,
                 });
             }

@@ -219,7 +219,7 @@ impl Daemon {
         for item in live.iter().filter(|i| i.state == State::Sending) {
             if let Ok(name) = SessionName::parse(&item.session) {
                 for event in crate::events::journal::read_all(&self.paths.session_state(&name)).unwrap_or_default() {
-                    if let crate::events::EventBody::Hook { event: hook, detail, .. } = &event.body
+                    if let crate::events::EventBody::Hook { event: hook, detail, prompt, .. } = &event.body
                         && event.ts_ms + 1000 >= item.state_since_ms
                     {
                         hook_inputs.push(Input::Hook {
@@ -227,6 +227,7 @@ impl Daemon {
                             generation: event.generation,
                             event: hook.clone(),
                             detail: detail.clone(),
+                            prompt: prompt.clone(),
                             at_ms: event.ts_ms,
                         });
                     }
@@ -690,11 +691,14 @@ impl Daemon {
                 let stuck = self.engine.stuck();
                 self.reply(client, Response::ok("stuck", serde_json::to_value(stuck).unwrap_or_default()));
             }
-            Request::Force { id } => {
+            Request::Force { id, over_draft } => {
                 let Some(id) = ItemId::parse(&id) else {
                     return self.reply(client, Response::err(format!("{id:?} is not an item id")));
                 };
-                self.feed(Input::Command { client: client.0 as u64, command: engine::Command::Force(id) });
+                self.feed(Input::Command {
+                    client: client.0 as u64,
+                    command: engine::Command::Force { id, over_draft },
+                });
             }
             Request::Drop { id } => {
                 let Some(id) = ItemId::parse(&id) else {

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use super::item::{Item, ItemId, State, StuckClass, When};
 use super::settings::DeliverySettings;
 use super::text::{self, Fingerprint, Presence};
+use crate::state::hooks::PromptSig;
 use crate::state::{Activity, Lifecycle, RuleSet};
 
 mod io;
@@ -33,6 +34,14 @@ pub use io::{Action, Command, Hold, Input, ScreenView, SessionView, TimerKey, Ti
 /// While a controller has typed within the last 2 s, delivery waits: a paste must not land in
 /// the middle of what a person is typing.
 pub const TYPING_HOLD: Duration = Duration::from_secs(2);
+
+/// How a hold for a draft in the input box begins (`desk force` recognises it).
+const DRAFT_HOLD: &str = "the input box holds text typed by someone";
+
+/// While delivery is held by something only a person or the program ends (a draft in the input
+/// box, a program not reading a line), the screen is looked at again once a second: one screen
+/// read, and the prompt goes within a second of the box being cleared.
+pub const HOLD_RECHECK: Duration = Duration::from_secs(1);
 
 /// At most 20 items go into one digest prompt; more wait for the next turn.
 pub const MAX_DIGEST: usize = 20;
@@ -76,6 +85,10 @@ struct Flight {
     items: Vec<ItemId>,
     text: String,
     fingerprint: Fingerprint,
+    /// The whole prompt's signature, to recognise its UserPromptSubmit hook.
+    prompt: PromptSig,
+    /// The operator chose to paste onto text someone typed (`desk force --over-draft`).
+    over_draft: bool,
     generation: u32,
     mode: Mode,
     phase: Phase,
@@ -113,13 +126,13 @@ struct SessionQ {
     hold: Option<Hold>,
     failures: u32,
     retry_at: Option<Instant>,
-    /// Submissions reported by hooks: (Unix ms, normalised first line).
-    hooks: VecDeque<(u64, String)>,
+    /// Submissions reported by hooks: (Unix ms, the prompt's signature).
+    hooks: VecDeque<(u64, PromptSig)>,
     /// Prompts delivered on other evidence whose UserPromptSubmit hook has not come yet (an
     /// agent that queued one mid-turn reports it when the turn ends). A hook that matches one
     /// of these is theirs, not evidence for an identical prompt in flight. Oldest first,
     /// bounded by [`RECENT_HOOKS`].
-    owed_hooks: VecDeque<Fingerprint>,
+    owed_hooks: VecDeque<String>,
     /// Whether the session was reported down since start (for recovering `sending` items).
     known_down: bool,
 }
@@ -239,8 +252,8 @@ impl Engine {
             }
             Input::Session(view) => self.on_session(view, now, now_ms, &mut out),
             Input::SessionDown { session, generation } => self.on_down(&session, generation, now, now_ms, &mut out),
-            Input::Hook { session, generation, event, detail, at_ms } => {
-                self.on_hook(&session, generation, &event, detail, at_ms, now, now_ms, &mut out)
+            Input::Hook { session, generation, event, prompt, at_ms, .. } => {
+                self.on_hook(&session, generation, &event, prompt, at_ms, now, now_ms, &mut out)
             }
             Input::Snapshot { token, result } => {
                 if let Some((session, attempt)) = self.tokens.remove(&token) {
@@ -397,13 +410,14 @@ impl Engine {
     /// End the session's flight because its session generation is gone.
     fn interrupt(&mut self, session: &str, why: &str, now_ms: u64, out: &mut Out<'_>) {
         let Some(flight) = self.session(session).flight.take() else { return };
-        let typed = flight.pasted_ms.is_some() || flight.mode != Mode::Deliver;
+        // Once the paste is written (acknowledged or not) it may have been typed.
+        let typed = flight.phase != Phase::Baseline || flight.mode != Mode::Deliver;
         for id in &flight.items {
             if typed {
                 self.stick(id, StuckClass::Interrupted, why.into(), now_ms, out);
-            } else {
-                // Nothing was typed yet: safe to queue it again.
-                self.transition(id, State::Queued, "released", format!("{why}; nothing had been typed"), now_ms, out);
+            } else if let Some(item) = self.items.get_mut(id) {
+                // Nothing was typed or claimed: it stays as it was (queued, or stuck for a force).
+                item.note(now_ms, "released", format!("{why}; nothing had been typed"));
             }
         }
         if let Some(client) = flight.reply_to {
@@ -417,7 +431,7 @@ impl Engine {
         session: &str,
         generation: u32,
         event: &str,
-        detail: Option<String>,
+        prompt: Option<PromptSig>,
         at_ms: u64,
         now: Instant,
         now_ms: u64,
@@ -426,7 +440,8 @@ impl Engine {
         if event != "UserPromptSubmit" {
             return;
         }
-        let line = text::normalize(detail.as_deref().unwrap_or(""));
+        // A hook that does not say what was submitted proves nothing about our prompt.
+        let Some(sig) = prompt else { return };
         let q = self.session(session);
         if q.live.as_ref().is_some_and(|l| l.generation != generation) {
             return;
@@ -434,27 +449,29 @@ impl Engine {
         if q.hooks.len() >= RECENT_HOOKS {
             q.hooks.pop_front();
         }
-        q.hooks.push_back((at_ms, line.clone()));
-        if let Some(owed) = q.owed_hooks.iter().position(|fp| hook_matches(&line, fp)) {
+        q.hooks.push_back((at_ms, sig.clone()));
+        if let Some(owed) = q.owed_hooks.iter().position(|d| *d == sig.digest) {
             // The late report of a prompt already delivered, not of the one in flight.
             q.owed_hooks.remove(owed);
             return;
         }
-        let matches = q.flight.as_ref().is_some_and(|f| {
-            // Only once Enter was pressed: before it, the agent cannot have submitted our text.
-            f.pasted_ms.is_some_and(|p| at_ms + 50 >= p)
-                && hook_matches(&line, &f.fingerprint)
-                && matches!(f.phase, Phase::Entering | Phase::Submit)
-        });
-        if matches {
-            self.submitted(
-                session,
-                format!("the agent's UserPromptSubmit hook echoed {line:?}"),
-                true,
-                now,
-                now_ms,
-                out,
+        // Only once Enter was pressed: before it, the agent cannot have submitted our text.
+        let Some(f) = q.flight.as_ref().filter(|f| {
+            f.pasted_ms.is_some_and(|p| at_ms + 50 >= p) && matches!(f.phase, Phase::Entering | Phase::Submit)
+        }) else {
+            return;
+        };
+        if sig.digest == f.prompt.digest {
+            let evidence =
+                format!("the agent's UserPromptSubmit hook reported the whole prompt ({} characters)", sig.chars);
+            return self.submitted(session, evidence, true, now, now_ms, out);
+        }
+        if sig.carries_more_than(&f.prompt) {
+            let detail = format!(
+                "the agent's UserPromptSubmit hook reports one message of {} characters that carries this prompt ({} characters) and text someone else typed: the message begins {:?} and ends {:?}; the prompt begins {:?} and ends {:?}. It was submitted glued to that text, not as a message of its own",
+                sig.chars, f.prompt.chars, sig.head, sig.tail, f.prompt.head, f.prompt.tail
             );
+            self.stick_flight(session, StuckClass::Merged, detail, now, now_ms, out);
         }
     }
 
@@ -551,7 +568,7 @@ impl Engine {
             return;
         }
         self.session(session).hold = None;
-        self.start_flight(session, releasable, live, Mode::Deliver, None, now, now_ms, out);
+        self.start_flight(session, releasable, live, Mode::Deliver, None, false, now, now_ms, out);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -562,6 +579,7 @@ impl Engine {
         live: SessionView,
         mode: Mode,
         reply_to: Option<u64>,
+        over_draft: bool,
         now: Instant,
         now_ms: u64,
         out: &mut Out<'_>,
@@ -574,11 +592,14 @@ impl Engine {
         // nothing but text, newlines and tabs is ever typed.
         let text = text::sanitize(&if items.len() == 1 { items[0].text.clone() } else { text::digest(&items) });
         let fingerprint = text::fingerprint(&text);
+        let prompt = PromptSig::of(&text);
         self.session(session).flight = Some(Flight {
             attempt,
             items: ids.clone(),
             text,
             fingerprint,
+            prompt,
+            over_draft,
             generation: live.generation,
             mode,
             phase: Phase::Baseline,
@@ -605,10 +626,10 @@ impl Engine {
                 }
             }
             let (kind, detail) = match mode {
-                Mode::Deliver if ids.len() > 1 => {
-                    ("claimed", format!("attempt {attempt}: one digest of {} items", ids.len()))
-                }
-                Mode::Deliver => ("claimed", format!("attempt {attempt}")),
+                // An ordinary delivery is claimed when it is pasted, in the same batch as the
+                // paste (persist before inject): a look at the screen that holds it back changes
+                // nothing on disk.
+                Mode::Deliver => continue,
                 Mode::ForceEnter => ("forced", format!("attempt {attempt}: the operator forced an Enter")),
                 Mode::Recover => ("recovering", format!("attempt {attempt}: found sending after a restart")),
             };
@@ -862,14 +883,31 @@ impl Engine {
         let settings = rules.delivery.clone();
         match flight.mode {
             Mode::Recover => {
-                // Conclusive evidence only: a hook that reported the prompt, or the text
-                // sitting in the input area (then an Enter is safe).
-                let hooked = self.sessions.get(session).is_some_and(|q| {
-                    q.hooks.iter().any(|(at, line)| {
-                        flight.items.iter().filter_map(|id| self.items.get(id)).any(|i| *at + 50 >= i.state_since_ms)
-                            && hook_matches(line, &flight.fingerprint)
+                // Conclusive evidence only: a hook that reported the whole prompt after this
+                // item's own paste is on record, or the text sitting in the input area (then an
+                // Enter is safe). Without its paste on record, a hook with the same text may be
+                // the late report of an earlier identical prompt (`continue`, twice).
+                let items: Vec<&Item> = flight.items.iter().filter_map(|id| self.items.get(id)).collect();
+                let pasted_at = items
+                    .iter()
+                    .filter_map(|i| i.evidence.iter().rev().find(|n| n.kind == "pasted").map(|n| n.at_ms))
+                    .min();
+                let same_hook = self.sessions.get(session).and_then(|q| {
+                    q.hooks.iter().find(|(at, sig)| {
+                        sig.digest == flight.prompt.digest && items.iter().any(|i| *at + 50 >= i.state_since_ms)
                     })
                 });
+                let hooked = same_hook.is_some_and(|(at, _)| pasted_at.is_some_and(|p| *at + 50 >= p));
+                if same_hook.is_some() && !hooked {
+                    return self.stick_flight(
+                        session,
+                        StuckClass::Interrupted,
+                        "a UserPromptSubmit hook reported the same text, but this item's own paste is not on record (the daemon stopped between claiming and pasting it), so the hook may be the late report of an earlier identical prompt".into(),
+                        now,
+                        now_ms,
+                        out,
+                    );
+                }
                 if hooked {
                     return self.submitted(
                         session,
@@ -939,23 +977,84 @@ impl Engine {
             }
             Mode::Deliver => {}
         }
-        // An ordinary delivery: the last look before typing.
-        let release = |engine: &mut Engine, why: String, out: &mut Out<'_>| {
-            let items = engine.session(session).flight.take().map(|f| f.items).unwrap_or_default();
-            for id in &items {
-                engine.transition(id, State::Queued, "hold", why.clone(), now_ms, out);
+        // An ordinary delivery (or a forced re-paste): the last look before typing. Nothing is
+        // on disk yet: a gate that holds it back leaves every item as it was.
+        let mut flight = flight;
+        flight.items.retain(|id| self.items.get(id).is_some_and(|i| matches!(i.state, State::Queued | State::Stuck)));
+        if flight.items.is_empty() {
+            self.session(session).flight = None;
+            return self.pump(session, now, now_ms, out);
+        }
+        let reply_to = flight.reply_to;
+        let hold = |engine: &mut Engine, why: String, recheck: Option<Duration>, out: &mut Out<'_>| {
+            engine.session(session).flight = None;
+            match reply_to {
+                // A force: the item stays as it was, and the operator is told why.
+                Some(client) => out.actions.push(Action::Reply { client, ok: false, message: why, item: None }),
+                None => engine.set_hold(session, why, now_ms),
             }
-            engine.set_hold(session, why, now_ms);
+            if let Some(wait) = recheck {
+                engine.session(session).retry_at = Some(now + wait);
+                engine.arm_retry(session, now + wait, out);
+            }
         };
         if let Some(rule) = dialog {
-            release(self, format!("a dialog is on screen ({rule}); nothing is typed into it"), out);
-            return;
+            return hold(
+                self,
+                format!("a dialog is on screen ({rule}); nothing is typed into it"),
+                Some(HOLD_RECHECK),
+                out,
+            );
         }
         if let Some(wait) = typing_hold(&screen, now_ms) {
-            release(self, "someone is typing in an attached terminal".into(), out);
-            self.session(session).retry_at = Some(now + wait);
-            self.arm_retry(session, now + wait, out);
-            return;
+            return hold(self, "someone is typing in an attached terminal".into(), Some(wait), out);
+        }
+        if !settings.knows_composer() && !screen.canonical {
+            // Not an agent's input box, and not a program reading a line: keys typed into an
+            // editor or a full-screen program are commands, not a prompt.
+            return hold(
+                self,
+                "the program is not reading a line (raw mode: an editor or full-screen program)".into(),
+                Some(HOLD_RECHECK),
+                out,
+            );
+        }
+        if settings.knows_composer() && !flight.over_draft {
+            let Some(draft) = settings.composer_text(&screen.lines) else {
+                return hold(
+                    self,
+                    "the agent's input box is not on the screen; nothing is typed until it is".into(),
+                    Some(HOLD_RECHECK),
+                    out,
+                );
+            };
+            if !draft.is_empty() {
+                let n = draft.chars().count();
+                let why = match reply_to {
+                    Some(_) => format!(
+                        "the input box holds text typed by someone ({n} characters: {:?}); forcing now would paste this prompt after it and submit both as one message. Let them send or clear it, or run desk force {} --over-draft to do it anyway",
+                        preview(&draft),
+                        flight.items.first().map(|i| i.as_str()).unwrap_or("")
+                    ),
+                    None => format!("{DRAFT_HOLD} ({n} characters); delivery waits until it is sent or cleared"),
+                };
+                return hold(self, why, Some(HOLD_RECHECK), out);
+            }
+        }
+        // Claimed now, in the same batch as the paste: persist before inject.
+        let attempt = flight.attempt;
+        let forced = reply_to.is_some();
+        let count = flight.items.len();
+        for id in &flight.items {
+            let detail = match (forced, count) {
+                (true, _) if flight.over_draft => {
+                    format!("attempt {attempt}: the operator forced a paste onto text someone typed")
+                }
+                (true, _) => format!("attempt {attempt}: the operator forced a new paste"),
+                (false, 1) => format!("attempt {attempt}"),
+                (false, n) => format!("attempt {attempt}: one digest of {n} items"),
+            };
+            self.transition(id, State::Sending, "claimed", detail, now_ms, out);
         }
         if screen.canonical
             && let Some((line, len)) = text::overlong_line(&flight.text)
@@ -966,12 +1065,12 @@ impl Engine {
             );
             self.session(session).flight = None;
             for id in &flight.items {
-                self.transition(id, State::Stuck, "refused", why.clone(), now_ms, out);
                 if let Some(item) = self.items.get_mut(id) {
                     item.stuck = Some(StuckClass::PasteMissing);
                 }
+                self.transition(id, State::Stuck, "refused", why.clone(), now_ms, out);
             }
-            if let Some(client) = flight.reply_to {
+            if let Some(client) = reply_to {
                 out.actions.push(Action::Reply { client, ok: false, message: why, item: None });
             }
             return self.pump(session, now, now_ms, out);
@@ -979,6 +1078,7 @@ impl Engine {
         let bytes = text::paste_bytes(&flight.text, screen.bracketed_paste);
         let token = self.token(session, flight.attempt);
         if let Some(f) = self.session(session).flight.as_mut() {
+            f.items = flight.items.clone();
             f.baseline = presence;
             f.phase = Phase::Pasting;
             f.waiting = Some(token);
@@ -998,7 +1098,6 @@ impl Engine {
                 );
             }
         }
-        let _ = settings;
         out.actions.push(Action::Write { token, session: session.to_string(), generation: flight.generation, bytes });
     }
 
@@ -1078,10 +1177,17 @@ impl Engine {
                     f.waiting = None;
                     f.pasted_ms = Some(now_ms);
                 }
+                // On record before anything else happens: a hook may settle this item after a
+                // restart only if its own paste is in its evidence.
                 for id in &flight.items {
-                    if let Some(item) = self.items.get_mut(id) {
-                        item.note(now_ms, "pasted", format!("{} bytes accepted by the session", flight.text.len()));
-                    }
+                    self.transition(
+                        id,
+                        State::Sending,
+                        "pasted",
+                        format!("{} bytes accepted by the session", flight.text.len()),
+                        now_ms,
+                        out,
+                    );
                 }
                 self.arm(session, TimerKind::Deadline, now + settings.echo_timeout, out);
                 self.arm(session, TimerKind::Poll, now + settings.poll.min(Duration::from_millis(10)), out);
@@ -1304,7 +1410,7 @@ impl Engine {
             if q.owed_hooks.len() >= RECENT_HOOKS {
                 q.owed_hooks.pop_front();
             }
-            q.owed_hooks.push_back(flight.fingerprint.clone());
+            q.owed_hooks.push_back(flight.prompt.digest.clone());
         }
         for id in &flight.items {
             self.transition(id, State::Delivered, "delivered", evidence.clone(), now_ms, out);
@@ -1393,7 +1499,7 @@ impl Engine {
             }
             _ => vec![first],
         };
-        self.start_flight(session, group, live, Mode::Recover, None, now, now_ms, out);
+        self.start_flight(session, group, live, Mode::Recover, None, false, now, now_ms, out);
     }
 
     // ----- operator commands -----
@@ -1424,6 +1530,15 @@ impl Engine {
             }
             Command::Drop(id) => match self.items.get(&id).map(|i| (i.state, i.session.clone())) {
                 None => reply(out, false, format!("no pending item {id} (it may be delivered or dropped already)")),
+                Some((_, session))
+                    if self
+                        .sessions
+                        .get(&session)
+                        .and_then(|q| q.flight.as_ref())
+                        .is_some_and(|f| f.items.contains(&id)) =>
+                {
+                    reply(out, false, format!("item {id} is being delivered right now; drop it once it settles"))
+                }
                 Some((State::Sending, _)) => {
                     reply(out, false, format!("item {id} is being delivered right now; drop it once it settles"))
                 }
@@ -1433,16 +1548,48 @@ impl Engine {
                     self.pump(&session, now, now_ms, out);
                 }
             },
-            Command::Force(id) => {
+            Command::Force { id, over_draft } => {
                 let Some(item) = self.items.get(&id).cloned() else {
                     return reply(out, false, format!("no pending item {id}"));
                 };
-                if item.state != State::Stuck {
-                    return reply(
-                        out,
-                        false,
-                        format!("item {id} is {}, not stuck; only stuck items are forced", item.state.as_str()),
-                    );
+                let q = self.session(&item.session);
+                let held_by_draft = q.hold.as_ref().is_some_and(|h| h.reason.starts_with(DRAFT_HOLD));
+                match (item.state, item.stuck) {
+                    (State::Stuck, Some(StuckClass::Merged)) => {
+                        return reply(
+                            out,
+                            false,
+                            format!(
+                                "item {id} was submitted inside a longer message (merged with text someone typed); forcing would send it a second time. Check the agent, then desk drop {id}, or desk send it again if it must arrive on its own"
+                            ),
+                        );
+                    }
+                    (State::Stuck, _) => {}
+                    (State::Queued, _) if held_by_draft && !over_draft => {
+                        let hold = q.hold.as_ref().map(|h| h.reason.clone()).unwrap_or_default();
+                        return reply(
+                            out,
+                            false,
+                            format!(
+                                "item {id} is held: {hold}. Forcing it would paste the prompt after that text and submit both as one message; run desk force {id} --over-draft to do that, or wait until the box is sent or cleared"
+                            ),
+                        );
+                    }
+                    (State::Queued, _) if held_by_draft => {}
+                    (state, _) => {
+                        let hold = match (state, &q.hold) {
+                            (State::Queued, Some(h)) => format!("; it waits because {}", h.reason),
+                            _ => String::new(),
+                        };
+                        return reply(
+                            out,
+                            false,
+                            format!(
+                                "item {id} is {}, not stuck{hold}; only stuck items, and items held by a draft in the input box (with --over-draft), are forced",
+                                state.as_str()
+                            ),
+                        );
+                    }
                 }
                 let q = self.session(&item.session);
                 if q.flight.is_some() {
@@ -1470,27 +1617,34 @@ impl Engine {
                     i.note(
                         now_ms,
                         "forced",
-                        if mode == Mode::ForceEnter { "operator: press Enter" } else { "operator: paste again" },
+                        match mode {
+                            Mode::ForceEnter => "operator: press Enter",
+                            _ if over_draft => "operator: paste, even onto text someone typed",
+                            _ => "operator: paste again",
+                        },
                     );
                 }
                 let session = item.session.clone();
-                self.start_flight(&session, vec![id], live, mode, Some(client), now, now_ms, out);
+                self.start_flight(&session, vec![id], live, mode, Some(client), over_draft, now, now_ms, out);
             }
         }
     }
 }
 
-/// Whether a hook's reported prompt line is the delivery's prompt.
+/// The start of a text, for a message: at most 40 characters.
+fn preview(text: &str) -> String {
+    let mut out: String = text.chars().take(40).collect();
+    if text.chars().count() > 40 {
+        out.push('…');
+    }
+    out
+}
+
 /// How much longer to wait because a person typed in an attached terminal within
 /// [`TYPING_HOLD`], if they did.
 fn typing_hold(screen: &ScreenView, now_ms: u64) -> Option<Duration> {
     let until = screen.last_typed_ms? + TYPING_HOLD.as_millis() as u64;
     (now_ms < until).then(|| Duration::from_millis(until - now_ms))
-}
-
-fn hook_matches(line: &str, fp: &Fingerprint) -> bool {
-    let head = &fp.head;
-    !head.is_empty() && (line.starts_with(head.as_str()) || line.contains(head.as_str()))
 }
 
 /// Every session with items in any non-final state (for the daemon's bookkeeping).

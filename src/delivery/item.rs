@@ -85,6 +85,9 @@ pub enum StuckClass {
     Unobservable,
     /// Delivery was cut off (daemon crash, session exit) at a point the evidence cannot settle.
     Interrupted,
+    /// The prompt went (or sits) in one message with text someone else typed: not delivered as
+    /// its own message. Never re-pasted: the agent may already have it.
+    Merged,
 }
 
 impl StuckClass {
@@ -94,6 +97,7 @@ impl StuckClass {
             StuckClass::SubmitStuck => "submit-stuck",
             StuckClass::Unobservable => "unobservable",
             StuckClass::Interrupted => "interrupted",
+            StuckClass::Merged => "merged",
         }
     }
 }

@@ -24,6 +24,10 @@ pub struct DeliverySpec {
     input_rows: Option<usize>,
     placeholder: Option<String>,
     hold_while_working: Option<bool>,
+    composer: Option<String>,
+    composer_rows: Option<usize>,
+    #[serde(default)]
+    composer_empty: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -46,6 +50,14 @@ pub struct DeliverySettings {
     /// Hold delivery while the agent is working: for agents that take a prompt typed mid-turn
     /// as an interruption (Codex steers the running turn) rather than queueing it.
     pub hold_while_working: bool,
+    /// Where the composer's own text is, when the input area holds more than the composer (a
+    /// model line, a footer): the last match of this pattern's first group, searched in the
+    /// input area, or in the bottom `composer_rows` rows of the screen when those are given.
+    /// Without it the whole input area is the composer.
+    pub composer: Option<Regex>,
+    pub composer_rows: Option<usize>,
+    /// What an empty composer shows (hint text, once normalised): not somebody's draft.
+    pub composer_empty: Vec<Regex>,
 }
 
 /// 0 ms: most agents take an Enter in the same read as the paste's end marker; those that do
@@ -82,6 +94,15 @@ impl DeliverySettings {
             input_rows: spec.input_rows.unwrap_or(DEFAULT_INPUT_ROWS).max(1),
             placeholder: re("placeholder", &spec.placeholder)?,
             hold_while_working: spec.hold_while_working.unwrap_or(false),
+            composer: re("composer", &spec.composer)?,
+            composer_rows: spec.composer_rows.map(|n| n.max(1)),
+            composer_empty: spec
+                .composer_empty
+                .iter()
+                .map(|p| {
+                    Regex::new(p).with_context(|| format!("delivery.composer_empty in {origin}: bad pattern {p:?}"))
+                })
+                .collect::<Result<_>>()?,
         })
     }
 
@@ -95,6 +116,41 @@ impl DeliverySettings {
     /// rather than taken as the bottom rows of the screen.
     pub fn bordered(&self) -> bool {
         self.input_top.is_some() || self.input_bottom.is_some()
+    }
+
+    /// Whether desk can tell what the agent's composer holds: its input area has borders, or
+    /// the table says where the composer is. For anything else (a shell, an unknown program)
+    /// there is no composer to read.
+    pub fn knows_composer(&self) -> bool {
+        self.bordered() || self.composer.is_some()
+    }
+
+    /// The text in the agent's composer, normalised; empty when it holds nothing but what an
+    /// empty composer shows (its prompt glyph, frame, hint text). `None` when the composer is
+    /// not on the screen: the table's borders or composer pattern match nothing.
+    pub fn composer_text(&self, lines: &[String]) -> Option<String> {
+        let raw = match &self.composer {
+            Some(re) => {
+                let rows = match self.composer_rows {
+                    Some(n) => {
+                        let end = lines.iter().rposition(|l| !l.trim().is_empty()).map_or(0, |i| i + 1);
+                        &lines[end.saturating_sub(n)..end]
+                    }
+                    None => self.input_area_found(lines)?,
+                };
+                let joined = rows.join("\n");
+                re.captures_iter(&joined).last().and_then(|c| c.get(1)).map(|m| m.as_str().to_string())?
+            }
+            None => self.input_area_found(lines)?.join("\n"),
+        };
+        let text = super::text::normalize(&raw);
+        Some(if self.composer_empty.iter().any(|re| re.is_match(&text)) { String::new() } else { text })
+    }
+
+    /// The input area, only when its borders are on the screen (or the table gives none).
+    fn input_area_found<'a>(&self, lines: &'a [String]) -> Option<&'a [String]> {
+        let found = |re: &Option<Regex>| re.as_ref().is_none_or(|re| lines.iter().any(|l| re.is_match(l)));
+        (found(&self.input_top) && found(&self.input_bottom)).then(|| self.input_area(lines))
     }
 
     /// The input area of a screen.

@@ -83,6 +83,9 @@ pub enum EventBody {
         provider: String,
         event: String,
         detail: Option<String>,
+        /// For a submitted prompt: its digest, length and edges (the detail is only its start).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        prompt: Option<crate::state::hooks::PromptSig>,
     },
     /// An axis of the agent state changed.
     State {
@@ -156,7 +159,7 @@ impl EventBody {
             EventBody::Resize { cols, rows } => format!("resize {cols}x{rows}"),
             EventBody::Report { state, kind: Some(k) } => format!("the program reports {state} ({k})"),
             EventBody::Report { state, kind: None } => format!("the program reports {state}"),
-            EventBody::Hook { provider, event, detail } => match detail {
+            EventBody::Hook { provider, event, detail, .. } => match detail {
                 Some(d) => format!("hook {provider} {event}: {d}"),
                 None => format!("hook {provider} {event}"),
             },

@@ -95,6 +95,7 @@ impl Master {
             provider: fact.provider.clone(),
             event: fact.event.clone(),
             detail: fact.detail.clone(),
+            prompt: fact.prompt.clone(),
         });
         let changes = self.authority.on_hook(&fact, now, now_ms());
         self.announce(changes);

@@ -3,6 +3,7 @@
 //! helpers (`support`).
 
 mod attach;
+mod composer;
 mod corpus;
 mod delivery;
 mod delivery_crash;

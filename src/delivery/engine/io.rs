@@ -54,10 +54,20 @@ pub enum WriteError {
 /// Operator commands that change state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
-    Force(ItemId),
+    /// Deliver a stuck item again, or a queued one held by a draft (`over_draft`: paste even
+    /// onto text someone typed).
+    Force {
+        id: ItemId,
+        over_draft: bool,
+    },
     Drop(ItemId),
-    Pause { session: String, reason: String },
-    Resume { session: String },
+    Pause {
+        session: String,
+        reason: String,
+    },
+    Resume {
+        session: String,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -84,6 +94,8 @@ pub enum Input {
         generation: u32,
         event: String,
         detail: Option<String>,
+        /// For a submitted prompt: what identifies the whole of it.
+        prompt: Option<crate::state::hooks::PromptSig>,
         at_ms: u64,
     },
     Snapshot {

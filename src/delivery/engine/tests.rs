@@ -29,6 +29,8 @@ struct Agent {
     canonical: bool,
     /// When a person last typed in an attached terminal (Unix ms).
     last_typed_ms: Option<u64>,
+    /// Drawn like Codex: no box, a "›" composer with a hint when empty, a model line below.
+    codex_style: bool,
 }
 
 impl Agent {
@@ -87,6 +89,25 @@ impl Agent {
         if self.dialog {
             lines.push("Do you want to run this command?".into());
             lines.push("❯ 1. Yes".into());
+        }
+        if self.codex_style {
+            let shown = self.placeholder.clone().unwrap_or_else(|| self.input.clone());
+            let shown = if shown.is_empty() { "Ask Codex to do anything".to_string() } else { shown };
+            // Codex keeps the conversation well above its composer.
+            lines.extend(["".into(), "  tip: status".into(), "".into()]);
+            for (i, line) in shown.split('\n').enumerate() {
+                lines.push(format!("{}{line}", if i == 0 { "› " } else { "  " }));
+            }
+            let cursor_row = lines.len() - 1;
+            lines.push(String::new());
+            lines.push("  fake-model default · /tmp/work".into());
+            return ScreenView {
+                lines,
+                bracketed_paste: true,
+                last_typed_ms: self.last_typed_ms,
+                canonical: self.canonical,
+                cursor_row,
+            };
         }
         lines.push("╭────────────────────────────────────────╮".into());
         let shown = if self.dialog && self.dialog_covers_box {
@@ -285,10 +306,21 @@ fn persist_comes_before_every_side_effect() {
     let (now, ms) = w.now();
     let item = Item::new(ItemId::generate(ms), "s".into(), Some(1), "hello".into(), When::Now, "t".into(), ms);
     let actions = w.engine.handle(Input::Ingested(item), now, ms);
+    // The look before typing changes nothing on disk; the claim is persisted in the batch that
+    // pastes, before the paste.
+    assert!(!actions.iter().any(|a| matches!(a, Action::Persist { .. } | Action::Write { .. })), "{actions:?}");
+    let token = actions
+        .iter()
+        .find_map(|a| match a {
+            Action::Snapshot { token, .. } => Some(*token),
+            _ => None,
+        })
+        .expect("a look at the screen");
+    let actions = w.engine.handle(Input::Snapshot { token, result: Ok(w.agent.screen()) }, now, ms);
     let persist =
         actions.iter().position(|a| matches!(a, Action::Persist { item, .. } if item.state == State::Sending));
-    let snapshot = actions.iter().position(|a| matches!(a, Action::Snapshot { .. }));
-    assert!(persist.unwrap() < snapshot.unwrap(), "{actions:?}");
+    let write = actions.iter().position(|a| matches!(a, Action::Write { .. }));
+    assert!(persist.unwrap() < write.unwrap(), "{actions:?}");
 }
 
 #[test]
@@ -377,7 +409,7 @@ fn an_enter_that_never_works_ends_submit_stuck_after_bounded_retries() {
     // Force on submit-stuck presses Enter only (never re-pastes).
     w.agent.swallow_enters = 0;
     let pastes_before = w.agent.input.matches("stubborn box").count();
-    w.feed(Input::Command { client: 9, command: Command::Force(id.clone()) });
+    w.feed(Input::Command { client: 9, command: Command::Force { id: id.clone(), over_draft: false } });
     w.settle(10_000);
     assert_eq!(w.state_of(&id), State::Delivered);
     assert_eq!(w.agent.submitted, vec!["stubborn box"]);
@@ -427,7 +459,7 @@ fn a_dialog_that_hides_the_box_after_enter_is_not_taken_for_delivery() {
     w.agent.dialog = false;
     let view = w.view();
     w.feed(Input::Session(view));
-    w.feed(Input::Command { client: 4, command: Command::Force(id.clone()) });
+    w.feed(Input::Command { client: 4, command: Command::Force { id: id.clone(), over_draft: false } });
     w.settle(10_000);
     assert_eq!(w.state_of(&id), State::Delivered);
     assert_eq!(w.agent.submitted, vec!["second prompt"]);
@@ -485,7 +517,7 @@ fn a_paste_that_never_shows_is_paste_missing_and_never_pasted_again() {
     assert_eq!(w.disk[&id].attempts, 1);
     // Force re-pastes (the operator decided).
     w.agent.deaf = false;
-    w.feed(Input::Command { client: 1, command: Command::Force(id.clone()) });
+    w.feed(Input::Command { client: 1, command: Command::Force { id: id.clone(), over_draft: false } });
     w.settle(10_000);
     assert_eq!(w.state_of(&id), State::Delivered);
     assert_eq!(w.disk[&id].attempts, 2);
@@ -673,6 +705,7 @@ fn a_provider_that_steers_mid_turn_gets_prompts_only_between_turns() {
     // Codex takes a prompt typed mid-turn as an interruption of the running turn.
     let mut w = started();
     w.rules = Rc::new(RuleSet::builtin("codex"));
+    w.agent.codex_style = true;
     assert!(w.rules.delivery.hold_while_working);
     w.activity = Activity::Working;
     let view = w.view();
@@ -694,6 +727,7 @@ fn without_borders_a_cursor_that_moved_is_no_evidence_while_the_text_stays_in_a_
     // takes it): the text stays in the box, only the cursor moved to a new row.
     let mut w = World::new();
     w.rules = Rc::new(RuleSet::builtin("codex"));
+    w.agent.codex_style = true;
     let view = w.view();
     w.feed(Input::Session(view));
     w.agent.swallow_enters = 1;
@@ -730,6 +764,7 @@ fn the_late_hook_of_an_earlier_identical_prompt_does_not_deliver_the_next_one() 
         generation: w.generation,
         event: "UserPromptSubmit".into(),
         detail: Some("continue with the plan".into()),
+        prompt: Some(crate::state::hooks::PromptSig::of("continue with the plan")),
         at_ms,
     });
     w.settle(60_000);
@@ -785,7 +820,10 @@ fn no_enter_while_the_session_reports_blocked_even_without_a_dialog_on_screen() 
 #[test]
 fn a_failed_look_before_the_enter_never_leaves_the_queue_hanging() {
     let mut w = World::new();
-    w.rules = Rc::new(RuleSet::builtin("claude")); // submit_delay_ms = 50: a Settle phase
+    // A settle delay between the echo and the Enter (as Claude Code's table has), with the
+    // simulated agent's box.
+    let table = "provider = \"settle\"\nready_on = [\"mode\"]\n[delivery]\nsubmit_delay_ms = 50\ninput_top = \"^╭\"\ninput_bottom = \"^╰\"\n";
+    w.rules = Rc::new(RuleSet::parse(table, "test").expect("a valid table"));
     let view = w.view();
     w.feed(Input::Session(view));
     let id = w.item("settle me");
@@ -796,7 +834,13 @@ fn a_failed_look_before_the_enter_never_leaves_the_queue_hanging() {
     w.settle(600_000);
     assert_ne!(w.state_of(&id), State::Sending, "{:?}", w.disk[&id].evidence);
     assert!(!w.engine.busy());
+    // Its text may still sit in the box: the next prompt is not pasted on top of it.
     let later = w.item("later");
+    w.settle(10_000);
+    if !w.agent.input.is_empty() {
+        assert_eq!(w.state_of(&later), State::Queued);
+        w.agent.input.clear();
+    }
     w.settle(600_000);
     assert_ne!(w.state_of(&later), State::Queued);
 }
@@ -832,15 +876,144 @@ fn a_forced_enter_waits_for_a_person_typing_in_an_attached_terminal() {
     assert_eq!(w.disk[&id].stuck, Some(StuckClass::SubmitStuck));
     w.agent.swallow_enters = 0;
     w.agent.last_typed_ms = Some(w.now().1);
-    w.feed(Input::Command { client: 3, command: Command::Force(id.clone()) });
+    w.feed(Input::Command { client: 3, command: Command::Force { id: id.clone(), over_draft: false } });
     w.settle(100);
     assert_eq!(w.state_of(&id), State::Stuck);
     assert!(w.agent.submitted.is_empty(), "no Enter while someone types");
     assert!(w.replies.iter().any(|(c, ok, m)| *c == 3 && !*ok && m.contains("typing")), "{:?}", w.replies);
     // Once they have stopped, force goes through.
     w.ms += TYPING_HOLD.as_millis() as u64;
-    w.feed(Input::Command { client: 3, command: Command::Force(id.clone()) });
+    w.feed(Input::Command { client: 3, command: Command::Force { id: id.clone(), over_draft: false } });
     w.settle(10_000);
     assert_eq!(w.state_of(&id), State::Delivered);
     assert_eq!(w.agent.submitted, vec!["stuck in the box"]);
+}
+
+fn hold_reason(w: &World) -> String {
+    w.engine
+        .queues()
+        .iter()
+        .find(|q| q.session == "s")
+        .and_then(|q| q.hold.clone())
+        .map(|h| h.reason)
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_draft_in_the_input_box_holds_the_queue_until_it_is_sent_or_cleared() {
+    let mut w = started();
+    w.agent.input = "half typed draftword".into();
+    let id = w.item("queued prompt");
+    // However long it takes: no time limit, nothing typed, nothing on disk but `queued`.
+    w.settle(600_000);
+    assert_eq!(w.state_of(&id), State::Queued);
+    assert_eq!(w.agent.input, "half typed draftword");
+    assert!(w.agent.submitted.is_empty());
+    assert_eq!(
+        hold_reason(&w),
+        "the input box holds text typed by someone (20 characters); delivery waits until it is sent or cleared"
+    );
+    // The person sends their draft: the prompt follows on its own.
+    w.agent.write(b"\r");
+    w.settle(10_000);
+    assert_eq!(w.state_of(&id), State::Delivered, "{:?}", w.disk[&id].evidence);
+    assert_eq!(w.agent.submitted, vec!["half typed draftword", "queued prompt"]);
+}
+
+#[test]
+fn force_on_an_item_held_by_a_draft_explains_and_pastes_only_with_over_draft() {
+    let mut w = started();
+    w.agent.input = "draft".into();
+    let id = w.item("queued prompt");
+    w.settle(5_000);
+    w.feed(Input::Command { client: 7, command: Command::Force { id: id.clone(), over_draft: false } });
+    w.settle(5_000);
+    let (_, ok, message) = w.replies.iter().rfind(|(c, _, _)| *c == 7).expect("a reply");
+    assert!(!ok && message.contains("--over-draft") && message.contains("one message"), "{message}");
+    assert_eq!(w.state_of(&id), State::Queued);
+    assert_eq!(w.agent.input, "draft");
+    w.feed(Input::Command { client: 7, command: Command::Force { id: id.clone(), over_draft: true } });
+    w.settle(10_000);
+    assert_eq!(w.agent.submitted, vec!["draftqueued prompt"]);
+    assert!(w.disk[&id].evidence.iter().any(|n| n.detail.contains("onto text someone typed")), "{:?}", w.disk[&id]);
+}
+
+#[test]
+fn a_hook_reporting_the_prompt_glued_to_other_text_is_merged_not_delivered() {
+    let mut w = started();
+    // Text someone typed arrives between the look and the Enter (an attached terminal with
+    // no typing hold, a program writing to the box).
+    w.agent.swallow_enters = 100;
+    let id = w.item("queued prompt");
+    step_until(&mut w, "the Enter", |w| enters(w, &id) == 1);
+    let at_ms = w.now().1;
+    w.feed(Input::Hook {
+        session: "s".into(),
+        generation: w.generation,
+        event: "UserPromptSubmit".into(),
+        detail: Some("half typed draftwordqueued prompt".into()),
+        prompt: Some(crate::state::hooks::PromptSig::of("half typed draftwordqueued prompt")),
+        at_ms,
+    });
+    w.settle(1_000);
+    assert_eq!(w.state_of(&id), State::Stuck);
+    assert_eq!(w.disk[&id].stuck, Some(StuckClass::Merged));
+    let evidence = &w.disk[&id].evidence.last().expect("evidence").detail;
+    assert!(
+        evidence.contains("half typed draftwordqueued prompt") && evidence.contains("\"queued prompt\""),
+        "{evidence}"
+    );
+    // Force does not send it a second time.
+    w.feed(Input::Command { client: 2, command: Command::Force { id: id.clone(), over_draft: false } });
+    w.settle(1_000);
+    assert!(w.replies.iter().any(|(c, ok, m)| *c == 2 && !*ok && m.contains("merged")), "{:?}", w.replies);
+}
+
+#[test]
+fn a_program_not_reading_a_line_is_never_typed_into() {
+    let mut w = World::new();
+    w.rules = Rc::new(RuleSet::builtin("shell"));
+    let view = w.view();
+    w.feed(Input::Session(view));
+    w.agent.canonical = false; // vim, less, a full-screen program
+    let id = w.item("x");
+    w.settle(600_000);
+    assert_eq!(w.state_of(&id), State::Queued);
+    assert!(w.agent.input.is_empty() && w.agent.submitted.is_empty());
+    assert_eq!(hold_reason(&w), "the program is not reading a line (raw mode: an editor or full-screen program)");
+    // Back at a prompt that reads a line.
+    w.agent.canonical = true;
+    w.settle(10_000);
+    assert_eq!(w.state_of(&id), State::Delivered, "{:?}", w.disk[&id].evidence);
+}
+
+#[test]
+fn after_a_restart_an_identical_prompt_s_hook_settles_nothing_whose_paste_is_not_on_record() {
+    // `continue` was delivered mid-turn (its hook still owed); a second `continue` was claimed
+    // and the daemon died before pasting it. The first one's late hook must not deliver it.
+    let mut w = started();
+    let (now, ms) = w.now();
+    let mut item =
+        Item::new(ItemId::generate(ms), "s".into(), Some(w.generation), "continue".into(), When::Now, "t".into(), ms);
+    item.state = State::Sending;
+    item.note(ms, "claimed", "attempt 1");
+    let id = item.id.clone();
+    w.disk.insert(id.clone(), item.clone());
+    let mut engine = Engine::new();
+    engine.handle(Input::Restore(vec![item]), now, ms);
+    w.engine = engine;
+    w.feed(Input::Hook {
+        session: "s".into(),
+        generation: w.generation,
+        event: "UserPromptSubmit".into(),
+        detail: Some("continue".into()),
+        prompt: Some(crate::state::hooks::PromptSig::of("continue")),
+        at_ms: ms + 100,
+    });
+    let view = w.view();
+    w.feed(Input::Session(view));
+    w.settle(10_000);
+    assert_eq!(w.state_of(&id), State::Stuck, "{:?}", w.disk[&id].evidence);
+    assert_eq!(w.disk[&id].stuck, Some(StuckClass::Interrupted));
+    assert!(w.agent.submitted.is_empty());
 }
