@@ -736,6 +736,9 @@ impl Engine {
                         return self.stick_for_dialog(session, &rule, now, now_ms, out);
                     }
                     if settings.submit_delay.is_zero() {
+                        if let Some(rest) = foreign_text(settings, &flight, &screen.lines) {
+                            return self.stick_merged_in_box(session, &rest, now, now_ms, out);
+                        }
                         self.press_enter(session, now, now_ms, out);
                     } else {
                         if let Some(f) = self.session(session).flight.as_mut() {
@@ -743,6 +746,17 @@ impl Engine {
                         }
                         self.arm(session, TimerKind::Settle, now + settings.submit_delay, out);
                     }
+                } else if flight.deadline_passed && !settings.knows_composer() && !screen.canonical {
+                    // The program stopped reading a line (an editor took over): what the keys did
+                    // there cannot be seen, so it is not "missing" — a force would type it again.
+                    self.stick_flight(
+                        session,
+                        StuckClass::Unobservable,
+                        "the program left line input (raw mode: an editor or full-screen program) and the text is not on screen; what it did with the keys cannot be seen. Not re-pasting".into(),
+                        now,
+                        now_ms,
+                        out,
+                    );
                 } else if flight.deadline_passed {
                     self.stick_flight(
                         session,
@@ -763,6 +777,9 @@ impl Engine {
                 // The pre-Enter look after a settle delay.
                 if let Some(rule) = dialog {
                     return self.stick_for_dialog(session, &rule, now, now_ms, out);
+                }
+                if let Some(rest) = foreign_text(settings, &flight, &screen.lines) {
+                    return self.stick_merged_in_box(session, &rest, now, now_ms, out);
                 }
                 self.press_enter(session, now, now_ms, out);
             }
@@ -1030,7 +1047,19 @@ impl Engine {
             };
             if !draft.is_empty() {
                 let n = draft.chars().count();
+                // Desk's own text, left by a stuck delivery, is no better a place to paste onto.
+                let stuck_in_box = self.sessions.get(session).and_then(|q| {
+                    q.items.iter().find(|id| {
+                        self.items
+                            .get(*id)
+                            .is_some_and(|i| i.state == State::Stuck && draft.contains(&text::normalize(&i.text)))
+                    })
+                });
                 let why = match reply_to {
+                    None if stuck_in_box.is_some() => format!(
+                        "the input box holds the text of stuck item {}; desk force submits it, or clear the box; delivery waits until it is sent or cleared",
+                        stuck_in_box.map(|i| i.as_str()).unwrap_or("")
+                    ),
                     Some(_) => format!(
                         "the input box holds text typed by someone ({n} characters: {:?}); forcing now would paste this prompt after it and submit both as one message. Let them send or clear it, or run desk force {} --over-draft to do it anyway",
                         preview(&draft),
@@ -1435,6 +1464,16 @@ impl Engine {
         );
     }
 
+    /// The composer holds the prompt and text someone else typed: an Enter would submit them as
+    /// one message, so none is pressed.
+    fn stick_merged_in_box(&mut self, session: &str, rest: &str, now: Instant, now_ms: u64, out: &mut Out<'_>) {
+        let prompt = self.session(session).flight.as_ref().map(|f| f.prompt.head.clone()).unwrap_or_default();
+        let detail = format!(
+            "the input box holds this prompt ({prompt:?}…) together with text someone else typed ({rest:?}); no Enter pressed, as it would submit both as one message"
+        );
+        self.stick_flight(session, StuckClass::Merged, detail, now, now_ms, out);
+    }
+
     fn stick_flight(
         &mut self,
         session: &str,
@@ -1560,7 +1599,7 @@ impl Engine {
                             out,
                             false,
                             format!(
-                                "item {id} was submitted inside a longer message (merged with text someone typed); forcing would send it a second time. Check the agent, then desk drop {id}, or desk send it again if it must arrive on its own"
+                                "item {id} is merged with text someone else typed (see desk item {id}): forcing could send it a second time, or submit that text with it. Check the agent, then desk drop {id}, or desk send it again if it must arrive on its own"
                             ),
                         );
                     }
@@ -1629,6 +1668,26 @@ impl Engine {
             }
         }
     }
+}
+
+/// Text in the composer besides the prompt being delivered, when the composer can be read and
+/// shows the prompt (whole, or as the provider's paste placeholder); `None` when there is none
+/// or it cannot be told.
+fn foreign_text(settings: &DeliverySettings, flight: &Flight, lines: &[String]) -> Option<String> {
+    if flight.over_draft || flight.mode != Mode::Deliver || !settings.knows_composer() {
+        return None;
+    }
+    let composer = settings.composer_text(lines)?;
+    let ours = text::normalize(&flight.text);
+    let rest = if let Some(i) = composer.find(&ours) {
+        format!("{} {}", &composer[..i], &composer[i + ours.len()..])
+    } else if let Some(re) = settings.placeholder.as_ref().filter(|re| re.is_match(&composer)) {
+        re.replace_all(&composer, " ").into_owned()
+    } else {
+        return None;
+    };
+    let rest = text::normalize(&rest);
+    (!rest.is_empty()).then_some(rest)
 }
 
 /// The start of a text, for a message: at most 40 characters.

@@ -1017,3 +1017,41 @@ fn after_a_restart_an_identical_prompt_s_hook_settles_nothing_whose_paste_is_not
     assert_eq!(w.disk[&id].stuck, Some(StuckClass::Interrupted));
     assert!(w.agent.submitted.is_empty());
 }
+
+#[test]
+fn text_typed_beside_the_paste_before_the_enter_is_merged_and_no_enter_is_pressed() {
+    let mut w = started();
+    w.agent.deaf = true; // the paste shows only once the test lets it
+    let id = w.item("queued prompt");
+    step_until(&mut w, "the paste", |w| {
+        w.engine.item(&id).is_some_and(|i| i.evidence.iter().any(|n| n.kind == "pasted"))
+    });
+    // The paste arrives, and someone's keystrokes with it.
+    w.agent.input = "queued prompt and my own words".into();
+    w.settle(10_000);
+    assert_eq!(w.state_of(&id), State::Stuck, "{:?}", w.disk[&id].evidence);
+    assert_eq!(w.disk[&id].stuck, Some(StuckClass::Merged));
+    assert!(w.disk[&id].evidence.last().is_some_and(|n| n.detail.contains("and my own words")));
+    assert_eq!(enters(&w, &id), 0);
+    assert!(w.agent.submitted.is_empty());
+}
+
+#[test]
+fn a_paste_into_a_program_that_left_line_input_is_unobservable_not_missing() {
+    let mut w = World::new();
+    w.rules = Rc::new(RuleSet::builtin("shell"));
+    w.agent.canonical = true;
+    let view = w.view();
+    w.feed(Input::Session(view));
+    let id = w.item("x");
+    step_until(&mut w, "the paste", |w| {
+        w.engine.item(&id).is_some_and(|i| i.evidence.iter().any(|n| n.kind == "pasted"))
+    });
+    // vim took over: the keys went to it, nothing shows.
+    w.agent.canonical = false;
+    w.agent.input.clear();
+    w.agent.deaf = true;
+    w.settle(60_000);
+    assert_eq!(w.state_of(&id), State::Stuck);
+    assert_eq!(w.disk[&id].stuck, Some(StuckClass::Unobservable), "{:?}", w.disk[&id].evidence);
+}
