@@ -256,6 +256,7 @@ pub fn item(id: &str, json: bool) -> Result<i32> {
     if json || !resp.ok {
         return answer(resp, json);
     }
+    let hold = resp.data.get("hold").cloned();
     let item: Item = serde_json::from_value(resp.data).context("malformed item")?;
     println!("item {}", item.id);
     println!("  session   {} (generation {})", item.session, item.generation.map_or("any".into(), |g| g.to_string()));
@@ -264,6 +265,9 @@ pub fn item(id: &str, json: bool) -> Result<i32> {
         state.push_str(&format!(" ({})", class.as_str()));
     }
     println!("  state     {state}, since {}", &iso8601(item.state_since_ms)[..19]);
+    if let Some(reason) = hold.as_ref().and_then(|h| h["reason"].as_str()) {
+        println!("  held      {reason}");
+    }
     println!("  when      {}", if item.when == When::Idle { "idle" } else { "now" });
     println!("  from      {}", item.from);
     println!("  attempts  {}", item.attempts);

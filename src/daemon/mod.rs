@@ -682,7 +682,15 @@ impl Daemon {
                 let item = self.engine.item(&id).cloned().or_else(|| self.store.find(&id).ok().flatten());
                 match item {
                     Some(item) => {
-                        self.reply(client, Response::ok("item", serde_json::to_value(item).unwrap_or_default()))
+                        // A queued item says why it waits (the session's hold).
+                        let mut data = serde_json::to_value(&item).unwrap_or_default();
+                        if item.state == State::Queued
+                            && let Some(hold) = self.engine.hold(&item.session)
+                            && let Some(map) = data.as_object_mut()
+                        {
+                            map.insert("hold".into(), serde_json::to_value(hold).unwrap_or_default());
+                        }
+                        self.reply(client, Response::ok("item", data))
                     }
                     None => self.reply(client, Response::err(format!("no item {id}"))),
                 }

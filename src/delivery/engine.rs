@@ -216,6 +216,11 @@ impl Engine {
             .collect()
     }
 
+    /// Why a session's queue is held, if it is.
+    pub fn hold(&self, session: &str) -> Option<Hold> {
+        self.sessions.get(session).and_then(|q| q.hold.clone())
+    }
+
     pub fn stuck(&self) -> Vec<Item> {
         let mut v: Vec<Item> = self.items.values().filter(|i| i.state == State::Stuck).cloned().collect();
         v.sort_by(|a, b| a.id.cmp(&b.id));

@@ -346,3 +346,41 @@ fn a_plain_command_gets_one_enter_and_its_line_changing_proves_the_delivery() {
         if text == "short line ok\n" { Ok(()) } else { Err(format!("{text:?}")) }
     });
 }
+
+#[test]
+fn a_draft_in_the_input_box_holds_delivery_until_it_is_sent_and_is_never_merged() {
+    let home = Home::new();
+    home.serve();
+    let log = home.demo("draft", &[]);
+    wait_ready(&home, "draft");
+    // A person types into the agent's box from an attached terminal, and stops.
+    let mut person = home.connect("draft", Role::Controller, 120, 40);
+    person.send(&Frame::Input(b"half typed draftword".to_vec()));
+    home.wait_screen("draft", "half typed draftword");
+    let id = home.send("draft", "queued prompt");
+    // Past the 2 s typing hold, and well beyond: held, with the reason, and nothing typed.
+    let reason =
+        "the input box holds text typed by someone (20 characters); delivery waits until it is sent or cleared";
+    eventually("the draft hold to show in desk queue", || {
+        let q = home.ok(&["queue", "draft"]);
+        if q.contains(reason) { Ok(()) } else { Err(q) }
+    });
+    // The draft hold shows only once the typing hold is over: the look that used to paste
+    // after the draft has happened, and held instead.
+    assert_eq!(state(&home.item(&id)), "queued");
+    assert!(home.ok(&["item", &id]).contains(reason));
+    assert!(prompts(&log).is_empty());
+    // desk force explains, and types nothing without --over-draft.
+    let forced = home.desk(&["force", &id]);
+    let said = String::from_utf8_lossy(&forced.stderr).to_string() + &String::from_utf8_lossy(&forced.stdout);
+    assert!(!forced.status.success() && said.contains("--over-draft"), "{said}");
+    assert_eq!(state(&home.item(&id)), "queued");
+    // The person sends their draft: the prompt follows as a message of its own.
+    person.send(&Frame::Input(b"\r".to_vec()));
+    assert_eq!(state(&home.settled(&id)), "delivered");
+    eventually("both messages, each on its own", || {
+        let p = prompts(&log);
+        if p == ["half typed draftword", "queued prompt"] { Ok(()) } else { Err(format!("{p:?}")) }
+    });
+    drop::<Wire>(person);
+}

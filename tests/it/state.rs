@@ -40,7 +40,13 @@ fn the_demo_agent_goes_idle_working_idle_blocked_and_exited() {
     let mut ctl = home.connect("d", Role::Controller, 120, 40);
     ctl.send(&Frame::Input(b"\x1b[200~do some work\x1b[201~\r".to_vec()));
     let working = wait_activity(&home, "d", "working");
-    assert_eq!(working["state"]["activity"]["evidence"]["source"], "hook");
+    // Its UserPromptSubmit hook and its spinner title both say so; the newer one is shown.
+    let source = working["state"]["activity"]["evidence"]["source"].as_str().unwrap_or("");
+    assert!(["hook", "title"].contains(&source), "{working:#}");
+    eventually("the agent's hook to arrive", || {
+        let s = home.session("d").ok_or("no session")?;
+        if s["state"]["last_hook_ms"].is_u64() { Ok(()) } else { Err(s["state"].to_string()) }
+    });
     wait_activity(&home, "d", "idle");
     ctl.send(&Frame::Input(b"\x1b[200~please approve-me\x1b[201~\r".to_vec()));
     let blocked = wait_activity(&home, "d", "blocked");
