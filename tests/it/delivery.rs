@@ -384,3 +384,41 @@ fn a_draft_in_the_input_box_holds_delivery_until_it_is_sent_and_is_never_merged(
     });
     drop::<Wire>(person);
 }
+
+#[test]
+fn back_to_back_multi_line_prompts_settled_by_hooks_are_each_submitted_once_and_alone() {
+    // A hook may settle an item before the agent has redrawn its box: the next item's look
+    // then still shows the previous collapsed paste. It must not be taken as a baseline to
+    // paste over (the two were glued together and submitted as one, and the second went
+    // stuck paste-missing — a force then delivered it twice).
+    let home = Home::new();
+    home.serve();
+    let hook_cmd = format!("{} hook", env!("CARGO_BIN_EXE_desk"));
+    let log = home.demo("pairs", &["--work-ms", "300", "--hook-cmd", &hook_cmd]);
+    wait_ready(&home, "pairs");
+    let mut sent = Vec::new();
+    for pair in 0..8 {
+        for half in ["a", "b"] {
+            let text = (1..=5).map(|l| format!("pair {pair}{half} line {l}")).collect::<Vec<_>>().join("\n");
+            sent.push((home.send("pairs", &text), text));
+        }
+        let (last, _) = sent.last().expect("sent");
+        home.settled(last);
+    }
+    for (id, text) in &sent {
+        let item = home.settled(id);
+        assert_eq!(state(&item), "delivered", "{item:#}");
+        eventually("the prompt to be logged", || {
+            if prompts(&log).contains(text) { Ok(()) } else { Err(format!("{:?}", prompts(&log))) }
+        });
+    }
+    let logged = prompts(&log);
+    for (_, text) in &sent {
+        assert_eq!(logged.iter().filter(|p| p.contains(text.as_str())).count(), 1, "{text:?} in {logged:#?}");
+    }
+    // Two prompts in one message only as desk's own digest, never glued.
+    for p in &logged {
+        let carried = sent.iter().filter(|(_, t)| p.contains(t.as_str())).count();
+        assert!(carried == 1 || p.starts_with("You have "), "glued: {p:?}");
+    }
+}
