@@ -987,6 +987,10 @@ def sc_hooks(run):
     run.results["hook_sequence"] = names
 
 
+# Start-up allowance for the newer scenarios: OpenCode took 50-100 s to draw its input box on
+# this 2-core machine under a load of ~7 (it took 6-25 s for the first corpus).
+READY_TIMEOUT = 180
+
 # What each agent's tool-approval dialog shows while it is up (tests/data/agents/*/approval).
 DIALOG_RE = {
     "claude": r"Do you want to proceed\?",
@@ -1025,7 +1029,7 @@ def sc_dismiss(run, how, hold):
     rec = run.rec
     agent = run.agent.name
     dialog = DIALOG_RE[agent]
-    run.wait_ready(60)
+    run.wait_ready(READY_TIMEOUT)
     rec.wait_quiet(1000, 10)
     rec.snap("idle-before")
     rec.mark("prompt")
@@ -1049,7 +1053,15 @@ def sc_dismiss(run, how, hold):
     t_dismiss = rec.now()
     rec.mark("dismiss", how=how)
     res["dismiss_t"] = t_dismiss
-    gone = rec.wait(dialog, 10, absent=True)
+    gone = rec.wait(dialog, 4, absent=True)
+    if not gone and how != "no" and not rec.closed:
+        # Claude Code ignores a single Ctrl-C in its dialog: a person would press it again
+        rec.snap("still-shown")
+        res["dialog_stayed_after_first_key"] = True
+        rec.key(how)
+        res["dismiss_again_t"] = rec.now()
+        rec.mark("dismiss-again", how=how)
+        gone = rec.wait(dialog, 10, absent=True)
     t_gone = rec.now()
     rec.mark("dialog-gone" if gone else "dialog-gone TIMEOUT")
     res["dialog_gone_t"] = t_gone if gone else None
@@ -1094,7 +1106,7 @@ def sc_multi_turn(run):
     """Three typed turns of about 5, 1 and 8 s, each from idle; then an 8 s turn with a fifth
     prompt typed 3 s into it (mid-turn)."""
     rec = run.rec
-    run.wait_ready(60)
+    run.wait_ready(READY_TIMEOUT)
     rec.wait_quiet(1000, 10)
     rec.snap("idle-before")
     turns = []
@@ -1153,7 +1165,7 @@ def sc_draft(run):
     """What an empty and a non-empty input box look like: a typed draft, erased; a pasted
     3-line draft, erased; never submitted."""
     rec = run.rec
-    run.wait_ready(60)
+    run.wait_ready(READY_TIMEOUT)
     rec.wait_quiet(1000, 10)
     rec.snap("empty")
     out = {}
