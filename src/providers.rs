@@ -63,7 +63,7 @@ mod tests {
 }
 
 /// Claude Code hook events desk listens to; each runs `desk hook`.
-const CLAUDE_HOOK_EVENTS: [&str; 9] = [
+pub const CLAUDE_HOOK_EVENTS: [&str; 9] = [
     "SessionStart",
     "SessionEnd",
     "UserPromptSubmit",

@@ -14,14 +14,37 @@ enum Item {
     Input,
     Mark(String),
     Hook(serde_json::Value),
+    /// A moment at which a test samples the state (not part of the recording).
+    Sample,
 }
 
 fn dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/agents")
 }
 
+/// Which of a recording's hook deliveries a replay feeds to desk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hooks {
+    /// None: the terminal alone.
+    Off,
+    /// Every hook the recording's own wiring logged (Claude: every event; Codex: hooks.json
+    /// and notify).
+    Recorded,
+    /// Only what desk wires up itself (`desk::providers`): Claude's
+    /// [`desk::providers::CLAUDE_HOOK_EVENTS`], Codex's `notify` alone (desk installs no
+    /// hooks.json), nothing from OpenCode.
+    Desk,
+}
+
+impl From<bool> for Hooks {
+    fn from(with_hooks: bool) -> Hooks {
+        if with_hooks { Hooks::Recorded } else { Hooks::Off }
+    }
+}
+
 /// The recording's timeline: output, markers and (optionally) hook payloads, by time.
-fn timeline(agent: &str, scenario: &str, with_hooks: bool) -> Vec<(f64, Item)> {
+fn timeline(agent: &str, scenario: &str, hooks: impl Into<Hooks>) -> Vec<(f64, Item)> {
+    let hooks = hooks.into();
     let cast = std::fs::read_to_string(dir().join(format!("{agent}/{scenario}.cast"))).expect("a recording");
     let mut items: Vec<(f64, Item)> = cast
         .lines()
@@ -37,19 +60,31 @@ fn timeline(agent: &str, scenario: &str, with_hooks: bool) -> Vec<(f64, Item)> {
             })
         })
         .collect();
-    if with_hooks && let Ok(text) = std::fs::read_to_string(dir().join(format!("{agent}/{scenario}.hooks.jsonl"))) {
+    if hooks != Hooks::Off
+        && let Ok(text) = std::fs::read_to_string(dir().join(format!("{agent}/{scenario}.hooks.jsonl")))
+    {
         for line in text.lines() {
             let Ok(h) = serde_json::from_str::<serde_json::Value>(line) else { continue };
             let Some(t) = h["t"].as_f64() else { continue };
+            let wired_by_desk = match h["label"].as_str() {
+                Some("claude") => {
+                    h["argv"][0].as_str().is_some_and(|e| desk::providers::CLAUDE_HOOK_EVENTS.contains(&e))
+                }
+                Some("codex-notify") => true,
+                _ => false,
+            };
+            if hooks == Hooks::Desk && !wired_by_desk {
+                continue;
+            }
             let payload = match h["label"].as_str() {
                 Some("claude" | "codex-hook") => h["stdin"].clone(),
-                // Codex's notify program gets its JSON as the last argument.
-                Some("codex-notify") => h["argv"]
-                    .as_array()
-                    .and_then(|a| a.last())
-                    .and_then(|v| v.as_str())
-                    .and_then(|s| serde_json::from_str(s).ok())
-                    .unwrap_or_default(),
+                // Codex's notify program gets its JSON as the last argument; the hook log
+                // stores it already parsed (older logs: as the string).
+                Some("codex-notify") => match h["argv"].as_array().and_then(|a| a.last()) {
+                    Some(serde_json::Value::String(s)) => serde_json::from_str(s).unwrap_or_default(),
+                    Some(v) => v.clone(),
+                    None => continue,
+                },
                 _ => continue,
             };
             items.push((t, Item::Hook(payload)));
@@ -83,6 +118,25 @@ struct Seen {
 /// Replay a recording; return the state at each marker (taken just before the marked step is
 /// carried out), and at the end.
 fn replay(agent: &str, scenario: &str, with_hooks: bool) -> Vec<Seen> {
+    replay_probed(agent, scenario, with_hooks.into(), &[], |_, _, _, _| {})
+}
+
+/// What a probe is called for: the screen just changed, or a requested sample time came.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Probe {
+    Output,
+    Sample,
+}
+
+/// [`replay`], also calling `probe(t, why, screen rows, state)` after every output event and
+/// at every time in `samples` (after the state caught up with that time).
+fn replay_probed(
+    agent: &str,
+    scenario: &str,
+    hooks: Hooks,
+    samples: &[f64],
+    mut probe: impl FnMut(f64, Probe, &[String], &Authority),
+) -> Vec<Seen> {
     let t0 = Instant::now();
     let at = |t: f64| (t0 + Duration::from_secs_f64(t), 1_000_000 + (t * 1000.0) as u64);
     let (now, ms) = at(0.0);
@@ -96,7 +150,10 @@ fn replay(agent: &str, scenario: &str, with_hooks: bool) -> Vec<Seen> {
         let v = auth.view();
         Seen { t, mark: mark.to_string(), lifecycle: v.lifecycle.value, activity: v.activity.value, wait: v.wait }
     };
-    let items = timeline(agent, scenario, with_hooks);
+    let mut items = timeline(agent, scenario, hooks);
+    items.extend(samples.iter().map(|&t| (t, Item::Sample)));
+    // Stable: a sample at the same time as an event comes after it.
+    items.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
     let end = items.last().map_or(0.0, |i| i.0) + 0.5;
     let catch_up = |auth: &mut Authority, last_output: Option<f64>, quiet_reported: &mut bool, t: f64| {
         // Quiescence and lease expiry happen between recorded events.
@@ -147,7 +204,9 @@ fn replay(agent: &str, scenario: &str, with_hooks: bool) -> Vec<Seen> {
                     }
                 }
                 auth.on_output(now, ms);
-                auth.on_screen(&screen.text_rows(), now, ms);
+                let rows = screen.text_rows();
+                auth.on_screen(&rows, now, ms);
+                probe(t, Probe::Output, &rows, &auth);
                 last_output = Some(t);
                 quiet_reported = false;
             }
@@ -155,6 +214,7 @@ fn replay(agent: &str, scenario: &str, with_hooks: bool) -> Vec<Seen> {
                 auth.on_hook(&hooks::interpret(agent, &payload), now, ms);
             }
             Item::Mark(label) => seen.push(snapshot(&auth, t, &label)),
+            Item::Sample => probe(t, Probe::Sample, &screen.text_rows(), &auth),
             Item::Input => {}
         }
     }
@@ -420,4 +480,254 @@ fn codex_idle_after_a_turn_in_a_real_session_is_idle_by_its_own_report() {
 fn opencode_working_and_approval_in_real_sessions() {
     live_replay("opencode", "turn", "working", "working", None);
     live_replay("opencode", "approval", "dialog-bash", "blocked", Some("approval"));
+}
+
+// ----- dismissed dialogs and later turns (issue 7, items 2 and 3) -----
+
+/// The times of the recorder's step markers named `label`, in order.
+fn mark_times(agent: &str, scenario: &str, label: &str) -> Vec<f64> {
+    timeline(agent, scenario, false)
+        .into_iter()
+        .filter_map(|(t, item)| matches!(&item, Item::Mark(m) if m == label).then_some(t))
+        .collect()
+}
+
+/// Sample times every `step` seconds over `[from, to]`.
+fn every(step: f64, from: f64, to: f64) -> Vec<f64> {
+    (0..).map(|i| from + step * f64::from(i)).take_while(|t| *t <= to).collect()
+}
+
+/// How soon after a dialog leaves the screen desk must say the agent is idle again.
+const SETTLE_AFTER_DIALOG: f64 = 1.0;
+
+/// The dialog scenarios of one agent, each replayed with the hooks desk wires and without: the
+/// moment the provider's blocked screen rule stops matching after the `dismiss` marker is the
+/// moment the dialog went; from then on desk must be idle within [`SETTLE_AFTER_DIALOG`] and
+/// never blocked again. Returns one line per replay that broke this, with the numbers.
+fn dismissals_settle(agent: &str) -> Vec<String> {
+    let rules = RuleSet::builtin(agent);
+    let mut failures = Vec::new();
+    let mut report = Vec::new();
+    for scenario in ["dismiss-escape", "dismiss-escape-early", "dismiss-ctrlc", "dismiss-no"] {
+        let dismiss = *mark_times(agent, scenario, "dismiss").first().expect("a dismiss marker");
+        // The last screenshot before the recorder hung up on the agent (which then resets its
+        // title and exits: not part of the scenario).
+        let end = *mark_times(agent, scenario, "screen:idle-after+5s").first().expect("a last idle screenshot");
+        for hooks in [Hooks::Desk, Hooks::Off] {
+            let mut gone: Option<f64> = None;
+            let mut timeline_after: Vec<(f64, Activity)> = Vec::new();
+            let mut samples_after_dismiss: Vec<(f64, Activity)> = Vec::new();
+            let mut blocked_seen = false;
+            replay_probed(agent, scenario, hooks, &every(0.05, dismiss, end), |t, why, rows, auth| {
+                let blocked_on_screen = rules.match_screen_where(rows, |r| r.activity == Blocked).is_some();
+                if t < dismiss {
+                    blocked_seen |= blocked_on_screen;
+                    return;
+                }
+                if gone.is_none() && why == Probe::Output && !blocked_on_screen {
+                    gone = Some(t);
+                }
+                if why == Probe::Sample {
+                    samples_after_dismiss.push((t, auth.activity()));
+                    if gone.is_some() {
+                        timeline_after.push((t, auth.activity()));
+                    }
+                }
+            });
+            assert!(blocked_seen, "{agent}/{scenario}: the dialog never matched the blocked screen rule");
+            let Some(gone) = gone else {
+                // The key did not close the dialog (Claude Code ignores one Ctrl-C there): it
+                // still waits for an answer, and desk must go on saying so.
+                let not_blocked: Vec<_> = samples_after_dismiss.iter().filter(|s| s.1 != Blocked).collect();
+                let line = format!(
+                    "{agent}/{scenario} hooks={hooks:?}: the dialog stayed on screen; desk said blocked at {}/{} samples",
+                    samples_after_dismiss.len() - not_blocked.len(),
+                    samples_after_dismiss.len()
+                );
+                if !not_blocked.is_empty() {
+                    failures.push(format!("{line}; first not blocked: {:?}", not_blocked[0]));
+                }
+                report.push(line);
+                continue;
+            };
+            let at_deadline = timeline_after.iter().find(|(t, _)| *t >= gone + SETTLE_AFTER_DIALOG).map(|s| s.1);
+            let first_idle = timeline_after.iter().find(|(_, a)| *a == Idle).map(|s| s.0 - gone);
+            let blocked_until = timeline_after.iter().rev().find(|(_, a)| *a == Blocked).map(|s| s.0 - gone);
+            let late_not_idle = timeline_after
+                .iter()
+                .filter(|(t, a)| *t >= gone + SETTLE_AFTER_DIALOG && *a != Idle)
+                .map(|s| s.1)
+                .next();
+            let line = format!(
+                "{agent}/{scenario} hooks={hooks:?}: dialog gone at {gone:.2} s; at +{SETTLE_AFTER_DIALOG} s \
+                 activity {at_deadline:?}; first idle {}; blocked until {}; first non-idle after the deadline {:?} \
+                 (recording ends {:.1} s after)",
+                first_idle.map_or("never".into(), |d| format!("+{d:.2} s")),
+                blocked_until.map_or("-".into(), |d| format!("+{d:.2} s")),
+                late_not_idle,
+                end - gone,
+            );
+            if at_deadline != Some(Idle) || blocked_until.is_some_and(|d| d >= SETTLE_AFTER_DIALOG) {
+                failures.push(line.clone());
+            }
+            report.push(line);
+        }
+    }
+    eprintln!("{}", report.join("\n"));
+    failures
+}
+
+#[test]
+fn claude_code_dismissed_dialogs_settle_idle() {
+    let failures = dismissals_settle("claude");
+    assert!(failures.is_empty(), "a dismissed dialog must end idle within 1 s:\n{}", failures.join("\n"));
+}
+
+#[test]
+fn codex_dismissed_dialogs_settle_idle() {
+    let failures = dismissals_settle("codex");
+    assert!(failures.is_empty(), "a dismissed dialog must end idle within 1 s:\n{}", failures.join("\n"));
+}
+
+#[test]
+fn opencode_dismissed_dialogs_settle_idle() {
+    let failures = dismissals_settle("opencode");
+    assert!(failures.is_empty(), "a dismissed dialog must end idle within 1 s:\n{}", failures.join("\n"));
+}
+
+/// What the screen alone says the agent is doing, independent of desk's rules: its working
+/// indicator means working, its idle prompt without one means idle; anything else (a frame in
+/// between) says nothing.
+fn screen_truth(agent: &str, rows: &[String]) -> Option<Activity> {
+    let text = rows.join("\n");
+    match agent {
+        "claude" if text.contains("esc to interrupt") => Some(Working),
+        "claude" => text.contains("? for shortcuts").then_some(Idle),
+        "opencode" if text.contains("esc interrupt") => Some(Working),
+        "opencode" => text.contains("ctrl+p commands").then_some(Idle),
+        "codex" => codex_screen_truth(rows),
+        other => panic!("no screen truth for {other}"),
+    }
+}
+
+/// Codex draws `• Working (Ns • esc to interrupt)` only until the reply starts streaming, then
+/// erases it (docs/agents-observed.md §3.6), so its screen says "working" in two ways: that
+/// line, or a submitted prompt (`› …` in the transcript, above the input row) with no
+/// `Worked for Ns` under it yet. Its idle screen is the input row and footer with every
+/// prompt answered.
+fn codex_screen_truth(rows: &[String]) -> Option<Activity> {
+    if rows.iter().any(|r| r.contains("• Working (") && r.contains("esc to interrupt)")) {
+        return Some(Working);
+    }
+    let footer = rows.iter().rposition(|r| r.contains("? for shortcuts"))?;
+    let input = rows[..footer].iter().rposition(|r| r.starts_with("› "))?;
+    let prompt = rows[..input].iter().rposition(|r| r.starts_with("› "));
+    let worked = rows[..input].iter().rposition(|r| r.trim_start().starts_with("Worked for "));
+    Some(match (prompt, worked) {
+        (Some(p), Some(w)) if p > w => Working,
+        (Some(_), None) => Working,
+        _ => Idle,
+    })
+}
+
+/// How far desk may be from a change on screen between working and idle: behind it (desk
+/// notices a redraw late) or ahead of it (a hook or report arrives before the agent redraws).
+const SETTLE_AROUND_SCREEN: f64 = 1.0;
+
+/// Replay an agent's `multi-turn` recording with desk's hooks or none, sampling every 250 ms
+/// from the first prompt to the end: desk's activity must match what the screen shows at every
+/// sample but those within [`SETTLE_AROUND_SCREEN`] of a change on screen. Returns the
+/// agreement (samples agreeing, samples judged) and the disagreeing samples.
+fn multi_turn_agreement(agent: &str, hooks: Hooks) -> (usize, usize, Vec<String>) {
+    let start = *mark_times(agent, "multi-turn", "turn-1-sent").first().expect("turn-1-sent marker");
+    // The last screenshot before the recorder hung up on the agent.
+    let end = *mark_times(agent, "multi-turn", "screen:end-idle").first().expect("a last idle screenshot");
+    // The ground truth itself is checked where the scenario says what the agent was doing.
+    let mut expected_at: Vec<(f64, Activity, String)> = Vec::new();
+    for n in 1..=5 {
+        for (label, activity) in [(format!("turn-{n}-working"), Working), (format!("turn-{n}-done"), Idle)] {
+            for t in mark_times(agent, "multi-turn", &format!("screen:{label}")) {
+                expected_at.push((t, activity, label.clone()));
+            }
+        }
+    }
+    assert!(expected_at.len() >= 8, "{agent}/multi-turn lacks its turn screenshots");
+    let mut sample_times = every(0.25, start, end);
+    sample_times.extend(expected_at.iter().map(|e| e.0));
+    let mut truth: Option<Activity> = None;
+    let mut changes = Vec::new();
+    let mut samples = Vec::new();
+    replay_probed(agent, "multi-turn", hooks, &sample_times, |t, why, rows, auth| {
+        let now = screen_truth(agent, rows);
+        if now.is_some() && now != truth {
+            if truth.is_some() {
+                changes.push(t);
+            }
+            truth = now;
+        }
+        if why != Probe::Sample {
+            return;
+        }
+        if let Some((_, activity, label)) = expected_at.iter().find(|e| e.0 == t) {
+            assert_eq!(now, Some(*activity), "{agent}/multi-turn: the screen truth at {label} (t={t:.2})");
+        } else {
+            samples.push((t, truth, auth.activity()));
+        }
+    });
+    let steps: Vec<(f64, String)> = timeline(agent, "multi-turn", false)
+        .into_iter()
+        .filter_map(|(t, i)| match i {
+            Item::Mark(m) if m.starts_with("turn-") || m.starts_with("midturn") => Some((t, m)),
+            _ => None,
+        })
+        .collect();
+    let (mut judged, mut agree) = (0, 0);
+    let mut misses = Vec::new();
+    for (t, truth, desk) in samples {
+        let Some(expected) = truth else { continue };
+        if changes.iter().any(|c| (t - c).abs() < SETTLE_AROUND_SCREEN) {
+            continue;
+        }
+        judged += 1;
+        if desk == expected {
+            agree += 1;
+        } else {
+            let step = steps.iter().rev().find(|(st, _)| *st <= t).map_or("-", |s| s.1.as_str());
+            misses.push(format!("t={t:.2} after {step}: screen {expected:?}, desk {desk:?}"));
+        }
+    }
+    (agree, judged, misses)
+}
+
+fn multi_turn_follows_the_screen(agent: &str) {
+    let mut failures = Vec::new();
+    for hooks in [Hooks::Desk, Hooks::Off] {
+        let (agree, judged, misses) = multi_turn_agreement(agent, hooks);
+        assert!(judged > 40, "{agent} hooks={hooks:?}: only {judged} samples could be judged");
+        let line = format!(
+            "{agent}/multi-turn hooks={hooks:?}: desk agreed with the screen at {agree}/{judged} samples ({:.1} %)",
+            100.0 * agree as f64 / judged as f64
+        );
+        eprintln!("{line}");
+        if agree != judged {
+            let shown: Vec<&String> = misses.iter().take(12).collect();
+            failures.push(format!("{line}; first misses: {shown:#?}"));
+        }
+    }
+    assert!(failures.is_empty(), "activity must follow the screen on every turn:\n{}", failures.join("\n"));
+}
+
+#[test]
+fn claude_code_multi_turn_activity_follows_the_screen() {
+    multi_turn_follows_the_screen("claude");
+}
+
+#[test]
+fn codex_multi_turn_activity_follows_the_screen() {
+    multi_turn_follows_the_screen("codex");
+}
+
+#[test]
+fn opencode_multi_turn_activity_follows_the_screen() {
+    multi_turn_follows_the_screen("opencode");
 }
