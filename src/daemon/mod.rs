@@ -212,7 +212,7 @@ impl Daemon {
         for p in problems {
             warn!(path = %p.path.display(), "unreadable item record moved aside: {}", p.error);
         }
-        let live: Vec<_> = items.into_iter().filter(|i| !i.state.is_final()).collect();
+        let live = engine::restorable(items);
         info!(items = live.len(), "restored pending items");
         // Hooks journalled while the daemon was down settle items found `sending`.
         let mut hook_inputs = Vec::new();

@@ -128,11 +128,14 @@ struct SessionQ {
     retry_at: Option<Instant>,
     /// Submissions reported by hooks: (Unix ms, the prompt's signature).
     hooks: VecDeque<(u64, PromptSig)>,
-    /// Prompts delivered on other evidence whose UserPromptSubmit hook has not come yet (an
-    /// agent that queued one mid-turn reports it when the turn ends). A hook that matches one
-    /// of these is theirs, not evidence for an identical prompt in flight. Oldest first,
-    /// bounded by [`RECENT_HOOKS`].
-    owed_hooks: VecDeque<String>,
+    /// Items delivered on other evidence whose UserPromptSubmit hook has not come yet (an
+    /// agent that queued one mid-turn reports it when the turn ends), as last persisted
+    /// (`hook_owed` names the digest). A hook that matches one of these is theirs, not evidence
+    /// for an identical prompt in flight. Oldest first, bounded by [`RECENT_HOOKS`] prompts.
+    owed: VecDeque<Item>,
+    /// Whether this session's agent has sent any hook: its hooks are wired, so a hook that
+    /// never comes means something.
+    hooks_seen: bool,
     /// Whether the session was reported down since start (for recovering `sending` items).
     known_down: bool,
 }
@@ -148,7 +151,8 @@ impl SessionQ {
             failures: 0,
             retry_at: None,
             hooks: VecDeque::new(),
-            owed_hooks: VecDeque::new(),
+            owed: VecDeque::new(),
+            hooks_seen: false,
             known_down: false,
         }
     }
@@ -239,9 +243,15 @@ impl Engine {
         let mut out = Out { actions: &mut actions };
         match input {
             Input::Restore(items) => {
+                let settled: HashMap<ItemId, Item> = items
+                    .iter()
+                    .filter(|i| matches!(i.state, State::Delivered | State::Stuck))
+                    .map(|i| (i.id.clone(), i.clone()))
+                    .collect();
                 for item in items {
                     self.adopt(item);
                 }
+                self.settle_with_digest_siblings(&settled, now_ms, &mut out);
                 let names: Vec<String> = self.sessions.keys().cloned().collect();
                 for name in names {
                     self.pump(&name, now, now_ms, &mut out);
@@ -281,11 +291,43 @@ impl Engine {
         actions
     }
 
+    /// Items of one digest prompt settle together. A crash between their records can leave one
+    /// settled and another `sending`; the one left takes its sibling's outcome (recovered on its
+    /// own, with its own text, it would look undelivered, and a force would repeat it).
+    fn settle_with_digest_siblings(&mut self, settled: &HashMap<ItemId, Item>, now_ms: u64, out: &mut Out<'_>) {
+        let sending: Vec<(ItemId, Item)> = self
+            .items
+            .values()
+            .filter(|i| i.state == State::Sending && !i.digest_with.is_empty())
+            .filter_map(|i| i.digest_with.iter().find_map(|s| settled.get(s)).map(|s| (i.id.clone(), s.clone())))
+            .collect();
+        for (id, sibling) in sending {
+            let why = format!(
+                "one digest with {}, which was settled {} before the restart",
+                sibling.id,
+                sibling.state.as_str()
+            );
+            match (sibling.state, sibling.stuck) {
+                (State::Stuck, Some(class)) => self.stick(&id, class, why, now_ms, out),
+                _ => {
+                    if let Some(item) = self.items.get_mut(&id) {
+                        item.hook_owed = sibling.hook_owed.clone();
+                        item.queued_by_agent = sibling.queued_by_agent;
+                    }
+                    self.transition(&id, State::Delivered, "delivered", why, now_ms, out);
+                }
+            }
+        }
+    }
+
     fn session(&mut self, name: &str) -> &mut SessionQ {
         self.sessions.entry(name.to_string()).or_insert_with(SessionQ::new)
     }
 
     fn adopt(&mut self, item: Item) {
+        if item.state == State::Delivered && item.hook_owed.is_some() {
+            return self.owe(item);
+        }
         if item.state.is_final() || self.items.contains_key(&item.id) {
             return;
         }
@@ -389,9 +431,11 @@ impl Engine {
         if q.live.as_ref().is_some_and(|l| l.generation != generation) {
             return;
         }
+        let hooks_wired = q.hooks_seen || q.live.as_ref().is_some_and(|l| l.rules.hooks);
         q.live = None;
         q.known_down = true;
         self.interrupt(session, "the session went away during delivery", now_ms, out);
+        self.unpaid_at_exit(session, hooks_wired, now_ms, out);
         // Items found `sending` at start-up whose session is gone cannot be settled.
         let sending: Vec<ItemId> = self
             .session(session)
@@ -442,22 +486,47 @@ impl Engine {
         now_ms: u64,
         out: &mut Out<'_>,
     ) {
+        let q = self.session(session);
+        if q.live.as_ref().is_some_and(|l| l.generation != generation) {
+            return;
+        }
+        q.hooks_seen = true;
         if event != "UserPromptSubmit" {
             return;
         }
         // A hook that does not say what was submitted proves nothing about our prompt.
         let Some(sig) = prompt else { return };
-        let q = self.session(session);
-        if q.live.as_ref().is_some_and(|l| l.generation != generation) {
-            return;
-        }
         if q.hooks.len() >= RECENT_HOOKS {
             q.hooks.pop_front();
         }
         q.hooks.push_back((at_ms, sig.clone()));
-        if let Some(owed) = q.owed_hooks.iter().position(|d| *d == sig.digest) {
-            // The late report of a prompt already delivered, not of the one in flight.
-            q.owed_hooks.remove(owed);
+        let owed_generation = |i: &Item| i.generation.is_none_or(|g| g == generation);
+        if let Some(first) =
+            q.owed.iter().position(|i| i.hook_owed.as_deref() == Some(sig.digest.as_str()) && owed_generation(i))
+        {
+            // The late report of a prompt already delivered, not of the one in flight: it is
+            // paid (every item of that prompt, a digest's too), on disk as well.
+            let paid: Vec<Item> = {
+                let id = q.owed[first].id.clone();
+                let digest_with = q.owed[first].digest_with.clone();
+                let (paid, kept): (Vec<Item>, Vec<Item>) =
+                    q.owed.drain(..).partition(|i| i.id == id || digest_with.contains(&i.id));
+                q.owed = kept.into();
+                paid
+            };
+            for mut item in paid {
+                item.hook_owed = None;
+                let id = item.id.clone();
+                self.items.insert(id.clone(), item);
+                self.transition(
+                    &id,
+                    State::Delivered,
+                    "hook",
+                    "the agent's UserPromptSubmit hook for it came (it had queued it)".into(),
+                    now_ms,
+                    out,
+                );
+            }
             return;
         }
         // Only once Enter was pressed: before it, the agent cannot have submitted our text.
@@ -1427,7 +1496,7 @@ impl Engine {
     }
 
     /// The flight is delivered on `evidence`; `by_hook` when that evidence is the agent's own
-    /// UserPromptSubmit report (otherwise the report is still owed, see `owed_hooks`).
+    /// UserPromptSubmit report (otherwise the report is still owed, see `owed`).
     fn submitted(
         &mut self,
         session: &str,
@@ -1438,21 +1507,59 @@ impl Engine {
         out: &mut Out<'_>,
     ) {
         let Some(flight) = self.session(session).flight.take() else { return };
-        let q = self.session(session);
-        q.failures = 0;
-        if !by_hook {
-            if q.owed_hooks.len() >= RECENT_HOOKS {
-                q.owed_hooks.pop_front();
-            }
-            q.owed_hooks.push_back(flight.prompt.digest.clone());
-        }
+        self.session(session).failures = 0;
+        // Delivered on other evidence: its hook is owed, and recorded as owed on disk.
+        let mid_turn = flight.activity_at_enter == Activity::Working;
         for id in &flight.items {
+            if !by_hook && let Some(item) = self.items.get_mut(id) {
+                item.hook_owed = Some(flight.prompt.digest.clone());
+                item.queued_by_agent = mid_turn;
+            }
             self.transition(id, State::Delivered, "delivered", evidence.clone(), now_ms, out);
+            if !by_hook && let Some(Action::Persist { item, .. }) = out.actions.last() {
+                let item = item.clone();
+                self.owe(item);
+            }
         }
         if let Some(client) = flight.reply_to {
             out.actions.push(Action::Reply { client, ok: true, message: format!("delivered: {evidence}"), item: None });
         }
         self.pump(session, now, now_ms, out);
+    }
+
+    /// Remember a delivered item whose UserPromptSubmit hook is still to come.
+    fn owe(&mut self, item: Item) {
+        let q = self.session(&item.session);
+        q.owed.push_back(item);
+        while q.owed.len() > RECENT_HOOKS {
+            q.owed.pop_front();
+        }
+    }
+
+    /// The session ended: a prompt the agent had queued mid-turn and never reported taking
+    /// (its hook never came, though the agent sends hooks) did not reach it.
+    fn unpaid_at_exit(&mut self, session: &str, hooks_wired: bool, now_ms: u64, out: &mut Out<'_>) {
+        let owed: Vec<Item> = self.session(session).owed.drain(..).collect();
+        if !hooks_wired {
+            return;
+        }
+        for mut item in owed.into_iter().filter(|i| i.queued_by_agent) {
+            item.stuck = Some(StuckClass::Interrupted);
+            item.hook_owed = None;
+            let id = item.id.clone();
+            let q = self.session(session);
+            let pos = q.items.partition_point(|i| *i < id);
+            q.items.insert(pos, id.clone());
+            self.items.insert(id.clone(), item);
+            self.transition(
+                &id,
+                State::Stuck,
+                "stuck",
+                "interrupted: the session ended before the agent took this prompt: it had queued it mid-turn, and its UserPromptSubmit hook never came".into(),
+                now_ms,
+                out,
+            );
+        }
     }
 
     /// The text is (or may be) in the input box, and a dialog shows: an Enter would answer the
@@ -1709,6 +1816,20 @@ fn preview(text: &str) -> String {
 fn typing_hold(screen: &ScreenView, now_ms: u64) -> Option<Duration> {
     let until = screen.last_typed_ms? + TYPING_HOLD.as_millis() as u64;
     (now_ms < until).then(|| Duration::from_millis(until - now_ms))
+}
+
+/// Of every item on disk, those a restarted engine needs ([`Input::Restore`]): the pending
+/// ones; delivered ones whose hook is still owed; and the settled siblings of a digest found
+/// half-settled (they decide its outcome).
+pub fn restorable(items: Vec<Item>) -> Vec<Item> {
+    let siblings: HashSet<ItemId> =
+        items.iter().filter(|i| i.state == State::Sending).flat_map(|i| i.digest_with.iter().cloned()).collect();
+    items
+        .into_iter()
+        .filter(|i| {
+            !i.state.is_final() || (i.state == State::Delivered && i.hook_owed.is_some()) || siblings.contains(&i.id)
+        })
+        .collect()
 }
 
 /// Every session with items in any non-final state (for the daemon's bookkeeping).

@@ -3,8 +3,9 @@
 //! Owns the item's data (id, target, text, when, state, attempts, evidence timeline) and the
 //! vocabulary of its states. Invariants: ids are unique and never reused (time-ordered, with 80
 //! random bits); an item's state only moves along `queued → sending → delivered | stuck |
-//! dropped`, with `stuck → sending` (an operator's force) and `queued | stuck → dropped` as the
-//! only other moves; the evidence timeline is append-only and bounded.
+//! dropped`, with `stuck → sending` (an operator's force), `queued | stuck → dropped` and
+//! `delivered → stuck` (a prompt the agent had queued mid-turn when its session ended before it
+//! took it) as the only other moves; the evidence timeline is append-only and bounded.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -142,6 +143,8 @@ impl State {
                 | (Sending, Queued)
                 | (Stuck, Sending)
                 | (Stuck, Dropped)
+                // Only an item the agent queued mid-turn, when the agent ended before taking it.
+                | (Delivered, Stuck)
         )
     }
 
@@ -188,6 +191,15 @@ pub struct Item {
     pub evidence: Vec<Note>,
     /// When the item reached its current state.
     pub state_since_ms: u64,
+    /// Delivered on other evidence, its UserPromptSubmit hook still to come: the digest of the
+    /// submitted prompt (kept on disk, so that after a restart that hook is still recognised
+    /// as this item's, not as evidence for an identical prompt in flight).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook_owed: Option<String>,
+    /// The agent took it into its own queue mid-turn (the text left the input box while it
+    /// worked): if the session ends before its hook comes, the agent never took it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub queued_by_agent: bool,
 }
 
 impl Item {
@@ -213,6 +225,8 @@ impl Item {
             attempts: 0,
             digest_with: Vec::new(),
             evidence: Vec::new(),
+            hook_owed: None,
+            queued_by_agent: false,
             state_since_ms: now_ms,
         };
         item.note(now_ms, "queued", "accepted");
@@ -263,7 +277,9 @@ mod tests {
         assert!(Queued.can_become(Sending) && Sending.can_become(Delivered) && Sending.can_become(Stuck));
         assert!(Stuck.can_become(Sending) && Stuck.can_become(Dropped) && Queued.can_become(Dropped));
         assert!(!Delivered.can_become(Sending) && !Dropped.can_become(Queued) && !Stuck.can_become(Queued));
-        assert!(!Delivered.can_become(Stuck) && !Queued.can_become(Delivered));
+        assert!(!Queued.can_become(Delivered) && !Delivered.can_become(Queued) && !Dropped.can_become(Stuck));
+        // The one move out of delivered: a prompt the agent queued and never took.
+        assert!(Delivered.can_become(Stuck));
     }
 
     #[test]

@@ -273,7 +273,7 @@ impl World {
         self.timers.clear();
         self.crashed = false;
         self.crash_after = None;
-        let items: Vec<Item> = self.disk.values().filter(|i| !i.state.is_final()).cloned().collect();
+        let items = restorable(self.disk.values().cloned().collect());
         self.feed(Input::Restore(items));
         let view = self.view();
         self.feed(Input::Session(view));
@@ -1054,4 +1054,97 @@ fn a_paste_into_a_program_that_left_line_input_is_unobservable_not_missing() {
     w.settle(60_000);
     assert_eq!(w.state_of(&id), State::Stuck);
     assert_eq!(w.disk[&id].stuck, Some(StuckClass::Unobservable), "{:?}", w.disk[&id].evidence);
+}
+
+fn user_prompt_hook(w: &World, text: &str) -> Input {
+    Input::Hook {
+        session: "s".into(),
+        generation: w.generation,
+        event: "UserPromptSubmit".into(),
+        detail: Some(text.into()),
+        prompt: Some(crate::state::hooks::PromptSig::of(text)),
+        at_ms: w.now().1,
+    }
+}
+
+/// `continue`, taken into the agent's own queue mid-turn: delivered, its hook owed.
+fn delivered_mid_turn(w: &mut World, text: &str) -> ItemId {
+    w.agent.working = true;
+    w.activity = Activity::Working;
+    let view = w.view();
+    w.feed(Input::Session(view));
+    let id = w.item(text);
+    w.settle(2_000);
+    assert_eq!(w.state_of(&id), State::Delivered);
+    id
+}
+
+#[test]
+fn a_hook_owed_by_a_delivered_prompt_is_remembered_across_a_restart() {
+    let mut w = started();
+    let a = delivered_mid_turn(&mut w, "continue");
+    assert!(w.disk[&a].hook_owed.is_some() && w.disk[&a].queued_by_agent, "{:?}", w.disk[&a]);
+    w.restart();
+    // A second `continue` is typed; its Enter is swallowed, so only a hook could settle it...
+    w.agent.swallow_enters = 100;
+    let b = w.item("continue");
+    step_until(&mut w, "b's Enter", |w| enters(w, &b) == 1);
+    // ...and the hook that comes is the first one's (the turn ended, the agent took it).
+    let hook = user_prompt_hook(&w, "continue");
+    w.feed(hook);
+    w.settle(60_000);
+    assert_eq!(w.state_of(&b), State::Stuck, "{:?}", w.disk[&b].evidence);
+    assert!(w.disk[&a].hook_owed.is_none(), "paid, on disk too: {:?}", w.disk[&a]);
+}
+
+#[test]
+fn a_prompt_the_agent_queued_and_never_took_is_not_left_delivered_when_the_session_ends() {
+    let mut w = started();
+    let hook = Input::Hook {
+        session: "s".into(),
+        generation: w.generation,
+        event: "SessionStart".into(),
+        detail: None,
+        prompt: None,
+        at_ms: w.now().1,
+    };
+    w.feed(hook);
+    let a = delivered_mid_turn(&mut w, "queued mid-turn");
+    // The agent dies before its turn ends: it never took the prompt.
+    w.feed(Input::SessionDown { session: "s".into(), generation: w.generation });
+    assert_eq!(w.state_of(&a), State::Stuck, "{:?}", w.disk[&a].evidence);
+    assert_eq!(w.disk[&a].stuck, Some(StuckClass::Interrupted));
+    assert!(w.disk[&a].evidence.last().is_some_and(|n| n.detail.contains("never came")));
+}
+
+#[test]
+fn a_prompt_whose_hook_came_stays_delivered_when_the_session_ends() {
+    let mut w = started();
+    let a = delivered_mid_turn(&mut w, "queued mid-turn");
+    let hook = user_prompt_hook(&w, "queued mid-turn");
+    w.feed(hook);
+    w.feed(Input::SessionDown { session: "s".into(), generation: w.generation });
+    assert_eq!(w.state_of(&a), State::Delivered);
+}
+
+#[test]
+fn a_digest_item_left_sending_by_a_crash_takes_its_settled_sibling_s_outcome() {
+    let mut w = started();
+    w.agent.deaf = true; // hold the first delivery so that two items become one digest
+    w.engine = Engine::new();
+    let (now, ms) = w.now();
+    let mk = |text: &str| Item::new(ItemId::generate(ms), "s".into(), Some(1), text.into(), When::Now, "t".into(), ms);
+    let (mut a, mut b) = (mk("first of two"), mk("second of two"));
+    a.state = State::Delivered;
+    a.digest_with = vec![b.id.clone()];
+    b.state = State::Sending;
+    b.digest_with = vec![a.id.clone()];
+    b.note(ms, "claimed", "attempt 1: one digest of 2 items");
+    w.disk.insert(a.id.clone(), a.clone());
+    w.disk.insert(b.id.clone(), b.clone());
+    let _ = now;
+    w.restart();
+    w.settle(10_000);
+    assert_eq!(w.state_of(&b.id), State::Delivered, "{:?}", w.disk[&b.id].evidence);
+    assert!(w.agent.input.is_empty() && w.agent.submitted.is_empty(), "nothing typed again");
 }
