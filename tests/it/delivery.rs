@@ -393,7 +393,9 @@ fn back_to_back_multi_line_prompts_settled_by_hooks_are_each_submitted_once_and_
     // stuck paste-missing — a force then delivered it twice).
     let home = Home::new();
     home.serve();
-    let hook_cmd = format!("{} hook", env!("CARGO_BIN_EXE_desk"));
+    // The agent redraws only once its hook has returned, and this hook takes 0.3 s after it
+    // reached desk (hooks do work): every settle-by-hook races the redraw.
+    let hook_cmd = format!("{} hook; sleep 0.3", env!("CARGO_BIN_EXE_desk"));
     let log = home.demo("pairs", &["--work-ms", "300", "--hook-cmd", &hook_cmd]);
     wait_ready(&home, "pairs");
     let mut sent = Vec::new();
@@ -409,7 +411,8 @@ fn back_to_back_multi_line_prompts_settled_by_hooks_are_each_submitted_once_and_
         let item = home.settled(id);
         assert_eq!(state(&item), "delivered", "{item:#}");
         eventually("the prompt to be logged", || {
-            if prompts(&log).contains(text) { Ok(()) } else { Err(format!("{:?}", prompts(&log))) }
+            let logged = prompts(&log);
+            if logged.iter().any(|p| p.contains(text.as_str())) { Ok(()) } else { Err(format!("{logged:?}")) }
         });
     }
     let logged = prompts(&log);
