@@ -69,3 +69,30 @@ fn a_crash_between_the_delivered_record_and_its_rename_keeps_it_delivered() {
     let evidence = item["evidence"].to_string();
     assert!(!evidence.contains("restart"), "settled from the record, not recovered: {item:#}");
 }
+
+#[test]
+fn a_crash_inside_a_digest_s_settle_delivers_every_item_of_it_once() {
+    // Two prompts released together become one digest; the daemon dies after the first
+    // item's `delivered` record, before the second's. The second must take the digest's
+    // outcome, not be recovered alone (stuck, and a force would repeat it).
+    let home = Home::new();
+    let log = home.demo("d", &[]);
+    eventually("the agent to be ready", || {
+        let s = home.session("d").ok_or("no session")?;
+        if s["state"]["ready"] == true { Ok(()) } else { Err(s["state"].to_string()) }
+    });
+    let doomed = home.serve_with(&[("DESK_FAILPOINT", "mid-rename-settle")]);
+    home.ok(&["pause", "d"]);
+    let a = home.ok(&["send", "d", "first of the digest"]).trim().to_string();
+    let b = home.ok(&["send", "d", "second of the digest"]).trim().to_string();
+    home.ok(&["resume", "d"]);
+    eventually("the daemon to crash in the settle", || if alive(doomed) { Err("alive".into()) } else { Ok(()) });
+    home.serve();
+    for id in [&a, &b] {
+        let item = home.settled(id);
+        assert_eq!(item["state"], "delivered", "{item:#}");
+    }
+    let logged = prompts(&log);
+    assert_eq!(logged.len(), 1, "one digest prompt: {logged:#?}");
+    assert!(logged[0].contains("first of the digest") && logged[0].contains("second of the digest"));
+}
