@@ -49,3 +49,29 @@ pub fn remove_if_exists(path: &Path) -> Result<()> {
         Err(e) => Err(e).with_context(|| format!("cannot remove {}", path.display())),
     }
 }
+
+/// Why [`read_bounded`] refused.
+#[derive(Debug, thiserror::Error)]
+pub enum BoundedReadError {
+    /// The source holds more than the limit; nothing beyond `limit + 1` bytes was read.
+    #[error("{what} is larger than {limit} bytes, the limit")]
+    TooLarge { what: String, limit: usize },
+    #[error("cannot read {what}: {source}")]
+    Io { what: String, source: std::io::Error },
+}
+
+/// Read all of `reader`, but never more than `limit + 1` bytes: a source of untrusted size
+/// (`/dev/zero`, a huge file, an endless pipe) is refused with an error naming the limit
+/// instead of growing memory without end. `what` names the source in the error.
+pub fn read_bounded(reader: impl std::io::Read, limit: usize, what: &str) -> Result<Vec<u8>, BoundedReadError> {
+    use std::io::Read as _;
+    let mut buf = Vec::new();
+    reader
+        .take(limit as u64 + 1)
+        .read_to_end(&mut buf)
+        .map_err(|source| BoundedReadError::Io { what: what.to_string(), source })?;
+    if buf.len() > limit {
+        return Err(BoundedReadError::TooLarge { what: what.to_string(), limit });
+    }
+    Ok(buf)
+}

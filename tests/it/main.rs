@@ -3,6 +3,7 @@
 //! helpers (`support`).
 
 mod attach;
+mod cli;
 mod corpus;
 mod delivery;
 mod delivery_crash;
