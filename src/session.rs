@@ -14,7 +14,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::fsutil;
 use crate::paths::{Paths, SessionName, SessionPaths};
@@ -179,9 +179,16 @@ pub enum Probe {
     Stale,
 }
 
-/// How long a CLI request waits for a master before calling it unresponsive. Masters answer
-/// within microseconds; this only guards against a wedged or stopped one.
+/// How long a CLI request waits for a master before calling it unresponsive: one deadline
+/// for the whole request (handshake and answer), not per read, so a master that drips a byte
+/// at a time cannot stretch it. Masters answer within microseconds; this only guards against a
+/// wedged or stopped one.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long `desk ls` and `desk send` wait for all masters together before showing the silent
+/// ones as unresponsive: an answering master takes well under a millisecond (tens on a loaded
+/// machine), and a listing must not cost seconds because one master is stopped.
+pub const PROBE_DEADLINE: Duration = Duration::from_millis(300);
 
 pub fn probe(paths: &SessionPaths) -> Result<Probe> {
     match UnixStream::connect(&paths.socket) {
@@ -206,18 +213,32 @@ pub fn clean_stale(paths: &Paths, name: &SessionName, lock: &NameLock) -> Result
     }
 }
 
-/// A blocking request/reply connection to a master, used by the short CLI commands.
+/// A blocking request/reply connection to a master, used by the short CLI commands. Every
+/// wait is bounded by one deadline for the whole request (see [`Connection::open_within`] and
+/// [`Connection::set_deadline`]), never by a timeout per read.
 pub struct Connection {
     stream: UnixStream,
     decoder: FrameDecoder,
     pub info: SessionInfo,
+    /// When the current request gives up, and the budget it had (for the message); `None`
+    /// waits as long as the master stays connected (`desk events --follow`).
+    deadline: Option<(Instant, Duration)>,
+}
+
+/// "5 s" or "300 ms".
+fn budget(d: Duration) -> String {
+    if d.subsec_millis() == 0 { format!("{} s", d.as_secs()) } else { format!("{} ms", d.as_millis()) }
 }
 
 impl Connection {
-    /// Connect with `role`, send HELLO and wait for WELCOME.
+    /// Connect with `role`, send HELLO and wait for WELCOME, all within [`REQUEST_TIMEOUT`].
     pub fn open(stream: UnixStream, role: Role, cols: u16, rows: u16) -> Result<Connection> {
-        stream.set_read_timeout(Some(REQUEST_TIMEOUT))?;
-        stream.set_write_timeout(Some(REQUEST_TIMEOUT))?;
+        Self::open_within(stream, role, cols, rows, REQUEST_TIMEOUT)
+    }
+
+    /// [`Connection::open`] with its own budget; the deadline stays set for the request that
+    /// follows the handshake (a snapshot, say) until [`Connection::set_deadline`] moves it.
+    pub fn open_within(stream: UnixStream, role: Role, cols: u16, rows: u16, within: Duration) -> Result<Connection> {
         let mut conn = Connection {
             stream,
             decoder: FrameDecoder::new(),
@@ -238,6 +259,7 @@ impl Connection {
                 started_at_ms: 0,
                 state: None,
             },
+            deadline: Some((Instant::now() + within, within)),
         };
         conn.send(&Frame::Hello { version: PROTOCOL_VERSION, role, cols, rows })?;
         match conn.recv()? {
@@ -251,22 +273,50 @@ impl Connection {
         Ok(conn)
     }
 
-    pub fn send(&mut self, frame: &Frame) -> Result<()> {
-        self.stream.write_all(&frame.to_bytes()).context("cannot write to the session")
+    /// Give the next request `within` from now (`None`: no deadline).
+    pub fn set_deadline(&mut self, within: Option<Duration>) {
+        self.deadline = within.map(|d| (Instant::now() + d, d));
     }
 
-    /// Wait for the next frame. A closed connection is an error.
+    /// Time left before the deadline; an error once it has passed.
+    fn remaining(&self) -> Result<Option<Duration>> {
+        let Some((at, within)) = self.deadline else { return Ok(None) };
+        match at.checked_duration_since(Instant::now()) {
+            Some(left) if !left.is_zero() => Ok(Some(left)),
+            _ => bail!("the session did not answer within {}", budget(within)),
+        }
+    }
+
+    pub fn send(&mut self, frame: &Frame) -> Result<()> {
+        let bytes = frame.to_bytes();
+        let mut written = 0;
+        while written < bytes.len() {
+            let left = self.remaining()?;
+            self.stream.set_write_timeout(left).context("cannot set a timeout")?;
+            match self.stream.write(&bytes[written..]) {
+                Ok(0) => bail!("the session closed the connection"),
+                Ok(n) => written += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::TimedOut => {}
+                Err(e) => return Err(e).context("cannot write to the session"),
+            }
+        }
+        Ok(())
+    }
+
+    /// Wait for the next frame, until the deadline. A closed connection is an error.
     pub fn recv(&mut self) -> Result<Frame> {
         let mut buf = [0u8; 16 * 1024];
         loop {
             if let Some(frame) = self.decoder.next_frame().context("the session sent a malformed frame")? {
                 return Ok(frame);
             }
+            let left = self.remaining()?;
+            self.stream.set_read_timeout(left).context("cannot set a timeout")?;
             let n = match self.stream.read(&mut buf) {
                 Ok(n) => n,
-                Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::TimedOut => {
-                    bail!("the session did not answer within {} s", REQUEST_TIMEOUT.as_secs())
-                }
+                // The deadline is checked again at the top of the loop.
+                Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::TimedOut => continue,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e).context("cannot read from the session"),
             };
@@ -275,10 +325,6 @@ impl Connection {
             }
             self.decoder.push(&buf[..n]);
         }
-    }
-
-    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> Result<()> {
-        self.stream.set_read_timeout(timeout).context("cannot set a timeout")
     }
 }
 

@@ -95,6 +95,7 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
         tty_readable: false,
         ending: None,
         welcomed: false,
+        handshake_deadline: std::time::Instant::now() + session::REQUEST_TIMEOUT,
         refused: None,
     };
     // The terminal is put back however the loop ends, an error included.
@@ -151,6 +152,10 @@ struct Client {
     tty_readable: bool,
     ending: Option<Ending>,
     welcomed: bool,
+    /// Until WELCOME arrives, the whole handshake has this deadline (a master that drips bytes
+    /// or never answers must not hold the terminal in raw mode forever); after it, the
+    /// session's output may pause as long as it likes.
+    handshake_deadline: std::time::Instant,
 }
 
 impl Client {
@@ -162,7 +167,20 @@ impl Client {
             if let Some(ending) = self.ending.take() {
                 return Ok(ending);
             }
-            match self.poll.poll(&mut events, None) {
+            let timeout = if self.welcomed {
+                None
+            } else {
+                match self.handshake_deadline.checked_duration_since(std::time::Instant::now()) {
+                    Some(left) if !left.is_zero() => Some(left),
+                    _ => {
+                        return Ok(Ending::Lost(format!(
+                            "the session did not answer within {} s",
+                            session::REQUEST_TIMEOUT.as_secs()
+                        )));
+                    }
+                }
+            };
+            match self.poll.poll(&mut events, timeout) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e).context("poll failed"),

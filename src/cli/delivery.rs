@@ -143,9 +143,11 @@ enum Target {
 fn target(paths: &Paths, name: &SessionName) -> Result<Target> {
     let files = paths.session(name);
     Ok(match session::probe(&files)? {
-        Probe::Live(stream) => {
-            Target::Running(Connection::open(stream, Role::Query, 0, 0).ok().map(|c| c.info.generation))
-        }
+        // The generation is nice to have, not worth waiting for: a stopped master must not
+        // make every send slow.
+        Probe::Live(stream) => Target::Running(
+            Connection::open_within(stream, Role::Query, 0, 0, session::PROBE_DEADLINE).ok().map(|c| c.info.generation),
+        ),
         Probe::Absent | Probe::Stale => match session::read_exit(&files).ok().flatten() {
             Some(exit) => Target::Exited(exit),
             None if files.meta.exists() => Target::NotRunning,

@@ -13,7 +13,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::failure;
 use crate::paths::{Paths, SessionName};
@@ -61,7 +61,8 @@ pub fn new(req: NewSession) -> Result<i32> {
     let lock = NameLock::acquire(&paths, &name)?;
     match session::probe(&files)? {
         Probe::Live(stream) => {
-            let pid = Connection::open(stream, Role::Query, 0, 0).map(|c| c.info.pid).ok();
+            let pid =
+                Connection::open_within(stream, Role::Query, 0, 0, session::PROBE_DEADLINE).map(|c| c.info.pid).ok();
             let pid = pid.map(|p| format!(" (pid {p})")).unwrap_or_default();
             return Err(failure(
                 2,
@@ -209,7 +210,8 @@ impl ExitJson {
     }
 }
 
-fn listing(paths: &Paths, name: &SessionName) -> Result<Option<Listing>> {
+/// One session's row, asking its master within `deadline` (the caller's overall one).
+fn listing(paths: &Paths, name: &SessionName, deadline: Instant) -> Result<Option<Listing>> {
     let files = paths.session(name);
     let meta: Option<SessionMeta> = session::read_meta(&files).unwrap_or(None);
     let exit = session::read_exit(&files).unwrap_or(None);
@@ -241,7 +243,13 @@ fn listing(paths: &Paths, name: &SessionName) -> Result<Option<Listing>> {
         return Ok(Some(row));
     }
     match session::probe(&files)? {
-        Probe::Live(stream) => match Connection::open(stream, Role::Query, 0, 0) {
+        Probe::Live(stream) => match Connection::open_within(
+            stream,
+            Role::Query,
+            0,
+            0,
+            deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1)),
+        ) {
             Ok(conn) => apply_info(&mut row, conn.info),
             Err(e) => {
                 row.status = "unresponsive";
@@ -282,14 +290,78 @@ fn apply_info(row: &mut Listing, info: SessionInfo) {
     row.started_at = Some(iso8601(info.started_at_ms));
 }
 
-pub fn ls(json: bool) -> Result<i32> {
-    let paths = paths()?;
-    let mut rows = Vec::new();
-    for name in paths.session_names()? {
-        if let Some(row) = listing(&paths, &name)? {
-            rows.push(row);
+/// Every session's row, its master asked by a thread of its own so that all of them together
+/// take at most [`session::PROBE_DEADLINE`]: a stopped or dripping master is shown as
+/// `unresponsive` rather than holding up the listing. A thread still stuck past the deadline
+/// (say, in a connect to a full backlog) is left behind; it ends with the process.
+fn listings(paths: &Paths) -> Result<Vec<Listing>> {
+    let names = paths.session_names()?;
+    let start = Instant::now();
+    let deadline = start + session::PROBE_DEADLINE;
+    // Each probe's own deadline is a little shorter, so it reports its timeout itself
+    // (with what it saw) before the collector gives up on it.
+    let probe_deadline = start + session::PROBE_DEADLINE.mul_f32(0.8);
+    let (tx, rx) = std::sync::mpsc::channel();
+    for (i, name) in names.iter().enumerate() {
+        let (thread_tx, paths, name) = (tx.clone(), paths.clone(), name.clone());
+        let spawned = std::thread::Builder::new().name(format!("probe-{name}")).spawn(move || {
+            let _ = thread_tx.send((i, listing(&paths, &name, probe_deadline)));
+        });
+        if let Err(e) = spawned {
+            let _ = tx.send((i, Err(anyhow::Error::from(e).context("cannot start a probe thread"))));
         }
     }
+    drop(tx);
+    let mut found: Vec<Option<Result<Option<Listing>>>> = names.iter().map(|_| None).collect();
+    let mut pending = names.len();
+    while pending > 0 {
+        let Some(left) = deadline.checked_duration_since(Instant::now()) else { break };
+        match rx.recv_timeout(left) {
+            Ok((i, row)) => {
+                found[i] = Some(row);
+                pending -= 1;
+            }
+            Err(_) => break,
+        }
+    }
+    let mut rows = Vec::new();
+    for (name, row) in names.iter().zip(found) {
+        match row {
+            Some(row) => rows.extend(row?),
+            None => rows.push(unanswered(paths, name)),
+        }
+    }
+    Ok(rows)
+}
+
+/// The row of a session whose probe did not finish in time: what its files say, and that its
+/// master did not answer.
+fn unanswered(paths: &Paths, name: &SessionName) -> Listing {
+    let meta: Option<SessionMeta> = session::read_meta(&paths.session(name)).unwrap_or(None);
+    Listing {
+        name: name.to_string(),
+        status: "unresponsive",
+        pid: meta.as_ref().map(|m| m.pid),
+        master_pid: meta.as_ref().map(|m| m.master_pid),
+        command: meta.as_ref().map(|m| m.command.clone()).unwrap_or_default(),
+        cwd: meta.as_ref().map(|m| m.cwd.clone()),
+        cols: meta.as_ref().map(|m| m.cols),
+        rows: meta.as_ref().map(|m| m.rows),
+        clients: None,
+        title: None,
+        generation: meta.as_ref().map(|m| m.generation),
+        provider: meta.as_ref().map(|m| m.provider.clone()),
+        state: None,
+        started_at_ms: meta.as_ref().map(|m| m.started_at_ms),
+        started_at: meta.as_ref().map(|m| iso8601(m.started_at_ms)),
+        exit: None,
+        note: Some(format!("its master did not answer within {} ms", session::PROBE_DEADLINE.as_millis())),
+    }
+}
+
+pub fn ls(json: bool) -> Result<i32> {
+    let paths = paths()?;
+    let rows = listings(&paths)?;
     if json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(0);
@@ -414,7 +486,7 @@ pub fn kill(name: &SessionName, signal: i32, grace: f64) -> Result<i32> {
         println!("sent {sig} to session {name} (process group {pid})");
         return Ok(0);
     }
-    conn.set_read_timeout(Some(grace + KILL_REPORT_SLACK))?;
+    conn.set_deadline(Some(grace + KILL_REPORT_SLACK));
     let (status, escalated) = loop {
         match conn.recv() {
             Ok(Frame::Exit { status, escalated }) => break (status, escalated),

@@ -2,9 +2,17 @@
 //! with the daemon down, no read of untrusted size is unbounded, no probe of a wedged master
 //! hangs, and a failed or removed session leaves nothing behind.
 
-use crate::support::{Home, eventually};
+use crate::harness::PtyCommand;
+use crate::support::{DESK, Home, eventually};
+use desk::wire::{Frame, PROTOCOL_VERSION, SessionInfo};
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
 use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixListener;
 use std::process::{Child, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Wait for `child` to exit within `within`; kill it (by pid) and fail if it does not.
@@ -118,4 +126,154 @@ fn send_file_of_endless_size_is_refused_at_the_limit() {
     assert!(stderr(&out).contains("/dev/stdin is larger than 262144 bytes"), "{}", stderr(&out));
     // Nothing was queued.
     assert!(home.ok(&["queue"]).contains("no pending items"));
+}
+
+/// Resumes a stopped process when dropped, so a failing test never leaves it stopped.
+struct Stopped(i32);
+
+impl Stopped {
+    fn stop(pid: i32) -> Stopped {
+        nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGSTOP).expect("SIGSTOP the master");
+        Stopped(pid)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(Pid::from_raw(self.0), Signal::SIGCONT);
+    }
+}
+
+#[test]
+fn ls_shows_a_stopped_master_as_unresponsive_without_waiting_for_it() {
+    let home = Home::new();
+    home.new_sh("frozen", "exec sleep 1000");
+    home.new_sh("fine", "echo fine; exec sleep 1000");
+    home.wait_screen("fine", "fine");
+    let master = home.master_pid("frozen");
+    let stopped = Stopped::stop(master);
+    eventually("the master to be stopped", || {
+        let stat = std::fs::read_to_string(format!("/proc/{master}/stat")).unwrap_or_default();
+        if stat.contains(") T ") { Ok(()) } else { Err(stat) }
+    });
+
+    let started = Instant::now();
+    let out = finish_within(
+        home.cmd().args(["ls", "--json"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap(),
+        Duration::from_secs(10),
+        "desk ls --json with a stopped master",
+    );
+    let took = started.elapsed();
+    eprintln!("desk ls --json with one stopped master took {took:?}");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = |name: &str| rows.as_array().unwrap().iter().find(|r| r["name"] == name).cloned().unwrap();
+    assert_eq!(row("frozen")["status"], "unresponsive", "{rows:#}");
+    assert_eq!(row("frozen")["master_pid"], master, "{rows:#}");
+    assert_eq!(row("fine")["status"], "running", "{rows:#}");
+    assert!(took < Duration::from_secs(2), "ls took {took:?}");
+
+    let started = Instant::now();
+    let table = home.ok(&["ls"]);
+    eprintln!("desk ls with one stopped master took {:?}", started.elapsed());
+    let line = table.lines().find(|l| l.starts_with("frozen")).expect("frozen listed");
+    assert!(line.contains("unresponsive"), "{table}");
+
+    let started = Instant::now();
+    home.ok(&["send", "frozen", "are you there", "--json"]);
+    eprintln!("desk send to the stopped master took {:?}", started.elapsed());
+
+    drop(stopped);
+    home.ok(&["kill", "frozen", "--signal", "KILL"]);
+    home.wait_exit("frozen");
+}
+
+/// A fake master at session `name`'s socket that accepts every connection and then answers
+/// a byte at a time, forever (until the client goes away or the guard is dropped): the answer
+/// is a valid WELCOME frame whose bytes never all arrive in time.
+struct Dripper {
+    stop: Arc<AtomicBool>,
+}
+
+impl Dripper {
+    fn start(home: &Home, name: &str) -> Dripper {
+        let run = home.run_dir();
+        std::fs::create_dir_all(&run).unwrap();
+        std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let listener = UnixListener::bind(home.socket(name)).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let info = SessionInfo {
+            name: name.into(),
+            generation: 1,
+            provider: "shell".into(),
+            pid: 1,
+            master_pid: 1,
+            command: vec!["x".repeat(4096)],
+            cwd: "/".into(),
+            cols: 80,
+            rows: 24,
+            controllers: 0,
+            viewers: 0,
+            observers: 0,
+            title: String::new(),
+            started_at_ms: 0,
+            state: None,
+        };
+        let welcome = Frame::Welcome { version: PROTOCOL_VERSION, info: Box::new(info) }.to_bytes();
+        let flag = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            while !flag.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((mut conn, _)) => {
+                        let (flag, welcome) = (Arc::clone(&flag), welcome.clone());
+                        std::thread::spawn(move || {
+                            for byte in welcome {
+                                // The drip rate, not a synchronisation: one byte per 100 ms.
+                                std::thread::sleep(Duration::from_millis(100));
+                                if flag.load(Ordering::Relaxed) || conn.write_all(&[byte]).is_err() {
+                                    return;
+                                }
+                            }
+                        });
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        });
+        Dripper { stop }
+    }
+}
+
+impl Drop for Dripper {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn a_master_that_drips_bytes_cannot_stretch_peek_ls_or_attach() {
+    let home = Home::new();
+    let _drip = Dripper::start(&home, "drip");
+
+    let started = Instant::now();
+    let child = home.cmd().args(["peek", "drip"]).stderr(Stdio::piped()).spawn().unwrap();
+    let out = finish_within(child, Duration::from_secs(15), "desk peek on a dripping master");
+    eprintln!("desk peek on a dripping master took {:?}", started.elapsed());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("did not answer within 5 s"), "{}", stderr(&out));
+
+    let started = Instant::now();
+    let child = home.cmd().args(["ls", "--json"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let out = finish_within(child, Duration::from_secs(10), "desk ls with a dripping master");
+    eprintln!("desk ls with a dripping master took {:?}", started.elapsed());
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rows[0]["name"], "drip", "{rows:#}");
+    assert_eq!(rows[0]["status"], "unresponsive", "{rows:#}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+
+    let mut attach = PtyCommand::new(DESK).args(["attach", "drip"]).env("DESK_HOME", home.path()).spawn().unwrap();
+    let status = attach.wait_exit(Duration::from_secs(15)).unwrap();
+    assert_eq!(status.code(), Some(1));
+    attach.wait_for_text("did not answer within 5 s").unwrap();
 }
