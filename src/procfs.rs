@@ -57,6 +57,38 @@ pub fn session_members(sid: u32) -> Vec<ProcessInfo> {
     found
 }
 
+/// The process holding a `flock` on the file with device `dev` and inode `ino`, from
+/// `/proc/locks` (`ID: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE START END`, major and minor in
+/// hex). `None` when nobody holds one or `/proc/locks` cannot be read.
+pub fn flock_holder(dev: u64, ino: u64) -> Option<u32> {
+    let want = format!("{:02x}:{:02x}:{ino}", libc::major(dev), libc::minor(dev));
+    let locks = fs::read_to_string("/proc/locks").ok()?;
+    locks.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        // A blocked waiter's line starts with "ID: ->" and shifts the fields; it holds nothing.
+        if fields.get(1) != Some(&"FLOCK") || fields.get(5).is_none_or(|f| *f != want.as_str()) {
+            return None;
+        }
+        fields.get(4)?.parse().ok()
+    })
+}
+
+/// `PF_EXITING` in the flags of `/proc/PID/stat`: the process is tearing itself down (its
+/// files, and so its locks, are about to be released).
+const PF_EXITING: u64 = 0x4;
+
+/// Whether `pid` is gone or on its way out: a zombie, a dead task, or one the kernel is tearing
+/// down (as right after a SIGKILL).
+pub fn is_exiting(pid: u32) -> bool {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else { return true };
+    let Some(close) = stat.rfind(')') else { return false };
+    let rest: Vec<&str> = stat.get(close + 2..).unwrap_or("").split_whitespace().collect();
+    // rest[0] = state, rest[6] = flags
+    let state = rest.first().copied().unwrap_or("");
+    let flags: u64 = rest.get(6).and_then(|f| f.parse().ok()).unwrap_or(0);
+    matches!(state, "Z" | "X" | "x") || flags & PF_EXITING != 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,5 +105,19 @@ mod tests {
         let sid = nix::unistd::getsid(None).unwrap().as_raw() as u32;
         let me = std::process::id();
         assert!(session_members(sid).iter().any(|p| p.pid == me));
+    }
+
+    #[test]
+    fn the_holder_of_a_flock_is_found_and_a_live_one_is_not_exiting() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = std::fs::File::create(dir.path().join("lock")).unwrap();
+        let meta = file.metadata().unwrap();
+        assert_eq!(flock_holder(meta.dev(), meta.ino()), None);
+        file.lock().unwrap();
+        assert_eq!(flock_holder(meta.dev(), meta.ino()), Some(std::process::id()));
+        assert!(!is_exiting(std::process::id()));
+        file.unlock().unwrap();
+        assert_eq!(flock_holder(meta.dev(), meta.ino()), None);
     }
 }

@@ -277,3 +277,21 @@ fn a_master_that_drips_bytes_cannot_stretch_peek_ls_or_attach() {
     assert_eq!(status.code(), Some(1));
     attach.wait_for_text("did not answer within 5 s").unwrap();
 }
+
+#[test]
+fn serve_starts_right_after_the_previous_daemon_was_killed() {
+    let home = Home::new();
+    let mut pid = home.serve();
+    for round in 0..20 {
+        nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL).unwrap();
+        let out = home.desk(&["serve"]);
+        assert!(out.status.success(), "round {round}: {}", stderr(&out));
+        pid = home.serve_pid().unwrap();
+    }
+    // A live daemon is still refused at once, named by the lock's real holder.
+    let started = Instant::now();
+    let out = home.desk(&["serve"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains(&format!("already running (pid {pid})")), "{}", stderr(&out));
+    eprintln!("a second desk serve was refused in {:?}", started.elapsed());
+}
