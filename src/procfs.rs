@@ -89,6 +89,32 @@ pub fn is_exiting(pid: u32) -> bool {
     matches!(state, "Z" | "X" | "x") || flags & PF_EXITING != 0
 }
 
+/// Whether `pid` is this process's parent, grandparent, ... (walking `/proc/PID/stat`).
+pub fn is_ancestor_of_self(pid: u32) -> bool {
+    let mut current = std::process::id();
+    // A chain deeper than this is a loop in what /proc said (a pid reused mid-walk).
+    for _ in 0..MAX_ANCESTRY {
+        let Ok(stat) = fs::read_to_string(format!("/proc/{current}/stat")) else { return false };
+        let Some(close) = stat.rfind(')') else { return false };
+        // After the name: state, then the parent's pid.
+        let Some(parent) = stat.get(close + 2..).and_then(|rest| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
+        else {
+            return false;
+        };
+        if parent == pid {
+            return true;
+        }
+        if parent <= 1 {
+            return false;
+        }
+        current = parent;
+    }
+    false
+}
+
+/// 4096 generations: far deeper than any real process tree.
+const MAX_ANCESTRY: usize = 4096;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +143,8 @@ mod tests {
         file.lock().unwrap();
         assert_eq!(flock_holder(meta.dev(), meta.ino()), Some(std::process::id()));
         assert!(!is_exiting(std::process::id()));
+        assert!(is_ancestor_of_self(std::os::unix::process::parent_id()));
+        assert!(!is_ancestor_of_self(std::process::id()));
         file.unlock().unwrap();
         assert_eq!(flock_holder(meta.dev(), meta.ino()), None);
     }

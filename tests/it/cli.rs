@@ -295,3 +295,22 @@ fn serve_starts_right_after_the_previous_daemon_was_killed() {
     assert!(stderr(&out).contains(&format!("already running (pid {pid})")), "{}", stderr(&out));
     eprintln!("a second desk serve was refused in {:?}", started.elapsed());
 }
+
+#[test]
+fn attach_from_inside_the_same_session_is_refused() {
+    let home = Home::new();
+    // The session's own command runs `desk attach` on it, once as it is (DESK_SESSION set by
+    // the master) and once without DESK_SESSION (the master being an ancestor still tells).
+    let script = r#"echo "DESK_SESSION=$DESK_SESSION"; "$DESK" attach loop; echo "first exited $?"; env -u DESK_SESSION "$DESK" attach loop; echo "second exited $?"; exec sleep 1000"#;
+    home.ok(&["new", "loop", "--env", &format!("DESK={DESK}"), "--", "sh", "-c", script]);
+    let screen = home.wait_screen("loop", "second exited");
+    assert!(screen.contains("DESK_SESSION=loop"), "the master gives its child DESK_SESSION:\n{screen}");
+    assert!(screen.contains("first exited 2") && screen.contains("second exited 2"), "{screen}");
+    assert_eq!(screen.matches("this terminal is session loop itself").count(), 2, "{screen}");
+
+    // From outside, attaching the same session still works.
+    let mut outside = PtyCommand::new(DESK).args(["attach", "loop"]).env("DESK_HOME", home.path()).spawn().unwrap();
+    outside.wait_for_text("second exited 2").unwrap();
+    outside.write(b"\x1c").unwrap();
+    assert_eq!(outside.wait_exit(Duration::from_secs(10)).unwrap().code(), Some(0));
+}
