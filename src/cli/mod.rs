@@ -87,7 +87,7 @@ enum Command {
     },
     /// Stop a session: signal its process group, then SIGKILL after a grace period.
     Kill(KillArgs),
-    /// Forget an exited session (its exit record and log).
+    /// Forget an exited session: its records, log and events journal (not its generation counter).
     Rm { name: SessionName },
     /// Run the delivery daemon (one per user).
     Serve {

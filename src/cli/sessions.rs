@@ -75,9 +75,40 @@ pub fn new(req: NewSession) -> Result<i32> {
         Probe::Absent => {}
     }
 
-    let generation = session::allocate_generation(&paths, &name, &lock)?;
+    // What a failed start must not leave behind is whatever it created itself: the state
+    // directory of a name that never had one, a log where there was none, the lock file.
+    let state_existed = paths.session_state(&name).exists();
+    let log_existed = files.log.exists();
+    let started = start_master(&paths, &name, &files, &lock, MasterArgs { cwd, cols, rows, env, provider, command });
+    if !matches!(started, Ok(0)) {
+        forget_failed_start(&paths, &name, state_existed, log_existed);
+    }
+    drop(lock);
+    started
+}
+
+/// What `desk new` hands its master, checked.
+struct MasterArgs {
+    cwd: PathBuf,
+    cols: u16,
+    rows: u16,
+    env: Vec<(OsString, OsString)>,
+    provider: String,
+    command: Vec<OsString>,
+}
+
+/// Allocate a generation, start the master and wait for its report; with the name's lock held.
+fn start_master(
+    paths: &Paths,
+    name: &SessionName,
+    files: &crate::paths::SessionPaths,
+    lock: &NameLock,
+    args: MasterArgs,
+) -> Result<i32> {
+    let MasterArgs { cwd, cols, rows, env, provider, command } = args;
+    let generation = session::allocate_generation(paths, name, lock)?;
     let exe = std::env::current_exe().context("cannot find the desk executable")?;
-    let command = crate::providers::wire_hooks(&provider, command, &paths.session_state(&name), &exe)?;
+    let command = crate::providers::wire_hooks(&provider, command, &paths.session_state(name), &exe)?;
     let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("cannot create a pipe")?;
     let mut cmd = master_command(&exe);
     cmd.arg("--name")
@@ -121,7 +152,6 @@ pub fn new(req: NewSession) -> Result<i32> {
     let mut child = cmd.spawn().context("cannot start the session master")?;
     drop(write_end);
     let report = read_report(read_end, START_TIMEOUT);
-    drop(lock);
     match report {
         Ok(line) if line.trim() == "ok" => Ok(0),
         Ok(line) if !line.trim().is_empty() => {
@@ -130,15 +160,48 @@ pub fn new(req: NewSession) -> Result<i32> {
         }
         Ok(_) => {
             let status = child.wait().ok();
-            Err(failure(
-                1,
-                format!("the master of {name} died while starting ({status:?}); see {}", files.log.display()),
-            ))
+            // The log goes with the failed session's other files, so what it says is told here.
+            let tail = log_tail(&files.log);
+            Err(failure(1, format!("the master of {name} died while starting ({status:?}); its log ended:\n{tail}")))
         }
         Err(e) => {
             let _ = child.kill();
+            let _ = child.wait();
             Err(e)
         }
+    }
+}
+
+/// The last lines of a master's log, read from at most its last [`LOG_TAIL`] bytes.
+fn log_tail(log: &std::path::Path) -> String {
+    use std::io::{Seek, SeekFrom};
+    let Ok(mut file) = std::fs::File::open(log) else { return "(no log)".into() };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = file.seek(SeekFrom::Start(len.saturating_sub(LOG_TAIL as u64)));
+    let bytes = crate::fsutil::read_bounded(file, LOG_TAIL, "the master's log").unwrap_or_default();
+    let text = String::from_utf8_lossy(&bytes);
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(10)..].join("\n")
+}
+
+/// 4 KiB: the last few lines of a master's log, enough to say why it died.
+const LOG_TAIL: usize = 4096;
+
+/// Remove what a failed `desk new` created (the master has exited). Files of an earlier
+/// session of the name stay: its exit record, its log, its journal and generation counter.
+fn forget_failed_start(paths: &Paths, name: &SessionName, state_existed: bool, log_existed: bool) {
+    let files = paths.session(name);
+    if !state_existed {
+        let _ = std::fs::remove_dir_all(paths.session_state(name));
+    }
+    if !log_existed {
+        let mut rotated = files.log.clone().into_os_string();
+        rotated.push(".1");
+        let _ = crate::fsutil::remove_if_exists(&files.log);
+        let _ = crate::fsutil::remove_if_exists(std::path::Path::new(&rotated));
+    }
+    if !files.meta.exists() && !files.exit.exists() && !files.socket.exists() {
+        let _ = NameLock::remove_file(paths, name);
     }
 }
 
@@ -538,6 +601,20 @@ pub fn rm(name: &SessionName) -> Result<i32> {
             removed = true;
         }
     }
+    // The session's durable state goes too (events journal, agent settings), all but the
+    // generation counter, so a later session of the name never reuses a generation.
+    let state = paths.session_state(name);
+    for path in list_dir(&state)? {
+        if path.file_name().is_some_and(|f| f == "generation") {
+            continue;
+        }
+        if path.is_dir() {
+            std::fs::remove_dir_all(&path).with_context(|| format!("cannot remove {}", path.display()))?;
+        } else {
+            crate::fsutil::remove_if_exists(&path)?;
+        }
+        removed = true;
+    }
     NameLock::remove_file(&paths, name)?;
     drop(lock);
     if !removed {
@@ -545,6 +622,17 @@ pub fn rm(name: &SessionName) -> Result<i32> {
     }
     crate::fsutil::sync_dir(&paths.runtime)?;
     Ok(0)
+}
+
+/// The entries of `dir`; none if it does not exist.
+fn list_dir(dir: &std::path::Path) -> Result<Vec<PathBuf>> {
+    match std::fs::read_dir(dir) {
+        Ok(entries) => {
+            entries.map(|e| e.map(|e| e.path()).with_context(|| format!("cannot list {}", dir.display()))).collect()
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e).with_context(|| format!("cannot list {}", dir.display())),
+    }
 }
 
 /// "5s ago", "3m ago", "2h ago", "4d ago".

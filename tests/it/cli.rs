@@ -314,3 +314,60 @@ fn attach_from_inside_the_same_session_is_refused() {
     outside.write(b"\x1c").unwrap();
     assert_eq!(outside.wait_exit(Duration::from_secs(10)).unwrap().code(), Some(0));
 }
+
+/// Files under `dir` (relative), sorted; none if it does not exist.
+fn files_under(dir: &std::path::Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path.clone());
+            }
+            found.push(path.strip_prefix(dir).unwrap().display().to_string());
+        }
+    }
+    found.sort();
+    found
+}
+
+#[test]
+fn rm_forgets_the_journal_but_keeps_the_generation_counter() {
+    let home = Home::new();
+    home.new_sh("old", "echo bye; exit 0");
+    home.wait_exit("old");
+    let state = home.path().join("state/sessions/old");
+    assert!(files_under(&state).contains(&"events.jsonl".to_string()), "{:?}", files_under(&state));
+    home.ok(&["rm", "old"]);
+    assert_eq!(files_under(&state), vec!["generation"]);
+    let left: Vec<String> = files_under(&home.run_dir()).into_iter().filter(|f| f.starts_with("old.")).collect();
+    assert!(left.is_empty(), "{left:?}");
+    let events = home.desk(&["events", "old"]);
+    assert_eq!(events.status.code(), Some(1), "the journal is gone: {}", String::from_utf8_lossy(&events.stdout));
+
+    home.new_sh("old", "exec sleep 1000");
+    assert_eq!(home.session("old").unwrap()["generation"], 2);
+}
+
+#[test]
+fn a_failed_new_leaves_nothing_behind() {
+    let home = Home::new();
+    let out = home.desk(&["new", "nope", "--", "/no/such/command"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("/no/such/command"), "{}", stderr(&out));
+    let out = home.desk(&["new", "nope", "--provider", "bogus", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let left: Vec<String> = files_under(home.path()).into_iter().filter(|f| f.contains("nope")).collect();
+    assert!(left.is_empty(), "a failed new left {left:?}");
+    assert!(home.ok(&["ls"]).contains("no sessions"));
+
+    // A name that had a session keeps that session's records when a new start fails.
+    home.new_sh("had", "exit 4");
+    home.wait_exit("had");
+    let out = home.desk(&["new", "had", "--", "/no/such/command"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(home.session("had").unwrap()["exit"]["code"], 4);
+    assert!(files_under(&home.path().join("state/sessions/had")).contains(&"events.jsonl".to_string()));
+}
