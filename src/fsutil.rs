@@ -75,3 +75,17 @@ pub fn read_bounded(reader: impl std::io::Read, limit: usize, what: &str) -> Res
     }
     Ok(buf)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_endless_source_is_refused_at_the_limit_and_a_source_at_the_limit_is_read() {
+        let err = read_bounded(std::io::repeat(0), 1000, "zeros").unwrap_err();
+        assert!(matches!(err, BoundedReadError::TooLarge { limit: 1000, .. }), "{err}");
+        assert_eq!(err.to_string(), "zeros is larger than 1000 bytes, the limit");
+        assert_eq!(read_bounded(&[7u8; 1000][..], 1000, "exact").unwrap().len(), 1000);
+        assert!(read_bounded(&[7u8; 1001][..], 1000, "one over").is_err());
+    }
+}

@@ -77,14 +77,18 @@ pub fn iso8601(ms: u64) -> String {
     format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z", rem / 3600, (rem % 3600) / 60, rem % 60, ms % 1000)
 }
 
+/// 1 MiB: a session record is a few hundred bytes (a long command line makes it a few KiB); a
+/// file this large is not one, and is refused rather than read whole.
+const MAX_RECORD: usize = 1 << 20;
+
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>> {
-    match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .with_context(|| format!("{} is not a valid desk record", path.display())),
-        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
-    }
+    let file = match File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    let bytes = fsutil::read_bounded(file, MAX_RECORD, &path.display().to_string())?;
+    serde_json::from_slice(&bytes).map(Some).with_context(|| format!("{} is not a valid desk record", path.display()))
 }
 
 pub fn read_meta(paths: &SessionPaths) -> Result<Option<SessionMeta>> {
@@ -369,6 +373,15 @@ mod tests {
     fn a_welcome_in_another_version_is_refused() {
         let err = open_against(Frame::Welcome { version: PROTOCOL_VERSION + 1, info: Box::new(info()) }).err().unwrap();
         assert!(format!("{err:#}").contains("protocol version 2"), "{err:#}");
+    }
+
+    #[test]
+    fn an_oversized_record_is_refused_not_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.json");
+        std::fs::write(&path, vec![b' '; MAX_RECORD + 1]).unwrap();
+        let err = read_json::<ExitRecord>(&path).unwrap_err();
+        assert!(format!("{err:#}").contains("larger than"), "{err:#}");
     }
 
     #[test]

@@ -7,7 +7,6 @@
 //! happened (a force waits for the outcome of its delivery and says it).
 
 use anyhow::{Context, Result};
-use std::io::Read;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -25,6 +24,9 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A force waits for its delivery to settle: echo and submit windows plus retries.
 const FORCE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// 64 KiB: a starting daemon's report is "ok" or one error line; anything longer is not one.
+const MAX_REPORT: usize = 64 * 1024;
 
 /// Prompts above 256 KiB are refused: far beyond any prompt an agent's input box takes.
 const MAX_PROMPT: usize = 256 * 1024;
@@ -97,7 +99,9 @@ pub fn serve(foreground: bool, stop: bool) -> Result<i32> {
     let mut report = String::new();
     let mut fds = [nix::poll::PollFd::new(std::os::fd::AsFd::as_fd(&read_end), nix::poll::PollFlags::POLLIN)];
     let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(10_000u16));
-    let _ = std::fs::File::from(read_end).read_to_string(&mut report);
+    if let Ok(bytes) = crate::fsutil::read_bounded(std::fs::File::from(read_end), MAX_REPORT, "the daemon's report") {
+        report = String::from_utf8_lossy(&bytes).into_owned();
+    }
     match report.trim() {
         "ok" => {
             println!("desk serve started (pid {})", child.id());

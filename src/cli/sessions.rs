@@ -8,7 +8,6 @@
 use anyhow::{Context, Result};
 use serde::Serialize;
 use std::ffi::OsString;
-use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -23,6 +22,9 @@ use crate::wire::{ExitStatus, Frame, Role, SessionInfo};
 /// How long `desk new` waits for its master to report. Starting is milliseconds; this bounds a
 /// master stuck on something unexpected (a hung filesystem) so the caller does not hang too.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// 64 KiB: a master's start report is "ok" or one error line; anything longer is not a report.
+const MAX_REPORT: usize = 64 * 1024;
 
 /// Extra time `desk kill` waits for the exit report beyond the grace period (the master needs a
 /// moment to reap, record and report after SIGKILL).
@@ -212,9 +214,8 @@ fn read_report(fd: OwnedFd, timeout: Duration) -> Result<String> {
     if ready == 0 {
         return Err(failure(1, format!("the master did not report within {} s", timeout.as_secs())));
     }
-    let mut text = String::new();
-    std::fs::File::from(fd).read_to_string(&mut text).context("cannot read the master's report")?;
-    Ok(text)
+    let bytes = crate::fsutil::read_bounded(std::fs::File::from(fd), MAX_REPORT, "the master's report")?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// One row of `desk ls`.
