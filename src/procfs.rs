@@ -77,9 +77,21 @@ pub fn flock_holder(dev: u64, ino: u64) -> Option<u32> {
 /// files, and so its locks, are about to be released).
 const PF_EXITING: u64 = 0x4;
 
-/// Whether `pid` is gone or on its way out: a zombie, a dead task, or one the kernel is tearing
-/// down (as right after a SIGKILL).
+/// SIGKILL's bit in the pending-signal masks of `/proc/PID/status`.
+const SIGKILL_BIT: u64 = 1 << (libc::SIGKILL - 1);
+
+/// Whether `pid` is gone or on its way out: a zombie, a dead task, one the kernel is tearing
+/// down, or one with a SIGKILL pending that has not yet run to act on it (right after `kill -9`).
 pub fn is_exiting(pid: u32) -> bool {
+    let Ok(status) = fs::read_to_string(format!("/proc/{pid}/status")) else { return true };
+    let killed = status.lines().any(|line| {
+        let Some((key, mask)) = line.split_once(':') else { return false };
+        matches!(key, "SigPnd" | "ShdPnd")
+            && u64::from_str_radix(mask.trim(), 16).is_ok_and(|mask| mask & SIGKILL_BIT != 0)
+    });
+    if killed {
+        return true;
+    }
     let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else { return true };
     let Some(close) = stat.rfind(')') else { return false };
     let rest: Vec<&str> = stat.get(close + 2..).unwrap_or("").split_whitespace().collect();

@@ -66,6 +66,11 @@ fn lock_path(paths: &Paths) -> PathBuf {
 /// keeps a holder stuck in its exit (a hung filesystem) from hanging `desk serve`.
 const LOCK_TAKEOVER_WAIT: Duration = Duration::from_secs(2);
 
+/// How long the holder must look alive and not exiting before a start is refused: between a
+/// `kill -9` and the moment the kernel marks the process as exiting there is a brief window in
+/// which it looks alive; a few retries cover it at a small cost to a genuine refusal.
+const LOCK_CONFIRM: Duration = Duration::from_millis(30);
+
 /// How often the lock is tried again meanwhile: short against the milliseconds an exit takes.
 const LOCK_RETRY: Duration = Duration::from_millis(5);
 
@@ -90,13 +95,21 @@ pub fn take_lock(paths: &Paths) -> Result<File> {
         (meta.dev(), meta.ino())
     };
     let deadline = Instant::now() + LOCK_TAKEOVER_WAIT;
+    // Since when the holder has looked alive and staying, without a break.
+    let mut staying_since: Option<Instant> = None;
     loop {
         match file.try_lock() {
             Ok(()) => break,
             Err(std::fs::TryLockError::WouldBlock) => {
                 let holder = crate::procfs::flock_holder(dev, ino);
-                let leaving = holder.is_none_or(crate::procfs::is_exiting);
-                if !leaving || Instant::now() >= deadline {
+                let now = Instant::now();
+                staying_since = if holder.is_none_or(crate::procfs::is_exiting) {
+                    None
+                } else {
+                    Some(staying_since.unwrap_or(now))
+                };
+                let staying = staying_since.is_some_and(|since| now.duration_since(since) >= LOCK_CONFIRM);
+                if staying || now >= deadline {
                     let holder = match holder {
                         Some(pid) => pid.to_string(),
                         None => {
