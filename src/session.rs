@@ -203,6 +203,39 @@ pub fn probe(paths: &SessionPaths) -> Result<Probe> {
     }
 }
 
+/// How long a command waits for the master of a session that has recorded its exit to finish
+/// going away: it removes its socket right after writing the record (microseconds; more on a
+/// loaded machine), and in between a connect still succeeds.
+pub const EXIT_SETTLE: Duration = Duration::from_secs(2);
+
+/// How often [`probe_settled`] looks again meanwhile.
+const EXIT_SETTLE_POLL: Duration = Duration::from_millis(5);
+
+/// The exit record of the session's current generation, if it has one (not that of an earlier
+/// session of the name whose record is still there).
+pub fn current_exit(paths: &SessionPaths) -> Option<ExitRecord> {
+    let exit = read_exit(paths).ok().flatten()?;
+    match read_meta(paths).ok().flatten() {
+        Some(meta) if meta.generation != exit.generation => None,
+        _ => Some(exit),
+    }
+}
+
+/// [`probe`], except that a master which answers although its session has recorded its exit
+/// is given up to [`EXIT_SETTLE`] to finish leaving, so that a command run right after `desk
+/// ls` said "exited" does not find it "running".
+pub fn probe_settled(paths: &SessionPaths) -> Result<Probe> {
+    let deadline = Instant::now() + EXIT_SETTLE;
+    loop {
+        match probe(paths)? {
+            Probe::Live(_) if current_exit(paths).is_some() && Instant::now() < deadline => {
+                std::thread::sleep(EXIT_SETTLE_POLL);
+            }
+            other => return Ok(other),
+        }
+    }
+}
+
 /// Remove a stale socket, but only if it is still stale once the name's lock is held (a new
 /// master may have replaced it meanwhile). Returns whether it removed anything.
 pub fn clean_stale(paths: &Paths, name: &SessionName, lock: &NameLock) -> Result<bool> {

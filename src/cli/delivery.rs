@@ -146,7 +146,7 @@ enum Target {
 
 fn target(paths: &Paths, name: &SessionName) -> Result<Target> {
     let files = paths.session(name);
-    Ok(match session::probe(&files)? {
+    Ok(match session::probe_settled(&files)? {
         // The generation is nice to have, not worth waiting for: a stopped master must not
         // make every send slow.
         Probe::Live(stream) => Target::Running(

@@ -61,7 +61,7 @@ pub fn new(req: NewSession) -> Result<i32> {
         return Err(failure(1, format!("{} is not a directory", cwd.display())));
     }
     let lock = NameLock::acquire(&paths, &name)?;
-    match session::probe(&files)? {
+    match session::probe_settled(&files)? {
         Probe::Live(stream) => {
             let pid =
                 Connection::open_within(stream, Role::Query, 0, 0, session::PROBE_DEADLINE).map(|c| c.info.pid).ok();
@@ -584,7 +584,7 @@ pub fn rm(name: &SessionName) -> Result<i32> {
     let paths = paths()?;
     let files = paths.session(name);
     let lock = NameLock::acquire(&paths, name)?;
-    match session::probe(&files)? {
+    match session::probe_settled(&files)? {
         Probe::Live(_) => {
             return Err(failure(1, format!("session {name} is running; stop it first with: desk kill {name}")));
         }
