@@ -197,12 +197,6 @@ struct Dripper {
 
 impl Dripper {
     fn start(home: &Home, name: &str) -> Dripper {
-        let run = home.run_dir();
-        std::fs::create_dir_all(&run).unwrap();
-        std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
-        let listener = UnixListener::bind(home.socket(name)).unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
         let info = SessionInfo {
             name: name.into(),
             generation: 1,
@@ -221,6 +215,23 @@ impl Dripper {
             state: None,
         };
         let welcome = Frame::Welcome { version: PROTOCOL_VERSION, info: Box::new(info) }.to_bytes();
+        Dripper::at(home, &home.socket(name), welcome)
+    }
+
+    /// The same for `desk serve`'s control socket: a valid answer line, dripped.
+    fn daemon(home: &Home) -> Dripper {
+        let line = format!("{{\"v\":1,\"ok\":true,\"message\":\"{}\"}}\n", "x".repeat(4096));
+        Dripper::at(home, &home.run_dir().join("_serve.sock"), line.into_bytes())
+    }
+
+    fn at(home: &Home, socket: &std::path::Path, answer: Vec<u8>) -> Dripper {
+        let run = home.run_dir();
+        std::fs::create_dir_all(&run).unwrap();
+        std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let listener = UnixListener::bind(socket).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let welcome = answer;
         let flag = Arc::clone(&stop);
         std::thread::spawn(move || {
             while !flag.load(Ordering::Relaxed) {
@@ -370,4 +381,16 @@ fn a_failed_new_leaves_nothing_behind() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(home.session("had").unwrap()["exit"]["code"], 4);
     assert!(files_under(&home.path().join("state/sessions/had")).contains(&"events.jsonl".to_string()));
+}
+
+#[test]
+fn a_daemon_that_drips_its_answer_cannot_stretch_a_request() {
+    let home = Home::new();
+    let _drip = Dripper::daemon(&home);
+    let started = Instant::now();
+    let child = home.cmd().args(["queue"]).stderr(Stdio::piped()).spawn().unwrap();
+    let out = finish_within(child, Duration::from_secs(20), "desk queue on a dripping daemon");
+    eprintln!("desk queue on a dripping daemon took {:?}", started.elapsed());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("did not answer within 10 s"), "{}", stderr(&out));
 }
