@@ -49,3 +49,43 @@ pub fn remove_if_exists(path: &Path) -> Result<()> {
         Err(e) => Err(e).with_context(|| format!("cannot remove {}", path.display())),
     }
 }
+
+/// Why [`read_bounded`] refused.
+#[derive(Debug, thiserror::Error)]
+pub enum BoundedReadError {
+    /// The source holds more than the limit; nothing beyond `limit + 1` bytes was read.
+    #[error("{what} is larger than {limit} bytes, the limit")]
+    TooLarge { what: String, limit: usize },
+    #[error("cannot read {what}: {source}")]
+    Io { what: String, source: std::io::Error },
+}
+
+/// Read all of `reader`, but never more than `limit + 1` bytes: a source of untrusted size
+/// (`/dev/zero`, a huge file, an endless pipe) is refused with an error naming the limit
+/// instead of growing memory without end. `what` names the source in the error.
+pub fn read_bounded(reader: impl std::io::Read, limit: usize, what: &str) -> Result<Vec<u8>, BoundedReadError> {
+    use std::io::Read as _;
+    let mut buf = Vec::new();
+    reader
+        .take(limit as u64 + 1)
+        .read_to_end(&mut buf)
+        .map_err(|source| BoundedReadError::Io { what: what.to_string(), source })?;
+    if buf.len() > limit {
+        return Err(BoundedReadError::TooLarge { what: what.to_string(), limit });
+    }
+    Ok(buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_endless_source_is_refused_at_the_limit_and_a_source_at_the_limit_is_read() {
+        let err = read_bounded(std::io::repeat(0), 1000, "zeros").unwrap_err();
+        assert!(matches!(err, BoundedReadError::TooLarge { limit: 1000, .. }), "{err}");
+        assert_eq!(err.to_string(), "zeros is larger than 1000 bytes, the limit");
+        assert_eq!(read_bounded(&[7u8; 1000][..], 1000, "exact").unwrap().len(), 1000);
+        assert!(read_bounded(&[7u8; 1001][..], 1000, "one over").is_err());
+    }
+}

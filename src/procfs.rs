@@ -57,6 +57,76 @@ pub fn session_members(sid: u32) -> Vec<ProcessInfo> {
     found
 }
 
+/// The process holding a `flock` on the file with device `dev` and inode `ino`, from
+/// `/proc/locks` (`ID: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE START END`, major and minor in
+/// hex). `None` when nobody holds one or `/proc/locks` cannot be read.
+pub fn flock_holder(dev: u64, ino: u64) -> Option<u32> {
+    let want = format!("{:02x}:{:02x}:{ino}", libc::major(dev), libc::minor(dev));
+    let locks = fs::read_to_string("/proc/locks").ok()?;
+    locks.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        // A blocked waiter's line starts with "ID: ->" and shifts the fields; it holds nothing.
+        if fields.get(1) != Some(&"FLOCK") || fields.get(5).is_none_or(|f| *f != want.as_str()) {
+            return None;
+        }
+        fields.get(4)?.parse().ok()
+    })
+}
+
+/// `PF_EXITING` in the flags of `/proc/PID/stat`: the process is tearing itself down (its
+/// files, and so its locks, are about to be released).
+const PF_EXITING: u64 = 0x4;
+
+/// SIGKILL's bit in the pending-signal masks of `/proc/PID/status`.
+const SIGKILL_BIT: u64 = 1 << (libc::SIGKILL - 1);
+
+/// Whether `pid` is gone or on its way out: a zombie, a dead task, one the kernel is tearing
+/// down, or one with a SIGKILL pending that has not yet run to act on it (right after `kill -9`).
+pub fn is_exiting(pid: u32) -> bool {
+    let Ok(status) = fs::read_to_string(format!("/proc/{pid}/status")) else { return true };
+    let killed = status.lines().any(|line| {
+        let Some((key, mask)) = line.split_once(':') else { return false };
+        matches!(key, "SigPnd" | "ShdPnd")
+            && u64::from_str_radix(mask.trim(), 16).is_ok_and(|mask| mask & SIGKILL_BIT != 0)
+    });
+    if killed {
+        return true;
+    }
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else { return true };
+    let Some(close) = stat.rfind(')') else { return false };
+    let rest: Vec<&str> = stat.get(close + 2..).unwrap_or("").split_whitespace().collect();
+    // rest[0] = state, rest[6] = flags
+    let state = rest.first().copied().unwrap_or("");
+    let flags: u64 = rest.get(6).and_then(|f| f.parse().ok()).unwrap_or(0);
+    matches!(state, "Z" | "X" | "x") || flags & PF_EXITING != 0
+}
+
+/// Whether `pid` is this process's parent, grandparent, ... (walking `/proc/PID/stat`).
+pub fn is_ancestor_of_self(pid: u32) -> bool {
+    let mut current = std::process::id();
+    // A chain deeper than this is a loop in what /proc said (a pid reused mid-walk).
+    for _ in 0..MAX_ANCESTRY {
+        let Ok(stat) = fs::read_to_string(format!("/proc/{current}/stat")) else { return false };
+        let Some(close) = stat.rfind(')') else { return false };
+        // After the name: state, then the parent's pid.
+        let Some(parent) = stat.get(close + 2..).and_then(|rest| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
+        else {
+            return false;
+        };
+        if parent == pid {
+            return true;
+        }
+        if parent <= 1 {
+            return false;
+        }
+        current = parent;
+    }
+    false
+}
+
+/// 4096 generations: far deeper than any real process tree.
+const MAX_ANCESTRY: usize = 4096;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,5 +143,21 @@ mod tests {
         let sid = nix::unistd::getsid(None).unwrap().as_raw() as u32;
         let me = std::process::id();
         assert!(session_members(sid).iter().any(|p| p.pid == me));
+    }
+
+    #[test]
+    fn the_holder_of_a_flock_is_found_and_a_live_one_is_not_exiting() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = std::fs::File::create(dir.path().join("lock")).unwrap();
+        let meta = file.metadata().unwrap();
+        assert_eq!(flock_holder(meta.dev(), meta.ino()), None);
+        file.lock().unwrap();
+        assert_eq!(flock_holder(meta.dev(), meta.ino()), Some(std::process::id()));
+        assert!(!is_exiting(std::process::id()));
+        assert!(is_ancestor_of_self(std::os::unix::process::parent_id()));
+        assert!(!is_ancestor_of_self(std::process::id()));
+        file.unlock().unwrap();
+        assert_eq!(flock_holder(meta.dev(), meta.ino()), None);
     }
 }

@@ -14,7 +14,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::fsutil;
 use crate::paths::{Paths, SessionName, SessionPaths};
@@ -77,14 +77,18 @@ pub fn iso8601(ms: u64) -> String {
     format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z", rem / 3600, (rem % 3600) / 60, rem % 60, ms % 1000)
 }
 
+/// 1 MiB: a session record is a few hundred bytes (a long command line makes it a few KiB); a
+/// file this large is not one, and is refused rather than read whole.
+const MAX_RECORD: usize = 1 << 20;
+
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>> {
-    match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .with_context(|| format!("{} is not a valid desk record", path.display())),
-        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
-    }
+    let file = match File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    let bytes = fsutil::read_bounded(file, MAX_RECORD, &path.display().to_string())?;
+    serde_json::from_slice(&bytes).map(Some).with_context(|| format!("{} is not a valid desk record", path.display()))
 }
 
 pub fn read_meta(paths: &SessionPaths) -> Result<Option<SessionMeta>> {
@@ -179,9 +183,16 @@ pub enum Probe {
     Stale,
 }
 
-/// How long a CLI request waits for a master before calling it unresponsive. Masters answer
-/// within microseconds; this only guards against a wedged or stopped one.
+/// How long a CLI request waits for a master before calling it unresponsive: one deadline
+/// for the whole request (handshake and answer), not per read, so a master that drips a byte
+/// at a time cannot stretch it. Masters answer within microseconds; this only guards against a
+/// wedged or stopped one.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long `desk ls` and `desk send` wait for all masters together before showing the silent
+/// ones as unresponsive: an answering master takes well under a millisecond (tens on a loaded
+/// machine), and a listing must not cost seconds because one master is stopped.
+pub const PROBE_DEADLINE: Duration = Duration::from_millis(300);
 
 pub fn probe(paths: &SessionPaths) -> Result<Probe> {
     match UnixStream::connect(&paths.socket) {
@@ -189,6 +200,39 @@ pub fn probe(paths: &SessionPaths) -> Result<Probe> {
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(Probe::Absent),
         Err(e) if e.kind() == ErrorKind::ConnectionRefused => Ok(Probe::Stale),
         Err(e) => Err(e).with_context(|| format!("cannot connect to {}", paths.socket.display())),
+    }
+}
+
+/// How long a command waits for the master of a session that has recorded its exit to finish
+/// going away: it removes its socket right after writing the record (microseconds; more on a
+/// loaded machine), and in between a connect still succeeds.
+pub const EXIT_SETTLE: Duration = Duration::from_secs(2);
+
+/// How often [`probe_settled`] looks again meanwhile.
+const EXIT_SETTLE_POLL: Duration = Duration::from_millis(5);
+
+/// The exit record of the session's current generation, if it has one (not that of an earlier
+/// session of the name whose record is still there).
+pub fn current_exit(paths: &SessionPaths) -> Option<ExitRecord> {
+    let exit = read_exit(paths).ok().flatten()?;
+    match read_meta(paths).ok().flatten() {
+        Some(meta) if meta.generation != exit.generation => None,
+        _ => Some(exit),
+    }
+}
+
+/// [`probe`], except that a master which answers although its session has recorded its exit
+/// is given up to [`EXIT_SETTLE`] to finish leaving, so that a command run right after `desk
+/// ls` said "exited" does not find it "running".
+pub fn probe_settled(paths: &SessionPaths) -> Result<Probe> {
+    let deadline = Instant::now() + EXIT_SETTLE;
+    loop {
+        match probe(paths)? {
+            Probe::Live(_) if current_exit(paths).is_some() && Instant::now() < deadline => {
+                std::thread::sleep(EXIT_SETTLE_POLL);
+            }
+            other => return Ok(other),
+        }
     }
 }
 
@@ -206,18 +250,32 @@ pub fn clean_stale(paths: &Paths, name: &SessionName, lock: &NameLock) -> Result
     }
 }
 
-/// A blocking request/reply connection to a master, used by the short CLI commands.
+/// A blocking request/reply connection to a master, used by the short CLI commands. Every
+/// wait is bounded by one deadline for the whole request (see [`Connection::open_within`] and
+/// [`Connection::set_deadline`]), never by a timeout per read.
 pub struct Connection {
     stream: UnixStream,
     decoder: FrameDecoder,
     pub info: SessionInfo,
+    /// When the current request gives up, and the budget it had (for the message); `None`
+    /// waits as long as the master stays connected (`desk events --follow`).
+    deadline: Option<(Instant, Duration)>,
+}
+
+/// "5 s" or "300 ms".
+fn budget(d: Duration) -> String {
+    if d.subsec_millis() == 0 { format!("{} s", d.as_secs()) } else { format!("{} ms", d.as_millis()) }
 }
 
 impl Connection {
-    /// Connect with `role`, send HELLO and wait for WELCOME.
+    /// Connect with `role`, send HELLO and wait for WELCOME, all within [`REQUEST_TIMEOUT`].
     pub fn open(stream: UnixStream, role: Role, cols: u16, rows: u16) -> Result<Connection> {
-        stream.set_read_timeout(Some(REQUEST_TIMEOUT))?;
-        stream.set_write_timeout(Some(REQUEST_TIMEOUT))?;
+        Self::open_within(stream, role, cols, rows, REQUEST_TIMEOUT)
+    }
+
+    /// [`Connection::open`] with its own budget; the deadline stays set for the request that
+    /// follows the handshake (a snapshot, say) until [`Connection::set_deadline`] moves it.
+    pub fn open_within(stream: UnixStream, role: Role, cols: u16, rows: u16, within: Duration) -> Result<Connection> {
         let mut conn = Connection {
             stream,
             decoder: FrameDecoder::new(),
@@ -238,6 +296,7 @@ impl Connection {
                 started_at_ms: 0,
                 state: None,
             },
+            deadline: Some((Instant::now() + within, within)),
         };
         conn.send(&Frame::Hello { version: PROTOCOL_VERSION, role, cols, rows })?;
         match conn.recv()? {
@@ -251,22 +310,50 @@ impl Connection {
         Ok(conn)
     }
 
-    pub fn send(&mut self, frame: &Frame) -> Result<()> {
-        self.stream.write_all(&frame.to_bytes()).context("cannot write to the session")
+    /// Give the next request `within` from now (`None`: no deadline).
+    pub fn set_deadline(&mut self, within: Option<Duration>) {
+        self.deadline = within.map(|d| (Instant::now() + d, d));
     }
 
-    /// Wait for the next frame. A closed connection is an error.
+    /// Time left before the deadline; an error once it has passed.
+    fn remaining(&self) -> Result<Option<Duration>> {
+        let Some((at, within)) = self.deadline else { return Ok(None) };
+        match at.checked_duration_since(Instant::now()) {
+            Some(left) if !left.is_zero() => Ok(Some(left)),
+            _ => bail!("the session did not answer within {}", budget(within)),
+        }
+    }
+
+    pub fn send(&mut self, frame: &Frame) -> Result<()> {
+        let bytes = frame.to_bytes();
+        let mut written = 0;
+        while written < bytes.len() {
+            let left = self.remaining()?;
+            self.stream.set_write_timeout(left).context("cannot set a timeout")?;
+            match self.stream.write(&bytes[written..]) {
+                Ok(0) => bail!("the session closed the connection"),
+                Ok(n) => written += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::TimedOut => {}
+                Err(e) => return Err(e).context("cannot write to the session"),
+            }
+        }
+        Ok(())
+    }
+
+    /// Wait for the next frame, until the deadline. A closed connection is an error.
     pub fn recv(&mut self) -> Result<Frame> {
         let mut buf = [0u8; 16 * 1024];
         loop {
             if let Some(frame) = self.decoder.next_frame().context("the session sent a malformed frame")? {
                 return Ok(frame);
             }
+            let left = self.remaining()?;
+            self.stream.set_read_timeout(left).context("cannot set a timeout")?;
             let n = match self.stream.read(&mut buf) {
                 Ok(n) => n,
-                Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::TimedOut => {
-                    bail!("the session did not answer within {} s", REQUEST_TIMEOUT.as_secs())
-                }
+                // The deadline is checked again at the top of the loop.
+                Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::TimedOut => continue,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e).context("cannot read from the session"),
             };
@@ -275,10 +362,6 @@ impl Connection {
             }
             self.decoder.push(&buf[..n]);
         }
-    }
-
-    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> Result<()> {
-        self.stream.set_read_timeout(timeout).context("cannot set a timeout")
     }
 }
 
@@ -323,6 +406,15 @@ mod tests {
     fn a_welcome_in_another_version_is_refused() {
         let err = open_against(Frame::Welcome { version: PROTOCOL_VERSION + 1, info: Box::new(info()) }).err().unwrap();
         assert!(format!("{err:#}").contains("protocol version 2"), "{err:#}");
+    }
+
+    #[test]
+    fn an_oversized_record_is_refused_not_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.json");
+        std::fs::write(&path, vec![b' '; MAX_RECORD + 1]).unwrap();
+        let err = read_json::<ExitRecord>(&path).unwrap_err();
+        assert!(format!("{err:#}").contains("larger than"), "{err:#}");
     }
 
     #[test]

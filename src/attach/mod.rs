@@ -65,6 +65,7 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
             bail!("no running session named {}", opts.name);
         }
     };
+    refuse_own_session(&files, &opts.name)?;
     let raw = tty::RawTty::open()?;
     let (cols, rows) = crate::pty::get_size(raw.fd()).unwrap_or((80, 24));
     stream.set_nonblocking(true).context("cannot make the socket non-blocking")?;
@@ -95,6 +96,7 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
         tty_readable: false,
         ending: None,
         welcomed: false,
+        handshake_deadline: std::time::Instant::now() + session::REQUEST_TIMEOUT,
         refused: None,
     };
     // The terminal is put back however the loop ends, an error included.
@@ -129,6 +131,27 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
     })
 }
 
+/// Refuse to attach a session from inside itself: its output would come back to it as this
+/// client's terminal output, round and round (a busy loop that outlives the outer client).
+/// Inside is when the session's master is an ancestor of this process; `DESK_SESSION` (which
+/// the master gives its child) naming the session counts too, unless the session's record
+/// shows its master is not among our ancestors (the same name under another `DESK_HOME`).
+fn refuse_own_session(files: &crate::paths::SessionPaths, name: &SessionName) -> Result<()> {
+    let master = session::read_meta(files).ok().flatten().map(|m| m.master_pid);
+    let ours = master.is_some_and(crate::procfs::is_ancestor_of_self);
+    let named = std::env::var_os("DESK_SESSION").is_some_and(|v| v == name.as_str());
+    if ours || (named && master.is_none()) {
+        return Err(crate::cli::failure(
+            2,
+            format!(
+                "this terminal is session {name} itself; attaching it to itself would feed its output back \
+                 into it. Use `desk peek {name}` to see its screen, or attach from another terminal"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 struct Client {
     /// Input the session refused: how many times, and its last reason.
     refused: Option<(u64, String)>,
@@ -151,6 +174,10 @@ struct Client {
     tty_readable: bool,
     ending: Option<Ending>,
     welcomed: bool,
+    /// Until WELCOME arrives, the whole handshake has this deadline (a master that drips bytes
+    /// or never answers must not hold the terminal in raw mode forever); after it, the
+    /// session's output may pause as long as it likes.
+    handshake_deadline: std::time::Instant,
 }
 
 impl Client {
@@ -162,7 +189,20 @@ impl Client {
             if let Some(ending) = self.ending.take() {
                 return Ok(ending);
             }
-            match self.poll.poll(&mut events, None) {
+            let timeout = if self.welcomed {
+                None
+            } else {
+                match self.handshake_deadline.checked_duration_since(std::time::Instant::now()) {
+                    Some(left) if !left.is_zero() => Some(left),
+                    _ => {
+                        return Ok(Ending::Lost(format!(
+                            "the session did not answer within {} s",
+                            session::REQUEST_TIMEOUT.as_secs()
+                        )));
+                    }
+                }
+            };
+            match self.poll.poll(&mut events, timeout) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e).context("poll failed"),

@@ -7,7 +7,6 @@
 //! happened (a force waits for the outcome of its delivery and says it).
 
 use anyhow::{Context, Result};
-use std::io::Read;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -17,7 +16,7 @@ use crate::delivery::item::{Item, ItemId, When};
 use crate::delivery::store::Store;
 use crate::delivery::text;
 use crate::paths::{Paths, SessionName};
-use crate::session::{self, Connection, Probe, iso8601, now_ms};
+use crate::session::{self, Connection, ExitRecord, Probe, iso8601, now_ms};
 use crate::wire::Role;
 
 /// Short requests are answered in milliseconds; this bounds a wedged daemon.
@@ -25,6 +24,9 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A force waits for its delivery to settle: echo and submit windows plus retries.
 const FORCE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// 64 KiB: a starting daemon's report is "ok" or one error line; anything longer is not one.
+const MAX_REPORT: usize = 64 * 1024;
 
 /// Prompts above 256 KiB are refused: far beyond any prompt an agent's input box takes.
 const MAX_PROMPT: usize = 256 * 1024;
@@ -97,7 +99,9 @@ pub fn serve(foreground: bool, stop: bool) -> Result<i32> {
     let mut report = String::new();
     let mut fds = [nix::poll::PollFd::new(std::os::fd::AsFd::as_fd(&read_end), nix::poll::PollFlags::POLLIN)];
     let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(10_000u16));
-    let _ = std::fs::File::from(read_end).read_to_string(&mut report);
+    if let Ok(bytes) = crate::fsutil::read_bounded(std::fs::File::from(read_end), MAX_REPORT, "the daemon's report") {
+        report = String::from_utf8_lossy(&bytes).into_owned();
+    }
     match report.trim() {
         "ok" => {
             println!("desk serve started (pid {})", child.id());
@@ -123,16 +127,59 @@ pub struct SendArgs {
     pub file: Option<PathBuf>,
     pub when: When,
     pub from: Option<String>,
+    /// Queue even when no session of this name ever existed.
+    pub queue_for_later: bool,
     pub json: bool,
+}
+
+/// What `desk send` found at the target name before queueing.
+enum Target {
+    /// A master answered (its generation, when it told us).
+    Running(Option<u32>),
+    /// The session ran and ended; its exit record is still there.
+    Exited(ExitRecord),
+    /// Files of the session remain but nothing answers and no exit was recorded.
+    NotRunning,
+    /// No socket, metadata or exit record at all: the name is probably a typo.
+    Unknown,
+}
+
+fn target(paths: &Paths, name: &SessionName) -> Result<Target> {
+    let files = paths.session(name);
+    Ok(match session::probe_settled(&files)? {
+        // The generation is nice to have, not worth waiting for: a stopped master must not
+        // make every send slow.
+        Probe::Live(stream) => Target::Running(
+            Connection::open_within(stream, Role::Query, 0, 0, session::PROBE_DEADLINE).ok().map(|c| c.info.generation),
+        ),
+        Probe::Absent | Probe::Stale => match session::read_exit(&files).ok().flatten() {
+            Some(exit) => Target::Exited(exit),
+            None if files.meta.exists() => Target::NotRunning,
+            None => Target::Unknown,
+        },
+    })
 }
 
 pub fn send(args: SendArgs) -> Result<i32> {
     let paths = paths()?;
+    // The name first: a typo must not leave a prompt waiting forever for a session nobody
+    // will start, and must not consume stdin.
+    let target = target(&paths, &args.name)?;
+    if matches!(target, Target::Unknown) && !args.queue_for_later {
+        let name = &args.name;
+        return Err(failure(
+            2,
+            format!(
+                "no session named {name}; start it with `desk new {name} -- CMD`, \
+                 or pass --queue-for-later to queue the prompt until it exists"
+            ),
+        ));
+    }
     let raw = match (&args.text, &args.file) {
         (Some(t), None) if t == "-" => read_stdin()?,
         (Some(t), None) => t.clone(),
         (None, Some(f)) if f.as_os_str() == "-" => read_stdin()?,
-        (None, Some(f)) => std::fs::read_to_string(f).with_context(|| format!("cannot read {}", f.display()))?,
+        (None, Some(f)) => read_prompt_file(f)?,
         (None, None) => read_stdin()?,
         (Some(_), Some(_)) => return Err(failure(2, "give the prompt as TEXT or --file, not both")),
     };
@@ -145,13 +192,21 @@ pub fn send(args: SendArgs) -> Result<i32> {
     }
     let removed = raw.chars().count() - clean.chars().count();
     // Target the generation running now, if any (a restart later retargets it, visibly).
-    let files = paths.session(&args.name);
-    let generation = match session::probe(&files)? {
-        Probe::Live(stream) => Connection::open(stream, Role::Query, 0, 0).ok().map(|c| c.info.generation),
+    let generation = match &target {
+        Target::Running(generation) => *generation,
         _ => None,
     };
-    if generation.is_none() && !files.meta.exists() {
-        eprintln!("desk: note: no session named {} exists yet; the prompt waits for it", args.name);
+    let name = &args.name;
+    match &target {
+        Target::Running(_) => {}
+        Target::Exited(exit) => eprintln!(
+            "desk: warning: session {name} has {}; the prompt is queued and held until a session named {name} runs again",
+            exit.status
+        ),
+        Target::NotRunning => {
+            eprintln!("desk: warning: session {name} is not running; the prompt is queued and held until it runs again")
+        }
+        Target::Unknown => eprintln!("desk: note: no session named {name} exists yet; the prompt waits for it"),
     }
     let from = args.from.unwrap_or_else(|| std::env::var("USER").unwrap_or_else(|_| "operator".into()));
     let now = now_ms();
@@ -163,8 +218,14 @@ pub fn send(args: SendArgs) -> Result<i32> {
     store.write_intake(&item)?;
     let id = item.id.clone();
     let socket = crate::daemon::socket_path(&paths);
+    let mut hold = None;
     let state = match control::request(&socket, &Request::Ingest { id: id.to_string() }, REQUEST_TIMEOUT) {
-        Ok(resp) if resp.ok => resp.data.get("state").and_then(|s| s.as_str()).unwrap_or("queued").to_string(),
+        Ok(resp) if resp.ok => {
+            if !matches!(target, Target::Running(_)) {
+                hold = current_hold(&socket, name);
+            }
+            resp.data.get("state").and_then(|s| s.as_str()).unwrap_or("queued").to_string()
+        }
         Ok(resp) => {
             eprintln!("desk: desk serve did not take it yet: {}", resp.error.unwrap_or_default());
             "intake".into()
@@ -174,21 +235,53 @@ pub fn send(args: SendArgs) -> Result<i32> {
             "intake".into()
         }
     };
+    if let Some(reason) = &hold {
+        eprintln!("desk: queue {name} is held: {reason}");
+    }
     if args.json {
-        println!("{}", serde_json::json!({ "id": id, "session": args.name.as_str(), "state": state }));
+        println!("{}", serde_json::json!({ "id": id, "session": args.name.as_str(), "state": state, "hold": hold }));
     } else {
         println!("{id}");
     }
     Ok(0)
 }
 
+/// The reason the daemon holds `session`'s queue, if it holds it.
+fn current_hold(socket: &std::path::Path, session: &SessionName) -> Option<String> {
+    let resp =
+        control::request(socket, &Request::Queue { session: Some(session.to_string()) }, REQUEST_TIMEOUT).ok()?;
+    let queues = resp.data.as_array()?;
+    let queue = queues.iter().find(|q| q["session"] == session.as_str())?;
+    queue["hold"]["reason"].as_str().map(String::from)
+}
+
+fn prompt_text(bytes: Vec<u8>, what: &str) -> Result<String> {
+    String::from_utf8(bytes).map_err(|_| failure(2, format!("{what} is not UTF-8 text")))
+}
+
+fn bounded(e: crate::fsutil::BoundedReadError) -> anyhow::Error {
+    match e {
+        crate::fsutil::BoundedReadError::TooLarge { what, .. } => failure(
+            2,
+            format!("{what} is larger than {MAX_PROMPT} bytes ({} KiB), the limit for a prompt", MAX_PROMPT / 1024),
+        ),
+        other => failure(1, other.to_string()),
+    }
+}
+
+/// Read a prompt file, never more than the prompt limit and one byte (`/dev/zero` or a huge
+/// file is refused, not read whole).
+fn read_prompt_file(path: &std::path::Path) -> Result<String> {
+    let what = path.display().to_string();
+    let file = std::fs::File::open(path).with_context(|| format!("cannot read {what}"))?;
+    let bytes = crate::fsutil::read_bounded(file, MAX_PROMPT, &what).map_err(bounded)?;
+    prompt_text(bytes, &what)
+}
+
 fn read_stdin() -> Result<String> {
-    let mut text = String::new();
-    std::io::stdin()
-        .take(MAX_PROMPT as u64 + 1)
-        .read_to_string(&mut text)
-        .context("cannot read the prompt from stdin")?;
-    Ok(text)
+    let bytes =
+        crate::fsutil::read_bounded(std::io::stdin().lock(), MAX_PROMPT, "the prompt on stdin").map_err(bounded)?;
+    prompt_text(bytes, "the prompt on stdin")
 }
 
 // ----- inspection -----
@@ -202,9 +295,66 @@ fn fmt_age(ms: u64) -> String {
     }
 }
 
+/// Said when `queue` and `stuck` read the store themselves.
+const DAEMON_DOWN: &str = "desk serve is not running; showing what the store holds (nothing is being delivered; \
+                           start it with: desk serve)";
+
+/// Whether no daemon listens on the control socket (as opposed to one that is slow): then the
+/// store on disk is the whole truth, and the inspection commands read it themselves.
+fn daemon_down(paths: &Paths) -> bool {
+    match std::os::unix::net::UnixStream::connect(crate::daemon::socket_path(paths)) {
+        Ok(_) => false,
+        Err(e) => matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused),
+    }
+}
+
+/// The pending queues as the store holds them, in the shape the daemon answers `queue` with
+/// (no hold or in-flight: those exist only in a running daemon). Items still in the intake are
+/// listed under `intake`: the daemon queues them when it starts.
+fn stored_queues(paths: &Paths, session: Option<&SessionName>) -> Result<Response> {
+    let store = Store::open(&paths.state)?;
+    let (items, intake, problems) = store.read_only_view()?;
+    for p in &problems {
+        eprintln!("desk: cannot read {}: {}", p.path.display(), p.error);
+    }
+    let pauses = store.load_pauses()?;
+    let mut queues: std::collections::BTreeMap<String, (Vec<Item>, Vec<Item>)> = Default::default();
+    let known: std::collections::HashSet<ItemId> = items.iter().map(|i| i.id.clone()).collect();
+    for item in items.into_iter().filter(|i| !i.state.is_final()) {
+        queues.entry(item.session.clone()).or_default().0.push(item);
+    }
+    for item in intake.into_iter().filter(|i| !known.contains(&i.id)) {
+        queues.entry(item.session.clone()).or_default().1.push(item);
+    }
+    for name in pauses.sessions.keys() {
+        queues.entry(name.clone()).or_default();
+    }
+    let data: Vec<serde_json::Value> = queues
+        .into_iter()
+        .filter(|(name, _)| session.is_none_or(|s| s.as_str() == name))
+        .map(|(name, (items, intake))| {
+            serde_json::json!({
+                "session": name,
+                "paused": pauses.sessions.get(&name).map(|p| p.reason.clone()),
+                "items": items,
+                "intake": intake,
+            })
+        })
+        .collect();
+    Ok(Response::ok(DAEMON_DOWN, serde_json::Value::Array(data)))
+}
+
 pub fn queue(session: Option<SessionName>, json: bool) -> Result<i32> {
     let paths = paths()?;
-    let resp = ask(&paths, &Request::Queue { session: session.map(|s| s.to_string()) }, REQUEST_TIMEOUT)?;
+    let offline = daemon_down(&paths);
+    let resp = if offline {
+        if !json {
+            eprintln!("desk: {DAEMON_DOWN}");
+        }
+        stored_queues(&paths, session.as_ref())?
+    } else {
+        ask(&paths, &Request::Queue { session: session.map(|s| s.to_string()) }, REQUEST_TIMEOUT)?
+    };
     if json || !resp.ok {
         return answer(resp, json);
     }
@@ -230,6 +380,10 @@ pub fn queue(session: Option<SessionName>, json: bool) -> Result<i32> {
                 state.push_str(&format!("({})", class.as_str()));
             }
             println!("  {}  {:<24} {:>4}  {}", item.id, state, fmt_age(item.created_ms), item.preview(60));
+        }
+        for item in q["intake"].as_array().cloned().unwrap_or_default() {
+            let Ok(item) = serde_json::from_value::<Item>(item) else { continue };
+            println!("  {}  {:<24} {:>4}  {}", item.id, "intake", fmt_age(item.created_ms), item.preview(60));
         }
     }
     Ok(0)
@@ -287,7 +441,19 @@ pub fn item(id: &str, json: bool) -> Result<i32> {
 
 pub fn stuck(json: bool) -> Result<i32> {
     let paths = paths()?;
-    let resp = ask(&paths, &Request::Stuck, REQUEST_TIMEOUT)?;
+    let resp = if daemon_down(&paths) {
+        if !json {
+            eprintln!("desk: {DAEMON_DOWN}");
+        }
+        let (items, _, problems) = Store::open(&paths.state)?.read_only_view()?;
+        for p in &problems {
+            eprintln!("desk: cannot read {}: {}", p.path.display(), p.error);
+        }
+        let stuck: Vec<Item> = items.into_iter().filter(|i| i.state == crate::delivery::item::State::Stuck).collect();
+        Response::ok(DAEMON_DOWN, serde_json::to_value(stuck)?)
+    } else {
+        ask(&paths, &Request::Stuck, REQUEST_TIMEOUT)?
+    };
     if json || !resp.ok {
         return answer(resp, json);
     }

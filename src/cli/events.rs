@@ -29,8 +29,9 @@ pub fn events(name: &SessionName, follow: bool, json: bool, since: u64) -> Resul
     let files = paths.session(name);
     let mut live = None;
     if follow && let Probe::Live(stream) = session::probe(&files)? {
-        let conn = Connection::open(stream, Role::Observer, 0, 0)?;
-        conn.set_read_timeout(None)?;
+        let mut conn = Connection::open(stream, Role::Observer, 0, 0)?;
+        // Following waits for events as long as the session lives.
+        conn.set_deadline(None);
         live = Some(conn);
     }
     let dir = paths.session_state(name);

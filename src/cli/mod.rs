@@ -87,7 +87,7 @@ enum Command {
     },
     /// Stop a session: signal its process group, then SIGKILL after a grace period.
     Kill(KillArgs),
-    /// Forget an exited session (its exit record and log).
+    /// Forget an exited session: its records, log and events journal (not its generation counter).
     Rm { name: SessionName },
     /// Run the delivery daemon (one per user).
     Serve {
@@ -112,6 +112,10 @@ enum Command {
         /// Who the prompt is from (shown in digests; default: $USER).
         #[arg(long)]
         from: Option<String>,
+        /// Queue even if no session of this name exists yet (without it, an unknown name is
+        /// refused, as it is most often a typo).
+        #[arg(long)]
+        queue_for_later: bool,
         #[arg(long)]
         json: bool,
     },
@@ -291,7 +295,7 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Explain { name, json } => explain::explain(&name, json),
         Command::Hook { provider, mut payload } => Ok(hook::hook(provider, payload.pop())),
         Command::Serve { foreground, stop } => delivery::serve(foreground, stop),
-        Command::Send { name, text, file, when, from, json } => delivery::send(delivery::SendArgs {
+        Command::Send { name, text, file, when, from, queue_for_later, json } => delivery::send(delivery::SendArgs {
             name,
             text,
             file,
@@ -300,6 +304,7 @@ fn run(cli: Cli) -> Result<i32> {
                 WhenArg::Idle => crate::delivery::item::When::Idle,
             },
             from,
+            queue_for_later,
             json,
         }),
         Command::Queue { name, json } => delivery::queue(name, json),

@@ -8,12 +8,11 @@
 use anyhow::{Context, Result};
 use serde::Serialize;
 use std::ffi::OsString;
-use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::failure;
 use crate::paths::{Paths, SessionName};
@@ -23,6 +22,9 @@ use crate::wire::{ExitStatus, Frame, Role, SessionInfo};
 /// How long `desk new` waits for its master to report. Starting is milliseconds; this bounds a
 /// master stuck on something unexpected (a hung filesystem) so the caller does not hang too.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// 64 KiB: a master's start report is "ok" or one error line; anything longer is not a report.
+const MAX_REPORT: usize = 64 * 1024;
 
 /// Extra time `desk kill` waits for the exit report beyond the grace period (the master needs a
 /// moment to reap, record and report after SIGKILL).
@@ -59,9 +61,10 @@ pub fn new(req: NewSession) -> Result<i32> {
         return Err(failure(1, format!("{} is not a directory", cwd.display())));
     }
     let lock = NameLock::acquire(&paths, &name)?;
-    match session::probe(&files)? {
+    match session::probe_settled(&files)? {
         Probe::Live(stream) => {
-            let pid = Connection::open(stream, Role::Query, 0, 0).map(|c| c.info.pid).ok();
+            let pid =
+                Connection::open_within(stream, Role::Query, 0, 0, session::PROBE_DEADLINE).map(|c| c.info.pid).ok();
             let pid = pid.map(|p| format!(" (pid {p})")).unwrap_or_default();
             return Err(failure(
                 2,
@@ -74,9 +77,40 @@ pub fn new(req: NewSession) -> Result<i32> {
         Probe::Absent => {}
     }
 
-    let generation = session::allocate_generation(&paths, &name, &lock)?;
+    // What a failed start must not leave behind is whatever it created itself: the state
+    // directory of a name that never had one, a log where there was none, the lock file.
+    let state_existed = paths.session_state(&name).exists();
+    let log_existed = files.log.exists();
+    let started = start_master(&paths, &name, &files, &lock, MasterArgs { cwd, cols, rows, env, provider, command });
+    if !matches!(started, Ok(0)) {
+        forget_failed_start(&paths, &name, state_existed, log_existed);
+    }
+    drop(lock);
+    started
+}
+
+/// What `desk new` hands its master, checked.
+struct MasterArgs {
+    cwd: PathBuf,
+    cols: u16,
+    rows: u16,
+    env: Vec<(OsString, OsString)>,
+    provider: String,
+    command: Vec<OsString>,
+}
+
+/// Allocate a generation, start the master and wait for its report; with the name's lock held.
+fn start_master(
+    paths: &Paths,
+    name: &SessionName,
+    files: &crate::paths::SessionPaths,
+    lock: &NameLock,
+    args: MasterArgs,
+) -> Result<i32> {
+    let MasterArgs { cwd, cols, rows, env, provider, command } = args;
+    let generation = session::allocate_generation(paths, name, lock)?;
     let exe = std::env::current_exe().context("cannot find the desk executable")?;
-    let command = crate::providers::wire_hooks(&provider, command, &paths.session_state(&name), &exe)?;
+    let command = crate::providers::wire_hooks(&provider, command, &paths.session_state(name), &exe)?;
     let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("cannot create a pipe")?;
     let mut cmd = master_command(&exe);
     cmd.arg("--name")
@@ -120,7 +154,6 @@ pub fn new(req: NewSession) -> Result<i32> {
     let mut child = cmd.spawn().context("cannot start the session master")?;
     drop(write_end);
     let report = read_report(read_end, START_TIMEOUT);
-    drop(lock);
     match report {
         Ok(line) if line.trim() == "ok" => Ok(0),
         Ok(line) if !line.trim().is_empty() => {
@@ -129,15 +162,48 @@ pub fn new(req: NewSession) -> Result<i32> {
         }
         Ok(_) => {
             let status = child.wait().ok();
-            Err(failure(
-                1,
-                format!("the master of {name} died while starting ({status:?}); see {}", files.log.display()),
-            ))
+            // The log goes with the failed session's other files, so what it says is told here.
+            let tail = log_tail(&files.log);
+            Err(failure(1, format!("the master of {name} died while starting ({status:?}); its log ended:\n{tail}")))
         }
         Err(e) => {
             let _ = child.kill();
+            let _ = child.wait();
             Err(e)
         }
+    }
+}
+
+/// The last lines of a master's log, read from at most its last [`LOG_TAIL`] bytes.
+fn log_tail(log: &std::path::Path) -> String {
+    use std::io::{Seek, SeekFrom};
+    let Ok(mut file) = std::fs::File::open(log) else { return "(no log)".into() };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = file.seek(SeekFrom::Start(len.saturating_sub(LOG_TAIL as u64)));
+    let bytes = crate::fsutil::read_bounded(file, LOG_TAIL, "the master's log").unwrap_or_default();
+    let text = String::from_utf8_lossy(&bytes);
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(10)..].join("\n")
+}
+
+/// 4 KiB: the last few lines of a master's log, enough to say why it died.
+const LOG_TAIL: usize = 4096;
+
+/// Remove what a failed `desk new` created (the master has exited). Files of an earlier
+/// session of the name stay: its exit record, its log, its journal and generation counter.
+fn forget_failed_start(paths: &Paths, name: &SessionName, state_existed: bool, log_existed: bool) {
+    let files = paths.session(name);
+    if !state_existed {
+        let _ = std::fs::remove_dir_all(paths.session_state(name));
+    }
+    if !log_existed {
+        let mut rotated = files.log.clone().into_os_string();
+        rotated.push(".1");
+        let _ = crate::fsutil::remove_if_exists(&files.log);
+        let _ = crate::fsutil::remove_if_exists(std::path::Path::new(&rotated));
+    }
+    if !files.meta.exists() && !files.exit.exists() && !files.socket.exists() {
+        let _ = NameLock::remove_file(paths, name);
     }
 }
 
@@ -148,9 +214,8 @@ fn read_report(fd: OwnedFd, timeout: Duration) -> Result<String> {
     if ready == 0 {
         return Err(failure(1, format!("the master did not report within {} s", timeout.as_secs())));
     }
-    let mut text = String::new();
-    std::fs::File::from(fd).read_to_string(&mut text).context("cannot read the master's report")?;
-    Ok(text)
+    let bytes = crate::fsutil::read_bounded(std::fs::File::from(fd), MAX_REPORT, "the master's report")?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// One row of `desk ls`.
@@ -209,7 +274,8 @@ impl ExitJson {
     }
 }
 
-fn listing(paths: &Paths, name: &SessionName) -> Result<Option<Listing>> {
+/// One session's row, asking its master within `deadline` (the caller's overall one).
+fn listing(paths: &Paths, name: &SessionName, deadline: Instant) -> Result<Option<Listing>> {
     let files = paths.session(name);
     let meta: Option<SessionMeta> = session::read_meta(&files).unwrap_or(None);
     let exit = session::read_exit(&files).unwrap_or(None);
@@ -241,7 +307,13 @@ fn listing(paths: &Paths, name: &SessionName) -> Result<Option<Listing>> {
         return Ok(Some(row));
     }
     match session::probe(&files)? {
-        Probe::Live(stream) => match Connection::open(stream, Role::Query, 0, 0) {
+        Probe::Live(stream) => match Connection::open_within(
+            stream,
+            Role::Query,
+            0,
+            0,
+            deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1)),
+        ) {
             Ok(conn) => apply_info(&mut row, conn.info),
             Err(e) => {
                 row.status = "unresponsive";
@@ -282,14 +354,78 @@ fn apply_info(row: &mut Listing, info: SessionInfo) {
     row.started_at = Some(iso8601(info.started_at_ms));
 }
 
-pub fn ls(json: bool) -> Result<i32> {
-    let paths = paths()?;
-    let mut rows = Vec::new();
-    for name in paths.session_names()? {
-        if let Some(row) = listing(&paths, &name)? {
-            rows.push(row);
+/// Every session's row, its master asked by a thread of its own so that all of them together
+/// take at most [`session::PROBE_DEADLINE`]: a stopped or dripping master is shown as
+/// `unresponsive` rather than holding up the listing. A thread still stuck past the deadline
+/// (say, in a connect to a full backlog) is left behind; it ends with the process.
+fn listings(paths: &Paths) -> Result<Vec<Listing>> {
+    let names = paths.session_names()?;
+    let start = Instant::now();
+    let deadline = start + session::PROBE_DEADLINE;
+    // Each probe's own deadline is a little shorter, so it reports its timeout itself
+    // (with what it saw) before the collector gives up on it.
+    let probe_deadline = start + session::PROBE_DEADLINE.mul_f32(0.8);
+    let (tx, rx) = std::sync::mpsc::channel();
+    for (i, name) in names.iter().enumerate() {
+        let (thread_tx, paths, name) = (tx.clone(), paths.clone(), name.clone());
+        let spawned = std::thread::Builder::new().name(format!("probe-{name}")).spawn(move || {
+            let _ = thread_tx.send((i, listing(&paths, &name, probe_deadline)));
+        });
+        if let Err(e) = spawned {
+            let _ = tx.send((i, Err(anyhow::Error::from(e).context("cannot start a probe thread"))));
         }
     }
+    drop(tx);
+    let mut found: Vec<Option<Result<Option<Listing>>>> = names.iter().map(|_| None).collect();
+    let mut pending = names.len();
+    while pending > 0 {
+        let Some(left) = deadline.checked_duration_since(Instant::now()) else { break };
+        match rx.recv_timeout(left) {
+            Ok((i, row)) => {
+                found[i] = Some(row);
+                pending -= 1;
+            }
+            Err(_) => break,
+        }
+    }
+    let mut rows = Vec::new();
+    for (name, row) in names.iter().zip(found) {
+        match row {
+            Some(row) => rows.extend(row?),
+            None => rows.push(unanswered(paths, name)),
+        }
+    }
+    Ok(rows)
+}
+
+/// The row of a session whose probe did not finish in time: what its files say, and that its
+/// master did not answer.
+fn unanswered(paths: &Paths, name: &SessionName) -> Listing {
+    let meta: Option<SessionMeta> = session::read_meta(&paths.session(name)).unwrap_or(None);
+    Listing {
+        name: name.to_string(),
+        status: "unresponsive",
+        pid: meta.as_ref().map(|m| m.pid),
+        master_pid: meta.as_ref().map(|m| m.master_pid),
+        command: meta.as_ref().map(|m| m.command.clone()).unwrap_or_default(),
+        cwd: meta.as_ref().map(|m| m.cwd.clone()),
+        cols: meta.as_ref().map(|m| m.cols),
+        rows: meta.as_ref().map(|m| m.rows),
+        clients: None,
+        title: None,
+        generation: meta.as_ref().map(|m| m.generation),
+        provider: meta.as_ref().map(|m| m.provider.clone()),
+        state: None,
+        started_at_ms: meta.as_ref().map(|m| m.started_at_ms),
+        started_at: meta.as_ref().map(|m| iso8601(m.started_at_ms)),
+        exit: None,
+        note: Some(format!("its master did not answer within {} ms", session::PROBE_DEADLINE.as_millis())),
+    }
+}
+
+pub fn ls(json: bool) -> Result<i32> {
+    let paths = paths()?;
+    let rows = listings(&paths)?;
     if json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(0);
@@ -414,7 +550,7 @@ pub fn kill(name: &SessionName, signal: i32, grace: f64) -> Result<i32> {
         println!("sent {sig} to session {name} (process group {pid})");
         return Ok(0);
     }
-    conn.set_read_timeout(Some(grace + KILL_REPORT_SLACK))?;
+    conn.set_deadline(Some(grace + KILL_REPORT_SLACK));
     let (status, escalated) = loop {
         match conn.recv() {
             Ok(Frame::Exit { status, escalated }) => break (status, escalated),
@@ -448,7 +584,7 @@ pub fn rm(name: &SessionName) -> Result<i32> {
     let paths = paths()?;
     let files = paths.session(name);
     let lock = NameLock::acquire(&paths, name)?;
-    match session::probe(&files)? {
+    match session::probe_settled(&files)? {
         Probe::Live(_) => {
             return Err(failure(1, format!("session {name} is running; stop it first with: desk kill {name}")));
         }
@@ -466,6 +602,20 @@ pub fn rm(name: &SessionName) -> Result<i32> {
             removed = true;
         }
     }
+    // The session's durable state goes too (events journal, agent settings), all but the
+    // generation counter, so a later session of the name never reuses a generation.
+    let state = paths.session_state(name);
+    for path in list_dir(&state)? {
+        if path.file_name().is_some_and(|f| f == "generation") {
+            continue;
+        }
+        if path.is_dir() {
+            std::fs::remove_dir_all(&path).with_context(|| format!("cannot remove {}", path.display()))?;
+        } else {
+            crate::fsutil::remove_if_exists(&path)?;
+        }
+        removed = true;
+    }
     NameLock::remove_file(&paths, name)?;
     drop(lock);
     if !removed {
@@ -473,6 +623,17 @@ pub fn rm(name: &SessionName) -> Result<i32> {
     }
     crate::fsutil::sync_dir(&paths.runtime)?;
     Ok(0)
+}
+
+/// The entries of `dir`; none if it does not exist.
+fn list_dir(dir: &std::path::Path) -> Result<Vec<PathBuf>> {
+    match std::fs::read_dir(dir) {
+        Ok(entries) => {
+            entries.map(|e| e.map(|e| e.path()).with_context(|| format!("cannot list {}", dir.display()))).collect()
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e).with_context(|| format!("cannot list {}", dir.display())),
+    }
 }
 
 /// "5s ago", "3m ago", "2h ago", "4d ago".

@@ -8,7 +8,7 @@
 
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
@@ -103,19 +103,43 @@ pub fn parse_request(line: &[u8]) -> Result<Request, String> {
 }
 
 /// The CLI's side: one request, one response.
+/// `timeout` bounds the whole request (write and answer), not each read: a daemon that
+/// answers a byte at a time cannot stretch it.
 pub fn request(socket: &Path, req: &Request, timeout: Duration) -> Result<Response> {
+    let deadline = std::time::Instant::now() + timeout;
+    let left = || {
+        deadline
+            .checked_duration_since(std::time::Instant::now())
+            .filter(|d| !d.is_zero())
+            .with_context(|| format!("desk serve did not answer within {} s", timeout.as_secs()))
+    };
     let mut stream =
         UnixStream::connect(socket).with_context(|| format!("cannot reach desk serve at {}", socket.display()))?;
-    stream.set_read_timeout(Some(timeout))?;
-    stream.set_write_timeout(Some(timeout))?;
+    stream.set_write_timeout(Some(left()?))?;
     let mut line = serde_json::to_vec(&Envelope { v: CONTROL_VERSION, body: req })?;
     line.push(b'\n');
     stream.write_all(&line).context("cannot write to desk serve")?;
-    let mut reader = BufReader::new(stream).take(MAX_LINE as u64);
     let mut answer = Vec::new();
-    reader.read_until(b'\n', &mut answer).context("desk serve did not answer")?;
-    if answer.is_empty() {
-        bail!("desk serve closed the connection without answering");
+    let mut buf = [0u8; 8192];
+    loop {
+        if answer.len() > MAX_LINE {
+            bail!("desk serve sent an answer longer than {MAX_LINE} bytes");
+        }
+        stream.set_read_timeout(Some(left()?))?;
+        match stream.read(&mut buf) {
+            Ok(0) if answer.is_empty() => bail!("desk serve closed the connection without answering"),
+            Ok(0) => bail!("desk serve closed the connection in the middle of its answer"),
+            Ok(n) => {
+                if let Some(end) = buf[..n].iter().position(|b| *b == b'\n') {
+                    answer.extend_from_slice(&buf[..=end]);
+                    break;
+                }
+                answer.extend_from_slice(&buf[..n]);
+            }
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e).context("desk serve did not answer"),
+        }
     }
     let env: Envelope<Response> = serde_json::from_slice(&answer).context("desk serve sent a malformed answer")?;
     Ok(env.body)

@@ -172,6 +172,39 @@ impl Store {
         Ok((items, problems))
     }
 
+    /// Every item on disk and every intake file not yet ingested, without changing anything
+    /// (no torn rename finished, no unreadable file set aside): what `desk queue` and `desk
+    /// stuck` show while the daemon is down. Unreadable files come back as problems.
+    pub fn read_only_view(&self) -> Result<(Vec<Item>, Vec<Item>, Vec<Problem>)> {
+        let mut items = Vec::new();
+        let mut problems = Vec::new();
+        for session in read_dir(&self.root.join("queue"))? {
+            if !session.is_dir() {
+                continue;
+            }
+            for path in read_dir(&session)? {
+                let Some(state) = path.extension().and_then(|e| e.to_str()).and_then(State::from_ext) else { continue };
+                match read_item(&path) {
+                    Ok(mut item) => {
+                        item.state = settled_state(state, item.state);
+                        items.push(item);
+                    }
+                    Err(e) => problems.push(Problem { path, error: format!("{e:#}") }),
+                }
+            }
+        }
+        let mut intake = Vec::new();
+        for path in self.pending_intake()? {
+            match read_item(&path) {
+                Ok(item) => intake.push(item),
+                Err(e) => problems.push(Problem { path, error: format!("{e:#}") }),
+            }
+        }
+        items.sort_by(|a, b| a.id.cmp(&b.id));
+        intake.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok((items, intake, problems))
+    }
+
     /// One item, in whatever state it is (read-only: a torn rename is reported as the state
     /// the next daemon start will settle it to).
     pub fn find(&self, id: &ItemId) -> Result<Option<Item>> {

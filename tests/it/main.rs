@@ -3,6 +3,7 @@
 //! helpers (`support`).
 
 mod attach;
+mod cli;
 mod composer;
 mod corpus;
 mod delivery;

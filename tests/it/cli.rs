@@ -1,0 +1,396 @@
+//! The command line's honesty: a typo is refused rather than queued forever, inspection works
+//! with the daemon down, no read of untrusted size is unbounded, no probe of a wedged master
+//! hangs, and a failed or removed session leaves nothing behind.
+
+use crate::harness::PtyCommand;
+use crate::support::{DESK, Home, eventually};
+use desk::wire::{Frame, PROTOCOL_VERSION, SessionInfo};
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixListener;
+use std::process::{Child, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// Wait for `child` to exit within `within`; kill it (by pid) and fail if it does not.
+fn finish_within(mut child: Child, within: Duration, what: &str) -> Output {
+    let deadline = Instant::now() + within;
+    loop {
+        if child.try_wait().expect("wait for desk").is_some() {
+            return child.wait_with_output().expect("collect desk's output");
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not return within {within:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn send_to_a_name_that_never_existed_is_refused_unless_queued_for_later() {
+    let home = Home::new();
+    home.serve();
+    let out = home.desk(&["send", "typo", "hello"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("no session named typo; start it with `desk new typo"), "{}", stderr(&out));
+    assert!(home.ok(&["queue"]).contains("no pending items"), "a refused prompt must not be queued");
+
+    let id = home.ok(&["send", "typo", "hello", "--queue-for-later"]).trim().to_string();
+    let item = home.item(&id);
+    assert_eq!(item["session"], "typo");
+    assert_eq!(item["state"], "queued");
+}
+
+#[test]
+fn send_to_an_exited_session_queues_with_a_warning_and_shows_the_hold() {
+    let home = Home::new();
+    home.serve();
+    home.new_sh("gone", "exit 0");
+    home.wait_exit("gone");
+    let out = home.desk(&["send", "gone", "are you there"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings.len(), 1, "{err}");
+    assert!(warnings[0].contains("session gone has exited with code 0") && warnings[0].contains("held"), "{err}");
+    assert!(err.contains("queue gone is held: "), "{err}");
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert_eq!(home.item(&id)["state"], "queued");
+}
+
+#[test]
+fn queue_and_stuck_read_the_store_when_the_daemon_is_down() {
+    let home = Home::new();
+    home.new_sh("idle", "exec sleep 1000");
+    let id = home.send("idle", "waits for a daemon");
+    // Once ingested by a daemon, the item is in the queue proper; stop the daemon and look.
+    home.serve();
+    let queued = home.send("idle", "ingested then orphaned");
+    home.ok(&["pause", "idle", "--reason", "lunch"]);
+    home.ok(&["serve", "--stop"]);
+    let out = eventually("queue to say the daemon is not running", || {
+        let out = home.desk(&["queue"]);
+        if out.status.success() && stderr(&out).contains("desk serve is not running") {
+            Ok(out)
+        } else {
+            Err(stderr(&out))
+        }
+    });
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("idle  [paused: lunch]"), "{table}");
+    assert!(table.contains(&id) && table.contains(&queued), "{table}");
+
+    let json: serde_json::Value = serde_json::from_str(&home.ok(&["queue", "idle", "--json"])).unwrap();
+    assert!(json["message"].as_str().unwrap().contains("not running"), "{json:#}");
+    assert_eq!(json["data"][0]["session"], "idle", "{json:#}");
+
+    let out = home.desk(&["stuck"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("desk serve is not running"), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("nothing is stuck"));
+}
+
+#[test]
+fn send_file_of_endless_size_is_refused_at_the_limit() {
+    let home = Home::new();
+    home.new_sh("big", "exec sleep 1000");
+    // /dev/zero never ends: reading it whole would grow without bound.
+    let child = home.cmd().args(["send", "big", "--file", "/dev/zero"]).stderr(Stdio::piped()).spawn().unwrap();
+    let out = finish_within(child, Duration::from_secs(10), "desk send --file /dev/zero");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("larger than 262144 bytes (256 KiB)"), "{}", stderr(&out));
+
+    // A pipe that has sent more than the limit but never closes: the refusal must not wait
+    // for an end that never comes.
+    let mut child = home
+        .cmd()
+        .args(["send", "big", "--file", "/dev/stdin"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pipe = child.stdin.take().unwrap();
+    pipe.write_all(&vec![b'x'; 256 * 1024 + 1]).unwrap();
+    let out = finish_within(child, Duration::from_secs(10), "desk send --file on an open pipe");
+    drop(pipe);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("/dev/stdin is larger than 262144 bytes"), "{}", stderr(&out));
+    // Nothing was queued.
+    assert!(home.ok(&["queue"]).contains("no pending items"));
+}
+
+/// Resumes a stopped process when dropped, so a failing test never leaves it stopped.
+struct Stopped(i32);
+
+impl Stopped {
+    fn stop(pid: i32) -> Stopped {
+        nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGSTOP).expect("SIGSTOP the master");
+        Stopped(pid)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(Pid::from_raw(self.0), Signal::SIGCONT);
+    }
+}
+
+#[test]
+fn ls_shows_a_stopped_master_as_unresponsive_without_waiting_for_it() {
+    let home = Home::new();
+    home.new_sh("frozen", "exec sleep 1000");
+    home.new_sh("fine", "echo fine; exec sleep 1000");
+    home.wait_screen("fine", "fine");
+    let master = home.master_pid("frozen");
+    let stopped = Stopped::stop(master);
+    eventually("the master to be stopped", || {
+        let stat = std::fs::read_to_string(format!("/proc/{master}/stat")).unwrap_or_default();
+        if stat.contains(") T ") { Ok(()) } else { Err(stat) }
+    });
+
+    let started = Instant::now();
+    let out = finish_within(
+        home.cmd().args(["ls", "--json"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap(),
+        Duration::from_secs(10),
+        "desk ls --json with a stopped master",
+    );
+    let took = started.elapsed();
+    eprintln!("desk ls --json with one stopped master took {took:?}");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = |name: &str| rows.as_array().unwrap().iter().find(|r| r["name"] == name).cloned().unwrap();
+    assert_eq!(row("frozen")["status"], "unresponsive", "{rows:#}");
+    assert_eq!(row("frozen")["master_pid"], master, "{rows:#}");
+    assert_eq!(row("fine")["status"], "running", "{rows:#}");
+    assert!(took < Duration::from_secs(2), "ls took {took:?}");
+
+    let started = Instant::now();
+    let table = home.ok(&["ls"]);
+    eprintln!("desk ls with one stopped master took {:?}", started.elapsed());
+    let line = table.lines().find(|l| l.starts_with("frozen")).expect("frozen listed");
+    assert!(line.contains("unresponsive"), "{table}");
+
+    let started = Instant::now();
+    home.ok(&["send", "frozen", "are you there", "--json"]);
+    eprintln!("desk send to the stopped master took {:?}", started.elapsed());
+
+    drop(stopped);
+    home.ok(&["kill", "frozen", "--signal", "KILL"]);
+    home.wait_exit("frozen");
+}
+
+/// A fake master at session `name`'s socket that accepts every connection and then answers
+/// a byte at a time, forever (until the client goes away or the guard is dropped): the answer
+/// is a valid WELCOME frame whose bytes never all arrive in time.
+struct Dripper {
+    stop: Arc<AtomicBool>,
+}
+
+impl Dripper {
+    fn start(home: &Home, name: &str) -> Dripper {
+        let info = SessionInfo {
+            name: name.into(),
+            generation: 1,
+            provider: "shell".into(),
+            pid: 1,
+            master_pid: 1,
+            command: vec!["x".repeat(4096)],
+            cwd: "/".into(),
+            cols: 80,
+            rows: 24,
+            controllers: 0,
+            viewers: 0,
+            observers: 0,
+            title: String::new(),
+            started_at_ms: 0,
+            state: None,
+        };
+        let welcome = Frame::Welcome { version: PROTOCOL_VERSION, info: Box::new(info) }.to_bytes();
+        Dripper::at(home, &home.socket(name), welcome)
+    }
+
+    /// The same for `desk serve`'s control socket: a valid answer line, dripped.
+    fn daemon(home: &Home) -> Dripper {
+        let line = format!("{{\"v\":1,\"ok\":true,\"message\":\"{}\"}}\n", "x".repeat(4096));
+        Dripper::at(home, &home.run_dir().join("_serve.sock"), line.into_bytes())
+    }
+
+    fn at(home: &Home, socket: &std::path::Path, answer: Vec<u8>) -> Dripper {
+        let run = home.run_dir();
+        std::fs::create_dir_all(&run).unwrap();
+        std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let listener = UnixListener::bind(socket).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let welcome = answer;
+        let flag = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            while !flag.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((mut conn, _)) => {
+                        let (flag, welcome) = (Arc::clone(&flag), welcome.clone());
+                        std::thread::spawn(move || {
+                            for byte in welcome {
+                                // The drip rate, not a synchronisation: one byte per 100 ms.
+                                std::thread::sleep(Duration::from_millis(100));
+                                if flag.load(Ordering::Relaxed) || conn.write_all(&[byte]).is_err() {
+                                    return;
+                                }
+                            }
+                        });
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        });
+        Dripper { stop }
+    }
+}
+
+impl Drop for Dripper {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn a_master_that_drips_bytes_cannot_stretch_peek_ls_or_attach() {
+    let home = Home::new();
+    let _drip = Dripper::start(&home, "drip");
+
+    let started = Instant::now();
+    let child = home.cmd().args(["peek", "drip"]).stderr(Stdio::piped()).spawn().unwrap();
+    let out = finish_within(child, Duration::from_secs(15), "desk peek on a dripping master");
+    eprintln!("desk peek on a dripping master took {:?}", started.elapsed());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("did not answer within 5 s"), "{}", stderr(&out));
+
+    let started = Instant::now();
+    let child = home.cmd().args(["ls", "--json"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let out = finish_within(child, Duration::from_secs(10), "desk ls with a dripping master");
+    eprintln!("desk ls with a dripping master took {:?}", started.elapsed());
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rows[0]["name"], "drip", "{rows:#}");
+    assert_eq!(rows[0]["status"], "unresponsive", "{rows:#}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+
+    let mut attach = PtyCommand::new(DESK).args(["attach", "drip"]).env("DESK_HOME", home.path()).spawn().unwrap();
+    let status = attach.wait_exit(Duration::from_secs(15)).unwrap();
+    assert_eq!(status.code(), Some(1));
+    attach.wait_for_text("did not answer within 5 s").unwrap();
+}
+
+#[test]
+fn serve_starts_right_after_the_previous_daemon_was_killed() {
+    let home = Home::new();
+    let mut pid = home.serve();
+    for round in 0..20 {
+        nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL).unwrap();
+        let out = home.desk(&["serve"]);
+        assert!(out.status.success(), "round {round}: {}", stderr(&out));
+        pid = home.serve_pid().unwrap();
+    }
+    // A live daemon is still refused at once, named by the lock's real holder.
+    let started = Instant::now();
+    let out = home.desk(&["serve"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains(&format!("already running (pid {pid})")), "{}", stderr(&out));
+    eprintln!("a second desk serve was refused in {:?}", started.elapsed());
+}
+
+#[test]
+fn attach_from_inside_the_same_session_is_refused() {
+    let home = Home::new();
+    // The session's own command runs `desk attach` on it, once as it is (DESK_SESSION set by
+    // the master) and once without DESK_SESSION (the master being an ancestor still tells).
+    let script = r#"echo "DESK_SESSION=$DESK_SESSION"; "$DESK" attach loop; echo "first exited $?"; env -u DESK_SESSION "$DESK" attach loop; echo "second exited $?"; exec sleep 1000"#;
+    home.ok(&["new", "loop", "--env", &format!("DESK={DESK}"), "--", "sh", "-c", script]);
+    let screen = home.wait_screen("loop", "second exited");
+    assert!(screen.contains("DESK_SESSION=loop"), "the master gives its child DESK_SESSION:\n{screen}");
+    assert!(screen.contains("first exited 2") && screen.contains("second exited 2"), "{screen}");
+    assert_eq!(screen.matches("this terminal is session loop itself").count(), 2, "{screen}");
+
+    // From outside, attaching the same session still works.
+    let mut outside = PtyCommand::new(DESK).args(["attach", "loop"]).env("DESK_HOME", home.path()).spawn().unwrap();
+    outside.wait_for_text("second exited 2").unwrap();
+    outside.write(b"\x1c").unwrap();
+    assert_eq!(outside.wait_exit(Duration::from_secs(10)).unwrap().code(), Some(0));
+}
+
+/// Files under `dir` (relative), sorted; none if it does not exist.
+fn files_under(dir: &std::path::Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path.clone());
+            }
+            found.push(path.strip_prefix(dir).unwrap().display().to_string());
+        }
+    }
+    found.sort();
+    found
+}
+
+#[test]
+fn rm_forgets_the_journal_but_keeps_the_generation_counter() {
+    let home = Home::new();
+    home.new_sh("old", "echo bye; exit 0");
+    home.wait_exit("old");
+    let state = home.path().join("state/sessions/old");
+    assert!(files_under(&state).contains(&"events.jsonl".to_string()), "{:?}", files_under(&state));
+    home.ok(&["rm", "old"]);
+    assert_eq!(files_under(&state), vec!["generation"]);
+    let left: Vec<String> = files_under(&home.run_dir()).into_iter().filter(|f| f.starts_with("old.")).collect();
+    assert!(left.is_empty(), "{left:?}");
+    let events = home.desk(&["events", "old"]);
+    assert_eq!(events.status.code(), Some(1), "the journal is gone: {}", String::from_utf8_lossy(&events.stdout));
+
+    home.new_sh("old", "exec sleep 1000");
+    assert_eq!(home.session("old").unwrap()["generation"], 2);
+}
+
+#[test]
+fn a_failed_new_leaves_nothing_behind() {
+    let home = Home::new();
+    let out = home.desk(&["new", "nope", "--", "/no/such/command"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("/no/such/command"), "{}", stderr(&out));
+    let out = home.desk(&["new", "nope", "--provider", "bogus", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let left: Vec<String> = files_under(home.path()).into_iter().filter(|f| f.contains("nope")).collect();
+    assert!(left.is_empty(), "a failed new left {left:?}");
+    assert!(home.ok(&["ls"]).contains("no sessions"));
+
+    // A name that had a session keeps that session's records when a new start fails.
+    home.new_sh("had", "exit 4");
+    home.wait_exit("had");
+    let out = home.desk(&["new", "had", "--", "/no/such/command"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(home.session("had").unwrap()["exit"]["code"], 4);
+    assert!(files_under(&home.path().join("state/sessions/had")).contains(&"events.jsonl".to_string()));
+}
+
+#[test]
+fn a_daemon_that_drips_its_answer_cannot_stretch_a_request() {
+    let home = Home::new();
+    let _drip = Dripper::daemon(&home);
+    let started = Instant::now();
+    let child = home.cmd().args(["queue"]).stderr(Stdio::piped()).spawn().unwrap();
+    let out = finish_within(child, Duration::from_secs(20), "desk queue on a dripping daemon");
+    eprintln!("desk queue on a dripping daemon took {:?}", started.elapsed());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("did not answer within 10 s"), "{}", stderr(&out));
+}
