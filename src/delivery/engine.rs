@@ -43,6 +43,13 @@ const DRAFT_HOLD: &str = "the input box holds text typed by someone";
 /// read, and the prompt goes within a second of the box being cleared.
 pub const HOLD_RECHECK: Duration = Duration::from_secs(1);
 
+/// After a prompt is submitted, the session's activity is stale until it changes: the agent
+/// shows the turn it started (a spinner title, a hook, a working screen) within a few hundred
+/// milliseconds. Until then, or until 3 s have passed with no change (the prompt started
+/// nothing), "idle" is not trusted for `when=idle` items or agents that steer mid-turn, and a
+/// prompt typed meanwhile may sit in the agent's own queue.
+pub const STATE_AFTER_SUBMIT: Duration = Duration::from_secs(3);
+
 /// At most 20 items go into one digest prompt; more wait for the next turn.
 pub const MAX_DIGEST: usize = 20;
 
@@ -114,6 +121,8 @@ struct Flight {
     enter_cursor_row: Option<(usize, String)>,
     /// A dialog showed during this Enter's verification (noted once per Enter).
     dialog_seen: bool,
+    /// At the first Enter, the activity predated the previous prompt's Enter (it was stale).
+    stale_at_enter: bool,
 }
 
 #[derive(Debug)]
@@ -136,6 +145,10 @@ struct SessionQ {
     /// Whether this session's agent has sent any hook: its hooks are wired, so a hook that
     /// never comes means something.
     hooks_seen: bool,
+    /// When the reported activity last changed (Unix ms), and when the last prompt's Enter was
+    /// pressed: an activity older than that Enter is stale (see [`STATE_AFTER_SUBMIT`]).
+    activity_changed_ms: u64,
+    last_enter_ms: Option<u64>,
     /// Whether the session was reported down since start (for recovering `sending` items).
     known_down: bool,
 }
@@ -153,6 +166,8 @@ impl SessionQ {
             hooks: VecDeque::new(),
             owed: VecDeque::new(),
             hooks_seen: false,
+            activity_changed_ms: 0,
+            last_enter_ms: None,
             known_down: false,
         }
     }
@@ -411,7 +426,15 @@ impl Engine {
         // answered is the agent resuming its own turn, not evidence of our prompt.
         let turned_working =
             !matches!(was, Some(Activity::Working | Activity::Blocked)) && view.activity == Activity::Working;
+        let activity = view.activity;
+        if was != Some(activity) {
+            q.activity_changed_ms = now_ms;
+        }
         q.live = Some(view);
+        if activity == Activity::Idle {
+            self.taken_from_queue(&name, now_ms, out);
+        }
+        let q = self.session(&name);
         if turned_working
             && let Some(f) = &q.flight
             && f.phase == Phase::Submit
@@ -431,11 +454,10 @@ impl Engine {
         if q.live.as_ref().is_some_and(|l| l.generation != generation) {
             return;
         }
-        let hooks_wired = q.hooks_seen || q.live.as_ref().is_some_and(|l| l.rules.hooks);
         q.live = None;
         q.known_down = true;
         self.interrupt(session, "the session went away during delivery", now_ms, out);
-        self.unpaid_at_exit(session, hooks_wired, now_ms, out);
+        self.unpaid_at_exit(session, now_ms, out);
         // Items found `sending` at start-up whose session is gone cannot be settled.
         let sending: Vec<ItemId> = self
             .session(session)
@@ -618,6 +640,20 @@ impl Engine {
                 );
             }
         }
+        // "Idle" from before the last prompt's Enter: the turn that prompt started may not show
+        // yet, so it is not trusted where being idle matters.
+        let stale = if live.activity == Activity::Idle { self.activity_stale(session, now_ms) } else { None };
+        let stale_hold = |engine: &mut Engine, wait: u64, out: &mut Out<'_>| {
+            engine.set_hold(session, "waiting to see the agent's state after the last prompt", now_ms);
+            let at = now + Duration::from_millis(wait);
+            engine.session(session).retry_at = Some(at);
+            engine.arm_retry(session, at, out);
+        };
+        if live.rules.delivery.hold_while_working
+            && let Some(wait) = stale
+        {
+            return stale_hold(self, wait, out);
+        }
         if live.rules.delivery.hold_while_working && live.activity == Activity::Working {
             self.set_hold(
                 session,
@@ -626,7 +662,7 @@ impl Engine {
             );
             return;
         }
-        let idle = live.activity == Activity::Idle;
+        let idle = live.activity == Activity::Idle && stale.is_none();
         let releasable: Vec<ItemId> = queued
             .iter()
             .filter(|id| self.items.get(*id).is_some_and(|i| i.when == When::Now || idle))
@@ -634,6 +670,9 @@ impl Engine {
             .cloned()
             .collect();
         if releasable.is_empty() {
+            if let Some(wait) = stale {
+                return stale_hold(self, wait, out);
+            }
             self.set_hold(
                 session,
                 format!("waiting for the agent to be idle (it is {})", live.activity.as_str()),
@@ -689,6 +728,7 @@ impl Engine {
             last_cursor_row: None,
             enter_cursor_row: None,
             dialog_seen: false,
+            stale_at_enter: false,
         });
         let digest: Vec<ItemId> = if ids.len() > 1 { ids.clone() } else { Vec::new() };
         for id in &ids {
@@ -1218,8 +1258,11 @@ impl Engine {
         let Some(flight) = self.session(session).flight.clone() else { return };
         let activity =
             self.sessions.get(session).and_then(|q| q.live.as_ref()).map_or(Activity::Unknown, |l| l.activity);
+        let stale = activity == Activity::Idle && self.activity_stale(session, now_ms).is_some();
         let token = self.token(session, flight.attempt);
-        if let Some(f) = self.session(session).flight.as_mut() {
+        let q = self.session(session);
+        q.last_enter_ms = Some(now_ms);
+        if let Some(f) = q.flight.as_mut() {
             f.phase = Phase::Entering;
             f.waiting = Some(token);
             f.enters += 1;
@@ -1229,6 +1272,7 @@ impl Engine {
             f.enter_cursor_row = f.last_cursor_row.clone();
             if f.enters == 1 {
                 f.activity_at_enter = activity;
+                f.stale_at_enter = stale;
             }
         }
         for id in &flight.items {
@@ -1508,8 +1552,10 @@ impl Engine {
     ) {
         let Some(flight) = self.session(session).flight.take() else { return };
         self.session(session).failures = 0;
-        // Delivered on other evidence: its hook is owed, and recorded as owed on disk.
-        let mid_turn = flight.activity_at_enter == Activity::Working;
+        // Delivered on other evidence: its hook is owed, and recorded as owed on disk. Typed
+        // into a working agent (or one shown idle only from before the previous prompt), it
+        // may sit in the agent's own queue.
+        let mid_turn = flight.activity_at_enter == Activity::Working || flight.stale_at_enter;
         for id in &flight.items {
             if !by_hook && let Some(item) = self.items.get_mut(id) {
                 item.hook_owed = Some(flight.prompt.digest.clone());
@@ -1527,6 +1573,40 @@ impl Engine {
         self.pump(session, now, now_ms, out);
     }
 
+    /// Whether the session's activity predates the last Enter (and that Enter is recent).
+    fn activity_stale(&self, session: &str, now_ms: u64) -> Option<u64> {
+        let q = self.sessions.get(session)?;
+        let enter = q.last_enter_ms?;
+        let until = enter + STATE_AFTER_SUBMIT.as_millis() as u64;
+        (q.activity_changed_ms < enter && now_ms < until).then(|| until - now_ms)
+    }
+
+    /// The agent went idle: whatever it had taken into its own queue mid-turn, it has taken
+    /// (agents work through their queue before they go idle). Recorded, so that an exit later
+    /// does not count those prompts as lost.
+    fn taken_from_queue(&mut self, session: &str, now_ms: u64, out: &mut Out<'_>) {
+        let q = self.session(session);
+        let taken: Vec<usize> = (0..q.owed.len()).filter(|i| q.owed[*i].queued_by_agent).collect();
+        for i in taken {
+            let mut item = self.session(session).owed[i].clone();
+            item.queued_by_agent = false;
+            let id = item.id.clone();
+            self.items.insert(id.clone(), item);
+            self.transition(
+                &id,
+                State::Delivered,
+                "taken",
+                "the agent went idle after it: it took the prompt from its own queue".into(),
+                now_ms,
+                out,
+            );
+            if let Some(Action::Persist { item, .. }) = out.actions.last() {
+                let item = item.clone();
+                self.session(session).owed[i] = item;
+            }
+        }
+    }
+
     /// Remember a delivered item whose UserPromptSubmit hook is still to come.
     fn owe(&mut self, item: Item) {
         let q = self.session(&item.session);
@@ -1538,11 +1618,8 @@ impl Engine {
 
     /// The session ended: a prompt the agent had queued mid-turn and never reported taking
     /// (its hook never came, though the agent sends hooks) did not reach it.
-    fn unpaid_at_exit(&mut self, session: &str, hooks_wired: bool, now_ms: u64, out: &mut Out<'_>) {
+    fn unpaid_at_exit(&mut self, session: &str, now_ms: u64, out: &mut Out<'_>) {
         let owed: Vec<Item> = self.session(session).owed.drain(..).collect();
-        if !hooks_wired {
-            return;
-        }
         for mut item in owed.into_iter().filter(|i| i.queued_by_agent) {
             item.stuck = Some(StuckClass::Interrupted);
             item.hook_owed = None;
@@ -1555,7 +1632,7 @@ impl Engine {
                 &id,
                 State::Stuck,
                 "stuck",
-                "interrupted: the session ended before the agent took this prompt: it had queued it mid-turn, and its UserPromptSubmit hook never came".into(),
+                "interrupted: the session ended before the agent took this prompt: it had queued it mid-turn, and neither its UserPromptSubmit hook nor an idle agent showed that it took it".into(),
                 now_ms,
                 out,
             );

@@ -1114,7 +1114,7 @@ fn a_prompt_the_agent_queued_and_never_took_is_not_left_delivered_when_the_sessi
     w.feed(Input::SessionDown { session: "s".into(), generation: w.generation });
     assert_eq!(w.state_of(&a), State::Stuck, "{:?}", w.disk[&a].evidence);
     assert_eq!(w.disk[&a].stuck, Some(StuckClass::Interrupted));
-    assert!(w.disk[&a].evidence.last().is_some_and(|n| n.detail.contains("never came")));
+    assert!(w.disk[&a].evidence.last().is_some_and(|n| n.detail.contains("neither its UserPromptSubmit hook")));
 }
 
 #[test]
@@ -1147,4 +1147,54 @@ fn a_digest_item_left_sending_by_a_crash_takes_its_settled_sibling_s_outcome() {
     w.settle(10_000);
     assert_eq!(w.state_of(&b.id), State::Delivered, "{:?}", w.disk[&b.id].evidence);
     assert!(w.agent.input.is_empty() && w.agent.submitted.is_empty(), "nothing typed again");
+}
+
+#[test]
+fn idle_from_before_the_last_prompt_is_not_trusted_for_a_when_idle_item() {
+    let mut w = started();
+    let a = w.item("first task");
+    step_until(&mut w, "a delivered", |w| w.disk[&a].state == State::Delivered);
+    // The agent started working on it, but nothing has said so yet: "idle" is from before.
+    let (_, ms) = w.now();
+    let b =
+        Item::new(ItemId::generate(ms), "s".into(), Some(w.generation), "when idle".into(), When::Idle, "t".into(), ms);
+    let b_id = b.id.clone();
+    w.disk.insert(b_id.clone(), b.clone());
+    w.feed(Input::Ingested(b));
+    w.settle(500);
+    assert_eq!(w.state_of(&b_id), State::Queued, "not typed on a stale idle");
+    assert_eq!(hold_reason(&w), "waiting to see the agent's state after the last prompt");
+    // The turn shows, then ends.
+    w.activity = Activity::Working;
+    let view = w.view();
+    w.feed(Input::Session(view));
+    w.settle(1_000);
+    assert_eq!(w.state_of(&b_id), State::Queued);
+    w.activity = Activity::Idle;
+    let view = w.view();
+    w.feed(Input::Session(view));
+    w.settle(10_000);
+    assert_eq!(w.state_of(&b_id), State::Delivered);
+    assert_eq!(w.agent.submitted, vec!["first task", "when idle"]);
+}
+
+#[test]
+fn a_prompt_typed_on_a_stale_idle_counts_as_queued_by_the_agent_until_it_goes_idle() {
+    let mut w = started();
+    let a = w.item("first task");
+    step_until(&mut w, "a delivered", |w| w.disk[&a].state == State::Delivered);
+    let b = w.item("second task");
+    step_until(&mut w, "b delivered", |w| w.disk[&b].state == State::Delivered);
+    assert!(w.disk[&b].queued_by_agent, "typed while the agent's state after a was not known yet");
+    assert!(!w.disk[&a].queued_by_agent, "a was typed into an agent known to be idle");
+    // The agent works through its queue and goes idle: b was taken.
+    w.activity = Activity::Working;
+    let view = w.view();
+    w.feed(Input::Session(view));
+    w.activity = Activity::Idle;
+    let view = w.view();
+    w.feed(Input::Session(view));
+    assert!(!w.disk[&b].queued_by_agent);
+    w.feed(Input::SessionDown { session: "s".into(), generation: w.generation });
+    assert_eq!(w.state_of(&b), State::Delivered);
 }
