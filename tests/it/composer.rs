@@ -68,7 +68,9 @@ fn a_draft_typed_or_pasted_into_the_real_agents_boxes_is_seen_and_its_clearing_t
             let text = composer(agent, &rows);
             match label.as_str() {
                 "draft-typed" => assert_eq!(text, "half typed draftword", "{agent}:\n{}", rows.join("\n")),
-                "draft-pasted" => assert!(!text.is_empty(), "{agent}: a pasted draft reads empty:\n{}", rows.join("\n")),
+                "draft-pasted" => {
+                    assert!(!text.is_empty(), "{agent}: a pasted draft reads empty:\n{}", rows.join("\n"))
+                }
                 "empty" | "cleared-typed" | "cleared-pasted" | "empty-end" => {
                     assert_eq!(text, "", "{agent} at {label}:\n{}", rows.join("\n"))
                 }
