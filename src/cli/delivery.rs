@@ -141,7 +141,10 @@ pub fn send(args: SendArgs) -> Result<i32> {
     }
     let clean = text::sanitize(&raw);
     if clean.trim().is_empty() {
-        return Err(failure(2, "the prompt is empty"));
+        if raw.trim().is_empty() {
+            return Err(failure(2, "the prompt is empty"));
+        }
+        return Err(failure(2, "the prompt is empty once control characters and escape sequences are removed"));
     }
     let removed = raw.chars().count() - clean.chars().count();
     // Target the generation running now, if any (a restart later retargets it, visibly).
