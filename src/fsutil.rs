@@ -3,7 +3,8 @@
 //! Owns the one way desk replaces a file's contents: write a temporary file in the same
 //! directory, fsync it, rename it over the target, fsync the directory. Invariant: after
 //! [`write_atomic`] returns, a crash leaves either the old or the new contents, never a mix, and
-//! the new contents survive a power loss.
+//! the new contents survive a power loss. A writer killed mid-write leaves its temporary file
+//! (`.<name>.tmp.<pid>`) behind; [`sweep_stale_tmp`] removes those whose writer is gone.
 
 use anyhow::{Context, Result};
 use std::fs::{self, File, OpenOptions};
@@ -15,7 +16,7 @@ use std::path::Path;
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().context("path has no parent directory")?;
     let file_name = path.file_name().context("path has no file name")?.to_string_lossy();
-    let tmp = dir.join(format!(".{file_name}.tmp.{}", std::process::id()));
+    let tmp = dir.join(tmp_name(&file_name, std::process::id()));
     let result = (|| -> Result<()> {
         let mut file = OpenOptions::new()
             .write(true)
@@ -47,5 +48,63 @@ pub fn remove_if_exists(path: &Path) -> Result<()> {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(e).with_context(|| format!("cannot remove {}", path.display())),
+    }
+}
+
+/// The temporary file name [`write_atomic`] uses for `file_name` in process `pid`.
+fn tmp_name(file_name: &str, pid: u32) -> String {
+    format!(".{file_name}.tmp.{pid}")
+}
+
+/// The writer's pid, if `name` is one of [`write_atomic`]'s temporary files.
+fn tmp_writer(name: &str) -> Option<i32> {
+    let (_, pid) = name.strip_prefix('.')?.rsplit_once(".tmp.")?;
+    pid.parse().ok().filter(|p| *p > 0)
+}
+
+/// Remove the temporary files in `dir` that a killed writer left behind: those whose writer
+/// process no longer exists. A live writer's file is left alone (its rename is about to
+/// happen), and so is any file not named like a temporary file. Returns how many were removed.
+pub fn sweep_stale_tmp(dir: &Path) -> Result<usize> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(tmp_writer) else { continue };
+        // ESRCH only: a pid we may not signal (EPERM) belongs to a live process.
+        let gone = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) == Err(nix::errno::Errno::ESRCH);
+        if gone {
+            remove_if_exists(&entry.path())?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dead_writers_temporary_file_is_swept_and_a_live_ones_is_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let stale = tmp.path().join(tmp_name("item.json", dead));
+        let live = tmp.path().join(tmp_name("other.json", std::process::id()));
+        let unrelated = tmp.path().join("notes.tmp.1");
+        for p in [&stale, &live, &unrelated] {
+            fs::write(p, b"x").unwrap();
+        }
+        write_atomic(&tmp.path().join("item.json"), b"{}").unwrap();
+        assert_eq!(sweep_stale_tmp(tmp.path()).unwrap(), 1);
+        assert!(!stale.exists() && live.exists() && unrelated.exists());
+        assert_eq!(fs::read(tmp.path().join("item.json")).unwrap(), b"{}");
+        assert_eq!(sweep_stale_tmp(&tmp.path().join("missing")).unwrap(), 0);
     }
 }

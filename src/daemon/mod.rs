@@ -202,8 +202,32 @@ impl Daemon {
         Ok(daemon)
     }
 
-    /// Start-up: pauses, items, intake, sessions.
+    /// Remove the temporary files of atomic writes whose writer was killed mid-write (a
+    /// `desk send`, a master, an earlier daemon): in the store, the runtime directory and every
+    /// session's state directory. A failure is logged; it never stops the start.
+    fn sweep_stale_tmp(&self) {
+        let root = self.store.root();
+        let mut dirs = vec![root.to_path_buf(), root.join("intake"), self.paths.runtime.clone()];
+        for parent in [root.join("queue"), self.paths.state.join("sessions")] {
+            if let Ok(entries) = std::fs::read_dir(&parent) {
+                dirs.extend(entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()));
+            }
+        }
+        let mut removed = 0;
+        for dir in dirs {
+            match crate::fsutil::sweep_stale_tmp(&dir) {
+                Ok(n) => removed += n,
+                Err(e) => warn!("cannot sweep temporary files: {e:#}"),
+            }
+        }
+        if removed > 0 {
+            info!(removed, "removed temporary files left by interrupted writes");
+        }
+    }
+
+    /// Start-up: temporary files, pauses, items, intake, sessions.
     fn restore(&mut self) -> Result<()> {
+        self.sweep_stale_tmp();
         let pauses = self.store.load_pauses()?;
         for (session, pause) in pauses.sessions {
             self.feed(Input::Paused { session, reason: pause.reason });

@@ -4,6 +4,7 @@
 
 mod attach;
 mod corpus;
+mod daemon;
 mod delivery;
 mod delivery_crash;
 mod demo_agent;
