@@ -23,6 +23,11 @@ use crate::wire::Role;
 /// Short requests are answered in milliseconds; this bounds a wedged daemon.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long `desk send` waits for a running daemon to queue its item. Queueing takes
+/// milliseconds; a daemon that cannot (a full disk) retries within about 8 s of the cause
+/// going away, so this covers a short hiccup without leaving the sender hanging.
+const SEND_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// A force waits for its delivery to settle: echo and submit windows plus retries.
 const FORCE_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -166,23 +171,48 @@ pub fn send(args: SendArgs) -> Result<i32> {
     store.write_intake(&item)?;
     let id = item.id.clone();
     let socket = crate::daemon::socket_path(&paths);
-    let state = match control::request(&socket, &Request::Ingest { id: id.to_string() }, REQUEST_TIMEOUT) {
-        Ok(resp) if resp.ok => resp.data.get("state").and_then(|s| s.as_str()).unwrap_or("queued").to_string(),
+    let print = |state: &str| {
+        if args.json {
+            println!("{}", serde_json::json!({ "id": id, "session": args.name.as_str(), "state": state }));
+        } else {
+            println!("{id}");
+        }
+    };
+    match control::request(&socket, &Request::Ingest { id: id.to_string() }, SEND_TIMEOUT) {
+        Ok(resp) if resp.ok => {
+            print(resp.data.get("state").and_then(|s| s.as_str()).unwrap_or("queued"));
+            Ok(0)
+        }
         Ok(resp) => {
-            eprintln!("desk: desk serve did not take it yet: {}", resp.error.unwrap_or_default());
-            "intake".into()
+            print("refused");
+            Err(failure(1, format!("desk serve did not queue it: {}", resp.error.unwrap_or_default())))
+        }
+        Err(e) if timed_out(&e) => {
+            print("intake");
+            Err(failure(
+                1,
+                format!(
+                    "desk serve has not queued item {id} within {} s; it stays in the intake and desk serve \
+                     keeps trying (see: desk item {id})",
+                    SEND_TIMEOUT.as_secs()
+                ),
+            ))
         }
         Err(_) => {
             eprintln!("desk: desk serve is not running; the prompt waits in the intake until it starts");
-            "intake".into()
+            print("intake");
+            Ok(0)
         }
-    };
-    if args.json {
-        println!("{}", serde_json::json!({ "id": id, "session": args.name.as_str(), "state": state }));
-    } else {
-        println!("{id}");
     }
-    Ok(0)
+}
+
+/// Whether a control request failed by running out of time (the daemon is there but did not
+/// answer), rather than finding no daemon.
+fn timed_out(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|e| matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut))
+    })
 }
 
 fn read_stdin() -> Result<String> {
@@ -212,8 +242,11 @@ pub fn queue(session: Option<SessionName>, json: bool) -> Result<i32> {
         return answer(resp, json);
     }
     let queues = resp.data.as_array().cloned().unwrap_or_default();
+    let not_queued = print_not_queued(&paths)?;
     if queues.is_empty() {
-        println!("no pending items");
+        if !not_queued {
+            println!("no pending items");
+        }
         return Ok(0);
     }
     for q in queues {
@@ -238,6 +271,36 @@ pub fn queue(session: Option<SessionName>, json: bool) -> Result<i32> {
     Ok(0)
 }
 
+/// Prompts the daemon has not queued: intake files still waiting (a full disk, or no daemon)
+/// and records set aside because they cannot be parsed. Returns whether there were any.
+fn print_not_queued(paths: &Paths) -> Result<bool> {
+    let store = Store::open(&paths.state)?;
+    let waiting = store.pending_intake()?;
+    let set_aside = store.set_aside_records()?;
+    if !waiting.is_empty() {
+        println!("intake  [not queued yet; `desk item ID` says why]");
+        for path in &waiting {
+            let id = path.file_stem().and_then(|s| s.to_str()).unwrap_or("?");
+            let since = std::fs::metadata(path)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_millis() as u64);
+            match Store::read_record(path) {
+                Ok(item) => println!("  {id}  {:<24} {:>4}  {}", item.session, fmt_age(since), item.preview(60)),
+                Err(_) => println!("  {id}  {:<24} {:>4}", "?", fmt_age(since)),
+            }
+        }
+    }
+    if !set_aside.is_empty() {
+        println!("set aside  [cannot be parsed; never delivered]");
+        for p in &set_aside {
+            println!("  {}  {}", p.path.display(), p.error);
+        }
+    }
+    Ok(!waiting.is_empty() || !set_aside.is_empty())
+}
+
 pub fn item(id: &str, json: bool) -> Result<i32> {
     let paths = paths()?;
     let id = ItemId::parse(id).ok_or_else(|| failure(2, format!("{id:?} is not an item id")))?;
@@ -250,21 +313,34 @@ pub fn item(id: &str, json: bool) -> Result<i32> {
         Ok(resp) => resp,
         Err(_) => {
             let store = Store::open(&paths.state)?;
-            match store.find(&id)?.or(store.find_intake(&id)?) {
-                Some(item) => Response::ok("item", serde_json::to_value(item)?),
-                None => return Err(failure(1, format!("no item {id}"))),
+            match (store.find(&id)?, store.find_intake(&id)?) {
+                (Some(item), _) => Response::ok("item", serde_json::to_value(item)?),
+                (None, Some(item)) => Response::ok("intake", serde_json::to_value(item)?),
+                (None, None) => match store.find_set_aside(&id)? {
+                    Some(p) => {
+                        return Err(failure(
+                            1,
+                            format!("item {id} was set aside as {}: {}", p.path.display(), p.error),
+                        ));
+                    }
+                    None => return Err(failure(1, format!("no item {id}"))),
+                },
             }
         }
     };
     if json || !resp.ok {
         return answer(resp, json);
     }
+    let in_intake = resp.message.as_deref() == Some("intake");
     let item: Item = serde_json::from_value(resp.data).context("malformed item")?;
     println!("item {}", item.id);
     println!("  session   {} (generation {})", item.session, item.generation.map_or("any".into(), |g| g.to_string()));
     let mut state = item.state.as_str().to_string();
     if let Some(class) = item.stuck {
         state.push_str(&format!(" ({})", class.as_str()));
+    }
+    if in_intake {
+        state = "in the intake, not queued yet".into();
     }
     println!("  state     {state}, since {}", &iso8601(item.state_since_ms)[..19]);
     println!("  when      {}", if item.when == When::Idle { "idle" } else { "now" });

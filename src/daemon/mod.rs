@@ -33,7 +33,7 @@ use tracing::{info, warn};
 
 use crate::delivery::engine::{self, Action, Engine, Input, TimerKey};
 use crate::delivery::item::{ItemId, State};
-use crate::delivery::store::{self, Pause, Store};
+use crate::delivery::store::{self, IngestError, Pause, Store};
 use crate::paths::{Paths, SessionName};
 use crate::session::now_ms;
 use crate::state::RuleSet;
@@ -50,6 +50,15 @@ const SWEEP_EVERY: Duration = Duration::from_secs(3600);
 
 /// Control clients beyond this many are refused; each CLI call is one short connection.
 const MAX_CONTROL_CLIENTS: usize = 64;
+
+/// First retry of an intake file that could not be queued (a full disk, an I/O error): soon
+/// enough that a `desk send` waiting for its item sees it taken within its deadline once the
+/// cause is gone.
+const INTAKE_RETRY_FIRST: Duration = Duration::from_millis(250);
+
+/// Retries back off (doubling) to this: a disk that stays full costs one attempt and one log
+/// line per intake file every 30 s, and a freed disk is noticed within 30 s.
+const INTAKE_RETRY_MAX: Duration = Duration::from_secs(30);
 
 /// The control socket. Its name starts with `_`, which no session name can, so it never
 /// collides with a session's socket in the same directory.
@@ -119,6 +128,11 @@ struct Daemon {
     stopping: bool,
     /// Ingest requests waiting for their item to be queued: id → control client.
     ingest_waiters: Vec<(ItemId, Token)>,
+    /// Intake files that could not be queued yet, with the last error (shown by `desk item`).
+    intake_errors: HashMap<ItemId, String>,
+    /// When to try the intake again after a failed ingest, and the delay after that one.
+    intake_retry: Option<Instant>,
+    intake_backoff: Duration,
 }
 
 /// Run the daemon in this process until SIGTERM/SIGINT or a `stop` request.
@@ -197,6 +211,9 @@ impl Daemon {
             next_sweep: Instant::now(),
             stopping: false,
             ingest_waiters: Vec::new(),
+            intake_errors: HashMap::new(),
+            intake_retry: None,
+            intake_backoff: INTAKE_RETRY_FIRST,
         };
         daemon.restore()?;
         Ok(daemon)
@@ -292,6 +309,10 @@ impl Daemon {
                     Err(e) => warn!("sweep failed: {e:#}"),
                 }
             }
+            if self.intake_retry.is_some_and(|at| at <= now) {
+                self.intake_retry = None;
+                self.ingest_all();
+            }
             while let Some(Reverse((at, _))) = self.timers.peek() {
                 if *at > now {
                     break;
@@ -299,7 +320,13 @@ impl Daemon {
                 let Some(Reverse((_, key))) = self.timers.pop() else { break };
                 self.feed(Input::Timer(key));
             }
-            let next = self.timers.peek().map(|Reverse((at, _))| *at).unwrap_or(self.next_sweep).min(self.next_sweep);
+            let next = self
+                .timers
+                .peek()
+                .map(|Reverse((at, _))| *at)
+                .unwrap_or(self.next_sweep)
+                .min(self.next_sweep)
+                .min(self.intake_retry.unwrap_or(self.next_sweep));
             let timeout = next.saturating_duration_since(Instant::now());
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() == io::ErrorKind::Interrupted {
@@ -418,34 +445,113 @@ impl Daemon {
 
     // ----- intake -----
 
+    /// Try every intake file. Files that fail for a reason that may pass stay in the intake
+    /// and are retried with backoff; a pass with no such failure resets the backoff.
     fn ingest_all(&mut self) {
-        match self.store.pending_intake() {
-            Ok(files) => {
-                for path in files {
-                    self.ingest_file(&path);
+        let files = match self.store.pending_intake() {
+            Ok(files) => files,
+            Err(e) => {
+                warn!("cannot list the intake: {e:#}");
+                self.retry_intake_later();
+                return;
+            }
+        };
+        let mut failed = false;
+        let mut errors = HashMap::new();
+        for path in files {
+            if let Err((id, error)) = self.ingest_file(&path) {
+                failed = true;
+                if let Some(id) = id {
+                    errors.insert(id, error);
                 }
             }
-            Err(e) => warn!("cannot list the intake: {e:#}"),
+        }
+        self.intake_errors = errors;
+        if failed {
+            self.retry_intake_later();
+        } else {
+            self.intake_retry = None;
+            self.intake_backoff = INTAKE_RETRY_FIRST;
         }
     }
 
-    fn ingest_file(&mut self, path: &std::path::Path) -> Option<ItemId> {
+    fn retry_intake_later(&mut self) {
+        if self.intake_retry.is_none() {
+            self.intake_retry = Some(Instant::now() + self.intake_backoff);
+            self.intake_backoff = (self.intake_backoff * 2).min(INTAKE_RETRY_MAX);
+        }
+    }
+
+    /// Queue one intake file and answer the `desk send`s waiting for it. A transient failure
+    /// leaves the file (and its waiters) for a retry and is returned with the item's id when
+    /// known; an unparsable file is set aside and its waiters are told.
+    fn ingest_file(&mut self, path: &std::path::Path) -> Result<(), (Option<ItemId>, String)> {
+        let id = path.file_stem().and_then(|s| s.to_str()).and_then(ItemId::parse);
         match self.store.ingest(path) {
-            Ok(Some(item)) => {
-                let id = item.id.clone();
-                store::failpoint("after-ingest");
-                info!(item = %id, session = %item.session, "queued");
-                self.feed(Input::Ingested(item));
-                Some(id)
+            Ok(ingested) => {
+                let id = ingested.item.id.clone();
+                self.intake_errors.remove(&id);
+                if ingested.fresh {
+                    store::failpoint("after-ingest");
+                    info!(item = %id, session = %ingested.item.session, "queued");
+                    self.feed(Input::Ingested(ingested.item));
+                }
+                self.answer_ingest_waiters(&id);
+                Ok(())
             }
-            Ok(None) => None,
-            Err(e) => {
-                warn!("cannot ingest {}: {e:#}", path.display());
-                let mut bad = path.to_path_buf().into_os_string();
-                bad.push(".bad");
-                let _ = std::fs::rename(path, bad);
-                None
+            Err(IngestError::Transient(e)) => {
+                let error = format!("{e:#}");
+                warn!("cannot queue {} yet; it stays in the intake and is retried: {error}", path.display());
+                if let Some(id) = &id {
+                    self.intake_errors.insert(id.clone(), error.clone());
+                }
+                self.retry_intake_later();
+                Err((id, error))
             }
+            Err(IngestError::Unparsable(error)) => {
+                let why = match self.store.set_aside(path) {
+                    Ok(bad) => format!("{error}; set aside as {}", bad.display()),
+                    Err(e) => format!("{error}; and it cannot be set aside: {e:#}"),
+                };
+                tracing::error!("{why}");
+                if let Some(id) = id {
+                    let waiting: Vec<Token> =
+                        self.ingest_waiters.iter().filter(|(i, _)| *i == id).map(|(_, t)| *t).collect();
+                    self.ingest_waiters.retain(|(i, _)| *i != id);
+                    for client in waiting {
+                        self.reply(client, Response::err(format!("item {id} was not queued: {why}")));
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Answer every `desk send` waiting for `id` with the item's state now.
+    fn answer_ingest_waiters(&mut self, id: &ItemId) {
+        let waiting: Vec<Token> = self.ingest_waiters.iter().filter(|(i, _)| i == id).map(|(_, t)| *t).collect();
+        if waiting.is_empty() {
+            return;
+        }
+        self.ingest_waiters.retain(|(i, _)| i != id);
+        let response = self.ingest_answer(id);
+        for client in waiting {
+            self.reply(client, response.clone());
+        }
+    }
+
+    /// The answer to an ingest request for an item no longer in the intake.
+    fn ingest_answer(&self, id: &ItemId) -> Response {
+        let state =
+            self.engine.item(id).map(|i| i.state).or_else(|| self.store.find(id).ok().flatten().map(|i| i.state));
+        match state {
+            Some(state) => {
+                Response::ok(format!("{id} {}", state.as_str()), serde_json::json!({ "id": id, "state": state }))
+            }
+            None => match self.store.find_set_aside(id).ok().flatten() {
+                Some(p) => Response::err(format!("item {id} was set aside as {}: {}", p.path.display(), p.error)),
+                None => Response::err(format!("item {id} was not found")),
+            },
         }
     }
 
@@ -519,6 +625,7 @@ impl Daemon {
             if let Some(mut conn) = self.controls.remove(&token) {
                 let _ = self.poll.registry().deregister(&mut conn.stream);
             }
+            self.ingest_waiters.retain(|(_, t)| *t != token);
         }
     }
 
@@ -644,49 +751,12 @@ impl Daemon {
                 };
                 let path = self.store.intake_file(&id);
                 if path.exists() {
-                    self.ingest_waiters.push((id.clone(), client));
-                    if self.ingest_file(&path).is_some() || !self.ingest_waiters.iter().any(|(i, _)| *i == id) {
-                        // Answered from after_persist, or below.
-                    }
-                }
-                if self.ingest_waiters.iter().any(|(i, c)| *i == id && *c == client) {
-                    self.ingest_waiters.retain(|(i, c)| !(*i == id && *c == client));
-                    let state = self
-                        .engine
-                        .item(&id)
-                        .map(|i| i.state)
-                        .or_else(|| self.store.find(&id).ok().flatten().map(|i| i.state));
-                    match state {
-                        Some(state) => self.reply(
-                            client,
-                            Response::ok(
-                                format!("{id} {}", state.as_str()),
-                                serde_json::json!({ "id": id, "state": state }),
-                            ),
-                        ),
-                        None => self.reply(client, Response::err(format!("item {id} was not found"))),
-                    }
-                } else if !path.exists() && self.engine.item(&id).is_none() {
-                    let state = self.store.find(&id).ok().flatten().map(|i| i.state);
-                    match state {
-                        Some(state) => self.reply(
-                            client,
-                            Response::ok(
-                                format!("{id} {}", state.as_str()),
-                                serde_json::json!({ "id": id, "state": state }),
-                            ),
-                        ),
-                        None => self.reply(client, Response::err(format!("item {id} was not found"))),
-                    }
-                } else if !path.exists() {
-                    let state = self.engine.item(&id).map(|i| i.state).unwrap_or(State::Queued);
-                    self.reply(
-                        client,
-                        Response::ok(
-                            format!("{id} {}", state.as_str()),
-                            serde_json::json!({ "id": id, "state": state }),
-                        ),
-                    );
+                    // Answered once the item is queued (now, or on a retry), or set aside.
+                    self.ingest_waiters.push((id, client));
+                    let _ = self.ingest_file(&path);
+                } else {
+                    let response = self.ingest_answer(&id);
+                    self.reply(client, response);
                 }
             }
             Request::Queue { session } => {
@@ -703,12 +773,23 @@ impl Daemon {
                     return self.reply(client, Response::err(format!("{id:?} is not an item id")));
                 };
                 let item = self.engine.item(&id).cloned().or_else(|| self.store.find(&id).ok().flatten());
-                match item {
-                    Some(item) => {
-                        self.reply(client, Response::ok("item", serde_json::to_value(item).unwrap_or_default()))
-                    }
-                    None => self.reply(client, Response::err(format!("no item {id}"))),
-                }
+                let response = match item {
+                    Some(item) => Response::ok("item", serde_json::to_value(item).unwrap_or_default()),
+                    None => match self.store.find_intake(&id) {
+                        Ok(Some(mut item)) => {
+                            let why = self.intake_errors.get(&id).cloned().unwrap_or_else(|| "not taken yet".into());
+                            item.note(now_ms(), "intake", format!("not queued yet: {why}"));
+                            Response::ok("intake", serde_json::to_value(item).unwrap_or_default())
+                        }
+                        _ => match self.store.find_set_aside(&id).ok().flatten() {
+                            Some(p) => {
+                                Response::err(format!("item {id} was set aside as {}: {}", p.path.display(), p.error))
+                            }
+                            None => Response::err(format!("no item {id}")),
+                        },
+                    },
+                };
+                self.reply(client, response);
             }
             Request::Stuck => {
                 let stuck = self.engine.stuck();
