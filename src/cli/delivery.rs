@@ -61,7 +61,26 @@ pub fn serve(foreground: bool, stop: bool) -> Result<i32> {
     let paths = paths()?;
     if stop {
         let resp = ask(&paths, &Request::Stop, REQUEST_TIMEOUT)?;
-        println!("{}", resp.message.unwrap_or_default());
+        if !resp.ok {
+            return Err(failure(1, format!("desk serve did not stop: {}", resp.error.unwrap_or_default())));
+        }
+        // Stopped means gone: wait for the process, not just its promise.
+        if let Some(pid) = resp.data.get("pid").and_then(|p| p.as_i64()) {
+            let pid = nix::unistd::Pid::from_raw(pid as i32);
+            let deadline = std::time::Instant::now() + REQUEST_TIMEOUT;
+            // A zombie has stopped too (its reaper may be slow, or absent in a container).
+            let running = || {
+                nix::sys::signal::kill(pid, None).is_ok()
+                    && !std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default().contains(") Z ")
+            };
+            while running() {
+                if std::time::Instant::now() > deadline {
+                    return Err(failure(1, format!("desk serve (pid {pid}) said it was stopping but still runs")));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        println!("desk serve stopped");
         return Ok(0);
     }
     if foreground {

@@ -16,8 +16,12 @@ use std::time::Duration;
 /// Version of the control protocol.
 pub const CONTROL_VERSION: u32 = 1;
 
-/// 1 MiB per line: requests are small; responses carry at most a few hundred items.
+/// 1 MiB per request line: requests are small.
 pub const MAX_LINE: usize = 1 << 20;
+
+/// 64 MiB per response line, read by the CLI: listings carry previews (about 1 KiB an item),
+/// so this is tens of thousands of items; one item with its whole text is under 1 MiB.
+pub const MAX_RESPONSE: usize = 64 << 20;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "cmd", rename_all = "snake_case")]
@@ -108,7 +112,7 @@ pub fn request(socket: &Path, req: &Request, timeout: Duration) -> Result<Respon
     let mut line = serde_json::to_vec(&Envelope { v: CONTROL_VERSION, body: req })?;
     line.push(b'\n');
     stream.write_all(&line).context("cannot write to desk serve")?;
-    let mut reader = BufReader::new(stream).take(MAX_LINE as u64);
+    let mut reader = BufReader::new(stream).take(MAX_RESPONSE as u64);
     let mut answer = Vec::new();
     reader.read_until(b'\n', &mut answer).context("desk serve did not answer")?;
     if answer.is_empty() {

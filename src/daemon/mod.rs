@@ -48,8 +48,28 @@ const FIRST_CONN: usize = 16;
 /// Finished items and tombstones are swept hourly: the only timer an idle daemon keeps.
 const SWEEP_EVERY: Duration = Duration::from_secs(3600);
 
-/// Control clients beyond this many are refused; each CLI call is one short connection.
+/// Control clients beyond this many are refused (after the longest-idle one is closed to make
+/// room); each CLI call is one short connection.
 const MAX_CONTROL_CLIENTS: usize = 64;
+
+/// A control client that owes nothing and has neither sent nor read a byte for this long is
+/// closed: the CLI sends its request as soon as it connects and gives up on an answer after
+/// 10 s itself, so a connection idle longer only holds a slot.
+const CONTROL_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Replies waiting for one control client beyond this many bytes stop the daemon from reading
+/// that client's next request until it reads: a client pipelining requests without reading
+/// costs at most this plus one reply. 1 MiB holds hundreds of listing replies.
+const CONTROL_OUT_LIMIT: usize = 1 << 20;
+
+/// Characters of an item's text in `queue` and `stuck` answers: enough for a listing's preview
+/// line; `desk item` carries the whole text. Keeps a listing's size independent of prompt
+/// sizes (a few 256 KiB prompts made the answer exceed the line limit).
+const LISTING_TEXT_CHARS: usize = 200;
+
+/// Evidence notes per item in a listing (the newest, plus the latest `stuck`/`refused` note
+/// that `desk stuck` prints): an item keeps up to 64, which `desk item` shows.
+const LISTING_NOTES: usize = 3;
 
 /// First retry of an intake file that could not be queued (a full disk, an I/O error): soon
 /// enough that a `desk send` waiting for its item sees it taken within its deadline once the
@@ -106,6 +126,16 @@ struct ControlConn {
     /// Replies owed to this client (a force waits for its outcome).
     owed: usize,
     closed: bool,
+    /// When a byte last moved either way: an idle client is closed after
+    /// [`CONTROL_IDLE_TIMEOUT`].
+    last_progress: Instant,
+}
+
+impl ControlConn {
+    /// When this client counts as idle, unless it waits for a reply.
+    fn idle_deadline(&self) -> Option<Instant> {
+        (self.owed == 0 && !self.closed).then_some(self.last_progress + CONTROL_IDLE_TIMEOUT)
+    }
 }
 
 struct Daemon {
@@ -326,7 +356,8 @@ impl Daemon {
                 .map(|Reverse((at, _))| *at)
                 .unwrap_or(self.next_sweep)
                 .min(self.next_sweep)
-                .min(self.intake_retry.unwrap_or(self.next_sweep));
+                .min(self.intake_retry.unwrap_or(self.next_sweep))
+                .min(self.controls.values().filter_map(ControlConn::idle_deadline).min().unwrap_or(self.next_sweep));
             let timeout = next.saturating_duration_since(Instant::now());
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() == io::ErrorKind::Interrupted {
@@ -351,9 +382,21 @@ impl Daemon {
                     _ => {}
                 }
             }
+            self.close_idle_controls(Instant::now());
             self.reap_connections();
         }
         Ok(())
+    }
+
+    /// Close control clients idle past [`CONTROL_IDLE_TIMEOUT`] (their unread replies with them).
+    fn close_idle_controls(&mut self, now: Instant) {
+        for conn in self.controls.values_mut() {
+            if conn.idle_deadline().is_some_and(|at| at <= now) {
+                info!(unread = conn.out.len(), "closing an idle control client");
+                conn.closed = true;
+                conn.out.clear();
+            }
+        }
     }
 
     fn new_token(&mut self) -> Token {
@@ -676,55 +719,92 @@ impl Daemon {
             };
             let uid =
                 nix::sys::socket::getsockopt(&stream, nix::sys::socket::sockopt::PeerCredentials).map(|c| c.uid());
-            if uid.ok() != Some(nix::unistd::geteuid().as_raw()) || self.controls.len() >= MAX_CONTROL_CLIENTS {
-                let _ = stream.write_all(&Response::err("refused").to_line());
+            if uid.ok() != Some(nix::unistd::geteuid().as_raw()) {
+                let _ = stream.write_all(&Response::err("refused: not your daemon").to_line());
+                continue;
+            }
+            if self.controls.len() >= MAX_CONTROL_CLIENTS && !self.evict_idle_control() {
+                let _ = stream.write_all(
+                    &Response::err(format!("refused: {MAX_CONTROL_CLIENTS} clients are waiting for answers")).to_line(),
+                );
                 continue;
             }
             let token = self.new_token();
             if self.poll.registry().register(&mut stream, token, Interest::READABLE | Interest::WRITABLE).is_ok() {
-                self.controls
-                    .insert(token, ControlConn { stream, inbuf: Vec::new(), out: Vec::new(), owed: 0, closed: false });
+                let conn = ControlConn {
+                    stream,
+                    inbuf: Vec::new(),
+                    out: Vec::new(),
+                    owed: 0,
+                    closed: false,
+                    last_progress: Instant::now(),
+                };
+                self.controls.insert(token, conn);
             }
         }
     }
 
+    /// Close the longest-idle control client that owes nothing, to make room for a new one.
+    /// Returns whether one was closed.
+    fn evict_idle_control(&mut self) -> bool {
+        let idlest = self
+            .controls
+            .iter()
+            .filter(|(_, c)| c.owed == 0 && !c.closed)
+            .min_by_key(|(_, c)| c.last_progress)
+            .map(|(t, _)| *t);
+        let Some(token) = idlest else { return false };
+        if let Some(mut conn) = self.controls.remove(&token) {
+            info!("closing the longest-idle control client to make room");
+            let _ = self.poll.registry().deregister(&mut conn.stream);
+        }
+        self.ingest_waiters.retain(|(_, t)| *t != token);
+        true
+    }
+
+    /// Serve one control client: write what it is owed, then take its requests one at a time
+    /// while its unread replies stay under [`CONTROL_OUT_LIMIT`], reading more only when no
+    /// complete request is buffered. A client that does not read its replies therefore stops
+    /// being read (its socket buffer fills and it blocks), instead of growing the daemon.
     fn control_event(&mut self, token: Token) {
-        let mut requests = Vec::new();
-        if let Some(conn) = self.controls.get_mut(&token) {
+        loop {
+            let Some(conn) = self.controls.get_mut(&token) else { return };
             flush_control(conn);
-            let mut buf = [0u8; 16 * 1024];
-            loop {
-                match conn.stream.read(&mut buf) {
-                    Ok(0) => {
-                        conn.closed = true;
-                        break;
-                    }
-                    Ok(n) => conn.inbuf.extend_from_slice(&buf[..n]),
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(_) => {
-                        conn.closed = true;
-                        break;
-                    }
-                }
+            if conn.closed || conn.out.len() >= CONTROL_OUT_LIMIT {
+                return;
             }
-            while let Some(end) = conn.inbuf.iter().position(|b| *b == b'\n') {
+            if let Some(end) = conn.inbuf.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = conn.inbuf.drain(..=end).collect();
-                requests.push(control::parse_request(&line));
+                conn.owed += 1;
+                match control::parse_request(&line) {
+                    Ok(request) => self.handle_request(token, request),
+                    Err(e) => self.reply(token, Response::err(e)),
+                }
+                continue;
             }
             if conn.inbuf.len() > control::MAX_LINE {
                 conn.inbuf.clear();
                 conn.out.extend_from_slice(&Response::err("request line too long").to_line());
                 conn.closed = true;
+                flush_control(conn);
+                return;
             }
-        }
-        for request in requests {
-            if let Some(conn) = self.controls.get_mut(&token) {
-                conn.owed += 1;
-            }
-            match request {
-                Ok(request) => self.handle_request(token, request),
-                Err(e) => self.reply(token, Response::err(e)),
+            let mut buf = [0u8; 16 * 1024];
+            match conn.stream.read(&mut buf) {
+                Ok(0) => {
+                    conn.closed = true;
+                    return;
+                }
+                Ok(n) => {
+                    conn.inbuf.extend_from_slice(&buf[..n]);
+                    conn.last_progress = Instant::now();
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    conn.closed = true;
+                    return;
+                }
             }
         }
     }
@@ -743,7 +823,7 @@ impl Daemon {
                 .reply(client, Response::ok("desk serve is running", serde_json::json!({ "pid": std::process::id() }))),
             Request::Stop => {
                 self.stopping = true;
-                self.reply(client, Response::ok("stopping", serde_json::Value::Null));
+                self.reply(client, Response::ok("stopping", serde_json::json!({ "pid": std::process::id() })));
             }
             Request::Ingest { id } => {
                 let Some(id) = ItemId::parse(&id) else {
@@ -766,7 +846,13 @@ impl Daemon {
                     .into_iter()
                     .filter(|q| session.as_ref().is_none_or(|s| *s == q.session))
                     .collect();
-                self.reply(client, Response::ok("queues", serde_json::to_value(queues).unwrap_or_default()));
+                let mut data = serde_json::to_value(queues).unwrap_or_default();
+                for queue in data.as_array_mut().into_iter().flatten() {
+                    for item in queue["items"].as_array_mut().into_iter().flatten() {
+                        cut_for_listing(item);
+                    }
+                }
+                self.reply(client, Response::ok("queues", data));
             }
             Request::Item { id } => {
                 let Some(id) = ItemId::parse(&id) else {
@@ -792,8 +878,11 @@ impl Daemon {
                 self.reply(client, response);
             }
             Request::Stuck => {
-                let stuck = self.engine.stuck();
-                self.reply(client, Response::ok("stuck", serde_json::to_value(stuck).unwrap_or_default()));
+                let mut data = serde_json::to_value(self.engine.stuck()).unwrap_or_default();
+                for item in data.as_array_mut().into_iter().flatten() {
+                    cut_for_listing(item);
+                }
+                self.reply(client, Response::ok("stuck", data));
             }
             Request::Force { id } => {
                 let Some(id) = ItemId::parse(&id) else {
@@ -850,6 +939,35 @@ fn load_rules(cache: &mut HashMap<String, Rc<RuleSet>>, config: &std::path::Path
         .clone()
 }
 
+/// An item as a listing (`queue`, `stuck`) carries it: `text` cut to [`LISTING_TEXT_CHARS`]
+/// (with `text_chars`, the whole text's length, when cut) and the last [`LISTING_NOTES`]
+/// evidence notes plus the latest `stuck`/`refused` one (with `evidence_total`). The answer's
+/// size then grows with the number of items, not with their prompts.
+fn cut_for_listing(item: &mut serde_json::Value) {
+    if let Some(text) = item["text"].as_str() {
+        let chars = text.chars().count();
+        if chars > LISTING_TEXT_CHARS {
+            let cut: String = text.chars().take(LISTING_TEXT_CHARS).collect();
+            item["text"] = serde_json::Value::String(cut);
+            item["text_chars"] = serde_json::json!(chars);
+        }
+    }
+    if let Some(notes) = item["evidence"].as_array()
+        && notes.len() > LISTING_NOTES
+    {
+        let total = notes.len();
+        let why = notes.iter().rposition(|n| n["kind"] == "stuck" || n["kind"] == "refused");
+        let keep: Vec<serde_json::Value> = notes
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i + LISTING_NOTES >= total || Some(*i) == why)
+            .map(|(_, n)| n.clone())
+            .collect();
+        item["evidence"] = serde_json::Value::Array(keep);
+        item["evidence_total"] = serde_json::json!(total);
+    }
+}
+
 fn flush_control(conn: &mut ControlConn) {
     while !conn.out.is_empty() {
         match conn.stream.write(&conn.out) {
@@ -860,6 +978,7 @@ fn flush_control(conn: &mut ControlConn) {
             }
             Ok(n) => {
                 conn.out.drain(..n);
+                conn.last_progress = Instant::now();
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -869,5 +988,37 @@ fn flush_control(conn: &mut ControlConn) {
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::delivery::item::{Item, When};
+
+    #[test]
+    fn a_listing_carries_a_preview_and_the_newest_evidence_not_the_whole_item() {
+        let mut item =
+            Item::new(ItemId::generate(1), "s".into(), Some(1), "x".repeat(300_000), When::Now, "t".into(), 1);
+        item.note(2, "stuck", "submit-stuck: the Enter did not take");
+        for i in 0..10 {
+            item.note(3 + i, "hold", format!("held {i}"));
+        }
+        let mut v = serde_json::to_value(&item).unwrap();
+        cut_for_listing(&mut v);
+        assert_eq!(v["text"].as_str().unwrap().len(), LISTING_TEXT_CHARS);
+        assert_eq!(v["text_chars"], 300_000);
+        let kinds: Vec<&str> = v["evidence"].as_array().unwrap().iter().map(|n| n["kind"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["stuck", "hold", "hold", "hold"]);
+        assert_eq!(v["evidence_total"], item.evidence.len());
+        assert!(serde_json::to_vec(&v).unwrap().len() < 2048);
+        // What the CLI reads back is still an item.
+        let back: Item = serde_json::from_value(v).unwrap();
+        assert_eq!(back.id, item.id);
+        // A short item is left whole.
+        let short = Item::new(ItemId::generate(2), "s".into(), None, "hi".into(), When::Now, "t".into(), 1);
+        let mut v = serde_json::to_value(&short).unwrap();
+        cut_for_listing(&mut v);
+        assert_eq!(v, serde_json::to_value(&short).unwrap());
     }
 }

@@ -139,3 +139,106 @@ fn an_unparsable_intake_file_is_set_aside_and_shown() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr.contains("set aside"), "{stderr}");
 }
+
+/// A session whose queue is paused, holding `n` prompts of 200 KB each; returns their ids.
+fn paused_queue_with_big_prompts(home: &Home, n: usize) -> (Vec<String>, String) {
+    home.new_sh("p", "exec sleep 600");
+    home.ok(&["pause", "p"]);
+    let text: String = (0..2000).map(|i| format!("{i:05} {}\n", "y".repeat(94))).collect();
+    let file = home.path().join("big.txt");
+    std::fs::write(&file, &text).expect("write prompt");
+    let ids = (0..n).map(|_| home.ok(&["send", "p", "--file", file.to_str().unwrap()]).trim().to_string()).collect();
+    (ids, text)
+}
+
+#[test]
+fn queue_answers_carry_previews_so_megabytes_of_pending_text_still_list() {
+    let home = Home::new();
+    home.serve();
+    let (ids, text) = paused_queue_with_big_prompts(&home, 6);
+    let listing = home.ok(&["queue"]);
+    for id in &ids {
+        assert!(listing.contains(id.as_str()), "{id} listed:\n{listing}");
+    }
+    let json = home.ok(&["queue", "--json"]);
+    assert!(json.len() < 64 * 1024, "a listing of 1.2 MB of prompts is {} bytes", json.len());
+    assert!(json.contains("\"text_chars\":"), "the full length is named: {}", &json[..json.len().min(1500)]);
+    let whole = home.item(&ids[0])["text"].as_str().unwrap_or_default().to_string();
+    assert_eq!(whole.trim_end(), text.trim_end(), "desk item carries the whole text");
+    home.ok(&["stuck"]);
+}
+
+/// The resident memory of a process, in KiB.
+fn rss_kib(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_client_pipelining_requests_without_reading_is_paused_not_buffered_without_bound() {
+    let home = Home::new();
+    let pid = home.serve();
+    let before = rss_kib(pid);
+    let socket = home.run_dir().join("_serve.sock");
+    let mut greedy = std::os::unix::net::UnixStream::connect(&socket).expect("connect");
+    greedy.set_write_timeout(Some(std::time::Duration::from_secs(2))).expect("timeout");
+    let request = b"{\"v\":1,\"cmd\":\"ping\"}\n";
+    let burst: Vec<u8> = request.iter().copied().cycle().take(request.len() * 3000).collect();
+    let total = 4 << 20;
+    let mut written = 0;
+    // Without a bound the daemon reads (and answers into memory) all 4 MB; with it, it stops
+    // reading once 1 MiB of answers waits, and the socket buffers fill long before 4 MB.
+    while written < total {
+        match greedy.write(&burst[written % burst.len()..]) {
+            Ok(n) => written += n,
+            Err(_) => break,
+        }
+    }
+    assert!(written < total, "the daemon kept reading a client that never reads ({written} bytes)");
+    let grown = rss_kib(pid).saturating_sub(before);
+    assert!(grown < 32 * 1024, "the daemon grew by {grown} KiB");
+    // Others are still served, and the greedy client gets every answer once it reads.
+    home.ok(&["queue"]);
+    let requests = written / request.len();
+    greedy.set_read_timeout(Some(std::time::Duration::from_secs(20))).expect("timeout");
+    let mut reader = std::io::BufReader::new(greedy);
+    let mut line = String::new();
+    for i in 0..requests {
+        line.clear();
+        std::io::BufRead::read_line(&mut reader, &mut line).expect("read an answer");
+        assert!(line.contains("\"ok\":true"), "answer {i} of {requests}: {line}");
+    }
+}
+
+#[test]
+fn idle_control_clients_do_not_lock_out_commands_and_stop_means_stopped() {
+    let home = Home::new();
+    let pid = home.serve();
+    let socket = home.run_dir().join("_serve.sock");
+    let idle: Vec<_> = (0..64).map(|_| std::os::unix::net::UnixStream::connect(&socket).expect("connect")).collect();
+    // Each has been accepted once the daemon answers a command after them.
+    home.ok(&["queue"]);
+    home.ok(&["queue"]);
+    // Room was made by closing the longest-idle clients, first of all the first one.
+    let mut first = &idle[0];
+    first.set_read_timeout(Some(std::time::Duration::from_secs(20))).expect("timeout");
+    assert_eq!(std::io::Read::read(&mut first, &mut [0u8; 64]).expect("closed, not timed out"), 0);
+    let out = home.ok(&["serve", "--stop"]);
+    assert!(out.contains("stopped"), "{out}");
+    assert!(!crate::support::alive(pid), "serve --stop returned while the daemon still runs");
+}
+
+#[test]
+fn an_idle_control_client_is_closed_after_the_idle_timeout() {
+    let home = Home::new();
+    home.serve();
+    let mut idle = std::os::unix::net::UnixStream::connect(home.run_dir().join("_serve.sock")).expect("connect");
+    idle.set_read_timeout(Some(std::time::Duration::from_secs(30))).expect("timeout");
+    let started = std::time::Instant::now();
+    assert_eq!(std::io::Read::read(&mut idle, &mut [0u8; 64]).expect("closed by the daemon, not timed out"), 0);
+    assert!(started.elapsed() >= std::time::Duration::from_secs(9), "closed only once idle");
+}
