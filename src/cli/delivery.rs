@@ -274,6 +274,9 @@ pub fn queue(session: Option<SessionName>, json: bool) -> Result<i32> {
         if let Some(p) = q["paused"].as_str() {
             head.push_str(&format!("  [paused{}]", if p.is_empty() { String::new() } else { format!(": {p}") }));
         }
+        if let Some(why) = q["refused"].as_str() {
+            head.push_str(&format!("  [cannot deliver: {why}]"));
+        }
         if let Some(reason) = q["hold"]["reason"].as_str() {
             head.push_str(&format!("  held: {reason} ({})", fmt_age(q["hold"]["since_ms"].as_u64().unwrap_or(0))));
         }

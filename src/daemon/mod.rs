@@ -71,6 +71,22 @@ const LISTING_TEXT_CHARS: usize = 200;
 /// that `desk stuck` prints): an item keeps up to 64, which `desk item` shows.
 const LISTING_NOTES: usize = 3;
 
+/// First new attempt at a master that speaks another protocol version: it will not change
+/// until it is restarted (a new master is noticed at once, through inotify), so retries are
+/// only a safety net and start slow.
+const REFUSED_RETRY_FIRST: Duration = Duration::from_secs(5);
+
+/// Retries of such a master back off (doubling) to this: one connection and one log line per
+/// five minutes for a session that stays incompatible.
+const REFUSED_RETRY_MAX: Duration = Duration::from_secs(300);
+
+/// A master this daemon cannot talk to, and when to try it again.
+struct Refusal {
+    reason: String,
+    retry_at: Instant,
+    backoff: Duration,
+}
+
 /// First retry of an intake file that could not be queued (a full disk, an I/O error): soon
 /// enough that a `desk send` waiting for its item sees it taken within its deadline once the
 /// cause is gone.
@@ -163,6 +179,8 @@ struct Daemon {
     /// When to try the intake again after a failed ingest, and the delay after that one.
     intake_retry: Option<Instant>,
     intake_backoff: Duration,
+    /// Masters that speak another protocol version, by session: not connected until due.
+    refused: HashMap<String, Refusal>,
 }
 
 /// Run the daemon in this process until SIGTERM/SIGINT or a `stop` request.
@@ -244,6 +262,7 @@ impl Daemon {
             intake_errors: HashMap::new(),
             intake_retry: None,
             intake_backoff: INTAKE_RETRY_FIRST,
+            refused: HashMap::new(),
         };
         daemon.restore()?;
         Ok(daemon)
@@ -339,6 +358,7 @@ impl Daemon {
                     Err(e) => warn!("sweep failed: {e:#}"),
                 }
             }
+            self.retry_refused_masters(now);
             if self.intake_retry.is_some_and(|at| at <= now) {
                 self.intake_retry = None;
                 self.ingest_all();
@@ -357,6 +377,7 @@ impl Daemon {
                 .unwrap_or(self.next_sweep)
                 .min(self.next_sweep)
                 .min(self.intake_retry.unwrap_or(self.next_sweep))
+                .min(self.refused.values().map(|r| r.retry_at).min().unwrap_or(self.next_sweep))
                 .min(self.controls.values().filter_map(ControlConn::idle_deadline).min().unwrap_or(self.next_sweep));
             let timeout = next.saturating_duration_since(Instant::now());
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
@@ -600,8 +621,34 @@ impl Daemon {
 
     // ----- sessions -----
 
-    /// Connect to a session's master as an observer. Returns whether it is connected.
+    /// Try again the masters that refused this daemon's protocol version, when due.
+    fn retry_refused_masters(&mut self, now: Instant) {
+        let due: Vec<String> = self.refused.iter().filter(|(_, r)| r.retry_at <= now).map(|(s, _)| s.clone()).collect();
+        for session in due {
+            if let Some(r) = self.refused.get_mut(&session) {
+                r.retry_at = now + r.backoff;
+            }
+            self.open_master(&session);
+        }
+    }
+
+    /// Record that a session's master cannot be talked to, backing off its retries.
+    fn note_refusal(&mut self, session: &str, reason: String) {
+        let backoff = self.refused.get(session).map_or(REFUSED_RETRY_FIRST, |r| (r.backoff * 2).min(REFUSED_RETRY_MAX));
+        warn!(session, "not delivering to {session}: {reason}; next try in {} s", backoff.as_secs());
+        self.refused.insert(session.to_string(), Refusal { reason, retry_at: Instant::now() + backoff, backoff });
+    }
+
+    /// Connect to a session's master as an observer, unless it refused this daemon and is not
+    /// due for another try. Returns whether it is connected.
     fn connect(&mut self, session: &str) -> bool {
+        if self.refused.get(session).is_some_and(|r| r.retry_at > Instant::now()) {
+            return false;
+        }
+        self.open_master(session)
+    }
+
+    fn open_master(&mut self, session: &str) -> bool {
         if let Some(token) = self.by_session.get(session)
             && self.masters.get(token).is_some_and(|c| !c.closed)
         {
@@ -631,9 +678,16 @@ impl Daemon {
         let Daemon { masters, rules, paths, .. } = self;
         let mut load = |provider: &str| load_rules(rules, &paths.config, provider);
         let mut inbox = VecDeque::new();
+        let mut welcomed = None;
         if let Some(conn) = masters.get_mut(&token) {
             conn.flush();
             conn.readable(&mut load, &mut inbox);
+            if conn.view.is_some() {
+                welcomed = Some(conn.session.clone());
+            }
+        }
+        if let Some(session) = welcomed {
+            self.refused.remove(&session);
         }
         for input in inbox {
             self.feed(input);
@@ -649,6 +703,11 @@ impl Daemon {
                     self.by_session.remove(&conn.session);
                 }
                 info!(session = %conn.session, "session connection ended");
+                if let Some(reason) = conn.refused.take() {
+                    // Nothing was ever sent to it but HELLO; no reconnect until due.
+                    self.note_refusal(&conn.session, reason);
+                    continue;
+                }
                 let mut inbox = VecDeque::new();
                 conn.fail_pending(&mut inbox);
                 for input in inbox {
@@ -693,6 +752,8 @@ impl Daemon {
                     && arrived
                     && SessionName::parse(session).is_ok()
                 {
+                    // A new master may speak this daemon's version: try it at once.
+                    self.refused.remove(session);
                     self.connect(session);
                 }
             } else if name.ends_with(".json") && !name.starts_with('.') {
@@ -850,6 +911,9 @@ impl Daemon {
                 for queue in data.as_array_mut().into_iter().flatten() {
                     for item in queue["items"].as_array_mut().into_iter().flatten() {
                         cut_for_listing(item);
+                    }
+                    if let Some(r) = queue["session"].as_str().and_then(|s| self.refused.get(s)) {
+                        queue["refused"] = serde_json::Value::String(r.reason.clone());
                     }
                 }
                 self.reply(client, Response::ok("queues", data));

@@ -1,7 +1,7 @@
 //! The delivery daemon's robustness: what it does with files, disks and clients that misbehave
 //! (interrupted writes, full disks, unparsable records, greedy or idle control clients).
 
-use crate::support::{Home, eventually, prompts};
+use crate::support::{Home, eventually, prompts, rss_kib};
 use std::io::Write;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -168,16 +168,6 @@ fn queue_answers_carry_previews_so_megabytes_of_pending_text_still_list() {
     home.ok(&["stuck"]);
 }
 
-/// The resident memory of a process, in KiB.
-fn rss_kib(pid: i32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
-
 #[test]
 fn a_client_pipelining_requests_without_reading_is_paused_not_buffered_without_bound() {
     let home = Home::new();
@@ -241,4 +231,128 @@ fn an_idle_control_client_is_closed_after_the_idle_timeout() {
     let started = std::time::Instant::now();
     assert_eq!(std::io::Read::read(&mut idle, &mut [0u8; 64]).expect("closed by the daemon, not timed out"), 0);
     assert!(started.elapsed() >= std::time::Duration::from_secs(9), "closed only once idle");
+}
+
+/// A fake session master that speaks another protocol version: it answers an observer's HELLO
+/// with WELCOME version 2, or refuses it with UNSUPPORTED_VERSION, and records what observers
+/// send after their HELLO.
+struct FakeMaster {
+    observers: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    frames_after_hello: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl FakeMaster {
+    fn start(socket: &Path, welcome_v2: bool) -> FakeMaster {
+        use desk::wire::{ErrorCode, Frame, FrameDecoder, Role, SessionInfo};
+        use std::io::Read;
+        use std::sync::atomic::Ordering;
+        let listener = std::os::unix::net::UnixListener::bind(socket).expect("bind fake master");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let fake = FakeMaster {
+            observers: Default::default(),
+            frames_after_hello: Default::default(),
+            stop: Default::default(),
+        };
+        let (observers, frames, stop) = (fake.observers.clone(), fake.frames_after_hello.clone(), fake.stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let Ok((mut stream, _)) = listener.accept() else {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                    continue;
+                };
+                let (observers, frames) = (observers.clone(), frames.clone());
+                std::thread::spawn(move || {
+                    let _ = stream.set_nonblocking(false);
+                    let _ = stream.set_read_timeout(Some(crate::support::PATIENCE));
+                    let mut decoder = FrameDecoder::new();
+                    let mut buf = [0u8; 4096];
+                    let mut observer = false;
+                    loop {
+                        match decoder.next_frame() {
+                            Ok(Some(Frame::Hello { role, .. })) if !observer => {
+                                observer = role == Role::Observer;
+                                if observer {
+                                    observers.fetch_add(1, Ordering::SeqCst);
+                                }
+                                let reply = if welcome_v2 {
+                                    let info = SessionInfo {
+                                        name: "fake".into(),
+                                        generation: 1,
+                                        provider: "shell".into(),
+                                        pid: 1,
+                                        master_pid: 1,
+                                        command: vec!["sh".into()],
+                                        cwd: "/".into(),
+                                        cols: 80,
+                                        rows: 24,
+                                        controllers: 0,
+                                        viewers: 0,
+                                        observers: 0,
+                                        title: String::new(),
+                                        started_at_ms: 0,
+                                        state: None,
+                                    };
+                                    Frame::Welcome { version: 2, info: Box::new(info) }
+                                } else {
+                                    Frame::error(
+                                        ErrorCode::UnsupportedVersion,
+                                        "protocol version 1 is not supported (this master speaks 2)",
+                                    )
+                                };
+                                if std::io::Write::write_all(&mut stream, &reply.to_bytes()).is_err() || !welcome_v2 {
+                                    return;
+                                }
+                            }
+                            Ok(Some(frame)) => {
+                                if observer {
+                                    frames.lock().unwrap().push(format!("{:?}", frame.kind()));
+                                }
+                            }
+                            Ok(None) => match stream.read(&mut buf) {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => decoder.push(&buf[..n]),
+                            },
+                            Err(_) => return,
+                        }
+                    }
+                });
+            }
+        });
+        fake
+    }
+}
+
+impl Drop for FakeMaster {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+fn a_master_of_another_version_is_refused(welcome_v2: bool, shown: &str) {
+    let home = Home::new();
+    private_dir(&home.run_dir());
+    let fake = FakeMaster::start(&home.socket("fake"), welcome_v2);
+    home.serve();
+    let _ = home.desk(&["send", "fake", "never typed into a stranger"]);
+    let listing = eventually("the refusal to show in desk queue", || {
+        let out = home.ok(&["queue"]);
+        if out.contains(shown) { Ok(out) } else { Err(out) }
+    });
+    let observers = fake.observers.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(observers <= 2, "the daemon retried at once, {observers} times");
+    let sent = fake.frames_after_hello.lock().unwrap().clone();
+    assert!(sent.is_empty(), "the daemon sent {sent:?} to a master of another version");
+    let id = listing.lines().find(|l| l.contains("never typed")).and_then(|l| l.split_whitespace().next());
+    assert_eq!(id.map(|id| home.item(id)["state"].clone()), Some(serde_json::json!("queued")), "{listing}");
+}
+
+#[test]
+fn a_master_that_welcomes_with_another_protocol_version_is_never_typed_into() {
+    a_master_of_another_version_is_refused(true, "its master speaks protocol version 2; this daemon speaks 1");
+}
+
+#[test]
+fn a_master_that_refuses_the_daemons_version_is_shown_and_retried_with_backoff() {
+    a_master_of_another_version_is_refused(false, "refused this daemon's protocol version 1");
 }
