@@ -99,8 +99,12 @@ pub struct Master {
     pub(super) scanner: Scanner,
     pub(super) journal: Journal,
     pub(super) journal_failed: bool,
+    /// Events streamed but not journalled since the journal last failed: first and last
+    /// sequence number, and the latest error.
+    pub(super) journal_gap: Option<(u64, u64, String)>,
     pub(super) last_title_event: Option<Instant>,
     pub(super) pending_title: Option<String>,
+    pub(super) noise: super::events::NoiseLimiter,
     pub(super) output_active: bool,
     pub(super) last_output: Instant,
     pub(super) authority: Authority,
@@ -139,8 +143,10 @@ impl Master {
             scanner: Scanner::new(),
             journal,
             journal_failed: false,
+            journal_gap: None,
             last_title_event: None,
             pending_title: None,
+            noise: Default::default(),
             output_active: false,
             last_output: Instant::now(),
             authority,
@@ -619,7 +625,7 @@ impl Master {
         }
         self.screen.resize(cols, rows);
         debug!(cols, rows, "resized");
-        self.emit(EventBody::Resize { cols, rows });
+        self.emit_noise(EventBody::Resize { cols, rows }, Instant::now());
     }
 
     fn info(&self) -> SessionInfo {
@@ -774,6 +780,7 @@ impl Master {
                     }
                 }
                 Timer::TitleFlush => self.flush_title(now),
+                Timer::NoiseFlush => self.flush_noise(now),
                 Timer::OutputQuiet => self.check_output_quiet(now),
                 Timer::ScreenCheck => self.check_screen(now),
                 Timer::StateTick => self.state_tick(now),
@@ -857,6 +864,7 @@ impl Master {
         // A title held back by the rate limit is the session's last word on its title: journal
         // it before the exit, not never.
         self.flush_title(now);
+        self.flush_all_noise();
         let record = ExitRecord {
             generation: self.meta.generation,
             status,

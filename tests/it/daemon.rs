@@ -356,3 +356,72 @@ fn a_master_that_welcomes_with_another_protocol_version_is_never_typed_into() {
 fn a_master_that_refuses_the_daemons_version_is_shown_and_retried_with_backoff() {
     a_master_of_another_version_is_refused(false, "refused this daemon's protocol version 1");
 }
+
+#[test]
+fn a_child_ringing_and_flipping_modes_in_a_loop_is_coalesced_into_a_few_events() {
+    let home = Home::new();
+    home.new_sh(
+        "noisy",
+        r#"i=0; while [ $i -lt 1500 ]; do printf '\a\033[?2004h\033[?2004l'; i=$((i+1)); done; echo loop-done; exec sleep 600"#,
+    );
+    home.wait_screen("noisy", "loop-done");
+    let journal = home.path().join("state/sessions/noisy/events.jsonl");
+    let count = |kind: &str| {
+        std::fs::read_to_string(&journal)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|e| e["type"] == kind)
+            .count()
+    };
+    let (bells, modes) = (count("bell"), count("mode"));
+    // 1500 bells and 3000 mode changes; one of each per 500 ms is a handful.
+    assert!((1..60).contains(&bells), "{bells} bell events");
+    assert!(modes < 60, "{modes} mode events");
+}
+
+#[test]
+fn a_full_disk_tears_no_journal_line_and_the_gap_is_recorded() {
+    let home = Home::new();
+    let Some(disk) = SmallDisk::mount(&home.path().join("state/sessions/full")) else {
+        eprintln!("skipped: cannot mount a tmpfs (needs root)");
+        return;
+    };
+    private_dir(&home.path().join("state/sessions"));
+    // A new 900-byte title every 100 ms: a steady stream of events to journal (two a second
+    // pass the title limit), filling what is left of a page within seconds.
+    home.new_sh(
+        "full",
+        r#"t=$(printf '%0900d' 0); i=0; while :; do printf '\033]0;%s %s\007' $i $t; i=$((i+1)); sleep 0.1; done"#,
+    );
+    let journal = home.path().join("state/sessions/full/events.jsonl");
+    eventually("the first events", || if journal.exists() { Ok(()) } else { Err("no journal".to_string()) });
+    disk.fill();
+    let log = home.run_dir().join("full.log");
+    eventually("the master to notice the full disk", || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("events journal failed") { Ok(()) } else { Err(text) }
+    });
+    disk.free();
+    let events = eventually("a gap event once there is space again", || {
+        let text = std::fs::read_to_string(&journal).unwrap_or_default();
+        if text.contains("\"type\":\"gap\"") { Ok(text) } else { Err(text.lines().rev().take(3).collect()) }
+    });
+    let mut last = 0;
+    for line in events.lines() {
+        let event: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("a torn or merged line {line:?}: {e}"));
+        let seq = event["seq"].as_u64().expect("seq");
+        assert!(seq > last, "sequence numbers grow: {last} then {seq}");
+        last = seq;
+    }
+    let gap: serde_json::Value = events
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .find(|e: &serde_json::Value| e["type"] == "gap")
+        .unwrap();
+    assert!(
+        gap["from_seq"].as_u64() <= gap["to_seq"].as_u64() && gap["reason"].as_str().unwrap_or("").contains("No space"),
+        "{gap}"
+    );
+}
