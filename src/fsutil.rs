@@ -51,6 +51,66 @@ pub fn remove_if_exists(path: &Path) -> Result<()> {
     }
 }
 
+/// Room set aside on disk for one small file that must be written even when the disk is full
+/// later (a session's exit record): a temporary file of the reserved size, written now, whose
+/// blocks [`Reserved::commit`] overwrites in place and renames over the target. It is named
+/// like [`write_atomic`]'s temporary files, so [`sweep_stale_tmp`] removes it when its process
+/// was killed; dropped without a commit, it removes itself.
+#[derive(Debug)]
+pub struct Reserved {
+    tmp: std::path::PathBuf,
+    target: std::path::PathBuf,
+    file: Option<File>,
+}
+
+impl Reserved {
+    /// Reserve `size` bytes for `target`.
+    pub fn new(target: &Path, size: usize) -> Result<Reserved> {
+        let dir = target.parent().context("path has no parent directory")?;
+        let file_name = target.file_name().context("path has no file name")?.to_string_lossy();
+        let tmp = dir.join(tmp_name(&format!("{file_name}.reserve"), std::process::id()));
+        let mut reserved = Reserved { tmp: tmp.clone(), target: target.to_path_buf(), file: None };
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&tmp)
+            .with_context(|| format!("cannot create {}", tmp.display()))?;
+        reserved.file = Some(file.try_clone().with_context(|| format!("cannot reopen {}", tmp.display()))?);
+        file.write_all(&vec![0u8; size]).with_context(|| format!("cannot reserve room in {}", tmp.display()))?;
+        file.sync_all().with_context(|| format!("cannot fsync {}", tmp.display()))?;
+        Ok(reserved)
+    }
+
+    /// Write `bytes` (at most the reserved size) into the reserved blocks and move them over
+    /// the target, durably: needs no free space.
+    pub fn commit(mut self, bytes: &[u8]) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        let file = self.file.as_ref().context("the reserve was already used")?;
+        let len = file.metadata().with_context(|| format!("cannot stat {}", self.tmp.display()))?.len();
+        anyhow::ensure!(bytes.len() as u64 <= len, "{} bytes do not fit the {len} reserved", bytes.len());
+        file.write_all_at(bytes, 0).with_context(|| format!("cannot write {}", self.tmp.display()))?;
+        file.set_len(bytes.len() as u64).with_context(|| format!("cannot trim {}", self.tmp.display()))?;
+        file.sync_all().with_context(|| format!("cannot fsync {}", self.tmp.display()))?;
+        fs::rename(&self.tmp, &self.target)
+            .with_context(|| format!("cannot rename {} to {}", self.tmp.display(), self.target.display()))?;
+        // Renamed: nothing is left for the drop to remove.
+        self.file = None;
+        sync_dir(self.target.parent().unwrap_or(Path::new(".")))
+    }
+}
+
+impl Drop for Reserved {
+    fn drop(&mut self) {
+        if self.file.take().is_some() {
+            let _ = fs::remove_file(&self.tmp);
+        }
+    }
+}
+
 /// The temporary file name [`write_atomic`] uses for `file_name` in process `pid`.
 fn tmp_name(file_name: &str, pid: u32) -> String {
     format!(".{file_name}.tmp.{pid}")
@@ -106,5 +166,26 @@ mod tests {
         assert!(!stale.exists() && live.exists() && unrelated.exists());
         assert_eq!(fs::read(tmp.path().join("item.json")).unwrap(), b"{}");
         assert_eq!(sweep_stale_tmp(&tmp.path().join("missing")).unwrap(), 0);
+    }
+
+    #[test]
+    fn a_reserve_becomes_the_target_or_disappears() {
+        let tmp = tempfile::tempdir().unwrap();
+        let target = tmp.path().join("s.exit");
+        let listing = || {
+            let mut v: Vec<String> =
+                fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into()).collect();
+            v.sort();
+            v
+        };
+        let reserve = Reserved::new(&target, 4096).unwrap();
+        assert_eq!(listing(), vec![format!(".s.exit.reserve.tmp.{}", std::process::id())]);
+        assert!(tmp_writer(&listing()[0]).is_some(), "swept like any temporary file if its writer dies");
+        assert!(Reserved::new(&tmp.path().join("t"), 8).unwrap().commit(&[0u8; 9]).is_err(), "too big");
+        reserve.commit(b"{\"code\":0}").unwrap();
+        assert_eq!(fs::read(&target).unwrap(), b"{\"code\":0}");
+        assert_eq!(listing(), vec!["s.exit".to_string()]);
+        drop(Reserved::new(&target, 10).unwrap());
+        assert_eq!(listing(), vec!["s.exit".to_string()], "an unused reserve removes itself");
     }
 }

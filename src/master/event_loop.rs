@@ -72,6 +72,10 @@ pub const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(10);
 /// After the child exits, clients get this long to read the last output and the EXIT frame.
 const EXIT_FLUSH_DEADLINE: Duration = Duration::from_secs(2);
 
+/// Bytes reserved for the exit record: it is a few hundred bytes plus a title of at most
+/// 1 KiB, so 4 KiB (one page or block) always holds it.
+const EXIT_RECORD_RESERVE: usize = 4096;
+
 /// Grace period when the master itself is asked to stop (SIGTERM/SIGINT).
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
@@ -102,6 +106,9 @@ pub struct Master {
     /// Events streamed but not journalled since the journal last failed: first and last
     /// sequence number, and the latest error.
     pub(super) journal_gap: Option<(u64, u64, String)>,
+    /// Room reserved at start for the exit record, used when the disk is full at exit (so
+    /// `desk ls` does not call a clean exit `lost`).
+    exit_reserve: Option<crate::fsutil::Reserved>,
     pub(super) last_title_event: Option<Instant>,
     pub(super) pending_title: Option<String>,
     pub(super) noise: super::events::NoiseLimiter,
@@ -132,7 +139,11 @@ pub struct Master {
 impl Master {
     pub(super) fn new(parts: Parts) -> Master {
         let Parts { files, poll, listener, pty, signals, meta, screen, journal, authority } = parts;
+        let exit_reserve = crate::fsutil::Reserved::new(&files.exit, EXIT_RECORD_RESERVE)
+            .map_err(|e| warn!("cannot reserve room for the exit record: {e:#}"))
+            .ok();
         Master {
+            exit_reserve,
             files,
             poll,
             listener: Some(listener),
@@ -874,8 +885,20 @@ impl Master {
             rows: Some(self.screen.size().1),
             title: Some(self.screen.title().to_string()),
         };
-        if let Err(e) = session::write_exit(&self.files, &record) {
-            warn!("cannot record the exit: {e:#}");
+        match session::write_exit(&self.files, &record) {
+            Ok(()) => drop(self.exit_reserve.take()),
+            Err(e) => {
+                // A full disk: the reserved room takes it.
+                let reserved = match (self.exit_reserve.take(), serde_json::to_vec_pretty(&record)) {
+                    (Some(reserve), Ok(bytes)) => reserve.commit(&bytes),
+                    (None, _) => Err(anyhow::anyhow!("no room was reserved")),
+                    (_, Err(e)) => Err(e.into()),
+                };
+                match reserved {
+                    Ok(()) => warn!("recorded the exit in its reserved room: {e:#}"),
+                    Err(r) => warn!("cannot record the exit: {e:#}; nor in its reserved room: {r:#}"),
+                }
+            }
         }
         let (code, signal) = match status {
             ExitStatus::Code(c) => (Some(c), None),

@@ -425,3 +425,22 @@ fn a_full_disk_tears_no_journal_line_and_the_gap_is_recorded() {
         "{gap}"
     );
 }
+
+#[test]
+fn a_clean_exit_on_a_full_disk_is_still_recorded_as_a_clean_exit() {
+    let home = Home::new();
+    let Some(disk) = SmallDisk::mount(&home.run_dir()) else {
+        eprintln!("skipped: cannot mount a tmpfs (needs root)");
+        return;
+    };
+    let go = home.path().join("go");
+    home.new_sh("clean", &format!("while [ ! -e {} ]; do sleep 0.05; done; exit 0", go.display()));
+    let master = home.master_pid("clean");
+    disk.fill();
+    std::fs::write(&go, b"").expect("trigger");
+    let exit = home.wait_exit("clean");
+    // The disk goes away with this test: stop the master now rather than rely on its pid file.
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(master), nix::sys::signal::SIGKILL);
+    assert_eq!(exit["code"], 0, "{exit}");
+    assert_eq!(exit["signal"], serde_json::Value::Null, "{exit}");
+}
