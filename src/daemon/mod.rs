@@ -8,7 +8,11 @@
 //! the kernel when the process dies, so a stale lock is simply taken over); actions are carried
 //! out in the order the engine gave them and a failed persist stops the rest of its batch; no
 //! failure of one item or session stops the daemon — each is logged and reported to the engine,
-//! which holds, retries with backoff or marks the item stuck.
+//! which holds, retries with backoff or marks the item stuck. An intake file leaves the intake
+//! only queued or, when it cannot be parsed, set aside; any other failure leaves it for a
+//! retry with backoff. Nothing but HELLO is ever sent to a master of another protocol
+//! version. Every control client is bounded: unread replies (reading stops past
+//! [`CONTROL_OUT_LIMIT`]), idle time ([`CONTROL_IDLE_TIMEOUT`]) and their number.
 
 pub mod control;
 pub mod masters;

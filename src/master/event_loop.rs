@@ -886,7 +886,8 @@ impl Master {
             title: Some(self.screen.title().to_string()),
         };
         match session::write_exit(&self.files, &record) {
-            Ok(()) => drop(self.exit_reserve.take()),
+            // The unused reserve is removed once the socket is gone, not in between.
+            Ok(()) => {}
             Err(e) => {
                 // A full disk: the reserved room takes it.
                 let reserved = match (self.exit_reserve.take(), serde_json::to_vec_pretty(&record)) {
@@ -934,6 +935,7 @@ impl Master {
         if let Err(e) = crate::fsutil::remove_if_exists(&self.files.socket) {
             warn!("{e:#}");
         }
+        drop(self.exit_reserve.take());
         self.exiting = Some(now + EXIT_FLUSH_DEADLINE);
     }
 }
