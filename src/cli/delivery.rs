@@ -22,6 +22,11 @@ use crate::wire::Role;
 /// Short requests are answered in milliseconds; this bounds a wedged daemon.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long `desk send` waits for a running daemon to queue its item. Queueing takes
+/// milliseconds; a daemon that cannot (a full disk) retries within about 8 s of the cause
+/// going away, so this covers a short hiccup without leaving the sender hanging.
+const SEND_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// A force waits for its delivery to settle: echo and submit windows plus retries.
 const FORCE_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -58,7 +63,26 @@ pub fn serve(foreground: bool, stop: bool) -> Result<i32> {
     let paths = paths()?;
     if stop {
         let resp = ask(&paths, &Request::Stop, REQUEST_TIMEOUT)?;
-        println!("{}", resp.message.unwrap_or_default());
+        if !resp.ok {
+            return Err(failure(1, format!("desk serve did not stop: {}", resp.error.unwrap_or_default())));
+        }
+        // Stopped means gone: wait for the process, not just its promise.
+        if let Some(pid) = resp.data.get("pid").and_then(|p| p.as_i64()) {
+            let pid = nix::unistd::Pid::from_raw(pid as i32);
+            let deadline = std::time::Instant::now() + REQUEST_TIMEOUT;
+            // A zombie has stopped too (its reaper may be slow, or absent in a container).
+            let running = || {
+                nix::sys::signal::kill(pid, None).is_ok()
+                    && !std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default().contains(") Z ")
+            };
+            while running() {
+                if std::time::Instant::now() > deadline {
+                    return Err(failure(1, format!("desk serve (pid {pid}) said it was stopping but still runs")));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        println!("desk serve stopped");
         return Ok(0);
     }
     if foreground {
@@ -188,7 +212,10 @@ pub fn send(args: SendArgs) -> Result<i32> {
     }
     let clean = text::sanitize(&raw);
     if clean.trim().is_empty() {
-        return Err(failure(2, "the prompt is empty"));
+        if raw.trim().is_empty() {
+            return Err(failure(2, "the prompt is empty"));
+        }
+        return Err(failure(2, "the prompt is empty once control characters and escape sequences are removed"));
     }
     let removed = raw.chars().count() - clean.chars().count();
     // Target the generation running now, if any (a restart later retargets it, visibly).
@@ -218,32 +245,59 @@ pub fn send(args: SendArgs) -> Result<i32> {
     store.write_intake(&item)?;
     let id = item.id.clone();
     let socket = crate::daemon::socket_path(&paths);
-    let mut hold = None;
-    let state = match control::request(&socket, &Request::Ingest { id: id.to_string() }, REQUEST_TIMEOUT) {
+    // A prompt for a session that is not running says why its queue waits.
+    let hold_of = |socket: &std::path::Path| match target {
+        Target::Running(_) => None,
+        _ => current_hold(socket, name),
+    };
+    let print = |state: &str, hold: Option<String>| {
+        if let Some(reason) = &hold {
+            eprintln!("desk: queue {name} is held: {reason}");
+        }
+        if args.json {
+            println!(
+                "{}",
+                serde_json::json!({ "id": id, "session": args.name.as_str(), "state": state, "hold": hold })
+            );
+        } else {
+            println!("{id}");
+        }
+    };
+    match control::request(&socket, &Request::Ingest { id: id.to_string() }, SEND_TIMEOUT) {
         Ok(resp) if resp.ok => {
-            if !matches!(target, Target::Running(_)) {
-                hold = current_hold(&socket, name);
-            }
-            resp.data.get("state").and_then(|s| s.as_str()).unwrap_or("queued").to_string()
+            print(resp.data.get("state").and_then(|s| s.as_str()).unwrap_or("queued"), hold_of(&socket));
+            Ok(0)
         }
         Ok(resp) => {
-            eprintln!("desk: desk serve did not take it yet: {}", resp.error.unwrap_or_default());
-            "intake".into()
+            print("refused", None);
+            Err(failure(1, format!("desk serve did not queue it: {}", resp.error.unwrap_or_default())))
+        }
+        Err(e) if timed_out(&e) => {
+            print("intake", None);
+            Err(failure(
+                1,
+                format!(
+                    "desk serve has not queued item {id} within {} s; it stays in the intake and desk serve \
+                     keeps trying (see: desk item {id})",
+                    SEND_TIMEOUT.as_secs()
+                ),
+            ))
         }
         Err(_) => {
             eprintln!("desk: desk serve is not running; the prompt waits in the intake until it starts");
-            "intake".into()
+            print("intake", None);
+            Ok(0)
         }
-    };
-    if let Some(reason) = &hold {
-        eprintln!("desk: queue {name} is held: {reason}");
     }
-    if args.json {
-        println!("{}", serde_json::json!({ "id": id, "session": args.name.as_str(), "state": state, "hold": hold }));
-    } else {
-        println!("{id}");
-    }
-    Ok(0)
+}
+
+/// Whether a control request failed by running out of time (the daemon is there but did not
+/// answer), rather than finding no daemon.
+fn timed_out(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|e| matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut))
+    })
 }
 
 /// The reason the daemon holds `session`'s queue, if it holds it.
@@ -359,8 +413,11 @@ pub fn queue(session: Option<SessionName>, json: bool) -> Result<i32> {
         return answer(resp, json);
     }
     let queues = resp.data.as_array().cloned().unwrap_or_default();
+    let not_queued = print_not_queued(&paths)?;
     if queues.is_empty() {
-        println!("no pending items");
+        if !not_queued {
+            println!("no pending items");
+        }
         return Ok(0);
     }
     for q in queues {
@@ -368,6 +425,9 @@ pub fn queue(session: Option<SessionName>, json: bool) -> Result<i32> {
         let mut head = name.to_string();
         if let Some(p) = q["paused"].as_str() {
             head.push_str(&format!("  [paused{}]", if p.is_empty() { String::new() } else { format!(": {p}") }));
+        }
+        if let Some(why) = q["refused"].as_str() {
+            head.push_str(&format!("  [cannot deliver: {why}]"));
         }
         if let Some(reason) = q["hold"]["reason"].as_str() {
             head.push_str(&format!("  held: {reason} ({})", fmt_age(q["hold"]["since_ms"].as_u64().unwrap_or(0))));
@@ -389,6 +449,36 @@ pub fn queue(session: Option<SessionName>, json: bool) -> Result<i32> {
     Ok(0)
 }
 
+/// Prompts the daemon has not queued: intake files still waiting (a full disk, or no daemon)
+/// and records set aside because they cannot be parsed. Returns whether there were any.
+fn print_not_queued(paths: &Paths) -> Result<bool> {
+    let store = Store::open(&paths.state)?;
+    let waiting = store.pending_intake()?;
+    let set_aside = store.set_aside_records()?;
+    if !waiting.is_empty() {
+        println!("intake  [not queued yet; `desk item ID` says why]");
+        for path in &waiting {
+            let id = path.file_stem().and_then(|s| s.to_str()).unwrap_or("?");
+            let since = std::fs::metadata(path)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_millis() as u64);
+            match Store::read_record(path) {
+                Ok(item) => println!("  {id}  {:<24} {:>4}  {}", item.session, fmt_age(since), item.preview(60)),
+                Err(_) => println!("  {id}  {:<24} {:>4}", "?", fmt_age(since)),
+            }
+        }
+    }
+    if !set_aside.is_empty() {
+        println!("set aside  [cannot be parsed; never delivered]");
+        for p in &set_aside {
+            println!("  {}  {}", p.path.display(), p.error);
+        }
+    }
+    Ok(!waiting.is_empty() || !set_aside.is_empty())
+}
+
 pub fn item(id: &str, json: bool) -> Result<i32> {
     let paths = paths()?;
     let id = ItemId::parse(id).ok_or_else(|| failure(2, format!("{id:?} is not an item id")))?;
@@ -401,9 +491,18 @@ pub fn item(id: &str, json: bool) -> Result<i32> {
         Ok(resp) => resp,
         Err(_) => {
             let store = Store::open(&paths.state)?;
-            match store.find(&id)?.or(store.find_intake(&id)?) {
-                Some(item) => Response::ok("item", serde_json::to_value(item)?),
-                None => return Err(failure(1, format!("no item {id}"))),
+            match (store.find(&id)?, store.find_intake(&id)?) {
+                (Some(item), _) => Response::ok("item", serde_json::to_value(item)?),
+                (None, Some(item)) => Response::ok("intake", serde_json::to_value(item)?),
+                (None, None) => match store.find_set_aside(&id)? {
+                    Some(p) => {
+                        return Err(failure(
+                            1,
+                            format!("item {id} was set aside as {}: {}", p.path.display(), p.error),
+                        ));
+                    }
+                    None => return Err(failure(1, format!("no item {id}"))),
+                },
             }
         }
     };
@@ -411,12 +510,16 @@ pub fn item(id: &str, json: bool) -> Result<i32> {
         return answer(resp, json);
     }
     let hold = resp.data.get("hold").cloned();
+    let in_intake = resp.message.as_deref() == Some("intake");
     let item: Item = serde_json::from_value(resp.data).context("malformed item")?;
     println!("item {}", item.id);
     println!("  session   {} (generation {})", item.session, item.generation.map_or("any".into(), |g| g.to_string()));
     let mut state = item.state.as_str().to_string();
     if let Some(class) = item.stuck {
         state.push_str(&format!(" ({})", class.as_str()));
+    }
+    if in_intake {
+        state = "in the intake, not queued yet".into();
     }
     println!("  state     {state}, since {}", &iso8601(item.state_since_ms)[..19]);
     if let Some(reason) = hold.as_ref().and_then(|h| h["reason"].as_str()) {

@@ -16,8 +16,12 @@ use std::time::Duration;
 /// Version of the control protocol.
 pub const CONTROL_VERSION: u32 = 1;
 
-/// 1 MiB per line: requests are small; responses carry at most a few hundred items.
+/// 1 MiB per request line: requests are small.
 pub const MAX_LINE: usize = 1 << 20;
+
+/// 64 MiB per response line, read by the CLI: listings carry previews (about 1 KiB an item),
+/// so this is tens of thousands of items; one item with its whole text is under 1 MiB.
+pub const MAX_RESPONSE: usize = 64 << 20;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "cmd", rename_all = "snake_case")]
@@ -122,8 +126,8 @@ pub fn request(socket: &Path, req: &Request, timeout: Duration) -> Result<Respon
     let mut answer = Vec::new();
     let mut buf = [0u8; 8192];
     loop {
-        if answer.len() > MAX_LINE {
-            bail!("desk serve sent an answer longer than {MAX_LINE} bytes");
+        if answer.len() > MAX_RESPONSE {
+            bail!("desk serve sent an answer longer than {MAX_RESPONSE} bytes");
         }
         stream.set_read_timeout(Some(left()?))?;
         match stream.read(&mut buf) {

@@ -30,6 +30,9 @@ pub struct MasterConn {
     /// Writes awaiting their PONG, with the refusal seen for the head one.
     writes: VecDeque<(engine::Token, Option<String>)>,
     pub closed: bool,
+    /// Why the master and this daemon cannot talk (protocol versions), once known: the
+    /// connection is closed and nothing is ever sent to that master.
+    pub refused: Option<String>,
 }
 
 impl MasterConn {
@@ -44,6 +47,7 @@ impl MasterConn {
             snapshots: VecDeque::new(),
             writes: VecDeque::new(),
             closed: false,
+            refused: None,
         };
         conn.send(&Frame::Hello { version: PROTOCOL_VERSION, role: Role::Observer, cols: 0, rows: 0 });
         conn
@@ -114,7 +118,7 @@ impl MasterConn {
                 }
                 Ok(n) => {
                     self.decoder.push(&buf[..n]);
-                    loop {
+                    while !self.closed {
                         match self.decoder.next_frame() {
                             Ok(Some(frame)) => self.on_frame(frame, rules, inbox),
                             Ok(None) => break,
@@ -133,11 +137,20 @@ impl MasterConn {
                     break;
                 }
             }
+            if self.closed {
+                break;
+            }
         }
     }
 
     fn on_frame(&mut self, frame: Frame, rules: &mut dyn FnMut(&str) -> Rc<RuleSet>, inbox: &mut VecDeque<Input>) {
         match frame {
+            Frame::Welcome { version, .. } if version != PROTOCOL_VERSION => {
+                // Its frames may mean something else: never type into it.
+                self.refuse(format!(
+                    "its master speaks protocol version {version}; this daemon speaks {PROTOCOL_VERSION}"
+                ));
+            }
             Frame::Welcome { info, .. } => {
                 let state = info.state.clone();
                 let (lifecycle, activity, wait, ready) = match &state {
@@ -187,6 +200,9 @@ impl MasterConn {
                     inbox.push_back(Input::Written { token, result });
                 }
             }
+            Frame::Error { code: ErrorCode::UnsupportedVersion, message } if self.view.is_none() => {
+                self.refuse(format!("its master refused this daemon's protocol version {PROTOCOL_VERSION}: {message}"));
+            }
             Frame::Error { code, message } => match code {
                 ErrorCode::InputFull | ErrorCode::Exiting | ErrorCode::NotPermitted => {
                     if let Some((_, refused)) = self.writes.front_mut() {
@@ -199,6 +215,13 @@ impl MasterConn {
             },
             _ => {}
         }
+    }
+
+    fn refuse(&mut self, why: String) {
+        self.refused = Some(why);
+        self.closed = true;
+        self.out.clear();
+        self.out_off = 0;
     }
 
     fn on_event(&mut self, event: Event, inbox: &mut VecDeque<Input>) {

@@ -8,7 +8,11 @@
 //! the kernel when the process dies, so a stale lock is simply taken over); actions are carried
 //! out in the order the engine gave them and a failed persist stops the rest of its batch; no
 //! failure of one item or session stops the daemon — each is logged and reported to the engine,
-//! which holds, retries with backoff or marks the item stuck.
+//! which holds, retries with backoff or marks the item stuck. An intake file leaves the intake
+//! only queued or, when it cannot be parsed, set aside; any other failure leaves it for a
+//! retry with backoff. Nothing but HELLO is ever sent to a master of another protocol
+//! version. Every control client is bounded: unread replies (reading stops past
+//! [`CONTROL_OUT_LIMIT`]), idle time ([`CONTROL_IDLE_TIMEOUT`]) and their number.
 
 pub mod control;
 pub mod masters;
@@ -33,7 +37,7 @@ use tracing::{info, warn};
 
 use crate::delivery::engine::{self, Action, Engine, Input, TimerKey};
 use crate::delivery::item::{ItemId, State};
-use crate::delivery::store::{self, Pause, Store};
+use crate::delivery::store::{self, IngestError, Pause, Store};
 use crate::paths::{Paths, SessionName};
 use crate::session::now_ms;
 use crate::state::RuleSet;
@@ -48,8 +52,53 @@ const FIRST_CONN: usize = 16;
 /// Finished items and tombstones are swept hourly: the only timer an idle daemon keeps.
 const SWEEP_EVERY: Duration = Duration::from_secs(3600);
 
-/// Control clients beyond this many are refused; each CLI call is one short connection.
+/// Control clients beyond this many are refused (after the longest-idle one is closed to make
+/// room); each CLI call is one short connection.
 const MAX_CONTROL_CLIENTS: usize = 64;
+
+/// A control client that owes nothing and has neither sent nor read a byte for this long is
+/// closed: the CLI sends its request as soon as it connects and gives up on an answer after
+/// 10 s itself, so a connection idle longer only holds a slot.
+const CONTROL_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Replies waiting for one control client beyond this many bytes stop the daemon from reading
+/// that client's next request until it reads: a client pipelining requests without reading
+/// costs at most this plus one reply. 1 MiB holds hundreds of listing replies.
+const CONTROL_OUT_LIMIT: usize = 1 << 20;
+
+/// Characters of an item's text in `queue` and `stuck` answers: enough for a listing's preview
+/// line; `desk item` carries the whole text. Keeps a listing's size independent of prompt
+/// sizes (a few 256 KiB prompts made the answer exceed the line limit).
+const LISTING_TEXT_CHARS: usize = 200;
+
+/// Evidence notes per item in a listing (the newest, plus the latest `stuck`/`refused` note
+/// that `desk stuck` prints): an item keeps up to 64, which `desk item` shows.
+const LISTING_NOTES: usize = 3;
+
+/// First new attempt at a master that speaks another protocol version: it will not change
+/// until it is restarted (a new master is noticed at once, through inotify), so retries are
+/// only a safety net and start slow.
+const REFUSED_RETRY_FIRST: Duration = Duration::from_secs(5);
+
+/// Retries of such a master back off (doubling) to this: one connection and one log line per
+/// five minutes for a session that stays incompatible.
+const REFUSED_RETRY_MAX: Duration = Duration::from_secs(300);
+
+/// A master this daemon cannot talk to, and when to try it again.
+struct Refusal {
+    reason: String,
+    retry_at: Instant,
+    backoff: Duration,
+}
+
+/// First retry of an intake file that could not be queued (a full disk, an I/O error): soon
+/// enough that a `desk send` waiting for its item sees it taken within its deadline once the
+/// cause is gone.
+const INTAKE_RETRY_FIRST: Duration = Duration::from_millis(250);
+
+/// Retries back off (doubling) to this: a disk that stays full costs one attempt and one log
+/// line per intake file every 30 s, and a freed disk is noticed within 30 s.
+const INTAKE_RETRY_MAX: Duration = Duration::from_secs(30);
 
 /// The control socket. Its name starts with `_`, which no session name can, so it never
 /// collides with a session's socket in the same directory.
@@ -140,6 +189,16 @@ struct ControlConn {
     /// Replies owed to this client (a force waits for its outcome).
     owed: usize,
     closed: bool,
+    /// When a byte last moved either way: an idle client is closed after
+    /// [`CONTROL_IDLE_TIMEOUT`].
+    last_progress: Instant,
+}
+
+impl ControlConn {
+    /// When this client counts as idle, unless it waits for a reply.
+    fn idle_deadline(&self) -> Option<Instant> {
+        (self.owed == 0 && !self.closed).then_some(self.last_progress + CONTROL_IDLE_TIMEOUT)
+    }
 }
 
 struct Daemon {
@@ -162,6 +221,13 @@ struct Daemon {
     stopping: bool,
     /// Ingest requests waiting for their item to be queued: id → control client.
     ingest_waiters: Vec<(ItemId, Token)>,
+    /// Intake files that could not be queued yet, with the last error (shown by `desk item`).
+    intake_errors: HashMap<ItemId, String>,
+    /// When to try the intake again after a failed ingest, and the delay after that one.
+    intake_retry: Option<Instant>,
+    intake_backoff: Duration,
+    /// Masters that speak another protocol version, by session: not connected until due.
+    refused: HashMap<String, Refusal>,
 }
 
 /// Run the daemon in this process until SIGTERM/SIGINT or a `stop` request.
@@ -240,13 +306,41 @@ impl Daemon {
             next_sweep: Instant::now(),
             stopping: false,
             ingest_waiters: Vec::new(),
+            intake_errors: HashMap::new(),
+            intake_retry: None,
+            intake_backoff: INTAKE_RETRY_FIRST,
+            refused: HashMap::new(),
         };
         daemon.restore()?;
         Ok(daemon)
     }
 
-    /// Start-up: pauses, items, intake, sessions.
+    /// Remove the temporary files of atomic writes whose writer was killed mid-write (a
+    /// `desk send`, a master, an earlier daemon): in the store, the runtime directory and every
+    /// session's state directory. A failure is logged; it never stops the start.
+    fn sweep_stale_tmp(&self) {
+        let root = self.store.root();
+        let mut dirs = vec![root.to_path_buf(), root.join("intake"), self.paths.runtime.clone()];
+        for parent in [root.join("queue"), self.paths.state.join("sessions")] {
+            if let Ok(entries) = std::fs::read_dir(&parent) {
+                dirs.extend(entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()));
+            }
+        }
+        let mut removed = 0;
+        for dir in dirs {
+            match crate::fsutil::sweep_stale_tmp(&dir) {
+                Ok(n) => removed += n,
+                Err(e) => warn!("cannot sweep temporary files: {e:#}"),
+            }
+        }
+        if removed > 0 {
+            info!(removed, "removed temporary files left by interrupted writes");
+        }
+    }
+
+    /// Start-up: temporary files, pauses, items, intake, sessions.
     fn restore(&mut self) -> Result<()> {
+        self.sweep_stale_tmp();
         let pauses = self.store.load_pauses()?;
         for (session, pause) in pauses.sessions {
             self.feed(Input::Paused { session, reason: pause.reason });
@@ -312,6 +406,11 @@ impl Daemon {
                     Err(e) => warn!("sweep failed: {e:#}"),
                 }
             }
+            self.retry_refused_masters(now);
+            if self.intake_retry.is_some_and(|at| at <= now) {
+                self.intake_retry = None;
+                self.ingest_all();
+            }
             while let Some(Reverse((at, _))) = self.timers.peek() {
                 if *at > now {
                     break;
@@ -319,7 +418,15 @@ impl Daemon {
                 let Some(Reverse((_, key))) = self.timers.pop() else { break };
                 self.feed(Input::Timer(key));
             }
-            let next = self.timers.peek().map(|Reverse((at, _))| *at).unwrap_or(self.next_sweep).min(self.next_sweep);
+            let next = self
+                .timers
+                .peek()
+                .map(|Reverse((at, _))| *at)
+                .unwrap_or(self.next_sweep)
+                .min(self.next_sweep)
+                .min(self.intake_retry.unwrap_or(self.next_sweep))
+                .min(self.refused.values().map(|r| r.retry_at).min().unwrap_or(self.next_sweep))
+                .min(self.controls.values().filter_map(ControlConn::idle_deadline).min().unwrap_or(self.next_sweep));
             let timeout = next.saturating_duration_since(Instant::now());
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() == io::ErrorKind::Interrupted {
@@ -344,9 +451,21 @@ impl Daemon {
                     _ => {}
                 }
             }
+            self.close_idle_controls(Instant::now());
             self.reap_connections();
         }
         Ok(())
+    }
+
+    /// Close control clients idle past [`CONTROL_IDLE_TIMEOUT`] (their unread replies with them).
+    fn close_idle_controls(&mut self, now: Instant) {
+        for conn in self.controls.values_mut() {
+            if conn.idle_deadline().is_some_and(|at| at <= now) {
+                info!(unread = conn.out.len(), "closing an idle control client");
+                conn.closed = true;
+                conn.out.clear();
+            }
+        }
     }
 
     fn new_token(&mut self) -> Token {
@@ -438,41 +557,146 @@ impl Daemon {
 
     // ----- intake -----
 
+    /// Try every intake file. Files that fail for a reason that may pass stay in the intake
+    /// and are retried with backoff; a pass with no such failure resets the backoff.
     fn ingest_all(&mut self) {
-        match self.store.pending_intake() {
-            Ok(files) => {
-                for path in files {
-                    self.ingest_file(&path);
+        let files = match self.store.pending_intake() {
+            Ok(files) => files,
+            Err(e) => {
+                warn!("cannot list the intake: {e:#}");
+                self.retry_intake_later();
+                return;
+            }
+        };
+        let mut failed = false;
+        let mut errors = HashMap::new();
+        for path in files {
+            if let Err((id, error)) = self.ingest_file(&path) {
+                failed = true;
+                if let Some(id) = id {
+                    errors.insert(id, error);
                 }
             }
-            Err(e) => warn!("cannot list the intake: {e:#}"),
+        }
+        self.intake_errors = errors;
+        if failed {
+            self.retry_intake_later();
+        } else {
+            self.intake_retry = None;
+            self.intake_backoff = INTAKE_RETRY_FIRST;
         }
     }
 
-    fn ingest_file(&mut self, path: &std::path::Path) -> Option<ItemId> {
+    fn retry_intake_later(&mut self) {
+        if self.intake_retry.is_none() {
+            self.intake_retry = Some(Instant::now() + self.intake_backoff);
+            self.intake_backoff = (self.intake_backoff * 2).min(INTAKE_RETRY_MAX);
+        }
+    }
+
+    /// Queue one intake file and answer the `desk send`s waiting for it. A transient failure
+    /// leaves the file (and its waiters) for a retry and is returned with the item's id when
+    /// known; an unparsable file is set aside and its waiters are told.
+    fn ingest_file(&mut self, path: &std::path::Path) -> Result<(), (Option<ItemId>, String)> {
+        let id = path.file_stem().and_then(|s| s.to_str()).and_then(ItemId::parse);
         match self.store.ingest(path) {
-            Ok(Some(item)) => {
-                let id = item.id.clone();
-                store::failpoint("after-ingest");
-                info!(item = %id, session = %item.session, "queued");
-                self.feed(Input::Ingested(item));
-                Some(id)
+            Ok(ingested) => {
+                let id = ingested.item.id.clone();
+                self.intake_errors.remove(&id);
+                if ingested.fresh {
+                    store::failpoint("after-ingest");
+                    info!(item = %id, session = %ingested.item.session, "queued");
+                    self.feed(Input::Ingested(ingested.item));
+                }
+                self.answer_ingest_waiters(&id);
+                Ok(())
             }
-            Ok(None) => None,
-            Err(e) => {
-                warn!("cannot ingest {}: {e:#}", path.display());
-                let mut bad = path.to_path_buf().into_os_string();
-                bad.push(".bad");
-                let _ = std::fs::rename(path, bad);
-                None
+            Err(IngestError::Transient(e)) => {
+                let error = format!("{e:#}");
+                warn!("cannot queue {} yet; it stays in the intake and is retried: {error}", path.display());
+                if let Some(id) = &id {
+                    self.intake_errors.insert(id.clone(), error.clone());
+                }
+                self.retry_intake_later();
+                Err((id, error))
             }
+            Err(IngestError::Unparsable(error)) => {
+                let why = match self.store.set_aside(path) {
+                    Ok(bad) => format!("{error}; set aside as {}", bad.display()),
+                    Err(e) => format!("{error}; and it cannot be set aside: {e:#}"),
+                };
+                tracing::error!("{why}");
+                if let Some(id) = id {
+                    let waiting: Vec<Token> =
+                        self.ingest_waiters.iter().filter(|(i, _)| *i == id).map(|(_, t)| *t).collect();
+                    self.ingest_waiters.retain(|(i, _)| *i != id);
+                    for client in waiting {
+                        self.reply(client, Response::err(format!("item {id} was not queued: {why}")));
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Answer every `desk send` waiting for `id` with the item's state now.
+    fn answer_ingest_waiters(&mut self, id: &ItemId) {
+        let waiting: Vec<Token> = self.ingest_waiters.iter().filter(|(i, _)| i == id).map(|(_, t)| *t).collect();
+        if waiting.is_empty() {
+            return;
+        }
+        self.ingest_waiters.retain(|(i, _)| i != id);
+        let response = self.ingest_answer(id);
+        for client in waiting {
+            self.reply(client, response.clone());
+        }
+    }
+
+    /// The answer to an ingest request for an item no longer in the intake.
+    fn ingest_answer(&self, id: &ItemId) -> Response {
+        let state =
+            self.engine.item(id).map(|i| i.state).or_else(|| self.store.find(id).ok().flatten().map(|i| i.state));
+        match state {
+            Some(state) => {
+                Response::ok(format!("{id} {}", state.as_str()), serde_json::json!({ "id": id, "state": state }))
+            }
+            None => match self.store.find_set_aside(id).ok().flatten() {
+                Some(p) => Response::err(format!("item {id} was set aside as {}: {}", p.path.display(), p.error)),
+                None => Response::err(format!("item {id} was not found")),
+            },
         }
     }
 
     // ----- sessions -----
 
-    /// Connect to a session's master as an observer. Returns whether it is connected.
+    /// Try again the masters that refused this daemon's protocol version, when due.
+    fn retry_refused_masters(&mut self, now: Instant) {
+        let due: Vec<String> = self.refused.iter().filter(|(_, r)| r.retry_at <= now).map(|(s, _)| s.clone()).collect();
+        for session in due {
+            if let Some(r) = self.refused.get_mut(&session) {
+                r.retry_at = now + r.backoff;
+            }
+            self.open_master(&session);
+        }
+    }
+
+    /// Record that a session's master cannot be talked to, backing off its retries.
+    fn note_refusal(&mut self, session: &str, reason: String) {
+        let backoff = self.refused.get(session).map_or(REFUSED_RETRY_FIRST, |r| (r.backoff * 2).min(REFUSED_RETRY_MAX));
+        warn!(session, "not delivering to {session}: {reason}; next try in {} s", backoff.as_secs());
+        self.refused.insert(session.to_string(), Refusal { reason, retry_at: Instant::now() + backoff, backoff });
+    }
+
+    /// Connect to a session's master as an observer, unless it refused this daemon and is not
+    /// due for another try. Returns whether it is connected.
     fn connect(&mut self, session: &str) -> bool {
+        if self.refused.get(session).is_some_and(|r| r.retry_at > Instant::now()) {
+            return false;
+        }
+        self.open_master(session)
+    }
+
+    fn open_master(&mut self, session: &str) -> bool {
         if let Some(token) = self.by_session.get(session)
             && self.masters.get(token).is_some_and(|c| !c.closed)
         {
@@ -502,9 +726,16 @@ impl Daemon {
         let Daemon { masters, rules, paths, .. } = self;
         let mut load = |provider: &str| load_rules(rules, &paths.config, provider);
         let mut inbox = VecDeque::new();
+        let mut welcomed = None;
         if let Some(conn) = masters.get_mut(&token) {
             conn.flush();
             conn.readable(&mut load, &mut inbox);
+            if conn.view.is_some() {
+                welcomed = Some(conn.session.clone());
+            }
+        }
+        if let Some(session) = welcomed {
+            self.refused.remove(&session);
         }
         for input in inbox {
             self.feed(input);
@@ -520,6 +751,11 @@ impl Daemon {
                     self.by_session.remove(&conn.session);
                 }
                 info!(session = %conn.session, "session connection ended");
+                if let Some(reason) = conn.refused.take() {
+                    // Nothing was ever sent to it but HELLO; no reconnect until due.
+                    self.note_refusal(&conn.session, reason);
+                    continue;
+                }
                 let mut inbox = VecDeque::new();
                 conn.fail_pending(&mut inbox);
                 for input in inbox {
@@ -539,6 +775,7 @@ impl Daemon {
             if let Some(mut conn) = self.controls.remove(&token) {
                 let _ = self.poll.registry().deregister(&mut conn.stream);
             }
+            self.ingest_waiters.retain(|(_, t)| *t != token);
         }
     }
 
@@ -563,6 +800,8 @@ impl Daemon {
                     && arrived
                     && SessionName::parse(session).is_ok()
                 {
+                    // A new master may speak this daemon's version: try it at once.
+                    self.refused.remove(session);
                     self.connect(session);
                 }
             } else if name.ends_with(".json") && !name.starts_with('.') {
@@ -589,55 +828,92 @@ impl Daemon {
             };
             let uid =
                 nix::sys::socket::getsockopt(&stream, nix::sys::socket::sockopt::PeerCredentials).map(|c| c.uid());
-            if uid.ok() != Some(nix::unistd::geteuid().as_raw()) || self.controls.len() >= MAX_CONTROL_CLIENTS {
-                let _ = stream.write_all(&Response::err("refused").to_line());
+            if uid.ok() != Some(nix::unistd::geteuid().as_raw()) {
+                let _ = stream.write_all(&Response::err("refused: not your daemon").to_line());
+                continue;
+            }
+            if self.controls.len() >= MAX_CONTROL_CLIENTS && !self.evict_idle_control() {
+                let _ = stream.write_all(
+                    &Response::err(format!("refused: {MAX_CONTROL_CLIENTS} clients are waiting for answers")).to_line(),
+                );
                 continue;
             }
             let token = self.new_token();
             if self.poll.registry().register(&mut stream, token, Interest::READABLE | Interest::WRITABLE).is_ok() {
-                self.controls
-                    .insert(token, ControlConn { stream, inbuf: Vec::new(), out: Vec::new(), owed: 0, closed: false });
+                let conn = ControlConn {
+                    stream,
+                    inbuf: Vec::new(),
+                    out: Vec::new(),
+                    owed: 0,
+                    closed: false,
+                    last_progress: Instant::now(),
+                };
+                self.controls.insert(token, conn);
             }
         }
     }
 
+    /// Close the longest-idle control client that owes nothing, to make room for a new one.
+    /// Returns whether one was closed.
+    fn evict_idle_control(&mut self) -> bool {
+        let idlest = self
+            .controls
+            .iter()
+            .filter(|(_, c)| c.owed == 0 && !c.closed)
+            .min_by_key(|(_, c)| c.last_progress)
+            .map(|(t, _)| *t);
+        let Some(token) = idlest else { return false };
+        if let Some(mut conn) = self.controls.remove(&token) {
+            info!("closing the longest-idle control client to make room");
+            let _ = self.poll.registry().deregister(&mut conn.stream);
+        }
+        self.ingest_waiters.retain(|(_, t)| *t != token);
+        true
+    }
+
+    /// Serve one control client: write what it is owed, then take its requests one at a time
+    /// while its unread replies stay under [`CONTROL_OUT_LIMIT`], reading more only when no
+    /// complete request is buffered. A client that does not read its replies therefore stops
+    /// being read (its socket buffer fills and it blocks), instead of growing the daemon.
     fn control_event(&mut self, token: Token) {
-        let mut requests = Vec::new();
-        if let Some(conn) = self.controls.get_mut(&token) {
+        loop {
+            let Some(conn) = self.controls.get_mut(&token) else { return };
             flush_control(conn);
-            let mut buf = [0u8; 16 * 1024];
-            loop {
-                match conn.stream.read(&mut buf) {
-                    Ok(0) => {
-                        conn.closed = true;
-                        break;
-                    }
-                    Ok(n) => conn.inbuf.extend_from_slice(&buf[..n]),
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(_) => {
-                        conn.closed = true;
-                        break;
-                    }
-                }
+            if conn.closed || conn.out.len() >= CONTROL_OUT_LIMIT {
+                return;
             }
-            while let Some(end) = conn.inbuf.iter().position(|b| *b == b'\n') {
+            if let Some(end) = conn.inbuf.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = conn.inbuf.drain(..=end).collect();
-                requests.push(control::parse_request(&line));
+                conn.owed += 1;
+                match control::parse_request(&line) {
+                    Ok(request) => self.handle_request(token, request),
+                    Err(e) => self.reply(token, Response::err(e)),
+                }
+                continue;
             }
             if conn.inbuf.len() > control::MAX_LINE {
                 conn.inbuf.clear();
                 conn.out.extend_from_slice(&Response::err("request line too long").to_line());
                 conn.closed = true;
+                flush_control(conn);
+                return;
             }
-        }
-        for request in requests {
-            if let Some(conn) = self.controls.get_mut(&token) {
-                conn.owed += 1;
-            }
-            match request {
-                Ok(request) => self.handle_request(token, request),
-                Err(e) => self.reply(token, Response::err(e)),
+            let mut buf = [0u8; 16 * 1024];
+            match conn.stream.read(&mut buf) {
+                Ok(0) => {
+                    conn.closed = true;
+                    return;
+                }
+                Ok(n) => {
+                    conn.inbuf.extend_from_slice(&buf[..n]);
+                    conn.last_progress = Instant::now();
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    conn.closed = true;
+                    return;
+                }
             }
         }
     }
@@ -656,7 +932,7 @@ impl Daemon {
                 .reply(client, Response::ok("desk serve is running", serde_json::json!({ "pid": std::process::id() }))),
             Request::Stop => {
                 self.stopping = true;
-                self.reply(client, Response::ok("stopping", serde_json::Value::Null));
+                self.reply(client, Response::ok("stopping", serde_json::json!({ "pid": std::process::id() })));
             }
             Request::Ingest { id } => {
                 let Some(id) = ItemId::parse(&id) else {
@@ -664,49 +940,12 @@ impl Daemon {
                 };
                 let path = self.store.intake_file(&id);
                 if path.exists() {
-                    self.ingest_waiters.push((id.clone(), client));
-                    if self.ingest_file(&path).is_some() || !self.ingest_waiters.iter().any(|(i, _)| *i == id) {
-                        // Answered from after_persist, or below.
-                    }
-                }
-                if self.ingest_waiters.iter().any(|(i, c)| *i == id && *c == client) {
-                    self.ingest_waiters.retain(|(i, c)| !(*i == id && *c == client));
-                    let state = self
-                        .engine
-                        .item(&id)
-                        .map(|i| i.state)
-                        .or_else(|| self.store.find(&id).ok().flatten().map(|i| i.state));
-                    match state {
-                        Some(state) => self.reply(
-                            client,
-                            Response::ok(
-                                format!("{id} {}", state.as_str()),
-                                serde_json::json!({ "id": id, "state": state }),
-                            ),
-                        ),
-                        None => self.reply(client, Response::err(format!("item {id} was not found"))),
-                    }
-                } else if !path.exists() && self.engine.item(&id).is_none() {
-                    let state = self.store.find(&id).ok().flatten().map(|i| i.state);
-                    match state {
-                        Some(state) => self.reply(
-                            client,
-                            Response::ok(
-                                format!("{id} {}", state.as_str()),
-                                serde_json::json!({ "id": id, "state": state }),
-                            ),
-                        ),
-                        None => self.reply(client, Response::err(format!("item {id} was not found"))),
-                    }
-                } else if !path.exists() {
-                    let state = self.engine.item(&id).map(|i| i.state).unwrap_or(State::Queued);
-                    self.reply(
-                        client,
-                        Response::ok(
-                            format!("{id} {}", state.as_str()),
-                            serde_json::json!({ "id": id, "state": state }),
-                        ),
-                    );
+                    // Answered once the item is queued (now, or on a retry), or set aside.
+                    self.ingest_waiters.push((id, client));
+                    let _ = self.ingest_file(&path);
+                } else {
+                    let response = self.ingest_answer(&id);
+                    self.reply(client, response);
                 }
             }
             Request::Queue { session } => {
@@ -716,14 +955,23 @@ impl Daemon {
                     .into_iter()
                     .filter(|q| session.as_ref().is_none_or(|s| *s == q.session))
                     .collect();
-                self.reply(client, Response::ok("queues", serde_json::to_value(queues).unwrap_or_default()));
+                let mut data = serde_json::to_value(queues).unwrap_or_default();
+                for queue in data.as_array_mut().into_iter().flatten() {
+                    for item in queue["items"].as_array_mut().into_iter().flatten() {
+                        cut_for_listing(item);
+                    }
+                    if let Some(r) = queue["session"].as_str().and_then(|s| self.refused.get(s)) {
+                        queue["refused"] = serde_json::Value::String(r.reason.clone());
+                    }
+                }
+                self.reply(client, Response::ok("queues", data));
             }
             Request::Item { id } => {
                 let Some(id) = ItemId::parse(&id) else {
                     return self.reply(client, Response::err(format!("{id:?} is not an item id")));
                 };
                 let item = self.engine.item(&id).cloned().or_else(|| self.store.find(&id).ok().flatten());
-                match item {
+                let response = match item {
                     Some(item) => {
                         // A queued item says why it waits (the session's hold).
                         let mut data = serde_json::to_value(&item).unwrap_or_default();
@@ -733,14 +981,30 @@ impl Daemon {
                         {
                             map.insert("hold".into(), serde_json::to_value(hold).unwrap_or_default());
                         }
-                        self.reply(client, Response::ok("item", data))
+                        Response::ok("item", data)
                     }
-                    None => self.reply(client, Response::err(format!("no item {id}"))),
-                }
+                    None => match self.store.find_intake(&id) {
+                        Ok(Some(mut item)) => {
+                            let why = self.intake_errors.get(&id).cloned().unwrap_or_else(|| "not taken yet".into());
+                            item.note(now_ms(), "intake", format!("not queued yet: {why}"));
+                            Response::ok("intake", serde_json::to_value(item).unwrap_or_default())
+                        }
+                        _ => match self.store.find_set_aside(&id).ok().flatten() {
+                            Some(p) => {
+                                Response::err(format!("item {id} was set aside as {}: {}", p.path.display(), p.error))
+                            }
+                            None => Response::err(format!("no item {id}")),
+                        },
+                    },
+                };
+                self.reply(client, response);
             }
             Request::Stuck => {
-                let stuck = self.engine.stuck();
-                self.reply(client, Response::ok("stuck", serde_json::to_value(stuck).unwrap_or_default()));
+                let mut data = serde_json::to_value(self.engine.stuck()).unwrap_or_default();
+                for item in data.as_array_mut().into_iter().flatten() {
+                    cut_for_listing(item);
+                }
+                self.reply(client, Response::ok("stuck", data));
             }
             Request::Force { id, over_draft } => {
                 let Some(id) = ItemId::parse(&id) else {
@@ -800,6 +1064,35 @@ fn load_rules(cache: &mut HashMap<String, Rc<RuleSet>>, config: &std::path::Path
         .clone()
 }
 
+/// An item as a listing (`queue`, `stuck`) carries it: `text` cut to [`LISTING_TEXT_CHARS`]
+/// (with `text_chars`, the whole text's length, when cut) and the last [`LISTING_NOTES`]
+/// evidence notes plus the latest `stuck`/`refused` one (with `evidence_total`). The answer's
+/// size then grows with the number of items, not with their prompts.
+fn cut_for_listing(item: &mut serde_json::Value) {
+    if let Some(text) = item["text"].as_str() {
+        let chars = text.chars().count();
+        if chars > LISTING_TEXT_CHARS {
+            let cut: String = text.chars().take(LISTING_TEXT_CHARS).collect();
+            item["text"] = serde_json::Value::String(cut);
+            item["text_chars"] = serde_json::json!(chars);
+        }
+    }
+    if let Some(notes) = item["evidence"].as_array()
+        && notes.len() > LISTING_NOTES
+    {
+        let total = notes.len();
+        let why = notes.iter().rposition(|n| n["kind"] == "stuck" || n["kind"] == "refused");
+        let keep: Vec<serde_json::Value> = notes
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i + LISTING_NOTES >= total || Some(*i) == why)
+            .map(|(_, n)| n.clone())
+            .collect();
+        item["evidence"] = serde_json::Value::Array(keep);
+        item["evidence_total"] = serde_json::json!(total);
+    }
+}
+
 fn flush_control(conn: &mut ControlConn) {
     while !conn.out.is_empty() {
         match conn.stream.write(&conn.out) {
@@ -810,6 +1103,7 @@ fn flush_control(conn: &mut ControlConn) {
             }
             Ok(n) => {
                 conn.out.drain(..n);
+                conn.last_progress = Instant::now();
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -819,5 +1113,37 @@ fn flush_control(conn: &mut ControlConn) {
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::delivery::item::{Item, When};
+
+    #[test]
+    fn a_listing_carries_a_preview_and_the_newest_evidence_not_the_whole_item() {
+        let mut item =
+            Item::new(ItemId::generate(1), "s".into(), Some(1), "x".repeat(300_000), When::Now, "t".into(), 1);
+        item.note(2, "stuck", "submit-stuck: the Enter did not take");
+        for i in 0..10 {
+            item.note(3 + i, "hold", format!("held {i}"));
+        }
+        let mut v = serde_json::to_value(&item).unwrap();
+        cut_for_listing(&mut v);
+        assert_eq!(v["text"].as_str().unwrap().len(), LISTING_TEXT_CHARS);
+        assert_eq!(v["text_chars"], 300_000);
+        let kinds: Vec<&str> = v["evidence"].as_array().unwrap().iter().map(|n| n["kind"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["stuck", "hold", "hold", "hold"]);
+        assert_eq!(v["evidence_total"], item.evidence.len());
+        assert!(serde_json::to_vec(&v).unwrap().len() < 2048);
+        // What the CLI reads back is still an item.
+        let back: Item = serde_json::from_value(v).unwrap();
+        assert_eq!(back.id, item.id);
+        // A short item is left whole.
+        let short = Item::new(ItemId::generate(2), "s".into(), None, "hi".into(), When::Now, "t".into(), 1);
+        let mut v = serde_json::to_value(&short).unwrap();
+        cut_for_listing(&mut v);
+        assert_eq!(v, serde_json::to_value(&short).unwrap());
     }
 }

@@ -9,7 +9,7 @@
 //! crash in between leaves the old state with the newer record, never two files and never
 //! none; an intake file is tombstoned only after its queued record is durable.
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs;
@@ -96,6 +96,32 @@ fn settle_torn_rename(path: &Path, extension: State, record: State) -> Result<St
 pub struct Problem {
     pub path: PathBuf,
     pub error: String,
+}
+
+/// Why an intake file was not queued. Callers branch on it: a record that does not parse will
+/// never parse and is set aside; anything else (a full disk, an I/O error, a missing
+/// directory) may pass on a retry, so the intake file must stay where it is.
+#[derive(Debug)]
+pub enum IngestError {
+    Unparsable(String),
+    Transient(anyhow::Error),
+}
+
+impl std::fmt::Display for IngestError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IngestError::Unparsable(e) => write!(f, "{e}"),
+            IngestError::Transient(e) => write!(f, "{e:#}"),
+        }
+    }
+}
+
+/// An intake file taken into the queue: its item, and whether this call queued it (`false`
+/// when a crash had cut a previous ingest between the queue write and the tombstone).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ingested {
+    pub item: Item,
+    pub fresh: bool,
 }
 
 pub struct Store {
@@ -231,6 +257,11 @@ impl Store {
         read_item(&path).map(Some)
     }
 
+    /// The item record in one file (an intake file, say), as it is.
+    pub fn read_record(path: &Path) -> Result<Item> {
+        read_item(path)
+    }
+
     /// Whether any file of this item exists (for intake de-duplication after a crash).
     pub fn exists(&self, id: &ItemId, session: &str) -> Result<bool> {
         for state in State::ALL {
@@ -267,23 +298,76 @@ impl Store {
         self.intake_path(id, "json")
     }
 
-    /// Move one intake file into the queue. Returns the queued item, or `None` when it had
-    /// been ingested before (a crash between the queue write and the tombstone).
-    pub fn ingest(&self, path: &Path) -> Result<Option<Item>> {
-        let item = read_item(path).with_context(|| format!("intake file {} is unreadable", path.display()))?;
+    /// Move one intake file into the queue. On an error the intake file is left exactly where
+    /// it was: the caller sets it aside only when [`IngestError::Unparsable`].
+    pub fn ingest(&self, path: &Path) -> Result<Ingested, IngestError> {
+        let bytes = fs::read(path)
+            .with_context(|| format!("cannot read {}", path.display()))
+            .map_err(IngestError::Transient)?;
+        let item: Item = serde_json::from_slice(&bytes)
+            .map_err(|e| IngestError::Unparsable(format!("{} is not an item record: {e}", path.display())))?;
         if item.state != State::Queued {
-            bail!("intake file {} is not a queued item", path.display());
+            return Err(IngestError::Unparsable(format!("{} is not a queued item", path.display())));
         }
-        let fresh = !self.exists(&item.id, &item.session)?;
-        if fresh {
-            self.persist(&item, State::Queued)?;
-            failpoint("after-queue-write");
+        if SessionName::parse(&item.session).is_err() {
+            return Err(IngestError::Unparsable(format!("{} names no valid session", path.display())));
         }
-        let mut tomb = path.to_path_buf();
-        tomb.set_extension("consumed");
-        fs::rename(path, &tomb).with_context(|| format!("cannot tombstone {}", path.display()))?;
-        fsutil::sync_dir(&self.root.join("intake"))?;
-        Ok(fresh.then_some(item))
+        let queue = || -> Result<bool> {
+            let fresh = !self.exists(&item.id, &item.session)?;
+            if fresh {
+                self.persist(&item, State::Queued)?;
+                failpoint("after-queue-write");
+            }
+            let mut tomb = path.to_path_buf();
+            tomb.set_extension("consumed");
+            fs::rename(path, &tomb).with_context(|| format!("cannot tombstone {}", path.display()))?;
+            fsutil::sync_dir(&self.root.join("intake"))?;
+            Ok(fresh)
+        };
+        let fresh = queue().map_err(IngestError::Transient)?;
+        Ok(Ingested { item, fresh })
+    }
+
+    /// Set an intake file that cannot be parsed aside (`<id>.json.bad`), durably: it is never
+    /// ingested, and never deleted.
+    pub fn set_aside(&self, path: &Path) -> Result<PathBuf> {
+        let mut bad = path.to_path_buf().into_os_string();
+        bad.push(".bad");
+        let bad = PathBuf::from(bad);
+        fs::rename(path, &bad).with_context(|| format!("cannot set {} aside", path.display()))?;
+        fsutil::sync_dir(path.parent().unwrap_or(&self.root))?;
+        Ok(bad)
+    }
+
+    /// Every record set aside as unreadable (intake files and queue records ending `.bad`),
+    /// with why it could not be read.
+    pub fn set_aside_records(&self) -> Result<Vec<Problem>> {
+        let mut dirs = vec![self.root.join("intake")];
+        dirs.extend(read_dir(&self.root.join("queue"))?.into_iter().filter(|p| p.is_dir()));
+        let mut problems = Vec::new();
+        for dir in dirs {
+            for path in read_dir(&dir)? {
+                if path.extension().is_none_or(|e| e != "bad") {
+                    continue;
+                }
+                let error = match read_item(&path) {
+                    Ok(item) if item.state != State::Queued && dir.ends_with("intake") => "not a queued item".into(),
+                    Ok(_) => "readable now; rename it without .bad to retry it".into(),
+                    Err(e) => format!("{:#}", e.root_cause()),
+                };
+                problems.push(Problem { path, error });
+            }
+        }
+        problems.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(problems)
+    }
+
+    /// The set-aside record of this item id, if any.
+    pub fn find_set_aside(&self, id: &ItemId) -> Result<Option<Problem>> {
+        let name = id.to_string();
+        Ok(self.set_aside_records()?.into_iter().find(|p| {
+            p.path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.split('.').next() == Some(name.as_str()))
+        }))
     }
 
     /// Remove finished items and tombstones older than [`KEEP_FINISHED_MS`].
@@ -437,14 +521,51 @@ mod tests {
         let path = store.pending_intake().unwrap().remove(0);
         // Simulate the crash: the queued record exists but the intake file was not tombstoned.
         store.persist(&it, State::Queued).unwrap();
-        assert_eq!(store.ingest(&path).unwrap(), None, "already queued: not ingested twice");
+        assert!(!store.ingest(&path).unwrap().fresh, "already queued: not ingested twice");
         assert!(store.pending_intake().unwrap().is_empty());
         assert_eq!(store.load_all().unwrap().0.len(), 1);
         // A fresh one is ingested and returned.
         let other = item("s");
         store.write_intake(&other).unwrap();
         let path = store.intake_file(&other.id);
-        assert_eq!(store.ingest(&path).unwrap(), Some(other));
+        assert_eq!(store.ingest(&path).unwrap(), Ingested { item: other, fresh: true });
+    }
+
+    #[test]
+    fn an_ingest_that_cannot_write_leaves_the_intake_file_in_place() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(tmp.path()).unwrap();
+        let it = item("s");
+        store.write_intake(&it).unwrap();
+        let path = store.intake_file(&it.id);
+        // The session's queue directory cannot be created: a file is in its way.
+        fs::write(store.root.join("queue").join("s"), b"").unwrap();
+        let err = store.ingest(&path).unwrap_err();
+        assert!(matches!(err, IngestError::Transient(_)), "{err}");
+        assert!(path.exists(), "the prompt is still in the intake");
+        assert!(store.set_aside_records().unwrap().is_empty());
+        // Once the obstacle is gone, the same file is ingested.
+        fs::remove_file(store.root.join("queue").join("s")).unwrap();
+        assert!(store.ingest(&path).unwrap().fresh);
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn an_unparsable_intake_file_is_reported_as_such_and_listed_once_set_aside() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(tmp.path()).unwrap();
+        let path = store.root.join("intake").join("01ARZ3NDEKTSV4RRFFQ69G5FAV.json");
+        fs::write(&path, b"{\"half\":").unwrap();
+        let err = store.ingest(&path).unwrap_err();
+        assert!(matches!(err, IngestError::Unparsable(_)), "{err}");
+        let bad = store.set_aside(&path).unwrap();
+        assert!(bad.ends_with("01ARZ3NDEKTSV4RRFFQ69G5FAV.json.bad") && bad.exists() && !path.exists());
+        let listed = store.set_aside_records().unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].path, bad);
+        assert!(listed[0].error.contains("EOF"), "{}", listed[0].error);
+        let id = ItemId::parse("01ARZ3NDEKTSV4RRFFQ69G5FAV").unwrap();
+        assert_eq!(store.find_set_aside(&id).unwrap().map(|p| p.path), Some(bad));
     }
 
     #[test]

@@ -19,10 +19,77 @@ pub const CANONICAL_LINE_MAX: usize = 4095;
 /// specific, short enough to fit an input box's first row on an 80-column terminal.
 pub const FINGERPRINT_CHARS: usize = 24;
 
-/// Remove ESC, DEL and every C0/C1 control except newline and tab; CR and CRLF become LF.
+/// Remove every escape sequence whole (CSI, OSC, DCS/SOS/PM/APC strings, two- and
+/// three-character ESC sequences, and their C1 forms), then DEL and every remaining C0/C1
+/// control except newline and tab; CR and CRLF become LF.
+///
+/// Removing only the ESC would leave the rest of a sequence (`[31m`, `]0;title`, `[201~`) in
+/// the prompt as text. A control string (OSC, DCS, ...) ends at its terminator (BEL or ST) or,
+/// when unterminated, at the next other control character, so a stray `ESC ]` cannot swallow
+/// the rest of a prompt.
 pub fn sanitize(text: &str) -> String {
     let text = text.replace("\r\n", "\n").replace('\r', "\n");
-    text.chars().filter(|&c| c == '\n' || c == '\t' || !(c.is_control())).collect()
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\x1b' => match chars.peek().copied() {
+                Some('[') => {
+                    chars.next();
+                    skip_csi(&mut chars);
+                }
+                Some(']' | 'P' | 'X' | '^' | '_') => {
+                    chars.next();
+                    skip_control_string(&mut chars);
+                }
+                Some(' '..='/') => {
+                    // nF: intermediates, then one final character.
+                    while chars.next_if(|c| (' '..='/').contains(c)).is_some() {}
+                    chars.next_if(|c| ('0'..='~').contains(c));
+                }
+                Some('0'..='~') => {
+                    // Fp/Fe/Fs: ESC and one character (ESC 7, ESC =, ESC c, ...).
+                    chars.next();
+                }
+                _ => {}
+            },
+            '\u{9b}' => skip_csi(&mut chars),
+            '\u{9d}' | '\u{90}' | '\u{98}' | '\u{9e}' | '\u{9f}' => skip_control_string(&mut chars),
+            '\n' | '\t' => out.push(c),
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Skip the rest of a CSI sequence after its introducer: parameter and intermediate
+/// characters, then the final character if one follows.
+fn skip_csi(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
+    while chars.next_if(|c| (' '..='?').contains(c)).is_some() {}
+    chars.next_if(|c| ('@'..='~').contains(c));
+}
+
+/// Skip the body of a control string (OSC, DCS, SOS, PM, APC) and its terminator: BEL, ST
+/// (`ESC \` or C1 0x9c). Any other control character ends it unconsumed.
+fn skip_control_string(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
+    while let Some(&c) = chars.peek() {
+        match c {
+            '\x07' | '\u{9c}' => {
+                chars.next();
+                return;
+            }
+            '\x1b' => {
+                chars.next();
+                chars.next_if_eq(&'\\');
+                return;
+            }
+            c if c.is_control() => return,
+            _ => {
+                chars.next();
+            }
+        }
+    }
 }
 
 /// Bytes that deliver `text`: wrapped in bracketed-paste markers when the application
@@ -165,7 +232,7 @@ mod tests {
     #[test]
     fn sanitising_removes_every_control_that_could_escape_a_paste() {
         let evil = "hi\x1b[201~\x1b[31mred\x07\x00\u{9b}2J\u{7f}\tok\r\nnext\rlast";
-        assert_eq!(sanitize(evil), "hi[201~[31mred2J\tok\nnext\nlast");
+        assert_eq!(sanitize(evil), "hired\tok\nnext\nlast");
         assert!(!sanitize(evil).contains('\x1b'));
         // The sender named in a digest cannot escape the paste or forge a header either.
         let a = Item::new(
@@ -179,8 +246,27 @@ mod tests {
         );
         let b = Item::new(ItemId::generate(2), "s".into(), None, "two".into(), When::Now, String::new(), 2);
         let d = digest(&[&a, &b]);
-        assert!(!d.contains('\x1b') && d.contains("from [201~x --- message 9 ·") && d.contains("from operator"), "{d}");
+        assert!(!d.contains('\x1b') && d.contains("from x --- message 9 ·") && d.contains("from operator"), "{d}");
         assert_eq!(sanitize("✓ unicode stays — é"), "✓ unicode stays — é");
+    }
+
+    #[test]
+    fn sanitising_removes_whole_escape_sequences_not_just_their_esc() {
+        // CSI (colour, paste end, private mode), with parameters and intermediates.
+        assert_eq!(sanitize("a\x1b[31mred\x1b[0m b\x1b[201~c\x1b[?2004h d\x1b[1 qe"), "ared bc de");
+        // OSC ended by BEL and by ST; DCS, APC; C1 forms of CSI and OSC.
+        assert_eq!(sanitize("x\x1b]0;title\x07y\x1b]8;;http://e\x1b\\z"), "xyz");
+        assert_eq!(sanitize("p\x1bPq#0;1\x1b\\q\x1b_apc\x1b\\r"), "pqr");
+        assert_eq!(sanitize("s\u{9b}1;2Ht\u{9d}2;t\u{9c}u"), "stu");
+        // Two- and three-character ESC sequences (save cursor, charset, keypad).
+        assert_eq!(sanitize("a\x1b7b\x1b(Bc\x1b=d"), "abcd");
+        // An unterminated OSC ends at the next control: the next line survives.
+        assert_eq!(sanitize("\x1b]0;never ended\nsecond line"), "\nsecond line");
+        // A lone ESC at the end, and ESC before a newline.
+        assert_eq!(sanitize("end\x1b"), "end");
+        assert_eq!(sanitize("a\x1b\nb"), "a\nb");
+        // A prompt made only of controls is empty, so `desk send` refuses it.
+        assert_eq!(sanitize("\x1b[31m\x1b]0;t\x07\x1b[201~\x07\x00"), "");
     }
 
     #[test]

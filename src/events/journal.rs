@@ -4,8 +4,12 @@
 //! single `write`; when the file would pass its cap it is renamed to `events.jsonl.1`
 //! (replacing the previous one) and a new file is started, so the journal never uses more than
 //! twice the cap. Invariants: on open, a torn last line (a crash mid-append) is cut off and the
-//! file ends on a line boundary; the next sequence number is one past the last one recorded
-//! in either file; durable events are fsynced before `append` returns.
+//! file ends on a line boundary, and a failed append (a full disk) cuts off what it wrote, so
+//! a half line never swallows the next event; the next sequence number is one past the last
+//! one recorded in either file; durable events are fsynced before `append` returns; events
+//! that are not durable (titles, bells, modes, output flow, ...) fill at most
+//! [`NOISE_SHARE`] of a file and are left out of the journal beyond it, so noise can never
+//! rotate durable evidence (hooks, state changes) out of the journal.
 
 use anyhow::{Context, Result};
 use std::fs::{self, File, OpenOptions};
@@ -21,12 +25,25 @@ pub const JOURNAL_CAP: u64 = 1 << 20;
 
 pub const FILE_NAME: &str = "events.jsonl";
 
+/// Events that are not durable may fill half of each journal file. The other half is kept for
+/// durable evidence: a hook event survives at least a full file of further durable events,
+/// however much noise a session makes (one noisy child rotated its journal every 5 s, pushing
+/// out the hook events crash recovery reads).
+pub const NOISE_SHARE: f64 = 0.5;
+
 pub struct Journal {
     path: PathBuf,
     file: File,
     size: u64,
     cap: u64,
     next_seq: u64,
+    /// Bytes of events that are not durable in the current file.
+    noise: u64,
+    /// Events left out of the journal because noise had filled its share.
+    noise_skipped: u64,
+    /// A failed append's partial line could not be cut off: the next line starts with a
+    /// newline, so the fragment stays a line of its own (skipped by readers).
+    torn: bool,
 }
 
 fn rotated(path: &Path) -> PathBuf {
@@ -73,7 +90,22 @@ impl Journal {
             Err(e) => return Err(e).with_context(|| format!("cannot read {}", rotated(&path).display())),
         };
         let next_seq = last_seq(&bytes).or_else(|| last_seq(&previous)).map_or(1, |s| s + 1);
-        Ok(Journal { path, file, size: good as u64, cap, next_seq })
+        let noise = bytes
+            .split(|b| *b == b'\n')
+            .filter(|line| !line.is_empty())
+            .filter(|line| serde_json::from_slice::<Event>(line).is_ok_and(|e| !e.body.is_durable()))
+            .map(|line| line.len() as u64 + 1)
+            .sum();
+        Ok(Journal { path, file, size: good as u64, cap, next_seq, noise, noise_skipped: 0, torn: false })
+    }
+
+    fn noise_cap(&self) -> u64 {
+        (self.cap as f64 * NOISE_SHARE) as u64
+    }
+
+    /// Events left out because noise had filled its share of the journal (since open).
+    pub fn noise_skipped(&self) -> u64 {
+        self.noise_skipped
     }
 
     /// The sequence number the next event gets.
@@ -88,15 +120,41 @@ impl Journal {
         seq
     }
 
-    /// Append one event as one line; fsync when `durable`.
+    /// Append one event as one line; fsync when `durable`. An event that is not durable is
+    /// left out (and counted) once noise fills its share of the current file. On an error
+    /// nothing of the line stays in the file (or, if it cannot be cut off, the next line
+    /// starts on a fresh one).
     pub fn append(&mut self, event: &Event, durable: bool) -> Result<()> {
         let mut line = serde_json::to_vec(event).context("cannot encode an event")?;
         line.push(b'\n');
+        if !durable && self.noise + line.len() as u64 > self.noise_cap() {
+            self.noise_skipped += 1;
+            return Ok(());
+        }
         if self.size > 0 && self.size + line.len() as u64 > self.cap {
             self.rotate()?;
         }
-        self.file.write_all(&line).with_context(|| format!("cannot append to {}", self.path.display()))?;
-        self.size += line.len() as u64;
+        if self.torn {
+            if self.file.set_len(self.size).is_ok() {
+                self.torn = false;
+            } else {
+                line.insert(0, b'\n');
+            }
+        }
+        if let Err(e) = self.file.write_all(&line) {
+            // A short write leaves part of the line: cut it off (shrinking needs no space).
+            self.torn = self.file.set_len(self.size).is_err();
+            return Err(e).with_context(|| format!("cannot append to {}", self.path.display()));
+        }
+        if self.torn {
+            self.size = self.file.metadata().map_or(self.size + line.len() as u64, |m| m.len());
+            self.torn = false;
+        } else {
+            self.size += line.len() as u64;
+        }
+        if !durable {
+            self.noise += line.len() as u64;
+        }
         if durable {
             self.file.sync_data().with_context(|| format!("cannot fsync {}", self.path.display()))?;
         }
@@ -109,6 +167,7 @@ impl Journal {
             .with_context(|| format!("cannot rotate {}", self.path.display()))?;
         self.file = open_append(&self.path)?;
         self.size = 0;
+        self.noise = 0;
         if let Some(dir) = self.path.parent() {
             crate::fsutil::sync_dir(dir)?;
         }
@@ -188,13 +247,57 @@ mod tests {
         assert_eq!(all.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 2]);
     }
 
+    fn hook(seq: u64) -> Event {
+        Event {
+            seq,
+            ts_ms: seq * 10,
+            generation: 1,
+            body: EventBody::Hook {
+                provider: "claude".into(),
+                event: "UserPromptSubmit".into(),
+                detail: None,
+                prompt: None,
+            },
+        }
+    }
+
+    #[test]
+    fn noise_never_rotates_durable_evidence_out_of_the_journal() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut j = Journal::open(dir.path(), 4096).unwrap();
+        let seq = j.allocate_seq();
+        j.append(&hook(seq), true).unwrap();
+        // Far more noise than both files hold.
+        for _ in 0..2000 {
+            let seq = j.allocate_seq();
+            let e = Event { seq, ts_ms: 1, generation: 1, body: EventBody::Bell };
+            j.append(&e, e.body.is_durable()).unwrap();
+        }
+        assert!(j.noise_skipped() > 1900, "noise beyond its share is left out");
+        let all = read_all(dir.path()).unwrap();
+        assert_eq!(all.first().map(|e| e.seq), Some(1), "the hook is still there");
+        assert!(fs::metadata(dir.path().join(FILE_NAME)).unwrap().len() <= 4096 / 2 + 200);
+        // Reopened, the share already used is remembered.
+        drop(j);
+        let mut j = Journal::open(dir.path(), 4096).unwrap();
+        let seq = j.allocate_seq();
+        j.append(&Event { seq, ts_ms: 1, generation: 1, body: EventBody::Bell }, false).unwrap();
+        assert_eq!(j.noise_skipped(), 1);
+        // Durable events still go in, and rotate as before.
+        for _ in 0..100 {
+            let seq = j.allocate_seq();
+            j.append(&hook(seq), true).unwrap();
+        }
+        assert_eq!(read_all(dir.path()).unwrap().last().map(|e| e.seq), Some(j.next_seq() - 1));
+    }
+
     #[test]
     fn rotation_keeps_two_files_and_the_sequence() {
         let dir = tempfile::tempdir().unwrap();
         let mut j = Journal::open(dir.path(), 300).unwrap();
         for _ in 0..20 {
             let seq = j.allocate_seq();
-            j.append(&event(seq, "some title text"), false).unwrap();
+            j.append(&hook(seq), true).unwrap();
         }
         let path = dir.path().join(FILE_NAME);
         assert!(fs::metadata(&path).unwrap().len() <= 300);

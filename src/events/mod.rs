@@ -102,6 +102,14 @@ pub enum EventBody {
         signal: Option<i32>,
         escalated: bool,
     },
+    /// Events `from_seq..=to_seq` were streamed but could not be journalled (a full disk):
+    /// recorded with the first event the journal takes again, so the journal says what it
+    /// misses.
+    Gap {
+        from_seq: u64,
+        to_seq: u64,
+        reason: String,
+    },
 }
 
 impl EventBody {
@@ -110,7 +118,11 @@ impl EventBody {
     pub fn is_durable(&self) -> bool {
         matches!(
             self,
-            EventBody::Started { .. } | EventBody::State { .. } | EventBody::Exit { .. } | EventBody::Hook { .. }
+            EventBody::Started { .. }
+                | EventBody::State { .. }
+                | EventBody::Exit { .. }
+                | EventBody::Hook { .. }
+                | EventBody::Gap { .. }
         )
     }
 
@@ -130,6 +142,7 @@ impl EventBody {
             EventBody::Hook { .. } => "hook",
             EventBody::State { .. } => "state",
             EventBody::Exit { .. } => "exit",
+            EventBody::Gap { .. } => "gap",
         }
     }
 
@@ -174,6 +187,9 @@ impl EventBody {
             }
             EventBody::Exit { signal, escalated, .. } => {
                 format!("exit by signal {}{}", signal.unwrap_or(0), if *escalated { " (after SIGKILL)" } else { "" })
+            }
+            EventBody::Gap { from_seq, to_seq, reason } => {
+                format!("events {from_seq}..{to_seq} are missing from the journal: {reason}")
             }
         }
     }

@@ -72,6 +72,10 @@ pub const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(10);
 /// After the child exits, clients get this long to read the last output and the EXIT frame.
 const EXIT_FLUSH_DEADLINE: Duration = Duration::from_secs(2);
 
+/// Bytes reserved for the exit record: it is a few hundred bytes plus a title of at most
+/// 1 KiB, so 4 KiB (one page or block) always holds it.
+const EXIT_RECORD_RESERVE: usize = 4096;
+
 /// Grace period when the master itself is asked to stop (SIGTERM/SIGINT).
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
@@ -99,8 +103,15 @@ pub struct Master {
     pub(super) scanner: Scanner,
     pub(super) journal: Journal,
     pub(super) journal_failed: bool,
+    /// Events streamed but not journalled since the journal last failed: first and last
+    /// sequence number, and the latest error.
+    pub(super) journal_gap: Option<(u64, u64, String)>,
+    /// Room reserved at start for the exit record, used when the disk is full at exit (so
+    /// `desk ls` does not call a clean exit `lost`).
+    exit_reserve: Option<crate::fsutil::Reserved>,
     pub(super) last_title_event: Option<Instant>,
     pub(super) pending_title: Option<String>,
+    pub(super) noise: super::events::NoiseLimiter,
     pub(super) output_active: bool,
     pub(super) last_output: Instant,
     pub(super) authority: Authority,
@@ -128,7 +139,11 @@ pub struct Master {
 impl Master {
     pub(super) fn new(parts: Parts) -> Master {
         let Parts { files, poll, listener, pty, signals, meta, screen, journal, authority } = parts;
+        let exit_reserve = crate::fsutil::Reserved::new(&files.exit, EXIT_RECORD_RESERVE)
+            .map_err(|e| warn!("cannot reserve room for the exit record: {e:#}"))
+            .ok();
         Master {
+            exit_reserve,
             files,
             poll,
             listener: Some(listener),
@@ -139,8 +154,10 @@ impl Master {
             scanner: Scanner::new(),
             journal,
             journal_failed: false,
+            journal_gap: None,
             last_title_event: None,
             pending_title: None,
+            noise: Default::default(),
             output_active: false,
             last_output: Instant::now(),
             authority,
@@ -619,7 +636,7 @@ impl Master {
         }
         self.screen.resize(cols, rows);
         debug!(cols, rows, "resized");
-        self.emit(EventBody::Resize { cols, rows });
+        self.emit_noise(EventBody::Resize { cols, rows }, Instant::now());
     }
 
     fn info(&self) -> SessionInfo {
@@ -774,6 +791,7 @@ impl Master {
                     }
                 }
                 Timer::TitleFlush => self.flush_title(now),
+                Timer::NoiseFlush => self.flush_noise(now),
                 Timer::OutputQuiet => self.check_output_quiet(now),
                 Timer::ScreenCheck => self.check_screen(now),
                 Timer::StateTick => self.state_tick(now),
@@ -857,6 +875,7 @@ impl Master {
         // A title held back by the rate limit is the session's last word on its title: journal
         // it before the exit, not never.
         self.flush_title(now);
+        self.flush_all_noise();
         let record = ExitRecord {
             generation: self.meta.generation,
             status,
@@ -866,8 +885,21 @@ impl Master {
             rows: Some(self.screen.size().1),
             title: Some(self.screen.title().to_string()),
         };
-        if let Err(e) = session::write_exit(&self.files, &record) {
-            warn!("cannot record the exit: {e:#}");
+        match session::write_exit(&self.files, &record) {
+            // The unused reserve is removed once the socket is gone, not in between.
+            Ok(()) => {}
+            Err(e) => {
+                // A full disk: the reserved room takes it.
+                let reserved = match (self.exit_reserve.take(), serde_json::to_vec_pretty(&record)) {
+                    (Some(reserve), Ok(bytes)) => reserve.commit(&bytes),
+                    (None, _) => Err(anyhow::anyhow!("no room was reserved")),
+                    (_, Err(e)) => Err(e.into()),
+                };
+                match reserved {
+                    Ok(()) => warn!("recorded the exit in its reserved room: {e:#}"),
+                    Err(r) => warn!("cannot record the exit: {e:#}; nor in its reserved room: {r:#}"),
+                }
+            }
         }
         let (code, signal) = match status {
             ExitStatus::Code(c) => (Some(c), None),
@@ -903,6 +935,7 @@ impl Master {
         if let Err(e) = crate::fsutil::remove_if_exists(&self.files.socket) {
             warn!("{e:#}");
         }
+        drop(self.exit_reserve.take());
         self.exiting = Some(now + EXIT_FLUSH_DEADLINE);
     }
 }

@@ -20,6 +20,8 @@ pub enum Timer {
     SlowClient(Token),
     /// Journal the latest title held back by the title rate limit.
     TitleFlush,
+    /// Emit the bells, notifications, mode changes and resizes held back by the noise limit.
+    NoiseFlush,
     /// Check whether output has gone quiet.
     OutputQuiet,
     /// Read the screen for the provider's screen rules.

@@ -231,7 +231,7 @@ fn control_characters_in_a_prompt_cannot_escape_the_paste() {
     wait_ready(&home, "ctl");
     let id = home.send("ctl", "before\x1b[201~after\x07\x1b[31m red\x03 end");
     assert_eq!(state(&home.settled(&id)), "delivered");
-    assert_eq!(prompts(&log), vec!["before[201~after[31m red end"]);
+    assert_eq!(prompts(&log), vec!["beforeafter red end"], "whole sequences removed, not just the ESC");
     let item = home.item(&id);
     assert!(item["evidence"].to_string().contains("control character"), "{item:#}");
 }
@@ -424,4 +424,15 @@ fn back_to_back_multi_line_prompts_settled_by_hooks_are_each_submitted_once_and_
         let carried = sent.iter().filter(|(_, t)| p.contains(t.as_str())).count();
         assert!(carried == 1 || p.starts_with("You have "), "glued: {p:?}");
     }
+}
+
+#[test]
+fn a_prompt_made_only_of_escape_sequences_is_refused_and_nothing_is_queued() {
+    let home = Home::new();
+    let out = home.desk(&["send", "nobody", "\x1b[31m\x1b]0;title\x07\x1b[201~"]);
+    assert_eq!(out.status.code(), Some(2), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("escape sequences are removed"));
+    let intake = home.path().join("state/delivery/intake");
+    let left: Vec<_> = std::fs::read_dir(&intake).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default();
+    assert!(left.is_empty(), "nothing written to the intake: {left:?}");
 }

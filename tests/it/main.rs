@@ -6,6 +6,7 @@ mod attach;
 mod cli;
 mod composer;
 mod corpus;
+mod daemon;
 mod delivery;
 mod delivery_crash;
 mod demo_agent;
