@@ -131,12 +131,18 @@ pub fn digest(items: &[&Item]) -> String {
     out
 }
 
-/// Collapse whitespace runs to one space and drop box-drawing and block characters, so a
-/// prompt and its on-screen rendering (wrapped, framed, indented) compare equal.
+/// Collapse whitespace runs to one space and drop box-drawing and block characters, and every
+/// character of zero width (combining marks, joiners, variation selectors — a terminal stacks,
+/// splits or drops them, and agents redraw them differently), so a prompt and its on-screen
+/// rendering (wrapped, framed, indented) compare equal.
 pub fn normalize(text: &str) -> String {
+    use unicode_width::UnicodeWidthChar;
     let mut out = String::with_capacity(text.len());
     let mut space = true;
     for c in text.chars() {
+        if !c.is_whitespace() && c.width() == Some(0) {
+            continue;
+        }
         let frame = ('\u{2500}'..='\u{259f}').contains(&c) || matches!(c, '❯' | '›' | '>' | '│');
         if c.is_whitespace() || frame {
             if !space {
@@ -338,5 +344,15 @@ mod tests {
         assert_eq!(input_area(&lines, Some(&top), Some(&bottom), 3), &lines[3..4]);
         assert_eq!(input_area(&lines, None, None, 2), &lines[4..6]);
         assert_eq!(input_area(&lines, None, Some(&bottom), 1), &lines[3..4]);
+    }
+
+    #[test]
+    fn a_prompt_with_combining_marks_and_joined_emoji_is_found_on_a_real_screen() {
+        let prompt = "tok000107q Z\u{324}\u{354}\u{367}\u{311} family \u{1f468}\u{200d}\u{1f469}\u{200d}\u{1f467} done";
+        let mut screen = crate::screen::Screen::new(60, 5);
+        screen.process(format!("> {prompt}").as_bytes());
+        let rows = screen.text_rows();
+        let fp = fingerprint(prompt);
+        assert_eq!(presence(&rows, &fp, None).text, 1, "{fp:?} in {rows:?}");
     }
 }
