@@ -615,6 +615,8 @@ fn main() {
         lost_then_killed: usize,
         duplicated: Vec<usize>,
         misplaced: Vec<usize>,
+        /// Stuck (or still queued) items the agent did submit, once.
+        stuck_arrived: Vec<usize>,
     }
     let mut t = Tally::default();
     let mut by_shape: BTreeMap<&str, [usize; 4]> = BTreeMap::new();
@@ -649,9 +651,10 @@ fn main() {
             };
             let e = t.stuck.entry(class).or_default();
             if hits.len() == 1 {
-                e.1 += 1
+                e.1 += 1;
+                t.stuck_arrived.push(k);
             } else {
-                e.0 += 1
+                e.0 += 1;
             }
             row[1] += 1;
         }
@@ -754,6 +757,32 @@ fn main() {
         for (at, _, f) in soak.faults.iter().filter(|(at, _, _)| *at >= s.at_s - 15.0 && *at <= s.at_s + 5.0) {
             println!("  {at:.2} s: {f}");
         }
+    }
+    // Not failures, but worth a look: desk could not prove these, yet the agent got them.
+    if !t.stuck_arrived.is_empty() {
+        println!("\n### Stuck, yet submitted once by the agent");
+    }
+    for k in &t.stuck_arrived {
+        let (s, item) = (&sent[*k], &items[*k]);
+        let steps: Vec<String> = item["evidence"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|e| {
+                let at = soak.rel(e["at_ms"].as_u64().unwrap_or(0));
+                format!("{at:.2}s {}: {}", e["kind"].as_str().unwrap_or("?"), e["detail"].as_str().unwrap_or(""))
+            })
+            .collect();
+        let logged = submitted.get(&s.token).and_then(|h| h.first()).map(|(_, seq, _)| *seq).unwrap_or(0);
+        println!(
+            "- {} ({}, {}, {}): logged as seq {logged}; {}",
+            s.id,
+            soak.sessions[s.session].name,
+            s.shape,
+            item["stuck"].as_str().unwrap_or(item["state"].as_str().unwrap_or("?")),
+            steps.join(" | ")
+        );
     }
     soak.kill_everything();
     if !t.lost.is_empty() || !t.duplicated.is_empty() {
