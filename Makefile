@@ -4,7 +4,7 @@ CARGO ?= cargo
 DESK_DEMO_HOME ?= $(CURDIR)/target/demo-home
 DESK := $(CURDIR)/target/release/desk
 
-.PHONY: build demo demo-stop test lint bench fuzz e2e-agents clean
+.PHONY: build demo demo-stop test lint bench soak fuzz e2e-agents clean
 
 build:
 	$(CARGO) build --release --bins
@@ -30,6 +30,13 @@ bench:
 	$(CARGO) bench --locked --bench sessions
 	$(CARGO) bench --locked --bench delivery
 	$(CARGO) bench --locked --bench screen_model
+
+# Randomized crash soak of prompt delivery (benches/soak.rs): hundreds of prompts of every shape
+# to demo agents while the daemon, masters and agents are SIGKILLed at random; exits 1 if any
+# prompt was lost or duplicated. Pass options with SOAK_ARGS="--prompts 500 --seed 7".
+SOAK_ARGS ?=
+soak:
+	$(CARGO) bench --locked --bench soak -- $(SOAK_ARGS)
 
 # Coverage-guided fuzzing of the wire decoder and the output scanner (needs: cargo install
 # cargo-fuzz; runs on stable without a sanitizer). New inputs go to target/fuzz-corpus/.

@@ -1,8 +1,10 @@
 //! Reading process facts from `/proc`.
 //!
 //! Owns the lookups desk needs about processes it did not start itself: which processes belong
-//! to a session (by session id) and what they are. Invariant: read-only; a process that
-//! disappears while being read is simply skipped.
+//! to a session (by session id), which descend from a process (by parent links, which find
+//! helpers that called `setsid` or double-forked once a subreaper adopted them) and what they
+//! are. Invariant: read-only; a process that disappears while being read is simply skipped, and
+//! zombies are never reported (they are already dead).
 
 use std::fs;
 
@@ -13,22 +15,32 @@ pub struct ProcessInfo {
     pub command: String,
 }
 
-/// Fields of `/proc/PID/stat` after the command name: state is field 3, session id field 6.
-fn parse_stat(stat: &str) -> Option<(String, u32)> {
+/// The fields of `/proc/PID/stat` desk uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Stat {
+    comm: String,
+    zombie: bool,
+    ppid: u32,
+    session: u32,
+}
+
+/// Parse `/proc/PID/stat`: the command name sits in parentheses (and may contain both spaces and
+/// parentheses, hence the last `)`); after it come state (field 3), ppid (4), pgrp (5) and
+/// session (6).
+fn parse_stat(stat: &str) -> Option<Stat> {
     let open = stat.find('(')?;
     let close = stat.rfind(')')?;
     let comm = stat.get(open + 1..close)?.to_string();
     let rest: Vec<&str> = stat.get(close + 2..)?.split_whitespace().collect();
     // rest[0] = state, rest[1] = ppid, rest[2] = pgrp, rest[3] = session
+    let zombie = matches!(rest.first(), Some(&"Z") | Some(&"X"));
+    let ppid = rest.get(1)?.parse().ok()?;
     let session = rest.get(3)?.parse().ok()?;
-    if rest.first() == Some(&"Z") {
-        return None;
-    }
-    Some((comm, session))
+    Some(Stat { comm, zombie, ppid, session })
 }
 
-/// Live (non-zombie) processes whose session id is `sid`.
-pub fn session_members(sid: u32) -> Vec<ProcessInfo> {
+/// Every process in `/proc` with its parsed stat line.
+fn all_processes() -> Vec<(u32, Stat)> {
     let Ok(entries) = fs::read_dir("/proc") else { return Vec::new() };
     let mut found = Vec::new();
     for entry in entries.flatten() {
@@ -36,23 +48,35 @@ pub fn session_members(sid: u32) -> Vec<ProcessInfo> {
             continue;
         };
         let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
-        if let Some((comm, session)) = parse_stat(&stat)
-            && session == sid
-        {
-            let command = fs::read(format!("/proc/{pid}/cmdline"))
-                .ok()
-                .map(|raw| {
-                    raw.split(|b| *b == 0)
-                        .filter(|part| !part.is_empty())
-                        .map(|part| String::from_utf8_lossy(part).into_owned())
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                })
-                .filter(|cmd| !cmd.is_empty())
-                .unwrap_or(comm);
-            found.push(ProcessInfo { pid, command });
+        if let Some(stat) = parse_stat(&stat) {
+            found.push((pid, stat));
         }
     }
+    found
+}
+
+fn info(pid: u32, comm: String) -> ProcessInfo {
+    let command = fs::read(format!("/proc/{pid}/cmdline"))
+        .ok()
+        .map(|raw| {
+            raw.split(|b| *b == 0)
+                .filter(|part| !part.is_empty())
+                .map(|part| String::from_utf8_lossy(part).into_owned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .filter(|cmd| !cmd.is_empty())
+        .unwrap_or(comm);
+    ProcessInfo { pid, command }
+}
+
+/// Live (non-zombie) processes whose session id is `sid`.
+pub fn session_members(sid: u32) -> Vec<ProcessInfo> {
+    let mut found: Vec<ProcessInfo> = all_processes()
+        .into_iter()
+        .filter(|(_, stat)| stat.session == sid && !stat.zombie)
+        .map(|(pid, stat)| info(pid, stat.comm))
+        .collect();
     found.sort_by_key(|p| p.pid);
     found
 }
@@ -127,6 +151,39 @@ pub fn is_ancestor_of_self(pid: u32) -> bool {
 /// 4096 generations: far deeper than any real process tree.
 const MAX_ANCESTRY: usize = 4096;
 
+/// Live (non-zombie) descendants of `root` (children, their children, ...), `root` excluded.
+/// A process that left its parent's session or process group is still found through its
+/// parent link; one whose parent died is found only if `root` adopted it (a child subreaper).
+pub fn descendants(root: u32) -> Vec<ProcessInfo> {
+    let all = all_processes();
+    let mut wanted = std::collections::HashSet::from([root]);
+    // Parents may have larger pids than their children (pid wrap-around), so repeat until no
+    // new descendant turns up instead of relying on one pass in pid order.
+    loop {
+        let before = wanted.len();
+        for (pid, stat) in &all {
+            if wanted.contains(&stat.ppid) {
+                wanted.insert(*pid);
+            }
+        }
+        if wanted.len() == before {
+            break;
+        }
+    }
+    let mut found: Vec<ProcessInfo> = all
+        .into_iter()
+        .filter(|(pid, stat)| *pid != root && wanted.contains(pid) && !stat.zombie)
+        .map(|(pid, stat)| info(pid, stat.comm))
+        .collect();
+    found.sort_by_key(|p| p.pid);
+    found
+}
+
+/// Whether `pid` names a live process (not a zombie).
+pub fn alive(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|stat| parse_stat(&stat)).is_some_and(|s| !s.zombie)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,8 +191,12 @@ mod tests {
     #[test]
     fn stat_with_spaces_and_parens_in_the_name_parses() {
         let stat = "1234 (my (odd) name) S 1 1234 1234 34817 1234 4194560 0 0";
-        assert_eq!(parse_stat(stat), Some(("my (odd) name".to_string(), 1234)));
-        assert_eq!(parse_stat("1 (x) Z 0 1 1 0"), None);
+        let parsed = parse_stat(stat).unwrap();
+        assert_eq!(
+            (parsed.comm.as_str(), parsed.ppid, parsed.session, parsed.zombie),
+            ("my (odd) name", 1, 1234, false)
+        );
+        assert!(parse_stat("1 (x) Z 0 1 1 0").unwrap().zombie);
     }
 
     #[test]
@@ -159,5 +220,27 @@ mod tests {
         assert!(!is_ancestor_of_self(std::process::id()));
         file.unlock().unwrap();
         assert_eq!(flock_holder(meta.dev(), meta.ino()), None);
+    }
+
+    #[test]
+    fn descendants_include_grandchildren_and_not_the_root() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & echo started; wait"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.as_mut().unwrap()), &mut line).unwrap();
+        let found = descendants(std::process::id());
+        let sh = found.iter().any(|p| p.pid == child.id());
+        let sleep = found.iter().find(|p| p.command == "sleep 30").map(|p| p.pid);
+        assert!(found.iter().all(|p| p.pid != std::process::id()));
+        if let Some(pid) = sleep {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::SIGKILL);
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(sh, "the child is a descendant: {found:?}");
+        assert!(sleep.is_some(), "the grandchild is a descendant: {found:?}");
     }
 }

@@ -30,6 +30,10 @@ const MAX_REPORT: usize = 64 * 1024;
 /// moment to reap, record and report after SIGKILL).
 const KILL_REPORT_SLACK: Duration = Duration::from_secs(5);
 
+/// How often `desk kill` looks whether the helpers it reports are gone: a tenth of the smallest
+/// useful grace period, and cheap (one `kill(pid, 0)` per helper).
+const HELPER_POLL: Duration = Duration::from_millis(20);
+
 fn paths() -> Result<Paths> {
     let paths = Paths::from_env()?;
     paths.ensure_runtime()?;
@@ -544,7 +548,19 @@ pub fn kill(name: &SessionName, signal: i32, grace: f64) -> Result<i32> {
     let paths = paths()?;
     let mut conn = connect(&paths, name)?;
     let pid = conn.info.pid;
+    let master_pid = conn.info.master_pid;
     let sig = crate::signals::name(signal);
+    // The helpers outside the child's process group, named before they get the signal (most
+    // end on it at once); the group itself is the session proper and is reported as its exit.
+    let mut helpers = crate::procfs::descendants(master_pid);
+    for member in crate::procfs::session_members(pid) {
+        if !helpers.iter().any(|p| p.pid == member.pid) {
+            helpers.push(member);
+        }
+    }
+    // SAFETY: getpgid takes an integer and touches no memory of ours.
+    helpers.retain(|p| p.pid != pid && unsafe { libc::getpgid(p.pid as libc::pid_t) } != pid as libc::pid_t);
+    let signalled_at = Instant::now();
     conn.send(&Frame::Signal { signal: signal as u8, grace_ms: grace.as_millis() as u32 })?;
     if grace.is_zero() {
         println!("sent {sig} to session {name} (process group {pid})");
@@ -569,13 +585,42 @@ pub fn kill(name: &SessionName, signal: i32, grace: f64) -> Result<i32> {
     } else {
         println!("sent {sig} to session {name}; it {status}");
     }
-    let survivors: Vec<_> = crate::procfs::session_members(pid).into_iter().filter(|p| p.pid != pid).collect();
-    if survivors.is_empty() {
+    // The master (the helpers' subreaper) signalled them too and stays until they are gone or it
+    // sent them SIGKILL at the end of the grace period.
+    if helpers.is_empty() {
         return Ok(0);
     }
-    eprintln!("desk: {} process(es) of session {name} are still running:", survivors.len());
-    for p in &survivors {
-        eprintln!("  pid {}: {}", p.pid, p.command);
+    let grace_end = signalled_at + grace;
+    let deadline = grace_end + KILL_REPORT_SLACK;
+    let mut fates: Vec<Option<&str>> = vec![None; helpers.len()];
+    loop {
+        let now = Instant::now();
+        for (helper, fate) in helpers.iter().zip(fates.iter_mut()) {
+            if fate.is_none() && !crate::procfs::alive(helper.pid) {
+                *fate = Some(if now < grace_end { "ended" } else { "killed with SIGKILL after the grace period" });
+            }
+        }
+        if fates.iter().all(Option::is_some) || now >= deadline {
+            break;
+        }
+        std::thread::sleep(HELPER_POLL);
+    }
+    println!("{} helper process(es) of session {name} ran outside its process group:", helpers.len());
+    let mut survivors = 0;
+    for (p, fate) in helpers.iter().zip(&fates) {
+        match fate {
+            Some(fate) => println!("  pid {}: {}: {fate}", p.pid, p.command),
+            None => survivors += 1,
+        }
+    }
+    if survivors == 0 {
+        return Ok(0);
+    }
+    eprintln!("desk: {survivors} process(es) of session {name} are still running:");
+    for (p, fate) in helpers.iter().zip(&fates) {
+        if fate.is_none() {
+            eprintln!("  pid {}: {}", p.pid, p.command);
+        }
     }
     Ok(1)
 }

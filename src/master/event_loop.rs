@@ -90,6 +90,9 @@ pub struct Parts {
     pub screen: Screen,
     pub journal: Journal,
     pub authority: Authority,
+    /// The master is a child subreaper: orphaned descendants of the session are re-parented to
+    /// it, so it must reap them, and it finds every descendant through parent links.
+    pub subreaper: bool,
 }
 
 pub struct Master {
@@ -126,6 +129,9 @@ pub struct Master {
     child_status: Option<ExitStatus>,
     escalated: bool,
     kill_requested: bool,
+    /// The SIGKILL escalation of a kill is armed and has not fired yet.
+    escalation_armed: bool,
+    subreaper: bool,
     pub(super) clients: HashMap<Token, Client>,
     next_client: usize,
     input: InputQueue,
@@ -138,7 +144,7 @@ pub struct Master {
 
 impl Master {
     pub(super) fn new(parts: Parts) -> Master {
-        let Parts { files, poll, listener, pty, signals, meta, screen, journal, authority } = parts;
+        let Parts { files, poll, listener, pty, signals, meta, screen, journal, authority, subreaper } = parts;
         let exit_reserve = crate::fsutil::Reserved::new(&files.exit, EXIT_RECORD_RESERVE)
             .map_err(|e| warn!("cannot reserve room for the exit record: {e:#}"))
             .ok();
@@ -170,6 +176,8 @@ impl Master {
             child_status: None,
             escalated: false,
             kill_requested: false,
+            escalation_armed: false,
+            subreaper,
             clients: HashMap::new(),
             next_client: FIRST_CLIENT,
             input: InputQueue::new(INPUT_QUEUE_LIMIT),
@@ -207,7 +215,9 @@ impl Master {
         loop {
             let now = Instant::now();
             self.fire_timers(now);
-            if let Some(deadline) = self.exiting {
+            if let Some(deadline) = self.exiting
+                && !self.awaiting_helpers()
+            {
                 let drained = self.clients.values().all(|c| c.out.is_empty() || !c.alive());
                 if drained || now >= deadline {
                     break;
@@ -771,23 +781,60 @@ impl Master {
                 warn!("killpg failed: {e}");
             }
         }
-        if !grace.is_zero() && !self.kill_requested {
+        if grace.is_zero() {
+            return;
+        }
+        // A kill ends the whole session: helpers that left the process group (their own group,
+        // `setsid`, a double fork) get the signal too. Those inside the group already had it.
+        for helper in self.helpers() {
+            // SAFETY: getpgid and kill take integers and touch no memory of ours.
+            let in_group = unsafe { libc::getpgid(helper.pid as libc::pid_t) } == self.meta.pid as libc::pid_t;
+            if !in_group {
+                info!(pid = helper.pid, command = %helper.command, "signalling a helper outside the process group");
+                unsafe { libc::kill(helper.pid as libc::pid_t, signal) };
+            }
+        }
+        if !self.kill_requested {
             self.kill_requested = true;
+            self.escalation_armed = true;
             self.timers.arm(now + grace, Timer::Escalate);
         }
+    }
+
+    /// Every live process of the session other than the child itself: its descendants (all of
+    /// them when the master is a subreaper, since orphans are re-parented to it) and whatever
+    /// else still carries the child's session id.
+    fn helpers(&self) -> Vec<crate::procfs::ProcessInfo> {
+        let mut found = crate::procfs::descendants(std::process::id());
+        for member in crate::procfs::session_members(self.meta.pid) {
+            if !found.iter().any(|p| p.pid == member.pid) {
+                found.push(member);
+            }
+        }
+        found.retain(|p| p.pid != self.meta.pid);
+        found
+    }
+
+    /// After the child exited during a kill, the master stays until its helpers are gone or the
+    /// grace period ran out and they were sent SIGKILL: if it left earlier, they would be
+    /// re-parented past it and nobody would escalate.
+    fn awaiting_helpers(&self) -> bool {
+        self.subreaper && self.escalation_armed && self.child_status.is_some() && !self.helpers().is_empty()
     }
 
     fn fire_timers(&mut self, now: Instant) {
         while let Some(timer) = self.timers.pop_due(now) {
             match timer {
                 Timer::Escalate => {
+                    self.escalation_armed = false;
                     if self.child_status.is_none() {
                         warn!("the session outlived its grace period; sending SIGKILL");
                         self.escalated = true;
                         let _ = killpg(self.child(), Signal::SIGKILL);
-                        for member in crate::procfs::session_members(self.meta.pid) {
-                            let _ = nix::sys::signal::kill(Pid::from_raw(member.pid as i32), Signal::SIGKILL);
-                        }
+                    }
+                    for helper in self.helpers() {
+                        warn!(pid = helper.pid, command = %helper.command, "a helper outlived the grace period; sending SIGKILL");
+                        let _ = nix::sys::signal::kill(Pid::from_raw(helper.pid as i32), Signal::SIGKILL);
                     }
                 }
                 Timer::TitleFlush => self.flush_title(now),
@@ -830,17 +877,21 @@ impl Master {
         }
     }
 
-    /// Collect the child's status if it has exited.
+    /// Collect the child's status if it has exited and, as a subreaper, every adopted orphan
+    /// that has exited (they are not the session's child: their exit ends nothing).
     fn reap(&mut self) {
-        if self.child_status.is_some() {
-            return;
-        }
+        // Only a subreaper waits for any child: in any other process (the unit tests) other
+        // children may belong to someone else.
+        let which = if self.subreaper { -1 } else { self.meta.pid as libc::pid_t };
         loop {
+            if !self.subreaper && self.child_status.is_some() {
+                return;
+            }
             let mut raw: libc::c_int = 0;
             // Raw, because nix's waitpid reaps a child killed by a real-time signal and then
             // fails to name the signal, which would lose the status.
             // SAFETY: waitpid writes only to `raw`, which outlives the call.
-            let pid = unsafe { libc::waitpid(self.meta.pid as libc::pid_t, &mut raw, libc::WNOHANG) };
+            let pid = unsafe { libc::waitpid(which, &mut raw, libc::WNOHANG) };
             if pid == 0 {
                 return;
             }
@@ -848,19 +899,26 @@ impl Master {
                 match Errno::last() {
                     Errno::EINTR => continue,
                     e => {
-                        warn!("waitpid failed: {e}");
-                        return self.on_child_exit(ExitStatus::Code(-1));
+                        if self.child_status.is_none() {
+                            warn!("waitpid failed: {e}");
+                            self.on_child_exit(ExitStatus::Code(-1));
+                        }
+                        return;
                     }
                 }
             }
+            if pid as u32 != self.meta.pid {
+                debug!(pid, "reaped an orphaned helper of the session");
+                continue;
+            }
             if libc::WIFEXITED(raw) {
-                return self.on_child_exit(ExitStatus::Code(libc::WEXITSTATUS(raw)));
+                self.on_child_exit(ExitStatus::Code(libc::WEXITSTATUS(raw)));
+            } else if libc::WIFSIGNALED(raw) {
+                self.on_child_exit(ExitStatus::Signal(libc::WTERMSIG(raw)));
+            } else {
+                // Stopped or continued (not asked for): the next SIGCHLD asks again.
+                return;
             }
-            if libc::WIFSIGNALED(raw) {
-                return self.on_child_exit(ExitStatus::Signal(libc::WTERMSIG(raw)));
-            }
-            // Stopped or continued (not asked for): the next SIGCHLD asks again.
-            return;
         }
     }
 
@@ -999,6 +1057,7 @@ mod tests {
             screen: Screen::new(80, 24),
             journal,
             authority,
+            subreaper: false,
         });
         Rig { master, _dir: dir, _slave: pty.slave }
     }

@@ -134,6 +134,16 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
     // terminal started desk (an explicit --env TERM=... still wins).
     env.push(("TERM".into(), "xterm-256color".into()));
     env.extend(opts.env.iter().cloned());
+    // Descendants that leave the child's session or get orphaned (`setsid`, double forks) are
+    // re-parented to us instead of init, so `desk kill` can find and end every one of them.
+    // SAFETY: prctl with integer arguments touches no memory of ours.
+    let subreaper = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } == 0;
+    if !subreaper {
+        tracing::warn!(
+            "cannot become a child subreaper ({}); helpers that leave the session will not be found",
+            std::io::Error::last_os_error()
+        );
+    }
     let spawn =
         Spawn { program: opts.program.clone(), args: opts.args.clone(), cwd: opts.cwd.clone(), env, cols, rows };
     let child = match pty::spawn(&spawn) {
@@ -178,6 +188,7 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
         screen: Screen::new(cols, rows),
         journal,
         authority,
+        subreaper,
     });
     master.started();
     Ok(master)

@@ -171,16 +171,89 @@ fn kill_escalates_to_sigkill_after_the_grace_period() {
 }
 
 #[test]
-fn kill_names_processes_that_survived() {
+fn kill_ends_and_names_a_helper_in_its_own_process_group() {
     let home = Home::new();
     // With job control on, the background sleep gets its own process group inside the session.
     home.new_sh("leaky", "set -m; sleep 1001 & echo ready; exec sleep 1000");
     home.wait_screen("leaky", "ready");
-    let out = home.desk(&["kill", "leaky"]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("still running") && err.contains("sleep 1001"), "{err}");
-    // Home's drop kills the survivor by pid (it is still in the session).
+    let out = home.ok(&["kill", "leaky"]);
+    assert!(out.contains("sleep 1001: ended"), "{out}");
+}
+
+/// Kills the pids on drop, so a failing test leaks nothing the product failed to kill.
+struct KillOnDrop(Vec<i32>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        for pid in &self.0 {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid), nix::sys::signal::SIGKILL);
+        }
+    }
+}
+
+fn pid_from(file: &std::path::Path) -> i32 {
+    eventually(&format!("a pid in {}", file.display()), || {
+        std::fs::read_to_string(file)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+            .ok_or_else(|| "not written yet".to_string())
+    })
+}
+
+#[test]
+fn kill_finds_reports_and_escalates_on_helpers_that_left_the_group_or_the_session() {
+    let home = Home::new();
+    let dir = home.path().display().to_string();
+    // Both helpers ignore TERM (ignored signals stay ignored across exec). The first calls
+    // setsid, which forks because a job-control job leads its group, so the sleep is orphaned
+    // at once in a session of its own; the second only has its own process group.
+    let script = format!(
+        "set -m; setsid sh -c 'echo $$ > {dir}/setsid.pid; trap \"\" TERM; exec sleep 1002' & \
+         sh -c 'echo $$ > {dir}/group.pid; trap \"\" TERM; exec sleep 1003' & \
+         echo ready; exec sleep 1000"
+    );
+    home.new_sh("helpers", &script);
+    home.wait_screen("helpers", "ready");
+    let setsid = pid_from(&home.path().join("setsid.pid"));
+    let group = pid_from(&home.path().join("group.pid"));
+    let _guard = KillOnDrop(vec![setsid, group]);
+    eventually("both helpers to run their sleeps", || {
+        let cmd = |pid: i32| std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if cmd(setsid).starts_with("sleep") && cmd(group).starts_with("sleep") {
+            Ok(())
+        } else {
+            Err(format!("{:?} {:?}", cmd(setsid), cmd(group)))
+        }
+    });
+    let out = home.ok(&["kill", "helpers", "--grace", "0.5"]);
+    for (pid, cmd) in [(setsid, "sleep 1002"), (group, "sleep 1003")] {
+        assert!(out.contains(&format!("pid {pid}: {cmd}: killed with SIGKILL")), "{out}");
+        assert!(!alive(pid), "helper {pid} ({cmd}) is still running after desk kill:\n{out}");
+    }
+    assert_eq!(home.wait_exit("helpers")["signal"], 15);
+}
+
+#[test]
+fn an_orphaned_helper_is_reaped_and_does_not_end_the_session() {
+    let home = Home::new();
+    let dir = home.path().display().to_string();
+    // The helper's parent exits at once, so the helper is re-parented (to the master, a
+    // subreaper) and exits a moment later, long before the session's child.
+    let script = format!(
+        "sh -c 'sh -c \"echo \\$\\$ > {dir}/orphan.pid; sleep 0.2; exit 7\" & exit 0'; \
+         echo ready; exec sleep 1000"
+    );
+    home.new_sh("adopter", &script);
+    home.wait_screen("adopter", "ready");
+    let orphan = pid_from(&home.path().join("orphan.pid"));
+    let _guard = KillOnDrop(vec![orphan]);
+    // Gone from /proc entirely: not even a zombie waiting for its new parent to reap it.
+    eventually("the orphan to be reaped", || match std::fs::read_to_string(format!("/proc/{orphan}/stat")) {
+        Ok(stat) => Err(stat),
+        Err(_) => Ok(()),
+    });
+    let s = home.session("adopter").unwrap();
+    assert_eq!(s["status"], "running", "the orphan's exit is not the session's: {s}");
 }
 
 #[test]

@@ -203,6 +203,15 @@ impl Drop for Home {
                 for key in ["pid", "master_pid"] {
                     if let Some(pid) = meta[key].as_i64() {
                         let pid = nix::unistd::Pid::from_raw(pid as i32);
+                        if key == "master_pid" {
+                            // Helpers that left the session were adopted by the master.
+                            for p in desk::procfs::descendants(pid.as_raw() as u32) {
+                                let _ = nix::sys::signal::kill(
+                                    nix::unistd::Pid::from_raw(p.pid as i32),
+                                    nix::sys::signal::SIGKILL,
+                                );
+                            }
+                        }
                         if key == "pid" {
                             let _ = nix::sys::signal::killpg(pid, nix::sys::signal::SIGKILL);
                             for p in desk::procfs::session_members(pid.as_raw() as u32) {
