@@ -429,7 +429,7 @@ fn back_to_back_multi_line_prompts_settled_by_hooks_are_each_submitted_once_and_
 #[test]
 fn a_prompt_made_only_of_escape_sequences_is_refused_and_nothing_is_queued() {
     let home = Home::new();
-    let out = home.desk(&["send", "nobody", "\x1b[31m\x1b]0;title\x07\x1b[201~"]);
+    let out = home.desk(&["send", "nobody", "--queue-for-later", "\x1b[31m\x1b]0;title\x07\x1b[201~"]);
     assert_eq!(out.status.code(), Some(2), "stderr: {}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("escape sequences are removed"));
     let intake = home.path().join("state/delivery/intake");
