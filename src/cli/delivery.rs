@@ -295,8 +295,9 @@ pub fn send(args: SendArgs) -> Result<i32> {
 /// answer), rather than finding no daemon.
 fn timed_out(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|e| matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut))
+        c.is::<control::TimedOut>()
+            || c.downcast_ref::<std::io::Error>()
+                .is_some_and(|e| matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut))
     })
 }
 

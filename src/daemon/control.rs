@@ -106,17 +106,19 @@ pub fn parse_request(line: &[u8]) -> Result<Request, String> {
     serde_json::from_value(env.body).map_err(|e| format!("bad request: {e}"))
 }
 
+/// A request to desk serve ran out of time: the daemon is there but did not answer (callers
+/// tell this apart from finding no daemon at all).
+#[derive(Debug, thiserror::Error)]
+#[error("desk serve did not answer within {} s", .0.as_secs())]
+pub struct TimedOut(pub Duration);
+
 /// The CLI's side: one request, one response.
 /// `timeout` bounds the whole request (write and answer), not each read: a daemon that
-/// answers a byte at a time cannot stretch it.
+/// answers a byte at a time cannot stretch it. Running out of time is a [`TimedOut`] error.
 pub fn request(socket: &Path, req: &Request, timeout: Duration) -> Result<Response> {
     let deadline = std::time::Instant::now() + timeout;
-    let left = || {
-        deadline
-            .checked_duration_since(std::time::Instant::now())
-            .filter(|d| !d.is_zero())
-            .with_context(|| format!("desk serve did not answer within {} s", timeout.as_secs()))
-    };
+    let left =
+        || deadline.checked_duration_since(std::time::Instant::now()).filter(|d| !d.is_zero()).ok_or(TimedOut(timeout));
     let mut stream =
         UnixStream::connect(socket).with_context(|| format!("cannot reach desk serve at {}", socket.display()))?;
     stream.set_write_timeout(Some(left()?))?;
