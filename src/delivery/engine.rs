@@ -123,6 +123,8 @@ struct Flight {
     dialog_seen: bool,
     /// At the first Enter, the activity predated the previous prompt's Enter (it was stale).
     stale_at_enter: bool,
+    /// At the first Enter, earlier prompts were still waiting in the agent's own queue.
+    queue_ahead_at_enter: bool,
 }
 
 #[derive(Debug)]
@@ -149,6 +151,9 @@ struct SessionQ {
     /// pressed: an activity older than that Enter is stale (see [`STATE_AFTER_SUBMIT`]).
     activity_changed_ms: u64,
     last_enter_ms: Option<u64>,
+    /// Owed items the agent queued mid-turn that have since seen it idle: the next turn it
+    /// starts may be theirs.
+    idle_after: HashSet<ItemId>,
     /// Whether the session was reported down since start (for recovering `sending` items).
     known_down: bool,
 }
@@ -168,6 +173,7 @@ impl SessionQ {
             hooks_seen: false,
             activity_changed_ms: 0,
             last_enter_ms: None,
+            idle_after: HashSet::new(),
             known_down: false,
         }
     }
@@ -431,8 +437,14 @@ impl Engine {
             q.activity_changed_ms = now_ms;
         }
         q.live = Some(view);
-        if activity == Activity::Idle {
-            self.taken_from_queue(&name, now_ms, out);
+        match (was, activity) {
+            (Some(Activity::Idle), Activity::Working) => self.taken_from_queue(&name, now_ms, out),
+            (Some(Activity::Idle), Activity::Idle) => {}
+            (_, Activity::Idle) => {
+                let waiting: Vec<ItemId> = q.owed.iter().filter(|i| i.queued_by_agent).map(|i| i.id.clone()).collect();
+                q.idle_after.extend(waiting);
+            }
+            _ => {}
         }
         let q = self.session(&name);
         if turned_working
@@ -538,6 +550,7 @@ impl Engine {
             };
             for mut item in paid {
                 item.hook_owed = None;
+                item.queued_by_agent = false;
                 let id = item.id.clone();
                 self.items.insert(id.clone(), item);
                 self.transition(
@@ -729,6 +742,7 @@ impl Engine {
             enter_cursor_row: None,
             dialog_seen: false,
             stale_at_enter: false,
+            queue_ahead_at_enter: false,
         });
         let digest: Vec<ItemId> = if ids.len() > 1 { ids.clone() } else { Vec::new() };
         for id in &ids {
@@ -1261,6 +1275,7 @@ impl Engine {
         let stale = activity == Activity::Idle && self.activity_stale(session, now_ms).is_some();
         let token = self.token(session, flight.attempt);
         let q = self.session(session);
+        let queue_ahead = q.owed.iter().any(|i| i.queued_by_agent);
         q.last_enter_ms = Some(now_ms);
         if let Some(f) = q.flight.as_mut() {
             f.phase = Phase::Entering;
@@ -1273,6 +1288,7 @@ impl Engine {
             if f.enters == 1 {
                 f.activity_at_enter = activity;
                 f.stale_at_enter = stale;
+                f.queue_ahead_at_enter = queue_ahead;
             }
         }
         for id in &flight.items {
@@ -1553,9 +1569,11 @@ impl Engine {
         let Some(flight) = self.session(session).flight.take() else { return };
         self.session(session).failures = 0;
         // Delivered on other evidence: its hook is owed, and recorded as owed on disk. Typed
-        // into a working agent (or one shown idle only from before the previous prompt), it
-        // may sit in the agent's own queue.
-        let mid_turn = flight.activity_at_enter == Activity::Working || flight.stale_at_enter;
+        // into a working agent, one shown idle only from before the previous prompt, or one
+        // with earlier prompts still in its own queue (it takes them first, at a turn boundary
+        // that can look idle), it may sit in the agent's own queue.
+        let mid_turn =
+            flight.activity_at_enter == Activity::Working || flight.stale_at_enter || flight.queue_ahead_at_enter;
         for id in &flight.items {
             if !by_hook && let Some(item) = self.items.get_mut(id) {
                 item.hook_owed = Some(flight.prompt.digest.clone());
@@ -1581,14 +1599,24 @@ impl Engine {
         (q.activity_changed_ms < enter && now_ms < until).then(|| until - now_ms)
     }
 
-    /// The agent went idle: whatever it had taken into its own queue mid-turn, it has taken
-    /// (agents work through their queue before they go idle). Recorded, so that an exit later
-    /// does not count those prompts as lost.
+    /// The agent went from idle to working: it started a turn, and if a prompt it had queued
+    /// mid-turn has seen it idle since, that turn is the oldest such prompt's (an agent takes
+    /// its queue in order, one turn each at the least). Recorded, so that an exit later does
+    /// not count that prompt as lost. A prompt never paid this way, nor by its hook, is stuck
+    /// when the session ends: perhaps taken, but never called delivered without proof.
     fn taken_from_queue(&mut self, session: &str, now_ms: u64, out: &mut Out<'_>) {
         let q = self.session(session);
-        let taken: Vec<usize> = (0..q.owed.len()).filter(|i| q.owed[*i].queued_by_agent).collect();
+        let Some(first) = q.owed.iter().find(|i| i.queued_by_agent && q.idle_after.contains(&i.id)) else {
+            return;
+        };
+        // The items of one digest went as one prompt: one turn takes them all.
+        let prompt = first.hook_owed.clone();
+        let taken: Vec<usize> =
+            (0..q.owed.len()).filter(|j| q.owed[*j].queued_by_agent && q.owed[*j].hook_owed == prompt).collect();
         for i in taken {
-            let mut item = self.session(session).owed[i].clone();
+            let q = self.session(session);
+            let mut item = q.owed[i].clone();
+            q.idle_after.remove(&item.id);
             item.queued_by_agent = false;
             let id = item.id.clone();
             self.items.insert(id.clone(), item);
@@ -1596,7 +1624,7 @@ impl Engine {
                 &id,
                 State::Delivered,
                 "taken",
-                "the agent went idle after it: it took the prompt from its own queue".into(),
+                "the agent went from idle to working after it: it took the prompt from its own queue".into(),
                 now_ms,
                 out,
             );
@@ -1619,7 +1647,9 @@ impl Engine {
     /// The session ended: a prompt the agent had queued mid-turn and never reported taking
     /// (its hook never came, though the agent sends hooks) did not reach it.
     fn unpaid_at_exit(&mut self, session: &str, now_ms: u64, out: &mut Out<'_>) {
-        let owed: Vec<Item> = self.session(session).owed.drain(..).collect();
+        let q = self.session(session);
+        q.idle_after.clear();
+        let owed: Vec<Item> = q.owed.drain(..).collect();
         for mut item in owed.into_iter().filter(|i| i.queued_by_agent) {
             item.stuck = Some(StuckClass::Interrupted);
             item.hook_owed = None;

@@ -196,8 +196,9 @@ pub struct Item {
     /// as this item's, not as evidence for an identical prompt in flight).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hook_owed: Option<String>,
-    /// The agent took it into its own queue mid-turn (the text left the input box while it
-    /// worked): if the session ends before its hook comes, the agent never took it.
+    /// It may sit in the agent's own queue (the text left the input box while the agent worked,
+    /// or had earlier prompts queued): cleared when the agent is seen taking it (its hook, or a
+    /// turn it started after going idle); if the session ends first, it is stuck/interrupted.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub queued_by_agent: bool,
 }
