@@ -50,6 +50,11 @@ pub const HOLD_RECHECK: Duration = Duration::from_secs(1);
 /// prompt typed meanwhile may sit in the agent's own queue.
 pub const STATE_AFTER_SUBMIT: Duration = Duration::from_secs(3);
 
+/// An agent takes the next prompt from its own queue the moment a turn ends (the demo agent
+/// and Claude Code within milliseconds, one turn after another); one that has stayed idle this
+/// long has nothing queued, so every prompt typed before it went idle was taken.
+pub const QUEUE_DRAINED: Duration = Duration::from_secs(2);
+
 /// At most 20 items go into one digest prompt; more wait for the next turn.
 pub const MAX_DIGEST: usize = 20;
 
@@ -151,9 +156,6 @@ struct SessionQ {
     /// pressed: an activity older than that Enter is stale (see [`STATE_AFTER_SUBMIT`]).
     activity_changed_ms: u64,
     last_enter_ms: Option<u64>,
-    /// Owed items the agent queued mid-turn that have since seen it idle: the next turn it
-    /// starts may be theirs.
-    idle_after: HashSet<ItemId>,
     /// Whether the session was reported down since start (for recovering `sending` items).
     known_down: bool,
 }
@@ -173,7 +175,6 @@ impl SessionQ {
             hooks_seen: false,
             activity_changed_ms: 0,
             last_enter_ms: None,
-            idle_after: HashSet::new(),
             known_down: false,
         }
     }
@@ -437,14 +438,12 @@ impl Engine {
             q.activity_changed_ms = now_ms;
         }
         q.live = Some(view);
-        match (was, activity) {
-            (Some(Activity::Idle), Activity::Working) => self.taken_from_queue(&name, now_ms, out),
-            (Some(Activity::Idle), Activity::Idle) => {}
-            (_, Activity::Idle) => {
-                let waiting: Vec<ItemId> = q.owed.iter().filter(|i| i.queued_by_agent).map(|i| i.id.clone()).collect();
-                q.idle_after.extend(waiting);
-            }
-            _ => {}
+        if activity == Activity::Idle && was != Some(Activity::Idle) && q.owed.iter().any(|i| i.queued_by_agent) {
+            // Idle for QUEUE_DRAINED from now on means the agent's queue is empty.
+            out.actions.push(Action::Arm {
+                at: now + QUEUE_DRAINED,
+                key: TimerKey { session: name.clone(), attempt: 0, kind: TimerKind::Drained, step: 0 },
+            });
         }
         let q = self.session(&name);
         if turned_working
@@ -1497,6 +1496,9 @@ impl Engine {
 
     fn on_timer(&mut self, key: TimerKey, now: Instant, now_ms: u64, out: &mut Out<'_>) {
         let session = key.session.clone();
+        if key.kind == TimerKind::Drained {
+            return self.taken_from_queue(&session, now_ms, out);
+        }
         if key.kind == TimerKind::Retry {
             if self.sessions.get(&session).is_some_and(|q| q.retry_at.is_some_and(|t| now < t)) {
                 return;
@@ -1542,7 +1544,7 @@ impl Engine {
                 }
                 _ => {}
             },
-            TimerKind::Retry => {}
+            TimerKind::Retry | TimerKind::Drained => {}
         }
     }
 
@@ -1599,24 +1601,23 @@ impl Engine {
         (q.activity_changed_ms < enter && now_ms < until).then(|| until - now_ms)
     }
 
-    /// The agent went from idle to working: it started a turn, and if a prompt it had queued
-    /// mid-turn has seen it idle since, that turn is the oldest such prompt's (an agent takes
-    /// its queue in order, one turn each at the least). Recorded, so that an exit later does
-    /// not count that prompt as lost. A prompt never paid this way, nor by its hook, is stuck
-    /// when the session ends: perhaps taken, but never called delivered without proof.
+    /// The agent has stayed idle for [`QUEUE_DRAINED`]: its own queue is empty, so every prompt
+    /// that may have waited in it and was typed before this idle began was taken. Recorded, so
+    /// that an exit later does not count those prompts as lost. (A prompt is never called taken
+    /// earlier on the strength of a turn starting: agents go idle for a moment between queued
+    /// turns, and which prompt a turn belongs to cannot be seen.)
     fn taken_from_queue(&mut self, session: &str, now_ms: u64, out: &mut Out<'_>) {
         let q = self.session(session);
-        let Some(first) = q.owed.iter().find(|i| i.queued_by_agent && q.idle_after.contains(&i.id)) else {
+        let idle_since = q.activity_changed_ms;
+        let still_idle = q.live.as_ref().is_some_and(|l| l.activity == Activity::Idle);
+        if !still_idle || now_ms < idle_since + QUEUE_DRAINED.as_millis() as u64 {
             return;
-        };
-        // The items of one digest went as one prompt: one turn takes them all.
-        let prompt = first.hook_owed.clone();
-        let taken: Vec<usize> =
-            (0..q.owed.len()).filter(|j| q.owed[*j].queued_by_agent && q.owed[*j].hook_owed == prompt).collect();
+        }
+        let taken: Vec<usize> = (0..q.owed.len())
+            .filter(|j| q.owed[*j].queued_by_agent && q.owed[*j].state_since_ms <= idle_since)
+            .collect();
         for i in taken {
-            let q = self.session(session);
-            let mut item = q.owed[i].clone();
-            q.idle_after.remove(&item.id);
+            let mut item = self.session(session).owed[i].clone();
             item.queued_by_agent = false;
             let id = item.id.clone();
             self.items.insert(id.clone(), item);
@@ -1624,7 +1625,10 @@ impl Engine {
                 &id,
                 State::Delivered,
                 "taken",
-                "the agent went from idle to working after it: it took the prompt from its own queue".into(),
+                format!(
+                    "the agent has been idle for {} s since after it: its own queue is empty, so it took the prompt",
+                    QUEUE_DRAINED.as_secs()
+                ),
                 now_ms,
                 out,
             );
@@ -1647,9 +1651,7 @@ impl Engine {
     /// The session ended: a prompt the agent had queued mid-turn and never reported taking
     /// (its hook never came, though the agent sends hooks) did not reach it.
     fn unpaid_at_exit(&mut self, session: &str, now_ms: u64, out: &mut Out<'_>) {
-        let q = self.session(session);
-        q.idle_after.clear();
-        let owed: Vec<Item> = q.owed.drain(..).collect();
+        let owed: Vec<Item> = self.session(session).owed.drain(..).collect();
         for mut item in owed.into_iter().filter(|i| i.queued_by_agent) {
             item.stuck = Some(StuckClass::Interrupted);
             item.hook_owed = None;

@@ -138,6 +138,8 @@ pub enum TimerKind {
     Settle,
     /// Try the gate again (after a backoff, or when a typing hold ends).
     Retry,
+    /// The agent has been idle long enough for its own queue to be empty.
+    Drained,
 }
 
 #[derive(Debug, Clone, PartialEq)]

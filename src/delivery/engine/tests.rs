@@ -1179,7 +1179,7 @@ fn idle_from_before_the_last_prompt_is_not_trusted_for_a_when_idle_item() {
 }
 
 #[test]
-fn a_prompt_typed_on_a_stale_idle_counts_as_queued_by_the_agent_until_a_turn_takes_it() {
+fn a_prompt_typed_on_a_stale_idle_counts_as_queued_by_the_agent_until_it_stays_idle() {
     let mut w = started();
     let a = w.item("first task");
     step_until(&mut w, "a delivered", |w| w.disk[&a].state == State::Delivered);
@@ -1187,23 +1187,24 @@ fn a_prompt_typed_on_a_stale_idle_counts_as_queued_by_the_agent_until_a_turn_tak
     step_until(&mut w, "b delivered", |w| w.disk[&b].state == State::Delivered);
     assert!(w.disk[&b].queued_by_agent, "typed while the agent's state after a was not known yet");
     assert!(!w.disk[&a].queued_by_agent, "a was typed into an agent known to be idle");
-    // a's turn shows and ends; the agent goes idle, then starts b's turn: b was taken.
-    for activity in [Activity::Working, Activity::Idle] {
+    // a's turn shows and ends; a moment of idle proves nothing (the agent takes its next
+    // queued prompt right after it)...
+    for activity in [Activity::Working, Activity::Idle, Activity::Working, Activity::Idle] {
         w.activity = activity;
         let view = w.view();
         w.feed(Input::Session(view));
+        w.settle(500);
+        assert!(w.disk[&b].queued_by_agent, "a moment of idle is not enough");
     }
-    assert!(w.disk[&b].queued_by_agent, "idle is not enough: the next turn may be another's");
-    w.activity = Activity::Working;
-    let view = w.view();
-    w.feed(Input::Session(view));
-    assert!(!w.disk[&b].queued_by_agent);
+    // ...staying idle does: its own queue is empty.
+    w.settle(QUEUE_DRAINED.as_millis() as u64);
+    assert!(!w.disk[&b].queued_by_agent, "{:?}", w.disk[&b].evidence);
     w.feed(Input::SessionDown { session: "s".into(), generation: w.generation });
     assert_eq!(w.state_of(&b), State::Delivered);
 }
 
 #[test]
-fn a_prompt_typed_at_a_turn_boundary_behind_a_queued_one_is_not_taken_by_that_one_s_turn() {
+fn a_prompt_typed_at_a_turn_boundary_behind_a_queued_one_is_not_called_taken_by_that_one_s_turn() {
     let mut w = started();
     // x is typed mid-turn: the agent queues it.
     let x = delivered_mid_turn(&mut w, "queued first");
@@ -1215,13 +1216,14 @@ fn a_prompt_typed_at_a_turn_boundary_behind_a_queued_one_is_not_taken_by_that_on
     let y = w.item("typed at the boundary");
     step_until(&mut w, "y delivered", |w| w.disk[&y].state == State::Delivered);
     assert!(w.disk[&y].queued_by_agent, "x was still queued ahead of it");
-    // The agent starts x's turn: that pays x, not y.
+    // The agent starts x's turn: that proves nothing about either.
     w.activity = Activity::Working;
     let view = w.view();
     w.feed(Input::Session(view));
-    assert!(!w.disk[&x].queued_by_agent && w.disk[&y].queued_by_agent);
-    // Killed before y's turn: y never reached the agent.
+    w.settle(QUEUE_DRAINED.as_millis() as u64 * 2);
+    assert!(w.disk[&x].queued_by_agent && w.disk[&y].queued_by_agent);
+    // Killed before the agent ever stayed idle: neither is claimed as taken.
     w.feed(Input::SessionDown { session: "s".into(), generation: w.generation });
-    assert_eq!(w.state_of(&x), State::Delivered);
+    assert_eq!(w.state_of(&x), State::Stuck);
     assert_eq!(w.state_of(&y), State::Stuck);
 }
