@@ -974,6 +974,49 @@ proptest::proptest! {
     }
 }
 
+/// Characters of every UTF-8 length, with narrowed second-byte ranges (E0, ED, F0, F4), and a
+/// C1 control (NEL) encoded as UTF-8.
+const CHARS: &[&str] = &["é", "ջ", "\u{85}", "\u{800}", "中", "\u{d7ff}", "\u{10000}", "😀", "\u{10ffff}"];
+
+/// Short streams of the pieces whose order matters at a call boundary: whole characters, cut
+/// ones, bytes that are never valid, ESC, ASCII that ends or continues an escape, controls.
+fn utf8_edge_streams() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+    use proptest::prelude::*;
+    let piece = prop_oneof![
+        proptest::sample::select(CHARS).prop_map(|c| c.as_bytes().to_vec()),
+        (proptest::sample::select(CHARS), any::<prop::sample::Index>()).prop_map(|(c, i)| {
+            let b = c.as_bytes();
+            b[..1 + i.index(b.len() - 1)].to_vec()
+        }),
+        proptest::sample::select(&[0x80u8, 0x85, 0x9c, 0xa0, 0xbf, 0xc0, 0xc1, 0xf5, 0xff][..]).prop_map(|b| vec![b]),
+        Just(vec![0x1b]),
+        proptest::sample::select(&b"[]47mA\\"[..]).prop_map(|b| vec![b]),
+        proptest::sample::select(&[0x0au8, 0x07, 0x18, 0x7f][..]).prop_map(|b| vec![b]),
+    ];
+    proptest::collection::vec(piece, 0..7).prop_map(|p| p.concat())
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 1024, ..Default::default() })]
+
+    #[test]
+    fn short_streams_dense_in_utf8_and_escapes_are_split_invariant(stream in utf8_edge_streams()) {
+        assert_split_invariant(&stream);
+    }
+
+    #[test]
+    fn the_fast_path_has_the_effect_of_vte_alone_in_one_call(stream in utf8_edge_streams()) {
+        let mut fast = screen(20, 3, &stream);
+        let mut vte_only = Screen::new(20, 3);
+        vte_only.parser.advance(&mut vte_only.term, &stream);
+        proptest::prop_assert_eq!(
+            (fast.snapshot(), fast.render_keyframe(), fast.take_replies()),
+            (vte_only.snapshot(), vte_only.render_keyframe(), vte_only.take_replies()),
+            "{:x?}", stream
+        );
+    }
+}
+
 #[test]
 fn printable_run_stops_at_both_edges_of_the_range() {
     for stop in [0x1fu8, 0x7f, 0x80, 0xff, 0x00, 0x1b] {
