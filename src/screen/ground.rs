@@ -1,27 +1,20 @@
 //! Tracks whether the vte parser is in its ground state, byte by byte.
 //!
-//! vte does not expose its state, but two things need it: the printable fast path (which may
-//! only bypass vte while vte would print those bytes itself) and the master, which may only take
-//! a keyframe where no escape sequence or UTF-8 sequence is half-parsed
-//! (`Screen::at_ground_state`). This module follows the same transitions as vte 0.15's
-//! `Parser::advance` (Paul Williams' DEC parser, 7-bit, plus UTF-8 in ground and BEL-terminated
-//! OSC), tracking only the state, not parameters. Invariant: after any byte sequence,
-//! `is_ground()` is true exactly when vte is in `State::Ground` with no partial UTF-8
-//! character buffered. A property test checks that against vte itself (`tests` below and
-//! `tests/screen_props.rs`).
+//! vte does not expose its state, but two things need it: the fast path (which may only bypass
+//! vte while vte would be in ground state) and the master, which may only take a keyframe where
+//! no escape sequence is half-parsed (`Screen::at_ground_state`). This module follows the same
+//! transitions as vte 0.15's `Parser::advance` (Paul Williams' DEC parser, 7-bit, plus
+//! BEL-terminated OSC), tracking only the state, not parameters. UTF-8 in ground state is not
+//! tracked: `Screen` decodes it itself and hands vte ground state only in front of ESC or DEL,
+//! so vte never buffers a partial character. Invariant: for the bytes `Screen` hands vte,
+//! `is_ground()` is true exactly when vte is in `State::Ground`. A property test checks that
+//! against vte itself (`tests` below and `tests/it/screen/props.rs`).
 
 /// The parser states that matter for "is vte in ground?".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 enum State {
     #[default]
     Ground,
-    /// Inside a UTF-8 character in ground: `need` more continuation bytes, the next one in
-    /// `lo..=hi`.
-    Utf8 {
-        need: u8,
-        lo: u8,
-        hi: u8,
-    },
     Escape,
     EscapeIntermediate,
     CsiEntry,
@@ -49,7 +42,7 @@ fn is_executed(b: u8) -> bool {
 }
 
 impl GroundTracker {
-    /// True when no escape sequence or UTF-8 character is partially parsed.
+    /// True when no escape sequence is partially parsed.
     pub fn is_ground(&self) -> bool {
         self.state == State::Ground
     }
@@ -69,32 +62,17 @@ impl GroundTracker {
         }
     }
 
-    fn ground(b: u8) -> State {
-        match b {
-            0x1B => State::Escape,
-            0xC2..=0xDF => State::Utf8 { need: 1, lo: 0x80, hi: 0xBF },
-            0xE0 => State::Utf8 { need: 2, lo: 0xA0, hi: 0xBF },
-            0xE1..=0xEC | 0xEE..=0xEF => State::Utf8 { need: 2, lo: 0x80, hi: 0xBF },
-            0xED => State::Utf8 { need: 2, lo: 0x80, hi: 0x9F },
-            0xF0 => State::Utf8 { need: 3, lo: 0x90, hi: 0xBF },
-            0xF1..=0xF3 => State::Utf8 { need: 3, lo: 0x80, hi: 0xBF },
-            0xF4 => State::Utf8 { need: 3, lo: 0x80, hi: 0x8F },
-            // ASCII, and bytes that can never start a character (executed or replaced by vte).
-            _ => State::Ground,
-        }
-    }
-
     #[inline]
     fn next(state: State, b: u8) -> State {
         use State::*;
         match state {
-            Ground => Self::ground(b),
-            Utf8 { need, lo, hi } => {
-                if (lo..=hi).contains(&b) {
-                    if need == 1 { Ground } else { Utf8 { need: need - 1, lo: 0x80, hi: 0xBF } }
+            // Only ESC leaves ground. (A UTF-8 lead byte would make vte buffer a partial
+            // character, but `Screen` never hands vte one in ground.)
+            Ground => {
+                if b == 0x1B {
+                    Escape
                 } else {
-                    // vte replaces the broken sequence and reparses this byte from ground.
-                    Self::ground(b)
+                    Ground
                 }
             }
             Escape => match b {
@@ -209,13 +187,12 @@ mod tests {
         assert!(!after(b"\x1b["));
         assert!(!after(b"\x1b[12;"));
         assert!(!after(b"\x1b]0;tit"));
-        assert!(!after(&"中".as_bytes()[..2]));
         assert!(!after(b"\x1b("));
         assert!(!after(b"\x1bP1$r"));
     }
 
     #[test]
-    fn broken_utf8_returns_to_ground_like_vte() {
+    fn esc_after_non_ascii_starts_a_sequence() {
         assert!(after(b"\xe4\xb8A"));
         assert!(after(b"\xff"));
         assert!(!after(b"\xe4\xb8\x1b"));

@@ -14,7 +14,11 @@
 //! it is split into `process` calls; scrollback is not kept (rows scrolled off the top are
 //! dropped), so memory is bounded by the screen size and a clone is cheap. Printable ASCII in
 //! the parser's ground state takes a fast path that writes cells directly and has exactly the
-//! effect vte's `print` would have; so does complete, valid UTF-8.
+//! effect vte's `print` would have. UTF-8 in ground state (valid, broken, or cut off by the end
+//! of a call) is decoded here and never handed to vte: vte 0.15 gives a different result for a
+//! character cut by a call boundary than for the same bytes in one call (finishing it, it can
+//! swallow the ESC that follows, and it prints a C1 control it would otherwise execute), so the
+//! model keeps the cut-off bytes itself (`Partial`) and decodes them with one-call semantics.
 //!
 //! Files: `cell.rs` (cells, colours, attributes), `grid.rs` (rows and buffer operations),
 //! `modes.rs` (modes, charsets, tab stops), `term.rs` (the emulator state and terminal
@@ -118,7 +122,17 @@ pub struct CellView {
 pub struct Screen {
     parser: vte::Parser,
     ground: GroundTracker,
+    /// A UTF-8 character cut off by the end of the last `process` call; vte is in ground.
+    partial: Partial,
     term: Term,
+}
+
+/// The leading bytes of a UTF-8 character that the last `process` call ended inside of: a
+/// valid, incomplete prefix (so at most three bytes), empty when no character is cut.
+#[derive(Debug, Clone, Copy, Default)]
+struct Partial {
+    bytes: [u8; 4],
+    len: usize,
 }
 
 impl std::fmt::Debug for Screen {
@@ -127,6 +141,7 @@ impl std::fmt::Debug for Screen {
             .field("size", &self.size())
             .field("cursor", &self.cursor())
             .field("ground", &self.ground)
+            .field("partial", &&self.partial.bytes[..self.partial.len])
             .finish_non_exhaustive()
     }
 }
@@ -154,7 +169,8 @@ fn printable_run(bytes: &[u8]) -> usize {
 }
 
 /// Bytes the fast path handles itself in ground state: printable ASCII, C0 controls other
-/// than ESC (vte would only `execute` them), and the start of UTF-8 characters.
+/// than ESC (vte would only `execute` them), and all non-ASCII bytes (UTF-8, broken or not).
+/// vte sees ground state only in front of ESC and DEL.
 fn is_fast(b: u8) -> bool {
     b != 0x7f && b != 0x1b
 }
@@ -163,13 +179,18 @@ impl Screen {
     /// A power-on terminal of `cols` x `rows`, clamped to valid bounds.
     pub fn new(cols: u16, rows: u16) -> Screen {
         let (cols, rows) = clamp_size(cols, rows);
-        Screen { parser: vte::Parser::new(), ground: GroundTracker::default(), term: Term::new(cols, rows) }
+        Screen {
+            parser: vte::Parser::new(),
+            ground: GroundTracker::default(),
+            partial: Partial::default(),
+            term: Term::new(cols, rows),
+        }
     }
 
     /// Feeds bytes written by the child. Any split of a stream into calls gives the same
     /// result as one call with the whole stream.
     pub fn process(&mut self, bytes: &[u8]) {
-        let mut i = 0;
+        let mut i = if self.partial.len > 0 { self.finish_partial(bytes) } else { 0 };
         while i < bytes.len() {
             if self.ground.is_ground() {
                 let b = bytes[i];
@@ -180,20 +201,10 @@ impl Screen {
                     continue;
                 }
                 if b >= 0x80 {
-                    // Complete, valid UTF-8 up to the next control: what vte would print.
-                    // Invalid or cut-off sequences go to vte below, which replaces or buffers
-                    // them.
-                    let end = bytes[i..].iter().position(|&b| b < 0x20 || b == 0x7f).map_or(bytes.len(), |n| i + n);
-                    let text = match std::str::from_utf8(&bytes[i..end]) {
-                        Ok(text) => text,
-                        Err(e) => std::str::from_utf8(&bytes[i..i + e.valid_up_to()]).unwrap_or_default(),
-                    };
-                    if !text.is_empty() {
-                        self.print_text(text);
-                        i += text.len();
-                        continue;
-                    }
-                } else if is_fast(b) {
+                    i = self.print_utf8(bytes, i);
+                    continue;
+                }
+                if is_fast(b) {
                     vte::Perform::execute(&mut self.term, b);
                     i += 1;
                     continue;
@@ -210,6 +221,86 @@ impl Screen {
                 }
             }
             self.parser.advance(&mut self.term, &bytes[start..i]);
+        }
+    }
+
+    /// Decodes the text from `bytes[start]` (a non-ASCII byte, in ground state) up to the next
+    /// control as vte 0.15's ground state does given the whole stream in one call: valid UTF-8
+    /// printed, a lone byte 0x80..=0x9F executed as a C1 control, every other maximal invalid
+    /// sequence (and one cut off by a control) replaced by U+FFFD. A character cut off by the
+    /// end of `bytes` is kept in `self.partial`. Returns where the next byte is.
+    fn print_utf8(&mut self, bytes: &[u8], start: usize) -> usize {
+        let end = bytes[start..].iter().position(|&b| b < 0x20 || b == 0x7f).map_or(bytes.len(), |n| start + n);
+        let mut i = start;
+        while i < end {
+            let e = match std::str::from_utf8(&bytes[i..end]) {
+                Ok(text) => {
+                    self.print_text(text);
+                    return end;
+                }
+                Err(e) => e,
+            };
+            let valid = e.valid_up_to();
+            self.print_text(std::str::from_utf8(&bytes[i..i + valid]).unwrap_or_default());
+            i += valid;
+            match e.error_len() {
+                Some(1) if bytes[i] <= 0x9f => {
+                    vte::Perform::execute(&mut self.term, bytes[i]);
+                    i += 1;
+                }
+                Some(len) => {
+                    self.term.print(char::REPLACEMENT_CHARACTER);
+                    i += len;
+                }
+                None if end < bytes.len() => {
+                    // Cut off by a control, which vte would see inside the same text.
+                    self.term.print(char::REPLACEMENT_CHARACTER);
+                    i = end;
+                }
+                None => {
+                    // Cut off by the end of this call: at most three bytes, a valid prefix.
+                    let cut = &bytes[i..end];
+                    self.partial.bytes[..cut.len()].copy_from_slice(cut);
+                    self.partial.len = cut.len();
+                    i = end;
+                }
+            }
+        }
+        end
+    }
+
+    /// Continues the character in `self.partial` with the first bytes of a new call, as if
+    /// both calls had been one: the character printed once complete, U+FFFD when a byte
+    /// breaks it (that byte is then read afresh). Returns how many bytes of `bytes` it took.
+    fn finish_partial(&mut self, bytes: &[u8]) -> usize {
+        let old = self.partial.len;
+        let take = bytes.len().min(self.partial.bytes.len() - old);
+        let mut joined = self.partial.bytes;
+        joined[old..old + take].copy_from_slice(&bytes[..take]);
+        let joined = &joined[..old + take];
+        let (valid, broken) = match std::str::from_utf8(joined) {
+            Ok(_) => (joined.len(), None),
+            Err(e) => (e.valid_up_to(), e.error_len()),
+        };
+        if valid > 0 {
+            // The kept bytes alone were incomplete, so the first character ends past them;
+            // what follows it is read afresh.
+            let text = std::str::from_utf8(&joined[..valid]).unwrap_or_default();
+            let len = text.chars().next().map_or(valid, char::len_utf8);
+            self.print_text(&text[..len]);
+            self.partial.len = 0;
+            len.saturating_sub(old)
+        } else if let Some(len) = broken {
+            // The kept bytes are a valid prefix, so the maximal invalid sequence holds them
+            // all, and perhaps a byte of this call.
+            self.term.print(char::REPLACEMENT_CHARACTER);
+            self.partial.len = 0;
+            len.saturating_sub(old)
+        } else {
+            // Still incomplete: all of this call's bytes belong to the character.
+            self.partial.bytes[old..old + take].copy_from_slice(&bytes[..take]);
+            self.partial.len = old + take;
+            take
         }
     }
 
@@ -242,7 +333,7 @@ impl Screen {
     /// sequence it cannot: the keyframe does not (and cannot portably) restore a half-parsed
     /// sequence, so the client would see the rest of it as plain text.
     pub fn at_ground_state(&self) -> bool {
-        self.ground.is_ground()
+        self.ground.is_ground() && self.partial.len == 0
     }
 
     /// Answers to terminal queries seen since the last call (DA1, DA2, DSR 5, DSR 6). The
