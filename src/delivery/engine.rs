@@ -1664,7 +1664,7 @@ impl Engine {
                 &id,
                 State::Stuck,
                 "stuck",
-                "interrupted: the session ended before the agent took this prompt: it had queued it mid-turn, and neither its UserPromptSubmit hook nor an idle agent showed that it took it".into(),
+                "interrupted: the session ended while this prompt may still have waited in the agent's own queue: neither its UserPromptSubmit hook nor the agent staying idle after it showed that the agent took it".into(),
                 now_ms,
                 out,
             );
