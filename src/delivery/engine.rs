@@ -550,16 +550,8 @@ impl Engine {
             for mut item in paid {
                 item.hook_owed = None;
                 item.queued_by_agent = false;
-                let id = item.id.clone();
-                self.items.insert(id.clone(), item);
-                self.transition(
-                    &id,
-                    State::Delivered,
-                    "hook",
-                    "the agent's UserPromptSubmit hook for it came (it had queued it)".into(),
-                    now_ms,
-                    out,
-                );
+                let note = "the agent's UserPromptSubmit hook for it came (it had queued it)";
+                self.record_delivered(item, "hook", note.into(), now_ms, out);
             }
             return;
         }
@@ -1619,23 +1611,32 @@ impl Engine {
         for i in taken {
             let mut item = self.session(session).owed[i].clone();
             item.queued_by_agent = false;
-            let id = item.id.clone();
-            self.items.insert(id.clone(), item);
-            self.transition(
-                &id,
-                State::Delivered,
-                "taken",
-                format!(
-                    "the agent has been idle for {} s since after it: its own queue is empty, so it took the prompt",
-                    QUEUE_DRAINED.as_secs()
-                ),
-                now_ms,
-                out,
+            let note = format!(
+                "the agent has been idle for {} s since after it: its own queue is empty, so it took the prompt",
+                QUEUE_DRAINED.as_secs()
             );
-            if let Some(Action::Persist { item, .. }) = out.actions.last() {
-                let item = item.clone();
+            if let Some(item) = self.record_delivered(item, "taken", note, now_ms, out) {
                 self.session(session).owed[i] = item;
             }
+        }
+    }
+
+    /// Persist a change to a delivered item kept only among the owed ones (it stays delivered,
+    /// with a new note); returns the record as written.
+    fn record_delivered(
+        &mut self,
+        item: Item,
+        kind: &str,
+        note: String,
+        now_ms: u64,
+        out: &mut Out<'_>,
+    ) -> Option<Item> {
+        let id = item.id.clone();
+        self.items.insert(id.clone(), item);
+        self.transition(&id, State::Delivered, kind, note, now_ms, out);
+        match out.actions.last() {
+            Some(Action::Persist { item, .. }) => Some(item.clone()),
+            _ => None,
         }
     }
 
