@@ -56,7 +56,15 @@ fn the_demo_agent_goes_idle_working_idle_blocked_and_exited() {
     ctl.send(&Frame::Input(b"\x1b[200~crash-now\x1b[201~\r".to_vec()));
     let exit = home.wait_exit("d");
     assert_eq!(exit["code"], 3);
-    let events = state_events(&home, "d");
+    // The exit record can be on disk a moment before the journal's last state event.
+    let events = eventually("the exit in the state events", || {
+        let events = state_events(&home, "d");
+        if events.iter().any(|(a, to, _)| a == "lifecycle" && to == "exited") {
+            Ok(events)
+        } else {
+            Err(format!("{events:?}"))
+        }
+    });
     let activity: Vec<&str> = events.iter().filter(|(a, _, _)| a == "activity").map(|(_, to, _)| to.as_str()).collect();
     for want in ["idle", "working", "blocked"] {
         assert!(activity.contains(&want), "{events:?}");
