@@ -60,7 +60,7 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
         Probe::Live(stream) => stream,
         Probe::Absent | Probe::Stale => {
             if let Some(exit) = session::read_exit(&files)? {
-                bail!("session {} has {}; nothing to attach to", opts.name, exit.status);
+                bail!("session {} {}; nothing to attach to", opts.name, exit.status);
             }
             bail!("no running session named {}", opts.name);
         }

@@ -227,7 +227,7 @@ pub fn send(args: SendArgs) -> Result<i32> {
     match &target {
         Target::Running(_) => {}
         Target::Exited(exit) => eprintln!(
-            "desk: warning: session {name} has {}; the prompt is queued and held until a session named {name} runs again",
+            "desk: warning: session {name} {}; the prompt is queued and held until a session named {name} runs again",
             exit.status
         ),
         Target::NotRunning => {

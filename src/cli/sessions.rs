@@ -509,7 +509,7 @@ fn connect(paths: &Paths, name: &SessionName) -> Result<Connection> {
     match session::probe(&files)? {
         Probe::Live(stream) => Connection::open(stream, Role::Query, 0, 0),
         Probe::Absent | Probe::Stale => match session::read_exit(&files)? {
-            Some(exit) => Err(failure(1, format!("session {name} has {}", exit.status))),
+            Some(exit) => Err(failure(1, format!("session {name} {}", exit.status))),
             None => Err(failure(1, format!("no running session named {name}"))),
         },
     }

@@ -61,7 +61,7 @@ fn send_to_an_exited_session_queues_with_a_warning_and_shows_the_hold() {
     let err = stderr(&out);
     let warnings: Vec<&str> = err.lines().filter(|l| l.contains("warning")).collect();
     assert_eq!(warnings.len(), 1, "{err}");
-    assert!(warnings[0].contains("session gone has exited with code 0") && warnings[0].contains("held"), "{err}");
+    assert!(warnings[0].contains("session gone exited with code 0") && warnings[0].contains("held"), "{err}");
     assert!(err.contains("queue gone is held: "), "{err}");
     let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
     assert_eq!(home.item(&id)["state"], "queued");
@@ -393,4 +393,25 @@ fn a_daemon_that_drips_its_answer_cannot_stretch_a_request() {
     eprintln!("desk queue on a dripping daemon took {:?}", started.elapsed());
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("did not answer within 10 s"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_session_killed_by_a_signal_is_named_in_plain_words() {
+    // Not "session X has was killed by signal 9".
+    let home = Home::new();
+    home.new_sh("shot", "kill -9 $$");
+    home.wait_exit("shot");
+    let out = home.desk(&["attach", "shot"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("session shot was killed by signal 9 (SIGKILL); nothing to attach to"),
+        "{}",
+        stderr(&out)
+    );
+    let out = home.desk(&["send", "shot", "hello"]);
+    assert!(
+        stderr(&out).contains("warning: session shot was killed by signal 9 (SIGKILL); the prompt is queued"),
+        "{}",
+        stderr(&out)
+    );
 }
