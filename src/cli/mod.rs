@@ -169,6 +169,7 @@ enum Command {
         json: bool,
     },
     /// Report an agent hook to its session (run by agents' hooks; always exits 0 at once).
+    #[command(hide = true)]
     Hook {
         /// The provider whose hook format the payload uses (default: the session's provider).
         #[arg(long)]
@@ -192,9 +193,9 @@ struct NewArgs {
     /// Set an environment variable for the command (repeatable).
     #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_env)]
     env: Vec<(OsString, OsString)>,
-    /// The agent the command runs: claude, codex, opencode or shell. Selects the state rules
-    /// and wires the agent's hooks for this session only. Default: guessed from CMD's name.
-    #[arg(long)]
+    /// The agent the command runs. Selects the state rules and wires the agent's hooks for
+    /// this session only. Default: guessed from CMD's name.
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(crate::providers::KNOWN))]
     provider: Option<String>,
     /// The command and its arguments (default for an agent provider: the agent's own command).
     #[arg(last = true, value_name = "CMD")]

@@ -415,3 +415,15 @@ fn a_session_killed_by_a_signal_is_named_in_plain_words() {
         stderr(&out)
     );
 }
+
+#[test]
+fn help_lists_every_provider_and_hides_the_hook_plumbing() {
+    let home = Home::new();
+    let out = home.desk(&["new", "x", "--provider", "nope", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("[possible values: claude, codex, opencode, demo, shell]"), "{}", stderr(&out));
+    let help = String::from_utf8_lossy(&home.desk(&["--help"]).stdout).to_string();
+    assert!(help.contains("attach") && !help.lines().any(|l| l.trim_start().starts_with("hook ")), "{help}");
+    // Hidden, not gone: agents' hooks still run it.
+    assert!(home.desk(&["hook", "--help"]).status.success());
+}
