@@ -480,9 +480,37 @@ fn print_not_queued(paths: &Paths) -> Result<bool> {
     Ok(!waiting.is_empty() || !set_aside.is_empty())
 }
 
+/// The item an operator means by `text`: a whole id, or any unique prefix of one (like a git
+/// hash). No match, or several, is a usage error that says which.
+pub fn resolve_id(text: &str) -> Result<ItemId> {
+    if let Some(id) = ItemId::parse(text) {
+        return Ok(id);
+    }
+    let valid =
+        !text.trim().is_empty() && text.trim().bytes().all(|b| b.is_ascii_alphanumeric()) && text.trim().len() < 26;
+    if !valid {
+        return Err(failure(2, format!("{text:?} is not an item id (26 characters, or the start of one)")));
+    }
+    let store = Store::open(&paths()?.state)?;
+    let mut ids = store.ids_with_prefix(text)?;
+    match ids.len() {
+        0 => Err(failure(2, format!("no item has an id starting with {text:?}"))),
+        1 => Ok(ids.remove(0)),
+        n => {
+            const SHOWN: usize = 10;
+            let list: Vec<String> = ids.iter().take(SHOWN).map(|i| format!("  {i}")).collect();
+            let more = if n > SHOWN { format!("\n  … and {} more", n - SHOWN) } else { String::new() };
+            Err(failure(
+                2,
+                format!("{text:?} is the start of {n} item ids; give more of it:\n{}{more}", list.join("\n")),
+            ))
+        }
+    }
+}
+
 pub fn item(id: &str, json: bool) -> Result<i32> {
     let paths = paths()?;
-    let id = ItemId::parse(id).ok_or_else(|| failure(2, format!("{id:?} is not an item id")))?;
+    let id = resolve_id(id)?;
     // Finished items are read from disk even when the daemon is down.
     let resp = match control::request(
         &crate::daemon::socket_path(&paths),

@@ -127,6 +127,7 @@ enum Command {
     },
     /// Show one item: its state and evidence timeline.
     Item {
+        /// The item id, or any unique start of it (like a git hash).
         id: String,
         #[arg(long)]
         json: bool,
@@ -139,6 +140,7 @@ enum Command {
     /// Deliver a stuck item again (Enter only for submit-stuck, a new paste otherwise), or a
     /// queued item held by a draft in the input box (with --over-draft).
     Force {
+        /// The item id, or any unique start of it (like a git hash).
         id: String,
         /// Paste even though the input box holds text someone typed: both are submitted as one
         /// message.
@@ -149,6 +151,7 @@ enum Command {
     },
     /// Drop a queued or stuck item.
     Drop {
+        /// The item id, or any unique start of it (like a git hash).
         id: String,
         #[arg(long)]
         json: bool,
@@ -312,9 +315,13 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Item { id, json } => delivery::item(&id, json),
         Command::Stuck { json } => delivery::stuck(json),
         Command::Force { id, over_draft, json } => {
+            let id = delivery::resolve_id(&id)?.to_string();
             delivery::command(crate::daemon::control::Request::Force { id, over_draft }, json)
         }
-        Command::Drop { id, json } => delivery::command(crate::daemon::control::Request::Drop { id }, json),
+        Command::Drop { id, json } => {
+            let id = delivery::resolve_id(&id)?.to_string();
+            delivery::command(crate::daemon::control::Request::Drop { id }, json)
+        }
         Command::Pause { name, reason, json } => {
             delivery::command(crate::daemon::control::Request::Pause { session: name.to_string(), reason }, json)
         }

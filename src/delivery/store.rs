@@ -248,6 +248,26 @@ impl Store {
         Ok(None)
     }
 
+    /// The ids of every item on disk (queued in any state, or waiting in the intake) that
+    /// start with `prefix` (case-insensitive), sorted: how an operator's shortened id is found.
+    pub fn ids_with_prefix(&self, prefix: &str) -> Result<Vec<ItemId>> {
+        let prefix = prefix.trim().to_ascii_uppercase();
+        let mut files = read_dir(&self.root.join("intake"))?;
+        for session in read_dir(&self.root.join("queue"))? {
+            if session.is_dir() {
+                files.extend(read_dir(&session)?);
+            }
+        }
+        let mut ids: Vec<ItemId> = files
+            .iter()
+            .filter_map(|p| p.file_name()?.to_str()?.split('.').next().and_then(ItemId::parse))
+            .filter(|id| id.as_str().starts_with(&prefix))
+            .collect();
+        ids.sort();
+        ids.dedup();
+        Ok(ids)
+    }
+
     /// An item still waiting in the intake (written by `desk send`, not yet ingested).
     pub fn find_intake(&self, id: &ItemId) -> Result<Option<Item>> {
         let path = self.intake_path(id, "json");

@@ -427,3 +427,30 @@ fn help_lists_every_provider_and_hides_the_hook_plumbing() {
     // Hidden, not gone: agents' hooks still run it.
     assert!(home.desk(&["hook", "--help"]).status.success());
 }
+
+#[test]
+fn an_item_is_found_by_any_unique_start_of_its_id() {
+    let home = Home::new();
+    home.serve();
+    home.new_sh("p", "exec sleep 1000");
+    home.ok(&["pause", "p"]); // both stay queued, so either can be dropped
+    let a = home.ok(&["send", "p", "first"]).trim().to_string();
+    let b = home.ok(&["send", "p", "second"]).trim().to_string();
+    // Both start alike (the time comes first): a long enough start names one of them.
+    let common = a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
+    let short_a = &a[..common + 1];
+    assert!(home.ok(&["item", &short_a.to_lowercase()]).contains(&format!("item {a}")));
+    let out = home.desk(&["item", &a[..common]]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("is the start of 2 item ids") && stderr(&out).contains(&a) && stderr(&out).contains(&b),
+        "{}",
+        stderr(&out)
+    );
+    let out = home.desk(&["item", "ZZZZ"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("no item has an id starting with \"ZZZZ\""), "{}", stderr(&out));
+    let out = home.desk(&["drop", short_a]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(home.item(&a)["state"], "dropped");
+}
