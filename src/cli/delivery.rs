@@ -342,12 +342,7 @@ fn read_stdin() -> Result<String> {
 // ----- inspection -----
 
 fn fmt_age(ms: u64) -> String {
-    let d = now_ms().saturating_sub(ms) / 1000;
-    match d {
-        0..=59 => format!("{d}s"),
-        60..=3599 => format!("{}m", d / 60),
-        _ => format!("{}h", d / 3600),
-    }
+    super::spans::span(now_ms().saturating_sub(ms))
 }
 
 /// Said when `queue` and `stuck` read the store themselves.

@@ -30,17 +30,6 @@ struct Explanation {
     recent: Vec<Event>,
 }
 
-fn ago(now: u64, ms: u64) -> String {
-    let d = now.saturating_sub(ms);
-    if d < 1000 {
-        format!("{d}ms ago")
-    } else if d < 120_000 {
-        format!("{:.1}s ago", d as f64 / 1000.0)
-    } else {
-        format!("{}m ago", d / 60_000)
-    }
-}
-
 fn axis<T: Serialize>(name: &str, a: &AxisView<T>, now: u64) -> String {
     let value = serde_json::to_value(&a.value).ok().map_or_else(String::new, |v| match v {
         serde_json::Value::String(s) => s,
@@ -54,11 +43,11 @@ fn axis<T: Serialize>(name: &str, a: &AxisView<T>, now: u64) -> String {
     format!(
         "{name:<10} {value:<10} since {} ({})\n{:<10} evidence: {} — {} (observed {})",
         &iso8601(a.since_ms)[11..19],
-        ago(now, a.since_ms),
+        super::spans::ago(now, a.since_ms),
         "",
         a.evidence.source,
         a.evidence.detail,
-        ago(now, a.evidence.at_ms)
+        super::spans::ago(now, a.evidence.at_ms)
     )
 }
 
@@ -122,12 +111,14 @@ pub fn explain(name: &SessionName, json: bool) -> Result<i32> {
             println!(
                 "ready: {}; last output: {}; last hook: {}",
                 if s.ready { "yes" } else { "no" },
-                s.last_output_ms.map_or("never".into(), |t| ago(now, t)),
-                s.last_hook_ms.map_or("never".into(), |t| ago(now, t)),
+                s.last_output_ms.map_or("never".into(), |t| super::spans::ago(now, t)),
+                s.last_hook_ms.map_or("never".into(), |t| super::spans::ago(now, t)),
             );
         }
         None => match &report.exit {
-            Some(exit) => println!("lifecycle  exited     {} ({})", exit.status, ago(now, exit.exited_at_ms)),
+            Some(exit) => {
+                println!("lifecycle  exited     {} ({})", exit.status, super::spans::ago(now, exit.exited_at_ms))
+            }
             None => println!("the master is not running and recorded no exit: state unknown"),
         },
     }

@@ -10,6 +10,7 @@ mod events;
 mod explain;
 mod hook;
 mod sessions;
+mod spans;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};

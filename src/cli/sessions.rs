@@ -468,7 +468,7 @@ pub fn ls(json: bool) -> Result<i32> {
                 if let Some(wait) = &s.wait {
                     a.push_str(&format!("({wait})"));
                 }
-                format!("{a} {}", age(now.saturating_sub(s.activity.since_ms)).trim_end_matches(" ago"))
+                format!("{a} {}", super::spans::span(now.saturating_sub(s.activity.since_ms)))
             }
             None => "-".into(),
         };
@@ -482,7 +482,7 @@ pub fn ls(json: bool) -> Result<i32> {
                 _ => "-".into(),
             },
             clients,
-            r.started_at_ms.map_or("-".into(), |t| age(now.saturating_sub(t))),
+            r.started_at_ms.map_or("-".into(), |t| super::spans::ago(now, t)),
             r.title.clone().filter(|t| !t.is_empty()).unwrap_or_else(|| "-".into()),
             r.command.join(" "),
         ]);
@@ -678,17 +678,6 @@ fn list_dir(dir: &std::path::Path) -> Result<Vec<PathBuf>> {
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
         Err(e) => Err(e).with_context(|| format!("cannot list {}", dir.display())),
-    }
-}
-
-/// "5s ago", "3m ago", "2h ago", "4d ago".
-fn age(ms: u64) -> String {
-    let s = ms / 1000;
-    match s {
-        0..=59 => format!("{s}s ago"),
-        60..=3599 => format!("{}m ago", s / 60),
-        3600..=86399 => format!("{}h ago", s / 3600),
-        _ => format!("{}d ago", s / 86400),
     }
 }
 
