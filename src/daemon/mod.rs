@@ -1010,6 +1010,20 @@ impl Daemon {
                 let Some(id) = ItemId::parse(&id) else {
                     return self.reply(client, Response::err(format!("{id:?} is not an item id")));
                 };
+                // A finished item says how it finished, rather than "no pending item".
+                if self.engine.item(&id).is_none()
+                    && let Ok(Some(done)) = self.store.find(&id)
+                    && done.state.is_final()
+                {
+                    let last = done.evidence.last().map(|n| format!(": {}", n.detail)).unwrap_or_default();
+                    let when = crate::session::iso8601(done.state_since_ms);
+                    let message = format!(
+                        "item {id} was {} at {} UTC{last}; there is nothing to force (desk send it again if it must go once more)",
+                        done.state.as_str(),
+                        when.get(..19).unwrap_or(&when).replace('T', " ")
+                    );
+                    return self.reply(client, Response::err(message));
+                }
                 self.feed(Input::Command {
                     client: client.0 as u64,
                     command: engine::Command::Force { id, over_draft },

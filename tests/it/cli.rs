@@ -3,7 +3,7 @@
 //! hangs, and a failed or removed session leaves nothing behind.
 
 use crate::harness::PtyCommand;
-use crate::support::{DESK, Home, eventually};
+use crate::support::{DESK, Home, eventually, prompts};
 use desk::wire::{Frame, PROTOCOL_VERSION, SessionInfo};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
@@ -453,4 +453,24 @@ fn an_item_is_found_by_any_unique_start_of_its_id() {
     let out = home.desk(&["drop", short_a]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(home.item(&a)["state"], "dropped");
+}
+
+#[test]
+fn force_on_a_delivered_item_says_it_was_delivered_and_when() {
+    let home = Home::new();
+    home.serve();
+    let log = home.demo("f", &[]);
+    eventually("the agent to be ready", || {
+        let s = home.session("f").ok_or("no session")?;
+        if s["state"]["ready"] == true { Ok(()) } else { Err(s["state"].to_string()) }
+    });
+    let id = home.send("f", "once is enough");
+    assert_eq!(home.settled(&id)["state"], "delivered");
+    let out = home.desk(&["force", &id]);
+    assert!(!out.status.success());
+    let said = stderr(&out);
+    assert!(said.contains(&format!("item {id} was delivered at ")) && said.contains("nothing to force"), "{said}");
+    eventually("the prompt logged", || {
+        if prompts(&log).len() == 1 { Ok(()) } else { Err(format!("{:?}", prompts(&log))) }
+    });
 }
