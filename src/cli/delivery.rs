@@ -599,8 +599,29 @@ pub fn stuck(json: bool) -> Result<i32> {
             .unwrap_or_default();
         println!("{}  {:<12} {:<14} {}", item.id, item.session, class, item.preview(50));
         println!("    {why}");
+        println!("    next: {}", next_step(&item));
     }
     Ok(0)
+}
+
+/// What an operator can do about a stuck item, by its class.
+fn next_step(item: &Item) -> String {
+    use crate::delivery::item::StuckClass;
+    let id = &item.id;
+    match item.stuck {
+        Some(StuckClass::SubmitStuck) => format!(
+            "check the agent (desk peek {}); desk force {id} presses Enter on the text in its box, or desk drop {id}",
+            item.session
+        ),
+        Some(StuckClass::Merged) => format!(
+            "it went, or sits, with someone else's text: check the agent (desk peek {}), then desk drop {id}; force refuses it",
+            item.session
+        ),
+        _ => format!(
+            "check the agent (desk peek {}): if it did not get the prompt, desk force {id} pastes it again; otherwise desk drop {id}",
+            item.session
+        ),
+    }
 }
 
 pub fn command(req: Request, json: bool) -> Result<i32> {

@@ -215,7 +215,12 @@ fn drop_removes_a_queued_item_and_force_delivers_a_stuck_one() {
     let item = home.settled(&id);
     assert_eq!(state(&item), "stuck", "{item:#}");
     assert_eq!(item["stuck"], "submit-stuck");
-    assert!(home.ok(&["stuck"]).contains(&id));
+    let listed = home.ok(&["stuck"]);
+    assert!(listed.contains(&id));
+    assert!(
+        listed.contains(&format!("next: check the agent (desk peek f); desk force {id} presses Enter")),
+        "{listed}"
+    );
     assert!(prompts(&log).is_empty());
     let out = home.ok(&["force", &id]);
     assert!(out.contains("delivered"), "force reports the outcome: {out}");
