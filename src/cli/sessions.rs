@@ -283,25 +283,7 @@ fn listing(paths: &Paths, name: &SessionName, deadline: Instant) -> Result<Optio
     let files = paths.session(name);
     let meta: Option<SessionMeta> = session::read_meta(&files).unwrap_or(None);
     let exit = session::read_exit(&files).unwrap_or(None);
-    let mut row = Listing {
-        name: name.to_string(),
-        status: "running",
-        pid: meta.as_ref().map(|m| m.pid),
-        master_pid: meta.as_ref().map(|m| m.master_pid),
-        command: meta.as_ref().map(|m| m.command.clone()).unwrap_or_default(),
-        cwd: meta.as_ref().map(|m| m.cwd.clone()),
-        cols: meta.as_ref().map(|m| m.cols),
-        rows: meta.as_ref().map(|m| m.rows),
-        clients: None,
-        title: None,
-        generation: meta.as_ref().map(|m| m.generation),
-        provider: meta.as_ref().map(|m| m.provider.clone()),
-        state: None,
-        started_at_ms: meta.as_ref().map(|m| m.started_at_ms),
-        started_at: meta.as_ref().map(|m| iso8601(m.started_at_ms)),
-        exit: None,
-        note: None,
-    };
+    let mut row = from_files(name, meta.as_ref(), "running");
     if let Some(exit) = &exit {
         row.status = "exited";
         row.exit = Some(ExitJson::from(exit));
@@ -406,24 +388,32 @@ fn listings(paths: &Paths) -> Result<Vec<Listing>> {
 /// master did not answer.
 fn unanswered(paths: &Paths, name: &SessionName) -> Listing {
     let meta: Option<SessionMeta> = session::read_meta(&paths.session(name)).unwrap_or(None);
+    let mut row = from_files(name, meta.as_ref(), "unresponsive");
+    row.note = Some(format!("its master did not answer within {} ms", session::PROBE_DEADLINE.as_millis()));
+    row
+}
+
+/// A session's row as its record on disk describes it, with `status`; what only its master
+/// knows (clients, title, state, exit) left empty.
+fn from_files(name: &SessionName, meta: Option<&SessionMeta>, status: &'static str) -> Listing {
     Listing {
         name: name.to_string(),
-        status: "unresponsive",
-        pid: meta.as_ref().map(|m| m.pid),
-        master_pid: meta.as_ref().map(|m| m.master_pid),
-        command: meta.as_ref().map(|m| m.command.clone()).unwrap_or_default(),
-        cwd: meta.as_ref().map(|m| m.cwd.clone()),
-        cols: meta.as_ref().map(|m| m.cols),
-        rows: meta.as_ref().map(|m| m.rows),
+        status,
+        pid: meta.map(|m| m.pid),
+        master_pid: meta.map(|m| m.master_pid),
+        command: meta.map(|m| m.command.clone()).unwrap_or_default(),
+        cwd: meta.map(|m| m.cwd.clone()),
+        cols: meta.map(|m| m.cols),
+        rows: meta.map(|m| m.rows),
         clients: None,
         title: None,
-        generation: meta.as_ref().map(|m| m.generation),
-        provider: meta.as_ref().map(|m| m.provider.clone()),
+        generation: meta.map(|m| m.generation),
+        provider: meta.map(|m| m.provider.clone()),
         state: None,
-        started_at_ms: meta.as_ref().map(|m| m.started_at_ms),
-        started_at: meta.as_ref().map(|m| iso8601(m.started_at_ms)),
+        started_at_ms: meta.map(|m| m.started_at_ms),
+        started_at: meta.map(|m| iso8601(m.started_at_ms)),
         exit: None,
-        note: Some(format!("its master did not answer within {} ms", session::PROBE_DEADLINE.as_millis())),
+        note: None,
     }
 }
 
