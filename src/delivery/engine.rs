@@ -149,9 +149,6 @@ struct SessionQ {
     /// (`hook_owed` names the digest). A hook that matches one of these is theirs, not evidence
     /// for an identical prompt in flight. Oldest first, bounded by [`RECENT_HOOKS`] prompts.
     owed: VecDeque<Item>,
-    /// Whether this session's agent has sent any hook: its hooks are wired, so a hook that
-    /// never comes means something.
-    hooks_seen: bool,
     /// When the reported activity last changed (Unix ms), and when the last prompt's Enter was
     /// pressed: an activity older than that Enter is stale (see [`STATE_AFTER_SUBMIT`]).
     activity_changed_ms: u64,
@@ -172,7 +169,6 @@ impl SessionQ {
             retry_at: None,
             hooks: VecDeque::new(),
             owed: VecDeque::new(),
-            hooks_seen: false,
             activity_changed_ms: 0,
             last_enter_ms: None,
             known_down: false,
@@ -523,7 +519,6 @@ impl Engine {
         if q.live.as_ref().is_some_and(|l| l.generation != generation) {
             return;
         }
-        q.hooks_seen = true;
         if event != "UserPromptSubmit" {
             return;
         }

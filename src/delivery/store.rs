@@ -169,28 +169,37 @@ impl Store {
         fsutil::sync_dir(&dir)
     }
 
-    /// Every item on disk (all states), with files that could not be read.
-    pub fn load_all(&self) -> Result<(Vec<Item>, Vec<Problem>)> {
-        let mut items = Vec::new();
-        let mut problems = Vec::new();
-        let queue = self.root.join("queue");
-        for session in read_dir(&queue)? {
+    /// Every item record in the queues, with the state its extension names.
+    fn item_files(&self) -> Result<Vec<(PathBuf, State)>> {
+        let mut files = Vec::new();
+        for session in read_dir(&self.root.join("queue"))? {
             if !session.is_dir() {
                 continue;
             }
             for path in read_dir(&session)? {
-                let Some(state) = path.extension().and_then(|e| e.to_str()).and_then(State::from_ext) else { continue };
-                match read_item(&path) {
-                    Ok(mut item) => {
-                        item.state = settle_torn_rename(&path, state, item.state)?;
-                        items.push(item);
-                    }
-                    Err(e) => {
-                        let mut bad = path.clone().into_os_string();
-                        bad.push(".bad");
-                        let _ = fs::rename(&path, &bad);
-                        problems.push(Problem { path, error: format!("{e:#}") });
-                    }
+                if let Some(state) = path.extension().and_then(|e| e.to_str()).and_then(State::from_ext) {
+                    files.push((path, state));
+                }
+            }
+        }
+        Ok(files)
+    }
+
+    /// Every item on disk (all states), with files that could not be read.
+    pub fn load_all(&self) -> Result<(Vec<Item>, Vec<Problem>)> {
+        let mut items = Vec::new();
+        let mut problems = Vec::new();
+        for (path, state) in self.item_files()? {
+            match read_item(&path) {
+                Ok(mut item) => {
+                    item.state = settle_torn_rename(&path, state, item.state)?;
+                    items.push(item);
+                }
+                Err(e) => {
+                    let mut bad = path.clone().into_os_string();
+                    bad.push(".bad");
+                    let _ = fs::rename(&path, &bad);
+                    problems.push(Problem { path, error: format!("{e:#}") });
                 }
             }
         }
@@ -204,19 +213,13 @@ impl Store {
     pub fn read_only_view(&self) -> Result<(Vec<Item>, Vec<Item>, Vec<Problem>)> {
         let mut items = Vec::new();
         let mut problems = Vec::new();
-        for session in read_dir(&self.root.join("queue"))? {
-            if !session.is_dir() {
-                continue;
-            }
-            for path in read_dir(&session)? {
-                let Some(state) = path.extension().and_then(|e| e.to_str()).and_then(State::from_ext) else { continue };
-                match read_item(&path) {
-                    Ok(mut item) => {
-                        item.state = settled_state(state, item.state);
-                        items.push(item);
-                    }
-                    Err(e) => problems.push(Problem { path, error: format!("{e:#}") }),
+        for (path, state) in self.item_files()? {
+            match read_item(&path) {
+                Ok(mut item) => {
+                    item.state = settled_state(state, item.state);
+                    items.push(item);
                 }
+                Err(e) => problems.push(Problem { path, error: format!("{e:#}") }),
             }
         }
         let mut intake = Vec::new();
@@ -253,11 +256,7 @@ impl Store {
     pub fn ids_with_prefix(&self, prefix: &str) -> Result<Vec<ItemId>> {
         let prefix = prefix.trim().to_ascii_uppercase();
         let mut files = read_dir(&self.root.join("intake"))?;
-        for session in read_dir(&self.root.join("queue"))? {
-            if session.is_dir() {
-                files.extend(read_dir(&session)?);
-            }
-        }
+        files.extend(self.item_files()?.into_iter().map(|(path, _)| path));
         let mut ids: Vec<ItemId> = files
             .iter()
             .filter_map(|p| p.file_name()?.to_str()?.split('.').next().and_then(ItemId::parse))
