@@ -4,7 +4,7 @@
 
 use crate::harness::PtyCommand;
 use crate::support::{DESK, Home, eventually, prompts};
-use desk::wire::{Frame, PROTOCOL_VERSION, SessionInfo};
+use desk::wire::{Frame, PROTOCOL_VERSION};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use std::io::Write;
@@ -197,23 +197,7 @@ struct Dripper {
 
 impl Dripper {
     fn start(home: &Home, name: &str) -> Dripper {
-        let info = SessionInfo {
-            name: name.into(),
-            generation: 1,
-            provider: "shell".into(),
-            pid: 1,
-            master_pid: 1,
-            command: vec!["x".repeat(4096)],
-            cwd: "/".into(),
-            cols: 80,
-            rows: 24,
-            controllers: 0,
-            viewers: 0,
-            observers: 0,
-            title: String::new(),
-            started_at_ms: 0,
-            state: None,
-        };
+        let info = crate::support::fake_session_info(name, &"x".repeat(4096));
         let welcome = Frame::Welcome { version: PROTOCOL_VERSION, info: Box::new(info) }.to_bytes();
         Dripper::at(home, &home.socket(name), welcome)
     }

@@ -244,7 +244,7 @@ struct FakeMaster {
 
 impl FakeMaster {
     fn start(socket: &Path, welcome_v2: bool) -> FakeMaster {
-        use desk::wire::{ErrorCode, Frame, FrameDecoder, Role, SessionInfo};
+        use desk::wire::{ErrorCode, Frame, FrameDecoder, Role};
         use std::io::Read;
         use std::sync::atomic::Ordering;
         let listener = std::os::unix::net::UnixListener::bind(socket).expect("bind fake master");
@@ -276,23 +276,7 @@ impl FakeMaster {
                                     observers.fetch_add(1, Ordering::SeqCst);
                                 }
                                 let reply = if welcome_v2 {
-                                    let info = SessionInfo {
-                                        name: "fake".into(),
-                                        generation: 1,
-                                        provider: "shell".into(),
-                                        pid: 1,
-                                        master_pid: 1,
-                                        command: vec!["sh".into()],
-                                        cwd: "/".into(),
-                                        cols: 80,
-                                        rows: 24,
-                                        controllers: 0,
-                                        viewers: 0,
-                                        observers: 0,
-                                        title: String::new(),
-                                        started_at_ms: 0,
-                                        state: None,
-                                    };
+                                    let info = crate::support::fake_session_info("fake", "sh");
                                     Frame::Welcome { version: 2, info: Box::new(info) }
                                 } else {
                                     Frame::error(

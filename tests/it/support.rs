@@ -311,3 +311,24 @@ pub fn alive(pid: i32) -> bool {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
         && !std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default().contains(") Z ")
 }
+
+/// What a fake master (a socket a test serves itself) says about its session in WELCOME.
+pub fn fake_session_info(name: &str, command: &str) -> desk::wire::SessionInfo {
+    desk::wire::SessionInfo {
+        name: name.into(),
+        generation: 1,
+        provider: "shell".into(),
+        pid: 1,
+        master_pid: 1,
+        command: vec![command.into()],
+        cwd: "/".into(),
+        cols: 80,
+        rows: 24,
+        controllers: 0,
+        viewers: 0,
+        observers: 0,
+        title: String::new(),
+        started_at_ms: 0,
+        state: None,
+    }
+}
