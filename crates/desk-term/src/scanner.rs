@@ -697,7 +697,7 @@ mod corpus {
     /// fuzzer).
     #[test]
     fn the_fuzz_corpus_replays_clean() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/scanner");
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/scanner");
         let mut n = 0;
         for entry in std::fs::read_dir(&dir).expect("fuzz/corpus/scanner exists") {
             let path = entry.unwrap().path();
