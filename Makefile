@@ -19,11 +19,11 @@ demo-stop:
 
 # Unit tests, integration tests on real PTYs, wire vectors and the fuzz corpus replay.
 test:
-	$(CARGO) test --locked
+	$(CARGO) test --workspace --locked
 
 lint:
 	$(CARGO) fmt --check
-	$(CARGO) clippy --locked --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --locked --all-targets -- -D warnings
 
 # Side-by-side benchmarks against dtach and tmux (needs: apt-get install dtach tmux).
 bench:

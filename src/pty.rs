@@ -59,9 +59,9 @@ pub fn spawn(spec: &Spawn) -> Result<Child> {
     cmd.stdin(Stdio::from(slave.try_clone().context("cannot duplicate the PTY slave")?))
         .stdout(Stdio::from(slave.try_clone().context("cannot duplicate the PTY slave")?))
         .stderr(Stdio::from(slave));
+    let last_signal = libc::SIGRTMAX();
     // SAFETY: the closure runs between fork and exec and calls only async-signal-safe functions
     // (setsid, ioctl, sigaction, sigprocmask); it allocates nothing.
-    let last_signal = libc::SIGRTMAX();
     unsafe {
         cmd.pre_exec(move || {
             if libc::setsid() == -1 {

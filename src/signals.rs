@@ -62,6 +62,21 @@ pub fn name(signal: i32) -> String {
     format!("signal {signal}")
 }
 
+/// How a child ended, in words: "exited with code 1", "was killed by signal 9 (SIGKILL)".
+pub fn describe_exit(status: desk_wire::ExitStatus) -> String {
+    match status {
+        desk_wire::ExitStatus::Code(code) => format!("exited with code {code}"),
+        desk_wire::ExitStatus::Signal(signal) => {
+            let name = name(signal);
+            if name.starts_with("SIG") {
+                format!("was killed by signal {signal} ({name})")
+            } else {
+                format!("was killed by signal {signal}")
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -60,7 +60,7 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
         Probe::Live(stream) => stream,
         Probe::Absent | Probe::Stale => {
             if let Some(exit) = session::read_exit(&files)? {
-                bail!("session {} {}; nothing to attach to", opts.name, exit.status);
+                bail!("session {} {}; nothing to attach to", opts.name, crate::signals::describe_exit(exit.status));
             }
             bail!("no running session named {}", opts.name);
         }
@@ -96,7 +96,7 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
         tty_readable: false,
         ending: None,
         welcomed: false,
-        handshake_deadline: std::time::Instant::now() + session::REQUEST_TIMEOUT,
+        handshake_deadline: std::time::Instant::now() + crate::wire::client::REQUEST_TIMEOUT,
         refused: None,
     };
     // The terminal is put back however the loop ends, an error included.
@@ -117,7 +117,7 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
         }
         Ending::Exited(status, escalated) => {
             let how = if escalated { " after SIGKILL escalation" } else { "" };
-            eprintln!("[desk: {name} {status}{how}]");
+            eprintln!("[desk: {name} {}{how}]", crate::signals::describe_exit(status));
             status.shell_code()
         }
         Ending::Signal(signal) => {
@@ -197,7 +197,7 @@ impl Client {
                     _ => {
                         return Ok(Ending::Lost(format!(
                             "the session did not answer within {} s",
-                            session::REQUEST_TIMEOUT.as_secs()
+                            crate::wire::client::REQUEST_TIMEOUT.as_secs()
                         )));
                     }
                 }

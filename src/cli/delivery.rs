@@ -16,8 +16,9 @@ use crate::delivery::item::{Item, ItemId, When};
 use crate::delivery::store::Store;
 use crate::delivery::text;
 use crate::paths::{Paths, SessionName};
-use crate::session::{self, Connection, ExitRecord, Probe, iso8601, now_ms};
+use crate::session::{self, ExitRecord, Probe, iso8601, now_ms};
 use crate::wire::Role;
+use crate::wire::client::Connection;
 
 /// Short requests are answered in milliseconds; this bounds a wedged daemon.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -228,7 +229,7 @@ pub fn send(args: SendArgs) -> Result<i32> {
         Target::Running(_) => {}
         Target::Exited(exit) => eprintln!(
             "desk: warning: session {name} {}; the prompt is queued and held until a session named {name} runs again",
-            exit.status
+            crate::signals::describe_exit(exit.status)
         ),
         Target::NotRunning => {
             eprintln!("desk: warning: session {name} is not running; the prompt is queued and held until it runs again")

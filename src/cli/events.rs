@@ -9,7 +9,8 @@ use anyhow::Result;
 use super::failure;
 use crate::events::{Event, EventBody, journal};
 use crate::paths::{Paths, SessionName};
-use crate::session::{self, Connection, Probe};
+use crate::session::{self, Probe};
+use crate::wire::client::Connection;
 use crate::wire::{Frame, Role};
 
 fn print(event: &Event, json: bool) {

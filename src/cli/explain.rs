@@ -12,9 +12,10 @@ use super::failure;
 use crate::events::{Event, EventBody, journal};
 use crate::paths::{Paths, SessionName};
 use crate::session::iso8601;
-use crate::session::{self, Connection, Probe};
+use crate::session::{self, Probe};
 use crate::state::{AxisView, StateView};
 use crate::wire::Role;
+use crate::wire::client::Connection;
 
 /// How many state-changing events `explain` lists.
 const RECENT: usize = 12;
@@ -117,7 +118,11 @@ pub fn explain(name: &SessionName, json: bool) -> Result<i32> {
         }
         None => match &report.exit {
             Some(exit) => {
-                println!("lifecycle  exited     {} ({})", exit.status, super::spans::ago(now, exit.exited_at_ms))
+                println!(
+                    "lifecycle  exited     {} ({})",
+                    crate::signals::describe_exit(exit.status),
+                    super::spans::ago(now, exit.exited_at_ms)
+                )
             }
             None => println!("the master is not running and recorded no exit: state unknown"),
         },

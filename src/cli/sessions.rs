@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use super::failure;
 use crate::paths::{Paths, SessionName};
-use crate::session::{self, Connection, ExitRecord, NameLock, Probe, SessionMeta, iso8601};
+use crate::session::{self, ExitRecord, NameLock, Probe, SessionMeta, iso8601};
+use crate::wire::client::Connection;
 use crate::wire::{ExitStatus, Frame, Role, SessionInfo};
 
 /// How long `desk new` waits for its master to report. Starting is milliseconds; this bounds a
@@ -499,7 +500,7 @@ fn connect(paths: &Paths, name: &SessionName) -> Result<Connection> {
     match session::probe(&files)? {
         Probe::Live(stream) => Connection::open(stream, Role::Query, 0, 0),
         Probe::Absent | Probe::Stale => match session::read_exit(&files)? {
-            Some(exit) => Err(failure(1, format!("session {name} {}", exit.status))),
+            Some(exit) => Err(failure(1, format!("session {name} {}", crate::signals::describe_exit(exit.status)))),
             None => Err(failure(1, format!("no running session named {name}"))),
         },
     }
@@ -569,11 +570,12 @@ pub fn kill(name: &SessionName, signal: i32, grace: f64) -> Result<i32> {
     };
     if escalated {
         println!(
-            "session {name} was still running {} s after {sig}; sent SIGKILL; then it {status}",
-            grace.as_secs_f64()
+            "session {name} was still running {} s after {sig}; sent SIGKILL; then it {}",
+            grace.as_secs_f64(),
+            crate::signals::describe_exit(status)
         );
     } else {
-        println!("sent {sig} to session {name}; it {status}");
+        println!("sent {sig} to session {name}; it {}", crate::signals::describe_exit(status));
     }
     // The master (the helpers' subreaper) signalled them too and stays until they are gone or it
     // sent them SIGKILL at the end of the grace period.

@@ -14,7 +14,7 @@
 //! version. Every control client is bounded: unread replies (reading stops past
 //! [`CONTROL_OUT_LIMIT`]), idle time ([`CONTROL_IDLE_TIMEOUT`]) and their number.
 
-pub mod control;
+pub use desk_wire::control;
 pub mod masters;
 
 use anyhow::{Context, Result, bail};

@@ -131,34 +131,7 @@ pub fn digest(items: &[&Item]) -> String {
     out
 }
 
-/// Collapse whitespace runs to one space and drop box-drawing and block characters, and every
-/// character of zero width (combining marks, joiners, variation selectors — a terminal stacks,
-/// splits or drops them, and agents redraw them differently), so a prompt and its on-screen
-/// rendering (wrapped, framed, indented) compare equal.
-pub fn normalize(text: &str) -> String {
-    use unicode_width::UnicodeWidthChar;
-    let mut out = String::with_capacity(text.len());
-    let mut space = true;
-    for c in text.chars() {
-        if !c.is_whitespace() && c.width() == Some(0) {
-            continue;
-        }
-        let frame = ('\u{2500}'..='\u{259f}').contains(&c) || matches!(c, '❯' | '›' | '>' | '│');
-        if c.is_whitespace() || frame {
-            if !space {
-                out.push(' ');
-                space = true;
-            }
-        } else {
-            out.push(c);
-            space = false;
-        }
-    }
-    if out.ends_with(' ') {
-        out.pop();
-    }
-    out
-}
+pub use desk_wire::prompt::normalize;
 
 /// How a prompt is recognised on screen: the start of its first line and the end of its last.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -267,7 +267,7 @@ impl Master {
             self.settle(Instant::now());
         }
         let status = self.child_status.unwrap_or(ExitStatus::Code(0));
-        info!(%status, "master exiting");
+        info!(status = %crate::signals::describe_exit(status), "master exiting");
         Ok(status)
     }
 
@@ -791,6 +791,7 @@ impl Master {
             let in_group = unsafe { libc::getpgid(helper.pid as libc::pid_t) } == self.meta.pid as libc::pid_t;
             if !in_group {
                 info!(pid = helper.pid, command = %helper.command, "signalling a helper outside the process group");
+                // SAFETY: kill takes integers and touches no memory of ours.
                 unsafe { libc::kill(helper.pid as libc::pid_t, signal) };
             }
         }
@@ -923,7 +924,7 @@ impl Master {
     }
 
     fn on_child_exit(&mut self, status: ExitStatus) {
-        info!(%status, escalated = self.escalated, "child exited");
+        info!(status = %crate::signals::describe_exit(status), escalated = self.escalated, "child exited");
         self.child_status = Some(status);
         let now = Instant::now();
         // Whatever the child wrote before it died is still in the PTY; deliver it first.
@@ -963,7 +964,7 @@ impl Master {
             ExitStatus::Code(c) => (Some(c), None),
             ExitStatus::Signal(s) => (None, Some(s)),
         };
-        let changes = self.authority.on_exit(&status.to_string(), now, session::now_ms());
+        let changes = self.authority.on_exit(&crate::signals::describe_exit(status), now, session::now_ms());
         self.announce(changes);
         self.emit(EventBody::Exit { code, signal, escalated: self.escalated });
         let frames =

@@ -8,6 +8,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use desk_wire::prompt::{PromptSig, SIG_EDGE_CHARS};
+
 /// Detail strings (a prompt's first line, a tool name, a notification) are cut to this many
 /// characters: enough to recognise, small enough for every event and `desk explain`.
 pub const DETAIL_CAP: usize = 120;
@@ -50,55 +52,6 @@ pub struct HookFact {
     pub detail: Option<String>,
     /// For a submitted prompt: what identifies the whole of it.
     pub prompt: Option<PromptSig>,
-}
-
-/// Characters of a submitted prompt's normalised start and end kept in a [`PromptSig`]: enough
-/// to see a prompt inside a longer message (a draft glued before or after it), small enough for
-/// every hook event in the journal.
-pub const SIG_EDGE_CHARS: usize = 64;
-
-/// What identifies a whole submitted prompt without carrying it (prompts may be 256 KiB): a
-/// digest and the length of its normalised text (`delivery::text::normalize`), and its first and
-/// last [`SIG_EDGE_CHARS`] normalised characters. Two prompts are the same exactly when their
-/// digests are; a prompt was submitted inside a longer message when the message is longer and
-/// starts with its start or ends with its end.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PromptSig {
-    pub digest: String,
-    pub chars: usize,
-    pub head: String,
-    pub tail: String,
-}
-
-impl PromptSig {
-    pub fn of(text: &str) -> PromptSig {
-        let norm = crate::delivery::text::normalize(text);
-        let chars = norm.chars().count();
-        PromptSig {
-            digest: format!("{:016x}", fnv1a(norm.as_bytes())),
-            chars,
-            head: norm.chars().take(SIG_EDGE_CHARS).collect(),
-            tail: norm.chars().skip(chars.saturating_sub(SIG_EDGE_CHARS)).collect(),
-        }
-    }
-
-    /// Whether `self` (a submitted message) carries `prompt` and more besides.
-    pub fn carries_more_than(&self, prompt: &PromptSig) -> bool {
-        let edge = |s: &str| s.chars().take(24).collect::<String>();
-        let tail_edge = |s: &str| {
-            let n = s.chars().count();
-            s.chars().skip(n.saturating_sub(24)).collect::<String>()
-        };
-        self.chars > prompt.chars
-            && !prompt.head.is_empty()
-            && (self.head.contains(&edge(&prompt.head)) || self.tail.contains(&tail_edge(&prompt.tail)))
-    }
-}
-
-/// 64-bit FNV-1a: a stable digest (the same in every build and on every machine, unlike std's
-/// hasher), written here because it is six lines.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
 }
 
 fn cut(text: &str) -> String {

@@ -14,10 +14,10 @@
 pub mod hooks;
 pub mod rules;
 
-use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 
 use crate::events::Axis;
+pub use desk_wire::state::{Activity, AxisView, Evidence, Health, Lifecycle, StateView};
 pub use hooks::{Fact, HookFact};
 pub use rules::{ReadySignal, Rule, RuleSet};
 
@@ -33,99 +33,6 @@ pub const READY_QUIET: Duration = Duration::from_millis(1000);
 /// "starting" forever. The slowest start recorded (OpenCode, whose input box appears up to 20 s
 /// after it starts) takes a third of this.
 pub const READY_WITHIN: Duration = Duration::from_secs(60);
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Lifecycle {
-    Starting,
-    Running,
-    Exited,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Activity {
-    Working,
-    Idle,
-    Blocked,
-    Unknown,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "status", content = "reason", rename_all = "snake_case")]
-pub enum Health {
-    Ok,
-    Degraded(String),
-}
-
-impl Lifecycle {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Lifecycle::Starting => "starting",
-            Lifecycle::Running => "running",
-            Lifecycle::Exited => "exited",
-        }
-    }
-}
-
-impl Activity {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Activity::Working => "working",
-            Activity::Idle => "idle",
-            Activity::Blocked => "blocked",
-            Activity::Unknown => "unknown",
-        }
-    }
-}
-
-impl Health {
-    pub fn as_str(&self) -> String {
-        match self {
-            Health::Ok => "ok".into(),
-            Health::Degraded(reason) => format!("degraded: {reason}"),
-        }
-    }
-}
-
-/// The evidence behind an axis value.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Evidence {
-    /// `hook`, `screen`, `title`, `notification`, `output`, `mode`, `process`, `lease`, `none`.
-    pub source: String,
-    /// The rule, hook event or condition, in a few words.
-    pub detail: String,
-    /// Unix ms when this evidence was observed.
-    pub at_ms: u64,
-}
-
-/// One axis: its value, since when, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AxisView<T> {
-    pub value: T,
-    pub since_ms: u64,
-    pub evidence: Evidence,
-}
-
-/// The whole state, as `desk ls`, `desk explain` and the daemon see it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StateView {
-    pub provider: String,
-    pub lifecycle: AxisView<Lifecycle>,
-    pub activity: AxisView<Activity>,
-    /// What a blocked agent waits for (`approval`, `question`).
-    pub wait: Option<String>,
-    pub health: AxisView<Health>,
-    /// Whether the TUI is up and accepting input (bracketed paste on, a session-start hook,
-    /// or output quiet after start).
-    pub ready: bool,
-    /// Unix ms of the last output, if any.
-    pub last_output_ms: Option<u64>,
-    /// Unix ms of the last hook fact, if any.
-    pub last_hook_ms: Option<u64>,
-    /// Where the provider rules came from.
-    pub rules: String,
-}
 
 /// A change to announce.
 #[derive(Debug, Clone, PartialEq, Eq)]

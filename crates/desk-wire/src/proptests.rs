@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 
 use super::*;
-use crate::screen::{Cursor, Modes, MouseEncoding, MouseMode, Snapshot};
+use desk_term::screen::{Cursor, Modes, MouseEncoding, MouseMode, Snapshot};
 
 fn text() -> impl Strategy<Value = String> {
     ".{0,12}"
@@ -26,8 +26,8 @@ fn error_code() -> impl Strategy<Value = ErrorCode> {
 }
 
 fn valid_size() -> impl Strategy<Value = (u16, u16)> {
-    (1u16..=crate::screen::MAX_COLS).prop_flat_map(|cols| {
-        let most = (crate::screen::MAX_CELLS / u32::from(cols)).min(u32::from(crate::screen::MAX_ROWS)) as u16;
+    (1u16..=desk_term::screen::MAX_COLS).prop_flat_map(|cols| {
+        let most = (desk_term::screen::MAX_CELLS / u32::from(cols)).min(u32::from(desk_term::screen::MAX_ROWS)) as u16;
         (Just(cols), 1..=most)
     })
 }
@@ -136,7 +136,7 @@ pub(super) fn frame() -> impl Strategy<Value = Frame> {
         (any::<bool>(), bytes()).prop_map(|(more, data)| Frame::Keyframe { more, data }),
         Just(Frame::SnapshotRequest),
         (snapshot(), any::<u32>(), proptest::option::of(any::<u64>()), any::<bool>()).prop_map(
-            |(screen, generation, last_input_ms, canonical)| Frame::Snapshot(Box::new(crate::wire::SnapshotReply {
+            |(screen, generation, last_input_ms, canonical)| Frame::Snapshot(Box::new(crate::SnapshotReply {
                 screen,
                 generation,
                 last_input_ms,

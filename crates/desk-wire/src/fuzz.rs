@@ -80,7 +80,7 @@ mod tests {
     use std::path::PathBuf;
 
     fn corpus() -> Vec<(PathBuf, Vec<u8>)> {
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/wire_decode");
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/wire_decode");
         let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
             .expect("fuzz/corpus/wire_decode exists")
             .map(|e| e.expect("entry").path())
@@ -101,7 +101,7 @@ mod tests {
 
     #[test]
     fn cut_and_whole_streams_of_valid_frames_pass() {
-        use crate::wire::Frame;
+        use crate::Frame;
         let mut stream = vec![3, 1, 0, 7];
         for frame in [Frame::Ping(1), Frame::Output(b"hi".to_vec()), Frame::Detach] {
             frame.encode(&mut stream);

@@ -33,7 +33,7 @@ struct Expected {
 }
 
 fn dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/vectors/wire")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/vectors/wire")
 }
 
 /// Every vector, with the stem of the file it came from, in file then file order.
@@ -230,7 +230,7 @@ fn the_vectors_cover_every_frame_type_and_every_error_code() {
 
 /// The hex dumps of the worked example in `docs/protocol.md`, one per frame.
 fn worked_example() -> Vec<Vec<u8>> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/protocol.md");
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/protocol.md");
     let text = std::fs::read_to_string(path).expect("docs/protocol.md is readable");
     let section = text.split("\n## ").find(|s| s.contains("Worked example")).expect("a worked example section");
     let mut dumps = Vec::new();

@@ -17,7 +17,7 @@ use std::io::{ErrorKind, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use super::Event;
+use desk_wire::events::Event;
 
 /// 1 MiB per file: several thousand events, hours of a busy agent's titles and state changes;
 /// two files bound a session's journal to 2 MiB.

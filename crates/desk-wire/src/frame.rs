@@ -141,22 +141,6 @@ impl ExitStatus {
     }
 }
 
-impl fmt::Display for ExitStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            ExitStatus::Code(code) => write!(f, "exited with code {code}"),
-            ExitStatus::Signal(signal) => {
-                let name = crate::signals::name(signal);
-                if name.starts_with("SIG") {
-                    write!(f, "was killed by signal {signal} ({name})")
-                } else {
-                    write!(f, "was killed by signal {signal}")
-                }
-            }
-        }
-    }
-}
-
 /// Error codes carried by ERROR frames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u16)]
@@ -259,7 +243,7 @@ pub struct SessionInfo {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SnapshotReply {
     #[serde(flatten)]
-    pub screen: crate::screen::Snapshot,
+    pub screen: desk_term::screen::Snapshot,
     /// Session generation the snapshot belongs to.
     #[serde(default)]
     pub generation: u32,

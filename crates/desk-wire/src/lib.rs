@@ -1,6 +1,11 @@
-//! The wire protocol between a session master and its clients.
+//! desk-wire: everything that crosses a process boundary between desk's programs.
 //!
-//! Owns the byte layout of every frame and nothing else: no sockets, no clocks. A frame is an
+//! The frame codec (`codec`, `frame`) owns the byte layout of every frame of the protocol between
+//! a session master and its clients, and has no sockets and no clocks. Beside it live the other
+//! shared vocabularies: session events ([`events`]), the agent state as reported ([`state`]), a
+//! prompt's signature ([`prompt`]), the daemon's control messages ([`control`]) and the blocking
+//! client ([`client`]), which uses std's Unix sockets and nothing else. May not depend on desk-core
+//! or on the desk package, nor on nix, libc or mio. A frame is an
 //! 8-byte header (payload length, type, flags, reserved) followed by its payload; the layouts are
 //! specified in `docs/protocol.md` and pinned by the vectors under `tests/vectors/wire/`.
 //! Invariants: a declared payload length above [`MAX_PAYLOAD`] is refused as soon as the header is
@@ -9,11 +14,16 @@
 //! written in canonical form, so only an EVENT received in a longer-than-canonical spelling
 //! can re-encode past the limit; see "JSON bodies" in the spec).
 
+pub mod client;
 mod codec;
+pub mod control;
+pub mod events;
 mod frame;
 mod fuzz;
+pub mod prompt;
 #[cfg(test)]
 mod proptests;
+pub mod state;
 #[cfg(test)]
 mod vectors;
 

@@ -87,7 +87,7 @@ pub fn decode_frame(header: &Header, payload: &[u8]) -> Result<Frame, DecodeErro
         FrameType::Resize => {
             exact(kind, payload, 4)?;
             let (cols, rows) = (u16_at(payload, 0), u16_at(payload, 2));
-            if !crate::screen::valid_size(cols, rows) {
+            if !desk_term::screen::valid_size(cols, rows) {
                 return Err(malformed(kind, format!("size {cols}x{rows} is out of range")));
             }
             Frame::Resize { cols, rows }
@@ -316,7 +316,7 @@ impl FrameDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::screen::{Cursor, Modes, Snapshot};
+    use desk_term::screen::{Cursor, Modes, Snapshot};
 
     fn decode_one(bytes: &[u8]) -> Result<Option<Frame>, DecodeError> {
         let mut decoder = FrameDecoder::new();
@@ -367,7 +367,7 @@ mod tests {
         assert_eq!(err.code(), ErrorCode::Malformed);
         assert!(err.to_string().contains("not a JSON object"), "{err}");
         let spaced = with_header(FrameType::Snapshot, format!(" \n{as_object}\r\n").as_bytes());
-        let reply = crate::wire::SnapshotReply {
+        let reply = crate::SnapshotReply {
             screen: snapshot,
             generation: 0,
             last_input_ms: None,

@@ -1,0 +1,225 @@
+//! Session events: the typed record of everything that changes in a session.
+//!
+//! Owns the event vocabulary (what happened, with a per-session sequence number, a timestamp
+//! and the session generation) and, in [`journal`], its on-disk form. Invariants: sequence
+//! numbers of one session name only grow, across master restarts (the journal remembers the
+//! last one); an event is immutable once numbered.
+
+use serde::{Deserialize, Serialize};
+
+use crate::Role;
+use desk_term::scanner::Mode;
+
+/// One numbered event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub seq: u64,
+    /// Unix time in milliseconds.
+    pub ts_ms: u64,
+    pub generation: u32,
+    #[serde(flatten)]
+    pub body: EventBody,
+}
+
+/// Which axis of the agent state changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Axis {
+    Lifecycle,
+    Activity,
+    Health,
+}
+
+/// What happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventBody {
+    /// The child started (the first event of every generation).
+    Started {
+        pid: u32,
+        command: Vec<String>,
+        cols: u16,
+        rows: u16,
+        provider: String,
+    },
+    Title {
+        title: String,
+    },
+    Bell,
+    Notification {
+        title: Option<String>,
+        body: String,
+    },
+    Mode {
+        mode: Mode,
+        on: bool,
+    },
+    /// Output started flowing, or went quiet for the quiescence period.
+    Output {
+        active: bool,
+    },
+    Attach {
+        client: u64,
+        role: Role,
+    },
+    Detach {
+        client: u64,
+        role: Role,
+        reason: String,
+    },
+    Resize {
+        cols: u16,
+        rows: u16,
+    },
+    /// The program reported its own state in its output (Codex's OSC 7501).
+    Report {
+        state: String,
+        kind: Option<String>,
+    },
+    /// A hook invocation reached the master.
+    Hook {
+        provider: String,
+        event: String,
+        detail: Option<String>,
+        /// For a submitted prompt: its digest, length and edges (the detail is only its start).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        prompt: Option<crate::prompt::PromptSig>,
+    },
+    /// An axis of the agent state changed.
+    State {
+        axis: Axis,
+        from: String,
+        to: String,
+        evidence: String,
+        /// What a blocked agent waits for (activity changes to blocked only).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        wait: Option<String>,
+    },
+    Exit {
+        code: Option<i32>,
+        signal: Option<i32>,
+        escalated: bool,
+    },
+    /// Events `from_seq..=to_seq` were streamed but could not be journalled (a full disk):
+    /// recorded with the first event the journal takes again, so the journal says what it
+    /// misses.
+    Gap {
+        from_seq: u64,
+        to_seq: u64,
+        reason: String,
+    },
+}
+
+impl EventBody {
+    /// Events whose loss in a crash would hide something an operator relies on: they are
+    /// flushed to disk before the master moves on.
+    pub fn is_durable(&self) -> bool {
+        matches!(
+            self,
+            EventBody::Started { .. }
+                | EventBody::State { .. }
+                | EventBody::Exit { .. }
+                | EventBody::Hook { .. }
+                | EventBody::Gap { .. }
+        )
+    }
+
+    /// The `type` tag, as it appears in JSON.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            EventBody::Started { .. } => "started",
+            EventBody::Title { .. } => "title",
+            EventBody::Bell => "bell",
+            EventBody::Notification { .. } => "notification",
+            EventBody::Mode { .. } => "mode",
+            EventBody::Output { .. } => "output",
+            EventBody::Attach { .. } => "attach",
+            EventBody::Detach { .. } => "detach",
+            EventBody::Resize { .. } => "resize",
+            EventBody::Report { .. } => "report",
+            EventBody::Hook { .. } => "hook",
+            EventBody::State { .. } => "state",
+            EventBody::Exit { .. } => "exit",
+            EventBody::Gap { .. } => "gap",
+        }
+    }
+
+    /// One line for humans (`desk events` without `--json`).
+    pub fn describe(&self) -> String {
+        match self {
+            EventBody::Started { pid, command, cols, rows, provider } => {
+                format!("started pid {pid} ({provider}) {cols}x{rows}: {}", command.join(" "))
+            }
+            EventBody::Title { title } => format!("title {title:?}"),
+            EventBody::Bell => "bell".into(),
+            EventBody::Notification { title: Some(t), body } => format!("notification {t:?}: {body:?}"),
+            EventBody::Notification { title: None, body } => format!("notification {body:?}"),
+            EventBody::Mode { mode, on } => {
+                format!(
+                    "mode {} {}",
+                    serde_json::to_value(mode).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
+                    if *on { "on" } else { "off" }
+                )
+            }
+            EventBody::Output { active: true } => "output flowing".into(),
+            EventBody::Output { active: false } => "output quiet".into(),
+            EventBody::Attach { client, role } => format!("attach client {client} as {role:?}").to_lowercase(),
+            EventBody::Detach { client, role, reason } => {
+                format!("{} ({reason})", format!("detach client {client} ({role:?})").to_lowercase())
+            }
+            EventBody::Resize { cols, rows } => format!("resize {cols}x{rows}"),
+            EventBody::Report { state, kind: Some(k) } => format!("the program reports {state} ({k})"),
+            EventBody::Report { state, kind: None } => format!("the program reports {state}"),
+            EventBody::Hook { provider, event, detail, .. } => match detail {
+                Some(d) => format!("hook {provider} {event}: {d}"),
+                None => format!("hook {provider} {event}"),
+            },
+            EventBody::State { axis, from, to, evidence, .. } => {
+                format!(
+                    "{} {from} -> {to} ({evidence})",
+                    serde_json::to_value(axis).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
+                )
+            }
+            EventBody::Exit { code: Some(c), escalated, .. } => {
+                format!("exit code {c}{}", if *escalated { " (after SIGKILL)" } else { "" })
+            }
+            EventBody::Exit { signal, escalated, .. } => {
+                format!("exit by signal {}{}", signal.unwrap_or(0), if *escalated { " (after SIGKILL)" } else { "" })
+            }
+            EventBody::Gap { from_seq, to_seq, reason } => {
+                format!("events {from_seq}..{to_seq} are missing from the journal: {reason}")
+            }
+        }
+    }
+}
+
+impl Event {
+    pub fn to_json_map(&self) -> serde_json::Map<String, serde_json::Value> {
+        match serde_json::to_value(self) {
+            Ok(serde_json::Value::Object(map)) => map,
+            _ => serde_json::Map::new(),
+        }
+    }
+
+    pub fn from_json_map(map: serde_json::Map<String, serde_json::Value>) -> Result<Event, serde_json::Error> {
+        serde_json::from_value(serde_json::Value::Object(map))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_serialise_flat_with_a_type_tag() {
+        let e = Event { seq: 7, ts_ms: 1000, generation: 2, body: EventBody::Title { title: "⠋ work".into() } };
+        let json = serde_json::to_string(&e).unwrap();
+        assert_eq!(json, r#"{"seq":7,"ts_ms":1000,"generation":2,"type":"title","title":"⠋ work"}"#);
+        let back: Event = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, e);
+        let mode =
+            Event { seq: 8, ts_ms: 1, generation: 2, body: EventBody::Mode { mode: Mode::BracketedPaste, on: true } };
+        assert!(serde_json::to_string(&mode).unwrap().contains(r#""type":"mode","mode":"bracketed_paste","on":true"#));
+        assert_eq!(Event::from_json_map(mode.to_json_map()).unwrap(), mode);
+    }
+}
