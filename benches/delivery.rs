@@ -160,7 +160,7 @@ fn main() {
         let mut exact = 0;
         for n in &names {
             let log =
-                desk::demo_agent::prompt_log::read_prompt_log(&home.join(format!("{n}.prompts"))).unwrap_or_default();
+                desk_demo_agent::prompt_log::read_prompt_log(&home.join(format!("{n}.prompts"))).unwrap_or_default();
             let lines: Vec<&str> = log.iter().flat_map(|r| r.prompt.lines()).map(str::trim_end).collect();
             // A digest carries several prompts, each on its own line.
             exact += (0..20)

@@ -506,7 +506,7 @@ fn main() {
         home: home.clone(),
         rng: Rng(o.seed),
         t0: Instant::now(),
-        t0_ms: desk::session::now_ms(),
+        t0_ms: desk::clock::now_ms(),
         sessions: (0..o.sessions)
             .map(|i| Session {
                 name: format!("soak{i}"),
@@ -594,7 +594,7 @@ fn main() {
     // Ground truth: every submitted prompt of every agent, by token.
     let mut submitted: BTreeMap<String, Vec<(usize, u64, String)>> = BTreeMap::new();
     for (i, s) in soak.sessions.iter().enumerate() {
-        for rec in desk::demo_agent::prompt_log::read_prompt_log(&s.log).unwrap_or_default() {
+        for rec in desk_demo_agent::prompt_log::read_prompt_log(&s.log).unwrap_or_default() {
             let mut rest = rec.prompt.as_str();
             while let Some(at) = rest.find("tok") {
                 let cand = &rest[at..];
@@ -733,10 +733,10 @@ fn main() {
         // What the agent submitted around the delivery, and whether it was killed before it got
         // to this prompt (an agent queues what arrives mid-turn and submits it when the turn ends).
         if let Some(at) = delivered_s {
-            let log = desk::demo_agent::prompt_log::read_prompt_log(&soak.sessions[s.session].log).unwrap_or_default();
+            let log = desk_demo_agent::prompt_log::read_prompt_log(&soak.sessions[s.session].log).unwrap_or_default();
             let before = log.iter().rev().find(|r| soak.rel(r.ts_ms) <= at);
             let after = log.iter().find(|r| soak.rel(r.ts_ms) > at);
-            let show = |r: Option<&desk::demo_agent::prompt_log::PromptRecord>| {
+            let show = |r: Option<&desk_demo_agent::prompt_log::PromptRecord>| {
                 r.map(|r| format!("seq {} at {:.3} s", r.seq, soak.rel(r.ts_ms))).unwrap_or_else(|| "none".into())
             };
             println!(

@@ -3,9 +3,9 @@
 
 pub mod attach;
 pub mod cli;
+pub mod clock;
 pub mod daemon;
 pub mod delivery;
-pub mod demo_agent;
 pub mod events;
 pub mod fsutil;
 pub mod journal;
@@ -15,9 +15,10 @@ pub mod paths;
 pub mod procfs;
 pub mod providers;
 pub mod pty;
+pub mod rules;
 pub use desk_term::scanner;
 pub use desk_term::screen;
 pub mod session;
 pub mod signals;
-pub mod state;
+pub use desk_core::state;
 pub use desk_wire as wire;

@@ -11,14 +11,16 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::failure;
+use crate::clock::now_ms;
 use crate::daemon::control::{self, Request, Response};
 use crate::delivery::item::{Item, ItemId, When};
 use crate::delivery::store::Store;
 use crate::delivery::text;
 use crate::paths::{Paths, SessionName};
-use crate::session::{self, ExitRecord, Probe, iso8601, now_ms};
+use crate::session::{self, ExitRecord, Probe};
 use crate::wire::Role;
 use crate::wire::client::Connection;
+use desk_core::time::iso8601;
 
 /// Short requests are answered in milliseconds; this bounds a wedged daemon.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -238,7 +240,8 @@ pub fn send(args: SendArgs) -> Result<i32> {
     }
     let from = args.from.unwrap_or_else(|| std::env::var("USER").unwrap_or_else(|_| "operator".into()));
     let now = now_ms();
-    let mut item = Item::new(ItemId::generate(now), args.name.to_string(), generation, clean, args.when, from, now);
+    let mut item =
+        Item::new(crate::delivery::fresh_item_id(now), args.name.to_string(), generation, clean, args.when, from, now);
     if removed > 0 {
         item.note(now, "sanitized", format!("{removed} control character(s) removed"));
     }

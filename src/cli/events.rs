@@ -19,7 +19,7 @@ fn print(event: &Event, json: bool) {
             println!("{line}");
         }
     } else {
-        let time = crate::session::iso8601(event.ts_ms);
+        let time = desk_core::time::iso8601(event.ts_ms);
         println!("{:>6}  {}  g{}  {}", event.seq, &time[11..23], event.generation, event.body.describe());
     }
 }

@@ -11,11 +11,11 @@ use serde::Serialize;
 use super::failure;
 use crate::events::{Event, EventBody, journal};
 use crate::paths::{Paths, SessionName};
-use crate::session::iso8601;
 use crate::session::{self, Probe};
 use crate::state::{AxisView, StateView};
 use crate::wire::Role;
 use crate::wire::client::Connection;
+use desk_core::time::iso8601;
 
 /// How many state-changing events `explain` lists.
 const RECENT: usize = 12;
@@ -94,7 +94,7 @@ pub fn explain(name: &SessionName, json: bool) -> Result<i32> {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(0);
     }
-    let now = session::now_ms();
+    let now = crate::clock::now_ms();
     println!(
         "session {name}: generation {}, provider {}",
         report.generation.map_or("?".into(), |g| g.to_string()),

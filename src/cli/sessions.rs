@@ -16,9 +16,10 @@ use std::time::{Duration, Instant};
 
 use super::failure;
 use crate::paths::{Paths, SessionName};
-use crate::session::{self, ExitRecord, NameLock, Probe, SessionMeta, iso8601};
+use crate::session::{self, ExitRecord, NameLock, Probe, SessionMeta};
 use crate::wire::client::Connection;
 use crate::wire::{ExitStatus, Frame, Role, SessionInfo};
+use desk_core::time::iso8601;
 
 /// How long `desk new` waits for its master to report. Starting is milliseconds; this bounds a
 /// master stuck on something unexpected (a hung filesystem) so the caller does not hang too.
@@ -429,7 +430,7 @@ pub fn ls(json: bool) -> Result<i32> {
         println!("no sessions");
         return Ok(0);
     }
-    let now = session::now_ms();
+    let now = crate::clock::now_ms();
     let mut table =
         vec![["NAME", "STATUS", "ACTIVITY", "PID", "SIZE", "CLIENTS", "STARTED", "TITLE", "COMMAND"].map(String::from)];
     for r in &rows {

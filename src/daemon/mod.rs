@@ -35,11 +35,11 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 use tracing::{info, warn};
 
+use crate::clock::now_ms;
 use crate::delivery::engine::{self, Action, Engine, Input, TimerKey};
 use crate::delivery::item::{ItemId, State};
 use crate::delivery::store::{self, IngestError, Pause, Store};
 use crate::paths::{Paths, SessionName};
-use crate::session::now_ms;
 use crate::state::RuleSet;
 use control::{Request, Response};
 use masters::MasterConn;
@@ -1016,7 +1016,7 @@ impl Daemon {
                     && done.state.is_final()
                 {
                     let last = done.evidence.last().map(|n| format!(": {}", n.detail)).unwrap_or_default();
-                    let when = crate::session::iso8601(done.state_since_ms);
+                    let when = desk_core::time::iso8601(done.state_since_ms);
                     let message = format!(
                         "item {id} was {} at {} UTC{last}; there is nothing to force (desk send it again if it must go once more)",
                         done.state.as_str(),
@@ -1070,7 +1070,7 @@ fn load_rules(cache: &mut HashMap<String, Rc<RuleSet>>, config: &std::path::Path
     cache
         .entry(provider.to_string())
         .or_insert_with(|| {
-            Rc::new(RuleSet::load(provider, config).unwrap_or_else(|e| {
+            Rc::new(crate::rules::load(provider, config).unwrap_or_else(|e| {
                 warn!("{e:#}; using the built-in rules for {provider}");
                 RuleSet::builtin(provider)
             }))
@@ -1138,7 +1138,7 @@ mod tests {
     #[test]
     fn a_listing_carries_a_preview_and_the_newest_evidence_not_the_whole_item() {
         let mut item =
-            Item::new(ItemId::generate(1), "s".into(), Some(1), "x".repeat(300_000), When::Now, "t".into(), 1);
+            Item::new(ItemId::sequential(1), "s".into(), Some(1), "x".repeat(300_000), When::Now, "t".into(), 1);
         item.note(2, "stuck", "submit-stuck: the Enter did not take");
         for i in 0..10 {
             item.note(3 + i, "hold", format!("held {i}"));
@@ -1155,7 +1155,7 @@ mod tests {
         let back: Item = serde_json::from_value(v).unwrap();
         assert_eq!(back.id, item.id);
         // A short item is left whole.
-        let short = Item::new(ItemId::generate(2), "s".into(), None, "hi".into(), When::Now, "t".into(), 1);
+        let short = Item::new(ItemId::sequential(2), "s".into(), None, "hi".into(), When::Now, "t".into(), 1);
         let mut v = serde_json::to_value(&short).unwrap();
         cut_for_listing(&mut v);
         assert_eq!(v, serde_json::to_value(&short).unwrap());

@@ -454,7 +454,7 @@ mod tests {
     use crate::delivery::item::When;
 
     fn item(session: &str) -> Item {
-        Item::new(ItemId::generate(1), session.into(), Some(1), "hello".into(), When::Now, "t".into(), 1)
+        Item::new(ItemId::sequential(1), session.into(), Some(1), "hello".into(), When::Now, "t".into(), 1)
     }
 
     fn files(store: &Store, session: &str) -> Vec<String> {
@@ -495,7 +495,7 @@ mod tests {
         done.state = State::Delivered;
         fsutil::write_atomic(&dir.join(format!("{}.sending", done.id)), &serde_json::to_vec(&done).unwrap()).unwrap();
         // A `.queued` file whose record says sending: the claim was cut; it stays queued.
-        let mut claim = Item::new(ItemId::generate(5), "s".into(), Some(1), "hi".into(), When::Now, "t".into(), 5);
+        let mut claim = Item::new(ItemId::sequential(5), "s".into(), Some(1), "hi".into(), When::Now, "t".into(), 5);
         claim.state = State::Sending;
         fsutil::write_atomic(&dir.join(format!("{}.queued", claim.id)), &serde_json::to_vec(&claim).unwrap()).unwrap();
         assert_eq!(store.find(&done.id).unwrap().map(|i| i.state), Some(State::Delivered), "reported as it will be");
@@ -515,14 +515,14 @@ mod tests {
         let mut kept = Vec::new();
         for (i, state) in State::ALL.into_iter().enumerate() {
             let mut it =
-                Item::new(ItemId::generate(10 + i as u64), "s".into(), Some(1), "x".into(), When::Now, "t".into(), 1);
+                Item::new(ItemId::sequential(10 + i as u64), "s".into(), Some(1), "x".into(), When::Now, "t".into(), 1);
             it.state = state;
             store.persist(&it, state).unwrap();
             if !matches!(state, State::Delivered | State::Dropped) {
                 kept.push(format!("{}.{}", it.id, state.as_str()));
             }
         }
-        let now = crate::session::now_ms();
+        let now = crate::clock::now_ms();
         assert_eq!(store.sweep(now).unwrap(), 0, "nothing is a day old yet");
         assert_eq!(files(&store, "s").len(), State::ALL.len());
         let removed = store.sweep(now + KEEP_FINISHED_MS + 60_000).unwrap();

@@ -519,7 +519,7 @@ impl Master {
                 }
                 self.flush_input();
                 if role == Role::Controller {
-                    self.last_controller_input_ms = Some(session::now_ms());
+                    self.last_controller_input_ms = Some(crate::clock::now_ms());
                     self.touch_controller(token, now);
                 }
             }
@@ -939,7 +939,7 @@ impl Master {
             generation: self.meta.generation,
             status,
             escalated: self.escalated,
-            exited_at_ms: session::now_ms(),
+            exited_at_ms: crate::clock::now_ms(),
             cols: Some(self.screen.size().0),
             rows: Some(self.screen.size().1),
             title: Some(self.screen.title().to_string()),
@@ -964,7 +964,7 @@ impl Master {
             ExitStatus::Code(c) => (Some(c), None),
             ExitStatus::Signal(s) => (None, Some(s)),
         };
-        let changes = self.authority.on_exit(&crate::signals::describe_exit(status), now, session::now_ms());
+        let changes = self.authority.on_exit(&crate::signals::describe_exit(status), now, crate::clock::now_ms());
         self.announce(changes);
         self.emit(EventBody::Exit { code, signal, escalated: self.escalated });
         let frames =

@@ -16,9 +16,9 @@ use tracing::warn;
 
 use super::event_loop::Master;
 use super::timers::Timer;
+use crate::clock::now_ms;
 use crate::events::{Event, EventBody};
 use crate::scanner::{Mode, ScanEvent};
-use crate::session::now_ms;
 use crate::wire::{Frame, Role};
 
 /// At most one journalled title per 500 ms: a spinner's frames are noise, its text is not.
@@ -131,7 +131,7 @@ impl Master {
     /// Number, journal and broadcast one event.
     pub(super) fn emit(&mut self, body: EventBody) {
         let seq = self.journal.allocate_seq();
-        let event = Event { seq, ts_ms: crate::session::now_ms(), generation: self.meta.generation, body };
+        let event = Event { seq, ts_ms: crate::clock::now_ms(), generation: self.meta.generation, body };
         let mut gap = None;
         if let Err(e) = self.journal.append(&event, event.body.is_durable()) {
             if !self.journal_failed {

@@ -107,11 +107,11 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
     crate::logging::log_panics();
 
     let state_dir = paths.ensure_session_state(&opts.name)?;
-    let rules = RuleSet::load(&opts.provider, &paths.config).unwrap_or_else(|e| {
+    let rules = crate::rules::load(&opts.provider, &paths.config).unwrap_or_else(|e| {
         tracing::warn!("{e:#}; using the built-in rules for {}", opts.provider);
         RuleSet::builtin(&opts.provider)
     });
-    let authority = Authority::new(rules, std::time::Instant::now(), session::now_ms());
+    let authority = Authority::new(rules, std::time::Instant::now(), crate::clock::now_ms());
     let journal = Journal::open(&state_dir, JOURNAL_CAP)?;
     let poll = Poll::new().context("cannot create the event loop")?;
     let mut listener = bind(&files.socket, &opts.name)?;
@@ -173,7 +173,7 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
         cwd: cwd.to_string_lossy().into_owned(),
         cols,
         rows,
-        started_at_ms: session::now_ms(),
+        started_at_ms: crate::clock::now_ms(),
     };
     crate::fsutil::remove_if_exists(&files.exit)?;
     session::write_meta(&files, &meta)?;

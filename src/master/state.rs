@@ -11,8 +11,8 @@ use tracing::debug;
 
 use super::event_loop::Master;
 use super::timers::Timer;
+use crate::clock::now_ms;
 use crate::events::EventBody;
-use crate::session::now_ms;
 use crate::state::{Change, hooks};
 use crate::wire::{ErrorCode, Frame};
 

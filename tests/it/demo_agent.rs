@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, ensure};
-use desk::demo_agent::{PromptRecord, read_prompt_log};
+use desk_demo_agent::{PromptRecord, read_prompt_log};
 use nix::sys::signal::Signal;
 use serde_json::Value;
 

@@ -5,7 +5,7 @@
 //! xterm. A fragment is therefore only appended to a stream when, in the state the stream has
 //! reached (read from the model), vt100 and xterm agree on its effect. Each rule below names
 //! the vt100 behaviour it avoids; those behaviours are covered by unit tests of the model
-//! instead (`src/screen/tests.rs`). Sequences vt100 does not implement at all (autowrap off,
+//! instead (`crates/desk-term/src/screen/tests.rs`). Sequences vt100 does not implement at all (autowrap off,
 //! insert mode, LNM, charsets, HTS/TBC/CHT/CBT, IND/NEL, DECSTR, DECALN, 1047/1048, CSI s/u,
 //! VPR/HPR, SGR 8) are not in the vocabulary.
 //!

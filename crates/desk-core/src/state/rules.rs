@@ -1,7 +1,7 @@
 //! Provider rules: what a provider's titles, screens and notifications say about its state.
 //!
 //! Owns the rule tables, kept as data: one TOML file per provider compiled into the binary
-//! (`src/state/rules/<provider>.toml`), replaceable per provider by a file of the same name in
+//! (`crates/desk-core/src/state/rules/<provider>.toml`), replaceable per provider by a file of the same name in
 //! `<config>/rules/`. Invariants: a rule table is validated whole when loaded (a bad pattern
 //! or an unknown field is an error naming the file and rule, never a silently ignored rule);
 //! within a source, rules are tried in file order and the first match wins.
@@ -9,7 +9,6 @@
 use anyhow::{Context, Result, bail};
 use regex_lite::Regex;
 use serde::Deserialize;
-use std::path::Path;
 use std::time::Duration;
 
 use super::Activity;
@@ -239,16 +238,6 @@ impl RuleSet {
         RuleSet::parse(text, "builtin").unwrap_or_else(|e| panic!("built-in rules for {provider}: {e:#}"))
     }
 
-    /// The table for `provider`: `<config>/rules/<provider>.toml` when it exists, else built in.
-    pub fn load(provider: &str, config: &Path) -> Result<RuleSet> {
-        let path = config.join("rules").join(format!("{provider}.toml"));
-        match std::fs::read_to_string(&path) {
-            Ok(text) => RuleSet::parse(&text, &path.display().to_string()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(RuleSet::builtin(provider)),
-            Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
-        }
-    }
-
     pub fn match_title(&self, title: &str) -> Option<&Rule> {
         self.rules.iter().find(|r| r.source == Source::Title && r.regex.is_match(title))
     }
@@ -332,15 +321,5 @@ activity = "idle"
         assert!(set.match_screen(&rows(&["> ", "b", "c"])).is_none());
         // Blank rows below the content are not part of the bottom region.
         assert!(set.match_screen(&rows(&["a", "b", "> ", "", "  "])).is_some());
-    }
-
-    #[test]
-    fn an_override_file_replaces_the_builtin_table() {
-        let dir = tempfile::tempdir().unwrap();
-        assert_eq!(RuleSet::load("claude", dir.path()).unwrap().origin, "builtin");
-        std::fs::create_dir_all(dir.path().join("rules")).unwrap();
-        std::fs::write(dir.path().join("rules/claude.toml"), "provider = \"claude\"\n").unwrap();
-        let set = RuleSet::load("claude", dir.path()).unwrap();
-        assert!(set.rules.is_empty() && set.origin.ends_with("claude.toml"));
     }
 }

@@ -196,7 +196,7 @@ impl World {
     fn item(&mut self, text: &str) -> ItemId {
         let (_, ms) = self.now();
         let item = Item::new(
-            ItemId::generate(ms),
+            ItemId::sequential(ms),
             "s".into(),
             Some(self.generation),
             text.into(),
@@ -304,7 +304,7 @@ fn an_idle_agent_gets_the_prompt_once_and_it_is_delivered() {
 fn persist_comes_before_every_side_effect() {
     let mut w = started();
     let (now, ms) = w.now();
-    let item = Item::new(ItemId::generate(ms), "s".into(), Some(1), "hello".into(), When::Now, "t".into(), ms);
+    let item = Item::new(ItemId::sequential(ms), "s".into(), Some(1), "hello".into(), When::Now, "t".into(), ms);
     let actions = w.engine.handle(Input::Ingested(item), now, ms);
     // The look before typing changes nothing on disk; the claim is persisted in the batch that
     // pastes, before the paste.
@@ -603,7 +603,7 @@ fn a_session_that_restarts_gets_queued_items_retargeted_and_in_flight_ones_inter
 fn a_late_result_from_an_old_attempt_changes_nothing() {
     let mut w = started();
     let (now, ms) = w.now();
-    let item = Item::new(ItemId::generate(ms), "s".into(), Some(1), "x".into(), When::Now, "t".into(), ms);
+    let item = Item::new(ItemId::sequential(ms), "s".into(), Some(1), "x".into(), When::Now, "t".into(), ms);
     let id = item.id.clone();
     w.disk.insert(id.clone(), item.clone());
     let actions = w.engine.handle(Input::Ingested(item), now, ms);
@@ -623,7 +623,7 @@ fn a_late_result_from_an_old_attempt_changes_nothing() {
 fn a_controller_typing_holds_delivery() {
     let mut w = started();
     let (now, ms) = w.now();
-    let item = Item::new(ItemId::generate(ms), "s".into(), Some(1), "wait for me".into(), When::Now, "t".into(), ms);
+    let item = Item::new(ItemId::sequential(ms), "s".into(), Some(1), "wait for me".into(), When::Now, "t".into(), ms);
     let id = item.id.clone();
     w.disk.insert(id.clone(), item.clone());
     let actions = w.engine.handle(Input::Ingested(item), now, ms);
@@ -645,7 +645,7 @@ fn when_idle_waits_for_the_agent_to_be_idle() {
     let view = w.view();
     w.feed(Input::Session(view));
     let (_, ms) = w.now();
-    let item = Item::new(ItemId::generate(ms), "s".into(), Some(1), "later".into(), When::Idle, "t".into(), ms);
+    let item = Item::new(ItemId::sequential(ms), "s".into(), Some(1), "later".into(), When::Idle, "t".into(), ms);
     let id = item.id.clone();
     w.disk.insert(id.clone(), item.clone());
     w.feed(Input::Ingested(item));
@@ -994,7 +994,7 @@ fn after_a_restart_an_identical_prompt_s_hook_settles_nothing_whose_paste_is_not
     let mut w = started();
     let (now, ms) = w.now();
     let mut item =
-        Item::new(ItemId::generate(ms), "s".into(), Some(w.generation), "continue".into(), When::Now, "t".into(), ms);
+        Item::new(ItemId::sequential(ms), "s".into(), Some(w.generation), "continue".into(), When::Now, "t".into(), ms);
     item.state = State::Sending;
     item.note(ms, "claimed", "attempt 1");
     let id = item.id.clone();
@@ -1133,7 +1133,8 @@ fn a_digest_item_left_sending_by_a_crash_takes_its_settled_sibling_s_outcome() {
     w.agent.deaf = true; // hold the first delivery so that two items become one digest
     w.engine = Engine::new();
     let (now, ms) = w.now();
-    let mk = |text: &str| Item::new(ItemId::generate(ms), "s".into(), Some(1), text.into(), When::Now, "t".into(), ms);
+    let mk =
+        |text: &str| Item::new(ItemId::sequential(ms), "s".into(), Some(1), text.into(), When::Now, "t".into(), ms);
     let (mut a, mut b) = (mk("first of two"), mk("second of two"));
     a.state = State::Delivered;
     a.digest_with = vec![b.id.clone()];
@@ -1156,8 +1157,15 @@ fn idle_from_before_the_last_prompt_is_not_trusted_for_a_when_idle_item() {
     step_until(&mut w, "a delivered", |w| w.disk[&a].state == State::Delivered);
     // The agent started working on it, but nothing has said so yet: "idle" is from before.
     let (_, ms) = w.now();
-    let b =
-        Item::new(ItemId::generate(ms), "s".into(), Some(w.generation), "when idle".into(), When::Idle, "t".into(), ms);
+    let b = Item::new(
+        ItemId::sequential(ms),
+        "s".into(),
+        Some(w.generation),
+        "when idle".into(),
+        When::Idle,
+        "t".into(),
+        ms,
+    );
     let b_id = b.id.clone();
     w.disk.insert(b_id.clone(), b.clone());
     w.feed(Input::Ingested(b));

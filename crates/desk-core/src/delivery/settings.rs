@@ -1,6 +1,6 @@
 //! Per-provider delivery settings: how to type into an agent and how to see that it worked.
 //!
-//! Owns the `[delivery]` table of a provider's rule file (`src/state/rules/<provider>.toml`,
+//! Owns the `[delivery]` table of a provider's rule file (`crates/desk-core/src/state/rules/<provider>.toml`,
 //! overridable like the rules): the settle delay between paste and Enter, the verification
 //! windows, how many extra Enters are safe, where the input area is and what the agent's paste
 //! placeholder looks like. Invariant: settings are validated when the rule table loads (bad

@@ -268,7 +268,16 @@ impl Args {
 
 /// Parse `KILL`, `SIGKILL`, `kill` or `9` into a signal number.
 pub fn parse_signal(name: &str) -> anyhow::Result<i32> {
-    crate::signals::parse(name).map_err(|e| anyhow::anyhow!("--crash-signal {name}: {e}"))
+    if let Ok(n) = name.parse::<i32>() {
+        return nix::sys::signal::Signal::try_from(n)
+            .map(|s| s as i32)
+            .map_err(|_| anyhow::anyhow!("--crash-signal {name}: not a signal number"));
+    }
+    let upper = name.to_ascii_uppercase();
+    let full = if upper.starts_with("SIG") { upper } else { format!("SIG{upper}") };
+    full.parse::<nix::sys::signal::Signal>()
+        .map(|s| s as i32)
+        .map_err(|_| anyhow::anyhow!("--crash-signal {name}: not a signal name"))
 }
 
 /// A random version-4 UUID from the kernel's generator, or, if that cannot be read, one derived

@@ -16,7 +16,7 @@ pub mod rules;
 
 use std::time::{Duration, Instant};
 
-use crate::events::Axis;
+use desk_wire::events::Axis;
 pub use desk_wire::state::{Activity, AxisView, Evidence, Health, Lifecycle, StateView};
 pub use hooks::{Fact, HookFact};
 pub use rules::{ReadySignal, Rule, RuleSet};
@@ -185,9 +185,9 @@ impl Authority {
         changes
     }
 
-    pub fn on_mode(&mut self, mode: crate::scanner::Mode, on: bool, now: Instant, now_ms: u64) -> Vec<Change> {
+    pub fn on_mode(&mut self, mode: desk_term::scanner::Mode, on: bool, now: Instant, now_ms: u64) -> Vec<Change> {
         let mut changes = Vec::new();
-        if mode == crate::scanner::Mode::BracketedPaste && on && self.rules.ready_on.contains(&ReadySignal::Mode) {
+        if mode == desk_term::scanner::Mode::BracketedPaste && on && self.rules.ready_on.contains(&ReadySignal::Mode) {
             self.become_ready("mode", "bracketed paste enabled", now_ms, &mut changes);
         }
         changes.extend(self.settle(now, now_ms));

@@ -115,7 +115,7 @@ pub fn overlong_line(text: &str) -> Option<(usize, usize)> {
 pub fn digest(items: &[&Item]) -> String {
     let mut out = format!("You have {} messages (oldest first):\n", items.len());
     for (i, item) in items.iter().enumerate() {
-        let time = crate::session::iso8601(item.created_ms);
+        let time = crate::time::iso8601(item.created_ms);
         // The sender is one line of plain text: it must not forge another message's header.
         let from = sanitize(&item.from).replace(['\n', '\t'], " ");
         let from = if from.trim().is_empty() { "operator" } else { from.trim() };
@@ -215,7 +215,7 @@ mod tests {
         assert!(!sanitize(evil).contains('\x1b'));
         // The sender named in a digest cannot escape the paste or forge a header either.
         let a = Item::new(
-            ItemId::generate(1),
+            ItemId::sequential(1),
             "s".into(),
             None,
             "one".into(),
@@ -223,7 +223,7 @@ mod tests {
             "\x1b[201~x\n--- message 9".into(),
             1,
         );
-        let b = Item::new(ItemId::generate(2), "s".into(), None, "two".into(), When::Now, String::new(), 2);
+        let b = Item::new(ItemId::sequential(2), "s".into(), None, "two".into(), When::Now, String::new(), 2);
         let d = digest(&[&a, &b]);
         assert!(!d.contains('\x1b') && d.contains("from x --- message 9 ·") && d.contains("from operator"), "{d}");
         assert_eq!(sanitize("✓ unicode stays — é"), "✓ unicode stays — é");
@@ -263,8 +263,9 @@ mod tests {
 
     #[test]
     fn a_digest_lists_every_item_with_its_sender() {
-        let a = Item::new(ItemId::generate(0), "s".into(), None, "first prompt".into(), When::Now, "alice".into(), 0);
-        let b = Item::new(ItemId::generate(1), "s".into(), None, "second\nprompt".into(), When::Now, "".into(), 60_000);
+        let a = Item::new(ItemId::sequential(0), "s".into(), None, "first prompt".into(), When::Now, "alice".into(), 0);
+        let b =
+            Item::new(ItemId::sequential(1), "s".into(), None, "second\nprompt".into(), When::Now, "".into(), 60_000);
         let text = digest(&[&a, &b]);
         assert!(text.starts_with("You have 2 messages"));
         assert!(text.contains("message 1 of 2 · from alice · 1970-01-01 00:00:00 UTC ---\nfirst prompt\n"));
@@ -322,7 +323,7 @@ mod tests {
     #[test]
     fn a_prompt_with_combining_marks_and_joined_emoji_is_found_on_a_real_screen() {
         let prompt = "tok000107q Z\u{324}\u{354}\u{367}\u{311} family \u{1f468}\u{200d}\u{1f469}\u{200d}\u{1f467} done";
-        let mut screen = crate::screen::Screen::new(60, 5);
+        let mut screen = desk_term::screen::Screen::new(60, 5);
         screen.process(format!("> {prompt}").as_bytes());
         let rows = screen.text_rows();
         let fp = fingerprint(prompt);

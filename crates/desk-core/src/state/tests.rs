@@ -1,7 +1,7 @@
 //! The authority driven by a scripted clock.
 
 use super::*;
-use crate::scanner::Mode;
+use desk_term::scanner::Mode;
 
 struct Clock {
     t0: Instant,

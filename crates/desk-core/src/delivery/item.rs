@@ -22,17 +22,10 @@ pub struct ItemId(String);
 const CROCKFORD: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 
 impl ItemId {
-    /// A new id for the given Unix time.
-    pub fn generate(now_ms: u64) -> ItemId {
-        let mut random = [0u8; 10];
-        // getrandom(2) never fails for small reads once the pool is initialised; if it did,
-        // the time and the process id still make the id unique in practice.
-        // SAFETY: getrandom writes at most `random.len()` bytes into the buffer.
-        let got = unsafe { libc::getrandom(random.as_mut_ptr().cast(), random.len(), 0) };
-        if got != random.len() as isize {
-            let fallback = (std::process::id() as u128) << 64 | now_ms as u128;
-            random.copy_from_slice(&fallback.to_be_bytes()[6..16]);
-        }
+    /// The id for Unix time `now_ms` and ten random bytes (the caller draws them: this crate
+    /// makes no syscalls). Ids sort by time; the random part keeps ids drawn in the same
+    /// millisecond apart.
+    pub fn new(now_ms: u64, random: [u8; 10]) -> ItemId {
         let mut value: u128 = (now_ms as u128 & 0xffff_ffff_ffff) << 80;
         for (i, b) in random.iter().enumerate() {
             value |= (*b as u128) << (8 * (9 - i));
@@ -43,6 +36,16 @@ impl ItemId {
             *c = CROCKFORD[((value >> shift) & 31) as usize];
         }
         ItemId(String::from_utf8_lossy(&text).into_owned())
+    }
+
+    /// An id for `now_ms` whose "random" part is a process-wide counter: unique within this
+    /// process, predictable across processes. For tests and tools, never for stored items.
+    pub fn sequential(now_ms: u64) -> ItemId {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut random = [0u8; 10];
+        random[2..].copy_from_slice(&n.to_be_bytes());
+        ItemId::new(now_ms, random)
     }
 
     /// Parse an id given by an operator (case-insensitive).
@@ -261,9 +264,9 @@ mod tests {
 
     #[test]
     fn ids_are_unique_sorted_by_time_and_parse_back() {
-        let a = ItemId::generate(1_000);
-        let b = ItemId::generate(1_000);
-        let c = ItemId::generate(2_000);
+        let a = ItemId::sequential(1_000);
+        let b = ItemId::sequential(1_000);
+        let c = ItemId::sequential(2_000);
         assert_ne!(a, b);
         assert!(a < c && b < c);
         assert_eq!(a.as_str().len(), 26);
@@ -285,7 +288,7 @@ mod tests {
 
     #[test]
     fn evidence_stays_bounded_and_keeps_the_first_entry() {
-        let mut item = Item::new(ItemId::generate(0), "s".into(), Some(1), "hi".into(), When::Now, "op".into(), 0);
+        let mut item = Item::new(ItemId::sequential(0), "s".into(), Some(1), "hi".into(), When::Now, "op".into(), 0);
         for i in 0..200 {
             item.note(i, "hold", "x");
         }

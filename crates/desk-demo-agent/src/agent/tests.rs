@@ -4,7 +4,7 @@ use std::num::NonZeroU16;
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::demo_agent::config::PasteCollapse;
+use crate::config::PasteCollapse;
 
 #[derive(Default)]
 struct Titles(Vec<String>);

@@ -1,0 +1,13 @@
+//! desk-core: desk's decisions, with no I/O.
+//!
+//! Owns the state authority ([`state`]: what a session's agent is doing and why, from hooks,
+//! provider rules over title, screen and notifications, and the process), hook interpretation
+//! ([`state::hooks`]), the provider rule tables ([`state::rules`]) and the delivery engine
+//! ([`delivery`]: a prompt delivered exactly once or visibly stuck). Every entry point takes the
+//! clock as an argument and returns what to do; the desk package's event loops carry it out.
+//! May not depend on the desk package, nor on anything that makes a syscall (no nix, libc, mio,
+//! no file or socket access): its Cargo.toml is the boundary.
+
+pub mod delivery;
+pub mod state;
+pub mod time;
