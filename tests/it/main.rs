@@ -2,6 +2,7 @@
 //! each test under its own temporary `DESK_HOME`, sharing a PTY harness (`harness`) and desk
 //! helpers (`support`).
 
+mod architecture;
 mod attach;
 mod cli;
 mod composer;
