@@ -1,0 +1,99 @@
+//! The C client, `native/deskc` (a second implementation of the wire protocol, written from
+//! docs/protocol.md), against a live master: what it reads must be what the Rust side shows.
+//!
+//! Builds native/ with the system C compiler once per test process (`make -C native`); a
+//! machine without `cc` fails here with a message saying so. Every session lives under its own
+//! `Home` and every deskc runs on a harness PTY, so both are killed by pid when the test ends.
+
+use crate::harness::{PATIENCE, PtyCommand};
+use crate::support::Home;
+use desk::wire::{Frame, Role};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The path of `deskc`, built once for all the tests of this process (they run in parallel and
+/// must not run two `make`s in the same build directory at once).
+fn deskc() -> PathBuf {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    match BUILT.get_or_init(build_deskc) {
+        Ok(path) => path.clone(),
+        Err(why) => panic!("{why}"),
+    }
+}
+
+fn build_deskc() -> Result<PathBuf, String> {
+    let native = Path::new(env!("CARGO_MANIFEST_DIR")).join("native");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
+    if let Err(e) = Command::new(&cc).arg("--version").output() {
+        return Err(format!(
+            "the native tests need a C compiler, and `{cc} --version` could not run ({e}); \
+             install one (Debian: apt-get install build-essential) or point CC at one"
+        ));
+    }
+    // A `make test` above us may have exported its jobserver; this build is its own.
+    let out = Command::new("make")
+        .arg("-C")
+        .arg(&native)
+        .arg("build/deskc")
+        .env_remove("MAKEFLAGS")
+        .env_remove("MFLAGS")
+        .env_remove("MAKELEVEL")
+        .output()
+        .map_err(|e| format!("could not run `make -C {}`: {e}", native.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`make -C {} build/deskc` failed:\n{}{}",
+            native.display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(native.join("build/deskc"))
+}
+
+#[test]
+fn deskc_prints_the_snapshot_and_streams_the_output_of_a_live_master() {
+    let deskc = deskc();
+    let home = Home::new();
+    home.new_sh("cnative", "printf 'drawn by the child: %s\\n' ready; exec cat");
+    home.wait_screen("cnative", "drawn by the child: ready");
+    let socket = home.socket("cnative");
+
+    let out = Command::new(&deskc).arg(&socket).arg("snapshot").output().expect("run deskc snapshot");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "deskc snapshot failed: {}\n{text}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.lines().any(|l| l == "drawn by the child: ready"), "deskc snapshot printed:\n{text}");
+    // Every row of the screen, as `desk peek` (which drops the trailing blank rows) shows it.
+    assert_eq!(text.trim_end(), home.peek("cnative").trim_end());
+    assert_eq!(text.lines().count(), 40, "one line per row of the 120x40 session:\n{text}");
+
+    // The stream: the keyframe draws the screen as it is, then OUTPUT continues it.
+    let mut stream = PtyCommand::new(&deskc).arg(&socket).arg("stream").size(120, 40).spawn().expect("spawn deskc");
+    stream.wait_for_text("drawn by the child: ready").unwrap();
+    let mut controller = home.connect("cnative", Role::Controller, 120, 40);
+    controller.send(&Frame::Input(b"streamed through deskc\n".to_vec()));
+    stream.wait_for_text("streamed through deskc").unwrap();
+    // Ctrl-D ends cat, so the session exits and deskc gets EXIT: a clean end.
+    controller.send(&Frame::Input(vec![0x04]));
+    let status = stream.wait_exit(PATIENCE).unwrap();
+    assert!(status.success(), "deskc stream ended with {status:?}:\n{}", stream.screen());
+}
+
+#[test]
+fn deskc_says_why_when_the_master_dies_under_it() {
+    let deskc = deskc();
+    let home = Home::new();
+    home.new_sh("cdies", "echo up; exec cat");
+    home.wait_screen("cdies", "up");
+    let mut stream =
+        PtyCommand::new(&deskc).arg(home.socket("cdies")).arg("stream").size(120, 40).spawn().expect("spawn deskc");
+    stream.wait_for_text("up").unwrap();
+    // No EXIT will come: the connection just ends, which is not a clean end.
+    kill(Pid::from_raw(home.master_pid("cdies")), Signal::SIGKILL).unwrap();
+    let status = stream.wait_exit(PATIENCE).unwrap();
+    assert_eq!(status.code(), Some(1), "{}", stream.screen());
+    assert!(stream.screen().contains("closed the connection without EXIT"), "{}", stream.screen());
+}
