@@ -620,24 +620,80 @@ static int write_string(dw_buf *b, const char *s, size_t n, dw_error *err) {
     return buf_byte(b, '"');
 }
 
-/* The shortest decimal digits that read back to d (d finite and non-zero, positive), and the
- * decimal exponent of the first digit: d = 0.DIGITS * 10^(exp+1). */
+/* Split "%.*e" output ("d.ddde+XX") into its digits and decimal exponent. */
+static void split_e(const char *text, char digits[24], int *exp10) {
+    const char *e = strchr(text, 'e'), *c;
+    size_t k = 0;
+    for (c = text; c < e && k < 23; c++)
+        if (*c != '.') digits[k++] = *c;
+    digits[k] = '\0';
+    *exp10 = atoi(e + 1);
+}
+
+/* Whether the digits d1d2...dn (value d1.d2...dn * 10^exp10) read back to exactly d. */
+static int reads_back(const char *digits, int exp10, double d) {
+    char text[48];
+    snprintf(text, sizeof text, "%c.%se%d", digits[0], digits + 1, exp10);
+    return strtod(text, NULL) == d;
+}
+
+/* Add `delta` (+1 or -1) to the last digit, with carry or borrow; may change the exponent.
+ * 0 when the result would lose its leading digit. */
+static int step_digits(char digits[24], int *exp10, int delta) {
+    int i = (int)strlen(digits) - 1, n = i + 1;
+    while (i >= 0) {
+        if (delta > 0 && digits[i] == '9') { digits[i--] = '0'; continue; }
+        if (delta < 0 && digits[i] == '0') { digits[i--] = '9'; continue; }
+        digits[i] = (char)(digits[i] + delta);
+        break;
+    }
+    if (i < 0) { /* 99..9 + 1 = 100..0: one more power of ten, same length */
+        if (delta < 0) return 0;
+        digits[0] = '1';
+        memset(digits + 1, '0', (size_t)(n - 1));
+        (*exp10)++;
+    }
+    if (digits[0] == '0') { /* 100..0 - 1 = 99..9 at one power of ten less */
+        if (n == 1) return 0;
+        memmove(digits, digits + 1, (size_t)n);
+        digits[n - 1] = '9';
+        digits[n] = '\0';
+        (*exp10)--;
+    }
+    return 1;
+}
+
+/* The shortest decimal digits that read back to d (finite, positive), and the decimal exponent
+ * of the first digit: d ~ d1.d2...dn * 10^exp10. For each length from 1 to 17, the nearest
+ * decimal of that length (snprintf rounds correctly), else its neighbours one unit in the last
+ * place away: when d is a power of two the values that read back to d reach twice as far above
+ * it as below, so the nearest can miss while the one above hits. */
 static void shortest_digits(double d, char digits[24], int *exp10) {
-    char text[40];
-    int precision;
+    char text[40], trial[24];
+    int precision, e;
     for (precision = 1; precision <= 17; precision++) {
         snprintf(text, sizeof text, "%.*e", precision - 1, d);
+        split_e(text, digits, exp10);
         if (strtod(text, NULL) == d) break;
+        memcpy(trial, digits, sizeof trial);
+        e = *exp10;
+        if (step_digits(trial, &e, 1) && reads_back(trial, e, d)) {
+            memcpy(digits, trial, sizeof trial);
+            *exp10 = e;
+            break;
+        }
+        memcpy(trial, digits, sizeof trial);
+        e = *exp10;
+        if (step_digits(trial, &e, -1) && reads_back(trial, e, d)) {
+            memcpy(digits, trial, sizeof trial);
+            *exp10 = e;
+            break;
+        }
     }
     {
-        char *e = strchr(text, 'e');
-        size_t k = 0;
-        const char *c;
-        for (c = text; c < e; c++)
-            if (*c != '.') digits[k++] = *c;
+        size_t k = strlen(digits);
         while (k > 1 && digits[k - 1] == '0') k--;
         digits[k] = '\0';
-        *exp10 = atoi(e + 1);
     }
 }
 

@@ -479,6 +479,10 @@ static void check_json_rules(void) {
     event_reencodes("{\"x\":-9223372036854775809}", "{\"x\":-9.223372036854776e+18}");
     event_reencodes("{\"x\":5.946782406804386e-300}", "{\"x\":5.946782406804386e-300}");
     event_reencodes("{\"x\":0.0}", "{\"x\":0.0}");
+    /* 2^-1018 and 2^-1009: powers of two, where the nearest 16-digit decimal does not read back
+     * but the one above does (serde_json writes these). */
+    event_reencodes("{\"x\":7.120236347223045e-307}", "{\"x\":7.120236347223045e-307}");
+    event_reencodes("{\"x\":7.2911220195563975e-304}", "{\"x\":7.291122019556398e-304}");
     /* Keys sorted at every depth, a repeated key keeps its last value, whitespace dropped. */
     event_reencodes(" {\"b\":1, \"a\":{\"z\":1,\"y\":2},\"b\":3}\r\n", "{\"a\":{\"y\":2,\"z\":1},\"b\":3}");
     /* Strings: the escapes of section 6; / and U+007F as themselves; a pair of escapes is one
