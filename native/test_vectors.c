@@ -523,11 +523,117 @@ static void check_json_rules(void) {
     body_verdict(DW_SNAPSHOT, body, 0);
 }
 
+/* ---- the fuzz corpus (fuzz/corpus/wire_decode/, read as desk::wire::fuzz_check reads it) ---- */
+
+/* What a stream decodes to: how many frames, the error code that ended it (0: none), and every
+ * frame re-encoded, as hex, each followed by ',' ("!" for an EVENT whose canonical re-encoding
+ * passes MAX_PAYLOAD). */
+typedef struct {
+    size_t frames;
+    int error;
+    dw_buf encoded;
+} verdict;
+
+/* Decode `stream` in the reads fuzz_check makes of it: the sizes cycle, 0 means the rest. */
+static void decode_reads(const uint8_t *stream, size_t len, const uint8_t *sizes, size_t nsizes, verdict *v) {
+    dw_decoder dec;
+    size_t at = 0, k = 0;
+    memset(v, 0, sizeof *v);
+    dw_decoder_init(&dec);
+    do {
+        size_t n = len - at;
+        dw_frame f;
+        dw_error e;
+        int rc;
+        if (nsizes && sizes[k % nsizes] != 0 && sizes[k % nsizes] < n) n = sizes[k % nsizes];
+        k++;
+        if (dw_decoder_push(&dec, stream + at, n) != 0) exit(2);
+        at += n;
+        checks++;
+        if (dec.len > DW_HEADER_LEN + DW_MAX_PAYLOAD + n) failf("the decoder holds more than one frame and one read%s%s", "", "");
+        while ((rc = dw_decoder_next(&dec, &f, &e)) == 1) {
+            dw_buf once = {NULL, 0, 0};
+            v->frames++;
+            if (dw_encode(&f, &once, &e) != 0) {
+                checks++;
+                if (e.code != DW_TOO_LARGE || f.type != DW_EVENT) failf("a decoded frame does not encode: %s%s", e.message, "");
+                if (dw_buf_append(&v->encoded, "!,", 2) != 0) exit(2);
+            } else {
+                /* The re-encoding decodes to a frame that encodes to the same bytes. */
+                dw_decoder again;
+                dw_frame g;
+                dw_buf twice = {NULL, 0, 0};
+                size_t i;
+                dw_decoder_init(&again);
+                if (dw_decoder_push(&again, once.data, once.len) != 0) exit(2);
+                checks++;
+                if (dw_decoder_next(&again, &g, &e) != 1) {
+                    failf("a re-encoded frame does not decode: %s%s", e.message, "");
+                } else {
+                    if (dw_encode(&g, &twice, &e) != 0 || twice.len != once.len || memcmp(twice.data, once.data, once.len) != 0 ||
+                        dw_decoder_buffered(&again) != 0)
+                        failf("a re-encoded frame decodes to another frame%s%s", "", "");
+                    dw_frame_free(&g);
+                }
+                dw_buf_free(&twice);
+                dw_decoder_free(&again);
+                for (i = 0; i < once.len; i++) {
+                    char hex[3];
+                    sprintf(hex, "%02x", once.data[i]);
+                    if (dw_buf_append(&v->encoded, hex, 2) != 0) exit(2);
+                }
+                if (dw_buf_append(&v->encoded, ",", 1) != 0) exit(2);
+            }
+            dw_buf_free(&once);
+            dw_frame_free(&f);
+        }
+        if (rc < 0) {
+            v->error = e.code;
+            break;
+        }
+    } while (at < len);
+    dw_decoder_free(&dec);
+}
+
+/* fuzz_check's reading of a corpus input: the first byte says how many of the next bytes are
+ * read sizes; the rest is the stream. */
+static void corpus_input(const char *path, int print) {
+    size_t len, nsizes;
+    char *data = read_file(path, &len);
+    verdict cut, whole;
+    const uint8_t *bytes = (const uint8_t *)data;
+    current_file = path;
+    current_case = "corpus input";
+    if (!data) { failf("cannot read the file%s%s", "", ""); return; }
+    if (len == 0) { free(data); if (print) printf("0 0 \n"); return; }
+    nsizes = (size_t)(bytes[0] % 16);
+    if (nsizes > len - 1) nsizes = len - 1;
+    decode_reads(bytes + 1 + nsizes, len - 1 - nsizes, bytes + 1, nsizes, &cut);
+    decode_reads(bytes + 1 + nsizes, len - 1 - nsizes, NULL, 0, &whole);
+    checks++;
+    if (cut.frames != whole.frames || cut.error != whole.error || cut.encoded.len != whole.encoded.len ||
+        (cut.encoded.len && memcmp(cut.encoded.data, whole.encoded.data, cut.encoded.len) != 0))
+        failf("cutting the stream changed what it decodes to%s%s", "", "");
+    /* frames, error code (0: none), then each frame's re-encoding in hex followed by ',' */
+    if (print) printf("%lu %d %.*s\n", (unsigned long)whole.frames, whole.error, (int)whole.encoded.len, (const char *)whole.encoded.data);
+    dw_buf_free(&cut.encoded);
+    dw_buf_free(&whole.encoded);
+    free(data);
+}
+
 int main(int argc, char **argv) {
     int i;
     if (argc < 2) {
-        fprintf(stderr, "usage: %s VECTOR.json...\n", argv[0]);
+        fprintf(stderr, "usage: %s VECTOR.json... | %s --corpus FILE... | %s --verdicts FILE...\n", argv[0], argv[0], argv[0]);
         return 2;
+    }
+    if (strcmp(argv[1], "--corpus") == 0 || strcmp(argv[1], "--verdicts") == 0) {
+        /* --corpus: the fuzz_check properties; --verdicts: also one line per input, for the
+         * Rust side to compare with its own decoder (tests/it/native.rs). */
+        int print = strcmp(argv[1], "--verdicts") == 0;
+        for (i = 2; i < argc; i++) corpus_input(argv[i], print);
+        if (!print) printf("fuzz corpus: %d inputs, %d checks, %d failures\n", argc - 2, checks, failures);
+        return failures ? 1 : 0;
     }
     for (i = 1; i < argc; i++) check_file(argv[i]);
     check_json_rules();

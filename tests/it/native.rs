@@ -2,29 +2,34 @@
 //! docs/protocol.md), against a live master: what it reads must be what the Rust side shows.
 //!
 //! Builds native/ with the system C compiler once per test process (`make -C native`); a
-//! machine without `cc` fails here with a message saying so. Every session lives under its own
+//! machine without `cc` fails here with a message saying so. Besides the live master, the two
+//! codecs are compared on the committed fuzz corpus, input by input. Every session lives under its own
 //! `Home` and every deskc runs on a harness PTY, so both are killed by pid when the test ends.
 
 use crate::harness::{PATIENCE, PtyCommand};
 use crate::support::Home;
-use desk::wire::{Frame, Role};
+use desk::wire::{Frame, FrameDecoder, MAX_PAYLOAD, Role};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-/// The path of `deskc`, built once for all the tests of this process (they run in parallel and
-/// must not run two `make`s in the same build directory at once).
-fn deskc() -> PathBuf {
+/// The path of `native/build/<program>`, all built once for the tests of this process (they run
+/// in parallel and must not run two `make`s in the same build directory at once).
+fn native_program(program: &str) -> PathBuf {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    match BUILT.get_or_init(build_deskc) {
-        Ok(path) => path.clone(),
+    match BUILT.get_or_init(build_native) {
+        Ok(build) => build.join(program),
         Err(why) => panic!("{why}"),
     }
 }
 
-fn build_deskc() -> Result<PathBuf, String> {
+fn deskc() -> PathBuf {
+    native_program("deskc")
+}
+
+fn build_native() -> Result<PathBuf, String> {
     let native = Path::new(env!("CARGO_MANIFEST_DIR")).join("native");
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
     if let Err(e) = Command::new(&cc).arg("--version").output() {
@@ -38,6 +43,7 @@ fn build_deskc() -> Result<PathBuf, String> {
         .arg("-C")
         .arg(&native)
         .arg("build/deskc")
+        .arg("build/test_vectors")
         .env_remove("MAKEFLAGS")
         .env_remove("MFLAGS")
         .env_remove("MAKELEVEL")
@@ -45,13 +51,13 @@ fn build_deskc() -> Result<PathBuf, String> {
         .map_err(|e| format!("could not run `make -C {}`: {e}", native.display()))?;
     if !out.status.success() {
         return Err(format!(
-            "`make -C {} build/deskc` failed:\n{}{}",
+            "`make -C {} build/deskc build/test_vectors` failed:\n{}{}",
             native.display(),
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         ));
     }
-    Ok(native.join("build/deskc"))
+    Ok(native.join("build"))
 }
 
 #[test]
@@ -96,4 +102,69 @@ fn deskc_says_why_when_the_master_dies_under_it() {
     let status = stream.wait_exit(PATIENCE).unwrap();
     assert_eq!(status.code(), Some(1), "{}", stream.screen());
     assert!(stream.screen().contains("closed the connection without EXIT"), "{}", stream.screen());
+}
+
+/// What the Rust codec makes of a fuzz corpus input, in the form `test_vectors --verdicts`
+/// prints: frames, the code of the error that ended the stream (0: none), and each frame's
+/// re-encoding in hex followed by ',' ("!" for an EVENT whose canonical form passes the limit).
+/// The input is read as `desk::wire::fuzz_check` reads it: the first byte says how many of the
+/// next bytes are read sizes, the rest is the stream.
+fn rust_verdict(data: &[u8]) -> String {
+    let Some((&first, rest)) = data.split_first() else { return "0 0 ".to_string() };
+    let stream = &rest[usize::from(first % 16).min(rest.len())..];
+    let mut decoder = FrameDecoder::new();
+    decoder.push(stream);
+    let (mut frames, mut error, mut encoded) = (0, 0u16, String::new());
+    loop {
+        match decoder.next_frame() {
+            Ok(Some(frame)) => {
+                frames += 1;
+                let oversized = match &frame {
+                    Frame::Event(body) => serde_json::to_vec(body).map_or(true, |b| b.len() > MAX_PAYLOAD),
+                    _ => false,
+                };
+                if oversized {
+                    encoded.push('!');
+                } else {
+                    encoded.extend(frame.to_bytes().iter().map(|b| format!("{b:02x}")));
+                }
+                encoded.push(',');
+            }
+            Ok(None) => break,
+            Err(e) => {
+                error = e.code() as u16;
+                break;
+            }
+        }
+    }
+    format!("{frames} {error} {encoded}")
+}
+
+#[test]
+fn the_c_and_rust_codecs_agree_on_every_fuzz_corpus_input() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/wire_decode");
+    let mut files: Vec<PathBuf> =
+        std::fs::read_dir(&dir).expect("fuzz/corpus/wire_decode").map(|e| e.expect("entry").path()).collect();
+    files.sort();
+    assert!(files.len() > 100, "expected the committed corpus in {}", dir.display());
+    let out =
+        Command::new(native_program("test_vectors")).arg("--verdicts").args(&files).output().expect("run test_vectors");
+    assert!(out.status.success(), "test_vectors --verdicts failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    let verdicts = String::from_utf8(out.stdout).expect("hex and digits");
+    let c_lines: Vec<&str> = verdicts.lines().collect();
+    assert_eq!(c_lines.len(), files.len(), "one verdict per input");
+    let mut disagreements = Vec::new();
+    for (file, c) in files.iter().zip(c_lines) {
+        let rust = rust_verdict(&std::fs::read(file).expect("corpus input"));
+        if rust != c {
+            disagreements.push(format!("{}:\n  rust: {rust}\n  C:    {c}", file.display()));
+        }
+    }
+    assert!(
+        disagreements.is_empty(),
+        "{} of {} inputs differ:\n{}",
+        disagreements.len(),
+        files.len(),
+        disagreements.join("\n")
+    );
 }
