@@ -4,7 +4,7 @@ CARGO ?= cargo
 DESK_DEMO_HOME ?= $(CURDIR)/target/demo-home
 DESK := $(CURDIR)/target/release/desk
 
-.PHONY: build demo demo-stop test lint bench soak fuzz e2e-agents clean
+.PHONY: build demo demo-stop native test lint bench soak fuzz e2e-agents clean
 
 build:
 	$(CARGO) build --release --bins
@@ -17,8 +17,15 @@ demo: build
 demo-stop:
 	@DESK_HOME=$(DESK_DEMO_HOME) sh scripts/demo.sh $(CURDIR)/target/release stop
 
-# Unit tests, integration tests on real PTYs, wire vectors and the fuzz corpus replay.
+# The C99 implementation of the wire protocol (native/README.md): build/deskc, build/test_vectors.
+native:
+	$(MAKE) -C native
+
+# The C codec against the wire vectors (under ASan/UBSan when the compiler has them), then unit
+# tests, integration tests on real PTYs (the C client against a live master among them), wire
+# vectors and the fuzz corpus replay.
 test:
+	$(MAKE) -C native test
 	$(CARGO) test --workspace --locked
 
 lint:
@@ -54,3 +61,4 @@ e2e-agents:
 
 clean:
 	$(CARGO) clean
+	$(MAKE) -C native clean

@@ -12,6 +12,7 @@ mod delivery;
 mod delivery_crash;
 mod demo_agent;
 mod harness;
+mod native;
 mod screen;
 mod sessions;
 mod state;
