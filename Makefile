@@ -4,7 +4,7 @@ CARGO ?= cargo
 DESK_DEMO_HOME ?= $(CURDIR)/target/demo-home
 DESK := $(CURDIR)/target/release/desk
 
-.PHONY: build demo demo-stop native test lint bench soak fuzz e2e-agents clean
+.PHONY: build demo demo-stop native test lint doc msrv fuzz-build check-all bench soak fuzz e2e-agents clean
 
 build:
 	$(CARGO) build --release --bins
@@ -31,6 +31,26 @@ test:
 lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --workspace --locked --all-targets -- -D warnings
+
+# The API docs of every crate, private items included (they are for people working on desk),
+# with every rustdoc warning an error. Output: target/doc/desk/index.html.
+doc:
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --document-private-items --locked
+
+# A build with the oldest Rust the workspace declares (`rust-version` in Cargo.toml), so the
+# declaration stays true. Installs that toolchain with rustup if it is missing.
+MSRV := $(shell sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
+msrv:
+	rustup toolchain list | grep -q '^$(MSRV)' || rustup toolchain install $(MSRV) --profile minimal
+	$(CARGO) +$(MSRV) build --workspace --locked --target-dir target/msrv
+
+# The fuzz targets, built on stable without the fuzzer's instrumentation: they must keep
+# compiling against the codec and scanner APIs. (`make fuzz` runs them; it needs cargo-fuzz.)
+fuzz-build:
+	$(CARGO) build --manifest-path fuzz/Cargo.toml --locked
+
+# What CI runs besides the tests.
+check-all: lint doc msrv fuzz-build
 
 # Side-by-side benchmarks against dtach and tmux (needs: apt-get install dtach tmux).
 bench:
