@@ -12,6 +12,7 @@ use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 use crate::paths::{Paths, SessionName};
+use crate::wire::hook::HookReport;
 use crate::wire::{Frame, PROTOCOL_VERSION, Role};
 
 /// The hook gives up after 1 s: a master answers in microseconds, and an agent waits for its
@@ -62,18 +63,15 @@ fn deliver(provider: Option<String>, arg: Option<String>) -> Result<(), String> 
     let name = SessionName::parse(&name).map_err(|e| e.to_string())?;
     let paths = Paths::from_env().map_err(|e| format!("{e:#}"))?;
     let socket = paths.session(&name).socket;
-    let mut body = serde_json::Map::new();
-    if let Some(generation) = std::env::var("DESK_GENERATION").ok().and_then(|g| g.parse::<u64>().ok()) {
-        body.insert("generation".into(), generation.into());
-    }
-    if let Some(provider) = provider {
-        body.insert("provider".into(), provider.into());
-    }
-    body.insert("payload".into(), payload);
+    let report = HookReport {
+        generation: std::env::var("DESK_GENERATION").ok().and_then(|g| g.parse::<u64>().ok()),
+        provider,
+        payload,
+    };
     let mut stream = UnixStream::connect(&socket).map_err(|e| format!("cannot reach {}: {e}", socket.display()))?;
     stream.set_write_timeout(Some(HOOK_DEADLINE)).map_err(|e| e.to_string())?;
     let mut bytes = Frame::Hello { version: PROTOCOL_VERSION, role: Role::Query, cols: 0, rows: 0 }.to_bytes();
-    Frame::Hook(body).encode(&mut bytes);
+    report.to_frame().encode(&mut bytes);
     stream.write_all(&bytes).map_err(|e| format!("cannot write to the session: {e}"))?;
     // Closing after the write is enough: the master reads what was sent before the EOF.
     let _ = stream.shutdown(std::net::Shutdown::Write);

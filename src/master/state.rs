@@ -14,6 +14,7 @@ use super::timers::Timer;
 use crate::clock::now_ms;
 use crate::events::EventBody;
 use crate::state::{Change, hooks};
+use crate::wire::hook::HookReport;
 use crate::wire::{ErrorCode, Frame};
 
 /// 50 ms after output the screen is read for the provider's screen rules: an agent redraws
@@ -71,7 +72,8 @@ impl Master {
         body: serde_json::Map<String, serde_json::Value>,
         now: Instant,
     ) -> Result<(), Frame> {
-        if let Some(generation) = body.get("generation").and_then(|g| g.as_u64())
+        let report = HookReport::from_body(body).map_err(|e| Frame::error(ErrorCode::Malformed, e))?;
+        if let Some(generation) = report.generation
             && generation != u64::from(self.meta.generation)
         {
             debug!(generation, "ignoring a hook from another generation of this session");
@@ -83,14 +85,13 @@ impl Master {
                 ),
             ));
         }
-        let payload = body.get("payload").cloned().unwrap_or(serde_json::Value::Null);
-        let provider = body
-            .get("provider")
-            .and_then(|p| p.as_str())
+        let provider = report
+            .provider
+            .as_deref()
             .filter(|p| crate::providers::KNOWN.contains(p))
             .unwrap_or(&self.meta.provider)
             .to_string();
-        let fact = hooks::interpret(&provider, &payload);
+        let fact = hooks::interpret(&provider, &report.payload);
         self.emit(EventBody::Hook {
             provider: fact.provider.clone(),
             event: fact.event.clone(),

@@ -302,3 +302,22 @@ fn a_client_that_stays_behind_is_disconnected_with_a_reason() {
     let log = std::fs::read_to_string(home.run_dir().join("behind.log")).unwrap();
     assert!(log.contains("stayed behind the output stream"), "the master's log names the reason");
 }
+
+#[test]
+fn a_hook_body_of_the_wrong_shape_is_refused_and_the_connection_stays() {
+    let home = Home::new();
+    home.new_sh("hooks", "exec cat");
+    let mut query = home.connect("hooks", Role::Query, 0, 0);
+    let mut body = serde_json::Map::new();
+    body.insert("generation".into(), serde_json::json!("three"));
+    query.send(&Frame::Hook(body));
+    let refusal = query.recv_until("an ERROR for the malformed hook", |f| matches!(f, Frame::Error { .. }));
+    let Frame::Error { code, message } = refusal else { unreachable!() };
+    assert_eq!(code, ErrorCode::Malformed);
+    assert!(message.contains("generation"), "the refusal names the key: {message}");
+    // The connection stays: a ping is still answered.
+    query.send(&Frame::Ping(7));
+    query.recv_until("PONG", |f| matches!(f, Frame::Pong(7)));
+    let events = home.ok(&["events", "hooks", "--json"]);
+    assert!(!events.contains("\"type\":\"hook\""), "a refused hook leaves no event: {events}");
+}

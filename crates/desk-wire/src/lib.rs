@@ -20,6 +20,7 @@ pub mod control;
 pub mod events;
 mod frame;
 mod fuzz;
+pub mod hook;
 pub mod prompt;
 #[cfg(test)]
 mod proptests;
