@@ -7,6 +7,7 @@ pub mod clock;
 pub mod daemon;
 pub mod delivery;
 pub mod events;
+pub mod fleet;
 pub mod fsutil;
 pub mod journal;
 pub mod logging;

@@ -1,13 +1,18 @@
-//! `desk events`: a session's event history, and its live continuation.
+//! `desk events`: a session's event history, and its live continuation; with `--all`, the
+//! whole fleet's.
 //!
-//! Owns reading the journal and following a running master as an observer. Invariant: with
-//! `--follow`, the subscription is opened before the journal is read, so no event falls in
-//! between; events are printed once each, in sequence order.
+//! Owns reading the journal and following a running master as an observer (one session) or
+//! every master through [`crate::fleet`] (`--all`). Invariant: with `--follow`, the
+//! subscription is opened before the journal is read, so no event falls in between; events are
+//! printed once each, in sequence order per session.
 
 use anyhow::Result;
+use std::collections::HashMap;
+use std::io::Write as _;
 
 use super::failure;
 use crate::events::{Event, EventBody, journal};
+use crate::fleet::{FleetEvent, FleetWatch};
 use crate::paths::{Paths, SessionName};
 use crate::session::{self, Probe};
 use crate::wire::client::Connection;
@@ -66,4 +71,98 @@ pub fn events(name: &SessionName, follow: bool, json: bool, since: u64) -> Resul
             }
         }
     }
+}
+
+/// One event of `session` in the fleet-wide stream: JSON gains a `session` key; text names the
+/// session after the time.
+fn print_tagged(session: &str, event: &Event, json: bool) {
+    if json {
+        let mut map = event.to_json_map();
+        map.insert("session".into(), session.into());
+        if let Ok(line) = serde_json::to_string(&map) {
+            println!("{line}");
+        }
+    } else {
+        let time = desk_core::time::iso8601(event.ts_ms);
+        println!(
+            "{}  {:<16} {:>6}  g{}  {}",
+            &time[11..23],
+            session,
+            event.seq,
+            event.generation,
+            event.body.describe()
+        );
+    }
+}
+
+/// `desk events --all`: every session's journal merged by time; with `follow`, then every
+/// running master's new events as they happen, sessions that start later included, until
+/// interrupted.
+pub fn all(follow: bool, json: bool) -> Result<i32> {
+    let paths = Paths::from_env()?;
+    paths.ensure_runtime()?;
+    // Subscribe first, so nothing falls between the journals and the live stream.
+    let mut watch = if follow { Some(FleetWatch::open(paths.clone())?) } else { None };
+    let mut history = Vec::new();
+    for name in all_names(&paths)? {
+        for event in journal::read_all(&paths.session_state(&name))? {
+            history.push((name.to_string(), event));
+        }
+    }
+    history.sort_by(|(a, x), (b, y)| (x.ts_ms, a, x.seq).cmp(&(y.ts_ms, b, y.seq)));
+    let mut last: HashMap<String, u64> = HashMap::new();
+    for (session, event) in &history {
+        print_tagged(session, event, json);
+        last.insert(session.clone(), event.seq);
+    }
+    let _ = std::io::stdout().flush();
+    let Some(watch) = watch.as_mut() else { return Ok(0) };
+    loop {
+        for seen in watch.wait(None)? {
+            match seen {
+                FleetEvent::Event { session, event } => {
+                    let newest = last.entry(session.clone()).or_insert(0);
+                    // A restarted session numbers on from its journal; an older number is one
+                    // the history already printed.
+                    if event.seq <= *newest {
+                        continue;
+                    }
+                    *newest = event.seq;
+                    print_tagged(&session, &event, json);
+                }
+                // Subscribed now: what the master journalled before (since it started, or since
+                // we last heard from it) comes from its journal; the stream carries the rest.
+                FleetEvent::Joined { session, .. } => {
+                    let Ok(name) = SessionName::parse(&session) else { continue };
+                    let newest = last.entry(session.clone()).or_insert(0);
+                    for event in journal::read_all(&paths.session_state(&name))? {
+                        if event.seq > *newest {
+                            *newest = event.seq;
+                            print_tagged(&session, &event, json);
+                        }
+                    }
+                }
+                FleetEvent::Unresponsive { session } if !json => {
+                    eprintln!("desk: session {session} does not answer; its events will follow if it wakes");
+                }
+                _ => {}
+            }
+        }
+        let _ = std::io::stdout().flush();
+    }
+}
+
+/// Sessions with a journal in the state directory or files in the runtime directory.
+fn all_names(paths: &Paths) -> Result<Vec<SessionName>> {
+    let mut names = paths.session_names()?;
+    if let Ok(entries) = std::fs::read_dir(paths.state.join("sessions")) {
+        for entry in entries.flatten() {
+            if let Some(name) = entry.file_name().to_str().and_then(|n| SessionName::parse(n).ok()) {
+                names.push(name);
+            }
+        }
+    }
+    names.sort();
+    names.dedup();
+    Ok(names)
 }

@@ -67,10 +67,16 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Show a session's events (titles, modes, clients, state changes, exit).
+    /// Show a session's events (titles, modes, clients, state changes, exit), or every
+    /// session's with --all.
     Events {
-        name: SessionName,
-        /// Keep printing new events until the session exits.
+        /// The session (omit with --all).
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        name: Option<SessionName>,
+        /// Every session's events, merged by time; with --follow, sessions that start later too.
+        #[arg(long)]
+        all: bool,
+        /// Keep printing new events until the session exits (with --all: until interrupted).
         #[arg(long, short)]
         follow: bool,
         /// One JSON object per line.
@@ -296,7 +302,8 @@ fn run(cli: Cli) -> Result<i32> {
         }),
         Command::Ls { json } => sessions::ls(json),
         Command::Peek { name, json } => sessions::peek(&name, json),
-        Command::Events { name, follow, json, since } => events::events(&name, follow, json, since),
+        Command::Events { name: Some(name), follow, json, since, .. } => events::events(&name, follow, json, since),
+        Command::Events { name: None, follow, json, .. } => events::all(follow, json),
         Command::Explain { name, json } => explain::explain(&name, json),
         Command::Hook { provider, mut payload } => Ok(hook::hook(provider, payload.pop())),
         Command::Serve { foreground, stop } => delivery::serve(foreground, stop),

@@ -11,6 +11,7 @@ mod daemon;
 mod delivery;
 mod delivery_crash;
 mod demo_agent;
+mod fleet;
 mod harness;
 mod native;
 mod screen;
