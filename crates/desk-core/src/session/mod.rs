@@ -46,8 +46,9 @@ pub const SLOW_CLIENT_DEADLINE: Duration = Duration::from_secs(15);
 /// After the child exits, clients get this long to read the last output and the EXIT frame.
 pub const EXIT_FLUSH_DEADLINE: Duration = Duration::from_secs(2);
 
-/// Grace period when the master itself is asked to stop (SIGTERM/SIGINT): long enough for an
-/// agent to save its conversation, short enough for a system shutdown.
+/// Grace period when the master itself is asked to stop (SIGTERM/SIGINT) before the session
+/// gets SIGKILL: a program that handles SIGTERM (restores its terminal, writes its state) does
+/// so in well under a second, and a shutdown that stops many masters at once is not held up.
 pub const STOP_GRACE: Duration = Duration::from_secs(5);
 
 /// Most clients one master serves at once; each may hold up to its queue limits (1 MiB of
