@@ -385,7 +385,8 @@ impl SessionPolicy {
                         );
                         self.effect(Effect::Evict { client, error: Frame::error(ErrorCode::TooSlow, reason) });
                     }
-                    // Fell behind again after draining: its own deadline counts.
+                    // Not due yet (the timer fired early): look again at the deadline. A drain
+                    // cancels the timer, so a later fall arms its own.
                     Some(since) => {
                         self.effect(Effect::Arm { at: since + SLOW_CLIENT_DEADLINE, timer: Timer::SlowClient(client) })
                     }
