@@ -231,7 +231,16 @@ mod tests {
             .unwrap();
         let mut line = String::new();
         std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.as_mut().unwrap()), &mut line).unwrap();
-        let found = descendants(std::process::id());
+        // The backgrounded subshell may still be a copy of `sh` when the parent echoes: poll
+        // until it has become `sleep` (or the deadline passes and the asserts say what is there).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let found = loop {
+            let found = descendants(std::process::id());
+            if found.iter().any(|p| p.command == "sleep 30") || std::time::Instant::now() > deadline {
+                break found;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
         let sh = found.iter().any(|p| p.pid == child.id());
         let sleep = found.iter().find(|p| p.command == "sleep 30").map(|p| p.pid);
         assert!(found.iter().all(|p| p.pid != std::process::id()));

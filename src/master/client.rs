@@ -1,14 +1,16 @@
 //! One connected client, as the master sees it.
 //!
-//! Owns a client's socket, its frame decoder, its outgoing queue and the policy for a client
-//! that falls behind: a streaming client (controller or viewer) whose queue would pass
+//! Owns a client's socket, its frame decoder, its outgoing queue and the queue mechanics for a
+//! client that falls behind: a streaming client (controller or viewer) whose queue would pass
 //! [`CLIENT_QUEUE_LIMIT`] has its backlog discarded and is marked `needs_keyframe`, so it later
 //! gets one full redraw instead of the bytes it missed; a client of any role that leaves
 //! [`CONTROL_QUEUE_LIMIT`] of replies and events unread is disconnected (those cannot be
-//! summarised by a keyframe). Invariants: output deltas are
-//! never queued while a keyframe is pending; control frames (replies, errors, EXIT) are never
-//! dropped while the client is connected; a queue never exceeds its limit by more than one frame
-//! (or the rest of a keyframe already started, which is never cut).
+//! summarised by a keyframe). When it fell behind and when it drained again are noted for the
+//! session policy (`desk_core::session`), which owns the deadline for a client that stays
+//! behind. Invariants: output deltas are never queued while a keyframe is pending; control
+//! frames (replies, errors, EXIT) are never dropped while the client is connected; a queue
+//! never exceeds its limit by more than one frame (or the rest of a keyframe already started,
+//! which is never cut).
 
 use mio::net::UnixStream;
 use std::io;
@@ -28,9 +30,6 @@ pub const CLIENT_QUEUE_LIMIT: usize = 1 << 20;
 /// They cannot be summarised by a keyframe, and a client that keeps asking (PING,
 /// SNAPSHOT_REQUEST) without reading would otherwise grow the master without bound.
 pub const CONTROL_QUEUE_LIMIT: usize = 1 << 20;
-
-/// Most clients one master serves at once; each may hold up to [`CLIENT_QUEUE_LIMIT`].
-pub const MAX_CLIENTS: usize = 64;
 
 /// Why a client is being removed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,10 +55,10 @@ pub struct Client {
     pub needs_keyframe: bool,
     /// When this client started lagging (its backlog was discarded) and has not caught up since.
     pub behind_since: Option<Instant>,
-    /// The terminal size this client reported (controllers).
-    pub size: Option<(u16, u16)>,
-    /// Last time this controller typed (or attached), for the "latest" size policy.
-    pub last_active: Instant,
+    /// It drained after lagging, and the session policy has not been told yet.
+    pub caught_up: bool,
+    /// `behind_since` or `caught_up` changed since the session policy was last told.
+    pub lag_news: bool,
     /// Stop reading; close once the queue has drained.
     pub closing: Option<String>,
     /// Remove at the next opportunity.
@@ -74,7 +73,7 @@ pub struct Client {
 }
 
 impl Client {
-    pub fn new(stream: UnixStream, pid: Option<i32>, now: Instant) -> Client {
+    pub fn new(stream: UnixStream, pid: Option<i32>) -> Client {
         Client {
             stream,
             pid,
@@ -84,8 +83,8 @@ impl Client {
             writable: false,
             needs_keyframe: false,
             behind_since: None,
-            size: None,
-            last_active: now,
+            caught_up: false,
+            lag_news: false,
             closing: None,
             gone: None,
             hung_up: false,
@@ -112,7 +111,10 @@ impl Client {
             self.out.discard_backlog();
             self.needs_keyframe = true;
             let fell_behind = self.behind_since.is_none();
-            self.behind_since.get_or_insert(now);
+            if fell_behind {
+                self.behind_since = Some(now);
+                self.lag_news = true;
+            }
             return fell_behind;
         }
         self.out.push(frame.clone());
@@ -165,6 +167,15 @@ impl Client {
         }
     }
 
+    /// What changed in this client's lag since the last call, for the session policy: whether it
+    /// drained after lagging, then since when it is behind (if it is). `None`: nothing changed.
+    pub fn take_lag_news(&mut self) -> Option<(bool, Option<Instant>)> {
+        if !std::mem::take(&mut self.lag_news) {
+            return None;
+        }
+        Some((std::mem::take(&mut self.caught_up), self.behind_since))
+    }
+
     /// Write what the socket takes now.
     pub fn flush(&mut self) {
         if !self.writable || !self.alive() {
@@ -172,7 +183,10 @@ impl Client {
         }
         match self.out.flush_to(&mut self.stream) {
             Ok(Flush::Drained) => {
-                self.behind_since = None;
+                if self.behind_since.take().is_some() {
+                    self.caught_up = true;
+                    self.lag_news = true;
+                }
             }
             Ok(Flush::Blocked) => self.writable = false,
             Err(e) if e.kind() == io::ErrorKind::BrokenPipe || e.kind() == io::ErrorKind::ConnectionReset => {

@@ -3,12 +3,17 @@
 //! Owns the routing between the PTY, the listening socket, the clients, signals and timers. It
 //! reads the PTY until it would block on every readiness (bounded per turn for fairness), feeds
 //! every byte to the screen model, and queues each chunk once, shared, to every streaming
-//! client; input goes to the child through a bounded queue drained on writability. Invariants:
-//! the PTY is read no matter how slow any client is; no client can block the loop or another
-//! client; the child's exit is recorded durably before clients are told and before the socket
-//! disappears.
+//! client; input goes to the child through a bounded queue drained on writability. Who may
+//! connect, what each client may do, when one is closed, the session's size, kill escalation and
+//! the exit flush are decided by the session policy (`desk_core::session`): this loop feeds it
+//! what it observes, with the time, and carries out the effects it returns ([`Master::carry`]).
+//! Invariants: the PTY is read no matter how slow any client is; no client can block the loop or
+//! another client; the output path does not pass through the policy (only a client falling
+//! behind or catching up is reported, once per turn); the child's exit is recorded durably
+//! before clients are told and before the socket disappears.
 
 use anyhow::{Context, Result};
+use desk_core::session::{ClientId, Effect, SessionPolicy, SizePolicy};
 use mio::net::UnixListener;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
@@ -25,7 +30,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
 
-use super::client::{Client, Gone, MAX_CLIENTS};
+use super::client::{Client, Gone};
 use super::queue::{Flush, InputQueue};
 use super::timers::{Timer, Timers};
 use crate::events::EventBody;
@@ -60,24 +65,9 @@ const PTY_TURN_BUDGET: usize = 1 << 20;
 /// that has stopped reading is reported to the sender by refusing further INPUT frames.
 pub const INPUT_QUEUE_LIMIT: usize = 1 << 20;
 
-/// A client that stays behind the stream this long (its backlog discarded and not drained
-/// since) is disconnected: it is not reading at all, and holding its queue helps nobody.
-pub const SLOW_CLIENT_DEADLINE: Duration = Duration::from_secs(15);
-
-/// A connection must complete its HELLO within this long. Every desk client sends HELLO at once;
-/// a peer that connects and says nothing (a stuck script, a port scanner of sockets) would
-/// otherwise hold one of the session's client slots for ever.
-pub const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(10);
-
-/// After the child exits, clients get this long to read the last output and the EXIT frame.
-const EXIT_FLUSH_DEADLINE: Duration = Duration::from_secs(2);
-
 /// Bytes reserved for the exit record: it is a few hundred bytes plus a title of at most
 /// 1 KiB, so 4 KiB (one page or block) always holds it.
 const EXIT_RECORD_RESERVE: usize = 4096;
-
-/// Grace period when the master itself is asked to stop (SIGTERM/SIGINT).
-const STOP_GRACE: Duration = Duration::from_secs(5);
 
 /// What start-up hands to the loop.
 pub struct Parts {
@@ -127,17 +117,13 @@ pub struct Master {
     /// The PTY had more to read when the turn budget ran out.
     pty_pending: bool,
     child_status: Option<ExitStatus>,
-    escalated: bool,
-    kill_requested: bool,
-    /// The SIGKILL escalation of a kill is armed and has not fired yet.
-    escalation_armed: bool,
     subreaper: bool,
     pub(super) clients: HashMap<Token, Client>,
     next_client: usize,
+    /// Decides for the clients and the session's size, stop and exit; see [`Master::carry`].
+    policy: SessionPolicy,
     input: InputQueue,
     pub(super) timers: Timers,
-    latest: Option<Token>,
-    exiting: Option<Instant>,
     read_buf: Vec<u8>,
     uid: u32,
 }
@@ -145,6 +131,7 @@ pub struct Master {
 impl Master {
     pub(super) fn new(parts: Parts) -> Master {
         let Parts { files, poll, listener, pty, signals, meta, screen, journal, authority, subreaper } = parts;
+        let policy = SessionPolicy::new((meta.cols, meta.rows), SizePolicy::default());
         let exit_reserve = crate::fsutil::Reserved::new(&files.exit, EXIT_RECORD_RESERVE)
             .map_err(|e| warn!("cannot reserve room for the exit record: {e:#}"))
             .ok();
@@ -174,16 +161,12 @@ impl Master {
             pty_writable: false,
             pty_pending: false,
             child_status: None,
-            escalated: false,
-            kill_requested: false,
-            escalation_armed: false,
             subreaper,
             clients: HashMap::new(),
             next_client: FIRST_CLIENT,
+            policy,
             input: InputQueue::new(INPUT_QUEUE_LIMIT),
             timers: Timers::default(),
-            latest: None,
-            exiting: None,
             read_buf: vec![0; PTY_READ_CHUNK],
             uid: nix::unistd::geteuid().as_raw(),
         }
@@ -215,11 +198,9 @@ impl Master {
         loop {
             let now = Instant::now();
             self.fire_timers(now);
-            if let Some(deadline) = self.exiting
-                && !self.awaiting_helpers()
-            {
+            if self.child_status.is_some() && !self.awaiting_helpers() {
                 let drained = self.clients.values().all(|c| c.out.is_empty() || !c.alive());
-                if drained || now >= deadline {
+                if self.policy.may_finish(drained, now) {
                     break;
                 }
             }
@@ -252,11 +233,8 @@ impl Master {
                     }
                     SIGNALS => self.handle_signals(now),
                     token => {
-                        if event.is_writable()
-                            && let Some(client) = self.clients.get_mut(&token)
-                        {
-                            client.writable = true;
-                            client.flush();
+                        if event.is_writable() {
+                            self.client_writable(token);
                         }
                         if event.is_readable() || event.is_read_closed() || event.is_error() {
                             self.client_readable(token, now);
@@ -315,7 +293,7 @@ impl Master {
             if blocked {
                 break;
             }
-            if turn >= PTY_TURN_BUDGET && self.exiting.is_none() && self.child_status.is_none() {
+            if turn >= PTY_TURN_BUDGET && self.child_status.is_none() {
                 self.pty_pending = true;
                 break;
             }
@@ -328,6 +306,7 @@ impl Master {
             self.pty_open = false;
             self.pty_pending = false;
             let _ = self.poll.registry().deregister(&mut SourceFd(&self.pty.as_raw_fd()));
+            self.policy.on_terminal_closed();
             debug!("PTY closed");
         }
     }
@@ -357,9 +336,9 @@ impl Master {
             encode_output(piece, &mut bytes);
             let frame: Rc<[u8]> = Rc::from(bytes);
             for (token, client) in self.clients.iter_mut() {
+                // Falling behind is reported to the session policy at the end of the turn.
                 if client.streams_output() && client.push_output(&frame, piece.len(), now) {
                     debug!(client = token.0, "client fell behind; backlog discarded, keyframe pending");
-                    self.timers.arm(now + super::event_loop::SLOW_CLIENT_DEADLINE, Timer::SlowClient(*token));
                 }
             }
             offset = end;
@@ -413,30 +392,36 @@ impl Master {
                 let _ = io::Write::write(&mut stream, &refusal.to_bytes());
                 continue;
             }
-            if self.clients.len() >= MAX_CLIENTS {
-                warn!(peer_pid = pid, "refused a connection: {MAX_CLIENTS} clients already connected");
-                let refusal = Frame::error(
-                    ErrorCode::SessionFull,
-                    format!("the session already has {MAX_CLIENTS} clients connected; try again when one has left"),
-                );
+            let token = Token(self.next_client);
+            if let Err(refusal) = self.policy.on_connect(client_id(token), now) {
+                warn!(peer_pid = pid, "refused a connection: {} clients already connected", self.policy.client_count());
                 let _ = io::Write::write(&mut stream, &refusal.to_bytes());
                 continue;
             }
-            let token = Token(self.next_client);
             self.next_client += 1;
             if let Err(e) = self.poll.registry().register(&mut stream, token, Interest::READABLE | Interest::WRITABLE) {
                 warn!("cannot register a client: {e}");
+                self.policy.on_closed(&[client_id(token)]);
+                self.carry(now, None);
                 continue;
             }
             debug!(client = token.0, peer_pid = pid, "client connected");
-            self.admit(token, Client::new(stream, Some(pid), now), now);
+            self.admit(token, Client::new(stream, Some(pid)), now);
         }
     }
 
-    /// Take a connected client in; it has [`HANDSHAKE_DEADLINE`] to say HELLO.
+    /// Take in a connection the session policy accepted; it has the policy's handshake deadline
+    /// to say HELLO.
     fn admit(&mut self, token: Token, client: Client, now: Instant) {
         self.clients.insert(token, client);
-        self.timers.arm(now + HANDSHAKE_DEADLINE, Timer::Handshake(token));
+        self.carry(now, None);
+    }
+
+    fn client_writable(&mut self, token: Token) {
+        if let Some(client) = self.clients.get_mut(&token) {
+            client.writable = true;
+            client.flush();
+        }
     }
 
     fn client_readable(&mut self, token: Token, now: Instant) {
@@ -475,165 +460,148 @@ impl Master {
                 Ok(Some(frame)) => self.client_frame(token, frame, now),
                 Ok(None) => return,
                 Err(e) => {
-                    let reason = e.to_string();
-                    warn!(client = token.0, "closing client: {reason}");
-                    client.close_with(Frame::error(e.code(), reason.clone()), reason);
+                    self.policy.on_undecodable(client_id(token), e.code(), e.to_string());
+                    self.carry(now, None);
                     return;
                 }
             }
         }
     }
 
+    /// A frame from a client: the session policy decides, this carries it out.
     fn client_frame(&mut self, token: Token, frame: Frame, now: Instant) {
-        let Some(client) = self.clients.get_mut(&token) else { return };
-        let Some(role) = client.role else {
-            self.client_hello(token, frame, now);
-            return;
-        };
-        let refuse = |client: &mut Client, what: &str| {
-            let message = format!("a {role:?} client may not {what}").to_lowercase();
-            client.push_control(&Frame::error(ErrorCode::NotPermitted, message));
-        };
-        match frame {
-            Frame::Input(bytes) => {
-                if !role.may_input() {
-                    refuse(client, "send input");
-                    return;
+        self.policy.on_frame(client_id(token), &frame, now);
+        self.carry(now, Some(frame));
+    }
+
+    /// Carry out the session policy's effects, in order, until it has none left. `frame` is the
+    /// client frame just handed to it, whose content some effects act on (INPUT bytes, a HOOK).
+    fn carry(&mut self, now: Instant, mut frame: Option<Frame>) {
+        let mut keyframe: Option<Vec<Rc<[u8]>>> = None;
+        while let Some(effect) = self.policy.poll_effect() {
+            match effect {
+                Effect::Arm { at, timer } => self.timers.arm(at, Timer::Policy(timer)),
+                Effect::Cancel { timer } => self.timers.cancel(Timer::Policy(timer)),
+                Effect::Resize { cols, rows } => self.apply_size(cols, rows),
+                Effect::Signal { signal, helpers } => self.signal_session(signal, helpers),
+                Effect::Kill { group } => self.kill_session(group),
+                Effect::Welcome { client: id, role } => {
+                    let info = self.info();
+                    let Some(client) = self.clients.get_mut(&token_of(id)) else { continue };
+                    client.push_control(&Frame::Welcome { version: PROTOCOL_VERSION, info: Box::new(info) });
+                    client.role = Some(role);
+                    if role == Role::Query {
+                        debug!(client = id.0, peer_pid = client.pid, "query client connected");
+                    } else {
+                        info!(client = id.0, peer_pid = client.pid, ?role, "client attached");
+                    }
                 }
-                if self.child_status.is_some() || !self.pty_open {
-                    client.push_control(&Frame::error(ErrorCode::Exiting, "the session is exiting"));
-                    return;
+                Effect::StartStream { client } => {
+                    if let Some(client) = self.clients.get_mut(&token_of(client)) {
+                        client.needs_keyframe = true;
+                    }
                 }
-                if let Err(full) = self.input.push(&bytes) {
-                    client.push_control(&Frame::error(
-                        ErrorCode::InputFull,
-                        format!(
-                            "input refused: {} bytes are already waiting for the child to read (limit {}); \
-                             nothing of this {}-byte frame was queued",
-                            full.queued,
-                            full.limit,
-                            bytes.len()
-                        ),
-                    ));
-                    return;
+                Effect::Attached { client, role } => self.emit(EventBody::Attach { client: client.0, role }),
+                Effect::Send { client, frame } => {
+                    if let Some(client) = self.clients.get_mut(&token_of(client)) {
+                        client.push_control(&frame);
+                    }
                 }
-                self.flush_input();
-                if role == Role::Controller {
-                    self.last_controller_input_ms = Some(crate::clock::now_ms());
-                    self.touch_controller(token, now);
+                Effect::QueueInput { client } => {
+                    if let Some(Frame::Input(bytes)) = frame.take() {
+                        self.queue_input(token_of(client), &bytes, now);
+                    }
                 }
-            }
-            Frame::Resize { cols, rows } => {
-                if role != Role::Controller {
-                    refuse(client, "resize the session");
-                    return;
+                Effect::Snapshot { client } => {
+                    let reply = SnapshotReply {
+                        screen: self.screen.snapshot(),
+                        generation: self.meta.generation,
+                        last_input_ms: self.last_controller_input_ms,
+                        canonical: crate::pty::is_canonical(self.pty.as_fd()),
+                        state: Some(self.authority.view()),
+                    };
+                    if let Some(client) = self.clients.get_mut(&token_of(client)) {
+                        client.push_control(&Frame::Snapshot(Box::new(reply)));
+                    }
                 }
-                client.size = Some((cols, rows));
-                if self.latest == Some(token) {
-                    self.apply_size(cols, rows);
+                Effect::Hook { client } => {
+                    if let Some(Frame::Hook(body)) = frame.take()
+                        && let Err(reply) = self.on_hook_frame(body, now)
+                        && let Some(client) = self.clients.get_mut(&token_of(client))
+                    {
+                        client.push_control(&reply);
+                    }
                 }
-            }
-            Frame::SnapshotRequest => {
-                let reply = SnapshotReply {
-                    screen: self.screen.snapshot(),
-                    generation: self.meta.generation,
-                    last_input_ms: self.last_controller_input_ms,
-                    canonical: crate::pty::is_canonical(self.pty.as_fd()),
-                    state: Some(self.authority.view()),
-                };
-                client.push_control(&Frame::Snapshot(Box::new(reply)));
-            }
-            Frame::Ping(nonce) => client.push_control(&Frame::Pong(nonce)),
-            Frame::Pong(_) => {}
-            Frame::Detach => {
-                client.gone.get_or_insert(Gone::Left);
-            }
-            Frame::Signal { signal, grace_ms } => {
-                if !role.may_signal() {
-                    refuse(client, "signal the session");
-                    return;
+                Effect::Close { client: id, error } => {
+                    let Some(client) = self.clients.get_mut(&token_of(id)) else { continue };
+                    let reason = error_message(&error);
+                    if matches!(error, Frame::Error { code: ErrorCode::Exiting, .. }) {
+                        debug!(client = id.0, "closing client: {reason}");
+                    } else {
+                        warn!(client = id.0, "closing client: {reason}");
+                    }
+                    client.close_with(error, reason);
                 }
-                self.signal_child(signal as i32, Duration::from_millis(u64::from(grace_ms)), now);
-            }
-            Frame::Hook(body) => {
-                if role == Role::Viewer {
-                    refuse(client, "report hooks");
-                    return;
+                Effect::Release { client } => {
+                    if let Some(client) = self.clients.get_mut(&token_of(client)) {
+                        client.gone.get_or_insert(Gone::Left);
+                    }
                 }
-                if let Err(reply) = self.on_hook_frame(body, now)
-                    && let Some(client) = self.clients.get_mut(&token)
-                {
-                    client.push_control(&reply);
+                Effect::Evict { client: id, error } => {
+                    let Some(client) = self.clients.get_mut(&token_of(id)) else { continue };
+                    let reason = error_message(&error);
+                    warn!(client = id.0, "{reason}");
+                    client.out.discard_backlog();
+                    client.close_with(error, reason);
+                    // It is not reading; do not wait for the error frame to drain.
+                    client.gone = Some(Gone::Closed("too slow".into()));
                 }
-            }
-            Frame::Error { code, message } => {
-                debug!(client = token.0, ?code, "client reported an error: {message}");
-                client.gone.get_or_insert(Gone::Left);
-            }
-            Frame::Hello { .. } => {
-                let reason = "HELLO may be sent only once per connection".to_string();
-                client.close_with(Frame::error(ErrorCode::BadHello, reason.clone()), reason);
-            }
-            other => {
-                let reason = format!("{} frames are sent by the master, not by clients", other.kind().name());
-                client.close_with(Frame::error(ErrorCode::Malformed, reason.clone()), reason);
+                Effect::Exit { client: id } => {
+                    let Some(status) = self.child_status else { continue };
+                    let needs_keyframe =
+                        self.clients.get(&token_of(id)).is_some_and(|c| c.needs_keyframe && c.streams_output());
+                    if needs_keyframe && keyframe.is_none() {
+                        keyframe = Some(self.keyframe_frames());
+                    }
+                    let escalated = self.policy.escalated();
+                    let Some(client) = self.clients.get_mut(&token_of(id)) else { continue };
+                    if let Some(frames) = keyframe.as_deref()
+                        && needs_keyframe
+                    {
+                        client.push_keyframe(frames);
+                    }
+                    client.push_control(&Frame::Exit { status, escalated });
+                    if client.closing.is_none() {
+                        client.closing = Some("the session exited".into());
+                    }
+                }
             }
         }
     }
 
-    fn client_hello(&mut self, token: Token, frame: Frame, now: Instant) {
-        let info = self.info();
-        let exited = self.child_status.is_some();
-        let Some(client) = self.clients.get_mut(&token) else { return };
-        let Frame::Hello { version, role, cols, rows } = frame else {
-            let reason = format!("expected HELLO, got {}", frame.kind().name());
-            client.close_with(Frame::error(ErrorCode::BadHello, reason.clone()), reason);
-            return;
-        };
-        if version != PROTOCOL_VERSION {
-            let reason = format!("protocol version {version} is not supported (this master speaks {PROTOCOL_VERSION})");
-            client.close_with(Frame::error(ErrorCode::UnsupportedVersion, reason.clone()), reason);
-            return;
-        }
-        client.role = Some(role);
-        self.timers.cancel(Timer::Handshake(token));
-        client.push_control(&Frame::Welcome { version: PROTOCOL_VERSION, info: Box::new(info) });
-        let announce = role != Role::Query;
-        if announce {
-            info!(client = token.0, peer_pid = client.pid, ?role, "client attached");
-        } else {
-            debug!(client = token.0, peer_pid = client.pid, "query client connected");
-        }
-        if exited {
-            client.close_with(Frame::error(ErrorCode::Exiting, "the session has exited"), "exited".into());
-            return;
-        }
-        if role.streams_output() {
-            client.needs_keyframe = true;
-        }
-        if role == Role::Controller {
-            // A terminal that does not know its size (0x0) leaves the session's size alone.
-            client.size = crate::screen::valid_size(cols, rows).then_some((cols, rows));
-        }
-        if announce {
-            self.emit(EventBody::Attach { client: token.0 as u64, role });
-        }
-        if role == Role::Controller {
-            self.touch_controller(token, now);
-        }
-    }
-
-    /// The "latest" size policy: the most recently active controller's size is the session's.
-    fn touch_controller(&mut self, token: Token, now: Instant) {
-        let Some(client) = self.clients.get_mut(&token) else { return };
-        client.last_active = now;
-        let size = client.size;
-        if self.latest != Some(token) {
-            self.latest = Some(token);
-            if let Some((cols, rows)) = size {
-                self.apply_size(cols, rows);
+    /// An INPUT frame the session policy permitted: queue it whole for the child, or refuse it
+    /// when the queue cannot take it.
+    fn queue_input(&mut self, token: Token, bytes: &[u8], now: Instant) {
+        if let Err(full) = self.input.push(bytes) {
+            if let Some(client) = self.clients.get_mut(&token) {
+                client.push_control(&Frame::error(
+                    ErrorCode::InputFull,
+                    format!(
+                        "input refused: {} bytes are already waiting for the child to read (limit {}); \
+                         nothing of this {}-byte frame was queued",
+                        full.queued,
+                        full.limit,
+                        bytes.len()
+                    ),
+                ));
             }
+            return;
         }
+        self.flush_input();
+        if self.clients.get(&token).is_some_and(|c| c.role == Some(Role::Controller)) {
+            self.last_controller_input_ms = Some(crate::clock::now_ms());
+        }
+        self.policy.on_input_queued(client_id(token), now);
     }
 
     fn apply_size(&mut self, cols: u16, rows: u16) {
@@ -671,8 +639,8 @@ impl Master {
         }
     }
 
-    /// Per-turn housekeeping: keyframes for clients that wait for one, closing and removing
-    /// clients that are done.
+    /// Per-turn housekeeping: keyframes for clients that wait for one, telling the session
+    /// policy which clients fell behind or caught up, closing and removing clients that are done.
     fn settle(&mut self, now: Instant) {
         let waiting =
             self.clients.values().any(|c| c.needs_keyframe && c.out.is_empty() && c.streams_output() && c.writable);
@@ -681,6 +649,17 @@ impl Master {
             for client in self.clients.values_mut() {
                 if client.needs_keyframe && client.out.is_empty() && client.streams_output() && client.writable {
                     client.push_keyframe(&frames);
+                }
+            }
+        }
+        // After the keyframes (whose writes may drain a queue), and before any timer can fire.
+        for (token, client) in &mut self.clients {
+            if let Some((caught_up, behind_since)) = client.take_lag_news() {
+                if caught_up {
+                    self.policy.on_drained(client_id(*token));
+                }
+                if let Some(at) = behind_since {
+                    self.policy.on_backlog_discarded(client_id(*token), at);
                 }
             }
         }
@@ -696,11 +675,11 @@ impl Master {
                 removed.push(*token);
             }
         }
+        let mut gone = Vec::with_capacity(removed.len());
         for token in removed {
             if let Some(mut client) = self.clients.remove(&token) {
+                gone.push(client_id(token));
                 let _ = self.poll.registry().deregister(&mut client.stream);
-                self.timers.cancel(Timer::Handshake(token));
-                self.timers.cancel(Timer::SlowClient(token));
                 if client.role == Some(Role::Query) || client.role.is_none() {
                     debug!(client = token.0, reason = ?client.gone, "query client left");
                 } else {
@@ -719,20 +698,12 @@ impl Master {
                         "client left"
                     );
                 }
-                if self.latest == Some(token) {
-                    self.latest = None;
-                    let next = self
-                        .clients
-                        .iter()
-                        .filter(|(_, c)| c.role == Some(Role::Controller) && c.alive())
-                        .max_by_key(|(_, c)| c.last_active)
-                        .map(|(t, _)| *t);
-                    if let Some(next) = next {
-                        self.touch_controller(next, now);
-                    }
-                }
             }
         }
+        if !gone.is_empty() {
+            self.policy.on_closed(&gone);
+        }
+        self.carry(now, None);
     }
 
     fn keyframe_frames(&self) -> Vec<Rc<[u8]>> {
@@ -758,7 +729,8 @@ impl Master {
                 SIGCHLD => self.reap(),
                 SIGTERM | SIGINT => {
                     info!(signal, "asked to stop; terminating the session");
-                    self.signal_child(libc::SIGTERM, STOP_GRACE, now);
+                    self.policy.on_stop_requested(now);
+                    self.carry(now, None);
                 }
                 SIGHUP => debug!("ignoring SIGHUP"),
                 _ => {}
@@ -766,12 +738,11 @@ impl Master {
         }
     }
 
-    fn signal_child(&mut self, signal: i32, grace: Duration, now: Instant) {
-        if self.child_status.is_some() {
-            return;
-        }
+    /// Signal the session's process group and, for a kill (`helpers`), the session's processes
+    /// that left it.
+    fn signal_session(&mut self, signal: i32, helpers: bool) {
         let name = crate::signals::name(signal);
-        info!(signal = %name, grace_ms = grace.as_millis() as u64, "signalling the session's process group");
+        info!(signal = %name, helpers, "signalling the session's process group");
         // Raw, because nix's `Signal` knows only 1..=31 and the wire allows every Linux signal
         // up to 64, real-time ones included.
         // SAFETY: killpg takes two integers and touches no memory of ours.
@@ -781,7 +752,7 @@ impl Master {
                 warn!("killpg failed: {e}");
             }
         }
-        if grace.is_zero() {
+        if !helpers {
             return;
         }
         // A kill ends the whole session: helpers that left the process group (their own group,
@@ -795,10 +766,18 @@ impl Master {
                 unsafe { libc::kill(helper.pid as libc::pid_t, signal) };
             }
         }
-        if !self.kill_requested {
-            self.kill_requested = true;
-            self.escalation_armed = true;
-            self.timers.arm(now + grace, Timer::Escalate);
+    }
+
+    /// A kill's grace period ran out: SIGKILL the process group if the child still runs
+    /// (`group`), and every helper of the session that is left.
+    fn kill_session(&mut self, group: bool) {
+        if group {
+            warn!("the session outlived its grace period; sending SIGKILL");
+            let _ = killpg(self.child(), Signal::SIGKILL);
+        }
+        for helper in self.helpers() {
+            warn!(pid = helper.pid, command = %helper.command, "a helper outlived the grace period; sending SIGKILL");
+            let _ = nix::sys::signal::kill(Pid::from_raw(helper.pid as i32), Signal::SIGKILL);
         }
     }
 
@@ -820,23 +799,15 @@ impl Master {
     /// grace period ran out and they were sent SIGKILL: if it left earlier, they would be
     /// re-parented past it and nobody would escalate.
     fn awaiting_helpers(&self) -> bool {
-        self.subreaper && self.escalation_armed && self.child_status.is_some() && !self.helpers().is_empty()
+        self.subreaper && self.policy.escalation_pending() && self.child_status.is_some() && !self.helpers().is_empty()
     }
 
     fn fire_timers(&mut self, now: Instant) {
         while let Some(timer) = self.timers.pop_due(now) {
             match timer {
-                Timer::Escalate => {
-                    self.escalation_armed = false;
-                    if self.child_status.is_none() {
-                        warn!("the session outlived its grace period; sending SIGKILL");
-                        self.escalated = true;
-                        let _ = killpg(self.child(), Signal::SIGKILL);
-                    }
-                    for helper in self.helpers() {
-                        warn!(pid = helper.pid, command = %helper.command, "a helper outlived the grace period; sending SIGKILL");
-                        let _ = nix::sys::signal::kill(Pid::from_raw(helper.pid as i32), Signal::SIGKILL);
-                    }
+                Timer::Policy(timer) => {
+                    self.policy.on_timer(timer, now);
+                    self.carry(now, None);
                 }
                 Timer::TitleFlush => self.flush_title(now),
                 Timer::NoiseFlush => self.flush_noise(now),
@@ -846,32 +817,6 @@ impl Master {
                 Timer::ReadyCheck => {
                     if !self.output_active {
                         self.state_quiet(now);
-                    }
-                }
-                Timer::Handshake(token) => {
-                    let Some(client) = self.clients.get_mut(&token) else { continue };
-                    if client.role.is_none() && client.closing.is_none() && client.alive() {
-                        let reason = format!("no HELLO within {} s of connecting", HANDSHAKE_DEADLINE.as_secs());
-                        warn!(client = token.0, "{reason}");
-                        client.close_with(Frame::error(ErrorCode::BadHello, reason.clone()), reason);
-                    }
-                }
-                Timer::SlowClient(token) => {
-                    let Some(client) = self.clients.get_mut(&token) else { continue };
-                    match client.behind_since {
-                        Some(since) if now.duration_since(since) >= SLOW_CLIENT_DEADLINE => {
-                            let reason = format!(
-                                "disconnected: stayed behind the output stream for more than {} s",
-                                SLOW_CLIENT_DEADLINE.as_secs()
-                            );
-                            warn!(client = token.0, "{reason}");
-                            client.out.discard_backlog();
-                            client.close_with(Frame::error(ErrorCode::TooSlow, reason.clone()), reason);
-                            // It is not reading; do not wait for the error frame to drain.
-                            client.gone = Some(Gone::Closed("too slow".into()));
-                        }
-                        Some(since) => self.timers.arm(since + SLOW_CLIENT_DEADLINE, Timer::SlowClient(token)),
-                        None => {}
                     }
                 }
             }
@@ -924,7 +869,7 @@ impl Master {
     }
 
     fn on_child_exit(&mut self, status: ExitStatus) {
-        info!(status = %crate::signals::describe_exit(status), escalated = self.escalated, "child exited");
+        info!(status = %crate::signals::describe_exit(status), escalated = self.policy.escalated(), "child exited");
         self.child_status = Some(status);
         let now = Instant::now();
         // Whatever the child wrote before it died is still in the PTY; deliver it first.
@@ -938,7 +883,7 @@ impl Master {
         let record = ExitRecord {
             generation: self.meta.generation,
             status,
-            escalated: self.escalated,
+            escalated: self.policy.escalated(),
             exited_at_ms: crate::clock::now_ms(),
             cols: Some(self.screen.size().0),
             rows: Some(self.screen.size().1),
@@ -966,28 +911,10 @@ impl Master {
         };
         let changes = self.authority.on_exit(&crate::signals::describe_exit(status), now, crate::clock::now_ms());
         self.announce(changes);
-        self.emit(EventBody::Exit { code, signal, escalated: self.escalated });
-        let frames =
-            self.clients.values().any(|c| c.needs_keyframe && c.streams_output()).then(|| self.keyframe_frames());
-        let exit = Frame::Exit { status, escalated: self.escalated };
-        for client in self.clients.values_mut() {
-            if client.role.is_none() {
-                // No WELCOME yet, and no HELLO will be read now: a client's first frame is
-                // WELCOME or ERROR, never EXIT.
-                client.close_with(Frame::error(ErrorCode::Exiting, "the session has exited"), "exited".into());
-                continue;
-            }
-            if let Some(frames) = &frames
-                && client.needs_keyframe
-                && client.streams_output()
-            {
-                client.push_keyframe(frames);
-            }
-            client.push_control(&exit);
-            if client.closing.is_none() {
-                client.closing = Some("the session exited".into());
-            }
-        }
+        self.emit(EventBody::Exit { code, signal, escalated: self.policy.escalated() });
+        // EXIT (after a pending keyframe) to welcomed clients, EXITING to the others.
+        self.policy.on_child_exited(now);
+        self.carry(now, None);
         if let Some(mut listener) = self.listener.take() {
             let _ = self.poll.registry().deregister(&mut listener);
         }
@@ -995,7 +922,23 @@ impl Master {
             warn!("{e:#}");
         }
         drop(self.exit_reserve.take());
-        self.exiting = Some(now + EXIT_FLUSH_DEADLINE);
+    }
+}
+
+/// The session policy's name for the client behind a poll token (tokens are never reused).
+fn client_id(token: Token) -> ClientId {
+    ClientId(token.0 as u64)
+}
+
+fn token_of(client: ClientId) -> Token {
+    Token(client.0 as usize)
+}
+
+/// An ERROR frame's message, as the reason a client is closed for.
+fn error_message(frame: &Frame) -> String {
+    match frame {
+        Frame::Error { message, .. } => message.clone(),
+        other => other.kind().name().to_string(),
     }
 }
 
@@ -1018,6 +961,7 @@ mod tests {
 
     use super::*;
     use crate::wire::FrameDecoder;
+    use desk_core::session::{HANDSHAKE_DEADLINE, MAX_CLIENTS, SLOW_CLIENT_DEADLINE};
     use std::os::unix::net::UnixStream as PeerStream;
 
     struct Rig {
@@ -1070,8 +1014,9 @@ mod tests {
             theirs.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
             let token = Token(self.master.next_client);
             self.master.next_client += 1;
-            let mut client = Client::new(mio::net::UnixStream::from_std(ours), None, Instant::now());
+            let mut client = Client::new(mio::net::UnixStream::from_std(ours), None);
             client.writable = true;
+            self.master.policy.on_connect(client_id(token), Instant::now()).expect("room for a client");
             self.master.admit(token, client, Instant::now());
             (token, theirs)
         }
@@ -1132,6 +1077,50 @@ mod tests {
         let (_, closed) = received(&mut talker_peer);
         assert!(!closed);
         assert!(rig.master.clients.contains_key(&talker));
+    }
+
+    /// The slow-client rule is the session policy's (unit-tested in desk-core); this pins that
+    /// the loop wires it: a real socket that stops reading falls behind, is reported, and is
+    /// evicted when the policy's timer fires at the deadline, while one that drains meanwhile
+    /// stays. The clock is shifted by hand; nothing sleeps.
+    #[test]
+    fn a_viewer_that_stops_reading_is_evicted_at_the_slow_client_deadline_and_one_that_drains_stays() {
+        let mut rig = rig(0);
+        let t0 = Instant::now();
+        let (stalled, mut stalled_peer) = rig.connect();
+        let (drains, mut drains_peer) = rig.connect();
+        drains_peer.set_nonblocking(true).unwrap();
+        rig.send(stalled, hello(Role::Viewer));
+        rig.send(drains, hello(Role::Viewer));
+        let chunk = b"a line of output to keep the stream going\r\n".repeat(1500);
+        let behind = |m: &Master, t: Token| m.clients[&t].behind_since.is_some();
+        let mut pushed = 0;
+        while !behind(&rig.master, stalled) || !behind(&rig.master, drains) {
+            assert!(pushed < 1000, "nobody fell behind after {pushed} chunks");
+            rig.master.on_output(&chunk, t0);
+            pushed += 1;
+        }
+        rig.master.settle(t0);
+        // One of them reads everything now, and so catches up.
+        while !rig.master.clients[&drains].out.is_empty() {
+            received(&mut drains_peer);
+            rig.master.client_writable(drains);
+        }
+        rig.master.settle(t0);
+
+        rig.master.fire_timers(t0 + SLOW_CLIENT_DEADLINE - Duration::from_millis(1));
+        rig.master.settle(t0 + SLOW_CLIENT_DEADLINE - Duration::from_millis(1));
+        assert!(rig.master.clients.contains_key(&stalled), "evicted before the deadline");
+        rig.master.fire_timers(t0 + SLOW_CLIENT_DEADLINE);
+        rig.master.settle(t0 + SLOW_CLIENT_DEADLINE);
+        assert!(!rig.master.clients.contains_key(&stalled), "still connected at the deadline");
+        assert!(rig.master.clients.contains_key(&drains), "the client that caught up was evicted");
+        let (frames, closed) = received(&mut stalled_peer);
+        assert!(closed, "the stalled client's connection is closed");
+        // The reason is sent best-effort (behind a full socket buffer it rarely fits).
+        for code in frames.iter().filter_map(error_code) {
+            assert_eq!(code, ErrorCode::TooSlow);
+        }
     }
 
     #[test]

@@ -15,8 +15,9 @@ mod queue;
 mod state;
 mod timers;
 
-pub use client::{CLIENT_QUEUE_LIMIT, MAX_CLIENTS};
-pub use event_loop::{INPUT_QUEUE_LIMIT, SLOW_CLIENT_DEADLINE};
+pub use client::CLIENT_QUEUE_LIMIT;
+pub use desk_core::session::{HANDSHAKE_DEADLINE, MAX_CLIENTS, SLOW_CLIENT_DEADLINE};
+pub use event_loop::INPUT_QUEUE_LIMIT;
 pub use queue::{Flush, InputFull, InputQueue, OutQueue};
 
 use anyhow::{Context, Result, bail};

@@ -5,19 +5,16 @@
 //! fires at most once; a client's timers are cancelled when it leaves or no longer needs them,
 //! so a connection that came and went never wakes an idle master later.
 
-use mio::Token;
+use desk_core::session::Timer as PolicyTimer;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::Instant;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Timer {
-    /// A kill request's grace period ended: SIGKILL the session if the child still runs.
-    Escalate,
-    /// This client's handshake deadline: close it if it has not said HELLO.
-    Handshake(Token),
-    /// Check whether this client is still behind the output stream.
-    SlowClient(Token),
+    /// One the session policy armed (handshakes, slow clients, kill escalation, exit flush):
+    /// reported back to it when due.
+    Policy(PolicyTimer),
     /// Journal the latest title held back by the title rate limit.
     TitleFlush,
     /// Emit the bells, notifications, mode changes and resizes held back by the noise limit.
@@ -64,18 +61,22 @@ impl Timers {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use desk_core::session::ClientId;
     use std::time::Duration;
 
     #[test]
     fn timers_fire_in_deadline_order_and_only_when_due() {
         let t0 = Instant::now();
         let mut timers = Timers::default();
-        timers.arm(t0 + Duration::from_secs(2), Timer::Escalate);
-        timers.arm(t0 + Duration::from_secs(1), Timer::SlowClient(Token(20)));
+        timers.arm(t0 + Duration::from_secs(2), Timer::Policy(PolicyTimer::Escalate));
+        timers.arm(t0 + Duration::from_secs(1), Timer::Policy(PolicyTimer::SlowClient(ClientId(20))));
         assert_eq!(timers.next_deadline(), Some(t0 + Duration::from_secs(1)));
         assert_eq!(timers.pop_due(t0), None);
-        assert_eq!(timers.pop_due(t0 + Duration::from_secs(5)), Some(Timer::SlowClient(Token(20))));
-        assert_eq!(timers.pop_due(t0 + Duration::from_secs(5)), Some(Timer::Escalate));
+        assert_eq!(
+            timers.pop_due(t0 + Duration::from_secs(5)),
+            Some(Timer::Policy(PolicyTimer::SlowClient(ClientId(20))))
+        );
+        assert_eq!(timers.pop_due(t0 + Duration::from_secs(5)), Some(Timer::Policy(PolicyTimer::Escalate)));
         assert_eq!(timers.pop_due(t0 + Duration::from_secs(5)), None);
     }
 
@@ -83,11 +84,11 @@ mod tests {
     fn a_cancelled_timer_never_fires_and_leaves_no_deadline() {
         let t0 = Instant::now();
         let mut timers = Timers::default();
-        timers.arm(t0 + Duration::from_secs(10), Timer::Handshake(Token(7)));
-        timers.arm(t0 + Duration::from_secs(20), Timer::Handshake(Token(8)));
-        timers.cancel(Timer::Handshake(Token(7)));
+        timers.arm(t0 + Duration::from_secs(10), Timer::Policy(PolicyTimer::Handshake(ClientId(7))));
+        timers.arm(t0 + Duration::from_secs(20), Timer::Policy(PolicyTimer::Handshake(ClientId(8))));
+        timers.cancel(Timer::Policy(PolicyTimer::Handshake(ClientId(7))));
         assert_eq!(timers.next_deadline(), Some(t0 + Duration::from_secs(20)));
-        timers.cancel(Timer::Handshake(Token(8)));
+        timers.cancel(Timer::Policy(PolicyTimer::Handshake(ClientId(8))));
         assert_eq!(timers.next_deadline(), None);
     }
 }
