@@ -53,6 +53,44 @@ pub struct ExitRecord {
     pub rows: Option<u16>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
+    /// The screen as the child left it, one string per row, blank rows at the bottom dropped
+    /// (absent in records of older masters, and when the disk was full at exit), so an exited
+    /// session's last words stay readable (`desk peek`, `desk attach`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_screen: Option<Vec<String>>,
+}
+
+impl ExitRecord {
+    /// The line that heads an exited session's last screen: how and when it ended.
+    pub fn headline(&self, name: &str, now_ms: u64) -> String {
+        let when = desk_core::time::iso8601(self.exited_at_ms);
+        let ago = now_ms.saturating_sub(self.exited_at_ms) / 1000;
+        format!(
+            "[desk: session {name} {} at {} UTC ({ago}s ago); its last screen:]",
+            crate::signals::describe_exit(self.status),
+            &when[..19].replace('T', " ")
+        )
+    }
+}
+
+/// 256 KiB: the most of a last screen an exit record keeps (a 500-column, 200-row screen of
+/// wide characters is larger; its top rows go first). Far below [`MAX_RECORD`].
+pub const LAST_SCREEN_CAP: usize = 256 * 1024;
+
+/// The rows to keep as a last screen: trailing blank rows dropped, then top rows dropped until
+/// the text fits [`LAST_SCREEN_CAP`].
+pub fn last_screen(mut rows: Vec<String>) -> Vec<String> {
+    while rows.last().is_some_and(|r| r.trim().is_empty()) {
+        rows.pop();
+    }
+    let mut total: usize = rows.iter().map(|r| r.len() + 1).sum();
+    let mut skip = 0;
+    while total > LAST_SCREEN_CAP && skip < rows.len() {
+        total -= rows[skip].len() + 1;
+        skip += 1;
+    }
+    rows.drain(..skip);
+    rows
 }
 
 /// 1 MiB: a session record is a few hundred bytes (a long command line makes it a few KiB); a
@@ -225,6 +263,17 @@ pub fn clean_stale(paths: &Paths, name: &SessionName, lock: &NameLock) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_last_screen_drops_blank_bottom_rows_and_its_top_when_too_large() {
+        let rows = vec!["top".to_string(), "error: disk full".to_string(), String::new(), "  ".to_string()];
+        assert_eq!(last_screen(rows), vec!["top".to_string(), "error: disk full".to_string()]);
+        let wide = "x".repeat(LAST_SCREEN_CAP / 2);
+        let kept = last_screen(vec!["first".into(), wide.clone(), wide.clone(), "last".into()]);
+        assert_eq!(kept.last().map(String::as_str), Some("last"));
+        assert!(kept.iter().map(|r| r.len() + 1).sum::<usize>() <= LAST_SCREEN_CAP);
+        assert!(!kept.contains(&"first".to_string()));
+    }
 
     #[test]
     fn an_oversized_record_is_refused_not_read_whole() {

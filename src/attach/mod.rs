@@ -56,11 +56,24 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
     let paths = Paths::from_env()?;
     paths.ensure_runtime()?;
     let files = paths.session(&opts.name);
-    let stream = match session::probe(&files)? {
+    let stream = match session::probe_settled(&files)? {
         Probe::Live(stream) => stream,
         Probe::Absent | Probe::Stale => {
             if let Some(exit) = session::read_exit(&files)? {
-                bail!("session {} {}; nothing to attach to", opts.name, crate::signals::describe_exit(exit.status));
+                let Some(rows) = &exit.last_screen else {
+                    bail!("session {} {}; nothing to attach to", opts.name, crate::signals::describe_exit(exit.status));
+                };
+                // Nothing to attach to, but the last screen is the answer to "what happened".
+                println!("{}", exit.headline(opts.name.as_str(), crate::clock::now_ms()));
+                for row in rows {
+                    println!("{row}");
+                }
+                eprintln!(
+                    "desk: session {} {}; nothing to attach to",
+                    opts.name,
+                    crate::signals::describe_exit(exit.status)
+                );
+                return Ok(exit.status.shell_code());
             }
             bail!("no running session named {}", opts.name);
         }

@@ -509,7 +509,14 @@ fn connect(paths: &Paths, name: &SessionName) -> Result<Connection> {
 
 pub fn peek(name: &SessionName, json: bool) -> Result<i32> {
     let paths = paths()?;
-    let mut conn = connect(&paths, name)?;
+    let files = paths.session(name);
+    let mut conn = match session::probe_settled(&files)? {
+        Probe::Live(stream) => Connection::open(stream, Role::Query, 0, 0)?,
+        Probe::Absent | Probe::Stale => match session::read_exit(&files)? {
+            Some(exit) => return peek_exited(name, &exit, json),
+            None => return Err(failure(1, format!("no running session named {name}"))),
+        },
+    };
     conn.send(&Frame::SnapshotRequest)?;
     let snapshot = loop {
         match conn.recv()? {
@@ -527,6 +534,28 @@ pub fn peek(name: &SessionName, json: bool) -> Result<i32> {
         }
         for line in lines {
             println!("{line}");
+        }
+    }
+    Ok(0)
+}
+
+/// `desk peek` on an exited session: the screen its child left, under a line saying how it
+/// ended (JSON: the exit record, whose `last_screen` holds the rows).
+fn peek_exited(name: &SessionName, exit: &ExitRecord, json: bool) -> Result<i32> {
+    let Some(rows) = &exit.last_screen else {
+        return Err(failure(
+            1,
+            format!("session {name} {}; its last screen was not recorded", crate::signals::describe_exit(exit.status)),
+        ));
+    };
+    if json {
+        let mut value = serde_json::to_value(exit)?;
+        value["name"] = name.as_str().into();
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        println!("{}", exit.headline(name.as_str(), crate::clock::now_ms()));
+        for row in rows {
+            println!("{row}");
         }
     }
     Ok(0)

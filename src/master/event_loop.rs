@@ -888,12 +888,15 @@ impl Master {
             cols: Some(self.screen.size().0),
             rows: Some(self.screen.size().1),
             title: Some(self.screen.title().to_string()),
+            last_screen: Some(session::last_screen(self.screen.text_rows())),
         };
         match session::write_exit(&self.files, &record) {
             // The unused reserve is removed once the socket is gone, not in between.
             Ok(()) => {}
             Err(e) => {
-                // A full disk: the reserved room takes it.
+                // A full disk: the reserved room takes it, without the last screen (the
+                // reserve is sized for the record alone).
+                let record = ExitRecord { last_screen: None, ..record };
                 let reserved = match (self.exit_reserve.take(), serde_json::to_vec_pretty(&record)) {
                     (Some(reserve), Ok(bytes)) => reserve.commit(&bytes),
                     (None, _) => Err(anyhow::anyhow!("no room was reserved")),

@@ -372,3 +372,25 @@ fn an_exited_session_is_listed_with_its_last_size_and_title() {
     assert_eq!((s["status"].as_str(), s["cols"].as_u64(), s["rows"].as_u64()), (Some("exited"), Some(90), Some(30)));
     assert_eq!(s["title"], "final words");
 }
+
+#[test]
+fn an_exited_session_keeps_its_last_screen_for_peek_and_attach() {
+    let home = Home::new();
+    home.new_sh("s", "printf 'starting\\n'; echo 'error: disk full'; exit 3");
+    home.wait_exit("s");
+    let out = home.ok(&["peek", "s"]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("[desk: session s exited with code 3 at "), "{out}");
+    assert_eq!(&lines[1..], ["starting", "error: disk full"], "{out}");
+    let json: serde_json::Value = serde_json::from_str(&home.ok(&["peek", "s", "--json"])).unwrap();
+    assert_eq!(json["name"], "s");
+    assert_eq!(json["last_screen"], serde_json::json!(["starting", "error: disk full"]));
+    assert_eq!(json["status"]["code"], 3, "{json}");
+
+    // attach prints the same, says how it ended and exits with the session's code.
+    let out = home.desk(&["attach", "s"]);
+    assert_eq!(out.status.code(), Some(3));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.lines().any(|l| l == "error: disk full"), "{stdout}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("session s exited with code 3; nothing to attach to"));
+}
