@@ -282,7 +282,33 @@ impl Client {
             self.emit("\x1b[X\x1b8");
             self.pen = slot.pen;
             self.pos = Some((slot.pos.row, self.cols));
+            if wrap_is_drawn(grid, row) {
+                self.rewrap(grid, row, slot);
+            }
         }
+    }
+
+    /// The erase in [`Client::enter_saved_state`] (ECH) also cleared the wrap flag of a row whose
+    /// wrap the keyframe had made by printing the next row's wide first character from the empty
+    /// last column. Make it again the same way, between a save and a restore of the cursor, so
+    /// the state the caller saves next is still `slot`'s.
+    fn rewrap(&mut self, grid: &Grid, row: usize, slot: &SavedCursor) {
+        let Some(next) = grid.row(row + 1) else { return };
+        let first = next.cells().first().copied().unwrap_or(Cell::BLANK);
+        self.emit("\x1b7");
+        self.drawing_state();
+        self.pos = None;
+        let cols = self.cols;
+        let _ = write!(self, "\x1b[{};{}H", row + 1, cols);
+        self.put_cell(next, row + 1, 0, &first);
+        self.emit("\x1b8");
+        // DECRC put back everything DECSC saved: the client is in `slot`'s state again.
+        self.origin = slot.origin;
+        self.autowrap = slot.autowrap;
+        self.charsets = slot.charsets;
+        self.gl = slot.gl;
+        self.pen = slot.pen;
+        self.pos = Some((slot.pos.row, self.cols));
     }
 
     /// Makes the client's "last printed character" (used by REP) match the model's: print
@@ -498,4 +524,27 @@ pub fn render(term: &Term) -> Vec<u8> {
         let _ = write!(client, "\x1b]2;{}\x07", term.title);
     }
     client.out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Screen;
+
+    /// A wide character that wrapped early from an empty last column marks its row wrapped; a
+    /// DECSC slot holding a pending wrap on that same row made the keyframe erase that column
+    /// with ECH, which cleared the flag again, so a copy rendered the row unwrapped (found by
+    /// `screen::props::the_model_reads_its_own_keyframe_back_to_the_same_state`).
+    #[test]
+    fn a_saved_pending_wrap_on_a_row_wrapped_by_a_wide_character_keeps_the_wrap() {
+        let stream = "\x1b[40maaaa  a\x1b[49m\x1b[4Ca a,aA?(a\x1b7\x1b[6;20H中文\x1b8中文";
+        let mut original = Screen::new(20, 6);
+        original.process(stream.as_bytes());
+        assert!(original.row_wrapped(0), "the wide character wrapped row 0");
+        let keyframe = original.render_keyframe();
+        let mut copy = Screen::new(20, 6);
+        copy.process(&keyframe);
+        assert!(copy.row_wrapped(0), "the keyframe kept row 0 wrapped");
+        assert_eq!(copy.snapshot(), original.snapshot());
+        assert_eq!(String::from_utf8_lossy(&copy.render_keyframe()), String::from_utf8_lossy(&keyframe));
+    }
 }
