@@ -42,6 +42,7 @@ use crate::delivery::store::{self, IngestError, Pause, Store};
 use crate::paths::{Paths, SessionName};
 use crate::state::RuleSet;
 use control::{Request, Response};
+use desk_core::provider::Provider;
 use masters::MasterConn;
 
 const LISTENER: Token = Token(0);
@@ -215,7 +216,7 @@ struct Daemon {
     by_session: HashMap<String, Token>,
     next_token: usize,
     timers: BinaryHeap<Reverse<(Instant, TimerKey)>>,
-    rules: HashMap<String, Rc<RuleSet>>,
+    rules: HashMap<Provider, Rc<RuleSet>>,
     inbox: VecDeque<Input>,
     next_sweep: Instant,
     stopping: bool,
@@ -1065,10 +1066,12 @@ impl Daemon {
     }
 }
 
-/// A provider's rules, loaded once (the config directory's table, or the built-in one).
-fn load_rules(cache: &mut HashMap<String, Rc<RuleSet>>, config: &std::path::Path, provider: &str) -> Rc<RuleSet> {
+/// A provider's rules, loaded once (the config directory's table, or the built-in one). A
+/// provider name desk does not know (a master of another version) gets the shell's rules.
+fn load_rules(cache: &mut HashMap<Provider, Rc<RuleSet>>, config: &std::path::Path, provider: &str) -> Rc<RuleSet> {
+    let provider = Provider::or_shell(provider);
     cache
-        .entry(provider.to_string())
+        .entry(provider)
         .or_insert_with(|| {
             Rc::new(crate::rules::load(provider, config).unwrap_or_else(|e| {
                 warn!("{e:#}; using the built-in rules for {provider}");

@@ -1,6 +1,7 @@
 //! desk-core: desk's decisions, with no I/O.
 //!
-//! Owns the state authority ([`state`]: what a session's agent is doing and why, from hooks,
+//! Owns the provider profiles ([`provider`]: every agent desk knows and what it knows about
+//! each), the state authority ([`state`]: what a session's agent is doing and why, from hooks,
 //! provider rules over title, screen and notifications, and the process), hook interpretation
 //! ([`state::hooks`]), the provider rule tables ([`state::rules`]) and the delivery engine
 //! ([`delivery`]: a prompt delivered exactly once or visibly stuck). Every entry point takes the
@@ -9,5 +10,6 @@
 //! no file or socket access): its Cargo.toml is the boundary.
 
 pub mod delivery;
+pub mod provider;
 pub mod state;
 pub mod time;

@@ -8,6 +8,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::provider::Provider;
+
 pub use desk_wire::prompt::{PromptSig, SIG_EDGE_CHARS};
 
 /// Detail strings (a prompt's first line, a tool name, a notification) are cut to this many
@@ -45,7 +47,7 @@ pub enum Fact {
 /// A hook invocation, interpreted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HookFact {
-    pub provider: String,
+    pub provider: Provider,
     /// The hook's own name for what happened (`UserPromptSubmit`, `agent-turn-complete`, ...).
     pub event: String,
     pub fact: Fact,
@@ -69,20 +71,16 @@ fn str_field<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
 }
 
 /// Interpret a hook payload from `provider`.
-pub fn interpret(provider: &str, payload: &Value) -> HookFact {
+pub fn interpret(provider: Provider, payload: &Value) -> HookFact {
     let (event, fact, detail) = match provider {
-        "codex" => codex(payload),
-        "opencode" => opencode(payload),
-        _ => claude_style(payload),
+        Provider::Codex => codex(payload),
+        Provider::OpenCode => opencode(payload),
+        // The demo agent sends Claude's hook input; a shell has no hooks of its own, and a
+        // hook sent for it is read the same way.
+        Provider::Claude | Provider::Demo | Provider::Shell => claude_style(payload),
     };
     let prompt = (event == "UserPromptSubmit").then(|| detail.as_deref().map(PromptSig::of)).flatten();
-    HookFact {
-        provider: provider.to_string(),
-        event,
-        fact,
-        detail: detail.map(|d| cut(&d)).filter(|d| !d.is_empty()),
-        prompt,
-    }
+    HookFact { provider, event, fact, detail: detail.map(|d| cut(&d)).filter(|d| !d.is_empty()), prompt }
 }
 
 /// Claude Code's hook input (also what the demo agent sends): `hook_event_name` and friends.
@@ -166,7 +164,7 @@ mod tests {
 
     #[test]
     fn claude_events_map_to_facts() {
-        let f = |v: Value| interpret("claude", &v).fact;
+        let f = |v: Value| interpret(Provider::Claude, &v).fact;
         assert_eq!(f(json!({"hook_event_name": "UserPromptSubmit", "prompt": "fix it"})), Fact::Working);
         assert_eq!(f(json!({"hook_event_name": "Stop"})), Fact::Idle);
         assert_eq!(f(json!({"hook_event_name": "SessionStart", "source": "startup"})), Fact::SessionStart);
@@ -192,8 +190,10 @@ mod tests {
     #[test]
     fn details_are_one_bounded_line() {
         let long = "x".repeat(500);
-        let fact =
-            interpret("claude", &json!({"hook_event_name": "UserPromptSubmit", "prompt": format!("\n{long}\nsecond")}));
+        let fact = interpret(
+            Provider::Claude,
+            &json!({"hook_event_name": "UserPromptSubmit", "prompt": format!("\n{long}\nsecond")}),
+        );
         let detail = fact.detail.unwrap();
         assert_eq!(detail.chars().count(), DETAIL_CAP);
         assert!(detail.ends_with('…'));
@@ -201,14 +201,18 @@ mod tests {
 
     #[test]
     fn codex_and_opencode_payloads() {
-        assert_eq!(interpret("codex", &json!({"type": "agent-turn-complete"})).fact, Fact::Idle);
-        assert_eq!(interpret("codex", &json!({"hook_event_name": "UserPromptSubmit"})).fact, Fact::Working);
+        assert_eq!(interpret(Provider::Codex, &json!({"type": "agent-turn-complete"})).fact, Fact::Idle);
+        assert_eq!(interpret(Provider::Codex, &json!({"hook_event_name": "UserPromptSubmit"})).fact, Fact::Working);
         assert_eq!(
-            interpret("opencode", &json!({"type": "session.status", "properties": {"status": {"type": "busy"}}})).fact,
+            interpret(
+                Provider::OpenCode,
+                &json!({"type": "session.status", "properties": {"status": {"type": "busy"}}})
+            )
+            .fact,
             Fact::Working
         );
         assert_eq!(
-            interpret("opencode", &json!({"type": "permission.asked"})).fact,
+            interpret(Provider::OpenCode, &json!({"type": "permission.asked"})).fact,
             Fact::Blocked { wait: "approval".into() }
         );
     }

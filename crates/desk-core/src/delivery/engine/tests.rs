@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::delivery::item::{Item, ItemId, State, StuckClass, When};
+use crate::provider::Provider;
 use std::collections::BinaryHeap;
 
 /// A small agent: an input box, a transcript, bracketed paste, placeholders for big pastes,
@@ -166,7 +167,7 @@ impl World {
             t0: Instant::now(),
             ms: 0,
             generation: 1,
-            rules: Rc::new(RuleSet::builtin("demo")),
+            rules: Rc::new(RuleSet::builtin(Provider::Demo)),
             replies: Vec::new(),
             done: 0,
             crash_after: None,
@@ -494,7 +495,7 @@ fn without_input_borders_the_line_changing_after_enter_is_the_evidence() {
     // A shell-like session: no input-area borders, and what was typed stays visible in the
     // bottom rows after it was submitted (the transcript echoes it).
     let mut w = World::new();
-    w.rules = Rc::new(RuleSet::builtin("shell"));
+    w.rules = Rc::new(RuleSet::builtin(Provider::Shell));
     w.agent.canonical = true;
     let view = w.view();
     w.feed(Input::Session(view));
@@ -704,7 +705,7 @@ fn a_crash_between_any_two_actions_never_loses_or_duplicates_a_prompt() {
 fn a_provider_that_steers_mid_turn_gets_prompts_only_between_turns() {
     // Codex takes a prompt typed mid-turn as an interruption of the running turn.
     let mut w = started();
-    w.rules = Rc::new(RuleSet::builtin("codex"));
+    w.rules = Rc::new(RuleSet::builtin(Provider::Codex));
     w.agent.codex_style = true;
     assert!(w.rules.delivery.hold_while_working);
     w.activity = Activity::Working;
@@ -726,7 +727,7 @@ fn without_borders_a_cursor_that_moved_is_no_evidence_while_the_text_stays_in_a_
     // Codex: no input borders, raw mode. Its composer takes the Enter as a newline (or a popup
     // takes it): the text stays in the box, only the cursor moved to a new row.
     let mut w = World::new();
-    w.rules = Rc::new(RuleSet::builtin("codex"));
+    w.rules = Rc::new(RuleSet::builtin(Provider::Codex));
     w.agent.codex_style = true;
     let view = w.view();
     w.feed(Input::Session(view));
@@ -972,7 +973,7 @@ fn a_hook_reporting_the_prompt_glued_to_other_text_is_merged_not_delivered() {
 #[test]
 fn a_program_not_reading_a_line_is_never_typed_into() {
     let mut w = World::new();
-    w.rules = Rc::new(RuleSet::builtin("shell"));
+    w.rules = Rc::new(RuleSet::builtin(Provider::Shell));
     let view = w.view();
     w.feed(Input::Session(view));
     w.agent.canonical = false; // vim, less, a full-screen program
@@ -1039,7 +1040,7 @@ fn text_typed_beside_the_paste_before_the_enter_is_merged_and_no_enter_is_presse
 #[test]
 fn a_paste_into_a_program_that_left_line_input_is_unobservable_not_missing() {
     let mut w = World::new();
-    w.rules = Rc::new(RuleSet::builtin("shell"));
+    w.rules = Rc::new(RuleSet::builtin(Provider::Shell));
     w.agent.canonical = true;
     let view = w.view();
     w.feed(Input::Session(view));
