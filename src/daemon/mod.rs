@@ -509,8 +509,8 @@ impl Daemon {
                         result: Err(format!("session {session} is not connected")),
                     }),
                 },
-                Action::Write { token, session, generation, bytes } => {
-                    let enter = bytes == b"\r";
+                Action::Write { token, session, generation, kind, bytes } => {
+                    let enter = kind == engine::WriteKind::Enter;
                     store::failpoint(if enter { "before-submit" } else { "before-paste" });
                     match self.master_for(&session, generation) {
                         Some(conn) => {

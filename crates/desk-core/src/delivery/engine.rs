@@ -25,11 +25,13 @@ use std::time::{Duration, Instant};
 use super::item::{Item, ItemId, State, StuckClass, When};
 use super::settings::DeliverySettings;
 use super::text::{self, Fingerprint, Presence};
-use crate::state::hooks::PromptSig;
+use crate::state::hooks::{HookEvent, PromptSig};
 use crate::state::{Activity, Lifecycle, RuleSet};
 
 mod io;
-pub use io::{Action, Command, Hold, Input, ScreenView, SessionView, TimerKey, TimerKind, Token, WriteError};
+pub use io::{
+    Action, Command, Hold, Input, ScreenView, SessionView, TimerKey, TimerKind, Token, WriteError, WriteKind,
+};
 
 /// While a controller has typed within the last 2 s, delivery waits: a paste must not land in
 /// the middle of what a person is typing.
@@ -510,7 +512,7 @@ impl Engine {
         &mut self,
         session: &str,
         generation: u32,
-        event: &str,
+        event: &HookEvent,
         prompt: Option<PromptSig>,
         at_ms: u64,
         now: Instant,
@@ -521,7 +523,7 @@ impl Engine {
         if q.live.as_ref().is_some_and(|l| l.generation != generation) {
             return;
         }
-        if event != "UserPromptSubmit" {
+        if *event != HookEvent::UserPromptSubmit {
             return;
         }
         // A hook that does not say what was submitted proves nothing about our prompt.
@@ -1243,7 +1245,13 @@ impl Engine {
                 );
             }
         }
-        out.actions.push(Action::Write { token, session: session.to_string(), generation: flight.generation, bytes });
+        out.actions.push(Action::Write {
+            token,
+            session: session.to_string(),
+            generation: flight.generation,
+            kind: WriteKind::Paste,
+            bytes,
+        });
     }
 
     /// Press Enter on text found sitting in the input box (a force, or a restart): verified
@@ -1289,6 +1297,7 @@ impl Engine {
             token,
             session: session.to_string(),
             generation: flight.generation,
+            kind: WriteKind::Enter,
             bytes: b"\r".to_vec(),
         });
     }
@@ -1311,7 +1320,7 @@ impl Engine {
         let Some((rules, _)) = self.settings(session) else { return };
         let settings: DeliverySettings = rules.delivery.clone();
         if let Err(WriteError::Unknown(e)) = &result {
-            let what = if flight.phase == Phase::Pasting { "paste" } else { "Enter" };
+            let what = if flight.phase == Phase::Pasting { WriteKind::Paste } else { WriteKind::Enter }.as_str();
             return self.stick_flight(
                 session,
                 StuckClass::Interrupted,

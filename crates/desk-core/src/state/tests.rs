@@ -84,7 +84,7 @@ fn a_spinner_title_means_working_until_its_lease_runs_out() {
     let (now, ms) = clock.advance(10);
     a.on_title("⠋ demo", now, ms);
     assert_eq!(a.activity(), Activity::Working);
-    assert_eq!(a.view().activity.evidence.source, "title");
+    assert_eq!(a.view().activity.evidence.source, EvidenceSource::Title);
     // The spinner animates: each frame renews the lease.
     for frame in ["⠙ demo", "⠹ demo", "⠸ demo"] {
         let (now, ms) = clock.advance(2000);
@@ -115,7 +115,7 @@ fn hooks_outrank_titles() {
     let (now, ms) = clock.advance(10);
     a.on_hook(&hook("UserPromptSubmit", serde_json::json!({"prompt": "do it"})), now, ms);
     assert_eq!(a.activity(), Activity::Working);
-    assert_eq!(a.view().activity.evidence.source, "hook");
+    assert_eq!(a.view().activity.evidence.source, EvidenceSource::Hook);
     assert!(a.view().activity.evidence.detail.contains("do it"));
     let (now, ms) = clock.advance(10);
     a.on_hook(&hook("Stop", serde_json::json!({})), now, ms);
@@ -148,7 +148,7 @@ fn a_visible_approval_dialog_is_blocked_even_if_hooks_say_working() {
     a.on_screen(&rows(&["> approve-me", "", "Do you want to run this command?", "❯ 1. Yes", "  2. No"]), now, ms);
     assert_eq!(a.activity(), Activity::Blocked);
     assert_eq!(a.view().wait.as_deref(), Some("approval"));
-    assert_eq!(a.view().activity.evidence.source, "screen");
+    assert_eq!(a.view().activity.evidence.source, EvidenceSource::Screen);
     // Answered: the dialog is gone; the hook's working claim (still leased) is what remains.
     let (now, ms) = clock.advance(10);
     a.on_screen(&rows(&["> approve-me", "● running"]), now, ms);
@@ -227,7 +227,7 @@ fn a_shell_has_no_activity_rules_and_stays_unknown() {
     a.on_title("⠋ anything", now, ms);
     a.on_screen(&rows(&["$ make", "building..."]), now, ms);
     assert_eq!(a.activity(), Activity::Unknown);
-    assert_eq!(a.view().activity.evidence.source, "none");
+    assert_eq!(a.view().activity.evidence.source, EvidenceSource::None);
 }
 
 #[test]
@@ -409,7 +409,7 @@ fn a_late_turn_complete_hook_does_not_end_the_turn_the_screen_shows() {
     a.on_output(now, ms);
     a.on_hook(&hooks::interpret(Provider::Codex, &serde_json::json!({"type": "agent-turn-complete"})), now, ms);
     assert_eq!(a.activity(), Activity::Working, "{:?}", a.view().activity);
-    assert_eq!(a.view().activity.evidence.source, "screen");
+    assert_eq!(a.view().activity.evidence.source, EvidenceSource::Screen);
     // The turn really ends: the working line goes, the program says so.
     let (now, ms) = clock.advance(1000);
     a.on_report("done", None, now, ms);

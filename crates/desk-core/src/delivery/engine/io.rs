@@ -40,6 +40,26 @@ pub struct ScreenView {
     pub cursor_row: usize,
 }
 
+/// What a write types. Delivery only ever types these two, each as one write (see the
+/// engine's invariants: never Esc, Ctrl-C or any other key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteKind {
+    /// The prompt's text (bracketed when the application enabled bracketed paste).
+    Paste,
+    /// One Enter, to submit what was pasted.
+    Enter,
+}
+
+impl WriteKind {
+    /// The word for it in messages and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WriteKind::Paste => "paste",
+            WriteKind::Enter => "Enter",
+        }
+    }
+}
+
 /// Why an INPUT frame did not go through.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WriteError {
@@ -92,7 +112,7 @@ pub enum Input {
     Hook {
         session: String,
         generation: u32,
-        event: String,
+        event: crate::state::hooks::HookEvent,
         detail: Option<String>,
         /// For a submitted prompt: what identifies the whole of it.
         prompt: Option<crate::state::hooks::PromptSig>,
@@ -155,10 +175,12 @@ pub enum Action {
         session: String,
         generation: u32,
     },
+    /// Type into the session: the paste, or one Enter.
     Write {
         token: Token,
         session: String,
         generation: u32,
+        kind: WriteKind,
         bytes: Vec<u8>,
     },
     Arm {

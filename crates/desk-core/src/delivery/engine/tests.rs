@@ -239,7 +239,9 @@ impl World {
                         };
                         inputs.push_back(Input::Snapshot { token, result })
                     }
-                    Action::Write { token, bytes, .. } => {
+                    Action::Write { token, kind, bytes, .. } => {
+                        // An Enter is exactly one carriage return; a paste never is.
+                        assert_eq!(kind == WriteKind::Enter, bytes == b"\r", "{kind:?} {bytes:?}");
                         self.agent.write(&bytes);
                         inputs.push_back(Input::Written { token, result: Ok(()) });
                     }
