@@ -389,7 +389,7 @@ impl Daemon {
         }
         for session in sessions {
             if !connected.contains(&session) {
-                self.feed(Input::SessionDown { session, generation: u32::MAX });
+                self.feed(Input::SessionDown { session, generation: None });
             }
         }
         Ok(())
@@ -763,7 +763,7 @@ impl Daemon {
                     self.feed(input);
                 }
                 if let Some(generation) = conn.generation() {
-                    self.feed(Input::SessionDown { session: conn.session.clone(), generation });
+                    self.feed(Input::SessionDown { session: conn.session.clone(), generation: Some(generation) });
                 }
                 // A new master may already be listening (a quick restart).
                 let session = conn.session.clone();

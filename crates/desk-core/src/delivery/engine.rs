@@ -194,8 +194,9 @@ pub struct QueueView {
 pub struct Engine {
     sessions: BTreeMap<String, SessionQ>,
     items: HashMap<ItemId, Item>,
-    /// Requests in flight: token → (session, attempt).
-    tokens: HashMap<Token, (String, u64)>,
+    /// Requests in flight: token → (session, the attempt it belongs to; none for a persist
+    /// outside a delivery).
+    tokens: HashMap<Token, (String, Option<u64>)>,
     next_token: Token,
     next_attempt: u64,
 }
@@ -359,7 +360,7 @@ impl Engine {
         self.items.insert(item.id.clone(), item);
     }
 
-    fn token(&mut self, session: &str, attempt: u64) -> Token {
+    fn token(&mut self, session: &str, attempt: Option<u64>) -> Token {
         let t = self.next_token;
         self.next_token += 1;
         self.tokens.insert(t, (session.to_string(), attempt));
@@ -385,7 +386,7 @@ impl Engine {
         out: &mut Out<'_>,
     ) -> Option<Token> {
         let session = self.items.get(id)?.session.clone();
-        let attempt = self.sessions.get(&session).and_then(|q| q.flight.as_ref()).map_or(0, |f| f.attempt);
+        let attempt = self.sessions.get(&session).and_then(|q| q.flight.as_ref()).map(|f| f.attempt);
         let token = self.token(&session, attempt);
         let item = self.items.get_mut(id)?;
         let from = item.state;
@@ -442,7 +443,7 @@ impl Engine {
             // Idle for QUEUE_DRAINED from now on means the agent's queue is empty.
             out.actions.push(Action::Arm {
                 at: now + QUEUE_DRAINED,
-                key: TimerKey { session: name.clone(), attempt: 0, kind: TimerKind::Drained, step: 0 },
+                key: TimerKey { session: name.clone(), attempt: None, kind: TimerKind::Drained, step: 0 },
             });
         }
         let q = self.session(&name);
@@ -460,9 +461,12 @@ impl Engine {
         self.pump(&name, now, now_ms, out);
     }
 
-    fn on_down(&mut self, session: &str, generation: u32, now: Instant, now_ms: u64, out: &mut Out<'_>) {
+    fn on_down(&mut self, session: &str, generation: Option<u32>, now: Instant, now_ms: u64, out: &mut Out<'_>) {
         let q = self.session(session);
-        if q.live.as_ref().is_some_and(|l| l.generation != generation) {
+        // A report about another generation than the live one is old news.
+        if let Some(generation) = generation
+            && q.live.as_ref().is_some_and(|l| l.generation != generation)
+        {
             return;
         }
         q.live = None;
@@ -626,10 +630,9 @@ impl Engine {
         }
         // Items for an older generation follow the session into its new one.
         for id in &queued {
-            if let Some(item) = self.items.get(id)
-                && item.generation.is_some_and(|g| g != live.generation)
+            if let Some(from) = self.items.get(id).and_then(|i| i.generation)
+                && from != live.generation
             {
-                let from = item.generation.unwrap_or(0);
                 if let Some(item) = self.items.get_mut(id) {
                     item.generation = Some(live.generation);
                 }
@@ -767,7 +770,7 @@ impl Engine {
         else {
             return;
         };
-        let token = self.token(session, attempt);
+        let token = self.token(session, Some(attempt));
         if let Some(f) = self.session(session).flight.as_mut() {
             f.waiting = Some(token);
         }
@@ -775,14 +778,14 @@ impl Engine {
     }
 
     fn arm(&mut self, session: &str, kind: TimerKind, at: Instant, out: &mut Out<'_>) {
-        let (attempt, step) = self.session(session).flight.as_ref().map_or((0, 0), |f| (f.attempt, f.enters));
+        let (attempt, step) = self.session(session).flight.as_ref().map_or((None, 0), |f| (Some(f.attempt), f.enters));
         out.actions.push(Action::Arm { at, key: TimerKey { session: session.to_string(), attempt, kind, step } });
     }
 
     fn arm_retry(&mut self, session: &str, at: Instant, out: &mut Out<'_>) {
         out.actions.push(Action::Arm {
             at,
-            key: TimerKey { session: session.into(), attempt: 0, kind: TimerKind::Retry, step: 0 },
+            key: TimerKey { session: session.into(), attempt: None, kind: TimerKind::Retry, step: 0 },
         });
     }
 
@@ -796,7 +799,7 @@ impl Engine {
     fn on_snapshot(
         &mut self,
         session: &str,
-        attempt: u64,
+        attempt: Option<u64>,
         token: Token,
         result: Result<ScreenView, String>,
         now: Instant,
@@ -804,7 +807,7 @@ impl Engine {
         out: &mut Out<'_>,
     ) {
         let Some(flight) = self.session(session).flight.clone() else { return };
-        if flight.attempt != attempt || flight.waiting != Some(token) {
+        if Some(flight.attempt) != attempt || flight.waiting != Some(token) {
             return;
         }
         if let Some(f) = self.session(session).flight.as_mut() {
@@ -1223,7 +1226,7 @@ impl Engine {
             return self.pump(session, now, now_ms, out);
         }
         let bytes = text::paste_bytes(&flight.text, screen.bracketed_paste);
-        let token = self.token(session, flight.attempt);
+        let token = self.token(session, Some(flight.attempt));
         if let Some(f) = self.session(session).flight.as_mut() {
             f.items = flight.items.clone();
             f.baseline = presence;
@@ -1269,7 +1272,7 @@ impl Engine {
         let activity =
             self.sessions.get(session).and_then(|q| q.live.as_ref()).map_or(Activity::Unknown, |l| l.activity);
         let stale = activity == Activity::Idle && self.activity_stale(session, now_ms).is_some();
-        let token = self.token(session, flight.attempt);
+        let token = self.token(session, Some(flight.attempt));
         let q = self.session(session);
         let queue_ahead = q.owed.iter().any(|i| i.queued_by_agent);
         q.last_enter_ms = Some(now_ms);
@@ -1306,7 +1309,7 @@ impl Engine {
     fn on_written(
         &mut self,
         session: &str,
-        attempt: u64,
+        attempt: Option<u64>,
         token: Token,
         result: Result<(), WriteError>,
         now: Instant,
@@ -1314,7 +1317,7 @@ impl Engine {
         out: &mut Out<'_>,
     ) {
         let Some(flight) = self.session(session).flight.clone() else { return };
-        if flight.attempt != attempt || flight.waiting != Some(token) {
+        if Some(flight.attempt) != attempt || flight.waiting != Some(token) {
             return;
         }
         let Some((rules, _)) = self.settings(session) else { return };
@@ -1464,7 +1467,7 @@ impl Engine {
     fn on_persist_failed(
         &mut self,
         session: &str,
-        attempt: u64,
+        attempt: Option<u64>,
         error: &str,
         now: Instant,
         now_ms: u64,
@@ -1473,7 +1476,7 @@ impl Engine {
         // The rest of that batch did not happen. If it was a claim, nothing was typed; if it
         // was a final state, the item stays `sending` on disk and a restart settles it.
         let Some(flight) = self.session(session).flight.clone() else { return };
-        if flight.attempt != attempt {
+        if Some(flight.attempt) != attempt {
             return;
         }
         self.session(session).flight = None;
@@ -1507,7 +1510,7 @@ impl Engine {
             return self.pump(&session, now, now_ms, out);
         }
         let Some(flight) = self.sessions.get(&session).and_then(|q| q.flight.clone()) else { return };
-        if flight.attempt != key.attempt || (key.kind != TimerKind::Poll && key.step != flight.enters) {
+        if Some(flight.attempt) != key.attempt || (key.kind != TimerKind::Poll && key.step != flight.enters) {
             return;
         }
         match key.kind {

@@ -103,10 +103,11 @@ pub enum Input {
     },
     /// A session's master is reachable, or what it reports changed.
     Session(SessionView),
-    /// The master of this session generation is gone (the child exited, or it is unreachable).
+    /// The master of this session generation is gone (the child exited, or it is unreachable);
+    /// no generation: no master of the session could be reached at all (at start-up).
     SessionDown {
         session: String,
-        generation: u32,
+        generation: Option<u32>,
     },
     /// A hook reported by the session (e.g. `UserPromptSubmit` with the prompt's first line).
     Hook {
@@ -142,7 +143,9 @@ pub enum Input {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TimerKey {
     pub session: String,
-    pub attempt: u64,
+    /// The delivery attempt the timer belongs to; none for a session's own timers (retry,
+    /// drained), which outlive attempts.
+    pub attempt: Option<u64>,
     pub kind: TimerKind,
     /// Which Enter of the attempt a deadline or settle timer belongs to (0: the paste).
     pub step: u32,

@@ -597,7 +597,7 @@ fn a_session_that_restarts_gets_queued_items_retargeted_and_in_flight_ones_inter
     w.agent.swallow_enters = 100;
     let id = w.item("cut off");
     w.settle(300);
-    w.feed(Input::SessionDown { session: "s".into(), generation: 1 });
+    w.feed(Input::SessionDown { session: "s".into(), generation: Some(1) });
     assert_eq!(w.state_of(&id), State::Stuck);
     assert_eq!(w.disk[&id].stuck, Some(StuckClass::Interrupted));
 }
@@ -659,6 +659,23 @@ fn when_idle_waits_for_the_agent_to_be_idle() {
     w.feed(Input::Session(view));
     w.settle(5_000);
     assert_eq!(w.state_of(&id), State::Delivered);
+}
+
+#[test]
+fn an_item_found_sending_whose_master_is_unreachable_at_start_up_is_stuck_interrupted() {
+    let mut w = started();
+    w.agent.swallow_enters = 100;
+    let id = w.item("cut off by a crash");
+    w.settle(300);
+    assert_eq!(w.state_of(&id), State::Sending);
+    // The daemon restarts and no master of the session answers: there is no generation to name.
+    w.engine = Engine::new();
+    w.timers.clear();
+    let items = restorable(w.disk.values().cloned().collect());
+    w.feed(Input::Restore(items));
+    w.feed(Input::SessionDown { session: "s".into(), generation: None });
+    assert_eq!(w.state_of(&id), State::Stuck);
+    assert_eq!(w.disk[&id].stuck, Some(StuckClass::Interrupted));
 }
 
 #[test]
@@ -1114,7 +1131,7 @@ fn a_prompt_the_agent_queued_and_never_took_is_not_left_delivered_when_the_sessi
     w.feed(hook);
     let a = delivered_mid_turn(&mut w, "queued mid-turn");
     // The agent dies before its turn ends: it never took the prompt.
-    w.feed(Input::SessionDown { session: "s".into(), generation: w.generation });
+    w.feed(Input::SessionDown { session: "s".into(), generation: Some(w.generation) });
     assert_eq!(w.state_of(&a), State::Stuck, "{:?}", w.disk[&a].evidence);
     assert_eq!(w.disk[&a].stuck, Some(StuckClass::Interrupted));
     assert!(w.disk[&a].evidence.last().is_some_and(|n| n.detail.contains("neither its UserPromptSubmit hook")));
@@ -1126,7 +1143,7 @@ fn a_prompt_whose_hook_came_stays_delivered_when_the_session_ends() {
     let a = delivered_mid_turn(&mut w, "queued mid-turn");
     let hook = user_prompt_hook(&w, "queued mid-turn");
     w.feed(hook);
-    w.feed(Input::SessionDown { session: "s".into(), generation: w.generation });
+    w.feed(Input::SessionDown { session: "s".into(), generation: Some(w.generation) });
     assert_eq!(w.state_of(&a), State::Delivered);
 }
 
@@ -1210,7 +1227,7 @@ fn a_prompt_typed_on_a_stale_idle_counts_as_queued_by_the_agent_until_it_stays_i
     // ...staying idle does: its own queue is empty.
     w.settle(QUEUE_DRAINED.as_millis() as u64);
     assert!(!w.disk[&b].queued_by_agent, "{:?}", w.disk[&b].evidence);
-    w.feed(Input::SessionDown { session: "s".into(), generation: w.generation });
+    w.feed(Input::SessionDown { session: "s".into(), generation: Some(w.generation) });
     assert_eq!(w.state_of(&b), State::Delivered);
 }
 
@@ -1234,7 +1251,7 @@ fn a_prompt_typed_at_a_turn_boundary_behind_a_queued_one_is_not_called_taken_by_
     w.settle(QUEUE_DRAINED.as_millis() as u64 * 2);
     assert!(w.disk[&x].queued_by_agent && w.disk[&y].queued_by_agent);
     // Killed before the agent ever stayed idle: neither is claimed as taken.
-    w.feed(Input::SessionDown { session: "s".into(), generation: w.generation });
+    w.feed(Input::SessionDown { session: "s".into(), generation: Some(w.generation) });
     assert_eq!(w.state_of(&x), State::Stuck);
     assert_eq!(w.state_of(&y), State::Stuck);
 }
