@@ -549,30 +549,11 @@ impl Engine {
             q.hooks.pop_front();
         }
         q.hooks.push_back((at_ms, sig.clone()));
-        let owed_generation = |i: &Item| i.generation.is_none_or(|g| g == generation);
-        if let Some(first) =
-            q.owed.iter().position(|i| i.hook_owed.as_deref() == Some(sig.digest.as_str()) && owed_generation(i))
-        {
-            // The late report of a prompt already delivered, not of the one in flight: it is
-            // paid (every item of that prompt, a digest's too), on disk as well.
-            let paid: Vec<Item> = {
-                let id = q.owed[first].id.clone();
-                let digest_with = q.owed[first].digest_with.clone();
-                let (paid, kept): (Vec<Item>, Vec<Item>) =
-                    q.owed.drain(..).partition(|i| i.id == id || digest_with.contains(&i.id));
-                q.owed = kept.into();
-                paid
-            };
-            for mut item in paid {
-                item.hook_owed = None;
-                item.queued_by_agent = false;
-                let note = "the agent's UserPromptSubmit hook for it came (it had queued it)";
-                self.record_delivered(item, "hook", note.into(), out);
-            }
+        if self.pay_owed(session, generation, &sig, out) {
             return;
         }
         // Only once Enter was pressed: before it, the agent cannot have submitted our text.
-        let Some(f) = q.flight.as_ref().filter(|f| {
+        let Some(f) = self.flight(session).filter(|f| {
             f.pasted_ms.is_some_and(|p| at_ms + 50 >= p) && matches!(f.phase, Phase::Entering | Phase::Submit)
         }) else {
             return;
@@ -591,126 +572,151 @@ impl Engine {
         }
     }
 
+    /// A submission hook that is the late report of a prompt already delivered (one the agent
+    /// had queued), not of the one in flight: that prompt is paid — every item of it, a
+    /// digest's too — on disk as well. Whether the hook was such a report.
+    fn pay_owed(&mut self, session: &str, generation: u32, sig: &PromptSig, out: &mut Out<'_>) -> bool {
+        let q = self.session(session);
+        let owed_generation = |i: &Item| i.generation.is_none_or(|g| g == generation);
+        let Some(first) =
+            q.owed.iter().position(|i| i.hook_owed.as_deref() == Some(sig.digest.as_str()) && owed_generation(i))
+        else {
+            return false;
+        };
+        let id = q.owed[first].id.clone();
+        let digest_with = q.owed[first].digest_with.clone();
+        let (paid, kept): (Vec<Item>, Vec<Item>) =
+            q.owed.drain(..).partition(|i| i.id == id || digest_with.contains(&i.id));
+        q.owed = kept.into();
+        for mut item in paid {
+            item.hook_owed = None;
+            item.queued_by_agent = false;
+            let note = "the agent's UserPromptSubmit hook for it came (it had queued it)";
+            self.record_delivered(item, "hook", note.into(), out);
+        }
+        true
+    }
+
     // ----- the gate -----
 
     fn pump(&mut self, session: &str, out: &mut Out<'_>) {
-        let (now, now_ms) = (out.now, out.now_ms);
-        let q = self.session(session);
-        if q.flight.is_some() {
+        if self.flight(session).is_some() {
             return;
         }
-        let queued: Vec<ItemId> = q.items.clone();
-        let queued: Vec<ItemId> =
-            queued.into_iter().filter(|id| self.items.get(id).is_some_and(|i| i.state == State::Queued)).collect();
+        let mut queued: Vec<ItemId> = self.session(session).items.clone();
+        queued.retain(|id| self.items.get(id).is_some_and(|i| i.state == State::Queued));
         if queued.is_empty() {
             self.session(session).hold = None;
             return;
         }
-        let q = self.session(session);
-        if let Some(reason) = &q.paused {
-            let reason = format!(
-                "paused by the operator{}",
-                if reason.is_empty() { String::new() } else { format!(": {reason}") }
-            );
-            self.set_hold(session, reason, now_ms);
+        let live = match self.session_gate(session) {
+            Ok(live) => live,
+            Err(why) => return self.set_hold(session, why, out.now_ms),
+        };
+        if self.retry_pending(session, out.now) {
             return;
         }
-        let Some(live) = q.live.clone() else {
-            self.set_hold(session, "the session is not running", now_ms);
-            return;
-        };
+        self.retarget(&queued, live.generation, out);
+        match self.releasable(session, &live, &queued, out.now_ms) {
+            Ok(ids) => {
+                self.session(session).hold = None;
+                let launch = Launch { ids, mode: Mode::Deliver, reply_to: None, over_draft: false };
+                self.start_flight(session, live, launch, out);
+            }
+            Err((why, None)) => self.set_hold(session, why, out.now_ms),
+            Err((why, Some(recheck))) => {
+                self.set_hold(session, why, out.now_ms);
+                let at = out.now + recheck;
+                self.session(session).retry_at = Some(at);
+                self.arm_retry(session, at, out);
+            }
+        }
+    }
+
+    /// The session's state lets a delivery start (not paused, running, ready, no dialog up):
+    /// its live view; otherwise why not.
+    fn session_gate(&self, session: &str) -> Result<SessionView, String> {
+        let q = self.sessions.get(session).ok_or("the session is not running")?;
+        if let Some(reason) = &q.paused {
+            let reason = if reason.is_empty() { String::new() } else { format!(": {reason}") };
+            return Err(format!("paused by the operator{reason}"));
+        }
+        let live = q.live.clone().ok_or("the session is not running")?;
         if live.lifecycle == Lifecycle::Exited {
-            self.set_hold(session, "the session has exited", now_ms);
-            return;
+            return Err("the session has exited".into());
         }
         if live.lifecycle == Lifecycle::Starting || !live.ready {
-            self.set_hold(session, "the session is starting (its TUI is not ready yet)", now_ms);
-            return;
+            return Err("the session is starting (its TUI is not ready yet)".into());
         }
         if live.activity == Activity::Blocked {
-            let wait = live.wait.clone().unwrap_or_else(|| "the operator".into());
-            self.set_hold(
-                session,
-                format!("the agent is waiting for {wait}; nothing is typed into its dialog"),
-                now_ms,
-            );
-            return;
+            let wait = live.wait.as_deref().unwrap_or("the operator");
+            return Err(format!("the agent is waiting for {wait}; nothing is typed into its dialog"));
         }
-        if let Some(at) = q.retry_at {
-            if now < at {
-                return;
-            }
-            q.retry_at = None;
-        }
-        // Items for an older generation follow the session into its new one.
-        for id in &queued {
-            if let Some(from) = self.items.get(id).and_then(|i| i.generation)
-                && from != live.generation
-            {
-                if let Some(item) = self.items.get_mut(id) {
-                    item.generation = Some(live.generation);
-                }
-                self.transition(
-                    id,
-                    State::Queued,
-                    "retargeted",
-                    format!("the session restarted; now for generation {} (was {from})", live.generation),
-                    out,
-                );
+        Ok(live)
+    }
+
+    /// Whether a backoff is still running (a retry that is due is cleared).
+    fn retry_pending(&mut self, session: &str, now: Instant) -> bool {
+        let q = self.session(session);
+        match q.retry_at {
+            Some(at) if now < at => true,
+            _ => {
+                q.retry_at = None;
+                false
             }
         }
+    }
+
+    /// Items for an older generation follow the session into its new one.
+    fn retarget(&mut self, ids: &[ItemId], generation: u32, out: &mut Out<'_>) {
+        for id in ids {
+            let Some(item) = self.items.get_mut(id) else { continue };
+            let Some(from) = item.generation.filter(|g| *g != generation) else { continue };
+            item.generation = Some(generation);
+            let detail = format!("the session restarted; now for generation {generation} (was {from})");
+            self.transition(id, State::Queued, "retargeted", detail, out);
+        }
+    }
+
+    /// The queued items that may go now (at most [`MAX_DIGEST`], as one digest), or why none
+    /// may and, when the reason passes by itself, when to look again.
+    fn releasable(
+        &self,
+        session: &str,
+        live: &SessionView,
+        queued: &[ItemId],
+        now_ms: u64,
+    ) -> Result<Vec<ItemId>, (String, Option<Duration>)> {
         // "Idle" from before the last prompt's Enter: the turn that prompt started may not show
         // yet, so it is not trusted where being idle matters.
         let stale = if live.activity == Activity::Idle { self.activity_stale(session, now_ms) } else { None };
-        let stale_hold = |engine: &mut Engine, wait: u64, out: &mut Out<'_>| {
-            engine.set_hold(session, "waiting to see the agent's state after the last prompt", now_ms);
-            let at = now + Duration::from_millis(wait);
-            engine.session(session).retry_at = Some(at);
-            engine.arm_retry(session, at, out);
+        let stale_hold = |wait: u64| {
+            ("waiting to see the agent's state after the last prompt".to_string(), Some(Duration::from_millis(wait)))
         };
-        if live.rules.delivery.hold_while_working
-            && let Some(wait) = stale
-        {
-            return stale_hold(self, wait, out);
+        let steers = live.rules.delivery.hold_while_working;
+        if steers && let Some(wait) = stale {
+            return Err(stale_hold(wait));
         }
-        if live.rules.delivery.hold_while_working && live.activity == Activity::Working {
-            self.set_hold(
-                session,
-                "the agent is working and would take a prompt now as an interruption of its turn; waiting for it to finish",
-                now_ms,
-            );
-            return;
+        if steers && live.activity == Activity::Working {
+            let why = "the agent is working and would take a prompt now as an interruption of its turn; waiting for it to finish";
+            return Err((why.into(), None));
         }
         let idle = live.activity == Activity::Idle && stale.is_none();
-        let releasable: Vec<ItemId> = queued
+        let ids: Vec<ItemId> = queued
             .iter()
             .filter(|id| self.items.get(*id).is_some_and(|i| i.when == When::Now || idle))
             .take(MAX_DIGEST)
             .cloned()
             .collect();
-        if releasable.is_empty() {
-            if let Some(wait) = stale {
-                return stale_hold(self, wait, out);
-            }
-            self.set_hold(
-                session,
-                format!("waiting for the agent to be idle (it is {})", live.activity.as_str()),
-                now_ms,
-            );
-            return;
+        match (ids.is_empty(), stale) {
+            (false, _) => Ok(ids),
+            (true, Some(wait)) => Err(stale_hold(wait)),
+            (true, None) => Err((format!("waiting for the agent to be idle (it is {})", live.activity.as_str()), None)),
         }
-        self.session(session).hold = None;
-        self.start_flight(
-            session,
-            live,
-            Launch { ids: releasable, mode: Mode::Deliver, reply_to: None, over_draft: false },
-            out,
-        );
     }
 
     fn start_flight(&mut self, session: &str, live: SessionView, launch: Launch, out: &mut Out<'_>) {
         let Launch { ids, mode, reply_to, over_draft } = launch;
-        let now_ms = out.now_ms;
         let attempt = self.next_attempt;
         self.next_attempt += 1;
         let items: Vec<&Item> = ids.iter().filter_map(|id| self.items.get(id)).collect();
@@ -744,32 +750,33 @@ impl Engine {
             stale_at_enter: false,
             queue_ahead_at_enter: false,
         });
-        let digest: Vec<ItemId> = if ids.len() > 1 { ids.clone() } else { Vec::new() };
-        for id in &ids {
+        self.enlist(&ids, mode, attempt, live.generation, out);
+        self.request_snapshot(session, out);
+    }
+
+    /// Tie a new flight's items to it: the digest they form, the generation they target, and
+    /// for a forced Enter or a recovery, the record that it began (an ordinary delivery is
+    /// claimed when it is pasted, in the same batch as the paste — persist before inject — so
+    /// a look at the screen that holds it back changes nothing on disk).
+    fn enlist(&mut self, ids: &[ItemId], mode: Mode, attempt: u64, generation: u32, out: &mut Out<'_>) {
+        let digest: &[ItemId] = if ids.len() > 1 { ids } else { &[] };
+        for id in ids {
             let from = self.items.get(id).map(|i| i.state);
             if let Some(item) = self.items.get_mut(id) {
                 item.digest_with = digest.iter().filter(|d| *d != id).cloned().collect();
-                if item.generation.is_none() {
-                    item.generation = Some(live.generation);
-                }
+                item.generation.get_or_insert(generation);
             }
             let (kind, detail) = match mode {
-                // An ordinary delivery is claimed when it is pasted, in the same batch as the
-                // paste (persist before inject): a look at the screen that holds it back changes
-                // nothing on disk.
                 Mode::Deliver => continue,
                 Mode::ForceEnter => ("forced", format!("attempt {attempt}: the operator forced an Enter")),
                 Mode::Recover => ("recovering", format!("attempt {attempt}: found sending after a restart")),
             };
             if from == Some(State::Sending) && mode == Mode::Recover {
-                if let Some(item) = self.items.get_mut(id) {
-                    item.note(now_ms, kind, detail);
-                }
+                self.note_items(std::slice::from_ref(id), kind, &detail, out.now_ms);
             } else {
                 self.transition(id, State::Sending, kind, detail, out);
             }
         }
-        self.request_snapshot(session, out);
     }
 
     fn request_snapshot(&mut self, session: &str, out: &mut Out<'_>) {
@@ -1295,50 +1302,29 @@ impl Engine {
         result: Result<(), WriteError>,
         out: &mut Out<'_>,
     ) {
-        let (now, now_ms) = (out.now, out.now_ms);
         let Some(flight) = self.flight(session).cloned() else { return };
         if Some(flight.attempt) != attempt || flight.waiting != Some(token) {
             return;
         }
         let Some(rules) = self.rules(session) else { return };
-        let settings: DeliverySettings = rules.delivery.clone();
-        if let Err(WriteError::Unknown(e)) = &result {
-            let what = if flight.phase == Phase::Pasting { WriteKind::Paste } else { WriteKind::Enter }.as_str();
-            return self.stick_flight(session, StuckClass::Interrupted, format!("the connection failed before the session confirmed the {what} ({e}); it may or may not have been typed"), out);
-        }
+        let settings = &rules.delivery;
         match (flight.phase, result) {
-            (Phase::Pasting, Ok(())) => {
-                if let Some(f) = self.flight_mut(session) {
-                    f.phase = Phase::Echo;
-                    f.waiting = None;
-                    f.pasted_ms = Some(now_ms);
-                }
-                // On record before anything else happens: a hook may settle this item after a
-                // restart only if its own paste is in its evidence.
-                for id in &flight.items {
-                    self.transition(
-                        id,
-                        State::Sending,
-                        "pasted",
-                        format!("{} bytes accepted by the session", flight.text.len()),
-                        out,
-                    );
-                }
-                self.arm(session, TimerKind::Deadline, now + settings.echo_timeout, out);
-                self.arm(session, TimerKind::Poll, now + settings.poll.min(Duration::from_millis(10)), out);
+            (_, Err(WriteError::Unknown(e))) => {
+                let what = if flight.phase == Phase::Pasting { WriteKind::Paste } else { WriteKind::Enter };
+                let detail = format!(
+                    "the connection failed before the session confirmed the {} ({e}); it may or may not have been typed",
+                    what.as_str()
+                );
+                self.stick_flight(session, StuckClass::Interrupted, detail, out);
             }
+            (Phase::Pasting, Ok(())) => self.paste_accepted(session, &flight, settings, out),
             (Phase::Pasting, Err(WriteError::Refused(e))) => {
                 // The master refuses an INPUT frame whole: nothing was typed. Queue it again
                 // and back off.
                 self.take_flight(session);
+                let detail = format!("the session refused the paste: {e}; nothing was typed");
                 for id in &flight.items {
-                    self.transition(
-                        id,
-                        State::Queued,
-                        "refused",
-                        format!("the session refused the paste: {e}; nothing was typed"),
-                        out,
-                    );
+                    self.transition(id, State::Queued, "refused", detail.clone(), out);
                 }
                 self.backoff(session, &format!("the session refused input: {e}"), out);
             }
@@ -1347,14 +1333,32 @@ impl Engine {
                     f.phase = Phase::Submit;
                     f.waiting = None;
                 }
-                self.arm(session, TimerKind::Deadline, now + settings.submit_timeout, out);
-                self.arm(session, TimerKind::Poll, now + settings.poll, out);
+                self.arm(session, TimerKind::Deadline, out.now + settings.submit_timeout, out);
+                self.arm(session, TimerKind::Poll, out.now + settings.poll, out);
             }
             (Phase::Entering, Err(WriteError::Refused(e))) => {
-                self.stick_flight(session, StuckClass::SubmitStuck, format!("the session refused the Enter: {e}"), out);
+                let detail = format!("the session refused the Enter: {e}");
+                self.stick_flight(session, StuckClass::SubmitStuck, detail, out);
             }
             _ => {}
         }
+    }
+
+    /// The master took the paste: it is on record, and the echo window starts.
+    fn paste_accepted(&mut self, session: &str, flight: &Flight, settings: &DeliverySettings, out: &mut Out<'_>) {
+        if let Some(f) = self.flight_mut(session) {
+            f.phase = Phase::Echo;
+            f.waiting = None;
+            f.pasted_ms = Some(out.now_ms);
+        }
+        // On record before anything else happens: a hook may settle this item after a restart
+        // only if its own paste is in its evidence.
+        let detail = format!("{} bytes accepted by the session", flight.text.len());
+        for id in &flight.items {
+            self.transition(id, State::Sending, "pasted", detail.clone(), out);
+        }
+        self.arm(session, TimerKind::Deadline, out.now + settings.echo_timeout, out);
+        self.arm(session, TimerKind::Poll, out.now + settings.poll.min(Duration::from_millis(10)), out);
     }
 
     fn read_failed(&mut self, session: &str, flight: &Flight, error: &str, out: &mut Out<'_>) {
@@ -1463,27 +1467,17 @@ impl Engine {
                     self.request_snapshot(&session, out);
                 }
             }
-            TimerKind::Deadline => match flight.phase {
-                Phase::Echo => {
-                    // Decide on a fresh look: a paste that showed after the last poll is there.
-                    if let Some(f) = self.flight_mut(&session) {
-                        f.deadline_passed = true;
-                    }
-                    if flight.waiting.is_none() {
-                        self.request_snapshot(&session, out);
-                    }
+            TimerKind::Deadline if matches!(flight.phase, Phase::Echo | Phase::Submit) => {
+                // Decide on a fresh look, never on an older one: a paste that showed after the
+                // last poll is there, and so is a submit.
+                if let Some(f) = self.flight_mut(&session) {
+                    f.deadline_passed = true;
                 }
-                Phase::Submit => {
-                    // Decide on a fresh look, never on an older one.
-                    if let Some(f) = self.flight_mut(&session) {
-                        f.deadline_passed = true;
-                    }
-                    if flight.waiting.is_none() {
-                        self.request_snapshot(&session, out);
-                    }
+                if flight.waiting.is_none() {
+                    self.request_snapshot(&session, out);
                 }
-                _ => {}
-            },
+            }
+            TimerKind::Deadline => {}
             TimerKind::Retry | TimerKind::Drained => {}
         }
     }
@@ -1688,7 +1682,6 @@ impl Engine {
     // ----- operator commands -----
 
     fn on_command(&mut self, client: u64, command: Command, out: &mut Out<'_>) {
-        let now_ms = out.now_ms;
         let reply = |out: &mut Out<'_>, ok: bool, message: String| {
             out.actions.push(Action::Reply { client, ok, message, item: None })
         };
@@ -1702,121 +1695,97 @@ impl Engine {
                 let was = self.session(&session).paused.take();
                 self.session(&session).retry_at = None;
                 self.pump(&session, out);
-                reply(
-                    out,
-                    true,
-                    if was.is_some() {
-                        format!("resumed delivery to {session}")
-                    } else {
-                        format!("{session} was not paused")
-                    },
-                );
+                let message = match was {
+                    Some(_) => format!("resumed delivery to {session}"),
+                    None => format!("{session} was not paused"),
+                };
+                reply(out, true, message);
             }
-            Command::Drop(id) => match self.items.get(&id).map(|i| (i.state, i.session.clone())) {
-                None => reply(out, false, format!("no pending item {id} (it may be delivered or dropped already)")),
-                Some((_, session))
-                    if self
-                        .sessions
-                        .get(&session)
-                        .and_then(|q| q.flight.as_ref())
-                        .is_some_and(|f| f.items.contains(&id)) =>
-                {
-                    reply(out, false, format!("item {id} is being delivered right now; drop it once it settles"))
+            Command::Drop(id) => {
+                let Some((state, session)) = self.items.get(&id).map(|i| (i.state, i.session.clone())) else {
+                    return reply(out, false, format!("no pending item {id} (it may be delivered or dropped already)"));
+                };
+                if state == State::Sending || self.flight(&session).is_some_and(|f| f.items.contains(&id)) {
+                    return reply(
+                        out,
+                        false,
+                        format!("item {id} is being delivered right now; drop it once it settles"),
+                    );
                 }
-                Some((State::Sending, _)) => {
-                    reply(out, false, format!("item {id} is being delivered right now; drop it once it settles"))
-                }
-                Some((_, session)) => {
-                    self.transition(&id, State::Dropped, "dropped", "dropped by the operator".into(), out);
-                    reply(out, true, format!("dropped {id}"));
-                    self.pump(&session, out);
-                }
-            },
+                self.transition(&id, State::Dropped, "dropped", "dropped by the operator".into(), out);
+                reply(out, true, format!("dropped {id}"));
+                self.pump(&session, out);
+            }
             Command::Force { id, over_draft } => {
-                let Some(item) = self.items.get(&id).cloned() else {
-                    return reply(out, false, format!("no pending item {id}"));
-                };
-                let q = self.session(&item.session);
-                let held_by_draft = q.hold.as_ref().is_some_and(|h| h.reason.starts_with(DRAFT_HOLD));
-                match (item.state, item.stuck) {
-                    (State::Stuck, Some(StuckClass::Merged)) => {
-                        return reply(
-                            out,
-                            false,
-                            format!(
-                                "item {id} is merged with text someone else typed (see desk item {id}): forcing could send it a second time, or submit that text with it. Check the agent, then desk drop {id}, or desk send it again if it must arrive on its own"
-                            ),
-                        );
-                    }
-                    (State::Stuck, _) => {}
-                    (State::Queued, _) if held_by_draft && !over_draft => {
-                        let hold = q.hold.as_ref().map(|h| h.reason.clone()).unwrap_or_default();
-                        return reply(
-                            out,
-                            false,
-                            format!(
-                                "item {id} is held: {hold}. Forcing it would paste the prompt after that text and submit both as one message; run desk force {id} --over-draft to do that, or wait until the box is sent or cleared"
-                            ),
-                        );
-                    }
-                    (State::Queued, _) if held_by_draft => {}
-                    (state, _) => {
-                        let hold = match (state, &q.hold) {
-                            (State::Queued, Some(h)) => format!("; it waits because {}", h.reason),
-                            _ => String::new(),
-                        };
-                        return reply(
-                            out,
-                            false,
-                            format!(
-                                "item {id} is {}, not stuck{hold}; only stuck items, and items held by a draft in the input box (with --over-draft), are forced",
-                                state.as_str()
-                            ),
-                        );
-                    }
+                if let Err(message) = self.force(client, id, over_draft, out) {
+                    reply(out, false, message);
                 }
-                let q = self.session(&item.session);
-                if q.flight.is_some() {
-                    return reply(
-                        out,
-                        false,
-                        format!("another delivery to {} is in flight; force again when it settles", item.session),
-                    );
-                }
-                let Some(live) = q.live.clone() else {
-                    return reply(out, false, format!("session {} is not running", item.session));
-                };
-                if live.lifecycle != Lifecycle::Running {
-                    return reply(out, false, format!("session {} is {}", item.session, live.lifecycle.as_str()));
-                }
-                if live.activity == Activity::Blocked {
-                    return reply(
-                        out,
-                        false,
-                        format!("the agent in {} is waiting for the operator; answer it first", item.session),
-                    );
-                }
-                let mode = if item.stuck == Some(StuckClass::SubmitStuck) { Mode::ForceEnter } else { Mode::Deliver };
-                if let Some(i) = self.items.get_mut(&id) {
-                    i.note(
-                        now_ms,
-                        "forced",
-                        match mode {
-                            Mode::ForceEnter => "operator: press Enter",
-                            _ if over_draft => "operator: paste, even onto text someone typed",
-                            _ => "operator: paste again",
-                        },
-                    );
-                }
-                let session = item.session.clone();
-                self.start_flight(
-                    &session,
-                    live,
-                    Launch { ids: vec![id], mode, reply_to: Some(client), over_draft },
-                    out,
-                );
             }
         }
+    }
+
+    /// An operator's force: a stuck item goes again (Enter only when it is submit-stuck), and
+    /// so does a queued one held by a draft, with `over_draft`. Why not, when it cannot go now.
+    fn force(&mut self, client: u64, id: ItemId, over_draft: bool, out: &mut Out<'_>) -> Result<(), String> {
+        let item = self.items.get(&id).cloned().ok_or_else(|| format!("no pending item {id}"))?;
+        self.forceable(&item, over_draft)?;
+        let live = self.force_gate(&item.session)?;
+        let mode = if item.stuck == Some(StuckClass::SubmitStuck) { Mode::ForceEnter } else { Mode::Deliver };
+        let note = match mode {
+            Mode::ForceEnter => "operator: press Enter",
+            _ if over_draft => "operator: paste, even onto text someone typed",
+            _ => "operator: paste again",
+        };
+        self.note_items(std::slice::from_ref(&id), "forced", note, out.now_ms);
+        let launch = Launch { ids: vec![id], mode, reply_to: Some(client), over_draft };
+        self.start_flight(&item.session, live, launch, out);
+        Ok(())
+    }
+
+    /// Whether an item's state allows a force: stuck (but not merged with someone's text), or
+    /// queued behind a draft when the operator chose to paste over it.
+    fn forceable(&self, item: &Item, over_draft: bool) -> Result<(), String> {
+        let id = &item.id;
+        let hold = self.sessions.get(&item.session).and_then(|q| q.hold.as_ref());
+        let held_by_draft = hold.is_some_and(|h| h.reason.starts_with(DRAFT_HOLD));
+        match (item.state, item.stuck) {
+            (State::Stuck, Some(StuckClass::Merged)) => Err(format!(
+                "item {id} is merged with text someone else typed (see desk item {id}): forcing could send it a second time, or submit that text with it. Check the agent, then desk drop {id}, or desk send it again if it must arrive on its own"
+            )),
+            (State::Stuck, _) => Ok(()),
+            (State::Queued, _) if held_by_draft && !over_draft => Err(format!(
+                "item {id} is held: {}. Forcing it would paste the prompt after that text and submit both as one message; run desk force {id} --over-draft to do that, or wait until the box is sent or cleared",
+                hold.map(|h| h.reason.as_str()).unwrap_or_default()
+            )),
+            (State::Queued, _) if held_by_draft => Ok(()),
+            (state, _) => {
+                let hold = match (state, hold) {
+                    (State::Queued, Some(h)) => format!("; it waits because {}", h.reason),
+                    _ => String::new(),
+                };
+                Err(format!(
+                    "item {id} is {}, not stuck{hold}; only stuck items, and items held by a draft in the input box (with --over-draft), are forced",
+                    state.as_str()
+                ))
+            }
+        }
+    }
+
+    /// Whether a session can take a forced delivery now (nothing else in flight, running, no
+    /// dialog up): its live view.
+    fn force_gate(&mut self, session: &str) -> Result<SessionView, String> {
+        let q = self.session(session);
+        if q.flight.is_some() {
+            return Err(format!("another delivery to {session} is in flight; force again when it settles"));
+        }
+        let live = q.live.clone().ok_or_else(|| format!("session {session} is not running"))?;
+        if live.lifecycle != Lifecycle::Running {
+            return Err(format!("session {session} is {}", live.lifecycle.as_str()));
+        }
+        if live.activity == Activity::Blocked {
+            return Err(format!("the agent in {session} is waiting for the operator; answer it first"));
+        }
+        Ok(live)
     }
 }
 
