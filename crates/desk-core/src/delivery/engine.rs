@@ -467,9 +467,8 @@ impl Engine {
                 key: TimerKey { session: name.clone(), attempt: None, kind: TimerKind::Drained, step: 0 },
             });
         }
-        let q = self.session(&name);
         if turned_working
-            && let Some(f) = &q.flight
+            && let Some(f) = self.flight(&name)
             && f.phase == Phase::Submit
             && f.activity_at_enter != Activity::Working
             && !f.dialog_seen
@@ -1266,7 +1265,7 @@ impl Engine {
         let q = self.session(session);
         let queue_ahead = q.owed.iter().any(|i| i.queued_by_agent);
         q.last_enter_ms = Some(now_ms);
-        if let Some(f) = q.flight.as_mut() {
+        if let Some(f) = self.flight_mut(session) {
             f.phase = Phase::Entering;
             f.waiting = Some(token);
             f.enters += 1;
@@ -1280,11 +1279,7 @@ impl Engine {
                 f.queue_ahead_at_enter = queue_ahead;
             }
         }
-        for id in &flight.items {
-            if let Some(item) = self.items.get_mut(id) {
-                item.note(now_ms, "enter", format!("Enter #{}", flight.enters + 1));
-            }
-        }
+        self.note_items(&flight.items, "enter", &format!("Enter #{}", flight.enters + 1), now_ms);
         out.actions.push(Action::Write {
             token,
             session: session.to_string(),
