@@ -68,7 +68,9 @@ fn timeline(agent: &str, scenario: &str, hooks: impl Into<Hooks>) -> Vec<(f64, I
             let Ok(h) = serde_json::from_str::<serde_json::Value>(line) else { continue };
             let Some(t) = h["t"].as_f64() else { continue };
             let wired_by_desk = match h["label"].as_str() {
-                Some("claude") => h["argv"][0].as_str().is_some_and(|e| Provider::Claude.hook_events().contains(&e)),
+                Some("claude") => h["argv"][0]
+                    .as_str()
+                    .is_some_and(|e| Provider::Claude.hook_events().iter().any(|h| h.as_str() == e)),
                 Some("codex-notify") => true,
                 _ => false,
             };

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::delivery::settings::DeliverySettings;
 use crate::state::RuleSet;
+use crate::state::hooks::HookEvent;
 
 /// An agent provider desk has rules and hook wiring for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -40,16 +41,16 @@ pub struct UnknownProvider {
 }
 
 /// Claude Code hook events desk listens to; each runs `desk hook`.
-const CLAUDE_HOOK_EVENTS: [&str; 9] = [
-    "SessionStart",
-    "SessionEnd",
-    "UserPromptSubmit",
-    "PreToolUse",
-    "PostToolUse",
-    "Notification",
-    "Stop",
-    "SubagentStop",
-    "PreCompact",
+const CLAUDE_HOOK_EVENTS: &[HookEvent] = &[
+    HookEvent::SessionStart,
+    HookEvent::SessionEnd,
+    HookEvent::UserPromptSubmit,
+    HookEvent::PreToolUse,
+    HookEvent::PostToolUse,
+    HookEvent::Notification,
+    HookEvent::Stop,
+    HookEvent::SubagentStop,
+    HookEvent::PreCompact,
 ];
 
 impl Provider {
@@ -127,9 +128,9 @@ impl Provider {
     /// The hook events desk wires into the agent's own settings, each running `desk hook`
     /// (empty for providers wired another way: Codex's `notify`, the demo agent's flag,
     /// OpenCode's plugin, or not at all).
-    pub fn hook_events(self) -> &'static [&'static str] {
+    pub fn hook_events(self) -> &'static [HookEvent] {
         match self {
-            Provider::Claude => &CLAUDE_HOOK_EVENTS,
+            Provider::Claude => CLAUDE_HOOK_EVENTS,
             Provider::Codex | Provider::OpenCode | Provider::Demo | Provider::Shell => &[],
         }
     }
@@ -174,6 +175,17 @@ mod tests {
         for p in Provider::ALL {
             if let Some(program) = p.program() {
                 assert_eq!(Provider::guess(program.as_ref()), p);
+            }
+        }
+    }
+
+    #[test]
+    fn every_hook_event_desk_wires_is_one_it_interprets() {
+        for p in Provider::ALL {
+            for event in p.hook_events() {
+                let fact = crate::state::hooks::interpret(p, &serde_json::json!({ "hook_event_name": event }));
+                assert_eq!(&fact.event, event);
+                assert_ne!(fact.fact, crate::state::hooks::Fact::Ignored, "{p} {event}");
             }
         }
     }
