@@ -292,21 +292,7 @@ impl Engine {
         let mut actions = Vec::new();
         let mut out = Out { actions: &mut actions, now, now_ms };
         match input {
-            Input::Restore(items) => {
-                let settled: HashMap<ItemId, Item> = items
-                    .iter()
-                    .filter(|i| matches!(i.state, State::Delivered | State::Stuck))
-                    .map(|i| (i.id.clone(), i.clone()))
-                    .collect();
-                for item in items {
-                    self.adopt(item);
-                }
-                self.settle_with_digest_siblings(&settled, &mut out);
-                let names: Vec<String> = self.sessions.keys().cloned().collect();
-                for name in names {
-                    self.pump(&name, &mut out);
-                }
-            }
+            Input::Restore(items) => self.on_restore(items, &mut out),
             Input::Ingested(item) => {
                 let name = item.session.clone();
                 self.adopt(item);
@@ -339,6 +325,23 @@ impl Engine {
             Input::Command { client, command } => self.on_command(client, command, &mut out),
         }
         actions
+    }
+
+    /// Start-up: adopt the items found on disk, settle half-settled digests, start what may go.
+    fn on_restore(&mut self, items: Vec<Item>, out: &mut Out<'_>) {
+        let settled: HashMap<ItemId, Item> = items
+            .iter()
+            .filter(|i| matches!(i.state, State::Delivered | State::Stuck))
+            .map(|i| (i.id.clone(), i.clone()))
+            .collect();
+        for item in items {
+            self.adopt(item);
+        }
+        self.settle_with_digest_siblings(&settled, out);
+        let names: Vec<String> = self.sessions.keys().cloned().collect();
+        for name in names {
+            self.pump(&name, out);
+        }
     }
 
     /// Items of one digest prompt settle together. A crash between their records can leave one
