@@ -14,6 +14,7 @@ pub mod logging;
 pub mod master;
 pub mod paths;
 pub mod procfs;
+pub use desk_core::provider;
 pub mod providers;
 pub mod pty;
 pub mod rules;

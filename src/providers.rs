@@ -1,44 +1,29 @@
 //! Agent providers: which agent a session runs and what desk does differently for it.
 //!
-//! Owns the list of known providers, guessing one from a command, and the default command of
-//! each. Invariant: every session has exactly one provider name; `shell` is the provider of
-//! anything desk does not know as an agent.
+//! Owns the parts of a provider's profile that touch the process's surroundings: the command a
+//! session starts (the user's `$SHELL` for `shell`) and the per-session files that wire an
+//! agent's hooks to `desk hook`. What desk knows about each provider is
+//! [`desk_core::provider`]; this module only acts on it.
 
-/// The providers desk has rules and hook wiring for.
-/// `demo` is `desk-demo-agent`, the stand-in agent used by tests and `make demo`.
-pub const KNOWN: [&str; 5] = ["claude", "codex", "opencode", "demo", "shell"];
-
-/// The provider a command runs, guessed from its program name.
-pub fn guess(program: &std::ffi::OsStr) -> &'static str {
-    let name = std::path::Path::new(program).file_name().and_then(|n| n.to_str()).unwrap_or("");
-    match name {
-        "claude" => "claude",
-        "codex" => "codex",
-        "opencode" => "opencode",
-        "desk-demo-agent" => "demo",
-        _ => "shell",
-    }
-}
+use desk_core::provider::Provider;
 
 /// Decide the provider and the command: an explicit provider must be known; a missing command
 /// defaults to the provider's own program (a shell for `shell`).
 pub fn resolve(
     provider: Option<&str>,
     command: Vec<std::ffi::OsString>,
-) -> Result<(String, Vec<std::ffi::OsString>), String> {
+) -> Result<(Provider, Vec<std::ffi::OsString>), String> {
     let provider = match provider {
-        Some(p) if KNOWN.contains(&p) => p.to_string(),
-        Some(p) => return Err(format!("unknown provider {p:?}; known providers: {}", KNOWN.join(", "))),
+        Some(p) => p.parse::<Provider>().map_err(|e| e.to_string())?,
         None => match command.first() {
-            Some(program) => guess(program).to_string(),
+            Some(program) => Provider::guess(program),
             None => return Err("give a command after `--`, or a --provider whose agent to start".into()),
         },
     };
     let command = if command.is_empty() {
-        let program = match provider.as_str() {
-            "shell" => std::env::var_os("SHELL").unwrap_or_else(|| "/bin/sh".into()),
-            "demo" => "desk-demo-agent".into(),
-            other => other.into(),
+        let program = match provider.program() {
+            Some(program) => program.into(),
+            None => std::env::var_os("SHELL").unwrap_or_else(|| "/bin/sh".into()),
         };
         vec![program]
     } else {
@@ -52,28 +37,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn providers_are_guessed_from_the_program_name() {
-        assert_eq!(guess("claude".as_ref()), "claude");
-        assert_eq!(guess("/usr/local/bin/codex".as_ref()), "codex");
-        assert_eq!(guess("bash".as_ref()), "shell");
-        assert_eq!(resolve(Some("claude"), vec![]).unwrap(), ("claude".into(), vec!["claude".into()]));
-        assert!(resolve(Some("emacs"), vec![]).is_err());
+    fn an_explicit_provider_must_be_known_and_starts_its_own_program() {
+        assert_eq!(resolve(Some("claude"), vec![]).unwrap(), (Provider::Claude, vec!["claude".into()]));
+        assert_eq!(resolve(Some("demo"), vec![]).unwrap(), (Provider::Demo, vec!["desk-demo-agent".into()]));
+        assert_eq!(resolve(None, vec!["/bin/codex".into()]).unwrap().0, Provider::Codex);
+        let err = resolve(Some("emacs"), vec![]).unwrap_err();
+        assert!(err.contains("unknown provider \"emacs\"") && err.contains("claude, codex"), "{err}");
         assert!(resolve(None, vec![]).is_err());
     }
 }
-
-/// Claude Code hook events desk listens to; each runs `desk hook`.
-pub const CLAUDE_HOOK_EVENTS: [&str; 9] = [
-    "SessionStart",
-    "SessionEnd",
-    "UserPromptSubmit",
-    "PreToolUse",
-    "PostToolUse",
-    "Notification",
-    "Stop",
-    "SubagentStop",
-    "PreCompact",
-];
 
 /// Quote a word for `sh -c`.
 pub fn shell_quote(word: &str) -> String {
@@ -87,7 +59,7 @@ pub fn shell_quote(word: &str) -> String {
 /// reads its hooks from (under the session's state directory) and add the arguments that
 /// point the agent at it. The user's own global agent configuration is never touched.
 pub fn wire_hooks(
-    provider: &str,
+    provider: Provider,
     mut command: Vec<std::ffi::OsString>,
     state_dir: &std::path::Path,
     desk: &std::path::Path,
@@ -95,10 +67,10 @@ pub fn wire_hooks(
     use anyhow::Context;
     let desk_str = desk.to_string_lossy().into_owned();
     let extra: Vec<std::ffi::OsString> = match provider {
-        "claude" => {
-            let hook_command = format!("{} hook --provider claude", shell_quote(&desk_str));
+        Provider::Claude => {
+            let hook_command = format!("{} hook --provider {provider}", shell_quote(&desk_str));
             let mut hooks = serde_json::Map::new();
-            for event in CLAUDE_HOOK_EVENTS {
+            for event in provider.hook_events() {
                 hooks.insert(
                     event.to_string(),
                     serde_json::json!([{ "matcher": "", "hooks": [{ "type": "command", "command": hook_command, "timeout": 5 }] }]),
@@ -110,22 +82,24 @@ pub fn wire_hooks(
                 .context("cannot write the session's Claude Code settings")?;
             vec!["--settings".into(), path.into_os_string()]
         }
-        "codex" => {
-            let notify = serde_json::json!([desk_str, "hook", "--provider", "codex"]);
+        Provider::Codex => {
+            let notify = serde_json::json!([desk_str, "hook", "--provider", provider.as_str()]);
             vec!["-c".into(), format!("notify={notify}").into()]
         }
-        "demo" => vec!["--hook-cmd".into(), format!("{} hook --provider demo", shell_quote(&desk_str)).into()],
-        _ => Vec::new(),
+        Provider::Demo => {
+            vec!["--hook-cmd".into(), format!("{} hook --provider {provider}", shell_quote(&desk_str)).into()]
+        }
+        Provider::OpenCode | Provider::Shell => Vec::new(),
     };
     // Flags go only to the provider's own program (not to a wrapper script or a shell that
     // runs it), and a command that already names its own hook wiring keeps it: desk does not
     // override what the user chose (and two copies of the flag would be refused).
-    let is_agent = command.first().is_some_and(|p| guess(p) == provider);
+    let is_agent = command.first().is_some_and(|p| Provider::guess(p) == provider);
     let own = command.iter().skip(1).any(|a| {
         let a = a.to_string_lossy();
         match provider {
             // `-c` sets any config key; only a `notify=` of the user's own is theirs.
-            "codex" => a.starts_with("notify=") || a.starts_with("--config=notify="),
+            Provider::Codex => a.starts_with("notify=") || a.starts_with("--config=notify="),
             _ => extra.first().is_some_and(|flag| a == flag.to_string_lossy()),
         }
     });
@@ -142,9 +116,13 @@ mod wiring_tests {
     #[test]
     fn claude_gets_a_private_settings_file() {
         let dir = tempfile::tempdir().unwrap();
-        let cmd =
-            wire_hooks("claude", vec!["claude".into(), "--model".into(), "x".into()], dir.path(), "/opt/desk".as_ref())
-                .unwrap();
+        let cmd = wire_hooks(
+            Provider::Claude,
+            vec!["claude".into(), "--model".into(), "x".into()],
+            dir.path(),
+            "/opt/desk".as_ref(),
+        )
+        .unwrap();
         let file = dir.path().join("claude-settings.json");
         assert_eq!(
             cmd,
@@ -159,33 +137,33 @@ mod wiring_tests {
     fn only_the_providers_own_program_gets_hook_flags() {
         let dir = tempfile::tempdir().unwrap();
         let cmd = vec!["sh".into(), "-c".into(), "claude".into()];
-        assert_eq!(wire_hooks("claude", cmd.clone(), dir.path(), "/opt/desk".as_ref()).unwrap(), cmd);
+        assert_eq!(wire_hooks(Provider::Claude, cmd.clone(), dir.path(), "/opt/desk".as_ref()).unwrap(), cmd);
     }
 
     #[test]
     fn a_command_with_its_own_hook_flag_is_not_wired_again() {
         let dir = tempfile::tempdir().unwrap();
         let cmd = vec!["desk-demo-agent".into(), "--hook-cmd".into(), "mine".into()];
-        assert_eq!(wire_hooks("demo", cmd.clone(), dir.path(), "/opt/desk".as_ref()).unwrap(), cmd);
+        assert_eq!(wire_hooks(Provider::Demo, cmd.clone(), dir.path(), "/opt/desk".as_ref()).unwrap(), cmd);
     }
 
     #[test]
     fn codex_gets_notify_unless_it_already_has_its_own() {
         let dir = tempfile::tempdir().unwrap();
         let cmd = vec!["codex".into(), "-c".into(), "model=o3".into()];
-        let wired = wire_hooks("codex", cmd, dir.path(), "/opt/desk".as_ref()).unwrap();
+        let wired = wire_hooks(Provider::Codex, cmd, dir.path(), "/opt/desk".as_ref()).unwrap();
         assert_eq!(
             wired[1..3],
             [std::ffi::OsString::from("-c"), r#"notify=["/opt/desk","hook","--provider","codex"]"#.into()]
         );
         let own = vec!["codex".into(), "-c".into(), "notify=[\"mine\"]".into()];
-        assert_eq!(wire_hooks("codex", own.clone(), dir.path(), "/opt/desk".as_ref()).unwrap(), own);
+        assert_eq!(wire_hooks(Provider::Codex, own.clone(), dir.path(), "/opt/desk".as_ref()).unwrap(), own);
     }
 
     #[test]
     fn shell_commands_are_left_alone_and_quoting_is_safe() {
         let dir = tempfile::tempdir().unwrap();
-        let cmd = wire_hooks("shell", vec!["bash".into()], dir.path(), "/opt/desk".as_ref()).unwrap();
+        let cmd = wire_hooks(Provider::Shell, vec!["bash".into()], dir.path(), "/opt/desk".as_ref()).unwrap();
         assert_eq!(cmd, vec![std::ffi::OsString::from("bash")]);
         assert_eq!(shell_quote("/a b/it's"), "'/a b/it'\\''s'");
         assert_eq!(shell_quote("/usr/bin/desk"), "/usr/bin/desk");

@@ -4,10 +4,11 @@
 use anyhow::{Context, Result};
 use std::path::Path;
 
+use desk_core::provider::Provider;
 use desk_core::state::RuleSet;
 
 /// The table for `provider`: `<config>/rules/<provider>.toml` when it exists, else built in.
-pub fn load(provider: &str, config: &Path) -> Result<RuleSet> {
+pub fn load(provider: Provider, config: &Path) -> Result<RuleSet> {
     let path = config.join("rules").join(format!("{provider}.toml"));
     match std::fs::read_to_string(&path) {
         Ok(text) => RuleSet::parse(&text, &path.display().to_string()),
@@ -23,10 +24,10 @@ mod tests {
     #[test]
     fn an_override_file_replaces_the_builtin_table() {
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(load("claude", dir.path()).unwrap().origin, "builtin");
+        assert_eq!(load(Provider::Claude, dir.path()).unwrap().origin, "builtin");
         std::fs::create_dir_all(dir.path().join("rules")).unwrap();
         std::fs::write(dir.path().join("rules/claude.toml"), "provider = \"claude\"\n").unwrap();
-        let set = load("claude", dir.path()).unwrap();
+        let set = load(Provider::Claude, dir.path()).unwrap();
         assert!(set.rules.is_empty() && set.origin.ends_with("claude.toml"));
     }
 }

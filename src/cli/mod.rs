@@ -205,7 +205,7 @@ struct NewArgs {
     env: Vec<(OsString, OsString)>,
     /// The agent the command runs. Selects the state rules and wires the agent's hooks for
     /// this session only. Default: guessed from CMD's name.
-    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(crate::providers::KNOWN))]
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(desk_core::provider::Provider::names()))]
     provider: Option<String>,
     /// The command and its arguments (default for an agent provider: the agent's own command).
     #[arg(last = true, value_name = "CMD")]

@@ -101,7 +101,7 @@ struct MasterArgs {
     cols: u16,
     rows: u16,
     env: Vec<(OsString, OsString)>,
-    provider: String,
+    provider: desk_core::provider::Provider,
     command: Vec<OsString>,
 }
 
@@ -116,7 +116,7 @@ fn start_master(
     let MasterArgs { cwd, cols, rows, env, provider, command } = args;
     let generation = session::allocate_generation(paths, name, lock)?;
     let exe = std::env::current_exe().context("cannot find the desk executable")?;
-    let command = crate::providers::wire_hooks(&provider, command, &paths.session_state(name), &exe)?;
+    let command = crate::providers::wire_hooks(provider, command, &paths.session_state(name), &exe)?;
     let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("cannot create a pipe")?;
     let mut cmd = master_command(&exe);
     cmd.arg("--name")
@@ -128,7 +128,7 @@ fn start_master(
         .arg("--generation")
         .arg(generation.to_string())
         .arg("--provider")
-        .arg(&provider)
+        .arg(provider.as_str())
         .arg("--ready-fd")
         .arg("3");
     for (key, value) in &env {

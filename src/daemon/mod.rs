@@ -42,6 +42,7 @@ use crate::delivery::store::{self, IngestError, Pause, Store};
 use crate::paths::{Paths, SessionName};
 use crate::state::RuleSet;
 use control::{Request, Response};
+use desk_core::provider::Provider;
 use masters::MasterConn;
 
 const LISTENER: Token = Token(0);
@@ -215,7 +216,7 @@ struct Daemon {
     by_session: HashMap<String, Token>,
     next_token: usize,
     timers: BinaryHeap<Reverse<(Instant, TimerKey)>>,
-    rules: HashMap<String, Rc<RuleSet>>,
+    rules: HashMap<Provider, Rc<RuleSet>>,
     inbox: VecDeque<Input>,
     next_sweep: Instant,
     stopping: bool,
@@ -388,7 +389,7 @@ impl Daemon {
         }
         for session in sessions {
             if !connected.contains(&session) {
-                self.feed(Input::SessionDown { session, generation: u32::MAX });
+                self.feed(Input::SessionDown { session, generation: None });
             }
         }
         Ok(())
@@ -508,13 +509,13 @@ impl Daemon {
                         result: Err(format!("session {session} is not connected")),
                     }),
                 },
-                Action::Write { token, session, generation, bytes } => {
-                    let enter = bytes == b"\r";
+                Action::Write { token, session, generation, kind, bytes } => {
+                    let enter = kind == engine::WriteKind::Enter;
                     store::failpoint(if enter { "before-submit" } else { "before-paste" });
                     match self.master_for(&session, generation) {
                         Some(conn) => {
                             conn.write_input(token, bytes);
-                            if std::env::var_os("DESK_FAILPOINT").is_some() {
+                            if store::failpoints_armed() {
                                 conn.flush_blocking();
                             }
                         }
@@ -762,7 +763,7 @@ impl Daemon {
                     self.feed(input);
                 }
                 if let Some(generation) = conn.generation() {
-                    self.feed(Input::SessionDown { session: conn.session.clone(), generation });
+                    self.feed(Input::SessionDown { session: conn.session.clone(), generation: Some(generation) });
                 }
                 // A new master may already be listening (a quick restart).
                 let session = conn.session.clone();
@@ -1065,10 +1066,12 @@ impl Daemon {
     }
 }
 
-/// A provider's rules, loaded once (the config directory's table, or the built-in one).
-fn load_rules(cache: &mut HashMap<String, Rc<RuleSet>>, config: &std::path::Path, provider: &str) -> Rc<RuleSet> {
+/// A provider's rules, loaded once (the config directory's table, or the built-in one). A
+/// provider name desk does not know (a master of another version) gets the shell's rules.
+fn load_rules(cache: &mut HashMap<Provider, Rc<RuleSet>>, config: &std::path::Path, provider: &str) -> Rc<RuleSet> {
+    let provider = Provider::or_shell(provider);
     cache
-        .entry(provider.to_string())
+        .entry(provider)
         .or_insert_with(|| {
             Rc::new(crate::rules::load(provider, config).unwrap_or_else(|e| {
                 warn!("{e:#}; using the built-in rules for {provider}");

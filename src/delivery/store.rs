@@ -25,12 +25,27 @@ pub const KEEP_FINISHED_MS: u64 = 24 * 3600 * 1000;
 
 /// Kill the process here when `DESK_FAILPOINT` names this step: the crash tests' way to stop
 /// the daemon at every step of the pipeline. SIGKILL, like the OOM killer: nothing runs on the
-/// way out, and no core file is left behind.
+/// way out, and no core file is left behind. Compiled only with the `failpoints` feature (the
+/// test and bench builds enable it through the package's dev-dependency on itself); a release
+/// build ignores `DESK_FAILPOINT`.
+#[cfg(feature = "failpoints")]
 pub fn failpoint(step: &str) {
     if std::env::var("DESK_FAILPOINT").is_ok_and(|v| v == step) {
         tracing::warn!("failpoint {step}: killing the daemon");
         let _ = nix::sys::signal::kill(nix::unistd::getpid(), nix::sys::signal::Signal::SIGKILL);
     }
+}
+
+/// Without the `failpoints` feature a failpoint is nothing at all.
+#[cfg(not(feature = "failpoints"))]
+#[inline(always)]
+pub fn failpoint(_step: &str) {}
+
+/// Whether a failpoint may fire in this process: the feature is compiled in and
+/// `DESK_FAILPOINT` is set (the daemon then flushes writes before a failpoint, so the crash
+/// comes after the bytes reached the master).
+pub fn failpoints_armed() -> bool {
+    cfg!(feature = "failpoints") && std::env::var_os("DESK_FAILPOINT").is_some()
 }
 
 /// The steps a failpoint can name.

@@ -7,6 +7,7 @@
 //! a argument parser for six internal flags is not worth clap's share of those pages. The
 //! arguments come from `desk new`, not from people, so errors only need to name the bad flag.
 
+use desk_core::provider::Provider;
 use std::ffi::{OsStr, OsString};
 use std::os::fd::RawFd;
 
@@ -58,7 +59,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<MasterOptions, 
             "--cwd" => cwd = Some(value()?.into()),
             "--env" => env.push(parse_env(text(&value()?)?)?),
             "--generation" => generation = Some(number::<u32>(&flag, &value()?)?),
-            "--provider" => provider = Some(text(&value()?)?.to_string()),
+            "--provider" => provider = Some(text(&value()?)?.parse::<Provider>().map_err(|e| e.to_string())?),
             "--ready-fd" => ready_fd = Some(number::<RawFd>(&flag, &value()?)?),
             _ => return Err(format!("unknown argument {flag:?}")),
         }
@@ -135,6 +136,7 @@ mod tests {
         assert_eq!(opts.args, os(&["-c", "--name"]));
         assert_eq!(opts.env, vec![("K".into(), "V".into())]);
         assert_eq!(opts.cwd, Some("/w".into()));
+        assert_eq!(opts.provider, Provider::Shell);
     }
 
     #[test]
@@ -148,5 +150,7 @@ mod tests {
         let mut bad = os(&base);
         bad.extend(os(&["--generation", "x", "--", "sh"]));
         assert!(parse(bad).unwrap_err().contains("--generation takes a number"));
+        let unknown = os(&["--name", "a", "--size", "80x24", "--generation", "1", "--provider", "emacs", "--", "sh"]);
+        assert!(parse(unknown).unwrap_err().contains("unknown provider \"emacs\""));
     }
 }

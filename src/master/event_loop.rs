@@ -994,7 +994,11 @@ mod tests {
         };
         let signals = Signals::new(Vec::<i32>::new()).unwrap();
         let journal = crate::events::journal::Journal::open(dir.path(), crate::events::journal::JOURNAL_CAP).unwrap();
-        let authority = crate::state::Authority::new(crate::state::RuleSet::builtin("shell"), Instant::now(), 0);
+        let authority = crate::state::Authority::new(
+            crate::state::RuleSet::builtin(desk_core::provider::Provider::Shell),
+            Instant::now(),
+            0,
+        );
         let master = Master::new(Parts {
             files,
             poll: Poll::new().unwrap(),

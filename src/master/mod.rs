@@ -40,6 +40,7 @@ use crate::pty::{self, Spawn};
 use crate::screen::Screen;
 use crate::session::{self, SessionMeta};
 use crate::state::{Authority, RuleSet};
+use desk_core::provider::Provider;
 
 /// Everything `desk master` needs to start a session.
 #[derive(Debug, Clone)]
@@ -52,7 +53,7 @@ pub struct MasterOptions {
     pub cols: u16,
     pub rows: u16,
     pub generation: u32,
-    pub provider: String,
+    pub provider: Provider,
     /// A pipe inherited from `desk new`: "ok" or an error message is written to it.
     pub ready_fd: Option<RawFd>,
 }
@@ -108,9 +109,9 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
     crate::logging::log_panics();
 
     let state_dir = paths.ensure_session_state(&opts.name)?;
-    let rules = crate::rules::load(&opts.provider, &paths.config).unwrap_or_else(|e| {
+    let rules = crate::rules::load(opts.provider, &paths.config).unwrap_or_else(|e| {
         tracing::warn!("{e:#}; using the built-in rules for {}", opts.provider);
-        RuleSet::builtin(&opts.provider)
+        RuleSet::builtin(opts.provider)
     });
     let authority = Authority::new(rules, std::time::Instant::now(), crate::clock::now_ms());
     let journal = Journal::open(&state_dir, JOURNAL_CAP)?;
@@ -167,7 +168,7 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
     let meta = SessionMeta {
         name: opts.name.to_string(),
         generation: opts.generation,
-        provider: opts.provider.clone(),
+        provider: opts.provider.to_string(),
         pid: child.pid,
         master_pid: std::process::id(),
         command,

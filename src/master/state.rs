@@ -6,6 +6,7 @@
 //! run at most once per [`SCREEN_CHECK_DELAY`] during a burst of output, and not at all while
 //! the session is quiet.
 
+use desk_core::provider::Provider;
 use std::time::{Duration, Instant};
 use tracing::debug;
 
@@ -85,15 +86,16 @@ impl Master {
                 ),
             ));
         }
+        // The hook names the format of its payload; a name desk does not know means the
+        // session's own provider's format.
         let provider = report
             .provider
             .as_deref()
-            .filter(|p| crate::providers::KNOWN.contains(p))
-            .unwrap_or(&self.meta.provider)
-            .to_string();
-        let fact = hooks::interpret(&provider, &report.payload);
+            .and_then(|p| p.parse::<Provider>().ok())
+            .unwrap_or_else(|| Provider::or_shell(&self.meta.provider));
+        let fact = hooks::interpret(provider, &report.payload);
         self.emit(EventBody::Hook {
-            provider: fact.provider.clone(),
+            provider: fact.provider.to_string(),
             event: fact.event.clone(),
             detail: fact.detail.clone(),
             prompt: fact.prompt.clone(),

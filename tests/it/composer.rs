@@ -24,7 +24,7 @@ fn screens(agent: &str, scenario: &str) -> Vec<(String, Vec<String>)> {
 }
 
 fn composer(agent: &str, rows: &[String]) -> String {
-    RuleSet::builtin(agent)
+    RuleSet::builtin(agent.parse().expect("a known provider"))
         .delivery
         .composer_text(rows)
         .unwrap_or_else(|| panic!("{agent}: no composer on\n{}", rows.join("\n")))

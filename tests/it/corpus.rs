@@ -3,6 +3,7 @@
 //! marks (the dialog is up, the prompt was sent, the agent is ready, the end), desk must say what
 //! the agent was actually doing — with hooks, and with the terminal alone.
 
+use desk::provider::Provider;
 use desk::scanner::{ScanEvent, Scanner};
 use desk::screen::Screen;
 use desk::state::{Activity, Authority, Lifecycle, RuleSet, hooks};
@@ -31,7 +32,7 @@ enum Hooks {
     /// and notify).
     Recorded,
     /// Only what desk wires up itself (`desk::providers`): Claude's
-    /// [`desk::providers::CLAUDE_HOOK_EVENTS`], Codex's `notify` alone (desk installs no
+    /// [`Provider::hook_events`], Codex's `notify` alone (desk installs no
     /// hooks.json), nothing from OpenCode.
     Desk,
 }
@@ -67,9 +68,9 @@ fn timeline(agent: &str, scenario: &str, hooks: impl Into<Hooks>) -> Vec<(f64, I
             let Ok(h) = serde_json::from_str::<serde_json::Value>(line) else { continue };
             let Some(t) = h["t"].as_f64() else { continue };
             let wired_by_desk = match h["label"].as_str() {
-                Some("claude") => {
-                    h["argv"][0].as_str().is_some_and(|e| desk::providers::CLAUDE_HOOK_EVENTS.contains(&e))
-                }
+                Some("claude") => h["argv"][0]
+                    .as_str()
+                    .is_some_and(|e| Provider::Claude.hook_events().iter().any(|h| h.as_str() == e)),
                 Some("codex-notify") => true,
                 _ => false,
             };
@@ -140,7 +141,7 @@ fn replay_probed(
     let t0 = Instant::now();
     let at = |t: f64| (t0 + Duration::from_secs_f64(t), 1_000_000 + (t * 1000.0) as u64);
     let (now, ms) = at(0.0);
-    let mut auth = Authority::new(RuleSet::builtin(agent), now, ms);
+    let mut auth = Authority::new(RuleSet::builtin(agent.parse().expect("a known provider")), now, ms);
     let mut screen = Screen::new(120, 40);
     let mut scanner = Scanner::new();
     let mut last_output: Option<f64> = None;
@@ -211,7 +212,7 @@ fn replay_probed(
                 quiet_reported = false;
             }
             Item::Hook(payload) => {
-                auth.on_hook(&hooks::interpret(agent, &payload), now, ms);
+                auth.on_hook(&hooks::interpret(agent.parse().expect("a known provider"), &payload), now, ms);
             }
             Item::Mark(label) => seen.push(snapshot(&auth, t, &label)),
             Item::Sample => probe(t, Probe::Sample, &screen.text_rows(), &auth),
@@ -377,7 +378,7 @@ fn opencode_is_not_ready_when_bracketed_paste_comes_on_but_only_at_its_prompt() 
     assert!(ready - paste_on > 1.0, "the recording shows the gap: 2004 at {paste_on:.1} s, prompt at {ready:.1} s");
     // Replaying only up to just after 2004: still starting.
     let t0 = Instant::now();
-    let mut auth = Authority::new(RuleSet::builtin("opencode"), t0, 0);
+    let mut auth = Authority::new(RuleSet::builtin(Provider::OpenCode), t0, 0);
     let mut screen = Screen::new(120, 40);
     let mut scanner = Scanner::new();
     for (t, item) in timeline("opencode", "startup", false) {
@@ -505,7 +506,7 @@ const SETTLE_AFTER_DIALOG: f64 = 1.0;
 /// moment the dialog went; from then on desk must be idle within [`SETTLE_AFTER_DIALOG`] and
 /// never blocked again. Returns one line per replay that broke this, with the numbers.
 fn dismissals_settle(agent: &str) -> Vec<String> {
-    let rules = RuleSet::builtin(agent);
+    let rules = RuleSet::builtin(agent.parse().expect("a known provider"));
     let mut failures = Vec::new();
     let mut report = Vec::new();
     for scenario in ["dismiss-escape", "dismiss-escape-early", "dismiss-ctrlc", "dismiss-no"] {

@@ -1,6 +1,7 @@
 //! desk-core: desk's decisions, with no I/O.
 //!
-//! Owns the state authority ([`state`]: what a session's agent is doing and why, from hooks,
+//! Owns the provider profiles ([`provider`]: every agent desk knows and what it knows about
+//! each), the state authority ([`state`]: what a session's agent is doing and why, from hooks,
 //! provider rules over title, screen and notifications, and the process), hook interpretation
 //! ([`state::hooks`]), the provider rule tables ([`state::rules`]), the delivery engine
 //! ([`delivery`]: a prompt delivered exactly once or visibly stuck) and the master's session
@@ -11,6 +12,7 @@
 //! its Cargo.toml is the boundary.
 
 pub mod delivery;
+pub mod provider;
 pub mod session;
 pub mod state;
 pub mod time;

@@ -79,7 +79,7 @@ pub enum EventBody {
     /// A hook invocation reached the master.
     Hook {
         provider: String,
-        event: String,
+        event: crate::hook::HookEvent,
         detail: Option<String>,
         /// For a submitted prompt: its digest, length and edges (the detail is only its start).
         #[serde(default, skip_serializing_if = "Option::is_none")]

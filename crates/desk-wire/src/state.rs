@@ -61,11 +61,63 @@ impl Health {
     }
 }
 
+/// What kind of evidence set an axis: its source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EvidenceSource {
+    /// An agent hook (`desk hook`).
+    Hook,
+    /// The program's own state report in its output (OSC 7501).
+    Report,
+    /// A provider screen rule.
+    Screen,
+    /// A provider title rule.
+    Title,
+    /// A provider notification rule (OSC 9 / 777).
+    Notification,
+    /// Output flow (quiet after start).
+    Output,
+    /// A terminal mode switch (bracketed paste).
+    Mode,
+    /// The process itself: started, exited.
+    Process,
+    /// Working evidence that was not renewed.
+    Lease,
+    /// The ready check: no ready signal came.
+    Ready,
+    /// Nothing yet.
+    None,
+}
+
+impl EvidenceSource {
+    /// The name in JSON and in `desk explain`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EvidenceSource::Hook => "hook",
+            EvidenceSource::Report => "report",
+            EvidenceSource::Screen => "screen",
+            EvidenceSource::Title => "title",
+            EvidenceSource::Notification => "notification",
+            EvidenceSource::Output => "output",
+            EvidenceSource::Mode => "mode",
+            EvidenceSource::Process => "process",
+            EvidenceSource::Lease => "lease",
+            EvidenceSource::Ready => "ready",
+            EvidenceSource::None => "none",
+        }
+    }
+}
+
+impl std::fmt::Display for EvidenceSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The evidence behind an axis value.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Evidence {
-    /// `hook`, `screen`, `title`, `notification`, `output`, `mode`, `process`, `lease`, `none`.
-    pub source: String,
+    pub source: EvidenceSource,
     /// The rule, hook event or condition, in a few words.
     pub detail: String,
     /// Unix ms when this evidence was observed.
@@ -98,4 +150,35 @@ pub struct StateView {
     pub last_hook_ms: Option<u64>,
     /// Where the provider rules came from.
     pub rules: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn evidence_sources_serialize_as_their_names() {
+        use EvidenceSource::*;
+        let all = [Hook, Report, Screen, Title, Notification, Output, Mode, Process, Lease, Ready, None];
+        let names = [
+            "hook",
+            "report",
+            "screen",
+            "title",
+            "notification",
+            "output",
+            "mode",
+            "process",
+            "lease",
+            "ready",
+            "none",
+        ];
+        for (source, name) in all.into_iter().zip(names) {
+            assert_eq!(source.as_str(), name);
+            assert_eq!(serde_json::to_string(&source).unwrap(), format!("\"{name}\""));
+            assert_eq!(serde_json::from_str::<EvidenceSource>(&format!("\"{name}\"")).unwrap(), source);
+        }
+        let e = Evidence { source: Screen, detail: "idle-prompt".into(), at_ms: 7 };
+        assert_eq!(serde_json::to_string(&e).unwrap(), r#"{"source":"screen","detail":"idle-prompt","at_ms":7}"#);
+    }
 }

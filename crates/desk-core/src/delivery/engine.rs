@@ -25,11 +25,13 @@ use std::time::{Duration, Instant};
 use super::item::{Item, ItemId, State, StuckClass, When};
 use super::settings::DeliverySettings;
 use super::text::{self, Fingerprint, Presence};
-use crate::state::hooks::PromptSig;
+use crate::state::hooks::{HookEvent, PromptSig};
 use crate::state::{Activity, Lifecycle, RuleSet};
 
 mod io;
-pub use io::{Action, Command, Hold, Input, ScreenView, SessionView, TimerKey, TimerKind, Token, WriteError};
+pub use io::{
+    Action, Command, Hold, Input, ScreenView, SessionView, TimerKey, TimerKind, Token, WriteError, WriteKind,
+};
 
 /// While a controller has typed within the last 2 s, delivery waits: a paste must not land in
 /// the middle of what a person is typing.
@@ -134,6 +136,29 @@ struct Flight {
     queue_ahead_at_enter: bool,
 }
 
+/// What a new flight is: which items, how they go, and who waits for its outcome.
+#[derive(Debug)]
+struct Launch {
+    ids: Vec<ItemId>,
+    mode: Mode,
+    /// The operator client awaiting the outcome of a force.
+    reply_to: Option<u64>,
+    /// Paste even onto text someone typed (`desk force --over-draft`).
+    over_draft: bool,
+}
+
+/// One look at the screen during a delivery, and what the engine reads from it.
+#[derive(Debug)]
+struct Look {
+    screen: ScreenView,
+    /// How often the prompt (or the provider's paste placeholder) shows in the input area.
+    presence: Presence,
+    /// The dialog on screen: a blocked screen rule's name, or the agent reporting it waits.
+    dialog: Option<String>,
+    /// The cursor's row: its index and its text.
+    cursor_row: (usize, String),
+}
+
 #[derive(Debug)]
 struct SessionQ {
     live: Option<SessionView>,
@@ -192,8 +217,9 @@ pub struct QueueView {
 pub struct Engine {
     sessions: BTreeMap<String, SessionQ>,
     items: HashMap<ItemId, Item>,
-    /// Requests in flight: token → (session, attempt).
-    tokens: HashMap<Token, (String, u64)>,
+    /// Requests in flight: token → (session, the attempt it belongs to; none for a persist
+    /// outside a delivery).
+    tokens: HashMap<Token, (String, Option<u64>)>,
     next_token: Token,
     next_attempt: u64,
 }
@@ -204,8 +230,12 @@ impl Default for Engine {
     }
 }
 
+/// What one [`Engine::handle`] call works with: the clock it was given and the actions it
+/// returns. Every step of the state machine takes this instead of the time twice and a list.
 struct Out<'a> {
     actions: &'a mut Vec<Action>,
+    now: Instant,
+    now_ms: u64,
 }
 
 impl Engine {
@@ -260,61 +290,64 @@ impl Engine {
 
     pub fn handle(&mut self, input: Input, now: Instant, now_ms: u64) -> Vec<Action> {
         let mut actions = Vec::new();
-        let mut out = Out { actions: &mut actions };
+        let mut out = Out { actions: &mut actions, now, now_ms };
         match input {
-            Input::Restore(items) => {
-                let settled: HashMap<ItemId, Item> = items
-                    .iter()
-                    .filter(|i| matches!(i.state, State::Delivered | State::Stuck))
-                    .map(|i| (i.id.clone(), i.clone()))
-                    .collect();
-                for item in items {
-                    self.adopt(item);
-                }
-                self.settle_with_digest_siblings(&settled, now_ms, &mut out);
-                let names: Vec<String> = self.sessions.keys().cloned().collect();
-                for name in names {
-                    self.pump(&name, now, now_ms, &mut out);
-                }
-            }
+            Input::Restore(items) => self.on_restore(items, &mut out),
             Input::Ingested(item) => {
                 let name = item.session.clone();
                 self.adopt(item);
-                self.pump(&name, now, now_ms, &mut out);
+                self.pump(&name, &mut out);
             }
             Input::Paused { session, reason } => {
                 self.session(&session).paused = Some(reason);
             }
-            Input::Session(view) => self.on_session(view, now, now_ms, &mut out),
-            Input::SessionDown { session, generation } => self.on_down(&session, generation, now, now_ms, &mut out),
+            Input::Session(view) => self.on_session(view, &mut out),
+            Input::SessionDown { session, generation } => self.on_down(&session, generation, &mut out),
             Input::Hook { session, generation, event, prompt, at_ms, .. } => {
-                self.on_hook(&session, generation, &event, prompt, at_ms, now, now_ms, &mut out)
+                self.on_hook(&session, generation, &event, prompt, at_ms, &mut out)
             }
             Input::Snapshot { token, result } => {
                 if let Some((session, attempt)) = self.tokens.remove(&token) {
-                    self.on_snapshot(&session, attempt, token, result, now, now_ms, &mut out);
+                    self.on_snapshot(&session, attempt, token, result, &mut out);
                 }
             }
             Input::Written { token, result } => {
                 if let Some((session, attempt)) = self.tokens.remove(&token) {
-                    self.on_written(&session, attempt, token, result, now, now_ms, &mut out);
+                    self.on_written(&session, attempt, token, result, &mut out);
                 }
             }
             Input::PersistFailed { token, error } => {
                 if let Some((session, attempt)) = self.tokens.remove(&token) {
-                    self.on_persist_failed(&session, attempt, &error, now, now_ms, &mut out);
+                    self.on_persist_failed(&session, attempt, &error, &mut out);
                 }
             }
-            Input::Timer(key) => self.on_timer(key, now, now_ms, &mut out),
-            Input::Command { client, command } => self.on_command(client, command, now, now_ms, &mut out),
+            Input::Timer(key) => self.on_timer(key, &mut out),
+            Input::Command { client, command } => self.on_command(client, command, &mut out),
         }
         actions
+    }
+
+    /// Start-up: adopt the items found on disk, settle half-settled digests, start what may go.
+    fn on_restore(&mut self, items: Vec<Item>, out: &mut Out<'_>) {
+        let settled: HashMap<ItemId, Item> = items
+            .iter()
+            .filter(|i| matches!(i.state, State::Delivered | State::Stuck))
+            .map(|i| (i.id.clone(), i.clone()))
+            .collect();
+        for item in items {
+            self.adopt(item);
+        }
+        self.settle_with_digest_siblings(&settled, out);
+        let names: Vec<String> = self.sessions.keys().cloned().collect();
+        for name in names {
+            self.pump(&name, out);
+        }
     }
 
     /// Items of one digest prompt settle together. A crash between their records can leave one
     /// settled and another `sending`; the one left takes its sibling's outcome (recovered on its
     /// own, with its own text, it would look undelivered, and a force would repeat it).
-    fn settle_with_digest_siblings(&mut self, settled: &HashMap<ItemId, Item>, now_ms: u64, out: &mut Out<'_>) {
+    fn settle_with_digest_siblings(&mut self, settled: &HashMap<ItemId, Item>, out: &mut Out<'_>) {
         let sending: Vec<(ItemId, Item)> = self
             .items
             .values()
@@ -328,13 +361,13 @@ impl Engine {
                 sibling.state.as_str()
             );
             match (sibling.state, sibling.stuck) {
-                (State::Stuck, Some(class)) => self.stick(&id, class, why, now_ms, out),
+                (State::Stuck, Some(class)) => self.stick(&id, class, why, out),
                 _ => {
                     if let Some(item) = self.items.get_mut(&id) {
                         item.hook_owed = sibling.hook_owed.clone();
                         item.queued_by_agent = sibling.queued_by_agent;
                     }
-                    self.transition(&id, State::Delivered, "delivered", why, now_ms, out);
+                    self.transition(&id, State::Delivered, "delivered", why, out);
                 }
             }
         }
@@ -357,7 +390,7 @@ impl Engine {
         self.items.insert(item.id.clone(), item);
     }
 
-    fn token(&mut self, session: &str, attempt: u64) -> Token {
+    fn token(&mut self, session: &str, attempt: Option<u64>) -> Token {
         let t = self.next_token;
         self.next_token += 1;
         self.tokens.insert(t, (session.to_string(), attempt));
@@ -373,17 +406,10 @@ impl Engine {
     }
 
     /// Change an item's state (and notes) and persist it.
-    fn transition(
-        &mut self,
-        id: &ItemId,
-        to: State,
-        kind: &str,
-        detail: String,
-        now_ms: u64,
-        out: &mut Out<'_>,
-    ) -> Option<Token> {
+    fn transition(&mut self, id: &ItemId, to: State, kind: &str, detail: String, out: &mut Out<'_>) -> Option<Token> {
+        let now_ms = out.now_ms;
         let session = self.items.get(id)?.session.clone();
-        let attempt = self.sessions.get(&session).and_then(|q| q.flight.as_ref()).map_or(0, |f| f.attempt);
+        let attempt = self.flight(&session).map(|f| f.attempt);
         let token = self.token(&session, attempt);
         let item = self.items.get_mut(id)?;
         let from = item.state;
@@ -407,16 +433,17 @@ impl Engine {
         Some(token)
     }
 
-    fn stick(&mut self, id: &ItemId, class: StuckClass, detail: String, now_ms: u64, out: &mut Out<'_>) {
+    fn stick(&mut self, id: &ItemId, class: StuckClass, detail: String, out: &mut Out<'_>) {
         if let Some(item) = self.items.get_mut(id) {
             item.stuck = Some(class);
         }
-        self.transition(id, State::Stuck, "stuck", format!("{}: {detail}", class.as_str()), now_ms, out);
+        self.transition(id, State::Stuck, "stuck", format!("{}: {detail}", class.as_str()), out);
     }
 
     // ----- sessions -----
 
-    fn on_session(&mut self, view: SessionView, now: Instant, now_ms: u64, out: &mut Out<'_>) {
+    fn on_session(&mut self, view: SessionView, out: &mut Out<'_>) {
+        let (now, now_ms) = (out.now, out.now_ms);
         let name = view.name.clone();
         let q = self.session(&name);
         let old_generation = q.live.as_ref().map(|l| l.generation);
@@ -424,7 +451,7 @@ impl Engine {
         q.known_down = false;
         if old_generation.is_some_and(|g| g != view.generation) {
             // A new generation: whatever was in flight for the old one is cut off.
-            self.interrupt(&name, "the session restarted (new generation) during delivery", now_ms, out);
+            self.interrupt(&name, "the session restarted (new generation) during delivery", out);
         }
         let q = self.session(&name);
         // From idle (or unknown) to working after our Enter; back to work after a dialog was
@@ -440,33 +467,35 @@ impl Engine {
             // Idle for QUEUE_DRAINED from now on means the agent's queue is empty.
             out.actions.push(Action::Arm {
                 at: now + QUEUE_DRAINED,
-                key: TimerKey { session: name.clone(), attempt: 0, kind: TimerKind::Drained, step: 0 },
+                key: TimerKey { session: name.clone(), attempt: None, kind: TimerKind::Drained, step: 0 },
             });
         }
-        let q = self.session(&name);
         if turned_working
-            && let Some(f) = &q.flight
+            && let Some(f) = self.flight(&name)
             && f.phase == Phase::Submit
             && f.activity_at_enter != Activity::Working
             && !f.dialog_seen
         {
-            self.submitted(&name, "the agent's activity turned working after Enter".into(), false, now, now_ms, out);
+            self.submitted(&name, "the agent's activity turned working after Enter".into(), false, out);
             return;
         }
         // Items found `sending` at start-up are settled once their session is observable.
-        self.recover(&name, now, now_ms, out);
-        self.pump(&name, now, now_ms, out);
+        self.recover(&name, out);
+        self.pump(&name, out);
     }
 
-    fn on_down(&mut self, session: &str, generation: u32, now: Instant, now_ms: u64, out: &mut Out<'_>) {
+    fn on_down(&mut self, session: &str, generation: Option<u32>, out: &mut Out<'_>) {
         let q = self.session(session);
-        if q.live.as_ref().is_some_and(|l| l.generation != generation) {
+        // A report about another generation than the live one is old news.
+        if let Some(generation) = generation
+            && q.live.as_ref().is_some_and(|l| l.generation != generation)
+        {
             return;
         }
         q.live = None;
         q.known_down = true;
-        self.interrupt(session, "the session went away during delivery", now_ms, out);
-        self.unpaid_at_exit(session, now_ms, out);
+        self.interrupt(session, "the session went away during delivery", out);
+        self.unpaid_at_exit(session, out);
         // Items found `sending` at start-up whose session is gone cannot be settled.
         let sending: Vec<ItemId> = self
             .session(session)
@@ -476,25 +505,20 @@ impl Engine {
             .filter(|id| self.items.get(id).is_some_and(|i| i.state == State::Sending))
             .collect();
         for id in sending {
-            self.stick(
-                &id,
-                StuckClass::Interrupted,
-                "delivery was cut off and the session is gone".into(),
-                now_ms,
-                out,
-            );
+            self.stick(&id, StuckClass::Interrupted, "delivery was cut off and the session is gone".into(), out);
         }
-        self.pump(session, now, now_ms, out);
+        self.pump(session, out);
     }
 
     /// End the session's flight because its session generation is gone.
-    fn interrupt(&mut self, session: &str, why: &str, now_ms: u64, out: &mut Out<'_>) {
-        let Some(flight) = self.session(session).flight.take() else { return };
+    fn interrupt(&mut self, session: &str, why: &str, out: &mut Out<'_>) {
+        let now_ms = out.now_ms;
+        let Some(flight) = self.take_flight(session) else { return };
         // Once the paste is written (acknowledged or not) it may have been typed.
         let typed = flight.phase != Phase::Baseline || flight.mode != Mode::Deliver;
         for id in &flight.items {
             if typed {
-                self.stick(id, StuckClass::Interrupted, why.into(), now_ms, out);
+                self.stick(id, StuckClass::Interrupted, why.into(), out);
             } else if let Some(item) = self.items.get_mut(id) {
                 // Nothing was typed or claimed: it stays as it was (queued, or stuck for a force).
                 item.note(now_ms, "released", format!("{why}; nothing had been typed"));
@@ -505,23 +529,20 @@ impl Engine {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn on_hook(
         &mut self,
         session: &str,
         generation: u32,
-        event: &str,
+        event: &HookEvent,
         prompt: Option<PromptSig>,
         at_ms: u64,
-        now: Instant,
-        now_ms: u64,
         out: &mut Out<'_>,
     ) {
         let q = self.session(session);
         if q.live.as_ref().is_some_and(|l| l.generation != generation) {
             return;
         }
-        if event != "UserPromptSubmit" {
+        if *event != HookEvent::UserPromptSubmit {
             return;
         }
         // A hook that does not say what was submitted proves nothing about our prompt.
@@ -530,30 +551,11 @@ impl Engine {
             q.hooks.pop_front();
         }
         q.hooks.push_back((at_ms, sig.clone()));
-        let owed_generation = |i: &Item| i.generation.is_none_or(|g| g == generation);
-        if let Some(first) =
-            q.owed.iter().position(|i| i.hook_owed.as_deref() == Some(sig.digest.as_str()) && owed_generation(i))
-        {
-            // The late report of a prompt already delivered, not of the one in flight: it is
-            // paid (every item of that prompt, a digest's too), on disk as well.
-            let paid: Vec<Item> = {
-                let id = q.owed[first].id.clone();
-                let digest_with = q.owed[first].digest_with.clone();
-                let (paid, kept): (Vec<Item>, Vec<Item>) =
-                    q.owed.drain(..).partition(|i| i.id == id || digest_with.contains(&i.id));
-                q.owed = kept.into();
-                paid
-            };
-            for mut item in paid {
-                item.hook_owed = None;
-                item.queued_by_agent = false;
-                let note = "the agent's UserPromptSubmit hook for it came (it had queued it)";
-                self.record_delivered(item, "hook", note.into(), now_ms, out);
-            }
+        if self.pay_owed(session, generation, &sig, out) {
             return;
         }
         // Only once Enter was pressed: before it, the agent cannot have submitted our text.
-        let Some(f) = q.flight.as_ref().filter(|f| {
+        let Some(f) = self.flight(session).filter(|f| {
             f.pasted_ms.is_some_and(|p| at_ms + 50 >= p) && matches!(f.phase, Phase::Entering | Phase::Submit)
         }) else {
             return;
@@ -561,144 +563,162 @@ impl Engine {
         if sig.digest == f.prompt.digest {
             let evidence =
                 format!("the agent's UserPromptSubmit hook reported the whole prompt ({} characters)", sig.chars);
-            return self.submitted(session, evidence, true, now, now_ms, out);
+            return self.submitted(session, evidence, true, out);
         }
         if sig.carries_more_than(&f.prompt) {
             let detail = format!(
                 "the agent's UserPromptSubmit hook reports one message of {} characters that carries this prompt ({} characters) and text someone else typed: the message begins {:?} and ends {:?}; the prompt begins {:?} and ends {:?}. It was submitted glued to that text, not as a message of its own",
                 sig.chars, f.prompt.chars, sig.head, sig.tail, f.prompt.head, f.prompt.tail
             );
-            self.stick_flight(session, StuckClass::Merged, detail, now, now_ms, out);
+            self.stick_flight(session, StuckClass::Merged, detail, out);
         }
+    }
+
+    /// A submission hook that is the late report of a prompt already delivered (one the agent
+    /// had queued), not of the one in flight: that prompt is paid — every item of it, a
+    /// digest's too — on disk as well. Whether the hook was such a report.
+    fn pay_owed(&mut self, session: &str, generation: u32, sig: &PromptSig, out: &mut Out<'_>) -> bool {
+        let q = self.session(session);
+        let owed_generation = |i: &Item| i.generation.is_none_or(|g| g == generation);
+        let Some(first) =
+            q.owed.iter().position(|i| i.hook_owed.as_deref() == Some(sig.digest.as_str()) && owed_generation(i))
+        else {
+            return false;
+        };
+        let id = q.owed[first].id.clone();
+        let digest_with = q.owed[first].digest_with.clone();
+        let (paid, kept): (Vec<Item>, Vec<Item>) =
+            q.owed.drain(..).partition(|i| i.id == id || digest_with.contains(&i.id));
+        q.owed = kept.into();
+        for mut item in paid {
+            item.hook_owed = None;
+            item.queued_by_agent = false;
+            let note = "the agent's UserPromptSubmit hook for it came (it had queued it)";
+            self.record_delivered(item, "hook", note.into(), out);
+        }
+        true
     }
 
     // ----- the gate -----
 
-    fn pump(&mut self, session: &str, now: Instant, now_ms: u64, out: &mut Out<'_>) {
-        let q = self.session(session);
-        if q.flight.is_some() {
+    fn pump(&mut self, session: &str, out: &mut Out<'_>) {
+        if self.flight(session).is_some() {
             return;
         }
-        let queued: Vec<ItemId> = q.items.clone();
-        let queued: Vec<ItemId> =
-            queued.into_iter().filter(|id| self.items.get(id).is_some_and(|i| i.state == State::Queued)).collect();
+        let mut queued: Vec<ItemId> = self.session(session).items.clone();
+        queued.retain(|id| self.items.get(id).is_some_and(|i| i.state == State::Queued));
         if queued.is_empty() {
             self.session(session).hold = None;
             return;
         }
-        let q = self.session(session);
-        if let Some(reason) = &q.paused {
-            let reason = format!(
-                "paused by the operator{}",
-                if reason.is_empty() { String::new() } else { format!(": {reason}") }
-            );
-            self.set_hold(session, reason, now_ms);
+        let live = match self.session_gate(session) {
+            Ok(live) => live,
+            Err(why) => return self.set_hold(session, why, out.now_ms),
+        };
+        if self.retry_pending(session, out.now) {
             return;
         }
-        let Some(live) = q.live.clone() else {
-            self.set_hold(session, "the session is not running", now_ms);
-            return;
-        };
+        self.retarget(&queued, live.generation, out);
+        match self.releasable(session, &live, &queued, out.now_ms) {
+            Ok(ids) => {
+                self.session(session).hold = None;
+                let launch = Launch { ids, mode: Mode::Deliver, reply_to: None, over_draft: false };
+                self.start_flight(session, live, launch, out);
+            }
+            Err((why, None)) => self.set_hold(session, why, out.now_ms),
+            Err((why, Some(recheck))) => {
+                self.set_hold(session, why, out.now_ms);
+                let at = out.now + recheck;
+                self.session(session).retry_at = Some(at);
+                self.arm_retry(session, at, out);
+            }
+        }
+    }
+
+    /// The session's state lets a delivery start (not paused, running, ready, no dialog up):
+    /// its live view; otherwise why not.
+    fn session_gate(&self, session: &str) -> Result<SessionView, String> {
+        let q = self.sessions.get(session).ok_or("the session is not running")?;
+        if let Some(reason) = &q.paused {
+            let reason = if reason.is_empty() { String::new() } else { format!(": {reason}") };
+            return Err(format!("paused by the operator{reason}"));
+        }
+        let live = q.live.clone().ok_or("the session is not running")?;
         if live.lifecycle == Lifecycle::Exited {
-            self.set_hold(session, "the session has exited", now_ms);
-            return;
+            return Err("the session has exited".into());
         }
         if live.lifecycle == Lifecycle::Starting || !live.ready {
-            self.set_hold(session, "the session is starting (its TUI is not ready yet)", now_ms);
-            return;
+            return Err("the session is starting (its TUI is not ready yet)".into());
         }
         if live.activity == Activity::Blocked {
-            let wait = live.wait.clone().unwrap_or_else(|| "the operator".into());
-            self.set_hold(
-                session,
-                format!("the agent is waiting for {wait}; nothing is typed into its dialog"),
-                now_ms,
-            );
-            return;
+            let wait = live.wait.as_deref().unwrap_or("the operator");
+            return Err(format!("the agent is waiting for {wait}; nothing is typed into its dialog"));
         }
-        if let Some(at) = q.retry_at {
-            if now < at {
-                return;
-            }
-            q.retry_at = None;
-        }
-        // Items for an older generation follow the session into its new one.
-        for id in &queued {
-            if let Some(item) = self.items.get(id)
-                && item.generation.is_some_and(|g| g != live.generation)
-            {
-                let from = item.generation.unwrap_or(0);
-                if let Some(item) = self.items.get_mut(id) {
-                    item.generation = Some(live.generation);
-                }
-                self.transition(
-                    id,
-                    State::Queued,
-                    "retargeted",
-                    format!("the session restarted; now for generation {} (was {from})", live.generation),
-                    now_ms,
-                    out,
-                );
+        Ok(live)
+    }
+
+    /// Whether a backoff is still running (a retry that is due is cleared).
+    fn retry_pending(&mut self, session: &str, now: Instant) -> bool {
+        let q = self.session(session);
+        match q.retry_at {
+            Some(at) if now < at => true,
+            _ => {
+                q.retry_at = None;
+                false
             }
         }
+    }
+
+    /// Items for an older generation follow the session into its new one.
+    fn retarget(&mut self, ids: &[ItemId], generation: u32, out: &mut Out<'_>) {
+        for id in ids {
+            let Some(item) = self.items.get_mut(id) else { continue };
+            let Some(from) = item.generation.filter(|g| *g != generation) else { continue };
+            item.generation = Some(generation);
+            let detail = format!("the session restarted; now for generation {generation} (was {from})");
+            self.transition(id, State::Queued, "retargeted", detail, out);
+        }
+    }
+
+    /// The queued items that may go now (at most [`MAX_DIGEST`], as one digest), or why none
+    /// may and, when the reason passes by itself, when to look again.
+    fn releasable(
+        &self,
+        session: &str,
+        live: &SessionView,
+        queued: &[ItemId],
+        now_ms: u64,
+    ) -> Result<Vec<ItemId>, (String, Option<Duration>)> {
         // "Idle" from before the last prompt's Enter: the turn that prompt started may not show
         // yet, so it is not trusted where being idle matters.
         let stale = if live.activity == Activity::Idle { self.activity_stale(session, now_ms) } else { None };
-        let stale_hold = |engine: &mut Engine, wait: u64, out: &mut Out<'_>| {
-            engine.set_hold(session, "waiting to see the agent's state after the last prompt", now_ms);
-            let at = now + Duration::from_millis(wait);
-            engine.session(session).retry_at = Some(at);
-            engine.arm_retry(session, at, out);
+        let stale_hold = |wait: u64| {
+            ("waiting to see the agent's state after the last prompt".to_string(), Some(Duration::from_millis(wait)))
         };
-        if live.rules.delivery.hold_while_working
-            && let Some(wait) = stale
-        {
-            return stale_hold(self, wait, out);
+        let steers = live.rules.delivery.hold_while_working;
+        if steers && let Some(wait) = stale {
+            return Err(stale_hold(wait));
         }
-        if live.rules.delivery.hold_while_working && live.activity == Activity::Working {
-            self.set_hold(
-                session,
-                "the agent is working and would take a prompt now as an interruption of its turn; waiting for it to finish",
-                now_ms,
-            );
-            return;
+        if steers && live.activity == Activity::Working {
+            let why = "the agent is working and would take a prompt now as an interruption of its turn; waiting for it to finish";
+            return Err((why.into(), None));
         }
         let idle = live.activity == Activity::Idle && stale.is_none();
-        let releasable: Vec<ItemId> = queued
+        let ids: Vec<ItemId> = queued
             .iter()
             .filter(|id| self.items.get(*id).is_some_and(|i| i.when == When::Now || idle))
             .take(MAX_DIGEST)
             .cloned()
             .collect();
-        if releasable.is_empty() {
-            if let Some(wait) = stale {
-                return stale_hold(self, wait, out);
-            }
-            self.set_hold(
-                session,
-                format!("waiting for the agent to be idle (it is {})", live.activity.as_str()),
-                now_ms,
-            );
-            return;
+        match (ids.is_empty(), stale) {
+            (false, _) => Ok(ids),
+            (true, Some(wait)) => Err(stale_hold(wait)),
+            (true, None) => Err((format!("waiting for the agent to be idle (it is {})", live.activity.as_str()), None)),
         }
-        self.session(session).hold = None;
-        self.start_flight(session, releasable, live, Mode::Deliver, None, false, now, now_ms, out);
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn start_flight(
-        &mut self,
-        session: &str,
-        ids: Vec<ItemId>,
-        live: SessionView,
-        mode: Mode,
-        reply_to: Option<u64>,
-        over_draft: bool,
-        now: Instant,
-        now_ms: u64,
-        out: &mut Out<'_>,
-    ) {
-        let _ = now;
+    fn start_flight(&mut self, session: &str, live: SessionView, launch: Launch, out: &mut Out<'_>) {
+        let Launch { ids, mode, reply_to, over_draft } = launch;
         let attempt = self.next_attempt;
         self.next_attempt += 1;
         let items: Vec<&Item> = ids.iter().filter_map(|id| self.items.get(id)).collect();
@@ -732,88 +752,126 @@ impl Engine {
             stale_at_enter: false,
             queue_ahead_at_enter: false,
         });
-        let digest: Vec<ItemId> = if ids.len() > 1 { ids.clone() } else { Vec::new() };
-        for id in &ids {
+        self.enlist(&ids, mode, attempt, live.generation, out);
+        self.request_snapshot(session, out);
+    }
+
+    /// Tie a new flight's items to it: the digest they form, the generation they target, and
+    /// for a forced Enter or a recovery, the record that it began (an ordinary delivery is
+    /// claimed when it is pasted, in the same batch as the paste — persist before inject — so
+    /// a look at the screen that holds it back changes nothing on disk).
+    fn enlist(&mut self, ids: &[ItemId], mode: Mode, attempt: u64, generation: u32, out: &mut Out<'_>) {
+        let digest: &[ItemId] = if ids.len() > 1 { ids } else { &[] };
+        for id in ids {
             let from = self.items.get(id).map(|i| i.state);
             if let Some(item) = self.items.get_mut(id) {
                 item.digest_with = digest.iter().filter(|d| *d != id).cloned().collect();
-                if item.generation.is_none() {
-                    item.generation = Some(live.generation);
-                }
+                item.generation.get_or_insert(generation);
             }
             let (kind, detail) = match mode {
-                // An ordinary delivery is claimed when it is pasted, in the same batch as the
-                // paste (persist before inject): a look at the screen that holds it back changes
-                // nothing on disk.
                 Mode::Deliver => continue,
                 Mode::ForceEnter => ("forced", format!("attempt {attempt}: the operator forced an Enter")),
                 Mode::Recover => ("recovering", format!("attempt {attempt}: found sending after a restart")),
             };
             if from == Some(State::Sending) && mode == Mode::Recover {
-                if let Some(item) = self.items.get_mut(id) {
-                    item.note(now_ms, kind, detail);
-                }
+                self.note_items(std::slice::from_ref(id), kind, &detail, out.now_ms);
             } else {
-                self.transition(id, State::Sending, kind, detail, now_ms, out);
+                self.transition(id, State::Sending, kind, detail, out);
             }
         }
-        self.request_snapshot(session, now, out);
     }
 
-    fn request_snapshot(&mut self, session: &str, _now: Instant, out: &mut Out<'_>) {
-        let Some((attempt, generation)) = self.session(session).flight.as_ref().map(|f| (f.attempt, f.generation))
-        else {
+    fn request_snapshot(&mut self, session: &str, out: &mut Out<'_>) {
+        let Some((attempt, generation)) = self.flight(session).map(|f| (f.attempt, f.generation)) else {
             return;
         };
-        let token = self.token(session, attempt);
-        if let Some(f) = self.session(session).flight.as_mut() {
+        let token = self.token(session, Some(attempt));
+        if let Some(f) = self.flight_mut(session) {
             f.waiting = Some(token);
         }
         out.actions.push(Action::Snapshot { token, session: session.to_string(), generation });
     }
 
     fn arm(&mut self, session: &str, kind: TimerKind, at: Instant, out: &mut Out<'_>) {
-        let (attempt, step) = self.session(session).flight.as_ref().map_or((0, 0), |f| (f.attempt, f.enters));
+        let (attempt, step) = self.flight(session).map_or((None, 0), |f| (Some(f.attempt), f.enters));
         out.actions.push(Action::Arm { at, key: TimerKey { session: session.to_string(), attempt, kind, step } });
     }
 
     fn arm_retry(&mut self, session: &str, at: Instant, out: &mut Out<'_>) {
         out.actions.push(Action::Arm {
             at,
-            key: TimerKey { session: session.into(), attempt: 0, kind: TimerKind::Retry, step: 0 },
+            key: TimerKey { session: session.into(), attempt: None, kind: TimerKind::Retry, step: 0 },
         });
     }
 
-    fn settings(&self, session: &str) -> Option<(Rc<RuleSet>, bool)> {
-        self.sessions.get(session)?.live.as_ref().map(|l| (l.rules.clone(), l.bracketed_paste))
+    /// The live session's provider rules (its delivery settings among them).
+    fn rules(&self, session: &str) -> Option<Rc<RuleSet>> {
+        self.sessions.get(session)?.live.as_ref().map(|l| l.rules.clone())
     }
 
-    // ----- results -----
+    // ----- the delivery in flight: the one place it is looked up -----
 
-    #[allow(clippy::too_many_arguments)]
+    fn flight(&self, session: &str) -> Option<&Flight> {
+        self.sessions.get(session)?.flight.as_ref()
+    }
+
+    fn flight_mut(&mut self, session: &str) -> Option<&mut Flight> {
+        self.sessions.get_mut(session)?.flight.as_mut()
+    }
+
+    /// End the session's flight (whatever settles it), returning it.
+    fn take_flight(&mut self, session: &str) -> Option<Flight> {
+        self.sessions.get_mut(session)?.flight.take()
+    }
+
+    /// Add the same note to every item of a flight.
+    fn note_items(&mut self, ids: &[ItemId], kind: &str, detail: &str, now_ms: u64) {
+        for id in ids {
+            if let Some(item) = self.items.get_mut(id) {
+                item.note(now_ms, kind, detail);
+            }
+        }
+    }
+
+    // ----- results: looks at the screen -----
+
     fn on_snapshot(
         &mut self,
         session: &str,
-        attempt: u64,
+        attempt: Option<u64>,
         token: Token,
         result: Result<ScreenView, String>,
-        now: Instant,
-        now_ms: u64,
         out: &mut Out<'_>,
     ) {
-        let Some(flight) = self.session(session).flight.clone() else { return };
-        if flight.attempt != attempt || flight.waiting != Some(token) {
+        let Some(flight) = self.flight_mut(session) else { return };
+        if Some(flight.attempt) != attempt || flight.waiting != Some(token) {
             return;
         }
-        if let Some(f) = self.session(session).flight.as_mut() {
-            f.waiting = None;
-        }
-        let Some((rules, _)) = self.settings(session) else { return };
-        let settings = &rules.delivery;
+        flight.waiting = None;
+        let flight = flight.clone();
+        let Some(rules) = self.rules(session) else { return };
         let screen = match result {
             Ok(screen) => screen,
-            Err(e) => return self.read_failed(session, &flight, &e, now, now_ms, out),
+            Err(e) => return self.read_failed(session, &flight, &e, out),
         };
+        let look = self.look(session, &rules, &flight, screen);
+        if let Some(f) = self.flight_mut(session) {
+            f.last_cursor_row = Some(look.cursor_row.clone());
+        }
+        let settings = &rules.delivery;
+        match flight.phase {
+            Phase::Baseline => self.on_baseline(session, flight, look, out),
+            Phase::Echo => self.on_echo_look(session, &flight, &look, settings, out),
+            // The pre-Enter look after a settle delay.
+            Phase::Settle => self.enter_if_clear(session, &flight, &look, settings, out),
+            Phase::Submit => self.on_submit_look(session, &flight, &look, settings, out),
+            Phase::Pasting | Phase::Entering => {}
+        }
+    }
+
+    /// What a screen shows about the flight: the prompt in the input area, a dialog, the cursor.
+    fn look(&self, session: &str, rules: &RuleSet, flight: &Flight, screen: ScreenView) -> Look {
+        let settings = &rules.delivery;
         let area = settings.input_area(&screen.lines);
         let presence = text::presence(area, &flight.fingerprint, settings.placeholder.as_ref());
         // A dialog: one of the provider's blocked screen rules matches, or the session reports
@@ -829,366 +887,310 @@ impl Engine {
             .map(|r| r.name.clone())
             .or(reported_blocked);
         let cursor_row = (screen.cursor_row, screen.lines.get(screen.cursor_row).cloned().unwrap_or_default());
-        if let Some(f) = self.session(session).flight.as_mut() {
-            f.last_cursor_row = Some(cursor_row.clone());
+        Look { screen, presence, dialog, cursor_row }
+    }
+
+    /// A look while the paste is expected in the input area: once it shows, on to the Enter;
+    /// when the echo window closes without it, stuck (never pasted again).
+    fn on_echo_look(
+        &mut self,
+        session: &str,
+        flight: &Flight,
+        look: &Look,
+        settings: &DeliverySettings,
+        out: &mut Out<'_>,
+    ) {
+        if look.presence.more_than(flight.baseline) {
+            return self.echoed(session, flight, look, settings, out);
         }
-        match flight.phase {
-            Phase::Baseline => self.on_baseline(session, flight, screen, presence, dialog, now, now_ms, out),
-            Phase::Echo => {
-                if presence.more_than(flight.baseline) {
-                    for id in &flight.items {
-                        if let Some(item) = self.items.get_mut(id) {
-                            item.note(
-                                now_ms,
-                                "echoed",
-                                format!(
-                                    "in the input area: {} text, {} placeholder(s)",
-                                    presence.text, presence.placeholders
-                                ),
-                            );
-                        }
-                    }
-                    if let Some(rule) = dialog {
-                        return self.stick_for_dialog(session, &rule, now, now_ms, out);
-                    }
-                    if settings.submit_delay.is_zero() {
-                        if let Some(rest) = foreign_text(settings, &flight, &screen.lines) {
-                            return self.stick_merged_in_box(session, &rest, now, now_ms, out);
-                        }
-                        self.press_enter(session, now, now_ms, out);
-                    } else {
-                        if let Some(f) = self.session(session).flight.as_mut() {
-                            f.phase = Phase::Settle;
-                        }
-                        self.arm(session, TimerKind::Settle, now + settings.submit_delay, out);
-                    }
-                } else if flight.deadline_passed && !settings.knows_composer() && !screen.canonical {
-                    // The program stopped reading a line (an editor took over): what the keys did
-                    // there cannot be seen, so it is not "missing" — a force would type it again.
-                    self.stick_flight(
-                        session,
-                        StuckClass::Unobservable,
-                        "the program left line input (raw mode: an editor or full-screen program) and the text is not on screen; what it did with the keys cannot be seen. Not re-pasting".into(),
-                        now,
-                        now_ms,
-                        out,
-                    );
-                } else if flight.deadline_passed {
-                    self.stick_flight(
-                        session,
-                        StuckClass::PasteMissing,
-                        format!(
-                            "the paste did not show in the input area within {} ms; not re-pasting",
-                            settings.echo_timeout.as_millis()
-                        ),
-                        now,
-                        now_ms,
-                        out,
-                    );
-                } else {
-                    self.arm(session, TimerKind::Poll, now + settings.poll, out);
-                }
-            }
-            Phase::Settle => {
-                // The pre-Enter look after a settle delay.
-                if let Some(rule) = dialog {
-                    return self.stick_for_dialog(session, &rule, now, now_ms, out);
-                }
-                if let Some(rest) = foreign_text(settings, &flight, &screen.lines) {
-                    return self.stick_merged_in_box(session, &rest, now, now_ms, out);
-                }
-                self.press_enter(session, now, now_ms, out);
-            }
-            Phase::Submit => {
-                let line_edited = screen.canonical;
-                self.on_submit_look(session, &flight, presence, dialog, cursor_row, line_edited, now, now_ms, out)
-            }
-            Phase::Pasting | Phase::Entering => {}
+        if !flight.deadline_passed {
+            return self.arm(session, TimerKind::Poll, out.now + settings.poll, out);
         }
+        if !settings.knows_composer() && !look.screen.canonical {
+            // The program stopped reading a line (an editor took over): what the keys did
+            // there cannot be seen, so it is not "missing" — a force would type it again.
+            let detail = "the program left line input (raw mode: an editor or full-screen program) and the text is not on screen; what it did with the keys cannot be seen. Not re-pasting";
+            return self.stick_flight(session, StuckClass::Unobservable, detail.into(), out);
+        }
+        let detail = format!(
+            "the paste did not show in the input area within {} ms; not re-pasting",
+            settings.echo_timeout.as_millis()
+        );
+        self.stick_flight(session, StuckClass::PasteMissing, detail, out);
+    }
+
+    /// The paste showed in the input area: Enter now, or after the provider's settle delay.
+    fn echoed(&mut self, session: &str, flight: &Flight, look: &Look, settings: &DeliverySettings, out: &mut Out<'_>) {
+        let (text, placeholders) = (look.presence.text, look.presence.placeholders);
+        let detail = format!("in the input area: {text} text, {placeholders} placeholder(s)");
+        self.note_items(&flight.items, "echoed", &detail, out.now_ms);
+        if let Some(rule) = &look.dialog {
+            return self.stick_for_dialog(session, rule, out);
+        }
+        if settings.submit_delay.is_zero() {
+            return self.enter_if_clear(session, flight, look, settings, out);
+        }
+        if let Some(f) = self.flight_mut(session) {
+            f.phase = Phase::Settle;
+        }
+        self.arm(session, TimerKind::Settle, out.now + settings.submit_delay, out);
+    }
+
+    /// The last look before an Enter: none into a dialog, none onto text someone else typed.
+    fn enter_if_clear(
+        &mut self,
+        session: &str,
+        flight: &Flight,
+        look: &Look,
+        settings: &DeliverySettings,
+        out: &mut Out<'_>,
+    ) {
+        if let Some(rule) = &look.dialog {
+            return self.stick_for_dialog(session, rule, out);
+        }
+        if let Some(rest) = foreign_text(settings, flight, &look.screen.lines) {
+            return self.stick_merged_in_box(session, &rest, out);
+        }
+        self.press_enter(session, out);
     }
 
     /// A look at the screen after an Enter: submitted, still waiting, Enter again, or stuck.
-    #[allow(clippy::too_many_arguments)]
     fn on_submit_look(
         &mut self,
         session: &str,
         flight: &Flight,
-        presence: Presence,
-        dialog: Option<String>,
-        cursor_row: (usize, String),
-        line_edited: bool,
-        now: Instant,
-        now_ms: u64,
+        look: &Look,
+        settings: &DeliverySettings,
         out: &mut Out<'_>,
     ) {
-        let Some((rules, _)) = self.settings(session) else { return };
-        let settings = &rules.delivery;
-        if let Some(rule) = dialog {
-            // A dialog may cover the input area: the text not showing there proves nothing,
-            // and an Enter would answer the dialog.
-            if !flight.dialog_seen {
-                if let Some(f) = self.session(session).flight.as_mut() {
-                    f.dialog_seen = true;
-                }
-                for id in &flight.items {
-                    if let Some(item) = self.items.get_mut(id) {
-                        item.note(
-                            now_ms,
-                            "dialog",
-                            format!("a dialog ({rule}) is on screen after Enter; the input area is no evidence while it shows"),
-                        );
-                    }
-                }
-            }
-            if flight.deadline_passed {
-                return self.stick_flight(
-                    session,
-                    StuckClass::SubmitStuck,
-                    format!(
-                        "a dialog ({rule}) showed after Enter and stayed; whether the prompt was submitted is unknown, and no Enter is pressed into a dialog"
-                    ),
-                    now,
-                    now_ms,
-                    out,
-                );
-            }
-            return self.arm(session, TimerKind::Poll, now + settings.poll, out);
+        if let Some(rule) = &look.dialog {
+            return self.dialog_after_enter(session, flight, rule, settings, out);
         }
-        if !presence.more_than(flight.baseline) {
-            return self.submitted(session, "the text left the input area".into(), false, now, now_ms, out);
+        if !look.presence.more_than(flight.baseline) {
+            return self.submitted(session, "the text left the input area".into(), false, out);
         }
         // Without input borders, in a session whose line the kernel edits (canonical mode: a
         // shell, `cat`), an Enter always ends the line, and its echo moves the cursor on: the
         // line it was typed on changing is the evidence. A raw-mode application may take an
         // Enter as a newline in its own box, so there the cursor moving proves nothing.
         if !settings.bordered()
-            && line_edited
+            && look.screen.canonical
             && let Some(before) = &flight.enter_cursor_row
-            && *before != cursor_row
+            && *before != look.cursor_row
         {
-            return self.submitted(
-                session,
-                format!("the line it was typed on changed after Enter (cursor row {} → {})", before.0, cursor_row.0),
-                false,
-                now,
-                now_ms,
-                out,
-            );
+            let (from, to) = (before.0, look.cursor_row.0);
+            let evidence = format!("the line it was typed on changed after Enter (cursor row {from} → {to})");
+            return self.submitted(session, evidence, false, out);
         }
         if !flight.deadline_passed {
-            return self.arm(session, TimerKind::Poll, now + settings.poll, out);
+            return self.arm(session, TimerKind::Poll, out.now + settings.poll, out);
         }
         if flight.enters <= settings.enter_retries {
-            for id in &flight.items {
-                if let Some(item) = self.items.get_mut(id) {
-                    item.note(
-                        now_ms,
-                        "retry",
-                        "the text still sits in the input area (looked again); pressing Enter again",
-                    );
-                }
-            }
-            return self.press_enter(session, now, now_ms, out);
+            let note = "the text still sits in the input area (looked again); pressing Enter again";
+            self.note_items(&flight.items, "retry", note, out.now_ms);
+            return self.press_enter(session, out);
         }
-        self.stick_flight(
-            session,
-            StuckClass::SubmitStuck,
-            format!("the text stayed in the input area after {} Enter(s)", flight.enters),
-            now,
-            now_ms,
-            out,
-        );
+        let detail = format!("the text stayed in the input area after {} Enter(s)", flight.enters);
+        self.stick_flight(session, StuckClass::SubmitStuck, detail, out);
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn on_baseline(
+    /// A dialog is on screen after an Enter. It may cover the input area, so the text not
+    /// showing there proves nothing, and an Enter would answer the dialog: wait for it to go
+    /// until the verification window ends, then stuck.
+    fn dialog_after_enter(
         &mut self,
         session: &str,
-        flight: Flight,
-        screen: ScreenView,
-        presence: Presence,
-        dialog: Option<String>,
-        now: Instant,
-        now_ms: u64,
+        flight: &Flight,
+        rule: &str,
+        settings: &DeliverySettings,
         out: &mut Out<'_>,
     ) {
-        let Some((rules, _)) = self.settings(session) else { return };
-        let settings = rules.delivery.clone();
-        match flight.mode {
-            Mode::Recover => {
-                // Conclusive evidence only: a hook that reported the whole prompt after this
-                // item's own paste is on record, or the text sitting in the input area (then an
-                // Enter is safe). Without its paste on record, a hook with the same text may be
-                // the late report of an earlier identical prompt (`continue`, twice).
-                let items: Vec<&Item> = flight.items.iter().filter_map(|id| self.items.get(id)).collect();
-                let pasted_at = items
-                    .iter()
-                    .filter_map(|i| i.evidence.iter().rev().find(|n| n.kind == "pasted").map(|n| n.at_ms))
-                    .min();
-                let same_hook = self.sessions.get(session).and_then(|q| {
-                    q.hooks.iter().find(|(at, sig)| {
-                        sig.digest == flight.prompt.digest && items.iter().any(|i| *at + 50 >= i.state_since_ms)
-                    })
-                });
-                let hooked = same_hook.is_some_and(|(at, _)| pasted_at.is_some_and(|p| *at + 50 >= p));
-                if same_hook.is_some() && !hooked {
-                    return self.stick_flight(
-                        session,
-                        StuckClass::Interrupted,
-                        "a UserPromptSubmit hook reported the same text, but this item's own paste is not on record (the daemon stopped between claiming and pasting it), so the hook may be the late report of an earlier identical prompt".into(),
-                        now,
-                        now_ms,
-                        out,
-                    );
-                }
-                if hooked {
-                    return self.submitted(
-                        session,
-                        "a UserPromptSubmit hook reported it before the restart".into(),
-                        true,
-                        now,
-                        now_ms,
-                        out,
-                    );
-                }
-                if presence.text > 0 || presence.placeholders > 0 {
-                    if let Some(rule) = dialog {
-                        return self.stick_flight(
-                            session,
-                            StuckClass::Interrupted,
-                            format!("a dialog ({rule}) is on screen"),
-                            now,
-                            now_ms,
-                            out,
-                        );
-                    }
-                    for id in &flight.items {
-                        if let Some(item) = self.items.get_mut(id) {
-                            item.note(now_ms, "echoed", "found in the input area after the restart");
-                        }
-                    }
-                    return self.enter_on_text_in_box(session, now, now_ms, out);
-                }
-                return self.stick_flight(
-                    session,
-                    StuckClass::Interrupted,
-                    "no evidence settles whether it reached the agent (not in the input area, no hook)".into(),
-                    now,
-                    now_ms,
-                    out,
-                );
+        if !flight.dialog_seen {
+            if let Some(f) = self.flight_mut(session) {
+                f.dialog_seen = true;
             }
-            Mode::ForceEnter => {
-                if let Some(rule) = dialog {
-                    return self.stick_for_dialog(session, &rule, now, now_ms, out);
-                }
-                if typing_hold(&screen, now_ms).is_some() {
-                    // An Enter now would submit what that person typed along with the prompt.
-                    return self.stick_flight(
-                        session,
-                        StuckClass::SubmitStuck,
-                        "someone is typing in an attached terminal; no Enter pressed (force again when they stop)"
-                            .into(),
-                        now,
-                        now_ms,
-                        out,
-                    );
-                }
-                if presence.text == 0 && presence.placeholders == 0 {
-                    // Nothing to press Enter for. It may have been submitted after all, or the
-                    // box was cleared: the operator decides, with a re-paste one force away.
-                    return self.stick_flight(
-                        session,
-                        StuckClass::PasteMissing,
-                        "the text is no longer in the input area (it may have been submitted, or cleared); no Enter pressed. Check the agent, then desk force re-pastes it or desk drop forgets it".into(),
-                        now,
-                        now_ms,
-                        out,
-                    );
-                }
-                return self.enter_on_text_in_box(session, now, now_ms, out);
-            }
-            Mode::Deliver => {}
+            let note =
+                format!("a dialog ({rule}) is on screen after Enter; the input area is no evidence while it shows");
+            self.note_items(&flight.items, "dialog", &note, out.now_ms);
         }
-        // An ordinary delivery (or a forced re-paste): the last look before typing. Nothing is
-        // on disk yet: a gate that holds it back leaves every item as it was.
-        let mut flight = flight;
+        if flight.deadline_passed {
+            let detail = format!(
+                "a dialog ({rule}) showed after Enter and stayed; whether the prompt was submitted is unknown, and no Enter is pressed into a dialog"
+            );
+            return self.stick_flight(session, StuckClass::SubmitStuck, detail, out);
+        }
+        self.arm(session, TimerKind::Poll, out.now + settings.poll, out);
+    }
+
+    /// The first look of a flight, before anything is typed (for a recovery or a forced Enter:
+    /// before anything more is).
+    fn on_baseline(&mut self, session: &str, flight: Flight, look: Look, out: &mut Out<'_>) {
+        match flight.mode {
+            Mode::Recover => self.recovery_look(session, &flight, &look, out),
+            Mode::ForceEnter => self.force_enter_look(session, &look, out),
+            Mode::Deliver => self.delivery_look(session, flight, look, out),
+        }
+    }
+
+    /// An item found `sending` after a restart, settled on conclusive evidence only: a hook
+    /// that reported the whole prompt after this item's own paste is on record, or the text
+    /// sitting in the input area (then an Enter is safe).
+    fn recovery_look(&mut self, session: &str, flight: &Flight, look: &Look, out: &mut Out<'_>) {
+        match self.hook_for_recovered(session, flight) {
+            Some(true) => {
+                let evidence = "a UserPromptSubmit hook reported it before the restart";
+                return self.submitted(session, evidence.into(), true, out);
+            }
+            Some(false) => {
+                let detail = "a UserPromptSubmit hook reported the same text, but this item's own paste is not on record (the daemon stopped between claiming and pasting it), so the hook may be the late report of an earlier identical prompt";
+                return self.stick_flight(session, StuckClass::Interrupted, detail.into(), out);
+            }
+            None => {}
+        }
+        if look.presence.text == 0 && look.presence.placeholders == 0 {
+            let detail = "no evidence settles whether it reached the agent (not in the input area, no hook)";
+            return self.stick_flight(session, StuckClass::Interrupted, detail.into(), out);
+        }
+        if let Some(rule) = &look.dialog {
+            return self.stick_flight(session, StuckClass::Interrupted, format!("a dialog ({rule}) is on screen"), out);
+        }
+        self.note_items(&flight.items, "echoed", "found in the input area after the restart", out.now_ms);
+        self.enter_on_text_in_box(session, out);
+    }
+
+    /// Whether a UserPromptSubmit hook on record reported a recovered flight's prompt: `None`
+    /// when none did; `Some(true)` when one came after the item's own paste; `Some(false)` when
+    /// one came but the paste is not on record — then it may be the late report of an earlier
+    /// identical prompt (`continue`, twice).
+    fn hook_for_recovered(&self, session: &str, flight: &Flight) -> Option<bool> {
+        let items: Vec<&Item> = flight.items.iter().filter_map(|id| self.items.get(id)).collect();
+        let pasted_at =
+            items.iter().filter_map(|i| i.evidence.iter().rev().find(|n| n.kind == "pasted").map(|n| n.at_ms)).min();
+        let (at, _) = self.sessions.get(session)?.hooks.iter().find(|(at, sig)| {
+            sig.digest == flight.prompt.digest && items.iter().any(|i| *at + 50 >= i.state_since_ms)
+        })?;
+        Some(pasted_at.is_some_and(|p| *at + 50 >= p))
+    }
+
+    /// An operator's force on a submit-stuck item: Enter only, and only onto the text still in
+    /// the box.
+    fn force_enter_look(&mut self, session: &str, look: &Look, out: &mut Out<'_>) {
+        if let Some(rule) = &look.dialog {
+            return self.stick_for_dialog(session, rule, out);
+        }
+        if typing_hold(&look.screen, out.now_ms).is_some() {
+            // An Enter now would submit what that person typed along with the prompt.
+            let detail = "someone is typing in an attached terminal; no Enter pressed (force again when they stop)";
+            return self.stick_flight(session, StuckClass::SubmitStuck, detail.into(), out);
+        }
+        if look.presence.text == 0 && look.presence.placeholders == 0 {
+            // Nothing to press Enter for. It may have been submitted after all, or the box was
+            // cleared: the operator decides, with a re-paste one force away.
+            let detail = "the text is no longer in the input area (it may have been submitted, or cleared); no Enter pressed. Check the agent, then desk force re-pastes it or desk drop forgets it";
+            return self.stick_flight(session, StuckClass::PasteMissing, detail.into(), out);
+        }
+        self.enter_on_text_in_box(session, out);
+    }
+
+    /// An ordinary delivery (or a forced re-paste): the last look before typing. Nothing is on
+    /// disk yet: a gate that holds it back leaves every item as it was.
+    fn delivery_look(&mut self, session: &str, mut flight: Flight, look: Look, out: &mut Out<'_>) {
         flight.items.retain(|id| self.items.get(id).is_some_and(|i| matches!(i.state, State::Queued | State::Stuck)));
         if flight.items.is_empty() {
-            self.session(session).flight = None;
-            return self.pump(session, now, now_ms, out);
+            self.take_flight(session);
+            return self.pump(session, out);
         }
-        let reply_to = flight.reply_to;
-        let hold = |engine: &mut Engine, why: String, recheck: Option<Duration>, out: &mut Out<'_>| {
-            engine.session(session).flight = None;
-            match reply_to {
-                // A force: the item stays as it was, and the operator is told why.
-                Some(client) => out.actions.push(Action::Reply { client, ok: false, message: why, item: None }),
-                None => engine.set_hold(session, why, now_ms),
-            }
-            if let Some(wait) = recheck {
-                engine.session(session).retry_at = Some(now + wait);
-                engine.arm_retry(session, now + wait, out);
-            }
-        };
-        if let Some(rule) = dialog {
-            return hold(
-                self,
-                format!("a dialog is on screen ({rule}); nothing is typed into it"),
-                Some(HOLD_RECHECK),
-                out,
-            );
-        }
-        if let Some(wait) = typing_hold(&screen, now_ms) {
-            return hold(self, "someone is typing in an attached terminal".into(), Some(wait), out);
-        }
-        if !settings.knows_composer() && !screen.canonical {
-            // Not an agent's input box, and not a program reading a line: keys typed into an
-            // editor or a full-screen program are commands, not a prompt.
-            return hold(
-                self,
-                "the program is not reading a line (raw mode: an editor or full-screen program)".into(),
-                Some(HOLD_RECHECK),
-                out,
-            );
-        }
-        if settings.knows_composer() && !flight.over_draft {
-            let Some(draft) = settings.composer_text(&screen.lines) else {
-                return hold(
-                    self,
-                    "the agent's input box is not on the screen; nothing is typed until it is".into(),
-                    Some(HOLD_RECHECK),
-                    out,
-                );
-            };
-            if !draft.is_empty() {
-                let n = draft.chars().count();
-                // Desk's own text, left by a stuck delivery, is no better a place to paste onto.
-                let stuck_in_box = self.sessions.get(session).and_then(|q| {
-                    q.items.iter().find(|id| {
-                        self.items
-                            .get(*id)
-                            .is_some_and(|i| i.state == State::Stuck && draft.contains(&text::normalize(&i.text)))
-                    })
-                });
-                let why = match reply_to {
-                    None if stuck_in_box.is_some() => format!(
-                        "the input box holds the text of stuck item {}; desk force submits it, or clear the box; delivery waits until it is sent or cleared",
-                        stuck_in_box.map(|i| i.as_str()).unwrap_or("")
-                    ),
-                    Some(_) => format!(
-                        "the input box holds text typed by someone ({n} characters: {:?}); forcing now would paste this prompt after it and submit both as one message. Let them send or clear it, or run desk force {} --over-draft to do it anyway",
-                        preview(&draft),
-                        flight.items.first().map(|i| i.as_str()).unwrap_or("")
-                    ),
-                    None => format!("{DRAFT_HOLD} ({n} characters); delivery waits until it is sent or cleared"),
-                };
-                return hold(self, why, Some(HOLD_RECHECK), out);
-            }
+        let Some(rules) = self.rules(session) else { return };
+        if let Some((why, recheck)) = self.screen_hold(session, &flight, &look, &rules.delivery, out.now_ms) {
+            return self.hold_flight(session, flight.reply_to, why, recheck, out);
         }
         // Claimed now, in the same batch as the paste: persist before inject.
+        self.claim(&flight, out);
+        if look.screen.canonical
+            && let Some((line, len)) = text::overlong_line(&flight.text)
+        {
+            let why = format!(
+                "refused: line {line} is {len} bytes and the session reads canonical input, which cuts lines at {} bytes",
+                text::CANONICAL_LINE_MAX
+            );
+            return self.refuse_flight(session, &flight, why, out);
+        }
+        self.paste(session, &flight, &look, out);
+    }
+
+    /// Why the screen says not to type now, and when to look again: a dialog, a person typing,
+    /// a program not reading a line, an agent's input box that is missing or holds a draft.
+    fn screen_hold(
+        &self,
+        session: &str,
+        flight: &Flight,
+        look: &Look,
+        settings: &DeliverySettings,
+        now_ms: u64,
+    ) -> Option<(String, Duration)> {
+        if let Some(rule) = &look.dialog {
+            return Some((format!("a dialog is on screen ({rule}); nothing is typed into it"), HOLD_RECHECK));
+        }
+        if let Some(wait) = typing_hold(&look.screen, now_ms) {
+            return Some(("someone is typing in an attached terminal".into(), wait));
+        }
+        if !settings.knows_composer() && !look.screen.canonical {
+            // Not an agent's input box, and not a program reading a line: keys typed into an
+            // editor or a full-screen program are commands, not a prompt.
+            let why = "the program is not reading a line (raw mode: an editor or full-screen program)";
+            return Some((why.into(), HOLD_RECHECK));
+        }
+        if !settings.knows_composer() || flight.over_draft {
+            return None;
+        }
+        let Some(draft) = settings.composer_text(&look.screen.lines) else {
+            let why = "the agent's input box is not on the screen; nothing is typed until it is";
+            return Some((why.into(), HOLD_RECHECK));
+        };
+        (!draft.is_empty()).then(|| (self.draft_hold(session, flight, &draft), HOLD_RECHECK))
+    }
+
+    /// Why a draft in the input box holds this flight, in words for the operator.
+    fn draft_hold(&self, session: &str, flight: &Flight, draft: &str) -> String {
+        let n = draft.chars().count();
+        // Desk's own text, left by a stuck delivery, is no better a place to paste onto.
+        let stuck_in_box = self.sessions.get(session).and_then(|q| {
+            q.items.iter().find(|id| {
+                self.items
+                    .get(*id)
+                    .is_some_and(|i| i.state == State::Stuck && draft.contains(&text::normalize(&i.text)))
+            })
+        });
+        match (flight.reply_to, stuck_in_box) {
+            (None, Some(stuck)) => format!(
+                "the input box holds the text of stuck item {stuck}; desk force submits it, or clear the box; delivery waits until it is sent or cleared"
+            ),
+            (Some(_), _) => format!(
+                "the input box holds text typed by someone ({n} characters: {:?}); forcing now would paste this prompt after it and submit both as one message. Let them send or clear it, or run desk force {} --over-draft to do it anyway",
+                preview(draft),
+                flight.items.first().map(|i| i.as_str()).unwrap_or("")
+            ),
+            (None, None) => format!("{DRAFT_HOLD} ({n} characters); delivery waits until it is sent or cleared"),
+        }
+    }
+
+    /// Hold a flight back before anything was typed: it ends, its items stay as they were, and
+    /// the screen is looked at again after `recheck`. A force's operator is told why.
+    fn hold_flight(&mut self, session: &str, reply_to: Option<u64>, why: String, recheck: Duration, out: &mut Out<'_>) {
+        self.take_flight(session);
+        match reply_to {
+            Some(client) => out.actions.push(Action::Reply { client, ok: false, message: why, item: None }),
+            None => self.set_hold(session, why, out.now_ms),
+        }
+        let at = out.now + recheck;
+        self.session(session).retry_at = Some(at);
+        self.arm_retry(session, at, out);
+    }
+
+    /// Claim the flight's items (`sending`) before the paste goes out.
+    fn claim(&mut self, flight: &Flight, out: &mut Out<'_>) {
         let attempt = flight.attempt;
-        let forced = reply_to.is_some();
+        let forced = flight.reply_to.is_some();
         let count = flight.items.len();
         for id in &flight.items {
             let detail = match (forced, count) {
@@ -1199,73 +1201,74 @@ impl Engine {
                 (false, 1) => format!("attempt {attempt}"),
                 (false, n) => format!("attempt {attempt}: one digest of {n} items"),
             };
-            self.transition(id, State::Sending, "claimed", detail, now_ms, out);
+            self.transition(id, State::Sending, "claimed", detail, out);
         }
-        if screen.canonical
-            && let Some((line, len)) = text::overlong_line(&flight.text)
-        {
-            let why = format!(
-                "refused: line {line} is {len} bytes and the session reads canonical input, which cuts lines at {} bytes",
-                text::CANONICAL_LINE_MAX
-            );
-            self.session(session).flight = None;
-            for id in &flight.items {
-                if let Some(item) = self.items.get_mut(id) {
-                    item.stuck = Some(StuckClass::PasteMissing);
-                }
-                self.transition(id, State::Stuck, "refused", why.clone(), now_ms, out);
+    }
+
+    /// A claimed flight that cannot be typed at all: its items are stuck, nothing was typed.
+    fn refuse_flight(&mut self, session: &str, flight: &Flight, why: String, out: &mut Out<'_>) {
+        self.take_flight(session);
+        for id in &flight.items {
+            if let Some(item) = self.items.get_mut(id) {
+                item.stuck = Some(StuckClass::PasteMissing);
             }
-            if let Some(client) = reply_to {
-                out.actions.push(Action::Reply { client, ok: false, message: why, item: None });
-            }
-            return self.pump(session, now, now_ms, out);
+            self.transition(id, State::Stuck, "refused", why.clone(), out);
         }
-        let bytes = text::paste_bytes(&flight.text, screen.bracketed_paste);
-        let token = self.token(session, flight.attempt);
-        if let Some(f) = self.session(session).flight.as_mut() {
+        if let Some(client) = flight.reply_to {
+            out.actions.push(Action::Reply { client, ok: false, message: why, item: None });
+        }
+        self.pump(session, out);
+    }
+
+    /// Type the prompt: one write, bracketed when the application asked for bracketed paste.
+    fn paste(&mut self, session: &str, flight: &Flight, look: &Look, out: &mut Out<'_>) {
+        let bracketed = look.screen.bracketed_paste;
+        let bytes = text::paste_bytes(&flight.text, bracketed);
+        let token = self.token(session, Some(flight.attempt));
+        if let Some(f) = self.flight_mut(session) {
             f.items = flight.items.clone();
-            f.baseline = presence;
+            f.baseline = look.presence;
             f.phase = Phase::Pasting;
             f.waiting = Some(token);
         }
+        let note = format!(
+            "input area shows the text {} time(s), {} placeholder(s); {}",
+            look.presence.text,
+            look.presence.placeholders,
+            if bracketed { "bracketed paste" } else { "plain typing (no bracketed paste)" }
+        );
         for id in &flight.items {
             if let Some(item) = self.items.get_mut(id) {
                 item.attempts += 1;
-                item.note(
-                    now_ms,
-                    "baseline",
-                    format!(
-                        "input area shows the text {} time(s), {} placeholder(s); {}",
-                        presence.text,
-                        presence.placeholders,
-                        if screen.bracketed_paste { "bracketed paste" } else { "plain typing (no bracketed paste)" }
-                    ),
-                );
+                item.note(out.now_ms, "baseline", note.clone());
             }
         }
-        out.actions.push(Action::Write { token, session: session.to_string(), generation: flight.generation, bytes });
+        let (session, generation) = (session.to_string(), flight.generation);
+        out.actions.push(Action::Write { token, session, generation, kind: WriteKind::Paste, bytes });
     }
 
     /// Press Enter on text found sitting in the input box (a force, or a restart): verified
     /// against an empty baseline, as if it had just been pasted.
-    fn enter_on_text_in_box(&mut self, session: &str, now: Instant, now_ms: u64, out: &mut Out<'_>) {
-        if let Some(f) = self.session(session).flight.as_mut() {
+    fn enter_on_text_in_box(&mut self, session: &str, out: &mut Out<'_>) {
+        let now_ms = out.now_ms;
+        if let Some(f) = self.flight_mut(session) {
             f.baseline = Presence::default();
             f.pasted_ms = Some(now_ms);
         }
-        self.press_enter(session, now, now_ms, out);
+        self.press_enter(session, out);
     }
 
-    fn press_enter(&mut self, session: &str, now: Instant, now_ms: u64, out: &mut Out<'_>) {
-        let Some(flight) = self.session(session).flight.clone() else { return };
+    fn press_enter(&mut self, session: &str, out: &mut Out<'_>) {
+        let now_ms = out.now_ms;
+        let Some(flight) = self.flight(session).cloned() else { return };
         let activity =
             self.sessions.get(session).and_then(|q| q.live.as_ref()).map_or(Activity::Unknown, |l| l.activity);
         let stale = activity == Activity::Idle && self.activity_stale(session, now_ms).is_some();
-        let token = self.token(session, flight.attempt);
+        let token = self.token(session, Some(flight.attempt));
         let q = self.session(session);
         let queue_ahead = q.owed.iter().any(|i| i.queued_by_agent);
         q.last_enter_ms = Some(now_ms);
-        if let Some(f) = q.flight.as_mut() {
+        if let Some(f) = self.flight_mut(session) {
             f.phase = Phase::Entering;
             f.waiting = Some(token);
             f.enters += 1;
@@ -1279,154 +1282,112 @@ impl Engine {
                 f.queue_ahead_at_enter = queue_ahead;
             }
         }
-        for id in &flight.items {
-            if let Some(item) = self.items.get_mut(id) {
-                item.note(now_ms, "enter", format!("Enter #{}", flight.enters + 1));
-            }
-        }
-        let _ = now;
+        self.note_items(&flight.items, "enter", &format!("Enter #{}", flight.enters + 1), now_ms);
         out.actions.push(Action::Write {
             token,
             session: session.to_string(),
             generation: flight.generation,
+            kind: WriteKind::Enter,
             bytes: b"\r".to_vec(),
         });
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn on_written(
         &mut self,
         session: &str,
-        attempt: u64,
+        attempt: Option<u64>,
         token: Token,
         result: Result<(), WriteError>,
-        now: Instant,
-        now_ms: u64,
         out: &mut Out<'_>,
     ) {
-        let Some(flight) = self.session(session).flight.clone() else { return };
-        if flight.attempt != attempt || flight.waiting != Some(token) {
+        let Some(flight) = self.flight(session).cloned() else { return };
+        if Some(flight.attempt) != attempt || flight.waiting != Some(token) {
             return;
         }
-        let Some((rules, _)) = self.settings(session) else { return };
-        let settings: DeliverySettings = rules.delivery.clone();
-        if let Err(WriteError::Unknown(e)) = &result {
-            let what = if flight.phase == Phase::Pasting { "paste" } else { "Enter" };
-            return self.stick_flight(
-                session,
-                StuckClass::Interrupted,
-                format!("the connection failed before the session confirmed the {what} ({e}); it may or may not have been typed"),
-                now,
-                now_ms,
-                out,
-            );
-        }
+        let Some(rules) = self.rules(session) else { return };
+        let settings = &rules.delivery;
         match (flight.phase, result) {
-            (Phase::Pasting, Ok(())) => {
-                if let Some(f) = self.session(session).flight.as_mut() {
-                    f.phase = Phase::Echo;
-                    f.waiting = None;
-                    f.pasted_ms = Some(now_ms);
-                }
-                // On record before anything else happens: a hook may settle this item after a
-                // restart only if its own paste is in its evidence.
-                for id in &flight.items {
-                    self.transition(
-                        id,
-                        State::Sending,
-                        "pasted",
-                        format!("{} bytes accepted by the session", flight.text.len()),
-                        now_ms,
-                        out,
-                    );
-                }
-                self.arm(session, TimerKind::Deadline, now + settings.echo_timeout, out);
-                self.arm(session, TimerKind::Poll, now + settings.poll.min(Duration::from_millis(10)), out);
+            (_, Err(WriteError::Unknown(e))) => {
+                let what = if flight.phase == Phase::Pasting { WriteKind::Paste } else { WriteKind::Enter };
+                let detail = format!(
+                    "the connection failed before the session confirmed the {} ({e}); it may or may not have been typed",
+                    what.as_str()
+                );
+                self.stick_flight(session, StuckClass::Interrupted, detail, out);
             }
+            (Phase::Pasting, Ok(())) => self.paste_accepted(session, &flight, settings, out),
             (Phase::Pasting, Err(WriteError::Refused(e))) => {
                 // The master refuses an INPUT frame whole: nothing was typed. Queue it again
                 // and back off.
-                self.session(session).flight = None;
+                self.take_flight(session);
+                let detail = format!("the session refused the paste: {e}; nothing was typed");
                 for id in &flight.items {
-                    self.transition(
-                        id,
-                        State::Queued,
-                        "refused",
-                        format!("the session refused the paste: {e}; nothing was typed"),
-                        now_ms,
-                        out,
-                    );
+                    self.transition(id, State::Queued, "refused", detail.clone(), out);
                 }
-                self.backoff(session, &format!("the session refused input: {e}"), now, now_ms, out);
+                self.backoff(session, &format!("the session refused input: {e}"), out);
             }
             (Phase::Entering, Ok(())) => {
-                if let Some(f) = self.session(session).flight.as_mut() {
+                if let Some(f) = self.flight_mut(session) {
                     f.phase = Phase::Submit;
                     f.waiting = None;
                 }
-                self.arm(session, TimerKind::Deadline, now + settings.submit_timeout, out);
-                self.arm(session, TimerKind::Poll, now + settings.poll, out);
+                self.arm(session, TimerKind::Deadline, out.now + settings.submit_timeout, out);
+                self.arm(session, TimerKind::Poll, out.now + settings.poll, out);
             }
             (Phase::Entering, Err(WriteError::Refused(e))) => {
-                self.stick_flight(
-                    session,
-                    StuckClass::SubmitStuck,
-                    format!("the session refused the Enter: {e}"),
-                    now,
-                    now_ms,
-                    out,
-                );
+                let detail = format!("the session refused the Enter: {e}");
+                self.stick_flight(session, StuckClass::SubmitStuck, detail, out);
             }
             _ => {}
         }
     }
 
-    fn read_failed(
-        &mut self,
-        session: &str,
-        flight: &Flight,
-        error: &str,
-        now: Instant,
-        now_ms: u64,
-        out: &mut Out<'_>,
-    ) {
+    /// The master took the paste: it is on record, and the echo window starts.
+    fn paste_accepted(&mut self, session: &str, flight: &Flight, settings: &DeliverySettings, out: &mut Out<'_>) {
+        if let Some(f) = self.flight_mut(session) {
+            f.phase = Phase::Echo;
+            f.waiting = None;
+            f.pasted_ms = Some(out.now_ms);
+        }
+        // On record before anything else happens: a hook may settle this item after a restart
+        // only if its own paste is in its evidence.
+        let detail = format!("{} bytes accepted by the session", flight.text.len());
+        for id in &flight.items {
+            self.transition(id, State::Sending, "pasted", detail.clone(), out);
+        }
+        self.arm(session, TimerKind::Deadline, out.now + settings.echo_timeout, out);
+        self.arm(session, TimerKind::Poll, out.now + settings.poll.min(Duration::from_millis(10)), out);
+    }
+
+    fn read_failed(&mut self, session: &str, flight: &Flight, error: &str, out: &mut Out<'_>) {
+        let now = out.now;
         match flight.phase {
             Phase::Baseline if flight.mode == Mode::Deliver => {
-                self.session(session).flight = None;
+                self.take_flight(session);
                 for id in &flight.items {
                     self.transition(
                         id,
                         State::Queued,
                         "hold",
                         format!("cannot read the screen: {error}; nothing was typed"),
-                        now_ms,
                         out,
                     );
                 }
-                self.backoff(session, &format!("cannot read the screen: {error}"), now, now_ms, out);
+                self.backoff(session, &format!("cannot read the screen: {error}"), out);
             }
-            Phase::Baseline => self.stick_flight(
-                session,
-                StuckClass::Unobservable,
-                format!("cannot read the screen: {error}"),
-                now,
-                now_ms,
-                out,
-            ),
+            Phase::Baseline => {
+                self.stick_flight(session, StuckClass::Unobservable, format!("cannot read the screen: {error}"), out)
+            }
             Phase::Echo if flight.deadline_passed => self.stick_flight(
                 session,
                 StuckClass::Unobservable,
                 format!("cannot read the screen at the end of the echo window: {error}; not re-pasting"),
-                now,
-                now_ms,
                 out,
             ),
             Phase::Settle => self.stick_flight(
                 session,
                 StuckClass::SubmitStuck,
                 format!("the text was echoed, but the look before the Enter failed: {error}; no Enter pressed blind"),
-                now,
-                now_ms,
                 out,
             ),
             Phase::Submit if flight.deadline_passed => self.stick_flight(
@@ -1435,16 +1396,14 @@ impl Engine {
                 format!(
                     "cannot read the screen at the end of the verification window: {error}; no Enter pressed blind"
                 ),
-                now,
-                now_ms,
                 out,
             ),
             _ => {
                 // Keep trying until the phase's deadline; it decides.
-                if let Some(f) = self.session(session).flight.as_mut() {
+                if let Some(f) = self.flight_mut(session) {
                     f.read_failures += 1;
                 }
-                if let Some((rules, _)) = self.settings(session) {
+                if let Some(rules) = self.rules(session) {
                     let poll = rules.delivery.poll;
                     self.arm(session, TimerKind::Poll, now + poll, out);
                 }
@@ -1452,22 +1411,15 @@ impl Engine {
         }
     }
 
-    fn on_persist_failed(
-        &mut self,
-        session: &str,
-        attempt: u64,
-        error: &str,
-        now: Instant,
-        now_ms: u64,
-        out: &mut Out<'_>,
-    ) {
+    fn on_persist_failed(&mut self, session: &str, attempt: Option<u64>, error: &str, out: &mut Out<'_>) {
+        let now_ms = out.now_ms;
         // The rest of that batch did not happen. If it was a claim, nothing was typed; if it
         // was a final state, the item stays `sending` on disk and a restart settles it.
-        let Some(flight) = self.session(session).flight.clone() else { return };
-        if flight.attempt != attempt {
+        let Some(flight) = self.flight(session).cloned() else { return };
+        if Some(flight.attempt) != attempt {
             return;
         }
-        self.session(session).flight = None;
+        self.take_flight(session);
         for id in &flight.items {
             if let Some(item) = self.items.get_mut(id) {
                 item.note(now_ms, "error", format!("cannot write the item's state: {error}"));
@@ -1480,13 +1432,14 @@ impl Engine {
                 }
             }
         }
-        self.backoff(session, &format!("cannot write delivery state: {error}"), now, now_ms, out);
+        self.backoff(session, &format!("cannot write delivery state: {error}"), out);
     }
 
-    fn on_timer(&mut self, key: TimerKey, now: Instant, now_ms: u64, out: &mut Out<'_>) {
+    fn on_timer(&mut self, key: TimerKey, out: &mut Out<'_>) {
+        let now = out.now;
         let session = key.session.clone();
         if key.kind == TimerKind::Drained {
-            return self.taken_from_queue(&session, now_ms, out);
+            return self.taken_from_queue(&session, out);
         }
         if key.kind == TimerKind::Retry {
             if self.sessions.get(&session).is_some_and(|q| q.retry_at.is_some_and(|t| now < t)) {
@@ -1495,49 +1448,40 @@ impl Engine {
             if let Some(q) = self.sessions.get_mut(&session) {
                 q.retry_at = None;
             }
-            return self.pump(&session, now, now_ms, out);
+            return self.pump(&session, out);
         }
-        let Some(flight) = self.sessions.get(&session).and_then(|q| q.flight.clone()) else { return };
-        if flight.attempt != key.attempt || (key.kind != TimerKind::Poll && key.step != flight.enters) {
+        let Some(flight) = self.flight(&session).cloned() else { return };
+        if Some(flight.attempt) != key.attempt || (key.kind != TimerKind::Poll && key.step != flight.enters) {
             return;
         }
         match key.kind {
             TimerKind::Poll => {
                 if matches!(flight.phase, Phase::Echo | Phase::Submit) && flight.waiting.is_none() {
-                    self.request_snapshot(&session, now, out);
+                    self.request_snapshot(&session, out);
                 }
             }
             TimerKind::Settle => {
                 if flight.phase == Phase::Settle {
-                    self.request_snapshot(&session, now, out);
+                    self.request_snapshot(&session, out);
                 }
             }
-            TimerKind::Deadline => match flight.phase {
-                Phase::Echo => {
-                    // Decide on a fresh look: a paste that showed after the last poll is there.
-                    if let Some(f) = self.session(&session).flight.as_mut() {
-                        f.deadline_passed = true;
-                    }
-                    if flight.waiting.is_none() {
-                        self.request_snapshot(&session, now, out);
-                    }
+            TimerKind::Deadline if matches!(flight.phase, Phase::Echo | Phase::Submit) => {
+                // Decide on a fresh look, never on an older one: a paste that showed after the
+                // last poll is there, and so is a submit.
+                if let Some(f) = self.flight_mut(&session) {
+                    f.deadline_passed = true;
                 }
-                Phase::Submit => {
-                    // Decide on a fresh look, never on an older one.
-                    if let Some(f) = self.session(&session).flight.as_mut() {
-                        f.deadline_passed = true;
-                    }
-                    if flight.waiting.is_none() {
-                        self.request_snapshot(&session, now, out);
-                    }
+                if flight.waiting.is_none() {
+                    self.request_snapshot(&session, out);
                 }
-                _ => {}
-            },
+            }
+            TimerKind::Deadline => {}
             TimerKind::Retry | TimerKind::Drained => {}
         }
     }
 
-    fn backoff(&mut self, session: &str, why: &str, now: Instant, now_ms: u64, out: &mut Out<'_>) {
+    fn backoff(&mut self, session: &str, why: &str, out: &mut Out<'_>) {
+        let (now, now_ms) = (out.now, out.now_ms);
         let q = self.session(session);
         q.failures = (q.failures + 1).min(16);
         let delay = BACKOFF_BASE.saturating_mul(1 << (q.failures - 1).min(6)).min(BACKOFF_MAX);
@@ -1548,16 +1492,8 @@ impl Engine {
 
     /// The flight is delivered on `evidence`; `by_hook` when that evidence is the agent's own
     /// UserPromptSubmit report (otherwise the report is still owed, see `owed`).
-    fn submitted(
-        &mut self,
-        session: &str,
-        evidence: String,
-        by_hook: bool,
-        now: Instant,
-        now_ms: u64,
-        out: &mut Out<'_>,
-    ) {
-        let Some(flight) = self.session(session).flight.take() else { return };
+    fn submitted(&mut self, session: &str, evidence: String, by_hook: bool, out: &mut Out<'_>) {
+        let Some(flight) = self.take_flight(session) else { return };
         self.session(session).failures = 0;
         // Delivered on other evidence: its hook is owed, and recorded as owed on disk. Typed
         // into a working agent, one shown idle only from before the previous prompt, or one
@@ -1570,7 +1506,7 @@ impl Engine {
                 item.hook_owed = Some(flight.prompt.digest.clone());
                 item.queued_by_agent = mid_turn;
             }
-            self.transition(id, State::Delivered, "delivered", evidence.clone(), now_ms, out);
+            self.transition(id, State::Delivered, "delivered", evidence.clone(), out);
             if !by_hook && let Some(Action::Persist { item, .. }) = out.actions.last() {
                 let item = item.clone();
                 self.owe(item);
@@ -1579,7 +1515,7 @@ impl Engine {
         if let Some(client) = flight.reply_to {
             out.actions.push(Action::Reply { client, ok: true, message: format!("delivered: {evidence}"), item: None });
         }
-        self.pump(session, now, now_ms, out);
+        self.pump(session, out);
     }
 
     /// Whether the session's activity predates the last Enter (and that Enter is recent).
@@ -1595,7 +1531,8 @@ impl Engine {
     /// that an exit later does not count those prompts as lost. (A prompt is never called taken
     /// earlier on the strength of a turn starting: agents go idle for a moment between queued
     /// turns, and which prompt a turn belongs to cannot be seen.)
-    fn taken_from_queue(&mut self, session: &str, now_ms: u64, out: &mut Out<'_>) {
+    fn taken_from_queue(&mut self, session: &str, out: &mut Out<'_>) {
+        let now_ms = out.now_ms;
         let q = self.session(session);
         let idle_since = q.activity_changed_ms;
         let still_idle = q.live.as_ref().is_some_and(|l| l.activity == Activity::Idle);
@@ -1612,7 +1549,7 @@ impl Engine {
                 "the agent has been idle for {} s since after it: its own queue is empty, so it took the prompt",
                 QUEUE_DRAINED.as_secs()
             );
-            if let Some(item) = self.record_delivered(item, "taken", note, now_ms, out) {
+            if let Some(item) = self.record_delivered(item, "taken", note, out) {
                 self.session(session).owed[i] = item;
             }
         }
@@ -1620,17 +1557,10 @@ impl Engine {
 
     /// Persist a change to a delivered item kept only among the owed ones (it stays delivered,
     /// with a new note); returns the record as written.
-    fn record_delivered(
-        &mut self,
-        item: Item,
-        kind: &str,
-        note: String,
-        now_ms: u64,
-        out: &mut Out<'_>,
-    ) -> Option<Item> {
+    fn record_delivered(&mut self, item: Item, kind: &str, note: String, out: &mut Out<'_>) -> Option<Item> {
         let id = item.id.clone();
         self.items.insert(id.clone(), item);
-        self.transition(&id, State::Delivered, kind, note, now_ms, out);
+        self.transition(&id, State::Delivered, kind, note, out);
         match out.actions.last() {
             Some(Action::Persist { item, .. }) => Some(item.clone()),
             _ => None,
@@ -1648,7 +1578,7 @@ impl Engine {
 
     /// The session ended: a prompt the agent had queued mid-turn and never reported taking
     /// (its hook never came, though the agent sends hooks) did not reach it.
-    fn unpaid_at_exit(&mut self, session: &str, now_ms: u64, out: &mut Out<'_>) {
+    fn unpaid_at_exit(&mut self, session: &str, out: &mut Out<'_>) {
         let owed: Vec<Item> = self.session(session).owed.drain(..).collect();
         for mut item in owed.into_iter().filter(|i| i.queued_by_agent) {
             item.stuck = Some(StuckClass::Interrupted);
@@ -1658,53 +1588,36 @@ impl Engine {
             let pos = q.items.partition_point(|i| *i < id);
             q.items.insert(pos, id.clone());
             self.items.insert(id.clone(), item);
-            self.transition(
-                &id,
-                State::Stuck,
-                "stuck",
-                "interrupted: the session ended while this prompt may still have waited in the agent's own queue: neither its UserPromptSubmit hook nor the agent staying idle after it showed that the agent took it".into(),
-                now_ms,
-                out,
-            );
+            self.transition(&id, State::Stuck, "stuck", "interrupted: the session ended while this prompt may still have waited in the agent's own queue: neither its UserPromptSubmit hook nor the agent staying idle after it showed that the agent took it".into(), out);
         }
     }
 
     /// The text is (or may be) in the input box, and a dialog shows: an Enter would answer the
     /// dialog, so the item is stuck until the operator has dealt with it (`desk force` then
     /// presses Enter only, if the text is still there).
-    fn stick_for_dialog(&mut self, session: &str, rule: &str, now: Instant, now_ms: u64, out: &mut Out<'_>) {
+    fn stick_for_dialog(&mut self, session: &str, rule: &str, out: &mut Out<'_>) {
         self.stick_flight(
             session,
             StuckClass::SubmitStuck,
             format!("a dialog ({rule}) is on screen; not pressing Enter"),
-            now,
-            now_ms,
             out,
         );
     }
 
     /// The composer holds the prompt and text someone else typed: an Enter would submit them as
     /// one message, so none is pressed.
-    fn stick_merged_in_box(&mut self, session: &str, rest: &str, now: Instant, now_ms: u64, out: &mut Out<'_>) {
-        let prompt = self.session(session).flight.as_ref().map(|f| f.prompt.head.clone()).unwrap_or_default();
+    fn stick_merged_in_box(&mut self, session: &str, rest: &str, out: &mut Out<'_>) {
+        let prompt = self.flight(session).map(|f| f.prompt.head.clone()).unwrap_or_default();
         let detail = format!(
             "the input box holds this prompt ({prompt:?}…) together with text someone else typed ({rest:?}); no Enter pressed, as it would submit both as one message"
         );
-        self.stick_flight(session, StuckClass::Merged, detail, now, now_ms, out);
+        self.stick_flight(session, StuckClass::Merged, detail, out);
     }
 
-    fn stick_flight(
-        &mut self,
-        session: &str,
-        class: StuckClass,
-        detail: String,
-        now: Instant,
-        now_ms: u64,
-        out: &mut Out<'_>,
-    ) {
-        let Some(flight) = self.session(session).flight.take() else { return };
+    fn stick_flight(&mut self, session: &str, class: StuckClass, detail: String, out: &mut Out<'_>) {
+        let Some(flight) = self.take_flight(session) else { return };
         for id in &flight.items {
-            self.stick(id, class, detail.clone(), now_ms, out);
+            self.stick(id, class, detail.clone(), out);
         }
         if let Some(client) = flight.reply_to {
             out.actions.push(Action::Reply {
@@ -1715,11 +1628,11 @@ impl Engine {
             });
         }
         // The next items go on their own: a stuck one never blocks the queue.
-        self.pump(session, now, now_ms, out);
+        self.pump(session, out);
     }
 
     /// Settle items found `sending` at start-up, one at a time, once the session is observable.
-    fn recover(&mut self, session: &str, now: Instant, now_ms: u64, out: &mut Out<'_>) {
+    fn recover(&mut self, session: &str, out: &mut Out<'_>) {
         let q = self.session(session);
         if q.flight.is_some() {
             return;
@@ -1740,7 +1653,6 @@ impl Engine {
                     &id,
                     StuckClass::Interrupted,
                     "the session restarted while it was being delivered".into(),
-                    now_ms,
                     out,
                 );
             }
@@ -1757,135 +1669,121 @@ impl Engine {
             }
             _ => vec![first],
         };
-        self.start_flight(session, group, live, Mode::Recover, None, false, now, now_ms, out);
+        self.start_flight(
+            session,
+            live,
+            Launch { ids: group, mode: Mode::Recover, reply_to: None, over_draft: false },
+            out,
+        );
     }
 
     // ----- operator commands -----
 
-    fn on_command(&mut self, client: u64, command: Command, now: Instant, now_ms: u64, out: &mut Out<'_>) {
+    fn on_command(&mut self, client: u64, command: Command, out: &mut Out<'_>) {
         let reply = |out: &mut Out<'_>, ok: bool, message: String| {
             out.actions.push(Action::Reply { client, ok, message, item: None })
         };
         match command {
             Command::Pause { session, reason } => {
                 self.session(&session).paused = Some(reason);
-                self.pump(&session, now, now_ms, out);
+                self.pump(&session, out);
                 reply(out, true, format!("paused delivery to {session}"));
             }
             Command::Resume { session } => {
                 let was = self.session(&session).paused.take();
                 self.session(&session).retry_at = None;
-                self.pump(&session, now, now_ms, out);
-                reply(
-                    out,
-                    true,
-                    if was.is_some() {
-                        format!("resumed delivery to {session}")
-                    } else {
-                        format!("{session} was not paused")
-                    },
-                );
+                self.pump(&session, out);
+                let message = match was {
+                    Some(_) => format!("resumed delivery to {session}"),
+                    None => format!("{session} was not paused"),
+                };
+                reply(out, true, message);
             }
-            Command::Drop(id) => match self.items.get(&id).map(|i| (i.state, i.session.clone())) {
-                None => reply(out, false, format!("no pending item {id} (it may be delivered or dropped already)")),
-                Some((_, session))
-                    if self
-                        .sessions
-                        .get(&session)
-                        .and_then(|q| q.flight.as_ref())
-                        .is_some_and(|f| f.items.contains(&id)) =>
-                {
-                    reply(out, false, format!("item {id} is being delivered right now; drop it once it settles"))
+            Command::Drop(id) => {
+                let Some((state, session)) = self.items.get(&id).map(|i| (i.state, i.session.clone())) else {
+                    return reply(out, false, format!("no pending item {id} (it may be delivered or dropped already)"));
+                };
+                if state == State::Sending || self.flight(&session).is_some_and(|f| f.items.contains(&id)) {
+                    return reply(
+                        out,
+                        false,
+                        format!("item {id} is being delivered right now; drop it once it settles"),
+                    );
                 }
-                Some((State::Sending, _)) => {
-                    reply(out, false, format!("item {id} is being delivered right now; drop it once it settles"))
-                }
-                Some((_, session)) => {
-                    self.transition(&id, State::Dropped, "dropped", "dropped by the operator".into(), now_ms, out);
-                    reply(out, true, format!("dropped {id}"));
-                    self.pump(&session, now, now_ms, out);
-                }
-            },
+                self.transition(&id, State::Dropped, "dropped", "dropped by the operator".into(), out);
+                reply(out, true, format!("dropped {id}"));
+                self.pump(&session, out);
+            }
             Command::Force { id, over_draft } => {
-                let Some(item) = self.items.get(&id).cloned() else {
-                    return reply(out, false, format!("no pending item {id}"));
-                };
-                let q = self.session(&item.session);
-                let held_by_draft = q.hold.as_ref().is_some_and(|h| h.reason.starts_with(DRAFT_HOLD));
-                match (item.state, item.stuck) {
-                    (State::Stuck, Some(StuckClass::Merged)) => {
-                        return reply(
-                            out,
-                            false,
-                            format!(
-                                "item {id} is merged with text someone else typed (see desk item {id}): forcing could send it a second time, or submit that text with it. Check the agent, then desk drop {id}, or desk send it again if it must arrive on its own"
-                            ),
-                        );
-                    }
-                    (State::Stuck, _) => {}
-                    (State::Queued, _) if held_by_draft && !over_draft => {
-                        let hold = q.hold.as_ref().map(|h| h.reason.clone()).unwrap_or_default();
-                        return reply(
-                            out,
-                            false,
-                            format!(
-                                "item {id} is held: {hold}. Forcing it would paste the prompt after that text and submit both as one message; run desk force {id} --over-draft to do that, or wait until the box is sent or cleared"
-                            ),
-                        );
-                    }
-                    (State::Queued, _) if held_by_draft => {}
-                    (state, _) => {
-                        let hold = match (state, &q.hold) {
-                            (State::Queued, Some(h)) => format!("; it waits because {}", h.reason),
-                            _ => String::new(),
-                        };
-                        return reply(
-                            out,
-                            false,
-                            format!(
-                                "item {id} is {}, not stuck{hold}; only stuck items, and items held by a draft in the input box (with --over-draft), are forced",
-                                state.as_str()
-                            ),
-                        );
-                    }
+                if let Err(message) = self.force(client, id, over_draft, out) {
+                    reply(out, false, message);
                 }
-                let q = self.session(&item.session);
-                if q.flight.is_some() {
-                    return reply(
-                        out,
-                        false,
-                        format!("another delivery to {} is in flight; force again when it settles", item.session),
-                    );
-                }
-                let Some(live) = q.live.clone() else {
-                    return reply(out, false, format!("session {} is not running", item.session));
-                };
-                if live.lifecycle != Lifecycle::Running {
-                    return reply(out, false, format!("session {} is {}", item.session, live.lifecycle.as_str()));
-                }
-                if live.activity == Activity::Blocked {
-                    return reply(
-                        out,
-                        false,
-                        format!("the agent in {} is waiting for the operator; answer it first", item.session),
-                    );
-                }
-                let mode = if item.stuck == Some(StuckClass::SubmitStuck) { Mode::ForceEnter } else { Mode::Deliver };
-                if let Some(i) = self.items.get_mut(&id) {
-                    i.note(
-                        now_ms,
-                        "forced",
-                        match mode {
-                            Mode::ForceEnter => "operator: press Enter",
-                            _ if over_draft => "operator: paste, even onto text someone typed",
-                            _ => "operator: paste again",
-                        },
-                    );
-                }
-                let session = item.session.clone();
-                self.start_flight(&session, vec![id], live, mode, Some(client), over_draft, now, now_ms, out);
             }
         }
+    }
+
+    /// An operator's force: a stuck item goes again (Enter only when it is submit-stuck), and
+    /// so does a queued one held by a draft, with `over_draft`. Why not, when it cannot go now.
+    fn force(&mut self, client: u64, id: ItemId, over_draft: bool, out: &mut Out<'_>) -> Result<(), String> {
+        let item = self.items.get(&id).cloned().ok_or_else(|| format!("no pending item {id}"))?;
+        self.forceable(&item, over_draft)?;
+        let live = self.force_gate(&item.session)?;
+        let mode = if item.stuck == Some(StuckClass::SubmitStuck) { Mode::ForceEnter } else { Mode::Deliver };
+        let note = match mode {
+            Mode::ForceEnter => "operator: press Enter",
+            _ if over_draft => "operator: paste, even onto text someone typed",
+            _ => "operator: paste again",
+        };
+        self.note_items(std::slice::from_ref(&id), "forced", note, out.now_ms);
+        let launch = Launch { ids: vec![id], mode, reply_to: Some(client), over_draft };
+        self.start_flight(&item.session, live, launch, out);
+        Ok(())
+    }
+
+    /// Whether an item's state allows a force: stuck (but not merged with someone's text), or
+    /// queued behind a draft when the operator chose to paste over it.
+    fn forceable(&self, item: &Item, over_draft: bool) -> Result<(), String> {
+        let id = &item.id;
+        let hold = self.sessions.get(&item.session).and_then(|q| q.hold.as_ref());
+        let held_by_draft = hold.is_some_and(|h| h.reason.starts_with(DRAFT_HOLD));
+        match (item.state, item.stuck) {
+            (State::Stuck, Some(StuckClass::Merged)) => Err(format!(
+                "item {id} is merged with text someone else typed (see desk item {id}): forcing could send it a second time, or submit that text with it. Check the agent, then desk drop {id}, or desk send it again if it must arrive on its own"
+            )),
+            (State::Stuck, _) => Ok(()),
+            (State::Queued, _) if held_by_draft && !over_draft => Err(format!(
+                "item {id} is held: {}. Forcing it would paste the prompt after that text and submit both as one message; run desk force {id} --over-draft to do that, or wait until the box is sent or cleared",
+                hold.map(|h| h.reason.as_str()).unwrap_or_default()
+            )),
+            (State::Queued, _) if held_by_draft => Ok(()),
+            (state, _) => {
+                let hold = match (state, hold) {
+                    (State::Queued, Some(h)) => format!("; it waits because {}", h.reason),
+                    _ => String::new(),
+                };
+                Err(format!(
+                    "item {id} is {}, not stuck{hold}; only stuck items, and items held by a draft in the input box (with --over-draft), are forced",
+                    state.as_str()
+                ))
+            }
+        }
+    }
+
+    /// Whether a session can take a forced delivery now (nothing else in flight, running, no
+    /// dialog up): its live view.
+    fn force_gate(&mut self, session: &str) -> Result<SessionView, String> {
+        let q = self.session(session);
+        if q.flight.is_some() {
+            return Err(format!("another delivery to {session} is in flight; force again when it settles"));
+        }
+        let live = q.live.clone().ok_or_else(|| format!("session {session} is not running"))?;
+        if live.lifecycle != Lifecycle::Running {
+            return Err(format!("session {session} is {}", live.lifecycle.as_str()));
+        }
+        if live.activity == Activity::Blocked {
+            return Err(format!("the agent in {session} is waiting for the operator; answer it first"));
+        }
+        Ok(live)
     }
 }
 

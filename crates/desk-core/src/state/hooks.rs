@@ -8,6 +8,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::provider::Provider;
+pub use desk_wire::hook::HookEvent;
+
 pub use desk_wire::prompt::{PromptSig, SIG_EDGE_CHARS};
 
 /// Detail strings (a prompt's first line, a tool name, a notification) are cut to this many
@@ -45,9 +48,9 @@ pub enum Fact {
 /// A hook invocation, interpreted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HookFact {
-    pub provider: String,
+    pub provider: Provider,
     /// The hook's own name for what happened (`UserPromptSubmit`, `agent-turn-complete`, ...).
-    pub event: String,
+    pub event: HookEvent,
     pub fact: Fact,
     pub detail: Option<String>,
     /// For a submitted prompt: what identifies the whole of it.
@@ -69,39 +72,35 @@ fn str_field<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
 }
 
 /// Interpret a hook payload from `provider`.
-pub fn interpret(provider: &str, payload: &Value) -> HookFact {
+pub fn interpret(provider: Provider, payload: &Value) -> HookFact {
     let (event, fact, detail) = match provider {
-        "codex" => codex(payload),
-        "opencode" => opencode(payload),
-        _ => claude_style(payload),
+        Provider::Codex => codex(payload),
+        Provider::OpenCode => opencode(payload),
+        // The demo agent sends Claude's hook input; a shell has no hooks of its own, and a
+        // hook sent for it is read the same way.
+        Provider::Claude | Provider::Demo | Provider::Shell => claude_style(payload),
     };
-    let prompt = (event == "UserPromptSubmit").then(|| detail.as_deref().map(PromptSig::of)).flatten();
-    HookFact {
-        provider: provider.to_string(),
-        event,
-        fact,
-        detail: detail.map(|d| cut(&d)).filter(|d| !d.is_empty()),
-        prompt,
-    }
+    let prompt = (event == HookEvent::UserPromptSubmit).then(|| detail.as_deref().map(PromptSig::of)).flatten();
+    HookFact { provider, event, fact, detail: detail.map(|d| cut(&d)).filter(|d| !d.is_empty()), prompt }
 }
 
 /// Claude Code's hook input (also what the demo agent sends): `hook_event_name` and friends.
-fn claude_style(p: &Value) -> (String, Fact, Option<String>) {
-    let event = str_field(p, "hook_event_name").unwrap_or("").to_string();
+fn claude_style(p: &Value) -> (HookEvent, Fact, Option<String>) {
+    let event = HookEvent::from_name(str_field(p, "hook_event_name").unwrap_or(""));
     let tool = || str_field(p, "tool_name").unwrap_or("tool").to_string();
-    let (fact, detail) = match event.as_str() {
-        "SessionStart" => match str_field(p, "source") {
+    let (fact, detail) = match &event {
+        HookEvent::SessionStart => match str_field(p, "source") {
             // A compaction restarts the session but the turn goes on.
             Some("compact") => (Fact::Working, Some("compact".to_string())),
             source => (Fact::SessionStart, source.map(String::from)),
         },
-        "SessionEnd" => (Fact::SessionEnd, str_field(p, "reason").map(String::from)),
-        "UserPromptSubmit" => (Fact::Working, str_field(p, "prompt").map(String::from)),
-        "PreToolUse" => (Fact::ToolStart { tool: tool() }, None),
-        "PostToolUse" | "PostToolUseFailure" => (Fact::ToolEnd { tool: tool() }, None),
-        "PreCompact" => (Fact::Working, Some("compacting".to_string())),
-        "PermissionRequest" => (Fact::Blocked { wait: "approval".into() }, Some(tool())),
-        "Notification" => {
+        HookEvent::SessionEnd => (Fact::SessionEnd, str_field(p, "reason").map(String::from)),
+        HookEvent::UserPromptSubmit => (Fact::Working, str_field(p, "prompt").map(String::from)),
+        HookEvent::PreToolUse => (Fact::ToolStart { tool: tool() }, None),
+        HookEvent::PostToolUse | HookEvent::PostToolUseFailure => (Fact::ToolEnd { tool: tool() }, None),
+        HookEvent::PreCompact => (Fact::Working, Some("compacting".to_string())),
+        HookEvent::PermissionRequest => (Fact::Blocked { wait: "approval".into() }, Some(tool())),
+        HookEvent::Notification => {
             let kind = str_field(p, "notification_type").unwrap_or("");
             let message = str_field(p, "message").unwrap_or("");
             let fact = match kind {
@@ -115,8 +114,8 @@ fn claude_style(p: &Value) -> (String, Fact, Option<String>) {
             };
             (fact, Some(message.to_string()))
         }
-        "Stop" => (Fact::Idle, None),
-        "SubagentStop" | "SubagentStart" => (Fact::Heartbeat, None),
+        HookEvent::Stop => (Fact::Idle, None),
+        HookEvent::SubagentStop | HookEvent::SubagentStart => (Fact::Heartbeat, None),
         _ => (Fact::Ignored, None),
     };
     (event, fact, detail)
@@ -124,36 +123,36 @@ fn claude_style(p: &Value) -> (String, Fact, Option<String>) {
 
 /// Codex's `notify` program gets `{"type": "agent-turn-complete", ...}`; Codex hooks (where the
 /// installed version has them) use Claude's names, so those fall through to the Claude mapping.
-fn codex(p: &Value) -> (String, Fact, Option<String>) {
-    match str_field(p, "type") {
-        Some("agent-turn-complete") => {
-            ("agent-turn-complete".into(), Fact::Idle, str_field(p, "last-assistant-message").map(String::from))
+fn codex(p: &Value) -> (HookEvent, Fact, Option<String>) {
+    let Some(kind) = str_field(p, "type") else { return claude_style(p) };
+    match HookEvent::from_name(kind) {
+        HookEvent::AgentTurnComplete => {
+            (HookEvent::AgentTurnComplete, Fact::Idle, str_field(p, "last-assistant-message").map(String::from))
         }
-        Some("approval-requested") => ("approval-requested".into(), Fact::Blocked { wait: "approval".into() }, None),
-        Some(other) => (other.to_string(), Fact::Ignored, None),
-        None => claude_style(p),
+        HookEvent::ApprovalRequested => (HookEvent::ApprovalRequested, Fact::Blocked { wait: "approval".into() }, None),
+        other => (other, Fact::Ignored, None),
     }
 }
 
 /// Events forwarded by desk's OpenCode plugin: `{"type": "<opencode event>", ...}`.
-fn opencode(p: &Value) -> (String, Fact, Option<String>) {
-    let kind = str_field(p, "type").unwrap_or("").to_string();
-    let fact = match kind.as_str() {
-        "session.created" => Fact::SessionStart,
-        "session.idle" => Fact::Idle,
-        "session.status" => match p.pointer("/properties/status/type").and_then(Value::as_str) {
+fn opencode(p: &Value) -> (HookEvent, Fact, Option<String>) {
+    let kind = HookEvent::from_name(str_field(p, "type").unwrap_or(""));
+    let fact = match &kind {
+        HookEvent::SessionCreated => Fact::SessionStart,
+        HookEvent::SessionIdle => Fact::Idle,
+        HookEvent::SessionStatus => match p.pointer("/properties/status/type").and_then(Value::as_str) {
             Some("busy") => Fact::Working,
             Some("idle") => Fact::Idle,
             Some("retry") => Fact::Heartbeat,
             _ => Fact::Heartbeat,
         },
-        "permission.asked" | "permission.updated" => Fact::Blocked { wait: "approval".into() },
-        "permission.replied" => Fact::Working,
-        "message.updated" | "message.part.updated" => Fact::Heartbeat,
-        "tool.execute.before" => Fact::ToolStart { tool: str_field(p, "tool").unwrap_or("tool").into() },
-        "tool.execute.after" => Fact::ToolEnd { tool: str_field(p, "tool").unwrap_or("tool").into() },
-        "chat.message" => Fact::Working,
-        "session.error" => Fact::Idle,
+        HookEvent::PermissionAsked | HookEvent::PermissionUpdated => Fact::Blocked { wait: "approval".into() },
+        HookEvent::PermissionReplied => Fact::Working,
+        HookEvent::MessageUpdated | HookEvent::MessagePartUpdated => Fact::Heartbeat,
+        HookEvent::ToolExecuteBefore => Fact::ToolStart { tool: str_field(p, "tool").unwrap_or("tool").into() },
+        HookEvent::ToolExecuteAfter => Fact::ToolEnd { tool: str_field(p, "tool").unwrap_or("tool").into() },
+        HookEvent::ChatMessage => Fact::Working,
+        HookEvent::SessionError => Fact::Idle,
         _ => Fact::Ignored,
     };
     (kind, fact, None)
@@ -166,7 +165,7 @@ mod tests {
 
     #[test]
     fn claude_events_map_to_facts() {
-        let f = |v: Value| interpret("claude", &v).fact;
+        let f = |v: Value| interpret(Provider::Claude, &v).fact;
         assert_eq!(f(json!({"hook_event_name": "UserPromptSubmit", "prompt": "fix it"})), Fact::Working);
         assert_eq!(f(json!({"hook_event_name": "Stop"})), Fact::Idle);
         assert_eq!(f(json!({"hook_event_name": "SessionStart", "source": "startup"})), Fact::SessionStart);
@@ -192,8 +191,10 @@ mod tests {
     #[test]
     fn details_are_one_bounded_line() {
         let long = "x".repeat(500);
-        let fact =
-            interpret("claude", &json!({"hook_event_name": "UserPromptSubmit", "prompt": format!("\n{long}\nsecond")}));
+        let fact = interpret(
+            Provider::Claude,
+            &json!({"hook_event_name": "UserPromptSubmit", "prompt": format!("\n{long}\nsecond")}),
+        );
         let detail = fact.detail.unwrap();
         assert_eq!(detail.chars().count(), DETAIL_CAP);
         assert!(detail.ends_with('…'));
@@ -201,14 +202,18 @@ mod tests {
 
     #[test]
     fn codex_and_opencode_payloads() {
-        assert_eq!(interpret("codex", &json!({"type": "agent-turn-complete"})).fact, Fact::Idle);
-        assert_eq!(interpret("codex", &json!({"hook_event_name": "UserPromptSubmit"})).fact, Fact::Working);
+        assert_eq!(interpret(Provider::Codex, &json!({"type": "agent-turn-complete"})).fact, Fact::Idle);
+        assert_eq!(interpret(Provider::Codex, &json!({"hook_event_name": "UserPromptSubmit"})).fact, Fact::Working);
         assert_eq!(
-            interpret("opencode", &json!({"type": "session.status", "properties": {"status": {"type": "busy"}}})).fact,
+            interpret(
+                Provider::OpenCode,
+                &json!({"type": "session.status", "properties": {"status": {"type": "busy"}}})
+            )
+            .fact,
             Fact::Working
         );
         assert_eq!(
-            interpret("opencode", &json!({"type": "permission.asked"})).fact,
+            interpret(Provider::OpenCode, &json!({"type": "permission.asked"})).fact,
             Fact::Blocked { wait: "approval".into() }
         );
     }

@@ -16,8 +16,9 @@ pub mod rules;
 
 use std::time::{Duration, Instant};
 
+use EvidenceSource as Source;
 use desk_wire::events::Axis;
-pub use desk_wire::state::{Activity, AxisView, Evidence, Health, Lifecycle, StateView};
+pub use desk_wire::state::{Activity, AxisView, Evidence, EvidenceSource, Health, Lifecycle, StateView};
 pub use hooks::{Fact, HookFact};
 pub use rules::{ReadySignal, Rule, RuleSet};
 
@@ -109,7 +110,7 @@ fn bounded(reason: String) -> String {
 
 impl Authority {
     pub fn new(rules: RuleSet, now: Instant, now_ms: u64) -> Authority {
-        let evidence = Evidence { source: "process".into(), detail: "started".into(), at_ms: now_ms };
+        let evidence = Evidence { source: Source::Process, detail: "started".into(), at_ms: now_ms };
         Authority {
             rules,
             started: now,
@@ -117,7 +118,7 @@ impl Authority {
             activity: AxisView {
                 value: Activity::Unknown,
                 since_ms: now_ms,
-                evidence: Evidence { source: "none".into(), detail: "no evidence yet".into(), at_ms: now_ms },
+                evidence: Evidence { source: Source::None, detail: "no evidence yet".into(), at_ms: now_ms },
             },
             wait: None,
             health: AxisView { value: Health::Ok, since_ms: now_ms, evidence },
@@ -179,7 +180,7 @@ impl Authority {
     pub fn on_quiet(&mut self, now: Instant, now_ms: u64) -> Vec<Change> {
         let mut changes = Vec::new();
         if now.duration_since(self.started) >= READY_QUIET && self.rules.ready_on.contains(&ReadySignal::Quiet) {
-            self.become_ready("output", "output quiet after start", now_ms, &mut changes);
+            self.become_ready(Source::Output, "output quiet after start", now_ms, &mut changes);
         }
         changes.extend(self.settle(now, now_ms));
         changes
@@ -188,7 +189,7 @@ impl Authority {
     pub fn on_mode(&mut self, mode: desk_term::scanner::Mode, on: bool, now: Instant, now_ms: u64) -> Vec<Change> {
         let mut changes = Vec::new();
         if mode == desk_term::scanner::Mode::BracketedPaste && on && self.rules.ready_on.contains(&ReadySignal::Mode) {
-            self.become_ready("mode", "bracketed paste enabled", now_ms, &mut changes);
+            self.become_ready(Source::Mode, "bracketed paste enabled", now_ms, &mut changes);
         }
         changes.extend(self.settle(now, now_ms));
         changes
@@ -224,7 +225,7 @@ impl Authority {
             && rule.activity == Activity::Idle
             && self.rules.ready_on.contains(&ReadySignal::Screen)
         {
-            self.become_ready("screen", &format!("{} on screen", rule.name), now_ms, &mut changes);
+            self.become_ready(Source::Screen, &format!("{} on screen", rule.name), now_ms, &mut changes);
         }
         let was_dialog = self.screen.as_ref().is_some_and(|c| c.activity == Activity::Blocked);
         if was_dialog && matched.as_ref().is_none_or(|r| r.activity != Activity::Blocked) {
@@ -258,14 +259,14 @@ impl Authority {
         let lease = self.rules.leases.hook_working;
         let label = match &fact.detail {
             Some(d) => format!("{} ({d})", fact.event),
-            None => fact.event.clone(),
+            None => fact.event.to_string(),
         };
         let claim =
             |activity, wait, expires| Claim { activity, wait, detail: label.clone(), at: now, at_ms: now_ms, expires };
         match &fact.fact {
             Fact::SessionStart => {
                 if self.rules.ready_on.contains(&ReadySignal::Hook) {
-                    self.become_ready("hook", &format!("{} hook", fact.event), now_ms, &mut changes);
+                    self.become_ready(Source::Hook, &format!("{} hook", fact.event), now_ms, &mut changes);
                 }
                 self.open_tools = 0;
                 self.hook = Some(claim(Activity::Idle, None, None));
@@ -318,7 +319,7 @@ impl Authority {
         };
         let mut changes = Vec::new();
         if self.rules.ready_on.contains(&ReadySignal::Report) {
-            self.become_ready("report", &detail, now_ms, &mut changes);
+            self.become_ready(Source::Report, &detail, now_ms, &mut changes);
         }
         self.report = Some(Claim { activity, wait, detail, at: now, at_ms: now_ms, expires });
         changes.extend(self.settle(now, now_ms));
@@ -328,7 +329,7 @@ impl Authority {
     pub fn on_exit(&mut self, detail: &str, now: Instant, now_ms: u64) -> Vec<Change> {
         let mut changes = Vec::new();
         if self.lifecycle.value != Lifecycle::Exited {
-            let evidence = Evidence { source: "process".into(), detail: detail.to_string(), at_ms: now_ms };
+            let evidence = Evidence { source: Source::Process, detail: detail.to_string(), at_ms: now_ms };
             changes.push(self.set_lifecycle(Lifecycle::Exited, evidence));
         }
         self.hook = None;
@@ -363,12 +364,12 @@ impl Authority {
 
     // ----- deciding -----
 
-    fn become_ready(&mut self, source: &str, detail: &str, now_ms: u64, changes: &mut Vec<Change>) {
+    fn become_ready(&mut self, source: Source, detail: &str, now_ms: u64, changes: &mut Vec<Change>) {
         if self.ready || self.lifecycle.value == Lifecycle::Exited {
             return;
         }
         self.ready = true;
-        let evidence = Evidence { source: source.into(), detail: detail.into(), at_ms: now_ms };
+        let evidence = Evidence { source, detail: detail.into(), at_ms: now_ms };
         changes.push(self.set_lifecycle(Lifecycle::Running, evidence));
     }
 
@@ -417,10 +418,9 @@ impl Authority {
     }
 
     fn decide(&self, now: Instant, now_ms: u64) -> (Activity, Option<String>, Evidence) {
-        let evidence =
-            |source: &str, c: &Claim| Evidence { source: source.into(), detail: c.detail.clone(), at_ms: c.at_ms };
+        let evidence = |source: Source, c: &Claim| Evidence { source, detail: c.detail.clone(), at_ms: c.at_ms };
         if self.lifecycle.value == Lifecycle::Exited {
-            let e = Evidence { source: "process".into(), detail: "exited".into(), at_ms: self.lifecycle.since_ms };
+            let e = Evidence { source: Source::Process, detail: "exited".into(), at_ms: self.lifecycle.since_ms };
             return (Activity::Unknown, None, e);
         }
         // What the screen shows now: a rule that matches the current screen (a working rule only
@@ -430,22 +430,22 @@ impl Authority {
         if let Some(c) = screen
             && c.activity == Activity::Blocked
         {
-            return (Activity::Blocked, c.wait.clone(), evidence("screen", c));
+            return (Activity::Blocked, c.wait.clone(), evidence(Source::Screen, c));
         }
         // 2. Otherwise the newest claim wins: every source is strongest for the moment it
         //    describes, and a later observation of another kind (a state report, a spinner
         //    title, a screen rule) supersedes an older hook. At equal times the order below
         //    (hooks first) breaks the tie.
-        let valid = |source: &str, c: &Claim| {
-            c.valid(now) || (source == "hook" && c.activity == Activity::Working && self.open_tools > 0)
+        let valid = |source: Source, c: &Claim| {
+            c.valid(now) || (source == Source::Hook && c.activity == Activity::Working && self.open_tools > 0)
         };
-        let mut newest: Option<(&str, &Claim)> = None;
+        let mut newest: Option<(Source, &Claim)> = None;
         for (source, claim) in [
-            ("hook", &self.hook),
-            ("report", &self.report),
-            ("screen", &self.screen),
-            ("title", &self.title),
-            ("notification", &self.notification),
+            (Source::Hook, &self.hook),
+            (Source::Report, &self.report),
+            (Source::Screen, &self.screen),
+            (Source::Title, &self.title),
+            (Source::Notification, &self.notification),
         ] {
             if let Some(c) = claim
                 && newest.is_none_or(|(_, n)| c.at > n.at)
@@ -457,20 +457,20 @@ impl Authority {
             return (
                 Activity::Unknown,
                 None,
-                Evidence { source: "none".into(), detail: "no evidence".into(), at_ms: now_ms },
+                Evidence { source: Source::None, detail: "no evidence".into(), at_ms: now_ms },
             );
         };
         if !valid(source, c) {
             // The newest evidence was working and nothing renewed it. What the screen shows
             // now still counts; an older claim of another source does not come back.
             if let Some(s) = screen {
-                return (s.activity, s.wait.clone(), evidence("screen", s));
+                return (s.activity, s.wait.clone(), evidence(Source::Screen, s));
             }
             return (
                 Activity::Unknown,
                 None,
                 Evidence {
-                    source: "lease".into(),
+                    source: Source::Lease,
                     detail: format!("{source} evidence \"{}\" not renewed", c.detail),
                     at_ms: now_ms,
                 },
@@ -480,7 +480,7 @@ impl Authority {
         //    screen or title shows (agents send no hook when a dialog is dismissed).
         if c.activity == Activity::Blocked
             && self.dialog_gone.is_some_and(|gone| gone >= c.at)
-            && let Some((idle_source, idle)) = [("screen", screen), ("title", self.title.as_ref())]
+            && let Some((idle_source, idle)) = [(Source::Screen, screen), (Source::Title, self.title.as_ref())]
                 .into_iter()
                 .find_map(|(s, claim)| claim.filter(|c| c.valid(now) && c.activity == Activity::Idle).map(|c| (s, c)))
         {
@@ -493,11 +493,11 @@ impl Authority {
         //    requests late), and the idle prompt on screen means no dialog is up, whatever a
         //    hook or notification said before it was dismissed (agents send no hook for that).
         if let Some(s) = screen
-            && source != "screen"
+            && source != Source::Screen
         {
             match (s.activity, c.activity) {
                 (Activity::Working, Activity::Idle) | (Activity::Idle, Activity::Blocked) => {
-                    let mut e = evidence("screen", s);
+                    let mut e = evidence(Source::Screen, s);
                     e.detail = format!("{} (over {source}: {})", s.detail, c.detail);
                     return (s.activity, s.wait.clone(), e);
                 }
@@ -523,7 +523,7 @@ impl Authority {
             ));
             return Some((
                 Health::Degraded(reason),
-                Evidence { source: "hook".into(), detail: "silent".into(), at_ms: now_ms },
+                Evidence { source: Source::Hook, detail: "silent".into(), at_ms: now_ms },
             ));
         }
         if !self.ready && now.duration_since(self.started) >= READY_WITHIN {
@@ -535,17 +535,17 @@ impl Authority {
             ));
             return Some((
                 Health::Degraded(reason),
-                Evidence { source: "ready".into(), detail: "no ready signal".into(), at_ms: now_ms },
+                Evidence { source: Source::Ready, detail: "no ready signal".into(), at_ms: now_ms },
             ));
         }
-        if self.ready && self.health.evidence.source == "ready" && self.health.value != Health::Ok {
+        if self.ready && self.health.evidence.source == Source::Ready && self.health.value != Health::Ok {
             return Some((Health::Ok, self.lifecycle.evidence.clone()));
         }
         if let Some(from) = lapsed_from {
             let reason = bounded(format!("working evidence ({}: {}) expired", from.source, from.detail));
             return Some((
                 Health::Degraded(reason),
-                Evidence { source: "lease".into(), detail: "expired".into(), at_ms: now_ms },
+                Evidence { source: Source::Lease, detail: "expired".into(), at_ms: now_ms },
             ));
         }
         if self.activity.value != Activity::Unknown {

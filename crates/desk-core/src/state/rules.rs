@@ -1,7 +1,7 @@
 //! Provider rules: what a provider's titles, screens and notifications say about its state.
 //!
 //! Owns the rule tables, kept as data: one TOML file per provider compiled into the binary
-//! (`crates/desk-core/src/state/rules/<provider>.toml`), replaceable per provider by a file of the same name in
+//! (`crates/desk-core/src/state/rules/<provider>.toml`, named by [`Provider::rules_text`]), replaceable per provider by a file of the same name in
 //! `<config>/rules/`. Invariants: a rule table is validated whole when loaded (a bad pattern
 //! or an unknown field is an error naming the file and rule, never a silently ignored rule);
 //! within a source, rules are tried in file order and the first match wins.
@@ -12,6 +12,7 @@ use serde::Deserialize;
 use std::time::Duration;
 
 use super::Activity;
+use crate::provider::Provider;
 
 /// Where a rule looks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -174,15 +175,6 @@ pub struct RuleSet {
     pub origin: String,
 }
 
-/// The rule tables compiled into the binary.
-pub const BUILTIN: [(&str, &str); 5] = [
-    ("claude", include_str!("rules/claude.toml")),
-    ("codex", include_str!("rules/codex.toml")),
-    ("opencode", include_str!("rules/opencode.toml")),
-    ("demo", include_str!("rules/demo.toml")),
-    ("shell", include_str!("rules/shell.toml")),
-];
-
 impl RuleSet {
     /// Parse and validate a rule table.
     pub fn parse(text: &str, origin: &str) -> Result<RuleSet> {
@@ -231,11 +223,11 @@ impl RuleSet {
         })
     }
 
-    /// The built-in table for `provider` (the shell table for unknown ones).
-    pub fn builtin(provider: &str) -> RuleSet {
-        let text = BUILTIN.iter().find(|(name, _)| *name == provider).map_or(BUILTIN[4].1, |(_, text)| text);
+    /// The built-in table for `provider`.
+    pub fn builtin(provider: Provider) -> RuleSet {
         // Built-in tables are validated by the tests; a failure here is a build defect.
-        RuleSet::parse(text, "builtin").unwrap_or_else(|e| panic!("built-in rules for {provider}: {e:#}"))
+        RuleSet::parse(provider.rules_text(), "builtin")
+            .unwrap_or_else(|e| panic!("built-in rules for {provider}: {e:#}"))
     }
 
     pub fn match_title(&self, title: &str) -> Option<&Rule> {
@@ -277,14 +269,6 @@ impl RuleSet {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn every_builtin_table_parses_and_names_its_provider() {
-        for (name, text) in BUILTIN {
-            let set = RuleSet::parse(text, name).unwrap();
-            assert_eq!(set.provider, name);
-        }
-    }
 
     #[test]
     fn bad_tables_are_refused_with_the_rule_named() {

@@ -1,6 +1,7 @@
 //! The authority driven by a scripted clock.
 
 use super::*;
+use crate::provider::Provider;
 use desk_term::scanner::Mode;
 
 struct Clock {
@@ -23,7 +24,7 @@ impl Clock {
 
 fn demo(clock: &Clock) -> Authority {
     let (now, ms) = clock.at();
-    Authority::new(RuleSet::builtin("demo"), now, ms)
+    Authority::new(RuleSet::builtin(Provider::Demo), now, ms)
 }
 
 fn hook(event: &str, extra: serde_json::Value) -> HookFact {
@@ -31,7 +32,7 @@ fn hook(event: &str, extra: serde_json::Value) -> HookFact {
     if let (Some(p), Some(e)) = (payload.as_object_mut(), extra.as_object()) {
         p.extend(e.clone());
     }
-    hooks::interpret("claude", &payload)
+    hooks::interpret(Provider::Claude, &payload)
 }
 
 fn rows(lines: &[&str]) -> Vec<String> {
@@ -55,7 +56,7 @@ fn bracketed_paste_makes_a_starting_session_running() {
 fn quiet_output_makes_it_ready_only_after_the_start_period() {
     let mut clock = Clock::new();
     let (now, ms) = clock.at();
-    let mut a = Authority::new(RuleSet::builtin("shell"), now, ms);
+    let mut a = Authority::new(RuleSet::builtin(Provider::Shell), now, ms);
     let (now, ms) = clock.advance(200);
     a.on_quiet(now, ms);
     assert_eq!(a.lifecycle(), Lifecycle::Starting);
@@ -83,7 +84,7 @@ fn a_spinner_title_means_working_until_its_lease_runs_out() {
     let (now, ms) = clock.advance(10);
     a.on_title("⠋ demo", now, ms);
     assert_eq!(a.activity(), Activity::Working);
-    assert_eq!(a.view().activity.evidence.source, "title");
+    assert_eq!(a.view().activity.evidence.source, EvidenceSource::Title);
     // The spinner animates: each frame renews the lease.
     for frame in ["⠙ demo", "⠹ demo", "⠸ demo"] {
         let (now, ms) = clock.advance(2000);
@@ -114,7 +115,7 @@ fn hooks_outrank_titles() {
     let (now, ms) = clock.advance(10);
     a.on_hook(&hook("UserPromptSubmit", serde_json::json!({"prompt": "do it"})), now, ms);
     assert_eq!(a.activity(), Activity::Working);
-    assert_eq!(a.view().activity.evidence.source, "hook");
+    assert_eq!(a.view().activity.evidence.source, EvidenceSource::Hook);
     assert!(a.view().activity.evidence.detail.contains("do it"));
     let (now, ms) = clock.advance(10);
     a.on_hook(&hook("Stop", serde_json::json!({})), now, ms);
@@ -147,7 +148,7 @@ fn a_visible_approval_dialog_is_blocked_even_if_hooks_say_working() {
     a.on_screen(&rows(&["> approve-me", "", "Do you want to run this command?", "❯ 1. Yes", "  2. No"]), now, ms);
     assert_eq!(a.activity(), Activity::Blocked);
     assert_eq!(a.view().wait.as_deref(), Some("approval"));
-    assert_eq!(a.view().activity.evidence.source, "screen");
+    assert_eq!(a.view().activity.evidence.source, EvidenceSource::Screen);
     // Answered: the dialog is gone; the hook's working claim (still leased) is what remains.
     let (now, ms) = clock.advance(10);
     a.on_screen(&rows(&["> approve-me", "● running"]), now, ms);
@@ -221,19 +222,19 @@ fn silent_hooks_degrade_health_when_the_provider_expects_them() {
 fn a_shell_has_no_activity_rules_and_stays_unknown() {
     let mut clock = Clock::new();
     let (now, ms) = clock.at();
-    let mut a = Authority::new(RuleSet::builtin("shell"), now, ms);
+    let mut a = Authority::new(RuleSet::builtin(Provider::Shell), now, ms);
     let (now, ms) = clock.advance(10);
     a.on_title("⠋ anything", now, ms);
     a.on_screen(&rows(&["$ make", "building..."]), now, ms);
     assert_eq!(a.activity(), Activity::Unknown);
-    assert_eq!(a.view().activity.evidence.source, "none");
+    assert_eq!(a.view().activity.evidence.source, EvidenceSource::None);
 }
 
 #[test]
 fn a_session_never_ready_turns_degraded_and_recovers_when_the_signal_comes() {
     let mut clock = Clock::new();
     let (now, ms) = clock.at();
-    let mut a = Authority::new(RuleSet::builtin("codex"), now, ms);
+    let mut a = Authority::new(RuleSet::builtin(Provider::Codex), now, ms);
     assert_eq!(a.next_deadline(now), Some(now + READY_WITHIN));
     let (now, ms) = clock.advance(READY_WITHIN.as_millis() as u64 - 1);
     a.tick(now, ms);
@@ -253,9 +254,9 @@ fn a_session_never_ready_turns_degraded_and_recovers_when_the_signal_comes() {
     assert_eq!(a.view().health.value, Health::Ok);
 }
 
-fn provider(name: &str, clock: &Clock) -> Authority {
+fn provider(provider: Provider, clock: &Clock) -> Authority {
     let (now, ms) = clock.at();
-    Authority::new(RuleSet::builtin(name), now, ms)
+    Authority::new(RuleSet::builtin(provider), now, ms)
 }
 
 /// Claude Code's screen with its approval dialog up, and after an Escape dismissed it.
@@ -286,7 +287,7 @@ fn claude_interrupted(footer: &str) -> Vec<String> {
 #[test]
 fn a_dialog_dismissed_after_the_notification_hook_ends_blocked_when_the_idle_prompt_shows() {
     let mut clock = Clock::new();
-    let mut a = provider("claude", &clock);
+    let mut a = provider(Provider::Claude, &clock);
     let (now, ms) = clock.advance(10);
     a.on_title("✳ Claude Code", now, ms);
     let (now, ms) = clock.advance(10);
@@ -317,7 +318,7 @@ fn a_blocked_hook_about_a_dialog_that_left_the_screen_ends_on_the_idle_title() {
     // The same, with Escape before the Notification hook, on a screen no idle rule describes:
     // the dialog leaving the screen plus the idle title is enough.
     let mut clock = Clock::new();
-    let mut a = provider("claude", &clock);
+    let mut a = provider(Provider::Claude, &clock);
     let (now, ms) = clock.advance(10);
     a.on_title("✳ Claude Code", now, ms);
     let (now, ms) = clock.advance(10);
@@ -334,7 +335,7 @@ fn a_blocked_hook_about_a_dialog_that_left_the_screen_ends_on_the_idle_title() {
 #[test]
 fn a_late_notification_cannot_block_an_agent_whose_idle_prompt_shows() {
     let mut clock = Clock::new();
-    let mut a = provider("claude", &clock);
+    let mut a = provider(Provider::Claude, &clock);
     let (now, ms) = clock.advance(10);
     a.on_screen(&claude_interrupted("  ? for shortcuts · ← for agents"), now, ms);
     let (now, ms) = clock.advance(10);
@@ -356,7 +357,7 @@ fn a_late_notification_cannot_block_an_agent_whose_idle_prompt_shows() {
 #[test]
 fn an_interrupted_turn_ends_the_hook_s_working_claim_when_the_idle_title_returns() {
     let mut clock = Clock::new();
-    let mut a = provider("claude", &clock);
+    let mut a = provider(Provider::Claude, &clock);
     let (now, ms) = clock.advance(10);
     a.on_title("✳ Claude Code", now, ms);
     let (now, ms) = clock.advance(10);
@@ -376,7 +377,7 @@ fn codex_working_screen(secs: u32) -> Vec<String> {
 #[test]
 fn codex_state_reports_after_a_turn_complete_hook_move_activity_on_every_turn() {
     let mut clock = Clock::new();
-    let mut a = provider("codex", &clock);
+    let mut a = provider(Provider::Codex, &clock);
     let (now, ms) = clock.advance(10);
     a.on_report("idle", None, now, ms);
     for turn in 1..=3 {
@@ -390,7 +391,7 @@ fn codex_state_reports_after_a_turn_complete_hook_move_activity_on_every_turn() 
         a.on_output(now, ms);
         a.on_report("done", None, now, ms);
         let (now, ms) = clock.advance(5);
-        a.on_hook(&hooks::interpret("codex", &serde_json::json!({"type": "agent-turn-complete"})), now, ms);
+        a.on_hook(&hooks::interpret(Provider::Codex, &serde_json::json!({"type": "agent-turn-complete"})), now, ms);
         a.on_screen(&rows(&["› earlier prompt", "", "• Done.", "", "› ", "  gpt-5 default · ~"]), now, ms);
         assert_eq!(a.activity(), Activity::Idle, "turn {turn} ended");
     }
@@ -399,16 +400,16 @@ fn codex_state_reports_after_a_turn_complete_hook_move_activity_on_every_turn() 
 #[test]
 fn a_late_turn_complete_hook_does_not_end_the_turn_the_screen_shows() {
     let mut clock = Clock::new();
-    let mut a = provider("codex", &clock);
+    let mut a = provider(Provider::Codex, &clock);
     let (now, ms) = clock.advance(10);
     a.on_report("working", None, now, ms);
     a.on_screen(&codex_working_screen(1), now, ms);
     // A side request of the previous turn finishes late.
     let (now, ms) = clock.advance(1000);
     a.on_output(now, ms);
-    a.on_hook(&hooks::interpret("codex", &serde_json::json!({"type": "agent-turn-complete"})), now, ms);
+    a.on_hook(&hooks::interpret(Provider::Codex, &serde_json::json!({"type": "agent-turn-complete"})), now, ms);
     assert_eq!(a.activity(), Activity::Working, "{:?}", a.view().activity);
-    assert_eq!(a.view().activity.evidence.source, "screen");
+    assert_eq!(a.view().activity.evidence.source, EvidenceSource::Screen);
     // The turn really ends: the working line goes, the program says so.
     let (now, ms) = clock.advance(1000);
     a.on_report("done", None, now, ms);

@@ -40,6 +40,26 @@ pub struct ScreenView {
     pub cursor_row: usize,
 }
 
+/// What a write types. Delivery only ever types these two, each as one write (see the
+/// engine's invariants: never Esc, Ctrl-C or any other key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteKind {
+    /// The prompt's text (bracketed when the application enabled bracketed paste).
+    Paste,
+    /// One Enter, to submit what was pasted.
+    Enter,
+}
+
+impl WriteKind {
+    /// The word for it in messages and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WriteKind::Paste => "paste",
+            WriteKind::Enter => "Enter",
+        }
+    }
+}
+
 /// Why an INPUT frame did not go through.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WriteError {
@@ -83,16 +103,17 @@ pub enum Input {
     },
     /// A session's master is reachable, or what it reports changed.
     Session(SessionView),
-    /// The master of this session generation is gone (the child exited, or it is unreachable).
+    /// The master of this session generation is gone (the child exited, or it is unreachable);
+    /// no generation: no master of the session could be reached at all (at start-up).
     SessionDown {
         session: String,
-        generation: u32,
+        generation: Option<u32>,
     },
     /// A hook reported by the session (e.g. `UserPromptSubmit` with the prompt's first line).
     Hook {
         session: String,
         generation: u32,
-        event: String,
+        event: crate::state::hooks::HookEvent,
         detail: Option<String>,
         /// For a submitted prompt: what identifies the whole of it.
         prompt: Option<crate::state::hooks::PromptSig>,
@@ -122,7 +143,9 @@ pub enum Input {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TimerKey {
     pub session: String,
-    pub attempt: u64,
+    /// The delivery attempt the timer belongs to; none for a session's own timers (retry,
+    /// drained), which outlive attempts.
+    pub attempt: Option<u64>,
     pub kind: TimerKind,
     /// Which Enter of the attempt a deadline or settle timer belongs to (0: the paste).
     pub step: u32,
@@ -155,10 +178,12 @@ pub enum Action {
         session: String,
         generation: u32,
     },
+    /// Type into the session: the paste, or one Enter.
     Write {
         token: Token,
         session: String,
         generation: u32,
+        kind: WriteKind,
         bytes: Vec<u8>,
     },
     Arm {

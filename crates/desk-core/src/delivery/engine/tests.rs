@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::delivery::item::{Item, ItemId, State, StuckClass, When};
+use crate::provider::Provider;
 use std::collections::BinaryHeap;
 
 /// A small agent: an input box, a transcript, bracketed paste, placeholders for big pastes,
@@ -166,7 +167,7 @@ impl World {
             t0: Instant::now(),
             ms: 0,
             generation: 1,
-            rules: Rc::new(RuleSet::builtin("demo")),
+            rules: Rc::new(RuleSet::builtin(Provider::Demo)),
             replies: Vec::new(),
             done: 0,
             crash_after: None,
@@ -238,7 +239,9 @@ impl World {
                         };
                         inputs.push_back(Input::Snapshot { token, result })
                     }
-                    Action::Write { token, bytes, .. } => {
+                    Action::Write { token, kind, bytes, .. } => {
+                        // An Enter is exactly one carriage return; a paste never is.
+                        assert_eq!(kind == WriteKind::Enter, bytes == b"\r", "{kind:?} {bytes:?}");
                         self.agent.write(&bytes);
                         inputs.push_back(Input::Written { token, result: Ok(()) });
                     }
@@ -494,7 +497,7 @@ fn without_input_borders_the_line_changing_after_enter_is_the_evidence() {
     // A shell-like session: no input-area borders, and what was typed stays visible in the
     // bottom rows after it was submitted (the transcript echoes it).
     let mut w = World::new();
-    w.rules = Rc::new(RuleSet::builtin("shell"));
+    w.rules = Rc::new(RuleSet::builtin(Provider::Shell));
     w.agent.canonical = true;
     let view = w.view();
     w.feed(Input::Session(view));
@@ -594,7 +597,7 @@ fn a_session_that_restarts_gets_queued_items_retargeted_and_in_flight_ones_inter
     w.agent.swallow_enters = 100;
     let id = w.item("cut off");
     w.settle(300);
-    w.feed(Input::SessionDown { session: "s".into(), generation: 1 });
+    w.feed(Input::SessionDown { session: "s".into(), generation: Some(1) });
     assert_eq!(w.state_of(&id), State::Stuck);
     assert_eq!(w.disk[&id].stuck, Some(StuckClass::Interrupted));
 }
@@ -659,6 +662,23 @@ fn when_idle_waits_for_the_agent_to_be_idle() {
 }
 
 #[test]
+fn an_item_found_sending_whose_master_is_unreachable_at_start_up_is_stuck_interrupted() {
+    let mut w = started();
+    w.agent.swallow_enters = 100;
+    let id = w.item("cut off by a crash");
+    w.settle(300);
+    assert_eq!(w.state_of(&id), State::Sending);
+    // The daemon restarts and no master of the session answers: there is no generation to name.
+    w.engine = Engine::new();
+    w.timers.clear();
+    let items = restorable(w.disk.values().cloned().collect());
+    w.feed(Input::Restore(items));
+    w.feed(Input::SessionDown { session: "s".into(), generation: None });
+    assert_eq!(w.state_of(&id), State::Stuck);
+    assert_eq!(w.disk[&id].stuck, Some(StuckClass::Interrupted));
+}
+
+#[test]
 fn a_crash_between_any_two_actions_never_loses_or_duplicates_a_prompt() {
     // Count the actions of an undisturbed run, then crash after each of them in turn.
     let run = |crash_after: Option<usize>, swallow: u32| {
@@ -704,7 +724,7 @@ fn a_crash_between_any_two_actions_never_loses_or_duplicates_a_prompt() {
 fn a_provider_that_steers_mid_turn_gets_prompts_only_between_turns() {
     // Codex takes a prompt typed mid-turn as an interruption of the running turn.
     let mut w = started();
-    w.rules = Rc::new(RuleSet::builtin("codex"));
+    w.rules = Rc::new(RuleSet::builtin(Provider::Codex));
     w.agent.codex_style = true;
     assert!(w.rules.delivery.hold_while_working);
     w.activity = Activity::Working;
@@ -726,7 +746,7 @@ fn without_borders_a_cursor_that_moved_is_no_evidence_while_the_text_stays_in_a_
     // Codex: no input borders, raw mode. Its composer takes the Enter as a newline (or a popup
     // takes it): the text stays in the box, only the cursor moved to a new row.
     let mut w = World::new();
-    w.rules = Rc::new(RuleSet::builtin("codex"));
+    w.rules = Rc::new(RuleSet::builtin(Provider::Codex));
     w.agent.codex_style = true;
     let view = w.view();
     w.feed(Input::Session(view));
@@ -972,7 +992,7 @@ fn a_hook_reporting_the_prompt_glued_to_other_text_is_merged_not_delivered() {
 #[test]
 fn a_program_not_reading_a_line_is_never_typed_into() {
     let mut w = World::new();
-    w.rules = Rc::new(RuleSet::builtin("shell"));
+    w.rules = Rc::new(RuleSet::builtin(Provider::Shell));
     let view = w.view();
     w.feed(Input::Session(view));
     w.agent.canonical = false; // vim, less, a full-screen program
@@ -1039,7 +1059,7 @@ fn text_typed_beside_the_paste_before_the_enter_is_merged_and_no_enter_is_presse
 #[test]
 fn a_paste_into_a_program_that_left_line_input_is_unobservable_not_missing() {
     let mut w = World::new();
-    w.rules = Rc::new(RuleSet::builtin("shell"));
+    w.rules = Rc::new(RuleSet::builtin(Provider::Shell));
     w.agent.canonical = true;
     let view = w.view();
     w.feed(Input::Session(view));
@@ -1111,7 +1131,7 @@ fn a_prompt_the_agent_queued_and_never_took_is_not_left_delivered_when_the_sessi
     w.feed(hook);
     let a = delivered_mid_turn(&mut w, "queued mid-turn");
     // The agent dies before its turn ends: it never took the prompt.
-    w.feed(Input::SessionDown { session: "s".into(), generation: w.generation });
+    w.feed(Input::SessionDown { session: "s".into(), generation: Some(w.generation) });
     assert_eq!(w.state_of(&a), State::Stuck, "{:?}", w.disk[&a].evidence);
     assert_eq!(w.disk[&a].stuck, Some(StuckClass::Interrupted));
     assert!(w.disk[&a].evidence.last().is_some_and(|n| n.detail.contains("neither its UserPromptSubmit hook")));
@@ -1123,7 +1143,7 @@ fn a_prompt_whose_hook_came_stays_delivered_when_the_session_ends() {
     let a = delivered_mid_turn(&mut w, "queued mid-turn");
     let hook = user_prompt_hook(&w, "queued mid-turn");
     w.feed(hook);
-    w.feed(Input::SessionDown { session: "s".into(), generation: w.generation });
+    w.feed(Input::SessionDown { session: "s".into(), generation: Some(w.generation) });
     assert_eq!(w.state_of(&a), State::Delivered);
 }
 
@@ -1207,7 +1227,7 @@ fn a_prompt_typed_on_a_stale_idle_counts_as_queued_by_the_agent_until_it_stays_i
     // ...staying idle does: its own queue is empty.
     w.settle(QUEUE_DRAINED.as_millis() as u64);
     assert!(!w.disk[&b].queued_by_agent, "{:?}", w.disk[&b].evidence);
-    w.feed(Input::SessionDown { session: "s".into(), generation: w.generation });
+    w.feed(Input::SessionDown { session: "s".into(), generation: Some(w.generation) });
     assert_eq!(w.state_of(&b), State::Delivered);
 }
 
@@ -1231,7 +1251,7 @@ fn a_prompt_typed_at_a_turn_boundary_behind_a_queued_one_is_not_called_taken_by_
     w.settle(QUEUE_DRAINED.as_millis() as u64 * 2);
     assert!(w.disk[&x].queued_by_agent && w.disk[&y].queued_by_agent);
     // Killed before the agent ever stayed idle: neither is claimed as taken.
-    w.feed(Input::SessionDown { session: "s".into(), generation: w.generation });
+    w.feed(Input::SessionDown { session: "s".into(), generation: Some(w.generation) });
     assert_eq!(w.state_of(&x), State::Stuck);
     assert_eq!(w.state_of(&y), State::Stuck);
 }
