@@ -57,11 +57,17 @@ pub fn explain(name: &SessionName, json: bool) -> Result<i32> {
     paths.ensure_runtime()?;
     let files = paths.session(name);
     let meta = session::read_meta(&files).unwrap_or(None);
-    let exit = session::read_exit(&files).unwrap_or(None);
-    let info = match session::probe(&files)? {
-        Probe::Live(stream) => Some(Connection::open(stream, Role::Query, 0, 0)?.info),
+    let info = match session::probe_settled(&files)? {
+        Probe::Live(stream) => match Connection::open(stream, Role::Query, 0, 0) {
+            Ok(conn) => Some(conn.info),
+            // A master leaving as we connect: its exit record tells the rest.
+            Err(_) if session::current_exit(&files).is_some() => None,
+            Err(e) => return Err(e),
+        },
         _ => None,
     };
+    // Read after the probe, so an exit that happened meanwhile is in it.
+    let exit = session::read_exit(&files).unwrap_or(None);
     let history = journal::read_all(&paths.session_state(name))?;
     if info.is_none() && meta.is_none() && history.is_empty() {
         return Err(failure(1, format!("no session named {name}")));
