@@ -10,7 +10,8 @@ use anyhow::{Context, Result};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::failure;
+use super::output::{self, ErrorCode};
+use super::{fail, failure};
 use crate::clock::now_ms;
 use crate::daemon::control::{self, Request, Response};
 use crate::delivery::item::{Item, ItemId, When};
@@ -48,16 +49,22 @@ fn paths() -> Result<Paths> {
 
 fn ask(paths: &Paths, req: &Request, timeout: Duration) -> Result<Response> {
     let socket = crate::daemon::socket_path(paths);
-    control::request(&socket, req, timeout)
-        .map_err(|e| failure(1, format!("{e:#}\n(is `desk serve` running? start it with: desk serve)")))
+    control::request(&socket, req, timeout).map_err(|e| {
+        fail(ErrorCode::DaemonUnavailable, format!("{e:#}\n(is `desk serve` running? start it with: desk serve)"))
+    })
 }
 
-fn answer(resp: Response, json: bool) -> Result<i32> {
-    if json {
-        println!("{}", serde_json::to_string_pretty(&resp)?);
-        return Ok(if resp.ok { 0 } else { 1 });
-    }
-    if resp.ok { Ok(0) } else { Err(failure(1, resp.error.unwrap_or_else(|| "failed".into()))) }
+/// The daemon's refusal as a failure of the right kind.
+fn refusal(resp: Response) -> anyhow::Error {
+    let message = resp.error.unwrap_or_else(|| "failed".into());
+    let kind = if message.starts_with("no item ") || message.ends_with(" was not found") {
+        ErrorCode::NoSuchItem
+    } else if message.ends_with("is not an item id") {
+        ErrorCode::Usage
+    } else {
+        ErrorCode::Refused
+    };
+    fail(kind, message)
 }
 
 // ----- serve -----
@@ -140,8 +147,8 @@ pub fn serve(foreground: bool, stop: bool) -> Result<i32> {
         }
         why => {
             let _ = child.wait();
-            let code = if why.contains("already running") { 2 } else { 1 };
-            Err(failure(code, why.to_string()))
+            let kind = if why.contains("already running") { ErrorCode::AlreadyExists } else { ErrorCode::Failed };
+            Err(fail(kind, why.to_string()))
         }
     }
 }
@@ -194,8 +201,8 @@ pub fn send(args: SendArgs) -> Result<i32> {
     let target = target(&paths, &args.name)?;
     if matches!(target, Target::Unknown) && !args.queue_for_later {
         let name = &args.name;
-        return Err(failure(
-            2,
+        return Err(fail(
+            ErrorCode::NoSuchSession,
             format!(
                 "no session named {name}; start it with `desk new {name} -- CMD`, \
                  or pass --queue-for-later to queue the prompt until it exists"
@@ -259,27 +266,33 @@ pub fn send(args: SendArgs) -> Result<i32> {
             eprintln!("desk: queue {name} is held: {reason}");
         }
         if args.json {
-            println!(
-                "{}",
-                serde_json::json!({ "id": id, "session": args.name.as_str(), "state": state, "hold": hold })
-            );
+            let data = serde_json::json!({ "id": id, "session": args.name.as_str(), "state": state, "hold": hold });
+            output::print_ok("sent", data, &[])
         } else {
             println!("{id}");
+            Ok(())
         }
     };
     match control::request(&socket, &Request::Ingest { id: id.to_string() }, SEND_TIMEOUT) {
         Ok(resp) if resp.ok => {
-            print(resp.data.get("state").and_then(|s| s.as_str()).unwrap_or("queued"), hold_of(&socket));
+            print(resp.data.get("state").and_then(|s| s.as_str()).unwrap_or("queued"), hold_of(&socket))?;
             Ok(0)
         }
         Ok(resp) => {
-            print("refused", None);
-            Err(failure(1, format!("desk serve did not queue it: {}", resp.error.unwrap_or_default())))
+            if !args.json {
+                print("refused", None)?;
+            }
+            Err(fail(
+                ErrorCode::Refused,
+                format!("desk serve did not queue item {id}: {}", resp.error.unwrap_or_default()),
+            ))
         }
         Err(e) if timed_out(&e) => {
-            print("intake", None);
-            Err(failure(
-                1,
+            if !args.json {
+                print("intake", None)?;
+            }
+            Err(fail(
+                ErrorCode::DaemonUnavailable,
                 format!(
                     "desk serve has not queued item {id} within {} s; it stays in the intake and desk serve \
                      keeps trying (see: desk item {id})",
@@ -289,7 +302,7 @@ pub fn send(args: SendArgs) -> Result<i32> {
         }
         Err(_) => {
             eprintln!("desk: desk serve is not running; the prompt waits in the intake until it starts");
-            print("intake", None);
+            print("intake", None)?;
             Ok(0)
         }
     }
@@ -409,8 +422,13 @@ pub fn queue(session: Option<SessionName>, json: bool) -> Result<i32> {
     } else {
         ask(&paths, &Request::Queue { session: session.map(|s| s.to_string()) }, REQUEST_TIMEOUT)?
     };
-    if json || !resp.ok {
-        return answer(resp, json);
+    if !resp.ok {
+        return Err(refusal(resp));
+    }
+    if json {
+        let notes: Vec<String> = if offline { vec![DAEMON_DOWN.to_string()] } else { vec![] };
+        output::print_ok("queues", &resp.data, &notes)?;
+        return Ok(0);
     }
     let queues = resp.data.as_array().cloned().unwrap_or_default();
     let not_queued = print_not_queued(&paths)?;
@@ -488,19 +506,19 @@ pub fn resolve_id(text: &str) -> Result<ItemId> {
     let valid =
         !text.trim().is_empty() && text.trim().bytes().all(|b| b.is_ascii_alphanumeric()) && text.trim().len() < 26;
     if !valid {
-        return Err(failure(2, format!("{text:?} is not an item id (26 characters, or the start of one)")));
+        return Err(fail(ErrorCode::Usage, format!("{text:?} is not an item id (26 characters, or the start of one)")));
     }
     let store = Store::open(&paths()?.state)?;
     let mut ids = store.ids_with_prefix(text)?;
     match ids.len() {
-        0 => Err(failure(2, format!("no item has an id starting with {text:?}"))),
+        0 => Err(fail(ErrorCode::NoSuchItem, format!("no item has an id starting with {text:?}"))),
         1 => Ok(ids.remove(0)),
         n => {
             const SHOWN: usize = 10;
             let list: Vec<String> = ids.iter().take(SHOWN).map(|i| format!("  {i}")).collect();
             let more = if n > SHOWN { format!("\n  … and {} more", n - SHOWN) } else { String::new() };
-            Err(failure(
-                2,
+            Err(fail(
+                ErrorCode::AmbiguousId,
                 format!("{text:?} is the start of {n} item ids; give more of it:\n{}{more}", list.join("\n")),
             ))
         }
@@ -529,16 +547,21 @@ pub fn item(id: &str, json: bool) -> Result<i32> {
                             format!("item {id} was set aside as {}: {}", p.path.display(), p.error),
                         ));
                     }
-                    None => return Err(failure(1, format!("no item {id}"))),
+                    None => return Err(fail(ErrorCode::NoSuchItem, format!("no item {id}"))),
                 },
             }
         }
     };
-    if json || !resp.ok {
-        return answer(resp, json);
+    if !resp.ok {
+        return Err(refusal(resp));
+    }
+    let in_intake = resp.message.as_deref() == Some("intake");
+    if json {
+        let notes: Vec<String> = if in_intake { vec!["in the intake, not queued yet".into()] } else { vec![] };
+        output::print_ok("item", &resp.data, &notes)?;
+        return Ok(0);
     }
     let hold = resp.data.get("hold").cloned();
-    let in_intake = resp.message.as_deref() == Some("intake");
     let item: Item = serde_json::from_value(resp.data).context("malformed item")?;
     println!("item {}", item.id);
     println!("  session   {} (generation {})", item.session, item.generation.map_or("any".into(), |g| g.to_string()));
@@ -572,7 +595,8 @@ pub fn item(id: &str, json: bool) -> Result<i32> {
 
 pub fn stuck(json: bool) -> Result<i32> {
     let paths = paths()?;
-    let resp = if daemon_down(&paths) {
+    let offline = daemon_down(&paths);
+    let resp = if offline {
         if !json {
             eprintln!("desk: {DAEMON_DOWN}");
         }
@@ -585,8 +609,13 @@ pub fn stuck(json: bool) -> Result<i32> {
     } else {
         ask(&paths, &Request::Stuck, REQUEST_TIMEOUT)?
     };
-    if json || !resp.ok {
-        return answer(resp, json);
+    if !resp.ok {
+        return Err(refusal(resp));
+    }
+    if json {
+        let notes: Vec<String> = if offline { vec![DAEMON_DOWN.to_string()] } else { vec![] };
+        output::print_ok("stuck", &resp.data, &notes)?;
+        return Ok(0);
     }
     let items: Vec<Item> = serde_json::from_value(resp.data).unwrap_or_default();
     if items.is_empty() {
@@ -628,12 +657,27 @@ fn next_step(item: &Item) -> String {
     }
 }
 
-pub fn command(req: Request, json: bool) -> Result<i32> {
+/// `force`, `drop`, `pause`, `resume`: one request, its answer printed; `kind` names the JSON.
+pub fn command(kind: &str, req: Request, json: bool) -> Result<i32> {
     let paths = paths()?;
     let timeout = if matches!(req, Request::Force { .. }) { FORCE_TIMEOUT } else { REQUEST_TIMEOUT };
+    let session = match &req {
+        Request::Pause { session, .. } | Request::Resume { session } => Some(session.clone()),
+        _ => None,
+    };
     let resp = ask(&paths, &req, timeout)?;
-    if !json && resp.ok {
-        println!("{}", resp.message.clone().unwrap_or_default());
+    if !resp.ok {
+        return Err(refusal(resp));
     }
-    answer(resp, json)
+    let message = resp.message.unwrap_or_default();
+    if json {
+        let data = match session {
+            Some(session) => serde_json::json!({ "message": message, "session": session }),
+            None => serde_json::json!({ "message": message, "item": resp.data }),
+        };
+        output::print_ok(kind, data, &[])?;
+    } else {
+        println!("{message}");
+    }
+    Ok(0)
 }

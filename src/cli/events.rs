@@ -6,7 +6,7 @@
 
 use anyhow::Result;
 
-use super::failure;
+use super::output::ErrorCode;
 use crate::events::{Event, EventBody, journal};
 use crate::paths::{Paths, SessionName};
 use crate::session::{self, Probe};
@@ -38,7 +38,7 @@ pub fn events(name: &SessionName, follow: bool, json: bool, since: u64) -> Resul
     let dir = paths.session_state(name);
     let history = journal::read_all(&dir)?;
     if history.is_empty() && live.is_none() && !files.meta.exists() {
-        return Err(failure(1, format!("no session named {name}")));
+        return Err(super::fail(ErrorCode::NoSuchSession, format!("no session named {name}")));
     }
     let mut last = since;
     for event in history.iter().filter(|e| e.seq > since) {

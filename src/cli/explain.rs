@@ -8,7 +8,7 @@
 use anyhow::Result;
 use serde::Serialize;
 
-use super::failure;
+use super::output::{self, ErrorCode};
 use crate::events::{Event, EventBody, journal};
 use crate::paths::{Paths, SessionName};
 use crate::session::{self, Probe};
@@ -26,6 +26,7 @@ struct Explanation {
     running: bool,
     generation: Option<u32>,
     provider: Option<String>,
+    #[serde(serialize_with = "output::serialize_state")]
     state: Option<StateView>,
     exit: Option<session::ExitRecord>,
     recent: Vec<Event>,
@@ -64,7 +65,7 @@ pub fn explain(name: &SessionName, json: bool) -> Result<i32> {
     };
     let history = journal::read_all(&paths.session_state(name))?;
     if info.is_none() && meta.is_none() && history.is_empty() {
-        return Err(failure(1, format!("no session named {name}")));
+        return Err(super::fail(ErrorCode::NoSuchSession, format!("no session named {name}")));
     }
     let recent: Vec<Event> = {
         let changes: Vec<&Event> = history
@@ -91,7 +92,7 @@ pub fn explain(name: &SessionName, json: bool) -> Result<i32> {
         recent,
     };
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        output::print_ok("explanation", &report, &[])?;
         return Ok(0);
     }
     let now = crate::clock::now_ms();

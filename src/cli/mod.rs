@@ -1,14 +1,16 @@
 //! The command line: argument definitions and dispatch.
 //!
 //! Owns the `desk` command surface (names, flags, help text, exit codes) and nothing of the
-//! work itself, which lives in the modules each command calls. Exit codes: 0 success, 1 failure,
-//! 2 usage errors and "already exists"; `attach` exits with the child's code (128 + N for a
-//! signal) when the session ends.
+//! work itself, which lives in the modules each command calls. Exit codes (docs/cli.md): 0
+//! success, 1 the operation failed, 2 usage errors, no such thing and "already exists"; `attach`
+//! exits with the child's code (128 + N for a signal) when the session ends. With `--json`, a
+//! failure is also printed on stdout as an error envelope ([`output`]).
 
 mod delivery;
 mod events;
 mod explain;
 mod hook;
+pub mod output;
 mod sessions;
 mod spans;
 
@@ -20,11 +22,14 @@ use std::path::PathBuf;
 
 use crate::master::args::{parse_env, parse_size};
 use crate::paths::SessionName;
+use output::ErrorCode;
 
-/// An error that carries the exit code it should end the process with.
+/// An error that carries the exit code it should end the process with, and the stable code a
+/// `--json` caller sees.
 #[derive(Debug)]
 pub struct Failure {
     pub code: i32,
+    pub kind: ErrorCode,
     pub message: String,
 }
 
@@ -36,8 +41,14 @@ impl fmt::Display for Failure {
 
 impl std::error::Error for Failure {}
 
+/// A failure with a bare exit code (2: usage, otherwise: failed).
 pub fn failure(code: i32, message: impl Into<String>) -> anyhow::Error {
-    Failure { code, message: message.into() }.into()
+    Failure { code, kind: ErrorCode::from_exit(code), message: message.into() }.into()
+}
+
+/// A failure of a documented kind, with that kind's exit code.
+pub fn fail(kind: ErrorCode, message: impl Into<String>) -> anyhow::Error {
+    Failure { code: kind.exit_code(), kind, message: message.into() }.into()
 }
 
 /// Keep a fleet of coding agents alive on pseudo-terminals.
@@ -56,14 +67,14 @@ enum Command {
     Attach(AttachArgs),
     /// List sessions, running and exited.
     Ls {
-        /// Print JSON instead of a table.
+        /// Print the sessions as JSON (docs/cli.md) instead of a table.
         #[arg(long)]
         json: bool,
     },
     /// Print a session's current screen.
     Peek {
         name: SessionName,
-        /// Print rows, cursor, size, title and modes as JSON.
+        /// Print name, rows, cursor, size, title, modes and state as JSON (docs/cli.md).
         #[arg(long)]
         json: bool,
     },
@@ -73,7 +84,7 @@ enum Command {
         /// Keep printing new events until the session exits.
         #[arg(long, short)]
         follow: bool,
-        /// One JSON object per line.
+        /// One JSON object per line (a stream: not enveloped).
         #[arg(long)]
         json: bool,
         /// Only events after this sequence number.
@@ -83,13 +94,19 @@ enum Command {
     /// Explain a session's agent state: each axis, its evidence, and what changed it.
     Explain {
         name: SessionName,
+        /// Print JSON (docs/cli.md).
         #[arg(long)]
         json: bool,
     },
     /// Stop a session: signal its process group, then SIGKILL after a grace period.
     Kill(KillArgs),
     /// Forget an exited session: its records, log and events journal (not its generation counter).
-    Rm { name: SessionName },
+    Rm {
+        name: SessionName,
+        /// Print the result as JSON (docs/cli.md).
+        #[arg(long)]
+        json: bool,
+    },
     /// Run the delivery daemon (one per user).
     Serve {
         /// Stay in the foreground instead of detaching.
@@ -117,12 +134,14 @@ enum Command {
         /// refused, as it is most often a typo).
         #[arg(long)]
         queue_for_later: bool,
+        /// Print JSON (docs/cli.md).
         #[arg(long)]
         json: bool,
     },
     /// Show pending items (queued, sending, stuck) and why a queue is held.
     Queue {
         name: Option<SessionName>,
+        /// Print JSON (docs/cli.md).
         #[arg(long)]
         json: bool,
     },
@@ -130,11 +149,13 @@ enum Command {
     Item {
         /// The item id, or any unique start of it (like a git hash).
         id: String,
+        /// Print JSON (docs/cli.md).
         #[arg(long)]
         json: bool,
     },
     /// List stuck items with the reason.
     Stuck {
+        /// Print JSON (docs/cli.md).
         #[arg(long)]
         json: bool,
     },
@@ -147,6 +168,7 @@ enum Command {
         /// message.
         #[arg(long)]
         over_draft: bool,
+        /// Print JSON (docs/cli.md).
         #[arg(long)]
         json: bool,
     },
@@ -154,6 +176,7 @@ enum Command {
     Drop {
         /// The item id, or any unique start of it (like a git hash).
         id: String,
+        /// Print JSON (docs/cli.md).
         #[arg(long)]
         json: bool,
     },
@@ -163,12 +186,14 @@ enum Command {
         /// Why (shown in `desk queue`).
         #[arg(long)]
         reason: Option<String>,
+        /// Print JSON (docs/cli.md).
         #[arg(long)]
         json: bool,
     },
     /// Let delivery to a session go on.
     Resume {
         name: SessionName,
+        /// Print JSON (docs/cli.md).
         #[arg(long)]
         json: bool,
     },
@@ -204,6 +229,9 @@ struct NewArgs {
     /// The command and its arguments (default for an agent provider: the agent's own command).
     #[arg(last = true, value_name = "CMD")]
     command: Vec<OsString>,
+    /// Print the started session as JSON (the same fields as `desk ls --json`).
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -226,6 +254,9 @@ struct KillArgs {
     /// Seconds to wait before SIGKILL; 0 sends the signal and returns without waiting.
     #[arg(long, default_value_t = 5.0)]
     grace: f64,
+    /// Print how the session ended as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -261,7 +292,17 @@ pub fn main() -> i32 {
             }
             return 0;
         }
-        Err(e) => e.exit(),
+        Err(e) => {
+            // A script that asked for JSON gets its usage error as an envelope too.
+            let wants_json = std::env::args_os().skip(1).any(|a| a == "--json");
+            let quiet =
+                matches!(e.kind(), clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion);
+            if wants_json && !quiet {
+                let message = e.render().to_string();
+                println!("{}", output::error_text(ErrorCode::Usage, message.trim()));
+            }
+            e.exit()
+        }
     };
     if !matches!(cli.command, Command::Attach(_) | Command::Serve { .. }) {
         // Short commands die quietly when their reader goes away (`desk events | head`), like
@@ -269,12 +310,40 @@ pub fn main() -> i32 {
         // SAFETY: resetting a signal disposition before any other thread exists.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }
+    let json = cli.command.json();
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            let code = e.downcast_ref::<Failure>().map_or(1, |f| f.code);
+            let (code, kind) = e.downcast_ref::<Failure>().map_or((1, ErrorCode::Failed), |f| (f.code, f.kind));
+            if json {
+                println!("{}", output::error_text(kind, &format!("{e:#}")));
+            }
             eprintln!("desk: {e:#}");
             code
+        }
+    }
+}
+
+impl Command {
+    /// Whether the command was asked for JSON (its errors are then enveloped on stdout too).
+    fn json(&self) -> bool {
+        match self {
+            Command::New(a) => a.json,
+            Command::Kill(a) => a.json,
+            Command::Ls { json }
+            | Command::Peek { json, .. }
+            | Command::Events { json, .. }
+            | Command::Explain { json, .. }
+            | Command::Rm { json, .. }
+            | Command::Send { json, .. }
+            | Command::Queue { json, .. }
+            | Command::Item { json, .. }
+            | Command::Stuck { json }
+            | Command::Force { json, .. }
+            | Command::Drop { json, .. }
+            | Command::Pause { json, .. }
+            | Command::Resume { json, .. } => *json,
+            Command::Attach(_) | Command::Serve { .. } | Command::Hook { .. } => false,
         }
     }
 }
@@ -288,6 +357,7 @@ fn run(cli: Cli) -> Result<i32> {
             env: a.env,
             provider: a.provider,
             command: a.command,
+            json: a.json,
         }),
         Command::Attach(a) => crate::attach::run(&crate::attach::AttachOptions {
             name: a.name,
@@ -317,20 +387,22 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Stuck { json } => delivery::stuck(json),
         Command::Force { id, over_draft, json } => {
             let id = delivery::resolve_id(&id)?.to_string();
-            delivery::command(crate::daemon::control::Request::Force { id, over_draft }, json)
+            delivery::command("force", crate::daemon::control::Request::Force { id, over_draft }, json)
         }
         Command::Drop { id, json } => {
             let id = delivery::resolve_id(&id)?.to_string();
-            delivery::command(crate::daemon::control::Request::Drop { id }, json)
+            delivery::command("drop", crate::daemon::control::Request::Drop { id }, json)
         }
-        Command::Pause { name, reason, json } => {
-            delivery::command(crate::daemon::control::Request::Pause { session: name.to_string(), reason }, json)
-        }
+        Command::Pause { name, reason, json } => delivery::command(
+            "pause",
+            crate::daemon::control::Request::Pause { session: name.to_string(), reason },
+            json,
+        ),
         Command::Resume { name, json } => {
-            delivery::command(crate::daemon::control::Request::Resume { session: name.to_string() }, json)
+            delivery::command("resume", crate::daemon::control::Request::Resume { session: name.to_string() }, json)
         }
-        Command::Kill(a) => sessions::kill(&a.name, a.signal, a.grace),
-        Command::Rm { name } => sessions::rm(&name),
+        Command::Kill(a) => sessions::kill(&a.name, a.signal, a.grace, a.json),
+        Command::Rm { name, json } => sessions::rm(&name, json),
     }
 }
 

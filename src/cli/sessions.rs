@@ -14,7 +14,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::failure;
+use super::output::{self, ErrorCode};
+use super::{fail, failure};
 use crate::paths::{Paths, SessionName};
 use crate::session::{self, ExitRecord, NameLock, Probe, SessionMeta};
 use crate::wire::client::Connection;
@@ -50,10 +51,12 @@ pub struct NewSession {
     pub env: Vec<(OsString, OsString)>,
     pub provider: Option<String>,
     pub command: Vec<OsString>,
+    /// Print the started session as JSON.
+    pub json: bool,
 }
 
 pub fn new(req: NewSession) -> Result<i32> {
-    let NewSession { name, cwd, size: (cols, rows), env, provider, command } = req;
+    let NewSession { name, cwd, size: (cols, rows), env, provider, command, json } = req;
     let (provider, command) = crate::providers::resolve(provider.as_deref(), command).map_err(|e| failure(2, e))?;
     let paths = paths()?;
     let files = paths.session(&name);
@@ -72,8 +75,8 @@ pub fn new(req: NewSession) -> Result<i32> {
             let pid =
                 Connection::open_within(stream, Role::Query, 0, 0, session::PROBE_DEADLINE).map(|c| c.info.pid).ok();
             let pid = pid.map(|p| format!(" (pid {p})")).unwrap_or_default();
-            return Err(failure(
-                2,
+            return Err(fail(
+                ErrorCode::AlreadyExists,
                 format!("session {name} already exists and is running{pid}; attach with: desk attach {name}"),
             ));
         }
@@ -92,7 +95,12 @@ pub fn new(req: NewSession) -> Result<i32> {
         forget_failed_start(&paths, &name, state_existed, log_existed);
     }
     drop(lock);
-    started
+    let code = started?;
+    if json {
+        let deadline = Instant::now() + session::PROBE_DEADLINE;
+        output::print_ok("session", listing(&paths, &name, deadline)?, &[])?;
+    }
+    Ok(code)
 }
 
 /// What `desk new` hands its master, checked.
@@ -239,7 +247,8 @@ struct Listing {
     title: Option<String>,
     generation: Option<u32>,
     provider: Option<String>,
-    /// The agent state (running sessions only).
+    /// The agent state (running sessions only), `health` shaped like the other axes.
+    #[serde(serialize_with = "output::serialize_state")]
     state: Option<crate::state::StateView>,
     started_at_ms: Option<u64>,
     started_at: Option<String>,
@@ -423,7 +432,7 @@ pub fn ls(json: bool) -> Result<i32> {
     let paths = paths()?;
     let rows = listings(&paths)?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        output::print_ok("sessions", &rows, &[])?;
         return Ok(0);
     }
     if rows.is_empty() {
@@ -501,8 +510,12 @@ fn connect(paths: &Paths, name: &SessionName) -> Result<Connection> {
     match session::probe(&files)? {
         Probe::Live(stream) => Connection::open(stream, Role::Query, 0, 0),
         Probe::Absent | Probe::Stale => match session::read_exit(&files)? {
-            Some(exit) => Err(failure(1, format!("session {name} {}", crate::signals::describe_exit(exit.status)))),
-            None => Err(failure(1, format!("no running session named {name}"))),
+            Some(exit) => Err(fail(
+                ErrorCode::NotRunning,
+                format!("session {name} {}", crate::signals::describe_exit(exit.status)),
+            )),
+            None if files.meta.exists() => Err(fail(ErrorCode::NotRunning, format!("session {name} is not running"))),
+            None => Err(fail(ErrorCode::NoSuchSession, format!("no session named {name}"))),
         },
     }
 }
@@ -519,7 +532,14 @@ pub fn peek(name: &SessionName, json: bool) -> Result<i32> {
         }
     };
     if json {
-        println!("{}", serde_json::to_string_pretty(&snapshot)?);
+        // The snapshot as the wire carries it, with the session's name, and the state shaped
+        // as everywhere else on the command line.
+        let mut data = serde_json::to_value(&snapshot)?;
+        if let Some(map) = data.as_object_mut() {
+            map.insert("name".into(), name.as_str().into());
+            map.insert("state".into(), snapshot.state.as_ref().map(output::state_json).into());
+        }
+        output::print_ok("screen", data, &[])?;
     } else {
         let mut lines = snapshot.screen.lines;
         while lines.last().is_some_and(|l| l.trim().is_empty()) {
@@ -532,7 +552,32 @@ pub fn peek(name: &SessionName, json: bool) -> Result<i32> {
     Ok(0)
 }
 
-pub fn kill(name: &SessionName, signal: i32, grace: f64) -> Result<i32> {
+/// What `desk kill --json` prints.
+#[derive(Serialize)]
+struct KillReport<'a> {
+    name: &'a str,
+    signal: String,
+    /// How the session ended; `null` with `--grace 0` (not waited for).
+    exit: Option<KillExit>,
+    helpers: Vec<HelperFate>,
+}
+
+#[derive(Serialize)]
+struct KillExit {
+    code: Option<i32>,
+    signal: Option<i32>,
+    escalated: bool,
+}
+
+#[derive(Serialize)]
+struct HelperFate {
+    pid: u32,
+    command: String,
+    /// `ended`, `killed` (SIGKILL after the grace period) or `running`.
+    fate: &'static str,
+}
+
+pub fn kill(name: &SessionName, signal: i32, grace: f64, json: bool) -> Result<i32> {
     if !(0.0..=3600.0).contains(&grace) {
         return Err(failure(2, "--grace must be between 0 and 3600 seconds"));
     }
@@ -555,7 +600,12 @@ pub fn kill(name: &SessionName, signal: i32, grace: f64) -> Result<i32> {
     let signalled_at = Instant::now();
     conn.send(&Frame::Signal { signal: signal as u8, grace_ms: grace.as_millis() as u32 })?;
     if grace.is_zero() {
-        println!("sent {sig} to session {name} (process group {pid})");
+        if json {
+            let report = KillReport { name: name.as_str(), signal: sig.to_string(), exit: None, helpers: vec![] };
+            output::print_ok("kill", report, &[])?;
+        } else {
+            println!("sent {sig} to session {name} (process group {pid})");
+        }
         return Ok(0);
     }
     conn.set_deadline(Some(grace + KILL_REPORT_SLACK));
@@ -569,7 +619,18 @@ pub fn kill(name: &SessionName, signal: i32, grace: f64) -> Result<i32> {
             }
         }
     };
-    if escalated {
+    let (code, exit_signal) = match status {
+        ExitStatus::Code(c) => (Some(c), None),
+        ExitStatus::Signal(s) => (None, Some(s)),
+    };
+    let mut report = KillReport {
+        name: name.as_str(),
+        signal: sig.to_string(),
+        exit: Some(KillExit { code, signal: exit_signal, escalated }),
+        helpers: vec![],
+    };
+    if json {
+    } else if escalated {
         println!(
             "session {name} was still running {} s after {sig}; sent SIGKILL; then it {}",
             grace.as_secs_f64(),
@@ -581,6 +642,9 @@ pub fn kill(name: &SessionName, signal: i32, grace: f64) -> Result<i32> {
     // The master (the helpers' subreaper) signalled them too and stays until they are gone or it
     // sent them SIGKILL at the end of the grace period.
     if helpers.is_empty() {
+        if json {
+            output::print_ok("kill", report, &[])?;
+        }
         return Ok(0);
     }
     let grace_end = signalled_at + grace;
@@ -598,12 +662,36 @@ pub fn kill(name: &SessionName, signal: i32, grace: f64) -> Result<i32> {
         }
         std::thread::sleep(HELPER_POLL);
     }
+    let survivors = fates.iter().filter(|f| f.is_none()).count();
+    if json {
+        report.helpers = helpers
+            .iter()
+            .zip(&fates)
+            .map(|(p, fate)| HelperFate {
+                pid: p.pid,
+                command: p.command.clone(),
+                fate: match fate {
+                    None => "running",
+                    Some(f) if f.starts_with("killed") => "killed",
+                    Some(_) => "ended",
+                },
+            })
+            .collect();
+        if survivors > 0 {
+            let pids: Vec<String> =
+                report.helpers.iter().filter(|h| h.fate == "running").map(|h| h.pid.to_string()).collect();
+            return Err(fail(
+                ErrorCode::Failed,
+                format!("{survivors} process(es) of session {name} are still running: pid {}", pids.join(", ")),
+            ));
+        }
+        output::print_ok("kill", report, &[])?;
+        return Ok(0);
+    }
     println!("{} helper process(es) of session {name} ran outside its process group:", helpers.len());
-    let mut survivors = 0;
     for (p, fate) in helpers.iter().zip(&fates) {
-        match fate {
-            Some(fate) => println!("  pid {}: {}: {fate}", p.pid, p.command),
-            None => survivors += 1,
+        if let Some(fate) = fate {
+            println!("  pid {}: {}: {fate}", p.pid, p.command);
         }
     }
     if survivors == 0 {
@@ -618,7 +706,7 @@ pub fn kill(name: &SessionName, signal: i32, grace: f64) -> Result<i32> {
     Ok(1)
 }
 
-pub fn rm(name: &SessionName) -> Result<i32> {
+pub fn rm(name: &SessionName, json: bool) -> Result<i32> {
     let paths = paths()?;
     let files = paths.session(name);
     let lock = NameLock::acquire(&paths, name)?;
@@ -657,9 +745,12 @@ pub fn rm(name: &SessionName) -> Result<i32> {
     NameLock::remove_file(&paths, name)?;
     drop(lock);
     if !removed {
-        return Err(failure(1, format!("no session named {name}")));
+        return Err(fail(ErrorCode::NoSuchSession, format!("no session named {name}")));
     }
     crate::fsutil::sync_dir(&paths.runtime)?;
+    if json {
+        output::print_ok("removed", serde_json::json!({ "name": name.as_str() }), &[])?;
+    }
     Ok(0)
 }
 

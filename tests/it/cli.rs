@@ -89,8 +89,8 @@ fn queue_and_stuck_read_the_store_when_the_daemon_is_down() {
     assert!(table.contains("idle  [paused: lunch]"), "{table}");
     assert!(table.contains(&id) && table.contains(&queued), "{table}");
 
-    let json: serde_json::Value = serde_json::from_str(&home.ok(&["queue", "idle", "--json"])).unwrap();
-    assert!(json["message"].as_str().unwrap().contains("not running"), "{json:#}");
+    let json = home.json(&["queue", "idle", "--json"]);
+    assert!(json["notes"][0].as_str().unwrap().contains("not running"), "{json:#}");
     assert_eq!(json["data"][0]["session"], "idle", "{json:#}");
 
     let out = home.desk(&["stuck"]);
@@ -166,7 +166,7 @@ fn ls_shows_a_stopped_master_as_unresponsive_without_waiting_for_it() {
     let took = started.elapsed();
     eprintln!("desk ls --json with one stopped master took {took:?}");
     assert!(out.status.success(), "{}", stderr(&out));
-    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["data"].clone();
     let row = |name: &str| rows.as_array().unwrap().iter().find(|r| r["name"] == name).cloned().unwrap();
     assert_eq!(row("frozen")["status"], "unresponsive", "{rows:#}");
     assert_eq!(row("frozen")["master_pid"], master, "{rows:#}");
@@ -262,7 +262,7 @@ fn a_master_that_drips_bytes_cannot_stretch_peek_ls_or_attach() {
     let child = home.cmd().args(["ls", "--json"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let out = finish_within(child, Duration::from_secs(10), "desk ls with a dripping master");
     eprintln!("desk ls with a dripping master took {:?}", started.elapsed());
-    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["data"].clone();
     assert_eq!(rows[0]["name"], "drip", "{rows:#}");
     assert_eq!(rows[0]["status"], "unresponsive", "{rows:#}");
     assert!(started.elapsed() < Duration::from_secs(2));
@@ -340,7 +340,7 @@ fn rm_forgets_the_journal_but_keeps_the_generation_counter() {
     let left: Vec<String> = files_under(&home.run_dir()).into_iter().filter(|f| f.starts_with("old.")).collect();
     assert!(left.is_empty(), "{left:?}");
     let events = home.desk(&["events", "old"]);
-    assert_eq!(events.status.code(), Some(1), "the journal is gone: {}", String::from_utf8_lossy(&events.stdout));
+    assert_eq!(events.status.code(), Some(2), "the journal is gone: {}", String::from_utf8_lossy(&events.stdout));
 
     home.new_sh("old", "exec sleep 1000");
     assert_eq!(home.session("old").unwrap()["generation"], 2);
@@ -457,4 +457,48 @@ fn force_on_a_delivered_item_says_it_was_delivered_and_when() {
     eventually("the prompt logged", || {
         if prompts(&log).len() == 1 { Ok(()) } else { Err(format!("{:?}", prompts(&log))) }
     });
+}
+
+/// Every `--json` answer is one envelope (docs/cli.md): `{"v":1,"kind":…,"data":…}` on success,
+/// `{"v":1,"error":{"code":…,"message":…}}` on stdout with the documented exit code on failure.
+#[test]
+fn every_json_answer_is_one_envelope_and_failures_are_enveloped_too() {
+    let home = Home::new();
+    let new = home.json(&["new", "env", "--json", "--", "sh", "-c", "exec sleep 1000"]);
+    assert_eq!(new["kind"], "session", "{new:#}");
+    assert_eq!(new["data"]["name"], "env", "{new:#}");
+    assert_eq!(new["data"]["status"], "running", "{new:#}");
+    let ls = home.json(&["ls", "--json"]);
+    assert_eq!(ls["kind"], "sessions", "{ls:#}");
+    assert_eq!(ls["data"][0]["name"], "env", "{ls:#}");
+    assert!(ls["data"][0]["state"]["health"]["value"].is_string(), "health is a string like the other axes: {ls:#}");
+    let peek = home.json(&["peek", "env", "--json"]);
+    assert_eq!((peek["kind"].as_str(), peek["data"]["name"].as_str()), (Some("screen"), Some("env")), "{peek:#}");
+    assert!(peek["data"]["lines"].is_array(), "{peek:#}");
+
+    // Failures: the envelope on stdout, the documented exit code, the message on stderr too.
+    let error = |args: &[&str], exit: i32, code: &str| {
+        let out = home.desk(args);
+        assert_eq!(out.status.code(), Some(exit), "desk {args:?}: {}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("desk {args:?}: no JSON on stdout ({e}): {}", stderr(&out)));
+        assert_eq!((v["v"].as_u64(), v["error"]["code"].as_str()), (Some(1), Some(code)), "desk {args:?}: {v:#}");
+        assert!(!v["error"]["message"].as_str().unwrap_or_default().is_empty(), "{v:#}");
+        assert!(!stderr(&out).is_empty(), "the message is on stderr too");
+    };
+    error(&["peek", "nosuch", "--json"], 2, "no-such-session");
+    error(&["explain", "nosuch", "--json"], 2, "no-such-session");
+    error(&["rm", "nosuch", "--json"], 2, "no-such-session");
+    error(&["item", "0123", "--json"], 2, "no-such-item");
+    error(&["item", "not-an-id!", "--json"], 2, "usage");
+    error(&["new", "env", "--json", "--", "true"], 2, "already-exists");
+    error(&["pause", "env", "--json"], 1, "daemon-unavailable");
+    error(&["ls", "--json", "--no-such-flag"], 2, "usage");
+
+    let kill = home.json(&["kill", "env", "--json"]);
+    assert_eq!(kill["kind"], "kill", "{kill:#}");
+    assert_eq!(kill["data"]["exit"]["signal"], 15, "{kill:#}");
+    error(&["peek", "env", "--json"], 1, "not-running");
+    let rm = home.json(&["rm", "env", "--json"]);
+    assert_eq!((rm["kind"].as_str(), rm["data"]["name"].as_str()), (Some("removed"), Some("env")), "{rm:#}");
 }

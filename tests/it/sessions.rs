@@ -28,7 +28,7 @@ fn new_ls_peek_kill_rm_round_trip() {
     home.ok(&["rm", "s1"]);
     assert!(home.session("s1").is_none());
     let again = home.desk(&["rm", "s1"]);
-    assert_eq!(again.status.code(), Some(1));
+    assert_eq!(again.status.code(), Some(2), "no such session is exit 2 (docs/cli.md)");
 }
 
 #[test]
