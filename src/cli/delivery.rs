@@ -661,9 +661,10 @@ fn next_step(item: &Item) -> String {
 pub fn command(kind: &str, req: Request, json: bool) -> Result<i32> {
     let paths = paths()?;
     let timeout = if matches!(req, Request::Force { .. }) { FORCE_TIMEOUT } else { REQUEST_TIMEOUT };
-    let session = match &req {
-        Request::Pause { session, .. } | Request::Resume { session } => Some(session.clone()),
-        _ => None,
+    let (key, target) = match &req {
+        Request::Pause { session, .. } | Request::Resume { session } => ("session", session.clone()),
+        Request::Force { id, .. } | Request::Drop { id } => ("id", id.clone()),
+        _ => ("session", String::new()),
     };
     let resp = ask(&paths, &req, timeout)?;
     if !resp.ok {
@@ -671,11 +672,7 @@ pub fn command(kind: &str, req: Request, json: bool) -> Result<i32> {
     }
     let message = resp.message.unwrap_or_default();
     if json {
-        let data = match session {
-            Some(session) => serde_json::json!({ "message": message, "session": session }),
-            None => serde_json::json!({ "message": message, "item": resp.data }),
-        };
-        output::print_ok(kind, data, &[])?;
+        output::print_ok(kind, serde_json::json!({ "message": message, key: target }), &[])?;
     } else {
         println!("{message}");
     }

@@ -508,7 +508,7 @@ pub fn ls(json: bool) -> Result<i32> {
 fn connect(paths: &Paths, name: &SessionName) -> Result<Connection> {
     let files = paths.session(name);
     match session::probe(&files)? {
-        Probe::Live(stream) => Connection::open(stream, Role::Query, 0, 0),
+        Probe::Live(stream) => Connection::open(stream, Role::Query, 0, 0).map_err(|e| ended(paths, name, e)),
         Probe::Absent | Probe::Stale => match session::read_exit(&files)? {
             Some(exit) => Err(fail(
                 ErrorCode::NotRunning,
@@ -520,12 +520,23 @@ fn connect(paths: &Paths, name: &SessionName) -> Result<Connection> {
     }
 }
 
+/// A request to a master that failed: if the session has just exited (its master closes the
+/// connections it has while it goes), say that rather than the broken connection.
+fn ended(paths: &Paths, name: &SessionName, e: anyhow::Error) -> anyhow::Error {
+    match session::read_exit(&paths.session(name)) {
+        Ok(Some(exit)) => {
+            fail(ErrorCode::NotRunning, format!("session {name} {}", crate::signals::describe_exit(exit.status)))
+        }
+        _ => e,
+    }
+}
+
 pub fn peek(name: &SessionName, json: bool) -> Result<i32> {
     let paths = paths()?;
     let mut conn = connect(&paths, name)?;
-    conn.send(&Frame::SnapshotRequest)?;
+    conn.send(&Frame::SnapshotRequest).map_err(|e| ended(&paths, name, e))?;
     let snapshot = loop {
-        match conn.recv()? {
+        match conn.recv().map_err(|e| ended(&paths, name, e))? {
             Frame::Snapshot(s) => break *s,
             Frame::Error { message, .. } => return Err(failure(1, message)),
             _ => continue,
