@@ -197,6 +197,19 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Print a shell completion script: `desk completions bash > /etc/bash_completion.d/desk`.
+    Completions {
+        /// The shell: bash, zsh, fish, elvish or powershell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write the manual pages (desk.1, desk-new.1, ...) into a directory (`make man`).
+    #[command(hide = true)]
+    Man {
+        /// The directory to write them to (created if missing).
+        #[arg(long, default_value = "target/man")]
+        out_dir: PathBuf,
+    },
     /// Report an agent hook to its session (run by agents' hooks; always exits 0 at once).
     #[command(hide = true)]
     Hook {
@@ -324,6 +337,19 @@ pub fn main() -> i32 {
     }
 }
 
+/// The command line as a user sees it, without the hidden subcommands (clap_complete would
+/// offer them: `desk hook` is for agents' hooks, `desk man` for `make man`).
+fn visible_command() -> clap::Command {
+    use clap::CommandFactory;
+    let full = Cli::command();
+    let visible: Vec<clap::Command> = full.get_subcommands().filter(|s| !s.is_hide_set()).cloned().collect();
+    clap::Command::new("desk")
+        .version(env!("CARGO_PKG_VERSION"))
+        .about(full.get_about().cloned().unwrap_or_default())
+        .subcommand_required(true)
+        .subcommands(visible)
+}
+
 impl Command {
     /// Whether the command was asked for JSON (its errors are then enveloped on stdout too).
     fn json(&self) -> bool {
@@ -343,7 +369,11 @@ impl Command {
             | Command::Drop { json, .. }
             | Command::Pause { json, .. }
             | Command::Resume { json, .. } => *json,
-            Command::Attach(_) | Command::Serve { .. } | Command::Hook { .. } => false,
+            Command::Attach(_)
+            | Command::Serve { .. }
+            | Command::Hook { .. }
+            | Command::Completions { .. }
+            | Command::Man { .. } => false,
         }
     }
 }
@@ -403,6 +433,19 @@ fn run(cli: Cli) -> Result<i32> {
         }
         Command::Kill(a) => sessions::kill(&a.name, a.signal, a.grace, a.json),
         Command::Rm { name, json } => sessions::rm(&name, json),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut visible_command(), "desk", &mut std::io::stdout());
+            Ok(0)
+        }
+        Command::Man { out_dir } => {
+            use anyhow::Context;
+            use clap::CommandFactory;
+            std::fs::create_dir_all(&out_dir).with_context(|| format!("cannot create {}", out_dir.display()))?;
+            clap_mangen::generate_to(Cli::command(), &out_dir)
+                .with_context(|| format!("cannot write the manual pages to {}", out_dir.display()))?;
+            println!("{}", out_dir.join("desk.1").display());
+            Ok(0)
+        }
     }
 }
 

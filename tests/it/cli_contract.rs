@@ -228,3 +228,56 @@ fn every_error_code_is_documented_with_its_exit_code() {
         assert!(doc.contains(&row), "docs/cli.md lacks the row {row:?}");
     }
 }
+
+/// The subcommands a user sees (hidden ones, `hook` and `man`, aside).
+fn visible_subcommands() -> Vec<String> {
+    use clap::CommandFactory;
+    desk::cli::Cli::command().get_subcommands().filter(|s| !s.is_hide_set()).map(|s| s.get_name().to_string()).collect()
+}
+
+#[test]
+fn completion_scripts_cover_every_command_and_parse() {
+    let home = Home::new();
+    let bash = home.ok(&["completions", "bash"]);
+    for name in visible_subcommands() {
+        assert!(bash.contains(&format!("desk__{name}")) || bash.contains(&format!("desk,{name}")), "bash: {name}");
+    }
+    for hidden in ["hook", "man"] {
+        assert!(!bash.contains(&format!("desk,{hidden}")), "a hidden command ({hidden}) is not completed");
+    }
+    // The script is valid bash.
+    let script = home.path().join("desk.bash");
+    std::fs::write(&script, &bash).unwrap();
+    let out = std::process::Command::new("bash").arg("-n").arg(&script).output().expect("run bash -n");
+    assert!(out.status.success(), "bash -n: {}", String::from_utf8_lossy(&out.stderr));
+    for shell in ["zsh", "fish"] {
+        let text = home.ok(&["completions", shell]);
+        for name in visible_subcommands() {
+            assert!(text.contains(&name), "{shell}: {name}");
+        }
+    }
+    let out = home.desk(&["completions", "tcsh"]);
+    assert_eq!(out.status.code(), Some(2), "an unknown shell is a usage error");
+}
+
+#[test]
+fn the_man_pages_name_every_command_and_render() {
+    let home = Home::new();
+    let dir = home.path().join("man");
+    home.ok(&["man", "--out-dir", dir.to_str().unwrap()]);
+    let page = std::fs::read_to_string(dir.join("desk.1")).expect("desk.1 written");
+    assert!(page.starts_with(".ie") || page.contains(".TH desk 1"), "roff: {}", &page[..page.len().min(200)]);
+    for name in visible_subcommands() {
+        assert!(page.contains(&format!("desk\\-{name}(1)")), "desk.1 names {name}");
+        assert!(dir.join(format!("desk-{name}.1")).exists(), "desk-{name}.1 written");
+    }
+    let new = std::fs::read_to_string(dir.join("desk-new.1")).unwrap();
+    assert!(new.contains("\\-\\-provider"), "a command's page lists its flags");
+    // Rendered by man(1) where it is installed: the page parses.
+    if let Ok(out) = std::process::Command::new("man").arg("-l").arg(dir.join("desk.1")).env("MANWIDTH", "80").output()
+        && out.status.success()
+    {
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("SUBCOMMANDS") && text.contains("desk-attach(1)"), "{text}");
+    }
+}
