@@ -411,6 +411,55 @@ fn stored_queues(paths: &Paths, session: Option<&SessionName>) -> Result<Respons
     Ok(Response::ok(DAEMON_DOWN, serde_json::Value::Array(data)))
 }
 
+/// What `desk ls` shows of a session's delivery.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct QueueCounts {
+    /// Items pending for it: queued, sending or stuck (and still in the intake).
+    pub queue: u32,
+    /// Of those, the stuck ones.
+    pub stuck: u32,
+    /// The pause reason (`""` when none was given) while delivery to it is paused.
+    pub paused: Option<String>,
+}
+
+/// How long `desk ls` waits for the daemon's queues: as long as it waits for the masters (the
+/// two are asked at the same time), so a wedged daemon costs a listing no more than a master.
+const LS_QUEUE_TIMEOUT: Duration = session::PROBE_DEADLINE;
+
+/// Every session's delivery counts, from the daemon when it runs, else from the store; `None`
+/// when neither answers (a wedged daemon, an unreadable store).
+pub fn queue_counts(paths: &Paths) -> Option<std::collections::HashMap<String, QueueCounts>> {
+    let resp = if daemon_down(paths) {
+        if !paths.state.join("delivery").exists() {
+            // Nothing was ever sent: no queues, and a listing creates no directories.
+            return Some(Default::default());
+        }
+        stored_queues(paths, None).ok()?
+    } else {
+        control::request(&crate::daemon::socket_path(paths), &Request::Queue { session: None }, LS_QUEUE_TIMEOUT)
+            .ok()?
+    };
+    if !resp.ok {
+        return None;
+    }
+    let mut counts = std::collections::HashMap::new();
+    for q in resp.data.as_array()? {
+        let Some(session) = q["session"].as_str() else { continue };
+        let items = q["items"].as_array().map_or(&[][..], Vec::as_slice);
+        let intake = q["intake"].as_array().map_or(0, Vec::len);
+        let stuck = items.iter().filter(|i| i["state"] == "stuck").count();
+        counts.insert(
+            session.to_string(),
+            QueueCounts {
+                queue: (items.len() + intake) as u32,
+                stuck: stuck as u32,
+                paused: q["paused"].as_str().map(String::from),
+            },
+        );
+    }
+    Some(counts)
+}
+
 pub fn queue(session: Option<SessionName>, json: bool) -> Result<i32> {
     let paths = paths()?;
     let offline = daemon_down(&paths);

@@ -13,6 +13,7 @@ mod hook;
 pub mod output;
 mod sessions;
 mod spans;
+mod table;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};

@@ -98,7 +98,12 @@ pub fn new(req: NewSession) -> Result<i32> {
     let code = started?;
     if json {
         let deadline = Instant::now() + session::PROBE_DEADLINE;
-        output::print_ok("session", listing(&paths, &name, deadline)?, &[])?;
+        let mut row = listing(&paths, &name, deadline)?;
+        if let Some(row) = &mut row {
+            row.delivery =
+                super::delivery::queue_counts(&paths).map(|mut c| c.remove(name.as_str()).unwrap_or_default());
+        }
+        output::print_ok("session", row, &[])?;
     }
     Ok(code)
 }
@@ -255,6 +260,9 @@ struct Listing {
     exit: Option<ExitJson>,
     /// Why the status is not simply running or exited.
     note: Option<String>,
+    /// Its delivery queue (absent when neither the daemon nor the store could be read).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    delivery: Option<super::delivery::QueueCounts>,
 }
 
 #[derive(Debug, Serialize)]
@@ -425,12 +433,23 @@ fn from_files(name: &SessionName, meta: Option<&SessionMeta>, status: &'static s
         started_at: meta.map(|m| iso8601(m.started_at_ms)),
         exit: None,
         note: None,
+        delivery: None,
     }
 }
 
 pub fn ls(json: bool) -> Result<i32> {
     let paths = paths()?;
-    let rows = listings(&paths)?;
+    // The delivery queues are asked for while the masters are probed.
+    let queues = {
+        let paths = paths.clone();
+        std::thread::spawn(move || super::delivery::queue_counts(&paths))
+    };
+    let mut rows = listings(&paths)?;
+    if let Ok(Some(mut counts)) = queues.join() {
+        for row in &mut rows {
+            row.delivery = Some(counts.remove(&row.name).unwrap_or_default());
+        }
+    }
     if json {
         output::print_ok("sessions", &rows, &[])?;
         return Ok(0);
@@ -439,16 +458,33 @@ pub fn ls(json: bool) -> Result<i32> {
         println!("no sessions");
         return Ok(0);
     }
-    let now = crate::clock::now_ms();
-    let mut table =
-        vec![["NAME", "STATUS", "ACTIVITY", "PID", "SIZE", "CLIENTS", "STARTED", "TITLE", "COMMAND"].map(String::from)];
-    for r in &rows {
+    for line in ls_table(&rows, crate::clock::now_ms(), super::table::terminal_width()) {
+        println!("{line}");
+    }
+    Ok(0)
+}
+
+/// Widest a column other than the last gets, in cells: room for an agent's title (they are
+/// short: `✳ Fix the parser tests`) without one long title pushing every later column off an
+/// 80-column screen.
+const LS_COLUMN_CAP: usize = 30;
+
+/// `desk ls`'s table: one row per session, fitted to `fit` cells when given.
+fn ls_table(rows: &[Listing], now: u64, fit: Option<usize>) -> Vec<String> {
+    // The columns a glance needs first; the command (you typed it) last, as it is cut first.
+    let header =
+        ["NAME", "STATUS", "ACTIVITY", "QUEUE", "STUCK", "TITLE", "PID", "CLIENTS", "STARTED", "SIZE", "COMMAND"];
+    let mut table = vec![header.map(String::from).to_vec()];
+    for r in rows {
         let status = match &r.exit {
-            Some(e) => match (e.code, e.signal) {
-                (Some(code), _) => format!("exited({code})"),
-                (_, Some(signal)) => format!("killed({})", crate::signals::name(signal)),
-                _ => "exited".into(),
-            },
+            Some(e) => {
+                let how = match (e.code, e.signal) {
+                    (Some(code), _) => format!("exited({code})"),
+                    (_, Some(signal)) => format!("killed({})", crate::signals::name(signal)),
+                    _ => "exited".into(),
+                };
+                format!("{how} {}", super::spans::ago(now, e.exited_at_ms))
+            }
             None => r.status.to_string(),
         };
         let clients = r
@@ -473,36 +509,53 @@ pub fn ls(json: bool) -> Result<i32> {
             }
             None => "-".into(),
         };
-        table.push([
+        let (queue, stuck) = match &r.delivery {
+            Some(d) => {
+                let mut queue = d.queue.to_string();
+                if d.paused.is_some() {
+                    queue.push_str(" paused");
+                }
+                (queue, d.stuck.to_string())
+            }
+            None => ("?".into(), "?".into()),
+        };
+        table.push(vec![
             r.name.clone(),
             status,
             activity,
+            queue,
+            stuck,
+            r.title.as_deref().filter(|t| !t.is_empty()).map_or("-".into(), super::table::printable),
             r.pid.map_or("-".into(), |p| p.to_string()),
+            clients,
+            r.started_at_ms.map_or("-".into(), |t| super::spans::ago(now, t)),
             match (r.cols, r.rows) {
                 (Some(c), Some(rw)) => format!("{c}x{rw}"),
                 _ => "-".into(),
             },
-            clients,
-            r.started_at_ms.map_or("-".into(), |t| super::spans::ago(now, t)),
-            r.title.clone().filter(|t| !t.is_empty()).unwrap_or_else(|| "-".into()),
-            r.command.join(" "),
+            super::table::printable(&super::table::shell_words(&typed_command(r.provider.as_deref(), &r.command))),
         ]);
     }
-    let widths: Vec<usize> =
-        (0..9).map(|i| table.iter().map(|row| row[i].chars().count()).max().unwrap_or(0)).collect();
-    for row in &table {
-        let mut line = String::new();
-        for (i, cell) in row.iter().enumerate() {
-            if i == 8 {
-                line.push_str(cell);
-            } else {
-                let cell: String = cell.chars().take(40).collect();
-                line.push_str(&format!("{cell:<w$}  ", w = widths[i].min(40)));
-            }
+    super::table::render(&table, LS_COLUMN_CAP, fit)
+}
+
+/// The command as the user typed it: without the hook wiring `desk new` adds right after an
+/// agent's program (`providers::wire_hooks`: Claude Code's `--settings FILE`, Codex's
+/// `-c notify=[…]`, the demo agent's `--hook-cmd …`), which is desk's business, not theirs.
+fn typed_command(provider: Option<&str>, command: &[String]) -> Vec<String> {
+    let wired = match (provider, command.get(1).map(String::as_str), command.get(2)) {
+        (Some("claude"), Some("--settings"), Some(v)) => v.ends_with("/claude-settings.json"),
+        (Some("codex"), Some("-c"), Some(v)) => {
+            v.starts_with("notify=") && v.contains(r#""hook","--provider","codex"]"#)
         }
-        println!("{}", line.trim_end());
+        (Some("demo"), Some("--hook-cmd"), Some(v)) => v.ends_with(" hook --provider demo"),
+        _ => false,
+    };
+    let mut typed = command.to_vec();
+    if wired {
+        typed.drain(1..3);
     }
-    Ok(0)
+    typed
 }
 
 fn connect(paths: &Paths, name: &SessionName) -> Result<Connection> {
@@ -787,5 +840,29 @@ fn master_command(exe: &std::path::Path) -> Command {
         let mut cmd = Command::new(exe);
         cmd.arg("master");
         cmd
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(args: &[&str]) -> Vec<String> {
+        args.iter().map(|a| a.to_string()).collect()
+    }
+
+    #[test]
+    fn the_command_shown_is_the_one_typed_not_the_hook_wiring() {
+        let wired = words(&["claude", "--settings", "/s/sessions/a/claude-settings.json", "--model", "x"]);
+        assert_eq!(typed_command(Some("claude"), &wired), words(&["claude", "--model", "x"]));
+        let wired = words(&["codex", "-c", r#"notify=["/bin/desk","hook","--provider","codex"]"#, "exec"]);
+        assert_eq!(typed_command(Some("codex"), &wired), words(&["codex", "exec"]));
+        let wired = words(&["desk-demo-agent", "--hook-cmd", "/bin/desk hook --provider demo", "--quiet"]);
+        assert_eq!(typed_command(Some("demo"), &wired), words(&["desk-demo-agent", "--quiet"]));
+        // The user's own flags stay.
+        let own = words(&["codex", "-c", "notify=[\"my-notifier\"]"]);
+        assert_eq!(typed_command(Some("codex"), &own), own);
+        let shell = words(&["sh", "-c", "--settings"]);
+        assert_eq!(typed_command(Some("shell"), &shell), shell);
     }
 }

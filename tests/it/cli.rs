@@ -502,3 +502,64 @@ fn every_json_answer_is_one_envelope_and_failures_are_enveloped_too() {
     let rm = home.json(&["rm", "env", "--json"]);
     assert_eq!((rm["kind"].as_str(), rm["data"]["name"].as_str()), (Some("removed"), Some("env")), "{rm:#}");
 }
+
+/// `desk ls` on an 80-column terminal: columns measured in cells (a ✋ in a title takes two),
+/// the table cut to the width rather than wrapped, the command shown as typed and quoted like a
+/// shell would, QUEUE and STUCK from the daemon, a paused session marked, an exited row saying
+/// when it exited. Piped, nothing is cut.
+#[test]
+fn ls_fits_an_80_column_terminal_and_aligns_wide_characters() {
+    let home = Home::new();
+    home.new_sh("wide", r"printf '\033]0;✋ hands ✋\007'; exec sleep 1000");
+    home.new_sh("plain", "stty -echo; exec sleep 1000  # a comment long enough to run past any terminal width");
+    home.new_sh("gone", "exit 3");
+    home.wait_exit("gone");
+    eventually("wide's title", || match home.session("wide") {
+        Some(s) if s["title"] == "✋ hands ✋" => Ok(()),
+        other => Err(format!("{other:?}")),
+    });
+    home.serve();
+    home.ok(&["pause", "plain", "--reason", "review"]);
+    home.send("plain", "held");
+    home.send("plain", "held too");
+
+    let mut ls = PtyCommand::new(DESK).args(["ls"]).env("DESK_HOME", home.path()).size(80, 24).spawn().unwrap();
+    assert!(ls.wait_exit(Duration::from_secs(10)).unwrap().success());
+    let screen = ls.screen();
+    // Each row as cells: a wide character's second cell is empty, so an index is a column.
+    let cells: Vec<Vec<String>> = ls.with_vt100(|s| {
+        (0..5u16)
+            .map(|r| (0..80u16).map(|c| s.cell(r, c).map(|c| c.contents().to_string()).unwrap_or_default()).collect())
+            .collect()
+    });
+    let wrapped = ls.with_vt100(|s| (0..5u16).any(|r| s.row_wrapped(r)));
+    assert!(!wrapped, "no row wraps:\n{screen}");
+    let header = &screen.rows()[0];
+    assert!(header.starts_with("NAME") && header.contains("QUEUE") && header.contains("STUCK"), "{screen}");
+    let column = |row: &[String], text: &str| -> Option<usize> {
+        (0..row.len())
+            .find(|&i| text.chars().enumerate().all(|(k, ch)| row.get(i + k).is_some_and(|c| c == &ch.to_string())))
+    };
+    let pid_col = column(&cells[0], "PID").expect("PID shown at 80 columns");
+    let row_of = |name: &str| cells.iter().find(|r| r[0] == name[..1] && column(r, name) == Some(0)).unwrap();
+    for name in ["wide", "plain"] {
+        let row = row_of(name);
+        let pid = home.session(name).unwrap()["pid"].to_string();
+        assert_eq!(column(row, &pid), Some(pid_col), "{name}'s pid under PID:\n{screen}");
+    }
+    let row = |name: &str| screen.rows().iter().find(|r| r.starts_with(name)).unwrap().clone();
+    assert!(row("wide").contains("✋ hands ✋"), "{screen}");
+    assert!(row("plain").contains("2 paused"), "QUEUE counts the held items and marks the pause:\n{screen}");
+    assert!(row("gone").contains("exited(3) ") && row("gone").contains(" ago"), "{screen}");
+
+    // Piped: whole lines, the command as typed, quoted like a shell would.
+    let piped = home.ok(&["ls"]);
+    let plain = piped.lines().find(|l| l.starts_with("plain")).unwrap();
+    assert!(
+        plain.ends_with("sh -c 'stty -echo; exec sleep 1000  # a comment long enough to run past any terminal width'"),
+        "{piped}"
+    );
+    let json = home.session("plain").unwrap();
+    assert_eq!((json["queue"].as_u64(), json["stuck"].as_u64()), (Some(2), Some(0)), "{json:#}");
+    assert_eq!(json["paused"], "review", "{json:#}");
+}
