@@ -21,7 +21,6 @@ use crate::paths::{Paths, SessionName};
 use crate::session::{self, ExitRecord, Probe};
 use crate::wire::Role;
 use crate::wire::client::Connection;
-use desk_core::time::iso8601;
 
 /// Short requests are answered in milliseconds; this bounds a wedged daemon.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -621,7 +620,7 @@ pub fn item(id: &str, json: bool) -> Result<i32> {
     if in_intake {
         state = "in the intake, not queued yet".into();
     }
-    println!("  state     {state}, since {}", &iso8601(item.state_since_ms)[..19]);
+    println!("  state     {state}, since {}", crate::clock::local_datetime(item.state_since_ms));
     if let Some(reason) = hold.as_ref().and_then(|h| h["reason"].as_str()) {
         println!("  held      {reason}");
     }
@@ -637,7 +636,7 @@ pub fn item(id: &str, json: bool) -> Result<i32> {
     println!("  text      {}", item.preview(100));
     println!("  evidence:");
     for note in &item.evidence {
-        println!("    {}  {:<11} {}", &iso8601(note.at_ms)[11..23], note.kind, note.detail);
+        println!("    {}  {:<11} {}", crate::clock::local_time(note.at_ms), note.kind, note.detail);
     }
     Ok(0)
 }

@@ -19,8 +19,8 @@ fn print(event: &Event, json: bool) {
             println!("{line}");
         }
     } else {
-        let time = desk_core::time::iso8601(event.ts_ms);
-        println!("{:>6}  {}  g{}  {}", event.seq, &time[11..23], event.generation, event.body.describe());
+        let time = crate::clock::local_time(event.ts_ms);
+        println!("{:>6}  {time}  g{}  {}", event.seq, event.generation, event.body.describe());
     }
 }
 

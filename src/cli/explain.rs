@@ -15,7 +15,6 @@ use crate::session::{self, Probe};
 use crate::state::{AxisView, StateView};
 use crate::wire::Role;
 use crate::wire::client::Connection;
-use desk_core::time::iso8601;
 
 /// How many state-changing events `explain` lists.
 const RECENT: usize = 12;
@@ -44,7 +43,7 @@ fn axis<T: Serialize>(name: &str, a: &AxisView<T>, now: u64) -> String {
     });
     format!(
         "{name:<10} {value:<10} since {} ({})\n{:<10} evidence: {} — {} (observed {})",
-        &iso8601(a.since_ms)[11..19],
+        crate::clock::local_time(a.since_ms),
         super::spans::ago(now, a.since_ms),
         "",
         a.evidence.source,
@@ -131,7 +130,7 @@ pub fn explain(name: &SessionName, json: bool) -> Result<i32> {
     if !report.recent.is_empty() {
         println!("\nrecent changes:");
         for e in &report.recent {
-            println!("{:>6}  {}  g{}  {}", e.seq, &iso8601(e.ts_ms)[11..23], e.generation, e.body.describe());
+            println!("{:>6}  {}  g{}  {}", e.seq, crate::clock::local_time(e.ts_ms), e.generation, e.body.describe());
         }
     }
     Ok(0)

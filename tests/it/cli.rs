@@ -563,3 +563,29 @@ fn ls_fits_an_80_column_terminal_and_aligns_wide_characters() {
     assert_eq!((json["queue"].as_u64(), json["stuck"].as_u64()), (Some(2), Some(0)), "{json:#}");
     assert_eq!(json["paused"], "review", "{json:#}");
 }
+
+/// Times a person reads are local, with the offset shown (`TZ` honoured, POSIX form included);
+/// JSON keeps Unix ms and UTC.
+#[test]
+fn human_times_are_local_with_their_offset() {
+    let home = Home::new();
+    home.new_sh("tz", "exec sleep 1000");
+    home.serve();
+    home.ok(&["pause", "tz"]);
+    let id = home.ok(&["send", "tz", "what time is it"]).trim().to_string();
+    let run = |args: &[&str]| {
+        let out = home.cmd().args(args).env("TZ", "XST-5:30").output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let item = run(&["item", &id]);
+    let since = item.lines().find(|l| l.trim_start().starts_with("state")).unwrap();
+    assert!(since.ends_with(" +05:30"), "a date and time with its offset: {item}");
+    let note = item.split("evidence:").nth(1).and_then(|e| e.lines().find(|l| !l.trim().is_empty())).unwrap();
+    assert!(note.split_whitespace().next().unwrap().ends_with("+05:30"), "each note's time of day too: {item}");
+    let events = run(&["events", "tz"]);
+    assert!(events.lines().next().unwrap().contains("+05:30  g1  "), "{events}");
+    // JSON is not local.
+    let json = home.json(&["ls", "--json"]);
+    assert!(json["data"][0]["started_at"].as_str().unwrap().ends_with('Z'), "{json:#}");
+}
