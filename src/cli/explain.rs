@@ -59,9 +59,17 @@ pub fn explain(name: &SessionName, json: bool) -> Result<i32> {
     let meta = session::read_meta(&files).unwrap_or(None);
     let exit = session::read_exit(&files).unwrap_or(None);
     let info = match session::probe(&files)? {
-        Probe::Live(stream) => Some(Connection::open(stream, Role::Query, 0, 0)?.info),
+        Probe::Live(stream) => match Connection::open(stream, Role::Query, 0, 0) {
+            Ok(conn) => Some(conn.info),
+            // A master that has just recorded its child's exit closes its connections as it
+            // goes: then the session is explained from its exit record, like a moment later.
+            Err(_) if session::read_exit(&files).ok().flatten().is_some() => None,
+            Err(e) => return Err(e),
+        },
         _ => None,
     };
+    // Read after the probe, so that an exit recorded meanwhile is seen.
+    let exit = if info.is_none() { session::read_exit(&files).unwrap_or(None) } else { exit };
     let history = journal::read_all(&paths.session_state(name))?;
     if info.is_none() && meta.is_none() && history.is_empty() {
         return Err(super::fail(ErrorCode::NoSuchSession, format!("no session named {name}")));
