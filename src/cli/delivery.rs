@@ -350,6 +350,10 @@ fn read_prompt_file(path: &std::path::Path) -> Result<String> {
 }
 
 fn read_stdin() -> Result<String> {
+    if nix::unistd::isatty(std::io::stdin()).unwrap_or(false) {
+        // Otherwise a bare `desk send NAME` on a terminal just sits there, silently waiting.
+        eprintln!("desk: reading the prompt from stdin; end it with Ctrl-D on a line of its own");
+    }
     let bytes =
         crate::fsutil::read_bounded(std::io::stdin().lock(), MAX_PROMPT, "the prompt on stdin").map_err(bounded)?;
     prompt_text(bytes, "the prompt on stdin")

@@ -13,6 +13,24 @@ use crate::session::{self, Probe};
 use crate::wire::client::Connection;
 use crate::wire::{Frame, Role};
 
+/// Every event type, as `--type` takes it and JSON's `type` names it (`EventBody::kind`).
+pub const TYPES: [&str; 14] = [
+    "started",
+    "title",
+    "bell",
+    "notification",
+    "mode",
+    "output",
+    "attach",
+    "detach",
+    "resize",
+    "report",
+    "hook",
+    "state",
+    "exit",
+    "gap",
+];
+
 fn print(event: &Event, json: bool) {
     if json {
         if let Ok(line) = serde_json::to_string(event) {
@@ -24,7 +42,9 @@ fn print(event: &Event, json: bool) {
     }
 }
 
-pub fn events(name: &SessionName, follow: bool, json: bool, since: u64) -> Result<i32> {
+/// Print a session's events after `since`; with `types` not empty, only events of those types.
+pub fn events(name: &SessionName, follow: bool, json: bool, since: u64, types: &[String]) -> Result<i32> {
+    let wanted = |event: &Event| types.is_empty() || types.iter().any(|t| t == event.body.kind());
     let paths = Paths::from_env()?;
     paths.ensure_runtime()?;
     let files = paths.session(name);
@@ -42,7 +62,9 @@ pub fn events(name: &SessionName, follow: bool, json: bool, since: u64) -> Resul
     }
     let mut last = since;
     for event in history.iter().filter(|e| e.seq > since) {
-        print(event, json);
+        if wanted(event) {
+            print(event, json);
+        }
         last = event.seq;
     }
     let Some(mut conn) = live else { return Ok(0) };
@@ -58,9 +80,11 @@ pub fn events(name: &SessionName, follow: bool, json: bool, since: u64) -> Resul
                 continue;
             }
             last = event.seq;
-            print(&event, json);
-            use std::io::Write;
-            let _ = std::io::stdout().flush();
+            if wanted(&event) {
+                print(&event, json);
+                use std::io::Write;
+                let _ = std::io::stdout().flush();
+            }
             if matches!(event.body, EventBody::Exit { .. }) {
                 return Ok(0);
             }

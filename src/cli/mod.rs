@@ -91,6 +91,14 @@ enum Command {
         /// Only events after this sequence number.
         #[arg(long, default_value_t = 0)]
         since: u64,
+        /// Only events of these types (comma-separated or repeated), e.g. `state,hook,exit`.
+        #[arg(
+            long = "type",
+            value_name = "TYPE",
+            value_delimiter = ',',
+            value_parser = clap::builder::PossibleValuesParser::new(events::TYPES)
+        )]
+        types: Vec<String>,
     },
     /// Explain a session's agent state: each axis, its evidence, and what changed it.
     Explain {
@@ -397,7 +405,7 @@ fn run(cli: Cli) -> Result<i32> {
         }),
         Command::Ls { json } => sessions::ls(json),
         Command::Peek { name, json } => sessions::peek(&name, json),
-        Command::Events { name, follow, json, since } => events::events(&name, follow, json, since),
+        Command::Events { name, follow, json, since, types } => events::events(&name, follow, json, since, &types),
         Command::Explain { name, json } => explain::explain(&name, json),
         Command::Hook { provider, mut payload } => Ok(hook::hook(provider, payload.pop())),
         Command::Serve { foreground, stop } => delivery::serve(foreground, stop),

@@ -589,3 +589,56 @@ fn human_times_are_local_with_their_offset() {
     let json = home.json(&["ls", "--json"]);
     assert!(json["data"][0]["started_at"].as_str().unwrap().ends_with('Z'), "{json:#}");
 }
+
+/// `desk send NAME` on a terminal says it reads the prompt from stdin, rather than sitting there
+/// silently; the prompt ends with Ctrl-D.
+#[test]
+fn send_on_a_terminal_says_it_reads_stdin() {
+    let home = Home::new();
+    home.new_sh("tty", "exec sleep 1000");
+    let mut send = PtyCommand::new(DESK).args(["send", "tty"]).env("DESK_HOME", home.path()).spawn().unwrap();
+    send.wait_for_text("reading the prompt from stdin; end it with Ctrl-D").unwrap();
+    send.write(b"typed at a terminal\n\x04").unwrap();
+    assert!(send.wait_exit(Duration::from_secs(10)).unwrap().success(), "{}", send.screen());
+    let screen = send.screen();
+    let id = screen.rows().iter().rev().find(|r| r.len() == 26).expect("the item id").clone();
+    assert_eq!(home.item(&id)["text"].as_str().map(str::trim_end), Some("typed at a terminal"), "{screen}");
+    // Piped, there is no such note.
+    let out = home.cmd().args(["send", "tty"]).stdin(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut out = out;
+    out.stdin.take().unwrap().write_all(b"piped").unwrap();
+    let out = finish_within(out, Duration::from_secs(10), "desk send from a pipe");
+    assert!(!stderr(&out).contains("reading the prompt"), "{}", stderr(&out));
+}
+
+/// `desk events --type` keeps only the named types; an unknown type is a usage error naming
+/// the ones there are.
+#[test]
+fn events_type_filters_and_refuses_unknown_types() {
+    let home = Home::new();
+    home.new_sh("ev", r"printf '\033]0;a title\007'; exit 0");
+    home.wait_exit("ev");
+    let types = |args: &[&str]| -> Vec<String> {
+        home.ok(args)
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["type"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // The exit event is journalled as the master goes; wait for it.
+    let all = eventually("the exit event", || {
+        let all = types(&["events", "ev", "--json"]);
+        if all.contains(&"exit".to_string()) { Ok(all) } else { Err(format!("{all:?}")) }
+    });
+    assert!(all.contains(&"title".to_string()), "{all:?}");
+    let some = types(&["events", "ev", "--json", "--type", "state,exit"]);
+    assert!(some.contains(&"exit".to_string()), "{some:?}");
+    assert!(some.iter().all(|t| t == "state" || t == "exit"), "{some:?}");
+    assert_eq!(types(&["events", "ev", "--json", "--type", "started", "--type", "exit"]), vec!["started", "exit"]);
+    let out = home.desk(&["events", "ev", "--type", "state,spinner"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("invalid value 'spinner'") && stderr(&out).contains("state, exit"),
+        "{}",
+        stderr(&out)
+    );
+}
