@@ -6,6 +6,7 @@
 //! exits with the child's code (128 + N for a signal) when the session ends. With `--json`, a
 //! failure is also printed on stdout as an error envelope ([`output`]).
 
+mod config;
 mod delivery;
 mod events;
 mod explain;
@@ -238,9 +239,9 @@ struct NewArgs {
     /// Working directory of the command (default: the current directory).
     #[arg(long)]
     cwd: Option<PathBuf>,
-    /// Terminal size as COLSxROWS.
-    #[arg(long, default_value = "120x40", value_parser = parse_size)]
-    size: (u16, u16),
+    /// Terminal size as COLSxROWS (default: `size` in the config file, else 120x40).
+    #[arg(long, value_parser = parse_size)]
+    size: Option<(u16, u16)>,
     /// Set an environment variable for the command (repeatable).
     #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_env)]
     env: Vec<(OsString, OsString)>,
@@ -262,9 +263,10 @@ struct AttachArgs {
     /// Watch only: input and resizes are not sent.
     #[arg(long)]
     read_only: bool,
-    /// Key that detaches: ^X, C-x, ctrl-x, or none.
-    #[arg(long, default_value = "^\\", value_parser = parse_detach_key)]
-    detach_key: DetachKey,
+    /// Key that detaches: ^X, C-x, ctrl-x, or none (default: `detach_key` in the config file,
+    /// else ^\\).
+    #[arg(long, value_parser = parse_detach_key)]
+    detach_key: Option<DetachKey>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -290,6 +292,14 @@ enum WhenArg {
 /// A parsed `--detach-key`; `None` disables detaching by key.
 #[derive(Debug, Clone, Copy)]
 struct DetachKey(Option<u8>);
+
+/// The terminal size of a new session unless the flag or the config file says otherwise: wide
+/// enough for agents' TUIs, which lay out for 100+ columns, and tall enough for their dialogs.
+const DEFAULT_SIZE: (u16, u16) = (120, 40);
+
+/// Ctrl-\ detaches unless the flag or the config file says otherwise: it is SIGQUIT in a shell,
+/// which no agent needs typed, and it is dtach's default, so hands already know it.
+const DEFAULT_DETACH_KEY: Option<u8> = Some(0x1c);
 
 fn parse_detach_key(s: &str) -> Result<DetachKey, String> {
     crate::attach::parse_detach_key(s).map(DetachKey)
@@ -389,20 +399,26 @@ impl Command {
 
 fn run(cli: Cli) -> Result<i32> {
     match cli.command {
-        Command::New(a) => sessions::new(sessions::NewSession {
-            name: a.name,
-            cwd: a.cwd,
-            size: a.size,
-            env: a.env,
-            provider: a.provider,
-            command: a.command,
-            json: a.json,
-        }),
-        Command::Attach(a) => crate::attach::run(&crate::attach::AttachOptions {
-            name: a.name,
-            read_only: a.read_only,
-            detach_key: a.detach_key.0,
-        }),
+        Command::New(a) => {
+            let config = config::load(&crate::paths::Paths::from_env()?)?;
+            sessions::new(sessions::NewSession {
+                name: a.name,
+                cwd: a.cwd,
+                size: a.size.or(config.size).unwrap_or(DEFAULT_SIZE),
+                env: a.env,
+                provider: a.provider,
+                command: a.command,
+                provider_args: config.provider_args,
+                json: a.json,
+            })
+        }
+        Command::Attach(a) => {
+            let detach_key = match a.detach_key {
+                Some(key) => key.0,
+                None => config::load(&crate::paths::Paths::from_env()?)?.detach_key.unwrap_or(DEFAULT_DETACH_KEY),
+            };
+            crate::attach::run(&crate::attach::AttachOptions { name: a.name, read_only: a.read_only, detach_key })
+        }
         Command::Ls { json } => sessions::ls(json),
         Command::Peek { name, json } => sessions::peek(&name, json),
         Command::Events { name, follow, json, since, types } => events::events(&name, follow, json, since, &types),

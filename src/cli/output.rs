@@ -27,6 +27,8 @@ pub enum ErrorCode {
     AmbiguousId,
     /// The session or daemon to create already exists (exit 2).
     AlreadyExists,
+    /// The configuration file cannot be read or used (exit 2).
+    BadConfig,
     /// The session exists but is not running (exit 1).
     NotRunning,
     /// `desk serve` is not running or did not answer (exit 1).
@@ -45,6 +47,7 @@ impl ErrorCode {
             ErrorCode::NoSuchItem => "no-such-item",
             ErrorCode::AmbiguousId => "ambiguous-id",
             ErrorCode::AlreadyExists => "already-exists",
+            ErrorCode::BadConfig => "bad-config",
             ErrorCode::NotRunning => "not-running",
             ErrorCode::DaemonUnavailable => "daemon-unavailable",
             ErrorCode::Refused => "refused",
@@ -57,7 +60,7 @@ impl ErrorCode {
     pub fn exit_code(self) -> i32 {
         match self {
             ErrorCode::Usage | ErrorCode::NoSuchSession | ErrorCode::NoSuchItem | ErrorCode::AmbiguousId => 2,
-            ErrorCode::AlreadyExists => 2,
+            ErrorCode::AlreadyExists | ErrorCode::BadConfig => 2,
             ErrorCode::NotRunning | ErrorCode::DaemonUnavailable | ErrorCode::Refused | ErrorCode::Failed => 1,
         }
     }
@@ -68,12 +71,13 @@ impl ErrorCode {
     }
 
     /// Every code, for the contract test and the docs.
-    pub const ALL: [ErrorCode; 9] = [
+    pub const ALL: [ErrorCode; 10] = [
         ErrorCode::Usage,
         ErrorCode::NoSuchSession,
         ErrorCode::NoSuchItem,
         ErrorCode::AmbiguousId,
         ErrorCode::AlreadyExists,
+        ErrorCode::BadConfig,
         ErrorCode::NotRunning,
         ErrorCode::DaemonUnavailable,
         ErrorCode::Refused,

@@ -51,13 +51,21 @@ pub struct NewSession {
     pub env: Vec<(OsString, OsString)>,
     pub provider: Option<String>,
     pub command: Vec<OsString>,
+    /// Arguments the config file adds to each provider's own agent command.
+    pub provider_args: std::collections::BTreeMap<String, Vec<String>>,
     /// Print the started session as JSON.
     pub json: bool,
 }
 
 pub fn new(req: NewSession) -> Result<i32> {
-    let NewSession { name, cwd, size: (cols, rows), env, provider, command, json } = req;
-    let (provider, command) = crate::providers::resolve(provider.as_deref(), command).map_err(|e| failure(2, e))?;
+    let NewSession { name, cwd, size: (cols, rows), env, provider, command, provider_args, json } = req;
+    let default_command = command.is_empty();
+    let (provider, mut command) = crate::providers::resolve(provider.as_deref(), command).map_err(|e| failure(2, e))?;
+    if default_command && let Some(args) = provider_args.get(&provider) {
+        // The agent's own command, started for the user: with their configured arguments. A
+        // command they typed is used as typed.
+        command.extend(args.iter().map(OsString::from));
+    }
     let paths = paths()?;
     let files = paths.session(&name);
     files.check_socket_len()?;

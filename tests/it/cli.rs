@@ -642,3 +642,56 @@ fn events_type_filters_and_refuses_unknown_types() {
         stderr(&out)
     );
 }
+
+/// The config file (`$DESK_HOME/config/config.toml` here) sets the default size, the detach key
+/// and a provider's arguments; flags win; a bad file is named with its line and key.
+#[test]
+fn the_config_file_sets_defaults_and_a_bad_one_is_named_precisely() {
+    let home = Home::new();
+    let config = home.path().join("config/config.toml");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    std::fs::write(
+        &config,
+        "[attach]\ndetach_key = \"^]\"\n\n[new]\nsize = \"100x30\"\n\n[provider.shell]\nargs = [\"-c\", \"echo configured; exec sleep 1000\"]\n",
+    )
+    .unwrap();
+    let new = |name: &str, extra: &[&str]| {
+        let out =
+            home.cmd().args(["new", name, "--provider", "shell"]).args(extra).env("SHELL", "/bin/sh").output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+    };
+    new("cfg", &[]);
+    new("flagged", &["--size", "90x20"]);
+    new("typed", &["--", "sh", "-c", "echo as typed; exec sleep 1000"]);
+    home.wait_screen("cfg", "configured");
+    home.wait_screen("typed", "as typed");
+    let size = |name: &str| {
+        let s = home.session(name).unwrap();
+        (s["cols"].as_u64().unwrap(), s["rows"].as_u64().unwrap())
+    };
+    assert_eq!(size("cfg"), (100, 30));
+    assert_eq!(size("flagged"), (90, 20), "a flag wins over the file");
+    assert_eq!(
+        home.session("typed").unwrap()["command"],
+        serde_json::json!(["sh", "-c", "echo as typed; exec sleep 1000"])
+    );
+
+    // The configured key, ^], detaches.
+    let mut attach = PtyCommand::new(DESK).args(["attach", "cfg"]).env("DESK_HOME", home.path()).spawn().unwrap();
+    attach.wait_for_text("configured").unwrap();
+    attach.write(b"\x1d").unwrap();
+    assert_eq!(attach.wait_exit(Duration::from_secs(10)).unwrap().code(), Some(0), "{}", attach.screen());
+
+    std::fs::write(&config, "[new]\n# as wide as my screen\nsize = \"wide\"\n").unwrap();
+    let out = home.desk(&["new", "bad", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    let said = stderr(&out);
+    assert!(
+        said.contains(&format!("{}: line 3: key `new.size`: size \"wide\" is not COLSxROWS", config.display())),
+        "{said}"
+    );
+    std::fs::write(&config, "[attach]\ndetach-key = \"^]\"\n").unwrap();
+    let out = home.desk(&["attach", "cfg"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("line 2: key `detach-key`: unknown field `detach-key`"), "{}", stderr(&out));
+}
