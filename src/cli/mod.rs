@@ -331,7 +331,8 @@ pub fn main() -> i32 {
                 matches!(e.kind(), clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion);
             if wants_json && !quiet {
                 let message = e.render().to_string();
-                println!("{}", output::error_text(ErrorCode::Usage, message.trim()));
+                let message = message.trim().strip_prefix("error: ").unwrap_or(message.trim());
+                println!("{}", output::error_text(ErrorCode::Usage, message));
             }
             e.exit()
         }

@@ -701,15 +701,17 @@ pub fn kill(name: &SessionName, signal: i32, grace: f64, json: bool) -> Result<i
         exit: Some(KillExit { code, signal: exit_signal, escalated }),
         helpers: vec![],
     };
-    if json {
-    } else if escalated {
-        println!(
-            "session {name} was still running {} s after {sig}; sent SIGKILL; then it {}",
-            grace.as_secs_f64(),
-            crate::signals::describe_exit(status)
-        );
-    } else {
-        println!("sent {sig} to session {name}; it {}", crate::signals::describe_exit(status));
+    // With --json, all of it is printed as one document at the end.
+    if !json {
+        if escalated {
+            println!(
+                "session {name} was still running {} s after {sig}; sent SIGKILL; then it {}",
+                grace.as_secs_f64(),
+                crate::signals::describe_exit(status)
+            );
+        } else {
+            println!("sent {sig} to session {name}; it {}", crate::signals::describe_exit(status));
+        }
     }
     // The master (the helpers' subreaper) signalled them too and stays until they are gone or it
     // sent them SIGKILL at the end of the grace period.
