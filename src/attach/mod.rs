@@ -15,7 +15,7 @@ mod tty;
 pub use keys::{DEFAULT_DETACH_KEY, find_detach_key, parse_detach_key};
 pub use modes::ModeTracker;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use signal_hook::consts::{SIGCONT, SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGWINCH};
@@ -59,10 +59,16 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
     let stream = match session::probe(&files)? {
         Probe::Live(stream) => stream,
         Probe::Absent | Probe::Stale => {
+            use crate::cli::output::ErrorCode;
             if let Some(exit) = session::read_exit(&files)? {
-                bail!("session {} {}; nothing to attach to", opts.name, crate::signals::describe_exit(exit.status));
+                let why = crate::signals::describe_exit(exit.status);
+                return Err(crate::cli::fail(
+                    ErrorCode::NotRunning,
+                    format!("session {} {why}; nothing to attach to", opts.name),
+                ));
             }
-            bail!("no running session named {}", opts.name);
+            // Exit 2, like every command given a session that does not exist (docs/cli.md).
+            return Err(crate::cli::fail(ErrorCode::NoSuchSession, format!("no session named {}", opts.name)));
         }
     };
     refuse_own_session(&files, &opts.name)?;

@@ -494,6 +494,10 @@ fn every_json_answer_is_one_envelope_and_failures_are_enveloped_too() {
     error(&["new", "env", "--json", "--", "true"], 2, "already-exists");
     error(&["pause", "env", "--json"], 1, "daemon-unavailable");
     error(&["ls", "--json", "--no-such-flag"], 2, "usage");
+    // attach has no JSON, but the same exit code for a session that does not exist.
+    let out = home.desk(&["attach", "nosuch"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("no session named nosuch"), "{}", stderr(&out));
 
     let kill = home.json(&["kill", "env", "--json"]);
     assert_eq!(kill["kind"], "kill", "{kill:#}");
@@ -562,6 +566,11 @@ fn ls_fits_an_80_column_terminal_and_aligns_wide_characters() {
     let json = home.session("plain").unwrap();
     assert_eq!((json["queue"].as_u64(), json["stuck"].as_u64()), (Some(2), Some(0)), "{json:#}");
     assert_eq!(json["paused"], "review", "{json:#}");
+    // With the daemon down, the same counts come from the store.
+    home.ok(&["serve", "--stop"]);
+    let json = home.session("plain").unwrap();
+    assert_eq!((json["queue"].as_u64(), json["paused"].as_str()), (Some(2), Some("review")), "{json:#}");
+    assert!(home.ok(&["ls"]).lines().any(|l| l.starts_with("plain") && l.contains("2 paused")));
 }
 
 /// Times a person reads are local, with the offset shown (`TZ` honoured, POSIX form included);
