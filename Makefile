@@ -4,7 +4,7 @@ CARGO ?= cargo
 DESK_DEMO_HOME ?= $(CURDIR)/target/demo-home
 DESK := $(CURDIR)/target/release/desk
 
-.PHONY: build demo demo-stop native test lint doc msrv fuzz-build check-all bench soak fuzz e2e-agents clean
+.PHONY: build demo demo-stop native test lint doc man msrv fuzz-build check-all bench soak fuzz e2e-agents clean
 
 build:
 	$(CARGO) build --release --bins
@@ -36,6 +36,11 @@ lint:
 # with every rustdoc warning an error. Output: target/doc/desk/index.html.
 doc:
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --document-private-items --locked
+
+# The manual pages, generated from the same definitions as --help: target/man/desk.1 and one
+# page per command (desk-new.1, ...). Read one with: man -l target/man/desk.1
+man:
+	$(CARGO) run --quiet --locked --bin desk -- man --out-dir target/man
 
 # A build with the oldest Rust the workspace declares (`rust-version` in Cargo.toml), so the
 # declaration stays true. Installs that toolchain with rustup if it is missing.

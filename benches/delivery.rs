@@ -64,7 +64,7 @@ fn start_agent(home: &Path, name: &str, extra: &[&str]) {
 fn wait_ready(home: &Path, name: &str) {
     wait(&format!("{name} ready"), Duration::from_secs(30), || {
         let ls: serde_json::Value = serde_json::from_str(&desk(home, &["ls", "--json"])).unwrap();
-        ls.as_array().unwrap().iter().any(|s| s["name"] == name && s["state"]["ready"] == true)
+        ls["data"].as_array().unwrap().iter().any(|s| s["name"] == name && s["state"]["ready"] == true)
     });
 }
 
@@ -82,7 +82,7 @@ fn cleanup(home: &PathBuf) {
     let _ = Command::new(DESK).env("DESK_HOME", home).args(["serve", "--stop"]).output();
     if let Ok(out) = Command::new(DESK).env("DESK_HOME", home).args(["ls", "--json"]).output() {
         let ls: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        for s in ls.as_array().cloned().unwrap_or_default() {
+        for s in ls["data"].as_array().cloned().unwrap_or_default() {
             if let Some(name) = s["name"].as_str() {
                 let _ = Command::new(DESK).env("DESK_HOME", home).args(["kill", name, "--signal", "KILL"]).output();
             }
@@ -119,7 +119,11 @@ fn main() {
         // Let the turn end so every probe meets an idle agent.
         wait("idle", Duration::from_secs(30), || {
             let ls: serde_json::Value = serde_json::from_str(&desk(&home, &["ls", "--json"])).unwrap();
-            ls.as_array().unwrap().iter().any(|s| s["name"] == "lat" && s["state"]["activity"]["value"] == "idle")
+            ls["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|s| s["name"] == "lat" && s["state"]["activity"]["value"] == "idle")
         });
     }
     let (wm, wp, wx) = stats(wall);

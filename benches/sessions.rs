@@ -253,7 +253,8 @@ impl Holder for Desk {
         run(&mut c);
         let json = run(self.cmd().args(["ls", "--json"]));
         let v: serde_json::Value = serde_json::from_str(&json).unwrap();
-        v.as_array()
+        v["data"]
+            .as_array()
             .unwrap()
             .iter()
             .find(|s| s["name"] == self.session().as_str())
@@ -270,7 +271,8 @@ impl Holder for Desk {
         wait_for("desk clients", Duration::from_secs(10), || {
             let json = run(self.cmd().args(["ls", "--json"]));
             let v: serde_json::Value = serde_json::from_str(&json).unwrap();
-            v.as_array()
+            v["data"]
+                .as_array()
                 .unwrap()
                 .iter()
                 .any(|s| s["name"] == self.session().as_str() && s["clients"]["controllers"].as_u64() == Some(n as u64))
@@ -279,7 +281,9 @@ impl Holder for Desk {
     fn screen(&self) -> Option<Vec<String>> {
         let json = run(self.cmd().args(["peek", &self.session(), "--json"]));
         let v: serde_json::Value = serde_json::from_str(&json).unwrap();
-        Some(v["lines"].as_array().unwrap().iter().map(|l| l.as_str().unwrap().trim_end().to_string()).collect())
+        Some(
+            v["data"]["lines"].as_array().unwrap().iter().map(|l| l.as_str().unwrap().trim_end().to_string()).collect(),
+        )
     }
     fn stop(&mut self) {
         let _ = self.cmd().args(["kill", &self.session(), "--signal", "KILL"]).output();

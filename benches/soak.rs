@@ -86,7 +86,7 @@ fn ls(home: &Path) -> Vec<serde_json::Value> {
     let out = desk(home, &["ls", "--json"]);
     serde_json::from_slice::<serde_json::Value>(&out.stdout)
         .ok()
-        .and_then(|v| v.as_array().cloned())
+        .and_then(|v| v["data"].as_array().cloned())
         .unwrap_or_default()
 }
 
@@ -104,7 +104,7 @@ fn item(home: &Path, id: &str) -> serde_json::Value {
     }
     let out = desk(home, &["item", id, "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    if v.get("data").is_some() { v["data"].clone() } else { v }
+    v["data"].clone()
 }
 
 /// One demo-agent session and the options that make it differ from the others.

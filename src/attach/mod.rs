@@ -15,7 +15,7 @@ mod tty;
 pub use keys::{DEFAULT_DETACH_KEY, find_detach_key, parse_detach_key};
 pub use modes::ModeTracker;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use signal_hook::consts::{SIGCONT, SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGWINCH};
@@ -59,9 +59,14 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
     let stream = match session::probe_settled(&files)? {
         Probe::Live(stream) => stream,
         Probe::Absent | Probe::Stale => {
+            use crate::cli::output::ErrorCode;
             if let Some(exit) = session::read_exit(&files)? {
                 let Some(rows) = &exit.last_screen else {
-                    bail!("session {} {}; nothing to attach to", opts.name, crate::signals::describe_exit(exit.status));
+                    let why = crate::signals::describe_exit(exit.status);
+                    return Err(crate::cli::fail(
+                        ErrorCode::NotRunning,
+                        format!("session {} {why}; nothing to attach to", opts.name),
+                    ));
                 };
                 // Nothing to attach to, but the last screen is the answer to "what happened".
                 println!("{}", exit.headline(opts.name.as_str(), crate::clock::now_ms()));
@@ -75,7 +80,8 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
                 );
                 return Ok(exit.status.shell_code());
             }
-            bail!("no running session named {}", opts.name);
+            // Exit 2, like every command given a session that does not exist (docs/cli.md).
+            return Err(crate::cli::fail(ErrorCode::NoSuchSession, format!("no session named {}", opts.name)));
         }
     };
     refuse_own_session(&files, &opts.name)?;

@@ -10,7 +10,8 @@ use anyhow::{Context, Result};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::failure;
+use super::output::{self, ErrorCode};
+use super::{fail, failure};
 use crate::clock::now_ms;
 use crate::daemon::control::{self, Request, Response};
 use crate::delivery::item::{Item, ItemId, When};
@@ -20,7 +21,6 @@ use crate::paths::{Paths, SessionName};
 use crate::session::{self, ExitRecord, Probe};
 use crate::wire::Role;
 use crate::wire::client::Connection;
-use desk_core::time::iso8601;
 
 /// Short requests are answered in milliseconds; this bounds a wedged daemon.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -48,16 +48,22 @@ fn paths() -> Result<Paths> {
 
 fn ask(paths: &Paths, req: &Request, timeout: Duration) -> Result<Response> {
     let socket = crate::daemon::socket_path(paths);
-    control::request(&socket, req, timeout)
-        .map_err(|e| failure(1, format!("{e:#}\n(is `desk serve` running? start it with: desk serve)")))
+    control::request(&socket, req, timeout).map_err(|e| {
+        fail(ErrorCode::DaemonUnavailable, format!("{e:#}\n(is `desk serve` running? start it with: desk serve)"))
+    })
 }
 
-fn answer(resp: Response, json: bool) -> Result<i32> {
-    if json {
-        println!("{}", serde_json::to_string_pretty(&resp)?);
-        return Ok(if resp.ok { 0 } else { 1 });
-    }
-    if resp.ok { Ok(0) } else { Err(failure(1, resp.error.unwrap_or_else(|| "failed".into()))) }
+/// The daemon's refusal as a failure of the right kind.
+fn refusal(resp: Response) -> anyhow::Error {
+    let message = resp.error.unwrap_or_else(|| "failed".into());
+    let kind = if message.starts_with("no item ") || message.ends_with(" was not found") {
+        ErrorCode::NoSuchItem
+    } else if message.ends_with("is not an item id") {
+        ErrorCode::Usage
+    } else {
+        ErrorCode::Refused
+    };
+    fail(kind, message)
 }
 
 // ----- serve -----
@@ -140,8 +146,8 @@ pub fn serve(foreground: bool, stop: bool) -> Result<i32> {
         }
         why => {
             let _ = child.wait();
-            let code = if why.contains("already running") { 2 } else { 1 };
-            Err(failure(code, why.to_string()))
+            let kind = if why.contains("already running") { ErrorCode::AlreadyExists } else { ErrorCode::Failed };
+            Err(fail(kind, why.to_string()))
         }
     }
 }
@@ -194,8 +200,8 @@ pub fn send(args: SendArgs) -> Result<i32> {
     let target = target(&paths, &args.name)?;
     if matches!(target, Target::Unknown) && !args.queue_for_later {
         let name = &args.name;
-        return Err(failure(
-            2,
+        return Err(fail(
+            ErrorCode::NoSuchSession,
             format!(
                 "no session named {name}; start it with `desk new {name} -- CMD`, \
                  or pass --queue-for-later to queue the prompt until it exists"
@@ -259,27 +265,33 @@ pub fn send(args: SendArgs) -> Result<i32> {
             eprintln!("desk: queue {name} is held: {reason}");
         }
         if args.json {
-            println!(
-                "{}",
-                serde_json::json!({ "id": id, "session": args.name.as_str(), "state": state, "hold": hold })
-            );
+            let data = serde_json::json!({ "id": id, "session": args.name.as_str(), "state": state, "hold": hold });
+            output::print_ok("sent", data, &[])
         } else {
             println!("{id}");
+            Ok(())
         }
     };
     match control::request(&socket, &Request::Ingest { id: id.to_string() }, SEND_TIMEOUT) {
         Ok(resp) if resp.ok => {
-            print(resp.data.get("state").and_then(|s| s.as_str()).unwrap_or("queued"), hold_of(&socket));
+            print(resp.data.get("state").and_then(|s| s.as_str()).unwrap_or("queued"), hold_of(&socket))?;
             Ok(0)
         }
         Ok(resp) => {
-            print("refused", None);
-            Err(failure(1, format!("desk serve did not queue it: {}", resp.error.unwrap_or_default())))
+            if !args.json {
+                print("refused", None)?;
+            }
+            Err(fail(
+                ErrorCode::Refused,
+                format!("desk serve did not queue item {id}: {}", resp.error.unwrap_or_default()),
+            ))
         }
         Err(e) if timed_out(&e) => {
-            print("intake", None);
-            Err(failure(
-                1,
+            if !args.json {
+                print("intake", None)?;
+            }
+            Err(fail(
+                ErrorCode::DaemonUnavailable,
                 format!(
                     "desk serve has not queued item {id} within {} s; it stays in the intake and desk serve \
                      keeps trying (see: desk item {id})",
@@ -289,7 +301,7 @@ pub fn send(args: SendArgs) -> Result<i32> {
         }
         Err(_) => {
             eprintln!("desk: desk serve is not running; the prompt waits in the intake until it starts");
-            print("intake", None);
+            print("intake", None)?;
             Ok(0)
         }
     }
@@ -338,6 +350,10 @@ fn read_prompt_file(path: &std::path::Path) -> Result<String> {
 }
 
 fn read_stdin() -> Result<String> {
+    if nix::unistd::isatty(std::io::stdin()).unwrap_or(false) {
+        // Otherwise a bare `desk send NAME` on a terminal just sits there, silently waiting.
+        eprintln!("desk: reading the prompt from stdin; end it with Ctrl-D on a line of its own");
+    }
     let bytes =
         crate::fsutil::read_bounded(std::io::stdin().lock(), MAX_PROMPT, "the prompt on stdin").map_err(bounded)?;
     prompt_text(bytes, "the prompt on stdin")
@@ -398,6 +414,55 @@ fn stored_queues(paths: &Paths, session: Option<&SessionName>) -> Result<Respons
     Ok(Response::ok(DAEMON_DOWN, serde_json::Value::Array(data)))
 }
 
+/// What `desk ls` shows of a session's delivery.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct QueueCounts {
+    /// Items pending for it: queued, sending or stuck (and still in the intake).
+    pub queue: u32,
+    /// Of those, the stuck ones.
+    pub stuck: u32,
+    /// The pause reason (`""` when none was given) while delivery to it is paused.
+    pub paused: Option<String>,
+}
+
+/// How long `desk ls` waits for the daemon's queues: as long as it waits for the masters (the
+/// two are asked at the same time), so a wedged daemon costs a listing no more than a master.
+const LS_QUEUE_TIMEOUT: Duration = session::PROBE_DEADLINE;
+
+/// Every session's delivery counts, from the daemon when it runs, else from the store; `None`
+/// when neither answers (a wedged daemon, an unreadable store).
+pub fn queue_counts(paths: &Paths) -> Option<std::collections::HashMap<String, QueueCounts>> {
+    let resp = if daemon_down(paths) {
+        if !paths.state.join("delivery").exists() {
+            // Nothing was ever sent: no queues, and a listing creates no directories.
+            return Some(Default::default());
+        }
+        stored_queues(paths, None).ok()?
+    } else {
+        control::request(&crate::daemon::socket_path(paths), &Request::Queue { session: None }, LS_QUEUE_TIMEOUT)
+            .ok()?
+    };
+    if !resp.ok {
+        return None;
+    }
+    let mut counts = std::collections::HashMap::new();
+    for q in resp.data.as_array()? {
+        let Some(session) = q["session"].as_str() else { continue };
+        let items = q["items"].as_array().map_or(&[][..], Vec::as_slice);
+        let intake = q["intake"].as_array().map_or(0, Vec::len);
+        let stuck = items.iter().filter(|i| i["state"] == "stuck").count();
+        counts.insert(
+            session.to_string(),
+            QueueCounts {
+                queue: (items.len() + intake) as u32,
+                stuck: stuck as u32,
+                paused: q["paused"].as_str().map(String::from),
+            },
+        );
+    }
+    Some(counts)
+}
+
 pub fn queue(session: Option<SessionName>, json: bool) -> Result<i32> {
     let paths = paths()?;
     let offline = daemon_down(&paths);
@@ -409,8 +474,13 @@ pub fn queue(session: Option<SessionName>, json: bool) -> Result<i32> {
     } else {
         ask(&paths, &Request::Queue { session: session.map(|s| s.to_string()) }, REQUEST_TIMEOUT)?
     };
-    if json || !resp.ok {
-        return answer(resp, json);
+    if !resp.ok {
+        return Err(refusal(resp));
+    }
+    if json {
+        let notes: Vec<String> = if offline { vec![DAEMON_DOWN.to_string()] } else { vec![] };
+        output::print_ok("queues", &resp.data, &notes)?;
+        return Ok(0);
     }
     let queues = resp.data.as_array().cloned().unwrap_or_default();
     let not_queued = print_not_queued(&paths)?;
@@ -488,19 +558,19 @@ pub fn resolve_id(text: &str) -> Result<ItemId> {
     let valid =
         !text.trim().is_empty() && text.trim().bytes().all(|b| b.is_ascii_alphanumeric()) && text.trim().len() < 26;
     if !valid {
-        return Err(failure(2, format!("{text:?} is not an item id (26 characters, or the start of one)")));
+        return Err(fail(ErrorCode::Usage, format!("{text:?} is not an item id (26 characters, or the start of one)")));
     }
     let store = Store::open(&paths()?.state)?;
     let mut ids = store.ids_with_prefix(text)?;
     match ids.len() {
-        0 => Err(failure(2, format!("no item has an id starting with {text:?}"))),
+        0 => Err(fail(ErrorCode::NoSuchItem, format!("no item has an id starting with {text:?}"))),
         1 => Ok(ids.remove(0)),
         n => {
             const SHOWN: usize = 10;
             let list: Vec<String> = ids.iter().take(SHOWN).map(|i| format!("  {i}")).collect();
             let more = if n > SHOWN { format!("\n  … and {} more", n - SHOWN) } else { String::new() };
-            Err(failure(
-                2,
+            Err(fail(
+                ErrorCode::AmbiguousId,
                 format!("{text:?} is the start of {n} item ids; give more of it:\n{}{more}", list.join("\n")),
             ))
         }
@@ -529,16 +599,21 @@ pub fn item(id: &str, json: bool) -> Result<i32> {
                             format!("item {id} was set aside as {}: {}", p.path.display(), p.error),
                         ));
                     }
-                    None => return Err(failure(1, format!("no item {id}"))),
+                    None => return Err(fail(ErrorCode::NoSuchItem, format!("no item {id}"))),
                 },
             }
         }
     };
-    if json || !resp.ok {
-        return answer(resp, json);
+    if !resp.ok {
+        return Err(refusal(resp));
+    }
+    let in_intake = resp.message.as_deref() == Some("intake");
+    if json {
+        let notes: Vec<String> = if in_intake { vec!["in the intake, not queued yet".into()] } else { vec![] };
+        output::print_ok("item", &resp.data, &notes)?;
+        return Ok(0);
     }
     let hold = resp.data.get("hold").cloned();
-    let in_intake = resp.message.as_deref() == Some("intake");
     let item: Item = serde_json::from_value(resp.data).context("malformed item")?;
     println!("item {}", item.id);
     println!("  session   {} (generation {})", item.session, item.generation.map_or("any".into(), |g| g.to_string()));
@@ -549,7 +624,7 @@ pub fn item(id: &str, json: bool) -> Result<i32> {
     if in_intake {
         state = "in the intake, not queued yet".into();
     }
-    println!("  state     {state}, since {}", &iso8601(item.state_since_ms)[..19]);
+    println!("  state     {state}, since {}", crate::clock::local_datetime(item.state_since_ms));
     if let Some(reason) = hold.as_ref().and_then(|h| h["reason"].as_str()) {
         println!("  held      {reason}");
     }
@@ -565,14 +640,15 @@ pub fn item(id: &str, json: bool) -> Result<i32> {
     println!("  text      {}", item.preview(100));
     println!("  evidence:");
     for note in &item.evidence {
-        println!("    {}  {:<11} {}", &iso8601(note.at_ms)[11..23], note.kind, note.detail);
+        println!("    {}  {:<11} {}", crate::clock::local_time(note.at_ms), note.kind, note.detail);
     }
     Ok(0)
 }
 
 pub fn stuck(json: bool) -> Result<i32> {
     let paths = paths()?;
-    let resp = if daemon_down(&paths) {
+    let offline = daemon_down(&paths);
+    let resp = if offline {
         if !json {
             eprintln!("desk: {DAEMON_DOWN}");
         }
@@ -585,8 +661,13 @@ pub fn stuck(json: bool) -> Result<i32> {
     } else {
         ask(&paths, &Request::Stuck, REQUEST_TIMEOUT)?
     };
-    if json || !resp.ok {
-        return answer(resp, json);
+    if !resp.ok {
+        return Err(refusal(resp));
+    }
+    if json {
+        let notes: Vec<String> = if offline { vec![DAEMON_DOWN.to_string()] } else { vec![] };
+        output::print_ok("stuck", &resp.data, &notes)?;
+        return Ok(0);
     }
     let items: Vec<Item> = serde_json::from_value(resp.data).unwrap_or_default();
     if items.is_empty() {
@@ -628,12 +709,24 @@ fn next_step(item: &Item) -> String {
     }
 }
 
-pub fn command(req: Request, json: bool) -> Result<i32> {
+/// `force`, `drop`, `pause`, `resume`: one request, its answer printed; `kind` names the JSON.
+pub fn command(kind: &str, req: Request, json: bool) -> Result<i32> {
     let paths = paths()?;
     let timeout = if matches!(req, Request::Force { .. }) { FORCE_TIMEOUT } else { REQUEST_TIMEOUT };
+    let (key, target) = match &req {
+        Request::Pause { session, .. } | Request::Resume { session } => ("session", session.clone()),
+        Request::Force { id, .. } | Request::Drop { id } => ("id", id.clone()),
+        _ => ("session", String::new()),
+    };
     let resp = ask(&paths, &req, timeout)?;
-    if !json && resp.ok {
-        println!("{}", resp.message.clone().unwrap_or_default());
+    if !resp.ok {
+        return Err(refusal(resp));
     }
-    answer(resp, json)
+    let message = resp.message.unwrap_or_default();
+    if json {
+        output::print_ok(kind, serde_json::json!({ "message": message, key: target }), &[])?;
+    } else {
+        println!("{message}");
+    }
+    Ok(0)
 }

@@ -10,7 +10,7 @@ use anyhow::Result;
 use std::collections::HashMap;
 use std::io::Write as _;
 
-use super::failure;
+use super::output::ErrorCode;
 use crate::events::{Event, EventBody, journal};
 use crate::fleet::{FleetEvent, FleetWatch};
 use crate::paths::{Paths, SessionName};
@@ -18,18 +18,38 @@ use crate::session::{self, Probe};
 use crate::wire::client::Connection;
 use crate::wire::{Frame, Role};
 
+/// Every event type, as `--type` takes it and JSON's `type` names it (`EventBody::kind`).
+pub const TYPES: [&str; 14] = [
+    "started",
+    "title",
+    "bell",
+    "notification",
+    "mode",
+    "output",
+    "attach",
+    "detach",
+    "resize",
+    "report",
+    "hook",
+    "state",
+    "exit",
+    "gap",
+];
+
 fn print(event: &Event, json: bool) {
     if json {
         if let Ok(line) = serde_json::to_string(event) {
             println!("{line}");
         }
     } else {
-        let time = desk_core::time::iso8601(event.ts_ms);
-        println!("{:>6}  {}  g{}  {}", event.seq, &time[11..23], event.generation, event.body.describe());
+        let time = crate::clock::local_time(event.ts_ms);
+        println!("{:>6}  {time}  g{}  {}", event.seq, event.generation, event.body.describe());
     }
 }
 
-pub fn events(name: &SessionName, follow: bool, json: bool, since: u64) -> Result<i32> {
+/// Print a session's events after `since`; with `types` not empty, only events of those types.
+pub fn events(name: &SessionName, follow: bool, json: bool, since: u64, types: &[String]) -> Result<i32> {
+    let wanted = |event: &Event| types.is_empty() || types.iter().any(|t| t == event.body.kind());
     let paths = Paths::from_env()?;
     paths.ensure_runtime()?;
     let files = paths.session(name);
@@ -43,11 +63,13 @@ pub fn events(name: &SessionName, follow: bool, json: bool, since: u64) -> Resul
     let dir = paths.session_state(name);
     let history = journal::read_all(&dir)?;
     if history.is_empty() && live.is_none() && !files.meta.exists() {
-        return Err(failure(1, format!("no session named {name}")));
+        return Err(super::fail(ErrorCode::NoSuchSession, format!("no session named {name}")));
     }
     let mut last = since;
     for event in history.iter().filter(|e| e.seq > since) {
-        print(event, json);
+        if wanted(event) {
+            print(event, json);
+        }
         last = event.seq;
     }
     let Some(mut conn) = live else { return Ok(0) };
@@ -63,9 +85,11 @@ pub fn events(name: &SessionName, follow: bool, json: bool, since: u64) -> Resul
                 continue;
             }
             last = event.seq;
-            print(&event, json);
-            use std::io::Write;
-            let _ = std::io::stdout().flush();
+            if wanted(&event) {
+                print(&event, json);
+                use std::io::Write;
+                let _ = std::io::stdout().flush();
+            }
             if matches!(event.body, EventBody::Exit { .. }) {
                 return Ok(0);
             }
@@ -83,22 +107,16 @@ fn print_tagged(session: &str, event: &Event, json: bool) {
             println!("{line}");
         }
     } else {
-        let time = desk_core::time::iso8601(event.ts_ms);
-        println!(
-            "{}  {:<16} {:>6}  g{}  {}",
-            &time[11..23],
-            session,
-            event.seq,
-            event.generation,
-            event.body.describe()
-        );
+        let time = crate::clock::local_time(event.ts_ms);
+        println!("{time}  {session:<16} {:>6}  g{}  {}", event.seq, event.generation, event.body.describe());
     }
 }
 
 /// `desk events --all`: every session's journal merged by time; with `follow`, then every
 /// running master's new events as they happen, sessions that start later included, until
-/// interrupted.
-pub fn all(follow: bool, json: bool) -> Result<i32> {
+/// interrupted. With `types` not empty, only events of those types.
+pub fn all(follow: bool, json: bool, types: &[String]) -> Result<i32> {
+    let wanted = |event: &Event| types.is_empty() || types.iter().any(|t| t == event.body.kind());
     let paths = Paths::from_env()?;
     paths.ensure_runtime()?;
     // Subscribe first, so nothing falls between the journals and the live stream.
@@ -112,7 +130,9 @@ pub fn all(follow: bool, json: bool) -> Result<i32> {
     history.sort_by(|(a, x), (b, y)| (x.ts_ms, a, x.seq).cmp(&(y.ts_ms, b, y.seq)));
     let mut last: HashMap<String, u64> = HashMap::new();
     for (session, event) in &history {
-        print_tagged(session, event, json);
+        if wanted(event) {
+            print_tagged(session, event, json);
+        }
         last.insert(session.clone(), event.seq);
     }
     let _ = std::io::stdout().flush();
@@ -128,7 +148,9 @@ pub fn all(follow: bool, json: bool) -> Result<i32> {
                         continue;
                     }
                     *newest = event.seq;
-                    print_tagged(&session, &event, json);
+                    if wanted(&event) {
+                        print_tagged(&session, &event, json);
+                    }
                 }
                 // Subscribed now: what the master journalled before (since it started, or since
                 // we last heard from it) comes from its journal; the stream carries the rest.
@@ -138,7 +160,9 @@ pub fn all(follow: bool, json: bool) -> Result<i32> {
                     for event in journal::read_all(&paths.session_state(&name))? {
                         if event.seq > *newest {
                             *newest = event.seq;
-                            print_tagged(&session, &event, json);
+                            if wanted(&event) {
+                                print_tagged(&session, &event, json);
+                            }
                         }
                     }
                 }

@@ -8,14 +8,13 @@
 use anyhow::Result;
 use serde::Serialize;
 
-use super::failure;
+use super::output::{self, ErrorCode};
 use crate::events::{Event, EventBody, journal};
 use crate::paths::{Paths, SessionName};
 use crate::session::{self, Probe};
 use crate::state::{AxisView, StateView};
 use crate::wire::Role;
 use crate::wire::client::Connection;
-use desk_core::time::iso8601;
 
 /// How many state-changing events `explain` lists.
 const RECENT: usize = 12;
@@ -26,6 +25,7 @@ struct Explanation {
     running: bool,
     generation: Option<u32>,
     provider: Option<String>,
+    #[serde(serialize_with = "output::serialize_state")]
     state: Option<StateView>,
     exit: Option<session::ExitRecord>,
     recent: Vec<Event>,
@@ -43,7 +43,7 @@ fn axis<T: Serialize>(name: &str, a: &AxisView<T>, now: u64) -> String {
     });
     format!(
         "{name:<10} {value:<10} since {} ({})\n{:<10} evidence: {} — {} (observed {})",
-        &iso8601(a.since_ms)[11..19],
+        crate::clock::local_time(a.since_ms),
         super::spans::ago(now, a.since_ms),
         "",
         a.evidence.source,
@@ -70,7 +70,7 @@ pub fn explain(name: &SessionName, json: bool) -> Result<i32> {
     let exit = session::read_exit(&files).unwrap_or(None);
     let history = journal::read_all(&paths.session_state(name))?;
     if info.is_none() && meta.is_none() && history.is_empty() {
-        return Err(failure(1, format!("no session named {name}")));
+        return Err(super::fail(ErrorCode::NoSuchSession, format!("no session named {name}")));
     }
     let recent: Vec<Event> = {
         let changes: Vec<&Event> = history
@@ -97,7 +97,7 @@ pub fn explain(name: &SessionName, json: bool) -> Result<i32> {
         recent,
     };
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        output::print_ok("explanation", &report, &[])?;
         return Ok(0);
     }
     let now = crate::clock::now_ms();
@@ -136,7 +136,7 @@ pub fn explain(name: &SessionName, json: bool) -> Result<i32> {
     if !report.recent.is_empty() {
         println!("\nrecent changes:");
         for e in &report.recent {
-            println!("{:>6}  {}  g{}  {}", e.seq, &iso8601(e.ts_ms)[11..23], e.generation, e.body.describe());
+            println!("{:>6}  {}  g{}  {}", e.seq, crate::clock::local_time(e.ts_ms), e.generation, e.body.describe());
         }
     }
     Ok(0)

@@ -1,16 +1,20 @@
 //! The command line: argument definitions and dispatch.
 //!
 //! Owns the `desk` command surface (names, flags, help text, exit codes) and nothing of the
-//! work itself, which lives in the modules each command calls. Exit codes: 0 success, 1 failure,
-//! 2 usage errors and "already exists"; `attach` exits with the child's code (128 + N for a
-//! signal) when the session ends.
+//! work itself, which lives in the modules each command calls. Exit codes (docs/cli.md): 0
+//! success, 1 the operation failed, 2 usage errors, no such thing and "already exists"; `attach`
+//! exits with the child's code (128 + N for a signal) when the session ends. With `--json`, a
+//! failure is also printed on stdout as an error envelope ([`output`]).
 
+mod config;
 mod delivery;
 mod events;
 mod explain;
 mod hook;
+pub mod output;
 mod sessions;
 mod spans;
+mod table;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -20,11 +24,14 @@ use std::path::PathBuf;
 
 use crate::master::args::{parse_env, parse_size};
 use crate::paths::SessionName;
+use output::ErrorCode;
 
-/// An error that carries the exit code it should end the process with.
+/// An error that carries the exit code it should end the process with, and the stable code a
+/// `--json` caller sees.
 #[derive(Debug)]
 pub struct Failure {
     pub code: i32,
+    pub kind: ErrorCode,
     pub message: String,
 }
 
@@ -36,8 +43,14 @@ impl fmt::Display for Failure {
 
 impl std::error::Error for Failure {}
 
+/// A failure with a bare exit code (2: usage, otherwise: failed).
 pub fn failure(code: i32, message: impl Into<String>) -> anyhow::Error {
-    Failure { code, message: message.into() }.into()
+    Failure { code, kind: ErrorCode::from_exit(code), message: message.into() }.into()
+}
+
+/// A failure of a documented kind, with that kind's exit code.
+pub fn fail(kind: ErrorCode, message: impl Into<String>) -> anyhow::Error {
+    Failure { code: kind.exit_code(), kind, message: message.into() }.into()
 }
 
 /// Keep a fleet of coding agents alive on pseudo-terminals.
@@ -56,14 +69,14 @@ enum Command {
     Attach(AttachArgs),
     /// List sessions, running and exited.
     Ls {
-        /// Print JSON instead of a table.
+        /// Print the sessions as JSON (docs/cli.md) instead of a table.
         #[arg(long)]
         json: bool,
     },
     /// Print a session's current screen.
     Peek {
         name: SessionName,
-        /// Print rows, cursor, size, title and modes as JSON.
+        /// Print name, rows, cursor, size, title, modes and state as JSON (docs/cli.md).
         #[arg(long)]
         json: bool,
     },
@@ -79,23 +92,37 @@ enum Command {
         /// Keep printing new events until the session exits (with --all: until interrupted).
         #[arg(long, short)]
         follow: bool,
-        /// One JSON object per line.
+        /// One JSON object per line (a stream: not enveloped).
         #[arg(long)]
         json: bool,
         /// Only events after this sequence number.
         #[arg(long, default_value_t = 0)]
         since: u64,
+        /// Only events of these types (comma-separated or repeated), e.g. `state,hook,exit`.
+        #[arg(
+            long = "type",
+            value_name = "TYPE",
+            value_delimiter = ',',
+            value_parser = clap::builder::PossibleValuesParser::new(events::TYPES)
+        )]
+        types: Vec<String>,
     },
     /// Explain a session's agent state: each axis, its evidence, and what changed it.
     Explain {
         name: SessionName,
+        /// Print JSON (docs/cli.md).
         #[arg(long)]
         json: bool,
     },
     /// Stop a session: signal its process group, then SIGKILL after a grace period.
     Kill(KillArgs),
     /// Forget an exited session: its records, log and events journal (not its generation counter).
-    Rm { name: SessionName },
+    Rm {
+        name: SessionName,
+        /// Print the result as JSON (docs/cli.md).
+        #[arg(long)]
+        json: bool,
+    },
     /// Run the delivery daemon (one per user).
     Serve {
         /// Stay in the foreground instead of detaching.
@@ -123,12 +150,14 @@ enum Command {
         /// refused, as it is most often a typo).
         #[arg(long)]
         queue_for_later: bool,
+        /// Print JSON (docs/cli.md).
         #[arg(long)]
         json: bool,
     },
     /// Show pending items (queued, sending, stuck) and why a queue is held.
     Queue {
         name: Option<SessionName>,
+        /// Print JSON (docs/cli.md).
         #[arg(long)]
         json: bool,
     },
@@ -136,11 +165,13 @@ enum Command {
     Item {
         /// The item id, or any unique start of it (like a git hash).
         id: String,
+        /// Print JSON (docs/cli.md).
         #[arg(long)]
         json: bool,
     },
     /// List stuck items with the reason.
     Stuck {
+        /// Print JSON (docs/cli.md).
         #[arg(long)]
         json: bool,
     },
@@ -153,6 +184,7 @@ enum Command {
         /// message.
         #[arg(long)]
         over_draft: bool,
+        /// Print JSON (docs/cli.md).
         #[arg(long)]
         json: bool,
     },
@@ -160,6 +192,7 @@ enum Command {
     Drop {
         /// The item id, or any unique start of it (like a git hash).
         id: String,
+        /// Print JSON (docs/cli.md).
         #[arg(long)]
         json: bool,
     },
@@ -169,14 +202,29 @@ enum Command {
         /// Why (shown in `desk queue`).
         #[arg(long)]
         reason: Option<String>,
+        /// Print JSON (docs/cli.md).
         #[arg(long)]
         json: bool,
     },
     /// Let delivery to a session go on.
     Resume {
         name: SessionName,
+        /// Print JSON (docs/cli.md).
         #[arg(long)]
         json: bool,
+    },
+    /// Print a shell completion script: `desk completions bash > /etc/bash_completion.d/desk`.
+    Completions {
+        /// The shell: bash, zsh, fish, elvish or powershell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write the manual pages (desk.1, desk-new.1, ...) into a directory (`make man`).
+    #[command(hide = true)]
+    Man {
+        /// The directory to write them to (created if missing).
+        #[arg(long, default_value = "target/man")]
+        out_dir: PathBuf,
     },
     /// Report an agent hook to its session (run by agents' hooks; always exits 0 at once).
     #[command(hide = true)]
@@ -197,9 +245,9 @@ struct NewArgs {
     /// Working directory of the command (default: the current directory).
     #[arg(long)]
     cwd: Option<PathBuf>,
-    /// Terminal size as COLSxROWS.
-    #[arg(long, default_value = "120x40", value_parser = parse_size)]
-    size: (u16, u16),
+    /// Terminal size as COLSxROWS (default: `size` in the config file, else 120x40).
+    #[arg(long, value_parser = parse_size)]
+    size: Option<(u16, u16)>,
     /// Set an environment variable for the command (repeatable).
     #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_env)]
     env: Vec<(OsString, OsString)>,
@@ -210,6 +258,9 @@ struct NewArgs {
     /// The command and its arguments (default for an agent provider: the agent's own command).
     #[arg(last = true, value_name = "CMD")]
     command: Vec<OsString>,
+    /// Print the started session as JSON (the same fields as `desk ls --json`).
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -218,9 +269,10 @@ struct AttachArgs {
     /// Watch only: input and resizes are not sent.
     #[arg(long)]
     read_only: bool,
-    /// Key that detaches: ^X, C-x, ctrl-x, or none.
-    #[arg(long, default_value = "^\\", value_parser = parse_detach_key)]
-    detach_key: DetachKey,
+    /// Key that detaches: ^X, C-x, ctrl-x, or none (default: `detach_key` in the config file,
+    /// else ^\\).
+    #[arg(long, value_parser = parse_detach_key)]
+    detach_key: Option<DetachKey>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -232,6 +284,9 @@ struct KillArgs {
     /// Seconds to wait before SIGKILL; 0 sends the signal and returns without waiting.
     #[arg(long, default_value_t = 5.0)]
     grace: f64,
+    /// Print how the session ended as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -243,6 +298,14 @@ enum WhenArg {
 /// A parsed `--detach-key`; `None` disables detaching by key.
 #[derive(Debug, Clone, Copy)]
 struct DetachKey(Option<u8>);
+
+/// The terminal size of a new session unless the flag or the config file says otherwise: wide
+/// enough for agents' TUIs, which lay out for 100+ columns, and tall enough for their dialogs.
+const DEFAULT_SIZE: (u16, u16) = (120, 40);
+
+/// Ctrl-\ detaches unless the flag or the config file says otherwise: it is SIGQUIT in a shell,
+/// which no agent needs typed, and it is dtach's default, so hands already know it.
+const DEFAULT_DETACH_KEY: Option<u8> = Some(0x1c);
 
 fn parse_detach_key(s: &str) -> Result<DetachKey, String> {
     crate::attach::parse_detach_key(s).map(DetachKey)
@@ -267,7 +330,18 @@ pub fn main() -> i32 {
             }
             return 0;
         }
-        Err(e) => e.exit(),
+        Err(e) => {
+            // A script that asked for JSON gets its usage error as an envelope too.
+            let wants_json = std::env::args_os().skip(1).any(|a| a == "--json");
+            let quiet =
+                matches!(e.kind(), clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion);
+            if wants_json && !quiet {
+                let message = e.render().to_string();
+                let message = message.trim().strip_prefix("error: ").unwrap_or(message.trim());
+                println!("{}", output::error_text(ErrorCode::Usage, message));
+            }
+            e.exit()
+        }
     };
     if !matches!(cli.command, Command::Attach(_) | Command::Serve { .. }) {
         // Short commands die quietly when their reader goes away (`desk events | head`), like
@@ -275,35 +349,89 @@ pub fn main() -> i32 {
         // SAFETY: resetting a signal disposition before any other thread exists.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }
+    let json = cli.command.json();
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            let code = e.downcast_ref::<Failure>().map_or(1, |f| f.code);
+            let (code, kind) = e.downcast_ref::<Failure>().map_or((1, ErrorCode::Failed), |f| (f.code, f.kind));
+            if json {
+                println!("{}", output::error_text(kind, &format!("{e:#}")));
+            }
             eprintln!("desk: {e:#}");
             code
         }
     }
 }
 
+/// The command line as a user sees it, without the hidden subcommands (clap_complete would
+/// offer them: `desk hook` is for agents' hooks, `desk man` for `make man`).
+fn visible_command() -> clap::Command {
+    use clap::CommandFactory;
+    let full = Cli::command();
+    let visible: Vec<clap::Command> = full.get_subcommands().filter(|s| !s.is_hide_set()).cloned().collect();
+    clap::Command::new("desk")
+        .version(env!("CARGO_PKG_VERSION"))
+        .about(full.get_about().cloned().unwrap_or_default())
+        .subcommand_required(true)
+        .subcommands(visible)
+}
+
+impl Command {
+    /// Whether the command was asked for JSON (its errors are then enveloped on stdout too).
+    fn json(&self) -> bool {
+        match self {
+            Command::New(a) => a.json,
+            Command::Kill(a) => a.json,
+            Command::Ls { json }
+            | Command::Peek { json, .. }
+            | Command::Events { json, .. }
+            | Command::Explain { json, .. }
+            | Command::Rm { json, .. }
+            | Command::Send { json, .. }
+            | Command::Queue { json, .. }
+            | Command::Item { json, .. }
+            | Command::Stuck { json }
+            | Command::Force { json, .. }
+            | Command::Drop { json, .. }
+            | Command::Pause { json, .. }
+            | Command::Resume { json, .. } => *json,
+            Command::Attach(_)
+            | Command::Serve { .. }
+            | Command::Hook { .. }
+            | Command::Completions { .. }
+            | Command::Man { .. } => false,
+        }
+    }
+}
+
 fn run(cli: Cli) -> Result<i32> {
     match cli.command {
-        Command::New(a) => sessions::new(sessions::NewSession {
-            name: a.name,
-            cwd: a.cwd,
-            size: a.size,
-            env: a.env,
-            provider: a.provider,
-            command: a.command,
-        }),
-        Command::Attach(a) => crate::attach::run(&crate::attach::AttachOptions {
-            name: a.name,
-            read_only: a.read_only,
-            detach_key: a.detach_key.0,
-        }),
+        Command::New(a) => {
+            let config = config::load(&crate::paths::Paths::from_env()?)?;
+            sessions::new(sessions::NewSession {
+                name: a.name,
+                cwd: a.cwd,
+                size: a.size.or(config.size).unwrap_or(DEFAULT_SIZE),
+                env: a.env,
+                provider: a.provider,
+                command: a.command,
+                provider_args: config.provider_args,
+                json: a.json,
+            })
+        }
+        Command::Attach(a) => {
+            let detach_key = match a.detach_key {
+                Some(key) => key.0,
+                None => config::load(&crate::paths::Paths::from_env()?)?.detach_key.unwrap_or(DEFAULT_DETACH_KEY),
+            };
+            crate::attach::run(&crate::attach::AttachOptions { name: a.name, read_only: a.read_only, detach_key })
+        }
         Command::Ls { json } => sessions::ls(json),
         Command::Peek { name, json } => sessions::peek(&name, json),
-        Command::Events { name: Some(name), follow, json, since, .. } => events::events(&name, follow, json, since),
-        Command::Events { name: None, follow, json, .. } => events::all(follow, json),
+        Command::Events { name: Some(name), follow, json, since, types, .. } => {
+            events::events(&name, follow, json, since, &types)
+        }
+        Command::Events { name: None, follow, json, types, .. } => events::all(follow, json, &types),
         Command::Explain { name, json } => explain::explain(&name, json),
         Command::Hook { provider, mut payload } => Ok(hook::hook(provider, payload.pop())),
         Command::Serve { foreground, stop } => delivery::serve(foreground, stop),
@@ -324,20 +452,35 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Stuck { json } => delivery::stuck(json),
         Command::Force { id, over_draft, json } => {
             let id = delivery::resolve_id(&id)?.to_string();
-            delivery::command(crate::daemon::control::Request::Force { id, over_draft }, json)
+            delivery::command("force", crate::daemon::control::Request::Force { id, over_draft }, json)
         }
         Command::Drop { id, json } => {
             let id = delivery::resolve_id(&id)?.to_string();
-            delivery::command(crate::daemon::control::Request::Drop { id }, json)
+            delivery::command("drop", crate::daemon::control::Request::Drop { id }, json)
         }
-        Command::Pause { name, reason, json } => {
-            delivery::command(crate::daemon::control::Request::Pause { session: name.to_string(), reason }, json)
-        }
+        Command::Pause { name, reason, json } => delivery::command(
+            "pause",
+            crate::daemon::control::Request::Pause { session: name.to_string(), reason },
+            json,
+        ),
         Command::Resume { name, json } => {
-            delivery::command(crate::daemon::control::Request::Resume { session: name.to_string() }, json)
+            delivery::command("resume", crate::daemon::control::Request::Resume { session: name.to_string() }, json)
         }
-        Command::Kill(a) => sessions::kill(&a.name, a.signal, a.grace),
-        Command::Rm { name } => sessions::rm(&name),
+        Command::Kill(a) => sessions::kill(&a.name, a.signal, a.grace, a.json),
+        Command::Rm { name, json } => sessions::rm(&name, json),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut visible_command(), "desk", &mut std::io::stdout());
+            Ok(0)
+        }
+        Command::Man { out_dir } => {
+            use anyhow::Context;
+            use clap::CommandFactory;
+            std::fs::create_dir_all(&out_dir).with_context(|| format!("cannot create {}", out_dir.display()))?;
+            clap_mangen::generate_to(Cli::command(), &out_dir)
+                .with_context(|| format!("cannot write the manual pages to {}", out_dir.display()))?;
+            println!("{}", out_dir.join("desk.1").display());
+            Ok(0)
+        }
     }
 }
 

@@ -14,7 +14,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::failure;
+use super::output::{self, ErrorCode};
+use super::{fail, failure};
 use crate::paths::{Paths, SessionName};
 use crate::session::{self, ExitRecord, NameLock, Probe, SessionMeta};
 use crate::wire::client::Connection;
@@ -50,11 +51,21 @@ pub struct NewSession {
     pub env: Vec<(OsString, OsString)>,
     pub provider: Option<String>,
     pub command: Vec<OsString>,
+    /// Arguments the config file adds to each provider's own agent command.
+    pub provider_args: std::collections::BTreeMap<String, Vec<String>>,
+    /// Print the started session as JSON.
+    pub json: bool,
 }
 
 pub fn new(req: NewSession) -> Result<i32> {
-    let NewSession { name, cwd, size: (cols, rows), env, provider, command } = req;
-    let (provider, command) = crate::providers::resolve(provider.as_deref(), command).map_err(|e| failure(2, e))?;
+    let NewSession { name, cwd, size: (cols, rows), env, provider, command, provider_args, json } = req;
+    let default_command = command.is_empty();
+    let (provider, mut command) = crate::providers::resolve(provider.as_deref(), command).map_err(|e| failure(2, e))?;
+    if default_command && let Some(args) = provider_args.get(provider.as_str()) {
+        // The agent's own command, started for the user: with their configured arguments. A
+        // command they typed is used as typed.
+        command.extend(args.iter().map(OsString::from));
+    }
     let paths = paths()?;
     let files = paths.session(&name);
     files.check_socket_len()?;
@@ -72,8 +83,8 @@ pub fn new(req: NewSession) -> Result<i32> {
             let pid =
                 Connection::open_within(stream, Role::Query, 0, 0, session::PROBE_DEADLINE).map(|c| c.info.pid).ok();
             let pid = pid.map(|p| format!(" (pid {p})")).unwrap_or_default();
-            return Err(failure(
-                2,
+            return Err(fail(
+                ErrorCode::AlreadyExists,
                 format!("session {name} already exists and is running{pid}; attach with: desk attach {name}"),
             ));
         }
@@ -92,7 +103,17 @@ pub fn new(req: NewSession) -> Result<i32> {
         forget_failed_start(&paths, &name, state_existed, log_existed);
     }
     drop(lock);
-    started
+    let code = started?;
+    if json {
+        let deadline = Instant::now() + session::PROBE_DEADLINE;
+        let mut row = listing(&paths, &name, deadline)?;
+        if let Some(row) = &mut row {
+            row.delivery =
+                super::delivery::queue_counts(&paths).map(|mut c| c.remove(name.as_str()).unwrap_or_default());
+        }
+        output::print_ok("session", row, &[])?;
+    }
+    Ok(code)
 }
 
 /// What `desk new` hands its master, checked.
@@ -239,13 +260,17 @@ struct Listing {
     title: Option<String>,
     generation: Option<u32>,
     provider: Option<String>,
-    /// The agent state (running sessions only).
+    /// The agent state (running sessions only), `health` shaped like the other axes.
+    #[serde(serialize_with = "output::serialize_state")]
     state: Option<crate::state::StateView>,
     started_at_ms: Option<u64>,
     started_at: Option<String>,
     exit: Option<ExitJson>,
     /// Why the status is not simply running or exited.
     note: Option<String>,
+    /// Its delivery queue (absent when neither the daemon nor the store could be read).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    delivery: Option<super::delivery::QueueCounts>,
 }
 
 #[derive(Debug, Serialize)]
@@ -416,30 +441,58 @@ fn from_files(name: &SessionName, meta: Option<&SessionMeta>, status: &'static s
         started_at: meta.map(|m| iso8601(m.started_at_ms)),
         exit: None,
         note: None,
+        delivery: None,
     }
 }
 
 pub fn ls(json: bool) -> Result<i32> {
     let paths = paths()?;
-    let rows = listings(&paths)?;
+    // The delivery queues are asked for while the masters are probed.
+    let queues = {
+        let paths = paths.clone();
+        std::thread::spawn(move || super::delivery::queue_counts(&paths))
+    };
+    let mut rows = listings(&paths)?;
+    if let Ok(Some(mut counts)) = queues.join() {
+        for row in &mut rows {
+            row.delivery = Some(counts.remove(&row.name).unwrap_or_default());
+        }
+    }
     if json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        output::print_ok("sessions", &rows, &[])?;
         return Ok(0);
     }
     if rows.is_empty() {
         println!("no sessions");
         return Ok(0);
     }
-    let now = crate::clock::now_ms();
-    let mut table =
-        vec![["NAME", "STATUS", "ACTIVITY", "PID", "SIZE", "CLIENTS", "STARTED", "TITLE", "COMMAND"].map(String::from)];
-    for r in &rows {
+    for line in ls_table(&rows, crate::clock::now_ms(), super::table::terminal_width()) {
+        println!("{line}");
+    }
+    Ok(0)
+}
+
+/// Widest a column other than the last gets, in cells: room for an agent's title (they are
+/// short: `✳ Fix the parser tests`) without one long title pushing every later column off an
+/// 80-column screen.
+const LS_COLUMN_CAP: usize = 30;
+
+/// `desk ls`'s table: one row per session, fitted to `fit` cells when given.
+fn ls_table(rows: &[Listing], now: u64, fit: Option<usize>) -> Vec<String> {
+    // The columns a glance needs first; the command (you typed it) last, as it is cut first.
+    let header =
+        ["NAME", "STATUS", "ACTIVITY", "QUEUE", "STUCK", "TITLE", "PID", "CLIENTS", "STARTED", "SIZE", "COMMAND"];
+    let mut table = vec![header.map(String::from).to_vec()];
+    for r in rows {
         let status = match &r.exit {
-            Some(e) => match (e.code, e.signal) {
-                (Some(code), _) => format!("exited({code})"),
-                (_, Some(signal)) => format!("killed({})", crate::signals::name(signal)),
-                _ => "exited".into(),
-            },
+            Some(e) => {
+                let how = match (e.code, e.signal) {
+                    (Some(code), _) => format!("exited({code})"),
+                    (_, Some(signal)) => format!("killed({})", crate::signals::name(signal)),
+                    _ => "exited".into(),
+                };
+                format!("{how} {}", super::spans::ago(now, e.exited_at_ms))
+            }
             None => r.status.to_string(),
         };
         let clients = r
@@ -464,46 +517,78 @@ pub fn ls(json: bool) -> Result<i32> {
             }
             None => "-".into(),
         };
-        table.push([
+        let (queue, stuck) = match &r.delivery {
+            Some(d) => {
+                let mut queue = d.queue.to_string();
+                if d.paused.is_some() {
+                    queue.push_str(" paused");
+                }
+                (queue, d.stuck.to_string())
+            }
+            None => ("?".into(), "?".into()),
+        };
+        table.push(vec![
             r.name.clone(),
             status,
             activity,
+            queue,
+            stuck,
+            r.title.as_deref().filter(|t| !t.is_empty()).map_or("-".into(), super::table::printable),
             r.pid.map_or("-".into(), |p| p.to_string()),
+            clients,
+            r.started_at_ms.map_or("-".into(), |t| super::spans::ago(now, t)),
             match (r.cols, r.rows) {
                 (Some(c), Some(rw)) => format!("{c}x{rw}"),
                 _ => "-".into(),
             },
-            clients,
-            r.started_at_ms.map_or("-".into(), |t| super::spans::ago(now, t)),
-            r.title.clone().filter(|t| !t.is_empty()).unwrap_or_else(|| "-".into()),
-            r.command.join(" "),
+            super::table::printable(&super::table::shell_words(&typed_command(r.provider.as_deref(), &r.command))),
         ]);
     }
-    let widths: Vec<usize> =
-        (0..9).map(|i| table.iter().map(|row| row[i].chars().count()).max().unwrap_or(0)).collect();
-    for row in &table {
-        let mut line = String::new();
-        for (i, cell) in row.iter().enumerate() {
-            if i == 8 {
-                line.push_str(cell);
-            } else {
-                let cell: String = cell.chars().take(40).collect();
-                line.push_str(&format!("{cell:<w$}  ", w = widths[i].min(40)));
-            }
+    super::table::render(&table, LS_COLUMN_CAP, fit)
+}
+
+/// The command as the user typed it: without the hook wiring `desk new` adds right after an
+/// agent's program (`providers::wire_hooks`: Claude Code's `--settings FILE`, Codex's
+/// `-c notify=[…]`, the demo agent's `--hook-cmd …`), which is desk's business, not theirs.
+fn typed_command(provider: Option<&str>, command: &[String]) -> Vec<String> {
+    let wired = match (provider, command.get(1).map(String::as_str), command.get(2)) {
+        (Some("claude"), Some("--settings"), Some(v)) => v.ends_with("/claude-settings.json"),
+        (Some("codex"), Some("-c"), Some(v)) => {
+            v.starts_with("notify=") && v.contains(r#""hook","--provider","codex"]"#)
         }
-        println!("{}", line.trim_end());
+        (Some("demo"), Some("--hook-cmd"), Some(v)) => v.ends_with(" hook --provider demo"),
+        _ => false,
+    };
+    let mut typed = command.to_vec();
+    if wired {
+        typed.drain(1..3);
     }
-    Ok(0)
+    typed
 }
 
 fn connect(paths: &Paths, name: &SessionName) -> Result<Connection> {
     let files = paths.session(name);
     match session::probe(&files)? {
-        Probe::Live(stream) => Connection::open(stream, Role::Query, 0, 0),
+        Probe::Live(stream) => Connection::open(stream, Role::Query, 0, 0).map_err(|e| ended(paths, name, e)),
         Probe::Absent | Probe::Stale => match session::read_exit(&files)? {
-            Some(exit) => Err(failure(1, format!("session {name} {}", crate::signals::describe_exit(exit.status)))),
-            None => Err(failure(1, format!("no running session named {name}"))),
+            Some(exit) => Err(fail(
+                ErrorCode::NotRunning,
+                format!("session {name} {}", crate::signals::describe_exit(exit.status)),
+            )),
+            None if files.meta.exists() => Err(fail(ErrorCode::NotRunning, format!("session {name} is not running"))),
+            None => Err(fail(ErrorCode::NoSuchSession, format!("no session named {name}"))),
         },
+    }
+}
+
+/// A request to a master that failed: if the session has just exited (its master closes the
+/// connections it has while it goes), say that rather than the broken connection.
+fn ended(paths: &Paths, name: &SessionName, e: anyhow::Error) -> anyhow::Error {
+    match session::read_exit(&paths.session(name)) {
+        Ok(Some(exit)) => {
+            fail(ErrorCode::NotRunning, format!("session {name} {}", crate::signals::describe_exit(exit.status)))
+        }
+        _ => e,
     }
 }
 
@@ -511,22 +596,32 @@ pub fn peek(name: &SessionName, json: bool) -> Result<i32> {
     let paths = paths()?;
     let files = paths.session(name);
     let mut conn = match session::probe_settled(&files)? {
-        Probe::Live(stream) => Connection::open(stream, Role::Query, 0, 0)?,
+        Probe::Live(stream) => Connection::open(stream, Role::Query, 0, 0).map_err(|e| ended(&paths, name, e))?,
         Probe::Absent | Probe::Stale => match session::read_exit(&files)? {
             Some(exit) => return peek_exited(name, &exit, json),
-            None => return Err(failure(1, format!("no running session named {name}"))),
+            None if files.meta.exists() => {
+                return Err(fail(ErrorCode::NotRunning, format!("session {name} is not running")));
+            }
+            None => return Err(fail(ErrorCode::NoSuchSession, format!("no session named {name}"))),
         },
     };
-    conn.send(&Frame::SnapshotRequest)?;
+    conn.send(&Frame::SnapshotRequest).map_err(|e| ended(&paths, name, e))?;
     let snapshot = loop {
-        match conn.recv()? {
+        match conn.recv().map_err(|e| ended(&paths, name, e))? {
             Frame::Snapshot(s) => break *s,
             Frame::Error { message, .. } => return Err(failure(1, message)),
             _ => continue,
         }
     };
     if json {
-        println!("{}", serde_json::to_string_pretty(&snapshot)?);
+        // The snapshot as the wire carries it, with the session's name, and the state shaped
+        // as everywhere else on the command line.
+        let mut data = serde_json::to_value(&snapshot)?;
+        if let Some(map) = data.as_object_mut() {
+            map.insert("name".into(), name.as_str().into());
+            map.insert("state".into(), snapshot.state.as_ref().map(output::state_json).into());
+        }
+        output::print_ok("screen", data, &[])?;
     } else {
         let mut lines = snapshot.screen.lines;
         while lines.last().is_some_and(|l| l.trim().is_empty()) {
@@ -543,15 +638,14 @@ pub fn peek(name: &SessionName, json: bool) -> Result<i32> {
 /// ended (JSON: the exit record, whose `last_screen` holds the rows).
 fn peek_exited(name: &SessionName, exit: &ExitRecord, json: bool) -> Result<i32> {
     let Some(rows) = &exit.last_screen else {
-        return Err(failure(
-            1,
-            format!("session {name} {}; its last screen was not recorded", crate::signals::describe_exit(exit.status)),
-        ));
+        let why = crate::signals::describe_exit(exit.status);
+        return Err(fail(ErrorCode::NotRunning, format!("session {name} {why}; its last screen was not recorded")));
     };
     if json {
-        let mut value = serde_json::to_value(exit)?;
-        value["name"] = name.as_str().into();
-        println!("{}", serde_json::to_string_pretty(&value)?);
+        // The live answer's shape where it applies (`name`, `lines`), and how it ended.
+        let record = ExitRecord { last_screen: None, ..exit.clone() };
+        let data = serde_json::json!({ "name": name.as_str(), "lines": rows, "exit": record });
+        output::print_ok("last-screen", data, &[])?;
     } else {
         println!("{}", exit.headline(name.as_str(), crate::clock::now_ms()));
         for row in rows {
@@ -561,7 +655,32 @@ fn peek_exited(name: &SessionName, exit: &ExitRecord, json: bool) -> Result<i32>
     Ok(0)
 }
 
-pub fn kill(name: &SessionName, signal: i32, grace: f64) -> Result<i32> {
+/// What `desk kill --json` prints.
+#[derive(Serialize)]
+struct KillReport<'a> {
+    name: &'a str,
+    signal: String,
+    /// How the session ended; `null` with `--grace 0` (not waited for).
+    exit: Option<KillExit>,
+    helpers: Vec<HelperFate>,
+}
+
+#[derive(Serialize)]
+struct KillExit {
+    code: Option<i32>,
+    signal: Option<i32>,
+    escalated: bool,
+}
+
+#[derive(Serialize)]
+struct HelperFate {
+    pid: u32,
+    command: String,
+    /// `ended`, `killed` (SIGKILL after the grace period) or `running`.
+    fate: &'static str,
+}
+
+pub fn kill(name: &SessionName, signal: i32, grace: f64, json: bool) -> Result<i32> {
     if !(0.0..=3600.0).contains(&grace) {
         return Err(failure(2, "--grace must be between 0 and 3600 seconds"));
     }
@@ -584,7 +703,12 @@ pub fn kill(name: &SessionName, signal: i32, grace: f64) -> Result<i32> {
     let signalled_at = Instant::now();
     conn.send(&Frame::Signal { signal: signal as u8, grace_ms: grace.as_millis() as u32 })?;
     if grace.is_zero() {
-        println!("sent {sig} to session {name} (process group {pid})");
+        if json {
+            let report = KillReport { name: name.as_str(), signal: sig.to_string(), exit: None, helpers: vec![] };
+            output::print_ok("kill", report, &[])?;
+        } else {
+            println!("sent {sig} to session {name} (process group {pid})");
+        }
         return Ok(0);
     }
     conn.set_deadline(Some(grace + KILL_REPORT_SLACK));
@@ -598,18 +722,34 @@ pub fn kill(name: &SessionName, signal: i32, grace: f64) -> Result<i32> {
             }
         }
     };
-    if escalated {
-        println!(
-            "session {name} was still running {} s after {sig}; sent SIGKILL; then it {}",
-            grace.as_secs_f64(),
-            crate::signals::describe_exit(status)
-        );
-    } else {
-        println!("sent {sig} to session {name}; it {}", crate::signals::describe_exit(status));
+    let (code, exit_signal) = match status {
+        ExitStatus::Code(c) => (Some(c), None),
+        ExitStatus::Signal(s) => (None, Some(s)),
+    };
+    let mut report = KillReport {
+        name: name.as_str(),
+        signal: sig.to_string(),
+        exit: Some(KillExit { code, signal: exit_signal, escalated }),
+        helpers: vec![],
+    };
+    // With --json, all of it is printed as one document at the end.
+    if !json {
+        if escalated {
+            println!(
+                "session {name} was still running {} s after {sig}; sent SIGKILL; then it {}",
+                grace.as_secs_f64(),
+                crate::signals::describe_exit(status)
+            );
+        } else {
+            println!("sent {sig} to session {name}; it {}", crate::signals::describe_exit(status));
+        }
     }
     // The master (the helpers' subreaper) signalled them too and stays until they are gone or it
     // sent them SIGKILL at the end of the grace period.
     if helpers.is_empty() {
+        if json {
+            output::print_ok("kill", report, &[])?;
+        }
         return Ok(0);
     }
     let grace_end = signalled_at + grace;
@@ -627,12 +767,36 @@ pub fn kill(name: &SessionName, signal: i32, grace: f64) -> Result<i32> {
         }
         std::thread::sleep(HELPER_POLL);
     }
+    let survivors = fates.iter().filter(|f| f.is_none()).count();
+    if json {
+        report.helpers = helpers
+            .iter()
+            .zip(&fates)
+            .map(|(p, fate)| HelperFate {
+                pid: p.pid,
+                command: p.command.clone(),
+                fate: match fate {
+                    None => "running",
+                    Some(f) if f.starts_with("killed") => "killed",
+                    Some(_) => "ended",
+                },
+            })
+            .collect();
+        if survivors > 0 {
+            let pids: Vec<String> =
+                report.helpers.iter().filter(|h| h.fate == "running").map(|h| h.pid.to_string()).collect();
+            return Err(fail(
+                ErrorCode::Failed,
+                format!("{survivors} process(es) of session {name} are still running: pid {}", pids.join(", ")),
+            ));
+        }
+        output::print_ok("kill", report, &[])?;
+        return Ok(0);
+    }
     println!("{} helper process(es) of session {name} ran outside its process group:", helpers.len());
-    let mut survivors = 0;
     for (p, fate) in helpers.iter().zip(&fates) {
-        match fate {
-            Some(fate) => println!("  pid {}: {}: {fate}", p.pid, p.command),
-            None => survivors += 1,
+        if let Some(fate) = fate {
+            println!("  pid {}: {}: {fate}", p.pid, p.command);
         }
     }
     if survivors == 0 {
@@ -647,7 +811,7 @@ pub fn kill(name: &SessionName, signal: i32, grace: f64) -> Result<i32> {
     Ok(1)
 }
 
-pub fn rm(name: &SessionName) -> Result<i32> {
+pub fn rm(name: &SessionName, json: bool) -> Result<i32> {
     let paths = paths()?;
     let files = paths.session(name);
     let lock = NameLock::acquire(&paths, name)?;
@@ -686,9 +850,12 @@ pub fn rm(name: &SessionName) -> Result<i32> {
     NameLock::remove_file(&paths, name)?;
     drop(lock);
     if !removed {
-        return Err(failure(1, format!("no session named {name}")));
+        return Err(fail(ErrorCode::NoSuchSession, format!("no session named {name}")));
     }
     crate::fsutil::sync_dir(&paths.runtime)?;
+    if json {
+        output::print_ok("removed", serde_json::json!({ "name": name.as_str() }), &[])?;
+    }
     Ok(0)
 }
 
@@ -714,5 +881,29 @@ fn master_command(exe: &std::path::Path) -> Command {
         let mut cmd = Command::new(exe);
         cmd.arg("master");
         cmd
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(args: &[&str]) -> Vec<String> {
+        args.iter().map(|a| a.to_string()).collect()
+    }
+
+    #[test]
+    fn the_command_shown_is_the_one_typed_not_the_hook_wiring() {
+        let wired = words(&["claude", "--settings", "/s/sessions/a/claude-settings.json", "--model", "x"]);
+        assert_eq!(typed_command(Some("claude"), &wired), words(&["claude", "--model", "x"]));
+        let wired = words(&["codex", "-c", r#"notify=["/bin/desk","hook","--provider","codex"]"#, "exec"]);
+        assert_eq!(typed_command(Some("codex"), &wired), words(&["codex", "exec"]));
+        let wired = words(&["desk-demo-agent", "--hook-cmd", "/bin/desk hook --provider demo", "--quiet"]);
+        assert_eq!(typed_command(Some("demo"), &wired), words(&["desk-demo-agent", "--quiet"]));
+        // The user's own flags stay.
+        let own = words(&["codex", "-c", "notify=[\"my-notifier\"]"]);
+        assert_eq!(typed_command(Some("codex"), &own), own);
+        let shell = words(&["sh", "-c", "--settings"]);
+        assert_eq!(typed_command(Some("shell"), &shell), shell);
     }
 }

@@ -1017,11 +1017,10 @@ impl Daemon {
                     && done.state.is_final()
                 {
                     let last = done.evidence.last().map(|n| format!(": {}", n.detail)).unwrap_or_default();
-                    let when = desk_core::time::iso8601(done.state_since_ms);
                     let message = format!(
-                        "item {id} was {} at {} UTC{last}; there is nothing to force (desk send it again if it must go once more)",
+                        "item {id} was {} at {}{last}; there is nothing to force (desk send it again if it must go once more)",
                         done.state.as_str(),
-                        when.get(..19).unwrap_or(&when).replace('T', " ")
+                        crate::clock::local_datetime(done.state_since_ms)
                     );
                     return self.reply(client, Response::err(message));
                 }

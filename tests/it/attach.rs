@@ -26,7 +26,7 @@ fn visible_rows(pty: &Pty) -> Vec<String> {
 }
 
 fn peek_rows(home: &Home, name: &str) -> Vec<String> {
-    let json: serde_json::Value = serde_json::from_str(&home.ok(&["peek", name, "--json"])).unwrap();
+    let json = home.json(&["peek", name, "--json"])["data"].clone();
     let mut rows: Vec<String> =
         json["lines"].as_array().unwrap().iter().map(|l| l.as_str().unwrap().trim_end().to_string()).collect();
     while rows.last().is_some_and(|r| r.is_empty()) {

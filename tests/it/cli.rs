@@ -89,8 +89,8 @@ fn queue_and_stuck_read_the_store_when_the_daemon_is_down() {
     assert!(table.contains("idle  [paused: lunch]"), "{table}");
     assert!(table.contains(&id) && table.contains(&queued), "{table}");
 
-    let json: serde_json::Value = serde_json::from_str(&home.ok(&["queue", "idle", "--json"])).unwrap();
-    assert!(json["message"].as_str().unwrap().contains("not running"), "{json:#}");
+    let json = home.json(&["queue", "idle", "--json"]);
+    assert!(json["notes"][0].as_str().unwrap().contains("not running"), "{json:#}");
     assert_eq!(json["data"][0]["session"], "idle", "{json:#}");
 
     let out = home.desk(&["stuck"]);
@@ -166,7 +166,7 @@ fn ls_shows_a_stopped_master_as_unresponsive_without_waiting_for_it() {
     let took = started.elapsed();
     eprintln!("desk ls --json with one stopped master took {took:?}");
     assert!(out.status.success(), "{}", stderr(&out));
-    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["data"].clone();
     let row = |name: &str| rows.as_array().unwrap().iter().find(|r| r["name"] == name).cloned().unwrap();
     assert_eq!(row("frozen")["status"], "unresponsive", "{rows:#}");
     assert_eq!(row("frozen")["master_pid"], master, "{rows:#}");
@@ -262,7 +262,7 @@ fn a_master_that_drips_bytes_cannot_stretch_peek_ls_or_attach() {
     let child = home.cmd().args(["ls", "--json"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let out = finish_within(child, Duration::from_secs(10), "desk ls with a dripping master");
     eprintln!("desk ls with a dripping master took {:?}", started.elapsed());
-    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["data"].clone();
     assert_eq!(rows[0]["name"], "drip", "{rows:#}");
     assert_eq!(rows[0]["status"], "unresponsive", "{rows:#}");
     assert!(started.elapsed() < Duration::from_secs(2));
@@ -340,7 +340,7 @@ fn rm_forgets_the_journal_but_keeps_the_generation_counter() {
     let left: Vec<String> = files_under(&home.run_dir()).into_iter().filter(|f| f.starts_with("old.")).collect();
     assert!(left.is_empty(), "{left:?}");
     let events = home.desk(&["events", "old"]);
-    assert_eq!(events.status.code(), Some(1), "the journal is gone: {}", String::from_utf8_lossy(&events.stdout));
+    assert_eq!(events.status.code(), Some(2), "the journal is gone: {}", String::from_utf8_lossy(&events.stdout));
 
     home.new_sh("old", "exec sleep 1000");
     assert_eq!(home.session("old").unwrap()["generation"], 2);
@@ -457,4 +457,255 @@ fn force_on_a_delivered_item_says_it_was_delivered_and_when() {
     eventually("the prompt logged", || {
         if prompts(&log).len() == 1 { Ok(()) } else { Err(format!("{:?}", prompts(&log))) }
     });
+}
+
+/// Every `--json` answer is one envelope (docs/cli.md): `{"v":1,"kind":…,"data":…}` on success,
+/// `{"v":1,"error":{"code":…,"message":…}}` on stdout with the documented exit code on failure.
+#[test]
+fn every_json_answer_is_one_envelope_and_failures_are_enveloped_too() {
+    let home = Home::new();
+    let new = home.json(&["new", "env", "--json", "--", "sh", "-c", "exec sleep 1000"]);
+    assert_eq!(new["kind"], "session", "{new:#}");
+    assert_eq!(new["data"]["name"], "env", "{new:#}");
+    assert_eq!(new["data"]["status"], "running", "{new:#}");
+    let ls = home.json(&["ls", "--json"]);
+    assert_eq!(ls["kind"], "sessions", "{ls:#}");
+    assert_eq!(ls["data"][0]["name"], "env", "{ls:#}");
+    assert!(ls["data"][0]["state"]["health"]["value"].is_string(), "health is a string like the other axes: {ls:#}");
+    let peek = home.json(&["peek", "env", "--json"]);
+    assert_eq!((peek["kind"].as_str(), peek["data"]["name"].as_str()), (Some("screen"), Some("env")), "{peek:#}");
+    assert!(peek["data"]["lines"].is_array(), "{peek:#}");
+
+    // Failures: the envelope on stdout, the documented exit code, the message on stderr too.
+    let error = |args: &[&str], exit: i32, code: &str| {
+        let out = home.desk(args);
+        assert_eq!(out.status.code(), Some(exit), "desk {args:?}: {}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("desk {args:?}: no JSON on stdout ({e}): {}", stderr(&out)));
+        assert_eq!((v["v"].as_u64(), v["error"]["code"].as_str()), (Some(1), Some(code)), "desk {args:?}: {v:#}");
+        assert!(!v["error"]["message"].as_str().unwrap_or_default().is_empty(), "{v:#}");
+        assert!(!stderr(&out).is_empty(), "the message is on stderr too");
+    };
+    error(&["peek", "nosuch", "--json"], 2, "no-such-session");
+    error(&["explain", "nosuch", "--json"], 2, "no-such-session");
+    error(&["rm", "nosuch", "--json"], 2, "no-such-session");
+    error(&["item", "0123", "--json"], 2, "no-such-item");
+    error(&["item", "not-an-id!", "--json"], 2, "usage");
+    error(&["new", "env", "--json", "--", "true"], 2, "already-exists");
+    error(&["pause", "env", "--json"], 1, "daemon-unavailable");
+    error(&["ls", "--json", "--no-such-flag"], 2, "usage");
+    // attach has no JSON, but the same exit code for a session that does not exist.
+    let out = home.desk(&["attach", "nosuch"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("no session named nosuch"), "{}", stderr(&out));
+
+    let kill = home.json(&["kill", "env", "--json"]);
+    assert_eq!(kill["kind"], "kill", "{kill:#}");
+    assert_eq!(kill["data"]["exit"]["signal"], 15, "{kill:#}");
+    // An exited session's screen is still there to read.
+    let last = home.json(&["peek", "env", "--json"]);
+    assert_eq!(
+        (last["kind"].as_str(), last["data"]["exit"]["status"]["signal"].as_i64()),
+        (Some("last-screen"), Some(15))
+    );
+    let rm = home.json(&["rm", "env", "--json"]);
+    assert_eq!((rm["kind"].as_str(), rm["data"]["name"].as_str()), (Some("removed"), Some("env")), "{rm:#}");
+}
+
+/// `desk ls` on an 80-column terminal: columns measured in cells (a ✋ in a title takes two),
+/// the table cut to the width rather than wrapped, the command shown as typed and quoted like a
+/// shell would, QUEUE and STUCK from the daemon, a paused session marked, an exited row saying
+/// when it exited. Piped, nothing is cut.
+#[test]
+fn ls_fits_an_80_column_terminal_and_aligns_wide_characters() {
+    let home = Home::new();
+    home.new_sh("wide", r"printf '\033]0;✋ hands ✋\007'; exec sleep 1000");
+    home.new_sh("plain", "stty -echo; exec sleep 1000  # a comment long enough to run past any terminal width");
+    home.new_sh("gone", "exit 3");
+    home.wait_exit("gone");
+    eventually("wide's title", || match home.session("wide") {
+        Some(s) if s["title"] == "✋ hands ✋" => Ok(()),
+        other => Err(format!("{other:?}")),
+    });
+    home.serve();
+    home.ok(&["pause", "plain", "--reason", "review"]);
+    home.send("plain", "held");
+    home.send("plain", "held too");
+
+    let mut ls = PtyCommand::new(DESK).args(["ls"]).env("DESK_HOME", home.path()).size(80, 24).spawn().unwrap();
+    assert!(ls.wait_exit(Duration::from_secs(10)).unwrap().success());
+    let screen = ls.screen();
+    // Each row as cells: a wide character's second cell is empty, so an index is a column.
+    let cells: Vec<Vec<String>> = ls.with_vt100(|s| {
+        (0..5u16)
+            .map(|r| (0..80u16).map(|c| s.cell(r, c).map(|c| c.contents().to_string()).unwrap_or_default()).collect())
+            .collect()
+    });
+    let wrapped = ls.with_vt100(|s| (0..5u16).any(|r| s.row_wrapped(r)));
+    assert!(!wrapped, "no row wraps:\n{screen}");
+    let header = &screen.rows()[0];
+    assert!(header.starts_with("NAME") && header.contains("QUEUE") && header.contains("STUCK"), "{screen}");
+    let column = |row: &[String], text: &str| -> Option<usize> {
+        (0..row.len())
+            .find(|&i| text.chars().enumerate().all(|(k, ch)| row.get(i + k).is_some_and(|c| c == &ch.to_string())))
+    };
+    let pid_col = column(&cells[0], "PID").expect("PID shown at 80 columns");
+    let row_of = |name: &str| cells.iter().find(|r| r[0] == name[..1] && column(r, name) == Some(0)).unwrap();
+    for name in ["wide", "plain"] {
+        let row = row_of(name);
+        let pid = home.session(name).unwrap()["pid"].to_string();
+        assert_eq!(column(row, &pid), Some(pid_col), "{name}'s pid under PID:\n{screen}");
+    }
+    let row = |name: &str| screen.rows().iter().find(|r| r.starts_with(name)).unwrap().clone();
+    assert!(row("wide").contains("✋ hands ✋"), "{screen}");
+    assert!(row("plain").contains("2 paused"), "QUEUE counts the held items and marks the pause:\n{screen}");
+    assert!(row("gone").contains("exited(3) ") && row("gone").contains(" ago"), "{screen}");
+
+    // Piped: whole lines, the command as typed, quoted like a shell would.
+    let piped = home.ok(&["ls"]);
+    let plain = piped.lines().find(|l| l.starts_with("plain")).unwrap();
+    assert!(
+        plain.ends_with("sh -c 'stty -echo; exec sleep 1000  # a comment long enough to run past any terminal width'"),
+        "{piped}"
+    );
+    let json = home.session("plain").unwrap();
+    assert_eq!((json["queue"].as_u64(), json["stuck"].as_u64()), (Some(2), Some(0)), "{json:#}");
+    assert_eq!(json["paused"], "review", "{json:#}");
+    // With the daemon down, the same counts come from the store.
+    home.ok(&["serve", "--stop"]);
+    let json = home.session("plain").unwrap();
+    assert_eq!((json["queue"].as_u64(), json["paused"].as_str()), (Some(2), Some("review")), "{json:#}");
+    assert!(home.ok(&["ls"]).lines().any(|l| l.starts_with("plain") && l.contains("2 paused")));
+}
+
+/// Times a person reads are local, with the offset shown (`TZ` honoured, POSIX form included);
+/// JSON keeps Unix ms and UTC.
+#[test]
+fn human_times_are_local_with_their_offset() {
+    let home = Home::new();
+    home.new_sh("tz", "exec sleep 1000");
+    home.serve();
+    home.ok(&["pause", "tz"]);
+    let id = home.ok(&["send", "tz", "what time is it"]).trim().to_string();
+    let run = |args: &[&str]| {
+        let out = home.cmd().args(args).env("TZ", "XST-5:30").output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let item = run(&["item", &id]);
+    let since = item.lines().find(|l| l.trim_start().starts_with("state")).unwrap();
+    assert!(since.ends_with(" +05:30"), "a date and time with its offset: {item}");
+    let note = item.split("evidence:").nth(1).and_then(|e| e.lines().find(|l| !l.trim().is_empty())).unwrap();
+    assert!(note.split_whitespace().next().unwrap().ends_with("+05:30"), "each note's time of day too: {item}");
+    let events = run(&["events", "tz"]);
+    assert!(events.lines().next().unwrap().contains("+05:30  g1  "), "{events}");
+    // JSON is not local.
+    let json = home.json(&["ls", "--json"]);
+    assert!(json["data"][0]["started_at"].as_str().unwrap().ends_with('Z'), "{json:#}");
+}
+
+/// `desk send NAME` on a terminal says it reads the prompt from stdin, rather than sitting there
+/// silently; the prompt ends with Ctrl-D.
+#[test]
+fn send_on_a_terminal_says_it_reads_stdin() {
+    let home = Home::new();
+    home.new_sh("tty", "exec sleep 1000");
+    let mut send = PtyCommand::new(DESK).args(["send", "tty"]).env("DESK_HOME", home.path()).spawn().unwrap();
+    send.wait_for_text("reading the prompt from stdin; end it with Ctrl-D").unwrap();
+    send.write(b"typed at a terminal\n\x04").unwrap();
+    assert!(send.wait_exit(Duration::from_secs(10)).unwrap().success(), "{}", send.screen());
+    let screen = send.screen();
+    let id = screen.rows().iter().rev().find(|r| r.len() == 26).expect("the item id").clone();
+    assert_eq!(home.item(&id)["text"].as_str().map(str::trim_end), Some("typed at a terminal"), "{screen}");
+    // Piped, there is no such note.
+    let out = home.cmd().args(["send", "tty"]).stdin(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut out = out;
+    out.stdin.take().unwrap().write_all(b"piped").unwrap();
+    let out = finish_within(out, Duration::from_secs(10), "desk send from a pipe");
+    assert!(!stderr(&out).contains("reading the prompt"), "{}", stderr(&out));
+}
+
+/// `desk events --type` keeps only the named types; an unknown type is a usage error naming
+/// the ones there are.
+#[test]
+fn events_type_filters_and_refuses_unknown_types() {
+    let home = Home::new();
+    home.new_sh("ev", r"printf '\033]0;a title\007'; exit 0");
+    home.wait_exit("ev");
+    let types = |args: &[&str]| -> Vec<String> {
+        home.ok(args)
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["type"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // The exit event is journalled as the master goes; wait for it.
+    let all = eventually("the exit event", || {
+        let all = types(&["events", "ev", "--json"]);
+        if all.contains(&"exit".to_string()) { Ok(all) } else { Err(format!("{all:?}")) }
+    });
+    assert!(all.contains(&"title".to_string()), "{all:?}");
+    let some = types(&["events", "ev", "--json", "--type", "state,exit"]);
+    assert!(some.contains(&"exit".to_string()), "{some:?}");
+    assert!(some.iter().all(|t| t == "state" || t == "exit"), "{some:?}");
+    assert_eq!(types(&["events", "ev", "--json", "--type", "started", "--type", "exit"]), vec!["started", "exit"]);
+    let out = home.desk(&["events", "ev", "--type", "state,spinner"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("invalid value 'spinner'") && stderr(&out).contains("state, exit"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// The config file (`$DESK_HOME/config/config.toml` here) sets the default size, the detach key
+/// and a provider's arguments; flags win; a bad file is named with its line and key.
+#[test]
+fn the_config_file_sets_defaults_and_a_bad_one_is_named_precisely() {
+    let home = Home::new();
+    let config = home.path().join("config/config.toml");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    std::fs::write(
+        &config,
+        "[attach]\ndetach_key = \"^]\"\n\n[new]\nsize = \"100x30\"\n\n[provider.shell]\nargs = [\"-c\", \"echo configured; exec sleep 1000\"]\n",
+    )
+    .unwrap();
+    let new = |name: &str, extra: &[&str]| {
+        let out =
+            home.cmd().args(["new", name, "--provider", "shell"]).args(extra).env("SHELL", "/bin/sh").output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+    };
+    new("cfg", &[]);
+    new("flagged", &["--size", "90x20"]);
+    new("typed", &["--", "sh", "-c", "echo as typed; exec sleep 1000"]);
+    home.wait_screen("cfg", "configured");
+    home.wait_screen("typed", "as typed");
+    let size = |name: &str| {
+        let s = home.session(name).unwrap();
+        (s["cols"].as_u64().unwrap(), s["rows"].as_u64().unwrap())
+    };
+    assert_eq!(size("cfg"), (100, 30));
+    assert_eq!(size("flagged"), (90, 20), "a flag wins over the file");
+    assert_eq!(
+        home.session("typed").unwrap()["command"],
+        serde_json::json!(["sh", "-c", "echo as typed; exec sleep 1000"])
+    );
+
+    // The configured key, ^], detaches.
+    let mut attach = PtyCommand::new(DESK).args(["attach", "cfg"]).env("DESK_HOME", home.path()).spawn().unwrap();
+    attach.wait_for_text("configured").unwrap();
+    attach.write(b"\x1d").unwrap();
+    assert_eq!(attach.wait_exit(Duration::from_secs(10)).unwrap().code(), Some(0), "{}", attach.screen());
+
+    std::fs::write(&config, "[new]\n# as wide as my screen\nsize = \"wide\"\n").unwrap();
+    let out = home.desk(&["new", "bad", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    let said = stderr(&out);
+    assert!(
+        said.contains(&format!("{}: line 3: key `new.size`: size \"wide\" is not COLSxROWS", config.display())),
+        "{said}"
+    );
+    std::fs::write(&config, "[attach]\ndetach-key = \"^]\"\n").unwrap();
+    let out = home.desk(&["attach", "cfg"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("line 2: key `detach-key`: unknown field `detach-key`"), "{}", stderr(&out));
 }

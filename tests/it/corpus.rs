@@ -449,8 +449,7 @@ fn live_replay(agent: &str, scenario: &str, label: &str, activity: &str, wait: O
             Err(state.to_string())
         }
     });
-    let explain: serde_json::Value =
-        serde_json::from_str(&home.ok(&["explain", "rec", "--json"])).expect("explain --json is JSON");
+    let explain = home.json(&["explain", "rec", "--json"])["data"].clone();
     assert_eq!(session["state"]["lifecycle"]["value"], "running", "{session}");
     explain
 }

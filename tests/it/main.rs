@@ -5,6 +5,7 @@
 mod architecture;
 mod attach;
 mod cli;
+mod cli_contract;
 mod composer;
 mod corpus;
 mod daemon;

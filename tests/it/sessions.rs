@@ -28,7 +28,7 @@ fn new_ls_peek_kill_rm_round_trip() {
     home.ok(&["rm", "s1"]);
     assert!(home.session("s1").is_none());
     let again = home.desk(&["rm", "s1"]);
-    assert_eq!(again.status.code(), Some(1));
+    assert_eq!(again.status.code(), Some(2), "no such session is exit 2 (docs/cli.md)");
 }
 
 #[test]
@@ -383,9 +383,10 @@ fn an_exited_session_keeps_its_last_screen_for_peek_and_attach() {
     assert!(lines[0].starts_with("[desk: session s exited with code 3 at "), "{out}");
     assert_eq!(&lines[1..], ["starting", "error: disk full"], "{out}");
     let json: serde_json::Value = serde_json::from_str(&home.ok(&["peek", "s", "--json"])).unwrap();
-    assert_eq!(json["name"], "s");
-    assert_eq!(json["last_screen"], serde_json::json!(["starting", "error: disk full"]));
-    assert_eq!(json["status"]["code"], 3, "{json}");
+    assert_eq!(json["kind"], "last-screen", "{json}");
+    assert_eq!(json["data"]["name"], "s");
+    assert_eq!(json["data"]["lines"], serde_json::json!(["starting", "error: disk full"]));
+    assert_eq!(json["data"]["exit"]["status"]["code"], 3, "{json}");
 
     // attach prints the same, says how it ended and exits with the session's code.
     let out = home.desk(&["attach", "s"]);

@@ -82,11 +82,16 @@ impl Home {
     }
 
     pub fn ls(&self) -> Vec<serde_json::Value> {
-        serde_json::from_str::<serde_json::Value>(&self.ok(&["ls", "--json"]))
-            .expect("ls --json is JSON")
-            .as_array()
-            .expect("ls --json is an array")
-            .clone()
+        self.json(&["ls", "--json"])["data"].as_array().expect("ls --json's data is an array").clone()
+    }
+
+    /// Run a `--json` command, requiring success, and return its envelope (docs/cli.md).
+    pub fn json(&self, args: &[&str]) -> serde_json::Value {
+        let out = self.ok(args);
+        let v: serde_json::Value =
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("desk {args:?} printed no JSON ({e}): {out}"));
+        assert_eq!(v["v"], 1, "desk {args:?}: not a version-1 envelope: {v:#}");
+        v
     }
 
     pub fn session(&self, name: &str) -> Option<serde_json::Value> {
@@ -152,10 +157,7 @@ impl Home {
     }
 
     pub fn item(&self, id: &str) -> serde_json::Value {
-        let out = self.ok(&["item", id, "--json"]);
-        let v: serde_json::Value = serde_json::from_str(&out).expect("item --json");
-        // Through the daemon the item is in `data`; read from disk it is the item itself.
-        if v.get("data").is_some() { v["data"].clone() } else { v }
+        self.json(&["item", id, "--json"])["data"].clone()
     }
 
     /// Wait until the item reaches a settled state (delivered, stuck or dropped) and return it.

@@ -163,7 +163,7 @@ fn a_client_that_never_reads_does_not_slow_the_child_and_memory_stays_bounded() 
         }
         rows
     };
-    let peek: serde_json::Value = serde_json::from_str(&home.ok(&["peek", "flood", "--json"])).unwrap();
+    let peek = home.json(&["peek", "flood", "--json"])["data"].clone();
     let master_rows =
         trimmed(peek["lines"].as_array().unwrap().iter().map(|l| l.as_str().unwrap().to_string()).collect());
     reader

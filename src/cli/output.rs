@@ -1,0 +1,180 @@
+//! The one shape of every `--json` answer (docs/cli.md, "JSON envelope"), and the error codes.
+//!
+//! Owns the envelope `{"v":1,"kind":K,"data":…}` (success) and `{"v":1,"error":{"code":C,
+//! "message":M}}` (failure), both a single pretty-printed JSON document on stdout, and the
+//! CLI-side view of types that are shaped for the wire (the agent state's `health` axis).
+//! Invariants: a `--json` command prints exactly one envelope on stdout, whatever happens;
+//! [`VERSION`] changes only when a documented field changes meaning or goes away (adding a field
+//! does not change it). Streams (`desk events --json`) are JSON lines, not enveloped. May not
+//! depend on any command module: they depend on it.
+
+use serde::Serialize;
+
+/// The envelope's schema version, `v`. Scripts check it; bump it only for incompatible changes.
+pub const VERSION: u32 = 1;
+
+/// Why a command failed, as a stable string a script can branch on (`error.code`), and the
+/// process exit code that goes with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorCode {
+    /// Bad arguments or input (exit 2).
+    Usage,
+    /// No session of that name (exit 2).
+    NoSuchSession,
+    /// No item with that id or prefix (exit 2).
+    NoSuchItem,
+    /// An id prefix that starts several item ids (exit 2).
+    AmbiguousId,
+    /// The session or daemon to create already exists (exit 2).
+    AlreadyExists,
+    /// The configuration file cannot be read or used (exit 2).
+    BadConfig,
+    /// The session exists but is not running (exit 1).
+    NotRunning,
+    /// `desk serve` is not running or did not answer (exit 1).
+    DaemonUnavailable,
+    /// The daemon refused the request (exit 1).
+    Refused,
+    /// Anything else that went wrong (exit 1).
+    Failed,
+}
+
+impl ErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::Usage => "usage",
+            ErrorCode::NoSuchSession => "no-such-session",
+            ErrorCode::NoSuchItem => "no-such-item",
+            ErrorCode::AmbiguousId => "ambiguous-id",
+            ErrorCode::AlreadyExists => "already-exists",
+            ErrorCode::BadConfig => "bad-config",
+            ErrorCode::NotRunning => "not-running",
+            ErrorCode::DaemonUnavailable => "daemon-unavailable",
+            ErrorCode::Refused => "refused",
+            ErrorCode::Failed => "failed",
+        }
+    }
+
+    /// The documented exit code: 2 for "you asked for something that cannot be" (usage, no
+    /// such thing, already exists), 1 for "the operation failed".
+    pub fn exit_code(self) -> i32 {
+        match self {
+            ErrorCode::Usage | ErrorCode::NoSuchSession | ErrorCode::NoSuchItem | ErrorCode::AmbiguousId => 2,
+            ErrorCode::AlreadyExists | ErrorCode::BadConfig => 2,
+            ErrorCode::NotRunning | ErrorCode::DaemonUnavailable | ErrorCode::Refused | ErrorCode::Failed => 1,
+        }
+    }
+
+    /// The code for a bare exit code, where the caller did not say more.
+    pub fn from_exit(code: i32) -> ErrorCode {
+        if code == 2 { ErrorCode::Usage } else { ErrorCode::Failed }
+    }
+
+    /// Every code, for the contract test and the docs.
+    pub const ALL: [ErrorCode; 10] = [
+        ErrorCode::Usage,
+        ErrorCode::NoSuchSession,
+        ErrorCode::NoSuchItem,
+        ErrorCode::AmbiguousId,
+        ErrorCode::AlreadyExists,
+        ErrorCode::BadConfig,
+        ErrorCode::NotRunning,
+        ErrorCode::DaemonUnavailable,
+        ErrorCode::Refused,
+        ErrorCode::Failed,
+    ];
+}
+
+#[derive(Serialize)]
+struct Ok<'a, T: Serialize> {
+    v: u32,
+    kind: &'a str,
+    data: T,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    notes: &'a [String],
+}
+
+/// Print a success envelope of `kind` around `data`, with `notes` (things a human would have
+/// been told on stderr, such as "desk serve is not running; showing the store").
+pub fn print_ok<T: Serialize>(kind: &str, data: T, notes: &[String]) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(&Ok { v: VERSION, kind, data, notes })?;
+    println!("{text}");
+    Ok(())
+}
+
+/// The error envelope, as printed.
+pub fn error_text(code: ErrorCode, message: &str) -> String {
+    let value = serde_json::json!({ "v": VERSION, "error": { "code": code.as_str(), "message": message } });
+    serde_json::to_string_pretty(&value).unwrap_or_default()
+}
+
+/// The agent state as the command line shows it in JSON: like the wire's `StateView`, but with
+/// `health.value` a string (`ok`, `degraded`) like the other axes, and the reason of a degraded
+/// health in `health.reason` (`null` when healthy). The wire form stays as it is.
+pub fn state_json(state: &crate::state::StateView) -> serde_json::Value {
+    let mut value = serde_json::to_value(state).unwrap_or_default();
+    let (status, reason) = match &state.health.value {
+        crate::state::Health::Ok => ("ok", None),
+        crate::state::Health::Degraded(reason) => ("degraded", Some(reason.clone())),
+    };
+    if let Some(health) = value.get_mut("health").and_then(|h| h.as_object_mut()) {
+        health.insert("value".into(), status.into());
+        health.insert("reason".into(), reason.into());
+    }
+    value
+}
+
+/// `serialize_with` for an optional state.
+pub fn serialize_state<S: serde::Serializer>(state: &Option<crate::state::StateView>, s: S) -> Result<S::Ok, S::Error> {
+    state.as_ref().map(state_json).serialize(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::{AxisView, Evidence, Health, StateView};
+
+    fn axis<T>(value: T) -> AxisView<T> {
+        AxisView {
+            value,
+            since_ms: 1,
+            evidence: Evidence { source: crate::wire::state::EvidenceSource::None, detail: "x".into(), at_ms: 1 },
+        }
+    }
+
+    #[test]
+    fn health_is_a_string_with_a_separate_reason() {
+        let mut state = StateView {
+            provider: "demo".into(),
+            lifecycle: axis(crate::state::Lifecycle::Running),
+            activity: axis(crate::state::Activity::Idle),
+            wait: None,
+            health: axis(Health::Degraded("no output for 5m".into())),
+            ready: true,
+            last_output_ms: None,
+            last_hook_ms: None,
+            rules: "built-in".into(),
+        };
+        let json = state_json(&state);
+        assert_eq!(json["health"]["value"], "degraded");
+        assert_eq!(json["health"]["reason"], "no output for 5m");
+        assert_eq!(json["activity"]["value"], "idle");
+        state.health = axis(Health::Ok);
+        let json = state_json(&state);
+        assert_eq!(json["health"]["value"], "ok");
+        assert!(json["health"]["reason"].is_null());
+        // The wire form is untouched.
+        assert!(serde_json::to_value(&state).unwrap()["health"]["value"].is_object());
+    }
+
+    #[test]
+    fn every_code_has_a_documented_exit() {
+        for code in ErrorCode::ALL {
+            assert!(matches!(code.exit_code(), 1 | 2), "{}", code.as_str());
+        }
+        let text = error_text(ErrorCode::NoSuchSession, "no session named x");
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["v"], 1);
+        assert_eq!(v["error"]["code"], "no-such-session");
+    }
+}

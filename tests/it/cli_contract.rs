@@ -1,0 +1,284 @@
+//! docs/cli.md is the command line's contract, and these tests hold the code to it: every
+//! subcommand clap knows (and each of its flags) is documented there, and every command's
+//! `--json` answer, produced against real sessions and a real daemon, has exactly the fields the
+//! document lists — no undocumented field, and no documented field that never appears (unless
+//! the document marks it "(optional)").
+
+use crate::support::{Home, eventually};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// docs/cli.md, read at test time so that an edit to the document is checked without a rebuild
+/// of the binary.
+fn doc() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/cli.md")).expect("docs/cli.md")
+}
+
+/// One command's section of docs/cli.md: its text and the JSON fields it lists.
+#[derive(Debug, Default)]
+struct Section {
+    text: String,
+    /// Field path → whether it must appear in some answer (not marked "(optional)").
+    fields: BTreeMap<String, bool>,
+}
+
+/// The sections of docs/cli.md by command name: each starts at a `### desk NAME` heading.
+/// A field is a list item whose first code span starts with `data`: "- `data[].name` — …". A
+/// shape shared by several answers (`### Shape: NAME`) lists fields relative to where it is used
+/// ("- `.provider` — …"); a field line that links to it (`](#shape-NAME)`) stands for all of
+/// them under its path.
+fn sections() -> BTreeMap<String, Section> {
+    let mut out: BTreeMap<String, Section> = BTreeMap::new();
+    // (section, path, shape, required) for each field line that stands for a shape.
+    let mut uses: Vec<(String, String, String, bool)> = Vec::new();
+    let mut current: Option<String> = None;
+    for line in doc().lines() {
+        if let Some(rest) = line.strip_prefix("### `desk ") {
+            current = Some(rest.split(['`', ' ']).next().unwrap_or_default().to_string());
+        } else if let Some(rest) = line.strip_prefix("### Shape: ") {
+            current = Some(format!("shape-{}", rest.trim()));
+        } else if line.starts_with("## ") || line.starts_with("### ") {
+            current = None;
+        }
+        let Some(name) = &current else { continue };
+        let section = out.entry(name.clone()).or_default();
+        section.text.push_str(line);
+        section.text.push('\n');
+        let Some(path) = line.strip_prefix("- `").and_then(|rest| rest.split('`').next()) else { continue };
+        if !(path.starts_with("data") || path.starts_with('.')) {
+            continue;
+        }
+        let required = !line.contains("(optional");
+        section.fields.insert(path.to_string(), required);
+        if let Some(at) = line.find("](#shape-") {
+            let shape: String = line[at + 3..].chars().take_while(|c| *c != ')').collect();
+            uses.push((name.clone(), path.to_string(), shape, required));
+        }
+    }
+    // A shape may use another (a session has a state): expand until nothing changes.
+    loop {
+        let mut changed = false;
+        for (name, prefix, shape, required) in &uses {
+            let fields = out
+                .get(shape)
+                .unwrap_or_else(|| panic!("{name} refers to #{shape}, not in docs/cli.md"))
+                .fields
+                .clone();
+            let section = out.get_mut(name).unwrap();
+            for (rel, rel_required) in fields {
+                if let std::collections::btree_map::Entry::Vacant(e) = section.fields.entry(format!("{prefix}{rel}")) {
+                    e.insert(*required && rel_required);
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            return out;
+        }
+    }
+}
+
+/// Every field path of `value` below `prefix`: `.key` into objects, `[]` into arrays.
+fn paths(value: &serde_json::Value, prefix: &str, out: &mut BTreeSet<String>) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (key, v) in map {
+                let path = format!("{prefix}.{key}");
+                out.insert(path.clone());
+                paths(v, &path, out);
+            }
+        }
+        serde_json::Value::Array(items) => {
+            let path = format!("{prefix}[]");
+            if !items.is_empty() {
+                out.insert(path.clone());
+            }
+            for v in items {
+                paths(v, &path, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// What one command printed across the scenario: every field path seen, and its kinds.
+#[derive(Default)]
+struct Seen {
+    paths: BTreeMap<String, BTreeSet<String>>,
+    kinds: BTreeMap<String, BTreeSet<String>>,
+}
+
+impl Seen {
+    /// Run `desk ARGS` (a `--json` command that must succeed) and record its answer.
+    fn run(&mut self, home: &Home, args: &[&str]) -> serde_json::Value {
+        let v = home.json(args);
+        let command = args[0].to_string();
+        let keys: BTreeSet<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        assert!(keys.is_subset(&BTreeSet::from(["v", "kind", "data", "notes"])), "desk {args:?}: {v:#}");
+        self.kinds.entry(command.clone()).or_default().insert(v["kind"].as_str().unwrap().to_string());
+        let mut found = BTreeSet::new();
+        found.insert("data".to_string());
+        paths(&v["data"], "data", &mut found);
+        self.paths.entry(command).or_default().extend(found);
+        v
+    }
+}
+
+#[test]
+fn every_subcommand_and_flag_clap_knows_is_in_docs_cli_md() {
+    use clap::CommandFactory;
+    let sections = sections();
+    let cli = desk::cli::Cli::command();
+    let mut missing = Vec::new();
+    for sub in cli.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let name = sub.get_name();
+        let Some(section) = sections.get(name) else {
+            missing.push(format!("desk {name}: no `### \\`desk {name}\\`` section"));
+            continue;
+        };
+        for arg in sub.get_arguments() {
+            if let Some(long) = arg.get_long()
+                && !section.text.contains(&format!("`--{long}"))
+            {
+                missing.push(format!("desk {name}: flag --{long} not documented"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "docs/cli.md is missing:\n{}", missing.join("\n"));
+}
+
+#[test]
+fn every_json_answer_has_exactly_the_documented_fields() {
+    let home = Home::new();
+    let mut seen = Seen::default();
+    let demo = env!("CARGO_BIN_EXE_desk-demo-agent");
+    // Enters within 6.5 s of a paste are newlines to this agent: a prompt ends submit-stuck.
+    seen.run(&home, &["new", "agent", "--json", "--provider", "demo", "--", demo, "--paste-burst-ms", "6500"]);
+    seen.run(&home, &["new", "done", "--json", "--", "sh", "-c", "exit 3"]);
+    home.wait_exit("done");
+
+    // The daemon is down: send leaves the prompt in the intake, queue and stuck read the store.
+    // (For a session that never runs, so it does not stand before the agent's items.)
+    seen.run(&home, &["send", "ghost", "waits for the daemon", "--queue-for-later", "--json"]);
+    seen.run(&home, &["queue", "--json"]);
+    seen.run(&home, &["stuck", "--json"]);
+
+    home.serve();
+    eventually("agent ready", || {
+        let s = home.session("agent").ok_or("no session")?;
+        if s["state"]["ready"] == true { Ok(()) } else { Err(s["state"].to_string()) }
+    });
+    seen.run(&home, &["pause", "agent", "--reason", "review", "--json"]);
+    let held = seen.run(&home, &["send", "agent", "held by the pause", "--json"]);
+    let held = held["data"]["id"].as_str().unwrap().to_string();
+    seen.run(&home, &["queue", "--json"]);
+    seen.run(&home, &["item", &held, "--json"]);
+    seen.run(&home, &["drop", &held, "--json"]);
+    seen.run(&home, &["resume", "agent", "--json"]);
+    let stuck = seen.run(&home, &["send", "agent", "force me through", "--json"]);
+    let stuck = stuck["data"]["id"].as_str().unwrap().to_string();
+    assert_eq!(home.settled(&stuck)["state"], "stuck");
+    seen.run(&home, &["stuck", "--json"]);
+    seen.run(&home, &["item", &stuck, "--json"]);
+    seen.run(&home, &["force", &stuck, "--json"]);
+
+    seen.run(&home, &["ls", "--json"]);
+    seen.run(&home, &["peek", "agent", "--json"]);
+    seen.run(&home, &["explain", "agent", "--json"]);
+    seen.run(&home, &["explain", "done", "--json"]);
+    seen.run(&home, &["peek", "done", "--json"]);
+    seen.run(&home, &["kill", "agent", "--json"]);
+    seen.run(&home, &["rm", "done", "--json"]);
+
+    let sections = sections();
+    let mut problems = Vec::new();
+    for (command, found) in &seen.paths {
+        let Some(section) = sections.get(command) else {
+            problems.push(format!("desk {command}: no section in docs/cli.md"));
+            continue;
+        };
+        for kind in &seen.kinds[command] {
+            if !section.text.contains(&format!("`kind`: `{kind}`")) {
+                problems.push(format!("desk {command}: kind {kind:?} is not documented as `kind`: `{kind}`"));
+            }
+        }
+        for path in found.iter().filter(|p| *p != "data") {
+            // An array's elements are documented with the array (`data.lines`), unless they are
+            // objects with fields of their own.
+            let element_of_documented =
+                path.strip_suffix("[]").is_some_and(|a| a == "data" || section.fields.contains_key(a));
+            if !section.fields.contains_key(path) && !element_of_documented {
+                problems.push(format!("desk {command}: field `{path}` is printed but not documented"));
+            }
+        }
+        for (path, required) in &section.fields {
+            if *required && !found.contains(path) {
+                problems.push(format!(
+                    "desk {command}: documented field `{path}` never appeared (mark it \"(optional)\" if it may not)"
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "docs/cli.md and the JSON answers disagree:\n{}", problems.join("\n"));
+}
+
+#[test]
+fn every_error_code_is_documented_with_its_exit_code() {
+    let doc = doc();
+    for code in desk::cli::output::ErrorCode::ALL {
+        let row = format!("| `{}` | {} |", code.as_str(), code.exit_code());
+        assert!(doc.contains(&row), "docs/cli.md lacks the row {row:?}");
+    }
+}
+
+/// The subcommands a user sees (hidden ones, `hook` and `man`, aside).
+fn visible_subcommands() -> Vec<String> {
+    use clap::CommandFactory;
+    desk::cli::Cli::command().get_subcommands().filter(|s| !s.is_hide_set()).map(|s| s.get_name().to_string()).collect()
+}
+
+#[test]
+fn completion_scripts_cover_every_command_and_parse() {
+    let home = Home::new();
+    let bash = home.ok(&["completions", "bash"]);
+    for name in visible_subcommands() {
+        assert!(bash.contains(&format!("desk__{name}")) || bash.contains(&format!("desk,{name}")), "bash: {name}");
+    }
+    for hidden in ["hook", "man"] {
+        assert!(!bash.contains(&format!("desk,{hidden}")), "a hidden command ({hidden}) is not completed");
+    }
+    // The script is valid bash.
+    let script = home.path().join("desk.bash");
+    std::fs::write(&script, &bash).unwrap();
+    let out = std::process::Command::new("bash").arg("-n").arg(&script).output().expect("run bash -n");
+    assert!(out.status.success(), "bash -n: {}", String::from_utf8_lossy(&out.stderr));
+    for shell in ["zsh", "fish"] {
+        let text = home.ok(&["completions", shell]);
+        for name in visible_subcommands() {
+            assert!(text.contains(&name), "{shell}: {name}");
+        }
+    }
+    let out = home.desk(&["completions", "tcsh"]);
+    assert_eq!(out.status.code(), Some(2), "an unknown shell is a usage error");
+}
+
+#[test]
+fn the_man_pages_name_every_command_and_render() {
+    let home = Home::new();
+    let dir = home.path().join("man");
+    home.ok(&["man", "--out-dir", dir.to_str().unwrap()]);
+    let page = std::fs::read_to_string(dir.join("desk.1")).expect("desk.1 written");
+    assert!(page.starts_with(".ie") || page.contains(".TH desk 1"), "roff: {}", &page[..page.len().min(200)]);
+    for name in visible_subcommands() {
+        assert!(page.contains(&format!("desk\\-{name}(1)")), "desk.1 names {name}");
+        assert!(dir.join(format!("desk-{name}.1")).exists(), "desk-{name}.1 written");
+    }
+    let new = std::fs::read_to_string(dir.join("desk-new.1")).unwrap();
+    assert!(new.contains("\\-\\-provider"), "a command's page lists its flags");
+    // Rendered by man(1) where it is installed: the page parses.
+    if let Ok(out) = std::process::Command::new("man").arg("-l").arg(dir.join("desk.1")).env("MANWIDTH", "80").output()
+        && out.status.success()
+    {
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("SUBCOMMANDS") && text.contains("desk-attach(1)"), "{text}");
+    }
+}
