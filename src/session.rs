@@ -35,6 +35,10 @@ pub struct SessionMeta {
     pub cols: u16,
     pub rows: u16,
     pub started_at_ms: u64,
+    /// How the session's size follows its controllers (`latest`, `smallest`, `largest`,
+    /// `fixed`); absent in the records of older masters, which all followed `latest`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_policy: Option<String>,
 }
 
 /// Written by the master when its child has been reaped.

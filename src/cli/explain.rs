@@ -25,6 +25,8 @@ struct Explanation {
     running: bool,
     generation: Option<u32>,
     provider: Option<String>,
+    /// The session's size policy (absent for sessions of older masters).
+    size_policy: Option<String>,
     #[serde(serialize_with = "output::serialize_state")]
     state: Option<StateView>,
     exit: Option<session::ExitRecord>,
@@ -92,6 +94,7 @@ pub fn explain(name: &SessionName, json: bool) -> Result<i32> {
         running: info.is_some(),
         generation: info.as_ref().map(|i| i.generation).or(meta.as_ref().map(|m| m.generation)),
         provider: info.as_ref().map(|i| i.provider.clone()).or(meta.as_ref().map(|m| m.provider.clone())),
+        size_policy: meta.as_ref().and_then(|m| m.size_policy.clone()),
         state: info.as_ref().and_then(|i| i.state.clone()),
         exit: if info.is_some() { None } else { exit },
         recent,
@@ -106,6 +109,14 @@ pub fn explain(name: &SessionName, json: bool) -> Result<i32> {
         report.generation.map_or("?".into(), |g| g.to_string()),
         report.provider.as_deref().unwrap_or("?")
     );
+    if let Some(info) = &info {
+        println!(
+            "size: {}x{} (size policy {})",
+            info.cols,
+            info.rows,
+            report.size_policy.as_deref().unwrap_or("latest")
+        );
+    }
     match &report.state {
         Some(s) => {
             println!("rules: {}", s.rules);

@@ -213,6 +213,13 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Set the terminal size of a session started with --size-policy fixed.
+    Resize {
+        name: SessionName,
+        /// The new size, COLSxROWS.
+        #[arg(value_parser = parse_size, value_name = "COLSxROWS")]
+        size: (u16, u16),
+    },
     /// Print a shell completion script: `desk completions bash > /etc/bash_completion.d/desk`.
     Completions {
         /// The shell: bash, zsh, fish, elvish or powershell.
@@ -248,6 +255,10 @@ struct NewArgs {
     /// Terminal size as COLSxROWS (default: `size` in the config file, else 120x40).
     #[arg(long, value_parser = parse_size)]
     size: Option<(u16, u16)>,
+    /// How the size follows the attached controllers: latest (the one that typed last),
+    /// smallest, largest, or fixed (only `desk resize` changes it).
+    #[arg(long, default_value = "latest", value_parser = clap::builder::PossibleValuesParser::new(["latest", "smallest", "largest", "fixed"]))]
+    size_policy: String,
     /// Set an environment variable for the command (repeatable).
     #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_env)]
     env: Vec<(OsString, OsString)>,
@@ -396,6 +407,7 @@ impl Command {
             | Command::Pause { json, .. }
             | Command::Resume { json, .. } => *json,
             Command::Attach(_)
+            | Command::Resize { .. }
             | Command::Serve { .. }
             | Command::Hook { .. }
             | Command::Completions { .. }
@@ -412,6 +424,10 @@ fn run(cli: Cli) -> Result<i32> {
                 name: a.name,
                 cwd: a.cwd,
                 size: a.size.or(config.size).unwrap_or(DEFAULT_SIZE),
+                size_policy: a
+                    .size_policy
+                    .parse()
+                    .map_err(|e: desk_core::session::UnknownSizePolicy| failure(2, e.to_string()))?,
                 env: a.env,
                 provider: a.provider,
                 command: a.command,
@@ -428,6 +444,7 @@ fn run(cli: Cli) -> Result<i32> {
         }
         Command::Ls { json } => sessions::ls(json),
         Command::Peek { name, json } => sessions::peek(&name, json),
+        Command::Resize { name, size } => sessions::resize(&name, size),
         Command::Events { name: Some(name), follow, json, since, types, .. } => {
             events::events(&name, follow, json, since, &types)
         }

@@ -48,6 +48,8 @@ pub struct NewSession {
     pub name: SessionName,
     pub cwd: Option<PathBuf>,
     pub size: (u16, u16),
+    /// How the size follows the controllers.
+    pub size_policy: desk_core::session::SizePolicy,
     pub env: Vec<(OsString, OsString)>,
     pub provider: Option<String>,
     pub command: Vec<OsString>,
@@ -58,7 +60,7 @@ pub struct NewSession {
 }
 
 pub fn new(req: NewSession) -> Result<i32> {
-    let NewSession { name, cwd, size: (cols, rows), env, provider, command, provider_args, json } = req;
+    let NewSession { name, cwd, size: (cols, rows), size_policy, env, provider, command, provider_args, json } = req;
     let default_command = command.is_empty();
     let (provider, mut command) = crate::providers::resolve(provider.as_deref(), command).map_err(|e| failure(2, e))?;
     if default_command && let Some(args) = provider_args.get(provider.as_str()) {
@@ -98,7 +100,8 @@ pub fn new(req: NewSession) -> Result<i32> {
     // directory of a name that never had one, a log where there was none, the lock file.
     let state_existed = paths.session_state(&name).exists();
     let log_existed = files.log.exists();
-    let started = start_master(&paths, &name, &files, &lock, MasterArgs { cwd, cols, rows, env, provider, command });
+    let started =
+        start_master(&paths, &name, &files, &lock, MasterArgs { cwd, cols, rows, size_policy, env, provider, command });
     if !matches!(started, Ok(0)) {
         forget_failed_start(&paths, &name, state_existed, log_existed);
     }
@@ -121,6 +124,7 @@ struct MasterArgs {
     cwd: PathBuf,
     cols: u16,
     rows: u16,
+    size_policy: desk_core::session::SizePolicy,
     env: Vec<(OsString, OsString)>,
     provider: desk_core::provider::Provider,
     command: Vec<OsString>,
@@ -134,7 +138,7 @@ fn start_master(
     lock: &NameLock,
     args: MasterArgs,
 ) -> Result<i32> {
-    let MasterArgs { cwd, cols, rows, env, provider, command } = args;
+    let MasterArgs { cwd, cols, rows, size_policy, env, provider, command } = args;
     let generation = session::allocate_generation(paths, name, lock)?;
     let exe = std::env::current_exe().context("cannot find the desk executable")?;
     let command = crate::providers::wire_hooks(provider, command, &paths.session_state(name), &exe)?;
@@ -144,6 +148,8 @@ fn start_master(
         .arg(name.as_str())
         .arg("--size")
         .arg(format!("{cols}x{rows}"))
+        .arg("--size-policy")
+        .arg(size_policy.name())
         .arg("--cwd")
         .arg(&cwd)
         .arg("--generation")
@@ -256,6 +262,8 @@ struct Listing {
     cwd: Option<String>,
     cols: Option<u16>,
     rows: Option<u16>,
+    /// How the size follows the controllers (absent for sessions of older masters).
+    size_policy: Option<String>,
     clients: Option<Clients>,
     title: Option<String>,
     generation: Option<u32>,
@@ -432,6 +440,7 @@ fn from_files(name: &SessionName, meta: Option<&SessionMeta>, status: &'static s
         cwd: meta.map(|m| m.cwd.clone()),
         cols: meta.map(|m| m.cols),
         rows: meta.map(|m| m.rows),
+        size_policy: meta.and_then(|m| m.size_policy.clone()),
         clients: None,
         title: None,
         generation: meta.map(|m| m.generation),
@@ -590,6 +599,26 @@ fn ended(paths: &Paths, name: &SessionName, e: anyhow::Error) -> anyhow::Error {
         }
         _ => e,
     }
+}
+
+/// `desk resize NAME COLSxROWS`: set a `fixed` session's size. The master refuses it under the
+/// other policies (their size follows the controllers); a PING after the RESIZE tells success
+/// (PONG, frames are answered in order) from refusal (ERROR first).
+pub fn resize(name: &SessionName, (cols, rows): (u16, u16)) -> Result<i32> {
+    let paths = paths()?;
+    let mut conn = connect(&paths, name)?;
+    conn.send(&Frame::Resize { cols, rows })?;
+    conn.send(&Frame::Ping(1))?;
+    conn.set_deadline(Some(session::PROBE_DEADLINE));
+    loop {
+        match conn.recv().map_err(|e| ended(&paths, name, e))? {
+            Frame::Pong(_) => break,
+            Frame::Error { message, .. } => return Err(failure(1, format!("cannot resize session {name}: {message}"))),
+            _ => continue,
+        }
+    }
+    println!("resized session {name} to {cols}x{rows}");
+    Ok(0)
 }
 
 pub fn peek(name: &SessionName, json: bool) -> Result<i32> {

@@ -8,6 +8,7 @@
 //! arguments come from `desk new`, not from people, so errors only need to name the bad flag.
 
 use desk_core::provider::Provider;
+use desk_core::session::{SizePolicy, UnknownSizePolicy};
 use std::ffi::{OsStr, OsString};
 use std::os::fd::RawFd;
 
@@ -40,11 +41,12 @@ pub fn parse_env(s: &str) -> Result<(OsString, OsString), String> {
 }
 
 /// Parse the arguments after `desk master` (or of `desk-master`):
-/// `--name N --size CxR [--cwd D] [--env K=V]... --generation G --provider P [--ready-fd FD] -- CMD [ARG]...`
+/// `--name N --size CxR [--size-policy P] [--cwd D] [--env K=V]... --generation G --provider P [--ready-fd FD] -- CMD [ARG]...`
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<MasterOptions, String> {
     let mut args = args.into_iter();
     let (mut name, mut size, mut cwd, mut env) = (None, None, None, Vec::new());
     let (mut generation, mut provider, mut ready_fd) = (None, None, None);
+    let mut size_policy = SizePolicy::default();
     let mut command = Vec::new();
     while let Some(flag) = args.next() {
         if flag == "--" {
@@ -56,6 +58,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<MasterOptions, 
         match flag.as_str() {
             "--name" => name = Some(SessionName::parse(text(&value()?)?).map_err(|e| e.to_string())?),
             "--size" => size = Some(parse_size(text(&value()?)?)?),
+            "--size-policy" => size_policy = text(&value()?)?.parse().map_err(|e: UnknownSizePolicy| e.to_string())?,
             "--cwd" => cwd = Some(value()?.into()),
             "--env" => env.push(parse_env(text(&value()?)?)?),
             "--generation" => generation = Some(number::<u32>(&flag, &value()?)?),
@@ -77,6 +80,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<MasterOptions, 
         rows,
         generation: generation.ok_or("--generation is required")?,
         provider: provider.ok_or("--provider is required")?,
+        size_policy,
         ready_fd,
     })
 }
@@ -122,6 +126,8 @@ mod tests {
             "shell",
             "--ready-fd",
             "3",
+            "--size-policy",
+            "fixed",
             "--env",
             "K=V",
             "--",
@@ -137,6 +143,7 @@ mod tests {
         assert_eq!(opts.env, vec![("K".into(), "V".into())]);
         assert_eq!(opts.cwd, Some("/w".into()));
         assert_eq!(opts.provider, Provider::Shell);
+        assert_eq!(opts.size_policy, SizePolicy::Fixed);
     }
 
     #[test]
@@ -152,5 +159,8 @@ mod tests {
         assert!(parse(bad).unwrap_err().contains("--generation takes a number"));
         let unknown = os(&["--name", "a", "--size", "80x24", "--generation", "1", "--provider", "emacs", "--", "sh"]);
         assert!(parse(unknown).unwrap_err().contains("unknown provider \"emacs\""));
+        let mut policy = os(&base);
+        policy.extend(os(&["--size-policy", "widest", "--", "sh"]));
+        assert!(parse(policy).unwrap_err().contains("unknown size policy \"widest\""));
     }
 }

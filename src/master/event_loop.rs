@@ -83,6 +83,8 @@ pub struct Parts {
     /// The master is a child subreaper: orphaned descendants of the session are re-parented to
     /// it, so it must reap them, and it finds every descendant through parent links.
     pub subreaper: bool,
+    /// How the session's size follows its controllers.
+    pub size_policy: SizePolicy,
 }
 
 pub struct Master {
@@ -130,8 +132,9 @@ pub struct Master {
 
 impl Master {
     pub(super) fn new(parts: Parts) -> Master {
-        let Parts { files, poll, listener, pty, signals, meta, screen, journal, authority, subreaper } = parts;
-        let policy = SessionPolicy::new((meta.cols, meta.rows), SizePolicy::default());
+        let Parts { files, poll, listener, pty, signals, meta, screen, journal, authority, subreaper, size_policy } =
+            parts;
+        let policy = SessionPolicy::new((meta.cols, meta.rows), size_policy);
         let exit_reserve = crate::fsutil::Reserved::new(&files.exit, EXIT_RECORD_RESERVE)
             .map_err(|e| warn!("cannot reserve room for the exit record: {e:#}"))
             .ok();
@@ -991,6 +994,7 @@ mod tests {
             cols: 80,
             rows: 24,
             started_at_ms: 0,
+            size_policy: None,
         };
         let signals = Signals::new(Vec::<i32>::new()).unwrap();
         let journal = crate::events::journal::Journal::open(dir.path(), crate::events::journal::JOURNAL_CAP).unwrap();
@@ -1010,6 +1014,7 @@ mod tests {
             journal,
             authority,
             subreaper: false,
+            size_policy: SizePolicy::default(),
         });
         Rig { master, _dir: dir, _slave: pty.slave }
     }

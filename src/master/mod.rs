@@ -41,6 +41,7 @@ use crate::screen::Screen;
 use crate::session::{self, SessionMeta};
 use crate::state::{Authority, RuleSet};
 use desk_core::provider::Provider;
+use desk_core::session::SizePolicy;
 
 /// Everything `desk master` needs to start a session.
 #[derive(Debug, Clone)]
@@ -54,6 +55,8 @@ pub struct MasterOptions {
     pub rows: u16,
     pub generation: u32,
     pub provider: Provider,
+    /// How the session's size follows its controllers (`desk new --size-policy`).
+    pub size_policy: SizePolicy,
     /// A pipe inherited from `desk new`: "ok" or an error message is written to it.
     pub ready_fd: Option<RawFd>,
 }
@@ -176,6 +179,7 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
         cols,
         rows,
         started_at_ms: crate::clock::now_ms(),
+        size_policy: Some(opts.size_policy.to_string()),
     };
     crate::fsutil::remove_if_exists(&files.exit)?;
     session::write_meta(&files, &meta)?;
@@ -191,6 +195,7 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
         journal,
         authority,
         subreaper,
+        size_policy: opts.size_policy,
     });
     master.started();
     Ok(master)

@@ -19,4 +19,5 @@ mod screen;
 mod sessions;
 mod state;
 mod support;
+mod views;
 mod wire_clients;

@@ -286,16 +286,34 @@ impl SessionPolicy {
                     self.effect(Effect::QueueInput { client });
                 }
             }
-            Frame::Resize { cols, rows } => {
-                if role != Role::Controller {
-                    self.effect(refuse("resize the session"));
-                    return;
+            Frame::Resize { cols, rows } => match role {
+                Role::Controller => {
+                    if let Some(conn) = self.clients.get_mut(&client) {
+                        conn.size = desk_term::screen::valid_size(*cols, *rows).then_some((*cols, *rows));
+                    }
+                    self.apply_size();
                 }
-                if let Some(conn) = self.clients.get_mut(&client) {
-                    conn.size = desk_term::screen::valid_size(*cols, *rows).then_some((*cols, *rows));
+                // A viewer's size is its own view's (the loop renders it a view of that size);
+                // it never changes the session's.
+                Role::Viewer => {}
+                // An operator's `desk resize`: the only way a `fixed` session changes size.
+                // Under the other policies the size follows the controllers and a one-off
+                // resize would be undone by the next keystroke, so it is refused.
+                Role::Query => {
+                    if self.size_policy != SizePolicy::Fixed {
+                        let reason = format!(
+                            "the session's size follows its controllers (size policy {}); only a session \
+                             started with --size-policy fixed is resized by hand",
+                            self.size_policy
+                        );
+                        self.effect(Effect::Send { client, frame: Frame::error(ErrorCode::NotPermitted, reason) });
+                    } else if desk_term::screen::valid_size(*cols, *rows) && (*cols, *rows) != self.size {
+                        self.size = (*cols, *rows);
+                        self.effect(Effect::Resize { cols: *cols, rows: *rows });
+                    }
                 }
-                self.apply_size();
-            }
+                Role::Observer => self.effect(refuse("resize the session")),
+            },
             Frame::SnapshotRequest => self.effect(Effect::Snapshot { client }),
             Frame::Ping(nonce) => self.effect(Effect::Send { client, frame: Frame::Pong(*nonce) }),
             Frame::Pong(_) => {}

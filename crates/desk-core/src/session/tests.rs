@@ -205,7 +205,8 @@ fn each_role_is_refused_what_it_may_not_do_and_stays_connected() {
         (Role::Controller, &signal, true),
         (Role::Controller, &hook, true),
         (Role::Viewer, &input, false),
-        (Role::Viewer, &resize, false),
+        // A viewer's RESIZE names its own view's size (never the session's, see below).
+        (Role::Viewer, &resize, true),
         (Role::Viewer, &signal, false),
         (Role::Viewer, &hook, false),
         (Role::Observer, &input, true),
@@ -213,6 +214,7 @@ fn each_role_is_refused_what_it_may_not_do_and_stays_connected() {
         (Role::Observer, &signal, true),
         (Role::Observer, &hook, true),
         (Role::Query, &input, false),
+        // `desk resize` under `latest`: the size follows the controllers.
         (Role::Query, &resize, false),
         (Role::Query, &signal, true),
         (Role::Query, &hook, true),
@@ -233,10 +235,11 @@ fn each_role_is_refused_what_it_may_not_do_and_stays_connected() {
     // Refused frames have no effect: nothing was resized, queued, signalled or interpreted.
     let mut rig = self::rig();
     let (viewer, _) = rig.join(Role::Viewer, (0, 0), 0.0);
-    for frame in [&input, &resize, &signal, &hook] {
+    for frame in [&input, &signal, &hook] {
         let effects = rig.frame(viewer, frame, 1.0);
         assert!(matches!(effects[..], [Effect::Send { .. }]), "{effects:?}");
     }
+    assert!(rig.frame(viewer, &resize, 1.0).is_empty(), "a viewer's RESIZE has no effect on the session");
     assert_eq!(rig.policy.size(), START);
 }
 
@@ -458,6 +461,29 @@ fn fixed_keeps_the_starting_size_whatever_controllers_report() {
     assert!(resizes(&rig.frame(a, &Frame::Resize { cols: 120, rows: 40 }, 1.0)).is_empty());
     assert!(resizes(&rig.typed(a, 2.0)).is_empty());
     assert_eq!(rig.policy.size(), START);
+}
+
+/// `desk resize` speaks as a query client: under `fixed` it is the only way the size changes;
+/// under the other policies it is refused (the next keystroke would undo it).
+#[test]
+fn an_operator_resize_sets_a_fixed_size_and_is_refused_under_the_other_policies() {
+    let mut rig = rig_with(SizePolicy::Fixed);
+    let (_controller, _) = rig.join(Role::Controller, (100, 30), 0.0);
+    let (operator, _) = rig.join(Role::Query, (0, 0), 1.0);
+    assert_eq!(resizes(&rig.frame(operator, &Frame::Resize { cols: 132, rows: 43 }, 2.0)), [(132, 43)]);
+    assert_eq!(rig.policy.size(), (132, 43));
+    // The controller's own resize still does not move it.
+    let (controller, _) = rig.join(Role::Controller, (90, 20), 3.0);
+    assert!(resizes(&rig.frame(controller, &Frame::Resize { cols: 91, rows: 21 }, 4.0)).is_empty());
+    assert_eq!(rig.policy.size(), (132, 43));
+    for size_policy in [SizePolicy::Latest, SizePolicy::Smallest, SizePolicy::Largest] {
+        let mut rig = rig_with(size_policy);
+        let (operator, _) = rig.join(Role::Query, (0, 0), 0.0);
+        let effects = rig.frame(operator, &Frame::Resize { cols: 132, rows: 43 }, 1.0);
+        assert_eq!(effects.iter().filter_map(code).collect::<Vec<_>>(), [ErrorCode::NotPermitted], "{size_policy}");
+        assert!(resizes(&effects).is_empty(), "{size_policy}");
+        assert_eq!(rig.policy.size(), START, "{size_policy}");
+    }
 }
 
 #[test]
