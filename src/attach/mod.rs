@@ -439,8 +439,9 @@ impl Client {
         for signal in pending {
             match signal {
                 SIGWINCH => {
-                    if self.role == Role::Controller
-                        && let Ok((cols, rows)) = crate::pty::get_size(self.raw.fd())
+                    // A viewer reports its size too: it never resizes the session, but the
+                    // master renders it a view of its own size.
+                    if let Ok((cols, rows)) = crate::pty::get_size(self.raw.fd())
                         && crate::screen::valid_size(cols, rows)
                     {
                         Frame::Resize { cols, rows }.encode(&mut self.to_master);

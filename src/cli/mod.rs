@@ -277,7 +277,7 @@ struct NewArgs {
 #[derive(Debug, clap::Args)]
 struct AttachArgs {
     name: SessionName,
-    /// Watch only: input and resizes are not sent.
+    /// Watch only: input is not sent and the session keeps its size (this terminal sees a view).
     #[arg(long)]
     read_only: bool,
     /// Key that detaches: ^X, C-x, ctrl-x, or none (default: `detach_key` in the config file,

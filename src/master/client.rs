@@ -19,6 +19,7 @@ use std::time::Instant;
 
 use super::queue::{Flush, OutQueue};
 use crate::wire::{Frame, FrameDecoder, Role};
+use desk_term::view::View;
 
 /// 1 MiB of output a streaming client may lag behind before its backlog is replaced by a
 /// keyframe. A full 300x100 screen with colours renders to well under 200 KiB, so a client this
@@ -70,6 +71,16 @@ pub struct Client {
     /// Output bytes and keyframes sent, for the log line at disconnect.
     pub output_bytes: u64,
     pub keyframes: u64,
+    /// The size of this client's terminal (a controller's or viewer's HELLO and RESIZE), if
+    /// known and valid.
+    pub size: Option<(u16, u16)>,
+    /// Set while the client's size differs from the session's: it gets repaints of this view
+    /// instead of the raw output.
+    pub view: Option<View>,
+    /// The screen changed since the view was last repainted.
+    pub view_dirty: bool,
+    /// The earliest time of the next repaint (one per `VIEW_REPAINT_INTERVAL`).
+    pub next_repaint: Option<Instant>,
 }
 
 impl Client {
@@ -90,6 +101,10 @@ impl Client {
             hung_up: false,
             output_bytes: 0,
             keyframes: 0,
+            size: None,
+            view: None,
+            view_dirty: false,
+            next_repaint: None,
         }
     }
 
@@ -156,6 +171,20 @@ impl Client {
         }
         self.needs_keyframe = false;
         self.keyframes += 1;
+        self.flush();
+    }
+
+    /// Queue a view repaint (OUTPUT frames already encoded). Only called when the queue is
+    /// empty, so a slow client holds at most one repaint and is later sent the latest view,
+    /// never a backlog of them.
+    pub fn push_repaint(&mut self, frames: &[Rc<[u8]>], payload_len: usize) {
+        if !self.alive() || self.hung_up {
+            return;
+        }
+        for frame in frames {
+            self.out.push(frame.clone());
+        }
+        self.output_bytes += payload_len as u64;
         self.flush();
     }
 

@@ -65,6 +65,12 @@ const PTY_TURN_BUDGET: usize = 1 << 20;
 /// that has stopped reading is reported to the sender by refusing further INPUT frames.
 pub const INPUT_QUEUE_LIMIT: usize = 1 << 20;
 
+/// At most one view repaint per client this often. 16 ms is one frame of a 60 Hz display:
+/// a person cannot see repaints come faster, a change still shows well within the 50 ms a
+/// viewer should take to follow one (issue 10's target), and during a flood a view client costs
+/// at most ~60 renders of its screen a second, however fast the child writes.
+pub const VIEW_REPAINT_INTERVAL: Duration = Duration::from_millis(16);
+
 /// Bytes reserved for the exit record: it is a few hundred bytes plus a title of at most
 /// 1 KiB, so 4 KiB (one page or block) always holds it.
 const EXIT_RECORD_RESERVE: usize = 4096;
@@ -126,6 +132,8 @@ pub struct Master {
     policy: SessionPolicy,
     input: InputQueue,
     pub(super) timers: Timers,
+    /// When the armed [`Timer::ViewRepaint`] fires, if one is armed.
+    repaint_armed: Option<Instant>,
     read_buf: Vec<u8>,
     uid: u32,
 }
@@ -170,6 +178,7 @@ impl Master {
             policy,
             input: InputQueue::new(INPUT_QUEUE_LIMIT),
             timers: Timers::default(),
+            repaint_armed: None,
             read_buf: vec![0; PTY_READ_CHUNK],
             uid: nix::unistd::geteuid().as_raw(),
         }
@@ -339,6 +348,12 @@ impl Master {
             encode_output(piece, &mut bytes);
             let frame: Rc<[u8]> = Rc::from(bytes);
             for (token, client) in self.clients.iter_mut() {
+                if client.view.is_some() {
+                    // Bytes drawn for the session's size are wrong at this client's: it gets a
+                    // repaint of its view from the model instead (see `repaint_views`).
+                    client.view_dirty = true;
+                    continue;
+                }
                 // Falling behind is reported to the session policy at the end of the turn.
                 if client.streams_output() && client.push_output(&frame, piece.len(), now) {
                     debug!(client = token.0, "client fell behind; backlog discarded, keyframe pending");
@@ -473,6 +488,23 @@ impl Master {
 
     /// A frame from a client: the session policy decides, this carries it out.
     fn client_frame(&mut self, token: Token, frame: Frame, now: Instant) {
+        // A streaming client's own terminal size decides whether it gets the raw output or a
+        // view (`update_views`); whether it also resizes the session is the policy's call.
+        if let Some(client) = self.clients.get_mut(&token)
+            && client.closing.is_none()
+        {
+            match frame {
+                Frame::Hello { role, cols, rows, .. } if client.role.is_none() && role.streams_output() => {
+                    client.size = crate::screen::valid_size(cols, rows).then_some((cols, rows));
+                }
+                Frame::Resize { cols, rows }
+                    if client.role.is_some_and(Role::streams_output) && crate::screen::valid_size(cols, rows) =>
+                {
+                    client.size = Some((cols, rows));
+                }
+                _ => {}
+            }
+        }
         self.policy.on_frame(client_id(token), &frame, now);
         self.carry(now, Some(frame));
     }
@@ -563,12 +595,21 @@ impl Master {
                     let Some(status) = self.child_status else { continue };
                     let needs_keyframe =
                         self.clients.get(&token_of(id)).is_some_and(|c| c.needs_keyframe && c.streams_output());
-                    if needs_keyframe && keyframe.is_none() {
+                    let has_view = self.clients.get(&token_of(id)).is_some_and(|c| c.view.is_some());
+                    if needs_keyframe && !has_view && keyframe.is_none() {
                         keyframe = Some(self.keyframe_frames());
                     }
                     let escalated = self.policy.escalated();
                     let Some(client) = self.clients.get_mut(&token_of(id)) else { continue };
-                    if let Some(frames) = keyframe.as_deref()
+                    if needs_keyframe && let Some(view) = client.view.as_mut() {
+                        let frames = keyframe_chunks(&view.keyframe(&self.screen));
+                        client.push_keyframe(&frames);
+                    } else if client.view.is_some() && client.view_dirty {
+                        // The last repaint (one, whatever is queued), so the view ends on the
+                        // child's last screen.
+                        let bytes = client.view.as_mut().map(|v| v.render(&self.screen)).unwrap_or_default();
+                        client.push_repaint(&output_chunks(&bytes), bytes.len());
+                    } else if let Some(frames) = keyframe.as_deref()
                         && needs_keyframe
                     {
                         client.push_keyframe(frames);
@@ -645,16 +686,25 @@ impl Master {
     /// Per-turn housekeeping: keyframes for clients that wait for one, telling the session
     /// policy which clients fell behind or caught up, closing and removing clients that are done.
     fn settle(&mut self, now: Instant) {
-        let waiting =
-            self.clients.values().any(|c| c.needs_keyframe && c.out.is_empty() && c.streams_output() && c.writable);
+        self.update_views();
+        let waiting = self
+            .clients
+            .values()
+            .any(|c| c.needs_keyframe && c.view.is_none() && c.out.is_empty() && c.streams_output() && c.writable);
         if waiting && self.screen.at_ground_state() {
             let frames = self.keyframe_frames();
             for client in self.clients.values_mut() {
-                if client.needs_keyframe && client.out.is_empty() && client.streams_output() && client.writable {
+                if client.needs_keyframe
+                    && client.view.is_none()
+                    && client.out.is_empty()
+                    && client.streams_output()
+                    && client.writable
+                {
                     client.push_keyframe(&frames);
                 }
             }
         }
+        self.repaint_views(now);
         // After the keyframes (whose writes may drain a queue), and before any timer can fire.
         for (token, client) in &mut self.clients {
             if let Some((caught_up, behind_since)) = client.take_lag_news() {
@@ -710,17 +760,72 @@ impl Master {
     }
 
     fn keyframe_frames(&self) -> Vec<Rc<[u8]>> {
-        let bytes = self.screen.render_keyframe();
-        let mut frames = Vec::new();
-        let mut chunks = bytes.chunks(MAX_PAYLOAD).peekable();
-        if chunks.peek().is_none() {
-            frames.push(Rc::from(Frame::Keyframe { more: false, data: Vec::new() }.to_bytes()));
+        keyframe_chunks(&self.screen.render_keyframe())
+    }
+
+    /// Give each streaming client the view it needs: none when its size is the session's (or
+    /// unknown), so it takes the raw fast path; otherwise a view of its size. A client that
+    /// changes between the two (its terminal or the session was resized) needs a keyframe of
+    /// its new kind: what its terminal shows was drawn for the other.
+    fn update_views(&mut self) {
+        let session = self.screen.size();
+        for client in self.clients.values_mut() {
+            let wanted = client.size.filter(|size| *size != session && client.streams_output());
+            let has = client.view.as_ref().map(desk_term::view::View::size);
+            if wanted == has {
+                continue;
+            }
+            client.view = wanted.map(|(cols, rows)| desk_term::view::View::new(cols, rows, false));
+            client.view_dirty = false;
+            if client.streams_output() {
+                // Raw bytes queued for the other kind are superseded by the keyframe.
+                client.out.discard_backlog();
+                client.needs_keyframe = true;
+            }
         }
-        while let Some(chunk) = chunks.next() {
-            let more = chunks.peek().is_some();
-            frames.push(Rc::from(Frame::Keyframe { more, data: chunk.to_vec() }.to_bytes()));
+    }
+
+    /// Keyframes for view clients that wait for one, and repaints for those whose screen
+    /// changed, at most one per [`VIEW_REPAINT_INTERVAL`] each and only into an empty queue (a
+    /// slow client gets the latest view once it has drained, never a backlog). Arms
+    /// [`Timer::ViewRepaint`] for repaints not due yet.
+    fn repaint_views(&mut self, now: Instant) {
+        let mut next: Option<Instant> = None;
+        for client in self.clients.values_mut() {
+            if client.view.is_none() || !client.streams_output() || !client.out.is_empty() || !client.writable {
+                continue;
+            }
+            let Some(view) = client.view.as_mut() else { continue };
+            if client.needs_keyframe {
+                let frames = keyframe_chunks(&view.keyframe(&self.screen));
+                client.view_dirty = false;
+                client.next_repaint = Some(now + VIEW_REPAINT_INTERVAL);
+                client.push_keyframe(&frames);
+                continue;
+            }
+            if !client.view_dirty {
+                continue;
+            }
+            match client.next_repaint {
+                Some(at) if at > now => {
+                    next = Some(next.map_or(at, |n| n.min(at)));
+                    continue;
+                }
+                _ => {}
+            }
+            let bytes = view.render(&self.screen);
+            client.view_dirty = false;
+            client.next_repaint = Some(now + VIEW_REPAINT_INTERVAL);
+            if !bytes.is_empty() {
+                client.push_repaint(&output_chunks(&bytes), bytes.len());
+            }
         }
-        frames
+        if let Some(at) = next
+            && self.repaint_armed.is_none_or(|armed| armed > at)
+        {
+            self.timers.arm(at, Timer::ViewRepaint);
+            self.repaint_armed = Some(at);
+        }
     }
 
     // ----- signals, the child, timers -----
@@ -817,6 +922,10 @@ impl Master {
                 Timer::OutputQuiet => self.check_output_quiet(now),
                 Timer::ScreenCheck => self.check_screen(now),
                 Timer::StateTick => self.state_tick(now),
+                Timer::ViewRepaint => {
+                    self.repaint_armed = None;
+                    self.repaint_views(now);
+                }
                 Timer::ReadyCheck => {
                     if !self.output_active {
                         self.state_quiet(now);
@@ -929,6 +1038,32 @@ impl Master {
         }
         drop(self.exit_reserve.take());
     }
+}
+
+/// A keyframe's bytes cut into KEYFRAME frames (one empty frame for no bytes).
+fn keyframe_chunks(bytes: &[u8]) -> Vec<Rc<[u8]>> {
+    let mut frames = Vec::new();
+    let mut chunks = bytes.chunks(MAX_PAYLOAD).peekable();
+    if chunks.peek().is_none() {
+        frames.push(Rc::from(Frame::Keyframe { more: false, data: Vec::new() }.to_bytes()));
+    }
+    while let Some(chunk) = chunks.next() {
+        let more = chunks.peek().is_some();
+        frames.push(Rc::from(Frame::Keyframe { more, data: chunk.to_vec() }.to_bytes()));
+    }
+    frames
+}
+
+/// Terminal bytes cut into OUTPUT frames.
+fn output_chunks(bytes: &[u8]) -> Vec<Rc<[u8]>> {
+    bytes
+        .chunks(MAX_PAYLOAD)
+        .map(|piece| {
+            let mut frame = Vec::with_capacity(HEADER_LEN + piece.len());
+            encode_output(piece, &mut frame);
+            Rc::from(frame)
+        })
+        .collect()
 }
 
 /// The session policy's name for the client behind a poll token (tokens are never reused).
@@ -1133,6 +1268,67 @@ mod tests {
         for code in frames.iter().filter_map(error_code) {
             assert_eq!(code, ErrorCode::TooSlow);
         }
+    }
+
+    /// The bytes of every OUTPUT and KEYFRAME frame, in order.
+    fn stream_bytes(frames: &[Frame]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for frame in frames {
+            if let Frame::Output(data) | Frame::Keyframe { data, .. } = frame {
+                out.extend_from_slice(data);
+            }
+        }
+        out
+    }
+
+    /// A viewer whose size is not the session's (80x24) gets its view: a keyframe, then at most
+    /// one repaint per interval holding the latest screen, and while it cannot take one,
+    /// nothing queued at all; a controller of the session's size gets the raw bytes.
+    #[test]
+    fn a_client_of_another_size_gets_coalesced_repaints_of_its_view_and_never_a_backlog() {
+        let mut rig = rig(0);
+        let (raw, mut raw_peer) = rig.connect();
+        rig.send(raw, Frame::Hello { version: PROTOCOL_VERSION, role: Role::Controller, cols: 80, rows: 24 });
+        let (viewer, mut peer) = rig.connect();
+        rig.send(viewer, Frame::Hello { version: PROTOCOL_VERSION, role: Role::Viewer, cols: 40, rows: 10 });
+        let (frames, _) = received(&mut peer);
+        assert!(matches!(frames[..], [Frame::Welcome { .. }, Frame::Keyframe { .. }, ..]), "{frames:?}");
+        let mut seen = stream_bytes(&frames);
+        received(&mut raw_peer);
+
+        let t0 = rig.master.clients[&viewer].next_repaint.expect("the keyframe counts as a repaint");
+        rig.master.on_output(b"first\r\n", t0 - Duration::from_millis(1));
+        rig.master.on_output(b"second\r\n", t0 - Duration::from_millis(1));
+        rig.master.settle(t0 - Duration::from_millis(1));
+        let (frames, _) = received(&mut raw_peer);
+        assert_eq!(stream_bytes(&frames), b"first\r\nsecond\r\n", "the same-size client gets the raw bytes");
+        assert!(received(&mut peer).0.is_empty(), "a repaint before its interval passed");
+        assert!(rig.master.timers.next_deadline().is_some_and(|at| at <= t0), "no repaint timer armed");
+        rig.master.fire_timers(t0);
+        let (frames, _) = received(&mut peer);
+        assert_eq!(frames.len(), 1, "one repaint for both changes: {frames:?}");
+        seen.extend_from_slice(&stream_bytes(&frames));
+        let mut terminal = Screen::new(40, 10);
+        terminal.process(&seen);
+        assert_eq!(terminal.text_rows()[..3], ["first", "second", ""]);
+
+        // It cannot take a repaint: nothing is queued for it, however much the screen changes.
+        rig.master.clients.get_mut(&viewer).unwrap().writable = false;
+        for i in 0..50 {
+            let at = t0 + VIEW_REPAINT_INTERVAL * (i + 1);
+            rig.master.on_output(format!("line {i}\r\n").as_bytes(), at);
+            rig.master.settle(at);
+        }
+        assert!(rig.master.clients[&viewer].out.is_empty(), "repaints queued for a client that cannot take them");
+        // Once it can, it gets one repaint: the latest view.
+        rig.master.client_writable(viewer);
+        rig.master.settle(t0 + VIEW_REPAINT_INTERVAL * 60);
+        let (frames, _) = received(&mut peer);
+        assert_eq!(frames.len(), 1, "{frames:?}");
+        seen.extend_from_slice(&stream_bytes(&frames));
+        let mut terminal = Screen::new(40, 10);
+        terminal.process(&seen);
+        assert_eq!(terminal.text_rows()[8], "line 49");
     }
 
     #[test]

@@ -27,6 +27,8 @@ pub enum Timer {
     StateTick,
     /// The start-up quiet period ended (for a child that prints nothing).
     ReadyCheck,
+    /// Clients with views have repaints due.
+    ViewRepaint,
 }
 
 #[derive(Debug, Default)]

@@ -74,3 +74,125 @@ fn the_smallest_policy_takes_the_least_of_two_controllers() {
     wait_size(&home, "sm", (100, 30));
     drop(a);
 }
+
+/// What a client of `client`'s size must show of session `name`, checked against the
+/// session's screen (`desk peek --json`): the same rows when it has the session's size;
+/// otherwise a crop that holds the cursor (at the cursor's place), padded with blanks where
+/// the client is larger. Err describes the difference.
+fn shows_its_crop(home: &Home, name: &str, client: &Pty) -> Result<(), String> {
+    let peek = home.json(&["peek", name, "--json"])["data"].clone();
+    let lines: Vec<String> =
+        peek["lines"].as_array().unwrap().iter().map(|l| l.as_str().unwrap().trim_end().to_string()).collect();
+    let (scols, srows) = (peek["cols"].as_u64().unwrap() as usize, peek["rows"].as_u64().unwrap() as usize);
+    let (srow, scol) =
+        (peek["cursor"]["row"].as_u64().unwrap() as usize, peek["cursor"]["col"].as_u64().unwrap() as usize);
+    let screen = client.screen();
+    let (ccols, crows) = (screen.size().0 as usize, screen.size().1 as usize);
+    let (crow, ccol) = (screen.cursor().0 as usize, screen.cursor().1 as usize);
+    // Where the crop starts: the cursor is at the same place in both.
+    let r0 = if srows <= crows { 0 } else { srow.checked_sub(crow).ok_or("cursor above the crop")? };
+    let c0 = if scols <= ccols { 0 } else { scol.checked_sub(ccol).ok_or("cursor left of the crop")? };
+    if (srow - r0, scol - c0) != (crow, ccol) {
+        return Err(format!("cursor at {:?} in the client, {:?} in the session", (crow, ccol), (srow, scol)));
+    }
+    if r0 + crows.min(srows) > srows || c0 + ccols.min(scols) > scols {
+        return Err(format!("crop ({r0}, {c0}) leaves the session's {scols}x{srows}"));
+    }
+    let mut problems = Vec::new();
+    for i in 0..crows {
+        let want: String = match lines.get(r0 + i) {
+            Some(line) if i < srows => line.chars().skip(c0).take(ccols).collect::<String>().trim_end().to_string(),
+            _ => String::new(),
+        };
+        let got = screen.row(i).trim_end();
+        if got != want {
+            problems.push(format!("row {i}: {got:?}, want {want:?}"));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{ccols}x{crows} client on {scols}x{srows} (crop at {r0},{c0}):\n{}\n{screen}",
+            problems.join("\n")
+        ))
+    }
+}
+
+fn wait_for_crops(home: &Home, name: &str, clients: &[(&str, &Pty)]) {
+    for (who, pty) in clients {
+        eventually(&format!("{who} to show its crop of {name}"), || shows_its_crop(home, name, pty));
+    }
+}
+
+fn wait_clients(home: &Home, name: &str, controllers: u64, viewers: u64) {
+    eventually(&format!("{controllers} controllers and {viewers} viewers on {name}"), || match home.session(name) {
+        Some(s) if s["clients"]["controllers"] == controllers && s["clients"]["viewers"] == viewers => Ok(()),
+        other => Err(format!("{other:?}")),
+    });
+}
+
+/// Two controllers and a viewer of three different sizes on one shell flood: each ends on its
+/// correct view of the session's final screen. Under `latest` the size follows whoever typed
+/// last (tmux's rule); the other controller and the viewer see views, never bytes drawn for
+/// another size.
+#[test]
+fn two_controllers_and_a_viewer_of_three_sizes_see_a_shell_flood_correctly() {
+    let home = Home::new();
+    home.new_sh("fl", "read go; seq 1 30000; echo FLOOD-END; read again; seq 1 5000; echo SECOND-END; exec cat");
+    let a = attach(&home, "fl", &[], 120, 40);
+    wait_size(&home, "fl", (120, 40));
+    let b = attach(&home, "fl", &[], 100, 30);
+    wait_size(&home, "fl", (100, 30));
+    let v = attach(&home, "fl", &["--read-only"], 79, 24);
+    wait_clients(&home, "fl", 2, 1);
+    b.write("\r").unwrap();
+    home.wait_screen("fl", "FLOOD-END");
+    assert_eq!(size(&home, "fl"), (100, 30), "b typed last");
+    wait_for_crops(&home, "fl", &[("a (larger)", &a), ("b (the session's size)", &b), ("the viewer", &v)]);
+    // a types: the session follows it, and b now sees a view of the larger screen.
+    a.write("\r").unwrap();
+    wait_size(&home, "fl", (120, 40));
+    home.wait_screen("fl", "SECOND-END");
+    wait_for_crops(&home, "fl", &[("a (the session's size)", &a), ("b (smaller)", &b), ("the viewer", &v)]);
+    assert!(v.screen().contains("SECOND-END"), "the viewer's crop holds the newest rows:\n{}", v.screen());
+}
+
+/// The same on vim: a full-screen program redraws for the session's size, and the client of
+/// another size sees a crop that follows the cursor as it moves through the file.
+#[test]
+fn two_controllers_and_a_viewer_of_three_sizes_see_vim_correctly() {
+    if std::process::Command::new("vim").arg("--version").output().is_err() {
+        eprintln!("vim is not installed; skipping");
+        return;
+    }
+    let home = Home::new();
+    let file = home.path().join("numbers.txt");
+    let text: String = (1..=200).map(|i| format!("line {i:03} {}\n", "abcdefghij".repeat(11))).collect();
+    std::fs::write(&file, text).unwrap();
+    let file = file.to_str().unwrap();
+    home.ok(&["new", "vi", "--size", "100x30", "--", "vim", "-u", "NONE", "-i", "NONE", "-N", "+set nowrap", file]);
+    let a = attach(&home, "vi", &[], 120, 40);
+    wait_size(&home, "vi", (120, 40));
+    let b = attach(&home, "vi", &[], 100, 30);
+    wait_size(&home, "vi", (100, 30));
+    let v = attach(&home, "vi", &["--read-only"], 79, 24);
+    wait_clients(&home, "vi", 2, 1);
+    home.wait_screen("vi", "line 001");
+    wait_for_crops(&home, "vi", &[("a", &a), ("b", &b), ("the viewer", &v)]);
+    // Down to line 150 and to the end of its text: the viewer's crop pans down and right.
+    b.write("150G").unwrap();
+    home.wait_screen("vi", "line 150");
+    wait_for_crops(&home, "vi", &[("a", &a), ("b", &b), ("the viewer", &v)]);
+    // To the last row of vim's window and the end of its line: below the viewer's 24 rows.
+    b.write("L$").unwrap();
+    eventually("vim's cursor on the window's last row", || {
+        let peek = home.json(&["peek", "vi", "--json"])["data"].clone();
+        let (row, col) = (peek["cursor"]["row"].as_u64().unwrap(), peek["cursor"]["col"].as_u64().unwrap());
+        if row == 28 && col > 0 { Ok(()) } else { Err(format!("cursor at {row},{col}")) }
+    });
+    wait_for_crops(&home, "vi", &[("a", &a), ("b", &b), ("the viewer", &v)]);
+    assert_eq!(v.screen().cursor().0, 23, "the viewer's crop panned down to the cursor:\n{}", v.screen());
+    b.write(":q!\r").unwrap();
+    home.wait_exit("vi");
+}
