@@ -49,8 +49,9 @@ const FIRST_CLIENT: usize = 16;
 
 /// 64 KiB per PTY read: Linux hands out PTY data in up to 4 KiB pieces, so several reads are
 /// coalesced into one OUTPUT frame, which keeps per-frame costs (headers, syscalls on every
-/// client socket) small during floods.
-const PTY_READ_CHUNK: usize = 64 * 1024;
+/// client socket) small during floods. The buffer (also used for client reads) is allocated
+/// on first use and given back when the session goes idle (`memory.rs`).
+pub(super) const PTY_READ_CHUNK: usize = 64 * 1024;
 
 /// Stop reading the PTY after this many bytes in one loop turn and come back after serving
 /// clients and timers: a child that writes faster than we parse cannot starve everything else.
@@ -138,7 +139,8 @@ pub struct Master {
     pub(super) timers: Timers,
     latest: Option<Token>,
     exiting: Option<Instant>,
-    read_buf: Vec<u8>,
+    /// Holds [`PTY_READ_CHUNK`] bytes while the session is busy, nothing while it is idle.
+    pub(super) read_buf: Vec<u8>,
     uid: u32,
 }
 
@@ -184,7 +186,7 @@ impl Master {
             timers: Timers::default(),
             latest: None,
             exiting: None,
-            read_buf: vec![0; PTY_READ_CHUNK],
+            read_buf: Vec::new(),
             uid: nix::unistd::geteuid().as_raw(),
         }
     }
@@ -274,7 +276,7 @@ impl Master {
     // ----- PTY -----
 
     fn read_pty(&mut self, now: Instant) {
-        let mut buf = std::mem::take(&mut self.read_buf);
+        let mut buf = self.take_read_buf();
         let mut turn = 0;
         self.pty_pending = false;
         loop {
@@ -440,29 +442,31 @@ impl Master {
     }
 
     fn client_readable(&mut self, token: Token, now: Instant) {
-        let mut buf = [0u8; 64 * 1024];
-        loop {
-            let Some(client) = self.clients.get_mut(&token) else { return };
+        // The PTY's buffer, not one on the stack: stack pages once touched stay resident for
+        // the master's life, heap ones are given back when it goes idle.
+        let mut buf = self.take_read_buf();
+        while let Some(client) = self.clients.get_mut(&token) {
             if !client.alive() || client.closing.is_some() {
-                return;
+                break;
             }
             match client.stream.read(&mut buf) {
                 Ok(0) => {
                     client.gone.get_or_insert(Gone::Left);
-                    return;
+                    break;
                 }
                 Ok(n) => {
                     client.decoder.push(&buf[..n]);
                     self.client_frames(token, now);
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     client.gone.get_or_insert(Gone::Failed(format!("read failed: {e}")));
-                    return;
+                    break;
                 }
             }
         }
+        self.read_buf = buf;
     }
 
     fn client_frames(&mut self, token: Token, now: Instant) {
@@ -696,6 +700,7 @@ impl Master {
                 removed.push(*token);
             }
         }
+        let any_removed = !removed.is_empty();
         for token in removed {
             if let Some(mut client) = self.clients.remove(&token) {
                 let _ = self.poll.registry().deregister(&mut client.stream);
@@ -732,6 +737,11 @@ impl Master {
                     }
                 }
             }
+        }
+        // A client that came and went (a `desk ls`, a peek, a detach) leaves freed memory
+        // behind; a quiet session gives it back now rather than at its next burst.
+        if any_removed && !self.output_active && self.exiting.is_none() {
+            self.release_idle_memory();
         }
     }
 
@@ -846,6 +856,8 @@ impl Master {
                 Timer::ReadyCheck => {
                     if !self.output_active {
                         self.state_quiet(now);
+                        // Start-up is over and the child is quiet: drop what starting needed.
+                        self.release_idle_memory();
                     }
                 }
                 Timer::Handshake(token) => {
