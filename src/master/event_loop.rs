@@ -1147,6 +1147,27 @@ mod tests {
     }
 
     #[test]
+    fn a_quiet_master_gives_its_read_buffer_and_blank_rows_back_when_a_client_leaves() {
+        let mut rig = rig(0);
+        assert!(rig.master.read_buf.capacity() == 0 && rig.master.screen.allocated_rows() == 0);
+        let (token, mut peer) = rig.connect();
+        std::io::Write::write_all(&mut peer, &hello(Role::Query).to_bytes()).unwrap();
+        rig.master.client_readable(token, Instant::now());
+        rig.master.settle(Instant::now());
+        assert_eq!(rig.master.read_buf.len(), PTY_READ_CHUNK, "reading allocates the buffer");
+        assert!(matches!(received(&mut peer).0.first(), Some(Frame::Welcome { .. })));
+        rig.master.on_output(b"hello\r\n\x1b[2J", Instant::now());
+        assert_eq!(rig.master.screen.allocated_rows(), 1);
+        rig.master.output_active = false;
+        drop(peer);
+        rig.master.client_readable(token, Instant::now());
+        rig.master.settle(Instant::now());
+        assert!(!rig.master.clients.contains_key(&token));
+        assert_eq!(rig.master.read_buf.capacity(), 0, "the read buffer outlived the burst");
+        assert_eq!(rig.master.screen.allocated_rows(), 0, "a cleared row kept its cells");
+    }
+
+    #[test]
     fn a_second_hello_fails_the_handshake_and_closes() {
         let mut rig = rig(0);
         let (token, mut peer) = rig.connect();
