@@ -49,9 +49,17 @@ const FIRST_CLIENT: usize = 16;
 
 /// 64 KiB per PTY read: Linux hands out PTY data in up to 4 KiB pieces, so several reads are
 /// coalesced into one OUTPUT frame, which keeps per-frame costs (headers, syscalls on every
-/// client socket) small during floods. The buffer (also used for client reads) is allocated
-/// on first use and given back when the session goes idle (`memory.rs`).
+/// client socket) small during floods. The buffer is allocated on first use and given back
+/// when the session goes idle (`memory.rs`).
 pub(super) const PTY_READ_CHUNK: usize = 64 * 1024;
+
+/// 8 KiB per client read, on the stack: a client sends small frames (HELLO, keystrokes,
+/// requests), and a large paste just takes more reads. Stack pages once touched stay resident
+/// for the master's life, so this is kept small; and it is not the PTY's heap buffer, which an
+/// idle master has given back: a `desk ls` against hundreds of idle masters would otherwise
+/// make each of them fault that buffer in again (measured: most of a master's 60 µs per
+/// listing went to page faults).
+const CLIENT_READ_CHUNK: usize = 8 * 1024;
 
 /// Stop reading the PTY after this many bytes in one loop turn and come back after serving
 /// clients and timers: a child that writes faster than we parse cannot starve everything else.
@@ -442,9 +450,7 @@ impl Master {
     }
 
     fn client_readable(&mut self, token: Token, now: Instant) {
-        // The PTY's buffer, not one on the stack: stack pages once touched stay resident for
-        // the master's life, heap ones are given back when it goes idle.
-        let mut buf = self.take_read_buf();
+        let mut buf = [0u8; CLIENT_READ_CHUNK];
         while let Some(client) = self.clients.get_mut(&token) {
             if !client.alive() || client.closing.is_some() {
                 break;
@@ -466,7 +472,6 @@ impl Master {
                 }
             }
         }
-        self.read_buf = buf;
     }
 
     fn client_frames(&mut self, token: Token, now: Instant) {
@@ -700,7 +705,6 @@ impl Master {
                 removed.push(*token);
             }
         }
-        let any_removed = !removed.is_empty();
         for token in removed {
             if let Some(mut client) = self.clients.remove(&token) {
                 let _ = self.poll.registry().deregister(&mut client.stream);
@@ -737,11 +741,6 @@ impl Master {
                     }
                 }
             }
-        }
-        // A client that came and went (a `desk ls`, a peek, a detach) leaves freed memory
-        // behind; a quiet session gives it back now rather than at its next burst.
-        if any_removed && !self.output_active && self.exiting.is_none() {
-            self.release_idle_memory();
         }
     }
 
@@ -1147,24 +1146,29 @@ mod tests {
     }
 
     #[test]
-    fn a_quiet_master_gives_its_read_buffer_and_blank_rows_back_when_a_client_leaves() {
+    fn a_master_gives_its_read_buffer_and_blank_rows_back_when_output_goes_quiet() {
         let mut rig = rig(0);
         assert!(rig.master.read_buf.capacity() == 0 && rig.master.screen.allocated_rows() == 0);
-        let (token, mut peer) = rig.connect();
-        std::io::Write::write_all(&mut peer, &hello(Role::Query).to_bytes()).unwrap();
-        rig.master.client_readable(token, Instant::now());
-        rig.master.settle(Instant::now());
+        nix::unistd::write(&rig._slave, b"hello\r\n\x1b[2J").unwrap();
+        let start = Instant::now();
+        rig.master.read_pty(start);
         assert_eq!(rig.master.read_buf.len(), PTY_READ_CHUNK, "reading allocates the buffer");
-        assert!(matches!(received(&mut peer).0.first(), Some(Frame::Welcome { .. })));
-        rig.master.on_output(b"hello\r\n\x1b[2J", Instant::now());
         assert_eq!(rig.master.screen.allocated_rows(), 1);
-        rig.master.output_active = false;
-        drop(peer);
-        rig.master.client_readable(token, Instant::now());
-        rig.master.settle(Instant::now());
-        assert!(!rig.master.clients.contains_key(&token));
+        rig.master.check_output_quiet(start + super::super::events::OUTPUT_QUIET_AFTER);
+        assert!(!rig.master.output_active);
         assert_eq!(rig.master.read_buf.capacity(), 0, "the read buffer outlived the burst");
         assert_eq!(rig.master.screen.allocated_rows(), 0, "a cleared row kept its cells");
+        // A query client's visit (a `desk ls`) does not bring the PTY's buffer back.
+        let (token, mut peer) = rig.connect();
+        std::io::Write::write_all(&mut peer, &hello(Role::Query).to_bytes()).unwrap();
+        rig.master.client_readable(token, start);
+        rig.master.settle(start);
+        assert!(matches!(received(&mut peer).0.first(), Some(Frame::Welcome { .. })));
+        assert_eq!(rig.master.read_buf.capacity(), 0, "a query client's visit allocated the PTY buffer");
+        drop(peer);
+        rig.master.client_readable(token, start);
+        rig.master.settle(start);
+        assert!(!rig.master.clients.contains_key(&token));
     }
 
     #[test]

@@ -1,19 +1,20 @@
 //! What an idle master gives back.
 //!
-//! Owns the master's memory between bursts: the read buffer is allocated when the PTY or a
-//! client has something to read and dropped when the session goes idle; screen rows that show
+//! Owns the master's memory between bursts: the PTY read buffer is allocated when the child
+//! has written something and dropped when the session goes idle; screen rows that show
 //! nothing give their cells back; clients' empty queues and decode buffers give their capacity
 //! back; then the allocator returns its free pages to the kernel. A fleet of idle sessions
 //! thereby costs what each one shows, not what its busiest moment needed. Invariants: nothing
 //! any client or the screen model can observe changes; it runs only at the edge into idleness
-//! (output went quiet, start-up settled, a client left while output is quiet), never on the
-//! per-byte path, so a flood does not pay for it.
+//! (output went quiet, start-up settled), never on the per-byte path, so a flood does not pay
+//! for it, nor on a query client's visit, so a `desk ls` does not make an idle master fault
+//! in again what it gave back.
 
 use super::event_loop::{Master, PTY_READ_CHUNK};
 use crate::wire::FrameDecoder;
 
 impl Master {
-    /// The read buffer, [`PTY_READ_CHUNK`] bytes, allocated if the session was idle. The
+    /// The PTY read buffer, [`PTY_READ_CHUNK`] bytes, allocated if the session was idle. The
     /// caller puts it back in `read_buf` when done.
     pub(super) fn take_read_buf(&mut self) -> Vec<u8> {
         let mut buf = std::mem::take(&mut self.read_buf);
