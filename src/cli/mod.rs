@@ -9,6 +9,7 @@ mod delivery;
 mod events;
 mod explain;
 mod hook;
+mod probe;
 mod sessions;
 mod spans;
 
