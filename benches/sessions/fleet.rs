@@ -3,8 +3,9 @@
 //!
 //! At each size, after a settle: the private memory of every desk master (`Private_Clean +
 //! Private_Dirty` from `smaps_rollup`, and of that the `[heap]` mapping from `smaps`), the tmux
-//! server's private memory and what each session beyond the first added to it, and the wall
-//! time of `desk ls` and `tmux ls` (medians over `--ls-runs`). Nothing is pinned here: a
+//! server's private memory and what each session beyond the first added to its anonymous
+//! memory, and the wall time of `desk ls` and `tmux ls` (medians over `--ls-runs`, the two
+//! interleaved). Nothing is pinned here: a
 //! listing may use both cores, as it would for a user. Every process started is ended by pid
 //! when the part ends, by return or by panic.
 
@@ -76,18 +77,26 @@ fn heap_kib(pid: u32) -> u64 {
     total
 }
 
-/// Median wall time of `runs` runs of `cmd`, in ms; its output is read and thrown away.
-fn time_ms(runs: usize, mut cmd: impl FnMut() -> Command) -> f64 {
-    let mut times = Vec::with_capacity(runs);
-    for _ in 0..runs {
-        let mut c = cmd();
-        c.stdout(Stdio::piped()).stderr(Stdio::piped());
-        let t0 = Instant::now();
-        let out = c.output().unwrap_or_else(|e| panic!("{c:?}: {e}"));
-        times.push(t0.elapsed().as_secs_f64() * 1000.0);
-        assert!(out.status.success(), "{c:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-    }
-    median(&mut times)
+/// Wall time of one run of `cmd`, in ms; its output is read and thrown away.
+fn time_ms(mut c: Command) -> f64 {
+    c.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let t0 = Instant::now();
+    let out = c.output().unwrap_or_else(|e| panic!("{c:?}: {e}"));
+    let ms = t0.elapsed().as_secs_f64() * 1000.0;
+    assert!(out.status.success(), "{c:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    ms
+}
+
+/// `Anonymous` KiB of a process (heap, stacks, anonymous maps): what a tmux server grows by
+/// per session. Its private total also moves with the sharing of its executable's pages with
+/// whatever other tmux servers run on the machine, which says nothing about sessions.
+fn anon_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with("Anonymous:"))
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum()
 }
 
 /// Every process the part started, ended by pid on drop.
@@ -190,9 +199,9 @@ pub fn measure(opts: &Opts, work: &Path) -> String {
     // The tmux server with one session: what each further session adds is measured from here.
     fleet.grow_to(1);
     thread::sleep(SETTLE);
-    let tmux_one = fleet.tmux_server.map_or(0, private_kib);
+    let tmux_one = fleet.tmux_server.map_or(0, anon_kib);
     let mut table = String::from(
-        "| sessions | desk private KiB per master (median) | of which heap | tmux server private KiB | tmux KiB per extra session | `desk ls` ms | `tmux ls` ms |\n|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| sessions | desk private KiB per master (median) | of which heap | tmux server private KiB | tmux anonymous KiB per extra session | `desk ls` ms | `tmux ls` ms |\n|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for &n in &opts.sessions {
         fleet.grow_to(n);
@@ -201,17 +210,19 @@ pub fn measure(opts: &Opts, work: &Path) -> String {
         let mut private: Vec<f64> = masters.iter().map(|p| private_kib(*p) as f64).collect();
         let mut heap: Vec<f64> = masters.iter().map(|p| heap_kib(*p) as f64).collect();
         let tmux = fleet.tmux_server.map_or(0, private_kib);
-        let per_extra = if n > 1 { (tmux as f64 - tmux_one as f64) / (n - 1) as f64 } else { f64::NAN };
-        let desk_ls = time_ms(opts.ls_runs, || {
+        let tmux_anon = fleet.tmux_server.map_or(0, anon_kib);
+        let per_extra = if n > 1 { (tmux_anon as f64 - tmux_one as f64) / (n - 1) as f64 } else { f64::NAN };
+        // Interleaved, so a burst of load from elsewhere on the machine hits both alike.
+        let (mut desk_ls, mut tmux_ls) = (Vec::new(), Vec::new());
+        for _ in 0..opts.ls_runs {
             let mut c = fleet.desk();
             c.arg("ls");
-            c
-        });
-        let tmux_ls = time_ms(opts.ls_runs, || {
+            desk_ls.push(time_ms(c));
             let mut c = fleet.tmux();
             c.arg("ls");
-            c
-        });
+            tmux_ls.push(time_ms(c));
+        }
+        let (desk_ls, tmux_ls) = (median(&mut desk_ls), median(&mut tmux_ls));
         table.push_str(&format!(
             "| {n} | {:.0} | {:.0} | {tmux} | {per_extra:.1} | {desk_ls:.1} | {tmux_ls:.1} |\n",
             median(&mut private),
@@ -220,8 +231,9 @@ pub fn measure(opts: &Opts, work: &Path) -> String {
     }
     format!(
         "Sessions running `sleep`, 120x40, no client attached; {} s settle after each step; `desk ls` \
-         and `tmux ls` medians of {} runs each; tmux's per-session figure is its server's growth \
-         over the server with one session.\n\n{table}",
+         and `tmux ls` medians of {} runs each, interleaved; tmux's per-session figure is the growth of its server's \
+         anonymous memory over the server with one session (its private total also moves with \
+         the sharing of the tmux executable with other tmux servers on the machine).\n\n{table}",
         SETTLE.as_secs(),
         opts.ls_runs
     )
