@@ -9,10 +9,15 @@
 //! - attach: time from starting the attach command until its terminal shows a full 40-line
 //!   screen (desk and tmux; dtach keeps no screen to redraw from).
 //! - idle: private memory of the holder process and its context switches over an idle period.
+//! - fleet: 10, 100, 300 idle sessions of desk beside as many tmux sessions (one server): the
+//!   private memory each desk master keeps (and its heap), what each extra session adds to the
+//!   tmux server, and the wall time of `desk ls` and `tmux ls` at each size.
 //!
 //! Pinning: this process and the attach clients run on CPU 1, holders and their children on
-//! CPU 0 (`taskset`), so every tool gets the same split. Options: `--runs N` (default 5),
-//! `--mb N` (default 50), `--only fanout|attach|idle`, `--idle-secs N` (default 10).
+//! CPU 0 (`taskset`), so every tool gets the same split; the fleet part pins nothing (a listing
+//! may use both cores, as it would for a user). Options: `--runs N` (default 5), `--mb N`
+//! (default 50), `--only fanout|attach|idle|fleet`, `--idle-secs N` (default 10), `--sessions
+//! N,N,..` (fleet sizes, default 10,100,300), `--ls-runs N` (timed listings per size, default 20).
 
 use desk::pty::{Spawn, spawn};
 use std::collections::BTreeMap;
@@ -33,10 +38,12 @@ struct Opts {
     mb: usize,
     only: Option<String>,
     idle_secs: u64,
+    sessions: Vec<usize>,
+    ls_runs: usize,
 }
 
 fn parse_opts() -> Opts {
-    let mut opts = Opts { runs: 5, mb: 50, only: None, idle_secs: 10 };
+    let mut opts = Opts { runs: 5, mb: 50, only: None, idle_secs: 10, sessions: vec![10, 100, 300], ls_runs: 20 };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     while i < args.len() {
@@ -46,6 +53,11 @@ fn parse_opts() -> Opts {
             "--mb" => opts.mb = value().parse().expect("--mb N"),
             "--only" => opts.only = Some(value()),
             "--idle-secs" => opts.idle_secs = value().parse().expect("--idle-secs N"),
+            "--sessions" => {
+                opts.sessions = value().split(',').map(|n| n.trim().parse().expect("--sessions N,N,...")).collect();
+                opts.sessions.sort_unstable();
+            }
+            "--ls-runs" => opts.ls_runs = value().parse().expect("--ls-runs N"),
             "--bench" => {
                 i += 1;
                 continue;
@@ -616,6 +628,9 @@ fn idle(holders: &mut [Box<dyn Holder>], opts: &Opts) -> String {
     )
 }
 
+#[path = "sessions/fleet.rs"]
+mod fleet;
+
 /// Every holder's sessions are stopped when the bench ends, by return or by panic.
 struct StopOnDrop(Vec<Box<dyn Holder>>);
 
@@ -658,5 +673,8 @@ fn main() {
     }
     if want("idle") {
         println!("## Idle holder\n\n{}", idle(holders, &opts));
+    }
+    if opts.only.as_deref() == Some("fleet") {
+        println!("## Fleet of idle sessions\n\n{}", fleet::measure(&opts, work.path()));
     }
 }

@@ -12,6 +12,7 @@ mod events;
 mod explain;
 mod hook;
 pub mod output;
+mod probe;
 mod sessions;
 mod spans;
 mod table;

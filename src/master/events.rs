@@ -259,6 +259,7 @@ impl Master {
             self.output_active = false;
             self.emit(EventBody::Output { active: false });
             self.state_quiet(now);
+            self.release_idle_memory();
         } else {
             self.timers.arm(quiet_at, Timer::OutputQuiet);
         }

@@ -427,6 +427,19 @@ impl Screen {
         Some(CellView { text, wide: c.is_wide(), wide_continuation: c.is_continuation(), attrs: c.attrs })
     }
 
+    /// Gives back the memory of rows that show nothing (a blank row costs no cells until it is
+    /// written). For an idle session: the write path never frees, so output that scrolls keeps
+    /// reusing its rows. What the model shows and renders is unchanged.
+    pub fn release_idle_memory(&mut self) {
+        self.term.release_blank_rows();
+    }
+
+    /// Rows of both buffers that hold cells (at most twice the height), for tests and
+    /// diagnostics of the model's memory.
+    pub fn allocated_rows(&self) -> usize {
+        self.term.allocated_rows()
+    }
+
     /// What `desk peek --json` prints.
     pub fn snapshot(&self) -> Snapshot {
         let (cols, rows) = self.size();

@@ -194,6 +194,18 @@ impl Term {
         }
     }
 
+    /// Gives back the cells of rows that show nothing, in both buffers; nothing visible (nor
+    /// what the alternate buffer would show when switched to) changes.
+    pub fn release_blank_rows(&mut self) {
+        self.main.release_blank_rows();
+        self.alt.release_blank_rows();
+    }
+
+    /// Rows of both buffers that hold their cells.
+    pub fn allocated_rows(&self) -> usize {
+        self.main.allocated_rows() + self.alt.allocated_rows()
+    }
+
     /// The buffer being shown and drawn into.
     pub fn grid(&self) -> &Grid {
         if self.alt_mode.is_some() { &self.alt } else { &self.main }

@@ -1026,3 +1026,23 @@ fn printable_run_stops_at_both_edges_of_the_range() {
     }
     assert_eq!(super::printable_run(&[b'~'; 17]), 17);
 }
+
+#[test]
+fn an_idle_blank_screen_holds_no_rows_and_release_changes_nothing_it_shows() {
+    let mut s = Screen::new(120, 40);
+    assert_eq!(s.allocated_rows(), 0, "a fresh screen allocated rows");
+    s.process(b"$ ls\r\nfile\r\n\x1b[?47h\x1b[5;1Halt text\x1b[?47l");
+    assert_eq!(s.allocated_rows(), 3, "two main rows and one alternate row were written");
+    let (keyframe, text) = (s.render_keyframe(), s.text_rows());
+    s.release_idle_memory();
+    assert_eq!(s.allocated_rows(), 3, "rows that show text were given back");
+    assert_eq!((s.render_keyframe(), s.text_rows()), (keyframe, text));
+    // Cleared, the main rows go; the alternate buffer keeps what mode 47 would show again.
+    s.process(b"\x1b[2J");
+    s.release_idle_memory();
+    assert_eq!(s.allocated_rows(), 1);
+    s.process(b"\x1b[?47h");
+    assert_eq!(rows(&s)[4], "alt text");
+    s.process(b"\x1b[?47l\x1b[1;1Hback");
+    assert_eq!(rows(&s)[0], "back");
+}
