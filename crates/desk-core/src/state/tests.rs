@@ -1,7 +1,7 @@
 //! The authority driven by a scripted clock.
 
 use super::*;
-use desk_term::scanner::Mode;
+use desk_term::events::Mode;
 
 struct Clock {
     t0: Instant,

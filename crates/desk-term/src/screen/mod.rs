@@ -1,8 +1,10 @@
 //! In-memory screen model of one session's terminal.
 //!
-//! The master feeds every byte the child writes to its PTY through [`Screen::process`]. The
-//! model keeps what a terminal would show (both screen buffers, the cursor, the pen, modes,
-//! title) with xterm's semantics, and serves: the keyframe sent to an attaching or resyncing
+//! The master feeds every byte the child writes to its PTY through [`Screen::feed`], once: the
+//! same parse keeps the model and finds the output events (`crate::events`: titles, bells,
+//! notifications, state reports, mode changes, with one mode tracker, the model's). The model
+//! keeps what a terminal would show (both screen buffers, the cursor, the pen, modes, title)
+//! with xterm's semantics, and serves: the keyframe sent to an attaching or resyncing
 //! client ([`Screen::render_keyframe`]), read-back for `peek` and delivery verification
 //! ([`Screen::snapshot`], [`Screen::text_rows`]), and answers to terminal queries
 //! ([`Screen::take_replies`]). Why a model of our own and not the vt100 or avt crates:
@@ -41,6 +43,7 @@ pub use modes::{Modes, MouseEncoding, MouseMode};
 pub use perform::{DA1_REPLY, DA2_REPLY};
 pub use term::{MAX_PENDING_REPLIES, MAX_TITLE_BYTES};
 
+use crate::events::OutputEvent;
 use ground::GroundTracker;
 use term::Term;
 
@@ -187,9 +190,25 @@ impl Screen {
         }
     }
 
-    /// Feeds bytes written by the child. Any split of a stream into calls gives the same
-    /// result as one call with the whole stream.
+    /// Feeds bytes written by the child and appends the output events they hold (titles,
+    /// bells, notifications, state reports, mode changes) to `events`: one parse for both. Any
+    /// split of a stream into calls gives the same state and the same events as one call with
+    /// the whole stream.
+    pub fn feed(&mut self, bytes: &[u8], events: &mut Vec<OutputEvent>) {
+        // The caller's buffer is the model's for the call: events are appended in place and
+        // the model holds none between calls.
+        std::mem::swap(&mut self.term.events, events);
+        self.parse(bytes);
+        std::mem::swap(&mut self.term.events, events);
+    }
+
+    /// [`Screen::feed`] for callers that only want the screen: the events are dropped.
     pub fn process(&mut self, bytes: &[u8]) {
+        self.parse(bytes);
+        self.term.events.clear();
+    }
+
+    fn parse(&mut self, bytes: &[u8]) {
         let mut i = if self.partial.len > 0 { self.finish_partial(bytes) } else { 0 };
         while i < bytes.len() {
             if self.ground.is_ground() {
@@ -383,20 +402,7 @@ impl Screen {
 
     /// Modes set by the application.
     pub fn modes(&self) -> Modes {
-        let m = &self.term.modes;
-        Modes {
-            alternate_screen: self.term.alt_mode.is_some(),
-            bracketed_paste: m.bracketed_paste,
-            app_cursor_keys: m.app_cursor,
-            app_keypad: m.app_keypad,
-            cursor_visible: m.cursor_visible,
-            autowrap: m.autowrap,
-            origin: m.origin,
-            insert: m.insert,
-            mouse: m.mouse,
-            mouse_encoding: m.mouse_encoding,
-            focus_events: m.focus_events,
-        }
+        self.term.public_modes()
     }
 
     /// The current pen (attributes new text is drawn with).
