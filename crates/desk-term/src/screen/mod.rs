@@ -209,7 +209,7 @@ impl Screen {
     }
 
     fn parse(&mut self, bytes: &[u8]) {
-        let mut i = if self.partial.len > 0 { self.finish_partial(bytes) } else { 0 };
+        let mut i = if self.partial.len > 0 { self.finish_partial(bytes) } else { self.skip_scrolled_off(bytes) };
         while i < bytes.len() {
             if self.ground.is_ground() {
                 let b = bytes[i];
@@ -241,6 +241,56 @@ impl Screen {
             }
             self.parser.advance(&mut self.term, &bytes[start..i]);
         }
+    }
+
+    /// Where plain text (printable ASCII, CR, LF) at the start of `bytes` would only draw rows
+    /// that the rest of that plain text scrolls off the screen again, skips it: returns how
+    /// many bytes were accounted for (0 when nothing can be skipped), having left the model
+    /// exactly as drawing them would have, apart from the rows that would have scrolled off.
+    ///
+    /// A flood of lines (`cat` of a log, a build) otherwise costs the model two row writes per
+    /// line for rows nobody sees: most of its time, and the master's, in the fan-out bench. The
+    /// rule is exact, not a heuristic: with at least `rows` line feeds before the skip point
+    /// (plain text, the scroll region the whole screen), the cursor is on the bottom row there;
+    /// the skip point follows `CR LF`, so the cursor is in column 0 with no wrap pending; and at
+    /// least `rows` more line feeds follow in plain text, each of which scrolls the whole screen
+    /// from the bottom row, so every row the skipped text could have touched is gone by then.
+    /// Plain text changes nothing else but the REP character (the last one printed), which is
+    /// set. The split property tests compare this with byte-by-byte feeding, which never skips.
+    /// It relies on rows scrolled off the top being dropped: a model that kept a scrollback
+    /// would have to put the skipped lines there.
+    fn skip_scrolled_off(&mut self, bytes: &[u8]) -> usize {
+        let rows = self.term.rows;
+        if !self.ground.is_ground() || self.term.top != 0 || self.term.bottom + 1 != rows {
+            return 0;
+        }
+        // The plain prefix and its line feeds: cheap to find, a word at a time.
+        let mut end = 0;
+        let mut feeds = 0;
+        loop {
+            end += printable_run(&bytes[end..]);
+            match bytes.get(end) {
+                Some(b'\n') => feeds += 1,
+                Some(b'\r') => {}
+                _ => break,
+            }
+            end += 1;
+        }
+        if feeds < 2 * rows {
+            return 0;
+        }
+        // The skip point: just after the line feed that has `rows` more after it (and so at
+        // least `rows`, itself included, up to it).
+        let Some(feed) = memchr::memrchr_iter(b'\n', &bytes[..end]).nth(rows) else {
+            return 0;
+        };
+        if feed == 0 || bytes[feed - 1] != b'\r' {
+            return 0;
+        }
+        let skipped = &bytes[..=feed];
+        let last = skipped.iter().rev().find(|&&b| (0x20..0x7f).contains(&b)).copied();
+        self.term.scrolled_off_at_bottom(last.map(char::from));
+        feed + 1
     }
 
     /// Decodes the text from `bytes[start]` (a non-ASCII byte, in ground state) up to the next

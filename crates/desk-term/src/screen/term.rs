@@ -376,6 +376,17 @@ impl Term {
         self.last_char = Some(char::from(last));
     }
 
+    /// The state plain text leaves when it ends in `CR LF` after at least `rows` line feeds in
+    /// a whole-screen scroll region, for rows that later text scrolls off anyway (see
+    /// `Screen::skip_scrolled_off`): the cursor at the start of the bottom row with no wrap
+    /// pending, and `last` (the last character it printed, if any) kept for REP.
+    pub fn scrolled_off_at_bottom(&mut self, last: Option<char>) {
+        self.cur = Pos { row: self.rows - 1, col: 0, pending: false };
+        if last.is_some() {
+            self.last_char = last;
+        }
+    }
+
     /// REP: prints the last graphic character `count` more times.
     pub fn repeat(&mut self, count: usize) {
         let Some(raw) = self.last_char else {
