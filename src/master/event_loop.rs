@@ -36,10 +36,10 @@ use super::timers::{Timer, Timers};
 use crate::events::EventBody;
 use crate::events::journal::Journal;
 use crate::paths::SessionPaths;
-use crate::scanner::Scanner;
 use crate::screen::Screen;
 use crate::session::{self, ExitRecord, SessionMeta};
 use crate::state::Authority;
+use crate::term_events::OutputEvent;
 use crate::wire::{
     ErrorCode, ExitStatus, Frame, HEADER_LEN, MAX_PAYLOAD, PROTOCOL_VERSION, Role, SessionInfo, SnapshotReply,
     encode_output,
@@ -102,7 +102,8 @@ pub struct Master {
     pub(super) signals: Signals,
     pub(super) meta: SessionMeta,
     pub(super) screen: Screen,
-    pub(super) scanner: Scanner,
+    /// The output events of the chunk being handled; kept between chunks for its capacity.
+    found: Vec<OutputEvent>,
     pub(super) journal: Journal,
     pub(super) journal_failed: bool,
     /// Events streamed but not journalled since the journal last failed: first and last
@@ -154,7 +155,7 @@ impl Master {
             signals,
             meta,
             screen,
-            scanner: Scanner::new(),
+            found: Vec::new(),
             journal,
             journal_failed: false,
             journal_gap: None,
@@ -322,12 +323,13 @@ impl Master {
     }
 
     fn on_output(&mut self, data: &[u8], now: Instant) {
-        self.screen.process(data);
-        let mut found = Vec::new();
-        self.scanner.feed(data, &mut found);
+        // The one parse of these bytes: the screen model, and the events it finds on the way.
+        let mut found = std::mem::take(&mut self.found);
+        self.screen.feed(data, &mut found);
         if !found.is_empty() {
-            self.on_scan(found, now);
+            self.on_output_events(found.drain(..), now);
         }
+        self.found = found;
         self.note_output(now);
         let replies = self.screen.take_replies();
         if !replies.is_empty() && !self.has_controller() {

@@ -2,11 +2,11 @@
 //! with no I/O at all.
 //!
 //! Owns the screen model (`screen`: grid, cursor, modes, keyframes that rebuild it exactly) and
-//! the output scanner (`scanner`: titles, bells, notifications, mode changes and terminal reports
-//! found in the byte stream). Invariants: feeding bytes never fails and never allocates beyond the
+//! the output events its one parse of every byte finds (`events`: titles, bells, notifications,
+//! mode changes and terminal state reports), drained by the caller of `Screen::feed`. Invariants: feeding bytes never fails and never allocates beyond the
 //! screen's bounds; the same bytes in any chunking give the same screen and the same events.
 //! May not depend on any other desk crate, on the clock, or on anything that makes a syscall
 //! (no nix, libc, mio): its Cargo.toml is the boundary.
 
-pub mod scanner;
+pub mod events;
 pub mod screen;
