@@ -76,6 +76,7 @@ enum Command {
     },
     /// Print a session's current screen.
     Peek {
+        /// The session to print.
         name: SessionName,
         /// Print name, rows, cursor, size, title, modes and state as JSON (docs/cli.md).
         #[arg(long)]
@@ -110,6 +111,7 @@ enum Command {
     },
     /// Explain a session's agent state: each axis, its evidence, and what changed it.
     Explain {
+        /// The session to explain.
         name: SessionName,
         /// Print JSON (docs/cli.md).
         #[arg(long)]
@@ -119,6 +121,7 @@ enum Command {
     Kill(KillArgs),
     /// Forget an exited session: its records, log and events journal (not its generation counter).
     Rm {
+        /// The exited session to forget.
         name: SessionName,
         /// Print the result as JSON (docs/cli.md).
         #[arg(long)]
@@ -135,6 +138,7 @@ enum Command {
     },
     /// Queue a prompt for a session's agent; prints the item id.
     Send {
+        /// The session whose agent gets the prompt.
         name: SessionName,
         /// The prompt (`-` or none: read stdin).
         text: Option<String>,
@@ -157,6 +161,7 @@ enum Command {
     },
     /// Show pending items (queued, sending, stuck) and why a queue is held.
     Queue {
+        /// Only this session's queue.
         name: Option<SessionName>,
         /// Print JSON (docs/cli.md).
         #[arg(long)]
@@ -199,6 +204,7 @@ enum Command {
     },
     /// Hold delivery to a session.
     Pause {
+        /// The session whose deliveries to hold.
         name: SessionName,
         /// Why (shown in `desk queue`).
         #[arg(long)]
@@ -209,6 +215,7 @@ enum Command {
     },
     /// Let delivery to a session go on.
     Resume {
+        /// The session whose deliveries go on.
         name: SessionName,
         /// Print JSON (docs/cli.md).
         #[arg(long)]
@@ -242,6 +249,7 @@ enum Command {
 
 #[derive(Debug, clap::Args)]
 struct NewArgs {
+    /// A name for the session: a letter or digit, then letters, digits, '.', '_' or '-' (64 at most).
     name: SessionName,
     /// Working directory of the command (default: the current directory).
     #[arg(long)]
@@ -266,6 +274,7 @@ struct NewArgs {
 
 #[derive(Debug, clap::Args)]
 struct AttachArgs {
+    /// The session to attach to.
     name: SessionName,
     /// Watch only: input and resizes are not sent.
     #[arg(long)]
@@ -278,6 +287,7 @@ struct AttachArgs {
 
 #[derive(Debug, clap::Args)]
 struct KillArgs {
+    /// The session to stop.
     name: SessionName,
     /// Signal to send first (name or number).
     #[arg(long, default_value = "TERM", value_parser = crate::signals::parse)]
