@@ -70,12 +70,12 @@ SOAK_ARGS ?=
 soak:
 	$(CARGO) bench --locked --bench soak -- $(SOAK_ARGS)
 
-# Coverage-guided fuzzing of the wire decoder and the output scanner (needs: cargo install
+# Coverage-guided fuzzing of the wire decoder and the screen model's output events (needs: cargo install
 # cargo-fuzz; runs on stable without a sanitizer). New inputs go to target/fuzz-corpus/.
 fuzz:
-	mkdir -p target/fuzz-corpus/wire_decode target/fuzz-corpus/scanner
+	mkdir -p target/fuzz-corpus/wire_decode target/fuzz-corpus/output_events
 	cd fuzz && $(CARGO) fuzz run wire_decode -s none ../target/fuzz-corpus/wire_decode corpus/wire_decode -- -max_total_time=300 -max_len=16384
-	cd fuzz && $(CARGO) fuzz run scanner -s none ../target/fuzz-corpus/scanner corpus/scanner -- -max_total_time=300 -max_len=4096
+	cd fuzz && $(CARGO) fuzz run output_events -s none ../target/fuzz-corpus/output_events corpus/output_events -- -max_total_time=300 -max_len=4096
 
 # Re-record the real agents (Claude Code, Codex, OpenCode, pinned versions; needs the npm
 # registry, ~30 min) into tests/data/agents/, then check desk's provider rules against the new

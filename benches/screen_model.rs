@@ -10,6 +10,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use desk::screen::Screen;
+use desk::term_events::OutputEvent;
 
 /// The size the brief's throughput target is stated for.
 const COLS: u16 = 120;
@@ -192,6 +193,23 @@ impl Engine for Desk {
     }
 }
 
+/// What the master runs on every chunk: the screen model and the output events its parse finds
+/// (titles, bells, modes, ...), drained after each chunk.
+struct DeskFeed(Screen, Vec<OutputEvent>);
+impl Engine for DeskFeed {
+    fn name(&self) -> &'static str {
+        "desk screen model + output events (`feed`, the master's path)"
+    }
+    fn feed(&mut self, chunk: &[u8]) {
+        self.0.feed(chunk, &mut self.1);
+        black_box(self.1.len());
+        self.1.clear();
+    }
+    fn probe(&self) -> u64 {
+        u64::from(self.0.cursor().0)
+    }
+}
+
 struct Vt100(vt100::Parser);
 impl Engine for Vt100 {
     fn name(&self) -> &'static str {
@@ -211,6 +229,7 @@ fn engines() -> Vec<Box<dyn Engine>> {
         Box::new(Copy(Vec::with_capacity(CHUNK))),
         Box::new(VteOnly(vte::Parser::new())),
         Box::new(Desk(Screen::new(COLS, ROWS))),
+        Box::new(DeskFeed(Screen::new(COLS, ROWS), Vec::new())),
         Box::new(Vt100(vt100::Parser::new(size(ROWS), size(COLS), 0))),
     ]
 }

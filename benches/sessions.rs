@@ -3,16 +3,24 @@
 //! Three measurements, each repeated and reported as medians:
 //! - fan-out: a child `cat`s a large text file through the session while 0, 1 or 4 clients are
 //!   attached, each on its own pseudo-terminal read by a byte-counting consumer. Reported: the
-//!   producer's throughput, the holder's CPU time, bytes each client received, and whether each
+//!   producer's throughput, the holder's CPU time, each attach client's CPU time, bytes each client received, and whether each
 //!   client's final screen equals the screen the file produces on a terminal (checked with the
-//!   vt100 crate) — throughput without loss accounting would reward dropping bytes.
+//!   vt100 crate) — throughput without loss accounting would reward dropping bytes. With one
+//!   client, a "raw PTY" row runs the same `cat` directly on the consumer's pseudo-terminal (no
+//!   holder): the ceiling for any holder on this machine. Each run's 1-client ratios (desk to
+//!   dtach, desk to raw PTY) are printed, and their medians.
 //! - attach: time from starting the attach command until its terminal shows a full 40-line
 //!   screen (desk and tmux; dtach keeps no screen to redraw from).
 //! - idle: private memory of the holder process and its context switches over an idle period.
+//! - fleet: 10, 100, 300 idle sessions of desk beside as many tmux sessions (one server): the
+//!   private memory each desk master keeps (and its heap), what each extra session adds to the
+//!   tmux server, and the wall time of `desk ls` and `tmux ls` at each size.
 //!
 //! Pinning: this process and the attach clients run on CPU 1, holders and their children on
-//! CPU 0 (`taskset`), so every tool gets the same split. Options: `--runs N` (default 5),
-//! `--mb N` (default 50), `--only fanout|attach|idle`, `--idle-secs N` (default 10).
+//! CPU 0 (`taskset`), so every tool gets the same split; the fleet part pins nothing (a listing
+//! may use both cores, as it would for a user). Options: `--runs N` (default 5), `--mb N`
+//! (default 50), `--only fanout|attach|idle|fleet`, `--idle-secs N` (default 10), `--sessions
+//! N,N,..` (fleet sizes, default 10,100,300), `--ls-runs N` (timed listings per size, default 20).
 
 use desk::pty::{Spawn, spawn};
 use std::collections::BTreeMap;
@@ -33,10 +41,12 @@ struct Opts {
     mb: usize,
     only: Option<String>,
     idle_secs: u64,
+    sessions: Vec<usize>,
+    ls_runs: usize,
 }
 
 fn parse_opts() -> Opts {
-    let mut opts = Opts { runs: 5, mb: 50, only: None, idle_secs: 10 };
+    let mut opts = Opts { runs: 5, mb: 50, only: None, idle_secs: 10, sessions: vec![10, 100, 300], ls_runs: 20 };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     while i < args.len() {
@@ -46,6 +56,11 @@ fn parse_opts() -> Opts {
             "--mb" => opts.mb = value().parse().expect("--mb N"),
             "--only" => opts.only = Some(value()),
             "--idle-secs" => opts.idle_secs = value().parse().expect("--idle-secs N"),
+            "--sessions" => {
+                opts.sessions = value().split(',').map(|n| n.trim().parse().expect("--sessions N,N,...")).collect();
+                opts.sessions.sort_unstable();
+            }
+            "--ls-runs" => opts.ls_runs = value().parse().expect("--ls-runs N"),
             "--bench" => {
                 i += 1;
                 continue;
@@ -67,7 +82,7 @@ fn pin_self_to(cpu: usize) {
 }
 
 fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v.sort_by(f64::total_cmp);
     if v.is_empty() {
         return f64::NAN;
     }
@@ -76,7 +91,7 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 fn p95(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v.sort_by(f64::total_cmp);
     v[((v.len() as f64 * 0.95).ceil() as usize).saturating_sub(1).min(v.len() - 1)]
 }
 
@@ -352,6 +367,35 @@ impl Holder for Dtach {
     }
 }
 
+/// No holder at all: the child runs directly on the consumer's own pseudo-terminal, read by the
+/// same byte-counting consumer. The ceiling any holder can reach on this machine (the kernel's
+/// PTY layer and the consumer); only measured with one client, the consumer itself.
+struct RawPty {
+    script: String,
+}
+
+impl Holder for RawPty {
+    fn name(&self) -> &'static str {
+        "raw PTY"
+    }
+    fn start(&mut self, script: &str) -> u32 {
+        self.script = script.to_string();
+        // No holder process: nothing to charge CPU to (`cpu_ticks` of pid 0 reads as 0).
+        0
+    }
+    fn attach_argv(&self) -> Vec<OsString> {
+        ["taskset", "-c", "0", "sh", "-c", &self.script].iter().map(OsString::from).collect()
+    }
+    fn wait_clients(&self, _n: usize) {}
+    fn screen(&self) -> Option<Vec<String>> {
+        None
+    }
+    fn stop(&mut self) {
+        // The child is the consumer's own process; dropping the consumer killed it.
+    }
+    fn stop_all(&mut self) {}
+}
+
 struct Tmux {
     label: String,
     n: usize,
@@ -425,6 +469,8 @@ fn strip_trailing_blank(mut rows: Vec<String>) -> Vec<String> {
 struct FanoutStats {
     mbps: Vec<f64>,
     cpu_s: Vec<f64>,
+    /// CPU time of each client's attach process (for the raw PTY: the shell around `cat`).
+    client_cpu_s: Vec<f64>,
     client_bytes: Vec<f64>,
     screens_ok: usize,
     screens_checked: usize,
@@ -464,14 +510,23 @@ fn fanout(holders: &mut [Box<dyn Holder>], opts: &Opts, work: &Path) -> String {
         strip_trailing_blank(screen_rows(&cooked))
     };
     let mut table = String::from(
-        "| holder | clients | throughput MB/s (median) | holder CPU s (median) | bytes per client (median) | final screens exact |\n|---|---|---|---|---|---|\n",
+        "| holder | clients | throughput MB/s (median) | holder CPU s (median) | client CPU s (median) | bytes per client (median) | final screens exact |\n|---|---|---|---|---|---|---|\n",
     );
     let mut results: BTreeMap<(usize, String), FanoutStats> = BTreeMap::new();
+    // The raw PTY only exists with one client: the consumer is its terminal.
+    let mut raw: Box<dyn Holder> = Box::new(RawPty { script: String::new() });
+    // 1-client throughput per run and holder, for the ratios of the same run.
+    let mut one_client: BTreeMap<usize, BTreeMap<&'static str, f64>> = BTreeMap::new();
     for clients in [0usize, 1, 4] {
         for run_no in 0..opts.runs {
-            for holder in holders.iter_mut() {
-                let go = work.join(format!("go-{}-{clients}-{run_no}", holder.name()));
-                let done = work.join(format!("time-{}-{clients}-{run_no}", holder.name()));
+            for holder in holders.iter_mut().chain(std::iter::once(&mut raw)) {
+                if holder.name() == "raw PTY" && clients != 1 {
+                    continue;
+                }
+                // File names (and the shell script) without the spaces a holder's name may have.
+                let tag = holder.name().replace(' ', "-");
+                let go = work.join(format!("go-{tag}-{clients}-{run_no}"));
+                let done = work.join(format!("time-{tag}-{clients}-{run_no}"));
                 let _ = std::fs::remove_file(&go);
                 let _ = std::fs::remove_file(&done);
                 nix::unistd::mkfifo(&go, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
@@ -486,6 +541,7 @@ fn fanout(holders: &mut [Box<dyn Holder>], opts: &Opts, work: &Path) -> String {
                     (0..clients).map(|_| Consumer::start(&holder.attach_argv(), &holder.attach_env(), true)).collect();
                 holder.wait_clients(clients);
                 let cpu_before = cpu_ticks(pid);
+                let client_cpu_before: Vec<u64> = consumers.iter().map(|c| cpu_ticks(c.pid)).collect();
                 std::fs::write(&go, "go\n").unwrap();
                 wait_for("flood end", Duration::from_secs(300), || done.exists());
                 let nanos: f64 = std::fs::read_to_string(&done).unwrap().trim().parse().unwrap();
@@ -494,10 +550,15 @@ fn fanout(holders: &mut [Box<dyn Holder>], opts: &Opts, work: &Path) -> String {
                 });
                 let cpu = (cpu_ticks(pid) - cpu_before) as f64 / 100.0;
                 let stats = results.entry((clients, holder.name().to_string())).or_default();
-                stats.mbps.push(size as f64 / 1e6 / (nanos / 1e9));
+                let mbps = size as f64 / 1e6 / (nanos / 1e9);
+                stats.mbps.push(mbps);
+                if clients == 1 {
+                    one_client.entry(run_no).or_default().insert(holder.name(), mbps);
+                }
                 stats.cpu_s.push(cpu);
                 let reference = holder.screen().map(strip_trailing_blank);
-                for c in &consumers {
+                for (c, before) in consumers.iter().zip(&client_cpu_before) {
+                    stats.client_cpu_s.push((cpu_ticks(c.pid) - before) as f64 / 100.0);
                     stats.client_bytes.push(c.bytes.load(Ordering::Relaxed) as f64);
                     let kept = c.kept.lock().unwrap();
                     let rows = strip_trailing_blank(screen_rows(&kept));
@@ -520,13 +581,36 @@ fn fanout(holders: &mut [Box<dyn Holder>], opts: &Opts, work: &Path) -> String {
     for ((clients, name), mut s) in results {
         let bytes = if clients == 0 { "-".to_string() } else { format!("{:.0}", median(&mut s.client_bytes)) };
         let screens = if clients == 0 { "-".to_string() } else { format!("{}/{}", s.screens_ok, s.screens_checked) };
+        let cpu = if name == "raw PTY" { "-".to_string() } else { format!("{:.2}", median(&mut s.cpu_s)) };
+        let client_cpu = if clients == 0 || name == "raw PTY" {
+            "-".to_string()
+        } else {
+            format!("{:.2}", median(&mut s.client_cpu_s))
+        };
         table.push_str(&format!(
-            "| {name} | {clients} | {:.1} | {:.2} | {bytes} | {screens} |\n",
-            median(&mut s.mbps),
-            median(&mut s.cpu_s)
+            "| {name} | {clients} | {:.1} | {cpu} | {client_cpu} | {bytes} | {screens} |\n",
+            median(&mut s.mbps)
         ));
     }
-    format!("File: {} bytes of base64-style text ({} runs each).\n\n{table}", size, opts.runs)
+    // Ratios within each run (holders of one run share the machine's state), then their median.
+    let mut ratios = String::from(
+        "\n| run | 1 client MB/s: desk | dtach | raw PTY | desk / dtach | desk / raw PTY |\n|---|---|---|---|---|---|\n",
+    );
+    let (mut to_dtach, mut to_raw) = (Vec::new(), Vec::new());
+    for (run_no, mbps) in &one_client {
+        let get = |name: &str| mbps.get(name).copied().unwrap_or(f64::NAN);
+        let (desk, dtach, raw) = (get("desk"), get("dtach"), get("raw PTY"));
+        to_dtach.push(desk / dtach);
+        to_raw.push(desk / raw);
+        ratios.push_str(&format!(
+            "| {} | {desk:.1} | {dtach:.1} | {raw:.1} | {:.2} | {:.2} |\n",
+            run_no + 1,
+            desk / dtach,
+            desk / raw
+        ));
+    }
+    ratios.push_str(&format!("| median | | | | {:.2} | {:.2} |\n", median(&mut to_dtach), median(&mut to_raw)));
+    format!("File: {} bytes of base64-style text ({} runs each).\n\n{table}{ratios}", size, opts.runs)
 }
 
 fn attach_latency(holders: &mut [Box<dyn Holder>], opts: &Opts, work: &Path) -> String {
@@ -616,6 +700,9 @@ fn idle(holders: &mut [Box<dyn Holder>], opts: &Opts) -> String {
     )
 }
 
+#[path = "sessions/fleet.rs"]
+mod fleet;
+
 /// Every holder's sessions are stopped when the bench ends, by return or by panic.
 struct StopOnDrop(Vec<Box<dyn Holder>>);
 
@@ -658,5 +745,8 @@ fn main() {
     }
     if want("idle") {
         println!("## Idle holder\n\n{}", idle(holders, &opts));
+    }
+    if opts.only.as_deref() == Some("fleet") {
+        println!("## Fleet of idle sessions\n\n{}", fleet::measure(&opts, work.path()));
     }
 }

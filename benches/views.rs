@@ -166,9 +166,12 @@ impl Desk {
 
     fn viewers(&self, name: &str) -> u64 {
         let v: serde_json::Value = serde_json::from_str(&run(self.cmd().args(["ls", "--json"]))).unwrap();
-        v["data"].as_array().unwrap().iter().find(|s| s["name"] == name).map_or(0, |s| {
-            s["clients"]["viewers"].as_u64().unwrap_or(0)
-        })
+        v["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .map_or(0, |s| s["clients"]["viewers"].as_u64().unwrap_or(0))
     }
 
     fn stop(&self, name: &str) {

@@ -18,7 +18,9 @@ pub use desk_core::provider;
 pub mod providers;
 pub mod pty;
 pub mod rules;
-pub use desk_term::scanner;
+/// The output events the screen model's parse finds (named apart from `events`, the session
+/// events they become).
+pub use desk_term::events as term_events;
 pub use desk_term::screen;
 pub mod session;
 pub mod signals;

@@ -13,7 +13,7 @@ mod modes;
 mod tty;
 
 pub use keys::{DEFAULT_DETACH_KEY, find_detach_key, parse_detach_key};
-pub use modes::ModeTracker;
+pub use modes::epilogue;
 
 use anyhow::{Context, Result};
 use mio::unix::SourceFd;
@@ -108,7 +108,7 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
         to_tty: Vec::new(),
         to_tty_off: 0,
         decoder: FrameDecoder::new(),
-        modes: ModeTracker::default(),
+        session_drawn: false,
         sock_readable: false,
         sock_writable: false,
         tty_writable: false,
@@ -120,7 +120,7 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
     };
     // The terminal is put back however the loop ends, an error included.
     let ending = client.run();
-    let epilogue = client.modes.epilogue();
+    let epilogue = modes::epilogue(client.session_drawn);
     client.write_tty_blocking(&epilogue);
     client.raw.restore();
     let refused = client.refused.take();
@@ -186,7 +186,9 @@ struct Client {
     /// slow terminal taking a few KiB per write does not cost a memmove of the rest each time.
     to_tty_off: usize,
     decoder: FrameDecoder,
-    modes: ModeTracker,
+    /// Something from the session reached the terminal (the keyframe at least): the terminal
+    /// is the session's until the epilogue.
+    session_drawn: bool,
     sock_readable: bool,
     sock_writable: bool,
     tty_writable: bool,
@@ -415,7 +417,7 @@ impl Client {
                 self.lose(format!("the session speaks protocol version {version}; this desk speaks {PROTOCOL_VERSION}"))
             }
             Frame::Output(data) | Frame::Keyframe { data, .. } => {
-                self.modes.observe(&data);
+                self.session_drawn = true;
                 self.to_tty.extend_from_slice(&data);
             }
             Frame::Exit { status, escalated } => self.ending = Some(Ending::Exited(status, escalated)),

@@ -12,6 +12,7 @@ mod events;
 mod explain;
 mod hook;
 pub mod output;
+mod probe;
 mod sessions;
 mod spans;
 mod table;
@@ -75,6 +76,7 @@ enum Command {
     },
     /// Print a session's current screen.
     Peek {
+        /// The session to print.
         name: SessionName,
         /// Print name, rows, cursor, size, title, modes and state as JSON (docs/cli.md).
         #[arg(long)]
@@ -109,6 +111,7 @@ enum Command {
     },
     /// Explain a session's agent state: each axis, its evidence, and what changed it.
     Explain {
+        /// The session to explain.
         name: SessionName,
         /// Print JSON (docs/cli.md).
         #[arg(long)]
@@ -118,6 +121,7 @@ enum Command {
     Kill(KillArgs),
     /// Forget an exited session: its records, log and events journal (not its generation counter).
     Rm {
+        /// The exited session to forget.
         name: SessionName,
         /// Print the result as JSON (docs/cli.md).
         #[arg(long)]
@@ -134,6 +138,7 @@ enum Command {
     },
     /// Queue a prompt for a session's agent; prints the item id.
     Send {
+        /// The session whose agent gets the prompt.
         name: SessionName,
         /// The prompt (`-` or none: read stdin).
         text: Option<String>,
@@ -156,6 +161,7 @@ enum Command {
     },
     /// Show pending items (queued, sending, stuck) and why a queue is held.
     Queue {
+        /// Only this session's queue.
         name: Option<SessionName>,
         /// Print JSON (docs/cli.md).
         #[arg(long)]
@@ -198,6 +204,7 @@ enum Command {
     },
     /// Hold delivery to a session.
     Pause {
+        /// The session whose deliveries to hold.
         name: SessionName,
         /// Why (shown in `desk queue`).
         #[arg(long)]
@@ -208,6 +215,7 @@ enum Command {
     },
     /// Let delivery to a session go on.
     Resume {
+        /// The session whose deliveries go on.
         name: SessionName,
         /// Print JSON (docs/cli.md).
         #[arg(long)]
@@ -215,6 +223,7 @@ enum Command {
     },
     /// Set the terminal size of a session started with --size-policy fixed.
     Resize {
+        /// The session.
         name: SessionName,
         /// The new size, COLSxROWS.
         #[arg(value_parser = parse_size, value_name = "COLSxROWS")]
@@ -248,6 +257,7 @@ enum Command {
 
 #[derive(Debug, clap::Args)]
 struct NewArgs {
+    /// A name for the session: a letter or digit, then letters, digits, '.', '_' or '-' (64 at most).
     name: SessionName,
     /// Working directory of the command (default: the current directory).
     #[arg(long)]
@@ -276,6 +286,7 @@ struct NewArgs {
 
 #[derive(Debug, clap::Args)]
 struct AttachArgs {
+    /// The session to attach to.
     name: SessionName,
     /// Watch only: input is not sent and the session keeps its size (this terminal sees a view).
     #[arg(long)]
@@ -288,6 +299,7 @@ struct AttachArgs {
 
 #[derive(Debug, clap::Args)]
 struct KillArgs {
+    /// The session to stop.
     name: SessionName,
     /// Signal to send first (name or number).
     #[arg(long, default_value = "TERM", value_parser = crate::signals::parse)]

@@ -15,6 +15,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::output::{self, ErrorCode};
+use super::probe::Answer;
 use super::{fail, failure};
 use crate::paths::{Paths, SessionName};
 use crate::session::{self, ExitRecord, NameLock, Probe, SessionMeta};
@@ -313,49 +314,102 @@ impl ExitJson {
     }
 }
 
-/// One session's row, asking its master within `deadline` (the caller's overall one).
+/// Every session's row. The masters are asked all at once ([`super::probe::ask_all`]), so that
+/// all of them together take at most [`session::PROBE_DEADLINE`]: a stopped or dripping
+/// master is shown as `unresponsive` rather than holding up the listing. A session that
+/// recorded its exit is listed from its record without asking; a master that answers is
+/// listed from its WELCOME alone (its metadata file is read only for a session whose master
+/// did not answer).
+fn listings(paths: &Paths) -> Result<Vec<Listing>> {
+    let names = paths.session_names()?;
+    let budget = session::PROBE_DEADLINE;
+    let deadline = Instant::now() + budget;
+    let mut rows: Vec<Option<Listing>> = Vec::with_capacity(names.len());
+    let mut ask = Vec::new();
+    for name in &names {
+        let files = paths.session(name);
+        match session::read_exit(&files).unwrap_or(None) {
+            Some(exit) => rows.push(Some(exited(name, &files, &exit))),
+            None => {
+                rows.push(None);
+                ask.push((rows.len() - 1, files.socket));
+            }
+        }
+    }
+    let sockets: Vec<std::path::PathBuf> = ask.iter().map(|(_, socket)| socket.clone()).collect();
+    let answers = super::probe::ask_all(&sockets, deadline, budget)?;
+    for ((i, _), answer) in ask.into_iter().zip(answers) {
+        rows[i] = unexited(paths, &names[i], answer)?;
+    }
+    Ok(rows.into_iter().flatten().collect())
+}
+
+/// One session's row (for `desk new --json`), asked like `desk ls` asks them all.
 fn listing(paths: &Paths, name: &SessionName, deadline: Instant) -> Result<Option<Listing>> {
     let files = paths.session(name);
-    let meta: Option<SessionMeta> = session::read_meta(&files).unwrap_or(None);
-    let exit = session::read_exit(&files).unwrap_or(None);
-    let mut row = from_files(name, meta.as_ref(), "running");
-    if let Some(exit) = &exit {
-        row.status = "exited";
-        row.exit = Some(ExitJson::from(exit));
-        row.cols = exit.cols.or(row.cols);
-        row.rows = exit.rows.or(row.rows);
-        row.title = exit.title.clone();
-        return Ok(Some(row));
+    if let Some(exit) = session::read_exit(&files).unwrap_or(None) {
+        return Ok(Some(exited(name, &files, &exit)));
     }
-    match session::probe(&files)? {
-        Probe::Live(stream) => match Connection::open_within(
-            stream,
-            Role::Query,
-            0,
-            0,
-            deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1)),
-        ) {
-            Ok(conn) => apply_info(&mut row, conn.info),
-            Err(e) => {
-                row.status = "unresponsive";
-                row.note = Some(format!("{e:#}"));
-            }
-        },
-        Probe::Stale => {
+    let budget = deadline.saturating_duration_since(Instant::now());
+    let answer = super::probe::ask_all(std::slice::from_ref(&files.socket), deadline, budget)?.pop();
+    match answer {
+        Some(answer) => unexited(paths, name, answer),
+        None => Ok(None),
+    }
+}
+
+/// The row of a session that recorded its exit.
+fn exited(name: &SessionName, files: &crate::paths::SessionPaths, exit: &ExitRecord) -> Listing {
+    let meta: Option<SessionMeta> = session::read_meta(files).unwrap_or(None);
+    let mut row = from_files(name, meta.as_ref(), "exited");
+    row.exit = Some(ExitJson::from(exit));
+    row.cols = exit.cols.or(row.cols);
+    row.rows = exit.rows.or(row.rows);
+    row.title = exit.title.clone();
+    row
+}
+
+/// The row of a session with no exit record when it was listed, from what its master
+/// answered; `None` for a name with neither a socket nor a metadata file.
+fn unexited(paths: &Paths, name: &SessionName, answer: Answer) -> Result<Option<Listing>> {
+    let files = paths.session(name);
+    // A master that did not answer may have exited while it was being asked: its record then
+    // says how.
+    if !matches!(answer, Answer::Welcome(_))
+        && let Some(exit) = session::read_exit(&files).unwrap_or(None)
+    {
+        return Ok(Some(exited(name, &files, &exit)));
+    }
+    let meta = || -> Option<SessionMeta> { session::read_meta(&files).unwrap_or(None) };
+    let row = match answer {
+        Answer::Welcome(info) => {
+            let mut row = from_files(name, None, "running");
+            apply_info(&mut row, *info);
+            // WELCOME does not carry it (the C codec's SessionInfo has a fixed set of keys);
+            // it never changes in a session's life, so its metadata file has it.
+            row.size_policy = meta().and_then(|m| m.size_policy);
+            row
+        }
+        Answer::Unresponsive(why) => {
+            let mut row = from_files(name, meta().as_ref(), "unresponsive");
+            row.note = Some(why);
+            row
+        }
+        Answer::Stale => {
             if let Some(lock) = NameLock::try_acquire(paths, name)? {
                 session::clean_stale(paths, name, &lock)?;
             }
-            row.status = "lost";
+            let mut row = from_files(name, meta().as_ref(), "lost");
             row.note = Some("its master died without recording an exit; the socket was stale".into());
+            row
         }
-        Probe::Absent => {
-            if meta.is_none() {
-                return Ok(None);
-            }
-            row.status = "lost";
+        Answer::Absent => {
+            let Some(meta) = meta() else { return Ok(None) };
+            let mut row = from_files(name, Some(&meta), "lost");
             row.note = Some("its master is gone and recorded no exit".into());
+            row
         }
-    }
+    };
     Ok(Some(row))
 }
 
@@ -373,59 +427,6 @@ fn apply_info(row: &mut Listing, info: SessionInfo) {
     row.state = info.state;
     row.started_at_ms = Some(info.started_at_ms);
     row.started_at = Some(iso8601(info.started_at_ms));
-}
-
-/// Every session's row, its master asked by a thread of its own so that all of them together
-/// take at most [`session::PROBE_DEADLINE`]: a stopped or dripping master is shown as
-/// `unresponsive` rather than holding up the listing. A thread still stuck past the deadline
-/// (say, in a connect to a full backlog) is left behind; it ends with the process.
-fn listings(paths: &Paths) -> Result<Vec<Listing>> {
-    let names = paths.session_names()?;
-    let start = Instant::now();
-    let deadline = start + session::PROBE_DEADLINE;
-    // Each probe's own deadline is a little shorter, so it reports its timeout itself
-    // (with what it saw) before the collector gives up on it.
-    let probe_deadline = start + session::PROBE_DEADLINE.mul_f32(0.8);
-    let (tx, rx) = std::sync::mpsc::channel();
-    for (i, name) in names.iter().enumerate() {
-        let (thread_tx, paths, name) = (tx.clone(), paths.clone(), name.clone());
-        let spawned = std::thread::Builder::new().name(format!("probe-{name}")).spawn(move || {
-            let _ = thread_tx.send((i, listing(&paths, &name, probe_deadline)));
-        });
-        if let Err(e) = spawned {
-            let _ = tx.send((i, Err(anyhow::Error::from(e).context("cannot start a probe thread"))));
-        }
-    }
-    drop(tx);
-    let mut found: Vec<Option<Result<Option<Listing>>>> = names.iter().map(|_| None).collect();
-    let mut pending = names.len();
-    while pending > 0 {
-        let Some(left) = deadline.checked_duration_since(Instant::now()) else { break };
-        match rx.recv_timeout(left) {
-            Ok((i, row)) => {
-                found[i] = Some(row);
-                pending -= 1;
-            }
-            Err(_) => break,
-        }
-    }
-    let mut rows = Vec::new();
-    for (name, row) in names.iter().zip(found) {
-        match row {
-            Some(row) => rows.extend(row?),
-            None => rows.push(unanswered(paths, name)),
-        }
-    }
-    Ok(rows)
-}
-
-/// The row of a session whose probe did not finish in time: what its files say, and that its
-/// master did not answer.
-fn unanswered(paths: &Paths, name: &SessionName) -> Listing {
-    let meta: Option<SessionMeta> = session::read_meta(&paths.session(name)).unwrap_or(None);
-    let mut row = from_files(name, meta.as_ref(), "unresponsive");
-    row.note = Some(format!("its master did not answer within {} ms", session::PROBE_DEADLINE.as_millis()));
-    row
 }
 
 /// A session's row as its record on disk describes it, with `status`; what only its master

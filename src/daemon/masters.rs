@@ -15,8 +15,8 @@ use std::rc::Rc;
 
 use crate::delivery::engine::{self, Input, ScreenView, SessionView, WriteError};
 use crate::events::{Axis, Event, EventBody};
-use crate::scanner::Mode;
 use crate::state::{Activity, Lifecycle, RuleSet};
+use crate::term_events::Mode;
 use crate::wire::{ErrorCode, Frame, FrameDecoder, PROTOCOL_VERSION, Role};
 
 pub struct MasterConn {

@@ -36,10 +36,10 @@ use super::timers::{Timer, Timers};
 use crate::events::EventBody;
 use crate::events::journal::Journal;
 use crate::paths::SessionPaths;
-use crate::scanner::Scanner;
 use crate::screen::Screen;
 use crate::session::{self, ExitRecord, SessionMeta};
 use crate::state::Authority;
+use crate::term_events::OutputEvent;
 use crate::wire::{
     ErrorCode, ExitStatus, Frame, HEADER_LEN, MAX_PAYLOAD, PROTOCOL_VERSION, Role, SessionInfo, SnapshotReply,
     encode_output,
@@ -54,8 +54,17 @@ const FIRST_CLIENT: usize = 16;
 
 /// 64 KiB per PTY read: Linux hands out PTY data in up to 4 KiB pieces, so several reads are
 /// coalesced into one OUTPUT frame, which keeps per-frame costs (headers, syscalls on every
-/// client socket) small during floods.
-const PTY_READ_CHUNK: usize = 64 * 1024;
+/// client socket) small during floods. The buffer is allocated on first use and given back
+/// when the session goes idle (`memory.rs`).
+pub(super) const PTY_READ_CHUNK: usize = 64 * 1024;
+
+/// 8 KiB per client read, on the stack: a client sends small frames (HELLO, keystrokes,
+/// requests), and a large paste just takes more reads. Stack pages once touched stay resident
+/// for the master's life, so this is kept small; and it is not the PTY's heap buffer, which an
+/// idle master has given back: a `desk ls` against hundreds of idle masters would otherwise
+/// make each of them fault that buffer in again (measured: most of a master's 60 µs per
+/// listing went to page faults).
+const CLIENT_READ_CHUNK: usize = 8 * 1024;
 
 /// Stop reading the PTY after this many bytes in one loop turn and come back after serving
 /// clients and timers: a child that writes faster than we parse cannot starve everything else.
@@ -101,7 +110,8 @@ pub struct Master {
     pub(super) signals: Signals,
     pub(super) meta: SessionMeta,
     pub(super) screen: Screen,
-    pub(super) scanner: Scanner,
+    /// The output events of the chunk being handled; kept between chunks for its capacity.
+    found: Vec<OutputEvent>,
     pub(super) journal: Journal,
     pub(super) journal_failed: bool,
     /// Events streamed but not journalled since the journal last failed: first and last
@@ -134,7 +144,8 @@ pub struct Master {
     pub(super) timers: Timers,
     /// When the armed [`Timer::ViewRepaint`] fires, if one is armed.
     repaint_armed: Option<Instant>,
-    read_buf: Vec<u8>,
+    /// Holds [`PTY_READ_CHUNK`] bytes while the session is busy, nothing while it is idle.
+    pub(super) read_buf: Vec<u8>,
     uid: u32,
 }
 
@@ -155,7 +166,7 @@ impl Master {
             signals,
             meta,
             screen,
-            scanner: Scanner::new(),
+            found: Vec::new(),
             journal,
             journal_failed: false,
             journal_gap: None,
@@ -179,7 +190,7 @@ impl Master {
             input: InputQueue::new(INPUT_QUEUE_LIMIT),
             timers: Timers::default(),
             repaint_armed: None,
-            read_buf: vec![0; PTY_READ_CHUNK],
+            read_buf: Vec::new(),
             uid: nix::unistd::geteuid().as_raw(),
         }
     }
@@ -264,7 +275,7 @@ impl Master {
     // ----- PTY -----
 
     fn read_pty(&mut self, now: Instant) {
-        let mut buf = std::mem::take(&mut self.read_buf);
+        let mut buf = self.take_read_buf();
         let mut turn = 0;
         self.pty_pending = false;
         loop {
@@ -324,12 +335,13 @@ impl Master {
     }
 
     fn on_output(&mut self, data: &[u8], now: Instant) {
-        self.screen.process(data);
-        let mut found = Vec::new();
-        self.scanner.feed(data, &mut found);
+        // The one parse of these bytes: the screen model, and the events it finds on the way.
+        let mut found = std::mem::take(&mut self.found);
+        self.screen.feed(data, &mut found);
         if !found.is_empty() {
-            self.on_scan(found, now);
+            self.on_output_events(found.drain(..), now);
         }
+        self.found = found;
         self.note_output(now);
         let replies = self.screen.take_replies();
         if !replies.is_empty() && !self.has_controller() {
@@ -443,26 +455,25 @@ impl Master {
     }
 
     fn client_readable(&mut self, token: Token, now: Instant) {
-        let mut buf = [0u8; 64 * 1024];
-        loop {
-            let Some(client) = self.clients.get_mut(&token) else { return };
+        let mut buf = [0u8; CLIENT_READ_CHUNK];
+        while let Some(client) = self.clients.get_mut(&token) {
             if !client.alive() || client.closing.is_some() {
-                return;
+                break;
             }
             match client.stream.read(&mut buf) {
                 Ok(0) => {
                     client.gone.get_or_insert(Gone::Left);
-                    return;
+                    break;
                 }
                 Ok(n) => {
                     client.decoder.push(&buf[..n]);
                     self.client_frames(token, now);
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     client.gone.get_or_insert(Gone::Failed(format!("read failed: {e}")));
-                    return;
+                    break;
                 }
             }
         }
@@ -929,6 +940,8 @@ impl Master {
                 Timer::ReadyCheck => {
                     if !self.output_active {
                         self.state_quiet(now);
+                        // Start-up is over and the child is quiet: drop what starting needed.
+                        self.release_idle_memory();
                     }
                 }
             }
@@ -1329,6 +1342,32 @@ mod tests {
         let mut terminal = Screen::new(40, 10);
         terminal.process(&seen);
         assert_eq!(terminal.text_rows()[8], "line 49");
+    }
+
+    #[test]
+    fn a_master_gives_its_read_buffer_and_blank_rows_back_when_output_goes_quiet() {
+        let mut rig = rig(0);
+        assert!(rig.master.read_buf.capacity() == 0 && rig.master.screen.allocated_rows() == 0);
+        nix::unistd::write(&rig._slave, b"hello\r\n\x1b[2J").unwrap();
+        let start = Instant::now();
+        rig.master.read_pty(start);
+        assert_eq!(rig.master.read_buf.len(), PTY_READ_CHUNK, "reading allocates the buffer");
+        assert_eq!(rig.master.screen.allocated_rows(), 1);
+        rig.master.check_output_quiet(start + super::super::events::OUTPUT_QUIET_AFTER);
+        assert!(!rig.master.output_active);
+        assert_eq!(rig.master.read_buf.capacity(), 0, "the read buffer outlived the burst");
+        assert_eq!(rig.master.screen.allocated_rows(), 0, "a cleared row kept its cells");
+        // A query client's visit (a `desk ls`) does not bring the PTY's buffer back.
+        let (token, mut peer) = rig.connect();
+        std::io::Write::write_all(&mut peer, &hello(Role::Query).to_bytes()).unwrap();
+        rig.master.client_readable(token, start);
+        rig.master.settle(start);
+        assert!(matches!(received(&mut peer).0.first(), Some(Frame::Welcome { .. })));
+        assert_eq!(rig.master.read_buf.capacity(), 0, "a query client's visit allocated the PTY buffer");
+        drop(peer);
+        rig.master.client_readable(token, start);
+        rig.master.settle(start);
+        assert!(!rig.master.clients.contains_key(&token));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The master's session events: numbering, journalling and streaming them to observers.
 //!
-//! Owns turning what the loop sees (scanner findings, output flow, clients coming and going,
+//! Owns turning what the loop sees (the output events of the screen model's parse, output flow, clients coming and going,
 //! resizes, the exit) into [`Event`]s: each gets the next sequence number, is appended to the
 //! session's journal and is sent to every observer. Title changes are rate-limited (an
 //! animated spinner title changes ten times a second; the journal keeps at most one title per
@@ -18,7 +18,7 @@ use super::event_loop::Master;
 use super::timers::Timer;
 use crate::clock::now_ms;
 use crate::events::{Event, EventBody};
-use crate::scanner::{Mode, ScanEvent};
+use crate::term_events::{Mode, OutputEvent};
 use crate::wire::{Frame, Role};
 
 /// At most one journalled title per 500 ms: a spinner's frames are noise, its text is not.
@@ -156,17 +156,18 @@ impl Master {
         }
     }
 
-    pub(super) fn on_scan(&mut self, events: Vec<ScanEvent>, now: Instant) {
+    /// What the screen model's parse found in a chunk of output, in stream order.
+    pub(super) fn on_output_events(&mut self, events: impl Iterator<Item = OutputEvent>, now: Instant) {
         for event in events {
             match event {
-                ScanEvent::Title { title } => {
+                OutputEvent::Title { title } => {
                     let changes = self.authority.on_title(&title, now, now_ms());
                     self.title_changed(title, now);
                     self.announce(changes);
                 }
-                ScanEvent::IconName { .. } => {}
-                ScanEvent::Bell => self.emit_noise(EventBody::Bell, now),
-                ScanEvent::Notification { title, body } => {
+                OutputEvent::IconName { .. } => {}
+                OutputEvent::Bell => self.emit_noise(EventBody::Bell, now),
+                OutputEvent::Notification { title, body } => {
                     let text = match &title {
                         Some(t) => format!("{t}: {body}"),
                         None => body.clone(),
@@ -175,12 +176,12 @@ impl Master {
                     let changes = self.authority.on_notification(&text, now, now_ms());
                     self.announce(changes);
                 }
-                ScanEvent::StateReport { state, kind } => {
+                OutputEvent::StateReport { state, kind } => {
                     self.emit(EventBody::Report { state: state.clone(), kind: kind.clone() });
                     let changes = self.authority.on_report(&state, kind.as_deref(), now, now_ms());
                     self.announce(changes);
                 }
-                ScanEvent::Mode { mode, on } => {
+                OutputEvent::Mode { mode, on } => {
                     self.emit_noise(EventBody::Mode { mode, on }, now);
                     let changes = self.authority.on_mode(mode, on, now, now_ms());
                     self.announce(changes);
@@ -259,6 +260,7 @@ impl Master {
             self.output_active = false;
             self.emit(EventBody::Output { active: false });
             self.state_quiet(now);
+            self.release_idle_memory();
         } else {
             self.timers.arm(quiet_at, Timer::OutputQuiet);
         }

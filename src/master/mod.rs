@@ -11,6 +11,7 @@ pub mod args;
 mod client;
 mod event_loop;
 mod events;
+mod memory;
 mod queue;
 mod state;
 mod timers;

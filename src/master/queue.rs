@@ -75,6 +75,14 @@ impl OutQueue {
         self.queued == 0
     }
 
+    /// Give the frame list's capacity back when nothing is queued (an idle client then costs
+    /// no queue memory); a queue with frames in it is left alone.
+    pub fn release_if_empty(&mut self) {
+        if self.frames.is_empty() {
+            self.frames = VecDeque::new();
+        }
+    }
+
     /// Drop every stream frame (OUTPUT, KEYFRAME) not yet started; a partly written front frame
     /// is kept so the peer receives it whole, and so is the rest of a keyframe the peer has
     /// started to receive. Other frames stay, in order. Returns the number of bytes discarded.

@@ -1,6 +1,6 @@
 //! The master's side of the agent state authority.
 //!
-//! Owns feeding the authority what the loop observes (scanner findings, output flow, screen
+//! Owns feeding the authority what the loop observes (output events, output flow, screen
 //! contents after output settles, hook frames, the exit), keeping one timer armed for its next
 //! lease deadline, and announcing every change as a `state` event. Invariant: the screen rules
 //! run at most once per [`SCREEN_CHECK_DELAY`] during a burst of output, and not at all while

@@ -282,3 +282,19 @@ fn the_man_pages_name_every_command_and_render() {
         assert!(text.contains("SUBCOMMANDS") && text.contains("desk-attach(1)"), "{text}");
     }
 }
+
+#[test]
+fn every_argument_and_flag_of_every_command_has_help_text() {
+    use clap::CommandFactory;
+    let cli = desk::cli::Cli::command();
+    let mut missing = Vec::new();
+    for sub in cli.get_subcommands().filter(|s| !s.is_hide_set()) {
+        for arg in sub.get_arguments() {
+            let builtin = matches!(arg.get_id().as_str(), "help" | "version");
+            if !builtin && !arg.is_hide_set() && arg.get_help().is_none() {
+                missing.push(format!("desk {} {}", sub.get_name(), arg.get_id()));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "arguments without help text: {missing:?}");
+}

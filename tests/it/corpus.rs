@@ -1,12 +1,12 @@
-//! The recorded real-agent streams (`tests/data/agents/`) replayed through desk's screen model,
-//! scanner and state authority with the built-in provider rules: at every step the recording
+//! The recorded real-agent streams (`tests/data/agents/`) replayed through desk's screen model
+//! (and the output events its parse finds) and state authority with the built-in provider rules: at every step the recording
 //! marks (the dialog is up, the prompt was sent, the agent is ready, the end), desk must say what
 //! the agent was actually doing — with hooks, and with the terminal alone.
 
 use desk::provider::Provider;
-use desk::scanner::{ScanEvent, Scanner};
 use desk::screen::Screen;
 use desk::state::{Activity, Authority, Lifecycle, RuleSet, hooks};
+use desk::term_events::OutputEvent;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -143,7 +143,6 @@ fn replay_probed(
     let (now, ms) = at(0.0);
     let mut auth = Authority::new(RuleSet::builtin(agent.parse().expect("a known provider")), now, ms);
     let mut screen = Screen::new(120, 40);
-    let mut scanner = Scanner::new();
     let mut last_output: Option<f64> = None;
     let mut quiet_reported = true;
     let mut seen = Vec::new();
@@ -184,21 +183,20 @@ fn replay_probed(
         let (now, ms) = at(t);
         match item {
             Item::Output(data) => {
-                screen.process(data.as_bytes());
                 let mut found = Vec::new();
-                scanner.feed(data.as_bytes(), &mut found);
+                screen.feed(data.as_bytes(), &mut found);
                 for event in found {
                     match event {
-                        ScanEvent::Title { title } => {
+                        OutputEvent::Title { title } => {
                             auth.on_title(&title, now, ms);
                         }
-                        ScanEvent::Mode { mode, on } => {
+                        OutputEvent::Mode { mode, on } => {
                             auth.on_mode(mode, on, now, ms);
                         }
-                        ScanEvent::Notification { title, body } => {
+                        OutputEvent::Notification { title, body } => {
                             auth.on_notification(&format!("{}: {body}", title.unwrap_or_default()), now, ms);
                         }
-                        ScanEvent::StateReport { state, kind } => {
+                        OutputEvent::StateReport { state, kind } => {
                             auth.on_report(&state, kind.as_deref(), now, ms);
                         }
                         _ => {}
@@ -380,18 +378,16 @@ fn opencode_is_not_ready_when_bracketed_paste_comes_on_but_only_at_its_prompt() 
     let t0 = Instant::now();
     let mut auth = Authority::new(RuleSet::builtin(Provider::OpenCode), t0, 0);
     let mut screen = Screen::new(120, 40);
-    let mut scanner = Scanner::new();
     for (t, item) in timeline("opencode", "startup", false) {
         if t > paste_on + 0.2 {
             break;
         }
         if let Item::Output(data) = item {
             let now = t0 + Duration::from_secs_f64(t);
-            screen.process(data.as_bytes());
             let mut found = Vec::new();
-            scanner.feed(data.as_bytes(), &mut found);
+            screen.feed(data.as_bytes(), &mut found);
             for e in found {
-                if let ScanEvent::Mode { mode, on } = e {
+                if let OutputEvent::Mode { mode, on } = e {
                     auth.on_mode(mode, on, now, 0);
                 }
             }
@@ -415,8 +411,8 @@ fn screenshot_time(agent: &str, scenario: &str, label: &str) -> f64 {
         .unwrap_or_else(|| panic!("no screenshot {label:?} in {agent}/{scenario}"))
 }
 
-/// Play a recording up to a screenshot in a real session (real master, PTY, scanner, screen
-/// model, authority, `desk ls`/`desk explain`) under the provider's rules, without hooks, and
+/// Play a recording up to a screenshot in a real session (real master, PTY, screen
+/// model and its events, authority, `desk ls`/`desk explain`) under the provider's rules, without hooks, and
 /// wait for desk to show `activity` (with `wait`). Returns `desk explain --json`.
 fn live_replay(agent: &str, scenario: &str, label: &str, activity: &str, wait: Option<&str>) -> serde_json::Value {
     let home = crate::support::Home::new();

@@ -1,7 +1,7 @@
 //! Replaying a recorded agent: `desk-demo-agent --replay FILE.cast` writes the output events of
 //! an asciicast v2 recording (`tests/data/agents/`) to the terminal with their recorded timing,
 //! then stays, silent, until it is killed. Tests run it under a real master to see what desk's
-//! master, scanner and state authority make of what Claude Code, Codex and OpenCode really drew.
+//! master, screen model (and the output events its parse finds) and state authority make of what Claude Code, Codex and OpenCode really drew.
 //!
 //! Invariants: only `"o"` events are written, each in one write and in order; input is read and
 //! discarded (the terminal is raw, so nothing typed or answered is echoed onto the screen); the

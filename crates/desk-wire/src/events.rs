@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::Role;
-use desk_term::scanner::Mode;
+use desk_term::events::Mode;
 
 /// One numbered event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

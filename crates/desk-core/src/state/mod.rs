@@ -186,9 +186,9 @@ impl Authority {
         changes
     }
 
-    pub fn on_mode(&mut self, mode: desk_term::scanner::Mode, on: bool, now: Instant, now_ms: u64) -> Vec<Change> {
+    pub fn on_mode(&mut self, mode: desk_term::events::Mode, on: bool, now: Instant, now_ms: u64) -> Vec<Change> {
         let mut changes = Vec::new();
-        if mode == desk_term::scanner::Mode::BracketedPaste && on && self.rules.ready_on.contains(&ReadySignal::Mode) {
+        if mode == desk_term::events::Mode::BracketedPaste && on && self.rules.ready_on.contains(&ReadySignal::Mode) {
             self.become_ready(Source::Mode, "bracketed paste enabled", now_ms, &mut changes);
         }
         changes.extend(self.settle(now, now_ms));

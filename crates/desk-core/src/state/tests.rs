@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::provider::Provider;
-use desk_term::scanner::Mode;
+use desk_term::events::Mode;
 
 struct Clock {
     t0: Instant,

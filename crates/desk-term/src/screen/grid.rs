@@ -7,6 +7,13 @@
 //! `WIDE` base (an operation that would split a pair blanks both halves, as xterm does); a row
 //! holds at most `MAX_COMBINING` marks per cell, only for cells flagged `MARKS`, so a row's side
 //! list never exceeds `cols * MAX_COMBINING` entries.
+//!
+//! Rows are allocated lazily: a row that shows nothing (every cell `Cell::BLANK`, no marks)
+//! may hold no cells at all, and materialises its `cols` cells on the first write that makes
+//! it differ from blank. A fresh screen therefore costs no cell memory, and
+//! [`Grid::release_blank_rows`] gives the cells of rows that went blank again back (the master
+//! calls it when the session goes quiet; the write path never frees, so scrolling output
+//! reuses its rows without allocating).
 
 use std::collections::VecDeque;
 
@@ -17,10 +24,19 @@ use super::cell::{Attrs, Cell, kind};
 /// whose extra marks are dropped so a row's memory stays bounded.
 pub const MAX_COMBINING: usize = 3;
 
+/// What every cell of an unallocated row reads as: one static row of blanks as wide as the
+/// widest screen, so reading an unallocated row allocates nothing.
+static BLANK_ROW: [Cell; super::MAX_COLS as usize] = [Cell::BLANK; super::MAX_COLS as usize];
+
 /// One screen row.
 #[derive(Debug, Clone)]
 pub struct Row {
+    /// The cells, or nothing while the row is unallocated (invariant: then every one of its
+    /// `cols` cells is `Cell::BLANK`, `marks` is empty, `special` is false, `rest` is
+    /// `Cell::BLANK` and `settled_from` is 0).
     cells: Vec<Cell>,
+    /// Number of cells, allocated or not.
+    cols: usize,
     /// Combining marks as `(column, mark)`, in arrival order.
     marks: Vec<(u16, char)>,
     /// The text of this row continues on the next one: it was left by autowrap.
@@ -39,7 +55,7 @@ pub struct Row {
 /// Rows are equal when they show the same thing; the reset bookkeeping does not count.
 impl PartialEq for Row {
     fn eq(&self, other: &Row) -> bool {
-        self.cells == other.cells
+        self.cells() == other.cells()
             && self.marks == other.marks
             && self.wrapped == other.wrapped
             && self.special == other.special
@@ -49,33 +65,78 @@ impl PartialEq for Row {
 impl Eq for Row {}
 
 impl Row {
-    /// A row of `cols` copies of `fill`.
+    /// A row of `cols` copies of `fill`; a blank row allocates no cells.
     pub fn new(cols: usize, fill: Cell) -> Row {
-        Row { cells: vec![fill; cols], marks: Vec::new(), wrapped: false, special: false, settled_from: 0, rest: fill }
+        let cells = if fill == Cell::BLANK { Vec::new() } else { vec![fill; cols] };
+        Row { cells, cols, marks: Vec::new(), wrapped: false, special: false, settled_from: 0, rest: fill }
+    }
+
+    /// Whether the row holds its cells (false: it is blank and allocated nothing).
+    pub fn is_allocated(&self) -> bool {
+        self.cells.len() == self.cols
+    }
+
+    /// The cells, writable: allocated (all blank) first if the row had none. Inlined, with
+    /// the allocation out of line: it is on the path of every printed character.
+    #[inline(always)]
+    fn cells_mut(&mut self) -> &mut [Cell] {
+        if self.cells.len() != self.cols {
+            self.materialize();
+        }
+        &mut self.cells
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn materialize(&mut self) {
+        self.cells = vec![Cell::BLANK; self.cols];
+    }
+
+    /// True when every cell is `Cell::BLANK` and the row holds no marks: what an unallocated
+    /// row shows. Exact only through the reset bookkeeping (a row written with blanks by
+    /// hand may show blank and still answer false).
+    fn shows_blank(&self) -> bool {
+        !self.is_allocated() || (self.settled_from == 0 && self.rest == Cell::BLANK && self.marks.is_empty())
+    }
+
+    /// Give the cells back if the row shows nothing; it reads the same afterwards.
+    pub fn release_if_blank(&mut self) {
+        if self.is_allocated() && self.shows_blank() {
+            self.cells = Vec::new();
+            self.marks = Vec::new();
+            self.special = false;
+        }
     }
 
     /// Cells before `end` may now differ from `rest`.
     fn touch(&mut self, end: usize) {
-        self.settled_from = self.settled_from.max(end.min(self.cells.len()));
+        self.settled_from = self.settled_from.max(end.min(self.cols));
     }
 
     /// Number of cells.
     pub fn len(&self) -> usize {
-        self.cells.len()
+        self.cols
     }
 
     /// The cells, left to right.
     pub fn cells(&self) -> &[Cell] {
-        &self.cells
+        if self.is_allocated() { &self.cells } else { &BLANK_ROW[..self.cols] }
     }
 
     /// The cell at `col`, if in range.
     pub fn get(&self, col: usize) -> Option<&Cell> {
-        self.cells.get(col)
+        self.cells().get(col)
     }
 
     /// Overwrites every cell with `fill` and forgets marks and the wrap flag.
     pub fn reset(&mut self, fill: Cell) {
+        self.wrapped = false;
+        if !self.is_allocated() {
+            if fill == Cell::BLANK {
+                return;
+            }
+            self.cells_mut();
+        }
         if fill == self.rest {
             self.cells[..self.settled_from].fill(fill);
         } else {
@@ -94,7 +155,10 @@ impl Row {
         if self.special {
             return false;
         }
-        let Some(cells) = self.cells.get_mut(col..) else {
+        if col >= self.cols {
+            return true;
+        }
+        let Some(cells) = self.cells_mut().get_mut(col..) else {
             return true;
         };
         let mut written = 0;
@@ -124,15 +188,16 @@ impl Row {
     /// A wide cell also claims `col + 1`. Out-of-range columns are ignored.
     pub fn put(&mut self, col: usize, cell: Cell, blank: Cell) {
         let width = if cell.is_wide() { 2 } else { 1 };
-        if col + width > self.cells.len() {
+        if col + width > self.cols {
             return;
         }
         self.repair_split(col, col + width, blank);
         self.drop_marks_in(col, col + width);
         self.touch(col + width);
-        self.cells[col] = cell;
+        let cells = self.cells_mut();
+        cells[col] = cell;
         if width == 2 {
-            self.cells[col + 1] = Cell { kind: kind::CONTINUATION, ..Cell::erased(&cell.attrs) };
+            cells[col + 1] = Cell { kind: kind::CONTINUATION, ..Cell::erased(&cell.attrs) };
             self.special = true;
         }
     }
@@ -140,7 +205,7 @@ impl Row {
     /// Appends combining mark `mark` to the cell at `col`. An empty cell becomes a space first
     /// (the mark needs a base). Returns false when the cell already holds `MAX_COMBINING` marks.
     pub fn push_mark(&mut self, col: usize, mark: char) -> bool {
-        let Some(cell) = self.cells.get_mut(col) else {
+        let Some(cell) = self.get(col) else {
             return false;
         };
         if cell.is_continuation() {
@@ -149,7 +214,7 @@ impl Row {
         if self.marks_at(col).count() >= MAX_COMBINING {
             return false;
         }
-        let Some(cell) = self.cells.get_mut(col) else {
+        let Some(cell) = self.cells_mut().get_mut(col) else {
             return false;
         };
         if cell.ch == super::cell::EMPTY {
@@ -166,6 +231,7 @@ impl Row {
 
     /// Blanks both halves of any wide character that the range `start..end` cuts through.
     fn repair_split(&mut self, start: usize, end: usize, blank: Cell) {
+        // A row with no wide characters (every unallocated row) has nothing to repair.
         if !self.special {
             return;
         }
@@ -185,19 +251,19 @@ impl Row {
 
     /// Erases `start..end` (clamped) to `blank`, blanking any wide character it cuts.
     pub fn erase(&mut self, start: usize, end: usize, blank: Cell) {
-        let end = end.min(self.cells.len());
-        if start >= end {
+        let end = end.min(self.cols);
+        if start >= end || (!self.is_allocated() && blank == Cell::BLANK) {
             return;
         }
         self.repair_split(start, end, blank);
-        self.cells[start..end].fill(blank);
+        self.cells_mut()[start..end].fill(blank);
         if blank == self.rest && end >= self.settled_from {
             self.settled_from = self.settled_from.min(start);
         } else {
             self.touch(end);
         }
         self.drop_marks_in(start, end);
-        if start == 0 && end == self.cells.len() {
+        if start == 0 && end == self.cols {
             self.special = false;
             self.marks.clear();
         }
@@ -206,16 +272,17 @@ impl Row {
     /// Inserts `n` blank cells at `col`, shifting the rest right; cells pushed past the end are
     /// lost (ICH, and insert mode).
     pub fn insert_blanks(&mut self, col: usize, n: usize, blank: Cell) {
-        let len = self.cells.len();
-        if col >= len || n == 0 {
+        let len = self.cols;
+        if col >= len || n == 0 || (!self.is_allocated() && blank == Cell::BLANK) {
             return;
         }
         let n = n.min(len - col);
         // A wide character cut at the insertion point, and one straddling the new right edge.
         self.repair_split(col, col, blank);
         self.repair_split(len - n, len - n, blank);
-        self.cells[col..].rotate_right(n);
-        self.cells[col..col + n].fill(blank);
+        let cells = self.cells_mut();
+        cells[col..].rotate_right(n);
+        cells[col..col + n].fill(blank);
         self.touch(len);
         if !self.marks.is_empty() {
             self.marks.retain_mut(|(c, _)| {
@@ -236,15 +303,16 @@ impl Row {
     /// Deletes `n` cells at `col`, shifting the rest left and filling the end with `blank`
     /// (DCH).
     pub fn delete(&mut self, col: usize, n: usize, blank: Cell) {
-        let len = self.cells.len();
-        if col >= len || n == 0 {
+        let len = self.cols;
+        if col >= len || n == 0 || (!self.is_allocated() && blank == Cell::BLANK) {
             return;
         }
         let n = n.min(len - col);
         self.repair_split(col, col + n, blank);
         self.drop_marks_in(col, col + n);
-        self.cells[col..].rotate_left(n);
-        self.cells[len - n..].fill(blank);
+        let cells = self.cells_mut();
+        cells[col..].rotate_left(n);
+        cells[len - n..].fill(blank);
         // What moved left came from the settled tail or is `blank`: still settled if `blank`
         // is the rest value.
         if blank != self.rest {
@@ -264,9 +332,15 @@ impl Row {
     /// Changes the width, keeping the left part. A wide character cut by the new edge is
     /// blanked; the wrap flag is dropped because the continuation no longer lines up.
     pub fn resize(&mut self, cols: usize) {
-        if cols == self.cells.len() {
+        if cols == self.cols {
             return;
         }
+        if !self.is_allocated() {
+            self.cols = cols;
+            self.wrapped = false;
+            return;
+        }
+        self.cols = cols;
         if cols < self.cells.len() {
             if cols > 0 && self.cells[cols - 1].is_wide() {
                 self.cells[cols - 1] = Cell::BLANK;
@@ -287,7 +361,10 @@ impl Row {
     /// The row as text: one char (plus marks) per cell, wide characters once, empty cells as
     /// spaces, trailing spaces trimmed.
     pub fn text(&self) -> String {
-        let mut out = String::with_capacity(self.cells.len());
+        if !self.is_allocated() {
+            return String::new();
+        }
+        let mut out = String::with_capacity(self.cols);
         for (col, cell) in self.cells.iter().enumerate() {
             if cell.is_continuation() {
                 continue;
@@ -396,6 +473,19 @@ impl Grid {
         }
     }
 
+    /// Gives back the cells of every row that shows nothing; what the grid shows is unchanged.
+    pub fn release_blank_rows(&mut self) {
+        for row in &mut self.rows {
+            row.release_if_blank();
+        }
+        self.rows.shrink_to_fit();
+    }
+
+    /// Rows that hold their cells (the rest are blank and cost no cell memory).
+    pub fn allocated_rows(&self) -> usize {
+        self.rows.iter().filter(|r| r.is_allocated()).count()
+    }
+
     /// Changes the size keeping the top-left content.
     pub fn resize(&mut self, cols: usize, rows: usize) {
         self.rows.truncate(rows);
@@ -443,6 +533,7 @@ mod tests {
         Insert(usize, usize, Cell),
         Delete(usize, usize, Cell),
         Resize(usize),
+        Release,
     }
 
     fn op_strategy() -> impl proptest::strategy::Strategy<Value = Op> {
@@ -456,6 +547,7 @@ mod tests {
             (0..14usize, 0..5usize, cell_strategy()).prop_map(|(a, n, c)| Op::Insert(a, n, c)),
             (0..14usize, 0..5usize, cell_strategy()).prop_map(|(a, n, c)| Op::Delete(a, n, c)),
             (1..14usize).prop_map(Op::Resize),
+            Just(Op::Release),
         ]
     }
 
@@ -483,15 +575,80 @@ mod tests {
                     Op::Insert(a, n, c) => row.insert_blanks(a, n, c),
                     Op::Delete(a, n, c) => row.delete(a, n, c),
                     Op::Resize(n) => row.resize(n),
+                    Op::Release => {
+                        let before = row.clone();
+                        row.release_if_blank();
+                        proptest::prop_assert_eq!(&row, &before, "releasing changed what the row shows");
+                    }
                 }
                 let rest = row.rest;
-                proptest::prop_assert!(row.cells[row.settled_from..].iter().all(|c| *c == rest), "{row:?}");
+                proptest::prop_assert!(row.cells()[row.settled_from..].iter().all(|c| *c == rest), "{row:?}");
+                proptest::prop_assert_eq!(row.cells().len(), row.len());
+                if !row.is_allocated() {
+                    proptest::prop_assert!(row.cells().iter().all(|c| *c == Cell::BLANK), "{row:?}");
+                    proptest::prop_assert!(row.marks.is_empty() && !row.special && row.rest == Cell::BLANK);
+                }
             }
-            let mut full = row.clone();
-            full.cells.fill(fill);
+            let width = row.len();
             row.reset(fill);
-            proptest::prop_assert_eq!(&row.cells, &full.cells);
+            proptest::prop_assert_eq!(row.cells(), &vec![fill; width][..]);
         }
+
+        /// An unallocated row behaves exactly like one that holds its blank cells: the same
+        /// edits leave both showing the same thing.
+        #[test]
+        fn an_unallocated_row_edits_like_an_allocated_blank_one(
+            ops in proptest::collection::vec(op_strategy(), 0..40),
+        ) {
+            let mut lazy = Row::new(10, Cell::BLANK);
+            let mut full = Row::new(10, Cell::BLANK);
+            full.cells_mut();
+            proptest::prop_assert!(!lazy.is_allocated() && full.is_allocated());
+            for op in ops {
+                for row in [&mut lazy, &mut full] {
+                    match op {
+                        Op::Reset(c) => row.reset(c),
+                        Op::Plain(c, n) => {
+                            row.write_plain(c, std::iter::repeat_n('p', n), Attrs::default());
+                        }
+                        Op::Put(c, x, b) => row.put(c, x, b),
+                        Op::Mark(c) => {
+                            row.push_mark(c, '\u{301}');
+                        }
+                        Op::Erase(a, b, c) => row.erase(a, b, c),
+                        Op::Insert(a, n, c) => row.insert_blanks(a, n, c),
+                        Op::Delete(a, n, c) => row.delete(a, n, c),
+                        Op::Resize(n) => row.resize(n),
+                        Op::Release => {}
+                    }
+                }
+                proptest::prop_assert_eq!(&lazy, &full);
+                proptest::prop_assert_eq!(lazy.text(), full.text());
+            }
+        }
+    }
+
+    #[test]
+    fn a_blank_grid_holds_no_cells_until_written_and_gives_them_back_when_blank_again() {
+        let mut grid = Grid::new(120, 40);
+        assert!(grid.rows().iter().all(|r| !r.is_allocated()), "a fresh grid allocated cells");
+        assert_eq!(grid.allocated_rows(), 0);
+        grid.row_mut(3).write_plain(0, "hi".chars(), Attrs::default());
+        assert_eq!(grid.allocated_rows(), 1, "only the written row materialises");
+        assert_eq!(grid.rows()[3].text(), "hi");
+        // Scrolling reuses rows and keeps their cells (no allocation on the write path).
+        grid.scroll_up(0, 39, 5, Cell::BLANK);
+        assert_eq!(grid.allocated_rows(), 1);
+        grid.release_blank_rows();
+        assert_eq!(grid.allocated_rows(), 0, "a row scrolled blank was kept");
+        grid.row_mut(0).write_plain(0, "x".chars(), Attrs::default());
+        grid.row_mut(1).erase(0, 3, Cell::erased(&Attrs { bg: Color::Indexed(4), ..Attrs::default() }));
+        grid.release_blank_rows();
+        assert_eq!(grid.allocated_rows(), 2, "a row showing text or colour was given back");
+        grid.clear(Cell::BLANK);
+        grid.release_blank_rows();
+        assert_eq!(grid.allocated_rows(), 0);
+        assert!(grid.rows().iter().all(|r| r.text().is_empty()));
     }
 
     fn row_text(cols: usize, f: impl FnOnce(&mut Row)) -> String {

@@ -1,8 +1,10 @@
 //! In-memory screen model of one session's terminal.
 //!
-//! The master feeds every byte the child writes to its PTY through [`Screen::process`]. The
-//! model keeps what a terminal would show (both screen buffers, the cursor, the pen, modes,
-//! title) with xterm's semantics, and serves: the keyframe sent to an attaching or resyncing
+//! The master feeds every byte the child writes to its PTY through [`Screen::feed`], once: the
+//! same parse keeps the model and finds the output events (`crate::events`: titles, bells,
+//! notifications, state reports, mode changes, with one mode tracker, the model's). The model
+//! keeps what a terminal would show (both screen buffers, the cursor, the pen, modes, title)
+//! with xterm's semantics, and serves: the keyframe sent to an attaching or resyncing
 //! client ([`Screen::render_keyframe`]), read-back for `peek` and delivery verification
 //! ([`Screen::snapshot`], [`Screen::text_rows`]), and answers to terminal queries
 //! ([`Screen::take_replies`]). Why a model of our own and not the vt100 or avt crates:
@@ -41,6 +43,7 @@ pub use modes::{Modes, MouseEncoding, MouseMode};
 pub use perform::{DA1_REPLY, DA2_REPLY};
 pub use term::{MAX_PENDING_REPLIES, MAX_TITLE_BYTES};
 
+use crate::events::OutputEvent;
 use ground::GroundTracker;
 use term::Term;
 
@@ -187,10 +190,26 @@ impl Screen {
         }
     }
 
-    /// Feeds bytes written by the child. Any split of a stream into calls gives the same
-    /// result as one call with the whole stream.
+    /// Feeds bytes written by the child and appends the output events they hold (titles,
+    /// bells, notifications, state reports, mode changes) to `events`: one parse for both. Any
+    /// split of a stream into calls gives the same state and the same events as one call with
+    /// the whole stream.
+    pub fn feed(&mut self, bytes: &[u8], events: &mut Vec<OutputEvent>) {
+        // The caller's buffer is the model's for the call: events are appended in place and
+        // the model holds none between calls.
+        std::mem::swap(&mut self.term.events, events);
+        self.parse(bytes);
+        std::mem::swap(&mut self.term.events, events);
+    }
+
+    /// [`Screen::feed`] for callers that only want the screen: the events are dropped.
     pub fn process(&mut self, bytes: &[u8]) {
-        let mut i = if self.partial.len > 0 { self.finish_partial(bytes) } else { 0 };
+        self.parse(bytes);
+        self.term.events.clear();
+    }
+
+    fn parse(&mut self, bytes: &[u8]) {
+        let mut i = if self.partial.len > 0 { self.finish_partial(bytes) } else { self.skip_scrolled_off(bytes) };
         while i < bytes.len() {
             if self.ground.is_ground() {
                 let b = bytes[i];
@@ -222,6 +241,56 @@ impl Screen {
             }
             self.parser.advance(&mut self.term, &bytes[start..i]);
         }
+    }
+
+    /// Where plain text (printable ASCII, CR, LF) at the start of `bytes` would only draw rows
+    /// that the rest of that plain text scrolls off the screen again, skips it: returns how
+    /// many bytes were accounted for (0 when nothing can be skipped), having left the model
+    /// exactly as drawing them would have, apart from the rows that would have scrolled off.
+    ///
+    /// A flood of lines (`cat` of a log, a build) otherwise costs the model two row writes per
+    /// line for rows nobody sees: most of its time, and the master's, in the fan-out bench. The
+    /// rule is exact, not a heuristic: with at least `rows` line feeds before the skip point
+    /// (plain text, the scroll region the whole screen), the cursor is on the bottom row there;
+    /// the skip point follows `CR LF`, so the cursor is in column 0 with no wrap pending; and at
+    /// least `rows` more line feeds follow in plain text, each of which scrolls the whole screen
+    /// from the bottom row, so every row the skipped text could have touched is gone by then.
+    /// Plain text changes nothing else but the REP character (the last one printed), which is
+    /// set. The split property tests compare this with byte-by-byte feeding, which never skips.
+    /// It relies on rows scrolled off the top being dropped: a model that kept a scrollback
+    /// would have to put the skipped lines there.
+    fn skip_scrolled_off(&mut self, bytes: &[u8]) -> usize {
+        let rows = self.term.rows;
+        if !self.ground.is_ground() || self.term.top != 0 || self.term.bottom + 1 != rows {
+            return 0;
+        }
+        // The plain prefix and its line feeds: cheap to find, a word at a time.
+        let mut end = 0;
+        let mut feeds = 0;
+        loop {
+            end += printable_run(&bytes[end..]);
+            match bytes.get(end) {
+                Some(b'\n') => feeds += 1,
+                Some(b'\r') => {}
+                _ => break,
+            }
+            end += 1;
+        }
+        if feeds < 2 * rows {
+            return 0;
+        }
+        // The skip point: just after the line feed that has `rows` more after it (and so at
+        // least `rows`, itself included, up to it).
+        let Some(feed) = memchr::memrchr_iter(b'\n', &bytes[..end]).nth(rows) else {
+            return 0;
+        };
+        if feed == 0 || bytes[feed - 1] != b'\r' {
+            return 0;
+        }
+        let skipped = &bytes[..=feed];
+        let last = skipped.iter().rev().find(|&&b| (0x20..0x7f).contains(&b)).copied();
+        self.term.scrolled_off_at_bottom(last.map(char::from));
+        feed + 1
     }
 
     /// Decodes the text from `bytes[start]` (a non-ASCII byte, in ground state) up to the next
@@ -383,20 +452,7 @@ impl Screen {
 
     /// Modes set by the application.
     pub fn modes(&self) -> Modes {
-        let m = &self.term.modes;
-        Modes {
-            alternate_screen: self.term.alt_mode.is_some(),
-            bracketed_paste: m.bracketed_paste,
-            app_cursor_keys: m.app_cursor,
-            app_keypad: m.app_keypad,
-            cursor_visible: m.cursor_visible,
-            autowrap: m.autowrap,
-            origin: m.origin,
-            insert: m.insert,
-            mouse: m.mouse,
-            mouse_encoding: m.mouse_encoding,
-            focus_events: m.focus_events,
-        }
+        self.term.public_modes()
     }
 
     /// The current pen (attributes new text is drawn with).
@@ -425,6 +481,19 @@ impl Screen {
             text.extend(r.marks_at(usize::from(col)));
         }
         Some(CellView { text, wide: c.is_wide(), wide_continuation: c.is_continuation(), attrs: c.attrs })
+    }
+
+    /// Gives back the memory of rows that show nothing (a blank row costs no cells until it is
+    /// written). For an idle session: the write path never frees, so output that scrolls keeps
+    /// reusing its rows. What the model shows and renders is unchanged.
+    pub fn release_idle_memory(&mut self) {
+        self.term.release_blank_rows();
+    }
+
+    /// Rows of both buffers that hold cells (at most twice the height), for tests and
+    /// diagnostics of the model's memory.
+    pub fn allocated_rows(&self) -> usize {
+        self.term.allocated_rows()
     }
 
     /// What `desk peek --json` prints.

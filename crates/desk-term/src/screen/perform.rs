@@ -1,5 +1,7 @@
 //! Maps what vte parsed (controls, escape and control sequences, OSC strings) onto terminal
-//! operations, and answers terminal queries.
+//! operations, answers terminal queries, and reports the output events found on the way (the
+//! bell, titles, notifications, state reports, and mode changes measured on the model's own
+//! modes before and after each operation that can change them).
 //!
 //! Owns the decoding of parameters (defaults, SGR colour forms) and the query answers; the
 //! operations themselves live in `term.rs`. Invariants: every sequence not listed here is
@@ -17,6 +19,7 @@ use vte::{Params, Perform};
 use super::cell::{Attrs, Color, flag};
 use super::modes::Charset;
 use super::term::Term;
+use crate::events::{self, OutputEvent, TITLE_CAP};
 
 /// DA1 answer: VT220 (62) with ANSI colour (22).
 pub const DA1_REPLY: &[u8] = b"\x1b[?62;22c";
@@ -162,23 +165,30 @@ impl Perform for Term {
     }
 
     fn execute(&mut self, byte: u8) {
+        // A control after an OSC's closing ESC means that ESC was not ST; and vte reports an
+        // OSC aborted by CAN or SUB as a dispatch followed by executing them.
+        self.osc_unconfirmed = false;
         match byte {
+            0x07 => self.events.push(OutputEvent::Bell),
             0x08 => self.cursor_back(1),
             0x09 => self.tab(1),
             0x0A..=0x0C => self.linefeed(),
             0x0D => self.carriage_return(),
             0x0E => self.gl = 1,
             0x0F => self.gl = 0,
-            // BEL, NUL, ENQ, C1 controls and the rest: nothing on screen changes.
+            // NUL, ENQ, C1 controls and the rest: nothing on screen changes.
             _ => {}
         }
     }
 
     fn esc_dispatch(&mut self, intermediates: &[u8], ignore: bool, byte: u8) {
+        let osc_ended = std::mem::take(&mut self.osc_unconfirmed);
         if ignore {
             return;
         }
         match (intermediates, byte) {
+            // ST: it confirms the OSC string whose ESC it began.
+            ([], b'\\') if osc_ended => self.apply_osc(),
             ([], b'7') => self.save_cursor(),
             ([], b'8') => self.restore_cursor(),
             ([], b'=') => self.modes.app_keypad = true,
@@ -190,7 +200,11 @@ impl Perform for Term {
             }
             ([], b'H') => self.tabs.set(self.cur.col),
             ([], b'M') => self.reverse_index(),
-            ([], b'c') => self.full_reset(),
+            ([], b'c') => {
+                let before = self.mode_bits();
+                self.full_reset();
+                self.report_modes(before);
+            }
             ([b'#'], b'8') => self.alignment_test(),
             ([b'('], f) => self.charsets[0] = charset(f),
             ([b')'], f) => self.charsets[1] = charset(f),
@@ -199,6 +213,7 @@ impl Perform for Term {
     }
 
     fn csi_dispatch(&mut self, params: &Params, intermediates: &[u8], ignore: bool, action: char) {
+        self.osc_unconfirmed = false;
         if ignore {
             return;
         }
@@ -256,7 +271,9 @@ impl Perform for Term {
             }
             ([b'?'], 'h' | 'l') => {
                 for p in params.iter() {
+                    let before = self.mode_bits();
                     self.private_mode(p.first().copied().unwrap_or(0), action == 'h');
+                    self.report_modes(before);
                 }
             }
             ([], 'm') => self.sgr(params),
@@ -264,7 +281,11 @@ impl Perform for Term {
             ([], 'r') => self.set_scroll_region(param(params, 0), param(params, 1)),
             ([], 's') if params.len() <= 1 && param(params, 0) == 0 => self.save_cursor(),
             ([], 'u') if params.len() <= 1 && param(params, 0) == 0 => self.restore_cursor(),
-            ([b'!'], 'p') => self.soft_reset(),
+            ([b'!'], 'p') => {
+                let before = self.mode_bits();
+                self.soft_reset();
+                self.report_modes(before);
+            }
             ([b' '], 'q') => {
                 let style = param(params, 0);
                 if style <= 6 {
@@ -275,23 +296,56 @@ impl Perform for Term {
         }
     }
 
-    fn osc_dispatch(&mut self, params: &[&[u8]], _bell_terminated: bool) {
-        let Some((&command, rest)) = params.split_first() else {
-            return;
-        };
-        if rest.is_empty() {
-            return;
-        }
-        // vte splits at every ';', but a title may contain them: join the pieces back.
-        let text = Term::clean_title(&rest.join(&b';'));
-        match command {
-            b"0" => {
-                self.icon_name = text.clone();
-                self.title = text;
+    fn hook(&mut self, _params: &Params, _intermediates: &[u8], _ignore: bool, _action: char) {
+        // A DCS after `ESC ] ... ESC`: that ESC was not ST.
+        self.osc_unconfirmed = false;
+    }
+
+    fn osc_dispatch(&mut self, params: &[&[u8]], bell_terminated: bool) {
+        // vte splits at every ';', but a title or a notification may contain them: join the
+        // pieces back into the string as it was sent.
+        self.osc.clear();
+        for (i, param) in params.iter().enumerate() {
+            if i > 0 {
+                self.osc.push(b';');
             }
-            b"1" => self.icon_name = text,
-            b"2" => self.title = text,
-            _ => {}
+            self.osc.extend_from_slice(param);
         }
+        if bell_terminated {
+            self.osc_unconfirmed = false;
+            self.apply_osc();
+        } else {
+            // Ended by an ESC (ST or the start of something else) or by CAN/SUB: vte cannot
+            // tell which yet; the next callback does.
+            self.osc_unconfirmed = true;
+        }
+    }
+}
+
+impl Term {
+    /// Acts on the OSC string in `self.osc`, now known to be complete: titles set the model's
+    /// title and icon name (and are reported); notifications and state reports are reported.
+    fn apply_osc(&mut self) {
+        let osc = std::mem::take(&mut self.osc);
+        let (command, rest) = match osc.iter().position(|&b| b == b';') {
+            Some(at) => (&osc[..at], Some(&osc[at + 1..])),
+            None => (&osc[..], None),
+        };
+        match (command, rest) {
+            (b"0" | b"1" | b"2", Some(rest)) => {
+                let text = Term::clean_title(rest);
+                if command != b"2" {
+                    self.icon_name = text.clone();
+                    self.events.push(OutputEvent::IconName { name: events::cut_str(&text, TITLE_CAP) });
+                }
+                if command != b"1" {
+                    self.events.push(OutputEvent::Title { title: events::cut_str(&text, TITLE_CAP) });
+                    self.title = text;
+                }
+            }
+            (b"0" | b"1" | b"2", None) => {}
+            (command, rest) => events::osc_event(command, rest.unwrap_or_default(), &mut self.events),
+        }
+        self.osc = osc;
     }
 }

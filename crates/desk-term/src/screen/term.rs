@@ -1,8 +1,8 @@
 //! The emulator state and the terminal operations that change it, with xterm's semantics.
 //!
 //! Owns both screen buffers, the cursor (with xterm's pending-wrap flag), the pen, the scroll
-//! region, the two DECSC slots, modes, character sets, tab stops, the title and the pending
-//! replies. Parsing lives in `perform.rs` (vte callbacks) and in the printable fast path of
+//! region, the two DECSC slots, modes, character sets, tab stops, the title, the pending
+//! replies and the output events of the `feed` call in progress. Parsing lives in `perform.rs` (vte callbacks) and in the printable fast path of
 //! `mod.rs`; both call the operations here, so a byte has the same effect whichever path it
 //! takes. Invariants: `cur.row < rows` and `cur.col < cols` at all times; `cur.pending` (the
 //! cursor is "past" the last column, the next printable character wraps first) implies
@@ -14,7 +14,8 @@ use unicode_width::UnicodeWidthChar;
 
 use super::cell::{Attrs, Cell, flag, kind};
 use super::grid::Grid;
-use super::modes::{Charset, MouseEncoding, MouseMode, TabStops};
+use super::modes::{Charset, Modes, MouseEncoding, MouseMode, TabStops};
+use crate::events::{Mode, OutputEvent};
 
 /// Bytes of query answers kept until the master collects them with `take_replies`. One answer
 /// is at most ~16 bytes, so this holds dozens of them, more than any startup burst of
@@ -160,6 +161,14 @@ pub struct Term {
     pub title: String,
     pub icon_name: String,
     pub replies: Vec<u8>,
+    /// Output events found by the `Screen::feed` call in progress; empty between calls (the
+    /// caller's buffer is swapped in for the call), so it needs no bound of its own.
+    pub events: Vec<OutputEvent>,
+    /// The last OSC string, its parameters joined by `;` again (bounded by vte's 1024 bytes).
+    pub osc: Vec<u8>,
+    /// `osc` was ended by an ESC: it counts once the ESC turns out to start ST (`ESC \`), and
+    /// is dropped if anything else follows (xterm aborts the string then; vte dispatches it).
+    pub osc_unconfirmed: bool,
     /// The last character `print` measured and its width (`NOT_DRAWN` for controls): runs of
     /// one character (box drawing, rules) skip the Unicode table lookup.
     width_memo: (char, u8),
@@ -190,8 +199,23 @@ impl Term {
             title: String::new(),
             icon_name: String::new(),
             replies: Vec::new(),
+            events: Vec::new(),
+            osc: Vec::new(),
+            osc_unconfirmed: false,
             width_memo: ('\0', NOT_DRAWN),
         }
+    }
+
+    /// Gives back the cells of rows that show nothing, in both buffers; nothing visible (nor
+    /// what the alternate buffer would show when switched to) changes.
+    pub fn release_blank_rows(&mut self) {
+        self.main.release_blank_rows();
+        self.alt.release_blank_rows();
+    }
+
+    /// Rows of both buffers that hold their cells.
+    pub fn allocated_rows(&self) -> usize {
+        self.main.allocated_rows() + self.alt.allocated_rows()
     }
 
     /// The buffer being shown and drawn into.
@@ -362,6 +386,17 @@ impl Term {
         }
         self.print_run(run, None);
         self.last_char = Some(char::from(last));
+    }
+
+    /// The state plain text leaves when it ends in `CR LF` after at least `rows` line feeds in
+    /// a whole-screen scroll region, for rows that later text scrolls off anyway (see
+    /// `Screen::skip_scrolled_off`): the cursor at the start of the bottom row with no wrap
+    /// pending, and `last` (the last character it printed, if any) kept for REP.
+    pub fn scrolled_off_at_bottom(&mut self, last: Option<char>) {
+        self.cur = Pos { row: self.rows - 1, col: 0, pending: false };
+        if last.is_some() {
+            self.last_char = last;
+        }
     }
 
     /// REP: prints the last graphic character `count` more times.
@@ -730,10 +765,12 @@ impl Term {
         let title = std::mem::take(&mut self.title);
         let icon_name = std::mem::take(&mut self.icon_name);
         let replies = std::mem::take(&mut self.replies);
+        let events = std::mem::take(&mut self.events);
         *self = Term::new(self.cols, self.rows);
         self.title = title;
         self.icon_name = icon_name;
         self.replies = replies;
+        self.events = events;
     }
 
     /// DECSTR: soft reset. Screen contents, cursor position, tab stops, mouse and paste modes
@@ -815,6 +852,35 @@ impl Term {
             2004 => self.modes.bracketed_paste = on,
             _ => {}
         }
+    }
+
+    /// The modes as [`Modes`] (what `Screen::modes` reports).
+    pub fn public_modes(&self) -> Modes {
+        let m = &self.modes;
+        Modes {
+            alternate_screen: self.alt_mode.is_some(),
+            bracketed_paste: m.bracketed_paste,
+            app_cursor_keys: m.app_cursor,
+            app_keypad: m.app_keypad,
+            cursor_visible: m.cursor_visible,
+            autowrap: m.autowrap,
+            origin: m.origin,
+            insert: m.insert,
+            mouse: m.mouse,
+            mouse_encoding: m.mouse_encoding,
+            focus_events: m.focus_events,
+        }
+    }
+
+    /// The reported modes (see [`Mode`]) as bits, to compare before and after an operation.
+    pub fn mode_bits(&self) -> u16 {
+        Mode::bits(&self.public_modes())
+    }
+
+    /// Reports every reported mode that differs from `before` (taken with `mode_bits`).
+    pub fn report_modes(&mut self, before: u16) {
+        let after = self.mode_bits();
+        Mode::report_changes(before, after, &mut self.events);
     }
 
     /// Queues an answer to a terminal query, dropping it whole if the buffer is full.

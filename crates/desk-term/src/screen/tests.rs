@@ -1026,3 +1026,122 @@ fn printable_run_stops_at_both_edges_of_the_range() {
     }
     assert_eq!(super::printable_run(&[b'~'; 17]), 17);
 }
+
+#[test]
+fn an_idle_blank_screen_holds_no_rows_and_release_changes_nothing_it_shows() {
+    let mut s = Screen::new(120, 40);
+    assert_eq!(s.allocated_rows(), 0, "a fresh screen allocated rows");
+    s.process(b"$ ls\r\nfile\r\n\x1b[?47h\x1b[5;1Halt text\x1b[?47l");
+    assert_eq!(s.allocated_rows(), 3, "two main rows and one alternate row were written");
+    let (keyframe, text) = (s.render_keyframe(), s.text_rows());
+    s.release_idle_memory();
+    assert_eq!(s.allocated_rows(), 3, "rows that show text were given back");
+    assert_eq!((s.render_keyframe(), s.text_rows()), (keyframe, text));
+    // Cleared, the main rows go; the alternate buffer keeps what mode 47 would show again.
+    s.process(b"\x1b[2J");
+    s.release_idle_memory();
+    assert_eq!(s.allocated_rows(), 1);
+    s.process(b"\x1b[?47h");
+    assert_eq!(rows(&s)[4], "alt text");
+    s.process(b"\x1b[?47l\x1b[1;1Hback");
+    assert_eq!(rows(&s)[0], "back");
+}
+
+// ---- rows that scroll off unseen --------------------------------------------------------------
+
+#[test]
+fn a_flood_of_lines_skips_the_rows_it_scrolls_off() {
+    let mut s = Screen::new(10, 3);
+    let flood: Vec<u8> = (0..20).flat_map(|i| format!("line {i}\r\n").into_bytes()).collect();
+    // 20 line feeds on a 3-row screen: all but the last 3 lines' rows are skipped.
+    assert_eq!(s.skip_scrolled_off(&flood), flood.len() - "line 17\r\nline 18\r\nline 19\r\n".len());
+    let mut s = Screen::new(10, 3);
+    s.process(&flood);
+    assert_eq!(rows(&s), ["line 18", "line 19", ""]);
+    assert_eq!(s.cursor(), (2, 0));
+    // REP repeats the last character printed, skipped or not.
+    let mut s = Screen::new(10, 3);
+    s.process(&[&flood[..], b"\x1b[2b"].concat());
+    assert_eq!(rows(&s), ["line 18", "line 19", "99"]);
+    // Too few line feeds, a bare LF before the skip point, or a scroll region: nothing skipped.
+    assert_eq!(Screen::new(10, 3).skip_scrolled_off(&flood[..40]), 0);
+    assert_eq!(Screen::new(10, 3).skip_scrolled_off(&[b'x', b'\n'].repeat(20)), 0);
+    let mut s = Screen::new(10, 3);
+    s.process(b"\x1b[1;2r");
+    assert_eq!(s.skip_scrolled_off(&flood), 0);
+}
+
+mod scrolled_off {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn piece() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            6 => "[a-z ]{0,20}".prop_map(String::into_bytes),
+            6 => Just(b"\r\n".to_vec()),
+            1 => Just(b"\n".to_vec()),
+            1 => Just(b"\r".to_vec()),
+            1 => Just(b"\x1b[31;44m".to_vec()),
+            1 => Just(b"\x1b[2;3r".to_vec()),
+            1 => Just(b"\x1b[r".to_vec()),
+            1 => Just(b"\x1b[1;1H".to_vec()),
+            1 => Just(b"\x1b[3b".to_vec()),
+            1 => Just(b"\x1b[?1049h".to_vec()),
+            1 => Just(b"\x1b[?1049l".to_vec()),
+            1 => Just(b"\x1b(0".to_vec()),
+            1 => Just(b"\x1b(B".to_vec()),
+            1 => Just(b"\x1b[4h".to_vec()),
+            1 => Just(b"\x1b[?7l".to_vec()),
+            1 => Just(b"\x1b[20h".to_vec()),
+            1 => Just(b"\x1b[8m".to_vec()),
+            1 => Just("é中\u{301}".as_bytes().to_vec()),
+        ]
+    }
+
+    fn same(a: &Screen, b: &Screen) -> Result<(), TestCaseError> {
+        prop_assert_eq!(a.text_rows(), b.text_rows());
+        prop_assert_eq!(a.cursor(), b.cursor());
+        prop_assert_eq!(a.pending_wrap(), b.pending_wrap());
+        prop_assert_eq!(a.modes(), b.modes());
+        prop_assert_eq!(a.pen(), b.pen());
+        prop_assert_eq!(a.render_keyframe(), b.render_keyframe());
+        Ok(())
+    }
+
+    proptest! {
+        /// Skipping is only possible within one call of many line feeds; byte-by-byte feeding
+        /// never skips. Both must give the same model, and the same reaction to a REP after.
+        #[test]
+        fn skipping_rows_that_scroll_off_changes_nothing(
+            cols in 1u16..12,
+            rows in 1u16..5,
+            parts in proptest::collection::vec(piece(), 0..120),
+            cuts in proptest::collection::vec(any::<usize>(), 0..4),
+        ) {
+            let stream = [parts.concat(), b"\x1b[2b".to_vec()].concat();
+            // Every screen starts full (DECALN fills it with `E`), in a call of its own, so rows
+            // a skip wrongly left behind would show.
+            let full = |cols, rows| {
+                let mut s = Screen::new(cols, rows);
+                s.process(b"\x1b#8");
+                s
+            };
+            let mut bytewise = full(cols, rows);
+            for b in &stream {
+                bytewise.process(std::slice::from_ref(b));
+            }
+            let mut whole = full(cols, rows);
+            whole.process(&stream);
+            same(&whole, &bytewise)?;
+            let mut points: Vec<usize> = cuts.iter().map(|c| c % (stream.len() + 1)).collect();
+            points.sort_unstable();
+            let mut chunked = full(cols, rows);
+            let mut last = 0;
+            for p in points.into_iter().chain(std::iter::once(stream.len())) {
+                chunked.process(&stream[last..p]);
+                last = p;
+            }
+            same(&chunked, &bytewise)?;
+        }
+    }
+}
