@@ -11,7 +11,8 @@
 //!   the viewer received, side by side.
 //!
 //! Viewers never resize the session, so both kinds can watch one session at once. Options:
-//! `--runs N` (default 5), `--mb N` (default 20), `--markers N` (default 40).
+//! `--runs N` (default 5), `--mb N` (default 50), `--markers N` (default 40). CPU is read from
+//! /proc in clock ticks (10 ms), so the flood should be long enough for ticks to be many.
 
 use desk::pty::{Spawn, spawn};
 use std::num::NonZeroU16;
@@ -34,7 +35,7 @@ struct Opts {
 }
 
 fn parse_opts() -> Opts {
-    let mut opts = Opts { runs: 5, mb: 20, markers: 40 };
+    let mut opts = Opts { runs: 5, mb: 50, markers: 40 };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut num = || args.next().and_then(|v| v.parse().ok()).expect("a number");
@@ -80,13 +81,18 @@ struct Viewer {
     pid: u32,
     parser: Arc<Mutex<vt100::Parser>>,
     bytes: Arc<AtomicU64>,
+    /// "FLOOD-END" was seen in the byte stream (for viewers that do not parse).
+    ended: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
     thread: Option<thread::JoinHandle<()>>,
     _master: Arc<OwnedFd>,
 }
 
 impl Viewer {
-    fn start(desk: &Desk, session: &str, (cols, rows): (u16, u16)) -> Viewer {
+    /// With `parse`, the viewer's terminal is emulated (vt100) so its screen can be read;
+    /// without, bytes are only counted and searched for `FLOOD-END`, so a slow emulator does not
+    /// make the raw client fall behind during a CPU measurement.
+    fn start(desk: &Desk, session: &str, (cols, rows): (u16, u16), parse: bool) -> Viewer {
         let child = spawn(&Spawn {
             program: desk.exe.clone().into(),
             args: vec!["attach".into(), session.into(), "--read-only".into()],
@@ -100,10 +106,13 @@ impl Viewer {
         let parser = Arc::new(Mutex::new(vt100::Parser::new(nz(rows), nz(cols), 0)));
         let bytes = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
+        let ended = Arc::new(AtomicBool::new(false));
         let thread = {
-            let (master, parser, bytes, stop) = (master.clone(), parser.clone(), bytes.clone(), stop.clone());
+            let (master, parser, bytes, stop, ended) =
+                (master.clone(), parser.clone(), bytes.clone(), stop.clone(), ended.clone());
             thread::spawn(move || {
                 let mut buf = vec![0u8; 256 * 1024];
+                let mut tail: Vec<u8> = Vec::new();
                 while !stop.load(Ordering::Relaxed) {
                     let mut fds = [nix::poll::PollFd::new(master.as_fd(), nix::poll::PollFlags::POLLIN)];
                     if nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(20u16)).unwrap_or(0) == 0 {
@@ -113,14 +122,25 @@ impl Viewer {
                         Ok(0) | Err(nix::errno::Errno::EIO) => break,
                         Ok(n) => {
                             bytes.fetch_add(n as u64, Ordering::Relaxed);
-                            parser.lock().unwrap().process(&buf[..n]);
+                            if parse {
+                                parser.lock().unwrap().process(&buf[..n]);
+                            }
+                            // The marker may straddle two reads.
+                            tail.extend_from_slice(&buf[..n.min(64)]);
+                            if tail.windows(9).any(|w| w == b"FLOOD-END")
+                                || buf[..n].windows(9).any(|w| w == b"FLOOD-END")
+                            {
+                                ended.store(true, Ordering::Relaxed);
+                            }
+                            tail.clear();
+                            tail.extend_from_slice(&buf[n.saturating_sub(16)..n]);
                         }
                         Err(_) => {}
                     }
                 }
             })
         };
-        Viewer { pid: child.pid, parser, bytes, stop, thread: Some(thread), _master: master }
+        Viewer { pid: child.pid, parser, bytes, ended, stop, thread: Some(thread), _master: master }
     }
 
     fn contents(&self) -> String {
@@ -201,8 +221,8 @@ fn latency(desk: &mut Desk, opts: &Opts, work: &Path) -> (Vec<f64>, Vec<f64>) {
         n = opts.markers
     );
     let (name, _) = desk.start(&script);
-    let raw = Viewer::start(desk, &name, (COLS, ROWS));
-    let view = Viewer::start(desk, &name, VIEW);
+    let raw = Viewer::start(desk, &name, (COLS, ROWS), true);
+    let view = Viewer::start(desk, &name, VIEW, true);
     wait_for("two viewers", Duration::from_secs(10), || desk.viewers(&name) == 2);
     std::fs::write(&go, b"").unwrap();
     let (mut behind, mut raw_delay) = (Vec::new(), Vec::new());
@@ -237,7 +257,7 @@ fn latency(desk: &mut Desk, opts: &Opts, work: &Path) -> (Vec<f64>, Vec<f64>) {
 
 /// One flood with one viewer of `size`: the master's CPU seconds per MB of output, and the
 /// bytes the viewer received.
-fn cpu_per_mb(desk: &mut Desk, file: &Path, mb: f64, size: (u16, u16), work: &Path) -> (f64, u64) {
+fn cpu_per_mb(desk: &mut Desk, file: &Path, mb: f64, size: (u16, u16), work: &Path) -> (f64, u64, f64) {
     let go = work.join("go-cpu");
     let _ = std::fs::remove_file(&go);
     let script = format!(
@@ -246,19 +266,23 @@ fn cpu_per_mb(desk: &mut Desk, file: &Path, mb: f64, size: (u16, u16), work: &Pa
         file = file.display()
     );
     let (name, master) = desk.start(&script);
-    let viewer = Viewer::start(desk, &name, size);
+    let viewer = Viewer::start(desk, &name, size, false);
     wait_for("a viewer", Duration::from_secs(10), || desk.viewers(&name) == 1);
     wait_for("the first keyframe", Duration::from_secs(10), || viewer.bytes.load(Ordering::Relaxed) > 0);
+    // The master's CPU while idle before the flood is not the flood's.
+    thread::sleep(Duration::from_millis(100));
     let before = cpu_ticks(master);
+    let started = Instant::now();
     std::fs::write(&go, b"").unwrap();
-    wait_for("FLOOD-END", Duration::from_secs(300), || viewer.contents().contains("FLOOD-END"));
+    wait_for("FLOOD-END", Duration::from_secs(300), || viewer.ended.load(Ordering::Relaxed));
     let ticks = cpu_ticks(master) - before;
+    let wall = started.elapsed().as_secs_f64();
     // SAFETY: sysconf takes an integer and touches no memory of ours.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     let bytes = viewer.bytes.load(Ordering::Relaxed);
     drop(viewer);
     desk.stop(&name);
-    (ticks as f64 / hz / mb, bytes)
+    (ticks as f64 / hz / mb, bytes, wall)
 }
 
 fn main() {
@@ -296,24 +320,34 @@ fn main() {
         rd[rd.len() - 1]
     );
 
-    // A text file of `mb` MB: 100-column lines, as a build or an agent prints.
+    // A text file of `mb` MB: numbered 100-column lines, as a build or an agent prints. Every
+    // line differs, so a view's repaint cannot find its rows unchanged.
     let file = work.path().join("flood.txt");
     {
-        let line: String = (0..100).map(|i| (b'a' + (i % 26) as u8) as char).collect::<String>() + "\n";
-        let count = opts.mb * 1_000_000 / line.len();
-        std::fs::write(&file, line.repeat(count)).unwrap();
+        let pattern: String = (0..91).map(|i| (b'a' + (i % 26) as u8) as char).collect();
+        let count = opts.mb * 1_000_000 / 101;
+        let text: String = (0..count).map(|i| format!("{i:08} {pattern}\n")).collect();
+        std::fs::write(&file, text).unwrap();
     }
     let mb = std::fs::metadata(&file).unwrap().len() as f64 / 1e6;
     println!("## CPU per MB of session output ({:.0} MB, {} runs)\n", mb, opts.runs);
-    println!("| viewer | master CPU s per MB | bytes the viewer received |\n|---|---:|---:|");
+    println!("| viewer | master CPU s per MB | bytes the viewer received | flood wall s |\n|---|---:|---:|---:|");
     for size in [(COLS, ROWS), VIEW] {
-        let (mut cpu, mut bytes) = (Vec::new(), Vec::new());
+        let (mut cpu, mut bytes, mut walls) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..opts.runs {
-            let (c, b) = cpu_per_mb(&mut desk, &file, mb, size, work.path());
+            let (c, b, w) = cpu_per_mb(&mut desk, &file, mb, size, work.path());
             cpu.push(c);
             bytes.push(b as f64);
+            walls.push(w);
         }
         let kind = if size == (COLS, ROWS) { "(raw fast path)" } else { "(view)" };
-        println!("| {}x{} {kind} | {:.4} | {:.0} |", size.0, size.1, median(&mut cpu), median(&mut bytes));
+        println!(
+            "| {}x{} {kind} | {:.4} | {:.0} | {:.2} |",
+            size.0,
+            size.1,
+            median(&mut cpu),
+            median(&mut bytes),
+            median(&mut walls)
+        );
     }
 }
