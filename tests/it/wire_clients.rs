@@ -64,19 +64,20 @@ fn garbage_and_unknown_frames_close_only_that_client() {
 }
 
 #[test]
-fn a_viewer_cannot_type_or_resize() {
+fn a_viewer_cannot_type_and_its_resize_leaves_the_session_alone() {
     let home = Home::new();
     home.new_sh("ro", "exec cat");
     let mut viewer = home.connect("ro", Role::Viewer, 80, 24);
     viewer.send(&Frame::Input(b"typed by a viewer\n".to_vec()));
     let refused = viewer.recv_until("refusal", |f| matches!(f, Frame::Error { .. }));
     assert!(matches!(refused, Frame::Error { code: ErrorCode::NotPermitted, .. }), "{refused:?}");
+    // A viewer's RESIZE names the size of its own view (docs/protocol.md §3.4): accepted
+    // without a reply, and never the session's size.
     viewer.send(&Frame::Resize { cols: 50, rows: 10 });
-    let refused = viewer.recv_until("refusal", |f| matches!(f, Frame::Error { .. }));
-    assert!(matches!(refused, Frame::Error { code: ErrorCode::NotPermitted, .. }), "{refused:?}");
     // The viewer stays connected and the session is untouched.
     viewer.send(&Frame::Ping(7));
-    viewer.recv_until("pong", |f| matches!(f, Frame::Pong(7)));
+    let pong = viewer.recv_until("pong", |f| matches!(f, Frame::Pong(7) | Frame::Error { .. }));
+    assert_eq!(pong, Frame::Pong(7), "the RESIZE was refused");
     let s = home.session("ro").unwrap();
     assert_eq!((s["cols"].as_u64(), s["rows"].as_u64()), (Some(120), Some(40)));
     assert_eq!(s["clients"]["viewers"], 1);
