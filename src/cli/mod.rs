@@ -67,6 +67,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The fleet dashboard: every session, what needs you first, a live preview, fleet events.
+    Dash,
     /// Show a session's events (titles, modes, clients, state changes, exit), or every
     /// session's with --all.
     Events {
@@ -301,6 +303,7 @@ fn run(cli: Cli) -> Result<i32> {
             detach_key: a.detach_key.0,
         }),
         Command::Ls { json } => sessions::ls(json),
+        Command::Dash => crate::dash::run(),
         Command::Peek { name, json } => sessions::peek(&name, json),
         Command::Events { name: Some(name), follow, json, since, .. } => events::events(&name, follow, json, since),
         Command::Events { name: None, follow, json, .. } => events::all(follow, json),

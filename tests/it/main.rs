@@ -8,6 +8,7 @@ mod cli;
 mod composer;
 mod corpus;
 mod daemon;
+mod dash;
 mod delivery;
 mod delivery_crash;
 mod demo_agent;

@@ -1,0 +1,420 @@
+//! `desk dash`: the fleet dashboard.
+//!
+//! Owns the dashboard's process edge: the terminal (raw mode, alternate screen, and putting both
+//! back on every way out: quit, SIGTERM, SIGHUP, a panic), and the threads that feed one loop.
+//! The state and the keys live in [`model`], the drawing in [`view`]; this module only moves
+//! messages between them and the world.
+//!
+//! Shape: every source of news runs on a thread of its own and sends [`Msg`]s down one channel;
+//! the main thread blocks on that channel, applies what arrived to the model and redraws. The
+//! sources are the fleet watcher ([`crate::fleet::FleetWatch`], which blocks in its own poll and
+//! is never slowed by a stopped master), the terminal's input (crossterm's blocking reader), the
+//! signals, the daemon's queue counts (the daemon has no push for them: asked every
+//! [`QUEUE_REFRESH`]) and the live preview (a viewer connection to the selected session's master,
+//! whose keyframe and output feed a local screen model). A thread per source keeps each one's
+//! blocking call out of the others' way without a second event loop beside the watcher's, and
+//! nothing here ever waits on a master: a stopped one at worst leaves its own thread waiting.
+//! Invariants: the terminal is restored exactly by [`restore_terminal`], which is idempotent
+//! and called by the guard's drop, the panic hook and the signal path; no thread but the main one
+//! writes to the terminal.
+
+pub mod model;
+pub mod view;
+
+#[cfg(test)]
+mod tests;
+
+use anyhow::{Context, Result, bail};
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
+use ratatui::crossterm::event::{self, Event as TermEvent, KeyCode, KeyEventKind, KeyModifiers};
+use ratatui::crossterm::{cursor, execute, terminal};
+use std::collections::HashMap;
+use std::io::{IsTerminal, Stdout};
+use std::os::unix::net::UnixStream;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::time::Duration;
+
+use crate::fleet::{FleetEvent, FleetWatch};
+use crate::paths::Paths;
+use crate::screen::Screen;
+use crate::session::{self, Probe};
+use crate::wire::{Frame, Role};
+use desk_wire::control::{self, Request};
+use model::{Dash, Key, Link, QueueCounts, Row};
+use view::{Look, Preview};
+
+/// 2 s: how often the daemon is asked for queue and stuck counts (it has no push for them).
+/// Items move in seconds (a delivery's verify window is longer), so a count two seconds old is
+/// current enough to sort by, and one small request every two seconds costs nothing.
+pub const QUEUE_REFRESH: Duration = Duration::from_secs(2);
+
+/// 1 s: how long one queue request may take. The daemon answers in milliseconds; a daemon that
+/// does not answer in a second is shown as such rather than holding up the next refresh.
+const QUEUE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// 1 s: how long the preview waits for the selected master's WELCOME (they answer in
+/// microseconds; a stopped master gets a note instead of a preview).
+const PREVIEW_PATIENCE: Duration = Duration::from_secs(1);
+
+/// 1 s: with no news, redraw this often anyway so the ages in the table ("idle 12s") move.
+const AGE_TICK: Duration = Duration::from_secs(1);
+
+/// What the loop hears.
+enum Msg {
+    Fleet(Vec<FleetEvent>),
+    FleetFailed(String),
+    Term(TermEvent),
+    Signal(i32),
+    Queues(Result<HashMap<String, QueueCounts>, String>),
+    /// Bytes for the preview with this id (a keyframe chunk or output).
+    PreviewBytes(u64, Vec<u8>),
+    /// The preview with this id ended, and why.
+    PreviewEnded(u64, String),
+}
+
+/// The selected session's viewer connection and the screen model it feeds.
+struct PreviewConn {
+    id: u64,
+    session: String,
+    /// The stream the preview thread reads, to shut it down when the selection moves.
+    stream: Option<UnixStream>,
+    screen: Option<Screen>,
+    note: String,
+    /// The connection ended; not retried until the session joins again or is reselected.
+    ended: bool,
+}
+
+impl Drop for PreviewConn {
+    fn drop(&mut self) {
+        if let Some(stream) = &self.stream {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+/// Put the terminal back as the shell left it: cooked mode, main screen, cursor shown. Safe to
+/// call more than once and from a panic hook.
+pub fn restore_terminal() {
+    let _ = terminal::disable_raw_mode();
+    let _ = execute!(std::io::stdout(), terminal::LeaveAlternateScreen, cursor::Show);
+}
+
+/// Raw mode and the alternate screen, for as long as it lives.
+struct TerminalGuard;
+
+impl TerminalGuard {
+    fn enter() -> Result<TerminalGuard> {
+        terminal::enable_raw_mode().context("cannot put the terminal in raw mode")?;
+        let guard = TerminalGuard;
+        execute!(std::io::stdout(), terminal::EnterAlternateScreen, cursor::Hide)
+            .context("cannot switch to the alternate screen")?;
+        Ok(guard)
+    }
+}
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        restore_terminal();
+    }
+}
+
+/// Run the dashboard until `q` or a signal; returns the exit code.
+pub fn run() -> Result<i32> {
+    if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+        bail!("desk dash draws on a terminal; run it with stdin and stdout on one");
+    }
+    let paths = Paths::from_env()?;
+    paths.ensure_runtime()?;
+    let look = Look { color: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) };
+    let (tx, rx) = mpsc::channel();
+
+    // The watcher first, so a session starting while we read the files is seen by one or both.
+    let watch = FleetWatch::open(paths.clone())?;
+    let mut dash = Dash::new();
+    for row in rows_from_files(&paths)? {
+        dash.insert(row);
+    }
+    spawn("fleet", tx.clone(), move |tx| watch_fleet(watch, tx))?;
+    let signal_tx = tx.clone();
+    let mut signals = signal_hook::iterator::Signals::new([libc::SIGTERM, libc::SIGHUP, libc::SIGINT])
+        .context("cannot install signal handlers")?;
+    spawn("signals", signal_tx, move |tx| {
+        for sig in signals.forever() {
+            if tx.send(Msg::Signal(sig)).is_err() {
+                return;
+            }
+        }
+    })?;
+    let queue_paths = paths.clone();
+    spawn("queues", tx.clone(), move |tx| {
+        loop {
+            if tx.send(Msg::Queues(ask_queues(&queue_paths))).is_err() {
+                return;
+            }
+            std::thread::sleep(QUEUE_REFRESH);
+        }
+    })?;
+
+    let previous_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        restore_terminal();
+        previous_hook(info);
+    }));
+    let guard = TerminalGuard::enter()?;
+    spawn("input", tx.clone(), |tx| {
+        while let Ok(ev) = event::read() {
+            if tx.send(Msg::Term(ev)).is_err() {
+                return;
+            }
+        }
+    })?;
+    let mut term = Terminal::new(CrosstermBackend::new(std::io::stdout())).context("cannot draw on the terminal")?;
+    let code = run_loop(&mut term, &mut dash, &paths, &tx, &rx, look);
+    drop(guard);
+    code
+}
+
+fn spawn(name: &str, tx: Sender<Msg>, body: impl FnOnce(Sender<Msg>) + Send + 'static) -> Result<()> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || body(tx))
+        .with_context(|| format!("cannot start the {name} thread"))?;
+    Ok(())
+}
+
+fn watch_fleet(mut watch: FleetWatch, tx: Sender<Msg>) {
+    loop {
+        match watch.wait(None) {
+            Ok(events) => {
+                if tx.send(Msg::Fleet(events)).is_err() {
+                    return;
+                }
+            }
+            Err(e) => {
+                let _ = tx.send(Msg::FleetFailed(format!("{e:#}")));
+                return;
+            }
+        }
+    }
+}
+
+fn run_loop(
+    term: &mut Terminal<CrosstermBackend<Stdout>>,
+    dash: &mut Dash,
+    paths: &Paths,
+    tx: &Sender<Msg>,
+    rx: &Receiver<Msg>,
+    look: Look,
+) -> Result<i32> {
+    let mut preview: Option<PreviewConn> = None;
+    let mut next_preview_id = 0u64;
+    loop {
+        follow_selection(dash, paths, tx, &mut preview, &mut next_preview_id);
+        dash.own_viewer = preview.as_ref().filter(|p| p.stream.is_some()).map(|p| p.session.clone());
+        let now_ms = crate::clock::now_ms();
+        term.draw(|frame| {
+            let shown = match &preview {
+                Some(PreviewConn { session, screen: Some(screen), .. }) => Preview::Screen { session, screen },
+                Some(PreviewConn { session, note, .. }) => Preview::Note { session, text: note },
+                None => Preview::None,
+            };
+            view::render(frame, dash, &shown, now_ms, look)
+        })
+        .context("cannot draw")?;
+        // Wait for news, then take everything that is already there before drawing again.
+        let first = match rx.recv_timeout(AGE_TICK) {
+            Ok(msg) => msg,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => return Ok(0),
+        };
+        let mut next = Some(first);
+        while let Some(msg) = next {
+            if let Some(code) = handle(msg, dash, &mut preview) {
+                return Ok(code);
+            }
+            next = rx.try_recv().ok();
+        }
+    }
+}
+
+/// Apply one message; `Some(code)` when the dashboard must end.
+fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Option<i32> {
+    let now_ms = crate::clock::now_ms();
+    match msg {
+        Msg::Fleet(events) => {
+            for event in &events {
+                let restart = match event {
+                    // The preview asked for the old size: reconnect at the new one.
+                    FleetEvent::Event { session, event } => {
+                        matches!(event.body, crate::events::EventBody::Resize { .. }).then_some(session)
+                    }
+                    // A session that (re)joined gets a fresh preview.
+                    FleetEvent::Joined { session, .. } => Some(session),
+                    _ => None,
+                };
+                if restart.is_some_and(|s| preview.as_ref().is_some_and(|p| p.session == *s)) {
+                    *preview = None;
+                }
+                dash.apply(event, now_ms);
+            }
+        }
+        Msg::FleetFailed(why) => dash.daemon_down = Some(format!("fleet watch stopped: {why}")),
+        Msg::Queues(queues) => dash.set_queues(queues),
+        Msg::Signal(sig) => return Some(128 + sig),
+        Msg::Term(TermEvent::Key(key)) if key.kind != KeyEventKind::Release => {
+            let key = match key.code {
+                KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => Key::CtrlC,
+                KeyCode::Char(c) => Key::Char(c),
+                KeyCode::Up => Key::Up,
+                KeyCode::Down => Key::Down,
+                KeyCode::Enter => Key::Enter,
+                KeyCode::Esc => Key::Esc,
+                KeyCode::Backspace => Key::Backspace,
+                _ => return None,
+            };
+            if let Some(model::Command::Quit) = dash.on_key(key) {
+                return Some(0);
+            }
+        }
+        Msg::Term(_) => {}
+        Msg::PreviewBytes(id, bytes) => {
+            if let Some(p) = preview.as_mut().filter(|p| p.id == id)
+                && let Some(screen) = p.screen.as_mut()
+            {
+                screen.process(&bytes);
+            }
+        }
+        Msg::PreviewEnded(id, why) => {
+            // The last screen drawn stays; without one, the note says why there is none.
+            if let Some(p) = preview.as_mut().filter(|p| p.id == id) {
+                p.note = why;
+                p.stream = None;
+                p.ended = true;
+            }
+        }
+    }
+    None
+}
+
+/// Make the preview show the selected session: close the old viewer connection and open a new
+/// one (on a thread) when the selection moved, or when it ended and the session is live again.
+fn follow_selection(
+    dash: &Dash,
+    paths: &Paths,
+    tx: &Sender<Msg>,
+    preview: &mut Option<PreviewConn>,
+    next_id: &mut u64,
+) {
+    let Some(name) = dash.selected() else {
+        *preview = None;
+        return;
+    };
+    let Some(row) = dash.row(name) else { return };
+    let live = row.link == Link::Live;
+    if let Some(p) = preview.as_ref()
+        && p.session == name
+        && (p.stream.is_some() || p.ended || !live)
+    {
+        return;
+    }
+    *next_id += 1;
+    let id = *next_id;
+    let mut conn =
+        PreviewConn { id, session: name.to_string(), stream: None, screen: None, note: String::new(), ended: false };
+    match &row.link {
+        Link::Exited(exit) => {
+            conn.note = exit.last_screen.as_ref().map(|rows| rows.join("\n")).unwrap_or_else(|| "(exited)".into());
+        }
+        Link::Live => {
+            let Ok(session_name) = crate::paths::SessionName::parse(name) else { return };
+            let socket = paths.session(&session_name).socket;
+            match UnixStream::connect(&socket) {
+                Ok(stream) => {
+                    let (cols, rows) = (row.cols, row.rows);
+                    conn.stream = stream.try_clone().ok();
+                    conn.screen = Some(Screen::new(cols, rows));
+                    conn.note = "connecting...".into();
+                    let thread_tx = tx.clone();
+                    let _ = spawn("preview", tx.clone(), move |_| read_preview(stream, id, cols, rows, thread_tx));
+                }
+                Err(e) => conn.note = format!("cannot connect: {e}"),
+            }
+        }
+        Link::Connecting => conn.note = "waiting for its master to answer".into(),
+        Link::Unresponsive => conn.note = "its master does not answer (stopped or wedged?)".into(),
+        Link::Lost => conn.note = "its master is gone and recorded no exit".into(),
+    }
+    *preview = Some(conn);
+}
+
+/// A viewer connection at the session's own size (so the master sends its raw output, not a
+/// view rendered for another size): the keyframe, then output, each passed to the loop.
+fn read_preview(stream: UnixStream, id: u64, cols: u16, rows: u16, tx: Sender<Msg>) {
+    let ended = |why: String| {
+        let _ = tx.send(Msg::PreviewEnded(id, why));
+    };
+    let mut conn = match desk_wire::client::Connection::open_within(stream, Role::Viewer, cols, rows, PREVIEW_PATIENCE)
+    {
+        Ok(conn) => conn,
+        Err(e) => return ended(format!("{e:#}")),
+    };
+    conn.set_deadline(None);
+    loop {
+        match conn.recv() {
+            Ok(Frame::Keyframe { data, .. }) | Ok(Frame::Output(data)) => {
+                if tx.send(Msg::PreviewBytes(id, data)).is_err() {
+                    return;
+                }
+            }
+            Ok(Frame::Exit { .. }) => return ended("exited".into()),
+            Ok(_) => {}
+            Err(e) => return ended(format!("{e:#}")),
+        }
+    }
+}
+
+/// Every session the files know, as its first row: exited ones from their exit record, live
+/// ones as connecting (the watcher's WELCOME fills them in), dead masters as lost.
+fn rows_from_files(paths: &Paths) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    for name in paths.session_names()? {
+        let files = paths.session(&name);
+        let meta = session::read_meta(&files).unwrap_or(None);
+        let provider = meta.as_ref().map(|m| m.provider.clone()).unwrap_or_default();
+        if let Some(exit) = session::current_exit(&files) {
+            rows.push(Row::exited(name.as_str(), &provider, exit));
+            continue;
+        }
+        let (cols, size_rows) = meta.as_ref().map_or((80, 24), |m| (m.cols, m.rows));
+        let mut row = Row::connecting(name.as_str(), &provider, cols, size_rows);
+        if matches!(session::probe(&files), Ok(Probe::Absent | Probe::Stale)) {
+            row.link = Link::Lost;
+        }
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// The daemon's queue and stuck counts per session, or why they could not be had.
+fn ask_queues(paths: &Paths) -> Result<HashMap<String, QueueCounts>, String> {
+    let socket = crate::daemon::socket_path(paths);
+    let queues = control::request(&socket, &Request::Queue { session: None }, QUEUE_TIMEOUT)
+        .map_err(|_| "desk serve is not running".to_string())?;
+    let stuck = control::request(&socket, &Request::Stuck, QUEUE_TIMEOUT).map_err(|e| format!("{e:#}"))?;
+    if !queues.ok || !stuck.ok {
+        return Err(queues.error.or(stuck.error).unwrap_or_else(|| "desk serve refused".into()));
+    }
+    let mut counts: HashMap<String, QueueCounts> = HashMap::new();
+    for q in queues.data.as_array().into_iter().flatten() {
+        let Some(session) = q["session"].as_str() else { continue };
+        let entry = counts.entry(session.to_string()).or_default();
+        entry.paused = !q["paused"].is_null();
+        entry.queued = q["items"].as_array().into_iter().flatten().filter(|i| i["state"] != "stuck").count() as u32;
+    }
+    for item in stuck.data.as_array().into_iter().flatten() {
+        let Some(session) = item["session"].as_str() else { continue };
+        counts.entry(session.to_string()).or_default().stuck += 1;
+    }
+    Ok(counts)
+}

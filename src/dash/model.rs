@@ -1,0 +1,538 @@
+//! The dashboard's state, as a value: the fleet's rows, the fleet events pane, the selection and
+//! the filter, and what a key press does to them.
+//!
+//! Owns no I/O and reads no clock: [`Dash::apply`] takes what the fleet watcher saw,
+//! [`Dash::set_queues`] what the daemon answered, [`Dash::on_key`] a key, and each returns or
+//! records what changed; the loop in `dash::mod` performs the rest. Invariants: there is at most
+//! one row per session name; the selection is a session name (so it follows its row when the
+//! order changes) and, while any row is visible, names a visible row; the events pane holds at
+//! most [`EVENT_LOG_LIMIT`] lines, newest first. May not depend on the terminal, sockets or files.
+
+use std::collections::{HashMap, VecDeque};
+
+use crate::events::{Axis, Event, EventBody};
+use crate::fleet::FleetEvent;
+use crate::session::ExitRecord;
+use crate::wire::{ExitStatus, Role, SessionInfo};
+use desk_wire::state::{Activity, Health, Lifecycle};
+
+/// 500 lines: ten screens of the tallest events pane the dashboard draws, far more than an
+/// operator scrolls back through; older lines are in each session's journal (`desk events`).
+pub const EVENT_LOG_LIMIT: usize = 500;
+
+/// How a session's master is reachable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Link {
+    /// Known from its files; no answer from its master yet.
+    Connecting,
+    /// Its master answered and streams events.
+    Live,
+    /// Its master did not answer in time (stopped or wedged); it may still wake.
+    Unresponsive,
+    /// The child exited, as the record says.
+    Exited(ExitRecord),
+    /// Its master is gone and recorded no exit.
+    Lost,
+}
+
+/// One session's row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub name: String,
+    pub provider: String,
+    pub link: Link,
+    pub lifecycle: Lifecycle,
+    pub activity: Activity,
+    /// Unix ms since the activity holds (0: unknown).
+    pub activity_since_ms: u64,
+    /// What a blocked agent waits for.
+    pub wait: Option<String>,
+    pub health: Health,
+    pub controllers: u32,
+    pub viewers: u32,
+    pub title: String,
+    /// The session's size (for the preview).
+    pub cols: u16,
+    pub rows: u16,
+    /// From the daemon: items waiting, items stuck, paused (None: daemon not asked or down).
+    pub queue: Option<QueueCounts>,
+}
+
+/// A session's queue as the daemon last described it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueueCounts {
+    pub queued: u32,
+    pub stuck: u32,
+    pub paused: bool,
+}
+
+/// How much a row needs a person, most first. The order of the variants is the table's order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Urgency {
+    Blocked,
+    Stuck,
+    Degraded,
+    ExitedWithError,
+    Working,
+    Quiet,
+    ExitedCleanly,
+}
+
+impl Urgency {
+    /// Whether an operator should look at a row of this urgency now.
+    pub fn needs_person(self) -> bool {
+        self <= Urgency::ExitedWithError
+    }
+}
+
+impl Row {
+    fn new(name: &str) -> Row {
+        Row {
+            name: name.to_string(),
+            provider: String::new(),
+            link: Link::Connecting,
+            lifecycle: Lifecycle::Starting,
+            activity: Activity::Unknown,
+            activity_since_ms: 0,
+            wait: None,
+            health: Health::Ok,
+            controllers: 0,
+            viewers: 0,
+            title: String::new(),
+            cols: 80,
+            rows: 24,
+            queue: None,
+        }
+    }
+
+    /// A row for a session that has exited, from its exit record.
+    pub fn exited(name: &str, provider: &str, exit: ExitRecord) -> Row {
+        let mut row = Row::new(name);
+        row.provider = provider.to_string();
+        row.lifecycle = Lifecycle::Exited;
+        row.title = exit.title.clone().unwrap_or_default();
+        row.activity_since_ms = exit.exited_at_ms;
+        row.link = Link::Exited(exit);
+        row
+    }
+
+    /// A running session's row, as its files describe it, until its master answers.
+    pub fn connecting(name: &str, provider: &str, cols: u16, rows: u16) -> Row {
+        let mut row = Row::new(name);
+        row.provider = provider.to_string();
+        row.cols = cols;
+        row.rows = rows;
+        row
+    }
+
+    fn apply_info(&mut self, info: &SessionInfo) {
+        self.provider = info.provider.clone();
+        self.link = Link::Live;
+        self.controllers = info.controllers;
+        self.viewers = info.viewers;
+        self.title = info.title.clone();
+        self.cols = info.cols;
+        self.rows = info.rows;
+        if let Some(state) = &info.state {
+            self.lifecycle = state.lifecycle.value;
+            self.activity = state.activity.value;
+            self.activity_since_ms = state.activity.since_ms;
+            self.wait = state.wait.clone();
+            self.health = state.health.value.clone();
+        }
+    }
+
+    pub fn urgency(&self) -> Urgency {
+        match &self.link {
+            Link::Exited(exit) => {
+                return if exit.status == ExitStatus::Code(0) {
+                    Urgency::ExitedCleanly
+                } else {
+                    Urgency::ExitedWithError
+                };
+            }
+            Link::Unresponsive | Link::Lost => return Urgency::Degraded,
+            Link::Connecting | Link::Live => {}
+        }
+        if self.activity == Activity::Blocked {
+            Urgency::Blocked
+        } else if self.queue.as_ref().is_some_and(|q| q.stuck > 0) {
+            Urgency::Stuck
+        } else if matches!(self.health, Health::Degraded(_)) {
+            Urgency::Degraded
+        } else if self.activity == Activity::Working {
+            Urgency::Working
+        } else {
+            Urgency::Quiet
+        }
+    }
+
+    /// What the row's lifecycle column says: the lifecycle, or how the master is (not) reached.
+    pub fn lifecycle_word(&self) -> String {
+        match &self.link {
+            Link::Connecting => "starting".into(),
+            Link::Live => self.lifecycle.as_str().into(),
+            Link::Unresponsive => "unresponsive".into(),
+            Link::Lost => "lost".into(),
+            Link::Exited(exit) => match exit.status {
+                ExitStatus::Code(c) => format!("exit {c}"),
+                ExitStatus::Signal(s) => format!("signal {s}"),
+            },
+        }
+    }
+
+    fn on_event(&mut self, event: &Event) {
+        match &event.body {
+            EventBody::Started { provider, cols, rows, .. } => {
+                self.provider = provider.clone();
+                self.cols = *cols;
+                self.rows = *rows;
+            }
+            EventBody::Title { title } => self.title = title.clone(),
+            EventBody::Resize { cols, rows } => {
+                self.cols = *cols;
+                self.rows = *rows;
+            }
+            EventBody::Attach { role, .. } => match role {
+                Role::Controller => self.controllers += 1,
+                Role::Viewer => self.viewers += 1,
+                _ => {}
+            },
+            EventBody::Detach { role, .. } => match role {
+                Role::Controller => self.controllers = self.controllers.saturating_sub(1),
+                Role::Viewer => self.viewers = self.viewers.saturating_sub(1),
+                _ => {}
+            },
+            EventBody::State { axis, to, wait, .. } => match axis {
+                Axis::Lifecycle => {
+                    self.lifecycle = match to.as_str() {
+                        "running" => Lifecycle::Running,
+                        "exited" => Lifecycle::Exited,
+                        _ => Lifecycle::Starting,
+                    }
+                }
+                Axis::Activity => {
+                    self.activity = match to.as_str() {
+                        "working" => Activity::Working,
+                        "idle" => Activity::Idle,
+                        "blocked" => Activity::Blocked,
+                        _ => Activity::Unknown,
+                    };
+                    self.activity_since_ms = event.ts_ms;
+                    self.wait = wait.clone();
+                }
+                Axis::Health => {
+                    self.health = match to.strip_prefix("degraded: ") {
+                        Some(reason) => Health::Degraded(reason.to_string()),
+                        None if to == "ok" => Health::Ok,
+                        None => Health::Degraded(to.clone()),
+                    }
+                }
+            },
+            _ => {}
+        }
+    }
+}
+
+/// One line of the fleet events pane.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLine {
+    /// Unix ms.
+    pub at_ms: u64,
+    pub session: String,
+    pub text: String,
+    /// Something a person should look at (blocked, degraded, an error exit, a notification).
+    pub alert: bool,
+}
+
+/// What the loop must do after a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    Quit,
+}
+
+/// A key, as the dashboard understands it (the loop translates the terminal's events).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Key {
+    Char(char),
+    Up,
+    Down,
+    Enter,
+    Esc,
+    Backspace,
+    CtrlC,
+}
+
+/// The whole dashboard state.
+#[derive(Debug, Default)]
+pub struct Dash {
+    rows: HashMap<String, Row>,
+    /// Sessions in table order (recomputed on every change).
+    order: Vec<String>,
+    selected: Option<String>,
+    /// The operator moved the selection; until then it stays on the top row (the session that
+    /// most needs a person), wherever rows arriving at start put it.
+    pinned: bool,
+    /// The filter text (a session is shown when its name, provider or title contains it).
+    pub filter: String,
+    /// The filter is being typed.
+    pub editing_filter: bool,
+    log: VecDeque<LogLine>,
+    /// The session the dashboard's own preview watches as a viewer (left out of its count).
+    pub own_viewer: Option<String>,
+    /// The daemon's answer could not be had (shown in the header), with why.
+    pub daemon_down: Option<String>,
+}
+
+impl Dash {
+    pub fn new() -> Dash {
+        Dash::default()
+    }
+
+    /// Add or replace a row (from the session's files, at start).
+    pub fn insert(&mut self, row: Row) {
+        self.rows.insert(row.name.clone(), row);
+        self.reorder();
+    }
+
+    /// Take what the fleet watcher saw; `now_ms` stamps lines that carry no time of their own.
+    pub fn apply(&mut self, event: &FleetEvent, now_ms: u64) {
+        match event {
+            FleetEvent::Joined { session, info } => {
+                let row = self.rows.entry(session.clone()).or_insert_with(|| Row::new(session));
+                let was_exited = matches!(row.link, Link::Exited(_) | Link::Lost);
+                row.apply_info(info);
+                if was_exited || row.title.is_empty() {
+                    self.log(now_ms, session, "started".into(), false);
+                }
+            }
+            FleetEvent::Event { session, event } => {
+                let row = self.rows.entry(session.clone()).or_insert_with(|| Row::new(session));
+                if row.link != Link::Live {
+                    row.link = Link::Live;
+                }
+                row.on_event(event);
+                if let Some((text, alert)) = describe(&event.body) {
+                    self.log(event.ts_ms, session, text, alert);
+                }
+            }
+            FleetEvent::Unresponsive { session } => {
+                let row = self.rows.entry(session.clone()).or_insert_with(|| Row::new(session));
+                row.link = Link::Unresponsive;
+                self.log(now_ms, session, "its master does not answer (stopped or wedged?)".into(), true);
+            }
+            FleetEvent::Left { session, exit } => {
+                let row = self.rows.entry(session.clone()).or_insert_with(|| Row::new(session));
+                match exit {
+                    Some(exit) => {
+                        row.lifecycle = Lifecycle::Exited;
+                        row.activity_since_ms = exit.exited_at_ms;
+                        if let Some(title) = &exit.title {
+                            row.title = title.clone();
+                        }
+                        let clean = exit.status == ExitStatus::Code(0);
+                        let text = crate::signals::describe_exit(exit.status);
+                        row.link = Link::Exited(exit.clone());
+                        self.log(exit.exited_at_ms, session, text, !clean);
+                    }
+                    None => {
+                        row.link = Link::Lost;
+                        self.log(now_ms, session, "its master went away without recording an exit".into(), true);
+                    }
+                }
+            }
+        }
+        self.reorder();
+    }
+
+    /// Take the daemon's queue counts (`None`: the daemon could not be asked, and why).
+    pub fn set_queues(&mut self, queues: Result<HashMap<String, QueueCounts>, String>) {
+        match queues {
+            Ok(queues) => {
+                self.daemon_down = None;
+                for row in self.rows.values_mut() {
+                    row.queue = Some(queues.get(&row.name).cloned().unwrap_or_default());
+                }
+            }
+            Err(why) => {
+                self.daemon_down = Some(why);
+                for row in self.rows.values_mut() {
+                    row.queue = None;
+                }
+            }
+        }
+        self.reorder();
+    }
+
+    fn log(&mut self, at_ms: u64, session: &str, text: String, alert: bool) {
+        self.log.push_front(LogLine { at_ms, session: session.to_string(), text, alert });
+        self.log.truncate(EVENT_LOG_LIMIT);
+    }
+
+    /// The fleet events, newest first, those of sessions the filter hides left out.
+    pub fn log_lines(&self) -> impl Iterator<Item = &LogLine> {
+        self.log.iter().filter(|l| self.rows.get(&l.session).is_none_or(|r| self.matches(r)))
+    }
+
+    fn matches(&self, row: &Row) -> bool {
+        if self.filter.is_empty() {
+            return true;
+        }
+        let f = self.filter.to_lowercase();
+        [&row.name, &row.provider, &row.title].iter().any(|s| s.to_lowercase().contains(&f))
+    }
+
+    fn reorder(&mut self) {
+        let mut order: Vec<&Row> = self.rows.values().filter(|r| self.matches(r)).collect();
+        order.sort_by(|a, b| a.urgency().cmp(&b.urgency()).then_with(|| a.name.cmp(&b.name)));
+        self.order = order.into_iter().map(|r| r.name.clone()).collect();
+        let keep = self.pinned && self.selected.as_ref().is_some_and(|s| self.order.contains(s));
+        if !keep {
+            self.selected = self.order.first().cloned();
+        }
+    }
+
+    /// The visible rows, in table order.
+    pub fn visible(&self) -> impl Iterator<Item = &Row> {
+        self.order.iter().filter_map(|n| self.rows.get(n))
+    }
+
+    pub fn row(&self, name: &str) -> Option<&Row> {
+        self.rows.get(name)
+    }
+
+    /// The selected session's name.
+    pub fn selected(&self) -> Option<&str> {
+        self.selected.as_deref()
+    }
+
+    /// The selected row's position among the visible rows.
+    pub fn selected_index(&self) -> Option<usize> {
+        let s = self.selected.as_ref()?;
+        self.order.iter().position(|n| n == s)
+    }
+
+    fn select_index(&mut self, i: usize) {
+        if let Some(name) = self.order.get(i) {
+            self.selected = Some(name.clone());
+            self.pinned = true;
+        }
+    }
+
+    /// Select the next visible session (after the selected one, wrapping) that needs a person.
+    fn next_needing_person(&mut self) {
+        let n = self.order.len();
+        let start = self.selected_index().map_or(0, |i| i + 1);
+        for k in 0..n {
+            let i = (start + k) % n;
+            if self.rows.get(&self.order[i]).is_some_and(|r| r.urgency().needs_person()) {
+                self.select_index(i);
+                return;
+            }
+        }
+    }
+
+    /// React to a key; `Some` when the loop must act.
+    pub fn on_key(&mut self, key: Key) -> Option<Command> {
+        if key == Key::CtrlC {
+            return Some(Command::Quit);
+        }
+        if self.editing_filter {
+            match key {
+                Key::Char(c) => self.filter.push(c),
+                Key::Backspace => {
+                    self.filter.pop();
+                }
+                Key::Enter => self.editing_filter = false,
+                Key::Esc => {
+                    self.editing_filter = false;
+                    self.filter.clear();
+                }
+                _ => {}
+            }
+            self.reorder();
+            return None;
+        }
+        let i = self.selected_index();
+        match key {
+            Key::Char('q') => return Some(Command::Quit),
+            Key::Char('j') | Key::Down => {
+                self.select_index(i.map_or(0, |i| (i + 1).min(self.order.len().saturating_sub(1))))
+            }
+            Key::Char('k') | Key::Up => self.select_index(i.map_or(0, |i| i.saturating_sub(1))),
+            Key::Char('g') => self.select_index(0),
+            Key::Char('G') => self.select_index(self.order.len().saturating_sub(1)),
+            Key::Char('n') => self.next_needing_person(),
+            Key::Char('/') => self.editing_filter = true,
+            Key::Esc if !self.filter.is_empty() => {
+                self.filter.clear();
+                self.reorder();
+            }
+            _ => {}
+        }
+        None
+    }
+}
+
+/// A session event as one line of the events pane, and whether it is an alert; `None` for events
+/// too frequent or too technical for the pane (output bursts, modes, resizes).
+fn describe(body: &EventBody) -> Option<(String, bool)> {
+    Some(match body {
+        EventBody::Started { command, .. } => (format!("started: {}", command.join(" ")), false),
+        EventBody::Title { title } => (format!("title: {title}"), false),
+        EventBody::Bell => ("bell".into(), true),
+        EventBody::Notification { title, body } => match title {
+            Some(t) => (format!("notification: {t}: {body}"), true),
+            None => (format!("notification: {body}"), true),
+        },
+        EventBody::Attach { role, .. } => (format!("{} attached", role_word(*role)?), false),
+        EventBody::Detach { role, reason, .. } => (format!("{} detached ({reason})", role_word(*role)?), false),
+        EventBody::Hook { event, detail, .. } => match detail {
+            Some(d) => (format!("hook {event}: {d}"), false),
+            None => (format!("hook {event}"), false),
+        },
+        EventBody::State { axis, to, wait, evidence, .. } => {
+            let axis = match axis {
+                Axis::Lifecycle => "lifecycle",
+                Axis::Activity => "activity",
+                Axis::Health => "health",
+            };
+            let alert = to == "blocked" || to.starts_with("degraded");
+            let on = wait.as_ref().map(|w| format!(" on {w}")).unwrap_or_default();
+            (format!("{axis} {to}{on} ({evidence})"), alert)
+        }
+        EventBody::Exit { code, signal, .. } => match (code, signal) {
+            (Some(0), _) => ("exited 0".into(), false),
+            (Some(c), _) => (format!("exited {c}"), true),
+            (None, Some(s)) => (format!("killed by signal {s}"), true),
+            (None, None) => ("exited".into(), true),
+        },
+        EventBody::Gap { from_seq, to_seq, reason } => (format!("events {from_seq}..{to_seq} lost: {reason}"), true),
+        EventBody::Output { .. } | EventBody::Mode { .. } | EventBody::Resize { .. } | EventBody::Report { .. } => {
+            return None;
+        }
+    })
+}
+
+/// A controller is a person at a terminal; viewers (dashboard previews among them) and
+/// observers come and go with every selection: not worth a line.
+fn role_word(role: Role) -> Option<&'static str> {
+    match role {
+        Role::Controller => Some("controller"),
+        _ => None,
+    }
+}
+
+/// An age in a few characters: `12s`, `4m`, `3h`, `2d`.
+pub fn age(now_ms: u64, since_ms: u64) -> String {
+    if since_ms == 0 {
+        return String::new();
+    }
+    let s = now_ms.saturating_sub(since_ms) / 1000;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86400 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86400),
+    }
+}

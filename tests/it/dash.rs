@@ -1,0 +1,149 @@
+//! `desk dash` on a real pseudo-terminal against real sessions: what it shows (read through the
+//! harness's screen emulator), how it follows the fleet, and that it leaves the terminal as it
+//! found it on every way out.
+
+use crate::harness::{PATIENCE, Pty, PtyCommand};
+use crate::support::{DESK, Home, eventually};
+use desk::wire::{Frame, Role};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+/// `desk dash` on a new pseudo-terminal of the given size.
+fn dash(home: &Home, cols: u16, rows: u16) -> Pty {
+    PtyCommand::new(DESK).arg("dash").env("DESK_HOME", home.path()).size(cols, rows).spawn().expect("spawn desk dash")
+}
+
+/// The table's rows on screen, first to last (the rows under the NAME header, up to the
+/// preview's title line).
+fn table_rows(screen: &crate::harness::Screen) -> Vec<String> {
+    let Some(header) = screen.find_row("NAME") else { return Vec::new() };
+    screen.rows()[header + 1..]
+        .iter()
+        .take_while(|r| !r.trim().is_empty() && !r.contains("──"))
+        .map(|r| r.trim_end().to_string())
+        .collect()
+}
+
+fn wait_idle(home: &Home, name: &str) {
+    eventually(&format!("{name} to be idle"), || {
+        let s = home.session(name).ok_or("no session")?;
+        if s["state"]["activity"]["value"] == "idle" { Ok(()) } else { Err(s["state"].to_string()) }
+    });
+}
+
+/// The terminal the dashboard leaves behind: main screen, cursor shown.
+fn assert_restored(pty: &Pty) {
+    let screen = pty.screen();
+    assert!(!screen.alternate_screen(), "still on the alternate screen:\n{screen}");
+    assert!(!pty.with_vt100(|s| s.hide_cursor()), "the cursor is still hidden:\n{screen}");
+}
+
+#[test]
+fn a_session_turning_blocked_moves_to_the_top_and_its_dialog_shows_in_the_preview() {
+    let home = Home::new();
+    home.demo("aa", &[]);
+    home.demo("zz", &[]);
+    wait_idle(&home, "aa");
+    wait_idle(&home, "zz");
+    let pty = dash(&home, 120, 40);
+    let screen = pty
+        .wait_until(PATIENCE, "both sessions listed, idle", |s| {
+            let rows = table_rows(s);
+            rows.len() == 2 && rows.iter().all(|r| r.contains("idle"))
+        })
+        .expect("the table");
+    // Equal urgency: by name.
+    assert!(table_rows(&screen)[0].contains("aa"), "{screen}");
+
+    let mut ctl = home.connect("zz", Role::Controller, 80, 24);
+    ctl.send(&Frame::Input(b"\x1b[200~please approve-me\x1b[201~\r".to_vec()));
+    let screen = pty
+        .wait_until(PATIENCE, "zz blocked on top", |s| {
+            table_rows(s).first().is_some_and(|r| r.contains("zz") && r.contains("blocked:approval"))
+        })
+        .expect("zz moves to the top");
+    assert!(screen.contains("1 need you"), "{screen}");
+    // The top row is selected, and the preview draws its screen: the dialog's status row.
+    pty.wait_for_text("waiting for approval").expect("the live preview shows the dialog");
+    pty.wait_for_text("activity blocked on approval").expect("the events pane tells it");
+
+    // Answered, it goes back below aa.
+    ctl.send(&Frame::Input(b"\r".to_vec()));
+    pty.wait_until(PATIENCE, "zz back to idle, below aa", |s| {
+        let rows = table_rows(s);
+        rows.len() == 2 && rows[0].contains("aa") && rows[1].contains("zz") && rows[1].contains("idle")
+    })
+    .expect("zz back in place");
+}
+
+#[test]
+fn q_quits_and_restores_the_terminal() {
+    let home = Home::new();
+    home.demo("one", &[]);
+    let mut pty = dash(&home, 80, 24);
+    pty.wait_until(PATIENCE, "the dashboard on the alternate screen", |s| {
+        s.alternate_screen() && s.contains("desk dash") && table_rows(s).iter().any(|r| r.contains("one"))
+    })
+    .expect("the dashboard");
+    assert!(pty.with_vt100(|s| s.hide_cursor()), "the cursor is hidden while it draws");
+    pty.write("q").expect("write q");
+    let status = pty.wait_exit(PATIENCE).expect("desk dash exits on q");
+    assert_eq!(status.code(), Some(0));
+    assert_restored(&pty);
+    // The fleet keeps running.
+    assert_eq!(home.session("one").expect("the session")["status"], "running");
+}
+
+#[test]
+fn sigterm_and_sighup_restore_the_terminal() {
+    for signal in [Signal::SIGTERM, Signal::SIGHUP] {
+        let home = Home::new();
+        let mut pty = dash(&home, 80, 24);
+        pty.wait_until(PATIENCE, "the dashboard", |s| s.alternate_screen() && s.contains("desk dash"))
+            .expect("the dashboard");
+        pty.signal(signal).expect("signal desk dash");
+        let status = pty.wait_exit(PATIENCE).expect("desk dash exits on the signal");
+        assert_eq!(status.code(), Some(128 + signal as i32), "{signal}");
+        assert_restored(&pty);
+    }
+}
+
+#[test]
+fn a_stopped_master_is_shown_unresponsive_and_never_blocks_the_dashboard() {
+    let home = Home::new();
+    home.demo("ok", &[]);
+    home.demo("stopped", &[]);
+    wait_idle(&home, "ok");
+    let master = Pid::from_raw(home.master_pid("stopped"));
+    kill(master, Signal::SIGSTOP).expect("stop the master");
+    let mut pty = dash(&home, 100, 30);
+    let screen = pty
+        .wait_until(PATIENCE, "the stopped master shown unresponsive, on top", |s| {
+            let rows = table_rows(s);
+            rows.len() == 2
+                && rows[0].contains("stopped")
+                && rows[0].contains("unresponsive")
+                && rows[1].contains("idle")
+        })
+        .expect("unresponsive row");
+    assert!(screen.contains("1 need you"), "{screen}");
+    // Keys still work: select the live one, filter, quit.
+    pty.write("/ok\r").expect("filter");
+    pty.wait_until(PATIENCE, "only ok listed", |s| table_rows(s).len() == 1 && table_rows(s)[0].contains("ok"))
+        .expect("the filter");
+    pty.write("q").expect("write q");
+    let status = pty.wait_exit(PATIENCE).expect("desk dash quits with a master stopped");
+    kill(master, Signal::SIGCONT).expect("continue the master");
+    assert_eq!(status.code(), Some(0));
+    assert_restored(&pty);
+}
+
+#[test]
+fn it_resizes_live() {
+    let home = Home::new();
+    home.demo("one", &[]);
+    let pty = dash(&home, 80, 24);
+    pty.wait_until(PATIENCE, "the footer on the last row", |s| s.row(23).contains("q quit")).expect("80x24");
+    pty.resize(132, 40).expect("resize");
+    pty.wait_until(PATIENCE, "the footer on the new last row", |s| s.row(39).contains("q quit")).expect("132x40");
+}
