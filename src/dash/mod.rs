@@ -162,15 +162,20 @@ pub fn run() -> Result<i32> {
         previous_hook(info);
     }));
     let guard = TerminalGuard::enter()?;
-    spawn("input", tx.clone(), |tx| {
-        while let Ok(ev) = event::read() {
+    // The input thread reads one event per permit: while an attach owns the terminal no permit
+    // is given, so not a keystroke meant for the session is read by the dashboard.
+    let (permit_tx, permit_rx) = mpsc::channel::<()>();
+    spawn("input", tx.clone(), move |tx| {
+        while permit_rx.recv().is_ok() {
+            let Ok(ev) = event::read() else { return };
             if tx.send(Msg::Term(ev)).is_err() {
                 return;
             }
         }
     })?;
+    let _ = permit_tx.send(());
     let mut term = Terminal::new(CrosstermBackend::new(std::io::stdout())).context("cannot draw on the terminal")?;
-    let code = run_loop(&mut term, &mut dash, &paths, &tx, &rx, look);
+    let code = run_loop(&mut term, &mut dash, &paths, &tx, &rx, &permit_tx, look);
     drop(guard);
     code
 }
@@ -205,6 +210,7 @@ fn run_loop(
     paths: &Paths,
     tx: &Sender<Msg>,
     rx: &Receiver<Msg>,
+    permit: &Sender<()>,
     look: Look,
 ) -> Result<i32> {
     let mut preview: Option<PreviewConn> = None;
@@ -230,16 +236,49 @@ fn run_loop(
         };
         let mut next = Some(first);
         while let Some(msg) = next {
-            if let Some(code) = handle(msg, dash, &mut preview) {
-                return Ok(code);
+            let key = matches!(msg, Msg::Term(_));
+            match handle(msg, dash, &mut preview) {
+                Flow::Go => {}
+                Flow::Exit(code) => return Ok(code),
+                Flow::Attach(name) => {
+                    // Its viewer connection would pile up output while we are away.
+                    preview = None;
+                    attach(term, &name)?;
+                }
+            }
+            if key {
+                let _ = permit.send(());
             }
             next = rx.try_recv().ok();
         }
     }
 }
 
-/// Apply one message; `Some(code)` when the dashboard must end.
-fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Option<i32> {
+/// What the loop does after a message.
+enum Flow {
+    Go,
+    Exit(i32),
+    Attach(String),
+}
+
+/// Leave the dashboard's screen and raw mode, run `desk attach NAME` on this terminal (the
+/// full attach: its own detach key, resizes and restore; a separate process, so its signal
+/// handling and terminal state never mix with ours), then take the terminal back and redraw
+/// everything.
+fn attach(term: &mut Terminal<CrosstermBackend<Stdout>>, name: &str) -> Result<()> {
+    restore_terminal();
+    let exe = std::env::current_exe().context("cannot find the desk binary")?;
+    let status = std::process::Command::new(exe).arg("attach").arg(name).status();
+    terminal::enable_raw_mode().context("cannot put the terminal back in raw mode")?;
+    execute!(std::io::stdout(), terminal::EnterAlternateScreen, cursor::Hide)
+        .context("cannot switch back to the alternate screen")?;
+    term.clear().context("cannot redraw")?;
+    status.with_context(|| format!("cannot run desk attach {name}"))?;
+    Ok(())
+}
+
+/// Apply one message.
+fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Flow {
     let now_ms = crate::clock::now_ms();
     match msg {
         Msg::Fleet(events) => {
@@ -261,7 +300,7 @@ fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Optio
         }
         Msg::FleetFailed(why) => dash.daemon_down = Some(format!("fleet watch stopped: {why}")),
         Msg::Queues(queues) => dash.set_queues(queues),
-        Msg::Signal(sig) => return Some(128 + sig),
+        Msg::Signal(sig) => return Flow::Exit(128 + sig),
         Msg::Term(TermEvent::Key(key)) if key.kind != KeyEventKind::Release => {
             let key = match key.code {
                 KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => Key::CtrlC,
@@ -271,10 +310,12 @@ fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Optio
                 KeyCode::Enter => Key::Enter,
                 KeyCode::Esc => Key::Esc,
                 KeyCode::Backspace => Key::Backspace,
-                _ => return None,
+                _ => return Flow::Go,
             };
-            if let Some(model::Command::Quit) = dash.on_key(key) {
-                return Some(0);
+            match dash.on_key(key) {
+                Some(model::Command::Quit) => return Flow::Exit(0),
+                Some(model::Command::Attach(name)) => return Flow::Attach(name),
+                None => {}
             }
         }
         Msg::Term(_) => {}
@@ -294,7 +335,7 @@ fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Optio
             }
         }
     }
-    None
+    Flow::Go
 }
 
 /// Make the preview show the selected session: close the old viewer connection and open a new

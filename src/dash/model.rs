@@ -249,6 +249,8 @@ pub struct LogLine {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
     Quit,
+    /// Suspend the dashboard and attach this terminal to the session.
+    Attach(String),
 }
 
 /// A key, as the dashboard understands it (the loop translates the terminal's events).
@@ -464,6 +466,14 @@ impl Dash {
             Key::Char('G') => self.select_index(self.order.len().saturating_sub(1)),
             Key::Char('n') => self.next_needing_person(),
             Key::Char('/') => self.editing_filter = true,
+            Key::Enter => {
+                let row = self.selected.as_ref().and_then(|s| self.rows.get(s))?;
+                // An exited or lost session has nothing to attach to; its last screen is in
+                // the preview already.
+                if matches!(row.link, Link::Live | Link::Unresponsive | Link::Connecting) {
+                    return Some(Command::Attach(row.name.clone()));
+                }
+            }
             Key::Esc if !self.filter.is_empty() => {
                 self.filter.clear();
                 self.reorder();

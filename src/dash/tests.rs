@@ -200,6 +200,20 @@ fn slash_filters_by_name_provider_or_title_and_esc_clears_it() {
 }
 
 #[test]
+fn enter_attaches_to_a_live_session_but_not_to_an_exited_one_nor_while_filtering() {
+    use super::model::Command;
+    let mut dash = fleet();
+    assert_eq!(dash.on_key(Key::Enter), Some(Command::Attach("golf".into())));
+    dash.on_key(Key::Char('G'));
+    assert_eq!(dash.selected(), Some("echo"));
+    assert_eq!(dash.on_key(Key::Enter), None, "echo has exited");
+    dash.on_key(Key::Char('g'));
+    dash.on_key(Key::Char('/'));
+    assert_eq!(dash.on_key(Key::Enter), None, "Enter ends the filter");
+    assert_eq!(dash.on_key(Key::Enter), Some(Command::Attach("golf".into())));
+}
+
+#[test]
 fn q_and_ctrl_c_quit() {
     let mut dash = fleet();
     assert_eq!(dash.on_key(Key::Char('q')), Some(super::model::Command::Quit));

@@ -147,3 +147,35 @@ fn it_resizes_live() {
     pty.resize(132, 40).expect("resize");
     pty.wait_until(PATIENCE, "the footer on the new last row", |s| s.row(39).contains("q quit")).expect("132x40");
 }
+
+#[test]
+fn enter_attaches_to_the_selected_session_and_detach_returns_to_the_dashboard() {
+    let home = Home::new();
+    home.demo("one", &[]);
+    wait_idle(&home, "one");
+    let mut pty = dash(&home, 100, 30);
+    pty.wait_until(PATIENCE, "one listed", |s| table_rows(s).iter().any(|r| r.contains("one") && r.contains("idle")))
+        .expect("the dashboard");
+    pty.write("\r").expect("Enter");
+    // The full attach: the agent's own screen fills the terminal, and what we type reaches it.
+    pty.wait_until(PATIENCE, "the agent's screen, not the dashboard", |s| {
+        !s.contains("desk dash") && s.contains("idle")
+    })
+    .expect("attached");
+    pty.write("typed through the attach").expect("type");
+    pty.wait_for_text("typed through the attach").expect("the agent echoes it");
+    eventually("one to count a controller", || {
+        let s = home.session("one").ok_or("no session")?;
+        if s["clients"]["controllers"] == 1 { Ok(()) } else { Err(s["clients"].to_string()) }
+    });
+    pty.write([0x1c]).expect("the detach key");
+    pty.wait_until(PATIENCE, "the dashboard back, on the alternate screen", |s| {
+        s.alternate_screen() && s.contains("desk dash") && table_rows(s).iter().any(|r| r.contains("one"))
+    })
+    .expect("back in the dashboard");
+    // Keys reach the dashboard again.
+    pty.write("q").expect("q");
+    let status = pty.wait_exit(PATIENCE).expect("desk dash quits after the attach");
+    assert_eq!(status.code(), Some(0));
+    assert_restored(&pty);
+}
