@@ -35,13 +35,14 @@ use std::os::unix::net::UnixStream;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::Duration;
 
+use crate::delivery::item::{Item, State as ItemState};
 use crate::fleet::{FleetEvent, FleetWatch};
 use crate::paths::Paths;
 use crate::screen::Screen;
 use crate::session::{self, Probe};
 use crate::wire::{Frame, Role};
 use desk_wire::control::{self, Request};
-use model::{Dash, Key, Link, QueueCounts, Row};
+use model::{Action, Dash, ItemLine, Key, Link, QueueCounts, Row};
 use view::{Look, Preview};
 
 /// 2 s: how often the daemon is asked for queue and stuck counts (it has no push for them).
@@ -52,6 +53,15 @@ pub const QUEUE_REFRESH: Duration = Duration::from_secs(2);
 /// 1 s: how long one queue request may take. The daemon answers in milliseconds; a daemon that
 /// does not answer in a second is shown as such rather than holding up the next refresh.
 const QUEUE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// How long an action may take: a force waits for its delivery to settle (echo and submit
+/// windows plus retries, as `desk force` does); the others answer at once.
+fn action_timeout(action: &Action) -> Duration {
+    match action {
+        Action::Force(_) => Duration::from_secs(60),
+        _ => Duration::from_secs(10),
+    }
+}
 
 /// 1 s: how long the preview waits for the selected master's WELCOME (they answer in
 /// microseconds; a stopped master gets a note instead of a preview).
@@ -71,6 +81,8 @@ enum Msg {
     PreviewBytes(u64, Vec<u8>),
     /// The preview with this id ended, and why.
     PreviewEnded(u64, String),
+    /// An operator action finished: what the daemon said.
+    ActionDone(String),
 }
 
 /// The selected session's viewer connection and the screen model it feeds.
@@ -238,6 +250,7 @@ fn run_loop(
         while let Some(msg) = next {
             let key = matches!(msg, Msg::Term(_));
             match handle(msg, dash, &mut preview) {
+                Flow::Run(action) => run_action(paths, tx, action, dash),
                 Flow::Go => {}
                 Flow::Exit(code) => return Ok(code),
                 Flow::Attach(name) => {
@@ -257,6 +270,7 @@ fn run_loop(
 /// What the loop does after a message.
 enum Flow {
     Go,
+    Run(Action),
     Exit(i32),
     Attach(String),
 }
@@ -300,10 +314,15 @@ fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Flow 
         }
         Msg::FleetFailed(why) => dash.daemon_down = Some(format!("fleet watch stopped: {why}")),
         Msg::Queues(queues) => dash.set_queues(queues),
+        Msg::ActionDone(outcome) => dash.status = Some(outcome),
         Msg::Signal(sig) => return Flow::Exit(128 + sig),
         Msg::Term(TermEvent::Key(key)) if key.kind != KeyEventKind::Release => {
             let key = match key.code {
                 KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => Key::CtrlC,
+                // Alt- and Ctrl- chords are not the plain keys the dashboard binds.
+                KeyCode::Char(_) if key.modifiers.intersects(KeyModifiers::ALT | KeyModifiers::CONTROL) => {
+                    return Flow::Go;
+                }
                 KeyCode::Char(c) => Key::Char(c),
                 KeyCode::Up => Key::Up,
                 KeyCode::Down => Key::Down,
@@ -315,6 +334,7 @@ fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Flow 
             match dash.on_key(key) {
                 Some(model::Command::Quit) => return Flow::Exit(0),
                 Some(model::Command::Attach(name)) => return Flow::Attach(name),
+                Some(model::Command::Run(action)) => return Flow::Run(action),
                 None => {}
             }
         }
@@ -336,6 +356,26 @@ fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Flow 
         }
     }
     Flow::Go
+}
+
+/// Ask the daemon on a thread (a force can take a minute); the outcome comes back as a message.
+fn run_action(paths: &Paths, tx: &Sender<Msg>, action: Action, dash: &mut Dash) {
+    let socket = crate::daemon::socket_path(paths);
+    let what = match &action {
+        Action::Force(id) => format!("forcing {id}"),
+        Action::Drop(id) => format!("dropping {id}"),
+        Action::Pause(s) => format!("pausing {s}"),
+        Action::Resume(s) => format!("resuming {s}"),
+    };
+    dash.status = Some(format!("{what}: asking desk serve..."));
+    let _ = spawn("action", tx.clone(), move |tx| {
+        let outcome = match control::request(&socket, &action.request(), action_timeout(&action)) {
+            Ok(resp) if resp.ok => resp.message.unwrap_or_else(|| "done".into()),
+            Ok(resp) => format!("refused: {}", resp.error.unwrap_or_default()),
+            Err(e) => format!("{e:#} (is desk serve running?)"),
+        };
+        let _ = tx.send(Msg::ActionDone(outcome));
+    });
 }
 
 /// Make the preview show the selected session: close the old viewer connection and open a new
@@ -447,15 +487,39 @@ fn ask_queues(paths: &Paths) -> Result<HashMap<String, QueueCounts>, String> {
         return Err(queues.error.or(stuck.error).unwrap_or_else(|| "desk serve refused".into()));
     }
     let mut counts: HashMap<String, QueueCounts> = HashMap::new();
+    let stuck: Vec<Item> = serde_json::from_value(stuck.data).unwrap_or_default();
+    for item in &stuck {
+        let entry = counts.entry(item.session.clone()).or_default();
+        entry.stuck += 1;
+        entry.items.push(item_line(item));
+    }
     for q in queues.data.as_array().into_iter().flatten() {
         let Some(session) = q["session"].as_str() else { continue };
         let entry = counts.entry(session.to_string()).or_default();
         entry.paused = !q["paused"].is_null();
-        entry.queued = q["items"].as_array().into_iter().flatten().filter(|i| i["state"] != "stuck").count() as u32;
-    }
-    for item in stuck.data.as_array().into_iter().flatten() {
-        let Some(session) = item["session"].as_str() else { continue };
-        counts.entry(session.to_string()).or_default().stuck += 1;
+        for item in q["items"].as_array().into_iter().flatten() {
+            let Ok(item) = serde_json::from_value::<Item>(item.clone()) else { continue };
+            if item.state != ItemState::Stuck {
+                entry.queued += 1;
+                entry.items.push(item_line(&item));
+            }
+        }
     }
     Ok(counts)
+}
+
+fn item_line(item: &Item) -> ItemLine {
+    ItemLine {
+        id: item.id.to_string(),
+        state: item.state.as_str().to_string(),
+        class: item.stuck.map(|c| c.as_str().to_string()),
+        preview: item.preview(60),
+        why: item
+            .evidence
+            .iter()
+            .rev()
+            .find(|n| n.kind == "stuck" || n.kind == "refused")
+            .map(|n| n.detail.clone())
+            .unwrap_or_default(),
+    }
 }

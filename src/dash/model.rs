@@ -14,6 +14,7 @@ use crate::events::{Axis, Event, EventBody};
 use crate::fleet::FleetEvent;
 use crate::session::ExitRecord;
 use crate::wire::{ExitStatus, Role, SessionInfo};
+use desk_wire::control::Request;
 use desk_wire::state::{Activity, Health, Lifecycle};
 
 /// 500 lines: ten screens of the tallest events pane the dashboard draws, far more than an
@@ -64,6 +65,54 @@ pub struct QueueCounts {
     pub queued: u32,
     pub stuck: u32,
     pub paused: bool,
+    /// Its stuck items first, then the waiting ones, as the daemon listed them.
+    pub items: Vec<ItemLine>,
+}
+
+/// One delivery item, as the items pane shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ItemLine {
+    pub id: String,
+    /// `queued`, `sending`, `stuck`, ...
+    pub state: String,
+    /// The stuck class (`submit-stuck`, `paste-missing`, `merged`, ...), for a stuck item.
+    pub class: Option<String>,
+    /// The prompt's first line.
+    pub preview: String,
+    /// The newest stuck/refused evidence, in a few words.
+    pub why: String,
+}
+
+/// An operator action on the daemon, run by the loop once confirmed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    Force(String),
+    Drop(String),
+    Pause(String),
+    Resume(String),
+}
+
+impl Action {
+    /// The daemon request that performs it.
+    pub fn request(&self) -> Request {
+        match self {
+            // Never over someone's draft from here: the daemon refuses and says so; the CLI's
+            // `desk force --over-draft` is the deliberate way.
+            Action::Force(id) => Request::Force { id: id.clone(), over_draft: false },
+            Action::Drop(id) => Request::Drop { id: id.clone() },
+            Action::Pause(session) => {
+                Request::Pause { session: session.clone(), reason: Some("paused from desk dash".into()) }
+            }
+            Action::Resume(session) => Request::Resume { session: session.clone() },
+        }
+    }
+}
+
+/// A question on the footer line, waiting for y (anything else cancels).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Confirm {
+    pub question: String,
+    pub action: Action,
 }
 
 /// How much a row needs a person, most first. The order of the variants is the table's order.
@@ -251,6 +300,8 @@ pub enum Command {
     Quit,
     /// Suspend the dashboard and attach this terminal to the session.
     Attach(String),
+    /// Ask the daemon (confirmed where it changes an item).
+    Run(Action),
 }
 
 /// A key, as the dashboard understands it (the loop translates the terminal's events).
@@ -282,6 +333,14 @@ pub struct Dash {
     log: VecDeque<LogLine>,
     /// The session the dashboard's own preview watches as a viewer (left out of its count).
     pub own_viewer: Option<String>,
+    /// The middle pane lists the selected session's items instead of its screen.
+    pub items_focus: bool,
+    /// The selected item in the items pane (an index into the selected session's items).
+    pub item_index: usize,
+    /// A question waiting for y.
+    pub confirm: Option<Confirm>,
+    /// The last action's outcome, or a refusal, for the footer.
+    pub status: Option<String>,
     /// The daemon's answer could not be had (shown in the header), with why.
     pub daemon_down: Option<String>,
 }
@@ -416,9 +475,68 @@ impl Dash {
 
     fn select_index(&mut self, i: usize) {
         if let Some(name) = self.order.get(i) {
+            if self.selected.as_ref() != Some(name) {
+                self.item_index = 0;
+            }
             self.selected = Some(name.clone());
             self.pinned = true;
         }
+    }
+
+    /// The selected session's items (empty when it has none or the daemon is down).
+    pub fn selected_items(&self) -> &[ItemLine] {
+        self.selected
+            .as_ref()
+            .and_then(|s| self.rows.get(s))
+            .and_then(|r| r.queue.as_ref())
+            .map_or(&[], |q| q.items.as_slice())
+    }
+
+    /// The item force or drop acts on: the one selected in the items pane, else the session's
+    /// first stuck item.
+    fn target_item(&self) -> Option<&ItemLine> {
+        let items = self.selected_items();
+        if self.items_focus { items.get(self.item_index) } else { items.iter().find(|i| i.state == "stuck") }
+    }
+
+    /// Force the target item, after a confirmation that says what force will do. The rules are
+    /// the CLI's (`desk force`): only a stuck item; a merged one is refused (it went, or sits,
+    /// with someone else's text: check it and drop it); the daemon refuses the rest it must.
+    fn ask_force(&mut self) {
+        let Some(item) = self.target_item().cloned() else {
+            self.status = Some("no stuck item to force here (i lists the session's items)".into());
+            return;
+        };
+        if item.state != "stuck" {
+            self.status = Some(format!("{} is {}, not stuck: only a stuck item can be forced", item.id, item.state));
+            return;
+        }
+        let what = match item.class.as_deref() {
+            Some("merged") => {
+                self.status = Some(format!(
+                    "{} went, or sits, with someone else's text: force refuses it; check the agent, then drop it (d)",
+                    item.id
+                ));
+                return;
+            }
+            Some("submit-stuck") => "press Enter on the text in its input box",
+            _ => "paste it again and submit it",
+        };
+        self.confirm = Some(Confirm {
+            question: format!("force {} ({}): {what}? y/n", item.id, item.class.as_deref().unwrap_or("stuck")),
+            action: Action::Force(item.id),
+        });
+    }
+
+    fn ask_drop(&mut self) {
+        let Some(item) = self.target_item().cloned() else {
+            self.status = Some("no item to drop here (i lists the session's items)".into());
+            return;
+        };
+        self.confirm = Some(Confirm {
+            question: format!("drop {} (\"{}\"): it will never be delivered? y/n", item.id, item.preview),
+            action: Action::Drop(item.id),
+        });
     }
 
     /// Select the next visible session (after the selected one, wrapping) that needs a person.
@@ -439,6 +557,14 @@ impl Dash {
         if key == Key::CtrlC {
             return Some(Command::Quit);
         }
+        if let Some(confirm) = self.confirm.take() {
+            if key == Key::Char('y') {
+                return Some(Command::Run(confirm.action));
+            }
+            self.status = Some("cancelled".into());
+            return None;
+        }
+        self.status = None;
         if self.editing_filter {
             match key {
                 Key::Char(c) => self.filter.push(c),
@@ -466,6 +592,27 @@ impl Dash {
             Key::Char('G') => self.select_index(self.order.len().saturating_sub(1)),
             Key::Char('n') => self.next_needing_person(),
             Key::Char('/') => self.editing_filter = true,
+            Key::Char('i') => {
+                self.items_focus = !self.items_focus;
+                self.item_index = 0;
+            }
+            Key::Esc if self.items_focus => self.items_focus = false,
+            Key::Char('J') | Key::Char(']') if self.items_focus => {
+                let n = self.selected_items().len();
+                self.item_index = (self.item_index + 1).min(n.saturating_sub(1));
+            }
+            Key::Char('K') | Key::Char('[') if self.items_focus => self.item_index = self.item_index.saturating_sub(1),
+            Key::Char('f') => self.ask_force(),
+            Key::Char('d') => self.ask_drop(),
+            Key::Char('p') => {
+                let row = self.selected.as_ref().and_then(|s| self.rows.get(s))?;
+                let action = if row.queue.as_ref().is_some_and(|q| q.paused) {
+                    Action::Resume(row.name.clone())
+                } else {
+                    Action::Pause(row.name.clone())
+                };
+                return Some(Command::Run(action));
+            }
             Key::Enter => {
                 let row = self.selected.as_ref().and_then(|s| self.rows.get(s))?;
                 // An exited or lost session has nothing to attach to; its last screen is in

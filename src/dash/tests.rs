@@ -6,7 +6,7 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::style::Color;
 
-use super::model::{Dash, Key, QueueCounts, Row, Urgency};
+use super::model::{Action, Command, Dash, ItemLine, Key, QueueCounts, Row, Urgency};
 use super::view::{self, Look, Preview};
 use crate::events::{Axis, Event, EventBody};
 use crate::fleet::FleetEvent;
@@ -102,8 +102,26 @@ fn fleet() -> Dash {
     dash.insert(Row::exited("foxtrot", "shell", exit(3, 60)));
     dash.apply(&joined("golf", "demo", Activity::Idle, 10, Health::Ok, "golf"), NOW);
     let mut queues = std::collections::HashMap::new();
-    queues.insert("golf".to_string(), QueueCounts { queued: 1, stuck: 2, paused: true });
-    queues.insert("bravo".to_string(), QueueCounts { queued: 3, stuck: 0, paused: false });
+    let item = |id: &str, state: &str, class: Option<&str>, preview: &str, why: &str| ItemLine {
+        id: id.into(),
+        state: state.into(),
+        class: class.map(String::from),
+        preview: preview.into(),
+        why: why.into(),
+    };
+    let golf_items = vec![
+        item(
+            "0000000a",
+            "stuck",
+            Some("submit-stuck"),
+            "fix the flaky test",
+            "echoed but never submitted after 3 Enters",
+        ),
+        item("0000000b", "stuck", Some("merged"), "and the docs", "submitted together with text someone typed"),
+        item("0000000c", "queued", None, "then release", ""),
+    ];
+    queues.insert("golf".to_string(), QueueCounts { queued: 1, stuck: 2, paused: true, items: golf_items });
+    queues.insert("bravo".to_string(), QueueCounts { queued: 3, stuck: 0, paused: false, items: Vec::new() });
     dash.set_queues(Ok(queues));
     dash
 }
@@ -194,14 +212,13 @@ fn slash_filters_by_name_provider_or_title_and_esc_clears_it() {
     assert!(dash.selected().is_some_and(|s| names(&dash).iter().any(|n| n == s)));
     dash.on_key(Key::Enter);
     assert!(!dash.editing_filter);
-    assert_eq!(dash.on_key(Key::Char('q')), Some(super::model::Command::Quit), "q quits once the filter is kept");
+    assert_eq!(dash.on_key(Key::Char('q')), Some(Command::Quit), "q quits once the filter is kept");
     dash.on_key(Key::Esc);
     assert_eq!(names(&dash).len(), 7);
 }
 
 #[test]
 fn enter_attaches_to_a_live_session_but_not_to_an_exited_one_nor_while_filtering() {
-    use super::model::Command;
     let mut dash = fleet();
     assert_eq!(dash.on_key(Key::Enter), Some(Command::Attach("golf".into())));
     dash.on_key(Key::Char('G'));
@@ -214,10 +231,79 @@ fn enter_attaches_to_a_live_session_but_not_to_an_exited_one_nor_while_filtering
 }
 
 #[test]
+fn f_forces_the_first_stuck_item_after_a_confirmation_that_says_what_it_does() {
+    let mut dash = fleet();
+    assert_eq!(dash.selected(), Some("golf"));
+    assert_eq!(dash.on_key(Key::Char('f')), None);
+    let question = dash.confirm.as_ref().map(|c| c.question.clone()).unwrap_or_default();
+    assert!(question.contains("0000000a") && question.contains("press Enter on the text"), "{question}");
+    assert_eq!(dash.on_key(Key::Char('y')), Some(Command::Run(Action::Force("0000000a".into()))));
+    assert!(dash.confirm.is_none());
+}
+
+#[test]
+fn any_key_but_y_cancels_a_confirmation() {
+    let mut dash = fleet();
+    dash.on_key(Key::Char('d'));
+    assert!(dash.confirm.is_some());
+    assert_eq!(dash.on_key(Key::Char('q')), None, "q answers the question, it does not quit");
+    assert!(dash.confirm.is_none());
+    assert_eq!(dash.status.as_deref(), Some("cancelled"));
+}
+
+#[test]
+fn force_refuses_a_merged_item_and_anything_not_stuck_like_the_cli() {
+    let mut dash = fleet();
+    dash.on_key(Key::Char('i'));
+    dash.on_key(Key::Char('J'));
+    assert_eq!(dash.on_key(Key::Char('f')), None);
+    assert!(dash.confirm.is_none());
+    assert!(dash.status.as_deref().is_some_and(|s| s.contains("refuses")), "{:?}", dash.status);
+    dash.on_key(Key::Char('J'));
+    assert_eq!(dash.on_key(Key::Char('f')), None);
+    assert!(dash.confirm.is_none());
+    assert!(dash.status.as_deref().is_some_and(|s| s.contains("not stuck")), "{:?}", dash.status);
+    // Drop works on any of them, confirmed.
+    dash.on_key(Key::Char('d'));
+    assert_eq!(dash.on_key(Key::Char('y')), Some(Command::Run(Action::Drop("0000000c".into()))));
+    // A session with nothing stuck has nothing to force.
+    dash.on_key(Key::Esc);
+    dash.on_key(Key::Char('G'));
+    assert_eq!(dash.on_key(Key::Char('f')), None);
+    assert!(dash.confirm.is_none() && dash.status.is_some());
+}
+
+#[test]
+fn p_pauses_a_running_queue_and_resumes_a_paused_one() {
+    let mut dash = fleet();
+    assert_eq!(dash.on_key(Key::Char('p')), Some(Command::Run(Action::Resume("golf".into()))), "golf is paused");
+    dash.on_key(Key::Char('j'));
+    assert_eq!(dash.on_key(Key::Char('p')), Some(Command::Run(Action::Pause("delta".into()))));
+}
+
+#[test]
+fn view_items_with_a_confirmation_80x24() {
+    let mut dash = fleet();
+    dash.on_key(Key::Char('i'));
+    dash.on_key(Key::Char('f'));
+    let term = draw(&dash, &Preview::None, 80, 24, Look { color: true });
+    insta::assert_snapshot!(term.backend());
+}
+
+#[test]
+fn view_items_200x50() {
+    let mut dash = fleet();
+    dash.on_key(Key::Char('i'));
+    dash.on_key(Key::Char('J'));
+    let term = draw(&dash, &Preview::None, 200, 50, Look { color: true });
+    insta::assert_snapshot!(term.backend());
+}
+
+#[test]
 fn q_and_ctrl_c_quit() {
     let mut dash = fleet();
-    assert_eq!(dash.on_key(Key::Char('q')), Some(super::model::Command::Quit));
-    assert_eq!(dash.on_key(Key::CtrlC), Some(super::model::Command::Quit));
+    assert_eq!(dash.on_key(Key::Char('q')), Some(Command::Quit));
+    assert_eq!(dash.on_key(Key::CtrlC), Some(Command::Quit));
 }
 
 #[test]
@@ -345,7 +431,7 @@ fn every_view_fits_from_80x24_up_without_losing_the_footer() {
         let term = draw(&dash, &Preview::None, cols, rows, Look { color: true });
         let buf = term.backend().buffer();
         let last: String = (0..cols).map(|x| buf[(x, rows - 1)].symbol()).collect();
-        assert!(last.contains("q quit"), "{cols}x{rows}: {last}");
+        assert!(last.contains("quit"), "{cols}x{rows}: {last}");
         let top: String = (0..cols).map(|x| buf[(x, 0)].symbol()).collect();
         assert!(top.contains("desk dash"), "{cols}x{rows}: {top}");
     }

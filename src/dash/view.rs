@@ -62,7 +62,11 @@ pub fn render(frame: &mut Frame, dash: &Dash, preview: &Preview, now_ms: u64, lo
     .areas(area);
     render_header(frame, header, dash, look);
     render_table(frame, table, dash, now_ms, look);
-    render_preview(frame, preview_area, preview, look);
+    if dash.items_focus {
+        render_items(frame, preview_area, dash, look);
+    } else {
+        render_preview(frame, preview_area, preview, look);
+    }
     render_events(frame, events, dash, look);
     render_footer(frame, footer, dash, look);
 }
@@ -246,6 +250,45 @@ fn term_color(color: TermColor) -> Color {
     }
 }
 
+fn render_items(frame: &mut Frame, area: Rect, dash: &Dash, look: Look) {
+    let session = dash.selected().unwrap_or("");
+    let block =
+        Block::new().borders(Borders::TOP).title(format!(" {session}: items (J/K select, f force, d drop, i back) "));
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let items = dash.selected_items();
+    if items.is_empty() {
+        let text =
+            if dash.daemon_down.is_some() { "desk serve is not running: no items known" } else { "no items waiting" };
+        frame.render_widget(Paragraph::new(text), inner);
+        return;
+    }
+    let mut lines = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let mark = if i == dash.item_index { "> " } else { "  " };
+        let state = match &item.class {
+            Some(class) => format!("{} ({class})", item.state),
+            None => item.state.clone(),
+        };
+        let state_style =
+            if item.state == "stuck" { look.fg(Color::Red).add_modifier(Modifier::BOLD) } else { Style::new() };
+        let mut line = Line::from(vec![
+            Span::raw(mark),
+            Span::styled(format!("{} ", item.id), Style::new().add_modifier(Modifier::BOLD)),
+            Span::styled(format!("{state:<24} "), state_style),
+            Span::raw(item.preview.as_str()),
+        ]);
+        if i == dash.item_index {
+            line = line.style(Style::new().add_modifier(Modifier::REVERSED));
+        }
+        lines.push(line);
+        if !item.why.is_empty() {
+            lines.push(Line::from(Span::styled(format!("      {}", item.why), look.fg(Color::DarkGray))));
+        }
+    }
+    frame.render_widget(Paragraph::new(lines), inner);
+}
+
 fn render_events(frame: &mut Frame, area: Rect, dash: &Dash, look: Look) {
     let block = Block::new().borders(Borders::TOP).title(" events (newest first) ");
     let inner = block.inner(area);
@@ -267,17 +310,25 @@ fn render_events(frame: &mut Frame, area: Rect, dash: &Dash, look: Look) {
 }
 
 fn render_footer(frame: &mut Frame, area: Rect, dash: &Dash, look: Look) {
-    let line = if dash.editing_filter {
+    let line = if let Some(confirm) = &dash.confirm {
+        Line::from(Span::styled(format!(" {}", confirm.question), look.fg(Color::Yellow).add_modifier(Modifier::BOLD)))
+    } else if let Some(status) = &dash.status {
+        Line::from(Span::styled(format!(" {status}"), Style::new().add_modifier(Modifier::BOLD)))
+    } else if dash.editing_filter {
         Line::from(vec![
             Span::styled(" filter: ", Style::new().add_modifier(Modifier::BOLD)),
             Span::raw(format!("{}_", dash.filter)),
             Span::styled("  Enter keeps it, Esc clears it", look.fg(Color::DarkGray)),
         ])
     } else {
-        Line::from(Span::styled(
-            " j/k select  / filter  n next needing you  q quit (the fleet keeps running)",
-            look.fg(Color::DarkGray),
-        ))
+        let long =
+            " j/k select  n next needing you  Enter attach  i items  f force  d drop  p pause/resume  / filter  q quit";
+        let hint = if usize::from(area.width) > long.len() {
+            long
+        } else {
+            " j/k n:next Enter:attach i:items f:force d:drop p:pause /:filter q:quit"
+        };
+        Line::from(Span::styled(hint, look.fg(Color::DarkGray)))
     };
     frame.render_widget(Paragraph::new(line), area);
 }

@@ -3,7 +3,7 @@
 //! found it on every way out.
 
 use crate::harness::{PATIENCE, Pty, PtyCommand};
-use crate::support::{DESK, Home, eventually};
+use crate::support::{DESK, Home, eventually, prompts};
 use desk::wire::{Frame, Role};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -143,7 +143,7 @@ fn it_resizes_live() {
     let home = Home::new();
     home.demo("one", &[]);
     let pty = dash(&home, 80, 24);
-    pty.wait_until(PATIENCE, "the footer on the last row", |s| s.row(23).contains("q quit")).expect("80x24");
+    pty.wait_until(PATIENCE, "the footer on the last row", |s| s.row(23).contains("quit")).expect("80x24");
     pty.resize(132, 40).expect("resize");
     pty.wait_until(PATIENCE, "the footer on the new last row", |s| s.row(39).contains("q quit")).expect("132x40");
 }
@@ -178,4 +178,45 @@ fn enter_attaches_to_the_selected_session_and_detach_returns_to_the_dashboard() 
     let status = pty.wait_exit(PATIENCE).expect("desk dash quits after the attach");
     assert_eq!(status.code(), Some(0));
     assert_restored(&pty);
+}
+
+#[test]
+fn forcing_a_stuck_item_from_the_dashboard_delivers_it_and_p_pauses_the_queue() {
+    let home = Home::new();
+    home.serve();
+    // Enters within 6.5 s of a paste are newlines: the delivery runs out of Enters and ends
+    // submit-stuck; a forced Enter after the window submits it (as in the delivery tests).
+    let log = home.demo("f", &["--paste-burst-ms", "6500"]);
+    eventually("f to be ready", || {
+        let s = home.session("f").ok_or("no session")?;
+        if s["state"]["ready"] == true { Ok(()) } else { Err(s["state"].to_string()) }
+    });
+    let id = home.send("f", "force me through");
+    let item = home.settled(&id);
+    assert_eq!(item["stuck"], "submit-stuck", "{item:#}");
+    let pty = dash(&home, 120, 40);
+    pty.wait_until(PATIENCE, "f listed with its stuck item", |s| {
+        s.contains("1 need you") && table_rows(s).first().is_some_and(|r| r.contains(" f "))
+    })
+    .expect("the stuck count");
+    pty.write("i").expect("items");
+    pty.wait_for_text(&format!("{id} stuck (submit-stuck)")).expect("the items pane");
+    pty.write("f").expect("force");
+    pty.wait_for_text(&format!("force {id} (submit-stuck): press Enter on the text in its input box? y/n"))
+        .expect("the confirmation");
+    assert!(prompts(&log).is_empty(), "nothing happens before y");
+    pty.write("y").expect("confirm");
+    pty.wait_for(PATIENCE, "the forced item delivered", || Ok((home.item(&id)["state"] == "delivered").then_some(())))
+        .expect("delivered");
+    assert_eq!(prompts(&log), vec!["force me through"], "Enter only: never pasted twice");
+    pty.wait_until(PATIENCE, "nothing needs a person any more", |s| !s.contains("need you")).expect("unstuck");
+
+    pty.write("p").expect("pause");
+    eventually("f paused", || {
+        let q: serde_json::Value = serde_json::from_str(&home.ok(&["queue", "--json"])).map_err(|e| e.to_string())?;
+        let paused = q["data"].as_array().into_iter().flatten().any(|s| s["session"] == "f" && !s["paused"].is_null());
+        if paused { Ok(()) } else { Err(q.to_string()) }
+    });
+    pty.wait_until(PATIENCE, "the paused mark", |s| table_rows(s).first().is_some_and(|r| r.contains(" P ")))
+        .expect("P");
 }
