@@ -437,6 +437,22 @@ fn every_view_fits_from_80x24_up_without_losing_the_footer() {
     }
 }
 
+/// The operator guide's screenshot of the dashboard is this view, not a picture that drifts.
+#[test]
+fn the_operator_guide_shows_the_current_80x24_view() {
+    let dash = busy_fleet();
+    let screen = demo_screen();
+    let term = draw(&dash, &Preview::Screen { session: "charlie", screen: &screen }, 80, 24, Look { color: true });
+    let buf = term.backend().buffer();
+    let rendered: Vec<String> =
+        (0..24).map(|y| (0..80).map(|x| buf[(x, y)].symbol()).collect::<String>().trim_end().to_string()).collect();
+    let guide = include_str!("../../docs/operator-guide.md");
+    let start = guide.find("<!-- dash-screenshot").expect("the screenshot marker in docs/operator-guide.md");
+    let block = guide[start..].split("```text\n").nth(1).and_then(|b| b.split("\n```").next()).expect("its text block");
+    let documented: Vec<&str> = block.lines().collect();
+    assert_eq!(documented, rendered, "update the screenshot in docs/operator-guide.md to this view");
+}
+
 fn find(buf: &ratatui::buffer::Buffer, needle: &str) -> Option<(u16, u16)> {
     for y in 0..buf.area.height {
         let line: String = (0..buf.area.width).map(|x| buf[(x, y)].symbol()).collect();
