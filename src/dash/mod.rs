@@ -251,6 +251,7 @@ fn run_loop(
             let key = matches!(msg, Msg::Term(_));
             match handle(msg, dash, &mut preview) {
                 Flow::Run(action) => run_action(paths, tx, action, dash),
+                Flow::Send { session, text } => send_prompt(tx, session, text, dash),
                 Flow::Go => {}
                 Flow::Exit(code) => return Ok(code),
                 Flow::Attach(name) => {
@@ -270,6 +271,7 @@ fn run_loop(
 /// What the loop does after a message.
 enum Flow {
     Go,
+    Send { session: String, text: String },
     Run(Action),
     Exit(i32),
     Attach(String),
@@ -324,6 +326,7 @@ fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Flow 
                     return Flow::Go;
                 }
                 KeyCode::Char(c) => Key::Char(c),
+                KeyCode::Enter if key.modifiers.intersects(KeyModifiers::ALT | KeyModifiers::CONTROL) => Key::SendEnter,
                 KeyCode::Up => Key::Up,
                 KeyCode::Down => Key::Down,
                 KeyCode::Enter => Key::Enter,
@@ -335,6 +338,7 @@ fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Flow 
                 Some(model::Command::Quit) => return Flow::Exit(0),
                 Some(model::Command::Attach(name)) => return Flow::Attach(name),
                 Some(model::Command::Run(action)) => return Flow::Run(action),
+                Some(model::Command::Send { session, text }) => return Flow::Send { session, text },
                 None => {}
             }
         }
@@ -375,6 +379,39 @@ fn run_action(paths: &Paths, tx: &Sender<Msg>, action: Action, dash: &mut Dash) 
             Err(e) => format!("{e:#} (is desk serve running?)"),
         };
         let _ = tx.send(Msg::ActionDone(outcome));
+    });
+}
+
+/// Queue a prompt exactly as `desk send NAME -` does (same sanitising, intake and refusals: it
+/// is that command, run with the text on its stdin), on a thread; its answer (the item id, or
+/// why not) comes back as a message.
+fn send_prompt(tx: &Sender<Msg>, session: String, text: String, dash: &mut Dash) {
+    dash.status = Some(format!("sending to {session}..."));
+    let _ = spawn("send", tx.clone(), move |tx| {
+        let outcome = (|| -> Result<String> {
+            use std::io::Write as _;
+            use std::process::Stdio;
+            let exe = std::env::current_exe().context("cannot find the desk binary")?;
+            let mut child = std::process::Command::new(exe)
+                .args(["send", &session, "-"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .context("cannot run desk send")?;
+            if let Some(mut stdin) = child.stdin.take() {
+                stdin.write_all(text.as_bytes()).context("cannot hand the prompt to desk send")?;
+            }
+            let out = child.wait_with_output().context("desk send failed")?;
+            let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            let err = String::from_utf8_lossy(&out.stderr).trim().replace('\n', "; ");
+            Ok(match (out.status.success(), id.is_empty()) {
+                (true, false) if err.is_empty() => format!("sent to {session}: item {id}"),
+                (true, false) => format!("sent to {session}: item {id} ({err})"),
+                _ => format!("not sent: {err}"),
+            })
+        })();
+        let _ = tx.send(Msg::ActionDone(outcome.unwrap_or_else(|e| format!("not sent: {e:#}"))));
     });
 }
 

@@ -302,6 +302,18 @@ pub enum Command {
     Attach(String),
     /// Ask the daemon (confirmed where it changes an item).
     Run(Action),
+    /// Queue this prompt for the session (as `desk send` does).
+    Send {
+        session: String,
+        text: String,
+    },
+}
+
+/// The inline prompt editor: multi-line text for one session.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Editor {
+    pub session: String,
+    pub text: String,
 }
 
 /// A key, as the dashboard understands it (the loop translates the terminal's events).
@@ -311,6 +323,8 @@ pub enum Key {
     Up,
     Down,
     Enter,
+    /// Alt-Enter or Ctrl-Enter (where the terminal tells them apart): send the prompt.
+    SendEnter,
     Esc,
     Backspace,
     CtrlC,
@@ -339,6 +353,8 @@ pub struct Dash {
     pub item_index: usize,
     /// A question waiting for y.
     pub confirm: Option<Confirm>,
+    /// The prompt being written, while the editor is open.
+    pub editor: Option<Editor>,
     /// The last action's outcome, or a refusal, for the footer.
     pub status: Option<String>,
     /// The daemon's answer could not be had (shown in the header), with why.
@@ -565,6 +581,28 @@ impl Dash {
             return None;
         }
         self.status = None;
+        if let Some(editor) = self.editor.as_mut() {
+            match key {
+                Key::Char(c) => editor.text.push(c),
+                Key::Enter => editor.text.push('\n'),
+                Key::Backspace => {
+                    editor.text.pop();
+                }
+                Key::Esc => {
+                    self.editor = None;
+                    self.status = Some("prompt discarded".into());
+                }
+                Key::SendEnter if editor.text.trim().is_empty() => {
+                    self.status = Some("the prompt is empty".into());
+                }
+                Key::SendEnter => {
+                    let Editor { session, text } = self.editor.take()?;
+                    return Some(Command::Send { session, text });
+                }
+                _ => {}
+            }
+            return None;
+        }
         if self.editing_filter {
             match key {
                 Key::Char(c) => self.filter.push(c),
@@ -602,6 +640,10 @@ impl Dash {
                 self.item_index = (self.item_index + 1).min(n.saturating_sub(1));
             }
             Key::Char('K') | Key::Char('[') if self.items_focus => self.item_index = self.item_index.saturating_sub(1),
+            Key::Char('s') => {
+                let session = self.selected.clone()?;
+                self.editor = Some(Editor { session, text: String::new() });
+            }
             Key::Char('f') => self.ask_force(),
             Key::Char('d') => self.ask_drop(),
             Key::Char('p') => {

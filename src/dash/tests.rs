@@ -300,6 +300,40 @@ fn view_items_200x50() {
 }
 
 #[test]
+fn s_opens_a_multi_line_editor_that_alt_enter_sends_and_esc_discards() {
+    let mut dash = fleet();
+    dash.on_key(Key::Char('s'));
+    assert_eq!(dash.on_key(Key::SendEnter), None, "an empty prompt is not sent");
+    for key in "quit j k".chars().map(Key::Char).chain([Key::Enter, Key::Char('x'), Key::Char('y'), Key::Backspace]) {
+        assert_eq!(dash.on_key(key), None, "keys in the editor are text: {key:?}");
+    }
+    assert_eq!(dash.selected(), Some("golf"), "j and k typed into the editor did not move");
+    assert_eq!(dash.on_key(Key::SendEnter), Some(Command::Send { session: "golf".into(), text: "quit j k\nx".into() }));
+    assert!(dash.editor.is_none());
+    dash.on_key(Key::Char('s'));
+    dash.on_key(Key::Char('a'));
+    assert_eq!(dash.on_key(Key::Esc), None);
+    assert!(dash.editor.is_none());
+    assert_eq!(dash.on_key(Key::Char('q')), Some(Command::Quit), "the editor is closed");
+}
+
+#[test]
+fn view_prompt_editor_80x24() {
+    let mut dash = fleet();
+    dash.on_key(Key::Char('s'));
+    for key in "Fix the flaky test."
+        .chars()
+        .map(Key::Char)
+        .chain([Key::Enter])
+        .chain("Then run it twice.".chars().map(Key::Char))
+    {
+        dash.on_key(key);
+    }
+    let term = draw(&dash, &Preview::None, 80, 24, Look { color: true });
+    insta::assert_snapshot!(term.backend());
+}
+
+#[test]
 fn q_and_ctrl_c_quit() {
     let mut dash = fleet();
     assert_eq!(dash.on_key(Key::Char('q')), Some(Command::Quit));

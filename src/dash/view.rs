@@ -62,7 +62,9 @@ pub fn render(frame: &mut Frame, dash: &Dash, preview: &Preview, now_ms: u64, lo
     .areas(area);
     render_header(frame, header, dash, look);
     render_table(frame, table, dash, now_ms, look);
-    if dash.items_focus {
+    if let Some(editor) = &dash.editor {
+        render_editor(frame, preview_area, editor);
+    } else if dash.items_focus {
         render_items(frame, preview_area, dash, look);
     } else {
         render_preview(frame, preview_area, preview, look);
@@ -250,6 +252,21 @@ fn term_color(color: TermColor) -> Color {
     }
 }
 
+fn render_editor(frame: &mut Frame, area: Rect, editor: &super::model::Editor) {
+    let block = Block::new()
+        .borders(Borders::TOP)
+        .title(format!(" prompt for {} (Enter: new line, Alt-Enter: send, Esc: discard) ", editor.session));
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let mut lines: Vec<Line> = editor.text.split('\n').map(|l| Line::raw(l.to_string())).collect();
+    if let Some(last) = lines.last_mut() {
+        last.push_span(Span::styled("_", Style::new().add_modifier(Modifier::REVERSED)));
+    }
+    // The newest lines stay in view.
+    let skip = lines.len().saturating_sub(inner.height as usize);
+    frame.render_widget(Paragraph::new(lines.split_off(skip)), inner);
+}
+
 fn render_items(frame: &mut Frame, area: Rect, dash: &Dash, look: Look) {
     let session = dash.selected().unwrap_or("");
     let block =
@@ -326,7 +343,7 @@ fn render_footer(frame: &mut Frame, area: Rect, dash: &Dash, look: Look) {
         let hint = if usize::from(area.width) > long.len() {
             long
         } else {
-            " j/k n:next Enter:attach i:items f:force d:drop p:pause /:filter q:quit"
+            " j/k n:next Enter:attach s:send i:items f:force d:drop p:pause /:filter q:quit"
         };
         Line::from(Span::styled(hint, look.fg(Color::DarkGray)))
     };

@@ -220,3 +220,25 @@ fn forcing_a_stuck_item_from_the_dashboard_delivers_it_and_p_pauses_the_queue() 
     pty.wait_until(PATIENCE, "the paused mark", |s| table_rows(s).first().is_some_and(|r| r.contains(" P ")))
         .expect("P");
 }
+
+#[test]
+fn a_prompt_written_in_the_dashboard_is_delivered_and_its_item_id_shown() {
+    let home = Home::new();
+    home.serve();
+    let log = home.demo("one", &[]);
+    wait_idle(&home, "one");
+    let pty = dash(&home, 120, 40);
+    pty.wait_until(PATIENCE, "one listed", |s| table_rows(s).iter().any(|r| r.contains("one"))).expect("the dashboard");
+    pty.write("s").expect("open the editor");
+    pty.wait_for_text("prompt for one").expect("the editor");
+    pty.write("hello from the dashboard").expect("type");
+    pty.wait_for_text("hello from the dashboard_").expect("the text in the editor");
+    pty.write("\x1b\r").expect("Alt-Enter");
+    let screen = pty.wait_for_text("sent to one: item ").expect("the item id on the footer");
+    let row = screen.find_row("sent to one: item ").expect("the footer row");
+    let id = screen.row(row).split("item ").nth(1).unwrap_or("").split_whitespace().next().unwrap_or("").to_string();
+    assert!(!id.is_empty(), "{screen}");
+    pty.wait_for(PATIENCE, "the item delivered", || Ok((home.item(&id)["state"] == "delivered").then_some(())))
+        .expect("delivered");
+    assert_eq!(prompts(&log), vec!["hello from the dashboard"]);
+}
