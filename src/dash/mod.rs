@@ -453,8 +453,7 @@ fn follow_selection(
                     conn.stream = stream.try_clone().ok();
                     conn.screen = Some(Screen::new(cols, rows));
                     conn.note = "connecting...".into();
-                    let thread_tx = tx.clone();
-                    let _ = spawn("preview", tx.clone(), move |_| read_preview(stream, id, cols, rows, thread_tx));
+                    let _ = spawn("preview", tx.clone(), move |tx| read_preview(stream, id, cols, rows, tx));
                 }
                 Err(e) => conn.note = format!("cannot connect: {e}"),
             }

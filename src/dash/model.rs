@@ -377,10 +377,12 @@ impl Dash {
         match event {
             FleetEvent::Joined { session, info } => {
                 let row = self.rows.entry(session.clone()).or_insert_with(|| Row::new(session));
-                let was_exited = matches!(row.link, Link::Exited(_) | Link::Lost);
+                let was_gone = matches!(row.link, Link::Exited(_) | Link::Lost);
                 row.apply_info(info);
-                if was_exited || row.title.is_empty() {
-                    self.log(now_ms, session, "started".into(), false);
+                // A new session announces itself with its Started event; a name that had ended
+                // and runs again is worth a line of its own.
+                if was_gone {
+                    self.log(now_ms, session, format!("running again (generation {})", info.generation), false);
                 }
             }
             FleetEvent::Event { session, event } => {
@@ -439,6 +441,8 @@ impl Dash {
             }
         }
         self.reorder();
+        let items = self.selected_items().len();
+        self.item_index = self.item_index.min(items.saturating_sub(1));
     }
 
     fn log(&mut self, at_ms: u64, session: &str, text: String, alert: bool) {

@@ -274,6 +274,36 @@ fn force_refuses_a_merged_item_and_anything_not_stuck_like_the_cli() {
 }
 
 #[test]
+fn the_item_selection_stays_on_an_item_when_the_list_shrinks() {
+    let mut dash = fleet();
+    dash.on_key(Key::Char('i'));
+    dash.on_key(Key::Char('J'));
+    dash.on_key(Key::Char('J'));
+    assert_eq!(dash.item_index, 2);
+    let mut queues = std::collections::HashMap::new();
+    let only = ItemLine {
+        id: "0000000a".into(),
+        state: "stuck".into(),
+        class: Some("paste-missing".into()),
+        ..Default::default()
+    };
+    queues.insert("golf".to_string(), QueueCounts { queued: 0, stuck: 1, paused: false, items: vec![only] });
+    dash.set_queues(Ok(queues));
+    assert_eq!(dash.item_index, 0);
+    dash.on_key(Key::Char('f'));
+    assert!(dash.confirm.as_ref().is_some_and(|c| c.question.contains("paste it again")), "{:?}", dash.confirm);
+}
+
+#[test]
+fn a_session_running_again_after_its_exit_is_live_and_says_so() {
+    let mut dash = fleet();
+    dash.apply(&joined("echo", "shell", Activity::Idle, 0, Health::Ok, "echo again"), NOW);
+    let row = dash.row("echo").expect("row");
+    assert_eq!(row.lifecycle_word(), "running");
+    assert!(dash.log_lines().next().is_some_and(|l| l.session == "echo" && l.text.starts_with("running again")));
+}
+
+#[test]
 fn p_pauses_a_running_queue_and_resumes_a_paused_one() {
     let mut dash = fleet();
     assert_eq!(dash.on_key(Key::Char('p')), Some(Command::Run(Action::Resume("golf".into()))), "golf is paused");
