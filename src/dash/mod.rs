@@ -50,6 +50,11 @@ use view::{Look, Preview};
 /// current enough to sort by, and one small request every two seconds costs nothing.
 pub const QUEUE_REFRESH: Duration = Duration::from_secs(2);
 
+/// 2 s: how often the fleet's CPU and memory use is sampled (one pass over `/proc`, a few
+/// milliseconds with hundreds of processes). CPU % is averaged over this period, long enough
+/// that a percentage is not noise and short enough to see a busy agent as busy.
+pub const USAGE_REFRESH: Duration = Duration::from_secs(2);
+
 /// 1 s: how long one queue request may take. The daemon answers in milliseconds; a daemon that
 /// does not answer in a second is shown as such rather than holding up the next refresh.
 const QUEUE_TIMEOUT: Duration = Duration::from_secs(1);
@@ -83,6 +88,8 @@ enum Msg {
     PreviewEnded(u64, String),
     /// An operator action finished: what the daemon said.
     ActionDone(String),
+    /// CPU % and resident KiB by session id.
+    Usage(HashMap<u32, (f32, u64)>),
 }
 
 /// The selected session's viewer connection and the screen model it feeds.
@@ -167,6 +174,8 @@ pub fn run() -> Result<i32> {
             std::thread::sleep(QUEUE_REFRESH);
         }
     })?;
+
+    spawn("usage", tx.clone(), sample_usage)?;
 
     let previous_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
@@ -317,6 +326,7 @@ fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Flow 
         Msg::FleetFailed(why) => dash.daemon_down = Some(format!("fleet watch stopped: {why}")),
         Msg::Queues(queues) => dash.set_queues(queues),
         Msg::ActionDone(outcome) => dash.status = Some(outcome),
+        Msg::Usage(usage) => dash.set_usage(&usage),
         Msg::Signal(sig) => return Flow::Exit(128 + sig),
         Msg::Term(TermEvent::Key(key)) if key.kind != KeyEventKind::Release => {
             let key = match key.code {
@@ -503,14 +513,41 @@ fn rows_from_files(paths: &Paths) -> Result<Vec<Row>> {
             rows.push(Row::exited(name.as_str(), &provider, exit));
             continue;
         }
-        let (cols, size_rows) = meta.as_ref().map_or((80, 24), |m| (m.cols, m.rows));
-        let mut row = Row::connecting(name.as_str(), &provider, cols, size_rows);
+        let (pid, cols, size_rows) = meta.as_ref().map_or((0, 80, 24), |m| (m.pid, m.cols, m.rows));
+        let mut row = Row::connecting(name.as_str(), &provider, pid, cols, size_rows);
         if matches!(session::probe(&files), Ok(Probe::Absent | Probe::Stale)) {
             row.link = Link::Lost;
         }
         rows.push(row);
     }
     Ok(rows)
+}
+
+/// Every [`USAGE_REFRESH`]: CPU % since the previous sample and resident memory, by session id.
+fn sample_usage(tx: Sender<Msg>) {
+    use nix::unistd::{SysconfVar, sysconf};
+    let ticks_per_s = sysconf(SysconfVar::CLK_TCK).ok().flatten().unwrap_or(100).max(1) as f32;
+    let page_kib = (sysconf(SysconfVar::PAGE_SIZE).ok().flatten().unwrap_or(4096).max(1024) / 1024) as u64;
+    let mut previous = crate::procfs::usage_by_session();
+    let mut at = std::time::Instant::now();
+    loop {
+        std::thread::sleep(USAGE_REFRESH);
+        let now = crate::procfs::usage_by_session();
+        let seconds = at.elapsed().as_secs_f32().max(0.001);
+        at = std::time::Instant::now();
+        let usage = now
+            .iter()
+            .map(|(sid, u)| {
+                let before = previous.get(sid).map_or(u.cpu_ticks, |p| p.cpu_ticks);
+                let pct = u.cpu_ticks.saturating_sub(before) as f32 / ticks_per_s / seconds * 100.0;
+                (*sid, (pct, u.rss_pages * page_kib))
+            })
+            .collect();
+        previous = now;
+        if tx.send(Msg::Usage(usage)).is_err() {
+            return;
+        }
+    }
 }
 
 /// The daemon's queue and stuck counts per session, or why they could not be had.

@@ -57,6 +57,10 @@ pub struct Row {
     pub rows: u16,
     /// From the daemon: items waiting, items stuck, paused (None: daemon not asked or down).
     pub queue: Option<QueueCounts>,
+    /// The child's pid, which is also its session id (0: not known).
+    pub pid: u32,
+    /// CPU % (of one core) and resident KiB of the child's whole session, while it runs.
+    pub usage: Option<(f32, u64)>,
 }
 
 /// A session's queue as the daemon last described it.
@@ -151,6 +155,8 @@ impl Row {
             cols: 80,
             rows: 24,
             queue: None,
+            pid: 0,
+            usage: None,
         }
     }
 
@@ -166,8 +172,9 @@ impl Row {
     }
 
     /// A running session's row, as its files describe it, until its master answers.
-    pub fn connecting(name: &str, provider: &str, cols: u16, rows: u16) -> Row {
+    pub fn connecting(name: &str, provider: &str, pid: u32, cols: u16, rows: u16) -> Row {
         let mut row = Row::new(name);
+        row.pid = pid;
         row.provider = provider.to_string();
         row.cols = cols;
         row.rows = rows;
@@ -177,6 +184,7 @@ impl Row {
     fn apply_info(&mut self, info: &SessionInfo) {
         self.provider = info.provider.clone();
         self.link = Link::Live;
+        self.pid = info.pid;
         self.controllers = info.controllers;
         self.viewers = info.viewers;
         self.title = info.title.clone();
@@ -402,6 +410,7 @@ impl Dash {
             }
             FleetEvent::Left { session, exit } => {
                 let row = self.rows.entry(session.clone()).or_insert_with(|| Row::new(session));
+                row.usage = None;
                 match exit {
                     Some(exit) => {
                         row.lifecycle = Lifecycle::Exited;
@@ -422,6 +431,15 @@ impl Dash {
             }
         }
         self.reorder();
+    }
+
+    /// Take the fleet's CPU and memory use, by session id (a row's child pid); exited rows have
+    /// none.
+    pub fn set_usage(&mut self, usage: &HashMap<u32, (f32, u64)>) {
+        for row in self.rows.values_mut() {
+            let running = matches!(row.link, Link::Live | Link::Unresponsive | Link::Connecting);
+            row.usage = if running && row.pid != 0 { usage.get(&row.pid).copied() } else { None };
+        }
     }
 
     /// Take the daemon's queue counts (`None`: the daemon could not be asked, and why).

@@ -123,6 +123,7 @@ fn fleet() -> Dash {
     queues.insert("golf".to_string(), QueueCounts { queued: 1, stuck: 2, paused: true, items: golf_items });
     queues.insert("bravo".to_string(), QueueCounts { queued: 3, stuck: 0, paused: false, items: Vec::new() });
     dash.set_queues(Ok(queues));
+    dash.set_usage(&std::collections::HashMap::from([(100, (12.4, 51_200))]));
     dash
 }
 
@@ -301,6 +302,18 @@ fn a_session_running_again_after_its_exit_is_live_and_says_so() {
     let row = dash.row("echo").expect("row");
     assert_eq!(row.lifecycle_word(), "running");
     assert!(dash.log_lines().next().is_some_and(|l| l.session == "echo" && l.text.starts_with("running again")));
+}
+
+#[test]
+fn cpu_and_memory_show_for_running_sessions_only() {
+    let dash = fleet();
+    assert_eq!(dash.row("alpha").and_then(|r| r.usage), Some((12.4, 51_200)));
+    assert_eq!(dash.row("echo").and_then(|r| r.usage), None, "an exited session uses nothing");
+    let term = draw(&dash, &Preview::None, 200, 50, Look { color: true });
+    let buf = term.backend().buffer();
+    let (_, y) = find(buf, "alpha").expect("alpha's row");
+    let line: String = (0..200).map(|x| buf[(x, y)].symbol()).collect();
+    assert!(line.contains("12%") && line.contains("50M"), "{line}");
 }
 
 #[test]

@@ -92,17 +92,21 @@ fn render_header(frame: &mut Frame, area: Rect, dash: &Dash, look: Look) {
 
 fn render_table(frame: &mut Frame, area: Rect, dash: &Dash, now_ms: u64, look: Look) {
     let wide = area.width >= WIDE;
-    let widths: [Constraint; 10] = if wide {
-        [20, 9, 1, 12, 26, 20, 3, 3, 1, 3].map(Constraint::Length)
+    // CPU and memory only where there is room for them (and the title) beside the rest.
+    let mut widths: Vec<Constraint> = if wide {
+        [20, 9, 1, 12, 26, 20, 3, 3, 1, 3, 6, 6].map(Constraint::Length).to_vec()
     } else {
-        [10, 6, 1, 12, 20, 8, 2, 2, 1, 2].map(Constraint::Length)
+        [10, 6, 1, 12, 20, 8, 2, 2, 1, 2].map(Constraint::Length).to_vec()
     };
-    let mut widths = widths.to_vec();
     widths.push(Constraint::Fill(1));
-    let header = TableRow::new(["NAME", "PROV", "", "STATE", "ACTIVITY", "HEALTH", "Q", "ST", "P", "CL", "TITLE"])
-        .style(Style::new().add_modifier(Modifier::BOLD));
+    let mut names = vec!["NAME", "PROV", "", "STATE", "ACTIVITY", "HEALTH", "Q", "ST", "P", "CL"];
+    if wide {
+        names.extend(["CPU", "RSS"]);
+    }
+    names.push("TITLE");
+    let header = TableRow::new(names).style(Style::new().add_modifier(Modifier::BOLD));
     let rows: Vec<TableRow> =
-        dash.visible().map(|r| table_row(r, dash.own_viewer.as_deref() == Some(&r.name), now_ms, look)).collect();
+        dash.visible().map(|r| table_row(r, dash.own_viewer.as_deref() == Some(&r.name), wide, now_ms, look)).collect();
     let table = Table::new(rows, widths)
         .header(header)
         .column_spacing(1)
@@ -114,7 +118,8 @@ fn render_table(frame: &mut Frame, area: Rect, dash: &Dash, now_ms: u64, look: L
 }
 
 /// `own_viewer`: the dashboard's own preview is one of the row's viewers (not counted).
-fn table_row<'a>(row: &'a Row, own_viewer: bool, now_ms: u64, look: Look) -> TableRow<'a> {
+/// `usage`: with the CPU and RSS columns.
+fn table_row<'a>(row: &'a Row, own_viewer: bool, usage: bool, now_ms: u64, look: Look) -> TableRow<'a> {
     let urgency = row.urgency();
     let lamp = match &row.link {
         Link::Live if row.lifecycle == desk_wire::state::Lifecycle::Running => Span::styled("●", look.fg(Color::Green)),
@@ -162,7 +167,7 @@ fn table_row<'a>(row: &'a Row, own_viewer: bool, now_ms: u64, look: Look) -> Tab
     };
     let clients = row.controllers + row.viewers.saturating_sub(u32::from(own_viewer));
     let name_style = if urgency.needs_person() { Style::new().add_modifier(Modifier::BOLD) } else { Style::new() };
-    TableRow::new(vec![
+    let mut cells = vec![
         Cell::from(Span::styled(row.name.as_str(), name_style)),
         Cell::from(row.provider.as_str()),
         Cell::from(lamp),
@@ -173,8 +178,26 @@ fn table_row<'a>(row: &'a Row, own_viewer: bool, now_ms: u64, look: Look) -> Tab
         Cell::from(stuck),
         Cell::from(paused),
         Cell::from(if clients > 0 { clients.to_string() } else { String::new() }),
-        Cell::from(row.title.as_str()),
-    ])
+    ];
+    if usage {
+        let (cpu, rss) = match row.usage {
+            Some((pct, kib)) => (format!("{pct:.0}%"), mib(kib)),
+            None => (String::new(), String::new()),
+        };
+        cells.push(Cell::from(cpu));
+        cells.push(Cell::from(rss));
+    }
+    cells.push(Cell::from(row.title.as_str()));
+    TableRow::new(cells)
+}
+
+/// Resident memory in a few characters: `850K`, `12M`, `1.5G`.
+fn mib(kib: u64) -> String {
+    match kib {
+        0..1024 => format!("{kib}K"),
+        1024..1_048_576 => format!("{}M", kib / 1024),
+        _ => format!("{:.1}G", kib as f64 / 1_048_576.0),
+    }
 }
 
 fn render_preview(frame: &mut Frame, area: Rect, preview: &Preview, look: Look) {

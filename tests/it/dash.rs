@@ -74,6 +74,15 @@ fn a_session_turning_blocked_moves_to_the_top_and_its_dialog_shows_in_the_previe
         rows.len() == 2 && rows[0].contains("aa") && rows[1].contains("zz") && rows[1].contains("idle")
     })
     .expect("zz back in place");
+    // At this width the table has room for each session's CPU and memory (sampled every 2 s).
+    pty.wait_until(PATIENCE, "a resident size on every row", |s| {
+        let rows = table_rows(s);
+        rows.len() == 2
+            && rows
+                .iter()
+                .all(|r| r.split_whitespace().any(|w| w.ends_with('M') && w[..w.len() - 1].parse::<u64>().is_ok()))
+    })
+    .expect("the RSS column");
 }
 
 #[test]
