@@ -39,7 +39,7 @@ use crate::delivery::item::{Item, State as ItemState};
 use crate::fleet::{FleetEvent, FleetWatch};
 use crate::paths::Paths;
 use crate::screen::Screen;
-use crate::session::{self, Probe};
+use crate::session;
 use crate::wire::{Frame, Role};
 use desk_wire::control::{self, Request};
 use model::{Action, Dash, ItemLine, Key, Link, QueueCounts, Row};
@@ -84,6 +84,8 @@ enum Msg {
     Queues(Result<HashMap<String, QueueCounts>, String>),
     /// Bytes for the preview with this id (a keyframe chunk or output).
     PreviewBytes(u64, Vec<u8>),
+    /// The preview with this id connected; the loop keeps this handle to its stream.
+    PreviewConnected(u64, UnixStream),
     /// The preview with this id ended, and why.
     PreviewEnded(u64, String),
     /// An operator action finished: what the daemon said.
@@ -102,6 +104,9 @@ struct PreviewConn {
     note: String,
     /// The connection ended; not retried until the session joins again or is reselected.
     ended: bool,
+    /// Made for a live session (a connection was tried): kept until the selection moves or the
+    /// session joins again, whatever became of the connection.
+    for_live: bool,
 }
 
 impl Drop for PreviewConn {
@@ -360,6 +365,13 @@ fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Flow 
                 screen.process(&bytes);
             }
         }
+        Msg::PreviewConnected(id, stream) => match preview.as_mut().filter(|p| p.id == id && !p.ended) {
+            Some(p) => p.stream = Some(stream),
+            // The selection moved on meanwhile: end it (the thread then ends too).
+            None => {
+                let _ = stream.shutdown(std::net::Shutdown::Both);
+            }
+        },
         Msg::PreviewEnded(id, why) => {
             // The last screen drawn stays; without one, the note says why there is none.
             if let Some(p) = preview.as_mut().filter(|p| p.id == id) {
@@ -442,14 +454,21 @@ fn follow_selection(
     let live = row.link == Link::Live;
     if let Some(p) = preview.as_ref()
         && p.session == name
-        && (p.stream.is_some() || p.ended || !live)
+        && (p.for_live || !live)
     {
         return;
     }
     *next_id += 1;
     let id = *next_id;
-    let mut conn =
-        PreviewConn { id, session: name.to_string(), stream: None, screen: None, note: String::new(), ended: false };
+    let mut conn = PreviewConn {
+        id,
+        session: name.to_string(),
+        stream: None,
+        screen: None,
+        note: String::new(),
+        ended: false,
+        for_live: live,
+    };
     match &row.link {
         Link::Exited(exit) => {
             conn.note = exit.last_screen.as_ref().map(|rows| rows.join("\n")).unwrap_or_else(|| "(exited)".into());
@@ -457,16 +476,12 @@ fn follow_selection(
         Link::Live => {
             let Ok(session_name) = crate::paths::SessionName::parse(name) else { return };
             let socket = paths.session(&session_name).socket;
-            match UnixStream::connect(&socket) {
-                Ok(stream) => {
-                    let (cols, rows) = (row.cols, row.rows);
-                    conn.stream = stream.try_clone().ok();
-                    conn.screen = Some(Screen::new(cols, rows));
-                    conn.note = "connecting...".into();
-                    let _ = spawn("preview", tx.clone(), move |tx| read_preview(stream, id, cols, rows, tx));
-                }
-                Err(e) => conn.note = format!("cannot connect: {e}"),
-            }
+            let (cols, rows) = (row.cols, row.rows);
+            conn.screen = Some(Screen::new(cols, rows));
+            conn.note = "connecting...".into();
+            // Even the connect happens on the thread: to a stopped master whose backlog is
+            // full, it would block.
+            let _ = spawn("preview", tx.clone(), move |tx| read_preview(&socket, id, cols, rows, tx));
         }
         Link::Connecting => conn.note = "waiting for its master to answer".into(),
         Link::Unresponsive => conn.note = "its master does not answer (stopped or wedged?)".into(),
@@ -477,10 +492,23 @@ fn follow_selection(
 
 /// A viewer connection at the session's own size (so the master sends its raw output, not a
 /// view rendered for another size): the keyframe, then output, each passed to the loop.
-fn read_preview(stream: UnixStream, id: u64, cols: u16, rows: u16, tx: Sender<Msg>) {
+fn read_preview(socket: &std::path::Path, id: u64, cols: u16, rows: u16, tx: Sender<Msg>) {
     let ended = |why: String| {
         let _ = tx.send(Msg::PreviewEnded(id, why));
     };
+    let stream = match UnixStream::connect(socket) {
+        Ok(stream) => stream,
+        Err(e) => return ended(format!("cannot connect: {e}")),
+    };
+    // The loop keeps a handle to shut the connection down when the selection moves on.
+    match stream.try_clone() {
+        Ok(handle) => {
+            if tx.send(Msg::PreviewConnected(id, handle)).is_err() {
+                return;
+            }
+        }
+        Err(e) => return ended(format!("cannot use the connection: {e}")),
+    }
     let mut conn = match desk_wire::client::Connection::open_within(stream, Role::Viewer, cols, rows, PREVIEW_PATIENCE)
     {
         Ok(conn) => conn,
@@ -515,7 +543,7 @@ fn rows_from_files(paths: &Paths) -> Result<Vec<Row>> {
         }
         let (pid, cols, size_rows) = meta.as_ref().map_or((0, 80, 24), |m| (m.pid, m.cols, m.rows));
         let mut row = Row::connecting(name.as_str(), &provider, pid, cols, size_rows);
-        if matches!(session::probe(&files), Ok(Probe::Absent | Probe::Stale)) {
+        if !master_listens(&files.socket) {
             row.link = Link::Lost;
         }
         rows.push(row);
@@ -548,6 +576,21 @@ fn sample_usage(tx: Sender<Msg>) {
             return;
         }
     }
+}
+
+/// Whether a master may be listening on the socket at `path`: false for no socket or a refused connect (its
+/// master died). The connect does not block: a stopped master with a full backlog counts as
+/// listening (the watcher then reports it unresponsive), and our side is closed at once.
+fn master_listens(path: &std::path::Path) -> bool {
+    use nix::errno::Errno;
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, UnixAddr, connect, socket};
+    use std::os::fd::AsRawFd;
+    let Ok(fd) = socket(AddressFamily::Unix, SockType::Stream, SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC, None)
+    else {
+        return true;
+    };
+    let Ok(addr) = UnixAddr::new(path) else { return false };
+    !matches!(connect(fd.as_raw_fd(), &addr), Err(Errno::ENOENT | Errno::ECONNREFUSED))
 }
 
 /// The daemon's queue and stuck counts per session, or why they could not be had.

@@ -530,6 +530,18 @@ fn the_operator_guide_shows_the_current_80x24_view() {
     assert_eq!(documented, rendered, "update the screenshot in docs/operator-guide.md to this view");
 }
 
+#[test]
+fn a_master_listens_only_on_a_socket_that_accepts() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("a.sock");
+    assert!(!super::master_listens(&path), "no socket");
+    let listener = std::os::unix::net::UnixListener::bind(&path).expect("bind");
+    assert!(super::master_listens(&path), "listening");
+    drop(listener);
+    assert!(path.exists());
+    assert!(!super::master_listens(&path), "a stale socket: its master died");
+}
+
 fn find(buf: &ratatui::buffer::Buffer, needle: &str) -> Option<(u16, u16)> {
     for y in 0..buf.area.height {
         let line: String = (0..buf.area.width).map(|x| buf[(x, y)].symbol()).collect();

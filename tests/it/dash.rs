@@ -251,3 +251,22 @@ fn a_prompt_written_in_the_dashboard_is_delivered_and_its_item_id_shown() {
         .expect("delivered");
     assert_eq!(prompts(&log), vec!["hello from the dashboard"]);
 }
+
+#[test]
+fn a_session_whose_master_died_without_an_exit_record_is_shown_lost() {
+    let home = Home::new();
+    home.demo("gone", &[]);
+    home.demo("fine", &[]);
+    wait_idle(&home, "fine");
+    let master = home.master_pid("gone");
+    kill(Pid::from_raw(master), Signal::SIGKILL).expect("kill the master");
+    eventually("the master to be gone", || {
+        if std::path::Path::new(&format!("/proc/{master}")).exists() { Err("still there".to_string()) } else { Ok(()) }
+    });
+    let pty = dash(&home, 100, 30);
+    pty.wait_until(PATIENCE, "gone shown lost, on top", |s| {
+        let rows = table_rows(s);
+        rows.len() == 2 && rows[0].contains("gone") && rows[0].contains("lost") && rows[1].contains("fine")
+    })
+    .expect("the lost row");
+}
