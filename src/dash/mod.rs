@@ -8,15 +8,18 @@
 //! Shape: every source of news runs on a thread of its own and sends [`Msg`]s down one channel;
 //! the main thread blocks on that channel, applies what arrived to the model and redraws. The
 //! sources are the fleet watcher ([`crate::fleet::FleetWatch`], which blocks in its own poll and
-//! is never slowed by a stopped master), the terminal's input (crossterm's blocking reader), the
-//! signals, the daemon's queue counts (the daemon has no push for them: asked every
-//! [`QUEUE_REFRESH`]) and the live preview (a viewer connection to the selected session's master,
-//! whose keyframe and output feed a local screen model). A thread per source keeps each one's
-//! blocking call out of the others' way without a second event loop beside the watcher's, and
-//! nothing here ever waits on a master: a stopped one at worst leaves its own thread waiting.
+//! is never slowed by a stopped master), the terminal's input (crossterm's blocking reader, one
+//! event per permit so that an attach gets every keystroke), the signals, the daemon's queue and
+//! stuck items (the daemon has no push for them: asked every [`QUEUE_REFRESH`]), CPU and memory
+//! samples ([`USAGE_REFRESH`]), operator actions and sends (a force can take a minute), and the
+//! live preview (a viewer connection to the selected session's master, whose keyframe and
+//! output feed a local screen model). A thread per source keeps each one's blocking call out of
+//! the others' way without a second event loop beside the watcher's, and the main thread never
+//! connects to, reads from or waits on a master: a stopped one at worst leaves its own thread
+//! waiting. Enter suspends the dashboard for a `desk attach` child on the same terminal.
 //! Invariants: the terminal is restored exactly by [`restore_terminal`], which is idempotent
-//! and called by the guard's drop, the panic hook and the signal path; no thread but the main one
-//! writes to the terminal.
+//! and called by the guard's drop, the panic hook and the signal path; while the dashboard owns
+//! the terminal no thread but the main one writes to it.
 
 pub mod model;
 pub mod view;
@@ -183,9 +186,12 @@ pub fn run() -> Result<i32> {
     spawn("usage", tx.clone(), sample_usage)?;
 
     let previous_hook = std::panic::take_hook();
+    // Any panic, on any thread, ends the dashboard: restored first, so the message is readable
+    // and nothing draws over the shell afterwards.
     std::panic::set_hook(Box::new(move |info| {
         restore_terminal();
         previous_hook(info);
+        std::process::exit(101);
     }));
     let guard = TerminalGuard::enter()?;
     // The input thread reads one event per permit: while an attach owns the terminal no permit
