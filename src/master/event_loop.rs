@@ -79,7 +79,7 @@ pub const INPUT_QUEUE_LIMIT: usize = 1 << 20;
 const EXIT_RECORD_RESERVE: usize = 4096;
 
 /// What start-up hands to the loop.
-pub struct Parts {
+pub(super) struct Parts {
     pub files: SessionPaths,
     pub poll: Poll,
     pub listener: UnixListener,
@@ -94,7 +94,7 @@ pub struct Parts {
     pub subreaper: bool,
 }
 
-pub struct Master {
+pub(super) struct Master {
     pub(super) files: SessionPaths,
     pub(super) poll: Poll,
     pub(super) listener: Option<UnixListener>,
@@ -202,7 +202,7 @@ impl Master {
     }
 
     /// Run until the child has exited and clients were told (or the flush deadline passed).
-    pub fn run(mut self) -> Result<ExitStatus> {
+    pub(super) fn run(mut self) -> Result<ExitStatus> {
         let mut events = Events::with_capacity(256);
         // The child may have exited before the signal source was polled the first time.
         self.reap();
