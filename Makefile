@@ -9,8 +9,8 @@ DESK := $(CURDIR)/target/release/desk
 build:
 	$(CARGO) build --release --bins
 
-# Build, start a small fleet of demo agents, list them, and attach to the first one
-# (detach with Ctrl-\ ; `make demo-stop` ends the fleet).
+# Build, start a small fleet of demo agents, list them, and open the dashboard over them
+# (q quits it, the fleet keeps running; `make demo-stop` ends the fleet).
 demo: build
 	@DESK_HOME=$(DESK_DEMO_HOME) sh scripts/demo.sh $(CURDIR)/target/release
 

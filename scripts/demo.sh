@@ -1,7 +1,7 @@
 #!/bin/sh
-# `make demo`: a small fleet of demo agents under desk, a few prompts delivered to them, then an
-# attached terminal. `make demo-stop` ends it. DESK_HOME (set by the Makefile) keeps the demo's
-# files out of your own desk state.
+# `make demo`: a small fleet of demo agents under desk, a few prompts delivered to them, then the
+# dashboard (`desk dash`) over them. `make demo-stop` ends it. DESK_HOME (set by the Makefile)
+# keeps the demo's files out of your own desk state.
 set -eu
 bin="$1"
 action="${2:-start}"
@@ -44,7 +44,8 @@ echo
 "$desk" queue
 cat <<MSG
 
-Try:  $desk explain demo-beta     (it is blocked on an approval dialog)
+Try:  $desk dash                 (the fleet dashboard; q quits, the fleet keeps running)
+      $desk explain demo-beta     (it is blocked on an approval dialog)
       $desk events demo-alpha -f  (follow its events; Ctrl-C to stop)
       $desk send demo-alpha "another prompt"; $desk item <id>
       $desk attach demo-beta      (answer its dialog with Enter; detach with Ctrl-\\)
@@ -52,7 +53,8 @@ Try:  $desk explain demo-beta     (it is blocked on an approval dialog)
    with DESK_HOME=$DESK_HOME in the environment.
 MSG
 if [ -t 0 ] && [ -t 1 ]; then
-    printf '\nAttaching to demo-alpha in 3 s (detach with Ctrl-\\)...\n'
+    printf '\nOpening the dashboard in 3 s: q quits it, the fleet keeps running (Enter attaches,\n'
+    printf 'Ctrl-\\ detaches back to it; n jumps to the agent that needs you)...\n'
     sleep 3
-    exec "$desk" attach demo-alpha
+    exec "$desk" dash
 fi

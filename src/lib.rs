@@ -5,6 +5,7 @@ pub mod attach;
 pub mod cli;
 pub mod clock;
 pub mod daemon;
+pub mod dash;
 pub mod delivery;
 pub mod events;
 pub mod fleet;

@@ -70,6 +70,44 @@ fn info(pid: u32, comm: String) -> ProcessInfo {
     ProcessInfo { pid, command }
 }
 
+/// What a group of processes uses: CPU time so far (clock ticks, user + system) and resident
+/// memory now (pages).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub cpu_ticks: u64,
+    pub rss_pages: u64,
+}
+
+/// The session id and usage in a `/proc/PID/stat` line: utime (field 14), stime (15) and rss
+/// (24), counted after the command name like [`parse_stat`]. `None` for a zombie.
+fn parse_usage(stat: &str) -> Option<(u32, Usage)> {
+    let close = stat.rfind(')')?;
+    let rest: Vec<&str> = stat.get(close + 2..)?.split_whitespace().collect();
+    if matches!(rest.first(), Some(&"Z") | Some(&"X")) {
+        return None;
+    }
+    let field = |n: usize| rest.get(n - 3).and_then(|v| v.parse::<u64>().ok());
+    let session = u32::try_from(field(6)?).ok()?;
+    Some((session, Usage { cpu_ticks: field(14)? + field(15)?, rss_pages: field(24)? }))
+}
+
+/// CPU time and resident memory of every live process, summed by session id, in one pass over
+/// `/proc` (a session's child leads its own session, so its id is the child's pid).
+pub fn usage_by_session() -> std::collections::HashMap<u32, Usage> {
+    let mut sums: std::collections::HashMap<u32, Usage> = std::collections::HashMap::new();
+    let Ok(entries) = fs::read_dir("/proc") else { return sums };
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        if let Some((session, usage)) = parse_usage(&stat) {
+            let sum = sums.entry(session).or_default();
+            sum.cpu_ticks += usage.cpu_ticks;
+            sum.rss_pages += usage.rss_pages;
+        }
+    }
+    sums
+}
+
 /// Live (non-zombie) processes whose session id is `sid`.
 pub fn session_members(sid: u32) -> Vec<ProcessInfo> {
     let mut found: Vec<ProcessInfo> = all_processes()
@@ -187,6 +225,16 @@ pub fn alive(pid: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn usage_is_read_after_the_command_name_and_summed_by_session() {
+        let stat = "42 (a (b) c) S 1 42 42 0 -1 4194304 100 0 0 0 7 5 0 0 20 0 1 0 100 1000000 321 rest";
+        assert_eq!(parse_usage(stat), Some((42, Usage { cpu_ticks: 12, rss_pages: 321 })));
+        assert_eq!(parse_usage("43 (z) Z 1 43 43 0 -1 0 0 0 0 0 7 5 0 0 20 0 1 0 100 0 0"), None);
+        let ours = nix::unistd::getsid(None).expect("our session").as_raw() as u32;
+        let sums = usage_by_session();
+        assert!(sums.get(&ours).is_some_and(|u| u.rss_pages > 0), "our own session uses memory: {sums:?}");
+    }
 
     #[test]
     fn stat_with_spaces_and_parens_in_the_name_parses() {

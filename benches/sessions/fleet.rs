@@ -181,7 +181,7 @@ impl Drop for Fleet {
 }
 
 /// The fleet part: a table of one row per size.
-pub fn measure(opts: &Opts, work: &Path) -> String {
+pub(crate) fn measure(opts: &Opts, work: &Path) -> String {
     unpin_self();
     let largest = opts.sessions.iter().copied().max().unwrap_or(0);
     check_limits(largest);

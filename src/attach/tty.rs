@@ -11,14 +11,14 @@ use nix::sys::stat::Mode;
 use nix::sys::termios::{self, SetArg, Termios};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-pub struct RawTty {
+pub(super) struct RawTty {
     fd: OwnedFd,
     saved: Termios,
 }
 
 impl RawTty {
     /// Open the controlling terminal and switch it to raw mode.
-    pub fn open() -> Result<RawTty> {
+    pub(super) fn open() -> Result<RawTty> {
         let fd = match open(
             "/dev/tty",
             OFlag::O_RDWR | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC | OFlag::O_NOCTTY,
@@ -34,12 +34,12 @@ impl RawTty {
         Ok(RawTty { fd, saved })
     }
 
-    pub fn fd(&self) -> BorrowedFd<'_> {
+    pub(super) fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
 
     /// Put back the settings found at open (also done on drop).
-    pub fn restore(&self) {
+    pub(super) fn restore(&self) {
         let _ = termios::tcsetattr(&self.fd, SetArg::TCSANOW, &self.saved);
     }
 }

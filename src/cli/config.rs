@@ -20,7 +20,7 @@ const MAX_CONFIG: usize = 64 * 1024;
 
 /// The checked configuration.
 #[derive(Debug, Default, Clone, PartialEq)]
-pub struct Config {
+pub(super) struct Config {
     /// `[attach] detach_key`: `Some(None)` disables detaching by key.
     pub detach_key: Option<Option<u8>>,
     /// `[new] size`.
@@ -61,12 +61,12 @@ struct ProviderSection {
 }
 
 /// Where the file is.
-pub fn path(paths: &crate::paths::Paths) -> PathBuf {
+pub(super) fn path(paths: &crate::paths::Paths) -> PathBuf {
     paths.config.join("config.toml")
 }
 
 /// The configuration in force: the file if there is one, else the defaults.
-pub fn load(paths: &crate::paths::Paths) -> anyhow::Result<Config> {
+pub(super) fn load(paths: &crate::paths::Paths) -> anyhow::Result<Config> {
     let path = path(paths);
     let file = match std::fs::File::open(&path) {
         Ok(file) => file,

@@ -68,7 +68,7 @@ fn refusal(resp: Response) -> anyhow::Error {
 
 // ----- serve -----
 
-pub fn serve(foreground: bool, stop: bool) -> Result<i32> {
+pub(super) fn serve(foreground: bool, stop: bool) -> Result<i32> {
     let paths = paths()?;
     if stop {
         let resp = ask(&paths, &Request::Stop, REQUEST_TIMEOUT)?;
@@ -154,7 +154,7 @@ pub fn serve(foreground: bool, stop: bool) -> Result<i32> {
 
 // ----- send -----
 
-pub struct SendArgs {
+pub(super) struct SendArgs {
     pub name: SessionName,
     pub text: Option<String>,
     pub file: Option<PathBuf>,
@@ -193,7 +193,7 @@ fn target(paths: &Paths, name: &SessionName) -> Result<Target> {
     })
 }
 
-pub fn send(args: SendArgs) -> Result<i32> {
+pub(super) fn send(args: SendArgs) -> Result<i32> {
     let paths = paths()?;
     // The name first: a typo must not leave a prompt waiting forever for a session nobody
     // will start, and must not consume stdin.
@@ -416,7 +416,7 @@ fn stored_queues(paths: &Paths, session: Option<&SessionName>) -> Result<Respons
 
 /// What `desk ls` shows of a session's delivery.
 #[derive(Debug, Default, Clone, serde::Serialize)]
-pub struct QueueCounts {
+pub(super) struct QueueCounts {
     /// Items pending for it: queued, sending or stuck (and still in the intake).
     pub queue: u32,
     /// Of those, the stuck ones.
@@ -431,7 +431,7 @@ const LS_QUEUE_TIMEOUT: Duration = session::PROBE_DEADLINE;
 
 /// Every session's delivery counts, from the daemon when it runs, else from the store; `None`
 /// when neither answers (a wedged daemon, an unreadable store).
-pub fn queue_counts(paths: &Paths) -> Option<std::collections::HashMap<String, QueueCounts>> {
+pub(super) fn queue_counts(paths: &Paths) -> Option<std::collections::HashMap<String, QueueCounts>> {
     let resp = if daemon_down(paths) {
         if !paths.state.join("delivery").exists() {
             // Nothing was ever sent: no queues, and a listing creates no directories.
@@ -463,7 +463,7 @@ pub fn queue_counts(paths: &Paths) -> Option<std::collections::HashMap<String, Q
     Some(counts)
 }
 
-pub fn queue(session: Option<SessionName>, json: bool) -> Result<i32> {
+pub(super) fn queue(session: Option<SessionName>, json: bool) -> Result<i32> {
     let paths = paths()?;
     let offline = daemon_down(&paths);
     let resp = if offline {
@@ -551,7 +551,7 @@ fn print_not_queued(paths: &Paths) -> Result<bool> {
 
 /// The item an operator means by `text`: a whole id, or any unique prefix of one (like a git
 /// hash). No match, or several, is a usage error that says which.
-pub fn resolve_id(text: &str) -> Result<ItemId> {
+pub(super) fn resolve_id(text: &str) -> Result<ItemId> {
     if let Some(id) = ItemId::parse(text) {
         return Ok(id);
     }
@@ -577,7 +577,7 @@ pub fn resolve_id(text: &str) -> Result<ItemId> {
     }
 }
 
-pub fn item(id: &str, json: bool) -> Result<i32> {
+pub(super) fn item(id: &str, json: bool) -> Result<i32> {
     let paths = paths()?;
     let id = resolve_id(id)?;
     // Finished items are read from disk even when the daemon is down.
@@ -645,7 +645,7 @@ pub fn item(id: &str, json: bool) -> Result<i32> {
     Ok(0)
 }
 
-pub fn stuck(json: bool) -> Result<i32> {
+pub(super) fn stuck(json: bool) -> Result<i32> {
     let paths = paths()?;
     let offline = daemon_down(&paths);
     let resp = if offline {
@@ -710,7 +710,7 @@ fn next_step(item: &Item) -> String {
 }
 
 /// `force`, `drop`, `pause`, `resume`: one request, its answer printed; `kind` names the JSON.
-pub fn command(kind: &str, req: Request, json: bool) -> Result<i32> {
+pub(super) fn command(kind: &str, req: Request, json: bool) -> Result<i32> {
     let paths = paths()?;
     let timeout = if matches!(req, Request::Force { .. }) { FORCE_TIMEOUT } else { REQUEST_TIMEOUT };
     let (key, target) = match &req {

@@ -19,7 +19,7 @@ use crate::wire::client::Connection;
 use crate::wire::{Frame, Role};
 
 /// Every event type, as `--type` takes it and JSON's `type` names it (`EventBody::kind`).
-pub const TYPES: [&str; 14] = [
+pub(super) const TYPES: [&str; 14] = [
     "started",
     "title",
     "bell",
@@ -48,7 +48,7 @@ fn print(event: &Event, json: bool) {
 }
 
 /// Print a session's events after `since`; with `types` not empty, only events of those types.
-pub fn events(name: &SessionName, follow: bool, json: bool, since: u64, types: &[String]) -> Result<i32> {
+pub(super) fn events(name: &SessionName, follow: bool, json: bool, since: u64, types: &[String]) -> Result<i32> {
     let wanted = |event: &Event| types.is_empty() || types.iter().any(|t| t == event.body.kind());
     let paths = Paths::from_env()?;
     paths.ensure_runtime()?;
@@ -115,7 +115,7 @@ fn print_tagged(session: &str, event: &Event, json: bool) {
 /// `desk events --all`: every session's journal merged by time; with `follow`, then every
 /// running master's new events as they happen, sessions that start later included, until
 /// interrupted. With `types` not empty, only events of those types.
-pub fn all(follow: bool, json: bool, types: &[String]) -> Result<i32> {
+pub(super) fn all(follow: bool, json: bool, types: &[String]) -> Result<i32> {
     let wanted = |event: &Event| types.is_empty() || types.iter().any(|t| t == event.body.kind());
     let paths = Paths::from_env()?;
     paths.ensure_runtime()?;

@@ -54,7 +54,7 @@ fn axis<T: Serialize>(name: &str, a: &AxisView<T>, now: u64) -> String {
     )
 }
 
-pub fn explain(name: &SessionName, json: bool) -> Result<i32> {
+pub(super) fn explain(name: &SessionName, json: bool) -> Result<i32> {
     let paths = Paths::from_env()?;
     paths.ensure_runtime()?;
     let files = paths.session(name);

@@ -17,7 +17,7 @@ use crate::wire::{Frame, PROTOCOL_VERSION, Role};
 
 /// The hook gives up after 1 s: a master answers in microseconds, and an agent waits for its
 /// hooks before going on.
-pub const HOOK_DEADLINE: Duration = Duration::from_secs(1);
+pub(super) const HOOK_DEADLINE: Duration = Duration::from_secs(1);
 
 /// Hook payloads above 1 MiB are cut off (a transcript pasted whole into a prompt); the master
 /// keeps only a short excerpt anyway.
@@ -30,7 +30,7 @@ pub(crate) fn debug(message: &str) {
 }
 
 /// Run the hook; the caller exits 0 whatever this returns.
-pub fn hook(provider: Option<String>, arg: Option<String>) -> i32 {
+pub(super) fn hook(provider: Option<String>, arg: Option<String>) -> i32 {
     // A watchdog: whatever happens below, the agent gets its hook back in time.
     std::thread::spawn(|| {
         std::thread::sleep(HOOK_DEADLINE);

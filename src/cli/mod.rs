@@ -82,6 +82,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The fleet dashboard: every session, what needs you first, a live preview, fleet events.
+    Dash,
     /// Show a session's events (titles, modes, clients, state changes, exit), or every
     /// session's with --all.
     Events {
@@ -423,7 +425,8 @@ impl Command {
             | Command::Serve { .. }
             | Command::Hook { .. }
             | Command::Completions { .. }
-            | Command::Man { .. } => false,
+            | Command::Man { .. }
+            | Command::Dash => false,
         }
     }
 }
@@ -455,6 +458,7 @@ fn run(cli: Cli) -> Result<i32> {
             crate::attach::run(&crate::attach::AttachOptions { name: a.name, read_only: a.read_only, detach_key })
         }
         Command::Ls { json } => sessions::ls(json),
+        Command::Dash => crate::dash::run(),
         Command::Peek { name, json } => sessions::peek(&name, json),
         Command::Resize { name, size } => sessions::resize(&name, size),
         Command::Events { name: Some(name), follow, json, since, types, .. } => {

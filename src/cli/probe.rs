@@ -20,7 +20,7 @@ use crate::wire::{Frame, FrameDecoder, PROTOCOL_VERSION, Role, SessionInfo};
 
 /// What one master said.
 #[derive(Debug)]
-pub enum Answer {
+pub(super) enum Answer {
     /// It answered HELLO with a WELCOME in our protocol version.
     Welcome(Box<SessionInfo>),
     /// It did not complete a WELCOME: why (timed out, refused, another version, ...).
@@ -47,7 +47,7 @@ struct Asking {
 /// `deadline`. Answers are in the order of `sockets`. Fails only when the poll itself cannot be
 /// set up, or a socket cannot be connected to for a reason other than the ones [`Answer`]
 /// names (permissions, say) — as a probe of that one socket would.
-pub fn ask_all(sockets: &[PathBuf], deadline: Instant, budget: Duration) -> Result<Vec<Answer>> {
+pub(super) fn ask_all(sockets: &[PathBuf], deadline: Instant, budget: Duration) -> Result<Vec<Answer>> {
     let mut poll = Poll::new().context("cannot create a poll to ask the masters")?;
     let hello = Frame::Hello { version: PROTOCOL_VERSION, role: Role::Query, cols: 0, rows: 0 }.to_bytes();
     let mut answers: Vec<Option<Answer>> = Vec::with_capacity(sockets.len());

@@ -45,7 +45,7 @@ fn paths() -> Result<Paths> {
 }
 
 /// What `desk new` was asked to start.
-pub struct NewSession {
+pub(super) struct NewSession {
     pub name: SessionName,
     pub cwd: Option<PathBuf>,
     pub size: (u16, u16),
@@ -60,7 +60,7 @@ pub struct NewSession {
     pub json: bool,
 }
 
-pub fn new(req: NewSession) -> Result<i32> {
+pub(super) fn new(req: NewSession) -> Result<i32> {
     let NewSession { name, cwd, size: (cols, rows), size_policy, env, provider, command, provider_args, json } = req;
     let default_command = command.is_empty();
     let (provider, mut command) = crate::providers::resolve(provider.as_deref(), command).map_err(|e| failure(2, e))?;
@@ -455,7 +455,7 @@ fn from_files(name: &SessionName, meta: Option<&SessionMeta>, status: &'static s
     }
 }
 
-pub fn ls(json: bool) -> Result<i32> {
+pub(super) fn ls(json: bool) -> Result<i32> {
     let paths = paths()?;
     // The delivery queues are asked for while the masters are probed.
     let queues = {
@@ -605,7 +605,7 @@ fn ended(paths: &Paths, name: &SessionName, e: anyhow::Error) -> anyhow::Error {
 /// `desk resize NAME COLSxROWS`: set a `fixed` session's size. The master refuses it under the
 /// other policies (their size follows the controllers); a PING after the RESIZE tells success
 /// (PONG, frames are answered in order) from refusal (ERROR first).
-pub fn resize(name: &SessionName, (cols, rows): (u16, u16)) -> Result<i32> {
+pub(super) fn resize(name: &SessionName, (cols, rows): (u16, u16)) -> Result<i32> {
     let paths = paths()?;
     let mut conn = connect(&paths, name)?;
     conn.send(&Frame::Resize { cols, rows })?;
@@ -622,7 +622,7 @@ pub fn resize(name: &SessionName, (cols, rows): (u16, u16)) -> Result<i32> {
     Ok(0)
 }
 
-pub fn peek(name: &SessionName, json: bool) -> Result<i32> {
+pub(super) fn peek(name: &SessionName, json: bool) -> Result<i32> {
     let paths = paths()?;
     let files = paths.session(name);
     let mut conn = match session::probe_settled(&files)? {
@@ -710,7 +710,7 @@ struct HelperFate {
     fate: &'static str,
 }
 
-pub fn kill(name: &SessionName, signal: i32, grace: f64, json: bool) -> Result<i32> {
+pub(super) fn kill(name: &SessionName, signal: i32, grace: f64, json: bool) -> Result<i32> {
     if !(0.0..=3600.0).contains(&grace) {
         return Err(failure(2, "--grace must be between 0 and 3600 seconds"));
     }
@@ -841,7 +841,7 @@ pub fn kill(name: &SessionName, signal: i32, grace: f64, json: bool) -> Result<i
     Ok(1)
 }
 
-pub fn rm(name: &SessionName, json: bool) -> Result<i32> {
+pub(super) fn rm(name: &SessionName, json: bool) -> Result<i32> {
     let paths = paths()?;
     let files = paths.session(name);
     let lock = NameLock::acquire(&paths, name)?;

@@ -3,7 +3,7 @@
 //! Pure: the caller passes both instants.
 
 /// `ms` milliseconds as the largest whole unit: `16s`, `5m`, `3h`, `2d`.
-pub fn span(ms: u64) -> String {
+pub(super) fn span(ms: u64) -> String {
     let s = ms / 1000;
     match s {
         0..=59 => format!("{s}s"),
@@ -14,7 +14,7 @@ pub fn span(ms: u64) -> String {
 }
 
 /// How long before `now` (Unix ms) the moment `then` was: `16s ago`.
-pub fn ago(now: u64, then: u64) -> String {
+pub(super) fn ago(now: u64, then: u64) -> String {
     format!("{} ago", span(now.saturating_sub(then)))
 }
 

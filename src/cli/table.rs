@@ -17,18 +17,18 @@ const MIN_COLUMN: usize = 4;
 
 /// The cells `text` takes on a terminal. Control characters (which a table never prints: see
 /// [`printable`]) count as none.
-pub fn width(text: &str) -> usize {
+pub(super) fn width(text: &str) -> usize {
     UnicodeWidthStr::width(text)
 }
 
 /// `text` with control characters (a title could hold any) shown as `?`, so that what is
 /// printed is what was measured.
-pub fn printable(text: &str) -> String {
+pub(super) fn printable(text: &str) -> String {
     text.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
 }
 
 /// `text` cut to at most `max` cells, with `…` where it was cut.
-pub fn cut(text: &str, max: usize) -> String {
+pub(super) fn cut(text: &str, max: usize) -> String {
     if width(text) <= max {
         return text.to_string();
     }
@@ -52,7 +52,7 @@ pub fn cut(text: &str, max: usize) -> String {
 /// Render `rows` (the first is the header) as lines: columns padded to their widest cell (at most
 /// `cap` cells, except the last column), and, with `fit` set, the whole line at most `fit` cells:
 /// the last columns are cut to fit, or left out when almost nothing of them would show.
-pub fn render(rows: &[Vec<String>], cap: usize, fit: Option<usize>) -> Vec<String> {
+pub(super) fn render(rows: &[Vec<String>], cap: usize, fit: Option<usize>) -> Vec<String> {
     let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
     let mut widths: Vec<usize> =
         (0..columns).map(|i| rows.iter().filter_map(|r| r.get(i)).map(|c| width(c)).max().unwrap_or(0)).collect();
@@ -95,7 +95,7 @@ pub fn render(rows: &[Vec<String>], cap: usize, fit: Option<usize>) -> Vec<Strin
 
 /// The width of the terminal on stdout, or `None` when stdout is not a terminal (a pipe or a
 /// file gets whole lines).
-pub fn terminal_width() -> Option<usize> {
+pub(super) fn terminal_width() -> Option<usize> {
     let mut size = libc::winsize { ws_row: 0, ws_col: 0, ws_xpixel: 0, ws_ypixel: 0 };
     // SAFETY: TIOCGWINSZ writes one `winsize` into the struct we pass, and nothing else.
     let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) } == 0;
@@ -104,7 +104,7 @@ pub fn terminal_width() -> Option<usize> {
 
 /// `args` as one line a shell would split back into them: words that need it in single
 /// quotes (`bash -c 'stty -echo; cat'`).
-pub fn shell_words(args: &[String]) -> String {
+pub(super) fn shell_words(args: &[String]) -> String {
     args.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ")
 }
 

@@ -30,11 +30,11 @@ pub const CLIENT_QUEUE_LIMIT: usize = 1 << 20;
 /// 1 MiB of replies, events and errors a client may leave unread before it is disconnected.
 /// They cannot be summarised by a keyframe, and a client that keeps asking (PING,
 /// SNAPSHOT_REQUEST) without reading would otherwise grow the master without bound.
-pub const CONTROL_QUEUE_LIMIT: usize = 1 << 20;
+pub(super) const CONTROL_QUEUE_LIMIT: usize = 1 << 20;
 
 /// Why a client is being removed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Gone {
+pub(super) enum Gone {
     /// The client went away or asked to (EOF, DETACH).
     Left,
     /// A write or read failed (EPIPE, ECONNRESET, ...).
@@ -44,7 +44,7 @@ pub enum Gone {
 }
 
 #[derive(Debug)]
-pub struct Client {
+pub(super) struct Client {
     pub stream: UnixStream,
     pub pid: Option<i32>,
     /// Set by HELLO; `None` until then.
@@ -84,7 +84,7 @@ pub struct Client {
 }
 
 impl Client {
-    pub fn new(stream: UnixStream, pid: Option<i32>) -> Client {
+    pub(super) fn new(stream: UnixStream, pid: Option<i32>) -> Client {
         Client {
             stream,
             pid,
@@ -108,17 +108,17 @@ impl Client {
         }
     }
 
-    pub fn streams_output(&self) -> bool {
+    pub(super) fn streams_output(&self) -> bool {
         self.role.is_some_and(Role::streams_output) && self.gone.is_none() && self.closing.is_none()
     }
 
-    pub fn alive(&self) -> bool {
+    pub(super) fn alive(&self) -> bool {
         self.gone.is_none()
     }
 
     /// Queue one OUTPUT frame, or start the keyframe policy if this client is too far behind.
     /// Returns true when this push made the client fall behind.
-    pub fn push_output(&mut self, frame: &Rc<[u8]>, payload_len: usize, now: Instant) -> bool {
+    pub(super) fn push_output(&mut self, frame: &Rc<[u8]>, payload_len: usize, now: Instant) -> bool {
         if self.needs_keyframe || !self.alive() || self.hung_up {
             return false;
         }
@@ -140,7 +140,7 @@ impl Client {
 
     /// Queue a control frame (never dropped). A client whose unread control frames pass
     /// [`CONTROL_QUEUE_LIMIT`] is disconnected instead.
-    pub fn push_control(&mut self, frame: &Frame) {
+    pub(super) fn push_control(&mut self, frame: &Frame) {
         if !self.alive() {
             return;
         }
@@ -148,7 +148,7 @@ impl Client {
     }
 
     /// Queue an already encoded control frame (shared between clients, e.g. an event).
-    pub fn push_control_bytes(&mut self, frame: &Rc<[u8]>) {
+    pub(super) fn push_control_bytes(&mut self, frame: &Rc<[u8]>) {
         if !self.alive() || self.hung_up {
             return;
         }
@@ -161,7 +161,7 @@ impl Client {
     }
 
     /// Queue a keyframe already cut into frames.
-    pub fn push_keyframe(&mut self, frames: &[Rc<[u8]>]) {
+    pub(super) fn push_keyframe(&mut self, frames: &[Rc<[u8]>]) {
         if self.hung_up {
             self.needs_keyframe = false;
             return;
@@ -177,7 +177,7 @@ impl Client {
     /// Queue a view repaint (OUTPUT frames already encoded). Only called when the queue is
     /// empty, so a slow client holds at most one repaint and is later sent the latest view,
     /// never a backlog of them.
-    pub fn push_repaint(&mut self, frames: &[Rc<[u8]>], payload_len: usize) {
+    pub(super) fn push_repaint(&mut self, frames: &[Rc<[u8]>], payload_len: usize) {
         if !self.alive() || self.hung_up {
             return;
         }
@@ -189,7 +189,7 @@ impl Client {
     }
 
     /// Send an ERROR frame and close once it has been written.
-    pub fn close_with(&mut self, frame: Frame, reason: String) {
+    pub(super) fn close_with(&mut self, frame: Frame, reason: String) {
         self.push_control(&frame);
         if self.closing.is_none() {
             self.closing = Some(reason);
@@ -198,7 +198,7 @@ impl Client {
 
     /// What changed in this client's lag since the last call, for the session policy: whether it
     /// drained after lagging, then since when it is behind (if it is). `None`: nothing changed.
-    pub fn take_lag_news(&mut self) -> Option<(bool, Option<Instant>)> {
+    pub(super) fn take_lag_news(&mut self) -> Option<(bool, Option<Instant>)> {
         if !std::mem::take(&mut self.lag_news) {
             return None;
         }
@@ -206,7 +206,7 @@ impl Client {
     }
 
     /// Write what the socket takes now.
-    pub fn flush(&mut self) {
+    pub(super) fn flush(&mut self) {
         if !self.writable || !self.alive() {
             return;
         }

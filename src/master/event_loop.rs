@@ -78,14 +78,14 @@ pub const INPUT_QUEUE_LIMIT: usize = 1 << 20;
 /// a person cannot see repaints come faster, a change still shows well within the 50 ms a
 /// viewer should take to follow one (issue 10's target), and during a flood a view client costs
 /// at most ~60 renders of its screen a second, however fast the child writes.
-pub const VIEW_REPAINT_INTERVAL: Duration = Duration::from_millis(16);
+pub(super) const VIEW_REPAINT_INTERVAL: Duration = Duration::from_millis(16);
 
 /// Bytes reserved for the exit record: it is a few hundred bytes plus a title of at most
 /// 1 KiB, so 4 KiB (one page or block) always holds it.
 const EXIT_RECORD_RESERVE: usize = 4096;
 
 /// What start-up hands to the loop.
-pub struct Parts {
+pub(super) struct Parts {
     pub files: SessionPaths,
     pub poll: Poll,
     pub listener: UnixListener,
@@ -102,7 +102,7 @@ pub struct Parts {
     pub size_policy: SizePolicy,
 }
 
-pub struct Master {
+pub(super) struct Master {
     pub(super) files: SessionPaths,
     pub(super) poll: Poll,
     pub(super) listener: Option<UnixListener>,
@@ -214,7 +214,7 @@ impl Master {
     }
 
     /// Run until the child has exited and clients were told (or the flush deadline passed).
-    pub fn run(mut self) -> Result<ExitStatus> {
+    pub(super) fn run(mut self) -> Result<ExitStatus> {
         let mut events = Events::with_capacity(256);
         // The child may have exited before the signal source was polled the first time.
         self.reap();

@@ -22,16 +22,16 @@ use crate::term_events::{Mode, OutputEvent};
 use crate::wire::{Frame, Role};
 
 /// At most one journalled title per 500 ms: a spinner's frames are noise, its text is not.
-pub const TITLE_INTERVAL: Duration = Duration::from_millis(500);
+pub(super) const TITLE_INTERVAL: Duration = Duration::from_millis(500);
 
 /// At most one bell, one notification, one change of each mode and one resize per 500 ms, like
 /// titles: a person notices nothing faster, and a child ringing in a loop made thousands of
 /// events a second (65 % of a daemon core, a journal rotated every 5 s).
-pub const NOISE_INTERVAL: Duration = Duration::from_millis(500);
+pub(super) const NOISE_INTERVAL: Duration = Duration::from_millis(500);
 
 /// Which rate-limited stream an event belongs to; each is limited on its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NoiseKey {
+pub(super) enum NoiseKey {
     Bell,
     Notification,
     Mode(Mode),
@@ -39,7 +39,7 @@ pub enum NoiseKey {
 }
 
 impl NoiseKey {
-    pub fn of(body: &EventBody) -> Option<NoiseKey> {
+    pub(super) fn of(body: &EventBody) -> Option<NoiseKey> {
         match body {
             EventBody::Bell => Some(NoiseKey::Bell),
             EventBody::Notification { .. } => Some(NoiseKey::Notification),
@@ -68,14 +68,14 @@ struct NoiseSlot {
 /// a stream passes; later ones within [`NOISE_INTERVAL`] are held, the latest replacing the
 /// earlier, and released by [`NoiseLimiter::due`] once the interval has passed.
 #[derive(Debug, Default)]
-pub struct NoiseLimiter {
+pub(super) struct NoiseLimiter {
     slots: Vec<NoiseSlot>,
 }
 
 impl NoiseLimiter {
     /// Offer an event: returns it if it may be emitted now; otherwise it is held, and the
     /// time to call [`NoiseLimiter::due`] is returned when no release was pending yet.
-    pub fn offer(&mut self, key: NoiseKey, body: EventBody, now: Instant) -> Result<EventBody, Option<Instant>> {
+    pub(super) fn offer(&mut self, key: NoiseKey, body: EventBody, now: Instant) -> Result<EventBody, Option<Instant>> {
         match self.slots.iter_mut().find(|s| s.key == key) {
             None => {
                 self.slots.push(NoiseSlot { key, last_at: now, last: body.clone(), pending: None });
@@ -96,7 +96,7 @@ impl NoiseLimiter {
 
     /// The held events whose interval has passed (each stream's latest), and when to call
     /// again for those still held.
-    pub fn due(&mut self, now: Instant) -> (Vec<EventBody>, Option<Instant>) {
+    pub(super) fn due(&mut self, now: Instant) -> (Vec<EventBody>, Option<Instant>) {
         let mut out = Vec::new();
         let mut next: Option<Instant> = None;
         for slot in &mut self.slots {
@@ -117,7 +117,7 @@ impl NoiseLimiter {
     }
 
     /// Every held event, now (the session is ending: its last word is kept, not dropped).
-    pub fn flush(&mut self) -> Vec<EventBody> {
+    pub(super) fn flush(&mut self) -> Vec<EventBody> {
         let far = self.slots.iter().map(|s| s.last_at + NOISE_INTERVAL).max();
         far.map_or_else(Vec::new, |at| self.due(at).0)
     }
@@ -125,7 +125,7 @@ impl NoiseLimiter {
 
 /// Output that stops for this long counts as quiet: longer than an agent's redraw bursts,
 /// short enough that "quiet" is fresh evidence for readiness.
-pub const OUTPUT_QUIET_AFTER: Duration = Duration::from_millis(1000);
+pub(super) const OUTPUT_QUIET_AFTER: Duration = Duration::from_millis(1000);
 
 impl Master {
     /// Number, journal and broadcast one event.

@@ -20,7 +20,7 @@ use crate::wire::{ErrorCode, Frame};
 
 /// 50 ms after output the screen is read for the provider's screen rules: an agent redraws
 /// its whole TUI within a few milliseconds, and state need not be fresher than this.
-pub const SCREEN_CHECK_DELAY: Duration = Duration::from_millis(50);
+pub(super) const SCREEN_CHECK_DELAY: Duration = Duration::from_millis(50);
 
 impl Master {
     /// Announce state changes and re-arm the lease timer.

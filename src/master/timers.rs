@@ -11,7 +11,7 @@ use std::collections::BinaryHeap;
 use std::time::Instant;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Timer {
+pub(super) enum Timer {
     /// One the session policy armed (handshakes, slow clients, kill escalation, exit flush):
     /// reported back to it when due.
     Policy(PolicyTimer),
@@ -32,27 +32,27 @@ pub enum Timer {
 }
 
 #[derive(Debug, Default)]
-pub struct Timers {
+pub(super) struct Timers {
     heap: BinaryHeap<Reverse<(Instant, Timer)>>,
 }
 
 impl Timers {
-    pub fn arm(&mut self, at: Instant, timer: Timer) {
+    pub(super) fn arm(&mut self, at: Instant, timer: Timer) {
         self.heap.push(Reverse((at, timer)));
     }
 
     /// Forget every pending instance of `timer`. Linear in the pending timers, which are a
     /// handful per client.
-    pub fn cancel(&mut self, timer: Timer) {
+    pub(super) fn cancel(&mut self, timer: Timer) {
         self.heap.retain(|Reverse((_, t))| *t != timer);
     }
 
-    pub fn next_deadline(&self) -> Option<Instant> {
+    pub(super) fn next_deadline(&self) -> Option<Instant> {
         self.heap.peek().map(|Reverse((at, _))| *at)
     }
 
     /// Remove and return one timer due at `now`, if any.
-    pub fn pop_due(&mut self, now: Instant) -> Option<Timer> {
+    pub(super) fn pop_due(&mut self, now: Instant) -> Option<Timer> {
         match self.heap.peek() {
             Some(Reverse((at, _))) if *at <= now => self.heap.pop().map(|Reverse((_, t))| t),
             _ => None,

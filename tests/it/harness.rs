@@ -33,7 +33,7 @@ use nix::unistd::Pid;
 
 /// 15 s: far longer than any single step takes even on a loaded 2-core machine running the
 /// tests in parallel, short enough that a hung test fails quickly with a useful screen.
-pub const PATIENCE: Duration = Duration::from_secs(15);
+pub(crate) const PATIENCE: Duration = Duration::from_secs(15);
 
 /// 20 ms: longest a wait sleeps between checks when nothing is printed, so conditions that also
 /// read files (a prompt log, a hook log) are re-checked promptly.
@@ -53,34 +53,34 @@ static SPAWN_LOCK: Mutex<()> = Mutex::new(());
 
 /// A fresh temporary directory to use as `DESK_HOME` (desk's tests always set it), removed when
 /// dropped.
-pub struct TempHome {
+pub(crate) struct TempHome {
     dir: tempfile::TempDir,
 }
 
 impl TempHome {
-    pub fn new() -> anyhow::Result<Self> {
+    pub(crate) fn new() -> anyhow::Result<Self> {
         let dir =
             tempfile::Builder::new().prefix("desk-it-").tempdir().context("cannot create a temporary DESK_HOME")?;
         Ok(Self { dir })
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.dir.path()
     }
 
-    pub fn join(&self, rel: impl AsRef<Path>) -> PathBuf {
+    pub(crate) fn join(&self, rel: impl AsRef<Path>) -> PathBuf {
         self.dir.path().join(rel)
     }
 
     /// The `DESK_HOME` environment entry for a [`PtyCommand`].
-    pub fn env(&self) -> (&'static str, OsString) {
+    pub(crate) fn env(&self) -> (&'static str, OsString) {
         ("DESK_HOME", self.dir.path().as_os_str().to_owned())
     }
 }
 
 /// What to run on a PTY, and how; build it, then [`PtyCommand::spawn`].
 #[derive(Debug, Clone)]
-pub struct PtyCommand {
+pub(crate) struct PtyCommand {
     program: OsString,
     args: Vec<OsString>,
     env: Vec<(OsString, OsString)>,
@@ -93,7 +93,7 @@ pub struct PtyCommand {
 impl PtyCommand {
     /// Run `program` (e.g. `env!("CARGO_BIN_EXE_desk-demo-agent")`) on an 80x24 PTY with
     /// `TERM=xterm-256color`, answering terminal queries.
-    pub fn new(program: impl AsRef<OsStr>) -> Self {
+    pub(crate) fn new(program: impl AsRef<OsStr>) -> Self {
         Self {
             program: program.as_ref().to_owned(),
             args: Vec::new(),
@@ -105,12 +105,12 @@ impl PtyCommand {
         }
     }
 
-    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Self {
+    pub(crate) fn arg(mut self, arg: impl AsRef<OsStr>) -> Self {
         self.args.push(arg.as_ref().to_owned());
         self
     }
 
-    pub fn args<I, S>(mut self, args: I) -> Self
+    pub(crate) fn args<I, S>(mut self, args: I) -> Self
     where
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
@@ -119,22 +119,22 @@ impl PtyCommand {
         self
     }
 
-    pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Self {
+    pub(crate) fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Self {
         self.env.push((key.as_ref().to_owned(), value.as_ref().to_owned()));
         self
     }
 
-    pub fn home(self, home: &TempHome) -> Self {
+    pub(crate) fn home(self, home: &TempHome) -> Self {
         let (k, v) = home.env();
         self.env(k, v)
     }
 
-    pub fn cwd(mut self, dir: impl AsRef<Path>) -> Self {
+    pub(crate) fn cwd(mut self, dir: impl AsRef<Path>) -> Self {
         self.cwd = Some(dir.as_ref().to_owned());
         self
     }
 
-    pub fn size(mut self, cols: u16, rows: u16) -> Self {
+    pub(crate) fn size(mut self, cols: u16, rows: u16) -> Self {
         self.cols = cols;
         self.rows = rows;
         self
@@ -142,13 +142,13 @@ impl PtyCommand {
 
     /// Whether the emulated terminal answers `ESC[6n` and `ESC[c` (default yes). Off, the
     /// program sees a terminal that never replies, as when no client is attached.
-    pub fn answer_queries(mut self, answer: bool) -> Self {
+    pub(crate) fn answer_queries(mut self, answer: bool) -> Self {
         self.answer_queries = answer;
         self
     }
 
     /// Start the program on a new PTY.
-    pub fn spawn(self) -> anyhow::Result<Pty> {
+    pub(crate) fn spawn(self) -> anyhow::Result<Pty> {
         let winsize = Winsize { ws_row: self.rows, ws_col: self.cols, ws_xpixel: 0, ws_ypixel: 0 };
         let (master, child) = {
             let _guard = SPAWN_LOCK.lock().unwrap_or_else(|e| e.into_inner());
@@ -350,7 +350,7 @@ fn read_loop(mut reader: File, shared: &Shared, writer: &Mutex<File>) {
 
 /// A snapshot of the emulated terminal.
 #[derive(Debug, Clone)]
-pub struct Screen {
+pub(crate) struct Screen {
     rows: Vec<String>,
     contents: String,
     title: String,
@@ -388,73 +388,73 @@ impl Screen {
 
     /// All text on the screen, rows joined by newlines (soft-wrapped rows joined), trailing
     /// blanks trimmed.
-    pub fn contents(&self) -> &str {
+    pub(crate) fn contents(&self) -> &str {
         &self.contents
     }
 
     /// Row `i` (0-based) as text, trailing blanks trimmed; empty past the last row.
-    pub fn row(&self, i: usize) -> &str {
+    pub(crate) fn row(&self, i: usize) -> &str {
         self.rows.get(i).map(String::as_str).unwrap_or("")
     }
 
-    pub fn rows(&self) -> &[String] {
+    pub(crate) fn rows(&self) -> &[String] {
         &self.rows
     }
 
     /// Index of the first row containing `needle`.
-    pub fn find_row(&self, needle: &str) -> Option<usize> {
+    pub(crate) fn find_row(&self, needle: &str) -> Option<usize> {
         self.rows.iter().position(|r| r.contains(needle))
     }
 
-    pub fn contains(&self, needle: &str) -> bool {
+    pub(crate) fn contains(&self, needle: &str) -> bool {
         self.contents.contains(needle)
     }
 
     /// The current window title (OSC 0/2).
-    pub fn title(&self) -> &str {
+    pub(crate) fn title(&self) -> &str {
         &self.title
     }
 
     /// Every title set so far, oldest first (at most the last 256).
-    pub fn titles_seen(&self) -> &[String] {
+    pub(crate) fn titles_seen(&self) -> &[String] {
         &self.titles
     }
 
     /// (row, col), 0-based.
-    pub fn cursor(&self) -> (u16, u16) {
+    pub(crate) fn cursor(&self) -> (u16, u16) {
         self.cursor
     }
 
     /// (cols, rows).
-    pub fn size(&self) -> (u16, u16) {
+    pub(crate) fn size(&self) -> (u16, u16) {
         self.size
     }
 
-    pub fn bracketed_paste(&self) -> bool {
+    pub(crate) fn bracketed_paste(&self) -> bool {
         self.bracketed_paste
     }
 
-    pub fn alternate_screen(&self) -> bool {
+    pub(crate) fn alternate_screen(&self) -> bool {
         self.alternate_screen
     }
 
     /// How many `ESC[6n` queries the program has sent.
-    pub fn cursor_queries(&self) -> usize {
+    pub(crate) fn cursor_queries(&self) -> usize {
         self.cursor_queries
     }
 
     /// Bells (BEL outside any sequence) the program has rung so far.
-    pub fn bells(&self) -> usize {
+    pub(crate) fn bells(&self) -> usize {
         self.bells
     }
 
     /// Bytes the program has written so far.
-    pub fn bytes(&self) -> u64 {
+    pub(crate) fn bytes(&self) -> u64 {
         self.bytes
     }
 
     /// True once the PTY reported end of output (all slave descriptors closed).
-    pub fn eof(&self) -> bool {
+    pub(crate) fn eof(&self) -> bool {
         self.eof
     }
 }
@@ -478,7 +478,7 @@ impl fmt::Display for Screen {
 }
 
 /// A program running on a PTY; see the module documentation.
-pub struct Pty {
+pub(crate) struct Pty {
     pid: Pid,
     child: Child,
     reaped: Option<ExitStatus>,
@@ -488,12 +488,12 @@ pub struct Pty {
 }
 
 impl Pty {
-    pub fn pid(&self) -> Pid {
+    pub(crate) fn pid(&self) -> Pid {
         self.pid
     }
 
     /// Write `bytes` to the program's terminal input in one `write_all`.
-    pub fn write(&self, bytes: impl AsRef<[u8]>) -> anyhow::Result<()> {
+    pub(crate) fn write(&self, bytes: impl AsRef<[u8]>) -> anyhow::Result<()> {
         let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         w.write_all(bytes.as_ref()).context("cannot write to the PTY")?;
         let replies = std::mem::take(&mut self.shared.lock().replies);
@@ -504,12 +504,12 @@ impl Pty {
     }
 
     /// `text` wrapped in bracketed-paste markers, in one write.
-    pub fn paste(&self, text: &str) -> anyhow::Result<()> {
+    pub(crate) fn paste(&self, text: &str) -> anyhow::Result<()> {
         self.write(format!("\x1b[200~{text}\x1b[201~"))
     }
 
     /// Resize the terminal (the program gets SIGWINCH).
-    pub fn resize(&self, cols: u16, rows: u16) -> anyhow::Result<()> {
+    pub(crate) fn resize(&self, cols: u16, rows: u16) -> anyhow::Result<()> {
         let nz = |n: u16| std::num::NonZeroU16::new(n.max(1)).context("size");
         self.shared.lock().parser.set_size(nz(rows)?, nz(cols)?);
         let ws = libc::winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 };
@@ -523,24 +523,24 @@ impl Pty {
     }
 
     /// Send `signal` to the program's process group.
-    pub fn signal(&self, signal: Signal) -> anyhow::Result<()> {
+    pub(crate) fn signal(&self, signal: Signal) -> anyhow::Result<()> {
         killpg(self.pid, signal).with_context(|| format!("cannot send {signal} to {}", self.pid))
     }
 
     /// Run `f` on the emulator's own screen (cells, colours, `state_formatted`, …) for checks
     /// the text snapshot cannot express. Keep `f` short: output is not processed meanwhile.
-    pub fn with_vt100<T>(&self, f: impl FnOnce(&vt100::Screen) -> T) -> T {
+    pub(crate) fn with_vt100<T>(&self, f: impl FnOnce(&vt100::Screen) -> T) -> T {
         f(self.shared.lock().parser.screen())
     }
 
     /// The screen as it is now.
-    pub fn screen(&self) -> Screen {
+    pub(crate) fn screen(&self) -> Screen {
         Screen::capture(&self.shared.lock())
     }
 
     /// Wait up to `within` until `cond` holds for the screen; returns that screen. On timeout
     /// the error names `what` and shows the screen.
-    pub fn wait_until(
+    pub(crate) fn wait_until(
         &self,
         within: Duration,
         what: &str,
@@ -566,13 +566,13 @@ impl Pty {
     }
 
     /// Wait up to [`PATIENCE`] until the screen contains `text`.
-    pub fn wait_for_text(&self, text: &str) -> anyhow::Result<Screen> {
+    pub(crate) fn wait_for_text(&self, text: &str) -> anyhow::Result<Screen> {
         self.wait_until(PATIENCE, &format!("screen contains {text:?}"), |s| s.contains(text))
     }
 
     /// Wait up to `within` for something outside the screen (a file, a log) to satisfy `check`,
     /// which returns `Some` when done; the error shows the screen for context.
-    pub fn wait_for<T>(
+    pub(crate) fn wait_for<T>(
         &self,
         within: Duration,
         what: &str,
@@ -593,7 +593,7 @@ impl Pty {
     }
 
     /// The exit status, if the program has exited.
-    pub fn try_exit_status(&mut self) -> anyhow::Result<Option<ExitStatus>> {
+    pub(crate) fn try_exit_status(&mut self) -> anyhow::Result<Option<ExitStatus>> {
         if self.reaped.is_none() {
             self.reaped = self.child.try_wait().context("waitpid failed")?;
         }
@@ -602,7 +602,7 @@ impl Pty {
 
     /// Wait up to `within` for the program to exit, then (briefly) for its last output to be
     /// read, so the final screen is complete.
-    pub fn wait_exit(&mut self, within: Duration) -> anyhow::Result<ExitStatus> {
+    pub(crate) fn wait_exit(&mut self, within: Duration) -> anyhow::Result<ExitStatus> {
         let deadline = Instant::now() + within;
         let status = loop {
             if let Some(status) = self.try_exit_status()? {

@@ -9,6 +9,7 @@ mod cli_contract;
 mod composer;
 mod corpus;
 mod daemon;
+mod dash;
 mod delivery;
 mod delivery_crash;
 mod demo_agent;

@@ -13,15 +13,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-pub const DESK: &str = env!("CARGO_BIN_EXE_desk");
-pub const DESK_MASTER: &str = env!("CARGO_BIN_EXE_desk-master");
+pub(crate) const DESK: &str = env!("CARGO_BIN_EXE_desk");
+pub(crate) const DESK_MASTER: &str = env!("CARGO_BIN_EXE_desk-master");
 
 /// Generous bound for conditions that normally hold within milliseconds; only reached when
 /// something is broken (or the machine is very loaded).
-pub const PATIENCE: Duration = Duration::from_secs(20);
+pub(crate) const PATIENCE: Duration = Duration::from_secs(20);
 
 /// Poll `cond` until it returns `Some`, or panic with `what` and the last observation.
-pub fn eventually<T>(what: &str, mut cond: impl FnMut() -> Result<T, String>) -> T {
+pub(crate) fn eventually<T>(what: &str, mut cond: impl FnMut() -> Result<T, String>) -> T {
     let deadline = Instant::now() + PATIENCE;
     loop {
         let last = match cond() {
@@ -35,36 +35,36 @@ pub fn eventually<T>(what: &str, mut cond: impl FnMut() -> Result<T, String>) ->
     }
 }
 
-pub struct Home {
+pub(crate) struct Home {
     pub dir: tempfile::TempDir,
 }
 
 impl Home {
-    pub fn new() -> Home {
+    pub(crate) fn new() -> Home {
         Home { dir: tempfile::Builder::new().prefix("dk").tempdir_in("/tmp").expect("temp dir") }
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.dir.path()
     }
 
-    pub fn run_dir(&self) -> PathBuf {
+    pub(crate) fn run_dir(&self) -> PathBuf {
         self.dir.path().join("run")
     }
 
-    pub fn cmd(&self) -> Command {
+    pub(crate) fn cmd(&self) -> Command {
         let mut c = Command::new(DESK);
         c.env("DESK_HOME", self.dir.path()).env_remove("DESK_SESSION").env("RUST_BACKTRACE", "0");
         c
     }
 
     /// Run `desk ARGS...` and return its output.
-    pub fn desk(&self, args: &[&str]) -> Output {
+    pub(crate) fn desk(&self, args: &[&str]) -> Output {
         self.cmd().args(args).output().expect("run desk")
     }
 
     /// Run `desk ARGS...`, requiring success, and return stdout.
-    pub fn ok(&self, args: &[&str]) -> String {
+    pub(crate) fn ok(&self, args: &[&str]) -> String {
         let out = self.desk(args);
         assert!(
             out.status.success(),
@@ -77,16 +77,16 @@ impl Home {
     }
 
     /// Start a session running `sh -c script`.
-    pub fn new_sh(&self, name: &str, script: &str) {
+    pub(crate) fn new_sh(&self, name: &str, script: &str) {
         self.ok(&["new", name, "--", "sh", "-c", script]);
     }
 
-    pub fn ls(&self) -> Vec<serde_json::Value> {
+    pub(crate) fn ls(&self) -> Vec<serde_json::Value> {
         self.json(&["ls", "--json"])["data"].as_array().expect("ls --json's data is an array").clone()
     }
 
     /// Run a `--json` command, requiring success, and return its envelope (docs/cli.md).
-    pub fn json(&self, args: &[&str]) -> serde_json::Value {
+    pub(crate) fn json(&self, args: &[&str]) -> serde_json::Value {
         let out = self.ok(args);
         let v: serde_json::Value =
             serde_json::from_str(&out).unwrap_or_else(|e| panic!("desk {args:?} printed no JSON ({e}): {out}"));
@@ -94,17 +94,17 @@ impl Home {
         v
     }
 
-    pub fn session(&self, name: &str) -> Option<serde_json::Value> {
+    pub(crate) fn session(&self, name: &str) -> Option<serde_json::Value> {
         self.ls().into_iter().find(|s| s["name"] == name)
     }
 
     /// The session's screen as `desk peek` prints it.
-    pub fn peek(&self, name: &str) -> String {
+    pub(crate) fn peek(&self, name: &str) -> String {
         self.ok(&["peek", name])
     }
 
     /// Wait until `desk peek` shows `text`.
-    pub fn wait_screen(&self, name: &str, text: &str) -> String {
+    pub(crate) fn wait_screen(&self, name: &str, text: &str) -> String {
         eventually(&format!("{text:?} on the screen of {name}"), || {
             let out = self.desk(&["peek", name]);
             let screen = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -113,7 +113,7 @@ impl Home {
     }
 
     /// Wait until `desk ls` reports the session exited and return its exit object.
-    pub fn wait_exit(&self, name: &str) -> serde_json::Value {
+    pub(crate) fn wait_exit(&self, name: &str) -> serde_json::Value {
         eventually(&format!("{name} to exit"), || match self.session(name) {
             Some(s) if s["status"] == "exited" => Ok(s["exit"].clone()),
             other => Err(format!("{other:?}")),
@@ -121,12 +121,12 @@ impl Home {
     }
 
     /// The pid of this home's delivery daemon, if one ever started.
-    pub fn serve_pid(&self) -> Option<i32> {
+    pub(crate) fn serve_pid(&self) -> Option<i32> {
         std::fs::read_to_string(self.path().join("state/delivery/serve.lock")).ok()?.trim().parse().ok()
     }
 
     /// Start `desk serve` (detached) with extra environment; returns its pid.
-    pub fn serve_with(&self, env: &[(&str, &str)]) -> i32 {
+    pub(crate) fn serve_with(&self, env: &[(&str, &str)]) -> i32 {
         let mut cmd = self.cmd();
         cmd.arg("serve");
         for (k, v) in env {
@@ -137,12 +137,12 @@ impl Home {
         self.serve_pid().expect("serve pid")
     }
 
-    pub fn serve(&self) -> i32 {
+    pub(crate) fn serve(&self) -> i32 {
         self.serve_with(&[])
     }
 
     /// Start the demo agent in session `name` with its hooks wired; returns its prompt log.
-    pub fn demo(&self, name: &str, extra: &[&str]) -> PathBuf {
+    pub(crate) fn demo(&self, name: &str, extra: &[&str]) -> PathBuf {
         let log = self.path().join(format!("{name}.prompts"));
         let mut args = vec!["new", name, "--provider", "demo", "--", env!("CARGO_BIN_EXE_desk-demo-agent")];
         args.extend(["--prompt-log", log.to_str().expect("utf-8 path")]);
@@ -152,16 +152,16 @@ impl Home {
     }
 
     /// `desk send`, returning the item id.
-    pub fn send(&self, name: &str, text: &str) -> String {
+    pub(crate) fn send(&self, name: &str, text: &str) -> String {
         self.ok(&["send", name, text]).trim().to_string()
     }
 
-    pub fn item(&self, id: &str) -> serde_json::Value {
+    pub(crate) fn item(&self, id: &str) -> serde_json::Value {
         self.json(&["item", id, "--json"])["data"].clone()
     }
 
     /// Wait until the item reaches a settled state (delivered, stuck or dropped) and return it.
-    pub fn settled(&self, id: &str) -> serde_json::Value {
+    pub(crate) fn settled(&self, id: &str) -> serde_json::Value {
         eventually(&format!("item {id} to settle"), || {
             let item = self.item(id);
             match item["state"].as_str() {
@@ -171,16 +171,16 @@ impl Home {
         })
     }
 
-    pub fn socket(&self, name: &str) -> PathBuf {
+    pub(crate) fn socket(&self, name: &str) -> PathBuf {
         self.run_dir().join(format!("{name}.sock"))
     }
 
-    pub fn master_pid(&self, name: &str) -> i32 {
+    pub(crate) fn master_pid(&self, name: &str) -> i32 {
         self.session(name).and_then(|s| s["master_pid"].as_i64()).expect("master pid") as i32
     }
 
     /// Open a raw protocol connection and complete the handshake.
-    pub fn connect(&self, name: &str, role: Role, cols: u16, rows: u16) -> Wire {
+    pub(crate) fn connect(&self, name: &str, role: Role, cols: u16, rows: u16) -> Wire {
         let mut wire = Wire::open(&self.socket(name));
         wire.send(&Frame::Hello { version: PROTOCOL_VERSION, role, cols, rows });
         match wire.recv() {
@@ -232,28 +232,28 @@ impl Drop for Home {
 }
 
 /// A raw wire-protocol client over a blocking socket with a read timeout.
-pub struct Wire {
+pub(crate) struct Wire {
     pub stream: UnixStream,
     pub decoder: FrameDecoder,
 }
 
 impl Wire {
-    pub fn open(path: &Path) -> Wire {
+    pub(crate) fn open(path: &Path) -> Wire {
         let stream = UnixStream::connect(path).unwrap_or_else(|e| panic!("connect {}: {e}", path.display()));
         stream.set_read_timeout(Some(PATIENCE)).unwrap();
         Wire { stream, decoder: FrameDecoder::new() }
     }
 
-    pub fn send(&mut self, frame: &Frame) {
+    pub(crate) fn send(&mut self, frame: &Frame) {
         self.stream.write_all(&frame.to_bytes()).expect("write frame");
     }
 
-    pub fn send_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+    pub(crate) fn send_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         self.stream.write_all(bytes)
     }
 
     /// The next frame, or `None` at end of stream.
-    pub fn recv(&mut self) -> Option<Frame> {
+    pub(crate) fn recv(&mut self) -> Option<Frame> {
         let mut buf = [0u8; 64 * 1024];
         loop {
             if let Some(frame) = self.decoder.next_frame().expect("master sent a valid frame") {
@@ -269,7 +269,7 @@ impl Wire {
     }
 
     /// Skip frames until one matches.
-    pub fn recv_until(&mut self, what: &str, mut pred: impl FnMut(&Frame) -> bool) -> Frame {
+    pub(crate) fn recv_until(&mut self, what: &str, mut pred: impl FnMut(&Frame) -> bool) -> Frame {
         loop {
             match self.recv() {
                 Some(f) if pred(&f) => return f,
@@ -280,7 +280,7 @@ impl Wire {
     }
 
     /// Read frames until the master closes the connection; returns them.
-    pub fn drain_to_close(&mut self) -> Vec<Frame> {
+    pub(crate) fn drain_to_close(&mut self) -> Vec<Frame> {
         let mut frames = Vec::new();
         while let Some(f) = self.recv() {
             frames.push(f);
@@ -290,7 +290,7 @@ impl Wire {
 }
 
 /// Memory the process uses right now (VmRSS), in KiB.
-pub fn rss_kib(pid: i32) -> u64 {
+pub(crate) fn rss_kib(pid: i32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
         .lines()
@@ -300,7 +300,7 @@ pub fn rss_kib(pid: i32) -> u64 {
 }
 
 /// The prompts an agent actually submitted, from its prompt log.
-pub fn prompts(log: &Path) -> Vec<String> {
+pub(crate) fn prompts(log: &Path) -> Vec<String> {
     std::fs::read_to_string(log)
         .unwrap_or_default()
         .lines()
@@ -309,13 +309,13 @@ pub fn prompts(log: &Path) -> Vec<String> {
         .collect()
 }
 
-pub fn alive(pid: i32) -> bool {
+pub(crate) fn alive(pid: i32) -> bool {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
         && !std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default().contains(") Z ")
 }
 
 /// What a fake master (a socket a test serves itself) says about its session in WELCOME.
-pub fn fake_session_info(name: &str, command: &str) -> desk::wire::SessionInfo {
+pub(crate) fn fake_session_info(name: &str, command: &str) -> desk::wire::SessionInfo {
     desk::wire::SessionInfo {
         name: name.into(),
         generation: 1,

@@ -20,7 +20,7 @@ use desk::screen::Screen;
 /// Records the title the way a conforming terminal does: vt100 hands titles that contain ';'
 /// to `unhandled_osc` in pieces, so they are joined back here.
 #[derive(Default)]
-pub struct Titles {
+pub(super) struct Titles {
     pub title: String,
 }
 
@@ -40,14 +40,14 @@ impl vt100::Callbacks for Titles {
 }
 
 /// A vt100 terminal of a given size.
-pub struct Oracle {
+pub(super) struct Oracle {
     parser: vt100::Parser<Titles>,
     cols: u16,
 }
 
 /// One cell as vt100 shows it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct CellState {
+pub(super) struct CellState {
     pub text: String,
     pub wide: bool,
     pub continuation: bool,
@@ -62,7 +62,7 @@ pub struct CellState {
 
 /// Everything the fidelity check compares.
 #[derive(Debug, Clone, PartialEq)]
-pub struct State {
+pub(super) struct State {
     pub cells: Vec<Vec<CellState>>,
     /// Row, column (clamped to the last column) and whether vt100 has the cursor past the last
     /// column (pending wrap).
@@ -78,7 +78,7 @@ pub struct State {
 }
 
 impl Oracle {
-    pub fn new(cols: u16, rows: u16) -> Oracle {
+    pub(super) fn new(cols: u16, rows: u16) -> Oracle {
         let (Some(r), Some(c)) = (std::num::NonZeroU16::new(rows), std::num::NonZeroU16::new(cols)) else {
             panic!("oracle size must be non-zero");
         };
@@ -90,7 +90,7 @@ impl Oracle {
     /// cursor with them before entering the alternate screen), so they are fed as `ESC 7` and
     /// `ESC 8`. Callers feed whole sequences (split only at ground state), so a sequence is
     /// never cut between two calls.
-    pub fn process(&mut self, bytes: &[u8]) {
+    pub(super) fn process(&mut self, bytes: &[u8]) {
         let mut fed = Vec::with_capacity(bytes.len());
         let mut rest = bytes;
         while !rest.is_empty() {
@@ -109,17 +109,17 @@ impl Oracle {
     }
 
     /// Cursor as `(row, col, past_last_column)`.
-    pub fn cursor(&self) -> (u16, u16, bool) {
+    pub(super) fn cursor(&self) -> (u16, u16, bool) {
         let (row, col) = self.parser.screen().cursor_position();
         (row, col.min(self.cols - 1), col >= self.cols)
     }
 
     /// Visible rows as text, trailing blanks trimmed (comparable with `Screen::text_rows`).
-    pub fn text_rows(&self) -> Vec<String> {
+    pub(super) fn text_rows(&self) -> Vec<String> {
         self.parser.screen().rows(0, self.cols).map(|r| r.trim_end_matches(' ').to_string()).collect()
     }
 
-    pub fn state(&self) -> State {
+    pub(super) fn state(&self) -> State {
         let screen = self.parser.screen();
         let (rows, cols) = screen.size();
         let mut cells = Vec::new();
@@ -191,7 +191,7 @@ impl Oracle {
 }
 
 /// A readable description of the first differences between two states.
-pub fn describe_difference(direct: &State, replayed: &State) -> String {
+pub(super) fn describe_difference(direct: &State, replayed: &State) -> String {
     let mut out = Vec::new();
     for (r, (a, b)) in direct.cells.iter().zip(&replayed.cells).enumerate() {
         for (c, (x, y)) in a.iter().zip(b).enumerate() {
@@ -221,12 +221,12 @@ pub fn describe_difference(direct: &State, replayed: &State) -> String {
 
 /// Modes, region, charset, colours and screen content left over from "some earlier session":
 /// the keyframe must work whatever state the client's terminal is in.
-pub const DIRTY_CLIENT: &[u8] = b"old session\x1b[?1049h\x1b[41;1mjunk\x1b[3;5r\x1b[?6h\x1b7\
+pub(super) const DIRTY_CLIENT: &[u8] = b"old session\x1b[?1049h\x1b[41;1mjunk\x1b[3;5r\x1b[?6h\x1b7\
 \x1b[?2004h\x1b[?1003h\x1b[?1006h\x1b[?1h\x1b=\x1b[?25l\x1b]2;old title\x07\x1b[4;4Hxyz";
 
 /// Offsets `k` (including 0 and the end) where the model is between escape sequences and
 /// characters, so a keyframe can be taken there.
-pub fn ground_offsets(cols: u16, rows: u16, stream: &[u8]) -> Vec<usize> {
+pub(super) fn ground_offsets(cols: u16, rows: u16, stream: &[u8]) -> Vec<usize> {
     let mut model = Screen::new(cols, rows);
     let mut offsets = vec![0];
     for (i, &b) in stream.iter().enumerate() {
@@ -240,7 +240,7 @@ pub fn ground_offsets(cols: u16, rows: u16, stream: &[u8]) -> Vec<usize> {
 
 /// Checks the keyframe taken after `stream[..k]`: a dirty client that receives it and then
 /// `stream[k..]` must end in the same state as a fresh client that received `stream`.
-pub fn check_split(cols: u16, rows: u16, stream: &[u8], k: usize, direct: &State) -> Result<(), String> {
+pub(super) fn check_split(cols: u16, rows: u16, stream: &[u8], k: usize, direct: &State) -> Result<(), String> {
     let mut model = Screen::new(cols, rows);
     model.process(&stream[..k]);
     if !model.at_ground_state() {
@@ -272,7 +272,7 @@ pub fn check_split(cols: u16, rows: u16, stream: &[u8], k: usize, direct: &State
 }
 
 /// Checks every ground-state offset (or every `stride`-th one, always including both ends).
-pub fn check_splits(cols: u16, rows: u16, stream: &[u8], stride: usize) -> Result<usize, String> {
+pub(super) fn check_splits(cols: u16, rows: u16, stream: &[u8], stride: usize) -> Result<usize, String> {
     let mut direct = Oracle::new(cols, rows);
     direct.process(stream);
     let direct = direct.state();
@@ -289,7 +289,7 @@ pub fn check_splits(cols: u16, rows: u16, stream: &[u8], stride: usize) -> Resul
 }
 
 /// The model's text after the whole stream must match the oracle's.
-pub fn check_text(cols: u16, rows: u16, stream: &[u8]) -> Result<(), String> {
+pub(super) fn check_text(cols: u16, rows: u16, stream: &[u8]) -> Result<(), String> {
     let mut model = Screen::new(cols, rows);
     model.process(stream);
     let mut oracle = Oracle::new(cols, rows);

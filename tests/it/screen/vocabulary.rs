@@ -40,7 +40,7 @@ use unicode_width::UnicodeWidthChar;
 
 /// One piece of a stream.
 #[derive(Debug, Clone)]
-pub enum Frag {
+pub(super) enum Frag {
     Text(String),
     BgText(u8, String),
     BgErase(u8, &'static str),
@@ -126,7 +126,7 @@ fn pick(list: &'static [&'static str]) -> impl Strategy<Value = &'static str> {
 }
 
 /// A random fragment.
-pub fn frag() -> impl Strategy<Value = Frag> {
+pub(super) fn frag() -> impl Strategy<Value = Frag> {
     prop_oneof![
         6 => pick(WORDS).prop_map(|s| Frag::Text(s.to_string())),
         6 => "[a-zA-Z0-9 .,:;!?()-]{1,30}".prop_map(Frag::Text),
@@ -319,7 +319,7 @@ fn accept(model: &Screen, ctx: &Context, frag: &Frag) -> Option<String> {
 
 /// Builds a stream from `frags`, skipping those the oracle would get wrong (see the module
 /// documentation), for a terminal of `cols` x `rows`.
-pub fn build(cols: u16, rows: u16, frags: &[Frag]) -> Vec<u8> {
+pub(super) fn build(cols: u16, rows: u16, frags: &[Frag]) -> Vec<u8> {
     let mut model = Screen::new(cols, rows);
     let mut ctx = Context::default();
     let mut out = Vec::new();
@@ -345,7 +345,7 @@ pub fn build(cols: u16, rows: u16, frags: &[Frag]) -> Vec<u8> {
 }
 
 /// A random terminal size, biased towards small screens where edges are hit often.
-pub fn size() -> impl Strategy<Value = (u16, u16)> {
+pub(super) fn size() -> impl Strategy<Value = (u16, u16)> {
     prop_oneof![
         4 => (2u16..=40, 1u16..=12),
         1 => Just((80u16, 24u16)),

@@ -68,21 +68,21 @@ impl Attrs {
 }
 
 /// Marker stored in `Cell::ch` for a cell with no character (erased, or never written).
-pub const EMPTY: char = '\0';
+pub(super) const EMPTY: char = '\0';
 
 /// Cell layout bits (not SGR attributes).
-pub mod kind {
+pub(super) mod kind {
     /// The cell holds the left half of a width-2 character.
-    pub const WIDE: u8 = 1 << 0;
+    pub(crate) const WIDE: u8 = 1 << 0;
     /// The cell is the right half of the width-2 character in the cell before it.
-    pub const CONTINUATION: u8 = 1 << 1;
+    pub(crate) const CONTINUATION: u8 = 1 << 1;
     /// The row's side list holds combining marks for this cell.
-    pub const MARKS: u8 = 1 << 2;
+    pub(crate) const MARKS: u8 = 1 << 2;
 }
 
 /// One character cell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cell {
+pub(super) struct Cell {
     /// The base character, or [`EMPTY`].
     pub ch: char,
     /// Attributes it was drawn (or erased) with.
@@ -93,36 +93,36 @@ pub struct Cell {
 
 impl Cell {
     /// An empty cell with default attributes: the state of a fresh screen.
-    pub const BLANK: Cell =
+    pub(super) const BLANK: Cell =
         Cell { ch: EMPTY, attrs: Attrs { fg: Color::Default, bg: Color::Default, flags: 0 }, kind: 0 };
 
     /// An empty cell left by an erase with `pen` (background colour erase).
-    pub fn erased(pen: &Attrs) -> Cell {
+    pub(super) fn erased(pen: &Attrs) -> Cell {
         Cell { ch: EMPTY, attrs: pen.erased(), kind: 0 }
     }
 
     /// A narrow character drawn with `attrs`.
-    pub fn narrow(ch: char, attrs: Attrs) -> Cell {
+    pub(super) fn narrow(ch: char, attrs: Attrs) -> Cell {
         Cell { ch, attrs, kind: 0 }
     }
 
     /// True when nothing is printed in this cell (it may still carry a background colour).
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.ch == EMPTY && self.kind & kind::CONTINUATION == 0
     }
 
     /// True for the left half of a wide character.
-    pub fn is_wide(&self) -> bool {
+    pub(super) fn is_wide(&self) -> bool {
         self.kind & kind::WIDE != 0
     }
 
     /// True for the right half of a wide character.
-    pub fn is_continuation(&self) -> bool {
+    pub(super) fn is_continuation(&self) -> bool {
         self.kind & kind::CONTINUATION != 0
     }
 
     /// True when the row holds combining marks for this cell.
-    pub fn has_marks(&self) -> bool {
+    pub(super) fn has_marks(&self) -> bool {
         self.kind & kind::MARKS != 0
     }
 }

@@ -30,7 +30,7 @@ static BLANK_ROW: [Cell; super::MAX_COLS as usize] = [Cell::BLANK; super::MAX_CO
 
 /// One screen row.
 #[derive(Debug, Clone)]
-pub struct Row {
+pub(super) struct Row {
     /// The cells, or nothing while the row is unallocated (invariant: then every one of its
     /// `cols` cells is `Cell::BLANK`, `marks` is empty, `special` is false, `rest` is
     /// `Cell::BLANK` and `settled_from` is 0).
@@ -66,13 +66,13 @@ impl Eq for Row {}
 
 impl Row {
     /// A row of `cols` copies of `fill`; a blank row allocates no cells.
-    pub fn new(cols: usize, fill: Cell) -> Row {
+    pub(super) fn new(cols: usize, fill: Cell) -> Row {
         let cells = if fill == Cell::BLANK { Vec::new() } else { vec![fill; cols] };
         Row { cells, cols, marks: Vec::new(), wrapped: false, special: false, settled_from: 0, rest: fill }
     }
 
     /// Whether the row holds its cells (false: it is blank and allocated nothing).
-    pub fn is_allocated(&self) -> bool {
+    pub(super) fn is_allocated(&self) -> bool {
         self.cells.len() == self.cols
     }
 
@@ -100,7 +100,7 @@ impl Row {
     }
 
     /// Give the cells back if the row shows nothing; it reads the same afterwards.
-    pub fn release_if_blank(&mut self) {
+    pub(super) fn release_if_blank(&mut self) {
         if self.is_allocated() && self.shows_blank() {
             self.cells = Vec::new();
             self.marks = Vec::new();
@@ -114,22 +114,22 @@ impl Row {
     }
 
     /// Number of cells.
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.cols
     }
 
     /// The cells, left to right.
-    pub fn cells(&self) -> &[Cell] {
+    pub(super) fn cells(&self) -> &[Cell] {
         if self.is_allocated() { &self.cells } else { &BLANK_ROW[..self.cols] }
     }
 
     /// The cell at `col`, if in range.
-    pub fn get(&self, col: usize) -> Option<&Cell> {
+    pub(super) fn get(&self, col: usize) -> Option<&Cell> {
         self.cells().get(col)
     }
 
     /// Overwrites every cell with `fill` and forgets marks and the wrap flag.
-    pub fn reset(&mut self, fill: Cell) {
+    pub(super) fn reset(&mut self, fill: Cell) {
         self.wrapped = false;
         if !self.is_allocated() {
             if fill == Cell::BLANK {
@@ -151,7 +151,7 @@ impl Row {
 
     /// Writes narrow characters from `col`, for the fast path: the row must be plain (no wide
     /// characters or marks to repair). Returns false, writing nothing, when it is not.
-    pub fn write_plain(&mut self, col: usize, ch: impl Iterator<Item = char>, attrs: Attrs) -> bool {
+    pub(super) fn write_plain(&mut self, col: usize, ch: impl Iterator<Item = char>, attrs: Attrs) -> bool {
         if self.special {
             return false;
         }
@@ -171,7 +171,7 @@ impl Row {
     }
 
     /// Combining marks of the cell at `col`, in arrival order.
-    pub fn marks_at(&self, col: usize) -> impl Iterator<Item = char> + '_ {
+    pub(super) fn marks_at(&self, col: usize) -> impl Iterator<Item = char> + '_ {
         self.marks.iter().filter(move |(c, _)| usize::from(*c) == col).map(|(_, m)| *m)
     }
 
@@ -186,7 +186,7 @@ impl Row {
 
     /// Stores `cell` at `col` (narrow or wide base), repairing any wide character it splits.
     /// A wide cell also claims `col + 1`. Out-of-range columns are ignored.
-    pub fn put(&mut self, col: usize, cell: Cell, blank: Cell) {
+    pub(super) fn put(&mut self, col: usize, cell: Cell, blank: Cell) {
         let width = if cell.is_wide() { 2 } else { 1 };
         if col + width > self.cols {
             return;
@@ -204,7 +204,7 @@ impl Row {
 
     /// Appends combining mark `mark` to the cell at `col`. An empty cell becomes a space first
     /// (the mark needs a base). Returns false when the cell already holds `MAX_COMBINING` marks.
-    pub fn push_mark(&mut self, col: usize, mark: char) -> bool {
+    pub(super) fn push_mark(&mut self, col: usize, mark: char) -> bool {
         let Some(cell) = self.get(col) else {
             return false;
         };
@@ -250,7 +250,7 @@ impl Row {
     }
 
     /// Erases `start..end` (clamped) to `blank`, blanking any wide character it cuts.
-    pub fn erase(&mut self, start: usize, end: usize, blank: Cell) {
+    pub(super) fn erase(&mut self, start: usize, end: usize, blank: Cell) {
         let end = end.min(self.cols);
         if start >= end || (!self.is_allocated() && blank == Cell::BLANK) {
             return;
@@ -271,7 +271,7 @@ impl Row {
 
     /// Inserts `n` blank cells at `col`, shifting the rest right; cells pushed past the end are
     /// lost (ICH, and insert mode).
-    pub fn insert_blanks(&mut self, col: usize, n: usize, blank: Cell) {
+    pub(super) fn insert_blanks(&mut self, col: usize, n: usize, blank: Cell) {
         let len = self.cols;
         if col >= len || n == 0 || (!self.is_allocated() && blank == Cell::BLANK) {
             return;
@@ -302,7 +302,7 @@ impl Row {
 
     /// Deletes `n` cells at `col`, shifting the rest left and filling the end with `blank`
     /// (DCH).
-    pub fn delete(&mut self, col: usize, n: usize, blank: Cell) {
+    pub(super) fn delete(&mut self, col: usize, n: usize, blank: Cell) {
         let len = self.cols;
         if col >= len || n == 0 || (!self.is_allocated() && blank == Cell::BLANK) {
             return;
@@ -331,7 +331,7 @@ impl Row {
 
     /// Changes the width, keeping the left part. A wide character cut by the new edge is
     /// blanked; the wrap flag is dropped because the continuation no longer lines up.
-    pub fn resize(&mut self, cols: usize) {
+    pub(super) fn resize(&mut self, cols: usize) {
         if cols == self.cols {
             return;
         }
@@ -360,7 +360,7 @@ impl Row {
 
     /// The row as text: one char (plus marks) per cell, wide characters once, empty cells as
     /// spaces, trailing spaces trimmed.
-    pub fn text(&self) -> String {
+    pub(super) fn text(&self) -> String {
         if !self.is_allocated() {
             return String::new();
         }
@@ -387,36 +387,36 @@ impl Row {
 /// The rows of one screen buffer. A ring, so that scrolling the whole screen (the common
 /// case: output running off the bottom) moves no rows.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Grid {
+pub(super) struct Grid {
     rows: VecDeque<Row>,
     cols: usize,
 }
 
 impl Grid {
     /// A blank grid.
-    pub fn new(cols: usize, rows: usize) -> Grid {
+    pub(super) fn new(cols: usize, rows: usize) -> Grid {
         Grid { rows: std::iter::repeat_n(Row::new(cols, Cell::BLANK), rows).collect(), cols }
     }
 
     /// Rows, top to bottom.
-    pub fn rows(&self) -> &VecDeque<Row> {
+    pub(super) fn rows(&self) -> &VecDeque<Row> {
         &self.rows
     }
 
     /// The row at `row`. Callers keep `row` in range (the cursor invariant); an out-of-range
     /// index is clamped to the last row rather than panicking.
-    pub fn row_mut(&mut self, row: usize) -> &mut Row {
+    pub(super) fn row_mut(&mut self, row: usize) -> &mut Row {
         let last = self.rows.len().saturating_sub(1);
         &mut self.rows[row.min(last)]
     }
 
     /// The row at `row`, if in range.
-    pub fn row(&self, row: usize) -> Option<&Row> {
+    pub(super) fn row(&self, row: usize) -> Option<&Row> {
         self.rows.get(row)
     }
 
     /// Blanks every row with `blank`.
-    pub fn clear(&mut self, blank: Cell) {
+    pub(super) fn clear(&mut self, blank: Cell) {
         for row in &mut self.rows {
             row.reset(blank);
         }
@@ -428,7 +428,7 @@ impl Grid {
 
     /// Scrolls rows `top..=bottom` up by `n`: the top rows are dropped (no scrollback is kept)
     /// and blank rows appear at the bottom.
-    pub fn scroll_up(&mut self, top: usize, bottom: usize, n: usize, blank: Cell) {
+    pub(super) fn scroll_up(&mut self, top: usize, bottom: usize, n: usize, blank: Cell) {
         if top > bottom || bottom >= self.rows.len() || n == 0 {
             return;
         }
@@ -452,7 +452,7 @@ impl Grid {
 
     /// Scrolls rows `top..=bottom` down by `n`: bottom rows are dropped, blank rows appear at
     /// the top.
-    pub fn scroll_down(&mut self, top: usize, bottom: usize, n: usize, blank: Cell) {
+    pub(super) fn scroll_down(&mut self, top: usize, bottom: usize, n: usize, blank: Cell) {
         if top > bottom || bottom >= self.rows.len() || n == 0 {
             return;
         }
@@ -474,7 +474,7 @@ impl Grid {
     }
 
     /// Gives back the cells of every row that shows nothing; what the grid shows is unchanged.
-    pub fn release_blank_rows(&mut self) {
+    pub(super) fn release_blank_rows(&mut self) {
         for row in &mut self.rows {
             row.release_if_blank();
         }
@@ -482,12 +482,12 @@ impl Grid {
     }
 
     /// Rows that hold their cells (the rest are blank and cost no cell memory).
-    pub fn allocated_rows(&self) -> usize {
+    pub(super) fn allocated_rows(&self) -> usize {
         self.rows.iter().filter(|r| r.is_allocated()).count()
     }
 
     /// Changes the size keeping the top-left content.
-    pub fn resize(&mut self, cols: usize, rows: usize) {
+    pub(super) fn resize(&mut self, cols: usize, rows: usize) {
         self.rows.truncate(rows);
         for row in &mut self.rows {
             row.resize(cols);

@@ -32,7 +32,7 @@ enum State {
 
 /// Shadow of the vte parser state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct GroundTracker {
+pub(super) struct GroundTracker {
     state: State,
 }
 
@@ -43,13 +43,13 @@ fn is_executed(b: u8) -> bool {
 
 impl GroundTracker {
     /// True when no escape sequence is partially parsed.
-    pub fn is_ground(&self) -> bool {
+    pub(super) fn is_ground(&self) -> bool {
         self.state == State::Ground
     }
 
     /// Feeds one byte.
     #[inline]
-    pub fn advance(&mut self, b: u8) {
+    pub(super) fn advance(&mut self, b: u8) {
         self.state = Self::next(self.state, b);
     }
 

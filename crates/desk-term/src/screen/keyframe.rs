@@ -402,7 +402,7 @@ impl std::fmt::Write for Client {
 }
 
 /// Renders `term` as a keyframe (see the module documentation for the order).
-pub fn render(term: &Term) -> Vec<u8> {
+pub(super) fn render(term: &Term) -> Vec<u8> {
     let mut client = Client::new(term.cols);
     client.emit("\x1bc\x1b[?7h");
 

@@ -98,7 +98,7 @@ pub struct Modes {
 
 /// A 94-character set that can be designated into G0 or G1 (`ESC ( F` / `ESC ) F`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Charset {
+pub(super) enum Charset {
     /// US ASCII (`B`, and every final byte we do not model).
     #[default]
     Ascii,
@@ -108,7 +108,7 @@ pub enum Charset {
 
 impl Charset {
     /// The final byte that designates this set.
-    pub fn final_byte(self) -> u8 {
+    pub(super) fn final_byte(self) -> u8 {
         match self {
             Charset::Ascii => b'B',
             Charset::DecSpecial => b'0',
@@ -116,7 +116,7 @@ impl Charset {
     }
 
     /// Maps a character printed while this set is invoked into GL.
-    pub fn map(self, c: char) -> char {
+    pub(super) fn map(self, c: char) -> char {
         match self {
             Charset::Ascii => c,
             Charset::DecSpecial => dec_special(c),
@@ -165,13 +165,13 @@ fn dec_special(c: char) -> char {
 
 /// Columns covered by the tab-stop set: xterm keeps a fixed 1024-column array; ours is the
 /// same size, which is at least `MAX_COLS`, so every column of every allowed width has a slot.
-pub const MAX_TAB_COLUMNS: usize = 1024;
+pub(super) const MAX_TAB_COLUMNS: usize = 1024;
 
 const TAB_WORDS: usize = MAX_TAB_COLUMNS / 64;
 
 /// Horizontal tab stops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TabStops([u64; TAB_WORDS]);
+pub(super) struct TabStops([u64; TAB_WORDS]);
 
 impl Default for TabStops {
     /// A stop every 8 columns, starting at column 0 (xterm's `TabReset`).
@@ -182,41 +182,41 @@ impl Default for TabStops {
 
 impl TabStops {
     /// Sets a stop at `col` (HTS).
-    pub fn set(&mut self, col: usize) {
+    pub(super) fn set(&mut self, col: usize) {
         if col < MAX_TAB_COLUMNS {
             self.0[col / 64] |= 1 << (col % 64);
         }
     }
 
     /// Clears the stop at `col` (TBC 0).
-    pub fn clear(&mut self, col: usize) {
+    pub(super) fn clear(&mut self, col: usize) {
         if col < MAX_TAB_COLUMNS {
             self.0[col / 64] &= !(1 << (col % 64));
         }
     }
 
     /// Clears every stop (TBC 3).
-    pub fn clear_all(&mut self) {
+    pub(super) fn clear_all(&mut self) {
         self.0 = [0; TAB_WORDS];
     }
 
     /// True when `col` has a stop.
-    pub fn is_set(&self, col: usize) -> bool {
+    pub(super) fn is_set(&self, col: usize) -> bool {
         col < MAX_TAB_COLUMNS && self.0[col / 64] & (1 << (col % 64)) != 0
     }
 
     /// The first stop after `col`, if any before `limit`.
-    pub fn next_after(&self, col: usize, limit: usize) -> Option<usize> {
+    pub(super) fn next_after(&self, col: usize, limit: usize) -> Option<usize> {
         (col + 1..limit.min(MAX_TAB_COLUMNS)).find(|&c| self.is_set(c))
     }
 
     /// The last stop before `col`, if any.
-    pub fn prev_before(&self, col: usize) -> Option<usize> {
+    pub(super) fn prev_before(&self, col: usize) -> Option<usize> {
         (0..col.min(MAX_TAB_COLUMNS)).rev().find(|&c| self.is_set(c))
     }
 
     /// True when the stops in the first `cols` columns are the default every-8 ones.
-    pub fn is_default_within(&self, cols: usize) -> bool {
+    pub(super) fn is_default_within(&self, cols: usize) -> bool {
         let default = TabStops::default();
         (0..cols.min(MAX_TAB_COLUMNS)).all(|c| self.is_set(c) == default.is_set(c))
     }

@@ -26,7 +26,7 @@ pub const DA1_REPLY: &[u8] = b"\x1b[?62;22c";
 /// DA2 answer: terminal type 1 (VT220), version 10, no options.
 pub const DA2_REPLY: &[u8] = b"\x1b[>1;10;0c";
 /// DSR 5 answer: "no malfunction".
-pub const DSR_OK_REPLY: &[u8] = b"\x1b[0n";
+pub(super) const DSR_OK_REPLY: &[u8] = b"\x1b[0n";
 
 /// The first value of parameter `i` (0 when absent or empty).
 fn param(params: &Params, i: usize) -> u16 {

@@ -32,7 +32,7 @@ pub const MAX_TITLE_BYTES: usize = 1024;
 /// and clears the alternate screen on entry and restores the cursor on exit; 1047 clears it on
 /// exit; 47 does neither.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AltMode {
+pub(super) enum AltMode {
     /// DECSET 47.
     Alt47,
     /// DECSET 1047.
@@ -43,7 +43,7 @@ pub enum AltMode {
 
 impl AltMode {
     /// The DECSET number.
-    pub fn code(self) -> u16 {
+    pub(super) fn code(self) -> u16 {
         match self {
             AltMode::Alt47 => 47,
             AltMode::Alt1047 => 1047,
@@ -54,7 +54,7 @@ impl AltMode {
 
 /// Cursor position.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Pos {
+pub(super) struct Pos {
     /// Row, 0-based.
     pub row: usize,
     /// Column, 0-based.
@@ -66,7 +66,7 @@ pub struct Pos {
 
 /// One DECSC slot (xterm keeps one per screen buffer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SavedCursor {
+pub(super) struct SavedCursor {
     /// False until the first save: restoring a virgin slot homes the cursor and resets the pen.
     pub saved: bool,
     /// Absolute position and pending-wrap flag.
@@ -99,7 +99,7 @@ impl Default for SavedCursor {
 
 /// Mode flags (see `Modes` for the public view).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ModeFlags {
+pub(super) struct ModeFlags {
     pub autowrap: bool,
     pub origin: bool,
     pub insert: bool,
@@ -139,7 +139,7 @@ impl Default for ModeFlags {
 
 /// The whole emulator state except the parser.
 #[derive(Debug, Clone)]
-pub struct Term {
+pub(super) struct Term {
     pub cols: usize,
     pub rows: usize,
     pub main: Grid,
@@ -179,7 +179,7 @@ const NOT_DRAWN: u8 = u8::MAX;
 
 impl Term {
     /// A power-on terminal of the given (already validated) size.
-    pub fn new(cols: usize, rows: usize) -> Term {
+    pub(super) fn new(cols: usize, rows: usize) -> Term {
         Term {
             cols,
             rows,
@@ -208,18 +208,18 @@ impl Term {
 
     /// Gives back the cells of rows that show nothing, in both buffers; nothing visible (nor
     /// what the alternate buffer would show when switched to) changes.
-    pub fn release_blank_rows(&mut self) {
+    pub(super) fn release_blank_rows(&mut self) {
         self.main.release_blank_rows();
         self.alt.release_blank_rows();
     }
 
     /// Rows of both buffers that hold their cells.
-    pub fn allocated_rows(&self) -> usize {
+    pub(super) fn allocated_rows(&self) -> usize {
         self.main.allocated_rows() + self.alt.allocated_rows()
     }
 
     /// The buffer being shown and drawn into.
-    pub fn grid(&self) -> &Grid {
+    pub(super) fn grid(&self) -> &Grid {
         if self.alt_mode.is_some() { &self.alt } else { &self.main }
     }
 
@@ -233,19 +233,19 @@ impl Term {
     }
 
     /// What erasing with the current pen leaves behind (background colour erase).
-    pub fn blank(&self) -> Cell {
+    pub(super) fn blank(&self) -> Cell {
         Cell::erased(&self.pen)
     }
 
     /// The character set invoked into GL.
-    pub fn gl_charset(&self) -> Charset {
+    pub(super) fn gl_charset(&self) -> Charset {
         self.charsets[self.gl.min(1)]
     }
 
     // ---- printing -------------------------------------------------------------------------
 
     /// Prints one character (vte `print`).
-    pub fn print(&mut self, raw: char) {
+    pub(super) fn print(&mut self, raw: char) {
         let c = if raw.is_ascii() { self.gl_charset().map(raw) } else { raw };
         let width = if self.width_memo.0 == c {
             self.width_memo.1
@@ -374,7 +374,7 @@ impl Term {
 
     /// Prints a run of printable ASCII (0x20..=0x7e), the fast path. Equivalent to calling
     /// `print` for each byte.
-    pub fn print_ascii(&mut self, run: &[u8]) {
+    pub(super) fn print_ascii(&mut self, run: &[u8]) {
         let Some(&last) = run.last() else {
             return;
         };
@@ -392,7 +392,7 @@ impl Term {
     /// a whole-screen scroll region, for rows that later text scrolls off anyway (see
     /// `Screen::skip_scrolled_off`): the cursor at the start of the bottom row with no wrap
     /// pending, and `last` (the last character it printed, if any) kept for REP.
-    pub fn scrolled_off_at_bottom(&mut self, last: Option<char>) {
+    pub(super) fn scrolled_off_at_bottom(&mut self, last: Option<char>) {
         self.cur = Pos { row: self.rows - 1, col: 0, pending: false };
         if last.is_some() {
             self.last_char = last;
@@ -400,7 +400,7 @@ impl Term {
     }
 
     /// REP: prints the last graphic character `count` more times.
-    pub fn repeat(&mut self, count: usize) {
+    pub(super) fn repeat(&mut self, count: usize) {
         let Some(raw) = self.last_char else {
             return;
         };
@@ -444,7 +444,7 @@ impl Term {
     // ---- cursor motion --------------------------------------------------------------------
 
     /// IND / LF: down one line, scrolling the region when at its bottom.
-    pub fn index(&mut self) {
+    pub(super) fn index(&mut self) {
         if self.cur.row == self.bottom {
             let blank = self.blank();
             let (top, bottom) = (self.top, self.bottom);
@@ -456,7 +456,7 @@ impl Term {
     }
 
     /// LF, VT, FF: index, plus carriage return under LNM.
-    pub fn linefeed(&mut self) {
+    pub(super) fn linefeed(&mut self) {
         self.index();
         if self.modes.newline {
             self.carriage_return();
@@ -464,7 +464,7 @@ impl Term {
     }
 
     /// RI: up one line, scrolling the region down when at its top.
-    pub fn reverse_index(&mut self) {
+    pub(super) fn reverse_index(&mut self) {
         if self.cur.row == self.top {
             let blank = self.blank();
             let (top, bottom) = (self.top, self.bottom);
@@ -476,40 +476,40 @@ impl Term {
     }
 
     /// CR.
-    pub fn carriage_return(&mut self) {
+    pub(super) fn carriage_return(&mut self) {
         self.cur.col = 0;
         self.cur.pending = false;
     }
 
     /// CUU: stops at the top margin if the cursor is below it, else at the top of the screen.
-    pub fn cursor_up(&mut self, n: usize) {
+    pub(super) fn cursor_up(&mut self, n: usize) {
         let min = if self.cur.row < self.top { 0 } else { self.top };
         self.cur.row = self.cur.row.saturating_sub(n).max(min);
         self.cur.pending = false;
     }
 
     /// CUD: stops at the bottom margin if the cursor is above it, else at the screen bottom.
-    pub fn cursor_down(&mut self, n: usize) {
+    pub(super) fn cursor_down(&mut self, n: usize) {
         let max = if self.cur.row > self.bottom { self.rows - 1 } else { self.bottom };
         self.cur.row = self.cur.row.saturating_add(n).min(max);
         self.cur.pending = false;
     }
 
     /// CUF.
-    pub fn cursor_forward(&mut self, n: usize) {
+    pub(super) fn cursor_forward(&mut self, n: usize) {
         self.cur.col = self.cur.col.saturating_add(n).min(self.cols - 1);
         self.cur.pending = false;
     }
 
     /// CUB and BS (no reverse wrap: a pending wrap does not count as a column).
-    pub fn cursor_back(&mut self, n: usize) {
+    pub(super) fn cursor_back(&mut self, n: usize) {
         self.cur.col = self.cur.col.saturating_sub(n);
         self.cur.pending = false;
     }
 
     /// xterm's `CursorSet`: `row`/`col` are 0-based and relative to the scroll region's top
     /// when origin mode is on; the result is clamped to the region (origin) or the screen.
-    pub fn set_cursor(&mut self, row: i64, col: i64) {
+    pub(super) fn set_cursor(&mut self, row: i64, col: i64) {
         let (row, max_row) =
             if self.modes.origin { (row + self.top as i64, self.bottom as i64) } else { (row, self.rows as i64 - 1) };
         self.cur.row = row.clamp(0, max_row.max(0)) as usize;
@@ -518,12 +518,12 @@ impl Term {
     }
 
     /// The cursor row as CUP would address it (relative to the region in origin mode).
-    pub fn cursor_row_rel(&self) -> i64 {
+    pub(super) fn cursor_row_rel(&self) -> i64 {
         if self.modes.origin { (self.cur.row as i64 - self.top as i64).max(0) } else { self.cur.row as i64 }
     }
 
     /// HT: to the next tab stop or the last column. A pending wrap stays pending.
-    pub fn tab(&mut self, count: usize) {
+    pub(super) fn tab(&mut self, count: usize) {
         for _ in 0..count {
             match self.tabs.next_after(self.cur.col, self.cols) {
                 Some(col) => {
@@ -542,7 +542,7 @@ impl Term {
     }
 
     /// CBT: to the previous tab stop or column 0.
-    pub fn back_tab(&mut self, count: usize) {
+    pub(super) fn back_tab(&mut self, count: usize) {
         for _ in 0..count {
             if self.cur.col == 0 {
                 break;
@@ -555,7 +555,7 @@ impl Term {
     // ---- erasing and editing --------------------------------------------------------------
 
     /// EL 0/1/2.
-    pub fn erase_line(&mut self, mode: u16) {
+    pub(super) fn erase_line(&mut self, mode: u16) {
         let blank = self.blank();
         let (row, col, cols) = (self.cur.row, self.cur.col, self.cols);
         let r = self.grid_mut().row_mut(row);
@@ -575,7 +575,7 @@ impl Term {
     }
 
     /// ED 0/1/2 (3, erase scrollback, is a no-op: no scrollback is kept).
-    pub fn erase_display(&mut self, mode: u16) {
+    pub(super) fn erase_display(&mut self, mode: u16) {
         let blank = self.blank();
         let row = self.cur.row;
         match mode {
@@ -603,7 +603,7 @@ impl Term {
     }
 
     /// ECH.
-    pub fn erase_chars(&mut self, n: usize) {
+    pub(super) fn erase_chars(&mut self, n: usize) {
         let blank = self.blank();
         let (row, col) = (self.cur.row, self.cur.col);
         let r = self.grid_mut().row_mut(row);
@@ -613,7 +613,7 @@ impl Term {
     }
 
     /// ICH.
-    pub fn insert_chars(&mut self, n: usize) {
+    pub(super) fn insert_chars(&mut self, n: usize) {
         let blank = self.blank();
         let (row, col) = (self.cur.row, self.cur.col);
         self.grid_mut().row_mut(row).insert_blanks(col, n, blank);
@@ -621,7 +621,7 @@ impl Term {
     }
 
     /// DCH.
-    pub fn delete_chars(&mut self, n: usize) {
+    pub(super) fn delete_chars(&mut self, n: usize) {
         let blank = self.blank();
         let (row, col) = (self.cur.row, self.cur.col);
         self.grid_mut().row_mut(row).delete(col, n, blank);
@@ -633,7 +633,7 @@ impl Term {
     }
 
     /// IL: only inside the scroll region; moves the cursor to column 0 (xterm).
-    pub fn insert_lines(&mut self, n: usize) {
+    pub(super) fn insert_lines(&mut self, n: usize) {
         if !self.in_region() {
             return;
         }
@@ -645,7 +645,7 @@ impl Term {
     }
 
     /// DL: only inside the scroll region; moves the cursor to column 0 (xterm).
-    pub fn delete_lines(&mut self, n: usize) {
+    pub(super) fn delete_lines(&mut self, n: usize) {
         if !self.in_region() {
             return;
         }
@@ -657,14 +657,14 @@ impl Term {
     }
 
     /// SU: scrolls the region up; the cursor (and a pending wrap) stay.
-    pub fn scroll_up(&mut self, n: usize) {
+    pub(super) fn scroll_up(&mut self, n: usize) {
         let blank = self.blank();
         let (top, bottom) = (self.top, self.bottom);
         self.grid_mut().scroll_up(top, bottom, n, blank);
     }
 
     /// SD: scrolls the region down; the cursor stays.
-    pub fn scroll_down(&mut self, n: usize) {
+    pub(super) fn scroll_down(&mut self, n: usize) {
         let blank = self.blank();
         let (top, bottom) = (self.top, self.bottom);
         self.grid_mut().scroll_down(top, bottom, n, blank);
@@ -672,7 +672,7 @@ impl Term {
 
     /// DECSTBM with raw 1-based parameters (0 = default). Invalid regions are ignored, as in
     /// xterm; a valid one homes the cursor.
-    pub fn set_scroll_region(&mut self, top: u16, bottom: u16) {
+    pub(super) fn set_scroll_region(&mut self, top: u16, bottom: u16) {
         let top = usize::from(top.max(1));
         let bottom = match usize::from(bottom) {
             0 => self.rows,
@@ -689,7 +689,7 @@ impl Term {
     // ---- save / restore, screens, resets ---------------------------------------------------
 
     /// DECSC: into the active buffer's slot.
-    pub fn save_cursor(&mut self) {
+    pub(super) fn save_cursor(&mut self) {
         let slot = self.slot();
         self.saved[slot] = SavedCursor {
             saved: true,
@@ -704,7 +704,7 @@ impl Term {
 
     /// DECRC: from the active buffer's slot (a virgin slot homes the cursor, resets the pen,
     /// origin mode and character sets).
-    pub fn restore_cursor(&mut self) {
+    pub(super) fn restore_cursor(&mut self) {
         let s = self.saved[self.slot()];
         if s.saved {
             self.charsets = s.charsets;
@@ -734,7 +734,7 @@ impl Term {
     }
 
     /// DECSET/DECRST 47, 1047, 1048, 1049.
-    pub fn alternate_screen(&mut self, code: u16, on: bool) {
+    pub(super) fn alternate_screen(&mut self, code: u16, on: bool) {
         match (code, on) {
             (47, true) => self.show_alternate(AltMode::Alt47),
             (1047, true) => self.show_alternate(AltMode::Alt1047),
@@ -761,7 +761,7 @@ impl Term {
     }
 
     /// RIS: power-on state. The title survives, as in xterm (it belongs to the window).
-    pub fn full_reset(&mut self) {
+    pub(super) fn full_reset(&mut self) {
         let title = std::mem::take(&mut self.title);
         let icon_name = std::mem::take(&mut self.icon_name);
         let replies = std::mem::take(&mut self.replies);
@@ -775,7 +775,7 @@ impl Term {
 
     /// DECSTR: soft reset. Screen contents, cursor position, tab stops, mouse and paste modes
     /// are kept; the active buffer's DECSC slot is set to home with the reset pen (xterm).
-    pub fn soft_reset(&mut self) {
+    pub(super) fn soft_reset(&mut self) {
         self.modes.cursor_visible = true;
         self.modes.cursor_blink = false;
         self.modes.cursor_style = 0;
@@ -795,7 +795,7 @@ impl Term {
     }
 
     /// DECALN: fills the screen with `E`, resets margins, origin mode and the pen, homes.
-    pub fn alignment_test(&mut self) {
+    pub(super) fn alignment_test(&mut self) {
         self.modes.origin = false;
         self.pen = Attrs::default();
         self.top = 0;
@@ -811,7 +811,7 @@ impl Term {
     }
 
     /// SM/RM (ANSI modes): 4 IRM, 20 LNM.
-    pub fn ansi_mode(&mut self, code: u16, on: bool) {
+    pub(super) fn ansi_mode(&mut self, code: u16, on: bool) {
         match code {
             4 => self.modes.insert = on,
             20 => self.modes.newline = on,
@@ -820,7 +820,7 @@ impl Term {
     }
 
     /// DECSET/DECRST.
-    pub fn private_mode(&mut self, code: u16, on: bool) {
+    pub(super) fn private_mode(&mut self, code: u16, on: bool) {
         let mouse = |mode| if on { mode } else { MouseMode::None };
         match code {
             1 => self.modes.app_cursor = on,
@@ -855,7 +855,7 @@ impl Term {
     }
 
     /// The modes as [`Modes`] (what `Screen::modes` reports).
-    pub fn public_modes(&self) -> Modes {
+    pub(super) fn public_modes(&self) -> Modes {
         let m = &self.modes;
         Modes {
             alternate_screen: self.alt_mode.is_some(),
@@ -873,25 +873,25 @@ impl Term {
     }
 
     /// The reported modes (see [`Mode`]) as bits, to compare before and after an operation.
-    pub fn mode_bits(&self) -> u16 {
+    pub(super) fn mode_bits(&self) -> u16 {
         Mode::bits(&self.public_modes())
     }
 
     /// Reports every reported mode that differs from `before` (taken with `mode_bits`).
-    pub fn report_modes(&mut self, before: u16) {
+    pub(super) fn report_modes(&mut self, before: u16) {
         let after = self.mode_bits();
         Mode::report_changes(before, after, &mut self.events);
     }
 
     /// Queues an answer to a terminal query, dropping it whole if the buffer is full.
-    pub fn reply(&mut self, bytes: &[u8]) {
+    pub(super) fn reply(&mut self, bytes: &[u8]) {
         if self.replies.len() + bytes.len() <= MAX_PENDING_REPLIES {
             self.replies.extend_from_slice(bytes);
         }
     }
 
     /// OSC 0/1/2 text: control characters are dropped and the length is bounded.
-    pub fn clean_title(raw: &[u8]) -> String {
+    pub(super) fn clean_title(raw: &[u8]) -> String {
         let text = String::from_utf8_lossy(raw);
         let mut out = String::with_capacity(text.len().min(MAX_TITLE_BYTES));
         for c in text.chars().filter(|c| !c.is_control()) {
@@ -904,7 +904,7 @@ impl Term {
     }
 
     /// Changes the size (already validated), keeping content top-left; resets the region.
-    pub fn resize(&mut self, cols: usize, rows: usize) {
+    pub(super) fn resize(&mut self, cols: usize, rows: usize) {
         if cols == self.cols && rows == self.rows {
             return;
         }

@@ -1,0 +1,647 @@
+//! `desk dash`: the fleet dashboard.
+//!
+//! Owns the dashboard's process edge: the terminal (raw mode, alternate screen, and putting both
+//! back on every way out: quit, SIGTERM, SIGHUP, a panic), and the threads that feed one loop.
+//! The state and the keys live in [`model`], the drawing in [`view`]; this module only moves
+//! messages between them and the world.
+//!
+//! Shape: every source of news runs on a thread of its own and sends [`Msg`]s down one channel;
+//! the main thread blocks on that channel, applies what arrived to the model and redraws. The
+//! sources are the fleet watcher ([`crate::fleet::FleetWatch`], which blocks in its own poll and
+//! is never slowed by a stopped master), the terminal's input (crossterm's blocking reader, one
+//! event per permit so that an attach gets every keystroke), the signals, the daemon's queue and
+//! stuck items (the daemon has no push for them: asked every [`QUEUE_REFRESH`]), CPU and memory
+//! samples ([`USAGE_REFRESH`]), operator actions and sends (a force can take a minute), and the
+//! live preview (a viewer connection to the selected session's master, whose keyframe and
+//! output feed a local screen model). A thread per source keeps each one's blocking call out of
+//! the others' way without a second event loop beside the watcher's, and the main thread never
+//! connects to, reads from or waits on a master: a stopped one at worst leaves its own thread
+//! waiting. Enter suspends the dashboard for a `desk attach` child on the same terminal.
+//! Invariants: the terminal is restored exactly by [`restore_terminal`], which is idempotent
+//! and called by the guard's drop, the panic hook and the signal path; while the dashboard owns
+//! the terminal no thread but the main one writes to it.
+
+pub mod model;
+pub mod view;
+
+#[cfg(test)]
+mod tests;
+
+use anyhow::{Context, Result, bail};
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
+use ratatui::crossterm::event::{self, Event as TermEvent, KeyCode, KeyEventKind, KeyModifiers};
+use ratatui::crossterm::{cursor, execute, terminal};
+use std::collections::HashMap;
+use std::io::{IsTerminal, Stdout};
+use std::os::unix::net::UnixStream;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::time::Duration;
+
+use crate::delivery::item::{Item, State as ItemState};
+use crate::fleet::{FleetEvent, FleetWatch};
+use crate::paths::Paths;
+use crate::screen::Screen;
+use crate::session;
+use crate::wire::{Frame, Role};
+use desk_wire::control::{self, Request};
+use model::{Action, Dash, ItemLine, Key, Link, QueueCounts, Row};
+use view::{Look, Preview};
+
+/// 2 s: how often the daemon is asked for queue and stuck counts (it has no push for them).
+/// Items move in seconds (a delivery's verify window is longer), so a count two seconds old is
+/// current enough to sort by, and one small request every two seconds costs nothing.
+pub const QUEUE_REFRESH: Duration = Duration::from_secs(2);
+
+/// 2 s: how often the fleet's CPU and memory use is sampled (one pass over `/proc`, a few
+/// milliseconds with hundreds of processes). CPU % is averaged over this period, long enough
+/// that a percentage is not noise and short enough to see a busy agent as busy.
+pub const USAGE_REFRESH: Duration = Duration::from_secs(2);
+
+/// 1 s: how long one queue request may take. The daemon answers in milliseconds; a daemon that
+/// does not answer in a second is shown as such rather than holding up the next refresh.
+const QUEUE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// How long an action may take: a force waits for its delivery to settle (echo and submit
+/// windows plus retries, as `desk force` does); the others answer at once.
+fn action_timeout(action: &Action) -> Duration {
+    match action {
+        Action::Force(_) => Duration::from_secs(60),
+        _ => Duration::from_secs(10),
+    }
+}
+
+/// 1 s: how long the preview waits for the selected master's WELCOME (they answer in
+/// microseconds; a stopped master gets a note instead of a preview).
+const PREVIEW_PATIENCE: Duration = Duration::from_secs(1);
+
+/// 1 s: with no news, redraw this often anyway so the ages in the table ("idle 12s") move.
+const AGE_TICK: Duration = Duration::from_secs(1);
+
+/// What the loop hears.
+enum Msg {
+    Fleet(Vec<FleetEvent>),
+    FleetFailed(String),
+    Term(TermEvent),
+    Signal(i32),
+    Queues(Result<HashMap<String, QueueCounts>, String>),
+    /// Bytes for the preview with this id (a keyframe chunk or output).
+    PreviewBytes(u64, Vec<u8>),
+    /// The preview with this id connected; the loop keeps this handle to its stream.
+    PreviewConnected(u64, UnixStream),
+    /// The preview with this id ended, and why.
+    PreviewEnded(u64, String),
+    /// An operator action finished: what the daemon said.
+    ActionDone(String),
+    /// CPU % and resident KiB by session id.
+    Usage(HashMap<u32, (f32, u64)>),
+}
+
+/// The selected session's viewer connection and the screen model it feeds.
+struct PreviewConn {
+    id: u64,
+    session: String,
+    /// The stream the preview thread reads, to shut it down when the selection moves.
+    stream: Option<UnixStream>,
+    screen: Option<Screen>,
+    note: String,
+    /// The connection ended; not retried until the session joins again or is reselected.
+    ended: bool,
+    /// Made for a live session (a connection was tried): kept until the selection moves or the
+    /// session joins again, whatever became of the connection.
+    for_live: bool,
+}
+
+impl Drop for PreviewConn {
+    fn drop(&mut self) {
+        if let Some(stream) = &self.stream {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+/// Put the terminal back as the shell left it: cooked mode, main screen, cursor shown. Safe to
+/// call more than once and from a panic hook.
+pub fn restore_terminal() {
+    let _ = terminal::disable_raw_mode();
+    let _ = execute!(std::io::stdout(), terminal::LeaveAlternateScreen, cursor::Show);
+}
+
+/// Raw mode and the alternate screen, for as long as it lives.
+struct TerminalGuard;
+
+impl TerminalGuard {
+    fn enter() -> Result<TerminalGuard> {
+        terminal::enable_raw_mode().context("cannot put the terminal in raw mode")?;
+        let guard = TerminalGuard;
+        execute!(std::io::stdout(), terminal::EnterAlternateScreen, cursor::Hide)
+            .context("cannot switch to the alternate screen")?;
+        Ok(guard)
+    }
+}
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        restore_terminal();
+    }
+}
+
+/// Run the dashboard until `q` or a signal; returns the exit code.
+pub fn run() -> Result<i32> {
+    if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+        bail!("desk dash draws on a terminal; run it with stdin and stdout on one");
+    }
+    let paths = Paths::from_env()?;
+    paths.ensure_runtime()?;
+    let look = Look { color: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) };
+    let (tx, rx) = mpsc::channel();
+
+    // The watcher first, so a session starting while we read the files is seen by one or both.
+    let watch = FleetWatch::open(paths.clone())?;
+    let mut dash = Dash::new();
+    for row in rows_from_files(&paths)? {
+        dash.insert(row);
+    }
+    spawn("fleet", tx.clone(), move |tx| watch_fleet(watch, tx))?;
+    let signal_tx = tx.clone();
+    let mut signals = signal_hook::iterator::Signals::new([libc::SIGTERM, libc::SIGHUP, libc::SIGINT])
+        .context("cannot install signal handlers")?;
+    spawn("signals", signal_tx, move |tx| {
+        for sig in signals.forever() {
+            if tx.send(Msg::Signal(sig)).is_err() {
+                return;
+            }
+        }
+    })?;
+    let queue_paths = paths.clone();
+    spawn("queues", tx.clone(), move |tx| {
+        loop {
+            if tx.send(Msg::Queues(ask_queues(&queue_paths))).is_err() {
+                return;
+            }
+            std::thread::sleep(QUEUE_REFRESH);
+        }
+    })?;
+
+    spawn("usage", tx.clone(), sample_usage)?;
+
+    let previous_hook = std::panic::take_hook();
+    // Any panic, on any thread, ends the dashboard: restored first, so the message is readable
+    // and nothing draws over the shell afterwards.
+    std::panic::set_hook(Box::new(move |info| {
+        restore_terminal();
+        previous_hook(info);
+        std::process::exit(101);
+    }));
+    let guard = TerminalGuard::enter()?;
+    // The input thread reads one event per permit: while an attach owns the terminal no permit
+    // is given, so not a keystroke meant for the session is read by the dashboard.
+    let (permit_tx, permit_rx) = mpsc::channel::<()>();
+    spawn("input", tx.clone(), move |tx| {
+        while permit_rx.recv().is_ok() {
+            let Ok(ev) = event::read() else { return };
+            if tx.send(Msg::Term(ev)).is_err() {
+                return;
+            }
+        }
+    })?;
+    let _ = permit_tx.send(());
+    let mut term = Terminal::new(CrosstermBackend::new(std::io::stdout())).context("cannot draw on the terminal")?;
+    let code = run_loop(&mut term, &mut dash, &paths, &tx, &rx, &permit_tx, look);
+    drop(guard);
+    code
+}
+
+fn spawn(name: &str, tx: Sender<Msg>, body: impl FnOnce(Sender<Msg>) + Send + 'static) -> Result<()> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || body(tx))
+        .with_context(|| format!("cannot start the {name} thread"))?;
+    Ok(())
+}
+
+fn watch_fleet(mut watch: FleetWatch, tx: Sender<Msg>) {
+    loop {
+        match watch.wait(None) {
+            Ok(events) => {
+                if tx.send(Msg::Fleet(events)).is_err() {
+                    return;
+                }
+            }
+            Err(e) => {
+                let _ = tx.send(Msg::FleetFailed(format!("{e:#}")));
+                return;
+            }
+        }
+    }
+}
+
+fn run_loop(
+    term: &mut Terminal<CrosstermBackend<Stdout>>,
+    dash: &mut Dash,
+    paths: &Paths,
+    tx: &Sender<Msg>,
+    rx: &Receiver<Msg>,
+    permit: &Sender<()>,
+    look: Look,
+) -> Result<i32> {
+    let mut preview: Option<PreviewConn> = None;
+    let mut next_preview_id = 0u64;
+    loop {
+        follow_selection(dash, paths, tx, &mut preview, &mut next_preview_id);
+        dash.own_viewer = preview.as_ref().filter(|p| p.stream.is_some()).map(|p| p.session.clone());
+        let now_ms = crate::clock::now_ms();
+        term.draw(|frame| {
+            let shown = match &preview {
+                Some(PreviewConn { session, screen: Some(screen), .. }) => Preview::Screen { session, screen },
+                Some(PreviewConn { session, note, .. }) => Preview::Note { session, text: note },
+                None => Preview::None,
+            };
+            view::render(frame, dash, &shown, now_ms, look)
+        })
+        .context("cannot draw")?;
+        // Wait for news, then take everything that is already there before drawing again.
+        let first = match rx.recv_timeout(AGE_TICK) {
+            Ok(msg) => msg,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => return Ok(0),
+        };
+        let mut next = Some(first);
+        while let Some(msg) = next {
+            let key = matches!(msg, Msg::Term(_));
+            match handle(msg, dash, &mut preview) {
+                Flow::Run(action) => run_action(paths, tx, action, dash),
+                Flow::Send { session, text } => send_prompt(tx, session, text, dash),
+                Flow::Go => {}
+                Flow::Exit(code) => return Ok(code),
+                Flow::Attach(name) => {
+                    // Its viewer connection would pile up output while we are away.
+                    preview = None;
+                    attach(term, &name)?;
+                }
+            }
+            if key {
+                let _ = permit.send(());
+            }
+            next = rx.try_recv().ok();
+        }
+    }
+}
+
+/// What the loop does after a message.
+enum Flow {
+    Go,
+    Send { session: String, text: String },
+    Run(Action),
+    Exit(i32),
+    Attach(String),
+}
+
+/// Leave the dashboard's screen and raw mode, run `desk attach NAME` on this terminal (the
+/// full attach: its own detach key, resizes and restore; a separate process, so its signal
+/// handling and terminal state never mix with ours), then take the terminal back and redraw
+/// everything.
+fn attach(term: &mut Terminal<CrosstermBackend<Stdout>>, name: &str) -> Result<()> {
+    restore_terminal();
+    let exe = std::env::current_exe().context("cannot find the desk binary")?;
+    let status = std::process::Command::new(exe).arg("attach").arg(name).status();
+    terminal::enable_raw_mode().context("cannot put the terminal back in raw mode")?;
+    execute!(std::io::stdout(), terminal::EnterAlternateScreen, cursor::Hide)
+        .context("cannot switch back to the alternate screen")?;
+    term.clear().context("cannot redraw")?;
+    status.with_context(|| format!("cannot run desk attach {name}"))?;
+    Ok(())
+}
+
+/// Apply one message.
+fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Flow {
+    let now_ms = crate::clock::now_ms();
+    match msg {
+        Msg::Fleet(events) => {
+            for event in &events {
+                let restart = match event {
+                    // The preview asked for the old size: reconnect at the new one.
+                    FleetEvent::Event { session, event } => {
+                        matches!(event.body, crate::events::EventBody::Resize { .. }).then_some(session)
+                    }
+                    // A session that (re)joined gets a fresh preview.
+                    FleetEvent::Joined { session, .. } => Some(session),
+                    _ => None,
+                };
+                if restart.is_some_and(|s| preview.as_ref().is_some_and(|p| p.session == *s)) {
+                    *preview = None;
+                }
+                dash.apply(event, now_ms);
+            }
+        }
+        Msg::FleetFailed(why) => dash.daemon_down = Some(format!("fleet watch stopped: {why}")),
+        Msg::Queues(queues) => dash.set_queues(queues),
+        Msg::ActionDone(outcome) => dash.status = Some(outcome),
+        Msg::Usage(usage) => dash.set_usage(&usage),
+        Msg::Signal(sig) => return Flow::Exit(128 + sig),
+        Msg::Term(TermEvent::Key(key)) if key.kind != KeyEventKind::Release => {
+            let key = match key.code {
+                KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => Key::CtrlC,
+                // Alt- and Ctrl- chords are not the plain keys the dashboard binds.
+                KeyCode::Char(_) if key.modifiers.intersects(KeyModifiers::ALT | KeyModifiers::CONTROL) => {
+                    return Flow::Go;
+                }
+                KeyCode::Char(c) => Key::Char(c),
+                KeyCode::Enter if key.modifiers.intersects(KeyModifiers::ALT | KeyModifiers::CONTROL) => Key::SendEnter,
+                KeyCode::Up => Key::Up,
+                KeyCode::Down => Key::Down,
+                KeyCode::Enter => Key::Enter,
+                KeyCode::Esc => Key::Esc,
+                KeyCode::Backspace => Key::Backspace,
+                _ => return Flow::Go,
+            };
+            match dash.on_key(key) {
+                Some(model::Command::Quit) => return Flow::Exit(0),
+                Some(model::Command::Attach(name)) => return Flow::Attach(name),
+                Some(model::Command::Run(action)) => return Flow::Run(action),
+                Some(model::Command::Send { session, text }) => return Flow::Send { session, text },
+                None => {}
+            }
+        }
+        Msg::Term(_) => {}
+        Msg::PreviewBytes(id, bytes) => {
+            if let Some(p) = preview.as_mut().filter(|p| p.id == id)
+                && let Some(screen) = p.screen.as_mut()
+            {
+                screen.process(&bytes);
+            }
+        }
+        Msg::PreviewConnected(id, stream) => match preview.as_mut().filter(|p| p.id == id && !p.ended) {
+            Some(p) => p.stream = Some(stream),
+            // The selection moved on meanwhile: end it (the thread then ends too).
+            None => {
+                let _ = stream.shutdown(std::net::Shutdown::Both);
+            }
+        },
+        Msg::PreviewEnded(id, why) => {
+            // The last screen drawn stays; without one, the note says why there is none.
+            if let Some(p) = preview.as_mut().filter(|p| p.id == id) {
+                p.note = why;
+                p.stream = None;
+                p.ended = true;
+            }
+        }
+    }
+    Flow::Go
+}
+
+/// Ask the daemon on a thread (a force can take a minute); the outcome comes back as a message.
+fn run_action(paths: &Paths, tx: &Sender<Msg>, action: Action, dash: &mut Dash) {
+    let socket = crate::daemon::socket_path(paths);
+    let what = match &action {
+        Action::Force(id) => format!("forcing {id}"),
+        Action::Drop(id) => format!("dropping {id}"),
+        Action::Pause(s) => format!("pausing {s}"),
+        Action::Resume(s) => format!("resuming {s}"),
+    };
+    dash.status = Some(format!("{what}: asking desk serve..."));
+    let _ = spawn("action", tx.clone(), move |tx| {
+        let outcome = match control::request(&socket, &action.request(), action_timeout(&action)) {
+            Ok(resp) if resp.ok => resp.message.unwrap_or_else(|| "done".into()),
+            Ok(resp) => format!("refused: {}", resp.error.unwrap_or_default()),
+            Err(e) => format!("{e:#} (is desk serve running?)"),
+        };
+        let _ = tx.send(Msg::ActionDone(outcome));
+    });
+}
+
+/// Queue a prompt exactly as `desk send NAME -` does (same sanitising, intake and refusals: it
+/// is that command, run with the text on its stdin), on a thread; its answer (the item id, or
+/// why not) comes back as a message.
+fn send_prompt(tx: &Sender<Msg>, session: String, text: String, dash: &mut Dash) {
+    dash.status = Some(format!("sending to {session}..."));
+    let _ = spawn("send", tx.clone(), move |tx| {
+        let outcome = (|| -> Result<String> {
+            use std::io::Write as _;
+            use std::process::Stdio;
+            let exe = std::env::current_exe().context("cannot find the desk binary")?;
+            let mut child = std::process::Command::new(exe)
+                .args(["send", &session, "-"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .context("cannot run desk send")?;
+            if let Some(mut stdin) = child.stdin.take() {
+                stdin.write_all(text.as_bytes()).context("cannot hand the prompt to desk send")?;
+            }
+            let out = child.wait_with_output().context("desk send failed")?;
+            let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            let err = String::from_utf8_lossy(&out.stderr).trim().replace('\n', "; ");
+            Ok(match (out.status.success(), id.is_empty()) {
+                (true, false) if err.is_empty() => format!("sent to {session}: item {id}"),
+                (true, false) => format!("sent to {session}: item {id} ({err})"),
+                _ => format!("not sent: {err}"),
+            })
+        })();
+        let _ = tx.send(Msg::ActionDone(outcome.unwrap_or_else(|e| format!("not sent: {e:#}"))));
+    });
+}
+
+/// Make the preview show the selected session: close the old viewer connection and open a new
+/// one (on a thread) when the selection moved, or when it ended and the session is live again.
+fn follow_selection(
+    dash: &Dash,
+    paths: &Paths,
+    tx: &Sender<Msg>,
+    preview: &mut Option<PreviewConn>,
+    next_id: &mut u64,
+) {
+    let Some(name) = dash.selected() else {
+        *preview = None;
+        return;
+    };
+    let Some(row) = dash.row(name) else { return };
+    let live = row.link == Link::Live;
+    if let Some(p) = preview.as_ref()
+        && p.session == name
+        && (p.for_live || !live)
+    {
+        return;
+    }
+    *next_id += 1;
+    let id = *next_id;
+    let mut conn = PreviewConn {
+        id,
+        session: name.to_string(),
+        stream: None,
+        screen: None,
+        note: String::new(),
+        ended: false,
+        for_live: live,
+    };
+    match &row.link {
+        Link::Exited(exit) => {
+            conn.note = exit.last_screen.as_ref().map(|rows| rows.join("\n")).unwrap_or_else(|| "(exited)".into());
+        }
+        Link::Live => {
+            let Ok(session_name) = crate::paths::SessionName::parse(name) else { return };
+            let socket = paths.session(&session_name).socket;
+            let (cols, rows) = (row.cols, row.rows);
+            conn.screen = Some(Screen::new(cols, rows));
+            conn.note = "connecting...".into();
+            // Even the connect happens on the thread: to a stopped master whose backlog is
+            // full, it would block.
+            let _ = spawn("preview", tx.clone(), move |tx| read_preview(&socket, id, cols, rows, tx));
+        }
+        Link::Connecting => conn.note = "waiting for its master to answer".into(),
+        Link::Unresponsive => conn.note = "its master does not answer (stopped or wedged?)".into(),
+        Link::Lost => conn.note = "its master is gone and recorded no exit".into(),
+    }
+    *preview = Some(conn);
+}
+
+/// A viewer connection at the session's own size (so the master sends its raw output, not a
+/// view rendered for another size): the keyframe, then output, each passed to the loop.
+fn read_preview(socket: &std::path::Path, id: u64, cols: u16, rows: u16, tx: Sender<Msg>) {
+    let ended = |why: String| {
+        let _ = tx.send(Msg::PreviewEnded(id, why));
+    };
+    let stream = match UnixStream::connect(socket) {
+        Ok(stream) => stream,
+        Err(e) => return ended(format!("cannot connect: {e}")),
+    };
+    // The loop keeps a handle to shut the connection down when the selection moves on.
+    match stream.try_clone() {
+        Ok(handle) => {
+            if tx.send(Msg::PreviewConnected(id, handle)).is_err() {
+                return;
+            }
+        }
+        Err(e) => return ended(format!("cannot use the connection: {e}")),
+    }
+    let mut conn = match desk_wire::client::Connection::open_within(stream, Role::Viewer, cols, rows, PREVIEW_PATIENCE)
+    {
+        Ok(conn) => conn,
+        Err(e) => return ended(format!("{e:#}")),
+    };
+    conn.set_deadline(None);
+    loop {
+        match conn.recv() {
+            Ok(Frame::Keyframe { data, .. }) | Ok(Frame::Output(data)) => {
+                if tx.send(Msg::PreviewBytes(id, data)).is_err() {
+                    return;
+                }
+            }
+            Ok(Frame::Exit { .. }) => return ended("exited".into()),
+            Ok(_) => {}
+            Err(e) => return ended(format!("{e:#}")),
+        }
+    }
+}
+
+/// Every session the files know, as its first row: exited ones from their exit record, live
+/// ones as connecting (the watcher's WELCOME fills them in), dead masters as lost.
+fn rows_from_files(paths: &Paths) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    for name in paths.session_names()? {
+        let files = paths.session(&name);
+        let meta = session::read_meta(&files).unwrap_or(None);
+        let provider = meta.as_ref().map(|m| m.provider.clone()).unwrap_or_default();
+        if let Some(exit) = session::current_exit(&files) {
+            rows.push(Row::exited(name.as_str(), &provider, exit));
+            continue;
+        }
+        let (pid, cols, size_rows) = meta.as_ref().map_or((0, 80, 24), |m| (m.pid, m.cols, m.rows));
+        let mut row = Row::connecting(name.as_str(), &provider, pid, cols, size_rows);
+        if !master_listens(&files.socket) {
+            row.link = Link::Lost;
+        }
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// Every [`USAGE_REFRESH`]: CPU % since the previous sample and resident memory, by session id.
+fn sample_usage(tx: Sender<Msg>) {
+    use nix::unistd::{SysconfVar, sysconf};
+    let ticks_per_s = sysconf(SysconfVar::CLK_TCK).ok().flatten().unwrap_or(100).max(1) as f32;
+    let page_kib = (sysconf(SysconfVar::PAGE_SIZE).ok().flatten().unwrap_or(4096).max(1024) / 1024) as u64;
+    let mut previous = crate::procfs::usage_by_session();
+    let mut at = std::time::Instant::now();
+    loop {
+        std::thread::sleep(USAGE_REFRESH);
+        let now = crate::procfs::usage_by_session();
+        let seconds = at.elapsed().as_secs_f32().max(0.001);
+        at = std::time::Instant::now();
+        let usage = now
+            .iter()
+            .map(|(sid, u)| {
+                let before = previous.get(sid).map_or(u.cpu_ticks, |p| p.cpu_ticks);
+                let pct = u.cpu_ticks.saturating_sub(before) as f32 / ticks_per_s / seconds * 100.0;
+                (*sid, (pct, u.rss_pages * page_kib))
+            })
+            .collect();
+        previous = now;
+        if tx.send(Msg::Usage(usage)).is_err() {
+            return;
+        }
+    }
+}
+
+/// Whether a master may be listening on the socket at `path`: false for no socket or a refused connect (its
+/// master died). The connect does not block: a stopped master with a full backlog counts as
+/// listening (the watcher then reports it unresponsive), and our side is closed at once.
+fn master_listens(path: &std::path::Path) -> bool {
+    use nix::errno::Errno;
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, UnixAddr, connect, socket};
+    use std::os::fd::AsRawFd;
+    let Ok(fd) = socket(AddressFamily::Unix, SockType::Stream, SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC, None)
+    else {
+        return true;
+    };
+    let Ok(addr) = UnixAddr::new(path) else { return false };
+    !matches!(connect(fd.as_raw_fd(), &addr), Err(Errno::ENOENT | Errno::ECONNREFUSED))
+}
+
+/// The daemon's queue and stuck counts per session, or why they could not be had.
+fn ask_queues(paths: &Paths) -> Result<HashMap<String, QueueCounts>, String> {
+    let socket = crate::daemon::socket_path(paths);
+    let queues = control::request(&socket, &Request::Queue { session: None }, QUEUE_TIMEOUT)
+        .map_err(|_| "desk serve is not running".to_string())?;
+    let stuck = control::request(&socket, &Request::Stuck, QUEUE_TIMEOUT).map_err(|e| format!("{e:#}"))?;
+    if !queues.ok || !stuck.ok {
+        return Err(queues.error.or(stuck.error).unwrap_or_else(|| "desk serve refused".into()));
+    }
+    let mut counts: HashMap<String, QueueCounts> = HashMap::new();
+    let stuck: Vec<Item> = serde_json::from_value(stuck.data).unwrap_or_default();
+    for item in &stuck {
+        let entry = counts.entry(item.session.clone()).or_default();
+        entry.stuck += 1;
+        entry.items.push(item_line(item));
+    }
+    for q in queues.data.as_array().into_iter().flatten() {
+        let Some(session) = q["session"].as_str() else { continue };
+        let entry = counts.entry(session.to_string()).or_default();
+        entry.paused = !q["paused"].is_null();
+        for item in q["items"].as_array().into_iter().flatten() {
+            let Ok(item) = serde_json::from_value::<Item>(item.clone()) else { continue };
+            if item.state != ItemState::Stuck {
+                entry.queued += 1;
+                entry.items.push(item_line(&item));
+            }
+        }
+    }
+    Ok(counts)
+}
+
+fn item_line(item: &Item) -> ItemLine {
+    ItemLine {
+        id: item.id.to_string(),
+        state: item.state.as_str().to_string(),
+        class: item.stuck.map(|c| c.as_str().to_string()),
+        preview: item.preview(60),
+        why: item
+            .evidence
+            .iter()
+            .rev()
+            .find(|n| n.kind == "stuck" || n.kind == "refused")
+            .map(|n| n.detail.clone())
+            .unwrap_or_default(),
+    }
+}

@@ -1,0 +1,759 @@
+//! The dashboard's state, as a value: the fleet's rows, the fleet events pane, the selection and
+//! the filter, and what a key press does to them.
+//!
+//! Owns no I/O and reads no clock: [`Dash::apply`] takes what the fleet watcher saw,
+//! [`Dash::set_queues`] what the daemon answered, [`Dash::on_key`] a key, and each returns or
+//! records what changed; the loop in `dash::mod` performs the rest. Invariants: there is at most
+//! one row per session name; the selection is a session name (so it follows its row when the
+//! order changes) and, while any row is visible, names a visible row; the events pane holds at
+//! most [`EVENT_LOG_LIMIT`] lines, newest first. May not depend on the terminal, sockets or files.
+
+use std::collections::{HashMap, VecDeque};
+
+use crate::events::{Axis, Event, EventBody};
+use crate::fleet::FleetEvent;
+use crate::session::ExitRecord;
+use crate::wire::{ExitStatus, Role, SessionInfo};
+use desk_wire::control::Request;
+use desk_wire::state::{Activity, Health, Lifecycle};
+
+/// 500 lines: ten screens of the tallest events pane the dashboard draws, far more than an
+/// operator scrolls back through; older lines are in each session's journal (`desk events`).
+pub const EVENT_LOG_LIMIT: usize = 500;
+
+/// How a session's master is reachable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Link {
+    /// Known from its files; no answer from its master yet.
+    Connecting,
+    /// Its master answered and streams events.
+    Live,
+    /// Its master did not answer in time (stopped or wedged); it may still wake.
+    Unresponsive,
+    /// The child exited, as the record says.
+    Exited(ExitRecord),
+    /// Its master is gone and recorded no exit.
+    Lost,
+}
+
+/// One session's row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub name: String,
+    pub provider: String,
+    pub link: Link,
+    pub lifecycle: Lifecycle,
+    pub activity: Activity,
+    /// Unix ms since the activity holds (0: unknown).
+    pub activity_since_ms: u64,
+    /// What a blocked agent waits for.
+    pub wait: Option<String>,
+    pub health: Health,
+    pub controllers: u32,
+    pub viewers: u32,
+    pub title: String,
+    /// The session's size (for the preview).
+    pub cols: u16,
+    pub rows: u16,
+    /// From the daemon: items waiting, items stuck, paused (None: daemon not asked or down).
+    pub queue: Option<QueueCounts>,
+    /// The child's pid, which is also its session id (0: not known).
+    pub pid: u32,
+    /// CPU % (of one core) and resident KiB of the child's whole session, while it runs.
+    pub usage: Option<(f32, u64)>,
+}
+
+/// A session's queue as the daemon last described it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueueCounts {
+    pub queued: u32,
+    pub stuck: u32,
+    pub paused: bool,
+    /// Its stuck items first, then the waiting ones, as the daemon listed them.
+    pub items: Vec<ItemLine>,
+}
+
+/// One delivery item, as the items pane shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ItemLine {
+    pub id: String,
+    /// `queued`, `sending`, `stuck`, ...
+    pub state: String,
+    /// The stuck class (`submit-stuck`, `paste-missing`, `merged`, ...), for a stuck item.
+    pub class: Option<String>,
+    /// The prompt's first line.
+    pub preview: String,
+    /// The newest stuck/refused evidence, in a few words.
+    pub why: String,
+}
+
+/// An operator action on the daemon, run by the loop once confirmed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    Force(String),
+    Drop(String),
+    Pause(String),
+    Resume(String),
+}
+
+impl Action {
+    /// The daemon request that performs it.
+    pub fn request(&self) -> Request {
+        match self {
+            // Never over someone's draft from here: the daemon refuses and says so; the CLI's
+            // `desk force --over-draft` is the deliberate way.
+            Action::Force(id) => Request::Force { id: id.clone(), over_draft: false },
+            Action::Drop(id) => Request::Drop { id: id.clone() },
+            Action::Pause(session) => {
+                Request::Pause { session: session.clone(), reason: Some("paused from desk dash".into()) }
+            }
+            Action::Resume(session) => Request::Resume { session: session.clone() },
+        }
+    }
+}
+
+/// A question on the footer line, waiting for y (anything else cancels).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Confirm {
+    pub question: String,
+    pub action: Action,
+}
+
+/// How much a row needs a person, most first. The order of the variants is the table's order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Urgency {
+    Blocked,
+    Stuck,
+    Degraded,
+    ExitedWithError,
+    Working,
+    Quiet,
+    ExitedCleanly,
+}
+
+impl Urgency {
+    /// Whether an operator should look at a row of this urgency now.
+    pub fn needs_person(self) -> bool {
+        self <= Urgency::ExitedWithError
+    }
+}
+
+impl Row {
+    fn new(name: &str) -> Row {
+        Row {
+            name: name.to_string(),
+            provider: String::new(),
+            link: Link::Connecting,
+            lifecycle: Lifecycle::Starting,
+            activity: Activity::Unknown,
+            activity_since_ms: 0,
+            wait: None,
+            health: Health::Ok,
+            controllers: 0,
+            viewers: 0,
+            title: String::new(),
+            cols: 80,
+            rows: 24,
+            queue: None,
+            pid: 0,
+            usage: None,
+        }
+    }
+
+    /// A row for a session that has exited, from its exit record.
+    pub fn exited(name: &str, provider: &str, exit: ExitRecord) -> Row {
+        let mut row = Row::new(name);
+        row.provider = provider.to_string();
+        row.lifecycle = Lifecycle::Exited;
+        row.title = exit.title.clone().unwrap_or_default();
+        row.activity_since_ms = exit.exited_at_ms;
+        row.link = Link::Exited(exit);
+        row
+    }
+
+    /// A running session's row, as its files describe it, until its master answers.
+    pub fn connecting(name: &str, provider: &str, pid: u32, cols: u16, rows: u16) -> Row {
+        let mut row = Row::new(name);
+        row.pid = pid;
+        row.provider = provider.to_string();
+        row.cols = cols;
+        row.rows = rows;
+        row
+    }
+
+    fn apply_info(&mut self, info: &SessionInfo) {
+        self.provider = info.provider.clone();
+        self.link = Link::Live;
+        self.pid = info.pid;
+        self.controllers = info.controllers;
+        self.viewers = info.viewers;
+        self.title = info.title.clone();
+        self.cols = info.cols;
+        self.rows = info.rows;
+        if let Some(state) = &info.state {
+            self.lifecycle = state.lifecycle.value;
+            self.activity = state.activity.value;
+            self.activity_since_ms = state.activity.since_ms;
+            self.wait = state.wait.clone();
+            self.health = state.health.value.clone();
+        }
+    }
+
+    pub fn urgency(&self) -> Urgency {
+        match &self.link {
+            Link::Exited(exit) => {
+                return if exit.status == ExitStatus::Code(0) {
+                    Urgency::ExitedCleanly
+                } else {
+                    Urgency::ExitedWithError
+                };
+            }
+            Link::Unresponsive | Link::Lost => return Urgency::Degraded,
+            Link::Connecting | Link::Live => {}
+        }
+        if self.activity == Activity::Blocked {
+            Urgency::Blocked
+        } else if self.queue.as_ref().is_some_and(|q| q.stuck > 0) {
+            Urgency::Stuck
+        } else if matches!(self.health, Health::Degraded(_)) {
+            Urgency::Degraded
+        } else if self.activity == Activity::Working {
+            Urgency::Working
+        } else {
+            Urgency::Quiet
+        }
+    }
+
+    /// What the row's lifecycle column says: the lifecycle, or how the master is (not) reached.
+    pub fn lifecycle_word(&self) -> String {
+        match &self.link {
+            Link::Connecting => "starting".into(),
+            Link::Live => self.lifecycle.as_str().into(),
+            Link::Unresponsive => "unresponsive".into(),
+            Link::Lost => "lost".into(),
+            Link::Exited(exit) => match exit.status {
+                ExitStatus::Code(c) => format!("exit {c}"),
+                ExitStatus::Signal(s) => format!("signal {s}"),
+            },
+        }
+    }
+
+    fn on_event(&mut self, event: &Event) {
+        match &event.body {
+            EventBody::Started { provider, cols, rows, .. } => {
+                self.provider = provider.clone();
+                self.cols = *cols;
+                self.rows = *rows;
+            }
+            EventBody::Title { title } => self.title = title.clone(),
+            EventBody::Resize { cols, rows } => {
+                self.cols = *cols;
+                self.rows = *rows;
+            }
+            EventBody::Attach { role, .. } => match role {
+                Role::Controller => self.controllers += 1,
+                Role::Viewer => self.viewers += 1,
+                _ => {}
+            },
+            EventBody::Detach { role, .. } => match role {
+                Role::Controller => self.controllers = self.controllers.saturating_sub(1),
+                Role::Viewer => self.viewers = self.viewers.saturating_sub(1),
+                _ => {}
+            },
+            EventBody::State { axis, to, wait, .. } => match axis {
+                Axis::Lifecycle => {
+                    self.lifecycle = match to.as_str() {
+                        "running" => Lifecycle::Running,
+                        "exited" => Lifecycle::Exited,
+                        _ => Lifecycle::Starting,
+                    }
+                }
+                Axis::Activity => {
+                    self.activity = match to.as_str() {
+                        "working" => Activity::Working,
+                        "idle" => Activity::Idle,
+                        "blocked" => Activity::Blocked,
+                        _ => Activity::Unknown,
+                    };
+                    self.activity_since_ms = event.ts_ms;
+                    self.wait = wait.clone();
+                }
+                Axis::Health => {
+                    self.health = match to.strip_prefix("degraded: ") {
+                        Some(reason) => Health::Degraded(reason.to_string()),
+                        None if to == "ok" => Health::Ok,
+                        None => Health::Degraded(to.clone()),
+                    }
+                }
+            },
+            _ => {}
+        }
+    }
+}
+
+/// One line of the fleet events pane.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLine {
+    /// Unix ms.
+    pub at_ms: u64,
+    pub session: String,
+    pub text: String,
+    /// Something a person should look at (blocked, degraded, an error exit, a notification).
+    pub alert: bool,
+}
+
+/// What the loop must do after a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    Quit,
+    /// Suspend the dashboard and attach this terminal to the session.
+    Attach(String),
+    /// Ask the daemon (confirmed where it changes an item).
+    Run(Action),
+    /// Queue this prompt for the session (as `desk send` does).
+    Send {
+        session: String,
+        text: String,
+    },
+}
+
+/// The inline prompt editor: multi-line text for one session.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Editor {
+    pub session: String,
+    pub text: String,
+}
+
+/// A key, as the dashboard understands it (the loop translates the terminal's events).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Key {
+    Char(char),
+    Up,
+    Down,
+    Enter,
+    /// Alt-Enter or Ctrl-Enter (where the terminal tells them apart): send the prompt.
+    SendEnter,
+    Esc,
+    Backspace,
+    CtrlC,
+}
+
+/// The whole dashboard state.
+#[derive(Debug, Default)]
+pub struct Dash {
+    rows: HashMap<String, Row>,
+    /// Sessions in table order (recomputed on every change).
+    order: Vec<String>,
+    selected: Option<String>,
+    /// The operator moved the selection; until then it stays on the top row (the session that
+    /// most needs a person), wherever rows arriving at start put it.
+    pinned: bool,
+    /// The filter text (a session is shown when its name, provider or title contains it).
+    pub filter: String,
+    /// The filter is being typed.
+    pub editing_filter: bool,
+    log: VecDeque<LogLine>,
+    /// The session the dashboard's own preview watches as a viewer (left out of its count).
+    pub own_viewer: Option<String>,
+    /// The middle pane lists the selected session's items instead of its screen.
+    pub items_focus: bool,
+    /// The selected item in the items pane (an index into the selected session's items).
+    pub item_index: usize,
+    /// A question waiting for y.
+    pub confirm: Option<Confirm>,
+    /// The prompt being written, while the editor is open.
+    pub editor: Option<Editor>,
+    /// The last action's outcome, or a refusal, for the footer.
+    pub status: Option<String>,
+    /// The daemon's answer could not be had (shown in the header), with why.
+    pub daemon_down: Option<String>,
+}
+
+impl Dash {
+    pub fn new() -> Dash {
+        Dash::default()
+    }
+
+    /// Add or replace a row (from the session's files, at start).
+    pub fn insert(&mut self, row: Row) {
+        self.rows.insert(row.name.clone(), row);
+        self.reorder();
+    }
+
+    /// Take what the fleet watcher saw; `now_ms` stamps lines that carry no time of their own.
+    pub fn apply(&mut self, event: &FleetEvent, now_ms: u64) {
+        match event {
+            FleetEvent::Joined { session, info } => {
+                let row = self.rows.entry(session.clone()).or_insert_with(|| Row::new(session));
+                let was_gone = matches!(row.link, Link::Exited(_) | Link::Lost);
+                row.apply_info(info);
+                // A new session announces itself with its Started event; a name that had ended
+                // and runs again is worth a line of its own.
+                if was_gone {
+                    self.log(now_ms, session, format!("running again (generation {})", info.generation), false);
+                }
+            }
+            FleetEvent::Event { session, event } => {
+                let row = self.rows.entry(session.clone()).or_insert_with(|| Row::new(session));
+                if row.link != Link::Live {
+                    row.link = Link::Live;
+                }
+                row.on_event(event);
+                if let Some((text, alert)) = describe(&event.body) {
+                    self.log(event.ts_ms, session, text, alert);
+                }
+            }
+            FleetEvent::Unresponsive { session } => {
+                let row = self.rows.entry(session.clone()).or_insert_with(|| Row::new(session));
+                row.link = Link::Unresponsive;
+                self.log(now_ms, session, "its master does not answer (stopped or wedged?)".into(), true);
+            }
+            FleetEvent::Left { session, exit } => {
+                let row = self.rows.entry(session.clone()).or_insert_with(|| Row::new(session));
+                row.usage = None;
+                match exit {
+                    Some(exit) => {
+                        row.lifecycle = Lifecycle::Exited;
+                        row.activity_since_ms = exit.exited_at_ms;
+                        if let Some(title) = &exit.title {
+                            row.title = title.clone();
+                        }
+                        let clean = exit.status == ExitStatus::Code(0);
+                        let text = crate::signals::describe_exit(exit.status);
+                        row.link = Link::Exited(exit.clone());
+                        self.log(exit.exited_at_ms, session, text, !clean);
+                    }
+                    None => {
+                        row.link = Link::Lost;
+                        self.log(now_ms, session, "its master went away without recording an exit".into(), true);
+                    }
+                }
+            }
+        }
+        self.reorder();
+    }
+
+    /// Take the fleet's CPU and memory use, by session id (a row's child pid); exited rows have
+    /// none.
+    pub fn set_usage(&mut self, usage: &HashMap<u32, (f32, u64)>) {
+        for row in self.rows.values_mut() {
+            let running = matches!(row.link, Link::Live | Link::Unresponsive | Link::Connecting);
+            row.usage = if running && row.pid != 0 { usage.get(&row.pid).copied() } else { None };
+        }
+    }
+
+    /// Take the daemon's queue counts (`None`: the daemon could not be asked, and why).
+    pub fn set_queues(&mut self, queues: Result<HashMap<String, QueueCounts>, String>) {
+        match queues {
+            Ok(queues) => {
+                self.daemon_down = None;
+                for row in self.rows.values_mut() {
+                    row.queue = Some(queues.get(&row.name).cloned().unwrap_or_default());
+                }
+            }
+            Err(why) => {
+                self.daemon_down = Some(why);
+                for row in self.rows.values_mut() {
+                    row.queue = None;
+                }
+            }
+        }
+        self.reorder();
+        let items = self.selected_items().len();
+        self.item_index = self.item_index.min(items.saturating_sub(1));
+    }
+
+    fn log(&mut self, at_ms: u64, session: &str, text: String, alert: bool) {
+        self.log.push_front(LogLine { at_ms, session: session.to_string(), text, alert });
+        self.log.truncate(EVENT_LOG_LIMIT);
+    }
+
+    /// The fleet events, newest first, those of sessions the filter hides left out.
+    pub fn log_lines(&self) -> impl Iterator<Item = &LogLine> {
+        self.log.iter().filter(|l| self.rows.get(&l.session).is_none_or(|r| self.matches(r)))
+    }
+
+    fn matches(&self, row: &Row) -> bool {
+        if self.filter.is_empty() {
+            return true;
+        }
+        let f = self.filter.to_lowercase();
+        [&row.name, &row.provider, &row.title].iter().any(|s| s.to_lowercase().contains(&f))
+    }
+
+    fn reorder(&mut self) {
+        let mut order: Vec<&Row> = self.rows.values().filter(|r| self.matches(r)).collect();
+        order.sort_by(|a, b| a.urgency().cmp(&b.urgency()).then_with(|| a.name.cmp(&b.name)));
+        self.order = order.into_iter().map(|r| r.name.clone()).collect();
+        let keep = self.pinned && self.selected.as_ref().is_some_and(|s| self.order.contains(s));
+        if !keep {
+            self.selected = self.order.first().cloned();
+        }
+    }
+
+    /// The visible rows, in table order.
+    pub fn visible(&self) -> impl Iterator<Item = &Row> {
+        self.order.iter().filter_map(|n| self.rows.get(n))
+    }
+
+    pub fn row(&self, name: &str) -> Option<&Row> {
+        self.rows.get(name)
+    }
+
+    /// The selected session's name.
+    pub fn selected(&self) -> Option<&str> {
+        self.selected.as_deref()
+    }
+
+    /// The selected row's position among the visible rows.
+    pub fn selected_index(&self) -> Option<usize> {
+        let s = self.selected.as_ref()?;
+        self.order.iter().position(|n| n == s)
+    }
+
+    fn select_index(&mut self, i: usize) {
+        if let Some(name) = self.order.get(i) {
+            if self.selected.as_ref() != Some(name) {
+                self.item_index = 0;
+            }
+            self.selected = Some(name.clone());
+            self.pinned = true;
+        }
+    }
+
+    /// The selected session's items (empty when it has none or the daemon is down).
+    pub fn selected_items(&self) -> &[ItemLine] {
+        self.selected
+            .as_ref()
+            .and_then(|s| self.rows.get(s))
+            .and_then(|r| r.queue.as_ref())
+            .map_or(&[], |q| q.items.as_slice())
+    }
+
+    /// The item force or drop acts on: the one selected in the items pane, else the session's
+    /// first stuck item.
+    fn target_item(&self) -> Option<&ItemLine> {
+        let items = self.selected_items();
+        if self.items_focus { items.get(self.item_index) } else { items.iter().find(|i| i.state == "stuck") }
+    }
+
+    /// Force the target item, after a confirmation that says what force will do. The rules are
+    /// the CLI's (`desk force`): only a stuck item; a merged one is refused (it went, or sits,
+    /// with someone else's text: check it and drop it); the daemon refuses the rest it must.
+    fn ask_force(&mut self) {
+        let Some(item) = self.target_item().cloned() else {
+            self.status = Some("no stuck item to force here (i lists the session's items)".into());
+            return;
+        };
+        if item.state != "stuck" {
+            self.status = Some(format!("{} is {}, not stuck: only a stuck item can be forced", item.id, item.state));
+            return;
+        }
+        let what = match item.class.as_deref() {
+            Some("merged") => {
+                self.status = Some(format!(
+                    "{} went, or sits, with someone else's text: force refuses it; check the agent, then drop it (d)",
+                    item.id
+                ));
+                return;
+            }
+            Some("submit-stuck") => "press Enter on the text in its input box",
+            _ => "paste it again and submit it",
+        };
+        self.confirm = Some(Confirm {
+            question: format!("force {} ({}): {what}? y/n", item.id, item.class.as_deref().unwrap_or("stuck")),
+            action: Action::Force(item.id),
+        });
+    }
+
+    fn ask_drop(&mut self) {
+        let Some(item) = self.target_item().cloned() else {
+            self.status = Some("no item to drop here (i lists the session's items)".into());
+            return;
+        };
+        self.confirm = Some(Confirm {
+            question: format!("drop {} (\"{}\"): it will never be delivered? y/n", item.id, item.preview),
+            action: Action::Drop(item.id),
+        });
+    }
+
+    /// Select the next visible session (after the selected one, wrapping) that needs a person.
+    fn next_needing_person(&mut self) {
+        let n = self.order.len();
+        let start = self.selected_index().map_or(0, |i| i + 1);
+        for k in 0..n {
+            let i = (start + k) % n;
+            if self.rows.get(&self.order[i]).is_some_and(|r| r.urgency().needs_person()) {
+                self.select_index(i);
+                return;
+            }
+        }
+    }
+
+    /// React to a key; `Some` when the loop must act.
+    pub fn on_key(&mut self, key: Key) -> Option<Command> {
+        if key == Key::CtrlC {
+            return Some(Command::Quit);
+        }
+        if let Some(confirm) = self.confirm.take() {
+            if key == Key::Char('y') {
+                return Some(Command::Run(confirm.action));
+            }
+            self.status = Some("cancelled".into());
+            return None;
+        }
+        self.status = None;
+        if let Some(editor) = self.editor.as_mut() {
+            match key {
+                Key::Char(c) => editor.text.push(c),
+                Key::Enter => editor.text.push('\n'),
+                Key::Backspace => {
+                    editor.text.pop();
+                }
+                Key::Esc => {
+                    self.editor = None;
+                    self.status = Some("prompt discarded".into());
+                }
+                Key::SendEnter if editor.text.trim().is_empty() => {
+                    self.status = Some("the prompt is empty".into());
+                }
+                Key::SendEnter => {
+                    let Editor { session, text } = self.editor.take()?;
+                    return Some(Command::Send { session, text });
+                }
+                _ => {}
+            }
+            return None;
+        }
+        if self.editing_filter {
+            match key {
+                Key::Char(c) => self.filter.push(c),
+                Key::Backspace => {
+                    self.filter.pop();
+                }
+                Key::Enter => self.editing_filter = false,
+                Key::Esc => {
+                    self.editing_filter = false;
+                    self.filter.clear();
+                }
+                _ => {}
+            }
+            self.reorder();
+            return None;
+        }
+        let i = self.selected_index();
+        match key {
+            Key::Char('q') => return Some(Command::Quit),
+            Key::Char('j') | Key::Down => {
+                self.select_index(i.map_or(0, |i| (i + 1).min(self.order.len().saturating_sub(1))))
+            }
+            Key::Char('k') | Key::Up => self.select_index(i.map_or(0, |i| i.saturating_sub(1))),
+            Key::Char('g') => self.select_index(0),
+            Key::Char('G') => self.select_index(self.order.len().saturating_sub(1)),
+            Key::Char('n') => self.next_needing_person(),
+            Key::Char('/') => self.editing_filter = true,
+            Key::Char('i') => {
+                self.items_focus = !self.items_focus;
+                self.item_index = 0;
+            }
+            Key::Esc if self.items_focus => self.items_focus = false,
+            Key::Char('J') | Key::Char(']') if self.items_focus => {
+                let n = self.selected_items().len();
+                self.item_index = (self.item_index + 1).min(n.saturating_sub(1));
+            }
+            Key::Char('K') | Key::Char('[') if self.items_focus => self.item_index = self.item_index.saturating_sub(1),
+            Key::Char('s') => {
+                let session = self.selected.clone()?;
+                self.editor = Some(Editor { session, text: String::new() });
+            }
+            Key::Char('f') => self.ask_force(),
+            Key::Char('d') => self.ask_drop(),
+            Key::Char('p') => {
+                let row = self.selected.as_ref().and_then(|s| self.rows.get(s))?;
+                let action = if row.queue.as_ref().is_some_and(|q| q.paused) {
+                    Action::Resume(row.name.clone())
+                } else {
+                    Action::Pause(row.name.clone())
+                };
+                return Some(Command::Run(action));
+            }
+            Key::Enter => {
+                let row = self.selected.as_ref().and_then(|s| self.rows.get(s))?;
+                // An exited or lost session has nothing to attach to; its last screen is in
+                // the preview already.
+                if matches!(row.link, Link::Live | Link::Unresponsive | Link::Connecting) {
+                    return Some(Command::Attach(row.name.clone()));
+                }
+            }
+            Key::Esc if !self.filter.is_empty() => {
+                self.filter.clear();
+                self.reorder();
+            }
+            _ => {}
+        }
+        None
+    }
+}
+
+/// A session event as one line of the events pane, and whether it is an alert; `None` for events
+/// too frequent or too technical for the pane (output bursts, modes, resizes).
+fn describe(body: &EventBody) -> Option<(String, bool)> {
+    Some(match body {
+        EventBody::Started { command, .. } => (format!("started: {}", command.join(" ")), false),
+        EventBody::Title { title } => (format!("title: {title}"), false),
+        EventBody::Bell => ("bell".into(), true),
+        EventBody::Notification { title, body } => match title {
+            Some(t) => (format!("notification: {t}: {body}"), true),
+            None => (format!("notification: {body}"), true),
+        },
+        EventBody::Attach { role, .. } => (format!("{} attached", role_word(*role)?), false),
+        EventBody::Detach { role, reason, .. } => (format!("{} detached ({reason})", role_word(*role)?), false),
+        EventBody::Hook { event, detail, .. } => match detail {
+            Some(d) => (format!("hook {event}: {d}"), false),
+            None => (format!("hook {event}"), false),
+        },
+        EventBody::State { axis, to, wait, evidence, .. } => {
+            let axis = match axis {
+                Axis::Lifecycle => "lifecycle",
+                Axis::Activity => "activity",
+                Axis::Health => "health",
+            };
+            let alert = to == "blocked" || to.starts_with("degraded");
+            let on = wait.as_ref().map(|w| format!(" on {w}")).unwrap_or_default();
+            (format!("{axis} {to}{on} ({evidence})"), alert)
+        }
+        EventBody::Exit { code, signal, .. } => match (code, signal) {
+            (Some(0), _) => ("exited 0".into(), false),
+            (Some(c), _) => (format!("exited {c}"), true),
+            (None, Some(s)) => (format!("killed by signal {s}"), true),
+            (None, None) => ("exited".into(), true),
+        },
+        EventBody::Gap { from_seq, to_seq, reason } => (format!("events {from_seq}..{to_seq} lost: {reason}"), true),
+        EventBody::Output { .. } | EventBody::Mode { .. } | EventBody::Resize { .. } | EventBody::Report { .. } => {
+            return None;
+        }
+    })
+}
+
+/// A controller is a person at a terminal; viewers (dashboard previews among them) and
+/// observers come and go with every selection: not worth a line.
+fn role_word(role: Role) -> Option<&'static str> {
+    match role {
+        Role::Controller => Some("controller"),
+        _ => None,
+    }
+}
+
+/// An age in a few characters: `12s`, `4m`, `3h`, `2d`.
+pub fn age(now_ms: u64, since_ms: u64) -> String {
+    if since_ms == 0 {
+        return String::new();
+    }
+    let s = now_ms.saturating_sub(since_ms) / 1000;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86400 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86400),
+    }
+}

@@ -1,0 +1,553 @@
+//! The dashboard's model and views without a terminal: keys drive [`Dash`], and the views are
+//! drawn on ratatui's `TestBackend` and compared with reviewed snapshots (`snapshots/`, updated
+//! with `INSTA_UPDATE=always` and read before committing).
+
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::style::Color;
+
+use super::model::{Action, Command, Dash, ItemLine, Key, QueueCounts, Row, Urgency};
+use super::view::{self, Look, Preview};
+use crate::events::{Axis, Event, EventBody};
+use crate::fleet::FleetEvent;
+use crate::screen::Screen;
+use crate::session::ExitRecord;
+use crate::wire::{ExitStatus, SessionInfo};
+use desk_wire::state::{Activity, AxisView, Evidence, Health, Lifecycle, StateView};
+
+/// A fixed "now" (2026-12-01 10:00:00 UTC), so ages in snapshots never move.
+const NOW: u64 = 1_796_119_200_000;
+
+fn axis<T>(value: T, ago_s: u64) -> AxisView<T> {
+    AxisView {
+        value,
+        since_ms: NOW - ago_s * 1000,
+        evidence: Evidence { source: crate::wire::state::EvidenceSource::Screen, detail: "test".into(), at_ms: NOW },
+    }
+}
+
+fn joined(name: &str, provider: &str, activity: Activity, ago_s: u64, health: Health, title: &str) -> FleetEvent {
+    let wait = (activity == Activity::Blocked).then(|| "approval".to_string());
+    FleetEvent::Joined {
+        session: name.into(),
+        info: Box::new(SessionInfo {
+            name: name.into(),
+            generation: 1,
+            provider: provider.into(),
+            pid: 100,
+            master_pid: 99,
+            command: vec!["agent".into()],
+            cwd: "/".into(),
+            cols: 40,
+            rows: 6,
+            controllers: 0,
+            viewers: 0,
+            observers: 1,
+            title: title.into(),
+            started_at_ms: NOW - 3_600_000,
+            state: Some(StateView {
+                provider: provider.into(),
+                lifecycle: axis(Lifecycle::Running, 3600),
+                activity: axis(activity, ago_s),
+                wait,
+                health: axis(health, 3600),
+                ready: true,
+                last_output_ms: None,
+                last_hook_ms: None,
+                rules: "builtin".into(),
+            }),
+        }),
+    }
+}
+
+fn state_event(session: &str, seq: u64, to: &str, wait: Option<&str>, ago_s: u64) -> FleetEvent {
+    FleetEvent::Event {
+        session: session.into(),
+        event: Event {
+            seq,
+            ts_ms: NOW - ago_s * 1000,
+            generation: 1,
+            body: EventBody::State {
+                axis: Axis::Activity,
+                from: "idle".into(),
+                to: to.into(),
+                evidence: "hook Notification".into(),
+                wait: wait.map(String::from),
+            },
+        },
+    }
+}
+
+fn exit(code: i32, ago_s: u64) -> ExitRecord {
+    ExitRecord {
+        generation: 1,
+        status: ExitStatus::Code(code),
+        escalated: false,
+        exited_at_ms: NOW - ago_s * 1000,
+        cols: Some(40),
+        rows: Some(6),
+        title: Some("done".into()),
+        last_screen: Some(vec!["bye".into()]),
+    }
+}
+
+/// A fleet with one session of each kind the table sorts, joined in alphabetical order.
+fn fleet() -> Dash {
+    let mut dash = Dash::new();
+    dash.apply(&joined("alpha", "claude", Activity::Idle, 120, Health::Ok, "✳ alpha idle"), NOW);
+    dash.apply(&joined("bravo", "codex", Activity::Working, 5, Health::Ok, "bravo builds"), NOW);
+    dash.apply(&joined("charlie", "demo", Activity::Idle, 30, Health::Ok, "charlie"), NOW);
+    dash.apply(&joined("delta", "demo", Activity::Idle, 30, Health::Degraded("hook errors".into()), "delta"), NOW);
+    dash.insert(Row::exited("echo", "shell", exit(0, 600)));
+    dash.insert(Row::exited("foxtrot", "shell", exit(3, 60)));
+    dash.apply(&joined("golf", "demo", Activity::Idle, 10, Health::Ok, "golf"), NOW);
+    let mut queues = std::collections::HashMap::new();
+    let item = |id: &str, state: &str, class: Option<&str>, preview: &str, why: &str| ItemLine {
+        id: id.into(),
+        state: state.into(),
+        class: class.map(String::from),
+        preview: preview.into(),
+        why: why.into(),
+    };
+    let golf_items = vec![
+        item(
+            "0000000a",
+            "stuck",
+            Some("submit-stuck"),
+            "fix the flaky test",
+            "echoed but never submitted after 3 Enters",
+        ),
+        item("0000000b", "stuck", Some("merged"), "and the docs", "submitted together with text someone typed"),
+        item("0000000c", "queued", None, "then release", ""),
+    ];
+    queues.insert("golf".to_string(), QueueCounts { queued: 1, stuck: 2, paused: true, items: golf_items });
+    queues.insert("bravo".to_string(), QueueCounts { queued: 3, stuck: 0, paused: false, items: Vec::new() });
+    dash.set_queues(Ok(queues));
+    dash.set_usage(&std::collections::HashMap::from([(100, (12.4, 51_200))]));
+    dash
+}
+
+fn names(dash: &Dash) -> Vec<String> {
+    dash.visible().map(|r| r.name.clone()).collect()
+}
+
+fn draw(dash: &Dash, preview: &Preview, cols: u16, rows: u16, look: Look) -> Terminal<TestBackend> {
+    let mut term = Terminal::new(TestBackend::new(cols, rows)).expect("test terminal");
+    term.draw(|frame| view::render(frame, dash, preview, NOW, look)).expect("draw");
+    term
+}
+
+fn demo_screen() -> Screen {
+    let mut screen = Screen::new(40, 6);
+    screen.process(b"\x1b[1mdemo agent\x1b[0m\r\n\x1b[31mred text\x1b[0m\r\n\r\n\x1b[7m> \x1b[0m");
+    screen
+}
+
+#[test]
+fn rows_are_sorted_by_what_needs_a_person_first() {
+    let dash = fleet();
+    assert_eq!(names(&dash), ["golf", "delta", "foxtrot", "bravo", "alpha", "charlie", "echo"]);
+    let urgencies: Vec<Urgency> = dash.visible().map(|r| r.urgency()).collect();
+    assert!(urgencies.windows(2).all(|w| w[0] <= w[1]));
+}
+
+#[test]
+fn a_session_turning_blocked_moves_to_the_top_and_back_when_it_is_answered() {
+    let mut dash = fleet();
+    dash.apply(&state_event("charlie", 7, "blocked", Some("approval"), 1), NOW);
+    assert_eq!(names(&dash)[0], "charlie");
+    let row = dash.row("charlie").expect("row");
+    assert_eq!((row.activity, row.wait.as_deref()), (Activity::Blocked, Some("approval")));
+    dash.apply(&state_event("charlie", 8, "idle", None, 0), NOW);
+    assert_eq!(names(&dash).last().map(String::as_str), Some("echo"));
+    assert_ne!(names(&dash)[0], "charlie");
+}
+
+#[test]
+fn the_selection_follows_its_session_when_the_order_changes() {
+    let mut dash = fleet();
+    dash.on_key(Key::Char('G'));
+    dash.on_key(Key::Char('k'));
+    assert_eq!(dash.selected(), Some("charlie"));
+    dash.apply(&state_event("charlie", 7, "blocked", Some("approval"), 1), NOW);
+    assert_eq!(dash.selected(), Some("charlie"));
+    assert_eq!(dash.selected_index(), Some(0));
+}
+
+#[test]
+fn j_k_and_arrows_move_the_selection_and_stop_at_the_ends() {
+    let mut dash = fleet();
+    assert_eq!(dash.selected(), Some("golf"));
+    dash.on_key(Key::Char('k'));
+    assert_eq!(dash.selected(), Some("golf"));
+    dash.on_key(Key::Char('j'));
+    dash.on_key(Key::Down);
+    assert_eq!(dash.selected(), Some("foxtrot"));
+    dash.on_key(Key::Up);
+    assert_eq!(dash.selected(), Some("delta"));
+    for _ in 0..20 {
+        dash.on_key(Key::Char('j'));
+    }
+    assert_eq!(dash.selected(), Some("echo"));
+}
+
+#[test]
+fn n_jumps_to_the_next_session_that_needs_a_person_and_wraps() {
+    let mut dash = fleet();
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        dash.on_key(Key::Char('n'));
+        seen.push(dash.selected().unwrap_or("").to_string());
+    }
+    assert_eq!(seen, ["delta", "foxtrot", "golf", "delta"]);
+}
+
+#[test]
+fn slash_filters_by_name_provider_or_title_and_esc_clears_it() {
+    let mut dash = fleet();
+    assert_eq!(dash.on_key(Key::Char('/')), None);
+    for c in "demo".chars() {
+        assert_eq!(dash.on_key(Key::Char(c)), None, "typing into the filter never quits or moves");
+    }
+    assert_eq!(names(&dash), ["golf", "delta", "charlie"]);
+    assert!(dash.selected().is_some_and(|s| names(&dash).iter().any(|n| n == s)));
+    dash.on_key(Key::Enter);
+    assert!(!dash.editing_filter);
+    assert_eq!(dash.on_key(Key::Char('q')), Some(Command::Quit), "q quits once the filter is kept");
+    dash.on_key(Key::Esc);
+    assert_eq!(names(&dash).len(), 7);
+}
+
+#[test]
+fn enter_attaches_to_a_live_session_but_not_to_an_exited_one_nor_while_filtering() {
+    let mut dash = fleet();
+    assert_eq!(dash.on_key(Key::Enter), Some(Command::Attach("golf".into())));
+    dash.on_key(Key::Char('G'));
+    assert_eq!(dash.selected(), Some("echo"));
+    assert_eq!(dash.on_key(Key::Enter), None, "echo has exited");
+    dash.on_key(Key::Char('g'));
+    dash.on_key(Key::Char('/'));
+    assert_eq!(dash.on_key(Key::Enter), None, "Enter ends the filter");
+    assert_eq!(dash.on_key(Key::Enter), Some(Command::Attach("golf".into())));
+}
+
+#[test]
+fn f_forces_the_first_stuck_item_after_a_confirmation_that_says_what_it_does() {
+    let mut dash = fleet();
+    assert_eq!(dash.selected(), Some("golf"));
+    assert_eq!(dash.on_key(Key::Char('f')), None);
+    let question = dash.confirm.as_ref().map(|c| c.question.clone()).unwrap_or_default();
+    assert!(question.contains("0000000a") && question.contains("press Enter on the text"), "{question}");
+    assert_eq!(dash.on_key(Key::Char('y')), Some(Command::Run(Action::Force("0000000a".into()))));
+    assert!(dash.confirm.is_none());
+}
+
+#[test]
+fn any_key_but_y_cancels_a_confirmation() {
+    let mut dash = fleet();
+    dash.on_key(Key::Char('d'));
+    assert!(dash.confirm.is_some());
+    assert_eq!(dash.on_key(Key::Char('q')), None, "q answers the question, it does not quit");
+    assert!(dash.confirm.is_none());
+    assert_eq!(dash.status.as_deref(), Some("cancelled"));
+}
+
+#[test]
+fn force_refuses_a_merged_item_and_anything_not_stuck_like_the_cli() {
+    let mut dash = fleet();
+    dash.on_key(Key::Char('i'));
+    dash.on_key(Key::Char('J'));
+    assert_eq!(dash.on_key(Key::Char('f')), None);
+    assert!(dash.confirm.is_none());
+    assert!(dash.status.as_deref().is_some_and(|s| s.contains("refuses")), "{:?}", dash.status);
+    dash.on_key(Key::Char('J'));
+    assert_eq!(dash.on_key(Key::Char('f')), None);
+    assert!(dash.confirm.is_none());
+    assert!(dash.status.as_deref().is_some_and(|s| s.contains("not stuck")), "{:?}", dash.status);
+    // Drop works on any of them, confirmed.
+    dash.on_key(Key::Char('d'));
+    assert_eq!(dash.on_key(Key::Char('y')), Some(Command::Run(Action::Drop("0000000c".into()))));
+    // A session with nothing stuck has nothing to force.
+    dash.on_key(Key::Esc);
+    dash.on_key(Key::Char('G'));
+    assert_eq!(dash.on_key(Key::Char('f')), None);
+    assert!(dash.confirm.is_none() && dash.status.is_some());
+}
+
+#[test]
+fn the_item_selection_stays_on_an_item_when_the_list_shrinks() {
+    let mut dash = fleet();
+    dash.on_key(Key::Char('i'));
+    dash.on_key(Key::Char('J'));
+    dash.on_key(Key::Char('J'));
+    assert_eq!(dash.item_index, 2);
+    let mut queues = std::collections::HashMap::new();
+    let only = ItemLine {
+        id: "0000000a".into(),
+        state: "stuck".into(),
+        class: Some("paste-missing".into()),
+        ..Default::default()
+    };
+    queues.insert("golf".to_string(), QueueCounts { queued: 0, stuck: 1, paused: false, items: vec![only] });
+    dash.set_queues(Ok(queues));
+    assert_eq!(dash.item_index, 0);
+    dash.on_key(Key::Char('f'));
+    assert!(dash.confirm.as_ref().is_some_and(|c| c.question.contains("paste it again")), "{:?}", dash.confirm);
+}
+
+#[test]
+fn a_session_running_again_after_its_exit_is_live_and_says_so() {
+    let mut dash = fleet();
+    dash.apply(&joined("echo", "shell", Activity::Idle, 0, Health::Ok, "echo again"), NOW);
+    let row = dash.row("echo").expect("row");
+    assert_eq!(row.lifecycle_word(), "running");
+    assert!(dash.log_lines().next().is_some_and(|l| l.session == "echo" && l.text.starts_with("running again")));
+}
+
+#[test]
+fn cpu_and_memory_show_for_running_sessions_only() {
+    let dash = fleet();
+    assert_eq!(dash.row("alpha").and_then(|r| r.usage), Some((12.4, 51_200)));
+    assert_eq!(dash.row("echo").and_then(|r| r.usage), None, "an exited session uses nothing");
+    let term = draw(&dash, &Preview::None, 200, 50, Look { color: true });
+    let buf = term.backend().buffer();
+    let (_, y) = find(buf, "alpha").expect("alpha's row");
+    let line: String = (0..200).map(|x| buf[(x, y)].symbol()).collect();
+    assert!(line.contains("12%") && line.contains("50M"), "{line}");
+}
+
+#[test]
+fn p_pauses_a_running_queue_and_resumes_a_paused_one() {
+    let mut dash = fleet();
+    assert_eq!(dash.on_key(Key::Char('p')), Some(Command::Run(Action::Resume("golf".into()))), "golf is paused");
+    dash.on_key(Key::Char('j'));
+    assert_eq!(dash.on_key(Key::Char('p')), Some(Command::Run(Action::Pause("delta".into()))));
+}
+
+#[test]
+fn view_items_with_a_confirmation_80x24() {
+    let mut dash = fleet();
+    dash.on_key(Key::Char('i'));
+    dash.on_key(Key::Char('f'));
+    let term = draw(&dash, &Preview::None, 80, 24, Look { color: true });
+    insta::assert_snapshot!(term.backend());
+}
+
+#[test]
+fn view_items_200x50() {
+    let mut dash = fleet();
+    dash.on_key(Key::Char('i'));
+    dash.on_key(Key::Char('J'));
+    let term = draw(&dash, &Preview::None, 200, 50, Look { color: true });
+    insta::assert_snapshot!(term.backend());
+}
+
+#[test]
+fn s_opens_a_multi_line_editor_that_alt_enter_sends_and_esc_discards() {
+    let mut dash = fleet();
+    dash.on_key(Key::Char('s'));
+    assert_eq!(dash.on_key(Key::SendEnter), None, "an empty prompt is not sent");
+    for key in "quit j k".chars().map(Key::Char).chain([Key::Enter, Key::Char('x'), Key::Char('y'), Key::Backspace]) {
+        assert_eq!(dash.on_key(key), None, "keys in the editor are text: {key:?}");
+    }
+    assert_eq!(dash.selected(), Some("golf"), "j and k typed into the editor did not move");
+    assert_eq!(dash.on_key(Key::SendEnter), Some(Command::Send { session: "golf".into(), text: "quit j k\nx".into() }));
+    assert!(dash.editor.is_none());
+    dash.on_key(Key::Char('s'));
+    dash.on_key(Key::Char('a'));
+    assert_eq!(dash.on_key(Key::Esc), None);
+    assert!(dash.editor.is_none());
+    assert_eq!(dash.on_key(Key::Char('q')), Some(Command::Quit), "the editor is closed");
+}
+
+#[test]
+fn view_prompt_editor_80x24() {
+    let mut dash = fleet();
+    dash.on_key(Key::Char('s'));
+    for key in "Fix the flaky test."
+        .chars()
+        .map(Key::Char)
+        .chain([Key::Enter])
+        .chain("Then run it twice.".chars().map(Key::Char))
+    {
+        dash.on_key(key);
+    }
+    let term = draw(&dash, &Preview::None, 80, 24, Look { color: true });
+    insta::assert_snapshot!(term.backend());
+}
+
+#[test]
+fn q_and_ctrl_c_quit() {
+    let mut dash = fleet();
+    assert_eq!(dash.on_key(Key::Char('q')), Some(Command::Quit));
+    assert_eq!(dash.on_key(Key::CtrlC), Some(Command::Quit));
+}
+
+#[test]
+fn an_unresponsive_master_is_shown_as_such_and_needs_a_person() {
+    let mut dash = fleet();
+    dash.apply(&FleetEvent::Unresponsive { session: "alpha".into() }, NOW);
+    let row = dash.row("alpha").expect("row");
+    assert_eq!(row.lifecycle_word(), "unresponsive");
+    assert!(row.urgency().needs_person());
+    assert_eq!(dash.log_lines().next().map(|l| l.session.as_str()), Some("alpha"));
+}
+
+#[test]
+fn a_session_that_leaves_with_an_error_is_listed_with_its_code() {
+    let mut dash = fleet();
+    dash.apply(&FleetEvent::Left { session: "bravo".into(), exit: Some(exit(2, 0)) }, NOW);
+    let row = dash.row("bravo").expect("row");
+    assert_eq!((row.lifecycle_word().as_str(), row.urgency()), ("exit 2", Urgency::ExitedWithError));
+    let line = dash.log_lines().next().expect("a line");
+    assert!(line.alert && line.text.contains('2'), "{line:?}");
+}
+
+#[test]
+fn the_events_pane_keeps_the_newest_lines_first_and_is_bounded() {
+    let mut dash = fleet();
+    for seq in 0..(super::model::EVENT_LOG_LIMIT as u64 + 50) {
+        dash.apply(&state_event("alpha", seq, if seq % 2 == 0 { "working" } else { "idle" }, None, 0), NOW);
+    }
+    assert_eq!(dash.log_lines().count(), super::model::EVENT_LOG_LIMIT);
+    assert!(dash.log_lines().next().is_some_and(|l| l.text.starts_with("activity idle")));
+}
+
+#[test]
+fn daemon_down_shows_unknown_queue_counts_not_zero() {
+    let mut dash = fleet();
+    dash.set_queues(Err("desk serve is not running".into()));
+    assert!(dash.row("golf").is_some_and(|r| r.queue.is_none()));
+    let term = draw(&dash, &Preview::None, 80, 24, Look { color: true });
+    let text = format!("{}", term.backend());
+    assert!(text.contains("queues unknown: desk serve is not running"), "{text}");
+}
+
+/// Everything an operator sees at once: the fleet with events, and a live preview.
+fn busy_fleet() -> Dash {
+    let mut dash = fleet();
+    dash.apply(&state_event("charlie", 7, "blocked", Some("approval"), 1), NOW);
+    dash.apply(&FleetEvent::Left { session: "bravo".into(), exit: Some(exit(1, 0)) }, NOW);
+    dash
+}
+
+#[test]
+fn view_80x24() {
+    let dash = busy_fleet();
+    let screen = demo_screen();
+    let term = draw(&dash, &Preview::Screen { session: "charlie", screen: &screen }, 80, 24, Look { color: true });
+    insta::assert_snapshot!(term.backend());
+}
+
+#[test]
+fn view_200x50() {
+    let dash = busy_fleet();
+    let screen = demo_screen();
+    let term = draw(&dash, &Preview::Screen { session: "charlie", screen: &screen }, 200, 50, Look { color: true });
+    insta::assert_snapshot!(term.backend());
+}
+
+#[test]
+fn view_filter_being_typed_80x24() {
+    let mut dash = busy_fleet();
+    for key in [Key::Char('/'), Key::Char('d'), Key::Char('e'), Key::Char('m')] {
+        dash.on_key(key);
+    }
+    let term = draw(&dash, &Preview::Note { session: "charlie", text: "connecting..." }, 80, 24, Look { color: true });
+    insta::assert_snapshot!(term.backend());
+}
+
+#[test]
+fn view_exited_session_shows_its_last_screen_200x50() {
+    let mut dash = busy_fleet();
+    for _ in 0..10 {
+        if dash.selected() == Some("foxtrot") {
+            break;
+        }
+        dash.on_key(Key::Char('j'));
+    }
+    assert_eq!(dash.selected(), Some("foxtrot"));
+    let term = draw(&dash, &Preview::Note { session: "foxtrot", text: "bye" }, 200, 50, Look { color: true });
+    insta::assert_snapshot!(term.backend());
+}
+
+#[test]
+fn the_preview_shows_the_screen_models_cells_with_their_colours() {
+    let dash = busy_fleet();
+    let screen = demo_screen();
+    let term = draw(&dash, &Preview::Screen { session: "charlie", screen: &screen }, 80, 24, Look { color: true });
+    let buf = term.backend().buffer();
+    let (x, y) = find(buf, "red text").expect("the preview's second row");
+    assert_eq!(buf[(x, y)].fg, Color::Indexed(1));
+    let (x, y) = find(buf, "demo agent").expect("the preview's first row");
+    assert!(buf[(x, y)].modifier.contains(ratatui::style::Modifier::BOLD));
+}
+
+#[test]
+fn no_color_draws_no_colour_at_all() {
+    let dash = busy_fleet();
+    let screen = demo_screen();
+    for (cols, rows) in [(80, 24), (200, 50)] {
+        let term =
+            draw(&dash, &Preview::Screen { session: "charlie", screen: &screen }, cols, rows, Look { color: false });
+        let buf = term.backend().buffer();
+        for cell in buf.content() {
+            assert_eq!((cell.fg, cell.bg), (Color::Reset, Color::Reset), "a coloured cell {cell:?}");
+        }
+        // The selection and the alerts are still told apart without colour.
+        assert!(buf.content().iter().any(|c| c.modifier.contains(ratatui::style::Modifier::REVERSED)));
+    }
+    let term = draw(&dash, &Preview::None, 80, 24, Look { color: true });
+    assert!(term.backend().buffer().content().iter().any(|c| c.fg != Color::Reset), "with colour on, some is used");
+}
+
+#[test]
+fn every_view_fits_from_80x24_up_without_losing_the_footer() {
+    let dash = busy_fleet();
+    for (cols, rows) in [(80, 24), (100, 30), (120, 40), (200, 50), (300, 80)] {
+        let term = draw(&dash, &Preview::None, cols, rows, Look { color: true });
+        let buf = term.backend().buffer();
+        let last: String = (0..cols).map(|x| buf[(x, rows - 1)].symbol()).collect();
+        assert!(last.contains("quit"), "{cols}x{rows}: {last}");
+        let top: String = (0..cols).map(|x| buf[(x, 0)].symbol()).collect();
+        assert!(top.contains("desk dash"), "{cols}x{rows}: {top}");
+    }
+}
+
+/// The operator guide's screenshot of the dashboard is this view, not a picture that drifts.
+#[test]
+fn the_operator_guide_shows_the_current_80x24_view() {
+    let dash = busy_fleet();
+    let screen = demo_screen();
+    let term = draw(&dash, &Preview::Screen { session: "charlie", screen: &screen }, 80, 24, Look { color: true });
+    let buf = term.backend().buffer();
+    let rendered: Vec<String> =
+        (0..24).map(|y| (0..80).map(|x| buf[(x, y)].symbol()).collect::<String>().trim_end().to_string()).collect();
+    let guide = include_str!("../../docs/operator-guide.md");
+    let start = guide.find("<!-- dash-screenshot").expect("the screenshot marker in docs/operator-guide.md");
+    let block = guide[start..].split("```text\n").nth(1).and_then(|b| b.split("\n```").next()).expect("its text block");
+    let documented: Vec<&str> = block.lines().collect();
+    assert_eq!(documented, rendered, "update the screenshot in docs/operator-guide.md to this view");
+}
+
+#[test]
+fn a_master_listens_only_on_a_socket_that_accepts() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("a.sock");
+    assert!(!super::master_listens(&path), "no socket");
+    let listener = std::os::unix::net::UnixListener::bind(&path).expect("bind");
+    assert!(super::master_listens(&path), "listening");
+    drop(listener);
+    assert!(path.exists());
+    assert!(!super::master_listens(&path), "a stale socket: its master died");
+}
+
+fn find(buf: &ratatui::buffer::Buffer, needle: &str) -> Option<(u16, u16)> {
+    for y in 0..buf.area.height {
+        let line: String = (0..buf.area.width).map(|x| buf[(x, y)].symbol()).collect();
+        if let Some(i) = line.find(needle) {
+            return Some((line[..i].chars().count() as u16, y));
+        }
+    }
+    None
+}
