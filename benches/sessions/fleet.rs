@@ -142,7 +142,7 @@ impl Fleet {
         }
         let json = run(self.desk().args(["ls", "--json"]));
         let rows: serde_json::Value = serde_json::from_str(&json).unwrap();
-        let rows = rows.as_array().unwrap();
+        let rows = rows["data"].as_array().expect("desk ls --json: {\"kind\":\"sessions\",\"data\":[...]}");
         assert_eq!(rows.len(), n, "desk ls lists {} sessions, not {n}", rows.len());
         for row in rows {
             assert_eq!(row["status"], "running", "{row}");
