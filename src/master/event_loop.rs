@@ -668,6 +668,9 @@ impl Master {
             return;
         }
         self.screen.resize(cols, rows);
+        // At once, not at the end of the turn: output read later in this turn must not reach
+        // a client as raw bytes drawn for a size that is no longer its own.
+        self.update_views();
         debug!(cols, rows, "resized");
         self.emit_noise(EventBody::Resize { cols, rows }, Instant::now());
     }
@@ -1368,6 +1371,31 @@ mod tests {
         rig.master.client_readable(token, start);
         rig.master.settle(start);
         assert!(!rig.master.clients.contains_key(&token));
+    }
+
+    /// A resize turns a same-size client into one of another size at once: output read later
+    /// in the same loop turn (before `settle`) must not reach it as raw bytes drawn for the
+    /// session's new size.
+    #[test]
+    fn output_after_a_resize_in_the_same_turn_is_not_sent_raw_to_a_client_of_the_old_size() {
+        let mut rig = rig(0);
+        let (a, mut a_peer) = rig.connect();
+        rig.send(a, Frame::Hello { version: PROTOCOL_VERSION, role: Role::Controller, cols: 80, rows: 24 });
+        received(&mut a_peer);
+        let (b, _b_peer) = rig.connect();
+        // b is the most recently active controller now: the session takes its size.
+        rig.master.client_frame(
+            b,
+            Frame::Hello { version: PROTOCOL_VERSION, role: Role::Controller, cols: 100, rows: 30 },
+            Instant::now(),
+        );
+        assert_eq!(rig.master.screen.size(), (100, 30));
+        rig.master.on_output(b"drawn for 100 columns", Instant::now());
+        let (frames, _) = received(&mut a_peer);
+        assert!(!String::from_utf8_lossy(&stream_bytes(&frames)).contains("drawn for"), "{frames:?}");
+        rig.master.settle(Instant::now());
+        let (frames, _) = received(&mut a_peer);
+        assert!(matches!(frames[..], [Frame::Keyframe { .. }, ..]), "a keyframe of its view: {frames:?}");
     }
 
     #[test]
