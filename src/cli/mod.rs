@@ -288,8 +288,13 @@ struct NewArgs {
 
 #[derive(Debug, clap::Args)]
 struct AttachArgs {
-    /// The session to attach to.
-    name: SessionName,
+    /// The session to attach to (omit with --next).
+    #[arg(required_unless_present = "next", conflicts_with = "next")]
+    name: Option<SessionName>,
+    /// Attach to the running session that most needs a person: blocked on a dialog, then a
+    /// stuck prompt, then degraded (the one waiting longest first).
+    #[arg(long)]
+    next: bool,
     /// Watch only: input is not sent and the session keeps its size (this terminal sees a view).
     #[arg(long)]
     read_only: bool,
@@ -455,7 +460,17 @@ fn run(cli: Cli) -> Result<i32> {
                 Some(key) => key.0,
                 None => config::load(&crate::paths::Paths::from_env()?)?.detach_key.unwrap_or(DEFAULT_DETACH_KEY),
             };
-            crate::attach::run(&crate::attach::AttachOptions { name: a.name, read_only: a.read_only, detach_key })
+            let name = match a.name {
+                Some(name) => name,
+                None => match sessions::most_needing_person(&crate::paths::Paths::from_env()?)? {
+                    Some((name, why)) => {
+                        eprintln!("desk: attaching to {name} ({why})");
+                        name
+                    }
+                    None => return Err(fail(ErrorCode::Failed, "no running session needs a person now")),
+                },
+            };
+            crate::attach::run(&crate::attach::AttachOptions { name, read_only: a.read_only, detach_key })
         }
         Command::Ls { json } => sessions::ls(json),
         Command::Dash => crate::dash::run(),

@@ -488,6 +488,41 @@ pub(super) fn ls(json: bool) -> Result<i32> {
 const LS_COLUMN_CAP: usize = 30;
 
 /// `desk ls`'s table: one row per session, fitted to `fit` cells when given.
+/// The running session that most needs a person (blocked on a dialog, then a stuck item, then
+/// degraded; the one waiting longest first), with a few words on why: what `desk attach --next`
+/// attaches to. The ranking is the dashboard's (`dash::model::rank`).
+pub(crate) fn most_needing_person(paths: &Paths) -> Result<Option<(SessionName, String)>> {
+    use crate::dash::model::{Urgency, rank};
+    let counts = super::delivery::queue_counts(paths).unwrap_or_default();
+    let mut best: Option<(Urgency, u64, &Listing)> = None;
+    let rows = listings(paths)?;
+    for row in &rows {
+        let Some(state) = &row.state else { continue };
+        if row.exit.is_some() {
+            continue;
+        }
+        let stuck = counts.get(&row.name).map_or(0, |c| c.stuck);
+        let urgency = rank(None, true, state.activity.value, stuck, &state.health.value);
+        if !urgency.needs_person() {
+            continue;
+        }
+        let key = (urgency, state.activity.since_ms);
+        if best.as_ref().is_none_or(|(u, since, _)| key < (*u, *since)) {
+            best = Some((urgency, state.activity.since_ms, row));
+        }
+    }
+    let Some((urgency, _, row)) = best else { return Ok(None) };
+    let state = row.state.as_ref().map(|s| (s.wait.clone(), s.health.value.clone()));
+    let why = match (urgency, state) {
+        (Urgency::Blocked, Some((Some(wait), _))) => format!("blocked: waits for {wait}"),
+        (Urgency::Blocked, _) => "blocked".to_string(),
+        (Urgency::Stuck, _) => "a prompt is stuck".to_string(),
+        (_, Some((_, health))) => health.as_str(),
+        _ => "needs a person".to_string(),
+    };
+    Ok(Some((SessionName::parse(&row.name)?, why)))
+}
+
 fn ls_table(rows: &[Listing], now: u64, fit: Option<usize>) -> Vec<String> {
     // The columns a glance needs first; the command (you typed it) last, as it is cut first.
     let header =

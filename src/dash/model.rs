@@ -138,6 +138,28 @@ impl Urgency {
     }
 }
 
+/// How much a session needs a person: the one ranking the dashboard sorts by and `desk attach
+/// --next` picks by. `exited` is how it ended, if it did; `answers` whether its master answers.
+pub fn rank(exited: Option<ExitStatus>, answers: bool, activity: Activity, stuck: u32, health: &Health) -> Urgency {
+    match exited {
+        Some(ExitStatus::Code(0)) => return Urgency::ExitedCleanly,
+        Some(_) => return Urgency::ExitedWithError,
+        None if !answers => return Urgency::Degraded,
+        None => {}
+    }
+    if activity == Activity::Blocked {
+        Urgency::Blocked
+    } else if stuck > 0 {
+        Urgency::Stuck
+    } else if matches!(health, Health::Degraded(_)) {
+        Urgency::Degraded
+    } else if activity == Activity::Working {
+        Urgency::Working
+    } else {
+        Urgency::Quiet
+    }
+}
+
 impl Row {
     fn new(name: &str) -> Row {
         Row {
@@ -200,27 +222,11 @@ impl Row {
     }
 
     pub fn urgency(&self) -> Urgency {
+        let stuck = self.queue.as_ref().map_or(0, |q| q.stuck);
         match &self.link {
-            Link::Exited(exit) => {
-                return if exit.status == ExitStatus::Code(0) {
-                    Urgency::ExitedCleanly
-                } else {
-                    Urgency::ExitedWithError
-                };
-            }
-            Link::Unresponsive | Link::Lost => return Urgency::Degraded,
-            Link::Connecting | Link::Live => {}
-        }
-        if self.activity == Activity::Blocked {
-            Urgency::Blocked
-        } else if self.queue.as_ref().is_some_and(|q| q.stuck > 0) {
-            Urgency::Stuck
-        } else if matches!(self.health, Health::Degraded(_)) {
-            Urgency::Degraded
-        } else if self.activity == Activity::Working {
-            Urgency::Working
-        } else {
-            Urgency::Quiet
+            Link::Exited(exit) => rank(Some(exit.status), true, self.activity, stuck, &self.health),
+            Link::Unresponsive | Link::Lost => rank(None, false, self.activity, stuck, &self.health),
+            Link::Connecting | Link::Live => rank(None, true, self.activity, stuck, &self.health),
         }
     }
 

@@ -296,3 +296,25 @@ fn events_follow_streams_until_exit_and_since_skips_what_was_seen() {
     assert!(later.iter().any(|e| e["title"] == "second-title"));
     assert!(!later.iter().any(|e| e["title"] == "first-title"));
 }
+
+#[test]
+fn attach_next_picks_the_session_blocked_on_a_dialog_and_says_why() {
+    let home = Home::new();
+    home.new_sh("calm", "exec sleep 1000");
+    home.demo("asks", &[]);
+    wait_activity(&home, "asks", "idle");
+    // Nobody needs a person yet: --next says so instead of attaching somewhere.
+    let out = home.desk(&["attach", "--next"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no running session needs a person now"));
+    let mut ctl = home.connect("asks", Role::Controller, 120, 40);
+    ctl.send(&Frame::Input(b"\x1b[200~please approve-me\x1b[201~\r".to_vec()));
+    wait_activity(&home, "asks", "blocked");
+    // Without a terminal the attach itself fails, after naming its choice.
+    let out = home.desk(&["attach", "--next"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("desk: attaching to asks (blocked: waits for approval)"), "{stderr}");
+    assert!(stderr.contains("needs a terminal"), "{stderr}");
+    // A name and --next together are a usage error.
+    assert_eq!(home.desk(&["attach", "asks", "--next"]).status.code(), Some(2));
+}
