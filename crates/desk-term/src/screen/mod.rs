@@ -13,8 +13,9 @@
 //! Invariants: processing never panics and never allocates beyond named bounds (grid size
 //! `MAX_CELLS`, combining marks per cell, title, pending replies; vte bounds OSC strings to
 //! 1024 bytes and parameters to 32); the result of processing a stream does not depend on how
-//! it is split into `process` calls; scrollback is not kept (rows scrolled off the top are
-//! dropped), so memory is bounded by the screen size and a clone is cheap. Printable ASCII in
+//! it is split into `process` calls; rows scrolled off the top of the main screen go into a
+//! bounded history (`history.rs`, none unless the screen was made with
+//! [`Screen::with_history`]), so memory is bounded by the screen size plus that bound. Printable ASCII in
 //! the parser's ground state takes a fast path that writes cells directly and has exactly the
 //! effect vte's `print` would have. UTF-8 in ground state (valid, broken, or cut off by the end
 //! of a call) is decoded here and never handed to vte: vte 0.15 gives a different result for a
@@ -23,13 +24,14 @@
 //! model keeps the cut-off bytes itself (`Partial`) and decodes them with one-call semantics.
 //!
 //! Files: `cell.rs` (cells, colours, attributes), `grid.rs` (rows and buffer operations),
-//! `modes.rs` (modes, charsets, tab stops), `term.rs` (the emulator state and terminal
+//! `history.rs` (the scrollback), `modes.rs` (modes, charsets, tab stops), `term.rs` (the emulator state and terminal
 //! operations), `perform.rs` (vte callbacks, SGR, query answers), `ground.rs` (whether vte is
 //! mid-sequence), `keyframe.rs` (state restore), this file (the public API and the fast path).
 
 mod cell;
 mod grid;
 mod ground;
+mod history;
 mod keyframe;
 mod modes;
 mod perform;
@@ -39,6 +41,7 @@ use serde::{Deserialize, Serialize};
 
 pub use cell::{Attrs, Color, flag};
 pub use grid::MAX_COMBINING;
+pub use history::{DEFAULT_HISTORY_LINES, HistoryLine, MAX_HISTORY_LINES};
 pub use modes::{Modes, MouseEncoding, MouseMode};
 pub use perform::{DA1_REPLY, DA2_REPLY};
 pub use term::{MAX_PENDING_REPLIES, MAX_TITLE_BYTES};
@@ -190,6 +193,39 @@ impl Screen {
         }
     }
 
+    /// A power-on terminal that keeps up to `lines` rows scrolled off the top of its main
+    /// screen (clamped to `MAX_HISTORY_LINES`; 0 keeps none, as [`Screen::new`]).
+    pub fn with_history(cols: u16, rows: u16, lines: usize) -> Screen {
+        let mut screen = Screen::new(cols, rows);
+        screen.term.history = history::History::new(lines);
+        screen
+    }
+
+    /// The most lines the history keeps (0: none).
+    pub fn history_limit(&self) -> usize {
+        self.term.history.limit()
+    }
+
+    /// Lines in the history.
+    pub fn history_len(&self) -> usize {
+        self.term.history.len()
+    }
+
+    /// The newest `n` history lines (all when there are fewer), oldest first.
+    pub fn history_tail(&self, n: usize) -> impl Iterator<Item = &HistoryLine> {
+        self.term.history.tail(n)
+    }
+
+    /// The newest `n` history lines as text, oldest first.
+    pub fn history_text(&self, n: usize) -> Vec<String> {
+        self.history_tail(n).map(|l| l.text().to_string()).collect()
+    }
+
+    /// Heap bytes the history holds, for memory accounting.
+    pub fn history_heap_bytes(&self) -> usize {
+        self.term.history.heap_bytes()
+    }
+
     /// Feeds bytes written by the child and appends the output events they hold (titles,
     /// bells, notifications, state reports, mode changes) to `events`: one parse for both. Any
     /// split of a stream into calls gives the same state and the same events as one call with
@@ -257,11 +293,13 @@ impl Screen {
     /// from the bottom row, so every row the skipped text could have touched is gone by then.
     /// Plain text changes nothing else but the REP character (the last one printed), which is
     /// set. The split property tests compare this with byte-by-byte feeding, which never skips.
-    /// It relies on rows scrolled off the top being dropped: a model that kept a scrollback
-    /// would have to put the skipped lines there.
+    /// It relies on rows scrolled off the top being dropped, so it is off while a history is
+    /// kept (the skipped lines would belong there); the history property test compares a
+    /// history-keeping screen fed in one call with one fed byte by byte.
     fn skip_scrolled_off(&mut self, bytes: &[u8]) -> usize {
         let rows = self.term.rows;
-        if !self.ground.is_ground() || self.term.top != 0 || self.term.bottom + 1 != rows {
+        if self.term.history.enabled() || !self.ground.is_ground() || self.term.top != 0 || self.term.bottom + 1 != rows
+        {
             return 0;
         }
         // The plain prefix and its line feeds: cheap to find, a word at a time.
@@ -411,8 +449,10 @@ impl Screen {
         std::mem::take(&mut self.term.replies)
     }
 
-    /// Changes the size like xterm: content stays top-left, the cursor is clamped, the scroll
-    /// region is reset. The size is clamped to valid bounds.
+    /// Changes the size like tmux: fewer rows drop rows below the cursor first, then push rows
+    /// from the top into the history; more rows pull history lines back down on top, then add
+    /// blank rows; content stays left (no reflow); the scroll region is reset. The size is
+    /// clamped to valid bounds. Policy and evidence: `docs/screen-model.md`.
     pub fn resize(&mut self, cols: u16, rows: u16) {
         let (cols, rows) = clamp_size(cols, rows);
         self.term.resize(cols, rows);
@@ -520,3 +560,6 @@ impl Screen {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod history_tests;

@@ -1,0 +1,196 @@
+//! The scrollback: rows scrolled off the top of the main screen, oldest first, bounded.
+//!
+//! Owns the history lines and their bound; knows nothing of parsing, the cursor or modes.
+//! A line is stored compactly: its text (each cell's character once, a wide character once,
+//! combining marks after their base, an empty cell as a space, trailing blank cells dropped)
+//! plus runs of attributes over that text, with no runs at all for a line drawn entirely in
+//! default attributes. Invariants: at most `limit` lines are kept (the oldest are dropped
+//! first); a limit of 0 keeps nothing; the runs of a line cover its text exactly, in order.
+
+use std::collections::VecDeque;
+
+use super::cell::{Attrs, Cell, EMPTY};
+use super::grid::Row;
+
+/// History lines kept when the session does not say otherwise: what `desk new --history`
+/// defaults to. xterm's `saveLines` default is 1024 and tmux's `history-limit` 2000; agents
+/// print whole conversations inline on the main screen, so we keep more, and at roughly
+/// 100-200 bytes per line of typical coloured output 10,000 lines cost about 2 MiB.
+pub const DEFAULT_HISTORY_LINES: usize = 10_000;
+
+/// Largest history a session may ask for: a million lines is ~200 MB of typical output, more
+/// than any agent transcript needs; the bound keeps a typo from asking for unbounded memory.
+pub const MAX_HISTORY_LINES: usize = 1_000_000;
+
+/// One attribute run: `bytes` bytes of the line's text drawn with `attrs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Run {
+    bytes: u16,
+    attrs: Attrs,
+}
+
+/// One line of history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryLine {
+    text: Box<str>,
+    runs: Box<[Run]>,
+    wrapped: bool,
+}
+
+impl HistoryLine {
+    /// The line of a screen row (see the module doc for what is kept).
+    pub(crate) fn from_row(row: &Row) -> HistoryLine {
+        let cells = row.cells();
+        let end = cells.iter().rposition(|c| *c != Cell::BLANK).map_or(0, |i| i + 1);
+        let mut text = String::new();
+        let mut runs: Vec<Run> = Vec::new();
+        for (col, cell) in cells[..end].iter().enumerate() {
+            if cell.is_continuation() {
+                continue;
+            }
+            let start = text.len();
+            text.push(if cell.ch == EMPTY { ' ' } else { cell.ch });
+            if cell.has_marks() {
+                text.extend(row.marks_at(col));
+            }
+            // At most 1 + MAX_COMBINING chars of 4 bytes per cell and MAX_COLS cells: fits.
+            let len = (text.len() - start) as u16;
+            match runs.last_mut() {
+                Some(run) if run.attrs == cell.attrs => run.bytes += len,
+                _ => runs.push(Run { bytes: len, attrs: cell.attrs }),
+            }
+        }
+        if runs.iter().all(|r| r.attrs == Attrs::default()) {
+            runs.clear();
+        }
+        HistoryLine { text: text.into_boxed_str(), runs: runs.into_boxed_slice(), wrapped: row.wrapped }
+    }
+
+    /// The text (trailing blanks dropped).
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// True when the line's text continues on the next line (it was left by autowrap).
+    pub fn wrapped(&self) -> bool {
+        self.wrapped
+    }
+
+    /// The text in runs of equal attributes, left to right; one default run for plain text.
+    pub fn runs(&self) -> impl Iterator<Item = (&str, Attrs)> + '_ {
+        let plain = self.runs.is_empty().then_some((&*self.text, Attrs::default()));
+        let mut at = 0;
+        let runs = self.runs.iter().map(move |r| {
+            let end = at + usize::from(r.bytes);
+            let s = self.text.get(at..end).unwrap_or_default();
+            at = end;
+            (s, r.attrs)
+        });
+        plain.into_iter().filter(|(s, _)| !s.is_empty()).chain(runs)
+    }
+
+    /// Heap bytes the line holds, for memory accounting.
+    pub fn heap_bytes(&self) -> usize {
+        self.text.len() + self.runs.len() * std::mem::size_of::<Run>()
+    }
+}
+
+/// The bounded history of one screen.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct History {
+    lines: VecDeque<HistoryLine>,
+    limit: usize,
+}
+
+impl History {
+    /// An empty history keeping at most `limit` lines (clamped to `MAX_HISTORY_LINES`).
+    pub fn new(limit: usize) -> History {
+        History { lines: VecDeque::new(), limit: limit.min(MAX_HISTORY_LINES) }
+    }
+
+    /// The bound.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// True when lines are kept at all.
+    pub fn enabled(&self) -> bool {
+        self.limit > 0
+    }
+
+    /// Lines kept.
+    pub fn len(&self) -> usize {
+        self.lines.len()
+    }
+
+    /// Appends a row that scrolled off the top, dropping the oldest line past the bound.
+    pub(crate) fn push_row(&mut self, row: &Row) {
+        if self.limit == 0 {
+            return;
+        }
+        if self.lines.len() >= self.limit {
+            self.lines.pop_front();
+        }
+        self.lines.push_back(HistoryLine::from_row(row));
+    }
+
+    /// Takes the newest line back (a resize that grows the screen pulls it down).
+    pub(crate) fn pop_newest(&mut self) -> Option<HistoryLine> {
+        self.lines.pop_back()
+    }
+
+    /// Forgets every line (ED 3).
+    pub fn clear(&mut self) {
+        self.lines = VecDeque::new();
+    }
+
+    /// The newest `n` lines (or all), oldest first.
+    pub fn tail(&self, n: usize) -> impl Iterator<Item = &HistoryLine> {
+        self.lines.iter().skip(self.lines.len().saturating_sub(n))
+    }
+
+    /// Heap bytes held, for memory accounting.
+    pub fn heap_bytes(&self) -> usize {
+        self.lines.capacity() * std::mem::size_of::<HistoryLine>()
+            + self.lines.iter().map(HistoryLine::heap_bytes).sum::<usize>()
+    }
+}
+
+impl HistoryLine {
+    /// The line as a screen row of `cols` cells again (a resize that grows the screen pulls
+    /// it back down): each character in its run's attributes, wide characters over two cells,
+    /// marks on their base; what does not fit in `cols` is cut, as a narrowing resize cuts.
+    pub(crate) fn to_row(&self, cols: usize) -> Row {
+        use unicode_width::UnicodeWidthChar;
+        let mut row = Row::new(cols, Cell::BLANK);
+        let mut col = 0;
+        let mut last: Option<usize> = None;
+        for (text, attrs) in self.runs() {
+            for c in text.chars() {
+                match c.width() {
+                    Some(0) => {
+                        if let Some(base) = last {
+                            row.push_mark(base, c);
+                        }
+                    }
+                    Some(2) if col + 2 <= cols => {
+                        row.put(col, Cell { ch: c, attrs, kind: super::cell::kind::WIDE }, Cell::BLANK);
+                        last = Some(col);
+                        col += 2;
+                    }
+                    Some(1) if col < cols => {
+                        let ch = if c == ' ' && attrs == Attrs::default() { EMPTY } else { c };
+                        if ch != EMPTY || attrs != Attrs::default() {
+                            row.put(col, Cell { ch, attrs, kind: 0 }, Cell::BLANK);
+                        }
+                        last = Some(col);
+                        col += 1;
+                    }
+                    _ => col = cols,
+                }
+            }
+        }
+        row.wrapped = self.wrapped;
+        row
+    }
+}
