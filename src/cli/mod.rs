@@ -262,6 +262,20 @@ struct NewArgs {
     /// Print the started session as JSON (the same fields as `desk ls --json`).
     #[arg(long)]
     json: bool,
+    /// Lines of history (scrollback) the session keeps of what scrolls off its screen; 0
+    /// keeps none.
+    #[arg(long, value_name = "LINES", default_value_t = crate::screen::DEFAULT_HISTORY_LINES,
+          value_parser = parse_history)]
+    history: usize,
+}
+
+/// Parse `--history LINES`, refusing more than the screen model keeps.
+fn parse_history(s: &str) -> Result<usize, String> {
+    let n: usize = s.parse().map_err(|_| format!("{s:?} is not a line count"))?;
+    if n > crate::screen::MAX_HISTORY_LINES {
+        return Err(format!("{n} lines is more than the most a session keeps ({})", crate::screen::MAX_HISTORY_LINES));
+    }
+    Ok(n)
 }
 
 #[derive(Debug, clap::Args)]
@@ -418,6 +432,7 @@ fn run(cli: Cli) -> Result<i32> {
                 command: a.command,
                 provider_args: config.provider_args,
                 json: a.json,
+                history: a.history,
             })
         }
         Command::Attach(a) => {

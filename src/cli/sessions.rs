@@ -56,10 +56,12 @@ pub struct NewSession {
     pub provider_args: std::collections::BTreeMap<String, Vec<String>>,
     /// Print the started session as JSON.
     pub json: bool,
+    /// History lines the master keeps.
+    pub history: usize,
 }
 
 pub fn new(req: NewSession) -> Result<i32> {
-    let NewSession { name, cwd, size: (cols, rows), env, provider, command, provider_args, json } = req;
+    let NewSession { name, cwd, size: (cols, rows), env, provider, command, provider_args, json, history } = req;
     let default_command = command.is_empty();
     let (provider, mut command) = crate::providers::resolve(provider.as_deref(), command).map_err(|e| failure(2, e))?;
     if default_command && let Some(args) = provider_args.get(provider.as_str()) {
@@ -99,7 +101,8 @@ pub fn new(req: NewSession) -> Result<i32> {
     // directory of a name that never had one, a log where there was none, the lock file.
     let state_existed = paths.session_state(&name).exists();
     let log_existed = files.log.exists();
-    let started = start_master(&paths, &name, &files, &lock, MasterArgs { cwd, cols, rows, env, provider, command });
+    let started =
+        start_master(&paths, &name, &files, &lock, MasterArgs { cwd, cols, rows, env, provider, command, history });
     if !matches!(started, Ok(0)) {
         forget_failed_start(&paths, &name, state_existed, log_existed);
     }
@@ -125,6 +128,7 @@ struct MasterArgs {
     env: Vec<(OsString, OsString)>,
     provider: desk_core::provider::Provider,
     command: Vec<OsString>,
+    history: usize,
 }
 
 /// Allocate a generation, start the master and wait for its report; with the name's lock held.
@@ -135,7 +139,7 @@ fn start_master(
     lock: &NameLock,
     args: MasterArgs,
 ) -> Result<i32> {
-    let MasterArgs { cwd, cols, rows, env, provider, command } = args;
+    let MasterArgs { cwd, cols, rows, env, provider, command, history } = args;
     let generation = session::allocate_generation(paths, name, lock)?;
     let exe = std::env::current_exe().context("cannot find the desk executable")?;
     let command = crate::providers::wire_hooks(provider, command, &paths.session_state(name), &exe)?;
@@ -151,6 +155,8 @@ fn start_master(
         .arg(generation.to_string())
         .arg("--provider")
         .arg(provider.as_str())
+        .arg("--history")
+        .arg(history.to_string())
         .arg("--ready-fd")
         .arg("3");
     for (key, value) in &env {

@@ -40,11 +40,12 @@ pub fn parse_env(s: &str) -> Result<(OsString, OsString), String> {
 }
 
 /// Parse the arguments after `desk master` (or of `desk-master`):
-/// `--name N --size CxR [--cwd D] [--env K=V]... --generation G --provider P [--ready-fd FD] -- CMD [ARG]...`
+/// `--name N --size CxR [--cwd D] [--env K=V]... --generation G --provider P [--history LINES] [--ready-fd FD] -- CMD [ARG]...`
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<MasterOptions, String> {
     let mut args = args.into_iter();
     let (mut name, mut size, mut cwd, mut env) = (None, None, None, Vec::new());
     let (mut generation, mut provider, mut ready_fd) = (None, None, None);
+    let mut history = crate::screen::DEFAULT_HISTORY_LINES;
     let mut command = Vec::new();
     while let Some(flag) = args.next() {
         if flag == "--" {
@@ -60,6 +61,12 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<MasterOptions, 
             "--env" => env.push(parse_env(text(&value()?)?)?),
             "--generation" => generation = Some(number::<u32>(&flag, &value()?)?),
             "--provider" => provider = Some(text(&value()?)?.parse::<Provider>().map_err(|e| e.to_string())?),
+            "--history" => {
+                history = number::<usize>(&flag, &value()?)?;
+                if history > crate::screen::MAX_HISTORY_LINES {
+                    return Err(format!("--history {history} is more than {}", crate::screen::MAX_HISTORY_LINES));
+                }
+            }
             "--ready-fd" => ready_fd = Some(number::<RawFd>(&flag, &value()?)?),
             _ => return Err(format!("unknown argument {flag:?}")),
         }
@@ -78,6 +85,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<MasterOptions, 
         generation: generation.ok_or("--generation is required")?,
         provider: provider.ok_or("--provider is required")?,
         ready_fd,
+        history,
     })
 }
 
@@ -122,6 +130,8 @@ mod tests {
             "shell",
             "--ready-fd",
             "3",
+            "--history",
+            "7",
             "--env",
             "K=V",
             "--",
@@ -137,6 +147,7 @@ mod tests {
         assert_eq!(opts.env, vec![("K".into(), "V".into())]);
         assert_eq!(opts.cwd, Some("/w".into()));
         assert_eq!(opts.provider, Provider::Shell);
+        assert_eq!(opts.history, 7);
     }
 
     #[test]

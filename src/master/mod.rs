@@ -57,6 +57,8 @@ pub struct MasterOptions {
     pub provider: Provider,
     /// A pipe inherited from `desk new`: "ok" or an error message is written to it.
     pub ready_fd: Option<RawFd>,
+    /// History lines the screen model keeps (`desk new --history`).
+    pub history: usize,
 }
 
 /// The master's process entry (`desk-master ARGS`, or `desk master ARGS`): parse, run, and
@@ -188,7 +190,7 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
         pty: child.master,
         signals,
         meta,
-        screen: Screen::new(cols, rows),
+        screen: Screen::with_history(cols, rows, opts.history),
         journal,
         authority,
         subreaper,
