@@ -41,7 +41,9 @@ impl HistoryLine {
     /// The line of a screen row (see the module doc for what is kept).
     pub(crate) fn from_row(row: &Row) -> HistoryLine {
         let cells = row.cells();
-        let end = cells.iter().rposition(|c| *c != Cell::BLANK).map_or(0, |i| i + 1);
+        // Trailing cells that show nothing: never written, or a space in default attributes.
+        let shows_nothing = |c: &Cell| *c == Cell::BLANK || (c.ch == ' ' && c.kind == 0 && c.attrs == Attrs::default());
+        let end = cells.iter().rposition(|c| !shows_nothing(c)).map_or(0, |i| i + 1);
         let mut text = String::new();
         let mut runs: Vec<Run> = Vec::new();
         for (col, cell) in cells[..end].iter().enumerate() {
