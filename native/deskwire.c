@@ -945,7 +945,8 @@ static int read_info(body_ctx *c, dw_json *obj, dw_session_info *info) {
 }
 
 static const char *const SNAP_KEYS[] = {"cols",  "rows",       "cursor",        "title",     "modes",
-                                        "lines", "generation", "last_input_ms", "canonical", "state"};
+                                        "lines", "generation", "last_input_ms", "canonical", "state",
+                                        "history"};
 static const char *const CURSOR_KEYS[] = {"row", "col", "visible"};
 static const char *const MODE_KEYS[] = {"alternate_screen", "bracketed_paste", "app_cursor_keys", "app_keypad",
                                         "cursor_visible",   "autowrap",        "origin",          "insert",
@@ -956,6 +957,7 @@ static void snapshot_free(dw_snapshot *s) {
     free(s->title.ptr);
     free_strs(s->lines, s->lines_len);
     free_state(s->state);
+    free_state(s->history);
     free(s);
 }
 
@@ -1050,11 +1052,25 @@ static int read_snapshot(body_ctx *c, dw_json *obj, dw_snapshot *s) {
             break;
         case 8: rc = want_bool(c, &m->value, "canonical", &s->canonical); break;
         case 9: rc = take_state(c, &m->value, &s->state); break;
+        case 10:
+            /* `history`: an array kept as received; null means absent. */
+            if (m->value.kind == DW_JNULL) break;
+            if (m->value.kind != DW_JARRAY) {
+                rc = body_fail(c, "invalid type for `%s`: expected %s", "history", "an array");
+                break;
+            }
+            s->history = malloc(sizeof *s->history);
+            if (!s->history) return fail(c->err, DW_MALFORMED, "out of memory");
+            *s->history = m->value;
+            m->value.kind = DW_JNULL;
+            break;
         }
         if (rc != 0) return -1;
     }
-    /* generation, last_input_ms, canonical and state may be left out (0, null, false, absent). */
-    return check_missing(c, seen, SNAP_KEYS, (int)COUNT(SNAP_KEYS), (1ul << 6) | (1ul << 7) | (1ul << 8) | (1ul << 9));
+    /* generation, last_input_ms, canonical, state and history may be left out (0, null, false,
+     * absent, absent). */
+    return check_missing(c, seen, SNAP_KEYS, (int)COUNT(SNAP_KEYS),
+                         (1ul << 6) | (1ul << 7) | (1ul << 8) | (1ul << 9) | (1ul << 10));
 }
 
 /* The checks every JSON body gets: starts with '{' after whitespace, parses. */
@@ -1190,6 +1206,14 @@ int dw_decode_payload(int type, uint8_t flags, const uint8_t *p, size_t n, dw_fr
         out->u.keyframe.data.len = n;
         return 0;
     case DW_SNAPSHOT_REQUEST:
+        if (n == 4) {
+            out->u.snapshot_request.has_history = 1;
+            out->u.snapshot_request.history = get_u32(p);
+            return 0;
+        }
+        if (n == 0) return 0;
+        return fail(err, DW_MALFORMED, "malformed %s frame: payload is %lu bytes, expected 0 or 4", dw_type_name(type),
+                    (unsigned long)n);
     case DW_DETACH:
         return exact(type, n, 0, err);
     case DW_SNAPSHOT:
@@ -1380,6 +1404,7 @@ static int encode_snapshot(dw_buf *b, const dw_snapshot *s, dw_error *err) {
         put_key(b, "last_input_ms", 0) || (s->has_last_input ? write_uint(b, s->last_input_ms) : buf_str(b, "null")) ||
         put_bool_field(b, "canonical", s->canonical, 0) || put_state(b, s->state, err))
         return -1;
+    if (s->history && (put_key(b, "history", 0) != 0 || write_json(b, s->history, err) != 0)) return -1;
     return buf_byte(b, '}');
 }
 
@@ -1415,6 +1440,9 @@ static int encode_payload(const dw_frame *f, dw_buf *p, uint8_t *flags, dw_error
         *flags = f->u.keyframe.more ? DW_FLAG_MORE : 0;
         return dw_buf_append(p, f->u.keyframe.data.ptr, f->u.keyframe.data.len);
     case DW_SNAPSHOT_REQUEST:
+        if (!f->u.snapshot_request.has_history) return 0;
+        put_u32(fixed, f->u.snapshot_request.history);
+        return dw_buf_append(p, fixed, 4);
     case DW_DETACH:
         return 0;
     case DW_SNAPSHOT:

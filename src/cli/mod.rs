@@ -80,6 +80,10 @@ enum Command {
         /// Print name, rows, cursor, size, title, modes and state as JSON (docs/cli.md).
         #[arg(long)]
         json: bool,
+        /// Print the newest N lines of history (all without N) above the screen; with
+        /// --json, a `history` array of rows with their attributes.
+        #[arg(long, value_name = "N")]
+        history: Option<Option<u32>>,
     },
     /// Show a session's events (titles, modes, clients, state changes, exit), or every
     /// session's with --all.
@@ -288,6 +292,10 @@ struct AttachArgs {
     /// else ^\\).
     #[arg(long, value_parser = parse_detach_key)]
     detach_key: Option<DetachKey>,
+    /// First write the session's newest N history lines into this terminal, so that its own
+    /// scrollback reaches them.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    history: u32,
 }
 
 #[derive(Debug, clap::Args)]
@@ -440,10 +448,15 @@ fn run(cli: Cli) -> Result<i32> {
                 Some(key) => key.0,
                 None => config::load(&crate::paths::Paths::from_env()?)?.detach_key.unwrap_or(DEFAULT_DETACH_KEY),
             };
-            crate::attach::run(&crate::attach::AttachOptions { name: a.name, read_only: a.read_only, detach_key })
+            crate::attach::run(&crate::attach::AttachOptions {
+                name: a.name,
+                read_only: a.read_only,
+                detach_key,
+                history: a.history,
+            })
         }
         Command::Ls { json } => sessions::ls(json),
-        Command::Peek { name, json } => sessions::peek(&name, json),
+        Command::Peek { name, json, history } => sessions::peek(&name, json, history.map(|n| n.unwrap_or(u32::MAX))),
         Command::Events { name: Some(name), follow, json, since, types, .. } => {
             events::events(&name, follow, json, since, &types)
         }

@@ -596,20 +596,21 @@ fn ended(paths: &Paths, name: &SessionName, e: anyhow::Error) -> anyhow::Error {
     }
 }
 
-pub fn peek(name: &SessionName, json: bool) -> Result<i32> {
+/// `desk peek`; `history`: how many history lines to print above the screen (`None`: none).
+pub fn peek(name: &SessionName, json: bool, history: Option<u32>) -> Result<i32> {
     let paths = paths()?;
     let files = paths.session(name);
     let mut conn = match session::probe_settled(&files)? {
         Probe::Live(stream) => Connection::open(stream, Role::Query, 0, 0).map_err(|e| ended(&paths, name, e))?,
         Probe::Absent | Probe::Stale => match session::read_exit(&files)? {
-            Some(exit) => return peek_exited(name, &exit, json),
+            Some(exit) => return peek_exited(name, &exit, json, history),
             None if files.meta.exists() => {
                 return Err(fail(ErrorCode::NotRunning, format!("session {name} is not running")));
             }
             None => return Err(fail(ErrorCode::NoSuchSession, format!("no session named {name}"))),
         },
     };
-    conn.send(&Frame::SnapshotRequest).map_err(|e| ended(&paths, name, e))?;
+    conn.send(&Frame::SnapshotRequest { history }).map_err(|e| ended(&paths, name, e))?;
     let snapshot = loop {
         match conn.recv().map_err(|e| ended(&paths, name, e))? {
             Frame::Snapshot(s) => break *s,
@@ -627,6 +628,9 @@ pub fn peek(name: &SessionName, json: bool) -> Result<i32> {
         }
         output::print_ok("screen", data, &[])?;
     } else {
+        for row in snapshot.history.iter().flatten() {
+            println!("{}", row.text);
+        }
         let mut lines = snapshot.screen.lines;
         while lines.last().is_some_and(|l| l.trim().is_empty()) {
             lines.pop();
@@ -640,18 +644,24 @@ pub fn peek(name: &SessionName, json: bool) -> Result<i32> {
 
 /// `desk peek` on an exited session: the screen its child left, under a line saying how it
 /// ended (JSON: the exit record, whose `last_screen` holds the rows).
-fn peek_exited(name: &SessionName, exit: &ExitRecord, json: bool) -> Result<i32> {
+fn peek_exited(name: &SessionName, exit: &ExitRecord, json: bool, history: Option<u32>) -> Result<i32> {
     let Some(rows) = &exit.last_screen else {
         let why = crate::signals::describe_exit(exit.status);
         return Err(fail(ErrorCode::NotRunning, format!("session {name} {why}; its last screen was not recorded")));
     };
     if json {
         // The live answer's shape where it applies (`name`, `lines`), and how it ended.
-        let record = ExitRecord { last_screen: None, ..exit.clone() };
-        let data = serde_json::json!({ "name": name.as_str(), "lines": rows, "exit": record });
+        let record = ExitRecord { last_screen: None, last_history: None, ..exit.clone() };
+        let mut data = serde_json::json!({ "name": name.as_str(), "lines": rows, "exit": record });
+        if let (Some(n), Some(map)) = (history, data.as_object_mut()) {
+            map.insert("history".into(), exit.history_tail(n).into());
+        }
         output::print_ok("last-screen", data, &[])?;
     } else {
         println!("{}", exit.headline(name.as_str(), crate::clock::now_ms()));
+        for line in history.map(|n| exit.history_tail(n)).unwrap_or_default() {
+            println!("{line}");
+        }
         for row in rows {
             println!("{row}");
         }

@@ -524,12 +524,17 @@ impl Master {
                     }
                 }
                 Effect::Snapshot { client } => {
+                    let history = match frame.take() {
+                        Some(Frame::SnapshotRequest { history: Some(n) }) => Some(self.screen.history_rows(n as usize)),
+                        _ => None,
+                    };
                     let reply = SnapshotReply {
                         screen: self.screen.snapshot(),
                         generation: self.meta.generation,
                         last_input_ms: self.last_controller_input_ms,
                         canonical: crate::pty::is_canonical(self.pty.as_fd()),
                         state: Some(self.authority.view()),
+                        history,
                     };
                     if let Some(client) = self.clients.get_mut(&token_of(client)) {
                         client.push_control(&Frame::Snapshot(Box::new(reply)));
@@ -902,6 +907,7 @@ impl Master {
             rows: Some(self.screen.size().1),
             title: Some(self.screen.title().to_string()),
             last_screen: Some(session::last_screen(self.screen.text_rows())),
+            last_history: session::last_history(self.screen.history_text(session::LAST_HISTORY_LINES)),
         };
         match session::write_exit(&self.files, &record) {
             // The unused reserve is removed once the socket is gone, not in between.
@@ -909,7 +915,7 @@ impl Master {
             Err(e) => {
                 // A full disk: the reserved room takes it, without the last screen (the
                 // reserve is sized for the record alone).
-                let record = ExitRecord { last_screen: None, ..record };
+                let record = ExitRecord { last_screen: None, last_history: None, ..record };
                 let reserved = match (self.exit_reserve.take(), serde_json::to_vec_pretty(&record)) {
                     (Some(reserve), Ok(bytes)) => reserve.commit(&bytes),
                     (None, _) => Err(anyhow::anyhow!("no room was reserved")),
@@ -1223,7 +1229,7 @@ mod tests {
         let mut asked = 0;
         while rig.master.clients.contains_key(&token) {
             assert!(asked < 100_000, "still connected after {asked} unread snapshots");
-            rig.send(token, Frame::SnapshotRequest);
+            rig.send(token, Frame::SnapshotRequest { history: None });
             asked += 1;
         }
         let reply = SnapshotReply {
@@ -1232,6 +1238,7 @@ mod tests {
             last_input_ms: None,
             canonical: false,
             state: Some(rig.master.authority.view()),
+            history: None,
         };
         let snapshot = Frame::Snapshot(Box::new(reply)).to_bytes().len();
         assert!(asked * snapshot > super::super::client::CONTROL_QUEUE_LIMIT, "gone after {asked}");

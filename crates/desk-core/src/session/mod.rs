@@ -296,7 +296,7 @@ impl SessionPolicy {
                 }
                 self.apply_size();
             }
-            Frame::SnapshotRequest => self.effect(Effect::Snapshot { client }),
+            Frame::SnapshotRequest { .. } => self.effect(Effect::Snapshot { client }),
             Frame::Ping(nonce) => self.effect(Effect::Send { client, frame: Frame::Pong(*nonce) }),
             Frame::Pong(_) => {}
             Frame::Detach | Frame::Error { .. } => self.release(client),

@@ -196,3 +196,120 @@ impl HistoryLine {
         row
     }
 }
+
+/// A history line as `desk peek --json --history` prints it and SNAPSHOT carries it: the text,
+/// whether it continues on the next line, and (unless the whole line is in default
+/// attributes) its attribute runs.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct HistoryRow {
+    /// The line's text, trailing blanks dropped.
+    pub text: String,
+    /// The text continues on the next line (autowrap).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub wrapped: bool,
+    /// The text in runs of equal attributes; absent for a line in default attributes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<StyleRun>,
+}
+
+/// One run of a [`HistoryRow`]: text drawn with one set of attributes.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StyleRun {
+    /// The run's text.
+    pub text: String,
+    /// Foreground: absent for the default, an index 0-255, or `"#rrggbb"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fg: Option<JsonColor>,
+    /// Background, as `fg`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bg: Option<JsonColor>,
+    /// SGR attribute bits (`flag`), absent when none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub flags: u16,
+}
+
+fn is_zero(n: &u16) -> bool {
+    *n == 0
+}
+
+/// A colour in JSON: an indexed colour as its number, a direct one as `"#rrggbb"`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
+pub enum JsonColor {
+    /// One of the 256 indexed colours.
+    Indexed(u8),
+    /// A direct colour, `"#rrggbb"`.
+    Rgb(String),
+}
+
+impl JsonColor {
+    fn of(color: super::cell::Color) -> Option<JsonColor> {
+        match color {
+            super::cell::Color::Default => None,
+            super::cell::Color::Indexed(n) => Some(JsonColor::Indexed(n)),
+            super::cell::Color::Rgb(r, g, b) => Some(JsonColor::Rgb(format!("#{r:02x}{g:02x}{b:02x}"))),
+        }
+    }
+
+    /// The colour back (a malformed `"#rrggbb"` reads as the default).
+    pub fn color(&self) -> super::cell::Color {
+        match self {
+            JsonColor::Indexed(n) => super::cell::Color::Indexed(*n),
+            JsonColor::Rgb(s) => {
+                let hex = s.strip_prefix('#').filter(|h| h.len() == 6 && h.is_ascii());
+                let byte = |i: usize| hex.and_then(|h| u8::from_str_radix(&h[i..i + 2], 16).ok());
+                match (byte(0), byte(2), byte(4)) {
+                    (Some(r), Some(g), Some(b)) => super::cell::Color::Rgb(r, g, b),
+                    _ => super::cell::Color::Default,
+                }
+            }
+        }
+    }
+}
+
+impl StyleRun {
+    /// The run's attributes.
+    pub fn attrs(&self) -> Attrs {
+        Attrs {
+            fg: self.fg.as_ref().map_or(super::cell::Color::Default, JsonColor::color),
+            bg: self.bg.as_ref().map_or(super::cell::Color::Default, JsonColor::color),
+            flags: self.flags,
+        }
+    }
+}
+
+impl HistoryLine {
+    /// The line as a [`HistoryRow`].
+    pub fn to_json_row(&self) -> HistoryRow {
+        let runs = if self.runs.is_empty() {
+            Vec::new()
+        } else {
+            self.runs()
+                .map(|(text, a)| StyleRun {
+                    text: text.to_string(),
+                    fg: JsonColor::of(a.fg),
+                    bg: JsonColor::of(a.bg),
+                    flags: a.flags,
+                })
+                .collect()
+        };
+        HistoryRow { text: self.text.to_string(), wrapped: self.wrapped, runs }
+    }
+}
+
+impl HistoryRow {
+    /// The row as bytes for a terminal: each run in its attributes (one complete SGR per
+    /// run), then the attributes reset; no line ending. What `desk attach --history` writes.
+    pub fn to_ansi(&self) -> String {
+        if self.runs.is_empty() {
+            return self.text.clone();
+        }
+        let mut out = String::new();
+        for run in &self.runs {
+            out.push_str(&super::keyframe::sgr(&run.attrs()));
+            out.push_str(&run.text);
+        }
+        out.push_str("\x1b[0m");
+        out
+    }
+}

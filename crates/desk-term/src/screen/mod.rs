@@ -41,7 +41,7 @@ use serde::{Deserialize, Serialize};
 
 pub use cell::{Attrs, Color, flag};
 pub use grid::MAX_COMBINING;
-pub use history::{DEFAULT_HISTORY_LINES, HistoryLine, MAX_HISTORY_LINES};
+pub use history::{DEFAULT_HISTORY_LINES, HistoryLine, HistoryRow, JsonColor, MAX_HISTORY_LINES, StyleRun};
 pub use modes::{Modes, MouseEncoding, MouseMode};
 pub use perform::{DA1_REPLY, DA2_REPLY};
 pub use term::{MAX_PENDING_REPLIES, MAX_TITLE_BYTES};
@@ -219,6 +219,11 @@ impl Screen {
     /// The newest `n` history lines as text, oldest first.
     pub fn history_text(&self, n: usize) -> Vec<String> {
         self.history_tail(n).map(|l| l.text().to_string()).collect()
+    }
+
+    /// The newest `n` history lines as JSON rows (text, wrap flag, attribute runs).
+    pub fn history_rows(&self, n: usize) -> Vec<HistoryRow> {
+        self.history_tail(n).map(HistoryLine::to_json_row).collect()
     }
 
     /// Heap bytes the history holds, for memory accounting.

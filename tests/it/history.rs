@@ -1,0 +1,147 @@
+//! The session's history (scrollback) from the command line: `desk peek --history`, the exit
+//! record's history tail, `desk attach --history`, and the resize that keeps the newest rows.
+
+use crate::harness::PtyCommand;
+use crate::support::{DESK, Home, eventually};
+use std::process::Command;
+
+fn lines(out: &str) -> Vec<&str> {
+    out.lines().collect()
+}
+
+fn numbers(from: usize, to: usize) -> Vec<String> {
+    (from..=to).map(|n| n.to_string()).collect()
+}
+
+#[test]
+fn peek_history_prints_the_lines_that_scrolled_off_above_the_screen() {
+    let home = Home::new();
+    home.ok(&[
+        "new",
+        "h",
+        "--size",
+        "40x10",
+        "--",
+        "sh",
+        "-c",
+        "seq 1 300; printf '\\033[31mred\\033[0m tail\\n'; printf READY; exec cat",
+    ]);
+    home.wait_screen("h", "READY");
+    // The screen: 293..300, the red line, READY; the history: 1..292.
+    let out = home.ok(&["peek", "h", "--history", "3"]);
+    let want: Vec<String> = numbers(290, 300).into_iter().chain(["red tail".into(), "READY".into()]).collect();
+    assert_eq!(lines(&out), want, "{out}");
+    let all = home.ok(&["peek", "h", "--history"]);
+    assert_eq!(lines(&all)[..3], ["1", "2", "3"], "--history without N prints all of it");
+    assert_eq!(lines(&all).len(), 302);
+    assert_eq!(lines(&home.ok(&["peek", "h"])).len(), 10, "no history without --history");
+
+    // JSON: rows with their attribute runs.
+    home.ok(&[
+        "new",
+        "c",
+        "--size",
+        "40x3",
+        "--",
+        "sh",
+        "-c",
+        "printf '\\033[31mred\\033[0m plain\\nx\\ny\\nz\\nREADY'; exec cat",
+    ]);
+    home.wait_screen("c", "READY");
+    let json = home.json(&["peek", "c", "--json", "--history", "5"]);
+    let history = json["data"]["history"].as_array().expect("a history array").clone();
+    assert_eq!(history.len(), 2, "{json:#}");
+    assert_eq!(
+        history[0],
+        serde_json::json!({"text": "red plain", "runs": [{"text": "red", "fg": 1}, {"text": " plain"}]})
+    );
+    assert_eq!(history[1], serde_json::json!({"text": "x"}));
+}
+
+#[test]
+fn a_session_started_with_no_history_keeps_none() {
+    let home = Home::new();
+    home.ok(&["new", "n", "--size", "40x5", "--history", "0", "--", "sh", "-c", "seq 1 50; printf READY; exec cat"]);
+    home.wait_screen("n", "READY");
+    assert_eq!(lines(&home.ok(&["peek", "n", "--history"])), ["47", "48", "49", "50", "READY"]);
+    let err = home.desk(&["new", "m", "--history", "99999999999", "--", "true"]);
+    assert_eq!(err.status.code(), Some(2), "an out-of-range --history is a usage error");
+}
+
+#[test]
+fn an_exited_session_keeps_the_tail_of_its_history() {
+    let home = Home::new();
+    home.ok(&["new", "e", "--size", "40x10", "--", "sh", "-c", "seq 1 100; exit 3"]);
+    home.wait_exit("e");
+    let out = home.ok(&["peek", "e", "--history", "3"]);
+    let got = lines(&out);
+    assert!(got[0].starts_with("[desk: session e exited with code 3"), "{out}");
+    assert_eq!(got[1..], numbers(89, 100), "{out}");
+    let json = home.json(&["peek", "e", "--json", "--history", "2"]);
+    assert_eq!(json["data"]["history"], serde_json::json!(["90", "91"]), "{json:#}");
+    let attach = home.desk(&["attach", "e", "--history", "2"]);
+    assert_eq!(attach.status.code(), Some(3));
+    let stdout = String::from_utf8_lossy(&attach.stdout);
+    assert_eq!(lines(&stdout)[1..3], ["90", "91"], "{stdout}");
+}
+
+/// The report: a 100x30 shell ran `seq 1 300`; reattached from a 100x15 terminal, the
+/// newest rows (and the prompt) must be on the screen, the older ones in the history.
+#[test]
+fn reattaching_from_a_shorter_terminal_keeps_the_newest_rows() {
+    let home = Home::new();
+    home.ok(&["new", "s", "--size", "100x30", "--", "sh", "-c", "seq 1 300; printf 'READY>'; exec cat"]);
+    home.wait_screen("s", "READY>");
+    let pty = PtyCommand::new(DESK)
+        .arg("attach")
+        .arg("s")
+        .env("DESK_HOME", home.path())
+        .size(100, 15)
+        .spawn()
+        .expect("spawn desk attach");
+    let screen = eventually("the session to take the terminal's size", || {
+        let screen = pty.screen();
+        if screen.row(14) == "READY>" { Ok(screen) } else { Err(screen.rows().join("\n")) }
+    });
+    let want: Vec<String> = numbers(287, 300).into_iter().chain(["READY>".into()]).collect();
+    assert_eq!(screen.rows(), want);
+    let out = home.ok(&["peek", "s", "--history", "2"]);
+    assert_eq!(lines(&out)[..2], ["285", "286"], "the rows pushed off went into the history: {out}");
+    pty.write(b"\x1c").unwrap();
+}
+
+/// `desk attach --history N` writes the lines into the outer terminal's own scrollback. tmux
+/// plays that terminal (the harness's emulator drops its scrollback on the keyframe's RIS,
+/// as xterm and tmux do not).
+#[test]
+fn attach_history_reaches_the_outer_terminals_scrollback() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("tmux is not installed: skipped");
+        return;
+    }
+    let home = Home::new();
+    home.ok(&["new", "a", "--size", "60x10", "--", "sh", "-c", "seq 1 100; printf 'READY>'; exec cat"]);
+    home.wait_screen("a", "READY>");
+    let socket = home.path().join("tmux.sock");
+    let tmux = |args: &[&str]| {
+        let out = Command::new("tmux").arg("-S").arg(&socket).args(args).output().expect("run tmux");
+        assert!(out.status.success(), "tmux {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let script = format!("DESK_HOME='{}' exec '{DESK}' attach a --history 5", home.path().display());
+    tmux(&["-f", "/dev/null", "new-session", "-d", "-x", "60", "-y", "10", &script]);
+    let result = std::panic::catch_unwind(|| {
+        let all = eventually("the attach to draw the session", || {
+            let all = tmux(&["capture-pane", "-p", "-S", "-"]);
+            if all.contains("READY>") { Ok(all) } else { Err(all) }
+        });
+        let got: Vec<&str> = all.lines().map(str::trim_end).filter(|l| !l.is_empty()).collect();
+        let ready = got.iter().position(|l| *l == "READY>").expect("the prompt");
+        // Above the session's screen (92..100, READY>): the five history lines, 87..91.
+        assert_eq!(got[..ready], numbers(87, 100), "{all}");
+    });
+    tmux(&["kill-server"]);
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
