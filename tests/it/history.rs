@@ -145,3 +145,22 @@ fn attach_history_reaches_the_outer_terminals_scrollback() {
         std::panic::resume_unwind(panic);
     }
 }
+
+/// A history larger than one frame: the SNAPSHOT carries the newest lines that fit, and peek
+/// still answers (it used to lose the connection: the reply exceeded the frame limit).
+#[test]
+fn a_history_larger_than_a_frame_gives_its_newest_lines() {
+    let home = Home::new();
+    let script =
+        "i=0; while [ $i -lt 12000 ]; do printf '%05d %0190d\\n' $i 0; i=$((i+1)); done; printf READY; exec cat";
+    home.ok(&["new", "big", "--size", "200x5", "--", "sh", "-c", script]);
+    eventually("the output to end", || {
+        let screen = home.peek("big");
+        if screen.contains("READY") { Ok(()) } else { Err(screen) }
+    });
+    let json = home.json(&["peek", "big", "--json", "--history"]);
+    let history = json["data"]["history"].as_array().expect("a history").clone();
+    assert!(history.len() > 1000 && history.len() < 10_000, "{} lines", history.len());
+    let last = history.last().unwrap()["text"].as_str().unwrap().to_string();
+    assert!(last.starts_with("11995 "), "the newest history line comes last: {last}");
+}

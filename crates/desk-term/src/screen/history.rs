@@ -9,7 +9,7 @@
 
 use std::collections::VecDeque;
 
-use super::cell::{Attrs, Cell, EMPTY};
+use super::cell::{Attrs, Cell, Color, EMPTY};
 use super::grid::Row;
 
 /// History lines kept when the session does not say otherwise: what `desk new --history`
@@ -22,55 +22,152 @@ pub const DEFAULT_HISTORY_LINES: usize = 10_000;
 /// than any agent transcript needs; the bound keeps a typo from asking for unbounded memory.
 pub const MAX_HISTORY_LINES: usize = 1_000_000;
 
-/// One attribute run: `bytes` bytes of the line's text drawn with `attrs`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Run {
-    bytes: u16,
-    attrs: Attrs,
-}
-
-/// One line of history.
+/// One line of history: its text and, after it in the same allocation, its attribute runs,
+/// each encoded in a few bytes (see `encode_run`): one allocation per line, and a run of an
+/// indexed colour costs 3 bytes rather than a 12-byte struct. No runs for a line in default
+/// attributes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HistoryLine {
-    text: Box<str>,
-    runs: Box<[Run]>,
+    data: Box<[u8]>,
+    /// Bytes of `data` that are the text (UTF-8); the rest are the runs. Fits: a row is at most
+    /// `MAX_COLS` cells of a 4-byte character and `MAX_COMBINING` 4-byte marks, 16,000 bytes.
+    text_len: u16,
     wrapped: bool,
 }
 
+/// Bits of a run's tag byte: the kind of its foreground (bits 0-1) and background (bits 2-3)
+/// colour, and whether SGR flags follow.
+const KIND_INDEXED: u8 = 1;
+const KIND_RGB: u8 = 2;
+const HAS_FLAGS: u8 = 1 << 4;
+
+fn color_kind(color: Color) -> u8 {
+    match color {
+        Color::Default => 0,
+        Color::Indexed(_) => KIND_INDEXED,
+        Color::Rgb(..) => KIND_RGB,
+    }
+}
+
+fn push_color(out: &mut Vec<u8>, color: Color) {
+    match color {
+        Color::Default => {}
+        Color::Indexed(n) => out.push(n),
+        Color::Rgb(r, g, b) => out.extend_from_slice(&[r, g, b]),
+    }
+}
+
+/// A run: its length in text bytes (LEB128, one byte below 128), a tag byte, then the
+/// colours (0, 1 or 3 bytes each) and the flags (2 bytes, only when any is set).
+fn encode_run(out: &mut Vec<u8>, bytes: usize, attrs: Attrs) {
+    let mut n = bytes;
+    loop {
+        let low = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            out.push(low);
+            break;
+        }
+        out.push(low | 0x80);
+    }
+    let flags = if attrs.flags != 0 { HAS_FLAGS } else { 0 };
+    out.push(color_kind(attrs.fg) | color_kind(attrs.bg) << 2 | flags);
+    push_color(out, attrs.fg);
+    push_color(out, attrs.bg);
+    if attrs.flags != 0 {
+        out.extend_from_slice(&attrs.flags.to_le_bytes());
+    }
+}
+
+/// Decodes the runs `encode_run` wrote, in order: `(text bytes, attributes)`.
+struct RunDecoder<'a> {
+    data: &'a [u8],
+}
+
+impl RunDecoder<'_> {
+    fn byte(&mut self) -> Option<u8> {
+        let (&b, rest) = self.data.split_first()?;
+        self.data = rest;
+        Some(b)
+    }
+
+    fn color(&mut self, kind: u8) -> Option<Color> {
+        Some(match kind {
+            KIND_INDEXED => Color::Indexed(self.byte()?),
+            KIND_RGB => Color::Rgb(self.byte()?, self.byte()?, self.byte()?),
+            _ => Color::Default,
+        })
+    }
+}
+
+impl Iterator for RunDecoder<'_> {
+    type Item = (usize, Attrs);
+
+    fn next(&mut self) -> Option<(usize, Attrs)> {
+        let mut len = 0usize;
+        let mut shift = 0;
+        loop {
+            let b = self.byte()?;
+            len |= usize::from(b & 0x7f) << shift;
+            shift += 7;
+            if b & 0x80 == 0 {
+                break;
+            }
+        }
+        let tag = self.byte()?;
+        let fg = self.color(tag & 3)?;
+        let bg = self.color(tag >> 2 & 3)?;
+        let flags = if tag & HAS_FLAGS != 0 { u16::from_le_bytes([self.byte()?, self.byte()?]) } else { 0 };
+        Some((len, Attrs { fg, bg, flags }))
+    }
+}
+
 impl HistoryLine {
-    /// The line of a screen row (see the module doc for what is kept).
-    pub(crate) fn from_row(row: &Row) -> HistoryLine {
+    /// The line of a screen row (see the module doc for what is kept). `scratch` is reused
+    /// between calls so that a line costs one allocation of its exact size.
+    pub(crate) fn from_row(row: &Row, scratch: &mut Scratch) -> HistoryLine {
+        let Scratch { bytes: scratch, runs } = scratch;
         let cells = row.cells();
         // Trailing cells that show nothing: never written, or a space in default attributes.
         let shows_nothing = |c: &Cell| *c == Cell::BLANK || (c.ch == ' ' && c.kind == 0 && c.attrs == Attrs::default());
         let end = cells.iter().rposition(|c| !shows_nothing(c)).map_or(0, |i| i + 1);
-        let mut text = String::new();
-        let mut runs: Vec<Run> = Vec::new();
+        scratch.clear();
+        runs.clear();
+        let mut plain = true;
         for (col, cell) in cells[..end].iter().enumerate() {
             if cell.is_continuation() {
                 continue;
             }
-            let start = text.len();
-            text.push(if cell.ch == EMPTY { ' ' } else { cell.ch });
+            let start = scratch.len();
+            let ch = if cell.ch == EMPTY { ' ' } else { cell.ch };
+            let mut buf = [0u8; 4];
+            scratch.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
             if cell.has_marks() {
-                text.extend(row.marks_at(col));
+                for mark in row.marks_at(col) {
+                    scratch.extend_from_slice(mark.encode_utf8(&mut buf).as_bytes());
+                }
             }
-            // At most 1 + MAX_COMBINING chars of 4 bytes per cell and MAX_COLS cells: fits.
-            let len = (text.len() - start) as u16;
+            let len = scratch.len() - start;
+            plain &= cell.attrs == Attrs::default();
             match runs.last_mut() {
-                Some(run) if run.attrs == cell.attrs => run.bytes += len,
-                _ => runs.push(Run { bytes: len, attrs: cell.attrs }),
+                Some((bytes, attrs)) if *attrs == cell.attrs => *bytes += len,
+                _ => runs.push((len, cell.attrs)),
             }
         }
-        if runs.iter().all(|r| r.attrs == Attrs::default()) {
-            runs.clear();
+        // At most MAX_COLS cells of 16 bytes: fits.
+        let text_len = scratch.len() as u16;
+        if !plain {
+            for &(bytes, attrs) in runs.iter() {
+                encode_run(scratch, bytes, attrs);
+            }
         }
-        HistoryLine { text: text.into_boxed_str(), runs: runs.into_boxed_slice(), wrapped: row.wrapped }
+        HistoryLine { data: Box::from(&scratch[..]), text_len, wrapped: row.wrapped }
     }
 
     /// The text (trailing blanks dropped).
     pub fn text(&self) -> &str {
-        &self.text
+        // Written from `char`s, so always UTF-8.
+        std::str::from_utf8(&self.data[..usize::from(self.text_len)]).unwrap_or_default()
     }
 
     /// True when the line's text continues on the next line (it was left by autowrap).
@@ -80,20 +177,27 @@ impl HistoryLine {
 
     /// The text in runs of equal attributes, left to right; one default run for plain text.
     pub fn runs(&self) -> impl Iterator<Item = (&str, Attrs)> + '_ {
-        let plain = self.runs.is_empty().then_some((&*self.text, Attrs::default()));
+        let text = self.text();
+        let encoded = &self.data[usize::from(self.text_len)..];
+        let plain = encoded.is_empty().then_some((text, Attrs::default()));
         let mut at = 0;
-        let runs = self.runs.iter().map(move |r| {
-            let end = at + usize::from(r.bytes);
-            let s = self.text.get(at..end).unwrap_or_default();
+        let runs = RunDecoder { data: encoded }.map(move |(len, attrs)| {
+            let end = at + len;
+            let s = text.get(at..end).unwrap_or_default();
             at = end;
-            (s, r.attrs)
+            (s, attrs)
         });
         plain.into_iter().filter(|(s, _)| !s.is_empty()).chain(runs)
     }
 
+    /// True when the line has attribute runs (it is not all in default attributes).
+    fn has_runs(&self) -> bool {
+        usize::from(self.text_len) < self.data.len()
+    }
+
     /// Heap bytes the line holds, for memory accounting.
     pub fn heap_bytes(&self) -> usize {
-        self.text.len() + self.runs.len() * std::mem::size_of::<Run>()
+        self.data.len()
     }
 }
 
@@ -102,12 +206,30 @@ impl HistoryLine {
 pub struct History {
     lines: VecDeque<HistoryLine>,
     limit: usize,
+    /// Reused to build each line (see `HistoryLine::from_row`).
+    scratch: Scratch,
 }
+
+/// Buffers reused by `HistoryLine::from_row`, so that pushing a line allocates only the
+/// line. They compare equal whatever they hold: they carry no state between calls.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Scratch {
+    bytes: Vec<u8>,
+    runs: Vec<(usize, Attrs)>,
+}
+
+impl PartialEq for Scratch {
+    fn eq(&self, _: &Scratch) -> bool {
+        true
+    }
+}
+
+impl Eq for Scratch {}
 
 impl History {
     /// An empty history keeping at most `limit` lines (clamped to `MAX_HISTORY_LINES`).
     pub fn new(limit: usize) -> History {
-        History { lines: VecDeque::new(), limit: limit.min(MAX_HISTORY_LINES) }
+        History { lines: VecDeque::new(), limit: limit.min(MAX_HISTORY_LINES), scratch: Scratch::default() }
     }
 
     /// The bound.
@@ -133,7 +255,8 @@ impl History {
         if self.lines.len() >= self.limit {
             self.lines.pop_front();
         }
-        self.lines.push_back(HistoryLine::from_row(row));
+        let line = HistoryLine::from_row(row, &mut self.scratch);
+        self.lines.push_back(line);
     }
 
     /// Takes the newest line back (a resize that grows the screen pulls it down).
@@ -147,7 +270,7 @@ impl History {
     }
 
     /// The newest `n` lines (or all), oldest first.
-    pub fn tail(&self, n: usize) -> impl Iterator<Item = &HistoryLine> {
+    pub fn tail(&self, n: usize) -> impl DoubleEndedIterator<Item = &HistoryLine> {
         self.lines.iter().skip(self.lines.len().saturating_sub(n))
     }
 
@@ -281,7 +404,7 @@ impl StyleRun {
 impl HistoryLine {
     /// The line as a [`HistoryRow`].
     pub fn to_json_row(&self) -> HistoryRow {
-        let runs = if self.runs.is_empty() {
+        let runs = if !self.has_runs() {
             Vec::new()
         } else {
             self.runs()
@@ -293,7 +416,7 @@ impl HistoryLine {
                 })
                 .collect()
         };
-        HistoryRow { text: self.text.to_string(), wrapped: self.wrapped, runs }
+        HistoryRow { text: self.text().to_string(), wrapped: self.wrapped, runs }
     }
 }
 

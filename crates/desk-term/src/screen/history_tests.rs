@@ -168,3 +168,20 @@ mod props {
         }
     }
 }
+
+#[test]
+fn every_kind_of_run_survives_the_compact_encoding() {
+    let long = "x".repeat(150);
+    let bytes = format!("\x1b[1;4;38;2;1;2;3;48;5;200m{long}\x1b[0m\x1b[7;44mi\x1b[0mplain\r\n\r\n");
+    let s = hist(200, 2, 10, bytes.as_bytes());
+    let line = s.history_tail(1).next().expect("a line");
+    let runs: Vec<(String, Attrs)> = line.runs().map(|(t, a)| (t.to_string(), a)).collect();
+    let first = Attrs { fg: Color::Rgb(1, 2, 3), bg: Color::Indexed(200), flags: flag::BOLD | flag::UNDERLINE };
+    let second = Attrs { fg: Color::Default, bg: Color::Indexed(4), flags: flag::INVERSE };
+    assert_eq!(runs, [(long, first), ("i".into(), second), ("plain".into(), Attrs::default())]);
+    // A plain line holds its text and nothing else.
+    let s = hist(20, 1, 10, b"plain text\r\n");
+    let line = s.history_tail(1).next().expect("a line");
+    assert_eq!(line.heap_bytes(), "plain text".len());
+    assert_eq!(line.runs().collect::<Vec<_>>(), [("plain text", Attrs::default())]);
+}

@@ -212,7 +212,7 @@ impl Screen {
     }
 
     /// The newest `n` history lines (all when there are fewer), oldest first.
-    pub fn history_tail(&self, n: usize) -> impl Iterator<Item = &HistoryLine> {
+    pub fn history_tail(&self, n: usize) -> impl DoubleEndedIterator<Item = &HistoryLine> {
         self.term.history.tail(n)
     }
 
