@@ -757,7 +757,7 @@ fn history_memory(opts: &Opts, work: &Path) -> String {
     let full_script = format!("cat '{}'; printf DONE; exec sleep 100000", file.display());
     let empty_script = "printf DONE; exec sleep 100000";
     let mut rows = String::from(
-        "| holder | runs | private KiB, empty | private KiB, full history | difference KiB | history lines |\n|---|---|---|---|---|---|\n",
+        "| holder | runs | private KiB, empty | private KiB, full history | difference KiB | history lines seen (desk: in one `peek --history` frame; tmux: `history_size`) |\n|---|---|---|---|---|---|\n",
     );
     let runs = opts.runs.min(3);
     // desk: two sessions, one master each.
