@@ -74,6 +74,17 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Print the text that scrolled off a session's screen (its log), then its screen.
+    Log {
+        name: SessionName,
+        /// Keep printing lines as they scroll off, until the session ends (then print its
+        /// last screen).
+        #[arg(long)]
+        follow: bool,
+        /// Print all the log keeps since the session started, not only its newest 1,000 lines.
+        #[arg(long)]
+        since_start: bool,
+    },
     /// Print a session's current screen.
     Peek {
         name: SessionName,
@@ -271,6 +282,34 @@ struct NewArgs {
     #[arg(long, value_name = "LINES", default_value_t = crate::screen::DEFAULT_HISTORY_LINES,
           value_parser = parse_history)]
     history: usize,
+    /// Cap of the session log (`desk log`) in bytes, with an optional K, M or G suffix (default
+    /// 8M; 0 keeps no log).
+    #[arg(long, value_name = "BYTES", value_parser = parse_log_cap)]
+    log_cap: Option<u64>,
+}
+
+/// Parse `--log-cap BYTES[K|M|G]`.
+fn parse_log_cap(s: &str) -> Result<u64, String> {
+    let (digits, unit) = match s.trim_end_matches(['B', 'b']).char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => (&s[..i], c.to_ascii_uppercase()),
+        _ => (s.trim_end_matches(['B', 'b']), ' '),
+    };
+    let n: u64 = digits.parse().map_err(|_| format!("{s:?} is not a size in bytes (e.g. 8M)"))?;
+    let scale = match unit {
+        ' ' => 1,
+        'K' => 1 << 10,
+        'M' => 1 << 20,
+        'G' => 1 << 30,
+        _ => return Err(format!("{s:?}: the unit must be K, M or G")),
+    };
+    let bytes = n.checked_mul(scale).ok_or_else(|| format!("{s:?} is too large"))?;
+    if bytes != 0 && bytes < crate::screen_log::MIN_LOG_CAP {
+        return Err(format!(
+            "{s:?} is below the smallest log cap ({} bytes); 0 keeps no log",
+            crate::screen_log::MIN_LOG_CAP
+        ));
+    }
+    Ok(bytes)
 }
 
 /// Parse `--history LINES`, refusing more than the screen model keeps.
@@ -419,6 +458,7 @@ impl Command {
             | Command::Pause { json, .. }
             | Command::Resume { json, .. } => *json,
             Command::Attach(_)
+            | Command::Log { .. }
             | Command::Serve { .. }
             | Command::Hook { .. }
             | Command::Completions { .. }
@@ -441,6 +481,7 @@ fn run(cli: Cli) -> Result<i32> {
                 provider_args: config.provider_args,
                 json: a.json,
                 history: a.history,
+                log_cap: a.log_cap.unwrap_or(crate::screen_log::DEFAULT_LOG_CAP),
             })
         }
         Command::Attach(a) => {
@@ -456,6 +497,7 @@ fn run(cli: Cli) -> Result<i32> {
             })
         }
         Command::Ls { json } => sessions::ls(json),
+        Command::Log { name, follow, since_start } => sessions::log(&name, follow, since_start),
         Command::Peek { name, json, history } => sessions::peek(&name, json, history.map(|n| n.unwrap_or(u32::MAX))),
         Command::Events { name: Some(name), follow, json, since, types, .. } => {
             events::events(&name, follow, json, since, &types)

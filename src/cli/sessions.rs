@@ -58,10 +58,13 @@ pub struct NewSession {
     pub json: bool,
     /// History lines the master keeps.
     pub history: usize,
+    /// Cap of the session log in bytes (0: none).
+    pub log_cap: u64,
 }
 
 pub fn new(req: NewSession) -> Result<i32> {
-    let NewSession { name, cwd, size: (cols, rows), env, provider, command, provider_args, json, history } = req;
+    let NewSession { name, cwd, size: (cols, rows), env, provider, command, provider_args, json, history, log_cap } =
+        req;
     let default_command = command.is_empty();
     let (provider, mut command) = crate::providers::resolve(provider.as_deref(), command).map_err(|e| failure(2, e))?;
     if default_command && let Some(args) = provider_args.get(provider.as_str()) {
@@ -101,8 +104,13 @@ pub fn new(req: NewSession) -> Result<i32> {
     // directory of a name that never had one, a log where there was none, the lock file.
     let state_existed = paths.session_state(&name).exists();
     let log_existed = files.log.exists();
-    let started =
-        start_master(&paths, &name, &files, &lock, MasterArgs { cwd, cols, rows, env, provider, command, history });
+    let started = start_master(
+        &paths,
+        &name,
+        &files,
+        &lock,
+        MasterArgs { cwd, cols, rows, env, provider, command, history, log_cap },
+    );
     if !matches!(started, Ok(0)) {
         forget_failed_start(&paths, &name, state_existed, log_existed);
     }
@@ -129,6 +137,7 @@ struct MasterArgs {
     provider: desk_core::provider::Provider,
     command: Vec<OsString>,
     history: usize,
+    log_cap: u64,
 }
 
 /// Allocate a generation, start the master and wait for its report; with the name's lock held.
@@ -139,7 +148,7 @@ fn start_master(
     lock: &NameLock,
     args: MasterArgs,
 ) -> Result<i32> {
-    let MasterArgs { cwd, cols, rows, env, provider, command, history } = args;
+    let MasterArgs { cwd, cols, rows, env, provider, command, history, log_cap } = args;
     let generation = session::allocate_generation(paths, name, lock)?;
     let exe = std::env::current_exe().context("cannot find the desk executable")?;
     let command = crate::providers::wire_hooks(provider, command, &paths.session_state(name), &exe)?;
@@ -157,6 +166,8 @@ fn start_master(
         .arg(provider.as_str())
         .arg("--history")
         .arg(history.to_string())
+        .arg("--log-cap")
+        .arg(log_cap.to_string())
         .arg("--ready-fd")
         .arg("3");
     for (key, value) in &env {
@@ -593,6 +604,106 @@ fn ended(paths: &Paths, name: &SessionName, e: anyhow::Error) -> anyhow::Error {
             fail(ErrorCode::NotRunning, format!("session {name} {}", crate::signals::describe_exit(exit.status)))
         }
         _ => e,
+    }
+}
+
+/// Lines `desk log` prints without `--since-start`: a few screens more than a terminal's
+/// usual scrollback view, enough for "what just happened", short enough to read.
+const LOG_TAIL_LINES: usize = 1000;
+
+/// How often `desk log --follow` looks for new lines: well under the time a reader notices,
+/// a negligible cost for a process that only stats a file.
+const LOG_FOLLOW_POLL: Duration = Duration::from_millis(200);
+
+/// `desk log`: the session log's text (newest `LOG_TAIL_LINES` lines, or all it keeps with
+/// `since_start`), then the current (or last) screen; with `follow`, new lines as they scroll
+/// off until the session ends, then its last screen.
+pub fn log(name: &SessionName, follow: bool, since_start: bool) -> Result<i32> {
+    use std::io::Write;
+    let paths = paths()?;
+    let files = paths.session(name);
+    let state = paths.session_state(name);
+    if !files.meta.exists() && !files.exit.exists() && !crate::screen_log::current(&state).exists() {
+        return Err(fail(ErrorCode::NoSuchSession, format!("no session named {name}")));
+    }
+    let text = crate::screen_log::read_all(&state)?;
+    let lines: Vec<&str> = text.lines().collect();
+    let from = if since_start { 0 } else { lines.len().saturating_sub(LOG_TAIL_LINES) };
+    let mut out = std::io::stdout().lock();
+    for line in &lines[from..] {
+        writeln!(out, "{line}")?;
+    }
+    if follow {
+        out.flush()?;
+        drop(out);
+        follow_log(&files, &state)?;
+    } else {
+        for row in current_screen(&paths, name)? {
+            writeln!(out, "{row}")?;
+        }
+    }
+    Ok(0)
+}
+
+/// The session's screen now (live) or as it ended (exit record), trailing blank rows dropped.
+fn current_screen(paths: &Paths, name: &SessionName) -> Result<Vec<String>> {
+    let files = paths.session(name);
+    let mut rows = match session::probe_settled(&files)? {
+        Probe::Live(stream) => {
+            let mut conn = Connection::open(stream, Role::Query, 0, 0).map_err(|e| ended(paths, name, e))?;
+            conn.send(&Frame::SnapshotRequest { history: None }).map_err(|e| ended(paths, name, e))?;
+            loop {
+                match conn.recv().map_err(|e| ended(paths, name, e))? {
+                    Frame::Snapshot(s) => break s.screen.lines,
+                    Frame::Error { message, .. } => return Err(failure(1, message)),
+                    _ => continue,
+                }
+            }
+        }
+        Probe::Absent | Probe::Stale => session::read_exit(&files)?.and_then(|e| e.last_screen).unwrap_or_default(),
+    };
+    while rows.last().is_some_and(|l| l.trim().is_empty()) {
+        rows.pop();
+    }
+    Ok(rows)
+}
+
+/// Prints what is appended to the log (across a rotation) until the session is no longer live,
+/// then the last screen.
+fn follow_log(files: &crate::paths::SessionPaths, state: &std::path::Path) -> Result<()> {
+    use std::io::Write;
+    use std::io::{Read, Seek, SeekFrom};
+    let current = crate::screen_log::current(state);
+    let mut offset = std::fs::metadata(&current).map_or(0, |m| m.len());
+    let mut out = std::io::stdout();
+    loop {
+        let live = matches!(session::probe_settled(files)?, Probe::Live(_));
+        let len = std::fs::metadata(&current).map_or(0, |m| m.len());
+        if len < offset {
+            // Rotated: the rest of the old file first.
+            if let Ok(mut f) = std::fs::File::open(crate::screen_log::rotated(state)) {
+                f.seek(SeekFrom::Start(offset))?;
+                std::io::copy(&mut f, &mut out)?;
+            }
+            offset = 0;
+        }
+        if len > offset {
+            let mut f = std::fs::File::open(&current)?;
+            f.seek(SeekFrom::Start(offset))?;
+            let mut chunk = Vec::new();
+            f.take(len - offset).read_to_end(&mut chunk)?;
+            out.write_all(String::from_utf8_lossy(&chunk).as_bytes())?;
+            out.flush()?;
+            offset = len;
+        }
+        if !live {
+            let rows = session::read_exit(files)?.and_then(|e| e.last_screen).unwrap_or_default();
+            for row in rows {
+                writeln!(out, "{row}")?;
+            }
+            return Ok(());
+        }
+        std::thread::sleep(LOG_FOLLOW_POLL);
     }
 }
 

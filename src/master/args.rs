@@ -40,12 +40,13 @@ pub fn parse_env(s: &str) -> Result<(OsString, OsString), String> {
 }
 
 /// Parse the arguments after `desk master` (or of `desk-master`):
-/// `--name N --size CxR [--cwd D] [--env K=V]... --generation G --provider P [--history LINES] [--ready-fd FD] -- CMD [ARG]...`
+/// `--name N --size CxR [--cwd D] [--env K=V]... --generation G --provider P [--history LINES] [--log-cap BYTES] [--ready-fd FD] -- CMD [ARG]...`
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<MasterOptions, String> {
     let mut args = args.into_iter();
     let (mut name, mut size, mut cwd, mut env) = (None, None, None, Vec::new());
     let (mut generation, mut provider, mut ready_fd) = (None, None, None);
     let mut history = crate::screen::DEFAULT_HISTORY_LINES;
+    let mut log_cap = crate::screen_log::DEFAULT_LOG_CAP;
     let mut command = Vec::new();
     while let Some(flag) = args.next() {
         if flag == "--" {
@@ -67,6 +68,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<MasterOptions, 
                     return Err(format!("--history {history} is more than {}", crate::screen::MAX_HISTORY_LINES));
                 }
             }
+            "--log-cap" => log_cap = number::<u64>(&flag, &value()?)?,
             "--ready-fd" => ready_fd = Some(number::<RawFd>(&flag, &value()?)?),
             _ => return Err(format!("unknown argument {flag:?}")),
         }
@@ -86,6 +88,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<MasterOptions, 
         provider: provider.ok_or("--provider is required")?,
         ready_fd,
         history,
+        log_cap,
     })
 }
 

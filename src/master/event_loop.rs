@@ -92,6 +92,8 @@ pub struct Parts {
     /// The master is a child subreaper: orphaned descendants of the session are re-parented to
     /// it, so it must reap them, and it finds every descendant through parent links.
     pub subreaper: bool,
+    /// The session log (`desk log`), when the session keeps one; the screen's log text is on.
+    pub log: Option<crate::screen_log::LogWriter>,
 }
 
 pub struct Master {
@@ -104,6 +106,9 @@ pub struct Master {
     pub(super) screen: Screen,
     /// The output events of the chunk being handled; kept between chunks for its capacity.
     found: Vec<OutputEvent>,
+    /// The session log and the text waiting for it (empty between calls of `drain_log`).
+    log: Option<crate::screen_log::LogWriter>,
+    log_text: String,
     pub(super) journal: Journal,
     pub(super) journal_failed: bool,
     /// Events streamed but not journalled since the journal last failed: first and last
@@ -141,7 +146,7 @@ pub struct Master {
 
 impl Master {
     pub(super) fn new(parts: Parts) -> Master {
-        let Parts { files, poll, listener, pty, signals, meta, screen, journal, authority, subreaper } = parts;
+        let Parts { files, poll, listener, pty, signals, meta, screen, journal, authority, subreaper, log } = parts;
         let policy = SessionPolicy::new((meta.cols, meta.rows), SizePolicy::default());
         let exit_reserve = crate::fsutil::Reserved::new(&files.exit, EXIT_RECORD_RESERVE)
             .map_err(|e| warn!("cannot reserve room for the exit record: {e:#}"))
@@ -156,6 +161,8 @@ impl Master {
             meta,
             screen,
             found: Vec::new(),
+            log,
+            log_text: String::new(),
             journal,
             journal_failed: false,
             journal_gap: None,
@@ -312,6 +319,20 @@ impl Master {
         self.read_buf = buf;
     }
 
+    /// Appends the lines the screen scrolled off since the last call to the session log. A log
+    /// that cannot be written is given up (with a warning): the session goes on without it.
+    fn drain_log(&mut self) {
+        let Some(log) = &mut self.log else {
+            return;
+        };
+        self.log_text.clear();
+        self.screen.take_log_text(&mut self.log_text);
+        if let Err(e) = log.append(&self.log_text) {
+            warn!("{e:#}; the session log stops here");
+            self.log = None;
+        }
+    }
+
     fn close_pty(&mut self) {
         if self.pty_open {
             self.pty_open = false;
@@ -326,6 +347,7 @@ impl Master {
         // The one parse of these bytes: the screen model, and the events it finds on the way.
         let mut found = std::mem::take(&mut self.found);
         self.screen.feed(data, &mut found);
+        self.drain_log();
         if !found.is_empty() {
             self.on_output_events(found.drain(..), now);
         }
@@ -632,6 +654,7 @@ impl Master {
             return;
         }
         self.screen.resize(cols, rows);
+        self.drain_log();
         debug!(cols, rows, "resized");
         self.emit_noise(EventBody::Resize { cols, rows }, Instant::now());
     }
@@ -901,6 +924,12 @@ impl Master {
         // it before the exit, not never.
         self.flush_title(now);
         self.flush_all_noise();
+        self.drain_log();
+        if let Some(log) = &mut self.log
+            && let Err(e) = log.sync()
+        {
+            warn!("{e:#}");
+        }
         let record = ExitRecord {
             generation: self.meta.generation,
             status,
@@ -1054,6 +1083,7 @@ mod tests {
             journal,
             authority,
             subreaper: false,
+            log: None,
         });
         Rig { master, _dir: dir, _slave: pty.slave }
     }

@@ -164,3 +164,51 @@ fn a_history_larger_than_a_frame_gives_its_newest_lines() {
     let last = history.last().unwrap()["text"].as_str().unwrap().to_string();
     assert!(last.starts_with("11995 "), "the newest history line comes last: {last}");
 }
+
+#[test]
+fn the_session_log_holds_what_scrolled_off_and_outlives_the_session_until_rm() {
+    let home = Home::new();
+    // No history in memory: the log is kept on its own.
+    home.ok(&["new", "l", "--size", "40x5", "--history", "0", "--", "sh", "-c", "seq 1 2000; printf READY; exec cat"]);
+    home.wait_screen("l", "READY");
+    let out = home.ok(&["log", "l", "--since-start"]);
+    let want: Vec<String> = numbers(1, 2000).into_iter().chain(["READY".into()]).collect();
+    assert_eq!(lines(&out), want, "all that scrolled off, then the screen");
+    let tail = home.ok(&["log", "l"]);
+    assert_eq!(lines(&tail).len(), 1000 + 5, "the newest 1,000 lines, then the screen");
+    assert_eq!(lines(&tail)[0], "997");
+
+    // After the exit the log stays, with the last screen after it; `desk rm` removes it.
+    home.ok(&["kill", "l", "--signal", "KILL"]);
+    home.wait_exit("l");
+    let after = home.ok(&["log", "l", "--since-start"]);
+    assert_eq!(lines(&after)[..2000], numbers(1, 2000)[..], "kept after the exit");
+    home.ok(&["rm", "l"]);
+    assert_eq!(home.desk(&["log", "l"]).status.code(), Some(2), "gone with the session");
+}
+
+#[test]
+fn log_follow_prints_new_lines_and_ends_with_the_last_screen() {
+    let home = Home::new();
+    let go = home.path().join("go");
+    let script = format!("while [ ! -e '{}' ]; do sleep 0.05; done; seq 1 20; echo bye; exit 0", go.display());
+    home.ok(&["new", "f", "--size", "40x3", "--", "sh", "-c", &script]);
+    let mut follow = home.cmd().args(["log", "f", "--follow"]).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    std::fs::write(&go, "").unwrap();
+    let status = follow.wait().unwrap();
+    assert!(status.success());
+    let mut out = String::new();
+    std::io::Read::read_to_string(follow.stdout.as_mut().unwrap(), &mut out).unwrap();
+    let got = lines(&out);
+    // The numbers scrolled off while it followed; the last screen comes at the end.
+    assert_eq!(got[..got.len() - 2], numbers(1, 19)[..], "{out}");
+    assert_eq!(got[got.len() - 2..], ["20", "bye"], "{out}");
+}
+
+#[test]
+fn a_bad_log_cap_is_refused_by_name() {
+    let home = Home::new();
+    let out = home.desk(&["new", "x", "--log-cap", "12Q", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--log-cap"), "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -208,6 +208,10 @@ pub struct History {
     limit: usize,
     /// Reused to build each line (see `HistoryLine::from_row`).
     scratch: Scratch,
+    /// With a session log: the text of the lines pushed since the owner last took it, one
+    /// line each, `\n`-terminated. Bounded by what one `feed` call scrolls off (the master
+    /// takes it after every call).
+    log: Option<String>,
 }
 
 /// Buffers reused by `HistoryLine::from_row`, so that pushing a line allocates only the
@@ -229,17 +233,12 @@ impl Eq for Scratch {}
 impl History {
     /// An empty history keeping at most `limit` lines (clamped to `MAX_HISTORY_LINES`).
     pub fn new(limit: usize) -> History {
-        History { lines: VecDeque::new(), limit: limit.min(MAX_HISTORY_LINES), scratch: Scratch::default() }
+        History { lines: VecDeque::new(), limit: limit.min(MAX_HISTORY_LINES), scratch: Scratch::default(), log: None }
     }
 
     /// The bound.
     pub fn limit(&self) -> usize {
         self.limit
-    }
-
-    /// True when lines are kept at all.
-    pub fn enabled(&self) -> bool {
-        self.limit > 0
     }
 
     /// Lines kept.
@@ -249,14 +248,39 @@ impl History {
 
     /// Appends a row that scrolled off the top, dropping the oldest line past the bound.
     pub(crate) fn push_row(&mut self, row: &Row) {
+        if !self.keeps_rows() {
+            return;
+        }
+        let line = HistoryLine::from_row(row, &mut self.scratch);
+        if let Some(log) = &mut self.log {
+            log.push_str(line.text());
+            log.push('\n');
+        }
         if self.limit == 0 {
             return;
         }
         if self.lines.len() >= self.limit {
             self.lines.pop_front();
         }
-        let line = HistoryLine::from_row(row, &mut self.scratch);
         self.lines.push_back(line);
+    }
+
+    /// True when rows scrolled off go anywhere (the history, or the log text).
+    pub fn keeps_rows(&self) -> bool {
+        self.limit > 0 || self.log.is_some()
+    }
+
+    /// Starts collecting the text of scrolled-off lines for a session log.
+    pub fn enable_log(&mut self) {
+        self.log.get_or_insert_with(String::new);
+    }
+
+    /// Appends the text collected since the last call to `out` (nothing without a log).
+    pub fn take_log_text(&mut self, out: &mut String) {
+        if let Some(log) = &mut self.log {
+            out.push_str(log);
+            log.clear();
+        }
     }
 
     /// Takes the newest line back (a resize that grows the screen pulls it down).

@@ -185,3 +185,21 @@ fn every_kind_of_run_survives_the_compact_encoding() {
     assert_eq!(line.heap_bytes(), "plain text".len());
     assert_eq!(line.runs().collect::<Vec<_>>(), [("plain text", Attrs::default())]);
 }
+
+#[test]
+fn the_log_text_gets_every_scrolled_off_line_whatever_the_history_keeps() {
+    let mut s = Screen::with_history(10, 3, 2);
+    s.enable_log();
+    s.process(&numbered(1, 10));
+    let mut text = String::new();
+    s.take_log_text(&mut text);
+    assert_eq!(text, "1\n2\n3\n4\n5\n6\n7\n8\n");
+    assert_eq!(s.history_text(10), ["7", "8"]);
+    text.clear();
+    s.take_log_text(&mut text);
+    assert!(text.is_empty(), "taken once");
+    let mut plain = Screen::new(10, 3);
+    plain.process(&numbered(1, 10));
+    plain.take_log_text(&mut text);
+    assert!(text.is_empty(), "no log unless enabled");
+}

@@ -201,6 +201,19 @@ impl Screen {
         screen
     }
 
+    /// Also collects the text of every line scrolled off the main screen (whatever the history
+    /// keeps), for a session log: [`Screen::take_log_text`] hands it over.
+    pub fn enable_log(&mut self) {
+        self.term.history.enable_log();
+    }
+
+    /// Appends the text (one `\n`-terminated line each) of the lines scrolled off since the
+    /// last call to `out`; nothing unless [`Screen::enable_log`] was called. Call it after
+    /// every `feed`: the text is held until then.
+    pub fn take_log_text(&mut self, out: &mut String) {
+        self.term.history.take_log_text(out);
+    }
+
     /// The most lines the history keeps (0: none).
     pub fn history_limit(&self) -> usize {
         self.term.history.limit()
@@ -303,7 +316,10 @@ impl Screen {
     /// history-keeping screen fed in one call with one fed byte by byte.
     fn skip_scrolled_off(&mut self, bytes: &[u8]) -> usize {
         let rows = self.term.rows;
-        if self.term.history.enabled() || !self.ground.is_ground() || self.term.top != 0 || self.term.bottom + 1 != rows
+        if self.term.history.keeps_rows()
+            || !self.ground.is_ground()
+            || self.term.top != 0
+            || self.term.bottom + 1 != rows
         {
             return 0;
         }

@@ -671,7 +671,7 @@ impl Term {
     /// history (xterm saves lines whenever the top margin is the top row).
     fn scroll_region_up(&mut self, top: usize, bottom: usize, n: usize) {
         let blank = self.blank();
-        if self.alt_mode.is_none() && top == 0 && self.history.enabled() {
+        if self.alt_mode.is_none() && top == 0 && self.history.keeps_rows() {
             self.main.scroll_up_into(top, bottom, n, blank, Some(&mut self.history));
         } else {
             self.grid_mut().scroll_up(top, bottom, n, blank);
@@ -935,7 +935,7 @@ impl Term {
         // the one saved on entering it (1049) or the shared one (47, 1047).
         let main_row = if alt && self.saved[0].saved { self.saved[0].pos.row } else { self.cur.row };
         let alt_row = if alt { self.cur.row } else { self.saved[1].pos.row };
-        let history = self.history.enabled().then_some(&mut self.history);
+        let history = self.history.keeps_rows().then_some(&mut self.history);
         let main_shift = self.main.resize(cols, rows, main_row, history);
         let alt_shift = self.alt.resize(cols, rows, alt_row, None);
         self.cols = cols;
