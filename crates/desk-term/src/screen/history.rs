@@ -252,6 +252,32 @@ impl History {
             return;
         }
         let line = HistoryLine::from_row(row, &mut self.scratch);
+        self.push_line(line);
+    }
+
+    /// Appends the line that a row reset to `blank` and then written with `chunk` (printable
+    /// ASCII, at most `cols` bytes) in `pen` from column 0 would give: exactly what `push_row`
+    /// of that row gives, without building the row when the pen is the default one.
+    pub(crate) fn push_text(&mut self, chunk: &[u8], pen: Attrs, blank: Cell, cols: usize, wrapped: bool) {
+        if !self.keeps_rows() {
+            return;
+        }
+        if pen == Attrs::default() {
+            // Default pen: blank is `Cell::BLANK`, nothing but the text shows, and trailing
+            // spaces count as blank.
+            let end = chunk.iter().rposition(|&b| b != b' ').map_or(0, |i| i + 1);
+            // At most `cols` <= MAX_COLS bytes: fits.
+            let line = HistoryLine { data: Box::from(&chunk[..end]), text_len: end as u16, wrapped };
+            self.push_line(line);
+        } else {
+            let mut row = Row::new(cols, blank);
+            row.write_plain(0, chunk.iter().map(|&b| char::from(b)), pen);
+            row.wrapped = wrapped;
+            self.push_row(&row);
+        }
+    }
+
+    fn push_line(&mut self, line: HistoryLine) {
         if let Some(log) = &mut self.log {
             log.push_str(line.text());
             log.push('\n');

@@ -91,7 +91,9 @@ mod props {
     fn piece() -> impl Strategy<Value = Vec<u8>> {
         prop_oneof![
             6 => "[a-z ]{0,20}".prop_map(String::into_bytes),
-            8 => Just(b"\r\n".to_vec()),
+            16 => Just(b"\r\n".to_vec()),
+            1 => Just(b"\x1b[44m".to_vec()),
+            1 => Just(b"\x1b[1;31m".to_vec()),
             1 => Just(b"\n".to_vec()),
             1 => Just(b"\r".to_vec()),
             1 => Just(b"\x1b[31;44m".to_vec()),
@@ -119,18 +121,25 @@ mod props {
             cols in 1u16..12,
             rows in 1u16..5,
             limit in 0usize..30,
-            parts in proptest::collection::vec(piece(), 0..150),
+            parts in proptest::collection::vec(piece(), 0..300),
             cuts in proptest::collection::vec(any::<usize>(), 0..4),
         ) {
             let stream = parts.concat();
             let mut bytewise = Screen::with_history(cols, rows, limit);
+            bytewise.enable_log();
             for b in &stream {
                 bytewise.process(std::slice::from_ref(b));
             }
             let mut whole = Screen::with_history(cols, rows, limit);
+            whole.enable_log();
             whole.process(&stream);
             prop_assert_eq!(lines(&whole), lines(&bytewise));
             prop_assert_eq!(whole.text_rows(), bytewise.text_rows());
+            prop_assert_eq!(whole.render_keyframe(), bytewise.render_keyframe());
+            let (mut a, mut b) = (String::new(), String::new());
+            whole.take_log_text(&mut a);
+            bytewise.take_log_text(&mut b);
+            prop_assert_eq!(a, b);
             prop_assert!(whole.history_len() <= limit);
             let mut points: Vec<usize> = cuts.iter().map(|c| c % (stream.len() + 1)).collect();
             points.sort_unstable();
@@ -202,4 +211,24 @@ fn the_log_text_gets_every_scrolled_off_line_whatever_the_history_keeps() {
     plain.process(&numbered(1, 10));
     plain.take_log_text(&mut text);
     assert!(text.is_empty(), "no log unless enabled");
+}
+
+#[test]
+fn a_flood_skips_drawing_and_still_fills_the_history_exactly() {
+    let flood: Vec<u8> = (0..40).flat_map(|i| format!("line {i} {}\r\n", "x".repeat(i % 13)).into_bytes()).collect();
+    let mut skipped = Screen::with_history(10, 3, 100);
+    skipped.process(b"\x1b[44mold top\r\nold 2\r\n\x1b[0m");
+    let taken = skipped.skip_scrolled_off(&flood);
+    assert!(taken > flood.len() / 2, "the skip was not taken: {taken}");
+    skipped.process(&flood[taken..]);
+    let mut drawn = Screen::with_history(10, 3, 100);
+    drawn.process(b"\x1b[44mold top\r\nold 2\r\n\x1b[0m");
+    for b in &flood {
+        drawn.process(std::slice::from_ref(b));
+    }
+    assert_eq!(
+        skipped.history_tail(100).cloned().collect::<Vec<_>>(),
+        drawn.history_tail(100).cloned().collect::<Vec<_>>()
+    );
+    assert_eq!(skipped.render_keyframe(), drawn.render_keyframe());
 }

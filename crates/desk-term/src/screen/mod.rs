@@ -263,7 +263,12 @@ impl Screen {
     }
 
     fn parse(&mut self, bytes: &[u8]) {
-        let mut i = if self.partial.len > 0 { self.finish_partial(bytes) } else { self.skip_scrolled_off(bytes) };
+        let i = if self.partial.len > 0 { self.finish_partial(bytes) } else { self.skip_scrolled_off(bytes) };
+        self.parse_from(bytes, i);
+    }
+
+    /// The parse loop from `bytes[i]` on (no skip).
+    fn parse_from(&mut self, bytes: &[u8], mut i: usize) {
         while i < bytes.len() {
             if self.ground.is_ground() {
                 let b = bytes[i];
@@ -316,11 +321,10 @@ impl Screen {
     /// history-keeping screen fed in one call with one fed byte by byte.
     fn skip_scrolled_off(&mut self, bytes: &[u8]) -> usize {
         let rows = self.term.rows;
-        if self.term.history.keeps_rows()
-            || !self.ground.is_ground()
-            || self.term.top != 0
-            || self.term.bottom + 1 != rows
-        {
+        if self.term.history.keeps_rows() {
+            return self.skip_into_history(bytes);
+        }
+        if !self.ground.is_ground() || self.term.top != 0 || self.term.bottom + 1 != rows {
             return 0;
         }
         // The plain prefix and its line feeds: cheap to find, a word at a time.
@@ -348,6 +352,106 @@ impl Screen {
         }
         let skipped = &bytes[..=feed];
         let last = skipped.iter().rev().find(|&&b| (0x20..0x7f).contains(&b)).copied();
+        self.term.scrolled_off_at_bottom(last.map(char::from));
+        feed + 1
+    }
+
+    /// The flood skip for a screen that keeps its scrolled-off rows (history or log): the rows
+    /// are not drawn, but the history gets exactly the lines drawing would have given it, and
+    /// the screen ends exactly as drawn. Returns how many bytes were accounted for (0: none).
+    ///
+    /// The plain prefix is drawn normally up to just after its `rows`-th line feed, if that
+    /// follows a CR: the cursor is then at the start of a fresh bottom row (that feed scrolled).
+    /// From there to the skip point (as in `skip_scrolled_off`: after a CR LF with `rows` more
+    /// line feeds after it) the text must be lines separated by CR LF alone, printed with a pen
+    /// that draws them as they are (ASCII character set, not concealed, no insert or newline
+    /// mode, autowrap on). Each such line fills one row per `cols` characters (all but the last
+    /// left wrapped), and each row produced scrolls the screen once, so: the screen's top rows
+    /// and then the produced rows go into the history, in order, except the last `rows - 1`
+    /// rows, which are drawn on the screen above a fresh bottom row.
+    fn skip_into_history(&mut self, bytes: &[u8]) -> usize {
+        let t = &self.term;
+        let rows = t.rows;
+        if !self.ground.is_ground()
+            || t.alt_mode.is_some()
+            || t.top != 0
+            || t.bottom + 1 != rows
+            || t.pen.has(flag::HIDDEN)
+            || t.gl_charset() != modes::Charset::Ascii
+            || t.modes.insert
+            || t.modes.newline
+            || !t.modes.autowrap
+        {
+            return 0;
+        }
+        let mut end = 0;
+        let mut feeds = 0;
+        loop {
+            end += printable_run(&bytes[end..]);
+            match bytes.get(end) {
+                Some(b'\n') => feeds += 1,
+                Some(b'\r') => {}
+                _ => break,
+            }
+            end += 1;
+        }
+        if feeds < 3 * rows {
+            return 0;
+        }
+        // The start: just after the `rows`-th line feed, which follows a CR.
+        let Some(first) = memchr::memchr_iter(b'\n', &bytes[..end]).nth(rows - 1) else {
+            return 0;
+        };
+        // The skip point: just after the line feed with `rows` more after it.
+        let Some(feed) = memchr::memrchr_iter(b'\n', &bytes[..end]).nth(rows) else {
+            return 0;
+        };
+        if first == 0 || bytes[first - 1] != b'\r' || feed <= first + 1 || bytes[feed - 1] != b'\r' {
+            return 0;
+        }
+        // Lines separated by CR LF and nothing else (the last one ends at the skip point's CR).
+        let middle = &bytes[first + 1..feed - 1];
+        let crs = memchr::memchr_iter(b'\r', middle).count();
+        let mut lfs = 0;
+        for j in memchr::memchr_iter(b'\n', middle) {
+            if j == 0 || middle[j - 1] != b'\r' {
+                return 0;
+            }
+            lfs += 1;
+        }
+        if crs != lfs {
+            return 0;
+        }
+        let lines = || middle.split(|&b| b == b'\n').map(|l| l.strip_suffix(b"\r").unwrap_or(l));
+        // Draw the start normally: it leaves the cursor at the start of a fresh bottom row.
+        self.parse_from(&bytes[..=first], 0);
+        let cols = self.term.cols;
+        let produced: usize = lines().map(|l| l.len().div_ceil(cols).max(1)).sum();
+        let kept = produced.min(rows - 1);
+        let blank = self.term.blank();
+        let pen = self.term.pen;
+        // The screen's rows above the bottom one scroll off first, as many as rows produced
+        // (the bottom one is fresh: the produced rows start in it).
+        self.term.main.scroll_up_into(0, rows - 1, kept, blank, Some(&mut self.term.history));
+        // Then the produced rows: all but the last `kept` into the history, those on screen.
+        let mut index = 0;
+        for line in lines() {
+            let n = line.len().div_ceil(cols).max(1);
+            for k in 0..n {
+                let chunk = &line[(k * cols).min(line.len())..((k + 1) * cols).min(line.len())];
+                let wrapped = k + 1 < n;
+                if index + kept < produced {
+                    self.term.history.push_text(chunk, pen, blank, cols, wrapped);
+                } else {
+                    let row = self.term.main.row_mut(rows - 1 - (produced - index));
+                    row.reset(blank);
+                    row.write_plain(0, chunk.iter().map(|&b| char::from(b)), pen);
+                    row.wrapped = wrapped;
+                }
+                index += 1;
+            }
+        }
+        let last = middle.iter().rev().find(|&&b| (0x20..0x7f).contains(&b)).copied();
         self.term.scrolled_off_at_bottom(last.map(char::from));
         feed + 1
     }
