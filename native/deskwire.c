@@ -876,6 +876,102 @@ static int take_state(body_ctx *c, dw_json *v, dw_json **out) {
     return 0;
 }
 
+static int key_index(const dw_str *key, const char *const *keys, int n);
+
+/* Keeps, in this order, the members of `obj` whose index in `keep` (one per known key, -1
+ * for a member to drop) is set, freeing the others: the canonical form a typed reader
+ * re-encodes (unknown keys and default values left out). */
+static int rebuild_object(body_ctx *c, dw_json *obj, const int *slot, int nslots) {
+    dw_member *old = obj->u.obj.members, *out;
+    size_t i, n = 0;
+    int k;
+    out = calloc((size_t)nslots, sizeof *out);
+    if (!out) return fail(c->err, DW_MALFORMED, "out of memory");
+    for (k = 0; k < nslots; k++)
+        if (slot[k] >= 0) out[n++] = old[slot[k]];
+    for (i = 0; i < obj->u.obj.len; i++) {
+        int kept = 0;
+        for (k = 0; k < nslots; k++)
+            if (slot[k] == (int)i) kept = 1;
+        if (!kept) {
+            free(old[i].key.ptr);
+            dw_json_free(&old[i].value);
+        }
+    }
+    free(old);
+    obj->u.obj.members = out;
+    obj->u.obj.len = n;
+    return 0;
+}
+
+/* A history colour (`fg`, `bg`): an index 0-255 or a string; null reads as absent. */
+static int check_color(body_ctx *c, const dw_json *v, const char *key, int *keep) {
+    if (v->kind == DW_JNULL) return 0;
+    if ((v->kind == DW_JUINT && v->u.uint <= 255) || v->kind == DW_JSTRING) {
+        *keep = 1;
+        return 0;
+    }
+    return body_fail(c, "invalid value for `%s`: %s", key, "data did not match any variant");
+}
+
+static const char *const RUN_KEYS[] = {"text", "fg", "bg", "flags"};
+static const char *const ROW_KEYS[] = {"text", "wrapped", "runs"};
+
+/* One run of a history row, checked and put in canonical form. */
+static int normalize_run(body_ctx *c, dw_json *run) {
+    unsigned long seen = 0;
+    int slot[4] = {-1, -1, -1, -1};
+    size_t i;
+    uint64_t u = 0;
+    if (run->kind != DW_JOBJECT) return body_fail(c, "invalid type for `%s`: expected %s", "runs", "an object");
+    for (i = 0; i < run->u.obj.len; i++) {
+        const dw_member *m = &run->u.obj.members[i];
+        int k = key_index(&m->key, RUN_KEYS, 4), keep = 0;
+        if (k < 0) continue;
+        if (mark_seen(c, &seen, k, RUN_KEYS[k]) != 0) return -1;
+        if (k == 0) {
+            if (m->value.kind != DW_JSTRING) return body_fail(c, "invalid type for `%s`: expected %s", "text", "a string");
+            keep = 1;
+        } else if (k == 1 || k == 2) {
+            if (check_color(c, &m->value, RUN_KEYS[k], &keep) != 0) return -1;
+        } else {
+            if (want_uint(c, &m->value, "flags", 0xffffu, &u) != 0) return -1;
+            keep = u != 0;
+        }
+        if (keep) slot[k] = (int)i;
+    }
+    if (check_missing(c, seen, RUN_KEYS, 4, 0xeul) != 0) return -1;
+    return rebuild_object(c, run, slot, 4);
+}
+
+/* One history row, checked and put in canonical form. */
+static int normalize_row(body_ctx *c, dw_json *row) {
+    unsigned long seen = 0;
+    int slot[3] = {-1, -1, -1};
+    size_t i, j;
+    if (row->kind != DW_JOBJECT) return body_fail(c, "invalid type for `%s`: expected %s", "history", "an array of objects");
+    for (i = 0; i < row->u.obj.len; i++) {
+        dw_member *m = &row->u.obj.members[i];
+        int k = key_index(&m->key, ROW_KEYS, 3), flag = 0;
+        if (k < 0) continue;
+        if (mark_seen(c, &seen, k, ROW_KEYS[k]) != 0) return -1;
+        if (k == 0) {
+            if (m->value.kind != DW_JSTRING) return body_fail(c, "invalid type for `%s`: expected %s", "text", "a string");
+            slot[0] = (int)i;
+        } else if (k == 1) {
+            if (want_bool(c, &m->value, "wrapped", &flag) != 0) return -1;
+            if (flag) slot[1] = (int)i;
+        } else {
+            if (m->value.kind != DW_JARRAY) return body_fail(c, "invalid type for `%s`: expected %s", "runs", "an array");
+            for (j = 0; j < m->value.u.arr.len; j++)
+                if (normalize_run(c, &m->value.u.arr.items[j]) != 0) return -1;
+            if (m->value.u.arr.len) slot[2] = (int)i;
+        }
+    }
+    if (check_missing(c, seen, ROW_KEYS, 3, 0x6ul) != 0) return -1;
+    return rebuild_object(c, row, slot, 3);
+}
+
 static int key_index(const dw_str *key, const char *const *keys, int n) {
     int i;
     for (i = 0; i < n; i++)
@@ -1059,6 +1155,11 @@ static int read_snapshot(body_ctx *c, dw_json *obj, dw_snapshot *s) {
                 rc = body_fail(c, "invalid type for `%s`: expected %s", "history", "an array");
                 break;
             }
+            {
+                size_t j;
+                for (j = 0; j < m->value.u.arr.len && rc == 0; j++) rc = normalize_row(c, &m->value.u.arr.items[j]);
+            }
+            if (rc != 0) break;
             s->history = malloc(sizeof *s->history);
             if (!s->history) return fail(c->err, DW_MALFORMED, "out of memory");
             *s->history = m->value;
