@@ -12,6 +12,8 @@
 //! - attach: time from starting the attach command until its terminal shows a full 40-line
 //!   screen (desk and tmux; dtach keeps no screen to redraw from).
 //! - idle: private memory of the holder process and its context switches over an idle period.
+//! - history: private memory of a master whose history is full (10,000 lines of mixed-colour
+//!   output) beside one that printed nothing, and the same for a tmux server.
 //! - fleet: 10, 100, 300 idle sessions of desk beside as many tmux sessions (one server): the
 //!   private memory each desk master keeps (and its heap), what each extra session adds to the
 //!   tmux server, and the wall time of `desk ls` and `tmux ls` at each size.
@@ -19,7 +21,7 @@
 //! Pinning: this process and the attach clients run on CPU 1, holders and their children on
 //! CPU 0 (`taskset`), so every tool gets the same split; the fleet part pins nothing (a listing
 //! may use both cores, as it would for a user). Options: `--runs N` (default 5), `--mb N`
-//! (default 50), `--only fanout|attach|idle|fleet`, `--idle-secs N` (default 10), `--sessions
+//! (default 50), `--only fanout|attach|idle|history|fleet`, `--idle-secs N` (default 10), `--sessions
 //! N,N,..` (fleet sizes, default 10,100,300), `--ls-runs N` (timed listings per size, default 20).
 
 use desk::pty::{Spawn, spawn};
@@ -243,7 +245,13 @@ struct Desk {
     exe: PathBuf,
     home: PathBuf,
     n: usize,
+    /// `desk new --history` for this holder's sessions; `None`: the default (10,000 lines).
+    history: Option<usize>,
 }
+
+/// The name of the desk holder whose sessions keep no history (`--history 0`): in the fan-out
+/// only, beside the default one, to show what keeping a history costs there.
+const DESK_NO_HISTORY: &str = "desk --history 0";
 
 impl Desk {
     fn cmd(&self) -> Command {
@@ -258,13 +266,17 @@ impl Desk {
 
 impl Holder for Desk {
     fn name(&self) -> &'static str {
-        "desk"
+        if self.history == Some(0) { DESK_NO_HISTORY } else { "desk" }
     }
     fn start(&mut self, script: &str) -> u32 {
         self.n += 1;
         let mut c = Command::new("taskset");
         c.env("DESK_HOME", &self.home).arg("-c").arg("0").arg(&self.exe);
-        c.args(["new", &self.session(), "--size", &format!("{COLS}x{ROWS}"), "--", "sh", "-c", script]);
+        c.args(["new", &self.session(), "--size", &format!("{COLS}x{ROWS}")]);
+        if let Some(n) = self.history {
+            c.args(["--history", &n.to_string()]);
+        }
+        c.args(["--", "sh", "-c", script]);
         run(&mut c);
         let json = run(self.cmd().args(["ls", "--json"]));
         let v: serde_json::Value = serde_json::from_str(&json).unwrap();
@@ -594,29 +606,36 @@ fn fanout(holders: &mut [Box<dyn Holder>], opts: &Opts, work: &Path) -> String {
     }
     // Ratios within each run (holders of one run share the machine's state), then their median.
     let mut ratios = String::from(
-        "\n| run | 1 client MB/s: desk | dtach | raw PTY | desk / dtach | desk / raw PTY |\n|---|---|---|---|---|---|\n",
+        "\n| run | 1 client MB/s: desk | desk --history 0 | dtach | raw PTY | desk / desk --history 0 | desk / dtach | desk / raw PTY |\n|---|---|---|---|---|---|---|---|\n",
     );
-    let (mut to_dtach, mut to_raw) = (Vec::new(), Vec::new());
+    let (mut to_dtach, mut to_raw, mut to_off) = (Vec::new(), Vec::new(), Vec::new());
     for (run_no, mbps) in &one_client {
         let get = |name: &str| mbps.get(name).copied().unwrap_or(f64::NAN);
-        let (desk, dtach, raw) = (get("desk"), get("dtach"), get("raw PTY"));
+        let (desk, off, dtach, raw) = (get("desk"), get(DESK_NO_HISTORY), get("dtach"), get("raw PTY"));
         to_dtach.push(desk / dtach);
         to_raw.push(desk / raw);
+        to_off.push(desk / off);
         ratios.push_str(&format!(
-            "| {} | {desk:.1} | {dtach:.1} | {raw:.1} | {:.2} | {:.2} |\n",
+            "| {} | {desk:.1} | {off:.1} | {dtach:.1} | {raw:.1} | {:.2} | {:.2} | {:.2} |\n",
             run_no + 1,
+            desk / off,
             desk / dtach,
             desk / raw
         ));
     }
-    ratios.push_str(&format!("| median | | | | {:.2} | {:.2} |\n", median(&mut to_dtach), median(&mut to_raw)));
+    ratios.push_str(&format!(
+        "| median | | | | | {:.2} | {:.2} | {:.2} |\n",
+        median(&mut to_off),
+        median(&mut to_dtach),
+        median(&mut to_raw)
+    ));
     format!("File: {} bytes of base64-style text ({} runs each).\n\n{table}{ratios}", size, opts.runs)
 }
 
 fn attach_latency(holders: &mut [Box<dyn Holder>], opts: &Opts, work: &Path) -> String {
     let runs = (opts.runs * 6).max(20);
     let mut table = String::from("| holder | runs | median ms | p95 ms |\n|---|---|---|---|\n");
-    for holder in holders.iter_mut().filter(|h| h.name() != "dtach") {
+    for holder in holders.iter_mut().filter(|h| h.name() != "dtach" && h.name() != DESK_NO_HISTORY) {
         let script = format!(
             "for i in $(seq 1 39); do printf 'line %02d %s\\n' $i {pad}; done; printf 'FULL-SCREEN-MARKER'; exec sleep 100000",
             pad = "x".repeat(100)
@@ -663,7 +682,7 @@ fn idle(holders: &mut [Box<dyn Holder>], opts: &Opts) -> String {
     // A freshly linked executable's pages are dirty in the page cache until written back, and
     // would show as Private_Dirty; write them back first so "dirty" means the holder's own.
     nix::unistd::sync();
-    for holder in holders.iter_mut() {
+    for holder in holders.iter_mut().filter(|h| h.name() != DESK_NO_HISTORY) {
         // tmux holds every session in one server: its numbers are for the whole server.
         for count in [1usize, 10] {
             let pids: Vec<u32> = (0..count).map(|_| holder.start("exec sleep 100000")).collect();
@@ -700,6 +719,115 @@ fn idle(holders: &mut [Box<dyn Holder>], opts: &Opts) -> String {
     )
 }
 
+/// Lines written for the history measurement: more than the 10,000 a session keeps, so the
+/// history is full.
+const HISTORY_FILL_LINES: usize = 12_000;
+
+/// Typical agent output for the history measurement: lines of 80-120 columns, each with a few
+/// coloured words (indexed and direct colours, bold) between plain text.
+fn mixed_colour_lines(n: usize) -> String {
+    let mut out = String::new();
+    for i in 0..n {
+        let width = 80 + (i * 37) % 41;
+        let mut line = String::new();
+        let mut visible = 0;
+        let mut k = i;
+        while visible < width {
+            let word = format!("w{k:x} ");
+            let take = word.len().min(width - visible);
+            match k % 5 {
+                0 => line.push_str(&format!("\x1b[3{}m{}\x1b[0m", k % 8, &word[..take])),
+                1 => line.push_str(&format!("\x1b[1;38;2;{};{};200m{}\x1b[0m", k % 256, (k * 7) % 256, &word[..take])),
+                _ => line.push_str(&word[..take]),
+            }
+            visible += take;
+            k += 1;
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+/// Private memory of a desk master whose history is full of mixed-colour output beside one
+/// that printed nothing, and the same for tmux (one server each, `history-limit 10000`).
+fn history_memory(opts: &Opts, work: &Path) -> String {
+    let file = work.join("history-fill.txt");
+    std::fs::write(&file, mixed_colour_lines(HISTORY_FILL_LINES)).unwrap();
+    let full_script = format!("cat '{}'; printf DONE; exec sleep 100000", file.display());
+    let empty_script = "printf DONE; exec sleep 100000";
+    let mut rows = String::from(
+        "| holder | runs | private KiB, empty | private KiB, full history | difference KiB | history lines seen (desk: in one `peek --history` frame; tmux: `history_size`) |\n|---|---|---|---|---|---|\n",
+    );
+    let runs = opts.runs.min(3);
+    // desk: two sessions, one master each.
+    let (mut empty, mut full, mut lines) = (Vec::new(), Vec::new(), 0);
+    for run_no in 0..runs {
+        let mut desk = Desk {
+            exe: PathBuf::from(env!("CARGO_BIN_EXE_desk")),
+            home: work.join(format!("home-history-{run_no}")),
+            n: 0,
+            history: None,
+        };
+        let full_pid = desk.start(&full_script);
+        let full_name = desk.session();
+        let empty_pid = desk.start(empty_script);
+        let empty_name = desk.session();
+        for name in [&full_name, &empty_name] {
+            wait_for("the fill to finish", Duration::from_secs(120), || {
+                run(desk.cmd().args(["peek", name])).contains("DONE")
+            });
+        }
+        // The master gives back idle buffers once the session is quiet.
+        thread::sleep(Duration::from_secs(3));
+        full.push(private_kib(full_pid) as f64);
+        empty.push(private_kib(empty_pid) as f64);
+        let json = run(desk.cmd().args(["peek", &full_name, "--json", "--history"]));
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        lines = v["data"]["history"].as_array().map_or(0, Vec::len);
+        desk.stop_all();
+    }
+    let (e, f) = (median(&mut empty), median(&mut full));
+    rows.push_str(&format!("| desk | {runs} | {e:.0} | {f:.0} | {:.0} | {lines} |\n", f - e));
+    // tmux: a server with the full pane, a server with an empty one.
+    let (mut empty, mut full) = (Vec::new(), Vec::new());
+    let conf = work.join("tmux-history.conf");
+    std::fs::write(&conf, "set -g history-limit 10000\nset -g status off\n").unwrap();
+    let mut tmux_lines = 0;
+    for run_no in 0..runs {
+        let mut pids = Vec::new();
+        for (tag, script) in [("full", full_script.as_str()), ("empty", empty_script)] {
+            let label = format!("deskhist{}{tag}{run_no}", std::process::id());
+            let tmux = |args: &[&str]| {
+                let mut c = Command::new("tmux");
+                c.args(["-L", &label, "-f"]).arg(&conf).args(args);
+                run(&mut c)
+            };
+            tmux(&["new-session", "-d", "-x", &COLS.to_string(), "-y", &ROWS.to_string(), script]);
+            wait_for("the fill to finish", Duration::from_secs(120), || tmux(&["capture-pane", "-p"]).contains("DONE"));
+            thread::sleep(Duration::from_secs(3));
+            let pid: u32 = tmux(&["display", "-p", "#{pid}"]).trim().parse().unwrap();
+            if tag == "full" {
+                tmux_lines = tmux(&["display", "-p", "#{history_size}"]).trim().parse().unwrap_or(0);
+            }
+            pids.push((pid, label.clone()));
+        }
+        full.push(private_kib(pids[0].0) as f64);
+        empty.push(private_kib(pids[1].0) as f64);
+        for (_, label) in pids {
+            let _ = Command::new("tmux").args(["-L", &label, "kill-server"]).output();
+        }
+    }
+    let (e, f) = (median(&mut empty), median(&mut full));
+    rows.push_str(&format!("| tmux (server) | {runs} | {e:.0} | {f:.0} | {:.0} | {tmux_lines} |\n", f - e));
+    format!(
+        "{HISTORY_FILL_LINES} lines of mixed-colour output, 80-120 columns, written to a {COLS}x{ROWS} \
+         session that keeps 10,000 lines (desk's default, tmux's `history-limit 10000`), beside a \
+         session that printed nothing; private memory (Private_Clean + Private_Dirty) 3 s after the \
+         output ended, medians.\n\n{rows}"
+    )
+}
+
 #[path = "sessions/fleet.rs"]
 mod fleet;
 
@@ -721,7 +849,13 @@ fn main() {
     let work = tempfile::Builder::new().prefix("desk-bench").tempdir().unwrap();
     let home = work.path().join("home");
     let mut guard = StopOnDrop(vec![
-        Box::new(Desk { exe: PathBuf::from(env!("CARGO_BIN_EXE_desk")), home, n: 0 }),
+        Box::new(Desk { exe: PathBuf::from(env!("CARGO_BIN_EXE_desk")), home: home.clone(), n: 0, history: None }),
+        Box::new(Desk {
+            exe: PathBuf::from(env!("CARGO_BIN_EXE_desk")),
+            home: work.path().join("home-no-history"),
+            n: 0,
+            history: Some(0),
+        }),
         Box::new(Dtach { dir: work.path().to_path_buf(), n: 0 }),
         Box::new(Tmux { label: format!("deskbench{}", std::process::id()), n: 0 }),
     ]);
@@ -745,6 +879,9 @@ fn main() {
     }
     if want("idle") {
         println!("## Idle holder\n\n{}", idle(holders, &opts));
+    }
+    if want("history") {
+        println!("## A full history\n\n{}", history_memory(&opts, work.path()));
     }
     if opts.only.as_deref() == Some("fleet") {
         println!("## Fleet of idle sessions\n\n{}", fleet::measure(&opts, work.path()));

@@ -876,6 +876,102 @@ static int take_state(body_ctx *c, dw_json *v, dw_json **out) {
     return 0;
 }
 
+static int key_index(const dw_str *key, const char *const *keys, int n);
+
+/* Keeps, in this order, the members of `obj` whose index in `keep` (one per known key, -1
+ * for a member to drop) is set, freeing the others: the canonical form a typed reader
+ * re-encodes (unknown keys and default values left out). */
+static int rebuild_object(body_ctx *c, dw_json *obj, const int *slot, int nslots) {
+    dw_member *old = obj->u.obj.members, *out;
+    size_t i, n = 0;
+    int k;
+    out = calloc((size_t)nslots, sizeof *out);
+    if (!out) return fail(c->err, DW_MALFORMED, "out of memory");
+    for (k = 0; k < nslots; k++)
+        if (slot[k] >= 0) out[n++] = old[slot[k]];
+    for (i = 0; i < obj->u.obj.len; i++) {
+        int kept = 0;
+        for (k = 0; k < nslots; k++)
+            if (slot[k] == (int)i) kept = 1;
+        if (!kept) {
+            free(old[i].key.ptr);
+            dw_json_free(&old[i].value);
+        }
+    }
+    free(old);
+    obj->u.obj.members = out;
+    obj->u.obj.len = n;
+    return 0;
+}
+
+/* A history colour (`fg`, `bg`): an index 0-255 or a string; null reads as absent. */
+static int check_color(body_ctx *c, const dw_json *v, const char *key, int *keep) {
+    if (v->kind == DW_JNULL) return 0;
+    if ((v->kind == DW_JUINT && v->u.uint <= 255) || v->kind == DW_JSTRING) {
+        *keep = 1;
+        return 0;
+    }
+    return body_fail(c, "invalid value for `%s`: %s", key, "data did not match any variant");
+}
+
+static const char *const RUN_KEYS[] = {"text", "fg", "bg", "flags"};
+static const char *const ROW_KEYS[] = {"text", "wrapped", "runs"};
+
+/* One run of a history row, checked and put in canonical form. */
+static int normalize_run(body_ctx *c, dw_json *run) {
+    unsigned long seen = 0;
+    int slot[4] = {-1, -1, -1, -1};
+    size_t i;
+    uint64_t u = 0;
+    if (run->kind != DW_JOBJECT) return body_fail(c, "invalid type for `%s`: expected %s", "runs", "an object");
+    for (i = 0; i < run->u.obj.len; i++) {
+        const dw_member *m = &run->u.obj.members[i];
+        int k = key_index(&m->key, RUN_KEYS, 4), keep = 0;
+        if (k < 0) continue;
+        if (mark_seen(c, &seen, k, RUN_KEYS[k]) != 0) return -1;
+        if (k == 0) {
+            if (m->value.kind != DW_JSTRING) return body_fail(c, "invalid type for `%s`: expected %s", "text", "a string");
+            keep = 1;
+        } else if (k == 1 || k == 2) {
+            if (check_color(c, &m->value, RUN_KEYS[k], &keep) != 0) return -1;
+        } else {
+            if (want_uint(c, &m->value, "flags", 0xffffu, &u) != 0) return -1;
+            keep = u != 0;
+        }
+        if (keep) slot[k] = (int)i;
+    }
+    if (check_missing(c, seen, RUN_KEYS, 4, 0xeul) != 0) return -1;
+    return rebuild_object(c, run, slot, 4);
+}
+
+/* One history row, checked and put in canonical form. */
+static int normalize_row(body_ctx *c, dw_json *row) {
+    unsigned long seen = 0;
+    int slot[3] = {-1, -1, -1};
+    size_t i, j;
+    if (row->kind != DW_JOBJECT) return body_fail(c, "invalid type for `%s`: expected %s", "history", "an array of objects");
+    for (i = 0; i < row->u.obj.len; i++) {
+        dw_member *m = &row->u.obj.members[i];
+        int k = key_index(&m->key, ROW_KEYS, 3), flag = 0;
+        if (k < 0) continue;
+        if (mark_seen(c, &seen, k, ROW_KEYS[k]) != 0) return -1;
+        if (k == 0) {
+            if (m->value.kind != DW_JSTRING) return body_fail(c, "invalid type for `%s`: expected %s", "text", "a string");
+            slot[0] = (int)i;
+        } else if (k == 1) {
+            if (want_bool(c, &m->value, "wrapped", &flag) != 0) return -1;
+            if (flag) slot[1] = (int)i;
+        } else {
+            if (m->value.kind != DW_JARRAY) return body_fail(c, "invalid type for `%s`: expected %s", "runs", "an array");
+            for (j = 0; j < m->value.u.arr.len; j++)
+                if (normalize_run(c, &m->value.u.arr.items[j]) != 0) return -1;
+            if (m->value.u.arr.len) slot[2] = (int)i;
+        }
+    }
+    if (check_missing(c, seen, ROW_KEYS, 3, 0x6ul) != 0) return -1;
+    return rebuild_object(c, row, slot, 3);
+}
+
 static int key_index(const dw_str *key, const char *const *keys, int n) {
     int i;
     for (i = 0; i < n; i++)
@@ -945,7 +1041,8 @@ static int read_info(body_ctx *c, dw_json *obj, dw_session_info *info) {
 }
 
 static const char *const SNAP_KEYS[] = {"cols",  "rows",       "cursor",        "title",     "modes",
-                                        "lines", "generation", "last_input_ms", "canonical", "state"};
+                                        "lines", "generation", "last_input_ms", "canonical", "state",
+                                        "history"};
 static const char *const CURSOR_KEYS[] = {"row", "col", "visible"};
 static const char *const MODE_KEYS[] = {"alternate_screen", "bracketed_paste", "app_cursor_keys", "app_keypad",
                                         "cursor_visible",   "autowrap",        "origin",          "insert",
@@ -956,6 +1053,7 @@ static void snapshot_free(dw_snapshot *s) {
     free(s->title.ptr);
     free_strs(s->lines, s->lines_len);
     free_state(s->state);
+    free_state(s->history);
     free(s);
 }
 
@@ -1050,11 +1148,30 @@ static int read_snapshot(body_ctx *c, dw_json *obj, dw_snapshot *s) {
             break;
         case 8: rc = want_bool(c, &m->value, "canonical", &s->canonical); break;
         case 9: rc = take_state(c, &m->value, &s->state); break;
+        case 10:
+            /* `history`: an array kept as received; null means absent. */
+            if (m->value.kind == DW_JNULL) break;
+            if (m->value.kind != DW_JARRAY) {
+                rc = body_fail(c, "invalid type for `%s`: expected %s", "history", "an array");
+                break;
+            }
+            {
+                size_t j;
+                for (j = 0; j < m->value.u.arr.len && rc == 0; j++) rc = normalize_row(c, &m->value.u.arr.items[j]);
+            }
+            if (rc != 0) break;
+            s->history = malloc(sizeof *s->history);
+            if (!s->history) return fail(c->err, DW_MALFORMED, "out of memory");
+            *s->history = m->value;
+            m->value.kind = DW_JNULL;
+            break;
         }
         if (rc != 0) return -1;
     }
-    /* generation, last_input_ms, canonical and state may be left out (0, null, false, absent). */
-    return check_missing(c, seen, SNAP_KEYS, (int)COUNT(SNAP_KEYS), (1ul << 6) | (1ul << 7) | (1ul << 8) | (1ul << 9));
+    /* generation, last_input_ms, canonical, state and history may be left out (0, null, false,
+     * absent, absent). */
+    return check_missing(c, seen, SNAP_KEYS, (int)COUNT(SNAP_KEYS),
+                         (1ul << 6) | (1ul << 7) | (1ul << 8) | (1ul << 9) | (1ul << 10));
 }
 
 /* The checks every JSON body gets: starts with '{' after whitespace, parses. */
@@ -1190,6 +1307,14 @@ int dw_decode_payload(int type, uint8_t flags, const uint8_t *p, size_t n, dw_fr
         out->u.keyframe.data.len = n;
         return 0;
     case DW_SNAPSHOT_REQUEST:
+        if (n == 4) {
+            out->u.snapshot_request.has_history = 1;
+            out->u.snapshot_request.history = get_u32(p);
+            return 0;
+        }
+        if (n == 0) return 0;
+        return fail(err, DW_MALFORMED, "malformed %s frame: payload is %lu bytes, expected 0 or 4", dw_type_name(type),
+                    (unsigned long)n);
     case DW_DETACH:
         return exact(type, n, 0, err);
     case DW_SNAPSHOT:
@@ -1380,6 +1505,7 @@ static int encode_snapshot(dw_buf *b, const dw_snapshot *s, dw_error *err) {
         put_key(b, "last_input_ms", 0) || (s->has_last_input ? write_uint(b, s->last_input_ms) : buf_str(b, "null")) ||
         put_bool_field(b, "canonical", s->canonical, 0) || put_state(b, s->state, err))
         return -1;
+    if (s->history && (put_key(b, "history", 0) != 0 || write_json(b, s->history, err) != 0)) return -1;
     return buf_byte(b, '}');
 }
 
@@ -1415,6 +1541,9 @@ static int encode_payload(const dw_frame *f, dw_buf *p, uint8_t *flags, dw_error
         *flags = f->u.keyframe.more ? DW_FLAG_MORE : 0;
         return dw_buf_append(p, f->u.keyframe.data.ptr, f->u.keyframe.data.len);
     case DW_SNAPSHOT_REQUEST:
+        if (!f->u.snapshot_request.has_history) return 0;
+        put_u32(fixed, f->u.snapshot_request.history);
+        return dw_buf_append(p, fixed, 4);
     case DW_DETACH:
         return 0;
     case DW_SNAPSHOT:

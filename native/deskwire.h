@@ -218,6 +218,7 @@ typedef struct dw_snapshot {
     uint64_t last_input_ms;
     int canonical;
     dw_json *state; /* as in dw_session_info */
+    dw_json *history; /* an array of history rows as received, or NULL when absent */
 } dw_snapshot;
 
 /* One frame. Byte payloads (INPUT, OUTPUT, KEYFRAME data, ERROR message) point into the
@@ -243,6 +244,10 @@ typedef struct dw_frame {
             int more;
             dw_bytes data;
         } keyframe;
+        struct {
+            int has_history; /* 0: the empty payload; 1: a 4-byte one holding `history` */
+            uint32_t history;
+        } snapshot_request;
         dw_snapshot *snapshot;
         dw_json *body; /* EVENT, HOOK: an object, keys sorted */
         struct {

@@ -228,6 +228,11 @@ static void expect_frame(const dw_frame *f, const dw_json *want) {
         expect_data(want, &f->u.keyframe.data);
         break;
     case DW_SNAPSHOT_REQUEST:
+        checks++;
+        if (!dw_json_get(want, "history") != !f->u.snapshot_request.has_history)
+            failf("`history` decoded as %s%s", f->u.snapshot_request.has_history ? "present" : "absent", "");
+        if (f->u.snapshot_request.has_history) expect_uint(want, "history", f->u.snapshot_request.history);
+        break;
     case DW_DETACH:
         break;
     case DW_SNAPSHOT:

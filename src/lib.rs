@@ -23,6 +23,7 @@ pub mod rules;
 /// events they become).
 pub use desk_term::events as term_events;
 pub use desk_term::screen;
+pub mod screen_log;
 pub mod session;
 pub mod signals;
 pub use desk_core::state;

@@ -62,9 +62,20 @@ pub struct ExitRecord {
     /// session's last words stay readable (`desk peek`, `desk attach`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_screen: Option<Vec<String>>,
+    /// The newest history lines (scrolled off above `last_screen`) as text, oldest first, at
+    /// most [`LAST_HISTORY_LINES`] and [`LAST_SCREEN_CAP`] bytes (absent in records of older
+    /// masters, of sessions without history, and when the disk was full at exit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_history: Option<Vec<String>>,
 }
 
 impl ExitRecord {
+    /// The newest `n` lines of the recorded history tail, oldest first.
+    pub fn history_tail(&self, n: u32) -> Vec<String> {
+        let lines = self.last_history.as_deref().unwrap_or_default();
+        lines[lines.len().saturating_sub(n as usize)..].to_vec()
+    }
+
     /// The line that heads an exited session's last screen: how and when it ended.
     pub fn headline(&self, name: &str, now_ms: u64) -> String {
         let when = desk_core::time::iso8601(self.exited_at_ms);
@@ -95,6 +106,27 @@ pub fn last_screen(mut rows: Vec<String>) -> Vec<String> {
     }
     rows.drain(..skip);
     rows
+}
+
+/// History lines an exit record keeps: enough for the output that led to the end (a
+/// compiler's errors, a stack trace) in a record that stays a few hundred KiB at most; the
+/// whole history belongs in the session log.
+pub const LAST_HISTORY_LINES: usize = 1000;
+
+/// The history tail to keep in an exit record: at most [`LAST_HISTORY_LINES`] lines, then
+/// oldest lines dropped until the text fits [`LAST_SCREEN_CAP`]; `None` when there is none.
+pub fn last_history(lines: Vec<String>) -> Option<Vec<String>> {
+    let mut lines = lines;
+    let extra = lines.len().saturating_sub(LAST_HISTORY_LINES);
+    lines.drain(..extra);
+    let mut total: usize = lines.iter().map(|r| r.len() + 1).sum();
+    let mut skip = 0;
+    while total > LAST_SCREEN_CAP && skip < lines.len() {
+        total -= lines[skip].len() + 1;
+        skip += 1;
+    }
+    lines.drain(..skip);
+    (!lines.is_empty()).then_some(lines)
 }
 
 /// 1 MiB: a session record is a few hundred bytes (a long command line makes it a few KiB); a

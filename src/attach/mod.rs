@@ -42,6 +42,8 @@ pub struct AttachOptions {
     pub name: SessionName,
     pub read_only: bool,
     pub detach_key: Option<u8>,
+    /// History lines to write into the terminal before attaching.
+    pub history: u32,
 }
 
 enum Ending {
@@ -49,6 +51,37 @@ enum Ending {
     Exited(ExitStatus, bool),
     Signal(i32),
     Lost(String),
+}
+
+/// Writes the session's newest `lines` history lines to the terminal (standard output), in
+/// their colours, and then enough line feeds to scroll them all into the terminal's own
+/// scrollback: the keyframe that follows starts with a reset that clears the visible screen.
+/// Asked over a query connection of its own, before the attach's handshake.
+fn write_history(files: &crate::paths::SessionPaths, lines: u32) -> Result<()> {
+    use std::os::fd::AsFd;
+    let Probe::Live(stream) = session::probe_settled(files)? else {
+        return Ok(());
+    };
+    let mut conn = crate::wire::client::Connection::open(stream, Role::Query, 0, 0)
+        .context("cannot ask the session for its history")?;
+    conn.send(&Frame::SnapshotRequest { history: Some(lines) }).context("cannot ask the session for its history")?;
+    let history = loop {
+        match conn.recv().context("cannot read the session's history")? {
+            Frame::Snapshot(s) => break s.history.unwrap_or_default(),
+            Frame::Error { message, .. } => anyhow::bail!("the session refused its history: {message}"),
+            _ => continue,
+        }
+    };
+    let out = io::stdout();
+    let (_, rows) = crate::pty::get_size(out.as_fd()).unwrap_or((80, 24));
+    let mut text = String::new();
+    for row in &history {
+        text.push_str(&row.to_ansi());
+        text.push_str("\r\n");
+    }
+    text.push_str(&"\r\n".repeat(usize::from(rows)));
+    let mut out = out.lock();
+    out.write_all(text.as_bytes()).and_then(|()| out.flush()).context("cannot write the history to the terminal")
 }
 
 /// Attach and run until detach or exit; returns the process exit code.
@@ -70,6 +103,9 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
                 };
                 // Nothing to attach to, but the last screen is the answer to "what happened".
                 println!("{}", exit.headline(opts.name.as_str(), crate::clock::now_ms()));
+                for line in exit.history_tail(opts.history) {
+                    println!("{line}");
+                }
                 for row in rows {
                     println!("{row}");
                 }
@@ -85,6 +121,9 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
         }
     };
     refuse_own_session(&files, &opts.name)?;
+    if opts.history > 0 {
+        write_history(&files, opts.history)?;
+    }
     let raw = tty::RawTty::open()?;
     let (cols, rows) = crate::pty::get_size(raw.fd()).unwrap_or((80, 24));
     stream.set_nonblocking(true).context("cannot make the socket non-blocking")?;

@@ -74,6 +74,17 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Print the text that scrolled off a session's screen (its log), then its screen.
+    Log {
+        name: SessionName,
+        /// Keep printing lines as they scroll off, until the session ends (then print its
+        /// last screen).
+        #[arg(long)]
+        follow: bool,
+        /// Print all the log keeps since the session started, not only its newest 1,000 lines.
+        #[arg(long)]
+        since_start: bool,
+    },
     /// Print a session's current screen.
     Peek {
         /// The session to print.
@@ -81,6 +92,10 @@ enum Command {
         /// Print name, rows, cursor, size, title, modes and state as JSON (docs/cli.md).
         #[arg(long)]
         json: bool,
+        /// Print the newest N lines of history (all without N) above the screen; with
+        /// --json, a `history` array of rows with their attributes.
+        #[arg(long, value_name = "N")]
+        history: Option<Option<u32>>,
     },
     /// The fleet dashboard: every session, what needs you first, a live preview, fleet events.
     Dash,
@@ -284,6 +299,48 @@ struct NewArgs {
     /// Print the started session as JSON (the same fields as `desk ls --json`).
     #[arg(long)]
     json: bool,
+    /// Lines of history (scrollback) the session keeps of what scrolls off its screen; 0
+    /// keeps none.
+    #[arg(long, value_name = "LINES", default_value_t = crate::screen::DEFAULT_HISTORY_LINES,
+          value_parser = parse_history)]
+    history: usize,
+    /// Cap of the session log (`desk log`) in bytes, with an optional K, M or G suffix (default
+    /// 8M; 0 keeps no log).
+    #[arg(long, value_name = "BYTES", value_parser = parse_log_cap)]
+    log_cap: Option<u64>,
+}
+
+/// Parse `--log-cap BYTES[K|M|G]`.
+fn parse_log_cap(s: &str) -> Result<u64, String> {
+    let (digits, unit) = match s.trim_end_matches(['B', 'b']).char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => (&s[..i], c.to_ascii_uppercase()),
+        _ => (s.trim_end_matches(['B', 'b']), ' '),
+    };
+    let n: u64 = digits.parse().map_err(|_| format!("{s:?} is not a size in bytes (e.g. 8M)"))?;
+    let scale = match unit {
+        ' ' => 1,
+        'K' => 1 << 10,
+        'M' => 1 << 20,
+        'G' => 1 << 30,
+        _ => return Err(format!("{s:?}: the unit must be K, M or G")),
+    };
+    let bytes = n.checked_mul(scale).ok_or_else(|| format!("{s:?} is too large"))?;
+    if bytes != 0 && bytes < crate::screen_log::MIN_LOG_CAP {
+        return Err(format!(
+            "{s:?} is below the smallest log cap ({} bytes); 0 keeps no log",
+            crate::screen_log::MIN_LOG_CAP
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Parse `--history LINES`, refusing more than the screen model keeps.
+fn parse_history(s: &str) -> Result<usize, String> {
+    let n: usize = s.parse().map_err(|_| format!("{s:?} is not a line count"))?;
+    if n > crate::screen::MAX_HISTORY_LINES {
+        return Err(format!("{n} lines is more than the most a session keeps ({})", crate::screen::MAX_HISTORY_LINES));
+    }
+    Ok(n)
 }
 
 #[derive(Debug, clap::Args)]
@@ -302,6 +359,10 @@ struct AttachArgs {
     /// else ^\\).
     #[arg(long, value_parser = parse_detach_key)]
     detach_key: Option<DetachKey>,
+    /// First write the session's newest N history lines into this terminal, so that its own
+    /// scrollback reaches them.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    history: u32,
 }
 
 #[derive(Debug, clap::Args)]
@@ -427,6 +488,7 @@ impl Command {
             | Command::Resume { json, .. } => *json,
             Command::Attach(_)
             | Command::Resize { .. }
+            | Command::Log { .. }
             | Command::Serve { .. }
             | Command::Hook { .. }
             | Command::Completions { .. }
@@ -453,6 +515,8 @@ fn run(cli: Cli) -> Result<i32> {
                 command: a.command,
                 provider_args: config.provider_args,
                 json: a.json,
+                history: a.history,
+                log_cap: a.log_cap.unwrap_or(crate::screen_log::DEFAULT_LOG_CAP),
             })
         }
         Command::Attach(a) => {
@@ -470,11 +534,17 @@ fn run(cli: Cli) -> Result<i32> {
                     None => return Err(fail(ErrorCode::Failed, "no running session needs a person now")),
                 },
             };
-            crate::attach::run(&crate::attach::AttachOptions { name, read_only: a.read_only, detach_key })
+            crate::attach::run(&crate::attach::AttachOptions {
+                name,
+                read_only: a.read_only,
+                detach_key,
+                history: a.history,
+            })
         }
         Command::Ls { json } => sessions::ls(json),
         Command::Dash => crate::dash::run(),
-        Command::Peek { name, json } => sessions::peek(&name, json),
+        Command::Log { name, follow, since_start } => sessions::log(&name, follow, since_start),
+        Command::Peek { name, json, history } => sessions::peek(&name, json, history.map(|n| n.unwrap_or(u32::MAX))),
         Command::Resize { name, size } => sessions::resize(&name, size),
         Command::Events { name: Some(name), follow, json, since, types, .. } => {
             events::events(&name, follow, json, since, &types)

@@ -58,10 +58,26 @@ pub(super) struct NewSession {
     pub provider_args: std::collections::BTreeMap<String, Vec<String>>,
     /// Print the started session as JSON.
     pub json: bool,
+    /// History lines the master keeps.
+    pub history: usize,
+    /// Cap of the session log in bytes (0: none).
+    pub log_cap: u64,
 }
 
 pub(super) fn new(req: NewSession) -> Result<i32> {
-    let NewSession { name, cwd, size: (cols, rows), size_policy, env, provider, command, provider_args, json } = req;
+    let NewSession {
+        name,
+        cwd,
+        size: (cols, rows),
+        size_policy,
+        env,
+        provider,
+        command,
+        provider_args,
+        json,
+        history,
+        log_cap,
+    } = req;
     let default_command = command.is_empty();
     let (provider, mut command) = crate::providers::resolve(provider.as_deref(), command).map_err(|e| failure(2, e))?;
     if default_command && let Some(args) = provider_args.get(provider.as_str()) {
@@ -101,8 +117,13 @@ pub(super) fn new(req: NewSession) -> Result<i32> {
     // directory of a name that never had one, a log where there was none, the lock file.
     let state_existed = paths.session_state(&name).exists();
     let log_existed = files.log.exists();
-    let started =
-        start_master(&paths, &name, &files, &lock, MasterArgs { cwd, cols, rows, size_policy, env, provider, command });
+    let started = start_master(
+        &paths,
+        &name,
+        &files,
+        &lock,
+        MasterArgs { cwd, cols, rows, size_policy, env, provider, command, history, log_cap },
+    );
     if !matches!(started, Ok(0)) {
         forget_failed_start(&paths, &name, state_existed, log_existed);
     }
@@ -129,6 +150,8 @@ struct MasterArgs {
     env: Vec<(OsString, OsString)>,
     provider: desk_core::provider::Provider,
     command: Vec<OsString>,
+    history: usize,
+    log_cap: u64,
 }
 
 /// Allocate a generation, start the master and wait for its report; with the name's lock held.
@@ -139,7 +162,7 @@ fn start_master(
     lock: &NameLock,
     args: MasterArgs,
 ) -> Result<i32> {
-    let MasterArgs { cwd, cols, rows, size_policy, env, provider, command } = args;
+    let MasterArgs { cwd, cols, rows, size_policy, env, provider, command, history, log_cap } = args;
     let generation = session::allocate_generation(paths, name, lock)?;
     let exe = std::env::current_exe().context("cannot find the desk executable")?;
     let command = crate::providers::wire_hooks(provider, command, &paths.session_state(name), &exe)?;
@@ -157,6 +180,10 @@ fn start_master(
         .arg(generation.to_string())
         .arg("--provider")
         .arg(provider.as_str())
+        .arg("--history")
+        .arg(history.to_string())
+        .arg("--log-cap")
+        .arg(log_cap.to_string())
         .arg("--ready-fd")
         .arg("3");
     for (key, value) in &env {
@@ -657,20 +684,121 @@ pub(super) fn resize(name: &SessionName, (cols, rows): (u16, u16)) -> Result<i32
     Ok(0)
 }
 
-pub(super) fn peek(name: &SessionName, json: bool) -> Result<i32> {
+/// Lines `desk log` prints without `--since-start`: a few screens more than a terminal's
+/// usual scrollback view, enough for "what just happened", short enough to read.
+const LOG_TAIL_LINES: usize = 1000;
+
+/// How often `desk log --follow` looks for new lines: well under the time a reader notices,
+/// a negligible cost for a process that only stats a file.
+const LOG_FOLLOW_POLL: Duration = Duration::from_millis(200);
+
+/// `desk log`: the session log's text (newest `LOG_TAIL_LINES` lines, or all it keeps with
+/// `since_start`), then the current (or last) screen; with `follow`, new lines as they scroll
+/// off until the session ends, then its last screen.
+pub(super) fn log(name: &SessionName, follow: bool, since_start: bool) -> Result<i32> {
+    use std::io::Write;
+    let paths = paths()?;
+    let files = paths.session(name);
+    let state = paths.session_state(name);
+    if !files.meta.exists() && !files.exit.exists() && !crate::screen_log::current(&state).exists() {
+        return Err(fail(ErrorCode::NoSuchSession, format!("no session named {name}")));
+    }
+    let text = crate::screen_log::read_all(&state)?;
+    let lines: Vec<&str> = text.lines().collect();
+    let from = if since_start { 0 } else { lines.len().saturating_sub(LOG_TAIL_LINES) };
+    let mut out = std::io::stdout().lock();
+    for line in &lines[from..] {
+        writeln!(out, "{line}")?;
+    }
+    if follow {
+        out.flush()?;
+        drop(out);
+        follow_log(&files, &state)?;
+    } else {
+        for row in current_screen(&paths, name)? {
+            writeln!(out, "{row}")?;
+        }
+    }
+    Ok(0)
+}
+
+/// The session's screen now (live) or as it ended (exit record), trailing blank rows dropped.
+fn current_screen(paths: &Paths, name: &SessionName) -> Result<Vec<String>> {
+    let files = paths.session(name);
+    let mut rows = match session::probe_settled(&files)? {
+        Probe::Live(stream) => {
+            let mut conn = Connection::open(stream, Role::Query, 0, 0).map_err(|e| ended(paths, name, e))?;
+            conn.send(&Frame::SnapshotRequest { history: None }).map_err(|e| ended(paths, name, e))?;
+            loop {
+                match conn.recv().map_err(|e| ended(paths, name, e))? {
+                    Frame::Snapshot(s) => break s.screen.lines,
+                    Frame::Error { message, .. } => return Err(failure(1, message)),
+                    _ => continue,
+                }
+            }
+        }
+        Probe::Absent | Probe::Stale => session::read_exit(&files)?.and_then(|e| e.last_screen).unwrap_or_default(),
+    };
+    while rows.last().is_some_and(|l| l.trim().is_empty()) {
+        rows.pop();
+    }
+    Ok(rows)
+}
+
+/// Prints what is appended to the log (across a rotation) until the session is no longer live,
+/// then the last screen.
+fn follow_log(files: &crate::paths::SessionPaths, state: &std::path::Path) -> Result<()> {
+    use std::io::Write;
+    use std::io::{Read, Seek, SeekFrom};
+    let current = crate::screen_log::current(state);
+    let mut offset = std::fs::metadata(&current).map_or(0, |m| m.len());
+    let mut out = std::io::stdout();
+    loop {
+        let live = matches!(session::probe_settled(files)?, Probe::Live(_));
+        let len = std::fs::metadata(&current).map_or(0, |m| m.len());
+        if len < offset {
+            // Rotated: the rest of the old file first.
+            if let Ok(mut f) = std::fs::File::open(crate::screen_log::rotated(state)) {
+                f.seek(SeekFrom::Start(offset))?;
+                std::io::copy(&mut f, &mut out)?;
+            }
+            offset = 0;
+        }
+        if len > offset {
+            let mut f = std::fs::File::open(&current)?;
+            f.seek(SeekFrom::Start(offset))?;
+            let mut chunk = Vec::new();
+            f.take(len - offset).read_to_end(&mut chunk)?;
+            out.write_all(String::from_utf8_lossy(&chunk).as_bytes())?;
+            out.flush()?;
+            offset = len;
+        }
+        if !live {
+            let rows = session::read_exit(files)?.and_then(|e| e.last_screen).unwrap_or_default();
+            for row in rows {
+                writeln!(out, "{row}")?;
+            }
+            return Ok(());
+        }
+        std::thread::sleep(LOG_FOLLOW_POLL);
+    }
+}
+
+/// `desk peek`; `history`: how many history lines to print above the screen (`None`: none).
+pub(super) fn peek(name: &SessionName, json: bool, history: Option<u32>) -> Result<i32> {
     let paths = paths()?;
     let files = paths.session(name);
     let mut conn = match session::probe_settled(&files)? {
         Probe::Live(stream) => Connection::open(stream, Role::Query, 0, 0).map_err(|e| ended(&paths, name, e))?,
         Probe::Absent | Probe::Stale => match session::read_exit(&files)? {
-            Some(exit) => return peek_exited(name, &exit, json),
+            Some(exit) => return peek_exited(name, &exit, json, history),
             None if files.meta.exists() => {
                 return Err(fail(ErrorCode::NotRunning, format!("session {name} is not running")));
             }
             None => return Err(fail(ErrorCode::NoSuchSession, format!("no session named {name}"))),
         },
     };
-    conn.send(&Frame::SnapshotRequest).map_err(|e| ended(&paths, name, e))?;
+    conn.send(&Frame::SnapshotRequest { history }).map_err(|e| ended(&paths, name, e))?;
     let snapshot = loop {
         match conn.recv().map_err(|e| ended(&paths, name, e))? {
             Frame::Snapshot(s) => break *s,
@@ -688,6 +816,9 @@ pub(super) fn peek(name: &SessionName, json: bool) -> Result<i32> {
         }
         output::print_ok("screen", data, &[])?;
     } else {
+        for row in snapshot.history.iter().flatten() {
+            println!("{}", row.text);
+        }
         let mut lines = snapshot.screen.lines;
         while lines.last().is_some_and(|l| l.trim().is_empty()) {
             lines.pop();
@@ -701,18 +832,24 @@ pub(super) fn peek(name: &SessionName, json: bool) -> Result<i32> {
 
 /// `desk peek` on an exited session: the screen its child left, under a line saying how it
 /// ended (JSON: the exit record, whose `last_screen` holds the rows).
-fn peek_exited(name: &SessionName, exit: &ExitRecord, json: bool) -> Result<i32> {
+fn peek_exited(name: &SessionName, exit: &ExitRecord, json: bool, history: Option<u32>) -> Result<i32> {
     let Some(rows) = &exit.last_screen else {
         let why = crate::signals::describe_exit(exit.status);
         return Err(fail(ErrorCode::NotRunning, format!("session {name} {why}; its last screen was not recorded")));
     };
     if json {
         // The live answer's shape where it applies (`name`, `lines`), and how it ended.
-        let record = ExitRecord { last_screen: None, ..exit.clone() };
-        let data = serde_json::json!({ "name": name.as_str(), "lines": rows, "exit": record });
+        let record = ExitRecord { last_screen: None, last_history: None, ..exit.clone() };
+        let mut data = serde_json::json!({ "name": name.as_str(), "lines": rows, "exit": record });
+        if let (Some(n), Some(map)) = (history, data.as_object_mut()) {
+            map.insert("history".into(), exit.history_tail(n).into());
+        }
         output::print_ok("last-screen", data, &[])?;
     } else {
         println!("{}", exit.headline(name.as_str(), crate::clock::now_ms()));
+        for line in history.map(|n| exit.history_tail(n)).unwrap_or_default() {
+            println!("{line}");
+        }
         for row in rows {
             println!("{row}");
         }

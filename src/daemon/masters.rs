@@ -62,7 +62,7 @@ impl MasterConn {
     }
 
     pub fn request_snapshot(&mut self, token: engine::Token) {
-        self.send(&Frame::SnapshotRequest);
+        self.send(&Frame::SnapshotRequest { history: None });
         self.snapshots.push_back(token);
         self.flush();
     }

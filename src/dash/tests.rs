@@ -88,6 +88,7 @@ fn exit(code: i32, ago_s: u64) -> ExitRecord {
         rows: Some(6),
         title: Some("done".into()),
         last_screen: Some(vec!["bye".into()]),
+        last_history: None,
     }
 }
 

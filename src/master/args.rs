@@ -41,12 +41,14 @@ pub fn parse_env(s: &str) -> Result<(OsString, OsString), String> {
 }
 
 /// Parse the arguments after `desk master` (or of `desk-master`):
-/// `--name N --size CxR [--size-policy P] [--cwd D] [--env K=V]... --generation G --provider P [--ready-fd FD] -- CMD [ARG]...`
+/// `--name N --size CxR [--size-policy P] [--cwd D] [--env K=V]... --generation G --provider P [--history LINES] [--log-cap BYTES] [--ready-fd FD] -- CMD [ARG]...`
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<MasterOptions, String> {
     let mut args = args.into_iter();
     let (mut name, mut size, mut cwd, mut env) = (None, None, None, Vec::new());
     let (mut generation, mut provider, mut ready_fd) = (None, None, None);
     let mut size_policy = SizePolicy::default();
+    let mut history = crate::screen::DEFAULT_HISTORY_LINES;
+    let mut log_cap = crate::screen_log::DEFAULT_LOG_CAP;
     let mut command = Vec::new();
     while let Some(flag) = args.next() {
         if flag == "--" {
@@ -63,6 +65,13 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<MasterOptions, 
             "--env" => env.push(parse_env(text(&value()?)?)?),
             "--generation" => generation = Some(number::<u32>(&flag, &value()?)?),
             "--provider" => provider = Some(text(&value()?)?.parse::<Provider>().map_err(|e| e.to_string())?),
+            "--history" => {
+                history = number::<usize>(&flag, &value()?)?;
+                if history > crate::screen::MAX_HISTORY_LINES {
+                    return Err(format!("--history {history} is more than {}", crate::screen::MAX_HISTORY_LINES));
+                }
+            }
+            "--log-cap" => log_cap = number::<u64>(&flag, &value()?)?,
             "--ready-fd" => ready_fd = Some(number::<RawFd>(&flag, &value()?)?),
             _ => return Err(format!("unknown argument {flag:?}")),
         }
@@ -82,6 +91,8 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<MasterOptions, 
         provider: provider.ok_or("--provider is required")?,
         size_policy,
         ready_fd,
+        history,
+        log_cap,
     })
 }
 
@@ -128,6 +139,8 @@ mod tests {
             "3",
             "--size-policy",
             "fixed",
+            "--history",
+            "7",
             "--env",
             "K=V",
             "--",
@@ -144,6 +157,7 @@ mod tests {
         assert_eq!(opts.cwd, Some("/w".into()));
         assert_eq!(opts.provider, Provider::Shell);
         assert_eq!(opts.size_policy, SizePolicy::Fixed);
+        assert_eq!(opts.history, 7);
     }
 
     #[test]

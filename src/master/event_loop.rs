@@ -100,6 +100,8 @@ pub(super) struct Parts {
     pub subreaper: bool,
     /// How the session's size follows its controllers.
     pub size_policy: SizePolicy,
+    /// The session log (`desk log`), when the session keeps one; the screen's log text is on.
+    pub log: Option<crate::screen_log::LogWriter>,
 }
 
 pub(super) struct Master {
@@ -112,6 +114,9 @@ pub(super) struct Master {
     pub(super) screen: Screen,
     /// The output events of the chunk being handled; kept between chunks for its capacity.
     found: Vec<OutputEvent>,
+    /// The session log and the text waiting for it (empty between calls of `drain_log`).
+    log: Option<crate::screen_log::LogWriter>,
+    log_text: String,
     pub(super) journal: Journal,
     pub(super) journal_failed: bool,
     /// Events streamed but not journalled since the journal last failed: first and last
@@ -151,8 +156,20 @@ pub(super) struct Master {
 
 impl Master {
     pub(super) fn new(parts: Parts) -> Master {
-        let Parts { files, poll, listener, pty, signals, meta, screen, journal, authority, subreaper, size_policy } =
-            parts;
+        let Parts {
+            files,
+            poll,
+            listener,
+            pty,
+            signals,
+            meta,
+            screen,
+            journal,
+            authority,
+            subreaper,
+            size_policy,
+            log,
+        } = parts;
         let policy = SessionPolicy::new((meta.cols, meta.rows), size_policy);
         let exit_reserve = crate::fsutil::Reserved::new(&files.exit, EXIT_RECORD_RESERVE)
             .map_err(|e| warn!("cannot reserve room for the exit record: {e:#}"))
@@ -167,6 +184,8 @@ impl Master {
             meta,
             screen,
             found: Vec::new(),
+            log,
+            log_text: String::new(),
             journal,
             journal_failed: false,
             journal_gap: None,
@@ -324,6 +343,20 @@ impl Master {
         self.read_buf = buf;
     }
 
+    /// Appends the lines the screen scrolled off since the last call to the session log. A log
+    /// that cannot be written is given up (with a warning): the session goes on without it.
+    fn drain_log(&mut self) {
+        let Some(log) = &mut self.log else {
+            return;
+        };
+        self.log_text.clear();
+        self.screen.take_log_text(&mut self.log_text);
+        if let Err(e) = log.append(&self.log_text) {
+            warn!("{e:#}; the session log stops here");
+            self.log = None;
+        }
+    }
+
     fn close_pty(&mut self) {
         if self.pty_open {
             self.pty_open = false;
@@ -338,6 +371,7 @@ impl Master {
         // The one parse of these bytes: the screen model, and the events it finds on the way.
         let mut found = std::mem::take(&mut self.found);
         self.screen.feed(data, &mut found);
+        self.drain_log();
         if !found.is_empty() {
             self.on_output_events(found.drain(..), now);
         }
@@ -559,13 +593,21 @@ impl Master {
                     }
                 }
                 Effect::Snapshot { client } => {
-                    let reply = SnapshotReply {
+                    let history = match frame.take() {
+                        Some(Frame::SnapshotRequest { history: Some(n) }) => Some(n),
+                        _ => None,
+                    };
+                    let mut reply = SnapshotReply {
                         screen: self.screen.snapshot(),
                         generation: self.meta.generation,
                         last_input_ms: self.last_controller_input_ms,
                         canonical: crate::pty::is_canonical(self.pty.as_fd()),
                         state: Some(self.authority.view()),
+                        history: None,
                     };
+                    if let Some(n) = history {
+                        reply.history = Some(history_that_fits(&self.screen, n, &reply));
+                    }
                     if let Some(client) = self.clients.get_mut(&token_of(client)) {
                         client.push_control(&Frame::Snapshot(Box::new(reply)));
                     }
@@ -671,6 +713,7 @@ impl Master {
         // At once, not at the end of the turn: output read later in this turn must not reach
         // a client as raw bytes drawn for a size that is no longer its own.
         self.update_views();
+        self.drain_log();
         debug!(cols, rows, "resized");
         self.emit_noise(EventBody::Resize { cols, rows }, Instant::now());
     }
@@ -1008,6 +1051,12 @@ impl Master {
         // it before the exit, not never.
         self.flush_title(now);
         self.flush_all_noise();
+        self.drain_log();
+        if let Some(log) = &mut self.log
+            && let Err(e) = log.sync()
+        {
+            warn!("{e:#}");
+        }
         let record = ExitRecord {
             generation: self.meta.generation,
             status,
@@ -1017,6 +1066,7 @@ impl Master {
             rows: Some(self.screen.size().1),
             title: Some(self.screen.title().to_string()),
             last_screen: Some(session::last_screen(self.screen.text_rows())),
+            last_history: session::last_history(self.screen.history_text(session::LAST_HISTORY_LINES)),
         };
         match session::write_exit(&self.files, &record) {
             // The unused reserve is removed once the socket is gone, not in between.
@@ -1024,7 +1074,7 @@ impl Master {
             Err(e) => {
                 // A full disk: the reserved room takes it, without the last screen (the
                 // reserve is sized for the record alone).
-                let record = ExitRecord { last_screen: None, ..record };
+                let record = ExitRecord { last_screen: None, last_history: None, ..record };
                 let reserved = match (self.exit_reserve.take(), serde_json::to_vec_pretty(&record)) {
                     (Some(reserve), Ok(bytes)) => reserve.commit(&bytes),
                     (None, _) => Err(anyhow::anyhow!("no room was reserved")),
@@ -1111,6 +1161,28 @@ impl io::Write for FdWriter<'_> {
     }
 }
 
+/// The newest `n` history lines as rows, oldest first, as many of them as fit in one SNAPSHOT
+/// frame beside `reply` (which has no history yet): a frame's payload is at most
+/// `MAX_PAYLOAD`, so a large history is cut from its oldest end.
+fn history_that_fits(screen: &Screen, n: u32, reply: &SnapshotReply) -> Vec<desk_term::screen::HistoryRow> {
+    // `,"history":[]` and room to spare.
+    const OVERHEAD: usize = 64;
+    let base = serde_json::to_vec(reply).map_or(crate::wire::MAX_PAYLOAD, |v| v.len()) + OVERHEAD;
+    let mut budget = crate::wire::MAX_PAYLOAD.saturating_sub(base);
+    let mut rows = Vec::new();
+    for line in screen.history_tail(n as usize).rev() {
+        let row = line.to_json_row();
+        let size = serde_json::to_vec(&row).map_or(usize::MAX, |v| v.len() + 1);
+        if size > budget {
+            break;
+        }
+        budget -= size;
+        rows.push(row);
+    }
+    rows.reverse();
+    rows
+}
+
 #[cfg(test)]
 mod tests {
     //! The master driven directly: clients are socket pairs inserted into its table, frames are
@@ -1166,6 +1238,7 @@ mod tests {
             authority,
             subreaper: false,
             size_policy: SizePolicy::default(),
+            log: None,
         });
         Rig { master, _dir: dir, _slave: pty.slave }
     }
@@ -1452,7 +1525,7 @@ mod tests {
         let mut asked = 0;
         while rig.master.clients.contains_key(&token) {
             assert!(asked < 100_000, "still connected after {asked} unread snapshots");
-            rig.send(token, Frame::SnapshotRequest);
+            rig.send(token, Frame::SnapshotRequest { history: None });
             asked += 1;
         }
         let reply = SnapshotReply {
@@ -1461,6 +1534,7 @@ mod tests {
             last_input_ms: None,
             canonical: false,
             state: Some(rig.master.authority.view()),
+            history: None,
         };
         let snapshot = Frame::Snapshot(Box::new(reply)).to_bytes().len();
         assert!(asked * snapshot > super::super::client::CONTROL_QUEUE_LIMIT, "gone after {asked}");

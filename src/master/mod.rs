@@ -60,6 +60,10 @@ pub struct MasterOptions {
     pub size_policy: SizePolicy,
     /// A pipe inherited from `desk new`: "ok" or an error message is written to it.
     pub ready_fd: Option<RawFd>,
+    /// History lines the screen model keeps (`desk new --history`).
+    pub history: usize,
+    /// Cap of the session log in bytes (`desk new --log-cap`); 0 keeps no log.
+    pub log_cap: u64,
 }
 
 /// The master's process entry (`desk-master ARGS`, or `desk master ARGS`): parse, run, and
@@ -185,6 +189,21 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
     crate::fsutil::remove_if_exists(&files.exit)?;
     session::write_meta(&files, &meta)?;
     info!(pid = child.pid, generation = opts.generation, command = ?meta.command, cols, rows, "session started");
+    let mut screen = Screen::with_history(cols, rows, opts.history);
+    let log = if opts.log_cap > 0 {
+        match crate::screen_log::LogWriter::open(&state_dir, opts.log_cap) {
+            Ok(log) => {
+                screen.enable_log();
+                Some(log)
+            }
+            Err(e) => {
+                tracing::warn!("{e:#}; the session keeps no log");
+                None
+            }
+        }
+    } else {
+        None
+    };
     let mut master = event_loop::Master::new(event_loop::Parts {
         files,
         poll,
@@ -192,11 +211,12 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
         pty: child.master,
         signals,
         meta,
-        screen: Screen::new(cols, rows),
+        screen,
         journal,
         authority,
         subreaper,
         size_policy: opts.size_policy,
+        log,
     });
     master.started();
     Ok(master)

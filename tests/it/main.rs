@@ -15,6 +15,7 @@ mod delivery_crash;
 mod demo_agent;
 mod fleet;
 mod harness;
+mod history;
 mod native;
 mod screen;
 mod sessions;

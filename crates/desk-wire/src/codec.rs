@@ -94,10 +94,11 @@ pub fn decode_frame(header: &Header, payload: &[u8]) -> Result<Frame, DecodeErro
         }
         FrameType::Output => Frame::Output(payload.to_vec()),
         FrameType::Keyframe => Frame::Keyframe { more: header.flags & FLAG_MORE != 0, data: payload.to_vec() },
-        FrameType::SnapshotRequest => {
-            exact(kind, payload, 0)?;
-            Frame::SnapshotRequest
-        }
+        FrameType::SnapshotRequest => match payload.len() {
+            0 => Frame::SnapshotRequest { history: None },
+            4 => Frame::SnapshotRequest { history: Some(u32_at(payload, 0)) },
+            n => return Err(malformed(kind, format!("payload is {n} bytes, expected 0 or 4"))),
+        },
         FrameType::Snapshot => Frame::Snapshot(Box::new(json(kind, payload)?)),
         FrameType::Event => Frame::Event(json(kind, payload)?),
         FrameType::Hook => Frame::Hook(json(kind, payload)?),
@@ -215,7 +216,8 @@ impl Frame {
                 }
                 data.as_slice().into()
             }
-            Frame::SnapshotRequest | Frame::Detach => Vec::new().into(),
+            Frame::SnapshotRequest { history: None } | Frame::Detach => Vec::new().into(),
+            Frame::SnapshotRequest { history: Some(n) } => n.to_le_bytes().to_vec().into(),
             Frame::Snapshot(snapshot) => json_bytes(snapshot).into(),
             Frame::Event(event) | Frame::Hook(event) => json_bytes(event).into(),
             Frame::Exit { status, escalated } => {
@@ -373,6 +375,7 @@ mod tests {
             last_input_ms: None,
             canonical: false,
             state: None,
+            history: None,
         };
         assert_eq!(decode_one(&spaced).unwrap(), Some(Frame::Snapshot(Box::new(reply))));
     }

@@ -256,6 +256,10 @@ pub struct SnapshotReply {
     /// The agent state authority's view.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<crate::state::StateView>,
+    /// The newest history lines, oldest first, when the request asked for them; left out
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<Vec<desk_term::screen::HistoryRow>>,
 }
 
 /// A decoded frame header.
@@ -289,7 +293,11 @@ pub enum Frame {
         more: bool,
         data: Vec<u8>,
     },
-    SnapshotRequest,
+    /// `history`: how many of the newest history lines the SNAPSHOT should carry; `None` is
+    /// the empty payload (none), `Some(n)` a 4-byte one.
+    SnapshotRequest {
+        history: Option<u32>,
+    },
     Snapshot(Box<SnapshotReply>),
     /// A session event; a JSON object whose schema belongs to the event module.
     Event(serde_json::Map<String, serde_json::Value>),
@@ -324,7 +332,7 @@ impl Frame {
             Frame::Resize { .. } => FrameType::Resize,
             Frame::Output(_) => FrameType::Output,
             Frame::Keyframe { .. } => FrameType::Keyframe,
-            Frame::SnapshotRequest => FrameType::SnapshotRequest,
+            Frame::SnapshotRequest { .. } => FrameType::SnapshotRequest,
             Frame::Snapshot(_) => FrameType::Snapshot,
             Frame::Event(_) => FrameType::Event,
             Frame::Detach => FrameType::Detach,

@@ -89,6 +89,23 @@ fn modes() -> impl Strategy<Value = Modes> {
     })
 }
 
+/// History rows: plain ones, and ones with runs in indexed and direct colours.
+fn history() -> impl Strategy<Value = Option<Vec<desk_term::screen::HistoryRow>>> {
+    use desk_term::screen::{HistoryRow, JsonColor, StyleRun};
+    let run =
+        (text(), any::<Option<u8>>(), any::<Option<(u8, u8, u8)>>(), any::<u16>()).prop_map(|(text, fg, bg, flags)| {
+            StyleRun {
+                text,
+                fg: fg.map(JsonColor::Indexed),
+                bg: bg.map(|(r, g, b)| JsonColor::Rgb(format!("#{r:02x}{g:02x}{b:02x}"))),
+                flags,
+            }
+        });
+    let row = (text(), any::<bool>(), proptest::collection::vec(run, 0..3))
+        .prop_map(|(text, wrapped, runs)| HistoryRow { text, wrapped, runs });
+    proptest::option::of(proptest::collection::vec(row, 0..4))
+}
+
 fn snapshot() -> impl Strategy<Value = Snapshot> {
     (any::<u16>(), any::<u16>(), any::<(u16, u16, bool)>(), text(), modes(), vec(text(), 0..6)).prop_map(
         |(cols, rows, (row, col, visible), title, modes, lines)| Snapshot {
@@ -134,14 +151,15 @@ pub(super) fn frame() -> impl Strategy<Value = Frame> {
         valid_size().prop_map(|(cols, rows)| Frame::Resize { cols, rows }),
         bytes().prop_map(Frame::Output),
         (any::<bool>(), bytes()).prop_map(|(more, data)| Frame::Keyframe { more, data }),
-        Just(Frame::SnapshotRequest),
-        (snapshot(), any::<u32>(), proptest::option::of(any::<u64>()), any::<bool>()).prop_map(
-            |(screen, generation, last_input_ms, canonical)| Frame::Snapshot(Box::new(crate::SnapshotReply {
+        proptest::option::of(any::<u32>()).prop_map(|history| Frame::SnapshotRequest { history }),
+        (snapshot(), any::<u32>(), proptest::option::of(any::<u64>()), any::<bool>(), history()).prop_map(
+            |(screen, generation, last_input_ms, canonical, history)| Frame::Snapshot(Box::new(crate::SnapshotReply {
                 screen,
                 generation,
                 last_input_ms,
                 canonical,
                 state: None,
+                history
             }))
         ),
         btree_map(text(), json_value(), 0..6).prop_map(|m| Frame::Hook(m.into_iter().collect())),

@@ -94,7 +94,8 @@ fn readable(frame: &Frame) -> Value {
             json!({ "more": more, key: value })
         }
         Frame::Resize { cols, rows } => json!({ "cols": cols, "rows": rows }),
-        Frame::SnapshotRequest | Frame::Detach => json!({}),
+        Frame::SnapshotRequest { history: None } | Frame::Detach => json!({}),
+        Frame::SnapshotRequest { history: Some(n) } => json!({ "history": n }),
         Frame::Snapshot(snapshot) => json!({ "snapshot": snapshot }),
         Frame::Event(event) => json!({ "event": event }),
         Frame::Hook(hook) => json!({ "hook": hook }),

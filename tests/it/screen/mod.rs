@@ -5,4 +5,5 @@ mod fidelity;
 mod oracle;
 mod props;
 mod streams;
+mod tmux_resize;
 mod vocabulary;

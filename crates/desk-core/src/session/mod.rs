@@ -314,7 +314,7 @@ impl SessionPolicy {
                 }
                 Role::Observer => self.effect(refuse("resize the session")),
             },
-            Frame::SnapshotRequest => self.effect(Effect::Snapshot { client }),
+            Frame::SnapshotRequest { .. } => self.effect(Effect::Snapshot { client }),
             Frame::Ping(nonce) => self.effect(Effect::Send { client, frame: Frame::Pong(*nonce) }),
             Frame::Pong(_) => {}
             Frame::Detach | Frame::Error { .. } => self.release(client),

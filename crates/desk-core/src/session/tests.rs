@@ -248,7 +248,7 @@ fn every_role_gets_snapshots_and_pongs() {
     for role in [Role::Controller, Role::Viewer, Role::Observer, Role::Query] {
         let mut rig = rig();
         let (id, _) = rig.join(role, (0, 0), 0.0);
-        assert_eq!(rig.frame(id, &Frame::SnapshotRequest, 1.0), [Effect::Snapshot { client: id }]);
+        assert_eq!(rig.frame(id, &Frame::SnapshotRequest { history: None }, 1.0), [Effect::Snapshot { client: id }]);
         assert_eq!(rig.frame(id, &Frame::Ping(7), 1.0), [Effect::Send { client: id, frame: Frame::Pong(7) }]);
         assert!(rig.frame(id, &Frame::Pong(7), 1.0).is_empty());
     }

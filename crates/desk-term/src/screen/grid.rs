@@ -18,6 +18,7 @@
 use std::collections::VecDeque;
 
 use super::cell::{Attrs, Cell, kind};
+use super::history::History;
 
 /// Combining marks kept per cell. Three covers every real script we expect from agents (an
 /// accent, a stacked Vietnamese tone, emoji ZWJ/variation selectors); more is "Zalgo" text,
@@ -52,13 +53,11 @@ pub(super) struct Row {
     rest: Cell,
 }
 
-/// Rows are equal when they show the same thing; the reset bookkeeping does not count.
+/// Rows are equal when they show the same thing; the reset bookkeeping does not count, nor
+/// does `special` (a hint that may stay set after the wide characters are gone).
 impl PartialEq for Row {
     fn eq(&self, other: &Row) -> bool {
-        self.cells() == other.cells()
-            && self.marks == other.marks
-            && self.wrapped == other.wrapped
-            && self.special == other.special
+        self.cells() == other.cells() && self.marks == other.marks && self.wrapped == other.wrapped
     }
 }
 
@@ -426,13 +425,33 @@ impl Grid {
         top == 0 && bottom + 1 == self.rows.len()
     }
 
-    /// Scrolls rows `top..=bottom` up by `n`: the top rows are dropped (no scrollback is kept)
-    /// and blank rows appear at the bottom.
+    /// Scrolls rows `top..=bottom` up by `n`: the top rows are dropped and blank rows appear
+    /// at the bottom.
     pub(super) fn scroll_up(&mut self, top: usize, bottom: usize, n: usize, blank: Cell) {
+        self.scroll_up_into(top, bottom, n, blank, None);
+    }
+
+    /// [`Grid::scroll_up`], with the rows scrolled off the top of the screen (only when the
+    /// region starts at the top row, as in xterm) appended to `history` first, oldest first.
+    pub(super) fn scroll_up_into(
+        &mut self,
+        top: usize,
+        bottom: usize,
+        n: usize,
+        blank: Cell,
+        history: Option<&mut History>,
+    ) {
         if top > bottom || bottom >= self.rows.len() || n == 0 {
             return;
         }
         let n = n.min(bottom - top + 1);
+        if top == 0
+            && let Some(history) = history
+        {
+            for row in self.rows.iter().take(n) {
+                history.push_row(row);
+            }
+        }
         if self.is_whole(top, bottom) {
             for _ in 0..n {
                 if let Some(mut row) = self.rows.pop_front() {
@@ -486,19 +505,49 @@ impl Grid {
         self.rows.iter().filter(|r| r.is_allocated()).count()
     }
 
-    /// Changes the size keeping the top-left content.
-    pub(super) fn resize(&mut self, cols: usize, rows: usize) {
-        self.rows.truncate(rows);
+    /// Changes the size like tmux (`screen_resize_y`), keeping row `keep` (the cursor's)
+    /// visible, and returns how far the rows moved down (negative: up). Fewer rows: rows below
+    /// `keep` go first, then rows from the top, into `history` when given (else dropped). More
+    /// rows: the newest lines of `history` come back down on top, then blank rows at the
+    /// bottom. The width changes afterwards, keeping the left part (no reflow).
+    pub(super) fn resize(&mut self, cols: usize, rows: usize, keep: usize, mut history: Option<&mut History>) -> isize {
+        let old = self.rows.len();
+        let mut shift = 0isize;
+        if rows < old {
+            let needed = old - rows;
+            let below = old - 1 - keep.min(old - 1);
+            let cut = below.min(needed);
+            self.rows.truncate(old - cut);
+            for _ in 0..needed - cut {
+                if let Some(row) = self.rows.pop_front()
+                    && let Some(history) = history.as_deref_mut()
+                {
+                    history.push_row(&row);
+                }
+                shift -= 1;
+            }
+        } else if rows > old {
+            if let Some(history) = history {
+                while self.rows.len() < rows {
+                    let Some(line) = history.pop_newest() else {
+                        break;
+                    };
+                    self.rows.push_front(line.to_row(self.cols));
+                    shift += 1;
+                }
+            }
+            while self.rows.len() < rows {
+                self.rows.push_back(Row::new(self.cols, Cell::BLANK));
+            }
+        }
         for row in &mut self.rows {
             row.resize(cols);
-        }
-        while self.rows.len() < rows {
-            self.rows.push_back(Row::new(cols, Cell::BLANK));
         }
         if let Some(last) = self.rows.back_mut() {
             last.wrapped = false;
         }
         self.cols = cols;
+        shift
     }
 }
 

@@ -71,7 +71,7 @@ fn sgr_color(out: &mut String, color: Color, base: u8, bright: u8, extended: u8)
 }
 
 /// A complete SGR setting `attrs` from scratch.
-fn sgr(attrs: &Attrs) -> String {
+pub(crate) fn sgr(attrs: &Attrs) -> String {
     let mut s = String::from("\x1b[0");
     for (bit, code) in [
         (flag::BOLD, "1"),

@@ -13,8 +13,9 @@
 //! Invariants: processing never panics and never allocates beyond named bounds (grid size
 //! `MAX_CELLS`, combining marks per cell, title, pending replies; vte bounds OSC strings to
 //! 1024 bytes and parameters to 32); the result of processing a stream does not depend on how
-//! it is split into `process` calls; scrollback is not kept (rows scrolled off the top are
-//! dropped), so memory is bounded by the screen size and a clone is cheap. Printable ASCII in
+//! it is split into `process` calls; rows scrolled off the top of the main screen go into a
+//! bounded history (`history.rs`, none unless the screen was made with
+//! [`Screen::with_history`]), so memory is bounded by the screen size plus that bound. Printable ASCII in
 //! the parser's ground state takes a fast path that writes cells directly and has exactly the
 //! effect vte's `print` would have. UTF-8 in ground state (valid, broken, or cut off by the end
 //! of a call) is decoded here and never handed to vte: vte 0.15 gives a different result for a
@@ -23,13 +24,14 @@
 //! model keeps the cut-off bytes itself (`Partial`) and decodes them with one-call semantics.
 //!
 //! Files: `cell.rs` (cells, colours, attributes), `grid.rs` (rows and buffer operations),
-//! `modes.rs` (modes, charsets, tab stops), `term.rs` (the emulator state and terminal
+//! `history.rs` (the scrollback), `modes.rs` (modes, charsets, tab stops), `term.rs` (the emulator state and terminal
 //! operations), `perform.rs` (vte callbacks, SGR, query answers), `ground.rs` (whether vte is
 //! mid-sequence), `keyframe.rs` (state restore), this file (the public API and the fast path).
 
 mod cell;
 mod grid;
 mod ground;
+mod history;
 mod keyframe;
 mod modes;
 mod perform;
@@ -39,6 +41,7 @@ use serde::{Deserialize, Serialize};
 
 pub use cell::{Attrs, Color, flag};
 pub use grid::MAX_COMBINING;
+pub use history::{DEFAULT_HISTORY_LINES, HistoryLine, HistoryRow, JsonColor, MAX_HISTORY_LINES, StyleRun};
 pub use modes::{Modes, MouseEncoding, MouseMode};
 pub use perform::{DA1_REPLY, DA2_REPLY};
 pub use term::{MAX_PENDING_REPLIES, MAX_TITLE_BYTES};
@@ -190,6 +193,57 @@ impl Screen {
         }
     }
 
+    /// A power-on terminal that keeps up to `lines` rows scrolled off the top of its main
+    /// screen (clamped to `MAX_HISTORY_LINES`; 0 keeps none, as [`Screen::new`]).
+    pub fn with_history(cols: u16, rows: u16, lines: usize) -> Screen {
+        let mut screen = Screen::new(cols, rows);
+        screen.term.history = history::History::new(lines);
+        screen
+    }
+
+    /// Also collects the text of every line scrolled off the main screen (whatever the history
+    /// keeps), for a session log: [`Screen::take_log_text`] hands it over.
+    pub fn enable_log(&mut self) {
+        self.term.history.enable_log();
+    }
+
+    /// Appends the text (one `\n`-terminated line each) of the lines scrolled off since the
+    /// last call to `out`; nothing unless [`Screen::enable_log`] was called. Call it after
+    /// every `feed`: the text is held until then.
+    pub fn take_log_text(&mut self, out: &mut String) {
+        self.term.history.take_log_text(out);
+    }
+
+    /// The most lines the history keeps (0: none).
+    pub fn history_limit(&self) -> usize {
+        self.term.history.limit()
+    }
+
+    /// Lines in the history.
+    pub fn history_len(&self) -> usize {
+        self.term.history.len()
+    }
+
+    /// The newest `n` history lines (all when there are fewer), oldest first.
+    pub fn history_tail(&self, n: usize) -> impl DoubleEndedIterator<Item = &HistoryLine> {
+        self.term.history.tail(n)
+    }
+
+    /// The newest `n` history lines as text, oldest first.
+    pub fn history_text(&self, n: usize) -> Vec<String> {
+        self.history_tail(n).map(|l| l.text().to_string()).collect()
+    }
+
+    /// The newest `n` history lines as JSON rows (text, wrap flag, attribute runs).
+    pub fn history_rows(&self, n: usize) -> Vec<HistoryRow> {
+        self.history_tail(n).map(HistoryLine::to_json_row).collect()
+    }
+
+    /// Heap bytes the history holds, for memory accounting.
+    pub fn history_heap_bytes(&self) -> usize {
+        self.term.history.heap_bytes()
+    }
+
     /// Feeds bytes written by the child and appends the output events they hold (titles,
     /// bells, notifications, state reports, mode changes) to `events`: one parse for both. Any
     /// split of a stream into calls gives the same state and the same events as one call with
@@ -209,7 +263,12 @@ impl Screen {
     }
 
     fn parse(&mut self, bytes: &[u8]) {
-        let mut i = if self.partial.len > 0 { self.finish_partial(bytes) } else { self.skip_scrolled_off(bytes) };
+        let i = if self.partial.len > 0 { self.finish_partial(bytes) } else { self.skip_scrolled_off(bytes) };
+        self.parse_from(bytes, i);
+    }
+
+    /// The parse loop from `bytes[i]` on (no skip).
+    fn parse_from(&mut self, bytes: &[u8], mut i: usize) {
         while i < bytes.len() {
             if self.ground.is_ground() {
                 let b = bytes[i];
@@ -257,10 +316,14 @@ impl Screen {
     /// from the bottom row, so every row the skipped text could have touched is gone by then.
     /// Plain text changes nothing else but the REP character (the last one printed), which is
     /// set. The split property tests compare this with byte-by-byte feeding, which never skips.
-    /// It relies on rows scrolled off the top being dropped: a model that kept a scrollback
-    /// would have to put the skipped lines there.
+    /// It relies on rows scrolled off the top being dropped, so it is off while a history is
+    /// kept (the skipped lines would belong there); the history property test compares a
+    /// history-keeping screen fed in one call with one fed byte by byte.
     fn skip_scrolled_off(&mut self, bytes: &[u8]) -> usize {
         let rows = self.term.rows;
+        if self.term.history.keeps_rows() {
+            return self.skip_into_history(bytes);
+        }
         if !self.ground.is_ground() || self.term.top != 0 || self.term.bottom + 1 != rows {
             return 0;
         }
@@ -289,6 +352,106 @@ impl Screen {
         }
         let skipped = &bytes[..=feed];
         let last = skipped.iter().rev().find(|&&b| (0x20..0x7f).contains(&b)).copied();
+        self.term.scrolled_off_at_bottom(last.map(char::from));
+        feed + 1
+    }
+
+    /// The flood skip for a screen that keeps its scrolled-off rows (history or log): the rows
+    /// are not drawn, but the history gets exactly the lines drawing would have given it, and
+    /// the screen ends exactly as drawn. Returns how many bytes were accounted for (0: none).
+    ///
+    /// The plain prefix is drawn normally up to just after its `rows`-th line feed, if that
+    /// follows a CR: the cursor is then at the start of a fresh bottom row (that feed scrolled).
+    /// From there to the skip point (as in `skip_scrolled_off`: after a CR LF with `rows` more
+    /// line feeds after it) the text must be lines separated by CR LF alone, printed with a pen
+    /// that draws them as they are (ASCII character set, not concealed, no insert or newline
+    /// mode, autowrap on). Each such line fills one row per `cols` characters (all but the last
+    /// left wrapped), and each row produced scrolls the screen once, so: the screen's top rows
+    /// and then the produced rows go into the history, in order, except the last `rows - 1`
+    /// rows, which are drawn on the screen above a fresh bottom row.
+    fn skip_into_history(&mut self, bytes: &[u8]) -> usize {
+        let t = &self.term;
+        let rows = t.rows;
+        if !self.ground.is_ground()
+            || t.alt_mode.is_some()
+            || t.top != 0
+            || t.bottom + 1 != rows
+            || t.pen.has(flag::HIDDEN)
+            || t.gl_charset() != modes::Charset::Ascii
+            || t.modes.insert
+            || t.modes.newline
+            || !t.modes.autowrap
+        {
+            return 0;
+        }
+        let mut end = 0;
+        let mut feeds = 0;
+        loop {
+            end += printable_run(&bytes[end..]);
+            match bytes.get(end) {
+                Some(b'\n') => feeds += 1,
+                Some(b'\r') => {}
+                _ => break,
+            }
+            end += 1;
+        }
+        if feeds < 3 * rows {
+            return 0;
+        }
+        // The start: just after the `rows`-th line feed, which follows a CR.
+        let Some(first) = memchr::memchr_iter(b'\n', &bytes[..end]).nth(rows - 1) else {
+            return 0;
+        };
+        // The skip point: just after the line feed with `rows` more after it.
+        let Some(feed) = memchr::memrchr_iter(b'\n', &bytes[..end]).nth(rows) else {
+            return 0;
+        };
+        if first == 0 || bytes[first - 1] != b'\r' || feed <= first + 1 || bytes[feed - 1] != b'\r' {
+            return 0;
+        }
+        // Lines separated by CR LF and nothing else (the last one ends at the skip point's CR).
+        let middle = &bytes[first + 1..feed - 1];
+        let crs = memchr::memchr_iter(b'\r', middle).count();
+        let mut lfs = 0;
+        for j in memchr::memchr_iter(b'\n', middle) {
+            if j == 0 || middle[j - 1] != b'\r' {
+                return 0;
+            }
+            lfs += 1;
+        }
+        if crs != lfs {
+            return 0;
+        }
+        let lines = || middle.split(|&b| b == b'\n').map(|l| l.strip_suffix(b"\r").unwrap_or(l));
+        // Draw the start normally: it leaves the cursor at the start of a fresh bottom row.
+        self.parse_from(&bytes[..=first], 0);
+        let cols = self.term.cols;
+        let produced: usize = lines().map(|l| l.len().div_ceil(cols).max(1)).sum();
+        let kept = produced.min(rows - 1);
+        let blank = self.term.blank();
+        let pen = self.term.pen;
+        // The screen's rows above the bottom one scroll off first, as many as rows produced
+        // (the bottom one is fresh: the produced rows start in it).
+        self.term.main.scroll_up_into(0, rows - 1, kept, blank, Some(&mut self.term.history));
+        // Then the produced rows: all but the last `kept` into the history, those on screen.
+        let mut index = 0;
+        for line in lines() {
+            let n = line.len().div_ceil(cols).max(1);
+            for k in 0..n {
+                let chunk = &line[(k * cols).min(line.len())..((k + 1) * cols).min(line.len())];
+                let wrapped = k + 1 < n;
+                if index + kept < produced {
+                    self.term.history.push_text(chunk, pen, blank, cols, wrapped);
+                } else {
+                    let row = self.term.main.row_mut(rows - 1 - (produced - index));
+                    row.reset(blank);
+                    row.write_plain(0, chunk.iter().map(|&b| char::from(b)), pen);
+                    row.wrapped = wrapped;
+                }
+                index += 1;
+            }
+        }
+        let last = middle.iter().rev().find(|&&b| (0x20..0x7f).contains(&b)).copied();
         self.term.scrolled_off_at_bottom(last.map(char::from));
         feed + 1
     }
@@ -411,8 +574,10 @@ impl Screen {
         std::mem::take(&mut self.term.replies)
     }
 
-    /// Changes the size like xterm: content stays top-left, the cursor is clamped, the scroll
-    /// region is reset. The size is clamped to valid bounds.
+    /// Changes the size like tmux: fewer rows drop rows below the cursor first, then push rows
+    /// from the top into the history; more rows pull history lines back down on top, then add
+    /// blank rows; content stays left (no reflow); the scroll region is reset. The size is
+    /// clamped to valid bounds. Policy and evidence: `docs/screen-model.md`.
     pub fn resize(&mut self, cols: u16, rows: u16) {
         let (cols, rows) = clamp_size(cols, rows);
         self.term.resize(cols, rows);
@@ -520,3 +685,6 @@ impl Screen {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod history_tests;

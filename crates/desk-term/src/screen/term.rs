@@ -14,6 +14,7 @@ use unicode_width::UnicodeWidthChar;
 
 use super::cell::{Attrs, Cell, flag, kind};
 use super::grid::Grid;
+use super::history::History;
 use super::modes::{Charset, Modes, MouseEncoding, MouseMode, TabStops};
 use crate::events::{Mode, OutputEvent};
 
@@ -144,6 +145,8 @@ pub(super) struct Term {
     pub rows: usize,
     pub main: Grid,
     pub alt: Grid,
+    /// Rows scrolled off the top of the main screen (the alternate screen keeps none).
+    pub history: History,
     /// Set while the alternate screen is shown.
     pub alt_mode: Option<AltMode>,
     pub cur: Pos,
@@ -185,6 +188,7 @@ impl Term {
             rows,
             main: Grid::new(cols, rows),
             alt: Grid::new(cols, rows),
+            history: History::default(),
             alt_mode: None,
             cur: Pos::default(),
             pen: Attrs::default(),
@@ -446,9 +450,8 @@ impl Term {
     /// IND / LF: down one line, scrolling the region when at its bottom.
     pub(super) fn index(&mut self) {
         if self.cur.row == self.bottom {
-            let blank = self.blank();
             let (top, bottom) = (self.top, self.bottom);
-            self.grid_mut().scroll_up(top, bottom, 1, blank);
+            self.scroll_region_up(top, bottom, 1);
         } else if self.cur.row + 1 < self.rows {
             self.cur.row += 1;
         }
@@ -574,7 +577,7 @@ impl Term {
         self.cur.pending = false;
     }
 
-    /// ED 0/1/2 (3, erase scrollback, is a no-op: no scrollback is kept).
+    /// ED 0/1/2, and 3 (erase the scrollback: the history, not the screen, as in xterm).
     pub(super) fn erase_display(&mut self, mode: u16) {
         let blank = self.blank();
         let row = self.cur.row;
@@ -598,6 +601,7 @@ impl Term {
                 self.grid_mut().clear(blank);
                 self.cur.pending = false;
             }
+            3 => self.history.clear(),
             _ => {}
         }
     }
@@ -658,9 +662,20 @@ impl Term {
 
     /// SU: scrolls the region up; the cursor (and a pending wrap) stay.
     pub(super) fn scroll_up(&mut self, n: usize) {
-        let blank = self.blank();
         let (top, bottom) = (self.top, self.bottom);
-        self.grid_mut().scroll_up(top, bottom, n, blank);
+        self.scroll_region_up(top, bottom, n);
+    }
+
+    /// Scrolls `top..=bottom` up by `n` as output does (IND, LF, autowrap, SU): on the main
+    /// screen with the region starting at the top row, the rows scrolled off go into the
+    /// history (xterm saves lines whenever the top margin is the top row).
+    fn scroll_region_up(&mut self, top: usize, bottom: usize, n: usize) {
+        let blank = self.blank();
+        if self.alt_mode.is_none() && top == 0 && self.history.keeps_rows() {
+            self.main.scroll_up_into(top, bottom, n, blank, Some(&mut self.history));
+        } else {
+            self.grid_mut().scroll_up(top, bottom, n, blank);
+        }
     }
 
     /// SD: scrolls the region down; the cursor stays.
@@ -760,13 +775,16 @@ impl Term {
         }
     }
 
-    /// RIS: power-on state. The title survives, as in xterm (it belongs to the window).
+    /// RIS: power-on state. The title and the history survive, as in xterm (they belong to
+    /// the window).
     pub(super) fn full_reset(&mut self) {
+        let history = std::mem::take(&mut self.history);
         let title = std::mem::take(&mut self.title);
         let icon_name = std::mem::take(&mut self.icon_name);
         let replies = std::mem::take(&mut self.replies);
         let events = std::mem::take(&mut self.events);
         *self = Term::new(self.cols, self.rows);
+        self.history = history;
         self.title = title;
         self.icon_name = icon_name;
         self.replies = replies;
@@ -903,28 +921,36 @@ impl Term {
         out
     }
 
-    /// Changes the size (already validated), keeping content top-left; resets the region.
+    /// Changes the size (already validated) like tmux: each buffer keeps its cursor row
+    /// visible (see `Grid::resize`); the main screen's rows go to and come back from the
+    /// history, the alternate screen's are dropped and come back blank. Content stays left
+    /// (no reflow); the region is reset.
     pub(super) fn resize(&mut self, cols: usize, rows: usize) {
         if cols == self.cols && rows == self.rows {
             return;
         }
         let cols_changed = cols != self.cols;
-        self.main.resize(cols, rows);
-        self.alt.resize(cols, rows);
+        let alt = self.alt_mode.is_some();
+        // The main screen's cursor is the live one, or while the alternate screen is shown
+        // the one saved on entering it (1049) or the shared one (47, 1047).
+        let main_row = if alt && self.saved[0].saved { self.saved[0].pos.row } else { self.cur.row };
+        let alt_row = if alt { self.cur.row } else { self.saved[1].pos.row };
+        let history = self.history.keeps_rows().then_some(&mut self.history);
+        let main_shift = self.main.resize(cols, rows, main_row, history);
+        let alt_shift = self.alt.resize(cols, rows, alt_row, None);
         self.cols = cols;
         self.rows = rows;
         self.top = 0;
         self.bottom = rows - 1;
-        let clamp = |p: &mut Pos| {
-            p.row = p.row.min(rows - 1);
+        let fit = |p: &mut Pos, shift: isize| {
+            p.row = p.row.saturating_add_signed(shift).min(rows - 1);
             p.col = p.col.min(cols - 1);
             if cols_changed || p.col != cols - 1 {
                 p.pending = false;
             }
         };
-        clamp(&mut self.cur);
-        for s in &mut self.saved {
-            clamp(&mut s.pos);
-        }
+        fit(&mut self.cur, if alt { alt_shift } else { main_shift });
+        fit(&mut self.saved[0].pos, main_shift);
+        fit(&mut self.saved[1].pos, alt_shift);
     }
 }

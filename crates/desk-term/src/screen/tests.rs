@@ -821,15 +821,21 @@ fn sizes_are_validated_and_clamped() {
 }
 
 #[test]
-fn resize_keeps_content_top_left_clamps_cursor_and_resets_region() {
+fn resize_keeps_the_cursor_row_clamps_the_column_and_resets_region() {
     let mut s = screen(6, 4, b"abcdef\r\nghij\r\nkl\x1b[2;3r\x1b[4;6H");
+    // The cursor is on the bottom row: shrinking pushes rows off the top (no history here).
     s.resize(3, 2);
-    assert_eq!(rows(&s), ["abc", "ghi"]);
+    assert_eq!(rows(&s), ["kl", ""]);
     assert_eq!(s.cursor(), (1, 2));
     assert_eq!(s.scroll_region(), (0, 1));
     s.resize(5, 3);
-    assert_eq!(rows(&s), ["abc", "ghi", ""]);
+    assert_eq!(rows(&s), ["kl", "", ""]);
     assert_eq!(s.size(), (5, 3));
+    // With the cursor near the top, rows below it go first.
+    let mut s = screen(6, 4, b"abcdef\r\nghij\r\nkl\x1b[1;2H");
+    s.resize(6, 2);
+    assert_eq!(rows(&s), ["abcdef", "ghij"]);
+    assert_eq!(s.cursor(), (0, 1));
 }
 
 #[test]

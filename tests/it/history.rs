@@ -1,0 +1,214 @@
+//! The session's history (scrollback) from the command line: `desk peek --history`, the exit
+//! record's history tail, `desk attach --history`, and the resize that keeps the newest rows.
+
+use crate::harness::PtyCommand;
+use crate::support::{DESK, Home, eventually};
+use std::process::Command;
+
+fn lines(out: &str) -> Vec<&str> {
+    out.lines().collect()
+}
+
+fn numbers(from: usize, to: usize) -> Vec<String> {
+    (from..=to).map(|n| n.to_string()).collect()
+}
+
+#[test]
+fn peek_history_prints_the_lines_that_scrolled_off_above_the_screen() {
+    let home = Home::new();
+    home.ok(&[
+        "new",
+        "h",
+        "--size",
+        "40x10",
+        "--",
+        "sh",
+        "-c",
+        "seq 1 300; printf '\\033[31mred\\033[0m tail\\n'; printf READY; exec cat",
+    ]);
+    home.wait_screen("h", "READY");
+    // The screen: 293..300, the red line, READY; the history: 1..292.
+    let out = home.ok(&["peek", "h", "--history", "3"]);
+    let want: Vec<String> = numbers(290, 300).into_iter().chain(["red tail".into(), "READY".into()]).collect();
+    assert_eq!(lines(&out), want, "{out}");
+    let all = home.ok(&["peek", "h", "--history"]);
+    assert_eq!(lines(&all)[..3], ["1", "2", "3"], "--history without N prints all of it");
+    assert_eq!(lines(&all).len(), 302);
+    assert_eq!(lines(&home.ok(&["peek", "h"])).len(), 10, "no history without --history");
+
+    // JSON: rows with their attribute runs.
+    home.ok(&[
+        "new",
+        "c",
+        "--size",
+        "40x3",
+        "--",
+        "sh",
+        "-c",
+        "printf '\\033[31mred\\033[0m plain\\nx\\ny\\nz\\nREADY'; exec cat",
+    ]);
+    home.wait_screen("c", "READY");
+    let json = home.json(&["peek", "c", "--json", "--history", "5"]);
+    let history = json["data"]["history"].as_array().expect("a history array").clone();
+    assert_eq!(history.len(), 2, "{json:#}");
+    assert_eq!(
+        history[0],
+        serde_json::json!({"text": "red plain", "runs": [{"text": "red", "fg": 1}, {"text": " plain"}]})
+    );
+    assert_eq!(history[1], serde_json::json!({"text": "x"}));
+}
+
+#[test]
+fn a_session_started_with_no_history_keeps_none() {
+    let home = Home::new();
+    home.ok(&["new", "n", "--size", "40x5", "--history", "0", "--", "sh", "-c", "seq 1 50; printf READY; exec cat"]);
+    home.wait_screen("n", "READY");
+    assert_eq!(lines(&home.ok(&["peek", "n", "--history"])), ["47", "48", "49", "50", "READY"]);
+    let err = home.desk(&["new", "m", "--history", "99999999999", "--", "true"]);
+    assert_eq!(err.status.code(), Some(2), "an out-of-range --history is a usage error");
+}
+
+#[test]
+fn an_exited_session_keeps_the_tail_of_its_history() {
+    let home = Home::new();
+    home.ok(&["new", "e", "--size", "40x10", "--", "sh", "-c", "seq 1 100; exit 3"]);
+    home.wait_exit("e");
+    let out = home.ok(&["peek", "e", "--history", "3"]);
+    let got = lines(&out);
+    assert!(got[0].starts_with("[desk: session e exited with code 3"), "{out}");
+    assert_eq!(got[1..], numbers(89, 100), "{out}");
+    let json = home.json(&["peek", "e", "--json", "--history", "2"]);
+    assert_eq!(json["data"]["history"], serde_json::json!(["90", "91"]), "{json:#}");
+    let attach = home.desk(&["attach", "e", "--history", "2"]);
+    assert_eq!(attach.status.code(), Some(3));
+    let stdout = String::from_utf8_lossy(&attach.stdout);
+    assert_eq!(lines(&stdout)[1..3], ["90", "91"], "{stdout}");
+}
+
+/// The report: a 100x30 shell ran `seq 1 300`; reattached from a 100x15 terminal, the
+/// newest rows (and the prompt) must be on the screen, the older ones in the history.
+#[test]
+fn reattaching_from_a_shorter_terminal_keeps_the_newest_rows() {
+    let home = Home::new();
+    home.ok(&["new", "s", "--size", "100x30", "--", "sh", "-c", "seq 1 300; printf 'READY>'; exec cat"]);
+    home.wait_screen("s", "READY>");
+    let pty = PtyCommand::new(DESK)
+        .arg("attach")
+        .arg("s")
+        .env("DESK_HOME", home.path())
+        .size(100, 15)
+        .spawn()
+        .expect("spawn desk attach");
+    let screen = eventually("the session to take the terminal's size", || {
+        let screen = pty.screen();
+        if screen.row(14) == "READY>" { Ok(screen) } else { Err(screen.rows().join("\n")) }
+    });
+    let want: Vec<String> = numbers(287, 300).into_iter().chain(["READY>".into()]).collect();
+    assert_eq!(screen.rows(), want);
+    let out = home.ok(&["peek", "s", "--history", "2"]);
+    assert_eq!(lines(&out)[..2], ["285", "286"], "the rows pushed off went into the history: {out}");
+    pty.write(b"\x1c").unwrap();
+}
+
+/// `desk attach --history N` writes the lines into the outer terminal's own scrollback. tmux
+/// plays that terminal (the harness's emulator drops its scrollback on the keyframe's RIS,
+/// as xterm and tmux do not).
+#[test]
+fn attach_history_reaches_the_outer_terminals_scrollback() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("tmux is not installed: skipped");
+        return;
+    }
+    let home = Home::new();
+    home.ok(&["new", "a", "--size", "60x10", "--", "sh", "-c", "seq 1 100; printf 'READY>'; exec cat"]);
+    home.wait_screen("a", "READY>");
+    let socket = home.path().join("tmux.sock");
+    let tmux = |args: &[&str]| {
+        let out = Command::new("tmux").arg("-S").arg(&socket).args(args).output().expect("run tmux");
+        assert!(out.status.success(), "tmux {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let script = format!("DESK_HOME='{}' exec '{DESK}' attach a --history 5", home.path().display());
+    tmux(&["-f", "/dev/null", "new-session", "-d", "-x", "60", "-y", "10", &script]);
+    let result = std::panic::catch_unwind(|| {
+        let all = eventually("the attach to draw the session", || {
+            let all = tmux(&["capture-pane", "-p", "-S", "-"]);
+            if all.contains("READY>") { Ok(all) } else { Err(all) }
+        });
+        let got: Vec<&str> = all.lines().map(str::trim_end).filter(|l| !l.is_empty()).collect();
+        let ready = got.iter().position(|l| *l == "READY>").expect("the prompt");
+        // Above the session's screen (92..100, READY>): the five history lines, 87..91.
+        assert_eq!(got[..ready], numbers(87, 100), "{all}");
+    });
+    tmux(&["kill-server"]);
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// A history larger than one frame: the SNAPSHOT carries the newest lines that fit, and peek
+/// still answers (it used to lose the connection: the reply exceeded the frame limit).
+#[test]
+fn a_history_larger_than_a_frame_gives_its_newest_lines() {
+    let home = Home::new();
+    let script =
+        "i=0; while [ $i -lt 12000 ]; do printf '%05d %0190d\\n' $i 0; i=$((i+1)); done; printf READY; exec cat";
+    home.ok(&["new", "big", "--size", "200x5", "--", "sh", "-c", script]);
+    eventually("the output to end", || {
+        let screen = home.peek("big");
+        if screen.contains("READY") { Ok(()) } else { Err(screen) }
+    });
+    let json = home.json(&["peek", "big", "--json", "--history"]);
+    let history = json["data"]["history"].as_array().expect("a history").clone();
+    assert!(history.len() > 1000 && history.len() < 10_000, "{} lines", history.len());
+    let last = history.last().unwrap()["text"].as_str().unwrap().to_string();
+    assert!(last.starts_with("11995 "), "the newest history line comes last: {last}");
+}
+
+#[test]
+fn the_session_log_holds_what_scrolled_off_and_outlives_the_session_until_rm() {
+    let home = Home::new();
+    // No history in memory: the log is kept on its own.
+    home.ok(&["new", "l", "--size", "40x5", "--history", "0", "--", "sh", "-c", "seq 1 2000; printf READY; exec cat"]);
+    home.wait_screen("l", "READY");
+    let out = home.ok(&["log", "l", "--since-start"]);
+    let want: Vec<String> = numbers(1, 2000).into_iter().chain(["READY".into()]).collect();
+    assert_eq!(lines(&out), want, "all that scrolled off, then the screen");
+    let tail = home.ok(&["log", "l"]);
+    assert_eq!(lines(&tail).len(), 1000 + 5, "the newest 1,000 lines, then the screen");
+    assert_eq!(lines(&tail)[0], "997");
+
+    // After the exit the log stays, with the last screen after it; `desk rm` removes it.
+    home.ok(&["kill", "l", "--signal", "KILL"]);
+    home.wait_exit("l");
+    let after = home.ok(&["log", "l", "--since-start"]);
+    assert_eq!(lines(&after)[..2000], numbers(1, 2000)[..], "kept after the exit");
+    home.ok(&["rm", "l"]);
+    assert_eq!(home.desk(&["log", "l"]).status.code(), Some(2), "gone with the session");
+}
+
+#[test]
+fn log_follow_prints_new_lines_and_ends_with_the_last_screen() {
+    let home = Home::new();
+    let go = home.path().join("go");
+    let script = format!("while [ ! -e '{}' ]; do sleep 0.05; done; seq 1 20; echo bye; exit 0", go.display());
+    home.ok(&["new", "f", "--size", "40x3", "--", "sh", "-c", &script]);
+    let mut follow = home.cmd().args(["log", "f", "--follow"]).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    std::fs::write(&go, "").unwrap();
+    let status = follow.wait().unwrap();
+    assert!(status.success());
+    let mut out = String::new();
+    std::io::Read::read_to_string(follow.stdout.as_mut().unwrap(), &mut out).unwrap();
+    let got = lines(&out);
+    // The numbers scrolled off while it followed; the last screen comes at the end.
+    assert_eq!(got[..got.len() - 2], numbers(1, 19)[..], "{out}");
+    assert_eq!(got[got.len() - 2..], ["20", "bye"], "{out}");
+}
+
+#[test]
+fn a_bad_log_cap_is_refused_by_name() {
+    let home = Home::new();
+    let out = home.desk(&["new", "x", "--log-cap", "12Q", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--log-cap"), "{}", String::from_utf8_lossy(&out.stderr));
+}
