@@ -76,6 +76,7 @@ enum Command {
     },
     /// Print the text that scrolled off a session's screen (its log), then its screen.
     Log {
+        /// The session whose log to print (running or exited).
         name: SessionName,
         /// Keep printing lines as they scroll off, until the session ends (then print its
         /// last screen).
