@@ -734,6 +734,9 @@ fn describe(body: &EventBody) -> Option<(String, bool)> {
             (None, Some(s)) => (format!("killed by signal {s}"), true),
             (None, None) => ("exited".into(), true),
         },
+        EventBody::Keys { keys, user, via, .. } => (format!("keys {} typed by {user} ({via})", keys.join(" ")), false),
+        // What desk told the operator: flagged like the agent's own notifications.
+        EventBody::Notify { kind, message, .. } => (format!("notified {kind}: {message}"), true),
         EventBody::Gap { from_seq, to_seq, reason } => (format!("events {from_seq}..{to_seq} lost: {reason}"), true),
         EventBody::Output { .. } | EventBody::Mode { .. } | EventBody::Resize { .. } | EventBody::Report { .. } => {
             return None;
