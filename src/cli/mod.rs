@@ -186,8 +186,9 @@ enum Command {
         name: SessionName,
         /// The keys, in order: a key name (Enter, Escape/Esc, Tab, BTab, Backspace, Space,
         /// Up, Down, Left, Right, Home, End, PgUp, PgDn, Insert, Delete, F1..F12), C-x or ^X
-        /// (a control character), M-x (Alt), `text:WORD`, or any other word as text.
-        #[arg(required = true, value_name = "KEY", allow_hyphen_values = true)]
+        /// (a control character), M-x (Alt), `text:WORD`, or any other word as text (one that
+        /// starts with `-` after `--`, or as `text:-WORD`).
+        #[arg(required = true, value_name = "KEY")]
         keys: Vec<String>,
         /// Print JSON (docs/cli.md).
         #[arg(long)]

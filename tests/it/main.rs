@@ -16,6 +16,7 @@ mod demo_agent;
 mod fleet;
 mod harness;
 mod history;
+mod keys;
 mod native;
 mod screen;
 mod sessions;
