@@ -103,9 +103,10 @@ pub fn send(paths: &Paths, name: &SessionName, keys: &[String], by: &Sender) -> 
     check(keys)?;
     let files = paths.session(name);
     let not_running = |exit: Option<session::ExitRecord>| match exit {
-        Some(exit) => {
-            KeysError::NotRunning(format!("session {name} {}; keys are not sent", crate::signals::describe_exit(exit.status)))
-        }
+        Some(exit) => KeysError::NotRunning(format!(
+            "session {name} {}; keys are not sent",
+            crate::signals::describe_exit(exit.status)
+        )),
         None => KeysError::NotRunning(format!("session {name} is not running; keys are not sent")),
     };
     let stream = match session::probe_settled(&files).map_err(KeysError::Failed)? {

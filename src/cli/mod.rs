@@ -6,7 +6,7 @@
 //! exits with the child's code (128 + N for a signal) when the session ends. With `--json`, a
 //! failure is also printed on stdout as an error envelope ([`output`]).
 
-mod config;
+pub(crate) mod config;
 mod delivery;
 mod events;
 mod explain;

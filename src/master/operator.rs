@@ -28,13 +28,17 @@ impl Master {
         let event = ClientEvent::from_body(body).map_err(|e| Frame::error(ErrorCode::Malformed, e))?;
         match event {
             ClientEvent::Keys { keys, user, tty, via } => {
-                let parsed = desk_term::keys::parse_all(&keys)
-                    .map_err(|(at, e)| Frame::error(ErrorCode::Malformed, format!("key {at} ({:?}): {e}", keys[at - 1])))?;
+                let parsed = desk_term::keys::parse_all(&keys).map_err(|(at, e)| {
+                    Frame::error(ErrorCode::Malformed, format!("key {at} ({:?}): {e}", keys[at - 1]))
+                })?;
                 let bytes = desk_term::keys::encode(&parsed, self.screen.modes().app_cursor_keys);
                 if bytes.len() > MAX_KEYS_BYTES {
                     return Err(Frame::error(
                         ErrorCode::Malformed,
-                        format!("{} bytes of keys; at most {MAX_KEYS_BYTES} (send prompts with desk send)", bytes.len()),
+                        format!(
+                            "{} bytes of keys; at most {MAX_KEYS_BYTES} (send prompts with desk send)",
+                            bytes.len()
+                        ),
                     ));
                 }
                 if self.queue_input(token, &bytes, now) {

@@ -18,6 +18,7 @@ mod harness;
 mod history;
 mod keys;
 mod native;
+mod notify;
 mod screen;
 mod sessions;
 mod state;

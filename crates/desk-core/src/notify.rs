@@ -115,8 +115,8 @@ impl SessionNotes {
         if self.tokens == SESSION_BURST {
             self.refilled = now;
         }
-        let too_soon =
-            kind != Kind::Exited && self.last.get(&kind).is_some_and(|at| now.saturating_duration_since(*at) < SAME_KIND_GAP);
+        let too_soon = kind != Kind::Exited
+            && self.last.get(&kind).is_some_and(|at| now.saturating_duration_since(*at) < SAME_KIND_GAP);
         if too_soon || self.tokens == 0 {
             self.suppressed += 1;
             return false;
@@ -172,7 +172,7 @@ impl Notifier {
                     }
                     Axis::Health => {
                         state.health = to.clone();
-                        let Some(reason) = to.strip_prefix("degraded") else { return None };
+                        let reason = to.strip_prefix("degraded")?;
                         if from.starts_with("degraded") {
                             return None;
                         }
@@ -203,12 +203,26 @@ impl Notifier {
     }
 
     /// A delivery item of `session` turned stuck (`class`: paste-missing, submit-stuck, ...).
-    pub fn on_stuck(&mut self, session: &str, item: &str, class: &str, first_line: &str, now: Instant) -> Option<Notice> {
+    pub fn on_stuck(
+        &mut self,
+        session: &str,
+        item: &str,
+        class: &str,
+        first_line: &str,
+        now: Instant,
+    ) -> Option<Notice> {
         let message = format!("{session}: prompt {item} is stuck ({class}): {first_line}");
         self.notice(session, Kind::Stuck, message, Some(item.to_string()), now)
     }
 
-    fn notice(&mut self, session: &str, kind: Kind, message: String, item: Option<String>, now: Instant) -> Option<Notice> {
+    fn notice(
+        &mut self,
+        session: &str,
+        kind: Kind,
+        message: String,
+        item: Option<String>,
+        now: Instant,
+    ) -> Option<Notice> {
         let notes = self.sessions.entry(session.to_string()).or_insert_with(|| SessionNotes::new(now));
         if !notes.admit(kind, now) {
             return None;
@@ -240,13 +254,16 @@ mod tests {
     }
 
     fn activity(from: &str, to: &str) -> Event {
-        ev(1, EventBody::State {
-            axis: Axis::Activity,
-            from: from.into(),
-            to: to.into(),
-            evidence: "rule".into(),
-            wait: (to == "blocked").then(|| "approval: Bash".into()),
-        })
+        ev(
+            1,
+            EventBody::State {
+                axis: Axis::Activity,
+                from: from.into(),
+                to: to.into(),
+                evidence: "rule".into(),
+                wait: (to == "blocked").then(|| "approval: Bash".into()),
+            },
+        )
     }
 
     fn exit(code: Option<i32>, signal: Option<i32>) -> Event {
@@ -292,13 +309,16 @@ mod tests {
     fn degraded_health_and_the_agents_own_notifications_are_announced() {
         let mut n = Notifier::new();
         let t = Instant::now();
-        let degraded = ev(1, EventBody::State {
-            axis: Axis::Health,
-            from: "ok".into(),
-            to: "degraded: not ready after 60 s".into(),
-            evidence: "process".into(),
-            wait: None,
-        });
+        let degraded = ev(
+            1,
+            EventBody::State {
+                axis: Axis::Health,
+                from: "ok".into(),
+                to: "degraded: not ready after 60 s".into(),
+                evidence: "process".into(),
+                wait: None,
+            },
+        );
         assert_eq!(n.on_event("s", &degraded, t).unwrap().message, "s is degraded: not ready after 60 s");
         let osc = ev(1, EventBody::Notification { title: Some("Claude".into()), body: "Needs your permission".into() });
         let notice = n.on_event("s", &osc, t).unwrap();

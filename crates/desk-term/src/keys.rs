@@ -62,10 +62,9 @@ impl fmt::Display for KeyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             KeyError::Empty => f.write_str("an empty key types nothing (use Space for a space)"),
-            KeyError::NoControl(spec) => write!(
-                f,
-                "{spec:?} has no control character: C- takes a letter or one of @ [ \\ ] ^ _ ? (e.g. C-c)"
-            ),
+            KeyError::NoControl(spec) => {
+                write!(f, "{spec:?} has no control character: C- takes a letter or one of @ [ \\ ] ^ _ ? (e.g. C-c)")
+            }
         }
     }
 }
@@ -283,8 +282,14 @@ mod tests {
 
     #[test]
     fn arrows_follow_the_application_cursor_mode() {
-        assert_eq!(bytes(&["Up", "Down", "Right", "Left", "Home", "End"], false), b"\x1b[A\x1b[B\x1b[C\x1b[D\x1b[H\x1b[F");
-        assert_eq!(bytes(&["Up", "Down", "Right", "Left", "Home", "End"], true), b"\x1bOA\x1bOB\x1bOC\x1bOD\x1bOH\x1bOF");
+        assert_eq!(
+            bytes(&["Up", "Down", "Right", "Left", "Home", "End"], false),
+            b"\x1b[A\x1b[B\x1b[C\x1b[D\x1b[H\x1b[F"
+        );
+        assert_eq!(
+            bytes(&["Up", "Down", "Right", "Left", "Home", "End"], true),
+            b"\x1bOA\x1bOB\x1bOC\x1bOD\x1bOH\x1bOF"
+        );
         // Keys outside DECCKM's reach do not change.
         assert_eq!(bytes(&["PgUp", "Delete", "F1", "F5", "F12"], true), b"\x1b[5~\x1b[3~\x1bOP\x1b[15~\x1b[24~");
     }

@@ -81,11 +81,16 @@ impl ClientEvent {
                     return Err("a keys event names no key".into());
                 }
                 if keys.len() > MAX_KEYS {
-                    return Err(format!("{} keys at once; at most {MAX_KEYS} (send prompts with desk send)", keys.len()));
+                    return Err(format!(
+                        "{} keys at once; at most {MAX_KEYS} (send prompts with desk send)",
+                        keys.len()
+                    ));
                 }
                 let total: usize = keys.iter().map(String::len).sum();
                 if total > MAX_KEYS_BYTES {
-                    return Err(format!("{total} bytes of keys; at most {MAX_KEYS_BYTES} (send prompts with desk send)"));
+                    return Err(format!(
+                        "{total} bytes of keys; at most {MAX_KEYS_BYTES} (send prompts with desk send)"
+                    ));
                 }
             }
             ClientEvent::Notify { message, .. } => {
@@ -130,12 +135,16 @@ mod tests {
     #[test]
     fn bodies_out_of_bounds_or_of_the_wrong_shape_are_refused_whole() {
         let body = |v: Value| v.as_object().unwrap().clone();
-        let e = ClientEvent::from_body(body(serde_json::json!({"type": "keys", "keys": [], "user": "a", "via": "cli"})));
+        let e =
+            ClientEvent::from_body(body(serde_json::json!({"type": "keys", "keys": [], "user": "a", "via": "cli"})));
         assert!(e.unwrap_err().contains("no key"));
         let many: Vec<String> = (0..=MAX_KEYS).map(|_| "a".to_string()).collect();
-        let e = ClientEvent::from_body(body(serde_json::json!({"type": "keys", "keys": many, "user": "a", "via": "cli"})));
+        let e =
+            ClientEvent::from_body(body(serde_json::json!({"type": "keys", "keys": many, "user": "a", "via": "cli"})));
         assert!(e.unwrap_err().contains("at most 64"));
-        let e = ClientEvent::from_body(body(serde_json::json!({"type": "keys", "keys": "Enter", "user": "a", "via": "cli"})));
+        let e = ClientEvent::from_body(body(
+            serde_json::json!({"type": "keys", "keys": "Enter", "user": "a", "via": "cli"}),
+        ));
         assert!(e.unwrap_err().starts_with("the \"keys\" EVENT body"));
         let e = ClientEvent::from_body(body(serde_json::json!({"type": "title", "title": "x"})));
         assert!(e.is_err());

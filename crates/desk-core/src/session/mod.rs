@@ -344,7 +344,10 @@ impl SessionPolicy {
                 if role == Role::Viewer {
                     self.effect(refuse("send keys or notify events"));
                 } else if body.get("type").is_some_and(|t| t == "keys") && (self.child_exited || !self.terminal_open) {
-                    self.effect(Effect::Send { client, frame: Frame::error(ErrorCode::Exiting, "the session is exiting") });
+                    self.effect(Effect::Send {
+                        client,
+                        frame: Frame::error(ErrorCode::Exiting, "the session is exiting"),
+                    });
                 } else {
                     self.effect(Effect::ClientEvent { client });
                 }
