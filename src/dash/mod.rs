@@ -21,9 +21,12 @@
 //! and called by the guard's drop, the panic hook and the signal path; while the dashboard owns
 //! the terminal no thread but the main one writes to it.
 
+pub mod answer;
 pub mod model;
 pub mod view;
 
+#[cfg(test)]
+mod answer_tests;
 #[cfg(test)]
 mod tests;
 
@@ -272,6 +275,7 @@ fn run_loop(
             match handle(msg, dash, &mut preview) {
                 Flow::Run(action) => run_action(paths, tx, action, dash),
                 Flow::Send { session, text } => send_prompt(tx, session, text, dash),
+                Flow::Keys { session, keys } => send_keys(paths, tx, session, keys, dash),
                 Flow::Go => {}
                 Flow::Exit(code) => return Ok(code),
                 Flow::Attach(name) => {
@@ -292,6 +296,7 @@ fn run_loop(
 enum Flow {
     Go,
     Send { session: String, text: String },
+    Keys { session: String, keys: Vec<String> },
     Run(Action),
     Exit(i32),
     Attach(String),
@@ -360,6 +365,7 @@ fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Flow 
                 Some(model::Command::Attach(name)) => return Flow::Attach(name),
                 Some(model::Command::Run(action)) => return Flow::Run(action),
                 Some(model::Command::Send { session, text }) => return Flow::Send { session, text },
+                Some(model::Command::Keys { session, keys }) => return Flow::Keys { session, keys },
                 None => {}
             }
         }
@@ -440,6 +446,23 @@ fn send_prompt(tx: &Sender<Msg>, session: String, text: String, dash: &mut Dash)
             })
         })();
         let _ = tx.send(Msg::ActionDone(outcome.unwrap_or_else(|e| format!("not sent: {e:#}"))));
+    });
+}
+
+/// Type the answer panel's key into the session exactly as `desk keys` does (the same library
+/// call, journalled `via` `dash`), on a thread; the outcome comes back as a message.
+fn send_keys(paths: &Paths, tx: &Sender<Msg>, session: String, keys: Vec<String>, dash: &mut Dash) {
+    dash.status = Some(format!("typing {} into {session}...", keys.join(" ")));
+    let paths = paths.clone();
+    let _ = spawn("keys", tx.clone(), move |tx| {
+        let outcome = match crate::paths::SessionName::parse(&session) {
+            Ok(name) => match crate::keys::send(&paths, &name, &keys, &crate::keys::Sender::this_process("dash")) {
+                Ok(_) => format!("typed {} into {session}", keys.join(" ")),
+                Err(e) => format!("not typed: {e}"),
+            },
+            Err(e) => format!("not typed: {e}"),
+        };
+        let _ = tx.send(Msg::ActionDone(outcome));
     });
 }
 
