@@ -76,3 +76,36 @@ fn keys_are_refused_for_exited_and_unknown_sessions_and_bad_keys() {
     assert_eq!(code(&["keys", "done", "C-1", "--json"]), (Some(2), "usage".into()));
     assert_eq!(code(&["keys", "done", "text:", "--json"]), (Some(2), "usage".into()));
 }
+
+#[test]
+fn the_dashboard_answer_panel_types_the_chosen_key_into_the_blocked_session() {
+    use crate::harness::{PATIENCE, PtyCommand};
+    let home = Home::new();
+    // A session that fits the dashboard's preview pane (120x40 leaves it about 116x25).
+    let demo = env!("CARGO_BIN_EXE_desk-demo-agent");
+    home.ok(&["new", "ask", "--size", "100x20", "--provider", "demo", "--", demo, "--work-ms", "300"]);
+    wait_ready(&home, "ask");
+    let mut pty = PtyCommand::new(crate::support::DESK)
+        .arg("dash")
+        .env("DESK_HOME", home.path())
+        .size(120, 40)
+        .spawn()
+        .expect("spawn desk dash");
+    pty.wait_for_text("live)").expect("the preview of ask");
+    home.ok(&["keys", "ask", "please approve-me", "Enter"]);
+    wait_activity(&home, "ask", "blocked");
+    pty.wait_for_text("waiting for approval").expect("the preview shows the dialog");
+    pty.write("a").expect("write a");
+    pty.wait_for_text("waiting for: approval").expect("the answer panel");
+    // The highlight starts on Enter: the dialog's highlighted option (Yes) is taken.
+    pty.write("\r").expect("write Enter");
+    pty.wait_for_text("typed Enter into ask").expect("the footer says it was typed");
+    home.wait_screen("ask", "Approved (1. Yes)");
+    let events = keys_events(&home, "ask");
+    assert_eq!(
+        events.last().map(|e| (e["keys"].clone(), e["via"].clone())),
+        Some((serde_json::json!(["Enter"]), "dash".into()))
+    );
+    pty.write("q").expect("write q");
+    pty.wait_exit(PATIENCE).expect("desk dash exits on q");
+}
