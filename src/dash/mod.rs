@@ -2,8 +2,8 @@
 //!
 //! Owns the dashboard's process edge: the terminal (raw mode, alternate screen, and putting both
 //! back on every way out: quit, SIGTERM, SIGHUP, a panic), and the threads that feed one loop.
-//! The state and the keys live in [`model`], the drawing in [`view`]; this module only moves
-//! messages between them and the world.
+//! The state and the keys live in [`model`], the drawing in [`view`] (the answer panel's in
+//! [`answer`]); this module only moves messages between them and the world.
 //!
 //! Shape: every source of news runs on a thread of its own and sends [`Msg`]s down one channel;
 //! the main thread blocks on that channel, applies what arrived to the model and redraws. The
@@ -11,7 +11,8 @@
 //! is never slowed by a stopped master), the terminal's input (crossterm's blocking reader, one
 //! event per permit so that an attach gets every keystroke), the signals, the daemon's queue and
 //! stuck items (the daemon has no push for them: asked every [`QUEUE_REFRESH`]), CPU and memory
-//! samples ([`USAGE_REFRESH`]), operator actions and sends (a force can take a minute), and the
+//! samples ([`USAGE_REFRESH`]), operator actions, sends and typed keys (a force can take a
+//! minute; keys go through `crate::keys`, as `desk keys` sends them), and the
 //! live preview (a viewer connection to the selected session's master, whose keyframe and
 //! output feed a local screen model). A thread per source keeps each one's blocking call out of
 //! the others' way without a second event loop beside the watcher's, and the main thread never
