@@ -88,3 +88,31 @@ fn a_clean_exit_is_not_notified() {
     let all = notifications(&file);
     assert!(all.iter().all(|n| n["session"] == "bad"), "{all:?}");
 }
+
+#[test]
+fn an_agents_own_desktop_notification_and_a_stuck_prompt_are_forwarded() {
+    let home = Home::new();
+    let file = notify_to_file(&home);
+    home.serve();
+    // A program that shows an OSC 9 notification once told to (by a key).
+    home.new_sh("osc", "read x; printf '\\033]9;Build finished\\007'; read y");
+    eventually("the daemon to observe osc", || {
+        let s = home.session("osc").ok_or("no session")?;
+        if s["clients"]["observers"].as_u64() >= Some(1) { Ok(()) } else { Err(s.to_string()) }
+    });
+    home.ok(&["keys", "osc", "Enter"]);
+    let forwarded = wait_notification(&file, "notification");
+    assert_eq!(forwarded["session"], "osc");
+    assert_eq!(forwarded["message"], "osc: Build finished");
+
+    // Enters within 6.5 s of a paste are newlines to this agent: the prompt ends submit-stuck.
+    let demo = env!("CARGO_BIN_EXE_desk-demo-agent");
+    home.ok(&["new", "agent", "--provider", "demo", "--", demo, "--paste-burst-ms", "6500"]);
+    wait_observed(&home, "agent");
+    let id = home.send("agent", "force me through");
+    assert_eq!(home.settled(&id)["state"], "stuck");
+    let stuck = wait_notification(&file, "stuck");
+    assert_eq!(stuck["session"], "agent");
+    assert_eq!(stuck["item"], id.as_str());
+    assert!(stuck["message"].as_str().is_some_and(|m| m.contains("force me through")), "{stuck:#}");
+}
