@@ -238,11 +238,6 @@ impl Notifier {
             suppressed,
         })
     }
-
-    /// Forget a session removed for good (its rate limit starts afresh with a new one).
-    pub fn forget(&mut self, session: &str) {
-        self.sessions.remove(session);
-    }
 }
 
 #[cfg(test)]
