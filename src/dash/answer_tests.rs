@@ -161,3 +161,38 @@ fn view_answer_panel_200x50() {
     dash.on_key(Key::Char('a'));
     insta::assert_snapshot!(draw(&dash, 200, 50).backend());
 }
+
+#[test]
+fn the_daemons_notify_records_and_typed_keys_show_in_the_events_pane_notify_as_an_alert() {
+    use crate::events::{Event, EventBody};
+    let mut dash = fleet();
+    let event =
+        |seq, body| FleetEvent::Event { session: "ask".into(), event: Event { seq, ts_ms: NOW, generation: 1, body } };
+    dash.apply(
+        &event(
+            10,
+            EventBody::Notify {
+                kind: "blocked".into(),
+                message: "ask is waiting for you: approval".into(),
+                item: None,
+                suppressed: 0,
+            },
+        ),
+        NOW,
+    );
+    dash.apply(
+        &event(
+            11,
+            EventBody::Keys { keys: vec!["Enter".into()], bytes: 1, user: "ana".into(), tty: None, via: "dash".into() },
+        ),
+        NOW,
+    );
+    let lines: Vec<(String, bool)> = dash.log_lines().map(|l| (l.text.clone(), l.alert)).collect();
+    assert_eq!(
+        lines[..2],
+        [
+            ("keys Enter typed by ana (dash)".to_string(), false),
+            ("notified blocked: ask is waiting for you: approval".to_string(), true),
+        ]
+    );
+}
