@@ -66,6 +66,12 @@ pub fn render(frame: &mut Frame, dash: &Dash, preview: &Preview, now_ms: u64, lo
         render_editor(frame, preview_area, editor);
     } else if dash.items_focus {
         render_items(frame, preview_area, dash, look);
+    } else if let Some(answer) = &dash.answer {
+        // The preview stays above the panel: the dialog is what is being answered.
+        let panel_h = super::answer::PANEL_HEIGHT.min(preview_area.height);
+        let [screen, panel] = Layout::vertical([Constraint::Min(0), Constraint::Length(panel_h)]).areas(preview_area);
+        render_preview(frame, screen, preview, look);
+        super::answer::render(frame, panel, answer, look);
     } else {
         render_preview(frame, preview_area, preview, look);
     }
