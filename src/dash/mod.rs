@@ -44,6 +44,7 @@ use crate::paths::Paths;
 use crate::screen::Screen;
 use crate::session;
 use crate::wire::{Frame, Role};
+use desk_term::screen::HistoryRow;
 use desk_wire::control::{self, Request};
 use model::{Action, Dash, ItemLine, Key, Link, QueueCounts, Row};
 use view::{Look, Preview};
@@ -75,6 +76,12 @@ fn action_timeout(action: &Action) -> Duration {
 /// microseconds; a stopped master gets a note instead of a preview).
 const PREVIEW_PATIENCE: Duration = Duration::from_secs(1);
 
+/// 2000 lines: how much of a session's history the preview asks its master for, and keeps of
+/// its own as more scrolls by. tmux's default `history-limit`: the last several turns of an
+/// agent's conversation, a few hundred KiB at most, and fetched once per selection (the
+/// master cuts the answer to one frame's `MAX_PAYLOAD` if the lines are long).
+pub const PREVIEW_HISTORY_LINES: u32 = 2000;
+
 /// 1 s: with no news, redraw this often anyway so the ages in the table ("idle 12s") move.
 const AGE_TICK: Duration = Duration::from_secs(1);
 
@@ -87,6 +94,9 @@ enum Msg {
     Queues(Result<HashMap<String, QueueCounts>, String>),
     /// Bytes for the preview with this id (a keyframe chunk or output).
     PreviewBytes(u64, Vec<u8>),
+    /// The master's history lines for the preview with this id, oldest first, as they were
+    /// when its screen was where the preview's is now (the answer follows the output before it).
+    PreviewHistory(u64, Vec<HistoryRow>),
     /// The preview with this id connected; the loop keeps this handle to its stream.
     PreviewConnected(u64, UnixStream),
     /// The preview with this id ended, and why.
@@ -104,6 +114,10 @@ struct PreviewConn {
     /// The stream the preview thread reads, to shut it down when the selection moves.
     stream: Option<UnixStream>,
     screen: Option<Screen>,
+    /// The master's history from before `screen` kept its own, oldest first (see
+    /// [`Msg::PreviewHistory`]); emptied once `screen`'s history is full, as the two would
+    /// no longer meet.
+    older: Vec<HistoryRow>,
     note: String,
     /// The connection ended; not retried until the session joins again or is reselected.
     ended: bool,
@@ -251,9 +265,19 @@ fn run_loop(
         follow_selection(dash, paths, tx, &mut preview, &mut next_preview_id);
         dash.own_viewer = preview.as_ref().filter(|p| p.stream.is_some()).map(|p| p.session.clone());
         let now_ms = crate::clock::now_ms();
+        let size = term.size().context("cannot read the terminal's size")?;
+        let height = view::preview_height(ratatui::layout::Rect::new(0, 0, size.width, size.height), dash);
+        match &preview {
+            Some(PreviewConn { screen: Some(screen), older, .. }) => {
+                dash.set_preview_extent(view::preview_back_max(older.len(), screen, height), height.saturating_sub(1))
+            }
+            _ => dash.set_preview_extent(0, height),
+        }
         term.draw(|frame| {
             let shown = match &preview {
-                Some(PreviewConn { session, screen: Some(screen), .. }) => Preview::Screen { session, screen },
+                Some(PreviewConn { session, screen: Some(screen), older, .. }) => {
+                    Preview::Screen { session, screen, older }
+                }
                 Some(PreviewConn { session, note, .. }) => Preview::Note { session, text: note },
                 None => Preview::None,
             };
@@ -348,8 +372,14 @@ fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Flow 
                 }
                 KeyCode::Char(c) => Key::Char(c),
                 KeyCode::Enter if key.modifiers.intersects(KeyModifiers::ALT | KeyModifiers::CONTROL) => Key::SendEnter,
+                KeyCode::Up if key.modifiers.contains(KeyModifiers::SHIFT) => Key::LineUp,
+                KeyCode::Down if key.modifiers.contains(KeyModifiers::SHIFT) => Key::LineDown,
                 KeyCode::Up => Key::Up,
                 KeyCode::Down => Key::Down,
+                KeyCode::PageUp => Key::PageUp,
+                KeyCode::PageDown => Key::PageDown,
+                KeyCode::Home => Key::Home,
+                KeyCode::End => Key::End,
                 KeyCode::Enter => Key::Enter,
                 KeyCode::Esc => Key::Esc,
                 KeyCode::Backspace => Key::Backspace,
@@ -368,7 +398,22 @@ fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Flow 
             if let Some(p) = preview.as_mut().filter(|p| p.id == id)
                 && let Some(screen) = p.screen.as_mut()
             {
+                let before = screen.history_len();
                 screen.process(&bytes);
+                let after = screen.history_len();
+                dash.preview_grew(after.saturating_sub(before));
+                if after >= screen.history_limit() {
+                    p.older = Vec::new();
+                }
+            }
+        }
+        Msg::PreviewHistory(id, mut rows) => {
+            if let Some(p) = preview.as_mut().filter(|p| p.id == id)
+                && let Some(screen) = p.screen.as_ref()
+            {
+                // The newest of them are the lines our own model has kept since it started.
+                rows.truncate(rows.len().saturating_sub(screen.history_len()));
+                p.older = rows;
             }
         }
         Msg::PreviewConnected(id, stream) => match preview.as_mut().filter(|p| p.id == id && !p.ended) {
@@ -471,6 +516,7 @@ fn follow_selection(
         session: name.to_string(),
         stream: None,
         screen: None,
+        older: Vec::new(),
         note: String::new(),
         ended: false,
         for_live: live,
@@ -483,7 +529,7 @@ fn follow_selection(
             let Ok(session_name) = crate::paths::SessionName::parse(name) else { return };
             let socket = paths.session(&session_name).socket;
             let (cols, rows) = (row.cols, row.rows);
-            conn.screen = Some(Screen::new(cols, rows));
+            conn.screen = Some(Screen::with_history(cols, rows, PREVIEW_HISTORY_LINES as usize));
             conn.note = "connecting...".into();
             // Even the connect happens on the thread: to a stopped master whose backlog is
             // full, it would block.
@@ -521,10 +567,30 @@ fn read_preview(socket: &std::path::Path, id: u64, cols: u16, rows: u16, tx: Sen
         Err(e) => return ended(format!("{e:#}")),
     };
     conn.set_deadline(None);
+    let mut asked_history = false;
     loop {
         match conn.recv() {
-            Ok(Frame::Keyframe { data, .. }) | Ok(Frame::Output(data)) => {
+            Ok(Frame::Keyframe { data, .. }) => {
                 if tx.send(Msg::PreviewBytes(id, data)).is_err() {
+                    return;
+                }
+                // Asked once the keyframe is under way, the answer comes after it (and after
+                // any output sent before it), so the history it carries ends where the
+                // preview's own model begins to keep lines.
+                if !asked_history {
+                    asked_history = true;
+                    if let Err(e) = conn.send(&Frame::SnapshotRequest { history: Some(PREVIEW_HISTORY_LINES) }) {
+                        return ended(format!("{e:#}"));
+                    }
+                }
+            }
+            Ok(Frame::Output(data)) => {
+                if tx.send(Msg::PreviewBytes(id, data)).is_err() {
+                    return;
+                }
+            }
+            Ok(Frame::Snapshot(reply)) => {
+                if tx.send(Msg::PreviewHistory(id, reply.history.unwrap_or_default())).is_err() {
                     return;
                 }
             }
