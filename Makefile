@@ -62,6 +62,7 @@ bench:
 	$(CARGO) bench --locked --bench sessions
 	$(CARGO) bench --locked --bench delivery
 	$(CARGO) bench --locked --bench screen_model
+	$(CARGO) bench --locked --bench dash
 
 # Randomized crash soak of prompt delivery (benches/soak.rs): hundreds of prompts of every shape
 # to demo agents while the daemon, masters and agents are SIGKILLed at random; exits 1 if any

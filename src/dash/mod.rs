@@ -6,7 +6,8 @@
 //! messages between them and the world.
 //!
 //! Shape: every source of news runs on a thread of its own and sends [`Msg`]s down one channel;
-//! the main thread blocks on that channel, applies what arrived to the model and redraws. The
+//! the main thread blocks on that channel, applies what arrived to the model and redraws (a key
+//! at once, fleet news at most every [`FRAME_INTERVAL`], however fast it comes). The
 //! sources are the fleet watcher ([`crate::fleet::FleetWatch`], which blocks in its own poll and
 //! is never slowed by a stopped master), the terminal's input (crossterm's blocking reader, one
 //! event per permit so that an attach gets every keystroke), the signals, the daemon's queue and
@@ -36,7 +37,7 @@ use std::collections::HashMap;
 use std::io::{IsTerminal, Stdout};
 use std::os::unix::net::UnixStream;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::delivery::item::{Item, State as ItemState};
 use crate::fleet::{FleetEvent, FleetWatch};
@@ -81,6 +82,13 @@ const PREVIEW_PATIENCE: Duration = Duration::from_secs(1);
 /// agent's conversation, a few hundred KiB at most, and fetched once per selection (the
 /// master cuts the answer to one frame's `MAX_PAYLOAD` if the lines are long).
 pub const PREVIEW_HISTORY_LINES: u32 = 2000;
+
+/// 50 ms: the shortest time between two frames drawn for fleet news (keys are drawn at once).
+/// A third of a 100-agent fleet working sends ~330 title changes a second (a spinner frame
+/// every 100 ms each); drawing each one would cost a frame per event, while 20 frames a second
+/// still look live and add at most 50 ms to a state change's way to the screen (the target
+/// is 200 ms).
+const FRAME_INTERVAL: Duration = Duration::from_millis(50);
 
 /// 1 s: with no news, redraw this often anyway so the ages in the table ("idle 12s") move.
 const AGE_TICK: Duration = Duration::from_secs(1);
@@ -284,15 +292,22 @@ fn run_loop(
             view::render(frame, dash, &shown, now_ms, look)
         })
         .context("cannot draw")?;
-        // Wait for news, then take everything that is already there before drawing again.
+        let drawn = Instant::now();
+        // Wait for news, then take everything that comes until the next frame is due: a key or
+        // a session's change is drawn at once; titles and output at most every
+        // FRAME_INTERVAL, however many come.
         let first = match rx.recv_timeout(AGE_TICK) {
             Ok(msg) => msg,
             Err(RecvTimeoutError::Timeout) => continue,
             Err(RecvTimeoutError::Disconnected) => return Ok(0),
         };
+        let due = drawn + FRAME_INTERVAL;
+        // A key or a row's change ends the wait for more at once.
+        let mut keyed = false;
         let mut next = Some(first);
         while let Some(msg) = next {
             let key = matches!(msg, Msg::Term(_));
+            keyed |= key || changes_a_row(&msg);
             match handle(msg, dash, &mut preview) {
                 Flow::Run(action) => run_action(paths, tx, action, dash),
                 Flow::Send { session, text } => send_prompt(tx, session, text, dash),
@@ -307,9 +322,26 @@ fn run_loop(
             if key {
                 let _ = permit.send(());
             }
-            next = rx.try_recv().ok();
+            next = match rx.try_recv() {
+                Ok(msg) => Some(msg),
+                Err(_) if keyed => None,
+                Err(_) => rx.recv_timeout(due.saturating_duration_since(Instant::now())).ok(),
+            };
         }
     }
+}
+
+/// Whether a message changes what a row says about a session (a state change, a session
+/// joining or leaving, a master not answering): drawn at once like a key, not coalesced like
+/// the flood of spinner titles and output that a working fleet sends.
+fn changes_a_row(msg: &Msg) -> bool {
+    let Msg::Fleet(events) = msg else { return false };
+    events.iter().any(|e| match e {
+        FleetEvent::Event { event, .. } => {
+            !matches!(event.body, crate::events::EventBody::Title { .. } | crate::events::EventBody::Output { .. })
+        }
+        _ => true,
+    })
 }
 
 /// What the loop does after a message.

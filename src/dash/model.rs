@@ -449,12 +449,34 @@ impl Dash {
             }
             FleetEvent::Event { session, event } => {
                 let row = self.rows.entry(session.clone()).or_insert_with(|| Row::new(session));
-                if row.link != Link::Live {
+                let relinked = row.link != Link::Live;
+                if relinked {
                     row.link = Link::Live;
                 }
                 row.on_event(event);
                 if let Some((text, alert)) = describe(&event.body) {
                     self.log(event.ts_ms, session, text, alert);
+                }
+                // A working fleet sends hundreds of these a second (spinner titles, output);
+                // only what can move a row is worth sorting the table again for.
+                let title_matters = !self.filter.is_empty();
+                let moves = relinked
+                    || match &event.body {
+                        EventBody::Title { .. } => title_matters,
+                        EventBody::Output { .. }
+                        | EventBody::Mode { .. }
+                        | EventBody::Resize { .. }
+                        | EventBody::Report { .. }
+                        | EventBody::Bell
+                        | EventBody::Notification { .. }
+                        | EventBody::Attach { .. }
+                        | EventBody::Detach { .. }
+                        | EventBody::Hook { .. }
+                        | EventBody::Gap { .. } => false,
+                        EventBody::Started { .. } | EventBody::State { .. } | EventBody::Exit { .. } => true,
+                    };
+                if !moves {
+                    return;
                 }
             }
             FleetEvent::Unresponsive { session } => {
@@ -549,13 +571,9 @@ impl Dash {
             let rank = group_rank.entry(self.group_of(row)).or_insert(Urgency::ExitedCleanly);
             *rank = (*rank).min(row.urgency());
         }
-        order.sort_by(|a, b| {
-            let (ga, gb) = (self.group_of(a), self.group_of(b));
-            group_rank[ga]
-                .cmp(&group_rank[gb])
-                .then_with(|| ga.cmp(gb))
-                .then_with(|| a.urgency().cmp(&b.urgency()))
-                .then_with(|| a.name.cmp(&b.name))
+        order.sort_by_cached_key(|r| {
+            let group = self.group_of(r);
+            (group_rank[group], group, r.urgency(), r.name.as_str())
         });
         self.order = order.into_iter().map(|r| r.name.clone()).collect();
         let keep = self.pinned && self.selected.as_ref().is_some_and(|s| self.order.contains(s));

@@ -786,6 +786,31 @@ fn a_master_answering_again_is_live_again() {
     assert!(!row.urgency().needs_person());
 }
 
+#[test]
+fn a_fleet_of_hundreds_draws_the_selected_row_and_its_neighbours_wherever_it_is() {
+    let mut dash = Dash::new();
+    for n in 0..300 {
+        dash.apply(&joined(&format!("s{n:03}"), "demo", Activity::Idle, 10, Health::Ok, "t"), NOW);
+    }
+    for grouping in [Grouping::None, Grouping::Provider] {
+        if dash.grouping != grouping {
+            dash.on_key(Key::Char('v'));
+        }
+        dash.on_key(Key::Char('g'));
+        // (j presses, the selected row, a neighbour drawn beside it)
+        for (steps, selected, neighbour) in [(0, "s000", "s001"), (150, "s150", "s149"), (149, "s299", "s298")] {
+            for _ in 0..steps {
+                dash.on_key(Key::Char('j'));
+            }
+            let shown = text(&draw(&dash, &Preview::None, 80, 24, Look { color: true }));
+            assert!(
+                shown.contains(&format!("> {selected}")) && shown.contains(&format!("  {neighbour}")),
+                "{grouping:?} {selected}:\n{shown}"
+            );
+        }
+    }
+}
+
 fn find(buf: &ratatui::buffer::Buffer, needle: &str) -> Option<(u16, u16)> {
     for y in 0..buf.area.height {
         let line: String = (0..buf.area.width).map(|x| buf[(x, y)].symbol()).collect();

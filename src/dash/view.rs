@@ -133,26 +133,43 @@ fn render_table(frame: &mut Frame, area: Rect, dash: &Dash, now_ms: u64, look: L
     names.push("TITLE");
     let header = TableRow::new(names).style(Style::new().add_modifier(Modifier::BOLD));
     let heads = group_headers(dash);
+    // The table's lines: each visible row, and a group's header line before its first row.
+    let selected_index = dash.selected_index();
+    let line_of = |i: usize| i + heads.iter().take_while(|h| h.0 <= i).count();
+    let selected_line = selected_index.map(line_of);
+    // Only the lines that can be on screen are built (a fleet of hundreds would otherwise cost
+    // a formatted row each per frame): the table shows the selection at its bottom at most, so
+    // a screenful above it and one below cover every offset it can pick.
+    let shown = usize::from(area.height.saturating_sub(2)).max(1);
+    let lo = selected_line.map_or(0, |l| l.saturating_sub(shown));
+    let hi = lo + 2 * shown;
     let mut rows: Vec<TableRow> = Vec::new();
-    let mut selected = None;
     // Group headers span the columns: an empty row holds each one's place, and its text is
     // drawn over the table once the table has scrolled to the selection.
     let mut head_lines: Vec<(usize, String)> = Vec::new();
+    let mut line = 0;
     for (i, r) in dash.visible().enumerate() {
+        if line >= hi {
+            break;
+        }
         if let Some((_, label, count, needing)) = heads.iter().find(|h| h.0 == i) {
-            let mut text = format!("── {label} ({count}");
-            if *needing > 0 {
-                text.push_str(&format!(", {needing} need you"));
+            if line >= lo {
+                let mut text = format!("── {label} ({count}");
+                if *needing > 0 {
+                    text.push_str(&format!(", {needing} need you"));
+                }
+                text.push_str(") ──");
+                head_lines.push((rows.len(), text));
+                rows.push(TableRow::new([Cell::from("")]));
             }
-            text.push_str(") ──");
-            head_lines.push((rows.len(), text));
-            rows.push(TableRow::new([Cell::from("")]));
+            line += 1;
         }
-        if dash.selected_index() == Some(i) {
-            selected = Some(rows.len());
+        if line >= lo && line < hi {
+            rows.push(table_row(r, dash.own_viewer.as_deref() == Some(&r.name), wide, now_ms, look));
         }
-        rows.push(table_row(r, dash.own_viewer.as_deref() == Some(&r.name), wide, now_ms, look));
+        line += 1;
     }
+    let selected = selected_line.map(|l| l - lo);
     let table = Table::new(rows, widths)
         .header(header)
         .column_spacing(1)
