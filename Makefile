@@ -57,7 +57,8 @@ fuzz-build:
 # What CI runs besides the tests.
 check-all: lint doc msrv fuzz-build
 
-# Side-by-side benchmarks against dtach and tmux (needs: apt-get install dtach tmux).
+# Side-by-side benchmarks against dtach and tmux (needs: apt-get install dtach tmux), and the
+# dashboard over 100 demo agents (docs/benchmarks.md §10).
 bench:
 	$(CARGO) bench --locked --bench sessions
 	$(CARGO) bench --locked --bench delivery
