@@ -283,8 +283,8 @@ fn run_loop(
         }
         term.draw(|frame| {
             let shown = match &preview {
-                Some(PreviewConn { session, screen: Some(screen), older, .. }) => {
-                    Preview::Screen { session, screen, older }
+                Some(PreviewConn { session, screen: Some(screen), older, for_live, .. }) => {
+                    Preview::Screen { session, screen, older, live: *for_live }
                 }
                 Some(PreviewConn { session, note, .. }) => Preview::Note { session, text: note },
                 None => Preview::None,
@@ -554,9 +554,16 @@ fn follow_selection(
         for_live: live,
     };
     match &row.link {
-        Link::Exited(exit) => {
-            conn.note = exit.last_screen.as_ref().map(|rows| rows.join("\n")).unwrap_or_else(|| "(exited)".into());
-        }
+        Link::Exited(exit) => match &exit.last_screen {
+            // Its last screen and the history above it, from the exit record, scroll like a
+            // live preview (in default colours: the record keeps text).
+            Some(lines) => {
+                let (screen, older) = last_screen(lines, exit.last_history.as_deref().unwrap_or_default(), exit);
+                conn.screen = Some(screen);
+                conn.older = older;
+            }
+            None => conn.note = "(exited)".into(),
+        },
         Link::Live => {
             let Ok(session_name) = crate::paths::SessionName::parse(name) else { return };
             let socket = paths.session(&session_name).socket;
@@ -572,6 +579,22 @@ fn follow_selection(
         Link::Lost => conn.note = "its master is gone and recorded no exit".into(),
     }
     *preview = Some(conn);
+}
+
+/// An exited session's last screen as a screen model of its last size, and the history lines
+/// its exit record kept above it.
+fn last_screen(lines: &[String], history: &[String], exit: &crate::session::ExitRecord) -> (Screen, Vec<HistoryRow>) {
+    let widest = lines.iter().map(|l| l.chars().count()).max().unwrap_or(1);
+    let cols = exit.cols.unwrap_or(u16::try_from(widest).unwrap_or(u16::MAX)).max(1);
+    let rows = exit.rows.unwrap_or(u16::try_from(lines.len()).unwrap_or(u16::MAX)).max(1);
+    let mut screen = Screen::new(cols, rows);
+    for (i, line) in lines.iter().take(usize::from(rows)).enumerate() {
+        // Each row placed by position: nothing scrolls, and a full-width row does not wrap.
+        screen.process(format!("\x1b[{};1H{line}", i + 1).as_bytes());
+    }
+    let older =
+        history.iter().map(|text| HistoryRow { text: text.clone(), wrapped: false, runs: Vec::new() }).collect();
+    (screen, older)
 }
 
 /// A viewer connection at the session's own size (so the master sends its raw output, not a

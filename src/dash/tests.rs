@@ -437,8 +437,13 @@ fn busy_fleet() -> Dash {
 fn view_80x24() {
     let dash = busy_fleet();
     let screen = demo_screen();
-    let term =
-        draw(&dash, &Preview::Screen { session: "charlie", screen: &screen, older: &[] }, 80, 24, Look { color: true });
+    let term = draw(
+        &dash,
+        &Preview::Screen { session: "charlie", screen: &screen, older: &[], live: true },
+        80,
+        24,
+        Look { color: true },
+    );
     insta::assert_snapshot!(term.backend());
 }
 
@@ -448,7 +453,7 @@ fn view_200x50() {
     let screen = demo_screen();
     let term = draw(
         &dash,
-        &Preview::Screen { session: "charlie", screen: &screen, older: &[] },
+        &Preview::Screen { session: "charlie", screen: &screen, older: &[], live: true },
         200,
         50,
         Look { color: true },
@@ -484,8 +489,13 @@ fn view_exited_session_shows_its_last_screen_200x50() {
 fn the_preview_shows_the_screen_models_cells_with_their_colours() {
     let dash = busy_fleet();
     let screen = demo_screen();
-    let term =
-        draw(&dash, &Preview::Screen { session: "charlie", screen: &screen, older: &[] }, 80, 24, Look { color: true });
+    let term = draw(
+        &dash,
+        &Preview::Screen { session: "charlie", screen: &screen, older: &[], live: true },
+        80,
+        24,
+        Look { color: true },
+    );
     let buf = term.backend().buffer();
     let (x, y) = find(buf, "red text").expect("the preview's second row");
     assert_eq!(buf[(x, y)].fg, Color::Indexed(1));
@@ -500,7 +510,7 @@ fn no_color_draws_no_colour_at_all() {
     for (cols, rows) in [(80, 24), (200, 50)] {
         let term = draw(
             &dash,
-            &Preview::Screen { session: "charlie", screen: &screen, older: &[] },
+            &Preview::Screen { session: "charlie", screen: &screen, older: &[], live: true },
             cols,
             rows,
             Look { color: false },
@@ -534,8 +544,13 @@ fn every_view_fits_from_80x24_up_without_losing_the_footer() {
 fn the_operator_guide_shows_the_current_80x24_view() {
     let dash = busy_fleet();
     let screen = demo_screen();
-    let term =
-        draw(&dash, &Preview::Screen { session: "charlie", screen: &screen, older: &[] }, 80, 24, Look { color: true });
+    let term = draw(
+        &dash,
+        &Preview::Screen { session: "charlie", screen: &screen, older: &[], live: true },
+        80,
+        24,
+        Look { color: true },
+    );
     let buf = term.backend().buffer();
     let rendered: Vec<String> =
         (0..24).map(|y| (0..80).map(|x| buf[(x, y)].symbol()).collect::<String>().trim_end().to_string()).collect();
@@ -578,7 +593,7 @@ fn text(term: &Terminal<TestBackend>) -> String {
 fn page_up_scrolls_the_preview_into_history_with_a_marker_and_end_or_esc_goes_back_to_live() {
     let mut dash = busy_fleet();
     let (screen, older) = scrolled_screen();
-    let shown = Preview::Screen { session: "charlie", screen: &screen, older: &older };
+    let shown = Preview::Screen { session: "charlie", screen: &screen, older: &older, live: true };
     // 80x24: the preview pane shows 7 of the screen's lines.
     let height = view::preview_height(ratatui::layout::Rect::new(0, 0, 80, 24), &dash);
     let max = view::preview_back_max(older.len(), &screen, height);
@@ -632,7 +647,7 @@ fn scrolled_back_history_keeps_its_colours() {
     dash.on_key(Key::Home);
     let term = draw(
         &dash,
-        &Preview::Screen { session: "charlie", screen: &screen, older: &older },
+        &Preview::Screen { session: "charlie", screen: &screen, older: &older, live: true },
         80,
         24,
         Look { color: true },
@@ -651,7 +666,7 @@ fn view_preview_scrolled_back_80x24() {
     dash.on_key(Key::PageUp);
     let term = draw(
         &dash,
-        &Preview::Screen { session: "charlie", screen: &screen, older: &older },
+        &Preview::Screen { session: "charlie", screen: &screen, older: &older, live: true },
         80,
         24,
         Look { color: true },
@@ -668,7 +683,7 @@ fn view_preview_scrolled_back_200x50() {
     dash.on_key(Key::Home);
     let term = draw(
         &dash,
-        &Preview::Screen { session: "charlie", screen: &screen, older: &older },
+        &Preview::Screen { session: "charlie", screen: &screen, older: &older, live: true },
         200,
         50,
         Look { color: true },
@@ -711,7 +726,7 @@ fn view_grouped_by_provider_200x50() {
     let screen = demo_screen();
     let term = draw(
         &dash,
-        &Preview::Screen { session: "charlie", screen: &screen, older: &[] },
+        &Preview::Screen { session: "charlie", screen: &screen, older: &[], live: true },
         200,
         50,
         Look { color: true },
@@ -809,6 +824,29 @@ fn a_fleet_of_hundreds_draws_the_selected_row_and_its_neighbours_wherever_it_is(
             );
         }
     }
+}
+
+#[test]
+fn an_exited_sessions_last_screen_scrolls_into_the_history_its_exit_record_kept() {
+    let mut dash = busy_fleet();
+    let mut record = exit(3, 60);
+    record.last_screen = Some(vec!["last 1".into(), "last 2".into(), "bye".into()]);
+    record.last_history = Some((1..=20).map(|n| format!("kept {n}")).collect());
+    let (screen, older) = super::last_screen(
+        record.last_screen.as_deref().unwrap_or_default(),
+        record.last_history.as_deref().unwrap_or_default(),
+        &record,
+    );
+    assert_eq!(screen.size(), (40, 6));
+    assert_eq!(screen.history_len(), 0, "placed by position, nothing scrolled");
+    let shown = Preview::Screen { session: "foxtrot", screen: &screen, older: &older, live: false };
+    dash.set_preview_extent(view::preview_back_max(older.len(), &screen, 8), 7);
+    let at_rest = text(&draw(&dash, &shown, 80, 24, Look { color: true }));
+    assert!(at_rest.contains("exited: its last screen; PgUp: history") && at_rest.contains("bye"), "{at_rest}");
+    assert!(!at_rest.contains(" live"), "an exit record is not live:\n{at_rest}");
+    dash.on_key(Key::Home);
+    let top = text(&draw(&dash, &shown, 80, 24, Look { color: true }));
+    assert!(top.contains("kept 1") && top.contains("End/Esc: last screen"), "{top}");
 }
 
 fn find(buf: &ratatui::buffer::Buffer, needle: &str) -> Option<(u16, u16)> {

@@ -40,11 +40,13 @@ impl Look {
 /// feeds one, and what to say otherwise.
 pub enum Preview<'a> {
     /// `older`: the session's history from before `screen` began keeping its own (the master's
-    /// answer to the preview's SNAPSHOT_REQUEST), oldest first; above `screen`'s history lines.
+    /// answer to the preview's SNAPSHOT_REQUEST, or an exit record's history), oldest first;
+    /// above `screen`'s history lines. `live`: fed by a viewer connection, not an exit record.
     Screen {
         session: &'a str,
         screen: &'a Screen,
         older: &'a [HistoryRow],
+        live: bool,
     },
     Note {
         session: &'a str,
@@ -301,20 +303,22 @@ fn mib(kib: u64) -> String {
 fn render_preview(frame: &mut Frame, area: Rect, preview: &Preview, scroll: usize, look: Look) {
     let mut marked = false;
     let title = match preview {
-        Preview::Screen { session, screen, older } => {
+        Preview::Screen { session, screen, older, live } => {
             let (cols, rows) = screen.size();
             let name = match screen.title() {
                 "" => session.to_string(),
                 title => format!("{session}: {title}"),
             };
             let back = preview_back_max(older.len(), screen, usize::from(area.height.saturating_sub(1)));
+            let now = if *live { "live" } else { "exited: its last screen" };
             if scroll > 0 {
                 marked = true;
-                format!(" {name} ({cols}x{rows}) SCROLLED BACK {} of {back} lines · End/Esc: live ", scroll.min(back))
+                let to = if *live { "live" } else { "last screen" };
+                format!(" {name} ({cols}x{rows}) SCROLLED BACK {} of {back} lines · End/Esc: {to} ", scroll.min(back))
             } else if back > 0 {
-                format!(" {name} ({cols}x{rows}, live; PgUp: history) ")
+                format!(" {name} ({cols}x{rows}, {now}; PgUp: history) ")
             } else {
-                format!(" {name} ({cols}x{rows}, live) ")
+                format!(" {name} ({cols}x{rows}, {now}) ")
             }
         }
         Preview::Note { session, .. } => format!(" {session} "),
