@@ -777,13 +777,14 @@ impl Dash {
         }
         let i = self.selected_index();
         match key {
-            // Scrolled back, Esc (like End) returns the preview to live first.
-            Key::Esc | Key::End if self.preview_scroll > 0 => self.preview_scroll = 0,
-            Key::PageUp => self.scroll_preview_back(self.page()),
+            // The preview scrolls while it is shown (the items pane takes its place).
+            // Scrolled back, Esc (like End) returns it to live first.
+            Key::Esc | Key::End if self.preview_scroll > 0 && !self.items_focus => self.preview_scroll = 0,
+            Key::PageUp if !self.items_focus => self.scroll_preview_back(self.page()),
             Key::PageDown => self.preview_scroll = self.preview_scroll.saturating_sub(self.page()),
-            Key::LineUp => self.scroll_preview_back(1),
+            Key::LineUp if !self.items_focus => self.scroll_preview_back(1),
             Key::LineDown => self.preview_scroll = self.preview_scroll.saturating_sub(1),
-            Key::Home => self.scroll_preview_back(usize::MAX),
+            Key::Home if !self.items_focus => self.scroll_preview_back(usize::MAX),
             Key::Char('v') => {
                 self.grouping = self.grouping.next();
                 self.reorder();

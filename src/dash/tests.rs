@@ -628,6 +628,12 @@ fn page_up_scrolls_the_preview_into_history_with_a_marker_and_end_or_esc_goes_ba
     dash.on_key(Key::PageUp);
     dash.on_key(Key::Char('j'));
     assert_eq!(dash.preview_scroll, 0, "another session's preview starts live");
+    // The items pane hides the preview: no scrolling it unseen, and Esc leaves the pane.
+    dash.on_key(Key::Char('i'));
+    dash.on_key(Key::PageUp);
+    assert_eq!(dash.preview_scroll, 0);
+    dash.on_key(Key::Esc);
+    assert!(!dash.items_focus);
 }
 
 #[test]
