@@ -41,8 +41,9 @@ pub const WELCOME_PATIENCE: Duration = Duration::from_millis(500);
 /// 50 tiny round trips a second, and a stopped master shows as unresponsive within 2.5 s.
 pub const LIVENESS_PERIOD: Duration = Duration::from_secs(2);
 
-/// Bytes we may owe one master before we stop writing to it (we only send HELLO: this is far
-/// more than ever needed, and bounds what a stopped master can make us hold).
+/// Bytes we may owe one master before we stop writing to it (we only send HELLO and a PING at
+/// most every [`LIVENESS_PERIOD`] while it is not flagged: this is far more than ever needed,
+/// and bounds what a stopped master can make us hold).
 const OUT_LIMIT: usize = 64 * 1024;
 
 /// What the watcher saw.
