@@ -316,6 +316,14 @@ fn cpu_and_memory_show_for_running_sessions_only() {
     let (_, y) = find(buf, "alpha").expect("alpha's row");
     let line: String = (0..200).map(|x| buf[(x, y)].symbol()).collect();
     assert!(line.contains("12%") && line.contains("50M"), "{line}");
+    // From 100 columns up the narrow table has them too; at 80 the title has their place.
+    for (cols, shown) in [(100, true), (80, false)] {
+        let term = draw(&dash, &Preview::None, cols, 24, Look { color: true });
+        let buf = term.backend().buffer();
+        let (_, y) = find(buf, "alpha").expect("alpha's row");
+        let line: String = (0..cols).map(|x| buf[(x, y)].symbol()).collect();
+        assert_eq!(line.contains("12%") && line.contains("50M"), shown, "{cols}: {line}");
+    }
 }
 
 #[test]
@@ -456,6 +464,21 @@ fn view_200x50() {
         &Preview::Screen { session: "charlie", screen: &screen, older: &[], live: true },
         200,
         50,
+        Look { color: true },
+    );
+    insta::assert_snapshot!(term.backend());
+}
+
+/// The middle width: the narrow columns with CPU and RSS.
+#[test]
+fn view_100x30() {
+    let dash = busy_fleet();
+    let screen = demo_screen();
+    let term = draw(
+        &dash,
+        &Preview::Screen { session: "charlie", screen: &screen, older: &[], live: true },
+        100,
+        30,
         Look { color: true },
     );
     insta::assert_snapshot!(term.backend());

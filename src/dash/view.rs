@@ -23,6 +23,10 @@ use desk_wire::state::{Activity, Health};
 /// Below this width the table uses its narrow columns (sized so 80 columns still show a title).
 const WIDE: u16 = 120;
 
+/// From this width the narrow columns have room for CPU and RSS too (10 columns with their
+/// gaps) and still leave the title a dozen; below it, 80-99 columns show the title instead.
+const USAGE_NARROW: u16 = 100;
+
 /// What to draw with.
 #[derive(Debug, Clone, Copy)]
 pub struct Look {
@@ -122,14 +126,17 @@ fn render_header(frame: &mut Frame, area: Rect, dash: &Dash, look: Look) {
 fn render_table(frame: &mut Frame, area: Rect, dash: &Dash, now_ms: u64, look: Look) {
     let wide = area.width >= WIDE;
     // CPU and memory only where there is room for them (and the title) beside the rest.
+    let usage = area.width >= USAGE_NARROW;
     let mut widths: Vec<Constraint> = if wide {
         [20, 9, 1, 12, 26, 20, 3, 3, 1, 3, 6, 6].map(Constraint::Length).to_vec()
+    } else if usage {
+        [10, 6, 1, 12, 20, 8, 2, 2, 1, 2, 4, 5].map(Constraint::Length).to_vec()
     } else {
         [10, 6, 1, 12, 20, 8, 2, 2, 1, 2].map(Constraint::Length).to_vec()
     };
     widths.push(Constraint::Fill(1));
     let mut names = vec!["NAME", "PROV", "", "STATE", "ACTIVITY", "HEALTH", "Q", "ST", "P", "CL"];
-    if wide {
+    if usage {
         names.extend(["CPU", "RSS"]);
     }
     names.push("TITLE");
@@ -167,7 +174,7 @@ fn render_table(frame: &mut Frame, area: Rect, dash: &Dash, now_ms: u64, look: L
             line += 1;
         }
         if line >= lo && line < hi {
-            rows.push(table_row(r, dash.own_viewer.as_deref() == Some(&r.name), wide, now_ms, look));
+            rows.push(table_row(r, dash.own_viewer.as_deref() == Some(&r.name), usage, now_ms, look));
         }
         line += 1;
     }
