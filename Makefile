@@ -57,11 +57,13 @@ fuzz-build:
 # What CI runs besides the tests.
 check-all: lint doc msrv fuzz-build
 
-# Side-by-side benchmarks against dtach and tmux (needs: apt-get install dtach tmux).
+# Side-by-side benchmarks against dtach and tmux (needs: apt-get install dtach tmux), and the
+# dashboard over 100 demo agents (docs/benchmarks.md §10).
 bench:
 	$(CARGO) bench --locked --bench sessions
 	$(CARGO) bench --locked --bench delivery
 	$(CARGO) bench --locked --bench screen_model
+	$(CARGO) bench --locked --bench dash
 
 # Randomized crash soak of prompt delivery (benches/soak.rs): hundreds of prompts of every shape
 # to demo agents while the daemon, masters and agents are SIGKILLed at random; exits 1 if any

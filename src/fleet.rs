@@ -8,6 +8,10 @@
 //! never blocks the watcher (every socket is non-blocking and its output buffer bounded); a
 //! session is announced `Joined` once per connection and `Left` exactly once after it; the
 //! watcher survives masters coming and going and a runtime directory that is briefly empty.
+//! A master is watched for liveness all along, not only until its WELCOME: one silent for
+//! [`LIVENESS_PERIOD`] is sent a PING, and one that then says nothing for
+//! [`WELCOME_PATIENCE`] is reported `Unresponsive` (a master stopped with SIGSTOP while
+//! watched), and `Answering` once anything arrives from it again.
 
 use anyhow::{Context, Result};
 use mio::net::UnixStream;
@@ -32,8 +36,14 @@ const FIRST_MASTER: usize = 1;
 /// microseconds; this only tells an operator that one is stopped or wedged.
 pub const WELCOME_PATIENCE: Duration = Duration::from_millis(500);
 
-/// Bytes we may owe one master before we stop writing to it (we only send HELLO: this is far
-/// more than ever needed, and bounds what a stopped master can make us hold).
+/// 2 s: a welcomed master that has sent nothing for this long is sent a PING. An idle master
+/// is silent, so this is how often a quiet fleet is asked whether it lives: 100 sessions cost
+/// 50 tiny round trips a second, and a stopped master shows as unresponsive within 2.5 s.
+pub const LIVENESS_PERIOD: Duration = Duration::from_secs(2);
+
+/// Bytes we may owe one master before we stop writing to it (we only send HELLO and a PING at
+/// most every [`LIVENESS_PERIOD`] while it is not flagged: this is far more than ever needed,
+/// and bounds what a stopped master can make us hold).
 const OUT_LIMIT: usize = 64 * 1024;
 
 /// What the watcher saw.
@@ -43,8 +53,10 @@ pub enum FleetEvent {
     Joined { session: String, info: Box<SessionInfo> },
     /// A numbered session event, as the master journalled it.
     Event { session: String, event: Event },
-    /// The master did not answer within [`WELCOME_PATIENCE`].
+    /// The master did not answer our HELLO, or a PING, within [`WELCOME_PATIENCE`].
     Unresponsive { session: String },
+    /// A master reported `Unresponsive` after its WELCOME sends again (it was continued).
+    Answering { session: String },
     /// The connection ended: the session exited (`exit` says how) or its master went away.
     Left { session: String, exit: Option<ExitRecord> },
 }
@@ -57,6 +69,12 @@ struct Conn {
     welcomed: bool,
     opened: Instant,
     flagged: bool,
+    /// When the master last sent anything.
+    heard: Instant,
+    /// A PING waits for its PONG since then.
+    pinged: Option<Instant>,
+    /// Nonce of the next PING.
+    nonce: u64,
 }
 
 /// The fleet watcher. Drive it with [`FleetWatch::wait`].
@@ -141,14 +159,26 @@ impl FleetWatch {
     }
 
     fn next_patience_deadline(&self) -> Option<Instant> {
-        self.conns.values().filter(|c| !c.welcomed && !c.flagged).map(|c| c.opened + WELCOME_PATIENCE).min()
+        self.conns.values().filter_map(next_check).min()
     }
 
     fn check_patience(&mut self, now: Instant) {
         for conn in self.conns.values_mut() {
-            if !conn.welcomed && !conn.flagged && now >= conn.opened + WELCOME_PATIENCE {
+            if conn.flagged {
+                continue;
+            }
+            let waited_since = if conn.welcomed { conn.pinged } else { Some(conn.opened) };
+            if let Some(since) = waited_since
+                && now >= since + WELCOME_PATIENCE
+            {
                 conn.flagged = true;
                 self.pending.push(FleetEvent::Unresponsive { session: conn.session.clone() });
+            } else if conn.welcomed && conn.pinged.is_none() && now >= conn.heard + LIVENESS_PERIOD {
+                conn.nonce = conn.nonce.wrapping_add(1);
+                Frame::Ping(conn.nonce).encode(&mut conn.out);
+                conn.pinged = Some(now);
+                // A failed write shows as a hang-up on the next poll.
+                flush(conn);
             }
         }
     }
@@ -197,6 +227,9 @@ impl FleetWatch {
             welcomed: false,
             opened: Instant::now(),
             flagged: false,
+            heard: Instant::now(),
+            pinged: None,
+            nonce: 0,
         };
         Frame::Hello { version: PROTOCOL_VERSION, role: Role::Observer, cols: 0, rows: 0 }.encode(&mut conn.out);
         flush(&mut conn);
@@ -219,6 +252,12 @@ impl FleetWatch {
             loop {
                 match conn.decoder.next_frame() {
                     Ok(Some(frame)) => {
+                        conn.heard = Instant::now();
+                        conn.pinged = None;
+                        if conn.flagged && conn.welcomed {
+                            self.pending.push(FleetEvent::Answering { session: conn.session.clone() });
+                        }
+                        conn.flagged = false;
                         if let Some(event) = interpret(conn, frame) {
                             self.pending.push(event);
                         }
@@ -242,6 +281,17 @@ impl FleetWatch {
         self.by_session.remove(&conn.session);
         let exit = SessionName::parse(&conn.session).ok().and_then(|n| session::current_exit(&self.paths.session(&n)));
         self.pending.push(FleetEvent::Left { session: conn.session, exit });
+    }
+}
+
+/// When `conn` next needs looking at: its WELCOME's or PING's patience running out, or a PING
+/// falling due; `None` once it is reported unresponsive (it then only speaks for itself).
+fn next_check(conn: &Conn) -> Option<Instant> {
+    match (conn.flagged, conn.welcomed, conn.pinged) {
+        (true, ..) => None,
+        (false, false, _) => Some(conn.opened + WELCOME_PATIENCE),
+        (false, true, Some(at)) => Some(at + WELCOME_PATIENCE),
+        (false, true, None) => Some(conn.heard + LIVENESS_PERIOD),
     }
 }
 

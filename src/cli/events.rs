@@ -171,6 +171,9 @@ pub(super) fn all(follow: bool, json: bool, types: &[String]) -> Result<i32> {
                 FleetEvent::Unresponsive { session } if !json => {
                     eprintln!("desk: session {session} does not answer; its events will follow if it wakes");
                 }
+                FleetEvent::Answering { session } if !json => {
+                    eprintln!("desk: session {session} answers again");
+                }
                 _ => {}
             }
         }

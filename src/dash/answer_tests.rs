@@ -96,7 +96,7 @@ fn dialog_screen() -> Screen {
 
 fn draw(dash: &Dash, cols: u16, rows: u16) -> Terminal<TestBackend> {
     let screen = dialog_screen();
-    let preview = Preview::Screen { session: "ask", screen: &screen };
+    let preview = Preview::Screen { session: "ask", screen: &screen, older: &[], live: true };
     let mut term = Terminal::new(TestBackend::new(cols, rows)).expect("test terminal");
     term.draw(|frame| view::render(frame, dash, &preview, NOW, Look { color: true })).expect("draw");
     term

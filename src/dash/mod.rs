@@ -6,7 +6,8 @@
 //! [`answer`]); this module only moves messages between them and the world.
 //!
 //! Shape: every source of news runs on a thread of its own and sends [`Msg`]s down one channel;
-//! the main thread blocks on that channel, applies what arrived to the model and redraws. The
+//! the main thread blocks on that channel, applies what arrived to the model and redraws (a key
+//! at once, fleet news at most every [`FRAME_INTERVAL`], however fast it comes). The
 //! sources are the fleet watcher ([`crate::fleet::FleetWatch`], which blocks in its own poll and
 //! is never slowed by a stopped master), the terminal's input (crossterm's blocking reader, one
 //! event per permit so that an attach gets every keystroke), the signals, the daemon's queue and
@@ -40,7 +41,7 @@ use std::collections::HashMap;
 use std::io::{IsTerminal, Stdout};
 use std::os::unix::net::UnixStream;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::delivery::item::{Item, State as ItemState};
 use crate::fleet::{FleetEvent, FleetWatch};
@@ -48,6 +49,7 @@ use crate::paths::Paths;
 use crate::screen::Screen;
 use crate::session;
 use crate::wire::{Frame, Role};
+use desk_term::screen::HistoryRow;
 use desk_wire::control::{self, Request};
 use model::{Action, Dash, ItemLine, Key, Link, QueueCounts, Row};
 use view::{Look, Preview};
@@ -79,6 +81,19 @@ fn action_timeout(action: &Action) -> Duration {
 /// microseconds; a stopped master gets a note instead of a preview).
 const PREVIEW_PATIENCE: Duration = Duration::from_secs(1);
 
+/// 2000 lines: how much of a session's history the preview asks its master for, and keeps of
+/// its own as more scrolls by. tmux's default `history-limit`: the last several turns of an
+/// agent's conversation, a few hundred KiB at most, and fetched once per selection (the
+/// master cuts the answer to one frame's `MAX_PAYLOAD` if the lines are long).
+pub const PREVIEW_HISTORY_LINES: u32 = 2000;
+
+/// 50 ms: the shortest time between two frames drawn for fleet news (keys are drawn at once).
+/// A third of a 100-agent fleet working sends ~330 title changes a second (a spinner frame
+/// every 100 ms each); drawing each one would cost a frame per event, while 20 frames a second
+/// still look live and add at most 50 ms to a state change's way to the screen (the target
+/// is 200 ms).
+const FRAME_INTERVAL: Duration = Duration::from_millis(50);
+
 /// 1 s: with no news, redraw this often anyway so the ages in the table ("idle 12s") move.
 const AGE_TICK: Duration = Duration::from_secs(1);
 
@@ -91,6 +106,9 @@ enum Msg {
     Queues(Result<HashMap<String, QueueCounts>, String>),
     /// Bytes for the preview with this id (a keyframe chunk or output).
     PreviewBytes(u64, Vec<u8>),
+    /// The master's history lines for the preview with this id, oldest first, as they were
+    /// when its screen was where the preview's is now (the answer follows the output before it).
+    PreviewHistory(u64, Vec<HistoryRow>),
     /// The preview with this id connected; the loop keeps this handle to its stream.
     PreviewConnected(u64, UnixStream),
     /// The preview with this id ended, and why.
@@ -108,6 +126,10 @@ struct PreviewConn {
     /// The stream the preview thread reads, to shut it down when the selection moves.
     stream: Option<UnixStream>,
     screen: Option<Screen>,
+    /// The master's history from before `screen` kept its own, oldest first (see
+    /// [`Msg::PreviewHistory`]); emptied once `screen`'s history is full, as the two would
+    /// no longer meet.
+    older: Vec<HistoryRow>,
     note: String,
     /// The connection ended; not retried until the session joins again or is reselected.
     ended: bool,
@@ -255,24 +277,41 @@ fn run_loop(
         follow_selection(dash, paths, tx, &mut preview, &mut next_preview_id);
         dash.own_viewer = preview.as_ref().filter(|p| p.stream.is_some()).map(|p| p.session.clone());
         let now_ms = crate::clock::now_ms();
+        let size = term.size().context("cannot read the terminal's size")?;
+        let height = view::preview_height(ratatui::layout::Rect::new(0, 0, size.width, size.height), dash);
+        match &preview {
+            Some(PreviewConn { screen: Some(screen), older, .. }) => {
+                dash.set_preview_extent(view::preview_back_max(older.len(), screen, height), height.saturating_sub(1))
+            }
+            _ => dash.set_preview_extent(0, height),
+        }
         term.draw(|frame| {
             let shown = match &preview {
-                Some(PreviewConn { session, screen: Some(screen), .. }) => Preview::Screen { session, screen },
+                Some(PreviewConn { session, screen: Some(screen), older, for_live, .. }) => {
+                    Preview::Screen { session, screen, older, live: *for_live }
+                }
                 Some(PreviewConn { session, note, .. }) => Preview::Note { session, text: note },
                 None => Preview::None,
             };
             view::render(frame, dash, &shown, now_ms, look)
         })
         .context("cannot draw")?;
-        // Wait for news, then take everything that is already there before drawing again.
+        let drawn = Instant::now();
+        // Wait for news, then take everything that comes until the next frame is due: a key or
+        // a session's change is drawn at once; titles and output at most every
+        // FRAME_INTERVAL, however many come.
         let first = match rx.recv_timeout(AGE_TICK) {
             Ok(msg) => msg,
             Err(RecvTimeoutError::Timeout) => continue,
             Err(RecvTimeoutError::Disconnected) => return Ok(0),
         };
+        let due = drawn + FRAME_INTERVAL;
+        // A key or a row's change ends the wait for more at once.
+        let mut keyed = false;
         let mut next = Some(first);
         while let Some(msg) = next {
             let key = matches!(msg, Msg::Term(_));
+            keyed |= key || changes_a_row(&msg);
             match handle(msg, dash, &mut preview) {
                 Flow::Run(action) => run_action(paths, tx, action, dash),
                 Flow::Send { session, text } => send_prompt(tx, session, text, dash),
@@ -288,9 +327,26 @@ fn run_loop(
             if key {
                 let _ = permit.send(());
             }
-            next = rx.try_recv().ok();
+            next = match rx.try_recv() {
+                Ok(msg) => Some(msg),
+                Err(_) if keyed => None,
+                Err(_) => rx.recv_timeout(due.saturating_duration_since(Instant::now())).ok(),
+            };
         }
     }
+}
+
+/// Whether a message changes what a row says about a session (a state change, a session
+/// joining or leaving, a master not answering): drawn at once like a key, not coalesced like
+/// the flood of spinner titles and output that a working fleet sends.
+fn changes_a_row(msg: &Msg) -> bool {
+    let Msg::Fleet(events) = msg else { return false };
+    events.iter().any(|e| match e {
+        FleetEvent::Event { event, .. } => {
+            !matches!(event.body, crate::events::EventBody::Title { .. } | crate::events::EventBody::Output { .. })
+        }
+        _ => true,
+    })
 }
 
 /// What the loop does after a message.
@@ -354,8 +410,14 @@ fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Flow 
                 }
                 KeyCode::Char(c) => Key::Char(c),
                 KeyCode::Enter if key.modifiers.intersects(KeyModifiers::ALT | KeyModifiers::CONTROL) => Key::SendEnter,
+                KeyCode::Up if key.modifiers.contains(KeyModifiers::SHIFT) => Key::LineUp,
+                KeyCode::Down if key.modifiers.contains(KeyModifiers::SHIFT) => Key::LineDown,
                 KeyCode::Up => Key::Up,
                 KeyCode::Down => Key::Down,
+                KeyCode::PageUp => Key::PageUp,
+                KeyCode::PageDown => Key::PageDown,
+                KeyCode::Home => Key::Home,
+                KeyCode::End => Key::End,
                 KeyCode::Enter => Key::Enter,
                 KeyCode::Esc => Key::Esc,
                 KeyCode::Backspace => Key::Backspace,
@@ -375,7 +437,22 @@ fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Flow 
             if let Some(p) = preview.as_mut().filter(|p| p.id == id)
                 && let Some(screen) = p.screen.as_mut()
             {
+                let before = screen.history_len();
                 screen.process(&bytes);
+                let after = screen.history_len();
+                dash.preview_grew(after.saturating_sub(before));
+                if after >= screen.history_limit() {
+                    p.older = Vec::new();
+                }
+            }
+        }
+        Msg::PreviewHistory(id, mut rows) => {
+            if let Some(p) = preview.as_mut().filter(|p| p.id == id)
+                && let Some(screen) = p.screen.as_ref()
+            {
+                // The newest of them are the lines our own model has kept since it started.
+                rows.truncate(rows.len().saturating_sub(screen.history_len()));
+                p.older = rows;
             }
         }
         Msg::PreviewConnected(id, stream) => match preview.as_mut().filter(|p| p.id == id && !p.ended) {
@@ -495,19 +572,27 @@ fn follow_selection(
         session: name.to_string(),
         stream: None,
         screen: None,
+        older: Vec::new(),
         note: String::new(),
         ended: false,
         for_live: live,
     };
     match &row.link {
-        Link::Exited(exit) => {
-            conn.note = exit.last_screen.as_ref().map(|rows| rows.join("\n")).unwrap_or_else(|| "(exited)".into());
-        }
+        Link::Exited(exit) => match &exit.last_screen {
+            // Its last screen and the history above it, from the exit record, scroll like a
+            // live preview (in default colours: the record keeps text).
+            Some(lines) => {
+                let (screen, older) = last_screen(lines, exit.last_history.as_deref().unwrap_or_default(), exit);
+                conn.screen = Some(screen);
+                conn.older = older;
+            }
+            None => conn.note = "(exited)".into(),
+        },
         Link::Live => {
             let Ok(session_name) = crate::paths::SessionName::parse(name) else { return };
             let socket = paths.session(&session_name).socket;
             let (cols, rows) = (row.cols, row.rows);
-            conn.screen = Some(Screen::new(cols, rows));
+            conn.screen = Some(Screen::with_history(cols, rows, PREVIEW_HISTORY_LINES as usize));
             conn.note = "connecting...".into();
             // Even the connect happens on the thread: to a stopped master whose backlog is
             // full, it would block.
@@ -518,6 +603,22 @@ fn follow_selection(
         Link::Lost => conn.note = "its master is gone and recorded no exit".into(),
     }
     *preview = Some(conn);
+}
+
+/// An exited session's last screen as a screen model of its last size, and the history lines
+/// its exit record kept above it.
+fn last_screen(lines: &[String], history: &[String], exit: &crate::session::ExitRecord) -> (Screen, Vec<HistoryRow>) {
+    let widest = lines.iter().map(|l| l.chars().count()).max().unwrap_or(1);
+    let cols = exit.cols.unwrap_or(u16::try_from(widest).unwrap_or(u16::MAX)).max(1);
+    let rows = exit.rows.unwrap_or(u16::try_from(lines.len()).unwrap_or(u16::MAX)).max(1);
+    let mut screen = Screen::new(cols, rows);
+    for (i, line) in lines.iter().take(usize::from(rows)).enumerate() {
+        // Each row placed by position: nothing scrolls, and a full-width row does not wrap.
+        screen.process(format!("\x1b[{};1H{line}", i + 1).as_bytes());
+    }
+    let older =
+        history.iter().map(|text| HistoryRow { text: text.clone(), wrapped: false, runs: Vec::new() }).collect();
+    (screen, older)
 }
 
 /// A viewer connection at the session's own size (so the master sends its raw output, not a
@@ -545,10 +646,30 @@ fn read_preview(socket: &std::path::Path, id: u64, cols: u16, rows: u16, tx: Sen
         Err(e) => return ended(format!("{e:#}")),
     };
     conn.set_deadline(None);
+    let mut asked_history = false;
     loop {
         match conn.recv() {
-            Ok(Frame::Keyframe { data, .. }) | Ok(Frame::Output(data)) => {
+            Ok(Frame::Keyframe { data, .. }) => {
                 if tx.send(Msg::PreviewBytes(id, data)).is_err() {
+                    return;
+                }
+                // Asked once the keyframe is under way, the answer comes after it (and after
+                // any output sent before it), so the history it carries ends where the
+                // preview's own model begins to keep lines.
+                if !asked_history {
+                    asked_history = true;
+                    if let Err(e) = conn.send(&Frame::SnapshotRequest { history: Some(PREVIEW_HISTORY_LINES) }) {
+                        return ended(format!("{e:#}"));
+                    }
+                }
+            }
+            Ok(Frame::Output(data)) => {
+                if tx.send(Msg::PreviewBytes(id, data)).is_err() {
+                    return;
+                }
+            }
+            Ok(Frame::Snapshot(reply)) => {
+                if tx.send(Msg::PreviewHistory(id, reply.history.unwrap_or_default())).is_err() {
                     return;
                 }
             }

@@ -1,12 +1,15 @@
-//! The dashboard's state, as a value: the fleet's rows, the fleet events pane, the selection and
-//! the filter, and what a key press does to them.
+//! The dashboard's state, as a value: the fleet's rows, the fleet events pane, the selection,
+//! the filter, the grouping, how far the preview is scrolled back, and what a key press does to
+//! them.
 //!
 //! Owns no I/O and reads no clock: [`Dash::apply`] takes what the fleet watcher saw,
 //! [`Dash::set_queues`] what the daemon answered, [`Dash::on_key`] a key, and each returns or
 //! records what changed; the loop in `dash::mod` performs the rest. Invariants: there is at most
 //! one row per session name; the selection is a session name (so it follows its row when the
 //! order changes) and, while any row is visible, names a visible row; the events pane holds at
-//! most [`EVENT_LOG_LIMIT`] lines, newest first. May not depend on the terminal, sockets or files.
+//! most [`EVENT_LOG_LIMIT`] lines, newest first; rows of one group are contiguous in the table
+//! order; the preview's scroll never passes the history the loop last reported, and is 0 (live)
+//! whenever the selection moves. May not depend on the terminal, sockets or files.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -347,7 +350,43 @@ pub enum Key {
     Esc,
     Backspace,
     CtrlC,
+    /// Scroll the preview back (into the session's history) by a page, or forward by one.
+    PageUp,
+    PageDown,
+    /// Shift-Up / Shift-Down: scroll the preview one line back / forward.
+    LineUp,
+    LineDown,
+    /// The preview's oldest line, or back to live.
+    Home,
+    End,
 }
+
+/// How the table groups its rows. Channels (a later issue) become a third variant here: the
+/// `v` key cycles through the variants, [`Dash::group_of`] names a row's group and the view
+/// draws a header line above each group, so a new grouping needs only its label.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Grouping {
+    /// One list, by urgency.
+    #[default]
+    None,
+    /// A group per provider (`claude`, `codex`, `demo`, ...), the group holding the row that
+    /// most needs a person first.
+    Provider,
+}
+
+impl Grouping {
+    /// The next grouping the `v` key selects.
+    fn next(self) -> Grouping {
+        match self {
+            Grouping::None => Grouping::Provider,
+            Grouping::Provider => Grouping::None,
+        }
+    }
+}
+
+/// 10 lines: how far PageUp scrolls the preview before the loop has told the model the pane's
+/// height (it does before every draw, so this is only the very first key's step).
+const DEFAULT_PAGE: usize = 10;
 
 /// The whole dashboard state.
 #[derive(Debug, Default)]
@@ -380,6 +419,15 @@ pub struct Dash {
     pub status: Option<String>,
     /// The daemon's answer could not be had (shown in the header), with why.
     pub daemon_down: Option<String>,
+    /// How the table groups its rows (`v` toggles).
+    pub grouping: Grouping,
+    /// How many lines the preview is scrolled back from the live screen (0: live). While
+    /// scrolled back it stays on the same lines as output arrives ([`Dash::preview_grew`]).
+    pub preview_scroll: usize,
+    /// The furthest the preview can scroll back now (the history lines it has), and a page:
+    /// set by the loop before each draw ([`Dash::set_preview_extent`]).
+    preview_back_max: Option<usize>,
+    preview_page: usize,
 }
 
 impl Dash {
@@ -408,18 +456,47 @@ impl Dash {
             }
             FleetEvent::Event { session, event } => {
                 let row = self.rows.entry(session.clone()).or_insert_with(|| Row::new(session));
-                if row.link != Link::Live {
+                let relinked = row.link != Link::Live;
+                if relinked {
                     row.link = Link::Live;
                 }
                 row.on_event(event);
                 if let Some((text, alert)) = describe(&event.body) {
                     self.log(event.ts_ms, session, text, alert);
                 }
+                // A working fleet sends hundreds of these a second (spinner titles, output);
+                // only what can move a row is worth sorting the table again for.
+                let title_matters = !self.filter.is_empty();
+                let moves = relinked
+                    || match &event.body {
+                        EventBody::Title { .. } => title_matters,
+                        EventBody::Output { .. }
+                        | EventBody::Mode { .. }
+                        | EventBody::Resize { .. }
+                        | EventBody::Report { .. }
+                        | EventBody::Bell
+                        | EventBody::Notification { .. }
+                        | EventBody::Attach { .. }
+                        | EventBody::Detach { .. }
+                        | EventBody::Hook { .. }
+                        | EventBody::Gap { .. }
+                        | EventBody::Keys { .. }
+                        | EventBody::Notify { .. } => false,
+                        EventBody::Started { .. } | EventBody::State { .. } | EventBody::Exit { .. } => true,
+                    };
+                if !moves {
+                    return;
+                }
             }
             FleetEvent::Unresponsive { session } => {
                 let row = self.rows.entry(session.clone()).or_insert_with(|| Row::new(session));
                 row.link = Link::Unresponsive;
                 self.log(now_ms, session, "its master does not answer (stopped or wedged?)".into(), true);
+            }
+            FleetEvent::Answering { session } => {
+                let row = self.rows.entry(session.clone()).or_insert_with(|| Row::new(session));
+                row.link = Link::Live;
+                self.log(now_ms, session, "its master answers again".into(), false);
             }
             FleetEvent::Left { session, exit } => {
                 let row = self.rows.entry(session.clone()).or_insert_with(|| Row::new(session));
@@ -496,12 +573,64 @@ impl Dash {
 
     fn reorder(&mut self) {
         let mut order: Vec<&Row> = self.rows.values().filter(|r| self.matches(r)).collect();
-        order.sort_by(|a, b| a.urgency().cmp(&b.urgency()).then_with(|| a.name.cmp(&b.name)));
+        // Grouped, a group goes where its most urgent row would (ties: by label), and its
+        // rows by urgency within it.
+        let mut group_rank: HashMap<&str, Urgency> = HashMap::new();
+        for row in &order {
+            let rank = group_rank.entry(self.group_of(row)).or_insert(Urgency::ExitedCleanly);
+            *rank = (*rank).min(row.urgency());
+        }
+        order.sort_by_cached_key(|r| {
+            let group = self.group_of(r);
+            (group_rank[group], group, r.urgency(), r.name.as_str())
+        });
         self.order = order.into_iter().map(|r| r.name.clone()).collect();
         let keep = self.pinned && self.selected.as_ref().is_some_and(|s| self.order.contains(s));
         if !keep {
-            self.selected = self.order.first().cloned();
+            let first = self.order.first().cloned();
+            if first != self.selected {
+                self.preview_scroll = 0;
+            }
+            self.selected = first;
         }
+    }
+
+    /// The label of the group a row belongs to under the current grouping (`""` ungrouped;
+    /// a session with no provider recorded groups under `-`).
+    pub fn group_of<'a>(&self, row: &'a Row) -> &'a str {
+        match self.grouping {
+            Grouping::None => "",
+            Grouping::Provider if row.provider.is_empty() => "-",
+            Grouping::Provider => &row.provider,
+        }
+    }
+
+    /// Tell the model how far the preview can scroll back now (`max_back` history lines above
+    /// the live screen) and how tall a page is; a scroll past the history is pulled back.
+    pub fn set_preview_extent(&mut self, max_back: usize, page: usize) {
+        self.preview_back_max = Some(max_back);
+        self.preview_page = page.max(1);
+        self.preview_scroll = self.preview_scroll.min(max_back);
+    }
+
+    /// `lines` new lines went into the preview's history: while scrolled back, stay on the
+    /// same lines instead of drifting with the output.
+    pub fn preview_grew(&mut self, lines: usize) {
+        if self.preview_scroll > 0 {
+            self.preview_scroll += lines;
+        }
+    }
+
+    fn scroll_preview_back(&mut self, lines: usize) {
+        let max = self.preview_back_max.unwrap_or(usize::MAX);
+        self.preview_scroll = self.preview_scroll.saturating_add(lines).min(max);
+        if self.preview_scroll == 0 {
+            self.status = Some("no history to scroll into (yet)".into());
+        }
+    }
+
+    fn page(&self) -> usize {
+        if self.preview_page == 0 { DEFAULT_PAGE } else { self.preview_page }
     }
 
     /// The visible rows, in table order.
@@ -528,6 +657,7 @@ impl Dash {
         if let Some(name) = self.order.get(i) {
             if self.selected.as_ref() != Some(name) {
                 self.item_index = 0;
+                self.preview_scroll = 0;
             }
             self.selected = Some(name.clone());
             self.pinned = true;
@@ -669,6 +799,18 @@ impl Dash {
         }
         let i = self.selected_index();
         match key {
+            // The preview scrolls while it is shown (the items pane takes its place).
+            // Scrolled back, Esc (like End) returns it to live first.
+            Key::Esc | Key::End if self.preview_scroll > 0 && !self.items_focus => self.preview_scroll = 0,
+            Key::PageUp if !self.items_focus => self.scroll_preview_back(self.page()),
+            Key::PageDown => self.preview_scroll = self.preview_scroll.saturating_sub(self.page()),
+            Key::LineUp if !self.items_focus => self.scroll_preview_back(1),
+            Key::LineDown => self.preview_scroll = self.preview_scroll.saturating_sub(1),
+            Key::Home if !self.items_focus => self.scroll_preview_back(usize::MAX),
+            Key::Char('v') => {
+                self.grouping = self.grouping.next();
+                self.reorder();
+            }
             Key::Char('q') => return Some(Command::Quit),
             Key::Char('j') | Key::Down => {
                 self.select_index(i.map_or(0, |i| (i + 1).min(self.order.len().saturating_sub(1))))

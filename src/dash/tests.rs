@@ -6,13 +6,14 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::style::Color;
 
-use super::model::{Action, Command, Dash, ItemLine, Key, QueueCounts, Row, Urgency};
+use super::model::{Action, Command, Dash, Grouping, ItemLine, Key, QueueCounts, Row, Urgency};
 use super::view::{self, Look, Preview};
 use crate::events::{Axis, Event, EventBody};
 use crate::fleet::FleetEvent;
 use crate::screen::Screen;
 use crate::session::ExitRecord;
 use crate::wire::{ExitStatus, SessionInfo};
+use desk_term::screen::HistoryRow;
 use desk_wire::state::{Activity, AxisView, Evidence, Health, Lifecycle, StateView};
 
 /// A fixed "now" (2026-12-01 10:00:00 UTC), so ages in snapshots never move.
@@ -334,6 +335,14 @@ fn cpu_and_memory_show_for_running_sessions_only() {
     let (_, y) = find(buf, "alpha").expect("alpha's row");
     let line: String = (0..200).map(|x| buf[(x, y)].symbol()).collect();
     assert!(line.contains("12%") && line.contains("50M"), "{line}");
+    // From 100 columns up the narrow table has them too; at 80 the title has their place.
+    for (cols, shown) in [(100, true), (80, false)] {
+        let term = draw(&dash, &Preview::None, cols, 24, Look { color: true });
+        let buf = term.backend().buffer();
+        let (_, y) = find(buf, "alpha").expect("alpha's row");
+        let line: String = (0..cols).map(|x| buf[(x, y)].symbol()).collect();
+        assert_eq!(line.contains("12%") && line.contains("50M"), shown, "{cols}: {line}");
+    }
 }
 
 #[test]
@@ -455,7 +464,13 @@ fn busy_fleet() -> Dash {
 fn view_80x24() {
     let dash = busy_fleet();
     let screen = demo_screen();
-    let term = draw(&dash, &Preview::Screen { session: "charlie", screen: &screen }, 80, 24, Look { color: true });
+    let term = draw(
+        &dash,
+        &Preview::Screen { session: "charlie", screen: &screen, older: &[], live: true },
+        80,
+        24,
+        Look { color: true },
+    );
     insta::assert_snapshot!(term.backend());
 }
 
@@ -463,7 +478,28 @@ fn view_80x24() {
 fn view_200x50() {
     let dash = busy_fleet();
     let screen = demo_screen();
-    let term = draw(&dash, &Preview::Screen { session: "charlie", screen: &screen }, 200, 50, Look { color: true });
+    let term = draw(
+        &dash,
+        &Preview::Screen { session: "charlie", screen: &screen, older: &[], live: true },
+        200,
+        50,
+        Look { color: true },
+    );
+    insta::assert_snapshot!(term.backend());
+}
+
+/// The middle width: the narrow columns with CPU and RSS.
+#[test]
+fn view_100x30() {
+    let dash = busy_fleet();
+    let screen = demo_screen();
+    let term = draw(
+        &dash,
+        &Preview::Screen { session: "charlie", screen: &screen, older: &[], live: true },
+        100,
+        30,
+        Look { color: true },
+    );
     insta::assert_snapshot!(term.backend());
 }
 
@@ -495,7 +531,13 @@ fn view_exited_session_shows_its_last_screen_200x50() {
 fn the_preview_shows_the_screen_models_cells_with_their_colours() {
     let dash = busy_fleet();
     let screen = demo_screen();
-    let term = draw(&dash, &Preview::Screen { session: "charlie", screen: &screen }, 80, 24, Look { color: true });
+    let term = draw(
+        &dash,
+        &Preview::Screen { session: "charlie", screen: &screen, older: &[], live: true },
+        80,
+        24,
+        Look { color: true },
+    );
     let buf = term.backend().buffer();
     let (x, y) = find(buf, "red text").expect("the preview's second row");
     assert_eq!(buf[(x, y)].fg, Color::Indexed(1));
@@ -508,8 +550,13 @@ fn no_color_draws_no_colour_at_all() {
     let dash = busy_fleet();
     let screen = demo_screen();
     for (cols, rows) in [(80, 24), (200, 50)] {
-        let term =
-            draw(&dash, &Preview::Screen { session: "charlie", screen: &screen }, cols, rows, Look { color: false });
+        let term = draw(
+            &dash,
+            &Preview::Screen { session: "charlie", screen: &screen, older: &[], live: true },
+            cols,
+            rows,
+            Look { color: false },
+        );
         let buf = term.backend().buffer();
         for cell in buf.content() {
             assert_eq!((cell.fg, cell.bg), (Color::Reset, Color::Reset), "a coloured cell {cell:?}");
@@ -539,7 +586,13 @@ fn every_view_fits_from_80x24_up_without_losing_the_footer() {
 fn the_operator_guide_shows_the_current_80x24_view() {
     let dash = busy_fleet();
     let screen = demo_screen();
-    let term = draw(&dash, &Preview::Screen { session: "charlie", screen: &screen }, 80, 24, Look { color: true });
+    let term = draw(
+        &dash,
+        &Preview::Screen { session: "charlie", screen: &screen, older: &[], live: true },
+        80,
+        24,
+        Look { color: true },
+    );
     let buf = term.backend().buffer();
     let rendered: Vec<String> =
         (0..24).map(|y| (0..80).map(|x| buf[(x, y)].symbol()).collect::<String>().trim_end().to_string()).collect();
@@ -560,6 +613,288 @@ fn a_master_listens_only_on_a_socket_that_accepts() {
     drop(listener);
     assert!(path.exists());
     assert!(!super::master_listens(&path), "a stale socket: its master died");
+}
+
+/// A 40x6 session that printed `line 1` .. `line 30` (so 25 of them went into its history),
+/// with the master's five older lines `old 1` .. `old 5` before them.
+fn scrolled_screen() -> (Screen, Vec<HistoryRow>) {
+    let mut screen = Screen::with_history(40, 6, 100);
+    for n in 1..=30 {
+        screen.process(format!("\x1b[32mline {n}\x1b[0m\r\n").as_bytes());
+    }
+    screen.process(b"> ");
+    let older = (1..=5).map(|n| HistoryRow { text: format!("old {n}"), wrapped: false, runs: Vec::new() }).collect();
+    (screen, older)
+}
+
+fn text(term: &Terminal<TestBackend>) -> String {
+    format!("{}", term.backend())
+}
+
+#[test]
+fn page_up_scrolls_the_preview_into_history_with_a_marker_and_end_or_esc_goes_back_to_live() {
+    let mut dash = busy_fleet();
+    let (screen, older) = scrolled_screen();
+    let shown = Preview::Screen { session: "charlie", screen: &screen, older: &older, live: true };
+    // 80x24: the preview pane shows 7 of the screen's lines.
+    let height = view::preview_height(ratatui::layout::Rect::new(0, 0, 80, 24), &dash);
+    let max = view::preview_back_max(older.len(), &screen, height);
+    assert_eq!(max, 5 + 25 + 6 - height);
+    dash.set_preview_extent(max, height - 1);
+    let live = text(&draw(&dash, &shown, 80, 24, Look { color: true }));
+    assert!(live.contains("line 30") && !live.contains("line 20") && !live.contains("SCROLLED"), "{live}");
+
+    dash.on_key(Key::PageUp);
+    assert_eq!(dash.preview_scroll, height - 1);
+    let back = text(&draw(&dash, &shown, 80, 24, Look { color: true }));
+    assert!(back.contains("SCROLLED BACK") && back.contains("End/Esc: live"), "{back}");
+    assert!(!back.contains("line 30"), "the newest line is below the window:\n{back}");
+    dash.on_key(Key::LineDown);
+    assert_eq!(dash.preview_scroll, height - 2);
+    dash.on_key(Key::LineUp);
+    dash.on_key(Key::Home);
+    assert_eq!(dash.preview_scroll, max, "Home: the oldest line, no further");
+    let top = text(&draw(&dash, &shown, 80, 24, Look { color: true }));
+    assert!(top.contains("old 1") && top.contains("old 5") && top.contains("line 1 "), "{top}");
+    // Output arriving while scrolled back does not move the window.
+    dash.set_preview_extent(max + 3, height - 1);
+    dash.preview_grew(3);
+    assert_eq!(dash.preview_scroll, max + 3);
+
+    assert_eq!(dash.on_key(Key::Esc), None);
+    assert_eq!(dash.preview_scroll, 0, "Esc goes back to live");
+    assert_eq!(dash.selected(), Some("charlie"), "and does nothing else");
+    dash.on_key(Key::PageUp);
+    dash.on_key(Key::End);
+    assert_eq!(dash.preview_scroll, 0, "End goes back to live");
+    dash.on_key(Key::PageUp);
+    dash.on_key(Key::Char('j'));
+    assert_eq!(dash.preview_scroll, 0, "another session's preview starts live");
+    // The items pane hides the preview: no scrolling it unseen, and Esc leaves the pane.
+    dash.on_key(Key::Char('i'));
+    dash.on_key(Key::PageUp);
+    assert_eq!(dash.preview_scroll, 0);
+    dash.on_key(Key::Esc);
+    assert!(!dash.items_focus);
+}
+
+#[test]
+fn a_preview_without_history_does_not_scroll_and_says_so() {
+    let mut dash = busy_fleet();
+    dash.set_preview_extent(0, 7);
+    dash.on_key(Key::PageUp);
+    assert_eq!(dash.preview_scroll, 0);
+    assert!(dash.status.as_deref().is_some_and(|s| s.contains("no history")), "{:?}", dash.status);
+}
+
+#[test]
+fn scrolled_back_history_keeps_its_colours() {
+    let mut dash = busy_fleet();
+    let (screen, older) = scrolled_screen();
+    dash.set_preview_extent(view::preview_back_max(older.len(), &screen, 7), 6);
+    dash.on_key(Key::Home);
+    let term = draw(
+        &dash,
+        &Preview::Screen { session: "charlie", screen: &screen, older: &older, live: true },
+        80,
+        24,
+        Look { color: true },
+    );
+    let buf = term.backend().buffer();
+    let (x, y) = find(buf, "line 2 ").expect("a history line of the model's own");
+    assert_eq!(buf[(x, y)].fg, Color::Indexed(2));
+}
+
+#[test]
+fn view_preview_scrolled_back_80x24() {
+    let mut dash = busy_fleet();
+    let (screen, older) = scrolled_screen();
+    dash.set_preview_extent(view::preview_back_max(older.len(), &screen, 7), 6);
+    dash.on_key(Key::PageUp);
+    dash.on_key(Key::PageUp);
+    let term = draw(
+        &dash,
+        &Preview::Screen { session: "charlie", screen: &screen, older: &older, live: true },
+        80,
+        24,
+        Look { color: true },
+    );
+    insta::assert_snapshot!(term.backend());
+}
+
+#[test]
+fn view_preview_scrolled_back_200x50() {
+    let mut dash = busy_fleet();
+    let (screen, older) = scrolled_screen();
+    let height = view::preview_height(ratatui::layout::Rect::new(0, 0, 200, 50), &dash);
+    dash.set_preview_extent(view::preview_back_max(older.len(), &screen, height), height - 1);
+    dash.on_key(Key::Home);
+    let term = draw(
+        &dash,
+        &Preview::Screen { session: "charlie", screen: &screen, older: &older, live: true },
+        200,
+        50,
+        Look { color: true },
+    );
+    insta::assert_snapshot!(term.backend());
+}
+
+#[test]
+fn v_groups_the_table_by_provider_most_urgent_group_first_and_back() {
+    let mut dash = busy_fleet();
+    dash.on_key(Key::Char('v'));
+    assert_eq!(dash.grouping, Grouping::Provider);
+    // demo holds the blocked charlie; codex (bravo exited 1) and shell (foxtrot exited 3)
+    // rank as their worst row, ties by label; claude's alpha is idle.
+    assert_eq!(names(&dash), ["charlie", "golf", "delta", "bravo", "foxtrot", "echo", "alpha"]);
+    let shown = text(&draw(&dash, &Preview::None, 200, 50, Look { color: true }));
+    assert!(shown.contains("── demo (3, 3 need you) ──") && shown.contains("── claude (1) ──"), "{shown}");
+    let term = draw(&dash, &Preview::None, 80, 24, Look { color: true });
+    // The selection is drawn on its session's row, not on a header.
+    let buf = term.backend().buffer();
+    let (_, y) = find(buf, "> charlie").expect("the selected row");
+    assert!(buf[(4, y)].modifier.contains(ratatui::style::Modifier::REVERSED));
+    dash.on_key(Key::Char('v'));
+    assert_eq!(dash.grouping, Grouping::None);
+    assert_eq!(names(&dash), ["charlie", "golf", "delta", "bravo", "foxtrot", "alpha", "echo"]);
+}
+
+#[test]
+fn view_grouped_by_provider_80x24() {
+    let mut dash = busy_fleet();
+    dash.on_key(Key::Char('v'));
+    let term = draw(&dash, &Preview::Note { session: "charlie", text: "connecting..." }, 80, 24, Look { color: true });
+    insta::assert_snapshot!(term.backend());
+}
+
+#[test]
+fn view_grouped_by_provider_200x50() {
+    let mut dash = busy_fleet();
+    dash.on_key(Key::Char('v'));
+    let screen = demo_screen();
+    let term = draw(
+        &dash,
+        &Preview::Screen { session: "charlie", screen: &screen, older: &[], live: true },
+        200,
+        50,
+        Look { color: true },
+    );
+    insta::assert_snapshot!(term.backend());
+}
+
+#[test]
+fn view_items_80x24() {
+    let mut dash = fleet();
+    dash.on_key(Key::Char('i'));
+    let term = draw(&dash, &Preview::None, 80, 24, Look { color: true });
+    insta::assert_snapshot!(term.backend());
+}
+
+#[test]
+fn view_prompt_editor_200x50() {
+    let mut dash = fleet();
+    dash.on_key(Key::Char('s'));
+    for key in "Fix the flaky test.".chars().map(Key::Char) {
+        dash.on_key(key);
+    }
+    let term = draw(&dash, &Preview::None, 200, 50, Look { color: true });
+    insta::assert_snapshot!(term.backend());
+}
+
+#[test]
+fn view_filter_being_typed_200x50() {
+    let mut dash = busy_fleet();
+    for key in [Key::Char('/'), Key::Char('d'), Key::Char('e'), Key::Char('m')] {
+        dash.on_key(key);
+    }
+    let term = draw(&dash, &Preview::Note { session: "charlie", text: "connecting..." }, 200, 50, Look { color: true });
+    insta::assert_snapshot!(term.backend());
+}
+
+#[test]
+fn view_exited_session_shows_its_last_screen_80x24() {
+    let mut dash = busy_fleet();
+    while dash.selected() != Some("foxtrot") {
+        dash.on_key(Key::Char('j'));
+    }
+    let term = draw(&dash, &Preview::Note { session: "foxtrot", text: "bye" }, 80, 24, Look { color: true });
+    insta::assert_snapshot!(term.backend());
+}
+
+#[test]
+fn view_unresponsive_master_80x24_and_200x50() {
+    let mut dash = busy_fleet();
+    dash.apply(&FleetEvent::Unresponsive { session: "alpha".into() }, NOW);
+    while dash.selected() != Some("alpha") {
+        dash.on_key(Key::Char('j'));
+    }
+    let note = Preview::Note { session: "alpha", text: "its master does not answer (stopped or wedged?)" };
+    insta::assert_snapshot!(
+        "view_unresponsive_master_80x24",
+        draw(&dash, &note, 80, 24, Look { color: true }).backend()
+    );
+    insta::assert_snapshot!(
+        "view_unresponsive_master_200x50",
+        draw(&dash, &note, 200, 50, Look { color: true }).backend()
+    );
+}
+
+#[test]
+fn a_master_answering_again_is_live_again() {
+    let mut dash = fleet();
+    dash.apply(&FleetEvent::Unresponsive { session: "alpha".into() }, NOW);
+    dash.apply(&FleetEvent::Answering { session: "alpha".into() }, NOW);
+    let row = dash.row("alpha").expect("row");
+    assert_eq!(row.lifecycle_word(), "running");
+    assert!(!row.urgency().needs_person());
+}
+
+#[test]
+fn a_fleet_of_hundreds_draws_the_selected_row_and_its_neighbours_wherever_it_is() {
+    let mut dash = Dash::new();
+    for n in 0..300 {
+        dash.apply(&joined(&format!("s{n:03}"), "demo", Activity::Idle, 10, Health::Ok, "t"), NOW);
+    }
+    for grouping in [Grouping::None, Grouping::Provider] {
+        if dash.grouping != grouping {
+            dash.on_key(Key::Char('v'));
+        }
+        dash.on_key(Key::Char('g'));
+        // (j presses, the selected row, a neighbour drawn beside it)
+        for (steps, selected, neighbour) in [(0, "s000", "s001"), (150, "s150", "s149"), (149, "s299", "s298")] {
+            for _ in 0..steps {
+                dash.on_key(Key::Char('j'));
+            }
+            let shown = text(&draw(&dash, &Preview::None, 80, 24, Look { color: true }));
+            assert!(
+                shown.contains(&format!("> {selected}")) && shown.contains(&format!("  {neighbour}")),
+                "{grouping:?} {selected}:\n{shown}"
+            );
+        }
+    }
+}
+
+#[test]
+fn an_exited_sessions_last_screen_scrolls_into_the_history_its_exit_record_kept() {
+    let mut dash = busy_fleet();
+    let mut record = exit(3, 60);
+    record.last_screen = Some(vec!["last 1".into(), "last 2".into(), "bye".into()]);
+    record.last_history = Some((1..=20).map(|n| format!("kept {n}")).collect());
+    let (screen, older) = super::last_screen(
+        record.last_screen.as_deref().unwrap_or_default(),
+        record.last_history.as_deref().unwrap_or_default(),
+        &record,
+    );
+    assert_eq!(screen.size(), (40, 6));
+    assert_eq!(screen.history_len(), 0, "placed by position, nothing scrolled");
+    let shown = Preview::Screen { session: "foxtrot", screen: &screen, older: &older, live: false };
+    dash.set_preview_extent(view::preview_back_max(older.len(), &screen, 8), 7);
+    let at_rest = text(&draw(&dash, &shown, 80, 24, Look { color: true }));
+    assert!(at_rest.contains("exited: its last screen; PgUp: history") && at_rest.contains("bye"), "{at_rest}");
+    assert!(!at_rest.contains(" live"), "an exit record is not live:\n{at_rest}");
+    dash.on_key(Key::Home);
+    let top = text(&draw(&dash, &shown, 80, 24, Look { color: true }));
+    assert!(top.contains("kept 1") && top.contains("End/Esc: last screen"), "{top}");
 }
 
 fn find(buf: &ratatui::buffer::Buffer, needle: &str) -> Option<(u16, u16)> {

@@ -15,13 +15,17 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row as TableRow, Table, TableState, Widget};
 
-use super::model::{Dash, Link, Row, Urgency, age};
+use super::model::{Dash, Grouping, Link, Row, Urgency, age};
 use crate::screen::Screen;
-use desk_term::screen::{Attrs, Color as TermColor, flag};
+use desk_term::screen::{Attrs, Color as TermColor, HistoryRow, flag};
 use desk_wire::state::{Activity, Health};
 
 /// Below this width the table uses its narrow columns (sized so 80 columns still show a title).
 const WIDE: u16 = 120;
+
+/// From this width the narrow columns have room for CPU and RSS too (10 columns with their
+/// gaps) and still leave the title a dozen; below it, 80-99 columns show the title instead.
+const USAGE_NARROW: u16 = 100;
 
 /// What to draw with.
 #[derive(Debug, Clone, Copy)]
@@ -39,27 +43,64 @@ impl Look {
 /// The preview pane's content: the selected session's screen model, if a viewer connection
 /// feeds one, and what to say otherwise.
 pub enum Preview<'a> {
-    Screen { session: &'a str, screen: &'a Screen },
-    Note { session: &'a str, text: &'a str },
+    /// `older`: the session's history from before `screen` began keeping its own (the master's
+    /// answer to the preview's SNAPSHOT_REQUEST, or an exit record's history), oldest first;
+    /// above `screen`'s history lines. `live`: fed by a viewer connection, not an exit record.
+    Screen {
+        session: &'a str,
+        screen: &'a Screen,
+        older: &'a [HistoryRow],
+        live: bool,
+    },
+    Note {
+        session: &'a str,
+        text: &'a str,
+    },
     None,
 }
 
-/// Draw the whole dashboard.
-pub fn render(frame: &mut Frame, dash: &Dash, preview: &Preview, now_ms: u64, look: Look) {
-    let area = frame.area();
+/// The screen's five bands: header, table, preview (or items, or editor), events, footer.
+fn layout(area: Rect, dash: &Dash) -> [Rect; 5] {
     let body = area.height.saturating_sub(2);
-    let sessions = dash.visible().count() as u16;
+    let lines = (dash.visible().count() + group_headers(dash).len()) as u16;
     // The table takes what its rows need, up to 40% of the body; the events pane a quarter.
-    let table_h = (sessions + 2).clamp(3, (body * 2 / 5).max(3));
+    let table_h = (lines + 2).clamp(3, (body * 2 / 5).max(3));
     let events_h = (body / 4).max(3);
-    let [header, table, preview_area, events, footer] = Layout::vertical([
+    Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(table_h),
         Constraint::Min(1),
         Constraint::Length(events_h),
         Constraint::Length(1),
     ])
-    .areas(area);
+    .areas(area)
+}
+
+/// How many lines of a session's screen the preview pane shows on a terminal of `size`: the
+/// loop's page for scrolling.
+pub fn preview_height(size: Rect, dash: &Dash) -> usize {
+    let [_, _, preview, _, _] = layout(size, dash);
+    usize::from(preview.height.saturating_sub(1))
+}
+
+/// How far back the preview can scroll with `older` lines from the master, `screen`'s own
+/// history and a pane `height` lines tall: until the oldest line is at the pane's top.
+pub fn preview_back_max(older: usize, screen: &Screen, height: usize) -> usize {
+    live_end(older, screen, height).saturating_sub(height.max(1))
+}
+
+/// Where the live preview ends in the column `older` ++ the model's history ++ the screen: after
+/// the screen rows a pane `height` lines tall shows live ([`first_row`]), so scrolling back one
+/// line moves the live picture by one line.
+fn live_end(older: usize, screen: &Screen, height: usize) -> usize {
+    let pane = u16::try_from(height).unwrap_or(u16::MAX);
+    let shown = pane.min(screen.size().1);
+    older + screen.history_len() + usize::from(first_row(screen, pane) + shown)
+}
+
+/// Draw the whole dashboard.
+pub fn render(frame: &mut Frame, dash: &Dash, preview: &Preview, now_ms: u64, look: Look) {
+    let [header, table, preview_area, events, footer] = layout(frame.area(), dash);
     render_header(frame, header, dash, look);
     render_table(frame, table, dash, now_ms, look);
     if let Some(editor) = &dash.editor {
@@ -70,10 +111,10 @@ pub fn render(frame: &mut Frame, dash: &Dash, preview: &Preview, now_ms: u64, lo
         // The preview stays above the panel: the dialog is what is being answered.
         let panel_h = super::answer::PANEL_HEIGHT.min(preview_area.height);
         let [screen, panel] = Layout::vertical([Constraint::Min(0), Constraint::Length(panel_h)]).areas(preview_area);
-        render_preview(frame, screen, preview, look);
+        render_preview(frame, screen, preview, dash.preview_scroll, look);
         super::answer::render(frame, panel, answer, look);
     } else {
-        render_preview(frame, preview_area, preview, look);
+        render_preview(frame, preview_area, preview, dash.preview_scroll, look);
     }
     render_events(frame, events, dash, look);
     render_footer(frame, footer, dash, look);
@@ -99,28 +140,102 @@ fn render_header(frame: &mut Frame, area: Rect, dash: &Dash, look: Look) {
 fn render_table(frame: &mut Frame, area: Rect, dash: &Dash, now_ms: u64, look: Look) {
     let wide = area.width >= WIDE;
     // CPU and memory only where there is room for them (and the title) beside the rest.
+    let usage = area.width >= USAGE_NARROW;
     let mut widths: Vec<Constraint> = if wide {
         [20, 9, 1, 12, 26, 20, 3, 3, 1, 3, 6, 6].map(Constraint::Length).to_vec()
+    } else if usage {
+        [10, 6, 1, 12, 20, 8, 2, 2, 1, 2, 4, 5].map(Constraint::Length).to_vec()
     } else {
         [10, 6, 1, 12, 20, 8, 2, 2, 1, 2].map(Constraint::Length).to_vec()
     };
     widths.push(Constraint::Fill(1));
     let mut names = vec!["NAME", "PROV", "", "STATE", "ACTIVITY", "HEALTH", "Q", "ST", "P", "CL"];
-    if wide {
+    if usage {
         names.extend(["CPU", "RSS"]);
     }
     names.push("TITLE");
     let header = TableRow::new(names).style(Style::new().add_modifier(Modifier::BOLD));
-    let rows: Vec<TableRow> =
-        dash.visible().map(|r| table_row(r, dash.own_viewer.as_deref() == Some(&r.name), wide, now_ms, look)).collect();
+    let heads = group_headers(dash);
+    // The table's lines: each visible row, and a group's header line before its first row.
+    let selected_index = dash.selected_index();
+    let line_of = |i: usize| i + heads.iter().take_while(|h| h.0 <= i).count();
+    let selected_line = selected_index.map(line_of);
+    // Only the lines that can be on screen are built (a fleet of hundreds would otherwise cost
+    // a formatted row each per frame): the table shows the selection at its bottom at most, so
+    // a screenful above it and one below cover every offset it can pick.
+    let shown = usize::from(area.height.saturating_sub(2)).max(1);
+    let lo = selected_line.map_or(0, |l| l.saturating_sub(shown));
+    let hi = lo + 2 * shown;
+    let mut rows: Vec<TableRow> = Vec::new();
+    // Group headers span the columns: an empty row holds each one's place, and its text is
+    // drawn over the table once the table has scrolled to the selection.
+    let mut head_lines: Vec<(usize, String)> = Vec::new();
+    let mut line = 0;
+    for (i, r) in dash.visible().enumerate() {
+        if line >= hi {
+            break;
+        }
+        if let Some((_, label, count, needing)) = heads.iter().find(|h| h.0 == i) {
+            if line >= lo {
+                let mut text = format!("── {label} ({count}");
+                if *needing > 0 {
+                    text.push_str(&format!(", {needing} need you"));
+                }
+                text.push_str(") ──");
+                head_lines.push((rows.len(), text));
+                rows.push(TableRow::new([Cell::from("")]));
+            }
+            line += 1;
+        }
+        if line >= lo && line < hi {
+            rows.push(table_row(r, dash.own_viewer.as_deref() == Some(&r.name), usage, now_ms, look));
+        }
+        line += 1;
+    }
+    let selected = selected_line.map(|l| l - lo);
     let table = Table::new(rows, widths)
         .header(header)
         .column_spacing(1)
         .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED))
         .highlight_symbol("> ")
         .block(Block::new().borders(Borders::TOP).title(" fleet "));
-    let mut state = TableState::new().with_selected(dash.selected_index());
+    let mut state = TableState::new().with_selected(selected);
     frame.render_stateful_widget(table, area, &mut state);
+    // Below the block's top line and the column names; past the highlight symbol's column.
+    let (first_y, x) = (area.y + 2, area.x + 2);
+    let shown = usize::from(area.height.saturating_sub(2));
+    let style = look.fg(Color::Blue).add_modifier(Modifier::BOLD);
+    for (index, text) in head_lines {
+        if let Some(line) = index.checked_sub(state.offset()).filter(|l| *l < shown) {
+            frame.buffer_mut().set_stringn(
+                x,
+                first_y + line as u16,
+                text,
+                usize::from(area.width.saturating_sub(2)),
+                style,
+            );
+        }
+    }
+}
+
+/// Where the table's group header lines go: before the visible row at this index, the group's
+/// label, its number of rows and how many of them need a person. Empty when ungrouped.
+fn group_headers(dash: &Dash) -> Vec<(usize, String, usize, usize)> {
+    if dash.grouping == Grouping::None {
+        return Vec::new();
+    }
+    let mut heads: Vec<(usize, String, usize, usize)> = Vec::new();
+    for (i, row) in dash.visible().enumerate() {
+        let label = dash.group_of(row);
+        if heads.last().is_none_or(|h| h.1 != label) {
+            heads.push((i, label.to_string(), 0, 0));
+        }
+        if let Some(h) = heads.last_mut() {
+            h.2 += 1;
+            h.3 += usize::from(row.urgency().needs_person());
+        }
+    }
+    heads
 }
 
 /// `own_viewer`: the dashboard's own preview is one of the row's viewers (not counted).
@@ -206,48 +321,91 @@ fn mib(kib: u64) -> String {
     }
 }
 
-fn render_preview(frame: &mut Frame, area: Rect, preview: &Preview, look: Look) {
+fn render_preview(frame: &mut Frame, area: Rect, preview: &Preview, scroll: usize, look: Look) {
+    let mut marked = false;
     let title = match preview {
-        Preview::Screen { session, screen } => {
+        Preview::Screen { session, screen, older, live } => {
             let (cols, rows) = screen.size();
-            match screen.title() {
-                "" => format!(" {session} ({cols}x{rows}, live) "),
-                title => format!(" {session}: {title} ({cols}x{rows}, live) "),
+            let name = match screen.title() {
+                "" => session.to_string(),
+                title => format!("{session}: {title}"),
+            };
+            let back = preview_back_max(older.len(), screen, usize::from(area.height.saturating_sub(1)));
+            let now = if *live { "live" } else { "exited: its last screen" };
+            if scroll > 0 {
+                marked = true;
+                let to = if *live { "live" } else { "last screen" };
+                format!(" {name} ({cols}x{rows}) SCROLLED BACK {} of {back} lines · End/Esc: {to} ", scroll.min(back))
+            } else if back > 0 {
+                format!(" {name} ({cols}x{rows}, {now}; PgUp: history) ")
+            } else {
+                format!(" {name} ({cols}x{rows}, {now}) ")
             }
         }
         Preview::Note { session, .. } => format!(" {session} "),
         Preview::None => " preview ".to_string(),
     };
-    let block = Block::new().borders(Borders::TOP).title(title);
+    let title = if marked {
+        Span::styled(title, look.fg(Color::Yellow).add_modifier(Modifier::REVERSED | Modifier::BOLD))
+    } else {
+        Span::raw(title)
+    };
+    let block = Block::new().borders(Borders::TOP).title(Line::from(title));
     let inner = block.inner(area);
     frame.render_widget(block, area);
     match preview {
-        Preview::Screen { screen, .. } => frame.render_widget(ScreenView { screen, look }, inner),
+        Preview::Screen { screen, older, .. } => frame.render_widget(ScreenView { screen, older, scroll, look }, inner),
         Preview::Note { text, .. } => frame.render_widget(Paragraph::new(*text), inner),
         Preview::None => frame.render_widget(Paragraph::new("no session"), inner),
     }
 }
 
-/// A session's screen model drawn cell by cell from its left edge; a screen taller than the pane
-/// shows the rows that end at its content ([`first_row`]).
+/// A session's screen model drawn cell by cell. Live (`scroll` 0): the screen from its left
+/// edge; one taller than the pane shows the rows that end at its content ([`first_row`]). Scrolled back: the lines `older` ++ the model's history ++ the screen, as one
+/// column, drawn so that the pane's last line is `scroll` lines above the live preview's last one.
 struct ScreenView<'a> {
     screen: &'a Screen,
+    older: &'a [HistoryRow],
+    scroll: usize,
     look: Look,
 }
 
 impl Widget for ScreenView<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let (cols, rows) = self.screen.size();
-        let first = first_row(self.screen, area.height);
-        for y in 0..area.height.min(rows) {
-            for x in 0..area.width.min(cols) {
-                let Some(cell) = self.screen.cell(first + y, x) else { continue };
-                if cell.wide_continuation {
-                    continue;
+        if self.scroll == 0 {
+            let first = first_row(self.screen, area.height);
+            for y in 0..area.height.min(rows) {
+                self.screen_row(first + y, area, area.y + y, buf);
+            }
+            return;
+        }
+        let height = usize::from(area.height);
+        let older = self.older.len();
+        let own = self.screen.history_len();
+        let scroll = self.scroll.min(preview_back_max(older, self.screen, height));
+        let end = live_end(older, self.screen, height) - scroll;
+        let start = end.saturating_sub(height);
+        // The model's own history lines in the window, fetched in one pass.
+        let own_from = start.clamp(older, older + own) - older;
+        let own_to = end.clamp(older, older + own) - older;
+        let mut own_lines = self.screen.history_tail(own - own_from).take(own_to - own_from);
+        for (k, line) in (start..end).enumerate() {
+            let y = area.y + k as u16;
+            if line < older {
+                let row = &self.older[line];
+                if row.runs.is_empty() {
+                    buf.set_stringn(area.x, y, &row.text, usize::from(area.width.min(cols)), Style::new());
+                } else {
+                    let runs = row.runs.iter().map(|r| (r.text.as_str(), r.attrs()));
+                    draw_runs(runs, area, y, self.look, buf);
                 }
-                let Some(target) = buf.cell_mut((area.x + x, area.y + y)) else { continue };
-                target.set_symbol(if cell.text.is_empty() { " " } else { &cell.text });
-                target.set_style(cell_style(&cell.attrs, self.look));
+            } else if line < older + own {
+                if let Some(l) = own_lines.next() {
+                    draw_runs(l.runs(), area, y, self.look, buf);
+                }
+            } else {
+                self.screen_row((line - older - own) as u16, area, y, buf);
             }
         }
     }
@@ -263,6 +421,35 @@ pub(crate) fn first_row(screen: &Screen, height: u16) -> u16 {
     let last_text = text.iter().rposition(|r| !r.trim().is_empty()).unwrap_or(0);
     let end = u16::try_from(last_text).unwrap_or(u16::MAX).max(screen.cursor().0).saturating_add(1);
     end.saturating_sub(height).min(rows.saturating_sub(height))
+}
+
+impl ScreenView<'_> {
+    /// The screen's row `row` on the pane's line `y`.
+    fn screen_row(&self, row: u16, area: Rect, y: u16, buf: &mut Buffer) {
+        let (cols, _) = self.screen.size();
+        for x in 0..area.width.min(cols) {
+            let Some(cell) = self.screen.cell(row, x) else { continue };
+            if cell.wide_continuation {
+                continue;
+            }
+            let Some(target) = buf.cell_mut((area.x + x, y)) else { continue };
+            target.set_symbol(if cell.text.is_empty() { " " } else { &cell.text });
+            target.set_style(cell_style(&cell.attrs, self.look));
+        }
+    }
+}
+
+/// A history line's runs on the pane's line `y`, cut at the pane's width.
+fn draw_runs<'r>(runs: impl Iterator<Item = (&'r str, Attrs)>, area: Rect, y: u16, look: Look, buf: &mut Buffer) {
+    let mut x = area.x;
+    let right = area.x + area.width;
+    for (text, attrs) in runs {
+        if x >= right {
+            break;
+        }
+        let (next, _) = buf.set_stringn(x, y, text, usize::from(right - x), cell_style(&attrs, look));
+        x = next;
+    }
 }
 
 fn cell_style(attrs: &Attrs, look: Look) -> Style {
@@ -379,12 +566,11 @@ fn render_footer(frame: &mut Frame, area: Rect, dash: &Dash, look: Look) {
             Span::styled("  Enter keeps it, Esc clears it", look.fg(Color::DarkGray)),
         ])
     } else {
-        let long =
-            " j/k select  n next needing you  Enter attach  i items  f force  d drop  p pause/resume  / filter  q quit";
+        let long = " j/k select  n next needing you  Enter attach  a answer  s send  i items  f force  d drop  p pause/resume  / filter  v group  PgUp history  q quit";
         let hint = if usize::from(area.width) > long.len() {
             long
         } else {
-            " j/k n:next Enter:attach s:send i:items f:force d:drop p:pause /:filter q:quit"
+            " j/k n:next Enter:attach a:answer s:send i:items f:force d:drop p:pause / q:quit"
         };
         Line::from(Span::styled(hint, look.fg(Color::DarkGray)))
     };

@@ -270,3 +270,66 @@ fn a_session_whose_master_died_without_an_exit_record_is_shown_lost() {
     })
     .expect("the lost row");
 }
+
+#[test]
+fn a_master_stopped_while_watched_turns_unresponsive_and_back_while_the_dashboard_keeps_updating() {
+    let home = Home::new();
+    home.demo("ok", &[]);
+    home.demo("stopped", &[]);
+    wait_idle(&home, "ok");
+    wait_idle(&home, "stopped");
+    let pty = dash(&home, 100, 30);
+    pty.wait_until(PATIENCE, "both live and idle", |s| {
+        let rows = table_rows(s);
+        rows.len() == 2 && rows.iter().all(|r| r.contains("idle"))
+    })
+    .expect("the table");
+    let master = Pid::from_raw(home.master_pid("stopped"));
+    kill(master, Signal::SIGSTOP).expect("stop the master");
+    let marked = pty.wait_until(PATIENCE, "the stopped master marked unresponsive, on top", |s| {
+        let rows = table_rows(s);
+        rows.len() == 2 && rows[0].contains("stopped") && rows[0].contains("unresponsive")
+    });
+    // While it is stopped the dashboard still follows the other session: ok turns blocked.
+    let mut ctl = home.connect("ok", Role::Controller, 80, 24);
+    ctl.send(&Frame::Input(b"\x1b[200~please approve-me\x1b[201~\r".to_vec()));
+    let updated = pty.wait_until(PATIENCE, "ok blocked on top", |s| {
+        table_rows(s).first().is_some_and(|r| r.contains("ok") && r.contains("blocked:approval"))
+    });
+    kill(master, Signal::SIGCONT).expect("continue the master");
+    let marked = marked.expect("unresponsive row");
+    assert!(marked.contains("its master does not answer"), "the events pane says so:\n{marked}");
+    updated.expect("the dashboard keeps updating with a master stopped");
+    pty.wait_until(PATIENCE, "stopped answers again", |s| {
+        table_rows(s).iter().any(|r| r.contains("stopped") && r.contains("running"))
+    })
+    .expect("live again once continued");
+}
+
+#[test]
+fn page_up_scrolls_the_preview_into_the_sessions_history_and_end_returns_to_live() {
+    let home = Home::new();
+    home.ok(&["new", "h", "--size", "60x10", "--", "sh", "-c", "seq 1 300 | sed 's/^/row /'; printf READY; exec cat"]);
+    home.wait_screen("h", "READY");
+    let mut pty = dash(&home, 100, 30);
+    pty.wait_until(PATIENCE, "the live preview", |s| s.contains("READY") && s.contains("row 299")).expect("live");
+    // With one session the preview at 100x30 shows 17 lines: a page is 16. Scrolling back past
+    // what the preview's own model saw reaches lines only the master's history has (all 291).
+    pty.write("\x1b[5~").expect("PgUp");
+    let screen =
+        pty.wait_until(PATIENCE, "the marker", |s| s.contains("SCROLLED BACK 16 of 284 lines")).expect("scrolled");
+    assert!(!screen.contains("READY"), "the live bottom is out of view:\n{screen}");
+    pty.write("\x1b[H").expect("Home");
+    pty.wait_until(PATIENCE, "the oldest history line", |s| {
+        s.contains("row 1 ") || s.rows().iter().any(|r| r.trim_end() == "row 1")
+    })
+    .expect("row 1 from the master's history");
+    pty.write("\x1b[F").expect("End");
+    pty.wait_until(PATIENCE, "live again", |s| s.contains("READY") && !s.contains("SCROLLED BACK")).expect("live");
+    pty.write("\x1b[1;2A").expect("Shift-Up");
+    pty.wait_until(PATIENCE, "one line back", |s| s.contains("SCROLLED BACK 1 of")).expect("a line");
+    pty.write("\x1b").expect("Esc");
+    pty.wait_until(PATIENCE, "live again", |s| s.contains("READY") && !s.contains("SCROLLED BACK")).expect("live");
+    pty.write("q").expect("q");
+    pty.wait_exit(PATIENCE).expect("quits");
+}

@@ -111,3 +111,41 @@ fn events_wants_a_name_or_all_but_not_both() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
     }
 }
+
+#[test]
+fn a_master_stopped_after_it_joined_is_named_on_stderr_and_again_when_it_answers() {
+    let home = Home::new();
+    let mut child =
+        home.cmd().args(["events", "--all", "--follow"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let streams = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    // Killed by pid however the test ends.
+    let _child = Follower { child, lines: std::sync::mpsc::channel().1, seen: Vec::new() };
+    let (tx, lines) = std::sync::mpsc::channel::<String>();
+    for stream in [Box::new(streams.0) as Box<dyn std::io::Read + Send>, Box::new(streams.1)] {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stream).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+    }
+    let mut seen = Vec::new();
+    let mut until = |what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !seen.iter().any(|l: &String| l.contains(what)) {
+            match lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(line) => seen.push(line),
+                Err(_) => panic!("no line with {what:?} from desk events --all: {seen:#?}"),
+            }
+        }
+    };
+    home.new_sh("frozen", "printf '\\033]2;frozen-up\\007'; read x");
+    until("frozen-up");
+    let frozen = nix::unistd::Pid::from_raw(home.master_pid("frozen"));
+    nix::sys::signal::kill(frozen, nix::sys::signal::SIGSTOP).unwrap();
+    until("session frozen does not answer");
+    nix::sys::signal::kill(frozen, nix::sys::signal::SIGCONT).unwrap();
+    until("session frozen answers again");
+}
