@@ -10,13 +10,6 @@ fn private_dir(dir: &Path) {
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).expect("mkdir");
 }
 
-fn wait_ready(home: &Home, name: &str) {
-    eventually(&format!("{name} to be ready"), || {
-        let s = home.session(name).ok_or("no session")?;
-        if s["state"]["ready"] == true { Ok(()) } else { Err(s["state"].to_string()) }
-    });
-}
-
 /// A small tmpfs mounted over a directory for one test, unmounted (lazily) when dropped.
 struct SmallDisk {
     at: PathBuf,
@@ -96,7 +89,7 @@ fn a_prompt_that_meets_a_full_disk_at_ingest_stays_in_the_intake_and_is_delivere
         return;
     };
     let log = home.demo("d", &[]);
-    wait_ready(&home, "d");
+    home.wait_ready("d");
     home.serve();
     disk.fill();
     let out = home.desk(&["send", "d", "survives a full disk"]);

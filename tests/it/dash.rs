@@ -24,13 +24,6 @@ fn table_rows(screen: &crate::harness::Screen) -> Vec<String> {
         .collect()
 }
 
-fn wait_idle(home: &Home, name: &str) {
-    eventually(&format!("{name} to be idle"), || {
-        let s = home.session(name).ok_or("no session")?;
-        if s["state"]["activity"]["value"] == "idle" { Ok(()) } else { Err(s["state"].to_string()) }
-    });
-}
-
 /// The terminal the dashboard leaves behind: main screen, cursor shown.
 fn assert_restored(pty: &Pty) {
     let screen = pty.screen();
@@ -43,8 +36,8 @@ fn a_session_turning_blocked_moves_to_the_top_and_its_dialog_shows_in_the_previe
     let home = Home::new();
     home.demo("aa", &[]);
     home.demo("zz", &[]);
-    wait_idle(&home, "aa");
-    wait_idle(&home, "zz");
+    home.wait_activity("aa", "idle");
+    home.wait_activity("zz", "idle");
     let pty = dash(&home, 120, 40);
     let screen = pty
         .wait_until(PATIENCE, "both sessions listed, idle", |s| {
@@ -122,7 +115,7 @@ fn a_stopped_master_is_shown_unresponsive_and_never_blocks_the_dashboard() {
     let home = Home::new();
     home.demo("ok", &[]);
     home.demo("stopped", &[]);
-    wait_idle(&home, "ok");
+    home.wait_activity("ok", "idle");
     let master = Pid::from_raw(home.master_pid("stopped"));
     kill(master, Signal::SIGSTOP).expect("stop the master");
     let mut pty = dash(&home, 100, 30);
@@ -161,7 +154,7 @@ fn it_resizes_live() {
 fn enter_attaches_to_the_selected_session_and_detach_returns_to_the_dashboard() {
     let home = Home::new();
     home.demo("one", &[]);
-    wait_idle(&home, "one");
+    home.wait_activity("one", "idle");
     let mut pty = dash(&home, 100, 30);
     pty.wait_until(PATIENCE, "one listed", |s| table_rows(s).iter().any(|r| r.contains("one") && r.contains("idle")))
         .expect("the dashboard");
@@ -235,7 +228,7 @@ fn a_prompt_written_in_the_dashboard_is_delivered_and_its_item_id_shown() {
     let home = Home::new();
     home.serve();
     let log = home.demo("one", &[]);
-    wait_idle(&home, "one");
+    home.wait_activity("one", "idle");
     let pty = dash(&home, 120, 40);
     pty.wait_until(PATIENCE, "one listed", |s| table_rows(s).iter().any(|r| r.contains("one"))).expect("the dashboard");
     pty.write("s").expect("open the editor");
@@ -257,7 +250,7 @@ fn a_session_whose_master_died_without_an_exit_record_is_shown_lost() {
     let home = Home::new();
     home.demo("gone", &[]);
     home.demo("fine", &[]);
-    wait_idle(&home, "fine");
+    home.wait_activity("fine", "idle");
     let master = home.master_pid("gone");
     kill(Pid::from_raw(master), Signal::SIGKILL).expect("kill the master");
     eventually("the master to be gone", || {
@@ -276,8 +269,8 @@ fn a_master_stopped_while_watched_turns_unresponsive_and_back_while_the_dashboar
     let home = Home::new();
     home.demo("ok", &[]);
     home.demo("stopped", &[]);
-    wait_idle(&home, "ok");
-    wait_idle(&home, "stopped");
+    home.wait_activity("ok", "idle");
+    home.wait_activity("stopped", "idle");
     let pty = dash(&home, 100, 30);
     pty.wait_until(PATIENCE, "both live and idle", |s| {
         let rows = table_rows(s);

@@ -8,27 +8,12 @@ fn state(item: &serde_json::Value) -> &str {
     item["state"].as_str().unwrap_or("?")
 }
 
-fn wait_activity(home: &Home, name: &str, want: &str) {
-    eventually(&format!("{name} to be {want}"), || {
-        let s = home.session(name).ok_or("no session")?;
-        let activity = s["state"]["activity"]["value"].as_str().unwrap_or("").to_string();
-        if activity == want { Ok(()) } else { Err(activity) }
-    });
-}
-
-fn wait_ready(home: &Home, name: &str) {
-    eventually(&format!("{name} to be ready"), || {
-        let s = home.session(name).ok_or("no session")?;
-        if s["state"]["ready"] == true { Ok(()) } else { Err(s["state"].to_string()) }
-    });
-}
-
 #[test]
 fn an_idle_agent_gets_the_prompt_exactly_once() {
     let home = Home::new();
     home.serve();
     let log = home.demo("idle", &[]);
-    wait_ready(&home, "idle");
+    home.wait_ready("idle");
     let id = home.send("idle", "hello from the operator");
     let item = home.settled(&id);
     assert_eq!(state(&item), "delivered", "{item:#}");
@@ -42,7 +27,7 @@ fn a_prompt_sent_mid_turn_is_queued_by_the_agent_and_submitted_when_the_turn_end
     let home = Home::new();
     home.serve();
     let log = home.demo("busy", &["--work-ms", "10000"]);
-    wait_ready(&home, "busy");
+    home.wait_ready("busy");
     let first = home.send("busy", "first task");
     assert_eq!(state(&home.settled(&first)), "delivered");
     let second = home.send("busy", "second task");
@@ -62,7 +47,7 @@ fn a_long_multi_line_prompt_collapsed_to_a_placeholder_is_delivered_whole() {
     let home = Home::new();
     home.serve();
     let log = home.demo("long", &[]);
-    wait_ready(&home, "long");
+    home.wait_ready("long");
     let text: String = (1..=20).map(|i| format!("step {i}: do the thing number {i}\n")).collect();
     let id = home.ok(&["send", "long", &text]).trim().to_string();
     let item = home.settled(&id);
@@ -76,10 +61,10 @@ fn an_approval_dialog_holds_delivery_until_the_operator_answers_it() {
     let home = Home::new();
     home.serve();
     let log = home.demo("ask", &["--work-ms", "500"]);
-    wait_ready(&home, "ask");
+    home.wait_ready("ask");
     let first = home.send("ask", "please approve-me now");
     assert_eq!(state(&home.settled(&first)), "delivered");
-    wait_activity(&home, "ask", "blocked");
+    home.wait_activity("ask", "blocked");
     let second = home.send("ask", "after the approval");
     // Held, with the reason visible, and nothing typed into the dialog.
     eventually("the hold to be reported", || {
@@ -105,7 +90,7 @@ fn an_enter_swallowed_by_a_paste_burst_window_is_recovered_by_evidence() {
     home.serve();
     // Enters within 300 ms of a paste are taken as newlines (Codex's paste-burst behaviour).
     let log = home.demo("burst", &["--paste-burst-ms", "300"]);
-    wait_ready(&home, "burst");
+    home.wait_ready("burst");
     let id = home.send("burst", "survive the burst");
     let item = home.settled(&id);
     assert_eq!(state(&item), "delivered", "{item:#}");
@@ -121,11 +106,11 @@ fn a_dialog_that_opens_over_an_unsubmitted_prompt_is_not_taken_for_its_delivery(
     // Enters within 1.5 s of a paste are swallowed; the first prompt's turn opens an approval
     // dialog 1.2 s in, drawn inside the input box — over the second prompt, pasted meanwhile.
     let log = home.demo("cover", &["--paste-burst-ms", "1500", "--approval-delay-ms", "1200", "--work-ms", "4000"]);
-    wait_ready(&home, "cover");
+    home.wait_ready("cover");
     let first = home.send("cover", "please approve-me now");
     assert_eq!(state(&home.settled(&first)), "delivered");
     let second = home.send("cover", "typed before the dialog");
-    wait_activity(&home, "cover", "blocked");
+    home.wait_activity("cover", "blocked");
     // The box is hidden, not emptied: the second prompt must not count as delivered.
     let held = eventually("the second item to be stuck or held", || {
         let item = home.item(&second);
@@ -143,7 +128,7 @@ fn a_dialog_that_opens_over_an_unsubmitted_prompt_is_not_taken_for_its_delivery(
     let mut operator = home.connect("cover", Role::Controller, 120, 40);
     operator.send(&Frame::Input(b"\r".to_vec()));
     if held["state"] == "stuck" {
-        wait_activity(&home, "cover", "working");
+        home.wait_activity("cover", "working");
         // The daemon hears of the answered dialog a moment after `desk ls` does, and a forced
         // Enter waits 2 s after the operator's own keystroke.
         let out = eventually("force to be accepted", || {
@@ -184,7 +169,7 @@ fn pause_holds_a_queue_and_resume_releases_it() {
     let home = Home::new();
     home.serve();
     let log = home.demo("p", &[]);
-    wait_ready(&home, "p");
+    home.wait_ready("p");
     home.ok(&["pause", "p", "--reason", "reviewing"]);
     let id = home.send("p", "after the review");
     eventually("the pause to be reported", || {
@@ -205,7 +190,7 @@ fn drop_removes_a_queued_item_and_force_delivers_a_stuck_one() {
     // Enters within 6.5 s of a paste are newlines: the delivery runs out of Enters (at ~0,
     // 2.5 and 5 s) and ends submit-stuck; a forced Enter after the window submits it.
     let log = home.demo("f", &["--paste-burst-ms", "6500"]);
-    wait_ready(&home, "f");
+    home.wait_ready("f");
     home.ok(&["pause", "f"]);
     let dropped = home.send("f", "never mind this one");
     home.ok(&["drop", &dropped]);
@@ -233,7 +218,7 @@ fn control_characters_in_a_prompt_cannot_escape_the_paste() {
     let home = Home::new();
     home.serve();
     let log = home.demo("ctl", &[]);
-    wait_ready(&home, "ctl");
+    home.wait_ready("ctl");
     let id = home.send("ctl", "before\x1b[201~after\x07\x1b[31m red\x03 end");
     assert_eq!(state(&home.settled(&id)), "delivered");
     assert_eq!(prompts(&log), vec!["beforeafter red end"], "whole sequences removed, not just the ESC");
@@ -246,7 +231,7 @@ fn a_session_that_exits_and_restarts_gets_its_queued_prompts_in_the_new_generati
     let home = Home::new();
     home.serve();
     let old_log = home.demo("re", &[]);
-    wait_ready(&home, "re");
+    home.wait_ready("re");
     home.ok(&["pause", "re"]);
     let a = home.send("re", "for whoever runs re");
     let b = home.send("re", "and this one too");
@@ -264,7 +249,7 @@ fn a_session_that_exits_and_restarts_gets_its_queued_prompts_in_the_new_generati
         "--prompt-log",
         new_log.to_str().unwrap(),
     ]);
-    wait_ready(&home, "re");
+    home.wait_ready("re");
     home.ok(&["resume", "re"]);
     for id in [&a, &b] {
         let item = home.settled(id);
@@ -357,7 +342,7 @@ fn a_draft_in_the_input_box_holds_delivery_until_it_is_sent_and_is_never_merged(
     let home = Home::new();
     home.serve();
     let log = home.demo("draft", &[]);
-    wait_ready(&home, "draft");
+    home.wait_ready("draft");
     // A person types into the agent's box from an attached terminal, and stops.
     let mut person = home.connect("draft", Role::Controller, 120, 40);
     person.send(&Frame::Input(b"half typed draftword".to_vec()));
@@ -402,7 +387,7 @@ fn back_to_back_multi_line_prompts_settled_by_hooks_are_each_submitted_once_and_
     // reached desk (hooks do work): every settle-by-hook races the redraw.
     let hook_cmd = format!("{} hook; sleep 0.3", env!("CARGO_BIN_EXE_desk"));
     let log = home.demo("pairs", &["--work-ms", "300", "--hook-cmd", &hook_cmd]);
-    wait_ready(&home, "pairs");
+    home.wait_ready("pairs");
     let mut sent = Vec::new();
     for pair in 0..8 {
         for half in ["a", "b"] {

@@ -1,22 +1,7 @@
 //! `desk keys`: an operator answers an agent's dialog without attaching, through the real
 //! master, with the session's screen (peek) and its journal as the evidence.
 
-use crate::support::{Home, eventually};
-
-fn wait_activity(home: &Home, name: &str, want: &str) {
-    eventually(&format!("{name} to be {want}"), || {
-        let s = home.session(name).ok_or("no session")?;
-        let activity = s["state"]["activity"]["value"].as_str().unwrap_or("").to_string();
-        if activity == want { Ok(()) } else { Err(activity) }
-    });
-}
-
-fn wait_ready(home: &Home, name: &str) {
-    eventually(&format!("{name} to be ready"), || {
-        let s = home.session(name).ok_or("no session")?;
-        if s["state"]["ready"] == true { Ok(()) } else { Err(s["state"].to_string()) }
-    });
-}
+use crate::support::Home;
 
 /// The session's `keys` events, as `desk events --json` prints them.
 fn keys_events(home: &Home, name: &str) -> Vec<serde_json::Value> {
@@ -30,10 +15,10 @@ fn keys_events(home: &Home, name: &str) -> Vec<serde_json::Value> {
 fn an_approval_dialog_is_answered_with_desk_keys_and_the_journal_says_who() {
     let home = Home::new();
     let log = home.demo("ask", &["--work-ms", "300"]);
-    wait_ready(&home, "ask");
+    home.wait_ready("ask");
     // Text and a named key in one call: the prompt is typed and submitted.
     home.ok(&["keys", "ask", "please approve-me", "Enter"]);
-    wait_activity(&home, "ask", "blocked");
+    home.wait_activity("ask", "blocked");
     home.wait_screen("ask", "Do you want to run this command?");
     // Down selects "2. No", Enter answers it.
     let out = home.json(&["keys", "ask", "Down", "Enter", "--json"]);
@@ -41,7 +26,7 @@ fn an_approval_dialog_is_answered_with_desk_keys_and_the_journal_says_who() {
     assert_eq!(out["data"]["session"], "ask");
     assert_eq!(out["data"]["keys"], serde_json::json!(["Down", "Enter"]));
     home.wait_screen("ask", "Denied (2. No)");
-    wait_activity(&home, "ask", "idle");
+    home.wait_activity("ask", "idle");
     assert_eq!(crate::support::prompts(&log), ["please approve-me"]);
     let events = keys_events(&home, "ask");
     assert_eq!(events.len(), 2, "{events:?}");
@@ -84,7 +69,7 @@ fn the_dashboard_answer_panel_types_the_chosen_key_into_the_blocked_session() {
     // A session that fits the dashboard's preview pane (120x40 leaves it about 116x25).
     let demo = env!("CARGO_BIN_EXE_desk-demo-agent");
     home.ok(&["new", "ask", "--size", "100x20", "--provider", "demo", "--", demo, "--work-ms", "300"]);
-    wait_ready(&home, "ask");
+    home.wait_ready("ask");
     let mut pty = PtyCommand::new(crate::support::DESK)
         .arg("dash")
         .env("DESK_HOME", home.path())
@@ -93,7 +78,7 @@ fn the_dashboard_answer_panel_types_the_chosen_key_into_the_blocked_session() {
         .expect("spawn desk dash");
     pty.wait_for_text("live)").expect("the preview of ask");
     home.ok(&["keys", "ask", "please approve-me", "Enter"]);
-    wait_activity(&home, "ask", "blocked");
+    home.wait_activity("ask", "blocked");
     pty.wait_for_text("waiting for approval").expect("the preview shows the dialog");
     pty.write("a").expect("write a");
     pty.wait_for_text("waiting for: approval").expect("the answer panel");

@@ -9,13 +9,6 @@ fn activity(home: &Home, name: &str) -> String {
     home.session(name).map(|s| s["state"]["activity"]["value"].as_str().unwrap_or("").to_string()).unwrap_or_default()
 }
 
-fn wait_activity(home: &Home, name: &str, want: &str) -> serde_json::Value {
-    eventually(&format!("{name} to be {want}"), || {
-        let s = home.session(name).ok_or("no session")?;
-        if s["state"]["activity"]["value"] == want { Ok(s) } else { Err(s["state"].to_string()) }
-    })
-}
-
 fn state_events(home: &Home, name: &str) -> Vec<(String, String, String)> {
     home.ok(&["events", name, "--json"])
         .lines()
@@ -35,11 +28,11 @@ fn state_events(home: &Home, name: &str) -> Vec<(String, String, String)> {
 fn the_demo_agent_goes_idle_working_idle_blocked_and_exited() {
     let home = Home::new();
     home.demo("d", &["--work-ms", "800"]);
-    let s = wait_activity(&home, "d", "idle");
+    let s = home.wait_activity("d", "idle");
     assert_eq!(s["state"]["lifecycle"]["value"], "running");
     let mut ctl = home.connect("d", Role::Controller, 120, 40);
     ctl.send(&Frame::Input(b"\x1b[200~do some work\x1b[201~\r".to_vec()));
-    let working = wait_activity(&home, "d", "working");
+    let working = home.wait_activity("d", "working");
     // Its UserPromptSubmit hook and its spinner title both say so; the newer one is shown.
     let source = working["state"]["activity"]["evidence"]["source"].as_str().unwrap_or("");
     assert!(["hook", "title"].contains(&source), "{working:#}");
@@ -47,12 +40,12 @@ fn the_demo_agent_goes_idle_working_idle_blocked_and_exited() {
         let s = home.session("d").ok_or("no session")?;
         if s["state"]["last_hook_ms"].is_u64() { Ok(()) } else { Err(s["state"].to_string()) }
     });
-    wait_activity(&home, "d", "idle");
+    home.wait_activity("d", "idle");
     ctl.send(&Frame::Input(b"\x1b[200~please approve-me\x1b[201~\r".to_vec()));
-    let blocked = wait_activity(&home, "d", "blocked");
+    let blocked = home.wait_activity("d", "blocked");
     assert_eq!(blocked["state"]["wait"], "approval");
     ctl.send(&Frame::Input(b"\r".to_vec()));
-    wait_activity(&home, "d", "idle");
+    home.wait_activity("d", "idle");
     ctl.send(&Frame::Input(b"\x1b[200~crash-now\x1b[201~\r".to_vec()));
     let exit = home.wait_exit("d");
     assert_eq!(exit["code"], 3);
@@ -88,9 +81,9 @@ fn working_evidence_that_stops_decays_to_unknown_never_a_stale_working() {
         "-c",
         "printf '\\033]0;\\342\\240\\213 demo\\007'; exec sleep 1000",
     ]);
-    let working = wait_activity(&home, "hang", "working");
+    let working = home.wait_activity("hang", "working");
     assert_eq!(working["state"]["activity"]["evidence"]["source"], "title");
-    let s = wait_activity(&home, "hang", "unknown");
+    let s = home.wait_activity("hang", "unknown");
     assert_eq!(s["state"]["activity"]["evidence"]["source"], "lease");
     assert_eq!(s["state"]["health"]["value"], "degraded");
     assert!(s["state"]["health"]["reason"].as_str().is_some_and(|r| !r.is_empty()), "{s:#}");
@@ -113,7 +106,7 @@ fn a_title_split_across_reads_is_recognised() {
         "-c",
         "printf '\\033]0;\\342'; sleep 0.2; printf '\\234\\263 de'; sleep 0.2; printf 'mo\\007'; exec sleep 1000",
     ]);
-    let s = wait_activity(&home, "split", "idle");
+    let s = home.wait_activity("split", "idle");
     assert_eq!(s["title"], "✳ demo");
     let titles: Vec<String> = home
         .ok(&["events", "split", "--json"])
@@ -156,10 +149,10 @@ fn a_fake_hook_invocation_becomes_a_fact_and_moves_the_state() {
     hook(
         r#"{"hook_event_name":"Notification","notification_type":"permission_prompt","message":"needs permission to use Bash"}"#,
     );
-    let s = wait_activity(&home, "hooked", "blocked");
+    let s = home.wait_activity("hooked", "blocked");
     assert_eq!(s["state"]["wait"], "approval");
     hook(r#"{"hook_event_name":"Stop"}"#);
-    wait_activity(&home, "hooked", "idle");
+    home.wait_activity("hooked", "idle");
     // A hook from an older generation of the session is ignored.
     let mut stale = home
         .cmd()
@@ -302,14 +295,14 @@ fn attach_next_picks_the_session_blocked_on_a_dialog_and_says_why() {
     let home = Home::new();
     home.new_sh("calm", "exec sleep 1000");
     home.demo("asks", &[]);
-    wait_activity(&home, "asks", "idle");
+    home.wait_activity("asks", "idle");
     // Nobody needs a person yet: --next says so instead of attaching somewhere.
     let out = home.desk(&["attach", "--next"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no running session needs a person now"));
     let mut ctl = home.connect("asks", Role::Controller, 120, 40);
     ctl.send(&Frame::Input(b"\x1b[200~please approve-me\x1b[201~\r".to_vec()));
-    wait_activity(&home, "asks", "blocked");
+    home.wait_activity("asks", "blocked");
     // Without a terminal the attach itself fails, after naming its choice.
     let out = home.desk(&["attach", "--next"]);
     let stderr = String::from_utf8_lossy(&out.stderr);

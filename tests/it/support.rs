@@ -112,6 +112,23 @@ impl Home {
         })
     }
 
+    /// Wait until session `name`'s activity is `want` (`idle`, `working`, `blocked`, ...); returns
+    /// its `desk ls --json` row.
+    pub(crate) fn wait_activity(&self, name: &str, want: &str) -> serde_json::Value {
+        eventually(&format!("{name} to be {want}"), || {
+            let s = self.session(name).ok_or("no session")?;
+            if s["state"]["activity"]["value"] == want { Ok(s) } else { Err(s["state"].to_string()) }
+        })
+    }
+
+    /// Wait until session `name` has shown its ready signal.
+    pub(crate) fn wait_ready(&self, name: &str) {
+        eventually(&format!("{name} to be ready"), || {
+            let s = self.session(name).ok_or("no session")?;
+            if s["state"]["ready"] == true { Ok(()) } else { Err(s["state"].to_string()) }
+        });
+    }
+
     /// Wait until `desk ls` reports the session exited and return its exit object.
     pub(crate) fn wait_exit(&self, name: &str) -> serde_json::Value {
         eventually(&format!("{name} to exit"), || match self.session(name) {
