@@ -4,13 +4,15 @@
 //! each), the state authority ([`state`]: what a session's agent is doing and why, from hooks,
 //! provider rules over title, screen and notifications, and the process), hook interpretation
 //! ([`state::hooks`]), the provider rule tables ([`state::rules`]), the delivery engine
-//! ([`delivery`]: a prompt delivered exactly once or visibly stuck) and the master's session
+//! ([`delivery`]: a prompt delivered exactly once or visibly stuck), channels ([`channel`]:
+//! message model, file format, mentions, routing and prompts) and the master's session
 //! policy ([`session`]: handshakes, roles, slow clients, the client limit, the session's size,
 //! kill escalation and the exit flush). Every entry point takes the clock as an argument and
 //! returns what to do; the desk package's event loops carry it out. May not depend on the desk
 //! package, nor on anything that makes a syscall (no nix, libc, mio, no file or socket access):
 //! its Cargo.toml is the boundary.
 
+pub mod channel;
 pub mod delivery;
 pub mod provider;
 pub mod session;
