@@ -1,0 +1,452 @@
+//! The channel commands: `desk channel new|ls|add|remove|read|post`.
+//!
+//! Owns presenting channels and posting to them. Every command works on the channel store
+//! directly (`crate::channel::store`), so all of them work while `desk serve` is down: a post
+//! is durable when `post` prints its id, and the daemon turns it into prompts when it runs
+//! (`post` says when it is not running). Invariants: inside a session (`DESK_SESSION` set by
+//! its master) the author is that session and nothing else — a session that is not a member is
+//! refused, and `--as` cannot name someone else; outside a session the author is `--as` or the
+//! operator (`human`). Every read has `--json` (the envelope of [`super::output`]; `read
+//! --follow --json` is a stream of JSON lines).
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::output::{self, ErrorCode};
+use super::{fail, failure};
+use crate::channel::route::{ThreadContext, route};
+use crate::channel::store::{ChannelStore, Draft, PostError, ROOT_FILE, thread_file};
+use crate::channel::{ChannelName, Kind, Message, OPERATOR, Role, Roster, format};
+use crate::clock::now_ms;
+use crate::delivery::item::ItemId;
+use crate::paths::Paths;
+
+/// A body read from a file or stdin is cut off just past the limit: enough to say how long it
+/// was too long, without reading a huge file whole.
+const READ_LIMIT: usize = crate::channel::MAX_BODY + 1;
+
+/// How long `post` waits for the daemon to answer a ping: it answers in milliseconds; a wedged
+/// one must not slow every post.
+const PING_TIMEOUT: Duration = Duration::from_secs(2);
+
+fn store() -> Result<(Paths, ChannelStore)> {
+    let paths = Paths::from_env()?;
+    let store = ChannelStore::open(&paths)?;
+    Ok((paths, store))
+}
+
+fn parse_name(name: &str) -> Result<ChannelName> {
+    ChannelName::parse(name).map_err(|e| failure(2, format!("{name:?}: {e}")))
+}
+
+fn parse_id(id: &str, what: &str) -> Result<ItemId> {
+    ItemId::parse(id).ok_or_else(|| failure(2, format!("{id:?} is not a message id ({what})")))
+}
+
+fn post_error(e: PostError) -> anyhow::Error {
+    let kind = match &e {
+        PostError::NoChannel(_) => ErrorCode::NoSuchChannel,
+        PostError::NotMember { .. } => ErrorCode::NotAMember,
+        PostError::NoSuchThread { .. } | PostError::Body(_) => ErrorCode::Usage,
+        PostError::Corrupt { .. } | PostError::Io(_) => ErrorCode::Failed,
+    };
+    fail(kind, format!("{e:#}"))
+}
+
+fn roster(store: &ChannelStore, name: &ChannelName) -> Result<Roster> {
+    store.roster(name)?.ok_or_else(|| post_error(PostError::NoChannel(name.clone())))
+}
+
+fn print_roster(kind: &str, roster: &Roster, json: bool, human: &str) -> Result<i32> {
+    if json {
+        output::print_ok(kind, roster, &[])?;
+    } else {
+        println!("{human}");
+    }
+    Ok(0)
+}
+
+// ----- new, add, remove -----
+
+pub(super) fn new(name: &str, goal: Option<String>, json: bool) -> Result<i32> {
+    let name = parse_name(name)?;
+    let (_, store) = store()?;
+    match store.create(&name, goal.as_deref().unwrap_or(""), now_ms())? {
+        Some(roster) => print_roster("channel", &roster, json, &format!("created #{name}")),
+        None => Err(fail(ErrorCode::AlreadyExists, format!("channel #{name} already exists"))),
+    }
+}
+
+pub(super) fn add(name: &str, member: &str, role: Role, json: bool) -> Result<i32> {
+    let name = parse_name(name)?;
+    let (_, store) = store()?;
+    let (roster, changed) = store.add_member(&name, member, role, now_ms()).map_err(post_error)?;
+    let human = if changed {
+        if role.is_agent() {
+            format!("added {member} to #{name} as {}; its onboarding prompt is queued", role.as_str())
+        } else {
+            format!("added {member} to #{name} as a person (mentions of @{member} notify the operator)")
+        }
+    } else {
+        format!("{member} is already a {} of #{name}", role.as_str())
+    };
+    print_roster("channel", &roster, json, &human)
+}
+
+pub(super) fn remove(name: &str, member: &str, json: bool) -> Result<i32> {
+    let name = parse_name(name)?;
+    let (_, store) = store()?;
+    if !store.remove_member(&name, member).map_err(post_error)? {
+        return Err(fail(ErrorCode::NotAMember, format!("{member} is not a member of #{name}")));
+    }
+    let roster = roster(&store, &name)?;
+    print_roster("channel", &roster, json, &format!("removed {member} from #{name}"))
+}
+
+// ----- ls -----
+
+#[derive(Serialize)]
+struct ChannelSummary {
+    name: String,
+    goal: String,
+    members: usize,
+    messages: usize,
+    threads: usize,
+    human_mentions: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_ms: Option<u64>,
+}
+
+fn summary(store: &ChannelStore, name: &ChannelName) -> Result<ChannelSummary> {
+    let roster = roster(store, name)?;
+    let mut messages = 0;
+    let mut threads = 0;
+    let mut human_mentions = 0;
+    let mut last_ms = None;
+    for (file, thread) in store.files(name)? {
+        let read = store.read_file(&store.dir(name).join(&file))?;
+        threads += usize::from(thread.is_some());
+        for m in read.messages.iter().filter(|m| m.kind == Kind::Post) {
+            messages += 1;
+            last_ms = last_ms.max(Some(m.ts_ms));
+            if crate::channel::mention::mentions(&m.body).iter().any(|n| n == OPERATOR) {
+                human_mentions += 1;
+            }
+        }
+    }
+    Ok(ChannelSummary {
+        name: name.to_string(),
+        goal: roster.goal,
+        members: roster.members.len(),
+        messages,
+        threads,
+        human_mentions,
+        last_ms,
+    })
+}
+
+pub(super) fn ls(json: bool) -> Result<i32> {
+    let (_, store) = store()?;
+    let list: Vec<ChannelSummary> = store.list()?.iter().map(|n| summary(&store, n)).collect::<Result<Vec<_>>>()?;
+    if json {
+        output::print_ok("channel-list", &list, &[])?;
+        return Ok(0);
+    }
+    if list.is_empty() {
+        println!("no channels; create one with: desk channel new NAME --goal TEXT");
+        return Ok(0);
+    }
+    println!("{:<24} {:>7} {:>8} {:>7} {:>6}  GOAL", "CHANNEL", "MEMBERS", "MESSAGES", "THREADS", "@HUMAN");
+    for c in &list {
+        println!(
+            "{:<24} {:>7} {:>8} {:>7} {:>6}  {}",
+            format!("#{}", c.name),
+            c.members,
+            c.messages,
+            c.threads,
+            c.human_mentions,
+            c.goal
+        );
+    }
+    Ok(0)
+}
+
+// ----- read -----
+
+#[derive(Serialize)]
+struct MessageView<'a> {
+    #[serde(flatten)]
+    message: &'a Message,
+    /// Replies in this message's thread (root messages of the root view only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    replies: Option<usize>,
+}
+
+#[derive(Serialize)]
+struct ReadView<'a> {
+    channel: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thread: Option<&'a ItemId>,
+    messages: Vec<MessageView<'a>>,
+    problems: &'a [String],
+}
+
+pub(super) struct ReadArgs {
+    pub name: String,
+    pub thread: Option<String>,
+    pub since: Option<String>,
+    pub follow: bool,
+    pub json: bool,
+}
+
+pub(super) fn read(args: ReadArgs) -> Result<i32> {
+    let name = parse_name(&args.name)?;
+    let thread = args.thread.as_deref().map(|t| parse_id(t, "--thread")).transpose()?;
+    let since = args.since.as_deref().map(|s| parse_id(s, "--since")).transpose()?;
+    let paths = Paths::from_env()?;
+    let store = ChannelStore::at(&paths);
+    if !store.exists(&name) {
+        return Err(post_error(PostError::NoChannel(name)));
+    }
+    let (messages, problems) = store.read(&name, thread.as_ref())?;
+    if let Some(t) = &thread
+        && !messages.iter().any(|m| &m.id == t)
+    {
+        return Err(fail(ErrorCode::Usage, format!("#{name} has no root message {t}")));
+    }
+    let messages: Vec<Message> = messages.into_iter().filter(|m| since.as_ref().is_none_or(|s| &m.id > s)).collect();
+    let replies: HashMap<ItemId, usize> =
+        if thread.is_none() { store.thread_counts(&name)?.into_iter().collect() } else { HashMap::new() };
+    for p in &problems {
+        eprintln!("desk: warning: {p}");
+    }
+    if args.json && !args.follow {
+        let view = ReadView {
+            channel: name.as_str(),
+            thread: thread.as_ref(),
+            messages: messages
+                .iter()
+                .map(|m| MessageView {
+                    message: m,
+                    replies: thread.is_none().then(|| replies.get(&m.id).copied().unwrap_or(0)),
+                })
+                .collect(),
+            problems: &problems,
+        };
+        output::print_ok("channel-messages", &view, &[])?;
+        return Ok(0);
+    }
+    let show = |m: &Message, replies: Option<usize>| {
+        if args.json {
+            if let Ok(line) = serde_json::to_string(&MessageView { message: m, replies }) {
+                println!("{line}");
+            }
+        } else {
+            print_message(&name, m, replies);
+        }
+    };
+    for m in &messages {
+        show(m, thread.is_none().then(|| replies.get(&m.id).copied().unwrap_or(0)));
+    }
+    if args.follow {
+        follow(&store, &name, thread.as_ref(), &show)?;
+    }
+    Ok(0)
+}
+
+fn print_message(channel: &ChannelName, m: &Message, replies: Option<usize>) {
+    let time = desk_core::time::iso8601(m.ts_ms);
+    let time = time[..19].replace('T', " ");
+    if m.kind == Kind::Joined {
+        println!("{time}  — {} joined #{channel} as {}  [{}]", m.author, m.body, m.id);
+        return;
+    }
+    println!("{time}  {}  [{}]", m.author, m.id);
+    for line in m.body.lines() {
+        println!("    {line}");
+    }
+    if let Some(n) = replies.filter(|n| *n > 0) {
+        println!("    ↳ {n} repl{}: desk channel read {channel} --thread {}", if n == 1 { "y" } else { "ies" }, m.id);
+    }
+}
+
+/// Print messages as they are appended, until interrupted: inotify on the channel directory,
+/// each file read on from the end of its last whole record.
+fn follow(
+    store: &ChannelStore,
+    name: &ChannelName,
+    thread: Option<&ItemId>,
+    show: &dyn Fn(&Message, Option<usize>),
+) -> Result<i32> {
+    use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+    let dir = store.dir(name);
+    let files: Vec<PathBuf> = match thread {
+        None => vec![dir.join(ROOT_FILE)],
+        Some(t) => vec![dir.join(thread_file(t))],
+    };
+    let inotify = Inotify::init(InitFlags::IN_CLOEXEC).context("cannot start inotify")?;
+    inotify
+        .add_watch(&dir, AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO)
+        .with_context(|| format!("cannot watch {}", dir.display()))?;
+    let mut offsets: Vec<usize> = files.iter().map(|f| whole_len(f)).collect();
+    loop {
+        inotify.read_events().context("cannot read inotify events")?;
+        for (path, offset) in files.iter().zip(offsets.iter_mut()) {
+            let Ok(bytes) = std::fs::read(path) else { continue };
+            if bytes.len() < *offset {
+                *offset = 0;
+            }
+            let parsed = format::parse(&bytes[*offset..], *offset);
+            for r in &parsed.records {
+                show(&r.message, None);
+            }
+            if let Some(last) = parsed.records.last() {
+                *offset = last.end;
+            }
+        }
+    }
+}
+
+/// The offset just past a file's last whole record (0 for a missing file).
+fn whole_len(path: &std::path::Path) -> usize {
+    std::fs::read(path).map(|b| format::parse(&b, 0).records.last().map_or(0, |r| r.end)).unwrap_or(0)
+}
+
+// ----- post -----
+
+pub(super) struct PostArgs {
+    pub name: String,
+    pub thread: Option<String>,
+    pub as_member: Option<String>,
+    pub text: Option<String>,
+    pub file: Option<PathBuf>,
+    pub json: bool,
+}
+
+#[derive(Serialize)]
+struct Posted<'a> {
+    id: &'a ItemId,
+    channel: &'a str,
+    author: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thread: Option<&'a ItemId>,
+    /// Members the daemon will prompt with it (routed against the roster now).
+    to: Vec<String>,
+    /// People it notifies (`@human`, person members).
+    notify: Vec<String>,
+    daemon_running: bool,
+}
+
+/// Who posts: the session this runs in, or (outside sessions) `--as` or the operator.
+fn author(as_member: Option<String>) -> Result<String> {
+    let session = std::env::var("DESK_SESSION").ok().filter(|s| !s.is_empty());
+    match (session, as_member) {
+        (Some(s), Some(a)) if a != s => Err(fail(
+            ErrorCode::Usage,
+            format!("inside session {s} you post as {s}; --as {a} is for posting outside sessions"),
+        )),
+        (Some(s), _) => Ok(s),
+        (None, Some(a)) => Ok(a),
+        (None, None) => Ok(OPERATOR.to_string()),
+    }
+}
+
+fn read_body(text: Option<String>, file: Option<PathBuf>) -> Result<String> {
+    let bytes = match (text, file) {
+        (Some(t), None) if t != "-" => return Ok(t),
+        (Some(_), Some(_)) => return Err(failure(2, "give the message as TEXT or --file, not both")),
+        (None, Some(f)) if f.as_os_str() != "-" => {
+            let what = f.display().to_string();
+            let file = std::fs::File::open(&f).with_context(|| format!("cannot read {what}"))?;
+            read_capped(file, &what)?
+        }
+        _ => {
+            if nix::unistd::isatty(std::io::stdin()).unwrap_or(false) {
+                eprintln!("desk: reading the message from stdin; end it with Ctrl-D on a line of its own");
+            }
+            read_capped(std::io::stdin().lock(), "the message on stdin")?
+        }
+    };
+    String::from_utf8(bytes).map_err(|_| failure(2, "the message is not UTF-8 text"))
+}
+
+fn read_capped(reader: impl std::io::Read, what: &str) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    reader.take(READ_LIMIT as u64).read_to_end(&mut bytes).with_context(|| format!("cannot read {what}"))?;
+    if bytes.len() >= READ_LIMIT {
+        return Err(failure(
+            2,
+            format!("{what} is over {} bytes; a channel message holds at most 16 KiB", crate::channel::MAX_BODY),
+        ));
+    }
+    Ok(bytes)
+}
+
+pub(super) fn post(args: PostArgs) -> Result<i32> {
+    let name = parse_name(&args.name)?;
+    let thread = args.thread.as_deref().map(|t| parse_id(t, "--thread")).transpose()?;
+    let author = author(args.as_member)?;
+    let (paths, store) = store()?;
+    // The channel and the membership before stdin is read: a refused post must not eat it.
+    let roster = roster(&store, &name)?;
+    if !roster.may_post(&author) {
+        return Err(post_error(PostError::NotMember { channel: name, who: author }));
+    }
+    let body = read_body(args.text, args.file)?;
+    let body = desk_core::delivery::text::sanitize(&body);
+    let msg = store
+        .post(&name, Draft { author: author.clone(), thread: thread.clone(), body }, now_ms())
+        .map_err(post_error)?;
+    // Who it goes to, as the daemon will route it (the roster may change before it does).
+    let (parent_author, participants) = match &thread {
+        Some(t) => {
+            let (msgs, _) = store.read(&name, Some(t))?;
+            let parent = msgs.first().map(|m| m.author.clone());
+            let earlier: Vec<String> =
+                msgs.iter().skip(1).filter(|m| m.id != msg.id).map(|m| m.author.clone()).collect();
+            (parent, earlier)
+        }
+        None => (None, Vec::new()),
+    };
+    let ctx = ThreadContext { parent_author: parent_author.as_deref(), participants: &participants };
+    let routing = route(&msg, &roster.members, &ctx);
+    let running = crate::daemon::control::request(
+        &crate::daemon::socket_path(&paths),
+        &crate::daemon::control::Request::Ping,
+        PING_TIMEOUT,
+    )
+    .is_ok_and(|r| r.ok);
+    let mut notes = Vec::new();
+    if !running {
+        notes.push(
+            "desk serve is not running: the message is stored and its prompts go out when it starts (desk serve)"
+                .to_string(),
+        );
+    }
+    for u in &routing.unknown {
+        notes.push(format!("@{u} is not a member of #{name}; that mention reaches no one"));
+    }
+    let to: Vec<String> = routing.prompts.iter().map(|p| p.member.clone()).collect();
+    if args.json {
+        let posted = Posted {
+            id: &msg.id,
+            channel: name.as_str(),
+            author: &author,
+            thread: thread.as_ref(),
+            to,
+            notify: routing.notify,
+            daemon_running: running,
+        };
+        output::print_ok("channel-post", &posted, &notes)?;
+    } else {
+        println!("{}", msg.id);
+        for n in &notes {
+            eprintln!("desk: note: {n}");
+        }
+    }
+    Ok(0)
+}
