@@ -3,8 +3,10 @@
 //! Owns one mio loop that routes between the delivery engine (`crate::delivery::engine`, pure)
 //! and the world: the control socket (`desk send`, `queue`, `force`, ...), an observer
 //! connection to every running session master ([`masters`]), the item store, inotify on the
-//! runtime and intake directories (so it notices sessions and prompts without polling), signals
-//! and timers. Invariants: one daemon per user (an exclusive lock on `serve.lock`, released by
+//! runtime and intake directories (so it notices sessions and prompts without polling), channel
+//! ingest (`crate::channel::ingest`: inotify on every channel directory; every channel is
+//! ingested from its durable cursor at start, so messages posted while it was down are
+//! delivered), signals and timers. Invariants: one daemon per user (an exclusive lock on `serve.lock`, released by
 //! the kernel when the process dies, so a stale lock is simply taken over); actions are carried
 //! out in the order the engine gave them and a failed persist stops the rest of its batch; no
 //! failure of one item or session stops the daemon — each is logged and reported to the engine,
@@ -35,6 +37,8 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 use tracing::{info, warn};
 
+use crate::channel::ChannelName;
+use crate::channel::store::ChannelStore;
 use crate::clock::now_ms;
 use crate::delivery::engine::{self, Action, Engine, Input, TimerKey};
 use crate::delivery::item::{ItemId, State};
@@ -229,6 +233,14 @@ struct Daemon {
     intake_backoff: Duration,
     /// Masters that speak another protocol version, by session: not connected until due.
     refused: HashMap<String, Refusal>,
+    /// The channel directories, and the inotify watch on their parent (new channels).
+    channels: ChannelStore,
+    channels_watch: nix::sys::inotify::WatchDescriptor,
+    /// One watch per channel directory (appends, new threads).
+    channel_watches: HashMap<nix::sys::inotify::WatchDescriptor, ChannelName>,
+    /// When to ingest every channel again after a pass failed, and the delay after that one.
+    channel_retry: Option<Instant>,
+    channel_backoff: Duration,
 }
 
 /// Run the daemon in this process until SIGTERM/SIGINT or a `stop` request.
@@ -287,6 +299,10 @@ impl Daemon {
         let watch = AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO | AddWatchFlags::IN_DELETE;
         let runtime_watch = inotify.add_watch(&paths.runtime, watch).context("cannot watch the runtime directory")?;
         inotify.add_watch(&store.root().join("intake"), watch).context("cannot watch the intake directory")?;
+        let channels = ChannelStore::open(&paths)?;
+        let channels_watch = inotify
+            .add_watch(channels.root(), AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO)
+            .context("cannot watch the channels directory")?;
         poll.registry().register(&mut SourceFd(&inotify.as_fd().as_raw_fd()), INOTIFY, Interest::READABLE)?;
         let mut daemon = Daemon {
             paths,
@@ -311,6 +327,11 @@ impl Daemon {
             intake_retry: None,
             intake_backoff: INTAKE_RETRY_FIRST,
             refused: HashMap::new(),
+            channels,
+            channels_watch,
+            channel_watches: HashMap::new(),
+            channel_retry: None,
+            channel_backoff: INTAKE_RETRY_FIRST,
         };
         daemon.restore()?;
         Ok(daemon)
@@ -322,7 +343,7 @@ impl Daemon {
     fn sweep_stale_tmp(&self) {
         let root = self.store.root();
         let mut dirs = vec![root.to_path_buf(), root.join("intake"), self.paths.runtime.clone()];
-        for parent in [root.join("queue"), self.paths.state.join("sessions")] {
+        for parent in [root.join("queue"), self.paths.state.join("sessions"), self.channels.root().to_path_buf()] {
             if let Ok(entries) = std::fs::read_dir(&parent) {
                 dirs.extend(entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()));
             }
@@ -378,6 +399,8 @@ impl Daemon {
             self.feed(input);
         }
         self.ingest_all();
+        // Every channel from its cursor: what was posted while the daemon was down goes now.
+        self.ingest_channels();
         // Connect to every running master; sessions with items but no master are down.
         let mut connected = std::collections::HashSet::new();
         if let Ok(names) = self.paths.session_names() {
@@ -412,6 +435,10 @@ impl Daemon {
                 self.intake_retry = None;
                 self.ingest_all();
             }
+            if self.channel_retry.is_some_and(|at| at <= now) {
+                self.channel_retry = None;
+                self.ingest_channels();
+            }
             while let Some(Reverse((at, _))) = self.timers.peek() {
                 if *at > now {
                     break;
@@ -426,6 +453,7 @@ impl Daemon {
                 .unwrap_or(self.next_sweep)
                 .min(self.next_sweep)
                 .min(self.intake_retry.unwrap_or(self.next_sweep))
+                .min(self.channel_retry.unwrap_or(self.next_sweep))
                 .min(self.refused.values().map(|r| r.retry_at).min().unwrap_or(self.next_sweep))
                 .min(self.controls.values().filter_map(ControlConn::idle_deadline).min().unwrap_or(self.next_sweep));
             let timeout = next.saturating_duration_since(Instant::now());
@@ -668,6 +696,78 @@ impl Daemon {
         }
     }
 
+    // ----- channels -----
+
+    /// Watch every channel directory and ingest every channel from its cursor.
+    fn ingest_channels(&mut self) {
+        let names = match self.channels.list() {
+            Ok(names) => names,
+            Err(e) => {
+                warn!("cannot list the channels: {e:#}");
+                self.retry_channels_later();
+                return;
+            }
+        };
+        let mut failed = false;
+        for name in names {
+            self.watch_channel(&name);
+            failed |= !self.ingest_channel(&name);
+        }
+        if !failed {
+            self.channel_backoff = INTAKE_RETRY_FIRST;
+        }
+    }
+
+    fn watch_channel(&mut self, name: &ChannelName) {
+        if self.channel_watches.values().any(|n| n == name) {
+            return;
+        }
+        let flags = AddWatchFlags::IN_CLOSE_WRITE | AddWatchFlags::IN_MOVED_TO | AddWatchFlags::IN_CREATE;
+        match self.inotify.add_watch(&self.channels.dir(name), flags) {
+            Ok(wd) => {
+                self.channel_watches.insert(wd, name.clone());
+            }
+            Err(e) => warn!(channel = %name, "cannot watch the channel: {e}"),
+        }
+    }
+
+    /// One ingest pass over a channel; its new items go to the engine. Returns whether it
+    /// succeeded (a failure is retried with backoff: nothing was skipped, the cursor did not
+    /// move past anything not turned into items).
+    fn ingest_channel(&mut self, name: &ChannelName) -> bool {
+        let pass = crate::channel::ingest::ingest_channel(&self.channels, &self.store, name, now_ms());
+        match pass {
+            Ok(pass) => {
+                for p in &pass.problems {
+                    warn!(channel = %name, "{p}");
+                }
+                for (message, person) in &pass.notify {
+                    info!(channel = %name, message, person, "@{person} mentioned: the operator is notified");
+                }
+                if pass.existing > 0 {
+                    info!(channel = %name, existing = pass.existing, "items of an interrupted ingest were already queued");
+                }
+                for item in pass.items {
+                    info!(item = %item.id, session = %item.session, channel = %name, "queued from the channel");
+                    self.feed(Input::Ingested(item));
+                }
+                true
+            }
+            Err(e) => {
+                warn!(channel = %name, "cannot ingest the channel yet; retrying: {e:#}");
+                self.retry_channels_later();
+                false
+            }
+        }
+    }
+
+    fn retry_channels_later(&mut self) {
+        if self.channel_retry.is_none() {
+            self.channel_retry = Some(Instant::now() + self.channel_backoff);
+            self.channel_backoff = (self.channel_backoff * 2).min(INTAKE_RETRY_MAX);
+        }
+    }
+
     // ----- sessions -----
 
     /// Try again the masters that refused this daemon's protocol version, when due.
@@ -790,7 +890,30 @@ impl Daemon {
             }
         };
         let mut ingest = false;
+        let mut channels: Vec<ChannelName> = Vec::new();
         for event in events {
+            if event.mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
+                // Events were lost: look at everything again (both passes are idempotent).
+                warn!("inotify queue overflowed; ingesting the intake and every channel");
+                ingest = true;
+                channels.extend(self.channels.list().unwrap_or_default());
+                continue;
+            }
+            if event.wd == self.channels_watch || self.channel_watches.contains_key(&event.wd) {
+                let name = event.name.as_ref().and_then(|n| n.to_str()).unwrap_or("");
+                let channel = if event.wd == self.channels_watch {
+                    ChannelName::parse(name).ok()
+                } else if name.ends_with(".md") && !name.starts_with('.') || name == crate::channel::store::MEMBERS_FILE
+                {
+                    self.channel_watches.get(&event.wd).cloned()
+                } else {
+                    None
+                };
+                if let Some(channel) = channel.filter(|c| !channels.contains(c)) {
+                    channels.push(channel);
+                }
+                continue;
+            }
             let Some(name) = event.name.as_ref().and_then(|n| n.to_str()).map(String::from) else { continue };
             // A master writes its metadata (by rename) only once it listens; its socket file
             // appears earlier, at bind time, when a connect would still be refused.
@@ -811,6 +934,12 @@ impl Daemon {
         }
         if ingest {
             self.ingest_all();
+        }
+        for channel in channels {
+            // A new channel directory is watched before its first pass, so nothing appended
+            // in between is missed.
+            self.watch_channel(&channel);
+            self.ingest_channel(&channel);
         }
     }
 
