@@ -1,0 +1,163 @@
+//! Channels end to end: posts become prompts in members' real sessions exactly once — across
+//! a daemon killed at every step of channel ingest, across a daemon that was down when the
+//! message was posted — and agents converse through `desk channel post`. The demo agents'
+//! prompt logs are the ground truth.
+
+use crate::support::{Home, eventually, prompts};
+use std::path::Path;
+
+fn ready(home: &Home, name: &str) {
+    eventually(&format!("{name} to be ready"), || {
+        let s = home.session(name).ok_or("no session")?;
+        if s["state"]["ready"] == true { Ok(()) } else { Err(s["state"].to_string()) }
+    });
+}
+
+/// How many logged prompts of `log` contain `needle` (a digest counts once per message it
+/// carries, as each message's text appears in it once).
+fn logged(log: &Path, needle: &str) -> usize {
+    prompts(log).iter().map(|p| p.matches(needle).count()).sum()
+}
+
+/// The item files of a session's queue, by extension.
+fn item_states(home: &Home, session: &str) -> Vec<String> {
+    let dir = home.path().join("state/delivery/queue").join(session);
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.path().extension().and_then(|x| x.to_str()).map(String::from))
+                .filter(|x| x != "bad")
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Two demo agents in channel `crash`; a message posted while the daemon is down; the daemon
+/// started with `DESK_FAILPOINT=step` dies in its first ingest; a second daemon finishes.
+/// Every (message, member) pair — the two onboarding prompts and the message to both — must be
+/// in the prompt logs exactly once, and every item delivered.
+fn crash_at(step: &str) {
+    let home = Home::new();
+    let logs = [home.demo("a", &[]), home.demo("b", &[])];
+    ready(&home, "a");
+    ready(&home, "b");
+    home.ok(&["channel", "new", "crash", "--goal", "survive the crash"]);
+    home.ok(&["channel", "add", "crash", "a"]);
+    home.ok(&["channel", "add", "crash", "b"]);
+    let text = format!("posted before a crash at {step}");
+    let id = home.ok(&["channel", "post", "crash", &text]).trim().to_string();
+    // The daemon ingests at start what was posted while it was down, and dies in that pass:
+    // run in the foreground, as `desk serve` would launch it, and reaped here.
+    let mut doomed =
+        home.cmd().args(["serve", "--foreground"]).env("DESK_FAILPOINT", step).spawn().expect("spawn serve");
+    let status = eventually(&format!("the daemon to crash at {step}"), || {
+        doomed.try_wait().map_err(|e| e.to_string())?.ok_or_else(|| "still running".to_string())
+    });
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(9), "{step}: killed by its failpoint");
+    home.serve();
+    for (session, log) in ["a", "b"].iter().zip(&logs) {
+        eventually(&format!("{session} to get the message and its onboarding"), || {
+            let (msg, onboard) = (logged(log, &format!("message {id}")), logged(log, "you joined as worker"));
+            let states = item_states(&home, session);
+            if msg >= 1 && onboard >= 1 && states.iter().all(|s| s == "delivered") {
+                Ok(())
+            } else {
+                Err(format!("message {msg}, onboarding {onboard}, items {states:?}: {:#?}", prompts(log)))
+            }
+        });
+        assert_eq!(logged(log, &format!("message {id}")), 1, "{step}: {session}: {:#?}", prompts(log));
+        assert_eq!(logged(log, "you joined as worker"), 1, "{step}: {session}: {:#?}", prompts(log));
+        assert_eq!(logged(log, &text), 1, "{step}: {session}");
+        assert_eq!(item_states(&home, session), ["delivered", "delivered"], "{step}: {session}: one item per pair");
+    }
+}
+
+macro_rules! crash_test {
+    ($name:ident, $step:literal) => {
+        #[test]
+        fn $name() {
+            crash_at($step);
+        }
+    };
+}
+
+// Routed, nothing written: the next pass writes every item.
+crash_test!(a_crash_before_the_items_loses_nothing, "channel-before-items");
+// One item of a message written, the other not: the next pass writes only the missing one.
+crash_test!(a_crash_between_two_items_of_a_message_loses_and_doubles_nothing, "channel-mid-items");
+// Every item written, the cursor not: the next pass finds them all and writes none.
+crash_test!(a_crash_before_the_cursor_doubles_nothing, "channel-after-items");
+// The cursor written, the engine never told: the items are restored from the store.
+crash_test!(a_crash_after_the_cursor_loses_nothing, "channel-after-cursor");
+
+#[test]
+fn the_ingest_failpoints_are_all_tested() {
+    let tested = ["channel-before-items", "channel-mid-items", "channel-after-items", "channel-after-cursor"];
+    assert_eq!(desk::channel::ingest::FAILPOINTS, tested);
+}
+
+#[test]
+fn messages_posted_while_the_daemon_is_stopped_are_delivered_when_it_starts() {
+    let home = Home::new();
+    let log = home.demo("w", &[]);
+    ready(&home, "w");
+    home.serve();
+    home.ok(&["channel", "new", "ops"]);
+    home.ok(&["channel", "add", "ops", "w"]);
+    eventually("the onboarding prompt", || {
+        if logged(&log, "you joined as worker") == 1 { Ok(()) } else { Err(format!("{:#?}", prompts(&log))) }
+    });
+    home.ok(&["serve", "--stop"]);
+    let out = home.desk(&["channel", "post", "ops", "while you were out"]);
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("desk serve is not running"), "post says the daemon is down: {stderr}");
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    home.serve();
+    eventually("the message posted while the daemon was down", || {
+        if logged(&log, &format!("message {id}")) == 1 { Ok(()) } else { Err(format!("{:#?}", prompts(&log))) }
+    });
+    let prompt = prompts(&log).into_iter().find(|p| p.contains(&id)).unwrap();
+    assert!(prompt.contains("#ops · from human"), "{prompt}");
+    assert!(prompt.contains("You are w (worker) in #ops"), "{prompt}");
+    assert!(prompt.contains(&format!("Reply with: desk channel post ops --thread {id} 'your reply'")), "{prompt}");
+    assert_eq!(logged(&log, "you joined as worker"), 1, "the onboarding is not repeated");
+}
+
+#[test]
+fn a_session_that_is_not_a_member_cannot_post_and_a_member_posts_as_itself() {
+    let home = Home::new();
+    home.ok(&["channel", "new", "club"]);
+    home.ok(&["channel", "add", "club", "insider"]);
+    let out = home
+        .cmd()
+        .args(["channel", "post", "club", "let me in", "--json"])
+        .env("DESK_SESSION", "outsider")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["error"]["code"], "not-a-member", "{v:#}");
+    let out = home
+        .cmd()
+        .args(["channel", "post", "club", "hi", "--as", "human"])
+        .env("DESK_SESSION", "insider")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "a session cannot post as someone else");
+    let out =
+        home.cmd().args(["channel", "post", "club", "hi", "--json"]).env("DESK_SESSION", "insider").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["data"]["author"], "insider");
+    let read = home.json(&["channel", "read", "club", "--json"]);
+    let last = read["data"]["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!((last["author"].as_str(), last["body"].as_str()), (Some("insider"), Some("hi")));
+    let big = "x".repeat(16 * 1024 + 1);
+    let out = home.desk(&["channel", "post", "club", &big]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("at most 16384 bytes"));
+}
