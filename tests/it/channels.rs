@@ -161,3 +161,61 @@ fn a_session_that_is_not_a_member_cannot_post_and_a_member_posts_as_itself() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("at most 16384 bytes"));
 }
+
+#[test]
+fn three_demo_agents_and_a_person_converse_in_a_channel() {
+    let home = Home::new();
+    home.serve();
+    // Each agent answers root messages in their thread; a's answer asks b, c's tells the person.
+    let a = home.demo("a", &["--channel-reply", "root", "--channel-reply-text", "@b please check {message}"]);
+    let b = home.demo("b", &["--channel-reply", "root"]);
+    let c = home.demo("c", &["--channel-reply", "root", "--channel-reply-text", "@human {me} is done with {message}"]);
+    for s in ["a", "b", "c"] {
+        ready(&home, s);
+    }
+    home.ok(&["channel", "new", "release", "--goal", "ship 1.0"]);
+    for s in ["a", "b", "c"] {
+        home.ok(&["channel", "add", "release", s]);
+    }
+    home.ok(&["channel", "add", "release", "pat", "--human"]);
+    let root = home.ok(&["channel", "post", "release", "kickoff: plan the release"]).trim().to_string();
+    let thread = || -> Vec<serde_json::Value> {
+        let v = home.json(&["channel", "read", "release", "--thread", &root, "--json"]);
+        v["data"]["messages"].as_array().unwrap().iter().skip(1).cloned().collect()
+    };
+    let replies = eventually("a reply from each agent in the kickoff's thread", || {
+        let replies = thread();
+        let mut authors: Vec<String> = replies.iter().map(|m| m["author"].as_str().unwrap().to_string()).collect();
+        authors.sort();
+        if authors == ["a", "b", "c"] { Ok(replies) } else { Err(format!("{replies:#?}")) }
+    });
+    let by = |who: &str| replies.iter().find(|m| m["author"] == who).unwrap().clone();
+    assert_eq!(by("a")["body"], format!("@b please check {root}"));
+    assert_eq!(by("b")["body"], format!("ack {root} from b"));
+    // Every agent got the kickoff exactly once, and its onboarding once.
+    for log in [&a, &b, &c] {
+        assert_eq!(logged(log, &format!("message {root}")), 1, "{:#?}", prompts(log));
+        assert_eq!(logged(log, "you joined as worker"), 1, "{:#?}", prompts(log));
+    }
+    // a mentioned b in the thread: b is prompted with it (and, being in root mode, does not answer).
+    let a_reply = by("a")["id"].as_str().unwrap().to_string();
+    eventually("b to get a's mention", || {
+        if logged(&b, &format!("message {a_reply}")) == 1 { Ok(()) } else { Err(format!("{:#?}", prompts(&b))) }
+    });
+    assert!(
+        prompts(&b)
+            .iter()
+            .any(|p| p.contains(&format!("message {a_reply} · in thread {root}")) && p.contains("you were mentioned")),
+        "{:#?}",
+        prompts(&b)
+    );
+    // The person answers in the thread, mentioning a: a gets it; nobody answers a thread reply.
+    let thanks = home.ok(&["channel", "post", "release", "--thread", &root, "@a thanks"]).trim().to_string();
+    eventually("a to get the person's thanks", || {
+        if logged(&a, &format!("message {thanks}")) == 1 { Ok(()) } else { Err(format!("{:#?}", prompts(&a))) }
+    });
+    assert_eq!(thread().len(), 4, "three replies and the thanks; no agent answered a reply: {:#?}", thread());
+    // c's @human reached the operator: the channel list counts it.
+    let ls = home.json(&["channel", "ls", "--json"]);
+    assert_eq!(ls["data"][0]["human_mentions"], 1, "{ls:#}");
+}
