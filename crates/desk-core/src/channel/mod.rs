@@ -2,7 +2,7 @@
 //!
 //! Owns the channel's vocabulary — names ([`ChannelName`]), members and roles ([`Member`],
 //! [`Role`], [`Roster`]), messages ([`Message`]) — and, in submodules, the markdown file format
-//! ([`format`]: whole records with a length and an end mark, so a torn tail is detected and never
+//! ([`format`](mod@format): whole records with a length and an end mark, so a torn tail is detected and never
 //! parsed), mentions ([`mention`]: `@name` outside code spans and fences), routing ([`route`]:
 //! who gets a message) and the text an agent receives ([`prompt`]). Invariants: a channel name
 //! is `[a-z][a-z0-9-]{0,63}`; a message body is valid UTF-8 of at most [`MAX_BODY`] bytes; the
