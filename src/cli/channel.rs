@@ -211,7 +211,10 @@ pub(super) fn read(args: ReadArgs) -> Result<i32> {
     if !store.exists(&name) {
         return Err(post_error(PostError::NoChannel(name)));
     }
+    // A follower watches before it reads, so nothing posted in between is missed.
+    let watch = if args.follow { Some(watch_channel(&store, &name)?) } else { None };
     let (messages, problems) = store.read(&name, thread.as_ref())?;
+    let known: std::collections::HashSet<ItemId> = messages.iter().map(|m| m.id.clone()).collect();
     if let Some(t) = &thread
         && !messages.iter().any(|m| &m.id == t)
     {
@@ -251,8 +254,8 @@ pub(super) fn read(args: ReadArgs) -> Result<i32> {
     for m in &messages {
         show(m, thread.is_none().then(|| replies.get(&m.id).copied().unwrap_or(0)));
     }
-    if args.follow {
-        follow(&store, &name, thread.as_ref(), &show)?;
+    if let Some(inotify) = watch {
+        follow(&inotify, &store, &name, thread.as_ref(), &known, &show)?;
     }
     Ok(0)
 }
@@ -273,25 +276,41 @@ fn print_message(channel: &ChannelName, m: &Message, replies: Option<usize>) {
     }
 }
 
-/// Print messages as they are appended, until interrupted: inotify on the channel directory,
-/// each file read on from the end of its last whole record.
+fn watch_channel(store: &ChannelStore, name: &ChannelName) -> Result<nix::sys::inotify::Inotify> {
+    use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+    let dir = store.dir(name);
+    let inotify = Inotify::init(InitFlags::IN_CLOEXEC).context("cannot start inotify")?;
+    inotify
+        .add_watch(&dir, AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO)
+        .with_context(|| format!("cannot watch {}", dir.display()))?;
+    Ok(inotify)
+}
+
+/// Print messages as they are appended, until interrupted: `inotify` watched the channel
+/// directory before the history (`known`) was read; what the file holds beyond the history is
+/// printed at once, then each file is read on from the end of its last whole record.
 fn follow(
+    inotify: &nix::sys::inotify::Inotify,
     store: &ChannelStore,
     name: &ChannelName,
     thread: Option<&ItemId>,
+    known: &std::collections::HashSet<ItemId>,
     show: &dyn Fn(&Message, Option<usize>),
 ) -> Result<i32> {
-    use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
     let dir = store.dir(name);
     let files: Vec<PathBuf> = match thread {
         None => vec![dir.join(ROOT_FILE)],
         Some(t) => vec![dir.join(thread_file(t))],
     };
-    let inotify = Inotify::init(InitFlags::IN_CLOEXEC).context("cannot start inotify")?;
-    inotify
-        .add_watch(&dir, AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO)
-        .with_context(|| format!("cannot watch {}", dir.display()))?;
-    let mut offsets: Vec<usize> = files.iter().map(|f| whole_len(f)).collect();
+    let mut offsets = Vec::new();
+    for path in &files {
+        let bytes = std::fs::read(path).unwrap_or_default();
+        let parsed = format::parse(&bytes, 0);
+        for r in parsed.records.iter().filter(|r| !known.contains(&r.message.id)) {
+            show(&r.message, None);
+        }
+        offsets.push(parsed.records.last().map_or(0, |r| r.end));
+    }
     loop {
         inotify.read_events().context("cannot read inotify events")?;
         for (path, offset) in files.iter().zip(offsets.iter_mut()) {
@@ -308,11 +327,6 @@ fn follow(
             }
         }
     }
-}
-
-/// The offset just past a file's last whole record (0 for a missing file).
-fn whole_len(path: &std::path::Path) -> usize {
-    std::fs::read(path).map(|b| format::parse(&b, 0).records.last().map_or(0, |r| r.end)).unwrap_or(0)
 }
 
 // ----- post -----

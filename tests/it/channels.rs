@@ -219,3 +219,39 @@ fn three_demo_agents_and_a_person_converse_in_a_channel() {
     let ls = home.json(&["channel", "ls", "--json"]);
     assert_eq!(ls["data"][0]["human_mentions"], 1, "{ls:#}");
 }
+
+#[test]
+fn read_follow_prints_each_new_message_once_as_a_json_line() {
+    use std::io::BufRead;
+    let home = Home::new();
+    home.ok(&["channel", "new", "live"]);
+    let first = home.ok(&["channel", "post", "live", "before following"]).trim().to_string();
+    let mut child = home
+        .cmd()
+        .args(["channel", "read", "live", "--follow", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn read --follow");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let next = || -> serde_json::Value {
+        let line = rx.recv_timeout(crate::support::PATIENCE).expect("a line from read --follow");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    };
+    assert_eq!(next()["id"], first.as_str());
+    // The follower is watching once it printed the history; posts after that are streamed.
+    let mut posted = Vec::new();
+    for i in 0..3 {
+        posted.push(home.ok(&["channel", "post", "live", &format!("live {i}")]).trim().to_string());
+    }
+    let got: Vec<String> = (0..3).map(|_| next()["id"].as_str().unwrap().to_string()).collect();
+    assert_eq!(got, posted);
+    assert!(rx.recv_timeout(std::time::Duration::from_millis(300)).is_err(), "nothing printed twice");
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::SIGKILL);
+    let _ = child.wait();
+}
