@@ -19,6 +19,7 @@ use super::output::{self, ErrorCode};
 use super::{fail, failure};
 use crate::channel::route::{ThreadContext, route};
 use crate::channel::store::{ChannelStore, Draft, PostError, ROOT_FILE, thread_file};
+use crate::channel::summary::{Summary, mark_seen_by_operator, newest, summarize};
 use crate::channel::{ChannelName, Kind, Message, OPERATOR, Role, Roster, format};
 use crate::clock::now_ms;
 use crate::delivery::item::ItemId;
@@ -108,49 +109,9 @@ pub(super) fn remove(name: &str, member: &str, json: bool) -> Result<i32> {
 
 // ----- ls -----
 
-#[derive(Serialize)]
-struct ChannelSummary {
-    name: String,
-    goal: String,
-    members: usize,
-    messages: usize,
-    threads: usize,
-    human_mentions: usize,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    last_ms: Option<u64>,
-}
-
-fn summary(store: &ChannelStore, name: &ChannelName) -> Result<ChannelSummary> {
-    let roster = roster(store, name)?;
-    let mut messages = 0;
-    let mut threads = 0;
-    let mut human_mentions = 0;
-    let mut last_ms = None;
-    for (file, thread) in store.files(name)? {
-        let read = store.read_file(&store.dir(name).join(&file))?;
-        threads += usize::from(thread.is_some());
-        for m in read.messages.iter().filter(|m| m.kind == Kind::Post) {
-            messages += 1;
-            last_ms = last_ms.max(Some(m.ts_ms));
-            if crate::channel::mention::mentions(&m.body).iter().any(|n| n == OPERATOR) {
-                human_mentions += 1;
-            }
-        }
-    }
-    Ok(ChannelSummary {
-        name: name.to_string(),
-        goal: roster.goal,
-        members: roster.members.len(),
-        messages,
-        threads,
-        human_mentions,
-        last_ms,
-    })
-}
-
 pub(super) fn ls(json: bool) -> Result<i32> {
     let (_, store) = store()?;
-    let list: Vec<ChannelSummary> = store.list()?.iter().map(|n| summary(&store, n)).collect::<Result<Vec<_>>>()?;
+    let list: Vec<Summary> = store.list()?.iter().map(|n| summarize(&store, n)).collect::<Result<Vec<_>>>()?;
     if json {
         output::print_ok("channel-list", &list, &[])?;
         return Ok(0);
@@ -159,14 +120,18 @@ pub(super) fn ls(json: bool) -> Result<i32> {
         println!("no channels; create one with: desk channel new NAME --goal TEXT");
         return Ok(0);
     }
-    println!("{:<24} {:>7} {:>8} {:>7} {:>6}  GOAL", "CHANNEL", "MEMBERS", "MESSAGES", "THREADS", "@HUMAN");
+    println!(
+        "{:<24} {:>7} {:>8} {:>7} {:>6} {:>6}  GOAL",
+        "CHANNEL", "MEMBERS", "MESSAGES", "THREADS", "UNREAD", "@HUMAN"
+    );
     for c in &list {
         println!(
-            "{:<24} {:>7} {:>8} {:>7} {:>6}  {}",
+            "{:<24} {:>7} {:>8} {:>7} {:>6} {:>6}  {}",
             format!("#{}", c.name),
             c.members,
             c.messages,
             c.threads,
+            c.unread,
             c.human_mentions,
             c.goal
         );
@@ -225,6 +190,12 @@ pub(super) fn read(args: ReadArgs) -> Result<i32> {
         if thread.is_none() { store.thread_counts(&name)?.into_iter().collect() } else { HashMap::new() };
     for p in &problems {
         eprintln!("desk: warning: {p}");
+    }
+    // The operator reading the root view has seen the channel (the dashboard's unread counts).
+    if thread.is_none() && std::env::var_os("DESK_SESSION").is_none_or(|s| s.is_empty()) {
+        if let Some(id) = newest(&store, &name)? {
+            mark_seen_by_operator(&store, &name, &id)?;
+        }
     }
     if args.json && !args.follow {
         let view = ReadView {

@@ -373,6 +373,8 @@ pub struct Dash {
     pub status: Option<String>,
     /// The daemon's answer could not be had (shown in the header), with why.
     pub daemon_down: Option<String>,
+    /// Every channel at a glance: the header names those with unread messages.
+    pub channels: Vec<crate::channel::summary::Summary>,
 }
 
 impl Dash {
