@@ -189,6 +189,7 @@ fn write_items(
                 Some(member) => prompt::onboarding_prompt(roster, member),
                 None => continue,
             },
+            (Kind::Checkin, _) => prompt::checkin_prompt(name, msg, to),
             (Kind::Post, _) => prompt::message_prompt(name, msg, to),
         };
         let mut item = Item::new(id, to.member.clone(), None, text, When::Now, prompt::sender(name, msg), now_ms);

@@ -131,6 +131,18 @@ impl ChannelStore {
 
     /// Create a channel. Returns `Ok(None)` if it already exists.
     pub fn create(&self, name: &ChannelName, goal: &str, now_ms: u64) -> Result<Option<Roster>> {
+        self.create_with(name, goal, None, now_ms)
+    }
+
+    /// Create a channel with supervisor check-ins after `checkin_after_s` seconds of idle
+    /// workers (`None`: off).
+    pub fn create_with(
+        &self,
+        name: &ChannelName,
+        goal: &str,
+        checkin_after_s: Option<u64>,
+        now_ms: u64,
+    ) -> Result<Option<Roster>> {
         let dir = self.dir(name);
         ensure_private_dir(&dir)?;
         let _lock = self.lock(name)?;
@@ -141,7 +153,8 @@ impl ChannelStore {
         if !root.exists() {
             fsutil::write_atomic(&root, format::title(name.as_str(), None).as_bytes())?;
         }
-        let roster = Roster::new(name.clone(), goal.trim().to_string(), now_ms);
+        let mut roster = Roster::new(name.clone(), goal.trim().to_string(), now_ms);
+        roster.checkin_after_s = checkin_after_s;
         self.save_roster(&roster)?;
         Ok(Some(roster))
     }
@@ -221,6 +234,30 @@ impl ChannelStore {
         };
         self.append_locked(name, &joined)?;
         Ok((roster, true))
+    }
+
+    /// Append desk's check-in record (routed to the supervisors by the daemon's ingest).
+    pub fn append_checkin(&self, name: &ChannelName, body: &str, now_ms: u64) -> Result<Message, PostError> {
+        let _lock = self.lock_existing(name)?;
+        let msg = Message {
+            id: crate::delivery::fresh_item_id(now_ms),
+            author: super::CHECKIN_AUTHOR.to_string(),
+            ts_ms: now_ms,
+            thread: None,
+            kind: Kind::Checkin,
+            body: super::check_body(body)?,
+        };
+        self.append_locked(name, &msg)?;
+        Ok(msg)
+    }
+
+    /// Every message of a channel, root and threads (whole records only).
+    pub fn all_messages(&self, name: &ChannelName) -> Result<Vec<Message>> {
+        let mut all = Vec::new();
+        for (file, _) in self.files(name)? {
+            all.extend(self.read_file(&self.dir(name).join(file))?.messages);
+        }
+        Ok(all)
     }
 
     /// Remove a member. Returns whether it was one.

@@ -72,10 +72,10 @@ fn print_roster(kind: &str, roster: &Roster, json: bool, human: &str) -> Result<
 
 // ----- new, add, remove -----
 
-pub(super) fn new(name: &str, goal: Option<String>, json: bool) -> Result<i32> {
+pub(super) fn new(name: &str, goal: Option<String>, checkin_after: Option<u64>, json: bool) -> Result<i32> {
     let name = parse_name(name)?;
     let (_, store) = store()?;
-    match store.create(&name, goal.as_deref().unwrap_or(""), now_ms())? {
+    match store.create_with(&name, goal.as_deref().unwrap_or(""), checkin_after, now_ms())? {
         Some(roster) => print_roster("channel", &roster, json, &format!("created #{name}")),
         None => Err(fail(ErrorCode::AlreadyExists, format!("channel #{name} already exists"))),
     }
@@ -236,6 +236,10 @@ fn print_message(channel: &ChannelName, m: &Message, replies: Option<usize>) {
     let time = time[..19].replace('T', " ");
     if m.kind == Kind::Joined {
         println!("{time}  — {} joined #{channel} as {}  [{}]", m.author, m.body, m.id);
+        return;
+    }
+    if m.kind == Kind::Checkin {
+        println!("{time}  — desk checked in with the supervisors: {}  [{}]", m.body, m.id);
         return;
     }
     println!("{time}  {}  [{}]", m.author, m.id);

@@ -286,6 +286,10 @@ enum ChannelCommand {
         /// What the channel is for; every member's onboarding prompt states it.
         #[arg(long)]
         goal: Option<String>,
+        /// Supervisor check-ins: when every worker has been idle SECS seconds with messages no
+        /// worker answered, the supervisors get a check-in prompt (off without this flag).
+        #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+        checkin_after: Option<u64>,
         /// Print the channel as JSON (docs/cli.md).
         #[arg(long)]
         json: bool,
@@ -656,7 +660,7 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Hook { provider, mut payload } => Ok(hook::hook(provider, payload.pop())),
         Command::Serve { foreground, stop } => delivery::serve(foreground, stop),
         Command::Channel(c) => match c {
-            ChannelCommand::New { name, goal, json } => channel::new(&name, goal, json),
+            ChannelCommand::New { name, goal, checkin_after, json } => channel::new(&name, goal, checkin_after, json),
             ChannelCommand::Ls { json } => channel::ls(json),
             ChannelCommand::Add { name, member, supervisor, human, json } => {
                 let role = if human {

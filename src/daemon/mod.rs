@@ -54,6 +54,11 @@ const SIGNALS: Token = Token(1);
 const INOTIFY: Token = Token(2);
 const FIRST_CONN: usize = 16;
 
+/// How often channels with supervisor check-ins are looked at: a check-in waits for workers
+/// idle for at least a second (the flag's smallest value), usually minutes, so 5 s late is
+/// nothing; and only a daemon with such a channel keeps this timer.
+const CHECKIN_EVERY: Duration = Duration::from_secs(5);
+
 /// Finished items and tombstones are swept hourly: the only timer an idle daemon keeps.
 const SWEEP_EVERY: Duration = Duration::from_secs(3600);
 
@@ -241,6 +246,11 @@ struct Daemon {
     /// When to ingest every channel again after a pass failed, and the delay after that one.
     channel_retry: Option<Instant>,
     channel_backoff: Duration,
+    /// Since when each session's agent has been idle (Unix ms), for supervisor check-ins.
+    idle_since: HashMap<String, u64>,
+    /// Channels with check-ins on, and when to look at them next.
+    checkin_channels: std::collections::BTreeSet<ChannelName>,
+    next_checkin: Instant,
 }
 
 /// Run the daemon in this process until SIGTERM/SIGINT or a `stop` request.
@@ -332,6 +342,9 @@ impl Daemon {
             channel_watches: HashMap::new(),
             channel_retry: None,
             channel_backoff: INTAKE_RETRY_FIRST,
+            idle_since: HashMap::new(),
+            checkin_channels: std::collections::BTreeSet::new(),
+            next_checkin: Instant::now() + CHECKIN_EVERY,
         };
         daemon.restore()?;
         Ok(daemon)
@@ -439,6 +452,10 @@ impl Daemon {
                 self.channel_retry = None;
                 self.ingest_channels();
             }
+            if !self.checkin_channels.is_empty() && now >= self.next_checkin {
+                self.next_checkin = now + CHECKIN_EVERY;
+                self.check_in();
+            }
             while let Some(Reverse((at, _))) = self.timers.peek() {
                 if *at > now {
                     break;
@@ -454,6 +471,7 @@ impl Daemon {
                 .min(self.next_sweep)
                 .min(self.intake_retry.unwrap_or(self.next_sweep))
                 .min(self.channel_retry.unwrap_or(self.next_sweep))
+                .min(if self.checkin_channels.is_empty() { self.next_sweep } else { self.next_checkin })
                 .min(self.refused.values().map(|r| r.retry_at).min().unwrap_or(self.next_sweep))
                 .min(self.controls.values().filter_map(ControlConn::idle_deadline).min().unwrap_or(self.next_sweep));
             let timeout = next.saturating_duration_since(Instant::now());
@@ -509,6 +527,7 @@ impl Daemon {
     fn feed(&mut self, input: Input) {
         self.inbox.push_back(input);
         while let Some(input) = self.inbox.pop_front() {
+            self.note_activity(&input);
             let actions = self.engine.handle(input, Instant::now(), now_ms());
             self.perform(actions);
         }
@@ -735,6 +754,9 @@ impl Daemon {
     /// succeeded (a failure is retried with backoff: nothing was skipped, the cursor did not
     /// move past anything not turned into items).
     fn ingest_channel(&mut self, name: &ChannelName) -> bool {
+        if self.channels.roster(name).ok().flatten().is_some_and(|r| r.checkin_after_s.is_some()) {
+            self.checkin_channels.insert(name.clone());
+        }
         let pass = crate::channel::ingest::ingest_channel(&self.channels, &self.store, name, now_ms());
         match pass {
             Ok(pass) => {
@@ -757,6 +779,56 @@ impl Daemon {
                 warn!(channel = %name, "cannot ingest the channel yet; retrying: {e:#}");
                 self.retry_channels_later();
                 false
+            }
+        }
+    }
+
+    /// Keep each session's idle-since for check-ins: set when it turns idle, cleared by
+    /// anything else (working, blocked, unknown, its session going down).
+    fn note_activity(&mut self, input: &Input) {
+        match input {
+            Input::Session(view) => {
+                if view.activity == crate::state::Activity::Idle && view.lifecycle == crate::state::Lifecycle::Running {
+                    self.idle_since.entry(view.name.clone()).or_insert_with(now_ms);
+                } else {
+                    self.idle_since.remove(&view.name);
+                }
+            }
+            Input::SessionDown { session, .. } => {
+                self.idle_since.remove(session);
+            }
+            _ => {}
+        }
+    }
+
+    /// Append a check-in to every channel that is due one (`desk_core::channel::checkin`);
+    /// ingest routes it to the supervisors like any record.
+    fn check_in(&mut self) {
+        let now = now_ms();
+        for name in self.checkin_channels.clone() {
+            let roster = match self.channels.roster(&name) {
+                Ok(Some(r)) if r.checkin_after_s.is_some() => r,
+                Ok(_) => {
+                    self.checkin_channels.remove(&name);
+                    continue;
+                }
+                Err(e) => {
+                    warn!(channel = %name, "cannot read the roster for a check-in: {e:#}");
+                    continue;
+                }
+            };
+            let messages = match self.channels.all_messages(&name) {
+                Ok(m) => m,
+                Err(e) => {
+                    warn!(channel = %name, "cannot read the channel for a check-in: {e:#}");
+                    continue;
+                }
+            };
+            if let Some(body) = crate::channel::checkin::due(&roster, &self.idle_since, &messages, now) {
+                match self.channels.append_checkin(&name, &body, now) {
+                    Ok(msg) => info!(channel = %name, message = %msg.id, "checked in with the supervisors: {body}"),
+                    Err(e) => warn!(channel = %name, "cannot append a check-in: {e:#}"),
+                }
             }
         }
     }

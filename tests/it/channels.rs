@@ -255,3 +255,32 @@ fn read_follow_prints_each_new_message_once_as_a_json_line() {
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::SIGKILL);
     let _ = child.wait();
 }
+
+#[test]
+fn a_supervisor_is_checked_in_with_once_per_stall_when_every_worker_idles_unanswered() {
+    let home = Home::new();
+    home.serve();
+    let sup = home.demo("sup", &["--work-ms", "100"]);
+    let w = home.demo("w", &["--work-ms", "100"]);
+    ready(&home, "sup");
+    ready(&home, "w");
+    home.ok(&["channel", "new", "watch", "--checkin-after", "1"]);
+    home.ok(&["channel", "add", "watch", "sup", "--supervisor"]);
+    home.ok(&["channel", "add", "watch", "w"]);
+    home.ok(&["channel", "post", "watch", "@w status?"]);
+    let checkins = || logged(&sup, "check-in from desk");
+    eventually("a check-in for the supervisor", || {
+        if checkins() == 1 { Ok(()) } else { Err(format!("{:#?}", prompts(&sup))) }
+    });
+    let prompt = prompts(&sup).into_iter().find(|p| p.contains("check-in from desk")).unwrap();
+    assert!(
+        prompt.contains("Every worker (w) has been idle for at least 1 s, and 1 message has no answer"),
+        "{prompt}"
+    );
+    // A new stall: another message nobody answers gives a second check-in, not before.
+    home.ok(&["channel", "post", "watch", "@w still there?"]);
+    eventually("a second check-in", || if checkins() == 2 { Ok(()) } else { Err(format!("{:#?}", prompts(&sup))) });
+    assert_eq!(logged(&w, "check-in"), 0, "workers are not checked in with");
+    let read = home.ok(&["channel", "read", "watch"]);
+    assert_eq!(read.matches("desk checked in with the supervisors").count(), 2, "{read}");
+}

@@ -56,8 +56,10 @@ pub fn serialize(msg: &Message) -> Vec<u8> {
     if let Some(thread) = &msg.thread {
         human.push_str(&format!(" · in thread {thread}"));
     }
-    if msg.kind == Kind::Joined {
-        human.push_str(" · joined");
+    match msg.kind {
+        Kind::Joined => human.push_str(" · joined"),
+        Kind::Checkin => human.push_str(" · check-in"),
+        Kind::Post => {}
     }
     let mut out = header.into_bytes();
     out.extend_from_slice(human.as_bytes());
@@ -185,6 +187,7 @@ fn parse_record(bytes: &[u8], pos: usize) -> Result<(Message, usize), Bad> {
             "bytes" => len = value.parse::<usize>().ok(),
             "thread" => thread = Some(ItemId::parse(value).ok_or_else(|| Bad::Malformed("bad thread id".into()))?),
             "kind" if value == "joined" => kind = Kind::Joined,
+            "kind" if value == "checkin" => kind = Kind::Checkin,
             "kind" if value == "post" => kind = Kind::Post,
             // Fields a later version adds are skipped; a known field with a bad value is not.
             "author" | "kind" => return Err(Bad::Malformed(format!("bad {key} {value:?}"))),

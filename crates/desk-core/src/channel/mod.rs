@@ -4,13 +4,15 @@
 //! [`Role`], [`Roster`]), messages ([`Message`]) — and, in submodules, the markdown file format
 //! ([`format`](mod@format): whole records with a length and an end mark, so a torn tail is detected and never
 //! parsed), mentions ([`mention`]: `@name` outside code spans and fences), routing ([`route`]:
-//! who gets a message) and the text an agent receives ([`prompt`]). Invariants: a channel name
+//! who gets a message), the text an agent receives ([`prompt`]) and supervisor check-ins
+//! ([`checkin`]: when one is due). Invariants: a channel name
 //! is `[a-z][a-z0-9-]{0,63}`; a message body is valid UTF-8 of at most [`MAX_BODY`] bytes; the
 //! delivery item of one (message, member) pair has one id, always the same
 //! ([`delivery_item_id`]), which is what makes ingest idempotent across crashes. No I/O and no
 //! clock: the desk package's store (`desk::channel`) and daemon read files and time and pass
 //! them in. May not depend on the desk package or on anything that makes a syscall.
 
+pub mod checkin;
 pub mod format;
 pub mod mention;
 pub mod prompt;
@@ -92,11 +94,14 @@ impl From<ChannelName> for String {
 /// author of a post made outside a session without `--as`, and what `@human` reaches.
 pub const OPERATOR: &str = "human";
 
+/// The author of check-in records.
+pub const CHECKIN_AUTHOR: &str = "desk";
+
 /// `@channel`: every agent member, explicitly.
 pub const EVERYONE: &str = "channel";
 
 /// Names no member may take: they are mention keywords.
-pub const RESERVED_NAMES: [&str; 2] = [OPERATOR, EVERYONE];
+pub const RESERVED_NAMES: [&str; 3] = [OPERATOR, EVERYONE, CHECKIN_AUTHOR];
 
 /// Whether `name` can be a member's name: a session name (`[A-Za-z0-9][A-Za-z0-9._-]{0,63}`),
 /// the same rule the desk package applies to sessions, so a session is always addressable.
@@ -158,11 +163,15 @@ pub struct Roster {
     pub created_ms: u64,
     #[serde(default)]
     pub members: Vec<Member>,
+    /// Supervisor check-ins: when every worker has been idle this many seconds with messages
+    /// no worker has answered, the supervisors get a check-in prompt. Absent: off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkin_after_s: Option<u64>,
 }
 
 impl Roster {
     pub fn new(name: ChannelName, goal: String, created_ms: u64) -> Roster {
-        Roster { version: 1, name, goal, created_ms, members: Vec::new() }
+        Roster { version: 1, name, goal, created_ms, members: Vec::new(), checkin_after_s: None }
     }
 
     pub fn member(&self, name: &str) -> Option<&Member> {
@@ -185,6 +194,9 @@ pub enum Kind {
     /// The author joined the channel (body: the role): routed to the author alone, as the
     /// onboarding prompt.
     Joined,
+    /// desk's check-in (author [`CHECKIN_AUTHOR`]): every worker idle with unanswered
+    /// messages; routed to the supervisors.
+    Checkin,
 }
 
 impl Kind {
@@ -192,6 +204,7 @@ impl Kind {
         match self {
             Kind::Post => "post",
             Kind::Joined => "joined",
+            Kind::Checkin => "checkin",
         }
     }
 }

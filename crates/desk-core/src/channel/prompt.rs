@@ -62,6 +62,25 @@ pub fn message_prompt(channel: &ChannelName, msg: &Message, to: &Recipient) -> S
     out
 }
 
+/// The check-in prompt for a supervisor: what desk saw, and how to read and nudge.
+pub fn checkin_prompt(channel: &ChannelName, msg: &Message, to: &Recipient) -> String {
+    format!(
+        "#{channel} · check-in from desk · message {}
+         You are {} ({}) in #{channel}; you get this because {}.
+
+         {}
+
+         Read the channel: desk channel read {channel}
+         Nudge a worker: desk channel post {channel} '@name …'
+",
+        msg.id,
+        to.member,
+        to.role.as_str(),
+        to.why.phrase(),
+        msg.body.trim_end()
+    )
+}
+
 /// The onboarding prompt of a member that joined: the goal, the members, how to read and reply.
 pub fn onboarding_prompt(roster: &Roster, member: &Member) -> String {
     let channel = &roster.name;

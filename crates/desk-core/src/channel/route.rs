@@ -7,7 +7,8 @@
 //!   replies), the mentioned agents, plus the supervisors (`@channel` in a thread: every agent);
 //! - `@human`, or the mention of a person member: a notification for that person, never a
 //!   prompt;
-//! - a `joined` record: the onboarding prompt, for the member who joined alone.
+//! - a `joined` record: the onboarding prompt, for the member who joined alone;
+//! - a `checkin` record (desk's own): every supervisor.
 //!
 //! Invariants: the author never receives their own message; only agent members (workers and
 //! supervisors) get prompts, and only those that had joined when the message was posted
@@ -33,6 +34,8 @@ pub enum Why {
     Everyone,
     /// It just joined: the onboarding prompt.
     Joined,
+    /// desk checks in with the supervisors.
+    Checkin,
 }
 
 impl Why {
@@ -45,6 +48,7 @@ impl Why {
             Why::Supervisor => "you supervise this channel",
             Why::Everyone => "it is for everyone in the channel",
             Why::Joined => "you joined the channel",
+            Why::Checkin => "you supervise this channel and its workers are idle",
         }
     }
 }
@@ -84,6 +88,12 @@ pub fn route(msg: &Message, members: &[Member], thread: &ThreadContext<'_>) -> R
     if msg.kind == Kind::Joined {
         if let Some(m) = current.iter().find(|m| m.name == msg.author && m.role.is_agent()) {
             routing.prompts.push(Recipient { member: m.name.clone(), role: m.role, why: Why::Joined });
+        }
+        return routing;
+    }
+    if msg.kind == Kind::Checkin {
+        for m in current.iter().filter(|m| m.role == Role::Supervisor) {
+            routing.prompts.push(Recipient { member: m.name.clone(), role: m.role, why: Why::Checkin });
         }
         return routing;
     }
@@ -246,5 +256,13 @@ mod tests {
         // A person joining gets no prompt.
         m.author = "pat".into();
         assert!(route(&m, &roster(), &ThreadContext::default()).prompts.is_empty());
+    }
+
+    #[test]
+    fn a_checkin_goes_to_every_supervisor_alone() {
+        let mut m = post("desk", "workers idle", false);
+        m.kind = Kind::Checkin;
+        let r = route(&m, &roster(), &ThreadContext::default());
+        assert_eq!(r.prompts, vec![Recipient { member: "sup".into(), role: Role::Supervisor, why: Why::Checkin }]);
     }
 }
