@@ -192,10 +192,11 @@ pub(super) fn read(args: ReadArgs) -> Result<i32> {
         eprintln!("desk: warning: {p}");
     }
     // The operator reading the root view has seen the channel (the dashboard's unread counts).
-    if thread.is_none() && std::env::var_os("DESK_SESSION").is_none_or(|s| s.is_empty()) {
-        if let Some(id) = newest(&store, &name)? {
-            mark_seen_by_operator(&store, &name, &id)?;
-        }
+    if thread.is_none()
+        && std::env::var_os("DESK_SESSION").is_none_or(|s| s.is_empty())
+        && let Some(id) = newest(&store, &name)?
+    {
+        mark_seen_by_operator(&store, &name, &id)?;
     }
     if args.json && !args.follow {
         let view = ReadView {
