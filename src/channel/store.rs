@@ -401,13 +401,16 @@ impl ChannelStore {
         Ok((messages, problems))
     }
 
-    /// Reply counts per thread (root message id → replies), for the root view.
-    pub fn thread_counts(&self, name: &ChannelName) -> Result<Vec<(ItemId, usize)>> {
+    /// Per thread: the root message it replies to, its number of replies and its newest
+    /// reply's id (for the root view and the operator's read marker).
+    pub fn thread_counts(&self, name: &ChannelName) -> Result<Vec<(ItemId, usize, Option<ItemId>)>> {
         let dir = self.dir(name);
         let mut out = Vec::new();
         for (file, thread) in self.files(name)? {
             if let Some(id) = thread {
-                out.push((id, self.read_file(&dir.join(file))?.messages.len()));
+                let messages = self.read_file(&dir.join(file))?.messages;
+                let newest = messages.iter().map(|m| m.id.clone()).max();
+                out.push((id, messages.len(), newest));
             }
         }
         Ok(out)
@@ -458,7 +461,7 @@ mod tests {
         assert_eq!(bodies, ["first", "second"]);
         let (thread, _) = store.read(&ch, Some(&a.id)).unwrap();
         assert_eq!(thread.iter().map(|m| &m.id).collect::<Vec<_>>(), vec![&a.id, &r.id]);
-        assert_eq!(store.thread_counts(&ch).unwrap(), vec![(a.id.clone(), 1)]);
+        assert_eq!(store.thread_counts(&ch).unwrap(), vec![(a.id.clone(), 1, Some(r.id.clone()))]);
         assert!(b.id > a.id);
         let text = fs::read_to_string(store.dir(&ch).join(ROOT_FILE)).unwrap();
         assert!(text.starts_with("# #build\n\n"), "{text}");

@@ -19,7 +19,7 @@ use super::output::{self, ErrorCode};
 use super::{fail, failure};
 use crate::channel::route::{ThreadContext, route};
 use crate::channel::store::{ChannelStore, Draft, PostError, ROOT_FILE, thread_file};
-use crate::channel::summary::{Summary, mark_seen_by_operator, newest, summarize};
+use crate::channel::summary::{Summary, mark_seen_by_operator, summarize};
 use crate::channel::{ChannelName, Kind, Message, OPERATOR, Role, Roster, format};
 use crate::clock::now_ms;
 use crate::delivery::item::ItemId;
@@ -185,16 +185,18 @@ pub(super) fn read(args: ReadArgs) -> Result<i32> {
     {
         return Err(fail(ErrorCode::Usage, format!("#{name} has no root message {t}")));
     }
+    // The newest message anywhere in the channel (the root's, or a thread's newest reply).
+    let threads = if thread.is_none() { store.thread_counts(&name)? } else { Vec::new() };
+    let newest = messages.iter().map(|m| &m.id).chain(threads.iter().filter_map(|t| t.2.as_ref())).max().cloned();
     let messages: Vec<Message> = messages.into_iter().filter(|m| since.as_ref().is_none_or(|s| &m.id > s)).collect();
-    let replies: HashMap<ItemId, usize> =
-        if thread.is_none() { store.thread_counts(&name)?.into_iter().collect() } else { HashMap::new() };
+    let replies: HashMap<ItemId, usize> = threads.into_iter().map(|(id, n, _)| (id, n)).collect();
     for p in &problems {
         eprintln!("desk: warning: {p}");
     }
     // The operator reading the root view has seen the channel (the dashboard's unread counts).
     if thread.is_none()
         && std::env::var_os("DESK_SESSION").is_none_or(|s| s.is_empty())
-        && let Some(id) = newest(&store, &name)?
+        && let Some(id) = newest
     {
         mark_seen_by_operator(&store, &name, &id)?;
     }
