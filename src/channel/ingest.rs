@@ -83,10 +83,18 @@ fn save_cursor(channels: &ChannelStore, name: &ChannelName, cursor: &Cursor) -> 
     fsutil::write_atomic(&cursor_path(channels, name), &bytes)
 }
 
-/// One ingest pass over a channel. `now_ms` stamps the items' evidence.
-pub fn ingest_channel(channels: &ChannelStore, items: &Store, name: &ChannelName, now_ms: u64) -> Result<Pass> {
+/// One ingest pass over a channel. `now_ms` stamps the items' evidence. A pass that fails
+/// part way (a full disk) still returns the items it wrote before the failure, with the error:
+/// the caller must hand those to the engine (the next pass will find them already written and
+/// write only the rest), and try again later.
+pub fn ingest_channel(channels: &ChannelStore, items: &Store, name: &ChannelName, now_ms: u64) -> (Pass, Result<()>) {
     let mut pass = Pass::default();
-    let Some(roster) = channels.roster(name)? else { return Ok(pass) };
+    let result = run_pass(channels, items, name, now_ms, &mut pass);
+    (pass, result)
+}
+
+fn run_pass(channels: &ChannelStore, items: &Store, name: &ChannelName, now_ms: u64, pass: &mut Pass) -> Result<()> {
+    let Some(roster) = channels.roster(name)? else { return Ok(()) };
     let mut cursor = load_cursor(channels, name)?;
     let before = cursor.clone();
     let dir = channels.dir(name);
@@ -142,7 +150,7 @@ pub fn ingest_channel(channels: &ChannelStore, items: &Store, name: &ChannelName
             }
             let ctx = ThreadContext { parent_author: parent_author.as_deref(), participants: &participants };
             let routing = route(msg, &roster.members, &ctx);
-            write_items(items, &roster, name, msg, &routing.prompts, now_ms, &mut pass)?;
+            write_items(items, &roster, name, msg, &routing.prompts, now_ms, pass)?;
             for person in routing.notify {
                 pass.notify.push((msg.id.to_string(), person));
             }
@@ -162,7 +170,7 @@ pub fn ingest_channel(channels: &ChannelStore, items: &Store, name: &ChannelName
         save_cursor(channels, name, &cursor)?;
         failpoint("channel-after-cursor");
     }
-    Ok(pass)
+    Ok(())
 }
 
 /// The items of one message, each written unless it already exists.
@@ -233,6 +241,11 @@ mod tests {
         channels.post(name, draft, at).unwrap()
     }
 
+    fn ok((pass, result): (Pass, Result<()>)) -> Pass {
+        result.unwrap();
+        pass
+    }
+
     fn pairs(items: &Store) -> Vec<(String, String)> {
         let (all, _) = items.load_all().unwrap();
         let mut v: Vec<(String, String)> =
@@ -249,11 +262,11 @@ mod tests {
         channels.add_member(&name, "sup", Role::Supervisor, 2).unwrap();
         let root = post(&channels, &name, "alice", "hello", None, 10);
         post(&channels, &name, "bob", "reply", Some(&root), 11);
-        let pass = ingest_channel(&channels, &items, &name, 20).unwrap();
+        let pass = ok(ingest_channel(&channels, &items, &name, 20));
         // Three onboarding prompts, hello to bob and sup, the reply to alice and sup.
         assert_eq!(pass.items.len(), 7, "{:?}", pass.items.iter().map(|i| &i.session).collect::<Vec<_>>());
         assert_eq!(pass.messages, 5);
-        let again = ingest_channel(&channels, &items, &name, 21).unwrap();
+        let again = ok(ingest_channel(&channels, &items, &name, 21));
         assert_eq!((again.items.len(), again.messages, again.existing), (0, 0, 0));
         assert_eq!(items.load_all().unwrap().0.len(), 7);
         let onboarding = pairs(&items).into_iter().filter(|(_, l)| l.contains("you joined")).count();
@@ -266,7 +279,7 @@ mod tests {
         channels.add_member(&name, "alice", Role::Worker, 2).unwrap();
         channels.add_member(&name, "bob", Role::Worker, 2).unwrap();
         post(&channels, &name, "human", "hi all", None, 10);
-        let first = ingest_channel(&channels, &items, &name, 20).unwrap();
+        let first = ok(ingest_channel(&channels, &items, &name, 20));
         assert_eq!(first.items.len(), 4);
         // The crash: the cursor never became durable, and one item of the last message is gone
         // too (the pass died between two items).
@@ -275,7 +288,7 @@ mod tests {
         let victim = all.iter().find(|i| i.text.contains("hi all")).unwrap();
         fs::remove_file(items.root().join("queue").join(&victim.session).join(format!("{}.queued", victim.id)))
             .unwrap();
-        let again = ingest_channel(&channels, &items, &name, 30).unwrap();
+        let again = ok(ingest_channel(&channels, &items, &name, 30));
         assert_eq!((again.items.len(), again.existing), (1, 3), "only the missing item is written");
         assert_eq!(again.items[0].id, victim.id);
         assert_eq!(items.load_all().unwrap().0.len(), 4);
@@ -299,20 +312,46 @@ mod tests {
         let bytes = format::serialize(&half);
         use std::io::Write;
         fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(&bytes[..bytes.len() / 2]).unwrap();
-        let pass = ingest_channel(&channels, &items, &name, 20).unwrap();
+        let pass = ok(ingest_channel(&channels, &items, &name, 20));
         assert_eq!(pass.items.len(), 2, "onboarding and 'whole' only");
         assert_eq!(load_cursor(&channels, &name).unwrap().files[ROOT_FILE], whole);
         // The next post cuts the tail; the pass after it ingests only that post.
         post(&channels, &name, "human", "next", None, 12);
-        let pass = ingest_channel(&channels, &items, &name, 21).unwrap();
+        let pass = ok(ingest_channel(&channels, &items, &name, 21));
         assert_eq!(pass.items.iter().map(|i| i.text.contains("next")).collect::<Vec<_>>(), vec![true]);
+    }
+
+    #[test]
+    fn a_pass_that_fails_part_way_returns_what_it_wrote_and_the_next_writes_the_rest() {
+        let (_tmp, channels, items, name) = setup();
+        channels.add_member(&name, "alice", Role::Worker, 2).unwrap();
+        channels.add_member(&name, "bob", Role::Worker, 2).unwrap();
+        ok(ingest_channel(&channels, &items, &name, 5));
+        post(&channels, &name, "human", "to both", None, 10);
+        // bob's queue cannot be written: a file is in the way of its directory.
+        let bob = items.root().join("queue").join("bob");
+        fs::remove_dir_all(&bob).unwrap();
+        fs::write(&bob, b"").unwrap();
+        let (pass, result) = ingest_channel(&channels, &items, &name, 20);
+        assert!(result.is_err());
+        assert_eq!(
+            pass.items.iter().map(|i| i.session.as_str()).collect::<Vec<_>>(),
+            ["alice"],
+            "handed to the engine"
+        );
+        fs::remove_file(&bob).unwrap();
+        let again = ok(ingest_channel(&channels, &items, &name, 30));
+        assert_eq!(
+            (again.items.iter().map(|i| i.session.as_str()).collect::<Vec<_>>(), again.existing),
+            (vec!["bob"], 1)
+        );
     }
 
     #[test]
     fn a_corrupt_cursor_stops_the_channel_instead_of_starting_over() {
         let (_tmp, channels, items, name) = setup();
         fs::write(channels.dir(&name).join(CURSOR_FILE), b"{garbage").unwrap();
-        let err = ingest_channel(&channels, &items, &name, 1).unwrap_err();
+        let err = ingest_channel(&channels, &items, &name, 1).1.unwrap_err();
         assert!(format!("{err:#}").contains("is corrupt"), "{err:#}");
     }
 
@@ -322,7 +361,7 @@ mod tests {
         channels.add_member(&name, "alice", Role::Worker, 2).unwrap();
         post(&channels, &name, "human", "before bob", None, 10);
         channels.add_member(&name, "bob", Role::Worker, 20).unwrap();
-        ingest_channel(&channels, &items, &name, 30).unwrap();
+        ok(ingest_channel(&channels, &items, &name, 30));
         let got = pairs(&items);
         assert!(!got.iter().any(|(s, l)| s == "bob" && l.contains("from human")), "{got:?}");
         assert!(got.iter().any(|(s, l)| s == "alice" && l.contains("from human")), "{got:?}");

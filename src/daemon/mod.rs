@@ -757,24 +757,23 @@ impl Daemon {
         if self.channels.roster(name).ok().flatten().is_some_and(|r| r.checkin_after_s.is_some()) {
             self.checkin_channels.insert(name.clone());
         }
-        let pass = crate::channel::ingest::ingest_channel(&self.channels, &self.store, name, now_ms());
-        match pass {
-            Ok(pass) => {
-                for p in &pass.problems {
-                    warn!(channel = %name, "{p}");
-                }
-                for (message, person) in &pass.notify {
-                    info!(channel = %name, message, person, "@{person} mentioned: the operator is notified");
-                }
-                if pass.existing > 0 {
-                    info!(channel = %name, existing = pass.existing, "items of an interrupted ingest were already queued");
-                }
-                for item in pass.items {
-                    info!(item = %item.id, session = %item.session, channel = %name, "queued from the channel");
-                    self.feed(Input::Ingested(item));
-                }
-                true
-            }
+        let (pass, result) = crate::channel::ingest::ingest_channel(&self.channels, &self.store, name, now_ms());
+        for p in &pass.problems {
+            warn!(channel = %name, "{p}");
+        }
+        for (message, person) in &pass.notify {
+            info!(channel = %name, message, person, "@{person} mentioned: the operator is notified");
+        }
+        if pass.existing > 0 {
+            info!(channel = %name, existing = pass.existing, "items of an interrupted ingest were already queued");
+        }
+        // Items written before a failure too: they are durable, and the next pass skips them.
+        for item in pass.items {
+            info!(item = %item.id, session = %item.session, channel = %name, "queued from the channel");
+            self.feed(Input::Ingested(item));
+        }
+        match result {
+            Ok(()) => true,
             Err(e) => {
                 warn!(channel = %name, "cannot ingest the channel yet; retrying: {e:#}");
                 self.retry_channels_later();
