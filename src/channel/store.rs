@@ -53,6 +53,8 @@ pub enum PostError {
     NotMember { channel: ChannelName, who: String },
     #[error("#{channel} has no message {thread} to reply to (a thread starts at a root message)")]
     NoSuchThread { channel: ChannelName, thread: ItemId },
+    #[error("{0}")]
+    BadMember(String),
     #[error(transparent)]
     Body(#[from] BodyError),
     #[error(
@@ -208,8 +210,8 @@ impl ChannelStore {
         now_ms: u64,
     ) -> Result<(Roster, bool), PostError> {
         if !super::valid_member_name(member) || RESERVED_NAMES.contains(&member) {
-            return Err(PostError::Io(anyhow::anyhow!(
-                "{member:?} cannot be a member: a member is a session name, and 'human' and 'channel' are mention words"
+            return Err(PostError::BadMember(format!(
+                "{member:?} cannot be a member: a member is a session name; 'human' and 'channel' are mention words and 'desk' signs check-ins"
             )));
         }
         let _lock = self.lock_existing(name)?;

@@ -52,7 +52,7 @@ fn post_error(e: PostError) -> anyhow::Error {
     let kind = match &e {
         PostError::NoChannel(_) => ErrorCode::NoSuchChannel,
         PostError::NotMember { .. } => ErrorCode::NotAMember,
-        PostError::NoSuchThread { .. } | PostError::Body(_) => ErrorCode::Usage,
+        PostError::NoSuchThread { .. } | PostError::Body(_) | PostError::BadMember(_) => ErrorCode::Usage,
         PostError::Corrupt { .. } | PostError::Io(_) => ErrorCode::Failed,
     };
     fail(kind, format!("{e:#}"))
