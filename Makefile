@@ -61,6 +61,7 @@ check-all: lint doc msrv fuzz-build
 bench:
 	$(CARGO) bench --locked --bench sessions
 	$(CARGO) bench --locked --bench delivery
+	$(CARGO) bench --locked --bench channels
 	$(CARGO) bench --locked --bench screen_model
 
 # Randomized crash soak of prompt delivery (benches/soak.rs): hundreds of prompts of every shape
