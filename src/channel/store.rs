@@ -530,6 +530,52 @@ mod tests {
         assert_eq!(fs::read(&path).unwrap(), before, "nothing cut, nothing appended");
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// Posts interleaved with writers killed mid-append (each cuts a torn tail first, as
+        /// the lock holder does, then leaves a random prefix of its own record): a read shows
+        /// exactly the posts that returned, in order, never a torn record.
+        #[test]
+        fn posts_and_torn_appends_read_back_as_exactly_the_posts_that_returned(
+            steps in proptest::collection::vec((proptest::bool::ANY, "[a-z @`\n]{1,40}", 0.0f64..1.0), 1..12)
+        ) {
+            let (_tmp, store, ch) = store();
+            let path = store.dir(&ch).join(ROOT_FILE);
+            let mut posted = Vec::new();
+            for (i, (torn, body, cut)) in steps.into_iter().enumerate() {
+                if body.trim().is_empty() {
+                    continue;
+                }
+                if torn {
+                    let doomed = Message {
+                        id: ItemId::sequential(1_000 + i as u64),
+                        author: "human".into(),
+                        ts_ms: 1_000 + i as u64,
+                        thread: None,
+                        kind: Kind::Post,
+                        body: body.clone(),
+                    };
+                    let bytes = format::serialize(&doomed);
+                    let keep = 1 + ((bytes.len() - 2) as f64 * cut) as usize;
+                    // A writer holds the lock and cuts a torn tail before it appends, like
+                    // `post`; this one then dies part way through its own record.
+                    store.cut_torn_tail(&path).unwrap();
+                    let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+                    f.write_all(&bytes[..keep]).unwrap();
+                } else {
+                    posted.push(store.post(&ch, draft("human", &body), 2_000 + i as u64).unwrap());
+                }
+                let (read, _) = store.read(&ch, None).unwrap();
+                let got: Vec<&ItemId> = read.iter().map(|m| &m.id).collect();
+                let want: Vec<&ItemId> = posted.iter().map(|m| &m.id).collect();
+                proptest::prop_assert_eq!(got, want);
+            }
+            let (read, _) = store.read(&ch, None).unwrap();
+            proptest::prop_assert_eq!(read, posted);
+        }
+    }
+
     #[test]
     fn adding_a_member_appends_one_joined_record_and_again_none() {
         let (_tmp, store, ch) = store();
