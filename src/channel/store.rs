@@ -19,7 +19,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use super::format::{self, Parsed, Tail};
-use super::{BodyError, ChannelName, Kind, Member, Message, OPERATOR, RESERVED_NAMES, Role, Roster};
+use super::{BodyError, ChannelName, Kind, Member, Message, RESERVED_NAMES, Role, Roster};
 use crate::delivery::item::ItemId;
 use crate::fsutil;
 use crate::paths::{Paths, ensure_private_dir};
@@ -417,11 +417,6 @@ impl ChannelStore {
         }
         Ok(out)
     }
-}
-
-/// Whether `author` is the operator (outside any session, no `--as`).
-pub fn is_operator(author: &str) -> bool {
-    author == OPERATOR
 }
 
 fn read_dir(dir: &Path) -> Result<Vec<PathBuf>> {

@@ -98,13 +98,6 @@ pub struct Parsed {
     pub tail: Tail,
 }
 
-impl Parsed {
-    /// The offset just past the last whole record (where a torn tail is cut).
-    pub fn complete_len(&self, offset: usize) -> usize {
-        self.records.last().map_or(offset, |r| r.end)
-    }
-}
-
 /// Why a record could not be read at some offset.
 enum Bad {
     /// The bytes end before the record does: a prefix of a record.
