@@ -12,6 +12,7 @@ pub mod events;
 pub mod fleet;
 pub mod fsutil;
 pub mod journal;
+pub mod keys;
 pub mod logging;
 pub mod master;
 pub mod paths;

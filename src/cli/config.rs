@@ -3,7 +3,8 @@
 //! that also holds provider rule overrides).
 //!
 //! Owns reading and checking that file: the detach key, the default terminal size of `desk new`,
-//! and arguments for each provider's own agent command. Invariants: a missing file is the
+//! arguments for each provider's own agent command, and the notify command `desk serve` runs
+//! when a session needs a person. Invariants: a missing file is the
 //! built-in defaults; a bad one is an error naming the file, the line and the key, never half
 //! applied; a flag given on the command line always wins over the file. Reads one file; knows
 //! nothing of sessions or the daemon.
@@ -20,7 +21,7 @@ const MAX_CONFIG: usize = 64 * 1024;
 
 /// The checked configuration.
 #[derive(Debug, Default, Clone, PartialEq)]
-pub(super) struct Config {
+pub(crate) struct Config {
     /// `[attach] detach_key`: `Some(None)` disables detaching by key.
     pub detach_key: Option<Option<u8>>,
     /// `[new] size`.
@@ -28,6 +29,9 @@ pub(super) struct Config {
     /// `[provider.NAME] args`: added after the agent's program when `desk new --provider NAME`
     /// starts it without a command of the user's.
     pub provider_args: BTreeMap<String, Vec<String>>,
+    /// `[notify] command`: a shell command (`sh -c`) the daemon runs with a notification's
+    /// JSON on stdin.
+    pub notify_command: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -39,6 +43,14 @@ struct File {
     new: NewSection,
     #[serde(default)]
     provider: BTreeMap<String, ProviderSection>,
+    #[serde(default)]
+    notify: NotifySection,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct NotifySection {
+    command: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -61,12 +73,12 @@ struct ProviderSection {
 }
 
 /// Where the file is.
-pub(super) fn path(paths: &crate::paths::Paths) -> PathBuf {
+pub(crate) fn path(paths: &crate::paths::Paths) -> PathBuf {
     paths.config.join("config.toml")
 }
 
 /// The configuration in force: the file if there is one, else the defaults.
-pub(super) fn load(paths: &crate::paths::Paths) -> anyhow::Result<Config> {
+pub(crate) fn load(paths: &crate::paths::Paths) -> anyhow::Result<Config> {
     let path = path(paths);
     let file = match std::fs::File::open(&path) {
         Ok(file) => file,
@@ -115,7 +127,13 @@ fn parse(text: &str, path: &Path) -> Result<Config, String> {
         }
         provider_args.insert(name, section.args);
     }
-    Ok(Config { detach_key, size, provider_args })
+    let notify_command = match file.notify.command {
+        Some(command) if command.trim().is_empty() => {
+            return Err(bad("notify", "command", "an empty command; leave the key out to run none".into()));
+        }
+        other => other,
+    };
+    Ok(Config { detach_key, size, provider_args, notify_command })
 }
 
 /// `: key `name`` for the key a line sets (or the table it opens), for an error message.
@@ -162,6 +180,10 @@ mod tests {
         assert_eq!(config.provider_args["claude"], vec!["--model", "opus"]);
         assert_eq!(parsed("").unwrap(), Config::default());
         assert_eq!(parsed("[attach]\ndetach_key = \"none\"\n").unwrap().detach_key, Some(None));
+        let notify = parsed("[notify]\ncommand = \"notify-send desk \\\"$DESK_NOTIFY_MESSAGE\\\"\"\n").unwrap();
+        assert_eq!(notify.notify_command.as_deref(), Some("notify-send desk \"$DESK_NOTIFY_MESSAGE\""));
+        let e = parsed("[notify]\ncommand = \" \"\n").unwrap_err();
+        assert!(e.starts_with("/c/config.toml: line 2: key `notify.command`: an empty command"), "{e}");
     }
 
     #[test]

@@ -19,7 +19,7 @@ use crate::wire::client::Connection;
 use crate::wire::{Frame, Role};
 
 /// Every event type, as `--type` takes it and JSON's `type` names it (`EventBody::kind`).
-pub(super) const TYPES: [&str; 14] = [
+pub(super) const TYPES: [&str; 16] = [
     "started",
     "title",
     "bell",
@@ -33,6 +33,8 @@ pub(super) const TYPES: [&str; 14] = [
     "hook",
     "state",
     "exit",
+    "keys",
+    "notify",
     "gap",
 ];
 

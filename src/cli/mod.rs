@@ -7,11 +7,12 @@
 //! failure is also printed on stdout as an error envelope ([`output`]).
 
 mod channel;
-mod config;
+pub(crate) mod config;
 mod delivery;
 mod events;
 mod explain;
 mod hook;
+mod keys;
 pub mod output;
 mod probe;
 mod sessions;
@@ -177,6 +178,22 @@ enum Command {
         /// refused, as it is most often a typo).
         #[arg(long)]
         queue_for_later: bool,
+        /// Print JSON (docs/cli.md).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Type keys into a session: named keys (Enter, Esc, Up, C-c, F1, ...) and text, e.g. to
+    /// answer an agent's dialog without attaching. A word that is no key name is typed as text;
+    /// `text:WORD` always types WORD.
+    Keys {
+        /// The session to type into (running).
+        name: SessionName,
+        /// The keys, in order: a key name (Enter, Escape/Esc, Tab, BTab, Backspace, Space,
+        /// Up, Down, Left, Right, Home, End, PgUp, PgDn, Insert, Delete, F1..F12), C-x or ^X
+        /// (a control character), M-x (Alt), `text:WORD`, or any other word as text (one that
+        /// starts with `-` after `--`, or as `text:-WORD`).
+        #[arg(required = true, value_name = "KEY")]
+        keys: Vec<String>,
         /// Print JSON (docs/cli.md).
         #[arg(long)]
         json: bool,
@@ -585,6 +602,7 @@ impl Command {
             | Command::Explain { json, .. }
             | Command::Rm { json, .. }
             | Command::Send { json, .. }
+            | Command::Keys { json, .. }
             | Command::Queue { json, .. }
             | Command::Item { json, .. }
             | Command::Stuck { json }
@@ -692,6 +710,7 @@ fn run(cli: Cli) -> Result<i32> {
             queue_for_later,
             json,
         }),
+        Command::Keys { name, keys, json } => keys::keys(&name, &keys, json),
         Command::Queue { name, json } => delivery::queue(name, json),
         Command::Item { id, json } => delivery::item(&id, json),
         Command::Stuck { json } => delivery::stuck(json),

@@ -443,7 +443,7 @@ fn unexited(paths: &Paths, name: &SessionName, answer: Answer) -> Result<Option<
 fn apply_info(row: &mut Listing, info: SessionInfo) {
     row.pid = Some(info.pid);
     row.master_pid = Some(info.master_pid);
-    row.command = info.command;
+    row.command = typed_command(Some(&info.provider), &info.command);
     row.cwd = Some(info.cwd);
     row.cols = Some(info.cols);
     row.rows = Some(info.rows);
@@ -464,7 +464,7 @@ fn from_files(name: &SessionName, meta: Option<&SessionMeta>, status: &'static s
         status,
         pid: meta.map(|m| m.pid),
         master_pid: meta.map(|m| m.master_pid),
-        command: meta.map(|m| m.command.clone()).unwrap_or_default(),
+        command: meta.map(|m| typed_command(Some(&m.provider), &m.command)).unwrap_or_default(),
         cwd: meta.map(|m| m.cwd.clone()),
         cols: meta.map(|m| m.cols),
         rows: meta.map(|m| m.rows),
@@ -613,7 +613,7 @@ fn ls_table(rows: &[Listing], now: u64, fit: Option<usize>) -> Vec<String> {
                 (Some(c), Some(rw)) => format!("{c}x{rw}"),
                 _ => "-".into(),
             },
-            super::table::printable(&super::table::shell_words(&typed_command(r.provider.as_deref(), &r.command))),
+            super::table::printable(&super::table::shell_words(&r.command)),
         ]);
     }
     super::table::render(&table, LS_COLUMN_CAP, fit)

@@ -6,7 +6,10 @@
 //! followed by a PING carrying the engine's token, so the PONG proves the master accepted the
 //! bytes, and an ERROR before it proves it refused them. Invariants: replies are matched to
 //! requests strictly in order; when a connection ends, every pending request is answered
-//! (a snapshot with an error, a write as "unknown" — it may have been typed).
+//! (a snapshot with an error, a write as "unknown" — it may have been typed). The events that
+//! may call for a notification (state changes, exits, the agent's own notifications) and the
+//! state a master reports on connect are kept in [`MasterConn::seen`] for the daemon's
+//! notifications ([`super::notify`]).
 
 use mio::net::UnixStream;
 use std::collections::VecDeque;
@@ -19,6 +22,14 @@ use crate::state::{Activity, Lifecycle, RuleSet};
 use crate::term_events::Mode;
 use crate::wire::{ErrorCode, Frame, FrameDecoder, PROTOCOL_VERSION, Role};
 
+/// What a connection saw that the notifications need.
+pub enum Seen {
+    /// The master's WELCOME: its session's generation and state then.
+    Welcome { generation: u32, state: Option<crate::state::StateView> },
+    /// A state change, an exit or an agent's notification.
+    Event(Event),
+}
+
 pub struct MasterConn {
     pub session: String,
     pub stream: UnixStream,
@@ -30,6 +41,8 @@ pub struct MasterConn {
     /// Writes awaiting their PONG, with the refusal seen for the head one.
     writes: VecDeque<(engine::Token, Option<String>)>,
     pub closed: bool,
+    /// What the notifications need from this connection since the daemon last drained it.
+    pub seen: Vec<Seen>,
     /// Why the master and this daemon cannot talk (protocol versions), once known: the
     /// connection is closed and nothing is ever sent to that master.
     pub refused: Option<String>,
@@ -47,6 +60,7 @@ impl MasterConn {
             snapshots: VecDeque::new(),
             writes: VecDeque::new(),
             closed: false,
+            seen: Vec::new(),
             refused: None,
         };
         conn.send(&Frame::Hello { version: PROTOCOL_VERSION, role: Role::Observer, cols: 0, rows: 0 });
@@ -157,6 +171,7 @@ impl MasterConn {
                     Some(s) => (s.lifecycle.value, s.activity.value, s.wait.clone(), s.ready),
                     None => (Lifecycle::Running, Activity::Unknown, None, true),
                 };
+                self.seen.push(Seen::Welcome { generation: info.generation, state: state.clone() });
                 let view = SessionView {
                     name: self.session.clone(),
                     generation: info.generation,
@@ -229,6 +244,9 @@ impl MasterConn {
         if event.generation != view.generation {
             return;
         }
+        if matches!(event.body, EventBody::State { .. } | EventBody::Exit { .. } | EventBody::Notification { .. }) {
+            self.seen.push(Seen::Event(event.clone()));
+        }
         match event.body {
             EventBody::State { axis, to, wait, .. } => {
                 match axis {
@@ -267,6 +285,14 @@ impl MasterConn {
                 });
             }
             _ => {}
+        }
+    }
+
+    /// Ask the master to journal an event of the daemon's (a `notify` record).
+    pub fn record(&mut self, event: &crate::wire::operator::ClientEvent) {
+        if self.view.is_some() && !self.closed {
+            self.send(&event.to_frame());
+            self.flush();
         }
     }
 

@@ -14,10 +14,13 @@
 //! only queued or, when it cannot be parsed, set aside; any other failure leaves it for a
 //! retry with backoff. Nothing but HELLO is ever sent to a master of another protocol
 //! version. Every control client is bounded: unread replies (reading stops past
-//! [`CONTROL_OUT_LIMIT`]), idle time ([`CONTROL_IDLE_TIMEOUT`]) and their number.
+//! [`CONTROL_OUT_LIMIT`]), idle time ([`CONTROL_IDLE_TIMEOUT`]) and their number. When a
+//! session needs a person (blocked, a stuck item, degraded, a failed exit, the agent's own
+//! notification) it runs the operator's notify command ([`notify`]) off the loop's thread.
 
 pub use desk_wire::control;
 pub mod masters;
+pub mod notify;
 
 use anyhow::{Context, Result, bail};
 use mio::net::{UnixListener, UnixStream};
@@ -251,6 +254,7 @@ struct Daemon {
     /// Channels with check-ins on, and when to look at them next.
     checkin_channels: std::collections::BTreeSet<ChannelName>,
     next_checkin: Instant,
+    notifications: notify::Notifications,
 }
 
 /// Run the daemon in this process until SIGTERM/SIGINT or a `stop` request.
@@ -314,6 +318,7 @@ impl Daemon {
             .add_watch(channels.root(), AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO)
             .context("cannot watch the channels directory")?;
         poll.registry().register(&mut SourceFd(&inotify.as_fd().as_raw_fd()), INOTIFY, Interest::READABLE)?;
+        let notifications = notify::Notifications::new(paths.clone());
         let mut daemon = Daemon {
             paths,
             poll,
@@ -345,6 +350,7 @@ impl Daemon {
             idle_since: HashMap::new(),
             checkin_channels: std::collections::BTreeSet::new(),
             next_checkin: Instant::now() + CHECKIN_EVERY,
+            notifications,
         };
         daemon.restore()?;
         Ok(daemon)
@@ -546,6 +552,10 @@ impl Daemon {
                     }
                     if claim {
                         store::failpoint("after-claim");
+                    }
+                    if item.state == State::Stuck && from != State::Stuck {
+                        self.notifications.on_stuck(&item);
+                        self.send_notify_records();
                     }
                     self.after_persist(&item.id, item.state);
                 }
@@ -899,18 +909,41 @@ impl Daemon {
         let mut load = |provider: &str| load_rules(rules, &paths.config, provider);
         let mut inbox = VecDeque::new();
         let mut welcomed = None;
+        let mut seen = Vec::new();
         if let Some(conn) = masters.get_mut(&token) {
             conn.flush();
             conn.readable(&mut load, &mut inbox);
             if conn.view.is_some() {
                 welcomed = Some(conn.session.clone());
             }
+            seen = std::mem::take(&mut conn.seen);
+            for what in &seen {
+                match what {
+                    masters::Seen::Welcome { generation, state } => {
+                        self.notifications.on_connected(&conn.session, *generation, state.as_ref())
+                    }
+                    masters::Seen::Event(event) => self.notifications.on_event(&conn.session, event),
+                }
+            }
+        }
+        if !seen.is_empty() {
+            self.send_notify_records();
         }
         if let Some(session) = welcomed {
             self.refused.remove(&session);
         }
         for input in inbox {
             self.feed(input);
+        }
+    }
+
+    /// Send the `notify` events the notifications made to their sessions' masters, to be
+    /// journalled (a session whose master is gone keeps only the daemon's log line).
+    fn send_notify_records(&mut self) {
+        for (session, record) in self.notifications.take_records() {
+            if let Some(conn) = self.by_session.get(&session).and_then(|t| self.masters.get_mut(t)) {
+                conn.record(&record);
+            }
         }
     }
 

@@ -2,8 +2,8 @@
 //!
 //! Owns the dashboard's process edge: the terminal (raw mode, alternate screen, and putting both
 //! back on every way out: quit, SIGTERM, SIGHUP, a panic), and the threads that feed one loop.
-//! The state and the keys live in [`model`], the drawing in [`view`]; this module only moves
-//! messages between them and the world.
+//! The state and the keys live in [`model`], the drawing in [`view`] (the answer panel's in
+//! [`answer`]); this module only moves messages between them and the world.
 //!
 //! Shape: every source of news runs on a thread of its own and sends [`Msg`]s down one channel;
 //! the main thread blocks on that channel, applies what arrived to the model and redraws. The
@@ -12,7 +12,8 @@
 //! event per permit so that an attach gets every keystroke), the signals, the daemon's queue and
 //! stuck items (the daemon has no push for them: asked every [`QUEUE_REFRESH`]), the channels'
 //! unread and `@human` counts (read from their files at the same pace), CPU and memory
-//! samples ([`USAGE_REFRESH`]), operator actions and sends (a force can take a minute), and the
+//! samples ([`USAGE_REFRESH`]), operator actions, sends and typed keys (a force can take a
+//! minute; keys go through `crate::keys`, as `desk keys` sends them), and the
 //! live preview (a viewer connection to the selected session's master, whose keyframe and
 //! output feed a local screen model). A thread per source keeps each one's blocking call out of
 //! the others' way without a second event loop beside the watcher's, and the main thread never
@@ -22,9 +23,12 @@
 //! and called by the guard's drop, the panic hook and the signal path; while the dashboard owns
 //! the terminal no thread but the main one writes to it.
 
+pub mod answer;
 pub mod model;
 pub mod view;
 
+#[cfg(test)]
+mod answer_tests;
 #[cfg(test)]
 mod tests;
 
@@ -287,6 +291,7 @@ fn run_loop(
             match handle(msg, dash, &mut preview) {
                 Flow::Run(action) => run_action(paths, tx, action, dash),
                 Flow::Send { session, text } => send_prompt(tx, session, text, dash),
+                Flow::Keys { session, keys } => send_keys(paths, tx, session, keys, dash),
                 Flow::Go => {}
                 Flow::Exit(code) => return Ok(code),
                 Flow::Attach(name) => {
@@ -307,6 +312,7 @@ fn run_loop(
 enum Flow {
     Go,
     Send { session: String, text: String },
+    Keys { session: String, keys: Vec<String> },
     Run(Action),
     Exit(i32),
     Attach(String),
@@ -376,6 +382,7 @@ fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Flow 
                 Some(model::Command::Attach(name)) => return Flow::Attach(name),
                 Some(model::Command::Run(action)) => return Flow::Run(action),
                 Some(model::Command::Send { session, text }) => return Flow::Send { session, text },
+                Some(model::Command::Keys { session, keys }) => return Flow::Keys { session, keys },
                 None => {}
             }
         }
@@ -456,6 +463,23 @@ fn send_prompt(tx: &Sender<Msg>, session: String, text: String, dash: &mut Dash)
             })
         })();
         let _ = tx.send(Msg::ActionDone(outcome.unwrap_or_else(|e| format!("not sent: {e:#}"))));
+    });
+}
+
+/// Type the answer panel's key into the session exactly as `desk keys` does (the same library
+/// call, journalled `via` `dash`), on a thread; the outcome comes back as a message.
+fn send_keys(paths: &Paths, tx: &Sender<Msg>, session: String, keys: Vec<String>, dash: &mut Dash) {
+    dash.status = Some(format!("typing {} into {session}...", keys.join(" ")));
+    let paths = paths.clone();
+    let _ = spawn("keys", tx.clone(), move |tx| {
+        let outcome = match crate::paths::SessionName::parse(&session) {
+            Ok(name) => match crate::keys::send(&paths, &name, &keys, &crate::keys::Sender::this_process("dash")) {
+                Ok(_) => format!("typed {} into {session}", keys.join(" ")),
+                Err(e) => format!("not typed: {e}"),
+            },
+            Err(e) => format!("not typed: {e}"),
+        };
+        let _ = tx.send(Msg::ActionDone(outcome));
     });
 }
 

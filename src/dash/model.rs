@@ -321,6 +321,11 @@ pub enum Command {
         session: String,
         text: String,
     },
+    /// Type these keys into the session (as `desk keys` does): the answer panel's choice.
+    Keys {
+        session: String,
+        keys: Vec<String>,
+    },
 }
 
 /// The inline prompt editor: multi-line text for one session.
@@ -369,6 +374,8 @@ pub struct Dash {
     pub confirm: Option<Confirm>,
     /// The prompt being written, while the editor is open.
     pub editor: Option<Editor>,
+    /// The answer panel, while it is open (`super::answer`).
+    pub answer: Option<super::answer::Answer>,
     /// The last action's outcome, or a refusal, for the footer.
     pub status: Option<String>,
     /// The daemon's answer could not be had (shown in the header), with why.
@@ -633,6 +640,19 @@ impl Dash {
             }
             return None;
         }
+        if let Some(answer) = self.answer.as_mut() {
+            return match answer.on_key(key) {
+                super::answer::Outcome::Stay => None,
+                super::answer::Outcome::Close => {
+                    self.answer = None;
+                    None
+                }
+                super::answer::Outcome::Type(name) => {
+                    let super::answer::Answer { session, .. } = self.answer.take()?;
+                    Some(Command::Keys { session, keys: vec![name] })
+                }
+            };
+        }
         if self.editing_filter {
             match key {
                 Key::Char(c) => self.filter.push(c),
@@ -673,6 +693,14 @@ impl Dash {
             Key::Char('s') => {
                 let session = self.selected.clone()?;
                 self.editor = Some(Editor { session, text: String::new() });
+            }
+            Key::Char('a') => {
+                let row = self.selected.as_ref().and_then(|s| self.rows.get(s))?;
+                if row.link == Link::Live {
+                    self.answer = Some(super::answer::Answer::new(row.name.clone(), row.wait.clone()));
+                } else {
+                    self.status = Some(format!("{} is not running: nothing to answer", row.name));
+                }
             }
             Key::Char('f') => self.ask_force(),
             Key::Char('d') => self.ask_drop(),
@@ -736,6 +764,9 @@ fn describe(body: &EventBody) -> Option<(String, bool)> {
             (None, Some(s)) => (format!("killed by signal {s}"), true),
             (None, None) => ("exited".into(), true),
         },
+        EventBody::Keys { keys, user, via, .. } => (format!("keys {} typed by {user} ({via})", keys.join(" ")), false),
+        // What desk told the operator: flagged like the agent's own notifications.
+        EventBody::Notify { kind, message, .. } => (format!("notified {kind}: {message}"), true),
         EventBody::Gap { from_seq, to_seq, reason } => (format!("events {from_seq}..{to_seq} lost: {reason}"), true),
         EventBody::Output { .. } | EventBody::Mode { .. } | EventBody::Resize { .. } | EventBody::Report { .. } => {
             return None;

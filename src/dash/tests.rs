@@ -144,6 +144,25 @@ fn demo_screen() -> Screen {
     screen
 }
 
+/// A screen taller than the preview pane: an agent drawing inline from the top is seen from its
+/// top (it was blank when the pane showed the bottom rows), one whose box sits at the bottom keeps
+/// it in view, and the cursor is always inside.
+#[test]
+fn the_preview_of_a_tall_screen_shows_the_rows_that_end_at_its_content() {
+    let mut inline = Screen::new(40, 40);
+    inline.process(b"\x1b[3;1HDo you want to proceed?\r\n1. Yes\r\n2. No\r\n");
+    assert_eq!(view::first_row(&inline, 10), 0, "rows 3-6 of 40 fit a 10-row pane from the top");
+    inline.process(b"\x1b[20;1Hmore text");
+    assert_eq!(view::first_row(&inline, 10), 10, "the window ends at row 20's text");
+    let mut boxed = Screen::new(40, 40);
+    boxed.process(b"\x1b[1;1Hheader\x1b[38;1H> input box\x1b[40;1Hstatus\x1b[38;3H");
+    assert_eq!(view::first_row(&boxed, 10), 30, "the bottom rows with the box and status");
+    let mut cursor_low = Screen::new(40, 40);
+    cursor_low.process(b"top\x1b[35;1H");
+    assert_eq!(view::first_row(&cursor_low, 10), 25, "the cursor's row is inside");
+    assert_eq!(view::first_row(&cursor_low, 50), 0, "a pane taller than the screen starts at its top");
+}
+
 #[test]
 fn rows_are_sorted_by_what_needs_a_person_first() {
     let dash = fleet();

@@ -66,6 +66,12 @@ pub fn render(frame: &mut Frame, dash: &Dash, preview: &Preview, now_ms: u64, lo
         render_editor(frame, preview_area, editor);
     } else if dash.items_focus {
         render_items(frame, preview_area, dash, look);
+    } else if let Some(answer) = &dash.answer {
+        // The preview stays above the panel: the dialog is what is being answered.
+        let panel_h = super::answer::PANEL_HEIGHT.min(preview_area.height);
+        let [screen, panel] = Layout::vertical([Constraint::Min(0), Constraint::Length(panel_h)]).areas(preview_area);
+        render_preview(frame, screen, preview, look);
+        super::answer::render(frame, panel, answer, look);
     } else {
         render_preview(frame, preview_area, preview, look);
     }
@@ -234,8 +240,8 @@ fn render_preview(frame: &mut Frame, area: Rect, preview: &Preview, look: Look) 
     }
 }
 
-/// A session's screen model drawn cell by cell: the top-left of the screen, or its bottom rows
-/// when it is taller than the pane (agents keep their input box at the bottom).
+/// A session's screen model drawn cell by cell from its left edge; a screen taller than the pane
+/// shows the rows that end at its content ([`first_row`]).
 struct ScreenView<'a> {
     screen: &'a Screen,
     look: Look,
@@ -244,7 +250,7 @@ struct ScreenView<'a> {
 impl Widget for ScreenView<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let (cols, rows) = self.screen.size();
-        let first = rows.saturating_sub(area.height);
+        let first = first_row(self.screen, area.height);
         for y in 0..area.height.min(rows) {
             for x in 0..area.width.min(cols) {
                 let Some(cell) = self.screen.cell(first + y, x) else { continue };
@@ -257,6 +263,18 @@ impl Widget for ScreenView<'_> {
             }
         }
     }
+}
+
+/// The first screen row a pane `height` rows tall shows: the window ends at the lower of the
+/// cursor's row and the last row with text. An agent that draws inline from the top of a fresh
+/// screen (a dialog on rows 3-15 of 40) is seen from its top; one whose input box sits at the
+/// bottom keeps it in view; the cursor is always inside.
+pub(crate) fn first_row(screen: &Screen, height: u16) -> u16 {
+    let (_, rows) = screen.size();
+    let text = screen.text_rows();
+    let last_text = text.iter().rposition(|r| !r.trim().is_empty()).unwrap_or(0);
+    let end = u16::try_from(last_text).unwrap_or(u16::MAX).max(screen.cursor().0).saturating_add(1);
+    end.saturating_sub(height).min(rows.saturating_sub(height))
 }
 
 fn cell_style(attrs: &Attrs, look: Look) -> Style {

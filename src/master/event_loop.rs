@@ -133,8 +133,9 @@ pub(super) struct Master {
     pub(super) authority: Authority,
     pub(super) state_timer: Option<Instant>,
     pub(super) screen_check_armed: bool,
-    /// When a controller last typed (Unix ms): delivery does not type over a person.
-    last_controller_input_ms: Option<u64>,
+    /// When a controller (or an operator's `keys`) last typed (Unix ms): delivery does not
+    /// type over a person.
+    pub(super) last_controller_input_ms: Option<u64>,
     pty_open: bool,
     pty_writable: bool,
     /// The PTY had more to read when the turn budget ran out.
@@ -589,7 +590,7 @@ impl Master {
                 }
                 Effect::QueueInput { client } => {
                     if let Some(Frame::Input(bytes)) = frame.take() {
-                        self.queue_input(token_of(client), &bytes, now);
+                        let _ = self.queue_input(token_of(client), &bytes, now);
                     }
                 }
                 Effect::Snapshot { client } => {
@@ -615,6 +616,14 @@ impl Master {
                 Effect::Hook { client } => {
                     if let Some(Frame::Hook(body)) = frame.take()
                         && let Err(reply) = self.on_hook_frame(body, now)
+                        && let Some(client) = self.clients.get_mut(&token_of(client))
+                    {
+                        client.push_control(&reply);
+                    }
+                }
+                Effect::ClientEvent { client } => {
+                    if let Some(Frame::Event(body)) = frame.take()
+                        && let Err(reply) = self.on_client_event(token_of(client), body, now)
                         && let Some(client) = self.clients.get_mut(&token_of(client))
                     {
                         client.push_control(&reply);
@@ -678,7 +687,8 @@ impl Master {
 
     /// An INPUT frame the session policy permitted: queue it whole for the child, or refuse it
     /// when the queue cannot take it.
-    fn queue_input(&mut self, token: Token, bytes: &[u8], now: Instant) {
+    /// Returns whether the bytes were queued.
+    pub(super) fn queue_input(&mut self, token: Token, bytes: &[u8], now: Instant) -> bool {
         if let Err(full) = self.input.push(bytes) {
             if let Some(client) = self.clients.get_mut(&token) {
                 client.push_control(&Frame::error(
@@ -692,13 +702,14 @@ impl Master {
                     ),
                 ));
             }
-            return;
+            return false;
         }
         self.flush_input();
         if self.clients.get(&token).is_some_and(|c| c.role == Some(Role::Controller)) {
             self.last_controller_input_ms = Some(crate::clock::now_ms());
         }
         self.policy.on_input_queued(client_id(token), now);
+        true
     }
 
     fn apply_size(&mut self, cols: u16, rows: u16) {

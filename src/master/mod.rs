@@ -12,6 +12,7 @@ mod client;
 mod event_loop;
 mod events;
 mod memory;
+mod operator;
 mod queue;
 mod state;
 mod timers;

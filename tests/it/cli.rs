@@ -578,6 +578,25 @@ fn ls_fits_an_80_column_terminal_and_aligns_wide_characters() {
     assert!(home.ok(&["ls"]).lines().any(|l| l.starts_with("plain") && l.contains("2 paused")));
 }
 
+/// `desk ls --json` gives the command as the user typed it, like the table: the hook wiring
+/// `desk new` added for an agent is desk's business (docs/cli.md, `.command`), also once the
+/// session has exited and the row comes from its files.
+#[test]
+fn ls_json_gives_the_command_without_the_hook_wiring() {
+    let home = Home::new();
+    let log = home.demo("agent", &[]);
+    let want =
+        vec![env!("CARGO_BIN_EXE_desk-demo-agent").to_string(), "--prompt-log".into(), log.display().to_string()];
+    let command = |home: &Home| -> Vec<String> {
+        let row = home.session("agent").expect("agent listed");
+        serde_json::from_value(row["command"].clone()).expect("command is a list of strings")
+    };
+    assert_eq!(command(&home), want);
+    home.ok(&["kill", "agent"]);
+    home.wait_exit("agent");
+    assert_eq!(command(&home), want, "an exited row's command too");
+}
+
 /// Times a person reads are local, with the offset shown (`TZ` honoured, POSIX form included);
 /// JSON keeps Unix ms and UTC.
 #[test]

@@ -194,6 +194,7 @@ fn every_json_answer_has_exactly_the_documented_fields() {
     seen.run(&home, &["stuck", "--json"]);
     seen.run(&home, &["item", &stuck, "--json"]);
     seen.run(&home, &["force", &stuck, "--json"]);
+    seen.run(&home, &["keys", "agent", "text:x", "--json"]);
 
     seen.run(&home, &["ls", "--json"]);
     seen.run(&home, &["peek", "agent", "--json"]);

@@ -100,6 +100,32 @@ pub enum EventBody {
         signal: Option<i32>,
         escalated: bool,
     },
+    /// An operator typed keys into the session (`desk keys`, the dashboard's answer panel).
+    Keys {
+        /// The keys as named (`Enter`, `1`, `text:yes`).
+        keys: Vec<String>,
+        /// How many bytes that was on the terminal.
+        bytes: usize,
+        /// The user who typed them.
+        user: String,
+        /// Their terminal, when they had one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tty: Option<String>,
+        /// `cli` or `dash`.
+        via: String,
+    },
+    /// `desk serve` ran the operator's notify command about this session.
+    Notify {
+        /// `blocked`, `stuck`, `degraded`, `exited` or `notification`.
+        kind: String,
+        message: String,
+        /// The stuck item, for `stuck`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        item: Option<String>,
+        /// Notifications held back by the rate limit since the previous one.
+        #[serde(default)]
+        suppressed: u32,
+    },
     /// Events `from_seq..=to_seq` were streamed but could not be journalled (a full disk):
     /// recorded with the first event the journal takes again, so the journal says what it
     /// misses.
@@ -120,6 +146,7 @@ impl EventBody {
                 | EventBody::State { .. }
                 | EventBody::Exit { .. }
                 | EventBody::Hook { .. }
+                | EventBody::Keys { .. }
                 | EventBody::Gap { .. }
         )
     }
@@ -140,6 +167,8 @@ impl EventBody {
             EventBody::Hook { .. } => "hook",
             EventBody::State { .. } => "state",
             EventBody::Exit { .. } => "exit",
+            EventBody::Keys { .. } => "keys",
+            EventBody::Notify { .. } => "notify",
             EventBody::Gap { .. } => "gap",
         }
     }
@@ -185,6 +214,15 @@ impl EventBody {
             }
             EventBody::Exit { signal, escalated, .. } => {
                 format!("exit by signal {}{}", signal.unwrap_or(0), if *escalated { " (after SIGKILL)" } else { "" })
+            }
+            EventBody::Keys { keys, bytes, user, tty, via } => {
+                let at = tty.as_ref().map(|t| format!(" on {t}")).unwrap_or_default();
+                format!("keys {} ({bytes} bytes) typed by {user}{at} via {via}", keys.join(" "))
+            }
+            EventBody::Notify { kind, message, item, suppressed } => {
+                let item = item.as_ref().map(|i| format!(" item {i}")).unwrap_or_default();
+                let held = if *suppressed > 0 { format!(" ({suppressed} held back before it)") } else { String::new() };
+                format!("notify {kind}{item}: {message}{held}")
             }
             EventBody::Gap { from_seq, to_seq, reason } => {
                 format!("events {from_seq}..{to_seq} are missing from the journal: {reason}")

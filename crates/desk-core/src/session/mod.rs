@@ -97,6 +97,9 @@ pub enum Effect {
     Snapshot { client: ClientId },
     /// Interpret the client's HOOK frame.
     Hook { client: ClientId },
+    /// Act on and record the client's EVENT frame: `keys` (type them; the session's terminal is
+    /// open) or `notify` (record it), `desk_wire::operator::ClientEvent`.
+    ClientEvent { client: ClientId },
     /// Send `error`, read nothing more from the client, and close it once its queue is written.
     Close { client: ClientId, error: Frame },
     /// The client asked to go (DETACH, or an ERROR of its own): close it without a reply.
@@ -334,6 +337,20 @@ impl SessionPolicy {
             }
             Frame::Hello { .. } => {
                 self.close(client, ErrorCode::BadHello, "HELLO may be sent only once per connection")
+            }
+            // An operator's keys or the daemon's notify record (docs/protocol.md §5.9): every
+            // role but a read-only viewer; keys only while the terminal takes input.
+            Frame::Event(body) if body.get("type").is_some_and(|t| t == "keys" || t == "notify") => {
+                if role == Role::Viewer {
+                    self.effect(refuse("send keys or notify events"));
+                } else if body.get("type").is_some_and(|t| t == "keys") && (self.child_exited || !self.terminal_open) {
+                    self.effect(Effect::Send {
+                        client,
+                        frame: Frame::error(ErrorCode::Exiting, "the session is exiting"),
+                    });
+                } else {
+                    self.effect(Effect::ClientEvent { client });
+                }
             }
             Frame::Welcome { .. }
             | Frame::Output(_)

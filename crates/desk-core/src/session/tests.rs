@@ -244,6 +244,36 @@ fn each_role_is_refused_what_it_may_not_do_and_stays_connected() {
 }
 
 #[test]
+fn keys_and_notify_events_are_taken_from_every_role_but_a_viewer_and_other_events_close() {
+    let event = |kind: &str| {
+        let mut map = serde_json::Map::new();
+        map.insert("type".into(), serde_json::Value::String(kind.into()));
+        Frame::Event(map)
+    };
+    for role in [Role::Controller, Role::Observer, Role::Query] {
+        let mut rig = rig();
+        let (id, _) = rig.join(role, (0, 0), 0.0);
+        assert_eq!(rig.frame(id, &event("keys"), 1.0), [Effect::ClientEvent { client: id }], "{role:?}");
+        assert_eq!(rig.frame(id, &event("notify"), 1.0), [Effect::ClientEvent { client: id }], "{role:?}");
+    }
+    let mut rig = rig();
+    let (viewer, _) = rig.join(Role::Viewer, (0, 0), 0.0);
+    let effects = rig.frame(viewer, &event("keys"), 1.0);
+    assert!(matches!(effects[..], [Effect::Send { .. }]) && code(&effects[0]) == Some(ErrorCode::NotPermitted));
+    // Keys into a terminal that closed are refused; the notify record is still taken.
+    let (query, _) = rig.join(Role::Query, (0, 0), 0.0);
+    rig.policy.on_terminal_closed();
+    let effects = rig.frame(query, &event("keys"), 3.0);
+    assert!(effects.iter().any(|e| code(e) == Some(ErrorCode::Exiting)), "{effects:?}");
+    assert_eq!(rig.frame(query, &event("notify"), 3.0), [Effect::ClientEvent { client: query }]);
+    // Any other event from a client is still a protocol error.
+    let mut rig = self::rig();
+    let (query, _) = rig.join(Role::Query, (0, 0), 0.0);
+    let effects = rig.frame(query, &event("title"), 1.0);
+    assert!(effects.iter().any(|e| matches!(e, Effect::Close { .. }) && code(e) == Some(ErrorCode::Malformed)));
+}
+
+#[test]
 fn every_role_gets_snapshots_and_pongs() {
     for role in [Role::Controller, Role::Viewer, Role::Observer, Role::Query] {
         let mut rig = rig();

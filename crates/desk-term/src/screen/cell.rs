@@ -54,6 +54,38 @@ pub struct Attrs {
 }
 
 impl Attrs {
+    /// A complete SGR sequence setting these attributes from scratch (`CSI 0 ; ... m`): the one
+    /// spelling keyframes, history text and client views share.
+    pub(crate) fn sgr(&self) -> String {
+        let mut s = String::new();
+        self.write_sgr(&mut s);
+        s
+    }
+
+    /// [`Attrs::sgr`] written into `out`.
+    pub(crate) fn write_sgr(&self, out: &mut impl std::fmt::Write) {
+        let _ = out.write_str("\x1b[0");
+        for (bit, code) in [
+            (flag::BOLD, "1"),
+            (flag::DIM, "2"),
+            (flag::ITALIC, "3"),
+            (flag::UNDERLINE, "4"),
+            (flag::BLINK, "5"),
+            (flag::INVERSE, "7"),
+            (flag::HIDDEN, "8"),
+            (flag::STRIKE, "9"),
+            (flag::DOUBLE_UNDERLINE, "21"),
+        ] {
+            if self.has(bit) {
+                let _ = out.write_char(';');
+                let _ = out.write_str(code);
+            }
+        }
+        sgr_color(out, self.fg, 30, 90, 38);
+        sgr_color(out, self.bg, 40, 100, 48);
+        let _ = out.write_char('m');
+    }
+
     /// True when `bit` (one of [`flag`]) is set.
     pub fn has(&self, bit: u16) -> bool {
         self.flags & bit != 0
@@ -125,6 +157,18 @@ impl Cell {
     pub(super) fn has_marks(&self) -> bool {
         self.kind & kind::MARKS != 0
     }
+}
+
+/// One colour's SGR parameters: `base + n` for the 8 basic colours, `bright + n - 8` for the
+/// bright ones, `extended;5;n` and `extended;2;r;g;b` beyond.
+fn sgr_color(out: &mut impl std::fmt::Write, color: Color, base: u8, bright: u8, extended: u8) {
+    let _ = match color {
+        Color::Default => Ok(()),
+        Color::Indexed(n) if n < 8 => write!(out, ";{}", base + n),
+        Color::Indexed(n) if n < 16 => write!(out, ";{}", bright + n - 8),
+        Color::Indexed(n) => write!(out, ";{extended};5;{n}"),
+        Color::Rgb(r, g, b) => write!(out, ";{extended};2;{r};{g};{b}"),
+    };
 }
 
 #[cfg(test)]

@@ -479,7 +479,7 @@ impl HistoryRow {
         }
         let mut out = String::new();
         for run in &self.runs {
-            out.push_str(&super::keyframe::sgr(&run.attrs()));
+            run.attrs().write_sgr(&mut out);
             out.push_str(&run.text);
         }
         out.push_str("\x1b[0m");

@@ -42,7 +42,7 @@ use std::fmt::Write as _;
 
 use unicode_width::UnicodeWidthChar;
 
-use super::cell::{Attrs, Cell, Color, flag};
+use super::cell::{Attrs, Cell};
 use super::grid::{Grid, Row};
 use super::modes::{Charset, MouseEncoding, MouseMode};
 use super::term::{AltMode, SavedCursor, Term};
@@ -58,41 +58,6 @@ struct Client {
     charsets: [Charset; 2],
     gl: usize,
     cols: usize,
-}
-
-fn sgr_color(out: &mut String, color: Color, base: u8, bright: u8, extended: u8) {
-    let _ = match color {
-        Color::Default => Ok(()),
-        Color::Indexed(n) if n < 8 => write!(out, ";{}", base + n),
-        Color::Indexed(n) if n < 16 => write!(out, ";{}", bright + n - 8),
-        Color::Indexed(n) => write!(out, ";{extended};5;{n}"),
-        Color::Rgb(r, g, b) => write!(out, ";{extended};2;{r};{g};{b}"),
-    };
-}
-
-/// A complete SGR setting `attrs` from scratch.
-pub(crate) fn sgr(attrs: &Attrs) -> String {
-    let mut s = String::from("\x1b[0");
-    for (bit, code) in [
-        (flag::BOLD, "1"),
-        (flag::DIM, "2"),
-        (flag::ITALIC, "3"),
-        (flag::UNDERLINE, "4"),
-        (flag::BLINK, "5"),
-        (flag::INVERSE, "7"),
-        (flag::HIDDEN, "8"),
-        (flag::STRIKE, "9"),
-        (flag::DOUBLE_UNDERLINE, "21"),
-    ] {
-        if attrs.has(bit) {
-            s.push(';');
-            s.push_str(code);
-        }
-    }
-    sgr_color(&mut s, attrs.fg, 30, 90, 38);
-    sgr_color(&mut s, attrs.bg, 40, 100, 48);
-    s.push('m');
-    s
 }
 
 impl Client {
@@ -115,7 +80,7 @@ impl Client {
 
     fn set_pen(&mut self, attrs: &Attrs) {
         if self.pen != *attrs {
-            let s = sgr(attrs);
+            let s = attrs.sgr();
             self.emit(&s);
             self.pen = *attrs;
         }

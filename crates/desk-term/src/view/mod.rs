@@ -19,7 +19,7 @@
 
 use std::fmt::Write as _;
 
-use crate::screen::{Attrs, Color, Modes, MouseEncoding, MouseMode, Screen, flag};
+use crate::screen::{Attrs, Modes, MouseEncoding, MouseMode, Screen};
 
 /// One client's view: its size, where the crop sits, and what it was last sent.
 #[derive(Debug)]
@@ -196,7 +196,7 @@ impl View {
             let cut = cell.wide_continuation || (cell.wide && j + 1 >= width);
             let text: &str = if cut || cell.text.is_empty() { " " } else { &cell.text };
             if cell.attrs != pen {
-                sgr(&cell.attrs, line);
+                cell.attrs.write_sgr(&mut Sink(line));
                 pen = cell.attrs;
             }
             line.extend_from_slice(text.as_bytes());
@@ -259,40 +259,6 @@ fn pan(start: u16, pos: u16, len: u16, total: u16) -> u16 {
         start
     };
     start.min(total - len)
-}
-
-fn sgr_color(out: &mut Vec<u8>, color: Color, base: u8, bright: u8, extended: u8) {
-    let _ = match color {
-        Color::Default => Ok(()),
-        Color::Indexed(n) if n < 8 => write!(Sink(out), ";{}", base + n),
-        Color::Indexed(n) if n < 16 => write!(Sink(out), ";{}", bright + n - 8),
-        Color::Indexed(n) => write!(Sink(out), ";{extended};5;{n}"),
-        Color::Rgb(r, g, b) => write!(Sink(out), ";{extended};2;{r};{g};{b}"),
-    };
-}
-
-/// A complete SGR setting `attrs` from scratch.
-fn sgr(attrs: &Attrs, out: &mut Vec<u8>) {
-    out.extend_from_slice(b"\x1b[0");
-    for (bit, code) in [
-        (flag::BOLD, "1"),
-        (flag::DIM, "2"),
-        (flag::ITALIC, "3"),
-        (flag::UNDERLINE, "4"),
-        (flag::BLINK, "5"),
-        (flag::INVERSE, "7"),
-        (flag::HIDDEN, "8"),
-        (flag::STRIKE, "9"),
-        (flag::DOUBLE_UNDERLINE, "21"),
-    ] {
-        if attrs.has(bit) {
-            out.push(b';');
-            out.extend_from_slice(code.as_bytes());
-        }
-    }
-    sgr_color(out, attrs.fg, 30, 90, 38);
-    sgr_color(out, attrs.bg, 40, 100, 48);
-    out.push(b'm');
 }
 
 /// `fmt::Write` into a byte vector.

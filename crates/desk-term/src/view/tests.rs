@@ -2,6 +2,7 @@
 //! comparing what it shows with the crop of the session's screen the view promises.
 
 use super::*;
+use crate::screen::Color;
 use proptest::prelude::*;
 
 /// A session of `cols x rows` that was fed `stream`.

@@ -1,0 +1,243 @@
+//! The daemon's notifications: running the operator's notify command when a session needs a
+//! person.
+//!
+//! Owns carrying out what `desk_core::notify` decides: building the notification's JSON, running
+//! `[notify] command` from the config file through `sh -c` with that JSON on stdin (and its main
+//! fields in `DESK_NOTIFY_*` variables), and asking the session's master to journal a `notify`
+//! event (the daemon's loop sends it; see [`Notifications::take_records`]). Invariants: nothing
+//! here blocks the daemon's loop — each command runs on a short-lived thread of its own that
+//! writes its stdin, waits for it at most [`COMMAND_TIMEOUT`] (then kills its process group)
+//! and reaps it; at most [`MAX_RUNNING`] commands run at once and a notification beyond that is
+//! logged and not run; every failure (no shell, an exit code, a timeout, a bad config file) is
+//! logged, never raised. The config file is read when a notification is due, so an edit takes
+//! effect without restarting the daemon.
+
+use std::collections::VecDeque;
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use tracing::{info, warn};
+
+use crate::events::Event;
+use crate::paths::Paths;
+use crate::wire::operator::{ClientEvent, MAX_NOTIFY_MESSAGE, cut};
+use desk_core::notify::{Notice, Notifier, StateMirror};
+
+/// 10 s for one notify command: a webhook with curl or a phone push answers in well under a
+/// second; one still running after this is hung, and is killed so that it cannot pile up.
+pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// 8 commands at once: the rate limit lets at most a few out per session, so this is only hit
+/// when many sessions need someone at the same moment (a fleet-wide outage); eight popups say
+/// as much as a hundred, and a hung command cannot grow the daemon's threads without bound.
+pub const MAX_RUNNING: usize = 8;
+
+/// How often a command's thread looks whether it has finished: its delay is all it costs (the
+/// thread does nothing else), and a person does not notice 20 ms.
+const WAIT_POLL: Duration = Duration::from_millis(20);
+
+/// 2 KiB of a failed command's stderr go into the log: enough for its error message.
+const STDERR_KEPT: usize = 2048;
+
+/// The daemon's notification state: the decisions, and the commands running.
+pub struct Notifications {
+    paths: Paths,
+    notifier: Notifier,
+    running: Arc<AtomicUsize>,
+    /// `notify` events waiting for the loop to send to their session's master.
+    records: VecDeque<(String, ClientEvent)>,
+}
+
+impl Notifications {
+    pub fn new(paths: Paths) -> Notifications {
+        Notifications {
+            paths,
+            notifier: Notifier::new(),
+            running: Arc::new(AtomicUsize::new(0)),
+            records: VecDeque::new(),
+        }
+    }
+
+    /// A master welcomed the daemon: the state its session is in now is not news.
+    pub fn on_connected(&mut self, session: &str, generation: u32, state: Option<&crate::state::StateView>) {
+        let mirror = state
+            .map(|s| StateMirror {
+                lifecycle: s.lifecycle.value.as_str().to_string(),
+                activity: s.activity.value.as_str().to_string(),
+                health: s.health.value.as_str(),
+                wait: s.wait.clone(),
+            })
+            .unwrap_or_default();
+        self.notifier.on_connected(session, generation, mirror, Instant::now());
+    }
+
+    /// A session event from a master.
+    pub fn on_event(&mut self, session: &str, event: &Event) {
+        if let Some(notice) = self.notifier.on_event(session, event, Instant::now()) {
+            self.notify(notice);
+        }
+    }
+
+    /// A delivery item turned stuck.
+    pub fn on_stuck(&mut self, item: &crate::delivery::item::Item) {
+        let class = item.stuck.map_or("stuck", |c| c.as_str());
+        let first = item.text.lines().next().unwrap_or("");
+        let first = cut(first, 120);
+        if let Some(notice) = self.notifier.on_stuck(&item.session, item.id.as_str(), class, &first, Instant::now()) {
+            self.notify(notice);
+        }
+    }
+
+    /// The `notify` events to journal, by session, in order.
+    pub fn take_records(&mut self) -> Vec<(String, ClientEvent)> {
+        self.records.drain(..).collect()
+    }
+
+    fn notify(&mut self, notice: Notice) {
+        let message = cut(&notice.message, MAX_NOTIFY_MESSAGE);
+        info!(session = %notice.session, kind = notice.kind.as_str(), "notify: {message}");
+        self.records.push_back((
+            notice.session.clone(),
+            ClientEvent::Notify {
+                kind: notice.kind.as_str().to_string(),
+                message: message.clone(),
+                item: notice.item.clone(),
+                suppressed: notice.suppressed,
+            },
+        ));
+        let command = match crate::cli::config::load(&self.paths) {
+            Ok(config) => config.notify_command,
+            Err(e) => {
+                warn!("not running the notify command: {e:#}");
+                return;
+            }
+        };
+        let Some(command) = command else { return };
+        if self.running.load(Ordering::SeqCst) >= MAX_RUNNING {
+            warn!(session = %notice.session, "not running the notify command: {MAX_RUNNING} are still running");
+            return;
+        }
+        let json = notice_json(&notice, &message, crate::clock::now_ms());
+        self.running.fetch_add(1, Ordering::SeqCst);
+        let running = self.running.clone();
+        let session = notice.session.clone();
+        let spawned = std::thread::Builder::new().name("notify".into()).spawn(move || {
+            if let Err(why) = run_command(&command, &json) {
+                warn!(session = %session, "the notify command failed: {why}");
+            }
+            running.fetch_sub(1, Ordering::SeqCst);
+        });
+        if let Err(e) = spawned {
+            self.running.fetch_sub(1, Ordering::SeqCst);
+            warn!("cannot start a thread for the notify command: {e}");
+        }
+    }
+}
+
+/// The JSON a notify command reads on stdin (docs/operator-guide.md).
+fn notice_json(notice: &Notice, message: &str, now_ms: u64) -> serde_json::Value {
+    serde_json::json!({
+        "kind": notice.kind.as_str(),
+        "session": notice.session,
+        "generation": notice.generation,
+        "message": message,
+        "state": {
+            "lifecycle": notice.state.lifecycle,
+            "activity": notice.state.activity,
+            "health": notice.state.health,
+            "wait": notice.state.wait,
+        },
+        "item": notice.item,
+        "suppressed": notice.suppressed,
+        "ts_ms": now_ms,
+        "ts": desk_core::time::iso8601(now_ms),
+    })
+}
+
+/// Run `command` with `json` on stdin, until it exits or [`COMMAND_TIMEOUT`]; an `Err` says how
+/// it failed. Runs on its own thread.
+fn run_command(command: &str, json: &serde_json::Value) -> Result<(), String> {
+    let field = |k: &str| json[k].as_str().unwrap_or("").to_string();
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .env("DESK_NOTIFY_KIND", field("kind"))
+        .env("DESK_NOTIFY_SESSION", field("session"))
+        .env("DESK_NOTIFY_MESSAGE", field("message"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        // Its own process group, so a timeout kills what it started too.
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("cannot run sh: {e}"))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        // A command that does not read its stdin closes it early: not a failure.
+        let mut line = json.to_string();
+        line.push('\n');
+        let _ = stdin.write_all(line.as_bytes());
+    }
+    let mut stderr = Vec::new();
+    if let Some(err) = child.stderr.as_ref() {
+        let _ = nix::fcntl::fcntl(err, nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK));
+    }
+    let deadline = Instant::now() + COMMAND_TIMEOUT;
+    let status = loop {
+        read_some(&mut child, &mut stderr);
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() >= deadline => {
+                let pgid = nix::unistd::Pid::from_raw(-(child.id() as i32));
+                let _ = nix::sys::signal::kill(pgid, nix::sys::signal::SIGKILL);
+                let _ = child.wait();
+                return Err(format!("still running after {} s; killed", COMMAND_TIMEOUT.as_secs()));
+            }
+            Ok(None) => std::thread::sleep(WAIT_POLL),
+            Err(e) => return Err(format!("cannot wait for it: {e}")),
+        }
+    };
+    read_some(&mut child, &mut stderr);
+    if status.success() {
+        return Ok(());
+    }
+    let said = String::from_utf8_lossy(&stderr).trim().to_string();
+    let said = if said.is_empty() { String::new() } else { format!(": {said}") };
+    Err(format!("{status}{said}"))
+}
+
+/// Read what the child's stderr has now, keeping at most [`STDERR_KEPT`] bytes.
+fn read_some(child: &mut Child, kept: &mut Vec<u8>) {
+    let Some(err) = child.stderr.as_mut() else { return };
+    let mut buf = [0u8; 1024];
+    while let Ok(n) = err.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        let room = STDERR_KEPT.saturating_sub(kept.len());
+        kept.extend_from_slice(&buf[..n.min(room)]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_gets_the_json_on_stdin_and_failures_say_what_it_printed() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("got");
+        let json = serde_json::json!({"kind": "blocked", "session": "s", "message": "s is waiting"});
+        let command =
+            format!("cat > {}; echo \"$DESK_NOTIFY_KIND $DESK_NOTIFY_SESSION\" >> {}", out.display(), out.display());
+        run_command(&command, &json).unwrap();
+        let got = std::fs::read_to_string(&out).unwrap();
+        let mut lines = got.lines();
+        assert_eq!(serde_json::from_str::<serde_json::Value>(lines.next().unwrap()).unwrap(), json);
+        assert_eq!(lines.next(), Some("blocked s"));
+        let e = run_command("echo no webhook >&2; exit 3", &json).unwrap_err();
+        assert!(e.contains("3") && e.ends_with(": no webhook"), "{e}");
+    }
+}

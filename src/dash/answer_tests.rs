@@ -1,0 +1,198 @@
+//! The answer panel (`a`) without a terminal: keys drive [`Dash`] to the `keys` command the
+//! loop runs, and the panel is drawn on ratatui's `TestBackend` under a dialog's preview and
+//! compared with reviewed snapshots (`snapshots/`).
+
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+
+use super::model::{Command, Dash, Key, Row};
+use super::view::{self, Look, Preview};
+use crate::fleet::FleetEvent;
+use crate::screen::Screen;
+use crate::session::ExitRecord;
+use crate::wire::{ExitStatus, SessionInfo};
+use desk_wire::state::{Activity, AxisView, Evidence, EvidenceSource, Health, Lifecycle, StateView};
+
+/// A fixed "now" (2026-12-01 10:00:00 UTC), so ages in snapshots never move.
+const NOW: u64 = 1_796_119_200_000;
+
+fn axis<T>(value: T) -> AxisView<T> {
+    AxisView {
+        value,
+        since_ms: NOW - 5_000,
+        evidence: Evidence { source: EvidenceSource::Hook, detail: "test".into(), at_ms: NOW },
+    }
+}
+
+fn joined(name: &str, activity: Activity) -> FleetEvent {
+    FleetEvent::Joined {
+        session: name.into(),
+        info: Box::new(SessionInfo {
+            name: name.into(),
+            generation: 1,
+            provider: "demo".into(),
+            pid: 100,
+            master_pid: 99,
+            command: vec!["desk-demo-agent".into()],
+            cwd: "/".into(),
+            cols: 44,
+            rows: 10,
+            controllers: 0,
+            viewers: 0,
+            observers: 1,
+            title: if activity == Activity::Blocked { "✋ demo".into() } else { "demo".into() },
+            started_at_ms: NOW - 600_000,
+            state: Some(StateView {
+                provider: "demo".into(),
+                lifecycle: axis(Lifecycle::Running),
+                activity: axis(activity),
+                wait: (activity == Activity::Blocked).then(|| "approval".to_string()),
+                health: axis(Health::Ok),
+                ready: true,
+                last_output_ms: None,
+                last_hook_ms: None,
+                rules: "builtin".into(),
+            }),
+        }),
+    }
+}
+
+fn fleet() -> Dash {
+    let mut dash = Dash::new();
+    dash.apply(&joined("ask", Activity::Blocked), NOW);
+    dash.apply(&joined("calm", Activity::Idle), NOW);
+    let exit = ExitRecord {
+        generation: 1,
+        status: ExitStatus::Code(3),
+        escalated: false,
+        exited_at_ms: NOW - 60_000,
+        cols: Some(44),
+        rows: Some(10),
+        title: None,
+        last_screen: Some(vec!["bye".into()]),
+        last_history: None,
+    };
+    dash.insert(Row::exited("gone", "demo", exit));
+    dash
+}
+
+/// The demo agent's approval dialog, as its screen shows it.
+fn dialog_screen() -> Screen {
+    let mut screen = Screen::new(44, 10);
+    screen.process(
+        "> please approve-me\r\n\
+         ╭──────────────────────────────────────╮\r\n\
+         │ Bash command                         │\r\n\
+         │   demo-tool --prompt 1               │\r\n\
+         │ Do you want to run this command?     │\r\n\
+         │ ❯ 1. Yes                             │\r\n\
+         │   2. No                              │\r\n\
+         ╰──────────────────────────────────────╯\r\n\
+           waiting for approval · Enter to confirm"
+            .as_bytes(),
+    );
+    screen
+}
+
+fn draw(dash: &Dash, cols: u16, rows: u16) -> Terminal<TestBackend> {
+    let screen = dialog_screen();
+    let preview = Preview::Screen { session: "ask", screen: &screen };
+    let mut term = Terminal::new(TestBackend::new(cols, rows)).expect("test terminal");
+    term.draw(|frame| view::render(frame, dash, &preview, NOW, Look { color: true })).expect("draw");
+    term
+}
+
+#[test]
+fn a_opens_the_panel_and_enter_types_the_highlighted_key_into_the_selected_session() {
+    let mut dash = fleet();
+    assert_eq!(dash.selected(), Some("ask"), "the blocked session is on top");
+    assert_eq!(dash.on_key(Key::Char('a')), None, "opening the panel types nothing");
+    let panel = dash.answer.as_ref().expect("the panel is open");
+    assert_eq!(panel.wait.as_deref(), Some("approval"));
+    assert_eq!(dash.on_key(Key::Enter), Some(Command::Keys { session: "ask".into(), keys: vec!["Enter".into()] }));
+    assert!(dash.answer.is_none(), "the panel closes once a key is typed");
+}
+
+#[test]
+fn the_highlight_moves_with_j_k_and_the_arrows_and_digits_type_at_once() {
+    let mut dash = fleet();
+    dash.on_key(Key::Char('a'));
+    for key in [Key::Char('j'), Key::Down, Key::Char('k'), Key::Char('j')] {
+        assert_eq!(dash.on_key(key), None, "{key:?} only moves the highlight");
+    }
+    assert_eq!(dash.answer.as_ref().map(|a| a.choice), Some(2));
+    assert_eq!(dash.selected(), Some("ask"), "the table's selection did not move");
+    assert_eq!(dash.on_key(Key::Enter), Some(Command::Keys { session: "ask".into(), keys: vec!["1".into()] }));
+    dash.on_key(Key::Char('a'));
+    assert_eq!(dash.on_key(Key::Char('n')), Some(Command::Keys { session: "ask".into(), keys: vec!["n".into()] }));
+    // Up from the first choice wraps to the last (an arrow key to send).
+    dash.on_key(Key::Char('a'));
+    dash.on_key(Key::Up);
+    assert_eq!(dash.on_key(Key::Enter), Some(Command::Keys { session: "ask".into(), keys: vec!["Right".into()] }));
+}
+
+#[test]
+fn esc_closes_the_panel_without_typing_and_an_exited_session_has_nothing_to_answer() {
+    let mut dash = fleet();
+    dash.on_key(Key::Char('a'));
+    assert_eq!(dash.on_key(Key::Esc), None);
+    assert!(dash.answer.is_none());
+    assert_eq!(dash.on_key(Key::Char('q')), Some(super::model::Command::Quit), "the panel is closed");
+    let mut dash = fleet();
+    // An error exit sorts above the idle session.
+    dash.on_key(Key::Char('j'));
+    assert_eq!(dash.selected(), Some("gone"));
+    assert_eq!(dash.on_key(Key::Char('a')), None);
+    assert!(dash.answer.is_none());
+    assert_eq!(dash.status.as_deref(), Some("gone is not running: nothing to answer"));
+}
+
+#[test]
+fn view_answer_panel_80x24() {
+    let mut dash = fleet();
+    dash.on_key(Key::Char('a'));
+    dash.on_key(Key::Char('j'));
+    insta::assert_snapshot!(draw(&dash, 80, 24).backend());
+}
+
+#[test]
+fn view_answer_panel_200x50() {
+    let mut dash = fleet();
+    dash.on_key(Key::Char('a'));
+    insta::assert_snapshot!(draw(&dash, 200, 50).backend());
+}
+
+#[test]
+fn the_daemons_notify_records_and_typed_keys_show_in_the_events_pane_notify_as_an_alert() {
+    use crate::events::{Event, EventBody};
+    let mut dash = fleet();
+    let event =
+        |seq, body| FleetEvent::Event { session: "ask".into(), event: Event { seq, ts_ms: NOW, generation: 1, body } };
+    dash.apply(
+        &event(
+            10,
+            EventBody::Notify {
+                kind: "blocked".into(),
+                message: "ask is waiting for you: approval".into(),
+                item: None,
+                suppressed: 0,
+            },
+        ),
+        NOW,
+    );
+    dash.apply(
+        &event(
+            11,
+            EventBody::Keys { keys: vec!["Enter".into()], bytes: 1, user: "ana".into(), tty: None, via: "dash".into() },
+        ),
+        NOW,
+    );
+    let lines: Vec<(String, bool)> = dash.log_lines().map(|l| (l.text.clone(), l.alert)).collect();
+    assert_eq!(
+        lines[..2],
+        [
+            ("keys Enter typed by ana (dash)".to_string(), false),
+            ("notified blocked: ask is waiting for you: approval".to_string(), true),
+        ]
+    );
+}
