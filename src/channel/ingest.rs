@@ -46,6 +46,18 @@ pub struct Cursor {
     pub files: BTreeMap<String, u64>,
 }
 
+/// A message that mentions the operator or a person member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mention {
+    pub message: String,
+    pub author: String,
+    /// The author is an agent member (a session the notification can be about).
+    pub author_is_agent: bool,
+    /// Who it mentions: `human`, person members.
+    pub people: Vec<String>,
+    pub body: String,
+}
+
 /// What one pass did.
 #[derive(Debug, Default)]
 pub struct Pass {
@@ -55,8 +67,8 @@ pub struct Pass {
     pub existing: usize,
     /// Messages ingested.
     pub messages: usize,
-    /// People to notify: (message id, person).
-    pub notify: Vec<(String, String)>,
+    /// Messages that notify people (`@human`, person members), once each.
+    pub notify: Vec<Mention>,
     /// Torn tails and damage seen (not ingested), for the log.
     pub problems: Vec<String>,
 }
@@ -151,8 +163,14 @@ fn run_pass(channels: &ChannelStore, items: &Store, name: &ChannelName, now_ms: 
             let ctx = ThreadContext { parent_author: parent_author.as_deref(), participants: &participants };
             let routing = route(msg, &roster.members, &ctx);
             write_items(items, &roster, name, msg, &routing.prompts, now_ms, pass)?;
-            for person in routing.notify {
-                pass.notify.push((msg.id.to_string(), person));
+            if !routing.notify.is_empty() {
+                pass.notify.push(Mention {
+                    message: msg.id.to_string(),
+                    author: msg.author.clone(),
+                    author_is_agent: roster.member(&msg.author).is_some_and(|m| m.role.is_agent()),
+                    people: routing.notify,
+                    body: msg.body.clone(),
+                });
             }
             pass.messages += 1;
             if !participants.contains(&msg.author) {

@@ -771,9 +771,15 @@ impl Daemon {
         for p in &pass.problems {
             warn!(channel = %name, "{p}");
         }
-        for (message, person) in &pass.notify {
-            info!(channel = %name, message, person, "@{person} mentioned: the operator is notified");
+        for mention in &pass.notify {
+            let people = mention.people.join(", @");
+            info!(channel = %name, message = %mention.message, author = %mention.author, "@{people} mentioned: the operator is notified");
+            // The notify command speaks of sessions: an agent's mention goes out as one of its own.
+            if mention.author_is_agent {
+                self.notifications.on_mention(&mention.author, name.as_str(), &mention.message, &mention.body);
+            }
         }
+        self.send_notify_records();
         if pass.existing > 0 {
             info!(channel = %name, existing = pass.existing, "items of an interrupted ingest were already queued");
         }

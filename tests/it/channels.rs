@@ -165,6 +165,11 @@ fn a_session_that_is_not_a_member_cannot_post_and_a_member_posts_as_itself() {
 #[test]
 fn three_demo_agents_and_a_person_converse_in_a_channel() {
     let home = Home::new();
+    // The operator's notify command, to see c's @human reach it.
+    let notified = home.path().join("notified.jsonl");
+    std::fs::create_dir_all(home.path().join("config")).unwrap();
+    let config = format!("[notify]\ncommand = \"cat >> '{}'\"\n", notified.display());
+    std::fs::write(home.path().join("config/config.toml"), config).unwrap();
     home.serve();
     // Each agent answers root messages in their thread; a's answer asks b, c's tells the person.
     let a = home.demo("a", &["--channel-reply", "root", "--channel-reply-text", "@b please check {message}"]);
@@ -215,9 +220,21 @@ fn three_demo_agents_and_a_person_converse_in_a_channel() {
         if logged(&a, &format!("message {thanks}")) == 1 { Ok(()) } else { Err(format!("{:#?}", prompts(&a))) }
     });
     assert_eq!(thread().len(), 4, "three replies and the thanks; no agent answered a reply: {:#?}", thread());
-    // c's @human reached the operator: the channel list counts it.
+    // c's @human reached the operator: the channel list counts it, and the notify command ran.
     let ls = home.json(&["channel", "ls", "--json"]);
     assert_eq!(ls["data"][0]["human_mentions"], 1, "{ls:#}");
+    let c_reply = by("c")["id"].as_str().unwrap().to_string();
+    let mention = eventually("a mention notification", || {
+        let text = std::fs::read_to_string(&notified).unwrap_or_default();
+        let all: Vec<serde_json::Value> = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+        all.into_iter().find(|n| n["kind"] == "mention").ok_or(text)
+    });
+    assert_eq!(mention["session"], "c", "{mention:#}");
+    let message = mention["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(&format!("c mentioned you in #release (message {c_reply}): @human c is done")),
+        "{message}"
+    );
 }
 
 #[test]
