@@ -301,3 +301,60 @@ fn a_supervisor_is_checked_in_with_once_per_stall_when_every_worker_idles_unansw
     let read = home.ok(&["channel", "read", "watch"]);
     assert_eq!(read.matches("desk checked in with the supervisors").count(), 2, "{read}");
 }
+
+/// The same crash, in a running daemon: its pass is started by inotify when the message is
+/// posted, not by its start.
+fn crash_live_at(step: &str) {
+    let home = Home::new();
+    let logs = [home.demo("a", &[]), home.demo("b", &[])];
+    ready(&home, "a");
+    ready(&home, "b");
+    home.ok(&["channel", "new", "live"]);
+    home.ok(&["channel", "add", "live", "a"]);
+    home.ok(&["channel", "add", "live", "b"]);
+    // The onboarding prompts go out first, with no failpoint.
+    home.serve();
+    for log in &logs {
+        eventually("the onboarding", || {
+            if logged(log, "you joined") == 1 { Ok(()) } else { Err(format!("{:#?}", prompts(log))) }
+        });
+    }
+    home.ok(&["serve", "--stop"]);
+    let mut doomed =
+        home.cmd().args(["serve", "--foreground"]).env("DESK_FAILPOINT", step).spawn().expect("spawn serve");
+    // Started and watching: it answers on its control socket (nothing is due at its start).
+    eventually("the doomed daemon to listen", || {
+        let out = home.desk(&["queue", "--json"]);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
+        if v["notes"].as_array().is_none_or(|n| n.is_empty()) { Ok(()) } else { Err(v.to_string()) }
+    });
+    let id = home.ok(&["channel", "post", "live", "posted into a running daemon"]).trim().to_string();
+    let status = eventually(&format!("the daemon to crash at {step}"), || {
+        doomed.try_wait().map_err(|e| e.to_string())?.ok_or_else(|| "still running".to_string())
+    });
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(9), "{step}: killed by its failpoint");
+    home.serve();
+    for (session, log) in ["a", "b"].iter().zip(&logs) {
+        eventually(&format!("{session} to get the message"), || {
+            let states = item_states(&home, session);
+            if logged(log, &format!("message {id}")) >= 1 && states.iter().all(|s| s == "delivered") {
+                Ok(())
+            } else {
+                Err(format!("{states:?}: {:#?}", prompts(log)))
+            }
+        });
+        assert_eq!(logged(log, &format!("message {id}")), 1, "{step}: {session}: {:#?}", prompts(log));
+        assert_eq!(item_states(&home, session), ["delivered", "delivered"], "{step}: {session}");
+    }
+}
+
+#[test]
+fn a_running_daemon_crashing_between_two_items_loses_and_doubles_nothing() {
+    crash_live_at("channel-mid-items");
+}
+
+#[test]
+fn a_running_daemon_crashing_before_its_cursor_doubles_nothing() {
+    crash_live_at("channel-after-items");
+}
