@@ -62,6 +62,7 @@ check-all: lint doc msrv fuzz-build
 bench:
 	$(CARGO) bench --locked --bench sessions
 	$(CARGO) bench --locked --bench delivery
+	$(CARGO) bench --locked --bench channels
 	$(CARGO) bench --locked --bench screen_model
 	$(CARGO) bench --locked --bench dash
 

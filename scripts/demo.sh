@@ -14,6 +14,9 @@ if [ "$action" = stop ]; then
         "$desk" kill "$s" --grace 2 >/dev/null 2>&1 || true
         "$desk" rm "$s" >/dev/null 2>&1 || true
     done
+    for s in $fleet; do
+        "$desk" channel remove release "$s" >/dev/null 2>&1 || true
+    done
     "$desk" serve --stop >/dev/null 2>&1 || true
     echo "demo fleet stopped"
     exit 0
@@ -26,9 +29,18 @@ echo "== starting the fleet: $fleet"
 for s in $fleet; do
     # Forget an exited session of the same name (a running one is kept, and reused).
     "$desk" rm "$s" >/dev/null 2>&1 || true
+    # Each agent answers a channel's root messages in their thread (desk channel post).
     "$desk" new "$s" --provider demo -- "$agent" --prompt-log "$DESK_HOME/$s.prompts" \
-        --title "$s" --work-ms 6000 --reply-lines 4 2>/dev/null || echo "$s is already running"
+        --title "$s" --work-ms 6000 --reply-lines 4 --channel-reply root \
+        --channel-reply-text "{me} on {message}: on it @human" 2>/dev/null || echo "$s is already running"
 done
+
+echo "== a channel: the fleet and you (human) in #release"
+"$desk" channel new release --goal "ship the demo release" >/dev/null 2>&1 || true
+for s in $fleet; do
+    "$desk" channel add release "$s" >/dev/null
+done
+"$desk" channel post release "Kickoff: who takes the changelog, the tests and the docs?" >/dev/null
 
 echo "== sending prompts (desk send prints each item's id)"
 "$desk" send demo-alpha "Summarise the repository layout in three bullet points."
@@ -42,6 +54,8 @@ echo
 "$desk" ls
 echo
 "$desk" queue
+echo
+"$desk" channel read release
 cat <<MSG
 
 Try:  $desk dash                 (the fleet dashboard; q quits, the fleet keeps running)
@@ -49,6 +63,8 @@ Try:  $desk dash                 (the fleet dashboard; q quits, the fleet keeps 
       $desk events demo-alpha -f  (follow its events; Ctrl-C to stop)
       $desk send demo-alpha "another prompt"; $desk item <id>
       $desk attach demo-beta      (answer its dialog with Enter; detach with Ctrl-\\)
+      $desk channel read release -f   (the agents' replies come in as their turns end)
+      $desk channel post release "@demo-alpha and the release notes?"
       make demo-stop              (end the demo)
    with DESK_HOME=$DESK_HOME in the environment.
 MSG

@@ -2,6 +2,7 @@
 //! reports their state. This crate holds every module; `src/main.rs` only parses arguments.
 
 pub mod attach;
+pub mod channel;
 pub mod cli;
 pub mod clock;
 pub mod daemon;

@@ -6,6 +6,7 @@
 //! exits with the child's code (128 + N for a signal) when the session ends. With `--json`, a
 //! failure is also printed on stdout as an error envelope ([`output`]).
 
+mod channel;
 pub(crate) mod config;
 mod delivery;
 mod events;
@@ -136,6 +137,9 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Channels: conversations among agents and people, delivered to members' sessions.
+    #[command(subcommand)]
+    Channel(ChannelCommand),
     /// Stop a session: signal its process group, then SIGKILL after a grace period.
     Kill(KillArgs),
     /// Forget an exited session: its records, log and events journal (not its generation counter).
@@ -288,6 +292,106 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         payload: Vec<String>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum ChannelCommand {
+    /// Create a channel.
+    New {
+        /// The channel's name: `[a-z][a-z0-9-]{0,63}`.
+        name: String,
+        /// What the channel is for; every member's onboarding prompt states it.
+        #[arg(long)]
+        goal: Option<String>,
+        /// Supervisor check-ins: when every worker has been idle SECS seconds with messages no
+        /// worker answered, the supervisors get a check-in prompt (off without this flag).
+        #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+        checkin_after: Option<u64>,
+        /// Print the channel as JSON (docs/cli.md).
+        #[arg(long)]
+        json: bool,
+    },
+    /// List channels with their members, messages, threads and @human mentions.
+    Ls {
+        /// Print the channels as JSON (docs/cli.md).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add a session (or, with --human, a person) to a channel; an agent gets an onboarding prompt.
+    Add {
+        /// The channel.
+        name: String,
+        /// The member: a session name (or a person's name with --human).
+        member: String,
+        /// The member is a supervisor: it receives every message of the channel.
+        #[arg(long, conflicts_with = "human")]
+        supervisor: bool,
+        /// The member is a person: never prompted; mentions of it notify the operator.
+        #[arg(long)]
+        human: bool,
+        /// Print the channel as JSON (docs/cli.md).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a member from a channel.
+    Remove {
+        /// The channel.
+        name: String,
+        /// The member to remove.
+        member: String,
+        /// Print the channel as JSON (docs/cli.md).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a channel's messages (the root conversation, or one thread).
+    Read {
+        /// The channel.
+        name: String,
+        /// Print this thread: its root message and the replies.
+        #[arg(long, value_name = "ID")]
+        thread: Option<String>,
+        /// Only messages after this message id.
+        #[arg(long, value_name = "ID")]
+        since: Option<String>,
+        /// Keep printing new messages until interrupted (with --json: one JSON object per line).
+        #[arg(long, short)]
+        follow: bool,
+        /// Print JSON (docs/cli.md).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Post a message (prints its id). Works while `desk serve` is down; it is delivered when it starts.
+    Post {
+        /// The channel.
+        name: String,
+        /// The message (`-`, or omitted: read stdin). At most 16 KiB.
+        text: Option<String>,
+        /// Reply in the thread of this root message.
+        #[arg(long, value_name = "ID")]
+        thread: Option<String>,
+        /// Post as this member (outside a session; inside one you post as the session).
+        #[arg(long = "as", value_name = "MEMBER")]
+        as_member: Option<String>,
+        /// Read the message from this file (`-`: stdin).
+        #[arg(long, conflicts_with = "text")]
+        file: Option<PathBuf>,
+        /// Print the message id and its routing as JSON (docs/cli.md).
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+impl ChannelCommand {
+    fn json(&self) -> bool {
+        match self {
+            ChannelCommand::New { json, .. }
+            | ChannelCommand::Ls { json }
+            | ChannelCommand::Add { json, .. }
+            | ChannelCommand::Remove { json, .. }
+            | ChannelCommand::Read { json, .. }
+            | ChannelCommand::Post { json, .. } => *json,
+        }
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -491,6 +595,7 @@ impl Command {
         match self {
             Command::New(a) => a.json,
             Command::Kill(a) => a.json,
+            Command::Channel(c) => c.json(),
             Command::Ls { json }
             | Command::Peek { json, .. }
             | Command::Events { json, .. }
@@ -572,6 +677,27 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Explain { name, json } => explain::explain(&name, json),
         Command::Hook { provider, mut payload } => Ok(hook::hook(provider, payload.pop())),
         Command::Serve { foreground, stop } => delivery::serve(foreground, stop),
+        Command::Channel(c) => match c {
+            ChannelCommand::New { name, goal, checkin_after, json } => channel::new(&name, goal, checkin_after, json),
+            ChannelCommand::Ls { json } => channel::ls(json),
+            ChannelCommand::Add { name, member, supervisor, human, json } => {
+                let role = if human {
+                    crate::channel::Role::Human
+                } else if supervisor {
+                    crate::channel::Role::Supervisor
+                } else {
+                    crate::channel::Role::Worker
+                };
+                channel::add(&name, &member, role, json)
+            }
+            ChannelCommand::Remove { name, member, json } => channel::remove(&name, &member, json),
+            ChannelCommand::Read { name, thread, since, follow, json } => {
+                channel::read(channel::ReadArgs { name, thread, since, follow, json })
+            }
+            ChannelCommand::Post { name, text, thread, as_member, file, json } => {
+                channel::post(channel::PostArgs { name, thread, as_member, text, file, json })
+            }
+        },
         Command::Send { name, text, file, when, from, queue_for_later, json } => delivery::send(delivery::SendArgs {
             name,
             text,

@@ -25,6 +25,10 @@ pub enum ErrorCode {
     NoSuchItem,
     /// An id prefix that starts several item ids (exit 2).
     AmbiguousId,
+    /// No channel of that name (exit 2).
+    NoSuchChannel,
+    /// The author is not a member of the channel (exit 2).
+    NotAMember,
     /// The session or daemon to create already exists (exit 2).
     AlreadyExists,
     /// The configuration file cannot be read or used (exit 2).
@@ -46,6 +50,8 @@ impl ErrorCode {
             ErrorCode::NoSuchSession => "no-such-session",
             ErrorCode::NoSuchItem => "no-such-item",
             ErrorCode::AmbiguousId => "ambiguous-id",
+            ErrorCode::NoSuchChannel => "no-such-channel",
+            ErrorCode::NotAMember => "not-a-member",
             ErrorCode::AlreadyExists => "already-exists",
             ErrorCode::BadConfig => "bad-config",
             ErrorCode::NotRunning => "not-running",
@@ -60,7 +66,7 @@ impl ErrorCode {
     pub fn exit_code(self) -> i32 {
         match self {
             ErrorCode::Usage | ErrorCode::NoSuchSession | ErrorCode::NoSuchItem | ErrorCode::AmbiguousId => 2,
-            ErrorCode::AlreadyExists | ErrorCode::BadConfig => 2,
+            ErrorCode::AlreadyExists | ErrorCode::BadConfig | ErrorCode::NoSuchChannel | ErrorCode::NotAMember => 2,
             ErrorCode::NotRunning | ErrorCode::DaemonUnavailable | ErrorCode::Refused | ErrorCode::Failed => 1,
         }
     }
@@ -71,11 +77,13 @@ impl ErrorCode {
     }
 
     /// Every code, for the contract test and the docs.
-    pub const ALL: [ErrorCode; 10] = [
+    pub const ALL: [ErrorCode; 12] = [
         ErrorCode::Usage,
         ErrorCode::NoSuchSession,
         ErrorCode::NoSuchItem,
         ErrorCode::AmbiguousId,
+        ErrorCode::NoSuchChannel,
+        ErrorCode::NotAMember,
         ErrorCode::AlreadyExists,
         ErrorCode::BadConfig,
         ErrorCode::NotRunning,

@@ -3,8 +3,10 @@
 //! Owns one mio loop that routes between the delivery engine (`crate::delivery::engine`, pure)
 //! and the world: the control socket (`desk send`, `queue`, `force`, ...), an observer
 //! connection to every running session master ([`masters`]), the item store, inotify on the
-//! runtime and intake directories (so it notices sessions and prompts without polling), signals
-//! and timers. Invariants: one daemon per user (an exclusive lock on `serve.lock`, released by
+//! runtime and intake directories (so it notices sessions and prompts without polling), channel
+//! ingest (`crate::channel::ingest`: inotify on every channel directory; every channel is
+//! ingested from its durable cursor at start, so messages posted while it was down are
+//! delivered), signals and timers. Invariants: one daemon per user (an exclusive lock on `serve.lock`, released by
 //! the kernel when the process dies, so a stale lock is simply taken over); actions are carried
 //! out in the order the engine gave them and a failed persist stops the rest of its batch; no
 //! failure of one item or session stops the daemon — each is logged and reported to the engine,
@@ -38,6 +40,8 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 use tracing::{info, warn};
 
+use crate::channel::ChannelName;
+use crate::channel::store::ChannelStore;
 use crate::clock::now_ms;
 use crate::delivery::engine::{self, Action, Engine, Input, TimerKey};
 use crate::delivery::item::{ItemId, State};
@@ -52,6 +56,11 @@ const LISTENER: Token = Token(0);
 const SIGNALS: Token = Token(1);
 const INOTIFY: Token = Token(2);
 const FIRST_CONN: usize = 16;
+
+/// How often channels with supervisor check-ins are looked at: a check-in waits for workers
+/// idle for at least a second (the flag's smallest value), usually minutes, so 5 s late is
+/// nothing; and only a daemon with such a channel keeps this timer.
+const CHECKIN_EVERY: Duration = Duration::from_secs(5);
 
 /// Finished items and tombstones are swept hourly: the only timer an idle daemon keeps.
 const SWEEP_EVERY: Duration = Duration::from_secs(3600);
@@ -232,6 +241,19 @@ struct Daemon {
     intake_backoff: Duration,
     /// Masters that speak another protocol version, by session: not connected until due.
     refused: HashMap<String, Refusal>,
+    /// The channel directories, and the inotify watch on their parent (new channels).
+    channels: ChannelStore,
+    channels_watch: nix::sys::inotify::WatchDescriptor,
+    /// One watch per channel directory (appends, new threads).
+    channel_watches: HashMap<nix::sys::inotify::WatchDescriptor, ChannelName>,
+    /// When to ingest every channel again after a pass failed, and the delay after that one.
+    channel_retry: Option<Instant>,
+    channel_backoff: Duration,
+    /// Since when each session's agent has been idle (Unix ms), for supervisor check-ins.
+    idle_since: HashMap<String, u64>,
+    /// Channels with check-ins on, and when to look at them next.
+    checkin_channels: std::collections::BTreeSet<ChannelName>,
+    next_checkin: Instant,
     notifications: notify::Notifications,
 }
 
@@ -291,6 +313,10 @@ impl Daemon {
         let watch = AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO | AddWatchFlags::IN_DELETE;
         let runtime_watch = inotify.add_watch(&paths.runtime, watch).context("cannot watch the runtime directory")?;
         inotify.add_watch(&store.root().join("intake"), watch).context("cannot watch the intake directory")?;
+        let channels = ChannelStore::open(&paths)?;
+        let channels_watch = inotify
+            .add_watch(channels.root(), AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO)
+            .context("cannot watch the channels directory")?;
         poll.registry().register(&mut SourceFd(&inotify.as_fd().as_raw_fd()), INOTIFY, Interest::READABLE)?;
         let notifications = notify::Notifications::new(paths.clone());
         let mut daemon = Daemon {
@@ -316,6 +342,14 @@ impl Daemon {
             intake_retry: None,
             intake_backoff: INTAKE_RETRY_FIRST,
             refused: HashMap::new(),
+            channels,
+            channels_watch,
+            channel_watches: HashMap::new(),
+            channel_retry: None,
+            channel_backoff: INTAKE_RETRY_FIRST,
+            idle_since: HashMap::new(),
+            checkin_channels: std::collections::BTreeSet::new(),
+            next_checkin: Instant::now() + CHECKIN_EVERY,
             notifications,
         };
         daemon.restore()?;
@@ -328,7 +362,7 @@ impl Daemon {
     fn sweep_stale_tmp(&self) {
         let root = self.store.root();
         let mut dirs = vec![root.to_path_buf(), root.join("intake"), self.paths.runtime.clone()];
-        for parent in [root.join("queue"), self.paths.state.join("sessions")] {
+        for parent in [root.join("queue"), self.paths.state.join("sessions"), self.channels.root().to_path_buf()] {
             if let Ok(entries) = std::fs::read_dir(&parent) {
                 dirs.extend(entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()));
             }
@@ -384,6 +418,8 @@ impl Daemon {
             self.feed(input);
         }
         self.ingest_all();
+        // Every channel from its cursor: what was posted while the daemon was down goes now.
+        self.ingest_channels();
         // Connect to every running master; sessions with items but no master are down.
         let mut connected = std::collections::HashSet::new();
         if let Ok(names) = self.paths.session_names() {
@@ -418,6 +454,14 @@ impl Daemon {
                 self.intake_retry = None;
                 self.ingest_all();
             }
+            if self.channel_retry.is_some_and(|at| at <= now) {
+                self.channel_retry = None;
+                self.ingest_channels();
+            }
+            if !self.checkin_channels.is_empty() && now >= self.next_checkin {
+                self.next_checkin = now + CHECKIN_EVERY;
+                self.check_in();
+            }
             while let Some(Reverse((at, _))) = self.timers.peek() {
                 if *at > now {
                     break;
@@ -432,6 +476,8 @@ impl Daemon {
                 .unwrap_or(self.next_sweep)
                 .min(self.next_sweep)
                 .min(self.intake_retry.unwrap_or(self.next_sweep))
+                .min(self.channel_retry.unwrap_or(self.next_sweep))
+                .min(if self.checkin_channels.is_empty() { self.next_sweep } else { self.next_checkin })
                 .min(self.refused.values().map(|r| r.retry_at).min().unwrap_or(self.next_sweep))
                 .min(self.controls.values().filter_map(ControlConn::idle_deadline).min().unwrap_or(self.next_sweep));
             let timeout = next.saturating_duration_since(Instant::now());
@@ -487,6 +533,7 @@ impl Daemon {
     fn feed(&mut self, input: Input) {
         self.inbox.push_back(input);
         while let Some(input) = self.inbox.pop_front() {
+            self.note_activity(&input);
             let actions = self.engine.handle(input, Instant::now(), now_ms());
             self.perform(actions);
         }
@@ -678,6 +725,136 @@ impl Daemon {
         }
     }
 
+    // ----- channels -----
+
+    /// Watch every channel directory and ingest every channel from its cursor.
+    fn ingest_channels(&mut self) {
+        let names = match self.channels.list() {
+            Ok(names) => names,
+            Err(e) => {
+                warn!("cannot list the channels: {e:#}");
+                self.retry_channels_later();
+                return;
+            }
+        };
+        let mut failed = false;
+        for name in names {
+            self.watch_channel(&name);
+            failed |= !self.ingest_channel(&name);
+        }
+        if !failed {
+            self.channel_backoff = INTAKE_RETRY_FIRST;
+        }
+    }
+
+    fn watch_channel(&mut self, name: &ChannelName) {
+        if self.channel_watches.values().any(|n| n == name) {
+            return;
+        }
+        let flags = AddWatchFlags::IN_CLOSE_WRITE | AddWatchFlags::IN_MOVED_TO | AddWatchFlags::IN_CREATE;
+        match self.inotify.add_watch(&self.channels.dir(name), flags) {
+            Ok(wd) => {
+                self.channel_watches.insert(wd, name.clone());
+            }
+            Err(e) => warn!(channel = %name, "cannot watch the channel: {e}"),
+        }
+    }
+
+    /// One ingest pass over a channel; its new items go to the engine. Returns whether it
+    /// succeeded (a failure is retried with backoff: nothing was skipped, the cursor did not
+    /// move past anything not turned into items).
+    fn ingest_channel(&mut self, name: &ChannelName) -> bool {
+        if self.channels.roster(name).ok().flatten().is_some_and(|r| r.checkin_after_s.is_some()) {
+            self.checkin_channels.insert(name.clone());
+        }
+        let (pass, result) = crate::channel::ingest::ingest_channel(&self.channels, &self.store, name, now_ms());
+        for p in &pass.problems {
+            warn!(channel = %name, "{p}");
+        }
+        for mention in &pass.notify {
+            let people = mention.people.join(", @");
+            info!(channel = %name, message = %mention.message, author = %mention.author, "@{people} mentioned: the operator is notified");
+            // The notify command speaks of sessions: an agent's mention goes out as one of its own.
+            if mention.author_is_agent {
+                self.notifications.on_mention(&mention.author, name.as_str(), &mention.message, &mention.body);
+            }
+        }
+        self.send_notify_records();
+        if pass.existing > 0 {
+            info!(channel = %name, existing = pass.existing, "items of an interrupted ingest were already queued");
+        }
+        // Items written before a failure too: they are durable, and the next pass skips them.
+        for item in pass.items {
+            info!(item = %item.id, session = %item.session, channel = %name, "queued from the channel");
+            self.feed(Input::Ingested(item));
+        }
+        match result {
+            Ok(()) => true,
+            Err(e) => {
+                warn!(channel = %name, "cannot ingest the channel yet; retrying: {e:#}");
+                self.retry_channels_later();
+                false
+            }
+        }
+    }
+
+    /// Keep each session's idle-since for check-ins: set when it turns idle, cleared by
+    /// anything else (working, blocked, unknown, its session going down).
+    fn note_activity(&mut self, input: &Input) {
+        match input {
+            Input::Session(view) => {
+                if view.activity == crate::state::Activity::Idle && view.lifecycle == crate::state::Lifecycle::Running {
+                    self.idle_since.entry(view.name.clone()).or_insert_with(now_ms);
+                } else {
+                    self.idle_since.remove(&view.name);
+                }
+            }
+            Input::SessionDown { session, .. } => {
+                self.idle_since.remove(session);
+            }
+            _ => {}
+        }
+    }
+
+    /// Append a check-in to every channel that is due one (`desk_core::channel::checkin`);
+    /// ingest routes it to the supervisors like any record.
+    fn check_in(&mut self) {
+        let now = now_ms();
+        for name in self.checkin_channels.clone() {
+            let roster = match self.channels.roster(&name) {
+                Ok(Some(r)) if r.checkin_after_s.is_some() => r,
+                Ok(_) => {
+                    self.checkin_channels.remove(&name);
+                    continue;
+                }
+                Err(e) => {
+                    warn!(channel = %name, "cannot read the roster for a check-in: {e:#}");
+                    continue;
+                }
+            };
+            let messages = match self.channels.all_messages(&name) {
+                Ok(m) => m,
+                Err(e) => {
+                    warn!(channel = %name, "cannot read the channel for a check-in: {e:#}");
+                    continue;
+                }
+            };
+            if let Some(body) = crate::channel::checkin::due(&roster, &self.idle_since, &messages, now) {
+                match self.channels.append_checkin(&name, &body, now) {
+                    Ok(msg) => info!(channel = %name, message = %msg.id, "checked in with the supervisors: {body}"),
+                    Err(e) => warn!(channel = %name, "cannot append a check-in: {e:#}"),
+                }
+            }
+        }
+    }
+
+    fn retry_channels_later(&mut self) {
+        if self.channel_retry.is_none() {
+            self.channel_retry = Some(Instant::now() + self.channel_backoff);
+            self.channel_backoff = (self.channel_backoff * 2).min(INTAKE_RETRY_MAX);
+        }
+    }
+
     // ----- sessions -----
 
     /// Try again the masters that refused this daemon's protocol version, when due.
@@ -823,7 +1000,30 @@ impl Daemon {
             }
         };
         let mut ingest = false;
+        let mut channels: Vec<ChannelName> = Vec::new();
         for event in events {
+            if event.mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
+                // Events were lost: look at everything again (both passes are idempotent).
+                warn!("inotify queue overflowed; ingesting the intake and every channel");
+                ingest = true;
+                channels.extend(self.channels.list().unwrap_or_default());
+                continue;
+            }
+            if event.wd == self.channels_watch || self.channel_watches.contains_key(&event.wd) {
+                let name = event.name.as_ref().and_then(|n| n.to_str()).unwrap_or("");
+                let channel = if event.wd == self.channels_watch {
+                    ChannelName::parse(name).ok()
+                } else if name.ends_with(".md") && !name.starts_with('.') || name == crate::channel::store::MEMBERS_FILE
+                {
+                    self.channel_watches.get(&event.wd).cloned()
+                } else {
+                    None
+                };
+                if let Some(channel) = channel.filter(|c| !channels.contains(c)) {
+                    channels.push(channel);
+                }
+                continue;
+            }
             let Some(name) = event.name.as_ref().and_then(|n| n.to_str()).map(String::from) else { continue };
             // A master writes its metadata (by rename) only once it listens; its socket file
             // appears earlier, at bind time, when a connect would still be refused.
@@ -844,6 +1044,12 @@ impl Daemon {
         }
         if ingest {
             self.ingest_all();
+        }
+        for channel in channels {
+            // A new channel directory is watched before its first pass, so nothing appended
+            // in between is missed.
+            self.watch_channel(&channel);
+            self.ingest_channel(&channel);
         }
     }
 

@@ -91,6 +91,14 @@ impl Notifications {
         }
     }
 
+    /// A session's agent mentioned the operator in a channel message.
+    pub fn on_mention(&mut self, session: &str, channel: &str, message_id: &str, body: &str) {
+        let first = cut(body.lines().find(|l| !l.trim().is_empty()).unwrap_or(""), 120);
+        if let Some(notice) = self.notifier.on_mention(session, channel, message_id, &first, Instant::now()) {
+            self.notify(notice);
+        }
+    }
+
     /// The `notify` events to journal, by session, in order.
     pub fn take_records(&mut self) -> Vec<(String, ClientEvent)> {
         self.records.drain(..).collect()

@@ -11,7 +11,8 @@
 //! sources are the fleet watcher ([`crate::fleet::FleetWatch`], which blocks in its own poll and
 //! is never slowed by a stopped master), the terminal's input (crossterm's blocking reader, one
 //! event per permit so that an attach gets every keystroke), the signals, the daemon's queue and
-//! stuck items (the daemon has no push for them: asked every [`QUEUE_REFRESH`]), CPU and memory
+//! stuck items (the daemon has no push for them: asked every [`QUEUE_REFRESH`]), the channels'
+//! unread and `@human` counts (read from their files at the same pace), CPU and memory
 //! samples ([`USAGE_REFRESH`]), operator actions, sends and typed keys (a force can take a
 //! minute; keys go through `crate::keys`, as `desk keys` sends them), and the
 //! live preview (a viewer connection to the selected session's master, whose keyframe and
@@ -117,6 +118,8 @@ enum Msg {
     ActionDone(String),
     /// CPU % and resident KiB by session id.
     Usage(HashMap<u32, (f32, u64)>),
+    /// Every channel at a glance (unread and `@human` counts for the header).
+    Channels(Vec<crate::channel::summary::Summary>),
 }
 
 /// The selected session's viewer connection and the screen model it feeds.
@@ -210,6 +213,18 @@ pub fn run() -> Result<i32> {
     })?;
 
     spawn("usage", tx.clone(), sample_usage)?;
+    let channel_paths = paths.clone();
+    spawn("channels", tx.clone(), move |tx| {
+        let store = crate::channel::store::ChannelStore::at(&channel_paths);
+        loop {
+            let list = store.list().unwrap_or_default();
+            let summaries = list.iter().filter_map(|n| crate::channel::summary::summarize(&store, n).ok()).collect();
+            if tx.send(Msg::Channels(summaries)).is_err() {
+                return;
+            }
+            std::thread::sleep(QUEUE_REFRESH);
+        }
+    })?;
 
     let previous_hook = std::panic::take_hook();
     // Any panic, on any thread, ends the dashboard: restored first, so the message is readable
@@ -400,6 +415,7 @@ fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Flow 
         Msg::Queues(queues) => dash.set_queues(queues),
         Msg::ActionDone(outcome) => dash.status = Some(outcome),
         Msg::Usage(usage) => dash.set_usage(&usage),
+        Msg::Channels(channels) => dash.channels = channels,
         Msg::Signal(sig) => return Flow::Exit(128 + sig),
         Msg::Term(TermEvent::Key(key)) if key.kind != KeyEventKind::Release => {
             let key = match key.code {

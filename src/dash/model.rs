@@ -428,6 +428,8 @@ pub struct Dash {
     /// set by the loop before each draw ([`Dash::set_preview_extent`]).
     preview_back_max: Option<usize>,
     preview_page: usize,
+    /// Every channel at a glance: the header names those with unread messages.
+    pub channels: Vec<crate::channel::summary::Summary>,
 }
 
 impl Dash {

@@ -906,3 +906,27 @@ fn find(buf: &ratatui::buffer::Buffer, needle: &str) -> Option<(u16, u16)> {
     }
     None
 }
+
+#[test]
+fn the_header_names_channels_with_unread_messages_and_their_human_mentions() {
+    let mut dash = busy_fleet();
+    let summary = |name: &str, unread, unread_human| crate::channel::summary::Summary {
+        name: name.into(),
+        goal: String::new(),
+        members: 3,
+        messages: 9,
+        threads: 1,
+        human_mentions: 2,
+        unread,
+        unread_human,
+        last_ms: Some(NOW),
+    };
+    dash.channels = vec![summary("release", 3, 1), summary("quiet", 0, 0)];
+    let term = draw(&dash, &Preview::None, 120, 30, Look { color: true });
+    let buf = term.backend().buffer();
+    let top: String = (0..120).map(|x| buf[(x, 0)].symbol()).collect();
+    assert!(top.contains("#release 3 new @human 1"), "{top}");
+    assert!(!top.contains("#quiet"), "a channel with nothing unread is not named: {top}");
+    let (x, y) = find(buf, "@human 1").expect("the mention count");
+    assert_eq!(buf[(x, y)].fg, Color::Red);
+}

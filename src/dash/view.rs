@@ -134,6 +134,18 @@ fn render_header(frame: &mut Frame, area: Rect, dash: &Dash, look: Look) {
     if !dash.filter.is_empty() && !dash.editing_filter {
         spans.push(Span::raw(format!(" filter: {} ", dash.filter)));
     }
+    // Channels with messages the operator has not read (`desk channel read NAME` reads them),
+    // and how many of those call for the operator (`@human`).
+    for c in dash.channels.iter().filter(|c| c.unread > 0) {
+        spans.push(Span::styled(format!(" #{} {} new", c.name, c.unread), look.fg(Color::Cyan)));
+        if c.unread_human > 0 {
+            spans.push(Span::styled(
+                format!(" @human {}", c.unread_human),
+                look.fg(Color::Red).add_modifier(Modifier::BOLD),
+            ));
+        }
+        spans.push(Span::raw(" "));
+    }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
 }
 

@@ -135,9 +135,12 @@ fn every_subcommand_and_flag_clap_knows_is_in_docs_cli_md() {
             missing.push(format!("desk {name}: no `### \\`desk {name}\\`` section"));
             continue;
         };
-        for arg in sub.get_arguments() {
+        // A command with subcommands (`desk channel new`, …) documents theirs in its section.
+        let nested = sub.get_subcommands().filter(|s| !s.is_hide_set());
+        for arg in sub.get_arguments().chain(nested.flat_map(|s| s.get_arguments())) {
             if let Some(long) = arg.get_long()
                 && !section.text.contains(&format!("`--{long}"))
+                && !section.text.contains(&format!(" --{long}"))
             {
                 missing.push(format!("desk {name}: flag --{long} not documented"));
             }
@@ -161,6 +164,17 @@ fn every_json_answer_has_exactly_the_documented_fields() {
     seen.run(&home, &["send", "ghost", "waits for the daemon", "--queue-for-later", "--json"]);
     seen.run(&home, &["queue", "--json"]);
     seen.run(&home, &["stuck", "--json"]);
+    // Channels, with the daemon down too (their prompts wait in the channel files).
+    seen.run(&home, &["channel", "new", "team", "--goal", "ship", "--json"]);
+    seen.run(&home, &["channel", "add", "team", "ghost", "--json"]);
+    seen.run(&home, &["channel", "add", "team", "pat", "--human", "--json"]);
+    let root = seen.run(&home, &["channel", "post", "team", "hello @pat", "--json"]);
+    let root = root["data"]["id"].as_str().unwrap().to_string();
+    seen.run(&home, &["channel", "post", "team", "a reply", "--thread", &root, "--json"]);
+    seen.run(&home, &["channel", "read", "team", "--json"]);
+    seen.run(&home, &["channel", "read", "team", "--thread", &root, "--json"]);
+    seen.run(&home, &["channel", "ls", "--json"]);
+    seen.run(&home, &["channel", "remove", "team", "pat", "--json"]);
 
     home.serve();
     eventually("agent ready", || {
@@ -289,7 +303,10 @@ fn every_argument_and_flag_of_every_command_has_help_text() {
     use clap::CommandFactory;
     let cli = desk::cli::Cli::command();
     let mut missing = Vec::new();
-    for sub in cli.get_subcommands().filter(|s| !s.is_hide_set()) {
+    let nested = cli.get_subcommands().flat_map(|s| s.get_subcommands().map(move |n| (s, n)));
+    let subs =
+        cli.get_subcommands().map(|s| (s, s)).chain(nested).filter(|(s, n)| !s.is_hide_set() && !n.is_hide_set());
+    for (_, sub) in subs {
         for arg in sub.get_arguments() {
             let builtin = matches!(arg.get_id().as_str(), "help" | "version");
             if !builtin && !arg.is_hide_set() && arg.get_help().is_none() {

@@ -4,6 +4,7 @@
 
 mod architecture;
 mod attach;
+mod channels;
 mod cli;
 mod cli_contract;
 mod composer;

@@ -4,7 +4,8 @@
 //! each), the state authority ([`state`]: what a session's agent is doing and why, from hooks,
 //! provider rules over title, screen and notifications, and the process), hook interpretation
 //! ([`state::hooks`]), the provider rule tables ([`state::rules`]), the delivery engine
-//! ([`delivery`]: a prompt delivered exactly once or visibly stuck) and the master's session
+//! ([`delivery`]: a prompt delivered exactly once or visibly stuck), channels ([`channel`]:
+//! message model, file format, mentions, routing and prompts) and the master's session
 //! policy ([`session`]: handshakes, roles, slow clients, the client limit, the session's size,
 //! kill escalation and the exit flush) and when to notify the operator ([`notify`]: what
 //! needs a person, rate-limited per session). Every entry point takes the clock as an argument and
@@ -12,6 +13,7 @@
 //! package, nor on anything that makes a syscall (no nix, libc, mio, no file or socket access):
 //! its Cargo.toml is the boundary.
 
+pub mod channel;
 pub mod delivery;
 pub mod notify;
 pub mod provider;

@@ -3,7 +3,8 @@
 //!
 //! Owns which session events become a notification — activity turning `blocked`, health turning
 //! `degraded`, an exit with a non-zero code or by a crash signal, the agent's own desktop
-//! notification (OSC 9 / 777) — and a stuck delivery item, and the per-session rate limit. It
+//! notification (OSC 9 / 777) — a stuck delivery item, an agent's channel message that mentions
+//! the operator (`@human`), and the per-session rate limit. It
 //! keeps a small mirror of each session's state axes for the notification's `state`.
 //! Invariants: a notification is made on a *change* (a session already blocked when the daemon
 //! starts is not announced again); per session, one kind is announced at most once per
@@ -43,6 +44,8 @@ pub enum Kind {
     Exited,
     /// The agent's own desktop notification (OSC 9 / 777).
     Notification,
+    /// The session's agent mentioned the operator in a channel (`@human`, or a person member).
+    Mention,
 }
 
 impl Kind {
@@ -53,6 +56,7 @@ impl Kind {
             Kind::Degraded => "degraded",
             Kind::Exited => "exited",
             Kind::Notification => "notification",
+            Kind::Mention => "mention",
         }
     }
 }
@@ -215,6 +219,19 @@ impl Notifier {
         self.notice(session, Kind::Stuck, message, Some(item.to_string()), now)
     }
 
+    /// The session's agent posted a channel message that mentions the operator.
+    pub fn on_mention(
+        &mut self,
+        session: &str,
+        channel: &str,
+        message_id: &str,
+        first_line: &str,
+        now: Instant,
+    ) -> Option<Notice> {
+        let message = format!("{session} mentioned you in #{channel} (message {message_id}): {first_line}");
+        self.notice(session, Kind::Mention, message, None, now)
+    }
+
     fn notice(
         &mut self,
         session: &str,
@@ -366,5 +383,18 @@ mod tests {
         let t = Instant::now();
         n.on_connected("s", 2, StateMirror::default(), t);
         assert_eq!(n.on_event("s", &exit(Some(1), None), t), None);
+    }
+
+    #[test]
+    fn a_mention_of_the_operator_is_a_notification_of_its_own_kind() {
+        let mut n = Notifier::new();
+        let t = Instant::now();
+        let notice = n.on_mention("a", "release", "01ID", "@human can you approve the plan?", t).expect("notified");
+        assert_eq!(notice.kind, Kind::Mention);
+        assert_eq!(notice.message, "a mentioned you in #release (message 01ID): @human can you approve the plan?");
+        // The same kind from the same session within a minute waits, counted.
+        assert_eq!(n.on_mention("a", "release", "01IE", "again", t + Duration::from_secs(1)), None);
+        let later = n.on_mention("a", "release", "01IF", "later", t + SAME_KIND_GAP).expect("after the gap");
+        assert_eq!(later.suppressed, 1);
     }
 }

@@ -90,6 +90,8 @@ pub enum Output {
     LogPrompt { seq: u64, prompt: String },
     /// Run the hook command with this event's JSON.
     Hook(HookEvent),
+    /// Post this reply with `desk channel post` (the turn that read the message ended).
+    ChannelPost(crate::channel::Reply),
     /// Restore the terminal and end the process this way.
     Exit(ExitRequest),
 }
@@ -124,6 +126,8 @@ enum Stage {
 #[derive(Debug, Clone)]
 struct Turn {
     head: String,
+    /// Channel replies to post when the turn ends.
+    replies: Vec<crate::channel::Reply>,
     started: Instant,
     stage: Stage,
     tool_use_id: String,
@@ -496,8 +500,15 @@ impl Agent {
         }
         let (delay, then) =
             if approval { (self.cfg.approval_delay, Then::AskApproval) } else { (self.cfg.work, Then::Reply) };
+        let replies = crate::channel::replies(
+            &prompt,
+            self.cfg.channel_reply,
+            &self.cfg.channel_reply_text,
+            &self.cfg.channel_me,
+        );
         self.turn = Some(Turn {
             head,
+            replies,
             started: now,
             stage: Stage::Working { until: now + delay, then },
             tool_use_id: format!("toolu_demo_{seq:06}"),
@@ -536,6 +547,10 @@ impl Agent {
         self.pending_lines.push(format!("● Done: {}", turn.head));
         for i in 1..=self.cfg.reply_lines {
             self.pending_lines.push(filler_line(i));
+        }
+        for reply in turn.replies {
+            self.pending_lines.push(format!("● Replying in #{} (thread {})", reply.channel, reply.thread));
+            self.out.push(Output::ChannelPost(reply));
         }
         self.present(now);
         self.out.push(Output::Hook(HookEvent::Stop));

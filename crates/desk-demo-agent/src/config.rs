@@ -59,6 +59,12 @@ pub struct Config {
     pub hook_timeout: Duration,
     pub session_id: String,
     pub cwd: PathBuf,
+    /// Which desk channel messages to reply to, with what text, and as whom ({me}).
+    pub channel_reply: crate::channel::ReplyWhen,
+    pub channel_reply_text: String,
+    pub channel_me: String,
+    /// The desk executable that posts the replies.
+    pub desk: PathBuf,
 }
 
 impl Default for Config {
@@ -86,6 +92,10 @@ impl Default for Config {
             hook_timeout: Duration::from_millis(2000),
             session_id: "00000000-0000-4000-8000-000000000000".into(),
             cwd: PathBuf::from("/"),
+            channel_reply: crate::channel::ReplyWhen::Off,
+            channel_reply_text: DEFAULT_REPLY_TEXT.into(),
+            channel_me: String::new(),
+            desk: PathBuf::from("desk"),
         }
     }
 }
@@ -222,7 +232,25 @@ pub struct Args {
     /// With --replay: stop at this many seconds of recording time.
     #[arg(long, value_name = "SECS")]
     pub replay_until: Option<f64>,
+
+    /// Reply to desk channel messages in submitted prompts when the turn ends, with
+    /// `desk channel post` in the message's thread: off, root (root messages only), mentioned
+    /// (messages that mention this agent) or all.
+    #[arg(long, value_enum, value_name = "WHEN", default_value = "off")]
+    pub channel_reply: crate::channel::ReplyWhen,
+
+    /// The reply's text; {me}, {author}, {message} and {channel} are filled in. A mention in
+    /// it (@name) reaches that member.
+    #[arg(long, value_name = "TEXT", default_value = DEFAULT_REPLY_TEXT)]
+    pub channel_reply_text: String,
+
+    /// The desk executable to post with (default: `desk` beside this program, else on PATH).
+    #[arg(long, value_name = "PATH")]
+    pub desk: Option<PathBuf>,
 }
+
+/// The default channel reply.
+pub const DEFAULT_REPLY_TEXT: &str = "ack {message} from {me}";
 
 impl Args {
     /// Resolve the flags into a [`Config`], reading the working directory and generating a
@@ -262,6 +290,14 @@ impl Args {
             },
             cwd: std::env::current_dir()
                 .context("cannot read the current directory (it is reported to hooks as cwd)")?,
+            channel_reply: self.channel_reply,
+            channel_reply_text: self.channel_reply_text,
+            // desk sets DESK_SESSION for a session's child; it is who the agent posts as.
+            channel_me: std::env::var("DESK_SESSION").unwrap_or_default(),
+            desk: self.desk.unwrap_or_else(|| {
+                let beside = std::env::current_exe().ok().and_then(|e| e.parent().map(|d| d.join("desk")));
+                beside.filter(|p| p.is_file()).unwrap_or_else(|| PathBuf::from("desk"))
+            }),
         })
     }
 }
@@ -305,7 +341,13 @@ mod tests {
     #[test]
     fn flag_defaults_match_config_defaults() {
         let cfg = Args::parse_from(["desk-demo-agent", "--session-id", "x"]).into_config().expect("defaults resolve");
-        let expected = Config { session_id: "x".into(), cwd: cfg.cwd.clone(), ..Config::default() };
+        let expected = Config {
+            session_id: "x".into(),
+            cwd: cfg.cwd.clone(),
+            channel_me: cfg.channel_me.clone(),
+            desk: cfg.desk.clone(),
+            ..Config::default()
+        };
         assert_eq!(cfg, expected);
     }
 

@@ -191,6 +191,7 @@ impl Io {
                         queue.extend(more);
                     }
                 }
+                Output::ChannelPost(reply) => post_reply(&self.cfg, &reply),
                 Output::Exit(request) => return Ok(Some(request)),
             }
         }
@@ -204,6 +205,18 @@ impl Io {
         let _ = out.write_all(bytes);
         let _ = out.flush();
     }
+}
+
+/// Post a channel reply with `desk channel post`, waiting for it (a post takes milliseconds;
+/// the daemon need not run). Its output would draw over the TUI, so it goes nowhere; a failure
+/// is not the agent's to handle (the operator sees the reply missing from the channel).
+fn post_reply(cfg: &crate::Config, reply: &crate::channel::Reply) {
+    let _ = std::process::Command::new(&cfg.desk)
+        .args(["channel", "post", &reply.channel, "--thread", &reply.thread, &reply.text])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
 }
 
 fn readable_now(stdin: &std::io::Stdin) -> bool {

@@ -12,11 +12,13 @@
 //!
 //! Layout: [`agent`] is the pure state machine (events in, outputs out, clock passed in);
 //! [`input`] decodes terminal bytes; [`composer`] holds the input box's text; [`render`] turns
-//! a frame into bytes; [`hook`] builds hook JSON; [`config`] is the flag surface. The I/O edge
+//! a frame into bytes; [`hook`] builds hook JSON; [`channel`] reads desk channel messages out of
+//! a prompt and decides the replies; [`config`] is the flag surface. The I/O edge
 //! is [`event_loop`] (one thread, mio), with [`terminal`], [`prompt_log`] and [`hook_runner`].
 //! [`replay`] is a second, separate mode: it plays back a recorded real agent instead.
 
 pub mod agent;
+pub mod channel;
 pub mod composer;
 pub mod config;
 pub mod event_loop;
