@@ -120,7 +120,7 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
             return Err(crate::cli::fail(ErrorCode::NoSuchSession, format!("no session named {}", opts.name)));
         }
     };
-    refuse_own_session(&files, &opts.name, &stream)?;
+    refuse_own_session(&files, &opts.name)?;
     if opts.history > 0 {
         write_history(&files, opts.history)?;
     }
@@ -192,21 +192,10 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
 /// Refuse to attach a session from inside itself: its output would come back to it as this
 /// client's terminal output, round and round (a busy loop that outlives the outer client).
 /// Inside is when the session's master is an ancestor of this process; `DESK_SESSION` (which
-/// the master gives its child) naming the session counts too, unless the master is known and
-/// not among our ancestors (the same name under another `DESK_HOME`).
-///
-/// The master is the peer of `stream`, the connection this attach is about to use (the kernel
-/// records who listens on a socket): the session's record is no witness here, because the
-/// master writes it only after its child started, and a child quick to run `desk attach` on
-/// its own session would find none. The record is the fallback when the kernel cannot say.
-fn refuse_own_session(
-    files: &crate::paths::SessionPaths,
-    name: &SessionName,
-    stream: &std::os::unix::net::UnixStream,
-) -> Result<()> {
-    use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
-    let peer = getsockopt(stream, PeerCredentials).ok().and_then(|c| u32::try_from(c.pid()).ok()).filter(|p| *p > 0);
-    let master = peer.or_else(|| session::read_meta(files).ok().flatten().map(|m| m.master_pid));
+/// the master gives its child) naming the session counts too, unless the session's record
+/// shows its master is not among our ancestors (the same name under another `DESK_HOME`).
+fn refuse_own_session(files: &crate::paths::SessionPaths, name: &SessionName) -> Result<()> {
+    let master = session::read_meta(files).ok().flatten().map(|m| m.master_pid);
     let ours = master.is_some_and(crate::procfs::is_ancestor_of_self);
     let named = std::env::var_os("DESK_SESSION").is_some_and(|v| v == name.as_str());
     if ours || (named && master.is_none()) {
