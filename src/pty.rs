@@ -4,12 +4,16 @@
 //! controlling terminal, and the small fd operations the master needs (size, non-blocking).
 //! Invariants: the child starts with the requested window size already set (never 0x0), a clean
 //! signal mask, default dispositions for every catchable signal, and none of desk's descriptors
-//! (the master fd is CLOEXEC and non-blocking before the child is spawned).
+//! (the master fd is CLOEXEC and non-blocking before the child is spawned). With
+//! [`spawn_gated`], the child's program does not start before the caller's step that needs its
+//! pid (the master's session record) is done: the forked child sends its pid over a pipe and
+//! waits on a second one, the gate, until the caller opens it.
 
 use anyhow::{Context, Result};
 use nix::fcntl::{FcntlArg, FdFlag, OFlag, fcntl};
 use nix::pty::{Winsize, openpty};
 use std::ffi::OsString;
+use std::io::{Read, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -42,6 +46,14 @@ fn winsize(cols: u16, rows: u16) -> Winsize {
 
 /// Start `spec` on a fresh PTY.
 pub fn spawn(spec: &Spawn) -> Result<Child> {
+    spawn_gated(spec, |_| Ok(()))
+}
+
+/// Start `spec` on a fresh PTY, running `before_exec` with the child's pid after the fork and
+/// before the child's program starts. Anything the program could look for early (the session
+/// record its own `desk attach` reads) is then in place when it runs. When `before_exec` fails
+/// the program never starts and its error is returned.
+pub fn spawn_gated(spec: &Spawn, before_exec: impl FnOnce(u32) -> Result<()>) -> Result<Child> {
     let pty = openpty(Some(&winsize(spec.cols, spec.rows)), None).context("cannot open a pseudo-terminal")?;
     set_cloexec(pty.master.as_fd())?;
     set_cloexec(pty.slave.as_fd())?;
@@ -60,8 +72,13 @@ pub fn spawn(spec: &Spawn) -> Result<Child> {
         .stdout(Stdio::from(slave.try_clone().context("cannot duplicate the PTY slave")?))
         .stderr(Stdio::from(slave));
     let last_signal = libc::SIGRTMAX();
+    // The child writes its pid to `pid_tx`, then reads `gate_rx` until a byte (go) or the end
+    // (the parent gave up). Both pipes are CLOEXEC: the program inherits neither.
+    let (pid_rx, pid_tx) = nix::unistd::pipe2(OFlag::O_CLOEXEC).context("cannot create a pipe")?;
+    let (gate_rx, gate_tx) = nix::unistd::pipe2(OFlag::O_CLOEXEC).context("cannot create a pipe")?;
+    let (pid_fd, gate_fd) = (pid_tx.as_raw_fd(), gate_rx.as_raw_fd());
     // SAFETY: the closure runs between fork and exec and calls only async-signal-safe functions
-    // (setsid, ioctl, sigaction, sigprocmask); it allocates nothing.
+    // (setsid, ioctl, sigaction, sigprocmask, getpid, read, write); it allocates nothing.
     unsafe {
         cmd.pre_exec(move || {
             if libc::setsid() == -1 {
@@ -81,11 +98,49 @@ pub fn spawn(spec: &Spawn) -> Result<Child> {
             libc::sigemptyset(&mut empty);
             libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
             cloexec_from(3);
-            Ok(())
+            let pid = libc::getpid().to_ne_bytes();
+            if libc::write(pid_fd, pid.as_ptr().cast(), pid.len()) != pid.len() as isize {
+                return Err(std::io::Error::last_os_error());
+            }
+            let mut go = 0u8;
+            loop {
+                match libc::read(gate_fd, (&raw mut go).cast(), 1) {
+                    1 => return Ok(()),
+                    0 => return Err(std::io::Error::from_raw_os_error(libc::ECANCELED)),
+                    _ if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) => {}
+                    _ => return Err(std::io::Error::last_os_error()),
+                }
+            }
         });
     }
-    let child = cmd.spawn().with_context(|| format!("could not execute {}", spec.program.to_string_lossy()))?;
-    Ok(Child { master: pty.master, pid: child.id() })
+    // `spawn` returns only once the program runs (or failed to), which waits for the gate: it
+    // runs on a thread of its own while this one reads the pid and opens the gate. That thread
+    // holds the parent's ends of the child's pipes and closes them as soon as `spawn` returns,
+    // so a fork that failed before the pid was sent reads here as the end of the pipe.
+    let program = spec.program.to_string_lossy();
+    std::thread::scope(|scope| {
+        let spawner = scope.spawn(move || {
+            let spawned = cmd.spawn();
+            drop((pid_tx, gate_rx));
+            spawned
+        });
+        let mut pid = [0u8; std::mem::size_of::<libc::pid_t>()];
+        let told = std::fs::File::from(pid_rx).read_exact(&mut pid);
+        let before = match told {
+            Ok(()) => before_exec(libc::pid_t::from_ne_bytes(pid) as u32),
+            Err(_) => Ok(()),
+        };
+        let mut gate = std::fs::File::from(gate_tx);
+        if told.is_ok() && before.is_ok() {
+            // A failed write closes the gate all the same: the child then gives up.
+            let _ = gate.write_all(&[1]);
+        }
+        drop(gate);
+        let spawned = spawner.join().map_err(|_| anyhow::anyhow!("the thread starting {program} panicked"))?;
+        before?;
+        let child = spawned.with_context(|| format!("could not execute {program}"))?;
+        Ok(Child { master: pty.master, pid: child.id() })
+    })
 }
 
 /// Mark every descriptor from `first` up close-on-exec, so a child never inherits one that

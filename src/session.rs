@@ -20,7 +20,7 @@ use crate::fsutil;
 use crate::paths::{Paths, SessionName, SessionPaths};
 use crate::wire::ExitStatus;
 
-/// Written by the master once its child runs.
+/// Written by the master once its child is forked, before the child's program starts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionMeta {
     pub name: String,

@@ -194,32 +194,66 @@ mod tests {
         }
     }
 
+    /// Serve `listener` until `stop`: every connection gets `answer`, after its HELLO when
+    /// `read_hello`. Non-blocking accepts, so the thread ends when the test does.
+    fn serve_each(
+        listener: UnixListener,
+        answer: Vec<u8>,
+        read_hello: bool,
+        stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    ) -> std::thread::JoinHandle<()> {
+        listener.set_nonblocking(true).unwrap();
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let Ok((mut s, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                };
+                s.set_nonblocking(false).unwrap();
+                if read_hello {
+                    let _ = s.read(&mut [0u8; 64]);
+                }
+                // A client that gave up on a late answer has closed its end: nothing to do.
+                let _ = s.write_all(&answer);
+            }
+        })
+    }
+
     #[test]
     fn every_kind_of_socket_gets_its_own_answer_in_order() {
         let dir = tempfile::tempdir().unwrap();
         let path = |n: &str| dir.path().join(n);
         // Answers at once; never answers; refuses; a socket file with no listener; no file.
-        let good = UnixListener::bind(path("good")).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let welcome = Frame::Welcome { version: PROTOCOL_VERSION, info: Box::new(info("good")) }.to_bytes();
+        let good = serve_each(UnixListener::bind(path("good")).unwrap(), welcome, true, stop.clone());
         let _silent = UnixListener::bind(path("silent")).unwrap();
-        let refusing = UnixListener::bind(path("refusing")).unwrap();
+        let refusal = Frame::error(crate::wire::ErrorCode::SessionFull, "full").to_bytes();
+        let refusing = serve_each(UnixListener::bind(path("refusing")).unwrap(), refusal, false, stop.clone());
         drop(UnixListener::bind(path("stale")).unwrap());
-        let server = std::thread::spawn(move || {
-            let (mut s, _) = good.accept().unwrap();
-            let mut hello = [0u8; 64];
-            let _ = s.read(&mut hello).unwrap();
-            s.write_all(&Frame::Welcome { version: PROTOCOL_VERSION, info: Box::new(info("good")) }.to_bytes())
-                .unwrap();
-            let (mut s, _) = refusing.accept().unwrap();
-            s.write_all(&Frame::error(crate::wire::ErrorCode::SessionFull, "full").to_bytes()).unwrap();
-        });
         let sockets: Vec<PathBuf> = ["good", "silent", "refusing", "stale", "absent"].map(path).to_vec();
-        let budget = Duration::from_millis(300);
-        let started = Instant::now();
-        let answers = ask_all(&sockets, started + budget, budget).unwrap();
-        server.join().unwrap();
-        assert!(started.elapsed() < Duration::from_secs(2));
+        // The answering masters are threads of this loaded test process: one not scheduled
+        // within the budget is late, which is the right answer for it but not the case under
+        // test. Such a round is asked again with a longer budget (the silent socket must still
+        // wait for the deadline, so each round costs its budget).
+        let mut budget = Duration::from_millis(300);
+        let answers = loop {
+            let started = Instant::now();
+            let answers = ask_all(&sockets, started + budget, budget).unwrap();
+            // By the deadline, with slack for a loaded machine: never waiting on the silent one.
+            assert!(started.elapsed() < budget + Duration::from_secs(5), "{:?}", started.elapsed());
+            let late = |a: &Answer| matches!(a, Answer::Unresponsive(why) if why.contains("did not answer"));
+            if !(late(&answers[0]) || late(&answers[2])) || budget >= Duration::from_secs(10) {
+                break answers;
+            }
+            budget *= 4;
+        };
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        good.join().unwrap();
+        refusing.join().unwrap();
+        let waited = format!("{} ms", budget.as_millis());
         assert!(matches!(&answers[0], Answer::Welcome(i) if i.name == "good"), "{answers:?}");
-        assert!(matches!(&answers[1], Answer::Unresponsive(why) if why.contains("300 ms")), "{answers:?}");
+        assert!(matches!(&answers[1], Answer::Unresponsive(why) if why.contains(&waited)), "{answers:?}");
         assert!(matches!(&answers[2], Answer::Unresponsive(why) if why.contains("full")), "{answers:?}");
         assert!(matches!(answers[3], Answer::Stale), "{answers:?}");
         assert!(matches!(answers[4], Answer::Absent), "{answers:?}");

@@ -4,8 +4,9 @@
 //! This file owns start-up: verifying the runtime directory, binding the socket (0600, inside
 //! the verified 0700 directory), starting the child at its initial size, writing the session's
 //! metadata and telling the launching `desk new` that the session is ready (or why it is not)
-//! through an inherited pipe. The running loop lives in [`event_loop`]. Invariant: `desk new`
-//! hears "ready" only once the socket accepts connections and the child runs.
+//! through an inherited pipe. The running loop lives in [`event_loop`]. Invariants: `desk new`
+//! hears "ready" only once the socket accepts connections and the child runs; the session's
+//! record exists before the child's program starts ([`pty::spawn_gated`]).
 
 pub mod args;
 mod client;
@@ -157,9 +158,48 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
     }
     let spawn =
         Spawn { program: opts.program.clone(), args: opts.args.clone(), cwd: opts.cwd.clone(), env, cols, rows };
-    let child = match pty::spawn(&spawn) {
+    let cwd = match &opts.cwd {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir().unwrap_or_default(),
+    };
+    let mut command = vec![opts.program.to_string_lossy().into_owned()];
+    command.extend(opts.args.iter().map(|a| a.to_string_lossy().into_owned()));
+    let mut meta = SessionMeta {
+        name: opts.name.to_string(),
+        generation: opts.generation,
+        provider: opts.provider.to_string(),
+        pid: 0,
+        master_pid: std::process::id(),
+        command,
+        cwd: cwd.to_string_lossy().into_owned(),
+        cols,
+        rows,
+        started_at_ms: 0,
+        size_policy: Some(opts.size_policy.to_string()),
+    };
+    // The record is written before the child's program starts: whatever the program runs
+    // first (`desk attach` on its own session, which must find the record to refuse) sees it.
+    // A program that then fails to start leaves the records of the name's last run as they were.
+    let previous = (fs::read(&files.meta).ok(), fs::read(&files.exit).ok());
+    let mut replaced = false;
+    let spawned = pty::spawn_gated(&spawn, |pid| {
+        meta.pid = pid;
+        meta.started_at_ms = crate::clock::now_ms();
+        replaced = true;
+        crate::fsutil::remove_if_exists(&files.exit)?;
+        session::write_meta(&files, &meta)
+    });
+    let child = match spawned {
         Ok(child) => child,
         Err(e) => {
+            if replaced {
+                for (path, bytes) in [(&files.meta, previous.0), (&files.exit, previous.1)] {
+                    let _ = match bytes {
+                        Some(bytes) => crate::fsutil::write_atomic(path, &bytes),
+                        None => crate::fsutil::remove_if_exists(path),
+                    };
+                }
+            }
             let _ = fs::remove_file(&files.socket);
             return Err(e);
         }
@@ -167,28 +207,6 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
     poll.registry()
         .register(&mut SourceFd(&child.master.as_raw_fd()), Token(1), Interest::READABLE | Interest::WRITABLE)
         .context("cannot register the PTY")?;
-
-    let cwd = match &opts.cwd {
-        Some(dir) => dir.clone(),
-        None => std::env::current_dir().unwrap_or_default(),
-    };
-    let mut command = vec![opts.program.to_string_lossy().into_owned()];
-    command.extend(opts.args.iter().map(|a| a.to_string_lossy().into_owned()));
-    let meta = SessionMeta {
-        name: opts.name.to_string(),
-        generation: opts.generation,
-        provider: opts.provider.to_string(),
-        pid: child.pid,
-        master_pid: std::process::id(),
-        command,
-        cwd: cwd.to_string_lossy().into_owned(),
-        cols,
-        rows,
-        started_at_ms: crate::clock::now_ms(),
-        size_policy: Some(opts.size_policy.to_string()),
-    };
-    crate::fsutil::remove_if_exists(&files.exit)?;
-    session::write_meta(&files, &meta)?;
     info!(pid = child.pid, generation = opts.generation, command = ?meta.command, cols, rows, "session started");
     let mut screen = Screen::with_history(cols, rows, opts.history);
     let log = if opts.log_cap > 0 {

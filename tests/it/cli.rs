@@ -310,6 +310,17 @@ fn attach_from_inside_the_same_session_is_refused() {
     assert_eq!(outside.wait_exit(Duration::from_secs(10)).unwrap().code(), Some(0));
 }
 
+#[test]
+fn the_session_record_exists_before_the_child_runs() {
+    let home = Home::new();
+    // The child's very first command reads the record that names it (what its own `desk
+    // attach` needs to refuse): the master writes it before the program starts, not after.
+    let script = r#"if grep -q "\"pid\": $$," "$DESK_HOME/run/first.json"; then echo "record: yes"; else echo "record: no"; fi; exec sleep 1000"#;
+    home.new_sh("first", script);
+    let screen = home.wait_screen("first", "record:");
+    assert!(screen.contains("record: yes"), "{screen}");
+}
+
 /// Files under `dir` (relative), sorted; none if it does not exist.
 fn files_under(dir: &std::path::Path) -> Vec<String> {
     let mut found = Vec::new();

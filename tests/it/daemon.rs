@@ -217,13 +217,20 @@ fn idle_control_clients_do_not_lock_out_commands_and_stop_means_stopped() {
 
 #[test]
 fn an_idle_control_client_is_closed_after_the_idle_timeout() {
+    // The daemon's idle timeout (CONTROL_IDLE_TIMEOUT in src/daemon/mod.rs).
+    const IDLE: std::time::Duration = std::time::Duration::from_secs(10);
     let home = Home::new();
-    home.serve();
-    let mut idle = std::os::unix::net::UnixStream::connect(home.run_dir().join("_serve.sock")).expect("connect");
-    idle.set_read_timeout(Some(std::time::Duration::from_secs(30))).expect("timeout");
+    let pid = home.serve();
+    // The clock starts before the connection exists: the daemon accepts it (and starts its idle
+    // clock) only after `connect` began, so the close cannot come sooner than IDLE after this,
+    // however long this thread is descheduled between the calls.
     let started = std::time::Instant::now();
+    let mut idle = std::os::unix::net::UnixStream::connect(home.run_dir().join("_serve.sock")).expect("connect");
+    idle.set_read_timeout(Some(IDLE + crate::support::PATIENCE)).expect("timeout");
     assert_eq!(std::io::Read::read(&mut idle, &mut [0u8; 64]).expect("closed by the daemon, not timed out"), 0);
-    assert!(started.elapsed() >= std::time::Duration::from_secs(9), "closed only once idle");
+    let elapsed = started.elapsed();
+    assert!(crate::support::alive(pid), "the connection ended because the daemon (pid {pid}) died, after {elapsed:?}");
+    assert!(elapsed >= IDLE, "closed after {elapsed:?}, before it was idle for {IDLE:?}");
 }
 
 /// A fake session master that speaks another protocol version: it answers an observer's HELLO

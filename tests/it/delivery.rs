@@ -62,8 +62,11 @@ fn an_approval_dialog_holds_delivery_until_the_operator_answers_it() {
     home.serve();
     let log = home.demo("ask", &["--work-ms", "500"]);
     home.wait_ready("ask");
+    // Every check says what the item's evidence and the screen were, so that a failure seen
+    // once under load can be read without a rerun.
+    let look = |id: &str| format!("{:#}\nscreen:\n{}", home.item(id), home.peek("ask"));
     let first = home.send("ask", "please approve-me now");
-    assert_eq!(state(&home.settled(&first)), "delivered");
+    assert_eq!(state(&home.settled(&first)), "delivered", "{}", look(&first));
     home.wait_activity("ask", "blocked");
     let second = home.send("ask", "after the approval");
     // Held, with the reason visible, and nothing typed into the dialog.
@@ -71,12 +74,13 @@ fn an_approval_dialog_holds_delivery_until_the_operator_answers_it() {
         let q = home.ok(&["queue", "ask"]);
         if q.contains("waiting for approval") { Ok(()) } else { Err(q) }
     });
-    assert_eq!(state(&home.item(&second)), "queued");
-    assert!(home.peek("ask").contains("Do you want to run this command?"));
+    assert_eq!(state(&home.item(&second)), "queued", "{}", look(&second));
+    let screen = home.peek("ask");
+    assert!(screen.contains("Do you want to run this command?"), "{screen}");
     // The operator answers (an Enter from an attached terminal).
     let mut operator = home.connect("ask", Role::Controller, 120, 40);
     operator.send(&Frame::Input(b"\r".to_vec()));
-    assert_eq!(state(&home.settled(&second)), "delivered");
+    assert_eq!(state(&home.settled(&second)), "delivered", "{}", look(&second));
     eventually("both prompts submitted", || {
         let p = prompts(&log);
         if p == ["please approve-me now", "after the approval"] { Ok(()) } else { Err(format!("{p:?}")) }

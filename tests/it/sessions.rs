@@ -176,6 +176,13 @@ fn kill_ends_and_names_a_helper_in_its_own_process_group() {
     // With job control on, the background sleep gets its own process group inside the session.
     home.new_sh("leaky", "set -m; sleep 1001 & echo ready; exec sleep 1000");
     home.wait_screen("leaky", "ready");
+    // "ready" is printed once the shell forked the helper, not once the helper exec'd sleep:
+    // until then it is a copy of the shell, and `desk kill` names it by what it runs then.
+    let pid = home.session("leaky").and_then(|s| s["pid"].as_u64()).expect("the session's pid") as u32;
+    eventually("the helper to run sleep 1001", || {
+        let members = desk::procfs::session_members(pid);
+        if members.iter().any(|p| p.command == "sleep 1001") { Ok(()) } else { Err(format!("{members:?}")) }
+    });
     let out = home.ok(&["kill", "leaky"]);
     assert!(out.contains("sleep 1001: ended"), "{out}");
 }
