@@ -25,6 +25,9 @@ fn item_states(home: &Home, session: &str) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
         .map(|d| {
             d.flatten()
+                // `.<id>.<state>.tmp.<pid>`: an item being rewritten (the daemon still adds notes
+                // to a delivered item), not an item of its own.
+                .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
                 .filter_map(|e| e.path().extension().and_then(|x| x.to_str()).map(String::from))
                 .filter(|x| x != "bad")
                 .collect()
