@@ -49,7 +49,13 @@ impl MasterConn {
             closed: false,
             refused: None,
         };
-        conn.send(&Frame::Hello { version: PROTOCOL_VERSION, role: Role::Observer, cols: 0, rows: 0 });
+        conn.send(&Frame::Hello {
+            version: PROTOCOL_VERSION,
+            role: Role::Observer,
+            cols: 0,
+            rows: 0,
+            status_line: false,
+        });
         conn
     }
 

@@ -539,8 +539,11 @@ impl Master {
             && client.closing.is_none()
         {
             match frame {
-                Frame::Hello { role, cols, rows, .. } if client.role.is_none() && role.streams_output() => {
+                Frame::Hello { role, cols, rows, status_line, .. }
+                    if client.role.is_none() && role.streams_output() =>
+                {
                     client.size = crate::screen::valid_size(cols, rows).then_some((cols, rows));
+                    client.status_line = status_line;
                 }
                 Frame::Resize { cols, rows }
                     if client.role.is_some_and(Role::streams_output) && crate::screen::valid_size(cols, rows) =>
@@ -713,6 +716,11 @@ impl Master {
         // At once, not at the end of the turn: output read later in this turn must not reach
         // a client as raw bytes drawn for a size that is no longer its own.
         self.update_views();
+        // A view kept across the resize shows a resized screen (and its status line the new
+        // size) even if the child draws nothing.
+        for client in self.clients.values_mut().filter(|c| c.view.is_some()) {
+            client.view_dirty = true;
+        }
         self.drain_log();
         debug!(cols, rows, "resized");
         self.emit_noise(EventBody::Resize { cols, rows }, Instant::now());
@@ -832,7 +840,7 @@ impl Master {
             if wanted == has {
                 continue;
             }
-            client.view = wanted.map(|(cols, rows)| desk_term::view::View::new(cols, rows, false));
+            client.view = wanted.map(|(cols, rows)| desk_term::view::View::new(cols, rows, client.status_line));
             client.view_dirty = false;
             if client.streams_output() {
                 // Raw bytes queued for the other kind are superseded by the keyframe.
@@ -1283,7 +1291,7 @@ mod tests {
     }
 
     fn hello(role: Role) -> Frame {
-        Frame::Hello { version: PROTOCOL_VERSION, role, cols: 0, rows: 0 }
+        Frame::Hello { version: PROTOCOL_VERSION, role, cols: 0, rows: 0, status_line: false }
     }
 
     fn error_code(frame: &Frame) -> Option<ErrorCode> {
@@ -1377,9 +1385,15 @@ mod tests {
     fn a_client_of_another_size_gets_coalesced_repaints_of_its_view_and_never_a_backlog() {
         let mut rig = rig(0);
         let (raw, mut raw_peer) = rig.connect();
-        rig.send(raw, Frame::Hello { version: PROTOCOL_VERSION, role: Role::Controller, cols: 80, rows: 24 });
+        rig.send(
+            raw,
+            Frame::Hello { version: PROTOCOL_VERSION, role: Role::Controller, cols: 80, rows: 24, status_line: false },
+        );
         let (viewer, mut peer) = rig.connect();
-        rig.send(viewer, Frame::Hello { version: PROTOCOL_VERSION, role: Role::Viewer, cols: 40, rows: 10 });
+        rig.send(
+            viewer,
+            Frame::Hello { version: PROTOCOL_VERSION, role: Role::Viewer, cols: 40, rows: 10, status_line: false },
+        );
         let (frames, _) = received(&mut peer);
         assert!(matches!(frames[..], [Frame::Welcome { .. }, Frame::Keyframe { .. }, ..]), "{frames:?}");
         let mut seen = stream_bytes(&frames);
@@ -1453,13 +1467,16 @@ mod tests {
     fn output_after_a_resize_in_the_same_turn_is_not_sent_raw_to_a_client_of_the_old_size() {
         let mut rig = rig(0);
         let (a, mut a_peer) = rig.connect();
-        rig.send(a, Frame::Hello { version: PROTOCOL_VERSION, role: Role::Controller, cols: 80, rows: 24 });
+        rig.send(
+            a,
+            Frame::Hello { version: PROTOCOL_VERSION, role: Role::Controller, cols: 80, rows: 24, status_line: false },
+        );
         received(&mut a_peer);
         let (b, _b_peer) = rig.connect();
         // b is the most recently active controller now: the session takes its size.
         rig.master.client_frame(
             b,
-            Frame::Hello { version: PROTOCOL_VERSION, role: Role::Controller, cols: 100, rows: 30 },
+            Frame::Hello { version: PROTOCOL_VERSION, role: Role::Controller, cols: 100, rows: 30, status_line: false },
             Instant::now(),
         );
         assert_eq!(rig.master.screen.size(), (100, 30));

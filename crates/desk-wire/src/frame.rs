@@ -278,6 +278,9 @@ pub enum Frame {
         role: Role,
         cols: u16,
         rows: u16,
+        /// The client asks for a status line when it is shown a view of another size
+        /// ([`crate::HELLO_STATUS_LINE`]).
+        status_line: bool,
     },
     Welcome {
         version: u16,
