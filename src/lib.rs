@@ -10,6 +10,7 @@ pub mod delivery;
 pub mod events;
 pub mod fleet;
 pub mod fsutil;
+pub mod info_file;
 pub mod journal;
 pub mod logging;
 pub mod master;

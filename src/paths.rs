@@ -89,6 +89,8 @@ pub struct SessionPaths {
     pub meta: PathBuf,
     pub exit: PathBuf,
     pub log: PathBuf,
+    /// What a running master would answer to HELLO (`crate::info_file`).
+    pub info: PathBuf,
 }
 
 impl Paths {
@@ -134,7 +136,13 @@ impl Paths {
 
     pub fn session(&self, name: &SessionName) -> SessionPaths {
         let file = |ext: &str| self.runtime.join(format!("{name}.{ext}"));
-        SessionPaths { socket: file("sock"), meta: file("json"), exit: file("exit"), log: file("log") }
+        SessionPaths {
+            socket: file("sock"),
+            meta: file("json"),
+            exit: file("exit"),
+            log: file("log"),
+            info: file("info"),
+        }
     }
 
     /// Durable per-session state (generation counter, events journal, provider settings).

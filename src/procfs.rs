@@ -217,6 +217,19 @@ pub fn descendants(root: u32) -> Vec<ProcessInfo> {
     found
 }
 
+/// The state letter (`R`, `S`, `T`, `Z`, ...; field 3) and start time (clock ticks after
+/// boot; field 22) of `pid`, from one read of `/proc/PID/stat`; `None` when there is no such
+/// process.
+pub fn state_and_start(pid: u32) -> Option<(char, u64)> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let close = stat.rfind(')')?;
+    let mut rest = stat.get(close + 2..)?.split_whitespace();
+    let state = rest.next()?.chars().next()?;
+    // After the state (field 3), field 22 is the 19th.
+    let start = rest.nth(18)?.parse().ok()?;
+    Some((state, start))
+}
+
 /// Whether `pid` names a live process (not a zombie).
 pub fn alive(pid: u32) -> bool {
     fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|stat| parse_stat(&stat)).is_some_and(|s| !s.zombie)

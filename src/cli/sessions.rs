@@ -341,7 +341,8 @@ impl ExitJson {
     }
 }
 
-/// Every session's row. The masters are asked all at once ([`super::probe::ask_all`]), so that
+/// Every session's row. A running master's row comes from its info file when that can be
+/// believed ([`from_info_file`]); the other masters are asked all at once ([`super::probe::ask_all`]), so that
 /// all of them together take at most [`session::PROBE_DEADLINE`]: a stopped or dripping
 /// master is shown as `unresponsive` rather than holding up the listing. A session that
 /// recorded its exit is listed from its record without asking; a master that answers is
@@ -357,10 +358,13 @@ fn listings(paths: &Paths) -> Result<Vec<Listing>> {
         let files = paths.session(name);
         match session::read_exit(&files).unwrap_or(None) {
             Some(exit) => rows.push(Some(exited(name, &files, &exit))),
-            None => {
-                rows.push(None);
-                ask.push((rows.len() - 1, files.socket));
-            }
+            None => match from_info_file(name, &files) {
+                Some(row) => rows.push(Some(row)),
+                None => {
+                    rows.push(None);
+                    ask.push((rows.len() - 1, files.socket));
+                }
+            },
         }
     }
     let sockets: Vec<std::path::PathBuf> = ask.iter().map(|(_, socket)| socket.clone()).collect();
@@ -369,6 +373,34 @@ fn listings(paths: &Paths) -> Result<Vec<Listing>> {
         rows[i] = unexited(paths, &names[i], answer)?;
     }
     Ok(rows.into_iter().flatten().collect())
+}
+
+/// A running session's row from the info file its master keeps current
+/// ([`crate::info_file`]), without waking the master: `running` with what it would answer to
+/// HELLO while the process the file names is that master, alive and not stopped;
+/// `unresponsive` when it is stopped; `None` when there is no file to believe (none yet, not
+/// this session's, or its master is gone), and the master is asked instead.
+fn from_info_file(name: &SessionName, files: &crate::paths::SessionPaths) -> Option<Listing> {
+    use crate::info_file::MasterCheck;
+    let record = crate::info_file::read(&files.info)?;
+    if record.info.name != name.as_str() {
+        return None;
+    }
+    match crate::info_file::check(&record) {
+        MasterCheck::Running => {
+            let mut row = from_files(name, None, "running");
+            row.size_policy = record.size_policy;
+            apply_info(&mut row, record.info);
+            Some(row)
+        }
+        MasterCheck::Stopped => {
+            let meta: Option<SessionMeta> = session::read_meta(files).unwrap_or(None);
+            let mut row = from_files(name, meta.as_ref(), "unresponsive");
+            row.note = Some("its master is stopped (SIGSTOP or a debugger) and cannot answer".into());
+            Some(row)
+        }
+        MasterCheck::NotTheMaster => None,
+    }
 }
 
 /// One session's row (for `desk new --json`), asked like `desk ls` asks them all.
@@ -1029,7 +1061,8 @@ pub(super) fn rm(name: &SessionName, json: bool) -> Result<i32> {
     let mut removed = false;
     let mut rotated = files.log.clone().into_os_string();
     rotated.push(".1");
-    for path in [files.meta.clone(), files.exit.clone(), files.log.clone(), PathBuf::from(rotated)] {
+    for path in [files.meta.clone(), files.exit.clone(), files.log.clone(), PathBuf::from(rotated), files.info.clone()]
+    {
         if path.exists() {
             crate::fsutil::remove_if_exists(&path)?;
             removed = true;

@@ -35,6 +35,7 @@ use super::queue::{Flush, InputQueue};
 use super::timers::{Timer, Timers};
 use crate::events::EventBody;
 use crate::events::journal::Journal;
+use crate::info_file::INFO_FILE_INTERVAL;
 use crate::paths::SessionPaths;
 use crate::screen::Screen;
 use crate::session::{self, ExitRecord, SessionMeta};
@@ -152,6 +153,13 @@ pub(super) struct Master {
     /// Holds [`PTY_READ_CHUNK`] bytes while the session is busy, nothing while it is idle.
     pub(super) read_buf: Vec<u8>,
     uid: u32,
+    /// The info file (`crate::info_file`): this process's start time as `/proc` counts it
+    /// (`None`: unknown, and no file is kept), the info last written, when it may next be
+    /// checked, and whether [`Timer::InfoFile`] is armed for that.
+    info_start: Option<u64>,
+    info_last: Option<SessionInfo>,
+    info_next: Option<Instant>,
+    info_armed: bool,
 }
 
 impl Master {
@@ -211,6 +219,10 @@ impl Master {
             repaint_armed: None,
             read_buf: Vec::new(),
             uid: nix::unistd::geteuid().as_raw(),
+            info_start: crate::procfs::state_and_start(std::process::id()).map(|(_, start)| start),
+            info_last: None,
+            info_next: None,
+            info_armed: false,
         }
     }
 
@@ -240,6 +252,8 @@ impl Master {
         loop {
             let now = Instant::now();
             self.fire_timers(now);
+            // Every change of this turn and the last (events, then timers) is in by now.
+            self.refresh_info_file(now);
             if self.child_status.is_some() && !self.awaiting_helpers() {
                 let drained = self.clients.values().all(|c| c.out.is_empty() || !c.alive());
                 if self.policy.may_finish(drained, now) {
@@ -571,8 +585,14 @@ impl Master {
                 Effect::Welcome { client: id, role } => {
                     let info = self.info();
                     let Some(client) = self.clients.get_mut(&token_of(id)) else { continue };
-                    client.push_control(&Frame::Welcome { version: PROTOCOL_VERSION, info: Box::new(info) });
                     client.role = Some(role);
+                    if role != Role::Query {
+                        // Counted in the info file before it hears WELCOME: whatever it or its
+                        // user does next (`desk ls`) sees it attached.
+                        self.refresh_info_file(now);
+                    }
+                    let Some(client) = self.clients.get_mut(&token_of(id)) else { continue };
+                    client.push_control(&Frame::Welcome { version: PROTOCOL_VERSION, info: Box::new(info) });
                     if role == Role::Query {
                         debug!(client = id.0, peer_pid = client.pid, "query client connected");
                     } else {
@@ -724,6 +744,58 @@ impl Master {
         self.drain_log();
         debug!(cols, rows, "resized");
         self.emit_noise(EventBody::Resize { cols, rows }, Instant::now());
+    }
+
+    /// Keep the info file what HELLO would be answered now. A change a client could have
+    /// caused or seen (clients, size, title, state) is written in the turn that made it; one
+    /// of the time of the last output alone (every turn of a busy session) at most once per
+    /// [`INFO_FILE_INTERVAL`], a timer catching the last of a busy spell. Costs one
+    /// `SessionInfo` built and compared per turn; an idle master is never woken for it.
+    fn refresh_info_file(&mut self, now: Instant) {
+        let Some(master_start) = self.info_start else { return };
+        let mut info = self.info();
+        let Some(last) = &self.info_last else { return self.write_info_file(master_start, info, now) };
+        if *last == info {
+            return;
+        }
+        // Compare all but the output time (swapped in and back rather than cloning the info).
+        fn output_ms(info: &mut SessionInfo) -> Option<&mut Option<u64>> {
+            info.state.as_mut().map(|s| &mut s.last_output_ms)
+        }
+        let last_output = last.state.as_ref().and_then(|s| s.last_output_ms);
+        let own_output = output_ms(&mut info).map(|ms| std::mem::replace(ms, last_output));
+        let discrete = *last != info;
+        if let (Some(ms), Some(own)) = (output_ms(&mut info), own_output) {
+            *ms = own;
+        }
+        if !discrete
+            && let Some(at) = self.info_next
+            && now < at
+        {
+            if !self.info_armed {
+                self.timers.arm(at, Timer::InfoFile);
+                self.info_armed = true;
+            }
+            return;
+        }
+        self.write_info_file(master_start, info, now);
+    }
+
+    fn write_info_file(&mut self, master_start: u64, info: SessionInfo, now: Instant) {
+        self.info_next = Some(now + INFO_FILE_INTERVAL);
+        let record = crate::info_file::InfoRecord { master_start, size_policy: self.meta.size_policy.clone(), info };
+        let written = serde_json::to_vec(&record)
+            .context("cannot encode the info file")
+            .and_then(|bytes| crate::info_file::write(&self.files.info, &bytes));
+        match written {
+            Ok(()) => self.info_last = Some(record.info),
+            Err(e) => {
+                // An older record must not be believed: without one, `desk ls` asks this master.
+                warn!("{e:#}");
+                let _ = crate::fsutil::remove_if_exists(&self.files.info);
+                self.info_last = None;
+            }
+        }
     }
 
     fn info(&self) -> SessionInfo {
@@ -987,6 +1059,7 @@ impl Master {
                 Timer::OutputQuiet => self.check_output_quiet(now),
                 Timer::ScreenCheck => self.check_screen(now),
                 Timer::StateTick => self.state_tick(now),
+                Timer::InfoFile => self.info_armed = false,
                 Timer::ViewRepaint => {
                     self.repaint_armed = None;
                     self.repaint_views(now);
@@ -1110,6 +1183,11 @@ impl Master {
         if let Err(e) = crate::fsutil::remove_if_exists(&self.files.socket) {
             warn!("{e:#}");
         }
+        // The exit record says how the session is now; the info file would say it runs.
+        self.info_start = None;
+        if let Err(e) = crate::fsutil::remove_if_exists(&self.files.info) {
+            warn!("{e:#}");
+        }
         drop(self.exit_reserve.take());
     }
 }
@@ -1210,7 +1288,13 @@ mod tests {
     fn rig(child_pid: u32) -> Rig {
         let dir = tempfile::tempdir().unwrap();
         let file = |ext: &str| dir.path().join(format!("t.{ext}"));
-        let files = SessionPaths { socket: file("sock"), meta: file("json"), exit: file("exit"), log: file("log") };
+        let files = SessionPaths {
+            socket: file("sock"),
+            meta: file("json"),
+            exit: file("exit"),
+            log: file("log"),
+            info: file("info"),
+        };
         let listener = UnixListener::bind(&files.socket).unwrap();
         let pty = nix::pty::openpty(None, None).unwrap();
         crate::pty::set_nonblocking(pty.master.as_fd()).unwrap();
