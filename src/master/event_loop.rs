@@ -160,6 +160,8 @@ pub(super) struct Master {
     info_last: Option<SessionInfo>,
     info_next: Option<Instant>,
     info_armed: bool,
+    /// Something other than PTY output happened since the info file was last checked.
+    info_poked: bool,
 }
 
 impl Master {
@@ -223,6 +225,7 @@ impl Master {
             info_last: None,
             info_next: None,
             info_armed: false,
+            info_poked: false,
         }
     }
 
@@ -251,7 +254,9 @@ impl Master {
         self.reap();
         loop {
             let now = Instant::now();
-            self.fire_timers(now);
+            if self.fire_timers(now) {
+                self.info_poked = true;
+            }
             // Every change of this turn and the last (events, then timers) is in by now.
             self.refresh_info_file(now);
             if self.child_status.is_some() && !self.awaiting_helpers() {
@@ -276,6 +281,8 @@ impl Master {
             }
             for event in events.iter() {
                 let now = Instant::now();
+                // Anything but the PTY may change what HELLO would be answered at once.
+                self.info_poked |= event.token() != PTY;
                 match event.token() {
                     LISTENER => self.accept(now),
                     PTY => {
@@ -589,6 +596,7 @@ impl Master {
                     if role != Role::Query {
                         // Counted in the info file before it hears WELCOME: whatever it or its
                         // user does next (`desk ls`) sees it attached.
+                        self.info_poked = true;
                         self.refresh_info_file(now);
                     }
                     let Some(client) = self.clients.get_mut(&token_of(id)) else { continue };
@@ -746,13 +754,23 @@ impl Master {
         self.emit_noise(EventBody::Resize { cols, rows }, Instant::now());
     }
 
-    /// Keep the info file what HELLO would be answered now. A change a client could have
-    /// caused or seen (clients, size, title, state) is written in the turn that made it; one
-    /// of the time of the last output alone (every turn of a busy session) at most once per
-    /// [`INFO_FILE_INTERVAL`], a timer catching the last of a busy spell. Costs one
-    /// `SessionInfo` built and compared per turn; an idle master is never woken for it.
+    /// Keep the info file what HELLO would be answered now. A turn that handled a client, a
+    /// signal or a timer has its changes (clients, size, title, state) written at its end; a
+    /// turn that only read the PTY, and a change of the time of the last output alone, are
+    /// checked at most once per [`INFO_FILE_INTERVAL`], a timer catching the last of a busy
+    /// spell. So a flood costs ten `SessionInfo` comparisons a second, not one per read, and an
+    /// idle master is never woken for it.
     fn refresh_info_file(&mut self, now: Instant) {
         let Some(master_start) = self.info_start else { return };
+        let throttled = self.info_next.filter(|at| now < *at);
+        if !std::mem::take(&mut self.info_poked)
+            && let Some(at) = throttled
+        {
+            // Only the PTY was read since the last check: what output changes (the title, a
+            // state from the screen, the output time) is checked when the interval is over.
+            self.arm_info_timer(at);
+            return;
+        }
         let mut info = self.info();
         let Some(last) = &self.info_last else { return self.write_info_file(master_start, info, now) };
         if *last == info {
@@ -768,17 +786,18 @@ impl Master {
         if let (Some(ms), Some(own)) = (output_ms(&mut info), own_output) {
             *ms = own;
         }
-        if !discrete
-            && let Some(at) = self.info_next
-            && now < at
-        {
-            if !self.info_armed {
-                self.timers.arm(at, Timer::InfoFile);
-                self.info_armed = true;
-            }
+        if !discrete && let Some(at) = throttled {
+            self.arm_info_timer(at);
             return;
         }
         self.write_info_file(master_start, info, now);
+    }
+
+    fn arm_info_timer(&mut self, at: Instant) {
+        if !self.info_armed {
+            self.timers.arm(at, Timer::InfoFile);
+            self.info_armed = true;
+        }
     }
 
     fn write_info_file(&mut self, master_start: u64, info: SessionInfo, now: Instant) {
@@ -1047,8 +1066,11 @@ impl Master {
         self.subreaper && self.policy.escalation_pending() && self.child_status.is_some() && !self.helpers().is_empty()
     }
 
-    fn fire_timers(&mut self, now: Instant) {
+    /// Fire every timer due at `now`; whether any was.
+    fn fire_timers(&mut self, now: Instant) -> bool {
+        let mut fired = false;
         while let Some(timer) = self.timers.pop_due(now) {
+            fired = true;
             match timer {
                 Timer::Policy(timer) => {
                     self.policy.on_timer(timer, now);
@@ -1073,6 +1095,7 @@ impl Master {
                 }
             }
         }
+        fired
     }
 
     /// Collect the child's status if it has exited and, as a subreaper, every adopted orphan
