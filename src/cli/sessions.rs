@@ -349,31 +349,48 @@ impl ExitJson {
 /// listed from its WELCOME alone (its metadata file is read only for a session whose master
 /// did not answer).
 fn listings(paths: &Paths) -> Result<Vec<Listing>> {
-    let names = paths.session_names()?;
+    let (names, exits): (Vec<SessionName>, Vec<bool>) = paths.session_names_and_exits()?.into_iter().unzip();
     let budget = session::PROBE_DEADLINE;
     let deadline = Instant::now() + budget;
-    let mut rows: Vec<Option<Listing>> = Vec::with_capacity(names.len());
-    let mut ask = Vec::new();
-    for name in &names {
+    // The files of a large fleet are read by two threads: each session costs a few system
+    // calls (its info file, its master's `/proc` entry), most of a listing's time.
+    let read = |(name, has_exit): (&SessionName, bool)| -> Option<Listing> {
         let files = paths.session(name);
-        match session::read_exit(&files).unwrap_or(None) {
-            Some(exit) => rows.push(Some(exited(name, &files, &exit))),
-            None => match from_info_file(name, &files) {
-                Some(row) => rows.push(Some(row)),
-                None => {
-                    rows.push(None);
-                    ask.push((rows.len() - 1, files.socket));
-                }
-            },
+        // A record written after the directory was read belongs to a session that was running
+        // then; `unexited` looks again for a master that does not answer.
+        let exit = if has_exit { session::read_exit(&files).unwrap_or(None) } else { None };
+        match exit {
+            Some(exit) => Some(exited(name, &files, &exit)),
+            None => from_info_file(name, &files),
         }
-    }
-    let sockets: Vec<std::path::PathBuf> = ask.iter().map(|(_, socket)| socket.clone()).collect();
+    };
+    let pairs: Vec<(&SessionName, bool)> = names.iter().zip(exits).collect();
+    let mut rows: Vec<Option<Listing>> = if pairs.len() >= LISTING_SPLIT {
+        let (first, second) = pairs.split_at(pairs.len() / 2);
+        std::thread::scope(|scope| {
+            let helper = scope.spawn(|| second.iter().map(|p| read(*p)).collect::<Vec<_>>());
+            let mut rows: Vec<Option<Listing>> = first.iter().map(|p| read(*p)).collect();
+            match helper.join() {
+                Ok(more) => rows.extend(more),
+                // It cannot panic short of a bug; read its half here then.
+                Err(_) => rows.extend(second.iter().map(|p| read(*p))),
+            }
+            rows
+        })
+    } else {
+        pairs.iter().map(|p| read(*p)).collect()
+    };
+    let ask: Vec<usize> = (0..rows.len()).filter(|i| rows[*i].is_none()).collect();
+    let sockets: Vec<std::path::PathBuf> = ask.iter().map(|i| paths.session(&names[*i]).socket).collect();
     let answers = super::probe::ask_all(&sockets, deadline, budget)?;
-    for ((i, _), answer) in ask.into_iter().zip(answers) {
+    for (i, answer) in ask.into_iter().zip(answers) {
         rows[i] = unexited(paths, &names[i], answer)?;
     }
     Ok(rows.into_iter().flatten().collect())
 }
+
+/// 64 sessions: below this a second thread costs more to start than it saves.
+const LISTING_SPLIT: usize = 64;
 
 /// A running session's row from the info file its master keeps current
 /// ([`crate::info_file`]), without waking the master: `running` with what it would answer to
@@ -535,9 +552,15 @@ pub(super) fn ls(json: bool) -> Result<i32> {
         println!("no sessions");
         return Ok(0);
     }
+    // One write for the table (a line-buffered stdout makes one per row).
+    let mut text = String::new();
     for line in ls_table(&rows, crate::clock::now_ms(), super::table::terminal_width()) {
-        println!("{line}");
+        text.push_str(&line);
+        text.push('\n');
     }
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes()).and_then(|()| out.flush()).context("cannot write the listing")?;
     Ok(0)
 }
 
