@@ -26,11 +26,17 @@ use std::time::Duration;
 
 use crate::wire::SessionInfo;
 
-/// 100 ms: how stale a busy session's record may be. Only a session that is changing (output
-/// flowing, a title animating) is rewritten this often, about ten small tmpfs writes a second
-/// in a loop that is awake anyway; an isolated change (a client attaching, a state change) is
-/// written at once, since the first check after a quiet period is immediate.
+/// 100 ms: how late a change that output made (a title, a state read from the screen) may
+/// reach the record while output flows. The master compares its info with the record at most
+/// this often during a flood (ten comparisons a second in a loop that is awake anyway); a
+/// change made by a client, a signal or a timer is written in its own turn.
 pub const INFO_FILE_INTERVAL: Duration = Duration::from_millis(100);
+
+/// 1 s: how stale the times that move with every read of output (`state.last_output_ms`, and
+/// when each axis's evidence was last seen) may be in the record while output flows. A flood
+/// rewrites the record once a second for them (a rename is a quarter of a millisecond on a
+/// disk-backed runtime directory), not ten times.
+pub const INFO_OUTPUT_TIME_INTERVAL: Duration = Duration::from_secs(1);
 
 /// 64 KiB: a record is a few hundred bytes (a title of at most 1 KiB, the command line, the
 /// state); a larger file is not one a master wrote.

@@ -35,7 +35,7 @@ use super::queue::{Flush, InputQueue};
 use super::timers::{Timer, Timers};
 use crate::events::EventBody;
 use crate::events::journal::Journal;
-use crate::info_file::INFO_FILE_INTERVAL;
+use crate::info_file::{INFO_FILE_INTERVAL, INFO_OUTPUT_TIME_INTERVAL};
 use crate::paths::SessionPaths;
 use crate::screen::Screen;
 use crate::session::{self, ExitRecord, SessionMeta};
@@ -159,6 +159,8 @@ pub(super) struct Master {
     info_start: Option<u64>,
     info_last: Option<SessionInfo>,
     info_next: Option<Instant>,
+    /// When a change of the time of the last output alone may next be written.
+    info_output_next: Option<Instant>,
     info_armed: bool,
     /// Something other than PTY output happened since the info file was last checked.
     info_poked: bool,
@@ -224,6 +226,7 @@ impl Master {
             info_start: crate::procfs::state_and_start(std::process::id()).map(|(_, start)| start),
             info_last: None,
             info_next: None,
+            info_output_next: None,
             info_armed: false,
             info_poked: false,
         }
@@ -756,9 +759,10 @@ impl Master {
 
     /// Keep the info file what HELLO would be answered now. A turn that handled a client, a
     /// signal or a timer has its changes (clients, size, title, state) written at its end; a
-    /// turn that only read the PTY, and a change of the time of the last output alone, are
-    /// checked at most once per [`INFO_FILE_INTERVAL`], a timer catching the last of a busy
-    /// spell. So a flood costs ten `SessionInfo` comparisons a second, not one per read, and an
+    /// turn that only read the PTY is checked at most once per [`INFO_FILE_INTERVAL`], and a
+    /// change of the time of the last output alone is written at most once per
+    /// [`INFO_OUTPUT_TIME_INTERVAL`], a timer catching the last of a busy spell. So a flood
+    /// costs ten `SessionInfo` comparisons and one write a second, not one per read, and an
     /// idle master is never woken for it.
     fn refresh_info_file(&mut self, now: Instant) {
         let Some(master_start) = self.info_start else { return };
@@ -767,26 +771,17 @@ impl Master {
             && let Some(at) = throttled
         {
             // Only the PTY was read since the last check: what output changes (the title, a
-            // state from the screen, the output time) is checked when the interval is over.
+            // state from the screen, the output times) is checked when the interval is over.
             self.arm_info_timer(at);
             return;
         }
-        let mut info = self.info();
+        let info = self.info();
         let Some(last) = &self.info_last else { return self.write_info_file(master_start, info, now) };
         if *last == info {
             return;
         }
-        // Compare all but the output time (swapped in and back rather than cloning the info).
-        fn output_ms(info: &mut SessionInfo) -> Option<&mut Option<u64>> {
-            info.state.as_mut().map(|s| &mut s.last_output_ms)
-        }
-        let last_output = last.state.as_ref().and_then(|s| s.last_output_ms);
-        let own_output = output_ms(&mut info).map(|ms| std::mem::replace(ms, last_output));
-        let discrete = *last != info;
-        if let (Some(ms), Some(own)) = (output_ms(&mut info), own_output) {
-            *ms = own;
-        }
-        if !discrete && let Some(at) = throttled {
+        let discrete = !same_but_output_times(last, &info);
+        if !discrete && let Some(at) = self.info_output_next.filter(|at| now < *at) {
             self.arm_info_timer(at);
             return;
         }
@@ -802,6 +797,7 @@ impl Master {
 
     fn write_info_file(&mut self, master_start: u64, info: SessionInfo, now: Instant) {
         self.info_next = Some(now + INFO_FILE_INTERVAL);
+        self.info_output_next = Some(now + INFO_OUTPUT_TIME_INTERVAL);
         let record = crate::info_file::InfoRecord { master_start, size_policy: self.meta.size_policy.clone(), info };
         let written = serde_json::to_vec(&record)
             .context("cannot encode the info file")
@@ -1215,6 +1211,22 @@ impl Master {
     }
 }
 
+/// Whether `a` and `b` differ at most in the times that move with every read of output: the
+/// time of the last output, and when each axis's evidence was last seen (a `working` lease
+/// that output renews, `no evidence` as of the last output). Only a changing master compares,
+/// at most ten times a second, so the clone costs nothing that matters.
+fn same_but_output_times(a: &SessionInfo, b: &SessionInfo) -> bool {
+    let (Some(sa), Some(_)) = (&a.state, &b.state) else { return a == b };
+    let mut b = b.clone();
+    if let Some(state) = b.state.as_mut() {
+        state.last_output_ms = sa.last_output_ms;
+        state.lifecycle.evidence.at_ms = sa.lifecycle.evidence.at_ms;
+        state.activity.evidence.at_ms = sa.activity.evidence.at_ms;
+        state.health.evidence.at_ms = sa.health.evidence.at_ms;
+    }
+    *a == b
+}
+
 /// A keyframe's bytes cut into KEYFRAME frames (one empty frame for no bytes).
 fn keyframe_chunks(bytes: &[u8]) -> Vec<Rc<[u8]>> {
     let mut frames = Vec::new();
@@ -1306,6 +1318,27 @@ mod tests {
         master: Master,
         _dir: tempfile::TempDir,
         _slave: OwnedFd,
+    }
+
+    #[test]
+    fn output_times_alone_are_not_a_change_to_write_at_once() {
+        let rig = rig(1);
+        let a = rig.master.info();
+        let mut b = a.clone();
+        let state = b.state.as_mut().expect("the master has a state");
+        state.last_output_ms = Some(42);
+        state.activity.evidence.at_ms += 5;
+        state.lifecycle.evidence.at_ms += 5;
+        assert!(same_but_output_times(&a, &b));
+        let mut titled = b.clone();
+        titled.title = "new".into();
+        assert!(!same_but_output_times(&a, &titled));
+        let mut moved = b.clone();
+        moved.state.as_mut().expect("a state").activity.since_ms += 1;
+        assert!(!same_but_output_times(&a, &moved));
+        let mut attached = b;
+        attached.viewers += 1;
+        assert!(!same_but_output_times(&a, &attached));
     }
 
     fn rig(child_pid: u32) -> Rig {
