@@ -775,6 +775,8 @@ impl Master {
             self.arm_info_timer(at);
             return;
         }
+        // Checked now: output-only turns wait for the interval again, written or not.
+        self.info_next = Some(now + INFO_FILE_INTERVAL);
         let info = self.info();
         let Some(last) = &self.info_last else { return self.write_info_file(master_start, info, now) };
         if *last == info {
