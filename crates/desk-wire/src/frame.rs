@@ -146,7 +146,7 @@ impl ExitStatus {
 #[repr(u16)]
 pub enum ErrorCode {
     /// The handshake failed: the first frame was not a HELLO, a HELLO's payload was malformed
-    /// (size, magic, role, reserved byte), or a second HELLO arrived.
+    /// (size, magic, role, a reserved option bit), or a second HELLO arrived.
     BadHello = 1,
     /// The HELLO named a protocol version this side does not speak.
     UnsupportedVersion = 2,
