@@ -17,6 +17,8 @@ const COLS: u16 = 120;
 const ROWS: u16 = 40;
 /// A PTY read returns at most about a page, so the master feeds the model in pieces this big.
 const CHUNK: usize = 4096;
+/// The master's default history (`desk new --history`).
+const HISTORY_LINES: usize = 10_000;
 /// Best of a few rounds: the machine is shared, so single runs are noisy.
 const ROUNDS: usize = 3;
 
@@ -210,6 +212,23 @@ impl Engine for DeskFeed {
     }
 }
 
+/// The master's default: `feed` into a model that keeps a 10,000-line history (every row
+/// scrolled off is stored).
+struct DeskHistory(Screen, Vec<OutputEvent>);
+impl Engine for DeskHistory {
+    fn name(&self) -> &'static str {
+        "desk `feed` with a 10,000-line history (the master's default)"
+    }
+    fn feed(&mut self, chunk: &[u8]) {
+        self.0.feed(chunk, &mut self.1);
+        black_box(self.1.len());
+        self.1.clear();
+    }
+    fn probe(&self) -> u64 {
+        u64::from(self.0.cursor().0)
+    }
+}
+
 struct Vt100(vt100::Parser);
 impl Engine for Vt100 {
     fn name(&self) -> &'static str {
@@ -230,6 +249,7 @@ fn engines() -> Vec<Box<dyn Engine>> {
         Box::new(VteOnly(vte::Parser::new())),
         Box::new(Desk(Screen::new(COLS, ROWS))),
         Box::new(DeskFeed(Screen::new(COLS, ROWS), Vec::new())),
+        Box::new(DeskHistory(Screen::with_history(COLS, ROWS, HISTORY_LINES), Vec::new())),
         Box::new(Vt100(vt100::Parser::new(size(ROWS), size(COLS), 0))),
     ]
 }

@@ -11,6 +11,7 @@ pub mod delivery;
 pub mod events;
 pub mod fleet;
 pub mod fsutil;
+pub mod info_file;
 pub mod journal;
 pub mod keys;
 pub mod logging;

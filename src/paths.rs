@@ -89,6 +89,8 @@ pub struct SessionPaths {
     pub meta: PathBuf,
     pub exit: PathBuf,
     pub log: PathBuf,
+    /// What a running master would answer to HELLO (`crate::info_file`).
+    pub info: PathBuf,
 }
 
 impl Paths {
@@ -134,7 +136,13 @@ impl Paths {
 
     pub fn session(&self, name: &SessionName) -> SessionPaths {
         let file = |ext: &str| self.runtime.join(format!("{name}.{ext}"));
-        SessionPaths { socket: file("sock"), meta: file("json"), exit: file("exit"), log: file("log") }
+        SessionPaths {
+            socket: file("sock"),
+            meta: file("json"),
+            exit: file("exit"),
+            log: file("log"),
+            info: file("info"),
+        }
     }
 
     /// Durable per-session state (generation counter, events journal, provider settings).
@@ -153,16 +161,27 @@ impl Paths {
 
     /// Every session name that has files in the runtime directory, sorted.
     pub fn session_names(&self) -> Result<Vec<SessionName>> {
+        Ok(self.session_names_and_exits()?.into_iter().map(|(name, _)| name).collect())
+    }
+
+    /// [`Paths::session_names`], each with whether its exit record (`<name>.exit`) was in the
+    /// directory when it was read: a listing need not try to open the records that are not.
+    pub fn session_names_and_exits(&self) -> Result<Vec<(SessionName, bool)>> {
         let entries = match fs::read_dir(&self.runtime) {
             Ok(entries) => entries,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(e).with_context(|| format!("cannot list {}", self.runtime.display())),
         };
         let mut names = Vec::new();
+        let mut exits = std::collections::HashSet::new();
         for entry in entries {
             let entry = entry.with_context(|| format!("cannot list {}", self.runtime.display()))?;
             let file = entry.file_name();
             let Some(file) = file.to_str() else { continue };
+            if let Some(stem) = file.strip_suffix(".exit") {
+                exits.insert(stem.to_string());
+                continue;
+            }
             let Some(stem) = file.strip_suffix(".json").or_else(|| file.strip_suffix(".sock")) else {
                 continue;
             };
@@ -172,7 +191,13 @@ impl Paths {
         }
         names.sort();
         names.dedup();
-        Ok(names)
+        Ok(names
+            .into_iter()
+            .map(|name| {
+                let exited = exits.contains(name.as_str());
+                (name, exited)
+            })
+            .collect())
     }
 }
 

@@ -217,6 +217,35 @@ pub fn descendants(root: u32) -> Vec<ProcessInfo> {
     found
 }
 
+/// The state letter (`R`, `S`, `T`, `Z`, ...; field 3) and start time (clock ticks after
+/// boot; field 22) of `pid`, from one read of `/proc/PID/stat`; `None` when there is no such
+/// process.
+pub fn state_and_start(pid: u32) -> Option<(char, u64)> {
+    use std::io::Read as _;
+    // One read: a stat line is a few hundred bytes (a command name of at most 16).
+    let mut buf = [0u8; 1024];
+    let mut file = fs::File::open(format!("/proc/{pid}/stat")).ok()?;
+    let mut len = 0;
+    loop {
+        match file.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+        if len == buf.len() {
+            return None;
+        }
+    }
+    let stat = std::str::from_utf8(&buf[..len]).ok()?;
+    let close = stat.rfind(')')?;
+    let mut rest = stat.get(close + 2..)?.split_whitespace();
+    let state = rest.next()?.chars().next()?;
+    // After the state (field 3), field 22 is the 19th.
+    let start = rest.nth(18)?.parse().ok()?;
+    Some((state, start))
+}
+
 /// Whether `pid` names a live process (not a zombie).
 pub fn alive(pid: u32) -> bool {
     fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|stat| parse_stat(&stat)).is_some_and(|s| !s.zombie)

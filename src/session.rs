@@ -290,6 +290,8 @@ pub fn clean_stale(paths: &Paths, name: &SessionName, lock: &NameLock) -> Result
     match probe(&files)? {
         Probe::Stale => {
             fsutil::remove_if_exists(&files.socket)?;
+            // Its dead master's info file, which no reader believes anyway.
+            fsutil::remove_if_exists(&files.info)?;
             Ok(true)
         }
         Probe::Live(_) | Probe::Absent => Ok(false),

@@ -5,7 +5,9 @@
 //! Private_Dirty` from `smaps_rollup`, and of that the `[heap]` mapping from `smaps`), the tmux
 //! server's private memory and what each session beyond the first added to its anonymous
 //! memory, and the wall time of `desk ls` and `tmux ls` (medians over `--ls-runs`, the two
-//! interleaved). Nothing is pinned here: a
+//! interleaved). `desk ls` is timed twice: as it runs (reading the info files the masters keep)
+//! and with those files moved aside, so that it asks every master (what it did before the info
+//! files, and what it still does for a master whose file it cannot believe). Nothing is pinned here: a
 //! listing may use both cores, as it would for a user. Every process started is ended by pid
 //! when the part ends, by return or by panic.
 
@@ -97,6 +99,17 @@ fn anon_kib(pid: u32) -> u64 {
         .filter(|l| l.starts_with("Anonymous:"))
         .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
         .sum()
+}
+
+/// Move every `*.info` file of `from` into `to` (the masters keep them; an idle master does not
+/// rewrite one it finds gone, since nothing it would answer changed).
+fn move_info_files(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).expect("the directory of the info files") {
+        let path = entry.expect("a directory entry").path();
+        if path.extension().is_some_and(|e| e == "info") {
+            std::fs::rename(&path, to.join(path.file_name().unwrap())).expect("move an info file");
+        }
+    }
 }
 
 /// Every process the part started, ended by pid on drop.
@@ -201,7 +214,7 @@ pub(crate) fn measure(opts: &Opts, work: &Path) -> String {
     thread::sleep(SETTLE);
     let tmux_one = fleet.tmux_server.map_or(0, anon_kib);
     let mut table = String::from(
-        "| sessions | desk private KiB per master (median) | of which heap | tmux server private KiB | tmux anonymous KiB per extra session | `desk ls` ms | `tmux ls` ms |\n|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| sessions | desk private KiB per master (median) | of which heap | tmux server private KiB | tmux anonymous KiB per extra session | `desk ls` ms | `desk ls` ms, every master asked | `tmux ls` ms |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for &n in &opts.sessions {
         fleet.grow_to(n);
@@ -213,18 +226,26 @@ pub(crate) fn measure(opts: &Opts, work: &Path) -> String {
         let tmux_anon = fleet.tmux_server.map_or(0, anon_kib);
         let per_extra = if n > 1 { (tmux_anon as f64 - tmux_one as f64) / (n - 1) as f64 } else { f64::NAN };
         // Interleaved, so a burst of load from elsewhere on the machine hits both alike.
-        let (mut desk_ls, mut tmux_ls) = (Vec::new(), Vec::new());
+        let (mut desk_ls, mut desk_asked, mut tmux_ls) = (Vec::new(), Vec::new(), Vec::new());
+        let run_dir = fleet.home.join("run");
+        let aside = work.join("fleet-info-aside");
+        std::fs::create_dir_all(&aside).expect("a directory for the info files");
         for _ in 0..opts.ls_runs {
             let mut c = fleet.desk();
             c.arg("ls");
             desk_ls.push(time_ms(c));
+            move_info_files(&run_dir, &aside);
+            let mut c = fleet.desk();
+            c.arg("ls");
+            desk_asked.push(time_ms(c));
+            move_info_files(&aside, &run_dir);
             let mut c = fleet.tmux();
             c.arg("ls");
             tmux_ls.push(time_ms(c));
         }
-        let (desk_ls, tmux_ls) = (median(&mut desk_ls), median(&mut tmux_ls));
+        let (desk_ls, desk_asked, tmux_ls) = (median(&mut desk_ls), median(&mut desk_asked), median(&mut tmux_ls));
         table.push_str(&format!(
-            "| {n} | {:.0} | {:.0} | {tmux} | {per_extra:.1} | {desk_ls:.1} | {tmux_ls:.1} |\n",
+            "| {n} | {:.0} | {:.0} | {tmux} | {per_extra:.1} | {desk_ls:.1} | {desk_asked:.1} | {tmux_ls:.1} |\n",
             median(&mut private),
             median(&mut heap),
         ));

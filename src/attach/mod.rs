@@ -44,6 +44,9 @@ pub struct AttachOptions {
     pub detach_key: Option<u8>,
     /// History lines to write into the terminal before attaching.
     pub history: u32,
+    /// Ask for a status line naming both sizes while this terminal's size differs from the
+    /// session's (the master renders it as the view's last row).
+    pub status_line: bool,
 }
 
 enum Ending {
@@ -143,7 +146,8 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
         signals,
         role,
         detach_key: opts.detach_key,
-        to_master: Frame::Hello { version: PROTOCOL_VERSION, role, cols, rows }.to_bytes(),
+        to_master: Frame::Hello { version: PROTOCOL_VERSION, role, cols, rows, status_line: opts.status_line }
+            .to_bytes(),
         to_tty: Vec::new(),
         to_tty_off: 0,
         decoder: FrameDecoder::new(),

@@ -485,6 +485,10 @@ struct AttachArgs {
     /// scrollback reaches them.
     #[arg(long, value_name = "N", default_value_t = 0)]
     history: u32,
+    /// While this terminal's size differs from the session's, give its last row to a status
+    /// line naming both sizes (`session 120x40, this terminal 79x40`).
+    #[arg(long)]
+    status: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -663,6 +667,7 @@ fn run(cli: Cli) -> Result<i32> {
                 read_only: a.read_only,
                 detach_key,
                 history: a.history,
+                status_line: a.status,
             })
         }
         Command::Ls { json } => sessions::ls(json),

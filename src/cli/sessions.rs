@@ -341,34 +341,83 @@ impl ExitJson {
     }
 }
 
-/// Every session's row. The masters are asked all at once ([`super::probe::ask_all`]), so that
+/// Every session's row. A running master's row comes from its info file when that can be
+/// believed ([`from_info_file`]); the other masters are asked all at once ([`super::probe::ask_all`]), so that
 /// all of them together take at most [`session::PROBE_DEADLINE`]: a stopped or dripping
 /// master is shown as `unresponsive` rather than holding up the listing. A session that
 /// recorded its exit is listed from its record without asking; a master that answers is
 /// listed from its WELCOME alone (its metadata file is read only for a session whose master
 /// did not answer).
 fn listings(paths: &Paths) -> Result<Vec<Listing>> {
-    let names = paths.session_names()?;
+    let (names, exits): (Vec<SessionName>, Vec<bool>) = paths.session_names_and_exits()?.into_iter().unzip();
     let budget = session::PROBE_DEADLINE;
     let deadline = Instant::now() + budget;
-    let mut rows: Vec<Option<Listing>> = Vec::with_capacity(names.len());
-    let mut ask = Vec::new();
-    for name in &names {
+    // The files of a large fleet are read by two threads: each session costs a few system
+    // calls (its info file, its master's `/proc` entry), most of a listing's time.
+    let read = |(name, has_exit): (&SessionName, bool)| -> Option<Listing> {
         let files = paths.session(name);
-        match session::read_exit(&files).unwrap_or(None) {
-            Some(exit) => rows.push(Some(exited(name, &files, &exit))),
-            None => {
-                rows.push(None);
-                ask.push((rows.len() - 1, files.socket));
-            }
+        // A record written after the directory was read belongs to a session that was running
+        // then; `unexited` looks again for a master that does not answer.
+        let exit = if has_exit { session::read_exit(&files).unwrap_or(None) } else { None };
+        match exit {
+            Some(exit) => Some(exited(name, &files, &exit)),
+            None => from_info_file(name, &files),
         }
-    }
-    let sockets: Vec<std::path::PathBuf> = ask.iter().map(|(_, socket)| socket.clone()).collect();
+    };
+    let pairs: Vec<(&SessionName, bool)> = names.iter().zip(exits).collect();
+    let mut rows: Vec<Option<Listing>> = if pairs.len() >= LISTING_SPLIT {
+        let (first, second) = pairs.split_at(pairs.len() / 2);
+        std::thread::scope(|scope| {
+            let helper = scope.spawn(|| second.iter().map(|p| read(*p)).collect::<Vec<_>>());
+            let mut rows: Vec<Option<Listing>> = first.iter().map(|p| read(*p)).collect();
+            match helper.join() {
+                Ok(more) => rows.extend(more),
+                // It cannot panic short of a bug; read its half here then.
+                Err(_) => rows.extend(second.iter().map(|p| read(*p))),
+            }
+            rows
+        })
+    } else {
+        pairs.iter().map(|p| read(*p)).collect()
+    };
+    let ask: Vec<usize> = (0..rows.len()).filter(|i| rows[*i].is_none()).collect();
+    let sockets: Vec<std::path::PathBuf> = ask.iter().map(|i| paths.session(&names[*i]).socket).collect();
     let answers = super::probe::ask_all(&sockets, deadline, budget)?;
-    for ((i, _), answer) in ask.into_iter().zip(answers) {
+    for (i, answer) in ask.into_iter().zip(answers) {
         rows[i] = unexited(paths, &names[i], answer)?;
     }
     Ok(rows.into_iter().flatten().collect())
+}
+
+/// 64 sessions: below this a second thread costs more to start than it saves.
+const LISTING_SPLIT: usize = 64;
+
+/// A running session's row from the info file its master keeps current
+/// ([`crate::info_file`]), without waking the master: `running` with what it would answer to
+/// HELLO while the process the file names is that master, alive and not stopped;
+/// `unresponsive` when it is stopped; `None` when there is no file to believe (none yet, not
+/// this session's, or its master is gone), and the master is asked instead.
+fn from_info_file(name: &SessionName, files: &crate::paths::SessionPaths) -> Option<Listing> {
+    use crate::info_file::MasterCheck;
+    let record = crate::info_file::read(&files.info)?;
+    if record.info.name != name.as_str() {
+        return None;
+    }
+    match crate::info_file::check(&record) {
+        MasterCheck::Running => {
+            let mut row = from_files(name, None, "running");
+            row.size_policy = record.size_policy;
+            apply_info(&mut row, record.info);
+            Some(row)
+        }
+        MasterCheck::Stopped => {
+            let meta: Option<SessionMeta> = session::read_meta(files).unwrap_or(None);
+            let mut row = from_files(name, meta.as_ref(), "unresponsive");
+            row.note = Some("its master is stopped (SIGSTOP or a debugger) and cannot answer".into());
+            Some(row)
+        }
+        MasterCheck::NotTheMaster => None,
+    }
 }
 
 /// One session's row (for `desk new --json`), asked like `desk ls` asks them all.
@@ -503,9 +552,15 @@ pub(super) fn ls(json: bool) -> Result<i32> {
         println!("no sessions");
         return Ok(0);
     }
+    // One write for the table (a line-buffered stdout makes one per row).
+    let mut text = String::new();
     for line in ls_table(&rows, crate::clock::now_ms(), super::table::terminal_width()) {
-        println!("{line}");
+        text.push_str(&line);
+        text.push('\n');
     }
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes()).and_then(|()| out.flush()).context("cannot write the listing")?;
     Ok(0)
 }
 
@@ -1029,7 +1084,8 @@ pub(super) fn rm(name: &SessionName, json: bool) -> Result<i32> {
     let mut removed = false;
     let mut rotated = files.log.clone().into_os_string();
     rotated.push(".1");
-    for path in [files.meta.clone(), files.exit.clone(), files.log.clone(), PathBuf::from(rotated)] {
+    for path in [files.meta.clone(), files.exit.clone(), files.log.clone(), PathBuf::from(rotated), files.info.clone()]
+    {
         if path.exists() {
             crate::fsutil::remove_if_exists(&path)?;
             removed = true;

@@ -63,7 +63,13 @@ impl MasterConn {
             seen: Vec::new(),
             refused: None,
         };
-        conn.send(&Frame::Hello { version: PROTOCOL_VERSION, role: Role::Observer, cols: 0, rows: 0 });
+        conn.send(&Frame::Hello {
+            version: PROTOCOL_VERSION,
+            role: Role::Observer,
+            cols: 0,
+            rows: 0,
+            status_line: false,
+        });
         conn
     }
 

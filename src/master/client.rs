@@ -74,6 +74,9 @@ pub(super) struct Client {
     /// The size of this client's terminal (a controller's or viewer's HELLO and RESIZE), if
     /// known and valid.
     pub size: Option<(u16, u16)>,
+    /// The client asked (HELLO's status-line option) for its view's last row to name both
+    /// sizes; it has no effect while it takes the raw output.
+    pub status_line: bool,
     /// Set while the client's size differs from the session's: it gets repaints of this view
     /// instead of the raw output.
     pub view: Option<View>,
@@ -102,6 +105,7 @@ impl Client {
             output_bytes: 0,
             keyframes: 0,
             size: None,
+            status_line: false,
             view: None,
             view_dirty: false,
             next_repaint: None,

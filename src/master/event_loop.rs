@@ -35,6 +35,7 @@ use super::queue::{Flush, InputQueue};
 use super::timers::{Timer, Timers};
 use crate::events::EventBody;
 use crate::events::journal::Journal;
+use crate::info_file::{INFO_FILE_INTERVAL, INFO_OUTPUT_TIME_INTERVAL};
 use crate::paths::SessionPaths;
 use crate::screen::Screen;
 use crate::session::{self, ExitRecord, SessionMeta};
@@ -153,6 +154,17 @@ pub(super) struct Master {
     /// Holds [`PTY_READ_CHUNK`] bytes while the session is busy, nothing while it is idle.
     pub(super) read_buf: Vec<u8>,
     uid: u32,
+    /// The info file (`crate::info_file`): this process's start time as `/proc` counts it
+    /// (`None`: unknown, and no file is kept), the info last written, when it may next be
+    /// checked, and whether [`Timer::InfoFile`] is armed for that.
+    info_start: Option<u64>,
+    info_last: Option<SessionInfo>,
+    info_next: Option<Instant>,
+    /// When a change of the time of the last output alone may next be written.
+    info_output_next: Option<Instant>,
+    info_armed: bool,
+    /// Something other than PTY output happened since the info file was last checked.
+    info_poked: bool,
 }
 
 impl Master {
@@ -212,6 +224,12 @@ impl Master {
             repaint_armed: None,
             read_buf: Vec::new(),
             uid: nix::unistd::geteuid().as_raw(),
+            info_start: crate::procfs::state_and_start(std::process::id()).map(|(_, start)| start),
+            info_last: None,
+            info_next: None,
+            info_output_next: None,
+            info_armed: false,
+            info_poked: false,
         }
     }
 
@@ -240,7 +258,11 @@ impl Master {
         self.reap();
         loop {
             let now = Instant::now();
-            self.fire_timers(now);
+            if self.fire_timers(now) {
+                self.info_poked = true;
+            }
+            // Every change of this turn and the last (events, then timers) is in by now.
+            self.refresh_info_file(now);
             if self.child_status.is_some() && !self.awaiting_helpers() {
                 let drained = self.clients.values().all(|c| c.out.is_empty() || !c.alive());
                 if self.policy.may_finish(drained, now) {
@@ -263,6 +285,8 @@ impl Master {
             }
             for event in events.iter() {
                 let now = Instant::now();
+                // Anything but the PTY may change what HELLO would be answered at once.
+                self.info_poked |= event.token() != PTY;
                 match event.token() {
                     LISTENER => self.accept(now),
                     PTY => {
@@ -540,8 +564,11 @@ impl Master {
             && client.closing.is_none()
         {
             match frame {
-                Frame::Hello { role, cols, rows, .. } if client.role.is_none() && role.streams_output() => {
+                Frame::Hello { role, cols, rows, status_line, .. }
+                    if client.role.is_none() && role.streams_output() =>
+                {
                     client.size = crate::screen::valid_size(cols, rows).then_some((cols, rows));
+                    client.status_line = status_line;
                 }
                 Frame::Resize { cols, rows }
                     if client.role.is_some_and(Role::streams_output) && crate::screen::valid_size(cols, rows) =>
@@ -569,8 +596,15 @@ impl Master {
                 Effect::Welcome { client: id, role } => {
                     let info = self.info();
                     let Some(client) = self.clients.get_mut(&token_of(id)) else { continue };
-                    client.push_control(&Frame::Welcome { version: PROTOCOL_VERSION, info: Box::new(info) });
                     client.role = Some(role);
+                    if role != Role::Query {
+                        // Counted in the info file before it hears WELCOME: whatever it or its
+                        // user does next (`desk ls`) sees it attached.
+                        self.info_poked = true;
+                        self.refresh_info_file(now);
+                    }
+                    let Some(client) = self.clients.get_mut(&token_of(id)) else { continue };
+                    client.push_control(&Frame::Welcome { version: PROTOCOL_VERSION, info: Box::new(info) });
                     if role == Role::Query {
                         debug!(client = id.0, peer_pid = client.pid, "query client connected");
                     } else {
@@ -724,9 +758,72 @@ impl Master {
         // At once, not at the end of the turn: output read later in this turn must not reach
         // a client as raw bytes drawn for a size that is no longer its own.
         self.update_views();
+        // A view kept across the resize shows a resized screen (and its status line the new
+        // size) even if the child draws nothing.
+        for client in self.clients.values_mut().filter(|c| c.view.is_some()) {
+            client.view_dirty = true;
+        }
         self.drain_log();
         debug!(cols, rows, "resized");
         self.emit_noise(EventBody::Resize { cols, rows }, Instant::now());
+    }
+
+    /// Keep the info file what HELLO would be answered now. A turn that handled a client, a
+    /// signal or a timer has its changes (clients, size, title, state) written at its end; a
+    /// turn that only read the PTY is checked at most once per [`INFO_FILE_INTERVAL`], and a
+    /// change of the time of the last output alone is written at most once per
+    /// [`INFO_OUTPUT_TIME_INTERVAL`], a timer catching the last of a busy spell. So a flood
+    /// costs ten `SessionInfo` comparisons and one write a second, not one per read, and an
+    /// idle master is never woken for it.
+    fn refresh_info_file(&mut self, now: Instant) {
+        let Some(master_start) = self.info_start else { return };
+        let throttled = self.info_next.filter(|at| now < *at);
+        if !std::mem::take(&mut self.info_poked)
+            && let Some(at) = throttled
+        {
+            // Only the PTY was read since the last check: what output changes (the title, a
+            // state from the screen, the output times) is checked when the interval is over.
+            self.arm_info_timer(at);
+            return;
+        }
+        // Checked now: output-only turns wait for the interval again, written or not.
+        self.info_next = Some(now + INFO_FILE_INTERVAL);
+        let info = self.info();
+        let Some(last) = &self.info_last else { return self.write_info_file(master_start, info, now) };
+        if *last == info {
+            return;
+        }
+        let discrete = !same_but_output_times(last, &info);
+        if !discrete && let Some(at) = self.info_output_next.filter(|at| now < *at) {
+            self.arm_info_timer(at);
+            return;
+        }
+        self.write_info_file(master_start, info, now);
+    }
+
+    fn arm_info_timer(&mut self, at: Instant) {
+        if !self.info_armed {
+            self.timers.arm(at, Timer::InfoFile);
+            self.info_armed = true;
+        }
+    }
+
+    fn write_info_file(&mut self, master_start: u64, info: SessionInfo, now: Instant) {
+        self.info_next = Some(now + INFO_FILE_INTERVAL);
+        self.info_output_next = Some(now + INFO_OUTPUT_TIME_INTERVAL);
+        let record = crate::info_file::InfoRecord { master_start, size_policy: self.meta.size_policy.clone(), info };
+        let written = serde_json::to_vec(&record)
+            .context("cannot encode the info file")
+            .and_then(|bytes| crate::info_file::write(&self.files.info, &bytes));
+        match written {
+            Ok(()) => self.info_last = Some(record.info),
+            Err(e) => {
+                // An older record must not be believed: without one, `desk ls` asks this master.
+                warn!("{e:#}");
+                let _ = crate::fsutil::remove_if_exists(&self.files.info);
+                self.info_last = None;
+            }
+        }
     }
 
     fn info(&self) -> SessionInfo {
@@ -843,7 +940,7 @@ impl Master {
             if wanted == has {
                 continue;
             }
-            client.view = wanted.map(|(cols, rows)| desk_term::view::View::new(cols, rows, false));
+            client.view = wanted.map(|(cols, rows)| desk_term::view::View::new(cols, rows, client.status_line));
             client.view_dirty = false;
             if client.streams_output() {
                 // Raw bytes queued for the other kind are superseded by the keyframe.
@@ -978,8 +1075,11 @@ impl Master {
         self.subreaper && self.policy.escalation_pending() && self.child_status.is_some() && !self.helpers().is_empty()
     }
 
-    fn fire_timers(&mut self, now: Instant) {
+    /// Fire every timer due at `now`; whether any was.
+    fn fire_timers(&mut self, now: Instant) -> bool {
+        let mut fired = false;
         while let Some(timer) = self.timers.pop_due(now) {
+            fired = true;
             match timer {
                 Timer::Policy(timer) => {
                     self.policy.on_timer(timer, now);
@@ -990,6 +1090,7 @@ impl Master {
                 Timer::OutputQuiet => self.check_output_quiet(now),
                 Timer::ScreenCheck => self.check_screen(now),
                 Timer::StateTick => self.state_tick(now),
+                Timer::InfoFile => self.info_armed = false,
                 Timer::ViewRepaint => {
                     self.repaint_armed = None;
                     self.repaint_views(now);
@@ -1003,6 +1104,7 @@ impl Master {
                 }
             }
         }
+        fired
     }
 
     /// Collect the child's status if it has exited and, as a subreaper, every adopted orphan
@@ -1113,8 +1215,29 @@ impl Master {
         if let Err(e) = crate::fsutil::remove_if_exists(&self.files.socket) {
             warn!("{e:#}");
         }
+        // The exit record says how the session is now; the info file would say it runs.
+        self.info_start = None;
+        if let Err(e) = crate::fsutil::remove_if_exists(&self.files.info) {
+            warn!("{e:#}");
+        }
         drop(self.exit_reserve.take());
     }
+}
+
+/// Whether `a` and `b` differ at most in the times that move with every read of output: the
+/// time of the last output, and when each axis's evidence was last seen (a `working` lease
+/// that output renews, `no evidence` as of the last output). Only a changing master compares,
+/// at most ten times a second, so the clone costs nothing that matters.
+fn same_but_output_times(a: &SessionInfo, b: &SessionInfo) -> bool {
+    let (Some(sa), Some(_)) = (&a.state, &b.state) else { return a == b };
+    let mut b = b.clone();
+    if let Some(state) = b.state.as_mut() {
+        state.last_output_ms = sa.last_output_ms;
+        state.lifecycle.evidence.at_ms = sa.lifecycle.evidence.at_ms;
+        state.activity.evidence.at_ms = sa.activity.evidence.at_ms;
+        state.health.evidence.at_ms = sa.health.evidence.at_ms;
+    }
+    *a == b
 }
 
 /// A keyframe's bytes cut into KEYFRAME frames (one empty frame for no bytes).
@@ -1210,10 +1333,37 @@ mod tests {
         _slave: OwnedFd,
     }
 
+    #[test]
+    fn output_times_alone_are_not_a_change_to_write_at_once() {
+        let rig = rig(1);
+        let a = rig.master.info();
+        let mut b = a.clone();
+        let state = b.state.as_mut().expect("the master has a state");
+        state.last_output_ms = Some(42);
+        state.activity.evidence.at_ms += 5;
+        state.lifecycle.evidence.at_ms += 5;
+        assert!(same_but_output_times(&a, &b));
+        let mut titled = b.clone();
+        titled.title = "new".into();
+        assert!(!same_but_output_times(&a, &titled));
+        let mut moved = b.clone();
+        moved.state.as_mut().expect("a state").activity.since_ms += 1;
+        assert!(!same_but_output_times(&a, &moved));
+        let mut attached = b;
+        attached.viewers += 1;
+        assert!(!same_but_output_times(&a, &attached));
+    }
+
     fn rig(child_pid: u32) -> Rig {
         let dir = tempfile::tempdir().unwrap();
         let file = |ext: &str| dir.path().join(format!("t.{ext}"));
-        let files = SessionPaths { socket: file("sock"), meta: file("json"), exit: file("exit"), log: file("log") };
+        let files = SessionPaths {
+            socket: file("sock"),
+            meta: file("json"),
+            exit: file("exit"),
+            log: file("log"),
+            info: file("info"),
+        };
         let listener = UnixListener::bind(&files.socket).unwrap();
         let pty = nix::pty::openpty(None, None).unwrap();
         crate::pty::set_nonblocking(pty.master.as_fd()).unwrap();
@@ -1294,7 +1444,7 @@ mod tests {
     }
 
     fn hello(role: Role) -> Frame {
-        Frame::Hello { version: PROTOCOL_VERSION, role, cols: 0, rows: 0 }
+        Frame::Hello { version: PROTOCOL_VERSION, role, cols: 0, rows: 0, status_line: false }
     }
 
     fn error_code(frame: &Frame) -> Option<ErrorCode> {
@@ -1388,9 +1538,15 @@ mod tests {
     fn a_client_of_another_size_gets_coalesced_repaints_of_its_view_and_never_a_backlog() {
         let mut rig = rig(0);
         let (raw, mut raw_peer) = rig.connect();
-        rig.send(raw, Frame::Hello { version: PROTOCOL_VERSION, role: Role::Controller, cols: 80, rows: 24 });
+        rig.send(
+            raw,
+            Frame::Hello { version: PROTOCOL_VERSION, role: Role::Controller, cols: 80, rows: 24, status_line: false },
+        );
         let (viewer, mut peer) = rig.connect();
-        rig.send(viewer, Frame::Hello { version: PROTOCOL_VERSION, role: Role::Viewer, cols: 40, rows: 10 });
+        rig.send(
+            viewer,
+            Frame::Hello { version: PROTOCOL_VERSION, role: Role::Viewer, cols: 40, rows: 10, status_line: false },
+        );
         let (frames, _) = received(&mut peer);
         assert!(matches!(frames[..], [Frame::Welcome { .. }, Frame::Keyframe { .. }, ..]), "{frames:?}");
         let mut seen = stream_bytes(&frames);
@@ -1464,13 +1620,16 @@ mod tests {
     fn output_after_a_resize_in_the_same_turn_is_not_sent_raw_to_a_client_of_the_old_size() {
         let mut rig = rig(0);
         let (a, mut a_peer) = rig.connect();
-        rig.send(a, Frame::Hello { version: PROTOCOL_VERSION, role: Role::Controller, cols: 80, rows: 24 });
+        rig.send(
+            a,
+            Frame::Hello { version: PROTOCOL_VERSION, role: Role::Controller, cols: 80, rows: 24, status_line: false },
+        );
         received(&mut a_peer);
         let (b, _b_peer) = rig.connect();
         // b is the most recently active controller now: the session takes its size.
         rig.master.client_frame(
             b,
-            Frame::Hello { version: PROTOCOL_VERSION, role: Role::Controller, cols: 100, rows: 30 },
+            Frame::Hello { version: PROTOCOL_VERSION, role: Role::Controller, cols: 100, rows: 30, status_line: false },
             Instant::now(),
         );
         assert_eq!(rig.master.screen.size(), (100, 30));

@@ -29,6 +29,8 @@ pub(super) enum Timer {
     ReadyCheck,
     /// Clients with views have repaints due.
     ViewRepaint,
+    /// The info file may be checked again (the last change of a busy spell is written).
+    InfoFile,
 }
 
 #[derive(Debug, Default)]

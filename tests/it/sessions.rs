@@ -115,9 +115,12 @@ fn a_stale_socket_is_detected_and_cleaned() {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(master), nix::sys::signal::SIGKILL).unwrap();
     eventually("the master to die", || if alive(master) { Err("alive".into()) } else { Ok(()) });
     assert!(home.socket("stale").exists(), "a killed master leaves its socket behind");
+    let info = home.run_dir().join("stale.info");
+    assert!(info.exists(), "a killed master leaves its info file behind");
     let s = home.session("stale").unwrap();
-    assert_eq!(s["status"], "lost", "{s}");
+    assert_eq!(s["status"], "lost", "its info file is not believed: {s}");
     assert!(!home.socket("stale").exists(), "ls removes the stale socket");
+    assert!(!info.exists(), "and the dead master's info file");
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child), nix::sys::signal::SIGKILL);
     home.new_sh("stale", "echo reborn; exec sleep 1000");
     home.wait_screen("stale", "reborn");
@@ -401,4 +404,44 @@ fn an_exited_session_keeps_its_last_screen_for_peek_and_attach() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.lines().any(|l| l == "error: disk full"), "{stdout}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("session s exited with code 3; nothing to attach to"));
+}
+
+/// Context switches of a single-threaded process so far.
+fn switches(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .filter(|l| l.starts_with("voluntary_ctxt_switches:") || l.starts_with("nonvoluntary_ctxt_switches:"))
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum()
+}
+
+/// `desk ls` reads what an idle master would answer from the info file it keeps, without
+/// waking it: some listing (once the master's start-up timers are over) leaves its context
+/// switch count where it was. Asking the master, as `ls` did before, wakes it every time.
+#[test]
+fn a_listing_does_not_wake_an_idle_master_and_still_sees_its_changes() {
+    let home = Home::new();
+    home.new_sh("calm", "printf '\\033]2;first\\007'; read line; printf '\\033]2;%s\\007' \"$line\"; exec sleep 1000");
+    let master = home.master_pid("calm");
+    eventually("the master's title", || match home.session("calm") {
+        Some(s) if s["title"] == "first" => Ok(()),
+        other => Err(format!("{other:?}")),
+    });
+    eventually("a listing that leaves the idle master asleep", || {
+        let before = switches(master);
+        let s = home.session("calm").ok_or("not listed")?;
+        let after = switches(master);
+        if s["status"] != "running" {
+            return Err(format!("{s}"));
+        }
+        if before == after { Ok(()) } else { Err(format!("{before} -> {after} context switches")) }
+    });
+    // What changes in the master reaches the listing.
+    let mut typist = home.connect("calm", desk::wire::Role::Controller, 120, 40);
+    typist.send(&desk::wire::Frame::Input(b"second\r".to_vec()));
+    eventually("the new title in the listing", || match home.session("calm") {
+        Some(s) if s["title"] == "second" => Ok(()),
+        other => Err(format!("{other:?}")),
+    });
 }

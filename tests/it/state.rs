@@ -145,7 +145,9 @@ fn a_fake_hook_invocation_becomes_a_fact_and_moves_the_state() {
         let events = home.ok(&["events", "hooked"]);
         if events.contains("hook claude UserPromptSubmit: refactor the parser") { Ok(()) } else { Err(events) }
     });
-    assert_eq!(activity(&home, "hooked"), "working");
+    // `desk ls` reads the master's info file, written when the turn that journalled the hook
+    // is over: poll rather than assume the listing is as new as the journal.
+    wait_activity(&home, "hooked", "working");
     hook(
         r#"{"hook_event_name":"Notification","notification_type":"permission_prompt","message":"needs permission to use Bash"}"#,
     );

@@ -196,3 +196,46 @@ fn two_controllers_and_a_viewer_of_three_sizes_see_vim_correctly() {
     b.write(":q!\r").unwrap();
     home.wait_exit("vi");
 }
+
+fn row_is(pty: &Pty, who: &str, row: usize, want: &str) {
+    eventually(&format!("{who}'s row {row} to read {want:?}"), || {
+        let screen = pty.screen();
+        if screen.row(row).trim_end() == want { Ok(()) } else { Err(format!("\n{screen}")) }
+    });
+}
+
+/// `desk attach --status`: while the terminal's size differs from the session's, its last row
+/// names both sizes and the view gets the rows above it; a terminal without the flag keeps
+/// every row for the view; when the sizes become equal the status line goes, and it comes back
+/// (with the new size) when the session is resized again, even though the child draws nothing.
+#[test]
+fn attach_status_names_both_sizes_only_while_they_differ() {
+    let home = Home::new();
+    home.ok(&["new", "st", "--size", "100x30", "--size-policy", "fixed", "--", "sh", "-c", "seq 1 40; exec cat"]);
+    home.wait_screen("st", "40");
+    let with = attach(&home, "st", &["--read-only", "--status"], 79, 24);
+    let without = attach(&home, "st", &["--read-only"], 79, 24);
+    wait_clients(&home, "st", 0, 2);
+    // The session's cursor is on its last row (29), below "40": a crop of 23 rows starts at
+    // session row 7 ("19"), one of 24 rows at row 6 ("18").
+    row_is(&with, "the --status viewer", 23, "session 100x30, this terminal 79x24");
+    row_is(&with, "the --status viewer", 21, "40");
+    row_is(&with, "the --status viewer", 0, "19");
+    row_is(&without, "the plain viewer", 22, "40");
+    row_is(&without, "the plain viewer", 23, "");
+    row_is(&without, "the plain viewer", 0, "18");
+    // The session takes the terminal's size: the raw output again, and no status line.
+    home.ok(&["resize", "st", "79x24"]);
+    wait_size(&home, "st", (79, 24));
+    row_is(&with, "the --status viewer", 22, "40");
+    row_is(&with, "the --status viewer", 23, "");
+    // Another size again: `cat` draws nothing, the status line still follows.
+    home.ok(&["resize", "st", "90x20"]);
+    wait_size(&home, "st", (90, 20));
+    row_is(&with, "the --status viewer", 23, "session 90x20, this terminal 79x24");
+    // And again while the view stays a view: its status line follows the session's size.
+    home.ok(&["resize", "st", "100x30"]);
+    wait_size(&home, "st", (100, 30));
+    row_is(&with, "the --status viewer", 23, "session 100x30, this terminal 79x24");
+    assert!(!without.screen().contains("this terminal"), "{}", without.screen());
+}

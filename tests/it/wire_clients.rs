@@ -52,7 +52,13 @@ fn garbage_and_unknown_frames_close_only_that_client() {
     expect_error(&no_hello.drain_to_close(), ErrorCode::BadHello);
 
     let mut old = Wire::open(&home.socket("junk"));
-    old.send(&Frame::Hello { version: PROTOCOL_VERSION + 1, role: Role::Controller, cols: 80, rows: 24 });
+    old.send(&Frame::Hello {
+        version: PROTOCOL_VERSION + 1,
+        role: Role::Controller,
+        cols: 80,
+        rows: 24,
+        status_line: false,
+    });
     expect_error(&old.drain_to_close(), ErrorCode::UnsupportedVersion);
 
     let mut wrong_way = home.connect("junk", Role::Controller, 120, 40);
@@ -227,7 +233,13 @@ fn peer_probe_helper() {
             let mut wire = Wire { stream, decoder: desk::wire::FrameDecoder::new() };
             // The master may refuse (and close) before HELLO is even written, so a broken pipe
             // here is an answer too; what it sent before closing is still readable.
-            let hello = Frame::Hello { version: PROTOCOL_VERSION, role: Role::Controller, cols: 80, rows: 24 };
+            let hello = Frame::Hello {
+                version: PROTOCOL_VERSION,
+                role: Role::Controller,
+                cols: 80,
+                rows: 24,
+                status_line: false,
+            };
             let _ = wire.send_raw(&hello.to_bytes());
             let frames = wire.drain_to_close();
             if frames.iter().any(|f| matches!(f, Frame::Error { code: ErrorCode::PeerRefused, .. })) {

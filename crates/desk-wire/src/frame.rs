@@ -146,7 +146,7 @@ impl ExitStatus {
 #[repr(u16)]
 pub enum ErrorCode {
     /// The handshake failed: the first frame was not a HELLO, a HELLO's payload was malformed
-    /// (size, magic, role, reserved byte), or a second HELLO arrived.
+    /// (size, magic, role, a reserved option bit), or a second HELLO arrived.
     BadHello = 1,
     /// The HELLO named a protocol version this side does not speak.
     UnsupportedVersion = 2,
@@ -278,6 +278,9 @@ pub enum Frame {
         role: Role,
         cols: u16,
         rows: u16,
+        /// The client asks for a status line when it is shown a view of another size
+        /// ([`crate::HELLO_STATUS_LINE`]).
+        status_line: bool,
     },
     Welcome {
         version: u16,

@@ -54,3 +54,8 @@ pub const MAX_ERROR_MESSAGE: usize = 1024;
 
 /// Flag bit on KEYFRAME frames: more keyframe chunks follow.
 pub const FLAG_MORE: u8 = 0x01;
+
+/// HELLO option bit (payload byte 7): when this client's size differs from the session's, its
+/// view gives the last row to a status line naming both sizes (`desk attach --status`). Every
+/// other option bit is reserved and must be 0.
+pub const HELLO_STATUS_LINE: u8 = 0x01;

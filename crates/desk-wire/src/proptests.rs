@@ -140,12 +140,9 @@ fn json_value() -> impl Strategy<Value = serde_json::Value> {
 /// Every frame `decode` can produce, and nothing it refuses.
 pub(super) fn frame() -> impl Strategy<Value = Frame> {
     prop_oneof![
-        (any::<u16>(), role(), any::<u16>(), any::<u16>()).prop_map(|(version, role, cols, rows)| Frame::Hello {
-            version,
-            role,
-            cols,
-            rows
-        }),
+        (any::<u16>(), role(), any::<u16>(), any::<u16>(), any::<bool>()).prop_map(
+            |(version, role, cols, rows, status_line)| Frame::Hello { version, role, cols, rows, status_line }
+        ),
         (any::<u16>(), session_info()).prop_map(|(version, info)| Frame::Welcome { version, info: Box::new(info) }),
         bytes().prop_map(Frame::Input),
         valid_size().prop_map(|(cols, rows)| Frame::Resize { cols, rows }),

@@ -81,8 +81,12 @@ fn data(bytes: &[u8]) -> (&'static str, Value) {
 fn readable(frame: &Frame) -> Value {
     let mut out = json!({ "type": frame.kind().name() });
     let fields = match frame {
-        Frame::Hello { version, role, cols, rows } => {
-            json!({ "version": version, "role": role_name(*role), "cols": cols, "rows": rows })
+        Frame::Hello { version, role, cols, rows, status_line } => {
+            let mut hello = json!({ "version": version, "role": role_name(*role), "cols": cols, "rows": rows });
+            if *status_line {
+                hello["status_line"] = json!(true);
+            }
+            hello
         }
         Frame::Welcome { version, info } => json!({ "version": version, "info": info }),
         Frame::Input(bytes) | Frame::Output(bytes) => {

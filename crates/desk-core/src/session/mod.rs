@@ -478,7 +478,7 @@ impl SessionPolicy {
     // ----- rules -----
 
     fn on_hello(&mut self, client: ClientId, frame: &Frame, now: Instant) {
-        let &Frame::Hello { version, role, cols, rows } = frame else {
+        let &Frame::Hello { version, role, cols, rows, .. } = frame else {
             let reason = format!("expected HELLO, got {}", frame.kind().name());
             self.close(client, ErrorCode::BadHello, reason);
             return;

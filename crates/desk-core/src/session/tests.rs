@@ -24,7 +24,7 @@ fn secs(s: f64) -> Duration {
 }
 
 fn hello(role: Role, cols: u16, rows: u16) -> Frame {
-    Frame::Hello { version: PROTOCOL_VERSION, role, cols, rows }
+    Frame::Hello { version: PROTOCOL_VERSION, role, cols, rows, status_line: false }
 }
 
 fn code(effect: &Effect) -> Option<ErrorCode> {
@@ -154,8 +154,11 @@ fn a_first_frame_other_than_hello_fails_the_handshake() {
 fn another_protocol_version_is_refused_with_its_own_code() {
     let mut rig = rig();
     let id = rig.connect(0.0);
-    let effects =
-        rig.frame(id, &Frame::Hello { version: PROTOCOL_VERSION + 1, role: Role::Query, cols: 0, rows: 0 }, 0.1);
+    let effects = rig.frame(
+        id,
+        &Frame::Hello { version: PROTOCOL_VERSION + 1, role: Role::Query, cols: 0, rows: 0, status_line: false },
+        0.1,
+    );
     assert_eq!(effects.iter().map(code).collect::<Vec<_>>(), [Some(ErrorCode::UnsupportedVersion)]);
 }
 

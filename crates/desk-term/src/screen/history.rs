@@ -126,11 +126,30 @@ impl HistoryLine {
     /// The line of a screen row (see the module doc for what is kept). `scratch` is reused
     /// between calls so that a line costs one allocation of its exact size.
     pub(super) fn from_row(row: &Row, scratch: &mut Scratch) -> HistoryLine {
-        let Scratch { bytes: scratch, runs } = scratch;
         let cells = row.cells();
         // Trailing cells that show nothing: never written, or a space in default attributes.
-        let shows_nothing = |c: &Cell| *c == Cell::BLANK || (c.ch == ' ' && c.kind == 0 && c.attrs == Attrs::default());
+        let plain_attrs = Attrs::default();
+        let shows_nothing = |c: &Cell| *c == Cell::BLANK || (c.ch == ' ' && c.kind == 0 && c.attrs == plain_attrs);
         let end = cells.iter().rposition(|c| !shows_nothing(c)).map_or(0, |i| i + 1);
+        // The usual row of a flood: every cell up to `end` a narrow ASCII character (or empty)
+        // in the default attributes. Its line is its text alone, copied a byte a cell without
+        // the per-cell encoding and run bookkeeping below, which it would come to the same.
+        let ascii = |c: &Cell| c.kind == 0 && c.attrs == plain_attrs && u32::from(c.ch) < 0x80;
+        if cells[..end].iter().all(ascii) {
+            let bytes = &mut scratch.bytes;
+            bytes.clear();
+            bytes.extend(cells[..end].iter().map(|c| if c.ch == EMPTY { b' ' } else { c.ch as u8 }));
+            // At most MAX_COLS bytes: fits.
+            return HistoryLine { data: Box::from(&bytes[..]), text_len: bytes.len() as u16, wrapped: row.wrapped };
+        }
+        Self::from_cells(row, &cells[..end], scratch)
+    }
+
+    /// [`HistoryLine::from_row`] for any row, `cells` being its cells up to the last that
+    /// shows something.
+    pub(super) fn from_cells(row: &Row, cells: &[Cell], scratch: &mut Scratch) -> HistoryLine {
+        let Scratch { bytes: scratch, runs } = scratch;
+        let end = cells.len();
         scratch.clear();
         runs.clear();
         let mut plain = true;

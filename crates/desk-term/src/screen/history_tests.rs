@@ -232,3 +232,32 @@ fn a_flood_skips_drawing_and_still_fills_the_history_exactly() {
     );
     assert_eq!(skipped.render_keyframe(), drawn.render_keyframe());
 }
+
+/// The plain-row shortcut of `HistoryLine::from_row` gives what the general encoding gives,
+/// for plain rows of any text and length (trailing spaces, empty cells in between, wrapped or
+/// not); rows it does not take (colours, non-ASCII) still go the general way.
+#[test]
+fn a_plain_row_gives_the_line_the_general_encoding_gives() {
+    use super::cell::Cell;
+    use super::grid::Row;
+    use super::history::{HistoryLine, Scratch};
+    let general = |row: &Row| {
+        let cells = row.cells();
+        let shows = |c: &Cell| !(*c == Cell::BLANK || (c.ch == ' ' && c.kind == 0 && c.attrs == Attrs::default()));
+        let end = cells.iter().rposition(shows).map_or(0, |i| i + 1);
+        HistoryLine::from_cells(row, &cells[..end], &mut Scratch::default())
+    };
+    let texts =
+        ["", "a", "hello world", "trailing   ", "   leading", "x".repeat(20).as_str(), "é中 mixed"].map(String::from);
+    for (i, text) in texts.iter().enumerate() {
+        for (col, attrs) in
+            [(0, Attrs::default()), (3, Attrs::default()), (0, Attrs { flags: flag::BOLD, ..Attrs::default() })]
+        {
+            let mut row = Row::new(20, Cell::BLANK);
+            row.write_plain(col, text.chars(), attrs);
+            row.wrapped = i % 2 == 0;
+            let fast = HistoryLine::from_row(&row, &mut Scratch::default());
+            assert_eq!(fast, general(&row), "{text:?} at column {col} in {attrs:?}");
+        }
+    }
+}
