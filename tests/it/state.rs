@@ -147,7 +147,7 @@ fn a_fake_hook_invocation_becomes_a_fact_and_moves_the_state() {
     });
     // `desk ls` reads the master's info file, written when the turn that journalled the hook
     // is over: poll rather than assume the listing is as new as the journal.
-    wait_activity(&home, "hooked", "working");
+    home.wait_activity("hooked", "working");
     hook(
         r#"{"hook_event_name":"Notification","notification_type":"permission_prompt","message":"needs permission to use Bash"}"#,
     );
