@@ -71,6 +71,7 @@ pub struct MasterOptions {
 /// The master's process entry (`desk-master ARGS`, or `desk master ARGS`): parse, run, and
 /// return the exit code: 0 after the child exited, 2 for bad arguments, 1 for a failure.
 pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
+    memory::one_arena();
     let opts = match args::parse(args) {
         Ok(opts) => opts,
         Err(e) => {
