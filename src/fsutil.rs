@@ -14,6 +14,17 @@ use std::path::Path;
 
 /// Atomically replace `path` with `bytes` (mode 0600), durably.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    replace(path, bytes, true)
+}
+
+/// Replace `path` with `bytes` (mode 0600) through a temporary file and a rename, without
+/// fsync: readers see the old or the new contents, never a mix, but a crash may lose it. For
+/// records nothing needs after a crash (a master's info file).
+pub fn replace_volatile(path: &Path, bytes: &[u8]) -> Result<()> {
+    replace(path, bytes, false)
+}
+
+fn replace(path: &Path, bytes: &[u8], durable: bool) -> Result<()> {
     let dir = path.parent().context("path has no parent directory")?;
     let file_name = path.file_name().context("path has no file name")?.to_string_lossy();
     let tmp = dir.join(tmp_name(&file_name, std::process::id()));
@@ -27,9 +38,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
             .open(&tmp)
             .with_context(|| format!("cannot create {}", tmp.display()))?;
         file.write_all(bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
-        file.sync_all().with_context(|| format!("cannot fsync {}", tmp.display()))?;
+        if durable {
+            file.sync_all().with_context(|| format!("cannot fsync {}", tmp.display()))?;
+        }
         fs::rename(&tmp, path).with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))?;
-        sync_dir(dir)
+        if durable { sync_dir(dir) } else { Ok(()) }
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);

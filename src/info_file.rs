@@ -19,8 +19,6 @@
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::time::Duration;
 
@@ -58,25 +56,7 @@ pub struct InfoRecord {
 /// Replace `path` with `bytes` (mode 0600) through a temporary file and a rename, without
 /// fsync: readers see the old or the new record, and nothing needs it after a crash.
 pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().context("the info file's path has no parent directory")?;
-    let name = path.file_name().context("the info file's path has no file name")?.to_string_lossy();
-    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
-    let result = (|| -> Result<()> {
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&tmp)
-            .with_context(|| format!("cannot create {}", tmp.display()))?;
-        file.write_all(bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
-        std::fs::rename(&tmp, path).with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    crate::fsutil::replace_volatile(path, bytes).context("cannot write the info file")
 }
 
 /// The record at `path`; `None` when there is none or it is not one a master wrote (too large,
