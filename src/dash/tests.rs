@@ -460,46 +460,35 @@ fn busy_fleet() -> Dash {
     dash
 }
 
-#[test]
-fn view_80x24() {
+/// The busy fleet with charlie's demo screen in the preview, in colour, at `cols` x `rows`.
+fn busy_view(cols: u16, rows: u16) -> Terminal<TestBackend> {
     let dash = busy_fleet();
     let screen = demo_screen();
-    let term = draw(
+    draw(
         &dash,
         &Preview::Screen { session: "charlie", screen: &screen, older: &[], live: true },
-        80,
-        24,
+        cols,
+        rows,
         Look { color: true },
-    );
+    )
+}
+
+#[test]
+fn view_80x24() {
+    let term = busy_view(80, 24);
     insta::assert_snapshot!(term.backend());
 }
 
 #[test]
 fn view_200x50() {
-    let dash = busy_fleet();
-    let screen = demo_screen();
-    let term = draw(
-        &dash,
-        &Preview::Screen { session: "charlie", screen: &screen, older: &[], live: true },
-        200,
-        50,
-        Look { color: true },
-    );
+    let term = busy_view(200, 50);
     insta::assert_snapshot!(term.backend());
 }
 
 /// The middle width: the narrow columns with CPU and RSS.
 #[test]
 fn view_100x30() {
-    let dash = busy_fleet();
-    let screen = demo_screen();
-    let term = draw(
-        &dash,
-        &Preview::Screen { session: "charlie", screen: &screen, older: &[], live: true },
-        100,
-        30,
-        Look { color: true },
-    );
+    let term = busy_view(100, 30);
     insta::assert_snapshot!(term.backend());
 }
 
@@ -529,15 +518,7 @@ fn view_exited_session_shows_its_last_screen_200x50() {
 
 #[test]
 fn the_preview_shows_the_screen_models_cells_with_their_colours() {
-    let dash = busy_fleet();
-    let screen = demo_screen();
-    let term = draw(
-        &dash,
-        &Preview::Screen { session: "charlie", screen: &screen, older: &[], live: true },
-        80,
-        24,
-        Look { color: true },
-    );
+    let term = busy_view(80, 24);
     let buf = term.backend().buffer();
     let (x, y) = find(buf, "red text").expect("the preview's second row");
     assert_eq!(buf[(x, y)].fg, Color::Indexed(1));
@@ -584,15 +565,7 @@ fn every_view_fits_from_80x24_up_without_losing_the_footer() {
 /// The operator guide's screenshot of the dashboard is this view, not a picture that drifts.
 #[test]
 fn the_operator_guide_shows_the_current_80x24_view() {
-    let dash = busy_fleet();
-    let screen = demo_screen();
-    let term = draw(
-        &dash,
-        &Preview::Screen { session: "charlie", screen: &screen, older: &[], live: true },
-        80,
-        24,
-        Look { color: true },
-    );
+    let term = busy_view(80, 24);
     let buf = term.backend().buffer();
     let rendered: Vec<String> =
         (0..24).map(|y| (0..80).map(|x| buf[(x, y)].symbol()).collect::<String>().trim_end().to_string()).collect();
