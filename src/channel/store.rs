@@ -216,16 +216,22 @@ impl ChannelStore {
         }
         let _lock = self.lock_existing(name)?;
         let mut roster = self.roster_or_missing(name)?;
-        if roster.member(member).is_some_and(|m| m.role == role) {
-            return Ok((roster, false));
+        if let Some(known) = roster.member(member).filter(|m| m.role == role) {
+            // Its joined record is there unless a crash came between the roster and the
+            // append below: then adding it again appends the record it lacks.
+            let since = known.added_ms;
+            let (root, _) = self.read(name, None)?;
+            if root.iter().any(|m| m.kind == Kind::Joined && m.author == member && m.ts_ms >= since) {
+                return Ok((roster, false));
+            }
+        } else {
+            roster.members.retain(|m| m.name != member);
+            roster.members.push(Member { name: member.to_string(), role, added_ms: now_ms });
+            // The roster first: the joined record is routed against it. A crash between the
+            // two leaves a member without an onboarding prompt until it is added again (the
+            // branch above), never a prompt for a non-member.
+            self.save_roster(&roster)?;
         }
-        let added_ms = now_ms;
-        roster.members.retain(|m| m.name != member);
-        roster.members.push(Member { name: member.to_string(), role, added_ms });
-        // The roster first: the joined record is routed against it. A crash between the two
-        // leaves a member without an onboarding prompt (`desk channel add` again re-sends it
-        // only after a remove), never a prompt for a non-member.
-        self.save_roster(&roster)?;
         let joined = Message {
             id: crate::delivery::fresh_item_id(now_ms),
             author: member.to_string(),
@@ -584,5 +590,19 @@ mod tests {
         assert!(store.remove_member(&ch, "bob").unwrap());
         assert!(!store.remove_member(&ch, "bob").unwrap());
         assert_eq!(store.list().unwrap(), vec![ch]);
+    }
+
+    /// A crash between the roster and the joined record: adding the member again appends the
+    /// record it lacks (its onboarding prompt), once.
+    #[test]
+    fn adding_again_after_a_crash_before_the_joined_record_appends_it() {
+        let (_tmp, store, ch) = store();
+        let mut roster = store.roster(&ch).unwrap().unwrap();
+        roster.members.push(Member { name: "bob".into(), role: Role::Worker, added_ms: 5 });
+        store.save_roster(&roster).unwrap();
+        assert!(store.add_member(&ch, "bob", Role::Worker, 6).unwrap().1, "the missing record is appended");
+        assert!(!store.add_member(&ch, "bob", Role::Worker, 7).unwrap().1, "and only once");
+        let (msgs, _) = store.read(&ch, None).unwrap();
+        assert_eq!(msgs.iter().filter(|m| m.kind == Kind::Joined && m.author == "bob").count(), 1);
     }
 }
