@@ -152,6 +152,22 @@ impl std::fmt::Debug for Screen {
     }
 }
 
+/// The plain prefix of `bytes` (printable ASCII, CR and LF) and its line feeds: where a flood
+/// skip may look for its skip point. Cheap to find, a word at a time.
+fn plain_prefix(bytes: &[u8]) -> (usize, usize) {
+    let mut end = 0;
+    let mut feeds = 0;
+    loop {
+        end += printable_run(&bytes[end..]);
+        match bytes.get(end) {
+            Some(b'\n') => feeds += 1,
+            Some(b'\r') => {}
+            _ => return (end, feeds),
+        }
+        end += 1;
+    }
+}
+
 /// Length of the run of printable ASCII (0x20..=0x7e) at the start of `bytes`, eight bytes
 /// at a time.
 fn printable_run(bytes: &[u8]) -> usize {
@@ -327,18 +343,7 @@ impl Screen {
         if !self.ground.is_ground() || self.term.top != 0 || self.term.bottom + 1 != rows {
             return 0;
         }
-        // The plain prefix and its line feeds: cheap to find, a word at a time.
-        let mut end = 0;
-        let mut feeds = 0;
-        loop {
-            end += printable_run(&bytes[end..]);
-            match bytes.get(end) {
-                Some(b'\n') => feeds += 1,
-                Some(b'\r') => {}
-                _ => break,
-            }
-            end += 1;
-        }
+        let (end, feeds) = plain_prefix(bytes);
         if feeds < 2 * rows {
             return 0;
         }
@@ -384,17 +389,7 @@ impl Screen {
         {
             return 0;
         }
-        let mut end = 0;
-        let mut feeds = 0;
-        loop {
-            end += printable_run(&bytes[end..]);
-            match bytes.get(end) {
-                Some(b'\n') => feeds += 1,
-                Some(b'\r') => {}
-                _ => break,
-            }
-            end += 1;
-        }
+        let (end, feeds) = plain_prefix(bytes);
         if feeds < 3 * rows {
             return 0;
         }
