@@ -492,12 +492,18 @@ fn view_100x30() {
     insta::assert_snapshot!(term.backend());
 }
 
-#[test]
-fn view_filter_being_typed_80x24() {
+/// The busy fleet with `/dem` typed into the filter.
+fn filter_being_typed() -> Dash {
     let mut dash = busy_fleet();
     for key in [Key::Char('/'), Key::Char('d'), Key::Char('e'), Key::Char('m')] {
         dash.on_key(key);
     }
+    dash
+}
+
+#[test]
+fn view_filter_being_typed_80x24() {
+    let dash = filter_being_typed();
     let term = draw(&dash, &Preview::Note { session: "charlie", text: "connecting..." }, 80, 24, Look { color: true });
     insta::assert_snapshot!(term.backend());
 }
@@ -776,10 +782,7 @@ fn view_prompt_editor_200x50() {
 
 #[test]
 fn view_filter_being_typed_200x50() {
-    let mut dash = busy_fleet();
-    for key in [Key::Char('/'), Key::Char('d'), Key::Char('e'), Key::Char('m')] {
-        dash.on_key(key);
-    }
+    let dash = filter_being_typed();
     let term = draw(&dash, &Preview::Note { session: "charlie", text: "connecting..." }, 200, 50, Look { color: true });
     insta::assert_snapshot!(term.backend());
 }
