@@ -758,7 +758,10 @@ pub(super) fn log(name: &SessionName, follow: bool, since_start: bool) -> Result
     if !files.meta.exists() && !files.exit.exists() && !crate::screen_log::current(&state).exists() {
         return Err(fail(ErrorCode::NoSuchSession, format!("no session named {name}")));
     }
-    let text = crate::screen_log::read_all(&state)?;
+    // The screen first: a live master writes the lines waiting for the log before it answers,
+    // so the files then hold everything that scrolled off above this screen.
+    let screen = current_screen(&paths, name)?;
+    let (text, read) = crate::screen_log::read_all(&state)?;
     let lines: Vec<&str> = text.lines().collect();
     let from = if since_start { 0 } else { lines.len().saturating_sub(LOG_TAIL_LINES) };
     let mut out = std::io::stdout().lock();
@@ -768,9 +771,9 @@ pub(super) fn log(name: &SessionName, follow: bool, since_start: bool) -> Result
     if follow {
         out.flush()?;
         drop(out);
-        follow_log(&files, &state)?;
+        follow_log(&files, &state, read)?;
     } else {
-        for row in current_screen(&paths, name)? {
+        for row in screen {
             writeln!(out, "{row}")?;
         }
     }
@@ -800,13 +803,12 @@ fn current_screen(paths: &Paths, name: &SessionName) -> Result<Vec<String>> {
     Ok(rows)
 }
 
-/// Prints what is appended to the log (across a rotation) until the session is no longer live,
-/// then the last screen.
-fn follow_log(files: &crate::paths::SessionPaths, state: &std::path::Path) -> Result<()> {
+/// Prints what is appended to the log (across a rotation) after the first `offset` bytes of
+/// its current file until the session is no longer live, then the last screen.
+fn follow_log(files: &crate::paths::SessionPaths, state: &std::path::Path, mut offset: u64) -> Result<()> {
     use std::io::Write;
     use std::io::{Read, Seek, SeekFrom};
     let current = crate::screen_log::current(state);
-    let mut offset = std::fs::metadata(&current).map_or(0, |m| m.len());
     let mut out = std::io::stdout();
     loop {
         let live = matches!(session::probe_settled(files)?, Probe::Live(_));

@@ -115,9 +115,8 @@ pub(super) struct Master {
     pub(super) screen: Screen,
     /// The output events of the chunk being handled; kept between chunks for its capacity.
     found: Vec<OutputEvent>,
-    /// The session log and the text waiting for it (empty between calls of `drain_log`).
-    log: Option<crate::screen_log::LogWriter>,
-    log_text: String,
+    /// The session log (which keeps the lines waiting to be written).
+    pub(super) log: Option<crate::screen_log::LogWriter>,
     pub(super) journal: Journal,
     pub(super) journal_failed: bool,
     /// Events streamed but not journalled since the journal last failed: first and last
@@ -198,7 +197,6 @@ impl Master {
             screen,
             found: Vec::new(),
             log,
-            log_text: String::new(),
             journal,
             journal_failed: false,
             journal_gap: None,
@@ -311,6 +309,13 @@ impl Master {
             }
             self.settle(Instant::now());
         }
+        // Lines that scrolled off after the exit (a helper still writing) are waiting.
+        if let Some(log) = &mut self.log
+            && log.has_pending()
+            && let Err(e) = log.sync()
+        {
+            warn!("{e:#}");
+        }
         let status = self.child_status.unwrap_or(ExitStatus::Code(0));
         info!(status = %crate::signals::describe_exit(status), "master exiting");
         Ok(status)
@@ -368,15 +373,27 @@ impl Master {
         self.read_buf = buf;
     }
 
-    /// Appends the lines the screen scrolled off since the last call to the session log. A log
-    /// that cannot be written is given up (with a warning): the session goes on without it.
-    fn drain_log(&mut self) {
+    /// Hands the lines the screen scrolled off since the last call to the session log, which
+    /// writes them within [`crate::screen_log::FLUSH_AFTER`] (or sooner, see [`Master::flush_log`]).
+    fn drain_log(&mut self, now: Instant) {
         let Some(log) = &mut self.log else {
             return;
         };
-        self.log_text.clear();
-        self.screen.take_log_text(&mut self.log_text);
-        if let Err(e) = log.append(&self.log_text) {
+        let mut first = false;
+        self.screen.take_log_text(|text| first = log.push(text));
+        if first {
+            self.timers.arm(now + crate::screen_log::FLUSH_AFTER, Timer::LogFlush);
+        }
+    }
+
+    /// Writes the session log's waiting lines: when they are due, before a snapshot is
+    /// answered (so `desk log`, which asks for the screen first, reads every line that
+    /// scrolled off above it), and when the session goes idle. A log that cannot be written is
+    /// given up (with a warning): the session goes on without it.
+    pub(super) fn flush_log(&mut self) {
+        if let Some(log) = &mut self.log
+            && let Err(e) = log.flush()
+        {
             warn!("{e:#}; the session log stops here");
             self.log = None;
         }
@@ -396,7 +413,7 @@ impl Master {
         // The one parse of these bytes: the screen model, and the events it finds on the way.
         let mut found = std::mem::take(&mut self.found);
         self.screen.feed(data, &mut found);
-        self.drain_log();
+        self.drain_log(now);
         if !found.is_empty() {
             self.on_output_events(found.drain(..), now);
         }
@@ -628,6 +645,7 @@ impl Master {
                     }
                 }
                 Effect::Snapshot { client } => {
+                    self.flush_log();
                     let history = match frame.take() {
                         Some(Frame::SnapshotRequest { history: Some(n) }) => Some(n),
                         _ => None,
@@ -763,9 +781,10 @@ impl Master {
         for client in self.clients.values_mut().filter(|c| c.view.is_some()) {
             client.view_dirty = true;
         }
-        self.drain_log();
+        let now = Instant::now();
+        self.drain_log(now);
         debug!(cols, rows, "resized");
-        self.emit_noise(EventBody::Resize { cols, rows }, Instant::now());
+        self.emit_noise(EventBody::Resize { cols, rows }, now);
     }
 
     /// Keep the info file what HELLO would be answered now. A turn that handled a client, a
@@ -1091,6 +1110,7 @@ impl Master {
                 Timer::ScreenCheck => self.check_screen(now),
                 Timer::StateTick => self.state_tick(now),
                 Timer::InfoFile => self.info_armed = false,
+                Timer::LogFlush => self.flush_log(),
                 Timer::ViewRepaint => {
                     self.repaint_armed = None;
                     self.repaint_views(now);
@@ -1164,7 +1184,7 @@ impl Master {
         // it before the exit, not never.
         self.flush_title(now);
         self.flush_all_noise();
-        self.drain_log();
+        self.drain_log(now);
         if let Some(log) = &mut self.log
             && let Err(e) = log.sync()
         {

@@ -1,7 +1,8 @@
 //! What an idle master gives back.
 //!
 //! Owns the master's memory between bursts: the PTY read buffer is allocated when the child
-//! has written something and dropped when the session goes idle; screen rows that show
+//! has written something and dropped when the session goes idle; the session log's lines
+//! waiting to be written are written and their buffer dropped; screen rows that show
 //! nothing give their cells back; clients' empty queues and decode buffers give their capacity
 //! back; then the allocator returns its free pages to the kernel. A fleet of idle sessions
 //! thereby costs what each one shows, not what its busiest moment needed. Invariants: nothing
@@ -27,6 +28,10 @@ impl Master {
     /// Give back what only a busy session needs: see the module comment.
     pub(super) fn release_idle_memory(&mut self) {
         self.read_buf = Vec::new();
+        self.flush_log();
+        if let Some(log) = &mut self.log {
+            log.release_memory();
+        }
         self.screen.release_idle_memory();
         for client in self.clients.values_mut() {
             if client.decoder.buffered() == 0 {

@@ -31,6 +31,8 @@ pub(super) enum Timer {
     ViewRepaint,
     /// The info file may be checked again (the last change of a busy spell is written).
     InfoFile,
+    /// The session log's waiting lines are due to be written.
+    LogFlush,
 }
 
 #[derive(Debug, Default)]

@@ -186,7 +186,12 @@ impl HistoryLine {
     /// The text (trailing blanks dropped).
     pub fn text(&self) -> &str {
         // Written from `char`s, so always UTF-8.
-        std::str::from_utf8(&self.data[..usize::from(self.text_len)]).unwrap_or_default()
+        std::str::from_utf8(self.text_bytes()).unwrap_or_default()
+    }
+
+    /// [`HistoryLine::text`] as the UTF-8 bytes it is, without checking them again.
+    fn text_bytes(&self) -> &[u8] {
+        &self.data[..usize::from(self.text_len)]
     }
 
     /// True when the line's text continues on the next line (it was left by autowrap).
@@ -228,9 +233,9 @@ pub(super) struct History {
     /// Reused to build each line (see `HistoryLine::from_row`).
     scratch: Scratch,
     /// With a session log: the text of the lines pushed since the owner last took it, one
-    /// line each, `\n`-terminated. Bounded by what one `feed` call scrolls off (the master
-    /// takes it after every call).
-    log: Option<String>,
+    /// line each, `\n`-terminated (UTF-8). Bounded by what one `feed` call scrolls off (the
+    /// master takes it after every call).
+    log: Option<Vec<u8>>,
 }
 
 /// Buffers reused by `HistoryLine::from_row`, so that pushing a line allocates only the
@@ -298,8 +303,8 @@ impl History {
 
     fn push_line(&mut self, line: HistoryLine) {
         if let Some(log) = &mut self.log {
-            log.push_str(line.text());
-            log.push('\n');
+            log.extend_from_slice(line.text_bytes());
+            log.push(b'\n');
         }
         if self.limit == 0 {
             return;
@@ -317,14 +322,18 @@ impl History {
 
     /// Starts collecting the text of scrolled-off lines for a session log.
     pub(super) fn enable_log(&mut self) {
-        self.log.get_or_insert_with(String::new);
+        self.log.get_or_insert_with(Vec::new);
     }
 
-    /// Appends the text collected since the last call to `out` (nothing without a log).
-    pub(super) fn take_log_text(&mut self, out: &mut String) {
-        if let Some(log) = &mut self.log {
-            out.push_str(log);
-            log.clear();
+    /// Hands `take` the text collected since the last call, and forgets it (an empty text
+    /// without a log).
+    pub(super) fn take_log_text(&mut self, take: impl FnOnce(&[u8])) {
+        match &mut self.log {
+            Some(log) => {
+                take(log);
+                log.clear();
+            }
+            None => take(&[]),
         }
     }
 

@@ -136,9 +136,9 @@ mod props {
             prop_assert_eq!(lines(&whole), lines(&bytewise));
             prop_assert_eq!(whole.text_rows(), bytewise.text_rows());
             prop_assert_eq!(whole.render_keyframe(), bytewise.render_keyframe());
-            let (mut a, mut b) = (String::new(), String::new());
-            whole.take_log_text(&mut a);
-            bytewise.take_log_text(&mut b);
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            whole.take_log_text(|t| a.extend_from_slice(t));
+            bytewise.take_log_text(|t| b.extend_from_slice(t));
             prop_assert_eq!(a, b);
             prop_assert!(whole.history_len() <= limit);
             let mut points: Vec<usize> = cuts.iter().map(|c| c % (stream.len() + 1)).collect();
@@ -200,17 +200,14 @@ fn the_log_text_gets_every_scrolled_off_line_whatever_the_history_keeps() {
     let mut s = Screen::with_history(10, 3, 2);
     s.enable_log();
     s.process(&numbered(1, 10));
-    let mut text = String::new();
-    s.take_log_text(&mut text);
-    assert_eq!(text, "1\n2\n3\n4\n5\n6\n7\n8\n");
+    let mut text = Vec::new();
+    s.take_log_text(|t| text.extend_from_slice(t));
+    assert_eq!(text, b"1\n2\n3\n4\n5\n6\n7\n8\n");
     assert_eq!(s.history_text(10), ["7", "8"]);
-    text.clear();
-    s.take_log_text(&mut text);
-    assert!(text.is_empty(), "taken once");
+    s.take_log_text(|t| assert!(t.is_empty(), "taken once"));
     let mut plain = Screen::new(10, 3);
     plain.process(&numbered(1, 10));
-    plain.take_log_text(&mut text);
-    assert!(text.is_empty(), "no log unless enabled");
+    plain.take_log_text(|t| assert!(t.is_empty(), "no log unless enabled"));
 }
 
 #[test]

@@ -223,11 +223,11 @@ impl Screen {
         self.term.history.enable_log();
     }
 
-    /// Appends the text (one `\n`-terminated line each) of the lines scrolled off since the
-    /// last call to `out`; nothing unless [`Screen::enable_log`] was called. Call it after
-    /// every `feed`: the text is held until then.
-    pub fn take_log_text(&mut self, out: &mut String) {
-        self.term.history.take_log_text(out);
+    /// Hands `take` the text (UTF-8, one `\n`-terminated line each) of the lines scrolled off
+    /// since the last call, and forgets it; an empty text unless [`Screen::enable_log`] was
+    /// called. Call it after every `feed`: the text is held until then.
+    pub fn take_log_text(&mut self, take: impl FnOnce(&[u8])) {
+        self.term.history.take_log_text(take);
     }
 
     /// The most lines the history keeps (0: none).
