@@ -43,7 +43,7 @@ use crate::state::Authority;
 use crate::term_events::OutputEvent;
 use crate::wire::{
     ErrorCode, ExitStatus, Frame, HEADER_LEN, MAX_PAYLOAD, PROTOCOL_VERSION, Role, SessionInfo, SnapshotReply,
-    encode_output,
+    output_header,
 };
 
 const LISTENER: Token = Token(0);
@@ -428,13 +428,11 @@ impl Master {
                 self.flush_input();
             }
         }
-        let mut offset = 0;
-        while offset < data.len() {
-            let end = (offset + MAX_PAYLOAD).min(data.len());
-            let piece = &data[offset..end];
-            let mut bytes = Vec::with_capacity(HEADER_LEN + piece.len());
-            encode_output(piece, &mut bytes);
-            let frame: Rc<[u8]> = Rc::from(bytes);
+        if !self.clients.values().any(|c| c.view.is_some() || c.streams_output()) {
+            return;
+        }
+        for piece in data.chunks(MAX_PAYLOAD) {
+            let frame = output_frame(piece);
             for (token, client) in self.clients.iter_mut() {
                 if client.view.is_some() {
                     // Bytes drawn for the session's size are wrong at this client's: it gets a
@@ -447,7 +445,6 @@ impl Master {
                     debug!(client = token.0, "client fell behind; backlog discarded, keyframe pending");
                 }
             }
-            offset = end;
         }
     }
 
@@ -1276,14 +1273,28 @@ fn keyframe_chunks(bytes: &[u8]) -> Vec<Rc<[u8]>> {
 
 /// Terminal bytes cut into OUTPUT frames.
 fn output_chunks(bytes: &[u8]) -> Vec<Rc<[u8]>> {
-    bytes
-        .chunks(MAX_PAYLOAD)
-        .map(|piece| {
-            let mut frame = Vec::with_capacity(HEADER_LEN + piece.len());
-            encode_output(piece, &mut frame);
-            Rc::from(frame)
-        })
-        .collect()
+    bytes.chunks(MAX_PAYLOAD).map(output_frame).collect()
+}
+
+/// One OUTPUT frame carrying `piece` (at most [`MAX_PAYLOAD`] bytes), built in its shared
+/// allocation: every byte of a flood is copied once on its way to the clients, not twice.
+fn output_frame(piece: &[u8]) -> Rc<[u8]> {
+    let header = output_header(piece.len());
+    let mut frame = Rc::<[u8]>::new_uninit_slice(HEADER_LEN + piece.len());
+    let Some(slots) = Rc::get_mut(&mut frame) else {
+        // A fresh Rc has no other owner; this is not reached.
+        return Rc::from([&header[..], piece].concat());
+    };
+    let (head, body) = slots.split_at_mut(HEADER_LEN);
+    for (slot, byte) in head.iter_mut().zip(header) {
+        slot.write(byte);
+    }
+    for (slot, byte) in body.iter_mut().zip(piece) {
+        slot.write(*byte);
+    }
+    // SAFETY: `head` and `body` together are every slot of the slice, and each was written
+    // above.
+    unsafe { frame.assume_init() }
 }
 
 /// The session policy's name for the client behind a poll token (tokens are never reused).

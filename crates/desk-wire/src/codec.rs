@@ -155,18 +155,19 @@ pub fn decode_frame(header: &Header, payload: &[u8]) -> Result<Frame, DecodeErro
 }
 
 fn put_header(out: &mut Vec<u8>, kind: FrameType, flags: u8, len: usize) {
-    debug_assert!(len <= MAX_PAYLOAD, "{} payload of {len} bytes", kind.name());
-    out.extend_from_slice(&(len as u32).to_le_bytes());
-    out.push(kind as u8);
-    out.push(flags);
-    out.extend_from_slice(&[0, 0]);
+    out.extend_from_slice(&header_bytes(kind, flags, len));
 }
 
-/// Append an OUTPUT frame carrying `data` (at most [`MAX_PAYLOAD`] bytes) without building a
-/// [`Frame`] first: the master's hot path.
-pub fn encode_output(data: &[u8], out: &mut Vec<u8>) {
-    put_header(out, FrameType::Output, 0, data.len());
-    out.extend_from_slice(data);
+fn header_bytes(kind: FrameType, flags: u8, len: usize) -> [u8; HEADER_LEN] {
+    debug_assert!(len <= MAX_PAYLOAD, "{} payload of {len} bytes", kind.name());
+    let [a, b, c, d] = (len as u32).to_le_bytes();
+    [a, b, c, d, kind as u8, flags, 0, 0]
+}
+
+/// The header of an OUTPUT frame carrying `len` (at most [`MAX_PAYLOAD`]) bytes, for a caller
+/// that puts header and payload into a buffer of its own (the master's hot path).
+pub fn output_header(len: usize) -> [u8; HEADER_LEN] {
+    header_bytes(FrameType::Output, 0, len)
 }
 
 fn json_bytes<T: serde::Serialize>(value: &T) -> Vec<u8> {
@@ -332,6 +333,15 @@ mod tests {
         put_header(&mut out, kind, 0, payload.len());
         out.extend_from_slice(payload);
         out
+    }
+
+    #[test]
+    fn an_output_header_and_its_payload_are_the_output_frame() {
+        let data = b"\x1b[1mbold\x1b[m\r\n";
+        let mut built = output_header(data.len()).to_vec();
+        built.extend_from_slice(data);
+        assert_eq!(built, Frame::Output(data.to_vec()).to_bytes());
+        assert_eq!(decode_one(&built), Ok(Some(Frame::Output(data.to_vec()))));
     }
 
     #[test]

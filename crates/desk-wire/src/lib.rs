@@ -29,7 +29,7 @@ pub mod state;
 #[cfg(test)]
 mod vectors;
 
-pub use codec::{FrameDecoder, decode_frame, decode_header, encode_output};
+pub use codec::{FrameDecoder, decode_frame, decode_header, output_header};
 pub use frame::{DecodeError, ErrorCode, ExitStatus, Frame, FrameType, Header, Role, SessionInfo, SnapshotReply};
 #[doc(hidden)]
 pub use fuzz::fuzz_check;
