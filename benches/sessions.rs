@@ -605,29 +605,33 @@ fn fanout(holders: &mut [Box<dyn Holder>], opts: &Opts, work: &Path) -> String {
         ));
     }
     // Ratios within each run (holders of one run share the machine's state), then their median.
+    // dtach / raw PTY shows where the raw PTY's ceiling puts a target relative to dtach.
     let mut ratios = String::from(
-        "\n| run | 1 client MB/s: desk | desk --history 0 | dtach | raw PTY | desk / desk --history 0 | desk / dtach | desk / raw PTY |\n|---|---|---|---|---|---|---|---|\n",
+        "\n| run | 1 client MB/s: desk | desk --history 0 | dtach | raw PTY | desk / desk --history 0 | desk / dtach | desk / raw PTY | dtach / raw PTY |\n|---|---|---|---|---|---|---|---|---|\n",
     );
-    let (mut to_dtach, mut to_raw, mut to_off) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut to_dtach, mut to_raw, mut to_off, mut dtach_to_raw) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for (run_no, mbps) in &one_client {
         let get = |name: &str| mbps.get(name).copied().unwrap_or(f64::NAN);
         let (desk, off, dtach, raw) = (get("desk"), get(DESK_NO_HISTORY), get("dtach"), get("raw PTY"));
         to_dtach.push(desk / dtach);
         to_raw.push(desk / raw);
         to_off.push(desk / off);
+        dtach_to_raw.push(dtach / raw);
         ratios.push_str(&format!(
-            "| {} | {desk:.1} | {off:.1} | {dtach:.1} | {raw:.1} | {:.2} | {:.2} | {:.2} |\n",
+            "| {} | {desk:.1} | {off:.1} | {dtach:.1} | {raw:.1} | {:.2} | {:.2} | {:.2} | {:.2} |\n",
             run_no + 1,
             desk / off,
             desk / dtach,
-            desk / raw
+            desk / raw,
+            dtach / raw
         ));
     }
     ratios.push_str(&format!(
-        "| median | | | | | {:.2} | {:.2} | {:.2} |\n",
+        "| median | | | | | {:.2} | {:.2} | {:.2} | {:.2} |\n",
         median(&mut to_off),
         median(&mut to_dtach),
-        median(&mut to_raw)
+        median(&mut to_raw),
+        median(&mut dtach_to_raw)
     ));
     format!("File: {} bytes of base64-style text ({} runs each).\n\n{table}{ratios}", size, opts.runs)
 }
