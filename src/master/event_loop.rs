@@ -558,7 +558,7 @@ impl Master {
             if !client.alive() || client.closing.is_some() {
                 return;
             }
-            match client.decoder.next_frame() {
+            match client.decoder.next_client_frame() {
                 Ok(Some(frame)) => self.client_frame(token, frame, now),
                 Ok(None) => return,
                 Err(e) => {

@@ -61,6 +61,33 @@ pub fn decode_frame(header: &Header, payload: &[u8]) -> Result<Frame, DecodeErro
         return Err(malformed(kind, "payload length differs from the header"));
     }
     Ok(match kind {
+        FrameType::Welcome => {
+            if payload.len() < 4 {
+                return Err(malformed(kind, "shorter than its 4-byte prefix"));
+            }
+            if u16_at(payload, 2) != 0 {
+                return Err(malformed(kind, "reserved field is not zero"));
+            }
+            Frame::Welcome { version: u16_at(payload, 0), info: Box::new(json(kind, &payload[4..])?) }
+        }
+        FrameType::Snapshot => Frame::Snapshot(Box::new(json(kind, payload)?)),
+        _ => return decode_client_frame(header, payload),
+    })
+}
+
+/// [`decode_frame`] for a master reading a client: WELCOME and SNAPSHOT, which only a master
+/// sends, are refused as malformed without their JSON bodies being read (docs/protocol.md §4
+/// closes a client that sends one, with the same code), so a master carries no decoder for
+/// those bodies: 24 KB of code that every idle master would keep resident.
+fn decode_client_frame(header: &Header, payload: &[u8]) -> Result<Frame, DecodeError> {
+    let kind = header.kind;
+    if payload.len() != header.len as usize {
+        return Err(malformed(kind, "payload length differs from the header"));
+    }
+    Ok(match kind {
+        FrameType::Welcome | FrameType::Snapshot => {
+            return Err(malformed(kind, format!("{} frames are sent by the master, not by clients", kind.name())));
+        }
         FrameType::Hello => {
             exact(kind, payload, 12)?;
             if payload[0..4] != MAGIC {
@@ -74,15 +101,6 @@ pub fn decode_frame(header: &Header, payload: &[u8]) -> Result<Frame, DecodeErro
             }
             let status_line = payload[7] & HELLO_STATUS_LINE != 0;
             Frame::Hello { version, role, cols: u16_at(payload, 8), rows: u16_at(payload, 10), status_line }
-        }
-        FrameType::Welcome => {
-            if payload.len() < 4 {
-                return Err(malformed(kind, "shorter than its 4-byte prefix"));
-            }
-            if u16_at(payload, 2) != 0 {
-                return Err(malformed(kind, "reserved field is not zero"));
-            }
-            Frame::Welcome { version: u16_at(payload, 0), info: Box::new(json(kind, &payload[4..])?) }
         }
         FrameType::Input => Frame::Input(payload.to_vec()),
         FrameType::Resize => {
@@ -100,7 +118,6 @@ pub fn decode_frame(header: &Header, payload: &[u8]) -> Result<Frame, DecodeErro
             4 => Frame::SnapshotRequest { history: Some(u32_at(payload, 0)) },
             n => return Err(malformed(kind, format!("payload is {n} bytes, expected 0 or 4"))),
         },
-        FrameType::Snapshot => Frame::Snapshot(Box::new(json(kind, payload)?)),
         FrameType::Event => Frame::Event(json(kind, payload)?),
         FrameType::Hook => Frame::Hook(json(kind, payload)?),
         FrameType::Detach => {
@@ -290,7 +307,20 @@ impl FrameDecoder {
         self.buf.len()
     }
 
+    /// The next complete frame, if one is buffered.
     pub fn next_frame(&mut self) -> Result<Option<Frame>, DecodeError> {
+        self.next_with(decode_frame)
+    }
+
+    /// [`FrameDecoder::next_frame`] for a master reading a client: see [`decode_client_frame`].
+    pub fn next_client_frame(&mut self) -> Result<Option<Frame>, DecodeError> {
+        self.next_with(decode_client_frame)
+    }
+
+    fn next_with(
+        &mut self,
+        decode: fn(&Header, &[u8]) -> Result<Frame, DecodeError>,
+    ) -> Result<Option<Frame>, DecodeError> {
         let pending = &self.buf[self.start..];
         if pending.len() < HEADER_LEN {
             self.compact();
@@ -304,7 +334,7 @@ impl FrameDecoder {
             self.compact();
             return Ok(None);
         }
-        let frame = decode_frame(&header, &pending[HEADER_LEN..total])?;
+        let frame = decode(&header, &pending[HEADER_LEN..total])?;
         self.start += total;
         Ok(Some(frame))
     }
@@ -391,6 +421,41 @@ mod tests {
             history: None,
         };
         assert_eq!(decode_one(&spaced).unwrap(), Some(Frame::Snapshot(Box::new(reply))));
+    }
+
+    #[test]
+    fn a_master_reading_a_client_refuses_the_frames_only_a_master_sends_unread() {
+        let snapshot = Snapshot {
+            cols: 80,
+            rows: 24,
+            cursor: Cursor { row: 0, col: 0, visible: true },
+            title: String::new(),
+            modes: Modes::default(),
+            lines: Vec::new(),
+        };
+        let reply = crate::SnapshotReply {
+            screen: snapshot,
+            generation: 0,
+            last_input_ms: None,
+            canonical: false,
+            state: None,
+            history: None,
+        };
+        let bytes = Frame::Snapshot(Box::new(reply.clone())).to_bytes();
+        let mut any = FrameDecoder::new();
+        any.push(&bytes);
+        assert_eq!(any.next_frame(), Ok(Some(Frame::Snapshot(Box::new(reply)))));
+        // Also with a body no SNAPSHOT could have: it is not read at all.
+        for bytes in [bytes, with_header(FrameType::Welcome, b"\x02\0\0\0[]")] {
+            let mut master = FrameDecoder::new();
+            master.push(&bytes);
+            let err = master.next_client_frame().unwrap_err();
+            assert_eq!(err.code(), ErrorCode::Malformed);
+            assert!(err.to_string().contains("frames are sent by the master, not by clients"), "{err}");
+        }
+        let mut master = FrameDecoder::new();
+        master.push(&Frame::Ping(7).to_bytes());
+        assert_eq!(master.next_client_frame(), Ok(Some(Frame::Ping(7))), "every other frame decodes as before");
     }
 
     #[test]

@@ -140,15 +140,13 @@ impl EventBody {
     /// Events whose loss in a crash would hide something an operator relies on: they are
     /// flushed to disk before the master moves on.
     pub fn is_durable(&self) -> bool {
-        matches!(
-            self,
-            EventBody::Started { .. }
-                | EventBody::State { .. }
-                | EventBody::Exit { .. }
-                | EventBody::Hook { .. }
-                | EventBody::Keys { .. }
-                | EventBody::Gap { .. }
-        )
+        Self::is_durable_kind(self.kind())
+    }
+
+    /// [`EventBody::is_durable`] of an event known only by its `type` tag (a journal line
+    /// classified without decoding its body).
+    pub fn is_durable_kind(kind: &str) -> bool {
+        matches!(kind, "started" | "state" | "exit" | "hook" | "keys" | "gap")
     }
 
     /// The `type` tag, as it appears in JSON.
