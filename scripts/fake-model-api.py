@@ -119,7 +119,12 @@ def anthropic_user_text(body):
                 t = block.get("text", "")
                 if not t.lstrip().startswith("<system-reminder>"):
                     texts.append(t)
-        return "\n".join(texts), after_tool
+        text = "\n".join(texts)
+        # A refused tool's result travels with the next prompt ("[Request interrupted by user
+        # for tool use]" then the prompt): that prompt's directive is what to answer.
+        if after_tool and re.search(r"\bDESK_(TOOL|WRITE|ASK)\b", text):
+            after_tool = False
+        return text, after_tool
     return "", False
 
 

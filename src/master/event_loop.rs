@@ -136,6 +136,8 @@ pub(super) struct Master {
     /// When a controller (or an operator's `keys`) last typed (Unix ms): delivery does not
     /// type over a person.
     pub(super) last_controller_input_ms: Option<u64>,
+    /// An operator's keys still to be typed, one per [`super::operator::KEY_GAP`].
+    pub(super) pending_keys: std::collections::VecDeque<desk_term::keys::Key>,
     pty_open: bool,
     pty_writable: bool,
     /// The PTY had more to read when the turn budget ran out.
@@ -146,7 +148,7 @@ pub(super) struct Master {
     next_client: usize,
     /// Decides for the clients and the session's size, stop and exit; see [`Master::carry`].
     policy: SessionPolicy,
-    input: InputQueue,
+    pub(super) input: InputQueue,
     pub(super) timers: Timers,
     /// When the armed [`Timer::ViewRepaint`] fires, if one is armed.
     repaint_armed: Option<Instant>,
@@ -209,6 +211,7 @@ impl Master {
             state_timer: None,
             screen_check_armed: false,
             last_controller_input_ms: None,
+            pending_keys: Default::default(),
             pty_open: true,
             pty_writable: false,
             pty_pending: false,
@@ -448,7 +451,7 @@ impl Master {
         }
     }
 
-    fn flush_input(&mut self) {
+    pub(super) fn flush_input(&mut self) {
         if !self.pty_writable || !self.pty_open || self.input.is_empty() {
             return;
         }
@@ -1108,6 +1111,7 @@ impl Master {
                 Timer::StateTick => self.state_tick(now),
                 Timer::InfoFile => self.info_armed = false,
                 Timer::LogFlush => self.flush_log(),
+                Timer::KeysNext => self.type_next_key(now),
                 Timer::ViewRepaint => {
                     self.repaint_armed = None;
                     self.repaint_views(now);

@@ -33,6 +33,8 @@ pub(super) enum Timer {
     InfoFile,
     /// The session log's waiting lines are due to be written.
     LogFlush,
+    /// The next of an operator's keys is due to be typed.
+    KeysNext,
 }
 
 #[derive(Debug, Default)]

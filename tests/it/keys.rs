@@ -47,6 +47,27 @@ fn arrows_are_sent_in_the_cursor_key_mode_the_program_set() {
 }
 
 #[test]
+fn each_key_reaches_the_program_in_a_read_of_its_own_and_a_later_call_follows() {
+    // Claude Code 2.1.197 took `Down Down Enter` arriving in one read as Enter on the option
+    // highlighted before the arrows: it approved the command the operator had refused
+    // (docs/agents-observed.md §8). Keys are typed one at a time, as a person types them.
+    let home = Home::new();
+    // dd pads each read to 8 bytes with NULs (conv=sync), so the dump shows where a read ended.
+    home.new_sh(
+        "reads",
+        "stty -icanon -echo -icrnl; printf 'ready\\n'; dd bs=8 count=3 conv=sync 2>/dev/null | od -An -v -tx1",
+    );
+    home.wait_screen("reads", "ready");
+    home.ok(&["keys", "reads", "Down", "Down"]);
+    // A second call while the first is still typing: its key comes after them.
+    home.ok(&["keys", "reads", "Enter"]);
+    let screen = home.wait_screen("reads", "0d 00 00 00 00 00 00 00");
+    assert!(screen.contains("1b 5b 42 00 00 00 00 00 1b 5b 42 00 00 00 00 00"), "{screen}");
+    let events = keys_events(&home, "reads");
+    assert_eq!(events.iter().map(|e| e["bytes"].clone()).collect::<Vec<_>>(), [6, 1]);
+}
+
+#[test]
 fn keys_are_refused_for_exited_and_unknown_sessions_and_bad_keys() {
     let home = Home::new();
     home.new_sh("done", "exit 0");

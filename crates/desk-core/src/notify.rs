@@ -32,7 +32,9 @@ pub const SESSION_BURST: u32 = 5;
 pub const SESSION_REFILL: Duration = Duration::from_secs(120);
 
 /// The exit signals an operator (or `desk kill`) sends: HUP, INT, KILL, TERM. A session that
-/// died by one of them was stopped, not crashed.
+/// died by one of them was stopped, not crashed; so was one that caught it and exited with the
+/// shell's code for it, 128 + the signal: Claude Code exits with 143 on `desk kill`'s SIGTERM
+/// and 129 on SIGHUP (docs/agents-observed.md §2.3, §8).
 const STOP_SIGNALS: [i32; 4] = [1, 2, 9, 15];
 
 /// What a notification is about.
@@ -189,6 +191,7 @@ impl Notifier {
                 notes.state.lifecycle = "exited".into();
                 match (code, signal) {
                     (Some(0), _) | (None, None) => return None,
+                    (Some(c), _) if STOP_SIGNALS.iter().any(|s| c - 128 == *s) => return None,
                     (Some(c), _) => (Kind::Exited, format!("{session} exited with code {c}")),
                     (None, Some(s)) if STOP_SIGNALS.contains(s) => return None,
                     (None, Some(s)) => (Kind::Exited, format!("{session} was killed by signal {s}")),
@@ -312,6 +315,11 @@ mod tests {
         assert_eq!(n.on_event("a", &exit(Some(0), None), t), None);
         assert_eq!(n.on_event("b", &exit(None, Some(15)), t), None);
         assert_eq!(n.on_event("c", &exit(None, Some(9)), t), None);
+        // An agent that caught the stop signal and exited with its shell code (Claude: 143).
+        for code in [129, 130, 137, 143] {
+            assert_eq!(n.on_event("f", &exit(Some(code), None), t), None, "code {code}");
+        }
+        assert_eq!(n.on_event("g", &exit(Some(139), None), t).unwrap().message, "g exited with code 139");
         assert_eq!(n.on_event("d", &exit(Some(3), None), t).unwrap().message, "d exited with code 3");
         assert_eq!(n.on_event("e", &exit(None, Some(11)), t).unwrap().message, "e was killed by signal 11");
         assert_eq!(n.on_event("d", &exit(Some(3), None), t).unwrap().state.lifecycle, "exited");

@@ -32,7 +32,7 @@ pub const MAX_NOTIFY_MESSAGE: usize = 1024;
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ClientEvent {
     /// Type these keys (each one a key name, a chord or `text:...`, as `desk_term::keys`
-    /// parses them) into the session, as one write, and record who did.
+    /// parses them) into the session, one at a time as a person types them, and record who did.
     Keys {
         keys: Vec<String>,
         /// The user who typed them.

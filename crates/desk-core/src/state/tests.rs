@@ -285,6 +285,38 @@ fn claude_interrupted(footer: &str) -> Vec<String> {
 }
 
 #[test]
+fn a_claude_dialog_stays_blocked_while_the_operator_moves_its_highlight() {
+    // `desk keys NAME Down Down` on Claude's dialog: `❯` leaves "1. Yes" for "3. No"; the dialog
+    // is still up and an Enter still answers it, while the title stays the idle `✳`.
+    let mut clock = Clock::new();
+    let mut a = provider(Provider::Claude, &clock);
+    let (now, ms) = clock.advance(10);
+    a.on_title("✳ Claude Code", now, ms);
+    let (now, ms) = clock.advance(500);
+    a.on_screen(&claude_dialog(), now, ms);
+    assert_eq!(a.activity(), Activity::Blocked);
+    for highlighted in [2, 3] {
+        let (now, ms) = clock.advance(100);
+        let mark = |n: u32| if n == highlighted { " ❯ " } else { "   " };
+        a.on_screen(
+            &rows(&[
+                "● Bash(touch desk-approved.txt)",
+                "─────────────────────────────",
+                " Bash command",
+                " Do you want to proceed?",
+                &format!("{}1. Yes", mark(1)),
+                &format!("{}2. Yes, and always allow access to work/ from this project", mark(2)),
+                &format!("{}3. No", mark(3)),
+                " Esc to cancel · Tab to amend · ctrl+e to explain",
+            ]),
+            now,
+            ms,
+        );
+        assert_eq!(a.activity(), Activity::Blocked, "highlight on {highlighted}: {:?}", a.view().activity);
+    }
+}
+
+#[test]
 fn a_dialog_dismissed_after_the_notification_hook_ends_blocked_when_the_idle_prompt_shows() {
     let mut clock = Clock::new();
     let mut a = provider(Provider::Claude, &clock);
