@@ -19,9 +19,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 out=${DESK_AGENTS_OUT:-$repo/tests/data/agents}
-claude_v=${CLAUDE_CODE_VERSION:-2.1.197}
-codex_v=${CODEX_VERSION:-0.171.0}
-opencode_v=${OPENCODE_VERSION:-1.18.33}
+# shellcheck source=scripts/agents-lib.sh
+. "$here/agents-lib.sh"
 
 if [[ -n ${DESK_AGENTS_DIR:-} ]]; then
     work=$DESK_AGENTS_DIR
@@ -33,13 +32,7 @@ else
     fi
 fi
 
-echo "installing agents into $work" >&2
-(
-    cd "$work"
-    [[ -f package.json ]] || npm init -y >/dev/null
-    npm install --no-fund --no-audit \
-        "@anthropic-ai/claude-code@$claude_v" "@openai/codex@$codex_v" "opencode-ai@$opencode_v" >&2
-)
+install_agents "$work"
 bin=$work/node_modules/.bin
 for b in claude codex opencode; do
     printf '%-9s %s\n' "$b" "$("$bin/$b" --version 2>&1 | head -n1)" >&2

@@ -28,9 +28,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 desk=${DESK:-$repo/target/release/desk}
-claude_v=${CLAUDE_CODE_VERSION:-2.1.197}
-codex_v=${CODEX_VERSION:-0.171.0}
-opencode_v=${OPENCODE_VERSION:-1.18.33}
+# shellcheck source=scripts/agents-lib.sh
+. "$here/agents-lib.sh"
 agents=claude,codex,opencode
 while [[ $# -gt 0 ]]; do
     case $1 in
@@ -69,13 +68,7 @@ fi
 mkdir -p "$install"
 if [[ ! -x $install/node_modules/.bin/claude || ! -x $install/node_modules/.bin/codex ||
       ! -x $install/node_modules/.bin/opencode ]]; then
-    echo "installing agents into $install" >&2
-    (
-        cd "$install"
-        [[ -f package.json ]] || npm init -y >/dev/null
-        npm install --no-fund --no-audit \
-            "@anthropic-ai/claude-code@$claude_v" "@openai/codex@$codex_v" "opencode-ai@$opencode_v" >&2
-    )
+    install_agents "$install"
 fi
 bin=$install/node_modules/.bin
 

@@ -394,9 +394,9 @@ mod tests {
         assert_eq!(decode_one(&bytes).unwrap_err().code(), ErrorCode::Malformed);
     }
 
-    #[test]
-    fn json_bodies_must_be_objects_not_arrays_of_fields() {
-        let snapshot = Snapshot {
+    /// A blank 80x24 screen, and the SNAPSHOT reply that carries it.
+    fn blank_reply() -> crate::SnapshotReply {
+        let screen = Snapshot {
             cols: 80,
             rows: 24,
             cursor: Cursor { row: 0, col: 0, visible: true },
@@ -404,7 +404,21 @@ mod tests {
             modes: Modes::default(),
             lines: Vec::new(),
         };
-        let as_object = serde_json::to_value(&snapshot).unwrap();
+        crate::SnapshotReply {
+            screen,
+            generation: 0,
+            last_input_ms: None,
+            canonical: false,
+            state: None,
+            history: None,
+        }
+    }
+
+    #[test]
+    fn json_bodies_must_be_objects_not_arrays_of_fields() {
+        let reply = blank_reply();
+        let snapshot = &reply.screen;
+        let as_object = serde_json::to_value(snapshot).unwrap();
         let fields = ["cols", "rows", "cursor", "title", "modes", "lines"];
         let as_array = serde_json::Value::Array(fields.iter().map(|f| as_object[f].clone()).collect());
         let bytes = with_header(FrameType::Snapshot, &serde_json::to_vec(&as_array).unwrap());
@@ -412,35 +426,12 @@ mod tests {
         assert_eq!(err.code(), ErrorCode::Malformed);
         assert!(err.to_string().contains("not a JSON object"), "{err}");
         let spaced = with_header(FrameType::Snapshot, format!(" \n{as_object}\r\n").as_bytes());
-        let reply = crate::SnapshotReply {
-            screen: snapshot,
-            generation: 0,
-            last_input_ms: None,
-            canonical: false,
-            state: None,
-            history: None,
-        };
         assert_eq!(decode_one(&spaced).unwrap(), Some(Frame::Snapshot(Box::new(reply))));
     }
 
     #[test]
     fn a_master_reading_a_client_refuses_the_frames_only_a_master_sends_unread() {
-        let snapshot = Snapshot {
-            cols: 80,
-            rows: 24,
-            cursor: Cursor { row: 0, col: 0, visible: true },
-            title: String::new(),
-            modes: Modes::default(),
-            lines: Vec::new(),
-        };
-        let reply = crate::SnapshotReply {
-            screen: snapshot,
-            generation: 0,
-            last_input_ms: None,
-            canonical: false,
-            state: None,
-            history: None,
-        };
+        let reply = blank_reply();
         let bytes = Frame::Snapshot(Box::new(reply.clone())).to_bytes();
         let mut any = FrameDecoder::new();
         any.push(&bytes);
