@@ -4,7 +4,7 @@ CARGO ?= cargo
 DESK_DEMO_HOME ?= $(CURDIR)/target/demo-home
 DESK := $(CURDIR)/target/release/desk
 
-.PHONY: build demo demo-stop native test lint doc man msrv fuzz-build check-all bench soak fuzz e2e-agents clean
+.PHONY: build demo demo-stop native test lint doc man msrv fuzz-build check-all bench soak fuzz e2e-agents e2e-keys clean
 
 build:
 	$(CARGO) build --release --bins
@@ -86,6 +86,11 @@ fuzz:
 e2e-agents:
 	bash scripts/e2e-agents.sh
 	$(CARGO) test --locked --test it corpus::
+
+# Check `desk keys` and notifications against the same real agents, run under desk (needs the
+# npm registry, a few minutes): approve, refuse and dismiss each one's dialog with keys.
+e2e-keys: build
+	bash scripts/e2e-keys.sh
 
 clean:
 	$(CARGO) clean
