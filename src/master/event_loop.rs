@@ -1677,6 +1677,28 @@ mod tests {
     }
 
     #[test]
+    fn a_hook_is_weighed_against_the_screen_drawn_since_the_last_check() {
+        let mut rig = rig(0);
+        let start = Instant::now();
+        rig.master.authority = crate::state::Authority::new(
+            crate::state::RuleSet::builtin(desk_core::provider::Provider::Codex),
+            start,
+            0,
+        );
+        // Codex draws its approval dialog; the screen check waits SCREEN_CHECK_DELAY for the
+        // redraw to settle, and a turn-complete notify from another thread comes first.
+        rig.master.on_output(b"\x1b[2J\x1b[20;1HWould you like to run the following command?\r\n  $ touch x", start);
+        assert!(rig.master.screen_check_armed);
+        let mut body = serde_json::Map::new();
+        body.insert("provider".into(), "codex".into());
+        body.insert("payload".into(), serde_json::json!({"type": "agent-turn-complete"}));
+        rig.master.on_hook_frame(body, start + Duration::from_millis(2)).unwrap();
+        let view = rig.master.authority.view();
+        assert_eq!(view.activity.value, crate::state::Activity::Blocked, "{view:?}");
+        assert_eq!(view.wait.as_deref(), Some("approval"));
+    }
+
+    #[test]
     fn a_second_hello_fails_the_handshake_and_closes() {
         let mut rig = rig(0);
         let (token, mut peer) = rig.connect();

@@ -2,9 +2,10 @@
 //!
 //! Owns feeding the authority what the loop observes (output events, output flow, screen
 //! contents after output settles, hook frames, the exit), keeping one timer armed for its next
-//! lease deadline, and announcing every change as a `state` event. Invariant: the screen rules
-//! run at most once per [`SCREEN_CHECK_DELAY`] during a burst of output, and not at all while
-//! the session is quiet.
+//! lease deadline, and announcing every change as a `state` event. Invariants: the screen rules
+//! run at most once per [`SCREEN_CHECK_DELAY`] during a burst of output (and early, before a
+//! hook is weighed, when output came since they last ran), and not at all while the session is
+//! quiet; a hook is never weighed against a screen older than the output before it.
 
 use desk_core::provider::Provider;
 use std::time::{Duration, Instant};
@@ -94,6 +95,13 @@ impl Master {
             .and_then(|p| p.parse::<Provider>().ok())
             .unwrap_or_else(|| Provider::or_shell(&self.meta.provider));
         let fact = hooks::interpret(provider, &report.payload);
+        // Weigh the hook against the screen as it is now, not as it was at the last check (up
+        // to SCREEN_CHECK_DELAY old): Codex 0.171.0's turn-complete notify from another thread
+        // came 2 ms after its approval dialog was drawn, and the session read idle for the 46
+        // ms until the screen was next read, with the dialog up (docs/agents-observed.md §8.4).
+        if self.screen_check_armed {
+            self.check_screen(now);
+        }
         self.emit(EventBody::Hook {
             provider: fact.provider.to_string(),
             event: fact.event.clone(),
