@@ -24,8 +24,9 @@ use crate::wire::{ErrorCode, Frame};
 /// reach the program in one read, and programs handle such a burst in ways a typist never
 /// triggers: Claude Code 2.1.197 took `Down Down Enter` in one read as Enter on the option
 /// highlighted *before* the arrows (approving a command the operator meant to refuse, 6 times
-/// in 6, docs/agents-observed.md §8.2), and Codex treats an Enter within ~20 ms of typed text as a newline (a paste burst).
-/// It also keeps an `Esc` from merging with the next key into an Alt chord.
+/// in 6, docs/agents-observed.md §8.2), and Codex treats an Enter within ~20 ms of typed text
+/// as a newline (a paste burst). It also keeps an `Esc` from merging with the next key into an
+/// Alt chord.
 pub(super) const KEY_GAP: Duration = Duration::from_millis(100);
 
 impl Master {
