@@ -1255,3 +1255,185 @@ fn a_prompt_typed_at_a_turn_boundary_behind_a_queued_one_is_not_called_taken_by_
     assert_eq!(w.state_of(&x), State::Stuck);
     assert_eq!(w.state_of(&y), State::Stuck);
 }
+
+// ----- across a restart: evidence from one generation never settles another's -----
+
+/// A journal event of the session `s`.
+fn past(at_ms: u64, generation: u32, what: PastEvent) -> Past {
+    Past { at_ms, generation, what }
+}
+
+fn hook_past(at_ms: u64, generation: u32, text: &str) -> Past {
+    let prompt = Some(crate::state::hooks::PromptSig::of(text));
+    past(at_ms, generation, PastEvent::Hook { event: "UserPromptSubmit".into(), prompt })
+}
+
+/// The daemon restarts: a fresh engine restored from disk, given what the session journalled
+/// while it was down; the session's master is not (yet) reached.
+fn restart_with_journal(w: &mut World, events: Vec<Past>) {
+    w.engine = Engine::new();
+    w.timers.clear();
+    let items = restorable(w.disk.values().cloned().collect());
+    w.feed(Input::Restore(items));
+    w.feed(Input::Journal { session: "s".into(), events });
+}
+
+/// An item the daemon had claimed and pasted (and pressed Enter for) when it died.
+fn found_sending(w: &mut World, text: &str) -> ItemId {
+    let (_, ms) = w.now();
+    let mut item =
+        Item::new(ItemId::sequential(ms), "s".into(), Some(w.generation), text.into(), When::Now, "t".into(), ms);
+    item.state = State::Sending;
+    item.note(ms, "claimed", "attempt 1");
+    item.note(ms + 5, "pasted", "accepted by the session");
+    let id = item.id.clone();
+    w.disk.insert(id.clone(), item);
+    w.ms += 100;
+    id
+}
+
+#[test]
+fn an_idle_agent_of_a_new_generation_does_not_settle_a_prompt_the_old_one_had_queued() {
+    let mut w = started();
+    let b = delivered_mid_turn(&mut w, "queued by the old agent");
+    assert!(w.disk[&b].queued_by_agent);
+    // While the daemon is down the agent dies and the session is started again; the new agent
+    // sits idle for as long as you like.
+    w.generation = 2;
+    w.agent = Agent::default();
+    w.activity = Activity::Idle;
+    w.restart();
+    w.settle(QUEUE_DRAINED.as_millis() as u64 * 3);
+    assert_eq!(w.state_of(&b), State::Stuck, "{:?}", w.disk[&b].evidence);
+    assert_eq!(w.disk[&b].stuck, Some(StuckClass::Interrupted));
+    assert!(w.agent.submitted.is_empty() && w.agent.input.is_empty(), "never re-pasted on its own");
+}
+
+#[test]
+fn a_replayed_journal_pays_the_prompts_the_agent_reported_and_sticks_those_it_never_took() {
+    let mut w = started();
+    let x = delivered_mid_turn(&mut w, "taken while nobody listened");
+    let y = delivered_mid_turn(&mut w, "never taken");
+    // The daemon stops; the agent takes x (its hook is journalled), then dies with y queued.
+    let at = w.now().1 + 1_000;
+    let journal = vec![
+        hook_past(at, 1, "taken while nobody listened"),
+        past(at + 10, 1, PastEvent::Activity(Activity::Working)),
+        past(at + 500, 1, PastEvent::Exit),
+    ];
+    restart_with_journal(&mut w, journal);
+    assert_eq!(w.state_of(&x), State::Delivered);
+    assert!(w.disk[&x].hook_owed.is_none() && !w.disk[&x].queued_by_agent, "{:?}", w.disk[&x]);
+    assert_eq!(w.state_of(&y), State::Stuck, "{:?}", w.disk[&y].evidence);
+    assert_eq!(w.disk[&y].stuck, Some(StuckClass::Interrupted));
+    // The session is reported down afterwards: nothing changes any more.
+    w.feed(Input::SessionDown { session: "s".into(), generation: None });
+    assert_eq!((w.state_of(&x), w.state_of(&y)), (State::Delivered, State::Stuck));
+}
+
+#[test]
+fn a_replayed_idle_that_lasted_means_the_queue_was_taken_and_a_short_one_does_not() {
+    for (idle_ms, taken) in [(QUEUE_DRAINED.as_millis() as u64 + 100, true), (1_500, false)] {
+        let mut w = started();
+        let x = delivered_mid_turn(&mut w, "queued mid-turn");
+        let at = w.now().1 + 1_000;
+        let journal = vec![
+            // An idle from before the prompt was typed proves nothing about it.
+            past(at - 60_000, 1, PastEvent::Activity(Activity::Idle)),
+            past(at - 1_000 - QUEUE_DRAINED.as_millis() as u64, 1, PastEvent::Activity(Activity::Working)),
+            past(at, 1, PastEvent::Activity(Activity::Idle)),
+            past(at + idle_ms, 1, PastEvent::Exit),
+        ];
+        restart_with_journal(&mut w, journal);
+        let want = if taken { State::Delivered } else { State::Stuck };
+        assert_eq!(w.state_of(&x), want, "idle for {idle_ms} ms: {:?}", w.disk[&x].evidence);
+    }
+}
+
+#[test]
+fn a_hook_from_before_a_prompt_was_typed_does_not_pay_it() {
+    let mut w = started();
+    let x = delivered_mid_turn(&mut w, "continue");
+    // An earlier `continue`'s report, replayed after a restart: it predates x's paste.
+    let mut hook = user_prompt_hook(&w, "continue");
+    if let Input::Hook { at_ms, .. } = &mut hook {
+        *at_ms -= 5_000;
+    }
+    w.restart();
+    w.feed(hook);
+    w.feed(Input::SessionDown { session: "s".into(), generation: Some(w.generation) });
+    assert_eq!(w.state_of(&x), State::Stuck, "{:?}", w.disk[&x].evidence);
+}
+
+#[test]
+fn a_prompt_cut_off_after_its_enter_and_taken_later_is_delivered_when_its_hook_comes() {
+    let mut w = started();
+    w.agent.working = true;
+    w.activity = Activity::Working;
+    // The daemon died right after the Enter: the working agent queued the prompt.
+    let id = found_sending(&mut w, "taken after the restart");
+    w.agent.queued.push("taken after the restart".into());
+    w.restart();
+    w.settle(10_000);
+    // Not in the input box, no hook yet: nothing settles it now.
+    assert_eq!(w.state_of(&id), State::Stuck, "{:?}", w.disk[&id].evidence);
+    assert_eq!(w.disk[&id].stuck, Some(StuckClass::Interrupted));
+    // Another generation's report of the same text is not its report.
+    let mut other = user_prompt_hook(&w, "taken after the restart");
+    if let Input::Hook { generation, .. } = &mut other {
+        *generation += 1;
+    }
+    w.feed(other);
+    assert_eq!(w.state_of(&id), State::Stuck);
+    // The turn ends; the agent takes it from its queue and says so.
+    w.agent.finish_turn();
+    let hook = user_prompt_hook(&w, "taken after the restart");
+    w.feed(hook);
+    assert_eq!(w.state_of(&id), State::Delivered, "{:?}", w.disk[&id].evidence);
+    assert!(w.disk[&id].hook_owed.is_none() && w.disk[&id].stuck.is_none(), "{:?}", w.disk[&id]);
+    assert_eq!(w.agent.submitted, vec!["taken after the restart"]);
+}
+
+#[test]
+fn an_item_found_sending_for_a_generation_that_ended_is_settled_by_that_generation_s_journal_only() {
+    let mut w = started();
+    let x = found_sending(&mut w, "reported by the old agent");
+    let y = found_sending(&mut w, "never reported");
+    let at = w.now().1 + 1_000;
+    let journal = vec![
+        hook_past(at, 1, "reported by the old agent"),
+        past(at + 100, 1, PastEvent::Exit),
+        past(at + 2_000, 2, PastEvent::Started),
+    ];
+    restart_with_journal(&mut w, journal);
+    w.generation = 2;
+    w.agent = Agent::default();
+    let view = w.view();
+    w.feed(Input::Session(view));
+    w.settle(10_000);
+    assert_eq!(w.state_of(&x), State::Delivered, "{:?}", w.disk[&x].evidence);
+    assert_eq!(w.state_of(&y), State::Stuck, "{:?}", w.disk[&y].evidence);
+    assert!(w.disk[&y].evidence.last().is_some_and(|n| n.detail.contains("may or may not have taken it")));
+    // The new generation reporting the same text settles nothing of the old one.
+    let hook = user_prompt_hook(&w, "never reported");
+    w.feed(hook);
+    assert_eq!(w.state_of(&y), State::Stuck);
+    assert!(w.agent.submitted.is_empty() && w.agent.input.is_empty(), "nothing typed again");
+}
+
+#[test]
+fn a_long_idle_of_another_generation_in_the_journal_does_not_settle_a_queued_prompt() {
+    let mut w = started();
+    let x = delivered_mid_turn(&mut w, "queued by generation one");
+    // The journal's start of generation 2 was rotated away; its agent's long idle remains.
+    let at = w.now().1 + 1_000;
+    let journal = vec![
+        past(at, 2, PastEvent::Activity(Activity::Idle)),
+        past(at + QUEUE_DRAINED.as_millis() as u64 * 4, 2, PastEvent::Activity(Activity::Working)),
+    ];
+    restart_with_journal(&mut w, journal);
+    assert_eq!(w.state_of(&x), State::Delivered);
+    assert!(w.disk[&x].queued_by_agent, "not taken: {:?}", w.disk[&x].evidence);
+    w.feed(Input::SessionDown { session: "s".into(), generation: None });
+    assert_eq!(w.state_of(&x), State::Stuck);
+}
