@@ -702,6 +702,10 @@ fn next_step(item: &Item) -> String {
             "it went, or sits, with someone else's text: check the agent (desk peek {}), then desk drop {id}; force refuses it",
             item.session
         ),
+        Some(StuckClass::Interrupted) => format!(
+            "the agent may have taken it (it was cut off after it was typed, or while it waited in the agent's own queue; its hook, if it comes, settles it delivered): check the agent's transcript (desk peek {} --history); if it did not get the prompt, desk force {id} pastes it again; otherwise desk drop {id}",
+            item.session
+        ),
         _ => format!(
             "check the agent (desk peek {}): if it did not get the prompt, desk force {id} pastes it again; otherwise desk drop {id}",
             item.session

@@ -13,6 +13,7 @@ mod daemon;
 mod dash;
 mod delivery;
 mod delivery_crash;
+mod delivery_restart;
 mod demo_agent;
 mod fleet;
 mod harness;
