@@ -78,6 +78,11 @@ pub const BACKOFF_MAX: Duration = Duration::from_secs(60);
 /// Hook submissions remembered per session for verification and crash recovery.
 const RECENT_HOOKS: usize = 32;
 
+/// Prompts that may still sit in one agent's own queue (`queued_by_agent`) tracked per session.
+/// Each is judged when its agent goes (taken, or stuck), so none is forgotten while fewer than
+/// this wait; 256 is far beyond what an agent holds (every one is a turn of its own).
+const QUEUED_BY_AGENT_MAX: usize = 256;
+
 /// A hook stamped up to 50 ms before a paste or an Enter is still counted after it: the master
 /// stamps hooks and the daemon stamps its notes with their own reads of the same clock.
 const HOOK_SKEW_MS: u64 = 50;
@@ -196,7 +201,8 @@ struct SessionQ {
     /// Items delivered on other evidence whose UserPromptSubmit hook has not come yet (an
     /// agent that queued one mid-turn reports it when the turn ends), as last persisted
     /// (`hook_owed` names the digest). A hook that matches one of these is theirs, not evidence
-    /// for an identical prompt in flight. Oldest first, bounded by [`RECENT_HOOKS`] prompts.
+    /// for an identical prompt in flight. Oldest first, bounded by [`RECENT_HOOKS`] prompts
+    /// besides those that may sit in the agent's own queue (bounded by [`QUEUED_BY_AGENT_MAX`]).
     owed: VecDeque<Item>,
     /// When the reported activity last changed (Unix ms), and when the last prompt's Enter was
     /// pressed: an activity older than that Enter is stale (see [`STATE_AFTER_SUBMIT`]).
@@ -1789,12 +1795,20 @@ impl Engine {
         }
     }
 
-    /// Remember a delivered item whose UserPromptSubmit hook is still to come.
+    /// Remember a delivered item whose UserPromptSubmit hook is still to come. Past the bound
+    /// the oldest that surely reached the agent is forgotten first (its hook is only a
+    /// confirmation); one that may still sit in the agent's own queue is kept, to be judged when
+    /// its agent goes, unless [`QUEUED_BY_AGENT_MAX`] of them wait.
     fn owe(&mut self, item: Item) {
         let q = self.session(&item.session);
         q.owed.push_back(item);
         while q.owed.len() > RECENT_HOOKS {
-            q.owed.pop_front();
+            let queued = q.owed.iter().filter(|i| i.queued_by_agent).count();
+            match q.owed.iter().position(|i| !i.queued_by_agent) {
+                _ if queued > QUEUED_BY_AGENT_MAX => q.owed.pop_front(),
+                Some(oldest) => q.owed.remove(oldest),
+                None => break,
+            };
         }
     }
 

@@ -1437,3 +1437,28 @@ fn a_long_idle_of_another_generation_in_the_journal_does_not_settle_a_queued_pro
     w.feed(Input::SessionDown { session: "s".into(), generation: None });
     assert_eq!(w.state_of(&x), State::Stuck);
 }
+
+#[test]
+fn every_prompt_an_agent_queued_is_judged_when_it_goes_however_many_it_queued() {
+    let mut w = started();
+    w.agent.working = true;
+    w.activity = Activity::Working;
+    let view = w.view();
+    w.feed(Input::Session(view));
+    // More prompts than hooks are remembered, each typed mid-turn into the agent's own queue.
+    let ids: Vec<ItemId> = (0..RECENT_HOOKS + 8)
+        .map(|n| {
+            let id = w.item(&format!("queued prompt number {n}"));
+            w.settle(2_000);
+            id
+        })
+        .collect();
+    assert!(ids.iter().all(|id| w.state_of(id) == State::Delivered && w.disk[id].queued_by_agent));
+    assert_eq!(w.agent.queued.len(), ids.len());
+    // A restart in between forgets none of them either.
+    w.restart();
+    // The agent dies before its turn ends: it took none.
+    w.feed(Input::SessionDown { session: "s".into(), generation: Some(w.generation) });
+    let left: Vec<&ItemId> = ids.iter().filter(|id| w.state_of(id) != State::Stuck).collect();
+    assert!(left.is_empty(), "{} left delivered, never taken", left.len());
+}
