@@ -976,7 +976,15 @@ impl Engine {
             let from = self.items.get(id).map(|i| i.state);
             if let Some(item) = self.items.get_mut(id) {
                 item.digest_with = digest.iter().filter(|d| *d != id).cloned().collect();
-                item.generation.get_or_insert(generation);
+                // A stuck item forced into a later generation now targets it: what that
+                // generation's agent does (and its end) is what settles it.
+                match item.generation.replace(generation) {
+                    Some(was) if was != generation => {
+                        let detail = format!("forced into generation {generation} (was {was})");
+                        item.note(out.now_ms, "retargeted", detail);
+                    }
+                    _ => {}
+                }
             }
             let (kind, detail) = match mode {
                 Mode::Deliver => continue,

@@ -1462,3 +1462,30 @@ fn every_prompt_an_agent_queued_is_judged_when_it_goes_however_many_it_queued() 
     let left: Vec<&ItemId> = ids.iter().filter(|id| w.state_of(id) != State::Stuck).collect();
     assert!(left.is_empty(), "{} left delivered, never taken", left.len());
 }
+
+#[test]
+fn a_stuck_item_forced_into_a_new_generation_is_settled_by_that_generation() {
+    let mut w = started();
+    let x = delivered_mid_turn(&mut w, "forced into the next generation");
+    w.feed(Input::SessionDown { session: "s".into(), generation: Some(1) });
+    assert_eq!(w.state_of(&x), State::Stuck);
+    // Generation 2 runs, working: the forced prompt goes into its agent's own queue.
+    w.generation = 2;
+    w.agent = Agent { working: true, ..Agent::default() };
+    let view = w.view();
+    w.feed(Input::Session(view));
+    w.feed(Input::Command { client: 1, command: Command::Force { id: x.clone(), over_draft: false } });
+    w.settle(2_000);
+    assert_eq!(w.state_of(&x), State::Delivered, "{:?}", w.disk[&x].evidence);
+    assert_eq!(w.disk[&x].generation, Some(2));
+    // Generation 2's agent finishes its turn, takes the prompt and says so.
+    w.agent.finish_turn();
+    w.activity = Activity::Idle;
+    let view = w.view();
+    w.feed(Input::Session(view));
+    let hook = user_prompt_hook(&w, "forced into the next generation");
+    w.feed(hook);
+    w.feed(Input::SessionDown { session: "s".into(), generation: Some(2) });
+    assert_eq!(w.state_of(&x), State::Delivered, "{:?}", w.disk[&x].evidence);
+    assert_eq!(w.agent.submitted, vec!["forced into the next generation"]);
+}
