@@ -46,6 +46,9 @@ pub use io::{
 /// the middle of what a person is typing.
 pub const TYPING_HOLD: Duration = Duration::from_secs(2);
 
+/// Why an item found `sending` is stuck although a hook reported its text.
+const SAME_TEXT_NO_PASTE: &str = "a UserPromptSubmit hook reported the same text, but this item's own paste is not on record (the daemon stopped between claiming and pasting it), so the hook may be the late report of an earlier identical prompt";
+
 /// How a hold for a draft in the input box begins (`desk force` recognises it).
 const DRAFT_HOLD: &str = "the input box holds text typed by someone";
 
@@ -581,6 +584,12 @@ impl Engine {
         if self.pay_owed(session, generation, &sig, at_ms, out) {
             return;
         }
+        // Items found `sending` after a restart are settled by their hook as soon as it is
+        // heard (in a recovery or not), not only at a later look: the daemon's journal cursor
+        // moves past a hook once the engine has heard it.
+        if self.settle_found_sending_by_hook(session, generation, &sig, out) {
+            return;
+        }
         // Only once Enter was pressed: before it, the agent cannot have submitted our text.
         let flight = self.flight(session).filter(|f| {
             f.generation == generation
@@ -716,29 +725,25 @@ impl Engine {
         while let Some(first) = sending.first().cloned() {
             let group = self.digest_group(&first);
             sending.retain(|id| !group.contains(id));
-            self.settle_sending_of_gone_agent(&group, why, out);
+            let Some(item) = self.items.get(&first) else { continue };
+            let generation = item.generation;
+            let prompt = self.prompt_of(&group);
+            let heard = generation.and_then(|g| self.hook_for_recovered(session, &group, &prompt, g));
+            self.settle_found_sending(&group, heard, why, out);
         }
     }
 
-    /// Items found `sending` whose agent is gone: delivered if a hook of their generation
-    /// reported the prompt after their paste, else stuck/interrupted.
-    fn settle_sending_of_gone_agent(&mut self, group: &[ItemId], why: &str, out: &mut Out<'_>) {
-        let Some(first) = group.first().and_then(|id| self.items.get(id)) else { return };
-        let (session, generation) = (first.session.clone(), first.generation);
-        let prompt = self.prompt_of(group);
-        let heard = generation.and_then(|g| self.hook_for_recovered(&session, group, &prompt, g));
+    /// Items found `sending` after a restart, not in flight, settled on what the hooks say (see
+    /// [`Engine::hook_for_recovered`]): delivered, stuck because the hook may be another
+    /// prompt's, or — `None`, their agent gone (`why`) with no hook for them — stuck.
+    fn settle_found_sending(&mut self, group: &[ItemId], heard: Option<bool>, why: &str, out: &mut Out<'_>) {
         for id in group {
             match heard {
                 Some(true) => {
-                    let note = "a UserPromptSubmit hook reported it before the agent that had it ended";
+                    let note = "a UserPromptSubmit hook reported it after the restart cut its delivery off";
                     self.transition(id, State::Delivered, "delivered", note.into(), out);
                 }
-                Some(false) => {
-                    let detail = format!(
-                        "{why} after it was claimed; a UserPromptSubmit hook reported the same text, but this item's own paste is not on record, so the hook may be the late report of an earlier identical prompt"
-                    );
-                    self.stick(id, StuckClass::Interrupted, detail, out);
-                }
+                Some(false) => self.stick(id, StuckClass::Interrupted, SAME_TEXT_NO_PASTE.into(), out),
                 None => {
                     let detail = format!(
                         "{why} while it was being delivered, and no UserPromptSubmit hook reported it: the agent may or may not have taken it"
@@ -1254,16 +1259,8 @@ impl Engine {
     /// that reported the whole prompt after this item's own paste is on record, or the text
     /// sitting in the input area (then an Enter is safe).
     fn recovery_look(&mut self, session: &str, flight: &Flight, look: &Look, out: &mut Out<'_>) {
-        match self.hook_for_recovered(session, &flight.items, &flight.prompt, flight.generation) {
-            Some(true) => {
-                let evidence = "a UserPromptSubmit hook reported it before the restart";
-                return self.submitted(session, evidence.into(), true, out);
-            }
-            Some(false) => {
-                let detail = "a UserPromptSubmit hook reported the same text, but this item's own paste is not on record (the daemon stopped between claiming and pasting it), so the hook may be the late report of an earlier identical prompt";
-                return self.stick_flight(session, StuckClass::Interrupted, detail.into(), out);
-            }
-            None => {}
+        if let Some(ours) = self.hook_for_recovered(session, &flight.items, &flight.prompt, flight.generation) {
+            return self.recovered_by_hook(session, ours, out);
         }
         if look.presence.text == 0 && look.presence.placeholders == 0 {
             let detail = "no evidence settles whether it reached the agent (not in the input area, no hook yet)";
@@ -1276,10 +1273,69 @@ impl Engine {
         self.enter_on_text_in_box(session, out);
     }
 
+    /// The recovery in flight is settled by a UserPromptSubmit hook that reported its prompt:
+    /// delivered when `ours` (see [`Engine::hook_for_recovered`]), else stuck.
+    fn recovered_by_hook(&mut self, session: &str, ours: bool, out: &mut Out<'_>) {
+        if ours {
+            let evidence = "a UserPromptSubmit hook reported it after the restart cut its delivery off";
+            return self.submitted(session, evidence.into(), true, out);
+        }
+        self.stick_flight(session, StuckClass::Interrupted, SAME_TEXT_NO_PASTE.into(), out);
+    }
+
+    /// A hook that reports the prompt of items found `sending` after a restart settles them at
+    /// once, durably: the recovery in flight before it has pressed an Enter (after one, the
+    /// hook settles it as any delivery's), or a group still waiting for its session. Whether it
+    /// did.
+    fn settle_found_sending_by_hook(
+        &mut self,
+        session: &str,
+        generation: u32,
+        sig: &PromptSig,
+        out: &mut Out<'_>,
+    ) -> bool {
+        if let Some(f) = self
+            .flight(session)
+            .filter(|f| f.mode == Mode::Recover && f.phase == Phase::Baseline && f.generation == generation)
+            && f.prompt.digest == sig.digest
+        {
+            let (items, prompt) = (f.items.clone(), f.prompt.clone());
+            if let Some(ours) = self.hook_for_recovered(session, &items, &prompt, generation) {
+                self.recovered_by_hook(session, ours, out);
+                return true;
+            }
+        }
+        let in_flight: Vec<ItemId> = self.flight(session).map(|f| f.items.clone()).unwrap_or_default();
+        let Some(q) = self.sessions.get(session) else { return false };
+        let waiting: Vec<ItemId> = q
+            .items
+            .iter()
+            .filter(|id| !in_flight.contains(id))
+            .filter(|id| {
+                self.items.get(*id).is_some_and(|i| i.state == State::Sending && i.generation == Some(generation))
+            })
+            .cloned()
+            .collect();
+        for id in waiting {
+            let group = self.digest_group(&id);
+            let prompt = self.prompt_of(&group);
+            if prompt.digest != sig.digest {
+                continue;
+            }
+            if let Some(ours) = self.hook_for_recovered(session, &group, &prompt, generation) {
+                self.settle_found_sending(&group, Some(ours), "", out);
+                return true;
+            }
+        }
+        false
+    }
+
     /// Whether a UserPromptSubmit hook of `generation` on record reported the prompt of items
     /// found `sending` after a restart: `None` when none did; `Some(true)` when one came after
-    /// the items' own paste; `Some(false)` when one came but the paste is not on record — then
-    /// it may be the late report of an earlier identical prompt (`continue`, twice).
+    /// the items' own paste (or came after their claim and the prompt is a digest, whose text
+    /// names each message's sender and time, so no earlier prompt was the same); `Some(false)`
+    /// when one came but the paste of a single item is not on record — then it may be the late
+    /// report of an earlier identical prompt (`continue`, twice).
     fn hook_for_recovered(&self, session: &str, ids: &[ItemId], prompt: &PromptSig, generation: u32) -> Option<bool> {
         let items: Vec<&Item> = ids.iter().filter_map(|id| self.items.get(id)).collect();
         let pasted_at = items.iter().filter_map(|i| typed_at(i)).min();
@@ -1288,7 +1344,8 @@ impl Engine {
                 && h.sig.digest == prompt.digest
                 && items.iter().any(|i| h.at_ms + HOOK_SKEW_MS >= i.state_since_ms)
         })?;
-        Some(pasted_at.is_some_and(|p| heard.at_ms + HOOK_SKEW_MS >= p))
+        let digest = items.iter().any(|i| !i.digest_with.is_empty());
+        Some(digest || pasted_at.is_some_and(|p| heard.at_ms + HOOK_SKEW_MS >= p))
     }
 
     /// An operator's force on a submit-stuck item: Enter only, and only onto the text still in

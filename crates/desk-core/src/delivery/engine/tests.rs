@@ -1489,3 +1489,45 @@ fn a_stuck_item_forced_into_a_new_generation_is_settled_by_that_generation() {
     assert_eq!(w.state_of(&x), State::Delivered, "{:?}", w.disk[&x].evidence);
     assert_eq!(w.agent.submitted, vec!["forced into the next generation"]);
 }
+
+#[test]
+fn a_hook_heard_for_an_item_found_sending_settles_it_at_once_not_at_a_later_look() {
+    let mut w = started();
+    w.agent.working = true;
+    w.activity = Activity::Working;
+    let id = found_sending(&mut w, "taken while the daemon restarted");
+    // A restarted daemon hears the hook in the journal; it dies before the session is reached.
+    let at = w.now().1 + 500;
+    restart_with_journal(&mut w, vec![hook_past(at, 1, "taken while the daemon restarted")]);
+    assert_eq!(w.state_of(&id), State::Delivered, "settled on the hook, durably: {:?}", w.disk[&id].evidence);
+    // The next daemon's replay starts after that hook: nothing unsettles it.
+    restart_with_journal(&mut w, Vec::new());
+    let view = w.view();
+    w.feed(Input::Session(view));
+    w.settle(10_000);
+    assert_eq!(w.state_of(&id), State::Delivered);
+    assert!(w.agent.input.is_empty() && w.agent.submitted.is_empty(), "nothing typed again");
+}
+
+#[test]
+fn a_digest_found_claimed_is_settled_by_its_hook_even_without_its_paste_on_record() {
+    let mut w = started();
+    let (_, ms) = w.now();
+    let mk =
+        |text: &str| Item::new(ItemId::sequential(ms), "s".into(), Some(1), text.into(), When::Now, "t".into(), ms);
+    let (mut a, mut b) = (mk("first of a digest"), mk("second of a digest"));
+    let text = prompt_text(&[&a, &b]);
+    let (a_id, b_id) = (a.id.clone(), b.id.clone());
+    for (item, other) in [(&mut a, b_id), (&mut b, a_id)] {
+        item.state = State::Sending;
+        item.digest_with = vec![other];
+        item.note(ms, "claimed", "attempt 1: one digest of 2 items");
+    }
+    w.disk.insert(a.id.clone(), a.clone());
+    w.disk.insert(b.id.clone(), b.clone());
+    // The daemon died between the paste and its acknowledgement; the agent took the digest.
+    let at = ms + 2_000;
+    let prompt = Some(crate::state::hooks::PromptSig::of(&text));
+    restart_with_journal(&mut w, vec![past(at, 1, PastEvent::Hook { event: "UserPromptSubmit".into(), prompt })]);
+    assert_eq!((w.state_of(&a.id), w.state_of(&b.id)), (State::Delivered, State::Delivered));
+}
