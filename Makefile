@@ -67,8 +67,10 @@ bench:
 	$(CARGO) bench --locked --bench dash
 
 # Randomized crash soak of prompt delivery (benches/soak.rs): hundreds of prompts of every shape
-# to demo agents while the daemon, masters and agents are SIGKILLed at random; exits 1 if any
-# prompt was lost or duplicated. Pass options with SOAK_ARGS="--prompts 500 --seed 7".
+# to demo agents while the daemon, masters and agents are killed at random (--profile mixed,
+# restarts or slow-agents); exits 1 if any prompt was lost, duplicated (also by forcing every
+# stuck item), sent to the wrong session, stuck although submitted, or left queued. Pass
+# options with SOAK_ARGS="--profile restarts --seed 7".
 SOAK_ARGS ?=
 soak:
 	$(CARGO) bench --locked --bench soak -- $(SOAK_ARGS)

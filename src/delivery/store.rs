@@ -528,11 +528,8 @@ mod tests {
             (state_of(&done.id), state_of(&claim.id), state_of(&unpaid.id)),
             (Some(State::Delivered), Some(State::Queued), Some(State::Stuck))
         );
-        let mut want = vec![
-            format!("{}.delivered", done.id),
-            format!("{}.queued", claim.id),
-            format!("{}.stuck", unpaid.id),
-        ];
+        let mut want =
+            vec![format!("{}.delivered", done.id), format!("{}.queued", claim.id), format!("{}.stuck", unpaid.id)];
         want.sort();
         assert_eq!(files(&store, "s"), want);
     }

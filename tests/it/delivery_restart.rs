@@ -33,6 +33,17 @@ fn until_logged(log: &std::path::Path, what: &str, want: &[&str]) {
     });
 }
 
+/// Wait until the session's journal holds the agent's report (its UserPromptSubmit hook) of
+/// `text`. The agent logs a prompt just before it reports it: killed in between, it would have
+/// taken the prompt with no evidence left anywhere, which no daemon can tell from one it never
+/// took.
+fn until_hook_journalled(home: &Home, session: &str, text: &str) {
+    eventually(&format!("the hook for {text:?} to be journalled"), || {
+        let hooks = home.ok(&["events", session, "--type", "hook"]);
+        if hooks.contains(text) { Ok(()) } else { Err(hooks) }
+    });
+}
+
 /// Restart the daemon so that it dies right after pressing Enter on `text` (the
 /// `after-submit` failpoint); returns the item's id once that daemon is gone.
 fn send_and_crash_after_the_enter(home: &Home, session: &str, text: &str) -> String {
@@ -99,6 +110,7 @@ fn a_hook_journalled_while_the_daemon_was_down_settles_the_prompt_it_reports() {
     home.ok(&["serve", "--stop"]);
     // Nobody serves: the turn ends, the agent takes B from its queue and reports it.
     until_logged(&log, "the agent to take B", &["first task", "second task"]);
+    until_hook_journalled(&home, "h", "second task");
     home.ok(&["kill", "h"]);
     home.wait_exit("h");
     home.serve();
@@ -148,6 +160,7 @@ fn a_hook_of_a_generation_that_ended_while_the_daemon_was_down_still_settles_its
     delivered(&home, "g", "first task");
     let b = send_and_crash_after_the_enter(&home, "g", "second task");
     until_logged(&log, "the agent to take B", &["first task", "second task"]);
+    until_hook_journalled(&home, "g", "second task");
     kill9(agent_pid(&home, "g"));
     home.wait_exit("g");
     home.demo("g", &work);
