@@ -7,7 +7,9 @@
 //! (the master fd is CLOEXEC and non-blocking before the child is spawned). With
 //! [`spawn_gated`], the child's program does not start before the caller's step that needs its
 //! pid (the master's session record) is done: the forked child sends its pid over a pipe and
-//! waits on a second one, the gate, until the caller opens it.
+//! waits on a second one, the gate, until the caller opens it — or closes it, when that step
+//! failed: the child holds only its own ends of the pipes, so it then sees the end of the gate
+//! and exits without running the program.
 
 use anyhow::{Context, Result};
 use nix::fcntl::{FcntlArg, FdFlag, OFlag, fcntl};
@@ -77,10 +79,17 @@ pub fn spawn_gated(spec: &Spawn, before_exec: impl FnOnce(u32) -> Result<()>) ->
     let (pid_rx, pid_tx) = nix::unistd::pipe2(OFlag::O_CLOEXEC).context("cannot create a pipe")?;
     let (gate_rx, gate_tx) = nix::unistd::pipe2(OFlag::O_CLOEXEC).context("cannot create a pipe")?;
     let (pid_fd, gate_fd) = (pid_tx.as_raw_fd(), gate_rx.as_raw_fd());
+    let parent_ends = [pid_rx.as_raw_fd(), gate_tx.as_raw_fd()];
     // SAFETY: the closure runs between fork and exec and calls only async-signal-safe functions
-    // (setsid, ioctl, sigaction, sigprocmask, getpid, read, write); it allocates nothing.
+    // (close, setsid, ioctl, sigaction, sigprocmask, getpid, read, write); it allocates nothing.
     unsafe {
         cmd.pre_exec(move || {
+            // The fork copied the parent's ends of both pipes too. Holding the gate's write end
+            // itself, the child would never see the end of the pipe when the parent gives up
+            // (its `before_exec` failed), and would wait for ever.
+            for fd in parent_ends {
+                libc::close(fd);
+            }
             if libc::setsid() == -1 {
                 return Err(std::io::Error::last_os_error());
             }

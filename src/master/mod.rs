@@ -188,6 +188,7 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
         meta.started_at_ms = crate::clock::now_ms();
         replaced = true;
         crate::fsutil::remove_if_exists(&files.exit)?;
+        crate::delivery::store::failpoint_full_disk("master-before-exec").context("cannot write the session record")?;
         session::write_meta(&files, &meta)
     });
     let child = match spawned {

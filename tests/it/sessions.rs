@@ -445,3 +445,40 @@ fn a_listing_does_not_wake_an_idle_master_and_still_sees_its_changes() {
         other => Err(format!("{other:?}")),
     });
 }
+
+/// Processes whose environment names this home (`DESK_HOME=<home>`): every master, child and
+/// forked helper of its sessions.
+fn processes_of(home: &Home) -> Vec<u32> {
+    let want = format!("DESK_HOME={}", home.path().display());
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else { continue };
+        if environ.split(|b| *b == 0).any(|v| v == want.as_bytes()) && alive(pid as i32) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// A `desk new` whose master cannot write the session record before the program starts (a
+/// full disk: `DESK_FAILPOINT=master-before-exec` fails that write with ENOSPC) fails, says
+/// why, and leaves nothing: no process (the child forked for the program used to wait for
+/// ever on the start gate, whose write end it had inherited), no session, and the name free.
+#[test]
+fn a_new_that_fails_before_the_program_starts_leaves_no_process_and_frees_the_name() {
+    let home = Home::new();
+    let out =
+        home.cmd().args(["new", "full", "--", "sleep", "1000"]).env("DESK_FAILPOINT", "master-before-exec").output();
+    let out = out.expect("run desk new");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("No space left on device"), "{err}");
+    eventually("every process of the failed start to be gone", || {
+        let left = processes_of(&home);
+        if left.is_empty() { Ok(()) } else { Err(format!("still running: {left:?}")) }
+    });
+    assert!(home.session("full").is_none(), "{:?}", home.ls());
+    home.new_sh("full", "echo second try; exec sleep 1000");
+    home.wait_screen("full", "second try");
+}
