@@ -482,3 +482,49 @@ fn a_new_that_fails_before_the_program_starts_leaves_no_process_and_frees_the_na
     home.new_sh("full", "echo second try; exec sleep 1000");
     home.wait_screen("full", "second try");
 }
+
+/// Under `umask 000`, every file a session writes is still private to its owner: the runtime
+/// records, the journal and the session log — the log both when created and when rotated —
+/// are 0600, every directory 0700.
+#[test]
+fn every_file_a_session_writes_is_private_whatever_the_umask() {
+    use std::os::unix::process::CommandExt;
+    let home = Home::new();
+    let mut cmd = home.cmd();
+    cmd.args(["new", "open", "--log-cap", "4096", "--", "sh", "-c", "seq 1 2000; exec sleep 1000"]);
+    // SAFETY: umask is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::umask(0);
+            Ok(())
+        });
+    }
+    let out = cmd.output().expect("run desk new");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    home.wait_screen("open", "2000");
+    let state = home.path().join("state/sessions/open");
+    // `desk log` has the master write out the history it holds, rotating the log past 4 KiB.
+    eventually("the session log to be rotated", || {
+        home.ok(&["log", "open"]);
+        if state.join("screen.log.1").exists() { Ok(()) } else { Err("no screen.log.1".to_string()) }
+    });
+    let mut seen = Vec::new();
+    let mut dirs = vec![home.path().to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let meta = std::fs::symlink_metadata(entry.path()).unwrap();
+            let mode = meta.permissions().mode() & 0o777;
+            let name = entry.path().strip_prefix(home.path()).unwrap().display().to_string();
+            if meta.is_dir() {
+                assert_eq!(mode, 0o700, "{name}");
+                dirs.push(entry.path());
+            } else {
+                assert_eq!(mode & 0o077, 0, "{name} is {mode:o}");
+            }
+            seen.push(name);
+        }
+    }
+    for file in ["state/sessions/open/screen.log", "state/sessions/open/screen.log.1", "run/open.json"] {
+        assert!(seen.iter().any(|s| s == file), "{file} not among {seen:?}");
+    }
+}
