@@ -528,3 +528,64 @@ fn every_file_a_session_writes_is_private_whatever_the_umask() {
         assert!(seen.iter().any(|s| s == file), "{file} not among {seen:?}");
     }
 }
+
+/// The masters of this home running session `name` (by their command line).
+fn masters_of(home: &Home, name: &str) -> Vec<u32> {
+    let name_arg = format!("--name\0{name}\0");
+    processes_of(home)
+        .into_iter()
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline).into_owned();
+            cmdline.contains("desk-master\0") && cmdline.contains(&name_arg)
+        })
+        .collect()
+}
+
+/// A master holds its name's lock for its whole life. With its socket deleted (a cleaner of
+/// temporary files) while the master cannot bind it again (stopped), `desk new` of the name
+/// refuses, naming the master and how to reach or end it, `desk rm` refuses, and `desk ls`
+/// lists the session as unresponsive — no second master starts to share its journal. Once the
+/// master runs again it binds its socket anew, and the session is reachable as before; a
+/// socket deleted under a running master comes back by itself.
+#[test]
+fn a_deleted_socket_never_lets_a_second_master_take_the_name() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let home = Home::new();
+    home.new_sh("solo", "echo up; exec sleep 1000");
+    home.wait_screen("solo", "up");
+    let master = home.master_pid("solo");
+    kill(Pid::from_raw(master), Signal::SIGSTOP).unwrap();
+    std::fs::remove_file(home.socket("solo")).unwrap();
+
+    let out = home.desk(&["new", "solo", "--", "sh", "-c", "echo second; exec sleep 1000"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(&format!("still running under its master (pid {master})")), "{err}");
+    assert!(err.contains(&format!("kill {master}")) && err.contains("desk attach solo"), "{err}");
+    assert_eq!(masters_of(&home, "solo"), vec![master as u32], "one master, the first");
+    let rm = home.desk(&["rm", "solo"]);
+    assert_eq!(rm.status.code(), Some(1), "{}", String::from_utf8_lossy(&rm.stderr));
+    assert_eq!(home.session("solo").expect("listed")["status"], "unresponsive");
+
+    // Running again, the master binds its socket anew: the same session, reachable.
+    kill(Pid::from_raw(master), Signal::SIGCONT).unwrap();
+    eventually("the socket to be bound again", || {
+        let out = home.desk(&["peek", "solo"]);
+        let screen = String::from_utf8_lossy(&out.stdout).into_owned();
+        if out.status.success() && screen.contains("up") { Ok(()) } else { Err(screen) }
+    });
+    assert_eq!(home.session("solo").expect("listed")["master_pid"], master);
+
+    // Deleted under a running master, it comes back by itself.
+    std::fs::remove_file(home.socket("solo")).unwrap();
+    eventually("the socket to come back", || {
+        if home.socket("solo").exists() { Ok(()) } else { Err("no socket".to_string()) }
+    });
+    let again = home.desk(&["new", "solo", "--", "true"]);
+    assert_eq!(again.status.code(), Some(2), "{}", String::from_utf8_lossy(&again.stderr));
+    assert_eq!(masters_of(&home, "solo"), vec![master as u32]);
+    home.ok(&["kill", "solo"]);
+    home.wait_exit("solo");
+}
