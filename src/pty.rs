@@ -21,6 +21,8 @@ use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
+use crate::wire::Foreground;
+
 /// What to run on a new PTY.
 #[derive(Debug, Clone)]
 pub struct Spawn {
@@ -187,6 +189,32 @@ pub fn set_nonblocking(fd: BorrowedFd<'_>) -> Result<()> {
 /// reads the slave's settings, i.e. what the child asked for.
 pub fn is_canonical(fd: BorrowedFd<'_>) -> bool {
     nix::sys::termios::tcgetattr(fd).is_ok_and(|t| t.local_flags.contains(nix::sys::termios::LocalFlags::ICANON))
+}
+
+/// The path of the terminal behind the PTY master `fd` (`/dev/pts/N`), as the child's
+/// descriptors name it in `/proc/PID/fd`.
+pub fn slave_name(fd: BorrowedFd<'_>) -> Option<String> {
+    let mut number: libc::c_uint = 0;
+    // SAFETY: TIOCGPTN writes one unsigned int through the pointer, which outlives the call.
+    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCGPTN, &raw mut number) };
+    (rc == 0).then(|| format!("/dev/pts/{number}"))
+}
+
+/// Who has the terminal behind the PTY master `fd`: its foreground process group (asked of the
+/// master side, which the kernel answers for the slave), whether that is the group of the
+/// session's program `program_pid` (a session leader, so its group id is its pid), the
+/// program the group's leader runs, and — in canonical mode only, where the kernel holds a typed
+/// line until someone reads it — whether a process of the group waits reading the terminal
+/// `tty`. `None` when the terminal has no foreground group (the session is gone).
+pub fn foreground(fd: BorrowedFd<'_>, program_pid: u32, tty: Option<&str>, canonical: bool) -> Option<Foreground> {
+    let pgid = nix::unistd::tcgetpgrp(fd).ok()?.as_raw();
+    let pgid = u32::try_from(pgid).ok().filter(|p| *p > 0)?;
+    let reading = match tty {
+        Some(tty) if canonical => crate::procfs::group_reads_terminal(pgid, tty),
+        _ => None,
+    };
+    let program = crate::procfs::comm(pgid).unwrap_or_default();
+    Some(Foreground { pgid, program, own: pgid == program_pid, reading })
 }
 
 nix::ioctl_write_ptr_bad!(set_winsize_ioctl, libc::TIOCSWINSZ, Winsize);

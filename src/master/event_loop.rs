@@ -174,6 +174,8 @@ pub(super) struct Master {
     pub(super) socket_watch: Option<super::socket::SocketWatch>,
     /// The name's lock: no other master runs this session while this one lives.
     _lock: crate::session::MasterLock,
+    /// The session's terminal as its processes name it (`/dev/pts/N`), to see who reads it.
+    tty: Option<String>,
 }
 
 impl Master {
@@ -194,6 +196,7 @@ impl Master {
             lock,
         } = parts;
         let policy = SessionPolicy::new((meta.cols, meta.rows), size_policy);
+        let tty = crate::pty::slave_name(pty.as_fd());
         let socket_watch = super::socket::SocketWatch::start(&files.socket, &poll)
             .map_err(|e| warn!("{e:#}; a removed socket will not be bound again"))
             .ok();
@@ -245,6 +248,7 @@ impl Master {
             info_poked: false,
             socket_watch,
             _lock: lock,
+            tty,
         }
     }
 
@@ -665,13 +669,17 @@ impl Master {
                         Some(Frame::SnapshotRequest { history: Some(n) }) => Some(n),
                         _ => None,
                     };
+                    let canonical = crate::pty::is_canonical(self.pty.as_fd());
+                    let foreground =
+                        crate::pty::foreground(self.pty.as_fd(), self.meta.pid, self.tty.as_deref(), canonical);
                     let mut reply = SnapshotReply {
                         screen: self.screen.snapshot(),
                         generation: self.meta.generation,
                         last_input_ms: self.last_controller_input_ms,
-                        canonical: crate::pty::is_canonical(self.pty.as_fd()),
+                        canonical,
                         state: Some(self.authority.view()),
                         history: None,
+                        foreground,
                     };
                     if let Some(n) = history {
                         reply.history = Some(history_that_fits(&self.screen, n, &reply));
@@ -1784,6 +1792,7 @@ mod tests {
             canonical: false,
             state: Some(rig.master.authority.view()),
             history: None,
+            foreground: None,
         };
         let snapshot = Frame::Snapshot(Box::new(reply)).to_bytes().len();
         assert!(asked * snapshot > super::super::client::CONTROL_QUEUE_LIMIT, "gone after {asked}");

@@ -282,6 +282,7 @@ fn deskc_prints_control_characters_in_a_snapshot_as_question_marks() {
                         canonical: false,
                         state: None,
                         history: None,
+                        foreground: None,
                     };
                     stream.write_all(&Frame::Snapshot(Box::new(reply)).to_bytes()).unwrap();
                 }
