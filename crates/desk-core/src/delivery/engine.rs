@@ -23,6 +23,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use super::item::{Item, ItemId, State, StuckClass, When};
+use super::line;
 use super::settings::DeliverySettings;
 use super::text::{self, Fingerprint, Presence};
 use crate::state::hooks::{HookEvent, PromptSig};
@@ -134,6 +135,9 @@ struct Flight {
     stale_at_enter: bool,
     /// At the first Enter, earlier prompts were still waiting in the agent's own queue.
     queue_ahead_at_enter: bool,
+    /// Typed at a shell's empty prompt (its own line editor reads it): its Enter is taken on
+    /// the shell's evidence ([`line::shell_took_line`]).
+    at_shell_prompt: bool,
 }
 
 /// What a new flight is: which items, how they go, and who waits for its outcome.
@@ -704,10 +708,13 @@ impl Engine {
             return Err((why.into(), None));
         }
         let idle = live.activity == Activity::Idle && stale.is_none();
+        // A digest's header and separator lines would be commands to a shell, or lines of input
+        // to a program reading them: without an agent's input box, each prompt goes alone.
+        let batch = if live.rules.delivery.knows_composer() { MAX_DIGEST } else { 1 };
         let ids: Vec<ItemId> = queued
             .iter()
             .filter(|id| self.items.get(*id).is_some_and(|i| i.when == When::Now || idle))
-            .take(MAX_DIGEST)
+            .take(batch)
             .cloned()
             .collect();
         match (ids.is_empty(), stale) {
@@ -751,6 +758,7 @@ impl Engine {
             dialog_seen: false,
             stale_at_enter: false,
             queue_ahead_at_enter: false,
+            at_shell_prompt: false,
         });
         self.enlist(&ids, mode, attempt, live.generation, out);
         self.request_snapshot(session, out);
@@ -906,11 +914,15 @@ impl Engine {
         if !flight.deadline_passed {
             return self.arm(session, TimerKind::Poll, out.now + settings.poll, out);
         }
-        if !settings.knows_composer() && !look.screen.canonical {
-            // The program stopped reading a line (an editor took over): what the keys did
-            // there cannot be seen, so it is not "missing" — a force would type it again.
-            let detail = "the program left line input (raw mode: an editor or full-screen program) and the text is not on screen; what it did with the keys cannot be seen. Not re-pasting";
-            return self.stick_flight(session, StuckClass::Unobservable, detail.into(), out);
+        if !settings.knows_composer()
+            && let Err(why) = line::reader(&look.screen, settings)
+        {
+            // The program stopped reading a line (an editor, or a job, took over): what the keys
+            // did there cannot be seen, so it is not "missing" — a force would type it again.
+            let detail = format!(
+                "the program left line input ({why}) and the text is not on screen; what became of the keys cannot be seen. Not re-pasting"
+            );
+            return self.stick_flight(session, StuckClass::Unobservable, detail, out);
         }
         let detail = format!(
             "the paste did not show in the input area within {} ms; not re-pasting",
@@ -948,6 +960,11 @@ impl Engine {
         if let Some(rule) = &look.dialog {
             return self.stick_for_dialog(session, rule, out);
         }
+        if let Some(why) = line::job_in_foreground(&look.screen) {
+            // The Enter would go to that job, or wait for the program with the text.
+            let detail = format!("after the paste, {why}; no Enter pressed");
+            return self.stick_flight(session, StuckClass::SubmitStuck, detail, out);
+        }
         if let Some(rest) = foreign_text(settings, flight, &look.screen.lines) {
             return self.stick_merged_in_box(session, &rest, out);
         }
@@ -965,6 +982,18 @@ impl Engine {
     ) {
         if let Some(rule) = &look.dialog {
             return self.dialog_after_enter(session, flight, rule, settings, out);
+        }
+        if flight.at_shell_prompt {
+            match line::shell_took_line(&look.screen, settings) {
+                Some(line::AfterEnter::Ran(evidence)) => return self.submitted(session, evidence, false, out),
+                Some(line::AfterEnter::Incomplete) => {
+                    let detail = format!(
+                        "the shell read the line but waits for the rest of the command (a continuation prompt: an unclosed quote or block), so it has not run it. Cancel it (desk keys {session} C-c) and send the command whole"
+                    );
+                    return self.stick_flight(session, StuckClass::SubmitStuck, detail, out);
+                }
+                None => {}
+            }
         }
         if !look.presence.more_than(flight.baseline) {
             return self.submitted(session, "the text left the input area".into(), false, out);
@@ -1078,6 +1107,10 @@ impl Engine {
         if let Some(rule) = &look.dialog {
             return self.stick_for_dialog(session, rule, out);
         }
+        if let Some(why) = line::job_in_foreground(&look.screen) {
+            let detail = format!("{why}; no Enter pressed (force again once it has)");
+            return self.stick_flight(session, StuckClass::SubmitStuck, detail, out);
+        }
         if typing_hold(&look.screen, out.now_ms).is_some() {
             // An Enter now would submit what that person typed along with the prompt.
             let detail = "someone is typing in an attached terminal; no Enter pressed (force again when they stop)";
@@ -1103,6 +1136,12 @@ impl Engine {
         let Some(rules) = self.rules(session) else { return };
         if let Some((why, recheck)) = self.screen_hold(session, &flight, &look, &rules.delivery, out.now_ms) {
             return self.hold_flight(session, flight.reply_to, why, recheck, out);
+        }
+        if !rules.delivery.knows_composer() && line::reader(&look.screen, &rules.delivery) == Ok(line::Reader::Shell) {
+            flight.at_shell_prompt = true;
+            if let Some(f) = self.flight_mut(session) {
+                f.at_shell_prompt = true;
+            }
         }
         // Claimed now, in the same batch as the paste: persist before inject.
         self.claim(&flight, out);
@@ -1134,13 +1173,17 @@ impl Engine {
         if let Some(wait) = typing_hold(&look.screen, now_ms) {
             return Some(("someone is typing in an attached terminal".into(), wait));
         }
-        if !settings.knows_composer() && !look.screen.canonical {
-            // Not an agent's input box, and not a program reading a line: keys typed into an
-            // editor or a full-screen program are commands, not a prompt.
-            let why = "the program is not reading a line (raw mode: an editor or full-screen program)";
-            return Some((why.into(), HOLD_RECHECK));
+        if let Some(why) = line::job_in_foreground(&look.screen) {
+            // Whatever is typed now goes to that job, or waits for the program in the terminal
+            // and is read as a command once the job ends.
+            return Some((why, HOLD_RECHECK));
         }
-        if !settings.knows_composer() || flight.over_draft {
+        if !settings.knows_composer() {
+            // Not an agent's input box: a program reading a line, or a shell at an empty
+            // prompt, or nothing is typed (keys typed into an editor are commands).
+            return line::typing_hold(&look.screen, settings, session, &flight.text).map(|why| (why, HOLD_RECHECK));
+        }
+        if flight.over_draft {
             return None;
         }
         let Some(draft) = settings.composer_text(&look.screen.lines) else {

@@ -28,6 +28,10 @@ pub struct DeliverySpec {
     composer_rows: Option<usize>,
     #[serde(default)]
     composer_empty: Vec<String>,
+    #[serde(default)]
+    line_editors: Vec<String>,
+    prompt: Option<String>,
+    continuation: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -58,6 +62,14 @@ pub struct DeliverySettings {
     pub composer_rows: Option<usize>,
     /// What an empty composer shows (hint text, once normalised): not somebody's draft.
     pub composer_empty: Vec<Regex>,
+    /// For a session without a composer: the programs (as the kernel names them, `bash`) that
+    /// are interactive shells reading their prompt with a line editor of their own, in raw
+    /// mode (`super::line`).
+    pub line_editors: Vec<String>,
+    /// What such a shell's row left of the cursor shows at an empty prompt (its end trimmed).
+    pub prompt: Option<Regex>,
+    /// What it shows at an empty continuation prompt (waiting for the rest of a command).
+    pub continuation: Option<Regex>,
 }
 
 /// 0 ms: most agents take an Enter in the same read as the paste's end marker; those that do
@@ -103,6 +115,9 @@ impl DeliverySettings {
                     Regex::new(p).with_context(|| format!("delivery.composer_empty in {origin}: bad pattern {p:?}"))
                 })
                 .collect::<Result<_>>()?,
+            line_editors: spec.line_editors.clone(),
+            prompt: re("prompt", &spec.prompt)?,
+            continuation: re("continuation", &spec.continuation)?,
         })
     }
 

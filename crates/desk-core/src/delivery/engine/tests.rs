@@ -32,6 +32,8 @@ struct Agent {
     last_typed_ms: Option<u64>,
     /// Drawn like Codex: no box, a "›" composer with a hint when empty, a model line below.
     codex_style: bool,
+    /// Who has the terminal, as the master reports it (none: an older master, which does not).
+    foreground: Option<desk_wire::Foreground>,
 }
 
 impl Agent {
@@ -108,6 +110,8 @@ impl Agent {
                 last_typed_ms: self.last_typed_ms,
                 canonical: self.canonical,
                 cursor_row,
+                cursor_col: 0,
+                foreground: self.foreground.clone(),
             };
         }
         lines.push("╭────────────────────────────────────────╮".into());
@@ -133,6 +137,8 @@ impl Agent {
             last_typed_ms: self.last_typed_ms,
             canonical: self.canonical,
             cursor_row,
+            cursor_col: 0,
+            foreground: self.foreground.clone(),
         }
     }
 }
@@ -1254,4 +1260,48 @@ fn a_prompt_typed_at_a_turn_boundary_behind_a_queued_one_is_not_called_taken_by_
     w.feed(Input::SessionDown { session: "s".into(), generation: Some(w.generation) });
     assert_eq!(w.state_of(&x), State::Stuck);
     assert_eq!(w.state_of(&y), State::Stuck);
+}
+
+#[test]
+fn a_job_with_the_terminal_holds_delivery_until_the_program_has_it_back() {
+    let mut w = World::new();
+    w.rules = Rc::new(RuleSet::builtin(Provider::Shell));
+    w.agent.canonical = true;
+    // A shell ran `sleep 8`: the kernel would keep the line until `sleep` ends, and the shell
+    // would then run it as a command.
+    let job = desk_wire::Foreground { pgid: 77, program: "sleep".into(), own: false, reading: Some(false) };
+    w.agent.foreground = Some(job);
+    let view = w.view();
+    w.feed(Input::Session(view));
+    let id = w.item("touch PWNED");
+    w.settle(600_000);
+    assert_eq!(w.state_of(&id), State::Queued);
+    assert!(w.agent.input.is_empty() && w.agent.submitted.is_empty());
+    assert!(hold_reason(&w).starts_with("`sleep` (process group 77) has the terminal"), "{}", hold_reason(&w));
+    // Its own program again, but busy (a loop of builtins): nothing reads the terminal.
+    w.agent.foreground = Some(desk_wire::Foreground { pgid: 5, program: "sh".into(), own: true, reading: Some(false) });
+    w.settle(10_000);
+    assert_eq!(w.state_of(&id), State::Queued);
+    assert!(hold_reason(&w).starts_with("nothing reads the terminal now (sh is busy"), "{}", hold_reason(&w));
+    // Reading a line: typed, and delivered.
+    w.agent.foreground = Some(desk_wire::Foreground { pgid: 5, program: "sh".into(), own: true, reading: Some(true) });
+    w.settle(10_000);
+    assert_eq!(w.state_of(&id), State::Delivered, "{:?}", w.disk[&id].evidence);
+    assert_eq!(w.agent.submitted, ["touch PWNED"]);
+}
+
+#[test]
+fn without_an_input_box_each_prompt_goes_alone_never_as_a_digest() {
+    let mut w = World::new();
+    w.rules = Rc::new(RuleSet::builtin(Provider::Shell));
+    w.agent.canonical = true;
+    let ids = [w.item("echo one"), w.item("echo two"), w.item("echo three")];
+    let view = w.view();
+    w.feed(Input::Session(view));
+    w.settle(60_000);
+    for id in &ids {
+        assert_eq!(w.state_of(id), State::Delivered, "{:?}", w.disk[id].evidence);
+        assert!(w.disk[id].digest_with.is_empty());
+    }
+    assert_eq!(w.agent.submitted, ["echo one", "echo two", "echo three"]);
 }
