@@ -780,6 +780,8 @@ impl Master {
             return false;
         }
         self.flush_input();
+        // What someone typed (a person, a paste of desk's): its echo is not the agent's screen.
+        self.authority.on_typed(bytes);
         if self.clients.get(&token).is_some_and(|c| c.role == Some(Role::Controller)) {
             self.last_controller_input_ms = Some(crate::clock::now_ms());
         }

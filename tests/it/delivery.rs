@@ -430,3 +430,29 @@ fn a_prompt_made_only_of_escape_sequences_is_refused_and_nothing_is_queued() {
     let left: Vec<_> = std::fs::read_dir(&intake).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default();
     assert!(left.is_empty(), "nothing written to the intake: {left:?}");
 }
+
+/// Issue 18, finding 4: a prompt that quotes a dialog ("Do you want to run this command?") is
+/// echoed in the agent's input box and then in its transcript; neither is taken for the dialog.
+/// It is delivered, the agent never reads blocked, and the prompts after it go as well.
+#[test]
+fn a_prompt_that_quotes_a_dialog_is_delivered_and_never_taken_for_one() {
+    let home = Home::new();
+    home.serve();
+    let log = home.demo("quote", &[]);
+    home.wait_ready("quote");
+    let quoted = "Please answer: Do you want to run this command? yes or no";
+    let id = home.send("quote", quoted);
+    let item = home.settled(&id);
+    assert_eq!(state(&item), "delivered", "{item:#}\n{}", home.peek("quote"));
+    let next = home.send("quote", "and then this one");
+    assert_eq!(state(&home.settled(&next)), "delivered", "{}", home.peek("quote"));
+    // The second may wait in the agent's own queue while the first turn runs.
+    eventually("both prompts submitted, each once", || {
+        let p = prompts(&log);
+        if p == [quoted, "and then this one"] { Ok(()) } else { Err(format!("{p:?}")) }
+    });
+    // The quoted words are still on screen, in the transcript; no blocked state was ever seen.
+    assert!(home.peek("quote").contains("Do you want to run this command?"));
+    let states = home.ok(&["events", "quote", "--type", "state"]);
+    assert!(!states.contains("-> blocked"), "{states}");
+}

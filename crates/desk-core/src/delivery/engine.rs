@@ -186,6 +186,9 @@ struct SessionQ {
     last_enter_ms: Option<u64>,
     /// Whether the session was reported down since start (for recovering `sending` items).
     known_down: bool,
+    /// The prompts typed into the session lately: their echo (in the input box, in the
+    /// transcript) is never taken for a dialog, however much it reads like one.
+    typed: crate::state::typed::Typed,
 }
 
 impl SessionQ {
@@ -203,6 +206,7 @@ impl SessionQ {
             activity_changed_ms: 0,
             last_enter_ms: None,
             known_down: false,
+            typed: Default::default(),
         }
     }
 }
@@ -890,8 +894,9 @@ impl Engine {
             .and_then(|q| q.live.as_ref())
             .filter(|l| l.activity == Activity::Blocked)
             .map(|l| format!("the agent reports it waits for {}", l.wait.as_deref().unwrap_or("the operator")));
-        let dialog = rules
-            .match_screen_where(&screen.lines, |r| r.activity == Activity::Blocked)
+        let typed = self.sessions.get(session).map(|q| &q.typed);
+        let dialog = typed
+            .and_then(|typed| rules.match_screen_where(&screen.lines, typed, |r| r.activity == Activity::Blocked))
             .map(|r| r.name.clone())
             .or(reported_blocked);
         let cursor_row = (screen.cursor_row, screen.lines.get(screen.cursor_row).cloned().unwrap_or_default());
@@ -1286,6 +1291,8 @@ impl Engine {
                 item.note(out.now_ms, "baseline", note.clone());
             }
         }
+        // Its echo, from now on, is the prompt's, not the agent's (a prompt may quote a dialog).
+        self.session(session).typed.push_text(&flight.text);
         let (session, generation) = (session.to_string(), flight.generation);
         out.actions.push(Action::Write { token, session, generation, kind: WriteKind::Paste, bytes });
     }

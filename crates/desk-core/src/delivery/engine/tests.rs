@@ -1305,3 +1305,18 @@ fn without_an_input_box_each_prompt_goes_alone_never_as_a_digest() {
     }
     assert_eq!(w.agent.submitted, ["echo one", "echo two", "echo three"]);
 }
+
+#[test]
+fn a_prompt_quoting_a_dialog_is_not_taken_for_the_dialog_in_the_box_or_the_transcript() {
+    let mut w = started();
+    let quoted = "Please answer: Do you want to run this command? yes or no";
+    let first = w.item(quoted);
+    w.settle(10_000);
+    assert_eq!(w.state_of(&first), State::Delivered, "{:?}", w.disk[&first].evidence);
+    // Its echo stays in the transcript; the next prompt is not held by it.
+    assert!(w.agent.screen().lines.iter().any(|l| l.contains("Do you want to run this command?")));
+    let second = w.item("and the next one");
+    w.settle(10_000);
+    assert_eq!(w.state_of(&second), State::Delivered, "{:?}", w.disk[&second].evidence);
+    assert_eq!(w.agent.submitted, [quoted, "and the next one"]);
+}
