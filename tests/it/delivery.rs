@@ -456,3 +456,23 @@ fn a_prompt_that_quotes_a_dialog_is_delivered_and_never_taken_for_one() {
     let states = home.ok(&["events", "quote", "--type", "state"]);
     assert!(!states.contains("-> blocked"), "{states}");
 }
+
+/// Issue 18, finding 10: an agent that never switched bracketed paste on gets a multi-line
+/// prompt typed line by line, each newline an Enter: it takes the lines as separate
+/// submissions. The item says so — delivered as 3 submissions — rather than as one prompt.
+#[test]
+fn a_multi_line_prompt_typed_without_bracketed_paste_is_recorded_as_its_submissions() {
+    let home = Home::new();
+    home.serve();
+    let log = home.demo("plain", &["--no-bracketed-paste"]);
+    home.wait_ready("plain");
+    let id = home.send("plain", "line one\nline two\nline three");
+    let item = home.settled(&id);
+    assert_eq!(state(&item), "delivered", "{item:#}");
+    assert_eq!(item["submissions"], 3, "{item:#}");
+    assert!(item.to_string().contains("delivered as 3 separate submissions"), "{item:#}");
+    eventually("each line submitted on its own", || {
+        let p = prompts(&log);
+        if p == ["line one", "line two", "line three"] { Ok(()) } else { Err(format!("{p:?}")) }
+    });
+}

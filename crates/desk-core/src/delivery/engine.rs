@@ -138,6 +138,9 @@ struct Flight {
     /// Typed at a shell's empty prompt (its own line editor reads it): its Enter is taken on
     /// the shell's evidence ([`line::shell_took_line`]).
     at_shell_prompt: bool,
+    /// Typed line by line (no bracketed paste) as this many lines, each ended by an Enter: the
+    /// program takes them as that many submissions (0: pasted whole).
+    typed_lines: u32,
 }
 
 /// What a new flight is: which items, how they go, and who waits for its outcome.
@@ -763,6 +766,7 @@ impl Engine {
             stale_at_enter: false,
             queue_ahead_at_enter: false,
             at_shell_prompt: false,
+            typed_lines: 0,
         });
         self.enlist(&ids, mode, attempt, live.generation, out);
         self.request_snapshot(session, out);
@@ -1273,17 +1277,26 @@ impl Engine {
         let bracketed = look.screen.bracketed_paste;
         let bytes = text::paste_bytes(&flight.text, bracketed);
         let token = self.token(session, Some(flight.attempt));
+        // Without bracketed paste every newline is typed as an Enter: the program takes each
+        // line on its own.
+        let lines = if bracketed { 0 } else { text::typed_lines(&flight.text) };
         if let Some(f) = self.flight_mut(session) {
             f.items = flight.items.clone();
             f.baseline = look.presence;
             f.phase = Phase::Pasting;
             f.waiting = Some(token);
+            f.typed_lines = lines;
         }
+        let how = match (bracketed, lines) {
+            (true, _) => "bracketed paste".to_string(),
+            (false, 0 | 1) => "plain typing (no bracketed paste)".to_string(),
+            (false, n) => format!(
+                "plain typing (no bracketed paste): {n} lines, each ended by an Enter, so the program takes them as {n} submissions, not one prompt"
+            ),
+        };
         let note = format!(
-            "input area shows the text {} time(s), {} placeholder(s); {}",
-            look.presence.text,
-            look.presence.placeholders,
-            if bracketed { "bracketed paste" } else { "plain typing (no bracketed paste)" }
+            "input area shows the text {} time(s), {} placeholder(s); {how}",
+            look.presence.text, look.presence.placeholders
         );
         for id in &flight.items {
             if let Some(item) = self.items.get_mut(id) {
@@ -1551,10 +1564,25 @@ impl Engine {
         // that can look idle), it may sit in the agent's own queue.
         let mid_turn =
             flight.activity_at_enter == Activity::Working || flight.stale_at_enter || flight.queue_ahead_at_enter;
+        // Recorded as what it was: several submissions, one per line typed.
+        let split = flight.typed_lines > 1;
+        let evidence = if split {
+            format!(
+                "{evidence}; delivered as {} separate submissions, one per line (typed without bracketed paste), not as one prompt",
+                flight.typed_lines
+            )
+        } else {
+            evidence
+        };
         for id in &flight.items {
-            if !by_hook && let Some(item) = self.items.get_mut(id) {
-                item.hook_owed = Some(flight.prompt.digest.clone());
-                item.queued_by_agent = mid_turn;
+            if let Some(item) = self.items.get_mut(id) {
+                if !by_hook {
+                    item.hook_owed = Some(flight.prompt.digest.clone());
+                    item.queued_by_agent = mid_turn;
+                }
+                if split {
+                    item.submissions = Some(flight.typed_lines);
+                }
             }
             self.transition(id, State::Delivered, "delivered", evidence.clone(), out);
             if !by_hook && let Some(Action::Persist { item, .. }) = out.actions.last() {

@@ -95,7 +95,8 @@ impl Typed {
             return false;
         }
         let joined = rows.join("\n");
-        let (Some(before), Some(matched), Some(after)) = (joined.get(..start), joined.get(start..end), joined.get(end..))
+        let (Some(before), Some(matched), Some(after)) =
+            (joined.get(..start), joined.get(start..end), joined.get(end..))
         else {
             return false;
         };
@@ -193,7 +194,14 @@ mod tests {
         let transcript = rows(&["> I saw this dialog: Do you want to proceed?", "  1. Yes", "  2. No"]);
         assert!(echo_of(&quoted, &transcript, "Do you want to proceed?\n  1. Yes"));
         // The real dialog, under those prompts: nothing of them beside or above its words.
-        let real = rows(&[" Bash command", "   touch x", "   Create a marker file", " Do you want to proceed?", " ❯ 1. Yes", "   2. No"]);
+        let real = rows(&[
+            " Bash command",
+            "   touch x",
+            "   Create a marker file",
+            " Do you want to proceed?",
+            " ❯ 1. Yes",
+            "   2. No",
+        ]);
         for typed in [&quoted, &headed] {
             assert!(!echo_of(typed, &real, "Do you want to proceed?\n ❯ 1. Yes"));
         }

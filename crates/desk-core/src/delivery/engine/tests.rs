@@ -34,6 +34,9 @@ struct Agent {
     codex_style: bool,
     /// Who has the terminal, as the master reports it (none: an older master, which does not).
     foreground: Option<desk_wire::Foreground>,
+    /// The program never switched bracketed paste on: what is typed arrives as keys, and each
+    /// carriage return in it is an Enter.
+    no_bracketed_paste: bool,
 }
 
 impl Agent {
@@ -76,6 +79,16 @@ impl Agent {
             return;
         }
         let _ = self.in_paste;
+        if text.contains('\r') {
+            // Keys typed in one write: every carriage return among them is an Enter.
+            for (i, part) in text.split('\r').enumerate() {
+                if i > 0 {
+                    self.write(b"\r");
+                }
+                self.input.push_str(part);
+            }
+            return;
+        }
         self.input.push_str(&text);
     }
 
@@ -106,7 +119,7 @@ impl Agent {
             lines.push("  fake-model default · /tmp/work".into());
             return ScreenView {
                 lines,
-                bracketed_paste: true,
+                bracketed_paste: !self.no_bracketed_paste,
                 last_typed_ms: self.last_typed_ms,
                 canonical: self.canonical,
                 cursor_row,
@@ -133,7 +146,7 @@ impl Agent {
         let cursor_row = lines.iter().rposition(|l| l.starts_with("│ ")).unwrap_or(0);
         ScreenView {
             lines,
-            bracketed_paste: true,
+            bracketed_paste: !self.no_bracketed_paste,
             last_typed_ms: self.last_typed_ms,
             canonical: self.canonical,
             cursor_row,
@@ -1319,4 +1332,27 @@ fn a_prompt_quoting_a_dialog_is_not_taken_for_the_dialog_in_the_box_or_the_trans
     w.settle(10_000);
     assert_eq!(w.state_of(&second), State::Delivered, "{:?}", w.disk[&second].evidence);
     assert_eq!(w.agent.submitted, [quoted, "and the next one"]);
+}
+
+#[test]
+fn a_multi_line_prompt_typed_without_bracketed_paste_is_recorded_as_its_submissions() {
+    let mut w = started();
+    w.agent.no_bracketed_paste = true;
+    let id = w.item("first line\nsecond line\nthird line");
+    w.settle(10_000);
+    assert_eq!(w.agent.submitted, ["first line", "second line", "third line"]);
+    let item = &w.disk[&id];
+    assert_eq!(item.state, State::Delivered, "{:?}", item.evidence);
+    assert_eq!(item.submissions, Some(3));
+    let last = item.evidence.last().unwrap();
+    assert!(
+        last.detail.ends_with(
+            "delivered as 3 separate submissions, one per line (typed without bracketed paste), not as one prompt"
+        ),
+        "{last:?}"
+    );
+    // One line, or a bracketed paste, is one prompt.
+    let one = w.item("just one line");
+    w.settle(10_000);
+    assert_eq!(w.disk[&one].submissions, None);
 }
