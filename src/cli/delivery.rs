@@ -55,8 +55,11 @@ fn ask(paths: &Paths, req: &Request, timeout: Duration) -> Result<Response> {
 
 /// The daemon's refusal as a failure of the right kind.
 fn refusal(resp: Response) -> anyhow::Error {
+    let refused = resp.refused();
     let message = resp.error.unwrap_or_else(|| "failed".into());
-    let kind = if message.starts_with("no item ") || message.ends_with(" was not found") {
+    let kind = if !refused {
+        ErrorCode::NotDelivered
+    } else if message.starts_with("no item ") || message.ends_with(" was not found") {
         ErrorCode::NoSuchItem
     } else if message.ends_with("is not an item id") {
         ErrorCode::Usage

@@ -503,7 +503,8 @@ fn run_action(paths: &Paths, tx: &Sender<Msg>, action: Action, dash: &mut Dash) 
     let _ = spawn("action", tx.clone(), move |tx| {
         let outcome = match control::request(&socket, &action.request(), action_timeout(&action)) {
             Ok(resp) if resp.ok => resp.message.unwrap_or_else(|| "done".into()),
-            Ok(resp) => format!("refused: {}", resp.error.unwrap_or_default()),
+            Ok(resp) if resp.refused() => format!("refused: {}", resp.error.unwrap_or_default()),
+            Ok(resp) => resp.error.unwrap_or_default(),
             Err(e) => format!("{e:#} (is desk serve running?)"),
         };
         let _ = tx.send(Msg::ActionDone(outcome));
