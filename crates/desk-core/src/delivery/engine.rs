@@ -947,8 +947,8 @@ impl Engine {
     /// What a screen shows about the flight: the prompt in the input area, a dialog, the cursor.
     fn look(&self, session: &str, rules: &RuleSet, flight: &Flight, screen: ScreenView) -> Look {
         let settings = &rules.delivery;
-        let area = settings.input_area(&screen.lines);
-        let presence = text::presence(area, &flight.fingerprint, settings.placeholder.as_ref());
+        let area = settings.prompt_rows(&screen.lines);
+        let presence = text::presence(&area, &flight.fingerprint, settings.placeholder.as_ref());
         // A dialog: one of the provider's blocked screen rules matches, or the session reports
         // the agent blocked (a hook or a title may know of a dialog no screen rule describes).
         let reported_blocked = self

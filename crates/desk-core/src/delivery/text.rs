@@ -177,6 +177,11 @@ pub fn presence(rows: &[String], fp: &Fingerprint, placeholder: Option<&Regex>) 
     Presence { text, placeholders }
 }
 
+/// Characters (whitespace aside) of a prompt's end that prove a box scrolled to it holds that
+/// prompt: a person does not type 100 characters that end exactly as desk's prompt does; a
+/// 40-row screen shows far more of a prompt than that.
+pub const TAIL_PROOF: usize = 100;
+
 /// What an agent's input box holds of a prompt desk pasted into it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Held {
@@ -192,20 +197,23 @@ pub enum Held {
 /// What `composer` (the box's text, normalised) holds of `prompt`. Whitespace is compared
 /// away: the box wraps long lines, indents continuation rows and drops blank rows at its ends,
 /// so the prompt's characters in order, and nothing else, is the proof that the box holds
-/// exactly that text. A placeholder proves it only through the counts its provider's pattern
+/// exactly that text. A box too short for the prompt shows its end (the cursor's rows: Codex
+/// scrolls a composer taller than the screen): the last [`TAIL_PROOF`] characters or more of it,
+/// ending where it ends, and nothing else, is proof too. A placeholder proves it only through the counts its provider's pattern
 /// names (`chars`, `lines`, or `more_lines` = lines − 1) agreeing with the prompt; a placeholder
 /// that names none proves nothing.
 pub fn held(composer: &str, prompt: &str, placeholder: Option<&Regex>) -> Held {
     let squeeze = |t: &str| -> String { t.chars().filter(|c| !c.is_whitespace()).collect() };
-    let (c, p) = (squeeze(composer), squeeze(&normalize(prompt)));
+    let shown = normalize(&as_screens_show(prompt));
+    let (c, p) = (squeeze(composer), squeeze(&shown));
     if p.is_empty() || c.is_empty() {
         return Held::Not;
     }
-    if c == p {
+    if c == p || (c.chars().count() >= TAIL_PROOF && p.ends_with(&c)) {
         return Held::Exactly;
     }
-    if let Some(i) = composer.find(&normalize(prompt)) {
-        let rest = format!("{} {}", &composer[..i], &composer[i + normalize(prompt).len()..]);
+    if let Some(i) = composer.find(&shown) {
+        let rest = format!("{} {}", &composer[..i], &composer[i + shown.len()..]);
         return Held::Among(normalize(&rest));
     }
     let Some(re) = placeholder else { return Held::Not };
@@ -217,6 +225,21 @@ pub fn held(composer: &str, prompt: &str, placeholder: Option<&Regex>) -> Held {
     let [m] = ours.as_slice() else { return Held::Not };
     let rest = normalize(&format!("{} {}", &composer[..m.start()], &composer[m.end()..]));
     if rest.is_empty() { Held::Exactly } else { Held::Among(rest) }
+}
+
+/// A text as desk's screen model shows it: of an emoji sequence joined with ZWJ (U+200D), the
+/// first emoji only (Codex draws `👨‍👩‍👧` whole; the screen keeps `👨`).
+fn as_screens_show(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{200d}' {
+            chars.next();
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// Whether a placeholder's counts agree with a prompt: the text as pasted, or without its
@@ -402,6 +425,11 @@ mod tests {
         let composer = normalize("draft first First paragraph. Second paragraph that is long indented code");
         assert_eq!(held(&composer, prompt, None), Held::Among("draft first".into()));
         assert_eq!(held("First paragraph.", prompt, None), Held::Not);
+        // A box scrolled to the end of a tall prompt shows its last rows only.
+        let tall: String = (1..=60).map(|i| format!("- item {i:02}\n")).collect();
+        let end: String = (37..=60).map(|i| format!("- item {i:02} ")).collect();
+        assert_eq!(held(&normalize(&end), &tall, None), Held::Exactly);
+        assert_eq!(held("- item 59 - item 60", &tall, None), Held::Not, "too little of it to tell");
         assert_eq!(held("", prompt, None), Held::Not);
     }
 
