@@ -486,6 +486,7 @@ SCENARIO_SPECS = {
     "queue": {"delay": 1.0, "slow": 8.0},
     "shapes-alone": {"delay": 0.5, "log_text": True},
     "shapes-queued": {"delay": 0.5, "slow": 6.0, "log_text": True},
+    "shapes-queued-more": {"delay": 0.5, "slow": 6.0, "log_text": True},
 }
 
 
@@ -1214,7 +1215,7 @@ def digest_of(texts):
     return out
 
 
-def sc_shapes(run, how):
+def sc_shapes(run, how, shapes=SHAPES):
     """Every shape of scripts/prompt_shapes.py pasted as desk pastes it (bracketed, then Enter as
     its own write 50 ms later): alone while idle, or as a two-message digest, for Claude and
     OpenCode pasted mid-turn (they queue it), for Codex once the turn ended (desk holds while it
@@ -1224,7 +1225,7 @@ def sc_shapes(run, how):
     run.wait_ready(READY_TIMEOUT)
     rec.wait_quiet(1000, 10)
     out = []
-    for name, _what, shape in SHAPES:
+    for name, _what, shape in shapes:
         token = "TOK%s%s" % (name.replace("-", "")[:6], how[0])
         text = text_of(shape, token)
         if how == "digest":
@@ -1269,9 +1270,18 @@ def sc_shapes_alone(run):
     sc_shapes(run, "alone")
 
 
+# The digests go in two recordings: OpenCode redraws its whole screen on every spinner frame of
+# the turns they are pasted into, and all seven in one cast came to 560 KB (the corpus keeps each
+# file under 300 KB).
 def sc_shapes_queued(run):
-    """Every prompt shape in a two-message digest pasted during (Codex: right after) a turn."""
-    sc_shapes(run, "digest")
+    """The first four prompt shapes, each in a two-message digest pasted during (Codex: right
+    after) a turn."""
+    sc_shapes(run, "digest", SHAPES[:4])
+
+
+def sc_shapes_queued_more(run):
+    """The other prompt shapes, each in a digest pasted during (Codex: right after) a turn."""
+    sc_shapes(run, "digest", SHAPES[4:])
 
 
 SCENARIOS = {
@@ -1303,6 +1313,7 @@ SCENARIOS = {
     "draft": sc_draft,
     "shapes-alone": sc_shapes_alone,
     "shapes-queued": sc_shapes_queued,
+    "shapes-queued-more": sc_shapes_queued_more,
 }
 ONLY = {"trust-dialog": {"claude"}, "api-key-dialog": {"claude"}, "startup-noplugin": {"opencode"},
         "daemon": {"codex"}}

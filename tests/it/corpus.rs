@@ -746,22 +746,24 @@ fn screens_at(agent: &str, scenario: &str, times: &[f64]) -> Vec<Vec<String>> {
     out
 }
 
-/// Every shape the `shapes-alone` and `shapes-queued` recordings pasted into `agent` (alone
-/// while idle, and as a digest during or right after a turn), checked the way delivery checks
+/// Every shape the `shapes-alone`, `shapes-queued` and `shapes-queued-more` recordings pasted
+/// into `agent` (alone while idle, and as a digest during or right after a turn), checked the way delivery checks
 /// it. Returns one line per failed check.
 fn shapes_hold_in_the_box(agent: &str) -> Vec<String> {
     let rules = RuleSet::builtin(agent.parse().expect("a known provider"));
     let mut failures = Vec::new();
-    for scenario in ["shapes-alone", "shapes-queued"] {
+    let mut seen = 0;
+    for scenario in ["shapes-alone", "shapes-queued", "shapes-queued-more"] {
         let path = dir().join(format!("{agent}/{scenario}.results.json"));
         let results: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(path).expect("shapes results")).expect("JSON");
         let shapes = results["shapes"].as_array().expect("a shapes list");
-        assert!(shapes.len() >= 7, "{agent}/{scenario}: every shape");
+        seen += shapes.len();
         for shape in shapes {
             failures.extend(shape_in_the_box(agent, scenario, &rules.delivery, shape));
         }
     }
+    assert!(seen >= 14, "{agent}: every shape, alone and in a digest ({seen} recorded)");
     failures
 }
 

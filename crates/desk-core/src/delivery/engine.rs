@@ -27,6 +27,7 @@ use super::settings::DeliverySettings;
 use super::text::{self, Fingerprint, Held, Presence};
 use crate::state::hooks::{HookEvent, PromptSig};
 use crate::state::{Activity, Lifecycle, RuleSet};
+use unsent::OWN_PASTE_HOLD;
 
 mod io;
 mod unsent;
@@ -1247,7 +1248,7 @@ impl Engine {
             let digest = if ids.len() > 1 { format!(" (one digest of {} items)", ids.len()) } else { String::new() };
             return match held {
                 Held::Exactly => format!(
-                    "the input box holds the unsent prompt of stuck item {first}{digest}: desk force {first} submits it (Enter only), desk drop {first} clears it; delivery waits until it is sent or cleared"
+                    "{OWN_PASTE_HOLD} {first}{digest}: desk force {first} submits it (Enter only), desk drop {first} clears it; delivery waits until it is sent or cleared"
                 ),
                 _ => format!(
                     "the input box holds the prompt of stuck item {first}{digest} together with text typed by someone ({n} characters); delivery waits until it is sent or cleared"
@@ -1573,7 +1574,7 @@ impl Engine {
                     self.request_snapshot(&session, out);
                 }
             }
-            TimerKind::Deadline if matches!(flight.phase, Phase::Echo | Phase::Submit) => {
+            TimerKind::Deadline if matches!(flight.phase, Phase::Echo | Phase::Submit | Phase::Erased) => {
                 // Decide on a fresh look, never on an older one: a paste that showed after the
                 // last poll is there, and so is a submit.
                 if let Some(f) = self.flight_mut(&session) {

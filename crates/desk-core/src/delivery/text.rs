@@ -200,8 +200,8 @@ pub enum Held {
 /// exactly that text. A box too short for the prompt shows its end (the cursor's rows: Codex
 /// scrolls a composer taller than the screen): the last [`TAIL_PROOF`] characters or more of it,
 /// ending where it ends, and nothing else, is proof too. A placeholder proves it only through the counts its provider's pattern
-/// names (`chars`, `lines`, or `more_lines` = lines − 1) agreeing with the prompt; a placeholder
-/// that names none proves nothing.
+/// names (`chars`, `lines`, or `newlines`: its line breaks) agreeing with the prompt; a
+/// placeholder that names none proves nothing.
 pub fn held(composer: &str, prompt: &str, placeholder: Option<&Regex>) -> Held {
     let squeeze = |t: &str| -> String { t.chars().filter(|c| !c.is_whitespace()).collect() };
     let shown = normalize(&as_screens_show(prompt));
@@ -249,10 +249,10 @@ fn placeholder_counts_agree(caps: &regex_lite::Captures<'_>, prompt: &str) -> bo
     let trimmed = prompt.trim_matches('\n');
     let lines = |t: &str| t.trim_end_matches('\n').split('\n').count();
     let agrees = |n: usize, of: &dyn Fn(&str) -> usize| n == of(prompt) || n == of(trimmed);
-    match (number("chars"), number("lines"), number("more_lines")) {
+    match (number("chars"), number("lines"), number("newlines")) {
         (Some(n), _, _) => agrees(n, &|t: &str| t.chars().count()),
         (None, Some(n), _) => agrees(n, &lines),
-        (None, None, Some(n)) => agrees(n + 1, &lines),
+        (None, None, Some(n)) => agrees(n, &|t: &str| t.matches('\n').count()),
         // A placeholder without a line count (Claude's "[Pasted text #N]") stands for one line.
         (None, None, None) if caps.len() > 1 => lines(trimmed) == 1,
         (None, None, None) => false,
@@ -435,7 +435,7 @@ mod tests {
 
     #[test]
     fn a_placeholder_proves_the_prompt_only_through_counts_that_agree() {
-        let claude = Regex::new(r"\[Pasted text #\d+(?: \+(?P<more_lines>\d+) lines)?\]").unwrap();
+        let claude = Regex::new(r"\[Pasted text #\d+(?: \+(?P<newlines>\d+) lines)?\]").unwrap();
         let codex = Regex::new(r"\[Pasted Content (?P<chars>\d+) chars\]").unwrap();
         let opencode = Regex::new(r"\[Pasted ~(?P<lines>\d+) lines\]").unwrap();
         let unnamed = Regex::new(r"\[Pasted text #\d+ \+\d+ lines\]").unwrap();

@@ -23,6 +23,10 @@ use crate::state::{Activity, Lifecycle};
 /// What an item says once its paste is seen sitting in the box.
 pub(super) const UNSENT: &str = "the prompt sits unsent in the agent's input box";
 
+/// How a hold for desk's own unsent prompt in the box begins (a force of another item
+/// recognises it).
+pub(super) const OWN_PASTE_HOLD: &str = "the input box holds the unsent prompt of stuck item";
+
 /// Backspace (DEL), as a terminal sends it.
 const BACKSPACE: u8 = 0x7f;
 
@@ -71,10 +75,7 @@ impl Engine {
 
     /// Whether the session's queue is held by desk's own unsent prompt in the box.
     pub(super) fn held_by_own_paste(&self, session: &str) -> bool {
-        self.sessions
-            .get(session)
-            .and_then(|q| q.hold.as_ref())
-            .is_some_and(|h| h.reason.starts_with("the input box holds the unsent prompt of stuck item"))
+        self.sessions.get(session).and_then(|q| q.hold.as_ref()).is_some_and(|h| h.reason.starts_with(OWN_PASTE_HOLD))
     }
 
     /// The composer's text on a screen, when the provider knows where it is and no dialog
