@@ -501,14 +501,20 @@ fn run_action(paths: &Paths, tx: &Sender<Msg>, action: Action, dash: &mut Dash) 
     };
     dash.status = Some(format!("{what}: asking desk serve..."));
     let _ = spawn("action", tx.clone(), move |tx| {
-        let outcome = match control::request(&socket, &action.request(), action_timeout(&action)) {
-            Ok(resp) if resp.ok => resp.message.unwrap_or_else(|| "done".into()),
-            Ok(resp) if resp.refused() => format!("refused: {}", resp.error.unwrap_or_default()),
-            Ok(resp) => resp.error.unwrap_or_default(),
-            Err(e) => format!("{e:#} (is desk serve running?)"),
-        };
+        let outcome = outcome_line(control::request(&socket, &action.request(), action_timeout(&action)));
         let _ = tx.send(Msg::ActionDone(outcome));
     });
+}
+
+/// The status line for an action's answer: what the daemon did, and only a refusal (nothing
+/// was done) is called one — a force that pasted again and still did not deliver says so.
+fn outcome_line(answer: anyhow::Result<control::Response>) -> String {
+    match answer {
+        Ok(resp) if resp.ok => resp.message.unwrap_or_else(|| "done".into()),
+        Ok(resp) if resp.refused() => format!("refused: {}", resp.error.unwrap_or_default()),
+        Ok(resp) => resp.error.unwrap_or_default(),
+        Err(e) => format!("{e:#} (is desk serve running?)"),
+    }
 }
 
 /// Queue a prompt exactly as `desk send NAME -` does (same sanitising, intake and refusals: it
