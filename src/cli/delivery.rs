@@ -706,7 +706,7 @@ fn next_step(item: &Item) -> String {
             item.session
         ),
         _ => format!(
-            "check the agent (desk peek {}): if it did not get the prompt, desk force {id} pastes it again; otherwise desk drop {id}",
+            "check the agent (desk peek {}): if it did not get the prompt, desk force {id} presses Enter on it when it sits unsent in the input box, or pastes it again; otherwise desk drop {id}",
             item.session
         ),
     }
