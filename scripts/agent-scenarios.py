@@ -1232,7 +1232,7 @@ def sc_shapes(run, how, shapes=SHAPES):
             text = digest_of([text, "Second message %s-b: a short note queued behind the first." % token])
             since = len(run.api())
             rec.mark("long turn for %s" % name)
-            run.prompt("A long turn DESK_SLOW %s-long" % token)
+            run.prompt("A long turn %s %s-long" % (QUEUED_TURN.get(agent, "DESK_SLOW"), token))
             run.wait_api(token + "-long", 60, since)
             if agent == "codex":
                 run.wait_idle(60)
@@ -1270,9 +1270,10 @@ def sc_shapes_alone(run):
     sc_shapes(run, "alone")
 
 
-# The digests go in two recordings: OpenCode redraws its whole screen on every spinner frame of
-# the turns they are pasted into, and all seven in one cast came to 560 KB (the corpus keeps each
-# file under 300 KB).
+# The digests go in two recordings, and OpenCode's turns are 3 s instead of 6: it redraws its
+# whole screen on every spinner frame of the turns they are pasted into, and all seven in one cast
+# came to 560 KB, four in 6 s turns to 358 KB (the corpus keeps each file under 300 KB).
+QUEUED_TURN = {"opencode": "DESK_DELAY=3"}
 def sc_shapes_queued(run):
     """The first four prompt shapes, each in a two-message digest pasted during (Codex: right
     after) a turn."""
