@@ -15,6 +15,15 @@ DESK_HOME with `desk serve` running, for each shape of scripts/prompt_shapes.py:
           digest, and exactly one request must carry the digest, holding each message whole,
           once, in order.
 
+and, for the shapes in UNSENT_SHAPES, desk's own paste left unsent in the box (issue 24):
+
+  force   the agent's process group is stopped (SIGSTOP) while desk pastes, so the item ends
+          `paste-missing`; it goes on (SIGCONT) and the paste lands in its box: the item must come
+          to say it sits there unsent, and `desk force` must press Enter only — the stand-in
+          receives it once and whole;
+  drop    the same, then `desk drop`: it must say it cleared the box, and the agent must receive
+          nothing of it.
+
 Prints one PASS/FAIL line per check and a table; writes the results as JSON (--out). Exit
 status 1 if any check failed.
 
@@ -27,6 +36,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -205,6 +215,53 @@ def check_queued(session, api, shape, token):
     return problems, {"items": ids, "attempts": [i.get("attempts") for i in items]}
 
 
+# Shapes checked for desk's own unsent paste: one the agents show inline or whole, one every
+# agent collapses to a placeholder.
+UNSENT_SHAPES = ("paragraphs", "long")
+UNSENT = "the prompt sits unsent in the agent's input box"
+
+
+def check_unsent(session, api, shape, token, action):
+    text = text_of(shape[2], token)
+    since = len(api.requests())
+    master = next(s for s in session.json("ls")["data"] if s["name"] == session.name)["master_pid"]
+    with open("/proc/%d/task/%d/children" % (master, master)) as f:
+        group = int(f.read().split()[0])  # the agent leads its session's process group
+    os.killpg(group, signal.SIGSTOP)
+    try:
+        item_id = session.send(text)
+        wait_for("paste-missing", 30, lambda: session.item(item_id).get("stuck") == "paste-missing", 0.3)
+    finally:
+        os.killpg(group, signal.SIGCONT)
+    problems = []
+    try:
+        wait_for("the item to say its prompt sits unsent", 30,
+                 lambda: UNSENT in json.dumps(session.item(item_id)["evidence"], ensure_ascii=False), 0.5)
+    except TimeoutError as e:
+        item = session.item(item_id)
+        return ["%s: %s (%s)" % (e, item["state"], item.get("stuck"))], {"item": item_id}
+    out = session.run(action, item_id, check=False)
+    said = (out.stdout + out.stderr).strip()
+    if action == "force":
+        if out.returncode != 0 or not said.startswith("pressed Enter; delivered"):
+            problems.append("force: exit %d: %s" % (out.returncode, said[:200]))
+        got = arrived(session, api, token, since, text)
+        exact = [r for r in got if r["text"].strip() == text.strip()]
+        if len(got) != 1 or len(exact) != 1:
+            problems.append("%d request(s) carry it, %d exactly the prompt" % (len(got), len(exact)))
+    else:
+        if out.returncode != 0 or "cleared its prompt from the agent's input box" not in said:
+            problems.append("drop: exit %d: %s" % (out.returncode, said[:200]))
+        time.sleep(3)
+        if [r for r in api.requests()[since:] if token in (r.get("text") or "")]:
+            problems.append("the agent received the dropped prompt")
+        screen = session.run("peek", session.name).stdout
+        if token in screen or "Pasted" in screen:
+            problems.append("the box still shows it")
+    item = session.item(item_id)
+    return problems, {"item": item_id, "attempts": item.get("attempts"), "said": said[:200]}
+
+
 def agent_session(agent, bin_dir, api, home, work):
     script = ('. "%s/agents-lib.sh" && agent_session "$@" && printf "%%s\\0" "${#agent_flags[@]}" '
               '"${agent_flags[@]}" "${agent_cmd[@]}"' % HERE)
@@ -242,6 +299,15 @@ def run_agent(agent, opts, api, scratch, results):
                     with open(os.path.join(root, "%s-%s.screen" % (shape[0], mode)), "w") as f:
                         f.write(s.run("peek", agent, check=False).stdout)
                 report(results, agent, shape[0], mode, problems, detail)
+            if shape[0] not in UNSENT_SHAPES:
+                continue
+            for action in ("force", "drop"):
+                token = "TOK%s%su%s" % (agent[:2], shape[0][:6], action[0])
+                try:
+                    problems, detail = check_unsent(s, api, shape, token, action)
+                except (TimeoutError, RuntimeError) as e:
+                    problems, detail = ["%s: %s" % (type(e).__name__, e)], {}
+                report(results, agent, shape[0], "unsent-" + action, problems, detail)
     finally:
         s.run("kill", agent, "--grace", "3", check=False)
         s.run("serve", "--stop", check=False)

@@ -715,7 +715,9 @@ fn next_step(item: &Item) -> String {
 /// `force`, `drop`, `pause`, `resume`: one request, its answer printed; `kind` names the JSON.
 pub(super) fn command(kind: &str, req: Request, json: bool) -> Result<i32> {
     let paths = paths()?;
-    let timeout = if matches!(req, Request::Force { .. }) { FORCE_TIMEOUT } else { REQUEST_TIMEOUT };
+    // A drop may erase desk's own prompt from the input box and look again: up to 45 s.
+    let timeout =
+        if matches!(req, Request::Force { .. } | Request::Drop { .. }) { FORCE_TIMEOUT } else { REQUEST_TIMEOUT };
     let (key, target) = match &req {
         Request::Pause { session, .. } | Request::Resume { session } => ("session", session.clone()),
         Request::Force { id, .. } | Request::Drop { id } => ("id", id.clone()),

@@ -70,10 +70,11 @@ pub const USAGE_REFRESH: Duration = Duration::from_secs(2);
 const QUEUE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// How long an action may take: a force waits for its delivery to settle (echo and submit
-/// windows plus retries, as `desk force` does); the others answer at once.
+/// windows plus retries, as `desk force` does), a drop for desk's own prompt to be erased from
+/// the input box; the others answer at once.
 fn action_timeout(action: &Action) -> Duration {
     match action {
-        Action::Force(_) => Duration::from_secs(60),
+        Action::Force(_) | Action::Drop(_) => Duration::from_secs(60),
         _ => Duration::from_secs(10),
     }
 }

@@ -14,6 +14,8 @@
 //! backspaces are typed only onto a box proven to hold exactly that prompt, and the box is
 //! looked at again after them.
 
+use std::time::Duration;
+
 use super::{Action, Engine, Flight, HOLD_RECHECK, Held, Look, Out, Phase, typing_hold};
 use crate::delivery::engine::io::{ScreenView, SessionView, TimerKey, TimerKind, WriteError, WriteKind};
 use crate::delivery::item::{Item, ItemId, State, StuckClass};
@@ -29,6 +31,15 @@ pub(super) const OWN_PASTE_HOLD: &str = "the input box holds the unsent prompt o
 
 /// Backspace (DEL), as a terminal sends it.
 const BACKSPACE: u8 = 0x7f;
+
+/// How long an agent may take per backspace before the box is judged: OpenCode took between
+/// 2.5 s and 5.5 s to work through 3,967 of them (its 64-line placeholder; `make e2e-agents` on
+/// the loaded 2-core machine), under 1.4 ms each; 3 ms leaves twice that.
+const ERASE_PER_KEY: Duration = Duration::from_millis(3);
+
+/// The most the look after erasing waits, whatever the prompt's length (a 256 KiB prompt would
+/// otherwise be waited for for minutes): past it, the box is reported as not cleared.
+const ERASE_MAX: Duration = Duration::from_secs(45);
 
 impl Engine {
     /// The items pasted as one prompt with `item`: itself, and the other items of its digest
@@ -245,8 +256,9 @@ impl Engine {
             self.take_flight(session);
             return self.finish_clear(session, flight, &format!("{why}; the input box was left as it is"), out);
         }
-        // One backspace per character of the prompt as pasted: the cursor sits at its end. A
-        // placeholder goes with one, and the rest fall on an empty box.
+        // One backspace per character of the prompt as pasted: the cursor sits at its end. An
+        // agent that holds a paste as one unit behind a placeholder takes it with the first, and
+        // the rest fall on an empty box.
         let count = flight.text.chars().count().max(1);
         let token = self.token(session, Some(flight.attempt));
         if let Some(f) = self.flight_mut(session) {
@@ -274,7 +286,9 @@ impl Engine {
                     f.deadline_passed = false;
                 }
                 let settings = &rules.delivery;
-                self.arm(session, TimerKind::Deadline, out.now + settings.submit_timeout, out);
+                let keys = self.flight(session).map_or(1, |f| f.text.chars().count().max(1));
+                let wait = (settings.submit_timeout + ERASE_PER_KEY * keys as u32).min(ERASE_MAX);
+                self.arm(session, TimerKind::Deadline, out.now + wait, out);
                 self.arm(session, TimerKind::Poll, out.now + settings.poll, out);
             }
             Err(e) => {
