@@ -25,5 +25,6 @@ mod sessions;
 mod shells;
 mod state;
 mod support;
+mod unsent;
 mod views;
 mod wire_clients;
