@@ -130,37 +130,113 @@ fn messages_posted_while_the_daemon_is_stopped_are_delivered_when_it_starts() {
     assert_eq!(logged(&log, "you joined as worker"), 1, "the onboarding is not repeated");
 }
 
+/// Run `script` (sh) in a new session `name` of `home`, with `$DESK` the desk binary and
+/// `$OUT` a file it appends results to; wait until the file has a line starting with each of
+/// `marks`, and return its lines.
+fn run_inside(home: &Home, name: &str, script: &str, marks: &[&str]) -> Vec<String> {
+    let out = home.path().join(format!("{name}.out"));
+    let env_desk = format!("DESK={}", crate::support::DESK);
+    let env_out = format!("OUT={}", out.display());
+    let script = format!("{script}\nexec sleep 1000");
+    home.ok(&["new", name, "--env", &env_desk, "--env", &env_out, "--", "sh", "-c", &script]);
+    eventually(&format!("{name} to run its posts"), || {
+        let text = std::fs::read_to_string(&out).unwrap_or_default();
+        let lines: Vec<String> = text.lines().map(String::from).collect();
+        if marks.iter().all(|m| lines.iter().any(|l| l.starts_with(m))) { Ok(lines) } else { Err(text) }
+    })
+}
+
+fn root_messages(home: &Home, channel: &str) -> Vec<(String, String)> {
+    let read = home.json(&["channel", "read", channel, "--json"]);
+    read["data"]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["kind"] == "post")
+        .map(|m| (m["author"].as_str().unwrap().to_string(), m["body"].as_str().unwrap().to_string()))
+        .collect()
+}
+
+/// The author of a post is who the process tree says is asking: from inside session sp, a
+/// `DESK_SESSION` naming another member, `--as` another member, or `--as human` is refused;
+/// without `DESK_SESSION` (unset, or in a helper that left sp's process group and was adopted
+/// by its master) sp still posts as sp, never as the operator. Outside every session the
+/// operator posts as `human`, may speak for a person member with `--as`, and may not post as
+/// an agent member or with a `DESK_SESSION`.
 #[test]
-fn a_session_that_is_not_a_member_cannot_post_and_a_member_posts_as_itself() {
+fn authorship_comes_from_the_process_tree_not_from_the_environment() {
     let home = Home::new();
-    home.ok(&["channel", "new", "club"]);
-    home.ok(&["channel", "add", "club", "insider"]);
-    let out = home
-        .cmd()
-        .args(["channel", "post", "club", "let me in", "--json"])
-        .env("DESK_SESSION", "outsider")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    home.ok(&["channel", "new", "ch"]);
+    for member in ["sp", "c"] {
+        home.ok(&["channel", "add", "ch", member]);
+    }
+    home.ok(&["channel", "add", "ch", "pat", "--human"]);
+    let script = r#"
+post() { what=$1; shift; "$@" 2>>"$OUT.err" >/dev/null; echo "$what=$?" >>"$OUT"; }
+post env env DESK_SESSION=c "$DESK" channel post ch "forged through DESK_SESSION"
+post as env -u DESK_SESSION "$DESK" channel post ch --as c "forged through --as"
+post human "$DESK" channel post ch --as human "forged as the operator"
+post person "$DESK" channel post ch --as pat "forged as a person"
+post bare env -u DESK_SESSION "$DESK" channel post ch "posted without DESK_SESSION"
+post own "$DESK" channel post ch --as sp "posted as itself"
+( env -u DESK_SESSION sh -c 'post() { what=$1; shift; "$@" 2>>"$OUT.err" >/dev/null; echo "$what=$?" >>"$OUT"; }; post orphan "$DESK" channel post ch "posted by an orphan"' & )"#;
+    let codes = run_inside(&home, "sp", script, &["env=", "as=", "human=", "person=", "bare=", "own=", "orphan="]);
+    let code = |what: &str| codes.iter().find_map(|l| l.strip_prefix(&format!("{what}="))).unwrap_or("?").to_string();
+    for refused in ["env", "as", "human", "person"] {
+        assert_eq!(code(refused), "2", "{refused}: {codes:?}");
+    }
+    for posted in ["bare", "own", "orphan"] {
+        assert_eq!(code(posted), "0", "{posted}: {codes:?}");
+    }
+    let errors = std::fs::read_to_string(home.path().join("sp.out.err")).unwrap();
+    assert!(
+        errors.contains("DESK_SESSION=c, but this command runs inside session sp"),
+        "the refusal says what and why: {errors}"
+    );
+    assert!(errors.contains("--as c refused: this command runs inside session sp"), "{errors}");
+    let mut posts = root_messages(&home, "ch");
+    posts.sort();
+    assert_eq!(
+        posts,
+        [
+            ("sp".to_string(), "posted as itself".to_string()),
+            ("sp".to_string(), "posted by an orphan".to_string()),
+            ("sp".to_string(), "posted without DESK_SESSION".to_string()),
+        ],
+        "only sp's own posts, all as sp"
+    );
+
+    // A session that is not a member is refused as such, from inside it.
+    let codes = run_inside(
+        &home,
+        "outsider",
+        r#""$DESK" channel post ch --json "let me in" >"$OUT.json"; echo "rc=$?" >>"$OUT""#,
+        &["rc="],
+    );
+    assert_eq!(codes, ["rc=2"]);
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(home.path().join("outsider.out.json")).unwrap()).unwrap();
     assert_eq!(v["error"]["code"], "not-a-member", "{v:#}");
-    let out = home
-        .cmd()
-        .args(["channel", "post", "club", "hi", "--as", "human"])
-        .env("DESK_SESSION", "insider")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "a session cannot post as someone else");
-    let out =
-        home.cmd().args(["channel", "post", "club", "hi", "--json"]).env("DESK_SESSION", "insider").output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["data"]["author"], "insider");
-    let read = home.json(&["channel", "read", "club", "--json"]);
-    let last = read["data"]["messages"].as_array().unwrap().last().unwrap().clone();
-    assert_eq!((last["author"].as_str(), last["body"].as_str()), (Some("insider"), Some("hi")));
+
+    // Outside every session: the operator, or a person member it speaks for; never an agent
+    // member, never a DESK_SESSION claim.
+    let refused = |out: std::process::Output, why: &str| {
+        assert_eq!(out.status.code(), Some(2), "{why}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["error"]["code"], "wrong-author", "{why}: {v:#}");
+        v["error"]["message"].as_str().unwrap().to_string()
+    };
+    let message = refused(home.desk(&["channel", "post", "ch", "--json", "--as", "c", "x"]), "--as an agent");
+    assert!(message.contains("c is an agent session of #ch, and only c itself posts as c"), "{message}");
+    let out = home.cmd().args(["channel", "post", "ch", "--json", "x"]).env("DESK_SESSION", "c").output().unwrap();
+    let message = refused(out, "a DESK_SESSION outside sessions");
+    assert!(message.contains("does not run inside session c"), "{message}");
+    let v = home.json(&["channel", "post", "ch", "--json", "--as", "pat", "for pat"]);
+    assert_eq!(v["data"]["author"], "pat");
+    let v = home.json(&["channel", "post", "ch", "--json", "from the operator"]);
+    assert_eq!(v["data"]["author"], "human");
     let big = "x".repeat(16 * 1024 + 1);
-    let out = home.desk(&["channel", "post", "club", &big]);
+    let out = home.desk(&["channel", "post", "ch", &big]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("at most 16384 bytes"));
 }
