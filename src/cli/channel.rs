@@ -138,8 +138,32 @@ pub(super) fn ls(json: bool) -> Result<i32> {
             c.human_mentions,
             c.goal
         );
+        if let Some(stall) = &c.stalled {
+            println!("  ! {}", stall_line(&c.name, stall));
+        }
     }
     Ok(0)
+}
+
+/// One line on a channel whose messages stopped reaching their members (`post`, `ls` and
+/// `desk queue` say it alike).
+pub(super) fn stall_line(channel: &str, stall: &crate::channel::stall::Stall) -> String {
+    let since = if stall.since_ms > 0 {
+        format!(" for {}", super::spans::span(now_ms().saturating_sub(stall.since_ms)))
+    } else {
+        String::new()
+    };
+    format!("#{channel}'s messages have not been reaching its members{since}: {}", stall.reasons.join("; "))
+}
+
+/// A line for each channel whose messages stopped reaching their members.
+pub(super) fn stall_lines(paths: &Paths) -> Vec<String> {
+    let store = ChannelStore::at(paths);
+    let names = store.list().unwrap_or_default();
+    names
+        .iter()
+        .filter_map(|n| crate::channel::stall::read(&store.dir(n)).map(|s| stall_line(n.as_str(), &s)))
+        .collect()
 }
 
 // ----- read -----
@@ -495,6 +519,12 @@ pub(super) fn post(args: PostArgs) -> Result<i32> {
             "desk serve is not running: the message is stored and its prompts go out when it starts (desk serve)"
                 .to_string(),
         );
+    }
+    if let Some(stall) = crate::channel::stall::read(&store.dir(&name)) {
+        notes.push(format!(
+            "{}; this message is stored, and goes out once that is fixed",
+            stall_line(name.as_str(), &stall)
+        ));
     }
     for u in &routing.unknown {
         notes.push(format!("@{u} is not a member of #{name}; that mention reaches no one"));

@@ -768,8 +768,11 @@ impl Daemon {
             self.checkin_channels.insert(name.clone());
         }
         let (pass, result) = crate::channel::ingest::ingest_channel(&self.channels, &self.store, name, now_ms());
-        for p in &pass.problems {
+        for p in pass.problems.iter().chain(&pass.damage) {
             warn!(channel = %name, "{p}");
+        }
+        for r in &pass.resynced {
+            warn!(channel = %name, "{r}: re-synchronised: every record of the file was checked against the ingest ledger");
         }
         for mention in &pass.notify {
             let people = mention.people.join(", @");

@@ -37,6 +37,25 @@ fn item_states(home: &Home, session: &str) -> Vec<String> {
     v
 }
 
+/// A demo agent `w` (its prompt log returned), the daemon, and channel `channel` with `w` as
+/// its worker.
+fn worker_in(home: &Home, channel: &str) -> std::path::PathBuf {
+    let log = home.demo("w", &[]);
+    ready(home, "w");
+    home.serve();
+    home.ok(&["channel", "new", channel]);
+    home.ok(&["channel", "add", channel, "w"]);
+    log
+}
+
+/// Wait until every item of `session`'s queue is delivered.
+fn all_delivered(home: &Home, session: &str) {
+    eventually(&format!("every item of {session} delivered"), || {
+        let states = item_states(home, session);
+        if states.iter().all(|s| s == "delivered") { Ok(()) } else { Err(format!("{states:?}")) }
+    });
+}
+
 /// Two demo agents in channel `crash`; a message posted while the daemon is down; the daemon
 /// started with `DESK_FAILPOINT=step` dies in its first ingest; a second daemon finishes.
 /// Every (message, member) pair — the two onboarding prompts and the message to both — must be
@@ -93,23 +112,27 @@ crash_test!(a_crash_before_the_items_loses_nothing, "channel-before-items");
 crash_test!(a_crash_between_two_items_of_a_message_loses_and_doubles_nothing, "channel-mid-items");
 // Every item written, the cursor not: the next pass finds them all and writes none.
 crash_test!(a_crash_before_the_cursor_doubles_nothing, "channel-after-items");
+// The ledger written, the cursor not: the next pass goes from the old cursor and finds the items.
+crash_test!(a_crash_between_the_ledger_and_the_cursor_doubles_nothing, "channel-after-ledger");
 // The cursor written, the engine never told: the items are restored from the store.
 crash_test!(a_crash_after_the_cursor_loses_nothing, "channel-after-cursor");
 
 #[test]
 fn the_ingest_failpoints_are_all_tested() {
-    let tested = ["channel-before-items", "channel-mid-items", "channel-after-items", "channel-after-cursor"];
+    let tested = [
+        "channel-before-items",
+        "channel-mid-items",
+        "channel-after-items",
+        "channel-after-ledger",
+        "channel-after-cursor",
+    ];
     assert_eq!(desk::channel::ingest::FAILPOINTS, tested);
 }
 
 #[test]
 fn messages_posted_while_the_daemon_is_stopped_are_delivered_when_it_starts() {
     let home = Home::new();
-    let log = home.demo("w", &[]);
-    ready(&home, "w");
-    home.serve();
-    home.ok(&["channel", "new", "ops"]);
-    home.ok(&["channel", "add", "ops", "w"]);
+    let log = worker_in(&home, "ops");
     eventually("the onboarding prompt", || {
         if logged(&log, "you joined as worker") == 1 { Ok(()) } else { Err(format!("{:#?}", prompts(&log))) }
     });
@@ -436,4 +459,116 @@ fn a_running_daemon_crashing_between_two_items_loses_and_doubles_nothing() {
 #[test]
 fn a_running_daemon_crashing_before_its_cursor_doubles_nothing() {
     crash_live_at("channel-after-items");
+}
+
+/// Remove message `id`'s record from the channel's root conversation, as a person with an
+/// editor would: the file stays well-formed, everything after the record moves up.
+fn delete_by_hand(home: &Home, channel: &str, id: &str) {
+    let path = home.path().join("state/channels").join(channel).join("root.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let start = text.find(&format!("<!-- desk:msg id={id} ")).expect("the record");
+    let end_mark = format!("<!-- desk:end {id} -->\n\n");
+    let end = text.find(&end_mark).expect("its end") + end_mark.len();
+    std::fs::write(&path, format!("{}{}", &text[..start], &text[end..])).unwrap();
+}
+
+/// Issue 18's finding: M1–M3 posted and delivered, M1's record deleted from root.md by hand,
+/// M4–M10 posted. The channel goes on: the daemon re-reads the file, checks each record
+/// against what it ingested, and M4–M10 each reach the member once, M1–M3 not again.
+#[test]
+fn a_record_deleted_by_hand_does_not_stop_the_channel_and_nothing_is_delivered_twice() {
+    let home = Home::new();
+    let log = worker_in(&home, "ch");
+    let mark = |i: u32| format!("<<M{i}>>");
+    let mut ids = Vec::new();
+    for i in 1..=3 {
+        ids.push(home.ok(&["channel", "post", "ch", &format!("message {}", mark(i))]).trim().to_string());
+        let m = mark(i);
+        eventually(&format!("{m} delivered"), || {
+            if logged(&log, &m) == 1 { Ok(()) } else { Err(format!("{:#?}", prompts(&log))) }
+        });
+    }
+    delete_by_hand(&home, "ch", &ids[0]);
+    for i in 4..=10 {
+        let out = home.desk(&["channel", "post", "ch", "--json", &format!("message {}", mark(i))]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["data"]["to"], serde_json::json!(["w"]));
+        assert!(v["notes"].is_null(), "no stall to note: {v:#}");
+    }
+    eventually("M4-M10 delivered", || {
+        let missing: Vec<u32> = (4..=10).filter(|i| logged(&log, &mark(*i)) == 0).collect();
+        if missing.is_empty() { Ok(()) } else { Err(format!("missing {missing:?}: {:#?}", prompts(&log))) }
+    });
+    all_delivered(&home, "w");
+    for i in 1..=10 {
+        assert_eq!(logged(&log, &mark(i)), 1, "M{i} exactly once: {:#?}", prompts(&log));
+    }
+    let ls = home.json(&["channel", "ls", "--json"]);
+    assert!(ls["data"][0]["stalled"].is_null(), "{ls:#}");
+    let serve_log = std::fs::read_to_string(home.path().join("state/delivery/serve.log")).unwrap_or_default();
+    assert!(serve_log.contains("re-synchronised"), "the log says what happened: {serve_log}");
+}
+
+/// A channel whose messages cannot be turned into prompts says so where people look: a post
+/// still succeeds (the message is stored) and notes the stall, `desk channel ls`, `desk queue`
+/// (and the dashboard's header, from the same summary) show it; doing what the stall says
+/// clears it, and the held message goes out once, with nothing delivered again. The stall here:
+/// a channel last ingested by an older desk (a cursor and no ledger) edited by hand.
+#[test]
+fn a_stalled_channel_says_so_in_post_ls_and_queue_until_it_is_fixed() {
+    let home = Home::new();
+    let log = worker_in(&home, "ch");
+    let first = home.ok(&["channel", "post", "ch", "first <<A>>"]).trim().to_string();
+    home.ok(&["channel", "post", "ch", "second <<B>>"]);
+    eventually("both delivered", || {
+        if logged(&log, "<<A>>") == 1 && logged(&log, "<<B>>") == 1 {
+            Ok(())
+        } else {
+            Err(format!("{:#?}", prompts(&log)))
+        }
+    });
+    home.ok(&["serve", "--stop"]);
+    let dir = home.path().join("state/channels/ch");
+    std::fs::remove_file(dir.join("ingested.log")).unwrap();
+    delete_by_hand(&home, "ch", &first);
+    home.serve();
+    let stalled = || {
+        let ls = home.json(&["channel", "ls", "--json"]);
+        let stall = ls["data"][0]["stalled"].clone();
+        if stall.is_null() { Err(ls.to_string()) } else { Ok(stall) }
+    };
+    let stall = eventually("the stall in channel ls", stalled);
+    let reason = stall["reasons"][0].as_str().unwrap().to_string();
+    assert!(reason.contains("out of step") && reason.contains("Restore the file"), "{reason}");
+    let out = home.desk(&["channel", "post", "ch", "--json", "third <<C>>"]);
+    assert!(out.status.success(), "the message is stored: {}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let notes = v["notes"].to_string();
+    assert!(
+        notes.contains("#ch's messages have not been reaching its members") && notes.contains("out of step"),
+        "{v:#}"
+    );
+    let text = home.ok(&["channel", "ls"]);
+    assert!(text.contains("! #ch's messages have not been reaching its members"), "{text}");
+    let queue = home.ok(&["queue"]);
+    assert!(queue.contains("channels  [stalled") && queue.contains("out of step"), "{queue}");
+    let queue = home.json(&["queue", "--json"]);
+    assert!(queue["notes"].to_string().contains("out of step"), "{queue:#}");
+    assert_eq!(logged(&log, "<<C>>"), 0, "held while stalled");
+    // What the stall says to do: remove the cursor (the channel is ingested from its start;
+    // what is still in the delivery store is found and not sent again).
+    std::fs::remove_file(dir.join("ingest.json")).unwrap();
+    eventually("the stall to clear", || match stalled() {
+        Ok(s) => Err(s.to_string()),
+        Err(_) => Ok(()),
+    });
+    eventually("the held message", || {
+        if logged(&log, "<<C>>") == 1 { Ok(()) } else { Err(format!("{:#?}", prompts(&log))) }
+    });
+    all_delivered(&home, "w");
+    for m in ["<<A>>", "<<B>>", "<<C>>"] {
+        assert_eq!(logged(&log, m), 1, "{m}: {:#?}", prompts(&log));
+    }
+    assert_eq!(logged(&log, "you joined as worker"), 1);
 }
