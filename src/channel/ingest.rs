@@ -404,6 +404,7 @@ fn write_items(
             (Kind::Post, _) => prompt::message_prompt(name, msg, to),
         };
         let mut item = Item::new(id, to.member.clone(), None, text, When::Now, prompt::sender(name, msg), now_ms);
+        item.channel = Some(name.to_string());
         item.note(now_ms, "channel", format!("#{name} message {} ({})", msg.id, to.why.phrase()));
         items.persist(&item, State::Queued)?;
         if i == 0 && recipients.len() > 1 {

@@ -791,6 +791,11 @@ impl Daemon {
             info!(item = %item.id, session = %item.session, channel = %name, "queued from the channel");
             self.feed(Input::Ingested(item));
         }
+        // A member removed (a pass follows every change of the members file) does not get the
+        // channel's messages still queued for it.
+        if let Ok(Some(roster)) = self.channels.roster(name) {
+            self.feed(Input::ChannelMembers { channel: name.to_string(), receivers: roster.receivers() });
+        }
         match result {
             Ok(()) => true,
             Err(e) => {

@@ -38,13 +38,16 @@ fn item_states(home: &Home, session: &str) -> Vec<String> {
 }
 
 /// A demo agent `w` (its prompt log returned), the daemon, and channel `channel` with `w` as
-/// its worker.
+/// its worker, onboarded.
 fn worker_in(home: &Home, channel: &str) -> std::path::PathBuf {
     let log = home.demo("w", &[]);
     ready(home, "w");
     home.serve();
     home.ok(&["channel", "new", channel]);
     home.ok(&["channel", "add", channel, "w"]);
+    eventually("the onboarding prompt", || {
+        if logged(&log, "you joined as worker") == 1 { Ok(()) } else { Err(format!("{:#?}", prompts(&log))) }
+    });
     log
 }
 
@@ -133,9 +136,6 @@ fn the_ingest_failpoints_are_all_tested() {
 fn messages_posted_while_the_daemon_is_stopped_are_delivered_when_it_starts() {
     let home = Home::new();
     let log = worker_in(&home, "ops");
-    eventually("the onboarding prompt", || {
-        if logged(&log, "you joined as worker") == 1 { Ok(()) } else { Err(format!("{:#?}", prompts(&log))) }
-    });
     home.ok(&["serve", "--stop"]);
     let out = home.desk(&["channel", "post", "ops", "while you were out"]);
     assert!(out.status.success());
@@ -571,4 +571,36 @@ fn a_stalled_channel_says_so_in_post_ls_and_queue_until_it_is_fixed() {
         assert_eq!(logged(&log, m), 1, "{m}: {:#?}", prompts(&log));
     }
     assert_eq!(logged(&log, "you joined as worker"), 1);
+}
+
+/// Issue 18's finding 7: a member removed after a message was routed to it, while its prompt
+/// still waits (delivery to it is paused), does not get it: the item is withdrawn, and only
+/// what is still meant for it arrives once delivery resumes.
+#[test]
+fn a_member_removed_before_its_prompt_went_out_does_not_get_it() {
+    let home = Home::new();
+    let log = worker_in(&home, "ch");
+    home.ok(&["pause", "w", "--reason", "busy"]);
+    home.ok(&["channel", "post", "ch", "not for a former member <<X>>"]);
+    let queued = || -> Result<String, String> {
+        let q = home.json(&["queue", "w", "--json"]);
+        let items = q["data"][0]["items"].as_array().cloned().unwrap_or_default();
+        let item = items.iter().find(|i| i["text"].as_str().is_some_and(|t| t.contains("<<X>>")));
+        item.and_then(|i| i["id"].as_str().map(String::from)).ok_or(q.to_string())
+    };
+    let id = eventually("the message queued for w", queued);
+    home.ok(&["channel", "remove", "ch", "w"]);
+    let item = eventually("the item withdrawn", || {
+        let item = home.item(&id);
+        if item["state"] == "dropped" { Ok(item) } else { Err(item.to_string()) }
+    });
+    let notes = item["evidence"].to_string();
+    assert!(notes.contains("withdrawn: w is no longer an agent member of #ch"), "{item:#}");
+    home.ok(&["resume", "w"]);
+    let after = home.send("w", "still meant for w <<Y>>");
+    assert_eq!(home.settled(&after)["state"], "delivered");
+    eventually("the later prompt in the log", || {
+        if logged(&log, "<<Y>>") == 1 { Ok(()) } else { Err(format!("{:#?}", prompts(&log))) }
+    });
+    assert_eq!(logged(&log, "<<X>>"), 0, "{:#?}", prompts(&log));
 }

@@ -182,6 +182,13 @@ impl Roster {
         self.members.iter().find(|m| m.name == name)
     }
 
+    /// The members that receive the channel's messages: its agent members (workers and
+    /// supervisors), in roster order. A message not yet delivered to anyone else — a member
+    /// removed, or made a person, since it was routed — is withdrawn.
+    pub fn receivers(&self) -> Vec<String> {
+        self.members.iter().filter(|m| m.role.is_agent()).map(|m| m.name.clone()).collect()
+    }
+
     /// Whether `name` may post: a member, or the operator.
     pub fn may_post(&self, name: &str) -> bool {
         name == OPERATOR || self.member(name).is_some()
