@@ -223,7 +223,7 @@ pub(super) fn read(args: ReadArgs) -> Result<i32> {
     // The operator reading the root view has seen the channel (the dashboard's unread counts).
     if thread.is_none()
         && std::env::var_os("DESK_SESSION").is_none_or(|s| s.is_empty())
-        && caller(&paths)?.is_none()
+        && matches!(caller(&paths), Ok(None))
         && let Some(id) = newest
     {
         mark_seen_by_operator(&store, &name, &id)?;
