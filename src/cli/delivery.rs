@@ -55,8 +55,11 @@ fn ask(paths: &Paths, req: &Request, timeout: Duration) -> Result<Response> {
 
 /// The daemon's refusal as a failure of the right kind.
 fn refusal(resp: Response) -> anyhow::Error {
+    let refused = resp.refused();
     let message = resp.error.unwrap_or_else(|| "failed".into());
-    let kind = if message.starts_with("no item ") || message.ends_with(" was not found") {
+    let kind = if !refused {
+        ErrorCode::NotDelivered
+    } else if message.starts_with("no item ") || message.ends_with(" was not found") {
         ErrorCode::NoSuchItem
     } else if message.ends_with("is not an item id") {
         ErrorCode::Usage
@@ -712,7 +715,7 @@ fn next_step(item: &Item) -> String {
             item.session
         ),
         _ => format!(
-            "check the agent (desk peek {}): if it did not get the prompt, desk force {id} pastes it again; otherwise desk drop {id}",
+            "check the agent (desk peek {}): if it did not get the prompt, desk force {id} presses Enter on it when it sits unsent in the input box, or pastes it again; otherwise desk drop {id}",
             item.session
         ),
     }
@@ -721,7 +724,9 @@ fn next_step(item: &Item) -> String {
 /// `force`, `drop`, `pause`, `resume`: one request, its answer printed; `kind` names the JSON.
 pub(super) fn command(kind: &str, req: Request, json: bool) -> Result<i32> {
     let paths = paths()?;
-    let timeout = if matches!(req, Request::Force { .. }) { FORCE_TIMEOUT } else { REQUEST_TIMEOUT };
+    // A drop may erase desk's own prompt from the input box and look again: up to 45 s.
+    let timeout =
+        if matches!(req, Request::Force { .. } | Request::Drop { .. }) { FORCE_TIMEOUT } else { REQUEST_TIMEOUT };
     let (key, target) = match &req {
         Request::Pause { session, .. } | Request::Resume { session } => ("session", session.clone()),
         Request::Force { id, .. } | Request::Drop { id } => ("id", id.clone()),

@@ -40,8 +40,11 @@ pub enum ErrorCode {
     NotRunning,
     /// `desk serve` is not running or did not answer (exit 1).
     DaemonUnavailable,
-    /// The daemon refused the request (exit 1).
+    /// The daemon refused the request: nothing was done (exit 1).
     Refused,
+    /// A force typed (pasted again, pressed Enter) and the item is still not delivered; the
+    /// message says what it did and how it ended (exit 1).
+    NotDelivered,
     /// Anything else that went wrong (exit 1).
     Failed,
 }
@@ -61,6 +64,7 @@ impl ErrorCode {
             ErrorCode::NotRunning => "not-running",
             ErrorCode::DaemonUnavailable => "daemon-unavailable",
             ErrorCode::Refused => "refused",
+            ErrorCode::NotDelivered => "not-delivered",
             ErrorCode::Failed => "failed",
         }
     }
@@ -73,6 +77,7 @@ impl ErrorCode {
             ErrorCode::AlreadyExists | ErrorCode::BadConfig | ErrorCode::NoSuchChannel | ErrorCode::NotAMember => 2,
             ErrorCode::WrongAuthor => 2,
             ErrorCode::NotRunning | ErrorCode::DaemonUnavailable | ErrorCode::Refused | ErrorCode::Failed => 1,
+            ErrorCode::NotDelivered => 1,
         }
     }
 
@@ -82,7 +87,7 @@ impl ErrorCode {
     }
 
     /// Every code, for the contract test and the docs.
-    pub const ALL: [ErrorCode; 13] = [
+    pub const ALL: [ErrorCode; 14] = [
         ErrorCode::Usage,
         ErrorCode::NoSuchSession,
         ErrorCode::NoSuchItem,
@@ -95,6 +100,7 @@ impl ErrorCode {
         ErrorCode::NotRunning,
         ErrorCode::DaemonUnavailable,
         ErrorCode::Refused,
+        ErrorCode::NotDelivered,
         ErrorCode::Failed,
     ];
 }

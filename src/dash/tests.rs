@@ -933,3 +933,15 @@ fn the_header_names_a_stalled_channel() {
     let (x, y) = find(buf, "#ops stalled").expect("the stall");
     assert_eq!(buf[(x, y)].fg, Color::Red);
 }
+
+#[test]
+fn a_force_that_pasted_again_is_not_shown_as_a_refusal() {
+    use crate::wire::control::Response;
+    let typed = "pasted again; still not seen in the input area: the item stays stuck (paste-missing)";
+    assert_eq!(super::outcome_line(Ok(Response::not_delivered(typed))), typed);
+    assert_eq!(super::outcome_line(Ok(Response::err("no pending item x"))), "refused: no pending item x");
+    assert_eq!(
+        super::outcome_line(Ok(Response::ok("pressed Enter; delivered", serde_json::Value::Null))),
+        "pressed Enter; delivered"
+    );
+}
