@@ -548,7 +548,8 @@ pub(super) fn queue(session: Option<SessionName>, json: bool) -> Result<i32> {
         return Err(refusal(resp));
     }
     if json {
-        let notes: Vec<String> = if offline { vec![DAEMON_DOWN.to_string()] } else { vec![] };
+        let mut notes: Vec<String> = if offline { vec![DAEMON_DOWN.to_string()] } else { vec![] };
+        notes.extend(super::channel::stall_lines(&paths));
         output::print_ok("queues", &resp.data, &notes)?;
         return Ok(0);
     }
@@ -589,8 +590,9 @@ pub(super) fn queue(session: Option<SessionName>, json: bool) -> Result<i32> {
     Ok(0)
 }
 
-/// Prompts the daemon has not queued: intake files still waiting (a full disk, or no daemon)
-/// and records set aside because they cannot be parsed. Returns whether there were any.
+/// Prompts the daemon has not queued: intake files still waiting (a full disk, or no daemon),
+/// records set aside because they cannot be parsed, and channels whose messages stopped
+/// becoming prompts (`crate::channel::stall`). Returns whether there were any.
 fn print_not_queued(paths: &Paths) -> Result<bool> {
     let store = Store::open(&paths.state)?;
     let waiting = store.pending_intake()?;
@@ -616,7 +618,14 @@ fn print_not_queued(paths: &Paths) -> Result<bool> {
             println!("  {}  {}", p.path.display(), p.error);
         }
     }
-    Ok(!waiting.is_empty() || !set_aside.is_empty())
+    let stalled = super::channel::stall_lines(paths);
+    if !stalled.is_empty() {
+        println!("channels  [stalled: their messages are stored but not turned into prompts]");
+        for line in &stalled {
+            println!("  {line}");
+        }
+    }
+    Ok(!waiting.is_empty() || !set_aside.is_empty() || !stalled.is_empty())
 }
 
 /// The item an operator means by `text`: a whole id, or any unique prefix of one (like a git

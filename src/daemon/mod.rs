@@ -724,8 +724,11 @@ impl Daemon {
             self.checkin_channels.insert(name.clone());
         }
         let (pass, result) = crate::channel::ingest::ingest_channel(&self.channels, &self.store, name, now_ms());
-        for p in &pass.problems {
+        for p in pass.problems.iter().chain(&pass.damage) {
             warn!(channel = %name, "{p}");
+        }
+        for r in &pass.resynced {
+            warn!(channel = %name, "{r}: re-synchronised: every record of the file was checked against the ingest ledger");
         }
         for mention in &pass.notify {
             let people = mention.people.join(", @");
@@ -743,6 +746,11 @@ impl Daemon {
         for item in pass.items {
             info!(item = %item.id, session = %item.session, channel = %name, "queued from the channel");
             self.feed(Input::Ingested(item));
+        }
+        // A member removed (a pass follows every change of the members file) does not get the
+        // channel's messages still queued for it.
+        if let Ok(Some(roster)) = self.channels.roster(name) {
+            self.feed(Input::ChannelMembers { channel: name.to_string(), receivers: roster.receivers() });
         }
         match result {
             Ok(()) => true,

@@ -383,6 +383,7 @@ impl Engine {
             }
             Input::Timer(key) => self.on_timer(key, &mut out),
             Input::Command { client, command } => self.on_command(client, command, &mut out),
+            Input::ChannelMembers { channel, receivers } => self.on_channel_members(&channel, &receivers, &mut out),
         }
         actions
     }
@@ -1863,6 +1864,26 @@ impl Engine {
             Launch { ids: group, mode: Mode::Recover, reply_to: None, over_draft: false },
             out,
         );
+    }
+
+    // ----- channels -----
+
+    /// Withdraw the queued items of `channel` whose session no longer receives its messages.
+    fn on_channel_members(&mut self, channel: &str, receivers: &[String], out: &mut Out<'_>) {
+        let mut gone: Vec<(ItemId, String)> = self
+            .items
+            .values()
+            .filter(|i| i.state == State::Queued && i.channel.as_deref() == Some(channel))
+            .filter(|i| !receivers.contains(&i.session))
+            .filter(|i| !self.flight(&i.session).is_some_and(|f| f.items.contains(&i.id)))
+            .map(|i| (i.id.clone(), i.session.clone()))
+            .collect();
+        gone.sort();
+        for (id, session) in gone {
+            let why = format!("withdrawn: {session} is no longer an agent member of #{channel}");
+            self.transition(&id, State::Dropped, "withdrawn", why, out);
+            self.pump(&session, out);
+        }
     }
 
     // ----- operator commands -----

@@ -209,6 +209,11 @@ pub struct Item {
     /// line went in on its own. Absent for a prompt that went in whole.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submissions: Option<u32>,
+    /// The channel whose message (or onboarding) this item carries: channel ingest's items
+    /// only. While queued, it is withdrawn if its session stops being an agent member of the
+    /// channel ([`Input::ChannelMembers`](crate::delivery::engine::Input::ChannelMembers)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<String>,
 }
 
 impl Item {
@@ -237,6 +242,7 @@ impl Item {
             hook_owed: None,
             queued_by_agent: false,
             submissions: None,
+            channel: None,
             state_since_ms: now_ms,
         };
         item.note(now_ms, "queued", "accepted");

@@ -146,6 +146,14 @@ pub enum Input {
         client: u64,
         command: Command,
     },
+    /// The sessions that receive channel `channel`'s messages now (its agent members, after an
+    /// ingest pass read its roster): a queued item of that channel for any other session is
+    /// withdrawn (dropped, saying why) — a member removed before its prompt went out does not
+    /// get it. An item being delivered, or stuck, is left as it is.
+    ChannelMembers {
+        channel: String,
+        receivers: Vec<String>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -613,6 +613,47 @@ fn drop_removes_a_queued_item_for_good() {
     assert!(w.agent.submitted.is_empty());
 }
 
+/// Issue 18's finding 7: a member removed from a channel after its message was routed to it
+/// does not get it. Its queued items of that channel are withdrawn; its other items, other
+/// channels' items and items for members still there are left alone.
+#[test]
+fn a_queued_channel_item_is_withdrawn_when_its_session_leaves_the_channel() {
+    let mut w = World::new();
+    let channel_item = |w: &mut World, text: &str, channel: &str| {
+        let (_, ms) = w.now();
+        let mut item = Item::new(ItemId::sequential(ms), "s".into(), Some(1), text.into(), When::Now, "c".into(), ms);
+        item.channel = Some(channel.into());
+        let id = item.id.clone();
+        w.disk.insert(id.clone(), item.clone());
+        w.feed(Input::Ingested(item));
+        id
+    };
+    let ops = channel_item(&mut w, "from #ops", "ops");
+    let dev = channel_item(&mut w, "from #dev", "dev");
+    let plain = w.item("a prompt of its own");
+    // Still a member: nothing changes.
+    w.feed(Input::ChannelMembers { channel: "ops".into(), receivers: vec!["s".into(), "t".into()] });
+    assert_eq!(w.state_of(&ops), State::Queued);
+    // Removed from #ops.
+    w.feed(Input::ChannelMembers { channel: "ops".into(), receivers: vec!["t".into()] });
+    assert_eq!(w.state_of(&ops), State::Dropped);
+    let note = w.disk[&ops].evidence.last().unwrap().clone();
+    assert_eq!(
+        (note.kind.as_str(), note.detail.as_str()),
+        ("withdrawn", "withdrawn: s is no longer an agent member of #ops")
+    );
+    assert_eq!((w.state_of(&dev), w.state_of(&plain)), (State::Queued, State::Queued));
+    let view = w.view();
+    w.feed(Input::Session(view));
+    w.settle(20_000);
+    assert_eq!(w.agent.submitted.iter().filter(|p| p.contains("from #ops")).count(), 0);
+    assert!(w.agent.submitted.iter().any(|p| p.contains("from #dev")), "{:?}", w.agent.submitted);
+    assert!(w.agent.submitted.iter().any(|p| p.contains("a prompt of its own")), "{:?}", w.agent.submitted);
+    // A delivered item is not touched by a later removal.
+    w.feed(Input::ChannelMembers { channel: "dev".into(), receivers: vec![] });
+    assert_eq!(w.state_of(&dev), State::Delivered);
+}
+
 #[test]
 fn a_session_that_restarts_gets_queued_items_retargeted_and_in_flight_ones_interrupted() {
     let mut w = World::new();
