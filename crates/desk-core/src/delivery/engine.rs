@@ -1689,6 +1689,15 @@ impl Engine {
                 item.note(out.now_ms, "baseline", note.clone());
             }
         }
+        // On record before the bytes go out: after a crash, an item whose paste is not on
+        // record was never typed, and a hook can settle an item only if its paste is (a hook
+        // for the same text from before it is an earlier prompt's). Recorded when the master
+        // acknowledged the paste instead, a crash between the write and that acknowledgement
+        // left a typed prompt looking untyped.
+        let detail = format!("{} bytes written to the session", flight.text.len());
+        for id in &flight.items {
+            self.transition(id, State::Sending, "pasted", detail.clone(), out);
+        }
         // Its echo, from now on, is the prompt's, not the agent's (a prompt may quote a dialog).
         self.session(session).typed.push_text(&flight.text);
         let (session, generation) = (session.to_string(), flight.generation);
@@ -1764,7 +1773,7 @@ impl Engine {
                 );
                 self.stick_flight(session, StuckClass::Interrupted, detail, out);
             }
-            (Phase::Pasting, Ok(())) => self.paste_accepted(session, &flight, settings, out),
+            (Phase::Pasting, Ok(())) => self.paste_accepted(session, settings, out),
             (Phase::Pasting, Err(WriteError::Refused(e))) => {
                 // The master refuses an INPUT frame whole: nothing was typed. Queue it again
                 // and back off.
@@ -1791,18 +1800,13 @@ impl Engine {
         }
     }
 
-    /// The master took the paste: it is on record, and the echo window starts.
-    fn paste_accepted(&mut self, session: &str, flight: &Flight, settings: &DeliverySettings, out: &mut Out<'_>) {
+    /// The master took the paste (on record since before it was written): the echo window
+    /// starts.
+    fn paste_accepted(&mut self, session: &str, settings: &DeliverySettings, out: &mut Out<'_>) {
         if let Some(f) = self.flight_mut(session) {
             f.phase = Phase::Echo;
             f.waiting = None;
             f.pasted_ms = Some(out.now_ms);
-        }
-        // On record before anything else happens: a hook may settle this item after a restart
-        // only if its own paste is in its evidence.
-        let detail = format!("{} bytes accepted by the session", flight.text.len());
-        for id in &flight.items {
-            self.transition(id, State::Sending, "pasted", detail.clone(), out);
         }
         self.arm(session, TimerKind::Deadline, out.now + settings.echo_timeout, out);
         self.arm(session, TimerKind::Poll, out.now + settings.poll.min(Duration::from_millis(10)), out);
@@ -2330,10 +2334,12 @@ fn prompt_text(items: &[&Item]) -> String {
     }
 }
 
-/// When the item's text was last typed into the session (its latest `pasted` note), if that is
-/// on record.
+/// When the item's text was last typed into the session (the `pasted` note of its latest
+/// attempt, recorded just before the bytes went out), if that is on record: a later claim whose
+/// paste is not on record, or a refusal of the paste, means it was not typed since.
 fn typed_at(item: &Item) -> Option<u64> {
-    item.evidence.iter().rev().find(|n| n.kind == "pasted").map(|n| n.at_ms)
+    let last = item.evidence.iter().rev().find(|n| matches!(n.kind.as_str(), "pasted" | "claimed" | "refused"))?;
+    (last.kind == "pasted").then_some(last.at_ms)
 }
 
 /// The start of a text, for a message: at most 40 characters.

@@ -1850,3 +1850,47 @@ fn a_digest_found_claimed_is_settled_by_its_hook_even_without_its_paste_on_recor
     restart_with_journal(&mut w, vec![past(at, 1, PastEvent::Hook { event: "UserPromptSubmit".into(), prompt })]);
     assert_eq!((w.state_of(&a.id), w.state_of(&b.id)), (State::Delivered, State::Delivered));
 }
+
+#[test]
+fn a_paste_is_on_record_before_it_is_written_so_a_crash_before_its_acknowledgement_loses_no_evidence() {
+    let mut w = started();
+    let (now, ms) = w.now();
+    let item =
+        Item::new(ItemId::sequential(ms), "s".into(), Some(1), "written, then cut".into(), When::Now, "t".into(), ms);
+    let id = item.id.clone();
+    w.disk.insert(id.clone(), item.clone());
+    let actions = w.engine.handle(Input::Ingested(item), now, ms);
+    let token = actions
+        .iter()
+        .find_map(|a| match a {
+            Action::Snapshot { token, .. } => Some(*token),
+            _ => None,
+        })
+        .expect("a look at the screen");
+    let actions = w.engine.handle(Input::Snapshot { token, result: Ok(w.agent.screen()) }, now, ms);
+    // The daemon carries out the batch: the records, then the paste; it dies before it reads the
+    // master's acknowledgement.
+    for action in actions {
+        match action {
+            Action::Persist { item, .. } => {
+                w.disk.insert(item.id.clone(), item);
+            }
+            Action::Write { bytes, .. } => w.agent.write(&bytes),
+            _ => {}
+        }
+    }
+    assert!(typed_at(&w.disk[&id]).is_some(), "{:?}", w.disk[&id].evidence);
+    // The agent took it (someone pressed Enter) and redraws slowly: the look after the restart
+    // sees nothing, so nothing settles it yet.
+    w.agent.write(b"\r");
+    w.agent.deaf = true;
+    w.agent.transcript.clear();
+    w.restart();
+    w.settle(10_000);
+    assert_eq!(w.state_of(&id), State::Stuck, "{:?}", w.disk[&id].evidence);
+    // Its hook settles it: the paste was on record.
+    let hook = user_prompt_hook(&w, "written, then cut");
+    w.feed(hook);
+    assert_eq!(w.state_of(&id), State::Delivered, "{:?}", w.disk[&id].evidence);
+    assert_eq!(w.agent.submitted, vec!["written, then cut"]);
+}
