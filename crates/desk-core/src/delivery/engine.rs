@@ -453,14 +453,23 @@ impl Engine {
                 sibling.id,
                 sibling.state.as_str()
             );
+            if let Some(item) = self.items.get_mut(&id) {
+                item.hook_owed = sibling.hook_owed.clone();
+            }
             match (sibling.state, sibling.stuck) {
                 (State::Stuck, Some(class)) => self.stick(&id, class, why, out),
                 _ => {
                     if let Some(item) = self.items.get_mut(&id) {
-                        item.hook_owed = sibling.hook_owed.clone();
                         item.queued_by_agent = sibling.queued_by_agent;
                     }
                     self.transition(&id, State::Delivered, "delivered", why, out);
+                    // Its hook is owed with its sibling's: the one hook pays both.
+                    if let Some(Action::Persist { item, .. }) = out.actions.last()
+                        && item.hook_owed.is_some()
+                    {
+                        let item = item.clone();
+                        self.owe(item);
+                    }
                 }
             }
         }

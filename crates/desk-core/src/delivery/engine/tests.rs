@@ -1894,3 +1894,34 @@ fn a_paste_is_on_record_before_it_is_written_so_a_crash_before_its_acknowledgeme
     assert_eq!(w.state_of(&id), State::Delivered, "{:?}", w.disk[&id].evidence);
     assert_eq!(w.agent.submitted, vec!["written, then cut"]);
 }
+
+#[test]
+fn a_digest_item_that_takes_its_sibling_s_outcome_is_paid_by_the_digest_s_hook_too() {
+    let mut w = started();
+    let (_, ms) = w.now();
+    let mk =
+        |text: &str| Item::new(ItemId::sequential(ms), "s".into(), Some(1), text.into(), When::Now, "t".into(), ms);
+    let (mut a, mut b) = (mk("first of a queued digest"), mk("second of a queued digest"));
+    let text = prompt_text(&[&a, &b]);
+    let digest = crate::state::hooks::PromptSig::of(&text).digest;
+    // Delivered into the agent's own queue; a crash between the two records left b sending.
+    a.state = State::Delivered;
+    a.digest_with = vec![b.id.clone()];
+    a.hook_owed = Some(digest);
+    a.queued_by_agent = true;
+    a.note(ms, "pasted", "written");
+    b.state = State::Sending;
+    b.digest_with = vec![a.id.clone()];
+    b.note(ms, "pasted", "written");
+    w.disk.insert(a.id.clone(), a.clone());
+    w.disk.insert(b.id.clone(), b.clone());
+    w.restart();
+    assert_eq!(w.state_of(&b.id), State::Delivered);
+    // The agent takes the digest and reports it: both are paid.
+    w.feed(user_prompt_hook(&w, &text));
+    assert!(!w.disk[&a.id].queued_by_agent && !w.disk[&b.id].queued_by_agent, "{:?}", w.disk[&b.id]);
+    // The agent ends later, after another restart: neither is taken back.
+    w.restart();
+    w.feed(Input::SessionDown { session: "s".into(), generation: Some(1) });
+    assert_eq!((w.state_of(&a.id), w.state_of(&b.id)), (State::Delivered, State::Delivered));
+}
