@@ -42,7 +42,8 @@ pub(crate) enum Outcome {
     Duplicated,
     /// Submitted by another session's agent.
     WrongSession,
-    /// Still queued or sending after everything settled.
+    /// Still queued or sending: a failure once everything has settled and every stuck item was
+    /// forced (before that, a queue may wait for the force of a stuck item's unsent paste).
     Open,
 }
 
@@ -69,7 +70,7 @@ impl Outcome {
             Outcome::Lost => "LOST",
             Outcome::Duplicated => "DUPLICATED",
             Outcome::WrongSession => "WRONG SESSION",
-            Outcome::Open => "LEFT OPEN",
+            Outcome::Open => "STILL QUEUED OR SENDING",
         }
     }
 }
