@@ -5,5 +5,6 @@ mod fidelity;
 mod oracle;
 mod props;
 mod streams;
+mod tmux;
 mod tmux_resize;
 mod vocabulary;
