@@ -7,4 +7,5 @@ mod props;
 mod streams;
 mod tmux;
 mod tmux_resize;
+mod tmux_sequences;
 mod vocabulary;
