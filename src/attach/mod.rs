@@ -67,7 +67,7 @@ fn write_history(files: &crate::paths::SessionPaths, lines: u32) -> Result<()> {
     };
     let mut conn = crate::wire::client::Connection::open(stream, Role::Query, 0, 0)
         .context("cannot ask the session for its history")?;
-    conn.send(&Frame::SnapshotRequest { history: Some(lines) }).context("cannot ask the session for its history")?;
+    conn.send(&Frame::SnapshotRequest { history: Some(crate::wire::HistoryRequest::Newest(lines)) }).context("cannot ask the session for its history")?;
     let history = loop {
         match conn.recv().context("cannot read the session's history")? {
             Frame::Snapshot(s) => break s.history.unwrap_or_default(),

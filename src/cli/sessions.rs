@@ -855,7 +855,8 @@ pub(super) fn peek(name: &SessionName, json: bool, history: Option<u32>) -> Resu
             None => return Err(fail(ErrorCode::NoSuchSession, format!("no session named {name}"))),
         },
     };
-    conn.send(&Frame::SnapshotRequest { history }).map_err(|e| ended(&paths, name, e))?;
+    conn.send(&Frame::SnapshotRequest { history: history.map(crate::wire::HistoryRequest::Newest) })
+        .map_err(|e| ended(&paths, name, e))?;
     let snapshot = loop {
         match conn.recv().map_err(|e| ended(&paths, name, e))? {
             Frame::Snapshot(s) => break *s,

@@ -674,7 +674,9 @@ fn read_preview(socket: &std::path::Path, id: u64, cols: u16, rows: u16, tx: Sen
                 // preview's own model begins to keep lines.
                 if !asked_history {
                     asked_history = true;
-                    if let Err(e) = conn.send(&Frame::SnapshotRequest { history: Some(PREVIEW_HISTORY_LINES) }) {
+                    if let Err(e) = conn.send(&Frame::SnapshotRequest {
+                        history: Some(crate::wire::HistoryRequest::Newest(PREVIEW_HISTORY_LINES)),
+                    }) {
                         return ended(format!("{e:#}"));
                     }
                 }

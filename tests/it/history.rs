@@ -2,7 +2,8 @@
 //! record's history tail, `desk attach --history`, and the resize that keeps the newest rows.
 
 use crate::harness::PtyCommand;
-use crate::support::{DESK, Home, eventually};
+use crate::support::{DESK, Home, eventually, wide_line, wide_session};
+use desk::wire::{Frame, HistoryRequest, Role};
 use std::process::Command;
 
 fn lines(out: &str) -> Vec<&str> {
@@ -144,6 +145,27 @@ fn attach_history_reaches_the_outer_terminals_scrollback() {
     if let Err(panic) = result {
         std::panic::resume_unwind(panic);
     }
+}
+
+/// A client that does not page (the 4-byte SNAPSHOT_REQUEST, as desk before paging sent it)
+/// still gets the newest lines that fit in one frame, now numbered.
+#[test]
+fn a_client_that_does_not_page_still_gets_the_newest_lines_that_fit_in_a_frame() {
+    let home = Home::new();
+    wide_session(&home, "old", 3_000);
+    let mut wire = home.connect("old", Role::Query, 0, 0);
+    wire.send(&Frame::SnapshotRequest { history: Some(HistoryRequest::Newest(5_000)) });
+    let Frame::Snapshot(reply) = wire.recv_until("the snapshot", |f| matches!(f, Frame::Snapshot(_))) else {
+        unreachable!()
+    };
+    let size = Frame::Snapshot(reply.clone()).to_bytes().len();
+    assert!(size <= desk::wire::HEADER_LEN + desk::wire::MAX_PAYLOAD && size > desk::wire::MAX_PAYLOAD / 2);
+    let history = reply.history.as_ref().expect("history");
+    assert!(history.len() < 3_000 - 19, "a frame cannot hold them all: {}", history.len());
+    assert_eq!(history.last().map(|r| r.text.clone()), Some(wide_line(3_000 - 20).0), "the newest come last");
+    let (start, end) = (reply.history_start.expect("start"), reply.history_end.expect("end"));
+    assert_eq!(end - start, history.len() as u64);
+    assert_eq!(reply.history_first, Some(end - (3_000 - 19)));
 }
 
 /// A history larger than one frame: the SNAPSHOT carries the newest lines that fit, and peek
