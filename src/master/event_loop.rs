@@ -1385,6 +1385,7 @@ mod tests {
             provider: "shell".into(),
             pid: child_pid,
             master_pid: std::process::id(),
+            master_start: None,
             command: vec!["sleep".into()],
             cwd: "/".into(),
             cols: 80,

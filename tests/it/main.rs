@@ -24,5 +24,6 @@ mod screen;
 mod sessions;
 mod state;
 mod support;
+mod unsent;
 mod views;
 mod wire_clients;
