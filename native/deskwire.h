@@ -224,6 +224,12 @@ typedef struct dw_snapshot {
     /* history_start, history_first, history_end: each present when has_* is 1 */
     int has_history_start, has_history_first, has_history_end;
     uint64_t history_start, history_first, history_end;
+    /* `foreground` (who has the terminal), when present: */
+    int has_foreground;
+    uint32_t fg_pgid;
+    dw_str fg_program;
+    int fg_own;
+    int fg_reading; /* -1: null (not known), 0: false, 1: true */
 } dw_snapshot;
 
 /* One frame. Byte payloads (INPUT, OUTPUT, KEYFRAME data, ERROR message) point into the

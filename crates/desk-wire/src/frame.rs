@@ -271,11 +271,33 @@ pub struct SnapshotReply {
     /// With `history`: one past the number of the newest line the session holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history_end: Option<u64>,
+    /// Who has the terminal: the foreground process group, when the master could tell; left
+    /// out otherwise (and by masters older than this key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub foreground: Option<Foreground>,
+}
+
+/// Who has a session's terminal: its foreground process group, the one the kernel gives what
+/// is typed to (`tcgetpgrp`). Keys in this order in the canonical encoding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Foreground {
+    /// The foreground process group's id.
+    pub pgid: u32,
+    /// The program its leader runs (`/proc/PGID/comm`: `bash`, `sleep`); empty when unknown.
+    pub program: String,
+    /// The group is the session's program's own: the program itself has the terminal, not a
+    /// job it started (a shell running `sleep` in the foreground has handed it over).
+    pub own: bool,
+    /// In canonical mode, whether a process of the group waits in `read(2)` on the terminal
+    /// (a line typed now is read at once); null when that is not known (raw mode, or the
+    /// kernel does not say).
+    #[serde(default)]
+    pub reading: Option<bool>,
 }
 
 impl SnapshotReply {
     /// The reply carrying `screen` and nothing else yet: generation 0, no input, not canonical,
-    /// no state, no history.
+    /// no state, no history, no foreground.
     pub fn of_screen(screen: desk_term::screen::Snapshot) -> SnapshotReply {
         SnapshotReply {
             screen,
@@ -287,6 +309,7 @@ impl SnapshotReply {
             history_start: None,
             history_first: None,
             history_end: None,
+            foreground: None,
         }
     }
 }

@@ -33,7 +33,8 @@ mod vectors;
 
 pub use codec::{FrameDecoder, decode_frame, decode_header, output_header};
 pub use frame::{
-    DecodeError, ErrorCode, ExitStatus, Frame, FrameType, Header, HistoryRequest, Role, SessionInfo, SnapshotReply,
+    DecodeError, ErrorCode, ExitStatus, Foreground, Frame, FrameType, Header, HistoryRequest, Role, SessionInfo,
+    SnapshotReply,
 };
 #[doc(hidden)]
 pub use fuzz::fuzz_check;

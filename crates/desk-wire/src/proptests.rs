@@ -142,6 +142,14 @@ fn json_value() -> impl Strategy<Value = serde_json::Value> {
     })
 }
 
+/// A SNAPSHOT's `foreground`, or none.
+fn foreground() -> impl Strategy<Value = Option<crate::Foreground>> {
+    proptest::option::of(
+        (any::<u32>(), text(), any::<bool>(), proptest::option::of(any::<bool>()))
+            .prop_map(|(pgid, program, own, reading)| crate::Foreground { pgid, program, own, reading }),
+    )
+}
+
 /// Every frame `decode` can produce, and nothing it refuses.
 pub(super) fn frame() -> impl Strategy<Value = Frame> {
     prop_oneof![
@@ -158,21 +166,39 @@ pub(super) fn frame() -> impl Strategy<Value = Frame> {
             (any::<u32>(), any::<u64>()).prop_map(|(lines, from)| crate::HistoryRequest::Page { lines, from }),
         ])
         .prop_map(|history| Frame::SnapshotRequest { history }),
-        (snapshot(), any::<u32>(), proptest::option::of(any::<u64>()), any::<bool>(), history(), numbers()).prop_map(
-            |(screen, generation, last_input_ms, canonical, history, (history_start, history_first, history_end))| {
-                Frame::Snapshot(Box::new(crate::SnapshotReply {
+        (
+            snapshot(),
+            any::<u32>(),
+            proptest::option::of(any::<u64>()),
+            any::<bool>(),
+            history(),
+            numbers(),
+            foreground()
+        )
+            .prop_map(
+                |(
                     screen,
                     generation,
                     last_input_ms,
                     canonical,
-                    state: None,
                     history,
-                    history_start,
-                    history_first,
-                    history_end,
-                }))
-            }
-        ),
+                    (history_start, history_first, history_end),
+                    foreground,
+                )| {
+                    Frame::Snapshot(Box::new(crate::SnapshotReply {
+                        screen,
+                        generation,
+                        last_input_ms,
+                        canonical,
+                        state: None,
+                        history,
+                        history_start,
+                        history_first,
+                        history_end,
+                        foreground,
+                    }))
+                }
+            ),
         btree_map(text(), json_value(), 0..6).prop_map(|m| Frame::Hook(m.into_iter().collect())),
         btree_map(text(), json_value(), 0..6).prop_map(|m| Frame::Event(m.into_iter().collect())),
         Just(Frame::Detach),
