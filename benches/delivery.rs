@@ -24,13 +24,13 @@ fn desk(home: &Path, args: &[&str]) -> String {
 }
 
 fn item(home: &Path, id: &str) -> serde_json::Value {
-    let socket = desk::daemon::socket_path(&paths(home));
-    let req = desk::daemon::control::Request::Item { id: id.to_string() };
-    desk::daemon::control::request(&socket, &req, Duration::from_secs(5)).map(|r| r.data).unwrap_or_default()
+    let socket = desk_common::daemon_client::socket_path(&paths(home));
+    let req = desk_wire::control::Request::Item { id: id.to_string() };
+    desk_common::daemon_client::request(&socket, &req, Duration::from_secs(5)).map(|r| r.data).unwrap_or_default()
 }
 
-fn paths(home: &Path) -> desk::paths::Paths {
-    desk::paths::Paths { runtime: home.join("run"), state: home.join("state"), config: home.join("config") }
+fn paths(home: &Path) -> desk_common::paths::Paths {
+    desk_common::paths::Paths { runtime: home.join("run"), state: home.join("state"), config: home.join("config") }
 }
 
 fn wait(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {

@@ -24,7 +24,7 @@
 //! (default 50), `--only fanout|attach|idle|history|fleet`, `--idle-secs N` (default 10), `--sessions
 //! N,N,..` (fleet sizes, default 10,100,300), `--ls-runs N` (timed listings per size, default 20).
 
-use desk::pty::{Spawn, spawn};
+use desk_common::pty::{Spawn, spawn};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::os::fd::{AsFd, OwnedFd};

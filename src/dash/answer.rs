@@ -5,7 +5,7 @@
 //! dialog) above the panel. The panel says what the session waits for (the blocking rule's
 //! evidence) and offers the keys that answer dialogs: Enter, Esc, 1/2/3, y/n and the arrows.
 //! Choosing one hands it to the loop, which types it through the same library code as `desk keys`
-//! (`crate::keys`, journalled `via` `dash`). Invariants: nothing is typed but the one key chosen,
+//! (`desk_common::keys`, journalled `via` `dash`). Invariants: nothing is typed but the one key chosen,
 //! and only on a deliberate choice (Enter on the highlight, or the key's own character); opening
 //! and moving about the panel types nothing. No I/O and no clock.
 

@@ -13,12 +13,12 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use crate::events::{Axis, Event, EventBody};
-use crate::fleet::FleetEvent;
-use crate::session::ExitRecord;
-use crate::wire::{ExitStatus, Role, SessionInfo};
+use desk_common::fleet::FleetEvent;
+use desk_common::session::ExitRecord;
 use desk_wire::control::Request;
+use desk_wire::events::{Axis, Event, EventBody};
 use desk_wire::state::{Activity, Health, Lifecycle};
+use desk_wire::{ExitStatus, Role, SessionInfo};
 
 /// 500 lines: ten screens of the tallest events pane the dashboard draws, far more than an
 /// operator scrolls back through; older lines are in each session's journal (`desk events`).
@@ -429,7 +429,7 @@ pub struct Dash {
     preview_back_max: Option<usize>,
     preview_page: usize,
     /// Every channel at a glance: the header names those with unread messages.
-    pub channels: Vec<crate::channel::summary::Summary>,
+    pub channels: Vec<desk_daemon::channel::summary::Summary>,
 }
 
 impl Dash {
@@ -511,7 +511,7 @@ impl Dash {
                             row.title = title.clone();
                         }
                         let clean = exit.status == ExitStatus::Code(0);
-                        let text = crate::signals::describe_exit(exit.status);
+                        let text = desk_common::signals::describe_exit(exit.status);
                         row.link = Link::Exited(exit.clone());
                         self.log(exit.exited_at_ms, session, text, !clean);
                     }

@@ -8,13 +8,13 @@ use ratatui::style::Color;
 
 use super::model::{Action, Command, Dash, Grouping, ItemLine, Key, QueueCounts, Row, Urgency};
 use super::view::{self, Look, Preview};
-use crate::events::{Axis, Event, EventBody};
-use crate::fleet::FleetEvent;
-use crate::screen::Screen;
-use crate::session::ExitRecord;
-use crate::wire::{ExitStatus, SessionInfo};
+use desk_common::fleet::FleetEvent;
+use desk_common::session::ExitRecord;
 use desk_term::screen::HistoryRow;
+use desk_term::screen::Screen;
+use desk_wire::events::{Axis, Event, EventBody};
 use desk_wire::state::{Activity, AxisView, Evidence, Health, Lifecycle, StateView};
+use desk_wire::{ExitStatus, SessionInfo};
 
 /// A fixed "now" (2026-12-01 10:00:00 UTC), so ages in snapshots never move.
 const NOW: u64 = 1_796_119_200_000;
@@ -23,7 +23,7 @@ fn axis<T>(value: T, ago_s: u64) -> AxisView<T> {
     AxisView {
         value,
         since_ms: NOW - ago_s * 1000,
-        evidence: Evidence { source: crate::wire::state::EvidenceSource::Screen, detail: "test".into(), at_ms: NOW },
+        evidence: Evidence { source: desk_wire::state::EvidenceSource::Screen, detail: "test".into(), at_ms: NOW },
     }
 }
 
@@ -886,7 +886,7 @@ fn find(buf: &ratatui::buffer::Buffer, needle: &str) -> Option<(u16, u16)> {
 #[test]
 fn the_header_names_channels_with_unread_messages_and_their_human_mentions() {
     let mut dash = busy_fleet();
-    let summary = |name: &str, unread, unread_human| crate::channel::summary::Summary {
+    let summary = |name: &str, unread, unread_human| desk_daemon::channel::summary::Summary {
         name: name.into(),
         goal: String::new(),
         members: 3,
@@ -913,7 +913,7 @@ fn the_header_names_channels_with_unread_messages_and_their_human_mentions() {
 #[test]
 fn the_header_names_a_stalled_channel() {
     let mut dash = busy_fleet();
-    let stalled = crate::channel::summary::Summary {
+    let stalled = desk_daemon::channel::summary::Summary {
         name: "ops".into(),
         goal: String::new(),
         members: 2,
@@ -923,7 +923,7 @@ fn the_header_names_a_stalled_channel() {
         unread: 0,
         unread_human: 0,
         last_ms: Some(NOW),
-        stalled: Some(crate::channel::stall::Stall { since_ms: NOW, reasons: vec!["root.md is damaged".into()] }),
+        stalled: Some(desk_daemon::channel::stall::Stall { since_ms: NOW, reasons: vec!["root.md is damaged".into()] }),
     };
     dash.channels = vec![stalled];
     let term = draw(&dash, &Preview::None, 120, 30, Look { color: true });
@@ -936,7 +936,7 @@ fn the_header_names_a_stalled_channel() {
 
 #[test]
 fn a_force_that_pasted_again_is_not_shown_as_a_refusal() {
-    use crate::wire::control::Response;
+    use desk_wire::control::Response;
     let typed = "pasted again; still not seen in the input area: the item stays stuck (paste-missing)";
     assert_eq!(super::outcome_line(Ok(Response::not_delivered(typed))), typed);
     assert_eq!(super::outcome_line(Ok(Response::err("no pending item x"))), "refused: no pending item x");

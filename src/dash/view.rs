@@ -16,7 +16,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row as TableRow, Table, TableState, Widget};
 
 use super::model::{Dash, Grouping, Link, Row, Urgency, age};
-use crate::screen::Screen;
+use desk_term::screen::Screen;
 use desk_term::screen::{Attrs, Color as TermColor, HistoryRow, flag};
 use desk_wire::state::{Activity, Health};
 

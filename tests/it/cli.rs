@@ -4,7 +4,7 @@
 
 use crate::harness::PtyCommand;
 use crate::support::{DESK, Home, eventually, prompts};
-use desk::wire::{Frame, PROTOCOL_VERSION};
+use desk_wire::{Frame, PROTOCOL_VERSION};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use std::io::Write;

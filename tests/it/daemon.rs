@@ -244,7 +244,7 @@ struct FakeMaster {
 
 impl FakeMaster {
     fn start(socket: &Path, welcome_v2: bool) -> FakeMaster {
-        use desk::wire::{ErrorCode, Frame, FrameDecoder, Role};
+        use desk_wire::{ErrorCode, Frame, FrameDecoder, Role};
         use std::io::Read;
         use std::sync::atomic::Ordering;
         let listener = std::os::unix::net::UnixListener::bind(socket).expect("bind fake master");

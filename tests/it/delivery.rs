@@ -2,7 +2,7 @@
 //! agent's prompt log as the ground truth of what was actually submitted.
 
 use crate::support::{Home, Wire, eventually, prompts};
-use desk::wire::{Frame, Role};
+use desk_wire::{Frame, Role};
 
 fn state(item: &serde_json::Value) -> &str {
     item["state"].as_str().unwrap_or("?")

@@ -183,7 +183,7 @@ fn kill_ends_and_names_a_helper_in_its_own_process_group() {
     // until then it is a copy of the shell, and `desk kill` names it by what it runs then.
     let pid = home.session("leaky").and_then(|s| s["pid"].as_u64()).expect("the session's pid") as u32;
     eventually("the helper to run sleep 1001", || {
-        let members = desk::procfs::session_members(pid);
+        let members = desk_common::procfs::session_members(pid);
         if members.iter().any(|p| p.command == "sleep 1001") { Ok(()) } else { Err(format!("{members:?}")) }
     });
     let out = home.ok(&["kill", "leaky"]);
@@ -354,7 +354,7 @@ fn real_time_signals_can_be_sent_and_are_reported_by_name() {
 fn a_headless_session_gets_its_terminal_queries_answered_by_the_master() {
     let home = Home::new();
     // DA1, DA2 and DSR status, read back raw: `dd` would wait for ever if nobody answered.
-    let want = [desk::screen::DA1_REPLY, desk::screen::DA2_REPLY, b"\x1b[0n"].concat();
+    let want = [desk_term::screen::DA1_REPLY, desk_term::screen::DA2_REPLY, b"\x1b[0n"].concat();
     let script = format!(
         "stty raw -echo; printf '\\033[c\\033[>c\\033[5n'; dd bs=1 count={} 2>/dev/null | od -An -tx1 | tr -d ' \\n'; echo ' ANSWERED'; exec sleep 100000",
         want.len()
@@ -370,12 +370,12 @@ fn an_exited_session_is_listed_with_its_last_size_and_title() {
     let home = Home::new();
     home.new_sh("last", "printf '\\033]2;final words\\007'; read x; exit 4");
     home.wait_screen("last", "");
-    let mut wire = home.connect("last", desk::wire::Role::Controller, 90, 30);
+    let mut wire = home.connect("last", desk_wire::Role::Controller, 90, 30);
     eventually("the resize", || match home.session("last") {
         Some(s) if s["cols"] == 90 && s["title"] == "final words" => Ok(()),
         other => Err(format!("{other:?}")),
     });
-    wire.send(&desk::wire::Frame::Input(b"\n".to_vec()));
+    wire.send(&desk_wire::Frame::Input(b"\n".to_vec()));
     home.wait_exit("last");
     drop(wire);
     let s = home.session("last").unwrap();
@@ -438,8 +438,8 @@ fn a_listing_does_not_wake_an_idle_master_and_still_sees_its_changes() {
         if before == after { Ok(()) } else { Err(format!("{before} -> {after} context switches")) }
     });
     // What changes in the master reaches the listing.
-    let mut typist = home.connect("calm", desk::wire::Role::Controller, 120, 40);
-    typist.send(&desk::wire::Frame::Input(b"second\r".to_vec()));
+    let mut typist = home.connect("calm", desk_wire::Role::Controller, 120, 40);
+    typist.send(&desk_wire::Frame::Input(b"second\r".to_vec()));
     eventually("the new title in the listing", || match home.session("calm") {
         Some(s) if s["title"] == "second" => Ok(()),
         other => Err(format!("{other:?}")),

@@ -98,7 +98,7 @@ fn a_prompt_waits_while_bash_runs_a_job_and_runs_once_at_its_prompt() {
     assert_eq!(home.item(&id)["state"], "queued", "{hold}");
     assert!(!dir.path().join("count.txt").exists(), "nothing was typed: {hold}");
     std::fs::write(dir.path().join("go"), "").unwrap();
-    let go_ms = desk::clock::now_ms();
+    let go_ms = desk_common::clock::now_ms();
     let item = home.settled(&id);
     assert_eq!(item["state"], "delivered", "{item:#}");
     let claimed = item["evidence"].as_array().unwrap().iter().find(|n| n["kind"] == "claimed").unwrap();
@@ -145,7 +145,7 @@ fn a_draft_at_a_shell_prompt_holds_and_send_says_so_at_once() {
     eventually("the keys to be 2 s old", || {
         let t = terminal(&home, "d");
         let last = t["last_input_ms"].as_u64().unwrap_or(0);
-        if desk::clock::now_ms() > last + 2100 { Ok(()) } else { Err(format!("{last}")) }
+        if desk_common::clock::now_ms() > last + 2100 { Ok(()) } else { Err(format!("{last}")) }
     });
     let out = home.desk(&["send", "d", r#"echo "it's here" > sent.txt"#]);
     assert!(out.status.success());

@@ -2,7 +2,7 @@
 //! that the child does not read, peers that vanish.
 
 use crate::support::{Home, Wire, alive, eventually, rss_kib};
-use desk::wire::{ErrorCode, Frame, MAX_PAYLOAD, PROTOCOL_VERSION, Role};
+use desk_wire::{ErrorCode, Frame, MAX_PAYLOAD, PROTOCOL_VERSION, Role};
 use std::time::{Duration, Instant};
 
 fn expect_error(frames: &[Frame], code: ErrorCode) {
@@ -230,7 +230,7 @@ fn peer_probe_helper() {
         Err(e) => format!("PEER-RESULT connect-failed {e}"),
         Ok(stream) => {
             stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-            let mut wire = Wire { stream, decoder: desk::wire::FrameDecoder::new() };
+            let mut wire = Wire { stream, decoder: desk_wire::FrameDecoder::new() };
             // The master may refuse (and close) before HELLO is even written, so a broken pipe
             // here is an answer too; what it sent before closing is still readable.
             let hello = Frame::Hello {

@@ -14,14 +14,14 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::output::ErrorCode;
+use crate::failure::{ErrorCode, fail};
 
 /// 64 KiB: a configuration of a few lines; anything this large is not one.
 const MAX_CONFIG: usize = 64 * 1024;
 
 /// The checked configuration.
 #[derive(Debug, Default, Clone, PartialEq)]
-pub(crate) struct Config {
+pub struct Config {
     /// `[attach] detach_key`: `Some(None)` disables detaching by key.
     pub detach_key: Option<Option<u8>>,
     /// `[new] size`.
@@ -73,23 +73,23 @@ struct ProviderSection {
 }
 
 /// Where the file is.
-pub(crate) fn path(paths: &crate::paths::Paths) -> PathBuf {
+pub fn path(paths: &crate::paths::Paths) -> PathBuf {
     paths.config.join("config.toml")
 }
 
 /// The configuration in force: the file if there is one, else the defaults.
-pub(crate) fn load(paths: &crate::paths::Paths) -> anyhow::Result<Config> {
+pub fn load(paths: &crate::paths::Paths) -> anyhow::Result<Config> {
     let path = path(paths);
     let file = match std::fs::File::open(&path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
-        Err(e) => return Err(super::fail(ErrorCode::BadConfig, format!("cannot read {}: {e}", path.display()))),
+        Err(e) => return Err(fail(ErrorCode::BadConfig, format!("cannot read {}: {e}", path.display()))),
     };
     let bytes = crate::fsutil::read_bounded(file, MAX_CONFIG, &path.display().to_string())
-        .map_err(|e| super::fail(ErrorCode::BadConfig, e.to_string()))?;
+        .map_err(|e| fail(ErrorCode::BadConfig, e.to_string()))?;
     let text = String::from_utf8(bytes)
-        .map_err(|_| super::fail(ErrorCode::BadConfig, format!("{} is not UTF-8 text", path.display())))?;
-    parse(&text, &path).map_err(|why| super::fail(ErrorCode::BadConfig, why))
+        .map_err(|_| fail(ErrorCode::BadConfig, format!("{} is not UTF-8 text", path.display())))?;
+    parse(&text, &path).map_err(|why| fail(ErrorCode::BadConfig, why))
 }
 
 /// Parse and check `text` (read from `path`, named in errors).
@@ -106,11 +106,11 @@ fn parse(text: &str, path: &Path) -> Result<Config, String> {
         format!("{}: {line}key `{section}.{key}`: {why}", path.display())
     };
     let detach_key = match file.attach.detach_key {
-        Some(spec) => Some(crate::attach::parse_detach_key(&spec).map_err(|why| bad("attach", "detach_key", why))?),
+        Some(spec) => Some(crate::syntax::parse_detach_key(&spec).map_err(|why| bad("attach", "detach_key", why))?),
         None => None,
     };
     let size = match file.new.size {
-        Some(spec) => Some(crate::master::args::parse_size(&spec).map_err(|why| bad("new", "size", why))?),
+        Some(spec) => Some(crate::syntax::parse_size(&spec).map_err(|why| bad("new", "size", why))?),
         None => None,
     };
     let mut provider_args = BTreeMap::new();

@@ -23,10 +23,10 @@ use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd};
 use std::time::{Duration, Instant};
 
-use crate::events::Event;
 use crate::paths::{Paths, SessionName};
 use crate::session::{self, ExitRecord};
-use crate::wire::{Frame, FrameDecoder, PROTOCOL_VERSION, Role, SessionInfo};
+use desk_wire::events::Event;
+use desk_wire::{Frame, FrameDecoder, PROTOCOL_VERSION, Role, SessionInfo};
 
 const INOTIFY: Token = Token(0);
 const FIRST_MASTER: usize = 1;

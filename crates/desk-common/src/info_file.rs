@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Duration;
 
-use crate::wire::SessionInfo;
+use desk_wire::SessionInfo;
 
 /// 100 ms: how late a change that output made (a title, a state read from the screen) may
 /// reach the record while output flows. The master compares its info with the record at most

@@ -214,7 +214,7 @@ pub fn remove(dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::EventBody;
+    use desk_wire::events::EventBody;
 
     fn event(seq: u64, title: &str) -> Event {
         Event { seq, ts_ms: seq * 10, generation: 1, body: EventBody::Title { title: title.into() } }

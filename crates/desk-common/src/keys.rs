@@ -12,11 +12,11 @@
 
 use std::fmt;
 
+use crate::master_client::Connection;
 use crate::paths::{Paths, SessionName};
 use crate::session::{self, Probe};
-use crate::wire::client::Connection;
-use crate::wire::operator::{ClientEvent, MAX_KEYS, MAX_KEYS_BYTES};
-use crate::wire::{Frame, Role};
+use desk_wire::operator::{ClientEvent, MAX_KEYS, MAX_KEYS_BYTES};
+use desk_wire::{Frame, Role};
 
 /// Who sends the keys, as the session's journal records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,7 +132,7 @@ pub fn send(paths: &Paths, name: &SessionName, keys: &[String], by: &Sender) -> 
     loop {
         match conn.recv().map_err(ended)? {
             Frame::Pong(_) => return Ok(Sent { generation: conn.info.generation }),
-            Frame::Error { code: crate::wire::ErrorCode::Exiting, .. } => return Err(not_running(None)),
+            Frame::Error { code: desk_wire::ErrorCode::Exiting, .. } => return Err(not_running(None)),
             Frame::Error { message, .. } => {
                 return Err(KeysError::Refused(format!("session {name} refused the keys: {message}")));
             }

@@ -11,7 +11,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
-use crate::{Frame, FrameDecoder, PROTOCOL_VERSION, Role, SessionInfo};
+use desk_wire::{Frame, FrameDecoder, PROTOCOL_VERSION, Role, SessionInfo};
 
 /// How long a CLI request waits for a master before calling it unresponsive: one deadline
 /// for the whole request (handshake and answer), not per read, so a master that drips a byte

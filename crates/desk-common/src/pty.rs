@@ -21,7 +21,7 @@ use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use crate::wire::Foreground;
+use desk_wire::Foreground;
 
 /// What to run on a new PTY.
 #[derive(Debug, Clone)]

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use crate::fsutil;
 use crate::paths::{Paths, SessionName, SessionPaths};
-use crate::wire::ExitStatus;
+use desk_wire::ExitStatus;
 
 /// Written by the master once its child is forked, before the child's program starts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -16,16 +16,16 @@ use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::rc::Rc;
 
-use crate::delivery::engine::{self, Input, ScreenView, SessionView, WriteError};
-use crate::events::{Axis, Event, EventBody};
-use crate::state::{Activity, Lifecycle, RuleSet};
-use crate::term_events::Mode;
-use crate::wire::{ErrorCode, Frame, FrameDecoder, PROTOCOL_VERSION, Role};
+use desk_core::delivery::engine::{self, Input, ScreenView, SessionView, WriteError};
+use desk_core::state::{Activity, Lifecycle, RuleSet};
+use desk_term::events::Mode;
+use desk_wire::events::{Axis, Event, EventBody};
+use desk_wire::{ErrorCode, Frame, FrameDecoder, PROTOCOL_VERSION, Role};
 
 /// What a connection saw that the notifications need.
 pub enum Seen {
     /// The master's WELCOME: its session's generation and state then.
-    Welcome { generation: u32, state: Option<crate::state::StateView> },
+    Welcome { generation: u32, state: Option<desk_core::state::StateView> },
     /// A state change, an exit or an agent's notification.
     Event(Event),
 }
@@ -297,7 +297,7 @@ impl MasterConn {
     }
 
     /// Ask the master to journal an event of the daemon's (a `notify` record).
-    pub fn record(&mut self, event: &crate::wire::operator::ClientEvent) {
+    pub fn record(&mut self, event: &desk_wire::operator::ClientEvent) {
         if self.view.is_some() && !self.closed {
             self.send(&event.to_frame());
             self.flush();

@@ -22,10 +22,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use tracing::{info, warn};
 
-use crate::events::Event;
-use crate::paths::Paths;
-use crate::wire::operator::{ClientEvent, MAX_NOTIFY_MESSAGE, cut};
+use desk_common::paths::Paths;
 use desk_core::notify::{Notice, Notifier, StateMirror};
+use desk_wire::events::Event;
+use desk_wire::operator::{ClientEvent, MAX_NOTIFY_MESSAGE, cut};
 
 /// 10 s for one notify command: a webhook with curl or a phone push answers in well under a
 /// second; one still running after this is hung, and is killed so that it cannot pile up.
@@ -63,7 +63,7 @@ impl Notifications {
     }
 
     /// A master welcomed the daemon: the state its session is in now is not news.
-    pub fn on_connected(&mut self, session: &str, generation: u32, state: Option<&crate::state::StateView>) {
+    pub fn on_connected(&mut self, session: &str, generation: u32, state: Option<&desk_core::state::StateView>) {
         let mirror = state
             .map(|s| StateMirror {
                 lifecycle: s.lifecycle.value.as_str().to_string(),
@@ -83,7 +83,7 @@ impl Notifications {
     }
 
     /// A delivery item turned stuck.
-    pub fn on_stuck(&mut self, item: &crate::delivery::item::Item) {
+    pub fn on_stuck(&mut self, item: &desk_core::delivery::item::Item) {
         let class = item.stuck.map_or("stuck", |c| c.as_str());
         let first = item.text.lines().next().unwrap_or("");
         let first = cut(first, 120);
@@ -118,7 +118,7 @@ impl Notifications {
             },
         ));
         // A notice whose command does not run is counted in the session's next `suppressed`.
-        let command = match crate::cli::config::load(&self.paths) {
+        let command = match desk_common::config::load(&self.paths) {
             Ok(config) => config.notify_command,
             Err(e) => {
                 warn!("not running the notify command: {e:#}");
@@ -132,7 +132,7 @@ impl Notifications {
             self.notifier.not_delivered(&notice.session, Instant::now());
             return;
         }
-        let json = notice_json(&notice, &message, crate::clock::now_ms());
+        let json = notice_json(&notice, &message, desk_common::clock::now_ms());
         self.running.fetch_add(1, Ordering::SeqCst);
         let running = self.running.clone();
         let session = notice.session.clone();
@@ -281,7 +281,7 @@ mod tests {
             seq: 1,
             ts_ms: 1,
             generation: 0,
-            body: crate::events::EventBody::Exit { code: Some(3), signal: None, escalated: false },
+            body: desk_wire::events::EventBody::Exit { code: Some(3), signal: None, escalated: false },
         }
     }
 

@@ -1,6 +1,6 @@
 //! `desk serve`: the per-user delivery daemon.
 //!
-//! Owns one mio loop that routes between the delivery engine (`crate::delivery::engine`, pure)
+//! Owns one mio loop that routes between the delivery engine (`desk_core::delivery::engine`, pure)
 //! and the world: the control socket (`desk send`, `queue`, `force`, ...), an observer
 //! connection to every running session master ([`masters`]), the item store, inotify on the
 //! runtime and intake directories (so it notices sessions and prompts without polling), channel
@@ -17,10 +17,6 @@
 //! [`CONTROL_OUT_LIMIT`]), idle time ([`CONTROL_IDLE_TIMEOUT`]) and their number. When a
 //! session needs a person (blocked, a stuck item, degraded, a failed exit, the agent's own
 //! notification) it runs the operator's notify command ([`notify`]) off the loop's thread.
-
-pub use desk_wire::control;
-pub mod masters;
-pub mod notify;
 
 use anyhow::{Context, Result, bail};
 use mio::net::{UnixListener, UnixStream};
@@ -39,17 +35,17 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 use tracing::{info, warn};
 
-use crate::channel::ChannelName;
 use crate::channel::store::ChannelStore;
-use crate::clock::now_ms;
-use crate::delivery::engine::{self, Action, Engine, Input, TimerKey};
-use crate::delivery::item::{ItemId, State};
-use crate::delivery::store::{self, IngestError, Pause, Store};
-use crate::paths::{Paths, SessionName};
-use crate::state::RuleSet;
-use control::{Request, Response};
+use crate::masters::{self, MasterConn};
+use crate::store::{self, IngestError, Pause, Store};
+use desk_common::clock::now_ms;
+use desk_common::paths::{Paths, SessionName};
+use desk_core::channel::ChannelName;
+use desk_core::delivery::engine::{self, Action, Engine, Input, TimerKey};
+use desk_core::delivery::item::{ItemId, State};
 use desk_core::provider::Provider;
-use masters::MasterConn;
+use desk_core::state::RuleSet;
+use desk_wire::control::{self, Request, Response};
 
 const LISTENER: Token = Token(0);
 const SIGNALS: Token = Token(1);
@@ -112,12 +108,6 @@ const INTAKE_RETRY_FIRST: Duration = Duration::from_millis(250);
 /// line per intake file every 30 s, and a freed disk is noticed within 30 s.
 const INTAKE_RETRY_MAX: Duration = Duration::from_secs(30);
 
-/// The control socket. Its name starts with `_`, which no session name can, so it never
-/// collides with a session's socket in the same directory.
-pub fn socket_path(paths: &Paths) -> PathBuf {
-    paths.runtime.join("_serve.sock")
-}
-
 fn lock_path(paths: &Paths) -> PathBuf {
     paths.state.join("delivery").join("serve.lock")
 }
@@ -129,7 +119,7 @@ const LOCK_TAKEOVER_WAIT: Duration = Duration::from_secs(2);
 
 /// Hold the one-daemon-per-user lock for the life of the returned file.
 pub fn take_lock(paths: &Paths) -> Result<File> {
-    match crate::pidlock::take(&lock_path(paths), LOCK_TAKEOVER_WAIT, |_| false)? {
+    match desk_common::pidlock::take(&lock_path(paths), LOCK_TAKEOVER_WAIT, |_| false)? {
         Ok(file) => Ok(file),
         Err(held) => {
             let holder = held.pid.map(|p| p.to_string()).unwrap_or_else(|| "unknown".into());
@@ -197,7 +187,7 @@ struct Daemon {
     /// Channels with check-ins on, and when to look at them next.
     checkin_channels: std::collections::BTreeSet<ChannelName>,
     next_checkin: Instant,
-    notifications: notify::Notifications,
+    notifications: crate::notify::Notifications,
 }
 
 /// Run the daemon in this process until SIGTERM/SIGINT or a `stop` request.
@@ -213,15 +203,15 @@ pub fn run(ready: Option<std::os::fd::OwnedFd>) -> Result<()> {
             return Err(e);
         }
     };
-    crate::logging::init_file(&store.root().join("serve.log"));
-    crate::logging::log_panics();
+    desk_common::logging::init_file(&store.root().join("serve.log"));
+    desk_common::logging::log_panics();
     let setup = Daemon::start(paths, store);
     match setup {
         Ok(mut daemon) => {
             report_ready(ready, "ok");
             info!(pid = std::process::id(), "desk serve started");
             let result = daemon.run();
-            let _ = std::fs::remove_file(socket_path(&daemon.paths));
+            let _ = std::fs::remove_file(desk_common::daemon_client::socket_path(&daemon.paths));
             info!("desk serve stopped");
             result
         }
@@ -242,9 +232,9 @@ fn report_ready(ready: Option<std::os::fd::OwnedFd>, message: &str) {
 impl Daemon {
     fn start(paths: Paths, store: Store) -> Result<Daemon> {
         let poll = Poll::new().context("cannot create the event loop")?;
-        let socket = socket_path(&paths);
+        let socket = desk_common::daemon_client::socket_path(&paths);
         // We hold the lock, so any socket file there is a dead daemon's.
-        crate::fsutil::remove_if_exists(&socket)?;
+        desk_common::fsutil::remove_if_exists(&socket)?;
         let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
         let bound = UnixListener::bind(&socket);
         nix::sys::stat::umask(old);
@@ -261,7 +251,7 @@ impl Daemon {
             .add_watch(channels.root(), AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO)
             .context("cannot watch the channels directory")?;
         poll.registry().register(&mut SourceFd(&inotify.as_fd().as_raw_fd()), INOTIFY, Interest::READABLE)?;
-        let notifications = notify::Notifications::new(paths.clone());
+        let notifications = crate::notify::Notifications::new(paths.clone());
         let mut daemon = Daemon {
             paths,
             poll,
@@ -312,7 +302,7 @@ impl Daemon {
         }
         let mut removed = 0;
         for dir in dirs {
-            match crate::fsutil::sweep_stale_tmp(&dir) {
+            match desk_common::fsutil::sweep_stale_tmp(&dir) {
                 Ok(n) => removed += n,
                 Err(e) => warn!("cannot sweep temporary files: {e:#}"),
             }
@@ -339,8 +329,8 @@ impl Daemon {
         let mut hook_inputs = Vec::new();
         for item in live.iter().filter(|i| i.state == State::Sending) {
             if let Ok(name) = SessionName::parse(&item.session) {
-                for event in crate::events::journal::read_all(&self.paths.session_state(&name)).unwrap_or_default() {
-                    if let crate::events::EventBody::Hook { event: hook, detail, prompt, .. } = &event.body
+                for event in desk_common::journal::read_all(&self.paths.session_state(&name)).unwrap_or_default() {
+                    if let desk_wire::events::EventBody::Hook { event: hook, detail, prompt, .. } = &event.body
                         && event.ts_ms + 1000 >= item.state_since_ms
                     {
                         hook_inputs.push(Input::Hook {
@@ -767,7 +757,9 @@ impl Daemon {
     fn note_activity(&mut self, input: &Input) {
         match input {
             Input::Session(view) => {
-                if view.activity == crate::state::Activity::Idle && view.lifecycle == crate::state::Lifecycle::Running {
+                if view.activity == desk_core::state::Activity::Idle
+                    && view.lifecycle == desk_core::state::Lifecycle::Running
+                {
                     self.idle_since.entry(view.name.clone()).or_insert_with(now_ms);
                 } else {
                     self.idle_since.remove(&view.name);
@@ -803,7 +795,7 @@ impl Daemon {
                     continue;
                 }
             };
-            if let Some(body) = crate::channel::checkin::due(&roster, &self.idle_since, &messages, now) {
+            if let Some(body) = desk_core::channel::checkin::due(&roster, &self.idle_since, &messages, now) {
                 match self.channels.append_checkin(&name, &body, now) {
                     Ok(msg) => info!(channel = %name, message = %msg.id, "checked in with the supervisors: {body}"),
                     Err(e) => warn!(channel = %name, "cannot append a check-in: {e:#}"),
@@ -1223,7 +1215,7 @@ impl Daemon {
                     let message = format!(
                         "item {id} was {} at {}{last}; there is nothing to force (desk send it again if it must go once more)",
                         done.state.as_str(),
-                        crate::clock::local_datetime(done.state_since_ms)
+                        desk_common::clock::local_datetime(done.state_since_ms)
                     );
                     return self.reply(client, Response::err(message));
                 }
@@ -1275,7 +1267,7 @@ fn load_rules(cache: &mut HashMap<Provider, Rc<RuleSet>>, config: &std::path::Pa
     cache
         .entry(provider)
         .or_insert_with(|| {
-            Rc::new(crate::rules::load(provider, config).unwrap_or_else(|e| {
+            Rc::new(desk_common::rules::load(provider, config).unwrap_or_else(|e| {
                 warn!("{e:#}; using the built-in rules for {provider}");
                 RuleSet::builtin(provider)
             }))
@@ -1338,7 +1330,7 @@ fn flush_control(conn: &mut ControlConn) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::delivery::item::{Item, When};
+    use desk_core::delivery::item::{Item, When};
 
     #[test]
     fn a_listing_carries_a_preview_and_the_newest_evidence_not_the_whole_item() {

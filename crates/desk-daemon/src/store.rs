@@ -16,47 +16,14 @@ use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-use super::item::{Item, ItemId, State};
-use crate::fsutil;
-use crate::paths::{SessionName, ensure_private_dir};
+use desk_common::fsutil;
+use desk_common::paths::{SessionName, ensure_private_dir};
+use desk_core::delivery::item::{Item, ItemId, State};
 
 /// Delivered and dropped items (and intake tombstones) are kept this long for inspection.
 pub const KEEP_FINISHED_MS: u64 = 24 * 3600 * 1000;
 
-/// Kill the process here when `DESK_FAILPOINT` names this step: the crash tests' way to stop
-/// the daemon at every step of the pipeline. SIGKILL, like the OOM killer: nothing runs on the
-/// way out, and no core file is left behind. Compiled only with the `failpoints` feature (the
-/// test and bench builds enable it through the package's dev-dependency on itself); a release
-/// build ignores `DESK_FAILPOINT`.
-#[cfg(feature = "failpoints")]
-pub fn failpoint(step: &str) {
-    if std::env::var("DESK_FAILPOINT").is_ok_and(|v| v == step) {
-        tracing::warn!("failpoint {step}: killing the daemon");
-        let _ = nix::sys::signal::kill(nix::unistd::getpid(), nix::sys::signal::Signal::SIGKILL);
-    }
-}
-
-/// Without the `failpoints` feature a failpoint is nothing at all.
-#[cfg(not(feature = "failpoints"))]
-#[inline(always)]
-pub fn failpoint(_step: &str) {}
-
-/// Fail here with "no space left on device" when `DESK_FAILPOINT` names this step: the tests'
-/// way to make a step that writes a file fail as it does on a full disk, without filling one.
-/// Compiled only with the `failpoints` feature, like [`failpoint`]; otherwise it never fails.
-pub fn failpoint_full_disk(step: &str) -> std::io::Result<()> {
-    if cfg!(feature = "failpoints") && std::env::var("DESK_FAILPOINT").is_ok_and(|v| v == step) {
-        return Err(std::io::Error::from_raw_os_error(libc::ENOSPC));
-    }
-    Ok(())
-}
-
-/// Whether a failpoint may fire in this process: the feature is compiled in and
-/// `DESK_FAILPOINT` is set (the daemon then flushes writes before a failpoint, so the crash
-/// comes after the bytes reached the master).
-pub fn failpoints_armed() -> bool {
-    cfg!(feature = "failpoints") && std::env::var_os("DESK_FAILPOINT").is_some()
-}
+pub use desk_common::failpoint::{failpoint, failpoints_armed};
 
 /// The steps a failpoint can name.
 pub const FAILPOINTS: [&str; 9] = [
@@ -476,7 +443,7 @@ fn read_item(path: &Path) -> Result<Item> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::delivery::item::When;
+    use desk_core::delivery::item::When;
 
     fn item(session: &str) -> Item {
         Item::new(ItemId::sequential(1), session.into(), Some(1), "hello".into(), When::Now, "t".into(), 1)
@@ -547,7 +514,7 @@ mod tests {
                 kept.push(format!("{}.{}", it.id, state.as_str()));
             }
         }
-        let now = crate::clock::now_ms();
+        let now = desk_common::clock::now_ms();
         assert_eq!(store.sweep(now).unwrap(), 0, "nothing is a day old yet");
         assert_eq!(files(&store, "s").len(), State::ALL.len());
         let removed = store.sweep(now + KEEP_FINISHED_MS + 60_000).unwrap();

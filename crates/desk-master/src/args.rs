@@ -1,6 +1,6 @@
 //! The master's internal command line: `desk-master ARGS` and `desk master ARGS` take the same
-//! arguments, and this is their one parser (also the home of the size and environment syntax
-//! that `desk new` shares).
+//! arguments, and this is their one parser (the size and environment syntax it shares with
+//! `desk new` is `desk_common::syntax`).
 //!
 //! It is hand-written rather than clap because the master runs from its own small executable
 //! (`desk-master`): every page of code a lone idle master has touched stays resident in it, and
@@ -13,32 +13,8 @@ use std::ffi::{OsStr, OsString};
 use std::os::fd::RawFd;
 
 use super::MasterOptions;
-use crate::paths::SessionName;
-
-/// Parse `COLSxROWS`, refusing sizes the screen model cannot hold.
-pub fn parse_size(s: &str) -> Result<(u16, u16), String> {
-    let (cols, rows) = s.split_once(['x', 'X']).ok_or_else(|| format!("size {s:?} is not COLSxROWS"))?;
-    let cols: u16 = cols.parse().map_err(|_| format!("{cols:?} is not a column count"))?;
-    let rows: u16 = rows.parse().map_err(|_| format!("{rows:?} is not a row count"))?;
-    if !crate::screen::valid_size(cols, rows) {
-        return Err(format!(
-            "size {cols}x{rows} is out of range (1..={} columns, 1..={} rows, at most {} cells)",
-            crate::screen::MAX_COLS,
-            crate::screen::MAX_ROWS,
-            crate::screen::MAX_CELLS
-        ));
-    }
-    Ok((cols, rows))
-}
-
-/// Parse one `KEY=VALUE` environment assignment.
-pub fn parse_env(s: &str) -> Result<(OsString, OsString), String> {
-    let (key, value) = s.split_once('=').ok_or_else(|| format!("{s:?} is not KEY=VALUE"))?;
-    if key.is_empty() || key.contains('\0') || value.contains('\0') {
-        return Err(format!("{s:?} is not a valid environment assignment"));
-    }
-    Ok((key.into(), value.into()))
-}
+use desk_common::paths::SessionName;
+use desk_common::syntax::{parse_env, parse_size};
 
 /// Parse the arguments after `desk master` (or of `desk-master`):
 /// `--name N --size CxR [--size-policy P] [--cwd D] [--env K=V]... --generation G --provider P [--history LINES] [--log-cap BYTES] [--ready-fd FD] -- CMD [ARG]...`
@@ -47,8 +23,8 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<MasterOptions, 
     let (mut name, mut size, mut cwd, mut env) = (None, None, None, Vec::new());
     let (mut generation, mut provider, mut ready_fd) = (None, None, None);
     let mut size_policy = SizePolicy::default();
-    let mut history = crate::screen::DEFAULT_HISTORY_LINES;
-    let mut log_cap = crate::screen_log::DEFAULT_LOG_CAP;
+    let mut history = desk_term::screen::DEFAULT_HISTORY_LINES;
+    let mut log_cap = desk_common::screen_log::DEFAULT_LOG_CAP;
     let mut command = Vec::new();
     while let Some(flag) = args.next() {
         if flag == "--" {
@@ -67,8 +43,8 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<MasterOptions, 
             "--provider" => provider = Some(text(&value()?)?.parse::<Provider>().map_err(|e| e.to_string())?),
             "--history" => {
                 history = number::<usize>(&flag, &value()?)?;
-                if history > crate::screen::MAX_HISTORY_LINES {
-                    return Err(format!("--history {history} is more than {}", crate::screen::MAX_HISTORY_LINES));
+                if history > desk_term::screen::MAX_HISTORY_LINES {
+                    return Err(format!("--history {history} is more than {}", desk_term::screen::MAX_HISTORY_LINES));
                 }
             }
             "--log-cap" => log_cap = number::<u64>(&flag, &value()?)?,
@@ -110,16 +86,6 @@ mod tests {
 
     fn os(args: &[&str]) -> Vec<OsString> {
         args.iter().map(OsString::from).collect()
-    }
-
-    #[test]
-    fn sizes_and_env_assignments_parse_or_say_what_is_wrong() {
-        assert_eq!(parse_size("120x40"), Ok((120, 40)));
-        assert!(parse_size("0x40").is_err());
-        assert!(parse_size("120").is_err());
-        assert_eq!(parse_env("A=b=c"), Ok(("A".into(), "b=c".into())));
-        assert!(parse_env("novalue").is_err());
-        assert!(parse_env("=x").is_err());
     }
 
     #[test]

@@ -18,8 +18,8 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use super::queue::{Flush, OutQueue};
-use crate::wire::{Frame, FrameDecoder, Role};
 use desk_term::view::View;
+use desk_wire::{Frame, FrameDecoder, Role};
 
 /// 1 MiB of output a streaming client may lag behind before its backlog is replaced by a
 /// keyframe. A full 300x100 screen with colours renders to well under 200 KiB, so a client this

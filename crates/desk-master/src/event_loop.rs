@@ -33,15 +33,15 @@ use tracing::{debug, info, warn};
 use super::client::{Client, Gone};
 use super::queue::{Flush, InputQueue};
 use super::timers::{Timer, Timers};
-use crate::events::EventBody;
-use crate::events::journal::Journal;
-use crate::info_file::{INFO_FILE_INTERVAL, INFO_OUTPUT_TIME_INTERVAL};
-use crate::paths::SessionPaths;
-use crate::screen::Screen;
-use crate::session::{self, ExitRecord, SessionMeta};
-use crate::state::Authority;
-use crate::term_events::OutputEvent;
-use crate::wire::{
+use desk_common::info_file::{INFO_FILE_INTERVAL, INFO_OUTPUT_TIME_INTERVAL};
+use desk_common::journal::Journal;
+use desk_common::paths::SessionPaths;
+use desk_common::session::{self, ExitRecord, SessionMeta};
+use desk_core::state::Authority;
+use desk_term::events::OutputEvent;
+use desk_term::screen::Screen;
+use desk_wire::events::EventBody;
+use desk_wire::{
     ErrorCode, ExitStatus, Frame, HEADER_LEN, MAX_PAYLOAD, PROTOCOL_VERSION, Role, SessionInfo, SnapshotReply,
     output_header,
 };
@@ -104,9 +104,9 @@ pub(super) struct Parts {
     /// How the session's size follows its controllers.
     pub size_policy: SizePolicy,
     /// The session log (`desk log`), when the session keeps one; the screen's log text is on.
-    pub log: Option<crate::screen_log::LogWriter>,
+    pub log: Option<desk_common::screen_log::LogWriter>,
     /// The name's lock, held until the master exits.
-    pub lock: crate::session::MasterLock,
+    pub lock: desk_common::session::MasterLock,
 }
 
 pub(super) struct Master {
@@ -120,7 +120,7 @@ pub(super) struct Master {
     /// The output events of the chunk being handled; kept between chunks for its capacity.
     found: Vec<OutputEvent>,
     /// The session log (which keeps the lines waiting to be written).
-    pub(super) log: Option<crate::screen_log::LogWriter>,
+    pub(super) log: Option<desk_common::screen_log::LogWriter>,
     pub(super) journal: Journal,
     pub(super) journal_failed: bool,
     /// Events streamed but not journalled since the journal last failed: first and last
@@ -128,7 +128,7 @@ pub(super) struct Master {
     pub(super) journal_gap: Option<(u64, u64, String)>,
     /// Room reserved at start for the exit record, used when the disk is full at exit (so
     /// `desk ls` does not call a clean exit `lost`).
-    exit_reserve: Option<crate::fsutil::Reserved>,
+    exit_reserve: Option<desk_common::fsutil::Reserved>,
     pub(super) last_title_event: Option<Instant>,
     pub(super) pending_title: Option<String>,
     pub(super) noise: super::events::NoiseLimiter,
@@ -159,7 +159,7 @@ pub(super) struct Master {
     /// Holds [`PTY_READ_CHUNK`] bytes while the session is busy, nothing while it is idle.
     pub(super) read_buf: Vec<u8>,
     uid: u32,
-    /// The info file (`crate::info_file`): this process's start time as `/proc` counts it
+    /// The info file (`desk_common::info_file`): this process's start time as `/proc` counts it
     /// (`None`: unknown, and no file is kept), the info last written, when it may next be
     /// checked, and whether [`Timer::InfoFile`] is armed for that.
     info_start: Option<u64>,
@@ -173,7 +173,7 @@ pub(super) struct Master {
     /// Notices when the socket file is removed, so it is bound again (`None`: inotify failed).
     pub(super) socket_watch: Option<super::socket::SocketWatch>,
     /// The name's lock: no other master runs this session while this one lives.
-    _lock: crate::session::MasterLock,
+    _lock: desk_common::session::MasterLock,
     /// The session's terminal as its processes name it (`/dev/pts/N`), to see who reads it.
     tty: Option<String>,
 }
@@ -196,11 +196,11 @@ impl Master {
             lock,
         } = parts;
         let policy = SessionPolicy::new((meta.cols, meta.rows), size_policy);
-        let tty = crate::pty::slave_name(pty.as_fd());
+        let tty = desk_common::pty::slave_name(pty.as_fd());
         let socket_watch = super::socket::SocketWatch::start(&files.socket, &poll)
             .map_err(|e| warn!("{e:#}; a removed socket will not be bound again"))
             .ok();
-        let exit_reserve = crate::fsutil::Reserved::new(&files.exit, EXIT_RECORD_RESERVE)
+        let exit_reserve = desk_common::fsutil::Reserved::new(&files.exit, EXIT_RECORD_RESERVE)
             .map_err(|e| warn!("cannot reserve room for the exit record: {e:#}"))
             .ok();
         Master {
@@ -240,7 +240,7 @@ impl Master {
             repaint_armed: None,
             read_buf: Vec::new(),
             uid: nix::unistd::geteuid().as_raw(),
-            info_start: crate::procfs::state_and_start(std::process::id()).map(|(_, start)| start),
+            info_start: desk_common::procfs::state_and_start(std::process::id()).map(|(_, start)| start),
             info_last: None,
             info_next: None,
             info_output_next: None,
@@ -262,7 +262,7 @@ impl Master {
             provider: self.meta.provider.clone(),
         });
         let now = Instant::now();
-        self.timers.arm(now + crate::state::READY_QUIET, Timer::ReadyCheck);
+        self.timers.arm(now + desk_core::state::READY_QUIET, Timer::ReadyCheck);
         self.announce(Vec::new());
     }
 
@@ -339,7 +339,7 @@ impl Master {
             warn!("{e:#}");
         }
         let status = self.child_status.unwrap_or(ExitStatus::Code(0));
-        info!(status = %crate::signals::describe_exit(status), "master exiting");
+        info!(status = %desk_common::signals::describe_exit(status), "master exiting");
         Ok(status)
     }
 
@@ -396,7 +396,7 @@ impl Master {
     }
 
     /// Hands the lines the screen scrolled off since the last call to the session log, which
-    /// writes them within [`crate::screen_log::FLUSH_AFTER`] (or sooner, see [`Master::flush_log`]).
+    /// writes them within [`desk_common::screen_log::FLUSH_AFTER`] (or sooner, see [`Master::flush_log`]).
     fn drain_log(&mut self, now: Instant) {
         let Some(log) = &mut self.log else {
             return;
@@ -404,7 +404,7 @@ impl Master {
         let mut first = false;
         self.screen.take_log_text(|text| first = log.push(text));
         if first {
-            self.timers.arm(now + crate::screen_log::FLUSH_AFTER, Timer::LogFlush);
+            self.timers.arm(now + desk_common::screen_log::FLUSH_AFTER, Timer::LogFlush);
         }
     }
 
@@ -603,11 +603,11 @@ impl Master {
                 Frame::Hello { role, cols, rows, status_line, .. }
                     if client.role.is_none() && role.streams_output() =>
                 {
-                    client.size = crate::screen::valid_size(cols, rows).then_some((cols, rows));
+                    client.size = desk_term::screen::valid_size(cols, rows).then_some((cols, rows));
                     client.status_line = status_line;
                 }
                 Frame::Resize { cols, rows }
-                    if client.role.is_some_and(Role::streams_output) && crate::screen::valid_size(cols, rows) =>
+                    if client.role.is_some_and(Role::streams_output) && desk_term::screen::valid_size(cols, rows) =>
                 {
                     client.size = Some((cols, rows));
                 }
@@ -669,9 +669,9 @@ impl Master {
                         Some(Frame::SnapshotRequest { history: Some(n) }) => Some(n),
                         _ => None,
                     };
-                    let canonical = crate::pty::is_canonical(self.pty.as_fd());
+                    let canonical = desk_common::pty::is_canonical(self.pty.as_fd());
                     let foreground =
-                        crate::pty::foreground(self.pty.as_fd(), self.meta.pid, self.tty.as_deref(), canonical);
+                        desk_common::pty::foreground(self.pty.as_fd(), self.meta.pid, self.tty.as_deref(), canonical);
                     let mut reply = SnapshotReply {
                         screen: self.screen.snapshot(),
                         generation: self.meta.generation,
@@ -783,17 +783,17 @@ impl Master {
         // What someone typed (a person, a paste of desk's): its echo is not the agent's screen.
         self.authority.on_typed(bytes);
         if self.clients.get(&token).is_some_and(|c| c.role == Some(Role::Controller)) {
-            self.last_controller_input_ms = Some(crate::clock::now_ms());
+            self.last_controller_input_ms = Some(desk_common::clock::now_ms());
         }
         self.policy.on_input_queued(client_id(token), now);
         true
     }
 
     fn apply_size(&mut self, cols: u16, rows: u16) {
-        if !crate::screen::valid_size(cols, rows) || self.screen.size() == (cols, rows) {
+        if !desk_term::screen::valid_size(cols, rows) || self.screen.size() == (cols, rows) {
             return;
         }
-        if let Err(e) = crate::pty::set_size(self.pty.as_fd(), cols, rows) {
+        if let Err(e) = desk_common::pty::set_size(self.pty.as_fd(), cols, rows) {
             warn!("{e:#}");
             return;
         }
@@ -855,16 +855,17 @@ impl Master {
     fn write_info_file(&mut self, master_start: u64, info: SessionInfo, now: Instant) {
         self.info_next = Some(now + INFO_FILE_INTERVAL);
         self.info_output_next = Some(now + INFO_OUTPUT_TIME_INTERVAL);
-        let record = crate::info_file::InfoRecord { master_start, size_policy: self.meta.size_policy.clone(), info };
+        let record =
+            desk_common::info_file::InfoRecord { master_start, size_policy: self.meta.size_policy.clone(), info };
         let written = serde_json::to_vec(&record)
             .context("cannot encode the info file")
-            .and_then(|bytes| crate::info_file::write(&self.files.info, &bytes));
+            .and_then(|bytes| desk_common::info_file::write(&self.files.info, &bytes));
         match written {
             Ok(()) => self.info_last = Some(record.info),
             Err(e) => {
                 // An older record must not be believed: without one, `desk ls` asks this master.
                 warn!("{e:#}");
-                let _ = crate::fsutil::remove_if_exists(&self.files.info);
+                let _ = desk_common::fsutil::remove_if_exists(&self.files.info);
                 self.info_last = None;
             }
         }
@@ -1058,7 +1059,7 @@ impl Master {
     /// Signal the session's process group and, for a kill (`helpers`), the session's processes
     /// that left it.
     fn signal_session(&mut self, signal: i32, helpers: bool) {
-        let name = crate::signals::name(signal);
+        let name = desk_common::signals::name(signal);
         info!(signal = %name, helpers, "signalling the session's process group");
         // Raw, because nix's `Signal` knows only 1..=31 and the wire allows every Linux signal
         // up to 64, real-time ones included.
@@ -1101,9 +1102,9 @@ impl Master {
     /// Every live process of the session other than the child itself: its descendants (all of
     /// them when the master is a subreaper, since orphans are re-parented to it) and whatever
     /// else still carries the child's session id.
-    fn helpers(&self) -> Vec<crate::procfs::ProcessInfo> {
-        let mut found = crate::procfs::descendants(std::process::id());
-        for member in crate::procfs::session_members(self.meta.pid) {
+    fn helpers(&self) -> Vec<desk_common::procfs::ProcessInfo> {
+        let mut found = desk_common::procfs::descendants(std::process::id());
+        for member in desk_common::procfs::session_members(self.meta.pid) {
             if !found.iter().any(|p| p.pid == member.pid) {
                 found.push(member);
             }
@@ -1199,7 +1200,7 @@ impl Master {
     }
 
     fn on_child_exit(&mut self, status: ExitStatus) {
-        info!(status = %crate::signals::describe_exit(status), escalated = self.policy.escalated(), "child exited");
+        info!(status = %desk_common::signals::describe_exit(status), escalated = self.policy.escalated(), "child exited");
         self.child_status = Some(status);
         let now = Instant::now();
         // Whatever the child wrote before it died is still in the PTY; deliver it first.
@@ -1220,7 +1221,7 @@ impl Master {
             generation: self.meta.generation,
             status,
             escalated: self.policy.escalated(),
-            exited_at_ms: crate::clock::now_ms(),
+            exited_at_ms: desk_common::clock::now_ms(),
             cols: Some(self.screen.size().0),
             rows: Some(self.screen.size().1),
             title: Some(self.screen.title().to_string()),
@@ -1249,7 +1250,8 @@ impl Master {
             ExitStatus::Code(c) => (Some(c), None),
             ExitStatus::Signal(s) => (None, Some(s)),
         };
-        let changes = self.authority.on_exit(&crate::signals::describe_exit(status), now, crate::clock::now_ms());
+        let changes =
+            self.authority.on_exit(&desk_common::signals::describe_exit(status), now, desk_common::clock::now_ms());
         self.announce(changes);
         self.emit(EventBody::Exit { code, signal, escalated: self.policy.escalated() });
         // EXIT (after a pending keyframe) to welcomed clients, EXITING to the others.
@@ -1258,12 +1260,12 @@ impl Master {
         if let Some(mut listener) = self.listener.take() {
             let _ = self.poll.registry().deregister(&mut listener);
         }
-        if let Err(e) = crate::fsutil::remove_if_exists(&self.files.socket) {
+        if let Err(e) = desk_common::fsutil::remove_if_exists(&self.files.socket) {
             warn!("{e:#}");
         }
         // The exit record says how the session is now; the info file would say it runs.
         self.info_start = None;
-        if let Err(e) = crate::fsutil::remove_if_exists(&self.files.info) {
+        if let Err(e) = desk_common::fsutil::remove_if_exists(&self.files.info) {
             warn!("{e:#}");
         }
         drop(self.exit_reserve.take());
@@ -1361,8 +1363,8 @@ impl io::Write for FdWriter<'_> {
 fn history_that_fits(screen: &Screen, n: u32, reply: &SnapshotReply) -> Vec<desk_term::screen::HistoryRow> {
     // `,"history":[]` and room to spare.
     const OVERHEAD: usize = 64;
-    let base = serde_json::to_vec(reply).map_or(crate::wire::MAX_PAYLOAD, |v| v.len()) + OVERHEAD;
-    let mut budget = crate::wire::MAX_PAYLOAD.saturating_sub(base);
+    let base = serde_json::to_vec(reply).map_or(desk_wire::MAX_PAYLOAD, |v| v.len()) + OVERHEAD;
+    let mut budget = desk_wire::MAX_PAYLOAD.saturating_sub(base);
     let mut rows = Vec::new();
     for line in screen.history_tail(n as usize).rev() {
         let row = line.to_json_row();
@@ -1383,8 +1385,8 @@ mod tests {
     //! handed to `client_frame` and what each client receives is read from the other end.
 
     use super::*;
-    use crate::wire::FrameDecoder;
     use desk_core::session::{HANDSHAKE_DEADLINE, MAX_CLIENTS, SLOW_CLIENT_DEADLINE};
+    use desk_wire::FrameDecoder;
     use std::os::unix::net::UnixStream as PeerStream;
 
     struct Rig {
@@ -1426,7 +1428,7 @@ mod tests {
         };
         let listener = UnixListener::bind(&files.socket).unwrap();
         let pty = nix::pty::openpty(None, None).unwrap();
-        crate::pty::set_nonblocking(pty.master.as_fd()).unwrap();
+        desk_common::pty::set_nonblocking(pty.master.as_fd()).unwrap();
         let meta = SessionMeta {
             name: "t".into(),
             generation: 1,
@@ -1442,9 +1444,9 @@ mod tests {
             size_policy: None,
         };
         let signals = Signals::new(Vec::<i32>::new()).unwrap();
-        let journal = crate::events::journal::Journal::open(dir.path(), crate::events::journal::JOURNAL_CAP).unwrap();
-        let authority = crate::state::Authority::new(
-            crate::state::RuleSet::builtin(desk_core::provider::Provider::Shell),
+        let journal = desk_common::journal::Journal::open(dir.path(), desk_common::journal::JOURNAL_CAP).unwrap();
+        let authority = desk_core::state::Authority::new(
+            desk_core::state::RuleSet::builtin(desk_core::provider::Provider::Shell),
             Instant::now(),
             0,
         );
@@ -1463,10 +1465,10 @@ mod tests {
             log: None,
             lock: {
                 let root = dir.path().join("home");
-                let paths = crate::paths::Paths { runtime: root.clone(), state: root.clone(), config: root };
-                let name = crate::paths::SessionName::parse("t").unwrap();
+                let paths = desk_common::paths::Paths { runtime: root.clone(), state: root.clone(), config: root };
+                let name = desk_common::paths::SessionName::parse("t").unwrap();
                 paths.ensure_session_state(&name).unwrap();
-                crate::session::MasterLock::take(&paths, &name, false).unwrap().unwrap()
+                desk_common::session::MasterLock::take(&paths, &name, false).unwrap().unwrap()
             },
         });
         Rig { master, _dir: dir, _slave: pty.slave }
@@ -1664,7 +1666,7 @@ mod tests {
         rig.master.read_pty(start);
         assert_eq!(rig.master.read_buf.len(), PTY_READ_CHUNK, "reading allocates the buffer");
         assert_eq!(rig.master.screen.allocated_rows(), 1);
-        rig.master.check_output_quiet(start + super::super::events::OUTPUT_QUIET_AFTER);
+        rig.master.check_output_quiet(start + crate::events::OUTPUT_QUIET_AFTER);
         assert!(!rig.master.output_active);
         assert_eq!(rig.master.read_buf.capacity(), 0, "the read buffer outlived the burst");
         assert_eq!(rig.master.screen.allocated_rows(), 0, "a cleared row kept its cells");
@@ -1713,8 +1715,8 @@ mod tests {
     fn a_hook_is_weighed_against_the_screen_drawn_since_the_last_check() {
         let mut rig = rig(0);
         let start = Instant::now();
-        rig.master.authority = crate::state::Authority::new(
-            crate::state::RuleSet::builtin(desk_core::provider::Provider::Codex),
+        rig.master.authority = desk_core::state::Authority::new(
+            desk_core::state::RuleSet::builtin(desk_core::provider::Provider::Codex),
             start,
             0,
         );
@@ -1727,7 +1729,7 @@ mod tests {
         body.insert("payload".into(), serde_json::json!({"type": "agent-turn-complete"}));
         rig.master.on_hook_frame(body, start + Duration::from_millis(2)).unwrap();
         let view = rig.master.authority.view();
-        assert_eq!(view.activity.value, crate::state::Activity::Blocked, "{view:?}");
+        assert_eq!(view.activity.value, desk_core::state::Activity::Blocked, "{view:?}");
         assert_eq!(view.wait.as_deref(), Some("approval"));
     }
 
@@ -1798,7 +1800,7 @@ mod tests {
             foreground: None,
         };
         let snapshot = Frame::Snapshot(Box::new(reply)).to_bytes().len();
-        assert!(asked * snapshot > super::super::client::CONTROL_QUEUE_LIMIT, "gone after {asked}");
+        assert!(asked * snapshot > crate::client::CONTROL_QUEUE_LIMIT, "gone after {asked}");
     }
 
     #[test]

@@ -16,10 +16,10 @@ use tracing::warn;
 
 use super::event_loop::Master;
 use super::timers::Timer;
-use crate::clock::now_ms;
-use crate::events::{Event, EventBody};
-use crate::term_events::{Mode, OutputEvent};
-use crate::wire::{Frame, Role};
+use desk_common::clock::now_ms;
+use desk_term::events::{Mode, OutputEvent};
+use desk_wire::events::{Event, EventBody};
+use desk_wire::{Frame, Role};
 
 /// At most one journalled title per 500 ms: a spinner's frames are noise, its text is not.
 pub(super) const TITLE_INTERVAL: Duration = Duration::from_millis(500);
@@ -131,7 +131,7 @@ impl Master {
     /// Number, journal and broadcast one event.
     pub(super) fn emit(&mut self, body: EventBody) {
         let seq = self.journal.allocate_seq();
-        let event = Event { seq, ts_ms: crate::clock::now_ms(), generation: self.meta.generation, body };
+        let event = Event { seq, ts_ms: desk_common::clock::now_ms(), generation: self.meta.generation, body };
         let mut gap = None;
         if let Err(e) = self.journal.append(&event, event.body.is_durable()) {
             if !self.journal_failed {

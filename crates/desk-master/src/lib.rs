@@ -1,5 +1,25 @@
-//! The session master: one process per session that owns the PTY, the child, the screen model
-//! and the listening socket.
+//! desk-master: the session master, one process per session that owns the PTY, the child, the
+//! screen model and the listening socket.
+//!
+//! desk runs as three kinds of process: this **master** (one per session, the `desk-master`
+//! executable; `desk master` runs the same code from the `desk` executable), the **daemon**
+//! (`desk serve`, the crate desk-daemon: prompt delivery, channels, notifications) and the
+//! **CLI** (`desk`: commands, `desk attach`, `desk dash`), which starts masters with `desk new`.
+//! Masters hear from both only over their socket, in the wire protocol (`desk_wire`).
+//!
+//! ```text
+//!   desk (CLI) ------------> desk-master (this crate)
+//!                               |
+//!                               v
+//!                           desk-common --> desk-core --> desk-wire --> desk-term
+//! ```
+//!
+//! An arrow is "may depend on"; nothing points up, and `tests/it/architecture.rs` checks it.
+//! The session's policy (handshakes, roles, slow clients, size, kill escalation) is
+//! desk-core's (`desk_core::session`) and the screen model desk-term's; this crate routes
+//! bytes and events into them. May not depend on the daemon's crate or the CLI's, nor on an
+//! argument parser or a terminal UI library: every page of code an idle master touches stays
+//! resident in each of a fleet's masters.
 //!
 //! This file owns start-up: verifying the runtime directory, binding the socket (0600, inside
 //! the verified 0700 directory), starting the child at its initial size, writing the session's
@@ -39,14 +59,14 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use tracing::info;
 
-use crate::events::journal::{JOURNAL_CAP, Journal};
-use crate::paths::{Paths, SessionName};
-use crate::pty::{self, Spawn};
-use crate::screen::Screen;
-use crate::session::{self, SessionMeta};
-use crate::state::{Authority, RuleSet};
+use desk_common::journal::{JOURNAL_CAP, Journal};
+use desk_common::paths::{Paths, SessionName};
+use desk_common::pty::{self, Spawn};
+use desk_common::session::{self, SessionMeta};
 use desk_core::provider::Provider;
 use desk_core::session::SizePolicy;
+use desk_core::state::{Authority, RuleSet};
+use desk_term::screen::Screen;
 
 /// Everything `desk master` needs to start a session.
 #[derive(Debug, Clone)]
@@ -118,8 +138,8 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
     paths.ensure_runtime()?;
     let files = paths.session(&opts.name);
     files.check_socket_len()?;
-    crate::logging::init_file(&files.log);
-    crate::logging::log_panics();
+    desk_common::logging::init_file(&files.log);
+    desk_common::logging::log_panics();
 
     let state_dir = paths.ensure_session_state(&opts.name)?;
     // One master per name, for its whole life; a previous one that recorded its exit is given
@@ -133,11 +153,11 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
             opts.name
         ),
     };
-    let rules = crate::rules::load(opts.provider, &paths.config).unwrap_or_else(|e| {
+    let rules = desk_common::rules::load(opts.provider, &paths.config).unwrap_or_else(|e| {
         tracing::warn!("{e:#}; using the built-in rules for {}", opts.provider);
         RuleSet::builtin(opts.provider)
     });
-    let authority = Authority::new(rules, std::time::Instant::now(), crate::clock::now_ms());
+    let authority = Authority::new(rules, std::time::Instant::now(), desk_common::clock::now_ms());
     let journal = Journal::open(&state_dir, JOURNAL_CAP)?;
     let poll = Poll::new().context("cannot create the event loop")?;
     let mut listener = bind(&files.socket, &opts.name)?;
@@ -147,7 +167,7 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
     let mut signals = Signals::new([SIGCHLD, SIGTERM, SIGINT, SIGHUP]).context("cannot install signal handlers")?;
     poll.registry().register(&mut signals, Token(2), Interest::READABLE).context("cannot register signals")?;
 
-    let (cols, rows) = if crate::screen::valid_size(opts.cols, opts.rows) {
+    let (cols, rows) = if desk_term::screen::valid_size(opts.cols, opts.rows) {
         (opts.cols, opts.rows)
     } else {
         bail!("size {}x{} is out of range", opts.cols, opts.rows);
@@ -184,7 +204,7 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
         provider: opts.provider.to_string(),
         pid: 0,
         master_pid: std::process::id(),
-        master_start: crate::procfs::state_and_start(std::process::id()).map(|(_, start)| start),
+        master_start: desk_common::procfs::state_and_start(std::process::id()).map(|(_, start)| start),
         command,
         cwd: cwd.to_string_lossy().into_owned(),
         cols,
@@ -199,10 +219,10 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
     let mut replaced = false;
     let spawned = pty::spawn_gated(&spawn, |pid| {
         meta.pid = pid;
-        meta.started_at_ms = crate::clock::now_ms();
+        meta.started_at_ms = desk_common::clock::now_ms();
         replaced = true;
-        crate::fsutil::remove_if_exists(&files.exit)?;
-        crate::delivery::store::failpoint_full_disk("master-before-exec").context("cannot write the session record")?;
+        desk_common::fsutil::remove_if_exists(&files.exit)?;
+        desk_common::failpoint::failpoint_full_disk("master-before-exec").context("cannot write the session record")?;
         session::write_meta(&files, &meta)
     });
     let child = match spawned {
@@ -211,8 +231,8 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
             if replaced {
                 for (path, bytes) in [(&files.meta, previous.0), (&files.exit, previous.1)] {
                     let _ = match bytes {
-                        Some(bytes) => crate::fsutil::write_atomic(path, &bytes),
-                        None => crate::fsutil::remove_if_exists(path),
+                        Some(bytes) => desk_common::fsutil::write_atomic(path, &bytes),
+                        None => desk_common::fsutil::remove_if_exists(path),
                     };
                 }
             }
@@ -226,7 +246,7 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
     info!(pid = child.pid, generation = opts.generation, command = ?meta.command, cols, rows, "session started");
     let mut screen = Screen::with_history(cols, rows, opts.history);
     let log = if opts.log_cap > 0 {
-        match crate::screen_log::LogWriter::open(&state_dir, opts.log_cap) {
+        match desk_common::screen_log::LogWriter::open(&state_dir, opts.log_cap) {
             Ok(log) => {
                 screen.enable_log();
                 Some(log)
@@ -258,7 +278,7 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
     Ok(master)
 }
 
-pub(super) fn bind(path: &std::path::Path, name: &SessionName) -> Result<UnixListener> {
+pub(crate) fn bind(path: &std::path::Path, name: &SessionName) -> Result<UnixListener> {
     // The directory is 0700 already; the umask makes the socket 0600 from its first instant.
     let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
     let bound = UnixListener::bind(path);

@@ -12,7 +12,7 @@
 //! in again what it gave back.
 
 use super::event_loop::{Master, PTY_READ_CHUNK};
-use crate::wire::FrameDecoder;
+use desk_wire::FrameDecoder;
 
 impl Master {
     /// The PTY read buffer, [`PTY_READ_CHUNK`] bytes, allocated if the session was idle. The
@@ -46,7 +46,7 @@ impl Master {
 /// One malloc arena for the whole master. glibc gives a second thread an arena of its own on its
 /// first allocation, and keeps it (16 KiB of private pages here) after the thread has ended; the
 /// master's one other thread is the short-lived one that starts the child
-/// (`crate::pty::spawn_gated`), so a shared arena costs no contention and keeps an idle master in
+/// (`desk_common::pty::spawn_gated`), so a shared arena costs no contention and keeps an idle master in
 /// a fleet under 256 KiB. Call before any thread starts.
 pub(super) fn one_arena() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]

@@ -16,9 +16,9 @@ use tracing::warn;
 
 use super::event_loop::Master;
 use super::timers::Timer;
-use crate::events::EventBody;
-use crate::wire::operator::{ClientEvent, MAX_KEYS_BYTES};
-use crate::wire::{ErrorCode, Frame};
+use desk_wire::events::EventBody;
+use desk_wire::operator::{ClientEvent, MAX_KEYS_BYTES};
+use desk_wire::{ErrorCode, Frame};
 
 /// 100 ms between two keys of a `desk keys` request, as a person types them. Keys in one write
 /// reach the program in one read, and programs handle such a burst in ways a typist never
@@ -68,7 +68,7 @@ impl Master {
                 // Keys of an earlier request are still being typed: these follow them.
                 self.pending_keys.extend(parsed);
                 // A person typed: delivery holds for them as for an attached controller.
-                self.last_controller_input_ms = Some(crate::clock::now_ms());
+                self.last_controller_input_ms = Some(desk_common::clock::now_ms());
                 self.emit(EventBody::Keys { keys, bytes: bytes.len(), user, tty, via });
                 Ok(())
             }
@@ -96,7 +96,7 @@ impl Master {
         }
         self.flush_input();
         self.authority.on_typed(&bytes);
-        self.last_controller_input_ms = Some(crate::clock::now_ms());
+        self.last_controller_input_ms = Some(desk_common::clock::now_ms());
         if !self.pending_keys.is_empty() {
             self.timers.arm(now + KEY_GAP, Timer::KeysNext);
         }

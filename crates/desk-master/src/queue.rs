@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 use std::io::{self, IoSlice, Write};
 use std::rc::Rc;
 
-use crate::wire::{FLAG_MORE, FrameType, HEADER_LEN};
+use desk_wire::{FLAG_MORE, FrameType, HEADER_LEN};
 
 /// How many frames one `write_vectored` call gathers: enough to empty a typical backlog in one
 /// system call, small enough for the stack.
@@ -226,7 +226,7 @@ mod tests {
     }
 
     fn output(text: &[u8]) -> Rc<[u8]> {
-        Rc::from(crate::wire::Frame::Output(text.to_vec()).to_bytes())
+        Rc::from(desk_wire::Frame::Output(text.to_vec()).to_bytes())
     }
 
     #[test]
@@ -266,7 +266,7 @@ mod tests {
     }
 
     fn keyframe(more: bool, data: &[u8]) -> Rc<[u8]> {
-        Rc::from(crate::wire::Frame::Keyframe { more, data: data.to_vec() }.to_bytes())
+        Rc::from(desk_wire::Frame::Keyframe { more, data: data.to_vec() }.to_bytes())
     }
 
     #[test]
@@ -306,7 +306,7 @@ mod tests {
 
     #[test]
     fn discarding_keeps_replies_and_errors_in_order() {
-        use crate::wire::{ErrorCode, Frame};
+        use desk_wire::{ErrorCode, Frame};
         let mut q = OutQueue::default();
         let pong: Rc<[u8]> = Rc::from(Frame::Pong(7).to_bytes());
         let error: Rc<[u8]> = Rc::from(Frame::error(ErrorCode::InputFull, "full").to_bytes());

@@ -3,7 +3,7 @@
 //! Owns noticing that the socket file was removed or replaced (a cleaner of temporary files, a
 //! person's `rm`), and binding it again, with the session's record beside it: `desk attach`,
 //! `desk ls` and the daemon then find the session as before, and the name's lock
-//! ([`crate::session::MasterLock`]) keeps any other master from taking it meanwhile.
+//! ([`desk_common::session::MasterLock`]) keeps any other master from taking it meanwhile.
 //! Invariants: the watch is on the socket file itself — inotify reports its link count
 //! dropping (`IN_ATTRIB`) or its being renamed (`IN_MOVE_SELF`) — so nothing else in the runtime
 //! directory wakes the master; a rebind happens only while the session runs (not once its exit
@@ -92,10 +92,10 @@ impl Master {
     }
 
     fn rebind(&mut self) -> anyhow::Result<()> {
-        let name = crate::paths::SessionName::parse(&self.meta.name)?;
-        crate::paths::Paths::from_env()?.ensure_runtime()?;
+        let name = desk_common::paths::SessionName::parse(&self.meta.name)?;
+        desk_common::paths::Paths::from_env()?.ensure_runtime()?;
         // Whatever is at the path is not this master's socket (checked above).
-        crate::fsutil::remove_if_exists(&self.files.socket)?;
+        desk_common::fsutil::remove_if_exists(&self.files.socket)?;
         let mut listener: UnixListener = super::bind(&self.files.socket, &name)?;
         self.poll.registry().register(&mut listener, LISTENER, Interest::READABLE)?;
         if let Some(mut old) = self.listener.replace(listener) {
@@ -106,7 +106,7 @@ impl Master {
         }
         // The record beside it may have gone with it (a whole directory cleaned).
         if !self.files.meta.exists() {
-            crate::session::write_meta(&self.files, &self.meta)?;
+            desk_common::session::write_meta(&self.files, &self.meta)?;
         }
         self.info_poked = true;
         Ok(())

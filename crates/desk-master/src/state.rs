@@ -13,11 +13,11 @@ use tracing::debug;
 
 use super::event_loop::Master;
 use super::timers::Timer;
-use crate::clock::now_ms;
-use crate::events::EventBody;
-use crate::state::{Change, hooks};
-use crate::wire::hook::HookReport;
-use crate::wire::{ErrorCode, Frame};
+use desk_common::clock::now_ms;
+use desk_core::state::{Change, hooks};
+use desk_wire::events::EventBody;
+use desk_wire::hook::HookReport;
+use desk_wire::{ErrorCode, Frame};
 
 /// 50 ms after output the screen is read for the provider's screen rules: an agent redraws
 /// its whole TUI within a few milliseconds, and state need not be fresher than this.
@@ -27,7 +27,7 @@ impl Master {
     /// Announce state changes and re-arm the lease timer.
     pub(super) fn announce(&mut self, changes: Vec<Change>) {
         for c in changes {
-            let wait = (c.axis == crate::events::Axis::Activity && c.to == "blocked")
+            let wait = (c.axis == desk_wire::events::Axis::Activity && c.to == "blocked")
                 .then(|| self.authority.view().wait)
                 .flatten();
             self.emit(EventBody::State { axis: c.axis, from: c.from, to: c.to, evidence: c.evidence, wait });

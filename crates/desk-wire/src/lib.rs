@@ -3,9 +3,9 @@
 //! The frame codec (`codec`, `frame`) owns the byte layout of every frame of the protocol between
 //! a session master and its clients, and has no sockets and no clocks. Beside it live the other
 //! shared vocabularies: session events ([`events`]), hook event names ([`hook`]), events a client asks a master to record ([`operator`]), the agent state as reported ([`state`]), a
-//! prompt's signature ([`prompt`]), the daemon's control messages ([`control`]) and the blocking
-//! client ([`client`]), which uses std's Unix sockets and nothing else. May not depend on desk-core
-//! or on the desk package, nor on nix, libc or mio. A frame is an
+//! prompt's signature ([`prompt`]) and the daemon's control messages ([`control`]). Codec and
+//! types only: no sockets, no clock (the blocking clients that speak this protocol are
+//! desk-common's). May not depend on desk-core or on any shell crate, nor on nix, libc or mio. A frame is an
 //! 8-byte header (payload length, type, flags, reserved) followed by its payload; the layouts are
 //! specified in `docs/protocol.md` and pinned by the vectors under `tests/vectors/wire/`.
 //! Invariants: a declared payload length above [`MAX_PAYLOAD`] is refused as soon as the header is
@@ -14,7 +14,6 @@
 //! written in canonical form, so only an EVENT received in a longer-than-canonical spelling
 //! can re-encode past the limit; see "JSON bodies" in the spec).
 
-pub mod client;
 mod codec;
 pub mod control;
 pub mod events;

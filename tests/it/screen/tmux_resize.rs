@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use anyhow::{Context, Result, bail};
-use desk::screen::Screen;
+use desk_term::screen::Screen;
 
 /// History lines on both sides: more than any case produces, so tmux's trimming of its
 /// history in tenths of the limit never comes into play (the bound is a property test).

@@ -29,15 +29,16 @@ use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-use super::cursor::{Mark, Resume, ingested_prefix, resume};
-use super::format::{self, Tail};
 use super::ledger::{self, LEDGER_FILE};
-use super::route::{Recipient, ThreadContext, Why, route};
+use super::stall;
 use super::store::{ChannelStore, ROOT_FILE};
-use super::{ChannelName, Kind, Message, Roster, delivery_item_id, prompt, stall};
-use crate::delivery::item::{Item, ItemId, State, When};
-use crate::delivery::store::{Store, failpoint};
-use crate::fsutil;
+use crate::store::{Store, failpoint};
+use desk_common::fsutil;
+use desk_core::channel::cursor::{Mark, Resume, ingested_prefix, resume};
+use desk_core::channel::format::{self, Tail};
+use desk_core::channel::route::{Recipient, ThreadContext, Why, route};
+use desk_core::channel::{ChannelName, Kind, Message, Roster, delivery_item_id, prompt};
+use desk_core::delivery::item::{Item, ItemId, State, When};
 
 /// The cursor file's name in a channel directory.
 pub const CURSOR_FILE: &str = "ingest.json";
@@ -418,9 +419,9 @@ fn write_items(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::channel::Role;
     use crate::channel::store::Draft;
-    use crate::paths::Paths;
+    use desk_common::paths::Paths;
+    use desk_core::channel::Role;
 
     fn setup() -> (tempfile::TempDir, ChannelStore, Store, ChannelName) {
         let tmp = tempfile::tempdir().unwrap();
@@ -507,7 +508,7 @@ mod tests {
         let path = channels.dir(&name).join(ROOT_FILE);
         let whole = fs::metadata(&path).unwrap().len();
         let half = Message {
-            id: crate::delivery::item::ItemId::sequential(11),
+            id: desk_core::delivery::item::ItemId::sequential(11),
             author: "human".into(),
             ts_ms: 11,
             thread: None,

@@ -20,8 +20,8 @@ use std::io::{ErrorKind, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::delivery::item::ItemId;
-use crate::fsutil;
+use desk_common::fsutil;
+use desk_core::delivery::item::ItemId;
 
 /// The ledger's file name in a channel directory.
 pub const LEDGER_FILE: &str = "ingested.log";

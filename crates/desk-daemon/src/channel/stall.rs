@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use std::io::ErrorKind;
 use std::path::Path;
 
-use crate::fsutil;
+use desk_common::fsutil;
 
 /// The file's name in a channel directory.
 pub const STALL_FILE: &str = "stalled.json";

@@ -18,11 +18,11 @@ use std::io::{ErrorKind, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use super::format::{self, Parsed, Tail};
-use super::{BodyError, ChannelName, Kind, Member, Message, RESERVED_NAMES, Role, Roster};
-use crate::delivery::item::ItemId;
-use crate::fsutil;
-use crate::paths::{Paths, ensure_private_dir};
+use desk_common::fsutil;
+use desk_common::paths::{Paths, ensure_private_dir};
+use desk_core::channel::format::{self, Parsed, Tail};
+use desk_core::channel::{BodyError, ChannelName, Kind, Member, Message, RESERVED_NAMES, Role, Roster};
+use desk_core::delivery::item::ItemId;
 
 /// The root conversation's file name.
 pub const ROOT_FILE: &str = "root.md";
@@ -209,7 +209,7 @@ impl ChannelStore {
         role: Role,
         now_ms: u64,
     ) -> Result<(Roster, bool), PostError> {
-        if !super::valid_member_name(member) || RESERVED_NAMES.contains(&member) {
+        if !desk_core::channel::valid_member_name(member) || RESERVED_NAMES.contains(&member) {
             return Err(PostError::BadMember(format!(
                 "{member:?} cannot be a member: a member is a session name; 'human' and 'channel' are mention words and 'desk' signs check-ins"
             )));
@@ -233,7 +233,7 @@ impl ChannelStore {
             self.save_roster(&roster)?;
         }
         let joined = Message {
-            id: crate::delivery::fresh_item_id(now_ms),
+            id: desk_common::ids::fresh_item_id(now_ms),
             author: member.to_string(),
             ts_ms: now_ms,
             thread: None,
@@ -248,12 +248,12 @@ impl ChannelStore {
     pub fn append_checkin(&self, name: &ChannelName, body: &str, now_ms: u64) -> Result<Message, PostError> {
         let _lock = self.lock_existing(name)?;
         let msg = Message {
-            id: crate::delivery::fresh_item_id(now_ms),
-            author: super::CHECKIN_AUTHOR.to_string(),
+            id: desk_common::ids::fresh_item_id(now_ms),
+            author: desk_core::channel::CHECKIN_AUTHOR.to_string(),
             ts_ms: now_ms,
             thread: None,
             kind: Kind::Checkin,
-            body: super::check_body(body)?,
+            body: desk_core::channel::check_body(body)?,
         };
         self.append_locked(name, &msg)?;
         Ok(msg)
@@ -291,7 +291,7 @@ impl ChannelStore {
     /// Post a message: checked (member, thread, body), given a fresh id, appended whole and
     /// durable when this returns.
     pub fn post(&self, name: &ChannelName, draft: Draft, now_ms: u64) -> Result<Message, PostError> {
-        let body = super::check_body(&draft.body)?;
+        let body = desk_core::channel::check_body(&draft.body)?;
         let _lock = self.lock_existing(name)?;
         let roster = self.roster_or_missing(name)?;
         if !roster.may_post(&draft.author) {
@@ -304,7 +304,7 @@ impl ChannelStore {
             }
         }
         let msg = Message {
-            id: crate::delivery::fresh_item_id(now_ms),
+            id: desk_common::ids::fresh_item_id(now_ms),
             author: draft.author,
             ts_ms: now_ms,
             thread: draft.thread,
@@ -478,7 +478,7 @@ mod tests {
         assert!(matches!(store.post(&ch, bad, 5), Err(PostError::NoSuchThread { .. })));
         let other = ChannelName::parse("nope").unwrap();
         assert!(matches!(store.post(&other, draft("human", "x"), 5), Err(PostError::NoChannel(_))));
-        let long = "x".repeat(crate::channel::MAX_BODY + 1);
+        let long = "x".repeat(desk_core::channel::MAX_BODY + 1);
         assert!(matches!(store.post(&ch, draft("human", &long), 5), Err(PostError::Body(BodyError::TooLong(_)))));
         assert!(store.add_member(&ch, "human", Role::Worker, 5).is_err(), "reserved");
     }

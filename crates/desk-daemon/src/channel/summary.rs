@@ -12,11 +12,11 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::io::ErrorKind;
 
-use super::mention::mentions;
 use super::store::ChannelStore;
-use super::{ChannelName, Kind, OPERATOR};
-use crate::delivery::item::ItemId;
-use crate::fsutil;
+use desk_common::fsutil;
+use desk_core::channel::mention::mentions;
+use desk_core::channel::{ChannelName, Kind, OPERATOR};
+use desk_core::delivery::item::ItemId;
 
 /// The marker file's name in a channel directory.
 pub const SEEN_FILE: &str = "seen.json";
@@ -118,9 +118,9 @@ pub fn summarize(store: &ChannelStore, name: &ChannelName) -> Result<Summary> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::channel::Role;
     use crate::channel::store::Draft;
-    use crate::paths::Paths;
+    use desk_common::paths::Paths;
+    use desk_core::channel::Role;
 
     #[test]
     fn unread_counts_what_others_posted_after_the_marker() {

@@ -1,13 +1,10 @@
-//! Prompt delivery as the desk package runs it: the pure pieces from desk-core (`item`, `text`,
-//! `settings`, `engine`) and, here, what touches the disk and the kernel: [`store`] (item files,
-//! moved by atomic rename with fsync) and fresh item ids from the kernel's random source. The
-//! daemon (`crate::daemon`) runs the engine in its event loop. See `docs/delivery.md`.
+//! Fresh identifiers, from the kernel's random source.
+//!
+//! Owns making a new delivery item id (`desk send`, a channel post): its time part is the
+//! caller's clock, its random part comes from getrandom(2). The id's form and ordering are
+//! desk-core's ([`ItemId`]); this is the one place that draws randomness for it.
 
-pub mod store;
-
-pub use desk_core::delivery::{engine, item, settings, text};
-
-use item::ItemId;
+use desk_core::delivery::item::ItemId;
 
 /// A new item id for Unix time `now_ms`, its random part from getrandom(2).
 pub fn fresh_item_id(now_ms: u64) -> ItemId {
