@@ -95,11 +95,11 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
     let stream = match session::probe_settled(&files)? {
         Probe::Live(stream) => stream,
         Probe::Absent | Probe::Stale => {
-            use crate::cli::output::ErrorCode;
+            use desk_common::failure::{ErrorCode, fail};
             if let Some(exit) = session::read_exit(&files)? {
                 let Some(rows) = &exit.last_screen else {
                     let why = desk_common::signals::describe_exit(exit.status);
-                    return Err(crate::cli::fail(
+                    return Err(fail(
                         ErrorCode::NotRunning,
                         format!("session {} {why}; nothing to attach to", opts.name),
                     ));
@@ -120,7 +120,7 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
                 return Ok(exit.status.shell_code());
             }
             // Exit 2, like every command given a session that does not exist (docs/cli.md).
-            return Err(crate::cli::fail(ErrorCode::NoSuchSession, format!("no session named {}", opts.name)));
+            return Err(fail(ErrorCode::NoSuchSession, format!("no session named {}", opts.name)));
         }
     };
     refuse_own_session(&paths, &files, &opts.name)?;
@@ -204,7 +204,7 @@ fn refuse_own_session(paths: &Paths, files: &desk_common::paths::SessionPaths, n
     let ours = session::enclosing(paths).unwrap_or_default().contains(name);
     let named = std::env::var_os("DESK_SESSION").is_some_and(|v| v == name.as_str());
     if ours || (named && !recorded) {
-        return Err(crate::cli::failure(
+        return Err(desk_common::failure::failure(
             2,
             format!(
                 "this terminal is session {name} itself; attaching it to itself would feed its output back \

@@ -15,8 +15,8 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 
-use super::model::Key;
-use super::view::Look;
+use super::key::Key;
+use super::look::Look;
 
 /// The keys offered, as shown and as `desk keys` names them: those that answer agents' dialogs
 /// (confirm, cancel, pick an option by number or y/n, move the highlight).

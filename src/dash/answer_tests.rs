@@ -5,8 +5,10 @@
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 
-use super::model::{Command, Dash, Key, Row};
-use super::view::{self, Look, Preview};
+use super::key::Key;
+use super::look::Look;
+use super::model::{Command, Dash, Row};
+use super::view::{self, Preview};
 use desk_common::fleet::FleetEvent;
 use desk_common::session::ExitRecord;
 use desk_term::screen::Screen;

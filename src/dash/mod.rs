@@ -25,6 +25,8 @@
 //! the terminal no thread but the main one writes to it.
 
 pub mod answer;
+pub mod key;
+pub mod look;
 pub mod model;
 pub mod view;
 
@@ -53,8 +55,10 @@ use desk_term::screen::HistoryRow;
 use desk_term::screen::Screen;
 use desk_wire::control::{self, Request};
 use desk_wire::{Frame, Role};
-use model::{Action, Dash, ItemLine, Key, Link, QueueCounts, Row};
-use view::{Look, Preview};
+use key::Key;
+use look::Look;
+use model::{Action, Dash, ItemLine, Link, QueueCounts, Row};
+use view::Preview;
 
 /// 2 s: how often the daemon is asked for queue and stuck counts (it has no push for them).
 /// Items move in seconds (a delivery's verify window is longer), so a count two seconds old is

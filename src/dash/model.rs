@@ -20,6 +20,8 @@ use desk_wire::events::{Axis, Event, EventBody};
 use desk_wire::state::{Activity, Health, Lifecycle};
 use desk_wire::{ExitStatus, Role, SessionInfo};
 
+use super::key::Key;
+
 /// 500 lines: ten screens of the tallest events pane the dashboard draws, far more than an
 /// operator scrolls back through; older lines are in each session's journal (`desk events`).
 pub const EVENT_LOG_LIMIT: usize = 500;
@@ -336,29 +338,6 @@ pub enum Command {
 pub struct Editor {
     pub session: String,
     pub text: String,
-}
-
-/// A key, as the dashboard understands it (the loop translates the terminal's events).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Key {
-    Char(char),
-    Up,
-    Down,
-    Enter,
-    /// Alt-Enter or Ctrl-Enter (where the terminal tells them apart): send the prompt.
-    SendEnter,
-    Esc,
-    Backspace,
-    CtrlC,
-    /// Scroll the preview back (into the session's history) by a page, or forward by one.
-    PageUp,
-    PageDown,
-    /// Shift-Up / Shift-Down: scroll the preview one line back / forward.
-    LineUp,
-    LineDown,
-    /// The preview's oldest line, or back to live.
-    Home,
-    End,
 }
 
 /// How the table groups its rows. Channels (a later issue) become a third variant here: the

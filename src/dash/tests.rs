@@ -6,8 +6,10 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::style::Color;
 
-use super::model::{Action, Command, Dash, Grouping, ItemLine, Key, QueueCounts, Row, Urgency};
-use super::view::{self, Look, Preview};
+use super::key::Key;
+use super::look::Look;
+use super::model::{Action, Command, Dash, Grouping, ItemLine, QueueCounts, Row, Urgency};
+use super::view::{self, Preview};
 use desk_common::fleet::FleetEvent;
 use desk_common::session::ExitRecord;
 use desk_term::screen::HistoryRow;

@@ -15,6 +15,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row as TableRow, Table, TableState, Widget};
 
+use super::look::Look;
 use super::model::{Dash, Grouping, Link, Row, Urgency, age};
 use desk_term::screen::Screen;
 use desk_term::screen::{Attrs, Color as TermColor, HistoryRow, flag};
@@ -26,19 +27,6 @@ const WIDE: u16 = 120;
 /// From this width the narrow columns have room for CPU and RSS too (10 columns with their
 /// gaps) and still leave the title a dozen; below it, 80-99 columns show the title instead.
 const USAGE_NARROW: u16 = 100;
-
-/// What to draw with.
-#[derive(Debug, Clone, Copy)]
-pub struct Look {
-    /// False under `NO_COLOR`: no colour at all, only bold and reverse video.
-    pub color: bool,
-}
-
-impl Look {
-    fn fg(self, color: Color) -> Style {
-        if self.color { Style::new().fg(color) } else { Style::new() }
-    }
-}
 
 /// The preview pane's content: the selected session's screen model, if a viewer connection
 /// feeds one, and what to say otherwise.

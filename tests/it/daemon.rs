@@ -217,7 +217,7 @@ fn idle_control_clients_do_not_lock_out_commands_and_stop_means_stopped() {
 
 #[test]
 fn an_idle_control_client_is_closed_after_the_idle_timeout() {
-    // The daemon's idle timeout (CONTROL_IDLE_TIMEOUT in src/daemon/mod.rs).
+    // The daemon's idle timeout (CONTROL_IDLE_TIMEOUT in crates/desk-daemon/src/serve.rs).
     const IDLE: std::time::Duration = std::time::Duration::from_secs(10);
     let home = Home::new();
     let pid = home.serve();

@@ -5,7 +5,7 @@
 //! naming who sends it, then a PING) and reading its outcome: the PONG proves the master queued
 //! the keys (frames are answered in order), an ERROR before it says why it did not. The master
 //! turns the names into bytes in the cursor-key mode the program has at that moment and
-//! journals a `keys` event (`src/master/operator.rs`). Invariants: keys are checked here first
+//! journals a `keys` event (`desk_master`'s `operator` module). Invariants: keys are checked here first
 //! (`desk_term::keys`), so a bad key is a usage error that reaches no session; an exited session
 //! is refused with [`KeysError::NotRunning`], never typed into; every wait is bounded by the
 //! wire client's deadline. Delivery never calls this: typing keys is an operator's act.

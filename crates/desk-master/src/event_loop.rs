@@ -49,7 +49,7 @@ use desk_wire::{
 pub(super) const LISTENER: Token = Token(0);
 const PTY: Token = Token(1);
 const SIGNALS: Token = Token(2);
-/// The inotify watch on the socket file ([`super::socket`]).
+/// The inotify watch on the socket file ([`super::socket_watch`]).
 pub(super) const SOCKET_WATCH: Token = Token(3);
 /// Client tokens start here and are never reused within a master's life, so a stale event or
 /// timer can never reach a newer client.
@@ -131,7 +131,7 @@ pub(super) struct Master {
     exit_reserve: Option<desk_common::fsutil::Reserved>,
     pub(super) last_title_event: Option<Instant>,
     pub(super) pending_title: Option<String>,
-    pub(super) noise: super::events::NoiseLimiter,
+    pub(super) noise: super::noise::NoiseLimiter,
     pub(super) output_active: bool,
     pub(super) last_output: Instant,
     pub(super) authority: Authority,
@@ -171,7 +171,7 @@ pub(super) struct Master {
     /// Something other than PTY output happened since the info file was last checked.
     pub(super) info_poked: bool,
     /// Notices when the socket file is removed, so it is bound again (`None`: inotify failed).
-    pub(super) socket_watch: Option<super::socket::SocketWatch>,
+    pub(super) socket_watch: Option<super::socket_watch::SocketWatch>,
     /// The name's lock: no other master runs this session while this one lives.
     _lock: desk_common::session::MasterLock,
     /// The session's terminal as its processes name it (`/dev/pts/N`), to see who reads it.
@@ -197,7 +197,7 @@ impl Master {
         } = parts;
         let policy = SessionPolicy::new((meta.cols, meta.rows), size_policy);
         let tty = desk_common::pty::slave_name(pty.as_fd());
-        let socket_watch = super::socket::SocketWatch::start(&files.socket, &poll)
+        let socket_watch = super::socket_watch::SocketWatch::start(&files.socket, &poll, SOCKET_WATCH)
             .map_err(|e| warn!("{e:#}; a removed socket will not be bound again"))
             .ok();
         let exit_reserve = desk_common::fsutil::Reserved::new(&files.exit, EXIT_RECORD_RESERVE)

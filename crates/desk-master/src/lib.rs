@@ -34,9 +34,11 @@ mod client;
 mod event_loop;
 mod events;
 mod memory;
+mod noise;
 mod operator;
 mod queue;
 mod socket;
+mod socket_watch;
 mod state;
 mod timers;
 

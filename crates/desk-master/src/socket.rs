@@ -1,7 +1,8 @@
 //! The master's socket stays where clients look for it.
 //!
-//! Owns noticing that the socket file was removed or replaced (a cleaner of temporary files, a
-//! person's `rm`), and binding it again, with the session's record beside it: `desk attach`,
+//! Owns binding the socket again when the [`SocketWatch`](super::socket_watch::SocketWatch)
+//! notices that its file was removed or replaced (a cleaner of temporary files, a person's
+//! `rm`), with the session's record beside it: `desk attach`,
 //! `desk ls` and the daemon then find the session as before, and the name's lock
 //! ([`desk_common::session::MasterLock`]) keeps any other master from taking it meanwhile.
 //! Invariants: the watch is on the socket file itself — inotify reports its link count
@@ -12,68 +13,9 @@
 
 use mio::Interest;
 use mio::net::UnixListener;
-use mio::unix::SourceFd;
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
-use std::os::fd::{AsFd, AsRawFd};
-use std::os::unix::fs::MetadataExt;
-use std::path::Path;
 use tracing::{info, warn};
 
-use super::event_loop::{LISTENER, Master, SOCKET_WATCH};
-
-/// An inotify watch on the master's socket file, and which file that is (device, inode).
-pub(super) struct SocketWatch {
-    inotify: Inotify,
-    watch: Option<WatchDescriptor>,
-    bound: Option<(u64, u64)>,
-}
-
-/// The file at `path`, as (device, inode), if there is one.
-fn file_id(path: &Path) -> Option<(u64, u64)> {
-    std::fs::symlink_metadata(path).ok().map(|m| (m.dev(), m.ino()))
-}
-
-impl SocketWatch {
-    /// Watch the socket just bound at `path`, registered with `poll` under [`SOCKET_WATCH`].
-    pub(super) fn start(path: &Path, poll: &mio::Poll) -> anyhow::Result<SocketWatch> {
-        use anyhow::Context;
-        let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).context("cannot start inotify")?;
-        let mut watch = SocketWatch { inotify, watch: None, bound: None };
-        watch.follow(path)?;
-        poll.registry()
-            .register(&mut SourceFd(&watch.inotify.as_fd().as_raw_fd()), SOCKET_WATCH, Interest::READABLE)
-            .context("cannot register the socket watch")?;
-        Ok(watch)
-    }
-
-    /// Watch the file now at `path` (the socket this master listens on).
-    fn follow(&mut self, path: &Path) -> anyhow::Result<()> {
-        use anyhow::Context;
-        if let Some(old) = self.watch.take() {
-            // Gone already when its file was deleted; either way it is no longer wanted.
-            let _ = self.inotify.rm_watch(old);
-        }
-        let flags = AddWatchFlags::IN_ATTRIB | AddWatchFlags::IN_MOVE_SELF | AddWatchFlags::IN_DELETE_SELF;
-        self.watch =
-            Some(self.inotify.add_watch(path, flags).with_context(|| format!("cannot watch {}", path.display()))?);
-        self.bound = file_id(path);
-        Ok(())
-    }
-
-    /// Read what inotify has (the events themselves say nothing the path does not).
-    fn drain(&self) {
-        while let Ok(events) = self.inotify.read_events() {
-            if events.is_empty() {
-                break;
-            }
-        }
-    }
-
-    /// Whether the file at `path` is still the socket this master listens on.
-    fn intact(&self, path: &Path) -> bool {
-        self.bound.is_some() && file_id(path) == self.bound
-    }
-}
+use super::event_loop::{LISTENER, Master};
 
 impl Master {
     /// The socket file changed: when it is no longer this master's socket, bind it again.
