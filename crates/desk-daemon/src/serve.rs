@@ -16,7 +16,7 @@
 //! version. Every control client is bounded: unread replies (reading stops past
 //! [`CONTROL_OUT_LIMIT`]), idle time ([`CONTROL_IDLE_TIMEOUT`]) and their number. When a
 //! session needs a person (blocked, a stuck item, degraded, a failed exit, the agent's own
-//! notification) it runs the operator's notify command ([`notify`]) off the loop's thread.
+//! notification) it runs the operator's notify command ([`notify`](crate::notify)) off the loop's thread.
 
 use anyhow::{Context, Result, bail};
 use mio::net::{UnixListener, UnixStream};

@@ -91,7 +91,7 @@ impl Master {
         }
     }
 
-    /// Emit a bell, notification, mode change or resize through the [`NoiseLimiter`].
+    /// Emit a bell, notification, mode change or resize through the [`NoiseLimiter`](super::noise::NoiseLimiter).
     pub(super) fn emit_noise(&mut self, body: EventBody, now: Instant) {
         let Some(key) = NoiseKey::of(&body) else { return self.emit(body) };
         match self.noise.offer(key, body, now) {

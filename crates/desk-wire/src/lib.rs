@@ -13,6 +13,20 @@
 //! frame a decoder can produce `encode`s to bytes that decode back into an equal frame (JSON is
 //! written in canonical form, so only an EVENT received in a longer-than-canonical spelling
 //! can re-encode past the limit; see "JSON bodies" in the spec).
+//!
+//! Its place in the map: desk runs as three kinds of process — a master per session
+//! (desk-master: the PTY, the screen model, the socket terminals attach to), the daemon (`desk
+//! serve`, desk-daemon: prompt delivery, channels, notifications) and the CLI (`desk`, the desk
+//! package: commands, `desk attach`, `desk dash`) — over a common shell (desk-common) and three
+//! pure crates. Arrows run one way, and `tests/it/architecture.rs` checks each:
+//!
+//! ```text
+//!   desk --> desk-daemon, desk-master --> desk-common --> desk-core --> desk-wire --> desk-term
+//! ```
+//!
+//! Every process speaks this crate's types to the others: the CLI and the daemon to a master
+//! in frames, the CLI to the daemon in control messages; the blocking clients that carry them
+//! are desk-common's.
 
 mod codec;
 pub mod control;
