@@ -22,7 +22,10 @@
 //! CPU 0 (`taskset`), so every tool gets the same split; the fleet part pins nothing (a listing
 //! may use both cores, as it would for a user). Options: `--runs N` (default 5), `--mb N`
 //! (default 50), `--only fanout|attach|idle|history|fleet`, `--idle-secs N` (default 10), `--sessions
-//! N,N,..` (fleet sizes, default 10,100,300), `--ls-runs N` (timed listings per size, default 20).
+//! N,N,..` (fleet sizes, default 10,100,300), `--ls-runs N` (timed listings per size, default 20),
+//! `--baseline DIR` (another build's `desk` and `desk-master`, say main's before a change, measured
+//! in the same run as a holder of its own, `desk (baseline)`, and in the fleet part as a fleet of
+//! its own after this build's).
 
 use desk_common::pty::{Spawn, spawn};
 use std::collections::BTreeMap;
@@ -45,10 +48,12 @@ struct Opts {
     idle_secs: u64,
     sessions: Vec<usize>,
     ls_runs: usize,
+    baseline: Option<PathBuf>,
 }
 
 fn parse_opts() -> Opts {
-    let mut opts = Opts { runs: 5, mb: 50, only: None, idle_secs: 10, sessions: vec![10, 100, 300], ls_runs: 20 };
+    let mut opts =
+        Opts { runs: 5, mb: 50, only: None, idle_secs: 10, sessions: vec![10, 100, 300], ls_runs: 20, baseline: None };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     while i < args.len() {
@@ -63,6 +68,7 @@ fn parse_opts() -> Opts {
                 opts.sessions.sort_unstable();
             }
             "--ls-runs" => opts.ls_runs = value().parse().expect("--ls-runs N"),
+            "--baseline" => opts.baseline = Some(PathBuf::from(value())),
             "--bench" => {
                 i += 1;
                 continue;
@@ -242,6 +248,8 @@ trait Holder {
 }
 
 struct Desk {
+    /// "desk", or "desk (baseline)" for another build's executables (`--baseline`).
+    label: &'static str,
     exe: PathBuf,
     home: PathBuf,
     n: usize,
@@ -266,7 +274,7 @@ impl Desk {
 
 impl Holder for Desk {
     fn name(&self) -> &'static str {
-        if self.history == Some(0) { DESK_NO_HISTORY } else { "desk" }
+        if self.history == Some(0) { DESK_NO_HISTORY } else { self.label }
     }
     fn start(&mut self, script: &str) -> u32 {
         self.n += 1;
@@ -658,7 +666,7 @@ fn attach_latency(holders: &mut [Box<dyn Holder>], opts: &Opts, work: &Path) -> 
                     && rows.iter().any(|r| r.contains("FULL-SCREEN-MARKER"))
             });
             times.push(t0.elapsed().as_secs_f64() * 1000.0);
-            if holder.name() == "desk" {
+            if holder.name().starts_with("desk") {
                 c.write(b"\x1c");
             }
             drop(c);
@@ -768,6 +776,7 @@ fn history_memory(opts: &Opts, work: &Path) -> String {
     let (mut empty, mut full, mut lines) = (Vec::new(), Vec::new(), 0);
     for run_no in 0..runs {
         let mut desk = Desk {
+            label: "desk",
             exe: PathBuf::from(env!("CARGO_BIN_EXE_desk")),
             home: work.join(format!("home-history-{run_no}")),
             n: 0,
@@ -852,10 +861,28 @@ fn main() {
     pin_self_to(1);
     let work = tempfile::Builder::new().prefix("desk-bench").tempdir().unwrap();
     let home = work.path().join("home");
+    let this_build = PathBuf::from(env!("CARGO_BIN_EXE_desk"));
+    let mut desks: Vec<Box<dyn Holder>> =
+        vec![Box::new(Desk { label: "desk", exe: this_build.clone(), home: home.clone(), n: 0, history: None })];
+    if let Some(dir) = &opts.baseline {
+        let exe = dir.join("desk");
+        assert!(
+            exe.exists() && dir.join("desk-master").exists(),
+            "--baseline {}: no desk and desk-master there",
+            dir.display()
+        );
+        desks.push(Box::new(Desk {
+            label: "desk (baseline)",
+            exe,
+            home: work.path().join("home-baseline"),
+            n: 0,
+            history: None,
+        }));
+    }
     let mut guard = StopOnDrop(vec![
-        Box::new(Desk { exe: PathBuf::from(env!("CARGO_BIN_EXE_desk")), home: home.clone(), n: 0, history: None }),
         Box::new(Desk {
-            exe: PathBuf::from(env!("CARGO_BIN_EXE_desk")),
+            label: "desk",
+            exe: this_build.clone(),
             home: work.path().join("home-no-history"),
             n: 0,
             history: Some(0),
@@ -863,6 +890,7 @@ fn main() {
         Box::new(Dtach { dir: work.path().to_path_buf(), n: 0 }),
         Box::new(Tmux { label: format!("deskbench{}", std::process::id()), n: 0 }),
     ]);
+    guard.0.splice(0..0, desks);
     let holders = &mut guard.0;
     let cpus = std::fs::read_to_string("/proc/cpuinfo")
         .unwrap_or_default()
@@ -888,6 +916,13 @@ fn main() {
         println!("## A full history\n\n{}", history_memory(&opts, work.path()));
     }
     if opts.only.as_deref() == Some("fleet") {
-        println!("## Fleet of idle sessions\n\n{}", fleet::measure(&opts, work.path()));
+        println!("## Fleet of idle sessions\n\n{}", fleet::measure(&opts, work.path(), &this_build, "fleet-home"));
+        if let Some(dir) = &opts.baseline {
+            let exe = dir.join("desk");
+            println!(
+                "## Fleet of idle sessions, baseline\n\n{}",
+                fleet::measure(&opts, work.path(), &exe, "fleet-home-baseline")
+            );
+        }
     }
 }
