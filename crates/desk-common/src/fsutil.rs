@@ -4,13 +4,25 @@
 //! directory, fsync it, rename it over the target, fsync the directory. Invariant: after
 //! [`write_atomic`] returns, a crash leaves either the old or the new contents, never a mix, and
 //! the new contents survive a power loss. A writer killed mid-write leaves its temporary file
-//! (`.<name>.tmp.<pid>`) behind; [`sweep_stale_tmp`] removes those whose writer is gone.
+//! (`.<name>.tmp.<pid>`) behind; [`sweep_stale_tmp`] removes those whose writer is gone. Every
+//! file desk opens for writing is opened through [`private_options`]: never through a symbolic
+//! link, never inherited by a child, and created readable by its owner only.
 
 use anyhow::{Context, Result};
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+
+/// How desk opens its own files: `O_NOFOLLOW` (a symbolic link planted at the path is refused,
+/// not followed), `O_CLOEXEC` (no child it starts inherits the descriptor) and, when the open
+/// creates the file, mode 0600. The caller adds the access it needs (read, write, append,
+/// create, truncate).
+pub fn private_options() -> OpenOptions {
+    let mut options = OpenOptions::new();
+    options.mode(0o600).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+    options
+}
 
 /// Atomically replace `path` with `bytes` (mode 0600), durably.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
@@ -29,12 +41,10 @@ fn replace(path: &Path, bytes: &[u8], durable: bool) -> Result<()> {
     let file_name = path.file_name().context("path has no file name")?.to_string_lossy();
     let tmp = dir.join(tmp_name(&file_name, std::process::id()));
     let result = (|| -> Result<()> {
-        let mut file = OpenOptions::new()
+        let mut file = private_options()
             .write(true)
             .create(true)
             .truncate(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&tmp)
             .with_context(|| format!("cannot create {}", tmp.display()))?;
         file.write_all(bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
@@ -109,13 +119,11 @@ impl Reserved {
         let file_name = target.file_name().context("path has no file name")?.to_string_lossy();
         let tmp = dir.join(tmp_name(&format!("{file_name}.reserve"), std::process::id()));
         let mut reserved = Reserved { tmp: tmp.clone(), target: target.to_path_buf(), file: None };
-        let mut file = OpenOptions::new()
+        let mut file = private_options()
             .read(true)
             .write(true)
             .create(true)
             .truncate(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&tmp)
             .with_context(|| format!("cannot create {}", tmp.display()))?;
         reserved.file = Some(file.try_clone().with_context(|| format!("cannot reopen {}", tmp.display()))?);

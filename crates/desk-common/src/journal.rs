@@ -12,9 +12,8 @@
 //! rotate durable evidence (hooks, state changes) out of the journal.
 
 use anyhow::{Context, Result};
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{ErrorKind, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use desk_wire::events::{Event, EventBody};
@@ -62,12 +61,10 @@ fn rotated(path: &Path) -> PathBuf {
 }
 
 fn open_append(path: &Path) -> Result<File> {
-    OpenOptions::new()
+    crate::fsutil::private_options()
         .create(true)
         .append(true)
         .read(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
         .with_context(|| format!("cannot open {}", path.display()))
 }
@@ -243,7 +240,7 @@ mod tests {
         j.append(&event(seq, "whole"), true).unwrap();
         drop(j);
         let path = dir.path().join(FILE_NAME);
-        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
         f.write_all(br#"{"seq":2,"ts_ms":20,"generation":1,"type":"ti"#).unwrap();
         drop(f);
         let mut j = Journal::open(dir.path(), JOURNAL_CAP).unwrap();

@@ -6,9 +6,8 @@
 //! across files; no thread is started (the master is single-threaded by design).
 
 use std::fmt::Write as _;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -25,13 +24,7 @@ struct State {
 
 impl State {
     fn open(path: &Path) -> Option<(File, u64)> {
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(path)
-            .ok()?;
+        let file = crate::fsutil::private_options().create(true).append(true).open(path).ok()?;
         let size = file.metadata().map(|m| m.len()).unwrap_or(0);
         Some((file, size))
     }

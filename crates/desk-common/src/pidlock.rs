@@ -11,9 +11,9 @@
 //! (removing it would let a second holder lock a new file of the same name).
 
 use anyhow::{Context, Result};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -35,13 +35,11 @@ pub struct Held {
 /// Open (creating it 0600 if needed) a lock file: never through a symlink, never inherited by
 /// a child.
 pub fn open_lock_file(path: &Path) -> Result<File> {
-    OpenOptions::new()
+    crate::fsutil::private_options()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
         .with_context(|| format!("cannot open {}", path.display()))
 }

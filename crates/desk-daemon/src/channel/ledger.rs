@@ -15,9 +15,8 @@
 
 use anyhow::{Context, Result, bail};
 use std::collections::HashSet;
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::io::{ErrorKind, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use desk_common::fsutil;
@@ -61,10 +60,9 @@ pub fn append(dir: &Path, ids: &[ItemId]) -> Result<()> {
         return Ok(());
     }
     let path = path(dir);
-    let mut file = OpenOptions::new()
+    let mut file = desk_common::fsutil::private_options()
         .read(true)
         .write(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(&path)
         .with_context(|| format!("cannot open {}", path.display()))?;
     let len = file.metadata().with_context(|| format!("cannot inspect {}", path.display()))?.len();
@@ -113,7 +111,7 @@ mod tests {
         create(dir.path(), &ids[..1]).unwrap();
         append(dir.path(), &ids[1..2]).unwrap();
         // A crash mid-append leaves part of a line.
-        let mut f = OpenOptions::new().append(true).open(path(dir.path())).unwrap();
+        let mut f = std::fs::OpenOptions::new().append(true).open(path(dir.path())).unwrap();
         f.write_all(&ids[2].as_str().as_bytes()[..10]).unwrap();
         let got = read(dir.path()).unwrap().unwrap();
         assert_eq!(got, ids[..2].iter().cloned().collect());
@@ -126,7 +124,7 @@ mod tests {
     fn a_line_that_is_not_an_id_is_damage() {
         let dir = tempfile::tempdir().unwrap();
         create(dir.path(), &[ItemId::sequential(1)]).unwrap();
-        let mut f = OpenOptions::new().append(true).open(path(dir.path())).unwrap();
+        let mut f = std::fs::OpenOptions::new().append(true).open(path(dir.path())).unwrap();
         f.write_all(b"this line is no message id\n").unwrap();
         let err = read(dir.path()).unwrap_err();
         assert!(format!("{err:#}").contains("damaged at line 2"), "{err:#}");

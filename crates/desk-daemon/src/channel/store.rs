@@ -13,9 +13,8 @@
 //! (except the ingest cursor).
 
 use anyhow::{Context, Result};
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{ErrorKind, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use desk_common::fsutil;
@@ -164,13 +163,11 @@ impl ChannelStore {
     /// Take the channel's lock (blocking: appends hold it for milliseconds).
     pub fn lock(&self, name: &ChannelName) -> Result<ChannelLock> {
         let path = self.dir(name).join(".lock");
-        let file = OpenOptions::new()
+        let file = desk_common::fsutil::private_options()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&path)
             .with_context(|| format!("cannot open {}", path.display()))?;
         file.lock().with_context(|| format!("cannot lock {}", path.display()))?;
@@ -326,9 +323,8 @@ impl ChannelStore {
         } else {
             self.cut_torn_tail(&path)?;
         }
-        let mut file = OpenOptions::new()
+        let mut file = desk_common::fsutil::private_options()
             .append(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&path)
             .with_context(|| format!("cannot open {}", path.display()))?;
         file.write_all(&format::serialize(msg)).with_context(|| format!("cannot append to {}", path.display()))?;
@@ -343,9 +339,8 @@ impl ChannelStore {
         match parsed.tail {
             Tail::Clean => Ok(()),
             Tail::Torn { at } => {
-                let file = OpenOptions::new()
+                let file = desk_common::fsutil::private_options()
                     .write(true)
-                    .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
                     .open(path)
                     .with_context(|| format!("cannot open {}", path.display()))?;
                 file.set_len(at as u64).with_context(|| format!("cannot cut the torn tail of {}", path.display()))?;
@@ -498,7 +493,7 @@ mod tests {
             body: "half".into(),
         };
         let bytes = format::serialize(&torn);
-        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
         f.write_all(&bytes[..bytes.len() - 5]).unwrap();
         let (msgs, problems) = store.read(&ch, None).unwrap();
         assert_eq!(msgs.iter().map(|m| &m.id).collect::<Vec<_>>(), vec![&a.id]);
@@ -515,7 +510,7 @@ mod tests {
         let (_tmp, store, ch) = store();
         store.post(&ch, draft("human", "whole"), 10).unwrap();
         let path = store.dir(&ch).join(ROOT_FILE);
-        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
         f.write_all(b"hand edit\n").unwrap();
         f.write_all(&format::serialize(&Message {
             id: ItemId::sequential(11),
@@ -562,7 +557,7 @@ mod tests {
                     // A writer holds the lock and cuts a torn tail before it appends, like
                     // `post`; this one then dies part way through its own record.
                     store.cut_torn_tail(&path).unwrap();
-                    let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+                    let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
                     f.write_all(&bytes[..keep]).unwrap();
                 } else {
                     posted.push(store.post(&ch, draft("human", &body), 2_000 + i as u64).unwrap());
