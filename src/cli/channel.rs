@@ -149,7 +149,7 @@ pub(super) fn ls(json: bool) -> Result<i32> {
 /// `desk queue` say it alike).
 pub(super) fn stall_line(channel: &str, stall: &desk_daemon::channel::stall::Stall) -> String {
     let since = if stall.since_ms > 0 {
-        format!(" for {}", super::spans::span(now_ms().saturating_sub(stall.since_ms)))
+        format!(" for {}", desk_core::time::span(now_ms().saturating_sub(stall.since_ms)))
     } else {
         String::new()
     };

@@ -435,7 +435,7 @@ fn read_stdin() -> Result<String> {
 // ----- inspection -----
 
 fn fmt_age(ms: u64) -> String {
-    super::spans::span(now_ms().saturating_sub(ms))
+    desk_core::time::span(now_ms().saturating_sub(ms))
 }
 
 /// Said when `queue` and `stuck` read the store themselves.

@@ -47,11 +47,11 @@ fn axis<T: Serialize>(name: &str, a: &AxisView<T>, now: u64) -> String {
     format!(
         "{name:<10} {value:<10} since {} ({})\n{:<10} evidence: {} — {} (observed {})",
         desk_common::clock::local_time(a.since_ms),
-        super::spans::ago(now, a.since_ms),
+        desk_core::time::ago(now, a.since_ms),
         "",
         a.evidence.source,
         a.evidence.detail,
-        super::spans::ago(now, a.evidence.at_ms)
+        desk_core::time::ago(now, a.evidence.at_ms)
     )
 }
 
@@ -130,8 +130,8 @@ pub(super) fn explain(name: &SessionName, json: bool) -> Result<i32> {
             println!(
                 "ready: {}; last output: {}; last hook: {}",
                 if s.ready { "yes" } else { "no" },
-                s.last_output_ms.map_or("never".into(), |t| super::spans::ago(now, t)),
-                s.last_hook_ms.map_or("never".into(), |t| super::spans::ago(now, t)),
+                s.last_output_ms.map_or("never".into(), |t| desk_core::time::ago(now, t)),
+                s.last_hook_ms.map_or("never".into(), |t| desk_core::time::ago(now, t)),
             );
         }
         None => match &report.exit {
@@ -139,7 +139,7 @@ pub(super) fn explain(name: &SessionName, json: bool) -> Result<i32> {
                 println!(
                     "lifecycle  exited     {} ({})",
                     desk_common::signals::describe_exit(exit.status),
-                    super::spans::ago(now, exit.exited_at_ms)
+                    desk_core::time::ago(now, exit.exited_at_ms)
                 )
             }
             None => println!("the master is not running and recorded no exit: state unknown"),

@@ -15,7 +15,6 @@ mod keys;
 pub mod output;
 mod probe;
 mod sessions;
-mod spans;
 mod table;
 
 use anyhow::Result;

@@ -627,7 +627,7 @@ fn ls_table(rows: &[Listing], now: u64, fit: Option<usize>) -> Vec<String> {
                     (_, Some(signal)) => format!("killed({})", desk_common::signals::name(signal)),
                     _ => "exited".into(),
                 };
-                format!("{how} {}", super::spans::ago(now, e.exited_at_ms))
+                format!("{how} {}", desk_core::time::ago(now, e.exited_at_ms))
             }
             None => r.status.to_string(),
         };
@@ -649,7 +649,7 @@ fn ls_table(rows: &[Listing], now: u64, fit: Option<usize>) -> Vec<String> {
                 if let Some(wait) = &s.wait {
                     a.push_str(&format!("({wait})"));
                 }
-                format!("{a} {}", super::spans::span(now.saturating_sub(s.activity.since_ms)))
+                format!("{a} {}", desk_core::time::span(now.saturating_sub(s.activity.since_ms)))
             }
             None => "-".into(),
         };
@@ -672,7 +672,7 @@ fn ls_table(rows: &[Listing], now: u64, fit: Option<usize>) -> Vec<String> {
             r.title.as_deref().filter(|t| !t.is_empty()).map_or("-".into(), super::table::printable),
             r.pid.map_or("-".into(), |p| p.to_string()),
             clients,
-            r.started_at_ms.map_or("-".into(), |t| super::spans::ago(now, t)),
+            r.started_at_ms.map_or("-".into(), |t| desk_core::time::ago(now, t)),
             match (r.cols, r.rows) {
                 (Some(c), Some(rw)) => format!("{c}x{rw}"),
                 _ => "-".into(),

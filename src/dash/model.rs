@@ -905,16 +905,10 @@ fn role_word(role: Role) -> Option<&'static str> {
     }
 }
 
-/// An age in a few characters: `12s`, `4m`, `3h`, `2d`.
+/// An age in a few characters: `12s`, `4m`, `3h`, `2d`; nothing for a moment never recorded.
 pub fn age(now_ms: u64, since_ms: u64) -> String {
     if since_ms == 0 {
         return String::new();
     }
-    let s = now_ms.saturating_sub(since_ms) / 1000;
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m", s / 60),
-        3600..86400 => format!("{}h", s / 3600),
-        _ => format!("{}d", s / 86400),
-    }
+    desk_core::time::span(now_ms.saturating_sub(since_ms))
 }

@@ -89,6 +89,9 @@ const DESK_CRATES: &[&str] =
 const IMPURE: &[&str] = &[
     "Instant::now",
     "SystemTime",
+    "Timestamp::now",
+    "Zoned::now",
+    "TimeZone::system",
     "std::net",
     "unix::net",
     "UnixStream",

@@ -24,8 +24,9 @@ use tracing::{info, warn};
 
 use desk_common::paths::Paths;
 use desk_core::notify::{Notice, Notifier, StateMirror};
+use desk_term::text::cut_bytes;
 use desk_wire::events::Event;
-use desk_wire::operator::{ClientEvent, MAX_NOTIFY_MESSAGE, cut};
+use desk_wire::operator::{ClientEvent, MAX_NOTIFY_MESSAGE};
 
 /// 10 s for one notify command: a webhook with curl or a phone push answers in well under a
 /// second; one still running after this is hung, and is killed so that it cannot pile up.
@@ -86,7 +87,7 @@ impl Notifications {
     pub fn on_stuck(&mut self, item: &desk_core::delivery::item::Item) {
         let class = item.stuck.map_or("stuck", |c| c.as_str());
         let first = item.text.lines().next().unwrap_or("");
-        let first = cut(first, 120);
+        let first = cut_bytes(first, 120);
         if let Some(notice) = self.notifier.on_stuck(&item.session, item.id.as_str(), class, &first, Instant::now()) {
             self.notify(notice);
         }
@@ -94,7 +95,7 @@ impl Notifications {
 
     /// A session's agent mentioned the operator in a channel message.
     pub fn on_mention(&mut self, session: &str, channel: &str, message_id: &str, body: &str) {
-        let first = cut(body.lines().find(|l| !l.trim().is_empty()).unwrap_or(""), 120);
+        let first = cut_bytes(body.lines().find(|l| !l.trim().is_empty()).unwrap_or(""), 120);
         if let Some(notice) = self.notifier.on_mention(session, channel, message_id, &first, Instant::now()) {
             self.notify(notice);
         }
@@ -106,7 +107,7 @@ impl Notifications {
     }
 
     fn notify(&mut self, notice: Notice) {
-        let message = cut(&notice.message, MAX_NOTIFY_MESSAGE);
+        let message = cut_bytes(&notice.message, MAX_NOTIFY_MESSAGE).to_string();
         info!(session = %notice.session, kind = notice.kind.as_str(), "notify: {message}");
         self.records.push_back((
             notice.session.clone(),

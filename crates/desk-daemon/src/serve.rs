@@ -45,6 +45,7 @@ use desk_core::delivery::engine::{self, Action, Engine, Input, TimerKey};
 use desk_core::delivery::item::{ItemId, State};
 use desk_core::provider::Provider;
 use desk_core::state::RuleSet;
+use desk_core::time::Backoff;
 use desk_wire::control::{self, Request, Response};
 
 const LISTENER: Token = Token(0);
@@ -96,7 +97,7 @@ const REFUSED_RETRY_MAX: Duration = Duration::from_secs(300);
 struct Refusal {
     reason: String,
     retry_at: Instant,
-    backoff: Duration,
+    backoff: Backoff,
 }
 
 /// First retry of an intake file that could not be queued (a full disk, an I/O error): soon
@@ -171,7 +172,7 @@ struct Daemon {
     intake_errors: HashMap<ItemId, String>,
     /// When to try the intake again after a failed ingest, and the delay after that one.
     intake_retry: Option<Instant>,
-    intake_backoff: Duration,
+    intake_backoff: Backoff,
     /// Masters that speak another protocol version, by session: not connected until due.
     refused: HashMap<String, Refusal>,
     /// The channel directories, and the inotify watch on their parent (new channels).
@@ -181,7 +182,7 @@ struct Daemon {
     channel_watches: HashMap<nix::sys::inotify::WatchDescriptor, ChannelName>,
     /// When to ingest every channel again after a pass failed, and the delay after that one.
     channel_retry: Option<Instant>,
-    channel_backoff: Duration,
+    channel_backoff: Backoff,
     /// Since when each session's agent has been idle (Unix ms), for supervisor check-ins.
     idle_since: HashMap<String, u64>,
     /// Channels with check-ins on, and when to look at them next.
@@ -273,13 +274,13 @@ impl Daemon {
             ingest_waiters: Vec::new(),
             intake_errors: HashMap::new(),
             intake_retry: None,
-            intake_backoff: INTAKE_RETRY_FIRST,
+            intake_backoff: Backoff::new(INTAKE_RETRY_FIRST, INTAKE_RETRY_MAX),
             refused: HashMap::new(),
             channels,
             channels_watch,
             channel_watches: HashMap::new(),
             channel_retry: None,
-            channel_backoff: INTAKE_RETRY_FIRST,
+            channel_backoff: Backoff::new(INTAKE_RETRY_FIRST, INTAKE_RETRY_MAX),
             idle_since: HashMap::new(),
             checkin_channels: std::collections::BTreeSet::new(),
             next_checkin: Instant::now() + CHECKIN_EVERY,
@@ -587,14 +588,13 @@ impl Daemon {
             self.retry_intake_later();
         } else {
             self.intake_retry = None;
-            self.intake_backoff = INTAKE_RETRY_FIRST;
+            self.intake_backoff.reset();
         }
     }
 
     fn retry_intake_later(&mut self) {
         if self.intake_retry.is_none() {
-            self.intake_retry = Some(Instant::now() + self.intake_backoff);
-            self.intake_backoff = (self.intake_backoff * 2).min(INTAKE_RETRY_MAX);
+            self.intake_retry = Some(Instant::now() + self.intake_backoff.fail());
         }
     }
 
@@ -689,7 +689,7 @@ impl Daemon {
             failed |= !self.ingest_channel(&name);
         }
         if !failed {
-            self.channel_backoff = INTAKE_RETRY_FIRST;
+            self.channel_backoff.reset();
         }
     }
 
@@ -806,8 +806,7 @@ impl Daemon {
 
     fn retry_channels_later(&mut self) {
         if self.channel_retry.is_none() {
-            self.channel_retry = Some(Instant::now() + self.channel_backoff);
-            self.channel_backoff = (self.channel_backoff * 2).min(INTAKE_RETRY_MAX);
+            self.channel_retry = Some(Instant::now() + self.channel_backoff.fail());
         }
     }
 
@@ -818,7 +817,7 @@ impl Daemon {
         let due: Vec<String> = self.refused.iter().filter(|(_, r)| r.retry_at <= now).map(|(s, _)| s.clone()).collect();
         for session in due {
             if let Some(r) = self.refused.get_mut(&session) {
-                r.retry_at = now + r.backoff;
+                r.retry_at = now + r.backoff.wait();
             }
             self.open_master(&session);
         }
@@ -826,9 +825,11 @@ impl Daemon {
 
     /// Record that a session's master cannot be talked to, backing off its retries.
     fn note_refusal(&mut self, session: &str, reason: String) {
-        let backoff = self.refused.get(session).map_or(REFUSED_RETRY_FIRST, |r| (r.backoff * 2).min(REFUSED_RETRY_MAX));
-        warn!(session, "not delivering to {session}: {reason}; next try in {} s", backoff.as_secs());
-        self.refused.insert(session.to_string(), Refusal { reason, retry_at: Instant::now() + backoff, backoff });
+        let mut backoff =
+            self.refused.get(session).map_or(Backoff::new(REFUSED_RETRY_FIRST, REFUSED_RETRY_MAX), |r| r.backoff);
+        let wait = backoff.fail();
+        warn!(session, "not delivering to {session}: {reason}; next try in {} s", wait.as_secs());
+        self.refused.insert(session.to_string(), Refusal { reason, retry_at: Instant::now() + wait, backoff });
     }
 
     /// Connect to a session's master as an observer, unless it refused this daemon and is not

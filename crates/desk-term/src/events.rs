@@ -162,11 +162,7 @@ pub(crate) fn osc_event(command: &[u8], rest: &[u8], out: &mut Vec<OutputEvent>)
 
 /// `text` cut to at most `cap` bytes on a character boundary.
 pub(crate) fn cut_str(text: &str, cap: usize) -> String {
-    let mut end = text.len().min(cap);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].to_string()
+    crate::text::cut_bytes(text, cap).to_string()
 }
 
 /// Decode (lossily) and cut to at most `cap` bytes on a character boundary.

@@ -28,4 +28,5 @@
 pub mod events;
 pub mod keys;
 pub mod screen;
+pub mod text;
 pub mod view;

@@ -28,6 +28,7 @@ use super::settings::DeliverySettings;
 use super::text::{self, Fingerprint, Held, Presence};
 use crate::state::hooks::{HookEvent, PromptSig};
 use crate::state::{Activity, Lifecycle, RuleSet};
+use crate::time::Backoff;
 use unsent::OWN_PASTE_HOLD;
 
 mod io;
@@ -217,7 +218,7 @@ struct SessionQ {
     items: Vec<ItemId>,
     flight: Option<Flight>,
     hold: Option<Hold>,
-    failures: u32,
+    backoff: Backoff,
     retry_at: Option<Instant>,
     /// Submissions reported by hooks: (Unix ms, the prompt's signature).
     hooks: VecDeque<(u64, PromptSig)>,
@@ -249,7 +250,7 @@ impl SessionQ {
             items: Vec::new(),
             flight: None,
             hold: None,
-            failures: 0,
+            backoff: Backoff::new(BACKOFF_BASE, BACKOFF_MAX),
             retry_at: None,
             hooks: VecDeque::new(),
             owed: VecDeque::new(),
@@ -1660,8 +1661,7 @@ impl Engine {
     fn backoff(&mut self, session: &str, why: &str, out: &mut Out<'_>) {
         let (now, now_ms) = (out.now, out.now_ms);
         let q = self.session(session);
-        q.failures = (q.failures + 1).min(16);
-        let delay = BACKOFF_BASE.saturating_mul(1 << (q.failures - 1).min(6)).min(BACKOFF_MAX);
+        let delay = q.backoff.fail();
         q.retry_at = Some(now + delay);
         self.set_hold(session, format!("{why}; retrying in {} s", delay.as_secs()), now_ms);
         self.arm_retry(session, now + delay, out);
@@ -1671,7 +1671,7 @@ impl Engine {
     /// UserPromptSubmit report (otherwise the report is still owed, see `owed`).
     fn submitted(&mut self, session: &str, evidence: String, by_hook: bool, out: &mut Out<'_>) {
         let Some(flight) = self.take_flight(session) else { return };
-        self.session(session).failures = 0;
+        self.session(session).backoff.reset();
         // Delivered on other evidence: its hook is owed, and recorded as owed on disk. Typed
         // into a working agent, one shown idle only from before the previous prompt, or one
         // with earlier prompts still in its own queue (it takes them first, at a turn boundary
@@ -2032,13 +2032,9 @@ fn foreign_text(settings: &DeliverySettings, flight: &Flight, lines: &[String]) 
     (!rest.is_empty()).then_some(rest)
 }
 
-/// The start of a text, for a message: at most 40 characters.
+/// The start of a text, for a message: at most 40 characters and `…`.
 fn preview(text: &str) -> String {
-    let mut out: String = text.chars().take(40).collect();
-    if text.chars().count() > 40 {
-        out.push('…');
-    }
-    out
+    desk_term::text::ellipsize(text, 41)
 }
 
 /// How much longer to wait because a person typed in an attached terminal within
