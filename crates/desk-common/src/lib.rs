@@ -27,7 +27,7 @@
 //! signal names ([`signals`]), the clock ([`clock`]), logs ([`logging`]), the user's config
 //! ([`config`]) and provider rule files ([`rules`]), the failure vocabulary every command
 //! answers in ([`failure`]), crash failpoints ([`failpoint`]), and the blocking clients of a
-//! master ([`master_client`], [`keys`], [`fleet`]) and of the daemon ([`daemon_client`]). May
+//! master ([`master_client`], [`history`], [`keys`], [`fleet`]) and of the daemon ([`daemon_client`]). May
 //! not depend on the master's, the daemon's or the CLI's crate, nor on an argument parser or a
 //! terminal UI library.
 
@@ -38,6 +38,7 @@ pub mod failpoint;
 pub mod failure;
 pub mod fleet;
 pub mod fsutil;
+pub mod history;
 pub mod ids;
 pub mod info_file;
 pub mod journal;

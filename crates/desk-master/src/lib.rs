@@ -33,6 +33,7 @@ pub mod args;
 mod client;
 mod event_loop;
 mod events;
+mod history;
 mod memory;
 mod noise;
 mod operator;

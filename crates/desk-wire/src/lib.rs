@@ -3,9 +3,10 @@
 //! The frame codec (`codec`, `frame`) owns the byte layout of every frame of the protocol between
 //! a session master and its clients, and has no sockets and no clocks. Beside it live the other
 //! shared vocabularies: session events ([`events`]), hook event names ([`hook`]), events a client asks a master to record ([`operator`]), the agent state as reported ([`state`]), a
-//! prompt's signature ([`prompt`]) and the daemon's control messages ([`control`]). Codec and
-//! types only: no sockets, no clock (the blocking clients that speak this protocol are
-//! desk-common's). May not depend on desk-core or on any shell crate, nor on nix, libc or mio. A frame is an
+//! prompt's signature ([`prompt`]), the daemon's control messages ([`control`]) and what to
+//! ask a master to read a session's history in pages ([`history`]). Codec and types only: no
+//! sockets, no clock (the blocking clients that speak this protocol are desk-common's). May not
+//! depend on desk-core or on any shell crate, nor on nix, libc or mio. A frame is an
 //! 8-byte header (payload length, type, flags, reserved) followed by its payload; the layouts are
 //! specified in `docs/protocol.md` and pinned by the vectors under `tests/vectors/wire/`.
 //! Invariants: a declared payload length above [`MAX_PAYLOAD`] is refused as soon as the header is
@@ -33,6 +34,7 @@ pub mod control;
 pub mod events;
 mod frame;
 mod fuzz;
+pub mod history;
 pub mod hook;
 pub mod operator;
 pub mod prompt;
@@ -44,7 +46,8 @@ mod vectors;
 
 pub use codec::{FrameDecoder, decode_frame, decode_header, output_header};
 pub use frame::{
-    DecodeError, ErrorCode, ExitStatus, Foreground, Frame, FrameType, Header, Role, SessionInfo, SnapshotReply,
+    DecodeError, ErrorCode, ExitStatus, Foreground, Frame, FrameType, Header, HistoryRequest, Role, SessionInfo,
+    SnapshotReply,
 };
 #[doc(hidden)]
 pub use fuzz::fuzz_check;
