@@ -23,6 +23,7 @@ mod notify;
 mod screen;
 mod sessions;
 mod state;
+mod suite;
 mod support;
 mod views;
 mod wire_clients;
