@@ -17,8 +17,9 @@ struct SmallDisk {
 }
 
 impl SmallDisk {
-    /// Mount a 256 KiB tmpfs at `at`, or `None` when this process may not mount (not root).
-    fn mount(at: &Path) -> Option<SmallDisk> {
+    /// Mount a 256 KiB tmpfs at `at` (the test needs root: see [`crate::suite::require`]).
+    fn mount(at: &Path) -> SmallDisk {
+        crate::suite::require(crate::suite::Needs::Root);
         private_dir(at);
         let ok = std::process::Command::new("mount")
             .args(["-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs"])
@@ -26,7 +27,8 @@ impl SmallDisk {
             .stderr(std::process::Stdio::null())
             .status()
             .is_ok_and(|s| s.success());
-        ok.then(|| SmallDisk { at: at.to_path_buf(), filler: at.join("filler") })
+        assert!(ok, "cannot mount a tmpfs at {}", at.display());
+        SmallDisk { at: at.to_path_buf(), filler: at.join("filler") }
     }
 
     /// Write a file until the disk is full.
@@ -82,16 +84,36 @@ fn the_daemon_sweeps_temporary_files_left_by_killed_writers_on_start() {
 }
 
 #[test]
+#[cfg_attr(desk_missing_root, ignore = "needs root")]
 fn a_prompt_that_meets_a_full_disk_at_ingest_stays_in_the_intake_and_is_delivered_once_space_is_freed() {
     let home = Home::new();
-    let Some(disk) = SmallDisk::mount(&home.path().join("state/delivery/queue")) else {
-        eprintln!("skipped: cannot mount a tmpfs (needs root)");
-        return;
-    };
+    let disk = SmallDisk::mount(&home.path().join("state/delivery/queue"));
+    prompt_meets_a_full_disk_at_ingest(&home, &[], || disk.fill(), || disk.free());
+}
+
+/// The same full disk without privileges: the `failpoints` build fails every write under the
+/// queue with ENOSPC while `DESK_FULL_DISK`'s file exists (src/fsutil.rs), so CI covers the
+/// path on any machine.
+#[test]
+fn a_prompt_that_meets_an_injected_full_disk_at_ingest_is_delivered_once_space_is_freed() {
+    let home = Home::new();
+    let queue = home.path().join("state/delivery/queue");
+    private_dir(&queue);
+    let full = queue.join("FULL");
+    let env = [("DESK_FULL_DISK", full.to_str().expect("a utf-8 path"))];
+    let fill = || std::fs::write(&full, b"").expect("the full-disk marker");
+    let free = || std::fs::remove_file(&full).expect("remove the full-disk marker");
+    prompt_meets_a_full_disk_at_ingest(&home, &env, fill, free);
+}
+
+/// `desk send` while the queue's disk is full: `send` says the prompt is not queued (exit 1)
+/// and the prompt stays in the intake, shown by `desk item` and `desk queue` with the error;
+/// once there is space, it is queued and delivered, once.
+fn prompt_meets_a_full_disk_at_ingest(home: &Home, env: &[(&str, &str)], fill: impl Fn(), free: impl Fn()) {
     let log = home.demo("d", &[]);
     home.wait_ready("d");
-    home.serve();
-    disk.fill();
+    home.serve_with(env);
+    fill();
     let out = home.desk(&["send", "d", "survives a full disk"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "send must not claim success: {stderr}");
@@ -104,7 +126,7 @@ fn a_prompt_that_meets_a_full_disk_at_ingest_stays_in_the_intake_and_is_delivere
     assert!(shown.contains("in the intake") && shown.contains("No space left"), "{shown}");
     let queue = home.ok(&["queue"]);
     assert!(queue.contains(&id) && queue.contains("survives a full disk"), "{queue}");
-    disk.free();
+    free();
     let item = home.settled(&id);
     assert_eq!(item["state"], "delivered", "{item:#}");
     eventually("the prompt to reach the agent", || {
@@ -365,12 +387,10 @@ fn a_child_ringing_and_flipping_modes_in_a_loop_is_coalesced_into_a_few_events()
 }
 
 #[test]
+#[cfg_attr(desk_missing_root, ignore = "needs root")]
 fn a_full_disk_tears_no_journal_line_and_the_gap_is_recorded() {
     let home = Home::new();
-    let Some(disk) = SmallDisk::mount(&home.path().join("state/sessions/full")) else {
-        eprintln!("skipped: cannot mount a tmpfs (needs root)");
-        return;
-    };
+    let disk = SmallDisk::mount(&home.path().join("state/sessions/full"));
     private_dir(&home.path().join("state/sessions"));
     // A new 900-byte title every 100 ms: a steady stream of events to journal (two a second
     // pass the title limit), filling what is left of a page within seconds.
@@ -411,12 +431,10 @@ fn a_full_disk_tears_no_journal_line_and_the_gap_is_recorded() {
 }
 
 #[test]
+#[cfg_attr(desk_missing_root, ignore = "needs root")]
 fn a_clean_exit_on_a_full_disk_is_still_recorded_as_a_clean_exit() {
     let home = Home::new();
-    let Some(disk) = SmallDisk::mount(&home.run_dir()) else {
-        eprintln!("skipped: cannot mount a tmpfs (needs root)");
-        return;
-    };
+    let disk = SmallDisk::mount(&home.run_dir());
     let go = home.path().join("go");
     home.new_sh("clean", &format!("while [ ! -e {} ]; do sleep 0.05; done; exit 0", go.display()));
     let master = home.master_pid("clean");

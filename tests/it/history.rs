@@ -114,11 +114,9 @@ fn reattaching_from_a_shorter_terminal_keeps_the_newest_rows() {
 /// plays that terminal (the harness's emulator drops its scrollback on the keyframe's RIS,
 /// as xterm and tmux do not).
 #[test]
+#[cfg_attr(desk_missing_tmux, ignore = "needs tmux")]
 fn attach_history_reaches_the_outer_terminals_scrollback() {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("tmux is not installed: skipped");
-        return;
-    }
+    crate::suite::require(crate::suite::Needs::Program("tmux"));
     let home = Home::new();
     home.ok(&["new", "a", "--size", "60x10", "--", "sh", "-c", "seq 1 100; printf 'READY>'; exec cat"]);
     home.wait_screen("a", "READY>");

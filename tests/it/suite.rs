@@ -1,6 +1,42 @@
-//! The test suite checked against itself: every saved proptest regression is replayed.
+//! The test suite checked against itself: what a test needs from the machine is there (or the
+//! test shows as ignored, and fails in CI), and every saved proptest regression is replayed.
 
 use std::path::{Path, PathBuf};
+
+/// Something a test needs from the machine, beyond what `cargo test` builds.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Needs {
+    /// A program on `PATH` (tmux, vim).
+    Program(&'static str),
+    /// Root: to mount a small tmpfs, or to connect as another user.
+    Root,
+}
+
+/// Whether the machine has it.
+fn present(need: Needs) -> bool {
+    match need {
+        Needs::Program(name) => std::env::var_os("PATH")
+            .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(name).is_file())),
+        Needs::Root => nix::unistd::geteuid().is_root(),
+    }
+}
+
+/// Called first by every test with a prerequisite. Where the prerequisite is missing, the build
+/// script (`build.rs`) has already marked the test `#[ignore = "needs ..."]` (so `cargo test`
+/// shows it as ignored, never as a silent pass), except when `CI` is set: CI must run every
+/// test, so there a missing prerequisite fails the test, saying what to install. A test run
+/// with `--include-ignored` on a machine without it fails the same way.
+pub(crate) fn require(need: Needs) {
+    if present(need) {
+        return;
+    }
+    let what = match need {
+        Needs::Program(name) => format!("{name} is not installed (apt-get install {name})"),
+        Needs::Root => "this test needs root (to mount a tmpfs, or to connect as another user)".to_string(),
+    };
+    let ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty());
+    panic!("{what}{}", if ci { "; CI runs every test (.ci/run installs tmux and vim and runs as root)" } else { "" });
+}
 
 /// The workspace root.
 fn root() -> PathBuf {

@@ -115,11 +115,9 @@ fn numbered(from: usize, to: usize) -> Vec<u8> {
 }
 
 #[test]
+#[cfg_attr(desk_missing_tmux, ignore = "needs tmux")]
 fn resizing_rows_matches_tmux_on_the_corpus() -> Result<()> {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("tmux is not installed: the resize corpus is skipped");
-        return Ok(());
-    }
+    crate::suite::require(crate::suite::Needs::Program("tmux"));
     let dir = tempfile::Builder::new().prefix("desk-tmux-").tempdir()?;
     let long: String = (0..30).map(|i| format!("line {i} {}\r\n", "x".repeat(i * 3))).collect();
     let coloured: String = (0..40).map(|i| format!("\x1b[3{}m{i} coloured\x1b[0m text\r\n", i % 8)).collect();
