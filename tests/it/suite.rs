@@ -1,6 +1,8 @@
 //! The test suite checked against itself: what a test needs from the machine is there (or the
-//! test shows as ignored, and fails in CI), and every saved proptest regression is replayed.
+//! test shows as ignored, and fails in CI), every saved proptest regression is replayed, and
+//! every crash failpoint in the code is one a crash test stops at.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// Something a test needs from the machine, beyond what `cargo test` builds.
@@ -90,4 +92,43 @@ fn every_saved_proptest_regression_sits_where_proptest_reads_it() {
         }
     }
     assert!(saved >= 3, "only {saved} regression files found");
+}
+
+/// The string literals in every `failpoint(...)` call of the sources under `dir`.
+fn failpoints_in(dir: &Path) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    for file in files(dir, ".rs") {
+        let text = std::fs::read_to_string(&file).expect("a readable source");
+        for (at, _) in text.match_indices("failpoint(") {
+            let call = &text[at + "failpoint(".len()..];
+            let Some(end) = call.find(')') else { continue };
+            let args = &call[..end];
+            if args.contains(": &str") {
+                continue; // the definition
+            }
+            found.extend(args.split('"').skip(1).step_by(2).map(String::from));
+        }
+    }
+    found
+}
+
+#[test]
+fn every_crash_failpoint_is_listed_and_a_crash_test_stops_at_it() {
+    let in_code = failpoints_in(&root().join("src"));
+    let listed: BTreeSet<String> = desk::delivery::store::FAILPOINTS
+        .iter()
+        .chain(desk::channel::ingest::FAILPOINTS.iter())
+        .map(|s| s.to_string())
+        .collect();
+    assert!(in_code.len() >= 13, "found only {in_code:?}");
+    assert_eq!(in_code, listed, "the failpoints in the code and the lists the soak draws from differ");
+    // A crash test names the step it kills the daemon at (DESK_FAILPOINT).
+    let this = file!().rsplit('/').next().unwrap_or_default();
+    let tests: String = files(&root().join("tests"), ".rs")
+        .iter()
+        .filter(|p| !p.ends_with(this))
+        .map(|p| std::fs::read_to_string(p).unwrap_or_default())
+        .collect();
+    let untested: Vec<&String> = in_code.iter().filter(|step| !tests.contains(&format!("\"{step}\""))).collect();
+    assert!(untested.is_empty(), "failpoints no crash test stops at: {untested:?}");
 }
