@@ -7,6 +7,7 @@ use crate::provider::Provider;
 use std::collections::BinaryHeap;
 
 mod crash;
+mod force;
 
 /// A small agent: an input box, a transcript, bracketed paste, placeholders for big pastes,
 /// an approval dialog, queueing while working, and the log of what it actually submitted.
