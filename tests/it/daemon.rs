@@ -237,6 +237,88 @@ fn idle_control_clients_do_not_lock_out_commands_and_stop_means_stopped() {
     assert!(!crate::support::alive(pid), "serve --stop returned while the daemon still runs");
 }
 
+/// A raw control connection: one request line written, answers read line by line.
+struct ControlClient {
+    reader: std::io::BufReader<std::os::unix::net::UnixStream>,
+}
+
+impl ControlClient {
+    fn connect(home: &Home) -> ControlClient {
+        let stream = std::os::unix::net::UnixStream::connect(home.run_dir().join("_serve.sock")).expect("connect");
+        stream.set_read_timeout(Some(crate::support::PATIENCE)).expect("timeout");
+        ControlClient { reader: std::io::BufReader::new(stream) }
+    }
+
+    fn send(&mut self, bytes: &[u8]) {
+        std::io::Write::write_all(self.reader.get_mut(), bytes).expect("write a request");
+    }
+
+    fn answer(&mut self) -> String {
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut self.reader, &mut line).expect("read an answer");
+        line
+    }
+}
+
+#[test]
+fn with_64_control_clients_owed_answers_the_next_is_refused_and_served_once_they_are_answered() {
+    let home = Home::new();
+    // A prompt waiting in the intake while the queue's disk is full: an `ingest` of it is
+    // answered only once it is queued, so each client asking for it is owed an answer.
+    let queue = home.path().join("state/delivery/queue");
+    private_dir(&queue);
+    let full = queue.join("FULL");
+    std::fs::write(&full, b"").expect("the full-disk marker");
+    let id = home.ok(&["send", "later", "--queue-for-later", "waits for space"]).trim().to_string();
+    home.serve_with(&[("DESK_FULL_DISK", full.to_str().expect("a utf-8 path"))]);
+    let ingest = format!("{{\"v\":1,\"cmd\":\"ping\"}}\n{{\"v\":1,\"cmd\":\"ingest\",\"id\":\"{id}\"}}\n");
+    let mut owed: Vec<ControlClient> = (0..64)
+        .map(|_| {
+            let mut client = ControlClient::connect(&home);
+            client.send(ingest.as_bytes());
+            // The ping's answer: the daemon has read this client's lines (it reads a client's
+            // requests in one go, so its ingest is taken before it looks at anyone else).
+            assert!(client.answer().contains("\"ok\":true"));
+            client
+        })
+        .collect();
+    // The 65th: nobody idle to close, so it is refused, and told why.
+    let mut extra = ControlClient::connect(&home);
+    let refused = extra.answer();
+    assert!(refused.contains("refused: 64 clients are waiting for answers"), "{refused}");
+    let out = home.desk(&["queue"]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    // Space again: the prompt is queued, every client gets its answer, and the daemon serves.
+    std::fs::remove_file(&full).expect("free the disk");
+    for client in &mut owed {
+        let answer = client.answer();
+        assert!(answer.contains("\"ok\":true") && answer.contains("queued"), "{answer}");
+    }
+    drop(owed);
+    home.ok(&["queue"]);
+}
+
+#[test]
+fn a_control_request_line_over_1_mib_is_refused_and_its_connection_closed() {
+    let home = Home::new();
+    home.serve();
+    let mut client = ControlClient::connect(&home);
+    // No newline in 1 MiB and a byte: the daemon stops reading, answers and closes.
+    let line = vec![b'x'; desk::wire::control::MAX_LINE + 1];
+    let _ = std::io::Write::write_all(client.reader.get_mut(), &line);
+    let answer = client.answer();
+    assert!(answer.contains("\"ok\":false") && answer.contains("request line too long"), "{answer}");
+    assert_eq!(client.answer(), "", "closed after the answer");
+    // A line of just under the limit is read whole (and answered as the bad request it is).
+    let mut client = ControlClient::connect(&home);
+    let mut line = vec![b'x'; desk::wire::control::MAX_LINE - 1];
+    line.push(b'\n');
+    client.send(&line);
+    let answer = client.answer();
+    assert!(answer.contains("\"ok\":false") && !answer.contains("too long"), "{answer}");
+    home.ok(&["queue"]);
+}
+
 #[test]
 fn an_idle_control_client_is_closed_after_the_idle_timeout() {
     // The daemon's idle timeout (CONTROL_IDLE_TIMEOUT in src/daemon/mod.rs).
