@@ -341,7 +341,8 @@ fn an_idle_control_client_is_closed_after_the_idle_timeout() {
 /// with WELCOME version 2, or refuses it with UNSUPPORTED_VERSION, and records what observers
 /// send after their HELLO.
 struct FakeMaster {
-    observers: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// When each observer's HELLO arrived: how often, and when, the daemon tried.
+    hellos: std::sync::Arc<std::sync::Mutex<Vec<std::time::Instant>>>,
     frames_after_hello: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
@@ -353,19 +354,16 @@ impl FakeMaster {
         use std::sync::atomic::Ordering;
         let listener = std::os::unix::net::UnixListener::bind(socket).expect("bind fake master");
         listener.set_nonblocking(true).expect("nonblocking");
-        let fake = FakeMaster {
-            observers: Default::default(),
-            frames_after_hello: Default::default(),
-            stop: Default::default(),
-        };
-        let (observers, frames, stop) = (fake.observers.clone(), fake.frames_after_hello.clone(), fake.stop.clone());
+        let fake =
+            FakeMaster { hellos: Default::default(), frames_after_hello: Default::default(), stop: Default::default() };
+        let (hellos, frames, stop) = (fake.hellos.clone(), fake.frames_after_hello.clone(), fake.stop.clone());
         std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
                 let Ok((mut stream, _)) = listener.accept() else {
                     std::thread::sleep(std::time::Duration::from_millis(10));
                     continue;
                 };
-                let (observers, frames) = (observers.clone(), frames.clone());
+                let (hellos, frames) = (hellos.clone(), frames.clone());
                 std::thread::spawn(move || {
                     let _ = stream.set_nonblocking(false);
                     let _ = stream.set_read_timeout(Some(crate::support::PATIENCE));
@@ -377,7 +375,7 @@ impl FakeMaster {
                             Ok(Some(Frame::Hello { role, .. })) if !observer => {
                                 observer = role == Role::Observer;
                                 if observer {
-                                    observers.fetch_add(1, Ordering::SeqCst);
+                                    hellos.lock().unwrap().push(std::time::Instant::now());
                                 }
                                 let reply = if welcome_v2 {
                                     let info = crate::support::fake_session_info("fake", "sh");
@@ -417,7 +415,7 @@ impl Drop for FakeMaster {
     }
 }
 
-fn a_master_of_another_version_is_refused(welcome_v2: bool, shown: &str) {
+fn a_master_of_another_version_is_refused(welcome_v2: bool, shown: &str) -> (Home, FakeMaster) {
     let home = Home::new();
     private_dir(&home.run_dir());
     let fake = FakeMaster::start(&home.socket("fake"), welcome_v2);
@@ -427,12 +425,13 @@ fn a_master_of_another_version_is_refused(welcome_v2: bool, shown: &str) {
         let out = home.ok(&["queue"]);
         if out.contains(shown) { Ok(out) } else { Err(out) }
     });
-    let observers = fake.observers.load(std::sync::atomic::Ordering::SeqCst);
+    let observers = fake.hellos.lock().unwrap().len();
     assert!(observers <= 2, "the daemon retried at once, {observers} times");
     let sent = fake.frames_after_hello.lock().unwrap().clone();
     assert!(sent.is_empty(), "the daemon sent {sent:?} to a master of another version");
     let id = listing.lines().find(|l| l.contains("never typed")).and_then(|l| l.split_whitespace().next());
     assert_eq!(id.map(|id| home.item(id)["state"].clone()), Some(serde_json::json!("queued")), "{listing}");
+    (home, fake)
 }
 
 #[test]
@@ -442,7 +441,28 @@ fn a_master_that_welcomes_with_another_protocol_version_is_never_typed_into() {
 
 #[test]
 fn a_master_that_refuses_the_daemons_version_is_shown_and_retried_with_backoff() {
-    a_master_of_another_version_is_refused(false, "refused this daemon's protocol version 1");
+    // The daemon's backoff for such a master (REFUSED_RETRY_FIRST in src/daemon/mod.rs), then
+    // doubling.
+    const FIRST: std::time::Duration = std::time::Duration::from_secs(5);
+    let (home, fake) = a_master_of_another_version_is_refused(false, "refused this daemon's protocol version 1");
+    let log = home.path().join("state/delivery/serve.log");
+    let said = |what: &str| std::fs::read_to_string(&log).unwrap_or_default().contains(what);
+    assert!(said("next try in 5 s"), "{}", std::fs::read_to_string(&log).unwrap_or_default());
+    // Tried again, not before its backoff: the refusal came after the first HELLO and the next
+    // connection only once that refusal's backoff had run out, so this is a lower bound that
+    // load can only lengthen.
+    let hellos = eventually("the daemon to try the master again", || {
+        let hellos = fake.hellos.lock().unwrap().clone();
+        if hellos.len() >= 2 { Ok(hellos) } else { Err(format!("{} tries", hellos.len())) }
+    });
+    let waited = hellos[1].duration_since(hellos[0]);
+    assert!(waited >= FIRST, "tried again after {waited:?}, before its {FIRST:?} backoff");
+    // Refused again: the next wait is twice as long.
+    eventually(
+        "the doubled backoff",
+        || if said("next try in 10 s") { Ok(()) } else { Err(log.display().to_string()) },
+    );
+    assert_eq!(fake.hellos.lock().unwrap().len(), 2, "no third try within the doubled backoff");
 }
 
 #[test]
