@@ -163,27 +163,28 @@ pub fn is_exiting(pid: u32) -> bool {
     matches!(state, "Z" | "X" | "x") || flags & PF_EXITING != 0
 }
 
-/// Whether `pid` is this process's parent, grandparent, ... (walking `/proc/PID/stat`).
-pub fn is_ancestor_of_self(pid: u32) -> bool {
+/// This process's parent, grandparent, ... up to (not including) init, nearest first (walking
+/// `/proc/PID/stat`). A subreaper on the way (a session's master is one) keeps what it
+/// adopted among its descendants, so a helper that double-forked is still found below it.
+pub fn ancestors_of_self() -> Vec<u32> {
+    let mut found = Vec::new();
     let mut current = std::process::id();
     // A chain deeper than this is a loop in what /proc said (a pid reused mid-walk).
     for _ in 0..MAX_ANCESTRY {
-        let Ok(stat) = fs::read_to_string(format!("/proc/{current}/stat")) else { return false };
-        let Some(close) = stat.rfind(')') else { return false };
+        let Ok(stat) = fs::read_to_string(format!("/proc/{current}/stat")) else { break };
+        let Some(close) = stat.rfind(')') else { break };
         // After the name: state, then the parent's pid.
         let Some(parent) = stat.get(close + 2..).and_then(|rest| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
         else {
-            return false;
+            break;
         };
-        if parent == pid {
-            return true;
-        }
         if parent <= 1 {
-            return false;
+            break;
         }
+        found.push(parent);
         current = parent;
     }
-    false
+    found
 }
 
 /// 4096 generations: far deeper than any real process tree.
@@ -256,6 +257,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn ancestry_starts_with_the_parent() {
+        let ancestors = ancestors_of_self();
+        assert_eq!(ancestors.first().copied(), Some(std::os::unix::process::parent_id()).filter(|p| *p > 1));
+        assert!(!ancestors.contains(&std::process::id()));
+    }
+
+    #[test]
     fn usage_is_read_after_the_command_name_and_summed_by_session() {
         let stat = "42 (a (b) c) S 1 42 42 0 -1 4194304 100 0 0 0 7 5 0 0 20 0 1 0 100 1000000 321 rest";
         assert_eq!(parse_usage(stat), Some((42, Usage { cpu_ticks: 12, rss_pages: 321 })));
@@ -293,8 +301,6 @@ mod tests {
         file.lock().unwrap();
         assert_eq!(flock_holder(meta.dev(), meta.ino()), Some(std::process::id()));
         assert!(!is_exiting(std::process::id()));
-        assert!(is_ancestor_of_self(std::os::unix::process::parent_id()));
-        assert!(!is_ancestor_of_self(std::process::id()));
         file.unlock().unwrap();
         assert_eq!(flock_holder(meta.dev(), meta.ino()), None);
     }

@@ -30,6 +30,11 @@ pub struct SessionMeta {
     pub provider: String,
     pub pid: u32,
     pub master_pid: u32,
+    /// The master's start time in clock ticks since boot (`/proc/PID/stat` field 22), so that a
+    /// process that later reuses its pid is not taken for it ([`enclosing`]). Absent in the
+    /// records of older masters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub master_start: Option<u64>,
     pub command: Vec<String>,
     pub cwd: String,
     pub cols: u16,
@@ -157,6 +162,31 @@ pub fn write_meta(paths: &SessionPaths, meta: &SessionMeta) -> Result<()> {
 
 pub fn write_exit(paths: &SessionPaths, record: &ExitRecord) -> Result<()> {
     fsutil::write_atomic(&paths.exit, &serde_json::to_vec_pretty(record)?)
+}
+
+/// The sessions of this desk (`paths`) that this process runs inside, nearest first: those
+/// whose master is this process's parent, grandparent, ... as `/proc` says, not as any
+/// environment variable claims (a child can set `DESK_SESSION` to anything, or unset it). A
+/// master is known by its session's record (`<name>.json`), and by its start time where the
+/// record has one, so a pid that a later process reused is not taken for a master. A session
+/// started from inside another (its master adopted by the outer master, a subreaper) comes
+/// before the outer one. Records that cannot be read are skipped.
+pub fn enclosing(paths: &Paths) -> Result<Vec<SessionName>> {
+    let ancestors = crate::procfs::ancestors_of_self();
+    let mut found: Vec<(usize, SessionName)> = Vec::new();
+    for name in paths.session_names()? {
+        let Ok(Some(meta)) = read_meta(&paths.session(&name)) else { continue };
+        let Some(depth) = ancestors.iter().position(|pid| *pid == meta.master_pid) else { continue };
+        let same_process = match meta.master_start {
+            Some(start) => crate::procfs::state_and_start(meta.master_pid).is_some_and(|(_, s)| s == start),
+            None => true,
+        };
+        if same_process {
+            found.push((depth, name));
+        }
+    }
+    found.sort();
+    Ok(found.into_iter().map(|(_, name)| name).collect())
 }
 
 /// Allocate the next generation of a session name: one more than any generation this name ever

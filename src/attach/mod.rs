@@ -123,7 +123,7 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
             return Err(crate::cli::fail(ErrorCode::NoSuchSession, format!("no session named {}", opts.name)));
         }
     };
-    refuse_own_session(&files, &opts.name)?;
+    refuse_own_session(&paths, &files, &opts.name)?;
     if opts.history > 0 {
         write_history(&files, opts.history)?;
     }
@@ -195,14 +195,15 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
 
 /// Refuse to attach a session from inside itself: its output would come back to it as this
 /// client's terminal output, round and round (a busy loop that outlives the outer client).
-/// Inside is when the session's master is an ancestor of this process; `DESK_SESSION` (which
-/// the master gives its child) naming the session counts too, unless the session's record
-/// shows its master is not among our ancestors (the same name under another `DESK_HOME`).
-fn refuse_own_session(files: &crate::paths::SessionPaths, name: &SessionName) -> Result<()> {
-    let master = session::read_meta(files).ok().flatten().map(|m| m.master_pid);
-    let ours = master.is_some_and(crate::procfs::is_ancestor_of_self);
+/// Inside is when the session's master is an ancestor of this process ([`session::enclosing`]);
+/// `DESK_SESSION` (which the master gives its child) naming the session counts too, unless the
+/// session's record shows its master is not among our ancestors (the same name under another
+/// `DESK_HOME`).
+fn refuse_own_session(paths: &Paths, files: &crate::paths::SessionPaths, name: &SessionName) -> Result<()> {
+    let recorded = session::read_meta(files).ok().flatten().is_some();
+    let ours = session::enclosing(paths).unwrap_or_default().contains(name);
     let named = std::env::var_os("DESK_SESSION").is_some_and(|v| v == name.as_str());
-    if ours || (named && master.is_none()) {
+    if ours || (named && !recorded) {
         return Err(crate::cli::failure(
             2,
             format!(

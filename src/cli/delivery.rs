@@ -55,8 +55,11 @@ fn ask(paths: &Paths, req: &Request, timeout: Duration) -> Result<Response> {
 
 /// The daemon's refusal as a failure of the right kind.
 fn refusal(resp: Response) -> anyhow::Error {
+    let refused = resp.refused();
     let message = resp.error.unwrap_or_else(|| "failed".into());
-    let kind = if message.starts_with("no item ") || message.ends_with(" was not found") {
+    let kind = if !refused {
+        ErrorCode::NotDelivered
+    } else if message.starts_with("no item ") || message.ends_with(" was not found") {
         ErrorCode::NoSuchItem
     } else if message.ends_with("is not an item id") {
         ErrorCode::Usage
@@ -478,7 +481,8 @@ pub(super) fn queue(session: Option<SessionName>, json: bool) -> Result<i32> {
         return Err(refusal(resp));
     }
     if json {
-        let notes: Vec<String> = if offline { vec![DAEMON_DOWN.to_string()] } else { vec![] };
+        let mut notes: Vec<String> = if offline { vec![DAEMON_DOWN.to_string()] } else { vec![] };
+        notes.extend(super::channel::stall_lines(&paths));
         output::print_ok("queues", &resp.data, &notes)?;
         return Ok(0);
     }
@@ -519,8 +523,9 @@ pub(super) fn queue(session: Option<SessionName>, json: bool) -> Result<i32> {
     Ok(0)
 }
 
-/// Prompts the daemon has not queued: intake files still waiting (a full disk, or no daemon)
-/// and records set aside because they cannot be parsed. Returns whether there were any.
+/// Prompts the daemon has not queued: intake files still waiting (a full disk, or no daemon),
+/// records set aside because they cannot be parsed, and channels whose messages stopped
+/// becoming prompts (`crate::channel::stall`). Returns whether there were any.
 fn print_not_queued(paths: &Paths) -> Result<bool> {
     let store = Store::open(&paths.state)?;
     let waiting = store.pending_intake()?;
@@ -546,7 +551,14 @@ fn print_not_queued(paths: &Paths) -> Result<bool> {
             println!("  {}  {}", p.path.display(), p.error);
         }
     }
-    Ok(!waiting.is_empty() || !set_aside.is_empty())
+    let stalled = super::channel::stall_lines(paths);
+    if !stalled.is_empty() {
+        println!("channels  [stalled: their messages are stored but not turned into prompts]");
+        for line in &stalled {
+            println!("  {line}");
+        }
+    }
+    Ok(!waiting.is_empty() || !set_aside.is_empty() || !stalled.is_empty())
 }
 
 /// The item an operator means by `text`: a whole id, or any unique prefix of one (like a git
@@ -703,7 +715,7 @@ fn next_step(item: &Item) -> String {
             item.session
         ),
         _ => format!(
-            "check the agent (desk peek {}): if it did not get the prompt, desk force {id} pastes it again; otherwise desk drop {id}",
+            "check the agent (desk peek {}): if it did not get the prompt, desk force {id} presses Enter on it when it sits unsent in the input box, or pastes it again; otherwise desk drop {id}",
             item.session
         ),
     }
@@ -712,7 +724,9 @@ fn next_step(item: &Item) -> String {
 /// `force`, `drop`, `pause`, `resume`: one request, its answer printed; `kind` names the JSON.
 pub(super) fn command(kind: &str, req: Request, json: bool) -> Result<i32> {
     let paths = paths()?;
-    let timeout = if matches!(req, Request::Force { .. }) { FORCE_TIMEOUT } else { REQUEST_TIMEOUT };
+    // A drop may erase desk's own prompt from the input box and look again: up to 45 s.
+    let timeout =
+        if matches!(req, Request::Force { .. } | Request::Drop { .. }) { FORCE_TIMEOUT } else { REQUEST_TIMEOUT };
     let (key, target) = match &req {
         Request::Pause { session, .. } | Request::Resume { session } => ("session", session.clone()),
         Request::Force { id, .. } | Request::Drop { id } => ("id", id.clone()),

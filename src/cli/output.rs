@@ -29,6 +29,9 @@ pub enum ErrorCode {
     NoSuchChannel,
     /// The author is not a member of the channel (exit 2).
     NotAMember,
+    /// A post names an author the caller is not: another session, or (from inside a session)
+    /// the operator or a person (exit 2).
+    WrongAuthor,
     /// The session or daemon to create already exists (exit 2).
     AlreadyExists,
     /// The configuration file cannot be read or used (exit 2).
@@ -37,8 +40,11 @@ pub enum ErrorCode {
     NotRunning,
     /// `desk serve` is not running or did not answer (exit 1).
     DaemonUnavailable,
-    /// The daemon refused the request (exit 1).
+    /// The daemon refused the request: nothing was done (exit 1).
     Refused,
+    /// A force typed (pasted again, pressed Enter) and the item is still not delivered; the
+    /// message says what it did and how it ended (exit 1).
+    NotDelivered,
     /// Anything else that went wrong (exit 1).
     Failed,
 }
@@ -52,11 +58,13 @@ impl ErrorCode {
             ErrorCode::AmbiguousId => "ambiguous-id",
             ErrorCode::NoSuchChannel => "no-such-channel",
             ErrorCode::NotAMember => "not-a-member",
+            ErrorCode::WrongAuthor => "wrong-author",
             ErrorCode::AlreadyExists => "already-exists",
             ErrorCode::BadConfig => "bad-config",
             ErrorCode::NotRunning => "not-running",
             ErrorCode::DaemonUnavailable => "daemon-unavailable",
             ErrorCode::Refused => "refused",
+            ErrorCode::NotDelivered => "not-delivered",
             ErrorCode::Failed => "failed",
         }
     }
@@ -67,7 +75,9 @@ impl ErrorCode {
         match self {
             ErrorCode::Usage | ErrorCode::NoSuchSession | ErrorCode::NoSuchItem | ErrorCode::AmbiguousId => 2,
             ErrorCode::AlreadyExists | ErrorCode::BadConfig | ErrorCode::NoSuchChannel | ErrorCode::NotAMember => 2,
+            ErrorCode::WrongAuthor => 2,
             ErrorCode::NotRunning | ErrorCode::DaemonUnavailable | ErrorCode::Refused | ErrorCode::Failed => 1,
+            ErrorCode::NotDelivered => 1,
         }
     }
 
@@ -77,18 +87,20 @@ impl ErrorCode {
     }
 
     /// Every code, for the contract test and the docs.
-    pub const ALL: [ErrorCode; 12] = [
+    pub const ALL: [ErrorCode; 14] = [
         ErrorCode::Usage,
         ErrorCode::NoSuchSession,
         ErrorCode::NoSuchItem,
         ErrorCode::AmbiguousId,
         ErrorCode::NoSuchChannel,
         ErrorCode::NotAMember,
+        ErrorCode::WrongAuthor,
         ErrorCode::AlreadyExists,
         ErrorCode::BadConfig,
         ErrorCode::NotRunning,
         ErrorCode::DaemonUnavailable,
         ErrorCode::Refused,
+        ErrorCode::NotDelivered,
         ErrorCode::Failed,
     ];
 }

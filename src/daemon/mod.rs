@@ -567,8 +567,14 @@ impl Daemon {
                     }),
                 },
                 Action::Write { token, session, generation, kind, bytes } => {
-                    let enter = kind == engine::WriteKind::Enter;
-                    store::failpoint(if enter { "before-submit" } else { "before-paste" });
+                    let step = match kind {
+                        engine::WriteKind::Paste => Some(("before-paste", "after-paste")),
+                        engine::WriteKind::Enter => Some(("before-submit", "after-submit")),
+                        engine::WriteKind::Erase => None,
+                    };
+                    if let Some((before, _)) = step {
+                        store::failpoint(before);
+                    }
                     match self.master_for(&session, generation) {
                         Some(conn) => {
                             conn.write_input(token, bytes);
@@ -581,12 +587,19 @@ impl Daemon {
                             result: Err(engine::WriteError::Refused(format!("session {session} is not connected"))),
                         }),
                     }
-                    store::failpoint(if enter { "after-submit" } else { "after-paste" });
+                    if let Some((_, after)) = step {
+                        store::failpoint(after);
+                    }
                 }
                 Action::Arm { at, key } => self.timers.push(Reverse((at, key))),
-                Action::Reply { client, ok, message, item } => {
+                Action::Reply { client, ok, acted, message, item } => {
                     let data = item.map(|i| serde_json::to_value(*i).unwrap_or_default()).unwrap_or_default();
-                    let response = if ok { Response::ok(message, data) } else { Response::err(message) };
+                    let response = match (ok, acted) {
+                        (true, _) => Response::ok(message, data),
+                        // It typed, and the outcome is not a delivery: not a refusal.
+                        (false, true) => Response::not_delivered(message),
+                        (false, false) => Response::err(message),
+                    };
                     self.reply(Token(client as usize), response);
                 }
             }
@@ -768,8 +781,11 @@ impl Daemon {
             self.checkin_channels.insert(name.clone());
         }
         let (pass, result) = crate::channel::ingest::ingest_channel(&self.channels, &self.store, name, now_ms());
-        for p in &pass.problems {
+        for p in pass.problems.iter().chain(&pass.damage) {
             warn!(channel = %name, "{p}");
+        }
+        for r in &pass.resynced {
+            warn!(channel = %name, "{r}: re-synchronised: every record of the file was checked against the ingest ledger");
         }
         for mention in &pass.notify {
             let people = mention.people.join(", @");
@@ -787,6 +803,11 @@ impl Daemon {
         for item in pass.items {
             info!(item = %item.id, session = %item.session, channel = %name, "queued from the channel");
             self.feed(Input::Ingested(item));
+        }
+        // A member removed (a pass follows every change of the members file) does not get the
+        // channel's messages still queued for it.
+        if let Ok(Some(roster)) = self.channels.roster(name) {
+            self.feed(Input::ChannelMembers { channel: name.to_string(), receivers: roster.receivers() });
         }
         match result {
             Ok(()) => true,

@@ -923,6 +923,7 @@ fn the_header_names_channels_with_unread_messages_and_their_human_mentions() {
         unread,
         unread_human,
         last_ms: Some(NOW),
+        stalled: None,
     };
     dash.channels = vec![summary("release", 3, 1), summary("quiet", 0, 0)];
     let term = draw(&dash, &Preview::None, 120, 30, Look { color: true });
@@ -985,4 +986,42 @@ fn every_session_that_needs_you_is_in_the_table_and_what_does_not_fit_is_counted
             }
         }
     }
+}
+
+/// A channel whose messages stopped reaching their members is named in the header, read or
+/// not, in red: its posts succeed and nothing else would say so.
+#[test]
+fn the_header_names_a_stalled_channel() {
+    let mut dash = busy_fleet();
+    let stalled = crate::channel::summary::Summary {
+        name: "ops".into(),
+        goal: String::new(),
+        members: 2,
+        messages: 4,
+        threads: 0,
+        human_mentions: 0,
+        unread: 0,
+        unread_human: 0,
+        last_ms: Some(NOW),
+        stalled: Some(crate::channel::stall::Stall { since_ms: NOW, reasons: vec!["root.md is damaged".into()] }),
+    };
+    dash.channels = vec![stalled];
+    let term = draw(&dash, &Preview::None, 120, 30, Look { color: true });
+    let buf = term.backend().buffer();
+    let top: String = (0..120).map(|x| buf[(x, 0)].symbol()).collect();
+    assert!(top.contains("#ops stalled"), "{top}");
+    let (x, y) = find(buf, "#ops stalled").expect("the stall");
+    assert_eq!(buf[(x, y)].fg, Color::Red);
+}
+
+#[test]
+fn a_force_that_pasted_again_is_not_shown_as_a_refusal() {
+    use crate::wire::control::Response;
+    let typed = "pasted again; still not seen in the input area: the item stays stuck (paste-missing)";
+    assert_eq!(super::outcome_line(Ok(Response::not_delivered(typed))), typed);
+    assert_eq!(super::outcome_line(Ok(Response::err("no pending item x"))), "refused: no pending item x");
+    assert_eq!(
+        super::outcome_line(Ok(Response::ok("pressed Enter; delivered", serde_json::Value::Null))),
+        "pressed Enter; delivered"
+    );
 }

@@ -1408,6 +1408,7 @@ mod tests {
             provider: "shell".into(),
             pid: child_pid,
             master_pid: std::process::id(),
+            master_start: None,
             command: vec!["sleep".into()],
             cwd: "/".into(),
             cols: 80,

@@ -171,6 +171,7 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
         provider: opts.provider.to_string(),
         pid: 0,
         master_pid: std::process::id(),
+        master_start: crate::procfs::state_and_start(std::process::id()).map(|(_, start)| start),
         command,
         cwd: cwd.to_string_lossy().into_owned(),
         cols,

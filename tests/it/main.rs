@@ -25,5 +25,6 @@ mod sessions;
 mod state;
 mod suite;
 mod support;
+mod unsent;
 mod views;
 mod wire_clients;

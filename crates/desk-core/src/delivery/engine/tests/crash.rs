@@ -217,8 +217,9 @@ impl Run {
                     .collect();
                 stuck.sort();
                 for id in stuck {
-                    // A digest's siblings may have been settled by the first force.
-                    if self.w.disk[&id].state == State::Stuck {
+                    // A digest's siblings may have been settled by the first force (or, after a
+                    // crash, made interrupted: those are not forced — the operator checks first).
+                    if self.w.disk[&id].stuck == Some(StuckClass::SubmitStuck) {
                         self.feed(Input::Command { client: 1, command: Command::Force { id, over_draft: false } });
                         self.settle_to(self.w.ms + 30_000);
                     }
