@@ -257,6 +257,11 @@ impl Run {
                 self.apply(step);
                 continue;
             }
+            if pending.is_empty() && !self.w.engine.busy() {
+                // Nothing in flight: the rest is the end below (an engine watching a stuck item's
+                // box keeps a timer armed for ever, so time alone would never run out).
+                break;
+            }
             let next_step =
                 pending.iter().filter_map(|(when, _)| if let Trigger::At(at) = when { Some(*at) } else { None }).min();
             let next_timer =
@@ -286,7 +291,7 @@ impl Run {
         // Turns end, each taking the prompts the agent queued meanwhile (which start turns);
         // the operator forces what is submit-stuck, again if a crash ate the command.
         for _ in 0..20 {
-            self.settle_to(self.w.ms + 60_000);
+            self.settle_to(self.w.ms + 30_000);
             let submit_stuck = self.w.disk.values().any(|i| i.stuck == Some(StuckClass::SubmitStuck));
             if submit_stuck {
                 self.apply(Step::ForceSubmitStuck);
