@@ -37,7 +37,10 @@ pub(crate) fn require(need: Needs) {
         Needs::Root => "this test needs root (to mount a tmpfs, or to connect as another user)".to_string(),
     };
     let ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty());
-    panic!("{what}{}", if ci { "; CI runs every test (.ci/run installs tmux and vim and runs as root)" } else { "" });
+    panic!(
+        "{what}{}",
+        if ci { "; CI runs every test (.ci/run installs tmux and vim; CI must run as root)" } else { "" }
+    );
 }
 
 /// The workspace root.
