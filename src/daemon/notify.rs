@@ -280,12 +280,12 @@ mod tests {
         for i in 0..MAX_RUNNING {
             n.on_mention(&format!("s{i}"), "ops", "1", "hello");
         }
-        assert_eq!(n.running.load(Ordering::SeqCst), MAX_RUNNING);
+        assert_eq!(n.runner.running.load(Ordering::SeqCst), MAX_RUNNING);
         n.on_mention("late", "ops", "2", "one too many");
-        assert_eq!(n.running.load(Ordering::SeqCst), MAX_RUNNING, "not run");
+        assert_eq!(n.runner.running.load(Ordering::SeqCst), MAX_RUNNING, "not run");
         std::fs::write(&gate, b"").unwrap();
         let deadline = Instant::now() + Duration::from_secs(20);
-        while n.running.load(Ordering::SeqCst) > 0 {
+        while n.runner.running.load(Ordering::SeqCst) > 0 {
             assert!(Instant::now() < deadline, "the commands did not end");
             std::thread::sleep(Duration::from_millis(10));
         }
