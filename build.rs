@@ -2,24 +2,27 @@
 //! shows them as ignored ("needs tmux") instead of passing without running.
 //!
 //! A few tests need more than `cargo test` builds: tmux and vim (oracles and programs to drive),
-//! root (to mount a small tmpfs, to connect as another user). For each one missing, this sets a
-//! cfg (`desk_missing_tmux`, `desk_missing_vim`, `desk_missing_root`) that those tests turn into
+//! zsh and fish (shells to deliver to), root (to mount a small tmpfs, to connect as another
+//! user). For each one missing, this sets a cfg (`desk_missing_tmux`, `desk_missing_vim`,
+//! `desk_missing_zsh`, `desk_missing_fish`, `desk_missing_root`) that those tests turn into
 //! `#[ignore = "needs ..."]`. Where `CI` is set it sets none: CI runs every test, and a test
 //! whose prerequisite is missing there fails (tests/it/suite.rs, `require`). The look is taken
-//! when the package is built: after installing tmux or vim, a `cargo clean -p desk` (or any
-//! change to `PATH`) looks again.
+//! when the package is built: after installing one, a `cargo clean -p desk` (or any change to
+//! `PATH`) looks again.
 
 use std::path::Path;
 
 fn main() {
-    println!("cargo::rustc-check-cfg=cfg(desk_missing_tmux, desk_missing_vim, desk_missing_root)");
+    println!(
+        "cargo::rustc-check-cfg=cfg(desk_missing_tmux, desk_missing_vim, desk_missing_zsh, desk_missing_fish, desk_missing_root)"
+    );
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rerun-if-env-changed=CI");
     println!("cargo::rerun-if-env-changed=PATH");
     if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) {
         return;
     }
-    for program in ["tmux", "vim"] {
+    for program in ["tmux", "vim", "zsh", "fish"] {
         if !on_path(program) {
             println!("cargo::rustc-cfg=desk_missing_{program}");
         }

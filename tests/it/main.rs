@@ -22,6 +22,7 @@ mod native;
 mod notify;
 mod screen;
 mod sessions;
+mod shells;
 mod state;
 mod suite;
 mod support;

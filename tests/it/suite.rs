@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 /// Something a test needs from the machine, beyond what `cargo test` builds.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Needs {
-    /// A program on `PATH` (tmux, vim).
+    /// A program on `PATH` (tmux, vim, zsh, fish).
     Program(&'static str),
     /// Root: to mount a small tmpfs, or to connect as another user.
     Root,
@@ -39,7 +39,7 @@ pub(crate) fn require(need: Needs) {
     let ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty());
     panic!(
         "{what}{}",
-        if ci { "; CI runs every test (.ci/run installs tmux and vim; CI must run as root)" } else { "" }
+        if ci { "; CI runs every test (.ci/run installs tmux, vim, zsh and fish; CI must run as root)" } else { "" }
     );
 }
 
