@@ -3,9 +3,12 @@
 //! Three measurements, each repeated and reported as medians:
 //! - fan-out: a child `cat`s a large text file through the session while 0, 1 or 4 clients are
 //!   attached, each on its own pseudo-terminal read by a byte-counting consumer. Reported: the
-//!   producer's throughput, the holder's CPU time, each attach client's CPU time, bytes each client received, and whether each
-//!   client's final screen equals the screen the file produces on a terminal (checked with the
-//!   vt100 crate) — throughput without loss accounting would reward dropping bytes. With one
+//!   throughput from the moment the child is let go until the `cat` has ended *and* every
+//!   client has received its last byte (a holder still draining its clients' queues is still
+//!   working), the holder's CPU time, each attach client's CPU time, bytes each client
+//!   received, and whether each client's whole final screen, bottom row included, equals the
+//!   screen the file produces on a terminal (checked with the vt100 crate) — throughput without
+//!   loss accounting would reward dropping bytes. With one
 //!   client, a "raw PTY" row runs the same `cat` directly on the consumer's pseudo-terminal (no
 //!   holder): the ceiling for any holder on this machine. Each run's 1-client ratios (desk to
 //!   dtach, desk to raw PTY) are printed, and their medians.
@@ -478,6 +481,11 @@ fn screen_rows(bytes: &[u8]) -> Vec<String> {
     parser.screen().rows(0, COLS).map(|r| r.trim_end().to_string()).collect()
 }
 
+/// Nanoseconds since the Unix epoch, the clock `date +%s%N` reads.
+fn wall_ns() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos())
+}
+
 fn strip_trailing_blank(mut rows: Vec<String>) -> Vec<String> {
     while rows.last().is_some_and(|r| r.is_empty()) {
         rows.pop();
@@ -527,7 +535,7 @@ fn fanout(holders: &mut [Box<dyn Holder>], opts: &Opts, work: &Path) -> String {
             }
             cooked.push(b);
         }
-        strip_trailing_blank(screen_rows(&cooked))
+        screen_rows(&cooked)
     };
     let mut table = String::from(
         "| holder | clients | throughput MB/s (median) | holder CPU s (median) | client CPU s (median) | bytes per client (median) | final screens exact |\n|---|---|---|---|---|---|---|\n",
@@ -551,7 +559,7 @@ fn fanout(holders: &mut [Box<dyn Holder>], opts: &Opts, work: &Path) -> String {
                 let _ = std::fs::remove_file(&done);
                 nix::unistd::mkfifo(&go, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
                 let script = format!(
-                    "stty -echo; read x < {go}; s=$(date +%s%N); cat {data}; e=$(date +%s%N); echo $((e-s)) > {done}.tmp; mv {done}.tmp {done}; exec sleep 100000",
+                    "stty -echo; read x < {go}; cat {data}; e=$(date +%s%N); echo $e > {done}.tmp; mv {done}.tmp {done}; exec sleep 100000",
                     go = go.display(),
                     data = data.display(),
                     done = done.display()
@@ -562,15 +570,23 @@ fn fanout(holders: &mut [Box<dyn Holder>], opts: &Opts, work: &Path) -> String {
                 holder.wait_clients(clients);
                 let cpu_before = cpu_ticks(pid);
                 let client_cpu_before: Vec<u64> = consumers.iter().map(|c| cpu_ticks(c.pid)).collect();
+                let (go_at, go_wall) = (Instant::now(), wall_ns());
                 std::fs::write(&go, "go\n").unwrap();
                 wait_for("flood end", Duration::from_secs(300), || done.exists());
-                let nanos: f64 = std::fs::read_to_string(&done).unwrap().trim().parse().unwrap();
+                let cat_end: u128 = std::fs::read_to_string(&done).unwrap().trim().parse().unwrap();
                 wait_for("clients to go quiet", Duration::from_secs(120), || {
                     consumers.iter().all(|c| c.quiet_for(Duration::from_millis(500)))
                 });
+                // Done when the `cat` has ended (its own clock: `date +%s%N`, the same wall clock)
+                // and every client has received its last byte.
+                let cat_s = cat_end.saturating_sub(go_wall) as f64 / 1e9;
+                let last_byte_s = consumers
+                    .iter()
+                    .map(|c| c.last.lock().unwrap().duration_since(go_at).as_secs_f64())
+                    .fold(0.0, f64::max);
                 let cpu = (cpu_ticks(pid) - cpu_before) as f64 / 100.0;
                 let stats = results.entry((clients, holder.name().to_string())).or_default();
-                let mbps = size as f64 / 1e6 / (nanos / 1e9);
+                let mbps = size as f64 / 1e6 / cat_s.max(last_byte_s);
                 stats.mbps.push(mbps);
                 if clients == 1 {
                     one_client.entry(run_no).or_default().insert(holder.name(), mbps);
@@ -581,13 +597,13 @@ fn fanout(holders: &mut [Box<dyn Holder>], opts: &Opts, work: &Path) -> String {
                     stats.client_cpu_s.push((cpu_ticks(c.pid) - before) as f64 / 100.0);
                     stats.client_bytes.push(c.bytes.load(Ordering::Relaxed) as f64);
                     let kept = c.kept.lock().unwrap();
-                    let rows = strip_trailing_blank(screen_rows(&kept));
+                    let rows = screen_rows(&kept);
                     stats.screens_checked += 1;
-                    // The flood's last lines must be on screen exactly; the holder's own view
-                    // (when it has one) must agree with the client's.
-                    let tail_ok = rows.len() >= 2 && expected.ends_with(&rows[..rows.len() - 1]) || rows == expected;
-                    let model_ok = reference.as_ref().is_none_or(|r| *r == rows);
-                    if tail_ok && model_ok {
+                    // The client's whole screen, every row of it, is the flood's; the holder's
+                    // own view (when it has one; `peek` leaves out trailing blank rows) agrees.
+                    let screen_ok = rows == expected;
+                    let model_ok = reference.as_ref().is_none_or(|r| *r == strip_trailing_blank(rows.clone()));
+                    if screen_ok && model_ok {
                         stats.screens_ok += 1;
                     }
                 }

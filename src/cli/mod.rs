@@ -731,8 +731,29 @@ fn run(cli: Cli) -> Result<i32> {
 mod tests {
     use super::*;
 
+    /// The signal `desk kill --signal` parses, or the error it prints.
+    fn kill_signal(args: &[&str]) -> Result<i32, String> {
+        use clap::Parser;
+        let argv = ["desk", "kill", "s"].iter().chain(args);
+        match Cli::try_parse_from(argv) {
+            Ok(Cli { command: Command::Kill(kill) }) => Ok(kill.signal),
+            Ok(other) => panic!("parsed as another command: {other:?}"),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
     #[test]
-    fn signals_parse() {}
+    fn kill_takes_signals_by_name_or_number_and_refuses_others_by_name() {
+        assert_eq!(kill_signal(&[]), Ok(libc::SIGTERM), "TERM by default");
+        assert_eq!(kill_signal(&["--signal", "sigusr1"]), Ok(libc::SIGUSR1));
+        assert_eq!(kill_signal(&["--signal", "KILL"]), Ok(libc::SIGKILL));
+        assert_eq!(kill_signal(&["--signal", "2"]), Ok(libc::SIGINT));
+        assert_eq!(kill_signal(&["--signal", "RTMIN+2"]), Ok(libc::SIGRTMIN() + 2));
+        for (bad, says) in [("NOPE", "\"NOPE\" is not a signal name"), ("0", "0 is not a signal number")] {
+            let error = kill_signal(&["--signal", bad]).expect_err(bad);
+            assert!(error.contains(says) && error.contains("--signal"), "{error}");
+        }
+    }
 
     #[test]
     fn cli_definition_is_consistent() {

@@ -41,6 +41,7 @@ fn replace(path: &Path, bytes: &[u8], durable: bool) -> Result<()> {
     let file_name = path.file_name().context("path has no file name")?.to_string_lossy();
     let tmp = dir.join(tmp_name(&file_name, std::process::id()));
     let result = (|| -> Result<()> {
+        full_disk(path).with_context(|| format!("cannot write {}", tmp.display()))?;
         let mut file = private_options()
             .write(true)
             .create(true)
@@ -58,6 +59,26 @@ fn replace(path: &Path, bytes: &[u8], durable: bool) -> Result<()> {
         let _ = fs::remove_file(&tmp);
     }
     result
+}
+
+/// A full disk on demand, for the tests of what a full disk does, without the privileges a
+/// small tmpfs needs: while the file `DESK_FULL_DISK` names exists, writing any file in its
+/// directory (or below) fails with ENOSPC, as it would on a full filesystem. Compiled only with
+/// the `failpoints` feature, like the crash failpoints (`crate::failpoint`).
+#[cfg(feature = "failpoints")]
+fn full_disk(path: &Path) -> std::io::Result<()> {
+    let Some(marker) = std::env::var_os("DESK_FULL_DISK").map(std::path::PathBuf::from) else { return Ok(()) };
+    match marker.parent() {
+        Some(full) if path.starts_with(full) && marker.exists() => Err(std::io::Error::from_raw_os_error(libc::ENOSPC)),
+        _ => Ok(()),
+    }
+}
+
+/// Without the `failpoints` feature the disk is never full on demand.
+#[cfg(not(feature = "failpoints"))]
+#[inline(always)]
+fn full_disk(_path: &Path) -> std::io::Result<()> {
+    Ok(())
 }
 
 /// fsync a directory so a rename or unlink inside it is durable.

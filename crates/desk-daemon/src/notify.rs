@@ -48,7 +48,7 @@ const STDERR_KEPT: usize = 2048;
 pub struct Notifications {
     paths: Paths,
     notifier: Notifier,
-    running: Arc<AtomicUsize>,
+    runner: Runner,
     /// `notify` events waiting for the loop to send to their session's master.
     records: VecDeque<(String, ClientEvent)>,
 }
@@ -58,7 +58,7 @@ impl Notifications {
         Notifications {
             paths,
             notifier: Notifier::new(),
-            running: Arc::new(AtomicUsize::new(0)),
+            runner: Runner::new(MAX_RUNNING, COMMAND_TIMEOUT),
             records: VecDeque::new(),
         }
     }
@@ -88,7 +88,7 @@ impl Notifications {
         let class = item.stuck.map_or("stuck", |c| c.as_str());
         let first = item.text.lines().next().unwrap_or("");
         let first = cut_bytes(first, 120);
-        if let Some(notice) = self.notifier.on_stuck(&item.session, item.id.as_str(), class, &first, Instant::now()) {
+        if let Some(notice) = self.notifier.on_stuck(&item.session, item.id.as_str(), class, first, Instant::now()) {
             self.notify(notice);
         }
     }
@@ -96,7 +96,7 @@ impl Notifications {
     /// A session's agent mentioned the operator in a channel message.
     pub fn on_mention(&mut self, session: &str, channel: &str, message_id: &str, body: &str) {
         let first = cut_bytes(body.lines().find(|l| !l.trim().is_empty()).unwrap_or(""), 120);
-        if let Some(notice) = self.notifier.on_mention(session, channel, message_id, &first, Instant::now()) {
+        if let Some(notice) = self.notifier.on_mention(session, channel, message_id, first, Instant::now()) {
             self.notify(notice);
         }
     }
@@ -128,17 +128,39 @@ impl Notifications {
             }
         };
         let Some(command) = command else { return };
-        if self.running.load(Ordering::SeqCst) >= MAX_RUNNING {
-            warn!(session = %notice.session, "not running the notify command: {MAX_RUNNING} are still running");
-            self.notifier.not_delivered(&notice.session, Instant::now());
-            return;
-        }
         let json = notice_json(&notice, &message, desk_common::clock::now_ms());
+        if !self.runner.start(command, json, notice.session.clone()) {
+            // Not run (the cap, or no thread): counted with the next one that goes out.
+            self.notifier.not_delivered(&notice.session, Instant::now());
+        }
+    }
+}
+
+/// The notify commands running: at most `max` at once, each on a thread of its own for at
+/// most `timeout` ([`MAX_RUNNING`] and [`COMMAND_TIMEOUT`] in the daemon; tests give it their
+/// own, so that they need not wait 10 s).
+struct Runner {
+    running: Arc<AtomicUsize>,
+    max: usize,
+    timeout: Duration,
+}
+
+impl Runner {
+    fn new(max: usize, timeout: Duration) -> Runner {
+        Runner { running: Arc::new(AtomicUsize::new(0)), max, timeout }
+    }
+
+    /// Run `command` for `session`'s notification, unless `max` are running already (then it
+    /// is logged and dropped). Whether it was started.
+    fn start(&self, command: String, json: serde_json::Value, session: String) -> bool {
+        if self.running.load(Ordering::SeqCst) >= self.max {
+            warn!(session = %session, "not running the notify command: {} are still running", self.max);
+            return false;
+        }
         self.running.fetch_add(1, Ordering::SeqCst);
-        let running = self.running.clone();
-        let session = notice.session.clone();
+        let (running, timeout) = (self.running.clone(), self.timeout);
         let spawned = std::thread::Builder::new().name("notify".into()).spawn(move || {
-            if let Err(why) = run_command(&command, &json) {
+            if let Err(why) = run_command(&command, &json, timeout) {
                 warn!(session = %session, "the notify command failed: {why}");
             }
             running.fetch_sub(1, Ordering::SeqCst);
@@ -146,8 +168,9 @@ impl Notifications {
         if let Err(e) = spawned {
             self.running.fetch_sub(1, Ordering::SeqCst);
             warn!("cannot start a thread for the notify command: {e}");
-            self.notifier.not_delivered(&notice.session, Instant::now());
+            return false;
         }
+        true
     }
 }
 
@@ -171,9 +194,9 @@ fn notice_json(notice: &Notice, message: &str, now_ms: u64) -> serde_json::Value
     })
 }
 
-/// Run `command` with `json` on stdin, until it exits or [`COMMAND_TIMEOUT`]; an `Err` says how
-/// it failed. Runs on its own thread.
-fn run_command(command: &str, json: &serde_json::Value) -> Result<(), String> {
+/// Run `command` with `json` on stdin, until it exits or `timeout` passes (then its process
+/// group is killed); an `Err` says how it failed. Runs on its own thread.
+fn run_command(command: &str, json: &serde_json::Value, timeout: Duration) -> Result<(), String> {
     let field = |k: &str| json[k].as_str().unwrap_or("").to_string();
     let mut child = Command::new("sh")
         .arg("-c")
@@ -198,7 +221,7 @@ fn run_command(command: &str, json: &serde_json::Value) -> Result<(), String> {
     if let Some(err) = child.stderr.as_ref() {
         let _ = nix::fcntl::fcntl(err, nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK));
     }
-    let deadline = Instant::now() + COMMAND_TIMEOUT;
+    let deadline = Instant::now() + timeout;
     let status = loop {
         read_some(&mut child, &mut stderr);
         match child.try_wait() {
@@ -207,7 +230,7 @@ fn run_command(command: &str, json: &serde_json::Value) -> Result<(), String> {
                 let pgid = nix::unistd::Pid::from_raw(-(child.id() as i32));
                 let _ = nix::sys::signal::kill(pgid, nix::sys::signal::SIGKILL);
                 let _ = child.wait();
-                return Err(format!("still running after {} s; killed", COMMAND_TIMEOUT.as_secs()));
+                return Err(format!("still running after {} ms; killed", timeout.as_millis()));
             }
             Ok(None) => std::thread::sleep(WAIT_POLL),
             Err(e) => return Err(format!("cannot wait for it: {e}")),
@@ -258,12 +281,12 @@ mod tests {
         for i in 0..MAX_RUNNING {
             n.on_mention(&format!("s{i}"), "ops", "1", "hello");
         }
-        assert_eq!(n.running.load(Ordering::SeqCst), MAX_RUNNING);
+        assert_eq!(n.runner.running.load(Ordering::SeqCst), MAX_RUNNING);
         n.on_mention("late", "ops", "2", "one too many");
-        assert_eq!(n.running.load(Ordering::SeqCst), MAX_RUNNING, "not run");
+        assert_eq!(n.runner.running.load(Ordering::SeqCst), MAX_RUNNING, "not run");
         std::fs::write(&gate, b"").unwrap();
         let deadline = Instant::now() + Duration::from_secs(20);
-        while n.running.load(Ordering::SeqCst) > 0 {
+        while n.runner.running.load(Ordering::SeqCst) > 0 {
             assert!(Instant::now() < deadline, "the commands did not end");
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -293,12 +316,70 @@ mod tests {
         let json = serde_json::json!({"kind": "blocked", "session": "s", "message": "s is waiting"});
         let command =
             format!("cat > {}; echo \"$DESK_NOTIFY_KIND $DESK_NOTIFY_SESSION\" >> {}", out.display(), out.display());
-        run_command(&command, &json).unwrap();
+        run_command(&command, &json, COMMAND_TIMEOUT).unwrap();
         let got = std::fs::read_to_string(&out).unwrap();
         let mut lines = got.lines();
         assert_eq!(serde_json::from_str::<serde_json::Value>(lines.next().unwrap()).unwrap(), json);
         assert_eq!(lines.next(), Some("blocked s"));
-        let e = run_command("echo no webhook >&2; exit 3", &json).unwrap_err();
+        let e = run_command("echo no webhook >&2; exit 3", &json, COMMAND_TIMEOUT).unwrap_err();
         assert!(e.contains("3") && e.ends_with(": no webhook"), "{e}");
+    }
+
+    /// Poll `done` every 10 ms until it holds, or fail after 20 s saying `what`.
+    fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !done() {
+            assert!(Instant::now() < deadline, "never: {what}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn alive(pid: i32) -> bool {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
+            && !std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default().contains(") Z ")
+    }
+
+    #[test]
+    fn a_command_still_running_at_the_timeout_is_killed_with_what_it_started() {
+        let dir = tempfile::tempdir().unwrap();
+        let pids = dir.path().join("pids");
+        // The shell starts a helper in the background, then waits: both must go.
+        let command = format!("sleep 600 & echo $! > {p}; echo $$ >> {p}; wait", p = pids.display());
+        let timeout = Duration::from_millis(300);
+        let e = run_command(&command, &serde_json::json!({}), timeout).unwrap_err();
+        assert_eq!(e, "still running after 300 ms; killed");
+        let started: Vec<i32> =
+            std::fs::read_to_string(&pids).unwrap().lines().map(|l| l.trim().parse().unwrap()).collect();
+        assert_eq!(started.len(), 2);
+        for pid in started {
+            eventually(&format!("process {pid} to be gone"), || !alive(pid));
+        }
+    }
+
+    #[test]
+    fn at_most_eight_commands_run_at_once_and_more_start_once_they_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let (gate, log) = (dir.path().join("gate"), dir.path().join("started"));
+        // Each command says it started, then waits for the gate.
+        let command = format!(
+            "echo \"$DESK_NOTIFY_SESSION\" >> {}; while [ ! -e {} ]; do sleep 0.01; done",
+            log.display(),
+            gate.display()
+        );
+        let started = || std::fs::read_to_string(&log).unwrap_or_default().lines().count();
+        let runner = Runner::new(MAX_RUNNING, COMMAND_TIMEOUT);
+        let json = |n: usize| serde_json::json!({"session": format!("s{n}")});
+        let ran: Vec<bool> =
+            (0..MAX_RUNNING + 3).map(|n| runner.start(command.clone(), json(n), format!("s{n}"))).collect();
+        assert_eq!(ran.iter().filter(|r| **r).count(), MAX_RUNNING, "{ran:?}");
+        assert!(ran[MAX_RUNNING..].iter().all(|r| !r), "the ones past the cap are not run: {ran:?}");
+        eventually("eight commands to start", || started() == MAX_RUNNING);
+        assert!(!runner.start(command.clone(), json(99), "s99".into()), "still full");
+        std::fs::write(&gate, b"").unwrap();
+        eventually("the eight to end", || runner.running.load(Ordering::SeqCst) == 0);
+        assert!(runner.start(command, json(100), "s100".into()), "room again");
+        eventually("the next one to run", || started() == MAX_RUNNING + 1);
+        let sessions = std::fs::read_to_string(&log).unwrap();
+        assert!(!sessions.contains("s8\n") && !sessions.contains("s99") && sessions.contains("s100"), "{sessions}");
     }
 }

@@ -1050,18 +1050,21 @@ impl Daemon {
         }
     }
 
-    /// Close the longest-idle control client that owes nothing, to make room for a new one.
-    /// Returns whether one was closed.
+    /// Make room for a new control client: forget one that has already hung up (its slot is
+    /// only waiting for this turn's clean-up), else close the longest-idle one that owes
+    /// nothing. Returns whether one went.
     fn evict_idle_control(&mut self) -> bool {
         let idlest = self
             .controls
             .iter()
-            .filter(|(_, c)| c.owed == 0 && !c.closed)
-            .min_by_key(|(_, c)| c.last_progress)
+            .filter(|(_, c)| c.closed || c.owed == 0)
+            .min_by_key(|(_, c)| (!c.closed, c.last_progress))
             .map(|(t, _)| *t);
         let Some(token) = idlest else { return false };
         if let Some(mut conn) = self.controls.remove(&token) {
-            info!("closing the longest-idle control client to make room");
+            if !conn.closed {
+                info!("closing the longest-idle control client to make room");
+            }
             let _ = self.poll.registry().deregister(&mut conn.stream);
         }
         self.ingest_waiters.retain(|(_, t)| *t != token);

@@ -1502,6 +1502,58 @@ mod tests {
     }
 
     #[test]
+    fn an_operators_keys_are_typed_one_write_each_a_key_gap_apart_and_a_later_request_follows() {
+        // Keys in one write reach the program in one read, and programs take such a burst for
+        // something else (docs/agents-observed.md §8.2): the master types them one at a time.
+        let mut rig = rig(0);
+        rig.master.pty_writable = true;
+        // The child's end reads what the master types, raw: no line editing holds bytes back.
+        let mut raw = nix::sys::termios::tcgetattr(&rig._slave).unwrap();
+        nix::sys::termios::cfmakeraw(&mut raw);
+        nix::sys::termios::tcsetattr(&rig._slave, nix::sys::termios::SetArg::TCSANOW, &raw).unwrap();
+        crate::pty::set_nonblocking(rig._slave.as_fd()).unwrap();
+        let slave = rig._slave.try_clone().unwrap();
+        let typed = move || {
+            let mut all = Vec::new();
+            let mut buf = [0u8; 64];
+            while let Ok(n) = nix::unistd::read(&slave, &mut buf) {
+                if n == 0 {
+                    break;
+                }
+                all.extend_from_slice(&buf[..n]);
+            }
+            all
+        };
+        let keys = |keys: &[&str]| {
+            let keys = keys.iter().map(|k| k.to_string()).collect();
+            desk_wire::operator::ClientEvent::Keys { keys, user: "ana".into(), tty: None, via: "cli".into() }.to_frame()
+        };
+        let (client, _peer) = rig.connect();
+        let t0 = Instant::now();
+        rig.master.client_frame(client, hello(Role::Query), t0);
+        rig.master.client_frame(client, keys(&["Down", "Down"]), t0);
+        rig.master.settle(t0);
+        assert_eq!(typed(), b"\x1b[B", "the first key at once, alone");
+        // A second request while the first is still being typed: its key comes after them.
+        rig.master.client_frame(client, keys(&["Enter"]), t0);
+        rig.master.settle(t0);
+        assert_eq!(typed(), b"");
+        let gap = super::super::operator::KEY_GAP;
+        let steps: [(Duration, &[u8]); 5] = [
+            (gap - Duration::from_millis(1), b""),
+            (gap, b"\x1b[B"),
+            (2 * gap - Duration::from_millis(1), b""),
+            (2 * gap, b"\r"),
+            (4 * gap, b""),
+        ];
+        for (at, want) in steps {
+            rig.master.fire_timers(t0 + at);
+            rig.master.settle(t0 + at);
+            assert_eq!(typed(), want, "at {at:?}");
+        }
+    }
+
+    #[test]
     fn a_client_that_never_says_hello_is_closed_at_the_deadline() {
         let mut rig = rig(0);
         let before = Instant::now();
