@@ -29,5 +29,6 @@ pub use desk_term::screen;
 pub mod screen_log;
 pub mod session;
 pub mod signals;
+pub mod suggest;
 pub use desk_core::state;
 pub use desk_wire as wire;

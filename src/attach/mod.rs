@@ -120,7 +120,10 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
                 return Ok(exit.status.shell_code());
             }
             // Exit 2, like every command given a session that does not exist (docs/cli.md).
-            return Err(crate::cli::fail(ErrorCode::NoSuchSession, format!("no session named {}", opts.name)));
+            return Err(crate::cli::fail(
+                ErrorCode::NoSuchSession,
+                crate::suggest::unknown_session_in(&paths, opts.name.as_str()),
+            ));
         }
     };
     refuse_own_session(&files, &opts.name)?;

@@ -71,6 +71,11 @@ fn refusal(resp: Response) -> anyhow::Error {
 pub(super) fn serve(foreground: bool, stop: bool) -> Result<i32> {
     let paths = paths()?;
     if stop {
+        if daemon_down(&paths) {
+            // What the caller wanted is true already; a script stopping desk is not an error.
+            println!("desk serve is not running; nothing to stop");
+            return Ok(0);
+        }
         let resp = ask(&paths, &Request::Stop, REQUEST_TIMEOUT)?;
         if !resp.ok {
             return Err(failure(1, format!("desk serve did not stop: {}", resp.error.unwrap_or_default())));
@@ -103,6 +108,15 @@ pub(super) fn serve(foreground: bool, stop: bool) -> Result<i32> {
         crate::daemon::run(ready)?;
         return Ok(0);
     }
+    let pid = start_detached()?;
+    println!("desk serve started (pid {pid})");
+    Ok(0)
+}
+
+/// Start `desk serve` detached (its own session, no terminal) from this executable, and return
+/// its pid once it listens; its own report of why not otherwise (`already-exists` when one
+/// runs already).
+pub(super) fn start_detached() -> Result<u32> {
     let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("cannot create a pipe")?;
     let exe = std::env::current_exe().context("cannot find the desk executable")?;
     let mut cmd = std::process::Command::new(exe);
@@ -136,10 +150,7 @@ pub(super) fn serve(foreground: bool, stop: bool) -> Result<i32> {
         report = String::from_utf8_lossy(&bytes).into_owned();
     }
     match report.trim() {
-        "ok" => {
-            println!("desk serve started (pid {})", child.id());
-            Ok(0)
-        }
+        "ok" => Ok(child.id()),
         "" => {
             let status = child.wait().ok();
             Err(failure(1, format!("desk serve died while starting ({status:?})")))
@@ -199,13 +210,10 @@ pub(super) fn send(args: SendArgs) -> Result<i32> {
     // will start, and must not consume stdin.
     let target = target(&paths, &args.name)?;
     if matches!(target, Target::Unknown) && !args.queue_for_later {
-        let name = &args.name;
+        let unknown = crate::suggest::unknown_session_in(&paths, args.name.as_str());
         return Err(fail(
             ErrorCode::NoSuchSession,
-            format!(
-                "no session named {name}; start it with `desk new {name} -- CMD`, \
-                 or pass --queue-for-later to queue the prompt until it exists"
-            ),
+            format!("{unknown}; --queue-for-later queues the prompt until a session of that name exists"),
         ));
     }
     let raw = match (&args.text, &args.file) {
@@ -255,10 +263,15 @@ pub(super) fn send(args: SendArgs) -> Result<i32> {
     store.write_intake(&item)?;
     let id = item.id.clone();
     let socket = crate::daemon::socket_path(&paths);
-    // A prompt for a session that is not running says why its queue waits.
-    let hold_of = |socket: &std::path::Path| match target {
-        Target::Running(_) => None,
-        _ => current_hold(socket, name),
+    // The prompt is durable; the daemon delivers it, so it is started if it is not running.
+    let notes: Vec<String> = super::autostart::ensure_daemon(&paths).say(args.json).into_iter().collect();
+    // A prompt for a paused session, or for one that is not running, says why its queue waits.
+    let hold_of = |socket: &std::path::Path| match (queue_hold(socket, name), &target) {
+        (Some(QueueHold::Paused(reason)), _) => {
+            Some(format!("paused by the operator{reason} (desk resume {name} lets it go on)"))
+        }
+        (_, Target::Running(_)) => None,
+        (hold, _) => hold.map(|(QueueHold::Held(reason) | QueueHold::Paused(reason))| reason),
     };
     let print = |state: &str, hold: Option<String>| {
         if let Some(reason) = &hold {
@@ -266,7 +279,7 @@ pub(super) fn send(args: SendArgs) -> Result<i32> {
         }
         if args.json {
             let data = serde_json::json!({ "id": id, "session": args.name.as_str(), "state": state, "hold": hold });
-            output::print_ok("sent", data, &[])
+            output::print_ok("sent", data, &notes)
         } else {
             println!("{id}");
             Ok(())
@@ -317,13 +330,24 @@ fn timed_out(e: &anyhow::Error) -> bool {
     })
 }
 
-/// The reason the daemon holds `session`'s queue, if it holds it.
-fn current_hold(socket: &std::path::Path, session: &SessionName) -> Option<String> {
+/// Why the daemon's queue of a session waits.
+enum QueueHold {
+    /// The operator paused it (`: reason`, or empty when none was given).
+    Paused(String),
+    /// The daemon holds it, for this reason.
+    Held(String),
+}
+
+/// Whether, and why, the daemon holds `session`'s queue.
+fn queue_hold(socket: &std::path::Path, session: &SessionName) -> Option<QueueHold> {
     let resp =
         control::request(socket, &Request::Queue { session: Some(session.to_string()) }, REQUEST_TIMEOUT).ok()?;
     let queues = resp.data.as_array()?;
     let queue = queues.iter().find(|q| q["session"] == session.as_str())?;
-    queue["hold"]["reason"].as_str().map(String::from)
+    if let Some(reason) = queue["paused"].as_str() {
+        return Some(QueueHold::Paused(if reason.is_empty() { String::new() } else { format!(": {reason}") }));
+    }
+    queue["hold"]["reason"].as_str().map(|r| QueueHold::Held(r.to_string()))
 }
 
 fn prompt_text(bytes: Vec<u8>, what: &str) -> Result<String> {
@@ -371,7 +395,7 @@ const DAEMON_DOWN: &str = "desk serve is not running; showing what the store hol
 
 /// Whether no daemon listens on the control socket (as opposed to one that is slow): then the
 /// store on disk is the whole truth, and the inspection commands read it themselves.
-fn daemon_down(paths: &Paths) -> bool {
+pub(super) fn daemon_down(paths: &Paths) -> bool {
     match std::os::unix::net::UnixStream::connect(crate::daemon::socket_path(paths)) {
         Ok(_) => false,
         Err(e) => matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused),
@@ -465,6 +489,9 @@ pub(super) fn queue_counts(paths: &Paths) -> Option<std::collections::HashMap<St
 
 pub(super) fn queue(session: Option<SessionName>, json: bool) -> Result<i32> {
     let paths = paths()?;
+    if let Some(name) = &session {
+        require_delivery_target(&paths, name)?;
+    }
     let offline = daemon_down(&paths);
     let resp = if offline {
         if !json {
@@ -549,8 +576,9 @@ fn print_not_queued(paths: &Paths) -> Result<bool> {
     Ok(!waiting.is_empty() || !set_aside.is_empty())
 }
 
-/// The item an operator means by `text`: a whole id, or any unique prefix of one (like a git
-/// hash). No match, or several, is a usage error that says which.
+/// The item an operator means by `text`: a whole id, or any unique start of one (like a git
+/// hash) or end of one (people copy the end of an id). No match, or several, is a usage error
+/// that says which.
 pub(super) fn resolve_id(text: &str) -> Result<ItemId> {
     if let Some(id) = ItemId::parse(text) {
         return Ok(id);
@@ -558,12 +586,15 @@ pub(super) fn resolve_id(text: &str) -> Result<ItemId> {
     let valid =
         !text.trim().is_empty() && text.trim().bytes().all(|b| b.is_ascii_alphanumeric()) && text.trim().len() < 26;
     if !valid {
-        return Err(fail(ErrorCode::Usage, format!("{text:?} is not an item id (26 characters, or the start of one)")));
+        return Err(fail(
+            ErrorCode::Usage,
+            format!("{text:?} is not an item id (26 characters, or the start or end of one)"),
+        ));
     }
     let store = Store::open(&paths()?.state)?;
-    let mut ids = store.ids_with_prefix(text)?;
+    let mut ids = store.ids_with_prefix_or_suffix(text)?;
     match ids.len() {
-        0 => Err(fail(ErrorCode::NoSuchItem, format!("no item has an id starting with {text:?}"))),
+        0 => Err(fail(ErrorCode::NoSuchItem, format!("no item has an id starting or ending with {text:?}"))),
         1 => Ok(ids.remove(0)),
         n => {
             const SHOWN: usize = 10;
@@ -571,7 +602,7 @@ pub(super) fn resolve_id(text: &str) -> Result<ItemId> {
             let more = if n > SHOWN { format!("\n  … and {} more", n - SHOWN) } else { String::new() };
             Err(fail(
                 ErrorCode::AmbiguousId,
-                format!("{text:?} is the start of {n} item ids; give more of it:\n{}{more}", list.join("\n")),
+                format!("{text:?} is the start or end of {n} item ids; give more of it:\n{}{more}", list.join("\n")),
             ))
         }
     }
@@ -709,22 +740,83 @@ fn next_step(item: &Item) -> String {
     }
 }
 
+/// The ids of the prompts still pending for `session` (queued, sending or stuck, or waiting in
+/// the intake), oldest first, as the store holds them.
+pub(super) fn pending_ids(paths: &Paths, session: &SessionName) -> Result<Vec<ItemId>> {
+    if !paths.state.join("delivery").exists() {
+        return Ok(Vec::new());
+    }
+    let (items, intake, _) = Store::open(&paths.state)?.read_only_view()?;
+    let mut ids: Vec<ItemId> = items
+        .iter()
+        .filter(|i| !i.state.is_final())
+        .chain(&intake)
+        .filter(|i| i.session == session.as_str())
+        .map(|i| i.id.clone())
+        .collect();
+    ids.sort();
+    ids.dedup();
+    Ok(ids)
+}
+
+/// Drop each of `ids` through the daemon (started if need be); returns what a command says
+/// about it and the ids that were dropped (one the daemon refuses — delivered meanwhile — is
+/// named in the notes).
+pub(super) fn drop_all(paths: &Paths, ids: &[ItemId], json: bool) -> Result<(Vec<String>, Vec<ItemId>)> {
+    let mut notes: Vec<String> = super::autostart::ensure_daemon(paths).say(json).into_iter().collect();
+    let mut dropped = Vec::new();
+    for id in ids {
+        let resp = ask(paths, &Request::Drop { id: id.to_string() }, REQUEST_TIMEOUT)?;
+        if resp.ok {
+            dropped.push(id.clone());
+        } else {
+            notes.push(format!("{id} was not dropped: {}", resp.error.unwrap_or_default()));
+        }
+    }
+    Ok((notes, dropped))
+}
+
+/// A name `pause` or `resume` acts on must name something: a session desk knows, or a queue the
+/// store holds for one (prompts sent `--queue-for-later`, a pause kept from before). Anything
+/// else is most often a typo, refused as `send` refuses it, with the nearest names.
+fn require_delivery_target(paths: &Paths, name: &SessionName) -> Result<()> {
+    if super::session_known(paths, name) {
+        return Ok(());
+    }
+    let store = Store::open(&paths.state)?;
+    let paused = store.load_pauses().is_ok_and(|p| p.sessions.contains_key(name.as_str()));
+    let queued = || {
+        store.read_only_view().is_ok_and(|(items, intake, _)| {
+            items.iter().filter(|i| !i.state.is_final()).chain(&intake).any(|i| i.session == name.as_str())
+        })
+    };
+    if paused || queued() {
+        return Ok(());
+    }
+    super::require_session(paths, name)
+}
+
 /// `force`, `drop`, `pause`, `resume`: one request, its answer printed; `kind` names the JSON.
 pub(super) fn command(kind: &str, req: Request, json: bool) -> Result<i32> {
     let paths = paths()?;
     let timeout = if matches!(req, Request::Force { .. }) { FORCE_TIMEOUT } else { REQUEST_TIMEOUT };
+    if let Request::Pause { session, .. } | Request::Resume { session } = &req {
+        require_delivery_target(&paths, &SessionName::parse(session)?)?;
+    }
     let (key, target) = match &req {
         Request::Pause { session, .. } | Request::Resume { session } => ("session", session.clone()),
         Request::Force { id, .. } | Request::Drop { id } => ("id", id.clone()),
         _ => ("session", String::new()),
     };
+    // Only the daemon can carry these out.
+    let notes: Vec<String> = super::autostart::ensure_daemon(&paths).say(json).into_iter().collect();
     let resp = ask(&paths, &req, timeout)?;
     if !resp.ok {
         return Err(refusal(resp));
     }
     let message = resp.message.unwrap_or_default();
     if json {
-        output::print_ok(kind, serde_json::json!({ "message": message, key: target }), &[])?;
+        output::print_ok(kind, serde_json::json!({ "message": message, key: target }), &notes)?;
     } else {
         println!("{message}");
     }

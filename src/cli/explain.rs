@@ -72,7 +72,7 @@ pub(super) fn explain(name: &SessionName, json: bool) -> Result<i32> {
     let exit = session::read_exit(&files).unwrap_or(None);
     let history = journal::read_all(&paths.session_state(name))?;
     if info.is_none() && meta.is_none() && history.is_empty() {
-        return Err(super::fail(ErrorCode::NoSuchSession, format!("no session named {name}")));
+        return Err(super::fail(ErrorCode::NoSuchSession, crate::suggest::unknown_session_in(&paths, name.as_str())));
     }
     let recent: Vec<Event> = {
         let changes: Vec<&Event> = history

@@ -6,6 +6,7 @@
 //! exits with the child's code (128 + N for a signal) when the session ends. With `--json`, a
 //! failure is also printed on stdout as an error envelope ([`output`]).
 
+pub(crate) mod autostart;
 mod channel;
 pub(crate) mod config;
 mod delivery;
@@ -54,6 +55,22 @@ pub fn failure(code: i32, message: impl Into<String>) -> anyhow::Error {
 /// A failure of a documented kind, with that kind's exit code.
 pub fn fail(kind: ErrorCode, message: impl Into<String>) -> anyhow::Error {
     Failure { code: kind.exit_code(), kind, message: message.into() }.into()
+}
+
+/// Whether `name` names a session desk knows of: one running, or one whose files remain (its
+/// exit record, or the metadata of a master that went away).
+pub(crate) fn session_known(paths: &crate::paths::Paths, name: &SessionName) -> bool {
+    let files = paths.session(name);
+    files.socket.exists() || files.meta.exists() || files.exit.exists()
+}
+
+/// Refuse a name that names no session (most often a typo) the way `desk send` does: exit 2,
+/// `no-such-session`, with the nearest names there are.
+pub(crate) fn require_session(paths: &crate::paths::Paths, name: &SessionName) -> Result<()> {
+    if session_known(paths, name) {
+        return Ok(());
+    }
+    Err(fail(ErrorCode::NoSuchSession, crate::suggest::unknown_session_in(paths, name.as_str())))
 }
 
 /// Keep a fleet of coding agents alive on pseudo-terminals.
@@ -146,6 +163,10 @@ enum Command {
     Rm {
         /// The exited session to forget.
         name: SessionName,
+        /// Drop the prompts still queued for it too (without it they stay held until a session
+        /// of the name runs again).
+        #[arg(long)]
+        drop_queued: bool,
         /// Print the result as JSON (docs/cli.md).
         #[arg(long)]
         json: bool,
@@ -329,6 +350,10 @@ enum ChannelCommand {
         /// The member is a person: never prompted; mentions of it notify the operator.
         #[arg(long)]
         human: bool,
+        /// Add a session that does not exist yet (without it, an unknown name is refused, as it
+        /// is most often a typo); its onboarding prompt waits for it.
+        #[arg(long, conflicts_with = "human")]
+        queue_for_later: bool,
         /// Print the channel as JSON (docs/cli.md).
         #[arg(long)]
         json: bool,
@@ -685,7 +710,7 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Channel(c) => match c {
             ChannelCommand::New { name, goal, checkin_after, json } => channel::new(&name, goal, checkin_after, json),
             ChannelCommand::Ls { json } => channel::ls(json),
-            ChannelCommand::Add { name, member, supervisor, human, json } => {
+            ChannelCommand::Add { name, member, supervisor, human, queue_for_later, json } => {
                 let role = if human {
                     crate::channel::Role::Human
                 } else if supervisor {
@@ -693,7 +718,7 @@ fn run(cli: Cli) -> Result<i32> {
                 } else {
                     crate::channel::Role::Worker
                 };
-                channel::add(&name, &member, role, json)
+                channel::add(&name, &member, role, queue_for_later, json)
             }
             ChannelCommand::Remove { name, member, json } => channel::remove(&name, &member, json),
             ChannelCommand::Read { name, thread, since, follow, json } => {
@@ -736,7 +761,7 @@ fn run(cli: Cli) -> Result<i32> {
             delivery::command("resume", crate::daemon::control::Request::Resume { session: name.to_string() }, json)
         }
         Command::Kill(a) => sessions::kill(&a.name, a.signal, a.grace, a.json),
-        Command::Rm { name, json } => sessions::rm(&name, json),
+        Command::Rm { name, drop_queued, json } => sessions::rm(&name, drop_queued, json),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut visible_command(), "desk", &mut std::io::stdout());
             Ok(0)

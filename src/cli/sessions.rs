@@ -80,6 +80,7 @@ pub(super) fn new(req: NewSession) -> Result<i32> {
     } = req;
     let default_command = command.is_empty();
     let (provider, mut command) = crate::providers::resolve(provider.as_deref(), command).map_err(|e| failure(2, e))?;
+    let program = command.first().cloned().unwrap_or_default();
     if default_command && let Some(args) = provider_args.get(provider.as_str()) {
         // The agent's own command, started for the user: with their configured arguments. A
         // command they typed is used as typed.
@@ -128,7 +129,17 @@ pub(super) fn new(req: NewSession) -> Result<i32> {
         forget_failed_start(&paths, &name, state_existed, log_existed);
     }
     drop(lock);
-    let code = started?;
+    let code =
+        started.map_err(|e| match missing_agent_hint(&e, &name, provider, default_command.then_some(&program)) {
+            Some(hint) => failure(1, format!("{e:#}\n{hint}")),
+            None => e,
+        })?;
+    // An agent's prompts are the daemon's to deliver: it is started now, not at the first send.
+    let notes: Vec<String> = if provider == desk_core::provider::Provider::Shell {
+        Vec::new()
+    } else {
+        super::autostart::ensure_daemon(&paths).say(json).into_iter().collect()
+    };
     if json {
         let deadline = Instant::now() + session::PROBE_DEADLINE;
         let mut row = listing(&paths, &name, deadline)?;
@@ -136,9 +147,26 @@ pub(super) fn new(req: NewSession) -> Result<i32> {
             row.delivery =
                 super::delivery::queue_counts(&paths).map(|mut c| c.remove(name.as_str()).unwrap_or_default());
         }
-        output::print_ok("session", row, &[])?;
+        output::print_ok("session", row, &notes)?;
     }
     Ok(code)
+}
+
+/// When a provider's own agent program (`claude`, started by `desk new NAME --provider
+/// claude`) could not be executed: how to give its path instead.
+fn missing_agent_hint(
+    e: &anyhow::Error,
+    name: &SessionName,
+    provider: desk_core::provider::Provider,
+    program: Option<&OsString>,
+) -> Option<String> {
+    let program = program?.to_str()?;
+    if program.contains('/') || !format!("{e:#}").contains("could not execute") {
+        return None;
+    }
+    Some(format!(
+        "`{program}` is not on your PATH: install it, or give its path: desk new {name} --provider {provider} -- /path/to/{program}"
+    ))
 }
 
 /// What `desk new` hands its master, checked.
@@ -703,7 +731,7 @@ fn connect(paths: &Paths, name: &SessionName) -> Result<Connection> {
                 format!("session {name} {}", crate::signals::describe_exit(exit.status)),
             )),
             None if files.meta.exists() => Err(fail(ErrorCode::NotRunning, format!("session {name} is not running"))),
-            None => Err(fail(ErrorCode::NoSuchSession, format!("no session named {name}"))),
+            None => Err(fail(ErrorCode::NoSuchSession, crate::suggest::unknown_session_in(paths, name.as_str()))),
         },
     }
 }
@@ -756,7 +784,7 @@ pub(super) fn log(name: &SessionName, follow: bool, since_start: bool) -> Result
     let files = paths.session(name);
     let state = paths.session_state(name);
     if !files.meta.exists() && !files.exit.exists() && !crate::screen_log::current(&state).exists() {
-        return Err(fail(ErrorCode::NoSuchSession, format!("no session named {name}")));
+        return Err(fail(ErrorCode::NoSuchSession, crate::suggest::unknown_session_in(&paths, name.as_str())));
     }
     // The screen first: a live master writes the lines waiting for the log before it answers,
     // so the files then hold everything that scrolled off above this screen.
@@ -852,7 +880,9 @@ pub(super) fn peek(name: &SessionName, json: bool, history: Option<u32>) -> Resu
             None if files.meta.exists() => {
                 return Err(fail(ErrorCode::NotRunning, format!("session {name} is not running")));
             }
-            None => return Err(fail(ErrorCode::NoSuchSession, format!("no session named {name}"))),
+            None => {
+                return Err(fail(ErrorCode::NoSuchSession, crate::suggest::unknown_session_in(&paths, name.as_str())));
+            }
         },
     };
     conn.send(&Frame::SnapshotRequest { history }).map_err(|e| ended(&paths, name, e))?;
@@ -1070,7 +1100,10 @@ pub(super) fn kill(name: &SessionName, signal: i32, grace: f64, json: bool) -> R
     Ok(1)
 }
 
-pub(super) fn rm(name: &SessionName, json: bool) -> Result<i32> {
+/// `desk rm NAME`: forget an exited session's files; the prompts still queued for it stay held
+/// for a later session of the name (said on stderr), or with `drop_queued` are dropped (through
+/// the daemon, which owns them).
+pub(super) fn rm(name: &SessionName, drop_queued: bool, json: bool) -> Result<i32> {
     let paths = paths()?;
     let files = paths.session(name);
     let lock = NameLock::acquire(&paths, name)?;
@@ -1109,12 +1142,41 @@ pub(super) fn rm(name: &SessionName, json: bool) -> Result<i32> {
     }
     NameLock::remove_file(&paths, name)?;
     drop(lock);
-    if !removed {
-        return Err(fail(ErrorCode::NoSuchSession, format!("no session named {name}")));
+    let queued = super::delivery::pending_ids(&paths, name)?;
+    if !removed && (queued.is_empty() || !drop_queued) {
+        let mut why = crate::suggest::unknown_session_in(&paths, name.as_str());
+        if !queued.is_empty() {
+            why.push_str(&format!(
+                "; {} prompt(s) are queued for it (desk rm {name} --drop-queued drops them)",
+                queued.len()
+            ));
+        }
+        return Err(fail(ErrorCode::NoSuchSession, why));
     }
     crate::fsutil::sync_dir(&paths.runtime)?;
+    let (mut notes, dropped) = if drop_queued && !queued.is_empty() {
+        super::delivery::drop_all(&paths, &queued, json)?
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let held: Vec<&crate::delivery::item::ItemId> = queued.iter().filter(|id| !dropped.contains(id)).collect();
+    if !held.is_empty() {
+        notes.push(format!(
+            "{} prompt(s) queued for {name} stay held until a session named {name} runs again \
+             (desk queue {name} lists them; desk rm {name} --drop-queued drops them)",
+            held.len()
+        ));
+    }
+    if !dropped.is_empty() {
+        notes.push(format!("dropped the {} prompt(s) queued for {name}", dropped.len()));
+    }
     if json {
-        output::print_ok("removed", serde_json::json!({ "name": name.as_str() }), &[])?;
+        let data = serde_json::json!({ "name": name.as_str(), "held": held, "dropped": dropped });
+        output::print_ok("removed", data, &notes)?;
+    } else {
+        for note in &notes {
+            eprintln!("desk: {note}");
+        }
     }
     Ok(0)
 }

@@ -188,6 +188,9 @@ pub fn run() -> Result<i32> {
     // The watcher first, so a session starting while we read the files is seen by one or both.
     let watch = FleetWatch::open(paths.clone())?;
     let mut dash = Dash::new();
+    // The dashboard's queues, force, drop and pause are the daemon's: it is started if it is
+    // not running, and the footer says so.
+    dash.status = crate::cli::autostart::ensure_daemon(&paths).note();
     for row in rows_from_files(&paths)? {
         dash.insert(row);
     }

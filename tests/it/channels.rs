@@ -134,7 +134,7 @@ fn messages_posted_while_the_daemon_is_stopped_are_delivered_when_it_starts() {
 fn a_session_that_is_not_a_member_cannot_post_and_a_member_posts_as_itself() {
     let home = Home::new();
     home.ok(&["channel", "new", "club"]);
-    home.ok(&["channel", "add", "club", "insider"]);
+    home.ok(&["channel", "add", "club", "insider", "--queue-for-later"]);
     let out = home
         .cmd()
         .args(["channel", "post", "club", "let me in", "--json"])

@@ -166,7 +166,7 @@ fn every_json_answer_has_exactly_the_documented_fields() {
     seen.run(&home, &["stuck", "--json"]);
     // Channels, with the daemon down too (their prompts wait in the channel files).
     seen.run(&home, &["channel", "new", "team", "--goal", "ship", "--json"]);
-    seen.run(&home, &["channel", "add", "team", "ghost", "--json"]);
+    seen.run(&home, &["channel", "add", "team", "ghost", "--queue-for-later", "--json"]);
     seen.run(&home, &["channel", "add", "team", "pat", "--human", "--json"]);
     let root = seen.run(&home, &["channel", "post", "team", "hello @pat", "--json"]);
     let root = root["data"]["id"].as_str().unwrap().to_string();
@@ -202,6 +202,7 @@ fn every_json_answer_has_exactly_the_documented_fields() {
     seen.run(&home, &["explain", "done", "--json"]);
     seen.run(&home, &["peek", "done", "--json"]);
     seen.run(&home, &["kill", "agent", "--json"]);
+    seen.run(&home, &["send", "done", "held for a later done", "--json"]);
     seen.run(&home, &["rm", "done", "--json"]);
 
     let sections = sections();

@@ -1,0 +1,216 @@
+//! The first hour with desk (issue 19): typos that are refused with the names meant, a daemon
+//! that starts itself when a command needs it, and notes where a newcomer would otherwise be
+//! left guessing (a paused queue, prompts left behind by `desk rm`, an agent not on PATH).
+
+use crate::support::{Home, eventually};
+use std::process::Output;
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `desk ARGS` with autostart as a user has it (on), rather than the tests' default (off).
+fn desk_autostarting(home: &Home, args: &[&str]) -> Output {
+    home.cmd().env_remove("DESK_AUTOSTART").args(args).output().expect("run desk")
+}
+
+fn daemon_listens(home: &Home) -> bool {
+    std::os::unix::net::UnixStream::connect(home.path().join("run/_serve.sock")).is_ok()
+}
+
+#[test]
+fn every_command_taking_a_session_name_refuses_an_unknown_one_with_the_nearest_names() {
+    let home = Home::new();
+    home.serve();
+    home.new_sh("demo-alpha", "exec sleep 1000");
+    home.new_sh("demo-beta", "exec sleep 1000");
+    let commands: [&[&str]; 11] = [
+        &["pause", "demo-alpah"],
+        &["resume", "demo-alpah"],
+        &["queue", "demo-alpah"],
+        &["send", "demo-alpah", "hello"],
+        &["keys", "demo-alpah", "Enter"],
+        &["peek", "demo-alpah"],
+        &["explain", "demo-alpah"],
+        &["kill", "demo-alpah"],
+        &["attach", "demo-alpah"],
+        &["events", "demo-alpah"],
+        &["log", "demo-alpah"],
+    ];
+    for args in commands {
+        let out = home.desk(args);
+        assert_eq!(out.status.code(), Some(2), "desk {args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains("did you mean demo-alpha?"), "desk {args:?}: {}", stderr(&out));
+    }
+    // Nothing near: said plainly, with where to look.
+    let out = home.desk(&["pause", "nosuch"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("no session named nosuch (desk ls lists the sessions"), "{}", stderr(&out));
+    // The JSON caller gets the documented code.
+    let out = home.desk(&["resume", "nosuch", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("an error envelope");
+    assert_eq!(v["error"]["code"], "no-such-session", "{v:#}");
+    // Nothing was paused by the typos.
+    let q = home.json(&["queue", "--json"]);
+    assert!(q["data"].as_array().unwrap().iter().all(|s| s["paused"].is_null()), "{q:#}");
+}
+
+#[test]
+fn pause_still_takes_a_name_that_only_has_prompts_queued_for_later() {
+    let home = Home::new();
+    home.serve();
+    home.ok(&["send", "later", "for when it starts", "--queue-for-later"]);
+    home.ok(&["pause", "later", "--reason", "not yet"]);
+    home.ok(&["resume", "later"]);
+}
+
+#[test]
+fn channel_add_refuses_an_unknown_session_unless_queued_for_later() {
+    let home = Home::new();
+    home.new_sh("builder", "exec sleep 1000");
+    home.ok(&["channel", "new", "ops"]);
+    let out = home.desk(&["channel", "add", "ops", "buidler"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("did you mean builder?"), "{}", stderr(&out));
+    let roster = home.json(&["channel", "ls", "--json"]);
+    assert_eq!(roster["data"][0]["members"], 0, "the typo joined nobody: {roster:#}");
+    home.ok(&["channel", "add", "ops", "builder"]);
+    home.ok(&["channel", "add", "ops", "tomorrow", "--queue-for-later"]);
+    // A person is anyone: no session needed.
+    home.ok(&["channel", "add", "ops", "pat", "--human"]);
+    let roster = home.json(&["channel", "ls", "--json"]);
+    assert_eq!(roster["data"][0]["members"], 3, "{roster:#}");
+}
+
+#[test]
+fn a_key_one_slip_from_a_key_name_is_refused_and_nothing_is_typed() {
+    let home = Home::new();
+    home.new_sh("w1", "stty -echo; exec cat");
+    let out = home.desk(&["keys", "w1", "Entr"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("did you mean Enter? (text:Entr types it)"), "{}", stderr(&out));
+    home.ok(&["keys", "w1", "text:Entr", "Enter"]);
+    let screen = home.wait_screen("w1", "Entr");
+    assert_eq!(screen.matches("Entr").count(), 1, "typed once, by text: only:\n{screen}");
+}
+
+#[test]
+fn an_agent_provider_whose_program_is_not_on_path_hints_at_giving_its_path() {
+    let home = Home::new();
+    let bare = home.path().join("bin");
+    std::fs::create_dir(&bare).unwrap();
+    let out = home.cmd().env("PATH", &bare).args(["new", "api", "--provider", "claude"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("`claude` is not on your PATH: install it, or give its path: desk new api --provider claude -- /path/to/claude"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn send_to_a_paused_session_says_the_prompt_waits_for_resume() {
+    let home = Home::new();
+    home.serve();
+    home.new_sh("p", "exec sleep 1000");
+    home.ok(&["pause", "p", "--reason", "reviewing"]);
+    let out = home.desk(&["send", "p", "hello"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("queue p is held: paused by the operator: reviewing (desk resume p lets it go on)"),
+        "{}",
+        stderr(&out)
+    );
+    let sent = home.json(&["send", "p", "again", "--json"]);
+    assert!(sent["data"]["hold"].as_str().unwrap().starts_with("paused by the operator"), "{sent:#}");
+}
+
+#[test]
+fn rm_says_the_queued_prompts_stay_held_and_drop_queued_drops_them() {
+    let home = Home::new();
+    home.serve();
+    home.new_sh("gone", "exit 0");
+    home.wait_exit("gone");
+    let a = home.send("gone", "first");
+    let b = home.send("gone", "second");
+    let out = home.desk(&["rm", "gone"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("2 prompt(s) queued for gone stay held until a session named gone runs again"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(home.item(&a)["state"], "queued");
+    // Removed already: the prompts can still be dropped by name.
+    let removed = home.json(&["rm", "gone", "--drop-queued", "--json"]);
+    assert_eq!(removed["data"]["dropped"], serde_json::json!([a, b]), "{removed:#}");
+    assert_eq!(removed["data"]["held"], serde_json::json!([]), "{removed:#}");
+    assert_eq!(home.item(&a)["state"], "dropped");
+    assert_eq!(home.item(&b)["state"], "dropped");
+    // Nothing left by that name at all now.
+    assert_eq!(home.desk(&["rm", "gone"]).status.code(), Some(2));
+}
+
+#[test]
+fn the_first_command_that_needs_the_daemon_starts_it_and_says_so_once() {
+    let home = Home::new();
+    home.new_sh("s", "exec sleep 1000");
+    assert!(!daemon_listens(&home));
+    let out = desk_autostarting(&home, &["send", "s", "hello"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stderr(&out).matches("started desk serve").count(), 1, "{}", stderr(&out));
+    assert!(daemon_listens(&home), "the daemon runs after the send");
+    let id = stdout(&out).trim().to_string();
+    eventually("the item queued by the daemon", || {
+        let item = home.item(&id);
+        if item["state"] == "queued" || item["state"] == "sending" || item["state"] == "delivered" {
+            Ok(())
+        } else {
+            Err(item.to_string())
+        }
+    });
+    // The next command finds it running and says nothing of it.
+    let out = desk_autostarting(&home, &["send", "s", "again"]);
+    assert!(!stderr(&out).contains("started desk serve"), "{}", stderr(&out));
+    let stop = home.ok(&["serve", "--stop"]);
+    assert!(stop.contains("desk serve stopped"), "{stop}");
+
+    // A channel post starts it too, its note in the JSON notes.
+    home.ok(&["channel", "new", "ops"]);
+    let posted = home.cmd().env_remove("DESK_AUTOSTART").args(["channel", "post", "ops", "hi", "--json"]).output();
+    let posted: serde_json::Value = serde_json::from_slice(&posted.unwrap().stdout).unwrap();
+    assert_eq!(posted["data"]["daemon_running"], true, "{posted:#}");
+    assert!(posted["notes"].to_string().contains("started desk serve"), "{posted:#}");
+    home.ok(&["serve", "--stop"]);
+
+    // Turned off, nothing starts it.
+    let out = home.cmd().env("DESK_AUTOSTART", "0").args(["send", "s", "third"]).output().unwrap();
+    assert!(out.status.success());
+    assert!(stderr(&out).contains("desk serve is not running; the prompt waits in the intake"), "{}", stderr(&out));
+    assert!(!daemon_listens(&home));
+}
+
+#[test]
+fn new_with_an_agent_provider_starts_the_daemon_and_a_plain_command_does_not() {
+    let home = Home::new();
+    let out = desk_autostarting(&home, &["new", "plain", "--", "sh", "-c", "exec sleep 1000"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!daemon_listens(&home), "a shell session needs no daemon yet");
+    let demo = env!("CARGO_BIN_EXE_desk-demo-agent");
+    let out = desk_autostarting(&home, &["new", "agent", "--provider", "demo", "--", demo]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("started desk serve"), "{}", stderr(&out));
+    assert!(daemon_listens(&home));
+}
+
+#[test]
+fn serve_stop_when_none_runs_says_so_and_succeeds() {
+    let home = Home::new();
+    let out = home.desk(&["serve", "--stop"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "desk serve is not running; nothing to stop");
+}
