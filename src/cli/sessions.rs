@@ -577,7 +577,14 @@ pub(super) fn ls(json: bool) -> Result<i32> {
         return Ok(0);
     }
     if rows.is_empty() {
-        println!("no sessions");
+        match demo_home_elsewhere() {
+            Some(home) => println!(
+                "no sessions here; the demo fleet (make demo) runs under DESK_HOME={0}\n\
+                 see it with: export DESK_HOME={0}   (or run: make demo-shell)",
+                home.display()
+            ),
+            None => println!("no sessions; start one with: desk new NAME -- CMD"),
+        }
         return Ok(0);
     }
     // One write for the table (a line-buffered stdout makes one per row).
@@ -590,6 +597,19 @@ pub(super) fn ls(json: bool) -> Result<i32> {
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes()).and_then(|()| out.flush()).context("cannot write the listing")?;
     Ok(0)
+}
+
+/// The home of a demo fleet (`make demo`: `target/demo-home` of a desk checkout) that has
+/// sessions, when this listing looked elsewhere (no `DESK_HOME`): beside the `target` directory
+/// this `desk` runs from, or in the current directory or one above it (looked at first).
+fn demo_home_elsewhere() -> Option<PathBuf> {
+    if std::env::var_os("DESK_HOME").is_some_and(|h| !h.is_empty()) {
+        return None;
+    }
+    let beside_exe = std::env::current_exe().ok().and_then(|exe| Some(exe.parent()?.parent()?.join("demo-home")));
+    let cwd = std::env::current_dir().ok();
+    let above_cwd = cwd.iter().flat_map(|d| d.ancestors()).map(|d| d.join("target").join("demo-home"));
+    above_cwd.chain(beside_exe).find(|home| Paths::in_home(home).session_names().is_ok_and(|names| !names.is_empty()))
 }
 
 /// Widest a column other than the last gets, in cells: room for an agent's title (they are

@@ -214,3 +214,93 @@ fn serve_stop_when_none_runs_says_so_and_succeeds() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(stdout(&out).trim(), "desk serve is not running; nothing to stop");
 }
+
+/// The repository's top directory (where the Makefile is).
+fn repo() -> &'static std::path::Path {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn make_build_without_a_new_enough_cargo_says_how_to_get_rust() {
+    let home = Home::new();
+    let run = |cargo: &str| {
+        std::process::Command::new("make")
+            .args(["--no-print-directory", "-C"])
+            .arg(repo())
+            .args(["check-rust", &format!("CARGO={cargo}")])
+            .output()
+            .expect("run make")
+    };
+    let out = run("/nonexistent/cargo");
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("cargo (Rust's build tool) is not on PATH"), "{err}");
+    assert!(err.contains("https://sh.rustup.rs") && err.contains("Debian 12's own\nrustc is 1.63"), "{err}");
+    assert!(err.contains("build-essential") && err.contains("1.1 GB"), "{err}");
+    // Debian 12's own cargo: too old, and said so.
+    let old = home.path().join("cargo");
+    std::fs::write(&old, "#!/bin/sh\necho 'cargo 1.65.0'\n").unwrap();
+    std::fs::set_permissions(&old, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = run(old.to_str().unwrap());
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("is Rust 1.65.0"), "{}", stderr(&out));
+    // The cargo that builds these tests is new enough.
+    let out = run(env!("CARGO"));
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn the_demo_prints_the_line_to_paste_and_hints_in_plain_desk_and_ls_elsewhere_finds_it() {
+    let home = Home::new();
+    // A checkout's layout: <checkout>/target/demo-home is the demo's DESK_HOME (this Home, so
+    // that everything the demo starts is killed with it).
+    let checkout = tempfile::Builder::new().prefix("dkrepo").tempdir_in("/tmp").unwrap();
+    std::fs::create_dir(checkout.path().join("target")).unwrap();
+    let demo_home = checkout.path().join("target/demo-home");
+    std::os::unix::fs::symlink(home.path(), &demo_home).unwrap();
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_desk")).parent().unwrap();
+    let out = std::process::Command::new("sh")
+        .arg(repo().join("scripts/demo.sh"))
+        .arg(bin)
+        .env("DESK_HOME", &demo_home)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run the demo");
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    let text = stdout(&out);
+    let paste = format!("    export PATH=\"{}:$PATH\" DESK_HOME=\"{}\"", bin.display(), demo_home.display());
+    assert!(text.lines().any(|l| l == paste), "no line to paste ({paste:?}) in:\n{text}");
+    assert!(text.contains("make demo-shell"), "{text}");
+    assert!(text.contains("      desk dash ") && text.contains("      desk attach demo-beta"), "{text}");
+    assert!(!text.contains(&format!("{}/desk ", bin.display())), "a hint names the binary by its path:\n{text}");
+
+    // `desk ls` in the checkout, with desk's own files elsewhere, points at the demo's home.
+    let elsewhere = home.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let out = home
+        .cmd()
+        .env_remove("DESK_HOME")
+        .env("XDG_RUNTIME_DIR", &elsewhere)
+        .env("XDG_STATE_HOME", &elsewhere)
+        .env("XDG_CONFIG_HOME", &elsewhere)
+        .current_dir(checkout.path())
+        .arg("ls")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains(&format!("the demo fleet (make demo) runs under DESK_HOME={}", demo_home.display())),
+        "{text}"
+    );
+    assert!(text.contains(&format!("export DESK_HOME={}", demo_home.display())), "{text}");
+
+    let out = std::process::Command::new("sh")
+        .arg(repo().join("scripts/demo.sh"))
+        .arg(bin)
+        .arg("stop")
+        .env("DESK_HOME", &demo_home)
+        .output()
+        .unwrap();
+    assert!(stdout(&out).contains("demo fleet stopped"), "{}", stdout(&out));
+}
