@@ -10,6 +10,7 @@ pub(crate) mod autostart;
 mod channel;
 pub(crate) mod config;
 mod delivery;
+mod doctor;
 mod events;
 mod explain;
 mod hook;
@@ -288,6 +289,12 @@ enum Command {
         /// The new size, COLSxROWS.
         #[arg(value_parser = parse_size, value_name = "COLSxROWS")]
         size: (u16, u16),
+    },
+    /// Check that everything desk needs is in place, and say how to fix what is not.
+    Doctor {
+        /// Print the checks as JSON (docs/cli.md).
+        #[arg(long)]
+        json: bool,
     },
     /// Print a shell completion script: `desk completions bash > /etc/bash_completion.d/desk`.
     Completions {
@@ -638,7 +645,8 @@ impl Command {
             | Command::Force { json, .. }
             | Command::Drop { json, .. }
             | Command::Pause { json, .. }
-            | Command::Resume { json, .. } => *json,
+            | Command::Resume { json, .. }
+            | Command::Doctor { json } => *json,
             Command::Attach(_)
             | Command::Resize { .. }
             | Command::Log { .. }
@@ -761,6 +769,7 @@ fn run(cli: Cli) -> Result<i32> {
             delivery::command("resume", crate::daemon::control::Request::Resume { session: name.to_string() }, json)
         }
         Command::Kill(a) => sessions::kill(&a.name, a.signal, a.grace, a.json),
+        Command::Doctor { json } => doctor::doctor(json),
         Command::Rm { name, drop_queued, json } => sessions::rm(&name, drop_queued, json),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut visible_command(), "desk", &mut std::io::stdout());

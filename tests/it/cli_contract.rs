@@ -197,6 +197,7 @@ fn every_json_answer_has_exactly_the_documented_fields() {
     seen.run(&home, &["keys", "agent", "text:x", "--json"]);
 
     seen.run(&home, &["ls", "--json"]);
+    seen.run(&home, &["doctor", "--json"]);
     seen.run(&home, &["peek", "agent", "--json"]);
     seen.run(&home, &["explain", "agent", "--json"]);
     seen.run(&home, &["explain", "done", "--json"]);

@@ -304,3 +304,86 @@ fn the_demo_prints_the_line_to_paste_and_hints_in_plain_desk_and_ls_elsewhere_fi
         .unwrap();
     assert!(stdout(&out).contains("demo fleet stopped"), "{}", stdout(&out));
 }
+
+/// `desk doctor --json`'s checks by name, and its exit code.
+fn doctor(cmd: &mut std::process::Command) -> (std::collections::BTreeMap<String, serde_json::Value>, Option<i32>) {
+    let out = cmd.args(["doctor", "--json"]).output().expect("run desk doctor");
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}\n{}", stdout(&out), stderr(&out)));
+    let checks = v["data"]["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .map(|c| (c["check"].as_str().unwrap().to_string(), c.clone()))
+        .collect();
+    (checks, out.status.code())
+}
+
+#[test]
+fn doctor_finds_everything_in_place_and_the_hook_round_trip_works() {
+    let home = Home::new();
+    let (checks, code) = doctor(home.cmd().env_remove("DESK_AUTOSTART"));
+    assert_eq!(code, Some(0), "{checks:#?}");
+    for name in
+        ["executables", "runtime-dir", "hooks", "serve", "config", "agent:claude", "agent:codex", "agent:opencode"]
+    {
+        assert_eq!(checks[name]["status"], "ok", "{name}: {:#}", checks[name]);
+    }
+    assert!(checks["hooks"]["detail"].as_str().unwrap().contains("reached its session's master and journal"));
+    // The round trip cleaned up after itself: no session, no daemon in the user's home.
+    assert!(home.ls().is_empty());
+    assert!(!daemon_listens(&home));
+    let pid = home.serve();
+    let (checks, _) = doctor(&mut home.cmd());
+    assert!(checks["serve"]["detail"].as_str().unwrap().contains(&format!("desk serve runs (pid {pid})")));
+}
+
+#[test]
+fn doctor_says_what_is_wrong_and_the_fix() {
+    let home = Home::new();
+    // A config file desk cannot use, a runtime directory others can read, an agent of another
+    // version than the rules were recorded with, and autostart off with no daemon running.
+    std::fs::create_dir_all(home.path().join("config")).unwrap();
+    std::fs::write(home.path().join("config/config.toml"), "[new]\nsize = \"wide\"\n").unwrap();
+    std::fs::create_dir_all(home.run_dir()).unwrap();
+    std::fs::set_permissions(home.run_dir(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let bin = home.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::fs::write(bin.join("claude"), "#!/bin/sh\necho '1.0.0 (Claude Code)'\n").unwrap();
+    std::fs::set_permissions(bin.join("claude"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let (checks, code) = doctor(home.cmd().env("PATH", &path));
+    assert_eq!(code, Some(1), "{checks:#?}");
+    assert_eq!(checks["config"]["status"], "error");
+    assert!(checks["config"]["detail"].as_str().unwrap().contains("line 2: key `new.size`"), "{:#}", checks["config"]);
+    assert_eq!(checks["runtime-dir"]["status"], "error");
+    assert_eq!(checks["runtime-dir"]["fix"], format!("chmod 0700 {}", home.run_dir().display()));
+    assert_eq!(checks["agent:claude"]["status"], "warning");
+    assert!(checks["agent:claude"]["detail"].as_str().unwrap().contains("1.0.0; desk's rules were recorded with 2."));
+    assert_eq!(checks["serve"]["status"], "warning", "{:#}", checks["serve"]);
+    assert!(checks["serve"]["fix"].as_str().unwrap().contains("desk serve"));
+}
+
+#[test]
+fn doctor_finds_a_desk_without_its_master_or_with_another_ones() {
+    let home = Home::new();
+    let alone = home.path().join("alone");
+    std::fs::create_dir(&alone).unwrap();
+    let desk = alone.join("desk");
+    if std::fs::hard_link(crate::support::DESK, &desk).is_err() {
+        std::fs::copy(crate::support::DESK, &desk).unwrap();
+    }
+    let run =
+        || doctor(&mut std::process::Command::new(&desk).env("DESK_HOME", home.path()).env("DESK_AUTOSTART", "0"));
+    let (checks, code) = run();
+    assert_eq!(code, Some(0));
+    assert_eq!(checks["executables"]["status"], "warning", "{:#}", checks["executables"]);
+    assert!(checks["executables"]["detail"].as_str().unwrap().contains("no desk-master beside it"));
+    // A desk-master of another build.
+    std::fs::write(alone.join("desk-master"), "#!/bin/sh\necho 'desk-master 0.0.9 (protocol 1)'\n").unwrap();
+    std::fs::set_permissions(alone.join("desk-master"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let (checks, code) = run();
+    assert_eq!(code, Some(1));
+    assert_eq!(checks["executables"]["status"], "error", "{:#}", checks["executables"]);
+    assert!(checks["executables"]["detail"].as_str().unwrap().contains("of different builds"));
+}
