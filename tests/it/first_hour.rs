@@ -373,8 +373,7 @@ fn doctor_finds_a_desk_without_its_master_or_with_another_ones() {
     if std::fs::hard_link(crate::support::DESK, &desk).is_err() {
         std::fs::copy(crate::support::DESK, &desk).unwrap();
     }
-    let run =
-        || doctor(&mut std::process::Command::new(&desk).env("DESK_HOME", home.path()).env("DESK_AUTOSTART", "0"));
+    let run = || doctor(std::process::Command::new(&desk).env("DESK_HOME", home.path()).env("DESK_AUTOSTART", "0"));
     let (checks, code) = run();
     assert_eq!(code, Some(0));
     assert_eq!(checks["executables"]["status"], "warning", "{:#}", checks["executables"]);
