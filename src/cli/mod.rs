@@ -15,6 +15,7 @@ mod events;
 mod explain;
 mod hook;
 mod keys;
+mod manual;
 pub mod output;
 mod probe;
 mod sessions;
@@ -302,11 +303,10 @@ enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Write the manual pages (desk.1, desk-new.1, ...) into a directory (`make man`).
-    #[command(hide = true)]
+    /// Write the manual pages (desk.1, desk-new.1, ...) into a directory.
     Man {
         /// The directory to write them to (created if missing).
-        #[arg(long, default_value = "target/man")]
+        #[arg(long, value_name = "DIR", default_value = "target/man")]
         out_dir: PathBuf,
     },
     /// Report an agent hook to its session (run by agents' hooks; always exits 0 at once).
@@ -612,8 +612,8 @@ pub fn main() -> i32 {
     }
 }
 
-/// The command line as a user sees it, without the hidden subcommands (clap_complete would
-/// offer them: `desk hook` is for agents' hooks, `desk man` for `make man`).
+/// The command line as a user sees it, without the hidden subcommands (completions would offer
+/// them, and the manual would document them: `desk hook` is for agents' hooks).
 fn visible_command() -> clap::Command {
     use clap::CommandFactory;
     let full = Cli::command();
@@ -776,12 +776,8 @@ fn run(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Command::Man { out_dir } => {
-            use anyhow::Context;
-            use clap::CommandFactory;
-            std::fs::create_dir_all(&out_dir).with_context(|| format!("cannot create {}", out_dir.display()))?;
-            clap_mangen::generate_to(Cli::command(), &out_dir)
-                .with_context(|| format!("cannot write the manual pages to {}", out_dir.display()))?;
-            println!("{}", out_dir.join("desk.1").display());
+            let pages = manual::write_pages(visible_command(), &out_dir)?;
+            println!("{}", pages.first().map_or_else(|| out_dir.display().to_string(), |p| p.display().to_string()));
             Ok(0)
         }
     }

@@ -260,7 +260,7 @@ fn completion_scripts_cover_every_command_and_parse() {
     for name in visible_subcommands() {
         assert!(bash.contains(&format!("desk__{name}")) || bash.contains(&format!("desk,{name}")), "bash: {name}");
     }
-    for hidden in ["hook", "man"] {
+    for hidden in ["hook"] {
         assert!(!bash.contains(&format!("desk,{hidden}")), "a hidden command ({hidden}) is not completed");
     }
     // The script is valid bash.
@@ -291,12 +291,30 @@ fn the_man_pages_name_every_command_and_render() {
     }
     let new = std::fs::read_to_string(dir.join("desk-new.1")).unwrap();
     assert!(new.contains("\\-\\-provider"), "a command's page lists its flags");
+    // Every page has what a manual page is read for, from docs/cli.md.
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let page = std::fs::read_to_string(&path).unwrap();
+        for section in ["EXIT STATUS", "ENVIRONMENT", "FILES", "EXAMPLES", "SEE ALSO"] {
+            assert!(
+                page.contains(&format!(".SH \"{section}\"")) || page.contains(&format!(".SH {section}")),
+                "{}: {section}",
+                path.display()
+            );
+        }
+    }
+    let send = std::fs::read_to_string(dir.join("desk-send.1")).unwrap();
+    assert!(send.contains("0 queued (or waiting in the intake for the daemon)"), "its own exit codes");
+    assert!(send.contains("git diff | desk send reviewer \\-"), "its own examples");
+    assert!(send.contains("\\fBdesk(1)\\fR") && send.contains("desk\\-serve(1)"), "see also");
+    assert!(page.contains("DESK_HOME") && page.contains("_serve.sock") && page.contains("XDG_RUNTIME_DIR"));
     // Rendered by man(1) where it is installed: the page parses.
     if let Ok(out) = std::process::Command::new("man").arg("-l").arg(dir.join("desk.1")).env("MANWIDTH", "80").output()
         && out.status.success()
     {
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(text.contains("SUBCOMMANDS") && text.contains("desk-attach(1)"), "{text}");
+        assert!(text.contains("EXIT STATUS") && text.contains("FILES") && text.contains("ENVIRONMENT"), "{text}");
     }
 }
 
