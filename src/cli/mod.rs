@@ -8,6 +8,7 @@
 
 pub(crate) mod autostart;
 mod channel;
+mod complete;
 pub(crate) mod config;
 mod delivery;
 mod doctor;
@@ -24,6 +25,7 @@ mod table;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+use clap_complete::{ArgValueCandidates, ArgValueCompleter};
 use std::ffi::OsString;
 use std::fmt;
 use std::path::PathBuf;
@@ -98,6 +100,7 @@ enum Command {
     /// Print the text that scrolled off a session's screen (its log), then its screen.
     Log {
         /// The session whose log to print (running or exited).
+        #[arg(add = ArgValueCandidates::new(complete::sessions))]
         name: SessionName,
         /// Keep printing lines as they scroll off, until the session ends (then print its
         /// last screen).
@@ -110,6 +113,7 @@ enum Command {
     /// Print a session's current screen.
     Peek {
         /// The session to print.
+        #[arg(add = ArgValueCandidates::new(complete::sessions))]
         name: SessionName,
         /// Print name, rows, cursor, size, title, modes and state as JSON (docs/cli.md).
         #[arg(long)]
@@ -125,7 +129,7 @@ enum Command {
     /// session's with --all.
     Events {
         /// The session (omit with --all).
-        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        #[arg(add = ArgValueCandidates::new(complete::sessions), required_unless_present = "all", conflicts_with = "all")]
         name: Option<SessionName>,
         /// Every session's events, merged by time; with --follow, sessions that start later too.
         #[arg(long)]
@@ -151,6 +155,7 @@ enum Command {
     /// Explain a session's agent state: each axis, its evidence, and what changed it.
     Explain {
         /// The session to explain.
+        #[arg(add = ArgValueCandidates::new(complete::sessions))]
         name: SessionName,
         /// Print JSON (docs/cli.md).
         #[arg(long)]
@@ -164,6 +169,7 @@ enum Command {
     /// Forget an exited session: its records, log and events journal (not its generation counter).
     Rm {
         /// The exited session to forget.
+        #[arg(add = ArgValueCandidates::new(complete::sessions))]
         name: SessionName,
         /// Drop the prompts still queued for it too (without it they stay held until a session
         /// of the name runs again).
@@ -185,6 +191,7 @@ enum Command {
     /// Queue a prompt for a session's agent; prints the item id.
     Send {
         /// The session whose agent gets the prompt.
+        #[arg(add = ArgValueCandidates::new(complete::sessions))]
         name: SessionName,
         /// The prompt (`-` or none: read stdin).
         text: Option<String>,
@@ -210,6 +217,7 @@ enum Command {
     /// `text:WORD` always types WORD.
     Keys {
         /// The session to type into (running).
+        #[arg(add = ArgValueCandidates::new(complete::sessions))]
         name: SessionName,
         /// The keys, in order: a key name (Enter, Escape/Esc, Tab, BTab, Backspace, Space,
         /// Up, Down, Left, Right, Home, End, PgUp, PgDn, Insert, Delete, F1..F12), C-x or ^X
@@ -224,6 +232,7 @@ enum Command {
     /// Show pending items (queued, sending, stuck) and why a queue is held.
     Queue {
         /// Only this session's queue.
+        #[arg(add = ArgValueCandidates::new(complete::sessions))]
         name: Option<SessionName>,
         /// Print JSON (docs/cli.md).
         #[arg(long)]
@@ -232,6 +241,7 @@ enum Command {
     /// Show one item: its state and evidence timeline.
     Item {
         /// The item id, or any unique start of it (like a git hash).
+        #[arg(add = ArgValueCompleter::new(complete::items))]
         id: String,
         /// Print JSON (docs/cli.md).
         #[arg(long)]
@@ -247,6 +257,7 @@ enum Command {
     /// queued item held by a draft in the input box (with --over-draft).
     Force {
         /// The item id, or any unique start of it (like a git hash).
+        #[arg(add = ArgValueCompleter::new(complete::items))]
         id: String,
         /// Paste even though the input box holds text someone typed: both are submitted as one
         /// message.
@@ -259,6 +270,7 @@ enum Command {
     /// Drop a queued or stuck item.
     Drop {
         /// The item id, or any unique start of it (like a git hash).
+        #[arg(add = ArgValueCompleter::new(complete::items))]
         id: String,
         /// Print JSON (docs/cli.md).
         #[arg(long)]
@@ -267,6 +279,7 @@ enum Command {
     /// Hold delivery to a session.
     Pause {
         /// The session whose deliveries to hold.
+        #[arg(add = ArgValueCandidates::new(complete::sessions))]
         name: SessionName,
         /// Why (shown in `desk queue`).
         #[arg(long)]
@@ -278,6 +291,7 @@ enum Command {
     /// Let delivery to a session go on.
     Resume {
         /// The session whose deliveries go on.
+        #[arg(add = ArgValueCandidates::new(complete::sessions))]
         name: SessionName,
         /// Print JSON (docs/cli.md).
         #[arg(long)]
@@ -286,6 +300,7 @@ enum Command {
     /// Set the terminal size of a session started with --size-policy fixed.
     Resize {
         /// The session.
+        #[arg(add = ArgValueCandidates::new(complete::sessions))]
         name: SessionName,
         /// The new size, COLSxROWS.
         #[arg(value_parser = parse_size, value_name = "COLSxROWS")]
@@ -297,11 +312,15 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Print a shell completion script: `desk completions bash > /etc/bash_completion.d/desk`.
+    /// Print a shell completion script (commands, flags, and the live fleet's session names,
+    /// channel names and item ids), or install it where the shell looks.
     Completions {
-        /// The shell: bash, zsh, fish, elvish or powershell.
-        #[arg(value_enum)]
-        shell: clap_complete::Shell,
+        /// The shell: bash, zsh, fish, elvish or powershell (default: $SHELL's).
+        #[arg(value_parser = clap::builder::PossibleValuesParser::new(["bash", "zsh", "fish", "elvish", "powershell"]))]
+        shell: Option<String>,
+        /// Write it where the shell loads completions from (creating the directories), not to stdout.
+        #[arg(long)]
+        install: bool,
     },
     /// Write the manual pages (desk.1, desk-new.1, ...) into a directory.
     Man {
@@ -348,8 +367,10 @@ enum ChannelCommand {
     /// Add a session (or, with --human, a person) to a channel; an agent gets an onboarding prompt.
     Add {
         /// The channel.
+        #[arg(add = ArgValueCandidates::new(complete::channels))]
         name: String,
         /// The member: a session name (or a person's name with --human).
+        #[arg(add = ArgValueCandidates::new(complete::sessions))]
         member: String,
         /// The member is a supervisor: it receives every message of the channel.
         #[arg(long, conflicts_with = "human")]
@@ -368,8 +389,10 @@ enum ChannelCommand {
     /// Remove a member from a channel.
     Remove {
         /// The channel.
+        #[arg(add = ArgValueCandidates::new(complete::channels))]
         name: String,
         /// The member to remove.
+        #[arg(add = ArgValueCandidates::new(complete::sessions))]
         member: String,
         /// Print the channel as JSON (docs/cli.md).
         #[arg(long)]
@@ -378,6 +401,7 @@ enum ChannelCommand {
     /// Print a channel's messages (the root conversation, or one thread).
     Read {
         /// The channel.
+        #[arg(add = ArgValueCandidates::new(complete::channels))]
         name: String,
         /// Print this thread: its root message and the replies.
         #[arg(long, value_name = "ID")]
@@ -395,6 +419,7 @@ enum ChannelCommand {
     /// Post a message (prints its id). Works while `desk serve` is down; it is delivered when it starts.
     Post {
         /// The channel.
+        #[arg(add = ArgValueCandidates::new(complete::channels))]
         name: String,
         /// The message (`-`, or omitted: read stdin). At most 16 KiB.
         text: Option<String>,
@@ -500,7 +525,7 @@ fn parse_history(s: &str) -> Result<usize, String> {
 #[derive(Debug, clap::Args)]
 struct AttachArgs {
     /// The session to attach to (omit with --next).
-    #[arg(required_unless_present = "next", conflicts_with = "next")]
+    #[arg(add = ArgValueCandidates::new(complete::sessions), required_unless_present = "next", conflicts_with = "next")]
     name: Option<SessionName>,
     /// Attach to the running session that most needs a person: blocked on a dialog, then a
     /// stuck prompt, then degraded (the one waiting longest first).
@@ -526,6 +551,7 @@ struct AttachArgs {
 #[derive(Debug, clap::Args)]
 struct KillArgs {
     /// The session to stop.
+    #[arg(add = ArgValueCandidates::new(complete::sessions))]
     name: SessionName,
     /// Signal to send first (name or number).
     #[arg(long, default_value = "TERM", value_parser = crate::signals::parse)]
@@ -562,6 +588,9 @@ fn parse_detach_key(s: &str) -> Result<DetachKey, String> {
 
 /// Parse arguments and run; returns the process exit code.
 pub fn main() -> i32 {
+    // A shell asking for completions (`DESK_COMPLETE=bash desk -- desk attach de`) is answered
+    // and the process ends here.
+    complete::main();
     // `desk master` is internal and not in the help: it is `desk-master` run from this binary,
     // with the same hand-parsed arguments (see `master::args`).
     if std::env::args_os().nth(1).is_some_and(|a| a == "master") {
@@ -771,10 +800,7 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Kill(a) => sessions::kill(&a.name, a.signal, a.grace, a.json),
         Command::Doctor { json } => doctor::doctor(json),
         Command::Rm { name, drop_queued, json } => sessions::rm(&name, drop_queued, json),
-        Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut visible_command(), "desk", &mut std::io::stdout());
-            Ok(0)
-        }
+        Command::Completions { shell, install } => complete::completions(shell, install),
         Command::Man { out_dir } => {
             let pages = manual::write_pages(visible_command(), &out_dir)?;
             println!("{}", pages.first().map_or_else(|| out_dir.display().to_string(), |p| p.display().to_string()));
