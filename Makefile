@@ -38,10 +38,25 @@ native:
 
 # The C codec against the wire vectors (under ASan/UBSan when the compiler has them), then unit
 # tests, integration tests on real PTYs (the C client against a live master among them), wire
-# vectors and the fuzz corpus replay.
+# vectors and the fuzz corpus replay, then the Debian package's layout (deb-check).
 test:
 	$(MAKE) -C native test
 	$(CARGO) test --workspace --locked
+	$(MAKE) deb-check
+
+# The Debian package, target/debian/desk_VERSION-1_ARCH.deb (needs cargo-deb: cargo install
+# cargo-deb --locked): desk and desk-master together, the demo agent, bash/zsh/fish completions,
+# the manual pages and the systemd user unit (packaging/desk.service). Install it with
+# sudo apt install ./target/debian/desk_*.deb
+deb: build
+	sh scripts/deb-assets.sh $(RELEASE)/desk target/deb-assets
+	$(CARGO) deb --locked --no-build
+
+# Build the package from a quicker profile, unpack it into a scratch root and check every file
+# and that the installed desk finds its master (scripts/deb-check.sh; under CI=true a missing
+# cargo-deb fails it, elsewhere it is skipped with a word).
+deb-check:
+	CARGO="$(CARGO)" sh scripts/deb-check.sh
 
 lint:
 	$(CARGO) fmt --check

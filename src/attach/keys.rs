@@ -32,6 +32,15 @@ pub fn parse_detach_key(spec: &str) -> Result<Option<u8>, String> {
     }
 }
 
+/// How people name a detach key: `Ctrl-\`, `Ctrl-A`, `Ctrl-?` (the inverse of
+/// [`parse_detach_key`]).
+pub fn detach_key_name(key: u8) -> String {
+    match key {
+        0x7f => "Ctrl-?".into(),
+        k => format!("Ctrl-{}", char::from((k & 0x1f) | 0x40)),
+    }
+}
+
 /// The character code the kitty protocol reports for a control byte (Ctrl-a → 'a').
 fn kitty_code(key: u8) -> Option<u32> {
     match key {
@@ -81,6 +90,17 @@ fn find_kitty_key(input: &[u8], code: u32) -> Option<(usize, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn detach_key_names_are_said_as_typed() {
+        assert_eq!(detach_key_name(0x1c), "Ctrl-\\");
+        assert_eq!(detach_key_name(0x1d), "Ctrl-]");
+        assert_eq!(detach_key_name(0x01), "Ctrl-A");
+        for spec in ["^\\", "C-a", "ctrl-]"] {
+            let key = parse_detach_key(spec).unwrap().unwrap();
+            assert_eq!(parse_detach_key(&detach_key_name(key)).unwrap(), Some(key));
+        }
+    }
 
     #[test]
     fn detach_key_names_parse() {

@@ -12,7 +12,7 @@ mod keys;
 mod modes;
 mod tty;
 
-pub use keys::{DEFAULT_DETACH_KEY, find_detach_key, parse_detach_key};
+pub use keys::{DEFAULT_DETACH_KEY, detach_key_name, find_detach_key, parse_detach_key};
 pub use modes::epilogue;
 
 use anyhow::{Context, Result};
@@ -56,23 +56,30 @@ enum Ending {
     Lost(String),
 }
 
-/// Writes the session's newest `lines` history lines to the terminal (standard output), in
-/// their colours, and then enough line feeds to scroll them all into the terminal's own
-/// scrollback: the keyframe that follows starts with a reset that clears the visible screen.
-/// Asked over a query connection of its own, before the attach's handshake.
-fn write_history(files: &crate::paths::SessionPaths, lines: u32) -> Result<()> {
+/// Writes what goes above the session's screen to the terminal (standard output): the
+/// session's newest `lines` history lines in their colours, then `notes` (the attach banner,
+/// a warning), then enough line feeds to scroll them all into the terminal's own scrollback —
+/// the keyframe that follows starts with a reset that clears the visible screen, so they stand
+/// right above the session's screen there and never over it. The history is asked over a
+/// query connection of its own, before the attach's handshake.
+fn write_preamble(files: &crate::paths::SessionPaths, lines: u32, notes: &[String]) -> Result<()> {
     use std::os::fd::AsFd;
-    let Probe::Live(stream) = session::probe_settled(files)? else {
-        return Ok(());
-    };
-    let mut conn = crate::wire::client::Connection::open(stream, Role::Query, 0, 0)
-        .context("cannot ask the session for its history")?;
-    conn.send(&Frame::SnapshotRequest { history: Some(lines) }).context("cannot ask the session for its history")?;
-    let history = loop {
-        match conn.recv().context("cannot read the session's history")? {
-            Frame::Snapshot(s) => break s.history.unwrap_or_default(),
-            Frame::Error { message, .. } => anyhow::bail!("the session refused its history: {message}"),
-            _ => continue,
+    let history = if lines == 0 {
+        Vec::new()
+    } else {
+        let Probe::Live(stream) = session::probe_settled(files)? else {
+            return Ok(());
+        };
+        let mut conn = crate::wire::client::Connection::open(stream, Role::Query, 0, 0)
+            .context("cannot ask the session for its history")?;
+        conn.send(&Frame::SnapshotRequest { history: Some(lines) })
+            .context("cannot ask the session for its history")?;
+        loop {
+            match conn.recv().context("cannot read the session's history")? {
+                Frame::Snapshot(s) => break s.history.unwrap_or_default(),
+                Frame::Error { message, .. } => anyhow::bail!("the session refused its history: {message}"),
+                _ => continue,
+            }
         }
     };
     let out = io::stdout();
@@ -81,6 +88,10 @@ fn write_history(files: &crate::paths::SessionPaths, lines: u32) -> Result<()> {
     for row in &history {
         text.push_str(&row.to_ansi());
         text.push_str("\r\n");
+    }
+    for note in notes {
+        // Dim, so it reads as desk's and not the session's.
+        text.push_str(&format!("\x1b[2m{note}\x1b[m\r\n"));
     }
     text.push_str(&"\r\n".repeat(usize::from(rows)));
     let mut out = out.lock();
@@ -127,9 +138,8 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
         }
     };
     refuse_own_session(&files, &opts.name)?;
-    if opts.history > 0 {
-        write_history(&files, opts.history)?;
-    }
+    let notes = attach_notes(&opts.name, opts.read_only, opts.detach_key, std::env::var("DESK_SESSION").ok());
+    write_preamble(&files, opts.history, &notes)?;
     let raw = tty::RawTty::open()?;
     let (cols, rows) = crate::pty::get_size(raw.fd()).unwrap_or((80, 24));
     stream.set_nonblocking(true).context("cannot make the socket non-blocking")?;
@@ -194,6 +204,29 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
             1
         }
     })
+}
+
+/// The banner an attach prints above the session's screen (`desk: attached to api · Ctrl-\
+/// detaches`), and a warning when this terminal is itself inside a session (`inside`, from
+/// `DESK_SESSION`): there the outer attach sees the detach key first, so it would detach that
+/// one, not this.
+fn attach_notes(name: &SessionName, read_only: bool, detach_key: Option<u8>, inside: Option<String>) -> Vec<String> {
+    let how = if read_only { "watching" } else { "attached to" };
+    let key = match detach_key {
+        Some(key) => format!("{} detaches", keys::detach_key_name(key)),
+        None => "no detach key (--detach-key none): close the terminal to leave".into(),
+    };
+    let mut notes = vec![format!("desk: {how} {name} · {key}")];
+    if let Some(outer) = inside.filter(|outer| !outer.is_empty() && outer != name.as_str()) {
+        let other = if detach_key == Some(0x1d) { "^_" } else { "^]" };
+        notes.push(format!(
+            "desk: warning: this terminal is inside session {outer}: an attach to {outer} around it sees \
+             {} first and detaches from {outer}, not from {name}; to leave {name} alone, attach it with \
+             another key: desk attach {name} --detach-key {other}",
+            detach_key.map_or_else(|| "its detach key".into(), keys::detach_key_name)
+        ));
+    }
+    notes
 }
 
 /// Refuse to attach a session from inside itself: its output would come back to it as this

@@ -137,8 +137,12 @@ fn attach_history_reaches_the_outer_terminals_scrollback() {
         });
         let got: Vec<&str> = all.lines().map(str::trim_end).filter(|l| !l.is_empty()).collect();
         let ready = got.iter().position(|l| *l == "READY>").expect("the prompt");
-        // Above the session's screen (92..100, READY>): the five history lines, 87..91.
-        assert_eq!(got[..ready], numbers(87, 100), "{all}");
+        // Above the session's screen (92..100, READY>): the five history lines, 87..91, and
+        // the attach's banner.
+        let mut want = numbers(87, 91);
+        want.push("desk: attached to a · Ctrl-\\ detaches".into());
+        want.extend(numbers(92, 100));
+        assert_eq!(got[..ready], want, "{all}");
     });
     tmux(&["kill-server"]);
     if let Err(panic) = result {
