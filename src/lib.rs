@@ -30,5 +30,6 @@ pub mod screen_log;
 pub mod session;
 pub mod signals;
 pub mod suggest;
+pub mod words;
 pub use desk_core::state;
 pub use desk_wire as wire;

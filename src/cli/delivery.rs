@@ -453,37 +453,69 @@ pub(super) struct QueueCounts {
 /// two are asked at the same time), so a wedged daemon costs a listing no more than a master.
 const LS_QUEUE_TIMEOUT: Duration = session::PROBE_DEADLINE;
 
+/// One session's pending prompts, counted the one way `desk ls` and `desk dash` count them.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Pending {
+    /// Items pending for it: queued, sending or stuck, and those still in the intake.
+    pub queue: u32,
+    /// Of those, the stuck ones.
+    pub stuck: u32,
+    /// The pause reason (`""` when none was given) while delivery to it is paused.
+    pub paused: Option<String>,
+    /// The items, stuck ones first, then the rest in queue order (intake last).
+    pub items: Vec<Item>,
+}
+
+/// Every session's pending prompts, from the daemon when it runs (waiting at most `timeout`),
+/// else from the store; with whether the store was read (`true`: the daemon is not running).
+/// `Err`: neither answered (a wedged daemon, an unreadable store), and why.
+pub(crate) fn pending_by_session(
+    paths: &Paths,
+    timeout: Duration,
+) -> Result<(std::collections::HashMap<String, Pending>, bool), String> {
+    let offline = daemon_down(paths);
+    let resp = if offline {
+        if !paths.state.join("delivery").exists() {
+            // Nothing was ever sent: no queues, and nothing is created to say so.
+            return Ok((Default::default(), true));
+        }
+        stored_queues(paths, None).map_err(|e| format!("{e:#}"))?
+    } else {
+        control::request(&crate::daemon::socket_path(paths), &Request::Queue { session: None }, timeout)
+            .map_err(|e| format!("desk serve did not answer: {e:#}"))?
+    };
+    if !resp.ok {
+        return Err(resp.error.unwrap_or_else(|| "desk serve refused".into()));
+    }
+    let mut pending = std::collections::HashMap::new();
+    for q in resp.data.as_array().map_or(&[][..], Vec::as_slice) {
+        let Some(session) = q["session"].as_str() else { continue };
+        let parse = |key: &str| -> Vec<Item> {
+            q[key].as_array().into_iter().flatten().filter_map(|i| serde_json::from_value(i.clone()).ok()).collect()
+        };
+        let (mut items, intake) = (parse("items"), parse("intake"));
+        items.sort_by_key(|i| i.state != crate::delivery::item::State::Stuck);
+        let stuck = items.iter().filter(|i| i.state == crate::delivery::item::State::Stuck).count();
+        items.extend(intake);
+        let entry = Pending {
+            queue: items.len() as u32,
+            stuck: stuck as u32,
+            paused: q["paused"].as_str().map(String::from),
+            items,
+        };
+        pending.insert(session.to_string(), entry);
+    }
+    Ok((pending, offline))
+}
+
 /// Every session's delivery counts, from the daemon when it runs, else from the store; `None`
 /// when neither answers (a wedged daemon, an unreadable store).
 pub(super) fn queue_counts(paths: &Paths) -> Option<std::collections::HashMap<String, QueueCounts>> {
-    let resp = if daemon_down(paths) {
-        if !paths.state.join("delivery").exists() {
-            // Nothing was ever sent: no queues, and a listing creates no directories.
-            return Some(Default::default());
-        }
-        stored_queues(paths, None).ok()?
-    } else {
-        control::request(&crate::daemon::socket_path(paths), &Request::Queue { session: None }, LS_QUEUE_TIMEOUT)
-            .ok()?
-    };
-    if !resp.ok {
-        return None;
-    }
-    let mut counts = std::collections::HashMap::new();
-    for q in resp.data.as_array()? {
-        let Some(session) = q["session"].as_str() else { continue };
-        let items = q["items"].as_array().map_or(&[][..], Vec::as_slice);
-        let intake = q["intake"].as_array().map_or(0, Vec::len);
-        let stuck = items.iter().filter(|i| i["state"] == "stuck").count();
-        counts.insert(
-            session.to_string(),
-            QueueCounts {
-                queue: (items.len() + intake) as u32,
-                stuck: stuck as u32,
-                paused: q["paused"].as_str().map(String::from),
-            },
-        );
-    }
+    let (pending, _) = pending_by_session(paths, LS_QUEUE_TIMEOUT).ok()?;
+    let counts = pending
+        .into_iter()
+        .map(|(session, p)| (session, QueueCounts { queue: p.queue, stuck: p.stuck, paused: p.paused }))
+        .collect();
     Some(counts)
 }
 

@@ -139,13 +139,21 @@ fn examples(section: &str) -> Option<String> {
 /// Markdown blocks as roff: tables (each row a tagged paragraph), `- ` lists, fenced code and
 /// paragraphs.
 fn blocks(roff: &mut Roff, markdown: &str) {
+    // The paragraph being gathered, and whether it is a list item.
     let mut para: Vec<&str> = Vec::new();
+    let mut item = false;
     let mut code: Option<Vec<&str>> = None;
-    let flush = |roff: &mut Roff, para: &mut Vec<&str>| {
+    let flush = |roff: &mut Roff, para: &mut Vec<&str>, item: &mut bool| {
         if !para.is_empty() {
-            paragraph(roff, &para.join(" "));
+            if *item {
+                roff.control("IP", ["\\(bu", "2"]);
+                roff.text(inline(&para.join(" ")));
+            } else {
+                paragraph(roff, &para.join(" "));
+            }
             para.clear();
         }
+        *item = false;
     };
     for line in markdown.lines() {
         if let Some(lines) = code.as_mut() {
@@ -164,10 +172,10 @@ fn blocks(roff: &mut Roff, markdown: &str) {
         }
         let trimmed = line.trim();
         if trimmed.starts_with("```") {
-            flush(roff, &mut para);
+            flush(roff, &mut para, &mut item);
             code = Some(Vec::new());
         } else if trimmed.starts_with('|') {
-            flush(roff, &mut para);
+            flush(roff, &mut para, &mut item);
             let cells: Vec<&str> = trimmed.trim_matches('|').split(" | ").map(str::trim).collect();
             let header = cells.first().is_some_and(|c| matches!(*c, "code" | "variable" | "path" | "---"));
             if cells.len() >= 2 && !header && !cells[0].starts_with("---") {
@@ -175,17 +183,17 @@ fn blocks(roff: &mut Roff, markdown: &str) {
                 roff.text(inline(cells[0]));
                 roff.text(inline(&cells[1..].join(" — ")));
             }
-        } else if let Some(item) = trimmed.strip_prefix("- ") {
-            flush(roff, &mut para);
-            roff.control("IP", ["\\(bu", "2"]);
-            para.push(item);
+        } else if let Some(text) = trimmed.strip_prefix("- ") {
+            flush(roff, &mut para, &mut item);
+            item = true;
+            para.push(text);
         } else if trimmed.is_empty() {
-            flush(roff, &mut para);
+            flush(roff, &mut para, &mut item);
         } else {
             para.push(trimmed);
         }
     }
-    flush(roff, &mut para);
+    flush(roff, &mut para, &mut item);
 }
 
 fn paragraph(roff: &mut Roff, text: &str) {

@@ -10,7 +10,7 @@ pub(crate) mod autostart;
 mod channel;
 mod complete;
 pub(crate) mod config;
-mod delivery;
+pub(crate) mod delivery;
 mod doctor;
 mod events;
 mod explain;

@@ -644,7 +644,7 @@ pub(crate) fn most_needing_person(paths: &Paths) -> Result<Option<(SessionName, 
     let Some((urgency, _, row)) = best else { return Ok(None) };
     let state = row.state.as_ref().map(|s| (s.wait.clone(), s.health.value.clone()));
     let why = match (urgency, state) {
-        (Urgency::Blocked, Some((Some(wait), _))) => format!("blocked: waits for {wait}"),
+        (Urgency::Blocked, Some((wait, _))) => crate::words::activity(crate::state::Activity::Blocked, wait.as_deref()),
         (Urgency::Blocked, _) => "blocked".to_string(),
         (Urgency::Stuck, _) => "a prompt is stuck".to_string(),
         (_, Some((_, health))) => health.as_str(),
@@ -662,34 +662,23 @@ fn ls_table(rows: &[Listing], now: u64, fit: Option<usize>) -> Vec<String> {
         let status = match &r.exit {
             Some(e) => {
                 let how = match (e.code, e.signal) {
-                    (Some(code), _) => format!("exited({code})"),
-                    (_, Some(signal)) => format!("killed({})", crate::signals::name(signal)),
+                    (Some(code), _) => crate::words::ended(ExitStatus::Code(code)),
+                    (_, Some(signal)) => crate::words::ended(ExitStatus::Signal(signal)),
                     _ => "exited".into(),
                 };
                 format!("{how} {}", super::spans::ago(now, e.exited_at_ms))
             }
             None => r.status.to_string(),
         };
-        let clients = r
-            .clients
-            .as_ref()
-            .map(|c| {
-                let mut s = format!("{}", c.controllers + c.viewers);
-                if c.viewers > 0 {
-                    s.push_str(&format!(" ({} ro)", c.viewers));
-                }
-                s
-            })
-            .unwrap_or_else(|| "-".into());
+        let clients =
+            r.clients.as_ref().map_or_else(|| "-".into(), |c| crate::words::clients(c.controllers, c.viewers));
         let activity = match &r.state {
             Some(s) if s.lifecycle.value == crate::state::Lifecycle::Starting => "starting".to_string(),
-            Some(s) => {
-                let mut a = s.activity.value.as_str().to_string();
-                if let Some(wait) = &s.wait {
-                    a.push_str(&format!("({wait})"));
-                }
-                format!("{a} {}", super::spans::span(now.saturating_sub(s.activity.since_ms)))
-            }
+            Some(s) => format!(
+                "{} {}",
+                crate::words::activity(s.activity.value, s.wait.as_deref()),
+                super::spans::span(now.saturating_sub(s.activity.since_ms))
+            ),
             None => "-".into(),
         };
         let (queue, stuck) = match &r.delivery {

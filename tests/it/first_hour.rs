@@ -434,3 +434,47 @@ fn attach_prints_its_banner_above_the_screen_and_warns_on_a_nested_attach() {
     );
     assert!(all.contains("desk attach api --detach-key ^]"), "{all}");
 }
+
+#[test]
+fn a_spinning_title_is_journalled_once_and_then_only_when_its_words_change() {
+    let home = Home::new();
+    // Two seconds of a ten-frame spinner at 100 ms a frame (as Codex's), then other words.
+    let script = r#"for i in 1 2; do for f in ⠋ ⠙ ⠹ ⠸ ⠼ ⠴ ⠦ ⠧ ⠇ ⠏; do printf '\033]0;%s build\007' "$f"; sleep 0.1; done; done
+printf '\033]0;✳ done\007'; echo READY; exec sleep 1000"#;
+    home.ok(&["new", "spin", "--", "sh", "-c", script]);
+    home.wait_screen("spin", "READY");
+    eventually("the last title", || match home.session("spin") {
+        Some(s) if s["title"] == "✳ done" => Ok(()),
+        other => Err(format!("{other:?}")),
+    });
+    let titles: Vec<String> = home
+        .ok(&["events", "spin", "--json", "--type", "title"])
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .map(|e| e["title"].as_str().unwrap_or("").to_string())
+        .collect();
+    // Before: one every 500 ms (five or more of "⠋ build", "⠼ build", ...).
+    assert_eq!(titles, vec!["⠋ build", "✳ done"], "{titles:?}");
+}
+
+#[test]
+fn the_dashboard_starts_the_daemon_says_so_and_shows_how_to_start_a_session_when_empty() {
+    use crate::harness::{PATIENCE, PtyCommand};
+    let home = Home::new();
+    let mut pty = PtyCommand::new(crate::support::DESK)
+        .arg("dash")
+        .env("DESK_HOME", home.path())
+        .size(100, 30)
+        .spawn()
+        .expect("spawn desk dash");
+    let screen = pty.wait_for_text("started desk serve").expect("the footer says the daemon was started");
+    assert!(screen.contains("No sessions yet") && screen.contains("desk new sh1 -- bash"), "{screen}");
+    assert!(daemon_listens(&home));
+    // `?` lists every key; any key closes the list.
+    pty.write("?").expect("?");
+    pty.wait_for_text("keys (any key closes this)").expect("the keys");
+    pty.write("x").expect("a key");
+    pty.wait_until(PATIENCE, "the keys closed", |s| !s.contains("any key closes this")).expect("closed");
+    pty.write("q").expect("q");
+    pty.wait_exit(PATIENCE).expect("desk dash quits");
+}

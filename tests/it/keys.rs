@@ -102,11 +102,14 @@ fn the_dashboard_answer_panel_types_the_chosen_key_into_the_blocked_session() {
     home.wait_activity("ask", "blocked");
     pty.wait_for_text("waiting for approval").expect("the preview shows the dialog");
     pty.write("a").expect("write a");
-    pty.wait_for_text("waiting for: approval").expect("the answer panel");
+    // The panel lists the dialog's own options and says what Enter picks.
+    let screen = pty.wait_for_text("waiting for: approval · Enter picks 1. Yes").expect("the answer panel");
+    assert!(screen.contains("2  No"), "{screen}");
     // The highlight starts on Enter: the dialog's highlighted option (Yes) is taken.
     pty.write("\r").expect("write Enter");
-    pty.wait_for_text("typed Enter into ask").expect("the footer says it was typed");
     home.wait_screen("ask", "Approved (1. Yes)");
+    // The dialog is gone: so is the panel, and the footer says why.
+    pty.wait_for_text("ask's dialog changed or went away (answered?)").expect("the panel closed");
     let events = keys_events(&home, "ask");
     assert_eq!(
         events.last().map(|e| (e["keys"].clone(), e["via"].clone())),

@@ -7,11 +7,11 @@
 //! ([`delivery`]: a prompt delivered exactly once or visibly stuck), channels ([`channel`]:
 //! message model, file format, mentions, routing and prompts) and the master's session
 //! policy ([`session`]: handshakes, roles, slow clients, the client limit, the session's size,
-//! kill escalation and the exit flush) and when to notify the operator ([`notify`]: what
-//! needs a person, rate-limited per session). Every entry point takes the clock as an argument and
-//! returns what to do; the desk package's event loops carry it out. May not depend on the desk
-//! package, nor on anything that makes a syscall (no nix, libc, mio, no file or socket access):
-//! its Cargo.toml is the boundary.
+//! kill escalation and the exit flush), when to notify the operator ([`notify`]: what needs a
+//! person, rate-limited per session) and which title changes are news ([`title`]). Every entry
+//! point takes the clock as an argument and returns what to do; the desk package's event loops
+//! carry it out. May not depend on the desk package, nor on anything that makes a syscall (no
+//! nix, libc, mio, no file or socket access): its Cargo.toml is the boundary.
 
 pub mod channel;
 pub mod delivery;
@@ -20,3 +20,4 @@ pub mod provider;
 pub mod session;
 pub mod state;
 pub mod time;
+pub mod title;
