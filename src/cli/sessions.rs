@@ -912,8 +912,12 @@ pub(super) fn peek(name: &SessionName, json: bool, history: Option<u32>) -> Resu
         }
         output::print_ok("screen", data, &[])?;
     } else {
-        for row in snapshot.history.iter().flatten() {
+        let history = snapshot.history.as_deref().unwrap_or_default();
+        for row in history {
             println!("{}", row.text);
+        }
+        if !history.is_empty() {
+            println!("{}", screen_separator("the screen", snapshot.screen.cols, snapshot.screen.rows));
         }
         let mut lines = snapshot.screen.lines;
         while lines.last().is_some_and(|l| l.trim().is_empty()) {
@@ -943,14 +947,27 @@ fn peek_exited(name: &SessionName, exit: &ExitRecord, json: bool, history: Optio
         output::print_ok("last-screen", data, &[])?;
     } else {
         println!("{}", exit.headline(name.as_str(), crate::clock::now_ms()));
-        for line in history.map(|n| exit.history_tail(n)).unwrap_or_default() {
+        let lines = history.map(|n| exit.history_tail(n)).unwrap_or_default();
+        for line in &lines {
             println!("{line}");
+        }
+        if !lines.is_empty() {
+            let (cols, rows_n) = (exit.cols.unwrap_or(0), exit.rows.unwrap_or(rows.len() as u16));
+            println!("{}", screen_separator("its last screen", cols, rows_n));
         }
         for row in rows {
             println!("{row}");
         }
     }
     Ok(0)
+}
+
+/// The line `desk peek --history` prints between the history and the screen, as wide as the
+/// screen: `── the screen (40x10) ───…` (history above it, the screen below).
+fn screen_separator(what: &str, cols: u16, rows: u16) -> String {
+    let head = if cols > 0 { format!("── {what} ({cols}x{rows}) ") } else { format!("── {what} ") };
+    let width = usize::from(cols).max(head.chars().count() + 2);
+    format!("{head}{}", "─".repeat(width - head.chars().count()))
 }
 
 /// What `desk kill --json` prints.

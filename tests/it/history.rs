@@ -27,13 +27,21 @@ fn peek_history_prints_the_lines_that_scrolled_off_above_the_screen() {
         "seq 1 300; printf '\\033[31mred\\033[0m tail\\n'; printf READY; exec cat",
     ]);
     home.wait_screen("h", "READY");
-    // The screen: 293..300, the red line, READY; the history: 1..292.
+    // The screen: 293..300, the red line, READY; the history: 1..292. A line as wide as the
+    // screen parts the two.
     let out = home.ok(&["peek", "h", "--history", "3"]);
-    let want: Vec<String> = numbers(290, 300).into_iter().chain(["red tail".into(), "READY".into()]).collect();
+    let separator = format!("── the screen (40x10) {}", "─".repeat(18));
+    let want: Vec<String> = numbers(290, 292)
+        .into_iter()
+        .chain([separator.clone()])
+        .chain(numbers(293, 300))
+        .chain(["red tail".into(), "READY".into()])
+        .collect();
     assert_eq!(lines(&out), want, "{out}");
     let all = home.ok(&["peek", "h", "--history"]);
     assert_eq!(lines(&all)[..3], ["1", "2", "3"], "--history without N prints all of it");
-    assert_eq!(lines(&all).len(), 302);
+    assert_eq!(lines(&all).len(), 303);
+    assert_eq!(lines(&all)[292], separator);
     assert_eq!(lines(&home.ok(&["peek", "h"])).len(), 10, "no history without --history");
 
     // JSON: rows with their attribute runs.
@@ -76,7 +84,9 @@ fn an_exited_session_keeps_the_tail_of_its_history() {
     let out = home.ok(&["peek", "e", "--history", "3"]);
     let got = lines(&out);
     assert!(got[0].starts_with("[desk: session e exited with code 3"), "{out}");
-    assert_eq!(got[1..], numbers(89, 100), "{out}");
+    assert_eq!(got[1..4], numbers(89, 91), "{out}");
+    assert!(got[4].starts_with("── its last screen (40x10) ──"), "{out}");
+    assert_eq!(got[5..], numbers(92, 100), "{out}");
     let json = home.json(&["peek", "e", "--json", "--history", "2"]);
     assert_eq!(json["data"]["history"], serde_json::json!(["90", "91"]), "{json:#}");
     let attach = home.desk(&["attach", "e", "--history", "2"]);
