@@ -478,3 +478,80 @@ fn the_dashboard_starts_the_daemon_says_so_and_shows_how_to_start_a_session_when
     pty.write("q").expect("q");
     pty.wait_exit(PATIENCE).expect("desk dash quits");
 }
+
+/// With desk's systemd user unit installed for this very desk (and desk's files in their usual
+/// places), a command that needs the daemon asks systemd to start the unit. systemd itself is
+/// played by a `systemctl` on PATH that records its arguments and starts the unit's
+/// `ExecStart` as systemd would (a test machine has no user manager); when systemd cannot start
+/// it, desk starts the daemon itself.
+#[test]
+fn autostart_prefers_the_installed_systemd_unit() {
+    let home = Home::new();
+    let xdg = |dir: &str| {
+        let p = home.path().join(dir);
+        std::fs::create_dir_all(&p).unwrap();
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+        p
+    };
+    let (config, runtime, state, bin) = (xdg("xdg-config"), xdg("xdg-runtime"), xdg("xdg-state"), xdg("bin"));
+    std::fs::create_dir_all(config.join("systemd/user")).unwrap();
+    std::fs::write(
+        config.join("systemd/user/desk.service"),
+        format!("[Service]\nExecStart={} serve --foreground\nKillMode=process\n", crate::support::DESK),
+    )
+    .unwrap();
+    let log = home.path().join("systemctl.log");
+    let systemctl = bin.join("systemctl");
+    let script = format!(
+        "#!/bin/sh\necho \"$@\" >> '{}'\n[ \"$STARTS\" = yes ] && exec '{}' serve >/dev/null\nexit 1\n",
+        log.display(),
+        crate::support::DESK
+    );
+    std::fs::write(&systemctl, script).unwrap();
+    std::fs::set_permissions(&systemctl, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let desk = |starts: &str, args: &[&str]| {
+        home.cmd()
+            .env_remove("DESK_HOME")
+            .env_remove("DESK_AUTOSTART")
+            .env("XDG_CONFIG_HOME", &config)
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .env("XDG_STATE_HOME", &state)
+            .env("PATH", &path)
+            .env("STARTS", starts)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let serve_pid =
+        || -> Option<i32> { std::fs::read_to_string(state.join("desk/delivery/serve.lock")).ok()?.trim().parse().ok() };
+    // Whatever happens below, no daemon outlives the test (this one's lock is not the Home's).
+    let kill = |pid: Option<i32>| {
+        let ours = |pid: i32| {
+            std::fs::read_link(format!("/proc/{pid}/exe"))
+                .is_ok_and(|exe| exe == std::path::Path::new(crate::support::DESK))
+        };
+        if let Some(pid) = pid.filter(|pid| ours(*pid)) {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
+        }
+    };
+    let out = desk("yes", &["send", "later", "hello", "--queue-for-later"]);
+    let pid = serve_pid();
+    let stopped = desk("no", &["serve", "--stop"]);
+    kill(pid);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("started desk serve, the delivery daemon (systemctl --user start desk.service"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "--user start desk.service\n");
+    assert!(pid.is_some() && stdout(&stopped).contains("desk serve stopped"), "{}", stderr(&stopped));
+    // systemd could not start it: desk starts the daemon itself, and says why.
+    let out = desk("no", &["send", "later", "again", "--queue-for-later"]);
+    let pid = serve_pid();
+    let _ = desk("no", &["serve", "--stop"]);
+    kill(pid);
+    assert!(stderr(&out).contains("through systemd it failed"), "{}", stderr(&out));
+    assert!(pid.is_some());
+}
