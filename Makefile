@@ -111,9 +111,10 @@ fuzz:
 	cd fuzz && $(CARGO) fuzz run output_events -s none ../target/fuzz-corpus/output_events corpus/output_events -- -max_total_time=300 -max_len=4096
 
 # Re-record the real agents (Claude Code, Codex, OpenCode, pinned versions; needs the npm
-# registry, ~30 min) into tests/data/agents/, then check desk's provider rules against the new
-# recordings. Not part of `make test`: it needs the network.
-e2e-agents:
+# registry, ~40 min) into tests/data/agents/, check that prompts of every shape reach each of
+# them through desk once and whole (scripts/e2e-shapes.py), then check desk's provider rules
+# against the new recordings. Not part of `make test`: it needs the network.
+e2e-agents: build
 	bash scripts/e2e-agents.sh
 	$(CARGO) test --locked --test it corpus::
 

@@ -39,6 +39,7 @@ _spec = importlib.util.spec_from_file_location("record_agent", os.path.join(HERE
 record_agent = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(record_agent)
 Recorder = record_agent.Recorder
+from prompt_shapes import SHAPES, text_of  # noqa: E402
 
 # Overridable only for side experiments run next to a recording; the corpus uses the defaults.
 HOME = os.environ.get("DESK_CORPUS_HOME", "/tmp/home")
@@ -335,7 +336,7 @@ class Run:
         self.rec.key("enter")
 
 
-def start_fake(api_log, delay, slow):
+def start_fake(api_log, delay, slow, log_text=False):
     # Something already answering on the port would silently take this run's requests (and
     # another run's hooks would land in this run's files): refuse instead.
     try:
@@ -345,7 +346,7 @@ def start_fake(api_log, delay, slow):
         pass
     cmd = [sys.executable, os.path.join(HERE, "fake-model-api.py"), "--port", str(PORT),
            "--delay", str(delay), "--slow", str(slow), "--log", api_log, "--quiet",
-           "--write-dir", WORK]
+           "--write-dir", WORK] + (["--log-text"] if log_text else [])
     p = subprocess.Popen(cmd, stderr=subprocess.PIPE, cwd=WORK)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
@@ -422,7 +423,7 @@ def run_scenario(agent, scenario, fn, opts, out_dir, sanitize):
     api_log = "/tmp/desk-agents-api-%d.jsonl" % PORT
     if os.path.exists(api_log):
         os.remove(api_log)
-    fake = start_fake(api_log, spec.get("delay", 2.0), spec.get("slow", 8.0))
+    fake = start_fake(api_log, spec.get("delay", 2.0), spec.get("slow", 8.0), spec.get("log_text", False))
     argv, env = agent.setup(scenario)
     full_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "TERM": "xterm-256color",
                 "HOME": HOME, "DESK_CORPUS_RUN": run_id, **env}
@@ -483,6 +484,9 @@ SCENARIO_SPECS = {
     "type-enter": {"delay": 0.5},
     "paste-placeholder": {"delay": 0.3},
     "queue": {"delay": 1.0, "slow": 8.0},
+    "shapes-alone": {"delay": 0.5, "log_text": True},
+    "shapes-queued": {"delay": 0.5, "slow": 6.0, "log_text": True},
+    "shapes-queued-more": {"delay": 0.5, "slow": 6.0, "log_text": True},
 }
 
 
@@ -1201,6 +1205,86 @@ def sc_draft(run):
     run.results["drafts"] = out
 
 
+def digest_of(texts):
+    """Several prompts as one, the way desk's digest reads (crates/desk-core/src/delivery/text.rs,
+    `digest`): a header line, then each message under its own line, sender and time."""
+    out = "You have %d messages (oldest first):\n" % len(texts)
+    for i, t in enumerate(texts):
+        out += "\n--- message %d of %d · from operator · 2026-01-01 12:00:0%d UTC ---\n" % (i + 1, len(texts), i)
+        out += t.rstrip() + "\n"
+    return out
+
+
+def sc_shapes(run, how, shapes=SHAPES):
+    """Every shape of scripts/prompt_shapes.py pasted as desk pastes it (bracketed, then Enter as
+    its own write 50 ms later): alone while idle, or as a two-message digest, for Claude and
+    OpenCode pasted mid-turn (they queue it), for Codex once the turn ended (desk holds while it
+    works). Snapshots before each paste, with the text in the box, and after it was submitted."""
+    rec = run.rec
+    agent = run.agent.name
+    run.wait_ready(READY_TIMEOUT)
+    rec.wait_quiet(1000, 10)
+    out = []
+    for name, _what, shape in shapes:
+        token = "TOK%s%s" % (name.replace("-", "")[:6], how[0])
+        text = text_of(shape, token)
+        if how == "digest":
+            text = digest_of([text, "Second message %s-b: a short note queued behind the first." % token])
+            since = len(run.api())
+            rec.mark("long turn for %s" % name)
+            run.prompt("A long turn %s %s-long" % (QUEUED_TURN.get(agent, "DESK_SLOW"), token))
+            run.wait_api(token + "-long", 60, since)
+            if agent == "codex":
+                run.wait_idle(60)
+                rec.wait_quiet(500, 5)
+            else:
+                time.sleep(1.0)
+        label = "%s-%s" % (name, how)
+        rec.snap("before-" + label)
+        since = len(run.api())
+        rec.mark("paste " + label)
+        rec.paste(text)
+        time.sleep(0.8)
+        rec.wait_quiet(400, 5)
+        rec.snap("pasted-" + label)
+        time.sleep(0.05)
+        rec.key("enter")
+        rec.mark("enter " + label)
+        got = run.wait_api(token, 60, since)
+        idle = run.wait_idle(60)
+        rec.snap("sent-" + label)
+        # The agent's own turn: side requests for a title quote the prompt (OpenCode's as it is,
+        # but without tools).
+        main = [r for r in run.api()[since:]
+                if r.get("tools") and (r.get("text") or "").lstrip().startswith(text.strip()[:20])]
+        out.append({"shape": name, "how": how, "label": label, "text": text, "submitted": got is not None,
+                    "requests": len(main),
+                    "arrived_whole": len(main) == 1 and main[0]["text"].strip() == text.strip(),
+                    "idle_after": idle})
+        time.sleep(0.5)
+    run.results["shapes"] = out
+
+
+def sc_shapes_alone(run):
+    """Every prompt shape pasted alone while idle, then Enter (see sc_shapes)."""
+    sc_shapes(run, "alone")
+
+
+# The digests go in two recordings, and OpenCode's turns are 3 s instead of 6: it redraws its
+# whole screen on every spinner frame of the turns they are pasted into, and all seven in one cast
+# came to 560 KB, four in 6 s turns to 358 KB (the corpus keeps each file under 300 KB).
+QUEUED_TURN = {"opencode": "DESK_DELAY=3"}
+def sc_shapes_queued(run):
+    """The first four prompt shapes, each in a two-message digest pasted during (Codex: right
+    after) a turn."""
+    sc_shapes(run, "digest", SHAPES[:4])
+
+
+def sc_shapes_queued_more(run):
+    """The other prompt shapes, each in a digest pasted during (Codex: right after) a turn."""
+    sc_shapes(run, "digest", SHAPES[4:])
+
+
 SCENARIOS = {
     "first-run": sc_first_run,
     "trust-dialog": sc_dialog_then_idle,
@@ -1228,6 +1312,9 @@ SCENARIOS = {
     "dismiss-no": sc_dismiss_no,
     "multi-turn": sc_multi_turn,
     "draft": sc_draft,
+    "shapes-alone": sc_shapes_alone,
+    "shapes-queued": sc_shapes_queued,
+    "shapes-queued-more": sc_shapes_queued_more,
 }
 ONLY = {"trust-dialog": {"claude"}, "api-key-dialog": {"claude"}, "startup-noplugin": {"opencode"},
         "daemon": {"codex"}}

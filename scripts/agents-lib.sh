@@ -1,5 +1,6 @@
-# Sourced by scripts/e2e-agents.sh and scripts/e2e-keys.sh: the agent versions desk's corpus was
-# recorded with (tests/data/agents/README.md), and their install. Not a script of its own.
+# Sourced by scripts/e2e-agents.sh, e2e-keys.sh and e2e-shapes.sh: the agent versions desk's corpus
+# was recorded with (tests/data/agents/README.md), their install, and their set-up for a session
+# under desk. Not a script of its own.
 
 # npm versions; the environment may ask for others ("latest" to try new releases).
 claude_v=${CLAUDE_CODE_VERSION:-2.1.197}
@@ -15,4 +16,61 @@ install_agents() {
         npm install --no-fund --no-audit \
             "@anthropic-ai/claude-code@$claude_v" "@openai/codex@$codex_v" "opencode-ai@$opencode_v" >&2
     )
+}
+
+# agent_session AGENT BIN API HOME WORK: set AGENT (claude, codex or opencode) up to run under desk
+# offline against the model stand-in at API (http://127.0.0.1:PORT), with HOME as its home and
+# WORK (trusted) as its working directory, touching no global config. Sets agent_cmd (the
+# command) and agent_flags (`desk new` --env flags: HOME, a plain PATH, LANG, and the agent's
+# own variables).
+agent_session() {
+    local agent=$1 bin=$2 api=$3 home=$4 work=$5
+    local -a env
+    case $agent in
+        claude)
+            printf '{"hasCompletedOnboarding": true, "projects": {"%s": {"hasTrustDialogAccepted": true}}}\n' \
+                "$work" >"$home/.claude.json"
+            env=(ANTHROPIC_BASE_URL="$api" ANTHROPIC_AUTH_TOKEN=fake-token
+                 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_TELEMETRY=1
+                 DISABLE_AUTOUPDATER=1 DISABLE_ERROR_REPORTING=1)
+            agent_cmd=("$bin/claude")
+            ;;
+        codex)
+            mkdir -p "$home/.codex"
+            cat >"$home/.codex/config.toml" <<EOF
+model = "fake-model"
+model_provider = "fake"
+check_for_update_on_startup = false
+
+[model_providers.fake]
+name = "Fake"
+base_url = "$api/v1"
+env_key = "FAKE_API_KEY"
+wire_api = "responses"
+
+[projects."$work"]
+trust_level = "trusted"
+EOF
+            env=(CODEX_HOME="$home/.codex" FAKE_API_KEY=fake-key)
+            agent_cmd=("$bin/codex" --no-daemon)
+            ;;
+        opencode)
+            mkdir -p "$home/desk-opencode"
+            cat >"$home/desk-opencode/opencode.json" <<EOF
+{"provider": {"fake": {"npm": "@ai-sdk/openai-compatible", "name": "Fake",
+   "options": {"baseURL": "$api/v1", "apiKey": "fake-key"},
+   "models": {"fake-model": {"name": "Fake Model", "tool_call": true}}}},
+ "model": "fake/fake-model", "small_model": "fake/fake-model",
+ "autoupdate": false, "share": "disabled",
+ "permission": {"bash": "ask", "edit": "ask"}}
+EOF
+            env=(OPENCODE_CONFIG_DIR="$home/desk-opencode" OPENCODE_DISABLE_MODELS_FETCH=1
+                 OPENCODE_DISABLE_AUTOUPDATE=1)
+            agent_cmd=("$bin/opencode")
+            ;;
+        *) echo "agent_session: unknown agent $agent" >&2; return 2 ;;
+    esac
+    agent_flags=(--env "HOME=$home" --env "PATH=/usr/local/bin:/usr/bin:/bin" --env LANG=C.UTF-8)
+    local e
+    for e in "${env[@]}"; do agent_flags+=(--env "$e"); done
 }

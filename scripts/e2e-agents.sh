@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Re-install the real coding agents into a scratch directory and re-record desk's agent corpus
-# (tests/data/agents/). Optional and slow (about 30 minutes on 2 cores): it needs the npm
-# registry and PyPI, and desk's normal test run never calls it.
+# (tests/data/agents/), then check that prompts of every shape reach each agent through desk
+# exactly once and whole (scripts/e2e-shapes.py). Optional and slow (about 40 minutes on 2
+# cores): it needs the npm registry and PyPI, and desk's normal test run never calls it.
 #
 # Usage: scripts/e2e-agents.sh [agent-scenarios.py options, e.g. --agents codex --scenarios turn]
 # Environment:
@@ -11,6 +12,8 @@
 #   DESK_AGENTS_DIR   scratch directory for the install (default: a new one under /tmp, removed
 #                     at the end unless DESK_AGENTS_KEEP=1)
 #   DESK_AGENTS_OUT   where to write the corpus (default: tests/data/agents in this repository)
+#   DESK              the desk binary for the shapes check (default: target/release/desk)
+#   DESK_SHAPES=0     skip the shapes check
 #
 # It uses /tmp/home and /tmp/work as the agents' neutral HOME and working directory, so that no
 # path of this machine ends up in the recordings; see tests/data/agents/README.md.
@@ -61,4 +64,8 @@ for needle in "$work" "$HOME" "$host"; do
         status=1
     fi
 done
+# Prompts of every shape through desk into each agent: alone while idle, and queued mid-turn.
+if [[ ${DESK_SHAPES:-1} != 0 ]]; then
+    python3 "$here/e2e-shapes.py" --desk "${DESK:-$repo/target/release/desk}" --bin-dir "$bin" || status=1
+fi
 exit $status

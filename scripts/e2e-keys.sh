@@ -125,61 +125,17 @@ run_agent() {
     }
     blocked_notes() { [[ -f $notes ]] && jq -s --arg n "$name" 'map(select(.n.kind == "blocked" and .n.session == $n)) | length' "$notes" || echo 0; }
 
-    local -a cmd env
+    agent_session "$agent" "$bin" "$api" "$home" "$work"
+    local -a no_keys
     case $agent in
-        claude)
-            printf '{"hasCompletedOnboarding": true, "projects": {"%s": {"hasTrustDialogAccepted": true}}}\n' \
-                "$work" >"$home/.claude.json"
-            env=(ANTHROPIC_BASE_URL="$api" ANTHROPIC_AUTH_TOKEN=fake-token
-                 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_TELEMETRY=1
-                 DISABLE_AUTOUPDATER=1 DISABLE_ERROR_REPORTING=1)
-            cmd=("$bin/claude")
-            no_keys=(Down Down Enter)
-            ;;
-        codex)
-            mkdir -p "$home/.codex"
-            cat >"$home/.codex/config.toml" <<EOF
-model = "fake-model"
-model_provider = "fake"
-check_for_update_on_startup = false
-
-[model_providers.fake]
-name = "Fake"
-base_url = "$api/v1"
-env_key = "FAKE_API_KEY"
-wire_api = "responses"
-
-[projects."$work"]
-trust_level = "trusted"
-EOF
-            env=(CODEX_HOME="$home/.codex" FAKE_API_KEY=fake-key)
-            cmd=("$bin/codex" --no-daemon)
-            no_keys=(Down Down Enter)
-            ;;
-        opencode)
-            mkdir -p "$home/desk-opencode"
-            cat >"$home/desk-opencode/opencode.json" <<EOF
-{"provider": {"fake": {"npm": "@ai-sdk/openai-compatible", "name": "Fake",
-   "options": {"baseURL": "$api/v1", "apiKey": "fake-key"},
-   "models": {"fake-model": {"name": "Fake Model", "tool_call": true}}}},
- "model": "fake/fake-model", "small_model": "fake/fake-model",
- "autoupdate": false, "share": "disabled",
- "permission": {"bash": "ask", "edit": "ask"}}
-EOF
-            env=(OPENCODE_CONFIG_DIR="$home/desk-opencode" OPENCODE_DISABLE_MODELS_FETCH=1
-                 OPENCODE_DISABLE_AUTOUPDATE=1)
-            cmd=("$bin/opencode")
-            no_keys=(Right Right Enter)
-            ;;
+        opencode) no_keys=(Right Right Enter) ;;
+        *) no_keys=(Down Down Enter) ;;
     esac
-    local -a envflags=(--env "HOME=$home" --env "PATH=/usr/local/bin:/usr/bin:/bin" --env LANG=C.UTF-8)
-    local e
-    for e in "${env[@]}"; do envflags+=(--env "$e"); done
 
     d serve >/dev/null
     local t0 t1
     t0=$(now_ms)
-    d new "$name" --provider "$agent" --cwd "$work" "${envflags[@]}" -- "${cmd[@]}" >/dev/null
+    d new "$name" --provider "$agent" --cwd "$work" "${agent_flags[@]}" -- "${agent_cmd[@]}" >/dev/null
     # a. idle (OpenCode's first start installs an npm package into its config dir: up to a minute)
     if wait_for 180 '[[ $(activity) == idle ]]'; then
         report "$agent" "a idle" PASS "$(secs "$t0" "$(act_since)") after desk new"

@@ -99,6 +99,15 @@ def find_tool(tools, *names):
     return None
 
 
+def user_fields(text):
+    """What the log says of a request's user text: its start, length and end, and with --log-text
+    the whole text (so a check can tell that a prompt arrived whole)."""
+    fields = {"user": text[:160], "user_len": len(text), "user_tail": text[-40:]}
+    if ARGS.log_text:
+        fields["text"] = text
+    return fields
+
+
 # ---------------------------------------------------------------------------------------------
 # Anthropic Messages API
 # ---------------------------------------------------------------------------------------------
@@ -264,7 +273,7 @@ class Handler(BaseHTTPRequestHandler):
                 kind, reply = "text", "No question tool offered."
         model = body.get("model", ARGS.model)
         self.log({"api": "anthropic", "path": self.path, "model": model, "stream": bool(body.get("stream")),
-             "kind": kind, "delay": delay, "after_tool": after_tool, "user": text[:160], "user_len": len(text), "user_tail": text[-40:],
+             "kind": kind, "delay": delay, "after_tool": after_tool, **user_fields(text),
              "tools": len(tools), "max_tokens": body.get("max_tokens")})
         msg_id = "msg_fake%06d" % next(COUNTER)
         usage = {"input_tokens": 100, "output_tokens": 20, "cache_creation_input_tokens": 0,
@@ -357,7 +366,7 @@ class Handler(BaseHTTPRequestHandler):
             kind, reply = "text", "No suitable tool offered."
         model = body.get("model", ARGS.model)
         self.log({"api": "responses", "path": self.path, "model": model, "stream": bool(body.get("stream")),
-             "kind": kind, "delay": delay, "after_tool": after_tool, "user": text[:160], "user_len": len(text), "user_tail": text[-40:], "tools": tools})
+             "kind": kind, "delay": delay, "after_tool": after_tool, **user_fields(text), "tools": tools})
         rid = "resp_fake%06d" % next(COUNTER)
         usage = {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 20,
                  "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 120}
@@ -429,7 +438,7 @@ class Handler(BaseHTTPRequestHandler):
             kind, reply = "text", "No suitable tool offered."
         model = body.get("model", ARGS.model)
         self.log({"api": "chat", "path": self.path, "model": model, "stream": bool(body.get("stream")),
-             "kind": kind, "delay": delay, "after_tool": after_tool, "user": text[:160], "user_len": len(text), "user_tail": text[-40:], "tools": tools})
+             "kind": kind, "delay": delay, "after_tool": after_tool, **user_fields(text), "tools": tools})
         cid = "chatcmpl-fake%06d" % next(COUNTER)
         created = int(time.time())
         usage = {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
@@ -481,6 +490,7 @@ def main():
     p.add_argument("--write-dir", help="directory for DESK_WRITE's file (default: the server's cwd)")
     p.add_argument("--log", help="append one JSON line per request to this file")
     p.add_argument("--dump", help="keep every request body in this directory")
+    p.add_argument("--log-text", action="store_true", help="log each request's whole user text too")
     p.add_argument("--quiet", action="store_true", help="do not echo the log to stderr")
     ARGS = p.parse_args()
     server = ThreadingHTTPServer((ARGS.host, ARGS.port), Handler)

@@ -55,8 +55,11 @@ fn ask(paths: &Paths, req: &Request, timeout: Duration) -> Result<Response> {
 
 /// The daemon's refusal as a failure of the right kind.
 fn refusal(resp: Response) -> anyhow::Error {
+    let refused = resp.refused();
     let message = resp.error.unwrap_or_else(|| "failed".into());
-    let kind = if message.starts_with("no item ") || message.ends_with(" was not found") {
+    let kind = if !refused {
+        ErrorCode::NotDelivered
+    } else if message.starts_with("no item ") || message.ends_with(" was not found") {
         ErrorCode::NoSuchItem
     } else if message.ends_with("is not an item id") {
         ErrorCode::Usage
@@ -766,7 +769,7 @@ fn next_step(item: &Item) -> String {
             item.session
         ),
         _ => format!(
-            "check the agent (desk peek {}): if it did not get the prompt, desk force {id} pastes it again; otherwise desk drop {id}",
+            "check the agent (desk peek {}): if it did not get the prompt, desk force {id} presses Enter on it when it sits unsent in the input box, or pastes it again; otherwise desk drop {id}",
             item.session
         ),
     }
@@ -798,7 +801,8 @@ pub(super) fn drop_all(paths: &Paths, ids: &[ItemId], json: bool) -> Result<(Vec
     let mut notes: Vec<String> = super::autostart::ensure_daemon(paths).say(json).into_iter().collect();
     let mut dropped = Vec::new();
     for id in ids {
-        let resp = ask(paths, &Request::Drop { id: id.to_string() }, REQUEST_TIMEOUT)?;
+        // As `desk drop` waits: a drop may erase desk's own prompt from the box first.
+        let resp = ask(paths, &Request::Drop { id: id.to_string() }, FORCE_TIMEOUT)?;
         if resp.ok {
             dropped.push(id.clone());
         } else {
@@ -831,7 +835,9 @@ fn require_delivery_target(paths: &Paths, name: &SessionName) -> Result<()> {
 /// `force`, `drop`, `pause`, `resume`: one request, its answer printed; `kind` names the JSON.
 pub(super) fn command(kind: &str, req: Request, json: bool) -> Result<i32> {
     let paths = paths()?;
-    let timeout = if matches!(req, Request::Force { .. }) { FORCE_TIMEOUT } else { REQUEST_TIMEOUT };
+    // A drop may erase desk's own prompt from the input box and look again: up to 45 s.
+    let timeout =
+        if matches!(req, Request::Force { .. } | Request::Drop { .. }) { FORCE_TIMEOUT } else { REQUEST_TIMEOUT };
     if let Request::Pause { session, .. } | Request::Resume { session } = &req {
         require_delivery_target(&paths, &SessionName::parse(session)?)?;
     }

@@ -37,8 +37,11 @@ pub enum ErrorCode {
     NotRunning,
     /// `desk serve` is not running or did not answer (exit 1).
     DaemonUnavailable,
-    /// The daemon refused the request (exit 1).
+    /// The daemon refused the request: nothing was done (exit 1).
     Refused,
+    /// A force typed (pasted again, pressed Enter) and the item is still not delivered; the
+    /// message says what it did and how it ended (exit 1).
+    NotDelivered,
     /// Anything else that went wrong (exit 1).
     Failed,
 }
@@ -57,6 +60,7 @@ impl ErrorCode {
             ErrorCode::NotRunning => "not-running",
             ErrorCode::DaemonUnavailable => "daemon-unavailable",
             ErrorCode::Refused => "refused",
+            ErrorCode::NotDelivered => "not-delivered",
             ErrorCode::Failed => "failed",
         }
     }
@@ -68,6 +72,7 @@ impl ErrorCode {
             ErrorCode::Usage | ErrorCode::NoSuchSession | ErrorCode::NoSuchItem | ErrorCode::AmbiguousId => 2,
             ErrorCode::AlreadyExists | ErrorCode::BadConfig | ErrorCode::NoSuchChannel | ErrorCode::NotAMember => 2,
             ErrorCode::NotRunning | ErrorCode::DaemonUnavailable | ErrorCode::Refused | ErrorCode::Failed => 1,
+            ErrorCode::NotDelivered => 1,
         }
     }
 
@@ -77,7 +82,7 @@ impl ErrorCode {
     }
 
     /// Every code, for the contract test and the docs.
-    pub const ALL: [ErrorCode; 12] = [
+    pub const ALL: [ErrorCode; 13] = [
         ErrorCode::Usage,
         ErrorCode::NoSuchSession,
         ErrorCode::NoSuchItem,
@@ -89,6 +94,7 @@ impl ErrorCode {
         ErrorCode::NotRunning,
         ErrorCode::DaemonUnavailable,
         ErrorCode::Refused,
+        ErrorCode::NotDelivered,
         ErrorCode::Failed,
     ];
 }

@@ -567,8 +567,14 @@ impl Daemon {
                     }),
                 },
                 Action::Write { token, session, generation, kind, bytes } => {
-                    let enter = kind == engine::WriteKind::Enter;
-                    store::failpoint(if enter { "before-submit" } else { "before-paste" });
+                    let step = match kind {
+                        engine::WriteKind::Paste => Some(("before-paste", "after-paste")),
+                        engine::WriteKind::Enter => Some(("before-submit", "after-submit")),
+                        engine::WriteKind::Erase => None,
+                    };
+                    if let Some((before, _)) = step {
+                        store::failpoint(before);
+                    }
                     match self.master_for(&session, generation) {
                         Some(conn) => {
                             conn.write_input(token, bytes);
@@ -581,12 +587,19 @@ impl Daemon {
                             result: Err(engine::WriteError::Refused(format!("session {session} is not connected"))),
                         }),
                     }
-                    store::failpoint(if enter { "after-submit" } else { "after-paste" });
+                    if let Some((_, after)) = step {
+                        store::failpoint(after);
+                    }
                 }
                 Action::Arm { at, key } => self.timers.push(Reverse((at, key))),
-                Action::Reply { client, ok, message, item } => {
+                Action::Reply { client, ok, acted, message, item } => {
                     let data = item.map(|i| serde_json::to_value(*i).unwrap_or_default()).unwrap_or_default();
-                    let response = if ok { Response::ok(message, data) } else { Response::err(message) };
+                    let response = match (ok, acted) {
+                        (true, _) => Response::ok(message, data),
+                        // It typed, and the outcome is not a delivery: not a refusal.
+                        (false, true) => Response::not_delivered(message),
+                        (false, false) => Response::err(message),
+                    };
                     self.reply(Token(client as usize), response);
                 }
             }

@@ -70,10 +70,11 @@ pub const USAGE_REFRESH: Duration = Duration::from_secs(2);
 const QUEUE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// How long an action may take: a force waits for its delivery to settle (echo and submit
-/// windows plus retries, as `desk force` does); the others answer at once.
+/// windows plus retries, as `desk force` does), a drop for desk's own prompt to be erased from
+/// the input box; the others answer at once.
 fn action_timeout(action: &Action) -> Duration {
     match action {
-        Action::Force(_) => Duration::from_secs(60),
+        Action::Force(_) | Action::Drop(_) => Duration::from_secs(60),
         _ => Duration::from_secs(10),
     }
 }
@@ -516,18 +517,26 @@ fn run_action(paths: &Paths, tx: &Sender<Msg>, action: Action, dash: &mut Dash) 
     };
     dash.status = Some(format!("{what}: asking desk serve..."));
     let _ = spawn("action", tx.clone(), move |tx| {
-        let outcome = match control::request(&socket, &action.request(), action_timeout(&action)) {
-            Ok(resp) if resp.ok => {
-                if let Action::Drop(id) = &action {
-                    let _ = tx.send(Msg::Dropped(id.clone()));
-                }
-                resp.message.unwrap_or_else(|| "done".into())
-            }
-            Ok(resp) => format!("refused: {}", resp.error.unwrap_or_default()),
-            Err(e) => format!("{e:#} (is desk serve running?)"),
-        };
+        let answer = control::request(&socket, &action.request(), action_timeout(&action));
+        if let (Action::Drop(id), Ok(resp)) = (&action, &answer)
+            && resp.ok
+        {
+            let _ = tx.send(Msg::Dropped(id.clone()));
+        }
+        let outcome = outcome_line(answer);
         let _ = tx.send(Msg::ActionDone(outcome));
     });
+}
+
+/// The status line for an action's answer: what the daemon did, and only a refusal (nothing
+/// was done) is called one — a force that pasted again and still did not deliver says so.
+fn outcome_line(answer: anyhow::Result<control::Response>) -> String {
+    match answer {
+        Ok(resp) if resp.ok => resp.message.unwrap_or_else(|| "done".into()),
+        Ok(resp) if resp.refused() => format!("refused: {}", resp.error.unwrap_or_default()),
+        Ok(resp) => resp.error.unwrap_or_default(),
+        Err(e) => format!("{e:#} (is desk serve running?)"),
+    }
 }
 
 /// Queue a prompt exactly as `desk send NAME -` does (same sanitising, intake and refusals: it

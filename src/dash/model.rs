@@ -743,7 +743,8 @@ impl Dash {
                 return;
             }
             Some("submit-stuck") => "press Enter on the text in its input box",
-            _ => "paste it again and submit it",
+            // Its prompt may have landed late and sit in the box: force looks first.
+            _ => "press Enter if its prompt sits unsent in the input box, else paste it again and submit it",
         };
         self.confirm = Some(Confirm {
             question: format!("force {} ({}): {what}? y/n", item.id, item.class.as_deref().unwrap_or("stuck")),

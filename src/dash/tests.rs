@@ -1019,3 +1019,15 @@ fn states_are_spelled_as_desk_ls_spells_them() {
     let text = format!("{:?}", draw(&dash, &preview, 200, 50, Look { color: false }).backend());
     assert!(text.contains("blocked(approval) 16s"), "{text}");
 }
+
+#[test]
+fn a_force_that_pasted_again_is_not_shown_as_a_refusal() {
+    use crate::wire::control::Response;
+    let typed = "pasted again; still not seen in the input area: the item stays stuck (paste-missing)";
+    assert_eq!(super::outcome_line(Ok(Response::not_delivered(typed))), typed);
+    assert_eq!(super::outcome_line(Ok(Response::err("no pending item x"))), "refused: no pending item x");
+    assert_eq!(
+        super::outcome_line(Ok(Response::ok("pressed Enter; delivered", serde_json::Value::Null))),
+        "pressed Enter; delivered"
+    );
+}

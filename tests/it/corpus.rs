@@ -727,3 +727,105 @@ fn codex_multi_turn_activity_follows_the_screen() {
 fn opencode_multi_turn_activity_follows_the_screen() {
     multi_turn_follows_the_screen("opencode");
 }
+
+// ----- prompts of every shape in the real agents' input boxes (issue 24, §1) -----
+
+/// The rows desk's screen model shows at each of `times` (ascending) in a recording.
+fn screens_at(agent: &str, scenario: &str, times: &[f64]) -> Vec<Vec<String>> {
+    let mut screen = Screen::new(120, 40);
+    let mut out = Vec::new();
+    let mut events = timeline(agent, scenario, false).into_iter().peekable();
+    for &t in times {
+        while let Some((_, item)) = events.next_if(|(et, _)| *et <= t) {
+            if let Item::Output(data) = item {
+                screen.feed(data.as_bytes(), &mut Vec::new());
+            }
+        }
+        out.push(screen.text_rows());
+    }
+    out
+}
+
+/// Every shape the `shapes-alone`, `shapes-queued` and `shapes-queued-more` recordings pasted
+/// into `agent` (alone while idle, and as a digest during or right after a turn), checked the way delivery checks
+/// it. Returns one line per failed check.
+fn shapes_hold_in_the_box(agent: &str) -> Vec<String> {
+    let rules = RuleSet::builtin(agent.parse().expect("a known provider"));
+    let mut failures = Vec::new();
+    let mut seen = 0;
+    for scenario in ["shapes-alone", "shapes-queued", "shapes-queued-more"] {
+        let path = dir().join(format!("{agent}/{scenario}.results.json"));
+        let results: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).expect("shapes results")).expect("JSON");
+        let shapes = results["shapes"].as_array().expect("a shapes list");
+        seen += shapes.len();
+        for shape in shapes {
+            failures.extend(shape_in_the_box(agent, scenario, &rules.delivery, shape));
+        }
+    }
+    assert!(seen >= 14, "{agent}: every shape, alone and in a digest ({seen} recorded)");
+    failures
+}
+
+/// One shape of a `shapes-*` recording: before the paste the box holds nothing of it; with the
+/// paste in it, the box holds exactly that prompt (so it is desk's own, not a draft) and the
+/// input area shows more of it than before (the echo); after the Enter it has left the box; and
+/// the model stand-in received it once, whole.
+fn shape_in_the_box(
+    agent: &str,
+    scenario: &str,
+    settings: &desk::delivery::settings::DeliverySettings,
+    shape: &serde_json::Value,
+) -> Vec<String> {
+    use desk::delivery::text::{self, Held};
+    let label = shape["label"].as_str().expect("label");
+    let prompt = text::sanitize(shape["text"].as_str().expect("text"));
+    let times: Vec<f64> = ["before", "pasted", "sent"]
+        .iter()
+        .map(|step| screenshot_time(agent, scenario, &format!("{step}-{label}")))
+        .collect();
+    let [before, pasted, sent] = <[Vec<String>; 3]>::try_from(screens_at(agent, scenario, &times)).unwrap();
+    let fp = text::fingerprint(&prompt);
+    let presence = |rows: &[String]| text::presence(&settings.prompt_rows(rows), &fp, settings.placeholder.as_ref());
+    let held = |rows: &[String]| {
+        settings.composer_text(rows).map(|c| (text::held(&c, &prompt, settings.placeholder.as_ref()), c))
+    };
+    let mut failures = Vec::new();
+    let mut fail = |what: String, rows: &[String]| {
+        failures.push(format!("{agent}/{scenario} {label}: {what}\n{}", rows.join("\n")));
+    };
+    if !matches!(held(&before), Some((Held::Not, _))) {
+        fail(format!("before the paste the box reads {:?}", held(&before)), &before);
+    }
+    if !matches!(held(&pasted), Some((Held::Exactly, _))) {
+        fail(format!("with the paste in it the box reads {:?}, not exactly the prompt", held(&pasted)), &pasted);
+    }
+    if !presence(&pasted).more_than(presence(&before)) {
+        fail(format!("the echo is not seen: {:?} then {:?}", presence(&before), presence(&pasted)), &pasted);
+    }
+    if !matches!(held(&sent), Some((Held::Not, _))) || presence(&sent).more_than(presence(&before)) {
+        fail(format!("after the Enter the box reads {:?}, {:?}", held(&sent), presence(&sent)), &sent);
+    }
+    if shape["submitted"] != true || shape["arrived_whole"] != true {
+        failures.push(format!("{agent}/{scenario} {label}: the agent did not receive it once and whole: {shape}"));
+    }
+    failures
+}
+
+#[test]
+fn claude_code_holds_every_prompt_shape_whole_in_its_box() {
+    let failures = shapes_hold_in_the_box("claude");
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn codex_holds_every_prompt_shape_whole_in_its_box() {
+    let failures = shapes_hold_in_the_box("codex");
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn opencode_holds_every_prompt_shape_whole_in_its_box() {
+    let failures = shapes_hold_in_the_box("opencode");
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}

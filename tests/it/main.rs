@@ -25,5 +25,6 @@ mod screen;
 mod sessions;
 mod state;
 mod support;
+mod unsent;
 mod views;
 mod wire_clients;

@@ -73,15 +73,33 @@ pub struct Response {
     pub message: Option<String>,
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub data: serde_json::Value,
+    /// Why a failed request failed, when it is not a refusal: [`NOT_DELIVERED`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
 }
+
+/// The `code` of a failed `force` that did type (pasted again, pressed Enter) and still did not
+/// deliver: what it did and how it ended are in `error`.
+pub const NOT_DELIVERED: &str = "not-delivered";
 
 impl Response {
     pub fn ok(message: impl Into<String>, data: serde_json::Value) -> Response {
-        Response { ok: true, error: None, message: Some(message.into()), data }
+        Response { ok: true, error: None, message: Some(message.into()), data, code: None }
     }
 
     pub fn err(error: impl Into<String>) -> Response {
-        Response { ok: false, error: Some(error.into()), message: None, data: serde_json::Value::Null }
+        Response { ok: false, error: Some(error.into()), message: None, data: serde_json::Value::Null, code: None }
+    }
+
+    /// A request that did what it could (typed) without the outcome asked for.
+    pub fn not_delivered(error: impl Into<String>) -> Response {
+        Response { code: Some(NOT_DELIVERED.into()), ..Response::err(error) }
+    }
+
+    /// Whether a failed response is a refusal (nothing was done), as opposed to an attempt
+    /// that did not succeed.
+    pub fn refused(&self) -> bool {
+        !self.ok && self.code.as_deref() != Some(NOT_DELIVERED)
     }
 
     /// One line, ready to write.

@@ -24,11 +24,13 @@ use std::time::{Duration, Instant};
 
 use super::item::{Item, ItemId, State, StuckClass, When};
 use super::settings::DeliverySettings;
-use super::text::{self, Fingerprint, Presence};
+use super::text::{self, Fingerprint, Held, Presence};
 use crate::state::hooks::{HookEvent, PromptSig};
 use crate::state::{Activity, Lifecycle, RuleSet};
+use unsent::OWN_PASTE_HOLD;
 
 mod io;
+mod unsent;
 pub use io::{
     Action, Command, Hold, Input, ScreenView, SessionView, TimerKey, TimerKind, Token, WriteError, WriteKind,
 };
@@ -83,6 +85,10 @@ enum Phase {
     Entering,
     /// Polling for evidence of submission.
     Submit,
+    /// Backspaces sent to clear desk's own prompt; waiting for the master to accept them.
+    Erasing,
+    /// Looking whether the input box is clear.
+    Erased,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,6 +99,9 @@ enum Mode {
     ForceEnter,
     /// After a restart, an item found `sending`: settle it from evidence.
     Recover,
+    /// An operator's drop of a stuck item whose prompt sits unsent in the input box: erase it
+    /// there, once the box is proven to hold exactly that prompt (see `unsent`).
+    Clear,
 }
 
 #[derive(Debug, Clone)]
@@ -110,6 +119,8 @@ struct Flight {
     phase: Phase,
     /// Token of the request the current phase waits for.
     waiting: Option<Token>,
+    /// This flight wrote a paste (accepted or not): an operator is told it pasted again.
+    paste_written: bool,
     baseline: Presence,
     enters: u32,
     pasted_ms: Option<u64>,
@@ -134,6 +145,38 @@ struct Flight {
     stale_at_enter: bool,
     /// At the first Enter, earlier prompts were still waiting in the agent's own queue.
     queue_ahead_at_enter: bool,
+}
+
+impl Flight {
+    /// What this flight typed, in words for the operator who forced it.
+    fn did(&self) -> String {
+        let enters = match self.enters {
+            0 => String::new(),
+            1 => "pressed Enter".to_string(),
+            n => format!("pressed Enter {n} times"),
+        };
+        match (self.paste_written, enters.is_empty()) {
+            (true, true) => "pasted again".into(),
+            (true, false) => format!("pasted again and {enters}"),
+            (false, false) => enters,
+            (false, true) => "typed nothing".into(),
+        }
+    }
+
+    /// Whether this flight typed anything.
+    fn acted(&self) -> bool {
+        self.paste_written || self.enters > 0
+    }
+}
+
+/// How a forced delivery that did not deliver ended, in words for the operator.
+fn forced_outcome(class: StuckClass, detail: &str) -> String {
+    match class {
+        StuckClass::PasteMissing if detail.starts_with("the paste did not show") => {
+            format!("still not seen in the input area: the item stays stuck (paste-missing): {detail}")
+        }
+        _ => format!("stuck ({}): {detail}", class.as_str()),
+    }
 }
 
 /// What a new flight is: which items, how they go, and who waits for its outcome.
@@ -182,6 +225,10 @@ struct SessionQ {
     last_enter_ms: Option<u64>,
     /// Whether the session was reported down since start (for recovering `sending` items).
     known_down: bool,
+    /// The next look for desk's own stuck prompt in the input box, when one is armed, and the
+    /// token of the look in progress (see `unsent`).
+    watch_at: Option<Instant>,
+    watching: Option<Token>,
 }
 
 impl SessionQ {
@@ -199,6 +246,8 @@ impl SessionQ {
             activity_changed_ms: 0,
             last_enter_ms: None,
             known_down: false,
+            watch_at: None,
+            watching: None,
         }
     }
 }
@@ -514,6 +563,11 @@ impl Engine {
     fn interrupt(&mut self, session: &str, why: &str, out: &mut Out<'_>) {
         let now_ms = out.now_ms;
         let Some(flight) = self.take_flight(session) else { return };
+        if flight.mode == Mode::Clear {
+            // The drop is done all the same; whether the box was cleared cannot be seen now.
+            let note = format!("{why}; whether its prompt left the input box is unknown");
+            return self.finish_clear(session, &flight, &note, out);
+        }
         // Once the paste is written (acknowledged or not) it may have been typed.
         let typed = flight.phase != Phase::Baseline || flight.mode != Mode::Deliver;
         for id in &flight.items {
@@ -525,7 +579,8 @@ impl Engine {
             }
         }
         if let Some(client) = flight.reply_to {
-            out.actions.push(Action::Reply { client, ok: false, message: why.to_string(), item: None });
+            let message = format!("{}; {why}", flight.did());
+            out.actions.push(Action::Reply { client, ok: false, acted: flight.acted(), message, item: None });
         }
     }
 
@@ -605,6 +660,7 @@ impl Engine {
         if self.flight(session).is_some() {
             return;
         }
+        self.keep_watch(session, out);
         let mut queued: Vec<ItemId> = self.session(session).items.clone();
         queued.retain(|id| self.items.get(id).is_some_and(|i| i.state == State::Queued));
         if queued.is_empty() {
@@ -724,7 +780,12 @@ impl Engine {
         let items: Vec<&Item> = ids.iter().filter_map(|id| self.items.get(id)).collect();
         // Sanitised here as well as by `desk send`: an intake file may come from elsewhere, and
         // nothing but text, newlines and tabs is ever typed.
-        let text = text::sanitize(&if items.len() == 1 { items[0].text.clone() } else { text::digest(&items) });
+        let text = match (mode, items.as_slice()) {
+            // What was pasted: the digest it went in, or its own text.
+            (Mode::Clear, [item]) => self.pasted_text(item),
+            (_, [item]) => text::sanitize(&item.text),
+            _ => text::sanitize(&text::digest(&items)),
+        };
         let fingerprint = text::fingerprint(&text);
         let prompt = PromptSig::of(&text);
         self.session(session).flight = Some(Flight {
@@ -738,6 +799,7 @@ impl Engine {
             mode,
             phase: Phase::Baseline,
             waiting: None,
+            paste_written: false,
             baseline: Presence::default(),
             enters: 0,
             pasted_ms: None,
@@ -752,7 +814,7 @@ impl Engine {
             stale_at_enter: false,
             queue_ahead_at_enter: false,
         });
-        self.enlist(&ids, mode, attempt, live.generation, out);
+        self.enlist(&ids, mode, live.generation, out);
         self.request_snapshot(session, out);
     }
 
@@ -760,16 +822,26 @@ impl Engine {
     /// for a forced Enter or a recovery, the record that it began (an ordinary delivery is
     /// claimed when it is pasted, in the same batch as the paste — persist before inject — so
     /// a look at the screen that holds it back changes nothing on disk).
-    fn enlist(&mut self, ids: &[ItemId], mode: Mode, attempt: u64, generation: u32, out: &mut Out<'_>) {
+    fn enlist(&mut self, ids: &[ItemId], mode: Mode, generation: u32, out: &mut Out<'_>) {
+        if mode == Mode::Clear {
+            // Nothing is typed for the item until the box is proven to hold its prompt; it
+            // stays stuck, in the digest it was pasted in, until the drop is done.
+            return;
+        }
         let digest: &[ItemId] = if ids.len() > 1 { ids } else { &[] };
         for id in ids {
             let from = self.items.get(id).map(|i| i.state);
-            if let Some(item) = self.items.get_mut(id) {
-                item.digest_with = digest.iter().filter(|d| *d != id).cloned().collect();
-                item.generation.get_or_insert(generation);
+            let Some(item) = self.items.get_mut(id) else { continue };
+            item.digest_with = digest.iter().filter(|d| *d != id).cloned().collect();
+            item.generation.get_or_insert(generation);
+            // A forced Enter is an attempt of its own; a recovery goes on with the attempt
+            // that was cut off.
+            if mode == Mode::ForceEnter {
+                item.attempts += 1;
             }
+            let attempt = item.attempts;
             let (kind, detail) = match mode {
-                Mode::Deliver => continue,
+                Mode::Deliver | Mode::Clear => continue,
                 Mode::ForceEnter => ("forced", format!("attempt {attempt}: the operator forced an Enter")),
                 Mode::Recover => ("recovering", format!("attempt {attempt}: found sending after a restart")),
             };
@@ -843,6 +915,9 @@ impl Engine {
         result: Result<ScreenView, String>,
         out: &mut Out<'_>,
     ) {
+        if self.sessions.get(session).is_some_and(|q| q.watching == Some(token)) {
+            return self.on_watch_look(session, result, out);
+        }
         let Some(flight) = self.flight_mut(session) else { return };
         if Some(flight.attempt) != attempt || flight.waiting != Some(token) {
             return;
@@ -865,15 +940,16 @@ impl Engine {
             // The pre-Enter look after a settle delay.
             Phase::Settle => self.enter_if_clear(session, &flight, &look, settings, out),
             Phase::Submit => self.on_submit_look(session, &flight, &look, settings, out),
-            Phase::Pasting | Phase::Entering => {}
+            Phase::Erased => self.erased_look(session, &flight, &look, out),
+            Phase::Pasting | Phase::Entering | Phase::Erasing => {}
         }
     }
 
     /// What a screen shows about the flight: the prompt in the input area, a dialog, the cursor.
     fn look(&self, session: &str, rules: &RuleSet, flight: &Flight, screen: ScreenView) -> Look {
         let settings = &rules.delivery;
-        let area = settings.input_area(&screen.lines);
-        let presence = text::presence(area, &flight.fingerprint, settings.placeholder.as_ref());
+        let area = settings.prompt_rows(&screen.lines);
+        let presence = text::presence(&area, &flight.fingerprint, settings.placeholder.as_ref());
         // A dialog: one of the provider's blocked screen rules matches, or the session reports
         // the agent blocked (a hook or a title may know of a dialog no screen rule describes).
         let reported_blocked = self
@@ -913,7 +989,7 @@ impl Engine {
             return self.stick_flight(session, StuckClass::Unobservable, detail.into(), out);
         }
         let detail = format!(
-            "the paste did not show in the input area within {} ms; not re-pasting",
+            "the paste did not show in the input area within {} ms; desk does not paste it again by itself (it is watched for, in case it shows later)",
             settings.echo_timeout.as_millis()
         );
         self.stick_flight(session, StuckClass::PasteMissing, detail, out);
@@ -1027,8 +1103,9 @@ impl Engine {
     fn on_baseline(&mut self, session: &str, flight: Flight, look: Look, out: &mut Out<'_>) {
         match flight.mode {
             Mode::Recover => self.recovery_look(session, &flight, &look, out),
-            Mode::ForceEnter => self.force_enter_look(session, &look, out),
+            Mode::ForceEnter => self.force_enter_look(session, &flight, &look, out),
             Mode::Deliver => self.delivery_look(session, flight, look, out),
+            Mode::Clear => self.clear_look(session, &flight, &look, out),
         }
     }
 
@@ -1074,9 +1151,16 @@ impl Engine {
 
     /// An operator's force on a submit-stuck item: Enter only, and only onto the text still in
     /// the box.
-    fn force_enter_look(&mut self, session: &str, look: &Look, out: &mut Out<'_>) {
+    fn force_enter_look(&mut self, session: &str, flight: &Flight, look: &Look, out: &mut Out<'_>) {
         if let Some(rule) = &look.dialog {
             return self.stick_for_dialog(session, rule, out);
+        }
+        if let Some(rest) = self.beside_own_paste(session, flight, look) {
+            // An Enter now would submit someone's text along with the prompt.
+            let detail = format!(
+                "the input box holds this prompt together with other text ({rest:?}); no Enter pressed, as it would submit both as one message"
+            );
+            return self.stick_flight(session, StuckClass::SubmitStuck, detail, out);
         }
         if typing_hold(&look.screen, out.now_ms).is_some() {
             // An Enter now would submit what that person typed along with the prompt.
@@ -1101,7 +1185,12 @@ impl Engine {
             return self.pump(session, out);
         }
         let Some(rules) = self.rules(session) else { return };
+        if flight.reply_to.is_some() && self.own_paste_in_box(session, &flight, &look, out.now_ms) {
+            // A force onto desk's own unsent paste: Enter only, never a second paste over it.
+            return self.enter_on_own_paste(session, flight, out);
+        }
         if let Some((why, recheck)) = self.screen_hold(session, &flight, &look, &rules.delivery, out.now_ms) {
+            self.mark_unsent_on_screen(session, &look, out);
             return self.hold_flight(session, flight.reply_to, why, recheck, out);
         }
         // Claimed now, in the same batch as the paste: persist before inject.
@@ -1150,27 +1239,29 @@ impl Engine {
         (!draft.is_empty()).then(|| (self.draft_hold(session, flight, &draft), HOLD_RECHECK))
     }
 
-    /// Why a draft in the input box holds this flight, in words for the operator.
+    /// Why a draft in the input box holds this flight, in words for the operator: the stuck item
+    /// whose unsent prompt it is, when desk's own paste is what the box holds.
     fn draft_hold(&self, session: &str, flight: &Flight, draft: &str) -> String {
         let n = draft.chars().count();
-        // Desk's own text, left by a stuck delivery, is no better a place to paste onto.
-        let stuck_in_box = self.sessions.get(session).and_then(|q| {
-            q.items.iter().find(|id| {
-                self.items
-                    .get(*id)
-                    .is_some_and(|i| i.state == State::Stuck && draft.contains(&text::normalize(&i.text)))
-            })
-        });
-        match (flight.reply_to, stuck_in_box) {
-            (None, Some(stuck)) => format!(
-                "the input box holds the text of stuck item {stuck}; desk force submits it, or clear the box; delivery waits until it is sent or cleared"
-            ),
-            (Some(_), _) => format!(
+        if let Some((ids, held)) = self.unsent_in_box(session, draft) {
+            let first = &ids[0];
+            let digest = if ids.len() > 1 { format!(" (one digest of {} items)", ids.len()) } else { String::new() };
+            return match held {
+                Held::Exactly => format!(
+                    "{OWN_PASTE_HOLD} {first}{digest}: desk force {first} submits it (Enter only), desk drop {first} clears it; delivery waits until it is sent or cleared"
+                ),
+                _ => format!(
+                    "the input box holds the prompt of stuck item {first}{digest} together with text typed by someone ({n} characters); delivery waits until it is sent or cleared"
+                ),
+            };
+        }
+        match flight.reply_to {
+            Some(_) => format!(
                 "the input box holds text typed by someone ({n} characters: {:?}); forcing now would paste this prompt after it and submit both as one message. Let them send or clear it, or run desk force {} --over-draft to do it anyway",
                 preview(draft),
                 flight.items.first().map(|i| i.as_str()).unwrap_or("")
             ),
-            (None, None) => format!("{DRAFT_HOLD} ({n} characters); delivery waits until it is sent or cleared"),
+            None => format!("{DRAFT_HOLD} ({n} characters); delivery waits until it is sent or cleared"),
         }
     }
 
@@ -1179,7 +1270,13 @@ impl Engine {
     fn hold_flight(&mut self, session: &str, reply_to: Option<u64>, why: String, recheck: Duration, out: &mut Out<'_>) {
         self.take_flight(session);
         match reply_to {
-            Some(client) => out.actions.push(Action::Reply { client, ok: false, message: why, item: None }),
+            Some(client) => out.actions.push(Action::Reply {
+                client,
+                ok: false,
+                acted: false,
+                message: format!("refused, nothing typed: {why}"),
+                item: None,
+            }),
             None => self.set_hold(session, why, out.now_ms),
         }
         let at = out.now + recheck;
@@ -1189,10 +1286,11 @@ impl Engine {
 
     /// Claim the flight's items (`sending`) before the paste goes out.
     fn claim(&mut self, flight: &Flight, out: &mut Out<'_>) {
-        let attempt = flight.attempt;
         let forced = flight.reply_to.is_some();
         let count = flight.items.len();
         for id in &flight.items {
+            // The item's own count: the paste about to go is its next attempt.
+            let attempt = self.items.get(id).map_or(1, |i| i.attempts + 1);
             let detail = match (forced, count) {
                 (true, _) if flight.over_draft => {
                     format!("attempt {attempt}: the operator forced a paste onto text someone typed")
@@ -1215,7 +1313,8 @@ impl Engine {
             self.transition(id, State::Stuck, "refused", why.clone(), out);
         }
         if let Some(client) = flight.reply_to {
-            out.actions.push(Action::Reply { client, ok: false, message: why, item: None });
+            let message = format!("refused, nothing typed: {why}");
+            out.actions.push(Action::Reply { client, ok: false, acted: false, message, item: None });
         }
         self.pump(session, out);
     }
@@ -1230,6 +1329,7 @@ impl Engine {
             f.baseline = look.presence;
             f.phase = Phase::Pasting;
             f.waiting = Some(token);
+            f.paste_written = true;
         }
         let note = format!(
             "input area shows the text {} time(s), {} placeholder(s); {}",
@@ -1307,6 +1407,7 @@ impl Engine {
         let Some(rules) = self.rules(session) else { return };
         let settings = &rules.delivery;
         match (flight.phase, result) {
+            (Phase::Erasing, result) => self.erase_written(session, result, out),
             (_, Err(WriteError::Unknown(e))) => {
                 let what = if flight.phase == Phase::Pasting { WriteKind::Paste } else { WriteKind::Enter };
                 let detail = format!(
@@ -1361,6 +1462,11 @@ impl Engine {
 
     fn read_failed(&mut self, session: &str, flight: &Flight, error: &str, out: &mut Out<'_>) {
         let now = out.now;
+        if flight.mode == Mode::Clear {
+            self.take_flight(session);
+            let note = format!("cannot read the screen ({error}); the input box was left as it is");
+            return self.finish_clear(session, flight, &note, out);
+        }
         match flight.phase {
             Phase::Baseline if flight.mode == Mode::Deliver => {
                 self.take_flight(session);
@@ -1441,6 +1547,9 @@ impl Engine {
         if key.kind == TimerKind::Drained {
             return self.taken_from_queue(&session, out);
         }
+        if key.kind == TimerKind::Watch {
+            return self.on_watch_timer(&session, out);
+        }
         if key.kind == TimerKind::Retry {
             if self.sessions.get(&session).is_some_and(|q| q.retry_at.is_some_and(|t| now < t)) {
                 return;
@@ -1456,7 +1565,7 @@ impl Engine {
         }
         match key.kind {
             TimerKind::Poll => {
-                if matches!(flight.phase, Phase::Echo | Phase::Submit) && flight.waiting.is_none() {
+                if matches!(flight.phase, Phase::Echo | Phase::Submit | Phase::Erased) && flight.waiting.is_none() {
                     self.request_snapshot(&session, out);
                 }
             }
@@ -1465,7 +1574,7 @@ impl Engine {
                     self.request_snapshot(&session, out);
                 }
             }
-            TimerKind::Deadline if matches!(flight.phase, Phase::Echo | Phase::Submit) => {
+            TimerKind::Deadline if matches!(flight.phase, Phase::Echo | Phase::Submit | Phase::Erased) => {
                 // Decide on a fresh look, never on an older one: a paste that showed after the
                 // last poll is there, and so is a submit.
                 if let Some(f) = self.flight_mut(&session) {
@@ -1476,7 +1585,7 @@ impl Engine {
                 }
             }
             TimerKind::Deadline => {}
-            TimerKind::Retry | TimerKind::Drained => {}
+            TimerKind::Retry | TimerKind::Drained | TimerKind::Watch => {}
         }
     }
 
@@ -1513,7 +1622,8 @@ impl Engine {
             }
         }
         if let Some(client) = flight.reply_to {
-            out.actions.push(Action::Reply { client, ok: true, message: format!("delivered: {evidence}"), item: None });
+            let message = format!("{}; delivered: {evidence}", flight.did());
+            out.actions.push(Action::Reply { client, ok: true, acted: true, message, item: None });
         }
         self.pump(session, out);
     }
@@ -1620,12 +1730,8 @@ impl Engine {
             self.stick(id, class, detail.clone(), out);
         }
         if let Some(client) = flight.reply_to {
-            out.actions.push(Action::Reply {
-                client,
-                ok: false,
-                message: format!("stuck ({}): {detail}", class.as_str()),
-                item: None,
-            });
+            let message = format!("{}; {}", flight.did(), forced_outcome(class, &detail));
+            out.actions.push(Action::Reply { client, ok: false, acted: flight.acted(), message, item: None });
         }
         // The next items go on their own: a stuck one never blocks the queue.
         self.pump(session, out);
@@ -1681,7 +1787,7 @@ impl Engine {
 
     fn on_command(&mut self, client: u64, command: Command, out: &mut Out<'_>) {
         let reply = |out: &mut Out<'_>, ok: bool, message: String| {
-            out.actions.push(Action::Reply { client, ok, message, item: None })
+            out.actions.push(Action::Reply { client, ok, acted: false, message, item: None })
         };
         match command {
             Command::Pause { session, reason } => {
@@ -1710,6 +1816,12 @@ impl Engine {
                         format!("item {id} is being delivered right now; drop it once it settles"),
                     );
                 }
+                if let Some(live) = self.clearable(&id) {
+                    // Its prompt may sit unsent in the input box: look, and erase it there
+                    // if the box holds exactly that prompt; the drop replies once done.
+                    let launch = Launch { ids: vec![id], mode: Mode::Clear, reply_to: Some(client), over_draft: false };
+                    return self.start_flight(&session, live, launch, out);
+                }
                 self.transition(&id, State::Dropped, "dropped", "dropped by the operator".into(), out);
                 reply(out, true, format!("dropped {id}"));
                 self.pump(&session, out);
@@ -1729,13 +1841,19 @@ impl Engine {
         self.forceable(&item, over_draft)?;
         let live = self.force_gate(&item.session)?;
         let mode = if item.stuck == Some(StuckClass::SubmitStuck) { Mode::ForceEnter } else { Mode::Deliver };
-        let note = match mode {
-            Mode::ForceEnter => "operator: press Enter",
-            _ if over_draft => "operator: paste, even onto text someone typed",
-            _ => "operator: paste again",
+        // A digest pasted together goes again together: its prompt may sit in the box whole.
+        let ids = self.pasted_group(&item);
+        let with = match ids.len() {
+            1 => String::new(),
+            n => format!(" (with the {} other item(s) of its digest)", n - 1),
         };
-        self.note_items(std::slice::from_ref(&id), "forced", note, out.now_ms);
-        let launch = Launch { ids: vec![id], mode, reply_to: Some(client), over_draft };
+        let note = match mode {
+            Mode::ForceEnter => format!("operator: press Enter{with}"),
+            _ if over_draft => format!("operator: paste, even onto text someone typed{with}"),
+            _ => format!("operator: paste again, or press Enter if its prompt sits unsent in the box{with}"),
+        };
+        self.note_items(&ids, "forced", &note, out.now_ms);
+        let launch = Launch { ids, mode, reply_to: Some(client), over_draft };
         self.start_flight(&item.session, live, launch, out);
         Ok(())
     }
@@ -1751,6 +1869,10 @@ impl Engine {
                 "item {id} is merged with text someone else typed (see desk item {id}): forcing could send it a second time, or submit that text with it. Check the agent, then desk drop {id}, or desk send it again if it must arrive on its own"
             )),
             (State::Stuck, _) => Ok(()),
+            (State::Queued, _) if self.held_by_own_paste(&item.session) => Err(format!(
+                "item {id} is held: {}. Deal with that item first (force or drop it); its prompt, not someone's draft, is what the box holds",
+                hold.map(|h| h.reason.as_str()).unwrap_or_default()
+            )),
             (State::Queued, _) if held_by_draft && !over_draft => Err(format!(
                 "item {id} is held: {}. Forcing it would paste the prompt after that text and submit both as one message; run desk force {id} --over-draft to do that, or wait until the box is sent or cleared",
                 hold.map(|h| h.reason.as_str()).unwrap_or_default()

@@ -28,6 +28,8 @@ pub struct DeliverySpec {
     composer_rows: Option<usize>,
     #[serde(default)]
     composer_empty: Vec<String>,
+    #[serde(default)]
+    composer_marks: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -58,6 +60,9 @@ pub struct DeliverySettings {
     pub composer_rows: Option<usize>,
     /// What an empty composer shows (hint text, once normalised): not somebody's draft.
     pub composer_empty: Vec<Regex>,
+    /// Marks the agent draws in its composer that are no text of it (Codex's scroll arrow at
+    /// the right of a composer taller than the screen): removed before the text is read.
+    pub composer_marks: Vec<Regex>,
 }
 
 /// 0 ms: most agents take an Enter in the same read as the paste's end marker; those that do
@@ -83,6 +88,11 @@ impl DeliverySettings {
                 .map(|p| Regex::new(p).with_context(|| format!("delivery.{what} in {origin}: bad pattern {p:?}")))
                 .transpose()
         };
+        let patterns = |what: &str, ps: &[String]| -> Result<Vec<Regex>> {
+            ps.iter()
+                .map(|p| Regex::new(p).with_context(|| format!("delivery.{what} in {origin}: bad pattern {p:?}")))
+                .collect()
+        };
         Ok(DeliverySettings {
             submit_delay: Duration::from_millis(spec.submit_delay_ms.unwrap_or(DEFAULT_SUBMIT_DELAY_MS)),
             echo_timeout: Duration::from_millis(spec.echo_timeout_ms.unwrap_or(DEFAULT_ECHO_TIMEOUT_MS)),
@@ -96,13 +106,8 @@ impl DeliverySettings {
             hold_while_working: spec.hold_while_working.unwrap_or(false),
             composer: re("composer", &spec.composer)?,
             composer_rows: spec.composer_rows.map(|n| n.max(1)),
-            composer_empty: spec
-                .composer_empty
-                .iter()
-                .map(|p| {
-                    Regex::new(p).with_context(|| format!("delivery.composer_empty in {origin}: bad pattern {p:?}"))
-                })
-                .collect::<Result<_>>()?,
+            composer_empty: patterns("composer_empty", &spec.composer_empty)?,
+            composer_marks: patterns("composer_marks", &spec.composer_marks)?,
         })
     }
 
@@ -129,6 +134,23 @@ impl DeliverySettings {
     /// empty composer shows (its prompt glyph, frame, hint text). `None` when the composer is
     /// not on the screen: the table's borders or composer pattern match nothing.
     pub fn composer_text(&self, lines: &[String]) -> Option<String> {
+        let raw = self.composer_raw(lines)?;
+        let text = super::text::normalize(&raw);
+        Some(if self.composer_empty.iter().any(|re| re.is_match(&text)) { String::new() } else { text })
+    }
+
+    /// The rows where a pasted prompt shows, to count it in: the composer's own text when the
+    /// table says where it is (so a footer that quotes the prompt — Codex names its thread after
+    /// the first prompt — does not count), else the input area.
+    pub fn prompt_rows(&self, lines: &[String]) -> Vec<String> {
+        match self.composer.as_ref().and_then(|_| self.composer_raw(lines)) {
+            Some(raw) => raw.lines().map(String::from).collect(),
+            None => self.input_area(lines).to_vec(),
+        }
+    }
+
+    /// The composer's text as drawn (not normalised), without the table's marks.
+    fn composer_raw(&self, lines: &[String]) -> Option<String> {
         let raw = match &self.composer {
             Some(re) => {
                 let rows = match self.composer_rows {
@@ -143,8 +165,7 @@ impl DeliverySettings {
             }
             None => self.input_area_found(lines)?.join("\n"),
         };
-        let text = super::text::normalize(&raw);
-        Some(if self.composer_empty.iter().any(|re| re.is_match(&text)) { String::new() } else { text })
+        Some(self.composer_marks.iter().fold(raw, |raw, re| re.replace_all(&raw, "").into_owned()))
     }
 
     /// The input area, only when its borders are on the screen (or the table gives none).

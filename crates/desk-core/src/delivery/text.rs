@@ -177,9 +177,93 @@ pub fn presence(rows: &[String], fp: &Fingerprint, placeholder: Option<&Regex>) 
     Presence { text, placeholders }
 }
 
+/// Characters (whitespace aside) of a prompt's end that prove a box scrolled to it holds that
+/// prompt: a person does not type 100 characters that end exactly as desk's prompt does; a
+/// 40-row screen shows far more of a prompt than that.
+pub const TAIL_PROOF: usize = 100;
+
+/// What an agent's input box holds of a prompt desk pasted into it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Held {
+    /// The prompt and nothing else: its text (however the box wraps and indents it), or one
+    /// paste placeholder whose counts agree with it.
+    Exactly,
+    /// The prompt together with other text (normalised), which someone else typed.
+    Among(String),
+    /// Not the prompt (other text, or an empty box).
+    Not,
+}
+
+/// What `composer` (the box's text, normalised) holds of `prompt`. Whitespace is compared
+/// away: the box wraps long lines, indents continuation rows and drops blank rows at its ends,
+/// so the prompt's characters in order, and nothing else, is the proof that the box holds
+/// exactly that text. A box too short for the prompt shows its end (the cursor's rows: Codex
+/// scrolls a composer taller than the screen): the last [`TAIL_PROOF`] characters or more of it,
+/// ending where it ends, and nothing else, is proof too. A placeholder proves it only through the counts its provider's pattern
+/// names (`chars`, `lines`, or `newlines`: its line breaks) agreeing with the prompt; a
+/// placeholder that names none proves nothing.
+pub fn held(composer: &str, prompt: &str, placeholder: Option<&Regex>) -> Held {
+    let squeeze = |t: &str| -> String { t.chars().filter(|c| !c.is_whitespace()).collect() };
+    let shown = normalize(&as_screens_show(prompt));
+    let (c, p) = (squeeze(composer), squeeze(&shown));
+    if p.is_empty() || c.is_empty() {
+        return Held::Not;
+    }
+    if c == p || (c.chars().count() >= TAIL_PROOF && p.ends_with(&c)) {
+        return Held::Exactly;
+    }
+    if let Some(i) = composer.find(&shown) {
+        let rest = format!("{} {}", &composer[..i], &composer[i + shown.len()..]);
+        return Held::Among(normalize(&rest));
+    }
+    let Some(re) = placeholder else { return Held::Not };
+    let ours: Vec<regex_lite::Match<'_>> = re
+        .captures_iter(composer)
+        .filter(|caps| placeholder_counts_agree(caps, prompt))
+        .filter_map(|caps| caps.get(0))
+        .collect();
+    let [m] = ours.as_slice() else { return Held::Not };
+    let rest = normalize(&format!("{} {}", &composer[..m.start()], &composer[m.end()..]));
+    if rest.is_empty() { Held::Exactly } else { Held::Among(rest) }
+}
+
+/// A text as desk's screen model shows it: of an emoji sequence joined with ZWJ (U+200D), the
+/// first emoji only (Codex draws `👨‍👩‍👧` whole; the screen keeps `👨`).
+fn as_screens_show(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{200d}' {
+            chars.next();
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Whether a placeholder's counts agree with a prompt: the text as pasted, or without its
+/// leading and trailing blank lines (which some agents drop).
+fn placeholder_counts_agree(caps: &regex_lite::Captures<'_>, prompt: &str) -> bool {
+    let number = |name: &str| caps.name(name).and_then(|m| m.as_str().parse::<usize>().ok());
+    let trimmed = prompt.trim_matches('\n');
+    let lines = |t: &str| t.trim_end_matches('\n').split('\n').count();
+    let agrees = |n: usize, of: &dyn Fn(&str) -> usize| n == of(prompt) || n == of(trimmed);
+    match (number("chars"), number("lines"), number("newlines")) {
+        (Some(n), _, _) => agrees(n, &|t: &str| t.chars().count()),
+        (None, Some(n), _) => agrees(n, &lines),
+        (None, None, Some(n)) => agrees(n, &|t: &str| t.matches('\n').count()),
+        // A placeholder without a line count (Claude's "[Pasted text #N]") stands for one line.
+        (None, None, None) if caps.len() > 1 => lines(trimmed) == 1,
+        (None, None, None) => false,
+    }
+}
+
 /// The rows of a screen that form the agent's input area: between the last row matching
 /// `bottom` and the nearest row above it matching `top`; with only `bottom`, the `fallback`
-/// rows above the last row matching it; without either, the last `fallback` rows.
+/// rows above the last row matching it; with only `top`, from the last row matching it to the
+/// end (an input box drawn at the bottom, however tall it grows); without either, or when the
+/// borders are not on screen, the last `fallback` rows.
 pub fn input_area<'a>(
     lines: &'a [String],
     top: Option<&Regex>,
@@ -199,6 +283,11 @@ pub fn input_area<'a>(
             }
             None => return &lines[b.saturating_sub(fallback)..b],
         }
+    } else if bottom.is_none()
+        && let Some(top) = top
+        && let Some(t) = lines.iter().rposition(|l| top.is_match(l))
+    {
+        return &lines[t..];
     }
     &lines[lines.len().saturating_sub(fallback)..]
 }
@@ -318,6 +407,51 @@ mod tests {
         assert_eq!(input_area(&lines, Some(&top), Some(&bottom), 3), &lines[3..4]);
         assert_eq!(input_area(&lines, None, None, 2), &lines[4..6]);
         assert_eq!(input_area(&lines, None, Some(&bottom), 1), &lines[3..4]);
+        // Only a top: from the last row that matches it to the end, however tall.
+        let prompt = Regex::new("^› ").unwrap();
+        let lines: Vec<String> = ["› submitted", "• reply", "› first", "", "  second", "", "  footer"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(input_area(&lines, Some(&prompt), None, 2), &lines[2..]);
+    }
+
+    #[test]
+    fn a_box_holds_a_prompt_exactly_however_it_wraps_or_among_other_text() {
+        let prompt = "First paragraph.\n\nSecond paragraph that is long\n\n  indented code";
+        // Wrapped and indented as a box draws it, blank rows gone.
+        let composer = normalize("First paragraph.\n  Second paragraph that\n  is long\n    indented code");
+        assert_eq!(held(&composer, prompt, None), Held::Exactly);
+        let composer = normalize("draft first First paragraph. Second paragraph that is long indented code");
+        assert_eq!(held(&composer, prompt, None), Held::Among("draft first".into()));
+        assert_eq!(held("First paragraph.", prompt, None), Held::Not);
+        // A box scrolled to the end of a tall prompt shows its last rows only.
+        let tall: String = (1..=60).map(|i| format!("- item {i:02}\n")).collect();
+        let end: String = (37..=60).map(|i| format!("- item {i:02} ")).collect();
+        assert_eq!(held(&normalize(&end), &tall, None), Held::Exactly);
+        assert_eq!(held("- item 59 - item 60", &tall, None), Held::Not, "too little of it to tell");
+        assert_eq!(held("", prompt, None), Held::Not);
+    }
+
+    #[test]
+    fn a_placeholder_proves_the_prompt_only_through_counts_that_agree() {
+        let claude = Regex::new(r"\[Pasted text #\d+(?: \+(?P<newlines>\d+) lines)?\]").unwrap();
+        let codex = Regex::new(r"\[Pasted Content (?P<chars>\d+) chars\]").unwrap();
+        let opencode = Regex::new(r"\[Pasted ~(?P<lines>\d+) lines\]").unwrap();
+        let unnamed = Regex::new(r"\[Pasted text #\d+ \+\d+ lines\]").unwrap();
+        let prompt = "one\ntwo\nthree\nfour\n";
+        assert_eq!(held("[Pasted text #3 +3 lines]", prompt, Some(&claude)), Held::Exactly);
+        assert_eq!(held("[Pasted text #3 +7 lines]", prompt, Some(&claude)), Held::Not);
+        assert_eq!(held("[Pasted ~4 lines]", prompt, Some(&opencode)), Held::Exactly);
+        assert_eq!(held("[Pasted Content 19 chars]", prompt, Some(&codex)), Held::Exactly);
+        assert_eq!(held("[Pasted Content 20 chars]", prompt, Some(&codex)), Held::Not);
+        assert_eq!(held("hi [Pasted ~4 lines]", prompt, Some(&opencode)), Held::Among("hi".into()));
+        // Leading and trailing blank lines may be dropped by the agent.
+        assert_eq!(held("[Pasted ~4 lines]", &format!("\n\n{prompt}\n\n"), Some(&opencode)), Held::Exactly);
+        // Without named counts a placeholder proves nothing.
+        assert_eq!(held("[Pasted text #1 +4 lines]", prompt, Some(&unnamed)), Held::Not);
+        let long = "x".repeat(900);
+        assert_eq!(held("[Pasted text #1]", &long, Some(&claude)), Held::Exactly);
     }
 
     #[test]

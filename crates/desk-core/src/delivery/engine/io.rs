@@ -40,14 +40,18 @@ pub struct ScreenView {
     pub cursor_row: usize,
 }
 
-/// What a write types. Delivery only ever types these two, each as one write (see the
-/// engine's invariants: never Esc, Ctrl-C or any other key).
+/// What a write types. Delivery only ever types the first two, each as one write (see the
+/// engine's invariants: never Esc, Ctrl-C or any other key); an operator's `desk drop` may
+/// erase desk's own prompt from the input box with the third.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WriteKind {
     /// The prompt's text (bracketed when the application enabled bracketed paste).
     Paste,
     /// One Enter, to submit what was pasted.
     Enter,
+    /// Backspaces (DEL), as many as the prompt has characters: clear desk's own unsent prompt
+    /// from the input box, once the box is proven to hold exactly that prompt.
+    Erase,
 }
 
 impl WriteKind {
@@ -56,6 +60,7 @@ impl WriteKind {
         match self {
             WriteKind::Paste => "paste",
             WriteKind::Enter => "Enter",
+            WriteKind::Erase => "erase",
         }
     }
 }
@@ -163,6 +168,8 @@ pub enum TimerKind {
     Retry,
     /// The agent has been idle long enough for its own queue to be empty.
     Drained,
+    /// Look whether a stuck prompt's paste sits unsent in the input box.
+    Watch,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -190,9 +197,14 @@ pub enum Action {
         at: Instant,
         key: TimerKey,
     },
+    /// Answer an operator's command. `ok`: it did what was asked (a force: delivered). Not
+    /// `ok`: `acted` says whether anything was typed on the way (a force that pasted again or
+    /// pressed Enter and still did not deliver) or nothing was (a refusal); `message` says
+    /// what was done and how it ended.
     Reply {
         client: u64,
         ok: bool,
+        acted: bool,
         message: String,
         item: Option<Box<Item>>,
     },

@@ -74,6 +74,17 @@ impl Agent {
             return;
         }
         let _ = self.in_paste;
+        if text.bytes().all(|b| b == 0x7f) {
+            // Backspaces: a placeholder goes whole, then one character each.
+            for _ in 0..text.len() {
+                if self.placeholder.take().is_some() {
+                    self.input.clear();
+                } else {
+                    self.input.pop();
+                }
+            }
+            return;
+        }
         self.input.push_str(&text);
     }
 
@@ -417,7 +428,11 @@ fn an_enter_that_never_works_ends_submit_stuck_after_bounded_retries() {
     assert_eq!(w.state_of(&id), State::Delivered);
     assert_eq!(w.agent.submitted, vec!["stubborn box"]);
     assert_eq!(pastes_before, 1);
-    assert!(w.replies.iter().any(|(c, ok, m)| *c == 9 && *ok && m.starts_with("delivered")), "{:?}", w.replies);
+    assert!(
+        w.replies.iter().any(|(c, ok, m)| *c == 9 && *ok && m.starts_with("pressed Enter; delivered")),
+        "{:?}",
+        w.replies
+    );
 }
 
 /// Advance virtual time in 1 ms steps (running due timers) until `done` holds.
@@ -1254,4 +1269,166 @@ fn a_prompt_typed_at_a_turn_boundary_behind_a_queued_one_is_not_called_taken_by_
     w.feed(Input::SessionDown { session: "s".into(), generation: Some(w.generation) });
     assert_eq!(w.state_of(&x), State::Stuck);
     assert_eq!(w.state_of(&y), State::Stuck);
+}
+
+// ----- desk's own prompt left unsent in the input box (issue 24, §1 and §4) -----
+
+/// A paste that never showed (the agent was stopped), then landed in the box when the agent
+/// went on: stuck paste-missing first, then the paste sits there.
+fn paste_lands_late(w: &mut World, text: &str) -> ItemId {
+    w.agent.deaf = true;
+    let id = w.item(text);
+    w.settle(10_000);
+    assert_eq!(w.disk[&id].stuck, Some(StuckClass::PasteMissing), "{:?}", w.disk[&id].evidence);
+    w.agent.deaf = false;
+    w.agent.input = text.into();
+    id
+}
+
+fn last_reply(w: &World, client: u64) -> (bool, String) {
+    let (_, ok, message) = w.replies.iter().rfind(|(c, _, _)| *c == client).expect("a reply").clone();
+    (ok, message)
+}
+
+#[test]
+fn desk_s_own_paste_landing_late_is_recognised_and_named_never_taken_for_a_draft() {
+    let mut w = started();
+    let id = paste_lands_late(&mut w, "stopped agent prompt SA1");
+    // Watched for: within a couple of looks the item says where its prompt is.
+    w.settle(3_000);
+    let item = &w.disk[&id];
+    assert_eq!(item.stuck, Some(StuckClass::SubmitStuck), "{:?}", item.evidence);
+    let last = item.evidence.iter().rfind(|n| n.kind == "stuck").unwrap();
+    assert!(last.detail.contains("the prompt sits unsent in the agent's input box"), "{last:?}");
+    // The session's next item is held, and the hold names the item whose prompt holds it.
+    let next = w.item("the next prompt");
+    w.settle(5_000);
+    assert_eq!(w.state_of(&next), State::Queued);
+    let hold = hold_reason(&w);
+    assert!(
+        hold.contains(&format!("unsent prompt of stuck item {id}")) && !hold.contains("typed by someone"),
+        "{hold}"
+    );
+    // A force on the waiting item is refused with the same reason: no paste onto desk's own text.
+    w.feed(Input::Command { client: 5, command: Command::Force { id: next.clone(), over_draft: true } });
+    let (ok, message) = last_reply(&w, 5);
+    assert!(!ok && message.contains(id.as_str()), "{message}");
+    assert_eq!(w.agent.input, "stopped agent prompt SA1");
+    // Forcing the stuck item presses Enter only: the prompt goes once, then the next one.
+    w.feed(Input::Command { client: 6, command: Command::Force { id: id.clone(), over_draft: false } });
+    w.settle(10_000);
+    assert_eq!(w.agent.submitted, vec!["stopped agent prompt SA1", "the next prompt"]);
+    assert_eq!(w.state_of(&id), State::Delivered);
+    assert_eq!(w.state_of(&next), State::Delivered);
+    let (ok, message) = last_reply(&w, 6);
+    assert!(ok && message.starts_with("pressed Enter; delivered"), "{message}");
+}
+
+#[test]
+fn a_force_on_a_paste_missing_item_whose_paste_sits_in_the_box_presses_enter_only() {
+    let mut w = started();
+    let id = paste_lands_late(&mut w, "stopped agent prompt SA1");
+    // Forced before any look noticed the paste: the force's own look finds it.
+    w.feed(Input::Command { client: 2, command: Command::Force { id: id.clone(), over_draft: false } });
+    w.settle(10_000);
+    assert_eq!(w.agent.submitted, vec!["stopped agent prompt SA1"], "one prompt, once, alone");
+    assert_eq!(w.state_of(&id), State::Delivered);
+    // --over-draft does not paste it a second time either.
+    let mut w = started();
+    let id = paste_lands_late(&mut w, "stopped agent prompt SA1");
+    w.feed(Input::Command { client: 2, command: Command::Force { id: id.clone(), over_draft: true } });
+    w.settle(10_000);
+    assert_eq!(w.agent.submitted, vec!["stopped agent prompt SA1"]);
+}
+
+#[test]
+fn a_digest_left_unsent_in_the_box_goes_whole_with_one_force_on_any_of_its_items() {
+    let mut w = World::new();
+    w.agent.deaf = true;
+    let a = w.item("queued A");
+    let b = w.item("queued B");
+    let view = w.view();
+    w.feed(Input::Session(view));
+    w.settle(10_000);
+    assert_eq!(w.disk[&a].digest_with, vec![b.clone()]);
+    let digest = text::digest(&[&w.disk[&a], &w.disk[&b]]);
+    w.agent.deaf = false;
+    w.agent.input = digest.clone();
+    w.settle(3_000);
+    for id in [&a, &b] {
+        assert_eq!(w.disk[id].stuck, Some(StuckClass::SubmitStuck), "{:?}", w.disk[id].evidence);
+    }
+    w.feed(Input::Command { client: 3, command: Command::Force { id: b.clone(), over_draft: false } });
+    w.settle(10_000);
+    assert_eq!(w.agent.submitted, vec![digest]);
+    assert_eq!((w.state_of(&a), w.state_of(&b)), (State::Delivered, State::Delivered));
+}
+
+#[test]
+fn drop_erases_desk_s_own_unsent_prompt_only_when_the_box_holds_exactly_it() {
+    let mut w = started();
+    let id = paste_lands_late(&mut w, "stopped agent prompt SA1");
+    w.settle(3_000);
+    w.feed(Input::Command { client: 4, command: Command::Drop(id.clone()) });
+    w.settle(5_000);
+    assert_eq!(w.state_of(&id), State::Dropped);
+    assert_eq!(w.agent.input, "", "the box is cleared");
+    assert!(w.agent.submitted.is_empty());
+    let (ok, message) = last_reply(&w, 4);
+    assert!(ok && message.contains("cleared its prompt from the agent's input box"), "{message}");
+    // With someone's text beside it, the box is left alone.
+    let mut w = started();
+    let id = paste_lands_late(&mut w, "stopped agent prompt SA1");
+    w.agent.input.push_str(" and my words");
+    w.feed(Input::Command { client: 4, command: Command::Drop(id.clone()) });
+    w.settle(5_000);
+    assert_eq!(w.state_of(&id), State::Dropped);
+    assert_eq!(w.agent.input, "stopped agent prompt SA1 and my words");
+    let (ok, message) = last_reply(&w, 4);
+    assert!(ok && message.contains("left as it is"), "{message}");
+}
+
+#[test]
+fn a_collapsed_paste_of_desk_s_is_recognised_by_a_placeholder_whose_count_agrees() {
+    let mut w = started();
+    let text = "line one\nline two\nline three\nline four\nline five";
+    let id = paste_lands_late(&mut w, text);
+    w.agent.placeholder = Some("[Pasted text #1 +5 lines]".into());
+    w.settle(3_000);
+    assert_eq!(w.disk[&id].stuck, Some(StuckClass::SubmitStuck), "{:?}", w.disk[&id].evidence);
+    // A placeholder of another size is not desk's prompt.
+    let mut w = started();
+    let id = paste_lands_late(&mut w, text);
+    w.agent.placeholder = Some("[Pasted text #1 +9 lines]".into());
+    w.settle(3_000);
+    assert_eq!(w.disk[&id].stuck, Some(StuckClass::PasteMissing));
+}
+
+#[test]
+fn a_forced_paste_that_still_does_not_show_says_it_pasted_again_and_counts_one_attempt_number() {
+    let mut w = started();
+    w.agent.deaf = true;
+    let id = w.item("into the void");
+    w.settle(10_000);
+    w.feed(Input::Command { client: 8, command: Command::Force { id: id.clone(), over_draft: false } });
+    w.settle(10_000);
+    let (ok, message) = last_reply(&w, 8);
+    assert!(!ok && message.starts_with("pasted again; still not seen in the input area"), "{message}");
+    // One number: the item's attempts, and every note that names an attempt, count the same.
+    let item = &w.disk[&id];
+    assert_eq!(item.attempts, 2);
+    let named: Vec<&str> = item
+        .evidence
+        .iter()
+        .filter(|n| n.kind == "claimed" || n.kind == "forced")
+        .filter_map(|n| n.detail.strip_prefix("attempt "))
+        .collect();
+    assert!(named.len() == 2 && named[0].starts_with("1") && named[1].starts_with("2"), "{:?}", item.evidence);
+    // A refusal typed nothing, and says so.
+    w.agent.dialog = true;
+    let view = w.view();
+    w.feed(Input::Session(view));
+    w.feed(Input::Command { client: 8, command: Command::Force { id: id.clone(), over_draft: false } });
+    let (ok, message) = last_reply(&w, 8);
+    assert!(!ok && !message.starts_with("pasted"), "{message}");
 }
