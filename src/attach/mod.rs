@@ -137,8 +137,16 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
             ));
         }
     };
-    refuse_own_session(&files, &opts.name)?;
-    let notes = attach_notes(&opts.name, opts.read_only, opts.detach_key, std::env::var("DESK_SESSION").ok());
+    refuse_own_session(&paths, &files, &opts.name)?;
+    // The session this terminal is inside, if any: by the process tree, else as DESK_SESSION says
+    // (a session of another DESK_HOME).
+    let inside = session::enclosing(&paths)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|outer| *outer != opts.name)
+        .map(|outer| outer.to_string())
+        .or_else(|| std::env::var("DESK_SESSION").ok());
+    let notes = attach_notes(&opts.name, opts.read_only, opts.detach_key, inside);
     write_preamble(&files, opts.history, &notes)?;
     let raw = tty::RawTty::open()?;
     let (cols, rows) = crate::pty::get_size(raw.fd()).unwrap_or((80, 24));
@@ -231,14 +239,15 @@ fn attach_notes(name: &SessionName, read_only: bool, detach_key: Option<u8>, ins
 
 /// Refuse to attach a session from inside itself: its output would come back to it as this
 /// client's terminal output, round and round (a busy loop that outlives the outer client).
-/// Inside is when the session's master is an ancestor of this process; `DESK_SESSION` (which
-/// the master gives its child) naming the session counts too, unless the session's record
-/// shows its master is not among our ancestors (the same name under another `DESK_HOME`).
-fn refuse_own_session(files: &crate::paths::SessionPaths, name: &SessionName) -> Result<()> {
-    let master = session::read_meta(files).ok().flatten().map(|m| m.master_pid);
-    let ours = master.is_some_and(crate::procfs::is_ancestor_of_self);
+/// Inside is when the session's master is an ancestor of this process ([`session::enclosing`]);
+/// `DESK_SESSION` (which the master gives its child) naming the session counts too, unless the
+/// session's record shows its master is not among our ancestors (the same name under another
+/// `DESK_HOME`).
+fn refuse_own_session(paths: &Paths, files: &crate::paths::SessionPaths, name: &SessionName) -> Result<()> {
+    let recorded = session::read_meta(files).ok().flatten().is_some();
+    let ours = session::enclosing(paths).unwrap_or_default().contains(name);
     let named = std::env::var_os("DESK_SESSION").is_some_and(|v| v == name.as_str());
-    if ours || (named && master.is_none()) {
+    if ours || (named && !recorded) {
         return Err(crate::cli::failure(
             2,
             format!(

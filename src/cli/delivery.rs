@@ -39,6 +39,15 @@ const MAX_REPORT: usize = 64 * 1024;
 /// Prompts above 256 KiB are refused: far beyond any prompt an agent's input box takes.
 const MAX_PROMPT: usize = 256 * 1024;
 
+/// How long `desk send` waits for the daemon's first decision on a prompt for a running
+/// session, to say at once when it is held: the daemon looks at the screen within
+/// milliseconds of queueing it; a second covers a loaded machine, and a send is never held up
+/// longer than that.
+const FIRST_LOOK: Duration = Duration::from_secs(1);
+
+/// How often `desk send` asks meanwhile.
+const FIRST_LOOK_POLL: Duration = Duration::from_millis(10);
+
 fn paths() -> Result<Paths> {
     let paths = Paths::from_env()?;
     paths.ensure_runtime()?;
@@ -237,6 +246,21 @@ pub(super) fn send(args: SendArgs) -> Result<i32> {
         }
         return Err(failure(2, "the prompt is empty once control characters and escape sequences are removed"));
     }
+    if let Target::Running(_) = target
+        && let Some((line, len)) = text::overlong_line(&clean)
+        && reads_lines(&paths, &args.name)
+    {
+        return Err(failure(
+            2,
+            format!(
+                "line {line} of the prompt is {len} bytes, and session {} reads lines the kernel edits (canonical mode), \
+                 which cuts a line at {} bytes: it would be refused at delivery. Split the line, or send it to a program \
+                 that reads raw input",
+                args.name,
+                text::CANONICAL_LINE_MAX
+            ),
+        ));
+    }
     let removed = raw.chars().count() - clean.chars().count();
     // Target the generation running now, if any (a restart later retargets it, visibly).
     let generation = match &target {
@@ -268,13 +292,13 @@ pub(super) fn send(args: SendArgs) -> Result<i32> {
     let socket = crate::daemon::socket_path(&paths);
     // The prompt is durable; the daemon delivers it, so it is started if it is not running.
     let notes: Vec<String> = super::autostart::ensure_daemon(&paths).say(args.json).into_iter().collect();
-    // A prompt for a paused session, or for one that is not running, says why its queue waits.
-    let hold_of = |socket: &std::path::Path| match (queue_hold(socket, name), &target) {
-        (Some(QueueHold::Paused(reason)), _) => {
-            Some(format!("paused by the operator{reason} (desk resume {name} lets it go on)"))
-        }
-        (_, Target::Running(_)) => None,
-        (hold, _) => hold.map(|(QueueHold::Held(reason) | QueueHold::Paused(reason))| reason),
+    // Why the queue waits, said at once: paused by the operator, a session that is not
+    // running, and a running one whose screen holds it back (a job has the terminal, a draft, a
+    // dialog).
+    let hold_of = |socket: &std::path::Path| match (paused(socket, name), &target) {
+        (Some(reason), _) => Some(format!("paused by the operator{reason} (desk resume {name} lets it go on)")),
+        (None, Target::Running(_)) => first_hold(socket, name, &id),
+        (None, _) => current_hold(socket, name),
     };
     let print = |state: &str, hold: Option<String>| {
         if let Some(reason) = &hold {
@@ -333,24 +357,64 @@ fn timed_out(e: &anyhow::Error) -> bool {
     })
 }
 
-/// Why the daemon's queue of a session waits.
-enum QueueHold {
-    /// The operator paused it (`: reason`, or empty when none was given).
-    Paused(String),
-    /// The daemon holds it, for this reason.
-    Held(String),
+/// Whether a running session's program reads lines the kernel edits (canonical mode) now.
+fn reads_lines(paths: &Paths, name: &SessionName) -> bool {
+    let snapshot = || -> Result<bool> {
+        let Probe::Live(stream) = session::probe(&paths.session(name))? else { return Ok(false) };
+        let mut conn = Connection::open_within(stream, Role::Query, 0, 0, session::PROBE_DEADLINE)?;
+        conn.send(&crate::wire::Frame::SnapshotRequest { history: None })?;
+        loop {
+            if let crate::wire::Frame::Snapshot(reply) = conn.recv()? {
+                return Ok(reply.canonical);
+            }
+        }
+    };
+    snapshot().unwrap_or(false)
 }
 
-/// Whether, and why, the daemon holds `session`'s queue.
-fn queue_hold(socket: &std::path::Path, session: &SessionName) -> Option<QueueHold> {
+/// Why the daemon holds a just-queued item of a running session, once it has looked: `None`
+/// as soon as the item is on its way (or delivered), waits behind another delivery, or no
+/// decision came within [`FIRST_LOOK`].
+fn first_hold(socket: &std::path::Path, session: &SessionName, id: &ItemId) -> Option<String> {
+    let deadline = std::time::Instant::now() + FIRST_LOOK;
+    loop {
+        let request = Request::Queue { session: Some(session.to_string()) };
+        let resp = control::request(socket, &request, REQUEST_TIMEOUT).ok()?;
+        let queue = resp.data.as_array()?.iter().find(|q| q["session"] == session.as_str())?.clone();
+        let item = queue["items"].as_array()?.iter().find(|i| i["id"] == id.as_str())?;
+        if item["state"] != "queued" {
+            return None;
+        }
+        if let Some(reason) = queue["hold"]["reason"].as_str() {
+            return Some(reason.to_string());
+        }
+        let in_flight = queue["in_flight"].as_array().map(Vec::as_slice).unwrap_or_default();
+        if !in_flight.is_empty() && !in_flight.iter().any(|i| i == id.as_str()) {
+            return None;
+        }
+        if std::time::Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(FIRST_LOOK_POLL);
+    }
+}
+
+/// Whether the operator paused `session`'s queue: `: reason` (empty without one), or `None`.
+fn paused(socket: &std::path::Path, session: &SessionName) -> Option<String> {
+    let resp =
+        control::request(socket, &Request::Queue { session: Some(session.to_string()) }, REQUEST_TIMEOUT).ok()?;
+    let queue = resp.data.as_array()?.iter().find(|q| q["session"] == session.as_str())?.clone();
+    let reason = queue["paused"].as_str()?;
+    Some(if reason.is_empty() { String::new() } else { format!(": {reason}") })
+}
+
+/// The reason the daemon holds `session`'s queue, if it holds it.
+fn current_hold(socket: &std::path::Path, session: &SessionName) -> Option<String> {
     let resp =
         control::request(socket, &Request::Queue { session: Some(session.to_string()) }, REQUEST_TIMEOUT).ok()?;
     let queues = resp.data.as_array()?;
     let queue = queues.iter().find(|q| q["session"] == session.as_str())?;
-    if let Some(reason) = queue["paused"].as_str() {
-        return Some(QueueHold::Paused(if reason.is_empty() { String::new() } else { format!(": {reason}") }));
-    }
-    queue["hold"]["reason"].as_str().map(|r| QueueHold::Held(r.to_string()))
+    queue["hold"]["reason"].as_str().map(String::from)
 }
 
 fn prompt_text(bytes: Vec<u8>, what: &str) -> Result<String> {
@@ -540,7 +604,8 @@ pub(super) fn queue(session: Option<SessionName>, json: bool) -> Result<i32> {
         return Err(refusal(resp));
     }
     if json {
-        let notes: Vec<String> = if offline { vec![DAEMON_DOWN.to_string()] } else { vec![] };
+        let mut notes: Vec<String> = if offline { vec![DAEMON_DOWN.to_string()] } else { vec![] };
+        notes.extend(super::channel::stall_lines(&paths));
         output::print_ok("queues", &resp.data, &notes)?;
         return Ok(0);
     }
@@ -581,8 +646,9 @@ pub(super) fn queue(session: Option<SessionName>, json: bool) -> Result<i32> {
     Ok(0)
 }
 
-/// Prompts the daemon has not queued: intake files still waiting (a full disk, or no daemon)
-/// and records set aside because they cannot be parsed. Returns whether there were any.
+/// Prompts the daemon has not queued: intake files still waiting (a full disk, or no daemon),
+/// records set aside because they cannot be parsed, and channels whose messages stopped
+/// becoming prompts (`crate::channel::stall`). Returns whether there were any.
 fn print_not_queued(paths: &Paths) -> Result<bool> {
     let store = Store::open(&paths.state)?;
     let waiting = store.pending_intake()?;
@@ -608,7 +674,14 @@ fn print_not_queued(paths: &Paths) -> Result<bool> {
             println!("  {}  {}", p.path.display(), p.error);
         }
     }
-    Ok(!waiting.is_empty() || !set_aside.is_empty())
+    let stalled = super::channel::stall_lines(paths);
+    if !stalled.is_empty() {
+        println!("channels  [stalled: their messages are stored but not turned into prompts]");
+        for line in &stalled {
+            println!("  {line}");
+        }
+    }
+    Ok(!waiting.is_empty() || !set_aside.is_empty() || !stalled.is_empty())
 }
 
 /// The item an operator means by `text`: a whole id, or any unique start of one (like a git

@@ -29,6 +29,9 @@ pub enum ErrorCode {
     NoSuchChannel,
     /// The author is not a member of the channel (exit 2).
     NotAMember,
+    /// A post names an author the caller is not: another session, or (from inside a session)
+    /// the operator or a person (exit 2).
+    WrongAuthor,
     /// The session or daemon to create already exists (exit 2).
     AlreadyExists,
     /// The configuration file cannot be read or used (exit 2).
@@ -55,6 +58,7 @@ impl ErrorCode {
             ErrorCode::AmbiguousId => "ambiguous-id",
             ErrorCode::NoSuchChannel => "no-such-channel",
             ErrorCode::NotAMember => "not-a-member",
+            ErrorCode::WrongAuthor => "wrong-author",
             ErrorCode::AlreadyExists => "already-exists",
             ErrorCode::BadConfig => "bad-config",
             ErrorCode::NotRunning => "not-running",
@@ -71,6 +75,7 @@ impl ErrorCode {
         match self {
             ErrorCode::Usage | ErrorCode::NoSuchSession | ErrorCode::NoSuchItem | ErrorCode::AmbiguousId => 2,
             ErrorCode::AlreadyExists | ErrorCode::BadConfig | ErrorCode::NoSuchChannel | ErrorCode::NotAMember => 2,
+            ErrorCode::WrongAuthor => 2,
             ErrorCode::NotRunning | ErrorCode::DaemonUnavailable | ErrorCode::Refused | ErrorCode::Failed => 1,
             ErrorCode::NotDelivered => 1,
         }
@@ -82,13 +87,14 @@ impl ErrorCode {
     }
 
     /// Every code, for the contract test and the docs.
-    pub const ALL: [ErrorCode; 13] = [
+    pub const ALL: [ErrorCode; 14] = [
         ErrorCode::Usage,
         ErrorCode::NoSuchSession,
         ErrorCode::NoSuchItem,
         ErrorCode::AmbiguousId,
         ErrorCode::NoSuchChannel,
         ErrorCode::NotAMember,
+        ErrorCode::WrongAuthor,
         ErrorCode::AlreadyExists,
         ErrorCode::BadConfig,
         ErrorCode::NotRunning,

@@ -411,6 +411,7 @@ mod tests {
             canonical: false,
             state: None,
             history: None,
+            foreground: None,
         }
     }
 
