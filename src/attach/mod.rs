@@ -60,42 +60,38 @@ enum Ending {
 /// session's newest `lines` history lines in their colours, then `notes` (the attach banner,
 /// a warning), then enough line feeds to scroll them all into the terminal's own scrollback —
 /// the keyframe that follows starts with a reset that clears the visible screen, so they stand
-/// right above the session's screen there and never over it. The history is asked over a
-/// query connection of its own, before the attach's handshake.
+/// right above the session's screen there and never over it. The history is asked over a query
+/// connection of its own, before the attach's handshake, a page at a time (each page written
+/// before the next is asked); what could not be read is said on stderr.
 fn write_preamble(files: &crate::paths::SessionPaths, lines: u32, notes: &[String]) -> Result<()> {
     use std::os::fd::AsFd;
-    let history = if lines == 0 {
-        Vec::new()
-    } else {
+    let out = io::stdout();
+    let (_, rows) = crate::pty::get_size(out.as_fd()).unwrap_or((80, 24));
+    let mut out = io::BufWriter::new(out.lock());
+    if lines > 0 {
         let Probe::Live(stream) = session::probe_settled(files)? else {
             return Ok(());
         };
         let mut conn = crate::wire::client::Connection::open(stream, Role::Query, 0, 0)
             .context("cannot ask the session for its history")?;
-        conn.send(&Frame::SnapshotRequest { history: Some(lines) })
+        let (_, mut read) = crate::wire::history::HistoryRead::start(&mut conn, lines)
             .context("cannot ask the session for its history")?;
-        loop {
-            match conn.recv().context("cannot read the session's history")? {
-                Frame::Snapshot(s) => break s.history.unwrap_or_default(),
-                Frame::Error { message, .. } => anyhow::bail!("the session refused its history: {message}"),
-                _ => continue,
-            }
+        let written = read.for_each(|row| {
+            out.write_all(row.to_ansi().as_bytes())?;
+            Ok(out.write_all(b"\r\n")?)
+        });
+        written.and_then(|()| Ok(out.flush()?)).context("cannot write the history to the terminal")?;
+        for note in read.notes() {
+            eprintln!("desk: warning: {note}");
         }
-    };
-    let out = io::stdout();
-    let (_, rows) = crate::pty::get_size(out.as_fd()).unwrap_or((80, 24));
-    let mut text = String::new();
-    for row in &history {
-        text.push_str(&row.to_ansi());
-        text.push_str("\r\n");
     }
     for note in notes {
         // Dim, so it reads as desk's and not the session's.
-        text.push_str(&format!("\x1b[2m{note}\x1b[m\r\n"));
+        out.write_all(format!("\x1b[2m{note}\x1b[m\r\n").as_bytes()).context("cannot write to the terminal")?;
     }
-    text.push_str(&"\r\n".repeat(usize::from(rows)));
-    let mut out = out.lock();
-    out.write_all(text.as_bytes()).and_then(|()| out.flush()).context("cannot write the history to the terminal")
+    out.write_all("\r\n".repeat(usize::from(rows)).as_bytes())
+        .and_then(|()| out.flush())
+        .context("cannot write the history to the terminal")
 }
 
 /// Attach and run until detach or exit; returns the process exit code.
