@@ -12,7 +12,7 @@
 //!   retitles its session every 100 ms), and the bytes the dashboard wrote meanwhile;
 //! - latency: `--samples` idle agents are each sent a prompt that raises an approval dialog;
 //!   from the time the master recorded the change (the `ts_ms` of its journalled state event)
-//!   to the moment the dashboard's screen shows the row `blocked:approval`;
+//!   to the moment the dashboard's screen shows the row `blocked(approval)`;
 //! - memory: the dashboard's resident and private memory with the fleet;
 //! - `desk ls`: wall time (median of `--ls-runs`) beside the dashboard with the fleet, then
 //!   again after `--more` (default 400) sessions running `cat` are added.
@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use desk::wire::{Frame, Role};
+use desk_wire::{Frame, Role};
 
 const COLS: u16 = 200;
 const ROWS: u16 = 50;
@@ -140,9 +140,14 @@ impl Desk {
     /// Type `bytes` into session `name` as a controller would, then leave.
     fn type_into(&self, socket: &std::path::Path, bytes: &[u8]) {
         let stream = std::os::unix::net::UnixStream::connect(socket).expect("connect");
-        let mut conn =
-            desk_wire::client::Connection::open_within(stream, Role::Controller, 80, 24, Duration::from_secs(5))
-                .expect("handshake");
+        let mut conn = desk_common::master_client::Connection::open_within(
+            stream,
+            Role::Controller,
+            80,
+            24,
+            Duration::from_secs(5),
+        )
+        .expect("handshake");
         conn.send(&Frame::Input(bytes.to_vec())).expect("input");
         let _ = conn.send(&Frame::Detach);
     }
@@ -174,7 +179,7 @@ struct DashPty {
 
 impl DashPty {
     fn start(desk: &Desk) -> DashPty {
-        let child = desk::pty::spawn(&desk::pty::Spawn {
+        let child = desk_common::pty::spawn(&desk_common::pty::Spawn {
             program: desk.exe.clone().into(),
             args: vec!["dash".into()],
             cwd: None,
@@ -375,7 +380,7 @@ fn main() {
     let mut latencies = Vec::new();
     for name in &idle {
         let socket = desk.socket(name);
-        *dash.watch.lock().unwrap() = Some((format!(" {name} "), "blocked:approval".into(), None));
+        *dash.watch.lock().unwrap() = Some((format!(" {name} "), "blocked(approval)".into(), None));
         desk.type_into(&socket, b"\x1b[200~please approve-me\x1b[201~\r");
         let deadline = Instant::now() + Duration::from_secs(20);
         let seen = loop {

@@ -23,7 +23,7 @@ pub fn activity(activity: Activity, wait: Option<&str>) -> String {
 pub fn ended(status: ExitStatus) -> String {
     match status {
         ExitStatus::Code(code) => format!("exited({code})"),
-        ExitStatus::Signal(signal) => format!("killed({})", crate::signals::name(signal)),
+        ExitStatus::Signal(signal) => format!("killed({})", desk_common::signals::name(signal)),
     }
 }
 

@@ -18,7 +18,7 @@ use anyhow::{Context, Result};
 use clap_complete::CompletionCandidate;
 use clap_complete::env::{EnvCompleter, Shells};
 
-use crate::paths::Paths;
+use desk_common::paths::Paths;
 
 /// The environment variable that makes `desk` answer a completion request instead of running:
 /// desk's own name for it, so a `COMPLETE` someone set for another tool changes nothing here.
@@ -114,7 +114,7 @@ pub(super) fn completions(shell: Option<String>, install: bool) -> Result<i32> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
-    crate::fsutil::write_atomic(&path, &text).with_context(|| format!("cannot write {}", path.display()))?;
+    desk_common::fsutil::write_atomic(&path, &text).with_context(|| format!("cannot write {}", path.display()))?;
     println!("installed {shell} completions for desk: {}", path.display());
     match once {
         Some(step) => println!("{step}"),
@@ -142,7 +142,7 @@ pub(super) fn sessions() -> Vec<CompletionCandidate> {
 /// Every channel's name.
 pub(super) fn channels() -> Vec<CompletionCandidate> {
     let Some(paths) = paths() else { return Vec::new() };
-    crate::channel::store::ChannelStore::at(&paths)
+    desk_daemon::channel::store::ChannelStore::at(&paths)
         .list()
         .unwrap_or_default()
         .into_iter()
@@ -157,7 +157,7 @@ pub(super) fn items(current: &OsStr) -> Vec<CompletionCandidate> {
     if !paths.state.join("delivery").is_dir() {
         return Vec::new();
     }
-    let Ok(store) = crate::delivery::store::Store::open(&paths.state) else { return Vec::new() };
+    let Ok(store) = desk_daemon::store::Store::open(&paths.state) else { return Vec::new() };
     let typed = current.to_string_lossy();
     let mut ids = store.ids_with_prefix_or_suffix(&typed).unwrap_or_default();
     // Newest first: the id just printed by `desk send` is the one most often wanted.

@@ -12,15 +12,17 @@ use std::time::Duration;
 
 use super::output::{self, ErrorCode};
 use super::{fail, failure};
-use crate::clock::now_ms;
-use crate::daemon::control::{self, Request, Response};
-use crate::delivery::item::{Item, ItemId, When};
-use crate::delivery::store::Store;
-use crate::delivery::text;
-use crate::paths::{Paths, SessionName};
-use crate::session::{self, ExitRecord, Probe};
-use crate::wire::Role;
-use crate::wire::client::Connection;
+use crate::queues::DAEMON_DOWN;
+use desk_common::clock::now_ms;
+use desk_common::daemon_client;
+use desk_common::master_client::Connection;
+use desk_common::paths::{Paths, SessionName};
+use desk_common::session::{self, ExitRecord, Probe};
+use desk_core::delivery::item::{Item, ItemId, When};
+use desk_core::delivery::text;
+use desk_daemon::store::Store;
+use desk_wire::Role;
+use desk_wire::control::{Request, Response};
 
 /// Short requests are answered in milliseconds; this bounds a wedged daemon.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -32,9 +34,6 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A force waits for its delivery to settle: echo and submit windows plus retries.
 const FORCE_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// 64 KiB: a starting daemon's report is "ok" or one error line; anything longer is not one.
-const MAX_REPORT: usize = 64 * 1024;
 
 /// Prompts above 256 KiB are refused: far beyond any prompt an agent's input box takes.
 const MAX_PROMPT: usize = 256 * 1024;
@@ -56,8 +55,8 @@ fn paths() -> Result<Paths> {
 }
 
 fn ask(paths: &Paths, req: &Request, timeout: Duration) -> Result<Response> {
-    let socket = crate::daemon::socket_path(paths);
-    control::request(&socket, req, timeout).map_err(|e| {
+    let socket = desk_common::daemon_client::socket_path(paths);
+    daemon_client::request(&socket, req, timeout).map_err(|e| {
         fail(ErrorCode::DaemonUnavailable, format!("{e:#}\n(is `desk serve` running? start it with: desk serve)"))
     })
 }
@@ -83,7 +82,7 @@ fn refusal(resp: Response) -> anyhow::Error {
 pub(super) fn serve(foreground: bool, stop: bool) -> Result<i32> {
     let paths = paths()?;
     if stop {
-        if daemon_down(&paths) {
+        if crate::autostart::daemon_down(&paths) {
             // What the caller wanted is true already; a script stopping desk is not an error.
             println!("desk serve is not running; nothing to stop");
             return Ok(0);
@@ -117,62 +116,12 @@ pub(super) fn serve(foreground: bool, stop: bool) -> Result<i32> {
             .ok()
             .and_then(|v| v.parse::<i32>().ok())
             .map(|fd| unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) });
-        crate::daemon::run(ready)?;
+        desk_daemon::run(ready)?;
         return Ok(0);
     }
-    let pid = start_detached()?;
+    let pid = crate::autostart::start_detached()?;
     println!("desk serve started (pid {pid})");
     Ok(0)
-}
-
-/// Start `desk serve` detached (its own session, no terminal) from this executable, and return
-/// its pid once it listens; its own report of why not otherwise (`already-exists` when one
-/// runs already).
-pub(super) fn start_detached() -> Result<u32> {
-    let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("cannot create a pipe")?;
-    let exe = std::env::current_exe().context("cannot find the desk executable")?;
-    let mut cmd = std::process::Command::new(exe);
-    cmd.args(["serve", "--foreground"])
-        .env("DESK_SERVE_READY_FD", "3")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    let pipe_fd = std::os::fd::AsRawFd::as_raw_fd(&write_end);
-    // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe {
-        std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
-            if libc::setsid() == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if pipe_fd == 3 {
-                libc::fcntl(3, libc::F_SETFD, 0);
-            } else if libc::dup2(pipe_fd, 3) == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            crate::pty::cloexec_from(4);
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().context("cannot start desk serve")?;
-    drop(write_end);
-    let mut report = String::new();
-    let mut fds = [nix::poll::PollFd::new(std::os::fd::AsFd::as_fd(&read_end), nix::poll::PollFlags::POLLIN)];
-    let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(10_000u16));
-    if let Ok(bytes) = crate::fsutil::read_bounded(std::fs::File::from(read_end), MAX_REPORT, "the daemon's report") {
-        report = String::from_utf8_lossy(&bytes).into_owned();
-    }
-    match report.trim() {
-        "ok" => Ok(child.id()),
-        "" => {
-            let status = child.wait().ok();
-            Err(failure(1, format!("desk serve died while starting ({status:?})")))
-        }
-        why => {
-            let _ = child.wait();
-            let kind = if why.contains("already running") { ErrorCode::AlreadyExists } else { ErrorCode::Failed };
-            Err(fail(kind, why.to_string()))
-        }
-    }
 }
 
 // ----- send -----
@@ -222,7 +171,7 @@ pub(super) fn send(args: SendArgs) -> Result<i32> {
     // will start, and must not consume stdin.
     let target = target(&paths, &args.name)?;
     if matches!(target, Target::Unknown) && !args.queue_for_later {
-        let unknown = crate::suggest::unknown_session_in(&paths, args.name.as_str());
+        let unknown = desk_common::suggest::unknown_session_in(&paths, args.name.as_str());
         return Err(fail(
             ErrorCode::NoSuchSession,
             format!("{unknown}; --queue-for-later queues the prompt until a session of that name exists"),
@@ -272,7 +221,7 @@ pub(super) fn send(args: SendArgs) -> Result<i32> {
         Target::Running(_) => {}
         Target::Exited(exit) => eprintln!(
             "desk: warning: session {name} {}; the prompt is queued and held until a session named {name} runs again",
-            crate::signals::describe_exit(exit.status)
+            desk_common::signals::describe_exit(exit.status)
         ),
         Target::NotRunning => {
             eprintln!("desk: warning: session {name} is not running; the prompt is queued and held until it runs again")
@@ -282,16 +231,16 @@ pub(super) fn send(args: SendArgs) -> Result<i32> {
     let from = args.from.unwrap_or_else(|| std::env::var("USER").unwrap_or_else(|_| "operator".into()));
     let now = now_ms();
     let mut item =
-        Item::new(crate::delivery::fresh_item_id(now), args.name.to_string(), generation, clean, args.when, from, now);
+        Item::new(desk_common::ids::fresh_item_id(now), args.name.to_string(), generation, clean, args.when, from, now);
     if removed > 0 {
         item.note(now, "sanitized", format!("{removed} control character(s) removed"));
     }
     let store = Store::open(&paths.state)?;
     store.write_intake(&item)?;
     let id = item.id.clone();
-    let socket = crate::daemon::socket_path(&paths);
+    let socket = desk_common::daemon_client::socket_path(&paths);
     // The prompt is durable; the daemon delivers it, so it is started if it is not running.
-    let notes: Vec<String> = super::autostart::ensure_daemon(&paths).say(args.json).into_iter().collect();
+    let notes: Vec<String> = crate::autostart::ensure_daemon(&paths).say(args.json).into_iter().collect();
     // Why the queue waits, said at once: paused by the operator, a session that is not
     // running, and a running one whose screen holds it back (a job has the terminal, a draft, a
     // dialog).
@@ -312,7 +261,7 @@ pub(super) fn send(args: SendArgs) -> Result<i32> {
             Ok(())
         }
     };
-    match control::request(&socket, &Request::Ingest { id: id.to_string() }, SEND_TIMEOUT) {
+    match daemon_client::request(&socket, &Request::Ingest { id: id.to_string() }, SEND_TIMEOUT) {
         Ok(resp) if resp.ok => {
             print(resp.data.get("state").and_then(|s| s.as_str()).unwrap_or("queued"), hold_of(&socket))?;
             Ok(0)
@@ -351,7 +300,7 @@ pub(super) fn send(args: SendArgs) -> Result<i32> {
 /// answer), rather than finding no daemon.
 fn timed_out(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
-        c.is::<control::TimedOut>()
+        c.is::<daemon_client::TimedOut>()
             || c.downcast_ref::<std::io::Error>()
                 .is_some_and(|e| matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut))
     })
@@ -362,9 +311,9 @@ fn reads_lines(paths: &Paths, name: &SessionName) -> bool {
     let snapshot = || -> Result<bool> {
         let Probe::Live(stream) = session::probe(&paths.session(name))? else { return Ok(false) };
         let mut conn = Connection::open_within(stream, Role::Query, 0, 0, session::PROBE_DEADLINE)?;
-        conn.send(&crate::wire::Frame::SnapshotRequest { history: None })?;
+        conn.send(&desk_wire::Frame::SnapshotRequest { history: None })?;
         loop {
-            if let crate::wire::Frame::Snapshot(reply) = conn.recv()? {
+            if let desk_wire::Frame::Snapshot(reply) = conn.recv()? {
                 return Ok(reply.canonical);
             }
         }
@@ -379,7 +328,7 @@ fn first_hold(socket: &std::path::Path, session: &SessionName, id: &ItemId) -> O
     let deadline = std::time::Instant::now() + FIRST_LOOK;
     loop {
         let request = Request::Queue { session: Some(session.to_string()) };
-        let resp = control::request(socket, &request, REQUEST_TIMEOUT).ok()?;
+        let resp = daemon_client::request(socket, &request, REQUEST_TIMEOUT).ok()?;
         let queue = resp.data.as_array()?.iter().find(|q| q["session"] == session.as_str())?.clone();
         let item = queue["items"].as_array()?.iter().find(|i| i["id"] == id.as_str())?;
         if item["state"] != "queued" {
@@ -402,7 +351,7 @@ fn first_hold(socket: &std::path::Path, session: &SessionName, id: &ItemId) -> O
 /// Whether the operator paused `session`'s queue: `: reason` (empty without one), or `None`.
 fn paused(socket: &std::path::Path, session: &SessionName) -> Option<String> {
     let resp =
-        control::request(socket, &Request::Queue { session: Some(session.to_string()) }, REQUEST_TIMEOUT).ok()?;
+        daemon_client::request(socket, &Request::Queue { session: Some(session.to_string()) }, REQUEST_TIMEOUT).ok()?;
     let queue = resp.data.as_array()?.iter().find(|q| q["session"] == session.as_str())?.clone();
     let reason = queue["paused"].as_str()?;
     Some(if reason.is_empty() { String::new() } else { format!(": {reason}") })
@@ -411,7 +360,7 @@ fn paused(socket: &std::path::Path, session: &SessionName) -> Option<String> {
 /// The reason the daemon holds `session`'s queue, if it holds it.
 fn current_hold(socket: &std::path::Path, session: &SessionName) -> Option<String> {
     let resp =
-        control::request(socket, &Request::Queue { session: Some(session.to_string()) }, REQUEST_TIMEOUT).ok()?;
+        daemon_client::request(socket, &Request::Queue { session: Some(session.to_string()) }, REQUEST_TIMEOUT).ok()?;
     let queues = resp.data.as_array()?;
     let queue = queues.iter().find(|q| q["session"] == session.as_str())?;
     queue["hold"]["reason"].as_str().map(String::from)
@@ -421,9 +370,9 @@ fn prompt_text(bytes: Vec<u8>, what: &str) -> Result<String> {
     String::from_utf8(bytes).map_err(|_| failure(2, format!("{what} is not UTF-8 text")))
 }
 
-fn bounded(e: crate::fsutil::BoundedReadError) -> anyhow::Error {
+fn bounded(e: desk_common::fsutil::BoundedReadError) -> anyhow::Error {
     match e {
-        crate::fsutil::BoundedReadError::TooLarge { what, .. } => failure(
+        desk_common::fsutil::BoundedReadError::TooLarge { what, .. } => failure(
             2,
             format!("{what} is larger than {MAX_PROMPT} bytes ({} KiB), the limit for a prompt", MAX_PROMPT / 1024),
         ),
@@ -436,7 +385,7 @@ fn bounded(e: crate::fsutil::BoundedReadError) -> anyhow::Error {
 fn read_prompt_file(path: &std::path::Path) -> Result<String> {
     let what = path.display().to_string();
     let file = std::fs::File::open(path).with_context(|| format!("cannot read {what}"))?;
-    let bytes = crate::fsutil::read_bounded(file, MAX_PROMPT, &what).map_err(bounded)?;
+    let bytes = desk_common::fsutil::read_bounded(file, MAX_PROMPT, &what).map_err(bounded)?;
     prompt_text(bytes, &what)
 }
 
@@ -445,64 +394,15 @@ fn read_stdin() -> Result<String> {
         // Otherwise a bare `desk send NAME` on a terminal just sits there, silently waiting.
         eprintln!("desk: reading the prompt from stdin; end it with Ctrl-D on a line of its own");
     }
-    let bytes =
-        crate::fsutil::read_bounded(std::io::stdin().lock(), MAX_PROMPT, "the prompt on stdin").map_err(bounded)?;
+    let bytes = desk_common::fsutil::read_bounded(std::io::stdin().lock(), MAX_PROMPT, "the prompt on stdin")
+        .map_err(bounded)?;
     prompt_text(bytes, "the prompt on stdin")
 }
 
 // ----- inspection -----
 
 fn fmt_age(ms: u64) -> String {
-    super::spans::span(now_ms().saturating_sub(ms))
-}
-
-/// Said when `queue` and `stuck` read the store themselves.
-const DAEMON_DOWN: &str = "desk serve is not running; showing what the store holds (nothing is being delivered; \
-                           start it with: desk serve)";
-
-/// Whether no daemon listens on the control socket (as opposed to one that is slow): then the
-/// store on disk is the whole truth, and the inspection commands read it themselves.
-pub(super) fn daemon_down(paths: &Paths) -> bool {
-    match std::os::unix::net::UnixStream::connect(crate::daemon::socket_path(paths)) {
-        Ok(_) => false,
-        Err(e) => matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused),
-    }
-}
-
-/// The pending queues as the store holds them, in the shape the daemon answers `queue` with
-/// (no hold or in-flight: those exist only in a running daemon). Items still in the intake are
-/// listed under `intake`: the daemon queues them when it starts.
-fn stored_queues(paths: &Paths, session: Option<&SessionName>) -> Result<Response> {
-    let store = Store::open(&paths.state)?;
-    let (items, intake, problems) = store.read_only_view()?;
-    for p in &problems {
-        eprintln!("desk: cannot read {}: {}", p.path.display(), p.error);
-    }
-    let pauses = store.load_pauses()?;
-    let mut queues: std::collections::BTreeMap<String, (Vec<Item>, Vec<Item>)> = Default::default();
-    let known: std::collections::HashSet<ItemId> = items.iter().map(|i| i.id.clone()).collect();
-    for item in items.into_iter().filter(|i| !i.state.is_final()) {
-        queues.entry(item.session.clone()).or_default().0.push(item);
-    }
-    for item in intake.into_iter().filter(|i| !known.contains(&i.id)) {
-        queues.entry(item.session.clone()).or_default().1.push(item);
-    }
-    for name in pauses.sessions.keys() {
-        queues.entry(name.clone()).or_default();
-    }
-    let data: Vec<serde_json::Value> = queues
-        .into_iter()
-        .filter(|(name, _)| session.is_none_or(|s| s.as_str() == name))
-        .map(|(name, (items, intake))| {
-            serde_json::json!({
-                "session": name,
-                "paused": pauses.sessions.get(&name).map(|p| p.reason.clone()),
-                "items": items,
-                "intake": intake,
-            })
-        })
-        .collect();
-    Ok(Response::ok(DAEMON_DOWN, serde_json::Value::Array(data)))
+    desk_core::time::span(now_ms().saturating_sub(ms))
 }
 
 /// What `desk ls` shows of a session's delivery.
@@ -520,65 +420,10 @@ pub(super) struct QueueCounts {
 /// two are asked at the same time), so a wedged daemon costs a listing no more than a master.
 const LS_QUEUE_TIMEOUT: Duration = session::PROBE_DEADLINE;
 
-/// One session's pending prompts, counted the one way `desk ls` and `desk dash` count them.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct Pending {
-    /// Items pending for it: queued, sending or stuck, and those still in the intake.
-    pub queue: u32,
-    /// Of those, the stuck ones.
-    pub stuck: u32,
-    /// The pause reason (`""` when none was given) while delivery to it is paused.
-    pub paused: Option<String>,
-    /// The items, stuck ones first, then the rest in queue order (intake last).
-    pub items: Vec<Item>,
-}
-
-/// Every session's pending prompts, from the daemon when it runs (waiting at most `timeout`),
-/// else from the store; with whether the store was read (`true`: the daemon is not running).
-/// `Err`: neither answered (a wedged daemon, an unreadable store), and why.
-pub(crate) fn pending_by_session(
-    paths: &Paths,
-    timeout: Duration,
-) -> Result<(std::collections::HashMap<String, Pending>, bool), String> {
-    let offline = daemon_down(paths);
-    let resp = if offline {
-        if !paths.state.join("delivery").exists() {
-            // Nothing was ever sent: no queues, and nothing is created to say so.
-            return Ok((Default::default(), true));
-        }
-        stored_queues(paths, None).map_err(|e| format!("{e:#}"))?
-    } else {
-        control::request(&crate::daemon::socket_path(paths), &Request::Queue { session: None }, timeout)
-            .map_err(|e| format!("desk serve did not answer: {e:#}"))?
-    };
-    if !resp.ok {
-        return Err(resp.error.unwrap_or_else(|| "desk serve refused".into()));
-    }
-    let mut pending = std::collections::HashMap::new();
-    for q in resp.data.as_array().map_or(&[][..], Vec::as_slice) {
-        let Some(session) = q["session"].as_str() else { continue };
-        let parse = |key: &str| -> Vec<Item> {
-            q[key].as_array().into_iter().flatten().filter_map(|i| serde_json::from_value(i.clone()).ok()).collect()
-        };
-        let (mut items, intake) = (parse("items"), parse("intake"));
-        items.sort_by_key(|i| i.state != crate::delivery::item::State::Stuck);
-        let stuck = items.iter().filter(|i| i.state == crate::delivery::item::State::Stuck).count();
-        items.extend(intake);
-        let entry = Pending {
-            queue: items.len() as u32,
-            stuck: stuck as u32,
-            paused: q["paused"].as_str().map(String::from),
-            items,
-        };
-        pending.insert(session.to_string(), entry);
-    }
-    Ok((pending, offline))
-}
-
 /// Every session's delivery counts, from the daemon when it runs, else from the store; `None`
 /// when neither answers (a wedged daemon, an unreadable store).
 pub(super) fn queue_counts(paths: &Paths) -> Option<std::collections::HashMap<String, QueueCounts>> {
-    let (pending, _) = pending_by_session(paths, LS_QUEUE_TIMEOUT).ok()?;
+    let (pending, _) = crate::queues::pending_by_session(paths, LS_QUEUE_TIMEOUT).ok()?;
     let counts = pending
         .into_iter()
         .map(|(session, p)| (session, QueueCounts { queue: p.queue, stuck: p.stuck, paused: p.paused }))
@@ -591,12 +436,12 @@ pub(super) fn queue(session: Option<SessionName>, json: bool) -> Result<i32> {
     if let Some(name) = &session {
         require_delivery_target(&paths, name)?;
     }
-    let offline = daemon_down(&paths);
+    let offline = crate::autostart::daemon_down(&paths);
     let resp = if offline {
         if !json {
             eprintln!("desk: {DAEMON_DOWN}");
         }
-        stored_queues(&paths, session.as_ref())?
+        crate::queues::stored_queues(&paths, session.as_ref())?
     } else {
         ask(&paths, &Request::Queue { session: session.map(|s| s.to_string()) }, REQUEST_TIMEOUT)?
     };
@@ -648,7 +493,7 @@ pub(super) fn queue(session: Option<SessionName>, json: bool) -> Result<i32> {
 
 /// Prompts the daemon has not queued: intake files still waiting (a full disk, or no daemon),
 /// records set aside because they cannot be parsed, and channels whose messages stopped
-/// becoming prompts (`crate::channel::stall`). Returns whether there were any.
+/// becoming prompts (`desk_daemon::channel::stall`). Returns whether there were any.
 fn print_not_queued(paths: &Paths) -> Result<bool> {
     let store = Store::open(&paths.state)?;
     let waiting = store.pending_intake()?;
@@ -720,8 +565,8 @@ pub(super) fn item(id: &str, json: bool) -> Result<i32> {
     let paths = paths()?;
     let id = resolve_id(id)?;
     // Finished items are read from disk even when the daemon is down.
-    let resp = match control::request(
-        &crate::daemon::socket_path(&paths),
+    let resp = match daemon_client::request(
+        &desk_common::daemon_client::socket_path(&paths),
         &Request::Item { id: id.to_string() },
         REQUEST_TIMEOUT,
     ) {
@@ -763,7 +608,7 @@ pub(super) fn item(id: &str, json: bool) -> Result<i32> {
     if in_intake {
         state = "in the intake, not queued yet".into();
     }
-    println!("  state     {state}, since {}", crate::clock::local_datetime(item.state_since_ms));
+    println!("  state     {state}, since {}", desk_common::clock::local_datetime(item.state_since_ms));
     if let Some(reason) = hold.as_ref().and_then(|h| h["reason"].as_str()) {
         println!("  held      {reason}");
     }
@@ -779,14 +624,14 @@ pub(super) fn item(id: &str, json: bool) -> Result<i32> {
     println!("  text      {}", item.preview(100));
     println!("  evidence:");
     for note in &item.evidence {
-        println!("    {}  {:<11} {}", crate::clock::local_time(note.at_ms), note.kind, note.detail);
+        println!("    {}  {:<11} {}", desk_common::clock::local_time(note.at_ms), note.kind, note.detail);
     }
     Ok(0)
 }
 
 pub(super) fn stuck(json: bool) -> Result<i32> {
     let paths = paths()?;
-    let offline = daemon_down(&paths);
+    let offline = crate::autostart::daemon_down(&paths);
     let resp = if offline {
         if !json {
             eprintln!("desk: {DAEMON_DOWN}");
@@ -795,7 +640,8 @@ pub(super) fn stuck(json: bool) -> Result<i32> {
         for p in &problems {
             eprintln!("desk: cannot read {}: {}", p.path.display(), p.error);
         }
-        let stuck: Vec<Item> = items.into_iter().filter(|i| i.state == crate::delivery::item::State::Stuck).collect();
+        let stuck: Vec<Item> =
+            items.into_iter().filter(|i| i.state == desk_core::delivery::item::State::Stuck).collect();
         Response::ok(DAEMON_DOWN, serde_json::to_value(stuck)?)
     } else {
         ask(&paths, &Request::Stuck, REQUEST_TIMEOUT)?
@@ -830,7 +676,7 @@ pub(super) fn stuck(json: bool) -> Result<i32> {
 
 /// What an operator can do about a stuck item, by its class.
 fn next_step(item: &Item) -> String {
-    use crate::delivery::item::StuckClass;
+    use desk_core::delivery::item::StuckClass;
     let id = &item.id;
     match item.stuck {
         Some(StuckClass::SubmitStuck) => format!(
@@ -871,7 +717,7 @@ pub(super) fn pending_ids(paths: &Paths, session: &SessionName) -> Result<Vec<It
 /// about it and the ids that were dropped (one the daemon refuses — delivered meanwhile — is
 /// named in the notes).
 pub(super) fn drop_all(paths: &Paths, ids: &[ItemId], json: bool) -> Result<(Vec<String>, Vec<ItemId>)> {
-    let mut notes: Vec<String> = super::autostart::ensure_daemon(paths).say(json).into_iter().collect();
+    let mut notes: Vec<String> = crate::autostart::ensure_daemon(paths).say(json).into_iter().collect();
     let mut dropped = Vec::new();
     for id in ids {
         // As `desk drop` waits: a drop may erase desk's own prompt from the box first.
@@ -920,7 +766,7 @@ pub(super) fn command(kind: &str, req: Request, json: bool) -> Result<i32> {
         _ => ("session", String::new()),
     };
     // Only the daemon can carry these out.
-    let notes: Vec<String> = super::autostart::ensure_daemon(&paths).say(json).into_iter().collect();
+    let notes: Vec<String> = crate::autostart::ensure_daemon(&paths).say(json).into_iter().collect();
     let resp = ask(&paths, &req, timeout)?;
     if !resp.ok {
         return Err(refusal(resp));

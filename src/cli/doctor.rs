@@ -17,7 +17,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::output;
-use crate::paths::{Paths, SessionName};
+use desk_common::paths::{Paths, SessionName};
 
 /// The versions desk's rules were recorded with, as the recording scripts pin them
 /// (tests/data/agents/README.md): read from the one place that says it.
@@ -139,7 +139,7 @@ fn executables(exe: &Path) -> Check {
             Some(format!("install both together (cargo install --path ., or the Debian package) into {}", dir_of(exe))),
         );
     }
-    let want = crate::master::version_line();
+    let want = desk_master::version_line();
     match run_with_patience(Command::new(&master).arg("--version"), VERSION_PATIENCE) {
         Ok(out) if out.trim() == want => check(
             name,
@@ -182,7 +182,7 @@ fn runtime_dir(paths: &Paths) -> Check {
             None,
         );
     }
-    match crate::paths::verify_private_dir(dir) {
+    match desk_common::paths::verify_private_dir(dir) {
         Ok(()) => check(name, Status::Ok, format!("{}: a directory of yours, mode 0700", dir.display()), None),
         Err(e) => {
             let why = format!("{e:#}");
@@ -388,8 +388,8 @@ fn round_trip_in(exe: &Path, home: &Path) -> Result<Duration> {
         let paths = Paths::in_home(home);
         let deadline = Instant::now() + ROUND_TRIP_PATIENCE;
         loop {
-            let events = crate::journal::read_all(&paths.session_state(&session)).unwrap_or_default();
-            if events.iter().any(|e| matches!(e.body, crate::events::EventBody::Hook { .. })) {
+            let events = desk_common::journal::read_all(&paths.session_state(&session)).unwrap_or_default();
+            if events.iter().any(|e| matches!(e.body, desk_wire::events::EventBody::Hook { .. })) {
                 return Ok(started.elapsed());
             }
             if Instant::now() > deadline {
@@ -409,14 +409,14 @@ fn round_trip_in(exe: &Path, home: &Path) -> Result<Duration> {
 /// it mend themselves, unless autostart is off).
 fn serve(paths: &Paths) -> Check {
     let name = "serve";
-    let socket = crate::daemon::socket_path(paths);
-    match crate::daemon::control::request(&socket, &crate::daemon::control::Request::Ping, SERVE_PATIENCE) {
+    let socket = desk_common::daemon_client::socket_path(paths);
+    match desk_common::daemon_client::request(&socket, &desk_wire::control::Request::Ping, SERVE_PATIENCE) {
         Ok(resp) if resp.ok => {
             let pid = resp.data.get("pid").and_then(|p| p.as_u64()).map_or(String::new(), |p| format!(" (pid {p})"));
             check(name, Status::Ok, format!("desk serve runs{pid} and answers on {}", socket.display()), None)
         }
-        _ if super::delivery::daemon_down(paths) => {
-            if super::autostart::enabled(paths) {
+        _ if crate::autostart::daemon_down(paths) => {
+            if crate::autostart::enabled(paths) {
                 check(name, Status::Ok, "desk serve is not running; the first command that needs it starts it", None)
             } else {
                 check(

@@ -9,12 +9,13 @@ use anyhow::Result;
 use serde::Serialize;
 
 use super::output::{self, ErrorCode};
-use crate::events::{Event, EventBody, journal};
-use crate::paths::{Paths, SessionName};
-use crate::session::{self, Probe};
-use crate::state::{AxisView, StateView};
-use crate::wire::Role;
-use crate::wire::client::Connection;
+use desk_common::journal;
+use desk_common::master_client::Connection;
+use desk_common::paths::{Paths, SessionName};
+use desk_common::session::{self, Probe};
+use desk_core::state::{AxisView, StateView};
+use desk_wire::Role;
+use desk_wire::events::{Event, EventBody};
 
 /// How many state-changing events `explain` lists.
 const RECENT: usize = 12;
@@ -39,12 +40,12 @@ fn axis<T: Serialize>(name: &str, a: &AxisView<T>, shown: Option<String>, now: u
     let value = shown.unwrap_or_else(|| axis_value(&a.value));
     format!(
         "{name:<10} {value:<10} since {} ({})\n{:<10} evidence: {} — {} (observed {})",
-        crate::clock::local_time(a.since_ms),
-        super::spans::ago(now, a.since_ms),
+        desk_common::clock::local_time(a.since_ms),
+        desk_core::time::ago(now, a.since_ms),
         "",
         a.evidence.source,
         a.evidence.detail,
-        super::spans::ago(now, a.evidence.at_ms)
+        desk_core::time::ago(now, a.evidence.at_ms)
     )
 }
 
@@ -79,7 +80,10 @@ pub(super) fn explain(name: &SessionName, json: bool) -> Result<i32> {
     let exit = session::read_exit(&files).unwrap_or(None);
     let history = journal::read_all(&paths.session_state(name))?;
     if info.is_none() && meta.is_none() && history.is_empty() {
-        return Err(super::fail(ErrorCode::NoSuchSession, crate::suggest::unknown_session_in(&paths, name.as_str())));
+        return Err(super::fail(
+            ErrorCode::NoSuchSession,
+            desk_common::suggest::unknown_session_in(&paths, name.as_str()),
+        ));
     }
     let recent: Vec<Event> = {
         let changes: Vec<&Event> = history
@@ -110,7 +114,7 @@ pub(super) fn explain(name: &SessionName, json: bool) -> Result<i32> {
         output::print_ok("explanation", &report, &[])?;
         return Ok(0);
     }
-    let now = crate::clock::now_ms();
+    let now = desk_common::clock::now_ms();
     println!(
         "session {name}: generation {}, provider {}",
         report.generation.map_or("?".into(), |g| g.to_string()),
@@ -134,8 +138,8 @@ pub(super) fn explain(name: &SessionName, json: bool) -> Result<i32> {
             println!(
                 "ready: {}; last output: {}; last hook: {}",
                 if s.ready { "yes" } else { "no" },
-                s.last_output_ms.map_or("never".into(), |t| super::spans::ago(now, t)),
-                s.last_hook_ms.map_or("never".into(), |t| super::spans::ago(now, t)),
+                s.last_output_ms.map_or("never".into(), |t| desk_core::time::ago(now, t)),
+                s.last_hook_ms.map_or("never".into(), |t| desk_core::time::ago(now, t)),
             );
         }
         None => match &report.exit {
@@ -143,8 +147,8 @@ pub(super) fn explain(name: &SessionName, json: bool) -> Result<i32> {
                 println!(
                     "lifecycle  {:<10} {} ({})",
                     crate::words::ended(exit.status),
-                    crate::signals::describe_exit(exit.status),
-                    super::spans::ago(now, exit.exited_at_ms)
+                    desk_common::signals::describe_exit(exit.status),
+                    desk_core::time::ago(now, exit.exited_at_ms)
                 )
             }
             None => println!("the master is not running and recorded no exit: state unknown"),
@@ -153,7 +157,13 @@ pub(super) fn explain(name: &SessionName, json: bool) -> Result<i32> {
     if !report.recent.is_empty() {
         println!("\nrecent changes:");
         for e in &report.recent {
-            println!("{:>6}  {}  g{}  {}", e.seq, crate::clock::local_time(e.ts_ms), e.generation, e.body.describe());
+            println!(
+                "{:>6}  {}  g{}  {}",
+                e.seq,
+                desk_common::clock::local_time(e.ts_ms),
+                e.generation,
+                e.body.describe()
+            );
         }
     }
     Ok(0)

@@ -7,7 +7,7 @@
 //! session's screen above it. The panel lists the dialog's own options, says which one Enter
 //! picks, and offers their digits with Enter, Esc and the arrows (without a dialog on the
 //! screen: Enter, Esc, 1/2/3, y/n and the arrows). Choosing one hands it to the loop, which types
-//! it through the same library code as `desk keys` (`crate::keys`, journalled `via` `dash`).
+//! it through the same library code as `desk keys` (`desk_common::keys`, journalled `via` `dash`).
 //! Invariants: nothing is typed but the one key chosen, and only on a deliberate choice (Enter
 //! on the highlight, or the key's own character); opening and moving about the panel types
 //! nothing; the panel stays open after a key (the highlight an arrow moved is read back from
@@ -20,8 +20,8 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 
-use super::model::Key;
-use super::view::Look;
+use super::key::Key;
+use super::look::Look;
 
 /// The keys offered when the screen shows no dialog's options, as shown and as `desk keys`
 /// names them: those that answer agents' dialogs (confirm, cancel, pick an option by number or

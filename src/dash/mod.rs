@@ -8,13 +8,13 @@
 //! Shape: every source of news runs on a thread of its own and sends [`Msg`]s down one channel;
 //! the main thread blocks on that channel, applies what arrived to the model and redraws (a key
 //! at once, fleet news at most every [`FRAME_INTERVAL`], however fast it comes). The
-//! sources are the fleet watcher ([`crate::fleet::FleetWatch`], which blocks in its own poll and
+//! sources are the fleet watcher ([`desk_common::fleet::FleetWatch`], which blocks in its own poll and
 //! is never slowed by a stopped master), the terminal's input (crossterm's blocking reader, one
 //! event per permit so that an attach gets every keystroke), the signals, the daemon's queue and
 //! stuck items (the daemon has no push for them: asked every [`QUEUE_REFRESH`]), the channels'
 //! unread and `@human` counts (read from their files at the same pace), CPU and memory
 //! samples ([`USAGE_REFRESH`]), operator actions, sends and typed keys (a force can take a
-//! minute; keys go through `crate::keys`, as `desk keys` sends them), and the
+//! minute; keys go through `desk_common::keys`, as `desk keys` sends them), and the
 //! live preview (a viewer connection to the selected session's master, whose keyframe and
 //! output feed a local screen model). A thread per source keeps each one's blocking call out of
 //! the others' way without a second event loop beside the watcher's, and the main thread never
@@ -25,6 +25,8 @@
 //! the terminal no thread but the main one writes to it.
 
 pub mod answer;
+pub mod key;
+pub mod look;
 pub mod model;
 pub mod view;
 
@@ -44,17 +46,20 @@ use std::os::unix::net::UnixStream;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
-use crate::delivery::item::Item;
-use crate::fleet::{FleetEvent, FleetWatch};
-use crate::paths::Paths;
-use crate::screen::Screen;
-use crate::session;
-use crate::wire::{Frame, Role};
+use desk_common::daemon_client;
+use desk_common::fleet::{FleetEvent, FleetWatch};
+use desk_common::paths::Paths;
+use desk_common::session;
+use desk_core::delivery::item::Item;
 use desk_term::screen::HistoryRow;
+use desk_term::screen::Screen;
 use desk_wire::control;
 use desk_wire::history::HistoryPager;
-use model::{Action, Dash, ItemLine, Key, Link, QueueCounts, Row};
-use view::{Look, Preview};
+use desk_wire::{Frame, Role};
+use key::Key;
+use look::Look;
+use model::{Action, Dash, ItemLine, Link, QueueCounts, Row};
+use view::Preview;
 
 /// 2 s: how often the daemon is asked for queue and stuck counts (it has no push for them).
 /// Items move in seconds (a delivery's verify window is longer), so a count two seconds old is
@@ -123,7 +128,7 @@ enum Msg {
     /// CPU % and resident KiB by session id.
     Usage(HashMap<u32, (f32, u64)>),
     /// Every channel at a glance (unread and `@human` counts for the header).
-    Channels(Vec<crate::channel::summary::Summary>),
+    Channels(Vec<desk_daemon::channel::summary::Summary>),
 }
 
 /// A page of the master's history for the preview, oldest first (see [`HistoryPager`]).
@@ -209,7 +214,7 @@ pub fn run() -> Result<i32> {
     let mut dash = Dash::new();
     // The dashboard's queues, force, drop and pause are the daemon's: it is started if it is
     // not running, and the footer says so.
-    dash.status = crate::cli::autostart::ensure_daemon(&paths).note();
+    dash.status = crate::autostart::ensure_daemon(&paths).note();
     for row in rows_from_files(&paths)? {
         dash.insert(row);
     }
@@ -238,10 +243,11 @@ pub fn run() -> Result<i32> {
     spawn("usage", tx.clone(), sample_usage)?;
     let channel_paths = paths.clone();
     spawn("channels", tx.clone(), move |tx| {
-        let store = crate::channel::store::ChannelStore::at(&channel_paths);
+        let store = desk_daemon::channel::store::ChannelStore::at(&channel_paths);
         loop {
             let list = store.list().unwrap_or_default();
-            let summaries = list.iter().filter_map(|n| crate::channel::summary::summarize(&store, n).ok()).collect();
+            let summaries =
+                list.iter().filter_map(|n| desk_daemon::channel::summary::summarize(&store, n).ok()).collect();
             if tx.send(Msg::Channels(summaries)).is_err() {
                 return;
             }
@@ -317,7 +323,7 @@ fn run_loop(
         if let Some(PreviewConn { session, screen: Some(screen), .. }) = &preview {
             dash.dialog_seen(session, &screen.text_rows());
         }
-        let now_ms = crate::clock::now_ms();
+        let now_ms = desk_common::clock::now_ms();
         let size = term.size().context("cannot read the terminal's size")?;
         let height = view::preview_height(ratatui::layout::Rect::new(0, 0, size.width, size.height), dash);
         match &preview {
@@ -383,9 +389,10 @@ fn run_loop(
 fn changes_a_row(msg: &Msg) -> bool {
     let Msg::Fleet(events) = msg else { return false };
     events.iter().any(|e| match e {
-        FleetEvent::Event { event, .. } => {
-            !matches!(event.body, crate::events::EventBody::Title { .. } | crate::events::EventBody::Output { .. })
-        }
+        FleetEvent::Event { event, .. } => !matches!(
+            event.body,
+            desk_wire::events::EventBody::Title { .. } | desk_wire::events::EventBody::Output { .. }
+        ),
         _ => true,
     })
 }
@@ -418,14 +425,14 @@ fn attach(term: &mut Terminal<CrosstermBackend<Stdout>>, name: &str) -> Result<(
 
 /// Apply one message.
 fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Flow {
-    let now_ms = crate::clock::now_ms();
+    let now_ms = desk_common::clock::now_ms();
     match msg {
         Msg::Fleet(events) => {
             for event in &events {
                 let restart = match event {
                     // The preview asked for the old size: reconnect at the new one.
                     FleetEvent::Event { session, event } => {
-                        matches!(event.body, crate::events::EventBody::Resize { .. }).then_some(session)
+                        matches!(event.body, desk_wire::events::EventBody::Resize { .. }).then_some(session)
                     }
                     // A session that (re)joined gets a fresh preview.
                     FleetEvent::Joined { session, .. } => Some(session),
@@ -534,7 +541,7 @@ fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Flow 
 
 /// Ask the daemon on a thread (a force can take a minute); the outcome comes back as a message.
 fn run_action(paths: &Paths, tx: &Sender<Msg>, action: Action, dash: &mut Dash) {
-    let socket = crate::daemon::socket_path(paths);
+    let socket = desk_common::daemon_client::socket_path(paths);
     let what = match &action {
         Action::Force(id) => format!("forcing {id}"),
         Action::Drop(id) => format!("dropping {id}"),
@@ -543,7 +550,7 @@ fn run_action(paths: &Paths, tx: &Sender<Msg>, action: Action, dash: &mut Dash) 
     };
     dash.status = Some(format!("{what}: asking desk serve..."));
     let _ = spawn("action", tx.clone(), move |tx| {
-        let answer = control::request(&socket, &action.request(), action_timeout(&action));
+        let answer = daemon_client::request(&socket, &action.request(), action_timeout(&action));
         if let (Action::Drop(id), Ok(resp)) = (&action, &answer)
             && resp.ok
         {
@@ -604,11 +611,13 @@ fn send_keys(paths: &Paths, tx: &Sender<Msg>, session: String, keys: Vec<String>
     dash.status = Some(format!("typing {} into {session}...", keys.join(" ")));
     let paths = paths.clone();
     let _ = spawn("keys", tx.clone(), move |tx| {
-        let outcome = match crate::paths::SessionName::parse(&session) {
-            Ok(name) => match crate::keys::send(&paths, &name, &keys, &crate::keys::Sender::this_process("dash")) {
-                Ok(_) => format!("typed {} into {session}", keys.join(" ")),
-                Err(e) => format!("not typed: {e}"),
-            },
+        let outcome = match desk_common::paths::SessionName::parse(&session) {
+            Ok(name) => {
+                match desk_common::keys::send(&paths, &name, &keys, &desk_common::keys::Sender::this_process("dash")) {
+                    Ok(_) => format!("typed {} into {session}", keys.join(" ")),
+                    Err(e) => format!("not typed: {e}"),
+                }
+            }
             Err(e) => format!("not typed: {e}"),
         };
         let _ = tx.send(Msg::ActionDone(outcome));
@@ -662,7 +671,7 @@ fn follow_selection(
             None => conn.note = "(exited)".into(),
         },
         Link::Live => {
-            let Ok(session_name) = crate::paths::SessionName::parse(name) else { return };
+            let Ok(session_name) = desk_common::paths::SessionName::parse(name) else { return };
             let socket = paths.session(&session_name).socket;
             let (cols, rows) = (row.cols, row.rows);
             conn.screen = Some(Screen::with_history(cols, rows, PREVIEW_HISTORY_LINES as usize));
@@ -680,7 +689,11 @@ fn follow_selection(
 
 /// An exited session's last screen as a screen model of its last size, and the history lines
 /// its exit record kept above it.
-fn last_screen(lines: &[String], history: &[String], exit: &crate::session::ExitRecord) -> (Screen, Vec<HistoryRow>) {
+fn last_screen(
+    lines: &[String],
+    history: &[String],
+    exit: &desk_common::session::ExitRecord,
+) -> (Screen, Vec<HistoryRow>) {
     let widest = lines.iter().map(|l| l.chars().count()).max().unwrap_or(1);
     let cols = exit.cols.unwrap_or(u16::try_from(widest).unwrap_or(u16::MAX)).max(1);
     let rows = exit.rows.unwrap_or(u16::try_from(lines.len()).unwrap_or(u16::MAX)).max(1);
@@ -713,11 +726,11 @@ fn read_preview(socket: &std::path::Path, id: u64, cols: u16, rows: u16, tx: Sen
         }
         Err(e) => return ended(format!("cannot use the connection: {e}")),
     }
-    let mut conn = match desk_wire::client::Connection::open_within(stream, Role::Viewer, cols, rows, PREVIEW_PATIENCE)
-    {
-        Ok(conn) => conn,
-        Err(e) => return ended(format!("{e:#}")),
-    };
+    let mut conn =
+        match desk_common::master_client::Connection::open_within(stream, Role::Viewer, cols, rows, PREVIEW_PATIENCE) {
+            Ok(conn) => conn,
+            Err(e) => return ended(format!("{e:#}")),
+        };
     conn.set_deadline(None);
     let mut pager: Option<HistoryPager> = None;
     loop {
@@ -791,10 +804,10 @@ fn rows_from_files(paths: &Paths) -> Result<Vec<Row>> {
 const BACKLOG_BYTES: u64 = 16 * 1024;
 
 /// Every session's newest journal events (an unreadable journal gives none).
-fn recent_events(paths: &Paths) -> Vec<(String, crate::events::Event)> {
+fn recent_events(paths: &Paths) -> Vec<(String, desk_wire::events::Event)> {
     let mut events = Vec::new();
     for name in paths.session_names().unwrap_or_default() {
-        let tail = crate::journal::read_tail(&paths.session_state(&name), BACKLOG_BYTES).unwrap_or_default();
+        let tail = desk_common::journal::read_tail(&paths.session_state(&name), BACKLOG_BYTES).unwrap_or_default();
         events.extend(tail.into_iter().map(|e| (name.to_string(), e)));
     }
     events
@@ -805,11 +818,11 @@ fn sample_usage(tx: Sender<Msg>) {
     use nix::unistd::{SysconfVar, sysconf};
     let ticks_per_s = sysconf(SysconfVar::CLK_TCK).ok().flatten().unwrap_or(100).max(1) as f32;
     let page_kib = (sysconf(SysconfVar::PAGE_SIZE).ok().flatten().unwrap_or(4096).max(1024) / 1024) as u64;
-    let mut previous = crate::procfs::usage_by_session();
+    let mut previous = desk_common::procfs::usage_by_session();
     let mut at = std::time::Instant::now();
     loop {
         std::thread::sleep(USAGE_REFRESH);
-        let now = crate::procfs::usage_by_session();
+        let now = desk_common::procfs::usage_by_session();
         let seconds = at.elapsed().as_secs_f32().max(0.001);
         at = std::time::Instant::now();
         let usage = now
@@ -845,7 +858,7 @@ fn master_listens(path: &std::path::Path) -> bool {
 /// Every session's queue, counted as `desk ls` counts it (the daemon's when it runs, else the
 /// store's), or why it could not be had; with a word for the header when the store was read.
 fn ask_queues(paths: &Paths) -> Result<(HashMap<String, QueueCounts>, Option<String>), String> {
-    let (pending, offline) = crate::cli::delivery::pending_by_session(paths, QUEUE_TIMEOUT)?;
+    let (pending, offline) = crate::queues::pending_by_session(paths, QUEUE_TIMEOUT)?;
     let counts = pending
         .into_iter()
         .map(|(session, p)| {

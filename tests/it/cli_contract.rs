@@ -303,26 +303,34 @@ fn bash_completes_commands_and_the_live_fleets_sessions_channels_and_item_ids() 
     assert_eq!(complete(&["desk", "item", &id[..6]]), vec![id.clone()]);
     assert_eq!(complete(&["desk", "drop", &id[id.len() - 5..].to_lowercase()]), vec![id.clone()]);
     assert!(complete(&["desk", "peek", "--h"]).contains(&"--history".to_string()));
+    let out = home.desk(&["completions", "tcsh"]);
+    assert_eq!(out.status.code(), Some(2), "an unknown shell is a usage error");
 }
 
 #[test]
-fn fish_and_zsh_complete_the_live_fleet_too() {
+#[cfg_attr(desk_missing_fish, ignore = "needs fish")]
+fn fish_completes_the_live_fleet_too() {
+    crate::suite::require(crate::suite::Needs::Program("fish"));
     let home = Home::new();
     let (_, path) = completion_fleet(&home);
-    let fish = std::process::Command::new("fish")
+    let out = std::process::Command::new("fish")
         .args(["--no-config", "-c", "desk completions fish | source; complete -C 'desk attach demo-'"])
         .env("PATH", &path)
         .env("DESK_HOME", home.path())
         .env("HOME", home.path())
-        .output();
-    match fish {
-        Ok(out) => {
-            let text = String::from_utf8_lossy(&out.stdout);
-            let offered: Vec<&str> = text.lines().map(|l| l.split('\t').next().unwrap_or("")).collect();
-            assert_eq!(offered, vec!["demo-alpha", "demo-beta"], "{text}\n{}", String::from_utf8_lossy(&out.stderr));
-        }
-        Err(e) => assert!(std::env::var_os("CI").is_none(), "fish is needed under CI: {e}"),
-    }
+        .output()
+        .expect("run fish");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let offered: Vec<&str> = text.lines().map(|l| l.split('\t').next().unwrap_or("")).collect();
+    assert_eq!(offered, vec!["demo-alpha", "demo-beta"], "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+#[cfg_attr(desk_missing_zsh, ignore = "needs zsh")]
+fn zsh_completes_the_live_fleet_too() {
+    crate::suite::require(crate::suite::Needs::Program("zsh"));
+    let home = Home::new();
+    let (_, path) = completion_fleet(&home);
     // zsh completes on a terminal only: one driven through its own zpty, the script autoloaded
     // from fpath as the package and `--install` place it.
     let fpath = home.path().join("zfunc");
@@ -344,20 +352,14 @@ print -r -- "$out"
 "#,
         fpath.display()
     );
-    match std::process::Command::new("zsh")
+    let out = std::process::Command::new("zsh")
         .args(["-f", "-c", &driver])
         .env("PATH", &path)
         .env("DESK_HOME", home.path())
         .output()
-    {
-        Ok(out) => {
-            let text = String::from_utf8_lossy(&out.stdout);
-            assert!(text.contains("demo-alpha") && text.contains("demo-beta"), "zsh offered:\n{text}");
-        }
-        Err(e) => assert!(std::env::var_os("CI").is_none(), "zsh is needed under CI: {e}"),
-    }
-    let out = home.desk(&["completions", "tcsh"]);
-    assert_eq!(out.status.code(), Some(2), "an unknown shell is a usage error");
+        .expect("run zsh");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("demo-alpha") && text.contains("demo-beta"), "zsh offered:\n{text}");
 }
 
 #[test]

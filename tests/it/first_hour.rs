@@ -389,12 +389,9 @@ fn doctor_finds_a_desk_without_its_master_or_with_another_ones() {
 
 /// What a terminal shows of `desk attach ARGS` (its screen and scrollback), the terminal being
 /// a tmux pane (the harness's emulator drops its scrollback on the keyframe's reset, as xterm
-/// and tmux do not); `env` is set for the attach. `None` without tmux (outside CI).
-fn attach_in_tmux(home: &Home, args: &str, env: &str, until: &str) -> Option<String> {
-    if std::process::Command::new("tmux").arg("-V").output().is_err() {
-        assert!(std::env::var_os("CI").is_none(), "tmux is needed under CI");
-        return None;
-    }
+/// and tmux do not); `env` is set for the attach. The test calling it needs tmux.
+fn attach_in_tmux(home: &Home, args: &str, env: &str, until: &str) -> String {
+    crate::suite::require(crate::suite::Needs::Program("tmux"));
     let socket = home.path().join("tmux.sock");
     let tmux = |args: &[&str]| {
         let out = std::process::Command::new("tmux").arg("-S").arg(&socket).args(args).output().expect("run tmux");
@@ -410,21 +407,22 @@ fn attach_in_tmux(home: &Home, args: &str, env: &str, until: &str) -> Option<Str
         })
     });
     tmux(&["kill-server"]);
-    Some(result.unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+    result.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
 #[test]
+#[cfg_attr(desk_missing_tmux, ignore = "needs tmux")]
 fn attach_prints_its_banner_above_the_screen_and_warns_on_a_nested_attach() {
     let home = Home::new();
     home.ok(&["new", "api", "--size", "100x12", "--", "sh", "-c", "echo READY; exec cat"]);
     home.wait_screen("api", "READY");
-    let Some(all) = attach_in_tmux(&home, "api", "", "READY") else { return };
+    let all = attach_in_tmux(&home, "api", "", "READY");
     let lines: Vec<&str> = all.lines().map(str::trim_end).filter(|l| !l.is_empty()).collect();
     let ready = lines.iter().position(|l| *l == "READY").expect("the session's screen");
     assert_eq!(lines[..ready], ["desk: attached to api · Ctrl-\\ detaches"], "{all}");
 
     // From inside another session: said before the session's screen takes the terminal.
-    let Some(all) = attach_in_tmux(&home, "api --read-only", "DESK_SESSION=outer", "READY") else { return };
+    let all = attach_in_tmux(&home, "api --read-only", "DESK_SESSION=outer", "READY");
     assert!(all.contains("desk: watching api · Ctrl-\\ detaches"), "{all}");
     assert!(
         all.contains(
