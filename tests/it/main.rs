@@ -15,6 +15,7 @@ mod delivery;
 mod delivery_crash;
 mod delivery_restart;
 mod demo_agent;
+mod first_hour;
 mod fleet;
 mod harness;
 mod history;
