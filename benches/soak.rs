@@ -672,7 +672,10 @@ fn judge_all(soak: &Soak, sent: &[Sent]) -> (Vec<serde_json::Value>, judge::Subm
     let outcomes = sent
         .iter()
         .zip(&items)
-        .map(|(s, i)| judge::judge(s.session, &s.token, i["state"].as_str().unwrap_or("vanished"), &submitted))
+        .map(|(s, i)| {
+            let state = i["state"].as_str().unwrap_or("vanished");
+            judge::judge(s.session, &s.token, state, i["queued_by_agent"] == true, &submitted)
+        })
         .collect();
     (items, submitted, outcomes)
 }

@@ -42,8 +42,9 @@ pub(crate) enum Outcome {
     Duplicated,
     /// Submitted by another session's agent.
     WrongSession,
-    /// Still queued or sending: a failure once everything has settled and every stuck item was
-    /// forced (before that, a queue may wait for the force of a stuck item's unsent paste).
+    /// Still queued or sending, or in the agent's own queue: a failure once everything has
+    /// settled and every stuck item was forced (before that, a queue may wait for the force of a
+    /// stuck item's unsent paste, and an agent for the end of its turns).
     Open,
 }
 
@@ -70,14 +71,16 @@ impl Outcome {
             Outcome::Lost => "LOST",
             Outcome::Duplicated => "DUPLICATED",
             Outcome::WrongSession => "WRONG SESSION",
-            Outcome::Open => "STILL QUEUED OR SENDING",
+            Outcome::Open => "STILL QUEUED, SENDING OR IN THE AGENT'S QUEUE",
         }
     }
 }
 
 /// One item's outcome: `session` is the index of the session it was sent to, `state` its state
-/// in desk (`vanished` when desk does not know it).
-pub(crate) fn judge(session: usize, token: &str, state: &str, submitted: &Submitted) -> Outcome {
+/// in desk (`vanished` when desk does not know it), `in_agent_queue` whether desk says it waits
+/// in the agent's own queue (delivered, `queued_by_agent`): not yet submitted, that is still
+/// open (an agent with 5 s turns may take minutes to work off its queue), not lost.
+pub(crate) fn judge(session: usize, token: &str, state: &str, in_agent_queue: bool, submitted: &Submitted) -> Outcome {
     let hits = submitted.get(token).map(Vec::as_slice).unwrap_or_default();
     if hits.iter().any(|(s, _, _)| *s != session) {
         return Outcome::WrongSession;
@@ -85,6 +88,7 @@ pub(crate) fn judge(session: usize, token: &str, state: &str, submitted: &Submit
     match (state, hits.len()) {
         (_, n) if n >= 2 => Outcome::Duplicated,
         ("delivered", 1) => Outcome::Once,
+        ("delivered", 0) if in_agent_queue => Outcome::Open,
         ("delivered" | "vanished", _) => Outcome::Lost,
         ("stuck", 0) => Outcome::Stuck,
         ("stuck", _) => Outcome::StuckButTaken,
