@@ -74,7 +74,13 @@ impl Rng {
 /// Run `desk` with extra environment; never panics on a failing command.
 fn desk_env(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(DESK);
-    cmd.env("DESK_HOME", home).env_remove("DESK_SESSION").env_remove("DESK_FAILPOINT").args(args);
+    // The soak starts, kills and restarts the daemon itself (with failpoints): a `desk send`
+    // that autostarts one while it is down would race the soak's own start.
+    cmd.env("DESK_HOME", home)
+        .env("DESK_AUTOSTART", "0")
+        .env_remove("DESK_SESSION")
+        .env_remove("DESK_FAILPOINT")
+        .args(args);
     for (k, v) in env {
         cmd.env(k, v);
     }
