@@ -1,6 +1,19 @@
-//! Times as desk writes them: RFC 3339 in UTC, from Unix milliseconds.
+//! Times as desk writes them: RFC 3339 in UTC, from Unix milliseconds, and a span of time in
+//! its largest whole unit (`16s`, `5m`, `3h`, `2d`).
 //!
 //! Pure arithmetic; the caller reads the clock.
+
+/// `ms` milliseconds as the largest whole unit: `16s`, `5m`, `3h`, `2d` (the one style of the
+/// command line, the dashboard and the attach status line).
+pub fn span(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m", s / 60),
+        3600..=86399 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86400),
+    }
+}
 
 /// UTC timestamp in RFC 3339 form, from Unix milliseconds.
 pub fn iso8601(ms: u64) -> String {
