@@ -2,6 +2,7 @@
 //! reports their state. This crate holds every module; `src/main.rs` only parses arguments.
 
 pub mod attach;
+pub mod attention;
 pub mod channel;
 pub mod cli;
 pub mod clock;
@@ -11,6 +12,7 @@ pub mod delivery;
 pub mod events;
 pub mod fleet;
 pub mod fsutil;
+pub mod inbox;
 pub mod info_file;
 pub mod journal;
 pub mod keys;

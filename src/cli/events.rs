@@ -19,7 +19,7 @@ use crate::wire::client::Connection;
 use crate::wire::{Frame, Role};
 
 /// Every event type, as `--type` takes it and JSON's `type` names it (`EventBody::kind`).
-pub(super) const TYPES: [&str; 16] = [
+pub(super) const TYPES: [&str; 17] = [
     "started",
     "title",
     "bell",
@@ -34,6 +34,7 @@ pub(super) const TYPES: [&str; 16] = [
     "state",
     "exit",
     "keys",
+    "answer",
     "notify",
     "gap",
 ];

@@ -45,6 +45,10 @@ pub enum ErrorCode {
     /// A force typed (pasted again, pressed Enter) and the item is still not delivered; the
     /// message says what it did and how it ended (exit 1).
     NotDelivered,
+    /// The session shows no dialog to answer (exit 1).
+    NoDialog,
+    /// The session's dialog is not the one the operator was shown: nothing was typed (exit 1).
+    DialogChanged,
     /// Anything else that went wrong (exit 1).
     Failed,
 }
@@ -65,6 +69,8 @@ impl ErrorCode {
             ErrorCode::DaemonUnavailable => "daemon-unavailable",
             ErrorCode::Refused => "refused",
             ErrorCode::NotDelivered => "not-delivered",
+            ErrorCode::NoDialog => "no-dialog",
+            ErrorCode::DialogChanged => "dialog-changed",
             ErrorCode::Failed => "failed",
         }
     }
@@ -77,6 +83,7 @@ impl ErrorCode {
             ErrorCode::AlreadyExists | ErrorCode::BadConfig | ErrorCode::NoSuchChannel | ErrorCode::NotAMember => 2,
             ErrorCode::WrongAuthor => 2,
             ErrorCode::NotRunning | ErrorCode::DaemonUnavailable | ErrorCode::Refused | ErrorCode::Failed => 1,
+            ErrorCode::NoDialog | ErrorCode::DialogChanged => 1,
             ErrorCode::NotDelivered => 1,
         }
     }
@@ -87,7 +94,7 @@ impl ErrorCode {
     }
 
     /// Every code, for the contract test and the docs.
-    pub const ALL: [ErrorCode; 14] = [
+    pub const ALL: [ErrorCode; 16] = [
         ErrorCode::Usage,
         ErrorCode::NoSuchSession,
         ErrorCode::NoSuchItem,
@@ -101,6 +108,8 @@ impl ErrorCode {
         ErrorCode::DaemonUnavailable,
         ErrorCode::Refused,
         ErrorCode::NotDelivered,
+        ErrorCode::NoDialog,
+        ErrorCode::DialogChanged,
         ErrorCode::Failed,
     ];
 }

@@ -4,13 +4,7 @@
 
 /// `ms` milliseconds as the largest whole unit: `16s`, `5m`, `3h`, `2d`.
 pub(super) fn span(ms: u64) -> String {
-    let s = ms / 1000;
-    match s {
-        0..=59 => format!("{s}s"),
-        60..=3599 => format!("{}m", s / 60),
-        3600..=86399 => format!("{}h", s / 3600),
-        _ => format!("{}d", s / 86400),
-    }
+    desk_core::time::span(ms)
 }
 
 /// How long before `now` (Unix ms) the moment `then` was: `16s ago`.

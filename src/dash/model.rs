@@ -122,46 +122,8 @@ pub struct Confirm {
     pub action: Action,
 }
 
-/// How much a row needs a person, most first. The order of the variants is the table's order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Urgency {
-    Blocked,
-    Stuck,
-    Degraded,
-    ExitedWithError,
-    Working,
-    Quiet,
-    ExitedCleanly,
-}
-
-impl Urgency {
-    /// Whether an operator should look at a row of this urgency now.
-    pub fn needs_person(self) -> bool {
-        self <= Urgency::ExitedWithError
-    }
-}
-
-/// How much a session needs a person: the one ranking the dashboard sorts by and `desk attach
-/// --next` picks by. `exited` is how it ended, if it did; `answers` whether its master answers.
-pub fn rank(exited: Option<ExitStatus>, answers: bool, activity: Activity, stuck: u32, health: &Health) -> Urgency {
-    match exited {
-        Some(ExitStatus::Code(0)) => return Urgency::ExitedCleanly,
-        Some(_) => return Urgency::ExitedWithError,
-        None if !answers => return Urgency::Degraded,
-        None => {}
-    }
-    if activity == Activity::Blocked {
-        Urgency::Blocked
-    } else if stuck > 0 {
-        Urgency::Stuck
-    } else if matches!(health, Health::Degraded(_)) {
-        Urgency::Degraded
-    } else if activity == Activity::Working {
-        Urgency::Working
-    } else {
-        Urgency::Quiet
-    }
-}
+// The ranking is the fleet's one (`desk attach --next`, attach's status line and jump key).
+pub use desk_core::attention::{Urgency, rank};
 
 impl Row {
     fn new(name: &str) -> Row {
@@ -483,6 +445,7 @@ impl Dash {
                         | EventBody::Hook { .. }
                         | EventBody::Gap { .. }
                         | EventBody::Keys { .. }
+                        | EventBody::Answer { .. }
                         | EventBody::Notify { .. } => false,
                         EventBody::Started { .. } | EventBody::State { .. } | EventBody::Exit { .. } => true,
                     };
@@ -908,6 +871,10 @@ fn describe(body: &EventBody) -> Option<(String, bool)> {
             (None, None) => ("exited".into(), true),
         },
         EventBody::Keys { keys, user, via, .. } => (format!("keys {} typed by {user} ({via})", keys.join(" ")), false),
+        EventBody::Answer { outcome, choice, user, via, why, .. } => {
+            let why = why.as_ref().map(|w| format!(": {w}")).unwrap_or_default();
+            (format!("answer {choice} by {user} ({via}) {outcome}{why}"), outcome != "typed")
+        }
         // What desk told the operator: flagged like the agent's own notifications.
         EventBody::Notify { kind, message, .. } => (format!("notified {kind}: {message}"), true),
         EventBody::Gap { from_seq, to_seq, reason } => (format!("events {from_seq}..{to_seq} lost: {reason}"), true),

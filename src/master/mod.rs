@@ -8,6 +8,7 @@
 //! hears "ready" only once the socket accepts connections and the child runs; the session's
 //! record exists before the child's program starts ([`pty::spawn_gated`]).
 
+mod answer;
 pub mod args;
 mod client;
 mod event_loop;

@@ -1,5 +1,6 @@
-//! What the master does with an EVENT frame a client sends it: an operator's keys, the
-//! daemon's notify record (docs/protocol.md §5.9).
+//! What the master does with an EVENT frame a client sends it: an operator's keys, an
+//! operator's answer to a dialog (`super::answer`), the daemon's notify record
+//! (docs/protocol.md §5.9).
 //!
 //! Owns turning a `keys` request into bytes for the child — each key parsed by
 //! `desk_term::keys`, and typed one at a time, [`KEY_GAP`] apart, each encoded in the cursor-key
@@ -28,6 +29,15 @@ use crate::wire::{ErrorCode, Frame};
 /// as a newline (a paste burst). It also keeps an `Esc` from merging with the next key into an
 /// Alt chord.
 pub(super) const KEY_GAP: Duration = Duration::from_millis(100);
+
+/// A key waiting its turn to be typed.
+pub(super) struct PendingKey {
+    pub key: desk_term::keys::Key,
+    /// For an answer's key: the fingerprint its dialog must still have (`super::answer`).
+    pub expect: Option<String>,
+    /// How many reads in a row found the dialog changed.
+    pub misses: u8,
+}
 
 impl Master {
     /// A `keys` or `notify` EVENT from the client `token`; an `Err` is the ERROR to answer.
@@ -66,11 +76,15 @@ impl Master {
                     }
                 }
                 // Keys of an earlier request are still being typed: these follow them.
-                self.pending_keys.extend(parsed);
+                self.pending_keys.extend(parsed.map(|key| PendingKey { key, expect: None, misses: 0 }));
                 // A person typed: delivery holds for them as for an attached controller.
                 self.last_controller_input_ms = Some(crate::clock::now_ms());
                 self.emit(EventBody::Keys { keys, bytes: bytes.len(), user, tty, via });
                 Ok(())
+            }
+            ClientEvent::Answer { option, deny: _, seen, user, tty, via } => {
+                let choice = option.map_or(desk_core::dialog::Choice::Deny, desk_core::dialog::Choice::Option);
+                self.on_answer(token, choice, seen, super::answer::Answerer { user, tty, via }, now)
             }
             ClientEvent::Notify { kind, message, item, suppressed } => {
                 self.emit(EventBody::Notify { kind, message, item, suppressed });
@@ -82,8 +96,30 @@ impl Master {
     /// Type the next of an operator's keys (its [`Timer::KeysNext`] is due), in the cursor-key
     /// mode the program has now.
     pub(super) fn type_next_key(&mut self, now: Instant) {
-        let Some(key) = self.pending_keys.pop_front() else { return };
-        let bytes = desk_term::keys::encode(&[key], self.screen.modes().app_cursor_keys);
+        let Some(mut next) = self.pending_keys.pop_front() else { return };
+        match self.answer_still_holds(&mut next) {
+            Some(true) => {}
+            None => {
+                // Look again shortly: the agent may be half-way through redrawing its dialog.
+                self.pending_keys.push_front(next);
+                self.timers.arm(now + super::answer::RECHECK_GAP, Timer::KeysNext);
+                return;
+            }
+            Some(false) => {
+                let seen = next.expect.clone().unwrap_or_default();
+                let mut dropped = 1;
+                while self.pending_keys.front().is_some_and(|k| k.expect.as_ref() == Some(&seen)) {
+                    self.pending_keys.pop_front();
+                    dropped += 1;
+                }
+                self.answer_stopped(&seen, dropped);
+                if !self.pending_keys.is_empty() {
+                    self.timers.arm(now + KEY_GAP, Timer::KeysNext);
+                }
+                return;
+            }
+        }
+        let bytes = desk_term::keys::encode(&[next.key], self.screen.modes().app_cursor_keys);
         if let Err(full) = self.input.push(&bytes) {
             warn!(
                 "an operator's keys stop: {} bytes are already waiting for the child to read (limit {}); {} keys dropped",

@@ -95,6 +95,7 @@ fn reattaching_from_a_shorter_terminal_keeps_the_newest_rows() {
     let pty = PtyCommand::new(DESK)
         .arg("attach")
         .arg("s")
+        .arg("--no-status")
         .env("DESK_HOME", home.path())
         .size(100, 15)
         .spawn()
@@ -128,7 +129,7 @@ fn attach_history_reaches_the_outer_terminals_scrollback() {
         assert!(out.status.success(), "tmux {args:?}: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
-    let script = format!("DESK_HOME='{}' exec '{DESK}' attach a --history 5", home.path().display());
+    let script = format!("DESK_HOME='{}' exec '{DESK}' attach a --no-status --history 5", home.path().display());
     tmux(&["-f", "/dev/null", "new-session", "-d", "-x", "60", "-y", "10", &script]);
     let result = std::panic::catch_unwind(|| {
         let all = eventually("the attach to draw the session", || {

@@ -4,6 +4,7 @@
 
 mod architecture;
 mod attach;
+mod attention;
 mod channels;
 mod cli;
 mod cli_contract;
@@ -17,6 +18,7 @@ mod demo_agent;
 mod fleet;
 mod harness;
 mod history;
+mod inbox;
 mod keys;
 mod native;
 mod notify;
