@@ -223,6 +223,12 @@ typedef struct dw_snapshot {
     int canonical;
     dw_json *state; /* as in dw_session_info */
     dw_json *history; /* an array of history rows as received, or NULL when absent */
+    /* `foreground` (who has the terminal), when present: */
+    int has_foreground;
+    uint32_t fg_pgid;
+    dw_str fg_program;
+    int fg_own;
+    int fg_reading; /* -1: null (not known), 0: false, 1: true */
 } dw_snapshot;
 
 /* One frame. Byte payloads (INPUT, OUTPUT, KEYFRAME data, ERROR message) point into the

@@ -21,6 +21,7 @@ struct Stat {
     comm: String,
     zombie: bool,
     ppid: u32,
+    pgrp: u32,
     session: u32,
 }
 
@@ -35,8 +36,9 @@ fn parse_stat(stat: &str) -> Option<Stat> {
     // rest[0] = state, rest[1] = ppid, rest[2] = pgrp, rest[3] = session
     let zombie = matches!(rest.first(), Some(&"Z") | Some(&"X"));
     let ppid = rest.get(1)?.parse().ok()?;
+    let pgrp = rest.get(2)?.parse().ok()?;
     let session = rest.get(3)?.parse().ok()?;
-    Some(Stat { comm, zombie, ppid, session })
+    Some(Stat { comm, zombie, ppid, pgrp, session })
 }
 
 /// Every process in `/proc` with its parsed stat line.
@@ -247,6 +249,62 @@ pub fn state_and_start(pid: u32) -> Option<(char, u64)> {
     Some((state, start))
 }
 
+/// The program `pid` runs, as the kernel names it (`/proc/PID/comm`: at most 15 bytes of the
+/// executable's file name), if it runs.
+pub fn comm(pid: u32) -> Option<String> {
+    let comm = fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    Some(comm.trim_end_matches('\n').to_string())
+}
+
+/// The system calls that read a file descriptor, as `/proc/PID/syscall` numbers them.
+const READ_SYSCALLS: [libc::c_long; 4] = [libc::SYS_read, libc::SYS_readv, libc::SYS_pread64, libc::SYS_preadv];
+
+/// Whether a thread of `pid` waits in a read of the terminal named `tty` (`/dev/pts/N`): its
+/// `/proc/PID/task/TID/syscall` names a read system call whose descriptor (the first argument)
+/// is that terminal. `None` when the kernel does not say (the files cannot be read: another
+/// user's process, or a kernel without them).
+fn reads_terminal(pid: u32, tty: &str) -> Option<bool> {
+    let tasks = fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut known = false;
+    for task in tasks.flatten() {
+        let Ok(line) = fs::read_to_string(task.path().join("syscall")) else { continue };
+        known = true;
+        let mut fields = line.split_whitespace();
+        let number = fields.next().and_then(|n| n.parse::<libc::c_long>().ok());
+        if !number.is_some_and(|n| READ_SYSCALLS.contains(&n)) {
+            continue;
+        }
+        let Some(fd) = fields.next().and_then(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok()) else {
+            continue;
+        };
+        if fs::read_link(format!("/proc/{pid}/fd/{fd}")).is_ok_and(|target| target.as_os_str() == tty) {
+            return Some(true);
+        }
+    }
+    known.then_some(false)
+}
+
+/// Whether a process of process group `pgid` waits in a read of the terminal `tty`: its leader
+/// first (a program reading a line usually is one), then the rest of the group (a shell script
+/// whose `cat` reads). `None` when the kernel says nothing about the leader.
+pub fn group_reads_terminal(pgid: u32, tty: &str) -> Option<bool> {
+    match reads_terminal(pgid, tty) {
+        Some(true) => return Some(true),
+        None if alive(pgid) => return None,
+        _ => {}
+    }
+    let others = all_processes().into_iter().filter(|(pid, stat)| stat.pgrp == pgid && *pid != pgid && !stat.zombie);
+    let mut known = alive(pgid);
+    for (pid, _) in others {
+        match reads_terminal(pid, tty) {
+            Some(true) => return Some(true),
+            Some(false) => known = true,
+            None => {}
+        }
+    }
+    known.then_some(false)
+}
+
 /// Whether `pid` names a live process (not a zombie).
 pub fn alive(pid: u32) -> bool {
     fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|stat| parse_stat(&stat)).is_some_and(|s| !s.zombie)
@@ -278,8 +336,8 @@ mod tests {
         let stat = "1234 (my (odd) name) S 1 1234 1234 34817 1234 4194560 0 0";
         let parsed = parse_stat(stat).unwrap();
         assert_eq!(
-            (parsed.comm.as_str(), parsed.ppid, parsed.session, parsed.zombie),
-            ("my (odd) name", 1, 1234, false)
+            (parsed.comm.as_str(), parsed.ppid, parsed.pgrp, parsed.session, parsed.zombie),
+            ("my (odd) name", 1, 1234, 1234, false)
         );
         assert!(parse_stat("1 (x) Z 0 1 1 0").unwrap().zombie);
     }

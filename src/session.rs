@@ -1,17 +1,17 @@
 //! A session's files and how to reach its master.
 //!
 //! Owns the metadata record a master writes when it starts, the exit record it writes when its
-//! child ends, the per-name lock that serialises `new`/`rm`/stale cleanup, and the
-//! connect-probe that tells a live master from a stale socket. Invariants: the exit record is
+//! child ends, the per-name lock that serialises `new`/`rm`/stale cleanup, the lock a master
+//! holds on its name for its whole life ([`MasterLock`]), and the connect-probe that tells a
+//! live master from a stale socket. Invariants: the exit record is
 //! written durably before the socket is removed, so a session whose socket is gone is either
 //! exited (record present) or lost (its master died without one); a socket is only unlinked
 //! while holding the name's lock after a connect was refused.
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::ErrorKind;
-use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -220,16 +220,7 @@ impl NameLock {
     }
 
     fn open(paths: &Paths, name: &SessionName) -> Result<File> {
-        let path = Self::path(paths, name);
-        OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&path)
-            .with_context(|| format!("cannot open lock file {}", path.display()))
+        crate::pidlock::open_lock_file(&Self::path(paths, name))
     }
 
     /// Wait for the lock.
@@ -252,6 +243,67 @@ impl NameLock {
     pub fn remove_file(paths: &Paths, name: &SessionName) -> Result<()> {
         fsutil::remove_if_exists(&Self::path(paths, name))
     }
+}
+
+/// The lock a session's master holds for its whole life (`<state>/sessions/<name>/master.lock`):
+/// one master per name, even when the socket clients find it by is gone (a cleaner of
+/// temporary files removed it). It lives in the state directory, which no such cleaner
+/// touches, and is never removed (see [`crate::pidlock`]); `desk rm` leaves it with the
+/// generation counter.
+pub struct MasterLock {
+    _file: File,
+}
+
+/// How long a starting master waits for the lock while the name's previous master finishes
+/// its exit: it writes its exit record, then flushes its clients for at most
+/// [`desk_core::session::EXIT_FLUSH_DEADLINE`]; a second more covers a loaded machine.
+pub const MASTER_LOCK_WAIT: Duration = Duration::from_secs(3);
+
+/// The name of a master's lock file in its session's state directory.
+pub const MASTER_LOCK_FILE: &str = "master.lock";
+
+impl MasterLock {
+    fn path(paths: &Paths, name: &SessionName) -> std::path::PathBuf {
+        paths.session_state(name).join(MASTER_LOCK_FILE)
+    }
+
+    /// Take the lock for this master (the session's state directory exists). While the
+    /// previous master of the name finishes after recording its exit (`ending`), or is dying,
+    /// it is waited for; a master that still runs the session is refused, by pid.
+    pub fn take(paths: &Paths, name: &SessionName, ending: bool) -> Result<std::result::Result<MasterLock, u32>> {
+        let path = Self::path(paths, name);
+        Ok(match crate::pidlock::take(&path, MASTER_LOCK_WAIT, |_| ending)? {
+            Ok(file) => Ok(MasterLock { _file: file }),
+            Err(held) => Err(held.pid.unwrap_or(0)),
+        })
+    }
+
+    /// The pid of the master holding the name, if one does (asked of the kernel).
+    pub fn holder(paths: &Paths, name: &SessionName) -> Option<u32> {
+        crate::pidlock::holder(&Self::path(paths, name))
+    }
+}
+
+/// Why a name whose socket is gone cannot be started again or removed: a master still runs the
+/// session (it holds the name's [`MasterLock`] and recorded no exit). `None` when none does.
+pub fn master_without_socket(paths: &Paths, name: &SessionName) -> Option<String> {
+    let pid = MasterLock::holder(paths, name)?;
+    if current_exit(&paths.session(name)).is_some() {
+        // It has recorded its exit and is finishing: it is not the session any more.
+        return None;
+    }
+    let stopped = crate::procfs::state_and_start(pid).is_some_and(|(state, _)| state == 'T' || state == 't');
+    let why = if stopped {
+        "its master is stopped (SIGSTOP or a debugger) and cannot bind it again"
+    } else {
+        "its master binds it again as soon as it notices, within moments"
+    };
+    Some(format!(
+        "session {name} is still running under its master (pid {pid}), but its socket {} is gone (a cleaner of \
+         temporary files may have removed it); {why}. Reach it with `desk attach {name}` once the socket is \
+         back, or end the session with: kill {pid}",
+        paths.session(name).socket.display()
+    ))
 }
 
 /// What a connect attempt on a session's socket found.

@@ -112,6 +112,10 @@ pub(super) fn new(req: NewSession) -> Result<i32> {
         }
         Probe::Absent => {}
     }
+    // No socket, yet a master may still run the session: its socket was removed.
+    if let Some(why) = session::master_without_socket(&paths, &name) {
+        return Err(fail(ErrorCode::AlreadyExists, why));
+    }
 
     // What a failed start must not leave behind is whatever it created itself: the state
     // directory of a name that never had one, a log where there was none, the lock file.
@@ -481,6 +485,11 @@ fn unexited(paths: &Paths, name: &SessionName, answer: Answer) -> Result<Option<
         }
         Answer::Absent => {
             let Some(meta) = meta() else { return Ok(None) };
+            if let Some(why) = session::master_without_socket(paths, name) {
+                let mut row = from_files(name, Some(&meta), "unresponsive");
+                row.note = Some(why);
+                return Ok(Some(row));
+            }
             let mut row = from_files(name, Some(&meta), "lost");
             row.note = Some("its master is gone and recorded no exit".into());
             row
@@ -1083,6 +1092,9 @@ pub(super) fn rm(name: &SessionName, json: bool) -> Result<i32> {
         }
         Probe::Absent => {}
     }
+    if let Some(why) = session::master_without_socket(&paths, name) {
+        return Err(failure(1, why));
+    }
     let mut removed = false;
     let mut rotated = files.log.clone().into_os_string();
     rotated.push(".1");
@@ -1094,10 +1106,11 @@ pub(super) fn rm(name: &SessionName, json: bool) -> Result<i32> {
         }
     }
     // The session's durable state goes too (events journal, agent settings), all but the
-    // generation counter, so a later session of the name never reuses a generation.
+    // generation counter, so a later session of the name never reuses a generation, and the
+    // master's lock file, which a master finishing its exit may still hold.
     let state = paths.session_state(name);
     for path in list_dir(&state)? {
-        if path.file_name().is_some_and(|f| f == "generation") {
+        if path.file_name().is_some_and(|f| f == "generation" || f == session::MASTER_LOCK_FILE) {
             continue;
         }
         if path.is_dir() {

@@ -46,9 +46,11 @@ use crate::wire::{
     output_header,
 };
 
-const LISTENER: Token = Token(0);
+pub(super) const LISTENER: Token = Token(0);
 const PTY: Token = Token(1);
 const SIGNALS: Token = Token(2);
+/// The inotify watch on the socket file ([`super::socket`]).
+pub(super) const SOCKET_WATCH: Token = Token(3);
 /// Client tokens start here and are never reused within a master's life, so a stale event or
 /// timer can never reach a newer client.
 const FIRST_CLIENT: usize = 16;
@@ -103,6 +105,8 @@ pub(super) struct Parts {
     pub size_policy: SizePolicy,
     /// The session log (`desk log`), when the session keeps one; the screen's log text is on.
     pub log: Option<crate::screen_log::LogWriter>,
+    /// The name's lock, held until the master exits.
+    pub lock: crate::session::MasterLock,
 }
 
 pub(super) struct Master {
@@ -165,7 +169,13 @@ pub(super) struct Master {
     info_output_next: Option<Instant>,
     info_armed: bool,
     /// Something other than PTY output happened since the info file was last checked.
-    info_poked: bool,
+    pub(super) info_poked: bool,
+    /// Notices when the socket file is removed, so it is bound again (`None`: inotify failed).
+    pub(super) socket_watch: Option<super::socket::SocketWatch>,
+    /// The name's lock: no other master runs this session while this one lives.
+    _lock: crate::session::MasterLock,
+    /// The session's terminal as its processes name it (`/dev/pts/N`), to see who reads it.
+    tty: Option<String>,
 }
 
 impl Master {
@@ -183,8 +193,13 @@ impl Master {
             subreaper,
             size_policy,
             log,
+            lock,
         } = parts;
         let policy = SessionPolicy::new((meta.cols, meta.rows), size_policy);
+        let tty = crate::pty::slave_name(pty.as_fd());
+        let socket_watch = super::socket::SocketWatch::start(&files.socket, &poll)
+            .map_err(|e| warn!("{e:#}; a removed socket will not be bound again"))
+            .ok();
         let exit_reserve = crate::fsutil::Reserved::new(&files.exit, EXIT_RECORD_RESERVE)
             .map_err(|e| warn!("cannot reserve room for the exit record: {e:#}"))
             .ok();
@@ -231,6 +246,9 @@ impl Master {
             info_output_next: None,
             info_armed: false,
             info_poked: false,
+            socket_watch,
+            _lock: lock,
+            tty,
         }
     }
 
@@ -300,6 +318,7 @@ impl Master {
                         }
                     }
                     SIGNALS => self.handle_signals(now),
+                    SOCKET_WATCH => self.socket_changed(),
                     token => {
                         if event.is_writable() {
                             self.client_writable(token);
@@ -656,13 +675,17 @@ impl Master {
                         Some(Frame::SnapshotRequest { history: Some(n) }) => Some(n),
                         _ => None,
                     };
+                    let canonical = crate::pty::is_canonical(self.pty.as_fd());
+                    let foreground =
+                        crate::pty::foreground(self.pty.as_fd(), self.meta.pid, self.tty.as_deref(), canonical);
                     let mut reply = SnapshotReply {
                         screen: self.screen.snapshot(),
                         generation: self.meta.generation,
                         last_input_ms: self.last_controller_input_ms,
-                        canonical: crate::pty::is_canonical(self.pty.as_fd()),
+                        canonical,
                         state: Some(self.authority.view()),
                         history: None,
+                        foreground,
                     };
                     if let Some(n) = history {
                         reply.history = Some(history_that_fits(&self.screen, n, &reply));
@@ -763,6 +786,8 @@ impl Master {
             return false;
         }
         self.flush_input();
+        // What someone typed (a person, a paste of desk's): its echo is not the agent's screen.
+        self.authority.on_typed(bytes);
         if self.clients.get(&token).is_some_and(|c| c.role == Some(Role::Controller)) {
             self.last_controller_input_ms = Some(crate::clock::now_ms());
         }
@@ -1443,6 +1468,13 @@ mod tests {
             subreaper: false,
             size_policy: SizePolicy::default(),
             log: None,
+            lock: {
+                let root = dir.path().join("home");
+                let paths = crate::paths::Paths { runtime: root.clone(), state: root.clone(), config: root };
+                let name = crate::paths::SessionName::parse("t").unwrap();
+                paths.ensure_session_state(&name).unwrap();
+                crate::session::MasterLock::take(&paths, &name, false).unwrap().unwrap()
+            },
         });
         Rig { master, _dir: dir, _slave: pty.slave }
     }
@@ -1798,6 +1830,7 @@ mod tests {
             canonical: false,
             state: Some(rig.master.authority.view()),
             history: None,
+            foreground: None,
         };
         let snapshot = Frame::Snapshot(Box::new(reply)).to_bytes().len();
         assert!(asked * snapshot > super::super::client::CONTROL_QUEUE_LIMIT, "gone after {asked}");

@@ -24,6 +24,7 @@ mod native;
 mod notify;
 mod screen;
 mod sessions;
+mod shells;
 mod state;
 mod support;
 mod unsent;

@@ -414,6 +414,7 @@ mod tests {
             canonical: false,
             state: None,
             history: None,
+            foreground: None,
         }
     }
 

@@ -260,6 +260,28 @@ pub struct SnapshotReply {
     /// otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history: Option<Vec<desk_term::screen::HistoryRow>>,
+    /// Who has the terminal: the foreground process group, when the master could tell; left
+    /// out otherwise (and by masters older than this key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub foreground: Option<Foreground>,
+}
+
+/// Who has a session's terminal: its foreground process group, the one the kernel gives what
+/// is typed to (`tcgetpgrp`). Keys in this order in the canonical encoding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Foreground {
+    /// The foreground process group's id.
+    pub pgid: u32,
+    /// The program its leader runs (`/proc/PGID/comm`: `bash`, `sleep`); empty when unknown.
+    pub program: String,
+    /// The group is the session's program's own: the program itself has the terminal, not a
+    /// job it started (a shell running `sleep` in the foreground has handed it over).
+    pub own: bool,
+    /// In canonical mode, whether a process of the group waits in `read(2)` on the terminal
+    /// (a line typed now is read at once); null when that is not known (raw mode, or the
+    /// kernel does not say).
+    #[serde(default)]
+    pub reading: Option<bool>,
 }
 
 /// A decoded frame header.

@@ -30,7 +30,9 @@ pub mod state;
 mod vectors;
 
 pub use codec::{FrameDecoder, decode_frame, decode_header, output_header};
-pub use frame::{DecodeError, ErrorCode, ExitStatus, Frame, FrameType, Header, Role, SessionInfo, SnapshotReply};
+pub use frame::{
+    DecodeError, ErrorCode, ExitStatus, Foreground, Frame, FrameType, Header, Role, SessionInfo, SnapshotReply,
+};
 #[doc(hidden)]
 pub use fuzz::fuzz_check;
 

@@ -137,6 +137,14 @@ fn json_value() -> impl Strategy<Value = serde_json::Value> {
     })
 }
 
+/// A SNAPSHOT's `foreground`, or none.
+fn foreground() -> impl Strategy<Value = Option<crate::Foreground>> {
+    proptest::option::of(
+        (any::<u32>(), text(), any::<bool>(), proptest::option::of(any::<bool>()))
+            .prop_map(|(pgid, program, own, reading)| crate::Foreground { pgid, program, own, reading }),
+    )
+}
+
 /// Every frame `decode` can produce, and nothing it refuses.
 pub(super) fn frame() -> impl Strategy<Value = Frame> {
     prop_oneof![
@@ -156,16 +164,10 @@ pub(super) fn frame() -> impl Strategy<Value = Frame> {
         bytes().prop_map(Frame::Output),
         (any::<bool>(), bytes()).prop_map(|(more, data)| Frame::Keyframe { more, data }),
         proptest::option::of(any::<u32>()).prop_map(|history| Frame::SnapshotRequest { history }),
-        (snapshot(), any::<u32>(), proptest::option::of(any::<u64>()), any::<bool>(), history()).prop_map(
-            |(screen, generation, last_input_ms, canonical, history)| Frame::Snapshot(Box::new(crate::SnapshotReply {
-                screen,
-                generation,
-                last_input_ms,
-                canonical,
-                state: None,
-                history
-            }))
-        ),
+        (snapshot(), any::<u32>(), proptest::option::of(any::<u64>()), any::<bool>(), history(), foreground())
+            .prop_map(|(screen, generation, last_input_ms, canonical, history, foreground)| Frame::Snapshot(Box::new(
+                crate::SnapshotReply { screen, generation, last_input_ms, canonical, state: None, history, foreground }
+            ))),
         btree_map(text(), json_value(), 0..6).prop_map(|m| Frame::Hook(m.into_iter().collect())),
         btree_map(text(), json_value(), 0..6).prop_map(|m| Frame::Event(m.into_iter().collect())),
         Just(Frame::Detach),

@@ -36,8 +36,11 @@ pub struct ScreenView {
     pub last_typed_ms: Option<u64>,
     /// Whether the child's terminal is in canonical (line-edited) mode.
     pub canonical: bool,
-    /// The cursor's row (0-based index into `lines`).
+    /// The cursor's row (0-based index into `lines`) and column (0-based, in cells).
     pub cursor_row: usize,
+    pub cursor_col: usize,
+    /// Who has the terminal (its foreground process group), when the master says.
+    pub foreground: Option<desk_wire::Foreground>,
 }
 
 /// What a write types. Delivery only ever types the first two, each as one write (see the
