@@ -25,11 +25,15 @@
 //! the terminal no thread but the main one writes to it.
 
 pub mod answer;
+pub mod approvals;
+pub mod channels;
 pub mod model;
 pub mod view;
 
 #[cfg(test)]
 mod answer_tests;
+#[cfg(test)]
+mod panes_tests;
 #[cfg(test)]
 mod tests;
 
@@ -121,7 +125,21 @@ enum Msg {
     Usage(HashMap<u32, (f32, u64)>),
     /// Every channel at a glance (unread and `@human` counts for the header).
     Channels(Vec<crate::channel::summary::Summary>),
+    /// Every channel's members, by channel (for grouping the table by channel).
+    Rosters(HashMap<String, Vec<String>>),
+    /// The fleet's open dialogs and the blocked sessions without a readable one (the approvals
+    /// view, while it is open).
+    Approvals(Vec<crate::inbox::Open>, Vec<String>),
+    /// An answer from the approvals view came back: the session, and what became of it.
+    Answered(String, String),
+    /// A post to a channel came back: the channel, the thread, and what became of it.
+    Posted(String, Option<crate::delivery::item::ItemId>, String),
 }
+
+/// 1 s: how often the open approvals view reads the fleet's dialogs again (a snapshot of each
+/// blocked session, a few milliseconds): a card is at most this old when a key answers it, and
+/// the answer is checked against the screen anyway.
+const APPROVALS_REFRESH: Duration = Duration::from_secs(1);
 
 /// The selected session's viewer connection and the screen model it feeds.
 struct PreviewConn {
@@ -227,6 +245,40 @@ pub fn run() -> Result<i32> {
         }
     })?;
 
+    let roster_paths = paths.clone();
+    spawn("rosters", tx.clone(), move |tx| {
+        let store = crate::channel::store::ChannelStore::at(&roster_paths);
+        loop {
+            let rosters = store
+                .list()
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|n| {
+                    let roster = store.roster(&n).ok().flatten()?;
+                    Some((n.as_str().to_string(), roster.members.into_iter().map(|m| m.name).collect()))
+                })
+                .collect();
+            if tx.send(Msg::Rosters(rosters)).is_err() {
+                return;
+            }
+            std::thread::sleep(QUEUE_REFRESH);
+        }
+    })?;
+    // The approvals view's cards: read only while it is open.
+    let approvals_open = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (approvals_paths, approvals_flag) = (paths.clone(), approvals_open.clone());
+    spawn("approvals", tx.clone(), move |tx| {
+        loop {
+            if approvals_flag.load(std::sync::atomic::Ordering::Relaxed) {
+                let (open, unread) = crate::inbox::list(&approvals_paths);
+                if tx.send(Msg::Approvals(open, unread)).is_err() {
+                    return;
+                }
+            }
+            std::thread::sleep(APPROVALS_REFRESH);
+        }
+    })?;
+
     let previous_hook = std::panic::take_hook();
     // Any panic, on any thread, ends the dashboard: restored first, so the message is readable
     // and nothing draws over the shell afterwards.
@@ -249,7 +301,7 @@ pub fn run() -> Result<i32> {
     })?;
     let _ = permit_tx.send(());
     let mut term = Terminal::new(CrosstermBackend::new(std::io::stdout())).context("cannot draw on the terminal")?;
-    let code = run_loop(&mut term, &mut dash, &paths, &tx, &rx, &permit_tx, look);
+    let code = run_loop(&mut term, &mut dash, &paths, &tx, &rx, &permit_tx, look, &approvals_open);
     drop(guard);
     code
 }
@@ -286,11 +338,13 @@ fn run_loop(
     rx: &Receiver<Msg>,
     permit: &Sender<()>,
     look: Look,
+    approvals_open: &std::sync::atomic::AtomicBool,
 ) -> Result<i32> {
     let mut preview: Option<PreviewConn> = None;
     let mut next_preview_id = 0u64;
     loop {
         follow_selection(dash, paths, tx, &mut preview, &mut next_preview_id);
+        approvals_open.store(dash.approvals.is_some(), std::sync::atomic::Ordering::Relaxed);
         dash.own_viewer = preview.as_ref().filter(|p| p.stream.is_some()).map(|p| p.session.clone());
         let now_ms = crate::clock::now_ms();
         let size = term.size().context("cannot read the terminal's size")?;
@@ -332,6 +386,12 @@ fn run_loop(
                 Flow::Run(action) => run_action(paths, tx, action, dash),
                 Flow::Send { session, text } => send_prompt(tx, session, text, dash),
                 Flow::Keys { session, keys } => send_keys(paths, tx, session, keys, dash),
+                Flow::Answer { session, option, seen, said } => answer(paths, tx, session, option, seen, said, dash),
+                Flow::LoadChannel { channel, thread } => match channels::load(paths, &channel, thread.as_ref()) {
+                    Ok(view) => dash.channel_loaded(view),
+                    Err(e) => dash.status = Some(format!("cannot read #{channel}: {e:#}")),
+                },
+                Flow::Post { channel, thread, text } => post(paths, tx, channel, thread, text, dash),
                 Flow::Go => {}
                 Flow::Exit(code) => return Ok(code),
                 Flow::Attach(name) => {
@@ -370,6 +430,9 @@ enum Flow {
     Go,
     Send { session: String, text: String },
     Keys { session: String, keys: Vec<String> },
+    Answer { session: String, option: Option<u8>, seen: String, said: String },
+    LoadChannel { channel: String, thread: Option<crate::delivery::item::ItemId> },
+    Post { channel: String, thread: Option<crate::delivery::item::ItemId>, text: String },
     Run(Action),
     Exit(i32),
     Attach(String),
@@ -416,7 +479,28 @@ fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Flow 
         Msg::Queues(queues) => dash.set_queues(queues),
         Msg::ActionDone(outcome) => dash.status = Some(outcome),
         Msg::Usage(usage) => dash.set_usage(&usage),
-        Msg::Channels(channels) => dash.channels = channels,
+        Msg::Channels(channels) => {
+            // A channel shown in the pane that has new messages is read again.
+            let reload = dash.channel_pane.as_ref().and_then(|p| {
+                let shown = p.channel.as_ref()?;
+                let old = dash.channels.iter().find(|c| &c.name == shown)?;
+                let new = channels.iter().find(|c| &c.name == shown)?;
+                (old.messages != new.messages).then(|| (shown.clone(), p.view.as_ref().and_then(|v| v.thread.clone())))
+            });
+            dash.channels = channels;
+            if let Some((channel, thread)) = reload {
+                return Flow::LoadChannel { channel, thread };
+            }
+        }
+        Msg::Rosters(rosters) => dash.set_memberships(&rosters),
+        Msg::Approvals(open, unread) => dash.set_approvals(open, unread),
+        Msg::Answered(session, outcome) => dash.answered(&session, outcome),
+        Msg::Posted(channel, thread, outcome) => {
+            dash.status = Some(outcome);
+            if dash.channel_pane.as_ref().is_some_and(|p| p.channel.as_ref() == Some(&channel)) {
+                return Flow::LoadChannel { channel, thread };
+            }
+        }
         Msg::Signal(sig) => return Flow::Exit(128 + sig),
         Msg::Term(TermEvent::Key(key)) if key.kind != KeyEventKind::Release => {
             let key = match key.code {
@@ -446,6 +530,11 @@ fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Flow 
                 Some(model::Command::Run(action)) => return Flow::Run(action),
                 Some(model::Command::Send { session, text }) => return Flow::Send { session, text },
                 Some(model::Command::Keys { session, keys }) => return Flow::Keys { session, keys },
+                Some(model::Command::Answer { session, option, seen, said }) => {
+                    return Flow::Answer { session, option, seen, said };
+                }
+                Some(model::Command::LoadChannel { channel, thread }) => return Flow::LoadChannel { channel, thread },
+                Some(model::Command::Post { channel, thread, text }) => return Flow::Post { channel, thread, text },
                 None => {}
             }
         }
@@ -565,6 +654,62 @@ fn send_keys(paths: &Paths, tx: &Sender<Msg>, session: String, keys: Vec<String>
             Err(e) => format!("not typed: {e}"),
         };
         let _ = tx.send(Msg::ActionDone(outcome));
+    });
+}
+
+/// Answer a session's dialog from the approvals view (on a thread: the answer waits for the
+/// dialog to go), as `desk approve`/`deny` do.
+fn answer(
+    paths: &Paths,
+    tx: &Sender<Msg>,
+    session: String,
+    option: Option<u8>,
+    seen: String,
+    said: String,
+    dash: &mut Dash,
+) {
+    dash.status = Some(format!("answering {session}: {said}..."));
+    let paths = paths.clone();
+    let _ = spawn("answer", tx.clone(), move |tx| {
+        let choice = option.map_or(desk_core::dialog::Choice::Deny, desk_core::dialog::Choice::Option);
+        let outcome = match crate::paths::SessionName::parse(&session) {
+            Ok(name) => {
+                match crate::inbox::answer(
+                    &paths,
+                    &name,
+                    &choice,
+                    &seen,
+                    None,
+                    &crate::keys::Sender::this_process("dash"),
+                ) {
+                    Ok(done) if done.gone_after.is_some() => format!("answered {session}: {said}"),
+                    Ok(_) => format!("answered {session}: {said}; its dialog is still on its screen"),
+                    Err(e) => format!("{session} not answered: {e}"),
+                }
+            }
+            Err(e) => format!("{session} not answered: {e}"),
+        };
+        let _ = tx.send(Msg::Answered(session, outcome));
+    });
+}
+
+/// Post to a channel as the operator, from the channel pane (on a thread).
+fn post(
+    paths: &Paths,
+    tx: &Sender<Msg>,
+    channel: String,
+    thread: Option<crate::delivery::item::ItemId>,
+    text: String,
+    dash: &mut Dash,
+) {
+    dash.status = Some(format!("posting to #{channel}..."));
+    let paths = paths.clone();
+    let _ = spawn("post", tx.clone(), move |tx| {
+        let outcome = match channels::post(&paths, &channel, thread.as_ref(), &text) {
+            Ok(id) => format!("posted to #{channel} as human: {id}"),
+            Err(e) => format!("not posted to #{channel}: {e:#}"),
+        };
+        let _ = tx.send(Msg::Posted(channel, thread, outcome));
     });
 }
 

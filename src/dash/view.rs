@@ -35,7 +35,7 @@ pub struct Look {
 }
 
 impl Look {
-    fn fg(self, color: Color) -> Style {
+    pub(super) fn fg(self, color: Color) -> Style {
         if self.color { Style::new().fg(color) } else { Style::new() }
     }
 }
@@ -103,7 +103,11 @@ pub fn render(frame: &mut Frame, dash: &Dash, preview: &Preview, now_ms: u64, lo
     let [header, table, preview_area, events, footer] = layout(frame.area(), dash);
     render_header(frame, header, dash, look);
     render_table(frame, table, dash, now_ms, look);
-    if let Some(editor) = &dash.editor {
+    if let Some(view) = &dash.approvals {
+        super::approvals::render(frame, preview_area, view, now_ms, look);
+    } else if let Some(pane) = &dash.channel_pane {
+        super::channels::render(frame, preview_area, pane, &dash.channels, look);
+    } else if let Some(editor) = &dash.editor {
         render_editor(frame, preview_area, editor);
     } else if dash.items_focus {
         render_items(frame, preview_area, dash, look);
@@ -122,7 +126,9 @@ pub fn render(frame: &mut Frame, dash: &Dash, preview: &Preview, now_ms: u64, lo
 
 fn render_header(frame: &mut Frame, area: Rect, dash: &Dash, look: Look) {
     let all = dash.visible().count();
-    let needing = dash.visible().filter(|r| r.urgency().needs_person()).count();
+    // Sessions that need a person, and channels whose unread messages call for one (@human).
+    let needing = dash.visible().filter(|r| r.urgency().needs_person()).count()
+        + dash.channels.iter().filter(|c| c.unread_human > 0).count();
     let mut spans = vec![Span::styled(" desk dash ", Style::new().add_modifier(Modifier::BOLD))];
     spans.push(Span::raw(format!(" {all} session{} ", if all == 1 { "" } else { "s" })));
     if needing > 0 {

@@ -175,3 +175,52 @@ fn the_real_agents_recorded_dialogs_are_read_by_the_inbox() {
     // Each session's fingerprint is its own, though two ask the same command.
     assert_ne!(claude["fingerprint"], codex["fingerprint"]);
 }
+
+/// `desk dash` on a pseudo-terminal.
+fn dash(home: &Home) -> crate::harness::Pty {
+    crate::harness::PtyCommand::new(crate::support::DESK)
+        .arg("dash")
+        .env("DESK_HOME", home.path())
+        .size(120, 40)
+        .spawn()
+        .expect("spawn desk dash")
+}
+
+#[test]
+fn the_dashboards_approvals_view_answers_a_card_and_its_channel_pane_posts_as_the_operator() {
+    use crate::harness::PATIENCE;
+    let home = Home::new();
+    home.demo("api", &[]);
+    home.wait_activity("api", "idle");
+    ask_approval(&home, "api");
+    home.ok(&["channel", "new", "ops", "--goal", "keep it up"]);
+    home.ok(&["channel", "add", "ops", "api"]);
+    let pty = dash(&home);
+    pty.wait_until(PATIENCE, "the table", |s| s.contains("blocked:approval")).unwrap();
+    pty.write(b"A").unwrap();
+    let screen = pty.wait_until(PATIENCE, "api's card", |s| s.contains("[2] No")).unwrap();
+    assert!(screen.contains("Bash(demo-tool --prompt 1)"), "{screen}");
+    pty.write(b"2").unwrap();
+    pty.wait_until(PATIENCE, "the answer said", |s| s.contains("answered api: 2. No")).unwrap();
+    home.wait_screen("api", "Denied (2. No)");
+    let events = home.ok(&["events", "api", "--type", "answer", "--json"]);
+    assert!(events.contains("\"via\":\"dash\"") && events.contains("\"outcome\":\"typed\""), "{events}");
+    // The channel pane: read #ops, post as the operator.
+    pty.write(b"\x1b").unwrap();
+    pty.wait_until(PATIENCE, "the approvals view closed", |s| !s.contains("approvals (j/k")).unwrap();
+    pty.write(b"c").unwrap();
+    pty.wait_until(PATIENCE, "the channel pane", |s| s.contains("#ops · keep it up")).unwrap();
+    pty.write(b"p").unwrap();
+    pty.wait_until(PATIENCE, "the draft", |s| s.contains("your post")).unwrap();
+    pty.write(b"hello from the dash").unwrap();
+    pty.write(b"\x1b\r").unwrap();
+    pty.wait_until(PATIENCE, "the post in the pane", |s| s.contains("posted to #ops as human")).unwrap();
+    let read = home.json(&["channel", "read", "ops", "--json"]);
+    let last = read["data"]["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(
+        (last["author"].as_str(), last["body"].as_str()),
+        (Some("human"), Some("hello from the dash")),
+        "{read:#}"
+    );
+    pty.write(b"q").unwrap();
+}

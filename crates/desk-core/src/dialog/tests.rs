@@ -235,3 +235,23 @@ fn a_bad_dialog_table_is_refused_naming_what_is_wrong() {
     assert!(RuleSet::parse(plain, "mine.toml").unwrap().dialog.is_some());
     assert!(RuleSet::builtin(Provider::Shell).dialog.is_none());
 }
+
+#[test]
+fn a_prompt_that_quotes_a_dialog_is_no_dialog() {
+    for (agent, provider) in
+        [("claude", Provider::Claude), ("codex", Provider::Codex), ("opencode", Provider::OpenCode)]
+    {
+        let rules = spec(provider);
+        let shots = recording(agent, "quoted-dialog", "screens.txt");
+        let labels: Vec<&str> = shots
+            .lines()
+            .filter_map(|l| l.strip_prefix("===== "))
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        assert!(labels.len() > 5, "{agent}: {labels:?}");
+        for label in labels {
+            let rows = screen(agent, "quoted-dialog", label);
+            assert_eq!(rules.read(&rows, None, "s/1"), None, "{agent} {label}: {}", rows.join("\n"));
+        }
+    }
+}
