@@ -557,6 +557,7 @@ impl Client {
         self.handshake_deadline = std::time::Instant::now() + crate::wire::client::REQUEST_TIMEOUT;
         self.own.answer_pending = None;
         self.own.asked_dialog = false;
+        self.own.drew_over = false;
         self.own.lost_status();
         true
     }
@@ -583,6 +584,11 @@ impl Client {
         }
         if let Some(bytes) = self.own.status_bytes(self.name.as_str(), force, crate::clock::now_ms()) {
             self.to_tty.extend_from_slice(&bytes);
+        }
+        // Without the status line a prompt was drawn over the session's last row: once it
+        // closes, the session is drawn again.
+        if !self.own.status_on && !self.own.ui.reading() && std::mem::take(&mut self.own.drew_over) {
+            self.repaint();
         }
     }
 

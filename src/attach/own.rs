@@ -45,6 +45,8 @@ pub(super) struct Own {
     pub(super) answer_pending: Option<(u64, String)>,
     /// A SNAPSHOT was asked for, to read the session's dialog.
     pub(super) asked_dialog: bool,
+    /// A prompt was drawn over the session's screen (no status line to draw it on).
+    pub(super) drew_over: bool,
     nonce: u64,
 }
 
@@ -67,6 +69,7 @@ impl Own {
             drawn: None,
             answer_pending: None,
             asked_dialog: false,
+            drew_over: false,
             nonce: 0,
         }
     }
@@ -201,6 +204,7 @@ impl Own {
             return None;
         }
         self.drawn = Some(text.clone());
+        self.drew_over |= !self.status_on;
         let mut bytes = ui::draw_status(self.term.1, &text);
         let overlay = self.ui.overlay(usize::from(self.term.0), usize::from(self.term.1.saturating_sub(1)));
         if !overlay.is_empty() {

@@ -180,6 +180,12 @@ fn without_the_status_line_the_session_gets_the_whole_terminal_and_prefix_keys_s
         if size(&home, "a") == (90, 20) { Ok(()) } else { Err(format!("{:?}", size(&home, "a"))) }
     });
     assert!(!pty.screen().contains("^] ? keys"));
+    // The prefix's prompt is drawn over the session's last row while it is open, and the
+    // session's own row comes back when it closes.
+    pty.write(b"\x1d").unwrap();
+    pty.wait_until(PATIENCE, "the prompt", |s| s.rows()[19].contains("n next in need")).unwrap();
+    pty.write(b"\x1b").unwrap();
+    pty.wait_until(PATIENCE, "the session's row back", |s| s.rows()[19].trim().is_empty()).unwrap();
     pty.write(b"\x1dn").unwrap();
     pty.wait_until(PATIENCE, "b's dialog", |s| s.contains("Do you want to run this command?")).unwrap();
     eventually("b attached", || if controllers(&home, "b") == 1 { Ok(()) } else { Err("not yet".into()) });
