@@ -141,6 +141,9 @@ enum Msg {
 /// the answer is checked against the screen anyway.
 const APPROVALS_REFRESH: Duration = Duration::from_secs(1);
 
+/// The approvals view is open: its thread reads the fleet's dialogs (one dashboard per process).
+static APPROVALS_OPEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// The selected session's viewer connection and the screen model it feeds.
 struct PreviewConn {
     id: u64,
@@ -265,11 +268,10 @@ pub fn run() -> Result<i32> {
         }
     })?;
     // The approvals view's cards: read only while it is open.
-    let approvals_open = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (approvals_paths, approvals_flag) = (paths.clone(), approvals_open.clone());
+    let approvals_paths = paths.clone();
     spawn("approvals", tx.clone(), move |tx| {
         loop {
-            if approvals_flag.load(std::sync::atomic::Ordering::Relaxed) {
+            if APPROVALS_OPEN.load(std::sync::atomic::Ordering::Relaxed) {
                 let (open, unread) = crate::inbox::list(&approvals_paths);
                 if tx.send(Msg::Approvals(open, unread)).is_err() {
                     return;
@@ -301,7 +303,7 @@ pub fn run() -> Result<i32> {
     })?;
     let _ = permit_tx.send(());
     let mut term = Terminal::new(CrosstermBackend::new(std::io::stdout())).context("cannot draw on the terminal")?;
-    let code = run_loop(&mut term, &mut dash, &paths, &tx, &rx, &permit_tx, look, &approvals_open);
+    let code = run_loop(&mut term, &mut dash, &paths, &tx, &rx, &permit_tx, look);
     drop(guard);
     code
 }
@@ -338,13 +340,12 @@ fn run_loop(
     rx: &Receiver<Msg>,
     permit: &Sender<()>,
     look: Look,
-    approvals_open: &std::sync::atomic::AtomicBool,
 ) -> Result<i32> {
     let mut preview: Option<PreviewConn> = None;
     let mut next_preview_id = 0u64;
     loop {
         follow_selection(dash, paths, tx, &mut preview, &mut next_preview_id);
-        approvals_open.store(dash.approvals.is_some(), std::sync::atomic::Ordering::Relaxed);
+        APPROVALS_OPEN.store(dash.approvals.is_some(), std::sync::atomic::Ordering::Relaxed);
         dash.own_viewer = preview.as_ref().filter(|p| p.stream.is_some()).map(|p| p.session.clone());
         let now_ms = crate::clock::now_ms();
         let size = term.size().context("cannot read the terminal's size")?;
