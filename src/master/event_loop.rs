@@ -672,23 +672,22 @@ impl Master {
                 Effect::Snapshot { client } => {
                     self.flush_log();
                     let history = match frame.take() {
-                        Some(Frame::SnapshotRequest { history: Some(n) }) => Some(n),
+                        Some(Frame::SnapshotRequest { history }) => history,
                         _ => None,
                     };
                     let canonical = crate::pty::is_canonical(self.pty.as_fd());
                     let foreground =
                         crate::pty::foreground(self.pty.as_fd(), self.meta.pid, self.tty.as_deref(), canonical);
                     let mut reply = SnapshotReply {
-                        screen: self.screen.snapshot(),
                         generation: self.meta.generation,
                         last_input_ms: self.last_controller_input_ms,
                         canonical,
                         state: Some(self.authority.view()),
-                        history: None,
                         foreground,
+                        ..SnapshotReply::of_screen(self.screen.snapshot())
                     };
-                    if let Some(n) = history {
-                        reply.history = Some(history_that_fits(&self.screen, n, &reply));
+                    if let Some(ask) = history {
+                        super::history::fill(&self.screen, ask, &mut reply);
                     }
                     if let Some(client) = self.clients.get_mut(&token_of(client)) {
                         client.push_control(&Frame::Snapshot(Box::new(reply)));
@@ -1362,28 +1361,6 @@ impl io::Write for FdWriter<'_> {
     }
 }
 
-/// The newest `n` history lines as rows, oldest first, as many of them as fit in one SNAPSHOT
-/// frame beside `reply` (which has no history yet): a frame's payload is at most
-/// `MAX_PAYLOAD`, so a large history is cut from its oldest end.
-fn history_that_fits(screen: &Screen, n: u32, reply: &SnapshotReply) -> Vec<desk_term::screen::HistoryRow> {
-    // `,"history":[]` and room to spare.
-    const OVERHEAD: usize = 64;
-    let base = serde_json::to_vec(reply).map_or(crate::wire::MAX_PAYLOAD, |v| v.len()) + OVERHEAD;
-    let mut budget = crate::wire::MAX_PAYLOAD.saturating_sub(base);
-    let mut rows = Vec::new();
-    for line in screen.history_tail(n as usize).rev() {
-        let row = line.to_json_row();
-        let size = serde_json::to_vec(&row).map_or(usize::MAX, |v| v.len() + 1);
-        if size > budget {
-            break;
-        }
-        budget -= size;
-        rows.push(row);
-    }
-    rows.reverse();
-    rows
-}
-
 #[cfg(test)]
 mod tests {
     //! The master driven directly: clients are socket pairs inserted into its table, frames are
@@ -1824,13 +1801,9 @@ mod tests {
             asked += 1;
         }
         let reply = SnapshotReply {
-            screen: rig.master.screen.snapshot(),
             generation: 1,
-            last_input_ms: None,
-            canonical: false,
             state: Some(rig.master.authority.view()),
-            history: None,
-            foreground: None,
+            ..SnapshotReply::of_screen(rig.master.screen.snapshot())
         };
         let snapshot = Frame::Snapshot(Box::new(reply)).to_bytes().len();
         assert!(asked * snapshot > super::super::client::CONTROL_QUEUE_LIMIT, "gone after {asked}");

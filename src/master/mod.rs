@@ -14,6 +14,7 @@ pub mod args;
 mod client;
 mod event_loop;
 mod events;
+mod history;
 mod memory;
 mod operator;
 mod queue;

@@ -275,15 +275,8 @@ fn deskc_prints_control_characters_in_a_snapshot_as_question_marks() {
                 Some(Frame::SnapshotRequest { .. }) => {
                     let mut screen = desk::screen::Screen::new(80, 24).snapshot();
                     screen.lines = vec!["plain".into(), "csi \u{9b}2J esc \x1b]0;t\x07 nel \u{85} end".into()];
-                    let reply = desk::wire::SnapshotReply {
-                        screen,
-                        generation: 1,
-                        last_input_ms: None,
-                        canonical: false,
-                        state: None,
-                        history: None,
-                        foreground: None,
-                    };
+                    let reply =
+                        desk::wire::SnapshotReply { generation: 1, ..desk::wire::SnapshotReply::of_screen(screen) };
                     stream.write_all(&Frame::Snapshot(Box::new(reply)).to_bytes()).unwrap();
                 }
                 Some(_) => {}
