@@ -35,6 +35,11 @@ fn size(home: &Home, name: &str) -> (u64, u64) {
     (s["cols"].as_u64().unwrap(), s["rows"].as_u64().unwrap())
 }
 
+/// Wait until session `name` has the size `want` (cols, rows).
+fn wait_size(home: &Home, name: &str, want: (u64, u64), what: &str) {
+    eventually(what, || if size(home, name) == want { Ok(()) } else { Err(format!("{:?}", size(home, name))) });
+}
+
 fn controllers(home: &Home, name: &str) -> u64 {
     home.session(name).map_or(0, |s| s["clients"]["controllers"].as_u64().unwrap_or(0))
 }
@@ -59,9 +64,7 @@ fn the_status_line_names_this_session_and_who_else_needs_you_live_under_a_sessio
     let line = wait_status(&pty, "the status line", |r| r.contains("calm idle"));
     assert!(line.contains("nobody else needs you"), "{line:?}");
     assert!(line.trim_end().ends_with("^] ? keys"), "{line:?}");
-    eventually("the session one row shorter than the terminal", || {
-        if size(&home, "calm") == (100, 19) { Ok(()) } else { Err(format!("{:?}", size(&home, "calm"))) }
-    });
+    wait_size(&home, "calm", (100, 19), "the session one row shorter than the terminal");
     // Another session asks: the line says so without a key pressed.
     ask_approval(&home, "api");
     let line = wait_status(&pty, "api's dialog on the status line", |r| r.contains("api blocked"));
@@ -168,17 +171,21 @@ fn prefix_a_answers_this_sessions_dialog_with_the_agents_keys_and_journals_it() 
     pty.write(b"\x1c").unwrap();
 }
 
-#[test]
-fn without_the_status_line_the_session_gets_the_whole_terminal_and_prefix_keys_still_work() {
+/// Demo sessions `a` and `b`, `b` showing its approval dialog.
+fn a_and_b_waiting() -> Home {
     let home = Home::new();
     demo(&home, "a");
     demo(&home, "b");
     ask_approval(&home, "b");
+    home
+}
+
+#[test]
+fn without_the_status_line_the_session_gets_the_whole_terminal_and_prefix_keys_still_work() {
+    let home = a_and_b_waiting();
     let pty = attach(&home, "a", &["--no-status"], 90, 20);
     pty.wait_until(PATIENCE, "a's screen", |s| s.contains("Type a prompt")).unwrap();
-    eventually("the whole terminal", || {
-        if size(&home, "a") == (90, 20) { Ok(()) } else { Err(format!("{:?}", size(&home, "a"))) }
-    });
+    wait_size(&home, "a", (90, 20), "the whole terminal");
     assert!(!pty.screen().contains("^] ? keys"));
     // The prefix's prompt is drawn over the session's last row while it is open, and the
     // session's own row comes back when it closes.
@@ -188,6 +195,40 @@ fn without_the_status_line_the_session_gets_the_whole_terminal_and_prefix_keys_s
     pty.wait_until(PATIENCE, "the session's row back", |s| s.rows()[19].trim().is_empty()).unwrap();
     pty.write(b"\x1dn").unwrap();
     pty.wait_until(PATIENCE, "b's dialog", |s| s.contains("Do you want to run this command?")).unwrap();
-    eventually("b attached", || if controllers(&home, "b") == 1 { Ok(()) } else { Err("not yet".into()) });
+    wait_size(&home, "b", (90, 20), "b attached, at the whole terminal's size");
+    pty.write(b"\x1c").unwrap();
+}
+
+/// The config file's `[attach]` table: `status_line = false` gives the session the whole
+/// terminal, and `prefix_key` is the prefix (the default `^]` then types into the session).
+#[test]
+fn the_config_file_turns_the_status_line_off_and_sets_the_prefix_key() {
+    let home = a_and_b_waiting();
+    std::fs::create_dir_all(home.path().join("config")).unwrap();
+    std::fs::write(home.path().join("config/config.toml"), "[attach]\nstatus_line = false\nprefix_key = \"C-g\"\n")
+        .unwrap();
+    let pty = attach(&home, "a", &[], 90, 20);
+    pty.wait_until(PATIENCE, "a's screen", |s| s.contains("Type a prompt")).unwrap();
+    wait_size(&home, "a", (90, 20), "the whole terminal");
+    assert!(!pty.screen().contains("? keys"), "{}", pty.screen());
+    pty.write(b"\x07n").unwrap();
+    pty.wait_until(PATIENCE, "b's dialog", |s| s.contains("Do you want to run this command?")).unwrap();
+    wait_size(&home, "b", (90, 20), "b attached, at the whole terminal's size");
+    pty.write(b"\x1c").unwrap();
+}
+
+/// A terminal too small for a status line (fewer than 5 rows) attaches without one: the
+/// session gets every row, and the line comes when the terminal grows.
+#[test]
+fn a_terminal_without_room_gets_no_status_line_until_it_grows() {
+    let home = Home::new();
+    home.new_sh("s", "printf 'READY>'; exec cat");
+    let pty = attach(&home, "s", &[], 40, 4);
+    pty.wait_until(PATIENCE, "the session's screen", |s| s.contains("READY>")).unwrap();
+    wait_size(&home, "s", (40, 4), "the whole terminal");
+    assert!(!pty.screen().contains("s idle") && !pty.screen().contains("? keys"), "{}", pty.screen());
+    pty.resize(60, 10).unwrap();
+    wait_status(&pty, "the status line", |r| r.trim_end().ends_with("^] ? keys"));
+    wait_size(&home, "s", (60, 9), "the session one row shorter");
     pty.write(b"\x1c").unwrap();
 }
