@@ -588,11 +588,11 @@ fn render_footer(frame: &mut Frame, area: Rect, dash: &Dash, look: Look) {
             Span::styled("  Enter keeps it, Esc clears it", look.fg(Color::DarkGray)),
         ])
     } else {
-        let long = " j/k select  n next  Enter attach  a answer  s send  i items  f force  d drop  p pause  / filter  v group  PgUp history  q quit";
+        let long = " j/k select  n next  Enter attach  a answer  A approvals  c channels  s send  i items  f force  d drop  p pause  / filter  v group  PgUp history  q quit";
         let hint = if usize::from(area.width) > long.len() {
             long
         } else {
-            " j/k n:next Enter:attach a:answer s:send i:items f:force d:drop p:pause / q:quit"
+            " j/k n:next Enter:attach a:answer A:approvals c:channels s:send i f d p / q:quit"
         };
         Line::from(Span::styled(hint, look.fg(Color::DarkGray)))
     };
