@@ -18,10 +18,14 @@
 //!   private memory each desk master keeps (and its heap), what each extra session adds to the
 //!   tmux server, and the wall time of `desk ls` and `tmux ls` at each size.
 //!
+//! - attention: the CPU an attached client spends on its status line while a fleet of sessions
+//!   changes their titles ten times a second (beside `--no-status`), and the time from the
+//!   prefix key's `l` to the other session's screen on the terminal (issue 21).
+//!
 //! Pinning: this process and the attach clients run on CPU 1, holders and their children on
 //! CPU 0 (`taskset`), so every tool gets the same split; the fleet part pins nothing (a listing
 //! may use both cores, as it would for a user). Options: `--runs N` (default 5), `--mb N`
-//! (default 50), `--only fanout|attach|idle|history|fleet`, `--idle-secs N` (default 10), `--sessions
+//! (default 50), `--only fanout|attach|idle|history|fleet|attention`, `--idle-secs N` (default 10), `--sessions
 //! N,N,..` (fleet sizes, default 10,100,300), `--ls-runs N` (timed listings per size, default 20).
 
 use desk::pty::{Spawn, spawn};
@@ -247,11 +251,18 @@ struct Desk {
     n: usize,
     /// `desk new --history` for this holder's sessions; `None`: the default (10,000 lines).
     history: Option<usize>,
+    /// Attach with attach's status line (a view of the session, one row shorter); the other
+    /// desk rows attach with `--no-status`, the raw stream.
+    status: bool,
 }
 
 /// The name of the desk holder whose sessions keep no history (`--history 0`): in the fan-out
 /// only, beside the default one, to show what keeping a history costs there.
 const DESK_NO_HISTORY: &str = "desk --history 0";
+
+/// The name of the desk holder whose clients attach with the status line (issue 21): in the
+/// fan-out only, beside the raw one, to show what the status line costs there.
+const DESK_STATUS: &str = "desk, status line";
 
 impl Desk {
     fn cmd(&self) -> Command {
@@ -266,7 +277,13 @@ impl Desk {
 
 impl Holder for Desk {
     fn name(&self) -> &'static str {
-        if self.history == Some(0) { DESK_NO_HISTORY } else { "desk" }
+        if self.status {
+            DESK_STATUS
+        } else if self.history == Some(0) {
+            DESK_NO_HISTORY
+        } else {
+            "desk"
+        }
     }
     fn start(&mut self, script: &str) -> u32 {
         self.n += 1;
@@ -289,7 +306,11 @@ impl Holder for Desk {
             .unwrap() as u32
     }
     fn attach_argv(&self) -> Vec<OsString> {
-        vec![self.exe.clone().into(), "attach".into(), self.session().into()]
+        let mut argv: Vec<OsString> = vec![self.exe.clone().into(), "attach".into(), self.session().into()];
+        if !self.status {
+            argv.push("--no-status".into());
+        }
+        argv
     }
     fn attach_env(&self) -> Vec<(OsString, OsString)> {
         vec![("DESK_HOME".into(), self.home.clone().into())]
@@ -573,7 +594,12 @@ fn fanout(holders: &mut [Box<dyn Holder>], opts: &Opts, work: &Path) -> String {
                     stats.client_cpu_s.push((cpu_ticks(c.pid) - before) as f64 / 100.0);
                     stats.client_bytes.push(c.bytes.load(Ordering::Relaxed) as f64);
                     let kept = c.kept.lock().unwrap();
-                    let rows = strip_trailing_blank(screen_rows(&kept));
+                    let mut rows = screen_rows(&kept);
+                    if holder.name() == DESK_STATUS {
+                        // Its last row is the status line; the session's screen is above it.
+                        rows.pop();
+                    }
+                    let rows = strip_trailing_blank(rows);
                     stats.screens_checked += 1;
                     // The flood's last lines must be on screen exactly; the holder's own view
                     // (when it has one) must agree with the client's.
@@ -607,28 +633,33 @@ fn fanout(holders: &mut [Box<dyn Holder>], opts: &Opts, work: &Path) -> String {
     // Ratios within each run (holders of one run share the machine's state), then their median.
     // dtach / raw PTY shows where the raw PTY's ceiling puts a target relative to dtach.
     let mut ratios = String::from(
-        "\n| run | 1 client MB/s: desk | desk --history 0 | dtach | raw PTY | desk / desk --history 0 | desk / dtach | desk / raw PTY | dtach / raw PTY |\n|---|---|---|---|---|---|---|---|---|\n",
+        "\n| run | 1 client MB/s: desk | desk --history 0 | desk, status line | dtach | raw PTY | desk / desk --history 0 | desk, status line / desk | desk / dtach | desk / raw PTY | dtach / raw PTY |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let (mut to_dtach, mut to_raw, mut to_off, mut dtach_to_raw) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut status_to_desk = Vec::new();
     for (run_no, mbps) in &one_client {
         let get = |name: &str| mbps.get(name).copied().unwrap_or(f64::NAN);
         let (desk, off, dtach, raw) = (get("desk"), get(DESK_NO_HISTORY), get("dtach"), get("raw PTY"));
+        let status = get(DESK_STATUS);
         to_dtach.push(desk / dtach);
         to_raw.push(desk / raw);
         to_off.push(desk / off);
+        status_to_desk.push(status / desk);
         dtach_to_raw.push(dtach / raw);
         ratios.push_str(&format!(
-            "| {} | {desk:.1} | {off:.1} | {dtach:.1} | {raw:.1} | {:.2} | {:.2} | {:.2} | {:.2} |\n",
+            "| {} | {desk:.1} | {off:.1} | {status:.1} | {dtach:.1} | {raw:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |\n",
             run_no + 1,
             desk / off,
+            status / desk,
             desk / dtach,
             desk / raw,
             dtach / raw
         ));
     }
     ratios.push_str(&format!(
-        "| median | | | | | {:.2} | {:.2} | {:.2} | {:.2} |\n",
+        "| median | | | | | | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |\n",
         median(&mut to_off),
+        median(&mut status_to_desk),
         median(&mut to_dtach),
         median(&mut to_raw),
         median(&mut dtach_to_raw)
@@ -639,7 +670,7 @@ fn fanout(holders: &mut [Box<dyn Holder>], opts: &Opts, work: &Path) -> String {
 fn attach_latency(holders: &mut [Box<dyn Holder>], opts: &Opts, work: &Path) -> String {
     let runs = (opts.runs * 6).max(20);
     let mut table = String::from("| holder | runs | median ms | p95 ms |\n|---|---|---|---|\n");
-    for holder in holders.iter_mut().filter(|h| h.name() != "dtach" && h.name() != DESK_NO_HISTORY) {
+    for holder in holders.iter_mut().filter(|h| !["dtach", DESK_NO_HISTORY, DESK_STATUS].contains(&h.name())) {
         let script = format!(
             "for i in $(seq 1 39); do printf 'line %02d %s\\n' $i {pad}; done; printf 'FULL-SCREEN-MARKER'; exec sleep 100000",
             pad = "x".repeat(100)
@@ -686,7 +717,7 @@ fn idle(holders: &mut [Box<dyn Holder>], opts: &Opts) -> String {
     // A freshly linked executable's pages are dirty in the page cache until written back, and
     // would show as Private_Dirty; write them back first so "dirty" means the holder's own.
     nix::unistd::sync();
-    for holder in holders.iter_mut().filter(|h| h.name() != DESK_NO_HISTORY) {
+    for holder in holders.iter_mut().filter(|h| h.name() != DESK_NO_HISTORY && h.name() != DESK_STATUS) {
         // tmux holds every session in one server: its numbers are for the whole server.
         for count in [1usize, 10] {
             let pids: Vec<u32> = (0..count).map(|_| holder.start("exec sleep 100000")).collect();
@@ -772,6 +803,7 @@ fn history_memory(opts: &Opts, work: &Path) -> String {
             home: work.join(format!("home-history-{run_no}")),
             n: 0,
             history: None,
+            status: false,
         };
         let full_pid = desk.start(&full_script);
         let full_name = desk.session();
@@ -835,6 +867,9 @@ fn history_memory(opts: &Opts, work: &Path) -> String {
 #[path = "sessions/fleet.rs"]
 mod fleet;
 
+#[path = "sessions/attention.rs"]
+mod attention;
+
 /// Every holder's sessions are stopped when the bench ends, by return or by panic.
 struct StopOnDrop(Vec<Box<dyn Holder>>);
 
@@ -853,12 +888,26 @@ fn main() {
     let work = tempfile::Builder::new().prefix("desk-bench").tempdir().unwrap();
     let home = work.path().join("home");
     let mut guard = StopOnDrop(vec![
-        Box::new(Desk { exe: PathBuf::from(env!("CARGO_BIN_EXE_desk")), home: home.clone(), n: 0, history: None }),
+        Box::new(Desk {
+            exe: PathBuf::from(env!("CARGO_BIN_EXE_desk")),
+            home: home.clone(),
+            n: 0,
+            history: None,
+            status: false,
+        }),
         Box::new(Desk {
             exe: PathBuf::from(env!("CARGO_BIN_EXE_desk")),
             home: work.path().join("home-no-history"),
             n: 0,
             history: Some(0),
+            status: false,
+        }),
+        Box::new(Desk {
+            exe: PathBuf::from(env!("CARGO_BIN_EXE_desk")),
+            home: work.path().join("home-status"),
+            n: 0,
+            history: None,
+            status: true,
         }),
         Box::new(Dtach { dir: work.path().to_path_buf(), n: 0 }),
         Box::new(Tmux { label: format!("deskbench{}", std::process::id()), n: 0 }),
@@ -889,5 +938,8 @@ fn main() {
     }
     if opts.only.as_deref() == Some("fleet") {
         println!("## Fleet of idle sessions\n\n{}", fleet::measure(&opts, work.path()));
+    }
+    if want("attention") {
+        println!("## The attach status line and switching sessions\n\n{}", attention::measure(&opts, work.path()));
     }
 }
