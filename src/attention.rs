@@ -2,8 +2,8 @@
 //! its stuck prompts and the channels' unread `@human` mentions, kept current cheaply.
 //!
 //! Owns [`FleetReader`]: what it last read of each session (from the info file its master keeps
-//! current, `crate::info_file`, or its exit record), the delivery counts (from the daemon, else
-//! the item store, as `desk ls` reads them) and each channel's summary (`crate::channel::summary`,
+//! current, `desk_common::info_file`, or its exit record), the delivery counts (from the daemon, else
+//! the item store, as `desk ls` reads them) and each channel's summary (`desk_daemon::channel::summary`,
 //! recomputed only when one of the channel's files changed size or time). The caller says which
 //! sessions' files changed (the attach client watches the runtime directory with inotify) and
 //! when to read the slow parts; the ranking is `desk_core::attention`'s, the one the dashboard
@@ -15,8 +15,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::SystemTime;
 
-use crate::info_file::MasterCheck;
-use crate::paths::{Paths, SessionName};
+use desk_common::info_file::MasterCheck;
+use desk_common::paths::{Paths, SessionName};
 use desk_core::attention::{Look, Mentions, Need};
 use desk_wire::state::{Activity, Health};
 
@@ -39,13 +39,31 @@ pub struct FleetReader {
     /// Sessions whose files changed since they were read; `None`: all of them.
     dirty: Option<BTreeSet<String>>,
     stuck: HashMap<String, u32>,
+    stuck_source: Option<StuckSource>,
     channels: HashMap<String, (Stamp, Mentions)>,
 }
+
+/// Every session's stuck item count; `None` when it cannot be known now.
+pub type StuckSource = fn(&Paths) -> Option<HashMap<String, u32>>;
 
 impl FleetReader {
     /// A reader that has read nothing yet (everything is dirty).
     pub fn new(paths: Paths) -> FleetReader {
-        FleetReader { paths, sessions: BTreeMap::new(), dirty: None, stuck: HashMap::new(), channels: HashMap::new() }
+        FleetReader {
+            paths,
+            sessions: BTreeMap::new(),
+            dirty: None,
+            stuck: HashMap::new(),
+            stuck_source: None,
+            channels: HashMap::new(),
+        }
+    }
+
+    /// Read stuck items with `source` (the CLI's, from the daemon or the delivery store: this
+    /// module reads no queue itself); without one, no session counts as stuck here.
+    pub fn with_stuck_source(mut self, source: StuckSource) -> FleetReader {
+        self.stuck_source = Some(source);
+        self
     }
 
     /// The files of the session a runtime-directory entry named `file` belongs to changed.
@@ -77,10 +95,8 @@ impl FleetReader {
                 self.sessions.clear();
                 match self.paths.session_names_and_exits() {
                     Ok(all) => all.into_iter().map(|(n, _)| n.as_str().to_string()).collect(),
-                    Err(e) => {
-                        tracing::debug!("cannot list the sessions: {e:#}");
-                        Vec::new()
-                    }
+                    // Unreadable now: everything stays to be read, at the next read.
+                    Err(_) => return,
                 }
             }
         };
@@ -99,8 +115,8 @@ impl FleetReader {
 
     fn read_session(&self, name: &SessionName) -> Option<Seen> {
         let files = self.paths.session(name);
-        if let Some(record) = crate::info_file::read(&files.info).filter(|r| r.info.name == name.as_str()) {
-            let check = crate::info_file::check(&record);
+        if let Some(record) = desk_common::info_file::read(&files.info).filter(|r| r.info.name == name.as_str()) {
+            let check = desk_common::info_file::check(&record);
             if check != MasterCheck::NotTheMaster {
                 let info = record.info;
                 let mut look = match &info.state {
@@ -117,25 +133,26 @@ impl FleetReader {
                 return Some(Seen { look, provider: info.provider, title: info.title });
             }
         }
-        if let Ok(Some(exit)) = crate::session::read_exit(&files) {
+        if let Ok(Some(exit)) = desk_common::session::read_exit(&files) {
             let mut look = Look::running(name.as_str(), Activity::Unknown, 0, None, Health::Ok);
             look.exited = Some(exit.status);
             look.exited_at_ms = exit.exited_at_ms;
-            let provider = crate::session::read_meta(&files).ok().flatten().map(|m| m.provider).unwrap_or_default();
+            let provider =
+                desk_common::session::read_meta(&files).ok().flatten().map(|m| m.provider).unwrap_or_default();
             return Some(Seen { look, provider, title: exit.title.unwrap_or_default() });
         }
         // Starting (its record written, its master not yet answering) or gone without a word.
-        let meta = crate::session::read_meta(&files).ok().flatten()?;
+        let meta = desk_common::session::read_meta(&files).ok().flatten()?;
         let look = Look::running(name.as_str(), Activity::Unknown, 0, None, Health::Ok);
         Some(Seen { look, provider: meta.provider, title: String::new() })
     }
 
     /// Read the slow parts: stuck items and the channels' mentions.
     pub fn read_slow(&mut self) {
-        if let Some(counts) = crate::cli::delivery_counts(&self.paths) {
+        if let Some(counts) = self.stuck_source.and_then(|source| source(&self.paths)) {
             self.stuck = counts;
         }
-        let store = crate::channel::store::ChannelStore::at(&self.paths);
+        let store = desk_daemon::channel::store::ChannelStore::at(&self.paths);
         let names = store.list().unwrap_or_default();
         self.channels.retain(|k, _| names.iter().any(|n| n.as_str() == k));
         for name in names {
@@ -143,7 +160,7 @@ impl FleetReader {
             if self.channels.get(name.as_str()).is_some_and(|(old, _)| *old == stamp) {
                 continue;
             }
-            let Ok(summary) = crate::channel::summary::summarize(&store, &name) else { continue };
+            let Ok(summary) = desk_daemon::channel::summary::summarize(&store, &name) else { continue };
             let mentions = Mentions {
                 channel: summary.name.clone(),
                 unread: summary.unread_human,
@@ -189,7 +206,8 @@ fn stamp(dir: &std::path::Path) -> Stamp {
         .flatten()
         .filter_map(|e| {
             let name = e.file_name().to_str()?.to_string();
-            let wanted = name.ends_with(".md") || name == crate::channel::summary::SEEN_FILE || name == "members.json";
+            let wanted =
+                name.ends_with(".md") || name == desk_daemon::channel::summary::SEEN_FILE || name == "members.json";
             let meta = e.metadata().ok().filter(|_| wanted)?;
             Some((name, meta.len(), meta.modified().ok()))
         })

@@ -14,14 +14,14 @@
 use std::time::{Duration, Instant};
 
 use crate::attention::FleetReader;
-use crate::keys::Sender;
-use crate::paths::{Paths, SessionName};
-use crate::session::{self, Probe};
-use crate::wire::client::Connection;
-use crate::wire::operator::ClientEvent;
-use crate::wire::{ErrorCode, Frame, Role};
+use desk_common::keys::Sender;
+use desk_common::master_client::Connection;
+use desk_common::paths::{Paths, SessionName};
+use desk_common::session::{self, Probe};
 use desk_core::dialog::{Choice, Dialog};
+use desk_wire::operator::ClientEvent;
 use desk_wire::state::Activity;
+use desk_wire::{ErrorCode, Frame, Role};
 
 /// 3 s after the last key is due: how long an answer waits for its dialog to leave the screen
 /// before saying it is still there. Agents take a dialog down within a quarter of a second of
@@ -80,15 +80,16 @@ fn connect(paths: &Paths, name: &SessionName) -> Result<Connection, InboxError> 
     match session::probe_settled(&files).map_err(InboxError::Failed)? {
         Probe::Live(stream) => {
             Connection::open(stream, Role::Query, 0, 0).map_err(|e| match session::current_exit(&files) {
-                Some(exit) => {
-                    InboxError::NotRunning(format!("session {name} {}", crate::signals::describe_exit(exit.status)))
-                }
+                Some(exit) => InboxError::NotRunning(format!(
+                    "session {name} {}",
+                    desk_common::signals::describe_exit(exit.status)
+                )),
                 None => InboxError::Failed(e),
             })
         }
         Probe::Absent | Probe::Stale => Err(match session::current_exit(&files) {
             Some(exit) => {
-                InboxError::NotRunning(format!("session {name} {}", crate::signals::describe_exit(exit.status)))
+                InboxError::NotRunning(format!("session {name} {}", desk_common::signals::describe_exit(exit.status)))
             }
             None if files.meta.exists() => InboxError::NotRunning(format!("session {name} is not running")),
             None => InboxError::NoSuchSession(format!("no session named {name}")),
@@ -108,8 +109,8 @@ fn read_on(paths: &Paths, conn: &mut Connection) -> Result<Option<Dialog>, Inbox
         }
     };
     let provider = desk_core::provider::Provider::or_shell(&conn.info.provider);
-    let rules =
-        crate::rules::load(provider, &paths.config).unwrap_or_else(|_| crate::state::RuleSet::builtin(provider));
+    let rules = desk_common::rules::load(provider, &paths.config)
+        .unwrap_or_else(|_| desk_core::state::RuleSet::builtin(provider));
     let scope = format!("{}/{}", conn.info.name, conn.info.generation);
     Ok(rules.dialog.and_then(|spec| spec.read(&snapshot.screen.lines, None, &scope)))
 }
@@ -140,8 +141,9 @@ pub fn list(paths: &Paths) -> (Vec<Open>, Vec<String>) {
         let Ok(name) = SessionName::parse(&look.name) else { continue };
         match read(paths, &name) {
             Ok(Some(o)) => open.push(o),
-            Ok(None) => unread.push(look.name.clone()),
-            Err(e) => tracing::debug!("{name}: {e}"),
+            // A session whose screen cannot be read now is listed with those whose dialog
+            // cannot be read: blocked, and not answerable from the inbox.
+            Ok(None) | Err(_) => unread.push(look.name.clone()),
         }
     }
     open.sort_by_key(|o| (if o.since_ms == 0 { u64::MAX } else { o.since_ms }, o.session.clone()));
@@ -170,8 +172,8 @@ pub fn answer(
 ) -> Result<Answered, InboxError> {
     let mut conn = connect(paths, name)?;
     let provider = desk_core::provider::Provider::or_shell(&conn.info.provider);
-    let rules =
-        crate::rules::load(provider, &paths.config).unwrap_or_else(|_| crate::state::RuleSet::builtin(provider));
+    let rules = desk_common::rules::load(provider, &paths.config)
+        .unwrap_or_else(|_| desk_core::state::RuleSet::builtin(provider));
     let now = read_on(paths, &mut conn)?;
     // Why the master refused, in the operator's terms: what the dialog is now.
     let changed = |now: Option<Dialog>| {

@@ -20,6 +20,11 @@ use super::{Consumer, Opts, cpu_ticks, median, p95, run, wait_for};
 /// Sessions in the busy fleet: a fleet of agents of which this many work at once.
 const FLEET: usize = 20;
 
+/// Where `needle` starts in `hay`, each place.
+fn at<'a>(hay: &'a [u8], needle: &'a [u8]) -> impl Iterator<Item = usize> + 'a {
+    hay.windows(needle.len()).enumerate().filter(move |(_, w)| *w == needle).map(|(i, _)| i)
+}
+
 fn desk(home: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_desk"));
     c.env("DESK_HOME", home);
@@ -96,9 +101,7 @@ pub(super) fn measure(opts: &Opts, work: &Path) -> String {
     new_session(&home, "here", "printf 'HERE'; exec sleep 100000");
     new_session(&home, "there", "clear; printf 'THERE'; exec sleep 100000");
     let c = attach(&home, "here", true);
-    wait_for("here drawn", Duration::from_secs(10), || {
-        memchr::memmem::find(&c.kept.lock().unwrap(), b"HERE").is_some()
-    });
+    wait_for("here drawn", Duration::from_secs(10), || at(&c.kept.lock().unwrap(), b"HERE").next().is_some());
     // The list, then `there`'s number, so that `l` has a last session.
     let from = c.kept.lock().unwrap().len();
     c.write(b"\x1ds");
@@ -115,9 +118,7 @@ pub(super) fn measure(opts: &Opts, work: &Path) -> String {
         digit != 0
     });
     c.write(&[digit]);
-    wait_for("there drawn", Duration::from_secs(10), || {
-        memchr::memmem::find(&c.kept.lock().unwrap(), b"THERE").is_some()
-    });
+    wait_for("there drawn", Duration::from_secs(10), || at(&c.kept.lock().unwrap(), b"THERE").next().is_some());
     let switches = (opts.runs * 10).max(40);
     let mut times = Vec::new();
     let mut on_there = true;
@@ -131,11 +132,7 @@ pub(super) fn measure(opts: &Opts, work: &Path) -> String {
             let kept = c.kept.lock().unwrap();
             // HERE is in THERE: look for the marker as a whole word after the switch.
             let new = &kept[from..];
-            if on_there {
-                memchr::memmem::find_iter(new, want).any(|i| i == 0 || new[i - 1] != b'T')
-            } else {
-                memchr::memmem::find(new, want).is_some()
-            }
+            if on_there { at(new, want).any(|i| i == 0 || new[i - 1] != b'T') } else { at(new, want).next().is_some() }
         });
         times.push(t0.elapsed().as_secs_f64() * 1000.0);
         on_there = !on_there;

@@ -26,7 +26,7 @@ mod prefix;
 mod tty;
 mod ui;
 
-pub use keys::{DEFAULT_DETACH_KEY, find_detach_key, parse_detach_key};
+pub use keys::{DEFAULT_DETACH_KEY, find_detach_key};
 pub use modes::epilogue;
 pub use prefix::DEFAULT_PREFIX_KEY;
 
@@ -38,9 +38,9 @@ use signal_hook_mio::v1_0::Signals;
 use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
 
-use crate::paths::{Paths, SessionName};
-use crate::session::{self, Probe};
-use crate::wire::{ErrorCode, ExitStatus, Frame, FrameDecoder, PROTOCOL_VERSION, Role};
+use desk_common::paths::{Paths, SessionName};
+use desk_common::session::{self, Probe};
+use desk_wire::{ErrorCode, ExitStatus, Frame, FrameDecoder, PROTOCOL_VERSION, Role};
 use ui::Command;
 
 const TTY: Token = Token(0);
@@ -80,6 +80,8 @@ pub struct AttachOptions {
     pub status: bool,
     /// The command prefix; `None`: none.
     pub prefix_key: Option<u8>,
+    /// Where the status line reads the sessions' stuck items (the CLI's delivery counts).
+    pub stuck: crate::attention::StuckSource,
 }
 
 enum Ending {
@@ -95,17 +97,17 @@ enum Ending {
 /// Asked over a query connection of its own, before the attach's handshake, a page at a time
 /// (each page written before the next is asked); what could not be read is said on stderr,
 /// below the lines.
-fn write_history(files: &crate::paths::SessionPaths, lines: u32) -> Result<()> {
+fn write_history(files: &desk_common::paths::SessionPaths, lines: u32) -> Result<()> {
     use std::os::fd::AsFd;
     let Probe::Live(stream) = session::probe_settled(files)? else {
         return Ok(());
     };
-    let mut conn = crate::wire::client::Connection::open(stream, Role::Query, 0, 0)
+    let mut conn = desk_common::master_client::Connection::open(stream, Role::Query, 0, 0)
         .context("cannot ask the session for its history")?;
     let (_, mut read) =
-        crate::wire::history::HistoryRead::start(&mut conn, lines).context("cannot ask the session for its history")?;
+        desk_common::history::HistoryRead::start(&mut conn, lines).context("cannot ask the session for its history")?;
     let out = io::stdout();
-    let (_, rows) = crate::pty::get_size(out.as_fd()).unwrap_or((80, 24));
+    let (_, rows) = desk_common::pty::get_size(out.as_fd()).unwrap_or((80, 24));
     let mut out = io::BufWriter::new(out.lock());
     let written = read.for_each(|row| {
         out.write_all(row.to_ansi().as_bytes())?;
@@ -128,17 +130,17 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
     let stream = match session::probe_settled(&files)? {
         Probe::Live(stream) => stream,
         Probe::Absent | Probe::Stale => {
-            use crate::cli::output::ErrorCode;
+            use desk_common::failure::{ErrorCode, fail};
             if let Some(exit) = session::read_exit(&files)? {
                 let Some(rows) = &exit.last_screen else {
-                    let why = crate::signals::describe_exit(exit.status);
-                    return Err(crate::cli::fail(
+                    let why = desk_common::signals::describe_exit(exit.status);
+                    return Err(fail(
                         ErrorCode::NotRunning,
                         format!("session {} {why}; nothing to attach to", opts.name),
                     ));
                 };
                 // Nothing to attach to, but the last screen is the answer to "what happened".
-                println!("{}", exit.headline(opts.name.as_str(), crate::clock::now_ms()));
+                println!("{}", exit.headline(opts.name.as_str(), desk_common::clock::now_ms()));
                 for line in exit.history_tail(opts.history) {
                     println!("{line}");
                 }
@@ -148,12 +150,12 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
                 eprintln!(
                     "desk: session {} {}; nothing to attach to",
                     opts.name,
-                    crate::signals::describe_exit(exit.status)
+                    desk_common::signals::describe_exit(exit.status)
                 );
                 return Ok(exit.status.shell_code());
             }
             // Exit 2, like every command given a session that does not exist (docs/cli.md).
-            return Err(crate::cli::fail(ErrorCode::NoSuchSession, format!("no session named {}", opts.name)));
+            return Err(fail(ErrorCode::NoSuchSession, format!("no session named {}", opts.name)));
         }
     };
     refuse_own_session(&paths, &files, &opts.name)?;
@@ -161,7 +163,7 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
         write_history(&files, opts.history)?;
     }
     let raw = tty::RawTty::open()?;
-    let (cols, rows) = crate::pty::get_size(raw.fd()).unwrap_or((80, 24));
+    let (cols, rows) = desk_common::pty::get_size(raw.fd()).unwrap_or((80, 24));
     stream.set_nonblocking(true).context("cannot make the socket non-blocking")?;
     let mut sock = mio::net::UnixStream::from_std(stream);
 
@@ -190,7 +192,7 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
         tty_readable: false,
         ending: None,
         welcomed: false,
-        handshake_deadline: std::time::Instant::now() + crate::wire::client::REQUEST_TIMEOUT,
+        handshake_deadline: std::time::Instant::now() + desk_common::master_client::REQUEST_TIMEOUT,
         refused: None,
         size_line: opts.status_line,
         own: own::Own::new(paths.clone(), opts, cols, rows),
@@ -222,7 +224,7 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
         }
         Ending::Exited(status, escalated) => {
             let how = if escalated { " after SIGKILL escalation" } else { "" };
-            eprintln!("[desk: {name} {}{how}]", crate::signals::describe_exit(status));
+            eprintln!("[desk: {name} {}{how}]", desk_common::signals::describe_exit(status));
             status.shell_code()
         }
         Ending::Signal(signal) => {
@@ -242,12 +244,12 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
 /// `DESK_SESSION` (which the master gives its child) naming the session counts too, unless the
 /// session's record shows its master is not among our ancestors (the same name under another
 /// `DESK_HOME`).
-fn refuse_own_session(paths: &Paths, files: &crate::paths::SessionPaths, name: &SessionName) -> Result<()> {
+fn refuse_own_session(paths: &Paths, files: &desk_common::paths::SessionPaths, name: &SessionName) -> Result<()> {
     let recorded = session::read_meta(files).ok().flatten().is_some();
     let ours = session::enclosing(paths).unwrap_or_default().contains(name);
     let named = std::env::var_os("DESK_SESSION").is_some_and(|v| v == name.as_str());
     if ours || (named && !recorded) {
-        return Err(crate::cli::failure(
+        return Err(desk_common::failure::failure(
             2,
             format!(
                 "this terminal is session {name} itself; attaching it to itself would feed its output back \
@@ -318,7 +320,7 @@ impl Client {
                     _ => {
                         return Ok(Ending::Lost(format!(
                             "the session did not answer within {} s",
-                            crate::wire::client::REQUEST_TIMEOUT.as_secs()
+                            desk_common::master_client::REQUEST_TIMEOUT.as_secs()
                         )));
                     }
                 }
@@ -328,7 +330,7 @@ impl Client {
                 .own
                 .ui
                 .message_until()
-                .map(|until| std::time::Duration::from_millis(until.saturating_sub(crate::clock::now_ms())));
+                .map(|until| std::time::Duration::from_millis(until.saturating_sub(desk_common::clock::now_ms())));
             let timeout = [handshake, own, message].into_iter().flatten().min();
             match self.poll.poll(&mut events, timeout) {
                 Ok(()) => {}
@@ -358,7 +360,7 @@ impl Client {
                     _ => {}
                 }
             }
-            if self.own.on_timers(&self.poll, std::time::Instant::now(), crate::clock::now_ms()) {
+            if self.own.on_timers(&self.poll, std::time::Instant::now(), desk_common::clock::now_ms()) {
                 self.draw_status(false);
             }
             self.pump(&mut buf);
@@ -416,7 +418,8 @@ impl Client {
             if self.own.ui.reading() {
                 let Some((key, len)) = prefix::next_key(rest) else { break };
                 rest = &rest[len..];
-                let commands = self.own.ui.on_key(key, self.name.as_str(), &self.own.fleet, crate::clock::now_ms());
+                let commands =
+                    self.own.ui.on_key(key, self.name.as_str(), &self.own.fleet, desk_common::clock::now_ms());
                 for command in commands {
                     self.carry(command);
                 }
@@ -449,7 +452,7 @@ impl Client {
 
     /// Carry out what attach's own prompt decided.
     fn carry(&mut self, command: Command) {
-        let now_ms = crate::clock::now_ms();
+        let now_ms = desk_common::clock::now_ms();
         match command {
             Command::Detach => self.detach(),
             Command::Switch(name) => self.switch_to(&name),
@@ -463,8 +466,8 @@ impl Client {
                 Frame::SnapshotRequest { history: None }.encode(&mut self.to_master);
             }
             Command::Answer { option, seen, said } => {
-                let by = crate::keys::Sender::this_process("attach");
-                let request = crate::wire::operator::ClientEvent::Answer {
+                let by = desk_common::keys::Sender::this_process("attach");
+                let request = desk_wire::operator::ClientEvent::Answer {
                     option,
                     deny: option.is_none(),
                     seen,
@@ -500,7 +503,7 @@ impl Client {
     /// the terminal. A session that is not running, or is the one this terminal runs inside,
     /// is refused with a message and the current one stays.
     fn switch_to(&mut self, name: &str) {
-        let now_ms = crate::clock::now_ms();
+        let now_ms = desk_common::clock::now_ms();
         let Ok(target) = SessionName::parse(name) else { return };
         if target == self.name {
             return;
@@ -519,7 +522,7 @@ impl Client {
     /// Replace the connection with one to `target`; false (and a message) when it cannot be
     /// reached.
     fn reconnect(&mut self, target: &SessionName) -> bool {
-        let now_ms = crate::clock::now_ms();
+        let now_ms = desk_common::clock::now_ms();
         let files = self.own.paths.session(target);
         let stream = match session::probe_settled(&files) {
             Ok(Probe::Live(stream)) => stream,
@@ -554,7 +557,7 @@ impl Client {
         self.welcomed = false;
         self.sock_readable = false;
         self.sock_writable = false;
-        self.handshake_deadline = std::time::Instant::now() + crate::wire::client::REQUEST_TIMEOUT;
+        self.handshake_deadline = std::time::Instant::now() + desk_common::master_client::REQUEST_TIMEOUT;
         self.own.answer_pending = None;
         self.own.asked_dialog = false;
         self.own.drew_over = false;
@@ -582,7 +585,7 @@ impl Client {
         if self.in_keyframe || !self.session_drawn {
             return;
         }
-        if let Some(bytes) = self.own.status_bytes(self.name.as_str(), force, crate::clock::now_ms()) {
+        if let Some(bytes) = self.own.status_bytes(self.name.as_str(), force, desk_common::clock::now_ms()) {
             self.to_tty.extend_from_slice(&bytes);
         }
         // Without the status line a prompt was drawn over the session's last row: once it
@@ -694,7 +697,7 @@ impl Client {
     }
 
     fn on_frame(&mut self, frame: Frame) {
-        let now_ms = crate::clock::now_ms();
+        let now_ms = desk_common::clock::now_ms();
         match frame {
             Frame::Welcome { version: PROTOCOL_VERSION, info } => {
                 self.welcomed = true;
@@ -711,8 +714,7 @@ impl Client {
                 self.session_drawn = true;
                 self.to_tty.extend_from_slice(&data);
                 // A switch of screen (or a reset) takes the status row with it.
-                let lost = memchr::memmem::find(&data, b"\x1b[?1049").is_some()
-                    || memchr::memmem::find(&data, b"\x1bc").is_some();
+                let lost = data.windows(7).any(|w| w == b"\x1b[?1049") || data.windows(2).any(|w| w == b"\x1bc");
                 if lost {
                     self.draw_status(true);
                 }
@@ -728,8 +730,8 @@ impl Client {
             Frame::Snapshot(snapshot) if self.own.asked_dialog => {
                 self.own.asked_dialog = false;
                 let provider = desk_core::provider::Provider::or_shell(&self.provider);
-                let rules = crate::rules::load(provider, &self.own.paths.config)
-                    .unwrap_or_else(|_| crate::state::RuleSet::builtin(provider));
+                let rules = desk_common::rules::load(provider, &self.own.paths.config)
+                    .unwrap_or_else(|_| desk_core::state::RuleSet::builtin(provider));
                 let scope = format!("{}/{}", self.name, self.generation);
                 let dialog = rules.dialog.and_then(|spec| spec.read(&snapshot.screen.lines, None, &scope));
                 for command in self.own.ui.dialog_read(self.name.as_str(), dialog, now_ms) {
@@ -778,8 +780,8 @@ impl Client {
                 SIGWINCH => {
                     // A viewer reports its size too: it never resizes the session, but the
                     // master renders it a view of its own size.
-                    if let Ok((cols, rows)) = crate::pty::get_size(self.raw.fd())
-                        && crate::screen::valid_size(cols, rows)
+                    if let Ok((cols, rows)) = desk_common::pty::get_size(self.raw.fd())
+                        && desk_term::screen::valid_size(cols, rows)
                     {
                         self.own.resized(cols, rows);
                         let (cols, rows) = self.own.session_size();

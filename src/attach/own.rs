@@ -21,7 +21,7 @@ use std::time::Instant;
 use super::ui::{self, Ui};
 use super::{AttachOptions, FLEET, FLEET_READ_INTERVAL, SLOW_READ_INTERVAL, TICK};
 use crate::attention::FleetReader;
-use crate::paths::Paths;
+use desk_common::paths::Paths;
 use desk_core::attention::Here;
 
 pub(super) struct Own {
@@ -55,7 +55,7 @@ impl Own {
         let status_wanted = opts.status;
         let ui = Ui::new(opts.prefix_key, opts.detach_key, opts.read_only);
         Own {
-            fleet: FleetReader::new(paths.clone()),
+            fleet: FleetReader::new(paths.clone()).with_stuck_source(opts.stuck),
             paths,
             ui,
             status_wanted,
@@ -91,12 +91,12 @@ impl Own {
     /// Start watching the fleet: the runtime directory's changes, and a first full read soon.
     pub(super) fn watch_fleet(&mut self, poll: &Poll) {
         let flags = AddWatchFlags::IN_MOVED_TO | AddWatchFlags::IN_DELETE | AddWatchFlags::IN_CLOSE_WRITE;
-        match Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC) {
-            Ok(inotify) => match inotify.add_watch(&self.paths.runtime, flags) {
-                Ok(_) => self.inotify = Some(inotify),
-                Err(e) => tracing::debug!("cannot watch {}: {e}", self.paths.runtime.display()),
-            },
-            Err(e) => tracing::debug!("cannot start inotify: {e}"),
+        // Without a watch (the user's inotify watches spent) the fleet is read once, at the start,
+        // and the status line keeps that reading; attach itself goes on.
+        if let Ok(inotify) = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)
+            && inotify.add_watch(&self.paths.runtime, flags).is_ok()
+        {
+            self.inotify = Some(inotify);
         }
         self.rewatch(poll);
         let now = Instant::now();

@@ -394,7 +394,7 @@ pub(super) fn draw_overlay(above: u16, rows: &[String]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::paths::Paths;
+    use desk_common::paths::Paths;
 
     fn fleet() -> FleetReader {
         let tmp = std::env::temp_dir().join("desk-ui-test-none");
@@ -423,7 +423,7 @@ mod tests {
         ui.prefix_typed();
         assert_eq!(ui.on_key(Key::Char('a'), "api", &f, 0), [Command::AskDialog, Command::Redraw]);
         assert_eq!(ui.dialog_read("api", None, 10), [Command::Redraw]);
-        assert_eq!(ui.status_text(&here(), &[], 10, 40).trim_end(), "api shows no dialog to answer");
+        assert_eq!(ui.status_text(&here(), &[], 10, 40).trim_end(), " api shows no dialog to answer");
         ui.prefix_typed();
         assert_eq!(ui.on_key(Key::Char('x'), "api", &f, 0), [Command::Redraw], "an unknown key cancels");
         assert!(!ui.reading());

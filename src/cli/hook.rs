@@ -11,9 +11,9 @@ use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
-use crate::paths::{Paths, SessionName};
-use crate::wire::hook::HookReport;
-use crate::wire::{Frame, PROTOCOL_VERSION, Role};
+use desk_common::paths::{Paths, SessionName};
+use desk_wire::hook::HookReport;
+use desk_wire::{Frame, PROTOCOL_VERSION, Role};
 
 /// The hook gives up after 1 s: a master answers in microseconds, and an agent waits for its
 /// hooks before going on.

@@ -12,14 +12,14 @@ use std::io::{BufRead, IsTerminal, Write};
 
 use super::output::{self, ErrorCode};
 use crate::inbox::{InboxError, Open};
-use crate::keys::Sender;
-use crate::paths::{Paths, SessionName};
+use desk_common::keys::Sender;
+use desk_common::paths::{Paths, SessionName};
 use desk_core::dialog::{Choice, Dialog};
 
 pub(super) fn inbox(json: bool) -> Result<i32> {
     let paths = Paths::from_env()?;
     let (open, unread) = crate::inbox::list(&paths);
-    let now = crate::clock::now_ms();
+    let now = desk_common::clock::now_ms();
     let notes: Vec<String> = unread
         .iter()
         .map(|s| format!("{s} is blocked, but its screen shows no dialog desk can read: desk peek {s}"))
@@ -52,7 +52,7 @@ fn describe(o: &Open, now: u64) -> String {
     let age = if o.since_ms == 0 {
         String::new()
     } else {
-        format!(" · {}", super::spans::span(now.saturating_sub(o.since_ms)))
+        format!(" · {}", desk_core::time::span(now.saturating_sub(o.since_ms)))
     };
     let mut s = format!("{} · {} · {}{age} · {}\n", o.session, o.provider, d.kind.as_str(), d.asks());
     if d.question != d.asks() {
@@ -199,11 +199,14 @@ pub(super) fn answer(
 
 /// The option an approval picks when none is named: the provider's (its first, "Yes").
 fn approve_option(paths: &Paths, name: &SessionName) -> u8 {
-    let provider = crate::session::read_meta(&paths.session(name))
+    let provider = desk_common::session::read_meta(&paths.session(name))
         .ok()
         .flatten()
         .map_or(desk_core::provider::Provider::Shell, |m| desk_core::provider::Provider::or_shell(&m.provider));
-    crate::rules::load(provider, &paths.config).ok().and_then(|r| r.dialog.map(|d| d.approve_option())).unwrap_or(1)
+    desk_common::rules::load(provider, &paths.config)
+        .ok()
+        .and_then(|r| r.dialog.map(|d| d.approve_option()))
+        .unwrap_or(1)
 }
 
 /// The dialog, as the confirmation shows it.

@@ -17,12 +17,12 @@ use std::time::{Duration, Instant};
 use super::output::{self, ErrorCode};
 use super::probe::Answer;
 use super::{fail, failure};
-use crate::paths::{Paths, SessionName};
-use crate::session::{self, ExitRecord, NameLock, Probe, SessionMeta};
-use crate::wire::client::Connection;
-use crate::wire::history::HistoryRead;
-use crate::wire::{ExitStatus, Frame, Role, SessionInfo};
+use desk_common::history::HistoryRead;
+use desk_common::master_client::Connection;
+use desk_common::paths::{Paths, SessionName};
+use desk_common::session::{self, ExitRecord, NameLock, Probe, SessionMeta};
 use desk_core::time::iso8601;
+use desk_wire::{ExitStatus, Frame, Role, SessionInfo};
 
 /// How long `desk new` waits for its master to report. Starting is milliseconds; this bounds a
 /// master stuck on something unexpected (a hung filesystem) so the caller does not hang too.
@@ -163,7 +163,7 @@ struct MasterArgs {
 fn start_master(
     paths: &Paths,
     name: &SessionName,
-    files: &crate::paths::SessionPaths,
+    files: &desk_common::paths::SessionPaths,
     lock: &NameLock,
     args: MasterArgs,
 ) -> Result<i32> {
@@ -213,7 +213,7 @@ fn start_master(
                 return Err(std::io::Error::last_os_error());
             }
             // Whatever else our caller leaked to us must not reach the master.
-            crate::pty::cloexec_from(4);
+            desk_common::pty::cloexec_from(4);
             Ok(())
         });
     }
@@ -246,7 +246,7 @@ fn log_tail(log: &std::path::Path) -> String {
     let Ok(mut file) = std::fs::File::open(log) else { return "(no log)".into() };
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
     let _ = file.seek(SeekFrom::Start(len.saturating_sub(LOG_TAIL as u64)));
-    let bytes = crate::fsutil::read_bounded(file, LOG_TAIL, "the master's log").unwrap_or_default();
+    let bytes = desk_common::fsutil::read_bounded(file, LOG_TAIL, "the master's log").unwrap_or_default();
     let text = String::from_utf8_lossy(&bytes);
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(10)..].join("\n")
@@ -265,8 +265,8 @@ fn forget_failed_start(paths: &Paths, name: &SessionName, state_existed: bool, l
     if !log_existed {
         let mut rotated = files.log.clone().into_os_string();
         rotated.push(".1");
-        let _ = crate::fsutil::remove_if_exists(&files.log);
-        let _ = crate::fsutil::remove_if_exists(std::path::Path::new(&rotated));
+        let _ = desk_common::fsutil::remove_if_exists(&files.log);
+        let _ = desk_common::fsutil::remove_if_exists(std::path::Path::new(&rotated));
     }
     if !files.meta.exists() && !files.exit.exists() && !files.socket.exists() {
         let _ = NameLock::remove_file(paths, name);
@@ -280,7 +280,7 @@ fn read_report(fd: OwnedFd, timeout: Duration) -> Result<String> {
     if ready == 0 {
         return Err(failure(1, format!("the master did not report within {} s", timeout.as_secs())));
     }
-    let bytes = crate::fsutil::read_bounded(std::fs::File::from(fd), MAX_REPORT, "the master's report")?;
+    let bytes = desk_common::fsutil::read_bounded(std::fs::File::from(fd), MAX_REPORT, "the master's report")?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
@@ -303,7 +303,7 @@ struct Listing {
     provider: Option<String>,
     /// The agent state (running sessions only), `health` shaped like the other axes.
     #[serde(serialize_with = "output::serialize_state")]
-    state: Option<crate::state::StateView>,
+    state: Option<desk_core::state::StateView>,
     started_at_ms: Option<u64>,
     started_at: Option<String>,
     exit: Option<ExitJson>,
@@ -398,17 +398,17 @@ fn listings(paths: &Paths) -> Result<Vec<Listing>> {
 const LISTING_SPLIT: usize = 64;
 
 /// A running session's row from the info file its master keeps current
-/// ([`crate::info_file`]), without waking the master: `running` with what it would answer to
+/// ([`desk_common::info_file`]), without waking the master: `running` with what it would answer to
 /// HELLO while the process the file names is that master, alive and not stopped;
 /// `unresponsive` when it is stopped; `None` when there is no file to believe (none yet, not
 /// this session's, or its master is gone), and the master is asked instead.
-fn from_info_file(name: &SessionName, files: &crate::paths::SessionPaths) -> Option<Listing> {
-    use crate::info_file::MasterCheck;
-    let record = crate::info_file::read(&files.info)?;
+fn from_info_file(name: &SessionName, files: &desk_common::paths::SessionPaths) -> Option<Listing> {
+    use desk_common::info_file::MasterCheck;
+    let record = desk_common::info_file::read(&files.info)?;
     if record.info.name != name.as_str() {
         return None;
     }
-    match crate::info_file::check(&record) {
+    match desk_common::info_file::check(&record) {
         MasterCheck::Running => {
             let mut row = from_files(name, None, "running");
             row.size_policy = record.size_policy;
@@ -440,7 +440,7 @@ fn listing(paths: &Paths, name: &SessionName, deadline: Instant) -> Result<Optio
 }
 
 /// The row of a session that recorded its exit.
-fn exited(name: &SessionName, files: &crate::paths::SessionPaths, exit: &ExitRecord) -> Listing {
+fn exited(name: &SessionName, files: &desk_common::paths::SessionPaths, exit: &ExitRecord) -> Listing {
     let meta: Option<SessionMeta> = session::read_meta(files).unwrap_or(None);
     let mut row = from_files(name, meta.as_ref(), "exited");
     row.exit = Some(ExitJson::from(exit));
@@ -564,7 +564,7 @@ pub(super) fn ls(json: bool) -> Result<i32> {
     }
     // One write for the table (a line-buffered stdout makes one per row).
     let mut text = String::new();
-    for line in ls_table(&rows, crate::clock::now_ms(), super::table::terminal_width()) {
+    for line in ls_table(&rows, desk_common::clock::now_ms(), super::table::terminal_width()) {
         text.push_str(&line);
         text.push('\n');
     }
@@ -625,10 +625,10 @@ fn ls_table(rows: &[Listing], now: u64, fit: Option<usize>) -> Vec<String> {
             Some(e) => {
                 let how = match (e.code, e.signal) {
                     (Some(code), _) => format!("exited({code})"),
-                    (_, Some(signal)) => format!("killed({})", crate::signals::name(signal)),
+                    (_, Some(signal)) => format!("killed({})", desk_common::signals::name(signal)),
                     _ => "exited".into(),
                 };
-                format!("{how} {}", super::spans::ago(now, e.exited_at_ms))
+                format!("{how} {}", desk_core::time::ago(now, e.exited_at_ms))
             }
             None => r.status.to_string(),
         };
@@ -644,13 +644,13 @@ fn ls_table(rows: &[Listing], now: u64, fit: Option<usize>) -> Vec<String> {
             })
             .unwrap_or_else(|| "-".into());
         let activity = match &r.state {
-            Some(s) if s.lifecycle.value == crate::state::Lifecycle::Starting => "starting".to_string(),
+            Some(s) if s.lifecycle.value == desk_core::state::Lifecycle::Starting => "starting".to_string(),
             Some(s) => {
                 let mut a = s.activity.value.as_str().to_string();
                 if let Some(wait) = &s.wait {
                     a.push_str(&format!("({wait})"));
                 }
-                format!("{a} {}", super::spans::span(now.saturating_sub(s.activity.since_ms)))
+                format!("{a} {}", desk_core::time::span(now.saturating_sub(s.activity.since_ms)))
             }
             None => "-".into(),
         };
@@ -673,7 +673,7 @@ fn ls_table(rows: &[Listing], now: u64, fit: Option<usize>) -> Vec<String> {
             r.title.as_deref().filter(|t| !t.is_empty()).map_or("-".into(), super::table::printable),
             r.pid.map_or("-".into(), |p| p.to_string()),
             clients,
-            r.started_at_ms.map_or("-".into(), |t| super::spans::ago(now, t)),
+            r.started_at_ms.map_or("-".into(), |t| desk_core::time::ago(now, t)),
             match (r.cols, r.rows) {
                 (Some(c), Some(rw)) => format!("{c}x{rw}"),
                 _ => "-".into(),
@@ -710,7 +710,7 @@ fn connect(paths: &Paths, name: &SessionName) -> Result<Connection> {
         Probe::Absent | Probe::Stale => match session::read_exit(&files)? {
             Some(exit) => Err(fail(
                 ErrorCode::NotRunning,
-                format!("session {name} {}", crate::signals::describe_exit(exit.status)),
+                format!("session {name} {}", desk_common::signals::describe_exit(exit.status)),
             )),
             None if files.meta.exists() => Err(fail(ErrorCode::NotRunning, format!("session {name} is not running"))),
             None => Err(fail(ErrorCode::NoSuchSession, format!("no session named {name}"))),
@@ -723,7 +723,7 @@ fn connect(paths: &Paths, name: &SessionName) -> Result<Connection> {
 fn ended(paths: &Paths, name: &SessionName, e: anyhow::Error) -> anyhow::Error {
     match session::read_exit(&paths.session(name)) {
         Ok(Some(exit)) => {
-            fail(ErrorCode::NotRunning, format!("session {name} {}", crate::signals::describe_exit(exit.status)))
+            fail(ErrorCode::NotRunning, format!("session {name} {}", desk_common::signals::describe_exit(exit.status)))
         }
         _ => e,
     }
@@ -765,13 +765,13 @@ pub(super) fn log(name: &SessionName, follow: bool, since_start: bool) -> Result
     let paths = paths()?;
     let files = paths.session(name);
     let state = paths.session_state(name);
-    if !files.meta.exists() && !files.exit.exists() && !crate::screen_log::current(&state).exists() {
+    if !files.meta.exists() && !files.exit.exists() && !desk_common::screen_log::current(&state).exists() {
         return Err(fail(ErrorCode::NoSuchSession, format!("no session named {name}")));
     }
     // The screen first: a live master writes the lines waiting for the log before it answers,
     // so the files then hold everything that scrolled off above this screen.
     let screen = current_screen(&paths, name)?;
-    let (text, read) = crate::screen_log::read_all(&state)?;
+    let (text, read) = desk_common::screen_log::read_all(&state)?;
     let lines: Vec<&str> = text.lines().collect();
     let from = if since_start { 0 } else { lines.len().saturating_sub(LOG_TAIL_LINES) };
     let mut out = std::io::stdout().lock();
@@ -815,17 +815,17 @@ fn current_screen(paths: &Paths, name: &SessionName) -> Result<Vec<String>> {
 
 /// Prints what is appended to the log (across a rotation) after the first `offset` bytes of
 /// its current file until the session is no longer live, then the last screen.
-fn follow_log(files: &crate::paths::SessionPaths, state: &std::path::Path, mut offset: u64) -> Result<()> {
+fn follow_log(files: &desk_common::paths::SessionPaths, state: &std::path::Path, mut offset: u64) -> Result<()> {
     use std::io::Write;
     use std::io::{Read, Seek, SeekFrom};
-    let current = crate::screen_log::current(state);
+    let current = desk_common::screen_log::current(state);
     let mut out = std::io::stdout();
     loop {
         let live = matches!(session::probe_settled(files)?, Probe::Live(_));
         let len = std::fs::metadata(&current).map_or(0, |m| m.len());
         if len < offset {
             // Rotated: the rest of the old file first.
-            if let Ok(mut f) = std::fs::File::open(crate::screen_log::rotated(state)) {
+            if let Ok(mut f) = std::fs::File::open(desk_common::screen_log::rotated(state)) {
                 f.seek(SeekFrom::Start(offset))?;
                 std::io::copy(&mut f, &mut out)?;
             }
@@ -888,7 +888,7 @@ pub(super) fn peek(name: &SessionName, json: bool, history: Option<u32>) -> Resu
 fn print_peek(
     name: &SessionName,
     json: bool,
-    snapshot: &crate::wire::SnapshotReply,
+    snapshot: &desk_wire::SnapshotReply,
     read: Option<&mut HistoryRead<'_>>,
 ) -> Result<i32> {
     let read = read.map(std::cell::RefCell::new);
@@ -969,7 +969,7 @@ impl Serialize for PeekData<'_, '_> {
 /// ended (JSON: the exit record, whose `last_screen` holds the rows).
 fn peek_exited(name: &SessionName, exit: &ExitRecord, json: bool, history: Option<u32>) -> Result<i32> {
     let Some(rows) = &exit.last_screen else {
-        let why = crate::signals::describe_exit(exit.status);
+        let why = desk_common::signals::describe_exit(exit.status);
         return Err(fail(ErrorCode::NotRunning, format!("session {name} {why}; its last screen was not recorded")));
     };
     if json {
@@ -981,7 +981,7 @@ fn peek_exited(name: &SessionName, exit: &ExitRecord, json: bool, history: Optio
         }
         output::print_ok("last-screen", data, &[])?;
     } else {
-        println!("{}", exit.headline(name.as_str(), crate::clock::now_ms()));
+        println!("{}", exit.headline(name.as_str(), desk_common::clock::now_ms()));
         for line in history.map(|n| exit.history_tail(n)).unwrap_or_default() {
             println!("{line}");
         }
@@ -1026,11 +1026,11 @@ pub(super) fn kill(name: &SessionName, signal: i32, grace: f64, json: bool) -> R
     let mut conn = connect(&paths, name)?;
     let pid = conn.info.pid;
     let master_pid = conn.info.master_pid;
-    let sig = crate::signals::name(signal);
+    let sig = desk_common::signals::name(signal);
     // The helpers outside the child's process group, named before they get the signal (most
     // end on it at once); the group itself is the session proper and is reported as its exit.
-    let mut helpers = crate::procfs::descendants(master_pid);
-    for member in crate::procfs::session_members(pid) {
+    let mut helpers = desk_common::procfs::descendants(master_pid);
+    for member in desk_common::procfs::session_members(pid) {
         if !helpers.iter().any(|p| p.pid == member.pid) {
             helpers.push(member);
         }
@@ -1075,10 +1075,10 @@ pub(super) fn kill(name: &SessionName, signal: i32, grace: f64, json: bool) -> R
             println!(
                 "session {name} was still running {} s after {sig}; sent SIGKILL; then it {}",
                 grace.as_secs_f64(),
-                crate::signals::describe_exit(status)
+                desk_common::signals::describe_exit(status)
             );
         } else {
-            println!("sent {sig} to session {name}; it {}", crate::signals::describe_exit(status));
+            println!("sent {sig} to session {name}; it {}", desk_common::signals::describe_exit(status));
         }
     }
     // The master (the helpers' subreaper) signalled them too and stays until they are gone or it
@@ -1093,13 +1093,16 @@ pub(super) fn kill(name: &SessionName, signal: i32, grace: f64, json: bool) -> R
     let deadline = grace_end + KILL_REPORT_SLACK;
     let mut fates: Vec<Option<&str>> = vec![None; helpers.len()];
     loop {
-        let now = Instant::now();
         for (helper, fate) in helpers.iter().zip(fates.iter_mut()) {
-            if fate.is_none() && !crate::procfs::alive(helper.pid) {
-                *fate = Some(if now < grace_end { "ended" } else { "killed with SIGKILL after the grace period" });
+            if fate.is_none() && !desk_common::procfs::alive(helper.pid) {
+                // The clock is read after the death is seen, never before: a reading taken
+                // earlier (this process may be descheduled in between, on a loaded machine)
+                // would call a helper the master killed at the end of the grace period "ended".
+                let seen = Instant::now();
+                *fate = Some(if seen < grace_end { "ended" } else { "killed with SIGKILL after the grace period" });
             }
         }
-        if fates.iter().all(Option::is_some) || now >= deadline {
+        if fates.iter().all(Option::is_some) || Instant::now() >= deadline {
             break;
         }
         std::thread::sleep(HELPER_POLL);
@@ -1170,7 +1173,7 @@ pub(super) fn rm(name: &SessionName, json: bool) -> Result<i32> {
     for path in [files.meta.clone(), files.exit.clone(), files.log.clone(), PathBuf::from(rotated), files.info.clone()]
     {
         if path.exists() {
-            crate::fsutil::remove_if_exists(&path)?;
+            desk_common::fsutil::remove_if_exists(&path)?;
             removed = true;
         }
     }
@@ -1185,7 +1188,7 @@ pub(super) fn rm(name: &SessionName, json: bool) -> Result<i32> {
         if path.is_dir() {
             std::fs::remove_dir_all(&path).with_context(|| format!("cannot remove {}", path.display()))?;
         } else {
-            crate::fsutil::remove_if_exists(&path)?;
+            desk_common::fsutil::remove_if_exists(&path)?;
         }
         removed = true;
     }
@@ -1194,7 +1197,7 @@ pub(super) fn rm(name: &SessionName, json: bool) -> Result<i32> {
     if !removed {
         return Err(fail(ErrorCode::NoSuchSession, format!("no session named {name}")));
     }
-    crate::fsutil::sync_dir(&paths.runtime)?;
+    desk_common::fsutil::sync_dir(&paths.runtime)?;
     if json {
         output::print_ok("removed", serde_json::json!({ "name": name.as_str() }), &[])?;
     }

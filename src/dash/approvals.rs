@@ -18,8 +18,8 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 
-use super::model::Key;
-use super::view::Look;
+use super::key::Key;
+use super::look::Look;
 use crate::inbox::Open;
 
 /// The open view.

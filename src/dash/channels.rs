@@ -22,12 +22,12 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 
-use super::model::Key;
-use super::view::Look;
-use crate::channel::summary::Summary;
-use crate::channel::{ChannelName, Kind, Message, OPERATOR};
-use crate::delivery::item::ItemId;
-use crate::paths::Paths;
+use super::key::Key;
+use super::look::Look;
+use desk_common::paths::Paths;
+use desk_core::channel::{ChannelName, Kind, Message, OPERATOR};
+use desk_core::delivery::item::ItemId;
+use desk_daemon::channel::summary::Summary;
 
 /// What the pane shows of one channel.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -49,7 +49,7 @@ pub struct ChannelView {
 /// Read `channel` (its root conversation, or `thread`) for the pane; the root view moves the
 /// operator's read marker when the dashboard runs outside every session.
 pub fn load(paths: &Paths, channel: &str, thread: Option<&ItemId>) -> Result<ChannelView> {
-    let store = crate::channel::store::ChannelStore::at(paths);
+    let store = desk_daemon::channel::store::ChannelStore::at(paths);
     let name = ChannelName::parse(channel)?;
     let roster = store.roster(&name)?.ok_or_else(|| anyhow::anyhow!("no channel named #{channel}"))?;
     let (messages, problems) = store.read(&name, thread)?;
@@ -58,13 +58,13 @@ pub fn load(paths: &Paths, channel: &str, thread: Option<&ItemId>) -> Result<Cha
     } else {
         HashMap::new()
     };
-    let seen_before = crate::channel::summary::seen_by_operator(&store, &name)?;
-    let outside = crate::session::enclosing(paths).is_ok_and(|s| s.is_empty());
+    let seen_before = desk_daemon::channel::summary::seen_by_operator(&store, &name)?;
+    let outside = desk_common::session::enclosing(paths).is_ok_and(|s| s.is_empty());
     if thread.is_none()
         && outside
-        && let Some(newest) = crate::channel::summary::newest(&store, &name)?
+        && let Some(newest) = desk_daemon::channel::summary::newest(&store, &name)?
     {
-        crate::channel::summary::mark_seen_by_operator(&store, &name, &newest)?;
+        desk_daemon::channel::summary::mark_seen_by_operator(&store, &name, &newest)?;
     }
     Ok(ChannelView {
         channel: channel.to_string(),
@@ -81,17 +81,17 @@ pub fn load(paths: &Paths, channel: &str, thread: Option<&ItemId>) -> Result<Cha
 /// Post `text` to `channel` (in `thread`) as the operator. Refused from inside a session (the
 /// author would be that session, not the operator).
 pub fn post(paths: &Paths, channel: &str, thread: Option<&ItemId>, text: &str) -> Result<String> {
-    let inside = crate::session::enclosing(paths)?;
+    let inside = desk_common::session::enclosing(paths)?;
     if let Some(s) = inside.first() {
         anyhow::bail!(
             "this dashboard runs inside session {s}: a post from it would be {s}'s, not the operator's; post from a shell outside sessions (desk channel post)"
         );
     }
-    let store = crate::channel::store::ChannelStore::at(paths);
+    let store = desk_daemon::channel::store::ChannelStore::at(paths);
     let name = ChannelName::parse(channel)?;
     let body = desk_core::delivery::text::sanitize(text);
-    let draft = crate::channel::store::Draft { author: OPERATOR.to_string(), thread: thread.cloned(), body };
-    let msg = store.post(&name, draft, crate::clock::now_ms()).map_err(|e| anyhow::anyhow!("{e:#}"))?;
+    let draft = desk_daemon::channel::store::Draft { author: OPERATOR.to_string(), thread: thread.cloned(), body };
+    let msg = store.post(&name, draft, desk_common::clock::now_ms()).map_err(|e| anyhow::anyhow!("{e:#}"))?;
     Ok(msg.id.to_string())
 }
 
@@ -308,7 +308,7 @@ fn render_messages(frame: &mut Frame, area: Rect, pane: &ChannelPane, look: Look
         }
         let mark = if i == pane.at { "▶" } else { " " };
         let time = desk_core::time::iso8601(m.ts_ms);
-        let mentions = crate::channel::mention::mentions(&m.body);
+        let mentions = desk_core::channel::mention::mentions(&m.body);
         let to_human = mentions.iter().any(|n| n == OPERATOR);
         let what = match m.kind {
             Kind::Post => String::new(),

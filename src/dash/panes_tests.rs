@@ -6,14 +6,16 @@
 use std::collections::HashMap;
 
 use super::channels::{ChannelPane, ChannelView};
-use super::model::{Command, Grouping, Key};
+use super::key::Key;
+use super::look::Look;
+use super::model::{Command, Grouping};
 use super::tests::{NOW, busy_fleet, draw};
-use super::view::{Look, Preview};
-use crate::channel::summary::Summary;
-use crate::channel::{Kind, Message};
-use crate::delivery::item::ItemId;
+use super::view::Preview;
 use crate::inbox::Open;
+use desk_core::channel::{Kind, Message};
+use desk_core::delivery::item::ItemId;
 use desk_core::provider::Provider;
+use desk_daemon::channel::summary::Summary;
 
 /// The demo agent's dialog, as its screen shows it, read by its rules for session `name`.
 fn demo_dialog(name: &str, command: &str) -> desk_core::dialog::Dialog {
@@ -237,23 +239,23 @@ fn the_table_groups_by_channel_and_a_mention_of_human_needs_you() {
 #[test]
 fn the_channel_pane_marks_the_channel_read_and_posts_as_human_to_a_real_store() {
     let tmp = tempfile::tempdir().unwrap();
-    let paths = crate::paths::Paths {
+    let paths = desk_common::paths::Paths {
         runtime: tmp.path().join("r"),
         state: tmp.path().join("s"),
         config: tmp.path().join("c"),
     };
-    let store = crate::channel::store::ChannelStore::open(&paths).unwrap();
-    let ch = crate::channel::ChannelName::parse("ops").unwrap();
+    let store = desk_daemon::channel::store::ChannelStore::open(&paths).unwrap();
+    let ch = desk_core::channel::ChannelName::parse("ops").unwrap();
     store.create(&ch, "keep it running", NOW).unwrap();
-    store.add_member(&ch, "a", crate::channel::Role::Worker, NOW).unwrap();
-    let draft = |body: &str| crate::channel::store::Draft { author: "a".into(), thread: None, body: body.into() };
+    store.add_member(&ch, "a", desk_core::channel::Role::Worker, NOW).unwrap();
+    let draft = |body: &str| desk_daemon::channel::store::Draft { author: "a".into(), thread: None, body: body.into() };
     store.post(&ch, draft("@human disk is full"), NOW + 1).unwrap();
-    let before = crate::channel::summary::summarize(&store, &ch).unwrap();
+    let before = desk_daemon::channel::summary::summarize(&store, &ch).unwrap();
     assert_eq!((before.unread, before.unread_human), (1, 1));
     let view = super::channels::load(&paths, "ops", None).unwrap();
     assert_eq!(view.seen_before, None, "nothing was read before");
     assert_eq!(view.messages.iter().filter(|m| m.kind == Kind::Post).count(), 1);
-    let after = crate::channel::summary::summarize(&store, &ch).unwrap();
+    let after = desk_daemon::channel::summary::summarize(&store, &ch).unwrap();
     assert_eq!((after.unread, after.unread_human), (0, 0), "reading the root view marks it read");
     let id = super::channels::post(&paths, "ops", None, "cleaning up").unwrap();
     let (messages, _) = store.read(&ch, None).unwrap();

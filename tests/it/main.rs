@@ -26,6 +26,7 @@ mod screen;
 mod sessions;
 mod shells;
 mod state;
+mod suite;
 mod support;
 mod unsent;
 mod views;

@@ -11,9 +11,20 @@
 //! needs a person, rate-limited per session), fleet attention ([`attention`]: who needs a person,
 //! in what order) and agents' dialogs ([`dialog`]: read off a screen, fingerprinted, answered
 //! with the provider's keys). Every entry point takes the clock as an argument and
-//! returns what to do; the desk package's event loops carry it out. May not depend on the desk
-//! package, nor on anything that makes a syscall (no nix, libc, mio, no file or socket access):
-//! its Cargo.toml is the boundary.
+//! returns what to do; the shells' event loops carry it out (the master runs the session policy
+//! and the state authority, the daemon the delivery engine and channel routing). May not depend
+//! on the shell crates, nor on anything that makes a syscall (no nix, libc, mio, no file or
+//! socket access): its Cargo.toml is the boundary.
+//!
+//! Its place in the map: desk runs as three kinds of process — a master per session
+//! (desk-master: the PTY, the screen model, the socket terminals attach to), the daemon (`desk
+//! serve`, desk-daemon: prompt delivery, channels, notifications) and the CLI (`desk`, the desk
+//! package: commands, `desk attach`, `desk dash`) — over a common shell (desk-common) and three
+//! pure crates. Arrows run one way, and `tests/it/architecture.rs` checks each:
+//!
+//! ```text
+//!   desk --> desk-daemon, desk-master --> desk-common --> desk-core --> desk-wire --> desk-term
+//! ```
 
 pub mod attention;
 pub mod channel;

@@ -138,18 +138,6 @@ impl ClientEvent {
     }
 }
 
-/// `s` cut to at most `max` bytes, on a character boundary.
-pub fn cut(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].to_string()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -215,11 +203,5 @@ mod tests {
         assert!(ClientEvent::from_body(body(bad)).unwrap_err().contains("fingerprint"));
         let ten = serde_json::json!({"type": "answer", "option": 10, "seen": "ab", "user": "a", "via": "cli"});
         assert!(ClientEvent::from_body(body(ten)).unwrap_err().contains("out of range"));
-    }
-
-    #[test]
-    fn cut_keeps_whole_characters() {
-        assert_eq!(cut("héllo", 2), "h");
-        assert_eq!(cut("hello", 10), "hello");
     }
 }
