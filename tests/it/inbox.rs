@@ -196,7 +196,7 @@ fn the_dashboards_approvals_view_answers_a_card_and_its_channel_pane_posts_as_th
     home.ok(&["channel", "new", "ops", "--goal", "keep it up"]);
     home.ok(&["channel", "add", "ops", "api"]);
     let pty = dash(&home);
-    pty.wait_until(PATIENCE, "the table", |s| s.contains("blocked:approval")).unwrap();
+    pty.wait_until(PATIENCE, "the table", |s| s.contains("blocked(approval)")).unwrap();
     pty.write(b"A").unwrap();
     let screen = pty.wait_until(PATIENCE, "api's card", |s| s.contains("[2] No")).unwrap();
     assert!(screen.contains("Bash(demo-tool --prompt 1)"), "{screen}");
