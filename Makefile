@@ -120,8 +120,10 @@ e2e-agents: build
 	bash scripts/e2e-agents.sh
 	$(CARGO) test --locked --test it corpus::
 
-# Check `desk keys` and notifications against the same real agents, run under desk (needs the
-# npm registry, a few minutes): approve, refuse and dismiss each one's dialog with keys.
+# Check `desk keys`, notifications and the approvals inbox against the same real agents, run
+# under desk (needs the npm registry, a few minutes): approve, refuse and dismiss each one's
+# dialog with keys, then list it with `desk inbox` and answer it with `desk approve`/`deny`,
+# and refuse an answer to a dialog that changed between listing and answering.
 e2e-keys: build
 	bash scripts/e2e-keys.sh
 

@@ -783,3 +783,9 @@ pub(super) fn command(kind: &str, req: Request, json: bool) -> Result<i32> {
     }
     Ok(0)
 }
+
+/// Every session's stuck items, from the daemon when it runs, else from the store (the counts
+/// `desk ls` shows); `None` when neither answers. For the attention line inside `desk attach`.
+pub(super) fn stuck_counts(paths: &Paths) -> Option<std::collections::HashMap<String, u32>> {
+    Some(queue_counts(paths)?.into_iter().map(|(session, c)| (session, c.stuck)).collect())
+}

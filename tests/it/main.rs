@@ -4,6 +4,7 @@
 
 mod architecture;
 mod attach;
+mod attention;
 mod channels;
 mod cli;
 mod cli_contract;
@@ -19,6 +20,7 @@ mod first_hour;
 mod fleet;
 mod harness;
 mod history;
+mod inbox;
 mod keys;
 mod native;
 mod notify;

@@ -88,6 +88,7 @@ impl MasterConn {
             cols: 0,
             rows: 0,
             status_line: false,
+            view: false,
         });
         conn
     }
