@@ -30,16 +30,23 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use super::item::{Item, ItemId, State, StuckClass, When};
+use super::item::{Item, ItemId, State, StuckClass};
 use super::line;
 use super::settings::DeliverySettings;
 use super::text::{self, Fingerprint, Held, Presence};
 use crate::state::hooks::{HookEvent, PromptSig};
-use crate::state::{Activity, Lifecycle, RuleSet};
+use crate::state::{Activity, RuleSet};
 use crate::time::Backoff;
-use unsent::OWN_PASTE_HOLD;
 
+/// Names the tests (`engine/tests.rs`, `use super::*`) take from here that the engine's own
+/// code here no longer names.
+#[cfg(test)]
+use crate::state::Lifecycle;
+
+mod gate;
 mod io;
+mod operator;
+mod recovery;
 mod unsent;
 pub use io::{
     Action, Command, Hold, Input, Past, PastEvent, ScreenView, SessionView, TimerKey, TimerKind, Token, WriteError,
@@ -49,12 +56,6 @@ pub use io::{
 /// While a controller has typed within the last 2 s, delivery waits: a paste must not land in
 /// the middle of what a person is typing.
 pub const TYPING_HOLD: Duration = Duration::from_secs(2);
-
-/// Why an item found `sending` is stuck although a hook reported its text.
-const SAME_TEXT_NO_PASTE: &str = "a UserPromptSubmit hook reported the same text, but this item's own paste is not on record (the daemon stopped between claiming and pasting it), so the hook may be the late report of an earlier identical prompt";
-
-/// How a hold for a draft in the input box begins (`desk force` recognises it).
-const DRAFT_HOLD: &str = "the input box holds text typed by someone";
 
 /// While delivery is held by something only a person or the program ends (a draft in the input
 /// box, a program not reading a line), the screen is looked at again once a second: one screen
@@ -421,61 +422,6 @@ impl Engine {
         actions
     }
 
-    /// Start-up: adopt the items found on disk, settle half-settled digests, start what may go.
-    fn on_restore(&mut self, items: Vec<Item>, out: &mut Out<'_>) {
-        let settled: HashMap<ItemId, Item> = items
-            .iter()
-            .filter(|i| matches!(i.state, State::Delivered | State::Stuck))
-            .map(|i| (i.id.clone(), i.clone()))
-            .collect();
-        for item in items {
-            self.adopt(item);
-        }
-        self.settle_with_digest_siblings(&settled, out);
-        let names: Vec<String> = self.sessions.keys().cloned().collect();
-        for name in names {
-            self.pump(&name, out);
-        }
-    }
-
-    /// Items of one digest prompt settle together. A crash between their records can leave one
-    /// settled and another `sending`; the one left takes its sibling's outcome (recovered on its
-    /// own, with its own text, it would look undelivered, and a force would repeat it).
-    fn settle_with_digest_siblings(&mut self, settled: &HashMap<ItemId, Item>, out: &mut Out<'_>) {
-        let sending: Vec<(ItemId, Item)> = self
-            .items
-            .values()
-            .filter(|i| i.state == State::Sending && !i.digest_with.is_empty())
-            .filter_map(|i| i.digest_with.iter().find_map(|s| settled.get(s)).map(|s| (i.id.clone(), s.clone())))
-            .collect();
-        for (id, sibling) in sending {
-            let why = format!(
-                "one digest with {}, which was settled {} before the restart",
-                sibling.id,
-                sibling.state.as_str()
-            );
-            if let Some(item) = self.items.get_mut(&id) {
-                item.hook_owed = sibling.hook_owed.clone();
-            }
-            match (sibling.state, sibling.stuck) {
-                (State::Stuck, Some(class)) => self.stick(&id, class, why, out),
-                _ => {
-                    if let Some(item) = self.items.get_mut(&id) {
-                        item.queued_by_agent = sibling.queued_by_agent;
-                    }
-                    self.transition(&id, State::Delivered, "delivered", why, out);
-                    // Its hook is owed with its sibling's: the one hook pays both.
-                    if let Some(Action::Persist { item, .. }) = out.actions.last()
-                        && item.hook_owed.is_some()
-                    {
-                        let item = item.clone();
-                        self.owe(item);
-                    }
-                }
-            }
-        }
-    }
-
     fn session(&mut self, name: &str) -> &mut SessionQ {
         self.sessions.entry(name.to_string()).or_insert_with(SessionQ::new)
     }
@@ -813,43 +759,6 @@ impl Engine {
         }
     }
 
-    /// Items found `sending` after a restart, not in flight, settled on what the hooks say (see
-    /// [`Engine::hook_for_recovered`]): delivered, stuck because the hook may be another
-    /// prompt's, or — `None`, their agent gone (`why`) with no hook for them — stuck.
-    fn settle_found_sending(&mut self, group: &[ItemId], heard: Option<bool>, why: &str, out: &mut Out<'_>) {
-        for id in group {
-            match heard {
-                Some(true) => {
-                    let note = "a UserPromptSubmit hook reported it after the restart cut its delivery off";
-                    self.transition(id, State::Delivered, "delivered", note.into(), out);
-                }
-                Some(false) => self.stick(id, StuckClass::Interrupted, SAME_TEXT_NO_PASTE.into(), out),
-                None => {
-                    let detail = format!(
-                        "{why} while it was being delivered, and no UserPromptSubmit hook reported it: the agent may or may not have taken it"
-                    );
-                    self.stick(id, StuckClass::Interrupted, detail, out);
-                }
-            }
-        }
-    }
-
-    /// An item and the items of its digest still `sending` (they were claimed together and
-    /// settle together), by id.
-    fn digest_group(&self, id: &ItemId) -> Vec<ItemId> {
-        let Some(item) = self.items.get(id) else { return vec![id.clone()] };
-        let mut group: Vec<ItemId> = std::iter::once(id.clone()).chain(item.digest_with.iter().cloned()).collect();
-        group.retain(|id| self.items.get(id).is_some_and(|i| i.state == State::Sending));
-        group.sort();
-        group
-    }
-
-    /// The signature of the prompt typed for these items (one item's text, or their digest).
-    fn prompt_of(&self, ids: &[ItemId]) -> PromptSig {
-        let items: Vec<&Item> = ids.iter().filter_map(|id| self.items.get(id)).collect();
-        PromptSig::of(&prompt_text(&items))
-    }
-
     /// Replay what a session's journal recorded while the engine was not told (a restart, a
     /// lost connection): hooks settle what they report; an agent that stayed idle for
     /// [`QUEUE_DRAINED`] took what it had queued before; an exit or a new generation ends the
@@ -897,213 +806,6 @@ impl Engine {
     }
 
     // ----- the gate -----
-
-    fn pump(&mut self, session: &str, out: &mut Out<'_>) {
-        if self.flight(session).is_some() {
-            return;
-        }
-        self.keep_watch(session, out);
-        let mut queued: Vec<ItemId> = self.session(session).items.clone();
-        queued.retain(|id| self.items.get(id).is_some_and(|i| i.state == State::Queued));
-        if queued.is_empty() {
-            self.session(session).hold = None;
-            return;
-        }
-        let live = match self.session_gate(session) {
-            Ok(live) => live,
-            Err(why) => return self.set_hold(session, why, out.now_ms),
-        };
-        if self.retry_pending(session, out.now) {
-            return;
-        }
-        self.retarget(&queued, live.generation, out);
-        match self.releasable(session, &live, &queued, out.now_ms) {
-            Ok(ids) => {
-                self.session(session).hold = None;
-                let launch = Launch { ids, mode: Mode::Deliver, reply_to: None, over_draft: false };
-                self.start_flight(session, live, launch, out);
-            }
-            Err((why, None)) => self.set_hold(session, why, out.now_ms),
-            Err((why, Some(recheck))) => {
-                self.set_hold(session, why, out.now_ms);
-                let at = out.now + recheck;
-                self.session(session).retry_at = Some(at);
-                self.arm_retry(session, at, out);
-            }
-        }
-    }
-
-    /// The session's state lets a delivery start (not paused, running, ready, no dialog up):
-    /// its live view; otherwise why not.
-    fn session_gate(&self, session: &str) -> Result<SessionView, String> {
-        let q = self.sessions.get(session).ok_or("the session is not running")?;
-        if let Some(reason) = &q.paused {
-            let reason = if reason.is_empty() { String::new() } else { format!(": {reason}") };
-            return Err(format!("paused by the operator{reason}"));
-        }
-        let live = q.live.clone().ok_or("the session is not running")?;
-        if live.lifecycle == Lifecycle::Exited {
-            return Err("the session has exited".into());
-        }
-        if live.lifecycle == Lifecycle::Starting || !live.ready {
-            return Err("the session is starting (its TUI is not ready yet)".into());
-        }
-        if live.activity == Activity::Blocked {
-            let wait = live.wait.as_deref().unwrap_or("the operator");
-            return Err(format!("the agent is waiting for {wait}; nothing is typed into its dialog"));
-        }
-        Ok(live)
-    }
-
-    /// Whether a backoff is still running (a retry that is due is cleared).
-    fn retry_pending(&mut self, session: &str, now: Instant) -> bool {
-        let q = self.session(session);
-        match q.retry_at {
-            Some(at) if now < at => true,
-            _ => {
-                q.retry_at = None;
-                false
-            }
-        }
-    }
-
-    /// Items for an older generation follow the session into its new one.
-    fn retarget(&mut self, ids: &[ItemId], generation: u32, out: &mut Out<'_>) {
-        for id in ids {
-            let Some(item) = self.items.get_mut(id) else { continue };
-            let Some(from) = item.generation.filter(|g| *g != generation) else { continue };
-            item.generation = Some(generation);
-            let detail = format!("the session restarted; now for generation {generation} (was {from})");
-            self.transition(id, State::Queued, "retargeted", detail, out);
-        }
-    }
-
-    /// The queued items that may go now (at most [`MAX_DIGEST`], as one digest), or why none
-    /// may and, when the reason passes by itself, when to look again.
-    fn releasable(
-        &self,
-        session: &str,
-        live: &SessionView,
-        queued: &[ItemId],
-        now_ms: u64,
-    ) -> Result<Vec<ItemId>, (String, Option<Duration>)> {
-        // "Idle" from before the last prompt's Enter: the turn that prompt started may not show
-        // yet, so it is not trusted where being idle matters.
-        let stale = if live.activity == Activity::Idle { self.activity_stale(session, now_ms) } else { None };
-        let stale_hold = |wait: u64| {
-            ("waiting to see the agent's state after the last prompt".to_string(), Some(Duration::from_millis(wait)))
-        };
-        let steers = live.rules.delivery.hold_while_working;
-        if steers && let Some(wait) = stale {
-            return Err(stale_hold(wait));
-        }
-        if steers && live.activity == Activity::Working {
-            let why = "the agent is working and would take a prompt now as an interruption of its turn; waiting for it to finish";
-            return Err((why.into(), None));
-        }
-        let idle = live.activity == Activity::Idle && stale.is_none();
-        // A digest's header and separator lines would be commands to a shell, or lines of input
-        // to a program reading them: without an agent's input box, each prompt goes alone.
-        let batch = if live.rules.delivery.knows_composer() { MAX_DIGEST } else { 1 };
-        let ids: Vec<ItemId> = queued
-            .iter()
-            .filter(|id| self.items.get(*id).is_some_and(|i| i.when == When::Now || idle))
-            .take(batch)
-            .cloned()
-            .collect();
-        match (ids.is_empty(), stale) {
-            (false, _) => Ok(ids),
-            (true, Some(wait)) => Err(stale_hold(wait)),
-            (true, None) => Err((format!("waiting for the agent to be idle (it is {})", live.activity.as_str()), None)),
-        }
-    }
-
-    fn start_flight(&mut self, session: &str, live: SessionView, launch: Launch, out: &mut Out<'_>) {
-        let Launch { ids, mode, reply_to, over_draft } = launch;
-        let attempt = self.next_attempt;
-        self.next_attempt += 1;
-        let items: Vec<&Item> = ids.iter().filter_map(|id| self.items.get(id)).collect();
-        let text = match (mode, items.as_slice()) {
-            // What was pasted: the digest it went in, or its own text.
-            (Mode::Clear, [item]) => self.pasted_text(item),
-            _ => prompt_text(&items),
-        };
-        let fingerprint = text::fingerprint(&text);
-        let prompt = PromptSig::of(&text);
-        self.session(session).flight = Some(Flight {
-            attempt,
-            items: ids.clone(),
-            text,
-            fingerprint,
-            prompt,
-            over_draft,
-            generation: live.generation,
-            mode,
-            phase: Phase::Baseline,
-            waiting: None,
-            paste_written: false,
-            baseline: Presence::default(),
-            enters: 0,
-            pasted_ms: None,
-            enter_ms: None,
-            activity_at_enter: live.activity,
-            reply_to,
-            read_failures: 0,
-            deadline_passed: false,
-            last_cursor_row: None,
-            enter_cursor_row: None,
-            dialog_seen: false,
-            stale_at_enter: false,
-            queue_ahead_at_enter: false,
-            at_shell_prompt: false,
-            typed_lines: 0,
-        });
-        self.enlist(&ids, mode, live.generation, out);
-        self.request_snapshot(session, out);
-    }
-
-    /// Tie a new flight's items to it: the digest they form, the generation they target, and
-    /// for a forced Enter or a recovery, the record that it began (an ordinary delivery is
-    /// claimed when it is pasted, in the same batch as the paste — persist before inject — so
-    /// a look at the screen that holds it back changes nothing on disk).
-    fn enlist(&mut self, ids: &[ItemId], mode: Mode, generation: u32, out: &mut Out<'_>) {
-        if mode == Mode::Clear {
-            // Nothing is typed for the item until the box is proven to hold its prompt; it
-            // stays stuck, in the digest it was pasted in, until the drop is done.
-            return;
-        }
-        let digest: &[ItemId] = if ids.len() > 1 { ids } else { &[] };
-        for id in ids {
-            let from = self.items.get(id).map(|i| i.state);
-            let Some(item) = self.items.get_mut(id) else { continue };
-            item.digest_with = digest.iter().filter(|d| *d != id).cloned().collect();
-            // A stuck item forced into a later generation now targets it: what that
-            // generation's agent does (and its end) is what settles it.
-            match item.generation.replace(generation) {
-                Some(was) if was != generation => {
-                    let detail = format!("forced into generation {generation} (was {was})");
-                    item.note(out.now_ms, "retargeted", detail);
-                }
-                _ => {}
-            }
-            // A forced Enter is an attempt of its own; a recovery goes on with the attempt
-            // that was cut off.
-            if mode == Mode::ForceEnter {
-                item.attempts += 1;
-            }
-            let attempt = item.attempts;
-            let (kind, detail) = match mode {
-                Mode::Deliver | Mode::Clear => continue,
-                Mode::ForceEnter => ("forced", format!("attempt {attempt}: the operator forced an Enter")),
-                Mode::Recover => ("recovering", format!("attempt {attempt}: found sending after a restart")),
-            };
-            if from == Some(State::Sending) && mode == Mode::Recover {
-                self.note_items(std::slice::from_ref(id), kind, &detail, out.now_ms);
-            } else {
-                self.transition(id, State::Sending, kind, detail, out);
-            }
-        }
-    }
 
     fn request_snapshot(&mut self, session: &str, out: &mut Out<'_>) {
         let Some((attempt, generation)) = self.flight(session).map(|f| (f.attempt, f.generation)) else {
@@ -1408,161 +1110,6 @@ impl Engine {
         }
     }
 
-    /// An item found `sending` after a restart, settled on conclusive evidence only: a hook
-    /// that reported the whole prompt after this item's own paste is on record, or the text
-    /// sitting in the input area (then an Enter is safe).
-    fn recovery_look(&mut self, session: &str, flight: &Flight, look: &Look, out: &mut Out<'_>) {
-        if let Some(ours) = self.hook_for_recovered(session, &flight.items, &flight.prompt, flight.generation) {
-            return self.recovered_by_hook(session, ours, out);
-        }
-        if look.presence.text == 0 && look.presence.placeholders == 0 {
-            if let Some(why) = never_typed(flight, &self.flight_items(flight), &look.screen) {
-                return self.release_flight(session, flight, why, out);
-            }
-            if look.dialog.is_some() {
-                // The dialog may cover the input box and the text under it: settled once the
-                // dialog is gone (the session's state changes then; and a look every second).
-                self.take_flight(session);
-                let at = out.now + HOLD_RECHECK;
-                return self.arm_retry(session, at, out);
-            }
-            let detail = "no evidence settles whether it reached the agent (not in the input area, no hook yet)";
-            return self.stick_flight(session, StuckClass::Interrupted, detail.into(), out);
-        }
-        if let Some(rule) = &look.dialog {
-            // The text sits in the box, unsubmitted: as when a dialog opens before a live Enter.
-            return self.stick_for_dialog(session, rule, out);
-        }
-        // On record before the Enter (persist before inject): a second restart must know that
-        // this text reached the agent and an Enter was pressed for it.
-        for id in &flight.items {
-            let note = "found in the input area after the restart; pressing Enter";
-            self.transition(id, State::Sending, "echoed", note.into(), out);
-        }
-        self.enter_on_text_in_box(session, out);
-    }
-
-    /// The records of a flight's items.
-    fn flight_items(&self, flight: &Flight) -> Vec<&Item> {
-        flight.items.iter().filter_map(|id| self.items.get(id)).collect()
-    }
-
-    /// A recovered flight that provably never reached the agent goes back to the queue, to be
-    /// delivered like any other.
-    fn release_flight(&mut self, session: &str, flight: &Flight, why: String, out: &mut Out<'_>) {
-        self.take_flight(session);
-        for id in &flight.items {
-            self.transition(id, State::Queued, "released", why.clone(), out);
-        }
-        self.pump(session, out);
-    }
-
-    /// The recovery in flight is settled by a UserPromptSubmit hook that reported its prompt:
-    /// delivered when `ours` (see [`Engine::hook_for_recovered`]), else stuck.
-    fn recovered_by_hook(&mut self, session: &str, ours: bool, out: &mut Out<'_>) {
-        if ours {
-            let evidence = "a UserPromptSubmit hook reported it after the restart cut its delivery off";
-            return self.submitted(session, evidence.into(), true, out);
-        }
-        self.stick_flight(session, StuckClass::Interrupted, SAME_TEXT_NO_PASTE.into(), out);
-    }
-
-    /// A hook that reports the prompt of items found `sending` after a restart settles them at
-    /// once, durably: the recovery in flight before it has pressed an Enter (after one, the
-    /// hook settles it as any delivery's), or a group still waiting for its session. Whether it
-    /// did.
-    fn settle_found_sending_by_hook(
-        &mut self,
-        session: &str,
-        generation: u32,
-        sig: &PromptSig,
-        out: &mut Out<'_>,
-    ) -> bool {
-        if let Some(f) = self
-            .flight(session)
-            .filter(|f| f.mode == Mode::Recover && f.phase == Phase::Baseline && f.generation == generation)
-            && f.prompt.digest == sig.digest
-        {
-            let (items, prompt) = (f.items.clone(), f.prompt.clone());
-            if let Some(ours) = self.hook_for_recovered(session, &items, &prompt, generation) {
-                self.recovered_by_hook(session, ours, out);
-                return true;
-            }
-        }
-        let in_flight: Vec<ItemId> = self.flight(session).map(|f| f.items.clone()).unwrap_or_default();
-        let Some(q) = self.sessions.get(session) else { return false };
-        let waiting: Vec<ItemId> = q
-            .items
-            .iter()
-            .filter(|id| !in_flight.contains(id))
-            .filter(|id| {
-                self.items.get(*id).is_some_and(|i| i.state == State::Sending && i.generation == Some(generation))
-            })
-            .cloned()
-            .collect();
-        for id in waiting {
-            let group = self.digest_group(&id);
-            let prompt = self.prompt_of(&group);
-            if prompt.digest != sig.digest {
-                continue;
-            }
-            if let Some(ours) = self.hook_for_recovered(session, &group, &prompt, generation) {
-                self.settle_found_sending(&group, Some(ours), "", out);
-                return true;
-            }
-        }
-        false
-    }
-
-    /// Whether a UserPromptSubmit hook of `generation` on record reported the prompt of items
-    /// found `sending` after a restart: `None` when none did; `Some(true)` when one came after
-    /// the items' own paste (or came after their claim and the prompt is a digest, whose text
-    /// names each message's sender and time, so no earlier prompt was the same); `Some(false)`
-    /// when one came but the paste of a single item is not on record — then it may be the late
-    /// report of an earlier identical prompt (`continue`, twice).
-    fn hook_for_recovered(&self, session: &str, ids: &[ItemId], prompt: &PromptSig, generation: u32) -> Option<bool> {
-        let items: Vec<&Item> = ids.iter().filter_map(|id| self.items.get(id)).collect();
-        let pasted_at = items.iter().filter_map(|i| typed_at(i)).min();
-        let heard = self.sessions.get(session)?.hooks.iter().find(|h| {
-            h.generation == generation
-                && h.sig.digest == prompt.digest
-                && items.iter().any(|i| h.at_ms + HOOK_SKEW_MS >= i.state_since_ms)
-        })?;
-        let digest = items.iter().any(|i| !i.digest_with.is_empty());
-        Some(digest || pasted_at.is_some_and(|p| heard.at_ms + HOOK_SKEW_MS >= p))
-    }
-
-    /// An operator's force on a submit-stuck item: Enter only, and only onto the text still in
-    /// the box.
-    fn force_enter_look(&mut self, session: &str, flight: &Flight, look: &Look, out: &mut Out<'_>) {
-        if let Some(rule) = &look.dialog {
-            return self.stick_for_dialog(session, rule, out);
-        }
-        if let Some(why) = line::job_in_foreground(&look.screen) {
-            let detail = format!("{why}; no Enter pressed (force again once it has)");
-            return self.stick_flight(session, StuckClass::SubmitStuck, detail, out);
-        }
-        if let Some(rest) = self.beside_own_paste(session, flight, look) {
-            // An Enter now would submit someone's text along with the prompt.
-            let detail = format!(
-                "the input box holds this prompt together with other text ({rest:?}); no Enter pressed, as it would submit both as one message"
-            );
-            return self.stick_flight(session, StuckClass::SubmitStuck, detail, out);
-        }
-        if typing_hold(&look.screen, out.now_ms).is_some() {
-            // An Enter now would submit what that person typed along with the prompt.
-            let detail = "someone is typing in an attached terminal; no Enter pressed (force again when they stop)";
-            return self.stick_flight(session, StuckClass::SubmitStuck, detail.into(), out);
-        }
-        if look.presence.text == 0 && look.presence.placeholders == 0 {
-            // Nothing to press Enter for. It may have been submitted after all, or the box was
-            // cleared: the operator decides, with a re-paste one force away.
-            let detail = "the text is no longer in the input area (it may have been submitted, or cleared); no Enter pressed. Check the agent, then desk force re-pastes it or desk drop forgets it";
-            return self.stick_flight(session, StuckClass::PasteMissing, detail.into(), out);
-        }
-        self.enter_on_text_in_box(session, out);
-    }
-
     /// An ordinary delivery (or a forced re-paste): the last look before typing. Nothing is on
     /// disk yet: a gate that holds it back leaves every item as it was.
     fn delivery_look(&mut self, session: &str, mut flight: Flight, look: Look, out: &mut Out<'_>) {
@@ -1598,87 +1145,6 @@ impl Engine {
             return self.refuse_flight(session, &flight, why, out);
         }
         self.paste(session, &flight, &look, out);
-    }
-
-    /// Why the screen says not to type now, and when to look again: a dialog, a person typing,
-    /// a program not reading a line, an agent's input box that is missing or holds a draft.
-    fn screen_hold(
-        &self,
-        session: &str,
-        flight: &Flight,
-        look: &Look,
-        settings: &DeliverySettings,
-        now_ms: u64,
-    ) -> Option<(String, Duration)> {
-        if let Some(rule) = &look.dialog {
-            return Some((format!("a dialog is on screen ({rule}); nothing is typed into it"), HOLD_RECHECK));
-        }
-        if let Some(wait) = typing_hold(&look.screen, now_ms) {
-            return Some(("someone is typing in an attached terminal".into(), wait));
-        }
-        if let Some(why) = line::job_in_foreground(&look.screen) {
-            // Whatever is typed now goes to that job, or waits for the program in the terminal
-            // and is read as a command once the job ends.
-            return Some((why, HOLD_RECHECK));
-        }
-        if !settings.knows_composer() {
-            // Not an agent's input box: a program reading a line, or a shell at an empty
-            // prompt, or nothing is typed (keys typed into an editor are commands).
-            return line::typing_hold(&look.screen, settings, session, &flight.text).map(|why| (why, HOLD_RECHECK));
-        }
-        if flight.over_draft {
-            return None;
-        }
-        let Some(draft) = settings.composer_text(&look.screen.lines) else {
-            let why = "the agent's input box is not on the screen; nothing is typed until it is";
-            return Some((why.into(), HOLD_RECHECK));
-        };
-        (!draft.is_empty()).then(|| (self.draft_hold(session, flight, &draft), HOLD_RECHECK))
-    }
-
-    /// Why a draft in the input box holds this flight, in words for the operator: the stuck item
-    /// whose unsent prompt it is, when desk's own paste is what the box holds.
-    fn draft_hold(&self, session: &str, flight: &Flight, draft: &str) -> String {
-        let n = draft.chars().count();
-        if let Some((ids, held)) = self.unsent_in_box(session, draft) {
-            let first = &ids[0];
-            let digest = if ids.len() > 1 { format!(" (one digest of {} items)", ids.len()) } else { String::new() };
-            return match held {
-                Held::Exactly => format!(
-                    "{OWN_PASTE_HOLD} {first}{digest}: desk force {first} submits it (Enter only), desk drop {first} clears it; delivery waits until it is sent or cleared"
-                ),
-                _ => format!(
-                    "the input box holds the prompt of stuck item {first}{digest} together with text typed by someone ({n} characters); delivery waits until it is sent or cleared"
-                ),
-            };
-        }
-        match flight.reply_to {
-            Some(_) => format!(
-                "the input box holds text typed by someone ({n} characters: {:?}); forcing now would paste this prompt after it and submit both as one message. Let them send or clear it, or run desk force {} --over-draft to do it anyway",
-                preview(draft),
-                flight.items.first().map(|i| i.as_str()).unwrap_or("")
-            ),
-            None => format!("{DRAFT_HOLD} ({n} characters); delivery waits until it is sent or cleared"),
-        }
-    }
-
-    /// Hold a flight back before anything was typed: it ends, its items stay as they were, and
-    /// the screen is looked at again after `recheck`. A force's operator is told why.
-    fn hold_flight(&mut self, session: &str, reply_to: Option<u64>, why: String, recheck: Duration, out: &mut Out<'_>) {
-        self.take_flight(session);
-        match reply_to {
-            Some(client) => out.actions.push(Action::Reply {
-                client,
-                ok: false,
-                acted: false,
-                message: format!("refused, nothing typed: {why}"),
-                item: None,
-            }),
-            None => self.set_hold(session, why, out.now_ms),
-        }
-        let at = out.now + recheck;
-        self.session(session).retry_at = Some(at);
-        self.arm_retry(session, at, out);
     }
 
     /// Claim the flight's items (`sending`) before the paste goes out.
@@ -2075,14 +1541,6 @@ impl Engine {
         self.pump(session, out);
     }
 
-    /// Whether the session's activity predates the last Enter (and that Enter is recent).
-    fn activity_stale(&self, session: &str, now_ms: u64) -> Option<u64> {
-        let q = self.sessions.get(session)?;
-        let enter = q.last_enter_ms?;
-        let until = enter + STATE_AFTER_SUBMIT.as_millis() as u64;
-        (q.activity_changed_ms < enter && now_ms < until).then(|| until - now_ms)
-    }
-
     /// The agent has stayed idle for [`QUEUE_DRAINED`]: its own queue is empty, so every prompt
     /// that may have waited in it and was typed before this idle began was taken. Recorded, so
     /// that an exit later does not count those prompts as lost. (A prompt is never called taken
@@ -2215,52 +1673,6 @@ impl Engine {
         self.pump(session, out);
     }
 
-    /// Settle items found `sending` at start-up, one at a time, once the session is observable.
-    fn recover(&mut self, session: &str, out: &mut Out<'_>) {
-        let q = self.session(session);
-        if q.flight.is_some() {
-            return;
-        }
-        let Some(live) = q.live.clone() else { return };
-        let sending: Vec<ItemId> = q
-            .items
-            .clone()
-            .into_iter()
-            .filter(|id| self.items.get(id).is_some_and(|i| i.state == State::Sending))
-            .collect();
-        let Some(first) = sending.first().cloned() else { return };
-        let generation_matches =
-            self.items.get(&first).is_some_and(|i| i.generation.is_none_or(|g| g == live.generation));
-        if !generation_matches {
-            for id in sending {
-                self.stick(
-                    &id,
-                    StuckClass::Interrupted,
-                    "the session restarted while it was being delivered".into(),
-                    out,
-                );
-            }
-            return;
-        }
-        // A digest claimed together is recovered together.
-        let group: Vec<ItemId> = match self.items.get(&first) {
-            Some(item) if !item.digest_with.is_empty() => {
-                let mut g: Vec<ItemId> =
-                    std::iter::once(first.clone()).chain(item.digest_with.iter().cloned()).collect();
-                g.retain(|id| self.items.get(id).is_some_and(|i| i.state == State::Sending));
-                g.sort();
-                g
-            }
-            _ => vec![first],
-        };
-        self.start_flight(
-            session,
-            live,
-            Launch { ids: group, mode: Mode::Recover, reply_to: None, over_draft: false },
-            out,
-        );
-    }
-
     // ----- channels -----
 
     /// Withdraw the queued items of `channel` whose session no longer receives its messages.
@@ -2282,129 +1694,6 @@ impl Engine {
     }
 
     // ----- operator commands -----
-
-    fn on_command(&mut self, client: u64, command: Command, out: &mut Out<'_>) {
-        let reply = |out: &mut Out<'_>, ok: bool, message: String| {
-            out.actions.push(Action::Reply { client, ok, acted: false, message, item: None })
-        };
-        match command {
-            Command::Pause { session, reason } => {
-                self.session(&session).paused = Some(reason);
-                self.pump(&session, out);
-                reply(out, true, format!("paused delivery to {session}"));
-            }
-            Command::Resume { session } => {
-                let was = self.session(&session).paused.take();
-                self.session(&session).retry_at = None;
-                self.pump(&session, out);
-                let message = match was {
-                    Some(_) => format!("resumed delivery to {session}"),
-                    None => format!("{session} was not paused"),
-                };
-                reply(out, true, message);
-            }
-            Command::Drop(id) => {
-                let Some((state, session)) = self.items.get(&id).map(|i| (i.state, i.session.clone())) else {
-                    return reply(out, false, format!("no pending item {id} (it may be delivered or dropped already)"));
-                };
-                if state == State::Sending || self.flight(&session).is_some_and(|f| f.items.contains(&id)) {
-                    return reply(
-                        out,
-                        false,
-                        format!("item {id} is being delivered right now; drop it once it settles"),
-                    );
-                }
-                if let Some(live) = self.clearable(&id) {
-                    // Its prompt may sit unsent in the input box: look, and erase it there
-                    // if the box holds exactly that prompt; the drop replies once done.
-                    let launch = Launch { ids: vec![id], mode: Mode::Clear, reply_to: Some(client), over_draft: false };
-                    return self.start_flight(&session, live, launch, out);
-                }
-                self.transition(&id, State::Dropped, "dropped", "dropped by the operator".into(), out);
-                reply(out, true, format!("dropped {id}"));
-                self.pump(&session, out);
-            }
-            Command::Force { id, over_draft } => {
-                if let Err(message) = self.force(client, id, over_draft, out) {
-                    reply(out, false, message);
-                }
-            }
-        }
-    }
-
-    /// An operator's force: a stuck item goes again (Enter only when it is submit-stuck), and
-    /// so does a queued one held by a draft, with `over_draft`. Why not, when it cannot go now.
-    fn force(&mut self, client: u64, id: ItemId, over_draft: bool, out: &mut Out<'_>) -> Result<(), String> {
-        let item = self.items.get(&id).cloned().ok_or_else(|| format!("no pending item {id}"))?;
-        self.forceable(&item, over_draft)?;
-        let live = self.force_gate(&item.session)?;
-        let mode = if item.stuck == Some(StuckClass::SubmitStuck) { Mode::ForceEnter } else { Mode::Deliver };
-        // A digest pasted together goes again together: its prompt may sit in the box whole.
-        let ids = self.pasted_group(&item);
-        let with = match ids.len() {
-            1 => String::new(),
-            n => format!(" (with the {} other item(s) of its digest)", n - 1),
-        };
-        let note = match mode {
-            Mode::ForceEnter => format!("operator: press Enter{with}"),
-            _ if over_draft => format!("operator: paste, even onto text someone typed{with}"),
-            _ => format!("operator: paste again, or press Enter if its prompt sits unsent in the box{with}"),
-        };
-        self.note_items(&ids, "forced", &note, out.now_ms);
-        let launch = Launch { ids, mode, reply_to: Some(client), over_draft };
-        self.start_flight(&item.session, live, launch, out);
-        Ok(())
-    }
-
-    /// Whether an item's state allows a force: stuck (but not merged with someone's text), or
-    /// queued behind a draft when the operator chose to paste over it.
-    fn forceable(&self, item: &Item, over_draft: bool) -> Result<(), String> {
-        let id = &item.id;
-        let hold = self.sessions.get(&item.session).and_then(|q| q.hold.as_ref());
-        let held_by_draft = hold.is_some_and(|h| h.reason.starts_with(DRAFT_HOLD));
-        match (item.state, item.stuck) {
-            (State::Stuck, Some(StuckClass::Merged)) => Err(format!(
-                "item {id} is merged with text someone else typed (see desk item {id}): forcing could send it a second time, or submit that text with it. Check the agent, then desk drop {id}, or desk send it again if it must arrive on its own"
-            )),
-            (State::Stuck, _) => Ok(()),
-            (State::Queued, _) if self.held_by_own_paste(&item.session) => Err(format!(
-                "item {id} is held: {}. Deal with that item first (force or drop it); its prompt, not someone's draft, is what the box holds",
-                hold.map(|h| h.reason.as_str()).unwrap_or_default()
-            )),
-            (State::Queued, _) if held_by_draft && !over_draft => Err(format!(
-                "item {id} is held: {}. Forcing it would paste the prompt after that text and submit both as one message; run desk force {id} --over-draft to do that, or wait until the box is sent or cleared",
-                hold.map(|h| h.reason.as_str()).unwrap_or_default()
-            )),
-            (State::Queued, _) if held_by_draft => Ok(()),
-            (state, _) => {
-                let hold = match (state, hold) {
-                    (State::Queued, Some(h)) => format!("; it waits because {}", h.reason),
-                    _ => String::new(),
-                };
-                Err(format!(
-                    "item {id} is {}, not stuck{hold}; only stuck items, and items held by a draft in the input box (with --over-draft), are forced",
-                    state.as_str()
-                ))
-            }
-        }
-    }
-
-    /// Whether a session can take a forced delivery now (nothing else in flight, running, no
-    /// dialog up): its live view.
-    fn force_gate(&mut self, session: &str) -> Result<SessionView, String> {
-        let q = self.session(session);
-        if q.flight.is_some() {
-            return Err(format!("another delivery to {session} is in flight; force again when it settles"));
-        }
-        let live = q.live.clone().ok_or_else(|| format!("session {session} is not running"))?;
-        if live.lifecycle != Lifecycle::Running {
-            return Err(format!("session {session} is {}", live.lifecycle.as_str()));
-        }
-        if live.activity == Activity::Blocked {
-            return Err(format!("the agent in {session} is waiting for the operator; answer it first"));
-        }
-        Ok(live)
-    }
 }
 
 /// Text in the composer besides the prompt being delivered, when the composer can be read and
@@ -2443,41 +1732,6 @@ fn prompt_text(items: &[&Item]) -> String {
 fn typed_at(item: &Item) -> Option<u64> {
     let last = item.evidence.iter().rev().find(|n| matches!(n.kind.as_str(), "pasted" | "claimed" | "refused"))?;
     (last.kind == "pasted").then_some(last.at_ms)
-}
-
-/// Why a recovered flight, whose text is not in the input area, cannot have reached the agent
-/// as a prompt; `None` when it may have. It is claimed (`sending`) but neither the master's
-/// acknowledgement of its paste (`written`) nor its text in the input box is on record since,
-/// so desk never pressed Enter for it (an Enter follows only one of those records, persisted
-/// first; the `pasted` note, recorded before the bytes go out, says nothing of an Enter); the
-/// text cannot submit itself (a bracketed paste, or a single line); and nobody has typed in the
-/// session since the claim (a person pressing Enter on a paste that did land is the one way
-/// such a prompt could have been taken). Whether the paste was written before the daemon died
-/// is then unknown, and does not matter: if it was, it is not in the box any more and was not
-/// submitted.
-fn never_typed(flight: &Flight, items: &[&Item], screen: &ScreenView) -> Option<String> {
-    if items.is_empty() || (!screen.bracketed_paste && flight.text.contains('\n')) {
-        return None;
-    }
-    let mut claimed_ms = 0;
-    for item in items {
-        let claim = item.evidence.iter().rposition(|n| n.kind == "claimed")?;
-        if item.evidence[claim..].iter().any(|n| matches!(n.kind.as_str(), "written" | "echoed")) {
-            return None;
-        }
-        claimed_ms = claimed_ms.max(item.evidence[claim].at_ms);
-    }
-    if screen.last_typed_ms.is_some_and(|t| t >= claimed_ms) {
-        return None;
-    }
-    Some(
-        "claimed before the restart, but the master's acknowledgement of its paste is not on record (so no Enter was pressed for it), the text is not in the input area and nobody has typed since: it never reached the agent; queued again".into(),
-    )
-}
-
-/// The start of a text, for a message: at most 40 characters and `…`.
-fn preview(text: &str) -> String {
-    desk_term::text::ellipsize(text, 41)
 }
 
 /// How much longer to wait because a person typed in an attached terminal within
