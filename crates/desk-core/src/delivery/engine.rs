@@ -6,6 +6,16 @@
 //! master's screen, hook and activity evidence. It performs no I/O: [`Engine::handle`] returns
 //! [`Action`]s that the daemon's loop carries out in order, feeding results back as [`Input`]s.
 //!
+//! This file holds the engine's state (its sessions' queues, the items, the tokens of requests
+//! in flight), the dispatch of an [`Input`], and the bookkeeping every part shares (a state
+//! change persisted, a timer armed, a snapshot asked for). The parts, each in its own file:
+//! `gate` (whether queued items may go, and the start of a flight); `flight` (what one attempt
+//! is) and `transport` (its steps: baseline, paste, echo, settle, Enter, submit); `outcome`
+//! (how a flight ends); `evidence` (live views, hooks, journals, generations ending); `owed`
+//! (delivered prompts whose hook is still to come); `recovery` (items found `sending` after a
+//! restart); `operator` (pause, resume, drop, force); `unsent` (desk's own prompt left in the
+//! input box); `io` (the inputs and actions).
+//!
 //! Invariants:
 //! - persist before inject: an item's durable state changes (an [`Action::Persist`]) before
 //!   the action that has a side effect (the paste, an Enter) appears in the same batch; the
@@ -32,20 +42,22 @@ use std::time::{Duration, Instant};
 
 use super::item::{Item, ItemId, State, StuckClass};
 use super::text::{self, Held};
-use crate::state::hooks::{HookEvent, PromptSig};
-use crate::state::{Activity, RuleSet};
+use crate::state::RuleSet;
+use crate::state::hooks::PromptSig;
 use crate::time::Backoff;
 
 /// Names the tests (`engine/tests.rs`, `use super::*`) take from here that the engine's own
 /// code here no longer names.
 #[cfg(test)]
-use crate::state::Lifecycle;
+use crate::state::{Activity, Lifecycle};
 
+mod evidence;
 mod flight;
 mod gate;
 mod io;
 mod operator;
 mod outcome;
+mod owed;
 mod recovery;
 mod transport;
 mod unsent;
@@ -356,291 +368,6 @@ impl Engine {
 
     // ----- sessions -----
 
-    fn on_session(&mut self, view: SessionView, out: &mut Out<'_>) {
-        let (now, now_ms) = (out.now, out.now_ms);
-        let name = view.name.clone();
-        let q = self.session(&name);
-        let old_generation = q.live.as_ref().map(|l| l.generation);
-        let was = q.live.as_ref().map(|l| l.activity);
-        q.known_down = false;
-        if old_generation.is_some_and(|g| g != view.generation) {
-            // A new generation: whatever was in flight for the old one is cut off.
-            self.interrupt(&name, "the session restarted (new generation) during delivery", out);
-        }
-        // The agents of earlier generations are gone (the daemon replayed the journal first, so
-        // what they reported is weighed); nothing this generation does settles their items.
-        let generation = view.generation;
-        let why = format!("the session restarted (generation {generation} runs now)");
-        self.generation_over(&name, |g| g < generation, &why, out);
-        self.boxes_gone(&name, generation, out);
-        let q = self.session(&name);
-        // From idle (or unknown) to working after our Enter; back to work after a dialog was
-        // answered is the agent resuming its own turn, not evidence of our prompt.
-        let turned_working =
-            !matches!(was, Some(Activity::Working | Activity::Blocked)) && view.activity == Activity::Working;
-        let activity = view.activity;
-        if was != Some(activity) {
-            q.activity_changed_ms = now_ms;
-        }
-        q.live = Some(view);
-        if activity == Activity::Idle && was != Some(Activity::Idle) && q.owed.iter().any(|i| i.queued_by_agent) {
-            // Idle for QUEUE_DRAINED from now on means the agent's queue is empty.
-            out.actions.push(Action::Arm {
-                at: now + QUEUE_DRAINED,
-                key: TimerKey { session: name.clone(), attempt: None, kind: TimerKind::Drained, step: 0 },
-            });
-        }
-        if turned_working
-            && let Some(f) = self.flight(&name)
-            && f.phase == Phase::Submit
-            && f.activity_at_enter != Activity::Working
-            && !f.dialog_seen
-            // With a prompt of its own queue ahead, the turn may be that prompt's.
-            && !f.queue_ahead_at_enter
-        {
-            self.submitted(&name, "the agent's activity turned working after Enter".into(), false, out);
-            return;
-        }
-        // Items found `sending` at start-up are settled once their session is observable.
-        self.recover(&name, out);
-        self.pump(&name, out);
-    }
-
-    fn on_down(&mut self, session: &str, generation: Option<u32>, out: &mut Out<'_>) {
-        let q = self.session(session);
-        // A report about another generation than the live one is old news.
-        if let Some(generation) = generation
-            && q.live.as_ref().is_some_and(|l| l.generation != generation)
-        {
-            return;
-        }
-        q.live = None;
-        q.known_down = true;
-        self.interrupt(session, "the session went away during delivery", out);
-        // That generation's agent (every earlier one's too) is gone.
-        self.generation_over(session, |g| generation.is_none_or(|down| g <= down), "the session ended", out);
-        self.pump(session, out);
-    }
-
-    fn on_hook(
-        &mut self,
-        session: &str,
-        generation: u32,
-        event: &HookEvent,
-        prompt: Option<PromptSig>,
-        at_ms: u64,
-        out: &mut Out<'_>,
-    ) {
-        if *event != HookEvent::UserPromptSubmit {
-            return;
-        }
-        // A hook that does not say what was submitted proves nothing about our prompt.
-        let Some(sig) = prompt else { return };
-        let q = self.session(session);
-        if q.hooks.len() >= RECENT_HOOKS {
-            q.hooks.pop_front();
-        }
-        q.hooks.push_back(Heard { at_ms, generation, sig: sig.clone() });
-        // A hook is evidence about its own generation's items only (a replayed journal carries
-        // hooks of generations that are over).
-        if self.pay_owed(session, generation, &sig, at_ms, out) {
-            return;
-        }
-        // Items found `sending` after a restart are settled by their hook as soon as it is
-        // heard (in a recovery or not), not only at a later look: the daemon's journal cursor
-        // moves past a hook once the engine has heard it.
-        if self.settle_found_sending_by_hook(session, generation, &sig, out) {
-            return;
-        }
-        // Only once Enter was pressed: before it, the agent cannot have submitted our text.
-        let flight = self.flight(session).filter(|f| {
-            f.generation == generation
-                && f.pasted_ms.is_some_and(|p| at_ms + HOOK_SKEW_MS >= p)
-                && matches!(f.phase, Phase::Entering | Phase::Submit)
-        });
-        let Some(f) = flight else {
-            self.settle_stuck_by_hook(session, generation, &sig, at_ms, out);
-            return;
-        };
-        if sig.digest == f.prompt.digest {
-            let evidence =
-                format!("the agent's UserPromptSubmit hook reported the whole prompt ({} characters)", sig.chars);
-            return self.submitted(session, evidence, true, out);
-        }
-        if sig.carries_more_than(&f.prompt) {
-            let detail = format!(
-                "the agent's UserPromptSubmit hook reports one message of {} characters that carries this prompt ({} characters) and text someone else typed: the message begins {:?} and ends {:?}; the prompt begins {:?} and ends {:?}. It was submitted glued to that text, not as a message of its own",
-                sig.chars, f.prompt.chars, sig.head, sig.tail, f.prompt.head, f.prompt.tail
-            );
-            return self.stick_flight(session, StuckClass::Merged, detail, out);
-        }
-        self.settle_stuck_by_hook(session, generation, &sig, at_ms, out);
-    }
-
-    /// A submission hook that is the late report of a prompt already delivered (one the agent
-    /// had queued), not of the one in flight: that prompt is paid — every item of it, a
-    /// digest's too — on disk as well. Whether the hook was such a report. Only a hook of the
-    /// prompt's own generation, made after its paste, can be its report.
-    fn pay_owed(&mut self, session: &str, generation: u32, sig: &PromptSig, at_ms: u64, out: &mut Out<'_>) -> bool {
-        let q = self.session(session);
-        let theirs = |i: &Item| {
-            i.hook_owed.as_deref() == Some(sig.digest.as_str())
-                && i.generation.is_none_or(|g| g == generation)
-                && typed_at(i).is_none_or(|t| at_ms + HOOK_SKEW_MS >= t)
-        };
-        let Some(first) = q.owed.iter().position(theirs) else {
-            return false;
-        };
-        let id = q.owed[first].id.clone();
-        let digest_with = q.owed[first].digest_with.clone();
-        let (paid, kept): (Vec<Item>, Vec<Item>) =
-            q.owed.drain(..).partition(|i| i.id == id || digest_with.contains(&i.id));
-        q.owed = kept.into();
-        for mut item in paid {
-            item.hook_owed = None;
-            item.queued_by_agent = false;
-            let note = "the agent's UserPromptSubmit hook for it came (it had queued it)";
-            self.record_delivered(item, "hook", note.into(), out);
-        }
-        true
-    }
-
-    /// A hook for a prompt that was cut off after its paste and left stuck/interrupted (see
-    /// [`Engine::await_hook`]): the agent did take it (typically from its own queue, after the
-    /// restart that cut the delivery off), so it is delivered — every stuck item of its digest
-    /// with it — and a force can no longer send it twice. Only a hook of the item's own
-    /// generation, made after its paste, counts.
-    fn settle_stuck_by_hook(&mut self, session: &str, generation: u32, sig: &PromptSig, at_ms: u64, out: &mut Out<'_>) {
-        let awaits = |i: &Item| {
-            i.state == State::Stuck
-                && i.stuck == Some(StuckClass::Interrupted)
-                && i.hook_owed.as_deref() == Some(sig.digest.as_str())
-                && i.generation == Some(generation)
-                && typed_at(i).is_some_and(|t| at_ms + HOOK_SKEW_MS >= t)
-        };
-        let Some(q) = self.sessions.get(session) else { return };
-        let Some(first) = q.items.iter().filter_map(|id| self.items.get(id)).find(|i| awaits(i)) else { return };
-        let mut ids = vec![first.id.clone()];
-        ids.extend(first.digest_with.iter().filter(|d| self.items.get(*d).is_some_and(awaits)).cloned());
-        for id in ids {
-            if let Some(item) = self.items.get_mut(&id) {
-                item.hook_owed = None;
-                item.stuck = None;
-            }
-            let note = "the agent's UserPromptSubmit hook for it came after it was stuck: the agent took it";
-            self.transition(&id, State::Delivered, "hook", note.into(), out);
-        }
-    }
-
-    /// A stuck/interrupted item whose text was typed may still reach the agent (it may sit in
-    /// the agent's own queue): its hook, if it comes, settles it ([`Engine::settle_stuck_by_hook`]).
-    /// Marks the item as awaiting that hook when its paste is on record; returns `why` with a
-    /// word on it for the operator.
-    fn await_hook(&mut self, id: &ItemId, prompt: &PromptSig, why: &str) -> String {
-        let Some(item) = self.items.get_mut(id).filter(|i| typed_at(i).is_some()) else {
-            return why.to_string();
-        };
-        item.hook_owed = Some(prompt.digest.clone());
-        format!(
-            "{why}; the agent may have taken it (a UserPromptSubmit hook for it, if one comes, settles it delivered)"
-        )
-    }
-
-    /// The agent of every generation `over` names is gone: what it was handed and never
-    /// reported taking is judged now, on the evidence heard so far (the daemon replays the
-    /// session's journal before it reports a session down or a new generation, so nothing
-    /// recorded is missed). A prompt that may have waited in that agent's own queue is
-    /// stuck/interrupted; an item found `sending` after a restart is delivered if a hook of its
-    /// generation reported it after its paste, stuck/interrupted otherwise. Evidence from
-    /// another generation never settles these items.
-    fn generation_over(&mut self, session: &str, over: impl Fn(u32) -> bool, why: &str, out: &mut Out<'_>) {
-        let ended = |i: &Item| i.generation.is_none_or(&over);
-        if self.flight(session).is_some_and(|f| over(f.generation)) {
-            self.interrupt(session, &format!("{why} during delivery"), out);
-        }
-        let q = self.session(session);
-        let (gone, kept): (Vec<Item>, Vec<Item>) = q.owed.drain(..).partition(|i| ended(i));
-        q.owed = kept.into();
-        for mut item in gone.into_iter().filter(|i| i.queued_by_agent) {
-            item.stuck = Some(StuckClass::Interrupted);
-            item.hook_owed = None;
-            let id = item.id.clone();
-            let q = self.session(session);
-            let pos = q.items.partition_point(|i| *i < id);
-            q.items.insert(pos, id.clone());
-            self.items.insert(id.clone(), item);
-            let detail = format!(
-                "interrupted: {why} while this prompt may still have waited in the agent's own queue: neither its UserPromptSubmit hook nor the agent staying idle after it showed that the agent took it"
-            );
-            self.transition(&id, State::Stuck, "stuck", detail, out);
-        }
-        // Items found `sending` at start-up (not in flight) of a generation that is over.
-        let in_flight: Vec<ItemId> = self.flight(session).map(|f| f.items.clone()).unwrap_or_default();
-        let Some(q) = self.sessions.get(session) else { return };
-        let mut sending: Vec<ItemId> = q
-            .items
-            .iter()
-            .filter(|id| !in_flight.contains(id))
-            .filter(|id| self.items.get(*id).is_some_and(|i| i.state == State::Sending && ended(i)))
-            .cloned()
-            .collect();
-        while let Some(first) = sending.first().cloned() {
-            let group = self.digest_group(&first);
-            sending.retain(|id| !group.contains(id));
-            let Some(item) = self.items.get(&first) else { continue };
-            let generation = item.generation;
-            let prompt = self.prompt_of(&group);
-            let heard = generation.and_then(|g| self.hook_for_recovered(session, &group, &prompt, g));
-            self.settle_found_sending(&group, heard, why, out);
-        }
-    }
-
-    /// Replay what a session's journal recorded while the engine was not told (a restart, a
-    /// lost connection): hooks settle what they report; an agent that stayed idle for
-    /// [`QUEUE_DRAINED`] took what it had queued before; an exit or a new generation ends the
-    /// generations before it ([`Engine::generation_over`]). Nothing is typed here: the live
-    /// view that follows starts deliveries.
-    fn on_journal(&mut self, session: &str, events: Vec<Past>, out: &mut Out<'_>) {
-        // The replayed generation's idle, and since when.
-        let mut idle: Option<(u32, u64)> = None;
-        for past in events {
-            let generation = past.generation;
-            match past.what {
-                PastEvent::Hook { event, prompt } => {
-                    self.on_hook(session, generation, &event, prompt, past.at_ms, out);
-                }
-                PastEvent::Activity(activity) => {
-                    if let Some((g, since)) = idle.take() {
-                        self.idle_until(session, g, since, past.at_ms, out);
-                    }
-                    idle = (activity == Activity::Idle).then_some((generation, past.at_ms));
-                }
-                PastEvent::Exit => {
-                    if let Some((g, since)) = idle.take() {
-                        self.idle_until(session, g, since, past.at_ms, out);
-                    }
-                    let why = format!("the session's agent exited (generation {generation})");
-                    self.generation_over(session, |g| g <= generation, &why, out);
-                }
-                PastEvent::Started => {
-                    // When the earlier generation ended is not known (its master may have been
-                    // killed): its idle proves nothing past this.
-                    idle = None;
-                    let why = format!("the session restarted (generation {generation} started)");
-                    self.generation_over(session, |g| g < generation, &why, out);
-                }
-            }
-        }
-    }
-
-    /// The agent of `generation` was idle from `since` to `until` (Unix ms): if that lasted
-    /// [`QUEUE_DRAINED`], it took every prompt it had queued before `since`.
-    fn idle_until(&mut self, session: &str, generation: u32, since: u64, until: u64, out: &mut Out<'_>) {
-        if until >= since + QUEUE_DRAINED.as_millis() as u64 {
-            self.take_from_queue(session, generation, since, out);
-        }
-    }
-
     // ----- the gate -----
 
     fn request_snapshot(&mut self, session: &str, out: &mut Out<'_>) {
@@ -704,99 +431,6 @@ impl Engine {
         q.retry_at = Some(now + delay);
         self.set_hold(session, format!("{why}; retrying in {} s", delay.as_secs()), now_ms);
         self.arm_retry(session, now + delay, out);
-    }
-
-    /// The agent has stayed idle for [`QUEUE_DRAINED`]: its own queue is empty, so every prompt
-    /// that may have waited in it and was typed before this idle began was taken. Recorded, so
-    /// that an exit later does not count those prompts as lost. (A prompt is never called taken
-    /// earlier on the strength of a turn starting: agents go idle for a moment between queued
-    /// turns, and which prompt a turn belongs to cannot be seen.)
-    fn taken_from_queue(&mut self, session: &str, out: &mut Out<'_>) {
-        let now_ms = out.now_ms;
-        let q = self.session(session);
-        let idle_since = q.activity_changed_ms;
-        let Some(live) = q.live.as_ref().filter(|l| l.activity == Activity::Idle) else { return };
-        let generation = live.generation;
-        if now_ms < idle_since + QUEUE_DRAINED.as_millis() as u64 {
-            return;
-        }
-        self.take_from_queue(session, generation, idle_since, out);
-    }
-
-    /// The agent of `generation` stayed idle for [`QUEUE_DRAINED`] from `idle_since` on: the
-    /// prompts of that generation it may have queued before then were taken. (Another
-    /// generation's agent being idle says nothing about them.)
-    fn take_from_queue(&mut self, session: &str, generation: u32, idle_since: u64, out: &mut Out<'_>) {
-        let q = self.session(session);
-        let taken: Vec<usize> = (0..q.owed.len())
-            .filter(|j| {
-                let i = &q.owed[*j];
-                i.queued_by_agent && i.state_since_ms <= idle_since && i.generation.is_none_or(|g| g == generation)
-            })
-            .collect();
-        for i in taken {
-            let mut item = self.session(session).owed[i].clone();
-            item.queued_by_agent = false;
-            let note = format!(
-                "the agent has been idle for {} s since after it: its own queue is empty, so it took the prompt",
-                QUEUE_DRAINED.as_secs()
-            );
-            if let Some(item) = self.record_delivered(item, "taken", note, out) {
-                self.session(session).owed[i] = item;
-            }
-        }
-    }
-
-    /// Persist a change to a delivered item kept only among the owed ones (it stays delivered,
-    /// with a new note); returns the record as written.
-    fn record_delivered(&mut self, item: Item, kind: &str, note: String, out: &mut Out<'_>) -> Option<Item> {
-        let id = item.id.clone();
-        self.items.insert(id.clone(), item);
-        self.transition(&id, State::Delivered, kind, note, out);
-        match out.actions.last() {
-            Some(Action::Persist { item, .. }) => Some(item.clone()),
-            _ => None,
-        }
-    }
-
-    /// Remember a delivered item whose UserPromptSubmit hook is still to come. Past the bound
-    /// the oldest that surely reached the agent is forgotten first (its hook is only a
-    /// confirmation); one that may still sit in the agent's own queue is kept, to be judged when
-    /// its agent goes, unless [`QUEUED_BY_AGENT_MAX`] of them wait.
-    fn owe(&mut self, item: Item) {
-        let q = self.session(&item.session);
-        q.owed.push_back(item);
-        while q.owed.len() > RECENT_HOOKS {
-            let queued = q.owed.iter().filter(|i| i.queued_by_agent).count();
-            match q.owed.iter().position(|i| !i.queued_by_agent) {
-                _ if queued > QUEUED_BY_AGENT_MAX => q.owed.pop_front(),
-                Some(oldest) => q.owed.remove(oldest),
-                None => break,
-            };
-        }
-    }
-
-    /// Items left submit-stuck in an earlier generation's input box: that box is gone with its
-    /// agent, so an Enter has nothing to submit, and whether someone submitted the text before
-    /// the agent ended is unknown. They are interrupted (a force pastes them again).
-    fn boxes_gone(&mut self, session: &str, generation: u32, out: &mut Out<'_>) {
-        let Some(q) = self.sessions.get(session) else { return };
-        let left: Vec<ItemId> = q
-            .items
-            .iter()
-            .filter(|id| {
-                self.items.get(*id).is_some_and(|i| {
-                    i.stuck == Some(StuckClass::SubmitStuck) && i.generation.is_some_and(|g| g != generation)
-                })
-            })
-            .cloned()
-            .collect();
-        for id in left {
-            let why = format!(
-                "the session restarted (generation {generation} runs now) while the text sat unsubmitted in the old input box; whether someone submitted it there is unknown"
-            );
-            self.stick(&id, StuckClass::Interrupted, why, out);
-        }
     }
 
     // ----- channels -----
