@@ -16,7 +16,7 @@ use crate::delivery::text::{Fingerprint, Presence};
 use crate::state::Activity;
 use crate::state::hooks::PromptSig;
 
-use super::{ScreenView, Token};
+use super::{ScreenView, TimerKey, TimerKind, Token};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Phase {
@@ -101,6 +101,69 @@ pub(super) struct Flight {
 }
 
 impl Flight {
+    /// Whether a result answers the request this flight waits for: its own attempt, the token
+    /// of its current phase's request. Anything else is late or foreign and changes nothing.
+    pub(super) fn answers(&self, attempt: Option<u64>, token: Token) -> bool {
+        Some(self.attempt) == attempt && self.waiting == Some(token)
+    }
+
+    /// A timer of this flight went off: whether it asks for a fresh look at the screen now. A
+    /// timer of another attempt, or (but for a poll) of an earlier Enter, asks nothing. A
+    /// verification deadline closes the window first: the next look decides, never an older
+    /// one (a paste that showed after the last poll is there, and so is a submit).
+    pub(super) fn look_due(&mut self, key: &TimerKey) -> bool {
+        if Some(self.attempt) != key.attempt || (key.kind != TimerKind::Poll && key.step != self.enters) {
+            return false;
+        }
+        let watching = matches!(self.phase, Phase::Echo | Phase::Submit | Phase::Erased);
+        match key.kind {
+            TimerKind::Poll => watching && self.waiting.is_none(),
+            TimerKind::Settle => self.phase == Phase::Settle,
+            TimerKind::Deadline if watching => {
+                self.deadline_passed = true;
+                self.waiting.is_none()
+            }
+            TimerKind::Deadline | TimerKind::Retry | TimerKind::Drained | TimerKind::Watch => false,
+        }
+    }
+
+    /// The paste goes out (request `token`): the input area showed `baseline` before it, and
+    /// the program takes it as `typed_lines` submissions (0: whole).
+    pub(super) fn pasting(&mut self, token: Token, baseline: Presence, typed_lines: u32) {
+        self.baseline = baseline;
+        self.phase = Phase::Pasting;
+        self.waiting = Some(token);
+        self.typed_lines = typed_lines;
+        self.paste_written = true;
+    }
+
+    /// An Enter goes out (request `token`) at `now_ms`: a new verification window, with the
+    /// cursor's row as it was before it. The first Enter also records what the session's state
+    /// was then (`activity`, whether it was `stale`, whether prompts were queued ahead), which
+    /// decides whether the prompt may sit in the agent's own queue. Returns the Enter's number.
+    pub(super) fn entering(
+        &mut self,
+        token: Token,
+        now_ms: u64,
+        activity: Activity,
+        stale: bool,
+        queue_ahead: bool,
+    ) -> u32 {
+        self.phase = Phase::Entering;
+        self.waiting = Some(token);
+        self.enters += 1;
+        self.enter_ms = Some(now_ms);
+        self.deadline_passed = false;
+        self.dialog_seen = false;
+        self.enter_cursor_row = self.last_cursor_row.clone();
+        if self.enters == 1 {
+            self.activity_at_enter = activity;
+            self.stale_at_enter = stale;
+            self.queue_ahead_at_enter = queue_ahead;
+        }
+        self.enters
+    }
+
     /// What this flight typed, in words for the operator who forced it.
     pub(super) fn did(&self) -> String {
         let enters = match self.enters {

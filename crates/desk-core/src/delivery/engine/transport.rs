@@ -36,7 +36,7 @@ impl Engine {
             return self.on_watch_look(session, result, out);
         }
         let Some(flight) = self.flight_mut(session) else { return };
-        if Some(flight.attempt) != attempt || flight.waiting != Some(token) {
+        if !flight.answers(attempt, token) {
             return;
         }
         flight.waiting = None;
@@ -191,11 +191,7 @@ impl Engine {
         let lines = if bracketed { 0 } else { text::typed_lines(&flight.text) };
         if let Some(f) = self.flight_mut(session) {
             f.items = flight.items.clone();
-            f.baseline = look.presence;
-            f.phase = Phase::Pasting;
-            f.waiting = Some(token);
-            f.typed_lines = lines;
-            f.paste_written = true;
+            f.pasting(token, look.presence, lines);
         }
         let how = match (bracketed, lines) {
             (true, _) => "bracketed paste".to_string(),
@@ -237,16 +233,15 @@ impl Engine {
         result: Result<(), WriteError>,
         out: &mut Out<'_>,
     ) {
-        let Some(flight) = self.flight(session).cloned() else { return };
-        if Some(flight.attempt) != attempt || flight.waiting != Some(token) {
+        let Some(phase) = self.flight(session).filter(|f| f.answers(attempt, token)).map(|f| f.phase) else {
             return;
-        }
+        };
         let Some(rules) = self.rules(session) else { return };
         let settings = &rules.delivery;
-        match (flight.phase, result) {
+        match (phase, result) {
             (Phase::Erasing, result) => self.erase_written(session, result, out),
             (_, Err(WriteError::Unknown(e))) => {
-                let what = if flight.phase == Phase::Pasting { WriteKind::Paste } else { WriteKind::Enter };
+                let what = if phase == Phase::Pasting { WriteKind::Paste } else { WriteKind::Enter };
                 let detail = format!(
                     "the connection failed before the session confirmed the {} ({e}); it may or may not have been typed",
                     what.as_str()
@@ -257,7 +252,7 @@ impl Engine {
             (Phase::Pasting, Err(WriteError::Refused(e))) => {
                 // The master refuses an INPUT frame whole: nothing was typed. Queue it again
                 // and back off.
-                self.take_flight(session);
+                let Some(flight) = self.take_flight(session) else { return };
                 let detail = format!("the session refused the paste: {e}; nothing was typed");
                 for id in &flight.items {
                     self.transition(id, State::Queued, "refused", detail.clone(), out);
@@ -404,33 +399,22 @@ impl Engine {
 
     fn press_enter(&mut self, session: &str, out: &mut Out<'_>) {
         let now_ms = out.now_ms;
-        let Some(flight) = self.flight(session).cloned() else { return };
+        let Some(attempt) = self.flight(session).map(|f| f.attempt) else { return };
         let activity =
             self.sessions.get(session).and_then(|q| q.live.as_ref()).map_or(Activity::Unknown, |l| l.activity);
         let stale = activity == Activity::Idle && self.activity_stale(session, now_ms).is_some();
-        let token = self.token(session, Some(flight.attempt));
+        let token = self.token(session, Some(attempt));
         let q = self.session(session);
         let queue_ahead = q.owed.iter().any(|i| i.queued_by_agent);
         q.last_enter_ms = Some(now_ms);
-        if let Some(f) = self.flight_mut(session) {
-            f.phase = Phase::Entering;
-            f.waiting = Some(token);
-            f.enters += 1;
-            f.enter_ms = Some(now_ms);
-            f.deadline_passed = false;
-            f.dialog_seen = false;
-            f.enter_cursor_row = f.last_cursor_row.clone();
-            if f.enters == 1 {
-                f.activity_at_enter = activity;
-                f.stale_at_enter = stale;
-                f.queue_ahead_at_enter = queue_ahead;
-            }
-        }
-        self.note_items(&flight.items, "enter", &format!("Enter #{}", flight.enters + 1), now_ms);
+        let Some(f) = q.flight.as_mut() else { return };
+        let enter = f.entering(token, now_ms, activity, stale, queue_ahead);
+        let (items, generation) = (f.items.clone(), f.generation);
+        self.note_items(&items, "enter", &format!("Enter #{enter}"), now_ms);
         out.actions.push(Action::Write {
             token,
             session: session.to_string(),
-            generation: flight.generation,
+            generation,
             kind: WriteKind::Enter,
             bytes: b"\r".to_vec(),
         });
@@ -587,11 +571,10 @@ impl Engine {
         let now_ms = out.now_ms;
         // The rest of that batch did not happen. If it was a claim, nothing was typed; if it
         // was a final state, the item stays `sending` on disk and a restart settles it.
-        let Some(flight) = self.flight(session).cloned() else { return };
-        if Some(flight.attempt) != attempt {
+        if self.flight(session).is_none_or(|f| Some(f.attempt) != attempt) {
             return;
         }
-        self.take_flight(session);
+        let Some(flight) = self.take_flight(session) else { return };
         for id in &flight.items {
             if let Some(item) = self.items.get_mut(id) {
                 item.note(now_ms, "error", format!("cannot write the item's state: {error}"));
@@ -626,33 +609,8 @@ impl Engine {
             self.recover(&session, out);
             return self.pump(&session, out);
         }
-        let Some(flight) = self.flight(&session).cloned() else { return };
-        if Some(flight.attempt) != key.attempt || (key.kind != TimerKind::Poll && key.step != flight.enters) {
-            return;
-        }
-        match key.kind {
-            TimerKind::Poll => {
-                if matches!(flight.phase, Phase::Echo | Phase::Submit | Phase::Erased) && flight.waiting.is_none() {
-                    self.request_snapshot(&session, out);
-                }
-            }
-            TimerKind::Settle => {
-                if flight.phase == Phase::Settle {
-                    self.request_snapshot(&session, out);
-                }
-            }
-            TimerKind::Deadline if matches!(flight.phase, Phase::Echo | Phase::Submit | Phase::Erased) => {
-                // Decide on a fresh look, never on an older one: a paste that showed after the
-                // last poll is there, and so is a submit.
-                if let Some(f) = self.flight_mut(&session) {
-                    f.deadline_passed = true;
-                }
-                if flight.waiting.is_none() {
-                    self.request_snapshot(&session, out);
-                }
-            }
-            TimerKind::Deadline => {}
-            TimerKind::Retry | TimerKind::Drained | TimerKind::Watch => {}
+        if self.flight_mut(&session).is_some_and(|f| f.look_due(&key)) {
+            self.request_snapshot(&session, out);
         }
     }
 }
