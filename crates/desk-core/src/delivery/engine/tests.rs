@@ -884,6 +884,24 @@ fn no_enter_while_the_session_reports_blocked_even_without_a_dialog_on_screen() 
 }
 
 #[test]
+fn a_settle_delay_is_waited_out_after_the_echo_then_one_enter_delivers() {
+    let mut w = World::new();
+    // Claude Code's table waits 50 ms between the echo and the Enter.
+    let table = "provider = \"settle\"\nready_on = [\"mode\"]\n[delivery]\nsubmit_delay_ms = 50\ninput_top = \"^╭\"\ninput_bottom = \"^╰\"\n";
+    w.rules = Rc::new(RuleSet::parse(table, "test").expect("a valid table"));
+    let view = w.view();
+    w.feed(Input::Session(view));
+    let id = w.item("settle me");
+    w.settle(60_000);
+    assert_eq!(w.state_of(&id), State::Delivered, "{:?}", w.disk[&id].evidence);
+    assert_eq!(w.agent.submitted, vec!["settle me"]);
+    assert_eq!(enters(&w, &id), 1);
+    let at = |kind: &str| w.disk[&id].evidence.iter().find(|n| n.kind == kind).map(|n| n.at_ms);
+    let (echoed, enter) = (at("echoed").expect("an echo"), at("enter").expect("an Enter"));
+    assert!(enter >= echoed + 50, "the Enter came {} ms after the echo", enter - echoed);
+}
+
+#[test]
 fn a_failed_look_before_the_enter_never_leaves_the_queue_hanging() {
     let mut w = World::new();
     // A settle delay between the echo and the Enter (as Claude Code's table has), with the
