@@ -1,18 +1,24 @@
-//! The delivery in flight: what one attempt is, and what a look at the screen shows of it.
+//! The delivery in flight: what one attempt is, and what each look at the screen decides for it.
 //!
 //! Owns the [`Flight`] — the items going as one prompt, its text and signature, the transport
 //! [`Phase`] it is in (Baseline → Pasting → Echo → Settle → Entering → Submit, or the erase of a
 //! drop), its [`Mode`] (a delivery, a forced Enter, a recovery, a clearing drop) and the
 //! evidence gathered on the way (the baseline presence, Enters pressed, the cursor's row, a
-//! dialog seen) — and the [`Look`] taken of the screen for it. Invariants: one flight per
-//! session; a result counts only for the request the flight waits for (`waiting`, by token);
-//! `paste_written` and `enters` say exactly what it typed (an operator is told). Pure data and
-//! readings of it: it may not depend on the engine's queues or items, nor type anything.
+//! dialog seen) — the [`Look`] taken of the screen for it, and the machine itself: the flight's
+//! phase changes ([`Flight::pasting`], [`Flight::entering`]), which timers ask for a look
+//! ([`Flight::look_due`]), and what a look after the paste decides ([`Flight::echo_look`],
+//! [`Flight::enter_look`], [`Flight::submit_look`], [`Flight::unreadable`]), as a
+//! [`Decision`] the engine carries out. Invariants: one flight per session; a result counts
+//! only for the request the flight waits for ([`Flight::answers`]); `paste_written` and
+//! `enters` say exactly what it typed (an operator is told); a decision never pastes again,
+//! never presses Enter into a dialog or onto someone's text, and is taken on a fresh look once
+//! a window is over. Pure: it reads only the flight, the look and the provider's delivery
+//! settings — never the engine's queues or items, never a clock — and types nothing itself.
 
-use crate::delivery::item::ItemId;
+use crate::delivery::item::{ItemId, StuckClass};
 use crate::delivery::settings::DeliverySettings;
-use crate::delivery::text;
 use crate::delivery::text::{Fingerprint, Presence};
+use crate::delivery::{line, text};
 use crate::state::Activity;
 use crate::state::hooks::PromptSig;
 
@@ -100,7 +106,214 @@ pub(super) struct Flight {
     pub(super) typed_lines: u32,
 }
 
+/// What a look at the screen (or a failed one) decides for the flight in progress. The flight
+/// decides ([`Flight::echo_look`], [`Flight::enter_look`], [`Flight::submit_look`],
+/// [`Flight::unreadable`]); the engine carries the decision out: the note first, on every item
+/// of the flight, then the step.
+#[derive(Debug)]
+pub(super) struct Decision {
+    /// A note for the items' timelines (kind, detail), written before the step is taken.
+    pub(super) note: Option<(&'static str, String)>,
+    pub(super) step: Step,
+}
+
+impl From<Step> for Decision {
+    fn from(step: Step) -> Decision {
+        Decision { note: None, step }
+    }
+}
+
+/// The next step of a flight after a look at the screen.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Step {
+    /// Nothing is decided yet: look again after the provider's poll interval.
+    Poll,
+    /// The paste showed; wait the provider's settle delay, then look once more before the
+    /// Enter (the flight is in [`Phase::Settle`] now).
+    Settle,
+    /// Nothing stands in the way of an Enter: press it.
+    Enter,
+    /// Delivered, on this evidence (not the agent's hook: that one is still owed).
+    Submitted(String),
+    /// The text is, or may be, in the box and a dialog (this rule) shows: stuck, no Enter into it.
+    StuckForDialog(String),
+    /// The box holds the prompt together with this text someone else typed: an Enter would
+    /// submit both as one message.
+    Merged(String),
+    /// Stuck, with this class and reason.
+    Stuck(StuckClass, String),
+}
+
 impl Flight {
+    /// A look while the paste is expected in the input area ([`Phase::Echo`]): once it shows,
+    /// on to the Enter — now, or after the provider's settle delay; while a dialog may hide it,
+    /// or the echo window is open, look again; when the window closes without it, stuck (it is
+    /// never pasted again).
+    pub(super) fn echo_look(&mut self, look: &Look, settings: &DeliverySettings) -> Decision {
+        if look.presence.more_than(self.baseline) {
+            let (text, placeholders) = (look.presence.text, look.presence.placeholders);
+            let note = ("echoed", format!("in the input area: {text} text, {placeholders} placeholder(s)"));
+            let step = if let Some(rule) = &look.dialog {
+                Step::StuckForDialog(rule.clone())
+            } else if settings.submit_delay.is_zero() {
+                self.enter_look(look, settings)
+            } else {
+                self.phase = Phase::Settle;
+                Step::Settle
+            };
+            return Decision { note: Some(note), step };
+        }
+        if let Some(rule) = &look.dialog {
+            // A dialog that opened over the input box may hide the paste: wait for it to go
+            // until the window ends; the text may then sit under it, and an Enter would answer it.
+            if self.deadline_passed {
+                let detail = format!(
+                    "a dialog ({rule}) opened before the paste showed in the input area and stayed; the text may sit under it, and no Enter is pressed into a dialog"
+                );
+                return Step::Stuck(StuckClass::SubmitStuck, detail).into();
+            }
+            return Step::Poll.into();
+        }
+        if !self.deadline_passed {
+            return Step::Poll.into();
+        }
+        if !settings.knows_composer()
+            && let Err(why) = line::reader(&look.screen, settings)
+        {
+            // The program stopped reading a line (an editor, or a job, took over): what the keys
+            // did there cannot be seen, so it is not "missing" — a force would type it again.
+            let detail = format!(
+                "the program left line input ({why}) and the text is not on screen; what became of the keys cannot be seen. Not re-pasting"
+            );
+            return Step::Stuck(StuckClass::Unobservable, detail).into();
+        }
+        let detail = format!(
+            "the paste did not show in the input area within {} ms; desk does not paste it again by itself (it is watched for, in case it shows later)",
+            settings.echo_timeout.as_millis()
+        );
+        Step::Stuck(StuckClass::PasteMissing, detail).into()
+    }
+
+    /// The last look before an Enter (after the echo, or after the settle delay): none into a
+    /// dialog, none for a job in the foreground, none onto text someone else typed.
+    pub(super) fn enter_look(&self, look: &Look, settings: &DeliverySettings) -> Step {
+        if let Some(rule) = &look.dialog {
+            return Step::StuckForDialog(rule.clone());
+        }
+        if let Some(why) = line::job_in_foreground(&look.screen) {
+            // The Enter would go to that job, or wait for the program with the text.
+            return Step::Stuck(StuckClass::SubmitStuck, format!("after the paste, {why}; no Enter pressed"));
+        }
+        if let Some(rest) = foreign_text(settings, self, &look.screen.lines) {
+            return Step::Merged(rest);
+        }
+        Step::Enter
+    }
+
+    /// A look at the screen after an Enter ([`Phase::Submit`]) in `session`: submitted, still
+    /// waiting, Enter again, or stuck.
+    pub(super) fn submit_look(&mut self, session: &str, look: &Look, settings: &DeliverySettings) -> Decision {
+        if let Some(rule) = &look.dialog {
+            return self.dialog_after_enter(look, rule, settings);
+        }
+        if self.at_shell_prompt {
+            match line::shell_took_line(&look.screen, settings) {
+                Some(line::AfterEnter::Ran(evidence)) => return Step::Submitted(evidence).into(),
+                Some(line::AfterEnter::Incomplete) => {
+                    let detail = format!(
+                        "the shell read the line but waits for the rest of the command (a continuation prompt: an unclosed quote or block), so it has not run it. Cancel it (desk keys {session} C-c) and send the command whole"
+                    );
+                    return Step::Stuck(StuckClass::SubmitStuck, detail).into();
+                }
+                None => {}
+            }
+        }
+        if !look.presence.more_than(self.baseline) {
+            return Step::Submitted("the text left the input area".into()).into();
+        }
+        // Without input borders, in a session whose line the kernel edits (canonical mode: a
+        // shell, `cat`), an Enter always ends the line, and its echo moves the cursor on: the
+        // line it was typed on changing is the evidence. A raw-mode application may take an
+        // Enter as a newline in its own box, so there the cursor moving proves nothing.
+        if !settings.bordered()
+            && look.screen.canonical
+            && let Some(before) = &self.enter_cursor_row
+            && *before != look.cursor_row
+        {
+            let (from, to) = (before.0, look.cursor_row.0);
+            let evidence = format!("the line it was typed on changed after Enter (cursor row {from} → {to})");
+            return Step::Submitted(evidence).into();
+        }
+        if !self.deadline_passed {
+            return Step::Poll.into();
+        }
+        if self.enters <= settings.enter_retries {
+            let note = "the text still sits in the input area (looked again); pressing Enter again";
+            return Decision { note: Some(("retry", note.into())), step: Step::Enter };
+        }
+        let detail = format!("the text stayed in the input area after {} Enter(s)", self.enters);
+        Step::Stuck(StuckClass::SubmitStuck, detail).into()
+    }
+
+    /// A dialog is on screen after an Enter. It may cover the input area, so the text not
+    /// showing there proves nothing, and an Enter would answer the dialog: wait for it to go
+    /// until the verification window ends, then stuck. Unless the agent's composer is on the
+    /// screen beside the dialog, empty: then the text left it (an agent that took the prompt and
+    /// at once asks to run something). The first such look of an Enter is noted.
+    fn dialog_after_enter(&mut self, look: &Look, rule: &str, settings: &DeliverySettings) -> Decision {
+        if settings.knows_composer()
+            && !look.presence.more_than(self.baseline)
+            && settings.composer_text(&look.screen.lines).is_some_and(|t| t.is_empty())
+        {
+            let evidence = format!("the text left the input area; the box shows empty beside a dialog ({rule})");
+            return Step::Submitted(evidence).into();
+        }
+        let note = (!self.dialog_seen).then(|| {
+            let note =
+                format!("a dialog ({rule}) is on screen after Enter; the input area is no evidence while it shows");
+            ("dialog", note)
+        });
+        self.dialog_seen = true;
+        let step = if self.deadline_passed {
+            let detail = format!(
+                "a dialog ({rule}) showed after Enter and stayed; whether the prompt was submitted is unknown, and no Enter is pressed into a dialog"
+            );
+            Step::Stuck(StuckClass::SubmitStuck, detail)
+        } else {
+            Step::Poll
+        };
+        Decision { note, step }
+    }
+
+    /// A look at the screen failed (`error`) once the flight typed, or was to type, something:
+    /// stuck when its phase's decision is due now (a verification window over, the look before
+    /// an Enter, the first look of a recovery or a force), else look again until the deadline
+    /// decides. (A delivery's first look and a drop's are the engine's: nothing was typed.)
+    pub(super) fn unreadable(&mut self, error: &str) -> Step {
+        match self.phase {
+            Phase::Baseline => Step::Stuck(StuckClass::Unobservable, format!("cannot read the screen: {error}")),
+            Phase::Echo if self.deadline_passed => Step::Stuck(
+                StuckClass::Unobservable,
+                format!("cannot read the screen at the end of the echo window: {error}; not re-pasting"),
+            ),
+            Phase::Settle => Step::Stuck(
+                StuckClass::SubmitStuck,
+                format!("the text was echoed, but the look before the Enter failed: {error}; no Enter pressed blind"),
+            ),
+            Phase::Submit if self.deadline_passed => Step::Stuck(
+                StuckClass::Unobservable,
+                format!(
+                    "cannot read the screen at the end of the verification window: {error}; no Enter pressed blind"
+                ),
+            ),
+            _ => {
+                // Keep trying until the phase's deadline; it decides.
+                self.read_failures += 1;
+                Step::Poll
+            }
+        }
+    }
+
     /// Whether a result answers the request this flight waits for: its own attempt, the token
     /// of its current phase's request. Anything else is late or foreign and changes nothing.
     pub(super) fn answers(&self, attempt: Option<u64>, token: Token) -> bool {
@@ -211,7 +424,7 @@ pub(super) struct Look {
 /// Text in the composer besides the prompt being delivered, when the composer can be read and
 /// shows the prompt (whole, or as the provider's paste placeholder); `None` when there is none
 /// or it cannot be told.
-pub(super) fn foreign_text(settings: &DeliverySettings, flight: &Flight, lines: &[String]) -> Option<String> {
+fn foreign_text(settings: &DeliverySettings, flight: &Flight, lines: &[String]) -> Option<String> {
     if flight.over_draft || flight.mode != Mode::Deliver || !settings.knows_composer() {
         return None;
     }

@@ -1,14 +1,15 @@
 //! The transport steps of a flight: looks at the screen and writes into the session.
 //!
-//! Owns carrying a flight through its phases: the baseline look (and, for a delivery, the
-//! claim and the paste in the same batch), the master's acknowledgements, the echo window, the
-//! settle delay, the Enter and its verification, the polls and deadlines, and failed reads and
-//! persists. Invariants: persist before inject — every item's claim (`claimed`, `pasted`) is an
-//! [`Action::Persist`] before the paste's [`Action::Write`] in the same batch, and `written` or
-//! `echoed` is on record before any Enter; never a second paste; an Enter only onto text that
-//! verifiably sits in the input area, never into a dialog and never onto someone's text beside
-//! it; a result or a timer of another attempt changes nothing. How a flight ends is `outcome`'s;
-//! the start of one is the gate's.
+//! Owns carrying a flight through its phases: the baseline look (and, for a delivery, the claim and
+//! the paste in the same batch), the master's acknowledgements, the echo window, the settle delay,
+//! the Enter and its verification, the polls and deadlines, and failed reads and persists. What a
+//! look after the paste means is the flight's to decide (`flight`); this file fences the result,
+//! takes the look, and carries the [`Decision`] out. Invariants: persist before inject — every
+//! item's claim (`claimed`, `pasted`) is an [`Action::Persist`] before the paste's
+//! [`Action::Write`] in the same batch, and `written` or `echoed` is on record before any Enter;
+//! never a second paste; an Enter only onto text that verifiably sits in the input area, never into
+//! a dialog and never onto someone's text beside it; a result or a timer of another attempt changes
+//! nothing. How a flight ends is `outcome`'s; the start of one is the gate's.
 
 use std::time::Duration;
 
@@ -18,7 +19,7 @@ use crate::delivery::text::Presence;
 use crate::delivery::{line, text};
 use crate::state::{Activity, RuleSet};
 
-use super::flight::foreign_text;
+use super::flight::{Decision, Step};
 use super::{
     Action, Engine, Flight, Look, Mode, Out, Phase, ScreenView, TimerKey, TimerKind, Token, WriteError, WriteKind,
 };
@@ -40,25 +41,56 @@ impl Engine {
             return;
         }
         flight.waiting = None;
-        let flight = flight.clone();
+        let phase = flight.phase;
         let Some(rules) = self.rules(session) else { return };
+        let settings = &rules.delivery;
         let screen = match result {
             Ok(screen) => screen,
-            Err(e) => return self.read_failed(session, &flight, &e, out),
+            Err(e) => return self.read_failed(session, &e, settings, out),
         };
-        let look = self.look(session, &rules, &flight, screen);
-        if let Some(f) = self.flight_mut(session) {
-            f.last_cursor_row = Some(look.cursor_row.clone());
-        }
-        let settings = &rules.delivery;
-        match flight.phase {
-            Phase::Baseline => self.on_baseline(session, flight, look, out),
-            Phase::Echo => self.on_echo_look(session, &flight, &look, settings, out),
+        let Some(look) = self.look(session, &rules, screen) else { return };
+        let Some(flight) = self.flight_mut(session) else { return };
+        flight.last_cursor_row = Some(look.cursor_row.clone());
+        let decision = match phase {
+            Phase::Baseline => return self.on_baseline(session, look, out),
+            Phase::Echo => flight.echo_look(&look, settings),
             // The pre-Enter look after a settle delay.
-            Phase::Settle => self.enter_if_clear(session, &flight, &look, settings, out),
-            Phase::Submit => self.on_submit_look(session, &flight, &look, settings, out),
-            Phase::Erased => self.erased_look(session, &flight, &look, out),
-            Phase::Pasting | Phase::Entering | Phase::Erasing => {}
+            Phase::Settle => flight.enter_look(&look, settings).into(),
+            Phase::Submit => flight.submit_look(session, &look, settings),
+            Phase::Erased => {
+                // A read-only copy: the erase's steps end the flight or look again.
+                let flight = flight.clone();
+                return self.erased_look(session, &flight, &look, out);
+            }
+            Phase::Pasting | Phase::Entering | Phase::Erasing => return,
+        };
+        self.take_step(session, decision, settings, out);
+    }
+
+    /// Carry out what a look decided for the session's flight: its note on every item, then
+    /// its step.
+    fn take_step(&mut self, session: &str, decision: Decision, settings: &DeliverySettings, out: &mut Out<'_>) {
+        if let Some((kind, detail)) = &decision.note {
+            self.note_flight(session, kind, detail, out.now_ms);
+        }
+        match decision.step {
+            Step::Poll => self.arm(session, TimerKind::Poll, out.now + settings.poll, out),
+            Step::Settle => self.arm(session, TimerKind::Settle, out.now + settings.submit_delay, out),
+            Step::Enter => self.press_enter(session, out),
+            Step::Submitted(evidence) => self.submitted(session, evidence, false, out),
+            Step::StuckForDialog(rule) => self.stick_for_dialog(session, &rule, out),
+            Step::Merged(rest) => self.stick_merged_in_box(session, &rest, out),
+            Step::Stuck(class, detail) => self.stick_flight(session, class, detail, out),
+        }
+    }
+
+    /// Add the same note to every item of the session's flight.
+    fn note_flight(&mut self, session: &str, kind: &str, detail: &str, now_ms: u64) {
+        let Some(flight) = self.sessions.get(session).and_then(|q| q.flight.as_ref()) else { return };
+        for id in &flight.items {
+            if let Some(item) = self.items.get_mut(id) {
+                item.note(now_ms, kind, detail);
+            }
         }
     }
 
@@ -75,8 +107,10 @@ impl Engine {
         rules.match_screen_where(lines, typed, |r| r.activity == Activity::Blocked)
     }
 
-    /// What a screen shows about the flight: the prompt in the input area, a dialog, the cursor.
-    fn look(&self, session: &str, rules: &RuleSet, flight: &Flight, screen: ScreenView) -> Look {
+    /// What a screen shows about the session's flight: the prompt in the input area, a dialog,
+    /// the cursor.
+    fn look(&self, session: &str, rules: &RuleSet, screen: ScreenView) -> Option<Look> {
+        let flight = self.flight(session)?;
         let settings = &rules.delivery;
         let area = settings.prompt_rows(&screen.lines);
         let presence = text::presence(&area, &flight.fingerprint, settings.placeholder.as_ref());
@@ -90,28 +124,39 @@ impl Engine {
             .map(|l| format!("the agent reports it waits for {}", l.wait.as_deref().unwrap_or("the operator")));
         let dialog = self.dialog_rule(session, rules, &screen.lines).map(|r| r.name.clone()).or(reported_blocked);
         let cursor_row = (screen.cursor_row, screen.lines.get(screen.cursor_row).cloned().unwrap_or_default());
-        Look { screen, presence, dialog, cursor_row }
+        Some(Look { screen, presence, dialog, cursor_row })
     }
 
     /// The first look of a flight, before anything is typed (for a recovery or a forced Enter:
     /// before anything more is).
-    fn on_baseline(&mut self, session: &str, flight: Flight, look: Look, out: &mut Out<'_>) {
-        match flight.mode {
+    fn on_baseline(&mut self, session: &str, look: Look, out: &mut Out<'_>) {
+        let Some(mode) = self.flight(session).map(|f| f.mode) else { return };
+        if mode == Mode::Deliver {
+            return self.delivery_look(session, look, out);
+        }
+        // A read-only copy: these steps write to the flight only through its session.
+        let Some(flight) = self.flight(session).cloned() else { return };
+        match mode {
             Mode::Recover => self.recovery_look(session, &flight, &look, out),
             Mode::ForceEnter => self.force_enter_look(session, &flight, &look, out),
-            Mode::Deliver => self.delivery_look(session, flight, look, out),
             Mode::Clear => self.clear_look(session, &flight, &look, out),
+            Mode::Deliver => {}
         }
     }
 
     /// An ordinary delivery (or a forced re-paste): the last look before typing. Nothing is on
     /// disk yet: a gate that holds it back leaves every item as it was.
-    fn delivery_look(&mut self, session: &str, mut flight: Flight, look: Look, out: &mut Out<'_>) {
-        flight.items.retain(|id| self.items.get(id).is_some_and(|i| matches!(i.state, State::Queued | State::Stuck)));
+    fn delivery_look(&mut self, session: &str, look: Look, out: &mut Out<'_>) {
+        // Only items still pending go (one settled or dropped meanwhile does not).
+        let items = &self.items;
+        let Some(flight) = self.sessions.get_mut(session).and_then(|q| q.flight.as_mut()) else { return };
+        flight.items.retain(|id| items.get(id).is_some_and(|i| matches!(i.state, State::Queued | State::Stuck)));
         if flight.items.is_empty() {
             self.take_flight(session);
             return self.pump(session, out);
         }
+        // A read-only copy for the steps below; they write to the flight through its session.
+        let Some(flight) = self.flight(session).cloned() else { return };
         let Some(rules) = self.rules(session) else { return };
         if flight.reply_to.is_some() && self.own_paste_in_box(session, &flight, &look, out.now_ms) {
             // A force onto desk's own unsent paste: Enter only, never a second paste over it.
@@ -121,11 +166,11 @@ impl Engine {
             self.mark_unsent_on_screen(session, &look, out);
             return self.hold_flight(session, flight.reply_to, why, recheck, out);
         }
-        if !rules.delivery.knows_composer() && line::reader(&look.screen, &rules.delivery) == Ok(line::Reader::Shell) {
-            flight.at_shell_prompt = true;
-            if let Some(f) = self.flight_mut(session) {
-                f.at_shell_prompt = true;
-            }
+        if !rules.delivery.knows_composer()
+            && line::reader(&look.screen, &rules.delivery) == Ok(line::Reader::Shell)
+            && let Some(f) = self.flight_mut(session)
+        {
+            f.at_shell_prompt = true;
         }
         // Claimed now, in the same batch as the paste: persist before inject.
         self.claim(&flight, out);
@@ -190,7 +235,6 @@ impl Engine {
         // line on its own.
         let lines = if bracketed { 0 } else { text::typed_lines(&flight.text) };
         if let Some(f) = self.flight_mut(session) {
-            f.items = flight.items.clone();
             f.pasting(token, look.presence, lines);
         }
         let how = match (bracketed, lines) {
@@ -302,90 +346,6 @@ impl Engine {
         self.arm(session, TimerKind::Poll, out.now + settings.poll.min(Duration::from_millis(10)), out);
     }
 
-    /// A look while the paste is expected in the input area: once it shows, on to the Enter;
-    /// when the echo window closes without it, stuck (never pasted again).
-    fn on_echo_look(
-        &mut self,
-        session: &str,
-        flight: &Flight,
-        look: &Look,
-        settings: &DeliverySettings,
-        out: &mut Out<'_>,
-    ) {
-        if look.presence.more_than(flight.baseline) {
-            return self.echoed(session, flight, look, settings, out);
-        }
-        if let Some(rule) = &look.dialog {
-            // A dialog that opened over the input box may hide the paste: wait for it to go
-            // until the window ends; the text may then sit under it, and an Enter would answer it.
-            if flight.deadline_passed {
-                let detail = format!(
-                    "a dialog ({rule}) opened before the paste showed in the input area and stayed; the text may sit under it, and no Enter is pressed into a dialog"
-                );
-                return self.stick_flight(session, StuckClass::SubmitStuck, detail, out);
-            }
-            return self.arm(session, TimerKind::Poll, out.now + settings.poll, out);
-        }
-        if !flight.deadline_passed {
-            return self.arm(session, TimerKind::Poll, out.now + settings.poll, out);
-        }
-        if !settings.knows_composer()
-            && let Err(why) = line::reader(&look.screen, settings)
-        {
-            // The program stopped reading a line (an editor, or a job, took over): what the keys
-            // did there cannot be seen, so it is not "missing" — a force would type it again.
-            let detail = format!(
-                "the program left line input ({why}) and the text is not on screen; what became of the keys cannot be seen. Not re-pasting"
-            );
-            return self.stick_flight(session, StuckClass::Unobservable, detail, out);
-        }
-        let detail = format!(
-            "the paste did not show in the input area within {} ms; desk does not paste it again by itself (it is watched for, in case it shows later)",
-            settings.echo_timeout.as_millis()
-        );
-        self.stick_flight(session, StuckClass::PasteMissing, detail, out);
-    }
-
-    /// The paste showed in the input area: Enter now, or after the provider's settle delay.
-    fn echoed(&mut self, session: &str, flight: &Flight, look: &Look, settings: &DeliverySettings, out: &mut Out<'_>) {
-        let (text, placeholders) = (look.presence.text, look.presence.placeholders);
-        let detail = format!("in the input area: {text} text, {placeholders} placeholder(s)");
-        self.note_items(&flight.items, "echoed", &detail, out.now_ms);
-        if let Some(rule) = &look.dialog {
-            return self.stick_for_dialog(session, rule, out);
-        }
-        if settings.submit_delay.is_zero() {
-            return self.enter_if_clear(session, flight, look, settings, out);
-        }
-        if let Some(f) = self.flight_mut(session) {
-            f.phase = Phase::Settle;
-        }
-        self.arm(session, TimerKind::Settle, out.now + settings.submit_delay, out);
-    }
-
-    /// The last look before an Enter: none into a dialog, none onto text someone else typed.
-    fn enter_if_clear(
-        &mut self,
-        session: &str,
-        flight: &Flight,
-        look: &Look,
-        settings: &DeliverySettings,
-        out: &mut Out<'_>,
-    ) {
-        if let Some(rule) = &look.dialog {
-            return self.stick_for_dialog(session, rule, out);
-        }
-        if let Some(why) = line::job_in_foreground(&look.screen) {
-            // The Enter would go to that job, or wait for the program with the text.
-            let detail = format!("after the paste, {why}; no Enter pressed");
-            return self.stick_flight(session, StuckClass::SubmitStuck, detail, out);
-        }
-        if let Some(rest) = foreign_text(settings, flight, &look.screen.lines) {
-            return self.stick_merged_in_box(session, &rest, out);
-        }
-        self.press_enter(session, out);
-    }
-
     /// Press Enter on text found sitting in the input box (a force, or a restart): verified
     /// against an empty baseline, as if it had just been pasted.
     pub(super) fn enter_on_text_in_box(&mut self, session: &str, out: &mut Out<'_>) {
@@ -420,151 +380,26 @@ impl Engine {
         });
     }
 
-    /// A look at the screen after an Enter: submitted, still waiting, Enter again, or stuck.
-    fn on_submit_look(
-        &mut self,
-        session: &str,
-        flight: &Flight,
-        look: &Look,
-        settings: &DeliverySettings,
-        out: &mut Out<'_>,
-    ) {
-        if let Some(rule) = &look.dialog {
-            return self.dialog_after_enter(session, flight, look, rule, settings, out);
-        }
-        if flight.at_shell_prompt {
-            match line::shell_took_line(&look.screen, settings) {
-                Some(line::AfterEnter::Ran(evidence)) => return self.submitted(session, evidence, false, out),
-                Some(line::AfterEnter::Incomplete) => {
-                    let detail = format!(
-                        "the shell read the line but waits for the rest of the command (a continuation prompt: an unclosed quote or block), so it has not run it. Cancel it (desk keys {session} C-c) and send the command whole"
-                    );
-                    return self.stick_flight(session, StuckClass::SubmitStuck, detail, out);
-                }
-                None => {}
-            }
-        }
-        if !look.presence.more_than(flight.baseline) {
-            return self.submitted(session, "the text left the input area".into(), false, out);
-        }
-        // Without input borders, in a session whose line the kernel edits (canonical mode: a
-        // shell, `cat`), an Enter always ends the line, and its echo moves the cursor on: the
-        // line it was typed on changing is the evidence. A raw-mode application may take an
-        // Enter as a newline in its own box, so there the cursor moving proves nothing.
-        if !settings.bordered()
-            && look.screen.canonical
-            && let Some(before) = &flight.enter_cursor_row
-            && *before != look.cursor_row
-        {
-            let (from, to) = (before.0, look.cursor_row.0);
-            let evidence = format!("the line it was typed on changed after Enter (cursor row {from} → {to})");
-            return self.submitted(session, evidence, false, out);
-        }
-        if !flight.deadline_passed {
-            return self.arm(session, TimerKind::Poll, out.now + settings.poll, out);
-        }
-        if flight.enters <= settings.enter_retries {
-            let note = "the text still sits in the input area (looked again); pressing Enter again";
-            self.note_items(&flight.items, "retry", note, out.now_ms);
-            return self.press_enter(session, out);
-        }
-        let detail = format!("the text stayed in the input area after {} Enter(s)", flight.enters);
-        self.stick_flight(session, StuckClass::SubmitStuck, detail, out);
-    }
-
-    /// A dialog is on screen after an Enter. It may cover the input area, so the text not
-    /// showing there proves nothing, and an Enter would answer the dialog: wait for it to go
-    /// until the verification window ends, then stuck. Unless the agent's composer is on the
-    /// screen beside the dialog, empty: then the text left it (an agent that took the prompt and
-    /// at once asks to run something).
-    fn dialog_after_enter(
-        &mut self,
-        session: &str,
-        flight: &Flight,
-        look: &Look,
-        rule: &str,
-        settings: &DeliverySettings,
-        out: &mut Out<'_>,
-    ) {
-        if settings.knows_composer()
-            && !look.presence.more_than(flight.baseline)
-            && settings.composer_text(&look.screen.lines).is_some_and(|t| t.is_empty())
-        {
-            let evidence = format!("the text left the input area; the box shows empty beside a dialog ({rule})");
-            return self.submitted(session, evidence, false, out);
-        }
-        if !flight.dialog_seen {
-            if let Some(f) = self.flight_mut(session) {
-                f.dialog_seen = true;
-            }
-            let note =
-                format!("a dialog ({rule}) is on screen after Enter; the input area is no evidence while it shows");
-            self.note_items(&flight.items, "dialog", &note, out.now_ms);
-        }
-        if flight.deadline_passed {
-            let detail = format!(
-                "a dialog ({rule}) showed after Enter and stayed; whether the prompt was submitted is unknown, and no Enter is pressed into a dialog"
-            );
-            return self.stick_flight(session, StuckClass::SubmitStuck, detail, out);
-        }
-        self.arm(session, TimerKind::Poll, out.now + settings.poll, out);
-    }
-
-    fn read_failed(&mut self, session: &str, flight: &Flight, error: &str, out: &mut Out<'_>) {
-        let now = out.now;
-        if flight.mode == Mode::Clear {
-            self.take_flight(session);
+    /// A look at the screen failed: a delivery's first look (nothing typed) goes back to the
+    /// queue and the session backs off; a drop leaves the box as it is; otherwise the flight
+    /// decides ([`Flight::unreadable`]).
+    fn read_failed(&mut self, session: &str, error: &str, settings: &DeliverySettings, out: &mut Out<'_>) {
+        let Some((mode, phase)) = self.flight(session).map(|f| (f.mode, f.phase)) else { return };
+        if mode == Mode::Clear {
+            let Some(flight) = self.take_flight(session) else { return };
             let note = format!("cannot read the screen ({error}); the input box was left as it is");
-            return self.finish_clear(session, flight, &note, out);
+            return self.finish_clear(session, &flight, &note, out);
         }
-        match flight.phase {
-            Phase::Baseline if flight.mode == Mode::Deliver => {
-                self.take_flight(session);
-                for id in &flight.items {
-                    self.transition(
-                        id,
-                        State::Queued,
-                        "hold",
-                        format!("cannot read the screen: {error}; nothing was typed"),
-                        out,
-                    );
-                }
-                self.backoff(session, &format!("cannot read the screen: {error}"), out);
+        if phase == Phase::Baseline && mode == Mode::Deliver {
+            let Some(flight) = self.take_flight(session) else { return };
+            for id in &flight.items {
+                let detail = format!("cannot read the screen: {error}; nothing was typed");
+                self.transition(id, State::Queued, "hold", detail, out);
             }
-            Phase::Baseline => {
-                self.stick_flight(session, StuckClass::Unobservable, format!("cannot read the screen: {error}"), out)
-            }
-            Phase::Echo if flight.deadline_passed => self.stick_flight(
-                session,
-                StuckClass::Unobservable,
-                format!("cannot read the screen at the end of the echo window: {error}; not re-pasting"),
-                out,
-            ),
-            Phase::Settle => self.stick_flight(
-                session,
-                StuckClass::SubmitStuck,
-                format!("the text was echoed, but the look before the Enter failed: {error}; no Enter pressed blind"),
-                out,
-            ),
-            Phase::Submit if flight.deadline_passed => self.stick_flight(
-                session,
-                StuckClass::Unobservable,
-                format!(
-                    "cannot read the screen at the end of the verification window: {error}; no Enter pressed blind"
-                ),
-                out,
-            ),
-            _ => {
-                // Keep trying until the phase's deadline; it decides.
-                if let Some(f) = self.flight_mut(session) {
-                    f.read_failures += 1;
-                }
-                if let Some(rules) = self.rules(session) {
-                    let poll = rules.delivery.poll;
-                    self.arm(session, TimerKind::Poll, now + poll, out);
-                }
-            }
+            return self.backoff(session, &format!("cannot read the screen: {error}"), out);
         }
+        let Some(step) = self.flight_mut(session).map(|f| f.unreadable(error)) else { return };
+        self.take_step(session, step.into(), settings, out);
     }
 
     pub(super) fn on_persist_failed(&mut self, session: &str, attempt: Option<u64>, error: &str, out: &mut Out<'_>) {
