@@ -15,21 +15,8 @@ use std::os::fd::RawFd;
 use super::MasterOptions;
 use crate::paths::SessionName;
 
-/// Parse `COLSxROWS`, refusing sizes the screen model cannot hold.
-pub fn parse_size(s: &str) -> Result<(u16, u16), String> {
-    let (cols, rows) = s.split_once(['x', 'X']).ok_or_else(|| format!("size {s:?} is not COLSxROWS"))?;
-    let cols: u16 = cols.parse().map_err(|_| format!("{cols:?} is not a column count"))?;
-    let rows: u16 = rows.parse().map_err(|_| format!("{rows:?} is not a row count"))?;
-    if !crate::screen::valid_size(cols, rows) {
-        return Err(format!(
-            "size {cols}x{rows} is out of range (1..={} columns, 1..={} rows, at most {} cells)",
-            crate::screen::MAX_COLS,
-            crate::screen::MAX_ROWS,
-            crate::screen::MAX_CELLS
-        ));
-    }
-    Ok((cols, rows))
-}
+/// Parse `COLSxROWS` (the grammar lives with the session policy, for every caller).
+pub use desk_core::session::parse_size;
 
 /// Parse one `KEY=VALUE` environment assignment.
 pub fn parse_env(s: &str) -> Result<(OsString, OsString), String> {
