@@ -8,13 +8,16 @@
 //! message model, file format, mentions, routing and prompts) and the master's session
 //! policy ([`session`]: handshakes, roles, slow clients, the client limit, the session's size,
 //! kill escalation and the exit flush) and when to notify the operator ([`notify`]: what
-//! needs a person, rate-limited per session). Every entry point takes the clock as an argument and
+//! needs a person, rate-limited per session) and the fleet ([`fleet`]: the `desk.toml`
+//! manifest, what `desk up` does, restart policies and their backoff, which conversation a
+//! restarted agent resumes, the pure half of per-session worktrees). Every entry point takes the clock as an argument and
 //! returns what to do; the desk package's event loops carry it out. May not depend on the desk
 //! package, nor on anything that makes a syscall (no nix, libc, mio, no file or socket access):
 //! its Cargo.toml is the boundary.
 
 pub mod channel;
 pub mod delivery;
+pub mod fleet;
 pub mod notify;
 pub mod provider;
 pub mod session;
