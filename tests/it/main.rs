@@ -20,6 +20,7 @@ mod history;
 mod keys;
 mod native;
 mod notify;
+mod resume_corpus;
 mod screen;
 mod sessions;
 mod state;
