@@ -691,7 +691,17 @@ pub fn config_dir(provider: Provider, var: impl Fn(&str) -> Option<String>) -> O
                 .map(|d| format!("{}/opencode", d.trim_end_matches('/')))
                 .or_else(|| var("HOME").map(|h| format!("{}/.local/share/opencode", h.trim_end_matches('/'))));
         }
-        Provider::Demo => ("DESK_DEMO_AGENT_HOME", ".desk-demo-agent"),
+        Provider::Demo => {
+            // As the demo agent looks (desk-demo-agent's transcript::default_dir).
+            return var("DESK_DEMO_AGENT_HOME")
+                .filter(|v| !v.is_empty())
+                .or_else(|| {
+                    var("DESK_HOME")
+                        .filter(|v| !v.is_empty())
+                        .map(|h| format!("{}/demo-agent", h.trim_end_matches('/')))
+                })
+                .or_else(|| var("HOME").map(|h| format!("{}/.desk-demo-agent", h.trim_end_matches('/'))));
+        }
         Provider::Shell => return None,
     };
     var(name)

@@ -268,4 +268,9 @@ fn config_dirs_come_from_each_agents_variable_or_home() {
         Some("/d/opencode")
     );
     assert_eq!(config_dir(Provider::Shell, env(&[("HOME", "/h")])), None);
+    assert_eq!(
+        config_dir(Provider::Demo, env(&[("HOME", "/h"), ("DESK_HOME", "/d/")])).as_deref(),
+        Some("/d/demo-agent")
+    );
+    assert_eq!(config_dir(Provider::Demo, env(&[("HOME", "/h")])).as_deref(), Some("/h/.desk-demo-agent"));
 }
