@@ -265,7 +265,8 @@ pub struct Args {
     pub resume: Option<String>,
 
     /// Keep each conversation's transcript (its prompts, one JSON line each) as DIR/ID.jsonl
-    /// (default: $DESK_DEMO_AGENT_HOME/transcripts, else ~/.desk-demo-agent/transcripts).
+    /// (default: $DESK_DEMO_AGENT_HOME/transcripts, else $DESK_HOME/demo-agent/transcripts,
+    /// else ~/.desk-demo-agent/transcripts).
     #[arg(long, value_name = "DIR")]
     pub transcript_dir: Option<PathBuf>,
 

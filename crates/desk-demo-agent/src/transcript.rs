@@ -14,11 +14,15 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 
-/// `$DESK_DEMO_AGENT_HOME/transcripts`, else `~/.desk-demo-agent/transcripts`.
+/// `transcripts` in the agent's home: `$DESK_DEMO_AGENT_HOME`, else `$DESK_HOME/demo-agent`
+/// (run under a desk with its own home — desk's tests, benchmarks and `make demo` — it keeps its
+/// files there), else `~/.desk-demo-agent`. (desk finds it the same way:
+/// `desk_core::fleet::resume::config_dir`.)
 pub fn default_dir() -> Option<PathBuf> {
-    let home = std::env::var_os("DESK_DEMO_AGENT_HOME").filter(|v| !v.is_empty()).map(PathBuf::from).or_else(|| {
-        std::env::var_os("HOME").filter(|v| !v.is_empty()).map(|h| PathBuf::from(h).join(".desk-demo-agent"))
-    })?;
+    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let home = var("DESK_DEMO_AGENT_HOME")
+        .or_else(|| var("DESK_HOME").map(|h| h.join("demo-agent")))
+        .or_else(|| var("HOME").map(|h| h.join(".desk-demo-agent")))?;
     Some(home.join("transcripts"))
 }
 
