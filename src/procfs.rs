@@ -165,25 +165,31 @@ pub fn is_exiting(pid: u32) -> bool {
 
 /// Whether `pid` is this process's parent, grandparent, ... (walking `/proc/PID/stat`).
 pub fn is_ancestor_of_self(pid: u32) -> bool {
+    ancestors_of_self().contains(&pid)
+}
+
+/// This process's parent, grandparent, ..., nearest first, up to (not including) init.
+pub fn ancestors_of_self() -> Vec<u32> {
+    let mut out = Vec::new();
     let mut current = std::process::id();
     // A chain deeper than this is a loop in what /proc said (a pid reused mid-walk).
     for _ in 0..MAX_ANCESTRY {
-        let Ok(stat) = fs::read_to_string(format!("/proc/{current}/stat")) else { return false };
-        let Some(close) = stat.rfind(')') else { return false };
-        // After the name: state, then the parent's pid.
-        let Some(parent) = stat.get(close + 2..).and_then(|rest| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
-        else {
-            return false;
-        };
-        if parent == pid {
-            return true;
-        }
+        let Ok(stat) = fs::read_to_string(format!("/proc/{current}/stat")) else { break };
+        let Some(parent) = parse_stat(&stat).map(|s| s.ppid) else { break };
         if parent <= 1 {
-            return false;
+            break;
         }
+        out.push(parent);
         current = parent;
     }
-    false
+    out
+}
+
+/// The files process `pid` holds open (the targets of `/proc/PID/fd/*`; none if it cannot be
+/// read: another user's process, or gone).
+pub fn open_files(pid: u32) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = fs::read_dir(format!("/proc/{pid}/fd")) else { return Vec::new() };
+    entries.flatten().filter_map(|e| fs::read_link(e.path()).ok()).collect()
 }
 
 /// 4096 generations: far deeper than any real process tree.

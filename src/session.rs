@@ -9,9 +9,8 @@
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::ErrorKind;
-use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -133,7 +132,8 @@ pub fn last_history(lines: Vec<String>) -> Option<Vec<String>> {
 /// file this large is not one, and is refused rather than read whole.
 const MAX_RECORD: usize = 1 << 20;
 
-fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>> {
+/// A desk record (JSON, at most [`MAX_RECORD`] bytes); `None` when the file does not exist.
+pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>> {
     let file = match File::open(path) {
         Ok(file) => file,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
@@ -190,16 +190,7 @@ impl NameLock {
     }
 
     fn open(paths: &Paths, name: &SessionName) -> Result<File> {
-        let path = Self::path(paths, name);
-        OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&path)
-            .with_context(|| format!("cannot open lock file {}", path.display()))
+        fsutil::open_lock_file(&Self::path(paths, name))
     }
 
     /// Wait for the lock.
