@@ -4,13 +4,14 @@ CARGO ?= cargo
 DESK_DEMO_HOME ?= $(CURDIR)/target/demo-home
 DESK := $(CURDIR)/target/release/desk
 
-.PHONY: build demo demo-stop native test lint doc man msrv fuzz-build check-all bench soak fuzz e2e-agents e2e-keys clean
+.PHONY: build demo demo-stop native test lint doc man msrv fuzz-build check-all bench soak fuzz e2e-agents e2e-keys e2e-resume clean
 
 build:
 	$(CARGO) build --release --bins
 
-# Build, start a small fleet of demo agents, list them, and open the dashboard over them
-# (q quits it, the fleet keeps running; `make demo-stop` ends the fleet).
+# Build, `desk up` the demo manifest (scripts/demo.toml: three demo agents, one in a git
+# worktree, the #release channel), list them, and open the dashboard over them (q quits it, the
+# fleet keeps running; `make demo-stop` runs `desk down` on it).
 demo: build
 	@DESK_HOME=$(DESK_DEMO_HOME) sh scripts/demo.sh $(CURDIR)/target/release
 
@@ -65,6 +66,7 @@ bench:
 	$(CARGO) bench --locked --bench channels
 	$(CARGO) bench --locked --bench screen_model
 	$(CARGO) bench --locked --bench dash
+	$(CARGO) bench --locked --bench fleet
 
 # Randomized crash soak of prompt delivery (benches/soak.rs): hundreds of prompts of every shape
 # to demo agents while the daemon, masters and agents are SIGKILLed at random; exits 1 if any
@@ -92,6 +94,14 @@ e2e-agents: build
 # npm registry, a few minutes): approve, refuse and dismiss each one's dialog with keys.
 e2e-keys: build
 	bash scripts/e2e-keys.sh
+
+# Check restart-with-resume against the same real agents declared in a desk.toml (needs the npm
+# registry, several minutes): desk captures each one's conversation, `desk restart` and a crash
+# restarted by the daemon both resume it (the next request carries the earlier turn); then replay
+# the capture rules against the resume recordings.
+e2e-resume: build
+	bash scripts/e2e-resume.sh
+	$(CARGO) test --locked --test it resume_corpus::
 
 clean:
 	$(CARGO) clean
