@@ -135,7 +135,21 @@ impl Supervision {
     /// their health, to notify.
     pub fn restore(&mut self, live: &HashSet<String>) -> Vec<(String, String)> {
         let mut notices = Vec::new();
-        let Ok(entries) = std::fs::read_dir(self.paths.state.join("sessions")) else { return notices };
+        // Sessions forgotten since (`desk rm`: no launch record) are forgotten here too.
+        let gone: Vec<String> = self
+            .state
+            .sessions
+            .keys()
+            .filter(|s| !SessionName::parse(s).is_ok_and(|n| record::read(&self.paths, &n).ok().flatten().is_some()))
+            .cloned()
+            .collect();
+        for session in gone {
+            self.state.forget(&session);
+        }
+        let Ok(entries) = std::fs::read_dir(self.paths.state.join("sessions")) else {
+            self.persist();
+            return notices;
+        };
         let now = crate::clock::now_ms();
         for entry in entries.flatten() {
             let Some(name) = entry.file_name().to_str().and_then(|n| SessionName::parse(n).ok()) else { continue };

@@ -103,12 +103,17 @@ fn apply(
     let _lock = lock(paths, name)?;
     let mut all = read(paths, name)?;
     let now = crate::clock::now_ms();
+    let before = all.generations.get(&generation).cloned();
     let capture = all.generations.entry(generation).or_insert_with(|| {
         let (config_dir, cwd) = fresh();
         Capture::new(provider, generation, config_dir, cwd)
     });
     for e in evidence {
         capture.apply(e, now);
+    }
+    if before.as_ref() == Some(capture) {
+        // A hook that only confirmed what was known (most of them): nothing to write.
+        return Ok(());
     }
     while all.generations.len() > KEPT_GENERATIONS {
         let Some(oldest) = all.generations.keys().next().copied() else { break };
