@@ -2,6 +2,7 @@
  * deskc: a tiny desk client in C, built on deskwire (docs/protocol.md).
  *
  *   deskc SOCKET snapshot   connect as a viewer, ask for a SNAPSHOT, print its screen lines
+ *                           (control characters in them shown as '?')
  *   deskc SOCKET stream     connect as a viewer and copy the terminal stream (KEYFRAME and
  *                           OUTPUT payloads) to stdout until the session's EXIT
  *   deskc --version
@@ -184,6 +185,29 @@ static int answer_ping(int fd, const dw_frame *f) {
     return send_frame(fd, &pong);
 }
 
+/* Print one screen line as text: every control character in it (C0, DEL, and the C1 controls,
+ * U+0080..U+009F, which UTF-8 spells C2 80..C2 9F) becomes '?', as `desk ls` shows them, so a
+ * line can neither drive the reader's terminal nor break itself in two. A master's screen
+ * model draws no controls; this holds whatever a master sends. Returns 0, or EOF on a write
+ * error. */
+static int print_line(const unsigned char *p, size_t len) {
+    size_t i = 0;
+    while (i < len) {
+        unsigned char c = p[i];
+        if (c < 0x20 || c == 0x7f) {
+            if (fputc('?', stdout) == EOF) return EOF;
+            i++;
+        } else if (c == 0xc2 && i + 1 < len && p[i + 1] >= 0x80 && p[i + 1] <= 0x9f) {
+            if (fputc('?', stdout) == EOF) return EOF;
+            i += 2;
+        } else {
+            if (fputc(c, stdout) == EOF) return EOF;
+            i++;
+        }
+    }
+    return fputc('\n', stdout);
+}
+
 static int cmd_snapshot(int fd) {
     dw_decoder dec;
     dw_frame req, f;
@@ -209,7 +233,7 @@ static int cmd_snapshot(int fd) {
         const dw_snapshot *s = f.u.snapshot;
         status = 0;
         for (i = 0; i < s->lines_len; i++) {
-            if (fwrite(s->lines[i].ptr, 1, s->lines[i].len, stdout) != s->lines[i].len || fputc('\n', stdout) == EOF) break;
+            if (print_line((const unsigned char *)s->lines[i].ptr, s->lines[i].len) == EOF) break;
         }
         if (fflush(stdout) != 0 && errno != EPIPE) status = die("cannot write to stdout: %s", strerror(errno));
         dw_frame_free(&f);

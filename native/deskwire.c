@@ -1042,7 +1042,8 @@ static int read_info(body_ctx *c, dw_json *obj, dw_session_info *info) {
 
 static const char *const SNAP_KEYS[] = {"cols",  "rows",       "cursor",        "title",     "modes",
                                         "lines", "generation", "last_input_ms", "canonical", "state",
-                                        "history"};
+                                        "history", "history_start", "history_first", "history_end", "foreground"};
+static const char *const FOREGROUND_KEYS[] = {"pgid", "program", "own", "reading"};
 static const char *const CURSOR_KEYS[] = {"row", "col", "visible"};
 static const char *const MODE_KEYS[] = {"alternate_screen", "bracketed_paste", "app_cursor_keys", "app_keypad",
                                         "cursor_visible",   "autowrap",        "origin",          "insert",
@@ -1054,6 +1055,7 @@ static void snapshot_free(dw_snapshot *s) {
     free_strs(s->lines, s->lines_len);
     free_state(s->state);
     free_state(s->history);
+    free(s->fg_program.ptr);
     free(s);
 }
 
@@ -1089,6 +1091,29 @@ static int read_cursor(body_ctx *c, const dw_json *obj, dw_snapshot *s) {
         if (rc != 0) return -1;
     }
     return check_missing(c, seen, CURSOR_KEYS, 3, 0);
+}
+
+/* `foreground`: `pgid`, `program` and `own` required; `reading` a bool, or null or left out
+ * (not known). */
+static int read_foreground(body_ctx *c, dw_json *obj, dw_snapshot *s) {
+    unsigned long seen = 0;
+    size_t i;
+    uint64_t u;
+    if (want_object(c, obj, "foreground") != 0) return -1;
+    s->fg_reading = -1;
+    for (i = 0; i < obj->u.obj.len; i++) {
+        dw_member *m = &obj->u.obj.members[i];
+        int k = key_index(&m->key, FOREGROUND_KEYS, 4), rc = 0;
+        if (k < 0) continue;
+        if (mark_seen(c, &seen, k, FOREGROUND_KEYS[k]) != 0) return -1;
+        if (k == 0) { rc = want_uint(c, &m->value, "pgid", 0xffffffffu, &u); s->fg_pgid = (uint32_t)u; }
+        if (k == 1) rc = take_string(c, &m->value, "program", &s->fg_program);
+        if (k == 2) rc = want_bool(c, &m->value, "own", &s->fg_own);
+        if (k == 3 && m->value.kind != DW_JNULL) rc = want_bool(c, &m->value, "reading", &s->fg_reading);
+        if (rc != 0) return -1;
+    }
+    s->has_foreground = 1;
+    return check_missing(c, seen, FOREGROUND_KEYS, 4, 1ul << 3);
 }
 
 static int read_modes(body_ctx *c, const dw_json *obj, dw_snapshot *s) {
@@ -1165,13 +1190,30 @@ static int read_snapshot(body_ctx *c, dw_json *obj, dw_snapshot *s) {
             *s->history = m->value;
             m->value.kind = DW_JNULL;
             break;
+        case 11:
+            rc = want_uint(c, &m->value, "history_start", UINT64_MAX, &s->history_start);
+            s->has_history_start = 1;
+            break;
+        case 12:
+            rc = want_uint(c, &m->value, "history_first", UINT64_MAX, &s->history_first);
+            s->has_history_first = 1;
+            break;
+        case 13:
+            rc = want_uint(c, &m->value, "history_end", UINT64_MAX, &s->history_end);
+            s->has_history_end = 1;
+            break;
+        case 14:
+            /* `foreground`: null means absent. */
+            if (m->value.kind != DW_JNULL) rc = read_foreground(c, &m->value, s);
+            break;
         }
         if (rc != 0) return -1;
     }
-    /* generation, last_input_ms, canonical, state and history may be left out (0, null, false,
-     * absent, absent). */
+    /* generation, last_input_ms, canonical, state, history, the history's numbers and foreground
+     * may be left out (0, null, false, absent, absent, absent, absent). */
     return check_missing(c, seen, SNAP_KEYS, (int)COUNT(SNAP_KEYS),
-                         (1ul << 6) | (1ul << 7) | (1ul << 8) | (1ul << 9) | (1ul << 10));
+                         (1ul << 6) | (1ul << 7) | (1ul << 8) | (1ul << 9) | (1ul << 10) | (1ul << 11) | (1ul << 12) |
+                             (1ul << 13) | (1ul << 14));
 }
 
 /* The checks every JSON body gets: starts with '{' after whitespace, parses. */
@@ -1309,13 +1351,17 @@ int dw_decode_payload(int type, uint8_t flags, const uint8_t *p, size_t n, dw_fr
         out->u.keyframe.data.len = n;
         return 0;
     case DW_SNAPSHOT_REQUEST:
-        if (n == 4) {
+        if (n == 4 || n == 12) {
             out->u.snapshot_request.has_history = 1;
             out->u.snapshot_request.history = get_u32(p);
+            if (n == 12) {
+                out->u.snapshot_request.has_from = 1;
+                out->u.snapshot_request.from = get_u64(p + 4);
+            }
             return 0;
         }
         if (n == 0) return 0;
-        return fail(err, DW_MALFORMED, "malformed %s frame: payload is %lu bytes, expected 0 or 4", dw_type_name(type),
+        return fail(err, DW_MALFORMED, "malformed %s frame: payload is %lu bytes, expected 0, 4 or 12", dw_type_name(type),
                     (unsigned long)n);
     case DW_DETACH:
         return exact(type, n, 0, err);
@@ -1508,6 +1554,16 @@ static int encode_snapshot(dw_buf *b, const dw_snapshot *s, dw_error *err) {
         put_bool_field(b, "canonical", s->canonical, 0) || put_state(b, s->state, err))
         return -1;
     if (s->history && (put_key(b, "history", 0) != 0 || write_json(b, s->history, err) != 0)) return -1;
+    if ((s->has_history_start && put_uint_field(b, "history_start", s->history_start, 0)) ||
+        (s->has_history_first && put_uint_field(b, "history_first", s->history_first, 0)) ||
+        (s->has_history_end && put_uint_field(b, "history_end", s->history_end, 0)))
+        return -1;
+    if (s->has_foreground &&
+        (put_key(b, "foreground", 0) || buf_byte(b, '{') || put_uint_field(b, "pgid", s->fg_pgid, 1) ||
+         put_str_field(b, "program", &s->fg_program, err) || put_bool_field(b, "own", s->fg_own, 0) ||
+         put_key(b, "reading", 0) || buf_str(b, s->fg_reading < 0 ? "null" : s->fg_reading ? "true" : "false") ||
+         buf_byte(b, '}')))
+        return -1;
     return buf_byte(b, '}');
 }
 
@@ -1545,7 +1601,9 @@ static int encode_payload(const dw_frame *f, dw_buf *p, uint8_t *flags, dw_error
     case DW_SNAPSHOT_REQUEST:
         if (!f->u.snapshot_request.has_history) return 0;
         put_u32(fixed, f->u.snapshot_request.history);
-        return dw_buf_append(p, fixed, 4);
+        if (!f->u.snapshot_request.has_from) return dw_buf_append(p, fixed, 4);
+        put_u64(fixed + 4, f->u.snapshot_request.from);
+        return dw_buf_append(p, fixed, 12);
     case DW_DETACH:
         return 0;
     case DW_SNAPSHOT:

@@ -221,6 +221,15 @@ typedef struct dw_snapshot {
     int canonical;
     dw_json *state; /* as in dw_session_info */
     dw_json *history; /* an array of history rows as received, or NULL when absent */
+    /* history_start, history_first, history_end: each present when has_* is 1 */
+    int has_history_start, has_history_first, has_history_end;
+    uint64_t history_start, history_first, history_end;
+    /* `foreground` (who has the terminal), when present: */
+    int has_foreground;
+    uint32_t fg_pgid;
+    dw_str fg_program;
+    int fg_own;
+    int fg_reading; /* -1: null (not known), 0: false, 1: true */
 } dw_snapshot;
 
 /* One frame. Byte payloads (INPUT, OUTPUT, KEYFRAME data, ERROR message) point into the
@@ -250,6 +259,8 @@ typedef struct dw_frame {
         struct {
             int has_history; /* 0: the empty payload; 1: a 4-byte one holding `history` */
             uint32_t history;
+            int has_from;    /* 1 (with has_history): the 12-byte page form, `history` then `from` */
+            uint64_t from;
         } snapshot_request;
         dw_snapshot *snapshot;
         dw_json *body; /* EVENT, HOOK: an object, keys sorted */

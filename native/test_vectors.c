@@ -235,6 +235,9 @@ static void expect_frame(const dw_frame *f, const dw_json *want) {
         if (!dw_json_get(want, "history") != !f->u.snapshot_request.has_history)
             failf("`history` decoded as %s%s", f->u.snapshot_request.has_history ? "present" : "absent", "");
         if (f->u.snapshot_request.has_history) expect_uint(want, "history", f->u.snapshot_request.history);
+        if (!dw_json_get(want, "from") != !f->u.snapshot_request.has_from)
+            failf("`from` decoded as %s%s", f->u.snapshot_request.has_from ? "present" : "absent", "");
+        if (f->u.snapshot_request.has_from) expect_uint(want, "from", f->u.snapshot_request.from);
         break;
     case DW_DETACH:
         break;

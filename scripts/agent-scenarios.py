@@ -503,6 +503,7 @@ SCENARIO_SPECS = {
     "type-enter": {"delay": 0.5},
     "paste-placeholder": {"delay": 0.3},
     "queue": {"delay": 1.0, "slow": 8.0},
+    "quoted-dialog": {"delay": 1.0},
     "shapes-alone": {"delay": 0.5, "log_text": True},
     "shapes-queued": {"delay": 0.5, "slow": 6.0, "log_text": True},
     "shapes-queued-more": {"delay": 0.5, "slow": 6.0, "log_text": True},
@@ -1224,6 +1225,44 @@ def sc_draft(run):
     run.results["drafts"] = out
 
 
+# The words of every dialog desk's provider rules look for (crates/desk-core/src/state/rules/),
+# quoted in prompts: each agent gets all of them, its own among them.
+QUOTED_DIALOGS = [
+    ("claude-codex", "Quote TOKEN-quote1: Do you want to proceed? Would you like to run the following command?"),
+    ("codex-claude", "Quote TOKEN-quote2: Press enter to confirm or esc to cancel. Is this a project you created or one you trust?"),
+    ("opencode-codex", "Quote TOKEN-quote3: \u25b3 Permission required, then \u2191\u2193 select  enter submit  esc dismiss. Trust this folder? Hooks need review"),
+    ("claude-question", "Quote TOKEN-quote4: Enter to select \u00b7 \u2191/\u2193 to navigate \u00b7 Esc to cancel. Do you want to run this command?"),
+    ("claude-lines", "Quote TOKEN-quote5:\nDo you want to proceed?\n1. Yes\n2. No"),
+]
+
+
+def sc_quoted_dialog(run):
+    """Prompts that quote the agents' own dialogs, pasted: each shown in the input box
+    (`quoted-in-box-N`), submitted, answered, and shown in the transcript
+    (`quoted-in-transcript-N`). No dialog is ever up; a rule that takes the echo for one is wrong."""
+    rec = run.rec
+    run.wait_ready(READY_TIMEOUT)
+    rec.wait_quiet(1000, 10)
+    out = {}
+    for i, (label, text) in enumerate(QUOTED_DIALOGS, 1):
+        token = "TOKEN-quote%d" % i
+        since = len(run.api())
+        rec.paste(text)
+        time.sleep(0.8)
+        rec.wait_quiet(400, 5)
+        rec.mark("quoted-in-box-%d" % i, quotes=label)
+        rec.snap("quoted-in-box-%d" % i)
+        rec.key("enter")
+        rec.mark("enter")
+        submitted = run.wait_api(token, 10, since) is not None
+        idle = run.wait_idle(60)
+        rec.wait_quiet(700, 5)
+        rec.mark("quoted-in-transcript-%d" % i, quotes=label)
+        rec.snap("quoted-in-transcript-%d" % i)
+        out[label] = {"submitted": submitted, "idle_after": idle}
+    run.results["quoted"] = out
+
+
 def digest_of(texts):
     """Several prompts as one, the way desk's digest reads (crates/desk-core/src/delivery/text.rs,
     `digest`): a header line, then each message under its own line, sender and time."""
@@ -1610,6 +1649,7 @@ SCENARIOS = {
     "dismiss-no": sc_dismiss_no,
     "multi-turn": sc_multi_turn,
     "draft": sc_draft,
+    "quoted-dialog": sc_quoted_dialog,
     "shapes-alone": sc_shapes_alone,
     "shapes-queued": sc_shapes_queued,
     "shapes-queued-more": sc_shapes_queued_more,

@@ -17,20 +17,6 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     replace(path, bytes, true)
 }
 
-/// Open (creating it 0600 if needed, never through a symlink) a file that exists to be locked
-/// with `File::lock`: a lock file of desk's.
-pub fn open_lock_file(path: &Path) -> Result<fs::File> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-        .with_context(|| format!("cannot open lock file {}", path.display()))
-}
-
 /// Replace `path` with `bytes` (mode 0600) through a temporary file and a rename, without
 /// fsync: readers see the old or the new contents, never a mix, but a crash may lose it. For
 /// records nothing needs after a crash (a master's info file).

@@ -19,6 +19,7 @@ pub mod logging;
 pub mod manifest;
 pub mod master;
 pub mod paths;
+pub mod pidlock;
 pub mod procfs;
 pub use desk_core::provider;
 pub mod providers;

@@ -21,6 +21,7 @@ struct Stat {
     comm: String,
     zombie: bool,
     ppid: u32,
+    pgrp: u32,
     session: u32,
 }
 
@@ -35,8 +36,9 @@ fn parse_stat(stat: &str) -> Option<Stat> {
     // rest[0] = state, rest[1] = ppid, rest[2] = pgrp, rest[3] = session
     let zombie = matches!(rest.first(), Some(&"Z") | Some(&"X"));
     let ppid = rest.get(1)?.parse().ok()?;
+    let pgrp = rest.get(2)?.parse().ok()?;
     let session = rest.get(3)?.parse().ok()?;
-    Some(Stat { comm, zombie, ppid, session })
+    Some(Stat { comm, zombie, ppid, pgrp, session })
 }
 
 /// Every process in `/proc` with its parsed stat line.
@@ -163,26 +165,28 @@ pub fn is_exiting(pid: u32) -> bool {
     matches!(state, "Z" | "X" | "x") || flags & PF_EXITING != 0
 }
 
-/// Whether `pid` is this process's parent, grandparent, ... (walking `/proc/PID/stat`).
-pub fn is_ancestor_of_self(pid: u32) -> bool {
-    ancestors_of_self().contains(&pid)
-}
-
-/// This process's parent, grandparent, ..., nearest first, up to (not including) init.
+/// This process's parent, grandparent, ... up to (not including) init, nearest first (walking
+/// `/proc/PID/stat`). A subreaper on the way (a session's master is one) keeps what it
+/// adopted among its descendants, so a helper that double-forked is still found below it.
 pub fn ancestors_of_self() -> Vec<u32> {
-    let mut out = Vec::new();
+    let mut found = Vec::new();
     let mut current = std::process::id();
     // A chain deeper than this is a loop in what /proc said (a pid reused mid-walk).
     for _ in 0..MAX_ANCESTRY {
         let Ok(stat) = fs::read_to_string(format!("/proc/{current}/stat")) else { break };
-        let Some(parent) = parse_stat(&stat).map(|s| s.ppid) else { break };
+        let Some(close) = stat.rfind(')') else { break };
+        // After the name: state, then the parent's pid.
+        let Some(parent) = stat.get(close + 2..).and_then(|rest| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
+        else {
+            break;
+        };
         if parent <= 1 {
             break;
         }
-        out.push(parent);
+        found.push(parent);
         current = parent;
     }
-    out
+    found
 }
 
 /// The files process `pid` holds open (the targets of `/proc/PID/fd/*`; none if it cannot be
@@ -252,6 +256,62 @@ pub fn state_and_start(pid: u32) -> Option<(char, u64)> {
     Some((state, start))
 }
 
+/// The program `pid` runs, as the kernel names it (`/proc/PID/comm`: at most 15 bytes of the
+/// executable's file name), if it runs.
+pub fn comm(pid: u32) -> Option<String> {
+    let comm = fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    Some(comm.trim_end_matches('\n').to_string())
+}
+
+/// The system calls that read a file descriptor, as `/proc/PID/syscall` numbers them.
+const READ_SYSCALLS: [libc::c_long; 4] = [libc::SYS_read, libc::SYS_readv, libc::SYS_pread64, libc::SYS_preadv];
+
+/// Whether a thread of `pid` waits in a read of the terminal named `tty` (`/dev/pts/N`): its
+/// `/proc/PID/task/TID/syscall` names a read system call whose descriptor (the first argument)
+/// is that terminal. `None` when the kernel does not say (the files cannot be read: another
+/// user's process, or a kernel without them).
+fn reads_terminal(pid: u32, tty: &str) -> Option<bool> {
+    let tasks = fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut known = false;
+    for task in tasks.flatten() {
+        let Ok(line) = fs::read_to_string(task.path().join("syscall")) else { continue };
+        known = true;
+        let mut fields = line.split_whitespace();
+        let number = fields.next().and_then(|n| n.parse::<libc::c_long>().ok());
+        if !number.is_some_and(|n| READ_SYSCALLS.contains(&n)) {
+            continue;
+        }
+        let Some(fd) = fields.next().and_then(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok()) else {
+            continue;
+        };
+        if fs::read_link(format!("/proc/{pid}/fd/{fd}")).is_ok_and(|target| target.as_os_str() == tty) {
+            return Some(true);
+        }
+    }
+    known.then_some(false)
+}
+
+/// Whether a process of process group `pgid` waits in a read of the terminal `tty`: its leader
+/// first (a program reading a line usually is one), then the rest of the group (a shell script
+/// whose `cat` reads). `None` when the kernel says nothing about the leader.
+pub fn group_reads_terminal(pgid: u32, tty: &str) -> Option<bool> {
+    match reads_terminal(pgid, tty) {
+        Some(true) => return Some(true),
+        None if alive(pgid) => return None,
+        _ => {}
+    }
+    let others = all_processes().into_iter().filter(|(pid, stat)| stat.pgrp == pgid && *pid != pgid && !stat.zombie);
+    let mut known = alive(pgid);
+    for (pid, _) in others {
+        match reads_terminal(pid, tty) {
+            Some(true) => return Some(true),
+            Some(false) => known = true,
+            None => {}
+        }
+    }
+    known.then_some(false)
+}
+
 /// Whether `pid` names a live process (not a zombie).
 pub fn alive(pid: u32) -> bool {
     fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|stat| parse_stat(&stat)).is_some_and(|s| !s.zombie)
@@ -260,6 +320,13 @@ pub fn alive(pid: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ancestry_starts_with_the_parent() {
+        let ancestors = ancestors_of_self();
+        assert_eq!(ancestors.first().copied(), Some(std::os::unix::process::parent_id()).filter(|p| *p > 1));
+        assert!(!ancestors.contains(&std::process::id()));
+    }
 
     #[test]
     fn usage_is_read_after_the_command_name_and_summed_by_session() {
@@ -276,8 +343,8 @@ mod tests {
         let stat = "1234 (my (odd) name) S 1 1234 1234 34817 1234 4194560 0 0";
         let parsed = parse_stat(stat).unwrap();
         assert_eq!(
-            (parsed.comm.as_str(), parsed.ppid, parsed.session, parsed.zombie),
-            ("my (odd) name", 1, 1234, false)
+            (parsed.comm.as_str(), parsed.ppid, parsed.pgrp, parsed.session, parsed.zombie),
+            ("my (odd) name", 1, 1234, 1234, false)
         );
         assert!(parse_stat("1 (x) Z 0 1 1 0").unwrap().zombie);
     }
@@ -299,8 +366,6 @@ mod tests {
         file.lock().unwrap();
         assert_eq!(flock_holder(meta.dev(), meta.ino()), Some(std::process::id()));
         assert!(!is_exiting(std::process::id()));
-        assert!(is_ancestor_of_self(std::os::unix::process::parent_id()));
-        assert!(!is_ancestor_of_self(std::process::id()));
         file.unlock().unwrap();
         assert_eq!(flock_holder(meta.dev(), meta.ino()), None);
     }

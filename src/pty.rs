@@ -7,7 +7,9 @@
 //! (the master fd is CLOEXEC and non-blocking before the child is spawned). With
 //! [`spawn_gated`], the child's program does not start before the caller's step that needs its
 //! pid (the master's session record) is done: the forked child sends its pid over a pipe and
-//! waits on a second one, the gate, until the caller opens it.
+//! waits on a second one, the gate, until the caller opens it — or closes it, when that step
+//! failed: the child holds only its own ends of the pipes, so it then sees the end of the gate
+//! and exits without running the program.
 
 use anyhow::{Context, Result};
 use nix::fcntl::{FcntlArg, FdFlag, OFlag, fcntl};
@@ -18,6 +20,8 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+
+use crate::wire::Foreground;
 
 /// What to run on a new PTY.
 #[derive(Debug, Clone)]
@@ -77,10 +81,17 @@ pub fn spawn_gated(spec: &Spawn, before_exec: impl FnOnce(u32) -> Result<()>) ->
     let (pid_rx, pid_tx) = nix::unistd::pipe2(OFlag::O_CLOEXEC).context("cannot create a pipe")?;
     let (gate_rx, gate_tx) = nix::unistd::pipe2(OFlag::O_CLOEXEC).context("cannot create a pipe")?;
     let (pid_fd, gate_fd) = (pid_tx.as_raw_fd(), gate_rx.as_raw_fd());
+    let parent_ends = [pid_rx.as_raw_fd(), gate_tx.as_raw_fd()];
     // SAFETY: the closure runs between fork and exec and calls only async-signal-safe functions
-    // (setsid, ioctl, sigaction, sigprocmask, getpid, read, write); it allocates nothing.
+    // (close, setsid, ioctl, sigaction, sigprocmask, getpid, read, write); it allocates nothing.
     unsafe {
         cmd.pre_exec(move || {
+            // The fork copied the parent's ends of both pipes too. Holding the gate's write end
+            // itself, the child would never see the end of the pipe when the parent gives up
+            // (its `before_exec` failed), and would wait for ever.
+            for fd in parent_ends {
+                libc::close(fd);
+            }
             if libc::setsid() == -1 {
                 return Err(std::io::Error::last_os_error());
             }
@@ -178,6 +189,32 @@ pub fn set_nonblocking(fd: BorrowedFd<'_>) -> Result<()> {
 /// reads the slave's settings, i.e. what the child asked for.
 pub fn is_canonical(fd: BorrowedFd<'_>) -> bool {
     nix::sys::termios::tcgetattr(fd).is_ok_and(|t| t.local_flags.contains(nix::sys::termios::LocalFlags::ICANON))
+}
+
+/// The path of the terminal behind the PTY master `fd` (`/dev/pts/N`), as the child's
+/// descriptors name it in `/proc/PID/fd`.
+pub fn slave_name(fd: BorrowedFd<'_>) -> Option<String> {
+    let mut number: libc::c_uint = 0;
+    // SAFETY: TIOCGPTN writes one unsigned int through the pointer, which outlives the call.
+    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCGPTN, &raw mut number) };
+    (rc == 0).then(|| format!("/dev/pts/{number}"))
+}
+
+/// Who has the terminal behind the PTY master `fd`: its foreground process group (asked of the
+/// master side, which the kernel answers for the slave), whether that is the group of the
+/// session's program `program_pid` (a session leader, so its group id is its pid), the
+/// program the group's leader runs, and — in canonical mode only, where the kernel holds a typed
+/// line until someone reads it — whether a process of the group waits reading the terminal
+/// `tty`. `None` when the terminal has no foreground group (the session is gone).
+pub fn foreground(fd: BorrowedFd<'_>, program_pid: u32, tty: Option<&str>, canonical: bool) -> Option<Foreground> {
+    let pgid = nix::unistd::tcgetpgrp(fd).ok()?.as_raw();
+    let pgid = u32::try_from(pgid).ok().filter(|p| *p > 0)?;
+    let reading = match tty {
+        Some(tty) if canonical => crate::procfs::group_reads_terminal(pgid, tty),
+        _ => None,
+    };
+    let program = crate::procfs::comm(pgid).unwrap_or_default();
+    Some(Foreground { pgid, program, own: pgid == program_pid, reading })
 }
 
 nix::ioctl_write_ptr_bad!(set_winsize_ioctl, libc::TIOCSWINSZ, Winsize);

@@ -11,13 +11,15 @@
 //! exit); while they wait, no more than `cap` bytes of the newest whole lines are kept, so the
 //! files end up as they would have had every line been written at once, without writing the
 //! lines rotation would have thrown away. The log is kept after the session exits and removed
-//! by `desk rm` with the rest of the session's state. May not depend on the master's event loop
+//! by `desk rm` with the rest of the session's state. Both files are 0600 whatever the umask,
+//! like every file desk writes. May not depend on the master's event loop
 //! or the wire.
 
 use anyhow::{Context, Result};
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -67,8 +69,13 @@ impl LogWriter {
             .create(true)
             .read(true)
             .append(true)
+            .mode(0o600)
             .open(&path)
             .with_context(|| format!("cannot open {}", path.display()))?;
+        // A log an older master created under a lax umask becomes private too: it holds
+        // everything the session printed.
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .with_context(|| format!("cannot make {} private", path.display()))?;
         let mut len = file.metadata().with_context(|| format!("cannot stat {}", path.display()))?.len();
         if len > 0 {
             let mut last = [0u8];
@@ -160,6 +167,7 @@ impl LogWriter {
         self.file = OpenOptions::new()
             .create(true)
             .append(true)
+            .mode(0o600)
             .open(&cur)
             .with_context(|| format!("cannot open {}", cur.display()))?;
         self.len = 0;

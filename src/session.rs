@@ -1,8 +1,9 @@
 //! A session's files and how to reach its master.
 //!
 //! Owns the metadata record a master writes when it starts, the exit record it writes when its
-//! child ends, the per-name lock that serialises `new`/`rm`/stale cleanup, and the
-//! connect-probe that tells a live master from a stale socket. Invariants: the exit record is
+//! child ends, the per-name lock that serialises `new`/`rm`/stale cleanup, the lock a master
+//! holds on its name for its whole life ([`MasterLock`]), and the connect-probe that tells a
+//! live master from a stale socket. Invariants: the exit record is
 //! written durably before the socket is removed, so a session whose socket is gone is either
 //! exited (record present) or lost (its master died without one); a socket is only unlinked
 //! while holding the name's lock after a connect was refused.
@@ -29,6 +30,11 @@ pub struct SessionMeta {
     pub provider: String,
     pub pid: u32,
     pub master_pid: u32,
+    /// The master's start time in clock ticks since boot (`/proc/PID/stat` field 22), so that a
+    /// process that later reuses its pid is not taken for it ([`enclosing`]). Absent in the
+    /// records of older masters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub master_start: Option<u64>,
     pub command: Vec<String>,
     pub cwd: String,
     pub cols: u16,
@@ -159,6 +165,31 @@ pub fn write_exit(paths: &SessionPaths, record: &ExitRecord) -> Result<()> {
     fsutil::write_atomic(&paths.exit, &serde_json::to_vec_pretty(record)?)
 }
 
+/// The sessions of this desk (`paths`) that this process runs inside, nearest first: those
+/// whose master is this process's parent, grandparent, ... as `/proc` says, not as any
+/// environment variable claims (a child can set `DESK_SESSION` to anything, or unset it). A
+/// master is known by its session's record (`<name>.json`), and by its start time where the
+/// record has one, so a pid that a later process reused is not taken for a master. A session
+/// started from inside another (its master adopted by the outer master, a subreaper) comes
+/// before the outer one. Records that cannot be read are skipped.
+pub fn enclosing(paths: &Paths) -> Result<Vec<SessionName>> {
+    let ancestors = crate::procfs::ancestors_of_self();
+    let mut found: Vec<(usize, SessionName)> = Vec::new();
+    for name in paths.session_names()? {
+        let Ok(Some(meta)) = read_meta(&paths.session(&name)) else { continue };
+        let Some(depth) = ancestors.iter().position(|pid| *pid == meta.master_pid) else { continue };
+        let same_process = match meta.master_start {
+            Some(start) => crate::procfs::state_and_start(meta.master_pid).is_some_and(|(_, s)| s == start),
+            None => true,
+        };
+        if same_process {
+            found.push((depth, name));
+        }
+    }
+    found.sort();
+    Ok(found.into_iter().map(|(_, name)| name).collect())
+}
+
 /// Allocate the next generation of a session name: one more than any generation this name ever
 /// had, durably recorded before it is used, and never handed out twice (`desk rm` keeps the
 /// counter). Call with the name's lock held.
@@ -190,7 +221,7 @@ impl NameLock {
     }
 
     fn open(paths: &Paths, name: &SessionName) -> Result<File> {
-        fsutil::open_lock_file(&Self::path(paths, name))
+        crate::pidlock::open_lock_file(&Self::path(paths, name))
     }
 
     /// Wait for the lock.
@@ -213,6 +244,67 @@ impl NameLock {
     pub fn remove_file(paths: &Paths, name: &SessionName) -> Result<()> {
         fsutil::remove_if_exists(&Self::path(paths, name))
     }
+}
+
+/// The lock a session's master holds for its whole life (`<state>/sessions/<name>/master.lock`):
+/// one master per name, even when the socket clients find it by is gone (a cleaner of
+/// temporary files removed it). It lives in the state directory, which no such cleaner
+/// touches, and is never removed (see [`crate::pidlock`]); `desk rm` leaves it with the
+/// generation counter.
+pub struct MasterLock {
+    _file: File,
+}
+
+/// How long a starting master waits for the lock while the name's previous master finishes
+/// its exit: it writes its exit record, then flushes its clients for at most
+/// [`desk_core::session::EXIT_FLUSH_DEADLINE`]; a second more covers a loaded machine.
+pub const MASTER_LOCK_WAIT: Duration = Duration::from_secs(3);
+
+/// The name of a master's lock file in its session's state directory.
+pub const MASTER_LOCK_FILE: &str = "master.lock";
+
+impl MasterLock {
+    fn path(paths: &Paths, name: &SessionName) -> std::path::PathBuf {
+        paths.session_state(name).join(MASTER_LOCK_FILE)
+    }
+
+    /// Take the lock for this master (the session's state directory exists). While the
+    /// previous master of the name finishes after recording its exit (`ending`), or is dying,
+    /// it is waited for; a master that still runs the session is refused, by pid.
+    pub fn take(paths: &Paths, name: &SessionName, ending: bool) -> Result<std::result::Result<MasterLock, u32>> {
+        let path = Self::path(paths, name);
+        Ok(match crate::pidlock::take(&path, MASTER_LOCK_WAIT, |_| ending)? {
+            Ok(file) => Ok(MasterLock { _file: file }),
+            Err(held) => Err(held.pid.unwrap_or(0)),
+        })
+    }
+
+    /// The pid of the master holding the name, if one does (asked of the kernel).
+    pub fn holder(paths: &Paths, name: &SessionName) -> Option<u32> {
+        crate::pidlock::holder(&Self::path(paths, name))
+    }
+}
+
+/// Why a name whose socket is gone cannot be started again or removed: a master still runs the
+/// session (it holds the name's [`MasterLock`] and recorded no exit). `None` when none does.
+pub fn master_without_socket(paths: &Paths, name: &SessionName) -> Option<String> {
+    let pid = MasterLock::holder(paths, name)?;
+    if current_exit(&paths.session(name)).is_some() {
+        // It has recorded its exit and is finishing: it is not the session any more.
+        return None;
+    }
+    let stopped = crate::procfs::state_and_start(pid).is_some_and(|(state, _)| state == 'T' || state == 't');
+    let why = if stopped {
+        "its master is stopped (SIGSTOP or a debugger) and cannot bind it again"
+    } else {
+        "its master binds it again as soon as it notices, within moments"
+    };
+    Some(format!(
+        "session {name} is still running under its master (pid {pid}), but its socket {} is gone (a cleaner of \
+         temporary files may have removed it); {why}. Reach it with `desk attach {name}` once the socket is \
+         back, or end the session with: kill {pid}",
+        paths.session(name).socket.display()
+    ))
 }
 
 /// What a connect attempt on a session's socket found.

@@ -59,7 +59,9 @@ enum Ending {
 /// Writes the session's newest `lines` history lines to the terminal (standard output), in
 /// their colours, and then enough line feeds to scroll them all into the terminal's own
 /// scrollback: the keyframe that follows starts with a reset that clears the visible screen.
-/// Asked over a query connection of its own, before the attach's handshake.
+/// Asked over a query connection of its own, before the attach's handshake, a page at a time
+/// (each page written before the next is asked); what could not be read is said on stderr,
+/// below the lines.
 fn write_history(files: &crate::paths::SessionPaths, lines: u32) -> Result<()> {
     use std::os::fd::AsFd;
     let Probe::Live(stream) = session::probe_settled(files)? else {
@@ -67,24 +69,22 @@ fn write_history(files: &crate::paths::SessionPaths, lines: u32) -> Result<()> {
     };
     let mut conn = crate::wire::client::Connection::open(stream, Role::Query, 0, 0)
         .context("cannot ask the session for its history")?;
-    conn.send(&Frame::SnapshotRequest { history: Some(lines) }).context("cannot ask the session for its history")?;
-    let history = loop {
-        match conn.recv().context("cannot read the session's history")? {
-            Frame::Snapshot(s) => break s.history.unwrap_or_default(),
-            Frame::Error { message, .. } => anyhow::bail!("the session refused its history: {message}"),
-            _ => continue,
-        }
-    };
+    let (_, mut read) =
+        crate::wire::history::HistoryRead::start(&mut conn, lines).context("cannot ask the session for its history")?;
     let out = io::stdout();
     let (_, rows) = crate::pty::get_size(out.as_fd()).unwrap_or((80, 24));
-    let mut text = String::new();
-    for row in &history {
-        text.push_str(&row.to_ansi());
-        text.push_str("\r\n");
+    let mut out = io::BufWriter::new(out.lock());
+    let written = read.for_each(|row| {
+        out.write_all(row.to_ansi().as_bytes())?;
+        Ok(out.write_all(b"\r\n")?)
+    });
+    written.and_then(|()| Ok(out.flush()?)).context("cannot write the history to the terminal")?;
+    for note in read.notes() {
+        eprintln!("desk: warning: {note}");
     }
-    text.push_str(&"\r\n".repeat(usize::from(rows)));
-    let mut out = out.lock();
-    out.write_all(text.as_bytes()).and_then(|()| out.flush()).context("cannot write the history to the terminal")
+    out.write_all("\r\n".repeat(usize::from(rows)).as_bytes())
+        .and_then(|()| out.flush())
+        .context("cannot write the history to the terminal")
 }
 
 /// Attach and run until detach or exit; returns the process exit code.
@@ -123,7 +123,7 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
             return Err(crate::cli::fail(ErrorCode::NoSuchSession, format!("no session named {}", opts.name)));
         }
     };
-    refuse_own_session(&files, &opts.name)?;
+    refuse_own_session(&paths, &files, &opts.name)?;
     if opts.history > 0 {
         write_history(&files, opts.history)?;
     }
@@ -195,14 +195,15 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
 
 /// Refuse to attach a session from inside itself: its output would come back to it as this
 /// client's terminal output, round and round (a busy loop that outlives the outer client).
-/// Inside is when the session's master is an ancestor of this process; `DESK_SESSION` (which
-/// the master gives its child) naming the session counts too, unless the session's record
-/// shows its master is not among our ancestors (the same name under another `DESK_HOME`).
-fn refuse_own_session(files: &crate::paths::SessionPaths, name: &SessionName) -> Result<()> {
-    let master = session::read_meta(files).ok().flatten().map(|m| m.master_pid);
-    let ours = master.is_some_and(crate::procfs::is_ancestor_of_self);
+/// Inside is when the session's master is an ancestor of this process ([`session::enclosing`]);
+/// `DESK_SESSION` (which the master gives its child) naming the session counts too, unless the
+/// session's record shows its master is not among our ancestors (the same name under another
+/// `DESK_HOME`).
+fn refuse_own_session(paths: &Paths, files: &crate::paths::SessionPaths, name: &SessionName) -> Result<()> {
+    let recorded = session::read_meta(files).ok().flatten().is_some();
+    let ours = session::enclosing(paths).unwrap_or_default().contains(name);
     let named = std::env::var_os("DESK_SESSION").is_some_and(|v| v == name.as_str());
-    if ours || (named && master.is_none()) {
+    if ours || (named && !recorded) {
         return Err(crate::cli::failure(
             2,
             format!(

@@ -1,7 +1,7 @@
 //! What a channel holds at a glance, and what the operator has not read yet.
 //!
 //! Owns the per-channel summary `desk channel ls` prints and the dashboard shows (members,
-//! messages, threads, `@human` mentions, unread) and the operator's read marker,
+//! messages, threads, `@human` mentions, unread, a stall) and the operator's read marker,
 //! `channels/<name>/seen.json` (`{"version":1,"human":"<message id>"}`: the newest message the
 //! operator had when it last read the channel's root view). Invariants: a summary is computed
 //! from the conversation files alone (whole records only); the marker only moves forward and
@@ -45,6 +45,10 @@ pub struct Summary {
     pub unread_human: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_ms: Option<u64>,
+    /// What stopped its messages from reaching their members, as desk serve's last pass over it
+    /// found ([`super::stall`]); absent: nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stalled: Option<super::stall::Stall>,
 }
 
 /// The newest message id the operator has seen in `name` (none: nothing read yet).
@@ -92,6 +96,7 @@ pub fn summarize(store: &ChannelStore, name: &ChannelName) -> Result<Summary> {
         unread: 0,
         unread_human: 0,
         last_ms: None,
+        stalled: super::stall::read(&store.dir(name)),
     };
     for (file, thread) in store.files(name)? {
         let read = store.read_file(&store.dir(name).join(&file))?;

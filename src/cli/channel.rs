@@ -3,10 +3,12 @@
 //! Owns presenting channels and posting to them. Every command works on the channel store
 //! directly (`crate::channel::store`), so all of them work while `desk serve` is down: a post
 //! is durable when `post` prints its id, and the daemon turns it into prompts when it runs
-//! (`post` says when it is not running). Invariants: inside a session (`DESK_SESSION` set by
-//! its master) the author is that session and nothing else — a session that is not a member is
-//! refused, and `--as` cannot name someone else; outside a session the author is `--as` or the
-//! operator (`human`). Every read has `--json` (the envelope of [`super::output`]; `read
+//! (`post` says when it is not running). Invariants: the author is who the process tree says
+//! is asking ([`crate::session::enclosing`]), never what the environment claims — inside a
+//! session, that session and nothing else (a session that is not a member is refused;
+//! `--as` or a `DESK_SESSION` naming anyone else is refused); outside every session, the
+//! operator (`human`), or with `--as` a person member (never an agent member, and never with
+//! a `DESK_SESSION` set). Every read has `--json` (the envelope of [`super::output`]; `read
 //! --follow --json` is a stream of JSON lines).
 
 use anyhow::{Context, Result};
@@ -24,7 +26,7 @@ use crate::channel::summary::{Summary, mark_seen_by_operator, summarize};
 use crate::channel::{ChannelName, Kind, Message, OPERATOR, Role, Roster, format};
 use crate::clock::now_ms;
 use crate::delivery::item::ItemId;
-use crate::paths::Paths;
+use crate::paths::{Paths, SessionName};
 
 /// A body read from a file or stdin is cut off just past the limit: enough to say how long it
 /// was too long, without reading a huge file whole.
@@ -136,8 +138,32 @@ pub(super) fn ls(json: bool) -> Result<i32> {
             c.human_mentions,
             c.goal
         );
+        if let Some(stall) = &c.stalled {
+            println!("  ! {}", stall_line(&c.name, stall));
+        }
     }
     Ok(0)
+}
+
+/// One line on a channel whose messages stopped reaching their members (`post`, `ls` and
+/// `desk queue` say it alike).
+pub(super) fn stall_line(channel: &str, stall: &crate::channel::stall::Stall) -> String {
+    let since = if stall.since_ms > 0 {
+        format!(" for {}", super::spans::span(now_ms().saturating_sub(stall.since_ms)))
+    } else {
+        String::new()
+    };
+    format!("#{channel}'s messages have not been reaching its members{since}: {}", stall.reasons.join("; "))
+}
+
+/// A line for each channel whose messages stopped reaching their members.
+pub(super) fn stall_lines(paths: &Paths) -> Vec<String> {
+    let store = ChannelStore::at(paths);
+    let names = store.list().unwrap_or_default();
+    names
+        .iter()
+        .filter_map(|n| crate::channel::stall::read(&store.dir(n)).map(|s| stall_line(n.as_str(), &s)))
+        .collect()
 }
 
 // ----- read -----
@@ -197,6 +223,7 @@ pub(super) fn read(args: ReadArgs) -> Result<i32> {
     // The operator reading the root view has seen the channel (the dashboard's unread counts).
     if thread.is_none()
         && std::env::var_os("DESK_SESSION").is_none_or(|s| s.is_empty())
+        && matches!(caller(&paths), Ok(None))
         && let Some(id) = newest
     {
         mark_seen_by_operator(&store, &name, &id)?;
@@ -363,17 +390,59 @@ struct Posted<'a> {
     daemon_running: bool,
 }
 
-/// Who posts: the session this runs in, or (outside sessions) `--as` or the operator.
-fn author(as_member: Option<String>) -> Result<String> {
-    let session = std::env::var("DESK_SESSION").ok().filter(|s| !s.is_empty());
-    match (session, as_member) {
-        (Some(s), Some(a)) if a != s => Err(fail(
-            ErrorCode::Usage,
-            format!("inside session {s} you post as {s}; --as {a} is for posting outside sessions"),
-        )),
-        (Some(s), _) => Ok(s),
-        (None, Some(a)) => Ok(a),
-        (None, None) => Ok(OPERATOR.to_string()),
+/// Who is asking, as the process tree says: the session this process runs inside (the nearest
+/// whose master is an ancestor), or `None` outside every session of this desk: the operator.
+/// The environment is never taken on trust: `DESK_SESSION` is checked against it.
+fn caller(paths: &Paths) -> Result<Option<SessionName>> {
+    let inside = crate::session::enclosing(paths).context("cannot tell which session this command runs in")?;
+    Ok(inside.into_iter().next())
+}
+
+/// Who posts: the session this runs inside, and nobody else; outside every session the
+/// operator, or with `--as` a person member the operator speaks for. Refused (`wrong-author`,
+/// saying what and why): a `DESK_SESSION` that is not the session this runs in, `--as` from
+/// inside a session naming anyone but itself, `--as` naming an agent member from outside.
+fn author(caller: Option<&SessionName>, as_member: Option<&str>, roster: &Roster) -> Result<String> {
+    let claimed = std::env::var("DESK_SESSION").ok().filter(|s| !s.is_empty());
+    let channel = &roster.name;
+    let refuse = |message: String| Err(fail(ErrorCode::WrongAuthor, message));
+    match caller {
+        Some(s) => {
+            if let Some(c) = claimed.as_deref().filter(|c| *c != s.as_str()) {
+                return refuse(format!(
+                    "DESK_SESSION={c}, but this command runs inside session {s} (its master is an ancestor of this \
+                     process): a session posts only as itself. Post without DESK_SESSION={c} to post as {s}"
+                ));
+            }
+            if let Some(a) = as_member.filter(|a| *a != s.as_str()) {
+                return refuse(format!(
+                    "--as {a} refused: this command runs inside session {s}, which posts only as itself. \
+                     Post without --as to post as {s}; only the operator, outside every session, uses --as"
+                ));
+            }
+            Ok(s.to_string())
+        }
+        None => {
+            if let Some(c) = claimed {
+                return refuse(format!(
+                    "DESK_SESSION={c}, but this command does not run inside session {c} (no master of a session \
+                     of this desk is among its ancestors). Outside sessions you post as the operator: unset \
+                     DESK_SESSION (env -u DESK_SESSION desk channel post ...)"
+                ));
+            }
+            match as_member {
+                None => Ok(OPERATOR.to_string()),
+                Some(a) if a == OPERATOR => Ok(a.to_string()),
+                Some(a) => match roster.member(a) {
+                    Some(m) if m.role.is_agent() => refuse(format!(
+                        "--as {a} refused: {a} is an agent session of #{channel}, and only {a} itself posts as {a} \
+                         (from inside its session). Post as yourself without --as, or ask it: desk send {a} '...'"
+                    )),
+                    // A person member, or no member at all (refused as not-a-member by the caller).
+                    _ => Ok(a.to_string()),
+                },
+            }
+        }
     }
 }
 
@@ -412,10 +481,11 @@ fn read_capped(reader: impl std::io::Read, what: &str) -> Result<Vec<u8>> {
 pub(super) fn post(args: PostArgs) -> Result<i32> {
     let name = parse_name(&args.name)?;
     let thread = args.thread.as_deref().map(|t| parse_id(t, "--thread")).transpose()?;
-    let author = author(args.as_member)?;
     let (paths, store) = store()?;
-    // The channel and the membership before stdin is read: a refused post must not eat it.
+    // The author, the channel and the membership before stdin is read: a refused post must not
+    // eat it.
     let roster = roster(&store, &name)?;
+    let author = author(caller(&paths)?.as_ref(), args.as_member.as_deref(), &roster)?;
     if !roster.may_post(&author) {
         return Err(post_error(PostError::NotMember { channel: name, who: author }));
     }
@@ -449,6 +519,12 @@ pub(super) fn post(args: PostArgs) -> Result<i32> {
             "desk serve is not running: the message is stored and its prompts go out when it starts (desk serve)"
                 .to_string(),
         );
+    }
+    if let Some(stall) = crate::channel::stall::read(&store.dir(&name)) {
+        notes.push(format!(
+            "{}; this message is stored, and goes out once that is fixed",
+            stall_line(name.as_str(), &stall)
+        ));
     }
     for u in &routing.unknown {
         notes.push(format!("@{u} is not a member of #{name}; that mention reaches no one"));

@@ -39,6 +39,15 @@ const MAX_REPORT: usize = 64 * 1024;
 /// Prompts above 256 KiB are refused: far beyond any prompt an agent's input box takes.
 const MAX_PROMPT: usize = 256 * 1024;
 
+/// How long `desk send` waits for the daemon's first decision on a prompt for a running
+/// session, to say at once when it is held: the daemon looks at the screen within
+/// milliseconds of queueing it; a second covers a loaded machine, and a send is never held up
+/// longer than that.
+const FIRST_LOOK: Duration = Duration::from_secs(1);
+
+/// How often `desk send` asks meanwhile.
+const FIRST_LOOK_POLL: Duration = Duration::from_millis(10);
+
 fn paths() -> Result<Paths> {
     let paths = Paths::from_env()?;
     paths.ensure_runtime()?;
@@ -229,6 +238,21 @@ pub(super) fn send(args: SendArgs) -> Result<i32> {
         }
         return Err(failure(2, "the prompt is empty once control characters and escape sequences are removed"));
     }
+    if let Target::Running(_) = target
+        && let Some((line, len)) = text::overlong_line(&clean)
+        && reads_lines(&paths, &args.name)
+    {
+        return Err(failure(
+            2,
+            format!(
+                "line {line} of the prompt is {len} bytes, and session {} reads lines the kernel edits (canonical mode), \
+                 which cuts a line at {} bytes: it would be refused at delivery. Split the line, or send it to a program \
+                 that reads raw input",
+                args.name,
+                text::CANONICAL_LINE_MAX
+            ),
+        ));
+    }
     let removed = raw.chars().count() - clean.chars().count();
     // Target the generation running now, if any (a restart later retargets it, visibly).
     let generation = match &target {
@@ -258,9 +282,10 @@ pub(super) fn send(args: SendArgs) -> Result<i32> {
     store.write_intake(&item)?;
     let id = item.id.clone();
     let socket = crate::daemon::socket_path(&paths);
-    // A prompt for a session that is not running says why its queue waits.
+    // Why the queue waits, said at once: for a session that is not running, and for a running
+    // one whose screen holds it back (a job has the terminal, a draft, a dialog).
     let hold_of = |socket: &std::path::Path| match target {
-        Target::Running(_) => None,
+        Target::Running(_) => first_hold(socket, name, &id),
         _ => current_hold(socket, name),
     };
     let print = |state: &str, hold: Option<String>| {
@@ -318,6 +343,48 @@ fn timed_out(e: &anyhow::Error) -> bool {
             || c.downcast_ref::<std::io::Error>()
                 .is_some_and(|e| matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut))
     })
+}
+
+/// Whether a running session's program reads lines the kernel edits (canonical mode) now.
+fn reads_lines(paths: &Paths, name: &SessionName) -> bool {
+    let snapshot = || -> Result<bool> {
+        let Probe::Live(stream) = session::probe(&paths.session(name))? else { return Ok(false) };
+        let mut conn = Connection::open_within(stream, Role::Query, 0, 0, session::PROBE_DEADLINE)?;
+        conn.send(&crate::wire::Frame::SnapshotRequest { history: None })?;
+        loop {
+            if let crate::wire::Frame::Snapshot(reply) = conn.recv()? {
+                return Ok(reply.canonical);
+            }
+        }
+    };
+    snapshot().unwrap_or(false)
+}
+
+/// Why the daemon holds a just-queued item of a running session, once it has looked: `None`
+/// as soon as the item is on its way (or delivered), waits behind another delivery, or no
+/// decision came within [`FIRST_LOOK`].
+fn first_hold(socket: &std::path::Path, session: &SessionName, id: &ItemId) -> Option<String> {
+    let deadline = std::time::Instant::now() + FIRST_LOOK;
+    loop {
+        let request = Request::Queue { session: Some(session.to_string()) };
+        let resp = control::request(socket, &request, REQUEST_TIMEOUT).ok()?;
+        let queue = resp.data.as_array()?.iter().find(|q| q["session"] == session.as_str())?.clone();
+        let item = queue["items"].as_array()?.iter().find(|i| i["id"] == id.as_str())?;
+        if item["state"] != "queued" {
+            return None;
+        }
+        if let Some(reason) = queue["hold"]["reason"].as_str() {
+            return Some(reason.to_string());
+        }
+        let in_flight = queue["in_flight"].as_array().map(Vec::as_slice).unwrap_or_default();
+        if !in_flight.is_empty() && !in_flight.iter().any(|i| i == id.as_str()) {
+            return None;
+        }
+        if std::time::Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(FIRST_LOOK_POLL);
+    }
 }
 
 /// The reason the daemon holds `session`'s queue, if it holds it.
@@ -481,7 +548,8 @@ pub(super) fn queue(session: Option<SessionName>, json: bool) -> Result<i32> {
         return Err(refusal(resp));
     }
     if json {
-        let notes: Vec<String> = if offline { vec![DAEMON_DOWN.to_string()] } else { vec![] };
+        let mut notes: Vec<String> = if offline { vec![DAEMON_DOWN.to_string()] } else { vec![] };
+        notes.extend(super::channel::stall_lines(&paths));
         output::print_ok("queues", &resp.data, &notes)?;
         return Ok(0);
     }
@@ -522,8 +590,9 @@ pub(super) fn queue(session: Option<SessionName>, json: bool) -> Result<i32> {
     Ok(0)
 }
 
-/// Prompts the daemon has not queued: intake files still waiting (a full disk, or no daemon)
-/// and records set aside because they cannot be parsed. Returns whether there were any.
+/// Prompts the daemon has not queued: intake files still waiting (a full disk, or no daemon),
+/// records set aside because they cannot be parsed, and channels whose messages stopped
+/// becoming prompts (`crate::channel::stall`). Returns whether there were any.
 fn print_not_queued(paths: &Paths) -> Result<bool> {
     let store = Store::open(&paths.state)?;
     let waiting = store.pending_intake()?;
@@ -549,7 +618,14 @@ fn print_not_queued(paths: &Paths) -> Result<bool> {
             println!("  {}  {}", p.path.display(), p.error);
         }
     }
-    Ok(!waiting.is_empty() || !set_aside.is_empty())
+    let stalled = super::channel::stall_lines(paths);
+    if !stalled.is_empty() {
+        println!("channels  [stalled: their messages are stored but not turned into prompts]");
+        for line in &stalled {
+            println!("  {line}");
+        }
+    }
+    Ok(!waiting.is_empty() || !set_aside.is_empty() || !stalled.is_empty())
 }
 
 /// The item an operator means by `text`: a whole id, or any unique prefix of one (like a git

@@ -439,7 +439,8 @@ enum ChannelCommand {
         /// Reply in the thread of this root message.
         #[arg(long, value_name = "ID")]
         thread: Option<String>,
-        /// Post as this member (outside a session; inside one you post as the session).
+        /// Post as this person member (`human`: yourself), outside every session only; inside a
+        /// session you post as the session, and no one posts as an agent member but itself.
         #[arg(long = "as", value_name = "MEMBER")]
         as_member: Option<String>,
         /// Read the message from this file (`-`: stdin).

@@ -29,6 +29,9 @@ pub enum ErrorCode {
     NoSuchChannel,
     /// The author is not a member of the channel (exit 2).
     NotAMember,
+    /// A post names an author the caller is not: another session, or (from inside a session)
+    /// the operator or a person (exit 2).
+    WrongAuthor,
     /// The session or daemon to create already exists (exit 2).
     AlreadyExists,
     /// The configuration file cannot be read or used (exit 2).
@@ -55,6 +58,7 @@ impl ErrorCode {
             ErrorCode::AmbiguousId => "ambiguous-id",
             ErrorCode::NoSuchChannel => "no-such-channel",
             ErrorCode::NotAMember => "not-a-member",
+            ErrorCode::WrongAuthor => "wrong-author",
             ErrorCode::AlreadyExists => "already-exists",
             ErrorCode::BadConfig => "bad-config",
             ErrorCode::NotRunning => "not-running",
@@ -71,6 +75,7 @@ impl ErrorCode {
         match self {
             ErrorCode::Usage | ErrorCode::NoSuchSession | ErrorCode::NoSuchItem | ErrorCode::AmbiguousId => 2,
             ErrorCode::AlreadyExists | ErrorCode::BadConfig | ErrorCode::NoSuchChannel | ErrorCode::NotAMember => 2,
+            ErrorCode::WrongAuthor => 2,
             ErrorCode::NotRunning | ErrorCode::DaemonUnavailable | ErrorCode::Refused | ErrorCode::Failed => 1,
             ErrorCode::NotDelivered => 1,
         }
@@ -82,13 +87,14 @@ impl ErrorCode {
     }
 
     /// Every code, for the contract test and the docs.
-    pub const ALL: [ErrorCode; 13] = [
+    pub const ALL: [ErrorCode; 14] = [
         ErrorCode::Usage,
         ErrorCode::NoSuchSession,
         ErrorCode::NoSuchItem,
         ErrorCode::AmbiguousId,
         ErrorCode::NoSuchChannel,
         ErrorCode::NotAMember,
+        ErrorCode::WrongAuthor,
         ErrorCode::AlreadyExists,
         ErrorCode::BadConfig,
         ErrorCode::NotRunning,
@@ -99,20 +105,46 @@ impl ErrorCode {
     ];
 }
 
-#[derive(Serialize)]
-struct Ok<'a, T: Serialize> {
-    v: u32,
+/// The success envelope, written field by field: `notes` is asked for after `data` has been
+/// written, so that data produced while it is written (a history read a page at a time) can
+/// add notes on the way.
+struct Envelope<'a, T, N> {
     kind: &'a str,
     data: T,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    notes: &'a [String],
+    notes: N,
+}
+
+impl<T: Serialize, N: Fn() -> Vec<String>> Serialize for Envelope<'_, T, N> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("v", &VERSION)?;
+        map.serialize_entry("kind", self.kind)?;
+        map.serialize_entry("data", &self.data)?;
+        let notes = (self.notes)();
+        if !notes.is_empty() {
+            map.serialize_entry("notes", &notes)?;
+        }
+        map.end()
+    }
 }
 
 /// Print a success envelope of `kind` around `data`, with `notes` (things a human would have
 /// been told on stderr, such as "desk serve is not running; showing the store").
 pub fn print_ok<T: Serialize>(kind: &str, data: T, notes: &[String]) -> anyhow::Result<()> {
-    let text = serde_json::to_string_pretty(&Ok { v: VERSION, kind, data, notes })?;
-    println!("{text}");
+    print_ok_streamed(kind, data, || notes.to_vec())
+}
+
+/// [`print_ok`] for data that is produced while it is written (a `Serialize` that reads as it
+/// goes), so that stdout gets it a piece at a time instead of one document built in memory;
+/// `notes` is called once `data` is written.
+pub fn print_ok_streamed<T: Serialize>(kind: &str, data: T, notes: impl Fn() -> Vec<String>) -> anyhow::Result<()> {
+    use std::io::Write;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    serde_json::to_writer_pretty(&mut out, &Envelope { kind, data, notes })?;
+    writeln!(out)?;
+    out.flush()?;
     Ok(())
 }
 

@@ -17,6 +17,7 @@ use super::{fail, failure};
 use crate::paths::{Paths, SessionName};
 use crate::session::{self, ExitRecord, NameLock, Probe, SessionMeta};
 use crate::wire::client::Connection;
+use crate::wire::history::HistoryRead;
 use crate::wire::{ExitStatus, Frame, Role, SessionInfo};
 use desk_core::time::iso8601;
 
@@ -358,6 +359,11 @@ fn unexited(paths: &Paths, name: &SessionName, answer: Answer) -> Result<Option<
         }
         Answer::Absent => {
             let Some(meta) = meta() else { return Ok(None) };
+            if let Some(why) = session::master_without_socket(paths, name) {
+                let mut row = from_files(name, Some(&meta), "unresponsive");
+                row.note = Some(why);
+                return Ok(Some(row));
+            }
             let mut row = from_files(name, Some(&meta), "lost");
             row.note = Some("its master is gone and recorded no exit".into());
             row
@@ -744,36 +750,104 @@ pub(super) fn peek(name: &SessionName, json: bool, history: Option<u32>) -> Resu
             None => return Err(fail(ErrorCode::NoSuchSession, format!("no session named {name}"))),
         },
     };
-    conn.send(&Frame::SnapshotRequest { history }).map_err(|e| ended(&paths, name, e))?;
-    let snapshot = loop {
-        match conn.recv().map_err(|e| ended(&paths, name, e))? {
-            Frame::Snapshot(s) => break *s,
-            Frame::Error { message, .. } => return Err(failure(1, message)),
-            _ => continue,
-        }
+    let Some(lines) = history else {
+        conn.send(&Frame::SnapshotRequest { history: None }).map_err(|e| ended(&paths, name, e))?;
+        let snapshot = loop {
+            match conn.recv().map_err(|e| ended(&paths, name, e))? {
+                Frame::Snapshot(s) => break *s,
+                Frame::Error { message, .. } => return Err(failure(1, message)),
+                _ => continue,
+            }
+        };
+        return print_peek(name, json, &snapshot, None);
     };
+    // The history comes a page at a time and goes to stdout as it comes: the master holds one
+    // page per request, and so does this process, however long the history is.
+    let (snapshot, mut read) = HistoryRead::start(&mut conn, lines).map_err(|e| ended(&paths, name, e))?;
+    print_peek(name, json, &snapshot, Some(&mut read))
+}
+
+/// Prints what `desk peek` shows: `snapshot`'s screen and, when asked, the history `read` reads
+/// (above the screen in text; `history` in JSON), with what could not be shown of it as notes
+/// (stderr in text).
+fn print_peek(
+    name: &SessionName,
+    json: bool,
+    snapshot: &crate::wire::SnapshotReply,
+    read: Option<&mut HistoryRead<'_>>,
+) -> Result<i32> {
+    let read = read.map(std::cell::RefCell::new);
+    let notes = || read.as_ref().map(|r| r.borrow().notes().to_vec()).unwrap_or_default();
     if json {
         // The snapshot as the wire carries it, with the session's name, and the state shaped
-        // as everywhere else on the command line.
-        let mut data = serde_json::to_value(&snapshot)?;
+        // as everywhere else on the command line; the history streamed into its place.
+        let mut data = serde_json::to_value(snapshot)?;
         if let Some(map) = data.as_object_mut() {
             map.insert("name".into(), name.as_str().into());
             map.insert("state".into(), snapshot.state.as_ref().map(output::state_json).into());
+            for key in ["history", "history_start", "history_first", "history_end"] {
+                map.remove(key);
+            }
+            if read.is_some() {
+                map.insert("history".into(), serde_json::Value::Null);
+            }
         }
-        output::print_ok("screen", data, &[])?;
+        output::print_ok_streamed("screen", PeekData { data, history: read.as_ref() }, notes)?;
     } else {
-        for row in snapshot.history.iter().flatten() {
-            println!("{}", row.text);
+        use std::io::Write;
+        let stdout = std::io::stdout();
+        let mut out = std::io::BufWriter::new(stdout.lock());
+        if let Some(read) = &read {
+            read.borrow_mut().for_each(|row| Ok(writeln!(out, "{}", row.text)?))?;
         }
-        let mut lines = snapshot.screen.lines;
+        let mut lines = snapshot.screen.lines.clone();
         while lines.last().is_some_and(|l| l.trim().is_empty()) {
             lines.pop();
         }
         for line in lines {
-            println!("{line}");
+            writeln!(out, "{line}")?;
+        }
+        out.flush()?;
+        for note in notes() {
+            eprintln!("desk: warning: {note}");
         }
     }
     Ok(0)
+}
+
+/// `desk peek --json`'s `data`: the snapshot's keys in order, the `history` key's rows read from
+/// the session while they are written.
+struct PeekData<'a, 'c> {
+    data: serde_json::Value,
+    history: Option<&'a std::cell::RefCell<&'a mut HistoryRead<'c>>>,
+}
+
+impl Serialize for PeekData<'_, '_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        struct Rows<'a, 'c>(&'a std::cell::RefCell<&'a mut HistoryRead<'c>>);
+        impl Serialize for Rows<'_, '_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+                let mut seq = s.serialize_seq(None)?;
+                let mut read = self.0.borrow_mut();
+                while let Some(rows) = read.next_page() {
+                    for row in &rows {
+                        seq.serialize_element(row)?;
+                    }
+                }
+                seq.end()
+            }
+        }
+        let Some(map) = self.data.as_object() else { return self.data.serialize(s) };
+        let mut out = s.serialize_map(Some(map.len()))?;
+        for (key, value) in map {
+            match self.history {
+                Some(read) if key == "history" => out.serialize_entry(key, &Rows(read))?,
+                _ => out.serialize_entry(key, value)?,
+            }
+        }
+        out.end()
+    }
 }
 
 /// `desk peek` on an exited session: the screen its child left, under a line saying how it
@@ -991,6 +1065,9 @@ pub(super) fn rm(name: &SessionName, json: bool) -> Result<i32> {
         }
         Probe::Absent => {}
     }
+    if let Some(why) = session::master_without_socket(&paths, name) {
+        return Err(failure(1, why));
+    }
     let mut removed = false;
     let mut rotated = files.log.clone().into_os_string();
     rotated.push(".1");
@@ -1002,10 +1079,11 @@ pub(super) fn rm(name: &SessionName, json: bool) -> Result<i32> {
         }
     }
     // The session's durable state goes too (events journal, agent settings), all but the
-    // generation counter, so a later session of the name never reuses a generation.
+    // generation counter, so a later session of the name never reuses a generation, and the
+    // master's lock file, which a master finishing its exit may still hold.
     let state = paths.session_state(name);
     for path in list_dir(&state)? {
-        if path.file_name().is_some_and(|f| f == "generation") {
+        if path.file_name().is_some_and(|f| f == "generation" || f == session::MASTER_LOCK_FILE) {
             continue;
         }
         if path.is_dir() {

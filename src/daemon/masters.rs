@@ -206,6 +206,8 @@ impl MasterConn {
                     last_typed_ms: reply.last_input_ms,
                     canonical: reply.canonical,
                     cursor_row: usize::from(reply.screen.cursor.row),
+                    cursor_col: usize::from(reply.screen.cursor.col),
+                    foreground: reply.foreground.clone(),
                 };
                 inbox.push_back(Input::Snapshot { token, result: Ok(screen) });
             }

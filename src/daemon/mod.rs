@@ -34,10 +34,9 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook_mio::v1_0::Signals;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -133,71 +132,15 @@ fn lock_path(paths: &Paths) -> PathBuf {
 /// keeps a holder stuck in its exit (a hung filesystem) from hanging `desk serve`.
 const LOCK_TAKEOVER_WAIT: Duration = Duration::from_secs(2);
 
-/// How long the holder must look alive and not exiting before a start is refused: between a
-/// `kill -9` and the moment the kernel marks the process as exiting there is a brief window in
-/// which it looks alive; a few retries cover it at a small cost to a genuine refusal.
-const LOCK_CONFIRM: Duration = Duration::from_millis(30);
-
-/// How often the lock is tried again meanwhile: short against the milliseconds an exit takes.
-const LOCK_RETRY: Duration = Duration::from_millis(5);
-
 /// Hold the one-daemon-per-user lock for the life of the returned file.
 pub fn take_lock(paths: &Paths) -> Result<File> {
-    let path = lock_path(paths);
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&path)
-        .with_context(|| format!("cannot open {}", path.display()))?;
-    // Who holds the lock is asked of the kernel, not of the pid written in the file: right
-    // after a `kill -9` the old daemon still holds it for the moments its exit takes, and the
-    // file names whoever wrote it last.
-    let (dev, ino) = {
-        use std::os::unix::fs::MetadataExt;
-        let meta = file.metadata().with_context(|| format!("cannot inspect {}", path.display()))?;
-        (meta.dev(), meta.ino())
-    };
-    let deadline = Instant::now() + LOCK_TAKEOVER_WAIT;
-    // Since when the holder has looked alive and staying, without a break.
-    let mut staying_since: Option<Instant> = None;
-    loop {
-        match file.try_lock() {
-            Ok(()) => break,
-            Err(std::fs::TryLockError::WouldBlock) => {
-                let holder = crate::procfs::flock_holder(dev, ino);
-                let now = Instant::now();
-                staying_since = if holder.is_none_or(crate::procfs::is_exiting) {
-                    None
-                } else {
-                    Some(staying_since.unwrap_or(now))
-                };
-                let staying = staying_since.is_some_and(|since| now.duration_since(since) >= LOCK_CONFIRM);
-                if staying || now >= deadline {
-                    let holder = match holder {
-                        Some(pid) => pid.to_string(),
-                        None => {
-                            let mut pid = String::new();
-                            let _ = file.read_to_string(&mut pid);
-                            pid.trim().to_string()
-                        }
-                    };
-                    bail!("desk serve is already running (pid {holder}); one daemon serves all sessions");
-                }
-                std::thread::sleep(LOCK_RETRY);
-            }
-            Err(std::fs::TryLockError::Error(e)) => {
-                return Err(e).with_context(|| format!("cannot lock {}", path.display()));
-            }
+    match crate::pidlock::take(&lock_path(paths), LOCK_TAKEOVER_WAIT, |_| false)? {
+        Ok(file) => Ok(file),
+        Err(held) => {
+            let holder = held.pid.map(|p| p.to_string()).unwrap_or_else(|| "unknown".into());
+            bail!("desk serve is already running (pid {holder}); one daemon serves all sessions")
         }
     }
-    file.set_len(0)?;
-    write!(file, "{}", std::process::id())?;
-    file.sync_all()?;
-    Ok(file)
 }
 
 struct ControlConn {
@@ -812,8 +755,11 @@ impl Daemon {
             self.checkin_channels.insert(name.clone());
         }
         let (pass, result) = crate::channel::ingest::ingest_channel(&self.channels, &self.store, name, now_ms());
-        for p in &pass.problems {
+        for p in pass.problems.iter().chain(&pass.damage) {
             warn!(channel = %name, "{p}");
+        }
+        for r in &pass.resynced {
+            warn!(channel = %name, "{r}: re-synchronised: every record of the file was checked against the ingest ledger");
         }
         for mention in &pass.notify {
             let people = mention.people.join(", @");
@@ -831,6 +777,11 @@ impl Daemon {
         for item in pass.items {
             info!(item = %item.id, session = %item.session, channel = %name, "queued from the channel");
             self.feed(Input::Ingested(item));
+        }
+        // A member removed (a pass follows every change of the members file) does not get the
+        // channel's messages still queued for it.
+        if let Ok(Some(roster)) = self.channels.roster(name) {
+            self.feed(Input::ChannelMembers { channel: name.to_string(), receivers: roster.receivers() });
         }
         match result {
             Ok(()) => true,

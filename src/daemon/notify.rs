@@ -8,7 +8,8 @@
 //! here blocks the daemon's loop — each command runs on a short-lived thread of its own that
 //! writes its stdin, waits for it at most [`COMMAND_TIMEOUT`] (then kills its process group)
 //! and reaps it; at most [`MAX_RUNNING`] commands run at once and a notification beyond that is
-//! logged and not run; every failure (no shell, an exit code, a timeout, a bad config file) is
+//! logged and not run, and counted in its session's next notification's `suppressed` (as is one
+//! not run because the config file cannot be read); every failure (no shell, an exit code, a timeout, a bad config file) is
 //! logged, never raised. The config file is read when a notification is due, so an edit takes
 //! effect without restarting the daemon.
 
@@ -123,16 +124,19 @@ impl Notifications {
                 suppressed: notice.suppressed,
             },
         ));
+        // A notice whose command does not run is counted in the session's next `suppressed`.
         let command = match crate::cli::config::load(&self.paths) {
             Ok(config) => config.notify_command,
             Err(e) => {
                 warn!("not running the notify command: {e:#}");
+                self.notifier.not_delivered(&notice.session, Instant::now());
                 return;
             }
         };
         let Some(command) = command else { return };
         if self.running.load(Ordering::SeqCst) >= MAX_RUNNING {
             warn!(session = %notice.session, "not running the notify command: {MAX_RUNNING} are still running");
+            self.notifier.not_delivered(&notice.session, Instant::now());
             return;
         }
         let json = notice_json(&notice, &message, crate::clock::now_ms());
@@ -148,6 +152,7 @@ impl Notifications {
         if let Err(e) = spawned {
             self.running.fetch_sub(1, Ordering::SeqCst);
             warn!("cannot start a thread for the notify command: {e}");
+            self.notifier.not_delivered(&notice.session, Instant::now());
         }
     }
 }
@@ -239,6 +244,53 @@ fn read_some(child: &mut Child, kept: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 18's finding 7: with MAX_RUNNING commands still running, a ninth notification's
+    /// command is skipped — and counted in that session's next notification's `suppressed`.
+    #[test]
+    fn a_command_skipped_at_the_cap_is_counted_in_the_next_suppressed() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = Paths {
+            runtime: dir.path().join("run"),
+            state: dir.path().join("state"),
+            config: dir.path().join("config"),
+        };
+        std::fs::create_dir_all(&paths.config).unwrap();
+        let gate = dir.path().join("gate");
+        // Each command waits for the gate file: MAX_RUNNING of them hold every slot.
+        let command = format!("cat >/dev/null; while [ ! -e '{}' ]; do sleep 0.02; done", gate.display());
+        std::fs::write(paths.config.join("config.toml"), format!("[notify]\ncommand = \"{command}\"\n")).unwrap();
+        let mut n = Notifications::new(paths);
+        for i in 0..MAX_RUNNING {
+            n.on_mention(&format!("s{i}"), "ops", "1", "hello");
+        }
+        assert_eq!(n.running.load(Ordering::SeqCst), MAX_RUNNING);
+        n.on_mention("late", "ops", "2", "one too many");
+        assert_eq!(n.running.load(Ordering::SeqCst), MAX_RUNNING, "not run");
+        std::fs::write(&gate, b"").unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while n.running.load(Ordering::SeqCst) > 0 {
+            assert!(Instant::now() < deadline, "the commands did not end");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        n.take_records();
+        n.on_event("late", &exit_event());
+        let records = n.take_records();
+        let suppressed = records.iter().find_map(|(s, e)| match e {
+            ClientEvent::Notify { suppressed, .. } if s == "late" => Some(*suppressed),
+            _ => None,
+        });
+        assert_eq!(suppressed, Some(1), "{records:?}");
+    }
+
+    fn exit_event() -> Event {
+        Event {
+            seq: 1,
+            ts_ms: 1,
+            generation: 0,
+            body: crate::events::EventBody::Exit { code: Some(3), signal: None, escalated: false },
+        }
+    }
 
     #[test]
     fn a_command_gets_the_json_on_stdin_and_failures_say_what_it_printed() {

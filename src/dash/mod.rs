@@ -52,6 +52,7 @@ use crate::session;
 use crate::wire::{Frame, Role};
 use desk_term::screen::HistoryRow;
 use desk_wire::control::{self, Request};
+use desk_wire::history::HistoryPager;
 use model::{Action, Dash, ItemLine, Key, Link, QueueCounts, Row};
 use view::{Look, Preview};
 
@@ -85,8 +86,8 @@ const PREVIEW_PATIENCE: Duration = Duration::from_secs(1);
 
 /// 2000 lines: how much of a session's history the preview asks its master for, and keeps of
 /// its own as more scrolls by. tmux's default `history-limit`: the last several turns of an
-/// agent's conversation, a few hundred KiB at most, and fetched once per selection (the
-/// master cuts the answer to one frame's `MAX_PAYLOAD` if the lines are long).
+/// agent's conversation, a few hundred KiB to a couple of MiB of wide coloured lines, read
+/// once per selection a page at a time.
 pub const PREVIEW_HISTORY_LINES: u32 = 2000;
 
 /// 50 ms: the shortest time between two frames drawn for fleet news (keys are drawn at once).
@@ -108,9 +109,8 @@ enum Msg {
     Queues(Result<HashMap<String, QueueCounts>, String>),
     /// Bytes for the preview with this id (a keyframe chunk or output).
     PreviewBytes(u64, Vec<u8>),
-    /// The master's history lines for the preview with this id, oldest first, as they were
-    /// when its screen was where the preview's is now (the answer follows the output before it).
-    PreviewHistory(u64, Vec<HistoryRow>),
+    /// History lines for the preview with this id: the next page of the master's answer.
+    PreviewHistory(u64, HistoryPiece),
     /// The preview with this id connected; the loop keeps this handle to its stream.
     PreviewConnected(u64, UnixStream),
     /// The preview with this id ended, and why.
@@ -125,6 +125,17 @@ enum Msg {
     FleetNotes(HashMap<String, String>, Vec<(String, String)>),
 }
 
+/// A page of the master's history for the preview, oldest first (see [`HistoryPager`]).
+struct HistoryPiece {
+    rows: Vec<HistoryRow>,
+    /// The range ends where the preview's screen is now (this answer followed the output
+    /// before it): the lines the preview's own model has kept are the range's newest.
+    sets_end: bool,
+    /// The last page; `notes` says what of the range could not be read.
+    done: bool,
+    notes: Vec<String>,
+}
+
 /// The selected session's viewer connection and the screen model it feeds.
 struct PreviewConn {
     id: u64,
@@ -136,6 +147,10 @@ struct PreviewConn {
     /// [`Msg::PreviewHistory`]); emptied once `screen`'s history is full, as the two would
     /// no longer meet.
     older: Vec<HistoryRow>,
+    /// The master's history read so far, until its last page makes it `older`; and how many
+    /// of its lines the preview's own model kept from output before the range's end.
+    fetched: Vec<HistoryRow>,
+    own_at_end: usize,
     note: String,
     /// The connection ended; not retried until the session joins again or is reselected.
     ended: bool,
@@ -470,13 +485,24 @@ fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Flow 
                 }
             }
         }
-        Msg::PreviewHistory(id, mut rows) => {
+        Msg::PreviewHistory(id, piece) => {
             if let Some(p) = preview.as_mut().filter(|p| p.id == id)
                 && let Some(screen) = p.screen.as_ref()
             {
-                // The newest of them are the lines our own model has kept since it started.
-                rows.truncate(rows.len().saturating_sub(screen.history_len()));
-                p.older = rows;
+                if piece.sets_end {
+                    p.own_at_end = screen.history_len();
+                }
+                p.fetched.extend(piece.rows);
+                if piece.done {
+                    let mut rows = std::mem::take(&mut p.fetched);
+                    // The newest of them are the lines our own model has kept since it started;
+                    // once its own history is full, the two no longer meet.
+                    rows.truncate(rows.len().saturating_sub(p.own_at_end));
+                    p.older = if screen.history_len() >= screen.history_limit() { Vec::new() } else { rows };
+                    if !piece.notes.is_empty() {
+                        dash.status = Some(format!("{}'s history: {}", p.session, piece.notes.join("; ")));
+                    }
+                }
             }
         }
         Msg::PreviewConnected(id, stream) => match preview.as_mut().filter(|p| p.id == id && !p.ended) {
@@ -604,6 +630,8 @@ fn follow_selection(
         stream: None,
         screen: None,
         older: Vec::new(),
+        fetched: Vec::new(),
+        own_at_end: 0,
         note: String::new(),
         ended: false,
         for_live: live,
@@ -678,19 +706,20 @@ fn read_preview(socket: &std::path::Path, id: u64, cols: u16, rows: u16, tx: Sen
         Err(e) => return ended(format!("{e:#}")),
     };
     conn.set_deadline(None);
-    let mut asked_history = false;
+    let mut pager: Option<HistoryPager> = None;
     loop {
         match conn.recv() {
             Ok(Frame::Keyframe { data, .. }) => {
                 if tx.send(Msg::PreviewBytes(id, data)).is_err() {
                     return;
                 }
-                // Asked once the keyframe is under way, the answer comes after it (and after
-                // any output sent before it), so the history it carries ends where the
+                // Asked once the keyframe is under way, the first answer comes after it (and
+                // after any output sent before it), so the history read ends where the
                 // preview's own model begins to keep lines.
-                if !asked_history {
-                    asked_history = true;
-                    if let Err(e) = conn.send(&Frame::SnapshotRequest { history: Some(PREVIEW_HISTORY_LINES) }) {
+                if pager.is_none() {
+                    let (reading, first) = HistoryPager::new(PREVIEW_HISTORY_LINES);
+                    pager = Some(reading);
+                    if let Err(e) = conn.send(&first) {
                         return ended(format!("{e:#}"));
                     }
                 }
@@ -700,8 +729,18 @@ fn read_preview(socket: &std::path::Path, id: u64, cols: u16, rows: u16, tx: Sen
                     return;
                 }
             }
-            Ok(Frame::Snapshot(reply)) => {
-                if tx.send(Msg::PreviewHistory(id, reply.history.unwrap_or_default())).is_err() {
+            Ok(Frame::Snapshot(mut reply)) => {
+                let Some(reading) = pager.as_mut().filter(|p| !p.done()) else { continue };
+                let page = reading.on_reply(&mut reply);
+                if let Some(next) = &page.next
+                    && let Err(e) = conn.send(next)
+                {
+                    return ended(format!("{e:#}"));
+                }
+                let done = page.next.is_none();
+                let notes = if done { reading.notes().to_vec() } else { Vec::new() };
+                let piece = HistoryPiece { rows: page.rows, sets_end: page.sets_end, done, notes };
+                if tx.send(Msg::PreviewHistory(id, piece)).is_err() {
                     return;
                 }
             }

@@ -897,6 +897,7 @@ fn the_header_names_channels_with_unread_messages_and_their_human_mentions() {
         unread,
         unread_human,
         last_ms: Some(NOW),
+        stalled: None,
     };
     dash.channels = vec![summary("release", 3, 1), summary("quiet", 0, 0)];
     let term = draw(&dash, &Preview::None, 120, 30, Look { color: true });
@@ -905,6 +906,32 @@ fn the_header_names_channels_with_unread_messages_and_their_human_mentions() {
     assert!(top.contains("#release 3 new @human 1"), "{top}");
     assert!(!top.contains("#quiet"), "a channel with nothing unread is not named: {top}");
     let (x, y) = find(buf, "@human 1").expect("the mention count");
+    assert_eq!(buf[(x, y)].fg, Color::Red);
+}
+
+/// A channel whose messages stopped reaching their members is named in the header, read or
+/// not, in red: its posts succeed and nothing else would say so.
+#[test]
+fn the_header_names_a_stalled_channel() {
+    let mut dash = busy_fleet();
+    let stalled = crate::channel::summary::Summary {
+        name: "ops".into(),
+        goal: String::new(),
+        members: 2,
+        messages: 4,
+        threads: 0,
+        human_mentions: 0,
+        unread: 0,
+        unread_human: 0,
+        last_ms: Some(NOW),
+        stalled: Some(crate::channel::stall::Stall { since_ms: NOW, reasons: vec!["root.md is damaged".into()] }),
+    };
+    dash.channels = vec![stalled];
+    let term = draw(&dash, &Preview::None, 120, 30, Look { color: true });
+    let buf = term.backend().buffer();
+    let top: String = (0..120).map(|x| buf[(x, 0)].symbol()).collect();
+    assert!(top.contains("#ops stalled"), "{top}");
+    let (x, y) = find(buf, "#ops stalled").expect("the stall");
     assert_eq!(buf[(x, y)].fg, Color::Red);
 }
 

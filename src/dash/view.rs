@@ -134,6 +134,10 @@ fn render_header(frame: &mut Frame, area: Rect, dash: &Dash, look: Look) {
     if !dash.filter.is_empty() && !dash.editing_filter {
         spans.push(Span::raw(format!(" filter: {} ", dash.filter)));
     }
+    // Channels whose messages stopped reaching their members (`desk channel ls` says why).
+    for c in dash.channels.iter().filter(|c| c.stalled.is_some()) {
+        spans.push(Span::styled(format!(" #{} stalled ", c.name), look.fg(Color::Red).add_modifier(Modifier::BOLD)));
+    }
     // Channels with messages the operator has not read (`desk channel read NAME` reads them),
     // and how many of those call for the operator (`@human`).
     for c in dash.channels.iter().filter(|c| c.unread > 0) {

@@ -41,6 +41,16 @@ pub fn failpoint(step: &str) {
 #[inline(always)]
 pub fn failpoint(_step: &str) {}
 
+/// Fail here with "no space left on device" when `DESK_FAILPOINT` names this step: the tests'
+/// way to make a step that writes a file fail as it does on a full disk, without filling one.
+/// Compiled only with the `failpoints` feature, like [`failpoint`]; otherwise it never fails.
+pub fn failpoint_full_disk(step: &str) -> std::io::Result<()> {
+    if cfg!(feature = "failpoints") && std::env::var("DESK_FAILPOINT").is_ok_and(|v| v == step) {
+        return Err(std::io::Error::from_raw_os_error(libc::ENOSPC));
+    }
+    Ok(())
+}
+
 /// Whether a failpoint may fire in this process: the feature is compiled in and
 /// `DESK_FAILPOINT` is set (the daemon then flushes writes before a failpoint, so the crash
 /// comes after the bytes reached the master).

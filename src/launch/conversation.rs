@@ -69,7 +69,7 @@ struct Lock(#[allow(dead_code)] std::fs::File);
 
 fn lock(paths: &Paths, name: &SessionName) -> Result<Lock> {
     let path = paths.session_state(name).join("conversations.lock");
-    let file = crate::fsutil::open_lock_file(&path)?;
+    let file = crate::pidlock::open_lock_file(&path)?;
     file.lock().with_context(|| format!("cannot lock {}", path.display()))?;
     Ok(Lock(file))
 }

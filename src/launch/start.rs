@@ -96,6 +96,10 @@ pub fn start(paths: &Paths, req: StartRequest) -> Result<Started> {
         }
         Probe::Absent => {}
     }
+    // No socket, yet a master may still run the session: its socket was removed.
+    if let Some(why) = session::master_without_socket(paths, name) {
+        return Err(fail(ErrorCode::AlreadyExists, why));
+    }
     // What a failed start must not leave behind is whatever it created itself: the state
     // directory of a name that never had one, a log where there was none, the lock file.
     let state_existed = paths.session_state(name).exists();

@@ -46,9 +46,11 @@ use crate::wire::{
     output_header,
 };
 
-const LISTENER: Token = Token(0);
+pub(super) const LISTENER: Token = Token(0);
 const PTY: Token = Token(1);
 const SIGNALS: Token = Token(2);
+/// The inotify watch on the socket file ([`super::socket`]).
+pub(super) const SOCKET_WATCH: Token = Token(3);
 /// Client tokens start here and are never reused within a master's life, so a stale event or
 /// timer can never reach a newer client.
 const FIRST_CLIENT: usize = 16;
@@ -103,6 +105,8 @@ pub(super) struct Parts {
     pub size_policy: SizePolicy,
     /// The session log (`desk log`), when the session keeps one; the screen's log text is on.
     pub log: Option<crate::screen_log::LogWriter>,
+    /// The name's lock, held until the master exits.
+    pub lock: crate::session::MasterLock,
 }
 
 pub(super) struct Master {
@@ -165,7 +169,13 @@ pub(super) struct Master {
     info_output_next: Option<Instant>,
     info_armed: bool,
     /// Something other than PTY output happened since the info file was last checked.
-    info_poked: bool,
+    pub(super) info_poked: bool,
+    /// Notices when the socket file is removed, so it is bound again (`None`: inotify failed).
+    pub(super) socket_watch: Option<super::socket::SocketWatch>,
+    /// The name's lock: no other master runs this session while this one lives.
+    _lock: crate::session::MasterLock,
+    /// The session's terminal as its processes name it (`/dev/pts/N`), to see who reads it.
+    tty: Option<String>,
 }
 
 impl Master {
@@ -183,8 +193,13 @@ impl Master {
             subreaper,
             size_policy,
             log,
+            lock,
         } = parts;
         let policy = SessionPolicy::new((meta.cols, meta.rows), size_policy);
+        let tty = crate::pty::slave_name(pty.as_fd());
+        let socket_watch = super::socket::SocketWatch::start(&files.socket, &poll)
+            .map_err(|e| warn!("{e:#}; a removed socket will not be bound again"))
+            .ok();
         let exit_reserve = crate::fsutil::Reserved::new(&files.exit, EXIT_RECORD_RESERVE)
             .map_err(|e| warn!("cannot reserve room for the exit record: {e:#}"))
             .ok();
@@ -231,6 +246,9 @@ impl Master {
             info_output_next: None,
             info_armed: false,
             info_poked: false,
+            socket_watch,
+            _lock: lock,
+            tty,
         }
     }
 
@@ -300,6 +318,7 @@ impl Master {
                         }
                     }
                     SIGNALS => self.handle_signals(now),
+                    SOCKET_WATCH => self.socket_changed(),
                     token => {
                         if event.is_writable() {
                             self.client_writable(token);
@@ -647,19 +666,22 @@ impl Master {
                 Effect::Snapshot { client } => {
                     self.flush_log();
                     let history = match frame.take() {
-                        Some(Frame::SnapshotRequest { history: Some(n) }) => Some(n),
+                        Some(Frame::SnapshotRequest { history }) => history,
                         _ => None,
                     };
+                    let canonical = crate::pty::is_canonical(self.pty.as_fd());
+                    let foreground =
+                        crate::pty::foreground(self.pty.as_fd(), self.meta.pid, self.tty.as_deref(), canonical);
                     let mut reply = SnapshotReply {
-                        screen: self.screen.snapshot(),
                         generation: self.meta.generation,
                         last_input_ms: self.last_controller_input_ms,
-                        canonical: crate::pty::is_canonical(self.pty.as_fd()),
+                        canonical,
                         state: Some(self.authority.view()),
-                        history: None,
+                        foreground,
+                        ..SnapshotReply::of_screen(self.screen.snapshot())
                     };
-                    if let Some(n) = history {
-                        reply.history = Some(history_that_fits(&self.screen, n, &reply));
+                    if let Some(ask) = history {
+                        super::history::fill(&self.screen, ask, &mut reply);
                     }
                     if let Some(client) = self.clients.get_mut(&token_of(client)) {
                         client.push_control(&Frame::Snapshot(Box::new(reply)));
@@ -757,6 +779,8 @@ impl Master {
             return false;
         }
         self.flush_input();
+        // What someone typed (a person, a paste of desk's): its echo is not the agent's screen.
+        self.authority.on_typed(bytes);
         if self.clients.get(&token).is_some_and(|c| c.role == Some(Role::Controller)) {
             self.last_controller_input_ms = Some(crate::clock::now_ms());
         }
@@ -1330,28 +1354,6 @@ impl io::Write for FdWriter<'_> {
     }
 }
 
-/// The newest `n` history lines as rows, oldest first, as many of them as fit in one SNAPSHOT
-/// frame beside `reply` (which has no history yet): a frame's payload is at most
-/// `MAX_PAYLOAD`, so a large history is cut from its oldest end.
-fn history_that_fits(screen: &Screen, n: u32, reply: &SnapshotReply) -> Vec<desk_term::screen::HistoryRow> {
-    // `,"history":[]` and room to spare.
-    const OVERHEAD: usize = 64;
-    let base = serde_json::to_vec(reply).map_or(crate::wire::MAX_PAYLOAD, |v| v.len()) + OVERHEAD;
-    let mut budget = crate::wire::MAX_PAYLOAD.saturating_sub(base);
-    let mut rows = Vec::new();
-    for line in screen.history_tail(n as usize).rev() {
-        let row = line.to_json_row();
-        let size = serde_json::to_vec(&row).map_or(usize::MAX, |v| v.len() + 1);
-        if size > budget {
-            break;
-        }
-        budget -= size;
-        rows.push(row);
-    }
-    rows.reverse();
-    rows
-}
-
 #[cfg(test)]
 mod tests {
     //! The master driven directly: clients are socket pairs inserted into its table, frames are
@@ -1408,6 +1410,7 @@ mod tests {
             provider: "shell".into(),
             pid: child_pid,
             master_pid: std::process::id(),
+            master_start: None,
             command: vec!["sleep".into()],
             cwd: "/".into(),
             cols: 80,
@@ -1435,6 +1438,13 @@ mod tests {
             subreaper: false,
             size_policy: SizePolicy::default(),
             log: None,
+            lock: {
+                let root = dir.path().join("home");
+                let paths = crate::paths::Paths { runtime: root.clone(), state: root.clone(), config: root };
+                let name = crate::paths::SessionName::parse("t").unwrap();
+                paths.ensure_session_state(&name).unwrap();
+                crate::session::MasterLock::take(&paths, &name, false).unwrap().unwrap()
+            },
         });
         Rig { master, _dir: dir, _slave: pty.slave }
     }
@@ -1756,12 +1766,9 @@ mod tests {
             asked += 1;
         }
         let reply = SnapshotReply {
-            screen: rig.master.screen.snapshot(),
             generation: 1,
-            last_input_ms: None,
-            canonical: false,
             state: Some(rig.master.authority.view()),
-            history: None,
+            ..SnapshotReply::of_screen(rig.master.screen.snapshot())
         };
         let snapshot = Frame::Snapshot(Box::new(reply)).to_bytes().len();
         assert!(asked * snapshot > super::super::client::CONTROL_QUEUE_LIMIT, "gone after {asked}");

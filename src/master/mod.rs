@@ -6,15 +6,18 @@
 //! metadata and telling the launching `desk new` that the session is ready (or why it is not)
 //! through an inherited pipe. The running loop lives in [`event_loop`]. Invariants: `desk new`
 //! hears "ready" only once the socket accepts connections and the child runs; the session's
-//! record exists before the child's program starts ([`pty::spawn_gated`]).
+//! record exists before the child's program starts ([`pty::spawn_gated`]); a master holds its
+//! name's [`session::MasterLock`] from before it binds its socket until it exits.
 
 pub mod args;
 mod client;
 mod event_loop;
 mod events;
+mod history;
 mod memory;
 mod operator;
 mod queue;
+mod socket;
 mod state;
 mod timers;
 
@@ -120,6 +123,17 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
     crate::logging::log_panics();
 
     let state_dir = paths.ensure_session_state(&opts.name)?;
+    // One master per name, for its whole life; a previous one that recorded its exit is given
+    // the moments it needs to finish. Taken before the socket exists, so a second master
+    // never binds one (even where a cleaner of temporary files removed the first's socket).
+    let lock = match session::MasterLock::take(&paths, &opts.name, session::current_exit(&files).is_some())? {
+        Ok(lock) => lock,
+        Err(pid) => bail!(
+            "session {} already has a running master (pid {pid}); reach it with `desk attach {}`, or end it with: kill {pid}",
+            opts.name,
+            opts.name
+        ),
+    };
     let rules = crate::rules::load(opts.provider, &paths.config).unwrap_or_else(|e| {
         tracing::warn!("{e:#}; using the built-in rules for {}", opts.provider);
         RuleSet::builtin(opts.provider)
@@ -171,6 +185,7 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
         provider: opts.provider.to_string(),
         pid: 0,
         master_pid: std::process::id(),
+        master_start: crate::procfs::state_and_start(std::process::id()).map(|(_, start)| start),
         command,
         cwd: cwd.to_string_lossy().into_owned(),
         cols,
@@ -188,6 +203,7 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
         meta.started_at_ms = crate::clock::now_ms();
         replaced = true;
         crate::fsutil::remove_if_exists(&files.exit)?;
+        crate::delivery::store::failpoint_full_disk("master-before-exec").context("cannot write the session record")?;
         session::write_meta(&files, &meta)
     });
     let child = match spawned {
@@ -237,12 +253,13 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
         subreaper,
         size_policy: opts.size_policy,
         log,
+        lock,
     });
     master.started();
     Ok(master)
 }
 
-fn bind(path: &std::path::Path, name: &SessionName) -> Result<UnixListener> {
+pub(super) fn bind(path: &std::path::Path, name: &SessionName) -> Result<UnixListener> {
     // The directory is 0700 already; the umask makes the socket 0600 from its first instant.
     let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
     let bound = UnixListener::bind(path);

@@ -95,6 +95,7 @@ impl Master {
             return;
         }
         self.flush_input();
+        self.authority.on_typed(&bytes);
         self.last_controller_input_ms = Some(crate::clock::now_ms());
         if !self.pending_keys.is_empty() {
             self.timers.arm(now + KEY_GAP, Timer::KeysNext);

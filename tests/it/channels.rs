@@ -37,6 +37,28 @@ fn item_states(home: &Home, session: &str) -> Vec<String> {
     v
 }
 
+/// A demo agent `w` (its prompt log returned), the daemon, and channel `channel` with `w` as
+/// its worker, onboarded.
+fn worker_in(home: &Home, channel: &str) -> std::path::PathBuf {
+    let log = home.demo("w", &[]);
+    ready(home, "w");
+    home.serve();
+    home.ok(&["channel", "new", channel]);
+    home.ok(&["channel", "add", channel, "w"]);
+    eventually("the onboarding prompt", || {
+        if logged(&log, "you joined as worker") == 1 { Ok(()) } else { Err(format!("{:#?}", prompts(&log))) }
+    });
+    log
+}
+
+/// Wait until every item of `session`'s queue is delivered.
+fn all_delivered(home: &Home, session: &str) {
+    eventually(&format!("every item of {session} delivered"), || {
+        let states = item_states(home, session);
+        if states.iter().all(|s| s == "delivered") { Ok(()) } else { Err(format!("{states:?}")) }
+    });
+}
+
 /// Two demo agents in channel `crash`; a message posted while the daemon is down; the daemon
 /// started with `DESK_FAILPOINT=step` dies in its first ingest; a second daemon finishes.
 /// Every (message, member) pair — the two onboarding prompts and the message to both — must be
@@ -93,26 +115,27 @@ crash_test!(a_crash_before_the_items_loses_nothing, "channel-before-items");
 crash_test!(a_crash_between_two_items_of_a_message_loses_and_doubles_nothing, "channel-mid-items");
 // Every item written, the cursor not: the next pass finds them all and writes none.
 crash_test!(a_crash_before_the_cursor_doubles_nothing, "channel-after-items");
+// The ledger written, the cursor not: the next pass goes from the old cursor and finds the items.
+crash_test!(a_crash_between_the_ledger_and_the_cursor_doubles_nothing, "channel-after-ledger");
 // The cursor written, the engine never told: the items are restored from the store.
 crash_test!(a_crash_after_the_cursor_loses_nothing, "channel-after-cursor");
 
 #[test]
 fn the_ingest_failpoints_are_all_tested() {
-    let tested = ["channel-before-items", "channel-mid-items", "channel-after-items", "channel-after-cursor"];
+    let tested = [
+        "channel-before-items",
+        "channel-mid-items",
+        "channel-after-items",
+        "channel-after-ledger",
+        "channel-after-cursor",
+    ];
     assert_eq!(desk::channel::ingest::FAILPOINTS, tested);
 }
 
 #[test]
 fn messages_posted_while_the_daemon_is_stopped_are_delivered_when_it_starts() {
     let home = Home::new();
-    let log = home.demo("w", &[]);
-    ready(&home, "w");
-    home.serve();
-    home.ok(&["channel", "new", "ops"]);
-    home.ok(&["channel", "add", "ops", "w"]);
-    eventually("the onboarding prompt", || {
-        if logged(&log, "you joined as worker") == 1 { Ok(()) } else { Err(format!("{:#?}", prompts(&log))) }
-    });
+    let log = worker_in(&home, "ops");
     home.ok(&["serve", "--stop"]);
     let out = home.desk(&["channel", "post", "ops", "while you were out"]);
     assert!(out.status.success());
@@ -130,37 +153,113 @@ fn messages_posted_while_the_daemon_is_stopped_are_delivered_when_it_starts() {
     assert_eq!(logged(&log, "you joined as worker"), 1, "the onboarding is not repeated");
 }
 
+/// Run `script` (sh) in a new session `name` of `home`, with `$DESK` the desk binary and
+/// `$OUT` a file it appends results to; wait until the file has a line starting with each of
+/// `marks`, and return its lines.
+fn run_inside(home: &Home, name: &str, script: &str, marks: &[&str]) -> Vec<String> {
+    let out = home.path().join(format!("{name}.out"));
+    let env_desk = format!("DESK={}", crate::support::DESK);
+    let env_out = format!("OUT={}", out.display());
+    let script = format!("{script}\nexec sleep 1000");
+    home.ok(&["new", name, "--env", &env_desk, "--env", &env_out, "--", "sh", "-c", &script]);
+    eventually(&format!("{name} to run its posts"), || {
+        let text = std::fs::read_to_string(&out).unwrap_or_default();
+        let lines: Vec<String> = text.lines().map(String::from).collect();
+        if marks.iter().all(|m| lines.iter().any(|l| l.starts_with(m))) { Ok(lines) } else { Err(text) }
+    })
+}
+
+fn root_messages(home: &Home, channel: &str) -> Vec<(String, String)> {
+    let read = home.json(&["channel", "read", channel, "--json"]);
+    read["data"]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["kind"] == "post")
+        .map(|m| (m["author"].as_str().unwrap().to_string(), m["body"].as_str().unwrap().to_string()))
+        .collect()
+}
+
+/// The author of a post is who the process tree says is asking: from inside session sp, a
+/// `DESK_SESSION` naming another member, `--as` another member, or `--as human` is refused;
+/// without `DESK_SESSION` (unset, or in a helper that left sp's process group and was adopted
+/// by its master) sp still posts as sp, never as the operator. Outside every session the
+/// operator posts as `human`, may speak for a person member with `--as`, and may not post as
+/// an agent member or with a `DESK_SESSION`.
 #[test]
-fn a_session_that_is_not_a_member_cannot_post_and_a_member_posts_as_itself() {
+fn authorship_comes_from_the_process_tree_not_from_the_environment() {
     let home = Home::new();
-    home.ok(&["channel", "new", "club"]);
-    home.ok(&["channel", "add", "club", "insider"]);
-    let out = home
-        .cmd()
-        .args(["channel", "post", "club", "let me in", "--json"])
-        .env("DESK_SESSION", "outsider")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    home.ok(&["channel", "new", "ch"]);
+    for member in ["sp", "c"] {
+        home.ok(&["channel", "add", "ch", member]);
+    }
+    home.ok(&["channel", "add", "ch", "pat", "--human"]);
+    let script = r#"
+post() { what=$1; shift; "$@" 2>>"$OUT.err" >/dev/null; echo "$what=$?" >>"$OUT"; }
+post env env DESK_SESSION=c "$DESK" channel post ch "forged through DESK_SESSION"
+post as env -u DESK_SESSION "$DESK" channel post ch --as c "forged through --as"
+post human "$DESK" channel post ch --as human "forged as the operator"
+post person "$DESK" channel post ch --as pat "forged as a person"
+post bare env -u DESK_SESSION "$DESK" channel post ch "posted without DESK_SESSION"
+post own "$DESK" channel post ch --as sp "posted as itself"
+( env -u DESK_SESSION sh -c 'post() { what=$1; shift; "$@" 2>>"$OUT.err" >/dev/null; echo "$what=$?" >>"$OUT"; }; post orphan "$DESK" channel post ch "posted by an orphan"' & )"#;
+    let codes = run_inside(&home, "sp", script, &["env=", "as=", "human=", "person=", "bare=", "own=", "orphan="]);
+    let code = |what: &str| codes.iter().find_map(|l| l.strip_prefix(&format!("{what}="))).unwrap_or("?").to_string();
+    for refused in ["env", "as", "human", "person"] {
+        assert_eq!(code(refused), "2", "{refused}: {codes:?}");
+    }
+    for posted in ["bare", "own", "orphan"] {
+        assert_eq!(code(posted), "0", "{posted}: {codes:?}");
+    }
+    let errors = std::fs::read_to_string(home.path().join("sp.out.err")).unwrap();
+    assert!(
+        errors.contains("DESK_SESSION=c, but this command runs inside session sp"),
+        "the refusal says what and why: {errors}"
+    );
+    assert!(errors.contains("--as c refused: this command runs inside session sp"), "{errors}");
+    let mut posts = root_messages(&home, "ch");
+    posts.sort();
+    assert_eq!(
+        posts,
+        [
+            ("sp".to_string(), "posted as itself".to_string()),
+            ("sp".to_string(), "posted by an orphan".to_string()),
+            ("sp".to_string(), "posted without DESK_SESSION".to_string()),
+        ],
+        "only sp's own posts, all as sp"
+    );
+
+    // A session that is not a member is refused as such, from inside it.
+    let codes = run_inside(
+        &home,
+        "outsider",
+        r#""$DESK" channel post ch --json "let me in" >"$OUT.json"; echo "rc=$?" >>"$OUT""#,
+        &["rc="],
+    );
+    assert_eq!(codes, ["rc=2"]);
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(home.path().join("outsider.out.json")).unwrap()).unwrap();
     assert_eq!(v["error"]["code"], "not-a-member", "{v:#}");
-    let out = home
-        .cmd()
-        .args(["channel", "post", "club", "hi", "--as", "human"])
-        .env("DESK_SESSION", "insider")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "a session cannot post as someone else");
-    let out =
-        home.cmd().args(["channel", "post", "club", "hi", "--json"]).env("DESK_SESSION", "insider").output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["data"]["author"], "insider");
-    let read = home.json(&["channel", "read", "club", "--json"]);
-    let last = read["data"]["messages"].as_array().unwrap().last().unwrap().clone();
-    assert_eq!((last["author"].as_str(), last["body"].as_str()), (Some("insider"), Some("hi")));
+
+    // Outside every session: the operator, or a person member it speaks for; never an agent
+    // member, never a DESK_SESSION claim.
+    let refused = |out: std::process::Output, why: &str| {
+        assert_eq!(out.status.code(), Some(2), "{why}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["error"]["code"], "wrong-author", "{why}: {v:#}");
+        v["error"]["message"].as_str().unwrap().to_string()
+    };
+    let message = refused(home.desk(&["channel", "post", "ch", "--json", "--as", "c", "x"]), "--as an agent");
+    assert!(message.contains("c is an agent session of #ch, and only c itself posts as c"), "{message}");
+    let out = home.cmd().args(["channel", "post", "ch", "--json", "x"]).env("DESK_SESSION", "c").output().unwrap();
+    let message = refused(out, "a DESK_SESSION outside sessions");
+    assert!(message.contains("does not run inside session c"), "{message}");
+    let v = home.json(&["channel", "post", "ch", "--json", "--as", "pat", "for pat"]);
+    assert_eq!(v["data"]["author"], "pat");
+    let v = home.json(&["channel", "post", "ch", "--json", "from the operator"]);
+    assert_eq!(v["data"]["author"], "human");
     let big = "x".repeat(16 * 1024 + 1);
-    let out = home.desk(&["channel", "post", "club", &big]);
+    let out = home.desk(&["channel", "post", "ch", &big]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("at most 16384 bytes"));
 }
@@ -360,4 +459,148 @@ fn a_running_daemon_crashing_between_two_items_loses_and_doubles_nothing() {
 #[test]
 fn a_running_daemon_crashing_before_its_cursor_doubles_nothing() {
     crash_live_at("channel-after-items");
+}
+
+/// Remove message `id`'s record from the channel's root conversation, as a person with an
+/// editor would: the file stays well-formed, everything after the record moves up.
+fn delete_by_hand(home: &Home, channel: &str, id: &str) {
+    let path = home.path().join("state/channels").join(channel).join("root.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let start = text.find(&format!("<!-- desk:msg id={id} ")).expect("the record");
+    let end_mark = format!("<!-- desk:end {id} -->\n\n");
+    let end = text.find(&end_mark).expect("its end") + end_mark.len();
+    std::fs::write(&path, format!("{}{}", &text[..start], &text[end..])).unwrap();
+}
+
+/// Issue 18's finding: M1–M3 posted and delivered, M1's record deleted from root.md by hand,
+/// M4–M10 posted. The channel goes on: the daemon re-reads the file, checks each record
+/// against what it ingested, and M4–M10 each reach the member once, M1–M3 not again.
+#[test]
+fn a_record_deleted_by_hand_does_not_stop_the_channel_and_nothing_is_delivered_twice() {
+    let home = Home::new();
+    let log = worker_in(&home, "ch");
+    let mark = |i: u32| format!("<<M{i}>>");
+    let mut ids = Vec::new();
+    for i in 1..=3 {
+        ids.push(home.ok(&["channel", "post", "ch", &format!("message {}", mark(i))]).trim().to_string());
+        let m = mark(i);
+        eventually(&format!("{m} delivered"), || {
+            if logged(&log, &m) == 1 { Ok(()) } else { Err(format!("{:#?}", prompts(&log))) }
+        });
+    }
+    delete_by_hand(&home, "ch", &ids[0]);
+    for i in 4..=10 {
+        let out = home.desk(&["channel", "post", "ch", "--json", &format!("message {}", mark(i))]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["data"]["to"], serde_json::json!(["w"]));
+        assert!(v["notes"].is_null(), "no stall to note: {v:#}");
+    }
+    eventually("M4-M10 delivered", || {
+        let missing: Vec<u32> = (4..=10).filter(|i| logged(&log, &mark(*i)) == 0).collect();
+        if missing.is_empty() { Ok(()) } else { Err(format!("missing {missing:?}: {:#?}", prompts(&log))) }
+    });
+    all_delivered(&home, "w");
+    for i in 1..=10 {
+        assert_eq!(logged(&log, &mark(i)), 1, "M{i} exactly once: {:#?}", prompts(&log));
+    }
+    let ls = home.json(&["channel", "ls", "--json"]);
+    assert!(ls["data"][0]["stalled"].is_null(), "{ls:#}");
+    let serve_log = std::fs::read_to_string(home.path().join("state/delivery/serve.log")).unwrap_or_default();
+    assert!(serve_log.contains("re-synchronised"), "the log says what happened: {serve_log}");
+}
+
+/// A channel whose messages cannot be turned into prompts says so where people look: a post
+/// still succeeds (the message is stored) and notes the stall, `desk channel ls`, `desk queue`
+/// (and the dashboard's header, from the same summary) show it; doing what the stall says
+/// clears it, and the held message goes out once, with nothing delivered again. The stall here:
+/// a channel last ingested by an older desk (a cursor and no ledger) edited by hand.
+#[test]
+fn a_stalled_channel_says_so_in_post_ls_and_queue_until_it_is_fixed() {
+    let home = Home::new();
+    let log = worker_in(&home, "ch");
+    let first = home.ok(&["channel", "post", "ch", "first <<A>>"]).trim().to_string();
+    home.ok(&["channel", "post", "ch", "second <<B>>"]);
+    eventually("both delivered", || {
+        if logged(&log, "<<A>>") == 1 && logged(&log, "<<B>>") == 1 {
+            Ok(())
+        } else {
+            Err(format!("{:#?}", prompts(&log)))
+        }
+    });
+    home.ok(&["serve", "--stop"]);
+    let dir = home.path().join("state/channels/ch");
+    std::fs::remove_file(dir.join("ingested.log")).unwrap();
+    delete_by_hand(&home, "ch", &first);
+    home.serve();
+    let stalled = || {
+        let ls = home.json(&["channel", "ls", "--json"]);
+        let stall = ls["data"][0]["stalled"].clone();
+        if stall.is_null() { Err(ls.to_string()) } else { Ok(stall) }
+    };
+    let stall = eventually("the stall in channel ls", stalled);
+    let reason = stall["reasons"][0].as_str().unwrap().to_string();
+    assert!(reason.contains("out of step") && reason.contains("Restore the file"), "{reason}");
+    let out = home.desk(&["channel", "post", "ch", "--json", "third <<C>>"]);
+    assert!(out.status.success(), "the message is stored: {}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let notes = v["notes"].to_string();
+    assert!(
+        notes.contains("#ch's messages have not been reaching its members") && notes.contains("out of step"),
+        "{v:#}"
+    );
+    let text = home.ok(&["channel", "ls"]);
+    assert!(text.contains("! #ch's messages have not been reaching its members"), "{text}");
+    let queue = home.ok(&["queue"]);
+    assert!(queue.contains("channels  [stalled") && queue.contains("out of step"), "{queue}");
+    let queue = home.json(&["queue", "--json"]);
+    assert!(queue["notes"].to_string().contains("out of step"), "{queue:#}");
+    assert_eq!(logged(&log, "<<C>>"), 0, "held while stalled");
+    // What the stall says to do: remove the cursor (the channel is ingested from its start;
+    // what is still in the delivery store is found and not sent again).
+    std::fs::remove_file(dir.join("ingest.json")).unwrap();
+    eventually("the stall to clear", || match stalled() {
+        Ok(s) => Err(s.to_string()),
+        Err(_) => Ok(()),
+    });
+    eventually("the held message", || {
+        if logged(&log, "<<C>>") == 1 { Ok(()) } else { Err(format!("{:#?}", prompts(&log))) }
+    });
+    all_delivered(&home, "w");
+    for m in ["<<A>>", "<<B>>", "<<C>>"] {
+        assert_eq!(logged(&log, m), 1, "{m}: {:#?}", prompts(&log));
+    }
+    assert_eq!(logged(&log, "you joined as worker"), 1);
+}
+
+/// Issue 18's finding 7: a member removed after a message was routed to it, while its prompt
+/// still waits (delivery to it is paused), does not get it: the item is withdrawn, and only
+/// what is still meant for it arrives once delivery resumes.
+#[test]
+fn a_member_removed_before_its_prompt_went_out_does_not_get_it() {
+    let home = Home::new();
+    let log = worker_in(&home, "ch");
+    home.ok(&["pause", "w", "--reason", "busy"]);
+    home.ok(&["channel", "post", "ch", "not for a former member <<X>>"]);
+    let queued = || -> Result<String, String> {
+        let q = home.json(&["queue", "w", "--json"]);
+        let items = q["data"][0]["items"].as_array().cloned().unwrap_or_default();
+        let item = items.iter().find(|i| i["text"].as_str().is_some_and(|t| t.contains("<<X>>")));
+        item.and_then(|i| i["id"].as_str().map(String::from)).ok_or(q.to_string())
+    };
+    let id = eventually("the message queued for w", queued);
+    home.ok(&["channel", "remove", "ch", "w"]);
+    let item = eventually("the item withdrawn", || {
+        let item = home.item(&id);
+        if item["state"] == "dropped" { Ok(item) } else { Err(item.to_string()) }
+    });
+    let notes = item["evidence"].to_string();
+    assert!(notes.contains("withdrawn: w is no longer an agent member of #ch"), "{item:#}");
+    home.ok(&["resume", "w"]);
+    let after = home.send("w", "still meant for w <<Y>>");
+    assert_eq!(home.settled(&after)["state"], "delivered");
+    eventually("the later prompt in the log", || {
+        if logged(&log, "<<Y>>") == 1 { Ok(()) } else { Err(format!("{:#?}", prompts(&log))) }
+    });
+    assert_eq!(logged(&log, "<<X>>"), 0, "{:#?}", prompts(&log));
 }

@@ -5,6 +5,7 @@
 
 use desk::provider::Provider;
 use desk::screen::Screen;
+use desk::state::typed::Typed;
 use desk::state::{Activity, Authority, Lifecycle, RuleSet, hooks};
 use desk::term_events::OutputEvent;
 use std::path::PathBuf;
@@ -12,7 +13,9 @@ use std::time::{Duration, Instant};
 
 enum Item {
     Output(String),
-    Input,
+    /// What the recorder wrote to the agent: typed prompts and keys, and its answers to
+    /// terminal queries (escape sequences, which are not text).
+    Input(String),
     Mark(String),
     Hook(serde_json::Value),
     /// A moment at which a test samples the state (not part of the recording).
@@ -57,7 +60,7 @@ fn timeline(agent: &str, scenario: &str, hooks: impl Into<Hooks>) -> Vec<(f64, I
             Some(match e[1].as_str()? {
                 "o" => (t, Item::Output(data)),
                 "m" => (t, Item::Mark(data)),
-                _ => (t, Item::Input),
+                _ => (t, Item::Input(data)),
             })
         })
         .collect();
@@ -214,7 +217,8 @@ fn replay_probed(
             }
             Item::Mark(label) => seen.push(snapshot(&auth, t, &label)),
             Item::Sample => probe(t, Probe::Sample, &screen.text_rows(), &auth),
-            Item::Input => {}
+            // As the master does with every INPUT: its echo is not the agent's screen.
+            Item::Input(data) => auth.on_typed(data.as_bytes()),
         }
     }
     seen
@@ -515,7 +519,8 @@ fn dismissals_settle(agent: &str) -> Vec<String> {
             let mut samples_after_dismiss: Vec<(f64, Activity)> = Vec::new();
             let mut blocked_seen = false;
             replay_probed(agent, scenario, hooks, &every(0.05, dismiss, end), |t, why, rows, auth| {
-                let blocked_on_screen = rules.match_screen_where(rows, |r| r.activity == Blocked).is_some();
+                let blocked_on_screen =
+                    rules.match_screen_where(rows, &Typed::default(), |r| r.activity == Blocked).is_some();
                 if t < dismiss {
                     blocked_seen |= blocked_on_screen;
                     return;
@@ -726,6 +731,45 @@ fn codex_multi_turn_activity_follows_the_screen() {
 #[test]
 fn opencode_multi_turn_activity_follows_the_screen() {
     multi_turn_follows_the_screen("opencode");
+}
+
+/// Issue 18, finding 4: prompts that quote the words of every dialog desk's rules look for
+/// (`quoted-dialog`: `Do you want to proceed?` over `1. Yes`, `Would you like to run the
+/// following command?`, `△ Permission required`, …), pasted into each real agent: shown in its
+/// input box, submitted, and shown again in its transcript. Replayed with what was typed (as
+/// the master feeds every INPUT to the authority), desk never says blocked — at every screen,
+/// with the hooks desk wires and without — although the rules alone match those screens: the
+/// recording would catch a rule that took the echo for a dialog.
+#[test]
+fn prompts_that_quote_a_dialog_are_never_taken_for_one() {
+    for agent in ["claude", "codex", "opencode"] {
+        let rules = RuleSet::builtin(agent.parse().expect("a known provider"));
+        for hooks in [Hooks::Desk, Hooks::Off] {
+            let (mut screens, mut rules_alone, mut blocked) = (0, 0, Vec::new());
+            let seen = replay_probed(agent, "quoted-dialog", hooks, &[], |t, why, rows, auth| {
+                if why != Probe::Output {
+                    return;
+                }
+                screens += 1;
+                if rules.match_screen_where(rows, &Typed::default(), |r| r.activity == Blocked).is_some() {
+                    rules_alone += 1;
+                }
+                if auth.activity() == Blocked {
+                    blocked.push(format!("t={t:.2}\n{}", rows.join("\n")));
+                }
+            });
+            assert!(blocked.is_empty(), "{agent} (hooks {hooks:?}) read blocked:\n{}", blocked.join("\n----\n"));
+            assert!(rules_alone > 0, "{agent}: no screen of the recording shows words a blocked rule matches");
+            for i in 1..=5 {
+                for mark in [format!("screen:quoted-in-box-{i}"), format!("screen:quoted-in-transcript-{i}")] {
+                    for s in at_mark(&seen, &mark) {
+                        assert_ne!(s.activity, Blocked, "{agent} at {mark}");
+                    }
+                }
+            }
+            eprintln!("{agent} hooks={hooks:?}: {screens} screens, {rules_alone} the rules alone would call a dialog");
+        }
+    }
 }
 
 // ----- prompts of every shape in the real agents' input boxes (issue 24, §1) -----

@@ -326,3 +326,51 @@ fn page_up_scrolls_the_preview_into_the_sessions_history_and_end_returns_to_live
     pty.write("q").expect("q");
     pty.wait_exit(PATIENCE).expect("quits");
 }
+
+/// The preview reads its 2,000 lines of history whole however wide and colourful they are
+/// (here twice what one frame holds): Home reaches the oldest of them, in its colours.
+#[test]
+fn the_preview_history_is_read_whole_even_when_it_needs_more_than_a_frame() {
+    let home = Home::new();
+    crate::support::wide_session(&home, "w", 10_000);
+    let mut pty = dash(&home, 140, 40);
+    pty.wait_until(PATIENCE, "the live preview", |s| s.contains("READY")).expect("live");
+    // The history above the screen is lines 0..=9980; the preview asks for the newest 2,000.
+    let oldest = 10_000 - 19 - 2_000;
+    let (text, colours) = crate::support::wide_line(oldest);
+    let number = &text[..5];
+    let deadline = std::time::Instant::now() + PATIENCE;
+    let screen = loop {
+        // Home goes to the oldest line the preview has now; the master's pages may still be
+        // coming, so go there again until the oldest of them shows.
+        pty.write("\x1b[H").expect("Home");
+        if let Ok(screen) =
+            pty.wait_until(std::time::Duration::from_millis(500), "the oldest line", |s| s.contains(number))
+        {
+            break screen;
+        }
+        assert!(std::time::Instant::now() < deadline, "never reached line {number}:\n{}", pty.screen());
+    };
+    assert!(!screen.contains(&format!("{:05}", oldest - 1)), "nothing older than the 2,000:\n{screen}");
+    let row = screen.find_row(number).expect("the row");
+    let line = screen.row(row);
+    let at = line.find(number).expect("the number");
+    // Columns, not bytes: the pane's border is drawn in box characters.
+    let col = line[..at].chars().count() as u16 + 6;
+    let cell =
+        pty.with_vt100(|s| s.cell(row as u16, col).map(|c| (c.contents().to_string(), c.fgcolor(), c.bgcolor())));
+    let (fg, bg) = &colours[0];
+    let rgb = |hex: &str| u8::from_str_radix(hex, 16).unwrap();
+    assert_eq!(
+        cell,
+        Some((
+            "w".to_string(),
+            vt100::Color::Idx(*fg as u8),
+            vt100::Color::Rgb(rgb(&bg[1..3]), rgb(&bg[3..5]), rgb(&bg[5..7]))
+        )),
+        "the first word of line {number} in its colours"
+    );
+    assert!(!screen.contains("left the session's history"), "nothing was cut:\n{screen}");
+    pty.write("q").expect("q");
+    pty.wait_exit(PATIENCE).expect("quits");
+}

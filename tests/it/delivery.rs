@@ -430,3 +430,49 @@ fn a_prompt_made_only_of_escape_sequences_is_refused_and_nothing_is_queued() {
     let left: Vec<_> = std::fs::read_dir(&intake).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default();
     assert!(left.is_empty(), "nothing written to the intake: {left:?}");
 }
+
+/// Issue 18, finding 4: a prompt that quotes a dialog ("Do you want to run this command?") is
+/// echoed in the agent's input box and then in its transcript; neither is taken for the dialog.
+/// It is delivered, the agent never reads blocked, and the prompts after it go as well.
+#[test]
+fn a_prompt_that_quotes_a_dialog_is_delivered_and_never_taken_for_one() {
+    let home = Home::new();
+    home.serve();
+    let log = home.demo("quote", &[]);
+    home.wait_ready("quote");
+    let quoted = "Please answer: Do you want to run this command? yes or no";
+    let id = home.send("quote", quoted);
+    let item = home.settled(&id);
+    assert_eq!(state(&item), "delivered", "{item:#}\n{}", home.peek("quote"));
+    let next = home.send("quote", "and then this one");
+    assert_eq!(state(&home.settled(&next)), "delivered", "{}", home.peek("quote"));
+    // The second may wait in the agent's own queue while the first turn runs.
+    eventually("both prompts submitted, each once", || {
+        let p = prompts(&log);
+        if p == [quoted, "and then this one"] { Ok(()) } else { Err(format!("{p:?}")) }
+    });
+    // The quoted words are still on screen, in the transcript; no blocked state was ever seen.
+    assert!(home.peek("quote").contains("Do you want to run this command?"));
+    let states = home.ok(&["events", "quote", "--type", "state"]);
+    assert!(!states.contains("-> blocked"), "{states}");
+}
+
+/// Issue 18, finding 10: an agent that never switched bracketed paste on gets a multi-line
+/// prompt typed line by line, each newline an Enter: it takes the lines as separate
+/// submissions. The item says so — delivered as 3 submissions — rather than as one prompt.
+#[test]
+fn a_multi_line_prompt_typed_without_bracketed_paste_is_recorded_as_its_submissions() {
+    let home = Home::new();
+    home.serve();
+    let log = home.demo("plain", &["--no-bracketed-paste"]);
+    home.wait_ready("plain");
+    let id = home.send("plain", "line one\nline two\nline three");
+    let item = home.settled(&id);
+    assert_eq!(state(&item), "delivered", "{item:#}");
+    assert_eq!(item["submissions"], 3, "{item:#}");
+    assert!(item.to_string().contains("delivered as 3 separate submissions"), "{item:#}");
+    eventually("each line submitted on its own", || {
+        let p = prompts(&log);
+        if p == ["line one", "line two", "line three"] { Ok(()) } else { Err(format!("{p:?}")) }
+    });
+}

@@ -2,7 +2,8 @@
 //! record's history tail, `desk attach --history`, and the resize that keeps the newest rows.
 
 use crate::harness::PtyCommand;
-use crate::support::{DESK, Home, eventually};
+use crate::support::{DESK, Home, eventually, wide_line, wide_session};
+use desk::wire::{Frame, HistoryRequest, Role};
 use std::process::Command;
 
 fn lines(out: &str) -> Vec<&str> {
@@ -110,59 +111,124 @@ fn reattaching_from_a_shorter_terminal_keeps_the_newest_rows() {
     pty.write(b"\x1c").unwrap();
 }
 
-/// `desk attach --history N` writes the lines into the outer terminal's own scrollback. tmux
-/// plays that terminal (the harness's emulator drops its scrollback on the keyframe's RIS,
-/// as xterm and tmux do not).
-#[test]
-fn attach_history_reaches_the_outer_terminals_scrollback() {
+/// Runs `desk attach NAME --history N` in a `cols`x`rows` pane of a private tmux server that
+/// keeps `limit` lines of history (tmux plays the outer terminal: the harness's emulator drops
+/// its scrollback on the keyframe's RIS, as xterm and tmux do not), and returns every line tmux
+/// then holds, trailing blanks trimmed and blank lines left out, once one of them is `until`.
+/// `None` when tmux is not installed (the test is then skipped, saying so).
+fn attach_in_tmux(
+    home: &Home,
+    name: &str,
+    history: u32,
+    (cols, rows): (u16, u16),
+    limit: usize,
+    until: &str,
+) -> Option<Vec<String>> {
     if Command::new("tmux").arg("-V").output().is_err() {
         eprintln!("tmux is not installed: skipped");
-        return;
+        return None;
     }
-    let home = Home::new();
-    home.ok(&["new", "a", "--size", "60x10", "--", "sh", "-c", "seq 1 100; printf 'READY>'; exec cat"]);
-    home.wait_screen("a", "READY>");
     let socket = home.path().join("tmux.sock");
     let tmux = |args: &[&str]| {
         let out = Command::new("tmux").arg("-S").arg(&socket).args(args).output().expect("run tmux");
         assert!(out.status.success(), "tmux {args:?}: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
-    let script = format!("DESK_HOME='{}' exec '{DESK}' attach a --history 5", home.path().display());
-    tmux(&["-f", "/dev/null", "new-session", "-d", "-x", "60", "-y", "10", &script]);
+    let conf = home.path().join("tmux.conf");
+    std::fs::write(&conf, format!("set -g history-limit {limit}\nset -g status off\n")).unwrap();
+    let script = format!("DESK_HOME='{}' exec '{DESK}' attach {name} --history {history}", home.path().display());
+    let (c, r) = (cols.to_string(), rows.to_string());
+    tmux(&["-f", &conf.to_string_lossy(), "new-session", "-d", "-x", &c, "-y", &r, &script]);
     let result = std::panic::catch_unwind(|| {
-        let all = eventually("the attach to draw the session", || {
+        eventually("the attach to draw the session", || {
             let all = tmux(&["capture-pane", "-p", "-S", "-"]);
-            if all.contains("READY>") { Ok(all) } else { Err(all) }
-        });
-        let got: Vec<&str> = all.lines().map(str::trim_end).filter(|l| !l.is_empty()).collect();
-        let ready = got.iter().position(|l| *l == "READY>").expect("the prompt");
-        // Above the session's screen (92..100, READY>): the five history lines, 87..91.
-        assert_eq!(got[..ready], numbers(87, 100), "{all}");
+            let got: Vec<String> =
+                all.lines().map(str::trim_end).filter(|l| !l.is_empty()).map(str::to_string).collect();
+            if got.iter().any(|l| l == until) {
+                Ok(got)
+            } else {
+                Err(got.iter().rev().take(3).cloned().collect::<Vec<_>>().join("\n"))
+            }
+        })
     });
     tmux(&["kill-server"]);
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+    Some(result.unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
 }
 
-/// A history larger than one frame: the SNAPSHOT carries the newest lines that fit, and peek
-/// still answers (it used to lose the connection: the reply exceeded the frame limit).
+/// `desk attach --history N` writes the lines into the outer terminal's own scrollback.
 #[test]
-fn a_history_larger_than_a_frame_gives_its_newest_lines() {
+fn attach_history_reaches_the_outer_terminals_scrollback() {
     let home = Home::new();
-    let script =
-        "i=0; while [ $i -lt 12000 ]; do printf '%05d %0190d\\n' $i 0; i=$((i+1)); done; printf READY; exec cat";
-    home.ok(&["new", "big", "--size", "200x5", "--", "sh", "-c", script]);
-    eventually("the output to end", || {
-        let screen = home.peek("big");
-        if screen.contains("READY") { Ok(()) } else { Err(screen) }
-    });
-    let json = home.json(&["peek", "big", "--json", "--history"]);
-    let history = json["data"]["history"].as_array().expect("a history").clone();
-    assert!(history.len() > 1000 && history.len() < 10_000, "{} lines", history.len());
-    let last = history.last().unwrap()["text"].as_str().unwrap().to_string();
-    assert!(last.starts_with("11995 "), "the newest history line comes last: {last}");
+    home.ok(&["new", "a", "--size", "60x10", "--", "sh", "-c", "seq 1 100; printf 'READY>'; exec cat"]);
+    home.wait_screen("a", "READY>");
+    let Some(got) = attach_in_tmux(&home, "a", 5, (60, 10), 2000, "READY>") else { return };
+    let ready = got.iter().position(|l| *l == "READY>").expect("the prompt");
+    // Above the session's screen (92..100, READY>): the five history lines, 87..91.
+    assert_eq!(got[..ready], numbers(87, 100), "{got:?}");
+}
+
+#[test]
+fn peek_history_brings_back_ten_thousand_wide_coloured_lines_whole_and_in_order() {
+    let home = Home::new();
+    wide_session(&home, "full", 10_000);
+    let out = home.desk(&["peek", "full", "--history", "10000"]);
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let got = lines(&stdout);
+    let want: Vec<String> = (0..10_000).map(|i| wide_line(i).0).chain(["READY".to_string()]).collect();
+    let first_wrong = got.iter().zip(&want).position(|(g, w)| g != w);
+    assert!(got == want, "{} lines, {} wanted; first difference at {first_wrong:?}", got.len(), want.len());
+    assert!(out.stderr.is_empty(), "nothing was cut: {}", String::from_utf8_lossy(&out.stderr));
+
+    // JSON: every history line with its colours, and no note.
+    let json = home.json(&["peek", "full", "--json", "--history", "10000"]);
+    let history = json["data"]["history"].as_array().expect("a history array");
+    assert_eq!(history.len(), 10_000 - 19, "all the history the session holds");
+    for (i, row) in history.iter().enumerate() {
+        let (text, colours) = wide_line(i);
+        assert_eq!(row["text"], text.as_str(), "line {i}");
+        let runs = row["runs"].as_array().expect("runs");
+        assert_eq!(runs.len(), colours.len() + 1, "line {i}: {row}");
+        assert_eq!(runs[0], serde_json::json!({ "text": format!("{i:05}") }));
+        for (run, (fg, bg)) in runs[1..].iter().zip(&colours) {
+            assert_eq!((run["fg"].as_u64(), run["bg"].as_str()), (Some(*fg as u64), Some(bg.as_str())), "line {i}");
+        }
+    }
+    assert!(json.get("notes").is_none(), "{:?}", json.get("notes"));
+    assert_eq!(json["data"]["lines"][19], "READY", "the screen the history ends above");
+}
+
+/// A client that does not page (the 4-byte SNAPSHOT_REQUEST, as desk before paging sent it)
+/// still gets the newest lines that fit in one frame, now numbered.
+#[test]
+fn a_client_that_does_not_page_still_gets_the_newest_lines_that_fit_in_a_frame() {
+    let home = Home::new();
+    wide_session(&home, "old", 3_000);
+    let mut wire = home.connect("old", Role::Query, 0, 0);
+    wire.send(&Frame::SnapshotRequest { history: Some(HistoryRequest::Newest(5_000)) });
+    let Frame::Snapshot(reply) = wire.recv_until("the snapshot", |f| matches!(f, Frame::Snapshot(_))) else {
+        unreachable!()
+    };
+    let size = Frame::Snapshot(reply.clone()).to_bytes().len();
+    assert!(size <= desk::wire::HEADER_LEN + desk::wire::MAX_PAYLOAD && size > desk::wire::MAX_PAYLOAD / 2);
+    let history = reply.history.as_ref().expect("history");
+    assert!(history.len() < 3_000 - 19, "a frame cannot hold them all: {}", history.len());
+    assert_eq!(history.last().map(|r| r.text.clone()), Some(wide_line(3_000 - 20).0), "the newest come last");
+    let (start, end) = (reply.history_start.expect("start"), reply.history_end.expect("end"));
+    assert_eq!(end - start, history.len() as u64);
+    assert_eq!(reply.history_first, Some(end - (3_000 - 19)));
+}
+
+/// `desk attach --history N` with the same 10,000 lines: all of them reach the outer
+/// terminal's scrollback (tmux keeping 20,000), in order.
+#[test]
+fn attach_history_writes_ten_thousand_wide_coloured_lines_whole() {
+    let home = Home::new();
+    wide_session(&home, "full", 10_000);
+    let Some(got) = attach_in_tmux(&home, "full", 10_000, (120, 20), 20_000, "READY") else { return };
+    let want: Vec<String> = (0..10_000).map(|i| wide_line(i).0).chain(["READY".to_string()]).collect();
+    let first_wrong = got.iter().zip(&want).position(|(g, w)| g != w);
+    assert!(got == want, "{} lines, {} wanted; first difference at {first_wrong:?}", got.len(), want.len());
 }
 
 #[test]

@@ -23,6 +23,7 @@ mod notify;
 mod resume_corpus;
 mod screen;
 mod sessions;
+mod shells;
 mod state;
 mod supervise;
 mod support;

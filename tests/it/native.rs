@@ -249,3 +249,47 @@ fn the_c_and_rust_codecs_agree_on_mutants_of_every_vector() {
     assert!(files.len() > 30_000, "only {} inputs", files.len());
     assert_codecs_agree(&files);
 }
+
+/// `deskc snapshot` prints a master's screen lines as text: control characters in them (a C1
+/// CSI, an ESC, a BEL — none of which desk's own screen model ever draws, so a stand-in master
+/// sends them) come out as `?`, never as bytes that would drive the reader's terminal.
+#[test]
+fn deskc_prints_control_characters_in_a_snapshot_as_question_marks() {
+    use std::io::{Read, Write};
+    let deskc = deskc();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("fake.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        stream.set_read_timeout(Some(PATIENCE)).unwrap();
+        let mut decoder = FrameDecoder::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            match decoder.next_frame().unwrap() {
+                Some(Frame::Hello { .. }) => {
+                    let info = crate::support::fake_session_info("fake", "sh");
+                    let welcome = Frame::Welcome { version: desk::wire::PROTOCOL_VERSION, info: Box::new(info) };
+                    stream.write_all(&welcome.to_bytes()).unwrap();
+                }
+                Some(Frame::SnapshotRequest { .. }) => {
+                    let mut screen = desk::screen::Screen::new(80, 24).snapshot();
+                    screen.lines = vec!["plain".into(), "csi \u{9b}2J esc \x1b]0;t\x07 nel \u{85} end".into()];
+                    let reply =
+                        desk::wire::SnapshotReply { generation: 1, ..desk::wire::SnapshotReply::of_screen(screen) };
+                    stream.write_all(&Frame::Snapshot(Box::new(reply)).to_bytes()).unwrap();
+                }
+                Some(_) => {}
+                None => match stream.read(&mut buf) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => decoder.push(&buf[..n]),
+                },
+            }
+        }
+    });
+    let out = Command::new(&deskc).arg(&socket).arg("snapshot").output().expect("run deskc snapshot");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).expect("UTF-8");
+    assert_eq!(text, "plain\ncsi ?2J esc ?]0;t? nel ? end\n");
+    server.join().unwrap();
+}

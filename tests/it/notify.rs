@@ -116,3 +116,21 @@ fn an_agents_own_desktop_notification_and_a_stuck_prompt_are_forwarded() {
     assert_eq!(stuck["item"], id.as_str());
     assert!(stuck["message"].as_str().is_some_and(|m| m.contains("force me through")), "{stuck:#}");
 }
+
+/// A notification body with a C1 control in it (CSI as U+009B) reaches the `notify` event as
+/// the session sent it, and `desk events` prints it escaped: the operator's terminal is never
+/// driven by what a session chose to put in a notification.
+#[test]
+fn controls_in_a_forwarded_notification_are_printed_escaped() {
+    let home = Home::new();
+    home.serve();
+    home.new_sh("c1", "read x; printf '\\033]9;Build \\302\\23331m finished\\007'; read y");
+    wait_observed(&home, "c1");
+    home.ok(&["keys", "c1", "Enter"]);
+    let line = eventually("a notify event in the journal", || {
+        let events = home.ok(&["events", "c1", "--type", "notify"]);
+        if events.contains("notify notification") { Ok(events) } else { Err(events) }
+    });
+    assert!(!line.trim_end().chars().any(char::is_control), "{line:?}");
+    assert!(line.contains("c1: Build \\u{9b}31m finished"), "{line:?}");
+}

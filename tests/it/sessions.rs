@@ -445,3 +445,147 @@ fn a_listing_does_not_wake_an_idle_master_and_still_sees_its_changes() {
         other => Err(format!("{other:?}")),
     });
 }
+
+/// Processes whose environment names this home (`DESK_HOME=<home>`): every master, child and
+/// forked helper of its sessions.
+fn processes_of(home: &Home) -> Vec<u32> {
+    let want = format!("DESK_HOME={}", home.path().display());
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else { continue };
+        if environ.split(|b| *b == 0).any(|v| v == want.as_bytes()) && alive(pid as i32) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// A `desk new` whose master cannot write the session record before the program starts (a
+/// full disk: `DESK_FAILPOINT=master-before-exec` fails that write with ENOSPC) fails, says
+/// why, and leaves nothing: no process (the child forked for the program used to wait for
+/// ever on the start gate, whose write end it had inherited), no session, and the name free.
+#[test]
+fn a_new_that_fails_before_the_program_starts_leaves_no_process_and_frees_the_name() {
+    let home = Home::new();
+    let out =
+        home.cmd().args(["new", "full", "--", "sleep", "1000"]).env("DESK_FAILPOINT", "master-before-exec").output();
+    let out = out.expect("run desk new");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("No space left on device"), "{err}");
+    eventually("every process of the failed start to be gone", || {
+        let left = processes_of(&home);
+        if left.is_empty() { Ok(()) } else { Err(format!("still running: {left:?}")) }
+    });
+    assert!(home.session("full").is_none(), "{:?}", home.ls());
+    home.new_sh("full", "echo second try; exec sleep 1000");
+    home.wait_screen("full", "second try");
+}
+
+/// Under `umask 000`, every file a session writes is still private to its owner: the runtime
+/// records, the journal and the session log — the log both when created and when rotated —
+/// are 0600, every directory 0700.
+#[test]
+fn every_file_a_session_writes_is_private_whatever_the_umask() {
+    use std::os::unix::process::CommandExt;
+    let home = Home::new();
+    let mut cmd = home.cmd();
+    cmd.args(["new", "open", "--log-cap", "4096", "--", "sh", "-c", "seq 1 2000; exec sleep 1000"]);
+    // SAFETY: umask is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::umask(0);
+            Ok(())
+        });
+    }
+    let out = cmd.output().expect("run desk new");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    home.wait_screen("open", "2000");
+    let state = home.path().join("state/sessions/open");
+    // `desk log` has the master write out the history it holds, rotating the log past 4 KiB.
+    eventually("the session log to be rotated", || {
+        home.ok(&["log", "open"]);
+        if state.join("screen.log.1").exists() { Ok(()) } else { Err("no screen.log.1".to_string()) }
+    });
+    let mut seen = Vec::new();
+    let mut dirs = vec![home.path().to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let meta = std::fs::symlink_metadata(entry.path()).unwrap();
+            let mode = meta.permissions().mode() & 0o777;
+            let name = entry.path().strip_prefix(home.path()).unwrap().display().to_string();
+            if meta.is_dir() {
+                assert_eq!(mode, 0o700, "{name}");
+                dirs.push(entry.path());
+            } else {
+                assert_eq!(mode & 0o077, 0, "{name} is {mode:o}");
+            }
+            seen.push(name);
+        }
+    }
+    for file in ["state/sessions/open/screen.log", "state/sessions/open/screen.log.1", "run/open.json"] {
+        assert!(seen.iter().any(|s| s == file), "{file} not among {seen:?}");
+    }
+}
+
+/// The masters of this home running session `name` (by their command line).
+fn masters_of(home: &Home, name: &str) -> Vec<u32> {
+    let name_arg = format!("--name\0{name}\0");
+    processes_of(home)
+        .into_iter()
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline).into_owned();
+            cmdline.contains("desk-master\0") && cmdline.contains(&name_arg)
+        })
+        .collect()
+}
+
+/// A master holds its name's lock for its whole life. With its socket deleted (a cleaner of
+/// temporary files) while the master cannot bind it again (stopped), `desk new` of the name
+/// refuses, naming the master and how to reach or end it, `desk rm` refuses, and `desk ls`
+/// lists the session as unresponsive — no second master starts to share its journal. Once the
+/// master runs again it binds its socket anew, and the session is reachable as before; a
+/// socket deleted under a running master comes back by itself.
+#[test]
+fn a_deleted_socket_never_lets_a_second_master_take_the_name() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let home = Home::new();
+    home.new_sh("solo", "echo up; exec sleep 1000");
+    home.wait_screen("solo", "up");
+    let master = home.master_pid("solo");
+    kill(Pid::from_raw(master), Signal::SIGSTOP).unwrap();
+    std::fs::remove_file(home.socket("solo")).unwrap();
+
+    let out = home.desk(&["new", "solo", "--", "sh", "-c", "echo second; exec sleep 1000"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(&format!("still running under its master (pid {master})")), "{err}");
+    assert!(err.contains(&format!("kill {master}")) && err.contains("desk attach solo"), "{err}");
+    assert_eq!(masters_of(&home, "solo"), vec![master as u32], "one master, the first");
+    let rm = home.desk(&["rm", "solo"]);
+    assert_eq!(rm.status.code(), Some(1), "{}", String::from_utf8_lossy(&rm.stderr));
+    assert_eq!(home.session("solo").expect("listed")["status"], "unresponsive");
+
+    // Running again, the master binds its socket anew: the same session, reachable.
+    kill(Pid::from_raw(master), Signal::SIGCONT).unwrap();
+    eventually("the socket to be bound again", || {
+        let out = home.desk(&["peek", "solo"]);
+        let screen = String::from_utf8_lossy(&out.stdout).into_owned();
+        if out.status.success() && screen.contains("up") { Ok(()) } else { Err(screen) }
+    });
+    assert_eq!(home.session("solo").expect("listed")["master_pid"], master);
+
+    // Deleted under a running master, it comes back by itself.
+    std::fs::remove_file(home.socket("solo")).unwrap();
+    eventually("the socket to come back", || {
+        if home.socket("solo").exists() { Ok(()) } else { Err("no socket".to_string()) }
+    });
+    let again = home.desk(&["new", "solo", "--", "true"]);
+    assert_eq!(again.status.code(), Some(2), "{}", String::from_utf8_lossy(&again.stderr));
+    assert_eq!(masters_of(&home, "solo"), vec![master as u32]);
+    home.ok(&["kill", "solo"]);
+    home.wait_exit("solo");
+}

@@ -355,3 +355,38 @@ pub(crate) fn fake_session_info(name: &str, command: &str) -> desk::wire::Sessio
         state: None,
     }
 }
+
+/// The issue's report: 10,000 coloured lines of 80-118 columns, generated as `gen.py` did
+/// (with awk, which every system has): line `i` is its number and 10-14 words, each word in a
+/// 256-colour foreground and a direct-colour background of its own, ~780 bytes of JSON a line
+/// (7.8 MB in all, two frames' worth for the dashboard's 2,000).
+pub(crate) fn wide_coloured(lines: usize) -> String {
+    format!(
+        "awk 'BEGIN {{ for (i = 0; i < {lines}; i++) {{ printf \"%05d\", i; \
+         for (j = 0; j < 10 + i % 5; j++) printf \"\\033[38;5;%dm\\033[48;2;%d;%d;%dm w%06d\\033[0m\", \
+         (i + j) % 256, (j * 17) % 256, i % 256, (i * j) % 256, (i * 7 + j) % 1000000; printf \"\\n\" }} }}'; \
+         printf READY; exec cat"
+    )
+}
+
+/// Line `i` of [`wide_coloured`]: its text, and each word's foreground and background.
+pub(crate) fn wide_line(i: usize) -> (String, Vec<(usize, String)>) {
+    let words = 10 + i % 5;
+    let mut text = format!("{i:05}");
+    let mut colours = Vec::new();
+    for j in 0..words {
+        text.push_str(&format!(" w{:06}", (i * 7 + j) % 1_000_000));
+        colours.push(((i + j) % 256, format!("#{:02x}{:02x}{:02x}", (j * 17) % 256, i % 256, (i * j) % 256)));
+    }
+    (text, colours)
+}
+
+/// A session that printed [`wide_coloured`] lines into a 120x20 terminal, then `READY`: its
+/// history holds the first `lines - 19` (the default keeps 10,000), its screen the rest.
+pub(crate) fn wide_session(home: &Home, name: &str, lines: usize) {
+    home.ok(&["new", name, "--size", "120x20", "--", "sh", "-c", &wide_coloured(lines)]);
+    eventually("the output to end", || {
+        let screen = home.peek(name);
+        if screen.contains("READY") { Ok(()) } else { Err(screen) }
+    });
+}

@@ -11,7 +11,8 @@
 //! starts is not announced again); per session, one kind is announced at most once per
 //! [`SAME_KIND_GAP`] (exits excepted: one per generation) and all kinds together at most
 //! [`SESSION_BURST`] at once, refilled one per [`SESSION_REFILL`]; what the limit holds back is
-//! counted and reported with the next notification that goes out, never silently lost. Takes the
+//! counted and reported with the next notification that goes out, never silently lost — and so
+//! is one the daemon could not deliver ([`Notifier::not_delivered`]). Takes the
 //! clock as an argument; knows nothing of commands, processes or files.
 
 use std::collections::HashMap;
@@ -246,6 +247,14 @@ impl Notifier {
         self.notice(session, Kind::Failed, message, None, now)
     }
 
+    /// A notice this notifier let out did not reach the operator after all (the daemon could
+    /// not run the command for it: too many were running, or the config file could not be
+    /// read): it is counted in `session`'s next notice's `suppressed`, like one the rate limit
+    /// held back.
+    pub fn not_delivered(&mut self, session: &str, now: Instant) {
+        self.sessions.entry(session.to_string()).or_insert_with(|| SessionNotes::new(now)).suppressed += 1;
+    }
+
     fn notice(
         &mut self,
         session: &str,
@@ -358,6 +367,18 @@ mod tests {
         let stuck = n.on_stuck("s", "0001", "submit-stuck", "fix the parser", t).unwrap();
         assert_eq!(stuck.item.as_deref(), Some("0001"));
         assert_eq!(n.on_event("s", &ev(1, EventBody::Bell), t), None);
+    }
+
+    /// Issue 18's finding 7: a notice whose command the daemon skipped (the concurrency cap)
+    /// is counted in the next one's `suppressed`, never lost silently.
+    #[test]
+    fn a_notice_that_was_not_delivered_is_counted_in_the_next() {
+        let mut n = Notifier::new();
+        let t = Instant::now();
+        assert_eq!(n.on_stuck("s", "1", "c", "x", t).map(|x| x.suppressed), Some(0));
+        n.not_delivered("s", t);
+        assert!(n.on_event("s", &activity("working", "blocked"), t).is_some_and(|x| x.suppressed == 1));
+        assert!(n.on_mention("s", "ops", "2", "hi", t).is_some_and(|x| x.suppressed == 0), "counted once");
     }
 
     #[test]

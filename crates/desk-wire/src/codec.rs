@@ -5,7 +5,7 @@
 //! (a too-large declaration fails with only 8 bytes read); fixed-size payloads must have exactly
 //! their size; JSON payloads must be one UTF-8 object; nothing here panics on any input.
 
-use super::frame::{DecodeError, ErrorCode, ExitStatus, Frame, FrameType, Header, Role};
+use super::frame::{DecodeError, ErrorCode, ExitStatus, Frame, FrameType, Header, HistoryRequest, Role};
 use super::{FLAG_MORE, HEADER_LEN, HELLO_STATUS_LINE, MAGIC, MAX_ERROR_MESSAGE, MAX_PAYLOAD};
 
 /// Parse and validate an 8-byte header.
@@ -42,6 +42,10 @@ fn u16_at(b: &[u8], at: usize) -> u16 {
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from(u32_at(b, at)) | u64::from(u32_at(b, at + 4)) << 32
 }
 
 fn json<T: serde::de::DeserializeOwned>(kind: FrameType, b: &[u8]) -> Result<T, DecodeError> {
@@ -115,8 +119,11 @@ fn decode_client_frame(header: &Header, payload: &[u8]) -> Result<Frame, DecodeE
         FrameType::Keyframe => Frame::Keyframe { more: header.flags & FLAG_MORE != 0, data: payload.to_vec() },
         FrameType::SnapshotRequest => match payload.len() {
             0 => Frame::SnapshotRequest { history: None },
-            4 => Frame::SnapshotRequest { history: Some(u32_at(payload, 0)) },
-            n => return Err(malformed(kind, format!("payload is {n} bytes, expected 0 or 4"))),
+            4 => Frame::SnapshotRequest { history: Some(HistoryRequest::Newest(u32_at(payload, 0))) },
+            12 => Frame::SnapshotRequest {
+                history: Some(HistoryRequest::Page { lines: u32_at(payload, 0), from: u64_at(payload, 4) }),
+            },
+            n => return Err(malformed(kind, format!("payload is {n} bytes, expected 0, 4 or 12"))),
         },
         FrameType::Event => Frame::Event(json(kind, payload)?),
         FrameType::Hook => Frame::Hook(json(kind, payload)?),
@@ -236,7 +243,13 @@ impl Frame {
                 data.as_slice().into()
             }
             Frame::SnapshotRequest { history: None } | Frame::Detach => Vec::new().into(),
-            Frame::SnapshotRequest { history: Some(n) } => n.to_le_bytes().to_vec().into(),
+            Frame::SnapshotRequest { history: Some(HistoryRequest::Newest(n)) } => n.to_le_bytes().to_vec().into(),
+            Frame::SnapshotRequest { history: Some(HistoryRequest::Page { lines, from }) } => {
+                let mut p = Vec::with_capacity(12);
+                p.extend_from_slice(&lines.to_le_bytes());
+                p.extend_from_slice(&from.to_le_bytes());
+                p.into()
+            }
             Frame::Snapshot(snapshot) => json_bytes(snapshot).into(),
             Frame::Event(event) | Frame::Hook(event) => json_bytes(event).into(),
             Frame::Exit { status, escalated } => {
@@ -350,7 +363,6 @@ impl FrameDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use desk_term::screen::{Cursor, Modes, Snapshot};
 
     fn decode_one(bytes: &[u8]) -> Result<Option<Frame>, DecodeError> {
         let mut decoder = FrameDecoder::new();
@@ -396,22 +408,7 @@ mod tests {
 
     /// A blank 80x24 screen, and the SNAPSHOT reply that carries it.
     fn blank_reply() -> crate::SnapshotReply {
-        let screen = Snapshot {
-            cols: 80,
-            rows: 24,
-            cursor: Cursor { row: 0, col: 0, visible: true },
-            title: String::new(),
-            modes: Modes::default(),
-            lines: Vec::new(),
-        };
-        crate::SnapshotReply {
-            screen,
-            generation: 0,
-            last_input_ms: None,
-            canonical: false,
-            state: None,
-            history: None,
-        }
+        crate::SnapshotReply::of_screen(desk_term::screen::Screen::new(80, 24).snapshot())
     }
 
     #[test]

@@ -171,8 +171,15 @@ impl EventBody {
         }
     }
 
-    /// One line for humans (`desk events` without `--json`).
+    /// One line for humans (`desk events` without `--json`). Text taken from the session (a
+    /// command, a hook's detail, a notify message quoting a notification) is shown with every
+    /// control character escaped (`\u{9b}`), so printing the line to a terminal can neither
+    /// drive it nor break the line.
     pub fn describe(&self) -> String {
+        escape_controls(&self.describe_raw())
+    }
+
+    fn describe_raw(&self) -> String {
         match self {
             EventBody::Started { pid, command, cols, rows, provider } => {
                 format!("started pid {pid} ({provider}) {cols}x{rows}: {}", command.join(" "))
@@ -229,6 +236,20 @@ impl EventBody {
     }
 }
 
+/// `text` with every control character (C0, DEL, C1) written as a Rust escape (`\u{1b}`), the
+/// way `{:?}` shows it, and everything else as it is.
+pub fn escape_controls(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.push_str(&c.escape_unicode().to_string());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 impl Event {
     pub fn to_json_map(&self) -> serde_json::Map<String, serde_json::Value> {
         match serde_json::to_value(self) {
@@ -245,6 +266,21 @@ impl Event {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_description_escapes_every_control_the_session_put_in_it() {
+        let notify = EventBody::Notify {
+            kind: "notification".into(),
+            message: "s: note \u{9b}31m red\x1b]0;x\x07\nnext".into(),
+            item: None,
+            suppressed: 0,
+        };
+        let line = notify.describe();
+        assert_eq!(line, "notify notification: s: note \\u{9b}31m red\\u{1b}]0;x\\u{7}\\u{a}next");
+        assert!(!line.chars().any(char::is_control), "{line:?}");
+        let title = EventBody::Title { title: "a\u{85}b".into() };
+        assert_eq!(title.describe(), "title \"a\\u{85}b\"");
+    }
 
     #[test]
     fn events_serialise_flat_with_a_type_tag() {

@@ -256,10 +256,73 @@ pub struct SnapshotReply {
     /// The agent state authority's view.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<crate::state::StateView>,
-    /// The newest history lines, oldest first, when the request asked for them; left out
-    /// otherwise.
+    /// The history lines the request asked for, oldest first; left out when it asked for
+    /// none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history: Option<Vec<desk_term::screen::HistoryRow>>,
+    /// With `history`: the number of its first line (lines are numbered in the order they
+    /// entered the session's history, and a number never names another line; see
+    /// `desk_term::screen::Screen::history_first`). Left out by masters that predate paging.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_start: Option<u64>,
+    /// With `history`: the number of the oldest line the session holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_first: Option<u64>,
+    /// With `history`: one past the number of the newest line the session holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_end: Option<u64>,
+    /// Who has the terminal: the foreground process group, when the master could tell; left
+    /// out otherwise (and by masters older than this key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub foreground: Option<Foreground>,
+}
+
+/// Who has a session's terminal: its foreground process group, the one the kernel gives what
+/// is typed to (`tcgetpgrp`). Keys in this order in the canonical encoding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Foreground {
+    /// The foreground process group's id.
+    pub pgid: u32,
+    /// The program its leader runs (`/proc/PGID/comm`: `bash`, `sleep`); empty when unknown.
+    pub program: String,
+    /// The group is the session's program's own: the program itself has the terminal, not a
+    /// job it started (a shell running `sleep` in the foreground has handed it over).
+    pub own: bool,
+    /// In canonical mode, whether a process of the group waits in `read(2)` on the terminal
+    /// (a line typed now is read at once); null when that is not known (raw mode, or the
+    /// kernel does not say).
+    #[serde(default)]
+    pub reading: Option<bool>,
+}
+
+impl SnapshotReply {
+    /// The reply carrying `screen` and nothing else yet: generation 0, no input, not canonical,
+    /// no state, no history, no foreground.
+    pub fn of_screen(screen: desk_term::screen::Snapshot) -> SnapshotReply {
+        SnapshotReply {
+            screen,
+            generation: 0,
+            last_input_ms: None,
+            canonical: false,
+            state: None,
+            history: None,
+            history_start: None,
+            history_first: None,
+            history_end: None,
+            foreground: None,
+        }
+    }
+}
+
+/// The history a SNAPSHOT_REQUEST asks for (docs/protocol.md §5.7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HistoryRequest {
+    /// The 4-byte form: the newest `n` lines, as many of them as fit in one frame (the oldest
+    /// are left out). What clients that do not page ask.
+    Newest(u32),
+    /// The 12-byte form: one page, at most `lines` lines numbered `from` on (from the oldest
+    /// the session holds when `from` is older), as many as fit in a page.
+    Page { lines: u32, from: u64 },
 }
 
 /// A decoded frame header.
@@ -296,10 +359,10 @@ pub enum Frame {
         more: bool,
         data: Vec<u8>,
     },
-    /// `history`: how many of the newest history lines the SNAPSHOT should carry; `None` is
-    /// the empty payload (none), `Some(n)` a 4-byte one.
+    /// `history`: which history lines the SNAPSHOT should carry; `None` is the empty payload
+    /// (none).
     SnapshotRequest {
-        history: Option<u32>,
+        history: Option<HistoryRequest>,
     },
     Snapshot(Box<SnapshotReply>),
     /// A session event; a JSON object whose schema belongs to the event module.

@@ -3,8 +3,9 @@
 //! The frame codec (`codec`, `frame`) owns the byte layout of every frame of the protocol between
 //! a session master and its clients, and has no sockets and no clocks. Beside it live the other
 //! shared vocabularies: session events ([`events`]), hook event names ([`hook`]), events a client asks a master to record ([`operator`]), the agent state as reported ([`state`]), a
-//! prompt's signature ([`prompt`]), the daemon's control messages ([`control`]) and the blocking
-//! client ([`client`]), which uses std's Unix sockets and nothing else. May not depend on desk-core
+//! prompt's signature ([`prompt`]), the daemon's control messages ([`control`]), the blocking
+//! client ([`client`]), which uses std's Unix sockets and nothing else, and the reading of a
+//! session's history in pages ([`history`]). May not depend on desk-core
 //! or on the desk package, nor on nix, libc or mio. A frame is an
 //! 8-byte header (payload length, type, flags, reserved) followed by its payload; the layouts are
 //! specified in `docs/protocol.md` and pinned by the vectors under `tests/vectors/wire/`.
@@ -20,6 +21,7 @@ pub mod control;
 pub mod events;
 mod frame;
 mod fuzz;
+pub mod history;
 pub mod hook;
 pub mod operator;
 pub mod prompt;
@@ -30,7 +32,10 @@ pub mod state;
 mod vectors;
 
 pub use codec::{FrameDecoder, decode_frame, decode_header, output_header};
-pub use frame::{DecodeError, ErrorCode, ExitStatus, Frame, FrameType, Header, Role, SessionInfo, SnapshotReply};
+pub use frame::{
+    DecodeError, ErrorCode, ExitStatus, Foreground, Frame, FrameType, Header, HistoryRequest, Role, SessionInfo,
+    SnapshotReply,
+};
 #[doc(hidden)]
 pub use fuzz::fuzz_check;
 

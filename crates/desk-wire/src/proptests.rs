@@ -106,6 +106,11 @@ fn history() -> impl Strategy<Value = Option<Vec<desk_term::screen::HistoryRow>>
     proptest::option::of(proptest::collection::vec(row, 0..4))
 }
 
+/// A SNAPSHOT's `history_start`, `history_first` and `history_end`.
+fn numbers() -> impl Strategy<Value = (Option<u64>, Option<u64>, Option<u64>)> {
+    (any::<Option<u64>>(), any::<Option<u64>>(), any::<Option<u64>>())
+}
+
 fn snapshot() -> impl Strategy<Value = Snapshot> {
     (any::<u16>(), any::<u16>(), any::<(u16, u16, bool)>(), text(), modes(), vec(text(), 0..6)).prop_map(
         |(cols, rows, (row, col, visible), title, modes, lines)| Snapshot {
@@ -137,6 +142,14 @@ fn json_value() -> impl Strategy<Value = serde_json::Value> {
     })
 }
 
+/// A SNAPSHOT's `foreground`, or none.
+fn foreground() -> impl Strategy<Value = Option<crate::Foreground>> {
+    proptest::option::of(
+        (any::<u32>(), text(), any::<bool>(), proptest::option::of(any::<bool>()))
+            .prop_map(|(pgid, program, own, reading)| crate::Foreground { pgid, program, own, reading }),
+    )
+}
+
 /// Every frame `decode` can produce, and nothing it refuses.
 pub(super) fn frame() -> impl Strategy<Value = Frame> {
     prop_oneof![
@@ -148,17 +161,44 @@ pub(super) fn frame() -> impl Strategy<Value = Frame> {
         valid_size().prop_map(|(cols, rows)| Frame::Resize { cols, rows }),
         bytes().prop_map(Frame::Output),
         (any::<bool>(), bytes()).prop_map(|(more, data)| Frame::Keyframe { more, data }),
-        proptest::option::of(any::<u32>()).prop_map(|history| Frame::SnapshotRequest { history }),
-        (snapshot(), any::<u32>(), proptest::option::of(any::<u64>()), any::<bool>(), history()).prop_map(
-            |(screen, generation, last_input_ms, canonical, history)| Frame::Snapshot(Box::new(crate::SnapshotReply {
-                screen,
-                generation,
-                last_input_ms,
-                canonical,
-                state: None,
-                history
-            }))
-        ),
+        proptest::option::of(prop_oneof![
+            any::<u32>().prop_map(crate::HistoryRequest::Newest),
+            (any::<u32>(), any::<u64>()).prop_map(|(lines, from)| crate::HistoryRequest::Page { lines, from }),
+        ])
+        .prop_map(|history| Frame::SnapshotRequest { history }),
+        (
+            snapshot(),
+            any::<u32>(),
+            proptest::option::of(any::<u64>()),
+            any::<bool>(),
+            history(),
+            numbers(),
+            foreground()
+        )
+            .prop_map(
+                |(
+                    screen,
+                    generation,
+                    last_input_ms,
+                    canonical,
+                    history,
+                    (history_start, history_first, history_end),
+                    foreground,
+                )| {
+                    Frame::Snapshot(Box::new(crate::SnapshotReply {
+                        screen,
+                        generation,
+                        last_input_ms,
+                        canonical,
+                        state: None,
+                        history,
+                        history_start,
+                        history_first,
+                        history_end,
+                        foreground,
+                    }))
+                }
+            ),
         btree_map(text(), json_value(), 0..6).prop_map(|m| Frame::Hook(m.into_iter().collect())),
         btree_map(text(), json_value(), 0..6).prop_map(|m| Frame::Event(m.into_iter().collect())),
         Just(Frame::Detach),

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use super::{DecodeError, ErrorCode, ExitStatus, Frame, FrameDecoder, FrameType, Role};
+use super::{DecodeError, ErrorCode, ExitStatus, Frame, FrameDecoder, FrameType, HistoryRequest, Role};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -99,7 +99,10 @@ fn readable(frame: &Frame) -> Value {
         }
         Frame::Resize { cols, rows } => json!({ "cols": cols, "rows": rows }),
         Frame::SnapshotRequest { history: None } | Frame::Detach => json!({}),
-        Frame::SnapshotRequest { history: Some(n) } => json!({ "history": n }),
+        Frame::SnapshotRequest { history: Some(HistoryRequest::Newest(n)) } => json!({ "history": n }),
+        Frame::SnapshotRequest { history: Some(HistoryRequest::Page { lines, from }) } => {
+            json!({ "history": lines, "from": from })
+        }
         Frame::Snapshot(snapshot) => json!({ "snapshot": snapshot }),
         Frame::Event(event) => json!({ "event": event }),
         Frame::Hook(hook) => json!({ "hook": hook }),

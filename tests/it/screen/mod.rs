@@ -5,5 +5,7 @@ mod fidelity;
 mod oracle;
 mod props;
 mod streams;
+mod tmux;
 mod tmux_resize;
+mod tmux_sequences;
 mod vocabulary;

@@ -9,105 +9,28 @@
 //! A machine without tmux skips the corpus, saying so.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
 use desk::screen::Screen;
+
+use super::tmux::{self, Tmux, ours, same};
 
 /// History lines on both sides: more than any case produces, so tmux's trimming of its
 /// history in tenths of the limit never comes into play (the bound is a property test).
 const LIMIT: usize = 2000;
 
-struct Tmux<'a> {
-    socket: &'a Path,
-}
-
-impl Tmux<'_> {
-    fn run(&self, args: &[&str]) -> Result<Output> {
-        let out = Command::new("tmux")
-            .arg("-S")
-            .arg(self.socket)
-            .args(args)
-            .output()
-            .with_context(|| format!("tmux {args:?}"))?;
-        if !out.status.success() {
-            bail!("tmux {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        }
-        Ok(out)
-    }
-
-    /// Every line tmux holds (history, then the screen), trailing blanks trimmed, and the
-    /// cursor as `(row, col)`.
-    fn capture(&self) -> Result<(Vec<String>, (u16, u16))> {
-        let text = String::from_utf8(self.run(&["capture-pane", "-p", "-S", "-"])?.stdout)?;
-        let lines = text.lines().map(|l| l.trim_end().to_string()).collect();
-        let cursor = String::from_utf8(self.run(&["display", "-p", "#{cursor_y} #{cursor_x}"])?.stdout)?;
-        let (y, x) = cursor.trim().split_once(' ').context("cursor")?;
-        Ok((lines, (y.parse()?, x.parse()?)))
-    }
-}
-
-/// Asserts equality, naming the first line that differs.
-fn same(ours: (Vec<String>, (u16, u16)), tmux: (Vec<String>, (u16, u16)), what: &str) {
-    let first = ours.0.iter().zip(&tmux.0).position(|(a, b)| a != b);
-    assert!(
-        ours == tmux,
-        "{what}: first difference at line {first:?} of {} (ours) / {} (tmux); cursor {:?} / {:?}\nours: {:?}\ntmux: {:?}",
-        ours.0.len(),
-        tmux.0.len(),
-        ours.1,
-        tmux.1,
-        ours.0.iter().skip(first.unwrap_or(0)).take(6).collect::<Vec<_>>(),
-        tmux.0.iter().skip(first.unwrap_or(0)).take(6).collect::<Vec<_>>(),
-    );
-}
-
-fn ours(screen: &Screen) -> (Vec<String>, (u16, u16)) {
-    let mut lines = screen.history_text(usize::MAX);
-    lines.extend(screen.text_rows());
-    (lines, screen.cursor())
-}
-
 fn check_case(dir: &Path, name: &str, cols: u16, rows: u16, stream: &[u8], resizes: &[u16]) -> Result<()> {
-    let file = dir.join(format!("{name}.bytes"));
-    std::fs::write(&file, stream)?;
-    let conf = dir.join("tmux.conf");
-    std::fs::write(&conf, format!("set -g status off\nset -g history-limit {LIMIT}\n"))?;
-    let socket = dir.join(format!("{name}.sock"));
-    let tmux = Tmux { socket: &socket };
-    let channel = format!("desk-{name}");
-    let script = format!(
-        "stty raw -echo; cat '{}'; tmux -S '{}' wait-for -S {channel}; exec sleep 600",
-        file.display(),
-        socket.display()
-    );
-    let (c, r) = (cols.to_string(), rows.to_string());
-    let conf_s = conf.to_string_lossy().into_owned();
-    let out = Command::new("tmux")
-        .arg("-S")
-        .arg(&socket)
-        .args(["-f", &conf_s, "new-session", "-d", "-x", &c, "-y", &r, &script])
-        .output()?;
-    if !out.status.success() {
-        bail!("tmux new-session: {}", String::from_utf8_lossy(&out.stderr));
+    let tmux = Tmux::play(dir, name, cols, rows, LIMIT, "", stream)?;
+    let mut screen = Screen::with_history(cols, rows, LIMIT);
+    screen.process(stream);
+    same(ours(&screen), tmux.capture()?, &format!("{name}: after the stream at {cols}x{rows}"));
+    let c = cols.to_string();
+    for &to in resizes {
+        tmux.run(&["resize-window", "-x", &c, "-y", &to.to_string()])?;
+        screen.resize(cols, to);
+        same(ours(&screen), tmux.capture()?, &format!("{name}: after resizing to {cols}x{to}"));
     }
-    let result = (|| -> Result<()> {
-        // (tmux 3.3a exits when `window-size manual` is in its config file.)
-        tmux.run(&["set", "-g", "window-size", "manual"])?;
-        tmux.run(&["wait-for", &channel])?;
-        let mut screen = Screen::with_history(cols, rows, LIMIT);
-        screen.process(stream);
-        same(ours(&screen), tmux.capture()?, &format!("{name}: after the stream at {cols}x{rows}"));
-        for &to in resizes {
-            tmux.run(&["resize-window", "-x", &c, "-y", &to.to_string()])?;
-            screen.resize(cols, to);
-            same(ours(&screen), tmux.capture()?, &format!("{name}: after resizing to {cols}x{to}"));
-        }
-        Ok(())
-    })();
-    // The server is ours alone (its own socket): stop it whatever happened.
-    let _ = tmux.run(&["kill-server"]);
-    result
+    Ok(())
 }
 
 fn numbered(from: usize, to: usize) -> Vec<u8> {
@@ -116,8 +39,7 @@ fn numbered(from: usize, to: usize) -> Vec<u8> {
 
 #[test]
 fn resizing_rows_matches_tmux_on_the_corpus() -> Result<()> {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("tmux is not installed: the resize corpus is skipped");
+    if !tmux::available("the resize corpus") {
         return Ok(());
     }
     let dir = tempfile::Builder::new().prefix("desk-tmux-").tempdir()?;

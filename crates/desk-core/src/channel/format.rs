@@ -65,8 +65,13 @@ pub fn serialize(msg: &Message) -> Vec<u8> {
     out.extend_from_slice(human.as_bytes());
     out.extend_from_slice(b"\n\n");
     out.extend_from_slice(msg.body.as_bytes());
-    out.extend_from_slice(format!("\n<!-- desk:end {} -->\n\n", msg.id).as_bytes());
+    out.extend_from_slice(end_mark(&msg.id).as_bytes());
     out
+}
+
+/// What closes record `id`: the newline after its body, the end mark naming it, a blank line.
+pub fn end_mark(id: &ItemId) -> String {
+    format!("\n<!-- desk:end {id} -->\n\n")
 }
 
 /// A record found in a file, with where it lies.
@@ -207,7 +212,7 @@ fn parse_record(bytes: &[u8], pos: usize) -> Result<(Message, usize), Bad> {
         Some(_) => return Err(Bad::Malformed("no blank line after the display line".into())),
     }
     let body_end = body_start + len;
-    let end_mark = format!("\n<!-- desk:end {id} -->\n\n");
+    let end_mark = end_mark(&id);
     let record_end = body_end + end_mark.len();
     if rest.len() < record_end {
         // Whatever is there must agree with the record so far.

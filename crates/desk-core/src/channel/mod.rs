@@ -4,15 +4,19 @@
 //! [`Role`], [`Roster`]), messages ([`Message`]) — and, in submodules, the markdown file format
 //! ([`format`](mod@format): whole records with a length and an end mark, so a torn tail is detected and never
 //! parsed), mentions ([`mention`]: `@name` outside code spans and fences), routing ([`route`]:
-//! who gets a message), the text an agent receives ([`prompt`]) and supervisor check-ins
-//! ([`checkin`]: when one is due). Invariants: a channel name
+//! who gets a message), the text an agent receives ([`prompt`]), supervisor check-ins
+//! ([`checkin`]: when one is due) and where ingest resumes in a file ([`cursor`]: a file
+//! edited under its cursor is re-read from its start). Invariants: a channel name
 //! is `[a-z][a-z0-9-]{0,63}`; a message body is valid UTF-8 of at most [`MAX_BODY`] bytes; the
 //! delivery item of one (message, member) pair has one id, always the same
-//! ([`delivery_item_id`]), which is what makes ingest idempotent across crashes. No I/O and no
+//! ([`delivery_item_id`]), which is what makes a pass cut by a crash idempotent (a file
+//! re-read after a hand edit is checked against the ingest ledger instead: the delivery store
+//! sweeps delivered items). No I/O and no
 //! clock: the desk package's store (`desk::channel`) and daemon read files and time and pass
 //! them in. May not depend on the desk package or on anything that makes a syscall.
 
 pub mod checkin;
+pub mod cursor;
 pub mod format;
 pub mod mention;
 pub mod prompt;
@@ -176,6 +180,13 @@ impl Roster {
 
     pub fn member(&self, name: &str) -> Option<&Member> {
         self.members.iter().find(|m| m.name == name)
+    }
+
+    /// The members that receive the channel's messages: its agent members (workers and
+    /// supervisors), in roster order. A message not yet delivered to anyone else — a member
+    /// removed, or made a person, since it was routed — is withdrawn.
+    pub fn receivers(&self) -> Vec<String> {
+        self.members.iter().filter(|m| m.role.is_agent()).map(|m| m.name.clone()).collect()
     }
 
     /// Whether `name` may post: a member, or the operator.

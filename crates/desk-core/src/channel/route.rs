@@ -258,6 +258,19 @@ mod tests {
         assert!(route(&m, &roster(), &ThreadContext::default()).prompts.is_empty());
     }
 
+    /// What is still queued for a member goes only to those that receive the channel now:
+    /// its agents. A member removed, or made a person, since a message was routed to it is not
+    /// among them (the delivery engine withdraws its items).
+    #[test]
+    fn only_agent_members_receive_what_is_still_queued() {
+        let mut r = crate::channel::Roster::new(crate::channel::ChannelName::parse("ops").unwrap(), String::new(), 0);
+        r.members = roster();
+        assert_eq!(r.receivers(), ["alice", "bob", "carol", "sup", "late"]);
+        r.members.retain(|m| m.name != "bob");
+        r.members.iter_mut().filter(|m| m.name == "carol").for_each(|m| m.role = Role::Human);
+        assert_eq!(r.receivers(), ["alice", "sup", "late"]);
+    }
+
     #[test]
     fn a_checkin_goes_to_every_supervisor_alone() {
         let mut m = post("desk", "workers idle", false);

@@ -23,6 +23,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use super::item::{Item, ItemId, State, StuckClass, When};
+use super::line;
 use super::settings::DeliverySettings;
 use super::text::{self, Fingerprint, Held, Presence};
 use crate::state::hooks::{HookEvent, PromptSig};
@@ -145,6 +146,12 @@ struct Flight {
     stale_at_enter: bool,
     /// At the first Enter, earlier prompts were still waiting in the agent's own queue.
     queue_ahead_at_enter: bool,
+    /// Typed at a shell's empty prompt (its own line editor reads it): its Enter is taken on
+    /// the shell's evidence ([`line::shell_took_line`]).
+    at_shell_prompt: bool,
+    /// Typed line by line (no bracketed paste) as this many lines, each ended by an Enter: the
+    /// program takes them as that many submissions (0: pasted whole).
+    typed_lines: u32,
 }
 
 impl Flight {
@@ -229,6 +236,9 @@ struct SessionQ {
     /// token of the look in progress (see `unsent`).
     watch_at: Option<Instant>,
     watching: Option<Token>,
+    /// The prompts typed into the session lately: their echo (in the input box, in the
+    /// transcript) is never taken for a dialog, however much it reads like one.
+    typed: crate::state::typed::Typed,
 }
 
 impl SessionQ {
@@ -248,6 +258,7 @@ impl SessionQ {
             known_down: false,
             watch_at: None,
             watching: None,
+            typed: Default::default(),
         }
     }
 }
@@ -372,6 +383,7 @@ impl Engine {
             }
             Input::Timer(key) => self.on_timer(key, &mut out),
             Input::Command { client, command } => self.on_command(client, command, &mut out),
+            Input::ChannelMembers { channel, receivers } => self.on_channel_members(&channel, &receivers, &mut out),
         }
         actions
     }
@@ -760,10 +772,13 @@ impl Engine {
             return Err((why.into(), None));
         }
         let idle = live.activity == Activity::Idle && stale.is_none();
+        // A digest's header and separator lines would be commands to a shell, or lines of input
+        // to a program reading them: without an agent's input box, each prompt goes alone.
+        let batch = if live.rules.delivery.knows_composer() { MAX_DIGEST } else { 1 };
         let ids: Vec<ItemId> = queued
             .iter()
             .filter(|id| self.items.get(*id).is_some_and(|i| i.when == When::Now || idle))
-            .take(MAX_DIGEST)
+            .take(batch)
             .cloned()
             .collect();
         match (ids.is_empty(), stale) {
@@ -813,6 +828,8 @@ impl Engine {
             dialog_seen: false,
             stale_at_enter: false,
             queue_ahead_at_enter: false,
+            at_shell_prompt: false,
+            typed_lines: 0,
         });
         self.enlist(&ids, mode, live.generation, out);
         self.request_snapshot(session, out);
@@ -945,6 +962,14 @@ impl Engine {
         }
     }
 
+    /// The provider's blocked screen rule matching `lines`, where the match is more than the
+    /// echo of a prompt desk typed into the session (one may quote a dialog).
+    fn dialog_rule<'r>(&self, session: &str, rules: &'r RuleSet, lines: &[String]) -> Option<&'r crate::state::Rule> {
+        let none = crate::state::typed::Typed::default();
+        let typed = self.sessions.get(session).map_or(&none, |q| &q.typed);
+        rules.match_screen_where(lines, typed, |r| r.activity == Activity::Blocked)
+    }
+
     /// What a screen shows about the flight: the prompt in the input area, a dialog, the cursor.
     fn look(&self, session: &str, rules: &RuleSet, flight: &Flight, screen: ScreenView) -> Look {
         let settings = &rules.delivery;
@@ -958,10 +983,7 @@ impl Engine {
             .and_then(|q| q.live.as_ref())
             .filter(|l| l.activity == Activity::Blocked)
             .map(|l| format!("the agent reports it waits for {}", l.wait.as_deref().unwrap_or("the operator")));
-        let dialog = rules
-            .match_screen_where(&screen.lines, |r| r.activity == Activity::Blocked)
-            .map(|r| r.name.clone())
-            .or(reported_blocked);
+        let dialog = self.dialog_rule(session, rules, &screen.lines).map(|r| r.name.clone()).or(reported_blocked);
         let cursor_row = (screen.cursor_row, screen.lines.get(screen.cursor_row).cloned().unwrap_or_default());
         Look { screen, presence, dialog, cursor_row }
     }
@@ -982,11 +1004,15 @@ impl Engine {
         if !flight.deadline_passed {
             return self.arm(session, TimerKind::Poll, out.now + settings.poll, out);
         }
-        if !settings.knows_composer() && !look.screen.canonical {
-            // The program stopped reading a line (an editor took over): what the keys did
-            // there cannot be seen, so it is not "missing" — a force would type it again.
-            let detail = "the program left line input (raw mode: an editor or full-screen program) and the text is not on screen; what it did with the keys cannot be seen. Not re-pasting";
-            return self.stick_flight(session, StuckClass::Unobservable, detail.into(), out);
+        if !settings.knows_composer()
+            && let Err(why) = line::reader(&look.screen, settings)
+        {
+            // The program stopped reading a line (an editor, or a job, took over): what the keys
+            // did there cannot be seen, so it is not "missing" — a force would type it again.
+            let detail = format!(
+                "the program left line input ({why}) and the text is not on screen; what became of the keys cannot be seen. Not re-pasting"
+            );
+            return self.stick_flight(session, StuckClass::Unobservable, detail, out);
         }
         let detail = format!(
             "the paste did not show in the input area within {} ms; desk does not paste it again by itself (it is watched for, in case it shows later)",
@@ -1024,6 +1050,11 @@ impl Engine {
         if let Some(rule) = &look.dialog {
             return self.stick_for_dialog(session, rule, out);
         }
+        if let Some(why) = line::job_in_foreground(&look.screen) {
+            // The Enter would go to that job, or wait for the program with the text.
+            let detail = format!("after the paste, {why}; no Enter pressed");
+            return self.stick_flight(session, StuckClass::SubmitStuck, detail, out);
+        }
         if let Some(rest) = foreign_text(settings, flight, &look.screen.lines) {
             return self.stick_merged_in_box(session, &rest, out);
         }
@@ -1041,6 +1072,18 @@ impl Engine {
     ) {
         if let Some(rule) = &look.dialog {
             return self.dialog_after_enter(session, flight, rule, settings, out);
+        }
+        if flight.at_shell_prompt {
+            match line::shell_took_line(&look.screen, settings) {
+                Some(line::AfterEnter::Ran(evidence)) => return self.submitted(session, evidence, false, out),
+                Some(line::AfterEnter::Incomplete) => {
+                    let detail = format!(
+                        "the shell read the line but waits for the rest of the command (a continuation prompt: an unclosed quote or block), so it has not run it. Cancel it (desk keys {session} C-c) and send the command whole"
+                    );
+                    return self.stick_flight(session, StuckClass::SubmitStuck, detail, out);
+                }
+                None => {}
+            }
         }
         if !look.presence.more_than(flight.baseline) {
             return self.submitted(session, "the text left the input area".into(), false, out);
@@ -1155,6 +1198,10 @@ impl Engine {
         if let Some(rule) = &look.dialog {
             return self.stick_for_dialog(session, rule, out);
         }
+        if let Some(why) = line::job_in_foreground(&look.screen) {
+            let detail = format!("{why}; no Enter pressed (force again once it has)");
+            return self.stick_flight(session, StuckClass::SubmitStuck, detail, out);
+        }
         if let Some(rest) = self.beside_own_paste(session, flight, look) {
             // An Enter now would submit someone's text along with the prompt.
             let detail = format!(
@@ -1193,6 +1240,12 @@ impl Engine {
             self.mark_unsent_on_screen(session, &look, out);
             return self.hold_flight(session, flight.reply_to, why, recheck, out);
         }
+        if !rules.delivery.knows_composer() && line::reader(&look.screen, &rules.delivery) == Ok(line::Reader::Shell) {
+            flight.at_shell_prompt = true;
+            if let Some(f) = self.flight_mut(session) {
+                f.at_shell_prompt = true;
+            }
+        }
         // Claimed now, in the same batch as the paste: persist before inject.
         self.claim(&flight, out);
         if look.screen.canonical
@@ -1223,13 +1276,17 @@ impl Engine {
         if let Some(wait) = typing_hold(&look.screen, now_ms) {
             return Some(("someone is typing in an attached terminal".into(), wait));
         }
-        if !settings.knows_composer() && !look.screen.canonical {
-            // Not an agent's input box, and not a program reading a line: keys typed into an
-            // editor or a full-screen program are commands, not a prompt.
-            let why = "the program is not reading a line (raw mode: an editor or full-screen program)";
-            return Some((why.into(), HOLD_RECHECK));
+        if let Some(why) = line::job_in_foreground(&look.screen) {
+            // Whatever is typed now goes to that job, or waits for the program in the terminal
+            // and is read as a command once the job ends.
+            return Some((why, HOLD_RECHECK));
         }
-        if !settings.knows_composer() || flight.over_draft {
+        if !settings.knows_composer() {
+            // Not an agent's input box: a program reading a line, or a shell at an empty
+            // prompt, or nothing is typed (keys typed into an editor are commands).
+            return line::typing_hold(&look.screen, settings, session, &flight.text).map(|why| (why, HOLD_RECHECK));
+        }
+        if flight.over_draft {
             return None;
         }
         let Some(draft) = settings.composer_text(&look.screen.lines) else {
@@ -1324,18 +1381,27 @@ impl Engine {
         let bracketed = look.screen.bracketed_paste;
         let bytes = text::paste_bytes(&flight.text, bracketed);
         let token = self.token(session, Some(flight.attempt));
+        // Without bracketed paste every newline is typed as an Enter: the program takes each
+        // line on its own.
+        let lines = if bracketed { 0 } else { text::typed_lines(&flight.text) };
         if let Some(f) = self.flight_mut(session) {
             f.items = flight.items.clone();
             f.baseline = look.presence;
             f.phase = Phase::Pasting;
             f.waiting = Some(token);
+            f.typed_lines = lines;
             f.paste_written = true;
         }
+        let how = match (bracketed, lines) {
+            (true, _) => "bracketed paste".to_string(),
+            (false, 0 | 1) => "plain typing (no bracketed paste)".to_string(),
+            (false, n) => format!(
+                "plain typing (no bracketed paste): {n} lines, each ended by an Enter, so the program takes them as {n} submissions, not one prompt"
+            ),
+        };
         let note = format!(
-            "input area shows the text {} time(s), {} placeholder(s); {}",
-            look.presence.text,
-            look.presence.placeholders,
-            if bracketed { "bracketed paste" } else { "plain typing (no bracketed paste)" }
+            "input area shows the text {} time(s), {} placeholder(s); {how}",
+            look.presence.text, look.presence.placeholders
         );
         for id in &flight.items {
             if let Some(item) = self.items.get_mut(id) {
@@ -1343,6 +1409,8 @@ impl Engine {
                 item.note(out.now_ms, "baseline", note.clone());
             }
         }
+        // Its echo, from now on, is the prompt's, not the agent's (a prompt may quote a dialog).
+        self.session(session).typed.push_text(&flight.text);
         let (session, generation) = (session.to_string(), flight.generation);
         out.actions.push(Action::Write { token, session, generation, kind: WriteKind::Paste, bytes });
     }
@@ -1610,10 +1678,25 @@ impl Engine {
         // that can look idle), it may sit in the agent's own queue.
         let mid_turn =
             flight.activity_at_enter == Activity::Working || flight.stale_at_enter || flight.queue_ahead_at_enter;
+        // Recorded as what it was: several submissions, one per line typed.
+        let split = flight.typed_lines > 1;
+        let evidence = if split {
+            format!(
+                "{evidence}; delivered as {} separate submissions, one per line (typed without bracketed paste), not as one prompt",
+                flight.typed_lines
+            )
+        } else {
+            evidence
+        };
         for id in &flight.items {
-            if !by_hook && let Some(item) = self.items.get_mut(id) {
-                item.hook_owed = Some(flight.prompt.digest.clone());
-                item.queued_by_agent = mid_turn;
+            if let Some(item) = self.items.get_mut(id) {
+                if !by_hook {
+                    item.hook_owed = Some(flight.prompt.digest.clone());
+                    item.queued_by_agent = mid_turn;
+                }
+                if split {
+                    item.submissions = Some(flight.typed_lines);
+                }
             }
             self.transition(id, State::Delivered, "delivered", evidence.clone(), out);
             if !by_hook && let Some(Action::Persist { item, .. }) = out.actions.last() {
@@ -1781,6 +1864,26 @@ impl Engine {
             Launch { ids: group, mode: Mode::Recover, reply_to: None, over_draft: false },
             out,
         );
+    }
+
+    // ----- channels -----
+
+    /// Withdraw the queued items of `channel` whose session no longer receives its messages.
+    fn on_channel_members(&mut self, channel: &str, receivers: &[String], out: &mut Out<'_>) {
+        let mut gone: Vec<(ItemId, String)> = self
+            .items
+            .values()
+            .filter(|i| i.state == State::Queued && i.channel.as_deref() == Some(channel))
+            .filter(|i| !receivers.contains(&i.session))
+            .filter(|i| !self.flight(&i.session).is_some_and(|f| f.items.contains(&i.id)))
+            .map(|i| (i.id.clone(), i.session.clone()))
+            .collect();
+        gone.sort();
+        for (id, session) in gone {
+            let why = format!("withdrawn: {session} is no longer an agent member of #{channel}");
+            self.transition(&id, State::Dropped, "withdrawn", why, out);
+            self.pump(&session, out);
+        }
     }
 
     // ----- operator commands -----

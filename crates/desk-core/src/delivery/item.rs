@@ -204,6 +204,16 @@ pub struct Item {
     /// turn it started after going idle); if the session ends first, it is stuck/interrupted.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub queued_by_agent: bool,
+    /// Delivered as this many submissions, not as one prompt: its lines were typed into a
+    /// program that had not switched bracketed paste on, so each newline was an Enter and each
+    /// line went in on its own. Absent for a prompt that went in whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submissions: Option<u32>,
+    /// The channel whose message (or onboarding) this item carries: channel ingest's items
+    /// only. While queued, it is withdrawn if its session stops being an agent member of the
+    /// channel ([`Input::ChannelMembers`](crate::delivery::engine::Input::ChannelMembers)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<String>,
 }
 
 impl Item {
@@ -231,6 +241,8 @@ impl Item {
             evidence: Vec::new(),
             hook_owed: None,
             queued_by_agent: false,
+            submissions: None,
+            channel: None,
             state_since_ms: now_ms,
         };
         item.note(now_ms, "queued", "accepted");

@@ -30,6 +30,10 @@ pub struct DeliverySpec {
     composer_empty: Vec<String>,
     #[serde(default)]
     composer_marks: Vec<String>,
+    #[serde(default)]
+    line_editors: Vec<String>,
+    prompt: Option<String>,
+    continuation: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -63,6 +67,14 @@ pub struct DeliverySettings {
     /// Marks the agent draws in its composer that are no text of it (Codex's scroll arrow at
     /// the right of a composer taller than the screen): removed before the text is read.
     pub composer_marks: Vec<Regex>,
+    /// For a session without a composer: the programs (as the kernel names them, `bash`) that
+    /// are interactive shells reading their prompt with a line editor of their own, in raw
+    /// mode (`super::line`).
+    pub line_editors: Vec<String>,
+    /// What such a shell's row left of the cursor shows at an empty prompt (its end trimmed).
+    pub prompt: Option<Regex>,
+    /// What it shows at an empty continuation prompt (waiting for the rest of a command).
+    pub continuation: Option<Regex>,
 }
 
 /// 0 ms: most agents take an Enter in the same read as the paste's end marker; those that do
@@ -108,6 +120,9 @@ impl DeliverySettings {
             composer_rows: spec.composer_rows.map(|n| n.max(1)),
             composer_empty: patterns("composer_empty", &spec.composer_empty)?,
             composer_marks: patterns("composer_marks", &spec.composer_marks)?,
+            line_editors: spec.line_editors.clone(),
+            prompt: re("prompt", &spec.prompt)?,
+            continuation: re("continuation", &spec.continuation)?,
         })
     }
 

@@ -106,6 +106,13 @@ pub fn paste_bytes(text: &str, bracketed: bool) -> Vec<u8> {
     }
 }
 
+/// How many lines typing `text` without bracketed paste enters: one per newline, and the last
+/// line (which the delivery's own Enter ends), not counting a final newline's empty line.
+pub fn typed_lines(text: &str) -> u32 {
+    let lines = text.trim_end_matches('\n').split('\n').count();
+    u32::try_from(lines).unwrap_or(u32::MAX)
+}
+
 /// A line too long for a canonical-mode reader, if any: its 1-based number and length.
 pub fn overlong_line(text: &str) -> Option<(usize, usize)> {
     text.split('\n').enumerate().find(|(_, l)| l.len() > CANONICAL_LINE_MAX).map(|(i, l)| (i + 1, l.len()))

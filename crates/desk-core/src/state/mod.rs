@@ -13,6 +13,7 @@
 
 pub mod hooks;
 pub mod rules;
+pub mod typed;
 
 use std::time::{Duration, Instant};
 
@@ -97,6 +98,8 @@ pub struct Authority {
     /// When a dialog last disappeared from the screen: a blocked claim from before it (a hook,
     /// a notification) is about that dialog, and it is gone.
     dialog_gone: Option<Instant>,
+    /// What was typed into the session lately: its echo on the screen is not the agent's.
+    typed: typed::Typed,
 }
 
 fn bounded(reason: String) -> String {
@@ -133,7 +136,14 @@ impl Authority {
             last_hook: None,
             last_title: String::new(),
             dialog_gone: None,
+            typed: typed::Typed::default(),
         }
+    }
+
+    /// Someone typed into the session (a paste, a person's keys, `desk keys`): screen rules do
+    /// not take its echo (in the input box, in the transcript) for what the agent draws.
+    pub fn on_typed(&mut self, bytes: &[u8]) {
+        self.typed.on_input(bytes);
     }
 
     pub fn rules(&self) -> &RuleSet {
@@ -220,7 +230,7 @@ impl Authority {
     /// Evaluate the screen rules over the visible rows.
     pub fn on_screen(&mut self, rows: &[String], now: Instant, now_ms: u64) -> Vec<Change> {
         let mut changes = Vec::new();
-        let matched = self.rules.match_screen(rows).cloned();
+        let matched = self.rules.match_screen(rows, &self.typed).cloned();
         if let Some(rule) = &matched
             && rule.activity == Activity::Idle
             && self.rules.ready_on.contains(&ReadySignal::Screen)

@@ -12,6 +12,7 @@ use serde::Deserialize;
 use std::time::Duration;
 
 use super::Activity;
+use super::typed::Typed;
 use crate::provider::Provider;
 
 /// Where a rule looks.
@@ -238,16 +239,19 @@ impl RuleSet {
         self.rules.iter().find(|r| r.source == Source::Notification && r.regex.is_match(text))
     }
 
-    /// The first screen rule matching its region of `rows` (visible rows, top first).
-    pub fn match_screen(&self, rows: &[String]) -> Option<&Rule> {
-        self.match_screen_where(rows, |_| true)
+    /// The first screen rule matching its region of `rows` (visible rows, top first), where
+    /// the match is not only an echo of what was `typed`.
+    pub fn match_screen(&self, rows: &[String], typed: &Typed) -> Option<&Rule> {
+        self.match_screen_where(rows, typed, |_| true)
     }
 
     /// The first screen rule, among those `wanted` accepts, whose region of `rows` matches.
     /// Regions are taken from the content: blank rows below the last written one do not count,
     /// so "the bottom 12 rows" of an inline TUI that has drawn 15 rows of a 40-row screen are
-    /// its rows 4–15.
-    pub fn match_screen_where(&self, rows: &[String], wanted: impl Fn(&Rule) -> bool) -> Option<&Rule> {
+    /// its rows 4–15. A match that lies in an echo of text someone `typed` (a prompt quoting a
+    /// dialog, in the input box or the transcript: [`Typed::echoes`]) is not one; a later match
+    /// of the same rule may be.
+    pub fn match_screen_where(&self, rows: &[String], typed: &Typed, wanted: impl Fn(&Rule) -> bool) -> Option<&Rule> {
         let end = rows.iter().rposition(|l| !l.trim().is_empty()).map_or(0, |i| i + 1);
         let rows = &rows[..end];
         self.rules.iter().filter(|r| r.source == Source::Screen && wanted(r)).find(|r| {
@@ -257,7 +261,8 @@ impl RuleSet {
                 Region::Top => &rows[..n],
                 Region::Bottom => &rows[rows.len() - n..],
             };
-            r.regex.is_match(&region.join("\n"))
+            let joined = region.join("\n");
+            r.regex.find_iter(&joined).any(|m| !typed.echoes(region, m.start(), m.end()))
         })
     }
 
@@ -301,9 +306,10 @@ activity = "idle"
 "#;
         let set = RuleSet::parse(text, "x").unwrap();
         let rows = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert!(set.match_screen(&rows(&["a", "b", "> "])).is_some());
-        assert!(set.match_screen(&rows(&["> ", "b", "c"])).is_none());
+        let none = Typed::default();
+        assert!(set.match_screen(&rows(&["a", "b", "> "]), &none).is_some());
+        assert!(set.match_screen(&rows(&["> ", "b", "c"]), &none).is_none());
         // Blank rows below the content are not part of the bottom region.
-        assert!(set.match_screen(&rows(&["a", "b", "> ", "", "  "])).is_some());
+        assert!(set.match_screen(&rows(&["a", "b", "> ", "", "  "]), &none).is_some());
     }
 }

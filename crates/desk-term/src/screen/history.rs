@@ -6,6 +6,13 @@
 //! plus runs of attributes over that text, with no runs at all for a line drawn entirely in
 //! default attributes. Invariants: at most `limit` lines are kept (the oldest are dropped
 //! first); a limit of 0 keeps nothing; the runs of a line cover its text exactly, in order.
+//!
+//! Lines are numbered, so that a reader can ask for the history a page at a time while output
+//! goes on (docs/protocol.md, SNAPSHOT_REQUEST): the oldest line kept has number `first`, the
+//! others follow it without gaps, and a number is never given to another line. Dropping the
+//! oldest line moves `first` on by one; forgetting every line (ED 3) or taking the newest back
+//! (a resize that grows the screen) moves it past every number given so far, so a reader
+//! holding an old number finds the line gone rather than finding another line in its place.
 
 use std::collections::VecDeque;
 
@@ -230,6 +237,8 @@ impl HistoryLine {
 pub(super) struct History {
     lines: VecDeque<HistoryLine>,
     limit: usize,
+    /// The number of `lines[0]` (see the module doc).
+    first: u64,
     /// Reused to build each line (see `HistoryLine::from_row`).
     scratch: Scratch,
     /// With a session log: the text of the lines pushed since the owner last took it, one
@@ -257,7 +266,13 @@ impl Eq for Scratch {}
 impl History {
     /// An empty history keeping at most `limit` lines (clamped to `MAX_HISTORY_LINES`).
     pub(super) fn new(limit: usize) -> History {
-        History { lines: VecDeque::new(), limit: limit.min(MAX_HISTORY_LINES), scratch: Scratch::default(), log: None }
+        History {
+            lines: VecDeque::new(),
+            limit: limit.min(MAX_HISTORY_LINES),
+            first: 0,
+            scratch: Scratch::default(),
+            log: None,
+        }
     }
 
     /// The bound.
@@ -311,6 +326,7 @@ impl History {
         }
         if self.lines.len() >= self.limit {
             self.lines.pop_front();
+            self.first += 1;
         }
         self.lines.push_back(line);
     }
@@ -337,14 +353,35 @@ impl History {
         }
     }
 
-    /// Takes the newest line back (a resize that grows the screen pulls it down).
+    /// Takes the newest line back (a resize that grows the screen pulls it down). The lines
+    /// left are numbered anew, past every number given so far: the popped line's number could
+    /// otherwise go to a different line.
     pub(crate) fn pop_newest(&mut self) -> Option<HistoryLine> {
-        self.lines.pop_back()
+        let line = self.lines.pop_back()?;
+        self.first = self.end() + 1;
+        Some(line)
     }
 
     /// Forgets every line (ED 3).
     pub(super) fn clear(&mut self) {
+        self.first = self.end();
         self.lines = VecDeque::new();
+    }
+
+    /// The number of the oldest line kept (see the module doc).
+    pub(super) fn first(&self) -> u64 {
+        self.first
+    }
+
+    /// One past the number of the newest line kept: the number the next line will get.
+    pub(super) fn end(&self) -> u64 {
+        self.first + self.lines.len() as u64
+    }
+
+    /// The lines numbered `from` on, oldest first, from the oldest kept when `from` is older.
+    pub(super) fn numbered_from(&self, from: u64) -> impl DoubleEndedIterator<Item = &HistoryLine> {
+        let skip = usize::try_from(from.saturating_sub(self.first)).unwrap_or(usize::MAX).min(self.lines.len());
+        self.lines.range(skip..)
     }
 
     /// The newest `n` lines (or all), oldest first.

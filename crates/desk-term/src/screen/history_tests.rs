@@ -258,3 +258,27 @@ fn a_plain_row_gives_the_line_the_general_encoding_gives() {
         }
     }
 }
+
+#[test]
+fn lines_keep_their_numbers_and_a_number_never_goes_to_another_line() {
+    let texts = |s: &Screen, from: u64| s.history_from(from).map(|l| l.text().to_string()).collect::<Vec<_>>();
+    // 1..=8 went in as numbers 0..=7; the bound of 5 dropped the three oldest.
+    let mut s = hist(10, 3, 5, &numbered(1, 10));
+    assert_eq!((s.history_first(), s.history_end()), (3, 8));
+    assert_eq!(texts(&s, 6), ["7", "8"]);
+    assert_eq!(texts(&s, 0), ["4", "5", "6", "7", "8"], "numbers already dropped start at the oldest");
+    assert!(texts(&s, 8).is_empty());
+    // A resize that takes lines back renumbers the rest past every number given: a reader at
+    // number 6 finds its lines gone, not lines that came in after the resize.
+    s.resize(10, 5);
+    assert_eq!(s.history_text(10), ["4", "5", "6"]);
+    assert!(s.history_first() >= 8, "{}", s.history_first());
+    assert_eq!(s.history_end() - s.history_first(), 3);
+    s.process(b"\r\n\r\n\r\n\r\nnew");
+    assert_eq!(texts(&s, 6), s.history_text(10), "6 and 7 now name nothing: from the oldest kept on");
+    assert!(s.history_first() > 7);
+    // ED 3 forgets every line and their numbers.
+    let end = s.history_end();
+    s.process(b"\x1b[3J");
+    assert_eq!((s.history_first(), s.history_end()), (end, end));
+}

@@ -245,6 +245,27 @@ impl Screen {
         self.term.history.tail(n)
     }
 
+    /// The number of the oldest history line. Lines are numbered in the order they entered
+    /// the history, without gaps, and a number is never given to another line (lines taken
+    /// back by a resize, or forgotten by ED 3, leave their numbers unused), so a reader can
+    /// ask for the history in pages while output goes on and tell when lines it wanted left.
+    pub fn history_first(&self) -> u64 {
+        self.term.history.first()
+    }
+
+    /// One past the number of the newest history line ([`Screen::history_first`] when the
+    /// history is empty).
+    pub fn history_end(&self) -> u64 {
+        self.term.history.end()
+    }
+
+    /// The history lines numbered `from` on, oldest first (from the oldest when `from` is
+    /// older than [`Screen::history_first`]; none when it is not below
+    /// [`Screen::history_end`]).
+    pub fn history_from(&self, from: u64) -> impl DoubleEndedIterator<Item = &HistoryLine> {
+        self.term.history.numbered_from(from)
+    }
+
     /// The newest `n` history lines as text, oldest first.
     pub fn history_text(&self, n: usize) -> Vec<String> {
         self.history_tail(n).map(|l| l.text().to_string()).collect()

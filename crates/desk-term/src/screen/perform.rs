@@ -237,8 +237,11 @@ impl Perform for Term {
                 self.set_cursor(n(1) as i64 - 1, arg(params, 1, 1) as i64 - 1);
             }
             ([], 'I') => self.tab(n(1)),
-            ([] | [b'?'], 'J') => self.erase_display(param(params, 0)),
-            ([] | [b'?'], 'K') => self.erase_line(param(params, 0)),
+            ([], 'J') => self.erase_display(param(params, 0)),
+            ([], 'K') => self.erase_line(param(params, 0)),
+            // DECSED (`CSI ? Ps J`), DECSEL (`CSI ? Ps K`) and DECSCA (`CSI Ps " q`) fall
+            // through to the ignored sequences, as in tmux and alacritty: no cell is protected,
+            // and a selective erase erases nothing (docs/screen-model.md).
             ([], 'L') => self.insert_lines(n(1)),
             ([], 'M') => self.delete_lines(n(1)),
             ([], 'P') => self.delete_chars(n(1)),

@@ -557,8 +557,21 @@ impl Term {
 
     // ---- erasing and editing --------------------------------------------------------------
 
-    /// EL 0/1/2.
+    /// EL 0/1/2. With a wrap pending (the cursor "past" the last column), EL 0 erases
+    /// nothing and all three keep the pending wrap, as tmux and alacritty do (xterm erases the
+    /// last column and cancels the wrap; docs/screen-model.md gives the evidence).
     pub(super) fn erase_line(&mut self, mode: u16) {
+        if !self.cur.pending {
+            self.erase_in_row(mode);
+        } else if mode != 0 {
+            self.erase_in_row(mode);
+            self.cur.pending = true;
+        }
+    }
+
+    /// The row part of EL and ED: mode 0 from the cursor to the end of the row, 1 from its
+    /// start to the cursor, 2 all of it; cancels a pending wrap (xterm).
+    fn erase_in_row(&mut self, mode: u16) {
         let blank = self.blank();
         let (row, col, cols) = (self.cur.row, self.cur.col, self.cols);
         let r = self.grid_mut().row_mut(row);
@@ -583,7 +596,7 @@ impl Term {
         let row = self.cur.row;
         match mode {
             0 => {
-                self.erase_line(0);
+                self.erase_in_row(0);
                 let rows = self.rows;
                 let grid = self.grid_mut();
                 for r in row + 1..rows {
@@ -595,7 +608,7 @@ impl Term {
                 for r in 0..row {
                     grid.row_mut(r).reset(blank);
                 }
-                self.erase_line(1);
+                self.erase_in_row(1);
             }
             2 => {
                 self.grid_mut().clear(blank);
@@ -828,6 +841,19 @@ impl Term {
         }
     }
 
+    /// DECCOLM (`CSI ? 3 h` and `l`) without the width change: the size belongs to the
+    /// session, not to the program, so only the side effects that tmux and alacritty both
+    /// perform are kept: the shown screen is cleared (with the pen's background, nothing goes
+    /// into the history) and the cursor goes home. The scroll region is reset too, as the DEC
+    /// manuals and alacritty do (tmux keeps it).
+    fn column_mode(&mut self) {
+        self.top = 0;
+        self.bottom = self.rows - 1;
+        let blank = self.blank();
+        self.grid_mut().clear(blank);
+        self.set_cursor(0, 0);
+    }
+
     /// SM/RM (ANSI modes): 4 IRM, 20 LNM.
     pub(super) fn ansi_mode(&mut self, code: u16, on: bool) {
         match code {
@@ -846,6 +872,7 @@ impl Term {
                 self.modes.origin = on;
                 self.set_cursor(0, 0);
             }
+            3 => self.column_mode(),
             7 => self.modes.autowrap = on,
             9 => self.modes.mouse = mouse(MouseMode::Press),
             12 => self.modes.cursor_blink = on,

@@ -36,8 +36,11 @@ pub struct ScreenView {
     pub last_typed_ms: Option<u64>,
     /// Whether the child's terminal is in canonical (line-edited) mode.
     pub canonical: bool,
-    /// The cursor's row (0-based index into `lines`).
+    /// The cursor's row (0-based index into `lines`) and column (0-based, in cells).
     pub cursor_row: usize,
+    pub cursor_col: usize,
+    /// Who has the terminal (its foreground process group), when the master says.
+    pub foreground: Option<desk_wire::Foreground>,
 }
 
 /// What a write types. Delivery only ever types the first two, each as one write (see the
@@ -142,6 +145,14 @@ pub enum Input {
     Command {
         client: u64,
         command: Command,
+    },
+    /// The sessions that receive channel `channel`'s messages now (its agent members, after an
+    /// ingest pass read its roster): a queued item of that channel for any other session is
+    /// withdrawn (dropped, saying why) — a member removed before its prompt went out does not
+    /// get it. An item being delivered, or stuck, is left as it is.
+    ChannelMembers {
+        channel: String,
+        receivers: Vec<String>,
     },
 }
 

@@ -32,6 +32,11 @@ struct Agent {
     last_typed_ms: Option<u64>,
     /// Drawn like Codex: no box, a "›" composer with a hint when empty, a model line below.
     codex_style: bool,
+    /// Who has the terminal, as the master reports it (none: an older master, which does not).
+    foreground: Option<desk_wire::Foreground>,
+    /// The program never switched bracketed paste on: what is typed arrives as keys, and each
+    /// carriage return in it is an Enter.
+    no_bracketed_paste: bool,
 }
 
 impl Agent {
@@ -85,6 +90,16 @@ impl Agent {
             }
             return;
         }
+        if text.contains('\r') {
+            // Keys typed in one write: every carriage return among them is an Enter.
+            for (i, part) in text.split('\r').enumerate() {
+                if i > 0 {
+                    self.write(b"\r");
+                }
+                self.input.push_str(part);
+            }
+            return;
+        }
         self.input.push_str(&text);
     }
 
@@ -115,10 +130,12 @@ impl Agent {
             lines.push("  fake-model default · /tmp/work".into());
             return ScreenView {
                 lines,
-                bracketed_paste: true,
+                bracketed_paste: !self.no_bracketed_paste,
                 last_typed_ms: self.last_typed_ms,
                 canonical: self.canonical,
                 cursor_row,
+                cursor_col: 0,
+                foreground: self.foreground.clone(),
             };
         }
         lines.push("╭────────────────────────────────────────╮".into());
@@ -140,10 +157,12 @@ impl Agent {
         let cursor_row = lines.iter().rposition(|l| l.starts_with("│ ")).unwrap_or(0);
         ScreenView {
             lines,
-            bracketed_paste: true,
+            bracketed_paste: !self.no_bracketed_paste,
             last_typed_ms: self.last_typed_ms,
             canonical: self.canonical,
             cursor_row,
+            cursor_col: 0,
+            foreground: self.foreground.clone(),
         }
     }
 }
@@ -592,6 +611,47 @@ fn drop_removes_a_queued_item_for_good() {
     w.feed(Input::Session(view));
     w.settle(5_000);
     assert!(w.agent.submitted.is_empty());
+}
+
+/// Issue 18's finding 7: a member removed from a channel after its message was routed to it
+/// does not get it. Its queued items of that channel are withdrawn; its other items, other
+/// channels' items and items for members still there are left alone.
+#[test]
+fn a_queued_channel_item_is_withdrawn_when_its_session_leaves_the_channel() {
+    let mut w = World::new();
+    let channel_item = |w: &mut World, text: &str, channel: &str| {
+        let (_, ms) = w.now();
+        let mut item = Item::new(ItemId::sequential(ms), "s".into(), Some(1), text.into(), When::Now, "c".into(), ms);
+        item.channel = Some(channel.into());
+        let id = item.id.clone();
+        w.disk.insert(id.clone(), item.clone());
+        w.feed(Input::Ingested(item));
+        id
+    };
+    let ops = channel_item(&mut w, "from #ops", "ops");
+    let dev = channel_item(&mut w, "from #dev", "dev");
+    let plain = w.item("a prompt of its own");
+    // Still a member: nothing changes.
+    w.feed(Input::ChannelMembers { channel: "ops".into(), receivers: vec!["s".into(), "t".into()] });
+    assert_eq!(w.state_of(&ops), State::Queued);
+    // Removed from #ops.
+    w.feed(Input::ChannelMembers { channel: "ops".into(), receivers: vec!["t".into()] });
+    assert_eq!(w.state_of(&ops), State::Dropped);
+    let note = w.disk[&ops].evidence.last().unwrap().clone();
+    assert_eq!(
+        (note.kind.as_str(), note.detail.as_str()),
+        ("withdrawn", "withdrawn: s is no longer an agent member of #ops")
+    );
+    assert_eq!((w.state_of(&dev), w.state_of(&plain)), (State::Queued, State::Queued));
+    let view = w.view();
+    w.feed(Input::Session(view));
+    w.settle(20_000);
+    assert_eq!(w.agent.submitted.iter().filter(|p| p.contains("from #ops")).count(), 0);
+    assert!(w.agent.submitted.iter().any(|p| p.contains("from #dev")), "{:?}", w.agent.submitted);
+    assert!(w.agent.submitted.iter().any(|p| p.contains("a prompt of its own")), "{:?}", w.agent.submitted);
+    // A delivered item is not touched by a later removal.
+    w.feed(Input::ChannelMembers { channel: "dev".into(), receivers: vec![] });
+    assert_eq!(w.state_of(&dev), State::Delivered);
 }
 
 #[test]
@@ -1431,4 +1491,86 @@ fn a_forced_paste_that_still_does_not_show_says_it_pasted_again_and_counts_one_a
     w.feed(Input::Command { client: 8, command: Command::Force { id: id.clone(), over_draft: false } });
     let (ok, message) = last_reply(&w, 8);
     assert!(!ok && !message.starts_with("pasted"), "{message}");
+}
+
+#[test]
+fn a_job_with_the_terminal_holds_delivery_until_the_program_has_it_back() {
+    let mut w = World::new();
+    w.rules = Rc::new(RuleSet::builtin(Provider::Shell));
+    w.agent.canonical = true;
+    // A shell ran `sleep 8`: the kernel would keep the line until `sleep` ends, and the shell
+    // would then run it as a command.
+    let job = desk_wire::Foreground { pgid: 77, program: "sleep".into(), own: false, reading: Some(false) };
+    w.agent.foreground = Some(job);
+    let view = w.view();
+    w.feed(Input::Session(view));
+    let id = w.item("touch PWNED");
+    w.settle(600_000);
+    assert_eq!(w.state_of(&id), State::Queued);
+    assert!(w.agent.input.is_empty() && w.agent.submitted.is_empty());
+    assert!(hold_reason(&w).starts_with("`sleep` (process group 77) has the terminal"), "{}", hold_reason(&w));
+    // Its own program again, but busy (a loop of builtins): nothing reads the terminal.
+    w.agent.foreground = Some(desk_wire::Foreground { pgid: 5, program: "sh".into(), own: true, reading: Some(false) });
+    w.settle(10_000);
+    assert_eq!(w.state_of(&id), State::Queued);
+    assert!(hold_reason(&w).starts_with("nothing reads the terminal now (sh is busy"), "{}", hold_reason(&w));
+    // Reading a line: typed, and delivered.
+    w.agent.foreground = Some(desk_wire::Foreground { pgid: 5, program: "sh".into(), own: true, reading: Some(true) });
+    w.settle(10_000);
+    assert_eq!(w.state_of(&id), State::Delivered, "{:?}", w.disk[&id].evidence);
+    assert_eq!(w.agent.submitted, ["touch PWNED"]);
+}
+
+#[test]
+fn without_an_input_box_each_prompt_goes_alone_never_as_a_digest() {
+    let mut w = World::new();
+    w.rules = Rc::new(RuleSet::builtin(Provider::Shell));
+    w.agent.canonical = true;
+    let ids = [w.item("echo one"), w.item("echo two"), w.item("echo three")];
+    let view = w.view();
+    w.feed(Input::Session(view));
+    w.settle(60_000);
+    for id in &ids {
+        assert_eq!(w.state_of(id), State::Delivered, "{:?}", w.disk[id].evidence);
+        assert!(w.disk[id].digest_with.is_empty());
+    }
+    assert_eq!(w.agent.submitted, ["echo one", "echo two", "echo three"]);
+}
+
+#[test]
+fn a_prompt_quoting_a_dialog_is_not_taken_for_the_dialog_in_the_box_or_the_transcript() {
+    let mut w = started();
+    let quoted = "Please answer: Do you want to run this command? yes or no";
+    let first = w.item(quoted);
+    w.settle(10_000);
+    assert_eq!(w.state_of(&first), State::Delivered, "{:?}", w.disk[&first].evidence);
+    // Its echo stays in the transcript; the next prompt is not held by it.
+    assert!(w.agent.screen().lines.iter().any(|l| l.contains("Do you want to run this command?")));
+    let second = w.item("and the next one");
+    w.settle(10_000);
+    assert_eq!(w.state_of(&second), State::Delivered, "{:?}", w.disk[&second].evidence);
+    assert_eq!(w.agent.submitted, [quoted, "and the next one"]);
+}
+
+#[test]
+fn a_multi_line_prompt_typed_without_bracketed_paste_is_recorded_as_its_submissions() {
+    let mut w = started();
+    w.agent.no_bracketed_paste = true;
+    let id = w.item("first line\nsecond line\nthird line");
+    w.settle(10_000);
+    assert_eq!(w.agent.submitted, ["first line", "second line", "third line"]);
+    let item = &w.disk[&id];
+    assert_eq!(item.state, State::Delivered, "{:?}", item.evidence);
+    assert_eq!(item.submissions, Some(3));
+    let last = item.evidence.last().unwrap();
+    assert!(
+        last.detail.ends_with(
+            "delivered as 3 separate submissions, one per line (typed without bracketed paste), not as one prompt"
+        ),
+        "{last:?}"
+    );
+    // One line, or a bracketed paste, is one prompt.
+    let one = w.item("just one line");
+    w.settle(10_000);
+    assert_eq!(w.disk[&one].submissions, None);
 }

@@ -93,7 +93,7 @@ impl Engine {
     /// covers it.
     fn composer_on(&self, session: &str, screen: &ScreenView) -> Option<String> {
         let rules = self.rules(session)?;
-        let blocked = rules.match_screen_where(&screen.lines, |r| r.activity == Activity::Blocked).is_some();
+        let blocked = self.dialog_rule(session, &rules, &screen.lines).is_some();
         let reported = self.live(session).is_some_and(|l| l.activity == Activity::Blocked);
         if blocked || reported || !rules.delivery.knows_composer() {
             return None;
