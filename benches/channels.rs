@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use desk::channel::store::{ChannelStore, Draft};
-use desk::channel::{ChannelName, Kind, Message, delivery_item_id, format};
+use desk_core::channel::{ChannelName, Kind, Message, delivery_item_id, format};
+use desk_daemon::channel::store::{ChannelStore, Draft};
 
 const DESK: &str = env!("CARGO_BIN_EXE_desk");
 const AGENT: &str = env!("CARGO_BIN_EXE_desk-demo-agent");
@@ -29,8 +29,8 @@ fn desk(home: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn paths(home: &Path) -> desk::paths::Paths {
-    desk::paths::Paths { runtime: home.join("run"), state: home.join("state"), config: home.join("config") }
+fn paths(home: &Path) -> desk_common::paths::Paths {
+    desk_common::paths::Paths { runtime: home.join("run"), state: home.join("state"), config: home.join("config") }
 }
 
 fn wait(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
@@ -168,7 +168,7 @@ fn burst() {
     for i in 0..1000 {
         let ch = &channels[i % 5];
         let draft = Draft { author: "human".into(), thread: None, body: format!("burst message {i}") };
-        let msg = store.post(ch, draft, desk::clock::now_ms()).expect("post");
+        let msg = store.post(ch, draft, desk_common::clock::now_ms()).expect("post");
         posted.push((ch.clone(), msg));
     }
     let appended = t0.elapsed().as_secs_f64();
@@ -232,7 +232,7 @@ fn read_big() {
     let mut bytes = format::title("big", None).into_bytes();
     for i in 0..10_000u64 {
         let msg = Message {
-            id: desk::delivery::fresh_item_id(1_700_000_000_000 + i),
+            id: desk_common::ids::fresh_item_id(1_700_000_000_000 + i),
             author: format!("agent-{}", i % 7),
             ts_ms: 1_700_000_000_000 + i,
             thread: None,

@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use desk::wire::{Frame, Role};
+use desk_wire::{Frame, Role};
 
 const COLS: u16 = 200;
 const ROWS: u16 = 50;
@@ -140,9 +140,14 @@ impl Desk {
     /// Type `bytes` into session `name` as a controller would, then leave.
     fn type_into(&self, socket: &std::path::Path, bytes: &[u8]) {
         let stream = std::os::unix::net::UnixStream::connect(socket).expect("connect");
-        let mut conn =
-            desk_wire::client::Connection::open_within(stream, Role::Controller, 80, 24, Duration::from_secs(5))
-                .expect("handshake");
+        let mut conn = desk_common::master_client::Connection::open_within(
+            stream,
+            Role::Controller,
+            80,
+            24,
+            Duration::from_secs(5),
+        )
+        .expect("handshake");
         conn.send(&Frame::Input(bytes.to_vec())).expect("input");
         let _ = conn.send(&Frame::Detach);
     }
@@ -174,7 +179,7 @@ struct DashPty {
 
 impl DashPty {
     fn start(desk: &Desk) -> DashPty {
-        let child = desk::pty::spawn(&desk::pty::Spawn {
+        let child = desk_common::pty::spawn(&desk_common::pty::Spawn {
             program: desk.exe.clone().into(),
             args: vec!["dash".into()],
             cwd: None,

@@ -8,29 +8,36 @@
 //!   delivered, and the per-item latency desk recorded (items released together are delivered
 //!   as one digest, as intended).
 //!
-//! Options: `--runs N` (latency samples, default 40).
+//! Options: `--runs N` (latency samples, default 40), `--desk DIR` (measure another build's
+//! `desk`, `desk-master` and `desk-demo-agent`, say main's before a change, instead of this
+//! build's: run it before or after the plain run to compare the two in one sitting).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const DESK: &str = env!("CARGO_BIN_EXE_desk");
-const AGENT: &str = env!("CARGO_BIN_EXE_desk-demo-agent");
+/// The executables measured: this build's, or those in `--desk DIR`.
+static EXES: std::sync::OnceLock<(PathBuf, PathBuf)> = std::sync::OnceLock::new();
+
+fn exe(name: &str) -> PathBuf {
+    let (desk, agent) = EXES.get().expect("executables chosen in main");
+    if name == "desk" { desk.clone() } else { agent.clone() }
+}
 
 fn desk(home: &Path, args: &[&str]) -> String {
-    let out = Command::new(DESK).env("DESK_HOME", home).args(args).output().expect("run desk");
+    let out = Command::new(exe("desk")).env("DESK_HOME", home).args(args).output().expect("run desk");
     assert!(out.status.success(), "desk {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn item(home: &Path, id: &str) -> serde_json::Value {
-    let socket = desk::daemon::socket_path(&paths(home));
-    let req = desk::daemon::control::Request::Item { id: id.to_string() };
-    desk::daemon::control::request(&socket, &req, Duration::from_secs(5)).map(|r| r.data).unwrap_or_default()
+    let socket = desk_common::daemon_client::socket_path(&paths(home));
+    let req = desk_wire::control::Request::Item { id: id.to_string() };
+    desk_common::daemon_client::request(&socket, &req, Duration::from_secs(5)).map(|r| r.data).unwrap_or_default()
 }
 
-fn paths(home: &Path) -> desk::paths::Paths {
-    desk::paths::Paths { runtime: home.join("run"), state: home.join("state"), config: home.join("config") }
+fn paths(home: &Path) -> desk_common::paths::Paths {
+    desk_common::paths::Paths { runtime: home.join("run"), state: home.join("state"), config: home.join("config") }
 }
 
 fn wait(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
@@ -56,7 +63,9 @@ fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
 
 fn start_agent(home: &Path, name: &str, extra: &[&str]) {
     let log = home.join(format!("{name}.prompts"));
-    let mut args = vec!["new", name, "--provider", "demo", "--", AGENT, "--prompt-log", log.to_str().unwrap()];
+    let agent = exe("agent");
+    let mut args =
+        vec!["new", name, "--provider", "demo", "--", agent.to_str().unwrap(), "--prompt-log", log.to_str().unwrap()];
     args.extend(extra);
     desk(home, &args);
 }
@@ -79,12 +88,13 @@ impl Drop for Cleanup {
 }
 
 fn cleanup(home: &PathBuf) {
-    let _ = Command::new(DESK).env("DESK_HOME", home).args(["serve", "--stop"]).output();
-    if let Ok(out) = Command::new(DESK).env("DESK_HOME", home).args(["ls", "--json"]).output() {
+    let _ = Command::new(exe("desk")).env("DESK_HOME", home).args(["serve", "--stop"]).output();
+    if let Ok(out) = Command::new(exe("desk")).env("DESK_HOME", home).args(["ls", "--json"]).output() {
         let ls: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
         for s in ls["data"].as_array().cloned().unwrap_or_default() {
             if let Some(name) = s["name"].as_str() {
-                let _ = Command::new(DESK).env("DESK_HOME", home).args(["kill", name, "--signal", "KILL"]).output();
+                let _ =
+                    Command::new(exe("desk")).env("DESK_HOME", home).args(["kill", name, "--signal", "KILL"]).output();
             }
         }
     }
@@ -96,6 +106,15 @@ fn main() {
     if let Some(i) = args.iter().position(|a| a == "--runs") {
         runs = args[i + 1].parse().expect("--runs N");
     }
+    let exes = match args.iter().position(|a| a == "--desk") {
+        Some(i) => {
+            let dir = PathBuf::from(&args[i + 1]);
+            println!("Executables: {}", dir.display());
+            (dir.join("desk"), dir.join("desk-demo-agent"))
+        }
+        None => (PathBuf::from(env!("CARGO_BIN_EXE_desk")), PathBuf::from(env!("CARGO_BIN_EXE_desk-demo-agent"))),
+    };
+    EXES.set(exes).expect("set once");
     let tmp = tempfile::Builder::new().prefix("desk-bench-delivery").tempdir().unwrap();
     let home = tmp.path().to_path_buf();
     let _cleanup = Cleanup(home.clone());

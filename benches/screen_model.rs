@@ -9,8 +9,8 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use desk::screen::Screen;
-use desk::term_events::OutputEvent;
+use desk_term::events::OutputEvent;
+use desk_term::screen::Screen;
 
 /// The size the brief's throughput target is stated for.
 const COLS: u16 = 120;

@@ -3,9 +3,12 @@
 //! Three measurements, each repeated and reported as medians:
 //! - fan-out: a child `cat`s a large text file through the session while 0, 1 or 4 clients are
 //!   attached, each on its own pseudo-terminal read by a byte-counting consumer. Reported: the
-//!   producer's throughput, the holder's CPU time, each attach client's CPU time, bytes each client received, and whether each
-//!   client's final screen equals the screen the file produces on a terminal (checked with the
-//!   vt100 crate) — throughput without loss accounting would reward dropping bytes. With one
+//!   throughput from the moment the child is let go until the `cat` has ended *and* every
+//!   client has received its last byte (a holder still draining its clients' queues is still
+//!   working), the holder's CPU time, each attach client's CPU time, bytes each client
+//!   received, and whether each client's whole final screen, bottom row included, equals the
+//!   screen the file produces on a terminal (checked with the vt100 crate) — throughput without
+//!   loss accounting would reward dropping bytes. With one
 //!   client, a "raw PTY" row runs the same `cat` directly on the consumer's pseudo-terminal (no
 //!   holder): the ceiling for any holder on this machine. Each run's 1-client ratios (desk to
 //!   dtach, desk to raw PTY) are printed, and their medians.
@@ -22,9 +25,12 @@
 //! CPU 0 (`taskset`), so every tool gets the same split; the fleet part pins nothing (a listing
 //! may use both cores, as it would for a user). Options: `--runs N` (default 5), `--mb N`
 //! (default 50), `--only fanout|attach|idle|history|fleet`, `--idle-secs N` (default 10), `--sessions
-//! N,N,..` (fleet sizes, default 10,100,300), `--ls-runs N` (timed listings per size, default 20).
+//! N,N,..` (fleet sizes, default 10,100,300), `--ls-runs N` (timed listings per size, default 20),
+//! `--baseline DIR` (another build's `desk` and `desk-master`, say main's before a change, measured
+//! in the same run as a holder of its own, `desk (baseline)`, and in the fleet part as a fleet of
+//! its own after this build's).
 
-use desk::pty::{Spawn, spawn};
+use desk_common::pty::{Spawn, spawn};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::os::fd::{AsFd, OwnedFd};
@@ -45,10 +51,12 @@ struct Opts {
     idle_secs: u64,
     sessions: Vec<usize>,
     ls_runs: usize,
+    baseline: Option<PathBuf>,
 }
 
 fn parse_opts() -> Opts {
-    let mut opts = Opts { runs: 5, mb: 50, only: None, idle_secs: 10, sessions: vec![10, 100, 300], ls_runs: 20 };
+    let mut opts =
+        Opts { runs: 5, mb: 50, only: None, idle_secs: 10, sessions: vec![10, 100, 300], ls_runs: 20, baseline: None };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     while i < args.len() {
@@ -63,6 +71,7 @@ fn parse_opts() -> Opts {
                 opts.sessions.sort_unstable();
             }
             "--ls-runs" => opts.ls_runs = value().parse().expect("--ls-runs N"),
+            "--baseline" => opts.baseline = Some(PathBuf::from(value())),
             "--bench" => {
                 i += 1;
                 continue;
@@ -242,6 +251,8 @@ trait Holder {
 }
 
 struct Desk {
+    /// "desk", or "desk (baseline)" for another build's executables (`--baseline`).
+    label: &'static str,
     exe: PathBuf,
     home: PathBuf,
     n: usize,
@@ -266,7 +277,7 @@ impl Desk {
 
 impl Holder for Desk {
     fn name(&self) -> &'static str {
-        if self.history == Some(0) { DESK_NO_HISTORY } else { "desk" }
+        if self.history == Some(0) { DESK_NO_HISTORY } else { self.label }
     }
     fn start(&mut self, script: &str) -> u32 {
         self.n += 1;
@@ -470,6 +481,11 @@ fn screen_rows(bytes: &[u8]) -> Vec<String> {
     parser.screen().rows(0, COLS).map(|r| r.trim_end().to_string()).collect()
 }
 
+/// Nanoseconds since the Unix epoch, the clock `date +%s%N` reads.
+fn wall_ns() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos())
+}
+
 fn strip_trailing_blank(mut rows: Vec<String>) -> Vec<String> {
     while rows.last().is_some_and(|r| r.is_empty()) {
         rows.pop();
@@ -519,7 +535,7 @@ fn fanout(holders: &mut [Box<dyn Holder>], opts: &Opts, work: &Path) -> String {
             }
             cooked.push(b);
         }
-        strip_trailing_blank(screen_rows(&cooked))
+        screen_rows(&cooked)
     };
     let mut table = String::from(
         "| holder | clients | throughput MB/s (median) | holder CPU s (median) | client CPU s (median) | bytes per client (median) | final screens exact |\n|---|---|---|---|---|---|---|\n",
@@ -543,7 +559,7 @@ fn fanout(holders: &mut [Box<dyn Holder>], opts: &Opts, work: &Path) -> String {
                 let _ = std::fs::remove_file(&done);
                 nix::unistd::mkfifo(&go, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
                 let script = format!(
-                    "stty -echo; read x < {go}; s=$(date +%s%N); cat {data}; e=$(date +%s%N); echo $((e-s)) > {done}.tmp; mv {done}.tmp {done}; exec sleep 100000",
+                    "stty -echo; read x < {go}; cat {data}; e=$(date +%s%N); echo $e > {done}.tmp; mv {done}.tmp {done}; exec sleep 100000",
                     go = go.display(),
                     data = data.display(),
                     done = done.display()
@@ -554,15 +570,23 @@ fn fanout(holders: &mut [Box<dyn Holder>], opts: &Opts, work: &Path) -> String {
                 holder.wait_clients(clients);
                 let cpu_before = cpu_ticks(pid);
                 let client_cpu_before: Vec<u64> = consumers.iter().map(|c| cpu_ticks(c.pid)).collect();
+                let (go_at, go_wall) = (Instant::now(), wall_ns());
                 std::fs::write(&go, "go\n").unwrap();
                 wait_for("flood end", Duration::from_secs(300), || done.exists());
-                let nanos: f64 = std::fs::read_to_string(&done).unwrap().trim().parse().unwrap();
+                let cat_end: u128 = std::fs::read_to_string(&done).unwrap().trim().parse().unwrap();
                 wait_for("clients to go quiet", Duration::from_secs(120), || {
                     consumers.iter().all(|c| c.quiet_for(Duration::from_millis(500)))
                 });
+                // Done when the `cat` has ended (its own clock: `date +%s%N`, the same wall clock)
+                // and every client has received its last byte.
+                let cat_s = cat_end.saturating_sub(go_wall) as f64 / 1e9;
+                let last_byte_s = consumers
+                    .iter()
+                    .map(|c| c.last.lock().unwrap().duration_since(go_at).as_secs_f64())
+                    .fold(0.0, f64::max);
                 let cpu = (cpu_ticks(pid) - cpu_before) as f64 / 100.0;
                 let stats = results.entry((clients, holder.name().to_string())).or_default();
-                let mbps = size as f64 / 1e6 / (nanos / 1e9);
+                let mbps = size as f64 / 1e6 / cat_s.max(last_byte_s);
                 stats.mbps.push(mbps);
                 if clients == 1 {
                     one_client.entry(run_no).or_default().insert(holder.name(), mbps);
@@ -573,13 +597,13 @@ fn fanout(holders: &mut [Box<dyn Holder>], opts: &Opts, work: &Path) -> String {
                     stats.client_cpu_s.push((cpu_ticks(c.pid) - before) as f64 / 100.0);
                     stats.client_bytes.push(c.bytes.load(Ordering::Relaxed) as f64);
                     let kept = c.kept.lock().unwrap();
-                    let rows = strip_trailing_blank(screen_rows(&kept));
+                    let rows = screen_rows(&kept);
                     stats.screens_checked += 1;
-                    // The flood's last lines must be on screen exactly; the holder's own view
-                    // (when it has one) must agree with the client's.
-                    let tail_ok = rows.len() >= 2 && expected.ends_with(&rows[..rows.len() - 1]) || rows == expected;
-                    let model_ok = reference.as_ref().is_none_or(|r| *r == rows);
-                    if tail_ok && model_ok {
+                    // The client's whole screen, every row of it, is the flood's; the holder's
+                    // own view (when it has one; `peek` leaves out trailing blank rows) agrees.
+                    let screen_ok = rows == expected;
+                    let model_ok = reference.as_ref().is_none_or(|r| *r == strip_trailing_blank(rows.clone()));
+                    if screen_ok && model_ok {
                         stats.screens_ok += 1;
                     }
                 }
@@ -658,7 +682,7 @@ fn attach_latency(holders: &mut [Box<dyn Holder>], opts: &Opts, work: &Path) -> 
                     && rows.iter().any(|r| r.contains("FULL-SCREEN-MARKER"))
             });
             times.push(t0.elapsed().as_secs_f64() * 1000.0);
-            if holder.name() == "desk" {
+            if holder.name().starts_with("desk") {
                 c.write(b"\x1c");
             }
             drop(c);
@@ -768,6 +792,7 @@ fn history_memory(opts: &Opts, work: &Path) -> String {
     let (mut empty, mut full, mut lines) = (Vec::new(), Vec::new(), 0);
     for run_no in 0..runs {
         let mut desk = Desk {
+            label: "desk",
             exe: PathBuf::from(env!("CARGO_BIN_EXE_desk")),
             home: work.join(format!("home-history-{run_no}")),
             n: 0,
@@ -852,10 +877,28 @@ fn main() {
     pin_self_to(1);
     let work = tempfile::Builder::new().prefix("desk-bench").tempdir().unwrap();
     let home = work.path().join("home");
+    let this_build = PathBuf::from(env!("CARGO_BIN_EXE_desk"));
+    let mut desks: Vec<Box<dyn Holder>> =
+        vec![Box::new(Desk { label: "desk", exe: this_build.clone(), home: home.clone(), n: 0, history: None })];
+    if let Some(dir) = &opts.baseline {
+        let exe = dir.join("desk");
+        assert!(
+            exe.exists() && dir.join("desk-master").exists(),
+            "--baseline {}: no desk and desk-master there",
+            dir.display()
+        );
+        desks.push(Box::new(Desk {
+            label: "desk (baseline)",
+            exe,
+            home: work.path().join("home-baseline"),
+            n: 0,
+            history: None,
+        }));
+    }
     let mut guard = StopOnDrop(vec![
-        Box::new(Desk { exe: PathBuf::from(env!("CARGO_BIN_EXE_desk")), home: home.clone(), n: 0, history: None }),
         Box::new(Desk {
-            exe: PathBuf::from(env!("CARGO_BIN_EXE_desk")),
+            label: "desk",
+            exe: this_build.clone(),
             home: work.path().join("home-no-history"),
             n: 0,
             history: Some(0),
@@ -863,6 +906,7 @@ fn main() {
         Box::new(Dtach { dir: work.path().to_path_buf(), n: 0 }),
         Box::new(Tmux { label: format!("deskbench{}", std::process::id()), n: 0 }),
     ]);
+    guard.0.splice(0..0, desks);
     let holders = &mut guard.0;
     let cpus = std::fs::read_to_string("/proc/cpuinfo")
         .unwrap_or_default()
@@ -888,6 +932,13 @@ fn main() {
         println!("## A full history\n\n{}", history_memory(&opts, work.path()));
     }
     if opts.only.as_deref() == Some("fleet") {
-        println!("## Fleet of idle sessions\n\n{}", fleet::measure(&opts, work.path()));
+        println!("## Fleet of idle sessions\n\n{}", fleet::measure(&opts, work.path(), &this_build, "fleet-home"));
+        if let Some(dir) = &opts.baseline {
+            let exe = dir.join("desk");
+            println!(
+                "## Fleet of idle sessions, baseline\n\n{}",
+                fleet::measure(&opts, work.path(), &exe, "fleet-home-baseline")
+            );
+        }
     }
 }

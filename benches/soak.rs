@@ -69,7 +69,7 @@ fn desk(home: &Path, args: &[&str]) -> Output {
 }
 
 fn alive(pid: i32) -> bool {
-    pid > 0 && desk::procfs::alive(pid as u32)
+    pid > 0 && desk_common::procfs::alive(pid as u32)
 }
 
 fn sigkill(pid: i32) {
@@ -94,10 +94,10 @@ fn ls(home: &Path) -> Vec<serde_json::Value> {
 /// from disk when the daemon does not answer; `Null` if neither knows the id.
 fn item(home: &Path, id: &str) -> serde_json::Value {
     let paths =
-        desk::paths::Paths { runtime: home.join("run"), state: home.join("state"), config: home.join("config") };
-    let socket = desk::daemon::socket_path(&paths);
-    let req = desk::daemon::control::Request::Item { id: id.to_string() };
-    if let Ok(r) = desk::daemon::control::request(&socket, &req, Duration::from_secs(5))
+        desk_common::paths::Paths { runtime: home.join("run"), state: home.join("state"), config: home.join("config") };
+    let socket = desk_common::daemon_client::socket_path(&paths);
+    let req = desk_wire::control::Request::Item { id: id.to_string() };
+    if let Ok(r) = desk_common::daemon_client::request(&socket, &req, Duration::from_secs(5))
         && r.data.is_object()
     {
         return r.data;
@@ -182,7 +182,7 @@ impl Soak {
         }
         // Helpers first (the masters are their subreapers), then everything by pid.
         for pid in self.pids.clone() {
-            for p in desk::procfs::descendants(pid as u32) {
+            for p in desk_common::procfs::descendants(pid as u32) {
                 sigkill(p.pid as i32);
             }
         }
@@ -257,7 +257,7 @@ impl Soak {
         }
         if self.daemon.is_none() && self.daemon_restart_at.is_none_or(|t| !faults_on || Instant::now() >= t) {
             let failpoint =
-                (faults_on && self.rng.chance(0.3)).then(|| *self.rng.pick(&desk::delivery::store::FAILPOINTS));
+                (faults_on && self.rng.chance(0.3)).then(|| *self.rng.pick(&desk_daemon::store::FAILPOINTS));
             self.start_daemon(failpoint);
             let pid = self.daemon.map(|d| d.0).unwrap_or(0);
             let at = self.now_s();
@@ -506,7 +506,7 @@ fn main() {
         home: home.clone(),
         rng: Rng(o.seed),
         t0: Instant::now(),
-        t0_ms: desk::clock::now_ms(),
+        t0_ms: desk_common::clock::now_ms(),
         sessions: (0..o.sessions)
             .map(|i| Session {
                 name: format!("soak{i}"),

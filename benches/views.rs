@@ -14,7 +14,7 @@
 //! `--runs N` (default 5), `--mb N` (default 50), `--markers N` (default 40). CPU is read from
 //! /proc in clock ticks (10 ms), so the flood should be long enough for ticks to be many.
 
-use desk::pty::{Spawn, spawn};
+use desk_common::pty::{Spawn, spawn};
 use std::num::NonZeroU16;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};

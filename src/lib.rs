@@ -1,37 +1,43 @@
 //! desk keeps coding agents alive on pseudo-terminals, lets people attach terminals to them and
-//! reports their state. This crate holds every module; `src/main.rs` only parses arguments.
+//! reports their state. This crate is the `desk` command line; `src/main.rs` only hands over.
+//!
+//! desk runs as three kinds of process, each with its own crate:
+//!
+//! - a **master** per session (`desk-master`, crate desk-master): owns the agent's PTY and
+//!   child, the screen model and the socket terminals attach to; started by `desk new`.
+//! - the **daemon** (`desk serve`, crate desk-daemon), one per user: delivers prompts and
+//!   channel messages into sessions, verifiably, and notifies the operator.
+//! - the **CLI** (`desk`, this crate): the commands ([`cli`]), `desk attach` ([`attach`]) and
+//!   `desk dash` ([`dash`]); it starts the other two (`desk serve` and `desk master` run their
+//!   crates' code from this executable) and talks to them through the clients in desk-common.
+//!   Starting a session is [`launch`] (for `desk new`, `desk up`, `desk restart`, and the
+//!   daemon's supervisor, which runs `desk restart`); the fleet's `desk.toml` is [`manifest`]
+//!   and its per-session git worktrees [`worktree`]; which agent a provider name means is
+//!   [`providers`].
+//!
+//! ```text
+//!                 desk  (this crate: cli, attach, dash)
+//!                /   |   \
+//!               v    |    v
+//!     desk-daemon    |    desk-master
+//!               \    |    /
+//!                v   v   v
+//!               desk-common   (paths, files, session records, journal, /proc, PTYs, config,
+//!                    |         failures, the clients of a master and of the daemon)
+//!                    v
+//!               desk-core --> desk-wire --> desk-term   (pure: the clock is an argument,
+//!                                                        no syscalls)
+//! ```
+//!
+//! An arrow is "may depend on"; nothing points up (Cargo refuses a cycle between crates, and
+//! `tests/it/architecture.rs` checks what each crate imports and that no module of a shell
+//! crate imports from a sibling that imports it back). desk-demo-agent, the stand-in agent,
+//! depends on no desk crate.
 
 pub mod attach;
-pub mod channel;
 pub mod cli;
-pub mod clock;
-pub mod daemon;
 pub mod dash;
-pub mod delivery;
-pub mod events;
-pub mod fleet;
-pub mod fsutil;
-pub mod info_file;
-pub mod journal;
-pub mod keys;
 pub mod launch;
-pub mod logging;
 pub mod manifest;
-pub mod master;
-pub mod paths;
-pub mod pidlock;
-pub mod procfs;
-pub use desk_core::provider;
 pub mod providers;
-pub mod pty;
-pub mod rules;
-/// The output events the screen model's parse finds (named apart from `events`, the session
-/// events they become).
-pub use desk_term::events as term_events;
-pub use desk_term::screen;
-pub mod screen_log;
-pub mod session;
-pub mod signals;
 pub mod worktree;
-pub use desk_core::state;
-pub use desk_wire as wire;

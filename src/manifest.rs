@@ -14,8 +14,8 @@ use anyhow::{Context, Result};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use crate::cli::failure;
-use crate::paths::Paths;
+use desk_common::failure::failure;
+use desk_common::paths::Paths;
 use desk_core::fleet::manifest::{self, FILE_NAME, MAX_MANIFEST, Manifest, SessionSpec};
 
 /// A manifest read from a file.
@@ -59,7 +59,7 @@ pub fn load(path: Option<&Path>) -> Result<Loaded> {
 pub fn read(path: &Path) -> Result<Loaded> {
     let file =
         std::fs::File::open(path).map_err(|e| failure(2, format!("cannot read manifest {}: {e}", path.display())))?;
-    let bytes = crate::fsutil::read_bounded(file, MAX_MANIFEST, &path.display().to_string())?;
+    let bytes = desk_common::fsutil::read_bounded(file, MAX_MANIFEST, &path.display().to_string())?;
     let text = String::from_utf8(bytes).map_err(|_| failure(2, format!("{} is not UTF-8 text", path.display())))?;
     let path = std::fs::canonicalize(path).with_context(|| format!("cannot resolve {}", path.display()))?;
     let manifest = manifest::parse(&text).map_err(|e| failure(2, e.render(&path.display().to_string())))?;
@@ -134,7 +134,7 @@ fn registry(paths: &Paths) -> PathBuf {
 
 /// The manifests `desk up` has used, most recent last.
 pub fn registered(paths: &Paths) -> Vec<PathBuf> {
-    crate::session::read_json::<Vec<PathBuf>>(&registry(paths)).ok().flatten().unwrap_or_default()
+    desk_common::session::read_json::<Vec<PathBuf>>(&registry(paths)).ok().flatten().unwrap_or_default()
 }
 
 /// 64 manifests: more fleets than one person keeps; the oldest is forgotten first.
@@ -151,8 +151,8 @@ pub fn register(paths: &Paths, manifest: &Path) -> Result<()> {
     let extra = list.len().saturating_sub(MAX_REGISTERED);
     list.drain(..extra);
     let file = registry(paths);
-    crate::paths::ensure_private_dir(file.parent().context("no parent")?)?;
-    crate::fsutil::write_atomic(&file, &serde_json::to_vec_pretty(&list)?)
+    desk_common::paths::ensure_private_dir(file.parent().context("no parent")?)?;
+    desk_common::fsutil::write_atomic(&file, &serde_json::to_vec_pretty(&list)?)
 }
 
 /// Every registered manifest that still reads, with the sessions it declares: what `desk ls`

@@ -78,7 +78,7 @@ pub fn wire_hooks(
             }
             let settings = serde_json::json!({ "hooks": hooks });
             let path = state_dir.join("claude-settings.json");
-            crate::fsutil::write_atomic(&path, serde_json::to_string_pretty(&settings)?.as_bytes())
+            desk_common::fsutil::write_atomic(&path, serde_json::to_string_pretty(&settings)?.as_bytes())
                 .context("cannot write the session's Claude Code settings")?;
             vec!["--settings".into(), path.into_os_string()]
         }

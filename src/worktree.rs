@@ -15,8 +15,8 @@ use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::cli::failure;
-use crate::launch::record::WorktreeUse;
+use desk_common::failure::failure;
+use desk_common::launch_record::WorktreeUse;
 use desk_core::fleet::worktree::{self as pure, Status, WorktreeEntry};
 
 fn git(dir: &Path, args: &[&str]) -> Result<String> {
@@ -110,7 +110,7 @@ pub fn prepare(
     if dry_run {
         return Ok((used, inside, Prepared::WouldCreate));
     }
-    crate::paths::ensure_private_dir(path.parent().context("a worktree directory has a parent")?)?;
+    desk_common::paths::ensure_private_dir(path.parent().context("a worktree directory has a parent")?)?;
     let local = git(&repo, &["rev-parse", "--verify", "--quiet", &format!("refs/heads/{branch}")]).is_ok();
     let path_str = path.to_string_lossy();
     let result = if local {

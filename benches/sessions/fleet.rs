@@ -194,16 +194,16 @@ impl Drop for Fleet {
 }
 
 /// The fleet part: a table of one row per size.
-pub(crate) fn measure(opts: &Opts, work: &Path) -> String {
+pub(crate) fn measure(opts: &Opts, work: &Path, desk: &Path, home: &str) -> String {
     unpin_self();
     let largest = opts.sessions.iter().copied().max().unwrap_or(0);
     check_limits(largest);
     // A freshly linked executable's pages would count as dirty; see the idle part.
     nix::unistd::sync();
     let mut fleet = Fleet {
-        desk: PathBuf::from(env!("CARGO_BIN_EXE_desk")),
-        home: work.join("fleet-home"),
-        tmux_label: format!("deskfleet{}", std::process::id()),
+        desk: desk.to_path_buf(),
+        home: work.join(home),
+        tmux_label: format!("deskfleet{}{home}", std::process::id()),
         desk_pids: Vec::new(),
         tmux_server: None,
         desk_sessions: 0,

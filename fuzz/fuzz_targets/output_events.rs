@@ -8,4 +8,6 @@
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| desk_term::events::fuzz_check(data));
+fuzz_target!(|data: &[u8]| {
+    desk_term::events::fuzz_check(data);
+});

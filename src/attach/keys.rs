@@ -1,36 +1,13 @@
 //! The detach key: how it is named on the command line and found in typed input.
 //!
-//! Owns parsing `--detach-key` (`^\`, `^a`, `C-a`, `ctrl-a`, `none`) and locating the key in a
-//! chunk of terminal input, both as its plain control byte and in the kitty keyboard protocol's
+//! Owns locating the key (named as `desk_common::syntax::parse_detach_key` reads it) in a chunk
+//! of terminal input, both as its plain control byte and in the kitty keyboard protocol's
 //! `CSI <code> ; 5 u` form (an application may have switched the outer terminal to that
 //! encoding). Invariant: bytes before the key are forwarded, the key and everything after it in
 //! the same chunk are not.
 
 /// Ctrl-\ (0x1c), as in dtach and atch: rarely bound by shells or agents.
 pub const DEFAULT_DETACH_KEY: u8 = 0x1c;
-
-/// Parse a detach key name. `Ok(None)` means detaching by key is disabled.
-pub fn parse_detach_key(spec: &str) -> Result<Option<u8>, String> {
-    let lower = spec.to_ascii_lowercase();
-    if lower == "none" || lower == "off" {
-        return Ok(None);
-    }
-    let rest = lower
-        .strip_prefix('^')
-        .or_else(|| lower.strip_prefix("c-"))
-        .or_else(|| lower.strip_prefix("ctrl-"))
-        .or_else(|| lower.strip_prefix("ctrl+"))
-        .ok_or_else(|| format!("detach key {spec:?} is not of the form ^X, C-x, ctrl-x or none"))?;
-    let mut chars = rest.chars();
-    let (Some(c), None) = (chars.next(), chars.next()) else {
-        return Err(format!("detach key {spec:?} must name exactly one key after the control prefix"));
-    };
-    match c {
-        '?' => Ok(Some(0x7f)),
-        '@' | 'a'..='z' | '[' | '\\' | ']' | '^' | '_' => Ok(Some((c.to_ascii_uppercase() as u8) & 0x1f)),
-        _ => Err(format!("detach key {spec:?}: ^{c} is not a control key")),
-    }
-}
 
 /// The character code the kitty protocol reports for a control byte (Ctrl-a → 'a').
 fn kitty_code(key: u8) -> Option<u32> {
@@ -81,19 +58,6 @@ fn find_kitty_key(input: &[u8], code: u32) -> Option<(usize, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn detach_key_names_parse() {
-        assert_eq!(parse_detach_key("^\\"), Ok(Some(0x1c)));
-        assert_eq!(parse_detach_key("^a"), Ok(Some(0x01)));
-        assert_eq!(parse_detach_key("C-b"), Ok(Some(0x02)));
-        assert_eq!(parse_detach_key("ctrl-]"), Ok(Some(0x1d)));
-        assert_eq!(parse_detach_key("^?"), Ok(Some(0x7f)));
-        assert_eq!(parse_detach_key("none"), Ok(None));
-        assert!(parse_detach_key("x").is_err());
-        assert!(parse_detach_key("^ab").is_err());
-        assert!(parse_detach_key("^1").is_err());
-    }
 
     #[test]
     fn detach_key_is_found_plain_and_in_kitty_form() {

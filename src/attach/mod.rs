@@ -12,7 +12,7 @@ mod keys;
 mod modes;
 mod tty;
 
-pub use keys::{DEFAULT_DETACH_KEY, find_detach_key, parse_detach_key};
+pub use keys::{DEFAULT_DETACH_KEY, find_detach_key};
 pub use modes::epilogue;
 
 use anyhow::{Context, Result};
@@ -23,9 +23,9 @@ use signal_hook_mio::v1_0::Signals;
 use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
 
-use crate::paths::{Paths, SessionName};
-use crate::session::{self, Probe};
-use crate::wire::{ErrorCode, ExitStatus, Frame, FrameDecoder, PROTOCOL_VERSION, Role};
+use desk_common::paths::{Paths, SessionName};
+use desk_common::session::{self, Probe};
+use desk_wire::{ErrorCode, ExitStatus, Frame, FrameDecoder, PROTOCOL_VERSION, Role};
 
 const TTY: Token = Token(0);
 const SOCKET: Token = Token(1);
@@ -62,17 +62,17 @@ enum Ending {
 /// Asked over a query connection of its own, before the attach's handshake, a page at a time
 /// (each page written before the next is asked); what could not be read is said on stderr,
 /// below the lines.
-fn write_history(files: &crate::paths::SessionPaths, lines: u32) -> Result<()> {
+fn write_history(files: &desk_common::paths::SessionPaths, lines: u32) -> Result<()> {
     use std::os::fd::AsFd;
     let Probe::Live(stream) = session::probe_settled(files)? else {
         return Ok(());
     };
-    let mut conn = crate::wire::client::Connection::open(stream, Role::Query, 0, 0)
+    let mut conn = desk_common::master_client::Connection::open(stream, Role::Query, 0, 0)
         .context("cannot ask the session for its history")?;
     let (_, mut read) =
-        crate::wire::history::HistoryRead::start(&mut conn, lines).context("cannot ask the session for its history")?;
+        desk_common::history::HistoryRead::start(&mut conn, lines).context("cannot ask the session for its history")?;
     let out = io::stdout();
-    let (_, rows) = crate::pty::get_size(out.as_fd()).unwrap_or((80, 24));
+    let (_, rows) = desk_common::pty::get_size(out.as_fd()).unwrap_or((80, 24));
     let mut out = io::BufWriter::new(out.lock());
     let written = read.for_each(|row| {
         out.write_all(row.to_ansi().as_bytes())?;
@@ -95,17 +95,17 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
     let stream = match session::probe_settled(&files)? {
         Probe::Live(stream) => stream,
         Probe::Absent | Probe::Stale => {
-            use crate::cli::output::ErrorCode;
+            use desk_common::failure::{ErrorCode, fail};
             if let Some(exit) = session::read_exit(&files)? {
                 let Some(rows) = &exit.last_screen else {
-                    let why = crate::signals::describe_exit(exit.status);
-                    return Err(crate::cli::fail(
+                    let why = desk_common::signals::describe_exit(exit.status);
+                    return Err(fail(
                         ErrorCode::NotRunning,
                         format!("session {} {why}; nothing to attach to", opts.name),
                     ));
                 };
                 // Nothing to attach to, but the last screen is the answer to "what happened".
-                println!("{}", exit.headline(opts.name.as_str(), crate::clock::now_ms()));
+                println!("{}", exit.headline(opts.name.as_str(), desk_common::clock::now_ms()));
                 for line in exit.history_tail(opts.history) {
                     println!("{line}");
                 }
@@ -115,12 +115,12 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
                 eprintln!(
                     "desk: session {} {}; nothing to attach to",
                     opts.name,
-                    crate::signals::describe_exit(exit.status)
+                    desk_common::signals::describe_exit(exit.status)
                 );
                 return Ok(exit.status.shell_code());
             }
             // Exit 2, like every command given a session that does not exist (docs/cli.md).
-            return Err(crate::cli::fail(ErrorCode::NoSuchSession, format!("no session named {}", opts.name)));
+            return Err(fail(ErrorCode::NoSuchSession, format!("no session named {}", opts.name)));
         }
     };
     refuse_own_session(&paths, &files, &opts.name)?;
@@ -128,7 +128,7 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
         write_history(&files, opts.history)?;
     }
     let raw = tty::RawTty::open()?;
-    let (cols, rows) = crate::pty::get_size(raw.fd()).unwrap_or((80, 24));
+    let (cols, rows) = desk_common::pty::get_size(raw.fd()).unwrap_or((80, 24));
     stream.set_nonblocking(true).context("cannot make the socket non-blocking")?;
     let mut sock = mio::net::UnixStream::from_std(stream);
 
@@ -158,7 +158,7 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
         tty_readable: false,
         ending: None,
         welcomed: false,
-        handshake_deadline: std::time::Instant::now() + crate::wire::client::REQUEST_TIMEOUT,
+        handshake_deadline: std::time::Instant::now() + desk_common::master_client::REQUEST_TIMEOUT,
         refused: None,
     };
     // The terminal is put back however the loop ends, an error included.
@@ -179,7 +179,7 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
         }
         Ending::Exited(status, escalated) => {
             let how = if escalated { " after SIGKILL escalation" } else { "" };
-            eprintln!("[desk: {name} {}{how}]", crate::signals::describe_exit(status));
+            eprintln!("[desk: {name} {}{how}]", desk_common::signals::describe_exit(status));
             status.shell_code()
         }
         Ending::Signal(signal) => {
@@ -199,12 +199,12 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
 /// `DESK_SESSION` (which the master gives its child) naming the session counts too, unless the
 /// session's record shows its master is not among our ancestors (the same name under another
 /// `DESK_HOME`).
-fn refuse_own_session(paths: &Paths, files: &crate::paths::SessionPaths, name: &SessionName) -> Result<()> {
+fn refuse_own_session(paths: &Paths, files: &desk_common::paths::SessionPaths, name: &SessionName) -> Result<()> {
     let recorded = session::read_meta(files).ok().flatten().is_some();
     let ours = session::enclosing(paths).unwrap_or_default().contains(name);
     let named = std::env::var_os("DESK_SESSION").is_some_and(|v| v == name.as_str());
     if ours || (named && !recorded) {
-        return Err(crate::cli::failure(
+        return Err(desk_common::failure::failure(
             2,
             format!(
                 "this terminal is session {name} itself; attaching it to itself would feed its output back \
@@ -262,7 +262,7 @@ impl Client {
                     _ => {
                         return Ok(Ending::Lost(format!(
                             "the session did not answer within {} s",
-                            crate::wire::client::REQUEST_TIMEOUT.as_secs()
+                            desk_common::master_client::REQUEST_TIMEOUT.as_secs()
                         )));
                     }
                 }
@@ -487,8 +487,8 @@ impl Client {
                 SIGWINCH => {
                     // A viewer reports its size too: it never resizes the session, but the
                     // master renders it a view of its own size.
-                    if let Ok((cols, rows)) = crate::pty::get_size(self.raw.fd())
-                        && crate::screen::valid_size(cols, rows)
+                    if let Ok((cols, rows)) = desk_common::pty::get_size(self.raw.fd())
+                        && desk_term::screen::valid_size(cols, rows)
                     {
                         Frame::Resize { cols, rows }.encode(&mut self.to_master);
                     }

@@ -1,10 +1,10 @@
 //! The channel commands: `desk channel new|ls|add|remove|read|post`.
 //!
 //! Owns presenting channels and posting to them. Every command works on the channel store
-//! directly (`crate::channel::store`), so all of them work while `desk serve` is down: a post
+//! directly (`desk_daemon::channel::store`), so all of them work while `desk serve` is down: a post
 //! is durable when `post` prints its id, and the daemon turns it into prompts when it runs
 //! (`post` says when it is not running). Invariants: the author is who the process tree says
-//! is asking ([`crate::session::enclosing`]), never what the environment claims — inside a
+//! is asking ([`desk_common::session::enclosing`]), never what the environment claims — inside a
 //! session, that session and nothing else (a session that is not a member is refused;
 //! `--as` or a `DESK_SESSION` naming anyone else is refused); outside every session, the
 //! operator (`human`), or with `--as` a person member (never an agent member, and never with
@@ -20,17 +20,17 @@ use std::time::Duration;
 
 use super::output::{self, ErrorCode};
 use super::{fail, failure};
-use crate::channel::route::{ThreadContext, route};
-use crate::channel::store::{ChannelStore, Draft, PostError, ROOT_FILE, thread_file};
-use crate::channel::summary::{Summary, mark_seen_by_operator, summarize};
-use crate::channel::{ChannelName, Kind, Message, OPERATOR, Role, Roster, format};
-use crate::clock::now_ms;
-use crate::delivery::item::ItemId;
-use crate::paths::{Paths, SessionName};
+use desk_common::clock::now_ms;
+use desk_common::paths::{Paths, SessionName};
+use desk_core::channel::route::{ThreadContext, route};
+use desk_core::channel::{ChannelName, Kind, Message, OPERATOR, Role, Roster, format};
+use desk_core::delivery::item::ItemId;
+use desk_daemon::channel::store::{ChannelStore, Draft, PostError, ROOT_FILE, thread_file};
+use desk_daemon::channel::summary::{Summary, mark_seen_by_operator, summarize};
 
 /// A body read from a file or stdin is cut off just past the limit: enough to say how long it
 /// was too long, without reading a huge file whole.
-const READ_LIMIT: usize = crate::channel::MAX_BODY + 1;
+const READ_LIMIT: usize = desk_core::channel::MAX_BODY + 1;
 
 /// How long `post` waits for the daemon to answer a ping: it answers in milliseconds; a wedged
 /// one must not slow every post.
@@ -147,9 +147,9 @@ pub(super) fn ls(json: bool) -> Result<i32> {
 
 /// One line on a channel whose messages stopped reaching their members (`post`, `ls` and
 /// `desk queue` say it alike).
-pub(super) fn stall_line(channel: &str, stall: &crate::channel::stall::Stall) -> String {
+pub(super) fn stall_line(channel: &str, stall: &desk_daemon::channel::stall::Stall) -> String {
     let since = if stall.since_ms > 0 {
-        format!(" for {}", super::spans::span(now_ms().saturating_sub(stall.since_ms)))
+        format!(" for {}", desk_core::time::span(now_ms().saturating_sub(stall.since_ms)))
     } else {
         String::new()
     };
@@ -162,7 +162,7 @@ pub(super) fn stall_lines(paths: &Paths) -> Vec<String> {
     let names = store.list().unwrap_or_default();
     names
         .iter()
-        .filter_map(|n| crate::channel::stall::read(&store.dir(n)).map(|s| stall_line(n.as_str(), &s)))
+        .filter_map(|n| desk_daemon::channel::stall::read(&store.dir(n)).map(|s| stall_line(n.as_str(), &s)))
         .collect()
 }
 
@@ -394,7 +394,7 @@ struct Posted<'a> {
 /// whose master is an ancestor), or `None` outside every session of this desk: the operator.
 /// The environment is never taken on trust: `DESK_SESSION` is checked against it.
 fn caller(paths: &Paths) -> Result<Option<SessionName>> {
-    let inside = crate::session::enclosing(paths).context("cannot tell which session this command runs in")?;
+    let inside = desk_common::session::enclosing(paths).context("cannot tell which session this command runs in")?;
     Ok(inside.into_iter().next())
 }
 
@@ -472,7 +472,7 @@ fn read_capped(reader: impl std::io::Read, what: &str) -> Result<Vec<u8>> {
     if bytes.len() >= READ_LIMIT {
         return Err(failure(
             2,
-            format!("{what} is over {} bytes; a channel message holds at most 16 KiB", crate::channel::MAX_BODY),
+            format!("{what} is over {} bytes; a channel message holds at most 16 KiB", desk_core::channel::MAX_BODY),
         ));
     }
     Ok(bytes)
@@ -507,9 +507,9 @@ pub(super) fn post(args: PostArgs) -> Result<i32> {
     };
     let ctx = ThreadContext { parent_author: parent_author.as_deref(), participants: &participants };
     let routing = route(&msg, &roster.members, &ctx);
-    let running = crate::daemon::control::request(
-        &crate::daemon::socket_path(&paths),
-        &crate::daemon::control::Request::Ping,
+    let running = desk_common::daemon_client::request(
+        &desk_common::daemon_client::socket_path(&paths),
+        &desk_wire::control::Request::Ping,
         PING_TIMEOUT,
     )
     .is_ok_and(|r| r.ok);
@@ -520,7 +520,7 @@ pub(super) fn post(args: PostArgs) -> Result<i32> {
                 .to_string(),
         );
     }
-    if let Some(stall) = crate::channel::stall::read(&store.dir(&name)) {
+    if let Some(stall) = desk_daemon::channel::stall::read(&store.dir(&name)) {
         notes.push(format!(
             "{}; this message is stored, and goes out once that is fixed",
             stall_line(name.as_str(), &stall)

@@ -12,15 +12,16 @@ use std::time::Duration;
 
 use super::output::{self, ErrorCode};
 use super::{fail, failure};
-use crate::clock::now_ms;
-use crate::daemon::control::{self, Request, Response};
-use crate::delivery::item::{Item, ItemId, When};
-use crate::delivery::store::Store;
-use crate::delivery::text;
-use crate::paths::{Paths, SessionName};
-use crate::session::{self, ExitRecord, Probe};
-use crate::wire::Role;
-use crate::wire::client::Connection;
+use desk_common::clock::now_ms;
+use desk_common::daemon_client;
+use desk_common::master_client::Connection;
+use desk_common::paths::{Paths, SessionName};
+use desk_common::session::{self, ExitRecord, Probe};
+use desk_core::delivery::item::{Item, ItemId, When};
+use desk_core::delivery::text;
+use desk_daemon::store::Store;
+use desk_wire::Role;
+use desk_wire::control::{Request, Response};
 
 /// Short requests are answered in milliseconds; this bounds a wedged daemon.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -56,8 +57,8 @@ fn paths() -> Result<Paths> {
 }
 
 fn ask(paths: &Paths, req: &Request, timeout: Duration) -> Result<Response> {
-    let socket = crate::daemon::socket_path(paths);
-    control::request(&socket, req, timeout).map_err(|e| {
+    let socket = desk_common::daemon_client::socket_path(paths);
+    daemon_client::request(&socket, req, timeout).map_err(|e| {
         fail(ErrorCode::DaemonUnavailable, format!("{e:#}\n(is `desk serve` running? start it with: desk serve)"))
     })
 }
@@ -112,7 +113,7 @@ pub(super) fn serve(foreground: bool, stop: bool) -> Result<i32> {
             .ok()
             .and_then(|v| v.parse::<i32>().ok())
             .map(|fd| unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) });
-        crate::daemon::run(ready)?;
+        desk_daemon::run(ready)?;
         return Ok(0);
     }
     let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("cannot create a pipe")?;
@@ -135,7 +136,7 @@ pub(super) fn serve(foreground: bool, stop: bool) -> Result<i32> {
             } else if libc::dup2(pipe_fd, 3) == -1 {
                 return Err(std::io::Error::last_os_error());
             }
-            crate::pty::cloexec_from(4);
+            desk_common::pty::cloexec_from(4);
             Ok(())
         });
     }
@@ -144,7 +145,9 @@ pub(super) fn serve(foreground: bool, stop: bool) -> Result<i32> {
     let mut report = String::new();
     let mut fds = [nix::poll::PollFd::new(std::os::fd::AsFd::as_fd(&read_end), nix::poll::PollFlags::POLLIN)];
     let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(10_000u16));
-    if let Ok(bytes) = crate::fsutil::read_bounded(std::fs::File::from(read_end), MAX_REPORT, "the daemon's report") {
+    if let Ok(bytes) =
+        desk_common::fsutil::read_bounded(std::fs::File::from(read_end), MAX_REPORT, "the daemon's report")
+    {
         report = String::from_utf8_lossy(&bytes).into_owned();
     }
     match report.trim() {
@@ -264,7 +267,7 @@ pub(super) fn send(args: SendArgs) -> Result<i32> {
         Target::Running(_) => {}
         Target::Exited(exit) => eprintln!(
             "desk: warning: session {name} {}; the prompt is queued and held until a session named {name} runs again",
-            crate::signals::describe_exit(exit.status)
+            desk_common::signals::describe_exit(exit.status)
         ),
         Target::NotRunning => {
             eprintln!("desk: warning: session {name} is not running; the prompt is queued and held until it runs again")
@@ -274,14 +277,14 @@ pub(super) fn send(args: SendArgs) -> Result<i32> {
     let from = args.from.unwrap_or_else(|| std::env::var("USER").unwrap_or_else(|_| "operator".into()));
     let now = now_ms();
     let mut item =
-        Item::new(crate::delivery::fresh_item_id(now), args.name.to_string(), generation, clean, args.when, from, now);
+        Item::new(desk_common::ids::fresh_item_id(now), args.name.to_string(), generation, clean, args.when, from, now);
     if removed > 0 {
         item.note(now, "sanitized", format!("{removed} control character(s) removed"));
     }
     let store = Store::open(&paths.state)?;
     store.write_intake(&item)?;
     let id = item.id.clone();
-    let socket = crate::daemon::socket_path(&paths);
+    let socket = desk_common::daemon_client::socket_path(&paths);
     // Why the queue waits, said at once: for a session that is not running, and for a running
     // one whose screen holds it back (a job has the terminal, a draft, a dialog).
     let hold_of = |socket: &std::path::Path| match target {
@@ -300,7 +303,7 @@ pub(super) fn send(args: SendArgs) -> Result<i32> {
             Ok(())
         }
     };
-    match control::request(&socket, &Request::Ingest { id: id.to_string() }, SEND_TIMEOUT) {
+    match daemon_client::request(&socket, &Request::Ingest { id: id.to_string() }, SEND_TIMEOUT) {
         Ok(resp) if resp.ok => {
             print(resp.data.get("state").and_then(|s| s.as_str()).unwrap_or("queued"), hold_of(&socket))?;
             Ok(0)
@@ -339,7 +342,7 @@ pub(super) fn send(args: SendArgs) -> Result<i32> {
 /// answer), rather than finding no daemon.
 fn timed_out(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
-        c.is::<control::TimedOut>()
+        c.is::<daemon_client::TimedOut>()
             || c.downcast_ref::<std::io::Error>()
                 .is_some_and(|e| matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut))
     })
@@ -350,9 +353,9 @@ fn reads_lines(paths: &Paths, name: &SessionName) -> bool {
     let snapshot = || -> Result<bool> {
         let Probe::Live(stream) = session::probe(&paths.session(name))? else { return Ok(false) };
         let mut conn = Connection::open_within(stream, Role::Query, 0, 0, session::PROBE_DEADLINE)?;
-        conn.send(&crate::wire::Frame::SnapshotRequest { history: None })?;
+        conn.send(&desk_wire::Frame::SnapshotRequest { history: None })?;
         loop {
-            if let crate::wire::Frame::Snapshot(reply) = conn.recv()? {
+            if let desk_wire::Frame::Snapshot(reply) = conn.recv()? {
                 return Ok(reply.canonical);
             }
         }
@@ -367,7 +370,7 @@ fn first_hold(socket: &std::path::Path, session: &SessionName, id: &ItemId) -> O
     let deadline = std::time::Instant::now() + FIRST_LOOK;
     loop {
         let request = Request::Queue { session: Some(session.to_string()) };
-        let resp = control::request(socket, &request, REQUEST_TIMEOUT).ok()?;
+        let resp = daemon_client::request(socket, &request, REQUEST_TIMEOUT).ok()?;
         let queue = resp.data.as_array()?.iter().find(|q| q["session"] == session.as_str())?.clone();
         let item = queue["items"].as_array()?.iter().find(|i| i["id"] == id.as_str())?;
         if item["state"] != "queued" {
@@ -390,7 +393,7 @@ fn first_hold(socket: &std::path::Path, session: &SessionName, id: &ItemId) -> O
 /// The reason the daemon holds `session`'s queue, if it holds it.
 fn current_hold(socket: &std::path::Path, session: &SessionName) -> Option<String> {
     let resp =
-        control::request(socket, &Request::Queue { session: Some(session.to_string()) }, REQUEST_TIMEOUT).ok()?;
+        daemon_client::request(socket, &Request::Queue { session: Some(session.to_string()) }, REQUEST_TIMEOUT).ok()?;
     let queues = resp.data.as_array()?;
     let queue = queues.iter().find(|q| q["session"] == session.as_str())?;
     queue["hold"]["reason"].as_str().map(String::from)
@@ -400,9 +403,9 @@ fn prompt_text(bytes: Vec<u8>, what: &str) -> Result<String> {
     String::from_utf8(bytes).map_err(|_| failure(2, format!("{what} is not UTF-8 text")))
 }
 
-fn bounded(e: crate::fsutil::BoundedReadError) -> anyhow::Error {
+fn bounded(e: desk_common::fsutil::BoundedReadError) -> anyhow::Error {
     match e {
-        crate::fsutil::BoundedReadError::TooLarge { what, .. } => failure(
+        desk_common::fsutil::BoundedReadError::TooLarge { what, .. } => failure(
             2,
             format!("{what} is larger than {MAX_PROMPT} bytes ({} KiB), the limit for a prompt", MAX_PROMPT / 1024),
         ),
@@ -415,7 +418,7 @@ fn bounded(e: crate::fsutil::BoundedReadError) -> anyhow::Error {
 fn read_prompt_file(path: &std::path::Path) -> Result<String> {
     let what = path.display().to_string();
     let file = std::fs::File::open(path).with_context(|| format!("cannot read {what}"))?;
-    let bytes = crate::fsutil::read_bounded(file, MAX_PROMPT, &what).map_err(bounded)?;
+    let bytes = desk_common::fsutil::read_bounded(file, MAX_PROMPT, &what).map_err(bounded)?;
     prompt_text(bytes, &what)
 }
 
@@ -424,15 +427,15 @@ fn read_stdin() -> Result<String> {
         // Otherwise a bare `desk send NAME` on a terminal just sits there, silently waiting.
         eprintln!("desk: reading the prompt from stdin; end it with Ctrl-D on a line of its own");
     }
-    let bytes =
-        crate::fsutil::read_bounded(std::io::stdin().lock(), MAX_PROMPT, "the prompt on stdin").map_err(bounded)?;
+    let bytes = desk_common::fsutil::read_bounded(std::io::stdin().lock(), MAX_PROMPT, "the prompt on stdin")
+        .map_err(bounded)?;
     prompt_text(bytes, "the prompt on stdin")
 }
 
 // ----- inspection -----
 
 fn fmt_age(ms: u64) -> String {
-    super::spans::span(now_ms().saturating_sub(ms))
+    desk_core::time::span(now_ms().saturating_sub(ms))
 }
 
 /// Said when `queue` and `stuck` read the store themselves.
@@ -442,7 +445,7 @@ const DAEMON_DOWN: &str = "desk serve is not running; showing what the store hol
 /// Whether no daemon listens on the control socket (as opposed to one that is slow): then the
 /// store on disk is the whole truth, and the inspection commands read it themselves.
 fn daemon_down(paths: &Paths) -> bool {
-    match std::os::unix::net::UnixStream::connect(crate::daemon::socket_path(paths)) {
+    match std::os::unix::net::UnixStream::connect(desk_common::daemon_client::socket_path(paths)) {
         Ok(_) => false,
         Err(e) => matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused),
     }
@@ -509,8 +512,12 @@ pub(super) fn queue_counts(paths: &Paths) -> Option<std::collections::HashMap<St
         }
         stored_queues(paths, None).ok()?
     } else {
-        control::request(&crate::daemon::socket_path(paths), &Request::Queue { session: None }, LS_QUEUE_TIMEOUT)
-            .ok()?
+        daemon_client::request(
+            &desk_common::daemon_client::socket_path(paths),
+            &Request::Queue { session: None },
+            LS_QUEUE_TIMEOUT,
+        )
+        .ok()?
     };
     if !resp.ok {
         return None;
@@ -592,7 +599,7 @@ pub(super) fn queue(session: Option<SessionName>, json: bool) -> Result<i32> {
 
 /// Prompts the daemon has not queued: intake files still waiting (a full disk, or no daemon),
 /// records set aside because they cannot be parsed, and channels whose messages stopped
-/// becoming prompts (`crate::channel::stall`). Returns whether there were any.
+/// becoming prompts (`desk_daemon::channel::stall`). Returns whether there were any.
 fn print_not_queued(paths: &Paths) -> Result<bool> {
     let store = Store::open(&paths.state)?;
     let waiting = store.pending_intake()?;
@@ -660,8 +667,8 @@ pub(super) fn item(id: &str, json: bool) -> Result<i32> {
     let paths = paths()?;
     let id = resolve_id(id)?;
     // Finished items are read from disk even when the daemon is down.
-    let resp = match control::request(
-        &crate::daemon::socket_path(&paths),
+    let resp = match daemon_client::request(
+        &desk_common::daemon_client::socket_path(&paths),
         &Request::Item { id: id.to_string() },
         REQUEST_TIMEOUT,
     ) {
@@ -703,7 +710,7 @@ pub(super) fn item(id: &str, json: bool) -> Result<i32> {
     if in_intake {
         state = "in the intake, not queued yet".into();
     }
-    println!("  state     {state}, since {}", crate::clock::local_datetime(item.state_since_ms));
+    println!("  state     {state}, since {}", desk_common::clock::local_datetime(item.state_since_ms));
     if let Some(reason) = hold.as_ref().and_then(|h| h["reason"].as_str()) {
         println!("  held      {reason}");
     }
@@ -719,7 +726,7 @@ pub(super) fn item(id: &str, json: bool) -> Result<i32> {
     println!("  text      {}", item.preview(100));
     println!("  evidence:");
     for note in &item.evidence {
-        println!("    {}  {:<11} {}", crate::clock::local_time(note.at_ms), note.kind, note.detail);
+        println!("    {}  {:<11} {}", desk_common::clock::local_time(note.at_ms), note.kind, note.detail);
     }
     Ok(0)
 }
@@ -735,7 +742,8 @@ pub(super) fn stuck(json: bool) -> Result<i32> {
         for p in &problems {
             eprintln!("desk: cannot read {}: {}", p.path.display(), p.error);
         }
-        let stuck: Vec<Item> = items.into_iter().filter(|i| i.state == crate::delivery::item::State::Stuck).collect();
+        let stuck: Vec<Item> =
+            items.into_iter().filter(|i| i.state == desk_core::delivery::item::State::Stuck).collect();
         Response::ok(DAEMON_DOWN, serde_json::to_value(stuck)?)
     } else {
         ask(&paths, &Request::Stuck, REQUEST_TIMEOUT)?
@@ -770,7 +778,7 @@ pub(super) fn stuck(json: bool) -> Result<i32> {
 
 /// What an operator can do about a stuck item, by its class.
 fn next_step(item: &Item) -> String {
-    use crate::delivery::item::StuckClass;
+    use desk_core::delivery::item::StuckClass;
     let id = &item.id;
     match item.stuck {
         Some(StuckClass::SubmitStuck) => format!(

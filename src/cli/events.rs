@@ -2,7 +2,7 @@
 //! whole fleet's.
 //!
 //! Owns reading the journal and following a running master as an observer (one session) or
-//! every master through [`crate::fleet`] (`--all`). Invariant: with `--follow`, the
+//! every master through [`desk_common::fleet`] (`--all`). Invariant: with `--follow`, the
 //! subscription is opened before the journal is read, so no event falls in between; events are
 //! printed once each, in sequence order per session.
 
@@ -11,12 +11,13 @@ use std::collections::HashMap;
 use std::io::Write as _;
 
 use super::output::ErrorCode;
-use crate::events::{Event, EventBody, journal};
-use crate::fleet::{FleetEvent, FleetWatch};
-use crate::paths::{Paths, SessionName};
-use crate::session::{self, Probe};
-use crate::wire::client::Connection;
-use crate::wire::{Frame, Role};
+use desk_common::fleet::{FleetEvent, FleetWatch};
+use desk_common::journal;
+use desk_common::master_client::Connection;
+use desk_common::paths::{Paths, SessionName};
+use desk_common::session::{self, Probe};
+use desk_wire::events::{Event, EventBody};
+use desk_wire::{Frame, Role};
 
 /// Every event type, as `--type` takes it and JSON's `type` names it (`EventBody::kind`).
 pub(super) const TYPES: [&str; 16] = [
@@ -44,7 +45,7 @@ fn print(event: &Event, json: bool) {
             println!("{line}");
         }
     } else {
-        let time = crate::clock::local_time(event.ts_ms);
+        let time = desk_common::clock::local_time(event.ts_ms);
         println!("{:>6}  {time}  g{}  {}", event.seq, event.generation, event.body.describe());
     }
 }
@@ -109,7 +110,7 @@ fn print_tagged(session: &str, event: &Event, json: bool) {
             println!("{line}");
         }
     } else {
-        let time = crate::clock::local_time(event.ts_ms);
+        let time = desk_common::clock::local_time(event.ts_ms);
         println!("{time}  {session:<16} {:>6}  g{}  {}", event.seq, event.generation, event.body.describe());
     }
 }

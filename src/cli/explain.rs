@@ -9,12 +9,13 @@ use anyhow::Result;
 use serde::Serialize;
 
 use super::output::{self, ErrorCode};
-use crate::events::{Event, EventBody, journal};
-use crate::paths::{Paths, SessionName};
-use crate::session::{self, Probe};
-use crate::state::{AxisView, StateView};
-use crate::wire::Role;
-use crate::wire::client::Connection;
+use desk_common::journal;
+use desk_common::master_client::Connection;
+use desk_common::paths::{Paths, SessionName};
+use desk_common::session::{self, Probe};
+use desk_core::state::{AxisView, StateView};
+use desk_wire::Role;
+use desk_wire::events::{Event, EventBody};
 
 /// How many state-changing events `explain` lists.
 const RECENT: usize = 12;
@@ -45,12 +46,12 @@ fn axis<T: Serialize>(name: &str, a: &AxisView<T>, now: u64) -> String {
     });
     format!(
         "{name:<10} {value:<10} since {} ({})\n{:<10} evidence: {} — {} (observed {})",
-        crate::clock::local_time(a.since_ms),
-        super::spans::ago(now, a.since_ms),
+        desk_common::clock::local_time(a.since_ms),
+        desk_core::time::ago(now, a.since_ms),
         "",
         a.evidence.source,
         a.evidence.detail,
-        super::spans::ago(now, a.evidence.at_ms)
+        desk_core::time::ago(now, a.evidence.at_ms)
     )
 }
 
@@ -103,7 +104,7 @@ pub(super) fn explain(name: &SessionName, json: bool) -> Result<i32> {
         output::print_ok("explanation", &report, &[])?;
         return Ok(0);
     }
-    let now = crate::clock::now_ms();
+    let now = desk_common::clock::now_ms();
     println!(
         "session {name}: generation {}, provider {}",
         report.generation.map_or("?".into(), |g| g.to_string()),
@@ -129,16 +130,16 @@ pub(super) fn explain(name: &SessionName, json: bool) -> Result<i32> {
             println!(
                 "ready: {}; last output: {}; last hook: {}",
                 if s.ready { "yes" } else { "no" },
-                s.last_output_ms.map_or("never".into(), |t| super::spans::ago(now, t)),
-                s.last_hook_ms.map_or("never".into(), |t| super::spans::ago(now, t)),
+                s.last_output_ms.map_or("never".into(), |t| desk_core::time::ago(now, t)),
+                s.last_hook_ms.map_or("never".into(), |t| desk_core::time::ago(now, t)),
             );
         }
         None => match &report.exit {
             Some(exit) => {
                 println!(
                     "lifecycle  exited     {} ({})",
-                    crate::signals::describe_exit(exit.status),
-                    super::spans::ago(now, exit.exited_at_ms)
+                    desk_common::signals::describe_exit(exit.status),
+                    desk_core::time::ago(now, exit.exited_at_ms)
                 )
             }
             None => println!("the master is not running and recorded no exit: state unknown"),
@@ -147,7 +148,13 @@ pub(super) fn explain(name: &SessionName, json: bool) -> Result<i32> {
     if !report.recent.is_empty() {
         println!("\nrecent changes:");
         for e in &report.recent {
-            println!("{:>6}  {}  g{}  {}", e.seq, crate::clock::local_time(e.ts_ms), e.generation, e.body.describe());
+            println!(
+                "{:>6}  {}  g{}  {}",
+                e.seq,
+                desk_common::clock::local_time(e.ts_ms),
+                e.generation,
+                e.body.describe()
+            );
         }
     }
     Ok(0)

@@ -12,9 +12,9 @@ use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
-use crate::paths::{Paths, SessionName};
-use crate::wire::hook::HookReport;
-use crate::wire::{Frame, PROTOCOL_VERSION, Role};
+use desk_common::paths::{Paths, SessionName};
+use desk_wire::hook::HookReport;
+use desk_wire::{Frame, PROTOCOL_VERSION, Role};
 
 /// The hook gives up after 1 s: a master answers in microseconds, and an agent waits for its
 /// hooks before going on.
@@ -80,7 +80,7 @@ fn deliver(provider: Option<String>, arg: Option<String>) -> Result<(), String> 
     if let (Some(generation), provider, payload) = capture {
         let provider = match provider {
             Some(p) => p.parse().ok(),
-            None => crate::launch::record::read(&paths, &name).ok().flatten().map(|l| l.provider),
+            None => desk_common::launch_record::read(&paths, &name).ok().flatten().map(|l| l.provider),
         };
         if let (Some(provider), Ok(generation)) = (provider, u32::try_from(generation)) {
             crate::launch::conversation::record_hook(&paths, &name, generation, provider, &payload)

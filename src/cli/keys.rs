@@ -1,19 +1,19 @@
 //! `desk keys NAME KEY...`: type keys into a session from the command line.
 //!
 //! Owns the command's output and error codes; the request itself is the library's
-//! ([`crate::keys`], shared with the dashboard). Sends as the invoking user on their terminal.
+//! ([`desk_common::keys`], shared with the dashboard). Sends as the invoking user on their terminal.
 
 use anyhow::Result;
 
 use super::output::{self, ErrorCode};
-use crate::keys::{KeysError, Sender};
-use crate::paths::{Paths, SessionName};
+use desk_common::keys::{KeysError, Sender};
+use desk_common::paths::{Paths, SessionName};
 
 pub(super) fn keys(name: &SessionName, keys: &[String], json: bool) -> Result<i32> {
     // A bad key is a usage error before anything else is looked at.
-    crate::keys::check(keys).map_err(to_failure)?;
+    desk_common::keys::check(keys).map_err(to_failure)?;
     let paths = Paths::from_env()?;
-    let sent = crate::keys::send(&paths, name, keys, &Sender::this_process("cli")).map_err(to_failure)?;
+    let sent = desk_common::keys::send(&paths, name, keys, &Sender::this_process("cli")).map_err(to_failure)?;
     if json {
         output::print_ok(
             "keys",

@@ -7,7 +7,6 @@
 //! failure is also printed on stdout as an error envelope ([`output`]).
 
 mod channel;
-pub(crate) mod config;
 mod delivery;
 mod events;
 mod explain;
@@ -16,46 +15,19 @@ mod keys;
 pub mod output;
 mod probe;
 mod sessions;
-mod spans;
 mod table;
 mod up;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use std::ffi::OsString;
-use std::fmt;
 use std::path::PathBuf;
 
-use crate::master::args::{parse_env, parse_size};
-use crate::paths::SessionName;
+use desk_common::config;
+pub use desk_common::failure::{Failure, fail, failure};
+use desk_common::paths::SessionName;
+use desk_common::syntax::{parse_env, parse_size};
 use output::ErrorCode;
-
-/// An error that carries the exit code it should end the process with, and the stable code a
-/// `--json` caller sees.
-#[derive(Debug)]
-pub struct Failure {
-    pub code: i32,
-    pub kind: ErrorCode,
-    pub message: String,
-}
-
-impl fmt::Display for Failure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for Failure {}
-
-/// A failure with a bare exit code (2: usage, otherwise: failed).
-pub fn failure(code: i32, message: impl Into<String>) -> anyhow::Error {
-    Failure { code, kind: ErrorCode::from_exit(code), message: message.into() }.into()
-}
-
-/// A failure of a documented kind, with that kind's exit code.
-pub fn fail(kind: ErrorCode, message: impl Into<String>) -> anyhow::Error {
-    Failure { code: kind.exit_code(), kind, message: message.into() }.into()
-}
 
 /// Keep a fleet of coding agents alive on pseudo-terminals.
 #[derive(Debug, Parser)]
@@ -494,7 +466,7 @@ struct NewArgs {
     json: bool,
     /// Lines of history (scrollback) the session keeps of what scrolls off its screen; 0
     /// keeps none.
-    #[arg(long, value_name = "LINES", default_value_t = crate::screen::DEFAULT_HISTORY_LINES,
+    #[arg(long, value_name = "LINES", default_value_t = desk_term::screen::DEFAULT_HISTORY_LINES,
           value_parser = parse_history)]
     history: usize,
     /// Cap of the session log (`desk log`) in bytes, with an optional K, M or G suffix (default
@@ -518,10 +490,10 @@ fn parse_log_cap(s: &str) -> Result<u64, String> {
         _ => return Err(format!("{s:?}: the unit must be K, M or G")),
     };
     let bytes = n.checked_mul(scale).ok_or_else(|| format!("{s:?} is too large"))?;
-    if bytes != 0 && bytes < crate::screen_log::MIN_LOG_CAP {
+    if bytes != 0 && bytes < desk_common::screen_log::MIN_LOG_CAP {
         return Err(format!(
             "{s:?} is below the smallest log cap ({} bytes); 0 keeps no log",
-            crate::screen_log::MIN_LOG_CAP
+            desk_common::screen_log::MIN_LOG_CAP
         ));
     }
     Ok(bytes)
@@ -530,8 +502,11 @@ fn parse_log_cap(s: &str) -> Result<u64, String> {
 /// Parse `--history LINES`, refusing more than the screen model keeps.
 fn parse_history(s: &str) -> Result<usize, String> {
     let n: usize = s.parse().map_err(|_| format!("{s:?} is not a line count"))?;
-    if n > crate::screen::MAX_HISTORY_LINES {
-        return Err(format!("{n} lines is more than the most a session keeps ({})", crate::screen::MAX_HISTORY_LINES));
+    if n > desk_term::screen::MAX_HISTORY_LINES {
+        return Err(format!(
+            "{n} lines is more than the most a session keeps ({})",
+            desk_term::screen::MAX_HISTORY_LINES
+        ));
     }
     Ok(n)
 }
@@ -567,7 +542,7 @@ struct KillArgs {
     /// The session to stop.
     name: SessionName,
     /// Signal to send first (name or number).
-    #[arg(long, default_value = "TERM", value_parser = crate::signals::parse)]
+    #[arg(long, default_value = "TERM", value_parser = desk_common::signals::parse)]
     signal: i32,
     /// Seconds to wait before SIGKILL; 0 sends the signal and returns without waiting.
     #[arg(long, default_value_t = 5.0)]
@@ -596,7 +571,7 @@ const DEFAULT_SIZE: (u16, u16) = (120, 40);
 const DEFAULT_DETACH_KEY: Option<u8> = Some(0x1c);
 
 fn parse_detach_key(s: &str) -> Result<DetachKey, String> {
-    crate::attach::parse_detach_key(s).map(DetachKey)
+    desk_common::syntax::parse_detach_key(s).map(DetachKey)
 }
 
 /// Parse arguments and run; returns the process exit code.
@@ -604,7 +579,7 @@ pub fn main() -> i32 {
     // `desk master` is internal and not in the help: it is `desk-master` run from this binary,
     // with the same hand-parsed arguments (see `master::args`).
     if std::env::args_os().nth(1).is_some_and(|a| a == "master") {
-        return crate::master::main(std::env::args_os().skip(2));
+        return desk_master::main(std::env::args_os().skip(2));
     }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -704,7 +679,7 @@ impl Command {
 fn run(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::New(a) => {
-            let config = config::load(&crate::paths::Paths::from_env()?)?;
+            let config = config::load(&desk_common::paths::Paths::from_env()?)?;
             sessions::new(sessions::NewSession {
                 name: a.name,
                 cwd: a.cwd,
@@ -719,17 +694,17 @@ fn run(cli: Cli) -> Result<i32> {
                 provider_args: config.provider_args,
                 json: a.json,
                 history: a.history,
-                log_cap: a.log_cap.unwrap_or(crate::screen_log::DEFAULT_LOG_CAP),
+                log_cap: a.log_cap.unwrap_or(desk_common::screen_log::DEFAULT_LOG_CAP),
             })
         }
         Command::Attach(a) => {
             let detach_key = match a.detach_key {
                 Some(key) => key.0,
-                None => config::load(&crate::paths::Paths::from_env()?)?.detach_key.unwrap_or(DEFAULT_DETACH_KEY),
+                None => config::load(&desk_common::paths::Paths::from_env()?)?.detach_key.unwrap_or(DEFAULT_DETACH_KEY),
             };
             let name = match a.name {
                 Some(name) => name,
-                None => match sessions::most_needing_person(&crate::paths::Paths::from_env()?)? {
+                None => match sessions::most_needing_person(&desk_common::paths::Paths::from_env()?)? {
                     Some((name, why)) => {
                         eprintln!("desk: attaching to {name} ({why})");
                         name
@@ -762,11 +737,11 @@ fn run(cli: Cli) -> Result<i32> {
             ChannelCommand::Ls { json } => channel::ls(json),
             ChannelCommand::Add { name, member, supervisor, human, json } => {
                 let role = if human {
-                    crate::channel::Role::Human
+                    desk_core::channel::Role::Human
                 } else if supervisor {
-                    crate::channel::Role::Supervisor
+                    desk_core::channel::Role::Supervisor
                 } else {
-                    crate::channel::Role::Worker
+                    desk_core::channel::Role::Worker
                 };
                 channel::add(&name, &member, role, json)
             }
@@ -783,8 +758,8 @@ fn run(cli: Cli) -> Result<i32> {
             text,
             file,
             when: match when {
-                WhenArg::Now => crate::delivery::item::When::Now,
-                WhenArg::Idle => crate::delivery::item::When::Idle,
+                WhenArg::Now => desk_core::delivery::item::When::Now,
+                WhenArg::Idle => desk_core::delivery::item::When::Idle,
             },
             from,
             queue_for_later,
@@ -796,19 +771,17 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Stuck { json } => delivery::stuck(json),
         Command::Force { id, over_draft, json } => {
             let id = delivery::resolve_id(&id)?.to_string();
-            delivery::command("force", crate::daemon::control::Request::Force { id, over_draft }, json)
+            delivery::command("force", desk_wire::control::Request::Force { id, over_draft }, json)
         }
         Command::Drop { id, json } => {
             let id = delivery::resolve_id(&id)?.to_string();
-            delivery::command("drop", crate::daemon::control::Request::Drop { id }, json)
+            delivery::command("drop", desk_wire::control::Request::Drop { id }, json)
         }
-        Command::Pause { name, reason, json } => delivery::command(
-            "pause",
-            crate::daemon::control::Request::Pause { session: name.to_string(), reason },
-            json,
-        ),
+        Command::Pause { name, reason, json } => {
+            delivery::command("pause", desk_wire::control::Request::Pause { session: name.to_string(), reason }, json)
+        }
         Command::Resume { name, json } => {
-            delivery::command("resume", crate::daemon::control::Request::Resume { session: name.to_string() }, json)
+            delivery::command("resume", desk_wire::control::Request::Resume { session: name.to_string() }, json)
         }
         Command::Kill(a) => sessions::kill(&a.name, a.signal, a.grace, a.json, "desk kill"),
         Command::Rm { name, json } => sessions::rm(&name, json),
@@ -842,8 +815,29 @@ fn run(cli: Cli) -> Result<i32> {
 mod tests {
     use super::*;
 
+    /// The signal `desk kill --signal` parses, or the error it prints.
+    fn kill_signal(args: &[&str]) -> Result<i32, String> {
+        use clap::Parser;
+        let argv = ["desk", "kill", "s"].iter().chain(args);
+        match Cli::try_parse_from(argv) {
+            Ok(Cli { command: Command::Kill(kill) }) => Ok(kill.signal),
+            Ok(other) => panic!("parsed as another command: {other:?}"),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
     #[test]
-    fn signals_parse() {}
+    fn kill_takes_signals_by_name_or_number_and_refuses_others_by_name() {
+        assert_eq!(kill_signal(&[]), Ok(libc::SIGTERM), "TERM by default");
+        assert_eq!(kill_signal(&["--signal", "sigusr1"]), Ok(libc::SIGUSR1));
+        assert_eq!(kill_signal(&["--signal", "KILL"]), Ok(libc::SIGKILL));
+        assert_eq!(kill_signal(&["--signal", "2"]), Ok(libc::SIGINT));
+        assert_eq!(kill_signal(&["--signal", "RTMIN+2"]), Ok(libc::SIGRTMIN() + 2));
+        for (bad, says) in [("NOPE", "\"NOPE\" is not a signal name"), ("0", "0 is not a signal number")] {
+            let error = kill_signal(&["--signal", bad]).expect_err(bad);
+            assert!(error.contains(says) && error.contains("--signal"), "{error}");
+        }
+    }
 
     #[test]
     fn cli_definition_is_consistent() {

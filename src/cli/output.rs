@@ -13,97 +13,7 @@ use serde::Serialize;
 /// The envelope's schema version, `v`. Scripts check it; bump it only for incompatible changes.
 pub const VERSION: u32 = 1;
 
-/// Why a command failed, as a stable string a script can branch on (`error.code`), and the
-/// process exit code that goes with it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorCode {
-    /// Bad arguments or input (exit 2).
-    Usage,
-    /// No session of that name (exit 2).
-    NoSuchSession,
-    /// No item with that id or prefix (exit 2).
-    NoSuchItem,
-    /// An id prefix that starts several item ids (exit 2).
-    AmbiguousId,
-    /// No channel of that name (exit 2).
-    NoSuchChannel,
-    /// The author is not a member of the channel (exit 2).
-    NotAMember,
-    /// A post names an author the caller is not: another session, or (from inside a session)
-    /// the operator or a person (exit 2).
-    WrongAuthor,
-    /// The session or daemon to create already exists (exit 2).
-    AlreadyExists,
-    /// The configuration file cannot be read or used (exit 2).
-    BadConfig,
-    /// The session exists but is not running (exit 1).
-    NotRunning,
-    /// `desk serve` is not running or did not answer (exit 1).
-    DaemonUnavailable,
-    /// The daemon refused the request: nothing was done (exit 1).
-    Refused,
-    /// A force typed (pasted again, pressed Enter) and the item is still not delivered; the
-    /// message says what it did and how it ended (exit 1).
-    NotDelivered,
-    /// Anything else that went wrong (exit 1).
-    Failed,
-}
-
-impl ErrorCode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorCode::Usage => "usage",
-            ErrorCode::NoSuchSession => "no-such-session",
-            ErrorCode::NoSuchItem => "no-such-item",
-            ErrorCode::AmbiguousId => "ambiguous-id",
-            ErrorCode::NoSuchChannel => "no-such-channel",
-            ErrorCode::NotAMember => "not-a-member",
-            ErrorCode::WrongAuthor => "wrong-author",
-            ErrorCode::AlreadyExists => "already-exists",
-            ErrorCode::BadConfig => "bad-config",
-            ErrorCode::NotRunning => "not-running",
-            ErrorCode::DaemonUnavailable => "daemon-unavailable",
-            ErrorCode::Refused => "refused",
-            ErrorCode::NotDelivered => "not-delivered",
-            ErrorCode::Failed => "failed",
-        }
-    }
-
-    /// The documented exit code: 2 for "you asked for something that cannot be" (usage, no
-    /// such thing, already exists), 1 for "the operation failed".
-    pub fn exit_code(self) -> i32 {
-        match self {
-            ErrorCode::Usage | ErrorCode::NoSuchSession | ErrorCode::NoSuchItem | ErrorCode::AmbiguousId => 2,
-            ErrorCode::AlreadyExists | ErrorCode::BadConfig | ErrorCode::NoSuchChannel | ErrorCode::NotAMember => 2,
-            ErrorCode::WrongAuthor => 2,
-            ErrorCode::NotRunning | ErrorCode::DaemonUnavailable | ErrorCode::Refused | ErrorCode::Failed => 1,
-            ErrorCode::NotDelivered => 1,
-        }
-    }
-
-    /// The code for a bare exit code, where the caller did not say more.
-    pub fn from_exit(code: i32) -> ErrorCode {
-        if code == 2 { ErrorCode::Usage } else { ErrorCode::Failed }
-    }
-
-    /// Every code, for the contract test and the docs.
-    pub const ALL: [ErrorCode; 14] = [
-        ErrorCode::Usage,
-        ErrorCode::NoSuchSession,
-        ErrorCode::NoSuchItem,
-        ErrorCode::AmbiguousId,
-        ErrorCode::NoSuchChannel,
-        ErrorCode::NotAMember,
-        ErrorCode::WrongAuthor,
-        ErrorCode::AlreadyExists,
-        ErrorCode::BadConfig,
-        ErrorCode::NotRunning,
-        ErrorCode::DaemonUnavailable,
-        ErrorCode::Refused,
-        ErrorCode::NotDelivered,
-        ErrorCode::Failed,
-    ];
-}
+pub use desk_common::failure::ErrorCode;
 
 /// The success envelope, written field by field: `notes` is asked for after `data` has been
 /// written, so that data produced while it is written (a history read a page at a time) can
@@ -157,11 +67,11 @@ pub fn error_text(code: ErrorCode, message: &str) -> String {
 /// The agent state as the command line shows it in JSON: like the wire's `StateView`, but with
 /// `health.value` a string (`ok`, `degraded`) like the other axes, and the reason of a degraded
 /// health in `health.reason` (`null` when healthy). The wire form stays as it is.
-pub fn state_json(state: &crate::state::StateView) -> serde_json::Value {
+pub fn state_json(state: &desk_core::state::StateView) -> serde_json::Value {
     let mut value = serde_json::to_value(state).unwrap_or_default();
     let (status, reason) = match &state.health.value {
-        crate::state::Health::Ok => ("ok", None),
-        crate::state::Health::Degraded(reason) => ("degraded", Some(reason.clone())),
+        desk_core::state::Health::Ok => ("ok", None),
+        desk_core::state::Health::Degraded(reason) => ("degraded", Some(reason.clone())),
     };
     if let Some(health) = value.get_mut("health").and_then(|h| h.as_object_mut()) {
         health.insert("value".into(), status.into());
@@ -171,20 +81,23 @@ pub fn state_json(state: &crate::state::StateView) -> serde_json::Value {
 }
 
 /// `serialize_with` for an optional state.
-pub fn serialize_state<S: serde::Serializer>(state: &Option<crate::state::StateView>, s: S) -> Result<S::Ok, S::Error> {
+pub fn serialize_state<S: serde::Serializer>(
+    state: &Option<desk_core::state::StateView>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
     state.as_ref().map(state_json).serialize(s)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::{AxisView, Evidence, Health, StateView};
+    use desk_core::state::{AxisView, Evidence, Health, StateView};
 
     fn axis<T>(value: T) -> AxisView<T> {
         AxisView {
             value,
             since_ms: 1,
-            evidence: Evidence { source: crate::wire::state::EvidenceSource::None, detail: "x".into(), at_ms: 1 },
+            evidence: Evidence { source: desk_wire::state::EvidenceSource::None, detail: "x".into(), at_ms: 1 },
         }
     }
 
@@ -192,8 +105,8 @@ mod tests {
     fn health_is_a_string_with_a_separate_reason() {
         let mut state = StateView {
             provider: "demo".into(),
-            lifecycle: axis(crate::state::Lifecycle::Running),
-            activity: axis(crate::state::Activity::Idle),
+            lifecycle: axis(desk_core::state::Lifecycle::Running),
+            activity: axis(desk_core::state::Activity::Idle),
             wait: None,
             health: axis(Health::Degraded("no output for 5m".into())),
             ready: true,

@@ -16,7 +16,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::wire::{Frame, FrameDecoder, PROTOCOL_VERSION, Role, SessionInfo};
+use desk_wire::{Frame, FrameDecoder, PROTOCOL_VERSION, Role, SessionInfo};
 
 /// What one master said.
 #[derive(Debug)]
@@ -229,7 +229,7 @@ mod tests {
         let welcome = Frame::Welcome { version: PROTOCOL_VERSION, info: Box::new(info("good")) }.to_bytes();
         let good = serve_each(UnixListener::bind(path("good")).unwrap(), welcome, true, stop.clone());
         let _silent = UnixListener::bind(path("silent")).unwrap();
-        let refusal = Frame::error(crate::wire::ErrorCode::SessionFull, "full").to_bytes();
+        let refusal = Frame::error(desk_wire::ErrorCode::SessionFull, "full").to_bytes();
         let refusing = serve_each(UnixListener::bind(path("refusing")).unwrap(), refusal, false, stop.clone());
         drop(UnixListener::bind(path("stale")).unwrap());
         let sockets: Vec<PathBuf> = ["good", "silent", "refusing", "stale", "absent"].map(path).to_vec();

@@ -14,12 +14,12 @@ use std::time::{Duration, Instant};
 use super::output::{self, ErrorCode};
 use super::probe::Answer;
 use super::{fail, failure};
-use crate::paths::{Paths, SessionName};
-use crate::session::{self, ExitRecord, NameLock, Probe, SessionMeta};
-use crate::wire::client::Connection;
-use crate::wire::history::HistoryRead;
-use crate::wire::{ExitStatus, Frame, Role, SessionInfo};
+use desk_common::history::HistoryRead;
+use desk_common::master_client::Connection;
+use desk_common::paths::{Paths, SessionName};
+use desk_common::session::{self, ExitRecord, NameLock, Probe, SessionMeta};
 use desk_core::time::iso8601;
+use desk_wire::{ExitStatus, Frame, Role, SessionInfo};
 
 /// Extra time `desk kill` waits for the exit report beyond the grace period (the master needs a
 /// moment to reap, record and report after SIGKILL).
@@ -101,7 +101,7 @@ pub(super) fn new(req: NewSession) -> Result<i32> {
             history,
             log_cap,
             fleet: crate::launch::FleetFacts::default(),
-            started_by: crate::launch::record::StartedBy::Operator { command: "desk new".into() },
+            started_by: desk_common::launch_record::StartedBy::Operator { command: "desk new".into() },
         },
     )?;
     let code = 0;
@@ -136,7 +136,7 @@ struct Listing {
     provider: Option<String>,
     /// The agent state (running sessions only), `health` shaped like the other axes.
     #[serde(serialize_with = "output::serialize_state")]
-    state: Option<crate::state::StateView>,
+    state: Option<desk_core::state::StateView>,
     started_at_ms: Option<u64>,
     started_at: Option<String>,
     exit: Option<ExitJson>,
@@ -237,7 +237,7 @@ fn listings(paths: &Paths) -> Result<Vec<Listing>> {
 /// a manifest declares that is not running is `down` (with how it ended, and what the
 /// supervisor says); and the sessions a registered manifest declares that never ran here.
 fn add_fleet(paths: &Paths, rows: &mut Vec<Listing>) {
-    let supervision = crate::daemon::supervisor::read_state(paths);
+    let supervision = desk_daemon::supervisor::read_state(paths);
     for row in rows.iter_mut() {
         add_fleet_to(paths, row, &supervision);
     }
@@ -256,17 +256,17 @@ fn add_fleet(paths: &Paths, rows: &mut Vec<Listing>) {
 const LISTING_SPLIT: usize = 64;
 
 /// A running session's row from the info file its master keeps current
-/// ([`crate::info_file`]), without waking the master: `running` with what it would answer to
+/// ([`desk_common::info_file`]), without waking the master: `running` with what it would answer to
 /// HELLO while the process the file names is that master, alive and not stopped;
 /// `unresponsive` when it is stopped; `None` when there is no file to believe (none yet, not
 /// this session's, or its master is gone), and the master is asked instead.
-fn from_info_file(name: &SessionName, files: &crate::paths::SessionPaths) -> Option<Listing> {
-    use crate::info_file::MasterCheck;
-    let record = crate::info_file::read(&files.info)?;
+fn from_info_file(name: &SessionName, files: &desk_common::paths::SessionPaths) -> Option<Listing> {
+    use desk_common::info_file::MasterCheck;
+    let record = desk_common::info_file::read(&files.info)?;
     if record.info.name != name.as_str() {
         return None;
     }
-    match crate::info_file::check(&record) {
+    match desk_common::info_file::check(&record) {
         MasterCheck::Running => {
             let mut row = from_files(name, None, "running");
             row.size_policy = record.size_policy;
@@ -288,7 +288,7 @@ fn from_info_file(name: &SessionName, files: &crate::paths::SessionPaths) -> Opt
 fn add_fleet_to(paths: &Paths, row: &mut Listing, supervision: &desk_core::fleet::supervise::Supervisor) {
     let Ok(name) = SessionName::parse(&row.name) else { return };
     let running = matches!(row.status, "running" | "unresponsive");
-    row.fleet = crate::launch::view::of(paths, &name, running, supervision, crate::clock::now_ms());
+    row.fleet = crate::launch::view::of(paths, &name, running, supervision, desk_common::clock::now_ms());
     if !running && row.fleet.as_ref().is_some_and(|f| f.manifest.is_some()) {
         row.status = "down";
     }
@@ -307,13 +307,13 @@ fn listing(paths: &Paths, name: &SessionName, deadline: Instant) -> Result<Optio
         None => None,
     };
     if let Some(row) = &mut row {
-        add_fleet_to(paths, row, &crate::daemon::supervisor::read_state(paths));
+        add_fleet_to(paths, row, &desk_daemon::supervisor::read_state(paths));
     }
     Ok(row)
 }
 
 /// The row of a session that recorded its exit.
-fn exited(name: &SessionName, files: &crate::paths::SessionPaths, exit: &ExitRecord) -> Listing {
+fn exited(name: &SessionName, files: &desk_common::paths::SessionPaths, exit: &ExitRecord) -> Listing {
     let meta: Option<SessionMeta> = session::read_meta(files).unwrap_or(None);
     let mut row = from_files(name, meta.as_ref(), "exited");
     row.exit = Some(ExitJson::from(exit));
@@ -438,7 +438,7 @@ pub(super) fn ls(json: bool) -> Result<i32> {
     }
     // One write for the table (a line-buffered stdout makes one per row).
     let mut text = String::new();
-    for line in ls_table(&rows, crate::clock::now_ms(), super::table::terminal_width()) {
+    for line in ls_table(&rows, desk_common::clock::now_ms(), super::table::terminal_width()) {
         text.push_str(&line);
         text.push('\n');
     }
@@ -499,10 +499,10 @@ fn ls_table(rows: &[Listing], now: u64, fit: Option<usize>) -> Vec<String> {
             Some(e) => {
                 let how = match (e.code, e.signal) {
                     (Some(code), _) => format!("exited({code})"),
-                    (_, Some(signal)) => format!("killed({})", crate::signals::name(signal)),
+                    (_, Some(signal)) => format!("killed({})", desk_common::signals::name(signal)),
                     _ => "exited".into(),
                 };
-                let how = format!("{how} {}", super::spans::ago(now, e.exited_at_ms));
+                let how = format!("{how} {}", desk_core::time::ago(now, e.exited_at_ms));
                 if r.status == "down" { format!("down: {how}") } else { how }
             }
             None => r.status.to_string(),
@@ -528,13 +528,13 @@ fn ls_table(rows: &[Listing], now: u64, fit: Option<usize>) -> Vec<String> {
             // What the supervisor says of a session that is down.
             (None, Some(health)) => health.clone(),
             (state, _) => match state {
-                Some(s) if s.lifecycle.value == crate::state::Lifecycle::Starting => "starting".to_string(),
+                Some(s) if s.lifecycle.value == desk_core::state::Lifecycle::Starting => "starting".to_string(),
                 Some(s) => {
                     let mut a = s.activity.value.as_str().to_string();
                     if let Some(wait) = &s.wait {
                         a.push_str(&format!("({wait})"));
                     }
-                    format!("{a} {}", super::spans::span(now.saturating_sub(s.activity.since_ms)))
+                    format!("{a} {}", desk_core::time::span(now.saturating_sub(s.activity.since_ms)))
                 }
                 None => "-".into(),
             },
@@ -558,7 +558,7 @@ fn ls_table(rows: &[Listing], now: u64, fit: Option<usize>) -> Vec<String> {
             r.title.as_deref().filter(|t| !t.is_empty()).map_or("-".into(), super::table::printable),
             r.pid.map_or("-".into(), |p| p.to_string()),
             clients,
-            r.started_at_ms.map_or("-".into(), |t| super::spans::ago(now, t)),
+            r.started_at_ms.map_or("-".into(), |t| desk_core::time::ago(now, t)),
             match (r.cols, r.rows) {
                 (Some(c), Some(rw)) => format!("{c}x{rw}"),
                 _ => "-".into(),
@@ -595,7 +595,7 @@ fn connect(paths: &Paths, name: &SessionName) -> Result<Connection> {
         Probe::Absent | Probe::Stale => match session::read_exit(&files)? {
             Some(exit) => Err(fail(
                 ErrorCode::NotRunning,
-                format!("session {name} {}", crate::signals::describe_exit(exit.status)),
+                format!("session {name} {}", desk_common::signals::describe_exit(exit.status)),
             )),
             None if files.meta.exists() => Err(fail(ErrorCode::NotRunning, format!("session {name} is not running"))),
             None => Err(fail(ErrorCode::NoSuchSession, format!("no session named {name}"))),
@@ -608,7 +608,7 @@ fn connect(paths: &Paths, name: &SessionName) -> Result<Connection> {
 fn ended(paths: &Paths, name: &SessionName, e: anyhow::Error) -> anyhow::Error {
     match session::read_exit(&paths.session(name)) {
         Ok(Some(exit)) => {
-            fail(ErrorCode::NotRunning, format!("session {name} {}", crate::signals::describe_exit(exit.status)))
+            fail(ErrorCode::NotRunning, format!("session {name} {}", desk_common::signals::describe_exit(exit.status)))
         }
         _ => e,
     }
@@ -650,13 +650,13 @@ pub(super) fn log(name: &SessionName, follow: bool, since_start: bool) -> Result
     let paths = paths()?;
     let files = paths.session(name);
     let state = paths.session_state(name);
-    if !files.meta.exists() && !files.exit.exists() && !crate::screen_log::current(&state).exists() {
+    if !files.meta.exists() && !files.exit.exists() && !desk_common::screen_log::current(&state).exists() {
         return Err(fail(ErrorCode::NoSuchSession, format!("no session named {name}")));
     }
     // The screen first: a live master writes the lines waiting for the log before it answers,
     // so the files then hold everything that scrolled off above this screen.
     let screen = current_screen(&paths, name)?;
-    let (text, read) = crate::screen_log::read_all(&state)?;
+    let (text, read) = desk_common::screen_log::read_all(&state)?;
     let lines: Vec<&str> = text.lines().collect();
     let from = if since_start { 0 } else { lines.len().saturating_sub(LOG_TAIL_LINES) };
     let mut out = std::io::stdout().lock();
@@ -700,17 +700,17 @@ fn current_screen(paths: &Paths, name: &SessionName) -> Result<Vec<String>> {
 
 /// Prints what is appended to the log (across a rotation) after the first `offset` bytes of
 /// its current file until the session is no longer live, then the last screen.
-fn follow_log(files: &crate::paths::SessionPaths, state: &std::path::Path, mut offset: u64) -> Result<()> {
+fn follow_log(files: &desk_common::paths::SessionPaths, state: &std::path::Path, mut offset: u64) -> Result<()> {
     use std::io::Write;
     use std::io::{Read, Seek, SeekFrom};
-    let current = crate::screen_log::current(state);
+    let current = desk_common::screen_log::current(state);
     let mut out = std::io::stdout();
     loop {
         let live = matches!(session::probe_settled(files)?, Probe::Live(_));
         let len = std::fs::metadata(&current).map_or(0, |m| m.len());
         if len < offset {
             // Rotated: the rest of the old file first.
-            if let Ok(mut f) = std::fs::File::open(crate::screen_log::rotated(state)) {
+            if let Ok(mut f) = std::fs::File::open(desk_common::screen_log::rotated(state)) {
                 f.seek(SeekFrom::Start(offset))?;
                 std::io::copy(&mut f, &mut out)?;
             }
@@ -773,7 +773,7 @@ pub(super) fn peek(name: &SessionName, json: bool, history: Option<u32>) -> Resu
 fn print_peek(
     name: &SessionName,
     json: bool,
-    snapshot: &crate::wire::SnapshotReply,
+    snapshot: &desk_wire::SnapshotReply,
     read: Option<&mut HistoryRead<'_>>,
 ) -> Result<i32> {
     let read = read.map(std::cell::RefCell::new);
@@ -854,7 +854,7 @@ impl Serialize for PeekData<'_, '_> {
 /// ended (JSON: the exit record, whose `last_screen` holds the rows).
 fn peek_exited(name: &SessionName, exit: &ExitRecord, json: bool, history: Option<u32>) -> Result<i32> {
     let Some(rows) = &exit.last_screen else {
-        let why = crate::signals::describe_exit(exit.status);
+        let why = desk_common::signals::describe_exit(exit.status);
         return Err(fail(ErrorCode::NotRunning, format!("session {name} {why}; its last screen was not recorded")));
     };
     if json {
@@ -866,7 +866,7 @@ fn peek_exited(name: &SessionName, exit: &ExitRecord, json: bool, history: Optio
         }
         output::print_ok("last-screen", data, &[])?;
     } else {
-        println!("{}", exit.headline(name.as_str(), crate::clock::now_ms()));
+        println!("{}", exit.headline(name.as_str(), desk_common::clock::now_ms()));
         for line in history.map(|n| exit.history_tail(n)).unwrap_or_default() {
             println!("{line}");
         }
@@ -923,7 +923,7 @@ fn wait_exit(conn: &mut Connection, name: &SessionName, sig: &str, grace: Durati
 /// it ended. Helper processes are left to the master, as `desk kill` leaves them.
 pub(crate) fn stop(paths: &Paths, name: &SessionName, grace: Duration, by: &str) -> Result<ExitStatus> {
     let mut conn = connect(paths, name)?;
-    crate::launch::record::mark_stopped(paths, name, conn.info.generation, by)?;
+    desk_common::launch_record::mark_stopped(paths, name, conn.info.generation, by)?;
     conn.send(&Frame::Signal { signal: libc::SIGTERM as u8, grace_ms: grace.as_millis() as u32 })?;
     Ok(wait_exit(&mut conn, name, "SIGTERM", grace)?.0)
 }
@@ -937,14 +937,14 @@ pub(super) fn kill(name: &SessionName, signal: i32, grace: f64, json: bool, by: 
     let grace = Duration::from_secs_f64(grace);
     let paths = paths()?;
     let mut conn = connect(&paths, name)?;
-    crate::launch::record::mark_stopped(&paths, name, conn.info.generation, by)?;
+    desk_common::launch_record::mark_stopped(&paths, name, conn.info.generation, by)?;
     let pid = conn.info.pid;
     let master_pid = conn.info.master_pid;
-    let sig = crate::signals::name(signal);
+    let sig = desk_common::signals::name(signal);
     // The helpers outside the child's process group, named before they get the signal (most
     // end on it at once); the group itself is the session proper and is reported as its exit.
-    let mut helpers = crate::procfs::descendants(master_pid);
-    for member in crate::procfs::session_members(pid) {
+    let mut helpers = desk_common::procfs::descendants(master_pid);
+    for member in desk_common::procfs::session_members(pid) {
         if !helpers.iter().any(|p| p.pid == member.pid) {
             helpers.push(member);
         }
@@ -979,10 +979,10 @@ pub(super) fn kill(name: &SessionName, signal: i32, grace: f64, json: bool, by: 
             println!(
                 "session {name} was still running {} s after {sig}; sent SIGKILL; then it {}",
                 grace.as_secs_f64(),
-                crate::signals::describe_exit(status)
+                desk_common::signals::describe_exit(status)
             );
         } else {
-            println!("sent {sig} to session {name}; it {}", crate::signals::describe_exit(status));
+            println!("sent {sig} to session {name}; it {}", desk_common::signals::describe_exit(status));
         }
     }
     // The master (the helpers' subreaper) signalled them too and stays until they are gone or it
@@ -999,7 +999,7 @@ pub(super) fn kill(name: &SessionName, signal: i32, grace: f64, json: bool, by: 
     loop {
         let now = Instant::now();
         for (helper, fate) in helpers.iter().zip(fates.iter_mut()) {
-            if fate.is_none() && !crate::procfs::alive(helper.pid) {
+            if fate.is_none() && !desk_common::procfs::alive(helper.pid) {
                 *fate = Some(if now < grace_end { "ended" } else { "killed with SIGKILL after the grace period" });
             }
         }
@@ -1074,7 +1074,7 @@ pub(super) fn rm(name: &SessionName, json: bool) -> Result<i32> {
     for path in [files.meta.clone(), files.exit.clone(), files.log.clone(), PathBuf::from(rotated), files.info.clone()]
     {
         if path.exists() {
-            crate::fsutil::remove_if_exists(&path)?;
+            desk_common::fsutil::remove_if_exists(&path)?;
             removed = true;
         }
     }
@@ -1089,7 +1089,7 @@ pub(super) fn rm(name: &SessionName, json: bool) -> Result<i32> {
         if path.is_dir() {
             std::fs::remove_dir_all(&path).with_context(|| format!("cannot remove {}", path.display()))?;
         } else {
-            crate::fsutil::remove_if_exists(&path)?;
+            desk_common::fsutil::remove_if_exists(&path)?;
         }
         removed = true;
     }
@@ -1098,7 +1098,7 @@ pub(super) fn rm(name: &SessionName, json: bool) -> Result<i32> {
     if !removed {
         return Err(fail(ErrorCode::NoSuchSession, format!("no session named {name}")));
     }
-    crate::fsutil::sync_dir(&paths.runtime)?;
+    desk_common::fsutil::sync_dir(&paths.runtime)?;
     if json {
         output::print_ok("removed", serde_json::json!({ "name": name.as_str() }), &[])?;
     }

@@ -21,17 +21,17 @@ use std::path::{Path, PathBuf};
 
 use super::output::{self, ErrorCode};
 use super::{fail, failure};
-use crate::launch::record::{self, LaunchRecord, StartedBy, WorktreeUse};
 use crate::launch::{FleetFacts, StartRequest};
 use crate::manifest::Loaded;
-use crate::paths::{Paths, SessionName};
-use crate::session::{self, Probe};
-use crate::wire::Role;
-use crate::wire::client::Connection;
+use desk_common::launch_record::{self, LaunchRecord, StartedBy, WorktreeUse};
+use desk_common::master_client::Connection;
+use desk_common::paths::{Paths, SessionName};
+use desk_common::session::{self, Probe};
 use desk_core::fleet::manifest::SessionSpec;
 use desk_core::fleet::plan::{self, DownStep, Launch, Observed, UpStep};
 use desk_core::fleet::resume::{self, ResumePlan};
 use desk_core::provider::Provider;
+use desk_wire::Role;
 
 /// The grace period before SIGKILL of `desk down`, `up --recreate` and `restart`, as `desk
 /// kill`'s default.
@@ -68,8 +68,8 @@ fn select<'a>(loaded: &'a Loaded, names: &[SessionName]) -> Result<Vec<&'a Sessi
 /// asks the master otherwise.
 fn observe(paths: &Paths, name: &SessionName) -> Result<(Observed, Option<LaunchRecord>)> {
     let files = paths.session(name);
-    let launch = record::read(paths, name).ok().flatten();
-    let running = |info: crate::wire::SessionInfo| {
+    let launch = launch_record::read(paths, name).ok().flatten();
+    let running = |info: desk_wire::SessionInfo| {
         let mine = launch.as_ref().filter(|l| l.generation == info.generation);
         let (launch_now, env_known) = match mine {
             Some(l) => (l.launch(), true),
@@ -85,11 +85,11 @@ fn observe(paths: &Paths, name: &SessionName) -> Result<(Observed, Option<Launch
         };
         Observed::Running { generation: info.generation, launch: launch_now, env_known }
     };
-    if let Some(rec) = crate::info_file::read(&files.info).filter(|r| r.info.name == name.as_str()) {
-        match crate::info_file::check(&rec) {
-            crate::info_file::MasterCheck::Running => return Ok((running(rec.info), launch)),
-            crate::info_file::MasterCheck::Stopped => return Ok((Observed::Unresponsive, launch)),
-            crate::info_file::MasterCheck::NotTheMaster => {}
+    if let Some(rec) = desk_common::info_file::read(&files.info).filter(|r| r.info.name == name.as_str()) {
+        match desk_common::info_file::check(&rec) {
+            desk_common::info_file::MasterCheck::Running => return Ok((running(rec.info), launch)),
+            desk_common::info_file::MasterCheck::Stopped => return Ok((Observed::Unresponsive, launch)),
+            desk_common::info_file::MasterCheck::NotTheMaster => {}
         }
     }
     let observed = match session::probe_settled(&files)? {
@@ -375,7 +375,7 @@ fn start_declared(
     };
     let next = LaunchRecord {
         generation: 0,
-        started_at_ms: crate::clock::now_ms(),
+        started_at_ms: desk_common::clock::now_ms(),
         started_by: StartedBy::Operator { command: "desk up".into() },
         provider: r.spec.provider,
         command: r.launch.command.clone(),
@@ -413,8 +413,8 @@ fn start_declared(
             provider: r.spec.provider,
             command: r.command.clone(),
             run,
-            history: r.spec.history.unwrap_or(crate::screen::DEFAULT_HISTORY_LINES),
-            log_cap: crate::screen_log::DEFAULT_LOG_CAP,
+            history: r.spec.history.unwrap_or(desk_term::screen::DEFAULT_HISTORY_LINES),
+            log_cap: desk_common::screen_log::DEFAULT_LOG_CAP,
             fleet: FleetFacts {
                 restart: r.spec.restart,
                 manifest: Some(loaded.path.clone()),
@@ -469,12 +469,12 @@ fn queue_prompts(
     if prompts.is_empty() {
         return Ok(0);
     }
-    let store = crate::delivery::store::Store::open(&paths.state)?;
+    let store = desk_daemon::store::Store::open(&paths.state)?;
     for prompt in prompts {
-        let now = crate::clock::now_ms();
-        let text = crate::delivery::text::sanitize(&prompt.text);
-        let item = crate::delivery::item::Item::new(
-            crate::delivery::fresh_item_id(now),
+        let now = desk_common::clock::now_ms();
+        let text = desk_core::delivery::text::sanitize(&prompt.text);
+        let item = desk_core::delivery::item::Item::new(
+            desk_common::ids::fresh_item_id(now),
             name.to_string(),
             Some(generation),
             text,
@@ -492,15 +492,15 @@ fn converge_channels(paths: &Paths, loaded: &Loaded) -> Result<Vec<ChannelOutcom
     if loaded.manifest.channels.is_empty() {
         return Ok(Vec::new());
     }
-    let store = crate::channel::store::ChannelStore::open(paths)?;
+    let store = desk_daemon::channel::store::ChannelStore::open(paths)?;
     let mut out = Vec::new();
     for channel in &loaded.manifest.channels {
-        let now = crate::clock::now_ms();
+        let now = desk_common::clock::now_ms();
         let created = store.create_with(&channel.name, &channel.goal, channel.checkin_after, now)?.is_some();
         let mut added = Vec::new();
         for (member, role) in &channel.members {
             let (_, changed) = store
-                .add_member(&channel.name, member, *role, crate::clock::now_ms())
+                .add_member(&channel.name, member, *role, desk_common::clock::now_ms())
                 .map_err(|e| failure(1, format!("#{}: cannot add {member}: {e:#}", channel.name)))?;
             if changed {
                 added.push(member.clone());
@@ -513,10 +513,10 @@ fn converge_channels(paths: &Paths, loaded: &Loaded) -> Result<Vec<ChannelOutcom
 
 /// Start `desk serve` if it is not running; returns whether it was started.
 fn ensure_daemon(paths: &Paths) -> Result<bool> {
-    let socket = crate::daemon::socket_path(paths);
-    let ping = crate::daemon::control::request(
+    let socket = desk_common::daemon_client::socket_path(paths);
+    let ping = desk_common::daemon_client::request(
         &socket,
-        &crate::daemon::control::Request::Ping,
+        &desk_wire::control::Request::Ping,
         std::time::Duration::from_secs(2),
     );
     if ping.is_ok_and(|r| r.ok) {
@@ -621,7 +621,7 @@ pub(super) fn restart(
 ) -> Result<i32> {
     let paths = paths()?;
     let config = super::config::load(&paths)?;
-    let last = record::read(&paths, name)?;
+    let last = launch_record::read(&paths, name)?;
     // What to start: the manifest that declares it, else its own last launch.
     let declared = declaring_manifest(manifest, last.as_ref(), name)?;
     let running = matches!(session::probe_settled(&paths.session(name))?, Probe::Live(_));
@@ -664,8 +664,8 @@ pub(super) fn restart(
                 cols: size.0,
                 rows: size.1,
                 size_policy: spec.size_policy.name().into(),
-                history: spec.history.unwrap_or(crate::screen::DEFAULT_HISTORY_LINES),
-                log_cap: crate::screen_log::DEFAULT_LOG_CAP,
+                history: spec.history.unwrap_or(desk_term::screen::DEFAULT_HISTORY_LINES),
+                log_cap: desk_common::screen_log::DEFAULT_LOG_CAP,
                 restart: spec.restart,
                 manifest: Some(loaded.path.clone()),
                 worktree,
@@ -791,8 +791,8 @@ fn from_meta(paths: &Paths, name: &SessionName) -> Option<LaunchRecord> {
         cols: meta.cols,
         rows: meta.rows,
         size_policy: meta.size_policy.unwrap_or_else(|| "latest".into()),
-        history: crate::screen::DEFAULT_HISTORY_LINES,
-        log_cap: crate::screen_log::DEFAULT_LOG_CAP,
+        history: desk_term::screen::DEFAULT_HISTORY_LINES,
+        log_cap: desk_common::screen_log::DEFAULT_LOG_CAP,
         restart: Default::default(),
         manifest: None,
         worktree: None,
@@ -822,7 +822,7 @@ pub(super) fn worktree_ls(manifest: Option<&Path>, json: bool) -> Result<i32> {
     let mut rows = Vec::new();
     for spec in loaded.manifest.sessions.iter().filter(|s| s.worktree.is_some()) {
         let name = SessionName::parse(&spec.name).map_err(|e| failure(2, e.to_string()))?;
-        let launched = record::read(&paths, &name).ok().flatten().and_then(|l| l.worktree);
+        let launched = launch_record::read(&paths, &name).ok().flatten().and_then(|l| l.worktree);
         let used = match launched {
             Some(wt) => wt,
             None => match crate::worktree::prepare(

@@ -5,7 +5,7 @@
 //! dialog) above the panel. The panel says what the session waits for (the blocking rule's
 //! evidence) and offers the keys that answer dialogs: Enter, Esc, 1/2/3, y/n and the arrows.
 //! Choosing one hands it to the loop, which types it through the same library code as `desk keys`
-//! (`crate::keys`, journalled `via` `dash`). Invariants: nothing is typed but the one key chosen,
+//! (`desk_common::keys`, journalled `via` `dash`). Invariants: nothing is typed but the one key chosen,
 //! and only on a deliberate choice (Enter on the highlight, or the key's own character); opening
 //! and moving about the panel types nothing. No I/O and no clock.
 
@@ -15,8 +15,8 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 
-use super::model::Key;
-use super::view::Look;
+use super::key::Key;
+use super::look::Look;
 
 /// The keys offered, as shown and as `desk keys` names them: those that answer agents' dialogs
 /// (confirm, cancel, pick an option by number or y/n, move the highlight).

@@ -5,13 +5,15 @@
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 
-use super::model::{Command, Dash, Key, Row};
-use super::view::{self, Look, Preview};
-use crate::fleet::FleetEvent;
-use crate::screen::Screen;
-use crate::session::ExitRecord;
-use crate::wire::{ExitStatus, SessionInfo};
+use super::key::Key;
+use super::look::Look;
+use super::model::{Command, Dash, Row};
+use super::view::{self, Preview};
+use desk_common::fleet::FleetEvent;
+use desk_common::session::ExitRecord;
+use desk_term::screen::Screen;
 use desk_wire::state::{Activity, AxisView, Evidence, EvidenceSource, Health, Lifecycle, StateView};
+use desk_wire::{ExitStatus, SessionInfo};
 
 /// A fixed "now" (2026-12-01 10:00:00 UTC), so ages in snapshots never move.
 const NOW: u64 = 1_796_119_200_000;
@@ -164,7 +166,7 @@ fn view_answer_panel_200x50() {
 
 #[test]
 fn the_daemons_notify_records_and_typed_keys_show_in_the_events_pane_notify_as_an_alert() {
-    use crate::events::{Event, EventBody};
+    use desk_wire::events::{Event, EventBody};
     let mut dash = fleet();
     let event =
         |seq, body| FleetEvent::Event { session: "ask".into(), event: Event { seq, ts_ms: NOW, generation: 1, body } };

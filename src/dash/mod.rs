@@ -8,13 +8,13 @@
 //! Shape: every source of news runs on a thread of its own and sends [`Msg`]s down one channel;
 //! the main thread blocks on that channel, applies what arrived to the model and redraws (a key
 //! at once, fleet news at most every [`FRAME_INTERVAL`], however fast it comes). The
-//! sources are the fleet watcher ([`crate::fleet::FleetWatch`], which blocks in its own poll and
+//! sources are the fleet watcher ([`desk_common::fleet::FleetWatch`], which blocks in its own poll and
 //! is never slowed by a stopped master), the terminal's input (crossterm's blocking reader, one
 //! event per permit so that an attach gets every keystroke), the signals, the daemon's queue and
 //! stuck items (the daemon has no push for them: asked every [`QUEUE_REFRESH`]), the channels'
 //! unread and `@human` counts (read from their files at the same pace), CPU and memory
 //! samples ([`USAGE_REFRESH`]), operator actions, sends and typed keys (a force can take a
-//! minute; keys go through `crate::keys`, as `desk keys` sends them), and the
+//! minute; keys go through `desk_common::keys`, as `desk keys` sends them), and the
 //! live preview (a viewer connection to the selected session's master, whose keyframe and
 //! output feed a local screen model). A thread per source keeps each one's blocking call out of
 //! the others' way without a second event loop beside the watcher's, and the main thread never
@@ -25,6 +25,8 @@
 //! the terminal no thread but the main one writes to it.
 
 pub mod answer;
+pub mod key;
+pub mod look;
 pub mod model;
 pub mod view;
 
@@ -44,17 +46,20 @@ use std::os::unix::net::UnixStream;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
-use crate::delivery::item::{Item, State as ItemState};
-use crate::fleet::{FleetEvent, FleetWatch};
-use crate::paths::Paths;
-use crate::screen::Screen;
-use crate::session;
-use crate::wire::{Frame, Role};
+use desk_common::daemon_client;
+use desk_common::fleet::{FleetEvent, FleetWatch};
+use desk_common::paths::Paths;
+use desk_common::session;
+use desk_core::delivery::item::{Item, State as ItemState};
 use desk_term::screen::HistoryRow;
+use desk_term::screen::Screen;
 use desk_wire::control::{self, Request};
 use desk_wire::history::HistoryPager;
-use model::{Action, Dash, ItemLine, Key, Link, QueueCounts, Row};
-use view::{Look, Preview};
+use desk_wire::{Frame, Role};
+use key::Key;
+use look::Look;
+use model::{Action, Dash, ItemLine, Link, QueueCounts, Row};
+use view::Preview;
 
 /// 2 s: how often the daemon is asked for queue and stuck counts (it has no push for them).
 /// Items move in seconds (a delivery's verify window is longer), so a count two seconds old is
@@ -120,7 +125,7 @@ enum Msg {
     /// CPU % and resident KiB by session id.
     Usage(HashMap<u32, (f32, u64)>),
     /// Every channel at a glance (unread and `@human` counts for the header).
-    Channels(Vec<crate::channel::summary::Summary>),
+    Channels(Vec<desk_daemon::channel::summary::Summary>),
     /// The fleet's notes by session, and the declared sessions that never ran (name, provider).
     FleetNotes(HashMap<String, String>, Vec<(String, String)>),
 }
@@ -237,10 +242,11 @@ pub fn run() -> Result<i32> {
     }
     let channel_paths = paths.clone();
     spawn("channels", tx.clone(), move |tx| {
-        let store = crate::channel::store::ChannelStore::at(&channel_paths);
+        let store = desk_daemon::channel::store::ChannelStore::at(&channel_paths);
         loop {
             let list = store.list().unwrap_or_default();
-            let summaries = list.iter().filter_map(|n| crate::channel::summary::summarize(&store, n).ok()).collect();
+            let summaries =
+                list.iter().filter_map(|n| desk_daemon::channel::summary::summarize(&store, n).ok()).collect();
             if tx.send(Msg::Channels(summaries)).is_err() {
                 return;
             }
@@ -313,7 +319,7 @@ fn run_loop(
     loop {
         follow_selection(dash, paths, tx, &mut preview, &mut next_preview_id);
         dash.own_viewer = preview.as_ref().filter(|p| p.stream.is_some()).map(|p| p.session.clone());
-        let now_ms = crate::clock::now_ms();
+        let now_ms = desk_common::clock::now_ms();
         let size = term.size().context("cannot read the terminal's size")?;
         let height = view::preview_height(ratatui::layout::Rect::new(0, 0, size.width, size.height), dash);
         match &preview {
@@ -379,9 +385,10 @@ fn run_loop(
 fn changes_a_row(msg: &Msg) -> bool {
     let Msg::Fleet(events) = msg else { return false };
     events.iter().any(|e| match e {
-        FleetEvent::Event { event, .. } => {
-            !matches!(event.body, crate::events::EventBody::Title { .. } | crate::events::EventBody::Output { .. })
-        }
+        FleetEvent::Event { event, .. } => !matches!(
+            event.body,
+            desk_wire::events::EventBody::Title { .. } | desk_wire::events::EventBody::Output { .. }
+        ),
         _ => true,
     })
 }
@@ -414,14 +421,14 @@ fn attach(term: &mut Terminal<CrosstermBackend<Stdout>>, name: &str) -> Result<(
 
 /// Apply one message.
 fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Flow {
-    let now_ms = crate::clock::now_ms();
+    let now_ms = desk_common::clock::now_ms();
     match msg {
         Msg::Fleet(events) => {
             for event in &events {
                 let restart = match event {
                     // The preview asked for the old size: reconnect at the new one.
                     FleetEvent::Event { session, event } => {
-                        matches!(event.body, crate::events::EventBody::Resize { .. }).then_some(session)
+                        matches!(event.body, desk_wire::events::EventBody::Resize { .. }).then_some(session)
                     }
                     // A session that (re)joined gets a fresh preview.
                     FleetEvent::Joined { session, .. } => Some(session),
@@ -526,7 +533,7 @@ fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Flow 
 
 /// Ask the daemon on a thread (a force can take a minute); the outcome comes back as a message.
 fn run_action(paths: &Paths, tx: &Sender<Msg>, action: Action, dash: &mut Dash) {
-    let socket = crate::daemon::socket_path(paths);
+    let socket = desk_common::daemon_client::socket_path(paths);
     let what = match &action {
         Action::Force(id) => format!("forcing {id}"),
         Action::Drop(id) => format!("dropping {id}"),
@@ -535,7 +542,7 @@ fn run_action(paths: &Paths, tx: &Sender<Msg>, action: Action, dash: &mut Dash) 
     };
     dash.status = Some(format!("{what}: asking desk serve..."));
     let _ = spawn("action", tx.clone(), move |tx| {
-        let outcome = outcome_line(control::request(&socket, &action.request(), action_timeout(&action)));
+        let outcome = outcome_line(daemon_client::request(&socket, &action.request(), action_timeout(&action)));
         let _ = tx.send(Msg::ActionDone(outcome));
     });
 }
@@ -590,11 +597,13 @@ fn send_keys(paths: &Paths, tx: &Sender<Msg>, session: String, keys: Vec<String>
     dash.status = Some(format!("typing {} into {session}...", keys.join(" ")));
     let paths = paths.clone();
     let _ = spawn("keys", tx.clone(), move |tx| {
-        let outcome = match crate::paths::SessionName::parse(&session) {
-            Ok(name) => match crate::keys::send(&paths, &name, &keys, &crate::keys::Sender::this_process("dash")) {
-                Ok(_) => format!("typed {} into {session}", keys.join(" ")),
-                Err(e) => format!("not typed: {e}"),
-            },
+        let outcome = match desk_common::paths::SessionName::parse(&session) {
+            Ok(name) => {
+                match desk_common::keys::send(&paths, &name, &keys, &desk_common::keys::Sender::this_process("dash")) {
+                    Ok(_) => format!("typed {} into {session}", keys.join(" ")),
+                    Err(e) => format!("not typed: {e}"),
+                }
+            }
             Err(e) => format!("not typed: {e}"),
         };
         let _ = tx.send(Msg::ActionDone(outcome));
@@ -648,7 +657,7 @@ fn follow_selection(
             None => conn.note = "(exited)".into(),
         },
         Link::Live => {
-            let Ok(session_name) = crate::paths::SessionName::parse(name) else { return };
+            let Ok(session_name) = desk_common::paths::SessionName::parse(name) else { return };
             let socket = paths.session(&session_name).socket;
             let (cols, rows) = (row.cols, row.rows);
             conn.screen = Some(Screen::with_history(cols, rows, PREVIEW_HISTORY_LINES as usize));
@@ -667,7 +676,11 @@ fn follow_selection(
 
 /// An exited session's last screen as a screen model of its last size, and the history lines
 /// its exit record kept above it.
-fn last_screen(lines: &[String], history: &[String], exit: &crate::session::ExitRecord) -> (Screen, Vec<HistoryRow>) {
+fn last_screen(
+    lines: &[String],
+    history: &[String],
+    exit: &desk_common::session::ExitRecord,
+) -> (Screen, Vec<HistoryRow>) {
     let widest = lines.iter().map(|l| l.chars().count()).max().unwrap_or(1);
     let cols = exit.cols.unwrap_or(u16::try_from(widest).unwrap_or(u16::MAX)).max(1);
     let rows = exit.rows.unwrap_or(u16::try_from(lines.len()).unwrap_or(u16::MAX)).max(1);
@@ -700,11 +713,11 @@ fn read_preview(socket: &std::path::Path, id: u64, cols: u16, rows: u16, tx: Sen
         }
         Err(e) => return ended(format!("cannot use the connection: {e}")),
     }
-    let mut conn = match desk_wire::client::Connection::open_within(stream, Role::Viewer, cols, rows, PREVIEW_PATIENCE)
-    {
-        Ok(conn) => conn,
-        Err(e) => return ended(format!("{e:#}")),
-    };
+    let mut conn =
+        match desk_common::master_client::Connection::open_within(stream, Role::Viewer, cols, rows, PREVIEW_PATIENCE) {
+            Ok(conn) => conn,
+            Err(e) => return ended(format!("{e:#}")),
+        };
     conn.set_deadline(None);
     let mut pager: Option<HistoryPager> = None;
     loop {
@@ -778,8 +791,8 @@ fn rows_from_files(paths: &Paths) -> Result<Vec<Row>> {
 fn sample_fleet(paths: &Paths, tx: Sender<Msg>) {
     loop {
         let names = paths.session_names().unwrap_or_default();
-        let supervision = crate::daemon::supervisor::read_state(paths);
-        let now = crate::clock::now_ms();
+        let supervision = desk_daemon::supervisor::read_state(paths);
+        let now = desk_common::clock::now_ms();
         let mut notes = HashMap::new();
         for name in &names {
             let running = master_listens(&paths.session(name).socket);
@@ -808,11 +821,11 @@ fn sample_usage(tx: Sender<Msg>) {
     use nix::unistd::{SysconfVar, sysconf};
     let ticks_per_s = sysconf(SysconfVar::CLK_TCK).ok().flatten().unwrap_or(100).max(1) as f32;
     let page_kib = (sysconf(SysconfVar::PAGE_SIZE).ok().flatten().unwrap_or(4096).max(1024) / 1024) as u64;
-    let mut previous = crate::procfs::usage_by_session();
+    let mut previous = desk_common::procfs::usage_by_session();
     let mut at = std::time::Instant::now();
     loop {
         std::thread::sleep(USAGE_REFRESH);
-        let now = crate::procfs::usage_by_session();
+        let now = desk_common::procfs::usage_by_session();
         let seconds = at.elapsed().as_secs_f32().max(0.001);
         at = std::time::Instant::now();
         let usage = now
@@ -847,10 +860,10 @@ fn master_listens(path: &std::path::Path) -> bool {
 
 /// The daemon's queue and stuck counts per session, or why they could not be had.
 fn ask_queues(paths: &Paths) -> Result<HashMap<String, QueueCounts>, String> {
-    let socket = crate::daemon::socket_path(paths);
-    let queues = control::request(&socket, &Request::Queue { session: None }, QUEUE_TIMEOUT)
+    let socket = desk_common::daemon_client::socket_path(paths);
+    let queues = daemon_client::request(&socket, &Request::Queue { session: None }, QUEUE_TIMEOUT)
         .map_err(|_| "desk serve is not running".to_string())?;
-    let stuck = control::request(&socket, &Request::Stuck, QUEUE_TIMEOUT).map_err(|e| format!("{e:#}"))?;
+    let stuck = daemon_client::request(&socket, &Request::Stuck, QUEUE_TIMEOUT).map_err(|e| format!("{e:#}"))?;
     if !queues.ok || !stuck.ok {
         return Err(queues.error.or(stuck.error).unwrap_or_else(|| "desk serve refused".into()));
     }

@@ -13,12 +13,14 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use crate::events::{Axis, Event, EventBody};
-use crate::fleet::FleetEvent;
-use crate::session::ExitRecord;
-use crate::wire::{ExitStatus, Role, SessionInfo};
+use desk_common::fleet::FleetEvent;
+use desk_common::session::ExitRecord;
 use desk_wire::control::Request;
+use desk_wire::events::{Axis, Event, EventBody};
 use desk_wire::state::{Activity, Health, Lifecycle};
+use desk_wire::{ExitStatus, Role, SessionInfo};
+
+use super::key::Key;
 
 /// 500 lines: ten screens of the tallest events pane the dashboard draws, far more than an
 /// operator scrolls back through; older lines are in each session's journal (`desk events`).
@@ -363,29 +365,6 @@ pub struct Editor {
     pub text: String,
 }
 
-/// A key, as the dashboard understands it (the loop translates the terminal's events).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Key {
-    Char(char),
-    Up,
-    Down,
-    Enter,
-    /// Alt-Enter or Ctrl-Enter (where the terminal tells them apart): send the prompt.
-    SendEnter,
-    Esc,
-    Backspace,
-    CtrlC,
-    /// Scroll the preview back (into the session's history) by a page, or forward by one.
-    PageUp,
-    PageDown,
-    /// Shift-Up / Shift-Down: scroll the preview one line back / forward.
-    LineUp,
-    LineDown,
-    /// The preview's oldest line, or back to live.
-    Home,
-    End,
-}
-
 /// How the table groups its rows. Channels (a later issue) become a third variant here: the
 /// `v` key cycles through the variants, [`Dash::group_of`] names a row's group and the view
 /// draws a header line above each group, so a new grouping needs only its label.
@@ -454,7 +433,7 @@ pub struct Dash {
     preview_back_max: Option<usize>,
     preview_page: usize,
     /// Every channel at a glance: the header names those with unread messages.
-    pub channels: Vec<crate::channel::summary::Summary>,
+    pub channels: Vec<desk_daemon::channel::summary::Summary>,
 }
 
 impl Dash {
@@ -536,7 +515,7 @@ impl Dash {
                             row.title = title.clone();
                         }
                         let clean = exit.status == ExitStatus::Code(0);
-                        let text = crate::signals::describe_exit(exit.status);
+                        let text = desk_common::signals::describe_exit(exit.status);
                         row.link = Link::Exited(exit.clone());
                         self.log(exit.exited_at_ms, session, text, !clean);
                     }
@@ -964,16 +943,10 @@ fn role_word(role: Role) -> Option<&'static str> {
     }
 }
 
-/// An age in a few characters: `12s`, `4m`, `3h`, `2d`.
+/// An age in a few characters: `12s`, `4m`, `3h`, `2d`; nothing for a moment never recorded.
 pub fn age(now_ms: u64, since_ms: u64) -> String {
     if since_ms == 0 {
         return String::new();
     }
-    let s = now_ms.saturating_sub(since_ms) / 1000;
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m", s / 60),
-        3600..86400 => format!("{}h", s / 3600),
-        _ => format!("{}d", s / 86400),
-    }
+    desk_core::time::span(now_ms.saturating_sub(since_ms))
 }

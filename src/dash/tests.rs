@@ -7,15 +7,17 @@ use ratatui::backend::TestBackend;
 use ratatui::style::Color;
 use std::collections::HashMap;
 
-use super::model::{Action, Command, Dash, Grouping, ItemLine, Key, QueueCounts, Row, Urgency};
-use super::view::{self, Look, Preview};
-use crate::events::{Axis, Event, EventBody};
-use crate::fleet::FleetEvent;
-use crate::screen::Screen;
-use crate::session::ExitRecord;
-use crate::wire::{ExitStatus, SessionInfo};
+use super::key::Key;
+use super::look::Look;
+use super::model::{Action, Command, Dash, Grouping, ItemLine, QueueCounts, Row, Urgency};
+use super::view::{self, Preview};
+use desk_common::fleet::FleetEvent;
+use desk_common::session::ExitRecord;
 use desk_term::screen::HistoryRow;
+use desk_term::screen::Screen;
+use desk_wire::events::{Axis, Event, EventBody};
 use desk_wire::state::{Activity, AxisView, Evidence, Health, Lifecycle, StateView};
+use desk_wire::{ExitStatus, SessionInfo};
 
 /// A fixed "now" (2026-12-01 10:00:00 UTC), so ages in snapshots never move.
 const NOW: u64 = 1_796_119_200_000;
@@ -24,8 +26,14 @@ fn axis<T>(value: T, ago_s: u64) -> AxisView<T> {
     AxisView {
         value,
         since_ms: NOW - ago_s * 1000,
-        evidence: Evidence { source: crate::wire::state::EvidenceSource::Screen, detail: "test".into(), at_ms: NOW },
+        evidence: Evidence { source: desk_wire::state::EvidenceSource::Screen, detail: "test".into(), at_ms: NOW },
     }
+}
+
+/// Each fixture session's child pid: all different, so that usage shown on the wrong row shows.
+fn pid_of(name: &str) -> u32 {
+    const NAMES: [&str; 7] = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf"];
+    101 + NAMES.iter().position(|n| *n == name).map_or(50, |i| i as u32)
 }
 
 fn joined(name: &str, provider: &str, activity: Activity, ago_s: u64, health: Health, title: &str) -> FleetEvent {
@@ -36,7 +44,7 @@ fn joined(name: &str, provider: &str, activity: Activity, ago_s: u64, health: He
             name: name.into(),
             generation: 1,
             provider: provider.into(),
-            pid: 100,
+            pid: pid_of(name),
             master_pid: 99,
             command: vec!["agent".into()],
             cwd: "/".into(),
@@ -126,8 +134,22 @@ fn fleet() -> Dash {
     queues.insert("golf".to_string(), QueueCounts { queued: 1, stuck: 2, paused: true, items: golf_items });
     queues.insert("bravo".to_string(), QueueCounts { queued: 3, stuck: 0, paused: false, items: Vec::new() });
     dash.set_queues(Ok(queues));
-    dash.set_usage(&std::collections::HashMap::from([(100, (12.4, 51_200))]));
+    dash.set_usage(&usage());
     dash
+}
+
+/// CPU (%) and RSS (KiB) by pid: a different figure for each session, and some for the pids of
+/// sessions that have exited (a pid the system reused) that must show nowhere.
+fn usage() -> std::collections::HashMap<u32, (f32, u64)> {
+    std::collections::HashMap::from([
+        (pid_of("alpha"), (12.4, 51_200)),
+        (pid_of("bravo"), (97.0, 2_097_152)),
+        (pid_of("charlie"), (3.2, 310_272)),
+        (pid_of("delta"), (0.0, 8_192)),
+        (pid_of("echo"), (55.0, 1_024)),
+        (pid_of("foxtrot"), (66.0, 2_048)),
+        (pid_of("golf"), (45.6, 1_572_864)),
+    ])
 }
 
 fn names(dash: &Dash) -> Vec<String> {
@@ -327,15 +349,22 @@ fn a_session_running_again_after_its_exit_is_live_and_says_so() {
 }
 
 #[test]
-fn cpu_and_memory_show_for_running_sessions_only() {
+fn cpu_and_memory_show_for_running_sessions_only_each_on_its_own_row() {
     let dash = fleet();
-    assert_eq!(dash.row("alpha").and_then(|r| r.usage), Some((12.4, 51_200)));
-    assert_eq!(dash.row("echo").and_then(|r| r.usage), None, "an exited session uses nothing");
+    let usage = usage();
+    for name in ["alpha", "bravo", "charlie", "delta", "golf"] {
+        assert_eq!(dash.row(name).and_then(|r| r.usage), usage.get(&pid_of(name)).copied(), "{name}");
+    }
+    for name in ["echo", "foxtrot"] {
+        assert_eq!(dash.row(name).and_then(|r| r.usage), None, "{name} has exited: it uses nothing");
+    }
     let term = draw(&dash, &Preview::None, 200, 50, Look { color: true });
     let buf = term.backend().buffer();
-    let (_, y) = find(buf, "alpha").expect("alpha's row");
-    let line: String = (0..200).map(|x| buf[(x, y)].symbol()).collect();
-    assert!(line.contains("12%") && line.contains("50M"), "{line}");
+    for (name, cpu, rss) in [("alpha", "12%", "50M"), ("charlie", "3%", "303M"), ("golf", "46%", "1.5G")] {
+        let (_, y) = find(buf, name).expect("the session's row");
+        let line: String = (0..200).map(|x| buf[(x, y)].symbol()).collect();
+        assert!(line.contains(cpu) && line.contains(rss), "{name}: {line}");
+    }
     // From 100 columns up the narrow table has them too; at 80 the title has their place.
     for (cols, shown) in [(100, true), (80, false)] {
         let term = draw(&dash, &Preview::None, cols, 24, Look { color: true });
@@ -887,7 +916,7 @@ fn find(buf: &ratatui::buffer::Buffer, needle: &str) -> Option<(u16, u16)> {
 #[test]
 fn the_header_names_channels_with_unread_messages_and_their_human_mentions() {
     let mut dash = busy_fleet();
-    let summary = |name: &str, unread, unread_human| crate::channel::summary::Summary {
+    let summary = |name: &str, unread, unread_human| desk_daemon::channel::summary::Summary {
         name: name.into(),
         goal: String::new(),
         members: 3,
@@ -909,12 +938,65 @@ fn the_header_names_channels_with_unread_messages_and_their_human_mentions() {
     assert_eq!(buf[(x, y)].fg, Color::Red);
 }
 
+#[test]
+fn every_session_that_needs_you_is_in_the_table_and_what_does_not_fit_is_counted() {
+    for grouped in [false, true] {
+        let mut dash = busy_fleet();
+        if grouped {
+            dash.on_key(Key::Char('v'));
+        }
+        let needing: Vec<String> =
+            dash.visible().filter(|r| r.urgency().needs_person()).map(|r| r.name.clone()).collect();
+        assert_eq!(needing.len(), 5, "{needing:?}");
+        for (cols, rows) in [(80, 24), (100, 30), (120, 40)] {
+            let term = draw(
+                &dash,
+                &Preview::Note { session: "charlie", text: "connecting..." },
+                cols,
+                rows,
+                Look { color: true },
+            );
+            let buf = term.backend().buffer();
+            // The table's rows: between its top line and the preview's.
+            let (_, top) = find(buf, " fleet ").expect("the table");
+            let (_, note) = find(buf, "connecting...").expect("the preview");
+            let bottom = note - 1;
+            let table: Vec<String> =
+                (top..bottom).map(|y| (0..cols).map(|x| buf[(x, y)].symbol()).collect::<String>()).collect();
+            let shown: Vec<&String> = dash
+                .visible()
+                .map(|r| &r.name)
+                .filter(|n| {
+                    table.iter().any(|l| l.starts_with(&format!("  {n} ")) || l.starts_with(&format!("> {n} ")))
+                })
+                .collect();
+            for name in &needing {
+                assert!(
+                    shown.contains(&name),
+                    "{cols}x{rows}, grouped {grouped}: {name} needs you and is not shown:\n{}",
+                    table.join("\n")
+                );
+            }
+            let left = dash.visible().count() - shown.len();
+            let marker = table.iter().find(|l| l.contains("more below") || l.contains("more above"));
+            match left {
+                0 => assert!(marker.is_none(), "{cols}x{rows}: {marker:?}"),
+                n => assert!(
+                    marker.is_some_and(|m| m.contains(&format!("{n} more"))),
+                    "{cols}x{rows}, grouped {grouped}: {n} rows left out without saying so:\n{}",
+                    table.join("\n")
+                ),
+            }
+        }
+    }
+}
+
 /// A channel whose messages stopped reaching their members is named in the header, read or
 /// not, in red: its posts succeed and nothing else would say so.
 #[test]
 fn the_header_names_a_stalled_channel() {
     let mut dash = busy_fleet();
-    let stalled = crate::channel::summary::Summary {
+    let stalled = desk_daemon::channel::summary::Summary {
         name: "ops".into(),
         goal: String::new(),
         members: 2,
@@ -924,7 +1006,7 @@ fn the_header_names_a_stalled_channel() {
         unread: 0,
         unread_human: 0,
         last_ms: Some(NOW),
-        stalled: Some(crate::channel::stall::Stall { since_ms: NOW, reasons: vec!["root.md is damaged".into()] }),
+        stalled: Some(desk_daemon::channel::stall::Stall { since_ms: NOW, reasons: vec!["root.md is damaged".into()] }),
     };
     dash.channels = vec![stalled];
     let term = draw(&dash, &Preview::None, 120, 30, Look { color: true });
@@ -937,7 +1019,7 @@ fn the_header_names_a_stalled_channel() {
 
 #[test]
 fn a_force_that_pasted_again_is_not_shown_as_a_refusal() {
-    use crate::wire::control::Response;
+    use desk_wire::control::Response;
     let typed = "pasted again; still not seen in the input area: the item stays stuck (paste-missing)";
     assert_eq!(super::outcome_line(Ok(Response::not_delivered(typed))), typed);
     assert_eq!(super::outcome_line(Ok(Response::err("no pending item x"))), "refused: no pending item x");

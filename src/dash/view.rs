@@ -15,8 +15,9 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row as TableRow, Table, TableState, Widget};
 
+use super::look::Look;
 use super::model::{Dash, Grouping, Link, Row, Urgency, age};
-use crate::screen::Screen;
+use desk_term::screen::Screen;
 use desk_term::screen::{Attrs, Color as TermColor, HistoryRow, flag};
 use desk_wire::state::{Activity, Health};
 
@@ -27,18 +28,9 @@ const WIDE: u16 = 120;
 /// gaps) and still leave the title a dozen; below it, 80-99 columns show the title instead.
 const USAGE_NARROW: u16 = 100;
 
-/// What to draw with.
-#[derive(Debug, Clone, Copy)]
-pub struct Look {
-    /// False under `NO_COLOR`: no colour at all, only bold and reverse video.
-    pub color: bool,
-}
-
-impl Look {
-    fn fg(self, color: Color) -> Style {
-        if self.color { Style::new().fg(color) } else { Style::new() }
-    }
-}
+/// The preview keeps at least this many lines when the table grows to show every session that
+/// needs a person: a title line and two of the screen, enough to see that it is there.
+const PREVIEW_MIN: u16 = 3;
 
 /// The preview pane's content: the selected session's screen model, if a viewer connection
 /// feeds one, and what to say otherwise.
@@ -62,10 +54,18 @@ pub enum Preview<'a> {
 /// The screen's five bands: header, table, preview (or items, or editor), events, footer.
 fn layout(area: Rect, dash: &Dash) -> [Rect; 5] {
     let body = area.height.saturating_sub(2);
-    let lines = (dash.visible().count() + group_headers(dash).len()) as u16;
-    // The table takes what its rows need, up to 40% of the body; the events pane a quarter.
-    let table_h = (lines + 2).clamp(3, (body * 2 / 5).max(3));
+    let heads = group_headers(dash);
+    let lines = dash.visible().count() + heads.len();
     let events_h = (body / 4).max(3);
+    // The table takes what its rows need, up to 40% of the body — or more, to show every
+    // session that needs a person (and the line saying what is left below it), as long as the
+    // preview keeps PREVIEW_MIN lines; the events pane a quarter.
+    let last_needing =
+        dash.visible().enumerate().filter(|(_, r)| r.urgency().needs_person()).map(|(i, _)| line_of(&heads, i)).last();
+    let needed = last_needing.map_or(0, |l| l + 1 + usize::from(l + 1 < lines));
+    let most = body.saturating_sub(events_h + PREVIEW_MIN);
+    let cap = (body * 2 / 5).max(clamp_u16(needed + 2).min(most)).max(3);
+    let table_h = clamp_u16(lines + 2).clamp(3, cap);
     Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(table_h),
@@ -174,8 +174,15 @@ fn render_table(frame: &mut Frame, area: Rect, dash: &Dash, now_ms: u64, look: L
     let heads = group_headers(dash);
     // The table's lines: each visible row, and a group's header line before its first row.
     let selected_index = dash.selected_index();
-    let line_of = |i: usize| i + heads.iter().take_while(|h| h.0 <= i).count();
-    let selected_line = selected_index.map(line_of);
+    let selected_line = selected_index.map(|i| line_of(&heads, i));
+    let lines = dash.visible().count() + heads.len();
+    // When not every line fits, the last one says what is left out (and who of it needs you).
+    let overflow = lines > usize::from(area.height.saturating_sub(2));
+    let (area, marker_y) = if overflow && area.height > 3 {
+        (Rect { height: area.height - 1, ..area }, Some(area.y + area.height - 1))
+    } else {
+        (area, None)
+    };
     // Only the lines that can be on screen are built (a fleet of hundreds would otherwise cost
     // a formatted row each per frame): the table shows the selection at its bottom at most, so
     // a screenful above it and one below cover every offset it can pick.
@@ -232,6 +239,51 @@ fn render_table(frame: &mut Frame, area: Rect, dash: &Dash, now_ms: u64, look: L
             );
         }
     }
+    if let Some(y) = marker_y {
+        let first = lo + state.offset();
+        let text = left_out(dash, &heads, first..first + shown);
+        let needing = text.contains("need");
+        let style = if needing { look.fg(Color::Red).add_modifier(Modifier::BOLD) } else { Style::new() };
+        frame.buffer_mut().set_stringn(x, y, text, usize::from(area.width.saturating_sub(2)), style);
+    }
+}
+
+/// The table line of the visible row at `index`: the rows before it and the group headers up to
+/// its own.
+fn line_of(heads: &[(usize, String, usize, usize)], index: usize) -> usize {
+    index + heads.iter().take_while(|h| h.0 <= index).count()
+}
+
+/// What the table leaves out when only the lines in `shown` fit: `── 2 more below, 1 needs you ──`.
+fn left_out(dash: &Dash, heads: &[(usize, String, usize, usize)], shown: std::ops::Range<usize>) -> String {
+    let (mut above, mut below, mut needing) = (0, 0, 0);
+    for (i, row) in dash.visible().enumerate() {
+        let line = line_of(heads, i);
+        if shown.contains(&line) {
+            continue;
+        }
+        if line < shown.start {
+            above += 1;
+        } else {
+            below += 1;
+        }
+        needing += usize::from(row.urgency().needs_person());
+    }
+    let mut text = match (above, below) {
+        (0, n) => format!("── {n} more below"),
+        (n, 0) => format!("── {n} more above"),
+        (a, b) => format!("── {a} more above, {b} below"),
+    };
+    if needing > 0 {
+        text.push_str(&format!(", {needing} need{} you", if needing == 1 { "s" } else { "" }));
+    }
+    text.push_str(" ──");
+    text
+}
+
+/// A line count as a terminal height (a fleet never has 65,535 lines to show).
+fn clamp_u16(n: usize) -> u16 {
+    u16::try_from(n).unwrap_or(u16::MAX)
 }
 
 /// Where the table's group header lines go: before the visible row at this index, the group's

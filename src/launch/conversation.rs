@@ -21,8 +21,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::record::LaunchRecord;
-use crate::paths::{Paths, SessionName};
+use desk_common::launch_record::LaunchRecord;
+use desk_common::paths::{Paths, SessionName};
 use desk_core::fleet::resume::{self, Capture, Evidence, ResumeContext, ResumePlan, Transcript};
 use desk_core::provider::Provider;
 
@@ -69,18 +69,18 @@ struct Lock(#[allow(dead_code)] std::fs::File);
 
 fn lock(paths: &Paths, name: &SessionName) -> Result<Lock> {
     let path = paths.session_state(name).join("conversations.lock");
-    let file = crate::pidlock::open_lock_file(&path)?;
+    let file = desk_common::pidlock::open_lock_file(&path)?;
     file.lock().with_context(|| format!("cannot lock {}", path.display()))?;
     Ok(Lock(file))
 }
 
 /// The session's captures (none if it has no file).
 pub fn read(paths: &Paths, name: &SessionName) -> Result<Conversations> {
-    Ok(crate::session::read_json(&file(paths, name))?.unwrap_or_default())
+    Ok(desk_common::session::read_json(&file(paths, name))?.unwrap_or_default())
 }
 
 fn write(paths: &Paths, name: &SessionName, conversations: &Conversations) -> Result<()> {
-    crate::fsutil::write_atomic(&file(paths, name), &serde_json::to_vec_pretty(conversations)?)
+    desk_common::fsutil::write_atomic(&file(paths, name), &serde_json::to_vec_pretty(conversations)?)
 }
 
 /// Apply evidence to generation `generation`'s capture (made with `config_dir` and `cwd` if it
@@ -102,7 +102,7 @@ fn apply(
     }
     let _lock = lock(paths, name)?;
     let mut all = read(paths, name)?;
-    let now = crate::clock::now_ms();
+    let now = desk_common::clock::now_ms();
     let before = all.generations.get(&generation).cloned();
     let capture = all.generations.entry(generation).or_insert_with(|| {
         let (config_dir, cwd) = fresh();
@@ -134,11 +134,11 @@ pub fn record_hook(
 ) -> Result<()> {
     let Some(mut first) = resume::evidence_from_hook(provider, payload) else { return Ok(()) };
     let mut evidence = Vec::new();
-    let ancestors = crate::procfs::ancestors_of_self();
+    let ancestors = desk_common::procfs::ancestors_of_self();
     match (&mut first, provider) {
         (Evidence::Notify { thread, rollout, subagent }, _) => {
             // The rollout of this thread, if the agent (an ancestor of this hook) holds it open.
-            let held = ancestors.iter().take(4).flat_map(|pid| crate::procfs::open_files(*pid));
+            let held = ancestors.iter().take(4).flat_map(|pid| desk_common::procfs::open_files(*pid));
             if let Some(path) = held.into_iter().find(|p| rollout_of(p, thread)) {
                 *subagent = rollout_is_subagent(&path);
                 *rollout = Some(path.to_string_lossy().into_owned());
@@ -154,7 +154,7 @@ pub fn record_hook(
         _ => {}
     }
     evidence.insert(0, first);
-    let launch = super::record::read(paths, name).ok().flatten().filter(|r| r.generation == generation);
+    let launch = desk_common::launch_record::read(paths, name).ok().flatten().filter(|r| r.generation == generation);
     apply(
         paths,
         name,
@@ -200,7 +200,7 @@ fn claude_process_file(ancestors: &[u32]) -> Option<Evidence> {
     let config = resume::config_dir(Provider::Claude, |k| std::env::var(k).ok())?;
     for pid in ancestors.iter().take(4) {
         let path = PathBuf::from(&config).join("sessions").join(format!("{pid}.json"));
-        let Ok(Some(v)) = crate::session::read_json::<serde_json::Value>(&path) else { continue };
+        let Ok(Some(v)) = desk_common::session::read_json::<serde_json::Value>(&path) else { continue };
         let id = v["sessionId"].as_str()?.to_string();
         let version = v["version"].as_str().map(String::from);
         let tested = version.as_deref().is_some_and(|v| TESTED_CLAUDE.contains(&v));
@@ -215,7 +215,7 @@ fn claude_process_file(ancestors: &[u32]) -> Option<Evidence> {
 pub fn record_after_end(paths: &Paths, name: &SessionName, launch: &LaunchRecord, ended_ms: Option<u64>) -> Result<()> {
     let generation = launch.generation;
     let files = paths.session(name);
-    let exit = crate::session::read_exit(&files).ok().flatten().filter(|e| e.generation == generation);
+    let exit = desk_common::session::read_exit(&files).ok().flatten().filter(|e| e.generation == generation);
     let mut evidence = Vec::new();
     if let Some(id) =
         exit.as_ref().and_then(|e| resume::exit_words(launch.provider, e.last_screen.as_deref().unwrap_or(&[])))
@@ -224,10 +224,10 @@ pub fn record_after_end(paths: &Paths, name: &SessionName, launch: &LaunchRecord
     }
     let captured = read(paths, name)?.generations.get(&generation).is_some_and(|c| c.conversation.is_some());
     if launch.provider == Provider::OpenCode && !captured {
-        let end = exit.as_ref().map(|e| e.exited_at_ms).or(ended_ms).unwrap_or_else(crate::clock::now_ms);
+        let end = exit.as_ref().map(|e| e.exited_at_ms).or(ended_ms).unwrap_or_else(desk_common::clock::now_ms);
         match opencode_candidates(launch, end) {
             Ok(candidates) => evidence.push(Evidence::SessionList { candidates }),
-            Err(e) => tracing::warn!(session = %name, "cannot read OpenCode's session list: {e:#}"),
+            Err(e) => eprintln!("desk: warning: session {name}: cannot read OpenCode's session list: {e:#}"),
         }
     }
     let env = launch_env(launch);
@@ -321,8 +321,12 @@ fn transcript(capture: &Capture, conversation: &str, launch: &LaunchRecord) -> T
     let head = std::fs::File::open(&path)
         .ok()
         .and_then(|f| {
-            crate::fsutil::read_bounded(std::io::Read::take(f, TRANSCRIPT_HEAD as u64), TRANSCRIPT_HEAD, "a transcript")
-                .ok()
+            desk_common::fsutil::read_bounded(
+                std::io::Read::take(f, TRANSCRIPT_HEAD as u64),
+                TRANSCRIPT_HEAD,
+                "a transcript",
+            )
+            .ok()
         })
         .unwrap_or_default();
     if resume::transcript_holds(provider, &String::from_utf8_lossy(&head)) {
@@ -370,17 +374,17 @@ fn held_by(paths: &Paths, name: &SessionName, conversation: &str) -> Option<Stri
 pub fn plan(paths: &Paths, name: &SessionName, last: Option<&LaunchRecord>, next: &LaunchRecord) -> ResumePlan {
     if let Some(last) = last {
         if let Err(e) = record_after_end(paths, name, last, None) {
-            tracing::warn!(session = %name, "cannot record what the last generation left: {e:#}");
+            eprintln!("desk: warning: session {name}: cannot record what the last generation left: {e:#}");
         }
         if let Some((conversation, _)) = last.resumed() {
-            let exit = crate::session::read_exit(&paths.session(name))
+            let exit = desk_common::session::read_exit(&paths.session(name))
                 .ok()
                 .flatten()
                 .filter(|e| e.generation == last.generation);
             if let Some(exit) = exit {
                 let code = match exit.status {
-                    crate::wire::ExitStatus::Code(c) => Some(c),
-                    crate::wire::ExitStatus::Signal(_) => None,
+                    desk_wire::ExitStatus::Code(c) => Some(c),
+                    desk_wire::ExitStatus::Signal(_) => None,
                 };
                 if let Some(message) =
                     resume::rejection(last.provider, code, exit.last_screen.as_deref().unwrap_or(&[]))

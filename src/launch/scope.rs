@@ -37,7 +37,7 @@ fn systemd_run() -> Option<PathBuf> {
 /// transient scope named after the session and generation. systemd-run places itself in the
 /// scope and then executes the master, so the master keeps the pid, the file descriptors and
 /// the session (`setsid`) it was given.
-pub(super) fn command(name: &crate::paths::SessionName, generation: u32, master: Command) -> Command {
+pub(super) fn command(name: &desk_common::paths::SessionName, generation: u32, master: Command) -> Command {
     let mut cmd = Command::new(systemd_run().unwrap_or_else(|| PathBuf::from("systemd-run")));
     cmd.args(["--user", "--scope", "--quiet", "--collect"])
         .arg(format!("--unit=desk-{}-{generation}", unit_part(name.as_str())))
@@ -62,7 +62,7 @@ mod tests {
     fn the_scope_wraps_the_master_command_whole() {
         let mut master = Command::new("/opt/desk-master");
         master.arg("--name").arg("api");
-        let name = crate::paths::SessionName::parse("api.v2").unwrap();
+        let name = desk_common::paths::SessionName::parse("api.v2").unwrap();
         let cmd = command(&name, 7, master);
         let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
         assert_eq!(

@@ -18,17 +18,16 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use super::record::{self, LaunchRecord, StartedBy, WorktreeUse};
-use crate::cli::output::ErrorCode;
-use crate::cli::{fail, failure};
-use crate::paths::{Paths, SessionName};
-use crate::session::{self, NameLock, Probe};
-use crate::wire::Role;
-use crate::wire::client::Connection;
+use desk_common::failure::{ErrorCode, fail, failure};
+use desk_common::launch_record::{self, LaunchRecord, StartedBy, WorktreeUse};
+use desk_common::master_client::Connection;
+use desk_common::paths::{Paths, SessionName};
+use desk_common::session::{self, NameLock, Probe};
 use desk_core::fleet::resume::ResumePlan;
 use desk_core::fleet::supervise::RestartPolicy;
 use desk_core::provider::Provider;
 use desk_core::session::SizePolicy;
+use desk_wire::Role;
 
 /// What a session is started with.
 pub struct StartRequest {
@@ -109,7 +108,7 @@ pub fn start(paths: &Paths, req: StartRequest) -> Result<Started> {
         let (cols, rows) = req.size;
         let record = LaunchRecord {
             generation,
-            started_at_ms: crate::clock::now_ms(),
+            started_at_ms: desk_common::clock::now_ms(),
             started_by: req.started_by.clone(),
             provider: req.provider,
             command: lossy(&req.command),
@@ -133,7 +132,7 @@ pub fn start(paths: &Paths, req: StartRequest) -> Result<Started> {
             labels: req.fleet.labels.clone(),
             conversation: req.fleet.conversation.clone(),
         };
-        record::write(paths, name, &record)?;
+        launch_record::write(paths, name, &record)?;
         let args = MasterArgs {
             cwd: req.cwd.clone(),
             cols,
@@ -198,7 +197,7 @@ struct MasterArgs {
 fn start_master(
     paths: &Paths,
     name: &SessionName,
-    files: &crate::paths::SessionPaths,
+    files: &desk_common::paths::SessionPaths,
     generation: u32,
     args: &MasterArgs,
     scope: bool,
@@ -250,7 +249,7 @@ fn start_master(
                 return Err(std::io::Error::last_os_error());
             }
             // Whatever else our caller leaked to us must not reach the master.
-            crate::pty::cloexec_from(4);
+            desk_common::pty::cloexec_from(4);
             Ok(())
         });
     }
@@ -301,7 +300,7 @@ fn log_tail(log: &std::path::Path) -> String {
     let Ok(mut file) = std::fs::File::open(log) else { return "(no log)".into() };
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
     let _ = file.seek(SeekFrom::Start(len.saturating_sub(LOG_TAIL as u64)));
-    let bytes = crate::fsutil::read_bounded(file, LOG_TAIL, "the master's log").unwrap_or_default();
+    let bytes = desk_common::fsutil::read_bounded(file, LOG_TAIL, "the master's log").unwrap_or_default();
     let text = String::from_utf8_lossy(&bytes);
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(10)..].join("\n")
@@ -320,8 +319,8 @@ fn forget_failed_start(paths: &Paths, name: &SessionName, state_existed: bool, l
     if !log_existed {
         let mut rotated = files.log.clone().into_os_string();
         rotated.push(".1");
-        let _ = crate::fsutil::remove_if_exists(&files.log);
-        let _ = crate::fsutil::remove_if_exists(std::path::Path::new(&rotated));
+        let _ = desk_common::fsutil::remove_if_exists(&files.log);
+        let _ = desk_common::fsutil::remove_if_exists(std::path::Path::new(&rotated));
     }
     if !files.meta.exists() && !files.exit.exists() && !files.socket.exists() {
         let _ = NameLock::remove_file(paths, name);
@@ -335,7 +334,7 @@ fn read_report(fd: OwnedFd, timeout: Duration) -> Result<String> {
     if ready == 0 {
         return Err(failure(1, format!("the master did not report within {} s", timeout.as_secs())));
     }
-    let bytes = crate::fsutil::read_bounded(std::fs::File::from(fd), MAX_REPORT, "the master's report")?;
+    let bytes = desk_common::fsutil::read_bounded(std::fs::File::from(fd), MAX_REPORT, "the master's report")?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 

@@ -10,8 +10,8 @@
 
 use serde::Serialize;
 
-use super::record::{self, LaunchRecord};
-use crate::paths::{Paths, SessionName};
+use desk_common::launch_record::{self, LaunchRecord};
+use desk_common::paths::{Paths, SessionName};
 use desk_core::fleet::resume::{self, ResumePlan};
 use desk_core::fleet::supervise::{RestartPolicy, Supervisor};
 
@@ -76,7 +76,7 @@ pub fn of(
     supervision: &Supervisor,
     now_ms: u64,
 ) -> Option<FleetView> {
-    let launch = record::read(paths, name).ok().flatten()?;
+    let launch = launch_record::read(paths, name).ok().flatten()?;
     let conversation = super::conversation::read(paths, name).ok().and_then(|c| {
         c.latest().map(|capture| Reported {
             id: capture.conversation.clone().unwrap_or_default(),
@@ -110,15 +110,17 @@ fn health_while_down(
     if let Some(health) = supervision.get(name.as_str()).and_then(|s| s.health(now_ms)) {
         return Some(health);
     }
-    if let Some(by) = record::stopped_by(paths, name, launch.generation) {
+    if let Some(by) = launch_record::stopped_by(paths, name, launch.generation) {
         return Some(format!("stopped by {by}"));
     }
     launch.resumed()?;
-    let exit =
-        crate::session::read_exit(&paths.session(name)).ok().flatten().filter(|e| e.generation == launch.generation)?;
+    let exit = desk_common::session::read_exit(&paths.session(name))
+        .ok()
+        .flatten()
+        .filter(|e| e.generation == launch.generation)?;
     let code = match exit.status {
-        crate::wire::ExitStatus::Code(c) => Some(c),
-        crate::wire::ExitStatus::Signal(_) => None,
+        desk_wire::ExitStatus::Code(c) => Some(c),
+        desk_wire::ExitStatus::Signal(_) => None,
     };
     resume::rejection(launch.provider, code, exit.last_screen.as_deref().unwrap_or(&[]))
         .map(|m| format!("failed: resume rejected: {m}"))

@@ -129,7 +129,7 @@ fn the_ingest_failpoints_are_all_tested() {
         "channel-after-ledger",
         "channel-after-cursor",
     ];
-    assert_eq!(desk::channel::ingest::FAILPOINTS, tested);
+    assert_eq!(desk_daemon::channel::ingest::FAILPOINTS, tested);
 }
 
 #[test]

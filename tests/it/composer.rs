@@ -4,7 +4,7 @@
 //! typed or pasted text in it as holding that text — the rule that keeps a prompt out of
 //! someone's draft.
 
-use desk::state::RuleSet;
+use desk_core::state::RuleSet;
 use std::path::PathBuf;
 
 /// Every labelled screen of a recording: (label, rows).

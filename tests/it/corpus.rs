@@ -3,11 +3,11 @@
 //! marks (the dialog is up, the prompt was sent, the agent is ready, the end), desk must say what
 //! the agent was actually doing — with hooks, and with the terminal alone.
 
-use desk::provider::Provider;
-use desk::screen::Screen;
-use desk::state::typed::Typed;
-use desk::state::{Activity, Authority, Lifecycle, RuleSet, hooks};
-use desk::term_events::OutputEvent;
+use desk_core::provider::Provider;
+use desk_core::state::typed::Typed;
+use desk_core::state::{Activity, Authority, Lifecycle, RuleSet, hooks};
+use desk_term::events::OutputEvent;
+use desk_term::screen::Screen;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -818,10 +818,10 @@ fn shapes_hold_in_the_box(agent: &str) -> Vec<String> {
 fn shape_in_the_box(
     agent: &str,
     scenario: &str,
-    settings: &desk::delivery::settings::DeliverySettings,
+    settings: &desk_core::delivery::settings::DeliverySettings,
     shape: &serde_json::Value,
 ) -> Vec<String> {
-    use desk::delivery::text::{self, Held};
+    use desk_core::delivery::text::{self, Held};
     let label = shape["label"].as_str().expect("label");
     let prompt = text::sanitize(shape["text"].as_str().expect("text"));
     let times: Vec<f64> = ["before", "pasted", "sent"]

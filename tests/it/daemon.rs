@@ -17,8 +17,9 @@ struct SmallDisk {
 }
 
 impl SmallDisk {
-    /// Mount a 256 KiB tmpfs at `at`, or `None` when this process may not mount (not root).
-    fn mount(at: &Path) -> Option<SmallDisk> {
+    /// Mount a 256 KiB tmpfs at `at` (the test needs root: see [`crate::suite::require`]).
+    fn mount(at: &Path) -> SmallDisk {
+        crate::suite::require(crate::suite::Needs::Root);
         private_dir(at);
         let ok = std::process::Command::new("mount")
             .args(["-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs"])
@@ -26,7 +27,8 @@ impl SmallDisk {
             .stderr(std::process::Stdio::null())
             .status()
             .is_ok_and(|s| s.success());
-        ok.then(|| SmallDisk { at: at.to_path_buf(), filler: at.join("filler") })
+        assert!(ok, "cannot mount a tmpfs at {}", at.display());
+        SmallDisk { at: at.to_path_buf(), filler: at.join("filler") }
     }
 
     /// Write a file until the disk is full.
@@ -82,16 +84,36 @@ fn the_daemon_sweeps_temporary_files_left_by_killed_writers_on_start() {
 }
 
 #[test]
+#[cfg_attr(desk_missing_root, ignore = "needs root")]
 fn a_prompt_that_meets_a_full_disk_at_ingest_stays_in_the_intake_and_is_delivered_once_space_is_freed() {
     let home = Home::new();
-    let Some(disk) = SmallDisk::mount(&home.path().join("state/delivery/queue")) else {
-        eprintln!("skipped: cannot mount a tmpfs (needs root)");
-        return;
-    };
+    let disk = SmallDisk::mount(&home.path().join("state/delivery/queue"));
+    prompt_meets_a_full_disk_at_ingest(&home, &[], || disk.fill(), || disk.free());
+}
+
+/// The same full disk without privileges: the `failpoints` build fails every write under the
+/// queue with ENOSPC while `DESK_FULL_DISK`'s file exists (src/fsutil.rs), so CI covers the
+/// path on any machine.
+#[test]
+fn a_prompt_that_meets_an_injected_full_disk_at_ingest_is_delivered_once_space_is_freed() {
+    let home = Home::new();
+    let queue = home.path().join("state/delivery/queue");
+    private_dir(&queue);
+    let full = queue.join("FULL");
+    let env = [("DESK_FULL_DISK", full.to_str().expect("a utf-8 path"))];
+    let fill = || std::fs::write(&full, b"").expect("the full-disk marker");
+    let free = || std::fs::remove_file(&full).expect("remove the full-disk marker");
+    prompt_meets_a_full_disk_at_ingest(&home, &env, fill, free);
+}
+
+/// `desk send` while the queue's disk is full: `send` says the prompt is not queued (exit 1)
+/// and the prompt stays in the intake, shown by `desk item` and `desk queue` with the error;
+/// once there is space, it is queued and delivered, once.
+fn prompt_meets_a_full_disk_at_ingest(home: &Home, env: &[(&str, &str)], fill: impl Fn(), free: impl Fn()) {
     let log = home.demo("d", &[]);
     home.wait_ready("d");
-    home.serve();
-    disk.fill();
+    home.serve_with(env);
+    fill();
     let out = home.desk(&["send", "d", "survives a full disk"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "send must not claim success: {stderr}");
@@ -104,7 +126,7 @@ fn a_prompt_that_meets_a_full_disk_at_ingest_stays_in_the_intake_and_is_delivere
     assert!(shown.contains("in the intake") && shown.contains("No space left"), "{shown}");
     let queue = home.ok(&["queue"]);
     assert!(queue.contains(&id) && queue.contains("survives a full disk"), "{queue}");
-    disk.free();
+    free();
     let item = home.settled(&id);
     assert_eq!(item["state"], "delivered", "{item:#}");
     eventually("the prompt to reach the agent", || {
@@ -215,9 +237,91 @@ fn idle_control_clients_do_not_lock_out_commands_and_stop_means_stopped() {
     assert!(!crate::support::alive(pid), "serve --stop returned while the daemon still runs");
 }
 
+/// A raw control connection: one request line written, answers read line by line.
+struct ControlClient {
+    reader: std::io::BufReader<std::os::unix::net::UnixStream>,
+}
+
+impl ControlClient {
+    fn connect(home: &Home) -> ControlClient {
+        let stream = std::os::unix::net::UnixStream::connect(home.run_dir().join("_serve.sock")).expect("connect");
+        stream.set_read_timeout(Some(crate::support::PATIENCE)).expect("timeout");
+        ControlClient { reader: std::io::BufReader::new(stream) }
+    }
+
+    fn send(&mut self, bytes: &[u8]) {
+        std::io::Write::write_all(self.reader.get_mut(), bytes).expect("write a request");
+    }
+
+    fn answer(&mut self) -> String {
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut self.reader, &mut line).expect("read an answer");
+        line
+    }
+}
+
+#[test]
+fn with_64_control_clients_owed_answers_the_next_is_refused_and_served_once_they_are_answered() {
+    let home = Home::new();
+    // A prompt waiting in the intake while the queue's disk is full: an `ingest` of it is
+    // answered only once it is queued, so each client asking for it is owed an answer.
+    let queue = home.path().join("state/delivery/queue");
+    private_dir(&queue);
+    let full = queue.join("FULL");
+    std::fs::write(&full, b"").expect("the full-disk marker");
+    let id = home.ok(&["send", "later", "--queue-for-later", "waits for space"]).trim().to_string();
+    home.serve_with(&[("DESK_FULL_DISK", full.to_str().expect("a utf-8 path"))]);
+    let ingest = format!("{{\"v\":1,\"cmd\":\"ping\"}}\n{{\"v\":1,\"cmd\":\"ingest\",\"id\":\"{id}\"}}\n");
+    let mut owed: Vec<ControlClient> = (0..64)
+        .map(|_| {
+            let mut client = ControlClient::connect(&home);
+            client.send(ingest.as_bytes());
+            // The ping's answer: the daemon has read this client's lines (it reads a client's
+            // requests in one go, so its ingest is taken before it looks at anyone else).
+            assert!(client.answer().contains("\"ok\":true"));
+            client
+        })
+        .collect();
+    // The 65th: nobody idle to close, so it is refused, and told why.
+    let mut extra = ControlClient::connect(&home);
+    let refused = extra.answer();
+    assert!(refused.contains("refused: 64 clients are waiting for answers"), "{refused}");
+    let out = home.desk(&["queue"]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    // Space again: the prompt is queued, every client gets its answer, and the daemon serves.
+    std::fs::remove_file(&full).expect("free the disk");
+    for client in &mut owed {
+        let answer = client.answer();
+        assert!(answer.contains("\"ok\":true") && answer.contains("queued"), "{answer}");
+    }
+    drop(owed);
+    home.ok(&["queue"]);
+}
+
+#[test]
+fn a_control_request_line_over_1_mib_is_refused_and_its_connection_closed() {
+    let home = Home::new();
+    home.serve();
+    let mut client = ControlClient::connect(&home);
+    // No newline in 1 MiB and a byte: the daemon stops reading, answers and closes.
+    let line = vec![b'x'; desk_wire::control::MAX_LINE + 1];
+    let _ = std::io::Write::write_all(client.reader.get_mut(), &line);
+    let answer = client.answer();
+    assert!(answer.contains("\"ok\":false") && answer.contains("request line too long"), "{answer}");
+    assert_eq!(client.answer(), "", "closed after the answer");
+    // A line of just under the limit is read whole (and answered as the bad request it is).
+    let mut client = ControlClient::connect(&home);
+    let mut line = vec![b'x'; desk_wire::control::MAX_LINE - 1];
+    line.push(b'\n');
+    client.send(&line);
+    let answer = client.answer();
+    assert!(answer.contains("\"ok\":false") && !answer.contains("too long"), "{answer}");
+    home.ok(&["queue"]);
+}
+
 #[test]
 fn an_idle_control_client_is_closed_after_the_idle_timeout() {
-    // The daemon's idle timeout (CONTROL_IDLE_TIMEOUT in src/daemon/mod.rs).
+    // The daemon's idle timeout (CONTROL_IDLE_TIMEOUT in crates/desk-daemon/src/serve.rs).
     const IDLE: std::time::Duration = std::time::Duration::from_secs(10);
     let home = Home::new();
     let pid = home.serve();
@@ -237,31 +341,29 @@ fn an_idle_control_client_is_closed_after_the_idle_timeout() {
 /// with WELCOME version 2, or refuses it with UNSUPPORTED_VERSION, and records what observers
 /// send after their HELLO.
 struct FakeMaster {
-    observers: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// When each observer's HELLO arrived: how often, and when, the daemon tried.
+    hellos: std::sync::Arc<std::sync::Mutex<Vec<std::time::Instant>>>,
     frames_after_hello: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl FakeMaster {
     fn start(socket: &Path, welcome_v2: bool) -> FakeMaster {
-        use desk::wire::{ErrorCode, Frame, FrameDecoder, Role};
+        use desk_wire::{ErrorCode, Frame, FrameDecoder, Role};
         use std::io::Read;
         use std::sync::atomic::Ordering;
         let listener = std::os::unix::net::UnixListener::bind(socket).expect("bind fake master");
         listener.set_nonblocking(true).expect("nonblocking");
-        let fake = FakeMaster {
-            observers: Default::default(),
-            frames_after_hello: Default::default(),
-            stop: Default::default(),
-        };
-        let (observers, frames, stop) = (fake.observers.clone(), fake.frames_after_hello.clone(), fake.stop.clone());
+        let fake =
+            FakeMaster { hellos: Default::default(), frames_after_hello: Default::default(), stop: Default::default() };
+        let (hellos, frames, stop) = (fake.hellos.clone(), fake.frames_after_hello.clone(), fake.stop.clone());
         std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
                 let Ok((mut stream, _)) = listener.accept() else {
                     std::thread::sleep(std::time::Duration::from_millis(10));
                     continue;
                 };
-                let (observers, frames) = (observers.clone(), frames.clone());
+                let (hellos, frames) = (hellos.clone(), frames.clone());
                 std::thread::spawn(move || {
                     let _ = stream.set_nonblocking(false);
                     let _ = stream.set_read_timeout(Some(crate::support::PATIENCE));
@@ -273,7 +375,7 @@ impl FakeMaster {
                             Ok(Some(Frame::Hello { role, .. })) if !observer => {
                                 observer = role == Role::Observer;
                                 if observer {
-                                    observers.fetch_add(1, Ordering::SeqCst);
+                                    hellos.lock().unwrap().push(std::time::Instant::now());
                                 }
                                 let reply = if welcome_v2 {
                                     let info = crate::support::fake_session_info("fake", "sh");
@@ -313,7 +415,7 @@ impl Drop for FakeMaster {
     }
 }
 
-fn a_master_of_another_version_is_refused(welcome_v2: bool, shown: &str) {
+fn a_master_of_another_version_is_refused(welcome_v2: bool, shown: &str) -> (Home, FakeMaster) {
     let home = Home::new();
     private_dir(&home.run_dir());
     let fake = FakeMaster::start(&home.socket("fake"), welcome_v2);
@@ -323,12 +425,13 @@ fn a_master_of_another_version_is_refused(welcome_v2: bool, shown: &str) {
         let out = home.ok(&["queue"]);
         if out.contains(shown) { Ok(out) } else { Err(out) }
     });
-    let observers = fake.observers.load(std::sync::atomic::Ordering::SeqCst);
+    let observers = fake.hellos.lock().unwrap().len();
     assert!(observers <= 2, "the daemon retried at once, {observers} times");
     let sent = fake.frames_after_hello.lock().unwrap().clone();
     assert!(sent.is_empty(), "the daemon sent {sent:?} to a master of another version");
     let id = listing.lines().find(|l| l.contains("never typed")).and_then(|l| l.split_whitespace().next());
     assert_eq!(id.map(|id| home.item(id)["state"].clone()), Some(serde_json::json!("queued")), "{listing}");
+    (home, fake)
 }
 
 #[test]
@@ -338,7 +441,28 @@ fn a_master_that_welcomes_with_another_protocol_version_is_never_typed_into() {
 
 #[test]
 fn a_master_that_refuses_the_daemons_version_is_shown_and_retried_with_backoff() {
-    a_master_of_another_version_is_refused(false, "refused this daemon's protocol version 1");
+    // The daemon's backoff for such a master (REFUSED_RETRY_FIRST in src/daemon/mod.rs), then
+    // doubling.
+    const FIRST: std::time::Duration = std::time::Duration::from_secs(5);
+    let (home, fake) = a_master_of_another_version_is_refused(false, "refused this daemon's protocol version 1");
+    let log = home.path().join("state/delivery/serve.log");
+    let said = |what: &str| std::fs::read_to_string(&log).unwrap_or_default().contains(what);
+    assert!(said("next try in 5 s"), "{}", std::fs::read_to_string(&log).unwrap_or_default());
+    // Tried again, not before its backoff: the refusal came after the first HELLO and the next
+    // connection only once that refusal's backoff had run out, so this is a lower bound that
+    // load can only lengthen.
+    let hellos = eventually("the daemon to try the master again", || {
+        let hellos = fake.hellos.lock().unwrap().clone();
+        if hellos.len() >= 2 { Ok(hellos) } else { Err(format!("{} tries", hellos.len())) }
+    });
+    let waited = hellos[1].duration_since(hellos[0]);
+    assert!(waited >= FIRST, "tried again after {waited:?}, before its {FIRST:?} backoff");
+    // Refused again: the next wait is twice as long.
+    eventually(
+        "the doubled backoff",
+        || if said("next try in 10 s") { Ok(()) } else { Err(log.display().to_string()) },
+    );
+    assert_eq!(fake.hellos.lock().unwrap().len(), 2, "no third try within the doubled backoff");
 }
 
 #[test]
@@ -365,12 +489,10 @@ fn a_child_ringing_and_flipping_modes_in_a_loop_is_coalesced_into_a_few_events()
 }
 
 #[test]
+#[cfg_attr(desk_missing_root, ignore = "needs root")]
 fn a_full_disk_tears_no_journal_line_and_the_gap_is_recorded() {
     let home = Home::new();
-    let Some(disk) = SmallDisk::mount(&home.path().join("state/sessions/full")) else {
-        eprintln!("skipped: cannot mount a tmpfs (needs root)");
-        return;
-    };
+    let disk = SmallDisk::mount(&home.path().join("state/sessions/full"));
     private_dir(&home.path().join("state/sessions"));
     // A new 900-byte title every 100 ms: a steady stream of events to journal (two a second
     // pass the title limit), filling what is left of a page within seconds.
@@ -411,12 +533,10 @@ fn a_full_disk_tears_no_journal_line_and_the_gap_is_recorded() {
 }
 
 #[test]
+#[cfg_attr(desk_missing_root, ignore = "needs root")]
 fn a_clean_exit_on_a_full_disk_is_still_recorded_as_a_clean_exit() {
     let home = Home::new();
-    let Some(disk) = SmallDisk::mount(&home.run_dir()) else {
-        eprintln!("skipped: cannot mount a tmpfs (needs root)");
-        return;
-    };
+    let disk = SmallDisk::mount(&home.run_dir());
     let go = home.path().join("go");
     home.new_sh("clean", &format!("while [ ! -e {} ]; do sleep 0.05; done; exit 0", go.display()));
     let master = home.master_pid("clean");

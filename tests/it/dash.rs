@@ -4,7 +4,7 @@
 
 use crate::harness::{PATIENCE, Pty, PtyCommand};
 use crate::support::{DESK, Home, eventually, prompts};
-use desk::wire::{Frame, Role};
+use desk_wire::{Frame, Role};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 

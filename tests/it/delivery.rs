@@ -2,7 +2,7 @@
 //! agent's prompt log as the ground truth of what was actually submitted.
 
 use crate::support::{Home, Wire, eventually, prompts};
-use desk::wire::{Frame, Role};
+use desk_wire::{Frame, Role};
 
 fn state(item: &serde_json::Value) -> &str {
     item["state"].as_str().unwrap_or("?")
@@ -107,47 +107,41 @@ fn an_enter_swallowed_by_a_paste_burst_window_is_recovered_by_evidence() {
 fn a_dialog_that_opens_over_an_unsubmitted_prompt_is_not_taken_for_its_delivery() {
     let home = Home::new();
     home.serve();
-    // Enters within 1.5 s of a paste are swallowed; the first prompt's turn opens an approval
-    // dialog 1.2 s in, drawn inside the input box — over the second prompt, pasted meanwhile.
-    let log = home.demo("cover", &["--paste-burst-ms", "1500", "--approval-delay-ms", "1200", "--work-ms", "4000"]);
+    // Enters within 1.5 s of a paste are swallowed as newlines; the first prompt's turn opens
+    // its approval dialog, drawn inside the input box, at the next swallowed Enter — the one
+    // desk presses for the second prompt, pasted meanwhile (on cue, not by timing).
+    let log = home.demo(
+        "cover",
+        &["--paste-burst-ms", "1500", "--approval-delay-ms", "600000", "--approval-on-newline", "--work-ms", "4000"],
+    );
     home.wait_ready("cover");
     let first = home.send("cover", "please approve-me now");
     assert_eq!(state(&home.settled(&first)), "delivered");
     let second = home.send("cover", "typed before the dialog");
     home.wait_activity("cover", "blocked");
     // The box is hidden, not emptied: the second prompt must not count as delivered.
-    let held = eventually("the second item to be stuck or held", || {
-        let item = home.item(&second);
-        match item["state"].as_str() {
-            Some("stuck") | Some("queued") => Ok(item),
-            _ => Err(format!("{item:#}")),
-        }
-    });
+    let held = home.settled(&second);
+    assert_eq!((state(&held), held["stuck"].as_str()), ("stuck", Some("submit-stuck")), "{held:#}");
     assert!(prompts(&log) == ["please approve-me now"], "{:?}", prompts(&log));
-    if held["state"] == "stuck" {
-        assert_eq!(held["stuck"], "submit-stuck", "{held:#}");
-    }
-    // The operator answers the dialog, then forces the stuck item (an Enter on the text that
-    // is still in the box) — or the held one goes by itself.
+    // The operator answers the dialog, then forces the stuck item: an Enter on the text that is
+    // still in the box.
     let mut operator = home.connect("cover", Role::Controller, 120, 40);
     operator.send(&Frame::Input(b"\r".to_vec()));
-    if held["state"] == "stuck" {
-        home.wait_activity("cover", "working");
-        // The daemon hears of the answered dialog a moment after `desk ls` does, and a forced
-        // Enter waits 2 s after the operator's own keystroke.
-        let out = eventually("force to be accepted", || {
-            let out = home.desk(&["force", &second]);
-            let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-            if out.status.success() {
-                Ok(String::from_utf8_lossy(&out.stdout).to_string())
-            } else if stderr.contains("waiting for the operator") || stderr.contains("someone is typing") {
-                Err(stderr)
-            } else {
-                panic!("force failed: {stderr}")
-            }
-        });
-        assert!(out.contains("delivered"), "{out}");
-    }
+    home.wait_activity("cover", "working");
+    // The daemon hears of the answered dialog a moment after `desk ls` does, and a forced
+    // Enter waits 2 s after the operator's own keystroke.
+    let out = eventually("force to be accepted", || {
+        let out = home.desk(&["force", &second]);
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).to_string())
+        } else if stderr.contains("waiting for the operator") || stderr.contains("someone is typing") {
+            Err(stderr)
+        } else {
+            panic!("force failed: {stderr}")
+        }
+    });
+    assert!(out.contains("delivered"), "{out}");
     assert_eq!(state(&home.settled(&second)), "delivered");
     eventually("both prompts submitted, once each", || {
         let p = prompts(&log);
@@ -160,9 +154,27 @@ fn a_dialog_that_opens_over_an_unsubmitted_prompt_is_not_taken_for_its_delivery(
 fn a_session_that_is_not_ready_yet_holds_delivery_until_it_is() {
     let home = Home::new();
     home.serve();
-    // The demo agent swallows input until its UI is drawn, 2 s after start.
-    let log = home.demo("slow", &["--startup-delay-ms", "2000"]);
+    // The demo agent starts only once the test says so: until then the session runs a shell
+    // waiting for a file, with no TUI (no bracketed paste, no SessionStart hook): not ready.
+    let go = home.path().join("go");
+    let log = home.path().join("slow.prompts");
+    let script = format!(
+        "while [ ! -e '{}' ]; do sleep 0.05; done; exec '{}' --prompt-log '{}'",
+        go.display(),
+        env!("CARGO_BIN_EXE_desk-demo-agent"),
+        log.display()
+    );
+    home.ok(&["new", "slow", "--provider", "demo", "--", "sh", "-c", &script]);
     let id = home.send("slow", "wait until you are ready");
+    // Held, and saying why, for as long as the TUI is not up: nothing is typed.
+    eventually("the readiness hold to be reported", || {
+        let q = home.ok(&["queue", "slow"]);
+        if q.contains("the session is starting (its TUI is not ready yet)") { Ok(()) } else { Err(q) }
+    });
+    let item = home.item(&id);
+    assert_eq!(state(&item), "queued", "{item:#}");
+    assert!(!item["evidence"].to_string().contains("pasted"), "nothing typed: {item:#}");
+    std::fs::write(&go, b"").expect("start the agent");
     let item = home.settled(&id);
     assert_eq!(state(&item), "delivered", "{item:#}");
     assert_eq!(prompts(&log), vec!["wait until you are ready"]);

@@ -79,15 +79,15 @@ fn the_fleet_stream_follows_every_session_including_later_ones_and_a_stopped_mas
     home.new_sh("frozen", "read x");
     let frozen = nix::unistd::Pid::from_raw(home.master_pid("frozen"));
     nix::sys::signal::kill(frozen, nix::sys::signal::SIGSTOP).unwrap();
-    let mut wire = home.connect("early", desk::wire::Role::Controller, 80, 24);
-    wire.send(&desk::wire::Frame::Input(b"\n".to_vec()));
+    let mut wire = home.connect("early", desk_wire::Role::Controller, 80, 24);
+    wire.send(&desk_wire::Frame::Input(b"\n".to_vec()));
     follower.until("early's live title while another master is stopped", title("early", "early-two"));
     home.new_sh("after", "printf '\\033]2;after-one\\007'; read x");
     follower.until("a session started while another master is stopped", title("after", "after-one"));
     nix::sys::signal::kill(frozen, nix::sys::signal::SIGCONT).unwrap();
 
     // An exit arrives once, tagged with its session.
-    wire.send(&desk::wire::Frame::Input(b"\n".to_vec()));
+    wire.send(&desk_wire::Frame::Input(b"\n".to_vec()));
     follower.until("early's exit", |e| e["session"] == "early" && e["type"] == "exit");
     drop(follower);
 

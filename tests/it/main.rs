@@ -25,6 +25,7 @@ mod screen;
 mod sessions;
 mod shells;
 mod state;
+mod suite;
 mod supervise;
 mod support;
 mod unsent;

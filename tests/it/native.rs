@@ -8,7 +8,7 @@
 
 use crate::harness::{PATIENCE, PtyCommand};
 use crate::support::Home;
-use desk::wire::{Frame, FrameDecoder, MAX_PAYLOAD, Role};
+use desk_wire::{Frame, FrameDecoder, MAX_PAYLOAD, Role};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use std::path::{Path, PathBuf};
@@ -107,7 +107,7 @@ fn deskc_says_why_when_the_master_dies_under_it() {
 /// What the Rust codec makes of a fuzz corpus input, in the form `test_vectors --verdicts`
 /// prints: frames, the code of the error that ended the stream (0: none), and each frame's
 /// re-encoding in hex followed by ',' ("!" for an EVENT whose canonical form passes the limit).
-/// The input is read as `desk::wire::fuzz_check` reads it: the first byte says how many of the
+/// The input is read as `desk_wire::fuzz_check` reads it: the first byte says how many of the
 /// next bytes are read sizes, the rest is the stream.
 fn rust_verdict(data: &[u8]) -> String {
     let Some((&first, rest)) = data.split_first() else { return "0 0 ".to_string() };
@@ -269,14 +269,14 @@ fn deskc_prints_control_characters_in_a_snapshot_as_question_marks() {
             match decoder.next_frame().unwrap() {
                 Some(Frame::Hello { .. }) => {
                     let info = crate::support::fake_session_info("fake", "sh");
-                    let welcome = Frame::Welcome { version: desk::wire::PROTOCOL_VERSION, info: Box::new(info) };
+                    let welcome = Frame::Welcome { version: desk_wire::PROTOCOL_VERSION, info: Box::new(info) };
                     stream.write_all(&welcome.to_bytes()).unwrap();
                 }
                 Some(Frame::SnapshotRequest { .. }) => {
-                    let mut screen = desk::screen::Screen::new(80, 24).snapshot();
+                    let mut screen = desk_term::screen::Screen::new(80, 24).snapshot();
                     screen.lines = vec!["plain".into(), "csi \u{9b}2J esc \x1b]0;t\x07 nel \u{85} end".into()];
                     let reply =
-                        desk::wire::SnapshotReply { generation: 1, ..desk::wire::SnapshotReply::of_screen(screen) };
+                        desk_wire::SnapshotReply { generation: 1, ..desk_wire::SnapshotReply::of_screen(screen) };
                     stream.write_all(&Frame::Snapshot(Box::new(reply)).to_bytes()).unwrap();
                 }
                 Some(_) => {}

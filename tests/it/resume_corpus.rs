@@ -8,8 +8,8 @@
 //! the conversation before `/clear`) is never captured; each agent's refusal of an unknown id is
 //! recognised from its own words.
 
-use desk::provider::Provider;
 use desk_core::fleet::resume::{self, Applied, Capture, Evidence};
+use desk_core::provider::Provider;
 use std::path::PathBuf;
 
 fn dir() -> PathBuf {

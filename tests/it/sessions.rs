@@ -183,7 +183,7 @@ fn kill_ends_and_names_a_helper_in_its_own_process_group() {
     // until then it is a copy of the shell, and `desk kill` names it by what it runs then.
     let pid = home.session("leaky").and_then(|s| s["pid"].as_u64()).expect("the session's pid") as u32;
     eventually("the helper to run sleep 1001", || {
-        let members = desk::procfs::session_members(pid);
+        let members = desk_common::procfs::session_members(pid);
         if members.iter().any(|p| p.command == "sleep 1001") { Ok(()) } else { Err(format!("{members:?}")) }
     });
     let out = home.ok(&["kill", "leaky"]);
@@ -354,7 +354,7 @@ fn real_time_signals_can_be_sent_and_are_reported_by_name() {
 fn a_headless_session_gets_its_terminal_queries_answered_by_the_master() {
     let home = Home::new();
     // DA1, DA2 and DSR status, read back raw: `dd` would wait for ever if nobody answered.
-    let want = [desk::screen::DA1_REPLY, desk::screen::DA2_REPLY, b"\x1b[0n"].concat();
+    let want = [desk_term::screen::DA1_REPLY, desk_term::screen::DA2_REPLY, b"\x1b[0n"].concat();
     let script = format!(
         "stty raw -echo; printf '\\033[c\\033[>c\\033[5n'; dd bs=1 count={} 2>/dev/null | od -An -tx1 | tr -d ' \\n'; echo ' ANSWERED'; exec sleep 100000",
         want.len()
@@ -370,12 +370,12 @@ fn an_exited_session_is_listed_with_its_last_size_and_title() {
     let home = Home::new();
     home.new_sh("last", "printf '\\033]2;final words\\007'; read x; exit 4");
     home.wait_screen("last", "");
-    let mut wire = home.connect("last", desk::wire::Role::Controller, 90, 30);
+    let mut wire = home.connect("last", desk_wire::Role::Controller, 90, 30);
     eventually("the resize", || match home.session("last") {
         Some(s) if s["cols"] == 90 && s["title"] == "final words" => Ok(()),
         other => Err(format!("{other:?}")),
     });
-    wire.send(&desk::wire::Frame::Input(b"\n".to_vec()));
+    wire.send(&desk_wire::Frame::Input(b"\n".to_vec()));
     home.wait_exit("last");
     drop(wire);
     let s = home.session("last").unwrap();
@@ -438,12 +438,104 @@ fn a_listing_does_not_wake_an_idle_master_and_still_sees_its_changes() {
         if before == after { Ok(()) } else { Err(format!("{before} -> {after} context switches")) }
     });
     // What changes in the master reaches the listing.
-    let mut typist = home.connect("calm", desk::wire::Role::Controller, 120, 40);
-    typist.send(&desk::wire::Frame::Input(b"second\r".to_vec()));
+    let mut typist = home.connect("calm", desk_wire::Role::Controller, 120, 40);
+    typist.send(&desk_wire::Frame::Input(b"second\r".to_vec()));
     eventually("the new title in the listing", || match home.session("calm") {
         Some(s) if s["title"] == "second" => Ok(()),
         other => Err(format!("{other:?}")),
     });
+}
+
+/// `(session id, controlling tty's device number)` of a process, from /proc/PID/stat.
+fn session_and_tty(pid: i32) -> (i32, u64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("a live process");
+    // After the command's closing parenthesis: state, ppid, pgrp, session, tty_nr, ...
+    let fields: Vec<&str> = stat.rsplit_once(')').expect("stat has a command").1.split_whitespace().collect();
+    (fields[3].parse().expect("session"), fields[4].parse().expect("tty_nr"))
+}
+
+/// The open files of a process that are the terminal device `tty_dev` (compared by device: a
+/// hung-up terminal's name is gone from /dev/pts while the files open on it stay).
+fn fds_on(pid: i32, tty_dev: u64) -> Vec<String> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.flatten()
+                .filter(|e| {
+                    std::fs::metadata(e.path()).is_ok_and(|m| m.file_type().is_char_device() && m.rdev() == tty_dev)
+                })
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_session_outlives_the_terminal_that_started_it() {
+    use nix::pty::openpty;
+    use std::os::unix::process::CommandExt;
+    let home = Home::new();
+    // A login shell's terminal: `desk new` runs in it, then the terminal goes away.
+    let pty = openpty(None, None).expect("openpty");
+    // As a terminal emulator keeps it: nothing started in the terminal inherits its master.
+    for fd in [&pty.master, &pty.slave] {
+        let cloexec = nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC);
+        nix::fcntl::fcntl(fd, cloexec).expect("FD_CLOEXEC");
+    }
+    let tty = nix::unistd::ttyname(&pty.slave).expect("the terminal's name");
+    let tty_dev = std::os::unix::fs::MetadataExt::rdev(&std::fs::metadata(&tty).expect("stat the terminal"));
+    let script = format!(
+        "'{}' new kept -- sh -c 'echo still here; exec sleep 600' && echo launched; exec sleep 600",
+        crate::support::DESK
+    );
+    let mut shell = std::process::Command::new("sh");
+    shell
+        .args(["-c", &script])
+        .env("DESK_HOME", home.path())
+        .env_remove("DESK_SESSION")
+        .stdin(std::process::Stdio::from(pty.slave.try_clone().expect("dup")))
+        .stdout(std::process::Stdio::from(pty.slave.try_clone().expect("dup")))
+        .stderr(std::process::Stdio::from(pty.slave));
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        shell.pre_exec(|| {
+            if libc::setsid() == -1 || libc::ioctl(0, libc::TIOCSCTTY as _, 0) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut shell = shell.spawn().expect("start the login shell");
+    let shell_pid = shell.id() as i32;
+    let mut terminal = std::fs::File::from(pty.master);
+    let mut seen = Vec::new();
+    while !String::from_utf8_lossy(&seen).contains("launched") {
+        let mut buf = [0u8; 256];
+        let n = std::io::Read::read(&mut terminal, &mut buf).expect("read the terminal");
+        assert!(n > 0, "the terminal closed: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    home.wait_screen("kept", "still here");
+    let master = home.master_pid("kept");
+    let child = home.session("kept").and_then(|s| s["pid"].as_i64()).expect("the child's pid") as i32;
+    // Hang up: the terminal's last master fd closes; its session leader gets SIGHUP.
+    drop(terminal);
+    let status = eventually("the terminal's session to end", || {
+        shell.try_wait().expect("waitpid").ok_or_else(|| "running".to_string())
+    });
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(libc::SIGHUP), "{status:?}");
+    let launching_session = shell_pid;
+    for (what, pid) in [("master", master), ("child", child)] {
+        assert!(alive(pid), "the session's {what} died with the terminal that started it");
+        let (session, tty_nr) = session_and_tty(pid);
+        assert_ne!(session, launching_session, "the {what} is in the terminal's session");
+        assert_ne!(tty_nr, tty_dev, "the terminal is the {what}'s controlling tty");
+        let held = fds_on(pid, tty_dev);
+        assert!(held.is_empty(), "the {what} holds the terminal {tty:?} open: fds {held:?}");
+    }
+    // Not merely alive: the session still answers and runs.
+    assert!(home.peek("kept").contains("still here"));
+    assert_eq!(home.session("kept").expect("listed")["status"], "running");
 }
 
 /// Processes whose environment names this home (`DESK_HOME=<home>`): every master, child and

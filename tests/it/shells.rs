@@ -2,26 +2,12 @@
 //! job, a draft on a shell's line, and a program reading lines the kernel edits. The ground
 //! truth is what the shell ran: the files its commands wrote.
 //!
-//! zsh and fish must be installed (`.ci/run` installs them); without one, a test fails under
-//! `CI=true` and otherwise says so on stderr and leaves that shell out.
+//! The zsh and fish tests need them installed (`.ci/run` installs them): where one is missing
+//! its test is ignored ("needs zsh"), and fails where CI is set (`crate::suite`).
 
+use crate::suite::{Needs, require};
 use crate::support::{Home, eventually};
-use std::path::{Path, PathBuf};
-
-/// The shell `name` on PATH; `None` (with a note) when it is missing outside CI.
-fn shell(name: &str) -> Option<PathBuf> {
-    let found = std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
-        .map(|dir| dir.join(name))
-        .find(|p| p.is_file());
-    if found.is_none() {
-        let why = format!("{name} is not installed (Debian: apt-get install {name})");
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}; CI must test it");
-        eprintln!("note: {why}; its shell test is left out");
-    }
-    found
-}
+use std::path::Path;
 
 /// Start `argv` in session `name` with a private HOME (no rc files of the machine's user) and
 /// `dir` as its working directory.
@@ -98,7 +84,7 @@ fn a_prompt_waits_while_bash_runs_a_job_and_runs_once_at_its_prompt() {
     assert_eq!(home.item(&id)["state"], "queued", "{hold}");
     assert!(!dir.path().join("count.txt").exists(), "nothing was typed: {hold}");
     std::fs::write(dir.path().join("go"), "").unwrap();
-    let go_ms = desk::clock::now_ms();
+    let go_ms = desk_common::clock::now_ms();
     let item = home.settled(&id);
     assert_eq!(item["state"], "delivered", "{item:#}");
     let claimed = item["evidence"].as_array().unwrap().iter().find(|n| n["kind"] == "claimed").unwrap();
@@ -109,28 +95,40 @@ fn a_prompt_waits_while_bash_runs_a_job_and_runs_once_at_its_prompt() {
 /// Issue 19: a plain shell is the first thing people try. bash, zsh and fish, each at its
 /// prompt, get a prompt typed, echoed, entered and run — once — and the delivery says what
 /// showed that the shell took the line.
-#[test]
-fn bash_zsh_and_fish_each_get_a_prompt_at_their_prompt() {
+fn a_shell_gets_a_prompt_at_its_prompt(name: &'static str) {
+    require(Needs::Program(name));
     let home = Home::new();
     home.serve();
     let dir = tempfile::tempdir().unwrap();
-    let shells: Vec<&str> = ["bash", "zsh", "fish"].into_iter().filter(|s| shell(s).is_some()).collect();
-    for name in &shells {
-        start_shell(&home, name, dir.path(), &[name]);
+    start_shell(&home, name, dir.path(), &[name]);
+    wait_prompt(&home, name);
+    let out = dir.path().join(format!("{name}.txt"));
+    for round in 1..=2 {
+        let id = home.send(name, &format!("echo {name} round {round} >> {name}.txt"));
+        let item = home.settled(&id);
+        assert_eq!(item["state"], "delivered", "{name}: {item:#}\n{}", home.peek(name));
+        let last = item["evidence"].as_array().unwrap().last().unwrap()["detail"].as_str().unwrap().to_string();
+        assert!(last.contains("the shell"), "{name}: {item:#}");
+        let want: String = (1..=round).map(|r| format!("{name} round {r}\n")).collect();
+        wait_file(&out, &want);
     }
-    for name in &shells {
-        wait_prompt(&home, name);
-        let out = dir.path().join(format!("{name}.txt"));
-        for round in 1..=2 {
-            let id = home.send(name, &format!("echo {name} round {round} >> {name}.txt"));
-            let item = home.settled(&id);
-            assert_eq!(item["state"], "delivered", "{name}: {item:#}\n{}", home.peek(name));
-            let last = item["evidence"].as_array().unwrap().last().unwrap()["detail"].as_str().unwrap().to_string();
-            assert!(last.contains("the shell"), "{name}: {item:#}");
-            let want: String = (1..=round).map(|r| format!("{name} round {r}\n")).collect();
-            wait_file(&out, &want);
-        }
-    }
+}
+
+#[test]
+fn bash_gets_a_prompt_at_its_prompt() {
+    a_shell_gets_a_prompt_at_its_prompt("bash");
+}
+
+#[test]
+#[cfg_attr(desk_missing_zsh, ignore = "needs zsh")]
+fn zsh_gets_a_prompt_at_its_prompt() {
+    a_shell_gets_a_prompt_at_its_prompt("zsh");
+}
+
+#[test]
+#[cfg_attr(desk_missing_fish, ignore = "needs fish")]
+fn fish_gets_a_prompt_at_its_prompt() {
+    a_shell_gets_a_prompt_at_its_prompt("fish");
 }
 
 /// A draft on a shell's line holds delivery, and `desk send` says so at once, with the
@@ -145,7 +143,7 @@ fn a_draft_at_a_shell_prompt_holds_and_send_says_so_at_once() {
     eventually("the keys to be 2 s old", || {
         let t = terminal(&home, "d");
         let last = t["last_input_ms"].as_u64().unwrap_or(0);
-        if desk::clock::now_ms() > last + 2100 { Ok(()) } else { Err(format!("{last}")) }
+        if desk_common::clock::now_ms() > last + 2100 { Ok(()) } else { Err(format!("{last}")) }
     });
     let out = home.desk(&["send", "d", r#"echo "it's here" > sent.txt"#]);
     assert!(out.status.success());

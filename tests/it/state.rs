@@ -2,7 +2,7 @@
 //! split across reads, lease expiry, exit; and `desk hook` when desk cannot be reached.
 
 use crate::support::{Home, eventually};
-use desk::wire::{Frame, Role};
+use desk_wire::{Frame, Role};
 use std::time::{Duration, Instant};
 
 fn activity(home: &Home, name: &str) -> String {

@@ -6,7 +6,7 @@
 
 #![allow(dead_code)]
 
-use desk::wire::{Frame, FrameDecoder, PROTOCOL_VERSION, Role};
+use desk_wire::{Frame, FrameDecoder, PROTOCOL_VERSION, Role};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -228,7 +228,7 @@ impl Drop for Home {
                         let pid = nix::unistd::Pid::from_raw(pid as i32);
                         if key == "master_pid" {
                             // Helpers that left the session were adopted by the master.
-                            for p in desk::procfs::descendants(pid.as_raw() as u32) {
+                            for p in desk_common::procfs::descendants(pid.as_raw() as u32) {
                                 let _ = nix::sys::signal::kill(
                                     nix::unistd::Pid::from_raw(p.pid as i32),
                                     nix::sys::signal::SIGKILL,
@@ -237,7 +237,7 @@ impl Drop for Home {
                         }
                         if key == "pid" {
                             let _ = nix::sys::signal::killpg(pid, nix::sys::signal::SIGKILL);
-                            for p in desk::procfs::session_members(pid.as_raw() as u32) {
+                            for p in desk_common::procfs::session_members(pid.as_raw() as u32) {
                                 let _ = nix::sys::signal::kill(
                                     nix::unistd::Pid::from_raw(p.pid as i32),
                                     nix::sys::signal::SIGKILL,
@@ -336,8 +336,8 @@ pub(crate) fn alive(pid: i32) -> bool {
 }
 
 /// What a fake master (a socket a test serves itself) says about its session in WELCOME.
-pub(crate) fn fake_session_info(name: &str, command: &str) -> desk::wire::SessionInfo {
-    desk::wire::SessionInfo {
+pub(crate) fn fake_session_info(name: &str, command: &str) -> desk_wire::SessionInfo {
+    desk_wire::SessionInfo {
         name: name.into(),
         generation: 1,
         provider: "shell".into(),

@@ -161,11 +161,9 @@ fn two_controllers_and_a_viewer_of_three_sizes_see_a_shell_flood_correctly() {
 /// The same on vim: a full-screen program redraws for the session's size, and the client of
 /// another size sees a crop that follows the cursor as it moves through the file.
 #[test]
+#[cfg_attr(desk_missing_vim, ignore = "needs vim")]
 fn two_controllers_and_a_viewer_of_three_sizes_see_vim_correctly() {
-    if std::process::Command::new("vim").arg("--version").output().is_err() {
-        eprintln!("vim is not installed; skipping");
-        return;
-    }
+    crate::suite::require(crate::suite::Needs::Program("vim"));
     let home = Home::new();
     let file = home.path().join("numbers.txt");
     let text: String = (1..=200).map(|i| format!("line {i:03} {}\n", "abcdefghij".repeat(11))).collect();

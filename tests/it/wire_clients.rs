@@ -2,7 +2,7 @@
 //! that the child does not read, peers that vanish.
 
 use crate::support::{Home, Wire, alive, eventually, rss_kib};
-use desk::wire::{ErrorCode, Frame, MAX_PAYLOAD, PROTOCOL_VERSION, Role};
+use desk_wire::{ErrorCode, Frame, MAX_PAYLOAD, PROTOCOL_VERSION, Role};
 use std::time::{Duration, Instant};
 
 fn expect_error(frames: &[Frame], code: ErrorCode) {
@@ -221,16 +221,15 @@ fn the_master_survives_a_client_vanishing_mid_write() {
     assert!(alive(master));
 }
 
-/// Runs only as the other uid's half of the test below (re-executed with `DESK_PEER_SOCKET`):
-/// connects, says HELLO and prints what the master answered.
-#[test]
-fn peer_probe_helper() {
-    let Some(socket) = std::env::var_os("DESK_PEER_SOCKET") else { return };
-    let outcome = match std::os::unix::net::UnixStream::connect(&socket) {
+/// The other uid's half of [`peer_credentials_of_another_user_are_refused`] (which re-executes
+/// itself with `DESK_PEER_SOCKET` as that uid): connects, says HELLO and prints what the master
+/// answered.
+fn peer_probe(socket: &std::ffi::OsStr) {
+    let outcome = match std::os::unix::net::UnixStream::connect(socket) {
         Err(e) => format!("PEER-RESULT connect-failed {e}"),
         Ok(stream) => {
             stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-            let mut wire = Wire { stream, decoder: desk::wire::FrameDecoder::new() };
+            let mut wire = Wire { stream, decoder: desk_wire::FrameDecoder::new() };
             // The master may refuse (and close) before HELLO is even written, so a broken pipe
             // here is an answer too; what it sent before closing is still readable.
             let hello = Frame::Hello {
@@ -255,11 +254,12 @@ fn peer_probe_helper() {
 }
 
 #[test]
+#[cfg_attr(desk_missing_root, ignore = "needs root")]
 fn peer_credentials_of_another_user_are_refused() {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: needs root to connect as another uid");
-        return;
+    if let Some(socket) = std::env::var_os("DESK_PEER_SOCKET") {
+        return peer_probe(&socket);
     }
+    crate::suite::require(crate::suite::Needs::Root);
     use std::os::unix::fs::PermissionsExt;
     use std::os::unix::process::CommandExt;
     let home = Home::new();
@@ -273,7 +273,14 @@ fn peer_credentials_of_another_user_are_refused() {
     // The other uid's half runs in a fresh process (this test binary, re-executed), never a
     // fork of this multi-threaded one.
     let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "wire_clients::peer_probe_helper", "--nocapture", "--test-threads", "1"])
+        .args([
+            "--exact",
+            "wire_clients::peer_credentials_of_another_user_are_refused",
+            "--include-ignored",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
         .env("DESK_PEER_SOCKET", home.socket("uid"))
         .uid(65534)
         .gid(65534)

@@ -10,10 +10,21 @@
 //! kill escalation and the exit flush) and when to notify the operator ([`notify`]: what
 //! needs a person, rate-limited per session) and the fleet ([`fleet`]: the `desk.toml`
 //! manifest, what `desk up` does, restart policies and their backoff, which conversation a
-//! restarted agent resumes, the pure half of per-session worktrees). Every entry point takes the clock as an argument and
-//! returns what to do; the desk package's event loops carry it out. May not depend on the desk
-//! package, nor on anything that makes a syscall (no nix, libc, mio, no file or socket access):
-//! its Cargo.toml is the boundary.
+//! restarted agent resumes, the pure half of per-session worktrees). Every entry point takes the
+//! clock as an argument and returns what to do; the shells' event loops carry it out (the master
+//! runs the session policy and the state authority, the daemon the delivery engine, channel
+//! routing and restart supervision). May not depend on the shell crates, nor on anything that
+//! makes a syscall (no nix, libc, mio, no file or socket access): its Cargo.toml is the boundary.
+//!
+//! Its place in the map: desk runs as three kinds of process — a master per session
+//! (desk-master: the PTY, the screen model, the socket terminals attach to), the daemon (`desk
+//! serve`, desk-daemon: prompt delivery, channels, notifications, restarts) and the CLI (`desk`,
+//! the desk package: commands, `desk attach`, `desk dash`) — over a common shell (desk-common)
+//! and three pure crates. Arrows run one way, and `tests/it/architecture.rs` checks each:
+//!
+//! ```text
+//!   desk --> desk-daemon, desk-master --> desk-common --> desk-core --> desk-wire --> desk-term
+//! ```
 
 pub mod channel;
 pub mod delivery;

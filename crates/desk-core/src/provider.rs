@@ -6,7 +6,7 @@
 //! desk wires for it. Invariants: every session has exactly one provider; `shell` is the
 //! provider of anything desk does not know as an agent, and a name no longer known (an old
 //! record) reads as `shell` through [`Provider::or_shell`] rather than failing. Pure: no file,
-//! no environment; writing an agent's settings files stays in the desk package.
+//! no environment; writing an agent's settings files stays in the CLI (`desk::providers`).
 
 use std::fmt;
 use std::str::FromStr;

@@ -1,28 +1,105 @@
-//! Times as desk writes them: RFC 3339 in UTC, from Unix milliseconds.
+//! Time as desk writes and spends it: RFC 3339 in UTC from Unix milliseconds, spans of time as
+//! people read them, and doubling waits between retries.
 //!
 //! Pure arithmetic; the caller reads the clock.
 
-/// UTC timestamp in RFC 3339 form, from Unix milliseconds.
+use std::time::Duration;
+
+/// A doubling wait between retries: `first` after the first failure, then twice the previous
+/// wait, never more than `max`, until [`Backoff::reset`]. Every retry loop in desk backs off
+/// through this one (the delivery engine's per-session retries, the daemon's intake, channel
+/// and refused-master retries, the restart supervisor's restarts). Pure: the caller adds the
+/// wait to its clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    first: Duration,
+    max: Duration,
+    failures: u32,
+}
+
+impl Backoff {
+    pub const fn new(first: Duration, max: Duration) -> Backoff {
+        Backoff { first, max, failures: 0 }
+    }
+
+    /// A backoff that has already counted `failures` (one whose count is kept elsewhere: the
+    /// restart supervisor's durable streak).
+    pub const fn after(first: Duration, max: Duration, failures: u32) -> Backoff {
+        Backoff { first, max, failures }
+    }
+
+    /// Count one more failure; returns how long to wait before the next try.
+    pub fn fail(&mut self) -> Duration {
+        self.failures = self.failures.saturating_add(1);
+        self.wait()
+    }
+
+    /// The wait for the failures counted so far (`first` when there were none).
+    pub fn wait(&self) -> Duration {
+        let doublings = self.failures.saturating_sub(1).min(31);
+        self.first.saturating_mul(1 << doublings).min(self.max)
+    }
+
+    /// A success: the next failure waits `first` again.
+    pub fn reset(&mut self) {
+        self.failures = 0;
+    }
+}
+
+/// `ms` milliseconds as the largest whole unit: `16s`, `5m`, `3h`, `2d` — the one way desk
+/// writes a span of time for people (`ls`, `queue`, `stuck`, `explain`, the dashboard).
+pub fn span(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m", s / 60),
+        3600..=86399 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86400),
+    }
+}
+
+/// How long before `now` (Unix ms) the moment `then` was: `16s ago`.
+pub fn ago(now: u64, then: u64) -> String {
+    format!("{} ago", span(now.saturating_sub(then)))
+}
+
+/// UTC timestamp in RFC 3339 form with milliseconds, from Unix milliseconds (jiff's calendar;
+/// a time past jiff's range, year 9999, reads as its last representable instant).
 pub fn iso8601(ms: u64) -> String {
-    let secs = ms / 1000;
-    let (days, rem) = (secs / 86400, secs % 86400);
-    // Civil-from-days (Howard Hinnant's algorithm), valid for the Unix era.
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if m <= 2 { y + 1 } else { y };
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z", rem / 3600, (rem % 3600) / 60, rem % 60, ms % 1000)
+    let ms = i64::try_from(ms).unwrap_or(i64::MAX);
+    let at = jiff::Timestamp::from_millisecond(ms).unwrap_or(jiff::Timestamp::MAX);
+    at.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_backoff_doubles_to_its_bound_and_starts_over_after_a_success() {
+        let mut b = Backoff::new(Duration::from_millis(250), Duration::from_secs(30));
+        let waits: Vec<u128> = (0..9).map(|_| b.fail().as_millis()).collect();
+        assert_eq!(waits, [250, 500, 1000, 2000, 4000, 8000, 16000, 30000, 30000]);
+        assert_eq!(b.wait(), Duration::from_secs(30));
+        for _ in 0..100 {
+            b.fail();
+        }
+        assert_eq!(b.wait(), Duration::from_secs(30), "no overflow however long it fails");
+        b.reset();
+        assert_eq!(b.fail(), Duration::from_millis(250));
+    }
+
+    #[test]
+    fn every_span_is_its_largest_whole_unit() {
+        assert_eq!(span(999), "0s");
+        assert_eq!(span(16_400), "16s");
+        assert_eq!(span(5 * 60_000 + 59_000), "5m");
+        assert_eq!(span(3 * 3_600_000), "3h");
+        assert_eq!(span(180 * 60_000), "3h", "not 180m");
+        assert_eq!(span(2 * 86_400_000 + 1), "2d");
+        assert_eq!(ago(10_000, 4_000), "6s ago");
+        assert_eq!(ago(0, 4_000), "0s ago", "a clock that went back is no negative span");
+    }
 
     #[test]
     fn timestamps_format_as_rfc3339() {

@@ -500,6 +500,11 @@ impl Agent {
         if self.in_burst_window(now) {
             // Codex treats this Enter as part of the paste: a newline, no submit.
             self.insert(|c| c.push_char('\n'));
+            if self.cfg.approval_on_newline
+                && let Some(Turn { stage: Stage::Working { until, then: Then::AskApproval }, .. }) = &mut self.turn
+            {
+                *until = now;
+            }
             return;
         }
         if self.turn.is_some() {

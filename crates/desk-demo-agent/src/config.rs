@@ -53,6 +53,8 @@ pub struct Config {
     /// `None`: no prompt opens the approval dialog.
     pub approve_word: Option<String>,
     pub approval_delay: Duration,
+    /// A turn that will ask for approval asks as soon as an Enter is taken as a newline.
+    pub approval_on_newline: bool,
     /// `None`: no prompt crashes the agent.
     pub crash_word: Option<String>,
     pub crash: CrashMode,
@@ -93,6 +95,7 @@ impl Default for Config {
             esc_interrupts: true,
             approve_word: Some("approve-me".into()),
             approval_delay: Duration::from_millis(300),
+            approval_on_newline: false,
             crash_word: Some("crash-now".into()),
             crash: CrashMode::Exit(3),
             hook_cmd: None,
@@ -201,6 +204,12 @@ pub struct Args {
     /// Milliseconds a turn works before its approval dialog appears.
     #[arg(long, value_name = "MS", default_value_t = 300)]
     pub approval_delay_ms: u64,
+
+    /// A turn that will ask for approval asks as soon as an Enter is taken as a newline (see
+    /// --paste-burst-ms), however long its --approval-delay-ms: a dialog that opens over a
+    /// prompt while it is being submitted, on cue rather than by timing.
+    #[arg(long)]
+    pub approval_on_newline: bool,
 
     /// A submitted prompt containing WORD makes the agent exit at once. Empty = never.
     #[arg(long, value_name = "WORD", default_value = "crash-now")]
@@ -313,6 +322,7 @@ impl Args {
             esc_interrupts: !self.no_esc_interrupt,
             approve_word: nonempty(self.approve_word),
             approval_delay: ms(self.approval_delay_ms),
+            approval_on_newline: self.approval_on_newline,
             crash_word: nonempty(self.crash_word),
             crash,
             hook_cmd: self.hook_cmd,

@@ -1,17 +1,12 @@
 //! The daemon's control protocol: JSON lines over a unix socket.
 //!
-//! Owns the request and response vocabulary between the `desk` CLI and `desk serve`, and the
-//! blocking client the CLI uses. Every line is one JSON object carrying `"v": 1`; a request
+//! Owns the request and response vocabulary between the `desk` CLI and `desk serve` (the
+//! blocking client is `desk_common::daemon_client`; this module has no sockets). Every line is one JSON object carrying `"v": 1`; a request
 //! names its command in `"cmd"`; a response says `"ok"` and carries either `"error"` or the
 //! command's data. Invariants: one request per line, one response per request, in order; a
 //! line over [`MAX_LINE`] is refused and the connection closed.
 
-use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
-use std::io::Write;
-use std::os::unix::net::UnixStream;
-use std::path::Path;
-use std::time::Duration;
 
 /// Version of the control protocol.
 pub const CONTROL_VERSION: u32 = 1;
@@ -123,53 +118,6 @@ pub fn parse_request(line: &[u8]) -> Result<Request, String> {
     }
     serde_json::from_value(env.body).map_err(|e| format!("bad request: {e}"))
 }
-
-/// A request to desk serve ran out of time: the daemon is there but did not answer (callers
-/// tell this apart from finding no daemon at all).
-#[derive(Debug, thiserror::Error)]
-#[error("desk serve did not answer within {} s", .0.as_secs())]
-pub struct TimedOut(pub Duration);
-
-/// The CLI's side: one request, one response.
-/// `timeout` bounds the whole request (write and answer), not each read: a daemon that
-/// answers a byte at a time cannot stretch it. Running out of time is a [`TimedOut`] error.
-pub fn request(socket: &Path, req: &Request, timeout: Duration) -> Result<Response> {
-    let deadline = std::time::Instant::now() + timeout;
-    let left =
-        || deadline.checked_duration_since(std::time::Instant::now()).filter(|d| !d.is_zero()).ok_or(TimedOut(timeout));
-    let mut stream =
-        UnixStream::connect(socket).with_context(|| format!("cannot reach desk serve at {}", socket.display()))?;
-    stream.set_write_timeout(Some(left()?))?;
-    let mut line = serde_json::to_vec(&Envelope { v: CONTROL_VERSION, body: req })?;
-    line.push(b'\n');
-    stream.write_all(&line).context("cannot write to desk serve")?;
-    let mut answer = Vec::new();
-    let mut buf = [0u8; 8192];
-    loop {
-        if answer.len() > MAX_RESPONSE {
-            bail!("desk serve sent an answer longer than {MAX_RESPONSE} bytes");
-        }
-        stream.set_read_timeout(Some(left()?))?;
-        match stream.read(&mut buf) {
-            Ok(0) if answer.is_empty() => bail!("desk serve closed the connection without answering"),
-            Ok(0) => bail!("desk serve closed the connection in the middle of its answer"),
-            Ok(n) => {
-                if let Some(end) = buf[..n].iter().position(|b| *b == b'\n') {
-                    answer.extend_from_slice(&buf[..=end]);
-                    break;
-                }
-                answer.extend_from_slice(&buf[..n]);
-            }
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e).context("desk serve did not answer"),
-        }
-    }
-    let env: Envelope<Response> = serde_json::from_slice(&answer).context("desk serve sent a malformed answer")?;
-    Ok(env.body)
-}
-
-use std::io::Read as _;
 
 #[cfg(test)]
 mod tests {

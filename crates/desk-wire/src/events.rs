@@ -1,7 +1,7 @@
 //! Session events: the typed record of everything that changes in a session.
 //!
 //! Owns the event vocabulary: what happened, with a per-session sequence number, a timestamp
-//! and the session generation (its on-disk form is the desk package's `journal` module).
+//! and the session generation (its on-disk form is desk-common's `journal` module).
 //! Invariants: sequence numbers of one session name only grow, across master restarts (the
 //! journal remembers the last one); an event is immutable once numbered.
 

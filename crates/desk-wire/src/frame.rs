@@ -414,13 +414,8 @@ impl Frame {
     /// An ERROR frame, with the message cut to the protocol's bound on a character boundary.
     pub fn error(code: ErrorCode, message: impl Into<String>) -> Frame {
         let mut message = message.into();
-        if message.len() > super::MAX_ERROR_MESSAGE {
-            let mut end = super::MAX_ERROR_MESSAGE;
-            while !message.is_char_boundary(end) {
-                end -= 1;
-            }
-            message.truncate(end);
-        }
+        let end = desk_term::text::cut_bytes(&message, super::MAX_ERROR_MESSAGE).len();
+        message.truncate(end);
         Frame::Error { code, message }
     }
 }

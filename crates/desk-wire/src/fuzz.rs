@@ -6,7 +6,7 @@
 //! [`FrameDecoder`] in reads of those sizes, cycling (a size byte `n` is a read of `n` bytes,
 //! 0 a read of everything left), draining after every push; with no sizes it is pushed whole.
 
-use super::{DecodeError, Frame, FrameDecoder, HEADER_LEN, MAX_PAYLOAD};
+use super::{DecodeError, Frame, FrameDecoder, HEADER_LEN, MAX_ERROR_MESSAGE, MAX_PAYLOAD};
 
 /// Decode `data` as described above and panic if the codec misbehaves: the cut stream gives
 /// other frames or another error than the whole stream, the decoder holds more than one frame
@@ -32,11 +32,33 @@ pub fn fuzz_check(data: &[u8]) {
     let whole = decode_all([stream]);
     assert_eq!(cut, whole, "cutting the stream changed what it decodes to");
     if let Some(error) = &whole.1 {
-        let _ = Frame::error(error.code(), error.to_string());
+        check_error_frame(error);
     }
     for frame in &whole.0 {
         check_reencoding(frame);
     }
+}
+
+/// A decoding failure is answered with an ERROR frame (docs/protocol.md §3): that frame must
+/// encode and decode back to the same code and the message cut to its limit at a character
+/// boundary, and its code must say what failed.
+pub(crate) fn check_error_frame(error: &DecodeError) {
+    let frame = Frame::error(error.code(), error.to_string());
+    let Frame::Error { code, message } = &frame else { unreachable!("Frame::error makes an ERROR") };
+    let expected = match error {
+        DecodeError::TooLarge { .. } => super::ErrorCode::TooLarge,
+        DecodeError::UnknownType(_) => super::ErrorCode::UnknownType,
+        DecodeError::Malformed { kind: super::FrameType::Hello, .. } => super::ErrorCode::BadHello,
+        DecodeError::Reserved { .. } | DecodeError::Malformed { .. } => super::ErrorCode::Malformed,
+    };
+    assert_eq!(*code, expected, "{error}");
+    let full = error.to_string();
+    assert!(message.len() <= MAX_ERROR_MESSAGE && full.starts_with(message.as_str()), "{message:?} of {full:?}");
+    assert!(message.len() == full.len() || message.len() + 4 > MAX_ERROR_MESSAGE, "cut short: {message:?}");
+    let mut decoder = FrameDecoder::new();
+    decoder.push(&frame.to_bytes());
+    assert_eq!(decoder.next_frame(), Ok(Some(frame.clone())), "the ERROR frame for {error} does not decode back");
+    assert_eq!(decoder.buffered(), 0);
 }
 
 fn decode_all<'a>(reads: impl IntoIterator<Item = &'a [u8]>) -> (Vec<Frame>, Option<DecodeError>) {

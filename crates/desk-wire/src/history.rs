@@ -4,7 +4,7 @@
 //! (docs/protocol.md §5.7), so that `desk peek`, `desk attach --history` and the dashboard read
 //! it the same way: [`HistoryPager`] decides what to ask and which lines of the answers to keep,
 //! and is fed the answers (pure, so the dashboard drives it from a viewer connection that also
-//! carries output); [`HistoryRead`] drives it over a blocking [`Connection`].
+//! carries output); `desk_common::history::HistoryRead` drives it over a blocking connection.
 //!
 //! The exchange: first the 4-byte form asking for no line, which every master answers with its
 //! screen, and a master that pages also with the numbers of the lines it holds
@@ -19,10 +19,8 @@
 //! the connection ended, an older master may have cut it) is told in a note, never dropped
 //! silently; a client holds at most one answer at a time (a page is at most a frame).
 
-use anyhow::{Result, bail};
 use desk_term::screen::HistoryRow;
 
-use crate::client::{Connection, REQUEST_TIMEOUT};
 use crate::{Frame, HistoryRequest, MAX_PAYLOAD, SnapshotReply};
 
 /// An answer of an older master this close to the frame limit may have had its oldest lines
@@ -204,73 +202,6 @@ fn newest(lines: u32) -> Frame {
 fn page(from: u64, end: u64) -> Frame {
     let lines = u32::try_from(end - from).unwrap_or(u32::MAX);
     Frame::SnapshotRequest { history: Some(HistoryRequest::Page { lines, from }) }
-}
-
-/// A [`HistoryPager`] over a blocking [`Connection`] (a query connection: nothing arrives on it
-/// but the answers, EXIT and errors).
-pub struct HistoryRead<'c> {
-    conn: &'c mut Connection,
-    pager: HistoryPager,
-    next: Option<Frame>,
-}
-
-impl<'c> HistoryRead<'c> {
-    /// Asks for the screen and the numbers of the history (an error when that fails: there is
-    /// nothing to show). Returns the screen the history ends above (its `history` taken out),
-    /// and the reading of the newest `lines` lines, a page at a time with
-    /// [`HistoryRead::next_page`].
-    pub fn start(conn: &'c mut Connection, lines: u32) -> Result<(SnapshotReply, HistoryRead<'c>)> {
-        let (mut pager, first) = HistoryPager::new(lines);
-        let mut snapshot = ask(conn, &first)?;
-        let page = pager.on_reply(&mut snapshot);
-        Ok((snapshot, HistoryRead { conn, pager, next: page.next }))
-    }
-
-    /// The next rows of the range, oldest first; `None` once it is read (or reading failed:
-    /// the notes say so).
-    pub fn next_page(&mut self) -> Option<Vec<HistoryRow>> {
-        let request = self.next.take()?;
-        match ask(self.conn, &request) {
-            Ok(mut reply) => {
-                let page = self.pager.on_reply(&mut reply);
-                self.next = page.next;
-                Some(page.rows)
-            }
-            Err(e) => {
-                self.pager.interrupted(&format!("{e:#}"));
-                None
-            }
-        }
-    }
-
-    /// Reads every page left into `each`, row by row.
-    pub fn for_each(&mut self, mut each: impl FnMut(HistoryRow) -> Result<()>) -> Result<()> {
-        while let Some(rows) = self.next_page() {
-            for row in rows {
-                each(row)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// What the reader should be told (see [`HistoryPager::notes`]).
-    pub fn notes(&self) -> &[String] {
-        self.pager.notes()
-    }
-}
-
-/// Sends `request` and waits for its SNAPSHOT, each request with a deadline of its own.
-fn ask(conn: &mut Connection, request: &Frame) -> Result<SnapshotReply> {
-    conn.set_deadline(Some(REQUEST_TIMEOUT));
-    conn.send(request)?;
-    loop {
-        match conn.recv()? {
-            Frame::Snapshot(reply) => return Ok(*reply),
-            Frame::Error { message, .. } => bail!("the session refused: {message}"),
-            Frame::Exit { .. } => bail!("the session exited"),
-            _ => {}
-        }
-    }
 }
 
 #[cfg(test)]

@@ -3,10 +3,10 @@
 //! The frame codec (`codec`, `frame`) owns the byte layout of every frame of the protocol between
 //! a session master and its clients, and has no sockets and no clocks. Beside it live the other
 //! shared vocabularies: session events ([`events`]), hook event names ([`hook`]), events a client asks a master to record ([`operator`]), the agent state as reported ([`state`]), a
-//! prompt's signature ([`prompt`]), the daemon's control messages ([`control`]), the blocking
-//! client ([`client`]), which uses std's Unix sockets and nothing else, and the reading of a
-//! session's history in pages ([`history`]). May not depend on desk-core
-//! or on the desk package, nor on nix, libc or mio. A frame is an
+//! prompt's signature ([`prompt`]), the daemon's control messages ([`control`]) and what to
+//! ask a master to read a session's history in pages ([`history`]). Codec and types only: no
+//! sockets, no clock (the blocking clients that speak this protocol are desk-common's). May not
+//! depend on desk-core or on any shell crate, nor on nix, libc or mio. A frame is an
 //! 8-byte header (payload length, type, flags, reserved) followed by its payload; the layouts are
 //! specified in `docs/protocol.md` and pinned by the vectors under `tests/vectors/wire/`.
 //! Invariants: a declared payload length above [`MAX_PAYLOAD`] is refused as soon as the header is
@@ -14,8 +14,21 @@
 //! frame a decoder can produce `encode`s to bytes that decode back into an equal frame (JSON is
 //! written in canonical form, so only an EVENT received in a longer-than-canonical spelling
 //! can re-encode past the limit; see "JSON bodies" in the spec).
+//!
+//! Its place in the map: desk runs as three kinds of process — a master per session
+//! (desk-master: the PTY, the screen model, the socket terminals attach to), the daemon (`desk
+//! serve`, desk-daemon: prompt delivery, channels, notifications) and the CLI (`desk`, the desk
+//! package: commands, `desk attach`, `desk dash`) — over a common shell (desk-common) and three
+//! pure crates. Arrows run one way, and `tests/it/architecture.rs` checks each:
+//!
+//! ```text
+//!   desk --> desk-daemon, desk-master --> desk-common --> desk-core --> desk-wire --> desk-term
+//! ```
+//!
+//! Every process speaks this crate's types to the others: the CLI and the daemon to a master
+//! in frames, the CLI to the daemon in control messages; the blocking clients that carry them
+//! are desk-common's.
 
-pub mod client;
 mod codec;
 pub mod control;
 pub mod events;

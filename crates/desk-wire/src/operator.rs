@@ -103,18 +103,6 @@ impl ClientEvent {
     }
 }
 
-/// `s` cut to at most `max` bytes, on a character boundary.
-pub fn cut(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].to_string()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,11 +144,5 @@ mod tests {
             ok.unwrap(),
             ClientEvent::Notify { kind: "blocked".into(), message: "m".into(), item: None, suppressed: 0 }
         );
-    }
-
-    #[test]
-    fn cut_keeps_whole_characters() {
-        assert_eq!(cut("héllo", 2), "h");
-        assert_eq!(cut("hello", 10), "hello");
     }
 }

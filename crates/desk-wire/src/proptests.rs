@@ -303,8 +303,8 @@ proptest! {
         let pieces = feed(cut(&bytes, &at));
         prop_assert_eq!(&pieces, &whole);
         if let Some(error) = whole.1 {
-            // Every failure maps to a code an ERROR frame can carry.
-            let _ = Frame::error(error.code(), error.to_string()).to_bytes();
+            // Every failure is answered with an ERROR frame that carries its code and message.
+            crate::fuzz::check_error_frame(&error);
         }
     }
 

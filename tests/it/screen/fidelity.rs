@@ -2,7 +2,7 @@
 //! offset, `keyframe(model after the prefix) + rest` must leave a terminal exactly where the
 //! whole stream does.
 
-use desk::screen::Screen;
+use desk_term::screen::Screen;
 use proptest::prelude::*;
 
 use super::oracle::{Oracle, check_splits, check_text, ground_offsets};

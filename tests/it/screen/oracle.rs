@@ -15,7 +15,7 @@
 //! cell while xterm (and our model) keeps only the colours (background colour erase), and only
 //! the background of an empty cell is visible.
 
-use desk::screen::Screen;
+use desk_term::screen::Screen;
 
 /// Records the title the way a conforming terminal does: vt100 hands titles that contain ';'
 /// to `unhandled_osc` in pieces, so they are joined back here.

@@ -1,7 +1,7 @@
 //! Property tests of the screen model that need no oracle: split invariance, no panics with
 //! bounded memory on arbitrary input, and the ground-state shadow agreeing with vte.
 
-use desk::screen::{MAX_COLS, MAX_COMBINING, MAX_PENDING_REPLIES, MAX_ROWS, MAX_TITLE_BYTES, Screen, valid_size};
+use desk_term::screen::{MAX_COLS, MAX_COMBINING, MAX_PENDING_REPLIES, MAX_ROWS, MAX_TITLE_BYTES, Screen, valid_size};
 use proptest::prelude::*;
 
 use super::vocabulary;
@@ -29,7 +29,7 @@ fn streams() -> impl Strategy<Value = Vec<u8>> {
 }
 
 /// Everything observable about a model.
-fn observe(s: &mut Screen) -> (Vec<u8>, desk::screen::Snapshot, Vec<u8>, bool) {
+fn observe(s: &mut Screen) -> (Vec<u8>, desk_term::screen::Snapshot, Vec<u8>, bool) {
     (s.render_keyframe(), s.snapshot(), s.take_replies(), s.at_ground_state())
 }
 

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use desk::screen::Screen;
+use desk_term::screen::Screen;
 
 use super::oracle::{check_splits, check_text};
 

@@ -7,16 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use anyhow::{Context, Result, bail};
-use desk::screen::Screen;
-
-/// Whether tmux can be run here; prints why a test is skipped when not.
-pub(super) fn available(what: &str) -> bool {
-    let ok = Command::new("tmux").arg("-V").output().is_ok();
-    if !ok {
-        eprintln!("tmux is not installed: {what} is skipped");
-    }
-    ok
-}
+use desk_term::screen::Screen;
 
 /// Every line and the cursor: `(lines, (row, col))`, trailing blanks of each line trimmed.
 pub(super) type Capture = (Vec<String>, (u16, u16));

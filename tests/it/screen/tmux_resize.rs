@@ -11,9 +11,9 @@
 use std::path::Path;
 
 use anyhow::Result;
-use desk::screen::Screen;
+use desk_term::screen::Screen;
 
-use super::tmux::{self, Tmux, ours, same};
+use super::tmux::{Tmux, ours, same};
 
 /// History lines on both sides: more than any case produces, so tmux's trimming of its
 /// history in tenths of the limit never comes into play (the bound is a property test).
@@ -38,10 +38,9 @@ fn numbered(from: usize, to: usize) -> Vec<u8> {
 }
 
 #[test]
+#[cfg_attr(desk_missing_tmux, ignore = "needs tmux")]
 fn resizing_rows_matches_tmux_on_the_corpus() -> Result<()> {
-    if !tmux::available("the resize corpus") {
-        return Ok(());
-    }
+    crate::suite::require(crate::suite::Needs::Program("tmux"));
     let dir = tempfile::Builder::new().prefix("desk-tmux-").tempdir()?;
     let long: String = (0..30).map(|i| format!("line {i} {}\r\n", "x".repeat(i * 3))).collect();
     let coloured: String = (0..40).map(|i| format!("\x1b[3{}m{i} coloured\x1b[0m text\r\n", i % 8)).collect();

@@ -34,7 +34,7 @@
 //! - mouse: resetting a tracking mode other than the active one turns tracking off in xterm
 //!   only; only the active mode is reset.
 
-use desk::screen::{Color, MouseMode, Screen};
+use desk_term::screen::{Color, MouseMode, Screen};
 use proptest::prelude::*;
 use unicode_width::UnicodeWidthChar;
 

@@ -12,8 +12,8 @@
 //! ([`delivery_item_id`]), which is what makes a pass cut by a crash idempotent (a file
 //! re-read after a hand edit is checked against the ingest ledger instead: the delivery store
 //! sweeps delivered items). No I/O and no
-//! clock: the desk package's store (`desk::channel`) and daemon read files and time and pass
-//! them in. May not depend on the desk package or on anything that makes a syscall.
+//! clock: the daemon's channel store (`desk_daemon::channel`) and its loop read files and time and
+//! pass them in. May not depend on the shell crates or on anything that makes a syscall.
 
 pub mod checkin;
 pub mod cursor;
@@ -108,7 +108,7 @@ pub const EVERYONE: &str = "channel";
 pub const RESERVED_NAMES: [&str; 3] = [OPERATOR, EVERYONE, CHECKIN_AUTHOR];
 
 /// Whether `name` can be a member's name: a session name (`[A-Za-z0-9][A-Za-z0-9._-]{0,63}`),
-/// the same rule the desk package applies to sessions, so a session is always addressable.
+/// the same rule desk applies to session names, so a session is always addressable.
 pub fn valid_member_name(name: &str) -> bool {
     let mut chars = name.chars();
     name.len() <= MAX_NAME_LEN

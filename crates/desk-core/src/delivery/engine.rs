@@ -28,6 +28,7 @@ use super::settings::DeliverySettings;
 use super::text::{self, Fingerprint, Held, Presence};
 use crate::state::hooks::{HookEvent, PromptSig};
 use crate::state::{Activity, Lifecycle, RuleSet};
+use crate::time::Backoff;
 use unsent::OWN_PASTE_HOLD;
 
 mod io;
@@ -217,7 +218,7 @@ struct SessionQ {
     items: Vec<ItemId>,
     flight: Option<Flight>,
     hold: Option<Hold>,
-    failures: u32,
+    backoff: Backoff,
     retry_at: Option<Instant>,
     /// Submissions reported by hooks: (Unix ms, the prompt's signature).
     hooks: VecDeque<(u64, PromptSig)>,
@@ -249,7 +250,7 @@ impl SessionQ {
             items: Vec::new(),
             flight: None,
             hold: None,
-            failures: 0,
+            backoff: Backoff::new(BACKOFF_BASE, BACKOFF_MAX),
             retry_at: None,
             hooks: VecDeque::new(),
             owed: VecDeque::new(),
@@ -429,6 +430,14 @@ impl Engine {
                         item.queued_by_agent = sibling.queued_by_agent;
                     }
                     self.transition(&id, State::Delivered, "delivered", why, out);
+                    // Its hook, still owed, is recognised (and an exit that comes first judged)
+                    // like its sibling's.
+                    if let Some(Action::Persist { item, .. }) = out.actions.last()
+                        && item.hook_owed.is_some()
+                    {
+                        let item = item.clone();
+                        self.owe(item);
+                    }
                 }
             }
         }
@@ -514,6 +523,12 @@ impl Engine {
             // A new generation: whatever was in flight for the old one is cut off.
             self.interrupt(&name, "the session restarted (new generation) during delivery", out);
         }
+        // An earlier generation's agent is gone, whether or not its end was seen (the daemon
+        // may have been down): what it had queued and never reported taking died with it, and
+        // this generation staying idle says nothing about it.
+        let generation = view.generation;
+        self.unpaid_at_exit(&name, |i| i.generation.is_some_and(|g| g != generation), out);
+        self.boxes_gone(&name, generation, out);
         let q = self.session(&name);
         // From idle (or unknown) to working after our Enter; back to work after a dialog was
         // answered is the agent resuming its own turn, not evidence of our prompt.
@@ -536,6 +551,8 @@ impl Engine {
             && f.phase == Phase::Submit
             && f.activity_at_enter != Activity::Working
             && !f.dialog_seen
+            // With a prompt of its own queue ahead, the turn may be that prompt's.
+            && !f.queue_ahead_at_enter
         {
             self.submitted(&name, "the agent's activity turned working after Enter".into(), false, out);
             return;
@@ -556,7 +573,7 @@ impl Engine {
         q.live = None;
         q.known_down = true;
         self.interrupt(session, "the session went away during delivery", out);
-        self.unpaid_at_exit(session, out);
+        self.unpaid_at_exit(session, |_| true, out);
         // Items found `sending` at start-up whose session is gone cannot be settled.
         let sending: Vec<ItemId> = self
             .session(session)
@@ -1001,6 +1018,17 @@ impl Engine {
         if look.presence.more_than(flight.baseline) {
             return self.echoed(session, flight, look, settings, out);
         }
+        if let Some(rule) = &look.dialog {
+            // A dialog that opened over the input box may hide the paste: wait for it to go
+            // until the window ends; the text may then sit under it, and an Enter would answer it.
+            if flight.deadline_passed {
+                let detail = format!(
+                    "a dialog ({rule}) opened before the paste showed in the input area and stayed; the text may sit under it, and no Enter is pressed into a dialog"
+                );
+                return self.stick_flight(session, StuckClass::SubmitStuck, detail, out);
+            }
+            return self.arm(session, TimerKind::Poll, out.now + settings.poll, out);
+        }
         if !flight.deadline_passed {
             return self.arm(session, TimerKind::Poll, out.now + settings.poll, out);
         }
@@ -1071,7 +1099,7 @@ impl Engine {
         out: &mut Out<'_>,
     ) {
         if let Some(rule) = &look.dialog {
-            return self.dialog_after_enter(session, flight, rule, settings, out);
+            return self.dialog_after_enter(session, flight, look, rule, settings, out);
         }
         if flight.at_shell_prompt {
             match line::shell_took_line(&look.screen, settings) {
@@ -1115,15 +1143,25 @@ impl Engine {
 
     /// A dialog is on screen after an Enter. It may cover the input area, so the text not
     /// showing there proves nothing, and an Enter would answer the dialog: wait for it to go
-    /// until the verification window ends, then stuck.
+    /// until the verification window ends, then stuck. Unless the agent's composer is on the
+    /// screen beside the dialog, empty: then the text left it (an agent that took the prompt and
+    /// at once asks to run something).
     fn dialog_after_enter(
         &mut self,
         session: &str,
         flight: &Flight,
+        look: &Look,
         rule: &str,
         settings: &DeliverySettings,
         out: &mut Out<'_>,
     ) {
+        if settings.knows_composer()
+            && !look.presence.more_than(flight.baseline)
+            && settings.composer_text(&look.screen.lines).is_some_and(|t| t.is_empty())
+        {
+            let evidence = format!("the text left the input area; the box shows empty beside a dialog ({rule})");
+            return self.submitted(session, evidence, false, out);
+        }
         if !flight.dialog_seen {
             if let Some(f) = self.flight_mut(session) {
                 f.dialog_seen = true;
@@ -1168,14 +1206,45 @@ impl Engine {
             None => {}
         }
         if look.presence.text == 0 && look.presence.placeholders == 0 {
+            if let Some(why) = never_typed(flight, &self.flight_items(flight), &look.screen) {
+                return self.release_flight(session, flight, why, out);
+            }
+            if look.dialog.is_some() {
+                // The dialog may cover the input box and the text under it: settled once the
+                // dialog is gone (the session's state changes then; and a look every second).
+                self.take_flight(session);
+                let at = out.now + HOLD_RECHECK;
+                return self.arm_retry(session, at, out);
+            }
             let detail = "no evidence settles whether it reached the agent (not in the input area, no hook)";
             return self.stick_flight(session, StuckClass::Interrupted, detail.into(), out);
         }
         if let Some(rule) = &look.dialog {
-            return self.stick_flight(session, StuckClass::Interrupted, format!("a dialog ({rule}) is on screen"), out);
+            // The text sits in the box, unsubmitted: as when a dialog opens before a live Enter.
+            return self.stick_for_dialog(session, rule, out);
         }
-        self.note_items(&flight.items, "echoed", "found in the input area after the restart", out.now_ms);
+        // On record before the Enter (persist before inject): a second restart must know that
+        // this text reached the agent and an Enter was pressed for it.
+        for id in &flight.items {
+            let note = "found in the input area after the restart; pressing Enter";
+            self.transition(id, State::Sending, "echoed", note.into(), out);
+        }
         self.enter_on_text_in_box(session, out);
+    }
+
+    /// The records of a flight's items.
+    fn flight_items(&self, flight: &Flight) -> Vec<&Item> {
+        flight.items.iter().filter_map(|id| self.items.get(id)).collect()
+    }
+
+    /// A recovered flight that provably never reached the agent goes back to the queue, to be
+    /// delivered like any other.
+    fn release_flight(&mut self, session: &str, flight: &Flight, why: String, out: &mut Out<'_>) {
+        self.take_flight(session);
+        for id in &flight.items {
+            self.transition(id, State::Queued, "released", why.clone(), out);
+        }
+        self.pump(session, out);
     }
 
     /// Whether a UserPromptSubmit hook on record reported a recovered flight's prompt: `None`
@@ -1183,7 +1252,7 @@ impl Engine {
     /// one came but the paste is not on record — then it may be the late report of an earlier
     /// identical prompt (`continue`, twice).
     fn hook_for_recovered(&self, session: &str, flight: &Flight) -> Option<bool> {
-        let items: Vec<&Item> = flight.items.iter().filter_map(|id| self.items.get(id)).collect();
+        let items = self.flight_items(flight);
         let pasted_at =
             items.iter().filter_map(|i| i.evidence.iter().rev().find(|n| n.kind == "pasted").map(|n| n.at_ms)).min();
         let (at, _) = self.sessions.get(session)?.hooks.iter().find(|(at, sig)| {
@@ -1625,6 +1694,7 @@ impl Engine {
             if let Some(q) = self.sessions.get_mut(&session) {
                 q.retry_at = None;
             }
+            self.recover(&session, out);
             return self.pump(&session, out);
         }
         let Some(flight) = self.flight(&session).cloned() else { return };
@@ -1660,8 +1730,7 @@ impl Engine {
     fn backoff(&mut self, session: &str, why: &str, out: &mut Out<'_>) {
         let (now, now_ms) = (out.now, out.now_ms);
         let q = self.session(session);
-        q.failures = (q.failures + 1).min(16);
-        let delay = BACKOFF_BASE.saturating_mul(1 << (q.failures - 1).min(6)).min(BACKOFF_MAX);
+        let delay = q.backoff.fail();
         q.retry_at = Some(now + delay);
         self.set_hold(session, format!("{why}; retrying in {} s", delay.as_secs()), now_ms);
         self.arm_retry(session, now + delay, out);
@@ -1671,7 +1740,7 @@ impl Engine {
     /// UserPromptSubmit report (otherwise the report is still owed, see `owed`).
     fn submitted(&mut self, session: &str, evidence: String, by_hook: bool, out: &mut Out<'_>) {
         let Some(flight) = self.take_flight(session) else { return };
-        self.session(session).failures = 0;
+        self.session(session).backoff.reset();
         // Delivered on other evidence: its hook is owed, and recorded as owed on disk. Typed
         // into a working agent, one shown idle only from before the previous prompt, or one
         // with earlier prompts still in its own queue (it takes them first, at a turn boundary
@@ -1769,10 +1838,13 @@ impl Engine {
         }
     }
 
-    /// The session ended: a prompt the agent had queued mid-turn and never reported taking
-    /// (its hook never came, though the agent sends hooks) did not reach it.
-    fn unpaid_at_exit(&mut self, session: &str, out: &mut Out<'_>) {
-        let owed: Vec<Item> = self.session(session).owed.drain(..).collect();
+    /// The session ended (for the items `ended` names: those of its generation that is gone): a
+    /// prompt the agent had queued mid-turn and never reported taking (its hook never came,
+    /// though the agent sends hooks) did not reach it.
+    fn unpaid_at_exit(&mut self, session: &str, ended: impl Fn(&Item) -> bool, out: &mut Out<'_>) {
+        let q = self.session(session);
+        let (owed, kept): (Vec<Item>, Vec<Item>) = q.owed.drain(..).partition(|i| ended(i));
+        q.owed = kept.into();
         for mut item in owed.into_iter().filter(|i| i.queued_by_agent) {
             item.stuck = Some(StuckClass::Interrupted);
             item.hook_owed = None;
@@ -1782,6 +1854,29 @@ impl Engine {
             q.items.insert(pos, id.clone());
             self.items.insert(id.clone(), item);
             self.transition(&id, State::Stuck, "stuck", "interrupted: the session ended while this prompt may still have waited in the agent's own queue: neither its UserPromptSubmit hook nor the agent staying idle after it showed that the agent took it".into(), out);
+        }
+    }
+
+    /// Items left submit-stuck in an earlier generation's input box: that box is gone with its
+    /// agent, so an Enter has nothing to submit, and whether someone submitted the text before
+    /// the agent ended is unknown. They are interrupted (a force pastes them again).
+    fn boxes_gone(&mut self, session: &str, generation: u32, out: &mut Out<'_>) {
+        let Some(q) = self.sessions.get(session) else { return };
+        let left: Vec<ItemId> = q
+            .items
+            .iter()
+            .filter(|id| {
+                self.items.get(*id).is_some_and(|i| {
+                    i.stuck == Some(StuckClass::SubmitStuck) && i.generation.is_some_and(|g| g != generation)
+                })
+            })
+            .cloned()
+            .collect();
+        for id in left {
+            let why = format!(
+                "the session restarted (generation {generation} runs now) while the text sat unsubmitted in the old input box; whether someone submitted it there is unknown"
+            );
+            self.stick(&id, StuckClass::Interrupted, why, out);
         }
     }
 
@@ -2032,13 +2127,38 @@ fn foreign_text(settings: &DeliverySettings, flight: &Flight, lines: &[String]) 
     (!rest.is_empty()).then_some(rest)
 }
 
-/// The start of a text, for a message: at most 40 characters.
-fn preview(text: &str) -> String {
-    let mut out: String = text.chars().take(40).collect();
-    if text.chars().count() > 40 {
-        out.push('…');
+/// Why a recovered flight, whose text is not in the input area, cannot have reached the agent
+/// as a prompt; `None` when it may have. It is claimed (`sending`) but neither its paste nor
+/// its text in the input box is on record since, so desk never pressed Enter for it (an Enter
+/// follows only one of those records, persisted first); the
+/// text cannot submit itself (a bracketed paste, or a single line); and nobody has typed in the
+/// session since the claim (a person pressing Enter on a paste that did land is the one way
+/// such a prompt could have been taken). Whether the paste was written before the daemon died
+/// is then unknown, and does not matter: if it was, it is not in the box any more and was not
+/// submitted.
+fn never_typed(flight: &Flight, items: &[&Item], screen: &ScreenView) -> Option<String> {
+    if items.is_empty() || (!screen.bracketed_paste && flight.text.contains('\n')) {
+        return None;
     }
-    out
+    let mut claimed_ms = 0;
+    for item in items {
+        let claim = item.evidence.iter().rposition(|n| n.kind == "claimed")?;
+        if item.evidence[claim..].iter().any(|n| matches!(n.kind.as_str(), "pasted" | "echoed")) {
+            return None;
+        }
+        claimed_ms = claimed_ms.max(item.evidence[claim].at_ms);
+    }
+    if screen.last_typed_ms.is_some_and(|t| t >= claimed_ms) {
+        return None;
+    }
+    Some(
+        "claimed before the restart, but its paste is not on record (so no Enter was pressed for it), the text is not in the input area and nobody has typed since: it never reached the agent; queued again".into(),
+    )
+}
+
+/// The start of a text, for a message: at most 40 characters and `…`.
+fn preview(text: &str) -> String {
+    desk_term::text::ellipsize(text, 41)
 }
 
 /// How much longer to wait because a person typed in an attached terminal within

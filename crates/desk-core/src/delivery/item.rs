@@ -260,13 +260,7 @@ impl Item {
     /// The first non-empty line, cut for listings.
     pub fn preview(&self, max: usize) -> String {
         let line = self.text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
-        if line.chars().count() <= max {
-            line.to_string()
-        } else {
-            let mut out: String = line.chars().take(max.saturating_sub(1)).collect();
-            out.push('…');
-            out
-        }
+        desk_term::text::ellipsize(line, max)
     }
 }
 

@@ -648,7 +648,7 @@ pub fn rewritable(provider: Provider, command: &[String]) -> bool {
 }
 
 /// What each agent prints when it refuses a conversation id and exits (recorded:
-/// tests/data/agents/<agent>/resume-unknown.screens.txt).
+/// `tests/data/agents/<agent>/resume-unknown.screens.txt`).
 const REJECTIONS: &[(Provider, &str)] = &[
     (Provider::Claude, "No conversation found with session ID"),
     (Provider::Codex, "No saved session found with ID"),
@@ -666,8 +666,8 @@ pub fn rejection(provider: Provider, exit_code: Option<i32>, last_screen: &[Stri
     last_screen.iter().rev().find(|l| l.contains(pattern)).map(|l| l.trim().chars().take(200).collect())
 }
 
-/// The conversation id an agent printed on its way out, where it does (Codex: "To continue
-/// this session, run: codex resume <id>").
+/// The conversation id an agent printed on its way out, where it does (Codex: `To continue
+/// this session, run: codex resume <id>`).
 pub fn exit_words(provider: Provider, last_screen: &[String]) -> Option<String> {
     if provider != Provider::Codex {
         return None;

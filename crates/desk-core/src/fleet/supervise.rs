@@ -49,7 +49,7 @@ pub const FLEET_INTERVAL: Duration = Duration::from_secs(60);
 pub const STABLE_AFTER: Duration = CRASH_LOOP_WINDOW;
 
 /// The supervisor's times and counts: the constants above, unless a test compresses them
-/// (desk's failpoint builds only; see `crate::daemon::supervisor` in the desk package).
+/// (desk's failpoint builds only; see `desk_daemon::supervisor`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     pub backoff_first: Duration,
@@ -366,7 +366,10 @@ impl Supervisor {
             s.phase = Phase::Held { hold: hold.clone(), since_ms: now_ms };
             return Decision::Held { hold, notify: true };
         }
-        let delay = ms(limits.backoff_first).saturating_mul(1u64 << s.streak.min(20)).min(ms(limits.backoff_max));
+        // The streak counts the restarts begun since the last stable run: the first waits
+        // `backoff_first`.
+        let backoff = crate::time::Backoff::after(limits.backoff_first, limits.backoff_max, s.streak.saturating_add(1));
+        let delay = ms(backoff.wait());
         let at_ms = now_ms + delay;
         s.phase = Phase::Waiting { of, at_ms };
         Decision::Restart { at_ms }

@@ -59,12 +59,7 @@ pub struct HookFact {
 
 fn cut(text: &str) -> String {
     let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
-    if line.chars().count() <= DETAIL_CAP {
-        return line.to_string();
-    }
-    let mut out: String = line.chars().take(DETAIL_CAP - 1).collect();
-    out.push('…');
-    out
+    desk_term::text::ellipsize(line, DETAIL_CAP)
 }
 
 fn str_field<'a>(v: &'a Value, key: &str) -> Option<&'a str> {

@@ -103,12 +103,7 @@ pub struct Authority {
 }
 
 fn bounded(reason: String) -> String {
-    if reason.chars().count() <= REASON_CAP {
-        return reason;
-    }
-    let mut out: String = reason.chars().take(REASON_CAP - 1).collect();
-    out.push('…');
-    out
+    desk_term::text::ellipsize(&reason, REASON_CAP)
 }
 
 impl Authority {

@@ -1,0 +1,204 @@
+//! The user's defaults for the command line: `config.toml` in desk's configuration directory
+//! (`$XDG_CONFIG_HOME/desk/`, else `~/.config/desk/`, or `$DESK_HOME/config/` — the directory
+//! that also holds provider rule overrides).
+//!
+//! Owns reading and checking that file: the detach key, the default terminal size of `desk new`,
+//! arguments for each provider's own agent command, and the notify command `desk serve` runs
+//! when a session needs a person. Invariants: a missing file is the
+//! built-in defaults; a bad one is an error naming the file, the line and the key, never half
+//! applied; a flag given on the command line always wins over the file. Reads one file; knows
+//! nothing of sessions or the daemon.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::failure::{ErrorCode, fail};
+
+/// 64 KiB: a configuration of a few lines; anything this large is not one.
+const MAX_CONFIG: usize = 64 * 1024;
+
+/// The checked configuration.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Config {
+    /// `[attach] detach_key`: `Some(None)` disables detaching by key.
+    pub detach_key: Option<Option<u8>>,
+    /// `[new] size`.
+    pub size: Option<(u16, u16)>,
+    /// `[provider.NAME] args`: added after the agent's program when `desk new --provider NAME`
+    /// starts it without a command of the user's.
+    pub provider_args: BTreeMap<String, Vec<String>>,
+    /// `[notify] command`: a shell command (`sh -c`) the daemon runs with a notification's
+    /// JSON on stdin.
+    pub notify_command: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    attach: AttachSection,
+    #[serde(default)]
+    new: NewSection,
+    #[serde(default)]
+    provider: BTreeMap<String, ProviderSection>,
+    #[serde(default)]
+    notify: NotifySection,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct NotifySection {
+    command: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct AttachSection {
+    detach_key: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct NewSection {
+    size: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ProviderSection {
+    #[serde(default)]
+    args: Vec<String>,
+}
+
+/// Where the file is.
+pub fn path(paths: &crate::paths::Paths) -> PathBuf {
+    paths.config.join("config.toml")
+}
+
+/// The configuration in force: the file if there is one, else the defaults.
+pub fn load(paths: &crate::paths::Paths) -> anyhow::Result<Config> {
+    let path = path(paths);
+    let file = match std::fs::File::open(&path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
+        Err(e) => return Err(fail(ErrorCode::BadConfig, format!("cannot read {}: {e}", path.display()))),
+    };
+    let bytes = crate::fsutil::read_bounded(file, MAX_CONFIG, &path.display().to_string())
+        .map_err(|e| fail(ErrorCode::BadConfig, e.to_string()))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| fail(ErrorCode::BadConfig, format!("{} is not UTF-8 text", path.display())))?;
+    parse(&text, &path).map_err(|why| fail(ErrorCode::BadConfig, why))
+}
+
+/// Parse and check `text` (read from `path`, named in errors).
+fn parse(text: &str, path: &Path) -> Result<Config, String> {
+    let file: File = toml::from_str(text).map_err(|e| {
+        let at = e.span().map_or(0, |s| s.start);
+        let line = text[..at.min(text.len())].matches('\n').count() + 1;
+        let key = key_on_line(text.lines().nth(line - 1).unwrap_or(""));
+        format!("{}: line {line}{key}: {}", path.display(), e.message().trim())
+    })?;
+    // Values toml accepted but desk cannot use: named by their key's line.
+    let bad = |section: &str, key: &str, why: String| {
+        let line = line_of(text, section, key).map_or(String::new(), |l| format!("line {l}: "));
+        format!("{}: {line}key `{section}.{key}`: {why}", path.display())
+    };
+    let detach_key = match file.attach.detach_key {
+        Some(spec) => Some(crate::syntax::parse_detach_key(&spec).map_err(|why| bad("attach", "detach_key", why))?),
+        None => None,
+    };
+    let size = match file.new.size {
+        Some(spec) => Some(crate::syntax::parse_size(&spec).map_err(|why| bad("new", "size", why))?),
+        None => None,
+    };
+    let mut provider_args = BTreeMap::new();
+    for (name, section) in file.provider {
+        if name.parse::<desk_core::provider::Provider>().is_err() {
+            return Err(bad(
+                &format!("provider.{name}"),
+                "args",
+                format!(
+                    "unknown provider {name:?}; known providers: {}",
+                    desk_core::provider::Provider::names().join(", ")
+                ),
+            ));
+        }
+        provider_args.insert(name, section.args);
+    }
+    let notify_command = match file.notify.command {
+        Some(command) if command.trim().is_empty() => {
+            return Err(bad("notify", "command", "an empty command; leave the key out to run none".into()));
+        }
+        other => other,
+    };
+    Ok(Config { detach_key, size, provider_args, notify_command })
+}
+
+/// `: key `name`` for the key a line sets (or the table it opens), for an error message.
+fn key_on_line(line: &str) -> String {
+    let line = line.trim();
+    let key = if let Some(table) = line.strip_prefix('[') {
+        table.trim_end_matches(']').trim()
+    } else {
+        line.split('=').next().unwrap_or("").trim()
+    };
+    if key.is_empty() { String::new() } else { format!(": key `{key}`") }
+}
+
+/// The line (from 1) where `key` is set inside table `[section]`.
+fn line_of(text: &str, section: &str, key: &str) -> Option<usize> {
+    let mut current = String::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if let Some(table) = line.strip_prefix('[') {
+            current = table.trim_end_matches(']').trim().replace(['"', ' '], "");
+        } else if current == section && line.split('=').next().is_some_and(|k| k.trim() == key) {
+            return Some(i + 1);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(text: &str) -> Result<Config, String> {
+        parse(text, Path::new("/c/config.toml"))
+    }
+
+    #[test]
+    fn a_good_file_sets_each_default() {
+        let config = parsed(
+            "[attach]\ndetach_key = \"^]\"\n\n[new]\nsize = \"100x30\"\n\n[provider.claude]\nargs = [\"--model\", \"opus\"]\n",
+        )
+        .unwrap();
+        assert_eq!(config.detach_key, Some(Some(0x1d)));
+        assert_eq!(config.size, Some((100, 30)));
+        assert_eq!(config.provider_args["claude"], vec!["--model", "opus"]);
+        assert_eq!(parsed("").unwrap(), Config::default());
+        assert_eq!(parsed("[attach]\ndetach_key = \"none\"\n").unwrap().detach_key, Some(None));
+        let notify = parsed("[notify]\ncommand = \"notify-send desk \\\"$DESK_NOTIFY_MESSAGE\\\"\"\n").unwrap();
+        assert_eq!(notify.notify_command.as_deref(), Some("notify-send desk \"$DESK_NOTIFY_MESSAGE\""));
+        let e = parsed("[notify]\ncommand = \" \"\n").unwrap_err();
+        assert!(e.starts_with("/c/config.toml: line 2: key `notify.command`: an empty command"), "{e}");
+    }
+
+    #[test]
+    fn a_bad_file_is_named_with_its_line_and_key() {
+        let e = parsed("[new]\nsize = 5\n").unwrap_err();
+        assert!(e.starts_with("/c/config.toml: line 2: key `size`: "), "{e}");
+        let e = parsed("[attach]\n\ndetachkey = \"^]\"\n").unwrap_err();
+        assert!(e.starts_with("/c/config.toml: line 3: key `detachkey`: ") && e.contains("unknown field"), "{e}");
+        let e = parsed("[new]\n# the usual\nsize = \"wide\"\n").unwrap_err();
+        assert_eq!(e, "/c/config.toml: line 3: key `new.size`: size \"wide\" is not COLSxROWS");
+        let e = parsed("[attach]\ndetach_key = \"^]]\"\n").unwrap_err();
+        assert!(e.starts_with("/c/config.toml: line 2: key `attach.detach_key`: "), "{e}");
+        let e = parsed("[provider.cladue]\nargs = []\n").unwrap_err();
+        assert!(e.contains("line 2: key `provider.cladue.args`: unknown provider \"cladue\""), "{e}");
+        let e = parsed("[new\nsize = \"1x1\"\n").unwrap_err();
+        assert!(e.starts_with("/c/config.toml: line 1"), "{e}");
+    }
+}

@@ -1,0 +1,320 @@
+//! The daemon's connections to session masters, as an observer.
+//!
+//! Owns one non-blocking connection per running session: the handshake, the session's state
+//! mirror (built from WELCOME and kept current from state, mode and hook events), screen
+//! snapshots requested on behalf of the engine, and input with acknowledgement: every INPUT is
+//! followed by a PING carrying the engine's token, so the PONG proves the master accepted the
+//! bytes, and an ERROR before it proves it refused them. Invariants: replies are matched to
+//! requests strictly in order; when a connection ends, every pending request is answered
+//! (a snapshot with an error, a write as "unknown" — it may have been typed). The events that
+//! may call for a notification (state changes, exits, the agent's own notifications) and the
+//! state a master reports on connect are kept in [`MasterConn::seen`] for the daemon's
+//! notifications ([`super::notify`]).
+
+use mio::net::UnixStream;
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::rc::Rc;
+
+use desk_core::delivery::engine::{self, Input, ScreenView, SessionView, WriteError};
+use desk_core::state::{Activity, Lifecycle, RuleSet};
+use desk_term::events::Mode;
+use desk_wire::events::{Axis, Event, EventBody};
+use desk_wire::{ErrorCode, Frame, FrameDecoder, PROTOCOL_VERSION, Role};
+
+/// What a connection saw that the notifications need.
+pub enum Seen {
+    /// The master's WELCOME: its session's generation and state then.
+    Welcome { generation: u32, state: Option<desk_core::state::StateView> },
+    /// A state change, an exit or an agent's notification.
+    Event(Event),
+}
+
+pub struct MasterConn {
+    pub session: String,
+    pub stream: UnixStream,
+    decoder: FrameDecoder,
+    out: Vec<u8>,
+    out_off: usize,
+    pub view: Option<SessionView>,
+    snapshots: VecDeque<engine::Token>,
+    /// Writes awaiting their PONG, with the refusal seen for the head one.
+    writes: VecDeque<(engine::Token, Option<String>)>,
+    pub closed: bool,
+    /// What the notifications need from this connection since the daemon last drained it.
+    pub seen: Vec<Seen>,
+    /// Why the master and this daemon cannot talk (protocol versions), once known: the
+    /// connection is closed and nothing is ever sent to that master.
+    pub refused: Option<String>,
+}
+
+impl MasterConn {
+    pub fn new(session: String, stream: UnixStream) -> MasterConn {
+        let mut conn = MasterConn {
+            session,
+            stream,
+            decoder: FrameDecoder::new(),
+            out: Vec::new(),
+            out_off: 0,
+            view: None,
+            snapshots: VecDeque::new(),
+            writes: VecDeque::new(),
+            closed: false,
+            seen: Vec::new(),
+            refused: None,
+        };
+        conn.send(&Frame::Hello {
+            version: PROTOCOL_VERSION,
+            role: Role::Observer,
+            cols: 0,
+            rows: 0,
+            status_line: false,
+        });
+        conn
+    }
+
+    pub fn generation(&self) -> Option<u32> {
+        self.view.as_ref().map(|v| v.generation)
+    }
+
+    fn send(&mut self, frame: &Frame) {
+        frame.encode(&mut self.out);
+    }
+
+    pub fn request_snapshot(&mut self, token: engine::Token) {
+        self.send(&Frame::SnapshotRequest { history: None });
+        self.snapshots.push_back(token);
+        self.flush();
+    }
+
+    pub fn write_input(&mut self, token: engine::Token, bytes: Vec<u8>) {
+        self.send(&Frame::Input(bytes));
+        self.send(&Frame::Ping(token));
+        self.writes.push_back((token, None));
+        self.flush();
+    }
+
+    /// Write what the socket takes now. Errors close the connection.
+    pub fn flush(&mut self) {
+        while self.out_off < self.out.len() {
+            match self.stream.write(&self.out[self.out_off..]) {
+                Ok(0) => {
+                    self.closed = true;
+                    return;
+                }
+                Ok(n) => self.out_off += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    self.closed = true;
+                    return;
+                }
+            }
+        }
+        self.out.clear();
+        self.out_off = 0;
+    }
+
+    /// Block (briefly) until everything queued has been written: used right before a
+    /// failpoint, so the crash happens after the bytes reached the master.
+    pub fn flush_blocking(&mut self) {
+        for _ in 0..200 {
+            self.flush();
+            if self.out.is_empty() || self.closed {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    /// Read and interpret what the master sent; inputs for the engine are appended to `inbox`.
+    pub fn readable(&mut self, rules: &mut dyn FnMut(&str) -> Rc<RuleSet>, inbox: &mut VecDeque<Input>) {
+        let mut buf = [0u8; 64 * 1024];
+        loop {
+            match self.stream.read(&mut buf) {
+                Ok(0) => {
+                    self.closed = true;
+                    break;
+                }
+                Ok(n) => {
+                    self.decoder.push(&buf[..n]);
+                    while !self.closed {
+                        match self.decoder.next_frame() {
+                            Ok(Some(frame)) => self.on_frame(frame, rules, inbox),
+                            Ok(None) => break,
+                            Err(e) => {
+                                tracing::warn!(session = %self.session, "malformed frame from the master: {e}");
+                                self.closed = true;
+                                break;
+                            }
+                        }
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    self.closed = true;
+                    break;
+                }
+            }
+            if self.closed {
+                break;
+            }
+        }
+    }
+
+    fn on_frame(&mut self, frame: Frame, rules: &mut dyn FnMut(&str) -> Rc<RuleSet>, inbox: &mut VecDeque<Input>) {
+        match frame {
+            Frame::Welcome { version, .. } if version != PROTOCOL_VERSION => {
+                // Its frames may mean something else: never type into it.
+                self.refuse(format!(
+                    "its master speaks protocol version {version}; this daemon speaks {PROTOCOL_VERSION}"
+                ));
+            }
+            Frame::Welcome { info, .. } => {
+                let state = info.state.clone();
+                let (lifecycle, activity, wait, ready) = match &state {
+                    Some(s) => (s.lifecycle.value, s.activity.value, s.wait.clone(), s.ready),
+                    None => (Lifecycle::Running, Activity::Unknown, None, true),
+                };
+                self.seen.push(Seen::Welcome { generation: info.generation, state: state.clone() });
+                let view = SessionView {
+                    name: self.session.clone(),
+                    generation: info.generation,
+                    lifecycle,
+                    ready: ready && lifecycle == Lifecycle::Running,
+                    activity,
+                    wait,
+                    bracketed_paste: false,
+                    rules: rules(&info.provider),
+                };
+                self.view = Some(view.clone());
+                inbox.push_back(Input::Session(view));
+            }
+            Frame::Event(map) => {
+                let Ok(event) = Event::from_json_map(map) else { return };
+                self.on_event(event, inbox);
+            }
+            Frame::Snapshot(reply) => {
+                let Some(token) = self.snapshots.pop_front() else { return };
+                if let Some(view) = &mut self.view {
+                    view.bracketed_paste = reply.screen.modes.bracketed_paste;
+                }
+                let screen = ScreenView {
+                    lines: reply.screen.lines.clone(),
+                    bracketed_paste: reply.screen.modes.bracketed_paste,
+                    last_typed_ms: reply.last_input_ms,
+                    canonical: reply.canonical,
+                    cursor_row: usize::from(reply.screen.cursor.row),
+                    cursor_col: usize::from(reply.screen.cursor.col),
+                    foreground: reply.foreground.clone(),
+                };
+                inbox.push_back(Input::Snapshot { token, result: Ok(screen) });
+            }
+            Frame::Pong(nonce) => {
+                if let Some((token, refused)) = self.writes.pop_front() {
+                    if token != nonce {
+                        tracing::warn!(session = %self.session, "acknowledgement out of order");
+                    }
+                    let result = match refused {
+                        Some(why) => Err(WriteError::Refused(why)),
+                        None => Ok(()),
+                    };
+                    inbox.push_back(Input::Written { token, result });
+                }
+            }
+            Frame::Error { code: ErrorCode::UnsupportedVersion, message } if self.view.is_none() => {
+                self.refuse(format!("its master refused this daemon's protocol version {PROTOCOL_VERSION}: {message}"));
+            }
+            Frame::Error { code, message } => match code {
+                ErrorCode::InputFull | ErrorCode::Exiting | ErrorCode::NotPermitted => {
+                    if let Some((_, refused)) = self.writes.front_mut() {
+                        refused.get_or_insert(message);
+                    }
+                }
+                _ => {
+                    tracing::warn!(session = %self.session, ?code, "the master reported: {message}");
+                }
+            },
+            _ => {}
+        }
+    }
+
+    fn refuse(&mut self, why: String) {
+        self.refused = Some(why);
+        self.closed = true;
+        self.out.clear();
+        self.out_off = 0;
+    }
+
+    fn on_event(&mut self, event: Event, inbox: &mut VecDeque<Input>) {
+        let Some(view) = &mut self.view else { return };
+        if event.generation != view.generation {
+            return;
+        }
+        if matches!(event.body, EventBody::State { .. } | EventBody::Exit { .. } | EventBody::Notification { .. }) {
+            self.seen.push(Seen::Event(event.clone()));
+        }
+        match event.body {
+            EventBody::State { axis, to, wait, .. } => {
+                match axis {
+                    Axis::Lifecycle => {
+                        view.lifecycle = match to.as_str() {
+                            "running" => Lifecycle::Running,
+                            "exited" => Lifecycle::Exited,
+                            _ => Lifecycle::Starting,
+                        };
+                        view.ready = view.lifecycle == Lifecycle::Running;
+                    }
+                    Axis::Activity => {
+                        view.activity = match to.as_str() {
+                            "working" => Activity::Working,
+                            "idle" => Activity::Idle,
+                            "blocked" => Activity::Blocked,
+                            _ => Activity::Unknown,
+                        };
+                        view.wait = wait;
+                    }
+                    Axis::Health => return,
+                }
+                inbox.push_back(Input::Session(view.clone()));
+            }
+            EventBody::Mode { mode: Mode::BracketedPaste, on } => {
+                view.bracketed_paste = on;
+            }
+            EventBody::Hook { event: name, detail, prompt, .. } => {
+                inbox.push_back(Input::Hook {
+                    session: self.session.clone(),
+                    generation: view.generation,
+                    event: name,
+                    detail,
+                    prompt,
+                    at_ms: event.ts_ms,
+                });
+            }
+            _ => {}
+        }
+    }
+
+    /// Ask the master to journal an event of the daemon's (a `notify` record).
+    pub fn record(&mut self, event: &desk_wire::operator::ClientEvent) {
+        if self.view.is_some() && !self.closed {
+            self.send(&event.to_frame());
+            self.flush();
+        }
+    }
+
+    /// The connection is over: answer everything still pending.
+    pub fn fail_pending(&mut self, inbox: &mut VecDeque<Input>) {
+        for token in self.snapshots.drain(..) {
+            inbox.push_back(Input::Snapshot { token, result: Err("the session went away".into()) });
+        }
+        for (token, refused) in self.writes.drain(..) {
+            let result = match refused {
+                Some(why) => Err(WriteError::Refused(why)),
+                None => Err(WriteError::Unknown("the session went away before acknowledging".into())),
+            };
+            inbox.push_back(Input::Written { token, result });
+        }
+    }
+}

@@ -1,0 +1,606 @@
+//! Delivery items on disk.
+//!
+//! Owns the files under `<state>/delivery/`: `queue/<session>/<id>.<state>` (one file per item,
+//! its whole JSON record, the extension naming its state), `intake/<id>.json` (prompts written
+//! by `desk send`, durable before `send` returns) and their `.consumed` tombstones, and
+//! `paused.json`. Invariants: every write is atomic and durable (temporary file, fsync,
+//! rename, fsync of the directory); an item has exactly one file at any instant — a
+//! transition first rewrites the record in place, then renames it to its new extension, so a
+//! crash in between leaves the old state with the newer record, never two files and never
+//! none; an intake file is tombstoned only after its queued record is durable.
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+
+use desk_common::fsutil;
+use desk_common::paths::{SessionName, ensure_private_dir};
+use desk_core::delivery::item::{Item, ItemId, State};
+
+/// Delivered and dropped items (and intake tombstones) are kept this long for inspection.
+pub const KEEP_FINISHED_MS: u64 = 24 * 3600 * 1000;
+
+pub use desk_common::failpoint::{failpoint, failpoints_armed};
+
+/// The steps a failpoint can name.
+pub const FAILPOINTS: [&str; 9] = [
+    "after-queue-write",
+    "after-ingest",
+    "after-claim",
+    "before-paste",
+    "after-paste",
+    "before-submit",
+    "after-submit",
+    "mid-rename",
+    "mid-rename-settle",
+];
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Pauses {
+    pub version: u32,
+    pub sessions: BTreeMap<String, Pause>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Pause {
+    pub reason: String,
+    pub since_ms: u64,
+}
+
+/// The state an item file stands for. The extension is the truth, with one exception: a
+/// `.sending` file whose record already says where it went. A move out of `sending` writes the
+/// record first (fsync) and renames second, so such a file is a move that a crash cut between
+/// the two: the daemon had settled the item (verified it delivered, stuck it, or released it
+/// with nothing typed) and made that durable. The other direction, a `.queued` file whose
+/// record says `sending`, is a claim that never became durable: nothing was typed for it, and
+/// it stays queued.
+fn settled_state(extension: State, record: State) -> State {
+    if extension == State::Sending && record != State::Sending { record } else { extension }
+}
+
+/// [`settled_state`], finishing the cut rename on disk. If that fails the file keeps its
+/// extension's state (and is settled from evidence, as any `sending` item): one item's file
+/// never stops the daemon from starting.
+fn settle_torn_rename(path: &Path, extension: State, record: State) -> Result<State> {
+    let state = settled_state(extension, record);
+    if state == extension {
+        return Ok(state);
+    }
+    let to = path.with_extension(state.as_str());
+    tracing::warn!(item = %path.display(), to = state.as_str(), "finishing a state change a crash cut short");
+    let finished = fs::rename(path, &to)
+        .with_context(|| format!("cannot rename {} to {}", path.display(), to.display()))
+        .and_then(|()| path.parent().map_or(Ok(()), fsutil::sync_dir));
+    match finished {
+        Ok(()) => Ok(state),
+        Err(e) => {
+            tracing::warn!("{e:#}; leaving it {}", extension.as_str());
+            Ok(extension)
+        }
+    }
+}
+
+/// A file the store could not read; it is moved aside (`.bad`), never silently deleted.
+#[derive(Debug, Clone)]
+pub struct Problem {
+    pub path: PathBuf,
+    pub error: String,
+}
+
+/// Why an intake file was not queued. Callers branch on it: a record that does not parse will
+/// never parse and is set aside; anything else (a full disk, an I/O error, a missing
+/// directory) may pass on a retry, so the intake file must stay where it is.
+#[derive(Debug)]
+pub enum IngestError {
+    Unparsable(String),
+    Transient(anyhow::Error),
+}
+
+impl std::fmt::Display for IngestError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IngestError::Unparsable(e) => write!(f, "{e}"),
+            IngestError::Transient(e) => write!(f, "{e:#}"),
+        }
+    }
+}
+
+/// An intake file taken into the queue: its item, and whether this call queued it (`false`
+/// when a crash had cut a previous ingest between the queue write and the tombstone).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ingested {
+    pub item: Item,
+    pub fresh: bool,
+}
+
+pub struct Store {
+    root: PathBuf,
+}
+
+impl Store {
+    /// Open (creating) the store under the state directory.
+    pub fn open(state: &Path) -> Result<Store> {
+        let root = state.join("delivery");
+        for dir in [root.clone(), root.join("queue"), root.join("intake")] {
+            ensure_private_dir(&dir)?;
+        }
+        Ok(Store { root })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn session_dir(&self, session: &str) -> Result<PathBuf> {
+        let name = SessionName::parse(session).map_err(|e| anyhow::anyhow!("bad session name in an item: {e}"))?;
+        Ok(self.root.join("queue").join(name.as_str()))
+    }
+
+    fn item_path(&self, session: &str, id: &ItemId, state: State) -> Result<PathBuf> {
+        Ok(self.session_dir(session)?.join(format!("{id}.{}", state.as_str())))
+    }
+
+    /// Make `item` durable in its state; `from` is the state it has on disk now (equal to
+    /// `item.state` for a new item or a record update).
+    pub fn persist(&self, item: &Item, from: State) -> Result<()> {
+        let dir = self.session_dir(&item.session)?;
+        ensure_private_dir(&dir)?;
+        let bytes = serde_json::to_vec_pretty(item).context("cannot encode an item")?;
+        let old = self.item_path(&item.session, &item.id, from)?;
+        let new = self.item_path(&item.session, &item.id, item.state)?;
+        if from == item.state || !old.exists() {
+            return fsutil::write_atomic(&new, &bytes);
+        }
+        // The record first (in place), then the state (by rename): one file at every instant.
+        fsutil::write_atomic(&old, &bytes)?;
+        failpoint(if from == State::Sending { "mid-rename-settle" } else { "mid-rename" });
+        fs::rename(&old, &new).with_context(|| format!("cannot rename {} to {}", old.display(), new.display()))?;
+        fsutil::sync_dir(&dir)
+    }
+
+    /// Every item record in the queues, with the state its extension names.
+    fn item_files(&self) -> Result<Vec<(PathBuf, State)>> {
+        let mut files = Vec::new();
+        for session in read_dir(&self.root.join("queue"))? {
+            if !session.is_dir() {
+                continue;
+            }
+            for path in read_dir(&session)? {
+                if let Some(state) = path.extension().and_then(|e| e.to_str()).and_then(State::from_ext) {
+                    files.push((path, state));
+                }
+            }
+        }
+        Ok(files)
+    }
+
+    /// Every item on disk (all states), with files that could not be read.
+    pub fn load_all(&self) -> Result<(Vec<Item>, Vec<Problem>)> {
+        let mut items = Vec::new();
+        let mut problems = Vec::new();
+        for (path, state) in self.item_files()? {
+            match read_item(&path) {
+                Ok(mut item) => {
+                    item.state = settle_torn_rename(&path, state, item.state)?;
+                    items.push(item);
+                }
+                Err(e) => {
+                    let mut bad = path.clone().into_os_string();
+                    bad.push(".bad");
+                    let _ = fs::rename(&path, &bad);
+                    problems.push(Problem { path, error: format!("{e:#}") });
+                }
+            }
+        }
+        items.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok((items, problems))
+    }
+
+    /// Every item on disk and every intake file not yet ingested, without changing anything
+    /// (no torn rename finished, no unreadable file set aside): what `desk queue` and `desk
+    /// stuck` show while the daemon is down. Unreadable files come back as problems.
+    pub fn read_only_view(&self) -> Result<(Vec<Item>, Vec<Item>, Vec<Problem>)> {
+        let mut items = Vec::new();
+        let mut problems = Vec::new();
+        for (path, state) in self.item_files()? {
+            match read_item(&path) {
+                Ok(mut item) => {
+                    item.state = settled_state(state, item.state);
+                    items.push(item);
+                }
+                Err(e) => problems.push(Problem { path, error: format!("{e:#}") }),
+            }
+        }
+        let mut intake = Vec::new();
+        for path in self.pending_intake()? {
+            match read_item(&path) {
+                Ok(item) => intake.push(item),
+                Err(e) => problems.push(Problem { path, error: format!("{e:#}") }),
+            }
+        }
+        items.sort_by(|a, b| a.id.cmp(&b.id));
+        intake.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok((items, intake, problems))
+    }
+
+    /// One item, in whatever state it is (read-only: a torn rename is reported as the state
+    /// the next daemon start will settle it to).
+    pub fn find(&self, id: &ItemId) -> Result<Option<Item>> {
+        let queue = self.root.join("queue");
+        for session in read_dir(&queue)? {
+            for state in State::ALL {
+                let path = session.join(format!("{id}.{}", state.as_str()));
+                if path.exists() {
+                    let mut item = read_item(&path)?;
+                    item.state = settled_state(state, item.state);
+                    return Ok(Some(item));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// The ids of every item on disk (queued in any state, or waiting in the intake) that
+    /// start with `prefix` (case-insensitive), sorted: how an operator's shortened id is found.
+    pub fn ids_with_prefix(&self, prefix: &str) -> Result<Vec<ItemId>> {
+        let prefix = prefix.trim().to_ascii_uppercase();
+        let mut files = read_dir(&self.root.join("intake"))?;
+        files.extend(self.item_files()?.into_iter().map(|(path, _)| path));
+        let mut ids: Vec<ItemId> = files
+            .iter()
+            .filter_map(|p| p.file_name()?.to_str()?.split('.').next().and_then(ItemId::parse))
+            .filter(|id| id.as_str().starts_with(&prefix))
+            .collect();
+        ids.sort();
+        ids.dedup();
+        Ok(ids)
+    }
+
+    /// An item still waiting in the intake (written by `desk send`, not yet ingested).
+    pub fn find_intake(&self, id: &ItemId) -> Result<Option<Item>> {
+        let path = self.intake_path(id, "json");
+        if !path.exists() {
+            return Ok(None);
+        }
+        read_item(&path).map(Some)
+    }
+
+    /// The item record in one file (an intake file, say), as it is.
+    pub fn read_record(path: &Path) -> Result<Item> {
+        read_item(path)
+    }
+
+    /// Whether any file of this item exists (for intake de-duplication after a crash).
+    pub fn exists(&self, id: &ItemId, session: &str) -> Result<bool> {
+        for state in State::ALL {
+            if self.item_path(session, id, state)?.exists() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    // ----- intake -----
+
+    fn intake_path(&self, id: &ItemId, ext: &str) -> PathBuf {
+        self.root.join("intake").join(format!("{id}.{ext}"))
+    }
+
+    /// `desk send`'s half: the prompt is durable once this returns.
+    pub fn write_intake(&self, item: &Item) -> Result<()> {
+        let bytes = serde_json::to_vec_pretty(item).context("cannot encode an item")?;
+        fsutil::write_atomic(&self.intake_path(&item.id, "json"), &bytes)
+    }
+
+    /// Intake files waiting to be ingested, oldest first.
+    pub fn pending_intake(&self) -> Result<Vec<PathBuf>> {
+        let mut files: Vec<PathBuf> = read_dir(&self.root.join("intake"))?
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "json"))
+            .collect();
+        files.sort();
+        Ok(files)
+    }
+
+    pub fn intake_file(&self, id: &ItemId) -> PathBuf {
+        self.intake_path(id, "json")
+    }
+
+    /// Move one intake file into the queue. On an error the intake file is left exactly where
+    /// it was: the caller sets it aside only when [`IngestError::Unparsable`].
+    pub fn ingest(&self, path: &Path) -> Result<Ingested, IngestError> {
+        let bytes = fs::read(path)
+            .with_context(|| format!("cannot read {}", path.display()))
+            .map_err(IngestError::Transient)?;
+        let item: Item = serde_json::from_slice(&bytes)
+            .map_err(|e| IngestError::Unparsable(format!("{} is not an item record: {e}", path.display())))?;
+        if item.state != State::Queued {
+            return Err(IngestError::Unparsable(format!("{} is not a queued item", path.display())));
+        }
+        if SessionName::parse(&item.session).is_err() {
+            return Err(IngestError::Unparsable(format!("{} names no valid session", path.display())));
+        }
+        let queue = || -> Result<bool> {
+            let fresh = !self.exists(&item.id, &item.session)?;
+            if fresh {
+                self.persist(&item, State::Queued)?;
+                failpoint("after-queue-write");
+            }
+            let mut tomb = path.to_path_buf();
+            tomb.set_extension("consumed");
+            fs::rename(path, &tomb).with_context(|| format!("cannot tombstone {}", path.display()))?;
+            fsutil::sync_dir(&self.root.join("intake"))?;
+            Ok(fresh)
+        };
+        let fresh = queue().map_err(IngestError::Transient)?;
+        Ok(Ingested { item, fresh })
+    }
+
+    /// Set an intake file that cannot be parsed aside (`<id>.json.bad`), durably: it is never
+    /// ingested, and never deleted.
+    pub fn set_aside(&self, path: &Path) -> Result<PathBuf> {
+        let mut bad = path.to_path_buf().into_os_string();
+        bad.push(".bad");
+        let bad = PathBuf::from(bad);
+        fs::rename(path, &bad).with_context(|| format!("cannot set {} aside", path.display()))?;
+        fsutil::sync_dir(path.parent().unwrap_or(&self.root))?;
+        Ok(bad)
+    }
+
+    /// Every record set aside as unreadable (intake files and queue records ending `.bad`),
+    /// with why it could not be read.
+    pub fn set_aside_records(&self) -> Result<Vec<Problem>> {
+        let mut dirs = vec![self.root.join("intake")];
+        dirs.extend(read_dir(&self.root.join("queue"))?.into_iter().filter(|p| p.is_dir()));
+        let mut problems = Vec::new();
+        for dir in dirs {
+            for path in read_dir(&dir)? {
+                if path.extension().is_none_or(|e| e != "bad") {
+                    continue;
+                }
+                let error = match read_item(&path) {
+                    Ok(item) if item.state != State::Queued && dir.ends_with("intake") => "not a queued item".into(),
+                    Ok(_) => "readable now; rename it without .bad to retry it".into(),
+                    Err(e) => format!("{:#}", e.root_cause()),
+                };
+                problems.push(Problem { path, error });
+            }
+        }
+        problems.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(problems)
+    }
+
+    /// The set-aside record of this item id, if any.
+    pub fn find_set_aside(&self, id: &ItemId) -> Result<Option<Problem>> {
+        let name = id.to_string();
+        Ok(self.set_aside_records()?.into_iter().find(|p| {
+            p.path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.split('.').next() == Some(name.as_str()))
+        }))
+    }
+
+    /// Remove finished items and tombstones older than [`KEEP_FINISHED_MS`].
+    pub fn sweep(&self, now_ms: u64) -> Result<usize> {
+        let cutoff = std::time::SystemTime::UNIX_EPOCH
+            + std::time::Duration::from_millis(now_ms.saturating_sub(KEEP_FINISHED_MS));
+        let old = |p: &Path| fs::metadata(p).and_then(|m| m.modified()).is_ok_and(|t| t < cutoff);
+        let mut removed = 0;
+        for session in read_dir(&self.root.join("queue"))? {
+            for path in read_dir(&session)? {
+                let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+                if matches!(ext, "delivered" | "dropped") && old(&path) {
+                    fsutil::remove_if_exists(&path)?;
+                    removed += 1;
+                }
+            }
+        }
+        for path in read_dir(&self.root.join("intake"))? {
+            if path.extension().is_some_and(|e| e == "consumed") && old(&path) {
+                fsutil::remove_if_exists(&path)?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
+    // ----- pauses -----
+
+    fn pauses_path(&self) -> PathBuf {
+        self.root.join("paused.json")
+    }
+
+    /// The operator's pauses. A corrupt file is an error (failing open would silently resume
+    /// every held session).
+    pub fn load_pauses(&self) -> Result<Pauses> {
+        match fs::read(self.pauses_path()) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .with_context(|| format!("{} is corrupt; fix or remove it", self.pauses_path().display())),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(Pauses { version: 1, ..Pauses::default() }),
+            Err(e) => Err(e).with_context(|| format!("cannot read {}", self.pauses_path().display())),
+        }
+    }
+
+    pub fn save_pauses(&self, pauses: &Pauses) -> Result<()> {
+        fsutil::write_atomic(&self.pauses_path(), &serde_json::to_vec_pretty(pauses)?)
+    }
+}
+
+fn read_dir(dir: &Path) -> Result<Vec<PathBuf>> {
+    match fs::read_dir(dir) {
+        Ok(entries) => Ok(entries.filter_map(|e| e.ok().map(|e| e.path())).collect()),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e).with_context(|| format!("cannot list {}", dir.display())),
+    }
+}
+
+fn read_item(path: &Path) -> Result<Item> {
+    let bytes = fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    serde_json::from_slice(&bytes).with_context(|| format!("{} is not an item record", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use desk_core::delivery::item::When;
+
+    fn item(session: &str) -> Item {
+        Item::new(ItemId::sequential(1), session.into(), Some(1), "hello".into(), When::Now, "t".into(), 1)
+    }
+
+    fn files(store: &Store, session: &str) -> Vec<String> {
+        let mut v: Vec<String> = read_dir(&store.root.join("queue").join(session))
+            .unwrap()
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn a_transition_leaves_exactly_one_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(tmp.path()).unwrap();
+        let mut it = item("s");
+        store.persist(&it, State::Queued).unwrap();
+        assert_eq!(files(&store, "s"), vec![format!("{}.queued", it.id)]);
+        it.state = State::Sending;
+        it.note(2, "claimed", "attempt 1");
+        store.persist(&it, State::Queued).unwrap();
+        assert_eq!(files(&store, "s"), vec![format!("{}.sending", it.id)]);
+        let (loaded, problems) = store.load_all().unwrap();
+        assert!(problems.is_empty());
+        assert_eq!(loaded, vec![it.clone()]);
+        assert_eq!(store.find(&it.id).unwrap(), Some(it));
+    }
+
+    #[test]
+    fn a_rename_cut_by_a_crash_is_settled_by_the_record_only_out_of_sending() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(tmp.path()).unwrap();
+        let dir = store.session_dir("s").unwrap();
+        ensure_private_dir(&dir).unwrap();
+        // A `.sending` file whose record says delivered: the move out of sending was cut.
+        let mut done = item("s");
+        done.state = State::Delivered;
+        fsutil::write_atomic(&dir.join(format!("{}.sending", done.id)), &serde_json::to_vec(&done).unwrap()).unwrap();
+        // A `.queued` file whose record says sending: the claim was cut; it stays queued.
+        let mut claim = Item::new(ItemId::sequential(5), "s".into(), Some(1), "hi".into(), When::Now, "t".into(), 5);
+        claim.state = State::Sending;
+        fsutil::write_atomic(&dir.join(format!("{}.queued", claim.id)), &serde_json::to_vec(&claim).unwrap()).unwrap();
+        assert_eq!(store.find(&done.id).unwrap().map(|i| i.state), Some(State::Delivered), "reported as it will be");
+        assert_eq!(files(&store, "s").len(), 2);
+        let (loaded, _) = store.load_all().unwrap();
+        let state_of = |id: &ItemId| loaded.iter().find(|i| &i.id == id).map(|i| i.state);
+        assert_eq!((state_of(&done.id), state_of(&claim.id)), (Some(State::Delivered), Some(State::Queued)));
+        let mut want = vec![format!("{}.delivered", done.id), format!("{}.queued", claim.id)];
+        want.sort();
+        assert_eq!(files(&store, "s"), want);
+    }
+
+    #[test]
+    fn the_sweep_forgets_only_finished_items_and_only_after_a_day() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(tmp.path()).unwrap();
+        let mut kept = Vec::new();
+        for (i, state) in State::ALL.into_iter().enumerate() {
+            let mut it =
+                Item::new(ItemId::sequential(10 + i as u64), "s".into(), Some(1), "x".into(), When::Now, "t".into(), 1);
+            it.state = state;
+            store.persist(&it, state).unwrap();
+            if !matches!(state, State::Delivered | State::Dropped) {
+                kept.push(format!("{}.{}", it.id, state.as_str()));
+            }
+        }
+        let now = desk_common::clock::now_ms();
+        assert_eq!(store.sweep(now).unwrap(), 0, "nothing is a day old yet");
+        assert_eq!(files(&store, "s").len(), State::ALL.len());
+        let removed = store.sweep(now + KEEP_FINISHED_MS + 60_000).unwrap();
+        assert_eq!(removed, 2);
+        kept.sort();
+        assert_eq!(files(&store, "s"), kept, "queued, sending and stuck items are never swept");
+    }
+
+    #[test]
+    fn intake_is_ingested_once_even_after_a_crash_before_the_tombstone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(tmp.path()).unwrap();
+        let it = item("s");
+        store.write_intake(&it).unwrap();
+        let path = store.pending_intake().unwrap().remove(0);
+        // Simulate the crash: the queued record exists but the intake file was not tombstoned.
+        store.persist(&it, State::Queued).unwrap();
+        assert!(!store.ingest(&path).unwrap().fresh, "already queued: not ingested twice");
+        assert!(store.pending_intake().unwrap().is_empty());
+        assert_eq!(store.load_all().unwrap().0.len(), 1);
+        // A fresh one is ingested and returned.
+        let other = item("s");
+        store.write_intake(&other).unwrap();
+        let path = store.intake_file(&other.id);
+        assert_eq!(store.ingest(&path).unwrap(), Ingested { item: other, fresh: true });
+    }
+
+    #[test]
+    fn an_ingest_that_cannot_write_leaves_the_intake_file_in_place() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(tmp.path()).unwrap();
+        let it = item("s");
+        store.write_intake(&it).unwrap();
+        let path = store.intake_file(&it.id);
+        // The session's queue directory cannot be created: a file is in its way.
+        fs::write(store.root.join("queue").join("s"), b"").unwrap();
+        let err = store.ingest(&path).unwrap_err();
+        assert!(matches!(err, IngestError::Transient(_)), "{err}");
+        assert!(path.exists(), "the prompt is still in the intake");
+        assert!(store.set_aside_records().unwrap().is_empty());
+        // Once the obstacle is gone, the same file is ingested.
+        fs::remove_file(store.root.join("queue").join("s")).unwrap();
+        assert!(store.ingest(&path).unwrap().fresh);
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn an_unparsable_intake_file_is_reported_as_such_and_listed_once_set_aside() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(tmp.path()).unwrap();
+        let path = store.root.join("intake").join("01ARZ3NDEKTSV4RRFFQ69G5FAV.json");
+        fs::write(&path, b"{\"half\":").unwrap();
+        let err = store.ingest(&path).unwrap_err();
+        assert!(matches!(err, IngestError::Unparsable(_)), "{err}");
+        let bad = store.set_aside(&path).unwrap();
+        assert!(bad.ends_with("01ARZ3NDEKTSV4RRFFQ69G5FAV.json.bad") && bad.exists() && !path.exists());
+        let listed = store.set_aside_records().unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].path, bad);
+        assert!(listed[0].error.contains("EOF"), "{}", listed[0].error);
+        let id = ItemId::parse("01ARZ3NDEKTSV4RRFFQ69G5FAV").unwrap();
+        assert_eq!(store.find_set_aside(&id).unwrap().map(|p| p.path), Some(bad));
+    }
+
+    #[test]
+    fn unreadable_records_are_moved_aside_and_reported() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(tmp.path()).unwrap();
+        let dir = store.root.join("queue").join("s");
+        ensure_private_dir(&dir).unwrap();
+        fs::write(dir.join("01ARZ3NDEKTSV4RRFFQ69G5FAV.queued"), b"{not json").unwrap();
+        let (items, problems) = store.load_all().unwrap();
+        assert!(items.is_empty());
+        assert_eq!(problems.len(), 1);
+        assert!(dir.join("01ARZ3NDEKTSV4RRFFQ69G5FAV.queued.bad").exists());
+    }
+
+    #[test]
+    fn a_corrupt_pause_file_fails_closed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(tmp.path()).unwrap();
+        let mut p = store.load_pauses().unwrap();
+        p.sessions.insert("a".into(), Pause { reason: "lunch".into(), since_ms: 5 });
+        store.save_pauses(&p).unwrap();
+        assert_eq!(store.load_pauses().unwrap().sessions["a"].reason, "lunch");
+        fs::write(store.pauses_path(), b"garbage").unwrap();
+        assert!(store.load_pauses().is_err());
+    }
+}

@@ -1,0 +1,232 @@
+//! One connected client, as the master sees it.
+//!
+//! Owns a client's socket, its frame decoder, its outgoing queue and the queue mechanics for a
+//! client that falls behind: a streaming client (controller or viewer) whose queue would pass
+//! [`CLIENT_QUEUE_LIMIT`] has its backlog discarded and is marked `needs_keyframe`, so it later
+//! gets one full redraw instead of the bytes it missed; a client of any role that leaves
+//! [`CONTROL_QUEUE_LIMIT`] of replies and events unread is disconnected (those cannot be
+//! summarised by a keyframe). When it fell behind and when it drained again are noted for the
+//! session policy (`desk_core::session`), which owns the deadline for a client that stays
+//! behind. Invariants: output deltas are never queued while a keyframe is pending; control
+//! frames (replies, errors, EXIT) are never dropped while the client is connected; a queue
+//! never exceeds its limit by more than one frame (or the rest of a keyframe already started,
+//! which is never cut).
+
+use mio::net::UnixStream;
+use std::io;
+use std::rc::Rc;
+use std::time::Instant;
+
+use super::queue::{Flush, OutQueue};
+use desk_term::view::View;
+use desk_wire::{Frame, FrameDecoder, Role};
+
+/// 1 MiB of output a streaming client may lag behind before its backlog is replaced by a
+/// keyframe. A full 300x100 screen with colours renders to well under 200 KiB, so a client this
+/// far behind is better served by a fresh redraw than by catching up byte by byte, and 64
+/// clients stay within 64 MiB even when all of them stall.
+pub const CLIENT_QUEUE_LIMIT: usize = 1 << 20;
+
+/// 1 MiB of replies, events and errors a client may leave unread before it is disconnected.
+/// They cannot be summarised by a keyframe, and a client that keeps asking (PING,
+/// SNAPSHOT_REQUEST) without reading would otherwise grow the master without bound.
+pub(super) const CONTROL_QUEUE_LIMIT: usize = 1 << 20;
+
+/// Why a client is being removed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Gone {
+    /// The client went away or asked to (EOF, DETACH).
+    Left,
+    /// A write or read failed (EPIPE, ECONNRESET, ...).
+    Failed(String),
+    /// The master closed it after an ERROR frame.
+    Closed(String),
+}
+
+#[derive(Debug)]
+pub(super) struct Client {
+    pub stream: UnixStream,
+    pub pid: Option<i32>,
+    /// Set by HELLO; `None` until then.
+    pub role: Option<Role>,
+    pub decoder: FrameDecoder,
+    pub out: OutQueue,
+    pub writable: bool,
+    /// The next thing this client receives from the stream is a keyframe.
+    pub needs_keyframe: bool,
+    /// When this client started lagging (its backlog was discarded) and has not caught up since.
+    pub behind_since: Option<Instant>,
+    /// It drained after lagging, and the session policy has not been told yet.
+    pub caught_up: bool,
+    /// `behind_since` or `caught_up` changed since the session policy was last told.
+    pub lag_news: bool,
+    /// Stop reading; close once the queue has drained.
+    pub closing: Option<String>,
+    /// Remove at the next opportunity.
+    pub gone: Option<Gone>,
+    /// The peer no longer reads (a write failed with EPIPE or ECONNRESET): nothing more is
+    /// queued for it, but what it sent before going is still read and acted on — a hook sends
+    /// its frame and exits without waiting for the reply.
+    pub hung_up: bool,
+    /// Output bytes and keyframes sent, for the log line at disconnect.
+    pub output_bytes: u64,
+    pub keyframes: u64,
+    /// The size of this client's terminal (a controller's or viewer's HELLO and RESIZE), if
+    /// known and valid.
+    pub size: Option<(u16, u16)>,
+    /// The client asked (HELLO's status-line option) for its view's last row to name both
+    /// sizes; it has no effect while it takes the raw output.
+    pub status_line: bool,
+    /// Set while the client's size differs from the session's: it gets repaints of this view
+    /// instead of the raw output.
+    pub view: Option<View>,
+    /// The screen changed since the view was last repainted.
+    pub view_dirty: bool,
+    /// The earliest time of the next repaint (one per `VIEW_REPAINT_INTERVAL`).
+    pub next_repaint: Option<Instant>,
+}
+
+impl Client {
+    pub(super) fn new(stream: UnixStream, pid: Option<i32>) -> Client {
+        Client {
+            stream,
+            pid,
+            role: None,
+            decoder: FrameDecoder::new(),
+            out: OutQueue::default(),
+            writable: false,
+            needs_keyframe: false,
+            behind_since: None,
+            caught_up: false,
+            lag_news: false,
+            closing: None,
+            gone: None,
+            hung_up: false,
+            output_bytes: 0,
+            keyframes: 0,
+            size: None,
+            status_line: false,
+            view: None,
+            view_dirty: false,
+            next_repaint: None,
+        }
+    }
+
+    pub(super) fn streams_output(&self) -> bool {
+        self.role.is_some_and(Role::streams_output) && self.gone.is_none() && self.closing.is_none()
+    }
+
+    pub(super) fn alive(&self) -> bool {
+        self.gone.is_none()
+    }
+
+    /// Queue one OUTPUT frame, or start the keyframe policy if this client is too far behind.
+    /// Returns true when this push made the client fall behind.
+    pub(super) fn push_output(&mut self, frame: &Rc<[u8]>, payload_len: usize, now: Instant) -> bool {
+        if self.needs_keyframe || !self.alive() || self.hung_up {
+            return false;
+        }
+        if self.out.queued_bytes() + frame.len() > CLIENT_QUEUE_LIMIT {
+            self.out.discard_backlog();
+            self.needs_keyframe = true;
+            let fell_behind = self.behind_since.is_none();
+            if fell_behind {
+                self.behind_since = Some(now);
+                self.lag_news = true;
+            }
+            return fell_behind;
+        }
+        self.out.push(frame.clone());
+        self.output_bytes += payload_len as u64;
+        self.flush();
+        false
+    }
+
+    /// Queue a control frame (never dropped). A client whose unread control frames pass
+    /// [`CONTROL_QUEUE_LIMIT`] is disconnected instead.
+    pub(super) fn push_control(&mut self, frame: &Frame) {
+        if !self.alive() {
+            return;
+        }
+        self.push_control_bytes(&Rc::from(frame.to_bytes()));
+    }
+
+    /// Queue an already encoded control frame (shared between clients, e.g. an event).
+    pub(super) fn push_control_bytes(&mut self, frame: &Rc<[u8]>) {
+        if !self.alive() || self.hung_up {
+            return;
+        }
+        self.out.push(frame.clone());
+        if self.out.control_bytes() > CONTROL_QUEUE_LIMIT {
+            self.gone = Some(Gone::Failed("did not read its replies or events".into()));
+            return;
+        }
+        self.flush();
+    }
+
+    /// Queue a keyframe already cut into frames.
+    pub(super) fn push_keyframe(&mut self, frames: &[Rc<[u8]>]) {
+        if self.hung_up {
+            self.needs_keyframe = false;
+            return;
+        }
+        for frame in frames {
+            self.out.push(frame.clone());
+        }
+        self.needs_keyframe = false;
+        self.keyframes += 1;
+        self.flush();
+    }
+
+    /// Queue a view repaint (OUTPUT frames already encoded). Only called when the queue is
+    /// empty, so a slow client holds at most one repaint and is later sent the latest view,
+    /// never a backlog of them.
+    pub(super) fn push_repaint(&mut self, frames: &[Rc<[u8]>], payload_len: usize) {
+        if !self.alive() || self.hung_up {
+            return;
+        }
+        for frame in frames {
+            self.out.push(frame.clone());
+        }
+        self.output_bytes += payload_len as u64;
+        self.flush();
+    }
+
+    /// Send an ERROR frame and close once it has been written.
+    pub(super) fn close_with(&mut self, frame: Frame, reason: String) {
+        self.push_control(&frame);
+        if self.closing.is_none() {
+            self.closing = Some(reason);
+        }
+    }
+
+    /// What changed in this client's lag since the last call, for the session policy: whether it
+    /// drained after lagging, then since when it is behind (if it is). `None`: nothing changed.
+    pub(super) fn take_lag_news(&mut self) -> Option<(bool, Option<Instant>)> {
+        if !std::mem::take(&mut self.lag_news) {
+            return None;
+        }
+        Some((std::mem::take(&mut self.caught_up), self.behind_since))
+    }
+
+    /// Write what the socket takes now.
+    pub(super) fn flush(&mut self) {
+        if !self.writable || !self.alive() {
+            return;
+        }
+        match self.out.flush_to(&mut self.stream) {
+            Ok(Flush::Drained) => {
+                if self.behind_since.take().is_some() {
+                    self.caught_up = true;
+                    self.lag_news = true;
+                }
+            }
+            Ok(Flush::Blocked) => self.writable = false,
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe || e.kind() == io::ErrorKind::ConnectionReset => {
+                self.hung_up = true;
+                self.out = OutQueue::default();
+            }
+            Err(e) => self.gone = Some(Gone::Failed(format!("write failed: {e}"))),
+        }
+    }
+}

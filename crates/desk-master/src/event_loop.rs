@@ -1,0 +1,1850 @@
+//! The master's event loop: one thread, one `mio::Poll`, no blocking calls.
+//!
+//! Owns the routing between the PTY, the listening socket, the clients, signals and timers. It
+//! reads the PTY until it would block on every readiness (bounded per turn for fairness), feeds
+//! every byte to the screen model, and queues each chunk once, shared, to every streaming
+//! client; input goes to the child through a bounded queue drained on writability. Who may
+//! connect, what each client may do, when one is closed, the session's size, kill escalation and
+//! the exit flush are decided by the session policy (`desk_core::session`): this loop feeds it
+//! what it observes, with the time, and carries out the effects it returns ([`Master::carry`]).
+//! Invariants: the PTY is read no matter how slow any client is; no client can block the loop or
+//! another client; the output path does not pass through the policy (only a client falling
+//! behind or catching up is reported, once per turn); the child's exit is recorded durably
+//! before clients are told and before the socket disappears.
+
+use anyhow::{Context, Result};
+use desk_core::session::{ClientId, Effect, SessionPolicy, SizePolicy};
+use mio::net::UnixListener;
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
+use nix::errno::Errno;
+use nix::sys::signal::{Signal, killpg};
+use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+use nix::unistd::Pid;
+use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
+use signal_hook_mio::v1_0::Signals;
+use std::collections::HashMap;
+use std::io::{self, Read};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+use tracing::{debug, info, warn};
+
+use super::client::{Client, Gone};
+use super::queue::{Flush, InputQueue};
+use super::timers::{Timer, Timers};
+use desk_common::info_file::{INFO_FILE_INTERVAL, INFO_OUTPUT_TIME_INTERVAL};
+use desk_common::journal::Journal;
+use desk_common::paths::SessionPaths;
+use desk_common::session::{self, ExitRecord, SessionMeta};
+use desk_core::state::Authority;
+use desk_term::events::OutputEvent;
+use desk_term::screen::Screen;
+use desk_wire::events::EventBody;
+use desk_wire::{
+    ErrorCode, ExitStatus, Frame, HEADER_LEN, MAX_PAYLOAD, PROTOCOL_VERSION, Role, SessionInfo, SnapshotReply,
+    output_header,
+};
+
+pub(super) const LISTENER: Token = Token(0);
+const PTY: Token = Token(1);
+const SIGNALS: Token = Token(2);
+/// The inotify watch on the socket file ([`super::socket_watch`]).
+pub(super) const SOCKET_WATCH: Token = Token(3);
+/// Client tokens start here and are never reused within a master's life, so a stale event or
+/// timer can never reach a newer client.
+const FIRST_CLIENT: usize = 16;
+
+/// 64 KiB per PTY read: Linux hands out PTY data in up to 4 KiB pieces, so several reads are
+/// coalesced into one OUTPUT frame, which keeps per-frame costs (headers, syscalls on every
+/// client socket) small during floods. The buffer is allocated on first use and given back
+/// when the session goes idle (`memory.rs`).
+pub(super) const PTY_READ_CHUNK: usize = 64 * 1024;
+
+/// 8 KiB per client read, on the stack: a client sends small frames (HELLO, keystrokes,
+/// requests), and a large paste just takes more reads. Stack pages once touched stay resident
+/// for the master's life, so this is kept small; and it is not the PTY's heap buffer, which an
+/// idle master has given back: a `desk ls` against hundreds of idle masters would otherwise
+/// make each of them fault that buffer in again (measured: most of a master's 60 µs per
+/// listing went to page faults).
+const CLIENT_READ_CHUNK: usize = 8 * 1024;
+
+/// Stop reading the PTY after this many bytes in one loop turn and come back after serving
+/// clients and timers: a child that writes faster than we parse cannot starve everything else.
+const PTY_TURN_BUDGET: usize = 1 << 20;
+
+/// 1 MiB of input may wait for the child: far more than any typing or prompt paste. A child
+/// that has stopped reading is reported to the sender by refusing further INPUT frames.
+pub const INPUT_QUEUE_LIMIT: usize = 1 << 20;
+
+/// At most one view repaint per client this often. 16 ms is one frame of a 60 Hz display:
+/// a person cannot see repaints come faster, a change still shows well within the 50 ms a
+/// viewer should take to follow one (issue 10's target), and during a flood a view client costs
+/// at most ~60 renders of its screen a second, however fast the child writes.
+pub(super) const VIEW_REPAINT_INTERVAL: Duration = Duration::from_millis(16);
+
+/// Bytes reserved for the exit record: it is a few hundred bytes plus a title of at most
+/// 1 KiB, so 4 KiB (one page or block) always holds it.
+const EXIT_RECORD_RESERVE: usize = 4096;
+
+/// What start-up hands to the loop.
+pub(super) struct Parts {
+    pub files: SessionPaths,
+    pub poll: Poll,
+    pub listener: UnixListener,
+    pub pty: OwnedFd,
+    pub signals: Signals,
+    pub meta: SessionMeta,
+    pub screen: Screen,
+    pub journal: Journal,
+    pub authority: Authority,
+    /// The master is a child subreaper: orphaned descendants of the session are re-parented to
+    /// it, so it must reap them, and it finds every descendant through parent links.
+    pub subreaper: bool,
+    /// How the session's size follows its controllers.
+    pub size_policy: SizePolicy,
+    /// The session log (`desk log`), when the session keeps one; the screen's log text is on.
+    pub log: Option<desk_common::screen_log::LogWriter>,
+    /// The name's lock, held until the master exits.
+    pub lock: desk_common::session::MasterLock,
+}
+
+pub(super) struct Master {
+    pub(super) files: SessionPaths,
+    pub(super) poll: Poll,
+    pub(super) listener: Option<UnixListener>,
+    pub(super) pty: OwnedFd,
+    pub(super) signals: Signals,
+    pub(super) meta: SessionMeta,
+    pub(super) screen: Screen,
+    /// The output events of the chunk being handled; kept between chunks for its capacity.
+    found: Vec<OutputEvent>,
+    /// The session log (which keeps the lines waiting to be written).
+    pub(super) log: Option<desk_common::screen_log::LogWriter>,
+    pub(super) journal: Journal,
+    pub(super) journal_failed: bool,
+    /// Events streamed but not journalled since the journal last failed: first and last
+    /// sequence number, and the latest error.
+    pub(super) journal_gap: Option<(u64, u64, String)>,
+    /// Room reserved at start for the exit record, used when the disk is full at exit (so
+    /// `desk ls` does not call a clean exit `lost`).
+    exit_reserve: Option<desk_common::fsutil::Reserved>,
+    pub(super) last_title_event: Option<Instant>,
+    pub(super) pending_title: Option<String>,
+    pub(super) noise: super::noise::NoiseLimiter,
+    pub(super) output_active: bool,
+    pub(super) last_output: Instant,
+    pub(super) authority: Authority,
+    pub(super) state_timer: Option<Instant>,
+    pub(super) screen_check_armed: bool,
+    /// When a controller (or an operator's `keys`) last typed (Unix ms): delivery does not
+    /// type over a person.
+    pub(super) last_controller_input_ms: Option<u64>,
+    /// An operator's keys still to be typed, one per [`super::operator::KEY_GAP`].
+    pub(super) pending_keys: std::collections::VecDeque<desk_term::keys::Key>,
+    pty_open: bool,
+    pty_writable: bool,
+    /// The PTY had more to read when the turn budget ran out.
+    pty_pending: bool,
+    child_status: Option<ExitStatus>,
+    subreaper: bool,
+    pub(super) clients: HashMap<Token, Client>,
+    next_client: usize,
+    /// Decides for the clients and the session's size, stop and exit; see [`Master::carry`].
+    policy: SessionPolicy,
+    pub(super) input: InputQueue,
+    pub(super) timers: Timers,
+    /// When the armed [`Timer::ViewRepaint`] fires, if one is armed.
+    repaint_armed: Option<Instant>,
+    /// Holds [`PTY_READ_CHUNK`] bytes while the session is busy, nothing while it is idle.
+    pub(super) read_buf: Vec<u8>,
+    uid: u32,
+    /// The info file (`desk_common::info_file`): this process's start time as `/proc` counts it
+    /// (`None`: unknown, and no file is kept), the info last written, when it may next be
+    /// checked, and whether [`Timer::InfoFile`] is armed for that.
+    info_start: Option<u64>,
+    info_last: Option<SessionInfo>,
+    info_next: Option<Instant>,
+    /// When a change of the time of the last output alone may next be written.
+    info_output_next: Option<Instant>,
+    info_armed: bool,
+    /// Something other than PTY output happened since the info file was last checked.
+    pub(super) info_poked: bool,
+    /// Notices when the socket file is removed, so it is bound again (`None`: inotify failed).
+    pub(super) socket_watch: Option<super::socket_watch::SocketWatch>,
+    /// The name's lock: no other master runs this session while this one lives.
+    _lock: desk_common::session::MasterLock,
+    /// The session's terminal as its processes name it (`/dev/pts/N`), to see who reads it.
+    tty: Option<String>,
+}
+
+impl Master {
+    pub(super) fn new(parts: Parts) -> Master {
+        let Parts {
+            files,
+            poll,
+            listener,
+            pty,
+            signals,
+            meta,
+            screen,
+            journal,
+            authority,
+            subreaper,
+            size_policy,
+            log,
+            lock,
+        } = parts;
+        let policy = SessionPolicy::new((meta.cols, meta.rows), size_policy);
+        let tty = desk_common::pty::slave_name(pty.as_fd());
+        let socket_watch = super::socket_watch::SocketWatch::start(&files.socket, &poll, SOCKET_WATCH)
+            .map_err(|e| warn!("{e:#}; a removed socket will not be bound again"))
+            .ok();
+        let exit_reserve = desk_common::fsutil::Reserved::new(&files.exit, EXIT_RECORD_RESERVE)
+            .map_err(|e| warn!("cannot reserve room for the exit record: {e:#}"))
+            .ok();
+        Master {
+            exit_reserve,
+            files,
+            poll,
+            listener: Some(listener),
+            pty,
+            signals,
+            meta,
+            screen,
+            found: Vec::new(),
+            log,
+            journal,
+            journal_failed: false,
+            journal_gap: None,
+            last_title_event: None,
+            pending_title: None,
+            noise: Default::default(),
+            output_active: false,
+            last_output: Instant::now(),
+            authority,
+            state_timer: None,
+            screen_check_armed: false,
+            last_controller_input_ms: None,
+            pending_keys: Default::default(),
+            pty_open: true,
+            pty_writable: false,
+            pty_pending: false,
+            child_status: None,
+            subreaper,
+            clients: HashMap::new(),
+            next_client: FIRST_CLIENT,
+            policy,
+            input: InputQueue::new(INPUT_QUEUE_LIMIT),
+            timers: Timers::default(),
+            repaint_armed: None,
+            read_buf: Vec::new(),
+            uid: nix::unistd::geteuid().as_raw(),
+            info_start: desk_common::procfs::state_and_start(std::process::id()).map(|(_, start)| start),
+            info_last: None,
+            info_next: None,
+            info_output_next: None,
+            info_armed: false,
+            info_poked: false,
+            socket_watch,
+            _lock: lock,
+            tty,
+        }
+    }
+
+    /// The first event of every generation.
+    pub(super) fn started(&mut self) {
+        self.emit(EventBody::Started {
+            pid: self.meta.pid,
+            command: self.meta.command.clone(),
+            cols: self.meta.cols,
+            rows: self.meta.rows,
+            provider: self.meta.provider.clone(),
+        });
+        let now = Instant::now();
+        self.timers.arm(now + desk_core::state::READY_QUIET, Timer::ReadyCheck);
+        self.announce(Vec::new());
+    }
+
+    fn child(&self) -> Pid {
+        Pid::from_raw(self.meta.pid as i32)
+    }
+
+    /// Run until the child has exited and clients were told (or the flush deadline passed).
+    pub(super) fn run(mut self) -> Result<ExitStatus> {
+        let mut events = Events::with_capacity(256);
+        // The child may have exited before the signal source was polled the first time.
+        self.reap();
+        loop {
+            let now = Instant::now();
+            if self.fire_timers(now) {
+                self.info_poked = true;
+            }
+            // Every change of this turn and the last (events, then timers) is in by now.
+            self.refresh_info_file(now);
+            if self.child_status.is_some() && !self.awaiting_helpers() {
+                let drained = self.clients.values().all(|c| c.out.is_empty() || !c.alive());
+                if self.policy.may_finish(drained, now) {
+                    break;
+                }
+            }
+            let timeout = if self.pty_pending {
+                Some(Duration::ZERO)
+            } else {
+                self.timers.next_deadline().map(|at| at.saturating_duration_since(now))
+            };
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e).context("poll failed");
+            }
+            if self.pty_pending && self.pty_open {
+                self.read_pty(Instant::now());
+            }
+            for event in events.iter() {
+                let now = Instant::now();
+                // Anything but the PTY may change what HELLO would be answered at once.
+                self.info_poked |= event.token() != PTY;
+                match event.token() {
+                    LISTENER => self.accept(now),
+                    PTY => {
+                        if event.is_writable() {
+                            self.pty_writable = true;
+                            self.flush_input();
+                        }
+                        if event.is_readable() || event.is_read_closed() || event.is_error() {
+                            self.read_pty(now);
+                        }
+                    }
+                    SIGNALS => self.handle_signals(now),
+                    SOCKET_WATCH => self.socket_changed(),
+                    token => {
+                        if event.is_writable() {
+                            self.client_writable(token);
+                        }
+                        if event.is_readable() || event.is_read_closed() || event.is_error() {
+                            self.client_readable(token, now);
+                        }
+                    }
+                }
+            }
+            self.settle(Instant::now());
+        }
+        // Lines that scrolled off after the exit (a helper still writing) are waiting.
+        if let Some(log) = &mut self.log
+            && log.has_pending()
+            && let Err(e) = log.sync()
+        {
+            warn!("{e:#}");
+        }
+        let status = self.child_status.unwrap_or(ExitStatus::Code(0));
+        info!(status = %desk_common::signals::describe_exit(status), "master exiting");
+        Ok(status)
+    }
+
+    // ----- PTY -----
+
+    fn read_pty(&mut self, now: Instant) {
+        let mut buf = self.take_read_buf();
+        let mut turn = 0;
+        self.pty_pending = false;
+        loop {
+            let mut filled = 0;
+            let mut closed = false;
+            let mut blocked = false;
+            while filled < buf.len() {
+                match nix::unistd::read(self.pty.as_fd(), &mut buf[filled..]) {
+                    Ok(0) => {
+                        closed = true;
+                        break;
+                    }
+                    Ok(n) => filled += n,
+                    Err(Errno::EAGAIN) => {
+                        blocked = true;
+                        break;
+                    }
+                    Err(Errno::EINTR) => continue,
+                    Err(Errno::EIO) => {
+                        closed = true;
+                        break;
+                    }
+                    Err(e) => {
+                        warn!("PTY read failed: {e}");
+                        closed = true;
+                        break;
+                    }
+                }
+            }
+            if filled > 0 {
+                self.on_output(&buf[..filled], now);
+                turn += filled;
+            }
+            if closed {
+                self.close_pty();
+                break;
+            }
+            if blocked {
+                break;
+            }
+            if turn >= PTY_TURN_BUDGET && self.child_status.is_none() {
+                self.pty_pending = true;
+                break;
+            }
+        }
+        self.read_buf = buf;
+    }
+
+    /// Hands the lines the screen scrolled off since the last call to the session log, which
+    /// writes them within [`desk_common::screen_log::FLUSH_AFTER`] (or sooner, see [`Master::flush_log`]).
+    fn drain_log(&mut self, now: Instant) {
+        let Some(log) = &mut self.log else {
+            return;
+        };
+        let mut first = false;
+        self.screen.take_log_text(|text| first = log.push(text));
+        if first {
+            self.timers.arm(now + desk_common::screen_log::FLUSH_AFTER, Timer::LogFlush);
+        }
+    }
+
+    /// Writes the session log's waiting lines: when they are due, before a snapshot is
+    /// answered (so `desk log`, which asks for the screen first, reads every line that
+    /// scrolled off above it), and when the session goes idle. A log that cannot be written is
+    /// given up (with a warning): the session goes on without it.
+    pub(super) fn flush_log(&mut self) {
+        if let Some(log) = &mut self.log
+            && let Err(e) = log.flush()
+        {
+            warn!("{e:#}; the session log stops here");
+            self.log = None;
+        }
+    }
+
+    fn close_pty(&mut self) {
+        if self.pty_open {
+            self.pty_open = false;
+            self.pty_pending = false;
+            let _ = self.poll.registry().deregister(&mut SourceFd(&self.pty.as_raw_fd()));
+            self.policy.on_terminal_closed();
+            debug!("PTY closed");
+        }
+    }
+
+    fn on_output(&mut self, data: &[u8], now: Instant) {
+        // The one parse of these bytes: the screen model, and the events it finds on the way.
+        let mut found = std::mem::take(&mut self.found);
+        self.screen.feed(data, &mut found);
+        self.drain_log(now);
+        if !found.is_empty() {
+            self.on_output_events(found.drain(..), now);
+        }
+        self.found = found;
+        self.note_output(now);
+        let replies = self.screen.take_replies();
+        if !replies.is_empty() && !self.has_controller() {
+            // Nobody's terminal will answer: answer from the model so a headless TUI does not
+            // hang. A child that stopped reading cannot take more; dropping a reply it would
+            // never read is harmless.
+            if self.input.push(&replies).is_ok() {
+                self.flush_input();
+            }
+        }
+        if !self.clients.values().any(|c| c.view.is_some() || c.streams_output()) {
+            return;
+        }
+        for piece in data.chunks(MAX_PAYLOAD) {
+            let frame = output_frame(piece);
+            for (token, client) in self.clients.iter_mut() {
+                if client.view.is_some() {
+                    // Bytes drawn for the session's size are wrong at this client's: it gets a
+                    // repaint of its view from the model instead (see `repaint_views`).
+                    client.view_dirty = true;
+                    continue;
+                }
+                // Falling behind is reported to the session policy at the end of the turn.
+                if client.streams_output() && client.push_output(&frame, piece.len(), now) {
+                    debug!(client = token.0, "client fell behind; backlog discarded, keyframe pending");
+                }
+            }
+        }
+    }
+
+    pub(super) fn flush_input(&mut self) {
+        if !self.pty_writable || !self.pty_open || self.input.is_empty() {
+            return;
+        }
+        let mut writer = FdWriter(self.pty.as_fd());
+        match self.input.flush_to(&mut writer) {
+            Ok(Flush::Drained) => {}
+            Ok(Flush::Blocked) => self.pty_writable = false,
+            Err(e) => warn!("PTY write failed: {e}"),
+        }
+    }
+
+    fn has_controller(&self) -> bool {
+        self.clients.values().any(|c| c.role == Some(Role::Controller) && c.alive())
+    }
+
+    // ----- clients -----
+
+    fn accept(&mut self, now: Instant) {
+        loop {
+            let Some(listener) = &self.listener else { return };
+            let (mut stream, _) = match listener.accept() {
+                Ok(pair) => pair,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    warn!("accept failed: {e}");
+                    return;
+                }
+            };
+            let creds = getsockopt(&stream, PeerCredentials);
+            let (uid, pid) = match creds {
+                Ok(c) => (c.uid(), c.pid()),
+                Err(e) => {
+                    warn!("cannot read peer credentials, refusing: {e}");
+                    continue;
+                }
+            };
+            if uid != self.uid {
+                warn!(peer_uid = uid, peer_pid = pid, "refused a connection from another user");
+                let refusal = Frame::error(
+                    ErrorCode::PeerRefused,
+                    format!("this session belongs to uid {}; uid {uid} may not connect", self.uid),
+                );
+                let _ = io::Write::write(&mut stream, &refusal.to_bytes());
+                continue;
+            }
+            let token = Token(self.next_client);
+            if let Err(refusal) = self.policy.on_connect(client_id(token), now) {
+                warn!(peer_pid = pid, "refused a connection: {} clients already connected", self.policy.client_count());
+                let _ = io::Write::write(&mut stream, &refusal.to_bytes());
+                continue;
+            }
+            self.next_client += 1;
+            if let Err(e) = self.poll.registry().register(&mut stream, token, Interest::READABLE | Interest::WRITABLE) {
+                warn!("cannot register a client: {e}");
+                self.policy.on_closed(&[client_id(token)]);
+                self.carry(now, None);
+                continue;
+            }
+            debug!(client = token.0, peer_pid = pid, "client connected");
+            self.admit(token, Client::new(stream, Some(pid)), now);
+        }
+    }
+
+    /// Take in a connection the session policy accepted; it has the policy's handshake deadline
+    /// to say HELLO.
+    fn admit(&mut self, token: Token, client: Client, now: Instant) {
+        self.clients.insert(token, client);
+        self.carry(now, None);
+    }
+
+    fn client_writable(&mut self, token: Token) {
+        if let Some(client) = self.clients.get_mut(&token) {
+            client.writable = true;
+            client.flush();
+        }
+    }
+
+    fn client_readable(&mut self, token: Token, now: Instant) {
+        let mut buf = [0u8; CLIENT_READ_CHUNK];
+        while let Some(client) = self.clients.get_mut(&token) {
+            if !client.alive() || client.closing.is_some() {
+                break;
+            }
+            match client.stream.read(&mut buf) {
+                Ok(0) => {
+                    client.gone.get_or_insert(Gone::Left);
+                    break;
+                }
+                Ok(n) => {
+                    client.decoder.push(&buf[..n]);
+                    self.client_frames(token, now);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    client.gone.get_or_insert(Gone::Failed(format!("read failed: {e}")));
+                    break;
+                }
+            }
+        }
+    }
+
+    fn client_frames(&mut self, token: Token, now: Instant) {
+        loop {
+            let Some(client) = self.clients.get_mut(&token) else { return };
+            if !client.alive() || client.closing.is_some() {
+                return;
+            }
+            match client.decoder.next_client_frame() {
+                Ok(Some(frame)) => self.client_frame(token, frame, now),
+                Ok(None) => return,
+                Err(e) => {
+                    self.policy.on_undecodable(client_id(token), e.code(), e.to_string());
+                    self.carry(now, None);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// A frame from a client: the session policy decides, this carries it out.
+    fn client_frame(&mut self, token: Token, frame: Frame, now: Instant) {
+        // A streaming client's own terminal size decides whether it gets the raw output or a
+        // view (`update_views`); whether it also resizes the session is the policy's call.
+        if let Some(client) = self.clients.get_mut(&token)
+            && client.closing.is_none()
+        {
+            match frame {
+                Frame::Hello { role, cols, rows, status_line, .. }
+                    if client.role.is_none() && role.streams_output() =>
+                {
+                    client.size = desk_term::screen::valid_size(cols, rows).then_some((cols, rows));
+                    client.status_line = status_line;
+                }
+                Frame::Resize { cols, rows }
+                    if client.role.is_some_and(Role::streams_output) && desk_term::screen::valid_size(cols, rows) =>
+                {
+                    client.size = Some((cols, rows));
+                }
+                _ => {}
+            }
+        }
+        self.policy.on_frame(client_id(token), &frame, now);
+        self.carry(now, Some(frame));
+    }
+
+    /// Carry out the session policy's effects, in order, until it has none left. `frame` is the
+    /// client frame just handed to it, whose content some effects act on (INPUT bytes, a HOOK).
+    fn carry(&mut self, now: Instant, mut frame: Option<Frame>) {
+        let mut keyframe: Option<Vec<Rc<[u8]>>> = None;
+        while let Some(effect) = self.policy.poll_effect() {
+            match effect {
+                Effect::Arm { at, timer } => self.timers.arm(at, Timer::Policy(timer)),
+                Effect::Cancel { timer } => self.timers.cancel(Timer::Policy(timer)),
+                Effect::Resize { cols, rows } => self.apply_size(cols, rows),
+                Effect::Signal { signal, helpers } => self.signal_session(signal, helpers),
+                Effect::Kill { group } => self.kill_session(group),
+                Effect::Welcome { client: id, role } => {
+                    let info = self.info();
+                    let Some(client) = self.clients.get_mut(&token_of(id)) else { continue };
+                    client.role = Some(role);
+                    if role != Role::Query {
+                        // Counted in the info file before it hears WELCOME: whatever it or its
+                        // user does next (`desk ls`) sees it attached.
+                        self.info_poked = true;
+                        self.refresh_info_file(now);
+                    }
+                    let Some(client) = self.clients.get_mut(&token_of(id)) else { continue };
+                    client.push_control(&Frame::Welcome { version: PROTOCOL_VERSION, info: Box::new(info) });
+                    if role == Role::Query {
+                        debug!(client = id.0, peer_pid = client.pid, "query client connected");
+                    } else {
+                        info!(client = id.0, peer_pid = client.pid, ?role, "client attached");
+                    }
+                }
+                Effect::StartStream { client } => {
+                    if let Some(client) = self.clients.get_mut(&token_of(client)) {
+                        client.needs_keyframe = true;
+                    }
+                }
+                Effect::Attached { client, role } => self.emit(EventBody::Attach { client: client.0, role }),
+                Effect::Send { client, frame } => {
+                    if let Some(client) = self.clients.get_mut(&token_of(client)) {
+                        client.push_control(&frame);
+                    }
+                }
+                Effect::QueueInput { client } => {
+                    if let Some(Frame::Input(bytes)) = frame.take() {
+                        let _ = self.queue_input(token_of(client), &bytes, now);
+                    }
+                }
+                Effect::Snapshot { client } => {
+                    self.flush_log();
+                    let history = match frame.take() {
+                        Some(Frame::SnapshotRequest { history }) => history,
+                        _ => None,
+                    };
+                    let canonical = desk_common::pty::is_canonical(self.pty.as_fd());
+                    let foreground =
+                        desk_common::pty::foreground(self.pty.as_fd(), self.meta.pid, self.tty.as_deref(), canonical);
+                    let mut reply = SnapshotReply {
+                        generation: self.meta.generation,
+                        last_input_ms: self.last_controller_input_ms,
+                        canonical,
+                        state: Some(self.authority.view()),
+                        foreground,
+                        ..SnapshotReply::of_screen(self.screen.snapshot())
+                    };
+                    if let Some(ask) = history {
+                        super::history::fill(&self.screen, ask, &mut reply);
+                    }
+                    if let Some(client) = self.clients.get_mut(&token_of(client)) {
+                        client.push_control(&Frame::Snapshot(Box::new(reply)));
+                    }
+                }
+                Effect::Hook { client } => {
+                    if let Some(Frame::Hook(body)) = frame.take()
+                        && let Err(reply) = self.on_hook_frame(body, now)
+                        && let Some(client) = self.clients.get_mut(&token_of(client))
+                    {
+                        client.push_control(&reply);
+                    }
+                }
+                Effect::ClientEvent { client } => {
+                    if let Some(Frame::Event(body)) = frame.take()
+                        && let Err(reply) = self.on_client_event(token_of(client), body, now)
+                        && let Some(client) = self.clients.get_mut(&token_of(client))
+                    {
+                        client.push_control(&reply);
+                    }
+                }
+                Effect::Close { client: id, error } => {
+                    let Some(client) = self.clients.get_mut(&token_of(id)) else { continue };
+                    let reason = error_message(&error);
+                    if matches!(error, Frame::Error { code: ErrorCode::Exiting, .. }) {
+                        debug!(client = id.0, "closing client: {reason}");
+                    } else {
+                        warn!(client = id.0, "closing client: {reason}");
+                    }
+                    client.close_with(error, reason);
+                }
+                Effect::Release { client } => {
+                    if let Some(client) = self.clients.get_mut(&token_of(client)) {
+                        client.gone.get_or_insert(Gone::Left);
+                    }
+                }
+                Effect::Evict { client: id, error } => {
+                    let Some(client) = self.clients.get_mut(&token_of(id)) else { continue };
+                    let reason = error_message(&error);
+                    warn!(client = id.0, "{reason}");
+                    client.out.discard_backlog();
+                    client.close_with(error, reason);
+                    // It is not reading; do not wait for the error frame to drain.
+                    client.gone = Some(Gone::Closed("too slow".into()));
+                }
+                Effect::Exit { client: id } => {
+                    let Some(status) = self.child_status else { continue };
+                    let needs_keyframe =
+                        self.clients.get(&token_of(id)).is_some_and(|c| c.needs_keyframe && c.streams_output());
+                    let has_view = self.clients.get(&token_of(id)).is_some_and(|c| c.view.is_some());
+                    if needs_keyframe && !has_view && keyframe.is_none() {
+                        keyframe = Some(self.keyframe_frames());
+                    }
+                    let escalated = self.policy.escalated();
+                    let Some(client) = self.clients.get_mut(&token_of(id)) else { continue };
+                    if needs_keyframe && let Some(view) = client.view.as_mut() {
+                        let frames = keyframe_chunks(&view.keyframe(&self.screen));
+                        client.push_keyframe(&frames);
+                    } else if client.view.is_some() && client.view_dirty {
+                        // The last repaint (one, whatever is queued), so the view ends on the
+                        // child's last screen.
+                        let bytes = client.view.as_mut().map(|v| v.render(&self.screen)).unwrap_or_default();
+                        client.push_repaint(&output_chunks(&bytes), bytes.len());
+                    } else if let Some(frames) = keyframe.as_deref()
+                        && needs_keyframe
+                    {
+                        client.push_keyframe(frames);
+                    }
+                    client.push_control(&Frame::Exit { status, escalated });
+                    if client.closing.is_none() {
+                        client.closing = Some("the session exited".into());
+                    }
+                }
+            }
+        }
+    }
+
+    /// An INPUT frame the session policy permitted: queue it whole for the child, or refuse it
+    /// when the queue cannot take it.
+    /// Returns whether the bytes were queued.
+    pub(super) fn queue_input(&mut self, token: Token, bytes: &[u8], now: Instant) -> bool {
+        if let Err(full) = self.input.push(bytes) {
+            if let Some(client) = self.clients.get_mut(&token) {
+                client.push_control(&Frame::error(
+                    ErrorCode::InputFull,
+                    format!(
+                        "input refused: {} bytes are already waiting for the child to read (limit {}); \
+                         nothing of this {}-byte frame was queued",
+                        full.queued,
+                        full.limit,
+                        bytes.len()
+                    ),
+                ));
+            }
+            return false;
+        }
+        self.flush_input();
+        // What someone typed (a person, a paste of desk's): its echo is not the agent's screen.
+        self.authority.on_typed(bytes);
+        if self.clients.get(&token).is_some_and(|c| c.role == Some(Role::Controller)) {
+            self.last_controller_input_ms = Some(desk_common::clock::now_ms());
+        }
+        self.policy.on_input_queued(client_id(token), now);
+        true
+    }
+
+    fn apply_size(&mut self, cols: u16, rows: u16) {
+        if !desk_term::screen::valid_size(cols, rows) || self.screen.size() == (cols, rows) {
+            return;
+        }
+        if let Err(e) = desk_common::pty::set_size(self.pty.as_fd(), cols, rows) {
+            warn!("{e:#}");
+            return;
+        }
+        self.screen.resize(cols, rows);
+        // At once, not at the end of the turn: output read later in this turn must not reach
+        // a client as raw bytes drawn for a size that is no longer its own.
+        self.update_views();
+        // A view kept across the resize shows a resized screen (and its status line the new
+        // size) even if the child draws nothing.
+        for client in self.clients.values_mut().filter(|c| c.view.is_some()) {
+            client.view_dirty = true;
+        }
+        let now = Instant::now();
+        self.drain_log(now);
+        debug!(cols, rows, "resized");
+        self.emit_noise(EventBody::Resize { cols, rows }, now);
+    }
+
+    /// Keep the info file what HELLO would be answered now. A turn that handled a client, a
+    /// signal or a timer has its changes (clients, size, title, state) written at its end; a
+    /// turn that only read the PTY is checked at most once per [`INFO_FILE_INTERVAL`], and a
+    /// change of the time of the last output alone is written at most once per
+    /// [`INFO_OUTPUT_TIME_INTERVAL`], a timer catching the last of a busy spell. So a flood
+    /// costs ten `SessionInfo` comparisons and one write a second, not one per read, and an
+    /// idle master is never woken for it.
+    fn refresh_info_file(&mut self, now: Instant) {
+        let Some(master_start) = self.info_start else { return };
+        let throttled = self.info_next.filter(|at| now < *at);
+        if !std::mem::take(&mut self.info_poked)
+            && let Some(at) = throttled
+        {
+            // Only the PTY was read since the last check: what output changes (the title, a
+            // state from the screen, the output times) is checked when the interval is over.
+            self.arm_info_timer(at);
+            return;
+        }
+        // Checked now: output-only turns wait for the interval again, written or not.
+        self.info_next = Some(now + INFO_FILE_INTERVAL);
+        let info = self.info();
+        let Some(last) = &self.info_last else { return self.write_info_file(master_start, info, now) };
+        if *last == info {
+            return;
+        }
+        let discrete = !same_but_output_times(last, &info);
+        if !discrete && let Some(at) = self.info_output_next.filter(|at| now < *at) {
+            self.arm_info_timer(at);
+            return;
+        }
+        self.write_info_file(master_start, info, now);
+    }
+
+    fn arm_info_timer(&mut self, at: Instant) {
+        if !self.info_armed {
+            self.timers.arm(at, Timer::InfoFile);
+            self.info_armed = true;
+        }
+    }
+
+    fn write_info_file(&mut self, master_start: u64, info: SessionInfo, now: Instant) {
+        self.info_next = Some(now + INFO_FILE_INTERVAL);
+        self.info_output_next = Some(now + INFO_OUTPUT_TIME_INTERVAL);
+        let record =
+            desk_common::info_file::InfoRecord { master_start, size_policy: self.meta.size_policy.clone(), info };
+        let written = serde_json::to_vec(&record)
+            .context("cannot encode the info file")
+            .and_then(|bytes| desk_common::info_file::write(&self.files.info, &bytes));
+        match written {
+            Ok(()) => self.info_last = Some(record.info),
+            Err(e) => {
+                // An older record must not be believed: without one, `desk ls` asks this master.
+                warn!("{e:#}");
+                let _ = desk_common::fsutil::remove_if_exists(&self.files.info);
+                self.info_last = None;
+            }
+        }
+    }
+
+    fn info(&self) -> SessionInfo {
+        let count = |role: Role| self.clients.values().filter(|c| c.role == Some(role) && c.alive()).count() as u32;
+        let (cols, rows) = self.screen.size();
+        SessionInfo {
+            name: self.meta.name.clone(),
+            generation: self.meta.generation,
+            provider: self.meta.provider.clone(),
+            pid: self.meta.pid,
+            master_pid: self.meta.master_pid,
+            command: self.meta.command.clone(),
+            cwd: self.meta.cwd.clone(),
+            cols,
+            rows,
+            controllers: count(Role::Controller),
+            viewers: count(Role::Viewer),
+            observers: count(Role::Observer),
+            title: self.screen.title().to_string(),
+            started_at_ms: self.meta.started_at_ms,
+            state: Some(self.authority.view()),
+        }
+    }
+
+    /// Per-turn housekeeping: keyframes for clients that wait for one, telling the session
+    /// policy which clients fell behind or caught up, closing and removing clients that are done.
+    fn settle(&mut self, now: Instant) {
+        self.update_views();
+        let waiting = self
+            .clients
+            .values()
+            .any(|c| c.needs_keyframe && c.view.is_none() && c.out.is_empty() && c.streams_output() && c.writable);
+        if waiting && self.screen.at_ground_state() {
+            let frames = self.keyframe_frames();
+            for client in self.clients.values_mut() {
+                if client.needs_keyframe
+                    && client.view.is_none()
+                    && client.out.is_empty()
+                    && client.streams_output()
+                    && client.writable
+                {
+                    client.push_keyframe(&frames);
+                }
+            }
+        }
+        self.repaint_views(now);
+        // After the keyframes (whose writes may drain a queue), and before any timer can fire.
+        for (token, client) in &mut self.clients {
+            if let Some((caught_up, behind_since)) = client.take_lag_news() {
+                if caught_up {
+                    self.policy.on_drained(client_id(*token));
+                }
+                if let Some(at) = behind_since {
+                    self.policy.on_backlog_discarded(client_id(*token), at);
+                }
+            }
+        }
+        let mut removed = Vec::new();
+        for (token, client) in &mut self.clients {
+            if client.gone.is_none()
+                && let Some(reason) = &client.closing
+                && client.out.is_empty()
+            {
+                client.gone = Some(Gone::Closed(reason.clone()));
+            }
+            if client.gone.is_some() {
+                removed.push(*token);
+            }
+        }
+        let mut gone = Vec::with_capacity(removed.len());
+        for token in removed {
+            if let Some(mut client) = self.clients.remove(&token) {
+                gone.push(client_id(token));
+                let _ = self.poll.registry().deregister(&mut client.stream);
+                if client.role == Some(Role::Query) || client.role.is_none() {
+                    debug!(client = token.0, reason = ?client.gone, "query client left");
+                } else {
+                    let reason = match &client.gone {
+                        Some(Gone::Left) | None => "left".to_string(),
+                        Some(Gone::Failed(why)) | Some(Gone::Closed(why)) => why.clone(),
+                    };
+                    if let Some(role) = client.role {
+                        self.emit(EventBody::Detach { client: token.0 as u64, role, reason });
+                    }
+                    info!(
+                        client = token.0,
+                        reason = ?client.gone,
+                        output_bytes = client.output_bytes,
+                        keyframes = client.keyframes,
+                        "client left"
+                    );
+                }
+            }
+        }
+        if !gone.is_empty() {
+            self.policy.on_closed(&gone);
+        }
+        self.carry(now, None);
+    }
+
+    fn keyframe_frames(&self) -> Vec<Rc<[u8]>> {
+        keyframe_chunks(&self.screen.render_keyframe())
+    }
+
+    /// Give each streaming client the view it needs: none when its size is the session's (or
+    /// unknown), so it takes the raw fast path; otherwise a view of its size. A client that
+    /// changes between the two (its terminal or the session was resized) needs a keyframe of
+    /// its new kind: what its terminal shows was drawn for the other.
+    fn update_views(&mut self) {
+        let session = self.screen.size();
+        for client in self.clients.values_mut() {
+            let wanted = client.size.filter(|size| *size != session && client.streams_output());
+            let has = client.view.as_ref().map(desk_term::view::View::size);
+            if wanted == has {
+                continue;
+            }
+            client.view = wanted.map(|(cols, rows)| desk_term::view::View::new(cols, rows, client.status_line));
+            client.view_dirty = false;
+            if client.streams_output() {
+                // Raw bytes queued for the other kind are superseded by the keyframe.
+                client.out.discard_backlog();
+                client.needs_keyframe = true;
+            }
+        }
+    }
+
+    /// Keyframes for view clients that wait for one, and repaints for those whose screen
+    /// changed, at most one per [`VIEW_REPAINT_INTERVAL`] each and only into an empty queue (a
+    /// slow client gets the latest view once it has drained, never a backlog). Arms
+    /// [`Timer::ViewRepaint`] for repaints not due yet.
+    fn repaint_views(&mut self, now: Instant) {
+        let mut next: Option<Instant> = None;
+        for client in self.clients.values_mut() {
+            if client.view.is_none() || !client.streams_output() || !client.out.is_empty() || !client.writable {
+                continue;
+            }
+            let Some(view) = client.view.as_mut() else { continue };
+            if client.needs_keyframe {
+                let frames = keyframe_chunks(&view.keyframe(&self.screen));
+                client.view_dirty = false;
+                client.next_repaint = Some(now + VIEW_REPAINT_INTERVAL);
+                client.push_keyframe(&frames);
+                continue;
+            }
+            if !client.view_dirty {
+                continue;
+            }
+            match client.next_repaint {
+                Some(at) if at > now => {
+                    next = Some(next.map_or(at, |n| n.min(at)));
+                    continue;
+                }
+                _ => {}
+            }
+            let bytes = view.render(&self.screen);
+            client.view_dirty = false;
+            client.next_repaint = Some(now + VIEW_REPAINT_INTERVAL);
+            if !bytes.is_empty() {
+                client.push_repaint(&output_chunks(&bytes), bytes.len());
+            }
+        }
+        if let Some(at) = next
+            && self.repaint_armed.is_none_or(|armed| armed > at)
+        {
+            self.timers.arm(at, Timer::ViewRepaint);
+            self.repaint_armed = Some(at);
+        }
+    }
+
+    // ----- signals, the child, timers -----
+
+    fn handle_signals(&mut self, now: Instant) {
+        let pending: Vec<i32> = self.signals.pending().collect();
+        for signal in pending {
+            match signal {
+                SIGCHLD => self.reap(),
+                SIGTERM | SIGINT => {
+                    info!(signal, "asked to stop; terminating the session");
+                    self.policy.on_stop_requested(now);
+                    self.carry(now, None);
+                }
+                SIGHUP => debug!("ignoring SIGHUP"),
+                _ => {}
+            }
+        }
+    }
+
+    /// Signal the session's process group and, for a kill (`helpers`), the session's processes
+    /// that left it.
+    fn signal_session(&mut self, signal: i32, helpers: bool) {
+        let name = desk_common::signals::name(signal);
+        info!(signal = %name, helpers, "signalling the session's process group");
+        // Raw, because nix's `Signal` knows only 1..=31 and the wire allows every Linux signal
+        // up to 64, real-time ones included.
+        // SAFETY: killpg takes two integers and touches no memory of ours.
+        if unsafe { libc::killpg(self.meta.pid as libc::pid_t, signal) } != 0 {
+            let e = Errno::last();
+            if e != Errno::ESRCH {
+                warn!("killpg failed: {e}");
+            }
+        }
+        if !helpers {
+            return;
+        }
+        // A kill ends the whole session: helpers that left the process group (their own group,
+        // `setsid`, a double fork) get the signal too. Those inside the group already had it.
+        for helper in self.helpers() {
+            // SAFETY: getpgid and kill take integers and touch no memory of ours.
+            let in_group = unsafe { libc::getpgid(helper.pid as libc::pid_t) } == self.meta.pid as libc::pid_t;
+            if !in_group {
+                info!(pid = helper.pid, command = %helper.command, "signalling a helper outside the process group");
+                // SAFETY: kill takes integers and touches no memory of ours.
+                unsafe { libc::kill(helper.pid as libc::pid_t, signal) };
+            }
+        }
+    }
+
+    /// A kill's grace period ran out: SIGKILL the process group if the child still runs
+    /// (`group`), and every helper of the session that is left.
+    fn kill_session(&mut self, group: bool) {
+        if group {
+            warn!("the session outlived its grace period; sending SIGKILL");
+            let _ = killpg(self.child(), Signal::SIGKILL);
+        }
+        for helper in self.helpers() {
+            warn!(pid = helper.pid, command = %helper.command, "a helper outlived the grace period; sending SIGKILL");
+            let _ = nix::sys::signal::kill(Pid::from_raw(helper.pid as i32), Signal::SIGKILL);
+        }
+    }
+
+    /// Every live process of the session other than the child itself: its descendants (all of
+    /// them when the master is a subreaper, since orphans are re-parented to it) and whatever
+    /// else still carries the child's session id.
+    fn helpers(&self) -> Vec<desk_common::procfs::ProcessInfo> {
+        let mut found = desk_common::procfs::descendants(std::process::id());
+        for member in desk_common::procfs::session_members(self.meta.pid) {
+            if !found.iter().any(|p| p.pid == member.pid) {
+                found.push(member);
+            }
+        }
+        found.retain(|p| p.pid != self.meta.pid);
+        found
+    }
+
+    /// After the child exited during a kill, the master stays until its helpers are gone or the
+    /// grace period ran out and they were sent SIGKILL: if it left earlier, they would be
+    /// re-parented past it and nobody would escalate.
+    fn awaiting_helpers(&self) -> bool {
+        self.subreaper && self.policy.escalation_pending() && self.child_status.is_some() && !self.helpers().is_empty()
+    }
+
+    /// Fire every timer due at `now`; whether any was.
+    fn fire_timers(&mut self, now: Instant) -> bool {
+        let mut fired = false;
+        while let Some(timer) = self.timers.pop_due(now) {
+            fired = true;
+            match timer {
+                Timer::Policy(timer) => {
+                    self.policy.on_timer(timer, now);
+                    self.carry(now, None);
+                }
+                Timer::TitleFlush => self.flush_title(now),
+                Timer::NoiseFlush => self.flush_noise(now),
+                Timer::OutputQuiet => self.check_output_quiet(now),
+                Timer::ScreenCheck => self.check_screen(now),
+                Timer::StateTick => self.state_tick(now),
+                Timer::InfoFile => self.info_armed = false,
+                Timer::LogFlush => self.flush_log(),
+                Timer::KeysNext => self.type_next_key(now),
+                Timer::ViewRepaint => {
+                    self.repaint_armed = None;
+                    self.repaint_views(now);
+                }
+                Timer::ReadyCheck => {
+                    if !self.output_active {
+                        self.state_quiet(now);
+                        // Start-up is over and the child is quiet: drop what starting needed.
+                        self.release_idle_memory();
+                    }
+                }
+            }
+        }
+        fired
+    }
+
+    /// Collect the child's status if it has exited and, as a subreaper, every adopted orphan
+    /// that has exited (they are not the session's child: their exit ends nothing).
+    fn reap(&mut self) {
+        // Only a subreaper waits for any child: in any other process (the unit tests) other
+        // children may belong to someone else.
+        let which = if self.subreaper { -1 } else { self.meta.pid as libc::pid_t };
+        loop {
+            if !self.subreaper && self.child_status.is_some() {
+                return;
+            }
+            let mut raw: libc::c_int = 0;
+            // Raw, because nix's waitpid reaps a child killed by a real-time signal and then
+            // fails to name the signal, which would lose the status.
+            // SAFETY: waitpid writes only to `raw`, which outlives the call.
+            let pid = unsafe { libc::waitpid(which, &mut raw, libc::WNOHANG) };
+            if pid == 0 {
+                return;
+            }
+            if pid < 0 {
+                match Errno::last() {
+                    Errno::EINTR => continue,
+                    e => {
+                        if self.child_status.is_none() {
+                            warn!("waitpid failed: {e}");
+                            self.on_child_exit(ExitStatus::Code(-1));
+                        }
+                        return;
+                    }
+                }
+            }
+            if pid as u32 != self.meta.pid {
+                debug!(pid, "reaped an orphaned helper of the session");
+                continue;
+            }
+            if libc::WIFEXITED(raw) {
+                self.on_child_exit(ExitStatus::Code(libc::WEXITSTATUS(raw)));
+            } else if libc::WIFSIGNALED(raw) {
+                self.on_child_exit(ExitStatus::Signal(libc::WTERMSIG(raw)));
+            } else {
+                // Stopped or continued (not asked for): the next SIGCHLD asks again.
+                return;
+            }
+        }
+    }
+
+    fn on_child_exit(&mut self, status: ExitStatus) {
+        info!(status = %desk_common::signals::describe_exit(status), escalated = self.policy.escalated(), "child exited");
+        self.child_status = Some(status);
+        let now = Instant::now();
+        // Whatever the child wrote before it died is still in the PTY; deliver it first.
+        if self.pty_open {
+            self.read_pty(now);
+        }
+        // A title held back by the rate limit is the session's last word on its title: journal
+        // it before the exit, not never.
+        self.flush_title(now);
+        self.flush_all_noise();
+        self.drain_log(now);
+        if let Some(log) = &mut self.log
+            && let Err(e) = log.sync()
+        {
+            warn!("{e:#}");
+        }
+        let record = ExitRecord {
+            generation: self.meta.generation,
+            status,
+            escalated: self.policy.escalated(),
+            exited_at_ms: desk_common::clock::now_ms(),
+            cols: Some(self.screen.size().0),
+            rows: Some(self.screen.size().1),
+            title: Some(self.screen.title().to_string()),
+            last_screen: Some(session::last_screen(self.screen.text_rows())),
+            last_history: session::last_history(self.screen.history_text(session::LAST_HISTORY_LINES)),
+        };
+        match session::write_exit(&self.files, &record) {
+            // The unused reserve is removed once the socket is gone, not in between.
+            Ok(()) => {}
+            Err(e) => {
+                // A full disk: the reserved room takes it, without the last screen (the
+                // reserve is sized for the record alone).
+                let record = ExitRecord { last_screen: None, last_history: None, ..record };
+                let reserved = match (self.exit_reserve.take(), serde_json::to_vec_pretty(&record)) {
+                    (Some(reserve), Ok(bytes)) => reserve.commit(&bytes),
+                    (None, _) => Err(anyhow::anyhow!("no room was reserved")),
+                    (_, Err(e)) => Err(e.into()),
+                };
+                match reserved {
+                    Ok(()) => warn!("recorded the exit in its reserved room: {e:#}"),
+                    Err(r) => warn!("cannot record the exit: {e:#}; nor in its reserved room: {r:#}"),
+                }
+            }
+        }
+        let (code, signal) = match status {
+            ExitStatus::Code(c) => (Some(c), None),
+            ExitStatus::Signal(s) => (None, Some(s)),
+        };
+        let changes =
+            self.authority.on_exit(&desk_common::signals::describe_exit(status), now, desk_common::clock::now_ms());
+        self.announce(changes);
+        self.emit(EventBody::Exit { code, signal, escalated: self.policy.escalated() });
+        // EXIT (after a pending keyframe) to welcomed clients, EXITING to the others.
+        self.policy.on_child_exited(now);
+        self.carry(now, None);
+        if let Some(mut listener) = self.listener.take() {
+            let _ = self.poll.registry().deregister(&mut listener);
+        }
+        if let Err(e) = desk_common::fsutil::remove_if_exists(&self.files.socket) {
+            warn!("{e:#}");
+        }
+        // The exit record says how the session is now; the info file would say it runs.
+        self.info_start = None;
+        if let Err(e) = desk_common::fsutil::remove_if_exists(&self.files.info) {
+            warn!("{e:#}");
+        }
+        drop(self.exit_reserve.take());
+    }
+}
+
+/// Whether `a` and `b` differ at most in the times that move with every read of output: the
+/// time of the last output, and when each axis's evidence was last seen (a `working` lease
+/// that output renews, `no evidence` as of the last output). Only a changing master compares,
+/// at most ten times a second, so the clone costs nothing that matters.
+fn same_but_output_times(a: &SessionInfo, b: &SessionInfo) -> bool {
+    let (Some(sa), Some(_)) = (&a.state, &b.state) else { return a == b };
+    let mut b = b.clone();
+    if let Some(state) = b.state.as_mut() {
+        state.last_output_ms = sa.last_output_ms;
+        state.lifecycle.evidence.at_ms = sa.lifecycle.evidence.at_ms;
+        state.activity.evidence.at_ms = sa.activity.evidence.at_ms;
+        state.health.evidence.at_ms = sa.health.evidence.at_ms;
+    }
+    *a == b
+}
+
+/// A keyframe's bytes cut into KEYFRAME frames (one empty frame for no bytes).
+fn keyframe_chunks(bytes: &[u8]) -> Vec<Rc<[u8]>> {
+    let mut frames = Vec::new();
+    let mut chunks = bytes.chunks(MAX_PAYLOAD).peekable();
+    if chunks.peek().is_none() {
+        frames.push(Rc::from(Frame::Keyframe { more: false, data: Vec::new() }.to_bytes()));
+    }
+    while let Some(chunk) = chunks.next() {
+        let more = chunks.peek().is_some();
+        frames.push(Rc::from(Frame::Keyframe { more, data: chunk.to_vec() }.to_bytes()));
+    }
+    frames
+}
+
+/// Terminal bytes cut into OUTPUT frames.
+fn output_chunks(bytes: &[u8]) -> Vec<Rc<[u8]>> {
+    bytes.chunks(MAX_PAYLOAD).map(output_frame).collect()
+}
+
+/// One OUTPUT frame carrying `piece` (at most [`MAX_PAYLOAD`] bytes), built in its shared
+/// allocation: every byte of a flood is copied once on its way to the clients, not twice.
+fn output_frame(piece: &[u8]) -> Rc<[u8]> {
+    let header = output_header(piece.len());
+    let mut frame = Rc::<[u8]>::new_uninit_slice(HEADER_LEN + piece.len());
+    let Some(slots) = Rc::get_mut(&mut frame) else {
+        // A fresh Rc has no other owner; this is not reached.
+        return Rc::from([&header[..], piece].concat());
+    };
+    let (head, body) = slots.split_at_mut(HEADER_LEN);
+    for (slot, byte) in head.iter_mut().zip(header) {
+        slot.write(byte);
+    }
+    for (slot, byte) in body.iter_mut().zip(piece) {
+        slot.write(*byte);
+    }
+    // SAFETY: `head` and `body` together are every slot of the slice, and each was written
+    // above.
+    unsafe { frame.assume_init() }
+}
+
+/// The session policy's name for the client behind a poll token (tokens are never reused).
+fn client_id(token: Token) -> ClientId {
+    ClientId(token.0 as u64)
+}
+
+fn token_of(client: ClientId) -> Token {
+    Token(client.0 as usize)
+}
+
+/// An ERROR frame's message, as the reason a client is closed for.
+fn error_message(frame: &Frame) -> String {
+    match frame {
+        Frame::Error { message, .. } => message.clone(),
+        other => other.kind().name().to_string(),
+    }
+}
+
+/// `io::Write` over a borrowed non-blocking fd.
+struct FdWriter<'a>(std::os::fd::BorrowedFd<'a>);
+
+impl io::Write for FdWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        nix::unistd::write(self.0, buf).map_err(io::Error::from)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The master driven directly: clients are socket pairs inserted into its table, frames are
+    //! handed to `client_frame` and what each client receives is read from the other end.
+
+    use super::*;
+    use desk_core::session::{HANDSHAKE_DEADLINE, MAX_CLIENTS, SLOW_CLIENT_DEADLINE};
+    use desk_wire::FrameDecoder;
+    use std::os::unix::net::UnixStream as PeerStream;
+
+    struct Rig {
+        master: Master,
+        _dir: tempfile::TempDir,
+        _slave: OwnedFd,
+    }
+
+    #[test]
+    fn output_times_alone_are_not_a_change_to_write_at_once() {
+        let rig = rig(1);
+        let a = rig.master.info();
+        let mut b = a.clone();
+        let state = b.state.as_mut().expect("the master has a state");
+        state.last_output_ms = Some(42);
+        state.activity.evidence.at_ms += 5;
+        state.lifecycle.evidence.at_ms += 5;
+        assert!(same_but_output_times(&a, &b));
+        let mut titled = b.clone();
+        titled.title = "new".into();
+        assert!(!same_but_output_times(&a, &titled));
+        let mut moved = b.clone();
+        moved.state.as_mut().expect("a state").activity.since_ms += 1;
+        assert!(!same_but_output_times(&a, &moved));
+        let mut attached = b;
+        attached.viewers += 1;
+        assert!(!same_but_output_times(&a, &attached));
+    }
+
+    fn rig(child_pid: u32) -> Rig {
+        let dir = tempfile::tempdir().unwrap();
+        let file = |ext: &str| dir.path().join(format!("t.{ext}"));
+        let files = SessionPaths {
+            socket: file("sock"),
+            meta: file("json"),
+            exit: file("exit"),
+            log: file("log"),
+            info: file("info"),
+        };
+        let listener = UnixListener::bind(&files.socket).unwrap();
+        let pty = nix::pty::openpty(None, None).unwrap();
+        desk_common::pty::set_nonblocking(pty.master.as_fd()).unwrap();
+        let meta = SessionMeta {
+            name: "t".into(),
+            generation: 1,
+            provider: "shell".into(),
+            pid: child_pid,
+            master_pid: std::process::id(),
+            master_start: None,
+            command: vec!["sleep".into()],
+            cwd: "/".into(),
+            cols: 80,
+            rows: 24,
+            started_at_ms: 0,
+            size_policy: None,
+        };
+        let signals = Signals::new(Vec::<i32>::new()).unwrap();
+        let journal = desk_common::journal::Journal::open(dir.path(), desk_common::journal::JOURNAL_CAP).unwrap();
+        let authority = desk_core::state::Authority::new(
+            desk_core::state::RuleSet::builtin(desk_core::provider::Provider::Shell),
+            Instant::now(),
+            0,
+        );
+        let master = Master::new(Parts {
+            files,
+            poll: Poll::new().unwrap(),
+            listener,
+            pty: pty.master,
+            signals,
+            meta,
+            screen: Screen::new(80, 24),
+            journal,
+            authority,
+            subreaper: false,
+            size_policy: SizePolicy::default(),
+            log: None,
+            lock: {
+                let root = dir.path().join("home");
+                let paths = desk_common::paths::Paths { runtime: root.clone(), state: root.clone(), config: root };
+                let name = desk_common::paths::SessionName::parse("t").unwrap();
+                paths.ensure_session_state(&name).unwrap();
+                desk_common::session::MasterLock::take(&paths, &name, false).unwrap().unwrap()
+            },
+        });
+        Rig { master, _dir: dir, _slave: pty.slave }
+    }
+
+    impl Rig {
+        fn connect(&mut self) -> (Token, PeerStream) {
+            let (ours, theirs) = PeerStream::pair().unwrap();
+            ours.set_nonblocking(true).unwrap();
+            theirs.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+            let token = Token(self.master.next_client);
+            self.master.next_client += 1;
+            let mut client = Client::new(mio::net::UnixStream::from_std(ours), None);
+            client.writable = true;
+            self.master.policy.on_connect(client_id(token), Instant::now()).expect("room for a client");
+            self.master.admit(token, client, Instant::now());
+            (token, theirs)
+        }
+
+        fn send(&mut self, token: Token, frame: Frame) {
+            self.master.client_frame(token, frame, Instant::now());
+            self.master.settle(Instant::now());
+        }
+    }
+
+    /// Everything the peer has received, and whether the master closed the connection.
+    fn received(peer: &mut PeerStream) -> (Vec<Frame>, bool) {
+        let mut decoder = FrameDecoder::new();
+        let mut buf = [0u8; 4096];
+        let closed = loop {
+            match peer.read(&mut buf) {
+                Ok(0) => break true,
+                Ok(n) => decoder.push(&buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break false,
+                Err(e) => panic!("read failed: {e}"),
+            }
+        };
+        let mut frames = Vec::new();
+        while let Some(frame) = decoder.next_frame().unwrap() {
+            frames.push(frame);
+        }
+        (frames, closed)
+    }
+
+    fn hello(role: Role) -> Frame {
+        Frame::Hello { version: PROTOCOL_VERSION, role, cols: 0, rows: 0, status_line: false }
+    }
+
+    fn error_code(frame: &Frame) -> Option<ErrorCode> {
+        match frame {
+            Frame::Error { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn an_operators_keys_are_typed_one_write_each_a_key_gap_apart_and_a_later_request_follows() {
+        // Keys in one write reach the program in one read, and programs take such a burst for
+        // something else (docs/agents-observed.md §8.2): the master types them one at a time.
+        let mut rig = rig(0);
+        rig.master.pty_writable = true;
+        // The child's end reads what the master types, raw: no line editing holds bytes back.
+        let mut raw = nix::sys::termios::tcgetattr(&rig._slave).unwrap();
+        nix::sys::termios::cfmakeraw(&mut raw);
+        nix::sys::termios::tcsetattr(&rig._slave, nix::sys::termios::SetArg::TCSANOW, &raw).unwrap();
+        crate::pty::set_nonblocking(rig._slave.as_fd()).unwrap();
+        let slave = rig._slave.try_clone().unwrap();
+        let typed = move || {
+            let mut all = Vec::new();
+            let mut buf = [0u8; 64];
+            while let Ok(n) = nix::unistd::read(&slave, &mut buf) {
+                if n == 0 {
+                    break;
+                }
+                all.extend_from_slice(&buf[..n]);
+            }
+            all
+        };
+        let keys = |keys: &[&str]| {
+            let keys = keys.iter().map(|k| k.to_string()).collect();
+            desk_wire::operator::ClientEvent::Keys { keys, user: "ana".into(), tty: None, via: "cli".into() }.to_frame()
+        };
+        let (client, _peer) = rig.connect();
+        let t0 = Instant::now();
+        rig.master.client_frame(client, hello(Role::Query), t0);
+        rig.master.client_frame(client, keys(&["Down", "Down"]), t0);
+        rig.master.settle(t0);
+        assert_eq!(typed(), b"\x1b[B", "the first key at once, alone");
+        // A second request while the first is still being typed: its key comes after them.
+        rig.master.client_frame(client, keys(&["Enter"]), t0);
+        rig.master.settle(t0);
+        assert_eq!(typed(), b"");
+        let gap = super::super::operator::KEY_GAP;
+        let steps: [(Duration, &[u8]); 5] = [
+            (gap - Duration::from_millis(1), b""),
+            (gap, b"\x1b[B"),
+            (2 * gap - Duration::from_millis(1), b""),
+            (2 * gap, b"\r"),
+            (4 * gap, b""),
+        ];
+        for (at, want) in steps {
+            rig.master.fire_timers(t0 + at);
+            rig.master.settle(t0 + at);
+            assert_eq!(typed(), want, "at {at:?}");
+        }
+    }
+
+    #[test]
+    fn a_client_that_never_says_hello_is_closed_at_the_deadline() {
+        let mut rig = rig(0);
+        let before = Instant::now();
+        let (silent, mut silent_peer) = rig.connect();
+        let (talker, mut talker_peer) = rig.connect();
+        rig.send(talker, hello(Role::Query));
+        rig.master.fire_timers(before + HANDSHAKE_DEADLINE - Duration::from_millis(1));
+        rig.master.settle(Instant::now());
+        assert!(received(&mut silent_peer).0.is_empty(), "closed before the deadline");
+        rig.master.fire_timers(Instant::now() + HANDSHAKE_DEADLINE);
+        rig.master.settle(Instant::now());
+        let (frames, closed) = received(&mut silent_peer);
+        assert_eq!(frames.iter().map(error_code).collect::<Vec<_>>(), vec![Some(ErrorCode::BadHello)]);
+        assert!(closed);
+        assert!(!rig.master.clients.contains_key(&silent));
+        // The welcomed client is untouched.
+        let (_, closed) = received(&mut talker_peer);
+        assert!(!closed);
+        assert!(rig.master.clients.contains_key(&talker));
+    }
+
+    /// The slow-client rule is the session policy's (unit-tested in desk-core); this pins that
+    /// the loop wires it: a real socket that stops reading falls behind, is reported, and is
+    /// evicted when the policy's timer fires at the deadline, while one that drains meanwhile
+    /// stays. The clock is shifted by hand; nothing sleeps.
+    #[test]
+    fn a_viewer_that_stops_reading_is_evicted_at_the_slow_client_deadline_and_one_that_drains_stays() {
+        let mut rig = rig(0);
+        let t0 = Instant::now();
+        let (stalled, mut stalled_peer) = rig.connect();
+        let (drains, mut drains_peer) = rig.connect();
+        drains_peer.set_nonblocking(true).unwrap();
+        rig.send(stalled, hello(Role::Viewer));
+        rig.send(drains, hello(Role::Viewer));
+        let chunk = b"a line of output to keep the stream going\r\n".repeat(1500);
+        let behind = |m: &Master, t: Token| m.clients[&t].behind_since.is_some();
+        let mut pushed = 0;
+        while !behind(&rig.master, stalled) || !behind(&rig.master, drains) {
+            assert!(pushed < 1000, "nobody fell behind after {pushed} chunks");
+            rig.master.on_output(&chunk, t0);
+            pushed += 1;
+        }
+        rig.master.settle(t0);
+        // One of them reads everything now, and so catches up.
+        while !rig.master.clients[&drains].out.is_empty() {
+            received(&mut drains_peer);
+            rig.master.client_writable(drains);
+        }
+        rig.master.settle(t0);
+
+        rig.master.fire_timers(t0 + SLOW_CLIENT_DEADLINE - Duration::from_millis(1));
+        rig.master.settle(t0 + SLOW_CLIENT_DEADLINE - Duration::from_millis(1));
+        assert!(rig.master.clients.contains_key(&stalled), "evicted before the deadline");
+        rig.master.fire_timers(t0 + SLOW_CLIENT_DEADLINE);
+        rig.master.settle(t0 + SLOW_CLIENT_DEADLINE);
+        assert!(!rig.master.clients.contains_key(&stalled), "still connected at the deadline");
+        assert!(rig.master.clients.contains_key(&drains), "the client that caught up was evicted");
+        let (frames, closed) = received(&mut stalled_peer);
+        assert!(closed, "the stalled client's connection is closed");
+        // The reason is sent best-effort (behind a full socket buffer it rarely fits).
+        for code in frames.iter().filter_map(error_code) {
+            assert_eq!(code, ErrorCode::TooSlow);
+        }
+    }
+
+    /// The bytes of every OUTPUT and KEYFRAME frame, in order.
+    fn stream_bytes(frames: &[Frame]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for frame in frames {
+            if let Frame::Output(data) | Frame::Keyframe { data, .. } = frame {
+                out.extend_from_slice(data);
+            }
+        }
+        out
+    }
+
+    /// A viewer whose size is not the session's (80x24) gets its view: a keyframe, then at most
+    /// one repaint per interval holding the latest screen, and while it cannot take one,
+    /// nothing queued at all; a controller of the session's size gets the raw bytes.
+    #[test]
+    fn a_client_of_another_size_gets_coalesced_repaints_of_its_view_and_never_a_backlog() {
+        let mut rig = rig(0);
+        let (raw, mut raw_peer) = rig.connect();
+        rig.send(
+            raw,
+            Frame::Hello { version: PROTOCOL_VERSION, role: Role::Controller, cols: 80, rows: 24, status_line: false },
+        );
+        let (viewer, mut peer) = rig.connect();
+        rig.send(
+            viewer,
+            Frame::Hello { version: PROTOCOL_VERSION, role: Role::Viewer, cols: 40, rows: 10, status_line: false },
+        );
+        let (frames, _) = received(&mut peer);
+        assert!(matches!(frames[..], [Frame::Welcome { .. }, Frame::Keyframe { .. }, ..]), "{frames:?}");
+        let mut seen = stream_bytes(&frames);
+        received(&mut raw_peer);
+
+        let t0 = rig.master.clients[&viewer].next_repaint.expect("the keyframe counts as a repaint");
+        rig.master.on_output(b"first\r\n", t0 - Duration::from_millis(1));
+        rig.master.on_output(b"second\r\n", t0 - Duration::from_millis(1));
+        rig.master.settle(t0 - Duration::from_millis(1));
+        let (frames, _) = received(&mut raw_peer);
+        assert_eq!(stream_bytes(&frames), b"first\r\nsecond\r\n", "the same-size client gets the raw bytes");
+        assert!(received(&mut peer).0.is_empty(), "a repaint before its interval passed");
+        assert!(rig.master.timers.next_deadline().is_some_and(|at| at <= t0), "no repaint timer armed");
+        rig.master.fire_timers(t0);
+        let (frames, _) = received(&mut peer);
+        assert_eq!(frames.len(), 1, "one repaint for both changes: {frames:?}");
+        seen.extend_from_slice(&stream_bytes(&frames));
+        let mut terminal = Screen::new(40, 10);
+        terminal.process(&seen);
+        assert_eq!(terminal.text_rows()[..3], ["first", "second", ""]);
+
+        // It cannot take a repaint: nothing is queued for it, however much the screen changes.
+        rig.master.clients.get_mut(&viewer).unwrap().writable = false;
+        for i in 0..50 {
+            let at = t0 + VIEW_REPAINT_INTERVAL * (i + 1);
+            rig.master.on_output(format!("line {i}\r\n").as_bytes(), at);
+            rig.master.settle(at);
+        }
+        assert!(rig.master.clients[&viewer].out.is_empty(), "repaints queued for a client that cannot take them");
+        // Once it can, it gets one repaint: the latest view.
+        rig.master.client_writable(viewer);
+        rig.master.settle(t0 + VIEW_REPAINT_INTERVAL * 60);
+        let (frames, _) = received(&mut peer);
+        assert_eq!(frames.len(), 1, "{frames:?}");
+        seen.extend_from_slice(&stream_bytes(&frames));
+        let mut terminal = Screen::new(40, 10);
+        terminal.process(&seen);
+        assert_eq!(terminal.text_rows()[8], "line 49");
+    }
+
+    #[test]
+    fn a_master_gives_its_read_buffer_and_blank_rows_back_when_output_goes_quiet() {
+        let mut rig = rig(0);
+        assert!(rig.master.read_buf.capacity() == 0 && rig.master.screen.allocated_rows() == 0);
+        nix::unistd::write(&rig._slave, b"hello\r\n\x1b[2J").unwrap();
+        let start = Instant::now();
+        rig.master.read_pty(start);
+        assert_eq!(rig.master.read_buf.len(), PTY_READ_CHUNK, "reading allocates the buffer");
+        assert_eq!(rig.master.screen.allocated_rows(), 1);
+        rig.master.check_output_quiet(start + crate::events::OUTPUT_QUIET_AFTER);
+        assert!(!rig.master.output_active);
+        assert_eq!(rig.master.read_buf.capacity(), 0, "the read buffer outlived the burst");
+        assert_eq!(rig.master.screen.allocated_rows(), 0, "a cleared row kept its cells");
+        // A query client's visit (a `desk ls`) does not bring the PTY's buffer back.
+        let (token, mut peer) = rig.connect();
+        std::io::Write::write_all(&mut peer, &hello(Role::Query).to_bytes()).unwrap();
+        rig.master.client_readable(token, start);
+        rig.master.settle(start);
+        assert!(matches!(received(&mut peer).0.first(), Some(Frame::Welcome { .. })));
+        assert_eq!(rig.master.read_buf.capacity(), 0, "a query client's visit allocated the PTY buffer");
+        drop(peer);
+        rig.master.client_readable(token, start);
+        rig.master.settle(start);
+        assert!(!rig.master.clients.contains_key(&token));
+    }
+
+    /// A resize turns a same-size client into one of another size at once: output read later
+    /// in the same loop turn (before `settle`) must not reach it as raw bytes drawn for the
+    /// session's new size.
+    #[test]
+    fn output_after_a_resize_in_the_same_turn_is_not_sent_raw_to_a_client_of_the_old_size() {
+        let mut rig = rig(0);
+        let (a, mut a_peer) = rig.connect();
+        rig.send(
+            a,
+            Frame::Hello { version: PROTOCOL_VERSION, role: Role::Controller, cols: 80, rows: 24, status_line: false },
+        );
+        received(&mut a_peer);
+        let (b, _b_peer) = rig.connect();
+        // b is the most recently active controller now: the session takes its size.
+        rig.master.client_frame(
+            b,
+            Frame::Hello { version: PROTOCOL_VERSION, role: Role::Controller, cols: 100, rows: 30, status_line: false },
+            Instant::now(),
+        );
+        assert_eq!(rig.master.screen.size(), (100, 30));
+        rig.master.on_output(b"drawn for 100 columns", Instant::now());
+        let (frames, _) = received(&mut a_peer);
+        assert!(!String::from_utf8_lossy(&stream_bytes(&frames)).contains("drawn for"), "{frames:?}");
+        rig.master.settle(Instant::now());
+        let (frames, _) = received(&mut a_peer);
+        assert!(matches!(frames[..], [Frame::Keyframe { .. }, ..]), "a keyframe of its view: {frames:?}");
+    }
+
+    #[test]
+    fn a_hook_is_weighed_against_the_screen_drawn_since_the_last_check() {
+        let mut rig = rig(0);
+        let start = Instant::now();
+        rig.master.authority = desk_core::state::Authority::new(
+            desk_core::state::RuleSet::builtin(desk_core::provider::Provider::Codex),
+            start,
+            0,
+        );
+        // Codex draws its approval dialog; the screen check waits SCREEN_CHECK_DELAY for the
+        // redraw to settle, and a turn-complete notify from another thread comes first.
+        rig.master.on_output(b"\x1b[2J\x1b[20;1HWould you like to run the following command?\r\n  $ touch x", start);
+        assert!(rig.master.screen_check_armed);
+        let mut body = serde_json::Map::new();
+        body.insert("provider".into(), "codex".into());
+        body.insert("payload".into(), serde_json::json!({"type": "agent-turn-complete"}));
+        rig.master.on_hook_frame(body, start + Duration::from_millis(2)).unwrap();
+        let view = rig.master.authority.view();
+        assert_eq!(view.activity.value, desk_core::state::Activity::Blocked, "{view:?}");
+        assert_eq!(view.wait.as_deref(), Some("approval"));
+    }
+
+    #[test]
+    fn a_second_hello_fails_the_handshake_and_closes() {
+        let mut rig = rig(0);
+        let (token, mut peer) = rig.connect();
+        rig.send(token, hello(Role::Query));
+        rig.send(token, hello(Role::Query));
+        let (frames, closed) = received(&mut peer);
+        assert!(matches!(frames[0], Frame::Welcome { .. }), "{frames:?}");
+        assert_eq!(frames.len(), 2, "{frames:?}");
+        assert_eq!(error_code(&frames[1]), Some(ErrorCode::BadHello));
+        assert!(closed);
+    }
+
+    #[test]
+    fn exit_goes_only_to_welcomed_clients_and_is_their_last_frame() {
+        let mut rig = rig(0);
+        let (welcomed, mut welcomed_peer) = rig.connect();
+        rig.send(welcomed, hello(Role::Query));
+        let (_silent, mut silent_peer) = rig.connect();
+        rig.master.on_child_exit(ExitStatus::Code(3));
+        rig.master.settle(Instant::now());
+
+        let (frames, closed) = received(&mut welcomed_peer);
+        assert!(matches!(frames[0], Frame::Welcome { .. }), "{frames:?}");
+        assert_eq!(frames.last(), Some(&Frame::Exit { status: ExitStatus::Code(3), escalated: false }));
+        assert!(closed);
+
+        let (frames, closed) = received(&mut silent_peer);
+        assert_eq!(frames.len(), 1, "{frames:?}");
+        assert_eq!(error_code(&frames[0]), Some(ErrorCode::Exiting));
+        assert!(closed);
+    }
+
+    #[test]
+    fn a_full_session_refuses_with_its_own_code() {
+        let mut rig = rig(0);
+        let _held: Vec<_> = (0..MAX_CLIENTS).map(|_| rig.connect()).collect();
+        let mut peer = PeerStream::connect(&rig.master.files.socket).unwrap();
+        peer.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+        rig.master.accept(Instant::now());
+        let (frames, closed) = received(&mut peer);
+        assert_eq!(frames.iter().map(error_code).collect::<Vec<_>>(), [Some(ErrorCode::SessionFull)]);
+        assert!(closed);
+        assert_eq!(rig.master.clients.len(), MAX_CLIENTS);
+    }
+
+    #[test]
+    fn a_controller_that_asks_without_reading_is_disconnected_at_the_control_bound() {
+        let mut rig = rig(0);
+        let (token, _peer) = rig.connect();
+        rig.send(token, hello(Role::Controller));
+        let mut asked = 0;
+        while rig.master.clients.contains_key(&token) {
+            assert!(asked < 100_000, "still connected after {asked} unread snapshots");
+            rig.send(token, Frame::SnapshotRequest { history: None });
+            asked += 1;
+        }
+        let reply = SnapshotReply {
+            generation: 1,
+            state: Some(rig.master.authority.view()),
+            ..SnapshotReply::of_screen(rig.master.screen.snapshot())
+        };
+        let snapshot = Frame::Snapshot(Box::new(reply)).to_bytes().len();
+        assert!(asked * snapshot > crate::client::CONTROL_QUEUE_LIMIT, "gone after {asked}");
+    }
+
+    #[test]
+    fn a_realtime_signal_reaches_the_session_and_its_exit_names_it() {
+        use std::os::unix::process::CommandExt;
+        #[expect(clippy::zombie_processes, reason = "the master under test reaps it")]
+        let child = std::process::Command::new("sleep").arg("30").process_group(0).spawn().unwrap();
+        let mut rig = rig(child.id());
+        let (token, mut peer) = rig.connect();
+        rig.send(token, hello(Role::Query));
+        rig.send(token, Frame::Signal { signal: 40, grace_ms: 0 });
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while rig.master.child_status.is_none() {
+            assert!(Instant::now() < deadline, "the child outlived signal 40");
+            std::thread::sleep(Duration::from_millis(10));
+            rig.master.reap();
+        }
+        rig.master.settle(Instant::now());
+        let (frames, _) = received(&mut peer);
+        assert_eq!(frames.last(), Some(&Frame::Exit { status: ExitStatus::Signal(40), escalated: false }));
+    }
+}

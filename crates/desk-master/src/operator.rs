@@ -1,0 +1,104 @@
+//! What the master does with an EVENT frame a client sends it: an operator's keys, the
+//! daemon's notify record (docs/protocol.md §5.9).
+//!
+//! Owns turning a `keys` request into bytes for the child — each key parsed by
+//! `desk_term::keys`, and typed one at a time, [`KEY_GAP`] apart, each encoded in the cursor-key
+//! mode the program has set when it is typed — and journalling it with who sent it; and
+//! journalling a `notify` record as the session's `notify` event. Invariants: a request is
+//! checked whole before any key is typed (a bad key, too many bytes, or a full input queue for
+//! its first key types nothing and is answered with an ERROR); a `keys` event is journalled only
+//! for keys that were queued; keys of a later request are typed after those of an earlier one.
+//! The session policy has already checked the client's role and that the terminal takes input.
+
+use mio::Token;
+use std::time::{Duration, Instant};
+use tracing::warn;
+
+use super::event_loop::Master;
+use super::timers::Timer;
+use desk_wire::events::EventBody;
+use desk_wire::operator::{ClientEvent, MAX_KEYS_BYTES};
+use desk_wire::{ErrorCode, Frame};
+
+/// 100 ms between two keys of a `desk keys` request, as a person types them. Keys in one write
+/// reach the program in one read, and programs handle such a burst in ways a typist never
+/// triggers: Claude Code 2.1.197 took `Down Down Enter` in one read as Enter on the option
+/// highlighted *before* the arrows (approving a command the operator meant to refuse, 6 times
+/// in 6, docs/agents-observed.md §8.2), and Codex treats an Enter within ~20 ms of typed text
+/// as a newline (a paste burst). It also keeps an `Esc` from merging with the next key into an
+/// Alt chord.
+pub(super) const KEY_GAP: Duration = Duration::from_millis(100);
+
+impl Master {
+    /// A `keys` or `notify` EVENT from the client `token`; an `Err` is the ERROR to answer.
+    pub(super) fn on_client_event(
+        &mut self,
+        token: Token,
+        body: serde_json::Map<String, serde_json::Value>,
+        now: Instant,
+    ) -> Result<(), Frame> {
+        let event = ClientEvent::from_body(body).map_err(|e| Frame::error(ErrorCode::Malformed, e))?;
+        match event {
+            ClientEvent::Keys { keys, user, tty, via } => {
+                let parsed = desk_term::keys::parse_all(&keys).map_err(|(at, e)| {
+                    Frame::error(ErrorCode::Malformed, format!("key {at} ({:?}): {e}", keys[at - 1]))
+                })?;
+                let app_cursor = self.screen.modes().app_cursor_keys;
+                let bytes = desk_term::keys::encode(&parsed, app_cursor);
+                if bytes.len() > MAX_KEYS_BYTES {
+                    return Err(Frame::error(
+                        ErrorCode::Malformed,
+                        format!(
+                            "{} bytes of keys; at most {MAX_KEYS_BYTES} (send prompts with desk send)",
+                            bytes.len()
+                        ),
+                    ));
+                }
+                let mut parsed = parsed.into_iter();
+                if self.pending_keys.is_empty() {
+                    // The first key now; the rest follow from the timer.
+                    let Some(first) = parsed.next() else { return Ok(()) };
+                    if !self.queue_input(token, &desk_term::keys::encode(&[first], app_cursor), now) {
+                        return Ok(());
+                    }
+                    if !parsed.as_slice().is_empty() {
+                        self.timers.arm(now + KEY_GAP, Timer::KeysNext);
+                    }
+                }
+                // Keys of an earlier request are still being typed: these follow them.
+                self.pending_keys.extend(parsed);
+                // A person typed: delivery holds for them as for an attached controller.
+                self.last_controller_input_ms = Some(desk_common::clock::now_ms());
+                self.emit(EventBody::Keys { keys, bytes: bytes.len(), user, tty, via });
+                Ok(())
+            }
+            ClientEvent::Notify { kind, message, item, suppressed } => {
+                self.emit(EventBody::Notify { kind, message, item, suppressed });
+                Ok(())
+            }
+        }
+    }
+
+    /// Type the next of an operator's keys (its [`Timer::KeysNext`] is due), in the cursor-key
+    /// mode the program has now.
+    pub(super) fn type_next_key(&mut self, now: Instant) {
+        let Some(key) = self.pending_keys.pop_front() else { return };
+        let bytes = desk_term::keys::encode(&[key], self.screen.modes().app_cursor_keys);
+        if let Err(full) = self.input.push(&bytes) {
+            warn!(
+                "an operator's keys stop: {} bytes are already waiting for the child to read (limit {}); {} keys dropped",
+                full.queued,
+                full.limit,
+                self.pending_keys.len() + 1
+            );
+            self.pending_keys.clear();
+            return;
+        }
+        self.flush_input();
+        self.authority.on_typed(&bytes);
+        self.last_controller_input_ms = Some(desk_common::clock::now_ms());
+        if !self.pending_keys.is_empty() {
+            self.timers.arm(now + KEY_GAP, Timer::KeysNext);
+        }
+    }
+}
