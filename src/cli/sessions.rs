@@ -997,13 +997,16 @@ pub(super) fn kill(name: &SessionName, signal: i32, grace: f64, json: bool, by: 
     let deadline = grace_end + KILL_REPORT_SLACK;
     let mut fates: Vec<Option<&str>> = vec![None; helpers.len()];
     loop {
-        let now = Instant::now();
         for (helper, fate) in helpers.iter().zip(fates.iter_mut()) {
             if fate.is_none() && !desk_common::procfs::alive(helper.pid) {
-                *fate = Some(if now < grace_end { "ended" } else { "killed with SIGKILL after the grace period" });
+                // The clock is read after the death is seen, never before: a reading taken
+                // earlier (this process may be descheduled in between, on a loaded machine)
+                // would call a helper the master killed at the end of the grace period "ended".
+                let seen = Instant::now();
+                *fate = Some(if seen < grace_end { "ended" } else { "killed with SIGKILL after the grace period" });
             }
         }
-        if fates.iter().all(Option::is_some) || now >= deadline {
+        if fates.iter().all(Option::is_some) || Instant::now() >= deadline {
             break;
         }
         std::thread::sleep(HELPER_POLL);
