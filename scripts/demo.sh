@@ -7,7 +7,8 @@ set -eu
 bin="$1"
 action="${2:-start}"
 here=$(cd "$(dirname "$0")" && pwd)
-# This build's desk and demo agent come first on PATH (the manifest names `desk-demo-agent`).
+# This build's desk and demo agent come first on PATH (the manifest names `desk-demo-agent`), so
+# everything below (and every hint it prints) says plain `desk`, as you will type it.
 PATH="$bin:$PATH"
 export PATH
 demo="$DESK_HOME/demo"
@@ -50,7 +51,7 @@ echo
 desk channel read release
 cat <<MSG
 
-To use this desk on the demo fleet from your shell:
+To use this desk on the demo fleet from your shell, paste this line (or run: make demo-shell):
 
     export PATH="$bin:\$PATH" DESK_HOME="$DESK_HOME"
 
@@ -59,11 +60,15 @@ Then try:
       desk explain demo-beta     (it is blocked on an approval dialog)
       desk restart demo-alpha    (it comes back resuming its conversation: desk peek demo-alpha)
       desk send demo-alpha crash-now   (it crashes; its restart policy brings it back)
-      desk worktree ls --manifest $manifest
+      desk events demo-alpha -f  (follow its events; Ctrl-C to stop)
       desk attach demo-beta      (answer its dialog with Enter; detach with Ctrl-\\)
+      desk channel read release -f   (the agents' replies come in as their turns end)
       desk channel post release "@demo-alpha and the release notes?"
-      desk up --manifest $manifest     (nothing to do: it runs as declared)
-      make demo-stop              (end the demo)
+      desk worktree ls --manifest "\$DESK_HOME/demo/desk.toml"   (demo-gamma's git worktree)
+      desk up --manifest "\$DESK_HOME/demo/desk.toml"   (nothing to do: it runs as declared)
+      desk new sh1 -- bash; desk attach sh1   (a shell of your own beside the agents)
+      desk doctor                (is everything in place: executables, directories, agents)
+      make demo-stop             (end the demo)
 MSG
 if [ -t 0 ] && [ -t 1 ]; then
     printf '\nOpening the dashboard in 3 s: q quits it, the fleet keeps running (Enter attaches,\n'

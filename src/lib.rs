@@ -12,8 +12,10 @@
 //!   crates' code from this executable) and talks to them through the clients in desk-common.
 //!   Starting a session is [`launch`] (for `desk new`, `desk up`, `desk restart`, and the
 //!   daemon's supervisor, which runs `desk restart`); the fleet's `desk.toml` is [`manifest`]
-//!   and its per-session git worktrees [`worktree`]; which agent a provider name means is
-//!   [`providers`].
+//!   and its per-session git worktrees [`worktree`]. Beside those, what the commands and the
+//!   dashboard share: starting `desk serve` when a command needs it ([`autostart`]), every
+//!   session's pending prompts ([`queues`]), the one spelling of a session's state ([`words`])
+//!   and the agent commands of the providers ([`providers`]).
 //!
 //! ```text
 //!                 desk  (this crate: cli, attach, dash)
@@ -35,9 +37,12 @@
 //! depends on no desk crate.
 
 pub mod attach;
+pub mod autostart;
 pub mod cli;
 pub mod dash;
 pub mod launch;
 pub mod manifest;
 pub mod providers;
+pub mod queues;
+pub mod words;
 pub mod worktree;

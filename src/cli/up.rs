@@ -261,6 +261,7 @@ pub(super) fn up(
     };
     let mut failed = false;
     let mut queued_prompts = false;
+    let mut notes = Vec::new();
     for r in &resolved {
         let (observed, last) = observe(&paths, &r.name)?;
         let step = plan::plan_up(&r.launch, &observed, recreate);
@@ -294,7 +295,16 @@ pub(super) fn up(
                     Err(e) => {
                         failed = true;
                         o.outcome = "failed";
-                        o.error = Some(format!("{e:#}"));
+                        // The provider's own agent, not installed: how to name it instead.
+                        let program = r.command.first().filter(|_| r.spec.command.is_none());
+                        let hint = crate::launch::agent_not_found(&e, program.map(OsString::as_os_str)).map(|p| {
+                            format!(
+                                "\n`{p}` is not on your PATH: install it, or give its path in the manifest: \
+                                 command = [\"/path/to/{p}\"] under [session.{}]",
+                                r.spec.name
+                            )
+                        });
+                        o.error = Some(format!("{e:#}{}", hint.unwrap_or_default()));
                     }
                 }
                 o
@@ -310,12 +320,15 @@ pub(super) fn up(
         report.channels = converge_channels(&paths, &loaded)?;
         crate::manifest::register(&paths, &loaded.path)?;
         let supervised = resolved.iter().any(|r| r.spec.restart != desk_core::fleet::supervise::RestartPolicy::Never);
-        if supervised || queued_prompts || !loaded.manifest.channels.is_empty() {
-            report.daemon_started = ensure_daemon(&paths)?;
+        let agents = resolved.iter().any(|r| crate::launch::needs_daemon(r.spec.provider));
+        if supervised || queued_prompts || agents || !loaded.manifest.channels.is_empty() {
+            let daemon = crate::autostart::ensure_daemon(&paths);
+            report.daemon_started = matches!(daemon, crate::autostart::Daemon::Started(_));
+            notes.extend(daemon.say(json));
         }
     }
     if json {
-        output::print_ok("up", &report, &[])?;
+        output::print_ok("up", &report, &notes)?;
     } else {
         print_up(&report);
     }
@@ -338,9 +351,6 @@ fn print_up(report: &UpReport) {
             (false, false) => println!("#{}: added {}", c.name, c.added.join(", ")),
             (false, true) => {}
         }
-    }
-    if report.daemon_started {
-        println!("started desk serve (it delivers the prompts and restarts sessions by their policy)");
     }
 }
 
@@ -509,25 +519,6 @@ fn converge_channels(paths: &Paths, loaded: &Loaded) -> Result<Vec<ChannelOutcom
         out.push(ChannelOutcome { name: channel.name.to_string(), created, added });
     }
     Ok(out)
-}
-
-/// Start `desk serve` if it is not running; returns whether it was started.
-fn ensure_daemon(paths: &Paths) -> Result<bool> {
-    let socket = desk_common::daemon_client::socket_path(paths);
-    let ping = desk_common::daemon_client::request(
-        &socket,
-        &desk_wire::control::Request::Ping,
-        std::time::Duration::from_secs(2),
-    );
-    if ping.is_ok_and(|r| r.ok) {
-        return Ok(false);
-    }
-    let exe = std::env::current_exe().context("cannot find the desk executable")?;
-    let out = std::process::Command::new(exe).arg("serve").output().context("cannot start desk serve")?;
-    if !out.status.success() {
-        return Err(failure(1, format!("cannot start desk serve: {}", String::from_utf8_lossy(&out.stderr).trim())));
-    }
-    Ok(true)
 }
 
 /// Stop a running session as `desk kill` does (TERM, then KILL after the grace period), its end

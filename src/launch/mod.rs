@@ -15,7 +15,7 @@ mod scope;
 mod start;
 pub mod view;
 
-pub use start::{FleetFacts, StartRequest, Started, start};
+pub use start::{FleetFacts, StartRequest, Started, agent_not_found, needs_daemon, start};
 
 /// The config variables of desk's own environment a first start passes on
 /// ([`desk_common::launch_record::LaunchRecord::inherited`]), minus those the start sets itself.

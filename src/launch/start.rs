@@ -172,6 +172,22 @@ pub fn start(paths: &Paths, req: StartRequest) -> Result<Started> {
     started
 }
 
+/// The agent program a failed start could not execute, when it was given bare (looked up on
+/// `PATH`) as a provider's own agent command (`claude`, for `--provider claude` without a
+/// command): the agent is not installed, and the caller says how to give its path instead.
+/// `program`: the command's first word, only where the command was the provider's default.
+pub fn agent_not_found<'a>(e: &anyhow::Error, program: Option<&'a std::ffi::OsStr>) -> Option<&'a str> {
+    let program = program?.to_str()?;
+    (!program.contains('/') && format!("{e:#}").contains("could not execute")).then_some(program)
+}
+
+/// Whether a session of `provider` needs `desk serve` once it runs: an agent's prompts are the
+/// daemon's to deliver, so it is started with the session, not at the first send; a plain
+/// shell needs none.
+pub fn needs_daemon(provider: Provider) -> bool {
+    provider != Provider::Shell
+}
+
 /// How long `desk new` waits for its master to report. Starting is milliseconds; this bounds a
 /// master stuck on something unexpected (a hung filesystem) so the caller does not hang too.
 const START_TIMEOUT: Duration = Duration::from_secs(10);

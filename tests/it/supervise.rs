@@ -12,9 +12,18 @@ use crate::up::{DEMO, Fleet, demo_session};
 /// one-a-minute slot 600 ms, the crash-loop window 3 s.
 const COMPRESS: &str = "100";
 
+/// `desk up`, letting it start `desk serve` (the supervisor) as it does for a user: the daemon
+/// inherits the compressed times.
 fn up(fleet: &Fleet) {
-    let out =
-        fleet.home.cmd().current_dir(fleet.path()).env("DESK_SUPERVISE_COMPRESS", COMPRESS).arg("up").output().unwrap();
+    let out = fleet
+        .home
+        .cmd()
+        .current_dir(fleet.path())
+        .env_remove("DESK_AUTOSTART")
+        .env("DESK_SUPERVISE_COMPRESS", COMPRESS)
+        .arg("up")
+        .output()
+        .unwrap();
     assert!(out.status.success(), "desk up: {}", String::from_utf8_lossy(&out.stderr));
 }
 
@@ -151,6 +160,7 @@ fn a_daemon_killed_while_a_restart_waits_restarts_it_once_after_it_returns() {
             .home
             .cmd()
             .current_dir(fleet.path())
+            .env_remove("DESK_AUTOSTART")
             .env("DESK_SUPERVISE_COMPRESS", "10")
             .args(args)
             .output()

@@ -7,14 +7,15 @@
 //! ([`delivery`]: a prompt delivered exactly once or visibly stuck), channels ([`channel`]:
 //! message model, file format, mentions, routing and prompts) and the master's session
 //! policy ([`session`]: handshakes, roles, slow clients, the client limit, the session's size,
-//! kill escalation and the exit flush) and when to notify the operator ([`notify`]: what
-//! needs a person, rate-limited per session) and the fleet ([`fleet`]: the `desk.toml`
-//! manifest, what `desk up` does, restart policies and their backoff, which conversation a
-//! restarted agent resumes, the pure half of per-session worktrees). Every entry point takes the
-//! clock as an argument and returns what to do; the shells' event loops carry it out (the master
-//! runs the session policy and the state authority, the daemon the delivery engine, channel
-//! routing and restart supervision). May not depend on the shell crates, nor on anything that
-//! makes a syscall (no nix, libc, mio, no file or socket access): its Cargo.toml is the boundary.
+//! kill escalation and the exit flush), when to notify the operator ([`notify`]: what needs a
+//! person, rate-limited per session), which title changes are news ([`title`]) and the fleet
+//! ([`fleet`]: the `desk.toml` manifest, what `desk up` does, restart policies and their
+//! backoff, which conversation a restarted agent resumes, the pure half of per-session
+//! worktrees). Every entry point takes the clock as an argument and returns what to do; the
+//! shells' event loops carry it out (the master runs the session policy, the state authority
+//! and the title rule, the daemon the delivery engine, channel routing and restart
+//! supervision). May not depend on the shell crates, nor on anything that makes a syscall (no
+//! nix, libc, mio, no file or socket access): its Cargo.toml is the boundary.
 //!
 //! Its place in the map: desk runs as three kinds of process — a master per session
 //! (desk-master: the PTY, the screen model, the socket terminals attach to), the daemon (`desk
@@ -34,3 +35,4 @@ pub mod provider;
 pub mod session;
 pub mod state;
 pub mod time;
+pub mod title;
