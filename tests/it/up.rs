@@ -1,7 +1,8 @@
 //! The fleet as a file: `desk up`, `desk down` and `desk restart` on a `desk.toml`, against
 //! real sessions of the demo agent (restart with resume proven by the agent's own memory of its
-//! earlier prompts), a manifest that is wrong (it changes nothing), and `desk ls` showing the
-//! declared sessions that are not running.
+//! earlier prompts), a manifest that is wrong (it changes nothing), `desk ls` showing the
+//! declared sessions that are not running, and the manifest's first prompts and channels
+//! (each prompt delivered once, a second `up` adding nothing).
 
 use crate::support::{Home, eventually, prompts};
 use std::path::Path;
@@ -241,4 +242,103 @@ fn restart_of_a_session_no_manifest_declares_uses_its_own_launch_record() {
     let solo = home.session("solo").unwrap();
     assert_eq!((solo["cols"].as_u64(), solo["rows"].as_u64()), (Some(100), Some(30)), "its size kept");
     assert_eq!(solo["generation"], 2);
+}
+
+/// What the delivery store holds: per session of `names`, its items whatever their state (one
+/// file each under `delivery/queue/NAME/`), and the intake's files, pending or ingested (an
+/// ingested one is kept as a tombstone): every prompt `desk up` or `desk send` ever wrote.
+fn stored(home: &Home, names: &[&str]) -> (Vec<usize>, usize) {
+    let count = |dir: std::path::PathBuf| std::fs::read_dir(dir).map(|d| d.flatten().count()).unwrap_or(0);
+    let delivery = home.path().join("state/delivery");
+    (names.iter().map(|n| count(delivery.join("queue").join(n))).collect(), count(delivery.join("intake")))
+}
+
+/// How many times `text` is in the prompt log: in the prompts the agent received, alone or in
+/// a digest of several pending items (the engine delivers those as one prompt).
+fn received(log: &Path, text: &str) -> usize {
+    prompts(log).iter().map(|p| p.matches(text).count()).sum()
+}
+
+#[test]
+fn up_delivers_each_declared_prompt_once_creates_the_channel_and_a_second_up_queues_nothing() {
+    let fleet = Fleet::new("");
+    let a = demo_session(
+        fleet.path(),
+        "a",
+        "prompts = [{ text = \"a first: read the notes\" }, { text = \"a then: when idle\", when = \"idle\" }]",
+    );
+    let b = demo_session(fleet.path(), "b", "prompts = [{ text = \"b only: check the build\" }]");
+    let channel =
+        "[channel.crew]\ngoal = \"ship the fix\"\nmembers = [\"a\"]\nsupervisors = [\"b\"]\nhumans = [\"alice\"]\n";
+    fleet.write(&format!("{a}{b}{channel}"));
+    // As a user runs it: `desk up` starts the daemon that delivers the prompts itself.
+    let up = || {
+        let out = fleet
+            .home
+            .cmd()
+            .current_dir(fleet.path())
+            .env_remove("DESK_AUTOSTART")
+            .args(["up", "--json"])
+            .output()
+            .expect("run desk up");
+        serde_json::from_str::<serde_json::Value>(&crate::support::succeeded(&["up", "--json"], out)).expect("JSON")
+    };
+    let first = up();
+    let outcome = |v: &serde_json::Value, name: &str| {
+        v["data"]["sessions"].as_array().unwrap().iter().find(|s| s["name"] == name).cloned().unwrap()
+    };
+    assert_eq!(outcome(&first, "a")["outcome"], "started", "{first:#}");
+    assert_eq!(outcome(&first, "a")["prompts_queued"], 2, "{first:#}");
+    assert_eq!(outcome(&first, "b")["prompts_queued"], 1, "{first:#}");
+    assert_eq!(first["data"]["channels"][0]["name"], "crew");
+    assert_eq!(first["data"]["channels"][0]["created"], true);
+    assert_eq!(first["data"]["channels"][0]["added"], serde_json::json!(["a", "b", "alice"]), "{first:#}");
+    assert_eq!(first["data"]["daemon_started"], true);
+    assert_eq!(first["notes"].to_string().matches("started desk serve").count(), 1, "{first:#}");
+
+    // Each declared prompt arrives, and the members' onboarding (a worker and a supervisor).
+    let (log_a, log_b) = (fleet.path().join("a.prompts"), fleet.path().join("b.prompts"));
+    let settled = || {
+        eventually("every prompt delivered and nothing left queued", || {
+            let pending = fleet.home.json(&["queue", "--json"])["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|q| q["items"].as_array().map_or(0, Vec::len) + q["intake"].as_array().map_or(0, Vec::len))
+                .sum::<usize>();
+            let logged = (prompts(&log_a), prompts(&log_b));
+            let all_in = received(&log_a, "a first: read the notes") > 0
+                && received(&log_a, "a then: when idle") > 0
+                && received(&log_b, "b only: check the build") > 0
+                && received(&log_a, "you joined as worker") > 0
+                && received(&log_b, "you joined as supervisor") > 0;
+            if pending == 0 && all_in { Ok(()) } else { Err(format!("{pending} pending; logged {logged:#?}")) }
+        })
+    };
+    settled();
+    let before = stored(&fleet.home, &["a", "b"]);
+    assert_eq!(before, (vec![3, 2], 3), "a: two prompts and its onboarding, b: one and its onboarding; 3 from up");
+    let members = fleet.home.ok(&["channel", "read", "crew"]);
+    for join in ["a joined #crew as worker", "b joined #crew as supervisor", "alice joined #crew as human"] {
+        assert_eq!(members.matches(join).count(), 1, "{join}:\n{members}");
+    }
+
+    // A second up: nothing to do, nothing queued, nobody joins again.
+    let second = up();
+    assert!(["a", "b"].iter().all(|n| outcome(&second, n)["outcome"] == "running"), "{second:#}");
+    assert!(["a", "b"].iter().all(|n| outcome(&second, n)["prompts_queued"] == 0), "{second:#}");
+    assert_eq!(second["data"]["channels"][0]["created"], false);
+    assert_eq!(second["data"]["channels"][0]["added"], serde_json::json!([]), "{second:#}");
+    assert_eq!(second["data"]["daemon_started"], false);
+    assert!(second["notes"].as_array().is_none_or(Vec::is_empty), "{second:#}");
+    settled();
+    assert_eq!(stored(&fleet.home, &["a", "b"]), before, "the second up stored nothing");
+    for (log, text) in
+        [(&log_a, "a first: read the notes"), (&log_a, "a then: when idle"), (&log_b, "b only: check the build")]
+    {
+        assert_eq!(received(log, text), 1, "{text:?} in {:#?}", prompts(log));
+    }
+    assert_eq!(received(&log_a, "#crew · you joined as worker"), 1, "{:#?}", prompts(&log_a));
+    assert_eq!(received(&log_b, "#crew · you joined as supervisor"), 1, "{:#?}", prompts(&log_b));
+    assert_eq!(fleet.home.ok(&["channel", "read", "crew"]), members, "no second join");
 }
