@@ -37,9 +37,11 @@
 //! depends on no desk crate.
 
 pub mod attach;
+pub mod attention;
 pub mod autostart;
 pub mod cli;
 pub mod dash;
+pub mod inbox;
 pub mod launch;
 pub mod manifest;
 pub mod providers;

@@ -71,8 +71,15 @@ fn deliver(provider: Option<String>, arg: Option<String>) -> Result<(), String> 
     let report = HookReport { generation, provider, payload };
     let mut stream = UnixStream::connect(&socket).map_err(|e| format!("cannot reach {}: {e}", socket.display()))?;
     stream.set_write_timeout(Some(HOOK_DEADLINE)).map_err(|e| e.to_string())?;
-    let mut bytes =
-        Frame::Hello { version: PROTOCOL_VERSION, role: Role::Query, cols: 0, rows: 0, status_line: false }.to_bytes();
+    let mut bytes = Frame::Hello {
+        version: PROTOCOL_VERSION,
+        role: Role::Query,
+        cols: 0,
+        rows: 0,
+        status_line: false,
+        view: false,
+    }
+    .to_bytes();
     report.to_frame().encode(&mut bytes);
     stream.write_all(&bytes).map_err(|e| format!("cannot write to the session: {e}"))?;
     // Closing after the write is enough: the master reads what was sent before the EOF.

@@ -231,8 +231,15 @@ impl FleetWatch {
             pinged: None,
             nonce: 0,
         };
-        Frame::Hello { version: PROTOCOL_VERSION, role: Role::Observer, cols: 0, rows: 0, status_line: false }
-            .encode(&mut conn.out);
+        Frame::Hello {
+            version: PROTOCOL_VERSION,
+            role: Role::Observer,
+            cols: 0,
+            rows: 0,
+            status_line: false,
+            view: false,
+        }
+        .encode(&mut conn.out);
         flush(&mut conn);
         self.conns.insert(token, conn);
         self.by_session.insert(session.to_string(), token);

@@ -67,7 +67,7 @@ impl Connection {
             },
             deadline: Some((Instant::now() + within, within)),
         };
-        conn.send(&Frame::Hello { version: PROTOCOL_VERSION, role, cols, rows, status_line: false })?;
+        conn.send(&Frame::Hello { version: PROTOCOL_VERSION, role, cols, rows, status_line: false, view: false })?;
         match conn.recv()? {
             Frame::Welcome { version: PROTOCOL_VERSION, info } => conn.info = *info,
             Frame::Welcome { version, .. } => {

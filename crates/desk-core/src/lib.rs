@@ -8,7 +8,9 @@
 //! message model, file format, mentions, routing and prompts) and the master's session
 //! policy ([`session`]: handshakes, roles, slow clients, the client limit, the session's size,
 //! kill escalation and the exit flush), when to notify the operator ([`notify`]: what needs a
-//! person, rate-limited per session), which title changes are news ([`title`]) and the fleet
+//! person, rate-limited per session), which title changes are news ([`title`]), fleet
+//! attention ([`attention`]: who needs a person, in what order), agents' dialogs ([`dialog`]:
+//! read off a screen, fingerprinted, answered with the provider's keys) and the fleet
 //! ([`fleet`]: the `desk.toml` manifest, what `desk up` does, restart policies and their
 //! backoff, which conversation a restarted agent resumes, the pure half of per-session
 //! worktrees). Every entry point takes the clock as an argument and returns what to do; the
@@ -27,8 +29,10 @@
 //!   desk --> desk-daemon, desk-master --> desk-common --> desk-core --> desk-wire --> desk-term
 //! ```
 
+pub mod attention;
 pub mod channel;
 pub mod delivery;
+pub mod dialog;
 pub mod fleet;
 pub mod notify;
 pub mod provider;

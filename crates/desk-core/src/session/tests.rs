@@ -24,7 +24,7 @@ fn secs(s: f64) -> Duration {
 }
 
 fn hello(role: Role, cols: u16, rows: u16) -> Frame {
-    Frame::Hello { version: PROTOCOL_VERSION, role, cols, rows, status_line: false }
+    Frame::Hello { version: PROTOCOL_VERSION, role, cols, rows, status_line: false, view: false }
 }
 
 fn code(effect: &Effect) -> Option<ErrorCode> {
@@ -156,7 +156,14 @@ fn another_protocol_version_is_refused_with_its_own_code() {
     let id = rig.connect(0.0);
     let effects = rig.frame(
         id,
-        &Frame::Hello { version: PROTOCOL_VERSION + 1, role: Role::Query, cols: 0, rows: 0, status_line: false },
+        &Frame::Hello {
+            version: PROTOCOL_VERSION + 1,
+            role: Role::Query,
+            cols: 0,
+            rows: 0,
+            status_line: false,
+            view: false,
+        },
         0.1,
     );
     assert_eq!(effects.iter().map(code).collect::<Vec<_>>(), [Some(ErrorCode::UnsupportedVersion)]);
