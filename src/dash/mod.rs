@@ -3,7 +3,7 @@
 //! Owns the dashboard's process edge: the terminal (raw mode, alternate screen, and putting both
 //! back on every way out: quit, SIGTERM, SIGHUP, a panic), and the threads that feed one loop.
 //! The state and the keys live in [`model`], the drawing in [`view`] (the answer panel's in
-//! [`answer`]); this module only moves messages between them and the world.
+//! [`answer`](mod@answer)); this module only moves messages between them and the world.
 //!
 //! Shape: every source of news runs on a thread of its own and sends [`Msg`]s down one channel;
 //! the main thread blocks on that channel, applies what arrived to the model and redraws (a key
