@@ -1,6 +1,6 @@
 //! `cargo bench --bench fleet`: `desk up` of a manifest of N sessions beside a shell loop of N
 //! `desk new`, and a second, idempotent `up` (issue 26's targets: no slower than the loop, and
-//! the idempotent `up` within 100 ms for 50 sessions). docs/benchmarks.md §12 records the results.
+//! the idempotent `up` within 100 ms for 50 sessions). docs/benchmarks.md §14 records the results.
 //!
 //! Each session runs `sleep 600` (provider shell), so what is measured is desk's own work:
 //! reading and checking the manifest, observing every session, starting masters, writing launch
