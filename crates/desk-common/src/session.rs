@@ -138,7 +138,8 @@ pub fn last_history(lines: Vec<String>) -> Option<Vec<String>> {
 /// file this large is not one, and is refused rather than read whole.
 const MAX_RECORD: usize = 1 << 20;
 
-fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>> {
+/// A desk record (JSON, at most [`MAX_RECORD`] bytes); `None` when the file does not exist.
+pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>> {
     let file = match File::open(path) {
         Ok(file) => file,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
