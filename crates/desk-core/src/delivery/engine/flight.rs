@@ -57,7 +57,9 @@ pub(super) enum Mode {
     Clear,
 }
 
-#[derive(Debug, Clone)]
+/// One delivery attempt in flight for a session. Not `Clone`: there is one of it, in its
+/// session's queue, and every step reads and writes that one.
+#[derive(Debug)]
 pub(super) struct Flight {
     pub(super) attempt: u64,
     pub(super) items: Vec<ItemId>,

@@ -15,7 +15,7 @@ use crate::delivery::line;
 use crate::state::{Activity, Lifecycle};
 
 use super::gate::DRAFT_HOLD;
-use super::{Action, Command, Engine, Flight, Launch, Look, Mode, Out, SessionView, typing_hold};
+use super::{Action, Command, Engine, Launch, Look, Mode, Out, SessionView, typing_hold};
 
 impl Engine {
     pub(super) fn on_command(&mut self, client: u64, command: Command, out: &mut Out<'_>) {
@@ -143,7 +143,7 @@ impl Engine {
 
     /// An operator's force on a submit-stuck item: Enter only, and only onto the text still in
     /// the box.
-    pub(super) fn force_enter_look(&mut self, session: &str, flight: &Flight, look: &Look, out: &mut Out<'_>) {
+    pub(super) fn force_enter_look(&mut self, session: &str, look: &Look, out: &mut Out<'_>) {
         if let Some(rule) = &look.dialog {
             return self.stick_for_dialog(session, rule, out);
         }
@@ -151,7 +151,7 @@ impl Engine {
             let detail = format!("{why}; no Enter pressed (force again once it has)");
             return self.stick_flight(session, StuckClass::SubmitStuck, detail, out);
         }
-        if let Some(rest) = self.beside_own_paste(session, flight, look) {
+        if let Some(rest) = self.flight(session).and_then(|flight| self.beside_own_paste(session, flight, look)) {
             // An Enter now would submit someone's text along with the prompt.
             let detail = format!(
                 "the input box holds this prompt together with other text ({rest:?}); no Enter pressed, as it would submit both as one message"

@@ -159,13 +159,14 @@ impl Engine {
     /// An item found `sending` after a restart, settled on conclusive evidence only: a hook
     /// that reported the whole prompt after this item's own paste is on record, or the text
     /// sitting in the input area (then an Enter is safe).
-    pub(super) fn recovery_look(&mut self, session: &str, flight: &Flight, look: &Look, out: &mut Out<'_>) {
+    pub(super) fn recovery_look(&mut self, session: &str, look: &Look, out: &mut Out<'_>) {
+        let Some(flight) = self.flight(session) else { return };
         if let Some(ours) = self.hook_for_recovered(session, &flight.items, &flight.prompt, flight.generation) {
             return self.recovered_by_hook(session, ours, out);
         }
         if look.presence.text == 0 && look.presence.placeholders == 0 {
             if let Some(why) = never_typed(flight, &self.flight_items(flight), &look.screen) {
-                return self.release_flight(session, flight, why, out);
+                return self.release_flight(session, why, out);
             }
             if look.dialog.is_some() {
                 // The dialog may cover the input box and the text under it: settled once the
@@ -183,7 +184,7 @@ impl Engine {
         }
         // On record before the Enter (persist before inject): a second restart must know that
         // this text reached the agent and an Enter was pressed for it.
-        for id in &flight.items {
+        for id in &flight.items.clone() {
             let note = "found in the input area after the restart; pressing Enter";
             self.transition(id, State::Sending, "echoed", note.into(), out);
         }
@@ -192,8 +193,8 @@ impl Engine {
 
     /// A recovered flight that provably never reached the agent goes back to the queue, to be
     /// delivered like any other.
-    fn release_flight(&mut self, session: &str, flight: &Flight, why: String, out: &mut Out<'_>) {
-        self.take_flight(session);
+    fn release_flight(&mut self, session: &str, why: String, out: &mut Out<'_>) {
+        let Some(flight) = self.take_flight(session) else { return };
         for id in &flight.items {
             self.transition(id, State::Queued, "released", why.clone(), out);
         }

@@ -20,9 +20,7 @@ use crate::delivery::{line, text};
 use crate::state::{Activity, RuleSet};
 
 use super::flight::{Decision, Step};
-use super::{
-    Action, Engine, Flight, Look, Mode, Out, Phase, ScreenView, TimerKey, TimerKind, Token, WriteError, WriteKind,
-};
+use super::{Action, Engine, Look, Mode, Out, Phase, ScreenView, TimerKey, TimerKind, Token, WriteError, WriteKind};
 
 impl Engine {
     pub(super) fn on_snapshot(
@@ -57,11 +55,7 @@ impl Engine {
             // The pre-Enter look after a settle delay.
             Phase::Settle => flight.enter_look(&look, settings).into(),
             Phase::Submit => flight.submit_look(session, &look, settings),
-            Phase::Erased => {
-                // A read-only copy: the erase's steps end the flight or look again.
-                let flight = flight.clone();
-                return self.erased_look(session, &flight, &look, out);
-            }
+            Phase::Erased => return self.erased_look(session, &look, out),
             Phase::Pasting | Phase::Entering | Phase::Erasing => return,
         };
         self.take_step(session, decision, settings, out);
@@ -85,7 +79,7 @@ impl Engine {
     }
 
     /// Add the same note to every item of the session's flight.
-    fn note_flight(&mut self, session: &str, kind: &str, detail: &str, now_ms: u64) {
+    pub(super) fn note_flight(&mut self, session: &str, kind: &str, detail: &str, now_ms: u64) {
         let Some(flight) = self.sessions.get(session).and_then(|q| q.flight.as_ref()) else { return };
         for id in &flight.items {
             if let Some(item) = self.items.get_mut(id) {
@@ -131,16 +125,11 @@ impl Engine {
     /// before anything more is).
     fn on_baseline(&mut self, session: &str, look: Look, out: &mut Out<'_>) {
         let Some(mode) = self.flight(session).map(|f| f.mode) else { return };
-        if mode == Mode::Deliver {
-            return self.delivery_look(session, look, out);
-        }
-        // A read-only copy: these steps write to the flight only through its session.
-        let Some(flight) = self.flight(session).cloned() else { return };
         match mode {
-            Mode::Recover => self.recovery_look(session, &flight, &look, out),
-            Mode::ForceEnter => self.force_enter_look(session, &flight, &look, out),
-            Mode::Clear => self.clear_look(session, &flight, &look, out),
-            Mode::Deliver => {}
+            Mode::Recover => self.recovery_look(session, &look, out),
+            Mode::ForceEnter => self.force_enter_look(session, &look, out),
+            Mode::Deliver => self.delivery_look(session, look, out),
+            Mode::Clear => self.clear_look(session, &look, out),
         }
     }
 
@@ -155,17 +144,18 @@ impl Engine {
             self.take_flight(session);
             return self.pump(session, out);
         }
-        // A read-only copy for the steps below; they write to the flight through its session.
-        let Some(flight) = self.flight(session).cloned() else { return };
         let Some(rules) = self.rules(session) else { return };
-        if flight.reply_to.is_some() && self.own_paste_in_box(session, &flight, &look, out.now_ms) {
+        let Some(flight) = self.flight(session) else { return };
+        let reply_to = flight.reply_to;
+        if reply_to.is_some() && self.own_paste_in_box(session, flight, &look, out.now_ms) {
             // A force onto desk's own unsent paste: Enter only, never a second paste over it.
-            return self.enter_on_own_paste(session, flight, out);
+            return self.enter_on_own_paste(session, out);
         }
-        if let Some((why, recheck)) = self.screen_hold(session, &flight, &look, &rules.delivery, out.now_ms) {
+        if let Some((why, recheck)) = self.screen_hold(session, flight, &look, &rules.delivery, out.now_ms) {
             self.mark_unsent_on_screen(session, &look, out);
-            return self.hold_flight(session, flight.reply_to, why, recheck, out);
+            return self.hold_flight(session, reply_to, why, recheck, out);
         }
+        let overlong = if look.screen.canonical { text::overlong_line(&flight.text) } else { None };
         if !rules.delivery.knows_composer()
             && line::reader(&look.screen, &rules.delivery) == Ok(line::Reader::Shell)
             && let Some(f) = self.flight_mut(session)
@@ -173,28 +163,27 @@ impl Engine {
             f.at_shell_prompt = true;
         }
         // Claimed now, in the same batch as the paste: persist before inject.
-        self.claim(&flight, out);
-        if look.screen.canonical
-            && let Some((line, len)) = text::overlong_line(&flight.text)
-        {
+        self.claim(session, out);
+        if let Some((line, len)) = overlong {
             let why = format!(
                 "refused: line {line} is {len} bytes and the session reads canonical input, which cuts lines at {} bytes",
                 text::CANONICAL_LINE_MAX
             );
-            return self.refuse_flight(session, &flight, why, out);
+            return self.refuse_flight(session, why, out);
         }
-        self.paste(session, &flight, &look, out);
+        self.paste(session, &look, out);
     }
 
-    /// Claim the flight's items (`sending`) before the paste goes out.
-    fn claim(&mut self, flight: &Flight, out: &mut Out<'_>) {
-        let forced = flight.reply_to.is_some();
-        let count = flight.items.len();
-        for id in &flight.items {
+    /// Claim the session's flight's items (`sending`) before the paste goes out.
+    fn claim(&mut self, session: &str, out: &mut Out<'_>) {
+        let Some(flight) = self.flight(session) else { return };
+        let (forced, over_draft, ids) = (flight.reply_to.is_some(), flight.over_draft, flight.items.clone());
+        let count = ids.len();
+        for id in &ids {
             // The item's own count: the paste about to go is its next attempt.
             let attempt = self.items.get(id).map_or(1, |i| i.attempts + 1);
             let detail = match (forced, count) {
-                (true, _) if flight.over_draft => {
+                (true, _) if over_draft => {
                     format!("attempt {attempt}: the operator forced a paste onto text someone typed")
                 }
                 (true, _) => format!("attempt {attempt}: the operator forced a new paste"),
@@ -211,8 +200,8 @@ impl Engine {
     }
 
     /// A claimed flight that cannot be typed at all: its items are stuck, nothing was typed.
-    fn refuse_flight(&mut self, session: &str, flight: &Flight, why: String, out: &mut Out<'_>) {
-        self.take_flight(session);
+    fn refuse_flight(&mut self, session: &str, why: String, out: &mut Out<'_>) {
+        let Some(flight) = self.take_flight(session) else { return };
         for id in &flight.items {
             if let Some(item) = self.items.get_mut(id) {
                 item.stuck = Some(StuckClass::PasteMissing);
@@ -227,13 +216,16 @@ impl Engine {
     }
 
     /// Type the prompt: one write, bracketed when the application asked for bracketed paste.
-    fn paste(&mut self, session: &str, flight: &Flight, look: &Look, out: &mut Out<'_>) {
+    fn paste(&mut self, session: &str, look: &Look, out: &mut Out<'_>) {
+        let Some(flight) = self.flight(session) else { return };
         let bracketed = look.screen.bracketed_paste;
         let bytes = text::paste_bytes(&flight.text, bracketed);
-        let token = self.token(session, Some(flight.attempt));
         // Without bracketed paste every newline is typed as an Enter: the program takes each
         // line on its own.
         let lines = if bracketed { 0 } else { text::typed_lines(&flight.text) };
+        let detail = format!("{} bytes written to the session", flight.text.len());
+        let (attempt, generation, ids) = (flight.attempt, flight.generation, flight.items.clone());
+        let token = self.token(session, Some(attempt));
         if let Some(f) = self.flight_mut(session) {
             f.pasting(token, look.presence, lines);
         }
@@ -248,7 +240,7 @@ impl Engine {
             "input area shows the text {} time(s), {} placeholder(s); {how}",
             look.presence.text, look.presence.placeholders
         );
-        for id in &flight.items {
+        for id in &ids {
             if let Some(item) = self.items.get_mut(id) {
                 item.attempts += 1;
                 item.note(out.now_ms, "baseline", note.clone());
@@ -259,13 +251,15 @@ impl Engine {
         // for the same text from before it is an earlier prompt's). Recorded when the master
         // acknowledged the paste instead, a crash between the write and that acknowledgement
         // left a typed prompt looking untyped.
-        let detail = format!("{} bytes written to the session", flight.text.len());
-        for id in &flight.items {
+        for id in &ids {
             self.transition(id, State::Sending, "pasted", detail.clone(), out);
         }
         // Its echo, from now on, is the prompt's, not the agent's (a prompt may quote a dialog).
-        self.session(session).typed.push_text(&flight.text);
-        let (session, generation) = (session.to_string(), flight.generation);
+        let q = self.session(session);
+        if let Some(flight) = &q.flight {
+            q.typed.push_text(&flight.text);
+        }
+        let session = session.to_string();
         out.actions.push(Action::Write { token, session, generation, kind: WriteKind::Paste, bytes });
     }
 

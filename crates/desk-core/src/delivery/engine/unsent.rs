@@ -151,8 +151,9 @@ impl Engine {
     }
 
     /// A force found its prompt unsent in the box: claim it as a forced Enter and press Enter.
-    pub(super) fn enter_on_own_paste(&mut self, session: &str, flight: Flight, out: &mut Out<'_>) {
-        for id in &flight.items {
+    pub(super) fn enter_on_own_paste(&mut self, session: &str, out: &mut Out<'_>) {
+        let ids = self.flight(session).map(|f| f.items.clone()).unwrap_or_default();
+        for id in &ids {
             let Some(item) = self.items.get_mut(id) else { continue };
             item.attempts += 1;
             let detail = format!(
@@ -232,7 +233,8 @@ impl Engine {
 
     /// The look before erasing: only a box that holds exactly the prompt, with no dialog up and
     /// nobody typing, is erased; otherwise the item is dropped and the box left alone.
-    pub(super) fn clear_look(&mut self, session: &str, flight: &Flight, look: &Look, out: &mut Out<'_>) {
+    pub(super) fn clear_look(&mut self, session: &str, look: &Look, out: &mut Out<'_>) {
+        let Some(flight) = self.flight(session) else { return };
         let why_not = if let Some(rule) = &look.dialog {
             Some(format!("a dialog ({rule}) is on screen"))
         } else if typing_hold(&look.screen, out.now_ms).is_some() {
@@ -253,24 +255,25 @@ impl Engine {
             }
         };
         if let Some(why) = why_not {
-            self.take_flight(session);
-            return self.finish_clear(session, flight, &format!("{why}; the input box was left as it is"), out);
+            let Some(flight) = self.take_flight(session) else { return };
+            return self.finish_clear(session, &flight, &format!("{why}; the input box was left as it is"), out);
         }
         // One backspace per character of the prompt as pasted: the cursor sits at its end. An
         // agent that holds a paste as one unit behind a placeholder takes it with the first, and
         // the rest fall on an empty box.
         let count = flight.text.chars().count().max(1);
-        let token = self.token(session, Some(flight.attempt));
+        let (attempt, generation) = (flight.attempt, flight.generation);
+        let token = self.token(session, Some(attempt));
         if let Some(f) = self.flight_mut(session) {
             f.phase = Phase::Erasing;
             f.waiting = Some(token);
         }
         let note = format!("the input box holds exactly its prompt, unsent; erasing it ({count} backspaces)");
-        self.note_items(&flight.items, "erase", &note, out.now_ms);
+        self.note_flight(session, "erase", &note, out.now_ms);
         out.actions.push(Action::Write {
             token,
             session: session.to_string(),
-            generation: flight.generation,
+            generation,
             kind: WriteKind::Erase,
             bytes: vec![BACKSPACE; count],
         });
@@ -303,7 +306,8 @@ impl Engine {
     }
 
     /// A look after the backspaces: the box clear, or (when the window ends) not.
-    pub(super) fn erased_look(&mut self, session: &str, flight: &Flight, look: &Look, out: &mut Out<'_>) {
+    pub(super) fn erased_look(&mut self, session: &str, look: &Look, out: &mut Out<'_>) {
+        let Some(flight) = self.flight(session) else { return };
         let composer = self.composer_on(session, &look.screen);
         let placeholder = self.rules(session).and_then(|r| r.delivery.placeholder.clone());
         let gone = composer.as_deref().is_some_and(|c| text::held(c, &flight.text, placeholder.as_ref()) == Held::Not);
@@ -311,13 +315,13 @@ impl Engine {
             let poll = self.rules(session).map(|r| r.delivery.poll).unwrap_or(HOLD_RECHECK);
             return self.arm(session, TimerKind::Poll, out.now + poll, out);
         }
-        self.take_flight(session);
+        let Some(flight) = self.take_flight(session) else { return };
         let note = match composer {
             Some(c) if gone && c.is_empty() => "cleared its prompt from the agent's input box".to_string(),
             Some(c) if gone => format!("erased its prompt from the agent's input box; the box now shows {c:?}"),
             _ => "the backspaces did not clear its prompt from the input box: check the agent".to_string(),
         };
-        self.finish_clear_as(session, flight, &note, gone, out);
+        self.finish_clear_as(session, &flight, &note, gone, out);
     }
 
     pub(super) fn finish_clear(&mut self, session: &str, flight: &Flight, note: &str, out: &mut Out<'_>) {
