@@ -481,11 +481,27 @@ fn unexited(paths: &Paths, name: &SessionName, answer: Answer) -> Result<Option<
                 session::clean_stale(paths, name, &lock)?;
             }
             let mut row = from_files(name, meta().as_ref(), "lost");
-            row.note = Some("its master died without recording an exit; the socket was stale".into());
+            row.note = Some(
+                unreadable_records(name, &files)
+                    .unwrap_or_else(|| "its master died without recording an exit; the socket was stale".into()),
+            );
             row
         }
         Answer::Absent => {
-            let Some(meta) = meta() else { return Ok(None) };
+            let Some(meta) = meta() else {
+                // Records this desk cannot read (damaged, or a newer desk's) are named, never
+                // passed over as no session at all.
+                return Ok(unreadable_records(name, &files).map(|note| {
+                    let mut row = from_files(name, None, "lost");
+                    row.note = Some(note);
+                    row
+                }));
+            };
+            if let Some(note) = unreadable_records(name, &files) {
+                let mut row = from_files(name, Some(&meta), "lost");
+                row.note = Some(note);
+                return Ok(Some(row));
+            }
             if let Some(why) = session::master_without_socket(paths, name) {
                 let mut row = from_files(name, Some(&meta), "unresponsive");
                 row.note = Some(why);
@@ -513,6 +529,23 @@ fn apply_info(row: &mut Listing, info: SessionInfo) {
     row.state = info.state;
     row.started_at_ms = Some(info.started_at_ms);
     row.started_at = Some(iso8601(info.started_at_ms));
+}
+
+/// What is wrong with a session's records when this desk cannot read one of them (damaged, or
+/// written by a newer desk), and how to acknowledge it; `None` when every record present reads.
+fn unreadable_records(name: &SessionName, files: &desk_common::paths::SessionPaths) -> Option<String> {
+    let errors: Vec<String> = [session::read_meta(files).err(), session::read_exit(files).err()]
+        .into_iter()
+        .flatten()
+        .map(|e| format!("{e:#}"))
+        .collect();
+    if errors.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{}; the records are kept as they are. Look at them, then acknowledge with: desk rm {name}",
+        errors.join("; ")
+    ))
 }
 
 /// A session's row as its record on disk describes it, with `status`; what only its master

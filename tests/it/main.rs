@@ -15,6 +15,7 @@ mod delivery;
 mod delivery_crash;
 mod demo_agent;
 mod fleet;
+mod formats;
 mod harness;
 mod history;
 mod keys;

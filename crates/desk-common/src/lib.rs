@@ -22,7 +22,7 @@
 //!
 //! An arrow is "may depend on"; nothing points up, and `tests/it/architecture.rs` checks both
 //! the manifests and each crate's imports. What lives here: where files are ([`paths`]), how
-//! they are written ([`fsutil`]), the records of a session ([`session`], [`info_file`],
+//! they are written ([`fsutil`]) and versioned ([`format`]), the records of a session ([`session`], [`info_file`],
 //! [`screen_log`], [`journal`]), locks ([`pidlock`]), `/proc` ([`procfs`]), PTYs ([`pty`]),
 //! signal names ([`signals`]), the clock ([`clock`]), logs ([`logging`]), the user's config
 //! ([`config`]) and provider rule files ([`rules`]), the failure vocabulary every command
@@ -37,6 +37,7 @@ pub mod daemon_client;
 pub mod failpoint;
 pub mod failure;
 pub mod fleet;
+pub mod format;
 pub mod fsutil;
 pub mod history;
 pub mod ids;

@@ -1234,10 +1234,10 @@ impl Master {
                 // A full disk: the reserved room takes it, without the last screen (the
                 // reserve is sized for the record alone).
                 let record = ExitRecord { last_screen: None, last_history: None, ..record };
-                let reserved = match (self.exit_reserve.take(), serde_json::to_vec_pretty(&record)) {
+                let reserved = match (self.exit_reserve.take(), session::encode_exit(&record)) {
                     (Some(reserve), Ok(bytes)) => reserve.commit(&bytes),
                     (None, _) => Err(anyhow::anyhow!("no room was reserved")),
-                    (_, Err(e)) => Err(e.into()),
+                    (_, Err(e)) => Err(e),
                 };
                 match reserved {
                     Ok(()) => warn!("recorded the exit in its reserved room: {e:#}"),
