@@ -25,7 +25,7 @@ use std::os::fd::AsRawFd;
 
 use desk_common::paths::{Paths, SessionName};
 use desk_common::session::{self, Probe};
-use desk_wire::{ErrorCode, ExitStatus, Frame, FrameDecoder, PROTOCOL_VERSION, Role};
+use desk_wire::{ErrorCode, ExitStatus, Frame, FrameDecoder, OLDEST_PROTOCOL_VERSION, PROTOCOL_VERSION, Role};
 
 const TTY: Token = Token(0);
 const SOCKET: Token = Token(1);
@@ -139,6 +139,7 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
     poll.registry().register(&mut signals, SIGNALS, Interest::READABLE)?;
 
     let role = if opts.read_only { Role::Viewer } else { Role::Controller };
+    let hello = session::hello_version(&files.socket);
     let mut client = Client {
         poll,
         sock,
@@ -146,8 +147,8 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
         signals,
         role,
         detach_key: opts.detach_key,
-        to_master: Frame::Hello { version: PROTOCOL_VERSION, role, cols, rows, status_line: opts.status_line }
-            .to_bytes(),
+        to_master: Frame::Hello { version: hello, role, cols, rows, status_line: opts.status_line }.to_bytes(),
+        hello,
         to_tty: Vec::new(),
         to_tty_off: 0,
         decoder: FrameDecoder::new(),
@@ -239,6 +240,8 @@ struct Client {
     tty_readable: bool,
     ending: Option<Ending>,
     welcomed: bool,
+    /// The protocol version of its HELLO (docs/protocol.md §12).
+    hello: u16,
     /// Until WELCOME arrives, the whole handshake has this deadline (a master that drips bytes
     /// or never answers must not hold the terminal in raw mode forever); after it, the
     /// session's output may pause as long as it likes.
@@ -456,10 +459,11 @@ impl Client {
 
     fn on_frame(&mut self, frame: Frame) {
         match frame {
-            Frame::Welcome { version: PROTOCOL_VERSION, .. } => self.welcomed = true,
-            Frame::Welcome { version, .. } => {
-                self.lose(format!("the session speaks protocol version {version}; this desk speaks {PROTOCOL_VERSION}"))
-            }
+            Frame::Welcome { version, .. } if desk_wire::welcome_accepted(self.hello, version) => self.welcomed = true,
+            Frame::Welcome { version, .. } => self.lose(format!(
+                "the session answered in protocol version {version} to a HELLO in {}; this desk speaks {OLDEST_PROTOCOL_VERSION} to {PROTOCOL_VERSION}",
+                self.hello
+            )),
             Frame::Output(data) | Frame::Keyframe { data, .. } => {
                 self.session_drawn = true;
                 self.to_tty.extend_from_slice(&data);

@@ -12,8 +12,9 @@ use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 use desk_common::paths::{Paths, SessionName};
+use desk_common::session;
 use desk_wire::hook::HookReport;
-use desk_wire::{Frame, PROTOCOL_VERSION, Role};
+use desk_wire::{Frame, Role};
 
 /// The hook gives up after 1 s: a master answers in microseconds, and an agent waits for its
 /// hooks before going on.
@@ -70,8 +71,14 @@ fn deliver(provider: Option<String>, arg: Option<String>) -> Result<(), String> 
     };
     let mut stream = UnixStream::connect(&socket).map_err(|e| format!("cannot reach {}: {e}", socket.display()))?;
     stream.set_write_timeout(Some(HOOK_DEADLINE)).map_err(|e| e.to_string())?;
-    let mut bytes =
-        Frame::Hello { version: PROTOCOL_VERSION, role: Role::Query, cols: 0, rows: 0, status_line: false }.to_bytes();
+    let mut bytes = Frame::Hello {
+        version: session::hello_version(&socket),
+        role: Role::Query,
+        cols: 0,
+        rows: 0,
+        status_line: false,
+    }
+    .to_bytes();
     report.to_frame().encode(&mut bytes);
     stream.write_all(&bytes).map_err(|e| format!("cannot write to the session: {e}"))?;
     // Closing after the write is enough: the master reads what was sent before the EOF.

@@ -28,5 +28,6 @@ mod state;
 mod suite;
 mod support;
 mod unsent;
+mod versions;
 mod views;
 mod wire_clients;

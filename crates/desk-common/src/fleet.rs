@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use crate::paths::{Paths, SessionName};
 use crate::session::{self, ExitRecord};
 use desk_wire::events::Event;
-use desk_wire::{Frame, FrameDecoder, PROTOCOL_VERSION, Role, SessionInfo};
+use desk_wire::{Frame, FrameDecoder, Role, SessionInfo};
 
 const INOTIFY: Token = Token(0);
 const FIRST_MASTER: usize = 1;
@@ -231,8 +231,14 @@ impl FleetWatch {
             pinged: None,
             nonce: 0,
         };
-        Frame::Hello { version: PROTOCOL_VERSION, role: Role::Observer, cols: 0, rows: 0, status_line: false }
-            .encode(&mut conn.out);
+        Frame::Hello {
+            version: crate::session::hello_version(&socket),
+            role: Role::Observer,
+            cols: 0,
+            rows: 0,
+            status_line: false,
+        }
+        .encode(&mut conn.out);
         flush(&mut conn);
         self.conns.insert(token, conn);
         self.by_session.insert(session.to_string(), token);

@@ -52,6 +52,10 @@ pub struct SessionMeta {
     /// `fixed`); absent in the records of older masters, which all followed `latest`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size_policy: Option<String>,
+    /// The newest wire-protocol version the master speaks; absent in the records of masters of
+    /// version 1, which do not negotiate (clients say HELLO 1 to them: [`hello_version`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<u16>,
 }
 
 /// Written by the master when its child has been reaped.
@@ -175,6 +179,18 @@ pub fn encode_exit(record: &ExitRecord) -> Result<Vec<u8>> {
 
 pub fn write_exit(paths: &SessionPaths, record: &ExitRecord) -> Result<()> {
     fsutil::write_atomic(&paths.exit, &encode_exit(record)?)
+}
+
+/// The version to say HELLO in to the master listening at `socket` (`<runtime>/<name>.sock`),
+/// from the session record beside it (`<name>.json`): what the master names, or 1 when its
+/// record names none (a master of version 1, which refuses any other HELLO). Without a
+/// readable record (a master still starting, say), this build's version: a master of version
+/// 2 or later negotiates down from it, and one of version 1 refuses it in words.
+pub fn hello_version(socket: &Path) -> u16 {
+    match read_json::<SessionMeta>(&META_FORMAT, &socket.with_extension("json")) {
+        Ok(Some(meta)) => desk_wire::hello_version(meta.protocol),
+        _ => desk_wire::PROTOCOL_VERSION,
+    }
 }
 
 /// The sessions of this desk (`paths`) that this process runs inside, nearest first: those

@@ -20,7 +20,7 @@ use desk_core::delivery::engine::{self, Input, ScreenView, SessionView, WriteErr
 use desk_core::state::{Activity, Lifecycle, RuleSet};
 use desk_term::events::Mode;
 use desk_wire::events::{Axis, Event, EventBody};
-use desk_wire::{ErrorCode, Frame, FrameDecoder, PROTOCOL_VERSION, Role};
+use desk_wire::{ErrorCode, Frame, FrameDecoder, OLDEST_PROTOCOL_VERSION, PROTOCOL_VERSION, Role};
 
 /// What a connection saw that the notifications need.
 pub enum Seen {
@@ -46,10 +46,15 @@ pub struct MasterConn {
     /// Why the master and this daemon cannot talk (protocol versions), once known: the
     /// connection is closed and nothing is ever sent to that master.
     pub refused: Option<String>,
+    /// The protocol version of its HELLO: what its master speaks, from its session record
+    /// (docs/protocol.md §12).
+    hello: u16,
 }
 
 impl MasterConn {
     pub fn new(session: String, stream: UnixStream) -> MasterConn {
+        let hello = stream.peer_addr().ok().and_then(|a| a.as_pathname().map(desk_common::session::hello_version));
+        let hello = hello.unwrap_or(PROTOCOL_VERSION);
         let mut conn = MasterConn {
             session,
             stream,
@@ -62,14 +67,9 @@ impl MasterConn {
             closed: false,
             seen: Vec::new(),
             refused: None,
+            hello,
         };
-        conn.send(&Frame::Hello {
-            version: PROTOCOL_VERSION,
-            role: Role::Observer,
-            cols: 0,
-            rows: 0,
-            status_line: false,
-        });
+        conn.send(&Frame::Hello { version: hello, role: Role::Observer, cols: 0, rows: 0, status_line: false });
         conn
     }
 
@@ -165,10 +165,11 @@ impl MasterConn {
 
     fn on_frame(&mut self, frame: Frame, rules: &mut dyn FnMut(&str) -> Rc<RuleSet>, inbox: &mut VecDeque<Input>) {
         match frame {
-            Frame::Welcome { version, .. } if version != PROTOCOL_VERSION => {
+            Frame::Welcome { version, .. } if !desk_wire::welcome_accepted(self.hello, version) => {
                 // Its frames may mean something else: never type into it.
                 self.refuse(format!(
-                    "its master speaks protocol version {version}; this daemon speaks {PROTOCOL_VERSION}"
+                    "its master answered in protocol version {version} to a HELLO in {}; this daemon speaks {OLDEST_PROTOCOL_VERSION} to {PROTOCOL_VERSION}",
+                    self.hello
                 ));
             }
             Frame::Welcome { info, .. } => {
@@ -224,7 +225,7 @@ impl MasterConn {
                 }
             }
             Frame::Error { code: ErrorCode::UnsupportedVersion, message } if self.view.is_none() => {
-                self.refuse(format!("its master refused this daemon's protocol version {PROTOCOL_VERSION}: {message}"));
+                self.refuse(format!("its master refused this daemon's protocol version {}: {message}", self.hello));
             }
             Frame::Error { code, message } => match code {
                 ErrorCode::InputFull | ErrorCode::Exiting | ErrorCode::NotPermitted => {

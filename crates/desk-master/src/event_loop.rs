@@ -42,8 +42,7 @@ use desk_term::events::OutputEvent;
 use desk_term::screen::Screen;
 use desk_wire::events::EventBody;
 use desk_wire::{
-    ErrorCode, ExitStatus, Frame, HEADER_LEN, MAX_PAYLOAD, PROTOCOL_VERSION, Role, SessionInfo, SnapshotReply,
-    output_header,
+    ErrorCode, ExitStatus, Frame, HEADER_LEN, MAX_PAYLOAD, Role, SessionInfo, SnapshotReply, output_header,
 };
 
 pub(super) const LISTENER: Token = Token(0);
@@ -195,7 +194,9 @@ impl Master {
             log,
             lock,
         } = parts;
-        let policy = SessionPolicy::new((meta.cols, meta.rows), size_policy);
+        let policy = SessionPolicy::new((meta.cols, meta.rows), size_policy)
+            // What its session record says it speaks (none: version 1, the compatibility mode).
+            .speaking(meta.protocol.unwrap_or(1));
         let tty = desk_common::pty::slave_name(pty.as_fd());
         let socket_watch = super::socket_watch::SocketWatch::start(&files.socket, &poll, SOCKET_WATCH)
             .map_err(|e| warn!("{e:#}; a removed socket will not be bound again"))
@@ -629,7 +630,7 @@ impl Master {
                 Effect::Resize { cols, rows } => self.apply_size(cols, rows),
                 Effect::Signal { signal, helpers } => self.signal_session(signal, helpers),
                 Effect::Kill { group } => self.kill_session(group),
-                Effect::Welcome { client: id, role } => {
+                Effect::Welcome { client: id, role, version } => {
                     let info = self.info();
                     let Some(client) = self.clients.get_mut(&token_of(id)) else { continue };
                     client.role = Some(role);
@@ -640,7 +641,7 @@ impl Master {
                         self.refresh_info_file(now);
                     }
                     let Some(client) = self.clients.get_mut(&token_of(id)) else { continue };
-                    client.push_control(&Frame::Welcome { version: PROTOCOL_VERSION, info: Box::new(info) });
+                    client.push_control(&Frame::Welcome { version, info: Box::new(info) });
                     if role == Role::Query {
                         debug!(client = id.0, peer_pid = client.pid, "query client connected");
                     } else {
@@ -1364,6 +1365,7 @@ mod tests {
     use super::*;
     use desk_core::session::{HANDSHAKE_DEADLINE, MAX_CLIENTS, SLOW_CLIENT_DEADLINE};
     use desk_wire::FrameDecoder;
+    use desk_wire::PROTOCOL_VERSION;
     use std::os::unix::net::UnixStream as PeerStream;
 
     struct Rig {
@@ -1419,6 +1421,7 @@ mod tests {
             rows: 24,
             started_at_ms: 0,
             size_policy: None,
+            protocol: Some(PROTOCOL_VERSION),
         };
         let signals = Signals::new(Vec::<i32>::new()).unwrap();
         let journal = desk_common::journal::Journal::open(dir.path(), desk_common::journal::JOURNAL_CAP).unwrap();

@@ -1,0 +1,93 @@
+//! No cliff on the wire: this desk against a master of the previous protocol version, and an
+//! old client against this master (docs/protocol.md §12).
+//!
+//! The previous version's peer is desk-master's built-in compatibility mode
+//! (`DESK_MASTER_PROTOCOL=1`): version 2 changed only the handshake, so a master that keeps
+//! version 1's handshake rule and writes version 1's session record is a version-1 master, frame
+//! for frame — and, unlike a frozen binary, it is rebuilt with every change of the rest of the
+//! master, so it cannot drift from what running version-1 masters do with every other frame.
+//! The old client is `deskc` (tests/it/native.rs), which speaks version 1, and the raw HELLOs
+//! below.
+
+use crate::harness::{Pty, PtyCommand};
+use crate::support::{DESK, Home, Wire, prompts};
+use desk_wire::{ErrorCode, Frame, PROTOCOL_VERSION, Role};
+
+/// A demo agent under a master that speaks protocol version 1 only; returns its prompt log.
+fn old_master_demo(home: &Home, name: &str) -> std::path::PathBuf {
+    let log = home.path().join(format!("{name}.prompts"));
+    let agent = env!("CARGO_BIN_EXE_desk-demo-agent");
+    let out = home
+        .cmd()
+        .env("DESK_MASTER_PROTOCOL", "1")
+        .args(["new", name, "--provider", "demo", "--", agent, "--prompt-log", log.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    log
+}
+
+fn hello(version: u16) -> Frame {
+    Frame::Hello { version, role: Role::Query, cols: 0, rows: 0, status_line: false }
+}
+
+#[test]
+fn this_desk_reaches_a_master_of_protocol_1_with_ls_peek_attach_and_delivery() {
+    let home = Home::new();
+    let log = old_master_demo(&home, "old");
+    let record = std::fs::read_to_string(home.run_dir().join("old.json")).unwrap();
+    assert!(!record.contains("\"protocol\""), "a version-1 master's record names no version: {record}");
+    // ls (asking the master, and from its info file), peek, events: every query client.
+    home.wait_ready("old");
+    let row = home.session("old").unwrap();
+    assert_eq!(row["status"], "running", "{row:#}");
+    assert!(!home.peek("old").trim().is_empty(), "peek reads its screen");
+    // The daemon observes it and delivers into it.
+    home.serve();
+    let id = home.send("old", "a prompt for an old master");
+    assert_eq!(home.settled(&id)["state"], "delivered");
+    assert_eq!(prompts(&log), ["a prompt for an old master"]);
+    // A terminal attaches, sees the screen, detaches.
+    let mut pty: Pty =
+        PtyCommand::new(DESK).args(["attach", "old"]).env("DESK_HOME", home.path()).size(100, 30).spawn().unwrap();
+    pty.wait_for_text("a prompt for an old master").unwrap();
+    pty.write(b"\x1c").unwrap();
+    assert!(pty.wait_exit(crate::harness::PATIENCE).unwrap().success());
+}
+
+#[test]
+fn a_master_of_protocol_1_refuses_a_hello_of_2_in_words_and_answers_1() {
+    let home = Home::new();
+    old_master_demo(&home, "old");
+    home.wait_ready("old");
+    let mut wire = Wire::open(&home.socket("old"));
+    wire.send(&hello(2));
+    match wire.recv() {
+        Some(Frame::Error { code: ErrorCode::UnsupportedVersion, message }) => {
+            assert!(message.contains("protocol version 2 is not supported (this master speaks 1)"), "{message}")
+        }
+        other => panic!("expected UNSUPPORTED_VERSION, got {other:?}"),
+    }
+    let mut wire = Wire::open(&home.socket("old"));
+    wire.send(&hello(1));
+    assert!(matches!(wire.recv(), Some(Frame::Welcome { version: 1, .. })));
+}
+
+#[test]
+fn this_master_answers_each_client_in_the_lower_of_their_versions() {
+    let home = Home::new();
+    home.new_sh("new", "exec cat");
+    let record = std::fs::read_to_string(home.run_dir().join("new.json")).unwrap();
+    assert!(record.contains(&format!("\"protocol\": {PROTOCOL_VERSION}")), "{record}");
+    for (said, answered) in [(1, 1), (PROTOCOL_VERSION, PROTOCOL_VERSION), (PROTOCOL_VERSION + 1, PROTOCOL_VERSION)] {
+        let mut wire = Wire::open(&home.socket("new"));
+        wire.send(&hello(said));
+        match wire.recv() {
+            Some(Frame::Welcome { version, .. }) => assert_eq!(version, answered, "HELLO {said}"),
+            other => panic!("HELLO {said}: expected WELCOME, got {other:?}"),
+        }
+    }
+    let mut wire = Wire::open(&home.socket("new"));
+    wire.send(&hello(0));
+    assert!(matches!(wire.recv(), Some(Frame::Error { code: ErrorCode::UnsupportedVersion, .. })));
+}
