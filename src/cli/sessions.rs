@@ -312,6 +312,55 @@ struct Listing {
     /// Its delivery queue (absent when neither the daemon nor the store could be read).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     delivery: Option<super::delivery::QueueCounts>,
+    /// How its master stands against this desk (running and unresponsive sessions only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    master: Option<MasterSkew>,
+}
+
+/// Version skew: whether a session's master runs the desk-master this desk would start, and
+/// which wire-protocol version it speaks (docs/upgrading.md).
+#[derive(Debug, Serialize)]
+struct MasterSkew {
+    /// The newest protocol version its master speaks (1: a master whose record names none).
+    protocol: u16,
+    /// `current`: the desk-master this desk starts; `older`: another file — the one it was
+    /// started from was replaced since (an upgrade) or is another desk's; `unknown`: it cannot
+    /// be told.
+    binary: &'static str,
+    /// What moving it to this desk takes today (absent when it is current).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    upgrade: Option<&'static str>,
+}
+
+/// What moving a session to this desk's master takes, until masters hand over in place.
+const UPGRADE_BY_RESTART: &str = "it keeps its master until its agent exits; restart the session to move it to this desk (in-place upgrade is not built yet)";
+
+/// The skew of the master of a row that has one, against `installed` (the identity of the
+/// desk-master this desk starts).
+fn master_skew(paths: &Paths, row: &Listing, installed: Option<(u64, u64)>) -> Option<MasterSkew> {
+    if !matches!(row.status, "running" | "unresponsive") {
+        return None;
+    }
+    let master_pid = row.master_pid?;
+    let name = SessionName::parse(&row.name).ok()?;
+    let meta = session::read_meta(&paths.session(&name)).ok().flatten();
+    let protocol = meta.map_or(desk_wire::OLDEST_PROTOCOL_VERSION, |m| m.protocol.unwrap_or(1));
+    let binary = match (desk_common::procfs::exe_identity(master_pid), installed) {
+        (Some(theirs), Some(ours)) if theirs == ours => "current",
+        (Some(_), Some(_)) => "older",
+        _ => "unknown",
+    };
+    let stale = binary == "older" || protocol < desk_wire::PROTOCOL_VERSION;
+    Some(MasterSkew { protocol, binary, upgrade: stale.then_some(UPGRADE_BY_RESTART) })
+}
+
+/// The identity of the desk-master this desk starts ([`master_command`]'s program).
+fn installed_master() -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let exe = std::env::current_exe().ok()?;
+    let program = master_command(&exe).get_program().to_owned();
+    let meta = std::fs::metadata(program).ok()?;
+    Some((meta.dev(), meta.ino()))
 }
 
 #[derive(Debug, Serialize)]
@@ -571,6 +620,7 @@ fn from_files(name: &SessionName, meta: Option<&SessionMeta>, status: &'static s
         exit: None,
         note: None,
         delivery: None,
+        master: None,
     }
 }
 
@@ -587,6 +637,10 @@ pub(super) fn ls(json: bool) -> Result<i32> {
             row.delivery = Some(counts.remove(&row.name).unwrap_or_default());
         }
     }
+    let installed = installed_master();
+    for row in &mut rows {
+        row.master = master_skew(&paths, row, installed);
+    }
     if json {
         output::print_ok("sessions", &rows, &[])?;
         return Ok(0);
@@ -601,10 +655,37 @@ pub(super) fn ls(json: bool) -> Result<i32> {
         text.push_str(&line);
         text.push('\n');
     }
+    text.push_str(&skew_footer(&rows));
     use std::io::Write as _;
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes()).and_then(|()| out.flush()).context("cannot write the listing")?;
     Ok(0)
+}
+
+/// The line under the table that names the sessions whose master is not this desk's (empty
+/// when there are none).
+fn skew_footer(rows: &[Listing]) -> String {
+    let stale: Vec<String> = rows
+        .iter()
+        .filter_map(|r| {
+            let skew = r.master.as_ref()?;
+            skew.upgrade?;
+            let why = match (skew.binary, skew.protocol) {
+                ("older", p) if p < desk_wire::PROTOCOL_VERSION => format!("an older desk-master, protocol {p}"),
+                ("older", _) => "an older desk-master".to_string(),
+                (_, p) => format!("protocol {p}"),
+            };
+            Some(format!("{} ({why})", r.name))
+        })
+        .collect();
+    if stale.is_empty() {
+        return String::new();
+    }
+    let who = if stale.len() == 1 { "1 session runs".to_string() } else { format!("{} sessions run", stale.len()) };
+    format!(
+        "\n{who} an older master than this desk's: {}. Each keeps it until its agent exits; restart a session to move it to this desk (in-place upgrade is not built yet; docs/upgrading.md).\n",
+        stale.join(", ")
+    )
 }
 
 /// Widest a column other than the last gets, in cells: room for an agent's title (they are

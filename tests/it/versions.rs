@@ -10,7 +10,7 @@
 //! below.
 
 use crate::harness::{Pty, PtyCommand};
-use crate::support::{DESK, Home, Wire, prompts};
+use crate::support::{DESK, DESK_MASTER, Home, Wire, prompts};
 use desk_wire::{ErrorCode, Frame, PROTOCOL_VERSION, Role};
 
 /// A demo agent under a master that speaks protocol version 1 only; returns its prompt log.
@@ -90,4 +90,61 @@ fn this_master_answers_each_client_in_the_lower_of_their_versions() {
     let mut wire = Wire::open(&home.socket("new"));
     wire.send(&hello(0));
     assert!(matches!(wire.recv(), Some(Frame::Error { code: ErrorCode::UnsupportedVersion, .. })));
+}
+
+/// `desk ls` after an upgrade: the binaries are replaced the way `cargo install` and a package
+/// manager replace them (a new file renamed over the old), under a running session. Its master
+/// runs the replaced file: `older`, with what moving it takes. A session started after the
+/// upgrade is `current`; one whose master speaks protocol 1 says so.
+#[test]
+fn ls_names_the_sessions_whose_master_is_older_than_this_desk() {
+    let home = Home::new();
+    let bin = home.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let install = || {
+        for (from, name) in [(DESK, "desk"), (DESK_MASTER, "desk-master")] {
+            let tmp = bin.join(format!(".{name}.new"));
+            std::fs::copy(from, &tmp).unwrap();
+            std::fs::rename(&tmp, bin.join(name)).unwrap();
+        }
+    };
+    let desk = |args: &[&str], env: &[(&str, &str)]| {
+        let mut cmd = std::process::Command::new(bin.join("desk"));
+        cmd.env("DESK_HOME", home.path()).env_remove("DESK_SESSION").args(args);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "desk {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    install();
+    desk(&["new", "before", "--", "sh", "-c", "exec cat"], &[]);
+    install();
+    desk(&["new", "after", "--", "sh", "-c", "exec cat"], &[]);
+    desk(&["new", "old", "--", "sh", "-c", "exec cat"], &[("DESK_MASTER_PROTOCOL", "1")]);
+    let listing: serde_json::Value = serde_json::from_str(&desk(&["ls", "--json"], &[])).unwrap();
+    let master = |name: &str| {
+        let row = listing["data"].as_array().unwrap().iter().find(|r| r["name"] == name).unwrap().clone();
+        row["master"].clone()
+    };
+    let before = master("before");
+    assert_eq!(
+        (before["binary"].as_str(), before["protocol"].as_u64()),
+        (Some("older"), Some(PROTOCOL_VERSION as u64)),
+        "{before:#}"
+    );
+    assert!(before["upgrade"].as_str().unwrap().contains("restart the session"), "{before:#}");
+    let after = master("after");
+    assert_eq!(after["binary"], "current", "{after:#}");
+    assert!(after.get("upgrade").is_none(), "{after:#}");
+    let old = master("old");
+    assert_eq!((old["binary"].as_str(), old["protocol"].as_u64()), (Some("current"), Some(1)), "{old:#}");
+    let text = desk(&["ls"], &[]);
+    assert!(
+        text.contains(
+            "2 sessions run an older master than this desk's: before (an older desk-master), old (protocol 1)"
+        ),
+        "{text}"
+    );
 }
