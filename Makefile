@@ -1,21 +1,36 @@
 # desk — the two commands a newcomer needs are `make demo` and `make test`.
 
 CARGO ?= cargo
+# Where cargo builds (CARGO_TARGET_DIR when set, as cargo itself does).
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
+RELEASE := $(TARGET_DIR)/release
 DESK_DEMO_HOME ?= $(CURDIR)/target/demo-home
-DESK := $(CURDIR)/target/release/desk
 
-.PHONY: build demo demo-stop native test lint doc man msrv fuzz-build check-all bench soak fuzz e2e-agents e2e-keys clean
+.PHONY: build check-rust demo demo-shell demo-stop native test lint doc man deb deb-check msrv fuzz-build check-all bench soak fuzz e2e-agents e2e-keys clean
 
-build:
+# Rust >= the workspace's rust-version, or a message that says how to get it (README: Quick start).
+check-rust:
+	@sh scripts/check-rust.sh "$(CARGO)" "$(MSRV)"
+
+build: check-rust
 	$(CARGO) build --release --bins
 
 # Build, start a small fleet of demo agents, list them, and open the dashboard over them
-# (q quits it, the fleet keeps running; `make demo-stop` ends the fleet).
+# (q quits it, the fleet keeps running; `make demo-stop` ends the fleet). It prints the line
+# that puts this desk and the demo's DESK_HOME into your shell; `make demo-shell` opens a shell
+# with both set.
 demo: build
-	@DESK_HOME=$(DESK_DEMO_HOME) sh scripts/demo.sh $(CURDIR)/target/release
+	@DESK_HOME=$(DESK_DEMO_HOME) sh scripts/demo.sh $(RELEASE)
+
+# A shell with the demo's desk first on PATH and DESK_HOME set to the demo fleet's home
+# (`exit` leaves it; the fleet keeps running).
+demo-shell:
+	@test -x $(RELEASE)/desk || { echo "make demo-shell: run make demo first" >&2; exit 1; }
+	@echo "a shell with DESK_HOME=$(DESK_DEMO_HOME) and $(RELEASE) first on PATH; exit leaves it"
+	@PATH="$(RELEASE):$$PATH" DESK_HOME="$(DESK_DEMO_HOME)" exec "$${SHELL:-/bin/sh}"
 
 demo-stop:
-	@DESK_HOME=$(DESK_DEMO_HOME) sh scripts/demo.sh $(CURDIR)/target/release stop
+	@DESK_HOME=$(DESK_DEMO_HOME) sh scripts/demo.sh $(RELEASE) stop
 
 # The C99 implementation of the wire protocol (native/README.md): build/deskc, build/test_vectors.
 native:
@@ -23,10 +38,25 @@ native:
 
 # The C codec against the wire vectors (under ASan/UBSan when the compiler has them), then unit
 # tests, integration tests on real PTYs (the C client against a live master among them), wire
-# vectors and the fuzz corpus replay.
+# vectors and the fuzz corpus replay, then the Debian package's layout (deb-check).
 test:
 	$(MAKE) -C native test
 	$(CARGO) test --workspace --locked
+	$(MAKE) deb-check
+
+# The Debian package, target/debian/desk_VERSION-1_ARCH.deb (needs cargo-deb: cargo install
+# cargo-deb --locked): desk and desk-master together, the demo agent, bash/zsh/fish completions,
+# the manual pages and the systemd user unit (packaging/desk.service). Install it with
+# sudo apt install ./target/debian/desk_*.deb
+deb: build
+	sh scripts/deb-assets.sh $(RELEASE)/desk target/deb-assets
+	$(CARGO) deb --locked --no-build
+
+# Build the package from a quicker profile, unpack it into a scratch root and check every file
+# and that the installed desk finds its master (scripts/deb-check.sh; under CI=true a missing
+# cargo-deb fails it, elsewhere it is skipped with a word).
+deb-check:
+	CARGO="$(CARGO)" sh scripts/deb-check.sh
 
 lint:
 	$(CARGO) fmt --check

@@ -12,7 +12,7 @@
 //!   retitles its session every 100 ms), and the bytes the dashboard wrote meanwhile;
 //! - latency: `--samples` idle agents are each sent a prompt that raises an approval dialog;
 //!   from the time the master recorded the change (the `ts_ms` of its journalled state event)
-//!   to the moment the dashboard's screen shows the row `blocked:approval`;
+//!   to the moment the dashboard's screen shows the row `blocked(approval)`;
 //! - memory: the dashboard's resident and private memory with the fleet;
 //! - `desk ls`: wall time (median of `--ls-runs`) beside the dashboard with the fleet, then
 //!   again after `--more` (default 400) sessions running `cat` are added.
@@ -380,7 +380,7 @@ fn main() {
     let mut latencies = Vec::new();
     for name in &idle {
         let socket = desk.socket(name);
-        *dash.watch.lock().unwrap() = Some((format!(" {name} "), "blocked:approval".into(), None));
+        *dash.watch.lock().unwrap() = Some((format!(" {name} "), "blocked(approval)".into(), None));
         desk.type_into(&socket, b"\x1b[200~please approve-me\x1b[201~\r");
         let deadline = Instant::now() + Duration::from_secs(20);
         let seen = loop {

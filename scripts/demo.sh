@@ -5,8 +5,12 @@
 set -eu
 bin="$1"
 action="${2:-start}"
-desk="$bin/desk"
-agent="$bin/desk-demo-agent"
+# This build's desk and demo agent come first on PATH, so everything below (and every hint it
+# prints) says plain `desk`, as you will type it.
+PATH="$bin:$PATH"
+export PATH
+desk=desk
+agent=desk-demo-agent
 fleet="demo-alpha demo-beta demo-gamma"
 
 if [ "$action" = stop ]; then
@@ -58,15 +62,21 @@ echo
 "$desk" channel read release
 cat <<MSG
 
-Try:  $desk dash                 (the fleet dashboard; q quits, the fleet keeps running)
-      $desk explain demo-beta     (it is blocked on an approval dialog)
-      $desk events demo-alpha -f  (follow its events; Ctrl-C to stop)
-      $desk send demo-alpha "another prompt"; $desk item <id>
-      $desk attach demo-beta      (answer its dialog with Enter; detach with Ctrl-\\)
-      $desk channel read release -f   (the agents' replies come in as their turns end)
-      $desk channel post release "@demo-alpha and the release notes?"
-      make demo-stop              (end the demo)
-   with DESK_HOME=$DESK_HOME in the environment.
+To use this desk on the demo fleet from your shell, paste this line (or run: make demo-shell):
+
+    export PATH="$bin:\$PATH" DESK_HOME="$DESK_HOME"
+
+Then try:
+      desk dash                  (the fleet dashboard; q quits, the fleet keeps running)
+      desk explain demo-beta     (it is blocked on an approval dialog)
+      desk events demo-alpha -f  (follow its events; Ctrl-C to stop)
+      desk send demo-alpha "another prompt"; desk item <id>
+      desk attach demo-beta      (answer its dialog with Enter; detach with Ctrl-\\)
+      desk channel read release -f   (the agents' replies come in as their turns end)
+      desk channel post release "@demo-alpha and the release notes?"
+      desk new sh1 -- bash; desk attach sh1   (a shell of your own beside the agents)
+      desk doctor                (is everything in place: executables, directories, agents)
+      make demo-stop             (end the demo)
 MSG
 if [ -t 0 ] && [ -t 1 ]; then
     printf '\nOpening the dashboard in 3 s: q quits it, the fleet keeps running (Enter attaches,\n'

@@ -10,6 +10,10 @@
 //! - the **CLI** (`desk`, this crate): the commands ([`cli`]), `desk attach` ([`attach`]) and
 //!   `desk dash` ([`dash`]); it starts the other two (`desk serve` and `desk master` run their
 //!   crates' code from this executable) and talks to them through the clients in desk-common.
+//!   Beside those three, what the commands and the dashboard share: starting `desk serve` when
+//!   a command needs it ([`autostart`]), every session's pending prompts ([`queues`]), the one
+//!   spelling of a session's state ([`words`]) and the agent commands of the providers
+//!   ([`providers`]).
 //!
 //! ```text
 //!                 desk  (this crate: cli, attach, dash)
@@ -31,6 +35,9 @@
 //! depends on no desk crate.
 
 pub mod attach;
+pub mod autostart;
 pub mod cli;
 pub mod dash;
 pub mod providers;
+pub mod queues;
+pub mod words;

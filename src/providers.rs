@@ -47,6 +47,20 @@ mod tests {
     }
 }
 
+/// Where `program` is found: itself when it names a path (it has a `/`), else the first
+/// executable file of that name in the directories of `path` (a `PATH` value), as `execvp`
+/// looks; `None` when there is none.
+pub fn find_program(program: &std::ffi::OsStr, path: Option<&std::ffi::OsStr>) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable =
+        |p: &std::path::Path| p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    let program_path = std::path::Path::new(program);
+    if program.as_encoded_bytes().contains(&b'/') {
+        return executable(program_path).then(|| program_path.to_path_buf());
+    }
+    std::env::split_paths(path?).map(|dir| dir.join(program)).find(|p| executable(p))
+}
+
 /// Quote a word for `sh -c`.
 pub fn shell_quote(word: &str) -> String {
     if !word.is_empty() && word.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-=:,+@%".contains(&b)) {

@@ -56,31 +56,38 @@ enum Ending {
     Lost(String),
 }
 
-/// Writes the session's newest `lines` history lines to the terminal (standard output), in
-/// their colours, and then enough line feeds to scroll them all into the terminal's own
-/// scrollback: the keyframe that follows starts with a reset that clears the visible screen.
-/// Asked over a query connection of its own, before the attach's handshake, a page at a time
-/// (each page written before the next is asked); what could not be read is said on stderr,
-/// below the lines.
-fn write_history(files: &desk_common::paths::SessionPaths, lines: u32) -> Result<()> {
+/// Writes what goes above the session's screen to the terminal (standard output): the
+/// session's newest `lines` history lines in their colours, then `notes` (the attach banner,
+/// a warning), then enough line feeds to scroll them all into the terminal's own scrollback —
+/// the keyframe that follows starts with a reset that clears the visible screen, so they stand
+/// right above the session's screen there and never over it. The history is asked over a query
+/// connection of its own, before the attach's handshake, a page at a time (each page written
+/// before the next is asked); what could not be read is said on stderr.
+fn write_preamble(files: &desk_common::paths::SessionPaths, lines: u32, notes: &[String]) -> Result<()> {
     use std::os::fd::AsFd;
-    let Probe::Live(stream) = session::probe_settled(files)? else {
-        return Ok(());
-    };
-    let mut conn = desk_common::master_client::Connection::open(stream, Role::Query, 0, 0)
-        .context("cannot ask the session for its history")?;
-    let (_, mut read) =
-        desk_common::history::HistoryRead::start(&mut conn, lines).context("cannot ask the session for its history")?;
     let out = io::stdout();
     let (_, rows) = desk_common::pty::get_size(out.as_fd()).unwrap_or((80, 24));
     let mut out = io::BufWriter::new(out.lock());
-    let written = read.for_each(|row| {
-        out.write_all(row.to_ansi().as_bytes())?;
-        Ok(out.write_all(b"\r\n")?)
-    });
-    written.and_then(|()| Ok(out.flush()?)).context("cannot write the history to the terminal")?;
-    for note in read.notes() {
-        eprintln!("desk: warning: {note}");
+    if lines > 0 {
+        let Probe::Live(stream) = session::probe_settled(files)? else {
+            return Ok(());
+        };
+        let mut conn = desk_common::master_client::Connection::open(stream, Role::Query, 0, 0)
+            .context("cannot ask the session for its history")?;
+        let (_, mut read) = desk_common::history::HistoryRead::start(&mut conn, lines)
+            .context("cannot ask the session for its history")?;
+        let written = read.for_each(|row| {
+            out.write_all(row.to_ansi().as_bytes())?;
+            Ok(out.write_all(b"\r\n")?)
+        });
+        written.and_then(|()| Ok(out.flush()?)).context("cannot write the history to the terminal")?;
+        for note in read.notes() {
+            eprintln!("desk: warning: {note}");
+        }
+    }
+    for note in notes {
+        // Dim, so it reads as desk's and not the session's.
+        out.write_all(format!("\x1b[2m{note}\x1b[m\r\n").as_bytes()).context("cannot write to the terminal")?;
     }
     out.write_all("\r\n".repeat(usize::from(rows)).as_bytes())
         .and_then(|()| out.flush())
@@ -120,13 +127,23 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
                 return Ok(exit.status.shell_code());
             }
             // Exit 2, like every command given a session that does not exist (docs/cli.md).
-            return Err(fail(ErrorCode::NoSuchSession, format!("no session named {}", opts.name)));
+            return Err(fail(
+                ErrorCode::NoSuchSession,
+                desk_common::suggest::unknown_session_in(&paths, opts.name.as_str()),
+            ));
         }
     };
     refuse_own_session(&paths, &files, &opts.name)?;
-    if opts.history > 0 {
-        write_history(&files, opts.history)?;
-    }
+    // The session this terminal is inside, if any: by the process tree, else as DESK_SESSION says
+    // (a session of another DESK_HOME).
+    let inside = session::enclosing(&paths)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|outer| *outer != opts.name)
+        .map(|outer| outer.to_string())
+        .or_else(|| std::env::var("DESK_SESSION").ok());
+    let notes = attach_notes(&opts.name, opts.read_only, opts.detach_key, inside);
+    write_preamble(&files, opts.history, &notes)?;
     let raw = tty::RawTty::open()?;
     let (cols, rows) = desk_common::pty::get_size(raw.fd()).unwrap_or((80, 24));
     stream.set_nonblocking(true).context("cannot make the socket non-blocking")?;
@@ -192,6 +209,29 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
             1
         }
     })
+}
+
+/// The banner an attach prints above the session's screen (`desk: attached to api · Ctrl-\
+/// detaches`), and a warning when this terminal is itself inside a session (`inside`, from
+/// `DESK_SESSION`): there the outer attach sees the detach key first, so it would detach that
+/// one, not this.
+fn attach_notes(name: &SessionName, read_only: bool, detach_key: Option<u8>, inside: Option<String>) -> Vec<String> {
+    let how = if read_only { "watching" } else { "attached to" };
+    let key = match detach_key {
+        Some(key) => format!("{} detaches", desk_common::syntax::detach_key_name(key)),
+        None => "no detach key (--detach-key none): close the terminal to leave".into(),
+    };
+    let mut notes = vec![format!("desk: {how} {name} · {key}")];
+    if let Some(outer) = inside.filter(|outer| !outer.is_empty() && outer != name.as_str()) {
+        let other = if detach_key == Some(0x1d) { "^_" } else { "^]" };
+        notes.push(format!(
+            "desk: warning: this terminal is inside session {outer}: an attach to {outer} around it sees \
+             {} first and detaches from {outer}, not from {name}; to leave {name} alone, attach it with \
+             another key: desk attach {name} --detach-key {other}",
+            detach_key.map_or_else(|| "its detach key".into(), desk_common::syntax::detach_key_name)
+        ));
+    }
+    notes
 }
 
 /// Refuse to attach a session from inside itself: its output would come back to it as this

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use super::output::{self, ErrorCode};
 use super::{fail, failure};
+use crate::autostart::Daemon;
 use desk_common::clock::now_ms;
 use desk_common::paths::{Paths, SessionName};
 use desk_core::channel::route::{ThreadContext, route};
@@ -84,10 +85,31 @@ pub(super) fn new(name: &str, goal: Option<String>, checkin_after: Option<u64>, 
     }
 }
 
-pub(super) fn add(name: &str, member: &str, role: Role, json: bool) -> Result<i32> {
+pub(super) fn add(name: &str, member: &str, role: Role, queue_for_later: bool, json: bool) -> Result<i32> {
     let name = parse_name(name)?;
-    let (_, store) = store()?;
+    let (paths, store) = store()?;
+    // An agent member is a session: a name that is none is most often a typo, refused as `desk
+    // send` refuses it (a person's name is anyone's).
+    if role.is_agent()
+        && !queue_for_later
+        && let Ok(session) = SessionName::parse(member)
+        && !super::session_known(&paths, &session)
+    {
+        let unknown = desk_common::suggest::unknown_session_in(&paths, member);
+        return Err(fail(
+            ErrorCode::NoSuchSession,
+            format!("{unknown}; --queue-for-later adds it before it exists (its onboarding prompt waits for it)"),
+        ));
+    }
     let (roster, changed) = store.add_member(&name, member, role, now_ms()).map_err(post_error)?;
+    // An agent's onboarding prompt is the daemon's to deliver.
+    let daemon = if changed && role.is_agent() { crate::autostart::ensure_daemon(&paths) } else { Daemon::Running };
+    let notes: Vec<String> = daemon.note().into_iter().collect();
+    if !json {
+        for n in &notes {
+            eprintln!("desk: note: {n}");
+        }
+    }
     let human = if changed {
         if role.is_agent() {
             format!("added {member} to #{name} as {}; its onboarding prompt is queued", role.as_str())
@@ -97,6 +119,10 @@ pub(super) fn add(name: &str, member: &str, role: Role, json: bool) -> Result<i3
     } else {
         format!("{member} is already a {} of #{name}", role.as_str())
     };
+    if json {
+        output::print_ok("channel", &roster, &notes)?;
+        return Ok(0);
+    }
     print_roster("channel", &roster, json, &human)
 }
 
@@ -507,13 +533,16 @@ pub(super) fn post(args: PostArgs) -> Result<i32> {
     };
     let ctx = ThreadContext { parent_author: parent_author.as_deref(), participants: &participants };
     let routing = route(&msg, &roster.members, &ctx);
+    // The message is durable already; the daemon turns it into prompts, so it is started if
+    // it is not running (and says so, once).
+    let daemon = crate::autostart::ensure_daemon(&paths);
     let running = desk_common::daemon_client::request(
         &desk_common::daemon_client::socket_path(&paths),
         &desk_wire::control::Request::Ping,
         PING_TIMEOUT,
     )
     .is_ok_and(|r| r.ok);
-    let mut notes = Vec::new();
+    let mut notes: Vec<String> = daemon.note().into_iter().collect();
     if !running {
         notes.push(
             "desk serve is not running: the message is stored and its prompts go out when it starts (desk serve)"

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use super::output::{self, ErrorCode};
 use super::{fail, failure};
+use crate::queues::DAEMON_DOWN;
 use desk_common::clock::now_ms;
 use desk_common::daemon_client;
 use desk_common::master_client::Connection;
@@ -33,9 +34,6 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A force waits for its delivery to settle: echo and submit windows plus retries.
 const FORCE_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// 64 KiB: a starting daemon's report is "ok" or one error line; anything longer is not one.
-const MAX_REPORT: usize = 64 * 1024;
 
 /// Prompts above 256 KiB are refused: far beyond any prompt an agent's input box takes.
 const MAX_PROMPT: usize = 256 * 1024;
@@ -84,6 +82,11 @@ fn refusal(resp: Response) -> anyhow::Error {
 pub(super) fn serve(foreground: bool, stop: bool) -> Result<i32> {
     let paths = paths()?;
     if stop {
+        if crate::autostart::daemon_down(&paths) {
+            // What the caller wanted is true already; a script stopping desk is not an error.
+            println!("desk serve is not running; nothing to stop");
+            return Ok(0);
+        }
         let resp = ask(&paths, &Request::Stop, REQUEST_TIMEOUT)?;
         if !resp.ok {
             return Err(failure(1, format!("desk serve did not stop: {}", resp.error.unwrap_or_default())));
@@ -116,55 +119,9 @@ pub(super) fn serve(foreground: bool, stop: bool) -> Result<i32> {
         desk_daemon::run(ready)?;
         return Ok(0);
     }
-    let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("cannot create a pipe")?;
-    let exe = std::env::current_exe().context("cannot find the desk executable")?;
-    let mut cmd = std::process::Command::new(exe);
-    cmd.args(["serve", "--foreground"])
-        .env("DESK_SERVE_READY_FD", "3")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    let pipe_fd = std::os::fd::AsRawFd::as_raw_fd(&write_end);
-    // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe {
-        std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
-            if libc::setsid() == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if pipe_fd == 3 {
-                libc::fcntl(3, libc::F_SETFD, 0);
-            } else if libc::dup2(pipe_fd, 3) == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            desk_common::pty::cloexec_from(4);
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().context("cannot start desk serve")?;
-    drop(write_end);
-    let mut report = String::new();
-    let mut fds = [nix::poll::PollFd::new(std::os::fd::AsFd::as_fd(&read_end), nix::poll::PollFlags::POLLIN)];
-    let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(10_000u16));
-    if let Ok(bytes) =
-        desk_common::fsutil::read_bounded(std::fs::File::from(read_end), MAX_REPORT, "the daemon's report")
-    {
-        report = String::from_utf8_lossy(&bytes).into_owned();
-    }
-    match report.trim() {
-        "ok" => {
-            println!("desk serve started (pid {})", child.id());
-            Ok(0)
-        }
-        "" => {
-            let status = child.wait().ok();
-            Err(failure(1, format!("desk serve died while starting ({status:?})")))
-        }
-        why => {
-            let _ = child.wait();
-            let kind = if why.contains("already running") { ErrorCode::AlreadyExists } else { ErrorCode::Failed };
-            Err(fail(kind, why.to_string()))
-        }
-    }
+    let pid = crate::autostart::start_detached()?;
+    println!("desk serve started (pid {pid})");
+    Ok(0)
 }
 
 // ----- send -----
@@ -214,13 +171,10 @@ pub(super) fn send(args: SendArgs) -> Result<i32> {
     // will start, and must not consume stdin.
     let target = target(&paths, &args.name)?;
     if matches!(target, Target::Unknown) && !args.queue_for_later {
-        let name = &args.name;
+        let unknown = desk_common::suggest::unknown_session_in(&paths, args.name.as_str());
         return Err(fail(
             ErrorCode::NoSuchSession,
-            format!(
-                "no session named {name}; start it with `desk new {name} -- CMD`, \
-                 or pass --queue-for-later to queue the prompt until it exists"
-            ),
+            format!("{unknown}; --queue-for-later queues the prompt until a session of that name exists"),
         ));
     }
     let raw = match (&args.text, &args.file) {
@@ -285,11 +239,15 @@ pub(super) fn send(args: SendArgs) -> Result<i32> {
     store.write_intake(&item)?;
     let id = item.id.clone();
     let socket = desk_common::daemon_client::socket_path(&paths);
-    // Why the queue waits, said at once: for a session that is not running, and for a running
-    // one whose screen holds it back (a job has the terminal, a draft, a dialog).
-    let hold_of = |socket: &std::path::Path| match target {
-        Target::Running(_) => first_hold(socket, name, &id),
-        _ => current_hold(socket, name),
+    // The prompt is durable; the daemon delivers it, so it is started if it is not running.
+    let notes: Vec<String> = crate::autostart::ensure_daemon(&paths).say(args.json).into_iter().collect();
+    // Why the queue waits, said at once: paused by the operator, a session that is not
+    // running, and a running one whose screen holds it back (a job has the terminal, a draft, a
+    // dialog).
+    let hold_of = |socket: &std::path::Path| match (paused(socket, name), &target) {
+        (Some(reason), _) => Some(format!("paused by the operator{reason} (desk resume {name} lets it go on)")),
+        (None, Target::Running(_)) => first_hold(socket, name, &id),
+        (None, _) => current_hold(socket, name),
     };
     let print = |state: &str, hold: Option<String>| {
         if let Some(reason) = &hold {
@@ -297,7 +255,7 @@ pub(super) fn send(args: SendArgs) -> Result<i32> {
         }
         if args.json {
             let data = serde_json::json!({ "id": id, "session": args.name.as_str(), "state": state, "hold": hold });
-            output::print_ok("sent", data, &[])
+            output::print_ok("sent", data, &notes)
         } else {
             println!("{id}");
             Ok(())
@@ -390,6 +348,15 @@ fn first_hold(socket: &std::path::Path, session: &SessionName, id: &ItemId) -> O
     }
 }
 
+/// Whether the operator paused `session`'s queue: `: reason` (empty without one), or `None`.
+fn paused(socket: &std::path::Path, session: &SessionName) -> Option<String> {
+    let resp =
+        daemon_client::request(socket, &Request::Queue { session: Some(session.to_string()) }, REQUEST_TIMEOUT).ok()?;
+    let queue = resp.data.as_array()?.iter().find(|q| q["session"] == session.as_str())?.clone();
+    let reason = queue["paused"].as_str()?;
+    Some(if reason.is_empty() { String::new() } else { format!(": {reason}") })
+}
+
 /// The reason the daemon holds `session`'s queue, if it holds it.
 fn current_hold(socket: &std::path::Path, session: &SessionName) -> Option<String> {
     let resp =
@@ -438,55 +405,6 @@ fn fmt_age(ms: u64) -> String {
     desk_core::time::span(now_ms().saturating_sub(ms))
 }
 
-/// Said when `queue` and `stuck` read the store themselves.
-const DAEMON_DOWN: &str = "desk serve is not running; showing what the store holds (nothing is being delivered; \
-                           start it with: desk serve)";
-
-/// Whether no daemon listens on the control socket (as opposed to one that is slow): then the
-/// store on disk is the whole truth, and the inspection commands read it themselves.
-fn daemon_down(paths: &Paths) -> bool {
-    match std::os::unix::net::UnixStream::connect(desk_common::daemon_client::socket_path(paths)) {
-        Ok(_) => false,
-        Err(e) => matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused),
-    }
-}
-
-/// The pending queues as the store holds them, in the shape the daemon answers `queue` with
-/// (no hold or in-flight: those exist only in a running daemon). Items still in the intake are
-/// listed under `intake`: the daemon queues them when it starts.
-fn stored_queues(paths: &Paths, session: Option<&SessionName>) -> Result<Response> {
-    let store = Store::open(&paths.state)?;
-    let (items, intake, problems) = store.read_only_view()?;
-    for p in &problems {
-        eprintln!("desk: cannot read {}: {}", p.path.display(), p.error);
-    }
-    let pauses = store.load_pauses()?;
-    let mut queues: std::collections::BTreeMap<String, (Vec<Item>, Vec<Item>)> = Default::default();
-    let known: std::collections::HashSet<ItemId> = items.iter().map(|i| i.id.clone()).collect();
-    for item in items.into_iter().filter(|i| !i.state.is_final()) {
-        queues.entry(item.session.clone()).or_default().0.push(item);
-    }
-    for item in intake.into_iter().filter(|i| !known.contains(&i.id)) {
-        queues.entry(item.session.clone()).or_default().1.push(item);
-    }
-    for name in pauses.sessions.keys() {
-        queues.entry(name.clone()).or_default();
-    }
-    let data: Vec<serde_json::Value> = queues
-        .into_iter()
-        .filter(|(name, _)| session.is_none_or(|s| s.as_str() == name))
-        .map(|(name, (items, intake))| {
-            serde_json::json!({
-                "session": name,
-                "paused": pauses.sessions.get(&name).map(|p| p.reason.clone()),
-                "items": items,
-                "intake": intake,
-            })
-        })
-        .collect();
-    Ok(Response::ok(DAEMON_DOWN, serde_json::Value::Array(data)))
-}
-
 /// What `desk ls` shows of a session's delivery.
 #[derive(Debug, Default, Clone, serde::Serialize)]
 pub(super) struct QueueCounts {
@@ -505,49 +423,25 @@ const LS_QUEUE_TIMEOUT: Duration = session::PROBE_DEADLINE;
 /// Every session's delivery counts, from the daemon when it runs, else from the store; `None`
 /// when neither answers (a wedged daemon, an unreadable store).
 pub(super) fn queue_counts(paths: &Paths) -> Option<std::collections::HashMap<String, QueueCounts>> {
-    let resp = if daemon_down(paths) {
-        if !paths.state.join("delivery").exists() {
-            // Nothing was ever sent: no queues, and a listing creates no directories.
-            return Some(Default::default());
-        }
-        stored_queues(paths, None).ok()?
-    } else {
-        daemon_client::request(
-            &desk_common::daemon_client::socket_path(paths),
-            &Request::Queue { session: None },
-            LS_QUEUE_TIMEOUT,
-        )
-        .ok()?
-    };
-    if !resp.ok {
-        return None;
-    }
-    let mut counts = std::collections::HashMap::new();
-    for q in resp.data.as_array()? {
-        let Some(session) = q["session"].as_str() else { continue };
-        let items = q["items"].as_array().map_or(&[][..], Vec::as_slice);
-        let intake = q["intake"].as_array().map_or(0, Vec::len);
-        let stuck = items.iter().filter(|i| i["state"] == "stuck").count();
-        counts.insert(
-            session.to_string(),
-            QueueCounts {
-                queue: (items.len() + intake) as u32,
-                stuck: stuck as u32,
-                paused: q["paused"].as_str().map(String::from),
-            },
-        );
-    }
+    let (pending, _) = crate::queues::pending_by_session(paths, LS_QUEUE_TIMEOUT).ok()?;
+    let counts = pending
+        .into_iter()
+        .map(|(session, p)| (session, QueueCounts { queue: p.queue, stuck: p.stuck, paused: p.paused }))
+        .collect();
     Some(counts)
 }
 
 pub(super) fn queue(session: Option<SessionName>, json: bool) -> Result<i32> {
     let paths = paths()?;
-    let offline = daemon_down(&paths);
+    if let Some(name) = &session {
+        require_delivery_target(&paths, name)?;
+    }
+    let offline = crate::autostart::daemon_down(&paths);
     let resp = if offline {
         if !json {
             eprintln!("desk: {DAEMON_DOWN}");
         }
-        stored_queues(&paths, session.as_ref())?
+        crate::queues::stored_queues(&paths, session.as_ref())?
     } else {
         ask(&paths, &Request::Queue { session: session.map(|s| s.to_string()) }, REQUEST_TIMEOUT)?
     };
@@ -635,8 +529,9 @@ fn print_not_queued(paths: &Paths) -> Result<bool> {
     Ok(!waiting.is_empty() || !set_aside.is_empty() || !stalled.is_empty())
 }
 
-/// The item an operator means by `text`: a whole id, or any unique prefix of one (like a git
-/// hash). No match, or several, is a usage error that says which.
+/// The item an operator means by `text`: a whole id, or any unique start of one (like a git
+/// hash) or end of one (people copy the end of an id). No match, or several, is a usage error
+/// that says which.
 pub(super) fn resolve_id(text: &str) -> Result<ItemId> {
     if let Some(id) = ItemId::parse(text) {
         return Ok(id);
@@ -644,12 +539,15 @@ pub(super) fn resolve_id(text: &str) -> Result<ItemId> {
     let valid =
         !text.trim().is_empty() && text.trim().bytes().all(|b| b.is_ascii_alphanumeric()) && text.trim().len() < 26;
     if !valid {
-        return Err(fail(ErrorCode::Usage, format!("{text:?} is not an item id (26 characters, or the start of one)")));
+        return Err(fail(
+            ErrorCode::Usage,
+            format!("{text:?} is not an item id (26 characters, or the start or end of one)"),
+        ));
     }
     let store = Store::open(&paths()?.state)?;
-    let mut ids = store.ids_with_prefix(text)?;
+    let mut ids = store.ids_with_prefix_or_suffix(text)?;
     match ids.len() {
-        0 => Err(fail(ErrorCode::NoSuchItem, format!("no item has an id starting with {text:?}"))),
+        0 => Err(fail(ErrorCode::NoSuchItem, format!("no item has an id starting or ending with {text:?}"))),
         1 => Ok(ids.remove(0)),
         n => {
             const SHOWN: usize = 10;
@@ -657,7 +555,7 @@ pub(super) fn resolve_id(text: &str) -> Result<ItemId> {
             let more = if n > SHOWN { format!("\n  … and {} more", n - SHOWN) } else { String::new() };
             Err(fail(
                 ErrorCode::AmbiguousId,
-                format!("{text:?} is the start of {n} item ids; give more of it:\n{}{more}", list.join("\n")),
+                format!("{text:?} is the start or end of {n} item ids; give more of it:\n{}{more}", list.join("\n")),
             ))
         }
     }
@@ -733,7 +631,7 @@ pub(super) fn item(id: &str, json: bool) -> Result<i32> {
 
 pub(super) fn stuck(json: bool) -> Result<i32> {
     let paths = paths()?;
-    let offline = daemon_down(&paths);
+    let offline = crate::autostart::daemon_down(&paths);
     let resp = if offline {
         if !json {
             eprintln!("desk: {DAEMON_DOWN}");
@@ -796,24 +694,86 @@ fn next_step(item: &Item) -> String {
     }
 }
 
+/// The ids of the prompts still pending for `session` (queued, sending or stuck, or waiting in
+/// the intake), oldest first, as the store holds them.
+pub(super) fn pending_ids(paths: &Paths, session: &SessionName) -> Result<Vec<ItemId>> {
+    if !paths.state.join("delivery").exists() {
+        return Ok(Vec::new());
+    }
+    let (items, intake, _) = Store::open(&paths.state)?.read_only_view()?;
+    let mut ids: Vec<ItemId> = items
+        .iter()
+        .filter(|i| !i.state.is_final())
+        .chain(&intake)
+        .filter(|i| i.session == session.as_str())
+        .map(|i| i.id.clone())
+        .collect();
+    ids.sort();
+    ids.dedup();
+    Ok(ids)
+}
+
+/// Drop each of `ids` through the daemon (started if need be); returns what a command says
+/// about it and the ids that were dropped (one the daemon refuses — delivered meanwhile — is
+/// named in the notes).
+pub(super) fn drop_all(paths: &Paths, ids: &[ItemId], json: bool) -> Result<(Vec<String>, Vec<ItemId>)> {
+    let mut notes: Vec<String> = crate::autostart::ensure_daemon(paths).say(json).into_iter().collect();
+    let mut dropped = Vec::new();
+    for id in ids {
+        // As `desk drop` waits: a drop may erase desk's own prompt from the box first.
+        let resp = ask(paths, &Request::Drop { id: id.to_string() }, FORCE_TIMEOUT)?;
+        if resp.ok {
+            dropped.push(id.clone());
+        } else {
+            notes.push(format!("{id} was not dropped: {}", resp.error.unwrap_or_default()));
+        }
+    }
+    Ok((notes, dropped))
+}
+
+/// A name `pause` or `resume` acts on must name something: a session desk knows, or a queue the
+/// store holds for one (prompts sent `--queue-for-later`, a pause kept from before). Anything
+/// else is most often a typo, refused as `send` refuses it, with the nearest names.
+fn require_delivery_target(paths: &Paths, name: &SessionName) -> Result<()> {
+    if super::session_known(paths, name) {
+        return Ok(());
+    }
+    let store = Store::open(&paths.state)?;
+    let paused = store.load_pauses().is_ok_and(|p| p.sessions.contains_key(name.as_str()));
+    let queued = || {
+        store.read_only_view().is_ok_and(|(items, intake, _)| {
+            items.iter().filter(|i| !i.state.is_final()).chain(&intake).any(|i| i.session == name.as_str())
+        })
+    };
+    if paused || queued() {
+        return Ok(());
+    }
+    super::require_session(paths, name)
+}
+
 /// `force`, `drop`, `pause`, `resume`: one request, its answer printed; `kind` names the JSON.
 pub(super) fn command(kind: &str, req: Request, json: bool) -> Result<i32> {
     let paths = paths()?;
     // A drop may erase desk's own prompt from the input box and look again: up to 45 s.
     let timeout =
         if matches!(req, Request::Force { .. } | Request::Drop { .. }) { FORCE_TIMEOUT } else { REQUEST_TIMEOUT };
+    if let Request::Pause { session, .. } | Request::Resume { session } = &req {
+        require_delivery_target(&paths, &SessionName::parse(session)?)?;
+    }
     let (key, target) = match &req {
         Request::Pause { session, .. } | Request::Resume { session } => ("session", session.clone()),
         Request::Force { id, .. } | Request::Drop { id } => ("id", id.clone()),
         _ => ("session", String::new()),
     };
+    // Only the daemon can carry these out.
+    let notes: Vec<String> = crate::autostart::ensure_daemon(&paths).say(json).into_iter().collect();
     let resp = ask(&paths, &req, timeout)?;
     if !resp.ok {
         return Err(refusal(resp));
     }
     let message = resp.message.unwrap_or_default();
     if json {
-        output::print_ok(kind, serde_json::json!({ "message": message, key: target }), &[])?;
+        output::print_ok(kind, serde_json::json!({ "message": message, key: target }), &notes)?;
     } else {
         println!("{message}");
     }

@@ -66,7 +66,10 @@ pub(super) fn events(name: &SessionName, follow: bool, json: bool, since: u64, t
     let dir = paths.session_state(name);
     let history = journal::read_all(&dir)?;
     if history.is_empty() && live.is_none() && !files.meta.exists() {
-        return Err(super::fail(ErrorCode::NoSuchSession, format!("no session named {name}")));
+        return Err(super::fail(
+            ErrorCode::NoSuchSession,
+            desk_common::suggest::unknown_session_in(&paths, name.as_str()),
+        ));
     }
     let mut last = since;
     for event in history.iter().filter(|e| e.seq > since) {

@@ -34,16 +34,10 @@ struct Explanation {
     recent: Vec<Event>,
 }
 
-fn axis<T: Serialize>(name: &str, a: &AxisView<T>, now: u64) -> String {
-    let value = serde_json::to_value(&a.value).ok().map_or_else(String::new, |v| match v {
-        serde_json::Value::String(s) => s,
-        serde_json::Value::Object(o) => match (o.get("status"), o.get("reason")) {
-            (Some(s), Some(r)) => format!("{}: {}", s.as_str().unwrap_or(""), r.as_str().unwrap_or("")),
-            (Some(s), None) => s.as_str().unwrap_or("").to_string(),
-            _ => String::new(),
-        },
-        other => other.to_string(),
-    });
+/// One axis in two lines: its value (`shown`, or as its JSON says it) and since when, then its
+/// evidence.
+fn axis<T: Serialize>(name: &str, a: &AxisView<T>, shown: Option<String>, now: u64) -> String {
+    let value = shown.unwrap_or_else(|| axis_value(&a.value));
     format!(
         "{name:<10} {value:<10} since {} ({})\n{:<10} evidence: {} — {} (observed {})",
         desk_common::clock::local_time(a.since_ms),
@@ -53,6 +47,19 @@ fn axis<T: Serialize>(name: &str, a: &AxisView<T>, now: u64) -> String {
         a.evidence.detail,
         desk_core::time::ago(now, a.evidence.at_ms)
     )
+}
+
+/// An axis's value as its JSON says it (`degraded: reason` for a degraded health).
+fn axis_value<T: Serialize>(value: &T) -> String {
+    serde_json::to_value(value).ok().map_or_else(String::new, |v| match v {
+        serde_json::Value::String(s) => s,
+        serde_json::Value::Object(o) => match (o.get("status"), o.get("reason")) {
+            (Some(s), Some(r)) => format!("{}: {}", s.as_str().unwrap_or(""), r.as_str().unwrap_or("")),
+            (Some(s), None) => s.as_str().unwrap_or("").to_string(),
+            _ => String::new(),
+        },
+        other => other.to_string(),
+    })
 }
 
 pub(super) fn explain(name: &SessionName, json: bool) -> Result<i32> {
@@ -73,7 +80,10 @@ pub(super) fn explain(name: &SessionName, json: bool) -> Result<i32> {
     let exit = session::read_exit(&files).unwrap_or(None);
     let history = journal::read_all(&paths.session_state(name))?;
     if info.is_none() && meta.is_none() && history.is_empty() {
-        return Err(super::fail(ErrorCode::NoSuchSession, format!("no session named {name}")));
+        return Err(super::fail(
+            ErrorCode::NoSuchSession,
+            desk_common::suggest::unknown_session_in(&paths, name.as_str()),
+        ));
     }
     let recent: Vec<Event> = {
         let changes: Vec<&Event> = history
@@ -121,12 +131,10 @@ pub(super) fn explain(name: &SessionName, json: bool) -> Result<i32> {
     match &report.state {
         Some(s) => {
             println!("rules: {}", s.rules);
-            println!("{}", axis("lifecycle", &s.lifecycle, now));
-            println!("{}", axis("activity", &s.activity, now));
-            if let Some(wait) = &s.wait {
-                println!("{:<10} waiting for: {wait}", "");
-            }
-            println!("{}", axis("health", &s.health, now));
+            println!("{}", axis("lifecycle", &s.lifecycle, None, now));
+            let activity = crate::words::activity(s.activity.value, s.wait.as_deref());
+            println!("{}", axis("activity", &s.activity, Some(activity), now));
+            println!("{}", axis("health", &s.health, None, now));
             println!(
                 "ready: {}; last output: {}; last hook: {}",
                 if s.ready { "yes" } else { "no" },
@@ -137,7 +145,8 @@ pub(super) fn explain(name: &SessionName, json: bool) -> Result<i32> {
         None => match &report.exit {
             Some(exit) => {
                 println!(
-                    "lifecycle  exited     {} ({})",
+                    "lifecycle  {:<10} {} ({})",
+                    crate::words::ended(exit.status),
                     desk_common::signals::describe_exit(exit.status),
                     desk_core::time::ago(now, exit.exited_at_ms)
                 )

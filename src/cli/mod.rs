@@ -7,11 +7,14 @@
 //! failure is also printed on stdout as an error envelope ([`output`]).
 
 mod channel;
+mod complete;
 mod delivery;
+mod doctor;
 mod events;
 mod explain;
 mod hook;
 mod keys;
+mod manual;
 pub mod output;
 mod probe;
 mod sessions;
@@ -19,6 +22,7 @@ mod table;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+use clap_complete::{ArgValueCandidates, ArgValueCompleter};
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -27,6 +31,22 @@ pub use desk_common::failure::{Failure, fail, failure};
 use desk_common::paths::SessionName;
 use desk_common::syntax::{parse_env, parse_size};
 use output::ErrorCode;
+
+/// Whether `name` names a session desk knows of: one running, or one whose files remain (its
+/// exit record, or the metadata of a master that went away).
+pub(crate) fn session_known(paths: &desk_common::paths::Paths, name: &SessionName) -> bool {
+    let files = paths.session(name);
+    files.socket.exists() || files.meta.exists() || files.exit.exists()
+}
+
+/// Refuse a name that names no session (most often a typo) the way `desk send` does: exit 2,
+/// `no-such-session`, with the nearest names there are.
+pub(crate) fn require_session(paths: &desk_common::paths::Paths, name: &SessionName) -> Result<()> {
+    if session_known(paths, name) {
+        return Ok(());
+    }
+    Err(fail(ErrorCode::NoSuchSession, desk_common::suggest::unknown_session_in(paths, name.as_str())))
+}
 
 /// Keep a fleet of coding agents alive on pseudo-terminals.
 #[derive(Debug, Parser)]
@@ -51,6 +71,7 @@ enum Command {
     /// Print the text that scrolled off a session's screen (its log), then its screen.
     Log {
         /// The session whose log to print (running or exited).
+        #[arg(add = ArgValueCandidates::new(complete::sessions))]
         name: SessionName,
         /// Keep printing lines as they scroll off, until the session ends (then print its
         /// last screen).
@@ -63,6 +84,7 @@ enum Command {
     /// Print a session's current screen.
     Peek {
         /// The session to print.
+        #[arg(add = ArgValueCandidates::new(complete::sessions))]
         name: SessionName,
         /// Print name, rows, cursor, size, title, modes and state as JSON (docs/cli.md).
         #[arg(long)]
@@ -78,7 +100,7 @@ enum Command {
     /// session's with --all.
     Events {
         /// The session (omit with --all).
-        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        #[arg(add = ArgValueCandidates::new(complete::sessions), required_unless_present = "all", conflicts_with = "all")]
         name: Option<SessionName>,
         /// Every session's events, merged by time; with --follow, sessions that start later too.
         #[arg(long)]
@@ -104,6 +126,7 @@ enum Command {
     /// Explain a session's agent state: each axis, its evidence, and what changed it.
     Explain {
         /// The session to explain.
+        #[arg(add = ArgValueCandidates::new(complete::sessions))]
         name: SessionName,
         /// Print JSON (docs/cli.md).
         #[arg(long)]
@@ -117,7 +140,12 @@ enum Command {
     /// Forget an exited session: its records, log and events journal (not its generation counter).
     Rm {
         /// The exited session to forget.
+        #[arg(add = ArgValueCandidates::new(complete::sessions))]
         name: SessionName,
+        /// Drop the prompts still queued for it too (without it they stay held until a session
+        /// of the name runs again).
+        #[arg(long)]
+        drop_queued: bool,
         /// Print the result as JSON (docs/cli.md).
         #[arg(long)]
         json: bool,
@@ -134,6 +162,7 @@ enum Command {
     /// Queue a prompt for a session's agent; prints the item id.
     Send {
         /// The session whose agent gets the prompt.
+        #[arg(add = ArgValueCandidates::new(complete::sessions))]
         name: SessionName,
         /// The prompt (`-` or none: read stdin).
         text: Option<String>,
@@ -159,6 +188,7 @@ enum Command {
     /// `text:WORD` always types WORD.
     Keys {
         /// The session to type into (running).
+        #[arg(add = ArgValueCandidates::new(complete::sessions))]
         name: SessionName,
         /// The keys, in order: a key name (Enter, Escape/Esc, Tab, BTab, Backspace, Space,
         /// Up, Down, Left, Right, Home, End, PgUp, PgDn, Insert, Delete, F1..F12), C-x or ^X
@@ -173,6 +203,7 @@ enum Command {
     /// Show pending items (queued, sending, stuck) and why a queue is held.
     Queue {
         /// Only this session's queue.
+        #[arg(add = ArgValueCandidates::new(complete::sessions))]
         name: Option<SessionName>,
         /// Print JSON (docs/cli.md).
         #[arg(long)]
@@ -181,6 +212,7 @@ enum Command {
     /// Show one item: its state and evidence timeline.
     Item {
         /// The item id, or any unique start of it (like a git hash).
+        #[arg(add = ArgValueCompleter::new(complete::items))]
         id: String,
         /// Print JSON (docs/cli.md).
         #[arg(long)]
@@ -196,6 +228,7 @@ enum Command {
     /// queued item held by a draft in the input box (with --over-draft).
     Force {
         /// The item id, or any unique start of it (like a git hash).
+        #[arg(add = ArgValueCompleter::new(complete::items))]
         id: String,
         /// Paste even though the input box holds text someone typed: both are submitted as one
         /// message.
@@ -208,6 +241,7 @@ enum Command {
     /// Drop a queued or stuck item.
     Drop {
         /// The item id, or any unique start of it (like a git hash).
+        #[arg(add = ArgValueCompleter::new(complete::items))]
         id: String,
         /// Print JSON (docs/cli.md).
         #[arg(long)]
@@ -216,6 +250,7 @@ enum Command {
     /// Hold delivery to a session.
     Pause {
         /// The session whose deliveries to hold.
+        #[arg(add = ArgValueCandidates::new(complete::sessions))]
         name: SessionName,
         /// Why (shown in `desk queue`).
         #[arg(long)]
@@ -227,6 +262,7 @@ enum Command {
     /// Let delivery to a session go on.
     Resume {
         /// The session whose deliveries go on.
+        #[arg(add = ArgValueCandidates::new(complete::sessions))]
         name: SessionName,
         /// Print JSON (docs/cli.md).
         #[arg(long)]
@@ -235,22 +271,32 @@ enum Command {
     /// Set the terminal size of a session started with --size-policy fixed.
     Resize {
         /// The session.
+        #[arg(add = ArgValueCandidates::new(complete::sessions))]
         name: SessionName,
         /// The new size, COLSxROWS.
         #[arg(value_parser = parse_size, value_name = "COLSxROWS")]
         size: (u16, u16),
     },
-    /// Print a shell completion script: `desk completions bash > /etc/bash_completion.d/desk`.
-    Completions {
-        /// The shell: bash, zsh, fish, elvish or powershell.
-        #[arg(value_enum)]
-        shell: clap_complete::Shell,
+    /// Check that everything desk needs is in place, and say how to fix what is not.
+    Doctor {
+        /// Print the checks as JSON (docs/cli.md).
+        #[arg(long)]
+        json: bool,
     },
-    /// Write the manual pages (desk.1, desk-new.1, ...) into a directory (`make man`).
-    #[command(hide = true)]
+    /// Print a shell completion script (commands, flags, and the live fleet's session names,
+    /// channel names and item ids), or install it where the shell looks.
+    Completions {
+        /// The shell: bash, zsh, fish, elvish or powershell (default: $SHELL's).
+        #[arg(value_parser = clap::builder::PossibleValuesParser::new(["bash", "zsh", "fish", "elvish", "powershell"]))]
+        shell: Option<String>,
+        /// Write it where the shell loads completions from (creating the directories), not to stdout.
+        #[arg(long)]
+        install: bool,
+    },
+    /// Write the manual pages (desk.1, desk-new.1, ...) into a directory.
     Man {
         /// The directory to write them to (created if missing).
-        #[arg(long, default_value = "target/man")]
+        #[arg(long, value_name = "DIR", default_value = "target/man")]
         out_dir: PathBuf,
     },
     /// Report an agent hook to its session (run by agents' hooks; always exits 0 at once).
@@ -292,8 +338,10 @@ enum ChannelCommand {
     /// Add a session (or, with --human, a person) to a channel; an agent gets an onboarding prompt.
     Add {
         /// The channel.
+        #[arg(add = ArgValueCandidates::new(complete::channels))]
         name: String,
         /// The member: a session name (or a person's name with --human).
+        #[arg(add = ArgValueCandidates::new(complete::sessions))]
         member: String,
         /// The member is a supervisor: it receives every message of the channel.
         #[arg(long, conflicts_with = "human")]
@@ -301,6 +349,10 @@ enum ChannelCommand {
         /// The member is a person: never prompted; mentions of it notify the operator.
         #[arg(long)]
         human: bool,
+        /// Add a session that does not exist yet (without it, an unknown name is refused, as it
+        /// is most often a typo); its onboarding prompt waits for it.
+        #[arg(long, conflicts_with = "human")]
+        queue_for_later: bool,
         /// Print the channel as JSON (docs/cli.md).
         #[arg(long)]
         json: bool,
@@ -308,8 +360,10 @@ enum ChannelCommand {
     /// Remove a member from a channel.
     Remove {
         /// The channel.
+        #[arg(add = ArgValueCandidates::new(complete::channels))]
         name: String,
         /// The member to remove.
+        #[arg(add = ArgValueCandidates::new(complete::sessions))]
         member: String,
         /// Print the channel as JSON (docs/cli.md).
         #[arg(long)]
@@ -318,6 +372,7 @@ enum ChannelCommand {
     /// Print a channel's messages (the root conversation, or one thread).
     Read {
         /// The channel.
+        #[arg(add = ArgValueCandidates::new(complete::channels))]
         name: String,
         /// Print this thread: its root message and the replies.
         #[arg(long, value_name = "ID")]
@@ -335,6 +390,7 @@ enum ChannelCommand {
     /// Post a message (prints its id). Works while `desk serve` is down; it is delivered when it starts.
     Post {
         /// The channel.
+        #[arg(add = ArgValueCandidates::new(complete::channels))]
         name: String,
         /// The message (`-`, or omitted: read stdin). At most 16 KiB.
         text: Option<String>,
@@ -444,7 +500,7 @@ fn parse_history(s: &str) -> Result<usize, String> {
 #[derive(Debug, clap::Args)]
 struct AttachArgs {
     /// The session to attach to (omit with --next).
-    #[arg(required_unless_present = "next", conflicts_with = "next")]
+    #[arg(add = ArgValueCandidates::new(complete::sessions), required_unless_present = "next", conflicts_with = "next")]
     name: Option<SessionName>,
     /// Attach to the running session that most needs a person: blocked on a dialog, then a
     /// stuck prompt, then degraded (the one waiting longest first).
@@ -470,6 +526,7 @@ struct AttachArgs {
 #[derive(Debug, clap::Args)]
 struct KillArgs {
     /// The session to stop.
+    #[arg(add = ArgValueCandidates::new(complete::sessions))]
     name: SessionName,
     /// Signal to send first (name or number).
     #[arg(long, default_value = "TERM", value_parser = desk_common::signals::parse)]
@@ -506,6 +563,9 @@ fn parse_detach_key(s: &str) -> Result<DetachKey, String> {
 
 /// Parse arguments and run; returns the process exit code.
 pub fn main() -> i32 {
+    // A shell asking for completions (`DESK_COMPLETE=bash desk -- desk attach de`) is answered
+    // and the process ends here.
+    complete::main();
     // `desk master` is internal and not in the help: it is `desk-master` run from this binary,
     // with the same hand-parsed arguments (see `master::args`).
     if std::env::args_os().nth(1).is_some_and(|a| a == "master") {
@@ -556,8 +616,8 @@ pub fn main() -> i32 {
     }
 }
 
-/// The command line as a user sees it, without the hidden subcommands (clap_complete would
-/// offer them: `desk hook` is for agents' hooks, `desk man` for `make man`).
+/// The command line as a user sees it, without the hidden subcommands (completions would offer
+/// them, and the manual would document them: `desk hook` is for agents' hooks).
 fn visible_command() -> clap::Command {
     use clap::CommandFactory;
     let full = Cli::command();
@@ -589,7 +649,8 @@ impl Command {
             | Command::Force { json, .. }
             | Command::Drop { json, .. }
             | Command::Pause { json, .. }
-            | Command::Resume { json, .. } => *json,
+            | Command::Resume { json, .. }
+            | Command::Doctor { json } => *json,
             Command::Attach(_)
             | Command::Resize { .. }
             | Command::Log { .. }
@@ -661,7 +722,7 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Channel(c) => match c {
             ChannelCommand::New { name, goal, checkin_after, json } => channel::new(&name, goal, checkin_after, json),
             ChannelCommand::Ls { json } => channel::ls(json),
-            ChannelCommand::Add { name, member, supervisor, human, json } => {
+            ChannelCommand::Add { name, member, supervisor, human, queue_for_later, json } => {
                 let role = if human {
                     desk_core::channel::Role::Human
                 } else if supervisor {
@@ -669,7 +730,7 @@ fn run(cli: Cli) -> Result<i32> {
                 } else {
                     desk_core::channel::Role::Worker
                 };
-                channel::add(&name, &member, role, json)
+                channel::add(&name, &member, role, queue_for_later, json)
             }
             ChannelCommand::Remove { name, member, json } => channel::remove(&name, &member, json),
             ChannelCommand::Read { name, thread, since, follow, json } => {
@@ -710,18 +771,12 @@ fn run(cli: Cli) -> Result<i32> {
             delivery::command("resume", desk_wire::control::Request::Resume { session: name.to_string() }, json)
         }
         Command::Kill(a) => sessions::kill(&a.name, a.signal, a.grace, a.json),
-        Command::Rm { name, json } => sessions::rm(&name, json),
-        Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut visible_command(), "desk", &mut std::io::stdout());
-            Ok(0)
-        }
+        Command::Doctor { json } => doctor::doctor(json),
+        Command::Rm { name, drop_queued, json } => sessions::rm(&name, drop_queued, json),
+        Command::Completions { shell, install } => complete::completions(shell, install),
         Command::Man { out_dir } => {
-            use anyhow::Context;
-            use clap::CommandFactory;
-            std::fs::create_dir_all(&out_dir).with_context(|| format!("cannot create {}", out_dir.display()))?;
-            clap_mangen::generate_to(Cli::command(), &out_dir)
-                .with_context(|| format!("cannot write the manual pages to {}", out_dir.display()))?;
-            println!("{}", out_dir.join("desk.1").display());
+            let pages = manual::write_pages(visible_command(), &out_dir)?;
+            println!("{}", pages.first().map_or_else(|| out_dir.display().to_string(), |p| p.display().to_string()));
             Ok(0)
         }
     }

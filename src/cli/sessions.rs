@@ -81,6 +81,7 @@ pub(super) fn new(req: NewSession) -> Result<i32> {
     } = req;
     let default_command = command.is_empty();
     let (provider, mut command) = crate::providers::resolve(provider.as_deref(), command).map_err(|e| failure(2, e))?;
+    let program = command.first().cloned().unwrap_or_default();
     if default_command && let Some(args) = provider_args.get(provider.as_str()) {
         // The agent's own command, started for the user: with their configured arguments. A
         // command they typed is used as typed.
@@ -133,7 +134,17 @@ pub(super) fn new(req: NewSession) -> Result<i32> {
         forget_failed_start(&paths, &name, state_existed, log_existed);
     }
     drop(lock);
-    let code = started?;
+    let code =
+        started.map_err(|e| match missing_agent_hint(&e, &name, provider, default_command.then_some(&program)) {
+            Some(hint) => failure(1, format!("{e:#}\n{hint}")),
+            None => e,
+        })?;
+    // An agent's prompts are the daemon's to deliver: it is started now, not at the first send.
+    let notes: Vec<String> = if provider == desk_core::provider::Provider::Shell {
+        Vec::new()
+    } else {
+        crate::autostart::ensure_daemon(&paths).say(json).into_iter().collect()
+    };
     if json {
         let deadline = Instant::now() + session::PROBE_DEADLINE;
         let mut row = listing(&paths, &name, deadline)?;
@@ -141,9 +152,26 @@ pub(super) fn new(req: NewSession) -> Result<i32> {
             row.delivery =
                 super::delivery::queue_counts(&paths).map(|mut c| c.remove(name.as_str()).unwrap_or_default());
         }
-        output::print_ok("session", row, &[])?;
+        output::print_ok("session", row, &notes)?;
     }
     Ok(code)
+}
+
+/// When a provider's own agent program (`claude`, started by `desk new NAME --provider
+/// claude`) could not be executed: how to give its path instead.
+fn missing_agent_hint(
+    e: &anyhow::Error,
+    name: &SessionName,
+    provider: desk_core::provider::Provider,
+    program: Option<&OsString>,
+) -> Option<String> {
+    let program = program?.to_str()?;
+    if program.contains('/') || !format!("{e:#}").contains("could not execute") {
+        return None;
+    }
+    Some(format!(
+        "`{program}` is not on your PATH: install it, or give its path: desk new {name} --provider {provider} -- /path/to/{program}"
+    ))
 }
 
 /// What `desk new` hands its master, checked.
@@ -646,7 +674,14 @@ pub(super) fn ls(json: bool) -> Result<i32> {
         return Ok(0);
     }
     if rows.is_empty() {
-        println!("no sessions");
+        match demo_home_elsewhere() {
+            Some(home) => println!(
+                "no sessions here; the demo fleet (make demo) runs under DESK_HOME={0}\n\
+                 see it with: export DESK_HOME={0}   (or run: make demo-shell)",
+                home.display()
+            ),
+            None => println!("no sessions; start one with: desk new NAME -- CMD"),
+        }
         return Ok(0);
     }
     // One write for the table (a line-buffered stdout makes one per row).
@@ -688,6 +723,19 @@ fn skew_footer(rows: &[Listing]) -> String {
     )
 }
 
+/// The home of a demo fleet (`make demo`: `target/demo-home` of a desk checkout) that has
+/// sessions, when this listing looked elsewhere (no `DESK_HOME`): beside the `target` directory
+/// this `desk` runs from, or in the current directory or one above it (looked at first).
+fn demo_home_elsewhere() -> Option<PathBuf> {
+    if std::env::var_os("DESK_HOME").is_some_and(|h| !h.is_empty()) {
+        return None;
+    }
+    let beside_exe = std::env::current_exe().ok().and_then(|exe| Some(exe.parent()?.parent()?.join("demo-home")));
+    let cwd = std::env::current_dir().ok();
+    let above_cwd = cwd.iter().flat_map(|d| d.ancestors()).map(|d| d.join("target").join("demo-home"));
+    above_cwd.chain(beside_exe).find(|home| Paths::in_home(home).session_names().is_ok_and(|names| !names.is_empty()))
+}
+
 /// Widest a column other than the last gets, in cells: room for an agent's title (they are
 /// short: `✳ Fix the parser tests`) without one long title pushing every later column off an
 /// 80-column screen.
@@ -720,7 +768,9 @@ pub(crate) fn most_needing_person(paths: &Paths) -> Result<Option<(SessionName, 
     let Some((urgency, _, row)) = best else { return Ok(None) };
     let state = row.state.as_ref().map(|s| (s.wait.clone(), s.health.value.clone()));
     let why = match (urgency, state) {
-        (Urgency::Blocked, Some((Some(wait), _))) => format!("blocked: waits for {wait}"),
+        (Urgency::Blocked, Some((wait, _))) => {
+            crate::words::activity(desk_core::state::Activity::Blocked, wait.as_deref())
+        }
         (Urgency::Blocked, _) => "blocked".to_string(),
         (Urgency::Stuck, _) => "a prompt is stuck".to_string(),
         (_, Some((_, health))) => health.as_str(),
@@ -738,34 +788,23 @@ fn ls_table(rows: &[Listing], now: u64, fit: Option<usize>) -> Vec<String> {
         let status = match &r.exit {
             Some(e) => {
                 let how = match (e.code, e.signal) {
-                    (Some(code), _) => format!("exited({code})"),
-                    (_, Some(signal)) => format!("killed({})", desk_common::signals::name(signal)),
+                    (Some(code), _) => crate::words::ended(ExitStatus::Code(code)),
+                    (_, Some(signal)) => crate::words::ended(ExitStatus::Signal(signal)),
                     _ => "exited".into(),
                 };
                 format!("{how} {}", desk_core::time::ago(now, e.exited_at_ms))
             }
             None => r.status.to_string(),
         };
-        let clients = r
-            .clients
-            .as_ref()
-            .map(|c| {
-                let mut s = format!("{}", c.controllers + c.viewers);
-                if c.viewers > 0 {
-                    s.push_str(&format!(" ({} ro)", c.viewers));
-                }
-                s
-            })
-            .unwrap_or_else(|| "-".into());
+        let clients =
+            r.clients.as_ref().map_or_else(|| "-".into(), |c| crate::words::clients(c.controllers, c.viewers));
         let activity = match &r.state {
             Some(s) if s.lifecycle.value == desk_core::state::Lifecycle::Starting => "starting".to_string(),
-            Some(s) => {
-                let mut a = s.activity.value.as_str().to_string();
-                if let Some(wait) = &s.wait {
-                    a.push_str(&format!("({wait})"));
-                }
-                format!("{a} {}", desk_core::time::span(now.saturating_sub(s.activity.since_ms)))
-            }
+            Some(s) => format!(
+                "{} {}",
+                crate::words::activity(s.activity.value, s.wait.as_deref()),
+                desk_core::time::span(now.saturating_sub(s.activity.since_ms))
+            ),
             None => "-".into(),
         };
         let (queue, stuck) = match &r.delivery {
@@ -827,7 +866,7 @@ fn connect(paths: &Paths, name: &SessionName) -> Result<Connection> {
                 format!("session {name} {}", desk_common::signals::describe_exit(exit.status)),
             )),
             None if files.meta.exists() => Err(fail(ErrorCode::NotRunning, format!("session {name} is not running"))),
-            None => Err(fail(ErrorCode::NoSuchSession, format!("no session named {name}"))),
+            None => Err(fail(ErrorCode::NoSuchSession, desk_common::suggest::unknown_session_in(paths, name.as_str()))),
         },
     }
 }
@@ -880,7 +919,7 @@ pub(super) fn log(name: &SessionName, follow: bool, since_start: bool) -> Result
     let files = paths.session(name);
     let state = paths.session_state(name);
     if !files.meta.exists() && !files.exit.exists() && !desk_common::screen_log::current(&state).exists() {
-        return Err(fail(ErrorCode::NoSuchSession, format!("no session named {name}")));
+        return Err(fail(ErrorCode::NoSuchSession, desk_common::suggest::unknown_session_in(&paths, name.as_str())));
     }
     // The screen first: a live master writes the lines waiting for the log before it answers,
     // so the files then hold everything that scrolled off above this screen.
@@ -976,7 +1015,12 @@ pub(super) fn peek(name: &SessionName, json: bool, history: Option<u32>) -> Resu
             None if files.meta.exists() => {
                 return Err(fail(ErrorCode::NotRunning, format!("session {name} is not running")));
             }
-            None => return Err(fail(ErrorCode::NoSuchSession, format!("no session named {name}"))),
+            None => {
+                return Err(fail(
+                    ErrorCode::NoSuchSession,
+                    desk_common::suggest::unknown_session_in(&paths, name.as_str()),
+                ));
+            }
         },
     };
     let Some(lines) = history else {
@@ -1026,8 +1070,16 @@ fn print_peek(
         use std::io::Write;
         let stdout = std::io::stdout();
         let mut out = std::io::BufWriter::new(stdout.lock());
+        let mut history_lines = 0usize;
         if let Some(read) = &read {
-            read.borrow_mut().for_each(|row| Ok(writeln!(out, "{}", row.text)?))?;
+            read.borrow_mut().for_each(|row| {
+                history_lines += 1;
+                Ok(writeln!(out, "{}", row.text)?)
+            })?;
+        }
+        if history_lines > 0 {
+            // Where the history ends and the screen begins.
+            writeln!(out, "{}", screen_separator("the screen", snapshot.screen.cols, snapshot.screen.rows))?;
         }
         let mut lines = snapshot.screen.lines.clone();
         while lines.last().is_some_and(|l| l.trim().is_empty()) {
@@ -1096,14 +1148,27 @@ fn peek_exited(name: &SessionName, exit: &ExitRecord, json: bool, history: Optio
         output::print_ok("last-screen", data, &[])?;
     } else {
         println!("{}", exit.headline(name.as_str(), desk_common::clock::now_ms()));
-        for line in history.map(|n| exit.history_tail(n)).unwrap_or_default() {
+        let lines = history.map(|n| exit.history_tail(n)).unwrap_or_default();
+        for line in &lines {
             println!("{line}");
+        }
+        if !lines.is_empty() {
+            let (cols, rows_n) = (exit.cols.unwrap_or(0), exit.rows.unwrap_or(rows.len() as u16));
+            println!("{}", screen_separator("its last screen", cols, rows_n));
         }
         for row in rows {
             println!("{row}");
         }
     }
     Ok(0)
+}
+
+/// The line `desk peek --history` prints between the history and the screen, as wide as the
+/// screen: `── the screen (40x10) ───…` (history above it, the screen below).
+fn screen_separator(what: &str, cols: u16, rows: u16) -> String {
+    let head = if cols > 0 { format!("── {what} ({cols}x{rows}) ") } else { format!("── {what} ") };
+    let width = usize::from(cols).max(head.chars().count() + 2);
+    format!("{head}{}", "─".repeat(width - head.chars().count()))
 }
 
 /// What `desk kill --json` prints.
@@ -1265,7 +1330,10 @@ pub(super) fn kill(name: &SessionName, signal: i32, grace: f64, json: bool) -> R
     Ok(1)
 }
 
-pub(super) fn rm(name: &SessionName, json: bool) -> Result<i32> {
+/// `desk rm NAME`: forget an exited session's files; the prompts still queued for it stay held
+/// for a later session of the name (said on stderr), or with `drop_queued` are dropped (through
+/// the daemon, which owns them).
+pub(super) fn rm(name: &SessionName, drop_queued: bool, json: bool) -> Result<i32> {
     let paths = paths()?;
     let files = paths.session(name);
     let lock = NameLock::acquire(&paths, name)?;
@@ -1308,12 +1376,41 @@ pub(super) fn rm(name: &SessionName, json: bool) -> Result<i32> {
     }
     NameLock::remove_file(&paths, name)?;
     drop(lock);
-    if !removed {
-        return Err(fail(ErrorCode::NoSuchSession, format!("no session named {name}")));
+    let queued = super::delivery::pending_ids(&paths, name)?;
+    if !removed && (queued.is_empty() || !drop_queued) {
+        let mut why = desk_common::suggest::unknown_session_in(&paths, name.as_str());
+        if !queued.is_empty() {
+            why.push_str(&format!(
+                "; {} prompt(s) are queued for it (desk rm {name} --drop-queued drops them)",
+                queued.len()
+            ));
+        }
+        return Err(fail(ErrorCode::NoSuchSession, why));
     }
     desk_common::fsutil::sync_dir(&paths.runtime)?;
+    let (mut notes, dropped) = if drop_queued && !queued.is_empty() {
+        super::delivery::drop_all(&paths, &queued, json)?
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let held: Vec<&desk_core::delivery::item::ItemId> = queued.iter().filter(|id| !dropped.contains(id)).collect();
+    if !held.is_empty() {
+        notes.push(format!(
+            "{} prompt(s) queued for {name} stay held until a session named {name} runs again \
+             (desk queue {name} lists them; desk rm {name} --drop-queued drops them)",
+            held.len()
+        ));
+    }
+    if !dropped.is_empty() {
+        notes.push(format!("dropped the {} prompt(s) queued for {name}", dropped.len()));
+    }
     if json {
-        output::print_ok("removed", serde_json::json!({ "name": name.as_str() }), &[])?;
+        let data = serde_json::json!({ "name": name.as_str(), "held": held, "dropped": dropped });
+        output::print_ok("removed", data, &notes)?;
+    } else {
+        for note in &notes {
+            eprintln!("desk: {note}");
+        }
     }
     Ok(0)
 }

@@ -50,10 +50,10 @@ use desk_common::daemon_client;
 use desk_common::fleet::{FleetEvent, FleetWatch};
 use desk_common::paths::Paths;
 use desk_common::session;
-use desk_core::delivery::item::{Item, State as ItemState};
+use desk_core::delivery::item::Item;
 use desk_term::screen::HistoryRow;
 use desk_term::screen::Screen;
-use desk_wire::control::{self, Request};
+use desk_wire::control;
 use desk_wire::history::HistoryPager;
 use desk_wire::{Frame, Role};
 use key::Key;
@@ -111,7 +111,8 @@ enum Msg {
     FleetFailed(String),
     Term(TermEvent),
     Signal(i32),
-    Queues(Result<HashMap<String, QueueCounts>, String>),
+    /// Every session's queue, and a word for the header when they were read from the store.
+    Queues(Result<(HashMap<String, QueueCounts>, Option<String>), String>),
     /// Bytes for the preview with this id (a keyframe chunk or output).
     PreviewBytes(u64, Vec<u8>),
     /// History lines for the preview with this id: the next page of the master's answer.
@@ -122,6 +123,8 @@ enum Msg {
     PreviewEnded(u64, String),
     /// An operator action finished: what the daemon said.
     ActionDone(String),
+    /// The daemon dropped this item (the items pane shows it at once, not at the next refresh).
+    Dropped(String),
     /// CPU % and resident KiB by session id.
     Usage(HashMap<u32, (f32, u64)>),
     /// Every channel at a glance (unread and `@human` counts for the header).
@@ -209,9 +212,13 @@ pub fn run() -> Result<i32> {
     // The watcher first, so a session starting while we read the files is seen by one or both.
     let watch = FleetWatch::open(paths.clone())?;
     let mut dash = Dash::new();
+    // The dashboard's queues, force, drop and pause are the daemon's: it is started if it is
+    // not running, and the footer says so.
+    dash.status = crate::autostart::ensure_daemon(&paths).note();
     for row in rows_from_files(&paths)? {
         dash.insert(row);
     }
+    dash.backlog(recent_events(&paths));
     spawn("fleet", tx.clone(), move |tx| watch_fleet(watch, tx))?;
     let signal_tx = tx.clone();
     let mut signals = signal_hook::iterator::Signals::new([libc::SIGTERM, libc::SIGHUP, libc::SIGINT])
@@ -312,7 +319,10 @@ fn run_loop(
     let mut next_preview_id = 0u64;
     loop {
         follow_selection(dash, paths, tx, &mut preview, &mut next_preview_id);
-        dash.own_viewer = preview.as_ref().filter(|p| p.stream.is_some()).map(|p| p.session.clone());
+        // The answer panel reads its dialog off the preview of the session it answers.
+        if let Some(PreviewConn { session, screen: Some(screen), .. }) = &preview {
+            dash.dialog_seen(session, &screen.text_rows());
+        }
         let now_ms = desk_common::clock::now_ms();
         let size = term.size().context("cannot read the terminal's size")?;
         let height = view::preview_height(ratatui::layout::Rect::new(0, 0, size.width, size.height), dash);
@@ -435,8 +445,13 @@ fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Flow 
             }
         }
         Msg::FleetFailed(why) => dash.daemon_down = Some(format!("fleet watch stopped: {why}")),
-        Msg::Queues(queues) => dash.set_queues(queues),
+        Msg::Queues(Ok((queues, note))) => {
+            dash.set_queues(Ok(queues));
+            dash.daemon_down = note;
+        }
+        Msg::Queues(Err(why)) => dash.set_queues(Err(why)),
         Msg::ActionDone(outcome) => dash.status = Some(outcome),
+        Msg::Dropped(id) => dash.item_dropped(&id),
         Msg::Usage(usage) => dash.set_usage(&usage),
         Msg::Channels(channels) => dash.channels = channels,
         Msg::Signal(sig) => return Flow::Exit(128 + sig),
@@ -535,7 +550,13 @@ fn run_action(paths: &Paths, tx: &Sender<Msg>, action: Action, dash: &mut Dash) 
     };
     dash.status = Some(format!("{what}: asking desk serve..."));
     let _ = spawn("action", tx.clone(), move |tx| {
-        let outcome = outcome_line(daemon_client::request(&socket, &action.request(), action_timeout(&action)));
+        let answer = daemon_client::request(&socket, &action.request(), action_timeout(&action));
+        if let (Action::Drop(id), Ok(resp)) = (&action, &answer)
+            && resp.ok
+        {
+            let _ = tx.send(Msg::Dropped(id.clone()));
+        }
+        let outcome = outcome_line(answer);
         let _ = tx.send(Msg::ActionDone(outcome));
     });
 }
@@ -778,6 +799,20 @@ fn rows_from_files(paths: &Paths) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
+/// 16 KiB of each session's journal: its last hundred or so events, the recent past the events
+/// pane starts with; reading it costs well under a millisecond a session.
+const BACKLOG_BYTES: u64 = 16 * 1024;
+
+/// Every session's newest journal events (an unreadable journal gives none).
+fn recent_events(paths: &Paths) -> Vec<(String, desk_wire::events::Event)> {
+    let mut events = Vec::new();
+    for name in paths.session_names().unwrap_or_default() {
+        let tail = desk_common::journal::read_tail(&paths.session_state(&name), BACKLOG_BYTES).unwrap_or_default();
+        events.extend(tail.into_iter().map(|e| (name.to_string(), e)));
+    }
+    events
+}
+
 /// Every [`USAGE_REFRESH`]: CPU % since the previous sample and resident memory, by session id.
 fn sample_usage(tx: Sender<Msg>) {
     use nix::unistd::{SysconfVar, sysconf};
@@ -820,35 +855,24 @@ fn master_listens(path: &std::path::Path) -> bool {
     !matches!(connect(fd.as_raw_fd(), &addr), Err(Errno::ENOENT | Errno::ECONNREFUSED))
 }
 
-/// The daemon's queue and stuck counts per session, or why they could not be had.
-fn ask_queues(paths: &Paths) -> Result<HashMap<String, QueueCounts>, String> {
-    let socket = desk_common::daemon_client::socket_path(paths);
-    let queues = daemon_client::request(&socket, &Request::Queue { session: None }, QUEUE_TIMEOUT)
-        .map_err(|_| "desk serve is not running".to_string())?;
-    let stuck = daemon_client::request(&socket, &Request::Stuck, QUEUE_TIMEOUT).map_err(|e| format!("{e:#}"))?;
-    if !queues.ok || !stuck.ok {
-        return Err(queues.error.or(stuck.error).unwrap_or_else(|| "desk serve refused".into()));
-    }
-    let mut counts: HashMap<String, QueueCounts> = HashMap::new();
-    let stuck: Vec<Item> = serde_json::from_value(stuck.data).unwrap_or_default();
-    for item in &stuck {
-        let entry = counts.entry(item.session.clone()).or_default();
-        entry.stuck += 1;
-        entry.items.push(item_line(item));
-    }
-    for q in queues.data.as_array().into_iter().flatten() {
-        let Some(session) = q["session"].as_str() else { continue };
-        let entry = counts.entry(session.to_string()).or_default();
-        entry.paused = !q["paused"].is_null();
-        for item in q["items"].as_array().into_iter().flatten() {
-            let Ok(item) = serde_json::from_value::<Item>(item.clone()) else { continue };
-            if item.state != ItemState::Stuck {
-                entry.queued += 1;
-                entry.items.push(item_line(&item));
-            }
-        }
-    }
-    Ok(counts)
+/// Every session's queue, counted as `desk ls` counts it (the daemon's when it runs, else the
+/// store's), or why it could not be had; with a word for the header when the store was read.
+fn ask_queues(paths: &Paths) -> Result<(HashMap<String, QueueCounts>, Option<String>), String> {
+    let (pending, offline) = crate::queues::pending_by_session(paths, QUEUE_TIMEOUT)?;
+    let counts = pending
+        .into_iter()
+        .map(|(session, p)| {
+            let counts = QueueCounts {
+                queued: p.queue,
+                stuck: p.stuck,
+                paused: p.paused.is_some(),
+                items: p.items.iter().map(item_line).collect(),
+            };
+            (session, counts)
+        })
+        .collect();
+    let note = offline.then(|| "desk serve is not running: the store's queues, nothing is delivered".to_string());
+    Ok((counts, note))
 }
 
 fn item_line(item: &Item) -> ItemLine {

@@ -60,7 +60,7 @@ pub struct Row {
     /// The session's size (for the preview).
     pub cols: u16,
     pub rows: u16,
-    /// From the daemon: items waiting, items stuck, paused (None: daemon not asked or down).
+    /// Its pending items, stuck ones, paused (None: neither the daemon nor the store answered).
     pub queue: Option<QueueCounts>,
     /// The child's pid, which is also its session id (0: not known).
     pub pid: u32,
@@ -71,6 +71,7 @@ pub struct Row {
 /// A session's queue as the daemon last described it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct QueueCounts {
+    /// Items pending: queued, sending or stuck (as `desk ls`'s QUEUE counts them).
     pub queued: u32,
     pub stuck: u32,
     pub paused: bool,
@@ -242,10 +243,7 @@ impl Row {
             Link::Live => self.lifecycle.as_str().into(),
             Link::Unresponsive => "unresponsive".into(),
             Link::Lost => "lost".into(),
-            Link::Exited(exit) => match exit.status {
-                ExitStatus::Code(c) => format!("exit {c}"),
-                ExitStatus::Signal(s) => format!("signal {s}"),
-            },
+            Link::Exited(exit) => crate::words::ended(exit.status),
         }
     }
 
@@ -382,8 +380,6 @@ pub struct Dash {
     /// The filter is being typed.
     pub editing_filter: bool,
     log: VecDeque<LogLine>,
-    /// The session the dashboard's own preview watches as a viewer (left out of its count).
-    pub own_viewer: Option<String>,
     /// The middle pane lists the selected session's items instead of its screen.
     pub items_focus: bool,
     /// The selected item in the items pane (an index into the selected session's items).
@@ -394,9 +390,12 @@ pub struct Dash {
     pub editor: Option<Editor>,
     /// The answer panel, while it is open (`super::answer`).
     pub answer: Option<super::answer::Answer>,
+    /// Every key and what it does, over the preview (`?`; any key closes it).
+    pub help: bool,
     /// The last action's outcome, or a refusal, for the footer.
     pub status: Option<String>,
-    /// The daemon's answer could not be had (shown in the header), with why.
+    /// Why the queues shown are not the daemon's (read from the store while it is down) or
+    /// unknown (neither answered), for the header.
     pub daemon_down: Option<String>,
     /// How the table groups its rows (`v` toggles).
     pub grouping: Grouping,
@@ -422,6 +421,25 @@ impl Dash {
         self.reorder();
     }
 
+    /// The fleet's recent past for the events pane, before the live events come: each
+    /// session's newest journal events (`session`, event), in any order. Told as live events
+    /// are (spinner frames and output flow left out); the rows are not touched.
+    pub fn backlog(&mut self, mut events: Vec<(String, Event)>) {
+        events.sort_by_key(|(_, e)| e.ts_ms);
+        let mut titles: HashMap<String, String> = HashMap::new();
+        for (session, event) in events {
+            if let EventBody::Title { title } = &event.body {
+                let last = titles.insert(session.clone(), title.clone());
+                if last.is_some_and(|last| desk_core::title::only_animation_changed(&last, title)) {
+                    continue;
+                }
+            }
+            if let Some((text, alert)) = describe(&event.body) {
+                self.log(event.ts_ms, &session, text, alert);
+            }
+        }
+    }
+
     /// Take what the fleet watcher saw; `now_ms` stamps lines that carry no time of their own.
     pub fn apply(&mut self, event: &FleetEvent, now_ms: u64) {
         match event {
@@ -441,8 +459,12 @@ impl Dash {
                 if relinked {
                     row.link = Link::Live;
                 }
+                // A spinner frame is not news (masters of this desk no longer send them; older
+                // ones still do).
+                let animation = matches!(&event.body, EventBody::Title { title }
+                    if desk_core::title::only_animation_changed(&row.title, title));
                 row.on_event(event);
-                if let Some((text, alert)) = describe(&event.body) {
+                if let Some((text, alert)) = describe(&event.body).filter(|_| !animation) {
                     self.log(event.ts_ms, session, text, alert);
                 }
                 // A working fleet sends hundreds of these a second (spinner titles, output);
@@ -523,9 +545,27 @@ impl Dash {
                 }
             }
             Err(why) => {
-                self.daemon_down = Some(why);
+                self.daemon_down = Some(format!("queues unknown: {why}"));
                 for row in self.rows.values_mut() {
                     row.queue = None;
+                }
+            }
+        }
+        self.reorder();
+        let items = self.selected_items().len();
+        self.item_index = self.item_index.min(items.saturating_sub(1));
+    }
+
+    /// The daemon dropped item `id`: it leaves its session's items and counts now (the next
+    /// queue refresh says the same).
+    pub fn item_dropped(&mut self, id: &str) {
+        for row in self.rows.values_mut() {
+            let Some(queue) = row.queue.as_mut() else { continue };
+            if let Some(at) = queue.items.iter().position(|i| i.id == id) {
+                let item = queue.items.remove(at);
+                queue.queued = queue.queued.saturating_sub(1);
+                if item.state == "stuck" {
+                    queue.stuck = queue.stuck.saturating_sub(1);
                 }
             }
         }
@@ -715,6 +755,17 @@ impl Dash {
         }
     }
 
+    /// What `session`'s screen shows now (the preview's rows), for the answer panel open on
+    /// it: its dialog's options and highlight; when the dialog it answers changed or went
+    /// away, the panel closes and the footer says so.
+    pub fn dialog_seen(&mut self, session: &str, rows: &[String]) {
+        let Some(answer) = self.answer.as_mut().filter(|a| a.session == session) else { return };
+        if !answer.seen(super::answer::dialog_options(rows)) {
+            self.answer = None;
+            self.status = Some(format!("{session}'s dialog changed or went away (answered?): the answer panel closed"));
+        }
+    }
+
     /// React to a key; `Some` when the loop must act.
     pub fn on_key(&mut self, key: Key) -> Option<Command> {
         if key == Key::CtrlC {
@@ -728,6 +779,11 @@ impl Dash {
             return None;
         }
         self.status = None;
+        if self.help {
+            // Any key closes the help; it does nothing else.
+            self.help = false;
+            return None;
+        }
         if let Some(editor) = self.editor.as_mut() {
             match key {
                 Key::Char(c) => editor.text.push(c),
@@ -757,9 +813,10 @@ impl Dash {
                     self.answer = None;
                     None
                 }
+                // The panel stays open: the dialog may take more keys (an arrow, then Enter);
+                // it closes when the dialog changes or goes (`dialog_seen`).
                 super::answer::Outcome::Type(name) => {
-                    let super::answer::Answer { session, .. } = self.answer.take()?;
-                    Some(Command::Keys { session, keys: vec![name] })
+                    Some(Command::Keys { session: answer.session.clone(), keys: vec![name] })
                 }
             };
         }
@@ -794,6 +851,7 @@ impl Dash {
                 self.reorder();
             }
             Key::Char('q') => return Some(Command::Quit),
+            Key::Char('?') => self.help = true,
             Key::Char('j') | Key::Down => {
                 self.select_index(i.map_or(0, |i| (i + 1).min(self.order.len().saturating_sub(1))))
             }

@@ -130,7 +130,7 @@ fn fleet() -> Dash {
         item("0000000b", "stuck", Some("merged"), "and the docs", "submitted together with text someone typed"),
         item("0000000c", "queued", None, "then release", ""),
     ];
-    queues.insert("golf".to_string(), QueueCounts { queued: 1, stuck: 2, paused: true, items: golf_items });
+    queues.insert("golf".to_string(), QueueCounts { queued: 3, stuck: 2, paused: true, items: golf_items });
     queues.insert("bravo".to_string(), QueueCounts { queued: 3, stuck: 0, paused: false, items: Vec::new() });
     dash.set_queues(Ok(queues));
     dash.set_usage(&usage());
@@ -456,7 +456,7 @@ fn a_session_that_leaves_with_an_error_is_listed_with_its_code() {
     let mut dash = fleet();
     dash.apply(&FleetEvent::Left { session: "bravo".into(), exit: Some(exit(2, 0)) }, NOW);
     let row = dash.row("bravo").expect("row");
-    assert_eq!((row.lifecycle_word().as_str(), row.urgency()), ("exit 2", Urgency::ExitedWithError));
+    assert_eq!((row.lifecycle_word().as_str(), row.urgency()), ("exited(2)", Urgency::ExitedWithError));
     let line = dash.log_lines().next().expect("a line");
     assert!(line.alert && line.text.contains('2'), "{line:?}");
 }
@@ -1014,6 +1014,119 @@ fn the_header_names_a_stalled_channel() {
     assert!(top.contains("#ops stalled"), "{top}");
     let (x, y) = find(buf, "#ops stalled").expect("the stall");
     assert_eq!(buf[(x, y)].fg, Color::Red);
+}
+
+#[test]
+fn question_mark_lists_every_key_and_any_key_closes_it_doing_nothing_else() {
+    let mut dash = fleet();
+    assert_eq!(dash.on_key(Key::Char('?')), None);
+    assert!(dash.help);
+    let screen = demo_screen();
+    let preview = Preview::Screen { session: "alpha", screen: &screen, older: &[], live: true };
+    let term = draw(&dash, &preview, 100, 40, Look { color: false });
+    let text = format!("{:?}", term.backend());
+    for (key, what) in view::HELP.iter().filter(|(k, _)| !k.is_empty()) {
+        assert!(text.contains(key) && text.contains(&what[..what.len().min(30)]), "{key}: {what}\n{text}");
+    }
+    // q closes the help; it does not quit.
+    assert_eq!(dash.on_key(Key::Char('q')), None);
+    assert!(!dash.help);
+    assert_eq!(dash.on_key(Key::Char('q')), Some(Command::Quit));
+}
+
+#[test]
+fn view_help_80x24() {
+    let mut dash = fleet();
+    dash.on_key(Key::Char('?'));
+    let screen = demo_screen();
+    let preview = Preview::Screen { session: "alpha", screen: &screen, older: &[], live: true };
+    insta::assert_snapshot!(draw(&dash, &preview, 80, 24, Look { color: true }).backend());
+}
+
+#[test]
+fn view_empty_dashboard_says_how_to_start_a_session_80x24() {
+    let dash = Dash::new();
+    insta::assert_snapshot!(draw(&dash, &Preview::None, 80, 24, Look { color: true }).backend());
+}
+
+#[test]
+fn a_dropped_item_leaves_the_items_list_and_the_counts_at_once() {
+    let mut dash = fleet();
+    let golf = dash.row("golf").unwrap().queue.clone().unwrap();
+    assert_eq!((golf.queued, golf.stuck, golf.items.len()), (3, 2, 3));
+    dash.item_dropped("0000000a");
+    let golf = dash.row("golf").unwrap().queue.clone().unwrap();
+    assert_eq!((golf.queued, golf.stuck), (2, 1));
+    assert_eq!(golf.items.iter().map(|i| i.id.as_str()).collect::<Vec<_>>(), ["0000000b", "0000000c"]);
+    dash.item_dropped("0000000c");
+    assert_eq!(dash.row("golf").unwrap().queue.as_ref().unwrap().queued, 1);
+    dash.item_dropped("nothing-of-that-id");
+    assert_eq!(dash.row("golf").unwrap().queue.as_ref().unwrap().queued, 1);
+}
+
+fn title_event(session: &str, seq: u64, title: &str, ago_s: u64) -> FleetEvent {
+    FleetEvent::Event {
+        session: session.into(),
+        event: Event { seq, ts_ms: NOW - ago_s * 1000, generation: 1, body: EventBody::Title { title: title.into() } },
+    }
+}
+
+#[test]
+fn spinner_frames_are_not_events_but_a_title_with_new_words_is() {
+    let mut dash = fleet();
+    let before = dash.log_lines().count();
+    // alpha's title is "✳ alpha idle": frames of a spinner over the same words.
+    for (seq, frame) in ["⠋", "⠙", "⠹", "✳"].iter().enumerate() {
+        dash.apply(&title_event("alpha", 10 + seq as u64, &format!("{frame} alpha idle"), 1), NOW);
+    }
+    assert_eq!(dash.log_lines().count(), before, "{:?}", dash.log_lines().collect::<Vec<_>>());
+    dash.apply(&title_event("alpha", 20, "✳ alpha fixes the parser", 1), NOW);
+    assert_eq!(dash.log_lines().next().map(|l| l.text.as_str()), Some("title: ✳ alpha fixes the parser"));
+}
+
+#[test]
+fn the_events_pane_starts_with_the_fleets_recent_past() {
+    let mut dash = Dash::new();
+    let event = |seq: u64, ago_s: u64, body: EventBody| Event { seq, ts_ms: NOW - ago_s * 1000, generation: 1, body };
+    let started =
+        EventBody::Started { pid: 1, command: vec!["claude".into()], cols: 80, rows: 24, provider: "claude".into() };
+    let blocked = EventBody::State {
+        axis: Axis::Activity,
+        from: "working".into(),
+        to: "blocked".into(),
+        evidence: "hook Notification".into(),
+        wait: Some("approval".into()),
+    };
+    let title = |t: &str| EventBody::Title { title: t.into() };
+    dash.backlog(vec![
+        ("api".into(), event(3, 10, blocked)),
+        ("api".into(), event(1, 60, started)),
+        ("web".into(), event(1, 50, title("⠋ web builds"))),
+        ("web".into(), event(2, 49, title("⠙ web builds"))),
+        ("web".into(), event(3, 30, EventBody::Output { active: true })),
+    ]);
+    let lines: Vec<(String, String)> = dash.log_lines().map(|l| (l.session.clone(), l.text.clone())).collect();
+    assert_eq!(
+        lines,
+        [
+            ("api".to_string(), "activity blocked on approval (hook Notification)".to_string()),
+            ("web".to_string(), "title: ⠋ web builds".to_string()),
+            ("api".to_string(), "started: claude".to_string()),
+        ],
+        "newest first, spinner frames and output flow left out"
+    );
+}
+
+#[test]
+fn states_are_spelled_as_desk_ls_spells_them() {
+    let dash = fleet();
+    assert_eq!(dash.row("foxtrot").unwrap().lifecycle_word(), "exited(3)");
+    let mut dash = fleet();
+    dash.apply(&state_event("alpha", 9, "blocked", Some("approval"), 16), NOW);
+    let screen = demo_screen();
+    let preview = Preview::Screen { session: "alpha", screen: &screen, older: &[], live: true };
+    let text = format!("{:?}", draw(&dash, &preview, 200, 50, Look { color: false }).backend());
+    assert!(text.contains("blocked(approval) 16s"), "{text}");
 }
 
 #[test]

@@ -102,6 +102,12 @@ fn live_end(older: usize, screen: &Screen, height: usize) -> usize {
 pub fn render(frame: &mut Frame, dash: &Dash, preview: &Preview, now_ms: u64, look: Look) {
     let [header, table, preview_area, events, footer] = layout(frame.area(), dash);
     render_header(frame, header, dash, look);
+    if dash.help {
+        // Over everything between the header and the footer: every key fits at 80x24.
+        render_help(frame, table.union(preview_area).union(events));
+        render_footer(frame, footer, dash, look);
+        return;
+    }
     render_table(frame, table, dash, now_ms, look);
     if let Some(editor) = &dash.editor {
         render_editor(frame, preview_area, editor);
@@ -109,10 +115,12 @@ pub fn render(frame: &mut Frame, dash: &Dash, preview: &Preview, now_ms: u64, lo
         render_items(frame, preview_area, dash, look);
     } else if let Some(answer) = &dash.answer {
         // The preview stays above the panel: the dialog is what is being answered.
-        let panel_h = super::answer::PANEL_HEIGHT.min(preview_area.height);
+        let panel_h = super::answer::panel_height(answer).min(preview_area.height);
         let [screen, panel] = Layout::vertical([Constraint::Min(0), Constraint::Length(panel_h)]).areas(preview_area);
         render_preview(frame, screen, preview, dash.preview_scroll, look);
         super::answer::render(frame, panel, answer, look);
+    } else if matches!(preview, Preview::None) {
+        render_empty(frame, preview_area, dash);
     } else {
         render_preview(frame, preview_area, preview, dash.preview_scroll, look);
     }
@@ -129,7 +137,7 @@ fn render_header(frame: &mut Frame, area: Rect, dash: &Dash, look: Look) {
         spans.push(Span::styled(format!(" {needing} need you "), look.fg(Color::Red).add_modifier(Modifier::BOLD)));
     }
     if let Some(why) = &dash.daemon_down {
-        spans.push(Span::styled(format!(" queues unknown: {why} "), look.fg(Color::Yellow)));
+        spans.push(Span::styled(format!(" {why} "), look.fg(Color::Yellow)));
     }
     if !dash.filter.is_empty() && !dash.editing_filter {
         spans.push(Span::raw(format!(" filter: {} ", dash.filter)));
@@ -158,11 +166,11 @@ fn render_table(frame: &mut Frame, area: Rect, dash: &Dash, now_ms: u64, look: L
     // CPU and memory only where there is room for them (and the title) beside the rest.
     let usage = area.width >= USAGE_NARROW;
     let mut widths: Vec<Constraint> = if wide {
-        [20, 9, 1, 12, 26, 20, 3, 3, 1, 3, 6, 6].map(Constraint::Length).to_vec()
+        [20, 9, 1, 15, 22, 18, 3, 3, 1, 7, 6, 6].map(Constraint::Length).to_vec()
     } else if usage {
-        [10, 6, 1, 12, 20, 8, 2, 2, 1, 2, 4, 5].map(Constraint::Length).to_vec()
+        [10, 6, 1, 12, 21, 8, 2, 2, 1, 2, 4, 5].map(Constraint::Length).to_vec()
     } else {
-        [10, 6, 1, 12, 20, 8, 2, 2, 1, 2].map(Constraint::Length).to_vec()
+        [10, 6, 1, 12, 21, 8, 2, 2, 1, 2].map(Constraint::Length).to_vec()
     };
     widths.push(Constraint::Fill(1));
     let mut names = vec!["NAME", "PROV", "", "STATE", "ACTIVITY", "HEALTH", "Q", "ST", "P", "CL"];
@@ -211,7 +219,7 @@ fn render_table(frame: &mut Frame, area: Rect, dash: &Dash, now_ms: u64, look: L
             line += 1;
         }
         if line >= lo && line < hi {
-            rows.push(table_row(r, dash.own_viewer.as_deref() == Some(&r.name), usage, now_ms, look));
+            rows.push(table_row(r, usage, now_ms, look));
         }
         line += 1;
     }
@@ -306,9 +314,8 @@ fn group_headers(dash: &Dash) -> Vec<(usize, String, usize, usize)> {
     heads
 }
 
-/// `own_viewer`: the dashboard's own preview is one of the row's viewers (not counted).
 /// `usage`: with the CPU and RSS columns.
-fn table_row<'a>(row: &'a Row, own_viewer: bool, usage: bool, now_ms: u64, look: Look) -> TableRow<'a> {
+fn table_row<'a>(row: &'a Row, usage: bool, now_ms: u64, look: Look) -> TableRow<'a> {
     let urgency = row.urgency();
     let lamp = match &row.link {
         Link::Live if row.lifecycle == desk_wire::state::Lifecycle::Running => Span::styled("●", look.fg(Color::Green)),
@@ -321,10 +328,7 @@ fn table_row<'a>(row: &'a Row, own_viewer: bool, usage: bool, now_ms: u64, look:
     let activity = if exited {
         Span::raw(format!("{} ago", age(now_ms, row.activity_since_ms)))
     } else {
-        let mut text = row.activity.as_str().to_string();
-        if let Some(wait) = &row.wait {
-            text.push_str(&format!(":{wait}"));
-        }
+        let mut text = crate::words::activity(row.activity, row.wait.as_deref());
         let since = age(now_ms, row.activity_since_ms);
         if !since.is_empty() {
             text.push_str(&format!(" {since}"));
@@ -354,7 +358,6 @@ fn table_row<'a>(row: &'a Row, own_viewer: bool, usage: bool, now_ms: u64, look:
         ),
         None => (Span::raw("-"), Span::raw("-"), Span::raw("")),
     };
-    let clients = row.controllers + row.viewers.saturating_sub(u32::from(own_viewer));
     let name_style = if urgency.needs_person() { Style::new().add_modifier(Modifier::BOLD) } else { Style::new() };
     let mut cells = vec![
         Cell::from(Span::styled(row.name.as_str(), name_style)),
@@ -366,7 +369,12 @@ fn table_row<'a>(row: &'a Row, own_viewer: bool, usage: bool, now_ms: u64, look:
         Cell::from(queued),
         Cell::from(stuck),
         Cell::from(paused),
-        Cell::from(if clients > 0 { clients.to_string() } else { String::new() }),
+        // As `desk ls` counts them: this dashboard's own preview is one of the viewers.
+        Cell::from(if row.controllers + row.viewers > 0 {
+            crate::words::clients(row.controllers, row.viewers)
+        } else {
+            String::new()
+        }),
     ];
     if usage {
         let (cpu, rss) = match row.usage {
@@ -548,6 +556,71 @@ fn term_color(color: TermColor) -> Color {
     }
 }
 
+/// The preview pane with no session to show: how to start one, or why none is shown.
+fn render_empty(frame: &mut Frame, area: Rect, dash: &Dash) {
+    let block = Block::new().borders(Borders::TOP).title(" preview ");
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let text = if !dash.filter.is_empty() {
+        vec![Line::raw(format!(" no session matches the filter {:?} (Esc clears it)", dash.filter))]
+    } else {
+        [
+            " No sessions yet. Start one from another terminal; it shows here at once:",
+            "",
+            "   desk new sh1 -- bash               a shell",
+            "   desk new api --provider claude     Claude Code (or codex, opencode)",
+            "   desk new build -- make -j watch    any command",
+            "   make demo, then make demo-shell    demo agents, in their own DESK_HOME",
+            "",
+            " ? lists the keys; q quits.",
+        ]
+        .map(Line::raw)
+        .to_vec()
+    };
+    frame.render_widget(Paragraph::new(text), inner);
+}
+
+/// Every key of the dashboard, as `?` shows them.
+pub const HELP: [(&str, &str); 19] = [
+    ("j k ↓ ↑", "select the next / previous session"),
+    ("g G", "the first / last session"),
+    ("n", "the next one that needs you (blocked, stuck, degraded, failed)"),
+    ("Enter", "attach this terminal to it; its detach key (Ctrl-\\) comes back"),
+    ("a", "answer its dialog: its options, their keys, what Enter picks"),
+    ("s", "a prompt for it (Enter: new line, Alt-Enter: send, Esc: drop)"),
+    ("i", "its items: J/K or ] [ select, f force, d drop, i or Esc back"),
+    ("f", "force its stuck item (after y)"),
+    ("d", "drop the item (after y)"),
+    ("p", "pause / resume delivery to it"),
+    ("PgUp PgDn", "scroll the preview back into its history, and forward"),
+    ("Shift-↑ ↓", "scroll the preview by a line"),
+    ("Home End", "the preview's oldest line / back to live (Esc too)"),
+    ("/", "filter by name, provider or title (Enter keeps, Esc clears)"),
+    ("v", "group the table by provider, or not"),
+    ("?", "this help (any key closes it)"),
+    ("q", "quit (the sessions keep running); Ctrl-C too"),
+    ("", ""),
+    ("", "From a shell: desk attach, keys, send, item, force, drop, pause"),
+];
+
+/// The help: every key, over the preview.
+fn render_help(frame: &mut Frame, area: Rect) {
+    let block = Block::new().borders(Borders::TOP).title(" keys (any key closes this) ");
+    let inner = block.inner(area);
+    frame.render_widget(ratatui::widgets::Clear, area);
+    frame.render_widget(block, area);
+    let lines: Vec<Line> = HELP
+        .iter()
+        .map(|(key, what)| {
+            Line::from(vec![
+                Span::styled(format!(" {key:<11} "), Style::new().add_modifier(Modifier::BOLD)),
+                Span::raw(*what),
+            ])
+        })
+        .collect();
+    frame.render_widget(Paragraph::new(lines), inner);
+}
+
 fn render_editor(frame: &mut Frame, area: Rect, editor: &super::model::Editor) {
     let block = Block::new()
         .borders(Borders::TOP)
@@ -571,8 +644,8 @@ fn render_items(frame: &mut Frame, area: Rect, dash: &Dash, look: Look) {
     frame.render_widget(block, area);
     let items = dash.selected_items();
     if items.is_empty() {
-        let text =
-            if dash.daemon_down.is_some() { "desk serve is not running: no items known" } else { "no items waiting" };
+        let row = dash.row(session);
+        let text = if row.is_some_and(|r| r.queue.is_none()) { "its queue is unknown now" } else { "no items waiting" };
         frame.render_widget(Paragraph::new(text), inner);
         return;
     }
@@ -634,11 +707,11 @@ fn render_footer(frame: &mut Frame, area: Rect, dash: &Dash, look: Look) {
             Span::styled("  Enter keeps it, Esc clears it", look.fg(Color::DarkGray)),
         ])
     } else {
-        let long = " j/k select  n next  Enter attach  a answer  s send  i items  f force  d drop  p pause  / filter  v group  PgUp history  q quit";
-        let hint = if usize::from(area.width) > long.len() {
+        let long = " j/k select  n next  Enter attach  a answer  s send  i items  f force  d drop  p pause  / filter  v group  ? keys  q quit";
+        let hint = if usize::from(area.width) > long.chars().count() {
             long
         } else {
-            " j/k n:next Enter:attach a:answer s:send i:items f:force d:drop p:pause / q:quit"
+            " j/k n:next Enter:attach a:answer s:send i:items f d p / ?:keys q:quit"
         };
         Line::from(Span::styled(hint, look.fg(Color::DarkGray)))
     };

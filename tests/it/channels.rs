@@ -191,7 +191,8 @@ fn authorship_comes_from_the_process_tree_not_from_the_environment() {
     let home = Home::new();
     home.ok(&["channel", "new", "ch"]);
     for member in ["sp", "c"] {
-        home.ok(&["channel", "add", "ch", member]);
+        // Members before their sessions start.
+        home.ok(&["channel", "add", "ch", member, "--queue-for-later"]);
     }
     home.ok(&["channel", "add", "ch", "pat", "--human"]);
     let script = r#"

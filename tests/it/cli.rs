@@ -41,7 +41,12 @@ fn send_to_a_name_that_never_existed_is_refused_unless_queued_for_later() {
     home.serve();
     let out = home.desk(&["send", "typo", "hello"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("no session named typo; start it with `desk new typo"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no session named typo, and no session exists; start one with: desk new typo"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains("--queue-for-later queues the prompt"), "{}", stderr(&out));
     assert!(home.ok(&["queue"]).contains("no pending items"), "a refused prompt must not be queued");
 
     let id = home.ok(&["send", "typo", "hello", "--queue-for-later"]).trim().to_string();
@@ -420,7 +425,7 @@ fn help_lists_every_provider_and_hides_the_hook_plumbing() {
 }
 
 #[test]
-fn an_item_is_found_by_any_unique_start_of_its_id() {
+fn an_item_is_found_by_any_unique_start_or_end_of_its_id() {
     let home = Home::new();
     home.serve();
     home.new_sh("p", "exec sleep 1000");
@@ -434,13 +439,18 @@ fn an_item_is_found_by_any_unique_start_of_its_id() {
     let out = home.desk(&["item", &a[..common]]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        stderr(&out).contains("is the start of 2 item ids") && stderr(&out).contains(&a) && stderr(&out).contains(&b),
+        stderr(&out).contains("is the start or end of 2 item ids")
+            && stderr(&out).contains(&a)
+            && stderr(&out).contains(&b),
         "{}",
         stderr(&out)
     );
     let out = home.desk(&["item", "ZZZZ"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("no item has an id starting with \"ZZZZ\""), "{}", stderr(&out));
+    assert!(stderr(&out).contains("no item has an id starting or ending with \"ZZZZ\""), "{}", stderr(&out));
+    // People copy the end of an id too: its random tail names it.
+    let tail_b = &b[b.len() - 6..];
+    assert!(home.ok(&["item", &tail_b.to_lowercase()]).contains(&format!("item {b}")));
     let out = home.desk(&["drop", short_a]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(home.item(&a)["state"], "dropped");

@@ -166,7 +166,7 @@ fn every_json_answer_has_exactly_the_documented_fields() {
     seen.run(&home, &["stuck", "--json"]);
     // Channels, with the daemon down too (their prompts wait in the channel files).
     seen.run(&home, &["channel", "new", "team", "--goal", "ship", "--json"]);
-    seen.run(&home, &["channel", "add", "team", "ghost", "--json"]);
+    seen.run(&home, &["channel", "add", "team", "ghost", "--queue-for-later", "--json"]);
     seen.run(&home, &["channel", "add", "team", "pat", "--human", "--json"]);
     let root = seen.run(&home, &["channel", "post", "team", "hello @pat", "--json"]);
     let root = root["data"]["id"].as_str().unwrap().to_string();
@@ -197,11 +197,13 @@ fn every_json_answer_has_exactly_the_documented_fields() {
     seen.run(&home, &["keys", "agent", "text:x", "--json"]);
 
     seen.run(&home, &["ls", "--json"]);
+    seen.run(&home, &["doctor", "--json"]);
     seen.run(&home, &["peek", "agent", "--json"]);
     seen.run(&home, &["explain", "agent", "--json"]);
     seen.run(&home, &["explain", "done", "--json"]);
     seen.run(&home, &["peek", "done", "--json"]);
     seen.run(&home, &["kill", "agent", "--json"]);
+    seen.run(&home, &["send", "done", "held for a later done", "--json"]);
     seen.run(&home, &["rm", "done", "--json"]);
 
     let sections = sections();
@@ -251,29 +253,139 @@ fn visible_subcommands() -> Vec<String> {
     desk::cli::Cli::command().get_subcommands().filter(|s| !s.is_hide_set()).map(|s| s.get_name().to_string()).collect()
 }
 
+/// A home with two sessions, a channel and a queued item, and a shell's `PATH` that finds this
+/// build's `desk` (what the completion scripts run while completing); returns the item's id.
+fn completion_fleet(home: &Home) -> (String, String) {
+    home.new_sh("demo-alpha", "exec sleep 1000");
+    home.new_sh("demo-beta", "exec sleep 1000");
+    home.ok(&["channel", "new", "release"]);
+    let id = home.ok(&["send", "later", "a prompt", "--queue-for-later"]).trim().to_string();
+    let bin = std::path::Path::new(crate::support::DESK).parent().unwrap().display().to_string();
+    (id, format!("{bin}:{}", std::env::var("PATH").unwrap_or_default()))
+}
+
 #[test]
-fn completion_scripts_cover_every_command_and_parse() {
+fn bash_completes_commands_and_the_live_fleets_sessions_channels_and_item_ids() {
     let home = Home::new();
-    let bash = home.ok(&["completions", "bash"]);
-    for name in visible_subcommands() {
-        assert!(bash.contains(&format!("desk__{name}")) || bash.contains(&format!("desk,{name}")), "bash: {name}");
-    }
-    for hidden in ["hook", "man"] {
-        assert!(!bash.contains(&format!("desk,{hidden}")), "a hidden command ({hidden}) is not completed");
-    }
-    // The script is valid bash.
+    let (id, path) = completion_fleet(&home);
     let script = home.path().join("desk.bash");
-    std::fs::write(&script, &bash).unwrap();
-    let out = std::process::Command::new("bash").arg("-n").arg(&script).output().expect("run bash -n");
-    assert!(out.status.success(), "bash -n: {}", String::from_utf8_lossy(&out.stderr));
-    for shell in ["zsh", "fish"] {
-        let text = home.ok(&["completions", shell]);
-        for name in visible_subcommands() {
-            assert!(text.contains(&name), "{shell}: {name}");
-        }
+    std::fs::write(&script, home.ok(&["completions", "bash"])).unwrap();
+    // What bash offers after the words typed so far (the last one being completed).
+    let complete = |words: &[&str]| -> Vec<String> {
+        let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+        let last = words.last().unwrap();
+        let prev = words[words.len() - 2];
+        let program = format!(
+            "source '{}'; COMP_WORDS=({}); COMP_CWORD={}; _clap_complete_desk desk '{last}' '{prev}'; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            script.display(),
+            quoted.join(" "),
+            words.len() - 1
+        );
+        let out = std::process::Command::new("bash")
+            .args(["--norc", "-c", &program])
+            .env("PATH", &path)
+            .env("DESK_HOME", home.path())
+            .output()
+            .expect("run bash");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.is_empty()).map(String::from).collect()
+    };
+    let commands = complete(&["desk", ""]);
+    for name in visible_subcommands() {
+        assert!(commands.contains(&name), "desk <Tab> offers {name}: {commands:?}");
     }
+    assert!(!commands.contains(&"hook".to_string()), "a hidden command is not completed: {commands:?}");
+    assert_eq!(complete(&["desk", "at"]), vec!["attach"]);
+    assert_eq!(complete(&["desk", "attach", "demo-"]), vec!["demo-alpha", "demo-beta"]);
+    assert_eq!(complete(&["desk", "send", "demo-b"]), vec!["demo-beta"]);
+    assert_eq!(complete(&["desk", "channel", "post", "r"]), vec!["release"]);
+    // An item id from its start, or from its end (people copy the end of an id).
+    assert_eq!(complete(&["desk", "item", &id[..6]]), vec![id.clone()]);
+    assert_eq!(complete(&["desk", "drop", &id[id.len() - 5..].to_lowercase()]), vec![id.clone()]);
+    assert!(complete(&["desk", "peek", "--h"]).contains(&"--history".to_string()));
     let out = home.desk(&["completions", "tcsh"]);
     assert_eq!(out.status.code(), Some(2), "an unknown shell is a usage error");
+}
+
+#[test]
+#[cfg_attr(desk_missing_fish, ignore = "needs fish")]
+fn fish_completes_the_live_fleet_too() {
+    crate::suite::require(crate::suite::Needs::Program("fish"));
+    let home = Home::new();
+    let (_, path) = completion_fleet(&home);
+    let out = std::process::Command::new("fish")
+        .args(["--no-config", "-c", "desk completions fish | source; complete -C 'desk attach demo-'"])
+        .env("PATH", &path)
+        .env("DESK_HOME", home.path())
+        .env("HOME", home.path())
+        .output()
+        .expect("run fish");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let offered: Vec<&str> = text.lines().map(|l| l.split('\t').next().unwrap_or("")).collect();
+    assert_eq!(offered, vec!["demo-alpha", "demo-beta"], "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+#[cfg_attr(desk_missing_zsh, ignore = "needs zsh")]
+fn zsh_completes_the_live_fleet_too() {
+    crate::suite::require(crate::suite::Needs::Program("zsh"));
+    let home = Home::new();
+    let (_, path) = completion_fleet(&home);
+    // zsh completes on a terminal only: one driven through its own zpty, the script autoloaded
+    // from fpath as the package and `--install` place it.
+    let fpath = home.path().join("zfunc");
+    std::fs::create_dir(&fpath).unwrap();
+    std::fs::write(fpath.join("_desk"), home.ok(&["completions", "zsh"])).unwrap();
+    let driver = format!(
+        r#"zmodload zsh/zpty
+zpty z zsh -f -i
+zpty -w z "PS1='> '; fpath=({} \$fpath); autoload -Uz compinit; compinit -u -D"
+zpty -w z $'desk attach demo-\t\t'
+out=''
+for i in {{1..200}}; do
+  zpty -r -t z line && out+="$line"
+  [[ $out == *demo-alpha* && $out == *demo-beta* ]] && break
+  sleep 0.05
+done
+zpty -d z
+print -r -- "$out"
+"#,
+        fpath.display()
+    );
+    let out = std::process::Command::new("zsh")
+        .args(["-f", "-c", &driver])
+        .env("PATH", &path)
+        .env("DESK_HOME", home.path())
+        .output()
+        .expect("run zsh");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("demo-alpha") && text.contains("demo-beta"), "zsh offered:\n{text}");
+}
+
+#[test]
+fn completions_install_writes_where_each_shell_looks_on_a_fresh_account() {
+    let home = Home::new();
+    let account = home.path().join("fresh");
+    std::fs::create_dir(&account).unwrap();
+    for (shell, file) in [
+        ("bash", ".local/share/bash-completion/completions/desk"),
+        ("fish", ".config/fish/completions/desk.fish"),
+        ("zsh", ".local/share/zsh/site-functions/_desk"),
+    ] {
+        let out = home
+            .cmd()
+            .args(["completions", "--install"])
+            .env("HOME", &account)
+            .env("SHELL", format!("/usr/bin/{shell}"))
+            .env_remove("XDG_DATA_HOME")
+            .env_remove("XDG_CONFIG_HOME")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{shell}: {}", String::from_utf8_lossy(&out.stderr));
+        let installed = std::fs::read_to_string(account.join(file)).unwrap_or_else(|e| panic!("{shell}: {file}: {e}"));
+        assert_eq!(installed, home.ok(&["completions", shell]), "{shell}");
+        assert!(String::from_utf8_lossy(&out.stdout).contains(&account.join(file).display().to_string()));
+    }
 }
 
 #[test]
@@ -289,12 +401,30 @@ fn the_man_pages_name_every_command_and_render() {
     }
     let new = std::fs::read_to_string(dir.join("desk-new.1")).unwrap();
     assert!(new.contains("\\-\\-provider"), "a command's page lists its flags");
+    // Every page has what a manual page is read for, from docs/cli.md.
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let page = std::fs::read_to_string(&path).unwrap();
+        for section in ["EXIT STATUS", "ENVIRONMENT", "FILES", "EXAMPLES", "SEE ALSO"] {
+            assert!(
+                page.contains(&format!(".SH \"{section}\"")) || page.contains(&format!(".SH {section}")),
+                "{}: {section}",
+                path.display()
+            );
+        }
+    }
+    let send = std::fs::read_to_string(dir.join("desk-send.1")).unwrap();
+    assert!(send.contains("0 queued (or waiting in the intake for the daemon)"), "its own exit codes");
+    assert!(send.contains("git diff | desk send reviewer \\-"), "its own examples");
+    assert!(send.contains("\\fBdesk(1)\\fR") && send.contains("desk\\-serve(1)"), "see also");
+    assert!(page.contains("DESK_HOME") && page.contains("_serve.sock") && page.contains("XDG_RUNTIME_DIR"));
     // Rendered by man(1) where it is installed: the page parses.
     if let Ok(out) = std::process::Command::new("man").arg("-l").arg(dir.join("desk.1")).env("MANWIDTH", "80").output()
         && out.status.success()
     {
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(text.contains("SUBCOMMANDS") && text.contains("desk-attach(1)"), "{text}");
+        assert!(text.contains("EXIT STATUS") && text.contains("FILES") && text.contains("ENVIRONMENT"), "{text}");
     }
 }
 

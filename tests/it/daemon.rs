@@ -441,7 +441,7 @@ fn a_master_that_welcomes_with_another_protocol_version_is_never_typed_into() {
 
 #[test]
 fn a_master_that_refuses_the_daemons_version_is_shown_and_retried_with_backoff() {
-    // The daemon's backoff for such a master (REFUSED_RETRY_FIRST in src/daemon/mod.rs), then
+    // The daemon's backoff for such a master (REFUSED_RETRY_FIRST in crates/desk-daemon/src/serve.rs), then
     // doubling.
     const FIRST: std::time::Duration = std::time::Duration::from_secs(5);
     let (home, fake) = a_master_of_another_version_is_refused(false, "refused this daemon's protocol version 1");

@@ -8,9 +8,16 @@ use desk_wire::{Frame, Role};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-/// `desk dash` on a new pseudo-terminal of the given size.
+/// `desk dash` on a new pseudo-terminal of the given size (starting no daemon: the tests that
+/// want one start it, as `Home::serve` does; `first_hour.rs` tests the dashboard's autostart).
 fn dash(home: &Home, cols: u16, rows: u16) -> Pty {
-    PtyCommand::new(DESK).arg("dash").env("DESK_HOME", home.path()).size(cols, rows).spawn().expect("spawn desk dash")
+    PtyCommand::new(DESK)
+        .arg("dash")
+        .env("DESK_HOME", home.path())
+        .env("DESK_AUTOSTART", "0")
+        .size(cols, rows)
+        .spawn()
+        .expect("spawn desk dash")
 }
 
 /// The table's rows on screen, first to last (the rows under the NAME header, up to the
@@ -52,7 +59,7 @@ fn a_session_turning_blocked_moves_to_the_top_and_its_dialog_shows_in_the_previe
     ctl.send(&Frame::Input(b"\x1b[200~please approve-me\x1b[201~\r".to_vec()));
     let screen = pty
         .wait_until(PATIENCE, "zz blocked on top", |s| {
-            table_rows(s).first().is_some_and(|r| r.contains("zz") && r.contains("blocked:approval"))
+            table_rows(s).first().is_some_and(|r| r.contains("zz") && r.contains("blocked(approval)"))
         })
         .expect("zz moves to the top");
     assert!(screen.contains("1 need you"), "{screen}");
@@ -287,7 +294,7 @@ fn a_master_stopped_while_watched_turns_unresponsive_and_back_while_the_dashboar
     let mut ctl = home.connect("ok", Role::Controller, 80, 24);
     ctl.send(&Frame::Input(b"\x1b[200~please approve-me\x1b[201~\r".to_vec()));
     let updated = pty.wait_until(PATIENCE, "ok blocked on top", |s| {
-        table_rows(s).first().is_some_and(|r| r.contains("ok") && r.contains("blocked:approval"))
+        table_rows(s).first().is_some_and(|r| r.contains("ok") && r.contains("blocked(approval)"))
     });
     kill(master, Signal::SIGCONT).expect("continue the master");
     let marked = marked.expect("unresponsive row");
@@ -311,7 +318,9 @@ fn page_up_scrolls_the_preview_into_the_sessions_history_and_end_returns_to_live
     pty.write("\x1b[5~").expect("PgUp");
     let screen =
         pty.wait_until(PATIENCE, "the marker", |s| s.contains("SCROLLED BACK 16 of 284 lines")).expect("scrolled");
-    assert!(!screen.contains("READY"), "the live bottom is out of view:\n{screen}");
+    // Above the events pane (which begins with the session's start, its command and all).
+    let events = screen.find_row("events (newest first)").expect("the events pane");
+    assert!(!screen.rows()[..events].iter().any(|r| r.contains("READY")), "the live bottom is out of view:\n{screen}");
     pty.write("\x1b[H").expect("Home");
     pty.wait_until(PATIENCE, "the oldest history line", |s| {
         s.contains("row 1 ") || s.rows().iter().any(|r| r.trim_end() == "row 1")

@@ -28,13 +28,21 @@ fn peek_history_prints_the_lines_that_scrolled_off_above_the_screen() {
         "seq 1 300; printf '\\033[31mred\\033[0m tail\\n'; printf READY; exec cat",
     ]);
     home.wait_screen("h", "READY");
-    // The screen: 293..300, the red line, READY; the history: 1..292.
+    // The screen: 293..300, the red line, READY; the history: 1..292. A line as wide as the
+    // screen parts the two.
     let out = home.ok(&["peek", "h", "--history", "3"]);
-    let want: Vec<String> = numbers(290, 300).into_iter().chain(["red tail".into(), "READY".into()]).collect();
+    let separator = format!("── the screen (40x10) {}", "─".repeat(18));
+    let want: Vec<String> = numbers(290, 292)
+        .into_iter()
+        .chain([separator.clone()])
+        .chain(numbers(293, 300))
+        .chain(["red tail".into(), "READY".into()])
+        .collect();
     assert_eq!(lines(&out), want, "{out}");
     let all = home.ok(&["peek", "h", "--history"]);
     assert_eq!(lines(&all)[..3], ["1", "2", "3"], "--history without N prints all of it");
-    assert_eq!(lines(&all).len(), 302);
+    assert_eq!(lines(&all).len(), 303);
+    assert_eq!(lines(&all)[292], separator);
     assert_eq!(lines(&home.ok(&["peek", "h"])).len(), 10, "no history without --history");
 
     // JSON: rows with their attribute runs.
@@ -77,7 +85,9 @@ fn an_exited_session_keeps_the_tail_of_its_history() {
     let out = home.ok(&["peek", "e", "--history", "3"]);
     let got = lines(&out);
     assert!(got[0].starts_with("[desk: session e exited with code 3"), "{out}");
-    assert_eq!(got[1..], numbers(89, 100), "{out}");
+    assert_eq!(got[1..4], numbers(89, 91), "{out}");
+    assert!(got[4].starts_with("── its last screen (40x10) ──"), "{out}");
+    assert_eq!(got[5..], numbers(92, 100), "{out}");
     let json = home.json(&["peek", "e", "--json", "--history", "2"]);
     assert_eq!(json["data"]["history"], serde_json::json!(["90", "91"]), "{json:#}");
     let attach = home.desk(&["attach", "e", "--history", "2"]);
@@ -161,8 +171,12 @@ fn attach_history_reaches_the_outer_terminals_scrollback() {
     home.wait_screen("a", "READY>");
     let got = attach_in_tmux(&home, "a", 5, (60, 10), 2000, "READY>");
     let ready = got.iter().position(|l| *l == "READY>").expect("the prompt");
-    // Above the session's screen (92..100, READY>): the five history lines, 87..91.
-    assert_eq!(got[..ready], numbers(87, 100), "{got:?}");
+    // Above the session's screen (92..100, READY>): the five history lines, 87..91, and the
+    // attach's banner.
+    let mut want = numbers(87, 91);
+    want.push("desk: attached to a · Ctrl-\\ detaches".into());
+    want.extend(numbers(92, 100));
+    assert_eq!(got[..ready], want, "{got:?}");
 }
 
 #[test]
@@ -173,7 +187,15 @@ fn peek_history_brings_back_ten_thousand_wide_coloured_lines_whole_and_in_order(
     assert!(out.status.success());
     let stdout = String::from_utf8_lossy(&out.stdout);
     let got = lines(&stdout);
-    let want: Vec<String> = (0..10_000).map(|i| wide_line(i).0).chain(["READY".to_string()]).collect();
+    // The history (0..9980), the line that parts it from the screen, the screen (9981.., READY).
+    let separator = format!("── the screen (120x20) {}", "─".repeat(120 - 23));
+    let want: Vec<String> = (0..10_000)
+        .map(|i| wide_line(i).0)
+        .take(10_000 - 19)
+        .chain([separator])
+        .chain((10_000 - 19..10_000).map(|i| wide_line(i).0))
+        .chain(["READY".to_string()])
+        .collect();
     let first_wrong = got.iter().zip(&want).position(|(g, w)| g != w);
     assert!(got == want, "{} lines, {} wanted; first difference at {first_wrong:?}", got.len(), want.len());
     assert!(out.stderr.is_empty(), "nothing was cut: {}", String::from_utf8_lossy(&out.stderr));
@@ -225,7 +247,13 @@ fn attach_history_writes_ten_thousand_wide_coloured_lines_whole() {
     let home = Home::new();
     wide_session(&home, "full", 10_000);
     let got = attach_in_tmux(&home, "full", 10_000, (120, 20), 20_000, "READY");
-    let want: Vec<String> = (0..10_000).map(|i| wide_line(i).0).chain(["READY".to_string()]).collect();
+    // The history, the attach's banner, then the screen.
+    let want: Vec<String> = (0..10_000 - 19)
+        .map(|i| wide_line(i).0)
+        .chain(["desk: attached to full · Ctrl-\\ detaches".to_string()])
+        .chain((10_000 - 19..10_000).map(|i| wide_line(i).0))
+        .chain(["READY".to_string()])
+        .collect();
     let first_wrong = got.iter().zip(&want).position(|(g, w)| g != w);
     assert!(got == want, "{} lines, {} wanted; first difference at {first_wrong:?}", got.len(), want.len());
 }

@@ -49,7 +49,7 @@ fn arrows_are_sent_in_the_cursor_key_mode_the_program_set() {
 #[test]
 fn keys_reach_the_program_in_order_and_a_later_call_follows_the_earlier() {
     // That each key is typed in a write of its own, KEY_GAP apart, is pinned by the master's
-    // own test on a virtual clock (src/master/event_loop.rs); here, through the real CLI and
+    // own test on a virtual clock (crates/desk-master/src/event_loop.rs); here, through the real CLI and
     // master, the program reads every key, in order, a later call's after an earlier one's.
     let home = Home::new();
     home.new_sh("reads", "stty -icanon -echo -icrnl; printf 'ready\\n'; head -c 7 | od -An -v -tx1");
@@ -97,11 +97,14 @@ fn the_dashboard_answer_panel_types_the_chosen_key_into_the_blocked_session() {
     home.wait_activity("ask", "blocked");
     pty.wait_for_text("waiting for approval").expect("the preview shows the dialog");
     pty.write("a").expect("write a");
-    pty.wait_for_text("waiting for: approval").expect("the answer panel");
+    // The panel lists the dialog's own options and says what Enter picks.
+    let screen = pty.wait_for_text("waiting for: approval · Enter picks 1. Yes").expect("the answer panel");
+    assert!(screen.contains("2  No"), "{screen}");
     // The highlight starts on Enter: the dialog's highlighted option (Yes) is taken.
     pty.write("\r").expect("write Enter");
-    pty.wait_for_text("typed Enter into ask").expect("the footer says it was typed");
     home.wait_screen("ask", "Approved (1. Yes)");
+    // The dialog is gone: so is the panel, and the footer says why.
+    pty.wait_for_text("ask's dialog changed or went away (answered?)").expect("the panel closed");
     let events = keys_events(&home, "ask");
     assert_eq!(
         events.last().map(|e| (e["keys"].clone(), e["via"].clone())),

@@ -14,6 +14,7 @@ mod dash;
 mod delivery;
 mod delivery_crash;
 mod demo_agent;
+mod first_hour;
 mod fleet;
 mod formats;
 mod harness;

@@ -308,7 +308,7 @@ fn attach_next_picks_the_session_blocked_on_a_dialog_and_says_why() {
     // Without a terminal the attach itself fails, after naming its choice.
     let out = home.desk(&["attach", "--next"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("desk: attaching to asks (blocked: waits for approval)"), "{stderr}");
+    assert!(stderr.contains("desk: attaching to asks (blocked(approval))"), "{stderr}");
     assert!(stderr.contains("needs a terminal"), "{stderr}");
     // A name and --next together are a usage error.
     assert_eq!(home.desk(&["attach", "asks", "--next"]).status.code(), Some(2));

@@ -55,6 +55,9 @@ impl Home {
     pub(crate) fn cmd(&self) -> Command {
         let mut c = Command::new(DESK);
         c.env("DESK_HOME", self.dir.path()).env_remove("DESK_SESSION").env("RUST_BACKTRACE", "0");
+        // A test starts `desk serve` itself when it wants one (`Home::serve`), so that what runs
+        // while the daemon is down stays testable; the tests of autostart remove this.
+        c.env("DESK_AUTOSTART", "0");
         c
     }
 

@@ -3,8 +3,8 @@
 //! that also holds provider rule overrides).
 //!
 //! Owns reading and checking that file: the detach key, the default terminal size of `desk new`,
-//! arguments for each provider's own agent command, and the notify command `desk serve` runs
-//! when a session needs a person. Invariants: a missing file is the
+//! arguments for each provider's own agent command, the notify command `desk serve` runs
+//! when a session needs a person, and whether commands start `desk serve` when they need it. Invariants: a missing file is the
 //! built-in defaults; a bad one is an error naming the file, the line and the key, never half
 //! applied; a flag given on the command line always wins over the file. The file's format is
 //! versioned ([`CONFIG_VERSION`], the optional top-level `version` key, 1 when absent): a file
@@ -39,6 +39,8 @@ pub struct Config {
     /// `[notify] command`: a shell command (`sh -c`) the daemon runs with a notification's
     /// JSON on stdin.
     pub notify_command: Option<String>,
+    /// `[serve] autostart`: whether commands that need `desk serve` start it (default: yes).
+    pub autostart: Option<bool>,
 }
 
 #[derive(Deserialize, Default)]
@@ -55,6 +57,14 @@ struct File {
     provider: BTreeMap<String, ProviderSection>,
     #[serde(default)]
     notify: NotifySection,
+    #[serde(default)]
+    serve: ServeSection,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ServeSection {
+    autostart: Option<bool>,
 }
 
 #[derive(Deserialize, Default)]
@@ -144,7 +154,7 @@ fn parse(text: &str, path: &Path) -> Result<Config, String> {
         }
         other => other,
     };
-    Ok(Config { detach_key, size, provider_args, notify_command })
+    Ok(Config { detach_key, size, provider_args, notify_command, autostart: file.serve.autostart })
 }
 
 /// The file's `version`, judged on its own: a file for a newer desk would otherwise be refused
@@ -222,6 +232,7 @@ mod tests {
         assert_eq!(config.size, Some((100, 30)));
         assert_eq!(config.provider_args["claude"], vec!["--model", "opus"]);
         assert_eq!(parsed("").unwrap(), Config::default());
+        assert_eq!(parsed("[serve]\nautostart = false\n").unwrap().autostart, Some(false));
         assert_eq!(parsed("[attach]\ndetach_key = \"none\"\n").unwrap().detach_key, Some(None));
         let notify = parsed("[notify]\ncommand = \"notify-send desk \\\"$DESK_NOTIFY_MESSAGE\\\"\"\n").unwrap();
         assert_eq!(notify.notify_command.as_deref(), Some("notify-send desk \"$DESK_NOTIFY_MESSAGE\""));

@@ -3,9 +3,8 @@
 //!
 //! Owns [`HistoryRead`], which sends the SNAPSHOT_REQUESTs a [`HistoryPager`] (desk-wire's,
 //! pure: what to ask and which rows of the answers to keep, docs/protocol.md §5.7) decides on
-//! and hands out its pages. Invariant: each request waits at most
-//! [`REQUEST_TIMEOUT`](crate::master_client::REQUEST_TIMEOUT) for its answer; a failed request
-//! ends the reading with a note, never silently.
+//! and hands out its pages. Invariant: each request waits at most [`REQUEST_TIMEOUT`] for its
+//! answer; a failed request ends the reading with a note, never silently.
 
 use anyhow::{Result, bail};
 use desk_term::screen::HistoryRow;

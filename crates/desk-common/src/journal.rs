@@ -201,6 +201,26 @@ pub fn read_all(dir: &Path) -> Result<Vec<Event>> {
     Ok(events)
 }
 
+/// The newest events of a session, oldest first, from at most the last `max_bytes` of its
+/// current journal file (a reader that wants the recent past, like the dashboard's events
+/// pane, need not read two whole files). A line cut at the window's start is left out.
+pub fn read_tail(dir: &Path, max_bytes: u64) -> Result<Vec<Event>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let path = dir.join(FILE_NAME);
+    let mut file = match File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    let len = file.metadata().with_context(|| format!("cannot read {}", path.display()))?.len();
+    let start = len.saturating_sub(max_bytes);
+    file.seek(SeekFrom::Start(start)).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut bytes = Vec::new();
+    file.take(max_bytes).read_to_end(&mut bytes).with_context(|| format!("cannot read {}", path.display()))?;
+    let whole = if start == 0 { &bytes[..] } else { bytes.splitn(2, |b| *b == b'\n').nth(1).unwrap_or(&[]) };
+    Ok(whole.split(|b| *b == b'\n').filter_map(|line| serde_json::from_slice::<Event>(line).ok()).collect())
+}
+
 /// Remove a session's journal files.
 pub fn remove(dir: &Path) -> Result<()> {
     let path = dir.join(FILE_NAME);
@@ -251,6 +271,22 @@ mod tests {
         assert_eq!(text.lines().count(), 2, "{text}");
         let all = read_all(dir.path()).unwrap();
         assert_eq!(all.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 2]);
+    }
+
+    #[test]
+    fn the_tail_holds_the_newest_whole_events() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(read_tail(dir.path(), 100).unwrap().is_empty(), "no journal, no events");
+        let mut j = Journal::open(dir.path(), JOURNAL_CAP).unwrap();
+        for _ in 0..50 {
+            let seq = j.allocate_seq();
+            j.append(&event(seq, "a title of some length"), false).unwrap();
+        }
+        let line = fs::read_to_string(dir.path().join(FILE_NAME)).unwrap().lines().last().unwrap().len() as u64 + 1;
+        // Three lines and a half: the half line is left out, the newest three come oldest first.
+        let tail = read_tail(dir.path(), line * 7 / 2).unwrap();
+        assert_eq!(tail.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![48, 49, 50]);
+        assert_eq!(read_tail(dir.path(), u64::MAX).unwrap().len(), 50);
     }
 
     fn hook(seq: u64) -> Event {

@@ -80,6 +80,19 @@ pub fn check(keys: &[String]) -> Result<(), KeysError> {
     }
     let parsed = desk_term::keys::parse_all(keys)
         .map_err(|(at, e)| KeysError::Usage(format!("key {at} ({:?}): {e}", keys[at - 1])))?;
+    // `Entr` is typed as four letters, but meant Enter: a word one slip away from a key name is
+    // refused rather than typed into an agent's dialog.
+    for (at, (arg, key)) in keys.iter().zip(&parsed).enumerate() {
+        if let desk_term::keys::Key::Text(word) = key
+            && !arg.starts_with(desk_term::keys::TEXT_PREFIX)
+            && let Some(name) = near_key_name(word)
+        {
+            return Err(KeysError::Usage(format!(
+                "key {} ({arg:?}) is no key name: did you mean {name}? (text:{arg} types it)",
+                at + 1
+            )));
+        }
+    }
     // Both cursor-key modes spell every key in the same number of bytes, so this bound holds
     // in whichever mode the program is.
     let bytes = desk_term::keys::encode(&parsed, false).len();
@@ -89,6 +102,21 @@ pub fn check(keys: &[String]) -> Result<(), KeysError> {
         )));
     }
     Ok(())
+}
+
+/// The key name `word` is one edit (a letter missing, extra, wrong or two swapped) away from,
+/// for a word of three letters or more: `Entr`, `Ecs`, `Tba`, `F13`. Shorter words (`y`, `1`,
+/// `ok`) are one edit from too many names (`Up`, `F1`) to be taken for slips.
+fn near_key_name(word: &str) -> Option<String> {
+    const SHORTEST: usize = 3;
+    if word.chars().count() < SHORTEST || word.contains(char::is_whitespace) {
+        return None;
+    }
+    let lower = word.to_lowercase();
+    desk_term::keys::names()
+        .filter(|name| name.len() >= SHORTEST)
+        .find(|name| strsim::damerau_levenshtein(&lower, &name.to_lowercase()) == 1)
+        .map(|name| name.into_owned())
 }
 
 /// What was typed.
@@ -115,7 +143,7 @@ pub fn send(paths: &Paths, name: &SessionName, keys: &[String], by: &Sender) -> 
             return Err(match session::current_exit(&files) {
                 Some(exit) => not_running(Some(exit)),
                 None if files.meta.exists() => not_running(None),
-                None => KeysError::NoSuchSession(format!("no session named {name}")),
+                None => KeysError::NoSuchSession(crate::suggest::unknown_session_in(paths, name.as_str())),
             });
         }
     };
@@ -138,5 +166,34 @@ pub fn send(paths: &Paths, name: &SessionName, keys: &[String], by: &Sender) -> 
             }
             _ => continue,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn usage(keys: &[&str]) -> String {
+        let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+        match check(&keys) {
+            Err(KeysError::Usage(m)) => m,
+            other => panic!("{keys:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_word_one_slip_from_a_key_name_is_refused_with_the_name_and_the_way_to_type_it() {
+        assert_eq!(usage(&["Entr"]), "key 1 (\"Entr\") is no key name: did you mean Enter? (text:Entr types it)");
+        assert!(usage(&["1", "Ecs"]).contains("did you mean Esc?"), "{}", usage(&["1", "Ecs"]));
+        assert!(usage(&["F13"]).contains("did you mean F1"), "{}", usage(&["F13"]));
+        assert!(usage(&["Escpae"]).contains("did you mean Escape?"));
+    }
+
+    #[test]
+    fn words_far_from_any_key_name_and_forced_text_are_typed() {
+        let ok = |keys: &[&str]| check(&keys.iter().map(|k| k.to_string()).collect::<Vec<_>>()).is_ok();
+        assert!(ok(&["text:Entr", "Enter"]));
+        assert!(ok(&["yes", "Enter"]));
+        assert!(ok(&["y", "n", "1", "ok", "fix the tests", "Down"]));
     }
 }

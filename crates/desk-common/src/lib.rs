@@ -26,7 +26,8 @@
 //! [`screen_log`], [`journal`]), locks ([`pidlock`]), `/proc` ([`procfs`]), PTYs ([`pty`]),
 //! signal names ([`signals`]), the clock ([`clock`]), logs ([`logging`]), the user's config
 //! ([`config`]) and provider rule files ([`rules`]), the failure vocabulary every command
-//! answers in ([`failure`]), crash failpoints ([`failpoint`]), and the blocking clients of a
+//! answers in ([`failure`]) with its "did you mean …?" for a name that names nothing
+//! ([`suggest`]), crash failpoints ([`failpoint`]), and the blocking clients of a
 //! master ([`master_client`], [`history`], [`keys`], [`fleet`]) and of the daemon ([`daemon_client`]). May
 //! not depend on the master's, the daemon's or the CLI's crate, nor on an argument parser or a
 //! terminal UI library.
@@ -54,4 +55,5 @@ pub mod rules;
 pub mod screen_log;
 pub mod session;
 pub mod signals;
+pub mod suggest;
 pub mod syntax;

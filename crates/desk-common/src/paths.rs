@@ -94,6 +94,11 @@ pub struct SessionPaths {
 }
 
 impl Paths {
+    /// Everything under one directory, as with `DESK_HOME` set to it.
+    pub fn in_home(home: &Path) -> Paths {
+        Paths { runtime: home.join("run"), state: home.join("state"), config: home.join("config") }
+    }
+
     /// Resolve directories from the environment: `DESK_HOME` roots everything when set;
     /// otherwise the XDG base directories (runtime falls back to `/tmp/desk-$UID`).
     pub fn from_env() -> Result<Paths> {
@@ -104,7 +109,7 @@ impl Paths {
             } else {
                 std::env::current_dir().context("cannot read the current directory")?.join(home)
             };
-            return Ok(Paths { runtime: home.join("run"), state: home.join("state"), config: home.join("config") });
+            return Ok(Paths::in_home(&home));
         }
         let uid = nix::unistd::geteuid().as_raw();
         let runtime = match std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()) {

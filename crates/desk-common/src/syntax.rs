@@ -1,6 +1,6 @@
 //! The syntax of the values people type for desk, parsed in one place: a terminal size
 //! (`COLSxROWS`), an environment assignment (`KEY=VALUE`) and a detach key (`^\`, `C-a`,
-//! `none`).
+//! `none`; and its name as desk says it, `Ctrl-\`).
 //!
 //! Owns these parsers for every place that reads them: `desk new` and `desk attach` flags, the
 //! user config ([`crate::config`]) and the master's internal arguments. Invariants: a size is
@@ -57,6 +57,15 @@ pub fn parse_detach_key(spec: &str) -> Result<Option<u8>, String> {
     }
 }
 
+/// How people name a detach key: `Ctrl-\`, `Ctrl-A`, `Ctrl-?` (the inverse of
+/// [`parse_detach_key`]).
+pub fn detach_key_name(key: u8) -> String {
+    match key {
+        0x7f => "Ctrl-?".into(),
+        k => format!("Ctrl-{}", char::from((k & 0x1f) | 0x40)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,6 +78,17 @@ mod tests {
         assert_eq!(parse_env("A=b=c"), Ok(("A".into(), "b=c".into())));
         assert!(parse_env("novalue").is_err());
         assert!(parse_env("=x").is_err());
+    }
+
+    #[test]
+    fn detach_key_names_are_said_as_typed() {
+        assert_eq!(detach_key_name(0x1c), "Ctrl-\\");
+        assert_eq!(detach_key_name(0x1d), "Ctrl-]");
+        assert_eq!(detach_key_name(0x01), "Ctrl-A");
+        for spec in ["^\\", "C-a", "ctrl-]"] {
+            let key = parse_detach_key(spec).unwrap().unwrap();
+            assert_eq!(parse_detach_key(&detach_key_name(key)).unwrap(), Some(key));
+        }
     }
 
     #[test]

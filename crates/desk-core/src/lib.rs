@@ -7,12 +7,13 @@
 //! ([`delivery`]: a prompt delivered exactly once or visibly stuck), channels ([`channel`]:
 //! message model, file format, mentions, routing and prompts) and the master's session
 //! policy ([`session`]: handshakes, roles, slow clients, the client limit, the session's size,
-//! kill escalation and the exit flush) and when to notify the operator ([`notify`]: what
-//! needs a person, rate-limited per session). Every entry point takes the clock as an argument and
-//! returns what to do; the shells' event loops carry it out (the master runs the session policy
-//! and the state authority, the daemon the delivery engine and channel routing). May not depend
-//! on the shell crates, nor on anything that makes a syscall (no nix, libc, mio, no file or
-//! socket access): its Cargo.toml is the boundary.
+//! kill escalation and the exit flush), when to notify the operator ([`notify`]: what needs a
+//! person, rate-limited per session) and which title changes are news ([`title`]). Every entry
+//! point takes the clock as an argument and returns what to do; the shells' event loops carry it
+//! out (the master runs the session policy, the state authority and the title rule, the daemon
+//! the delivery engine and channel routing). May not depend on the shell crates, nor on
+//! anything that makes a syscall (no nix, libc, mio, no file or socket access): its Cargo.toml
+//! is the boundary.
 //!
 //! Its place in the map: desk runs as three kinds of process — a master per session
 //! (desk-master: the PTY, the screen model, the socket terminals attach to), the daemon (`desk
@@ -31,3 +32,4 @@ pub mod provider;
 pub mod session;
 pub mod state;
 pub mod time;
+pub mod title;

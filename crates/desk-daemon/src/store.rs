@@ -253,15 +253,16 @@ impl Store {
     }
 
     /// The ids of every item on disk (queued in any state, or waiting in the intake) that
-    /// start with `prefix` (case-insensitive), sorted: how an operator's shortened id is found.
-    pub fn ids_with_prefix(&self, prefix: &str) -> Result<Vec<ItemId>> {
-        let prefix = prefix.trim().to_ascii_uppercase();
+    /// start or end with `part` (case-insensitive), sorted: how an operator's shortened id is
+    /// found (people copy the start of an id, or its end).
+    pub fn ids_with_prefix_or_suffix(&self, part: &str) -> Result<Vec<ItemId>> {
+        let part = part.trim().to_ascii_uppercase();
         let mut files = read_dir(&self.root.join("intake"))?;
         files.extend(self.item_files()?.into_iter().map(|(path, _)| path));
         let mut ids: Vec<ItemId> = files
             .iter()
             .filter_map(|p| p.file_name()?.to_str()?.split('.').next().and_then(ItemId::parse))
-            .filter(|id| id.as_str().starts_with(&prefix))
+            .filter(|id| id.as_str().starts_with(&part) || id.as_str().ends_with(&part))
             .collect();
         ids.sort();
         ids.dedup();

@@ -128,7 +128,8 @@ pub(super) struct Master {
     /// Room reserved at start for the exit record, used when the disk is full at exit (so
     /// `desk ls` does not call a clean exit `lost`).
     exit_reserve: Option<desk_common::fsutil::Reserved>,
-    pub(super) last_title_event: Option<Instant>,
+    /// When the last title event was emitted, and its title.
+    pub(super) last_title_event: Option<(Instant, String)>,
     pub(super) pending_title: Option<String>,
     pub(super) noise: super::noise::NoiseLimiter,
     pub(super) output_active: bool,

@@ -2,10 +2,11 @@
 //!
 //! Owns turning what the loop sees (the output events of the screen model's parse, output flow,
 //! clients coming and going, resizes, the exit) into [`Event`]s: each gets the next sequence
-//! number, is appended to the session's journal and is sent to every observer. Title changes
-//! are rate-limited (an animated spinner title changes ten times a second; the journal keeps at
-//! most one title per [`TITLE_INTERVAL`], always ending on the latest one), and so are bells,
-//! notifications, mode changes and resizes, through the
+//! number, is appended to the session's journal and is sent to every observer. A title change
+//! that only moves the title's animation (a spinner frame, an idle mark: `desk_core::title`) is
+//! no event at all, and title changes are rate-limited (the journal keeps at most one title per
+//! [`TITLE_INTERVAL`], always ending on the latest words), and so are bells, notifications,
+//! mode changes and resizes, through the
 //! [`NoiseLimiter`](super::noise::NoiseLimiter). Invariants: a journal failure (a
 //! full disk) is logged and never stops the session; observers see events in sequence order.
 
@@ -120,14 +121,22 @@ impl Master {
     }
 
     fn title_changed(&mut self, title: String, now: Instant) {
-        let due = self.last_title_event.is_none_or(|at| now.duration_since(at) >= TITLE_INTERVAL);
+        // Back to the words last emitted, only the animation moved (a spinner frame, the idle
+        // mark): no event, and a title with other words held back meanwhile is stale.
+        if let Some((_, last)) = &self.last_title_event
+            && (*last == title || desk_core::title::only_animation_changed(last, &title))
+        {
+            self.pending_title = None;
+            return;
+        }
+        let due = self.last_title_event.as_ref().is_none_or(|(at, _)| now.duration_since(*at) >= TITLE_INTERVAL);
         if due {
             self.pending_title = None;
-            self.last_title_event = Some(now);
+            self.last_title_event = Some((now, title.clone()));
             self.emit(EventBody::Title { title });
         } else {
             if self.pending_title.is_none() {
-                let at = self.last_title_event.map_or(now, |t| t + TITLE_INTERVAL);
+                let at = self.last_title_event.as_ref().map_or(now, |(t, _)| *t + TITLE_INTERVAL);
                 self.timers.arm(at, Timer::TitleFlush);
             }
             self.pending_title = Some(title);
@@ -136,7 +145,7 @@ impl Master {
 
     pub(super) fn flush_title(&mut self, now: Instant) {
         if let Some(title) = self.pending_title.take() {
-            self.last_title_event = Some(now);
+            self.last_title_event = Some((now, title.clone()));
             self.emit(EventBody::Title { title });
         }
     }

@@ -97,6 +97,12 @@ pub struct MasterOptions {
 /// return the exit code: 0 after the child exited, 2 for bad arguments, 1 for a failure.
 pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
     memory::one_arena();
+    let args: Vec<OsString> = args.into_iter().collect();
+    if args.len() == 1 && args[0] == "--version" {
+        // `desk doctor` checks that `desk` and its `desk-master` are of one version.
+        println!("{}", version_line());
+        return 0;
+    }
     let opts = match args::parse(args) {
         Ok(opts) => opts,
         Err(e) => {
@@ -111,6 +117,12 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
             1
         }
     }
+}
+
+/// What `desk-master --version` prints: the package version and the wire protocol it speaks,
+/// which a `desk` beside it must match.
+pub fn version_line() -> String {
+    format!("desk-master {} (protocol {})", env!("CARGO_PKG_VERSION"), desk_wire::PROTOCOL_VERSION)
 }
 
 /// Run a master to completion. Returns once the child has exited and clients were told.

@@ -103,6 +103,13 @@ const NAMES: &[(&str, Named)] = &[
     ("DC", Named::Delete),
 ];
 
+/// Every name a named key answers to (`Enter`, `Return`, `Esc`, ..., `F1` … `F12`): what a word
+/// one letter off may have meant.
+pub fn names() -> impl Iterator<Item = std::borrow::Cow<'static, str>> {
+    let fixed = NAMES.iter().map(|(name, _)| std::borrow::Cow::Borrowed(*name));
+    fixed.chain((1..=12).map(|n| std::borrow::Cow::Owned(format!("F{n}"))))
+}
+
 /// The named key `word` spells, if any.
 fn named(word: &str) -> Option<Named> {
     if let Some((_, key)) = NAMES.iter().find(|(name, _)| name.eq_ignore_ascii_case(word)) {
