@@ -700,8 +700,30 @@ pub(super) fn ls(json: bool) -> Result<i32> {
 /// The line under the table that names the sessions whose master is not this desk's (empty
 /// when there are none).
 fn skew_footer(rows: &[Listing]) -> String {
-    let stale: Vec<String> = rows
-        .iter()
+    let stale = older_masters_of(rows);
+    if stale.is_empty() {
+        return String::new();
+    }
+    let who = if stale.len() == 1 { "1 session runs".to_string() } else { format!("{} sessions run", stale.len()) };
+    format!(
+        "\n{who} an older master than this desk's: {}. Each keeps it until its agent exits; restart a session to move it to this desk (in-place upgrade is not built yet; docs/upgrading.md).\n",
+        stale.join(", ")
+    )
+}
+
+/// The sessions whose master is older than this desk's, each as `NAME (why)`: what `desk
+/// doctor` reports (`desk ls` says it under its table).
+pub(super) fn older_masters(paths: &Paths) -> Result<Vec<String>> {
+    let mut rows = listings(paths)?;
+    let installed = installed_master();
+    for row in &mut rows {
+        row.master = master_skew(paths, row, installed);
+    }
+    Ok(older_masters_of(&rows))
+}
+
+fn older_masters_of(rows: &[Listing]) -> Vec<String> {
+    rows.iter()
         .filter_map(|r| {
             let skew = r.master.as_ref()?;
             skew.upgrade?;
@@ -712,15 +734,7 @@ fn skew_footer(rows: &[Listing]) -> String {
             };
             Some(format!("{} ({why})", r.name))
         })
-        .collect();
-    if stale.is_empty() {
-        return String::new();
-    }
-    let who = if stale.len() == 1 { "1 session runs".to_string() } else { format!("{} sessions run", stale.len()) };
-    format!(
-        "\n{who} an older master than this desk's: {}. Each keeps it until its agent exits; restart a session to move it to this desk (in-place upgrade is not built yet; docs/upgrading.md).\n",
-        stale.join(", ")
-    )
+        .collect()
 }
 
 /// The home of a demo fleet (`make demo`: `target/demo-home` of a desk checkout) that has

@@ -267,6 +267,14 @@ fn records_this_desk_cannot_read_are_set_aside_and_named_and_the_daemon_starts()
     assert_eq!(fs::read_to_string(state.join("delivery/queue").join(format!("{rel}.bad"))).unwrap(), newer);
     let e = desk_common::format::decode::<serde_json::Value>(&desk_daemon::store::ITEM_FORMAT, newer.as_bytes());
     assert!(matches!(e, Err(FormatError::Newer { found: 7, .. })), "{e:?}");
+    // desk doctor names both, with how to acknowledge them.
+    let doctor = home.json(&["doctor", "--json"]);
+    let check =
+        doctor["data"]["checks"].as_array().unwrap().iter().find(|c| c["check"] == "set-aside").unwrap().clone();
+    assert_eq!(check["status"], "warning", "{check:#}");
+    let detail = check["detail"].as_str().unwrap();
+    assert!(detail.contains("paused.json.bad") && detail.contains(&format!("{rel}.bad")), "{check:#}");
+    assert!(check["fix"].as_str().unwrap().contains("remove it to acknowledge it"), "{check:#}");
 }
 
 /// Regenerates `tests/data/formats/v1/` from a real run of this build. Run it only when a format

@@ -141,10 +141,13 @@ fn ls_names_the_sessions_whose_master_is_older_than_this_desk() {
     let old = master("old");
     assert_eq!((old["binary"].as_str(), old["protocol"].as_u64()), (Some("current"), Some(1)), "{old:#}");
     let text = desk(&["ls"], &[]);
-    assert!(
-        text.contains(
-            "2 sessions run an older master than this desk's: before (an older desk-master), old (protocol 1)"
-        ),
-        "{text}"
-    );
+    let named = "before (an older desk-master), old (protocol 1)";
+    assert!(text.contains(&format!("2 sessions run an older master than this desk's: {named}")), "{text}");
+    // desk doctor says the same, as a warning with the fix.
+    let doctor: serde_json::Value = serde_json::from_str(&desk(&["doctor", "--json"], &[])).unwrap();
+    let masters =
+        doctor["data"]["checks"].as_array().unwrap().iter().find(|c| c["check"] == "masters").unwrap().clone();
+    assert_eq!(masters["status"], "warning", "{masters:#}");
+    assert!(masters["detail"].as_str().unwrap().contains(named), "{masters:#}");
+    assert!(masters["fix"].as_str().unwrap().contains("restart a session"), "{masters:#}");
 }
