@@ -97,8 +97,10 @@ bench:
 	$(CARGO) bench --locked --bench dash
 
 # Randomized crash soak of prompt delivery (benches/soak.rs): hundreds of prompts of every shape
-# to demo agents while the daemon, masters and agents are SIGKILLed at random; exits 1 if any
-# prompt was lost or duplicated. Pass options with SOAK_ARGS="--prompts 500 --seed 7".
+# to demo agents while the daemon, masters and agents are killed at random (--profile mixed,
+# restarts or slow-agents); exits 1 if any prompt was lost, duplicated (also by forcing every
+# stuck item), sent to the wrong session, stuck although submitted, or left queued. Pass
+# options with SOAK_ARGS="--profile restarts --seed 7".
 SOAK_ARGS ?=
 soak:
 	$(CARGO) bench --locked --bench soak -- $(SOAK_ARGS)
@@ -118,8 +120,10 @@ e2e-agents: build
 	bash scripts/e2e-agents.sh
 	$(CARGO) test --locked --test it corpus::
 
-# Check `desk keys` and notifications against the same real agents, run under desk (needs the
-# npm registry, a few minutes): approve, refuse and dismiss each one's dialog with keys.
+# Check `desk keys`, notifications and the approvals inbox against the same real agents, run
+# under desk (needs the npm registry, a few minutes): approve, refuse and dismiss each one's
+# dialog with keys, then list it with `desk inbox` and answer it with `desk approve`/`deny`,
+# and refuse an answer to a dialog that changed between listing and answering.
 e2e-keys: build
 	bash scripts/e2e-keys.sh
 

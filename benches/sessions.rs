@@ -21,10 +21,14 @@
 //!   private memory each desk master keeps (and its heap), what each extra session adds to the
 //!   tmux server, and the wall time of `desk ls` and `tmux ls` at each size.
 //!
+//! - attention: the CPU an attached client spends on its status line while a fleet of sessions
+//!   changes their titles ten times a second (beside `--no-status`), and the time from the
+//!   prefix key's `l` to the other session's screen on the terminal (issue 21).
+//!
 //! Pinning: this process and the attach clients run on CPU 1, holders and their children on
 //! CPU 0 (`taskset`), so every tool gets the same split; the fleet part pins nothing (a listing
 //! may use both cores, as it would for a user). Options: `--runs N` (default 5), `--mb N`
-//! (default 50), `--only fanout|attach|idle|history|fleet`, `--idle-secs N` (default 10), `--sessions
+//! (default 50), `--only fanout|attach|idle|history|fleet|attention`, `--idle-secs N` (default 10), `--sessions
 //! N,N,..` (fleet sizes, default 10,100,300), `--ls-runs N` (timed listings per size, default 20),
 //! `--baseline DIR` (another build's `desk` and `desk-master`, say main's before a change, measured
 //! in the same run as a holder of its own, `desk (baseline)`, and in the fleet part as a fleet of
@@ -258,11 +262,19 @@ struct Desk {
     n: usize,
     /// `desk new --history` for this holder's sessions; `None`: the default (10,000 lines).
     history: Option<usize>,
+    /// `Some(true)`: attach with attach's status line (a view of the session, one row shorter);
+    /// `Some(false)`: with `--no-status`, the raw stream; `None`: a build without a status line
+    /// (a `--baseline` from before it), attached as it attaches.
+    status: Option<bool>,
 }
 
 /// The name of the desk holder whose sessions keep no history (`--history 0`): in the fan-out
 /// only, beside the default one, to show what keeping a history costs there.
 const DESK_NO_HISTORY: &str = "desk --history 0";
+
+/// The name of the desk holder whose clients attach with the status line (issue 21): in the
+/// fan-out only, beside the raw one, to show what the status line costs there.
+const DESK_STATUS: &str = "desk, status line";
 
 impl Desk {
     fn cmd(&self) -> Command {
@@ -300,7 +312,11 @@ impl Holder for Desk {
             .unwrap() as u32
     }
     fn attach_argv(&self) -> Vec<OsString> {
-        vec![self.exe.clone().into(), "attach".into(), self.session().into()]
+        let mut argv: Vec<OsString> = vec![self.exe.clone().into(), "attach".into(), self.session().into()];
+        if self.status == Some(false) {
+            argv.push("--no-status".into());
+        }
+        argv
     }
     fn attach_env(&self) -> Vec<(OsString, OsString)> {
         vec![("DESK_HOME".into(), self.home.clone().into())]
@@ -597,11 +613,19 @@ fn fanout(holders: &mut [Box<dyn Holder>], opts: &Opts, work: &Path) -> String {
                     stats.client_cpu_s.push((cpu_ticks(c.pid) - before) as f64 / 100.0);
                     stats.client_bytes.push(c.bytes.load(Ordering::Relaxed) as f64);
                     let kept = c.kept.lock().unwrap();
-                    let rows = screen_rows(&kept);
+                    let mut rows = screen_rows(&kept);
+                    // With its status line the client's last row is that line, and the session
+                    // above it is one row shorter: its screen is the flood's newest rows but one.
+                    let want = if holder.name() == DESK_STATUS {
+                        rows.pop();
+                        &expected[1..]
+                    } else {
+                        &expected[..]
+                    };
                     stats.screens_checked += 1;
                     // The client's whole screen, every row of it, is the flood's; the holder's
                     // own view (when it has one; `peek` leaves out trailing blank rows) agrees.
-                    let screen_ok = rows == expected;
+                    let screen_ok = rows == want;
                     let model_ok = reference.as_ref().is_none_or(|r| *r == strip_trailing_blank(rows.clone()));
                     if screen_ok && model_ok {
                         stats.screens_ok += 1;
@@ -631,28 +655,33 @@ fn fanout(holders: &mut [Box<dyn Holder>], opts: &Opts, work: &Path) -> String {
     // Ratios within each run (holders of one run share the machine's state), then their median.
     // dtach / raw PTY shows where the raw PTY's ceiling puts a target relative to dtach.
     let mut ratios = String::from(
-        "\n| run | 1 client MB/s: desk | desk --history 0 | dtach | raw PTY | desk / desk --history 0 | desk / dtach | desk / raw PTY | dtach / raw PTY |\n|---|---|---|---|---|---|---|---|---|\n",
+        "\n| run | 1 client MB/s: desk | desk --history 0 | desk, status line | dtach | raw PTY | desk / desk --history 0 | desk, status line / desk | desk / dtach | desk / raw PTY | dtach / raw PTY |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let (mut to_dtach, mut to_raw, mut to_off, mut dtach_to_raw) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut status_to_desk = Vec::new();
     for (run_no, mbps) in &one_client {
         let get = |name: &str| mbps.get(name).copied().unwrap_or(f64::NAN);
         let (desk, off, dtach, raw) = (get("desk"), get(DESK_NO_HISTORY), get("dtach"), get("raw PTY"));
+        let status = get(DESK_STATUS);
         to_dtach.push(desk / dtach);
         to_raw.push(desk / raw);
         to_off.push(desk / off);
+        status_to_desk.push(status / desk);
         dtach_to_raw.push(dtach / raw);
         ratios.push_str(&format!(
-            "| {} | {desk:.1} | {off:.1} | {dtach:.1} | {raw:.1} | {:.2} | {:.2} | {:.2} | {:.2} |\n",
+            "| {} | {desk:.1} | {off:.1} | {status:.1} | {dtach:.1} | {raw:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |\n",
             run_no + 1,
             desk / off,
+            status / desk,
             desk / dtach,
             desk / raw,
             dtach / raw
         ));
     }
     ratios.push_str(&format!(
-        "| median | | | | | {:.2} | {:.2} | {:.2} | {:.2} |\n",
+        "| median | | | | | | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |\n",
         median(&mut to_off),
+        median(&mut status_to_desk),
         median(&mut to_dtach),
         median(&mut to_raw),
         median(&mut dtach_to_raw)
@@ -663,7 +692,7 @@ fn fanout(holders: &mut [Box<dyn Holder>], opts: &Opts, work: &Path) -> String {
 fn attach_latency(holders: &mut [Box<dyn Holder>], opts: &Opts, work: &Path) -> String {
     let runs = (opts.runs * 6).max(20);
     let mut table = String::from("| holder | runs | median ms | p95 ms |\n|---|---|---|---|\n");
-    for holder in holders.iter_mut().filter(|h| h.name() != "dtach" && h.name() != DESK_NO_HISTORY) {
+    for holder in holders.iter_mut().filter(|h| !["dtach", DESK_NO_HISTORY, DESK_STATUS].contains(&h.name())) {
         let script = format!(
             "for i in $(seq 1 39); do printf 'line %02d %s\\n' $i {pad}; done; printf 'FULL-SCREEN-MARKER'; exec sleep 100000",
             pad = "x".repeat(100)
@@ -710,7 +739,7 @@ fn idle(holders: &mut [Box<dyn Holder>], opts: &Opts) -> String {
     // A freshly linked executable's pages are dirty in the page cache until written back, and
     // would show as Private_Dirty; write them back first so "dirty" means the holder's own.
     nix::unistd::sync();
-    for holder in holders.iter_mut().filter(|h| h.name() != DESK_NO_HISTORY) {
+    for holder in holders.iter_mut().filter(|h| h.name() != DESK_NO_HISTORY && h.name() != DESK_STATUS) {
         // tmux holds every session in one server: its numbers are for the whole server.
         for count in [1usize, 10] {
             let pids: Vec<u32> = (0..count).map(|_| holder.start("exec sleep 100000")).collect();
@@ -797,6 +826,7 @@ fn history_memory(opts: &Opts, work: &Path) -> String {
             home: work.join(format!("home-history-{run_no}")),
             n: 0,
             history: None,
+            status: Some(false),
         };
         let full_pid = desk.start(&full_script);
         let full_name = desk.session();
@@ -860,6 +890,9 @@ fn history_memory(opts: &Opts, work: &Path) -> String {
 #[path = "sessions/fleet.rs"]
 mod fleet;
 
+#[path = "sessions/attention.rs"]
+mod attention;
+
 /// Every holder's sessions are stopped when the bench ends, by return or by panic.
 struct StopOnDrop(Vec<Box<dyn Holder>>);
 
@@ -871,6 +904,12 @@ impl Drop for StopOnDrop {
     }
 }
 
+/// Whether the desk at `exe` has attach's `--no-status` (builds from before issue 21 do not).
+fn knows_no_status(exe: &Path) -> bool {
+    let out = Command::new(exe).args(["attach", "--help"]).output();
+    out.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("--no-status"))
+}
+
 fn main() {
     let opts = parse_opts();
     let ncpus = std::thread::available_parallelism().map_or(0, |n| n.get());
@@ -878,8 +917,14 @@ fn main() {
     let work = tempfile::Builder::new().prefix("desk-bench").tempdir().unwrap();
     let home = work.path().join("home");
     let this_build = PathBuf::from(env!("CARGO_BIN_EXE_desk"));
-    let mut desks: Vec<Box<dyn Holder>> =
-        vec![Box::new(Desk { label: "desk", exe: this_build.clone(), home: home.clone(), n: 0, history: None })];
+    let mut desks: Vec<Box<dyn Holder>> = vec![Box::new(Desk {
+        label: "desk",
+        exe: this_build.clone(),
+        home: home.clone(),
+        n: 0,
+        history: None,
+        status: Some(false),
+    })];
     if let Some(dir) = &opts.baseline {
         let exe = dir.join("desk");
         assert!(
@@ -889,6 +934,8 @@ fn main() {
         );
         desks.push(Box::new(Desk {
             label: "desk (baseline)",
+            // A build from before the status line (issue 21) knows no `--no-status`.
+            status: knows_no_status(&exe).then_some(false),
             exe,
             home: work.path().join("home-baseline"),
             n: 0,
@@ -902,6 +949,15 @@ fn main() {
             home: work.path().join("home-no-history"),
             n: 0,
             history: Some(0),
+            status: Some(false),
+        }),
+        Box::new(Desk {
+            label: DESK_STATUS,
+            exe: this_build.clone(),
+            home: work.path().join("home-status"),
+            n: 0,
+            history: None,
+            status: Some(true),
         }),
         Box::new(Dtach { dir: work.path().to_path_buf(), n: 0 }),
         Box::new(Tmux { label: format!("deskbench{}", std::process::id()), n: 0 }),
@@ -940,5 +996,8 @@ fn main() {
                 fleet::measure(&opts, work.path(), &exe, "fleet-home-baseline")
             );
         }
+    }
+    if want("attention") {
+        println!("## The attach status line and switching sessions\n\n{}", attention::measure(&opts, work.path()));
     }
 }

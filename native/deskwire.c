@@ -1319,9 +1319,10 @@ int dw_decode_payload(int type, uint8_t flags, const uint8_t *p, size_t n, dw_fr
         if (exact(type, n, 12, err) != 0) return -1;
         if (memcmp(p, "DESK", 4) != 0) return fail(err, DW_BAD_HELLO, "malformed HELLO frame: bad magic (not a desk client)");
         if (!dw_role_name(p[6])) return fail(err, DW_BAD_HELLO, "malformed HELLO frame: unknown role %u", (unsigned)p[6]);
-        if ((p[7] & ~DW_HELLO_STATUS_LINE) != 0)
+        if ((p[7] & ~(DW_HELLO_STATUS_LINE | DW_HELLO_VIEW)) != 0)
             return fail(err, DW_BAD_HELLO, "malformed HELLO frame: reserved option bits are set (0x%02x)", (unsigned)p[7]);
         out->u.hello.status_line = (p[7] & DW_HELLO_STATUS_LINE) != 0;
+        out->u.hello.view = (p[7] & DW_HELLO_VIEW) != 0;
         out->u.hello.version = get_u16(p + 4);
         out->u.hello.role = p[6];
         out->u.hello.cols = get_u16(p + 8);
@@ -1576,7 +1577,7 @@ static int encode_payload(const dw_frame *f, dw_buf *p, uint8_t *flags, dw_error
         memcpy(fixed, "DESK", 4);
         put_u16(fixed + 4, f->u.hello.version);
         fixed[6] = f->u.hello.role;
-        fixed[7] = f->u.hello.status_line ? DW_HELLO_STATUS_LINE : 0;
+        fixed[7] = (uint8_t)((f->u.hello.status_line ? DW_HELLO_STATUS_LINE : 0) | (f->u.hello.view ? DW_HELLO_VIEW : 0));
         put_u16(fixed + 8, f->u.hello.cols);
         put_u16(fixed + 10, f->u.hello.rows);
         return dw_buf_append(p, fixed, 12);

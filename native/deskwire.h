@@ -31,6 +31,8 @@
 #define DW_FLAG_MORE 0x01u
 /* HELLO option bit (payload byte 7): a status line in a view of another size; the other bits are reserved. */
 #define DW_HELLO_STATUS_LINE 0x01u
+/* HELLO option bit: always a view, never the raw output, even at the session's size. */
+#define DW_HELLO_VIEW 0x02u
 /* The protocol version this codec speaks (spec section 12). */
 #define DW_PROTOCOL_VERSION 1u
 /* The deepest JSON nesting a body may have; the body's own object is level 1 (spec section 6). */
@@ -243,6 +245,7 @@ typedef struct dw_frame {
             uint8_t role;
             uint16_t cols, rows;
             int status_line; /* DW_HELLO_STATUS_LINE */
+            int view;        /* DW_HELLO_VIEW */
         } hello;
         struct {
             uint16_t version;

@@ -210,6 +210,8 @@ static void expect_frame(const dw_frame *f, const dw_json *want) {
         /* `status_line` is recorded only when set. */
         if (dw_json_get(want, "status_line")) expect_bool(want, "status_line", f->u.hello.status_line);
         else if (f->u.hello.status_line) failf("status_line decoded as set; the vector does not set it%s%s", "", "");
+        if (dw_json_get(want, "view")) expect_bool(want, "view", f->u.hello.view);
+        else if (f->u.hello.view) failf("view decoded as set; the vector does not set it%s%s", "", "");
         if (!role || role->kind != DW_JSTRING || dw_role_from_name(role->u.str.ptr) != f->u.hello.role)
             failf("role decoded as %s%s", dw_role_name(f->u.hello.role), "");
         break;

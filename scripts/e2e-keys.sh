@@ -13,6 +13,11 @@
 #   e  a second DESK_TOOL prompt answered "No" with keys (Claude/Codex: Down Down Enter,
 #      OpenCode: Right Right Enter): no file, desk idle again (not stuck blocked)
 #   f  a third DESK_TOOL prompt dismissed with `desk keys NAME Esc`: no file, desk idle again
+#   h  `desk inbox --json` reads a DESK_TOOL dialog (what it asks, its options) and `desk approve
+#      NAME --seen FP` answers it with the agent's own keys: the tool runs, desk idle again
+#   i  the same dialog refused with `desk deny NAME --seen FP`: no file, desk idle again
+#   j  a dialog that changes between listing and answering (Esc, then another command): the
+#      approve with the first listing's fingerprint is refused (dialog-changed), nothing typed
 #   g  `desk kill NAME` sends no `exited` notification (a requested stop)
 # Each step prints PASS or FAIL with its timing; the exit status is 1 if any failed.
 #
@@ -220,6 +225,76 @@ run_agent() {
             fi
         fi
     done
+    # h-j. The approvals inbox.
+    listing() { d inbox --json | jq -c --arg n "$name" '.data[] | select(.session == $n)'; }
+    ask_file() { # FILE: a turn that asks to run `touch FILE`; true once desk says blocked
+        d send "$name" "DESK_TOOL DESK_TOOL_FILE=$1 please run the command (TOKEN-$1)" >/dev/null
+        wait_for 90 '[[ $(activity) == blocked ]]'
+    }
+    local open fp fp2 out answer
+    for turn in approve deny; do
+        local file=desk-inbox-$turn.txt step=h
+        [[ $turn == deny ]] && step=i
+        rm -f "$work/$file"
+        seq=$(last_seq)
+        if ! ask_file "$file"; then
+            report "$agent" "$step inbox $turn" FAIL "not blocked after 90 s: $(transitions "$seq")"
+            d peek "$name" >"$root/$step.screen" 2>&1 || true
+            continue
+        fi
+        open=$(listing)
+        fp=$(jq -r '.fingerprint // empty' <<<"$open")
+        detail="asks $(jq -r '.asks' <<<"$open"); options $(jq -r '[.options[] | "\(.number). \(.label)"] | join(" / ")' <<<"$open")"
+        if [[ -z $fp ]] || ! jq -e --arg f "touch $file" '.asks | contains($f)' <<<"$open" >/dev/null; then
+            report "$agent" "$step inbox $turn" FAIL "the inbox did not read the dialog: ${open:-nothing listed}"
+            d peek "$name" >"$root/$step.screen" 2>&1 || true
+            d keys "$name" Esc >/dev/null 2>&1 || true
+            wait_for 30 '[[ $(activity) == idle ]]' || true
+            continue
+        fi
+        tk=$(now_ms)
+        if [[ $turn == approve ]]; then
+            out=$(d approve "$name" --seen "$fp" --json 2>&1) || true
+        else
+            out=$(d deny "$name" --seen "$fp" --json 2>&1) || true
+        fi
+        answer="keys $(jq -r '.data.keys | join(" ")' <<<"$out" 2>/dev/null), gone after $(jq -r '.data.gone_after_ms' <<<"$out" 2>/dev/null) ms"
+        if ! jq -e '.data.gone_after_ms != null' <<<"$out" >/dev/null 2>&1; then
+            report "$agent" "$step inbox $turn" FAIL "$detail; the answer: $out"
+        elif ! wait_for 60 '[[ $(activity) == idle ]]'; then
+            report "$agent" "$step inbox $turn" FAIL "$detail; $answer; activity $(activity) after 60 s"
+        elif [[ $turn == approve && ! -e $work/$file ]]; then
+            report "$agent" "$step inbox $turn" FAIL "$detail; $answer; idle but no $file: the tool did not run"
+        elif [[ $turn == deny ]] && { wait_for 2 '[[ -e $work/$file ]]' || [[ -e $work/$file ]]; }; then
+            report "$agent" "$step inbox $turn" FAIL "$detail; $answer; $file was made: the tool ran"
+        else
+            report "$agent" "$step inbox $turn" PASS "$detail; $answer; idle $(secs "$tk" "$(act_since)") after the answer"
+        fi
+    done
+    # j. the dialog listed goes (Esc) and another one comes before the answer
+    rm -f "$work/desk-first.txt" "$work/desk-second.txt"
+    seq=$(last_seq)
+    if ask_file desk-first.txt && fp=$(listing | jq -r '.fingerprint') && [[ -n $fp ]] &&
+        d keys "$name" Esc >/dev/null && wait_for 30 '[[ $(activity) == idle ]]' && ask_file desk-second.txt; then
+        open=$(listing)
+        fp2=$(jq -r '.fingerprint' <<<"$open")
+        out=$(d approve "$name" --seen "$fp" --json 2>/dev/null) && answer=typed || answer=refused
+        local code
+        code=$(jq -r '.error.code // "none"' <<<"$out")
+        sleep 2 # the keys, had any been typed, would have run the tool by now
+        if [[ $answer == typed || $code != dialog-changed ]]; then
+            report "$agent" "j changed dialog" FAIL "answer $answer ($code): $out"
+        elif [[ -e $work/desk-second.txt || $(activity) != blocked ]]; then
+            report "$agent" "j changed dialog" FAIL "refused, but the tool ran or the dialog went: activity $(activity)"
+        else
+            report "$agent" "j changed dialog" PASS "refused: $(jq -r '.error.message' <<<"$out")"
+        fi
+        d deny "$name" --seen "$fp2" >/dev/null 2>&1 || true
+        wait_for 30 '[[ $(activity) == idle ]]' || true
+    else
+        report "$agent" "j changed dialog" FAIL "could not set up the two dialogs: activity $(activity): $(transitions "$seq")"
+        d peek "$name" >"$root/j.screen" 2>&1 || true
+    fi
     # g. `desk kill` is a requested stop: no `exited` notification, whatever code the agent
     #    exits with after its SIGTERM
     t0=$(now_ms)

@@ -16,6 +16,7 @@ because "@", "/", "!" and "#" mean something in the agents' input boxes):
 
   DESK_TOOL     ask to run a shell command (--tool-cmd), so the agent asks for approval; once
                 the tool result comes back, reply with plain text
+  DESK_TOOL_FILE=NAME  with DESK_TOOL: the command is `touch NAME` instead (another dialog)
   DESK_WRITE    ask to write a file (desk-note.txt), also an approval in most agents
   DESK_ASK      ask the operator a multiple-choice question (Claude's AskUserQuestion, OpenCode's
                 question, Codex's request_user_input when offered); else plain text
@@ -44,6 +45,12 @@ ARGS = None
 LOG_LOCK = threading.Lock()
 COUNTER = itertools.count(1)
 DEFAULT_TOOL_CMD = "touch desk-approved.txt"
+# The command this request's DESK_TOOL asks to run (each request is served on its own thread).
+REQUEST = threading.local()
+
+
+def tool_cmd():
+    return getattr(REQUEST, "tool_cmd", None) or ARGS.tool_cmd
 
 
 def log(entry):
@@ -69,9 +76,11 @@ def plan(user_text, after_tool, tools):
         delay = float(m.group(1))
     elif "DESK_SLOW" in (user_text or ""):
         delay = ARGS.slow
+    text = user_text or ""
+    m = re.search(r"DESK_TOOL_FILE=([A-Za-z0-9._-]+)", text)
+    REQUEST.tool_cmd = f"touch {m.group(1)}" if m else None
     if after_tool:
         return "text", min(delay, 1.0), "The tool ran. Done."
-    text = user_text or ""
     if "DESK_TOOL" in text and tools:
         return "tool", min(delay, 1.0), None
     if "DESK_WRITE" in text and tools:
@@ -140,7 +149,7 @@ def anthropic_user_text(body):
 def anthropic_tool_block(kind, tools):
     if kind == "tool":
         name = find_tool(tools, "Bash") or tools[0]
-        return name, {"command": ARGS.tool_cmd, "description": "Create a marker file"}
+        return name, {"command": tool_cmd(), "description": "Create a marker file"}
     if kind == "write":
         name = find_tool(tools, "Write") or tools[0]
         return name, {"file_path": os.path.join(os.getcwd() if ARGS.write_dir is None else ARGS.write_dir,
@@ -345,12 +354,12 @@ class Handler(BaseHTTPRequestHandler):
             if name == "exec_command":
                 # asking for escalation is what makes Codex ask the operator under its default
                 # (on-request) approval policy; a sandboxed command would just run
-                call = (name, {"cmd": ARGS.tool_cmd, "sandbox_permissions": "require_escalated",
+                call = (name, {"cmd": tool_cmd(), "sandbox_permissions": "require_escalated",
                                "justification": "May I create a marker file for the test?"})
             elif name == "shell_command":
-                call = (name, {"command": ARGS.tool_cmd})
+                call = (name, {"command": tool_cmd()})
             elif name:
-                call = (name, {"command": ["bash", "-lc", ARGS.tool_cmd]})
+                call = (name, {"command": ["bash", "-lc", tool_cmd()]})
         elif kind == "write":
             name = find_tool(tools, "apply_patch")
             if name:
@@ -421,7 +430,7 @@ class Handler(BaseHTTPRequestHandler):
         if kind == "tool":
             name = find_tool(tools, "bash")
             if name:
-                call = (name, {"command": ARGS.tool_cmd, "description": "Create a marker file"})
+                call = (name, {"command": tool_cmd(), "description": "Create a marker file"})
         elif kind == "write":
             name = find_tool(tools, "write")
             if name:

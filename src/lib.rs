@@ -35,9 +35,11 @@
 //! depends on no desk crate.
 
 pub mod attach;
+pub mod attention;
 pub mod autostart;
 pub mod cli;
 pub mod dash;
+pub mod inbox;
 pub mod providers;
 pub mod queues;
 pub mod words;

@@ -1,19 +1,34 @@
 //! `desk attach`: connect the user's terminal to a session.
 //!
 //! Owns the client side of a terminal attach: raw mode, the handshake, copying the session's
-//! output (a keyframe, then raw bytes) to the terminal and typed input to the session, window
-//! size changes, the detach key, and the way out. Invariants: the terminal is restored on every
-//! way out (detach, child exit, signal, lost connection, error); the client reads from the
-//! session only while its terminal keeps up, so a slow terminal makes the master discard and
-//! redraw rather than grow any buffer here beyond one read; the process exits with the child's
-//! exit code (128 + N for signal N) when the session ends.
+//! output (a keyframe, then raw bytes, or the master's rendering of its view) to the terminal
+//! and typed input to the session, window size changes, the detach key, and the way out; and,
+//! with [`ui`], attach's own part of the terminal: the status line on its last row (this
+//! session's state and the fleet's attention, read by [`crate::attention::FleetReader`] as the
+//! runtime directory changes), the command prefix and its keys, and switching to another session
+//! without leaving (the connection is replaced; the new session's keyframe redraws the terminal).
+//! With the status line the client reports one row less than its terminal has and asks the master
+//! for a view at any size (HELLO's view option, docs/protocol.md §5.1): the session keeps that
+//! size, as under tmux's status line, and nothing it draws can reach the last row.
+//!
+//! Invariants: the terminal is restored on every way out (detach, child exit, signal, lost
+//! connection, error); the client reads from the session only while its terminal keeps up, so a
+//! slow terminal makes the master discard and redraw rather than grow any buffer here beyond one
+//! read; the status row is drawn only between whole frames (never inside a keyframe's chunks);
+//! while an overlay (the session list, the help) is open, the session's output is not written
+//! and a fresh keyframe is asked for when it closes; the process exits with the child's exit code
+//! (128 + N for signal N) when the attached session ends.
 
 mod keys;
 mod modes;
+mod own;
+mod prefix;
 mod tty;
+mod ui;
 
 pub use keys::{DEFAULT_DETACH_KEY, find_detach_key};
 pub use modes::epilogue;
+pub use prefix::DEFAULT_PREFIX_KEY;
 
 use anyhow::{Context, Result};
 use mio::unix::SourceFd;
@@ -26,10 +41,24 @@ use std::os::fd::AsRawFd;
 use desk_common::paths::{Paths, SessionName};
 use desk_common::session::{self, Probe};
 use desk_wire::{ErrorCode, ExitStatus, Frame, FrameDecoder, OLDEST_PROTOCOL_VERSION, PROTOCOL_VERSION, Role};
+use ui::Command;
 
 const TTY: Token = Token(0);
 const SOCKET: Token = Token(1);
 const SIGNALS: Token = Token(2);
+const FLEET: Token = Token(3);
+
+/// 250 ms: the most often the fleet's files are read again while they change (a working agent's
+/// master rewrites its info file up to ten times a second, with its title): the status line is
+/// at most this late, and a busy fleet costs at most four reads a second of what changed.
+const FLEET_READ_INTERVAL: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// 2 s: how often stuck items and channel mentions are read (the dashboard's pace: the daemon
+/// has no push for them, and they move in seconds).
+const SLOW_READ_INTERVAL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// 1 s: the status line's ages (`blocked 12s`) move this often.
+const TICK: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Read from the session only while less than this is waiting for the terminal: one socket
 /// read's worth, so backpressure reaches the master instead of piling up here.
@@ -47,6 +76,12 @@ pub struct AttachOptions {
     /// Ask for a status line naming both sizes while this terminal's size differs from the
     /// session's (the master renders it as the view's last row).
     pub status_line: bool,
+    /// Attach's own status line on the terminal's last row (when it has room).
+    pub status: bool,
+    /// The command prefix; `None`: none.
+    pub prefix_key: Option<u8>,
+    /// Where the status line reads the sessions' stuck items (the CLI's delivery counts).
+    pub stuck: crate::attention::StuckSource,
 }
 
 enum Ending {
@@ -164,7 +199,7 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
         signals,
         role,
         detach_key: opts.detach_key,
-        to_master: Frame::Hello { version: hello, role, cols, rows, status_line: opts.status_line }.to_bytes(),
+        to_master: Vec::new(),
         hello,
         to_tty: Vec::new(),
         to_tty_off: 0,
@@ -178,15 +213,26 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
         welcomed: false,
         handshake_deadline: std::time::Instant::now() + desk_common::master_client::REQUEST_TIMEOUT,
         refused: None,
+        size_line: opts.status_line,
+        own: own::Own::new(paths.clone(), opts, cols, rows),
+        name: opts.name.clone(),
+        provider: String::new(),
+        generation: 0,
+        in_keyframe: false,
     };
+    client.to_master = client.hello();
+    if client.own.status_wanted {
+        client.own.watch_fleet(&client.poll);
+    }
     // The terminal is put back however the loop ends, an error included.
     let ending = client.run();
-    let epilogue = modes::epilogue(client.session_drawn);
+    let mut epilogue = client.own.leave_status_row();
+    epilogue.extend(modes::epilogue(client.session_drawn));
     client.write_tty_blocking(&epilogue);
     client.raw.restore();
     let refused = client.refused.take();
+    let name = client.name.clone();
     drop(client);
-    let name = &opts.name;
     if let Some((times, why)) = refused {
         eprintln!("[desk: {name} refused typed input {times} time(s): {why}]");
     }
@@ -286,6 +332,18 @@ struct Client {
     /// or never answers must not hold the terminal in raw mode forever); after it, the
     /// session's output may pause as long as it likes.
     handshake_deadline: std::time::Instant,
+    /// `--status`: the master's line naming both sizes, in a view of another size.
+    size_line: bool,
+    /// Attach's own part of the terminal: the status line, the prompts, the fleet.
+    own: own::Own,
+    /// The session attached now (it changes with a switch).
+    name: SessionName,
+    /// Its provider and generation, from its WELCOME (for reading its dialogs).
+    provider: String,
+    generation: u32,
+    /// A keyframe's chunks are arriving (the last one had MORE): nothing of attach's own may be
+    /// drawn between them.
+    in_keyframe: bool,
 }
 
 impl Client {
@@ -297,10 +355,11 @@ impl Client {
             if let Some(ending) = self.ending.take() {
                 return Ok(ending);
             }
-            let timeout = if self.welcomed {
+            let now = std::time::Instant::now();
+            let handshake = if self.welcomed {
                 None
             } else {
-                match self.handshake_deadline.checked_duration_since(std::time::Instant::now()) {
+                match self.handshake_deadline.checked_duration_since(now) {
                     Some(left) if !left.is_zero() => Some(left),
                     _ => {
                         return Ok(Ending::Lost(format!(
@@ -310,6 +369,13 @@ impl Client {
                     }
                 }
             };
+            let own = self.own.due().map(|at| at.saturating_duration_since(now));
+            let message = self
+                .own
+                .ui
+                .message_until()
+                .map(|until| std::time::Duration::from_millis(until.saturating_sub(desk_common::clock::now_ms())));
+            let timeout = [handshake, own, message].into_iter().flatten().min();
             match self.poll.poll(&mut events, timeout) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -334,8 +400,12 @@ impl Client {
                         }
                     }
                     SIGNALS => self.on_signals(),
+                    FLEET => self.own.on_inotify(&self.poll),
                     _ => {}
                 }
+            }
+            if self.own.on_timers(&self.poll, std::time::Instant::now(), desk_common::clock::now_ms()) {
+                self.draw_status(false);
             }
             self.pump(&mut buf);
         }
@@ -380,20 +450,195 @@ impl Client {
                 return false;
             }
         };
-        let input = &buf[..n];
-        let (forward, detach) = match self.detach_key.and_then(|key| find_detach_key(input, key)) {
-            Some((at, _)) => (&input[..at], true),
-            None => (input, false),
-        };
-        if !forward.is_empty() && self.role == Role::Controller {
-            Frame::Input(forward.to_vec()).encode(&mut self.to_master);
-        }
-        if detach {
-            Frame::Detach.encode(&mut self.to_master);
-            self.write_socket();
-            self.ending = Some(Ending::Detached);
-        }
+        let input = buf[..n].to_vec();
+        self.take_input(&input);
         true
+    }
+
+    /// Typed input: the session's, but for the detach key, the prefix and what attach's own
+    /// prompts read.
+    fn take_input(&mut self, mut rest: &[u8]) {
+        while !rest.is_empty() && self.ending.is_none() {
+            if self.own.ui.reading() {
+                let Some((key, len)) = prefix::next_key(rest) else { break };
+                rest = &rest[len..];
+                let commands =
+                    self.own.ui.on_key(key, self.name.as_str(), &self.own.fleet, desk_common::clock::now_ms());
+                for command in commands {
+                    self.carry(command);
+                }
+                continue;
+            }
+            let found = prefix::find_kept(rest, self.detach_key, self.own.ui_prefix());
+            let forward = found.map_or(rest, |(at, _, _)| &rest[..at]);
+            if !forward.is_empty() && self.role == Role::Controller {
+                Frame::Input(forward.to_vec()).encode(&mut self.to_master);
+            }
+            let Some((at, len, kept)) = found else { break };
+            rest = &rest[at + len..];
+            match kept {
+                prefix::Kept::Detach => self.detach(),
+                prefix::Kept::Prefix => {
+                    self.own.read_fleet_now();
+                    for command in self.own.ui.prefix_typed() {
+                        self.carry(command);
+                    }
+                }
+            }
+        }
+    }
+
+    fn detach(&mut self) {
+        Frame::Detach.encode(&mut self.to_master);
+        self.write_socket();
+        self.ending = Some(Ending::Detached);
+    }
+
+    /// Carry out what attach's own prompt decided.
+    fn carry(&mut self, command: Command) {
+        let now_ms = desk_common::clock::now_ms();
+        match command {
+            Command::Detach => self.detach(),
+            Command::Switch(name) => self.switch_to(&name),
+            Command::SendPrefix => {
+                if let Some(key) = self.own.ui_prefix() {
+                    Frame::Input(vec![key]).encode(&mut self.to_master);
+                }
+            }
+            Command::AskDialog => {
+                self.own.asked_dialog = true;
+                Frame::SnapshotRequest { history: None }.encode(&mut self.to_master);
+            }
+            Command::Answer { option, seen, said } => {
+                let by = desk_common::keys::Sender::this_process("attach");
+                let request = desk_wire::operator::ClientEvent::Answer {
+                    option,
+                    deny: option.is_none(),
+                    seen,
+                    user: by.user,
+                    tty: by.tty,
+                    via: by.via.into(),
+                };
+                let nonce = self.own.next_nonce();
+                request.to_frame().encode(&mut self.to_master);
+                Frame::Ping(nonce).encode(&mut self.to_master);
+                self.own.answer_pending = Some((nonce, said));
+                self.own.ui.say(format!("answering {}…", self.name), now_ms);
+            }
+            Command::Repaint => self.repaint(),
+            Command::Redraw => self.draw_status(false),
+        }
+    }
+
+    /// Get the session drawn again from a fresh keyframe (an overlay covered part of it): a
+    /// RESIZE at the same size does that for a client that takes views; otherwise attach
+    /// again.
+    fn repaint(&mut self) {
+        if self.own.status_wanted {
+            let (cols, rows) = self.own.session_size();
+            Frame::Resize { cols, rows }.encode(&mut self.to_master);
+        } else {
+            let name = self.name.clone();
+            self.reconnect(&name);
+        }
+    }
+
+    /// Attach session `name` instead of the current one, without leaving: its keyframe redraws
+    /// the terminal. A session that is not running, or is the one this terminal runs inside,
+    /// is refused with a message and the current one stays.
+    fn switch_to(&mut self, name: &str) {
+        let now_ms = desk_common::clock::now_ms();
+        let Ok(target) = SessionName::parse(name) else { return };
+        if target == self.name {
+            return;
+        }
+        if session::enclosing(&self.own.paths).unwrap_or_default().contains(&target) {
+            self.own.ui.say(format!("{name} is the session this terminal runs in"), now_ms);
+            self.draw_status(false);
+            return;
+        }
+        let previous = self.name.clone();
+        if self.reconnect(&target) {
+            self.own.ui.last = Some(previous.as_str().to_string());
+        }
+    }
+
+    /// Replace the connection with one to `target`; false (and a message) when it cannot be
+    /// reached.
+    fn reconnect(&mut self, target: &SessionName) -> bool {
+        let now_ms = desk_common::clock::now_ms();
+        let files = self.own.paths.session(target);
+        let stream = match session::probe_settled(&files) {
+            Ok(Probe::Live(stream)) => stream,
+            _ => {
+                self.own.ui.say(format!("{target} is not running"), now_ms);
+                self.draw_status(false);
+                return false;
+            }
+        };
+        if stream.set_nonblocking(true).is_err() {
+            return false;
+        }
+        let mut sock = mio::net::UnixStream::from_std(stream);
+        if self.poll.registry().register(&mut sock, SOCKET, Interest::READABLE | Interest::WRITABLE).is_err() {
+            return false;
+        }
+        // Leave the old session as a detach (best effort: it is closed right after), and with
+        // it whatever was still on its way to the terminal: the new keyframe redraws it all.
+        let mut bye = Vec::new();
+        Frame::Detach.encode(&mut bye);
+        let _ = self.sock.write(&bye);
+        let mut old = std::mem::replace(&mut self.sock, sock);
+        let _ = self.poll.registry().deregister(&mut old);
+        drop(old);
+        self.name = target.clone();
+        self.provider.clear();
+        self.decoder = FrameDecoder::new();
+        self.to_master = self.hello();
+        self.to_tty.clear();
+        self.to_tty_off = 0;
+        self.in_keyframe = false;
+        self.welcomed = false;
+        self.sock_readable = false;
+        self.sock_writable = false;
+        self.handshake_deadline = std::time::Instant::now() + desk_common::master_client::REQUEST_TIMEOUT;
+        self.own.answer_pending = None;
+        self.own.asked_dialog = false;
+        self.own.drew_over = false;
+        self.own.lost_status();
+        true
+    }
+
+    /// The HELLO for the current session, at the size the client reports, in the version its
+    /// master speaks (its session record says; docs/protocol.md §12).
+    fn hello(&mut self) -> Vec<u8> {
+        let (cols, rows) = self.own.session_size();
+        self.hello = session::hello_version(&self.own.paths.session(&self.name).socket);
+        Frame::Hello {
+            version: self.hello,
+            role: self.role,
+            cols,
+            rows,
+            status_line: self.size_line,
+            view: self.own.status_wanted,
+        }
+        .to_bytes()
+    }
+
+    /// Queue the status line (and an open overlay) for the terminal, unless a keyframe is half
+    /// written; `force`: even if its text did not change.
+    fn draw_status(&mut self, force: bool) {
+        if self.in_keyframe || !self.session_drawn {
+            return;
+        }
+        if let Some(bytes) = self.own.status_bytes(self.name.as_str(), force, desk_common::clock::now_ms()) {
+            self.to_tty.extend_from_slice(&bytes);
+        }
+        // Without the status line a prompt was drawn over the session's last row: once it
+        // closes, the session is drawn again.
+        if !self.own.status_on && !self.own.ui.reading() && std::mem::take(&mut self.own.drew_over) {
+            self.repaint();
+        }
     }
 
     fn write_socket(&mut self) -> bool {
@@ -498,17 +743,68 @@ impl Client {
     }
 
     fn on_frame(&mut self, frame: Frame) {
+        let now_ms = desk_common::clock::now_ms();
         match frame {
-            Frame::Welcome { version, .. } if desk_wire::welcome_accepted(self.hello, version) => self.welcomed = true,
+            Frame::Welcome { version, info } if desk_wire::welcome_accepted(self.hello, version) => {
+                self.welcomed = true;
+                self.provider = info.provider;
+                self.generation = info.generation;
+            }
             Frame::Welcome { version, .. } => self.lose(format!(
                 "the session answered in protocol version {version} to a HELLO in {}; this desk speaks {OLDEST_PROTOCOL_VERSION} to {PROTOCOL_VERSION}",
                 self.hello
             )),
-            Frame::Output(data) | Frame::Keyframe { data, .. } => {
+            // While an overlay is up, the session's drawing waits for the keyframe its closing
+            // asks for.
+            Frame::Output(_) | Frame::Keyframe { .. } if self.own.ui.overlay_open() => {}
+            Frame::Output(data) => {
                 self.session_drawn = true;
                 self.to_tty.extend_from_slice(&data);
+                // A switch of screen (or a reset) takes the status row with it.
+                let lost = data.windows(7).any(|w| w == b"\x1b[?1049") || data.windows(2).any(|w| w == b"\x1bc");
+                if lost {
+                    self.draw_status(true);
+                }
+            }
+            Frame::Keyframe { data, more } => {
+                self.session_drawn = true;
+                self.to_tty.extend_from_slice(&data);
+                self.in_keyframe = more;
+                if !more {
+                    self.draw_status(true);
+                }
+            }
+            Frame::Snapshot(snapshot) if self.own.asked_dialog => {
+                self.own.asked_dialog = false;
+                let provider = desk_core::provider::Provider::or_shell(&self.provider);
+                let rules = desk_common::rules::load(provider, &self.own.paths.config)
+                    .unwrap_or_else(|_| desk_core::state::RuleSet::builtin(provider));
+                let scope = format!("{}/{}", self.name, self.generation);
+                let dialog = rules.dialog.and_then(|spec| spec.read(&snapshot.screen.lines, None, &scope));
+                for command in self.own.ui.dialog_read(self.name.as_str(), dialog, now_ms) {
+                    self.carry(command);
+                }
+            }
+            Frame::Pong(nonce) if self.own.answer_pending.as_ref().is_some_and(|(n, _)| *n == nonce) => {
+                if let Some((_, said)) = self.own.answer_pending.take() {
+                    self.own.ui.say(format!("answered {}: {said}", self.name), now_ms);
+                    self.draw_status(false);
+                }
             }
             Frame::Exit { status, escalated } => self.ending = Some(Ending::Exited(status, escalated)),
+            Frame::Error { code: ErrorCode::NotPermitted, message } if self.own.answer_pending.is_some() => {
+                self.own.answer_pending = None;
+                self.own.ui.say(format!("{} not answered: {message}", self.name), now_ms);
+                self.draw_status(false);
+            }
+            Frame::Error { code: ErrorCode::BadHello, .. } if !self.welcomed && self.own.status_wanted => {
+                // A master older than this desk does not know the view option: attach to it
+                // without the status line.
+                self.own.status_wanted = false;
+                self.own.resized(self.own.term.0, self.own.term.1);
+                let name = self.name.clone();
+                self.reconnect(&name);
+            }
             Frame::Error { code, message } => match code {
                 // Refused input: the attach goes on, the bell says so now, and the reason is
                 // printed when the attach ends (writing it over the agent's screen would not do).
@@ -534,6 +830,8 @@ impl Client {
                     if let Ok((cols, rows)) = desk_common::pty::get_size(self.raw.fd())
                         && desk_term::screen::valid_size(cols, rows)
                     {
+                        self.own.resized(cols, rows);
+                        let (cols, rows) = self.own.session_size();
                         Frame::Resize { cols, rows }.encode(&mut self.to_master);
                     }
                 }
@@ -545,8 +843,7 @@ impl Client {
                     });
                 }
                 other => {
-                    Frame::Detach.encode(&mut self.to_master);
-                    self.write_socket();
+                    self.detach();
                     self.ending = Some(Ending::Signal(other));
                 }
             }

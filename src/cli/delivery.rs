@@ -687,6 +687,10 @@ fn next_step(item: &Item) -> String {
             "it went, or sits, with someone else's text: check the agent (desk peek {}), then desk drop {id}; force refuses it",
             item.session
         ),
+        Some(StuckClass::Interrupted) => format!(
+            "the agent may have taken it (it was cut off after it was typed, or while it waited in the agent's own queue; its hook, if it comes, settles it delivered): check the agent's transcript (desk peek {} --history); if it did not get the prompt, desk force {id} pastes it again; otherwise desk drop {id}",
+            item.session
+        ),
         _ => format!(
             "check the agent (desk peek {}): if it did not get the prompt, desk force {id} presses Enter on it when it sits unsent in the input box, or pastes it again; otherwise desk drop {id}",
             item.session
@@ -778,4 +782,10 @@ pub(super) fn command(kind: &str, req: Request, json: bool) -> Result<i32> {
         println!("{message}");
     }
     Ok(0)
+}
+
+/// Every session's stuck items, from the daemon when it runs, else from the store (the counts
+/// `desk ls` shows); `None` when neither answers. For the attention line inside `desk attach`.
+pub(super) fn stuck_counts(paths: &Paths) -> Option<std::collections::HashMap<String, u32>> {
+    Some(queue_counts(paths)?.into_iter().map(|(session, c)| (session, c.stuck)).collect())
 }

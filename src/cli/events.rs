@@ -20,7 +20,7 @@ use desk_wire::events::{Event, EventBody};
 use desk_wire::{Frame, Role};
 
 /// Every event type, as `--type` takes it and JSON's `type` names it (`EventBody::kind`).
-pub(super) const TYPES: [&str; 16] = [
+pub(super) const TYPES: [&str; 17] = [
     "started",
     "title",
     "bell",
@@ -35,6 +35,7 @@ pub(super) const TYPES: [&str; 16] = [
     "state",
     "exit",
     "keys",
+    "answer",
     "notify",
     "gap",
 ];

@@ -77,6 +77,7 @@ fn deliver(provider: Option<String>, arg: Option<String>) -> Result<(), String> 
         cols: 0,
         rows: 0,
         status_line: false,
+        view: false,
     }
     .to_bytes();
     report.to_frame().encode(&mut bytes);

@@ -13,6 +13,7 @@ mod doctor;
 mod events;
 mod explain;
 mod hook;
+mod inbox;
 mod keys;
 mod manual;
 pub mod output;
@@ -179,6 +180,41 @@ enum Command {
         /// refused, as it is most often a typo).
         #[arg(long)]
         queue_for_later: bool,
+        /// Print JSON (docs/cli.md).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Every open dialog in the fleet: who asks, what (the command or tool), the options, how
+    /// long it has waited, and the fingerprint that answers it.
+    Inbox {
+        /// Print JSON (docs/cli.md).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Answer a session's dialog with one of its options (default: the provider's approve
+    /// option, "Yes"), with the agent's own keys — only if it is the dialog you saw.
+    Approve {
+        /// The session whose dialog to answer (running, showing a dialog).
+        name: SessionName,
+        /// The option: its number, or the start of its label (`always`, `no`).
+        option: Option<String>,
+        /// The fingerprint of the dialog you saw (desk inbox prints it). Without it, on a
+        /// terminal, the dialog is shown and you confirm; elsewhere it is required.
+        #[arg(long, value_name = "FINGERPRINT")]
+        seen: Option<String>,
+        /// Print JSON (docs/cli.md).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Refuse a session's dialog: its own refusing option ("No", "Reject"), else its cancel key
+    /// (Esc) — only if it is the dialog you saw.
+    Deny {
+        /// The session whose dialog to refuse.
+        name: SessionName,
+        /// The fingerprint of the dialog you saw (desk inbox prints it). Without it, on a
+        /// terminal, the dialog is shown and you confirm; elsewhere it is required.
+        #[arg(long, value_name = "FINGERPRINT")]
+        seen: Option<String>,
         /// Print JSON (docs/cli.md).
         #[arg(long)]
         json: bool,
@@ -521,6 +557,17 @@ struct AttachArgs {
     /// line naming both sizes (`session 120x40, this terminal 79x40`).
     #[arg(long)]
     status: bool,
+    /// No status line: the session gets the whole terminal and its output byte for byte (the
+    /// default is a status line on the last row, when the terminal has 5 rows and 20 columns or
+    /// more: this session's state and what else needs a person; `[attach] status_line` in the
+    /// config file).
+    #[arg(long)]
+    no_status: bool,
+    /// The key before attach's own commands (then n: next session that needs you, l: last
+    /// session, s: choose a session, a: answer this session's dialog, d: detach, ?: help): ^X,
+    /// C-x, ctrl-x, or none (default: `prefix_key` in the config file, else ^]).
+    #[arg(long, value_parser = parse_detach_key)]
+    prefix_key: Option<DetachKey>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -643,6 +690,9 @@ impl Command {
             | Command::Rm { json, .. }
             | Command::Send { json, .. }
             | Command::Keys { json, .. }
+            | Command::Inbox { json }
+            | Command::Approve { json, .. }
+            | Command::Deny { json, .. }
             | Command::Queue { json, .. }
             | Command::Item { json, .. }
             | Command::Stuck { json }
@@ -685,10 +735,16 @@ fn run(cli: Cli) -> Result<i32> {
             })
         }
         Command::Attach(a) => {
+            let config = config::load(&desk_common::paths::Paths::from_env()?)?;
             let detach_key = match a.detach_key {
                 Some(key) => key.0,
-                None => config::load(&desk_common::paths::Paths::from_env()?)?.detach_key.unwrap_or(DEFAULT_DETACH_KEY),
+                None => config.detach_key.unwrap_or(DEFAULT_DETACH_KEY),
             };
+            let prefix_key = match a.prefix_key {
+                Some(key) => key.0,
+                None => config.prefix_key.unwrap_or(Some(crate::attach::DEFAULT_PREFIX_KEY)),
+            };
+            let status = !a.no_status && config.status_line.unwrap_or(true);
             let name = match a.name {
                 Some(name) => name,
                 None => match sessions::most_needing_person(&desk_common::paths::Paths::from_env()?)? {
@@ -705,6 +761,9 @@ fn run(cli: Cli) -> Result<i32> {
                 detach_key,
                 history: a.history,
                 status_line: a.status,
+                status,
+                prefix_key,
+                stuck: delivery::stuck_counts,
             })
         }
         Command::Ls { json } => sessions::ls(json),
@@ -753,6 +812,11 @@ fn run(cli: Cli) -> Result<i32> {
             json,
         }),
         Command::Keys { name, keys, json } => keys::keys(&name, &keys, json),
+        Command::Inbox { json } => inbox::inbox(json),
+        Command::Approve { name, option, seen, json } => {
+            inbox::answer(&name, option.as_deref(), false, seen.as_deref(), json)
+        }
+        Command::Deny { name, seen, json } => inbox::answer(&name, None, true, seen.as_deref(), json),
         Command::Queue { name, json } => delivery::queue(name, json),
         Command::Item { id, json } => delivery::item(&id, json),
         Command::Stuck { json } => delivery::stuck(json),

@@ -51,7 +51,9 @@ struct Asking {
 /// names (permissions, say) — as a probe of that one socket would.
 pub(super) fn ask_all(sockets: &[PathBuf], deadline: Instant, budget: Duration) -> Result<Vec<Answer>> {
     let mut poll = Poll::new().context("cannot create a poll to ask the masters")?;
-    let hello = |version| Frame::Hello { version, role: Role::Query, cols: 0, rows: 0, status_line: false }.to_bytes();
+    let hello = |version| {
+        Frame::Hello { version, role: Role::Query, cols: 0, rows: 0, status_line: false, view: false }.to_bytes()
+    };
     let mut answers: Vec<Option<Answer>> = Vec::with_capacity(sockets.len());
     let mut asking: Vec<Option<Asking>> = Vec::with_capacity(sockets.len());
     for (i, path) in sockets.iter().enumerate() {

@@ -25,6 +25,8 @@
 //! the terminal no thread but the main one writes to it.
 
 pub mod answer;
+pub mod approvals;
+pub mod channels;
 pub mod key;
 pub mod look;
 pub mod model;
@@ -32,6 +34,8 @@ pub mod view;
 
 #[cfg(test)]
 mod answer_tests;
+#[cfg(test)]
+mod panes_tests;
 #[cfg(test)]
 mod tests;
 
@@ -129,7 +133,24 @@ enum Msg {
     Usage(HashMap<u32, (f32, u64)>),
     /// Every channel at a glance (unread and `@human` counts for the header).
     Channels(Vec<desk_daemon::channel::summary::Summary>),
+    /// Every channel's members, by channel (for grouping the table by channel).
+    Rosters(HashMap<String, Vec<String>>),
+    /// The fleet's open dialogs and the blocked sessions without a readable one (the approvals
+    /// view, while it is open).
+    Approvals(Vec<crate::inbox::Open>, Vec<String>),
+    /// An answer from the approvals view came back: the session, and what became of it.
+    Answered(String, String),
+    /// A post to a channel came back: the channel, the thread, and what became of it.
+    Posted(String, Option<desk_core::delivery::item::ItemId>, String),
 }
+
+/// 1 s: how often the open approvals view reads the fleet's dialogs again (a snapshot of each
+/// blocked session, a few milliseconds): a card is at most this old when a key answers it, and
+/// the answer is checked against the screen anyway.
+const APPROVALS_REFRESH: Duration = Duration::from_secs(1);
+
+/// The approvals view is open: its thread reads the fleet's dialogs (one dashboard per process).
+static APPROVALS_OPEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// A page of the master's history for the preview, oldest first (see [`HistoryPager`]).
 struct HistoryPiece {
@@ -255,6 +276,39 @@ pub fn run() -> Result<i32> {
         }
     })?;
 
+    let roster_paths = paths.clone();
+    spawn("rosters", tx.clone(), move |tx| {
+        let store = desk_daemon::channel::store::ChannelStore::at(&roster_paths);
+        loop {
+            let rosters = store
+                .list()
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|n| {
+                    let roster = store.roster(&n).ok().flatten()?;
+                    Some((n.as_str().to_string(), roster.members.into_iter().map(|m| m.name).collect()))
+                })
+                .collect();
+            if tx.send(Msg::Rosters(rosters)).is_err() {
+                return;
+            }
+            std::thread::sleep(QUEUE_REFRESH);
+        }
+    })?;
+    // The approvals view's cards: read only while it is open.
+    let approvals_paths = paths.clone();
+    spawn("approvals", tx.clone(), move |tx| {
+        loop {
+            if APPROVALS_OPEN.load(std::sync::atomic::Ordering::Relaxed) {
+                let (open, unread) = crate::inbox::list(&approvals_paths);
+                if tx.send(Msg::Approvals(open, unread)).is_err() {
+                    return;
+                }
+            }
+            std::thread::sleep(APPROVALS_REFRESH);
+        }
+    })?;
+
     let previous_hook = std::panic::take_hook();
     // Any panic, on any thread, ends the dashboard: restored first, so the message is readable
     // and nothing draws over the shell afterwards.
@@ -319,6 +373,7 @@ fn run_loop(
     let mut next_preview_id = 0u64;
     loop {
         follow_selection(dash, paths, tx, &mut preview, &mut next_preview_id);
+        APPROVALS_OPEN.store(dash.approvals.is_some(), std::sync::atomic::Ordering::Relaxed);
         // The answer panel reads its dialog off the preview of the session it answers.
         if let Some(PreviewConn { session, screen: Some(screen), .. }) = &preview {
             dash.dialog_seen(session, &screen.text_rows());
@@ -363,6 +418,12 @@ fn run_loop(
                 Flow::Run(action) => run_action(paths, tx, action, dash),
                 Flow::Send { session, text } => send_prompt(tx, session, text, dash),
                 Flow::Keys { session, keys } => send_keys(paths, tx, session, keys, dash),
+                Flow::Answer { session, option, seen, said } => answer(paths, tx, session, option, seen, said, dash),
+                Flow::LoadChannel { channel, thread } => match channels::load(paths, &channel, thread.as_ref()) {
+                    Ok(view) => dash.channel_loaded(view),
+                    Err(e) => dash.status = Some(format!("cannot read #{channel}: {e:#}")),
+                },
+                Flow::Post { channel, thread, text } => post(paths, tx, channel, thread, text, dash),
                 Flow::Go => {}
                 Flow::Exit(code) => return Ok(code),
                 Flow::Attach(name) => {
@@ -402,6 +463,9 @@ enum Flow {
     Go,
     Send { session: String, text: String },
     Keys { session: String, keys: Vec<String> },
+    Answer { session: String, option: Option<u8>, seen: String, said: String },
+    LoadChannel { channel: String, thread: Option<desk_core::delivery::item::ItemId> },
+    Post { channel: String, thread: Option<desk_core::delivery::item::ItemId>, text: String },
     Run(Action),
     Exit(i32),
     Attach(String),
@@ -453,7 +517,28 @@ fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Flow 
         Msg::ActionDone(outcome) => dash.status = Some(outcome),
         Msg::Dropped(id) => dash.item_dropped(&id),
         Msg::Usage(usage) => dash.set_usage(&usage),
-        Msg::Channels(channels) => dash.channels = channels,
+        Msg::Channels(channels) => {
+            // A channel shown in the pane that has new messages is read again.
+            let reload = dash.channel_pane.as_ref().and_then(|p| {
+                let shown = p.channel.as_ref()?;
+                let old = dash.channels.iter().find(|c| &c.name == shown)?;
+                let new = channels.iter().find(|c| &c.name == shown)?;
+                (old.messages != new.messages).then(|| (shown.clone(), p.view.as_ref().and_then(|v| v.thread.clone())))
+            });
+            dash.channels = channels;
+            if let Some((channel, thread)) = reload {
+                return Flow::LoadChannel { channel, thread };
+            }
+        }
+        Msg::Rosters(rosters) => dash.set_memberships(&rosters),
+        Msg::Approvals(open, unread) => dash.set_approvals(open, unread),
+        Msg::Answered(session, outcome) => dash.answered(&session, outcome),
+        Msg::Posted(channel, thread, outcome) => {
+            dash.status = Some(outcome);
+            if dash.channel_pane.as_ref().is_some_and(|p| p.channel.as_ref() == Some(&channel)) {
+                return Flow::LoadChannel { channel, thread };
+            }
+        }
         Msg::Signal(sig) => return Flow::Exit(128 + sig),
         Msg::Term(TermEvent::Key(key)) if key.kind != KeyEventKind::Release => {
             let key = match key.code {
@@ -483,6 +568,11 @@ fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Flow 
                 Some(model::Command::Run(action)) => return Flow::Run(action),
                 Some(model::Command::Send { session, text }) => return Flow::Send { session, text },
                 Some(model::Command::Keys { session, keys }) => return Flow::Keys { session, keys },
+                Some(model::Command::Answer { session, option, seen, said }) => {
+                    return Flow::Answer { session, option, seen, said };
+                }
+                Some(model::Command::LoadChannel { channel, thread }) => return Flow::LoadChannel { channel, thread },
+                Some(model::Command::Post { channel, thread, text }) => return Flow::Post { channel, thread, text },
                 None => {}
             }
         }
@@ -621,6 +711,62 @@ fn send_keys(paths: &Paths, tx: &Sender<Msg>, session: String, keys: Vec<String>
             Err(e) => format!("not typed: {e}"),
         };
         let _ = tx.send(Msg::ActionDone(outcome));
+    });
+}
+
+/// Answer a session's dialog from the approvals view (on a thread: the answer waits for the
+/// dialog to go), as `desk approve`/`deny` do.
+fn answer(
+    paths: &Paths,
+    tx: &Sender<Msg>,
+    session: String,
+    option: Option<u8>,
+    seen: String,
+    said: String,
+    dash: &mut Dash,
+) {
+    dash.status = Some(format!("answering {session}: {said}..."));
+    let paths = paths.clone();
+    let _ = spawn("answer", tx.clone(), move |tx| {
+        let choice = option.map_or(desk_core::dialog::Choice::Deny, desk_core::dialog::Choice::Option);
+        let outcome = match desk_common::paths::SessionName::parse(&session) {
+            Ok(name) => {
+                match crate::inbox::answer(
+                    &paths,
+                    &name,
+                    &choice,
+                    &seen,
+                    None,
+                    &desk_common::keys::Sender::this_process("dash"),
+                ) {
+                    Ok(done) if done.gone_after.is_some() => format!("answered {session}: {said}"),
+                    Ok(_) => format!("answered {session}: {said}; its dialog is still on its screen"),
+                    Err(e) => format!("{session} not answered: {e}"),
+                }
+            }
+            Err(e) => format!("{session} not answered: {e}"),
+        };
+        let _ = tx.send(Msg::Answered(session, outcome));
+    });
+}
+
+/// Post to a channel as the operator, from the channel pane (on a thread).
+fn post(
+    paths: &Paths,
+    tx: &Sender<Msg>,
+    channel: String,
+    thread: Option<desk_core::delivery::item::ItemId>,
+    text: String,
+    dash: &mut Dash,
+) {
+    dash.status = Some(format!("posting to #{channel}..."));
+    let paths = paths.clone();
+    let _ = spawn("post", tx.clone(), move |tx| {
+        let outcome = match channels::post(&paths, &channel, thread.as_ref(), &text) {
+            Ok(id) => format!("posted to #{channel} as human: {id}"),
+            Err(e) => format!("not posted to #{channel}: {e:#}"),
+        };
+        let _ = tx.send(Msg::Posted(channel, thread, outcome));
     });
 }
 

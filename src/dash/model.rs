@@ -125,46 +125,8 @@ pub struct Confirm {
     pub action: Action,
 }
 
-/// How much a row needs a person, most first. The order of the variants is the table's order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Urgency {
-    Blocked,
-    Stuck,
-    Degraded,
-    ExitedWithError,
-    Working,
-    Quiet,
-    ExitedCleanly,
-}
-
-impl Urgency {
-    /// Whether an operator should look at a row of this urgency now.
-    pub fn needs_person(self) -> bool {
-        self <= Urgency::ExitedWithError
-    }
-}
-
-/// How much a session needs a person: the one ranking the dashboard sorts by and `desk attach
-/// --next` picks by. `exited` is how it ended, if it did; `answers` whether its master answers.
-pub fn rank(exited: Option<ExitStatus>, answers: bool, activity: Activity, stuck: u32, health: &Health) -> Urgency {
-    match exited {
-        Some(ExitStatus::Code(0)) => return Urgency::ExitedCleanly,
-        Some(_) => return Urgency::ExitedWithError,
-        None if !answers => return Urgency::Degraded,
-        None => {}
-    }
-    if activity == Activity::Blocked {
-        Urgency::Blocked
-    } else if stuck > 0 {
-        Urgency::Stuck
-    } else if matches!(health, Health::Degraded(_)) {
-        Urgency::Degraded
-    } else if activity == Activity::Working {
-        Urgency::Working
-    } else {
-        Urgency::Quiet
-    }
-}
+// The ranking is the fleet's one (`desk attach --next`, attach's status line and jump key).
+pub use desk_core::attention::{Urgency, rank};
 
 impl Row {
     fn new(name: &str) -> Row {
@@ -329,6 +291,25 @@ pub enum Command {
         session: String,
         keys: Vec<String>,
     },
+    /// Answer `session`'s dialog — the one with fingerprint `seen` — with `option` (`None`:
+    /// refuse it), as `desk approve`/`deny` do: the approvals view's choice.
+    Answer {
+        session: String,
+        option: Option<u8>,
+        seen: String,
+        said: String,
+    },
+    /// Read this channel (this thread) into the channel pane.
+    LoadChannel {
+        channel: String,
+        thread: Option<desk_core::delivery::item::ItemId>,
+    },
+    /// Post this text to the channel (in the thread) as the operator.
+    Post {
+        channel: String,
+        thread: Option<desk_core::delivery::item::ItemId>,
+        text: String,
+    },
 }
 
 /// The inline prompt editor: multi-line text for one session.
@@ -349,6 +330,9 @@ pub enum Grouping {
     /// A group per provider (`claude`, `codex`, `demo`, ...), the group holding the row that
     /// most needs a person first.
     Provider,
+    /// A group per channel (`#release`): a session under the first of its channels by name
+    /// (one row per session), sessions in none under `-`.
+    Channel,
 }
 
 impl Grouping {
@@ -356,7 +340,8 @@ impl Grouping {
     fn next(self) -> Grouping {
         match self {
             Grouping::None => Grouping::Provider,
-            Grouping::Provider => Grouping::None,
+            Grouping::Provider => Grouping::Channel,
+            Grouping::Channel => Grouping::None,
         }
     }
 }
@@ -408,6 +393,12 @@ pub struct Dash {
     preview_page: usize,
     /// Every channel at a glance: the header names those with unread messages.
     pub channels: Vec<desk_daemon::channel::summary::Summary>,
+    /// The channels each session is a member of, by name (for grouping by channel).
+    pub memberships: HashMap<String, Vec<String>>,
+    /// The approvals view, while it is open (`super::approvals`).
+    pub approvals: Option<super::approvals::Approvals>,
+    /// The channel pane, while it is open (`super::channels`).
+    pub channel_pane: Option<super::channels::ChannelPane>,
 }
 
 impl Dash {
@@ -484,6 +475,7 @@ impl Dash {
                         | EventBody::Hook { .. }
                         | EventBody::Gap { .. }
                         | EventBody::Keys { .. }
+                        | EventBody::Answer { .. }
                         | EventBody::Notify { .. } => false,
                         EventBody::Started { .. } | EventBody::State { .. } | EventBody::Exit { .. } => true,
                     };
@@ -618,11 +610,53 @@ impl Dash {
 
     /// The label of the group a row belongs to under the current grouping (`""` ungrouped;
     /// a session with no provider recorded groups under `-`).
-    pub fn group_of<'a>(&self, row: &'a Row) -> &'a str {
+    pub fn group_of<'a>(&'a self, row: &'a Row) -> &'a str {
         match self.grouping {
             Grouping::None => "",
             Grouping::Provider if row.provider.is_empty() => "-",
             Grouping::Provider => &row.provider,
+            Grouping::Channel => self.memberships.get(&row.name).and_then(|c| c.first()).map_or("-", String::as_str),
+        }
+    }
+
+    /// Take which channels each session is a member of (channel → its member names).
+    pub fn set_memberships(&mut self, rosters: &HashMap<String, Vec<String>>) {
+        let mut by_session: HashMap<String, Vec<String>> = HashMap::new();
+        for (channel, members) in rosters {
+            for m in members {
+                by_session.entry(m.clone()).or_default().push(format!("#{channel}"));
+            }
+        }
+        for channels in by_session.values_mut() {
+            channels.sort();
+        }
+        if by_session != self.memberships {
+            self.memberships = by_session;
+            self.reorder();
+        }
+    }
+
+    /// The open dialogs as read now, for the approvals view.
+    pub fn set_approvals(&mut self, cards: Vec<crate::inbox::Open>, unread: Vec<String>) {
+        if let Some(view) = self.approvals.as_mut() {
+            view.refresh(cards, unread);
+        }
+    }
+
+    /// An answer from the approvals view came back: what became of it.
+    pub fn answered(&mut self, session: &str, outcome: String) {
+        if let Some(view) = self.approvals.as_mut()
+            && view.sending.as_deref() == Some(session)
+        {
+            view.sending = None;
+        }
+        self.status = Some(outcome);
+    }
+
+    /// A channel's messages, read for the channel pane.
+    pub fn channel_loaded(&mut self, view: super::channels::ChannelView) {
+        if let Some(pane) = self.channel_pane.as_mut() {
+            pane.loaded(view);
         }
     }
 
@@ -806,6 +840,35 @@ impl Dash {
             }
             return None;
         }
+        if let Some(view) = self.approvals.as_mut() {
+            let approve = |provider: &str| {
+                let provider = desk_core::provider::Provider::or_shell(provider);
+                provider.rules().dialog.map_or(1, |d| d.approve_option())
+            };
+            return match view.on_key(key, approve) {
+                super::approvals::Outcome::Stay => None,
+                super::approvals::Outcome::Close => {
+                    self.approvals = None;
+                    None
+                }
+                super::approvals::Outcome::Answer { session, option, seen, said } => {
+                    Some(Command::Answer { session, option, seen, said })
+                }
+            };
+        }
+        if let Some(pane) = self.channel_pane.as_mut() {
+            return match pane.on_key(key, &self.channels) {
+                super::channels::Outcome::Stay => None,
+                super::channels::Outcome::Close => {
+                    self.channel_pane = None;
+                    None
+                }
+                super::channels::Outcome::Load { channel, thread } => Some(Command::LoadChannel { channel, thread }),
+                super::channels::Outcome::Post { channel, thread, text } => {
+                    Some(Command::Post { channel, thread, text })
+                }
+            };
+        }
         if let Some(answer) = self.answer.as_mut() {
             return match answer.on_key(key) {
                 super::answer::Outcome::Stay => None,
@@ -882,6 +945,18 @@ impl Dash {
                     self.status = Some(format!("{} is not running: nothing to answer", row.name));
                 }
             }
+            Key::Char('A') => {
+                self.approvals = Some(super::approvals::Approvals::default());
+                self.items_focus = false;
+            }
+            Key::Char('c') => {
+                let (pane, outcome) = super::channels::ChannelPane::open(&self.channels);
+                self.channel_pane = Some(pane);
+                self.items_focus = false;
+                if let super::channels::Outcome::Load { channel, thread } = outcome {
+                    return Some(Command::LoadChannel { channel, thread });
+                }
+            }
             Key::Char('f') => self.ask_force(),
             Key::Char('d') => self.ask_drop(),
             Key::Char('p') => {
@@ -945,6 +1020,10 @@ fn describe(body: &EventBody) -> Option<(String, bool)> {
             (None, None) => ("exited".into(), true),
         },
         EventBody::Keys { keys, user, via, .. } => (format!("keys {} typed by {user} ({via})", keys.join(" ")), false),
+        EventBody::Answer { outcome, choice, user, via, why, .. } => {
+            let why = why.as_ref().map(|w| format!(": {w}")).unwrap_or_default();
+            (format!("answer {choice} by {user} ({via}) {outcome}{why}"), outcome != "typed")
+        }
         // What desk told the operator: flagged like the agent's own notifications.
         EventBody::Notify { kind, message, .. } => (format!("notified {kind}: {message}"), true),
         EventBody::Gap { from_seq, to_seq, reason } => (format!("events {from_seq}..{to_seq} lost: {reason}"), true),

@@ -19,7 +19,7 @@ use desk_wire::state::{Activity, AxisView, Evidence, Health, Lifecycle, StateVie
 use desk_wire::{ExitStatus, SessionInfo};
 
 /// A fixed "now" (2026-12-01 10:00:00 UTC), so ages in snapshots never move.
-const NOW: u64 = 1_796_119_200_000;
+pub(super) const NOW: u64 = 1_796_119_200_000;
 
 fn axis<T>(value: T, ago_s: u64) -> AxisView<T> {
     AxisView {
@@ -35,7 +35,14 @@ fn pid_of(name: &str) -> u32 {
     101 + NAMES.iter().position(|n| *n == name).map_or(50, |i| i as u32)
 }
 
-fn joined(name: &str, provider: &str, activity: Activity, ago_s: u64, health: Health, title: &str) -> FleetEvent {
+pub(super) fn joined(
+    name: &str,
+    provider: &str,
+    activity: Activity,
+    ago_s: u64,
+    health: Health,
+    title: &str,
+) -> FleetEvent {
     let wait = (activity == Activity::Blocked).then(|| "approval".to_string());
     FleetEvent::Joined {
         session: name.into(),
@@ -155,7 +162,7 @@ fn names(dash: &Dash) -> Vec<String> {
     dash.visible().map(|r| r.name.clone()).collect()
 }
 
-fn draw(dash: &Dash, preview: &Preview, cols: u16, rows: u16, look: Look) -> Terminal<TestBackend> {
+pub(super) fn draw(dash: &Dash, preview: &Preview, cols: u16, rows: u16, look: Look) -> Terminal<TestBackend> {
     let mut term = Terminal::new(TestBackend::new(cols, rows)).expect("test terminal");
     term.draw(|frame| view::render(frame, dash, preview, NOW, look)).expect("draw");
     term
@@ -482,7 +489,7 @@ fn daemon_down_shows_unknown_queue_counts_not_zero() {
 }
 
 /// Everything an operator sees at once: the fleet with events, and a live preview.
-fn busy_fleet() -> Dash {
+pub(super) fn busy_fleet() -> Dash {
     let mut dash = fleet();
     dash.apply(&state_event("charlie", 7, "blocked", Some("approval"), 1), NOW);
     dash.apply(&FleetEvent::Left { session: "bravo".into(), exit: Some(exit(1, 0)) }, NOW);
@@ -762,6 +769,8 @@ fn v_groups_the_table_by_provider_most_urgent_group_first_and_back() {
     let buf = term.backend().buffer();
     let (_, y) = find(buf, "> charlie").expect("the selected row");
     assert!(buf[(4, y)].modifier.contains(ratatui::style::Modifier::REVERSED));
+    dash.on_key(Key::Char('v'));
+    assert_eq!(dash.grouping, Grouping::Channel, "then by channel (panes_tests)");
     dash.on_key(Key::Char('v'));
     assert_eq!(dash.grouping, Grouping::None);
     assert_eq!(names(&dash), ["charlie", "golf", "delta", "bravo", "foxtrot", "alpha", "echo"]);

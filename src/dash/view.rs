@@ -109,7 +109,11 @@ pub fn render(frame: &mut Frame, dash: &Dash, preview: &Preview, now_ms: u64, lo
         return;
     }
     render_table(frame, table, dash, now_ms, look);
-    if let Some(editor) = &dash.editor {
+    if let Some(view) = &dash.approvals {
+        super::approvals::render(frame, preview_area, view, now_ms, look);
+    } else if let Some(pane) = &dash.channel_pane {
+        super::channels::render(frame, preview_area, pane, &dash.channels, look);
+    } else if let Some(editor) = &dash.editor {
         render_editor(frame, preview_area, editor);
     } else if dash.items_focus {
         render_items(frame, preview_area, dash, look);
@@ -130,7 +134,9 @@ pub fn render(frame: &mut Frame, dash: &Dash, preview: &Preview, now_ms: u64, lo
 
 fn render_header(frame: &mut Frame, area: Rect, dash: &Dash, look: Look) {
     let all = dash.visible().count();
-    let needing = dash.visible().filter(|r| r.urgency().needs_person()).count();
+    // Sessions that need a person, and channels whose unread messages call for one (@human).
+    let needing = dash.visible().filter(|r| r.urgency().needs_person()).count()
+        + dash.channels.iter().filter(|c| c.unread_human > 0).count();
     let mut spans = vec![Span::styled(" desk dash ", Style::new().add_modifier(Modifier::BOLD))];
     spans.push(Span::raw(format!(" {all} session{} ", if all == 1 { "" } else { "s" })));
     if needing > 0 {
@@ -581,12 +587,14 @@ fn render_empty(frame: &mut Frame, area: Rect, dash: &Dash) {
 }
 
 /// Every key of the dashboard, as `?` shows them.
-pub const HELP: [(&str, &str); 19] = [
+pub const HELP: [(&str, &str); 21] = [
     ("j k ↓ ↑", "select the next / previous session"),
     ("g G", "the first / last session"),
     ("n", "the next one that needs you (blocked, stuck, degraded, failed)"),
     ("Enter", "attach this terminal to it; its detach key (Ctrl-\\) comes back"),
     ("a", "answer its dialog: its options, their keys, what Enter picks"),
+    ("A", "approvals: every open dialog in the fleet, a digit answers (y yes, x no)"),
+    ("c", "channels: read one and its threads, p posts as you ([ ] channel)"),
     ("s", "a prompt for it (Enter: new line, Alt-Enter: send, Esc: drop)"),
     ("i", "its items: J/K or ] [ select, f force, d drop, i or Esc back"),
     ("f", "force its stuck item (after y)"),
@@ -596,7 +604,7 @@ pub const HELP: [(&str, &str); 19] = [
     ("Shift-↑ ↓", "scroll the preview by a line"),
     ("Home End", "the preview's oldest line / back to live (Esc too)"),
     ("/", "filter by name, provider or title (Enter keeps, Esc clears)"),
-    ("v", "group the table by provider, or not"),
+    ("v", "group the table by provider, by channel, or not"),
     ("?", "this help (any key closes it)"),
     ("q", "quit (the sessions keep running); Ctrl-C too"),
     ("", ""),
@@ -707,12 +715,14 @@ fn render_footer(frame: &mut Frame, area: Rect, dash: &Dash, look: Look) {
             Span::styled("  Enter keeps it, Esc clears it", look.fg(Color::DarkGray)),
         ])
     } else {
-        let long = " j/k select  n next  Enter attach  a answer  s send  i items  f force  d drop  p pause  / filter  v group  ? keys  q quit";
-        let hint = if usize::from(area.width) > long.chars().count() {
-            long
-        } else {
-            " j/k n:next Enter:attach a:answer s:send i:items f d p / ?:keys q:quit"
-        };
+        // The widest that fits: every key in words, then without `/ filter` and `v group` (`?`
+        // lists them), then the keys alone.
+        let hints = [
+            " j/k select  n next  Enter attach  a answer  A approvals  c channels  s send  i items  f force  d drop  p pause  / filter  v group  ? keys  q quit",
+            " j/k select  n next  Enter attach  a answer  A approvals  c channels  s send  i items  f force  d drop  p pause  ? keys  q quit",
+        ];
+        let short = " j/k n:next Enter a:answer A:approvals c:channels s:send i f d p / ?:keys q:quit";
+        let hint = hints.into_iter().find(|h| usize::from(area.width) > h.chars().count()).unwrap_or(short);
         Line::from(Span::styled(hint, look.fg(Color::DarkGray)))
     };
     frame.render_widget(Paragraph::new(line), area);

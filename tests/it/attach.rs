@@ -5,11 +5,13 @@ use crate::harness::{PATIENCE, Pty, PtyCommand};
 use crate::support::{DESK, Home, eventually};
 use std::time::Duration;
 
-/// `desk attach NAME [args]` on a new pseudo-terminal of the given size.
+/// `desk attach NAME [args]` on a new pseudo-terminal of the given size, without the status
+/// line: these tests pin the raw stream (a terminal of the session's size gets its bytes).
 fn attach(home: &Home, name: &str, extra: &[&str], cols: u16, rows: u16) -> Pty {
     PtyCommand::new(DESK)
         .arg("attach")
         .arg(name)
+        .arg("--no-status")
         .args(extra)
         .env("DESK_HOME", home.path())
         .size(cols, rows)

@@ -157,6 +157,7 @@ fn every_json_answer_has_exactly_the_documented_fields() {
     // Enters within 6.5 s of a paste are newlines to this agent: a prompt ends submit-stuck.
     seen.run(&home, &["new", "agent", "--json", "--provider", "demo", "--", demo, "--paste-burst-ms", "6500"]);
     seen.run(&home, &["new", "done", "--json", "--", "sh", "-c", "exit 3"]);
+    seen.run(&home, &["new", "asker", "--json", "--provider", "demo", "--", demo]);
     home.wait_exit("done");
 
     // The daemon is down: send leaves the prompt in the intake, queue and stuck read the store.
@@ -195,6 +196,16 @@ fn every_json_answer_has_exactly_the_documented_fields() {
     seen.run(&home, &["item", &stuck, "--json"]);
     seen.run(&home, &["force", &stuck, "--json"]);
     seen.run(&home, &["keys", "agent", "text:x", "--json"]);
+    // A dialog, listed, denied; another, approved.
+    home.wait_activity("asker", "idle");
+    for answer in ["deny", "approve"] {
+        home.ok(&["keys", "asker", "text:please approve-me", "Enter"]);
+        home.wait_activity("asker", "blocked");
+        let open = seen.run(&home, &["inbox", "--json"]);
+        let fp = open["data"][0]["fingerprint"].as_str().expect("a dialog listed").to_string();
+        seen.run(&home, &[answer, "asker", "--seen", &fp, "--json"]);
+        home.wait_activity("asker", "idle");
+    }
 
     seen.run(&home, &["ls", "--json"]);
     seen.run(&home, &["doctor", "--json"]);

@@ -19,7 +19,7 @@ fn an_idle_agent_gets_the_prompt_exactly_once() {
     assert_eq!(state(&item), "delivered", "{item:#}");
     assert_eq!(prompts(&log), vec!["hello from the operator"]);
     let kinds: Vec<&str> = item["evidence"].as_array().unwrap().iter().map(|n| n["kind"].as_str().unwrap()).collect();
-    assert!(kinds.starts_with(&["queued", "claimed", "baseline", "pasted", "echoed", "enter"]), "{kinds:?}");
+    assert!(kinds.starts_with(&["queued", "claimed", "baseline", "pasted", "written", "echoed", "enter"]), "{kinds:?}");
 }
 
 #[test]

@@ -106,6 +106,7 @@ fn reattaching_from_a_shorter_terminal_keeps_the_newest_rows() {
     let pty = PtyCommand::new(DESK)
         .arg("attach")
         .arg("s")
+        .arg("--no-status")
         .env("DESK_HOME", home.path())
         .size(100, 15)
         .spawn()
@@ -143,7 +144,8 @@ fn attach_in_tmux(
     };
     let conf = home.path().join("tmux.conf");
     std::fs::write(&conf, format!("set -g history-limit {limit}\nset -g status off\n")).unwrap();
-    let script = format!("DESK_HOME='{}' exec '{DESK}' attach {name} --history {history}", home.path().display());
+    let script =
+        format!("DESK_HOME='{}' exec '{DESK}' attach {name} --no-status --history {history}", home.path().display());
     let (c, r) = (cols.to_string(), rows.to_string());
     tmux(&["-f", &conf.to_string_lossy(), "new-session", "-d", "-x", &c, "-y", &r, &script]);
     let result = std::panic::catch_unwind(|| {

@@ -4,6 +4,7 @@
 
 mod architecture;
 mod attach;
+mod attention;
 mod channels;
 mod cli;
 mod cli_contract;
@@ -13,12 +14,14 @@ mod daemon;
 mod dash;
 mod delivery;
 mod delivery_crash;
+mod delivery_restart;
 mod demo_agent;
 mod first_hour;
 mod fleet;
 mod formats;
 mod harness;
 mod history;
+mod inbox;
 mod keys;
 mod native;
 mod notify;

@@ -202,7 +202,7 @@ impl Home {
     /// Open a raw protocol connection and complete the handshake.
     pub(crate) fn connect(&self, name: &str, role: Role, cols: u16, rows: u16) -> Wire {
         let mut wire = Wire::open(&self.socket(name));
-        wire.send(&Frame::Hello { version: PROTOCOL_VERSION, role, cols, rows, status_line: false });
+        wire.send(&Frame::Hello { version: PROTOCOL_VERSION, role, cols, rows, status_line: false, view: false });
         match wire.recv() {
             Some(Frame::Welcome { .. }) => wire,
             other => panic!("expected WELCOME, got {other:?}"),

@@ -28,7 +28,7 @@ fn old_master_demo(home: &Home, name: &str) -> std::path::PathBuf {
 }
 
 fn hello(version: u16) -> Frame {
-    Frame::Hello { version, role: Role::Query, cols: 0, rows: 0, status_line: false }
+    Frame::Hello { version, role: Role::Query, cols: 0, rows: 0, status_line: false, view: false }
 }
 
 #[test]

@@ -4,11 +4,13 @@
 use crate::harness::{Pty, PtyCommand};
 use crate::support::{DESK, Home, eventually};
 
-/// `desk attach NAME [args]` on a new pseudo-terminal of the given size.
+/// `desk attach NAME [args]` on a new pseudo-terminal of the given size, without the status
+/// line (these tests are about the session's size and the master's views of other sizes).
 fn attach(home: &Home, name: &str, extra: &[&str], cols: u16, rows: u16) -> Pty {
     PtyCommand::new(DESK)
         .arg("attach")
         .arg(name)
+        .arg("--no-status")
         .args(extra)
         .env("DESK_HOME", home.path())
         .size(cols, rows)

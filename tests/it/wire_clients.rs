@@ -53,7 +53,7 @@ fn garbage_and_unknown_frames_close_only_that_client() {
 
     // A version no desk ever spoke (a newer one is answered in this master's: tests/it/versions.rs).
     let mut old = Wire::open(&home.socket("junk"));
-    old.send(&Frame::Hello { version: 0, role: Role::Controller, cols: 80, rows: 24, status_line: false });
+    old.send(&Frame::Hello { version: 0, role: Role::Controller, cols: 80, rows: 24, status_line: false, view: false });
     expect_error(&old.drain_to_close(), ErrorCode::UnsupportedVersion);
 
     let mut wrong_way = home.connect("junk", Role::Controller, 120, 40);
@@ -137,7 +137,7 @@ fn a_client_that_never_reads_does_not_slow_the_child_and_memory_stays_bounded() 
     // A viewer that never reads a byte, and a terminal that reads everything.
     let stalled = home.connect("flood", Role::Viewer, 120, 40);
     let reader = crate::harness::PtyCommand::new(crate::support::DESK)
-        .args(["attach", "flood", "--read-only"])
+        .args(["attach", "flood", "--read-only", "--no-status"])
         .env("DESK_HOME", home.path())
         .size(120, 40)
         .spawn()
@@ -233,6 +233,7 @@ fn peer_probe(socket: &std::ffi::OsStr) {
                 cols: 80,
                 rows: 24,
                 status_line: false,
+                view: false,
             };
             let _ = wire.send_raw(&hello.to_bytes());
             let frames = wire.drain_to_close();

@@ -31,6 +31,10 @@ const MAX_CONFIG: usize = 64 * 1024;
 pub struct Config {
     /// `[attach] detach_key`: `Some(None)` disables detaching by key.
     pub detach_key: Option<Option<u8>>,
+    /// `[attach] status_line`: `false` turns the attach status line off.
+    pub status_line: Option<bool>,
+    /// `[attach] prefix_key`: the key before attach's own commands; `Some(None)`: none.
+    pub prefix_key: Option<Option<u8>>,
     /// `[new] size`.
     pub size: Option<(u16, u16)>,
     /// `[provider.NAME] args`: added after the agent's program when `desk new --provider NAME`
@@ -77,6 +81,8 @@ struct NotifySection {
 #[serde(deny_unknown_fields)]
 struct AttachSection {
     detach_key: Option<String>,
+    status_line: Option<bool>,
+    prefix_key: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -130,6 +136,11 @@ fn parse(text: &str, path: &Path) -> Result<Config, String> {
         Some(spec) => Some(crate::syntax::parse_detach_key(&spec).map_err(|why| bad("attach", "detach_key", why))?),
         None => None,
     };
+    let prefix_key = match file.attach.prefix_key {
+        Some(spec) => Some(crate::syntax::parse_detach_key(&spec).map_err(|why| bad("attach", "prefix_key", why))?),
+        None => None,
+    };
+    let status_line = file.attach.status_line;
     let size = match file.new.size {
         Some(spec) => Some(crate::syntax::parse_size(&spec).map_err(|why| bad("new", "size", why))?),
         None => None,
@@ -154,7 +165,15 @@ fn parse(text: &str, path: &Path) -> Result<Config, String> {
         }
         other => other,
     };
-    Ok(Config { detach_key, size, provider_args, notify_command, autostart: file.serve.autostart })
+    Ok(Config {
+        detach_key,
+        status_line,
+        prefix_key,
+        size,
+        provider_args,
+        notify_command,
+        autostart: file.serve.autostart,
+    })
 }
 
 /// The file's `version`, judged on its own: a file for a newer desk would otherwise be refused
@@ -234,6 +253,10 @@ mod tests {
         assert_eq!(parsed("").unwrap(), Config::default());
         assert_eq!(parsed("[serve]\nautostart = false\n").unwrap().autostart, Some(false));
         assert_eq!(parsed("[attach]\ndetach_key = \"none\"\n").unwrap().detach_key, Some(None));
+        let attach = parsed("[attach]\nstatus_line = false\nprefix_key = \"C-g\"\n").unwrap();
+        assert_eq!((attach.status_line, attach.prefix_key), (Some(false), Some(Some(0x07))));
+        let e = parsed("[attach]\nprefix_key = \"g\"\n").unwrap_err();
+        assert!(e.starts_with("/c/config.toml: line 2: key `attach.prefix_key`: "), "{e}");
         let notify = parsed("[notify]\ncommand = \"notify-send desk \\\"$DESK_NOTIFY_MESSAGE\\\"\"\n").unwrap();
         assert_eq!(notify.notify_command.as_deref(), Some("notify-send desk \"$DESK_NOTIFY_MESSAGE\""));
         let e = parsed("[notify]\ncommand = \" \"\n").unwrap_err();

@@ -42,6 +42,10 @@ pub enum ErrorCode {
     /// A force typed (pasted again, pressed Enter) and the item is still not delivered; the
     /// message says what it did and how it ended (exit 1).
     NotDelivered,
+    /// The session shows no dialog to answer (exit 1).
+    NoDialog,
+    /// The session's dialog is not the one the operator was shown: nothing was typed (exit 1).
+    DialogChanged,
     /// Anything else that went wrong (exit 1).
     Failed,
 }
@@ -62,6 +66,8 @@ impl ErrorCode {
             ErrorCode::DaemonUnavailable => "daemon-unavailable",
             ErrorCode::Refused => "refused",
             ErrorCode::NotDelivered => "not-delivered",
+            ErrorCode::NoDialog => "no-dialog",
+            ErrorCode::DialogChanged => "dialog-changed",
             ErrorCode::Failed => "failed",
         }
     }
@@ -75,6 +81,7 @@ impl ErrorCode {
             ErrorCode::WrongAuthor => 2,
             ErrorCode::NotRunning | ErrorCode::DaemonUnavailable | ErrorCode::Refused | ErrorCode::Failed => 1,
             ErrorCode::NotDelivered => 1,
+            ErrorCode::NoDialog | ErrorCode::DialogChanged => 1,
         }
     }
 
@@ -84,7 +91,7 @@ impl ErrorCode {
     }
 
     /// Every code, for the contract test and the docs.
-    pub const ALL: [ErrorCode; 14] = [
+    pub const ALL: [ErrorCode; 16] = [
         ErrorCode::Usage,
         ErrorCode::NoSuchSession,
         ErrorCode::NoSuchItem,
@@ -98,6 +105,8 @@ impl ErrorCode {
         ErrorCode::DaemonUnavailable,
         ErrorCode::Refused,
         ErrorCode::NotDelivered,
+        ErrorCode::NoDialog,
+        ErrorCode::DialogChanged,
         ErrorCode::Failed,
     ];
 }

@@ -237,6 +237,7 @@ impl FleetWatch {
             cols: 0,
             rows: 0,
             status_line: false,
+            view: false,
         }
         .encode(&mut conn.out);
         flush(&mut conn);

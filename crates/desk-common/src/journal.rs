@@ -184,6 +184,17 @@ impl Journal {
 /// Every event still on disk for a session, oldest first. Lines that do not parse (a torn
 /// line being written right now) are skipped.
 pub fn read_all(dir: &Path) -> Result<Vec<Event>> {
+    read_where(dir, |_| true)
+}
+
+/// The durable events still on disk for a session (hooks, state changes, exits, starts: the
+/// evidence), oldest first, without decoding the noise around them.
+pub fn read_durable(dir: &Path) -> Result<Vec<Event>> {
+    read_where(dir, EventBody::is_durable_kind)
+}
+
+/// The events whose `type` tag `keep` accepts, oldest first.
+fn read_where(dir: &Path, keep: impl Fn(&str) -> bool) -> Result<Vec<Event>> {
     let path = dir.join(FILE_NAME);
     let mut events = Vec::new();
     for file in [rotated(&path), path] {
@@ -193,7 +204,9 @@ pub fn read_all(dir: &Path) -> Result<Vec<Event>> {
             Err(e) => return Err(e).with_context(|| format!("cannot read {}", file.display())),
         };
         for line in bytes.split(|b| *b == b'\n') {
-            if let Ok(event) = serde_json::from_slice::<Event>(line) {
+            if serde_json::from_slice::<Tag>(line).is_ok_and(|t| keep(&t.kind))
+                && let Ok(event) = serde_json::from_slice::<Event>(line)
+            {
                 events.push(event);
             }
         }

@@ -73,7 +73,7 @@ impl Connection {
         // The version its master speaks, from the session record beside its socket.
         let hello = conn.stream.peer_addr().ok().and_then(|a| a.as_pathname().map(crate::session::hello_version));
         let hello = hello.unwrap_or(PROTOCOL_VERSION);
-        conn.send(&Frame::Hello { version: hello, role, cols, rows, status_line: false })?;
+        conn.send(&Frame::Hello { version: hello, role, cols, rows, status_line: false, view: false })?;
         match conn.recv()? {
             Frame::Welcome { version, info } if desk_wire::welcome_accepted(hello, version) => {
                 conn.info = *info;

@@ -8,7 +8,9 @@
 //! message model, file format, mentions, routing and prompts) and the master's session
 //! policy ([`session`]: handshakes, roles, slow clients, the client limit, the session's size,
 //! kill escalation and the exit flush), when to notify the operator ([`notify`]: what needs a
-//! person, rate-limited per session) and which title changes are news ([`title`]). Every entry
+//! person, rate-limited per session) which title changes are news ([`title`]),
+//! fleet attention ([`attention`]: who needs a person, in what order) and agents' dialogs
+//! ([`dialog`]: read off a screen, fingerprinted, answered with the provider's keys). Every entry
 //! point takes the clock as an argument and returns what to do; the shells' event loops carry it
 //! out (the master runs the session policy, the state authority and the title rule, the daemon
 //! the delivery engine and channel routing). May not depend on the shell crates, nor on
@@ -25,8 +27,10 @@
 //!   desk --> desk-daemon, desk-master --> desk-common --> desk-core --> desk-wire --> desk-term
 //! ```
 
+pub mod attention;
 pub mod channel;
 pub mod delivery;
+pub mod dialog;
 pub mod notify;
 pub mod provider;
 pub mod session;

@@ -40,7 +40,8 @@ impl Backoff {
 }
 
 /// `ms` milliseconds as the largest whole unit: `16s`, `5m`, `3h`, `2d` — the one way desk
-/// writes a span of time for people (`ls`, `queue`, `stuck`, `explain`, the dashboard).
+/// writes a span of time for people (`ls`, `queue`, `stuck`, `explain`, the dashboard, the attach
+/// status line).
 pub fn span(ms: u64) -> String {
     let s = ms / 1000;
     match s {

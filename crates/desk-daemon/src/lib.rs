@@ -18,12 +18,14 @@
 //! The CLI depends on this crate because `desk serve` runs in the `desk` executable, and
 //! `desk send` and `desk channel` write the stores directly (durably) before asking the daemon
 //! to act. Modules: [`serve`] (the event loop and the control socket's server side),
-//! [`masters`] (a connection to one master), [`notify`] (running the operator's notify
+//! [`masters`] (a connection to one master), [`evidence`] (the sessions' journals and how far
+//! the daemon has read them), [`notify`] (running the operator's notify
 //! command), [`store`] (delivery items on disk) and [`channel`] (the channel directories and
 //! their ingest). May not depend on the master's crate or the CLI's, nor on an argument parser
 //! or a terminal UI library.
 
 pub mod channel;
+pub mod evidence;
 pub mod masters;
 pub mod notify;
 pub mod serve;

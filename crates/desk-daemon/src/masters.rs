@@ -6,7 +6,8 @@
 //! followed by a PING carrying the engine's token, so the PONG proves the master accepted the
 //! bytes, and an ERROR before it proves it refused them. Invariants: replies are matched to
 //! requests strictly in order; when a connection ends, every pending request is answered
-//! (a snapshot with an error, a write as "unknown" — it may have been typed). The events that
+//! (a snapshot with an error, a write as "unknown" — it may have been typed); an input made from
+//! a journalled event carries that event's place in the journal ([`Observed`]). The events that
 //! may call for a notification (state changes, exits, the agent's own notifications) and the
 //! state a master reports on connect are kept in [`MasterConn::seen`] for the daemon's
 //! notifications ([`super::notify`]).
@@ -21,6 +22,20 @@ use desk_core::state::{Activity, Lifecycle, RuleSet};
 use desk_term::events::Mode;
 use desk_wire::events::{Axis, Event, EventBody};
 use desk_wire::{ErrorCode, Frame, FrameDecoder, OLDEST_PROTOCOL_VERSION, PROTOCOL_VERSION, Role};
+
+/// An input for the engine, and for one made from a journalled (durable) event, that event's
+/// place in the session's journal: `(seq, ts_ms)`. The daemon gives the engine no event twice
+/// (a replay of the journal may have given it already; see `crate::evidence`).
+pub struct Observed {
+    pub input: Input,
+    pub journal: Option<(u64, u64)>,
+}
+
+impl Observed {
+    fn live(input: Input) -> Observed {
+        Observed { input, journal: None }
+    }
+}
 
 /// What a connection saw that the notifications need.
 pub enum Seen {
@@ -46,6 +61,9 @@ pub struct MasterConn {
     /// Why the master and this daemon cannot talk (protocol versions), once known: the
     /// connection is closed and nothing is ever sent to that master.
     pub refused: Option<String>,
+    /// The WELCOME came in the last read: the daemon replays the session's journal before it
+    /// gives the engine anything from this connection.
+    pub welcomed_now: bool,
     /// The protocol version of its HELLO: what its master speaks, from its session record
     /// (docs/protocol.md §12).
     hello: u16,
@@ -67,9 +85,17 @@ impl MasterConn {
             closed: false,
             seen: Vec::new(),
             refused: None,
+            welcomed_now: false,
             hello,
         };
-        conn.send(&Frame::Hello { version: hello, role: Role::Observer, cols: 0, rows: 0, status_line: false });
+        conn.send(&Frame::Hello {
+            version: hello,
+            role: Role::Observer,
+            cols: 0,
+            rows: 0,
+            status_line: false,
+            view: false,
+        });
         conn
     }
 
@@ -128,7 +154,7 @@ impl MasterConn {
     }
 
     /// Read and interpret what the master sent; inputs for the engine are appended to `inbox`.
-    pub fn readable(&mut self, rules: &mut dyn FnMut(&str) -> Rc<RuleSet>, inbox: &mut VecDeque<Input>) {
+    pub fn readable(&mut self, rules: &mut dyn FnMut(&str) -> Rc<RuleSet>, inbox: &mut VecDeque<Observed>) {
         let mut buf = [0u8; 64 * 1024];
         loop {
             match self.stream.read(&mut buf) {
@@ -163,7 +189,7 @@ impl MasterConn {
         }
     }
 
-    fn on_frame(&mut self, frame: Frame, rules: &mut dyn FnMut(&str) -> Rc<RuleSet>, inbox: &mut VecDeque<Input>) {
+    fn on_frame(&mut self, frame: Frame, rules: &mut dyn FnMut(&str) -> Rc<RuleSet>, inbox: &mut VecDeque<Observed>) {
         match frame {
             Frame::Welcome { version, .. } if !desk_wire::welcome_accepted(self.hello, version) => {
                 // Its frames may mean something else: never type into it.
@@ -190,7 +216,8 @@ impl MasterConn {
                     rules: rules(&info.provider),
                 };
                 self.view = Some(view.clone());
-                inbox.push_back(Input::Session(view));
+                self.welcomed_now = true;
+                inbox.push_back(Observed::live(Input::Session(view)));
             }
             Frame::Event(map) => {
                 let Ok(event) = Event::from_json_map(map) else { return };
@@ -210,7 +237,7 @@ impl MasterConn {
                     cursor_col: usize::from(reply.screen.cursor.col),
                     foreground: reply.foreground.clone(),
                 };
-                inbox.push_back(Input::Snapshot { token, result: Ok(screen) });
+                inbox.push_back(Observed::live(Input::Snapshot { token, result: Ok(screen) }));
             }
             Frame::Pong(nonce) => {
                 if let Some((token, refused)) = self.writes.pop_front() {
@@ -221,7 +248,7 @@ impl MasterConn {
                         Some(why) => Err(WriteError::Refused(why)),
                         None => Ok(()),
                     };
-                    inbox.push_back(Input::Written { token, result });
+                    inbox.push_back(Observed::live(Input::Written { token, result }));
                 }
             }
             Frame::Error { code: ErrorCode::UnsupportedVersion, message } if self.view.is_none() => {
@@ -248,7 +275,7 @@ impl MasterConn {
         self.out_off = 0;
     }
 
-    fn on_event(&mut self, event: Event, inbox: &mut VecDeque<Input>) {
+    fn on_event(&mut self, event: Event, inbox: &mut VecDeque<Observed>) {
         let Some(view) = &mut self.view else { return };
         if event.generation != view.generation {
             return;
@@ -256,6 +283,7 @@ impl MasterConn {
         if matches!(event.body, EventBody::State { .. } | EventBody::Exit { .. } | EventBody::Notification { .. }) {
             self.seen.push(Seen::Event(event.clone()));
         }
+        let journal = Some((event.seq, event.ts_ms));
         match event.body {
             EventBody::State { axis, to, wait, .. } => {
                 match axis {
@@ -268,30 +296,26 @@ impl MasterConn {
                         view.ready = view.lifecycle == Lifecycle::Running;
                     }
                     Axis::Activity => {
-                        view.activity = match to.as_str() {
-                            "working" => Activity::Working,
-                            "idle" => Activity::Idle,
-                            "blocked" => Activity::Blocked,
-                            _ => Activity::Unknown,
-                        };
+                        view.activity = Activity::from_name(&to);
                         view.wait = wait;
                     }
                     Axis::Health => return,
                 }
-                inbox.push_back(Input::Session(view.clone()));
+                inbox.push_back(Observed { input: Input::Session(view.clone()), journal });
             }
             EventBody::Mode { mode: Mode::BracketedPaste, on } => {
                 view.bracketed_paste = on;
             }
             EventBody::Hook { event: name, detail, prompt, .. } => {
-                inbox.push_back(Input::Hook {
+                let input = Input::Hook {
                     session: self.session.clone(),
                     generation: view.generation,
                     event: name,
                     detail,
                     prompt,
                     at_ms: event.ts_ms,
-                });
+                };
+                inbox.push_back(Observed { input, journal });
             }
             _ => {}
         }

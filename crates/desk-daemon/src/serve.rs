@@ -6,7 +6,11 @@
 //! runtime and intake directories (so it notices sessions and prompts without polling), channel
 //! ingest (`crate::channel::ingest`: inotify on every channel directory; every channel is
 //! ingested from its durable cursor at start, so messages posted while it was down are
-//! delivered), signals and timers. Invariants: one daemon per user (an exclusive lock on `serve.lock`, released by
+//! delivered), signals and timers. Before the engine judges a session's items — at start, when
+//! a master welcomes the daemon, when a connection ends with no master left — it is given what
+//! the session's events journal recorded since the engine last heard from it ([`evidence`]:
+//! hooks, activity, exits, new generations, from a durable per-session cursor), and no
+//! journalled hook is given twice. Invariants: one daemon per user (an exclusive lock on `serve.lock`, released by
 //! the kernel when the process dies, so a stale lock is simply taken over); actions are carried
 //! out in the order the engine gave them and a failed persist stops the rest of its batch; no
 //! failure of one item or session stops the daemon — each is logged and reported to the engine,
@@ -36,6 +40,7 @@ use std::time::{Duration, Instant};
 use tracing::{info, warn};
 
 use crate::channel::store::ChannelStore;
+use crate::evidence;
 use crate::masters::{self, MasterConn};
 use crate::store::{self, IngestError, Pause, Store};
 use desk_common::clock::now_ms;
@@ -156,6 +161,8 @@ struct Daemon {
     inotify: Inotify,
     runtime_watch: nix::sys::inotify::WatchDescriptor,
     store: Store,
+    /// How far each session's events journal has been given to the engine.
+    cursors: evidence::Cursors,
     engine: Engine,
     controls: HashMap<Token, ControlConn>,
     masters: HashMap<Token, MasterConn>,
@@ -260,6 +267,7 @@ impl Daemon {
             signals,
             inotify,
             runtime_watch,
+            cursors: evidence::Cursors::open(store.root())?,
             store,
             engine: Engine::new(),
             controls: HashMap::new(),
@@ -329,30 +337,14 @@ impl Daemon {
         }
         let live = engine::restorable(items);
         info!(items = live.len(), "restored pending items");
-        // Hooks journalled while the daemon was down settle items found `sending`.
-        let mut hook_inputs = Vec::new();
-        for item in live.iter().filter(|i| i.state == State::Sending) {
-            if let Ok(name) = SessionName::parse(&item.session) {
-                for event in desk_common::journal::read_all(&self.paths.session_state(&name)).unwrap_or_default() {
-                    if let desk_wire::events::EventBody::Hook { event: hook, detail, prompt, .. } = &event.body
-                        && event.ts_ms + 1000 >= item.state_since_ms
-                    {
-                        hook_inputs.push(Input::Hook {
-                            session: item.session.clone(),
-                            generation: event.generation,
-                            event: hook.clone(),
-                            detail: detail.clone(),
-                            prompt: prompt.clone(),
-                            at_ms: event.ts_ms,
-                        });
-                    }
-                }
-            }
-        }
-        let sessions: Vec<String> = live.iter().map(|i| i.session.clone()).collect();
+        let mut sessions: Vec<String> = live.iter().map(|i| i.session.clone()).collect();
+        sessions.sort();
+        sessions.dedup();
         self.feed(Input::Restore(live));
-        for input in hook_inputs {
-            self.feed(input);
+        // What the sessions journalled while the daemon was down (hooks, exits, new
+        // generations) is weighed before anything else is.
+        for session in &sessions {
+            self.replay_journal(session);
         }
         self.ingest_all();
         // Every channel from its cursor: what was posted while the daemon was down goes now.
@@ -444,6 +436,7 @@ impl Daemon {
             self.close_idle_controls(Instant::now());
             self.reap_connections();
         }
+        self.cursors.save_all();
         Ok(())
     }
 
@@ -875,6 +868,7 @@ impl Daemon {
         let mut load = |provider: &str| load_rules(rules, &paths.config, provider);
         let mut inbox = VecDeque::new();
         let mut welcomed = None;
+        let mut welcomed_now = false;
         let mut seen = Vec::new();
         if let Some(conn) = masters.get_mut(&token) {
             conn.flush();
@@ -882,6 +876,7 @@ impl Daemon {
             if conn.view.is_some() {
                 welcomed = Some(conn.session.clone());
             }
+            welcomed_now = std::mem::take(&mut conn.welcomed_now);
             seen = std::mem::take(&mut conn.seen);
             for what in &seen {
                 match what {
@@ -895,11 +890,53 @@ impl Daemon {
         if !seen.is_empty() {
             self.send_notify_records();
         }
-        if let Some(session) = welcomed {
-            self.refused.remove(&session);
+        let Some(session) = welcomed else {
+            for observed in inbox {
+                self.feed(observed.input);
+            }
+            return;
+        };
+        self.refused.remove(&session);
+        if welcomed_now {
+            // Whatever the session journalled since the engine last heard from it comes first.
+            self.replay_journal(&session);
         }
-        for input in inbox {
+        let Ok(name) = SessionName::parse(&session) else { return };
+        let mut heard = false;
+        for masters::Observed { input, journal } in inbox {
+            if let Some((seq, ts_ms)) = journal {
+                let new = self.cursors.see(&name, seq, ts_ms);
+                let hook = matches!(input, Input::Hook { .. });
+                if hook && !new {
+                    // The replay gave it already.
+                    continue;
+                }
+                heard |= hook;
+            }
             self.feed(input);
+        }
+        if heard {
+            // A hook is evidence the engine acted on: on record before the next read, so that a
+            // restart replays only what came after it.
+            self.save_cursor(&name);
+        }
+    }
+
+    /// Give the engine what the session's journal recorded since the engine last heard from
+    /// it ([`evidence`]): before the session is judged down, or its new master's view is taken.
+    fn replay_journal(&mut self, session: &str) {
+        let Ok(name) = SessionName::parse(session) else { return };
+        match self.cursors.unread(&name, &self.paths.session_state(&name)) {
+            Ok(events) if events.is_empty() => {}
+            Ok(events) => self.feed(Input::Journal { session: session.to_string(), events }),
+            Err(e) => warn!(session, "{e:#}; items of the session are judged on the evidence heard live"),
+        }
+        self.save_cursor(&name);
+    }
+
+    fn save_cursor(&mut self, name: &SessionName) {
+        if let Err(e) = self.cursors.save(name) {
+            warn!(session = %name, "cannot record how far its journal was read (a restart replays more of it): {e:#}");
         }
     }
 
@@ -932,12 +969,17 @@ impl Daemon {
                 for input in inbox {
                     self.feed(input);
                 }
-                if let Some(generation) = conn.generation() {
-                    self.feed(Input::SessionDown { session: conn.session.clone(), generation: Some(generation) });
-                }
-                // A new master may already be listening (a quick restart).
+                // A master may be listening (this one still, or a new one after a quick
+                // restart): its WELCOME replays the journal and says which generation runs. Only
+                // with none is the session down — after the journal says what its agent did
+                // before it went (a hook, an exit), never on the connection's end alone.
                 let session = conn.session.clone();
-                self.connect(&session);
+                if !self.connect(&session)
+                    && let Some(generation) = conn.generation()
+                {
+                    self.replay_journal(&session);
+                    self.feed(Input::SessionDown { session, generation: Some(generation) });
+                }
             }
         }
         let done: Vec<Token> =

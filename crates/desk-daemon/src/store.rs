@@ -58,15 +58,15 @@ pub struct Pause {
     pub since_ms: u64,
 }
 
-/// The state an item file stands for. The extension is the truth, with one exception: a
-/// `.sending` file whose record already says where it went. A move out of `sending` writes the
-/// record first (fsync) and renames second, so such a file is a move that a crash cut between
-/// the two: the daemon had settled the item (verified it delivered, stuck it, or released it
-/// with nothing typed) and made that durable. The other direction, a `.queued` file whose
-/// record says `sending`, is a claim that never became durable: nothing was typed for it, and
-/// it stays queued.
+/// The state an item file stands for. A move writes the record first (fsync) and renames
+/// second, so a file whose record names another state than its extension is a move that a
+/// crash cut between the two, and the record says where the item went: the daemon had decided
+/// it durably (verified it delivered, stuck it — also out of `delivered`, when the agent that
+/// had queued it ended without taking it —, settled a stuck one by its late hook, released it
+/// with nothing typed, dropped it). The one exception is a record that says `sending`: a claim
+/// (or a force) that never became durable. Nothing was typed for it, so the extension stands.
 fn settled_state(extension: State, record: State) -> State {
-    if extension == State::Sending && record != State::Sending { record } else { extension }
+    if record != extension && record != State::Sending { record } else { extension }
 }
 
 /// [`settled_state`], finishing the cut rename on disk. If that fails the file keeps its
@@ -515,7 +515,7 @@ mod tests {
     }
 
     #[test]
-    fn a_rename_cut_by_a_crash_is_settled_by_the_record_only_out_of_sending() {
+    fn a_rename_cut_by_a_crash_is_settled_by_the_record_unless_it_is_a_claim() {
         let tmp = tempfile::tempdir().unwrap();
         let store = Store::open(tmp.path()).unwrap();
         let dir = store.session_dir("s").unwrap();
@@ -528,12 +528,23 @@ mod tests {
         let mut claim = Item::new(ItemId::sequential(5), "s".into(), Some(1), "hi".into(), When::Now, "t".into(), 5);
         claim.state = State::Sending;
         fsutil::write_atomic(&dir.join(format!("{}.queued", claim.id)), &serde_json::to_vec(&claim).unwrap()).unwrap();
+        // A `.delivered` file whose record says stuck: a prompt the agent had queued, stuck when
+        // that agent ended without taking it; the rename was cut. It must not stay delivered.
+        let mut unpaid = Item::new(ItemId::sequential(6), "s".into(), Some(1), "q".into(), When::Now, "t".into(), 6);
+        unpaid.state = State::Stuck;
+        let path = dir.join(format!("{}.delivered", unpaid.id));
+        fsutil::write_atomic(&path, &serde_json::to_vec(&unpaid).unwrap()).unwrap();
         assert_eq!(store.find(&done.id).unwrap().map(|i| i.state), Some(State::Delivered), "reported as it will be");
-        assert_eq!(files(&store, "s").len(), 2);
+        assert_eq!(store.find(&unpaid.id).unwrap().map(|i| i.state), Some(State::Stuck));
+        assert_eq!(files(&store, "s").len(), 3);
         let (loaded, _) = store.load_all().unwrap();
         let state_of = |id: &ItemId| loaded.iter().find(|i| &i.id == id).map(|i| i.state);
-        assert_eq!((state_of(&done.id), state_of(&claim.id)), (Some(State::Delivered), Some(State::Queued)));
-        let mut want = vec![format!("{}.delivered", done.id), format!("{}.queued", claim.id)];
+        assert_eq!(
+            (state_of(&done.id), state_of(&claim.id), state_of(&unpaid.id)),
+            (Some(State::Delivered), Some(State::Queued), Some(State::Stuck))
+        );
+        let mut want =
+            vec![format!("{}.delivered", done.id), format!("{}.queued", claim.id), format!("{}.stuck", unpaid.id)];
         want.sort();
         assert_eq!(files(&store, "s"), want);
     }

@@ -77,7 +77,10 @@ pub(super) struct Client {
     /// The client asked (HELLO's status-line option) for its view's last row to name both
     /// sizes; it has no effect while it takes the raw output.
     pub status_line: bool,
-    /// Set while the client's size differs from the session's: it gets repaints of this view
+    /// The client asked (HELLO's view option) for a view even at the session's size.
+    pub always_view: bool,
+    /// Set while the client's size differs from the session's (or always, with HELLO's view
+    /// option): it gets repaints of this view
     /// instead of the raw output.
     pub view: Option<View>,
     /// The screen changed since the view was last repainted.
@@ -106,6 +109,7 @@ impl Client {
             keyframes: 0,
             size: None,
             status_line: false,
+            always_view: false,
             view: None,
             view_dirty: false,
             next_repaint: None,

@@ -140,8 +140,8 @@ pub(super) struct Master {
     /// When a controller (or an operator's `keys`) last typed (Unix ms): delivery does not
     /// type over a person.
     pub(super) last_controller_input_ms: Option<u64>,
-    /// An operator's keys still to be typed, one per [`super::operator::KEY_GAP`].
-    pub(super) pending_keys: std::collections::VecDeque<desk_term::keys::Key>,
+    /// An operator's keys still to be typed, one per [`super::typing::KEY_GAP`].
+    pub(super) pending_keys: std::collections::VecDeque<super::typing::PendingKey>,
     pty_open: bool,
     pty_writable: bool,
     /// The PTY had more to read when the turn budget ran out.
@@ -602,16 +602,22 @@ impl Master {
             && client.closing.is_none()
         {
             match frame {
-                Frame::Hello { role, cols, rows, status_line, .. }
+                Frame::Hello { role, cols, rows, status_line, view, .. }
                     if client.role.is_none() && role.streams_output() =>
                 {
                     client.size = desk_term::screen::valid_size(cols, rows).then_some((cols, rows));
                     client.status_line = status_line;
+                    client.always_view = view;
                 }
                 Frame::Resize { cols, rows }
                     if client.role.is_some_and(Role::streams_output) && desk_term::screen::valid_size(cols, rows) =>
                 {
                     client.size = Some((cols, rows));
+                    if client.always_view {
+                        // Its terminal may have been drawn over (desk attach's session list):
+                        // a RESIZE gets it a fresh keyframe of its view, even at the same size.
+                        client.view = None;
+                    }
                 }
                 _ => {}
             }
@@ -975,13 +981,14 @@ impl Master {
     }
 
     /// Give each streaming client the view it needs: none when its size is the session's (or
-    /// unknown), so it takes the raw fast path; otherwise a view of its size. A client that
+    /// unknown), so it takes the raw fast path, unless it asked for a view always (HELLO's
+    /// view option); otherwise a view of its size. A client that
     /// changes between the two (its terminal or the session was resized) needs a keyframe of
     /// its new kind: what its terminal shows was drawn for the other.
     fn update_views(&mut self) {
         let session = self.screen.size();
         for client in self.clients.values_mut() {
-            let wanted = client.size.filter(|size| *size != session && client.streams_output());
+            let wanted = client.size.filter(|size| (*size != session || client.always_view) && client.streams_output());
             let has = client.view.as_ref().map(desk_term::view::View::size);
             if wanted == has {
                 continue;
@@ -1495,7 +1502,7 @@ mod tests {
     }
 
     fn hello(role: Role) -> Frame {
-        Frame::Hello { version: PROTOCOL_VERSION, role, cols: 0, rows: 0, status_line: false }
+        Frame::Hello { version: PROTOCOL_VERSION, role, cols: 0, rows: 0, status_line: false, view: false }
     }
 
     fn error_code(frame: &Frame) -> Option<ErrorCode> {
@@ -1542,7 +1549,7 @@ mod tests {
         rig.master.client_frame(client, keys(&["Enter"]), t0);
         rig.master.settle(t0);
         assert_eq!(typed(), b"");
-        let gap = super::super::operator::KEY_GAP;
+        let gap = super::super::typing::KEY_GAP;
         let steps: [(Duration, &[u8]); 5] = [
             (gap - Duration::from_millis(1), b""),
             (gap, b"\x1b[B"),
@@ -1643,12 +1650,26 @@ mod tests {
         let (raw, mut raw_peer) = rig.connect();
         rig.send(
             raw,
-            Frame::Hello { version: PROTOCOL_VERSION, role: Role::Controller, cols: 80, rows: 24, status_line: false },
+            Frame::Hello {
+                version: PROTOCOL_VERSION,
+                role: Role::Controller,
+                cols: 80,
+                rows: 24,
+                status_line: false,
+                view: false,
+            },
         );
         let (viewer, mut peer) = rig.connect();
         rig.send(
             viewer,
-            Frame::Hello { version: PROTOCOL_VERSION, role: Role::Viewer, cols: 40, rows: 10, status_line: false },
+            Frame::Hello {
+                version: PROTOCOL_VERSION,
+                role: Role::Viewer,
+                cols: 40,
+                rows: 10,
+                status_line: false,
+                view: false,
+            },
         );
         let (frames, _) = received(&mut peer);
         assert!(matches!(frames[..], [Frame::Welcome { .. }, Frame::Keyframe { .. }, ..]), "{frames:?}");
@@ -1725,14 +1746,28 @@ mod tests {
         let (a, mut a_peer) = rig.connect();
         rig.send(
             a,
-            Frame::Hello { version: PROTOCOL_VERSION, role: Role::Controller, cols: 80, rows: 24, status_line: false },
+            Frame::Hello {
+                version: PROTOCOL_VERSION,
+                role: Role::Controller,
+                cols: 80,
+                rows: 24,
+                status_line: false,
+                view: false,
+            },
         );
         received(&mut a_peer);
         let (b, _b_peer) = rig.connect();
         // b is the most recently active controller now: the session takes its size.
         rig.master.client_frame(
             b,
-            Frame::Hello { version: PROTOCOL_VERSION, role: Role::Controller, cols: 100, rows: 30, status_line: false },
+            Frame::Hello {
+                version: PROTOCOL_VERSION,
+                role: Role::Controller,
+                cols: 100,
+                rows: 30,
+                status_line: false,
+                view: false,
+            },
             Instant::now(),
         );
         assert_eq!(rig.master.screen.size(), (100, 30));

@@ -29,6 +29,7 @@
 //! record exists before the child's program starts ([`pty::spawn_gated`]); a master holds its
 //! name's [`session::MasterLock`] from before it binds its socket until it exits.
 
+mod answer;
 pub mod args;
 mod client;
 mod event_loop;
@@ -42,6 +43,7 @@ mod socket;
 mod socket_watch;
 mod state;
 mod timers;
+mod typing;
 
 pub use client::CLIENT_QUEUE_LIMIT;
 pub use desk_core::session::{HANDSHAKE_DEADLINE, MAX_CLIENTS, SLOW_CLIENT_DEADLINE};

@@ -1,5 +1,6 @@
-//! What the master does with an EVENT frame a client sends it: an operator's keys, the
-//! daemon's notify record (docs/protocol.md §5.9).
+//! What the master does with an EVENT frame a client sends it: an operator's keys, an
+//! operator's answer to a dialog (`super::answer`), the daemon's notify record
+//! (docs/protocol.md §5.9).
 //!
 //! Owns turning a `keys` request into bytes for the child — each key parsed by
 //! `desk_term::keys`, and typed one at a time, [`KEY_GAP`] apart, each encoded in the cursor-key
@@ -11,23 +12,15 @@
 //! The session policy has already checked the client's role and that the terminal takes input.
 
 use mio::Token;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tracing::warn;
 
 use super::event_loop::Master;
 use super::timers::Timer;
+use super::typing::{KEY_GAP, PendingKey};
 use desk_wire::events::EventBody;
 use desk_wire::operator::{ClientEvent, MAX_KEYS_BYTES};
 use desk_wire::{ErrorCode, Frame};
-
-/// 100 ms between two keys of a `desk keys` request, as a person types them. Keys in one write
-/// reach the program in one read, and programs handle such a burst in ways a typist never
-/// triggers: Claude Code 2.1.197 took `Down Down Enter` in one read as Enter on the option
-/// highlighted *before* the arrows (approving a command the operator meant to refuse, 6 times
-/// in 6, docs/agents-observed.md §8.2), and Codex treats an Enter within ~20 ms of typed text
-/// as a newline (a paste burst). It also keeps an `Esc` from merging with the next key into an
-/// Alt chord.
-pub(super) const KEY_GAP: Duration = Duration::from_millis(100);
 
 impl Master {
     /// A `keys` or `notify` EVENT from the client `token`; an `Err` is the ERROR to answer.
@@ -66,11 +59,15 @@ impl Master {
                     }
                 }
                 // Keys of an earlier request are still being typed: these follow them.
-                self.pending_keys.extend(parsed);
+                self.pending_keys.extend(parsed.map(|key| PendingKey { key, expect: None, misses: 0 }));
                 // A person typed: delivery holds for them as for an attached controller.
                 self.last_controller_input_ms = Some(desk_common::clock::now_ms());
                 self.emit(EventBody::Keys { keys, bytes: bytes.len(), user, tty, via });
                 Ok(())
+            }
+            ClientEvent::Answer { option, deny: _, seen, user, tty, via } => {
+                let choice = option.map_or(desk_core::dialog::Choice::Deny, desk_core::dialog::Choice::Option);
+                self.on_answer(token, choice, seen, super::answer::Answerer { user, tty, via }, now)
             }
             ClientEvent::Notify { kind, message, item, suppressed } => {
                 self.emit(EventBody::Notify { kind, message, item, suppressed });
@@ -82,8 +79,30 @@ impl Master {
     /// Type the next of an operator's keys (its [`Timer::KeysNext`] is due), in the cursor-key
     /// mode the program has now.
     pub(super) fn type_next_key(&mut self, now: Instant) {
-        let Some(key) = self.pending_keys.pop_front() else { return };
-        let bytes = desk_term::keys::encode(&[key], self.screen.modes().app_cursor_keys);
+        let Some(mut next) = self.pending_keys.pop_front() else { return };
+        match self.answer_still_holds(&mut next) {
+            Some(true) => {}
+            None => {
+                // Look again shortly: the agent may be half-way through redrawing its dialog.
+                self.pending_keys.push_front(next);
+                self.timers.arm(now + super::answer::RECHECK_GAP, Timer::KeysNext);
+                return;
+            }
+            Some(false) => {
+                let seen = next.expect.clone().unwrap_or_default();
+                let mut dropped = 1;
+                while self.pending_keys.front().is_some_and(|k| k.expect.as_ref() == Some(&seen)) {
+                    self.pending_keys.pop_front();
+                    dropped += 1;
+                }
+                self.answer_stopped(&seen, dropped);
+                if !self.pending_keys.is_empty() {
+                    self.timers.arm(now + KEY_GAP, Timer::KeysNext);
+                }
+                return;
+            }
+        }
+        let bytes = desk_term::keys::encode(&[next.key], self.screen.modes().app_cursor_keys);
         if let Err(full) = self.input.push(&bytes) {
             warn!(
                 "an operator's keys stop: {} bytes are already waiting for the child to read (limit {}); {} keys dropped",

@@ -6,7 +6,7 @@
 //! their size; JSON payloads must be one UTF-8 object; nothing here panics on any input.
 
 use super::frame::{DecodeError, ErrorCode, ExitStatus, Frame, FrameType, Header, HistoryRequest, Role};
-use super::{FLAG_MORE, HEADER_LEN, HELLO_STATUS_LINE, MAGIC, MAX_ERROR_MESSAGE, MAX_PAYLOAD};
+use super::{FLAG_MORE, HEADER_LEN, HELLO_STATUS_LINE, HELLO_VIEW, MAGIC, MAX_ERROR_MESSAGE, MAX_PAYLOAD};
 
 /// Parse and validate an 8-byte header.
 pub fn decode_header(bytes: &[u8; HEADER_LEN]) -> Result<Header, DecodeError> {
@@ -100,11 +100,12 @@ fn decode_client_frame(header: &Header, payload: &[u8]) -> Result<Frame, DecodeE
             let version = u16_at(payload, 4);
             let role =
                 Role::from_u8(payload[6]).ok_or_else(|| malformed(kind, format!("unknown role {}", payload[6])))?;
-            if payload[7] & !HELLO_STATUS_LINE != 0 {
+            if payload[7] & !(HELLO_STATUS_LINE | HELLO_VIEW) != 0 {
                 return Err(malformed(kind, format!("reserved option bits are set ({:#04x})", payload[7])));
             }
             let status_line = payload[7] & HELLO_STATUS_LINE != 0;
-            Frame::Hello { version, role, cols: u16_at(payload, 8), rows: u16_at(payload, 10), status_line }
+            let view = payload[7] & HELLO_VIEW != 0;
+            Frame::Hello { version, role, cols: u16_at(payload, 8), rows: u16_at(payload, 10), status_line, view }
         }
         FrameType::Input => Frame::Input(payload.to_vec()),
         FrameType::Resize => {
@@ -212,12 +213,12 @@ impl Frame {
     pub(super) fn flags_and_payload(&self) -> (u8, std::borrow::Cow<'_, [u8]>) {
         let mut flags = 0;
         let payload: std::borrow::Cow<'_, [u8]> = match self {
-            Frame::Hello { version, role, cols, rows, status_line } => {
+            Frame::Hello { version, role, cols, rows, status_line, view } => {
                 let mut p = Vec::with_capacity(12);
                 p.extend_from_slice(&MAGIC);
                 p.extend_from_slice(&version.to_le_bytes());
                 p.push(*role as u8);
-                p.push(if *status_line { HELLO_STATUS_LINE } else { 0 });
+                p.push(if *status_line { HELLO_STATUS_LINE } else { 0 } | if *view { HELLO_VIEW } else { 0 });
                 p.extend_from_slice(&cols.to_le_bytes());
                 p.extend_from_slice(&rows.to_le_bytes());
                 p.into()
@@ -389,7 +390,8 @@ mod tests {
     #[test]
     fn a_hello_with_a_wrong_payload_fails_the_handshake() {
         let mut good =
-            Frame::Hello { version: 1, role: Role::Viewer, cols: 80, rows: 24, status_line: false }.to_bytes();
+            Frame::Hello { version: 1, role: Role::Viewer, cols: 80, rows: 24, status_line: false, view: false }
+                .to_bytes();
         good[HEADER_LEN] = b'X';
         let err = decode_one(&good).unwrap_err();
         assert_eq!(err.code(), ErrorCode::BadHello);
@@ -401,7 +403,8 @@ mod tests {
     #[test]
     fn header_errors_keep_their_own_codes_even_on_hello() {
         let mut bytes =
-            Frame::Hello { version: 1, role: Role::Viewer, cols: 80, rows: 24, status_line: false }.to_bytes();
+            Frame::Hello { version: 1, role: Role::Viewer, cols: 80, rows: 24, status_line: false, view: false }
+                .to_bytes();
         bytes[5] = FLAG_MORE;
         assert_eq!(decode_one(&bytes).unwrap_err().code(), ErrorCode::Malformed);
     }

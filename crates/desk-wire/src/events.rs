@@ -114,6 +114,36 @@ pub enum EventBody {
         /// `cli` or `dash`.
         via: String,
     },
+    /// An operator answered the session's dialog (`desk approve`/`deny`, the dashboard's
+    /// approvals, the attach client's answer key), or the master refused the answer because the
+    /// dialog was not the one the operator was shown.
+    Answer {
+        /// `typed` (its keys are being typed), `refused` (nothing typed: why says why),
+        /// `stopped` (the dialog changed while its keys were typed; the rest were not).
+        outcome: String,
+        /// What was chosen: `1. Yes`, or `deny`.
+        choice: String,
+        /// The keys typed (or that would have been).
+        #[serde(default)]
+        keys: Vec<String>,
+        /// The fingerprint of the dialog the operator was shown.
+        seen: String,
+        /// The fingerprint of the dialog on the screen when the master acted (empty: none).
+        #[serde(default)]
+        now: String,
+        /// What that dialog asks, in one line (`Bash(touch a.txt)`; empty: no dialog).
+        #[serde(default)]
+        asks: String,
+        /// The dialog's text as the master read it (bounded).
+        #[serde(default)]
+        dialog: Vec<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        why: Option<String>,
+        user: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tty: Option<String>,
+        via: String,
+    },
     /// `desk serve` ran the operator's notify command about this session.
     Notify {
         /// `blocked`, `stuck`, `degraded`, `exited` or `notification`.
@@ -146,7 +176,7 @@ impl EventBody {
     /// [`EventBody::is_durable`] of an event known only by its `type` tag (a journal line
     /// classified without decoding its body).
     pub fn is_durable_kind(kind: &str) -> bool {
-        matches!(kind, "started" | "state" | "exit" | "hook" | "keys" | "gap")
+        matches!(kind, "started" | "state" | "exit" | "hook" | "keys" | "answer" | "gap")
     }
 
     /// The `type` tag, as it appears in JSON.
@@ -166,6 +196,7 @@ impl EventBody {
             EventBody::State { .. } => "state",
             EventBody::Exit { .. } => "exit",
             EventBody::Keys { .. } => "keys",
+            EventBody::Answer { .. } => "answer",
             EventBody::Notify { .. } => "notify",
             EventBody::Gap { .. } => "gap",
         }
@@ -223,6 +254,12 @@ impl EventBody {
             EventBody::Keys { keys, bytes, user, tty, via } => {
                 let at = tty.as_ref().map(|t| format!(" on {t}")).unwrap_or_default();
                 format!("keys {} ({bytes} bytes) typed by {user}{at} via {via}", keys.join(" "))
+            }
+            EventBody::Answer { outcome, choice, keys, user, tty, via, why, asks, .. } => {
+                let at = tty.as_ref().map(|t| format!(" on {t}")).unwrap_or_default();
+                let asked = if asks.is_empty() { String::new() } else { format!(" to {asks}") };
+                let why = why.as_ref().map(|w| format!(": {w}")).unwrap_or_default();
+                format!("answer {choice}{asked} by {user}{at} via {via}: {outcome} ({}){why}", keys.join(" "))
             }
             EventBody::Notify { kind, message, item, suppressed } => {
                 let item = item.as_ref().map(|i| format!(" item {i}")).unwrap_or_default();

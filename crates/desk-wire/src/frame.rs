@@ -344,6 +344,8 @@ pub enum Frame {
         /// The client asks for a status line when it is shown a view of another size
         /// ([`crate::HELLO_STATUS_LINE`]).
         status_line: bool,
+        /// The client always takes a view, even at the session's size ([`crate::HELLO_VIEW`]).
+        view: bool,
     },
     Welcome {
         version: u16,

@@ -109,6 +109,13 @@ pub const FLAG_MORE: u8 = 0x01;
 /// other option bit is reserved and must be 0.
 pub const HELLO_STATUS_LINE: u8 = 0x01;
 
+/// HELLO option bit: this client always gets a view (never the raw output), even while its
+/// size is the session's. `desk attach` sets it when it keeps a row of the terminal below the
+/// size it reports for its own status line: a view only ever draws inside the size the client
+/// reported, where the raw output may scroll the terminal or erase below the program's
+/// screen.
+pub const HELLO_VIEW: u8 = 0x02;
+
 #[cfg(test)]
 mod negotiation_tests {
     use super::*;

@@ -2,7 +2,9 @@
 //! master (docs/protocol.md §5.9).
 //!
 //! Owns [`ClientEvent`]: `keys` (an operator types named keys or text into the session: `desk
-//! keys`, the dashboard's answer panel) and `notify` (the daemon ran the operator's notify
+//! keys`, the dashboard's answer panel), `answer` (an operator answers the session's dialog,
+//! the one they were shown: `desk approve`/`deny`, the dashboard's approvals, attach's answer
+//! key) and `notify` (the daemon ran the operator's notify
 //! command about this session), with their bounds. The master journals each as a session event
 //! of the same type, so the record of who typed what, and of what the operator was told, lives
 //! in the session's own journal. Invariants: a body is read whole or refused with a message
@@ -27,6 +29,9 @@ pub const MAX_KEYS_BYTES: usize = 4096;
 /// own OSC 9 body is already cut to this by the screen model).
 pub const MAX_NOTIFY_MESSAGE: usize = 1024;
 
+/// 64 hex digits: a dialog fingerprint is 32 (128 bits of SHA-256); room for a longer one.
+pub const MAX_FINGERPRINT: usize = 64;
+
 /// An event a client asks the master to act on and record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -41,6 +46,25 @@ pub enum ClientEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         tty: Option<String>,
         /// `cli` (`desk keys`) or `dash` (the dashboard).
+        via: String,
+    },
+    /// Answer the dialog on the session's screen — only if it is the one the operator was
+    /// shown (its fingerprint is `seen`): pick option `option`, or refuse it (`deny`). The
+    /// master computes the provider's keys from its own screen, types them one at a time,
+    /// checks before each that the dialog is still that one, and records the answer.
+    Answer {
+        /// The option to pick, by number.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        option: Option<u8>,
+        /// Refuse the dialog instead (its refusing option, else its cancel key).
+        #[serde(default)]
+        deny: bool,
+        /// The fingerprint of the dialog the operator was shown.
+        seen: String,
+        user: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tty: Option<String>,
+        /// `cli`, `dash` or `attach`.
         via: String,
     },
     /// The daemon ran the operator's notify command about this session.
@@ -59,7 +83,7 @@ pub enum ClientEvent {
 
 impl ClientEvent {
     /// The `type` values a client may send.
-    pub const TYPES: [&'static str; 2] = ["keys", "notify"];
+    pub const TYPES: [&'static str; 3] = ["keys", "answer", "notify"];
 
     /// The EVENT frame carrying this request.
     pub fn to_frame(&self) -> Frame {
@@ -91,6 +115,17 @@ impl ClientEvent {
                     return Err(format!(
                         "{total} bytes of keys; at most {MAX_KEYS_BYTES} (send prompts with desk send)"
                     ));
+                }
+            }
+            ClientEvent::Answer { option, deny, seen, .. } => {
+                if option.is_some() == *deny {
+                    return Err("an answer names an option or denies, one of the two".into());
+                }
+                if option.is_some_and(|n| !(1..=9).contains(&n)) {
+                    return Err(format!("option {} is out of range (1 to 9)", option.unwrap_or(0)));
+                }
+                if seen.is_empty() || seen.len() > MAX_FINGERPRINT || !seen.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Err(format!("{seen:?} is not a dialog fingerprint (up to {MAX_FINGERPRINT} hex digits)"));
                 }
             }
             ClientEvent::Notify { message, .. } => {
@@ -144,5 +179,29 @@ mod tests {
             ok.unwrap(),
             ClientEvent::Notify { kind: "blocked".into(), message: "m".into(), item: None, suppressed: 0 }
         );
+    }
+
+    #[test]
+    fn an_answer_names_an_option_or_denies_and_carries_a_fingerprint() {
+        let body = |v: Value| v.as_object().unwrap().clone();
+        let ok = ClientEvent::Answer {
+            option: Some(2),
+            deny: false,
+            seen: "0a1b".into(),
+            user: "ana".into(),
+            tty: None,
+            via: "cli".into(),
+        };
+        let Frame::Event(map) = ok.to_frame() else { panic!("not an EVENT") };
+        assert_eq!(ClientEvent::from_body(map).unwrap(), ok);
+        let both =
+            serde_json::json!({"type": "answer", "option": 1, "deny": true, "seen": "ab", "user": "a", "via": "cli"});
+        assert!(ClientEvent::from_body(body(both)).unwrap_err().contains("one of the two"));
+        let neither = serde_json::json!({"type": "answer", "seen": "ab", "user": "a", "via": "cli"});
+        assert!(ClientEvent::from_body(body(neither)).is_err());
+        let bad = serde_json::json!({"type": "answer", "deny": true, "seen": "not hex", "user": "a", "via": "cli"});
+        assert!(ClientEvent::from_body(body(bad)).unwrap_err().contains("fingerprint"));
+        let ten = serde_json::json!({"type": "answer", "option": 10, "seen": "ab", "user": "a", "via": "cli"});
+        assert!(ClientEvent::from_body(body(ten)).unwrap_err().contains("out of range"));
     }
 }

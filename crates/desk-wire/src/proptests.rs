@@ -153,8 +153,15 @@ fn foreground() -> impl Strategy<Value = Option<crate::Foreground>> {
 /// Every frame `decode` can produce, and nothing it refuses.
 pub(super) fn frame() -> impl Strategy<Value = Frame> {
     prop_oneof![
-        (any::<u16>(), role(), any::<u16>(), any::<u16>(), any::<bool>()).prop_map(
-            |(version, role, cols, rows, status_line)| Frame::Hello { version, role, cols, rows, status_line }
+        (any::<u16>(), role(), any::<u16>(), any::<u16>(), any::<bool>(), any::<bool>()).prop_map(
+            |(version, role, cols, rows, status_line, view)| Frame::Hello {
+                version,
+                role,
+                cols,
+                rows,
+                status_line,
+                view
+            }
         ),
         (any::<u16>(), session_info()).prop_map(|(version, info)| Frame::Welcome { version, info: Box::new(info) }),
         bytes().prop_map(Frame::Input),

@@ -50,6 +50,17 @@ impl Activity {
             Activity::Unknown => "unknown",
         }
     }
+
+    /// The activity [`Activity::as_str`] names (as a state event's `to` carries it); any other
+    /// word is `Unknown`.
+    pub fn from_name(name: &str) -> Activity {
+        match name {
+            "working" => Activity::Working,
+            "idle" => Activity::Idle,
+            "blocked" => Activity::Blocked,
+            _ => Activity::Unknown,
+        }
+    }
 }
 
 impl Health {

@@ -81,10 +81,13 @@ fn data(bytes: &[u8]) -> (&'static str, Value) {
 fn readable(frame: &Frame) -> Value {
     let mut out = json!({ "type": frame.kind().name() });
     let fields = match frame {
-        Frame::Hello { version, role, cols, rows, status_line } => {
+        Frame::Hello { version, role, cols, rows, status_line, view } => {
             let mut hello = json!({ "version": version, "role": role_name(*role), "cols": cols, "rows": rows });
             if *status_line {
                 hello["status_line"] = json!(true);
+            }
+            if *view {
+                hello["view"] = json!(true);
             }
             hello
         }

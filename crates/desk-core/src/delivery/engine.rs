@@ -14,6 +14,14 @@
 //! - one delivery in flight per session; a newcomer waits for it and then goes on its own;
 //! - results are fenced: every request carries a token naming its attempt; a late result for
 //!   an attempt that is over (or a session generation that is gone) changes nothing;
+//! - evidence is fenced by generation and time: a hook, an idle or an exit settles only items
+//!   of its own session generation, and a hook only items typed before it; one generation's
+//!   agent being idle never settles what another generation's agent was handed;
+//! - an item is judged when its generation ends ([`Input::Journal`] replays what the session
+//!   recorded while the engine was not told, and the daemon gives it before it reports the
+//!   session down or its new generation): a prompt the agent may have queued and was not seen
+//!   taking is stuck/interrupted, never left `delivered`; a stuck/interrupted item whose
+//!   paste is on record is delivered if its hook comes after all;
 //! - never re-paste automatically; an extra Enter only while the text verifiably sits in the
 //!   input area, and never while an approval dialog is on screen;
 //! - never Esc, Ctrl-C or any other key: only the text and Enter.
@@ -34,12 +42,16 @@ use unsent::OWN_PASTE_HOLD;
 mod io;
 mod unsent;
 pub use io::{
-    Action, Command, Hold, Input, ScreenView, SessionView, TimerKey, TimerKind, Token, WriteError, WriteKind,
+    Action, Command, Hold, Input, Past, PastEvent, ScreenView, SessionView, TimerKey, TimerKind, Token, WriteError,
+    WriteKind,
 };
 
 /// While a controller has typed within the last 2 s, delivery waits: a paste must not land in
 /// the middle of what a person is typing.
 pub const TYPING_HOLD: Duration = Duration::from_secs(2);
+
+/// Why an item found `sending` is stuck although a hook reported its text.
+const SAME_TEXT_NO_PASTE: &str = "a UserPromptSubmit hook reported the same text, but this item's own paste is not on record (the daemon stopped between claiming and pasting it), so the hook may be the late report of an earlier identical prompt";
 
 /// How a hold for a draft in the input box begins (`desk force` recognises it).
 const DRAFT_HOLD: &str = "the input box holds text typed by someone";
@@ -72,6 +84,24 @@ pub const BACKOFF_MAX: Duration = Duration::from_secs(60);
 
 /// Hook submissions remembered per session for verification and crash recovery.
 const RECENT_HOOKS: usize = 32;
+
+/// Prompts that may still sit in one agent's own queue (`queued_by_agent`) tracked per session.
+/// Each is judged when its agent goes (taken, or stuck), so none is forgotten while fewer than
+/// this wait; 256 is far beyond what an agent holds (every one is a turn of its own).
+const QUEUED_BY_AGENT_MAX: usize = 256;
+
+/// A hook stamped up to 50 ms before a paste or an Enter is still counted after it: the master
+/// stamps hooks and the daemon stamps its notes with their own reads of the same clock.
+const HOOK_SKEW_MS: u64 = 50;
+
+/// A submission reported by the agent's UserPromptSubmit hook.
+#[derive(Debug, Clone)]
+struct Heard {
+    /// When the master recorded it (Unix ms).
+    at_ms: u64,
+    generation: u32,
+    sig: PromptSig,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -220,12 +250,13 @@ struct SessionQ {
     hold: Option<Hold>,
     backoff: Backoff,
     retry_at: Option<Instant>,
-    /// Submissions reported by hooks: (Unix ms, the prompt's signature).
-    hooks: VecDeque<(u64, PromptSig)>,
+    /// Submissions reported by hooks, oldest first.
+    hooks: VecDeque<Heard>,
     /// Items delivered on other evidence whose UserPromptSubmit hook has not come yet (an
     /// agent that queued one mid-turn reports it when the turn ends), as last persisted
     /// (`hook_owed` names the digest). A hook that matches one of these is theirs, not evidence
-    /// for an identical prompt in flight. Oldest first, bounded by [`RECENT_HOOKS`] prompts.
+    /// for an identical prompt in flight. Oldest first, bounded by [`RECENT_HOOKS`] prompts
+    /// besides those that may sit in the agent's own queue (bounded by [`QUEUED_BY_AGENT_MAX`]).
     owed: VecDeque<Item>,
     /// When the reported activity last changed (Unix ms), and when the last prompt's Enter was
     /// pressed: an activity older than that Enter is stale (see [`STATE_AFTER_SUBMIT`]).
@@ -367,6 +398,7 @@ impl Engine {
             Input::Hook { session, generation, event, prompt, at_ms, .. } => {
                 self.on_hook(&session, generation, &event, prompt, at_ms, &mut out)
             }
+            Input::Journal { session, events } => self.on_journal(&session, events, &mut out),
             Input::Snapshot { token, result } => {
                 if let Some((session, attempt)) = self.tokens.remove(&token) {
                     self.on_snapshot(&session, attempt, token, result, &mut out);
@@ -422,16 +454,17 @@ impl Engine {
                 sibling.id,
                 sibling.state.as_str()
             );
+            if let Some(item) = self.items.get_mut(&id) {
+                item.hook_owed = sibling.hook_owed.clone();
+            }
             match (sibling.state, sibling.stuck) {
                 (State::Stuck, Some(class)) => self.stick(&id, class, why, out),
                 _ => {
                     if let Some(item) = self.items.get_mut(&id) {
-                        item.hook_owed = sibling.hook_owed.clone();
                         item.queued_by_agent = sibling.queued_by_agent;
                     }
                     self.transition(&id, State::Delivered, "delivered", why, out);
-                    // Its hook, still owed, is recognised (and an exit that comes first judged)
-                    // like its sibling's.
+                    // Its hook is owed with its sibling's: the one hook pays both.
                     if let Some(Action::Persist { item, .. }) = out.actions.last()
                         && item.hook_owed.is_some()
                     {
@@ -523,11 +556,11 @@ impl Engine {
             // A new generation: whatever was in flight for the old one is cut off.
             self.interrupt(&name, "the session restarted (new generation) during delivery", out);
         }
-        // An earlier generation's agent is gone, whether or not its end was seen (the daemon
-        // may have been down): what it had queued and never reported taking died with it, and
-        // this generation staying idle says nothing about it.
+        // The agents of earlier generations are gone (the daemon replayed the journal first, so
+        // what they reported is weighed); nothing this generation does settles their items.
         let generation = view.generation;
-        self.unpaid_at_exit(&name, |i| i.generation.is_some_and(|g| g != generation), out);
+        let why = format!("the session restarted (generation {generation} runs now)");
+        self.generation_over(&name, |g| g < generation, &why, out);
         self.boxes_gone(&name, generation, out);
         let q = self.session(&name);
         // From idle (or unknown) to working after our Enter; back to work after a dialog was
@@ -573,18 +606,8 @@ impl Engine {
         q.live = None;
         q.known_down = true;
         self.interrupt(session, "the session went away during delivery", out);
-        self.unpaid_at_exit(session, |_| true, out);
-        // Items found `sending` at start-up whose session is gone cannot be settled.
-        let sending: Vec<ItemId> = self
-            .session(session)
-            .items
-            .clone()
-            .into_iter()
-            .filter(|id| self.items.get(id).is_some_and(|i| i.state == State::Sending))
-            .collect();
-        for id in sending {
-            self.stick(&id, StuckClass::Interrupted, "delivery was cut off and the session is gone".into(), out);
-        }
+        // That generation's agent (every earlier one's too) is gone.
+        self.generation_over(session, |g| generation.is_none_or(|down| g <= down), "the session ended", out);
         self.pump(session, out);
     }
 
@@ -601,7 +624,11 @@ impl Engine {
         let typed = flight.phase != Phase::Baseline || flight.mode != Mode::Deliver;
         for id in &flight.items {
             if typed {
-                self.stick(id, StuckClass::Interrupted, why.into(), out);
+                // Its generation is over (the journal was replayed first, so no hook of it is
+                // still to come): the agent may or may not have taken it.
+                let why =
+                    format!("{why}; no UserPromptSubmit hook reported it: the agent may or may not have taken it");
+                self.stick(id, StuckClass::Interrupted, why, out);
             } else if let Some(item) = self.items.get_mut(id) {
                 // Nothing was typed or claimed: it stays as it was (queued, or stuck for a force).
                 item.note(now_ms, "released", format!("{why}; nothing had been typed"));
@@ -622,26 +649,35 @@ impl Engine {
         at_ms: u64,
         out: &mut Out<'_>,
     ) {
-        let q = self.session(session);
-        if q.live.as_ref().is_some_and(|l| l.generation != generation) {
-            return;
-        }
         if *event != HookEvent::UserPromptSubmit {
             return;
         }
         // A hook that does not say what was submitted proves nothing about our prompt.
         let Some(sig) = prompt else { return };
+        let q = self.session(session);
         if q.hooks.len() >= RECENT_HOOKS {
             q.hooks.pop_front();
         }
-        q.hooks.push_back((at_ms, sig.clone()));
-        if self.pay_owed(session, generation, &sig, out) {
+        q.hooks.push_back(Heard { at_ms, generation, sig: sig.clone() });
+        // A hook is evidence about its own generation's items only (a replayed journal carries
+        // hooks of generations that are over).
+        if self.pay_owed(session, generation, &sig, at_ms, out) {
+            return;
+        }
+        // Items found `sending` after a restart are settled by their hook as soon as it is
+        // heard (in a recovery or not), not only at a later look: the daemon's journal cursor
+        // moves past a hook once the engine has heard it.
+        if self.settle_found_sending_by_hook(session, generation, &sig, out) {
             return;
         }
         // Only once Enter was pressed: before it, the agent cannot have submitted our text.
-        let Some(f) = self.flight(session).filter(|f| {
-            f.pasted_ms.is_some_and(|p| at_ms + 50 >= p) && matches!(f.phase, Phase::Entering | Phase::Submit)
-        }) else {
+        let flight = self.flight(session).filter(|f| {
+            f.generation == generation
+                && f.pasted_ms.is_some_and(|p| at_ms + HOOK_SKEW_MS >= p)
+                && matches!(f.phase, Phase::Entering | Phase::Submit)
+        });
+        let Some(f) = flight else {
+            self.settle_stuck_by_hook(session, generation, &sig, at_ms, out);
             return;
         };
         if sig.digest == f.prompt.digest {
@@ -654,19 +690,23 @@ impl Engine {
                 "the agent's UserPromptSubmit hook reports one message of {} characters that carries this prompt ({} characters) and text someone else typed: the message begins {:?} and ends {:?}; the prompt begins {:?} and ends {:?}. It was submitted glued to that text, not as a message of its own",
                 sig.chars, f.prompt.chars, sig.head, sig.tail, f.prompt.head, f.prompt.tail
             );
-            self.stick_flight(session, StuckClass::Merged, detail, out);
+            return self.stick_flight(session, StuckClass::Merged, detail, out);
         }
+        self.settle_stuck_by_hook(session, generation, &sig, at_ms, out);
     }
 
     /// A submission hook that is the late report of a prompt already delivered (one the agent
     /// had queued), not of the one in flight: that prompt is paid — every item of it, a
-    /// digest's too — on disk as well. Whether the hook was such a report.
-    fn pay_owed(&mut self, session: &str, generation: u32, sig: &PromptSig, out: &mut Out<'_>) -> bool {
+    /// digest's too — on disk as well. Whether the hook was such a report. Only a hook of the
+    /// prompt's own generation, made after its paste, can be its report.
+    fn pay_owed(&mut self, session: &str, generation: u32, sig: &PromptSig, at_ms: u64, out: &mut Out<'_>) -> bool {
         let q = self.session(session);
-        let owed_generation = |i: &Item| i.generation.is_none_or(|g| g == generation);
-        let Some(first) =
-            q.owed.iter().position(|i| i.hook_owed.as_deref() == Some(sig.digest.as_str()) && owed_generation(i))
-        else {
+        let theirs = |i: &Item| {
+            i.hook_owed.as_deref() == Some(sig.digest.as_str())
+                && i.generation.is_none_or(|g| g == generation)
+                && typed_at(i).is_none_or(|t| at_ms + HOOK_SKEW_MS >= t)
+        };
+        let Some(first) = q.owed.iter().position(theirs) else {
             return false;
         };
         let id = q.owed[first].id.clone();
@@ -681,6 +721,179 @@ impl Engine {
             self.record_delivered(item, "hook", note.into(), out);
         }
         true
+    }
+
+    /// A hook for a prompt that was cut off after its paste and left stuck/interrupted (see
+    /// [`Engine::await_hook`]): the agent did take it (typically from its own queue, after the
+    /// restart that cut the delivery off), so it is delivered — every stuck item of its digest
+    /// with it — and a force can no longer send it twice. Only a hook of the item's own
+    /// generation, made after its paste, counts.
+    fn settle_stuck_by_hook(&mut self, session: &str, generation: u32, sig: &PromptSig, at_ms: u64, out: &mut Out<'_>) {
+        let awaits = |i: &Item| {
+            i.state == State::Stuck
+                && i.stuck == Some(StuckClass::Interrupted)
+                && i.hook_owed.as_deref() == Some(sig.digest.as_str())
+                && i.generation == Some(generation)
+                && typed_at(i).is_some_and(|t| at_ms + HOOK_SKEW_MS >= t)
+        };
+        let Some(q) = self.sessions.get(session) else { return };
+        let Some(first) = q.items.iter().filter_map(|id| self.items.get(id)).find(|i| awaits(i)) else { return };
+        let mut ids = vec![first.id.clone()];
+        ids.extend(first.digest_with.iter().filter(|d| self.items.get(*d).is_some_and(awaits)).cloned());
+        for id in ids {
+            if let Some(item) = self.items.get_mut(&id) {
+                item.hook_owed = None;
+                item.stuck = None;
+            }
+            let note = "the agent's UserPromptSubmit hook for it came after it was stuck: the agent took it";
+            self.transition(&id, State::Delivered, "hook", note.into(), out);
+        }
+    }
+
+    /// A stuck/interrupted item whose text was typed may still reach the agent (it may sit in
+    /// the agent's own queue): its hook, if it comes, settles it ([`Engine::settle_stuck_by_hook`]).
+    /// Marks the item as awaiting that hook when its paste is on record; returns `why` with a
+    /// word on it for the operator.
+    fn await_hook(&mut self, id: &ItemId, prompt: &PromptSig, why: &str) -> String {
+        let Some(item) = self.items.get_mut(id).filter(|i| typed_at(i).is_some()) else {
+            return why.to_string();
+        };
+        item.hook_owed = Some(prompt.digest.clone());
+        format!(
+            "{why}; the agent may have taken it (a UserPromptSubmit hook for it, if one comes, settles it delivered)"
+        )
+    }
+
+    /// The agent of every generation `over` names is gone: what it was handed and never
+    /// reported taking is judged now, on the evidence heard so far (the daemon replays the
+    /// session's journal before it reports a session down or a new generation, so nothing
+    /// recorded is missed). A prompt that may have waited in that agent's own queue is
+    /// stuck/interrupted; an item found `sending` after a restart is delivered if a hook of its
+    /// generation reported it after its paste, stuck/interrupted otherwise. Evidence from
+    /// another generation never settles these items.
+    fn generation_over(&mut self, session: &str, over: impl Fn(u32) -> bool, why: &str, out: &mut Out<'_>) {
+        let ended = |i: &Item| i.generation.is_none_or(&over);
+        if self.flight(session).is_some_and(|f| over(f.generation)) {
+            self.interrupt(session, &format!("{why} during delivery"), out);
+        }
+        let q = self.session(session);
+        let (gone, kept): (Vec<Item>, Vec<Item>) = q.owed.drain(..).partition(|i| ended(i));
+        q.owed = kept.into();
+        for mut item in gone.into_iter().filter(|i| i.queued_by_agent) {
+            item.stuck = Some(StuckClass::Interrupted);
+            item.hook_owed = None;
+            let id = item.id.clone();
+            let q = self.session(session);
+            let pos = q.items.partition_point(|i| *i < id);
+            q.items.insert(pos, id.clone());
+            self.items.insert(id.clone(), item);
+            let detail = format!(
+                "interrupted: {why} while this prompt may still have waited in the agent's own queue: neither its UserPromptSubmit hook nor the agent staying idle after it showed that the agent took it"
+            );
+            self.transition(&id, State::Stuck, "stuck", detail, out);
+        }
+        // Items found `sending` at start-up (not in flight) of a generation that is over.
+        let in_flight: Vec<ItemId> = self.flight(session).map(|f| f.items.clone()).unwrap_or_default();
+        let Some(q) = self.sessions.get(session) else { return };
+        let mut sending: Vec<ItemId> = q
+            .items
+            .iter()
+            .filter(|id| !in_flight.contains(id))
+            .filter(|id| self.items.get(*id).is_some_and(|i| i.state == State::Sending && ended(i)))
+            .cloned()
+            .collect();
+        while let Some(first) = sending.first().cloned() {
+            let group = self.digest_group(&first);
+            sending.retain(|id| !group.contains(id));
+            let Some(item) = self.items.get(&first) else { continue };
+            let generation = item.generation;
+            let prompt = self.prompt_of(&group);
+            let heard = generation.and_then(|g| self.hook_for_recovered(session, &group, &prompt, g));
+            self.settle_found_sending(&group, heard, why, out);
+        }
+    }
+
+    /// Items found `sending` after a restart, not in flight, settled on what the hooks say (see
+    /// [`Engine::hook_for_recovered`]): delivered, stuck because the hook may be another
+    /// prompt's, or — `None`, their agent gone (`why`) with no hook for them — stuck.
+    fn settle_found_sending(&mut self, group: &[ItemId], heard: Option<bool>, why: &str, out: &mut Out<'_>) {
+        for id in group {
+            match heard {
+                Some(true) => {
+                    let note = "a UserPromptSubmit hook reported it after the restart cut its delivery off";
+                    self.transition(id, State::Delivered, "delivered", note.into(), out);
+                }
+                Some(false) => self.stick(id, StuckClass::Interrupted, SAME_TEXT_NO_PASTE.into(), out),
+                None => {
+                    let detail = format!(
+                        "{why} while it was being delivered, and no UserPromptSubmit hook reported it: the agent may or may not have taken it"
+                    );
+                    self.stick(id, StuckClass::Interrupted, detail, out);
+                }
+            }
+        }
+    }
+
+    /// An item and the items of its digest still `sending` (they were claimed together and
+    /// settle together), by id.
+    fn digest_group(&self, id: &ItemId) -> Vec<ItemId> {
+        let Some(item) = self.items.get(id) else { return vec![id.clone()] };
+        let mut group: Vec<ItemId> = std::iter::once(id.clone()).chain(item.digest_with.iter().cloned()).collect();
+        group.retain(|id| self.items.get(id).is_some_and(|i| i.state == State::Sending));
+        group.sort();
+        group
+    }
+
+    /// The signature of the prompt typed for these items (one item's text, or their digest).
+    fn prompt_of(&self, ids: &[ItemId]) -> PromptSig {
+        let items: Vec<&Item> = ids.iter().filter_map(|id| self.items.get(id)).collect();
+        PromptSig::of(&prompt_text(&items))
+    }
+
+    /// Replay what a session's journal recorded while the engine was not told (a restart, a
+    /// lost connection): hooks settle what they report; an agent that stayed idle for
+    /// [`QUEUE_DRAINED`] took what it had queued before; an exit or a new generation ends the
+    /// generations before it ([`Engine::generation_over`]). Nothing is typed here: the live
+    /// view that follows starts deliveries.
+    fn on_journal(&mut self, session: &str, events: Vec<Past>, out: &mut Out<'_>) {
+        // The replayed generation's idle, and since when.
+        let mut idle: Option<(u32, u64)> = None;
+        for past in events {
+            let generation = past.generation;
+            match past.what {
+                PastEvent::Hook { event, prompt } => {
+                    self.on_hook(session, generation, &event, prompt, past.at_ms, out);
+                }
+                PastEvent::Activity(activity) => {
+                    if let Some((g, since)) = idle.take() {
+                        self.idle_until(session, g, since, past.at_ms, out);
+                    }
+                    idle = (activity == Activity::Idle).then_some((generation, past.at_ms));
+                }
+                PastEvent::Exit => {
+                    if let Some((g, since)) = idle.take() {
+                        self.idle_until(session, g, since, past.at_ms, out);
+                    }
+                    let why = format!("the session's agent exited (generation {generation})");
+                    self.generation_over(session, |g| g <= generation, &why, out);
+                }
+                PastEvent::Started => {
+                    // When the earlier generation ended is not known (its master may have been
+                    // killed): its idle proves nothing past this.
+                    idle = None;
+                    let why = format!("the session restarted (generation {generation} started)");
+                    self.generation_over(session, |g| g < generation, &why, out);
+                }
+            }
+        }
+    }
+
+    /// The agent of `generation` was idle from `since` to `until` (Unix ms): if that lasted
+    /// [`QUEUE_DRAINED`], it took every prompt it had queued before `since`.
+    fn idle_until(&mut self, session: &str, generation: u32, since: u64, until: u64, out: &mut Out<'_>) {
+        if until >= since + QUEUE_DRAINED.as_millis() as u64 {
+            self.take_from_queue(session, generation, since, out);
+        }
     }
 
     // ----- the gate -----
@@ -810,13 +1023,10 @@ impl Engine {
         let attempt = self.next_attempt;
         self.next_attempt += 1;
         let items: Vec<&Item> = ids.iter().filter_map(|id| self.items.get(id)).collect();
-        // Sanitised here as well as by `desk send`: an intake file may come from elsewhere, and
-        // nothing but text, newlines and tabs is ever typed.
         let text = match (mode, items.as_slice()) {
             // What was pasted: the digest it went in, or its own text.
             (Mode::Clear, [item]) => self.pasted_text(item),
-            (_, [item]) => text::sanitize(&item.text),
-            _ => text::sanitize(&text::digest(&items)),
+            _ => prompt_text(&items),
         };
         let fingerprint = text::fingerprint(&text);
         let prompt = PromptSig::of(&text);
@@ -867,7 +1077,15 @@ impl Engine {
             let from = self.items.get(id).map(|i| i.state);
             let Some(item) = self.items.get_mut(id) else { continue };
             item.digest_with = digest.iter().filter(|d| *d != id).cloned().collect();
-            item.generation.get_or_insert(generation);
+            // A stuck item forced into a later generation now targets it: what that
+            // generation's agent does (and its end) is what settles it.
+            match item.generation.replace(generation) {
+                Some(was) if was != generation => {
+                    let detail = format!("forced into generation {generation} (was {was})");
+                    item.note(out.now_ms, "retargeted", detail);
+                }
+                _ => {}
+            }
             // A forced Enter is an attempt of its own; a recovery goes on with the attempt
             // that was cut off.
             if mode == Mode::ForceEnter {
@@ -1194,16 +1412,8 @@ impl Engine {
     /// that reported the whole prompt after this item's own paste is on record, or the text
     /// sitting in the input area (then an Enter is safe).
     fn recovery_look(&mut self, session: &str, flight: &Flight, look: &Look, out: &mut Out<'_>) {
-        match self.hook_for_recovered(session, flight) {
-            Some(true) => {
-                let evidence = "a UserPromptSubmit hook reported it before the restart";
-                return self.submitted(session, evidence.into(), true, out);
-            }
-            Some(false) => {
-                let detail = "a UserPromptSubmit hook reported the same text, but this item's own paste is not on record (the daemon stopped between claiming and pasting it), so the hook may be the late report of an earlier identical prompt";
-                return self.stick_flight(session, StuckClass::Interrupted, detail.into(), out);
-            }
-            None => {}
+        if let Some(ours) = self.hook_for_recovered(session, &flight.items, &flight.prompt, flight.generation) {
+            return self.recovered_by_hook(session, ours, out);
         }
         if look.presence.text == 0 && look.presence.placeholders == 0 {
             if let Some(why) = never_typed(flight, &self.flight_items(flight), &look.screen) {
@@ -1216,7 +1426,7 @@ impl Engine {
                 let at = out.now + HOLD_RECHECK;
                 return self.arm_retry(session, at, out);
             }
-            let detail = "no evidence settles whether it reached the agent (not in the input area, no hook)";
+            let detail = "no evidence settles whether it reached the agent (not in the input area, no hook yet)";
             return self.stick_flight(session, StuckClass::Interrupted, detail.into(), out);
         }
         if let Some(rule) = &look.dialog {
@@ -1247,18 +1457,79 @@ impl Engine {
         self.pump(session, out);
     }
 
-    /// Whether a UserPromptSubmit hook on record reported a recovered flight's prompt: `None`
-    /// when none did; `Some(true)` when one came after the item's own paste; `Some(false)` when
-    /// one came but the paste is not on record — then it may be the late report of an earlier
-    /// identical prompt (`continue`, twice).
-    fn hook_for_recovered(&self, session: &str, flight: &Flight) -> Option<bool> {
-        let items = self.flight_items(flight);
-        let pasted_at =
-            items.iter().filter_map(|i| i.evidence.iter().rev().find(|n| n.kind == "pasted").map(|n| n.at_ms)).min();
-        let (at, _) = self.sessions.get(session)?.hooks.iter().find(|(at, sig)| {
-            sig.digest == flight.prompt.digest && items.iter().any(|i| *at + 50 >= i.state_since_ms)
+    /// The recovery in flight is settled by a UserPromptSubmit hook that reported its prompt:
+    /// delivered when `ours` (see [`Engine::hook_for_recovered`]), else stuck.
+    fn recovered_by_hook(&mut self, session: &str, ours: bool, out: &mut Out<'_>) {
+        if ours {
+            let evidence = "a UserPromptSubmit hook reported it after the restart cut its delivery off";
+            return self.submitted(session, evidence.into(), true, out);
+        }
+        self.stick_flight(session, StuckClass::Interrupted, SAME_TEXT_NO_PASTE.into(), out);
+    }
+
+    /// A hook that reports the prompt of items found `sending` after a restart settles them at
+    /// once, durably: the recovery in flight before it has pressed an Enter (after one, the
+    /// hook settles it as any delivery's), or a group still waiting for its session. Whether it
+    /// did.
+    fn settle_found_sending_by_hook(
+        &mut self,
+        session: &str,
+        generation: u32,
+        sig: &PromptSig,
+        out: &mut Out<'_>,
+    ) -> bool {
+        if let Some(f) = self
+            .flight(session)
+            .filter(|f| f.mode == Mode::Recover && f.phase == Phase::Baseline && f.generation == generation)
+            && f.prompt.digest == sig.digest
+        {
+            let (items, prompt) = (f.items.clone(), f.prompt.clone());
+            if let Some(ours) = self.hook_for_recovered(session, &items, &prompt, generation) {
+                self.recovered_by_hook(session, ours, out);
+                return true;
+            }
+        }
+        let in_flight: Vec<ItemId> = self.flight(session).map(|f| f.items.clone()).unwrap_or_default();
+        let Some(q) = self.sessions.get(session) else { return false };
+        let waiting: Vec<ItemId> = q
+            .items
+            .iter()
+            .filter(|id| !in_flight.contains(id))
+            .filter(|id| {
+                self.items.get(*id).is_some_and(|i| i.state == State::Sending && i.generation == Some(generation))
+            })
+            .cloned()
+            .collect();
+        for id in waiting {
+            let group = self.digest_group(&id);
+            let prompt = self.prompt_of(&group);
+            if prompt.digest != sig.digest {
+                continue;
+            }
+            if let Some(ours) = self.hook_for_recovered(session, &group, &prompt, generation) {
+                self.settle_found_sending(&group, Some(ours), "", out);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Whether a UserPromptSubmit hook of `generation` on record reported the prompt of items
+    /// found `sending` after a restart: `None` when none did; `Some(true)` when one came after
+    /// the items' own paste (or came after their claim and the prompt is a digest, whose text
+    /// names each message's sender and time, so no earlier prompt was the same); `Some(false)`
+    /// when one came but the paste of a single item is not on record — then it may be the late
+    /// report of an earlier identical prompt (`continue`, twice).
+    fn hook_for_recovered(&self, session: &str, ids: &[ItemId], prompt: &PromptSig, generation: u32) -> Option<bool> {
+        let items: Vec<&Item> = ids.iter().filter_map(|id| self.items.get(id)).collect();
+        let pasted_at = items.iter().filter_map(|i| typed_at(i)).min();
+        let heard = self.sessions.get(session)?.hooks.iter().find(|h| {
+            h.generation == generation
+                && h.sig.digest == prompt.digest
+                && items.iter().any(|i| h.at_ms + HOOK_SKEW_MS >= i.state_since_ms)
         })?;
-        Some(pasted_at.is_some_and(|p| *at + 50 >= p))
+        let digest = items.iter().any(|i| !i.digest_with.is_empty());
+        Some(digest || pasted_at.is_some_and(|p| heard.at_ms + HOOK_SKEW_MS >= p))
     }
 
     /// An operator's force on a submit-stuck item: Enter only, and only onto the text still in
@@ -1425,6 +1696,11 @@ impl Engine {
                 (false, 1) => format!("attempt {attempt}"),
                 (false, n) => format!("attempt {attempt}: one digest of {n} items"),
             };
+            if let Some(item) = self.items.get_mut(id) {
+                // A forced re-paste is verified on its own; an earlier paste's hook no longer
+                // settles the item (see `await_hook`).
+                item.hook_owed = None;
+            }
             self.transition(id, State::Sending, "claimed", detail, out);
         }
     }
@@ -1477,6 +1753,15 @@ impl Engine {
                 item.attempts += 1;
                 item.note(out.now_ms, "baseline", note.clone());
             }
+        }
+        // On record before the bytes go out: after a crash, an item whose paste is not on
+        // record was never typed, and a hook can settle an item only if its paste is (a hook
+        // for the same text from before it is an earlier prompt's). Recorded when the master
+        // acknowledged the paste instead, a crash between the write and that acknowledgement
+        // left a typed prompt looking untyped.
+        let detail = format!("{} bytes written to the session", flight.text.len());
+        for id in &flight.items {
+            self.transition(id, State::Sending, "pasted", detail.clone(), out);
         }
         // Its echo, from now on, is the prompt's, not the agent's (a prompt may quote a dialog).
         self.session(session).typed.push_text(&flight.text);
@@ -1553,7 +1838,7 @@ impl Engine {
                 );
                 self.stick_flight(session, StuckClass::Interrupted, detail, out);
             }
-            (Phase::Pasting, Ok(())) => self.paste_accepted(session, &flight, settings, out),
+            (Phase::Pasting, Ok(())) => self.paste_accepted(session, settings, out),
             (Phase::Pasting, Err(WriteError::Refused(e))) => {
                 // The master refuses an INPUT frame whole: nothing was typed. Queue it again
                 // and back off.
@@ -1580,18 +1865,28 @@ impl Engine {
         }
     }
 
-    /// The master took the paste: it is on record, and the echo window starts.
-    fn paste_accepted(&mut self, session: &str, flight: &Flight, settings: &DeliverySettings, out: &mut Out<'_>) {
+    /// The master took the paste (on record since before it was written): the echo window
+    /// starts.
+    fn paste_accepted(&mut self, session: &str, settings: &DeliverySettings, out: &mut Out<'_>) {
+        // On record before any Enter can follow it: the `pasted` note (before the write) says
+        // the bytes may have gone out; this one that they did. After a crash, an item with
+        // neither this nor its text seen in the box since its claim was never submitted by
+        // desk ([`never_typed`]).
+        if let Some(f) = self.flight(session).filter(|f| f.mode == Mode::Deliver) {
+            for id in f.items.clone() {
+                self.transition(
+                    &id,
+                    State::Sending,
+                    "written",
+                    "the master wrote the paste to the terminal".into(),
+                    out,
+                );
+            }
+        }
         if let Some(f) = self.flight_mut(session) {
             f.phase = Phase::Echo;
             f.waiting = None;
             f.pasted_ms = Some(out.now_ms);
-        }
-        // On record before anything else happens: a hook may settle this item after a restart
-        // only if its own paste is in its evidence.
-        let detail = format!("{} bytes accepted by the session", flight.text.len());
-        for id in &flight.items {
-            self.transition(id, State::Sending, "pasted", detail.clone(), out);
         }
         self.arm(session, TimerKind::Deadline, out.now + settings.echo_timeout, out);
         self.arm(session, TimerKind::Poll, out.now + settings.poll.min(Duration::from_millis(10)), out);
@@ -1797,12 +2092,24 @@ impl Engine {
         let now_ms = out.now_ms;
         let q = self.session(session);
         let idle_since = q.activity_changed_ms;
-        let still_idle = q.live.as_ref().is_some_and(|l| l.activity == Activity::Idle);
-        if !still_idle || now_ms < idle_since + QUEUE_DRAINED.as_millis() as u64 {
+        let Some(live) = q.live.as_ref().filter(|l| l.activity == Activity::Idle) else { return };
+        let generation = live.generation;
+        if now_ms < idle_since + QUEUE_DRAINED.as_millis() as u64 {
             return;
         }
+        self.take_from_queue(session, generation, idle_since, out);
+    }
+
+    /// The agent of `generation` stayed idle for [`QUEUE_DRAINED`] from `idle_since` on: the
+    /// prompts of that generation it may have queued before then were taken. (Another
+    /// generation's agent being idle says nothing about them.)
+    fn take_from_queue(&mut self, session: &str, generation: u32, idle_since: u64, out: &mut Out<'_>) {
+        let q = self.session(session);
         let taken: Vec<usize> = (0..q.owed.len())
-            .filter(|j| q.owed[*j].queued_by_agent && q.owed[*j].state_since_ms <= idle_since)
+            .filter(|j| {
+                let i = &q.owed[*j];
+                i.queued_by_agent && i.state_since_ms <= idle_since && i.generation.is_none_or(|g| g == generation)
+            })
             .collect();
         for i in taken {
             let mut item = self.session(session).owed[i].clone();
@@ -1829,31 +2136,20 @@ impl Engine {
         }
     }
 
-    /// Remember a delivered item whose UserPromptSubmit hook is still to come.
+    /// Remember a delivered item whose UserPromptSubmit hook is still to come. Past the bound
+    /// the oldest that surely reached the agent is forgotten first (its hook is only a
+    /// confirmation); one that may still sit in the agent's own queue is kept, to be judged when
+    /// its agent goes, unless [`QUEUED_BY_AGENT_MAX`] of them wait.
     fn owe(&mut self, item: Item) {
         let q = self.session(&item.session);
         q.owed.push_back(item);
         while q.owed.len() > RECENT_HOOKS {
-            q.owed.pop_front();
-        }
-    }
-
-    /// The session ended (for the items `ended` names: those of its generation that is gone): a
-    /// prompt the agent had queued mid-turn and never reported taking (its hook never came,
-    /// though the agent sends hooks) did not reach it.
-    fn unpaid_at_exit(&mut self, session: &str, ended: impl Fn(&Item) -> bool, out: &mut Out<'_>) {
-        let q = self.session(session);
-        let (owed, kept): (Vec<Item>, Vec<Item>) = q.owed.drain(..).partition(|i| ended(i));
-        q.owed = kept.into();
-        for mut item in owed.into_iter().filter(|i| i.queued_by_agent) {
-            item.stuck = Some(StuckClass::Interrupted);
-            item.hook_owed = None;
-            let id = item.id.clone();
-            let q = self.session(session);
-            let pos = q.items.partition_point(|i| *i < id);
-            q.items.insert(pos, id.clone());
-            self.items.insert(id.clone(), item);
-            self.transition(&id, State::Stuck, "stuck", "interrupted: the session ended while this prompt may still have waited in the agent's own queue: neither its UserPromptSubmit hook nor the agent staying idle after it showed that the agent took it".into(), out);
+            let queued = q.owed.iter().filter(|i| i.queued_by_agent).count();
+            match q.owed.iter().position(|i| !i.queued_by_agent) {
+                _ if queued > QUEUED_BY_AGENT_MAX => q.owed.pop_front(),
+                Some(oldest) => q.owed.remove(oldest),
+                None => break,
+            };
         }
     }
 
@@ -1905,7 +2201,11 @@ impl Engine {
     fn stick_flight(&mut self, session: &str, class: StuckClass, detail: String, out: &mut Out<'_>) {
         let Some(flight) = self.take_flight(session) else { return };
         for id in &flight.items {
-            self.stick(id, class, detail.clone(), out);
+            let detail = match class {
+                StuckClass::Interrupted => self.await_hook(id, &flight.prompt, &detail),
+                _ => detail.clone(),
+            };
+            self.stick(id, class, detail, out);
         }
         if let Some(client) = flight.reply_to {
             let message = format!("{}; {}", flight.did(), forced_outcome(class, &detail));
@@ -2127,10 +2427,29 @@ fn foreign_text(settings: &DeliverySettings, flight: &Flight, lines: &[String]) 
     (!rest.is_empty()).then_some(rest)
 }
 
+/// The prompt typed for these items: one item's text, or the digest that lists them.
+/// Sanitised here as well as by `desk send`: an intake file may come from elsewhere, and
+/// nothing but text, newlines and tabs is ever typed.
+fn prompt_text(items: &[&Item]) -> String {
+    match items {
+        [one] => text::sanitize(&one.text),
+        _ => text::sanitize(&text::digest(items)),
+    }
+}
+
+/// When the item's text was last typed into the session (the `pasted` note of its latest
+/// attempt, recorded just before the bytes went out), if that is on record: a later claim whose
+/// paste is not on record, or a refusal of the paste, means it was not typed since.
+fn typed_at(item: &Item) -> Option<u64> {
+    let last = item.evidence.iter().rev().find(|n| matches!(n.kind.as_str(), "pasted" | "claimed" | "refused"))?;
+    (last.kind == "pasted").then_some(last.at_ms)
+}
+
 /// Why a recovered flight, whose text is not in the input area, cannot have reached the agent
-/// as a prompt; `None` when it may have. It is claimed (`sending`) but neither its paste nor
-/// its text in the input box is on record since, so desk never pressed Enter for it (an Enter
-/// follows only one of those records, persisted first); the
+/// as a prompt; `None` when it may have. It is claimed (`sending`) but neither the master's
+/// acknowledgement of its paste (`written`) nor its text in the input box is on record since,
+/// so desk never pressed Enter for it (an Enter follows only one of those records, persisted
+/// first; the `pasted` note, recorded before the bytes go out, says nothing of an Enter); the
 /// text cannot submit itself (a bracketed paste, or a single line); and nobody has typed in the
 /// session since the claim (a person pressing Enter on a paste that did land is the one way
 /// such a prompt could have been taken). Whether the paste was written before the daemon died
@@ -2143,7 +2462,7 @@ fn never_typed(flight: &Flight, items: &[&Item], screen: &ScreenView) -> Option<
     let mut claimed_ms = 0;
     for item in items {
         let claim = item.evidence.iter().rposition(|n| n.kind == "claimed")?;
-        if item.evidence[claim..].iter().any(|n| matches!(n.kind.as_str(), "pasted" | "echoed")) {
+        if item.evidence[claim..].iter().any(|n| matches!(n.kind.as_str(), "written" | "echoed")) {
             return None;
         }
         claimed_ms = claimed_ms.max(item.evidence[claim].at_ms);
@@ -2152,7 +2471,7 @@ fn never_typed(flight: &Flight, items: &[&Item], screen: &ScreenView) -> Option<
         return None;
     }
     Some(
-        "claimed before the restart, but its paste is not on record (so no Enter was pressed for it), the text is not in the input area and nobody has typed since: it never reached the agent; queued again".into(),
+        "claimed before the restart, but the master's acknowledgement of its paste is not on record (so no Enter was pressed for it), the text is not in the input area and nobody has typed since: it never reached the agent; queued again".into(),
     )
 }
 

@@ -3,9 +3,11 @@
 //! Owns the item's data (id, target, text, when, state, attempts, evidence timeline) and the
 //! vocabulary of its states. Invariants: ids are unique and never reused (time-ordered, with 80
 //! random bits); an item's state only moves along `queued → sending → delivered | stuck |
-//! dropped`, with `stuck → sending` (an operator's force), `queued | stuck → dropped` and
+//! dropped`, with `stuck → sending` (an operator's force), `queued | stuck → dropped`,
 //! `delivered → stuck` (a prompt the agent had queued mid-turn when its session ended before it
-//! took it) as the only other moves; the evidence timeline is append-only and bounded.
+//! took it) and `stuck → delivered` (a prompt cut off after its paste whose UserPromptSubmit
+//! hook came after all) as the only other moves; the evidence timeline is append-only and
+//! bounded.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -148,6 +150,8 @@ impl State {
                 | (Stuck, Dropped)
                 // Only an item the agent queued mid-turn, when the agent ended before taking it.
                 | (Delivered, Stuck)
+                // Only on the agent's own report (its hook) of a prompt cut off after its paste.
+                | (Stuck, Delivered)
         )
     }
 
@@ -196,7 +200,9 @@ pub struct Item {
     pub state_since_ms: u64,
     /// Delivered on other evidence, its UserPromptSubmit hook still to come: the digest of the
     /// submitted prompt (kept on disk, so that after a restart that hook is still recognised
-    /// as this item's, not as evidence for an identical prompt in flight).
+    /// as this item's, not as evidence for an identical prompt in flight). On a stuck
+    /// (interrupted) item whose paste is on record: the digest of the prompt typed, whose hook,
+    /// if it comes, settles it delivered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hook_owed: Option<String>,
     /// It may sit in the agent's own queue (the text left the input box while the agent worked,
@@ -290,6 +296,8 @@ mod tests {
         assert!(!Queued.can_become(Delivered) && !Delivered.can_become(Queued) && !Dropped.can_become(Stuck));
         // The one move out of delivered: a prompt the agent queued and never took.
         assert!(Delivered.can_become(Stuck));
+        // And back: the agent's hook for a prompt cut off after its paste.
+        assert!(Stuck.can_become(Delivered));
     }
 
     #[test]

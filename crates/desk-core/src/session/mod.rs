@@ -355,12 +355,14 @@ impl SessionPolicy {
             Frame::Hello { .. } => {
                 self.close(client, ErrorCode::BadHello, "HELLO may be sent only once per connection")
             }
-            // An operator's keys or the daemon's notify record (docs/protocol.md §5.9): every
-            // role but a read-only viewer; keys only while the terminal takes input.
-            Frame::Event(body) if body.get("type").is_some_and(|t| t == "keys" || t == "notify") => {
+            // An operator's keys or answer, or the daemon's notify record (docs/protocol.md
+            // §5.9): every role but a read-only viewer; keys and answers only while the
+            // terminal takes input.
+            Frame::Event(body) if body.get("type").is_some_and(|t| t == "keys" || t == "answer" || t == "notify") => {
+                let types = body.get("type").is_some_and(|t| t == "keys" || t == "answer");
                 if role == Role::Viewer {
-                    self.effect(refuse("send keys or notify events"));
-                } else if body.get("type").is_some_and(|t| t == "keys") && (self.child_exited || !self.terminal_open) {
+                    self.effect(refuse("send keys, answers or notify events"));
+                } else if types && (self.child_exited || !self.terminal_open) {
                     self.effect(Effect::Send {
                         client,
                         frame: Frame::error(ErrorCode::Exiting, "the session is exiting"),

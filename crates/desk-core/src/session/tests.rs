@@ -24,7 +24,7 @@ fn secs(s: f64) -> Duration {
 }
 
 fn hello(role: Role, cols: u16, rows: u16) -> Frame {
-    Frame::Hello { version: PROTOCOL_VERSION, role, cols, rows, status_line: false }
+    Frame::Hello { version: PROTOCOL_VERSION, role, cols, rows, status_line: false, view: false }
 }
 
 fn code(effect: &Effect) -> Option<ErrorCode> {
@@ -154,7 +154,7 @@ fn a_first_frame_other_than_hello_fails_the_handshake() {
 }
 
 fn hello_in(version: u16) -> Frame {
-    Frame::Hello { version, role: Role::Query, cols: 0, rows: 0, status_line: false }
+    Frame::Hello { version, role: Role::Query, cols: 0, rows: 0, status_line: false, view: false }
 }
 
 fn welcomed_in(effects: &[Effect]) -> Option<u16> {

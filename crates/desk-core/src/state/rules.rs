@@ -106,6 +106,8 @@ struct RuleFile {
     /// How prompts are delivered to this provider (see `crate::delivery::settings`).
     #[serde(default)]
     delivery: crate::delivery::settings::DeliverySpec,
+    /// How its dialogs look and are answered (see `crate::dialog`).
+    dialog: Option<crate::dialog::DialogSpecFile>,
 }
 
 /// A signal that the agent's TUI is ready for input.
@@ -141,6 +143,9 @@ fn default_ready_on() -> Vec<ReadySignal> {
     vec![ReadySignal::Mode, ReadySignal::Hook, ReadySignal::Quiet]
 }
 
+/// The origin of a built-in table.
+const BUILTIN: &str = "builtin";
+
 /// One compiled rule.
 #[derive(Debug, Clone)]
 pub struct Rule {
@@ -172,6 +177,9 @@ pub struct RuleSet {
     pub leases: Leases,
     pub rules: Vec<Rule>,
     pub delivery: crate::delivery::settings::DeliverySettings,
+    /// How its dialogs are read and answered; a table of the operator's without a `[dialog]`
+    /// keeps the built-in one's.
+    pub dialog: Option<crate::dialog::DialogSpec>,
     /// Where the table came from (`builtin` or a file path), for `desk explain`.
     pub origin: String,
 }
@@ -207,7 +215,13 @@ impl RuleSet {
             });
         }
         let delivery = crate::delivery::settings::DeliverySettings::compile(&file.delivery, origin)?;
+        let dialog = match &file.dialog {
+            Some(spec) => Some(crate::dialog::DialogSpec::compile(spec, &file.provider, origin)?),
+            None if origin != BUILTIN => Provider::or_shell(&file.provider).rules().dialog,
+            None => None,
+        };
         Ok(RuleSet {
+            dialog,
             delivery,
             provider: file.provider,
             description: file.description,
@@ -227,7 +241,7 @@ impl RuleSet {
     /// The built-in table for `provider`.
     pub fn builtin(provider: Provider) -> RuleSet {
         // Built-in tables are validated by the tests; a failure here is a build defect.
-        RuleSet::parse(provider.rules_text(), "builtin")
+        RuleSet::parse(provider.rules_text(), BUILTIN)
             .unwrap_or_else(|e| panic!("built-in rules for {provider}: {e:#}"))
     }
 

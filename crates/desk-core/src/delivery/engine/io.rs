@@ -127,6 +127,14 @@ pub enum Input {
         prompt: Option<crate::state::hooks::PromptSig>,
         at_ms: u64,
     },
+    /// What a session's events journal recorded that the engine has not been told yet (hooks
+    /// that reached the master while the daemon was down, the agent's activity, exits, new
+    /// generations), oldest first. The daemon gives it before the session's live view, so that
+    /// no item is judged on less evidence than was recorded.
+    Journal {
+        session: String,
+        events: Vec<Past>,
+    },
     Snapshot {
         token: Token,
         result: Result<ScreenView, String>,
@@ -154,6 +162,28 @@ pub enum Input {
         channel: String,
         receivers: Vec<String>,
     },
+}
+
+/// One durable event of a session's journal, replayed ([`Input::Journal`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Past {
+    /// When the master recorded it (Unix ms).
+    pub at_ms: u64,
+    /// The session generation it belongs to.
+    pub generation: u32,
+    pub what: PastEvent,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum PastEvent {
+    /// The generation's program started: every earlier generation is over.
+    Started,
+    /// The agent's activity changed.
+    Activity(Activity),
+    /// A hook reached the master (`UserPromptSubmit` with the prompt's signature).
+    Hook { event: crate::state::hooks::HookEvent, prompt: Option<crate::state::hooks::PromptSig> },
+    /// The generation's program exited.
+    Exit,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

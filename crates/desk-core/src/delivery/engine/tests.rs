@@ -343,7 +343,7 @@ fn an_idle_agent_gets_the_prompt_once_and_it_is_delivered() {
     assert_eq!(item.state, State::Delivered);
     assert_eq!(item.attempts, 1);
     let kinds: Vec<&str> = item.evidence.iter().map(|n| n.kind.as_str()).collect();
-    assert_eq!(kinds, ["queued", "claimed", "baseline", "pasted", "echoed", "enter", "delivered"]);
+    assert_eq!(kinds, ["queued", "claimed", "baseline", "pasted", "written", "echoed", "enter", "delivered"]);
 }
 
 #[test]
@@ -1544,4 +1544,358 @@ fn a_multi_line_prompt_typed_without_bracketed_paste_is_recorded_as_its_submissi
     let one = w.item("just one line");
     w.settle(10_000);
     assert_eq!(w.disk[&one].submissions, None);
+}
+
+// ----- across a restart: evidence from one generation never settles another's -----
+
+/// A journal event of the session `s`.
+fn past(at_ms: u64, generation: u32, what: PastEvent) -> Past {
+    Past { at_ms, generation, what }
+}
+
+fn hook_past(at_ms: u64, generation: u32, text: &str) -> Past {
+    let prompt = Some(crate::state::hooks::PromptSig::of(text));
+    past(at_ms, generation, PastEvent::Hook { event: "UserPromptSubmit".into(), prompt })
+}
+
+/// The daemon restarts: a fresh engine restored from disk, given what the session journalled
+/// while it was down; the session's master is not (yet) reached.
+fn restart_with_journal(w: &mut World, events: Vec<Past>) {
+    w.engine = Engine::new();
+    w.timers.clear();
+    let items = restorable(w.disk.values().cloned().collect());
+    w.feed(Input::Restore(items));
+    w.feed(Input::Journal { session: "s".into(), events });
+}
+
+/// An item the daemon had claimed and pasted (and pressed Enter for) when it died.
+fn found_sending(w: &mut World, text: &str) -> ItemId {
+    let (_, ms) = w.now();
+    let mut item =
+        Item::new(ItemId::sequential(ms), "s".into(), Some(w.generation), text.into(), When::Now, "t".into(), ms);
+    item.state = State::Sending;
+    item.note(ms, "claimed", "attempt 1");
+    item.note(ms + 4, "pasted", "12 bytes written to the session");
+    item.note(ms + 5, "written", "the master wrote the paste to the terminal");
+    let id = item.id.clone();
+    w.disk.insert(id.clone(), item);
+    w.ms += 100;
+    id
+}
+
+#[test]
+fn an_idle_agent_of_a_new_generation_does_not_settle_a_prompt_the_old_one_had_queued() {
+    let mut w = started();
+    let b = delivered_mid_turn(&mut w, "queued by the old agent");
+    assert!(w.disk[&b].queued_by_agent);
+    // While the daemon is down the agent dies and the session is started again; the new agent
+    // sits idle for as long as you like.
+    w.generation = 2;
+    w.agent = Agent::default();
+    w.activity = Activity::Idle;
+    w.restart();
+    w.settle(QUEUE_DRAINED.as_millis() as u64 * 3);
+    assert_eq!(w.state_of(&b), State::Stuck, "{:?}", w.disk[&b].evidence);
+    assert_eq!(w.disk[&b].stuck, Some(StuckClass::Interrupted));
+    assert!(w.agent.submitted.is_empty() && w.agent.input.is_empty(), "never re-pasted on its own");
+}
+
+#[test]
+fn a_replayed_journal_pays_the_prompts_the_agent_reported_and_sticks_those_it_never_took() {
+    let mut w = started();
+    let x = delivered_mid_turn(&mut w, "taken while nobody listened");
+    let y = delivered_mid_turn(&mut w, "never taken");
+    // The daemon stops; the agent takes x (its hook is journalled), then dies with y queued.
+    let at = w.now().1 + 1_000;
+    let journal = vec![
+        hook_past(at, 1, "taken while nobody listened"),
+        past(at + 10, 1, PastEvent::Activity(Activity::Working)),
+        past(at + 500, 1, PastEvent::Exit),
+    ];
+    restart_with_journal(&mut w, journal);
+    assert_eq!(w.state_of(&x), State::Delivered);
+    assert!(w.disk[&x].hook_owed.is_none() && !w.disk[&x].queued_by_agent, "{:?}", w.disk[&x]);
+    assert_eq!(w.state_of(&y), State::Stuck, "{:?}", w.disk[&y].evidence);
+    assert_eq!(w.disk[&y].stuck, Some(StuckClass::Interrupted));
+    // The session is reported down afterwards: nothing changes any more.
+    w.feed(Input::SessionDown { session: "s".into(), generation: None });
+    assert_eq!((w.state_of(&x), w.state_of(&y)), (State::Delivered, State::Stuck));
+}
+
+#[test]
+fn a_replayed_idle_that_lasted_means_the_queue_was_taken_and_a_short_one_does_not() {
+    for (idle_ms, taken) in [(QUEUE_DRAINED.as_millis() as u64 + 100, true), (1_500, false)] {
+        let mut w = started();
+        let x = delivered_mid_turn(&mut w, "queued mid-turn");
+        let at = w.now().1 + 1_000;
+        let journal = vec![
+            // An idle from before the prompt was typed proves nothing about it.
+            past(at - 60_000, 1, PastEvent::Activity(Activity::Idle)),
+            past(at - 1_000 - QUEUE_DRAINED.as_millis() as u64, 1, PastEvent::Activity(Activity::Working)),
+            past(at, 1, PastEvent::Activity(Activity::Idle)),
+            past(at + idle_ms, 1, PastEvent::Exit),
+        ];
+        restart_with_journal(&mut w, journal);
+        let want = if taken { State::Delivered } else { State::Stuck };
+        assert_eq!(w.state_of(&x), want, "idle for {idle_ms} ms: {:?}", w.disk[&x].evidence);
+    }
+}
+
+#[test]
+fn a_hook_from_before_a_prompt_was_typed_does_not_pay_it() {
+    let mut w = started();
+    let x = delivered_mid_turn(&mut w, "continue");
+    // An earlier `continue`'s report, replayed after a restart: it predates x's paste.
+    let mut hook = user_prompt_hook(&w, "continue");
+    if let Input::Hook { at_ms, .. } = &mut hook {
+        *at_ms -= 5_000;
+    }
+    w.restart();
+    w.feed(hook);
+    w.feed(Input::SessionDown { session: "s".into(), generation: Some(w.generation) });
+    assert_eq!(w.state_of(&x), State::Stuck, "{:?}", w.disk[&x].evidence);
+}
+
+#[test]
+fn a_prompt_cut_off_after_its_enter_and_taken_later_is_delivered_when_its_hook_comes() {
+    let mut w = started();
+    w.agent.working = true;
+    w.activity = Activity::Working;
+    // The daemon died right after the Enter: the working agent queued the prompt.
+    let id = found_sending(&mut w, "taken after the restart");
+    w.agent.queued.push("taken after the restart".into());
+    w.restart();
+    w.settle(10_000);
+    // Not in the input box, no hook yet: nothing settles it now.
+    assert_eq!(w.state_of(&id), State::Stuck, "{:?}", w.disk[&id].evidence);
+    assert_eq!(w.disk[&id].stuck, Some(StuckClass::Interrupted));
+    // Another generation's report of the same text is not its report.
+    let mut other = user_prompt_hook(&w, "taken after the restart");
+    if let Input::Hook { generation, .. } = &mut other {
+        *generation += 1;
+    }
+    w.feed(other);
+    assert_eq!(w.state_of(&id), State::Stuck);
+    // The turn ends; the agent takes it from its queue and says so.
+    w.agent.finish_turn();
+    let hook = user_prompt_hook(&w, "taken after the restart");
+    w.feed(hook);
+    assert_eq!(w.state_of(&id), State::Delivered, "{:?}", w.disk[&id].evidence);
+    assert!(w.disk[&id].hook_owed.is_none() && w.disk[&id].stuck.is_none(), "{:?}", w.disk[&id]);
+    assert_eq!(w.agent.submitted, vec!["taken after the restart"]);
+}
+
+#[test]
+fn an_item_found_sending_for_a_generation_that_ended_is_settled_by_that_generation_s_journal_only() {
+    let mut w = started();
+    let x = found_sending(&mut w, "reported by the old agent");
+    let y = found_sending(&mut w, "never reported");
+    let at = w.now().1 + 1_000;
+    let journal = vec![
+        hook_past(at, 1, "reported by the old agent"),
+        past(at + 100, 1, PastEvent::Exit),
+        past(at + 2_000, 2, PastEvent::Started),
+    ];
+    restart_with_journal(&mut w, journal);
+    w.generation = 2;
+    w.agent = Agent::default();
+    let view = w.view();
+    w.feed(Input::Session(view));
+    w.settle(10_000);
+    assert_eq!(w.state_of(&x), State::Delivered, "{:?}", w.disk[&x].evidence);
+    assert_eq!(w.state_of(&y), State::Stuck, "{:?}", w.disk[&y].evidence);
+    assert!(w.disk[&y].evidence.last().is_some_and(|n| n.detail.contains("may or may not have taken it")));
+    // The new generation reporting the same text settles nothing of the old one.
+    let hook = user_prompt_hook(&w, "never reported");
+    w.feed(hook);
+    assert_eq!(w.state_of(&y), State::Stuck);
+    assert!(w.agent.submitted.is_empty() && w.agent.input.is_empty(), "nothing typed again");
+}
+
+#[test]
+fn a_long_idle_of_another_generation_in_the_journal_does_not_settle_a_queued_prompt() {
+    let mut w = started();
+    let x = delivered_mid_turn(&mut w, "queued by generation one");
+    // The journal's start of generation 2 was rotated away; its agent's long idle remains.
+    let at = w.now().1 + 1_000;
+    let journal = vec![
+        past(at, 2, PastEvent::Activity(Activity::Idle)),
+        past(at + QUEUE_DRAINED.as_millis() as u64 * 4, 2, PastEvent::Activity(Activity::Working)),
+    ];
+    restart_with_journal(&mut w, journal);
+    assert_eq!(w.state_of(&x), State::Delivered);
+    assert!(w.disk[&x].queued_by_agent, "not taken: {:?}", w.disk[&x].evidence);
+    w.feed(Input::SessionDown { session: "s".into(), generation: None });
+    assert_eq!(w.state_of(&x), State::Stuck);
+}
+
+#[test]
+fn every_prompt_an_agent_queued_is_judged_when_it_goes_however_many_it_queued() {
+    let mut w = started();
+    w.agent.working = true;
+    w.activity = Activity::Working;
+    let view = w.view();
+    w.feed(Input::Session(view));
+    // More prompts than hooks are remembered, each typed mid-turn into the agent's own queue.
+    let ids: Vec<ItemId> = (0..RECENT_HOOKS + 8)
+        .map(|n| {
+            let id = w.item(&format!("queued prompt number {n}"));
+            w.settle(2_000);
+            id
+        })
+        .collect();
+    assert!(ids.iter().all(|id| w.state_of(id) == State::Delivered && w.disk[id].queued_by_agent));
+    assert_eq!(w.agent.queued.len(), ids.len());
+    // A restart in between forgets none of them either.
+    w.restart();
+    // The agent dies before its turn ends: it took none.
+    w.feed(Input::SessionDown { session: "s".into(), generation: Some(w.generation) });
+    let left: Vec<&ItemId> = ids.iter().filter(|id| w.state_of(id) != State::Stuck).collect();
+    assert!(left.is_empty(), "{} left delivered, never taken", left.len());
+}
+
+#[test]
+fn a_stuck_item_forced_into_a_new_generation_is_settled_by_that_generation() {
+    let mut w = started();
+    let x = delivered_mid_turn(&mut w, "forced into the next generation");
+    w.feed(Input::SessionDown { session: "s".into(), generation: Some(1) });
+    assert_eq!(w.state_of(&x), State::Stuck);
+    // Generation 2 runs, working: the forced prompt goes into its agent's own queue.
+    w.generation = 2;
+    w.agent = Agent { working: true, ..Agent::default() };
+    let view = w.view();
+    w.feed(Input::Session(view));
+    w.feed(Input::Command { client: 1, command: Command::Force { id: x.clone(), over_draft: false } });
+    w.settle(2_000);
+    assert_eq!(w.state_of(&x), State::Delivered, "{:?}", w.disk[&x].evidence);
+    assert_eq!(w.disk[&x].generation, Some(2));
+    // Generation 2's agent finishes its turn, takes the prompt and says so.
+    w.agent.finish_turn();
+    w.activity = Activity::Idle;
+    let view = w.view();
+    w.feed(Input::Session(view));
+    let hook = user_prompt_hook(&w, "forced into the next generation");
+    w.feed(hook);
+    w.feed(Input::SessionDown { session: "s".into(), generation: Some(2) });
+    assert_eq!(w.state_of(&x), State::Delivered, "{:?}", w.disk[&x].evidence);
+    assert_eq!(w.agent.submitted, vec!["forced into the next generation"]);
+}
+
+#[test]
+fn a_hook_heard_for_an_item_found_sending_settles_it_at_once_not_at_a_later_look() {
+    let mut w = started();
+    w.agent.working = true;
+    w.activity = Activity::Working;
+    let id = found_sending(&mut w, "taken while the daemon restarted");
+    // A restarted daemon hears the hook in the journal; it dies before the session is reached.
+    let at = w.now().1 + 500;
+    restart_with_journal(&mut w, vec![hook_past(at, 1, "taken while the daemon restarted")]);
+    assert_eq!(w.state_of(&id), State::Delivered, "settled on the hook, durably: {:?}", w.disk[&id].evidence);
+    // The next daemon's replay starts after that hook: nothing unsettles it.
+    restart_with_journal(&mut w, Vec::new());
+    let view = w.view();
+    w.feed(Input::Session(view));
+    w.settle(10_000);
+    assert_eq!(w.state_of(&id), State::Delivered);
+    assert!(w.agent.input.is_empty() && w.agent.submitted.is_empty(), "nothing typed again");
+}
+
+#[test]
+fn a_digest_found_claimed_is_settled_by_its_hook_even_without_its_paste_on_record() {
+    let mut w = started();
+    let (_, ms) = w.now();
+    let mk =
+        |text: &str| Item::new(ItemId::sequential(ms), "s".into(), Some(1), text.into(), When::Now, "t".into(), ms);
+    let (mut a, mut b) = (mk("first of a digest"), mk("second of a digest"));
+    let text = prompt_text(&[&a, &b]);
+    let (a_id, b_id) = (a.id.clone(), b.id.clone());
+    for (item, other) in [(&mut a, b_id), (&mut b, a_id)] {
+        item.state = State::Sending;
+        item.digest_with = vec![other];
+        item.note(ms, "claimed", "attempt 1: one digest of 2 items");
+    }
+    w.disk.insert(a.id.clone(), a.clone());
+    w.disk.insert(b.id.clone(), b.clone());
+    // The daemon died between the paste and its acknowledgement; the agent took the digest.
+    let at = ms + 2_000;
+    let prompt = Some(crate::state::hooks::PromptSig::of(&text));
+    restart_with_journal(&mut w, vec![past(at, 1, PastEvent::Hook { event: "UserPromptSubmit".into(), prompt })]);
+    assert_eq!((w.state_of(&a.id), w.state_of(&b.id)), (State::Delivered, State::Delivered));
+}
+
+#[test]
+fn a_paste_is_on_record_before_it_is_written_so_a_crash_before_its_acknowledgement_loses_no_evidence() {
+    let mut w = started();
+    let (now, ms) = w.now();
+    let item =
+        Item::new(ItemId::sequential(ms), "s".into(), Some(1), "written, then cut".into(), When::Now, "t".into(), ms);
+    let id = item.id.clone();
+    w.disk.insert(id.clone(), item.clone());
+    let actions = w.engine.handle(Input::Ingested(item), now, ms);
+    let token = actions
+        .iter()
+        .find_map(|a| match a {
+            Action::Snapshot { token, .. } => Some(*token),
+            _ => None,
+        })
+        .expect("a look at the screen");
+    let actions = w.engine.handle(Input::Snapshot { token, result: Ok(w.agent.screen()) }, now, ms);
+    // The daemon carries out the batch: the records, then the paste; it dies before it reads the
+    // master's acknowledgement.
+    for action in actions {
+        match action {
+            Action::Persist { item, .. } => {
+                w.disk.insert(item.id.clone(), item);
+            }
+            Action::Write { bytes, .. } => w.agent.write(&bytes),
+            _ => {}
+        }
+    }
+    assert!(typed_at(&w.disk[&id]).is_some(), "{:?}", w.disk[&id].evidence);
+    // The agent took it (someone pressed Enter in an attached terminal, which the master
+    // records) and redraws slowly: the look after the restart sees nothing, so nothing settles
+    // it yet (and nothing is pasted again: someone typed since its claim).
+    w.agent.write(b"\r");
+    w.agent.last_typed_ms = Some(w.now().1);
+    w.agent.deaf = true;
+    w.agent.transcript.clear();
+    w.restart();
+    w.settle(10_000);
+    assert_eq!(w.state_of(&id), State::Stuck, "{:?}", w.disk[&id].evidence);
+    // Its hook settles it: the paste was on record.
+    let hook = user_prompt_hook(&w, "written, then cut");
+    w.feed(hook);
+    assert_eq!(w.state_of(&id), State::Delivered, "{:?}", w.disk[&id].evidence);
+    assert_eq!(w.agent.submitted, vec!["written, then cut"]);
+}
+
+#[test]
+fn a_digest_item_that_takes_its_sibling_s_outcome_is_paid_by_the_digest_s_hook_too() {
+    let mut w = started();
+    let (_, ms) = w.now();
+    let mk =
+        |text: &str| Item::new(ItemId::sequential(ms), "s".into(), Some(1), text.into(), When::Now, "t".into(), ms);
+    let (mut a, mut b) = (mk("first of a queued digest"), mk("second of a queued digest"));
+    let text = prompt_text(&[&a, &b]);
+    let digest = crate::state::hooks::PromptSig::of(&text).digest;
+    // Delivered into the agent's own queue; a crash between the two records left b sending.
+    a.state = State::Delivered;
+    a.digest_with = vec![b.id.clone()];
+    a.hook_owed = Some(digest);
+    a.queued_by_agent = true;
+    a.note(ms, "pasted", "written");
+    b.state = State::Sending;
+    b.digest_with = vec![a.id.clone()];
+    b.note(ms, "pasted", "written");
+    w.disk.insert(a.id.clone(), a.clone());
+    w.disk.insert(b.id.clone(), b.clone());
+    w.restart();
+    assert_eq!(w.state_of(&b.id), State::Delivered);
+    // The agent takes the digest and reports it: both are paid.
+    w.feed(user_prompt_hook(&w, &text));
+    assert!(!w.disk[&a.id].queued_by_agent && !w.disk[&b.id].queued_by_agent, "{:?}", w.disk[&b.id]);
+    // The agent ends later, after another restart: neither is taken back.
+    w.restart();
+    w.feed(Input::SessionDown { session: "s".into(), generation: Some(1) });
+    assert_eq!((w.state_of(&a.id), w.state_of(&b.id)), (State::Delivered, State::Delivered));
 }

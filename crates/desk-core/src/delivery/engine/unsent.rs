@@ -65,9 +65,9 @@ impl Engine {
         match group {
             Some(mut items) if items.len() > 1 => {
                 items.sort_by(|a, b| a.id.cmp(&b.id));
-                text::sanitize(&text::digest(&items))
+                super::prompt_text(&items)
             }
-            _ => text::sanitize(&item.text),
+            _ => super::prompt_text(&[item]),
         }
     }
 
