@@ -6,7 +6,7 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 RELEASE := $(TARGET_DIR)/release
 DESK_DEMO_HOME ?= $(CURDIR)/target/demo-home
 
-.PHONY: build check-rust demo demo-shell demo-stop native test lint doc man deb deb-check msrv fuzz-build check-all bench soak fuzz e2e-agents e2e-keys clean
+.PHONY: build check-rust demo demo-shell demo-stop native test lint doc man deb deb-check msrv fuzz-build check-all bench soak fuzz e2e-agents e2e-keys e2e-resume clean
 
 # Rust >= the workspace's rust-version, or a message that says how to get it (README: Quick start).
 check-rust:
@@ -15,10 +15,11 @@ check-rust:
 build: check-rust
 	$(CARGO) build --release --bins
 
-# Build, start a small fleet of demo agents, list them, and open the dashboard over them
-# (q quits it, the fleet keeps running; `make demo-stop` ends the fleet). It prints the line
-# that puts this desk and the demo's DESK_HOME into your shell; `make demo-shell` opens a shell
-# with both set.
+# Build, `desk up` the demo manifest (scripts/demo.toml: three demo agents, one in a git
+# worktree, the #release channel), list them, and open the dashboard over them (q quits it, the
+# fleet keeps running; `make demo-stop` runs `desk down` on it). It prints the line that puts
+# this desk and the demo's DESK_HOME into your shell; `make demo-shell` opens a shell with both
+# set.
 demo: build
 	@DESK_HOME=$(DESK_DEMO_HOME) sh scripts/demo.sh $(RELEASE)
 
@@ -95,6 +96,7 @@ bench:
 	$(CARGO) bench --locked --bench channels
 	$(CARGO) bench --locked --bench screen_model
 	$(CARGO) bench --locked --bench dash
+	$(CARGO) bench --locked --bench fleet
 
 # Randomized crash soak of prompt delivery (benches/soak.rs): hundreds of prompts of every shape
 # to demo agents while the daemon, masters and agents are killed at random (--profile mixed,
@@ -126,6 +128,14 @@ e2e-agents: build
 # and refuse an answer to a dialog that changed between listing and answering.
 e2e-keys: build
 	bash scripts/e2e-keys.sh
+
+# Check restart-with-resume against the same real agents declared in a desk.toml (needs the npm
+# registry, several minutes): desk captures each one's conversation, `desk restart` and a crash
+# restarted by the daemon both resume it (the next request carries the earlier turn); then replay
+# the capture rules against the resume recordings.
+e2e-resume: build
+	bash scripts/e2e-resume.sh
+	$(CARGO) test --locked --test it resume_corpus::
 
 clean:
 	$(CARGO) clean

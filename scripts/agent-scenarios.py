@@ -255,8 +255,14 @@ def reset_dirs():
 class Run:
     """What a scenario function gets: the recorder plus evidence readers."""
 
-    def __init__(self, agent, rec, api_log, wall0, fake, run_id=None):
+    def __init__(self, agent, rec, api_log, wall0, fake, run_id=None, argv=None, env=None, prefix=None):
         self.run_id = run_id
+        # the agent's command and environment, and where its files go: for a second process
+        # of the same run (the resume scenarios), recorded as <prefix>-<label>.*
+        self.argv = argv
+        self.env = env
+        self.prefix = prefix
+        self.extra = []
         self.agent = agent
         self.rec = rec
         self.api_log = api_log
@@ -425,6 +431,8 @@ def run_scenario(agent, scenario, fn, opts, out_dir, sanitize):
         os.remove(api_log)
     fake = start_fake(api_log, spec.get("delay", 2.0), spec.get("slow", 8.0), spec.get("log_text", False))
     argv, env = agent.setup(scenario)
+    if scenario == "resume-unknown":
+        argv = resume_argv(agent.name, argv, UNKNOWN_ID[agent.name])
     full_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "TERM": "xterm-256color",
                 "HOME": HOME, "DESK_CORPUS_RUN": run_id, **env}
     prefix = os.path.join(out_dir, agent.name, scenario)
@@ -433,7 +441,7 @@ def run_scenario(agent, scenario, fn, opts, out_dir, sanitize):
     wall0 = time.time()
     rec = Recorder(argv, prefix, env=full_env, cwd=WORK, answer=spec.get("answer", True),
                    kitty=spec.get("kitty", False))
-    run = Run(agent, rec, api_log, wall0, fake, run_id)
+    run = Run(agent, rec, api_log, wall0, fake, run_id, argv=argv, env=full_env, prefix=prefix)
     error = None
     try:
         fn(run)
@@ -443,10 +451,19 @@ def run_scenario(agent, scenario, fn, opts, out_dir, sanitize):
         traceback.print_exc()
     finally:
         rec.stop()
+        for extra, _ in run.extra:
+            extra.stop()
         time.sleep(0.5)
         rec.save(header_extra={"agent": agent.name, "scenario": scenario,
                                "command": [os.path.basename(argv[0])] + argv[1:]},
                  sanitize=sanitize)
+        for extra, extra_argv in run.extra:
+            extra.save(header_extra={"agent": agent.name, "scenario": scenario,
+                                     "command": [os.path.basename(extra_argv[0])] + extra_argv[1:],
+                                     # its times count from its own spawn, this many seconds
+                                     # after the first process's
+                                     "spawned_at": round(extra.t0 - rec.t0, 3)},
+                       sanitize=sanitize)
         fake.terminate()
         fake.wait(5)
         leftovers = kill_leftovers(run_id)
@@ -458,6 +475,8 @@ def run_scenario(agent, scenario, fn, opts, out_dir, sanitize):
     if leftovers:
         results["leftover_processes_killed"] = len(leftovers)
     results["exit"] = rec.exit_status
+    for extra, _ in run.extra:
+        results.setdefault("exits_of_later_processes", []).append(extra.exit_status)
     for suffix, entries in ((".api.jsonl", run.api()), (".hooks.jsonl", shorten(run.hooks()))):
         path = prefix + suffix
         if entries:
@@ -1324,6 +1343,285 @@ def sc_shapes_queued_more(run):
     sc_shapes(run, "digest", SHAPES[4:])
 
 
+# ---------------------------------------------------------------------------------------------
+# Resume: what each agent reports about its conversation, and what it does when asked to resume
+# one (desk's restart-with-resume, docs/fleet.md; findings in docs/agents-observed.md §10)
+# ---------------------------------------------------------------------------------------------
+
+EXIT_COMMAND = {"claude": "/exit", "codex": "/quit", "opencode": "/exit"}
+
+
+def resume_argv(agent, argv, conversation):
+    """The agent's command resuming `conversation` by id, as desk builds it."""
+    if agent == "claude":
+        return argv + ["--resume", conversation]
+    if agent == "codex":
+        # `resume` is a subcommand; the TUI flags desk's user gave stay before it.
+        return argv + ["resume", conversation]
+    return argv + ["--session", conversation]
+
+
+def conversation_reports(run):
+    """[t, source, id, transcript] of every report of the conversation id the hooks carried:
+    Claude/Codex SessionStart (source startup/resume/clear/compact), Codex notify thread-ids,
+    OpenCode session.created (with its parentID)."""
+    out = []
+    for h in run.hooks():
+        t = run.rel(h["t"])
+        label = h.get("label")
+        argv0 = (h.get("argv") or [None])[0]
+        stdin = h.get("stdin") if isinstance(h.get("stdin"), dict) else {}
+        if label in ("claude", "codex-hook") and argv0 == "SessionStart":
+            out.append([t, "%s SessionStart(%s)" % (label, stdin.get("source")), stdin.get("session_id"),
+                        stdin.get("transcript_path")])
+        elif label == "codex-notify" and isinstance(argv0, dict):
+            out.append([t, "codex-notify", argv0.get("thread-id"), None])
+        elif label == "opencode-event" and h.get("name") == "session.created":
+            info = (h.get("data") or {}).get("info") or {}
+            out.append([t, "opencode session.created parent=%s" % info.get("parentID"),
+                        (h.get("data") or {}).get("sessionID"), info.get("directory")])
+    return out
+
+
+def process_tree(root):
+    """pids of root and its descendants (from /proc)."""
+    children = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % pid) as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(pid))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def agent_evidence(run, rec):
+    """What the agent's own files say about its conversation while it runs: the files under
+    HOME its processes hold open (Codex's rollout), Claude's per-process session files, and
+    the transcripts on disk with their line counts."""
+    held = set()
+    for pid in process_tree(rec.pid):
+        try:
+            for fd in os.listdir("/proc/%d/fd" % pid):
+                try:
+                    target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+                except OSError:
+                    continue
+                if target.startswith(HOME) and (target.endswith(".jsonl") or target.endswith(".json")
+                                                or target.endswith(".db")):
+                    held.add(target)
+        except OSError:
+            continue
+    sessions = {}
+    sess_dir = HOME + "/.claude/sessions"
+    if os.path.isdir(sess_dir):
+        for name in sorted(os.listdir(sess_dir)):
+            try:
+                with open(os.path.join(sess_dir, name)) as f:
+                    data = json.load(f)
+            except (OSError, ValueError):
+                continue
+            # which of the run's processes the file is named after
+            pid = name.split(".")[0]
+            sessions[name] = {"pid_is_agent_process": pid.isdigit() and int(pid) in process_tree(rec.pid),
+                              "keys": sorted(data), "sessionId": data.get("sessionId"),
+                              "cwd": data.get("cwd")}
+    transcripts = {}
+    for base in (HOME + "/.claude/projects", HOME + "/.codex/sessions"):
+        for dirpath, _, files in os.walk(base):
+            for name in files:
+                if name.endswith(".jsonl"):
+                    path = os.path.join(dirpath, name)
+                    with open(path, errors="replace") as f:
+                        lines = f.read().splitlines()
+                    kinds = {}
+                    for line in lines:
+                        try:
+                            k = json.loads(line).get("type")
+                        except ValueError:
+                            k = "?"
+                        kinds[k] = kinds.get(k, 0) + 1
+                    transcripts[path] = {"lines": len(lines), "types": kinds}
+                    try:
+                        first = json.loads(lines[0]) if lines else {}
+                    except ValueError:
+                        first = {}
+                    if first.get("type") == "session_meta":
+                        # what the rollout says of itself (its id, directory, and whether it is
+                        # a subagent's), without the long instructions
+                        payload = first.get("payload") or {}
+                        transcripts[path]["session_meta"] = shorten(
+                            {k: v for k, v in payload.items() if not isinstance(v, str) or len(v) < 300}, 200)
+    return {"held_open": sorted(held), "claude_sessions": sessions, "transcripts": transcripts}
+
+
+def opencode_sessions(run):
+    """`opencode session list --format json` as the agent's own environment sees it."""
+    if run.agent.name != "opencode":
+        return None
+    try:
+        p = subprocess.run([run.argv[0], "session", "list", "--format", "json"], env=run.env, cwd=WORK,
+                           capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        return {"error": "timeout"}
+    try:
+        return {"code": p.returncode, "sessions": json.loads(p.stdout or "null")}
+    except ValueError:
+        return {"code": p.returncode, "stdout": p.stdout[-2000:], "stderr": p.stderr[-2000:]}
+
+
+def exit_agent(run, rec):
+    """The agent's own exit command; True once it exited."""
+    rec.type(EXIT_COMMAND[run.agent.name])
+    time.sleep(0.6)
+    rec.key("enter")
+    rec.wait_until(lambda: rec.closed, 15)
+    if not rec.closed:
+        rec.key("enter")
+        rec.wait_until(lambda: rec.closed, 15)
+    time.sleep(1.5)  # SessionEnd hooks land just after the exit
+    return rec.closed
+
+
+def turn(run, rec, text, token):
+    since = len(run.api())
+    run.prompt(text)
+    e = run.wait_api(token, 60, since)
+    idle = run.wait_idle(60)
+    return {"token": token, "request": bool(e), "carried": (e or {}).get("tokens"), "idle": idle}
+
+
+def second_life(run, argv, label):
+    """Start the agent again (a new process, recorded into <scenario>-<label>.*)."""
+    rec2 = Recorder(argv, run.prefix + "-" + label, env=run.env, cwd=WORK)
+    run.extra.append((rec2, argv))
+    return rec2
+
+
+def sc_resume(run):
+    """A first conversation (one turn with TOKEN-first), the agent's exit command; then the agent
+    started again resuming that conversation by the id its hooks reported (recorded as
+    `resume-resumed`): is it resumed, does the next turn's request carry the first turn, which
+    id do the hooks report now?"""
+    rec = run.rec
+    agent = run.agent.name
+    run.wait_ready(READY_TIMEOUT)
+    rec.wait_quiet(1000, 10)
+    rec.mark("first prompt")
+    run.results["first_turn"] = turn(run, rec, "Remember this TOKEN-first", "TOKEN-first")
+    rec.snap("first-done")
+    run.results["evidence_first_life"] = agent_evidence(run, rec)
+    reports = conversation_reports(run)
+    run.results["reports_first_life"] = reports
+    rec.mark("exit command")
+    run.results["exited_by_command"] = exit_agent(run, rec)
+    run.results["evidence_after_exit"] = agent_evidence(run, rec)
+    run.results["opencode_sessions"] = opencode_sessions(run)
+    main_ids = [r[2] for r in reports if "SessionStart" in r[1] or "session.created parent=None" in r[1]]
+    if not main_ids:
+        run.results["resumed"] = "no conversation id reported"
+        return
+    conversation = main_ids[-1]
+    run.results["resuming"] = conversation
+    argv = resume_argv(agent, run.argv, conversation)
+    t_second = run.rel(time.time())
+    rec2 = second_life(run, argv, "resumed")
+    rec2.mark("resume %s" % conversation)
+    ok = rec2.wait(run.agent.idle_re, READY_TIMEOUT)
+    rec2.mark("ready" if ok else "ready TIMEOUT")
+    rec2.wait_quiet(1500, 15)
+    rec2.snap("resumed")
+    # the run's helpers act on rec
+    run.rec = rec2
+    rec2.mark("second prompt")
+    run.results["second_turn"] = turn(run, rec2, "What did I ask you to remember TOKEN-second", "TOKEN-second")
+    rec2.snap("second-done")
+    run.results["evidence_second_life"] = agent_evidence(run, rec2)
+    run.results["reports_second_life"] = [r for r in conversation_reports(run) if r[0] >= t_second]
+    rec2.mark("exit command")
+    run.results["second_exited_by_command"] = exit_agent(run, rec2)
+    run.results["opencode_sessions_after"] = opencode_sessions(run)
+    run.results["hooks"] = hook_names(run)
+
+
+def sc_clear(run):
+    """/clear between two turns (TOKEN-before, TOKEN-after): which id do the hooks report after
+    it; then the agent started again resuming the last reported id (recorded as
+    `clear-resumed`): which conversation comes back?"""
+    rec = run.rec
+    agent = run.agent.name
+    run.wait_ready(READY_TIMEOUT)
+    rec.wait_quiet(1000, 10)
+    run.results["before_turn"] = turn(run, rec, "Before the clear TOKEN-before", "TOKEN-before")
+    run.results["evidence_before_clear"] = agent_evidence(run, rec)
+    rec.mark("clear")
+    rec.type("/clear" if agent != "opencode" else "/new")
+    time.sleep(0.6)
+    rec.key("enter")
+    time.sleep(3.0)
+    rec.wait_quiet(1000, 10)
+    rec.snap("cleared")
+    run.results["after_turn"] = turn(run, rec, "After the clear TOKEN-after", "TOKEN-after")
+    run.results["evidence_after_clear"] = agent_evidence(run, rec)
+    reports = conversation_reports(run)
+    run.results["reports"] = reports
+    rec.mark("exit command")
+    run.results["exited_by_command"] = exit_agent(run, rec)
+    run.results["opencode_sessions"] = opencode_sessions(run)
+    main_ids = [r[2] for r in reports if "SessionStart" in r[1] or "session.created parent=None" in r[1]]
+    if not main_ids:
+        return
+    conversation = main_ids[-1]
+    run.results["resuming"] = conversation
+    t_second = run.rel(time.time())
+    rec2 = second_life(run, resume_argv(agent, run.argv, conversation), "resumed")
+    ok = rec2.wait(run.agent.idle_re, READY_TIMEOUT)
+    rec2.mark("ready" if ok else "ready TIMEOUT")
+    rec2.wait_quiet(1500, 15)
+    rec2.snap("resumed")
+    run.rec = rec2
+    run.results["resumed_turn"] = turn(run, rec2, "Which conversation is this TOKEN-third", "TOKEN-third")
+    run.results["reports_second_life"] = [r for r in conversation_reports(run) if r[0] >= t_second]
+    exit_agent(run, rec2)
+    run.results["hooks"] = hook_names(run)
+
+
+UNKNOWN_ID = {
+    "claude": "5a0e2f1c-6d3b-4e8a-9f21-0c7d4b9e3a18",
+    "codex": "019ad3e1-7c2b-7a44-9d10-3f6e5b2c8a91",
+    "opencode": "ses_2c7e9a41f3ffeD3skUnKn0wnId0",
+}
+
+
+def sc_resume_unknown(run):
+    """The agent started resuming an id that names no conversation (well-formed for the agent):
+    does it exit, with which message and status, how fast; or does it start blank?"""
+    rec = run.rec
+    t0 = time.monotonic()
+    rec.wait_until(lambda: rec.closed or rec.wait(run.agent.idle_re, 0.05), READY_TIMEOUT, 0.2)
+    gone = rec.closed
+    time.sleep(1.0)
+    run.results["exited"] = gone or rec.closed
+    run.results["exited_after_s"] = round(time.monotonic() - t0 - (0 if gone else 1.0), 2) if run.results["exited"] else None
+    rec.snap("after-start")
+    if not rec.closed:
+        run.results["idle_shown"] = bool(rec.wait(run.agent.idle_re, 1))
+        rec.wait_quiet(1500, 15)
+        rec.snap("idle")
+        run.results["turn"] = turn(run, rec, "Hello TOKEN-unknown", "TOKEN-unknown")
+        run.results["reports"] = conversation_reports(run)
+        exit_agent(run, rec)
+    run.results["hooks"] = hook_names(run)
+
+
 SCENARIOS = {
     "first-run": sc_first_run,
     "trust-dialog": sc_dialog_then_idle,
@@ -1355,6 +1653,9 @@ SCENARIOS = {
     "shapes-alone": sc_shapes_alone,
     "shapes-queued": sc_shapes_queued,
     "shapes-queued-more": sc_shapes_queued_more,
+    "resume": sc_resume,
+    "clear": sc_clear,
+    "resume-unknown": sc_resume_unknown,
 }
 ONLY = {"trust-dialog": {"claude"}, "api-key-dialog": {"claude"}, "startup-noplugin": {"opencode"},
         "daemon": {"codex"}}
@@ -1376,7 +1677,8 @@ def main():
     if not a.bin_dir:
         p.error("--bin-dir is required")
     # One recording at a time: they share HOME, the working directory and the port.
-    lock = open("/tmp/desk-agent-corpus.lock", "w")
+    # (a side experiment with its own DESK_CORPUS_* directories and port takes a lock of its own)
+    lock = open("/tmp/desk-agent-corpus.lock" if PORT == 8765 else "/tmp/desk-agent-corpus-%d.lock" % PORT, "w")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:

@@ -74,3 +74,16 @@ EOF
     local e
     for e in "${env[@]}"; do agent_flags+=(--env "$e"); done
 }
+
+# start_model_standin DIR: scripts/fake-model-api.py on a port of its own, logging into
+# DIR/api.jsonl (DIR/fake.log: its stderr). Sets fake_pid and api (http://127.0.0.1:PORT).
+start_model_standin() {
+    local dir=$1 lib
+    lib=$(dirname "${BASH_SOURCE[0]}")
+    python3 "$lib/fake-model-api.py" --port 0 --port-file "$dir/port" --delay 1 --quiet \
+        --log "$dir/api.jsonl" >"$dir/fake.log" 2>&1 &
+    fake_pid=$!
+    for _ in $(seq 100); do [[ -s $dir/port ]] && break; sleep 0.1; done
+    [[ -s $dir/port ]] || { echo "the model stand-in did not start" >&2; return 1; }
+    api=http://127.0.0.1:$(cat "$dir/port")
+}

@@ -78,12 +78,7 @@ fi
 bin=$install/node_modules/.bin
 
 # The model stand-in, on a port of its own.
-python3 "$here/fake-model-api.py" --port 0 --port-file "$scratch/port" --delay 1 --quiet \
-    --log "$scratch/api.jsonl" >"$scratch/fake.log" 2>&1 &
-fake_pid=$!
-for _ in $(seq 100); do [[ -s $scratch/port ]] && break; sleep 0.1; done
-[[ -s $scratch/port ]] || { echo "the model stand-in did not start" >&2; exit 1; }
-api=http://127.0.0.1:$(cat "$scratch/port")
+start_model_standin "$scratch"
 
 # The notify command: one line per notification, with the time it ran.
 cat >"$scratch/notify.sh" <<'EOF'

@@ -27,7 +27,8 @@ A token like TOKEN-abc in the prompt is echoed in the reply ("Reply to: TOKEN-ab
 can tell which prompt a reply belongs to.
 
 Every request is appended to --log as one JSON line (time, path, model, the directive chosen, the
-first characters of the user text, the tool names offered); --dump DIR also keeps whole request
+first characters of the user text, the tool names offered, every TOKEN-word anywhere in the
+request, earlier turns included); --dump DIR also keeps whole request
 bodies, for studying what an agent sends. Nothing here leaves the loopback interface.
 """
 
@@ -106,6 +107,12 @@ def find_tool(tools, *names):
         if n.lower() in lower:
             return lower[n.lower()]
     return None
+
+
+def tokens_in(body):
+    """Every TOKEN-word anywhere in a request (earlier turns included), sorted: what a resumed
+    conversation's request carries of the turns before it."""
+    return sorted(set(re.findall(r"TOKEN-[A-Za-z0-9]+", json.dumps(body, ensure_ascii=False))))
 
 
 def user_fields(text):
@@ -281,7 +288,7 @@ class Handler(BaseHTTPRequestHandler):
             if tool_name is None:
                 kind, reply = "text", "No question tool offered."
         model = body.get("model", ARGS.model)
-        self.log({"api": "anthropic", "path": self.path, "model": model, "stream": bool(body.get("stream")),
+        self.log({"tokens": tokens_in(body), "api": "anthropic", "path": self.path, "model": model, "stream": bool(body.get("stream")),
              "kind": kind, "delay": delay, "after_tool": after_tool, **user_fields(text),
              "tools": len(tools), "max_tokens": body.get("max_tokens")})
         msg_id = "msg_fake%06d" % next(COUNTER)
@@ -374,7 +381,7 @@ class Handler(BaseHTTPRequestHandler):
         if kind != "text" and call is None:
             kind, reply = "text", "No suitable tool offered."
         model = body.get("model", ARGS.model)
-        self.log({"api": "responses", "path": self.path, "model": model, "stream": bool(body.get("stream")),
+        self.log({"tokens": tokens_in(body), "api": "responses", "path": self.path, "model": model, "stream": bool(body.get("stream")),
              "kind": kind, "delay": delay, "after_tool": after_tool, **user_fields(text), "tools": tools})
         rid = "resp_fake%06d" % next(COUNTER)
         usage = {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 20,
@@ -446,7 +453,7 @@ class Handler(BaseHTTPRequestHandler):
         if kind != "text" and call is None:
             kind, reply = "text", "No suitable tool offered."
         model = body.get("model", ARGS.model)
-        self.log({"api": "chat", "path": self.path, "model": model, "stream": bool(body.get("stream")),
+        self.log({"tokens": tokens_in(body), "api": "chat", "path": self.path, "model": model, "stream": bool(body.get("stream")),
              "kind": kind, "delay": delay, "after_tool": after_tool, **user_fields(text), "tools": tools})
         cid = "chatcmpl-fake%06d" % next(COUNTER)
         created = int(time.time())

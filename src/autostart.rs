@@ -1,8 +1,8 @@
 //! Starting `desk serve` for the commands that need it, the way tmux starts its server.
 //!
 //! Owns the decision and the act: a command that needs the delivery daemon (`send`, `channel
-//! post`, `channel add`, `new` with an agent provider, `dash`, and the operator commands that
-//! only the daemon can carry out) calls [`ensure_daemon`] first; if no daemon listens, it is
+//! post`, `channel add`, `new` with an agent provider, `up` of a fleet that needs it, `dash`,
+//! and the operator commands that only the daemon can carry out) calls [`ensure_daemon`] first; if no daemon listens, it is
 //! started — through the systemd user unit `desk.service` when that unit is installed for this
 //! very executable and desk's files are in their usual places (no `DESK_HOME`), otherwise as
 //! `desk serve` does it — and the command says so once, on stderr. Invariants: never a second

@@ -10,10 +10,12 @@
 //! - the **CLI** (`desk`, this crate): the commands ([`cli`]), `desk attach` ([`attach`]) and
 //!   `desk dash` ([`dash`]); it starts the other two (`desk serve` and `desk master` run their
 //!   crates' code from this executable) and talks to them through the clients in desk-common.
-//!   Beside those three, what the commands and the dashboard share: starting `desk serve` when
-//!   a command needs it ([`autostart`]), every session's pending prompts ([`queues`]), the one
-//!   spelling of a session's state ([`words`]) and the agent commands of the providers
-//!   ([`providers`]).
+//!   Starting a session is [`launch`] (for `desk new`, `desk up`, `desk restart`, and the
+//!   daemon's supervisor, which runs `desk restart`); the fleet's `desk.toml` is [`manifest`]
+//!   and its per-session git worktrees [`worktree`]. Beside those, what the commands and the
+//!   dashboard share: starting `desk serve` when a command needs it ([`autostart`]), every
+//!   session's pending prompts ([`queues`]), the one spelling of a session's state ([`words`])
+//!   and the agent commands of the providers ([`providers`]).
 //!
 //! ```text
 //!                 desk  (this crate: cli, attach, dash)
@@ -40,6 +42,9 @@ pub mod autostart;
 pub mod cli;
 pub mod dash;
 pub mod inbox;
+pub mod launch;
+pub mod manifest;
 pub mod providers;
 pub mod queues;
 pub mod words;
+pub mod worktree;

@@ -139,6 +139,30 @@ pub(super) fn sessions() -> Vec<CompletionCandidate> {
         .collect()
 }
 
+/// The sessions the manifest here declares (`desk.toml` in the current directory or the
+/// nearest one above it, as `desk up` finds it), for `desk up` and `desk down`; none where
+/// there is no manifest or it does not read.
+pub(super) fn declared() -> Vec<CompletionCandidate> {
+    let Ok(loaded) = crate::manifest::load(None) else { return Vec::new() };
+    loaded
+        .manifest
+        .sessions
+        .into_iter()
+        .map(|spec| CompletionCandidate::new(spec.name).help(Some("declared".into())))
+        .collect()
+}
+
+/// The sessions desk knows and those the manifest here declares (`desk restart`).
+pub(super) fn sessions_and_declared() -> Vec<CompletionCandidate> {
+    let mut all = sessions();
+    for spec in declared() {
+        if !all.iter().any(|c| c.get_value() == spec.get_value()) {
+            all.push(spec);
+        }
+    }
+    all
+}
+
 /// Every channel's name.
 pub(super) fn channels() -> Vec<CompletionCandidate> {
     let Some(paths) = paths() else { return Vec::new() };

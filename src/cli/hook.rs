@@ -3,7 +3,8 @@
 //! Owns reading one hook invocation (the hook's JSON on stdin, or as the last argument for
 //! Codex's notify program), finding the session from the environment desk gave the agent
 //! (`DESK_SESSION`, `DESK_GENERATION`, `DESK_HOME`) and handing the payload to that session's
-//! master as a HOOK frame. Invariants: it prints nothing on stdout (agents read hook stdout);
+//! master as a HOOK frame, then recording what it says of the agent's conversation for a
+//! restart to resume (`crate::launch::conversation`). Invariants: it prints nothing on stdout (agents read hook stdout);
 //! it exits 0 — always, and within [`HOOK_DEADLINE`] — so a hook can never break or slow the
 //! agent, whether desk is reachable or not.
 
@@ -64,11 +65,11 @@ fn deliver(provider: Option<String>, arg: Option<String>) -> Result<(), String> 
     let name = SessionName::parse(&name).map_err(|e| e.to_string())?;
     let paths = Paths::from_env().map_err(|e| format!("{e:#}"))?;
     let socket = paths.session(&name).socket;
-    let report = HookReport {
-        generation: std::env::var("DESK_GENERATION").ok().and_then(|g| g.parse::<u64>().ok()),
-        provider,
-        payload,
-    };
+    let generation = std::env::var("DESK_GENERATION").ok().and_then(|g| g.parse::<u64>().ok());
+    // What the payload says of the agent's conversation is kept for a restart to resume; after
+    // the master has the hook (a restart needs it much later than the master needs the hook).
+    let capture = (generation, provider.clone(), payload.clone());
+    let report = HookReport { generation, provider, payload };
     let mut stream = UnixStream::connect(&socket).map_err(|e| format!("cannot reach {}: {e}", socket.display()))?;
     stream.set_write_timeout(Some(HOOK_DEADLINE)).map_err(|e| e.to_string())?;
     let mut bytes = Frame::Hello {
@@ -84,5 +85,15 @@ fn deliver(provider: Option<String>, arg: Option<String>) -> Result<(), String> 
     stream.write_all(&bytes).map_err(|e| format!("cannot write to the session: {e}"))?;
     // Closing after the write is enough: the master reads what was sent before the EOF.
     let _ = stream.shutdown(std::net::Shutdown::Write);
+    if let (Some(generation), provider, payload) = capture {
+        let provider = match provider {
+            Some(p) => p.parse().ok(),
+            None => desk_common::launch_record::read(&paths, &name).ok().flatten().map(|l| l.provider),
+        };
+        if let (Some(provider), Ok(generation)) = (provider, u32::try_from(generation)) {
+            crate::launch::conversation::record_hook(&paths, &name, generation, provider, &payload)
+                .map_err(|e| format!("cannot record the conversation: {e:#}"))?;
+        }
+    }
     Ok(())
 }

@@ -20,6 +20,7 @@ pub mod output;
 mod probe;
 mod sessions;
 mod table;
+mod up;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -335,6 +336,65 @@ enum Command {
         #[arg(long, value_name = "DIR", default_value = "target/man")]
         out_dir: PathBuf,
     },
+    /// Start the sessions a manifest (desk.toml) declares that are not running, and report the
+    /// ones that run differently; a second `up` does nothing.
+    Up {
+        /// Only these declared sessions (default: all).
+        #[arg(add = ArgValueCandidates::new(complete::declared))]
+        names: Vec<SessionName>,
+        /// The manifest (default: desk.toml in this directory or the nearest one above it).
+        #[arg(long, value_name = "PATH")]
+        manifest: Option<PathBuf>,
+        /// Say what would be done, and do nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Restart the sessions that run differently from their declaration (their command,
+        /// directory, environment or provider changed).
+        #[arg(long)]
+        recreate: bool,
+        /// Print what was done as JSON (docs/cli.md).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop the sessions a manifest declares (TERM, then KILL after 5 s, as `desk kill`).
+    Down {
+        /// Only these declared sessions (default: all).
+        #[arg(add = ArgValueCandidates::new(complete::declared))]
+        names: Vec<SessionName>,
+        /// The manifest (default: desk.toml in this directory or the nearest one above it).
+        #[arg(long, value_name = "PATH")]
+        manifest: Option<PathBuf>,
+        /// Also remove the sessions' git worktrees that hold nothing unsaved (no changed or
+        /// untracked file, no unpushed commit); others are kept and said why.
+        #[arg(long)]
+        remove_worktree: bool,
+        /// Print what was done as JSON (docs/cli.md).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Start a session again with what it was declared or last started with, resuming its
+    /// agent's conversation.
+    Restart {
+        /// The session.
+        #[arg(add = ArgValueCandidates::new(complete::sessions_and_declared))]
+        name: SessionName,
+        /// Start a new conversation instead of resuming the last one.
+        #[arg(long)]
+        fresh: bool,
+        /// The manifest that declares it (default: the one it was started from, else desk.toml
+        /// here or above; a session no manifest declares restarts as it last started).
+        #[arg(long, value_name = "PATH")]
+        manifest: Option<PathBuf>,
+        /// The daemon's supervisor restarting the session after generation GEN ended.
+        #[arg(long, value_name = "GEN", hide = true)]
+        supervised: Option<u32>,
+        /// Print the restart as JSON (docs/cli.md).
+        #[arg(long)]
+        json: bool,
+    },
+    /// The git worktrees of a manifest's sessions.
+    #[command(subcommand)]
+    Worktree(WorktreeCommand),
     /// Report an agent hook to its session (run by agents' hooks; always exits 0 at once).
     #[command(hide = true)]
     Hook {
@@ -345,6 +405,19 @@ enum Command {
         /// argument) rather than on stdin. Arguments before it are ignored.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         payload: Vec<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum WorktreeCommand {
+    /// Each session's worktree: its branch, path, and what it holds that is not saved elsewhere.
+    Ls {
+        /// The manifest (default: desk.toml in this directory or the nearest one above it).
+        #[arg(long, value_name = "PATH")]
+        manifest: Option<PathBuf>,
+        /// Print JSON (docs/cli.md).
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -700,6 +773,10 @@ impl Command {
             | Command::Drop { json, .. }
             | Command::Pause { json, .. }
             | Command::Resume { json, .. }
+            | Command::Up { json, .. }
+            | Command::Down { json, .. }
+            | Command::Restart { json, .. }
+            | Command::Worktree(WorktreeCommand::Ls { json, .. })
             | Command::Doctor { json } => *json,
             Command::Attach(_)
             | Command::Resize { .. }
@@ -834,9 +911,19 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Resume { name, json } => {
             delivery::command("resume", desk_wire::control::Request::Resume { session: name.to_string() }, json)
         }
-        Command::Kill(a) => sessions::kill(&a.name, a.signal, a.grace, a.json),
+        Command::Kill(a) => sessions::kill(&a.name, a.signal, a.grace, a.json, "desk kill"),
         Command::Doctor { json } => doctor::doctor(json),
         Command::Rm { name, drop_queued, json } => sessions::rm(&name, drop_queued, json),
+        Command::Up { names, manifest, dry_run, recreate, json } => {
+            up::up(manifest.as_deref(), &names, dry_run, recreate, json)
+        }
+        Command::Down { names, manifest, remove_worktree, json } => {
+            up::down(manifest.as_deref(), &names, remove_worktree, json)
+        }
+        Command::Restart { name, fresh, manifest, supervised, json } => {
+            up::restart(manifest.as_deref(), &name, fresh, supervised, json)
+        }
+        Command::Worktree(WorktreeCommand::Ls { manifest, json }) => up::worktree_ls(manifest.as_deref(), json),
         Command::Completions { shell, install } => complete::completions(shell, install),
         Command::Man { out_dir } => {
             let pages = manual::write_pages(visible_command(), &out_dir)?;

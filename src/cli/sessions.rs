@@ -8,10 +8,7 @@
 use anyhow::{Context, Result};
 use serde::Serialize;
 use std::ffi::OsString;
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::output::{self, ErrorCode};
@@ -23,13 +20,6 @@ use desk_common::paths::{Paths, SessionName};
 use desk_common::session::{self, ExitRecord, NameLock, Probe, SessionMeta};
 use desk_core::time::iso8601;
 use desk_wire::{ExitStatus, Frame, Role, SessionInfo};
-
-/// How long `desk new` waits for its master to report. Starting is milliseconds; this bounds a
-/// master stuck on something unexpected (a hung filesystem) so the caller does not hang too.
-const START_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// 64 KiB: a master's start report is "ok" or one error line; anything longer is not a report.
-const MAX_REPORT: usize = 64 * 1024;
 
 /// Extra time `desk kill` waits for the exit report beyond the grace period (the master needs a
 /// moment to reap, record and report after SIGKILL).
@@ -88,8 +78,6 @@ pub(super) fn new(req: NewSession) -> Result<i32> {
         command.extend(args.iter().map(OsString::from));
     }
     let paths = paths()?;
-    let files = paths.session(&name);
-    files.check_socket_len()?;
     let cwd = match cwd {
         Some(dir) => std::fs::canonicalize(&dir)
             .with_context(|| format!("working directory {} does not exist", dir.display()))?,
@@ -98,52 +86,41 @@ pub(super) fn new(req: NewSession) -> Result<i32> {
     if !cwd.is_dir() {
         return Err(failure(1, format!("{} is not a directory", cwd.display())));
     }
-    let lock = NameLock::acquire(&paths, &name)?;
-    match session::probe_settled(&files)? {
-        Probe::Live(stream) => {
-            let pid =
-                Connection::open_within(stream, Role::Query, 0, 0, session::PROBE_DEADLINE).map(|c| c.info.pid).ok();
-            let pid = pid.map(|p| format!(" (pid {p})")).unwrap_or_default();
-            return Err(fail(
-                ErrorCode::AlreadyExists,
-                format!("session {name} already exists and is running{pid}; attach with: desk attach {name}"),
-            ));
-        }
-        Probe::Stale => {
-            session::clean_stale(&paths, &name, &lock)?;
-        }
-        Probe::Absent => {}
-    }
-    // No socket, yet a master may still run the session: its socket was removed.
-    if let Some(why) = session::master_without_socket(&paths, &name) {
-        return Err(fail(ErrorCode::AlreadyExists, why));
-    }
-
-    // What a failed start must not leave behind is whatever it created itself: the state
-    // directory of a name that never had one, a log where there was none, the lock file.
-    let state_existed = paths.session_state(&name).exists();
-    let log_existed = files.log.exists();
-    let started = start_master(
+    let inherited = crate::launch::inherited_config(&env);
+    crate::launch::start(
         &paths,
-        &name,
-        &files,
-        &lock,
-        MasterArgs { cwd, cols, rows, size_policy, env, provider, command, history, log_cap },
-    );
-    if !matches!(started, Ok(0)) {
-        forget_failed_start(&paths, &name, state_existed, log_existed);
-    }
-    drop(lock);
-    let code =
-        started.map_err(|e| match missing_agent_hint(&e, &name, provider, default_command.then_some(&program)) {
-            Some(hint) => failure(1, format!("{e:#}\n{hint}")),
-            None => e,
-        })?;
+        crate::launch::StartRequest {
+            name: name.clone(),
+            cwd,
+            size: (cols, rows),
+            size_policy,
+            env,
+            inherited,
+            provider,
+            command: command.clone(),
+            run: command,
+            history,
+            log_cap,
+            fleet: crate::launch::FleetFacts::default(),
+            started_by: desk_common::launch_record::StartedBy::Operator { command: "desk new".into() },
+        },
+    )
+    .map_err(|e| match crate::launch::agent_not_found(&e, default_command.then_some(program.as_os_str())) {
+        Some(program) => failure(
+            1,
+            format!(
+                "{e:#}\n`{program}` is not on your PATH: install it, or give its path: \
+                     desk new {name} --provider {provider} -- /path/to/{program}"
+            ),
+        ),
+        None => e,
+    })?;
+    let code = 0;
     // An agent's prompts are the daemon's to deliver: it is started now, not at the first send.
-    let notes: Vec<String> = if provider == desk_core::provider::Provider::Shell {
-        Vec::new()
-    } else {
+    let notes: Vec<String> = if crate::launch::needs_daemon(provider) {
         crate::autostart::ensure_daemon(&paths).say(json).into_iter().collect()
+    } else {
+        Vec::new()
     };
     if json {
         let deadline = Instant::now() + session::PROBE_DEADLINE;
@@ -155,161 +132,6 @@ pub(super) fn new(req: NewSession) -> Result<i32> {
         output::print_ok("session", row, &notes)?;
     }
     Ok(code)
-}
-
-/// When a provider's own agent program (`claude`, started by `desk new NAME --provider
-/// claude`) could not be executed: how to give its path instead.
-fn missing_agent_hint(
-    e: &anyhow::Error,
-    name: &SessionName,
-    provider: desk_core::provider::Provider,
-    program: Option<&OsString>,
-) -> Option<String> {
-    let program = program?.to_str()?;
-    if program.contains('/') || !format!("{e:#}").contains("could not execute") {
-        return None;
-    }
-    Some(format!(
-        "`{program}` is not on your PATH: install it, or give its path: desk new {name} --provider {provider} -- /path/to/{program}"
-    ))
-}
-
-/// What `desk new` hands its master, checked.
-struct MasterArgs {
-    cwd: PathBuf,
-    cols: u16,
-    rows: u16,
-    size_policy: desk_core::session::SizePolicy,
-    env: Vec<(OsString, OsString)>,
-    provider: desk_core::provider::Provider,
-    command: Vec<OsString>,
-    history: usize,
-    log_cap: u64,
-}
-
-/// Allocate a generation, start the master and wait for its report; with the name's lock held.
-fn start_master(
-    paths: &Paths,
-    name: &SessionName,
-    files: &desk_common::paths::SessionPaths,
-    lock: &NameLock,
-    args: MasterArgs,
-) -> Result<i32> {
-    let MasterArgs { cwd, cols, rows, size_policy, env, provider, command, history, log_cap } = args;
-    let generation = session::allocate_generation(paths, name, lock)?;
-    let exe = std::env::current_exe().context("cannot find the desk executable")?;
-    let command = crate::providers::wire_hooks(provider, command, &paths.session_state(name), &exe)?;
-    let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("cannot create a pipe")?;
-    let mut cmd = master_command(&exe);
-    cmd.arg("--name")
-        .arg(name.as_str())
-        .arg("--size")
-        .arg(format!("{cols}x{rows}"))
-        .arg("--size-policy")
-        .arg(size_policy.name())
-        .arg("--cwd")
-        .arg(&cwd)
-        .arg("--generation")
-        .arg(generation.to_string())
-        .arg("--provider")
-        .arg(provider.as_str())
-        .arg("--history")
-        .arg(history.to_string())
-        .arg("--log-cap")
-        .arg(log_cap.to_string())
-        .arg("--ready-fd")
-        .arg("3");
-    for (key, value) in &env {
-        let mut pair = key.clone();
-        pair.push("=");
-        pair.push(value);
-        cmd.arg("--env").arg(pair);
-    }
-    cmd.arg("--").args(&command).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
-    let pipe_fd = write_end.as_raw_fd();
-    // SAFETY: between fork and exec only async-signal-safe calls: setsid, dup2, fcntl.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::setsid() == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if pipe_fd == 3 {
-                if libc::fcntl(3, libc::F_SETFD, 0) == -1 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            } else if libc::dup2(pipe_fd, 3) == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // Whatever else our caller leaked to us must not reach the master.
-            desk_common::pty::cloexec_from(4);
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().context("cannot start the session master")?;
-    drop(write_end);
-    let report = read_report(read_end, START_TIMEOUT);
-    match report {
-        Ok(line) if line.trim() == "ok" => Ok(0),
-        Ok(line) if !line.trim().is_empty() => {
-            let _ = child.wait();
-            Err(failure(1, format!("cannot start session {name}: {}", line.trim())))
-        }
-        Ok(_) => {
-            let status = child.wait().ok();
-            // The log goes with the failed session's other files, so what it says is told here.
-            let tail = log_tail(&files.log);
-            Err(failure(1, format!("the master of {name} died while starting ({status:?}); its log ended:\n{tail}")))
-        }
-        Err(e) => {
-            let _ = child.kill();
-            let _ = child.wait();
-            Err(e)
-        }
-    }
-}
-
-/// The last lines of a master's log, read from at most its last [`LOG_TAIL`] bytes.
-fn log_tail(log: &std::path::Path) -> String {
-    use std::io::{Seek, SeekFrom};
-    let Ok(mut file) = std::fs::File::open(log) else { return "(no log)".into() };
-    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let _ = file.seek(SeekFrom::Start(len.saturating_sub(LOG_TAIL as u64)));
-    let bytes = desk_common::fsutil::read_bounded(file, LOG_TAIL, "the master's log").unwrap_or_default();
-    let text = String::from_utf8_lossy(&bytes);
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(10)..].join("\n")
-}
-
-/// 4 KiB: the last few lines of a master's log, enough to say why it died.
-const LOG_TAIL: usize = 4096;
-
-/// Remove what a failed `desk new` created (the master has exited). Files of an earlier
-/// session of the name stay: its exit record, its log, its journal and generation counter.
-fn forget_failed_start(paths: &Paths, name: &SessionName, state_existed: bool, log_existed: bool) {
-    let files = paths.session(name);
-    if !state_existed {
-        let _ = std::fs::remove_dir_all(paths.session_state(name));
-    }
-    if !log_existed {
-        let mut rotated = files.log.clone().into_os_string();
-        rotated.push(".1");
-        let _ = desk_common::fsutil::remove_if_exists(&files.log);
-        let _ = desk_common::fsutil::remove_if_exists(std::path::Path::new(&rotated));
-    }
-    if !files.meta.exists() && !files.exit.exists() && !files.socket.exists() {
-        let _ = NameLock::remove_file(paths, name);
-    }
-}
-
-fn read_report(fd: OwnedFd, timeout: Duration) -> Result<String> {
-    let mut fds = [nix::poll::PollFd::new(std::os::fd::AsFd::as_fd(&fd), nix::poll::PollFlags::POLLIN)];
-    let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
-    let ready = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms)).context("cannot wait for the master")?;
-    if ready == 0 {
-        return Err(failure(1, format!("the master did not report within {} s", timeout.as_secs())));
-    }
-    let bytes = desk_common::fsutil::read_bounded(std::fs::File::from(fd), MAX_REPORT, "the master's report")?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// One row of `desk ls`.
@@ -340,6 +162,10 @@ struct Listing {
     /// Its delivery queue (absent when neither the daemon nor the store could be read).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     delivery: Option<super::delivery::QueueCounts>,
+    /// Its manifest, restart policy, supervision health, conversation and how its generation
+    /// started (absent for a session without a launch record).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fleet: Option<crate::launch::view::FleetView>,
     /// How its master stands against this desk (running and unresponsive sessions only).
     #[serde(skip_serializing_if = "Option::is_none")]
     master: Option<MasterSkew>,
@@ -382,11 +208,11 @@ fn master_skew(paths: &Paths, row: &Listing, installed: Option<(u64, u64)>) -> O
     Some(MasterSkew { protocol, binary, upgrade: stale.then_some(UPGRADE_BY_RESTART) })
 }
 
-/// The identity of the desk-master this desk starts ([`master_command`]'s program).
+/// The identity of the desk-master this desk starts ([`crate::launch::master_command`]'s program).
 fn installed_master() -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
     let exe = std::env::current_exe().ok()?;
-    let program = master_command(&exe).get_program().to_owned();
+    let program = crate::launch::master_command(&exe).get_program().to_owned();
     let meta = std::fs::metadata(program).ok()?;
     Some((meta.dev(), meta.ino()))
 }
@@ -468,7 +294,28 @@ fn listings(paths: &Paths) -> Result<Vec<Listing>> {
     for (i, answer) in ask.into_iter().zip(answers) {
         rows[i] = unexited(paths, &names[i], answer)?;
     }
-    Ok(rows.into_iter().flatten().collect())
+    let mut rows: Vec<Listing> = rows.into_iter().flatten().collect();
+    add_fleet(paths, &mut rows);
+    Ok(rows)
+}
+
+/// The fleet's part of a listing: each session's [`crate::launch::view::FleetView`]; a session
+/// a manifest declares that is not running is `down` (with how it ended, and what the
+/// supervisor says); and the sessions a registered manifest declares that never ran here.
+fn add_fleet(paths: &Paths, rows: &mut Vec<Listing>) {
+    let supervision = desk_daemon::supervisor::read_state(paths);
+    for row in rows.iter_mut() {
+        add_fleet_to(paths, row, &supervision);
+    }
+    let known: Vec<String> = rows.iter().map(|r| r.name.clone()).collect();
+    for (manifest, spec) in crate::launch::view::declared_down(paths, &known) {
+        let Ok(name) = SessionName::parse(&spec.name) else { continue };
+        let mut row = from_files(&name, None, "down");
+        row.provider = Some(spec.provider.as_str().to_string());
+        row.command = spec.command.clone().unwrap_or_default();
+        row.note = Some(format!("declared in {manifest}; not started yet (desk up)"));
+        rows.push(row);
+    }
 }
 
 /// 64 sessions: below this a second thread costs more to start than it saves.
@@ -502,6 +349,17 @@ fn from_info_file(name: &SessionName, files: &desk_common::paths::SessionPaths) 
     }
 }
 
+/// A row's [`crate::launch::view::FleetView`]; a session a manifest declares that is not
+/// running is `down`.
+fn add_fleet_to(paths: &Paths, row: &mut Listing, supervision: &desk_core::fleet::supervise::Supervisor) {
+    let Ok(name) = SessionName::parse(&row.name) else { return };
+    let running = matches!(row.status, "running" | "unresponsive");
+    row.fleet = crate::launch::view::of(paths, &name, running, supervision, desk_common::clock::now_ms());
+    if !running && row.fleet.as_ref().is_some_and(|f| f.manifest.is_some()) {
+        row.status = "down";
+    }
+}
+
 /// One session's row (for `desk new --json`), asked like `desk ls` asks them all.
 fn listing(paths: &Paths, name: &SessionName, deadline: Instant) -> Result<Option<Listing>> {
     let files = paths.session(name);
@@ -510,10 +368,14 @@ fn listing(paths: &Paths, name: &SessionName, deadline: Instant) -> Result<Optio
     }
     let budget = deadline.saturating_duration_since(Instant::now());
     let answer = super::probe::ask_all(std::slice::from_ref(&files.socket), deadline, budget)?.pop();
-    match answer {
-        Some(answer) => unexited(paths, name, answer),
-        None => Ok(None),
+    let mut row = match answer {
+        Some(answer) => unexited(paths, name, answer)?,
+        None => None,
+    };
+    if let Some(row) = &mut row {
+        add_fleet_to(paths, row, &desk_daemon::supervisor::read_state(paths));
     }
+    Ok(row)
 }
 
 /// The row of a session that recorded its exit.
@@ -648,6 +510,7 @@ fn from_files(name: &SessionName, meta: Option<&SessionMeta>, status: &'static s
         exit: None,
         note: None,
         delivery: None,
+        fleet: None,
         master: None,
     }
 }
@@ -799,27 +662,36 @@ fn ls_table(rows: &[Listing], now: u64, fit: Option<usize>) -> Vec<String> {
         ["NAME", "STATUS", "ACTIVITY", "QUEUE", "STUCK", "TITLE", "PID", "CLIENTS", "STARTED", "SIZE", "COMMAND"];
     let mut table = vec![header.map(String::from).to_vec()];
     for r in rows {
-        let status = match &r.exit {
+        let mut status = match &r.exit {
             Some(e) => {
                 let how = match (e.code, e.signal) {
                     (Some(code), _) => crate::words::ended(ExitStatus::Code(code)),
                     (_, Some(signal)) => crate::words::ended(ExitStatus::Signal(signal)),
                     _ => "exited".into(),
                 };
-                format!("{how} {}", desk_core::time::ago(now, e.exited_at_ms))
+                let how = format!("{how} {}", desk_core::time::ago(now, e.exited_at_ms));
+                if r.status == "down" { format!("down: {how}") } else { how }
             }
             None => r.status.to_string(),
         };
+        // The conversation a running generation resumed (its id's start; `--json` has it all).
+        if let Some(desk_core::fleet::resume::ResumePlan::Resume { conversation, .. }) =
+            r.fleet.as_ref().filter(|_| r.exit.is_none()).and_then(|f| f.start.as_ref())
+        {
+            status.push_str(&format!(" ↺ {}", crate::launch::view::short(conversation)));
+        }
         let clients =
             r.clients.as_ref().map_or_else(|| "-".into(), |c| crate::words::clients(c.controllers, c.viewers));
-        let activity = match &r.state {
-            Some(s) if s.lifecycle.value == desk_core::state::Lifecycle::Starting => "starting".to_string(),
-            Some(s) => format!(
+        let activity = match (&r.state, r.fleet.as_ref().and_then(|f| f.health.as_ref())) {
+            // What the supervisor says of a session that is down.
+            (None, Some(health)) => health.clone(),
+            (Some(s), _) if s.lifecycle.value == desk_core::state::Lifecycle::Starting => "starting".to_string(),
+            (Some(s), _) => format!(
                 "{} {}",
                 crate::words::activity(s.activity.value, s.wait.as_deref()),
                 desk_core::time::span(now.saturating_sub(s.activity.since_ms))
             ),
-            None => "-".into(),
+            (None, None) => "-".into(),
         };
         let (queue, stuck) = match &r.delivery {
             Some(d) => {
@@ -854,7 +726,7 @@ fn ls_table(rows: &[Listing], now: u64, fit: Option<usize>) -> Vec<String> {
 /// The command as the user typed it: without the hook wiring `desk new` adds right after an
 /// agent's program (`providers::wire_hooks`: Claude Code's `--settings FILE`, Codex's
 /// `-c notify=[…]`, the demo agent's `--hook-cmd …`), which is desk's business, not theirs.
-fn typed_command(provider: Option<&str>, command: &[String]) -> Vec<String> {
+pub(crate) fn typed_command(provider: Option<&str>, command: &[String]) -> Vec<String> {
     let wired = match (provider, command.get(1).map(String::as_str), command.get(2)) {
         (Some("claude"), Some("--settings"), Some(v)) => v.ends_with("/claude-settings.json"),
         (Some("codex"), Some("-c"), Some(v)) => {
@@ -1210,13 +1082,42 @@ struct HelperFate {
     fate: &'static str,
 }
 
-pub(super) fn kill(name: &SessionName, signal: i32, grace: f64, json: bool) -> Result<i32> {
+/// Wait for the EXIT a master reports after a SIGNAL frame (`sig`, for messages): how the
+/// session ended and whether the grace period ran out.
+fn wait_exit(conn: &mut Connection, name: &SessionName, sig: &str, grace: Duration) -> Result<(ExitStatus, bool)> {
+    conn.set_deadline(Some(grace + KILL_REPORT_SLACK));
+    loop {
+        match conn.recv() {
+            Ok(Frame::Exit { status, escalated }) => return Ok((status, escalated)),
+            Ok(Frame::Error { message, .. }) => return Err(failure(1, message)),
+            Ok(_) => continue,
+            Err(e) => {
+                return Err(failure(1, format!("sent {sig} to session {name}, but it did not report an exit: {e:#}")));
+            }
+        }
+    }
+}
+
+/// Stop a session quietly (for `desk up --recreate`, `desk down --json`, `desk restart`):
+/// SIGTERM, SIGKILL after `grace`, the end recorded as the operator's (`by`) first; returns how
+/// it ended. Helper processes are left to the master, as `desk kill` leaves them.
+pub(crate) fn stop(paths: &Paths, name: &SessionName, grace: Duration, by: &str) -> Result<ExitStatus> {
+    let mut conn = connect(paths, name)?;
+    desk_common::launch_record::mark_stopped(paths, name, conn.info.generation, by)?;
+    conn.send(&Frame::Signal { signal: libc::SIGTERM as u8, grace_ms: grace.as_millis() as u32 })?;
+    Ok(wait_exit(&mut conn, name, "SIGTERM", grace)?.0)
+}
+
+/// `desk kill` (and `desk down`, `desk restart`, named by `by`): the session's end is recorded
+/// as the operator's before it is signalled, so the daemon's supervisor never restarts it.
+pub(super) fn kill(name: &SessionName, signal: i32, grace: f64, json: bool, by: &str) -> Result<i32> {
     if !(0.0..=3600.0).contains(&grace) {
         return Err(failure(2, "--grace must be between 0 and 3600 seconds"));
     }
     let grace = Duration::from_secs_f64(grace);
     let paths = paths()?;
     let mut conn = connect(&paths, name)?;
+    desk_common::launch_record::mark_stopped(&paths, name, conn.info.generation, by)?;
     let pid = conn.info.pid;
     let master_pid = conn.info.master_pid;
     let sig = desk_common::signals::name(signal);
@@ -1241,17 +1142,7 @@ pub(super) fn kill(name: &SessionName, signal: i32, grace: f64, json: bool) -> R
         }
         return Ok(0);
     }
-    conn.set_deadline(Some(grace + KILL_REPORT_SLACK));
-    let (status, escalated) = loop {
-        match conn.recv() {
-            Ok(Frame::Exit { status, escalated }) => break (status, escalated),
-            Ok(Frame::Error { message, .. }) => return Err(failure(1, message)),
-            Ok(_) => continue,
-            Err(e) => {
-                return Err(failure(1, format!("sent {sig} to session {name}, but it did not report an exit: {e:#}")));
-            }
-        }
-    };
+    let (status, escalated) = wait_exit(&mut conn, name, &sig, grace)?;
     let (code, exit_signal) = match status {
         ExitStatus::Code(c) => (Some(c), None),
         ExitStatus::Signal(s) => (None, Some(s)),
@@ -1437,20 +1328,6 @@ fn list_dir(dir: &std::path::Path) -> Result<Vec<PathBuf>> {
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
         Err(e) => Err(e).with_context(|| format!("cannot list {}", dir.display())),
-    }
-}
-
-/// The command that starts a master: `desk-master` from beside this executable (smaller, so a
-/// lone idle master keeps fewer pages of code resident), or `desk master` where it is missing,
-/// e.g. when only the `desk` binary was copied somewhere.
-fn master_command(exe: &std::path::Path) -> Command {
-    let sibling = exe.with_file_name("desk-master");
-    if sibling.is_file() {
-        Command::new(sibling)
-    } else {
-        let mut cmd = Command::new(exe);
-        cmd.arg("master");
-        cmd
     }
 }
 

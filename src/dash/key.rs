@@ -1,6 +1,6 @@
 //! A key, as the dashboard understands it: the loop (`super::run`) translates the terminal's
 //! events into these, and the model ([`super::model`]) and the answer panel
-//! ([`super::answer`]) act on them. No I/O.
+//! ([`super::answer`](mod@super::answer)) act on them. No I/O.
 
 /// A key, as the dashboard understands it (the loop translates the terminal's events).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,5 +1,6 @@
 //! What the dashboard draws with: colour, or (under `NO_COLOR`) only bold and reverse video.
-//! Shared by the view ([`super::view`]) and the answer panel ([`super::answer`]).
+//! Shared by the view ([`super::view`]) and the answer panel
+//! ([`super::answer`](mod@super::answer)).
 
 use ratatui::style::{Color, Style};
 

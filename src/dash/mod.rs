@@ -3,7 +3,7 @@
 //! Owns the dashboard's process edge: the terminal (raw mode, alternate screen, and putting both
 //! back on every way out: quit, SIGTERM, SIGHUP, a panic), and the threads that feed one loop.
 //! The state and the keys live in [`model`], the drawing in [`view`] (the answer panel's in
-//! [`answer`]); this module only moves messages between them and the world.
+//! [`answer`](mod@answer)); this module only moves messages between them and the world.
 //!
 //! Shape: every source of news runs on a thread of its own and sends [`Msg`]s down one channel;
 //! the main thread blocks on that channel, applies what arrived to the model and redraws (a key
@@ -133,6 +133,8 @@ enum Msg {
     Usage(HashMap<u32, (f32, u64)>),
     /// Every channel at a glance (unread and `@human` counts for the header).
     Channels(Vec<desk_daemon::channel::summary::Summary>),
+    /// The fleet's notes by session, and the declared sessions that never ran (name, provider).
+    FleetNotes(HashMap<String, String>, Vec<(String, String)>),
     /// Every channel's members, by channel (for grouping the table by channel).
     Rosters(HashMap<String, Vec<String>>),
     /// The fleet's open dialogs and the blocked sessions without a readable one (the approvals
@@ -262,6 +264,10 @@ pub fn run() -> Result<i32> {
     })?;
 
     spawn("usage", tx.clone(), sample_usage)?;
+    {
+        let paths = paths.clone();
+        spawn("fleet", tx.clone(), move |tx| sample_fleet(&paths, tx))?;
+    }
     let channel_paths = paths.clone();
     spawn("channels", tx.clone(), move |tx| {
         let store = desk_daemon::channel::store::ChannelStore::at(&channel_paths);
@@ -539,6 +545,7 @@ fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Flow 
                 return Flow::LoadChannel { channel, thread };
             }
         }
+        Msg::FleetNotes(notes, declared) => dash.set_fleet(&notes, &declared),
         Msg::Signal(sig) => return Flow::Exit(128 + sig),
         Msg::Term(TermEvent::Key(key)) if key.kind != KeyEventKind::Release => {
             let key = match key.code {
@@ -829,6 +836,7 @@ fn follow_selection(
         Link::Connecting => conn.note = "waiting for its master to answer".into(),
         Link::Unresponsive => conn.note = "its master does not answer (stopped or wedged?)".into(),
         Link::Lost => conn.note = "its master is gone and recorded no exit".into(),
+        Link::Down => conn.note = "declared in a manifest; not started yet (desk up)".into(),
     }
     *preview = Some(conn);
 }
@@ -943,6 +951,36 @@ fn rows_from_files(paths: &Paths) -> Result<Vec<Row>> {
         rows.push(row);
     }
     Ok(rows)
+}
+
+/// Every [`USAGE_REFRESH`]: each session's fleet note (`crate::launch::view`) and the declared
+/// sessions that never ran, read from files (no master is asked).
+fn sample_fleet(paths: &Paths, tx: Sender<Msg>) {
+    loop {
+        let names = paths.session_names().unwrap_or_default();
+        let supervision = desk_daemon::supervisor::read_state(paths);
+        let now = desk_common::clock::now_ms();
+        let mut notes = HashMap::new();
+        for name in &names {
+            let running = master_listens(&paths.session(name).socket);
+            let note = crate::launch::view::of(paths, name, running, &supervision, now).and_then(|v| match v.note() {
+                Some(n) if running => v.start.as_ref().map(|_| n.replacen("generation ", "gen ", 2)),
+                other => other,
+            });
+            if let Some(note) = note {
+                notes.insert(name.to_string(), note);
+            }
+        }
+        let known: Vec<String> = names.iter().map(ToString::to_string).collect();
+        let declared = crate::launch::view::declared_down(paths, &known)
+            .into_iter()
+            .map(|(_, spec)| (spec.name, spec.provider.as_str().to_string()))
+            .collect();
+        if tx.send(Msg::FleetNotes(notes, declared)).is_err() {
+            return;
+        }
+        std::thread::sleep(USAGE_REFRESH);
+    }
 }
 
 /// 16 KiB of each session's journal: its last hundred or so events, the recent past the events

@@ -39,6 +39,8 @@ pub enum Link {
     Exited(ExitRecord),
     /// Its master is gone and recorded no exit.
     Lost,
+    /// A manifest declares it and it has never run here (`desk up` starts it).
+    Down,
 }
 
 /// One session's row.
@@ -66,6 +68,9 @@ pub struct Row {
     pub pid: u32,
     /// CPU % (of one core) and resident KiB of the child's whole session, while it runs.
     pub usage: Option<(f32, u64)>,
+    /// The fleet's word on it (`crate::launch::view`): the supervisor's health while it is down
+    /// (`failed: …`, `restarting in 4 s`), or the conversation its generation resumed.
+    pub fleet: Option<String>,
 }
 
 /// A session's queue as the daemon last described it.
@@ -147,7 +152,17 @@ impl Row {
             queue: None,
             pid: 0,
             usage: None,
+            fleet: None,
         }
+    }
+
+    /// A row for a session a manifest declares that has never run here.
+    pub fn down(name: &str, provider: &str) -> Row {
+        let mut row = Row::new(name);
+        row.provider = provider.to_string();
+        row.link = Link::Down;
+        row.lifecycle = Lifecycle::Exited;
+        row
     }
 
     /// A row for a session that has exited, from its exit record.
@@ -193,6 +208,7 @@ impl Row {
         let stuck = self.queue.as_ref().map_or(0, |q| q.stuck);
         match &self.link {
             Link::Exited(exit) => rank(Some(exit.status), true, self.activity, stuck, &self.health),
+            Link::Down => Urgency::ExitedCleanly,
             Link::Unresponsive | Link::Lost => rank(None, false, self.activity, stuck, &self.health),
             Link::Connecting | Link::Live => rank(None, true, self.activity, stuck, &self.health),
         }
@@ -200,11 +216,20 @@ impl Row {
 
     /// What the row's lifecycle column says: the lifecycle, or how the master is (not) reached.
     pub fn lifecycle_word(&self) -> String {
+        let word = self.link_word();
+        match &self.fleet {
+            Some(note) => format!("{word} · {note}"),
+            None => word,
+        }
+    }
+
+    fn link_word(&self) -> String {
         match &self.link {
             Link::Connecting => "starting".into(),
             Link::Live => self.lifecycle.as_str().into(),
             Link::Unresponsive => "unresponsive".into(),
             Link::Lost => "lost".into(),
+            Link::Down => "down".into(),
             Link::Exited(exit) => crate::words::ended(exit.status),
         }
     }
@@ -520,6 +545,19 @@ impl Dash {
 
     /// Take the fleet's CPU and memory use, by session id (a row's child pid); exited rows have
     /// none.
+    /// Take the fleet's notes by session, and the declared sessions that never ran here
+    /// (name, provider): rows `down` for those no other row stands for.
+    pub fn set_fleet(&mut self, notes: &HashMap<String, String>, declared: &[(String, String)]) {
+        for (name, provider) in declared {
+            self.rows.entry(name.clone()).or_insert_with(|| Row::down(name, provider));
+        }
+        // A declared row whose session is gone from every manifest goes with it.
+        self.rows.retain(|name, row| row.link != Link::Down || declared.iter().any(|(n, _)| n == name));
+        for row in self.rows.values_mut() {
+            row.fleet = notes.get(&row.name).cloned();
+        }
+    }
+
     pub fn set_usage(&mut self, usage: &HashMap<u32, (f32, u64)>) {
         for row in self.rows.values_mut() {
             let running = matches!(row.link, Link::Live | Link::Unresponsive | Link::Connecting);

@@ -5,6 +5,7 @@
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::style::Color;
+use std::collections::HashMap;
 
 use super::key::Key;
 use super::look::Look;
@@ -1148,4 +1149,22 @@ fn a_force_that_pasted_again_is_not_shown_as_a_refusal() {
         super::outcome_line(Ok(Response::ok("pressed Enter; delivered", serde_json::Value::Null))),
         "pressed Enter; delivered"
     );
+}
+
+#[test]
+fn declared_sessions_that_never_ran_are_rows_down_and_fleet_notes_show_on_each_row() {
+    let mut dash = fleet();
+    let notes = HashMap::from([
+        ("alpha".to_string(), "generation 2 resumed 5a0e2f1c… of generation 1".to_string()),
+        ("bravo".to_string(), "failed: restarted 3 times in 5 minutes".to_string()),
+    ]);
+    dash.set_fleet(&notes, &[("zulu".to_string(), "claude".to_string())]);
+    let zulu = dash.row("zulu").expect("a row for the declared session");
+    assert_eq!((zulu.lifecycle_word().as_str(), zulu.urgency()), ("down", Urgency::ExitedCleanly));
+    assert!(dash.row("alpha").unwrap().lifecycle_word().ends_with("· generation 2 resumed 5a0e2f1c… of generation 1"));
+    assert!(dash.row("bravo").unwrap().lifecycle_word().contains("failed: restarted 3 times"));
+    // No longer declared anywhere: its row goes; a note that is gone goes too.
+    dash.set_fleet(&HashMap::new(), &[]);
+    assert!(dash.row("zulu").is_none());
+    assert_eq!(dash.row("alpha").unwrap().fleet, None);
 }

@@ -328,7 +328,7 @@ fn table_row<'a>(row: &'a Row, usage: bool, now_ms: u64, look: Look) -> TableRow
         Link::Live | Link::Connecting => Span::styled("◌", look.fg(Color::Yellow)),
         Link::Unresponsive | Link::Lost => Span::styled("!", look.fg(Color::Red).add_modifier(Modifier::BOLD)),
         Link::Exited(_) if urgency == Urgency::ExitedWithError => Span::styled("✗", look.fg(Color::Red)),
-        Link::Exited(_) => Span::styled("○", look.fg(Color::DarkGray)),
+        Link::Exited(_) | Link::Down => Span::styled("○", look.fg(Color::DarkGray)),
     };
     let exited = matches!(row.link, Link::Exited(_) | Link::Lost);
     let activity = if exited {

@@ -217,6 +217,35 @@ fn every_json_answer_has_exactly_the_documented_fields() {
     seen.run(&home, &["send", "done", "held for a later done", "--json"]);
     seen.run(&home, &["rm", "done", "--json"]);
 
+    // The fleet commands, on a manifest with a worktree of a scratch git repository, a channel
+    // and an initial prompt.
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &["-c", "user.name=t", "-c", "user.email=t@t.invalid", "commit", "-q", "--allow-empty", "-m", "one"],
+    ] {
+        let ok = std::process::Command::new("git").arg("-C").arg(&repo).args(args).status().unwrap().success();
+        assert!(ok, "git {args:?}");
+    }
+    let manifest = dir.path().join("desk.toml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "[session.crew-a]\nprovider = \"demo\"\ncommand = [\"{demo}\"]\ncwd = \"repo\"\nworktree = \"wt-a\"\nprompts = [{{ text = \"hello\" }}]\n\n[channel.crew]\nmembers = [\"crew-a\"]\n"
+        ),
+    )
+    .unwrap();
+    let manifest = manifest.to_str().unwrap();
+    seen.run(&home, &["up", "--manifest", manifest, "--dry-run", "--json"]);
+    seen.run(&home, &["up", "--manifest", manifest, "--json"]);
+    seen.run(&home, &["up", "--manifest", manifest, "--json"]);
+    seen.run(&home, &["restart", "crew-a", "--manifest", manifest, "--json"]);
+    seen.run(&home, &["worktree", "ls", "--manifest", manifest, "--json"]);
+    seen.run(&home, &["down", "--manifest", manifest, "--remove-worktree", "--json"]);
+    seen.run(&home, &["ls", "--json"]);
+
     let sections = sections();
     let mut problems = Vec::new();
     for (command, found) in &seen.paths {

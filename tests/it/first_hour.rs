@@ -392,7 +392,11 @@ fn doctor_finds_a_desk_without_its_master_or_with_another_ones() {
 /// and tmux do not); `env` is set for the attach. The test calling it needs tmux.
 fn attach_in_tmux(home: &Home, args: &str, env: &str, until: &str) -> String {
     crate::suite::require(crate::suite::Needs::Program("tmux"));
-    let socket = home.path().join("tmux.sock");
+    // A server of its own each time: a new server on the socket of one just killed can find the
+    // old one still going and die with it ("server exited unexpectedly").
+    static SERVERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = SERVERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let socket = home.path().join(format!("tmux-{n}.sock"));
     let tmux = |args: &[&str]| {
         let out = std::process::Command::new("tmux").arg("-S").arg(&socket).args(args).output().expect("run tmux");
         assert!(out.status.success(), "tmux {args:?}: {}", stderr(&out));

@@ -35,6 +35,18 @@ pub(crate) fn eventually<T>(what: &str, mut cond: impl FnMut() -> Result<T, Stri
     }
 }
 
+/// The stdout of a `desk ARGS` run that must have succeeded (else a panic with both outputs).
+pub(crate) fn succeeded(args: &[&str], out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "desk {args:?} failed ({:?}):\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 pub(crate) struct Home {
     pub dir: tempfile::TempDir,
 }
@@ -68,15 +80,7 @@ impl Home {
 
     /// Run `desk ARGS...`, requiring success, and return stdout.
     pub(crate) fn ok(&self, args: &[&str]) -> String {
-        let out = self.desk(args);
-        assert!(
-            out.status.success(),
-            "desk {args:?} failed ({:?}):\nstdout: {}\nstderr: {}",
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        succeeded(args, self.desk(args))
     }
 
     /// Start a session running `sh -c script`.

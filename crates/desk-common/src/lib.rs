@@ -23,7 +23,8 @@
 //! An arrow is "may depend on"; nothing points up, and `tests/it/architecture.rs` checks both
 //! the manifests and each crate's imports. What lives here: where files are ([`paths`]), how
 //! they are written ([`fsutil`]) and versioned ([`format`]), the records of a session ([`session`], [`info_file`],
-//! [`screen_log`], [`journal`]), locks ([`pidlock`]), `/proc` ([`procfs`]), PTYs ([`pty`]),
+//! [`screen_log`], [`journal`], and [`launch_record`]: what each start ran and who stopped it,
+//! which the CLI writes and the daemon's restart supervisor reads), locks ([`pidlock`]), `/proc` ([`procfs`]), PTYs ([`pty`]),
 //! signal names ([`signals`]), the clock ([`clock`]), logs ([`logging`]), the user's config
 //! ([`config`]) and provider rule files ([`rules`]), the failure vocabulary every command
 //! answers in ([`failure`]) with its "did you mean …?" for a name that names nothing
@@ -45,6 +46,7 @@ pub mod ids;
 pub mod info_file;
 pub mod journal;
 pub mod keys;
+pub mod launch_record;
 pub mod logging;
 pub mod master_client;
 pub mod paths;

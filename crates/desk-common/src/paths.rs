@@ -12,9 +12,7 @@ use std::fs;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-/// Longest session name: long enough for descriptive names, short enough that the socket path
-/// stays well inside the 108-byte `sun_path` under usual runtime directories.
-pub const MAX_NAME_LEN: usize = 64;
+pub use desk_core::session::{MAX_NAME_LEN, NameError};
 
 /// `sun_path` is 108 bytes on Linux including the terminating NUL.
 const MAX_SOCKET_PATH: usize = 107;
@@ -25,19 +23,7 @@ pub struct SessionName(String);
 
 impl SessionName {
     pub fn parse(name: &str) -> Result<SessionName, NameError> {
-        let mut chars = name.chars();
-        let Some(first) = chars.next() else {
-            return Err(NameError::Empty);
-        };
-        if name.len() > MAX_NAME_LEN {
-            return Err(NameError::TooLong(name.len()));
-        }
-        if !first.is_ascii_alphanumeric() {
-            return Err(NameError::BadFirst(first));
-        }
-        if let Some(bad) = chars.find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))) {
-            return Err(NameError::BadChar(bad));
-        }
+        desk_core::session::check_name(name)?;
         Ok(SessionName(name.to_string()))
     }
 
@@ -57,18 +43,6 @@ impl std::str::FromStr for SessionName {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         SessionName::parse(s)
     }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NameError {
-    #[error("a session name cannot be empty")]
-    Empty,
-    #[error("a session name has at most {MAX_NAME_LEN} characters (this one has {0})")]
-    TooLong(usize),
-    #[error("a session name must start with a letter or digit, not {0:?}")]
-    BadFirst(char),
-    #[error("a session name may contain only letters, digits, '.', '_' and '-', not {0:?}")]
-    BadChar(char),
 }
 
 /// The directories desk uses.

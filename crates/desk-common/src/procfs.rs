@@ -189,6 +189,13 @@ pub fn ancestors_of_self() -> Vec<u32> {
     found
 }
 
+/// The files process `pid` holds open (the targets of `/proc/PID/fd/*`; none if it cannot be
+/// read: another user's process, or gone).
+pub fn open_files(pid: u32) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = fs::read_dir(format!("/proc/{pid}/fd")) else { return Vec::new() };
+    entries.flatten().filter_map(|e| fs::read_link(e.path()).ok()).collect()
+}
+
 /// 4096 generations: far deeper than any real process tree.
 const MAX_ANCESTRY: usize = 4096;
 

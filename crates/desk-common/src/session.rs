@@ -150,22 +150,34 @@ pub fn last_history(lines: Vec<String>) -> Option<Vec<String>> {
 /// file this large is not one, and is refused rather than read whole.
 const MAX_RECORD: usize = 1 << 20;
 
-fn read_json<T: serde::de::DeserializeOwned>(format: &Format, path: &Path) -> Result<Option<T>> {
+/// A record's bytes (at most [`MAX_RECORD`]); `None` when the file does not exist.
+fn read_bytes(path: &Path) -> Result<Option<Vec<u8>>> {
     let file = match File::open(path) {
         Ok(file) => file,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
     };
-    let bytes = fsutil::read_bounded(file, MAX_RECORD, &path.display().to_string())?;
+    Ok(Some(fsutil::read_bounded(file, MAX_RECORD, &path.display().to_string())?))
+}
+
+/// A desk record (JSON, at most [`MAX_RECORD`] bytes); `None` when the file does not exist.
+pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>> {
+    let Some(bytes) = read_bytes(path)? else { return Ok(None) };
+    serde_json::from_slice(&bytes).map(Some).with_context(|| format!("{} is not a valid desk record", path.display()))
+}
+
+/// A versioned record of `format` ([`crate::format`]); `None` when the file does not exist.
+fn read_record<T: serde::de::DeserializeOwned>(format: &Format, path: &Path) -> Result<Option<T>> {
+    let Some(bytes) = read_bytes(path)? else { return Ok(None) };
     format::decode(format, &bytes).map(Some).with_context(|| format!("{} cannot be read", path.display()))
 }
 
 pub fn read_meta(paths: &SessionPaths) -> Result<Option<SessionMeta>> {
-    read_json(&META_FORMAT, &paths.meta)
+    read_record(&META_FORMAT, &paths.meta)
 }
 
 pub fn read_exit(paths: &SessionPaths) -> Result<Option<ExitRecord>> {
-    read_json(&EXIT_FORMAT, &paths.exit)
+    read_record(&EXIT_FORMAT, &paths.exit)
 }
 
 pub fn write_meta(paths: &SessionPaths, meta: &SessionMeta) -> Result<()> {
@@ -187,7 +199,7 @@ pub fn write_exit(paths: &SessionPaths, record: &ExitRecord) -> Result<()> {
 /// readable record (a master still starting, say), this build's version: a master of version
 /// 2 or later negotiates down from it, and one of version 1 refuses it in words.
 pub fn hello_version(socket: &Path) -> u16 {
-    match read_json::<SessionMeta>(&META_FORMAT, &socket.with_extension("json")) {
+    match read_record::<SessionMeta>(&META_FORMAT, &socket.with_extension("json")) {
         Ok(Some(meta)) => desk_wire::hello_version(meta.protocol),
         _ => desk_wire::PROTOCOL_VERSION,
     }
@@ -453,7 +465,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("big.json");
         std::fs::write(&path, vec![b' '; MAX_RECORD + 1]).unwrap();
-        let err = read_json::<ExitRecord>(&EXIT_FORMAT, &path).unwrap_err();
+        let err = read_record::<ExitRecord>(&EXIT_FORMAT, &path).unwrap_err();
         assert!(format!("{err:#}").contains("larger than"), "{err:#}");
     }
 }

@@ -3,27 +3,16 @@
 //! `none`; and its name as desk says it, `Ctrl-\`).
 //!
 //! Owns these parsers for every place that reads them: `desk new` and `desk attach` flags, the
-//! user config ([`crate::config`]) and the master's internal arguments. Invariants: a size is
-//! accepted only if the screen model can hold it; an error names the value and what it should
-//! have been. Pure: no I/O.
+//! user config ([`crate::config`]) and the master's internal arguments (a size's grammar is
+//! `desk_core::session`'s, so that a fleet manifest, checked in desk-core, reads it the same).
+//! Invariants: a size is accepted only if the screen model can hold it; an error names the
+//! value and what it should have been. Pure: no I/O.
 
 use std::ffi::OsString;
 
-/// Parse `COLSxROWS`, refusing sizes the screen model cannot hold.
-pub fn parse_size(s: &str) -> Result<(u16, u16), String> {
-    let (cols, rows) = s.split_once(['x', 'X']).ok_or_else(|| format!("size {s:?} is not COLSxROWS"))?;
-    let cols: u16 = cols.parse().map_err(|_| format!("{cols:?} is not a column count"))?;
-    let rows: u16 = rows.parse().map_err(|_| format!("{rows:?} is not a row count"))?;
-    if !desk_term::screen::valid_size(cols, rows) {
-        return Err(format!(
-            "size {cols}x{rows} is out of range (1..={} columns, 1..={} rows, at most {} cells)",
-            desk_term::screen::MAX_COLS,
-            desk_term::screen::MAX_ROWS,
-            desk_term::screen::MAX_CELLS
-        ));
-    }
-    Ok((cols, rows))
-}
+/// Parse `COLSxROWS`, refusing sizes the screen model cannot hold (the grammar is desk-core's,
+/// where a fleet manifest's sizes are checked too).
+pub use desk_core::session::parse_size;
 
 /// Parse one `KEY=VALUE` environment assignment.
 pub fn parse_env(s: &str) -> Result<(OsString, OsString), String> {

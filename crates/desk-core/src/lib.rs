@@ -8,20 +8,22 @@
 //! message model, file format, mentions, routing and prompts) and the master's session
 //! policy ([`session`]: handshakes, roles, slow clients, the client limit, the session's size,
 //! kill escalation and the exit flush), when to notify the operator ([`notify`]: what needs a
-//! person, rate-limited per session) which title changes are news ([`title`]),
-//! fleet attention ([`attention`]: who needs a person, in what order) and agents' dialogs
-//! ([`dialog`]: read off a screen, fingerprinted, answered with the provider's keys). Every entry
-//! point takes the clock as an argument and returns what to do; the shells' event loops carry it
-//! out (the master runs the session policy, the state authority and the title rule, the daemon
-//! the delivery engine and channel routing). May not depend on the shell crates, nor on
-//! anything that makes a syscall (no nix, libc, mio, no file or socket access): its Cargo.toml
-//! is the boundary.
+//! person, rate-limited per session), which title changes are news ([`title`]), fleet
+//! attention ([`attention`]: who needs a person, in what order), agents' dialogs ([`dialog`]:
+//! read off a screen, fingerprinted, answered with the provider's keys) and the fleet
+//! ([`fleet`]: the `desk.toml` manifest, what `desk up` does, restart policies and their
+//! backoff, which conversation a restarted agent resumes, the pure half of per-session
+//! worktrees). Every entry point takes the clock as an argument and returns what to do; the
+//! shells' event loops carry it out (the master runs the session policy, the state authority
+//! and the title rule, the daemon the delivery engine, channel routing and restart
+//! supervision). May not depend on the shell crates, nor on anything that makes a syscall (no
+//! nix, libc, mio, no file or socket access): its Cargo.toml is the boundary.
 //!
 //! Its place in the map: desk runs as three kinds of process — a master per session
 //! (desk-master: the PTY, the screen model, the socket terminals attach to), the daemon (`desk
-//! serve`, desk-daemon: prompt delivery, channels, notifications) and the CLI (`desk`, the desk
-//! package: commands, `desk attach`, `desk dash`) — over a common shell (desk-common) and three
-//! pure crates. Arrows run one way, and `tests/it/architecture.rs` checks each:
+//! serve`, desk-daemon: prompt delivery, channels, notifications, restarts) and the CLI (`desk`,
+//! the desk package: commands, `desk attach`, `desk dash`) — over a common shell (desk-common)
+//! and three pure crates. Arrows run one way, and `tests/it/architecture.rs` checks each:
 //!
 //! ```text
 //!   desk --> desk-daemon, desk-master --> desk-common --> desk-core --> desk-wire --> desk-term
@@ -31,6 +33,7 @@ pub mod attention;
 pub mod channel;
 pub mod delivery;
 pub mod dialog;
+pub mod fleet;
 pub mod notify;
 pub mod provider;
 pub mod session;

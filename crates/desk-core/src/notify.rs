@@ -4,7 +4,8 @@
 //! Owns which session events become a notification — activity turning `blocked`, health turning
 //! `degraded`, an exit with a non-zero code or by a crash signal, the agent's own desktop
 //! notification (OSC 9 / 777) — a stuck delivery item, an agent's channel message that mentions
-//! the operator (`@human`), and the per-session rate limit. It
+//! the operator (`@human`), a session the restart supervisor holds down (`failed`), and the
+//! per-session rate limit. It
 //! keeps a small mirror of each session's state axes for the notification's `state`.
 //! Invariants: a notification is made on a *change* (a session already blocked when the daemon
 //! starts is not announced again); per session, one kind is announced at most once per
@@ -49,6 +50,9 @@ pub enum Kind {
     Notification,
     /// The session's agent mentioned the operator in a channel (`@human`, or a person member).
     Mention,
+    /// The daemon's supervisor holds the session down: its crash-loop limit, its agent refusing
+    /// the conversation it was given, a rate-limit or login error (`desk_core::fleet::supervise`).
+    Failed,
 }
 
 impl Kind {
@@ -60,6 +64,7 @@ impl Kind {
             Kind::Exited => "exited",
             Kind::Notification => "notification",
             Kind::Mention => "mention",
+            Kind::Failed => "failed",
         }
     }
 }
@@ -234,6 +239,12 @@ impl Notifier {
     ) -> Option<Notice> {
         let message = format!("{session} mentioned you in #{channel} (message {message_id}): {first_line}");
         self.notice(session, Kind::Mention, message, None, now)
+    }
+
+    /// The supervisor holds the session down; `health` says why (`failed: …`).
+    pub fn on_failed(&mut self, session: &str, health: &str, now: Instant) -> Option<Notice> {
+        let message = format!("{session}: {health}");
+        self.notice(session, Kind::Failed, message, None, now)
     }
 
     /// A notice this notifier let out did not reach the operator after all (the daemon could

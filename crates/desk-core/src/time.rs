@@ -8,7 +8,8 @@ use std::time::Duration;
 /// A doubling wait between retries: `first` after the first failure, then twice the previous
 /// wait, never more than `max`, until [`Backoff::reset`]. Every retry loop in desk backs off
 /// through this one (the delivery engine's per-session retries, the daemon's intake, channel
-/// and refused-master retries). Pure: the caller adds the wait to its clock.
+/// and refused-master retries, the restart supervisor's restarts). Pure: the caller adds the
+/// wait to its clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Backoff {
     first: Duration,
@@ -19,6 +20,12 @@ pub struct Backoff {
 impl Backoff {
     pub const fn new(first: Duration, max: Duration) -> Backoff {
         Backoff { first, max, failures: 0 }
+    }
+
+    /// A backoff that has already counted `failures` (one whose count is kept elsewhere: the
+    /// restart supervisor's durable streak).
+    pub const fn after(first: Duration, max: Duration, failures: u32) -> Backoff {
+        Backoff { first, max, failures }
     }
 
     /// Count one more failure; returns how long to wait before the next try.

@@ -5,7 +5,8 @@
 //! (one per user) and the **CLI** (`desk`: commands, `desk attach`, `desk dash`), which starts
 //! the others and talks to them. The daemon runs the delivery engine (`desk_core::delivery`,
 //! pure) against the world: it is an observer client of every running master, keeps the item
-//! store, ingests channels and notifies the operator.
+//! store, ingests channels, notifies the operator and restarts sessions whose restart policy
+//! says so (`desk_core::fleet::supervise`, pure).
 //!
 //! ```text
 //!   desk (CLI) ------------> desk-daemon (this crate)
@@ -17,11 +18,14 @@
 //! An arrow is "may depend on"; nothing points up, and `tests/it/architecture.rs` checks it.
 //! The CLI depends on this crate because `desk serve` runs in the `desk` executable, and
 //! `desk send` and `desk channel` write the stores directly (durably) before asking the daemon
-//! to act. Modules: [`serve`] (the event loop and the control socket's server side),
-//! [`masters`] (a connection to one master), [`evidence`] (the sessions' journals and how far
-//! the daemon has read them), [`notify`] (running the operator's notify
-//! command), [`store`] (delivery items on disk) and [`channel`] (the channel directories and
-//! their ingest). May not depend on the master's crate or the CLI's, nor on an argument parser
+//! to act, and `desk ls` and the dashboard read the supervisor's state file. Modules: [`serve`]
+//! (the event loop and the control socket's server side), [`masters`] (a connection to one
+//! master), [`evidence`] (the sessions' journals and how far the daemon has read them),
+//! [`notify`] (running the operator's notify command), [`store`] (delivery items on disk),
+//! [`channel`] (the channel directories and their ingest) and [`supervisor`] (restart policies
+//! carried out: it runs `desk restart`, the CLI's start path, in a child process, so the daemon
+//! never starts a master itself). May not depend on the master's crate or the CLI's, nor on an
+//! argument parser
 //! or a terminal UI library.
 
 pub mod channel;
@@ -30,5 +34,6 @@ pub mod masters;
 pub mod notify;
 pub mod serve;
 pub mod store;
+pub mod supervisor;
 
 pub use serve::{run, take_lock};

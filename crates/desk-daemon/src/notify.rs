@@ -101,6 +101,13 @@ impl Notifications {
         }
     }
 
+    /// The supervisor holds a session down (`health`: `failed: …`).
+    pub fn on_failed(&mut self, session: &str, health: &str) {
+        if let Some(notice) = self.notifier.on_failed(session, health, Instant::now()) {
+            self.notify(notice);
+        }
+    }
+
     /// The `notify` events to journal, by session, in order.
     pub fn take_records(&mut self) -> Vec<(String, ClientEvent)> {
         self.records.drain(..).collect()

@@ -21,6 +21,8 @@
 //! [`CONTROL_OUT_LIMIT`]), idle time ([`CONTROL_IDLE_TIMEOUT`]) and their number. When a
 //! session needs a person (blocked, a stuck item, degraded, a failed exit, the agent's own
 //! notification) it runs the operator's notify command ([`notify`](crate::notify)) off the loop's thread.
+//! Sessions with a restart policy are restarted by [`supervisor`](crate::supervisor) (backoff,
+//! crash-loop limit, durable state), through `desk restart` run off the loop.
 
 use anyhow::{Context, Result, bail};
 use mio::net::{UnixListener, UnixStream};
@@ -56,6 +58,8 @@ use desk_wire::control::{self, Request, Response};
 const LISTENER: Token = Token(0);
 const SIGNALS: Token = Token(1);
 const INOTIFY: Token = Token(2);
+/// The restart supervisor's waker: a supervised restart (run off the loop) finished.
+const SUPERVISOR: Token = Token(3);
 const FIRST_CONN: usize = 16;
 
 /// How often channels with supervisor check-ins are looked at: a check-in waits for workers
@@ -196,6 +200,8 @@ struct Daemon {
     checkin_channels: std::collections::BTreeSet<ChannelName>,
     next_checkin: Instant,
     notifications: crate::notify::Notifications,
+    /// Restart policies carried out ([`supervisor`](crate::supervisor)).
+    supervisor: crate::supervisor::Supervision,
 }
 
 /// Run the daemon in this process until SIGTERM/SIGINT or a `stop` request.
@@ -260,6 +266,8 @@ impl Daemon {
             .context("cannot watch the channels directory")?;
         poll.registry().register(&mut SourceFd(&inotify.as_fd().as_raw_fd()), INOTIFY, Interest::READABLE)?;
         let notifications = crate::notify::Notifications::new(paths.clone());
+        let waker = std::sync::Arc::new(mio::Waker::new(poll.registry(), SUPERVISOR).context("cannot create a waker")?);
+        let supervisor = crate::supervisor::Supervision::new(paths.clone(), waker);
         let mut daemon = Daemon {
             paths,
             poll,
@@ -293,6 +301,7 @@ impl Daemon {
             checkin_channels: std::collections::BTreeSet::new(),
             next_checkin: Instant::now() + CHECKIN_EVERY,
             notifications,
+            supervisor,
         };
         daemon.restore()?;
         Ok(daemon)
@@ -363,7 +372,22 @@ impl Daemon {
                 self.feed(Input::SessionDown { session, generation: None });
             }
         }
+        // Ends of supervised sessions while the daemon was down are judged now.
+        let held = self.supervisor.restore(&connected);
+        self.notify_failed(held);
         Ok(())
+    }
+
+    /// Tell the operator about sessions the supervisor holds down for a failure.
+    fn notify_failed(&mut self, held: impl IntoIterator<Item = (String, String)>) {
+        let mut any = false;
+        for (session, health) in held {
+            self.notifications.on_failed(&session, &health);
+            any = true;
+        }
+        if any {
+            self.send_notify_records();
+        }
     }
 
     fn run(&mut self) -> Result<()> {
@@ -379,6 +403,7 @@ impl Daemon {
                 }
             }
             self.retry_refused_masters(now);
+            self.supervisor.tick();
             if self.intake_retry.is_some_and(|at| at <= now) {
                 self.intake_retry = None;
                 self.ingest_all();
@@ -408,7 +433,8 @@ impl Daemon {
                 .min(self.channel_retry.unwrap_or(self.next_sweep))
                 .min(if self.checkin_channels.is_empty() { self.next_sweep } else { self.next_checkin })
                 .min(self.refused.values().map(|r| r.retry_at).min().unwrap_or(self.next_sweep))
-                .min(self.controls.values().filter_map(ControlConn::idle_deadline).min().unwrap_or(self.next_sweep));
+                .min(self.controls.values().filter_map(ControlConn::idle_deadline).min().unwrap_or(self.next_sweep))
+                .min(self.supervisor.wake_at().unwrap_or(self.next_sweep));
             let timeout = next.saturating_duration_since(Instant::now());
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() == io::ErrorKind::Interrupted {
@@ -428,6 +454,10 @@ impl Daemon {
                         }
                     }
                     INOTIFY => self.on_inotify(),
+                    SUPERVISOR => {
+                        let held = self.supervisor.on_wake();
+                        self.notify_failed(held);
+                    }
                     token if self.controls.contains_key(&token) => self.control_event(token),
                     token if self.masters.contains_key(&token) => self.master_event(token),
                     _ => {}
@@ -881,7 +911,8 @@ impl Daemon {
             for what in &seen {
                 match what {
                     masters::Seen::Welcome { generation, state } => {
-                        self.notifications.on_connected(&conn.session, *generation, state.as_ref())
+                        self.notifications.on_connected(&conn.session, *generation, state.as_ref());
+                        self.supervisor.on_up(&conn.session, *generation);
                     }
                     masters::Seen::Event(event) => self.notifications.on_event(&conn.session, event),
                 }
@@ -972,13 +1003,23 @@ impl Daemon {
                 // A master may be listening (this one still, or a new one after a quick
                 // restart): its WELCOME replays the journal and says which generation runs. Only
                 // with none is the session down — after the journal says what its agent did
-                // before it went (a hook, an exit), never on the connection's end alone.
+                // before it went (a hook, an exit), never on the connection's end alone — and
+                // only then does the restart supervisor judge the end (a newer generation's
+                // start is the operator's or the supervisor's own, judged when it ends).
                 let session = conn.session.clone();
-                if !self.connect(&session)
-                    && let Some(generation) = conn.generation()
-                {
-                    self.replay_journal(&session);
-                    self.feed(Input::SessionDown { session, generation: Some(generation) });
+                if !self.connect(&session) {
+                    let held = match conn.generation() {
+                        Some(generation) => {
+                            self.replay_journal(&session);
+                            self.feed(Input::SessionDown { session: session.clone(), generation: Some(generation) });
+                            self.supervisor.on_down(&session, Some(generation))
+                        }
+                        // Gone before it answered (a command that exits at once): its exit
+                        // record, whose arrival was passed over while this connection stood,
+                        // tells its end.
+                        None => self.supervisor.on_exit_record(&session),
+                    };
+                    self.notify_failed(held);
                 }
             }
         }
@@ -1039,6 +1080,14 @@ impl Daemon {
                     // A new master may speak this daemon's version: try it at once.
                     self.refused.remove(session);
                     self.connect(session);
+                } else if let Some(session) = name.strip_suffix(".exit")
+                    && arrived
+                    && !self.by_session.contains_key(session)
+                {
+                    // A session that ended before this daemon was connected to it (a command
+                    // that exits at once): its end is judged from its records all the same.
+                    let held = self.supervisor.on_exit_record(session);
+                    self.notify_failed(held);
                 }
             } else if name.ends_with(".json") && !name.starts_with('.') {
                 ingest = true;

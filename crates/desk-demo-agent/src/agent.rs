@@ -88,6 +88,12 @@ pub enum Output {
     /// Append this submitted prompt to the prompt log (one JSON line, fsynced). Performed before
     /// anything later in the list.
     LogPrompt { seq: u64, prompt: String },
+    /// The conversation is now `id` (at start; `source` "startup" or "resume"; after `/clear`,
+    /// "clear"): later hooks carry it and later prompts go to its transcript.
+    Conversation { id: String, source: &'static str },
+    /// Append this submitted prompt to the conversation's transcript (after its
+    /// [`Output::LogPrompt`]).
+    Transcript { prompt: String },
     /// Run the hook command with this event's JSON.
     Hook(HookEvent),
     /// Post this reply with `desk channel post` (the turn that read the message ended).
@@ -168,15 +174,27 @@ pub struct Agent {
     pending_lines: Vec<String>,
     hook_failures: u32,
     input_full: bool,
+    /// The conversation's id (`--session-id`, `--resume`, or made by `/clear`).
+    conversation: String,
+    /// How many times `/clear` started a new conversation.
+    clears: u32,
+    /// First lines of the conversation's prompts, the resumed ones first (newest
+    /// [`RECALL_LINES`]): what `recall` repeats.
+    said: VecDeque<String>,
     out: Vec<Output>,
 }
+
+/// Prompts a `recall` lists: enough to see a conversation continue, few enough for one line.
+pub const RECALL_LINES: usize = 20;
+
+/// The word in a prompt that makes the reply list the conversation's earlier prompts.
+pub const RECALL_WORD: &str = "recall";
 
 impl Agent {
     /// An agent for a terminal of `cols` x `rows`.
     pub fn new(cfg: Config, cols: u16, rows: u16) -> Self {
         let renderer = Renderer::new(cols, rows, cfg.alt_screen, cfg.sync_output);
         Self {
-            cfg,
             decoder: InputDecoder::new(),
             composer: Composer::new(),
             renderer,
@@ -199,8 +217,24 @@ impl Agent {
             pending_lines: Vec::new(),
             hook_failures: 0,
             input_full: false,
+            conversation: cfg.session_id.clone(),
+            clears: 0,
+            said: cfg
+                .earlier_prompts
+                .iter()
+                .rev()
+                .take(RECALL_LINES)
+                .rev()
+                .map(|p| first_line(p).to_string())
+                .collect(),
+            cfg,
             out: Vec::new(),
         }
+    }
+
+    /// The conversation's id now.
+    pub fn conversation(&self) -> &str {
+        &self.conversation
     }
 
     pub fn config(&self) -> &Config {
@@ -333,11 +367,20 @@ impl Agent {
         self.out.push(Output::Write(self.renderer.enter()));
         self.pending_lines.push(format!("✻ desk demo agent · session {}", self.cfg.session_id));
         self.pending_lines.push("  Type a prompt and press Enter. Ctrl-D on an empty line quits.".into());
+        let earlier = self.cfg.earlier_prompts.len();
+        if self.cfg.resume.is_some() {
+            self.pending_lines.push(format!("↺ Resumed the conversation: {earlier} earlier prompt(s)"));
+            for line in &self.said {
+                self.pending_lines.push(format!("  > {line}"));
+            }
+        }
         self.present(now);
         if self.cfg.bracketed_paste {
             self.out.push(Output::Write(ENABLE_BRACKETED_PASTE.to_vec()));
         }
-        self.out.push(Output::Hook(HookEvent::SessionStart));
+        let source = if self.cfg.resume.is_some() { "resume" } else { "startup" };
+        self.out.push(Output::Conversation { id: self.conversation.clone(), source });
+        self.out.push(Output::Hook(HookEvent::SessionStart { source }));
         for key in std::mem::take(&mut self.early) {
             if self.exited {
                 break;
@@ -480,9 +523,18 @@ impl Agent {
     }
 
     fn submit(&mut self, prompt: String, now: Instant) {
+        if prompt.trim() == "/clear" {
+            self.clear(now);
+            return;
+        }
         self.seq += 1;
         let seq = self.seq;
         self.out.push(Output::LogPrompt { seq, prompt: prompt.clone() });
+        self.out.push(Output::Transcript { prompt: prompt.clone() });
+        if self.said.len() == RECALL_LINES {
+            self.said.pop_front();
+        }
+        self.said.push_back(first_line(&prompt).to_string());
         let contains = |word: &Option<String>| word.as_ref().is_some_and(|w| prompt.contains(w.as_str()));
         if contains(&self.cfg.crash_word) {
             let request = match self.cfg.crash {
@@ -547,9 +599,26 @@ impl Agent {
         }
     }
 
+    /// `/clear`: the conversation ends and a new one starts (Claude Code's SessionEnd "clear",
+    /// then SessionStart "clear" with a new id). Not a prompt: not logged.
+    fn clear(&mut self, now: Instant) {
+        self.out.push(Output::Hook(HookEvent::SessionEnd { reason: "clear" }));
+        self.clears += 1;
+        self.conversation = derived_uuid(&self.conversation, self.clears);
+        self.said.clear();
+        self.pending_lines.push(format!("  ⎿ Cleared: new conversation {}", self.conversation));
+        self.present(now);
+        self.out.push(Output::Conversation { id: self.conversation.clone(), source: "clear" });
+        self.out.push(Output::Hook(HookEvent::SessionStart { source: "clear" }));
+    }
+
     fn finish_turn(&mut self, now: Instant) {
         let Some(turn) = self.turn.take() else { return };
         self.pending_lines.push(format!("● Done: {}", turn.head));
+        if turn.head.contains(RECALL_WORD) {
+            let earlier: Vec<&str> = self.said.iter().rev().skip(1).rev().map(String::as_str).collect();
+            self.pending_lines.push(format!("● Earlier in this conversation: {}", earlier.join(" · ")));
+        }
         for i in 1..=self.cfg.reply_lines {
             self.pending_lines.push(filler_line(i));
         }
@@ -716,6 +785,27 @@ impl Agent {
 /// One line of filler output for `--reply-lines`.
 fn filler_line(i: usize) -> String {
     format!("  {i:>5} │ the quick brown fox jumps over the lazy dog, for output volume")
+}
+
+/// A version-4-shaped UUID derived from `from` and `n` (FNV-1a over both, twice): the id of a
+/// conversation `/clear` starts, without randomness in this pure state machine. Distinct for
+/// every `(from, n)` in practice, and a well-formed id for desk's capture.
+fn derived_uuid(from: &str, n: u32) -> String {
+    let hash = |seed: u64| {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ seed;
+        for b in from.bytes().chain(n.to_le_bytes()) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        h
+    };
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&hash(1).to_le_bytes());
+    b[8..].copy_from_slice(&hash(2).to_le_bytes());
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
 }
 
 #[cfg(test)]

@@ -4,7 +4,8 @@
 //! [`Config`] the plain resolved value the state machine reads. Invariants: `Config` holds no
 //! handles and does no I/O, so tests build it with struct update syntax from
 //! [`Config::default`], which equals the flag defaults; everything environmental (working
-//! directory, a fresh session id) is resolved once, here, at the process edge.
+//! directory, a fresh session id, the transcript directory and a resumed conversation's
+//! prompts) is resolved once, here, at the process edge.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -67,6 +68,12 @@ pub struct Config {
     pub channel_me: String,
     /// The desk executable that posts the replies.
     pub desk: PathBuf,
+    /// `--resume ID`: the conversation resumed (its id is then `session_id`).
+    pub resume: Option<String>,
+    /// Where conversations' transcripts are kept (`<dir>/<id>.jsonl`); `None`: none kept.
+    pub transcript_dir: Option<PathBuf>,
+    /// The resumed conversation's prompts, oldest first, from its transcript.
+    pub earlier_prompts: Vec<String>,
 }
 
 impl Default for Config {
@@ -99,6 +106,9 @@ impl Default for Config {
             channel_reply_text: DEFAULT_REPLY_TEXT.into(),
             channel_me: String::new(),
             desk: PathBuf::from("desk"),
+            resume: None,
+            transcript_dir: None,
+            earlier_prompts: Vec::new(),
         }
     }
 }
@@ -256,6 +266,23 @@ pub struct Args {
     /// The desk executable to post with (default: `desk` beside this program, else on PATH).
     #[arg(long, value_name = "PATH")]
     pub desk: Option<PathBuf>,
+
+    /// Resume the conversation ID from its transcript: its earlier prompts are shown and
+    /// remembered, and new ones are added to it. Without a transcript holding a prompt, the
+    /// agent says "No conversation found with session ID: ID" and exits 1 (as Claude Code does).
+    #[arg(long, value_name = "ID", conflicts_with = "session_id")]
+    pub resume: Option<String>,
+
+    /// Keep each conversation's transcript (its prompts, one JSON line each) as DIR/ID.jsonl
+    /// (default: $DESK_DEMO_AGENT_HOME/transcripts, else $DESK_HOME/demo-agent/transcripts,
+    /// else ~/.desk-demo-agent/transcripts).
+    #[arg(long, value_name = "DIR")]
+    pub transcript_dir: Option<PathBuf>,
+
+    /// Refuse every --resume ID as if its conversation were unknown (say "No conversation found
+    /// with session ID: ID" and exit 1), to test how a refused resume is handled.
+    #[arg(long)]
+    pub reject_resume: bool,
 }
 
 /// The default channel reply.
@@ -271,6 +298,12 @@ impl Args {
         };
         let nonempty = |s: String| (!s.is_empty()).then_some(s);
         let ms = Duration::from_millis;
+        let transcript_dir = self.transcript_dir.or_else(crate::transcript::default_dir);
+        let earlier_prompts = match (&self.resume, &transcript_dir) {
+            (Some(id), _) if self.reject_resume => anyhow::bail!("No conversation found with session ID: {id}"),
+            (Some(id), dir) => crate::transcript::load(dir.as_deref(), id)?,
+            (None, _) => Vec::new(),
+        };
         Ok(Config {
             title: self.title,
             startup_delay: ms(self.startup_delay_ms),
@@ -294,9 +327,10 @@ impl Args {
             crash,
             hook_cmd: self.hook_cmd,
             hook_timeout: ms(self.hook_timeout_ms),
-            session_id: match self.session_id {
-                Some(id) => id,
-                None => random_session_id(),
+            session_id: match (self.session_id, &self.resume) {
+                (_, Some(id)) => id.clone(),
+                (Some(id), None) => id,
+                (None, None) => random_session_id(),
             },
             cwd: std::env::current_dir()
                 .context("cannot read the current directory (it is reported to hooks as cwd)")?,
@@ -308,6 +342,9 @@ impl Args {
                 let beside = std::env::current_exe().ok().and_then(|e| e.parent().map(|d| d.join("desk")));
                 beside.filter(|p| p.is_file()).unwrap_or_else(|| PathBuf::from("desk"))
             }),
+            resume: self.resume,
+            transcript_dir,
+            earlier_prompts,
         })
     }
 }
@@ -356,6 +393,7 @@ mod tests {
             cwd: cfg.cwd.clone(),
             channel_me: cfg.channel_me.clone(),
             desk: cfg.desk.clone(),
+            transcript_dir: cfg.transcript_dir.clone(),
             ..Config::default()
         };
         assert_eq!(cfg, expected);

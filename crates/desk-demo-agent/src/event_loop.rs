@@ -1,7 +1,7 @@
 //! The demo agent's single-threaded I/O loop.
 //!
 //! Owns the process's file descriptors and the clock: stdin (read), stdout (written), the
-//! prompt log, hook processes, and SIGWINCH/SIGTERM/SIGHUP/SIGINT through signal-hook-mio. It
+//! prompt log, the conversation's transcript, hook processes, and SIGWINCH/SIGTERM/SIGHUP/SIGINT through signal-hook-mio. It
 //! decides nothing: every byte read and every signal becomes an [`Event`] for the [`Agent`],
 //! every [`Output`] is performed in the order given, and timers are the poll timeout taken from
 //! [`Agent::next_deadline`]. Invariants: no other threads; stdin is never read when it has
@@ -52,7 +52,8 @@ pub fn run(cfg: Config) -> anyhow::Result<ExitRequest> {
     let mut raw = RawMode::enter()?;
     let (cols, rows) = window_size();
     let mut agent = Agent::new(cfg.clone(), cols, rows);
-    let mut io = Io { cfg, log };
+    let conversation = cfg.session_id.clone();
+    let mut io = Io { cfg, log, conversation };
     let result = io.serve(&mut agent, &mut poll, &mut signals, stdin_pollable);
     if result.is_err() {
         // Leave the screen usable before the error is printed.
@@ -80,6 +81,17 @@ pub fn exit_process(request: ExitRequest) -> ! {
 struct Io {
     cfg: Config,
     log: Option<PromptLog>,
+    /// The conversation now ([`Output::Conversation`]): hooks carry it, prompts go to its
+    /// transcript.
+    conversation: String,
+}
+
+impl Io {
+    /// The current conversation's transcript, once it has one.
+    fn transcript(&self) -> Option<std::path::PathBuf> {
+        let dir = self.cfg.transcript_dir.as_deref()?;
+        crate::transcript::path(dir, &self.conversation).filter(|p| p.is_file())
+    }
 }
 
 impl Io {
@@ -179,11 +191,18 @@ impl Io {
                         log.append(&PromptRecord { ts_ms: wall_clock_ms(), seq, prompt })?;
                     }
                 }
+                Output::Conversation { id, .. } => self.conversation = id,
+                Output::Transcript { prompt } => {
+                    if let Some(dir) = &self.cfg.transcript_dir {
+                        crate::transcript::append(dir, &self.conversation, wall_clock_ms(), &prompt)?;
+                    }
+                }
                 Output::Hook(event) => {
                     let Some(cmd) = &self.cfg.hook_cmd else {
                         continue;
                     };
-                    let mut doc = payload(&self.cfg, &event).to_string();
+                    let transcript = self.transcript();
+                    let mut doc = payload(&self.cfg, &self.conversation, transcript.as_deref(), &event).to_string();
                     doc.push('\n');
                     let ran = run_hook(cmd, doc.as_bytes(), &self.cfg.cwd, self.cfg.hook_timeout);
                     if ran.is_err() {

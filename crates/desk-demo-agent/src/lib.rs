@@ -14,7 +14,8 @@
 //! [`input`] decodes terminal bytes; [`composer`] holds the input box's text; [`render`] turns
 //! a frame into bytes; [`hook`] builds hook JSON; [`channel`] reads desk channel messages out of
 //! a prompt and decides the replies; [`config`] is the flag surface. The I/O edge
-//! is [`event_loop`] (one thread, mio), with [`terminal`], [`prompt_log`] and [`hook_runner`].
+//! is [`event_loop`] (one thread, mio), with [`terminal`], [`prompt_log`], [`transcript`] (what
+//! `--resume ID` reads back) and [`hook_runner`].
 //! [`replay`] is a second, separate mode: it plays back a recorded real agent instead.
 
 pub mod agent;
@@ -30,6 +31,7 @@ pub mod render;
 pub mod replay;
 pub mod terminal;
 pub mod text;
+pub mod transcript;
 
 pub use agent::{Agent, Event, ExitRequest, Output};
 pub use config::{Args, Config};

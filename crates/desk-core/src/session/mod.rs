@@ -23,10 +23,12 @@
 //! the loop; the output hot path does not pass through here. May not depend on mio, nix, libc,
 //! files or sockets, and never reads the clock.
 
+mod name;
 mod size;
 #[cfg(test)]
 mod tests;
 
+pub use name::{MAX_NAME_LEN, NameError, check_name, parse_size};
 pub use size::{SizePolicy, UnknownSizePolicy};
 
 use std::collections::{BTreeMap, VecDeque};

@@ -458,3 +458,61 @@ fn a_zero_work_time_finishes_the_turn_at_once_without_spinning() {
     assert!(sim.screen().contains("● Done: a"));
     assert_eq!(sim.agent.next_deadline(), None);
 }
+
+fn conversations(out: &[Output]) -> Vec<(String, &'static str)> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::Conversation { id, source } => Some((id.clone(), *source)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_resumed_conversation_shows_and_remembers_its_earlier_prompts() {
+    let cfg = Config {
+        session_id: "c1".into(),
+        resume: Some("c1".into()),
+        earlier_prompts: vec!["fix the parser".into(), "then the tests\nin detail".into()],
+        ..quick()
+    };
+    let (mut sim, out) = Sim::new(cfg);
+    assert_eq!(conversations(&out), [("c1".to_string(), "resume")]);
+    let start = out.iter().position(|o| *o == Output::Hook(HookEvent::SessionStart { source: "resume" }));
+    let told = out.iter().position(|o| matches!(o, Output::Conversation { .. }));
+    assert!(told < start && start.is_some(), "the loop learns the conversation before the hook runs: {out:?}");
+    let screen = sim.screen();
+    assert!(screen.contains("↺ Resumed the conversation: 2 earlier prompt(s)"), "{screen}");
+    assert!(screen.contains("  > fix the parser") && screen.contains("  > then the tests"), "{screen}");
+    let out = sim.input(0, "please recall\r");
+    assert!(out.contains(&Output::Transcript { prompt: "please recall".into() }), "{out:?}");
+    sim.run_until(1000);
+    assert!(
+        sim.screen().contains("● Earlier in this conversation: fix the parser · then the tests"),
+        "{}",
+        sim.screen()
+    );
+}
+
+#[test]
+fn clear_starts_a_new_conversation_that_remembers_nothing() {
+    let mut sim = Sim::ready(Config { session_id: "5a0e2f1c-6d3b-4e8a-9f21-0c7d4b9e3a18".into(), ..quick() });
+    sim.input(0, "one\r");
+    sim.run_until(1000);
+    let out = sim.input(1100, "/clear\r");
+    assert!(prompts(&out).is_empty(), "/clear is not a prompt");
+    assert_eq!(hooks(&out), ["SessionEnd", "SessionStart"]);
+    let new = conversations(&out);
+    assert_eq!(new.len(), 1);
+    assert_eq!(new[0].1, "clear");
+    assert_ne!(new[0].0, "5a0e2f1c-6d3b-4e8a-9f21-0c7d4b9e3a18");
+    assert_eq!(sim.agent.conversation(), new[0].0);
+    assert_eq!(new[0].0.len(), 36, "a UUID");
+    sim.input(1200, "recall\r");
+    sim.run_until(2300);
+    assert!(sim.screen().contains("● Earlier in this conversation:"), "{}", sim.screen());
+    assert!(!sim.screen().contains("conversation: one"), "{}", sim.screen());
+    // A second /clear makes yet another id.
+    let out = sim.input(2400, "/clear\r");
+    assert_ne!(conversations(&out)[0].0, new[0].0);
+}

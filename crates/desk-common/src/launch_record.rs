@@ -1,0 +1,141 @@
+//! What a session was started with, and who stopped it.
+//!
+//! Owns two small durable files in a session's state directory: `launch.json`, the
+//! [`LaunchRecord`] every start writes before its master runs (the command as the user means
+//! it and as it ran, the directory, the environment desk set, size, provider, restart policy,
+//! manifest and worktree, and which conversation it resumed or why it started afresh) — what
+//! `desk restart` starts again when no manifest declares the session, what `desk up` compares
+//! with, and what the daemon's supervisor reads; and `stopped.json`, the [`StopMark`] `desk
+//! kill` and `desk down` write before they signal a session, so its end is known to be the
+//! operator's and is never restarted. Invariants: both are written atomically (fsync of file
+//! and directory) and mode 0600 (the environment may hold secrets); each names the generation
+//! it is about, so a record of an older generation never speaks for a newer one. Here, in the
+//! common shell, because the CLI writes both and the daemon's restart supervisor reads them;
+//! what a start does with them is the CLI's (`launch` in the desk package).
+
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use crate::paths::{Paths, SessionName};
+use desk_core::fleet::plan::Launch;
+use desk_core::fleet::resume::ResumePlan;
+use desk_core::fleet::supervise::RestartPolicy;
+use desk_core::provider::Provider;
+
+/// Who started a generation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StartedBy {
+    /// A person: `desk new`, `desk up`, `desk restart`.
+    Operator { command: String },
+    /// The daemon's supervisor, restarting an ended generation.
+    Supervisor { replacing: u32 },
+}
+
+/// A per-session git worktree the session runs in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorktreeUse {
+    /// The repository's top-level directory (its main checkout).
+    pub repo: String,
+    pub branch: String,
+    /// The worktree's directory.
+    pub path: String,
+}
+
+/// What a generation was started with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchRecord {
+    pub generation: u32,
+    pub started_at_ms: u64,
+    pub started_by: StartedBy,
+    pub provider: Provider,
+    /// The command as the user means it (declared, or typed to `desk new`).
+    pub command: Vec<String>,
+    /// The command desk ran (with its resume words; without its hook wiring).
+    pub ran: Vec<String>,
+    pub cwd: String,
+    /// The variables desk set beyond its own environment.
+    pub env: BTreeMap<String, String>,
+    /// The variables of desk's own environment that decide where the agent keeps its
+    /// conversations (the CLI's `launch::conversation::CONFIG_VARIABLES`), as the session's
+    /// first start had them: every restart sets them again, so the agent looks in the same
+    /// place whoever restarts it.
+    #[serde(default)]
+    pub inherited: BTreeMap<String, String>,
+    pub cols: u16,
+    pub rows: u16,
+    pub size_policy: String,
+    pub history: usize,
+    pub log_cap: u64,
+    #[serde(default)]
+    pub restart: RestartPolicy,
+    /// The manifest that declares the session, if one does.
+    #[serde(default)]
+    pub manifest: Option<PathBuf>,
+    #[serde(default)]
+    pub worktree: Option<WorktreeUse>,
+    #[serde(default)]
+    pub group: Option<String>,
+    #[serde(default)]
+    pub labels: Vec<String>,
+    /// The conversation this generation resumed, or why it started afresh (`None`: started as
+    /// typed, `desk new`).
+    #[serde(default)]
+    pub conversation: Option<ResumePlan>,
+}
+
+impl LaunchRecord {
+    /// The launch as `desk up` compares it.
+    pub fn launch(&self) -> Launch {
+        Launch { provider: self.provider, command: self.command.clone(), cwd: self.cwd.clone(), env: self.env.clone() }
+    }
+
+    /// The conversation it resumed, if it resumed one.
+    pub fn resumed(&self) -> Option<(&str, u32)> {
+        match &self.conversation {
+            Some(ResumePlan::Resume { conversation, from_generation }) => Some((conversation, *from_generation)),
+            _ => None,
+        }
+    }
+}
+
+fn launch_file(paths: &Paths, name: &SessionName) -> PathBuf {
+    paths.session_state(name).join("launch.json")
+}
+
+fn stop_file(paths: &Paths, name: &SessionName) -> PathBuf {
+    paths.session_state(name).join("stopped.json")
+}
+
+/// The session's last launch record, if it has one.
+pub fn read(paths: &Paths, name: &SessionName) -> Result<Option<LaunchRecord>> {
+    crate::session::read_json(&launch_file(paths, name))
+}
+
+pub fn write(paths: &Paths, name: &SessionName, record: &LaunchRecord) -> Result<()> {
+    paths.ensure_session_state(name)?;
+    crate::fsutil::write_atomic(&launch_file(paths, name), &serde_json::to_vec_pretty(record)?)
+}
+
+/// The operator stopped a generation (`desk kill`, `desk down`, `desk restart`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StopMark {
+    pub generation: u32,
+    pub at_ms: u64,
+    pub by: String,
+}
+
+/// Record, before signalling it, that the operator stops `generation`.
+pub fn mark_stopped(paths: &Paths, name: &SessionName, generation: u32, by: &str) -> Result<()> {
+    paths.ensure_session_state(name)?;
+    let mark = StopMark { generation, at_ms: crate::clock::now_ms(), by: by.to_string() };
+    crate::fsutil::write_atomic(&stop_file(paths, name), &serde_json::to_vec(&mark)?)
+}
+
+/// Who stopped `generation`, if the operator did.
+pub fn stopped_by(paths: &Paths, name: &SessionName, generation: u32) -> Option<String> {
+    let mark: StopMark = crate::session::read_json(&stop_file(paths, name)).ok().flatten()?;
+    (mark.generation == generation).then_some(mark.by)
+}
