@@ -40,7 +40,7 @@ use std::os::fd::AsRawFd;
 
 use desk_common::paths::{Paths, SessionName};
 use desk_common::session::{self, Probe};
-use desk_wire::{ErrorCode, ExitStatus, Frame, FrameDecoder, PROTOCOL_VERSION, Role};
+use desk_wire::{ErrorCode, ExitStatus, Frame, FrameDecoder, OLDEST_PROTOCOL_VERSION, PROTOCOL_VERSION, Role};
 use ui::Command;
 
 const TTY: Token = Token(0);
@@ -191,6 +191,7 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
     poll.registry().register(&mut signals, SIGNALS, Interest::READABLE)?;
 
     let role = if opts.read_only { Role::Viewer } else { Role::Controller };
+    let hello = session::hello_version(&files.socket);
     let mut client = Client {
         poll,
         sock,
@@ -199,6 +200,7 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
         role,
         detach_key: opts.detach_key,
         to_master: Vec::new(),
+        hello,
         to_tty: Vec::new(),
         to_tty_off: 0,
         decoder: FrameDecoder::new(),
@@ -324,6 +326,8 @@ struct Client {
     tty_readable: bool,
     ending: Option<Ending>,
     welcomed: bool,
+    /// The protocol version of its HELLO (docs/protocol.md §12).
+    hello: u16,
     /// Until WELCOME arrives, the whole handshake has this deadline (a master that drips bytes
     /// or never answers must not hold the terminal in raw mode forever); after it, the
     /// session's output may pause as long as it likes.
@@ -605,11 +609,13 @@ impl Client {
         true
     }
 
-    /// The HELLO for the current session, at the size the client reports.
-    fn hello(&self) -> Vec<u8> {
+    /// The HELLO for the current session, at the size the client reports, in the version its
+    /// master speaks (its session record says; docs/protocol.md §12).
+    fn hello(&mut self) -> Vec<u8> {
         let (cols, rows) = self.own.session_size();
+        self.hello = session::hello_version(&self.own.paths.session(&self.name).socket);
         Frame::Hello {
-            version: PROTOCOL_VERSION,
+            version: self.hello,
             role: self.role,
             cols,
             rows,
@@ -739,14 +745,15 @@ impl Client {
     fn on_frame(&mut self, frame: Frame) {
         let now_ms = desk_common::clock::now_ms();
         match frame {
-            Frame::Welcome { version: PROTOCOL_VERSION, info } => {
+            Frame::Welcome { version, info } if desk_wire::welcome_accepted(self.hello, version) => {
                 self.welcomed = true;
                 self.provider = info.provider;
                 self.generation = info.generation;
             }
-            Frame::Welcome { version, .. } => {
-                self.lose(format!("the session speaks protocol version {version}; this desk speaks {PROTOCOL_VERSION}"))
-            }
+            Frame::Welcome { version, .. } => self.lose(format!(
+                "the session answered in protocol version {version} to a HELLO in {}; this desk speaks {OLDEST_PROTOCOL_VERSION} to {PROTOCOL_VERSION}",
+                self.hello
+            )),
             // While an overlay is up, the session's drawing waits for the keyframe its closing
             // asks for.
             Frame::Output(_) | Frame::Keyframe { .. } if self.own.ui.overlay_open() => {}

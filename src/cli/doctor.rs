@@ -103,6 +103,8 @@ pub(super) fn doctor(json: bool) -> Result<i32> {
     if let Ok(paths) = &paths {
         checks.push(serve(paths));
         checks.push(config(paths));
+        checks.push(masters(paths));
+        checks.push(set_aside(paths));
     }
     let errors = checks.iter().filter(|c| c.status == Status::Error).count();
     let warnings = checks.iter().filter(|c| c.status == Status::Warning).count();
@@ -458,6 +460,60 @@ fn config(paths: &Paths) -> Check {
             Some(format!("fix that line of {} (docs/cli.md, \"Config file\")", path.display())),
         ),
     }
+}
+
+/// Version skew: the running sessions whose master is older than this desk's (docs/upgrading.md).
+fn masters(paths: &Paths) -> Check {
+    let name = "masters";
+    match super::sessions::older_masters(paths) {
+        Ok(older) if older.is_empty() => {
+            check(name, Status::Ok, "every running session's master is this desk's (or none runs)", None)
+        }
+        Ok(older) => check(
+            name,
+            Status::Warning,
+            format!("{} run(s) an older master than this desk's: {}", older.len(), older.join(", ")),
+            Some(
+                "each keeps it until its agent exits; restart a session to move it to this desk (in-place upgrade is not built yet; docs/upgrading.md)"
+                    .into(),
+            ),
+        ),
+        Err(e) => check(name, Status::Warning, format!("cannot list the sessions: {e:#}"), None),
+    }
+}
+
+/// Records desk could not read and kept aside (`<file>.bad`, docs/upgrading.md): each waits for
+/// a person to look at it.
+fn set_aside(paths: &Paths) -> Check {
+    let name = "set-aside";
+    let mut found = Vec::new();
+    let mut dirs = vec![(paths.state.clone(), 0)];
+    // 3 levels: state/delivery/queue/<session>/ holds the deepest records.
+    while let Some((dir, depth)) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let file = entry.file_name().to_string_lossy().into_owned();
+            if path.is_dir() && depth < 3 {
+                dirs.push((path, depth + 1));
+            } else if file.ends_with(desk_common::format::SET_ASIDE_SUFFIX) || file.contains(".bad.") {
+                found.push(path.display().to_string());
+            }
+        }
+    }
+    found.sort();
+    if found.is_empty() {
+        return check(name, Status::Ok, "no record was set aside as unreadable", None);
+    }
+    check(
+        name,
+        Status::Warning,
+        format!("{} record(s) desk could not read were kept aside: {}", found.len(), found.join(", ")),
+        Some(
+            "look at each; remove it to acknowledge it, or rename it back without .bad once a desk that reads it is installed (desk queue says why for prompts)"
+                .into(),
+        ),
+    )
 }
 
 /// Run a command, giving up after `patience`; its stdout and stderr together.

@@ -13,8 +13,9 @@ use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 use desk_common::paths::{Paths, SessionName};
+use desk_common::session;
 use desk_wire::hook::HookReport;
-use desk_wire::{Frame, PROTOCOL_VERSION, Role};
+use desk_wire::{Frame, Role};
 
 /// The hook gives up after 1 s: a master answers in microseconds, and an agent waits for its
 /// hooks before going on.
@@ -72,7 +73,7 @@ fn deliver(provider: Option<String>, arg: Option<String>) -> Result<(), String> 
     let mut stream = UnixStream::connect(&socket).map_err(|e| format!("cannot reach {}: {e}", socket.display()))?;
     stream.set_write_timeout(Some(HOOK_DEADLINE)).map_err(|e| e.to_string())?;
     let mut bytes = Frame::Hello {
-        version: PROTOCOL_VERSION,
+        version: session::hello_version(&socket),
         role: Role::Query,
         cols: 0,
         rows: 0,

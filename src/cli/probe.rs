@@ -16,7 +16,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use desk_wire::{Frame, FrameDecoder, PROTOCOL_VERSION, Role, SessionInfo};
+use desk_wire::{Frame, FrameDecoder, OLDEST_PROTOCOL_VERSION, PROTOCOL_VERSION, Role, SessionInfo};
 
 /// What one master said.
 #[derive(Debug)]
@@ -40,6 +40,8 @@ struct Asking {
     stream: UnixStream,
     /// HELLO bytes not yet written.
     hello: Vec<u8>,
+    /// The version of that HELLO: what the master speaks, from its session record.
+    version: u16,
     decoder: FrameDecoder,
 }
 
@@ -49,15 +51,9 @@ struct Asking {
 /// names (permissions, say) — as a probe of that one socket would.
 pub(super) fn ask_all(sockets: &[PathBuf], deadline: Instant, budget: Duration) -> Result<Vec<Answer>> {
     let mut poll = Poll::new().context("cannot create a poll to ask the masters")?;
-    let hello = Frame::Hello {
-        version: PROTOCOL_VERSION,
-        role: Role::Query,
-        cols: 0,
-        rows: 0,
-        status_line: false,
-        view: false,
-    }
-    .to_bytes();
+    let hello = |version| {
+        Frame::Hello { version, role: Role::Query, cols: 0, rows: 0, status_line: false, view: false }.to_bytes()
+    };
     let mut answers: Vec<Option<Answer>> = Vec::with_capacity(sockets.len());
     let mut asking: Vec<Option<Asking>> = Vec::with_capacity(sockets.len());
     for (i, path) in sockets.iter().enumerate() {
@@ -85,7 +81,8 @@ pub(super) fn ask_all(sockets: &[PathBuf], deadline: Instant, budget: Duration) 
         poll.registry()
             .register(&mut stream, Token(i), Interest::READABLE | Interest::WRITABLE)
             .context("cannot register a connection to a master")?;
-        let mut conn = Asking { stream, hello: hello.clone(), decoder: FrameDecoder::new() };
+        let version = desk_common::session::hello_version(path);
+        let mut conn = Asking { stream, hello: hello(version), version, decoder: FrameDecoder::new() };
         // The socket's buffer is empty: this writes all of HELLO at once, nearly always.
         let answer = write_hello(&mut conn).err();
         answers.push(answer);
@@ -149,7 +146,7 @@ fn write_hello(conn: &mut Asking) -> Result<(), Answer> {
 fn read_welcome(conn: &mut Asking, buf: &mut [u8]) -> Option<Answer> {
     loop {
         match conn.decoder.next_frame() {
-            Ok(Some(frame)) => return Some(welcome(frame)),
+            Ok(Some(frame)) => return Some(welcome(frame, conn.version)),
             Ok(None) => {}
             Err(e) => return Some(Answer::Unresponsive(format!("the session sent a malformed frame: {e}"))),
         }
@@ -164,11 +161,11 @@ fn read_welcome(conn: &mut Asking, buf: &mut [u8]) -> Option<Answer> {
 }
 
 /// A master's first frame, as an answer (the same judgement as the blocking client's).
-fn welcome(frame: Frame) -> Answer {
+fn welcome(frame: Frame, hello: u16) -> Answer {
     match frame {
-        Frame::Welcome { version: PROTOCOL_VERSION, info } => Answer::Welcome(info),
+        Frame::Welcome { version, info } if desk_wire::welcome_accepted(hello, version) => Answer::Welcome(info),
         Frame::Welcome { version, .. } => Answer::Unresponsive(format!(
-            "the session speaks protocol version {version}; this desk speaks {PROTOCOL_VERSION}"
+            "the session answered in protocol version {version} to a HELLO in {hello}; this desk speaks {OLDEST_PROTOCOL_VERSION} to {PROTOCOL_VERSION}"
         )),
         Frame::Error { code, message } => {
             Answer::Unresponsive(format!("the session refused the connection ({code:?}): {message}"))

@@ -166,6 +166,55 @@ struct Listing {
     /// started (absent for a session without a launch record).
     #[serde(skip_serializing_if = "Option::is_none")]
     fleet: Option<crate::launch::view::FleetView>,
+    /// How its master stands against this desk (running and unresponsive sessions only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    master: Option<MasterSkew>,
+}
+
+/// Version skew: whether a session's master runs the desk-master this desk would start, and
+/// which wire-protocol version it speaks (docs/upgrading.md).
+#[derive(Debug, Serialize)]
+struct MasterSkew {
+    /// The newest protocol version its master speaks (1: a master whose record names none).
+    protocol: u16,
+    /// `current`: the desk-master this desk starts; `older`: another file — the one it was
+    /// started from was replaced since (an upgrade) or is another desk's; `unknown`: it cannot
+    /// be told.
+    binary: &'static str,
+    /// What moving it to this desk takes today (absent when it is current).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    upgrade: Option<&'static str>,
+}
+
+/// What moving a session to this desk's master takes, until masters hand over in place.
+const UPGRADE_BY_RESTART: &str = "it keeps its master until its agent exits; restart the session to move it to this desk (in-place upgrade is not built yet)";
+
+/// The skew of the master of a row that has one, against `installed` (the identity of the
+/// desk-master this desk starts).
+fn master_skew(paths: &Paths, row: &Listing, installed: Option<(u64, u64)>) -> Option<MasterSkew> {
+    if !matches!(row.status, "running" | "unresponsive") {
+        return None;
+    }
+    let master_pid = row.master_pid?;
+    let name = SessionName::parse(&row.name).ok()?;
+    let meta = session::read_meta(&paths.session(&name)).ok().flatten();
+    let protocol = meta.map_or(desk_wire::OLDEST_PROTOCOL_VERSION, |m| m.protocol.unwrap_or(1));
+    let binary = match (desk_common::procfs::exe_identity(master_pid), installed) {
+        (Some(theirs), Some(ours)) if theirs == ours => "current",
+        (Some(_), Some(_)) => "older",
+        _ => "unknown",
+    };
+    let stale = binary == "older" || protocol < desk_wire::PROTOCOL_VERSION;
+    Some(MasterSkew { protocol, binary, upgrade: stale.then_some(UPGRADE_BY_RESTART) })
+}
+
+/// The identity of the desk-master this desk starts ([`crate::launch::master_command`]'s program).
+fn installed_master() -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let exe = std::env::current_exe().ok()?;
+    let program = crate::launch::master_command(&exe).get_program().to_owned();
+    let meta = std::fs::metadata(program).ok()?;
+    Some((meta.dev(), meta.ino()))
 }
 
 #[derive(Debug, Serialize)]
@@ -371,11 +420,27 @@ fn unexited(paths: &Paths, name: &SessionName, answer: Answer) -> Result<Option<
                 session::clean_stale(paths, name, &lock)?;
             }
             let mut row = from_files(name, meta().as_ref(), "lost");
-            row.note = Some("its master died without recording an exit; the socket was stale".into());
+            row.note = Some(
+                unreadable_records(name, &files)
+                    .unwrap_or_else(|| "its master died without recording an exit; the socket was stale".into()),
+            );
             row
         }
         Answer::Absent => {
-            let Some(meta) = meta() else { return Ok(None) };
+            let Some(meta) = meta() else {
+                // Records this desk cannot read (damaged, or a newer desk's) are named, never
+                // passed over as no session at all.
+                return Ok(unreadable_records(name, &files).map(|note| {
+                    let mut row = from_files(name, None, "lost");
+                    row.note = Some(note);
+                    row
+                }));
+            };
+            if let Some(note) = unreadable_records(name, &files) {
+                let mut row = from_files(name, Some(&meta), "lost");
+                row.note = Some(note);
+                return Ok(Some(row));
+            }
             if let Some(why) = session::master_without_socket(paths, name) {
                 let mut row = from_files(name, Some(&meta), "unresponsive");
                 row.note = Some(why);
@@ -405,6 +470,23 @@ fn apply_info(row: &mut Listing, info: SessionInfo) {
     row.started_at = Some(iso8601(info.started_at_ms));
 }
 
+/// What is wrong with a session's records when this desk cannot read one of them (damaged, or
+/// written by a newer desk), and how to acknowledge it; `None` when every record present reads.
+fn unreadable_records(name: &SessionName, files: &desk_common::paths::SessionPaths) -> Option<String> {
+    let errors: Vec<String> = [session::read_meta(files).err(), session::read_exit(files).err()]
+        .into_iter()
+        .flatten()
+        .map(|e| format!("{e:#}"))
+        .collect();
+    if errors.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{}; the records are kept as they are. Look at them, then acknowledge with: desk rm {name}",
+        errors.join("; ")
+    ))
+}
+
 /// A session's row as its record on disk describes it, with `status`; what only its master
 /// knows (clients, title, state, exit) left empty.
 fn from_files(name: &SessionName, meta: Option<&SessionMeta>, status: &'static str) -> Listing {
@@ -429,6 +511,7 @@ fn from_files(name: &SessionName, meta: Option<&SessionMeta>, status: &'static s
         note: None,
         delivery: None,
         fleet: None,
+        master: None,
     }
 }
 
@@ -444,6 +527,10 @@ pub(super) fn ls(json: bool) -> Result<i32> {
         for row in &mut rows {
             row.delivery = Some(counts.remove(&row.name).unwrap_or_default());
         }
+    }
+    let installed = installed_master();
+    for row in &mut rows {
+        row.master = master_skew(&paths, row, installed);
     }
     if json {
         output::print_ok("sessions", &rows, &[])?;
@@ -466,10 +553,51 @@ pub(super) fn ls(json: bool) -> Result<i32> {
         text.push_str(&line);
         text.push('\n');
     }
+    text.push_str(&skew_footer(&rows));
     use std::io::Write as _;
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes()).and_then(|()| out.flush()).context("cannot write the listing")?;
     Ok(0)
+}
+
+/// The line under the table that names the sessions whose master is not this desk's (empty
+/// when there are none).
+fn skew_footer(rows: &[Listing]) -> String {
+    let stale = older_masters_of(rows);
+    if stale.is_empty() {
+        return String::new();
+    }
+    let who = if stale.len() == 1 { "1 session runs".to_string() } else { format!("{} sessions run", stale.len()) };
+    format!(
+        "\n{who} an older master than this desk's: {}. Each keeps it until its agent exits; restart a session to move it to this desk (in-place upgrade is not built yet; docs/upgrading.md).\n",
+        stale.join(", ")
+    )
+}
+
+/// The sessions whose master is older than this desk's, each as `NAME (why)`: what `desk
+/// doctor` reports (`desk ls` says it under its table).
+pub(super) fn older_masters(paths: &Paths) -> Result<Vec<String>> {
+    let mut rows = listings(paths)?;
+    let installed = installed_master();
+    for row in &mut rows {
+        row.master = master_skew(paths, row, installed);
+    }
+    Ok(older_masters_of(&rows))
+}
+
+fn older_masters_of(rows: &[Listing]) -> Vec<String> {
+    rows.iter()
+        .filter_map(|r| {
+            let skew = r.master.as_ref()?;
+            skew.upgrade?;
+            let why = match (skew.binary, skew.protocol) {
+                ("older", p) if p < desk_wire::PROTOCOL_VERSION => format!("an older desk-master, protocol {p}"),
+                ("older", _) => "an older desk-master".to_string(),
+                (_, p) => format!("protocol {p}"),
+            };
+            Some(format!("{} ({why})", r.name))
+        })
+        .collect()
 }
 
 /// The home of a demo fleet (`make demo`: `target/demo-home` of a desk checkout) that has

@@ -13,6 +13,7 @@
 pub mod conversation;
 mod scope;
 mod start;
+pub(crate) use start::master_command;
 pub mod view;
 
 pub use start::{FleetFacts, StartRequest, Started, agent_not_found, needs_daemon, start};

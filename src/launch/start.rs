@@ -357,7 +357,7 @@ fn read_report(fd: OwnedFd, timeout: Duration) -> Result<String> {
 /// The command that starts a master: `desk-master` from beside this executable (smaller, so a
 /// lone idle master keeps fewer pages of code resident), or `desk master` where it is missing,
 /// e.g. when only the `desk` binary was copied somewhere.
-fn master_command(exe: &std::path::Path) -> Command {
+pub(crate) fn master_command(exe: &std::path::Path) -> Command {
     let sibling = exe.with_file_name("desk-master");
     if sibling.is_file() {
         Command::new(sibling)

@@ -377,13 +377,19 @@ impl FakeMaster {
                                 if observer {
                                     hellos.lock().unwrap().push(std::time::Instant::now());
                                 }
+                                // A master of a version this desk does not speak (one after it),
+                                // which welcomes in its own version or refuses ours.
+                                let theirs = desk_wire::PROTOCOL_VERSION + 1;
                                 let reply = if welcome_v2 {
                                     let info = crate::support::fake_session_info("fake", "sh");
-                                    Frame::Welcome { version: 2, info: Box::new(info) }
+                                    Frame::Welcome { version: theirs, info: Box::new(info) }
                                 } else {
                                     Frame::error(
                                         ErrorCode::UnsupportedVersion,
-                                        "protocol version 1 is not supported (this master speaks 2)",
+                                        format!(
+                                            "protocol version {} is not supported (this master speaks {theirs})",
+                                            theirs - 1
+                                        ),
                                     )
                                 };
                                 if std::io::Write::write_all(&mut stream, &reply.to_bytes()).is_err() || !welcome_v2 {
@@ -436,7 +442,10 @@ fn a_master_of_another_version_is_refused(welcome_v2: bool, shown: &str) -> (Hom
 
 #[test]
 fn a_master_that_welcomes_with_another_protocol_version_is_never_typed_into() {
-    a_master_of_another_version_is_refused(true, "its master speaks protocol version 2; this daemon speaks 1");
+    let v = desk_wire::PROTOCOL_VERSION;
+    let shown =
+        format!("its master answered in protocol version {} to a HELLO in {v}; this daemon speaks 1 to {v}", v + 1);
+    a_master_of_another_version_is_refused(true, &shown);
 }
 
 #[test]
@@ -444,7 +453,8 @@ fn a_master_that_refuses_the_daemons_version_is_shown_and_retried_with_backoff()
     // The daemon's backoff for such a master (REFUSED_RETRY_FIRST in crates/desk-daemon/src/serve.rs), then
     // doubling.
     const FIRST: std::time::Duration = std::time::Duration::from_secs(5);
-    let (home, fake) = a_master_of_another_version_is_refused(false, "refused this daemon's protocol version 1");
+    let shown = format!("refused this daemon's protocol version {}", desk_wire::PROTOCOL_VERSION);
+    let (home, fake) = a_master_of_another_version_is_refused(false, &shown);
     let log = home.path().join("state/delivery/serve.log");
     let said = |what: &str| std::fs::read_to_string(&log).unwrap_or_default().contains(what);
     assert!(said("next try in 5 s"), "{}", std::fs::read_to_string(&log).unwrap_or_default());

@@ -267,9 +267,10 @@ fn deskc_prints_control_characters_in_a_snapshot_as_question_marks() {
         let mut buf = [0u8; 4096];
         loop {
             match decoder.next_frame().unwrap() {
-                Some(Frame::Hello { .. }) => {
+                // Answered as a master answers: in the HELLO's version (deskc speaks 1).
+                Some(Frame::Hello { version, .. }) => {
                     let info = crate::support::fake_session_info("fake", "sh");
-                    let welcome = Frame::Welcome { version: desk_wire::PROTOCOL_VERSION, info: Box::new(info) };
+                    let welcome = Frame::Welcome { version, info: Box::new(info) };
                     stream.write_all(&welcome.to_bytes()).unwrap();
                 }
                 Some(Frame::SnapshotRequest { .. }) => {

@@ -6,8 +6,11 @@
 //! arguments for each provider's own agent command, the notify command `desk serve` runs
 //! when a session needs a person, and whether commands start `desk serve` when they need it. Invariants: a missing file is the
 //! built-in defaults; a bad one is an error naming the file, the line and the key, never half
-//! applied; a flag given on the command line always wins over the file. Reads one file; knows
-//! nothing of sessions or the daemon.
+//! applied; a flag given on the command line always wins over the file. The file's format is
+//! versioned ([`CONFIG_VERSION`], the optional top-level `version` key, 1 when absent): a file
+//! of this desk's version or an older one is read, and one written for a newer desk is refused
+//! by its version, in words, before any key of it is judged. Reads one file; knows nothing of
+//! sessions or the daemon.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,6 +18,10 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::failure::{ErrorCode, fail};
+
+/// The config format this desk reads and documents: version 1, the keys below. A file without
+/// a `version` key is version 1 (every file written before the key existed).
+pub const CONFIG_VERSION: u32 = 1;
 
 /// 64 KiB: a configuration of a few lines; anything this large is not one.
 const MAX_CONFIG: usize = 64 * 1024;
@@ -43,6 +50,9 @@ pub struct Config {
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct File {
+    /// The format version the file is written for (checked before this struct is parsed).
+    #[serde(default, rename = "version")]
+    _version: Option<toml::Value>,
     #[serde(default)]
     attach: AttachSection,
     #[serde(default)]
@@ -110,6 +120,7 @@ pub fn load(paths: &crate::paths::Paths) -> anyhow::Result<Config> {
 
 /// Parse and check `text` (read from `path`, named in errors).
 fn parse(text: &str, path: &Path) -> Result<Config, String> {
+    check_version(text, path)?;
     let file: File = toml::from_str(text).map_err(|e| {
         let at = e.span().map_or(0, |s| s.start);
         let line = text[..at.min(text.len())].matches('\n').count() + 1;
@@ -163,6 +174,38 @@ fn parse(text: &str, path: &Path) -> Result<Config, String> {
         notify_command,
         autostart: file.serve.autostart,
     })
+}
+
+/// The file's `version`, judged on its own: a file for a newer desk would otherwise be refused
+/// for the first key this desk does not know, which says nothing of why.
+fn check_version(text: &str, path: &Path) -> Result<(), String> {
+    #[derive(Deserialize)]
+    struct Version {
+        version: Option<toml::Value>,
+    }
+    let Ok(Version { version: Some(version) }) = toml::from_str::<Version>(text) else { return Ok(()) };
+    let line = text
+        .lines()
+        .position(|l| l.split('=').next().is_some_and(|k| k.trim() == "version"))
+        .map_or(String::new(), |l| format!("line {}: ", l + 1));
+    match version.as_integer() {
+        Some(v) if (1..=i64::from(CONFIG_VERSION)).contains(&v) => Ok(()),
+        Some(v) if v > i64::from(CONFIG_VERSION) => Err(format!(
+            "{}: {line}key `version`: the file is written for config version {v}, a newer desk's; this desk reads version {CONFIG_VERSION}. Upgrade desk, or remove what this desk does not know and set version = {CONFIG_VERSION}",
+            path.display()
+        )),
+        _ => {
+            let shown = match (version.as_integer(), version.as_str()) {
+                (Some(n), _) => n.to_string(),
+                (None, Some(text)) => format!("{text:?}"),
+                (None, None) => format!("a {}", version.type_str()),
+            };
+            Err(format!(
+                "{}: {line}key `version`: {shown} is not a config version; this desk reads version {CONFIG_VERSION}",
+                path.display()
+            ))
+        }
+    }
 }
 
 /// `: key `name`` for the key a line sets (or the table it opens), for an error message.
@@ -234,5 +277,17 @@ mod tests {
         assert!(e.contains("line 2: key `provider.cladue.args`: unknown provider \"cladue\""), "{e}");
         let e = parsed("[new\nsize = \"1x1\"\n").unwrap_err();
         assert!(e.starts_with("/c/config.toml: line 1"), "{e}");
+    }
+
+    #[test]
+    fn a_file_for_a_newer_desk_is_refused_by_its_version_not_by_a_key_it_does_not_know() {
+        assert_eq!(parsed("version = 1\n[new]\nsize = \"100x30\"\n").unwrap().size, Some((100, 30)));
+        let e = parsed("# mine\nversion = 2\n[new]\nsize = \"100x30\"\nwidth = 3\n").unwrap_err();
+        assert!(
+            e.starts_with("/c/config.toml: line 2: key `version`: the file is written for config version 2"),
+            "{e}"
+        );
+        let e = parsed("version = \"one\"\n").unwrap_err();
+        assert!(e.contains("\"one\" is not a config version"), "{e}");
     }
 }

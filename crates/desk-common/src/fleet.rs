@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use crate::paths::{Paths, SessionName};
 use crate::session::{self, ExitRecord};
 use desk_wire::events::Event;
-use desk_wire::{Frame, FrameDecoder, PROTOCOL_VERSION, Role, SessionInfo};
+use desk_wire::{Frame, FrameDecoder, Role, SessionInfo};
 
 const INOTIFY: Token = Token(0);
 const FIRST_MASTER: usize = 1;
@@ -232,7 +232,7 @@ impl FleetWatch {
             nonce: 0,
         };
         Frame::Hello {
-            version: PROTOCOL_VERSION,
+            version: crate::session::hello_version(&socket),
             role: Role::Observer,
             cols: 0,
             rows: 0,

@@ -22,7 +22,7 @@
 //!
 //! An arrow is "may depend on"; nothing points up, and `tests/it/architecture.rs` checks both
 //! the manifests and each crate's imports. What lives here: where files are ([`paths`]), how
-//! they are written ([`fsutil`]), the records of a session ([`session`], [`info_file`],
+//! they are written ([`fsutil`]) and versioned ([`format`](mod@format)), the records of a session ([`session`], [`info_file`],
 //! [`screen_log`], [`journal`], and [`launch_record`]: what each start ran and who stopped it,
 //! which the CLI writes and the daemon's restart supervisor reads), locks ([`pidlock`]), `/proc` ([`procfs`]), PTYs ([`pty`]),
 //! signal names ([`signals`]), the clock ([`clock`]), logs ([`logging`]), the user's config
@@ -39,6 +39,7 @@ pub mod daemon_client;
 pub mod failpoint;
 pub mod failure;
 pub mod fleet;
+pub mod format;
 pub mod fsutil;
 pub mod history;
 pub mod ids;

@@ -11,7 +11,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
-use desk_wire::{Frame, FrameDecoder, PROTOCOL_VERSION, Role, SessionInfo};
+use desk_wire::{Frame, FrameDecoder, OLDEST_PROTOCOL_VERSION, PROTOCOL_VERSION, Role, SessionInfo};
 
 /// How long a CLI request waits for a master before calling it unresponsive: one deadline
 /// for the whole request (handshake and answer), not per read, so a master that drips a byte
@@ -29,6 +29,8 @@ pub struct Connection {
     /// When the current request gives up, and the budget it had (for the message); `None`
     /// waits as long as the master stays connected (`desk events --follow`).
     deadline: Option<(Instant, Duration)>,
+    /// The connection's protocol version, as WELCOME named it (docs/protocol.md §12).
+    pub version: u16,
 }
 
 /// "5 s" or "300 ms".
@@ -66,12 +68,21 @@ impl Connection {
                 state: None,
             },
             deadline: Some((Instant::now() + within, within)),
+            version: PROTOCOL_VERSION,
         };
-        conn.send(&Frame::Hello { version: PROTOCOL_VERSION, role, cols, rows, status_line: false, view: false })?;
+        // The version its master speaks, from the session record beside its socket.
+        let hello = conn.stream.peer_addr().ok().and_then(|a| a.as_pathname().map(crate::session::hello_version));
+        let hello = hello.unwrap_or(PROTOCOL_VERSION);
+        conn.send(&Frame::Hello { version: hello, role, cols, rows, status_line: false, view: false })?;
         match conn.recv()? {
-            Frame::Welcome { version: PROTOCOL_VERSION, info } => conn.info = *info,
+            Frame::Welcome { version, info } if desk_wire::welcome_accepted(hello, version) => {
+                conn.info = *info;
+                conn.version = version;
+            }
             Frame::Welcome { version, .. } => {
-                bail!("the session speaks protocol version {version}; this desk speaks {PROTOCOL_VERSION}")
+                bail!(
+                    "the session answered in protocol version {version} to a HELLO in {hello}; this desk speaks {OLDEST_PROTOCOL_VERSION} to {PROTOCOL_VERSION}"
+                )
             }
             Frame::Error { code, message } => bail!("the session refused the connection ({code:?}): {message}"),
             other => bail!("the session answered {:?} instead of WELCOME", other.kind()),
@@ -173,6 +184,12 @@ mod tests {
     #[test]
     fn a_welcome_in_another_version_is_refused() {
         let err = open_against(Frame::Welcome { version: PROTOCOL_VERSION + 1, info: Box::new(info()) }).err().unwrap();
-        assert!(format!("{err:#}").contains("protocol version 2"), "{err:#}");
+        assert!(format!("{err:#}").contains(&format!("protocol version {}", PROTOCOL_VERSION + 1)), "{err:#}");
+    }
+
+    #[test]
+    fn a_welcome_in_an_older_version_this_desk_speaks_opens_the_connection_in_that_version() {
+        let conn = open_against(Frame::Welcome { version: OLDEST_PROTOCOL_VERSION, info: Box::new(info()) }).unwrap();
+        assert_eq!(conn.version, OLDEST_PROTOCOL_VERSION);
     }
 }

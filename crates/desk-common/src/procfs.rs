@@ -313,6 +313,16 @@ pub fn group_reads_terminal(pgid: u32, tty: &str) -> Option<bool> {
 }
 
 /// Whether `pid` names a live process (not a zombie).
+/// The file a process runs (`/proc/PID/exe`, followed even when that file was since replaced or
+/// removed), by device and inode: two processes run the same binary when these are equal, and
+/// a process runs the file at a path only when the path's are. `None` when it cannot be read
+/// (a process of another user, one that is gone).
+pub fn exe_identity(pid: u32) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = fs::metadata(format!("/proc/{pid}/exe")).ok()?;
+    Some((meta.dev(), meta.ino()))
+}
+
 pub fn alive(pid: u32) -> bool {
     fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|stat| parse_stat(&stat)).is_some_and(|s| !s.zombie)
 }

@@ -16,9 +16,17 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::format::{self, Format};
 use crate::fsutil;
 use crate::paths::{Paths, SessionName, SessionPaths};
 use desk_wire::ExitStatus;
+
+/// `<runtime>/<name>.json`, [`SessionMeta`]: version 1 (records of masters from before desk
+/// stamped versions have no `version` key).
+pub const META_FORMAT: Format = Format::first("session");
+
+/// `<runtime>/<name>.exit`, [`ExitRecord`]: version 1, likewise.
+pub const EXIT_FORMAT: Format = Format::first("exit");
 
 /// Written by the master once its child is forked, before the child's program starts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,6 +52,10 @@ pub struct SessionMeta {
     /// `fixed`); absent in the records of older masters, which all followed `latest`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size_policy: Option<String>,
+    /// The newest wire-protocol version the master speaks; absent in the records of masters of
+    /// version 1, which do not negotiate (clients say HELLO 1 to them: [`hello_version`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<u16>,
 }
 
 /// Written by the master when its child has been reaped.
@@ -138,31 +150,59 @@ pub fn last_history(lines: Vec<String>) -> Option<Vec<String>> {
 /// file this large is not one, and is refused rather than read whole.
 const MAX_RECORD: usize = 1 << 20;
 
-/// A desk record (JSON, at most [`MAX_RECORD`] bytes); `None` when the file does not exist.
-pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>> {
+/// A record's bytes (at most [`MAX_RECORD`]); `None` when the file does not exist.
+fn read_bytes(path: &Path) -> Result<Option<Vec<u8>>> {
     let file = match File::open(path) {
         Ok(file) => file,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
     };
-    let bytes = fsutil::read_bounded(file, MAX_RECORD, &path.display().to_string())?;
+    Ok(Some(fsutil::read_bounded(file, MAX_RECORD, &path.display().to_string())?))
+}
+
+/// A desk record (JSON, at most [`MAX_RECORD`] bytes); `None` when the file does not exist.
+pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>> {
+    let Some(bytes) = read_bytes(path)? else { return Ok(None) };
     serde_json::from_slice(&bytes).map(Some).with_context(|| format!("{} is not a valid desk record", path.display()))
 }
 
+/// A versioned record of `format` ([`crate::format`]); `None` when the file does not exist.
+fn read_record<T: serde::de::DeserializeOwned>(format: &Format, path: &Path) -> Result<Option<T>> {
+    let Some(bytes) = read_bytes(path)? else { return Ok(None) };
+    format::decode(format, &bytes).map(Some).with_context(|| format!("{} cannot be read", path.display()))
+}
+
 pub fn read_meta(paths: &SessionPaths) -> Result<Option<SessionMeta>> {
-    read_json(&paths.meta)
+    read_record(&META_FORMAT, &paths.meta)
 }
 
 pub fn read_exit(paths: &SessionPaths) -> Result<Option<ExitRecord>> {
-    read_json(&paths.exit)
+    read_record(&EXIT_FORMAT, &paths.exit)
 }
 
 pub fn write_meta(paths: &SessionPaths, meta: &SessionMeta) -> Result<()> {
-    fsutil::write_atomic(&paths.meta, &serde_json::to_vec_pretty(meta)?)
+    fsutil::write_atomic(&paths.meta, &format::encode(&META_FORMAT, meta)?)
+}
+
+/// The exit record's bytes as [`write_exit`] writes them (for the room reserved on a full disk).
+pub fn encode_exit(record: &ExitRecord) -> Result<Vec<u8>> {
+    format::encode(&EXIT_FORMAT, record)
 }
 
 pub fn write_exit(paths: &SessionPaths, record: &ExitRecord) -> Result<()> {
-    fsutil::write_atomic(&paths.exit, &serde_json::to_vec_pretty(record)?)
+    fsutil::write_atomic(&paths.exit, &encode_exit(record)?)
+}
+
+/// The version to say HELLO in to the master listening at `socket` (`<runtime>/<name>.sock`),
+/// from the session record beside it (`<name>.json`): what the master names, or 1 when its
+/// record names none (a master of version 1, which refuses any other HELLO). Without a
+/// readable record (a master still starting, say), this build's version: a master of version
+/// 2 or later negotiates down from it, and one of version 1 refuses it in words.
+pub fn hello_version(socket: &Path) -> u16 {
+    match read_record::<SessionMeta>(&META_FORMAT, &socket.with_extension("json")) {
+        Ok(Some(meta)) => desk_wire::hello_version(meta.protocol),
+        _ => desk_wire::PROTOCOL_VERSION,
+    }
 }
 
 /// The sessions of this desk (`paths`) that this process runs inside, nearest first: those
@@ -193,21 +233,45 @@ pub fn enclosing(paths: &Paths) -> Result<Vec<SessionName>> {
 /// Allocate the next generation of a session name: one more than any generation this name ever
 /// had, durably recorded before it is used, and never handed out twice (`desk rm` keeps the
 /// counter). Call with the name's lock held.
+///
+/// The counter file (`<state>/sessions/<name>/generation`) is format version 1: the number in
+/// decimal and a newline. One that does not hold that is set aside (`generation.bad`, named in
+/// the log) and the count goes on from the highest generation the name's records show (its
+/// session and exit records and its journal), so a damaged counter never stops `desk new` and
+/// never hands a generation out again.
 pub fn allocate_generation(paths: &Paths, name: &SessionName, lock: &NameLock) -> Result<u32> {
     let _ = lock;
     let dir = paths.ensure_session_state(name)?;
     let file = dir.join("generation");
     let last = match std::fs::read_to_string(&file) {
-        Ok(text) => text
-            .trim()
-            .parse::<u32>()
-            .with_context(|| format!("{} does not hold a generation number", file.display()))?,
+        Ok(text) => match text.trim().parse::<u32>() {
+            Ok(last) => last,
+            Err(e) => {
+                let aside = format::set_aside(&file, format!("not a generation number: {e}"))?;
+                let last = highest_generation_recorded(paths, name);
+                tracing::warn!("{}; counting on from generation {last}, the highest its records show", aside.message());
+                last
+            }
+        },
         Err(e) if e.kind() == ErrorKind::NotFound => 0,
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", file.display())),
     };
     let next = last.checked_add(1).context("generation counter exhausted")?;
     fsutil::write_atomic(&file, format!("{next}\n").as_bytes())?;
     Ok(next)
+}
+
+/// The highest generation of `name` that any record of it still shows (0: none).
+fn highest_generation_recorded(paths: &Paths, name: &SessionName) -> u32 {
+    let files = paths.session(name);
+    let meta = read_meta(&files).ok().flatten().map(|m| m.generation);
+    let exit = read_exit(&files).ok().flatten().map(|e| e.generation);
+    let journal = crate::journal::read_all(&paths.session_state(name))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| e.generation)
+        .max();
+    [meta, exit, journal].into_iter().flatten().max().unwrap_or(0)
 }
 
 /// An exclusive lock on one session name, held for the life of the value.
@@ -401,7 +465,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("big.json");
         std::fs::write(&path, vec![b' '; MAX_RECORD + 1]).unwrap();
-        let err = read_json::<ExitRecord>(&path).unwrap_err();
+        let err = read_record::<ExitRecord>(&EXIT_FORMAT, &path).unwrap_err();
         assert!(format!("{err:#}").contains("larger than"), "{err:#}");
     }
 }

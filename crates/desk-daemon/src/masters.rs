@@ -21,7 +21,7 @@ use desk_core::delivery::engine::{self, Input, ScreenView, SessionView, WriteErr
 use desk_core::state::{Activity, Lifecycle, RuleSet};
 use desk_term::events::Mode;
 use desk_wire::events::{Axis, Event, EventBody};
-use desk_wire::{ErrorCode, Frame, FrameDecoder, PROTOCOL_VERSION, Role};
+use desk_wire::{ErrorCode, Frame, FrameDecoder, OLDEST_PROTOCOL_VERSION, PROTOCOL_VERSION, Role};
 
 /// An input for the engine, and for one made from a journalled (durable) event, that event's
 /// place in the session's journal: `(seq, ts_ms)`. The daemon gives the engine no event twice
@@ -64,10 +64,15 @@ pub struct MasterConn {
     /// The WELCOME came in the last read: the daemon replays the session's journal before it
     /// gives the engine anything from this connection.
     pub welcomed_now: bool,
+    /// The protocol version of its HELLO: what its master speaks, from its session record
+    /// (docs/protocol.md §12).
+    hello: u16,
 }
 
 impl MasterConn {
     pub fn new(session: String, stream: UnixStream) -> MasterConn {
+        let hello = stream.peer_addr().ok().and_then(|a| a.as_pathname().map(desk_common::session::hello_version));
+        let hello = hello.unwrap_or(PROTOCOL_VERSION);
         let mut conn = MasterConn {
             session,
             stream,
@@ -81,9 +86,10 @@ impl MasterConn {
             seen: Vec::new(),
             refused: None,
             welcomed_now: false,
+            hello,
         };
         conn.send(&Frame::Hello {
-            version: PROTOCOL_VERSION,
+            version: hello,
             role: Role::Observer,
             cols: 0,
             rows: 0,
@@ -185,10 +191,11 @@ impl MasterConn {
 
     fn on_frame(&mut self, frame: Frame, rules: &mut dyn FnMut(&str) -> Rc<RuleSet>, inbox: &mut VecDeque<Observed>) {
         match frame {
-            Frame::Welcome { version, .. } if version != PROTOCOL_VERSION => {
+            Frame::Welcome { version, .. } if !desk_wire::welcome_accepted(self.hello, version) => {
                 // Its frames may mean something else: never type into it.
                 self.refuse(format!(
-                    "its master speaks protocol version {version}; this daemon speaks {PROTOCOL_VERSION}"
+                    "its master answered in protocol version {version} to a HELLO in {}; this daemon speaks {OLDEST_PROTOCOL_VERSION} to {PROTOCOL_VERSION}",
+                    self.hello
                 ));
             }
             Frame::Welcome { info, .. } => {
@@ -245,7 +252,7 @@ impl MasterConn {
                 }
             }
             Frame::Error { code: ErrorCode::UnsupportedVersion, message } if self.view.is_none() => {
-                self.refuse(format!("its master refused this daemon's protocol version {PROTOCOL_VERSION}: {message}"));
+                self.refuse(format!("its master refused this daemon's protocol version {}: {message}", self.hello));
             }
             Frame::Error { code, message } => match code {
                 ErrorCode::InputFull | ErrorCode::Exiting | ErrorCode::NotPermitted => {

@@ -333,13 +333,16 @@ impl Daemon {
     /// Start-up: temporary files, pauses, items, intake, sessions.
     fn restore(&mut self) -> Result<()> {
         self.sweep_stale_tmp();
-        let pauses = self.store.load_pauses()?;
+        let (pauses, aside) = self.store.restore_pauses(now_ms())?;
+        if let Some(aside) = aside {
+            tracing::error!("{}; every session with a queue is held until the operator resumes it", aside.message());
+        }
         for (session, pause) in pauses.sessions {
             self.feed(Input::Paused { session, reason: pause.reason });
         }
         let (items, problems) = self.store.load_all()?;
         for p in problems {
-            warn!(path = %p.path.display(), "unreadable item record moved aside: {}", p.error);
+            tracing::error!("{}", p.error);
         }
         let live = engine::restorable(items);
         info!(items = live.len(), "restored pending items");

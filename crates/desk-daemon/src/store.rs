@@ -16,9 +16,17 @@ use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
+use desk_common::format::{self, Format, SetAside};
 use desk_common::fsutil;
 use desk_common::paths::{SessionName, ensure_private_dir};
 use desk_core::delivery::item::{Item, ItemId, State};
+
+/// An item record: `queue/<session>/<id>.<state>` and `intake/<id>.json`. Version 1 is the
+/// layout of [`Item`]; records written before desk stamped versions have no `version` key.
+pub const ITEM_FORMAT: Format = Format::first("delivery item");
+
+/// `paused.json`, the operator's holds ([`Pauses`] carries its own `version`).
+pub const PAUSES_FORMAT: Format = Format::first("delivery holds");
 
 /// Delivered and dropped items (and intake tombstones) are kept this long for inspection.
 pub const KEEP_FINISHED_MS: u64 = 24 * 3600 * 1000;
@@ -148,7 +156,7 @@ impl Store {
     pub fn persist(&self, item: &Item, from: State) -> Result<()> {
         let dir = self.session_dir(&item.session)?;
         ensure_private_dir(&dir)?;
-        let bytes = serde_json::to_vec_pretty(item).context("cannot encode an item")?;
+        let bytes = format::encode(&ITEM_FORMAT, item)?;
         let old = self.item_path(&item.session, &item.id, from)?;
         let new = self.item_path(&item.session, &item.id, item.state)?;
         if from == item.state || !old.exists() {
@@ -188,10 +196,11 @@ impl Store {
                     items.push(item);
                 }
                 Err(e) => {
-                    let mut bad = path.clone().into_os_string();
-                    bad.push(".bad");
-                    let _ = fs::rename(&path, &bad);
-                    problems.push(Problem { path, error: format!("{e:#}") });
+                    let error = match format::set_aside(&path, format!("{:#}", e.root_cause())) {
+                        Ok(aside) => aside.message(),
+                        Err(moved) => format!("{e:#}; and it cannot be set aside: {moved:#}"),
+                    };
+                    problems.push(Problem { path, error });
                 }
             }
         }
@@ -292,7 +301,7 @@ impl Store {
 
     /// `desk send`'s half: the prompt is durable once this returns.
     pub fn write_intake(&self, item: &Item) -> Result<()> {
-        let bytes = serde_json::to_vec_pretty(item).context("cannot encode an item")?;
+        let bytes = format::encode(&ITEM_FORMAT, item)?;
         fsutil::write_atomic(&self.intake_path(&item.id, "json"), &bytes)
     }
 
@@ -316,8 +325,8 @@ impl Store {
         let bytes = fs::read(path)
             .with_context(|| format!("cannot read {}", path.display()))
             .map_err(IngestError::Transient)?;
-        let item: Item = serde_json::from_slice(&bytes)
-            .map_err(|e| IngestError::Unparsable(format!("{} is not an item record: {e}", path.display())))?;
+        let item: Item = format::decode(&ITEM_FORMAT, &bytes)
+            .map_err(|e| IngestError::Unparsable(format!("{}: {e}", path.display())))?;
         if item.state != State::Queued {
             return Err(IngestError::Unparsable(format!("{} is not a queued item", path.display())));
         }
@@ -343,12 +352,7 @@ impl Store {
     /// Set an intake file that cannot be parsed aside (`<id>.json.bad`), durably: it is never
     /// ingested, and never deleted.
     pub fn set_aside(&self, path: &Path) -> Result<PathBuf> {
-        let mut bad = path.to_path_buf().into_os_string();
-        bad.push(".bad");
-        let bad = PathBuf::from(bad);
-        fs::rename(path, &bad).with_context(|| format!("cannot set {} aside", path.display()))?;
-        fsutil::sync_dir(path.parent().unwrap_or(&self.root))?;
-        Ok(bad)
+        Ok(format::set_aside(path, "not a queued item")?.aside)
     }
 
     /// Every record set aside as unreadable (intake files and queue records ending `.bad`),
@@ -412,15 +416,48 @@ impl Store {
         self.root.join("paused.json")
     }
 
-    /// The operator's pauses. A corrupt file is an error (failing open would silently resume
-    /// every held session).
+    /// The operator's pauses. A file that cannot be read is an error here (failing open would
+    /// silently resume every held session); the daemon's start-up uses [`Store::restore_pauses`].
     pub fn load_pauses(&self) -> Result<Pauses> {
-        match fs::read(self.pauses_path()) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .with_context(|| format!("{} is corrupt; fix or remove it", self.pauses_path().display())),
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(Pauses { version: 1, ..Pauses::default() }),
-            Err(e) => Err(e).with_context(|| format!("cannot read {}", self.pauses_path().display())),
+        let path = self.pauses_path();
+        match fs::read(&path) {
+            Ok(bytes) => format::decode(&PAUSES_FORMAT, &bytes)
+                .with_context(|| format!("{} cannot be read; fix or remove it", path.display())),
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                Ok(Pauses { version: PAUSES_FORMAT.current, ..Pauses::default() })
+            }
+            Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
         }
+    }
+
+    /// The pauses at start-up, which never fails on the file's content: a file this desk
+    /// cannot read (damaged, or written by a newer desk) is set aside, and every session with
+    /// a queue is held in its place, durably, with a reason naming the file — it may have held
+    /// any of them, and resuming a held session is the operator's call, never a default.
+    pub fn restore_pauses(&self, now_ms: u64) -> Result<(Pauses, Option<SetAside>)> {
+        let path = self.pauses_path();
+        let bytes = match fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok((self.load_pauses()?, None)),
+            Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+        };
+        let error = match format::decode::<Pauses>(&PAUSES_FORMAT, &bytes) {
+            Ok(pauses) => return Ok((pauses, None)),
+            Err(e) => e,
+        };
+        let aside = format::set_aside(&path, error.to_string())?;
+        let reason = format!(
+            "the holds file could not be read and was kept as {}; check it, then resume with desk resume",
+            aside.aside.display()
+        );
+        let mut pauses = Pauses { version: PAUSES_FORMAT.current, ..Pauses::default() };
+        for dir in read_dir(&self.root.join("queue"))? {
+            if let (true, Some(name)) = (dir.is_dir(), dir.file_name().and_then(|n| n.to_str())) {
+                pauses.sessions.insert(name.to_string(), Pause { reason: reason.clone(), since_ms: now_ms });
+            }
+        }
+        self.save_pauses(&pauses)?;
+        Ok((pauses, Some(aside)))
     }
 
     pub fn save_pauses(&self, pauses: &Pauses) -> Result<()> {
@@ -438,7 +475,7 @@ fn read_dir(dir: &Path) -> Result<Vec<PathBuf>> {
 
 fn read_item(path: &Path) -> Result<Item> {
     let bytes = fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    serde_json::from_slice(&bytes).with_context(|| format!("{} is not an item record", path.display()))
+    format::decode(&ITEM_FORMAT, &bytes).with_context(|| format!("{} cannot be read", path.display()))
 }
 
 #[cfg(test)]

@@ -42,8 +42,7 @@ use desk_term::events::OutputEvent;
 use desk_term::screen::Screen;
 use desk_wire::events::EventBody;
 use desk_wire::{
-    ErrorCode, ExitStatus, Frame, HEADER_LEN, MAX_PAYLOAD, PROTOCOL_VERSION, Role, SessionInfo, SnapshotReply,
-    output_header,
+    ErrorCode, ExitStatus, Frame, HEADER_LEN, MAX_PAYLOAD, Role, SessionInfo, SnapshotReply, output_header,
 };
 
 pub(super) const LISTENER: Token = Token(0);
@@ -196,7 +195,9 @@ impl Master {
             log,
             lock,
         } = parts;
-        let policy = SessionPolicy::new((meta.cols, meta.rows), size_policy);
+        let policy = SessionPolicy::new((meta.cols, meta.rows), size_policy)
+            // What its session record says it speaks (none: version 1, the compatibility mode).
+            .speaking(meta.protocol.unwrap_or(1));
         let tty = desk_common::pty::slave_name(pty.as_fd());
         let socket_watch = super::socket_watch::SocketWatch::start(&files.socket, &poll, SOCKET_WATCH)
             .map_err(|e| warn!("{e:#}; a removed socket will not be bound again"))
@@ -636,7 +637,7 @@ impl Master {
                 Effect::Resize { cols, rows } => self.apply_size(cols, rows),
                 Effect::Signal { signal, helpers } => self.signal_session(signal, helpers),
                 Effect::Kill { group } => self.kill_session(group),
-                Effect::Welcome { client: id, role } => {
+                Effect::Welcome { client: id, role, version } => {
                     let info = self.info();
                     let Some(client) = self.clients.get_mut(&token_of(id)) else { continue };
                     client.role = Some(role);
@@ -647,7 +648,7 @@ impl Master {
                         self.refresh_info_file(now);
                     }
                     let Some(client) = self.clients.get_mut(&token_of(id)) else { continue };
-                    client.push_control(&Frame::Welcome { version: PROTOCOL_VERSION, info: Box::new(info) });
+                    client.push_control(&Frame::Welcome { version, info: Box::new(info) });
                     if role == Role::Query {
                         debug!(client = id.0, peer_pid = client.pid, "query client connected");
                     } else {
@@ -1242,10 +1243,10 @@ impl Master {
                 // A full disk: the reserved room takes it, without the last screen (the
                 // reserve is sized for the record alone).
                 let record = ExitRecord { last_screen: None, last_history: None, ..record };
-                let reserved = match (self.exit_reserve.take(), serde_json::to_vec_pretty(&record)) {
+                let reserved = match (self.exit_reserve.take(), session::encode_exit(&record)) {
                     (Some(reserve), Ok(bytes)) => reserve.commit(&bytes),
                     (None, _) => Err(anyhow::anyhow!("no room was reserved")),
-                    (_, Err(e)) => Err(e.into()),
+                    (_, Err(e)) => Err(e),
                 };
                 match reserved {
                     Ok(()) => warn!("recorded the exit in its reserved room: {e:#}"),
@@ -1372,6 +1373,7 @@ mod tests {
     use super::*;
     use desk_core::session::{HANDSHAKE_DEADLINE, MAX_CLIENTS, SLOW_CLIENT_DEADLINE};
     use desk_wire::FrameDecoder;
+    use desk_wire::PROTOCOL_VERSION;
     use std::os::unix::net::UnixStream as PeerStream;
 
     struct Rig {
@@ -1427,6 +1429,7 @@ mod tests {
             rows: 24,
             started_at_ms: 0,
             size_policy: None,
+            protocol: Some(PROTOCOL_VERSION),
         };
         let signals = Signals::new(Vec::<i32>::new()).unwrap();
         let journal = desk_common::journal::Journal::open(dir.path(), desk_common::journal::JOURNAL_CAP).unwrap();

@@ -228,6 +228,7 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
         rows,
         started_at_ms: 0,
         size_policy: Some(opts.size_policy.to_string()),
+        protocol: speaks_protocol(),
     };
     // The record is written before the child's program starts: whatever the program runs
     // first (`desk attach` on its own session, which must find the record to refuse) sees it.
@@ -310,4 +311,20 @@ pub(crate) fn bind(path: &std::path::Path, name: &SessionName) -> Result<UnixLis
     fs::set_permissions(path, fs::Permissions::from_mode(0o600))
         .with_context(|| format!("cannot set the mode of {}", path.display()))?;
     Ok(listener)
+}
+
+/// `DESK_MASTER_PROTOCOL=1` in a master's environment: it speaks protocol version 1 only, as a
+/// master started by a desk of that version does — version 1's handshake rule (one version, no
+/// negotiation) and a session record that names no version. Version 2 changed nothing else on
+/// the wire, so this is the version-1 peer, exactly: what the tests of negotiation talk to
+/// (docs/protocol.md §12). Any other value, or none, is this build's version.
+pub const PROTOCOL_ENV: &str = "DESK_MASTER_PROTOCOL";
+
+/// The newest protocol version this master speaks, as its session record names it (`None`:
+/// version 1, whose records name none).
+fn speaks_protocol() -> Option<u16> {
+    match std::env::var(PROTOCOL_ENV).as_deref() {
+        Ok("1") => None,
+        _ => Some(desk_wire::PROTOCOL_VERSION),
+    }
 }

@@ -52,8 +52,39 @@ pub use frame::{
 #[doc(hidden)]
 pub use fuzz::fuzz_check;
 
-/// Version of the protocol spoken by this build. A master refuses a HELLO with another version.
-pub const PROTOCOL_VERSION: u16 = 1;
+/// The newest version of the protocol this build speaks (docs/protocol.md §12). Version 2 is
+/// version 1 with negotiation: a HELLO names the newest version its client speaks, and a master
+/// of version 2 or later answers WELCOME in the lower of that and its own, so that a new desk
+/// reaches the masters an older one started, and an old client reaches a new master. Masters of
+/// version 1 do not negotiate: they refuse every HELLO but 1 with `UNSUPPORTED_VERSION`, so a
+/// client says HELLO 1 to them ([`hello_version`]).
+pub const PROTOCOL_VERSION: u16 = 2;
+
+/// The oldest version this build speaks: every frame of version 1 is read and written as it was.
+pub const OLDEST_PROTOCOL_VERSION: u16 = 1;
+
+/// A master's answer to a HELLO of `hello`, when the master speaks versions up to `speaks`: the
+/// version of the connection (its WELCOME's), or `None` for `UNSUPPORTED_VERSION`. Version 1's
+/// rule is kept for a master that speaks only 1 (exactly one version, no negotiation).
+pub fn negotiate(speaks: u16, hello: u16) -> Option<u16> {
+    if speaks <= 1 {
+        return (hello == speaks).then_some(speaks);
+    }
+    (hello >= OLDEST_PROTOCOL_VERSION).then(|| hello.min(speaks))
+}
+
+/// The version a client says HELLO in to a master whose session record names the newest
+/// version it speaks (`Some`), or was written by a master of version 1, which names none
+/// (`None`): the lower of that and this build's.
+pub fn hello_version(master_speaks: Option<u16>) -> u16 {
+    master_speaks.unwrap_or(1).clamp(OLDEST_PROTOCOL_VERSION, PROTOCOL_VERSION)
+}
+
+/// Whether a client that said HELLO `sent` accepts a WELCOME of `welcome`: any version this
+/// build speaks, up to the one it asked for.
+pub fn welcome_accepted(sent: u16, welcome: u16) -> bool {
+    (OLDEST_PROTOCOL_VERSION..=sent.min(PROTOCOL_VERSION)).contains(&welcome)
+}
 
 /// First bytes of every HELLO payload, so a stray connection (or another program's protocol)
 /// is told apart from a desk client before anything else is interpreted.
@@ -84,3 +115,32 @@ pub const HELLO_STATUS_LINE: u8 = 0x01;
 /// reported, where the raw output may scroll the terminal or erase below the program's
 /// screen.
 pub const HELLO_VIEW: u8 = 0x02;
+
+#[cfg(test)]
+mod negotiation_tests {
+    use super::*;
+
+    #[test]
+    fn a_master_of_this_version_answers_in_the_lower_version_and_refuses_only_what_it_never_spoke() {
+        assert_eq!(negotiate(2, 1), Some(1), "an old client");
+        assert_eq!(negotiate(2, 2), Some(2));
+        assert_eq!(negotiate(2, 9), Some(2), "a newer client is answered in this version");
+        assert_eq!(negotiate(2, 0), None);
+    }
+
+    #[test]
+    fn a_master_of_version_1_keeps_its_rule_one_version_and_no_other() {
+        assert_eq!(negotiate(1, 1), Some(1));
+        assert_eq!(negotiate(1, 2), None);
+        assert_eq!(negotiate(1, 0), None);
+    }
+
+    #[test]
+    fn a_client_says_hello_in_what_the_master_speaks_and_accepts_a_welcome_no_newer_than_its_hello() {
+        assert_eq!(hello_version(None), 1, "a version 1 master's record names no version");
+        assert_eq!(hello_version(Some(2)), 2);
+        assert_eq!(hello_version(Some(7)), PROTOCOL_VERSION);
+        assert!(welcome_accepted(2, 1) && welcome_accepted(2, 2) && welcome_accepted(1, 1));
+        assert!(!welcome_accepted(1, 2) && !welcome_accepted(2, 3) && !welcome_accepted(2, 0));
+    }
+}

@@ -34,7 +34,7 @@ pub use size::{SizePolicy, UnknownSizePolicy};
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use desk_wire::{ErrorCode, Frame, PROTOCOL_VERSION, Role};
+use desk_wire::{ErrorCode, Frame, OLDEST_PROTOCOL_VERSION, PROTOCOL_VERSION, Role};
 
 /// A connection must complete its HELLO within this long. Every desk client sends HELLO at once;
 /// a peer that connects and says nothing (a stuck script, a port scanner of sockets) would
@@ -85,7 +85,8 @@ pub enum Timer {
 pub enum Effect {
     /// Answer the client's HELLO with WELCOME (the loop fills in the session's info), and from
     /// now on treat it as `role`.
-    Welcome { client: ClientId, role: Role },
+    /// Answer WELCOME in `version`, the version of the connection from now on.
+    Welcome { client: ClientId, role: Role, version: u16 },
     /// The client streams output: its first stream frame is a keyframe.
     StartStream { client: ClientId },
     /// A client (not a query) attached: announce it.
@@ -160,6 +161,8 @@ pub struct SessionPolicy {
     escalated: bool,
     /// When the exit flush ends.
     exit_deadline: Option<Instant>,
+    /// The newest protocol version this master speaks ([`desk_wire::negotiate`]).
+    speaks: u16,
     effects: VecDeque<Effect>,
 }
 
@@ -177,8 +180,22 @@ impl SessionPolicy {
             escalation_armed: false,
             escalated: false,
             exit_deadline: None,
+            speaks: PROTOCOL_VERSION,
             effects: VecDeque::new(),
         }
+    }
+
+    /// The same master speaking protocol versions up to `version` only: 1 is version 1's rule
+    /// (exactly one version, no negotiation), what a master started by a desk of that version
+    /// does — desk-master's compatibility mode, the peer the tests of negotiation talk to.
+    pub fn speaking(mut self, version: u16) -> SessionPolicy {
+        self.speaks = version;
+        self
+    }
+
+    /// The newest protocol version this master speaks.
+    pub fn speaks(&self) -> u16 {
+        self.speaks
     }
 
     /// The next effect to carry out, in order.
@@ -487,11 +504,15 @@ impl SessionPolicy {
             self.close(client, ErrorCode::BadHello, reason);
             return;
         };
-        if version != PROTOCOL_VERSION {
-            let reason = format!("protocol version {version} is not supported (this master speaks {PROTOCOL_VERSION})");
+        let Some(version) = desk_wire::negotiate(self.speaks, version) else {
+            let speaks = match self.speaks {
+                1 => "1".to_string(),
+                n => format!("{OLDEST_PROTOCOL_VERSION} to {n}"),
+            };
+            let reason = format!("protocol version {version} is not supported (this master speaks {speaks})");
             self.close(client, ErrorCode::UnsupportedVersion, reason);
             return;
-        }
+        };
         let Some(conn) = self.clients.get_mut(&client) else { return };
         conn.role = Some(role);
         if role == Role::Controller {
@@ -499,7 +520,7 @@ impl SessionPolicy {
             conn.size = desk_term::screen::valid_size(cols, rows).then_some((cols, rows));
         }
         self.effect(Effect::Cancel { timer: Timer::Handshake(client) });
-        self.effect(Effect::Welcome { client, role });
+        self.effect(Effect::Welcome { client, role, version });
         if self.child_exited {
             self.close(client, ErrorCode::Exiting, "the session has exited");
             return;

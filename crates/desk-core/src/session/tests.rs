@@ -120,7 +120,7 @@ fn hello_cancels_the_handshake_deadline_and_welcomes_with_the_role() {
         effects,
         [
             Effect::Cancel { timer: Timer::Handshake(id) },
-            Effect::Welcome { client: id, role: Role::Viewer },
+            Effect::Welcome { client: id, role: Role::Viewer, version: PROTOCOL_VERSION },
             Effect::StartStream { client: id },
             Effect::Attached { client: id, role: Role::Viewer },
         ]
@@ -133,7 +133,10 @@ fn a_query_client_is_welcomed_without_a_stream_or_an_announcement() {
     let (id, effects) = rig.join(Role::Query, (0, 0), 0.0);
     assert_eq!(
         effects,
-        [Effect::Cancel { timer: Timer::Handshake(id) }, Effect::Welcome { client: id, role: Role::Query }]
+        [
+            Effect::Cancel { timer: Timer::Handshake(id) },
+            Effect::Welcome { client: id, role: Role::Query, version: PROTOCOL_VERSION }
+        ]
     );
 }
 
@@ -150,23 +153,46 @@ fn a_first_frame_other_than_hello_fails_the_handshake() {
     assert!(rig.frame(id, &hello(Role::Controller, 100, 30), 0.2).is_empty());
 }
 
+fn hello_in(version: u16) -> Frame {
+    Frame::Hello { version, role: Role::Query, cols: 0, rows: 0, status_line: false, view: false }
+}
+
+fn welcomed_in(effects: &[Effect]) -> Option<u16> {
+    effects.iter().find_map(|e| match e {
+        Effect::Welcome { version, .. } => Some(*version),
+        _ => None,
+    })
+}
+
 #[test]
-fn another_protocol_version_is_refused_with_its_own_code() {
+fn a_hello_of_any_version_this_master_speaks_or_a_newer_one_is_answered_in_the_lower() {
+    for (hello, welcome) in [(1, 1), (PROTOCOL_VERSION, PROTOCOL_VERSION), (PROTOCOL_VERSION + 1, PROTOCOL_VERSION)] {
+        let mut rig = rig();
+        let id = rig.connect(0.0);
+        let effects = rig.frame(id, &hello_in(hello), 0.1);
+        assert_eq!(welcomed_in(&effects), Some(welcome), "HELLO {hello}: {effects:?}");
+    }
+}
+
+#[test]
+fn a_version_no_desk_ever_spoke_is_refused_with_its_own_code() {
     let mut rig = rig();
     let id = rig.connect(0.0);
-    let effects = rig.frame(
-        id,
-        &Frame::Hello {
-            version: PROTOCOL_VERSION + 1,
-            role: Role::Query,
-            cols: 0,
-            rows: 0,
-            status_line: false,
-            view: false,
-        },
-        0.1,
-    );
+    let effects = rig.frame(id, &hello_in(0), 0.1);
     assert_eq!(effects.iter().map(code).collect::<Vec<_>>(), [Some(ErrorCode::UnsupportedVersion)]);
+}
+
+#[test]
+fn a_master_speaking_version_1_refuses_every_other_version_in_words_as_version_1_did() {
+    let mut rig =
+        Rig { policy: SessionPolicy::new(START, SizePolicy::Latest).speaking(1), t0: Instant::now(), next: 16 };
+    let id = rig.connect(0.0);
+    let effects = rig.frame(id, &hello_in(2), 0.1);
+    assert_eq!(effects.iter().map(code).collect::<Vec<_>>(), [Some(ErrorCode::UnsupportedVersion)]);
+    let said = format!("{effects:?}");
+    assert!(said.contains("protocol version 2 is not supported (this master speaks 1)"), "{said}");
+    let id = rig.connect(0.2);
+    assert_eq!(welcomed_in(&rig.frame(id, &hello_in(1), 0.3)), Some(1));
 }
 
 #[test]

@@ -33,12 +33,18 @@ use super::ledger::{self, LEDGER_FILE};
 use super::stall;
 use super::store::{ChannelStore, ROOT_FILE};
 use crate::store::{Store, failpoint};
+use desk_common::format::{self as record, Format};
 use desk_common::fsutil;
 use desk_core::channel::cursor::{Mark, Resume, ingested_prefix, resume};
 use desk_core::channel::format::{self, Tail};
 use desk_core::channel::route::{Recipient, ThreadContext, Why, route};
 use desk_core::channel::{ChannelName, Kind, Message, Roster, delivery_item_id, prompt};
 use desk_core::delivery::item::{Item, ItemId, State, When};
+
+/// The cursor's format: version 2 since marks name their record (and the channel has a
+/// ledger, `ingested.log`, whose fixed 27-byte lines are versioned with it); version 1 is still
+/// read, and its first pass makes the ledger from it ([`Books::open`]).
+pub const CURSOR_FORMAT: Format = Format { name: "channel ingest cursor", oldest: 1, current: 2 };
 
 /// The cursor file's name in a channel directory.
 pub const CURSOR_FILE: &str = "ingest.json";
@@ -120,7 +126,9 @@ fn cursor_path(channels: &ChannelStore, name: &ChannelName) -> PathBuf {
 pub fn read_cursor(channels: &ChannelStore, name: &ChannelName) -> Result<Option<Cursor>> {
     let path = cursor_path(channels, name);
     match fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).with_context(|| format!("{} is corrupt", path.display())),
+        Ok(bytes) => record::decode(&CURSOR_FORMAT, &bytes)
+            .map(Some)
+            .with_context(|| format!("{} cannot be read", path.display())),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
     }
@@ -175,7 +183,15 @@ impl Books {
             match cursor {
                 Ok(Some(c)) => books.cursor = c,
                 Ok(None) => books.unusable = Some(format!("there is no {CURSOR_FILE}")),
-                Err(e) => books.unusable = Some(format!("{e:#}")),
+                // Rebuilt from the ledger, which is the truth; the file is kept aside, not
+                // written over (it may be a newer desk's).
+                Err(e) => {
+                    books.unusable =
+                        Some(match record::set_aside(&cursor_path(channels, name), format!("{:#}", e.root_cause())) {
+                            Ok(aside) => aside.message(),
+                            Err(moved) => format!("{e:#}; and it cannot be set aside: {moved:#}"),
+                        });
+                }
             }
             return Ok(books);
         }
@@ -641,8 +657,11 @@ mod tests {
         post(&channels, &name, "human", "after", None, 30);
         let pass = ok(ingest_channel(&channels, &items, &name, 40));
         assert_eq!(pass.items.iter().map(|i| i.text.lines().nth(3).unwrap_or("")).collect::<Vec<_>>(), ["after"]);
-        assert!(pass.resynced[0].contains("is corrupt"), "{:?}", pass.resynced);
+        assert!(pass.resynced[0].contains("could not be read"), "{:?}", pass.resynced);
         assert!(read_cursor(&channels, &name).unwrap().is_some(), "rewritten");
+        let aside = channels.dir(&name).join(format!("{CURSOR_FILE}.bad"));
+        assert_eq!(fs::read(&aside).unwrap(), b"{garbage", "the unreadable cursor is kept, not written over");
+        assert!(pass.resynced[0].contains(&aside.display().to_string()), "{:?}", pass.resynced);
     }
 
     /// A channel last ingested by a desk without ledgers: its ledger is made from the cursor
@@ -692,7 +711,7 @@ mod tests {
         // The same with a corrupt cursor.
         fs::write(channels.dir(&name).join(CURSOR_FILE), b"{garbage").unwrap();
         let err = format!("{:#}", ingest_channel(&channels, &items, &name, 50).1.unwrap_err());
-        assert!(err.contains("is corrupt") && err.contains("no ingested.log"), "{err}");
+        assert!(err.contains("cannot be read") && err.contains("no ingested.log"), "{err}");
         assert_eq!(stall::read(&channels.dir(&name)).unwrap().since_ms, 40, "the same stall");
     }
 

@@ -28,6 +28,10 @@ pub struct Stall {
     pub reasons: Vec<String>,
 }
 
+/// `stalled.json`'s format: version 1. Derived state: one this desk cannot read is reported as
+/// a stall saying so, and the next pass writes it anew.
+pub const STALL_FORMAT: desk_common::format::Format = desk_common::format::Format::first("channel stall");
+
 #[derive(Serialize, Deserialize)]
 struct File {
     version: u32,
@@ -40,13 +44,17 @@ struct File {
 pub fn read(dir: &Path) -> Option<Stall> {
     let path = dir.join(STALL_FILE);
     match std::fs::read(&path) {
-        Ok(bytes) => Some(serde_json::from_slice::<File>(&bytes).map(|f| f.stall).unwrap_or_else(|e| Stall {
-            since_ms: 0,
-            reasons: vec![format!(
-                "{} cannot be read ({e}); desk serve rewrites it after its next pass",
-                path.display()
-            )],
-        })),
+        Ok(bytes) => {
+            Some(desk_common::format::decode::<File>(&STALL_FORMAT, &bytes).map(|f| f.stall).unwrap_or_else(|e| {
+                Stall {
+                    since_ms: 0,
+                    reasons: vec![format!(
+                        "{} cannot be read ({e}); desk serve rewrites it after its next pass",
+                        path.display()
+                    )],
+                }
+            }))
+        }
         Err(e) if e.kind() == ErrorKind::NotFound => None,
         Err(e) => Some(Stall { since_ms: 0, reasons: vec![format!("cannot read {}: {e}", path.display())] }),
     }
@@ -63,7 +71,7 @@ pub fn record(dir: &Path, reasons: &[String], now_ms: u64) -> Result<()> {
         return Ok(());
     }
     let since_ms = old.filter(|s| s.since_ms > 0).map_or(now_ms, |s| s.since_ms);
-    let file = File { version: 1, stall: Stall { since_ms, reasons: reasons.to_vec() } };
+    let file = File { version: STALL_FORMAT.current, stall: Stall { since_ms, reasons: reasons.to_vec() } };
     let mut bytes = serde_json::to_vec_pretty(&file).context("cannot encode a stall")?;
     bytes.push(b'\n');
     fsutil::write_atomic(&path, &bytes)

@@ -26,6 +26,11 @@ use desk_core::delivery::item::ItemId;
 /// The root conversation's file name.
 pub const ROOT_FILE: &str = "root.md";
 
+/// `members.json`'s format ([`Roster`] carries its `version`). It versions the whole channel
+/// directory: the markdown record layout of `root.md` and the thread files is the one its
+/// version names (desk-core's `channel::format`, version 1).
+pub const ROSTER_FORMAT: desk_common::format::Format = desk_common::format::Format::first("channel members");
+
 /// The members file's name.
 pub const MEMBERS_FILE: &str = "members.json";
 
@@ -178,9 +183,9 @@ impl ChannelStore {
     pub fn roster(&self, name: &ChannelName) -> Result<Option<Roster>> {
         let path = self.dir(name).join(MEMBERS_FILE);
         match fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map(Some)
-                .with_context(|| format!("{} is not a members file; fix or remove it", path.display())),
+            Ok(bytes) => desk_common::format::decode(&ROSTER_FORMAT, &bytes).map(Some).with_context(|| {
+                format!("{} cannot be read; fix it, or upgrade desk if a newer one wrote it", path.display())
+            }),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
         }

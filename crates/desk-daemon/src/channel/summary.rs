@@ -21,6 +21,10 @@ use desk_core::delivery::item::ItemId;
 /// The marker file's name in a channel directory.
 pub const SEEN_FILE: &str = "seen.json";
 
+/// `seen.json`'s format: version 1. A marker this desk cannot read counts as none (every message
+/// unread), which only shows more as unread; it is rewritten when the operator next reads.
+pub const SEEN_FORMAT: desk_common::format::Format = desk_common::format::Format::first("channel read marker");
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct Seen {
     version: u32,
@@ -55,7 +59,7 @@ pub struct Summary {
 pub fn seen_by_operator(store: &ChannelStore, name: &ChannelName) -> Result<Option<ItemId>> {
     let path = store.dir(name).join(SEEN_FILE);
     match std::fs::read(&path) {
-        Ok(bytes) => Ok(serde_json::from_slice::<Seen>(&bytes).map(|s| s.human).unwrap_or_default()),
+        Ok(bytes) => Ok(desk_common::format::decode::<Seen>(&SEEN_FORMAT, &bytes).map(|s| s.human).unwrap_or_default()),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
     }
@@ -66,7 +70,7 @@ pub fn mark_seen_by_operator(store: &ChannelStore, name: &ChannelName, id: &Item
     if seen_by_operator(store, name)?.is_some_and(|seen| &seen >= id) {
         return Ok(());
     }
-    let seen = Seen { version: 1, human: Some(id.clone()) };
+    let seen = Seen { version: SEEN_FORMAT.current, human: Some(id.clone()) };
     let mut bytes = serde_json::to_vec_pretty(&seen).context("cannot encode the read marker")?;
     bytes.push(b'\n');
     fsutil::write_atomic(&store.dir(name).join(SEEN_FILE), &bytes)
