@@ -376,7 +376,7 @@ impl Engine {
 
     /// A look at the screen failed: a delivery's first look (nothing typed) goes back to the
     /// queue and the session backs off; a drop leaves the box as it is; otherwise the flight
-    /// decides ([`Flight::unreadable`]).
+    /// decides ([`Flight::unreadable`](super::Flight::unreadable)).
     fn read_failed(&mut self, session: &str, error: &str, settings: &DeliverySettings, out: &mut Out<'_>) {
         let Some((mode, phase)) = self.flight(session).map(|f| (f.mode, f.phase)) else { return };
         if mode == Mode::Clear {
