@@ -1235,6 +1235,10 @@ pub(super) fn kill(name: &SessionName, signal: i32, grace: f64, json: bool, by: 
     Ok(1)
 }
 
+/// How often `desk rm` looks again while an exited session's master finishes leaving: it takes
+/// microseconds (more on a loaded machine), so a few milliseconds cost nothing.
+const RM_SETTLE_POLL: Duration = Duration::from_millis(5);
+
 /// `desk rm NAME`: forget an exited session's files; the prompts still queued for it stay held
 /// for a later session of the name (said on stderr), or with `drop_queued` are dropped (through
 /// the daemon, which owns them).
@@ -1253,6 +1257,14 @@ pub(super) fn rm(name: &SessionName, drop_queued: bool, json: bool) -> Result<i3
     }
     if let Some(why) = session::master_without_socket(&paths, name) {
         return Err(failure(1, why));
+    }
+    // A master that recorded its exit may still be finishing (it holds the name's master lock
+    // until it is gone). Its exit record is what tells a later `desk new` that the holder is
+    // leaving, so the record is not removed until it has left (or EXIT_SETTLE has passed):
+    // otherwise a `desk new` right after this `rm` takes the leaving master for a running one.
+    let settle = Instant::now() + session::EXIT_SETTLE;
+    while session::MasterLock::holder(&paths, name).is_some() && Instant::now() < settle {
+        std::thread::sleep(RM_SETTLE_POLL);
     }
     let mut removed = false;
     let mut rotated = files.log.clone().into_os_string();
