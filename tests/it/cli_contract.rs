@@ -201,6 +201,13 @@ fn every_json_answer_has_exactly_the_documented_fields() {
     for answer in ["deny", "approve"] {
         home.ok(&["keys", "asker", "text:please approve-me", "Enter"]);
         home.wait_activity("asker", "blocked");
+        // The state may say blocked a moment before the whole dialog is on the screen the
+        // inbox reads; wait for it to be listed, then record the answer's shape.
+        eventually("the dialog in the inbox", || {
+            let out = home.desk(&["inbox", "--json"]);
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
+            v["data"][0]["fingerprint"].as_str().map(|_| ()).ok_or_else(|| v.to_string())
+        });
         let open = seen.run(&home, &["inbox", "--json"]);
         let fp = open["data"][0]["fingerprint"].as_str().expect("a dialog listed").to_string();
         seen.run(&home, &[answer, "asker", "--seen", &fp, "--json"]);
