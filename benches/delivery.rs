@@ -32,8 +32,10 @@ fn desk(home: &Path, args: &[&str]) -> String {
 
 fn item(home: &Path, id: &str) -> serde_json::Value {
     let socket = desk_common::daemon_client::socket_path(&paths(home));
-    let req = desk_wire::control::Request::Item { id: id.to_string() };
-    desk_common::daemon_client::request(&socket, &req, Duration::from_secs(5)).map(|r| r.data).unwrap_or_default()
+    let Some(id) = desk_wire::names::ItemId::parse(id) else { return serde_json::Value::Null };
+    let req = desk_wire::control::Request::Item { id };
+    let resp = desk_common::daemon_client::request(&socket, &req, Duration::from_secs(5)).ok();
+    resp.and_then(|r| r.into_answer::<serde_json::Value>().ok()).map(|a| a.data).unwrap_or_default()
 }
 
 fn paths(home: &Path) -> desk_common::paths::Paths {

@@ -116,14 +116,16 @@ fn ls(home: &Path) -> Vec<serde_json::Value> {
 /// An item as the daemon reports it (over its control socket), or as `desk item --json` reads it
 /// from disk when the daemon does not answer; `Null` if neither knows the id.
 fn item(home: &Path, id: &str) -> serde_json::Value {
+    const SECS_5: Duration = Duration::from_secs(5);
     let paths =
         desk_common::paths::Paths { runtime: home.join("run"), state: home.join("state"), config: home.join("config") };
     let socket = desk_common::daemon_client::socket_path(&paths);
-    let req = desk_wire::control::Request::Item { id: id.to_string() };
-    if let Ok(r) = desk_common::daemon_client::request(&socket, &req, Duration::from_secs(5))
-        && r.data.is_object()
+    if let Some(id) = desk_wire::names::ItemId::parse(id)
+        && let Ok(r) = desk_common::daemon_client::request(&socket, &desk_wire::control::Request::Item { id }, SECS_5)
+        && let Ok(answer) = r.into_answer::<serde_json::Value>()
+        && answer.data.is_object()
     {
-        return r.data;
+        return answer.data;
     }
     let out = desk(home, &["item", id, "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();

@@ -2,8 +2,8 @@
 //! `desk serve` when it runs, else from the store on disk (then the whole truth: nothing is
 //! being delivered).
 //!
-//! Owns the store's answer in the daemon's shape (so that a reader handles one shape) and the
-//! one way pending prompts are counted per session (queued, sending, stuck, and still in the
+//! Owns the store's answer beside the daemon's (one type, [`Queues`], for a reader to handle)
+//! and the one way pending prompts are counted per session (queued, sending, stuck, and still in the
 //! intake). Invariants: reading the store creates nothing; a daemon that does not answer in
 //! time is reported as such, never as empty queues. May not depend on the CLI's commands or
 //! the dashboard, which both use it.
@@ -13,18 +13,87 @@ use std::time::Duration;
 
 use desk_common::daemon_client;
 use desk_common::paths::{Paths, SessionName};
+use desk_core::delivery::answer::ListedQueue;
+use desk_core::delivery::engine::Hold;
 use desk_core::delivery::item::{Item, ItemId};
 use desk_daemon::store::Store;
-use desk_wire::control::{Request, Response};
+use desk_wire::control::Request;
 
 /// Said when `queue` and `stuck` read the store themselves.
 pub(crate) const DAEMON_DOWN: &str =
     "desk serve is not running; showing what the store holds (nothing is being delivered; start it with: desk serve)";
 
-/// The pending queues as the store holds them, in the shape the daemon answers `queue` with
-/// (no hold or in-flight: those exist only in a running daemon). Items still in the intake are
-/// listed under `intake`: the daemon queues them when it starts.
-pub(crate) fn stored_queues(paths: &Paths, session: Option<&SessionName>) -> Result<Response> {
+/// One session's pending prompts as the store holds them: the daemon's `queue` answer without
+/// what exists only in a running daemon (hold, in-flight, generation, refusal), and with the
+/// items still in the intake, which the daemon queues when it starts.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct StoredQueue {
+    pub session: String,
+    pub paused: Option<String>,
+    pub items: Vec<Item>,
+    pub intake: Vec<Item>,
+}
+
+/// The pending queues, from the daemon or from the store.
+#[derive(Debug, Clone)]
+pub(crate) enum Queues {
+    Live(Vec<ListedQueue>),
+    Stored(Vec<StoredQueue>),
+}
+
+/// One queue of [`Queues`], as a reader of either sees it.
+pub(crate) struct QueueRef<'a> {
+    pub session: &'a str,
+    pub paused: Option<&'a str>,
+    pub refused: Option<&'a str>,
+    pub hold: Option<&'a Hold>,
+    /// Queued, sending and stuck items, in queue order.
+    pub items: Vec<&'a Item>,
+    /// Still in the intake (read from the store only).
+    pub intake: &'a [Item],
+}
+
+impl Queues {
+    pub(crate) fn iter(&self) -> Vec<QueueRef<'_>> {
+        match self {
+            Queues::Live(queues) => queues
+                .iter()
+                .map(|q| QueueRef {
+                    session: &q.session,
+                    paused: q.paused.as_deref(),
+                    refused: q.refused.as_deref(),
+                    hold: q.hold.as_ref(),
+                    items: q.items.iter().map(|i| &i.item).collect(),
+                    intake: &[],
+                })
+                .collect(),
+            Queues::Stored(queues) => queues
+                .iter()
+                .map(|q| QueueRef {
+                    session: &q.session,
+                    paused: q.paused.as_deref(),
+                    refused: None,
+                    hold: None,
+                    items: q.items.iter().collect(),
+                    intake: &q.intake,
+                })
+                .collect(),
+        }
+    }
+
+    /// The answer as `--json` shows it: each source's own keys.
+    pub(crate) fn to_json(&self) -> serde_json::Result<serde_json::Value> {
+        match self {
+            Queues::Live(queues) => serde_json::to_value(queues),
+            Queues::Stored(queues) => serde_json::to_value(queues),
+        }
+    }
+}
+
+/// The pending queues as the store holds them (no hold or in-flight: those exist only in a
+/// running daemon). Items still in the intake are listed under `intake`: the daemon queues
+/// them when it starts.
+pub(crate) fn stored_queues(paths: &Paths, session: Option<&SessionName>) -> Result<Vec<StoredQueue>> {
     let store = Store::open(&paths.state)?;
     let (items, intake, problems) = store.read_only_view()?;
     for p in &problems {
@@ -42,19 +111,24 @@ pub(crate) fn stored_queues(paths: &Paths, session: Option<&SessionName>) -> Res
     for name in pauses.sessions.keys() {
         queues.entry(name.clone()).or_default();
     }
-    let data: Vec<serde_json::Value> = queues
+    Ok(queues
         .into_iter()
         .filter(|(name, _)| session.is_none_or(|s| s.as_str() == name))
-        .map(|(name, (items, intake))| {
-            serde_json::json!({
-                "session": name,
-                "paused": pauses.sessions.get(&name).map(|p| p.reason.clone()),
-                "items": items,
-                "intake": intake,
-            })
+        .map(|(name, (items, intake))| StoredQueue {
+            paused: pauses.sessions.get(&name).map(|p| p.reason.clone()),
+            session: name,
+            items,
+            intake,
         })
-        .collect();
-    Ok(Response::ok(DAEMON_DOWN, serde_json::Value::Array(data)))
+        .collect())
+}
+
+/// The queues from the running daemon, waiting at most `timeout`.
+pub(crate) fn live_queues(paths: &Paths, timeout: Duration) -> Result<Vec<ListedQueue>, String> {
+    let socket = desk_common::daemon_client::socket_path(paths);
+    let resp = daemon_client::request(&socket, &Request::Queue { session: None }, timeout)
+        .map_err(|e| format!("desk serve did not answer: {e:#}"))?;
+    Ok(resp.into_answer().map_err(|e| e.message)?.data)
 }
 
 /// One session's pending prompts, counted the one way `desk ls` and `desk dash` count them.
@@ -78,40 +152,24 @@ pub(crate) fn pending_by_session(
     timeout: Duration,
 ) -> Result<(std::collections::HashMap<String, Pending>, bool), String> {
     let offline = crate::autostart::daemon_down(paths);
-    let resp = if offline {
+    let queues = if offline {
         if !paths.state.join("delivery").exists() {
             // Nothing was ever sent: no queues, and nothing is created to say so.
             return Ok((Default::default(), true));
         }
-        stored_queues(paths, None).map_err(|e| format!("{e:#}"))?
+        Queues::Stored(stored_queues(paths, None).map_err(|e| format!("{e:#}"))?)
     } else {
-        daemon_client::request(
-            &desk_common::daemon_client::socket_path(paths),
-            &Request::Queue { session: None },
-            timeout,
-        )
-        .map_err(|e| format!("desk serve did not answer: {e:#}"))?
+        Queues::Live(live_queues(paths, timeout)?)
     };
-    if !resp.ok {
-        return Err(resp.error.unwrap_or_else(|| "desk serve refused".into()));
-    }
     let mut pending = std::collections::HashMap::new();
-    for q in resp.data.as_array().map_or(&[][..], Vec::as_slice) {
-        let Some(session) = q["session"].as_str() else { continue };
-        let parse = |key: &str| -> Vec<Item> {
-            q[key].as_array().into_iter().flatten().filter_map(|i| serde_json::from_value(i.clone()).ok()).collect()
-        };
-        let (mut items, intake) = (parse("items"), parse("intake"));
+    for q in queues.iter() {
+        let mut items: Vec<Item> = q.items.iter().map(|i| (*i).clone()).collect();
         items.sort_by_key(|i| i.state != desk_core::delivery::item::State::Stuck);
         let stuck = items.iter().filter(|i| i.state == desk_core::delivery::item::State::Stuck).count();
-        items.extend(intake);
-        let entry = Pending {
-            queue: items.len() as u32,
-            stuck: stuck as u32,
-            paused: q["paused"].as_str().map(String::from),
-            items,
-        };
-        pending.insert(session.to_string(), entry);
+        items.extend(q.intake.iter().cloned());
+        let entry =
+            Pending { queue: items.len() as u32, stuck: stuck as u32, paused: q.paused.map(String::from), items };
+        pending.insert(q.session.to_string(), entry);
     }
     Ok((pending, offline))
 }

@@ -541,7 +541,7 @@ pub(super) fn post(args: PostArgs) -> Result<i32> {
         &desk_wire::control::Request::Ping,
         PING_TIMEOUT,
     )
-    .is_ok_and(|r| r.ok);
+    .is_ok_and(|r| r.into_answer::<desk_core::delivery::answer::Pid>().is_ok());
     let mut notes: Vec<String> = daemon.note().into_iter().collect();
     if !running {
         notes.push(

@@ -13,16 +13,18 @@ use std::time::Duration;
 use super::output::{self, ErrorCode};
 use super::{fail, failure};
 use crate::queues::DAEMON_DOWN;
+use crate::queues::Queues;
 use desk_common::clock::now_ms;
 use desk_common::daemon_client;
 use desk_common::master_client::Connection;
 use desk_common::paths::{Paths, SessionName};
 use desk_common::session::{self, ExitRecord, Probe};
-use desk_core::delivery::item::{Item, ItemId, When};
+use desk_core::delivery::answer::{IN_INTAKE, Ingested, ItemAnswer, ListedItem, ListedQueue, Pid};
+use desk_core::delivery::item::{Item, ItemId, State, When};
 use desk_core::delivery::text;
 use desk_daemon::store::Store;
 use desk_wire::Role;
-use desk_wire::control::{Request, Response};
+use desk_wire::control::{Answer, Request, Response};
 
 /// Short requests are answered in milliseconds; this bounds a wedged daemon.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -54,27 +56,17 @@ fn paths() -> Result<Paths> {
     Ok(paths)
 }
 
-fn ask(paths: &Paths, req: &Request, timeout: Duration) -> Result<Response> {
+/// One request to the daemon; not reaching it is [`ErrorCode::DaemonUnavailable`].
+fn request(paths: &Paths, req: &Request, timeout: Duration) -> Result<Response> {
     let socket = desk_common::daemon_client::socket_path(paths);
     daemon_client::request(&socket, req, timeout).map_err(|e| {
         fail(ErrorCode::DaemonUnavailable, format!("{e:#}\n(is `desk serve` running? start it with: desk serve)"))
     })
 }
 
-/// The daemon's refusal as a failure of the right kind.
-fn refusal(resp: Response) -> anyhow::Error {
-    let refused = resp.refused();
-    let message = resp.error.unwrap_or_else(|| "failed".into());
-    let kind = if !refused {
-        ErrorCode::NotDelivered
-    } else if message.starts_with("no item ") || message.ends_with(" was not found") {
-        ErrorCode::NoSuchItem
-    } else if message.ends_with("is not an item id") {
-        ErrorCode::Usage
-    } else {
-        ErrorCode::Refused
-    };
-    fail(kind, message)
+/// One request and its typed answer; the daemon's failure is a failure of its kind.
+fn ask<T: serde::de::DeserializeOwned>(paths: &Paths, req: &Request, timeout: Duration) -> Result<Answer<T>> {
+    request(paths, req, timeout)?.into_answer().map_err(desk_common::failure::from_control)
 }
 
 // ----- serve -----
@@ -87,13 +79,12 @@ pub(super) fn serve(foreground: bool, stop: bool) -> Result<i32> {
             println!("desk serve is not running; nothing to stop");
             return Ok(0);
         }
-        let resp = ask(&paths, &Request::Stop, REQUEST_TIMEOUT)?;
-        if !resp.ok {
-            return Err(failure(1, format!("desk serve did not stop: {}", resp.error.unwrap_or_default())));
-        }
+        let answer = request(&paths, &Request::Stop, REQUEST_TIMEOUT)?
+            .into_answer::<Pid>()
+            .map_err(|e| failure(1, format!("desk serve did not stop: {}", e.message)))?;
         // Stopped means gone: wait for the process, not just its promise.
-        if let Some(pid) = resp.data.get("pid").and_then(|p| p.as_i64()) {
-            let pid = nix::unistd::Pid::from_raw(pid as i32);
+        {
+            let pid = nix::unistd::Pid::from_raw(answer.data.pid as i32);
             let deadline = std::time::Instant::now() + REQUEST_TIMEOUT;
             // A zombie has stopped too (its reaper may be slow, or absent in a container).
             let running = || {
@@ -261,19 +252,18 @@ pub(super) fn send(args: SendArgs) -> Result<i32> {
             Ok(())
         }
     };
-    match daemon_client::request(&socket, &Request::Ingest { id: id.to_string() }, SEND_TIMEOUT) {
-        Ok(resp) if resp.ok => {
-            print(resp.data.get("state").and_then(|s| s.as_str()).unwrap_or("queued"), hold_of(&socket))?;
+    let answer = daemon_client::request(&socket, &Request::Ingest { id: id.clone() }, SEND_TIMEOUT)
+        .map(Response::into_answer::<Ingested>);
+    match answer {
+        Ok(Ok(answer)) => {
+            print(answer.data.state.as_str(), hold_of(&socket))?;
             Ok(0)
         }
-        Ok(resp) => {
+        Ok(Err(e)) => {
             if !args.json {
                 print("refused", None)?;
             }
-            Err(fail(
-                ErrorCode::Refused,
-                format!("desk serve did not queue item {id}: {}", resp.error.unwrap_or_default()),
-            ))
+            Err(fail(ErrorCode::Refused, format!("desk serve did not queue item {id}: {}", e.message)))
         }
         Err(e) if timed_out(&e) => {
             if !args.json {
@@ -327,18 +317,15 @@ fn reads_lines(paths: &Paths, name: &SessionName) -> bool {
 fn first_hold(socket: &std::path::Path, session: &SessionName, id: &ItemId) -> Option<String> {
     let deadline = std::time::Instant::now() + FIRST_LOOK;
     loop {
-        let request = Request::Queue { session: Some(session.to_string()) };
-        let resp = daemon_client::request(socket, &request, REQUEST_TIMEOUT).ok()?;
-        let queue = resp.data.as_array()?.iter().find(|q| q["session"] == session.as_str())?.clone();
-        let item = queue["items"].as_array()?.iter().find(|i| i["id"] == id.as_str())?;
-        if item["state"] != "queued" {
+        let queue = live_queue(socket, session)?;
+        let item = queue.items.iter().find(|i| i.item.id == *id)?;
+        if item.item.state != State::Queued {
             return None;
         }
-        if let Some(reason) = queue["hold"]["reason"].as_str() {
-            return Some(reason.to_string());
+        if let Some(hold) = queue.hold {
+            return Some(hold.reason);
         }
-        let in_flight = queue["in_flight"].as_array().map(Vec::as_slice).unwrap_or_default();
-        if !in_flight.is_empty() && !in_flight.iter().any(|i| i == id.as_str()) {
+        if !queue.in_flight.is_empty() && !queue.in_flight.contains(id) {
             return None;
         }
         if std::time::Instant::now() >= deadline {
@@ -348,22 +335,22 @@ fn first_hold(socket: &std::path::Path, session: &SessionName, id: &ItemId) -> O
     }
 }
 
+/// `session`'s queue as the running daemon has it, if it has one and answers.
+fn live_queue(socket: &std::path::Path, session: &SessionName) -> Option<ListedQueue> {
+    let request = Request::Queue { session: Some(session.clone()) };
+    let resp = daemon_client::request(socket, &request, REQUEST_TIMEOUT).ok()?;
+    resp.into_answer::<Vec<ListedQueue>>().ok()?.data.into_iter().find(|q| q.session == session.as_str())
+}
+
 /// Whether the operator paused `session`'s queue: `: reason` (empty without one), or `None`.
 fn paused(socket: &std::path::Path, session: &SessionName) -> Option<String> {
-    let resp =
-        daemon_client::request(socket, &Request::Queue { session: Some(session.to_string()) }, REQUEST_TIMEOUT).ok()?;
-    let queue = resp.data.as_array()?.iter().find(|q| q["session"] == session.as_str())?.clone();
-    let reason = queue["paused"].as_str()?;
+    let reason = live_queue(socket, session)?.paused?;
     Some(if reason.is_empty() { String::new() } else { format!(": {reason}") })
 }
 
 /// The reason the daemon holds `session`'s queue, if it holds it.
 fn current_hold(socket: &std::path::Path, session: &SessionName) -> Option<String> {
-    let resp =
-        daemon_client::request(socket, &Request::Queue { session: Some(session.to_string()) }, REQUEST_TIMEOUT).ok()?;
-    let queues = resp.data.as_array()?;
-    let queue = queues.iter().find(|q| q["session"] == session.as_str())?;
-    queue["hold"]["reason"].as_str().map(String::from)
+    live_queue(socket, session)?.hold.map(|h| h.reason)
 }
 
 fn prompt_text(bytes: Vec<u8>, what: &str) -> Result<String> {
@@ -437,24 +424,21 @@ pub(super) fn queue(session: Option<SessionName>, json: bool) -> Result<i32> {
         require_delivery_target(&paths, name)?;
     }
     let offline = crate::autostart::daemon_down(&paths);
-    let resp = if offline {
+    let queues = if offline {
         if !json {
             eprintln!("desk: {DAEMON_DOWN}");
         }
-        crate::queues::stored_queues(&paths, session.as_ref())?
+        Queues::Stored(crate::queues::stored_queues(&paths, session.as_ref())?)
     } else {
-        ask(&paths, &Request::Queue { session: session.map(|s| s.to_string()) }, REQUEST_TIMEOUT)?
+        Queues::Live(ask(&paths, &Request::Queue { session }, REQUEST_TIMEOUT)?.data)
     };
-    if !resp.ok {
-        return Err(refusal(resp));
-    }
     if json {
         let mut notes: Vec<String> = if offline { vec![DAEMON_DOWN.to_string()] } else { vec![] };
         notes.extend(super::channel::stall_lines(&paths));
-        output::print_ok("queues", &resp.data, &notes)?;
+        output::print_ok("queues", queues.to_json()?, &notes)?;
         return Ok(0);
     }
-    let queues = resp.data.as_array().cloned().unwrap_or_default();
+    let queues = queues.iter();
     let not_queued = print_not_queued(&paths)?;
     if queues.is_empty() {
         if !not_queued {
@@ -463,28 +447,25 @@ pub(super) fn queue(session: Option<SessionName>, json: bool) -> Result<i32> {
         return Ok(0);
     }
     for q in queues {
-        let name = q["session"].as_str().unwrap_or("?");
-        let mut head = name.to_string();
-        if let Some(p) = q["paused"].as_str() {
+        let mut head = q.session.to_string();
+        if let Some(p) = q.paused {
             head.push_str(&format!("  [paused{}]", if p.is_empty() { String::new() } else { format!(": {p}") }));
         }
-        if let Some(why) = q["refused"].as_str() {
+        if let Some(why) = q.refused {
             head.push_str(&format!("  [cannot deliver: {why}]"));
         }
-        if let Some(reason) = q["hold"]["reason"].as_str() {
-            head.push_str(&format!("  held: {reason} ({})", fmt_age(q["hold"]["since_ms"].as_u64().unwrap_or(0))));
+        if let Some(hold) = q.hold {
+            head.push_str(&format!("  held: {} ({})", hold.reason, fmt_age(hold.since_ms)));
         }
         println!("{head}");
-        for item in q["items"].as_array().cloned().unwrap_or_default() {
-            let Ok(item) = serde_json::from_value::<Item>(item) else { continue };
+        for item in q.items {
             let mut state = item.state.as_str().to_string();
             if let Some(class) = item.stuck {
                 state.push_str(&format!("({})", class.as_str()));
             }
             println!("  {}  {:<24} {:>4}  {}", item.id, state, fmt_age(item.created_ms), item.preview(60));
         }
-        for item in q["intake"].as_array().cloned().unwrap_or_default() {
-            let Ok(item) = serde_json::from_value::<Item>(item) else { continue };
+        for item in q.intake {
             println!("  {}  {:<24} {:>4}  {}", item.id, "intake", fmt_age(item.created_ms), item.preview(60));
         }
     }
@@ -565,17 +546,18 @@ pub(super) fn item(id: &str, json: bool) -> Result<i32> {
     let paths = paths()?;
     let id = resolve_id(id)?;
     // Finished items are read from disk even when the daemon is down.
-    let resp = match daemon_client::request(
+    let answer = match daemon_client::request(
         &desk_common::daemon_client::socket_path(&paths),
-        &Request::Item { id: id.to_string() },
+        &Request::Item { id: id.clone() },
         REQUEST_TIMEOUT,
     ) {
-        Ok(resp) => resp,
+        Ok(resp) => resp.into_answer::<ItemAnswer>().map_err(desk_common::failure::from_control)?,
         Err(_) => {
             let store = Store::open(&paths.state)?;
+            let whole = |message: &str, item| Answer { message: message.into(), data: ItemAnswer { item, hold: None } };
             match (store.find(&id)?, store.find_intake(&id)?) {
-                (Some(item), _) => Response::ok("item", serde_json::to_value(item)?),
-                (None, Some(item)) => Response::ok("intake", serde_json::to_value(item)?),
+                (Some(item), _) => whole("item", item),
+                (None, Some(item)) => whole(IN_INTAKE, item),
                 (None, None) => match store.find_set_aside(&id)? {
                     Some(p) => {
                         return Err(failure(
@@ -588,17 +570,13 @@ pub(super) fn item(id: &str, json: bool) -> Result<i32> {
             }
         }
     };
-    if !resp.ok {
-        return Err(refusal(resp));
-    }
-    let in_intake = resp.message.as_deref() == Some("intake");
+    let in_intake = answer.message == IN_INTAKE;
     if json {
         let notes: Vec<String> = if in_intake { vec!["in the intake, not queued yet".into()] } else { vec![] };
-        output::print_ok("item", &resp.data, &notes)?;
+        output::print_ok("item", serde_json::to_value(&answer.data)?, &notes)?;
         return Ok(0);
     }
-    let hold = resp.data.get("hold").cloned();
-    let item: Item = serde_json::from_value(resp.data).context("malformed item")?;
+    let ItemAnswer { item, hold } = answer.data;
     println!("item {}", item.id);
     println!("  session   {} (generation {})", item.session, item.generation.map_or("any".into(), |g| g.to_string()));
     let mut state = item.state.as_str().to_string();
@@ -609,8 +587,8 @@ pub(super) fn item(id: &str, json: bool) -> Result<i32> {
         state = "in the intake, not queued yet".into();
     }
     println!("  state     {state}, since {}", desk_common::clock::local_datetime(item.state_since_ms));
-    if let Some(reason) = hold.as_ref().and_then(|h| h["reason"].as_str()) {
-        println!("  held      {reason}");
+    if let Some(hold) = &hold {
+        println!("  held      {}", hold.reason);
     }
     println!("  when      {}", if item.when == When::Idle { "idle" } else { "now" });
     println!("  from      {}", item.from);
@@ -632,7 +610,7 @@ pub(super) fn item(id: &str, json: bool) -> Result<i32> {
 pub(super) fn stuck(json: bool) -> Result<i32> {
     let paths = paths()?;
     let offline = crate::autostart::daemon_down(&paths);
-    let resp = if offline {
+    let items: Vec<ListedItem> = if offline {
         if !json {
             eprintln!("desk: {DAEMON_DOWN}");
         }
@@ -640,25 +618,21 @@ pub(super) fn stuck(json: bool) -> Result<i32> {
         for p in &problems {
             eprintln!("desk: cannot read {}: {}", p.path.display(), p.error);
         }
-        let stuck: Vec<Item> =
-            items.into_iter().filter(|i| i.state == desk_core::delivery::item::State::Stuck).collect();
-        Response::ok(DAEMON_DOWN, serde_json::to_value(stuck)?)
+        // Whole, as the store holds them: a listing is cut to bound the daemon's answer.
+        let whole = |item| ListedItem { item, text_chars: None, evidence_total: None };
+        items.into_iter().filter(|i| i.state == State::Stuck).map(whole).collect()
     } else {
-        ask(&paths, &Request::Stuck, REQUEST_TIMEOUT)?
+        ask(&paths, &Request::Stuck, REQUEST_TIMEOUT)?.data
     };
-    if !resp.ok {
-        return Err(refusal(resp));
-    }
     if json {
         let notes: Vec<String> = if offline { vec![DAEMON_DOWN.to_string()] } else { vec![] };
-        output::print_ok("stuck", &resp.data, &notes)?;
+        output::print_ok("stuck", serde_json::to_value(&items)?, &notes)?;
         return Ok(0);
     }
-    let items: Vec<Item> = serde_json::from_value(resp.data).unwrap_or_default();
     if items.is_empty() {
         println!("nothing is stuck");
     }
-    for item in items {
+    for ListedItem { item, .. } in items {
         let class = item.stuck.map_or("?", |c| c.as_str());
         let why = item
             .evidence
@@ -725,11 +699,9 @@ pub(super) fn drop_all(paths: &Paths, ids: &[ItemId], json: bool) -> Result<(Vec
     let mut dropped = Vec::new();
     for id in ids {
         // As `desk drop` waits: a drop may erase desk's own prompt from the box first.
-        let resp = ask(paths, &Request::Drop { id: id.to_string() }, FORCE_TIMEOUT)?;
-        if resp.ok {
-            dropped.push(id.clone());
-        } else {
-            notes.push(format!("{id} was not dropped: {}", resp.error.unwrap_or_default()));
+        match request(paths, &Request::Drop { id: id.clone() }, FORCE_TIMEOUT)?.into_answer::<()>() {
+            Ok(_) => dropped.push(id.clone()),
+            Err(e) => notes.push(format!("{id} was not dropped: {}", e.message)),
         }
     }
     Ok((notes, dropped))
@@ -762,20 +734,16 @@ pub(super) fn command(kind: &str, req: Request, json: bool) -> Result<i32> {
     let timeout =
         if matches!(req, Request::Force { .. } | Request::Drop { .. }) { FORCE_TIMEOUT } else { REQUEST_TIMEOUT };
     if let Request::Pause { session, .. } | Request::Resume { session } = &req {
-        require_delivery_target(&paths, &SessionName::parse(session)?)?;
+        require_delivery_target(&paths, session)?;
     }
     let (key, target) = match &req {
-        Request::Pause { session, .. } | Request::Resume { session } => ("session", session.clone()),
-        Request::Force { id, .. } | Request::Drop { id } => ("id", id.clone()),
+        Request::Pause { session, .. } | Request::Resume { session } => ("session", session.to_string()),
+        Request::Force { id, .. } | Request::Drop { id } => ("id", id.to_string()),
         _ => ("session", String::new()),
     };
     // Only the daemon can carry these out.
     let notes: Vec<String> = crate::autostart::ensure_daemon(&paths).say(json).into_iter().collect();
-    let resp = ask(&paths, &req, timeout)?;
-    if !resp.ok {
-        return Err(refusal(resp));
-    }
-    let message = resp.message.unwrap_or_default();
+    let message = ask::<()>(&paths, &req, timeout)?.message;
     if json {
         output::print_ok(kind, serde_json::json!({ "message": message, key: target }), &notes)?;
     } else {

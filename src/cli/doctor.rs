@@ -412,9 +412,11 @@ fn round_trip_in(exe: &Path, home: &Path) -> Result<Duration> {
 fn serve(paths: &Paths) -> Check {
     let name = "serve";
     let socket = desk_common::daemon_client::socket_path(paths);
-    match desk_common::daemon_client::request(&socket, &desk_wire::control::Request::Ping, SERVE_PATIENCE) {
-        Ok(resp) if resp.ok => {
-            let pid = resp.data.get("pid").and_then(|p| p.as_u64()).map_or(String::new(), |p| format!(" (pid {p})"));
+    let ping = desk_common::daemon_client::request(&socket, &desk_wire::control::Request::Ping, SERVE_PATIENCE)
+        .map(desk_wire::control::Response::into_answer::<desk_core::delivery::answer::Pid>);
+    match ping {
+        Ok(Ok(answer)) => {
+            let pid = format!(" (pid {})", answer.data.pid);
             check(name, Status::Ok, format!("desk serve runs{pid} and answers on {}", socket.display()), None)
         }
         _ if crate::autostart::daemon_down(paths) => {
@@ -429,10 +431,10 @@ fn serve(paths: &Paths) -> Check {
                 )
             }
         }
-        Ok(resp) => check(
+        Ok(Err(e)) => check(
             name,
             Status::Error,
-            format!("desk serve answers with an error: {}", resp.error.unwrap_or_default()),
+            format!("desk serve answers with an error: {}", e.message),
             Some("desk serve --stop, then desk serve; its log is serve.log in desk's state directory".into()),
         ),
         Err(e) => check(

@@ -898,18 +898,18 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Item { id, json } => delivery::item(&id, json),
         Command::Stuck { json } => delivery::stuck(json),
         Command::Force { id, over_draft, json } => {
-            let id = delivery::resolve_id(&id)?.to_string();
+            let id = delivery::resolve_id(&id)?;
             delivery::command("force", desk_wire::control::Request::Force { id, over_draft }, json)
         }
         Command::Drop { id, json } => {
-            let id = delivery::resolve_id(&id)?.to_string();
+            let id = delivery::resolve_id(&id)?;
             delivery::command("drop", desk_wire::control::Request::Drop { id }, json)
         }
         Command::Pause { name, reason, json } => {
-            delivery::command("pause", desk_wire::control::Request::Pause { session: name.to_string(), reason }, json)
+            delivery::command("pause", desk_wire::control::Request::Pause { session: name, reason }, json)
         }
         Command::Resume { name, json } => {
-            delivery::command("resume", desk_wire::control::Request::Resume { session: name.to_string() }, json)
+            delivery::command("resume", desk_wire::control::Request::Resume { session: name }, json)
         }
         Command::Kill(a) => sessions::kill(&a.name, a.signal, a.grace, a.json, "desk kill"),
         Command::Doctor { json } => doctor::doctor(json),

@@ -647,10 +647,12 @@ fn run_action(paths: &Paths, tx: &Sender<Msg>, action: Action, dash: &mut Dash) 
     };
     dash.status = Some(format!("{what}: asking desk serve..."));
     let _ = spawn("action", tx.clone(), move |tx| {
-        let answer = daemon_client::request(&socket, &action.request(), action_timeout(&action));
-        if let (Action::Drop(id), Ok(resp)) = (&action, &answer)
-            && resp.ok
-        {
+        let answer = match action.request() {
+            Ok(request) => daemon_client::request(&socket, &request, action_timeout(&action))
+                .map(control::Response::into_answer::<()>),
+            Err(why) => Ok(Err(control::ControlError::new(control::ErrorKind::BadRequest, why))),
+        };
+        if let (Action::Drop(id), Ok(Ok(_))) = (&action, &answer) {
             let _ = tx.send(Msg::Dropped(id.clone()));
         }
         let outcome = outcome_line(answer);
@@ -660,11 +662,12 @@ fn run_action(paths: &Paths, tx: &Sender<Msg>, action: Action, dash: &mut Dash) 
 
 /// The status line for an action's answer: what the daemon did, and only a refusal (nothing
 /// was done) is called one — a force that pasted again and still did not deliver says so.
-fn outcome_line(answer: anyhow::Result<control::Response>) -> String {
+fn outcome_line(answer: anyhow::Result<Result<control::Answer<()>, control::ControlError>>) -> String {
     match answer {
-        Ok(resp) if resp.ok => resp.message.unwrap_or_else(|| "done".into()),
-        Ok(resp) if resp.refused() => format!("refused: {}", resp.error.unwrap_or_default()),
-        Ok(resp) => resp.error.unwrap_or_default(),
+        Ok(Ok(done)) if done.message.is_empty() => "done".into(),
+        Ok(Ok(done)) => done.message,
+        Ok(Err(e)) if e.kind.refused() => format!("refused: {}", e.message),
+        Ok(Err(e)) => e.message,
         Err(e) => format!("{e:#} (is desk serve running?)"),
     }
 }

@@ -15,8 +15,8 @@ use std::collections::{HashMap, VecDeque};
 
 use desk_common::fleet::FleetEvent;
 use desk_common::session::ExitRecord;
-use desk_wire::control::Request;
-use desk_wire::events::{Axis, Event, EventBody};
+use desk_wire::control::{ItemId, Request, SessionName};
+use desk_wire::events::{AxisChange, Event, EventBody};
 use desk_wire::state::{Activity, Health, Lifecycle};
 use desk_wire::{ExitStatus, Role, SessionInfo};
 
@@ -108,18 +108,19 @@ pub enum Action {
 }
 
 impl Action {
-    /// The daemon request that performs it.
-    pub fn request(&self) -> Request {
-        match self {
+    /// The daemon request that performs it. The rows hold the ids and names as the daemon
+    /// and the session records gave them, so they parse; one that does not is said, not sent.
+    pub fn request(&self) -> Result<Request, String> {
+        let id = |id: &str| ItemId::parse(id).ok_or_else(|| format!("{id:?} is not an item id"));
+        let session = |name: &str| SessionName::parse(name).map_err(|e| e.to_string());
+        Ok(match self {
             // Never over someone's draft from here: the daemon refuses and says so; the CLI's
             // `desk force --over-draft` is the deliberate way.
-            Action::Force(id) => Request::Force { id: id.clone(), over_draft: false },
-            Action::Drop(id) => Request::Drop { id: id.clone() },
-            Action::Pause(session) => {
-                Request::Pause { session: session.clone(), reason: Some("paused from desk dash".into()) }
-            }
-            Action::Resume(session) => Request::Resume { session: session.clone() },
-        }
+            Action::Force(i) => Request::Force { id: id(i)?, over_draft: false },
+            Action::Drop(i) => Request::Drop { id: id(i)? },
+            Action::Pause(s) => Request::Pause { session: session(s)?, reason: Some("paused from desk dash".into()) },
+            Action::Resume(s) => Request::Resume { session: session(s)? },
+        })
     }
 }
 
@@ -256,31 +257,14 @@ impl Row {
                 Role::Viewer => self.viewers = self.viewers.saturating_sub(1),
                 _ => {}
             },
-            EventBody::State { axis, to, wait, .. } => match axis {
-                Axis::Lifecycle => {
-                    self.lifecycle = match to.as_str() {
-                        "running" => Lifecycle::Running,
-                        "exited" => Lifecycle::Exited,
-                        _ => Lifecycle::Starting,
-                    }
-                }
-                Axis::Activity => {
-                    self.activity = match to.as_str() {
-                        "working" => Activity::Working,
-                        "idle" => Activity::Idle,
-                        "blocked" => Activity::Blocked,
-                        _ => Activity::Unknown,
-                    };
+            EventBody::State { change, wait, .. } => match change {
+                AxisChange::Lifecycle { to, .. } => self.lifecycle = *to,
+                AxisChange::Activity { to, .. } => {
+                    self.activity = *to;
                     self.activity_since_ms = event.ts_ms;
                     self.wait = wait.clone();
                 }
-                Axis::Health => {
-                    self.health = match to.strip_prefix("degraded: ") {
-                        Some(reason) => Health::Degraded(reason.to_string()),
-                        None if to == "ok" => Health::Ok,
-                        None => Health::Degraded(to.clone()),
-                    }
-                }
+                AxisChange::Health { to, .. } => self.health = to.clone(),
             },
             _ => {}
         }
@@ -1041,15 +1025,14 @@ fn describe(body: &EventBody) -> Option<(String, bool)> {
             Some(d) => (format!("hook {event}: {d}"), false),
             None => (format!("hook {event}"), false),
         },
-        EventBody::State { axis, to, wait, evidence, .. } => {
-            let axis = match axis {
-                Axis::Lifecycle => "lifecycle",
-                Axis::Activity => "activity",
-                Axis::Health => "health",
-            };
-            let alert = to == "blocked" || to.starts_with("degraded");
+        EventBody::State { change, wait, evidence } => {
+            let alert = matches!(
+                change,
+                AxisChange::Activity { to: Activity::Blocked, .. } | AxisChange::Health { to: Health::Degraded(_), .. }
+            );
+            let (_, to) = change.words();
             let on = wait.as_ref().map(|w| format!(" on {w}")).unwrap_or_default();
-            (format!("{axis} {to}{on} ({evidence})"), alert)
+            (format!("{} {to}{on} ({evidence})", change.axis().as_str()), alert)
         }
         EventBody::Exit { code, signal, .. } => match (code, signal) {
             (Some(0), _) => ("exited 0".into(), false),

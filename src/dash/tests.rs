@@ -15,7 +15,7 @@ use desk_common::fleet::FleetEvent;
 use desk_common::session::ExitRecord;
 use desk_term::screen::HistoryRow;
 use desk_term::screen::Screen;
-use desk_wire::events::{Axis, Event, EventBody};
+use desk_wire::events::{AxisChange, Event, EventBody};
 use desk_wire::state::{Activity, AxisView, Evidence, Health, Lifecycle, StateView};
 use desk_wire::{ExitStatus, SessionInfo};
 
@@ -85,9 +85,10 @@ fn state_event(session: &str, seq: u64, to: &str, wait: Option<&str>, ago_s: u64
             ts_ms: NOW - ago_s * 1000,
             generation: 1,
             body: EventBody::State {
-                axis: Axis::Activity,
-                from: "idle".into(),
-                to: to.into(),
+                change: AxisChange::Activity {
+                    from: Activity::Idle,
+                    to: serde_json::from_value(serde_json::Value::String(to.into())).unwrap(),
+                },
                 evidence: "hook Notification".into(),
                 wait: wait.map(String::from),
             },
@@ -1101,9 +1102,7 @@ fn the_events_pane_starts_with_the_fleets_recent_past() {
     let started =
         EventBody::Started { pid: 1, command: vec!["claude".into()], cols: 80, rows: 24, provider: "claude".into() };
     let blocked = EventBody::State {
-        axis: Axis::Activity,
-        from: "working".into(),
-        to: "blocked".into(),
+        change: AxisChange::Activity { from: Activity::Working, to: Activity::Blocked },
         evidence: "hook Notification".into(),
         wait: Some("approval".into()),
     };
@@ -1141,14 +1140,19 @@ fn states_are_spelled_as_desk_ls_spells_them() {
 
 #[test]
 fn a_force_that_pasted_again_is_not_shown_as_a_refusal() {
-    use desk_wire::control::Response;
+    use desk_wire::control::{Envelope, Response};
+    // As the loop reads an answer: off the wire.
+    let answer = |resp: Response| {
+        let env: Envelope<Response> = serde_json::from_slice(&resp.to_line()).unwrap();
+        Ok(env.body.into_answer::<()>())
+    };
     let typed = "pasted again; still not seen in the input area: the item stays stuck (paste-missing)";
-    assert_eq!(super::outcome_line(Ok(Response::not_delivered(typed))), typed);
-    assert_eq!(super::outcome_line(Ok(Response::err("no pending item x"))), "refused: no pending item x");
+    assert_eq!(super::outcome_line(answer(Response::fail(desk_wire::control::ErrorKind::NotDelivered, typed))), typed);
     assert_eq!(
-        super::outcome_line(Ok(Response::ok("pressed Enter; delivered", serde_json::Value::Null))),
-        "pressed Enter; delivered"
+        super::outcome_line(answer(Response::fail(desk_wire::control::ErrorKind::Refused, "no pending item x"))),
+        "refused: no pending item x"
     );
+    assert_eq!(super::outcome_line(answer(Response::done("pressed Enter; delivered"))), "pressed Enter; delivered");
 }
 
 #[test]

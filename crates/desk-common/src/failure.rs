@@ -111,6 +111,21 @@ impl ErrorCode {
     ];
 }
 
+/// What the daemon's kind of failure is to a person: the CLI's codes of the same names, and a
+/// request the daemon could not read (a bad id or name) is a usage error.
+impl From<desk_wire::control::ErrorKind> for ErrorCode {
+    fn from(kind: desk_wire::control::ErrorKind) -> ErrorCode {
+        use desk_wire::control::ErrorKind;
+        match kind {
+            ErrorKind::BadRequest => ErrorCode::Usage,
+            ErrorKind::NoSuchItem => ErrorCode::NoSuchItem,
+            ErrorKind::Refused => ErrorCode::Refused,
+            ErrorKind::NotDelivered => ErrorCode::NotDelivered,
+            ErrorKind::Failed => ErrorCode::Failed,
+        }
+    }
+}
+
 /// An error that carries the exit code it should end the process with, and the stable code a
 /// `--json` caller sees.
 #[derive(Debug)]
@@ -136,4 +151,9 @@ pub fn failure(code: i32, message: impl Into<String>) -> anyhow::Error {
 /// A failure of a documented kind, with that kind's exit code.
 pub fn fail(kind: ErrorCode, message: impl Into<String>) -> anyhow::Error {
     Failure { code: kind.exit_code(), kind, message: message.into() }.into()
+}
+
+/// The daemon's failure as a failure of the same kind, with its words.
+pub fn from_control(e: desk_wire::control::ControlError) -> anyhow::Error {
+    fail(e.kind.into(), e.message)
 }

@@ -7,7 +7,6 @@
 //! with mode exactly 0700; a socket path that would not fit in `sun_path` is refused up front.
 
 use anyhow::{Context, Result, bail};
-use std::fmt;
 use std::fs;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -17,33 +16,7 @@ pub use desk_core::session::{MAX_NAME_LEN, NameError};
 /// `sun_path` is 108 bytes on Linux including the terminating NUL.
 const MAX_SOCKET_PATH: usize = 107;
 
-/// A session name: `[A-Za-z0-9][A-Za-z0-9._-]{0,63}`. Only such names become paths.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct SessionName(String);
-
-impl SessionName {
-    pub fn parse(name: &str) -> Result<SessionName, NameError> {
-        desk_core::session::check_name(name)?;
-        Ok(SessionName(name.to_string()))
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for SessionName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::str::FromStr for SessionName {
-    type Err = NameError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        SessionName::parse(s)
-    }
-}
+pub use desk_wire::names::SessionName;
 
 /// The directories desk uses.
 #[derive(Debug, Clone)]

@@ -18,7 +18,8 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use desk_wire::events::{Axis, Event, EventBody};
+use desk_wire::events::{AxisChange, Event, EventBody};
+use desk_wire::state::{Activity, Health};
 
 /// One kind announced at most once a minute per session: a dialog that flaps (blocked, working
 /// for a second, blocked again on the next tool) is one thing to come and look at, and a minute
@@ -166,29 +167,29 @@ impl Notifier {
         }
         notes.generation = event.generation;
         let (kind, message) = match &event.body {
-            EventBody::State { axis, from, to, wait, .. } => {
+            EventBody::State { change, wait, .. } => {
                 let state = &mut notes.state;
-                match axis {
-                    Axis::Lifecycle => {
-                        state.lifecycle = to.clone();
+                let (_, word) = change.words();
+                match change {
+                    AxisChange::Lifecycle { .. } => {
+                        state.lifecycle = word;
                         return None;
                     }
-                    Axis::Activity => {
-                        state.activity = to.clone();
+                    AxisChange::Activity { from, to } => {
+                        state.activity = word;
                         state.wait = wait.clone();
-                        if to != "blocked" || from == "blocked" {
+                        if *to != Activity::Blocked || *from == Activity::Blocked {
                             return None;
                         }
                         let on = wait.as_deref().unwrap_or("a dialog");
                         (Kind::Blocked, format!("{session} is waiting for you: {on}"))
                     }
-                    Axis::Health => {
-                        state.health = to.clone();
-                        let reason = to.strip_prefix("degraded")?;
-                        if from.starts_with("degraded") {
+                    AxisChange::Health { from, to } => {
+                        state.health = word;
+                        let Health::Degraded(reason) = to else { return None };
+                        if matches!(from, Health::Degraded(_)) {
                             return None;
                         }
-                        let reason = reason.trim_start_matches([':', ' ']);
                         (Kind::Degraded, format!("{session} is degraded: {reason}"))
                     }
                 }
@@ -289,12 +290,11 @@ mod tests {
     }
 
     fn activity(from: &str, to: &str) -> Event {
+        let word = |w: &str| serde_json::from_value(serde_json::Value::String(w.into())).unwrap();
         ev(
             1,
             EventBody::State {
-                axis: Axis::Activity,
-                from: from.into(),
-                to: to.into(),
+                change: AxisChange::Activity { from: word(from), to: word(to) },
                 evidence: "rule".into(),
                 wait: (to == "blocked").then(|| "approval: Bash".into()),
             },
@@ -352,9 +352,7 @@ mod tests {
         let degraded = ev(
             1,
             EventBody::State {
-                axis: Axis::Health,
-                from: "ok".into(),
-                to: "degraded: not ready after 60 s".into(),
+                change: AxisChange::Health { from: Health::Ok, to: Health::Degraded("not ready after 60 s".into()) },
                 evidence: "process".into(),
                 wait: None,
             },

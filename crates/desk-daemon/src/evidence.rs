@@ -25,8 +25,7 @@ use std::path::{Path, PathBuf};
 
 use desk_common::paths::{SessionName, ensure_private_dir};
 use desk_core::delivery::engine::{Past, PastEvent};
-use desk_core::state::Activity;
-use desk_wire::events::{Axis, Event, EventBody};
+use desk_wire::events::{AxisChange, Event, EventBody};
 
 /// The last durable journal event of a session the engine was given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -107,8 +106,9 @@ impl Cursors {
         let cursor = self.get(session).filter(|c| !events.iter().any(|e| e.seq <= c.seq && e.ts_ms > c.ts_ms));
         let after = cursor.map_or(0, |c| c.seq);
         // The activity at the cursor, and since when: the replay's starting point.
-        let context =
-            events.iter().rfind(|e| e.seq <= after && matches!(e.body, EventBody::State { axis: Axis::Activity, .. }));
+        let context = events.iter().rfind(|e| {
+            e.seq <= after && matches!(e.body, EventBody::State { change: AxisChange::Activity { .. }, .. })
+        });
         let unread: Vec<&Event> = events.iter().filter(|e| e.seq > after).collect();
         if let Some(last) = unread.last() {
             self.set(session, Cursor { seq: last.seq, ts_ms: last.ts_ms });
@@ -144,7 +144,7 @@ impl Cursors {
 fn past(event: &Event) -> Option<Past> {
     let what = match &event.body {
         EventBody::Started { .. } => PastEvent::Started,
-        EventBody::State { axis: Axis::Activity, to, .. } => PastEvent::Activity(Activity::from_name(to)),
+        EventBody::State { change: AxisChange::Activity { to, .. }, .. } => PastEvent::Activity(*to),
         EventBody::Hook { event, prompt, .. } => PastEvent::Hook { event: event.clone(), prompt: prompt.clone() },
         EventBody::Exit { .. } => PastEvent::Exit,
         _ => return None,
@@ -156,6 +156,7 @@ fn past(event: &Event) -> Option<Past> {
 mod tests {
     use super::*;
     use desk_common::journal::{JOURNAL_CAP, Journal};
+    use desk_core::state::Activity;
 
     /// A session `s`: its journal, and the daemon's cursors (in their own directories).
     struct Fixture {
@@ -187,7 +188,9 @@ mod tests {
     }
 
     fn activity(to: &str) -> EventBody {
-        EventBody::State { axis: Axis::Activity, from: "x".into(), to: to.into(), evidence: "test".into(), wait: None }
+        let to = serde_json::from_value(serde_json::Value::String(to.into())).unwrap();
+        let change = AxisChange::Activity { from: Activity::Unknown, to };
+        EventBody::State { change, evidence: "test".into(), wait: None }
     }
 
     fn started() -> EventBody {

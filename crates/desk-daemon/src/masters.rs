@@ -20,7 +20,7 @@ use std::rc::Rc;
 use desk_core::delivery::engine::{self, Input, ScreenView, SessionView, WriteError};
 use desk_core::state::{Activity, Lifecycle, RuleSet};
 use desk_term::events::Mode;
-use desk_wire::events::{Axis, Event, EventBody};
+use desk_wire::events::{AxisChange, Event, EventBody};
 use desk_wire::{ErrorCode, Frame, FrameDecoder, OLDEST_PROTOCOL_VERSION, PROTOCOL_VERSION, Role};
 
 /// An input for the engine, and for one made from a journalled (durable) event, that event's
@@ -285,21 +285,17 @@ impl MasterConn {
         }
         let journal = Some((event.seq, event.ts_ms));
         match event.body {
-            EventBody::State { axis, to, wait, .. } => {
-                match axis {
-                    Axis::Lifecycle => {
-                        view.lifecycle = match to.as_str() {
-                            "running" => Lifecycle::Running,
-                            "exited" => Lifecycle::Exited,
-                            _ => Lifecycle::Starting,
-                        };
+            EventBody::State { change, wait, .. } => {
+                match change {
+                    AxisChange::Lifecycle { to, .. } => {
+                        view.lifecycle = to;
                         view.ready = view.lifecycle == Lifecycle::Running;
                     }
-                    Axis::Activity => {
-                        view.activity = Activity::from_name(&to);
+                    AxisChange::Activity { to, .. } => {
+                        view.activity = to;
                         view.wait = wait;
                     }
-                    Axis::Health => return,
+                    AxisChange::Health { .. } => return,
                 }
                 inbox.push_back(Observed { input: Input::Session(view.clone()), journal });
             }

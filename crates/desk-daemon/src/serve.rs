@@ -44,7 +44,7 @@ use tracing::{info, warn};
 use crate::channel::store::ChannelStore;
 use crate::evidence;
 use crate::masters::{self, MasterConn};
-use crate::store::{self, IngestError, Pause, Store};
+use crate::store::{self, IngestError, Store};
 use desk_common::clock::now_ms;
 use desk_common::paths::{Paths, SessionName};
 use desk_core::channel::ChannelName;
@@ -53,7 +53,9 @@ use desk_core::delivery::item::{ItemId, State};
 use desk_core::provider::Provider;
 use desk_core::state::RuleSet;
 use desk_core::time::Backoff;
-use desk_wire::control::{self, Request, Response};
+use desk_wire::control::{self, ErrorKind, Response};
+
+mod control_requests;
 
 const LISTENER: Token = Token(0);
 const SIGNALS: Token = Token(1);
@@ -83,15 +85,6 @@ const CONTROL_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// that client's next request until it reads: a client pipelining requests without reading
 /// costs at most this plus one reply. 1 MiB holds hundreds of listing replies.
 const CONTROL_OUT_LIMIT: usize = 1 << 20;
-
-/// Characters of an item's text in `queue` and `stuck` answers: enough for a listing's preview
-/// line; `desk item` carries the whole text. Keeps a listing's size independent of prompt
-/// sizes (a few 256 KiB prompts made the answer exceed the line limit).
-const LISTING_TEXT_CHARS: usize = 200;
-
-/// Evidence notes per item in a listing (the newest, plus the latest `stuck`/`refused` note
-/// that `desk stuck` prints): an item keeps up to 64, which `desk item` shows.
-const LISTING_NOTES: usize = 3;
 
 /// First new attempt at a master that speaks another protocol version: it will not change
 /// until it is restarted (a new master is noticed at once, through inotify), so retries are
@@ -553,12 +546,12 @@ impl Daemon {
                 }
                 Action::Arm { at, key } => self.timers.push(Reverse((at, key))),
                 Action::Reply { client, ok, acted, message, item } => {
-                    let data = item.map(|i| serde_json::to_value(*i).unwrap_or_default()).unwrap_or_default();
-                    let response = match (ok, acted) {
-                        (true, _) => Response::ok(message, data),
+                    let response = match (ok, acted, item) {
+                        (true, _, Some(item)) => Response::answer(message, &*item),
+                        (true, _, None) => Response::done(message),
                         // It typed, and the outcome is not a delivery: not a refusal.
-                        (false, true) => Response::not_delivered(message),
-                        (false, false) => Response::err(message),
+                        (false, true, _) => Response::fail(ErrorKind::NotDelivered, message),
+                        (false, false, _) => Response::fail(ErrorKind::Refused, message),
                     };
                     self.reply(Token(client as usize), response);
                 }
@@ -573,10 +566,7 @@ impl Daemon {
         }
         self.ingest_waiters.retain(|(i, _)| i != id);
         for client in waiting {
-            self.reply(
-                client,
-                Response::ok(format!("{id} {}", state.as_str()), serde_json::json!({ "id": id, "state": state })),
-            );
+            self.reply(client, Self::ingested(id, state));
         }
     }
 
@@ -661,7 +651,10 @@ impl Daemon {
                         self.ingest_waiters.iter().filter(|(i, _)| *i == id).map(|(_, t)| *t).collect();
                     self.ingest_waiters.retain(|(i, _)| *i != id);
                     for client in waiting {
-                        self.reply(client, Response::err(format!("item {id} was not queued: {why}")));
+                        self.reply(
+                            client,
+                            Response::fail(ErrorKind::Refused, format!("item {id} was not queued: {why}")),
+                        );
                     }
                 }
                 Ok(())
@@ -679,21 +672,6 @@ impl Daemon {
         let response = self.ingest_answer(id);
         for client in waiting {
             self.reply(client, response.clone());
-        }
-    }
-
-    /// The answer to an ingest request for an item no longer in the intake.
-    fn ingest_answer(&self, id: &ItemId) -> Response {
-        let state =
-            self.engine.item(id).map(|i| i.state).or_else(|| self.store.find(id).ok().flatten().map(|i| i.state));
-        match state {
-            Some(state) => {
-                Response::ok(format!("{id} {}", state.as_str()), serde_json::json!({ "id": id, "state": state }))
-            }
-            None => match self.store.find_set_aside(id).ok().flatten() {
-                Some(p) => Response::err(format!("item {id} was set aside as {}: {}", p.path.display(), p.error)),
-                None => Response::err(format!("item {id} was not found")),
-            },
         }
     }
 
@@ -1120,12 +1098,16 @@ impl Daemon {
             let uid =
                 nix::sys::socket::getsockopt(&stream, nix::sys::socket::sockopt::PeerCredentials).map(|c| c.uid());
             if uid.ok() != Some(nix::unistd::geteuid().as_raw()) {
-                let _ = stream.write_all(&Response::err("refused: not your daemon").to_line());
+                let _ = stream.write_all(&Response::fail(ErrorKind::Refused, "refused: not your daemon").to_line());
                 continue;
             }
             if self.controls.len() >= MAX_CONTROL_CLIENTS && !self.evict_idle_control() {
                 let _ = stream.write_all(
-                    &Response::err(format!("refused: {MAX_CONTROL_CLIENTS} clients are waiting for answers")).to_line(),
+                    &Response::fail(
+                        ErrorKind::Refused,
+                        format!("refused: {MAX_CONTROL_CLIENTS} clients are waiting for answers"),
+                    )
+                    .to_line(),
                 );
                 continue;
             }
@@ -1181,13 +1163,13 @@ impl Daemon {
                 conn.owed += 1;
                 match control::parse_request(&line) {
                     Ok(request) => self.handle_request(token, request),
-                    Err(e) => self.reply(token, Response::err(e)),
+                    Err(e) => self.reply(token, Response::fail(e.kind, e.message)),
                 }
                 continue;
             }
             if conn.inbuf.len() > control::MAX_LINE {
                 conn.inbuf.clear();
-                conn.out.extend_from_slice(&Response::err("request line too long").to_line());
+                conn.out.extend_from_slice(&Response::fail(ErrorKind::BadRequest, "request line too long").to_line());
                 conn.closed = true;
                 flush_control(conn);
                 return;
@@ -1220,137 +1202,6 @@ impl Daemon {
         }
     }
 
-    fn handle_request(&mut self, client: Token, request: Request) {
-        match request {
-            Request::Ping => self
-                .reply(client, Response::ok("desk serve is running", serde_json::json!({ "pid": std::process::id() }))),
-            Request::Stop => {
-                self.stopping = true;
-                self.reply(client, Response::ok("stopping", serde_json::json!({ "pid": std::process::id() })));
-            }
-            Request::Ingest { id } => {
-                let Some(id) = ItemId::parse(&id) else {
-                    return self.reply(client, Response::err(format!("{id:?} is not an item id")));
-                };
-                let path = self.store.intake_file(&id);
-                if path.exists() {
-                    // Answered once the item is queued (now, or on a retry), or set aside.
-                    self.ingest_waiters.push((id, client));
-                    let _ = self.ingest_file(&path);
-                } else {
-                    let response = self.ingest_answer(&id);
-                    self.reply(client, response);
-                }
-            }
-            Request::Queue { session } => {
-                let queues: Vec<_> = self
-                    .engine
-                    .queues()
-                    .into_iter()
-                    .filter(|q| session.as_ref().is_none_or(|s| *s == q.session))
-                    .collect();
-                let mut data = serde_json::to_value(queues).unwrap_or_default();
-                for queue in data.as_array_mut().into_iter().flatten() {
-                    for item in queue["items"].as_array_mut().into_iter().flatten() {
-                        cut_for_listing(item);
-                    }
-                    if let Some(r) = queue["session"].as_str().and_then(|s| self.refused.get(s)) {
-                        queue["refused"] = serde_json::Value::String(r.reason.clone());
-                    }
-                }
-                self.reply(client, Response::ok("queues", data));
-            }
-            Request::Item { id } => {
-                let Some(id) = ItemId::parse(&id) else {
-                    return self.reply(client, Response::err(format!("{id:?} is not an item id")));
-                };
-                let item = self.engine.item(&id).cloned().or_else(|| self.store.find(&id).ok().flatten());
-                let response = match item {
-                    Some(item) => {
-                        // A queued item says why it waits (the session's hold).
-                        let mut data = serde_json::to_value(&item).unwrap_or_default();
-                        if item.state == State::Queued
-                            && let Some(hold) = self.engine.hold(&item.session)
-                            && let Some(map) = data.as_object_mut()
-                        {
-                            map.insert("hold".into(), serde_json::to_value(hold).unwrap_or_default());
-                        }
-                        Response::ok("item", data)
-                    }
-                    None => match self.store.find_intake(&id) {
-                        Ok(Some(mut item)) => {
-                            let why = self.intake_errors.get(&id).cloned().unwrap_or_else(|| "not taken yet".into());
-                            item.note(now_ms(), "intake", format!("not queued yet: {why}"));
-                            Response::ok("intake", serde_json::to_value(item).unwrap_or_default())
-                        }
-                        _ => match self.store.find_set_aside(&id).ok().flatten() {
-                            Some(p) => {
-                                Response::err(format!("item {id} was set aside as {}: {}", p.path.display(), p.error))
-                            }
-                            None => Response::err(format!("no item {id}")),
-                        },
-                    },
-                };
-                self.reply(client, response);
-            }
-            Request::Stuck => {
-                let mut data = serde_json::to_value(self.engine.stuck()).unwrap_or_default();
-                for item in data.as_array_mut().into_iter().flatten() {
-                    cut_for_listing(item);
-                }
-                self.reply(client, Response::ok("stuck", data));
-            }
-            Request::Force { id, over_draft } => {
-                let Some(id) = ItemId::parse(&id) else {
-                    return self.reply(client, Response::err(format!("{id:?} is not an item id")));
-                };
-                // A finished item says how it finished, rather than "no pending item".
-                if self.engine.item(&id).is_none()
-                    && let Ok(Some(done)) = self.store.find(&id)
-                    && done.state.is_final()
-                {
-                    let last = done.evidence.last().map(|n| format!(": {}", n.detail)).unwrap_or_default();
-                    let message = format!(
-                        "item {id} was {} at {}{last}; there is nothing to force (desk send it again if it must go once more)",
-                        done.state.as_str(),
-                        desk_common::clock::local_datetime(done.state_since_ms)
-                    );
-                    return self.reply(client, Response::err(message));
-                }
-                self.feed(Input::Command {
-                    client: client.0 as u64,
-                    command: engine::Command::Force { id, over_draft },
-                });
-            }
-            Request::Drop { id } => {
-                let Some(id) = ItemId::parse(&id) else {
-                    return self.reply(client, Response::err(format!("{id:?} is not an item id")));
-                };
-                self.feed(Input::Command { client: client.0 as u64, command: engine::Command::Drop(id) });
-            }
-            Request::Pause { session, reason } => {
-                let reason = reason.unwrap_or_default().trim().to_string();
-                if let Err(e) = self.update_pauses(|p| {
-                    p.sessions.insert(session.clone(), Pause { reason: reason.clone(), since_ms: now_ms() });
-                }) {
-                    return self.reply(client, Response::err(format!("cannot record the pause: {e:#}")));
-                }
-                self.feed(Input::Command {
-                    client: client.0 as u64,
-                    command: engine::Command::Pause { session, reason },
-                });
-            }
-            Request::Resume { session } => {
-                if let Err(e) = self.update_pauses(|p| {
-                    p.sessions.remove(&session);
-                }) {
-                    return self.reply(client, Response::err(format!("cannot record the resume: {e:#}")));
-                }
-                self.feed(Input::Command { client: client.0 as u64, command: engine::Command::Resume { session } });
-            }
-        }
-    }
-
     fn update_pauses(&mut self, change: impl FnOnce(&mut store::Pauses)) -> Result<()> {
         let mut pauses = self.store.load_pauses()?;
         change(&mut pauses);
@@ -1373,35 +1224,6 @@ fn load_rules(cache: &mut HashMap<Provider, Rc<RuleSet>>, config: &std::path::Pa
         .clone()
 }
 
-/// An item as a listing (`queue`, `stuck`) carries it: `text` cut to [`LISTING_TEXT_CHARS`]
-/// (with `text_chars`, the whole text's length, when cut) and the last [`LISTING_NOTES`]
-/// evidence notes plus the latest `stuck`/`refused` one (with `evidence_total`). The answer's
-/// size then grows with the number of items, not with their prompts.
-fn cut_for_listing(item: &mut serde_json::Value) {
-    if let Some(text) = item["text"].as_str() {
-        let chars = text.chars().count();
-        if chars > LISTING_TEXT_CHARS {
-            let cut: String = text.chars().take(LISTING_TEXT_CHARS).collect();
-            item["text"] = serde_json::Value::String(cut);
-            item["text_chars"] = serde_json::json!(chars);
-        }
-    }
-    if let Some(notes) = item["evidence"].as_array()
-        && notes.len() > LISTING_NOTES
-    {
-        let total = notes.len();
-        let why = notes.iter().rposition(|n| n["kind"] == "stuck" || n["kind"] == "refused");
-        let keep: Vec<serde_json::Value> = notes
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| *i + LISTING_NOTES >= total || Some(*i) == why)
-            .map(|(_, n)| n.clone())
-            .collect();
-        item["evidence"] = serde_json::Value::Array(keep);
-        item["evidence_total"] = serde_json::json!(total);
-    }
-}
-
 fn flush_control(conn: &mut ControlConn) {
     while !conn.out.is_empty() {
         match conn.stream.write(&conn.out) {
@@ -1422,37 +1244,5 @@ fn flush_control(conn: &mut ControlConn) {
                 return;
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use desk_core::delivery::item::{Item, When};
-
-    #[test]
-    fn a_listing_carries_a_preview_and_the_newest_evidence_not_the_whole_item() {
-        let mut item =
-            Item::new(ItemId::sequential(1), "s".into(), Some(1), "x".repeat(300_000), When::Now, "t".into(), 1);
-        item.note(2, "stuck", "submit-stuck: the Enter did not take");
-        for i in 0..10 {
-            item.note(3 + i, "hold", format!("held {i}"));
-        }
-        let mut v = serde_json::to_value(&item).unwrap();
-        cut_for_listing(&mut v);
-        assert_eq!(v["text"].as_str().unwrap().len(), LISTING_TEXT_CHARS);
-        assert_eq!(v["text_chars"], 300_000);
-        let kinds: Vec<&str> = v["evidence"].as_array().unwrap().iter().map(|n| n["kind"].as_str().unwrap()).collect();
-        assert_eq!(kinds, ["stuck", "hold", "hold", "hold"]);
-        assert_eq!(v["evidence_total"], item.evidence.len());
-        assert!(serde_json::to_vec(&v).unwrap().len() < 2048);
-        // What the CLI reads back is still an item.
-        let back: Item = serde_json::from_value(v).unwrap();
-        assert_eq!(back.id, item.id);
-        // A short item is left whole.
-        let short = Item::new(ItemId::sequential(2), "s".into(), None, "hi".into(), When::Now, "t".into(), 1);
-        let mut v = serde_json::to_value(&short).unwrap();
-        cut_for_listing(&mut v);
-        assert_eq!(v, serde_json::to_value(&short).unwrap());
     }
 }

@@ -15,8 +15,10 @@ use super::event_loop::Master;
 use super::timers::Timer;
 use desk_common::clock::now_ms;
 use desk_core::state::{Change, hooks};
+use desk_wire::events::AxisChange;
 use desk_wire::events::EventBody;
 use desk_wire::hook::HookReport;
+use desk_wire::state::Activity;
 use desk_wire::{ErrorCode, Frame};
 
 /// 50 ms after output the screen is read for the provider's screen rules: an agent redraws
@@ -27,10 +29,9 @@ impl Master {
     /// Announce state changes and re-arm the lease timer.
     pub(super) fn announce(&mut self, changes: Vec<Change>) {
         for c in changes {
-            let wait = (c.axis == desk_wire::events::Axis::Activity && c.to == "blocked")
-                .then(|| self.authority.view().wait)
-                .flatten();
-            self.emit(EventBody::State { axis: c.axis, from: c.from, to: c.to, evidence: c.evidence, wait });
+            let blocked = matches!(c.change, AxisChange::Activity { to: Activity::Blocked, .. });
+            let wait = blocked.then(|| self.authority.view().wait).flatten();
+            self.emit(EventBody::State { change: c.change, evidence: c.evidence, wait });
         }
         if let Some(at) = self.authority.next_deadline(Instant::now())
             && self.state_timer != Some(at)

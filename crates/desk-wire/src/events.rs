@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::Role;
+use crate::state::{Activity, Health, Lifecycle};
 use desk_term::events::Mode;
 
 /// One numbered event.
@@ -28,6 +29,74 @@ pub enum Axis {
     Lifecycle,
     Activity,
     Health,
+}
+
+impl Axis {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Axis::Lifecycle => "lifecycle",
+            Axis::Activity => "activity",
+            Axis::Health => "health",
+        }
+    }
+}
+
+/// One axis's change, each side in the axis's own type: `{"axis":"activity","from":"working",
+/// "to":"blocked"}` on the wire, as it always was. A value this build does not know (a newer
+/// master's) makes the event unreadable, like any malformed event, rather than being read as
+/// another value; a health is `ok` or `degraded: REASON`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "axis", rename_all = "snake_case")]
+pub enum AxisChange {
+    Lifecycle {
+        from: Lifecycle,
+        to: Lifecycle,
+    },
+    Activity {
+        from: Activity,
+        to: Activity,
+    },
+    Health {
+        #[serde(with = "health_word")]
+        from: Health,
+        #[serde(with = "health_word")]
+        to: Health,
+    },
+}
+
+impl AxisChange {
+    pub fn axis(&self) -> Axis {
+        match self {
+            AxisChange::Lifecycle { .. } => Axis::Lifecycle,
+            AxisChange::Activity { .. } => Axis::Activity,
+            AxisChange::Health { .. } => Axis::Health,
+        }
+    }
+
+    /// The two sides in words, as the event carries them.
+    pub fn words(&self) -> (String, String) {
+        match self {
+            AxisChange::Lifecycle { from, to } => (from.as_str().into(), to.as_str().into()),
+            AxisChange::Activity { from, to } => (from.as_str().into(), to.as_str().into()),
+            AxisChange::Health { from, to } => (from.as_str(), to.as_str()),
+        }
+    }
+}
+
+/// A [`Health`] as a state event writes it: [`Health::as_str`], read back with
+/// [`Health::from_word`].
+mod health_word {
+    use crate::state::Health;
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    pub(super) fn serialize<S: Serializer>(health: &Health, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&health.as_str())
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Health, D::Error> {
+        let word = String::deserialize(d)?;
+        Health::from_word(&word).ok_or_else(|| D::Error::custom(format!("{word:?} is not a health")))
+    }
 }
 
 /// What happened.
@@ -87,9 +156,8 @@ pub enum EventBody {
     },
     /// An axis of the agent state changed.
     State {
-        axis: Axis,
-        from: String,
-        to: String,
+        #[serde(flatten)]
+        change: AxisChange,
         evidence: String,
         /// What a blocked agent waits for (activity changes to blocked only).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -239,11 +307,9 @@ impl EventBody {
                 Some(d) => format!("hook {provider} {event}: {d}"),
                 None => format!("hook {provider} {event}"),
             },
-            EventBody::State { axis, from, to, evidence, .. } => {
-                format!(
-                    "{} {from} -> {to} ({evidence})",
-                    serde_json::to_value(axis).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
-                )
+            EventBody::State { change, evidence, .. } => {
+                let (from, to) = change.words();
+                format!("{} {from} -> {to} ({evidence})", change.axis().as_str())
             }
             EventBody::Exit { code: Some(c), escalated, .. } => {
                 format!("exit code {c}{}", if *escalated { " (after SIGKILL)" } else { "" })
@@ -330,5 +396,25 @@ mod tests {
             Event { seq: 8, ts_ms: 1, generation: 2, body: EventBody::Mode { mode: Mode::BracketedPaste, on: true } };
         assert!(serde_json::to_string(&mode).unwrap().contains(r#""type":"mode","mode":"bracketed_paste","on":true"#));
         assert_eq!(Event::from_json_map(mode.to_json_map()).unwrap(), mode);
+    }
+
+    #[test]
+    fn a_state_event_carries_each_axis_in_its_own_type_and_its_old_spelling() {
+        let line = r#"{"seq":42,"ts_ms":1,"generation":3,"type":"state","axis":"activity","from":"working","to":"blocked","evidence":"hook: PermissionRequest (Bash)","wait":"approval"}"#;
+        let event: Event = serde_json::from_str(line).unwrap();
+        let EventBody::State { change, wait, .. } = &event.body else { panic!("{event:?}") };
+        assert_eq!(*change, AxisChange::Activity { from: Activity::Working, to: Activity::Blocked });
+        assert_eq!(wait.as_deref(), Some("approval"));
+        assert_eq!(serde_json::to_string(&event).unwrap(), line);
+        let health = r#"{"seq":1,"ts_ms":1,"generation":1,"type":"state","axis":"health","from":"ok","to":"degraded: no output for 5m","evidence":"x"}"#;
+        let event: Event = serde_json::from_str(health).unwrap();
+        let EventBody::State { change, .. } = &event.body else { panic!("{event:?}") };
+        assert_eq!(*change, AxisChange::Health { from: Health::Ok, to: Health::Degraded("no output for 5m".into()) });
+        assert_eq!(serde_json::to_string(&event).unwrap(), health);
+        assert_eq!(Event::from_json_map(event.to_json_map()).unwrap(), event);
+        // A value this build does not know is not read as another one.
+        let newer = line.replace(r#""to":"blocked""#, r#""to":"dreaming""#);
+        assert!(serde_json::from_str::<Event>(&newer).is_err());
+        assert!(serde_json::from_str::<Event>(&health.replace("degraded: ", "sad: ")).is_err());
     }
 }

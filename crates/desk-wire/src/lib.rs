@@ -3,7 +3,8 @@
 //! The frame codec (`codec`, `frame`) owns the byte layout of every frame of the protocol between
 //! a session master and its clients, and has no sockets and no clocks. Beside it live the other
 //! shared vocabularies: session events ([`events`]), hook event names ([`hook`]), events a client asks a master to record ([`operator`]), the agent state as reported ([`state`]), a
-//! prompt's signature ([`prompt`]), the daemon's control messages ([`control`]) and what to
+//! prompt's signature ([`prompt`]), the names every process passes to the others ([`names`]:
+//! item ids, session names, channel names), the daemon's control messages ([`control`]) and what to
 //! ask a master to read a session's history in pages ([`history`]). Codec and types only: no
 //! sockets, no clock (the blocking clients that speak this protocol are desk-common's). May not
 //! depend on desk-core or on any shell crate, nor on nix, libc or mio. A frame is an
@@ -36,6 +37,7 @@ mod frame;
 mod fuzz;
 pub mod history;
 pub mod hook;
+pub mod names;
 pub mod operator;
 pub mod prompt;
 #[cfg(test)]

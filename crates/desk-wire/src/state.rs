@@ -50,17 +50,6 @@ impl Activity {
             Activity::Unknown => "unknown",
         }
     }
-
-    /// The activity [`Activity::as_str`] names (as a state event's `to` carries it); any other
-    /// word is `Unknown`.
-    pub fn from_name(name: &str) -> Activity {
-        match name {
-            "working" => Activity::Working,
-            "idle" => Activity::Idle,
-            "blocked" => Activity::Blocked,
-            _ => Activity::Unknown,
-        }
-    }
 }
 
 impl Health {
@@ -68,6 +57,14 @@ impl Health {
         match self {
             Health::Ok => "ok".into(),
             Health::Degraded(reason) => format!("degraded: {reason}"),
+        }
+    }
+
+    /// The health [`Health::as_str`] wrote; `None` for any other word.
+    pub fn from_word(word: &str) -> Option<Health> {
+        match word {
+            "ok" => Some(Health::Ok),
+            _ => word.strip_prefix("degraded: ").map(|reason| Health::Degraded(reason.into())),
         }
     }
 }

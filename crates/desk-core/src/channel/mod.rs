@@ -23,7 +23,6 @@ pub mod prompt;
 pub mod route;
 
 use serde::{Deserialize, Serialize};
-use std::fmt;
 
 use crate::delivery::item::ItemId;
 
@@ -32,67 +31,7 @@ use crate::delivery::item::ItemId;
 /// prompt says where to read them, so a 20-message digest stays a readable size.
 pub const MAX_BODY: usize = 16 * 1024;
 
-/// Longest channel name: the same bound as a session name, so a channel directory name stays
-/// short beside the state directory's path.
-pub const MAX_NAME_LEN: usize = 64;
-
-/// A channel name: `[a-z][a-z0-9-]{0,63}`. Only such names become paths.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct ChannelName(String);
-
-/// Why a channel name was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ChannelNameError {
-    #[error("a channel name cannot be empty")]
-    Empty,
-    #[error("a channel name has at most {MAX_NAME_LEN} characters (this one has {0})")]
-    TooLong(usize),
-    #[error("a channel name must start with a lowercase letter (a-z), not {0:?}")]
-    BadFirst(char),
-    #[error("a channel name may contain only lowercase letters, digits and '-', not {0:?}")]
-    BadChar(char),
-}
-
-impl ChannelName {
-    pub fn parse(name: &str) -> Result<ChannelName, ChannelNameError> {
-        let mut chars = name.chars();
-        let Some(first) = chars.next() else { return Err(ChannelNameError::Empty) };
-        if name.len() > MAX_NAME_LEN {
-            return Err(ChannelNameError::TooLong(name.chars().count()));
-        }
-        if !first.is_ascii_lowercase() {
-            return Err(ChannelNameError::BadFirst(first));
-        }
-        if let Some(bad) = chars.find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-')) {
-            return Err(ChannelNameError::BadChar(bad));
-        }
-        Ok(ChannelName(name.to_string()))
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for ChannelName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl TryFrom<String> for ChannelName {
-    type Error = ChannelNameError;
-    fn try_from(s: String) -> Result<Self, Self::Error> {
-        ChannelName::parse(&s)
-    }
-}
-
-impl From<ChannelName> for String {
-    fn from(n: ChannelName) -> String {
-        n.0
-    }
-}
+pub use desk_wire::names::{ChannelName, ChannelNameError, MAX_CHANNEL_NAME_LEN as MAX_NAME_LEN};
 
 /// The operator: the person at the desk. Always a member of every channel (implicitly), the
 /// author of a post made outside a session without `--as`, and what `@human` reaches.

@@ -10,63 +10,11 @@
 //! bounded.
 
 use serde::{Deserialize, Serialize};
-use std::fmt;
 
 /// Evidence entries kept per item: the newest are kept when more arrive.
 pub const MAX_EVIDENCE: usize = 64;
 
-/// A unique, time-ordered item id: 48 bits of Unix milliseconds and 80 random bits, in
-/// Crockford base32 (26 characters), so ids sort by creation time and never collide.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct ItemId(String);
-
-const CROCKFORD: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
-
-impl ItemId {
-    /// The id for Unix time `now_ms` and ten random bytes (the caller draws them: this crate
-    /// makes no syscalls). Ids sort by time; the random part keeps ids drawn in the same
-    /// millisecond apart.
-    pub fn new(now_ms: u64, random: [u8; 10]) -> ItemId {
-        let mut value: u128 = (now_ms as u128 & 0xffff_ffff_ffff) << 80;
-        for (i, b) in random.iter().enumerate() {
-            value |= (*b as u128) << (8 * (9 - i));
-        }
-        let mut text = [0u8; 26];
-        for (i, c) in text.iter_mut().enumerate() {
-            let shift = 5 * (25 - i);
-            *c = CROCKFORD[((value >> shift) & 31) as usize];
-        }
-        ItemId(String::from_utf8_lossy(&text).into_owned())
-    }
-
-    /// An id for `now_ms` whose "random" part is a process-wide counter: unique within this
-    /// process, predictable across processes. For tests and tools, never for stored items.
-    pub fn sequential(now_ms: u64) -> ItemId {
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut random = [0u8; 10];
-        random[2..].copy_from_slice(&n.to_be_bytes());
-        ItemId::new(now_ms, random)
-    }
-
-    /// Parse an id given by an operator (case-insensitive).
-    pub fn parse(text: &str) -> Option<ItemId> {
-        let upper = text.trim().to_ascii_uppercase();
-        (upper.len() == 26 && upper.bytes().all(|b| CROCKFORD.contains(&b)) && upper.as_bytes()[0] <= b'7')
-            .then_some(ItemId(upper))
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for ItemId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+pub use desk_wire::names::ItemId;
 
 /// When an item may be delivered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -273,19 +221,6 @@ impl Item {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ids_are_unique_sorted_by_time_and_parse_back() {
-        let a = ItemId::sequential(1_000);
-        let b = ItemId::sequential(1_000);
-        let c = ItemId::sequential(2_000);
-        assert_ne!(a, b);
-        assert!(a < c && b < c);
-        assert_eq!(a.as_str().len(), 26);
-        assert_eq!(ItemId::parse(&a.as_str().to_lowercase()), Some(a.clone()));
-        assert_eq!(ItemId::parse("not-an-id"), None);
-        assert_eq!(ItemId::parse("I0000000000000000000000000"), None);
-    }
 
     #[test]
     fn only_the_documented_transitions_are_allowed() {

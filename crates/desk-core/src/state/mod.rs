@@ -18,7 +18,7 @@ pub mod typed;
 use std::time::{Duration, Instant};
 
 use EvidenceSource as Source;
-use desk_wire::events::Axis;
+use desk_wire::events::AxisChange;
 pub use desk_wire::state::{Activity, AxisView, Evidence, EvidenceSource, Health, Lifecycle, StateView};
 pub use hooks::{Fact, HookFact};
 pub use rules::{ReadySignal, Rule, RuleSet};
@@ -39,9 +39,7 @@ pub const READY_WITHIN: Duration = Duration::from_secs(60);
 /// A change to announce.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {
-    pub axis: Axis,
-    pub from: String,
-    pub to: String,
+    pub change: AxisChange,
     pub evidence: String,
 }
 
@@ -380,9 +378,7 @@ impl Authority {
 
     fn set_lifecycle(&mut self, to: Lifecycle, evidence: Evidence) -> Change {
         let change = Change {
-            axis: Axis::Lifecycle,
-            from: self.lifecycle.value.as_str().into(),
-            to: to.as_str().into(),
+            change: AxisChange::Lifecycle { from: self.lifecycle.value, to },
             evidence: format!("{}: {}", evidence.source, evidence.detail),
         };
         self.lifecycle = AxisView { value: to, since_ms: evidence.at_ms, evidence };
@@ -397,9 +393,7 @@ impl Authority {
             .then(|| self.activity.evidence.clone());
         if activity != self.activity.value || wait != self.wait {
             changes.push(Change {
-                axis: Axis::Activity,
-                from: self.activity.value.as_str().into(),
-                to: activity.as_str().into(),
+                change: AxisChange::Activity { from: self.activity.value, to: activity },
                 evidence: format!("{}: {}", evidence.source, evidence.detail),
             });
             self.activity = AxisView { value: activity, since_ms: now_ms, evidence };
@@ -412,9 +406,7 @@ impl Authority {
             && health != self.health.value
         {
             changes.push(Change {
-                axis: Axis::Health,
-                from: self.health.value.as_str(),
-                to: health.as_str(),
+                change: AxisChange::Health { from: self.health.value.clone(), to: health.clone() },
                 evidence: format!("{}: {}", evidence.source, evidence.detail),
             });
             self.health = AxisView { value: health, since_ms: now_ms, evidence };

@@ -48,8 +48,7 @@ fn bracketed_paste_makes_a_starting_session_running() {
     let changes = a.on_mode(Mode::BracketedPaste, true, now, ms);
     assert_eq!(a.lifecycle(), Lifecycle::Running);
     assert!(a.view().ready);
-    assert_eq!(changes[0].axis, Axis::Lifecycle);
-    assert_eq!((changes[0].from.as_str(), changes[0].to.as_str()), ("starting", "running"));
+    assert_eq!(changes[0].change, AxisChange::Lifecycle { from: Lifecycle::Starting, to: Lifecycle::Running });
 }
 
 #[test]
@@ -97,7 +96,7 @@ fn a_spinner_title_means_working_until_its_lease_runs_out() {
     let (now, ms) = clock.advance(3000);
     let changes = a.tick(now, ms);
     assert_eq!(a.activity(), Activity::Unknown);
-    assert!(changes.iter().any(|c| c.axis == Axis::Activity && c.to == "unknown"));
+    assert!(changes.iter().any(|c| matches!(c.change, AxisChange::Activity { to: Activity::Unknown, .. })));
     assert!(matches!(a.view().health.value, Health::Degraded(ref r) if r.contains("expired")), "{:?}", a.view().health);
     // Fresh evidence restores both.
     let (now, ms) = clock.advance(100);
@@ -187,7 +186,7 @@ fn exit_dominates_everything() {
     let changes = a.on_exit("exited with code 0", now, ms);
     assert_eq!(a.lifecycle(), Lifecycle::Exited);
     assert_eq!(a.activity(), Activity::Unknown);
-    assert!(changes.iter().any(|c| c.axis == Axis::Lifecycle && c.to == "exited"));
+    assert!(changes.iter().any(|c| matches!(c.change, AxisChange::Lifecycle { to: Lifecycle::Exited, .. })));
     let (now, ms) = clock.advance(10);
     a.on_title("⠋ demo", now, ms);
     assert_eq!(a.activity(), Activity::Unknown, "nothing after exit revives activity");
@@ -241,7 +240,10 @@ fn a_session_never_ready_turns_degraded_and_recovers_when_the_signal_comes() {
     assert_eq!(a.view().health.value, Health::Ok);
     let (now, ms) = clock.advance(1);
     let changes = a.tick(now, ms);
-    assert!(changes.iter().any(|c| c.axis == Axis::Health && c.to.starts_with("degraded")), "{changes:?}");
+    assert!(
+        changes.iter().any(|c| matches!(c.change, AxisChange::Health { to: Health::Degraded(_), .. })),
+        "{changes:?}"
+    );
     let Health::Degraded(reason) = a.view().health.value else { panic!("not degraded") };
     assert!(reason.contains("not ready 60 s after start") && reason.contains("state report"), "{reason}");
     assert_eq!(a.lifecycle(), Lifecycle::Starting);

@@ -252,7 +252,7 @@ pub enum Action {
 }
 
 /// Why a session's queue is not moving.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Hold {
     pub reason: String,
     pub since_ms: u64,
