@@ -33,9 +33,6 @@ const SYSTEMD_PATIENCE: Duration = Duration::from_secs(10);
 /// start, and one `connect` each.
 const SOCKET_POLL: Duration = Duration::from_millis(20);
 
-/// 64 KiB: a starting daemon's report is "ok" or one error line; anything longer is not one.
-const MAX_REPORT: usize = 64 * 1024;
-
 /// What [`ensure_daemon`] found or did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Daemon {
@@ -184,54 +181,16 @@ pub(crate) fn daemon_down(paths: &Paths) -> bool {
 
 /// Start `desk serve` detached (its own session, no terminal) from this executable, and return
 /// its pid once it listens; its own report of why not otherwise (`already-exists` when one
-/// runs already).
+/// runs already). The starting is the daemon's crate's ([`desk_daemon::spawn`]).
 pub(crate) fn start_detached() -> Result<u32> {
-    let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("cannot create a pipe")?;
+    use desk_daemon::spawn::StartError;
     let exe = std::env::current_exe().context("cannot find the desk executable")?;
-    let mut cmd = std::process::Command::new(exe);
-    cmd.args(["serve", "--foreground"])
-        .env("DESK_SERVE_READY_FD", "3")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    let pipe_fd = std::os::fd::AsRawFd::as_raw_fd(&write_end);
-    // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe {
-        std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
-            if libc::setsid() == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if pipe_fd == 3 {
-                libc::fcntl(3, libc::F_SETFD, 0);
-            } else if libc::dup2(pipe_fd, 3) == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            desk_common::pty::cloexec_from(4);
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().context("cannot start desk serve")?;
-    drop(write_end);
-    let mut report = String::new();
-    let mut fds = [nix::poll::PollFd::new(std::os::fd::AsFd::as_fd(&read_end), nix::poll::PollFlags::POLLIN)];
-    let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(10_000u16));
-    if let Ok(bytes) =
-        desk_common::fsutil::read_bounded(std::fs::File::from(read_end), MAX_REPORT, "the daemon's report")
-    {
-        report = String::from_utf8_lossy(&bytes).into_owned();
-    }
-    match report.trim() {
-        "ok" => Ok(child.id()),
-        "" => {
-            let status = child.wait().ok();
-            Err(failure(1, format!("desk serve died while starting ({status:?})")))
-        }
-        why => {
-            let _ = child.wait();
-            let kind = if why.contains("already running") { ErrorCode::AlreadyExists } else { ErrorCode::Failed };
-            Err(fail(kind, why.to_string()))
-        }
-    }
+    desk_daemon::spawn::start_detached(&exe).map_err(|e| match e {
+        StartError::AlreadyRunning(why) => fail(ErrorCode::AlreadyExists, why),
+        StartError::Failed(why) => fail(ErrorCode::Failed, why),
+        died @ StartError::Died(_) => failure(1, died.to_string()),
+        StartError::Spawn(e) => e,
+    })
 }
 
 #[cfg(test)]

@@ -102,12 +102,7 @@ pub(super) fn serve(foreground: bool, stop: bool) -> Result<i32> {
         return Ok(0);
     }
     if foreground {
-        // SAFETY: fd 3 is passed by a launching `desk serve` (the flag is internal).
-        let ready = std::env::var("DESK_SERVE_READY_FD")
-            .ok()
-            .and_then(|v| v.parse::<i32>().ok())
-            .map(|fd| unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) });
-        desk_daemon::run(ready)?;
+        desk_daemon::run(desk_daemon::spawn::ready_pipe())?;
         return Ok(0);
     }
     let pid = crate::autostart::start_detached()?;

@@ -12,12 +12,11 @@
 
 use anyhow::{Context, Result};
 use std::ffi::OsString;
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
+use desk_common::detach::{self, READY_FD, Ready};
 use desk_common::failure::{ErrorCode, fail, failure};
 use desk_common::launch_record::{self, LaunchRecord, StartedBy, WorktreeUse};
 use desk_common::master_client::Connection;
@@ -192,9 +191,6 @@ pub fn needs_daemon(provider: Provider) -> bool {
 /// master stuck on something unexpected (a hung filesystem) so the caller does not hang too.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// 64 KiB: a master's start report is "ok" or one error line; anything longer is not a report.
-const MAX_REPORT: usize = 64 * 1024;
-
 /// What `desk new` hands its master, checked.
 struct MasterArgs {
     cwd: PathBuf,
@@ -222,7 +218,6 @@ fn start_master(
     let (cols, rows, provider) = (*cols, *rows, *provider);
     let exe = std::env::current_exe().context("cannot find the desk executable")?;
     let command = crate::providers::wire_hooks(provider, command.clone(), &paths.session_state(name), &exe)?;
-    let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("cannot create a pipe")?;
     let mut cmd =
         if scope { super::scope::command(name, generation, master_command(&exe)) } else { master_command(&exe) };
     cmd.arg("--name")
@@ -242,43 +237,26 @@ fn start_master(
         .arg("--log-cap")
         .arg(log_cap.to_string())
         .arg("--ready-fd")
-        .arg("3");
+        .arg(READY_FD.to_string());
     for (key, value) in env {
         let mut pair = key.clone();
         pair.push("=");
         pair.push(value);
         cmd.arg("--env").arg(pair);
     }
-    cmd.arg("--").args(&command).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
-    let pipe_fd = write_end.as_raw_fd();
-    // SAFETY: between fork and exec only async-signal-safe calls: setsid, dup2, fcntl.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::setsid() == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if pipe_fd == 3 {
-                if libc::fcntl(3, libc::F_SETFD, 0) == -1 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            } else if libc::dup2(pipe_fd, 3) == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // Whatever else our caller leaked to us must not reach the master.
-            desk_common::pty::cloexec_from(4);
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().context("cannot start the session master")?;
-    drop(write_end);
-    let report = read_report(read_end, START_TIMEOUT);
+    cmd.arg("--").args(&command);
+    let (mut child, ready) = detach::spawn(cmd).context("cannot start the session master")?;
+    let report = detach::wait_ready(ready, START_TIMEOUT).map_err(|e| match e {
+        detach::NoReport::TimedOut(t) => failure(1, format!("the master did not report within {} s", t.as_secs())),
+        detach::NoReport::Poll(e) => anyhow::Error::new(e).context("cannot wait for the master"),
+    });
     match report {
-        Ok(line) if line.trim() == "ok" => Ok(()),
-        Ok(line) if !line.trim().is_empty() => {
+        Ok(Ready::Ok) => Ok(()),
+        Ok(Ready::Failed(why) | Ready::AlreadyRunning(why)) => {
             let _ = child.wait();
-            Err(failure(1, format!("cannot start session {name}: {}", line.trim())).into())
+            Err(failure(1, format!("cannot start session {name}: {why}")).into())
         }
-        Ok(_) => {
+        Ok(Ready::Died) => {
             let status = child.wait().ok();
             if scope && !files.meta.exists() {
                 // systemd-run itself failed (no user manager after all): no master ran.
@@ -341,17 +319,6 @@ fn forget_failed_start(paths: &Paths, name: &SessionName, state_existed: bool, l
     if !files.meta.exists() && !files.exit.exists() && !files.socket.exists() {
         let _ = NameLock::remove_file(paths, name);
     }
-}
-
-fn read_report(fd: OwnedFd, timeout: Duration) -> Result<String> {
-    let mut fds = [nix::poll::PollFd::new(std::os::fd::AsFd::as_fd(&fd), nix::poll::PollFlags::POLLIN)];
-    let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
-    let ready = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms)).context("cannot wait for the master")?;
-    if ready == 0 {
-        return Err(failure(1, format!("the master did not report within {} s", timeout.as_secs())));
-    }
-    let bytes = desk_common::fsutil::read_bounded(std::fs::File::from(fd), MAX_REPORT, "the master's report")?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// The command that starts a master: `desk-master` from beside this executable (smaller, so a

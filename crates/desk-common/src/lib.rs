@@ -25,6 +25,8 @@
 //! they are written ([`fsutil`]) and versioned ([`format`](mod@format)), the records of a session ([`session`], [`info_file`],
 //! [`screen_log`], [`journal`], and [`launch_record`]: what each start ran and who stopped it,
 //! which the CLI writes and the daemon's restart supervisor reads), locks ([`pidlock`]), `/proc` ([`procfs`]), PTYs ([`pty`]),
+//! starting a process that outlives its starter and hearing that it is ready ([`detach`]: the
+//! masters and the daemon),
 //! signal names ([`signals`]), the clock ([`clock`]), logs ([`logging`]), the user's config
 //! ([`config`]) and provider rule files ([`rules`]), the failure vocabulary every command
 //! answers in ([`failure`]) with its "did you mean …?" for a name that names nothing
@@ -36,6 +38,7 @@
 pub mod clock;
 pub mod config;
 pub mod daemon_client;
+pub mod detach;
 pub mod failpoint;
 pub mod failure;
 pub mod fleet;

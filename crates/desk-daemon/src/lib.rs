@@ -19,7 +19,8 @@
 //! The CLI depends on this crate because `desk serve` runs in the `desk` executable, and
 //! `desk send` and `desk channel` write the stores directly (durably) before asking the daemon
 //! to act, and `desk ls` and the dashboard read the supervisor's state file. Modules: [`serve`]
-//! (the event loop and the control socket's server side), [`masters`] (a connection to one
+//! (the event loop and the control socket's server side), [`spawn`] (starting it in the
+//! background and its start-up report), [`masters`] (a connection to one
 //! master), [`evidence`] (the sessions' journals and how far the daemon has read them),
 //! [`notify`] (running the operator's notify command), [`store`] (delivery items on disk),
 //! [`channel`] (the channel directories and their ingest) and [`supervisor`] (restart policies
@@ -33,6 +34,7 @@ pub mod evidence;
 pub mod masters;
 pub mod notify;
 pub mod serve;
+pub mod spawn;
 pub mod store;
 pub mod supervisor;
 

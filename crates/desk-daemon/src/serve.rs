@@ -24,7 +24,7 @@
 //! Sessions with a restart policy are restarted by [`supervisor`](crate::supervisor) (backoff,
 //! crash-loop limit, durable state), through `desk restart` run off the loop.
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use mio::net::{UnixListener, UnixStream};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
@@ -46,6 +46,7 @@ use crate::evidence;
 use crate::masters::{self, MasterConn};
 use crate::store::{self, IngestError, Store};
 use desk_common::clock::now_ms;
+use desk_common::detach::Ready;
 use desk_common::paths::{Paths, SessionName};
 use desk_core::channel::ChannelName;
 use desk_core::delivery::engine::{self, Action, Engine, Input, TimerKey};
@@ -126,10 +127,15 @@ pub fn take_lock(paths: &Paths) -> Result<File> {
         Ok(file) => Ok(file),
         Err(held) => {
             let holder = held.pid.map(|p| p.to_string()).unwrap_or_else(|| "unknown".into());
-            bail!("desk serve is already running (pid {holder}); one daemon serves all sessions")
+            Err(AlreadyRunning(holder).into())
         }
     }
 }
+
+/// Another daemon holds the lock (its pid, or `unknown`).
+#[derive(Debug, thiserror::Error)]
+#[error("desk serve is already running (pid {0}); one daemon serves all sessions")]
+pub struct AlreadyRunning(String);
 
 struct ControlConn {
     stream: UnixStream,
@@ -206,7 +212,8 @@ pub fn run(ready: Option<std::os::fd::OwnedFd>) -> Result<()> {
     let _lock = match take_lock(&paths) {
         Ok(lock) => lock,
         Err(e) => {
-            report_ready(ready, &format!("{e:#}"));
+            let report = if e.is::<AlreadyRunning>() { Ready::AlreadyRunning } else { Ready::Failed };
+            report_ready(ready, report(format!("{e:#}")));
             return Err(e);
         }
     };
@@ -215,7 +222,7 @@ pub fn run(ready: Option<std::os::fd::OwnedFd>) -> Result<()> {
     let setup = Daemon::start(paths, store);
     match setup {
         Ok(mut daemon) => {
-            report_ready(ready, "ok");
+            report_ready(ready, Ready::Ok);
             info!(pid = std::process::id(), "desk serve started");
             let result = daemon.run();
             let _ = std::fs::remove_file(desk_common::daemon_client::socket_path(&daemon.paths));
@@ -223,16 +230,15 @@ pub fn run(ready: Option<std::os::fd::OwnedFd>) -> Result<()> {
             result
         }
         Err(e) => {
-            report_ready(ready, &format!("{e:#}"));
+            report_ready(ready, Ready::Failed(format!("{e:#}")));
             Err(e)
         }
     }
 }
 
-fn report_ready(ready: Option<std::os::fd::OwnedFd>, message: &str) {
+fn report_ready(ready: Option<std::os::fd::OwnedFd>, report: Ready) {
     if let Some(fd) = ready {
-        let mut pipe = File::from(fd);
-        let _ = writeln!(pipe, "{message}");
+        report.report(fd);
     }
 }
 
