@@ -1,0 +1,106 @@
+//! `desk log`: the session log, then the current (or last) screen.
+
+#[allow(unused_imports)]
+use super::*;
+
+/// Lines `desk log` prints without `--since-start`: a few screens more than a terminal's
+/// usual scrollback view, enough for "what just happened", short enough to read.
+const LOG_TAIL_LINES: usize = 1000;
+
+/// How often `desk log --follow` looks for new lines: well under the time a reader notices,
+/// a negligible cost for a process that only stats a file.
+const LOG_FOLLOW_POLL: Duration = Duration::from_millis(200);
+
+/// `desk log`: the session log's text (newest `LOG_TAIL_LINES` lines, or all it keeps with
+/// `since_start`), then the current (or last) screen; with `follow`, new lines as they scroll
+/// off until the session ends, then its last screen.
+pub(in crate::cli) fn log(name: &SessionName, follow: bool, since_start: bool) -> Result<i32> {
+    use std::io::Write;
+    let paths = paths()?;
+    let files = paths.session(name);
+    let state = paths.session_state(name);
+    if !files.meta.exists() && !files.exit.exists() && !desk_common::screen_log::current(&state).exists() {
+        return Err(fail(ErrorCode::NoSuchSession, desk_common::suggest::unknown_session_in(&paths, name.as_str())));
+    }
+    // The screen first: a live master writes the lines waiting for the log before it answers,
+    // so the files then hold everything that scrolled off above this screen.
+    let screen = current_screen(&paths, name)?;
+    let (text, read) = desk_common::screen_log::read_all(&state)?;
+    let lines: Vec<&str> = text.lines().collect();
+    let from = if since_start { 0 } else { lines.len().saturating_sub(LOG_TAIL_LINES) };
+    let mut out = std::io::stdout().lock();
+    for line in &lines[from..] {
+        writeln!(out, "{line}")?;
+    }
+    if follow {
+        out.flush()?;
+        drop(out);
+        follow_log(&files, &state, read)?;
+    } else {
+        for row in screen {
+            writeln!(out, "{row}")?;
+        }
+    }
+    Ok(0)
+}
+
+/// The session's screen now (live) or as it ended (exit record), trailing blank rows dropped.
+fn current_screen(paths: &Paths, name: &SessionName) -> Result<Vec<String>> {
+    let files = paths.session(name);
+    let mut rows = match session::probe_settled(&files)? {
+        Probe::Live(stream) => {
+            let mut conn = Connection::open(stream, Role::Query, 0, 0).map_err(|e| ended(paths, name, e))?;
+            conn.send(&Frame::SnapshotRequest { history: None }).map_err(|e| ended(paths, name, e))?;
+            loop {
+                match conn.recv().map_err(|e| ended(paths, name, e))? {
+                    Frame::Snapshot(s) => break s.screen.lines,
+                    Frame::Error { message, .. } => return Err(failure(1, message)),
+                    _ => continue,
+                }
+            }
+        }
+        Probe::Absent | Probe::Stale => session::read_exit(&files)?.and_then(|e| e.last_screen).unwrap_or_default(),
+    };
+    while rows.last().is_some_and(|l| l.trim().is_empty()) {
+        rows.pop();
+    }
+    Ok(rows)
+}
+
+/// Prints what is appended to the log (across a rotation) after the first `offset` bytes of
+/// its current file until the session is no longer live, then the last screen.
+fn follow_log(files: &desk_common::paths::SessionPaths, state: &std::path::Path, mut offset: u64) -> Result<()> {
+    use std::io::Write;
+    use std::io::{Read, Seek, SeekFrom};
+    let current = desk_common::screen_log::current(state);
+    let mut out = std::io::stdout();
+    loop {
+        let live = matches!(session::probe_settled(files)?, Probe::Live(_));
+        let len = std::fs::metadata(&current).map_or(0, |m| m.len());
+        if len < offset {
+            // Rotated: the rest of the old file first.
+            if let Ok(mut f) = std::fs::File::open(desk_common::screen_log::rotated(state)) {
+                f.seek(SeekFrom::Start(offset))?;
+                std::io::copy(&mut f, &mut out)?;
+            }
+            offset = 0;
+        }
+        if len > offset {
+            let mut f = std::fs::File::open(&current)?;
+            f.seek(SeekFrom::Start(offset))?;
+            let mut chunk = Vec::new();
+            f.take(len - offset).read_to_end(&mut chunk)?;
+            out.write_all(String::from_utf8_lossy(&chunk).as_bytes())?;
+            out.flush()?;
+            offset = len;
+        }
+        if !live {
+            let rows = session::read_exit(files)?.and_then(|e| e.last_screen).unwrap_or_default();
+            for row in rows {
+                writeln!(out, "{row}")?;
+            }
+            return Ok(());
+        }
+        std::thread::sleep(LOG_FOLLOW_POLL);
+    }
+}
