@@ -567,8 +567,10 @@ fn fanout(holders: &mut [Box<dyn Holder>], opts: &Opts, work: &Path) -> String {
                 if holder.name() == "raw PTY" && clients != 1 {
                     continue;
                 }
-                // File names (and the shell script) without the spaces a holder's name may have.
-                let tag = holder.name().replace(' ', "-");
+                // File names (and the shell script) without the spaces and parentheses a
+                // holder's name may have (`desk (baseline)`: `(` is sh syntax).
+                let tag: String =
+                    holder.name().chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
                 let go = work.join(format!("go-{tag}-{clients}-{run_no}"));
                 let done = work.join(format!("time-{tag}-{clients}-{run_no}"));
                 let _ = std::fs::remove_file(&go);
