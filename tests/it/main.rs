@@ -25,6 +25,7 @@ mod inbox;
 mod keys;
 mod native;
 mod notify;
+mod remote;
 mod resume_corpus;
 mod screen;
 mod sessions;
