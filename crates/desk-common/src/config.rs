@@ -4,7 +4,8 @@
 //!
 //! Owns reading and checking that file: the detach key, the default terminal size of `desk new`,
 //! arguments for each provider's own agent command, the notify command `desk serve` runs
-//! when a session needs a person, and whether commands start `desk serve` when they need it. Invariants: a missing file is the
+//! when a session needs a person, whether commands start `desk serve` when they need it, and the
+//! other hosts desk reaches over ssh (`[hosts.NAME]`, docs/remote.md). Invariants: a missing file is the
 //! built-in defaults; a bad one is an error naming the file, the line and the key, never half
 //! applied; a flag given on the command line always wins over the file. The file's format is
 //! versioned ([`CONFIG_VERSION`], the optional top-level `version` key, 1 when absent): a file
