@@ -30,6 +30,7 @@ mod resume_corpus;
 mod screen;
 mod sessions;
 mod shells;
+mod sshd;
 mod state;
 mod suite;
 mod supervise;

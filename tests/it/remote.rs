@@ -9,123 +9,18 @@
 //! local ControlMaster, and (through each [`Home`]) every master and daemon. Nothing but
 //! 127.0.0.1 is ever dialled.
 
-use std::io::Read as _;
 use std::net::TcpListener;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::harness::PtyCommand;
+use crate::sshd::{Sshd, free_port, kill_control_masters};
 use crate::suite::{Needs, require};
 use crate::support::{DESK, Home, PATIENCE, eventually};
 
-const SSHD: &str = "/usr/sbin/sshd";
-
-/// One throwaway OpenSSH server on 127.0.0.1.
-struct Sshd {
-    dir: tempfile::TempDir,
-    port: u16,
-    child: Option<Child>,
-}
-
-impl Sshd {
-    fn start() -> Sshd {
-        require(Needs::Sshd);
-        let dir = tempfile::Builder::new().prefix("dks").tempdir_in("/tmp").expect("temp dir");
-        let keygen = |file: &str| {
-            let status = Command::new("ssh-keygen")
-                .args(["-q", "-t", "ed25519", "-N", "", "-C", "desk-test", "-f"])
-                .arg(dir.path().join(file))
-                .status()
-                .expect("ssh-keygen");
-            assert!(status.success(), "ssh-keygen failed");
-        };
-        keygen("host_key");
-        keygen("user_key");
-        std::fs::copy(dir.path().join("user_key.pub"), dir.path().join("authorized_keys")).unwrap();
-        // sshd as root needs its privilege separation directory (the package's service makes it
-        // at boot; a machine without systemd running has none).
-        if nix::unistd::geteuid().is_root() && !Path::new("/run/sshd").exists() {
-            let _ = std::fs::create_dir_all("/run/sshd");
-        }
-        let port = free_port();
-        let config = format!(
-            "ListenAddress 127.0.0.1\nHostKey {d}/host_key\nPidFile {d}/sshd.pid\nAuthorizedKeysFile {d}/authorized_keys\n\
-             PasswordAuthentication no\nKbdInteractiveAuthentication no\nPubkeyAuthentication yes\nUsePAM no\n\
-             StrictModes no\nPermitRootLogin prohibit-password\nLogLevel ERROR\n",
-            d = dir.path().display()
-        );
-        std::fs::write(dir.path().join("sshd_config"), config).unwrap();
-        let host_key = std::fs::read_to_string(dir.path().join("host_key.pub")).unwrap();
-        let key = host_key.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
-        std::fs::write(dir.path().join("known_hosts"), format!("[127.0.0.1]:{port} {key}\n")).unwrap();
-        let user = nix::unistd::User::from_uid(nix::unistd::geteuid()).unwrap().unwrap().name;
-        let ssh_config = format!(
-            "Host desk-test\n  HostName 127.0.0.1\n  Port {port}\n  User {user}\n  IdentityFile {d}/user_key\n  IdentitiesOnly yes\n  \
-             UserKnownHostsFile {d}/known_hosts\n  GlobalKnownHostsFile /dev/null\n  StrictHostKeyChecking yes\n  LogLevel ERROR\n",
-            d = dir.path().display()
-        );
-        std::fs::write(dir.path().join("ssh_config"), ssh_config).unwrap();
-        let mut sshd = Sshd { dir, port, child: None };
-        sshd.run();
-        sshd
-    }
-
-    /// Start (again) the server, on the same port, and wait until it greets.
-    fn run(&mut self) {
-        let child = Command::new(SSHD)
-            .args(["-D", "-e", "-f"])
-            .arg(self.dir.path().join("sshd_config"))
-            .arg("-p")
-            .arg(self.port.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start sshd");
-        self.child = Some(child);
-        let port = self.port;
-        eventually("sshd to greet on 127.0.0.1", || {
-            let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
-            stream.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-            let mut banner = [0u8; 8];
-            stream.read_exact(&mut banner).map_err(|e| e.to_string())?;
-            if banner.starts_with(b"SSH-2.0") { Ok(()) } else { Err(format!("{banner:?}")) }
-        });
-    }
-
-    /// Stop the server and every connection it serves (each by its pid): the host is gone.
-    fn stop(&mut self) {
-        let Some(mut child) = self.child.take() else { return };
-        let pid = child.id();
-        let mut doomed: Vec<u32> = desk_common::procfs::descendants(pid).into_iter().map(|p| p.pid).collect();
-        doomed.push(pid);
-        for pid in doomed {
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::SIGKILL);
-        }
-        let _ = child.wait();
-    }
-
-    /// A `[hosts.NAME]` entry reaching this server, whose desk runs under `home`'s DESK_HOME
-    /// (`before`: shell text run before it, as a noisy rc file would).
-    fn host_entry(&self, name: &str, desk: &str) -> String {
-        format!(
-            "[hosts.{name}]\nssh = \"desk-test\"\nssh_args = [\"-F\", \"{}\"]\ndesk = \"{}\"\n",
-            self.dir.path().join("ssh_config").display(),
-            desk.replace('\\', "\\\\").replace('"', "\\\"")
-        )
-    }
-}
-
-impl Drop for Sshd {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-/// A free port on 127.0.0.1 (bound, read, released).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+/// A throwaway sshd, once the machine is known to have one.
+fn sshd() -> Sshd {
+    require(Needs::Sshd);
+    Sshd::start()
 }
 
 /// The command line that runs the desk under test under `home` on the "host".
@@ -152,25 +47,8 @@ impl Drop for Local {
     /// The ControlMaster ssh left running (ControlPersist), found by its control path, which
     /// lives in this home: killed by its pid.
     fn drop(&mut self) {
-        let marker = self.home.path().join("run").join("ssh").display().to_string();
-        for pid in processes_mentioning(&marker) {
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
-        }
+        kill_control_masters(&self.home.run_dir());
     }
-}
-
-/// Pids of processes whose command line contains `text`.
-fn processes_mentioning(text: &str) -> Vec<i32> {
-    let mut pids = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else { return pids };
-    for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
-        if String::from_utf8_lossy(&cmdline).contains(text) && pid != std::process::id() as i32 {
-            pids.push(pid);
-        }
-    }
-    pids
 }
 
 fn stdout(out: &std::process::Output) -> String {
@@ -184,7 +62,7 @@ fn stderr(out: &std::process::Output) -> String {
 #[test]
 #[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
 fn new_ls_peek_send_and_kill_work_through_a_host_on_its_own_desk_home() {
-    let sshd = Sshd::start();
+    let sshd = sshd();
     let remote = Home::new();
     remote.serve();
     let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote))]);
@@ -242,12 +120,12 @@ fn new_ls_peek_send_and_kill_work_through_a_host_on_its_own_desk_home() {
 #[test]
 #[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
 fn desk_hosts_reports_version_round_trip_and_the_unreachable() {
-    let sshd = Sshd::start();
+    let sshd = sshd();
     let remote = Home::new();
     let refused = free_port();
     let dead = format!(
         "[hosts.gone]\nssh = \"desk-test\"\nssh_args = [\"-F\", \"{}\", \"-p\", \"{refused}\"]\n",
-        sshd.dir.path().join("ssh_config").display()
+        sshd.ssh_config().display()
     );
     let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote)), dead]);
     let v = local.home.json(&["hosts", "--json"]);
@@ -264,7 +142,7 @@ fn desk_hosts_reports_version_round_trip_and_the_unreachable() {
 #[test]
 #[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
 fn an_unreachable_host_is_one_row_in_ls_all_with_ssh_s_own_error_and_no_hang() {
-    let sshd = Sshd::start();
+    let sshd = sshd();
     // One port nobody listens on, one that accepts and never says a word.
     let refused = free_port();
     let silent = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -272,7 +150,7 @@ fn an_unreachable_host_is_one_row_in_ls_all_with_ssh_s_own_error_and_no_hang() {
     let entry = |name: &str, port: u16| {
         format!(
             "[hosts.{name}]\nssh = \"desk-test\"\nssh_args = [\"-F\", \"{}\", \"-p\", \"{port}\"]\n",
-            sshd.dir.path().join("ssh_config").display()
+            sshd.ssh_config().display()
         )
     };
     let local = Local::new(&[entry("refused", refused), entry("silent", silent_port)]);
@@ -293,7 +171,7 @@ fn an_unreachable_host_is_one_row_in_ls_all_with_ssh_s_own_error_and_no_hang() {
 #[test]
 #[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
 fn a_host_with_another_desk_or_none_or_a_noisy_rc_file_gets_an_error_naming_it_and_what_to_do() {
-    let sshd = Sshd::start();
+    let sshd = sshd();
     let remote = Home::new();
     // A desk that answers the handshake as another version would: relay protocol 99, desk 9.9.9.
     let fake = sshd.dir.path().join("fake-desk");
@@ -320,7 +198,7 @@ fn a_host_with_another_desk_or_none_or_a_noisy_rc_file_gets_an_error_naming_it_a
 #[test]
 #[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
 fn attach_through_a_host_says_the_connection_is_lost_refuses_input_and_resumes_with_a_keyframe() {
-    let mut sshd = Sshd::start();
+    let mut sshd = sshd();
     let remote = Home::new();
     let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote))]);
     local.home.ok(&["new", "box:echo", "--", "sh", "-c", "while read l; do echo \"got $l\"; done"]);
@@ -335,9 +213,7 @@ fn attach_through_a_host_says_the_connection_is_lost_refuses_input_and_resumes_w
     pty.wait_until(PATIENCE, "the session to echo", |s| s.contains("got one")).unwrap();
     // The host goes away: its sshd and every connection, and the shared connection here.
     sshd.stop();
-    for pid in processes_mentioning(&local.home.path().join("run").join("ssh").display().to_string()) {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
-    }
+    kill_control_masters(&local.home.run_dir());
     pty.wait_until(PATIENCE, "the lost-connection notice", |s| s.contains("connection to box lost, reconnecting"))
         .unwrap();
     // Typed while disconnected: refused (the bell says so), never delivered later.
@@ -363,14 +239,14 @@ fn attach_through_a_host_says_the_connection_is_lost_refuses_input_and_resumes_w
 #[test]
 #[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
 fn a_wedged_control_master_is_replaced_instead_of_hanging_every_command() {
-    let sshd = Sshd::start();
+    let sshd = sshd();
     let remote = Home::new();
     let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote))]);
     local.home.ok(&["ls", "-H", "box"]);
     // The shared connection ssh left behind (ControlPersist): stop it, as a master wedged on a
     // dead network would be. A command through it would wait for ever.
     let control = local.home.path().join("run").join("ssh").display().to_string();
-    let masters = processes_mentioning(&control);
+    let masters = crate::sshd::processes_mentioning(&control);
     assert_eq!(masters.len(), 1, "one ControlMaster: {masters:?}");
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(masters[0]), nix::sys::signal::SIGSTOP).unwrap();
     let start = Instant::now();
@@ -381,6 +257,6 @@ fn a_wedged_control_master_is_replaced_instead_of_hanging_every_command() {
     assert_eq!(v["data"].as_array().map(Vec::len), Some(0), "{v:#}");
     assert!(took < Duration::from_secs(20), "{took:?}");
     // A new master took its place; the wedged one is killed by the Local's drop (by pid).
-    let now = processes_mentioning(&control);
+    let now = crate::sshd::processes_mentioning(&control);
     assert!(now.iter().any(|pid| *pid != masters[0]), "a new ControlMaster: {now:?}");
 }
