@@ -123,8 +123,12 @@ enum Command {
         #[arg(add = ArgValueCandidates::new(complete::sessions), required_unless_present = "all", conflicts_with = "all")]
         name: Option<SessionName>,
         /// Every session's events, merged by time; with --follow, sessions that start later too.
+        /// With hosts in the config file, theirs too (docs/remote.md).
         #[arg(long)]
         all: bool,
+        /// With --all: only this machine's sessions, not the configured hosts'.
+        #[arg(long, requires = "all")]
+        local: bool,
         /// Keep printing new events until the session exits (with --all: until interrupted).
         #[arg(long, short)]
         follow: bool,
@@ -897,6 +901,9 @@ fn run(cli: Cli, host: Option<(String, desk_common::config::Host)>) -> Result<i3
         Command::Resize { name, size } => sessions::resize(&name, size),
         Command::Events { name: Some(name), follow, json, since, types, .. } => {
             events::events(&name, follow, json, since, &types)
+        }
+        Command::Events { name: None, follow, json, types, local, .. } if !local && remote::any_hosts()? => {
+            remote::events_all(follow, json, &types)
         }
         Command::Events { name: None, follow, json, types, .. } => events::all(follow, json, &types),
         Command::Explain { name, json } => explain::explain(&name, json),

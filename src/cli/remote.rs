@@ -1,5 +1,5 @@
-//! The command line's remote hosts: `HOST:NAME`, `desk ls --all`/`-H HOST`, `desk hosts` and
-//! `desk relay` (docs/remote.md).
+//! The command line's remote hosts: `HOST:NAME`, `desk ls --all`/`-H HOST`, `desk events --all`
+//! over hosts, `desk hosts` and `desk relay` (docs/remote.md).
 //!
 //! Owns finding a `HOST:NAME` among a command's arguments ([`take_host`]), running a command on
 //! its host through a link ([`run_on_host`]: the host's desk does the work, with its own files,
@@ -424,10 +424,190 @@ fn report(name: &str, host: &Host) -> HostReport {
     report
 }
 
+/// Whether the config names any host.
+pub(super) fn any_hosts() -> Result<bool> {
+    Ok(!config::load(&Paths::from_env()?)?.hosts.is_empty())
+}
+
+/// A line of events from one place, or the end of that place's stream.
+enum EventLine {
+    Line { host: Option<String>, json: Vec<u8> },
+    Ended { host: Option<String>, why: Option<String> },
+}
+
+/// `desk events --all` with hosts: this machine's events and every host's, each place's as
+/// `desk events --all --local --json` gives them (run again here, and by each host's desk),
+/// tagged with their host. Without `follow`, all merged by time; with it, the histories and
+/// then the new events as they come. A host that cannot be reached, or whose link drops, is said
+/// on stderr; the others go on.
+pub(super) fn events_all(follow: bool, json: bool, types: &[String]) -> Result<i32> {
+    let paths = Paths::from_env()?;
+    let config = config::load(&paths)?;
+    let mut args: Vec<String> = ["events", "--all", "--local", "--json"].map(String::from).to_vec();
+    if follow {
+        args.push("--follow".into());
+    }
+    for t in types {
+        args.extend(["--type".to_string(), t.clone()]);
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    {
+        let (tx, args) = (tx.clone(), args.clone());
+        std::thread::spawn(move || local_events(&args, &tx));
+    }
+    for (name, host) in config.hosts.clone() {
+        let (tx, args) = (tx.clone(), args.clone());
+        std::thread::spawn(move || host_events(&name, &host, &args, &tx));
+    }
+    drop(tx);
+    let mut held = Vec::new();
+    for line in rx {
+        match line {
+            EventLine::Line { host, json: bytes } => {
+                let Ok(serde_json::Value::Object(map)) = serde_json::from_slice(&bytes) else { continue };
+                if follow {
+                    print_event(host.as_deref(), map, json)?;
+                } else {
+                    held.push((map.get("ts_ms").and_then(|t| t.as_u64()).unwrap_or(0), host, map));
+                }
+            }
+            EventLine::Ended { host, why: Some(why) } => {
+                eprintln!(
+                    "desk: {}: {why}",
+                    host.as_deref().map_or("this machine".to_string(), |h| format!("host {h}"))
+                );
+            }
+            EventLine::Ended { .. } => {}
+        }
+    }
+    held.sort_by_key(|(ts, _, _)| *ts);
+    for (_, host, map) in held {
+        print_event(host.as_deref(), map, json)?;
+    }
+    Ok(0)
+}
+
+/// One event line: JSON gains `host` (`null` for this machine); text names the session
+/// `HOST:NAME`.
+fn print_event(host: Option<&str>, mut map: serde_json::Map<String, serde_json::Value>, json: bool) -> Result<()> {
+    if json {
+        map.insert("host".into(), host.into());
+        let mut out = std::io::stdout().lock();
+        serde_json::to_writer(&mut out, &map)?;
+        return out.write_all(b"\n").and_then(|()| out.flush()).context("cannot write the events");
+    }
+    let session = map.remove("session").and_then(|s| s.as_str().map(str::to_string)).unwrap_or_default();
+    let tagged = match host {
+        Some(host) => format!("{host}:{session}"),
+        None => session,
+    };
+    if let Ok(event) = desk_wire::events::Event::from_json_map(map) {
+        super::events::print_tagged(&tagged, &event, false);
+    }
+    Ok(())
+}
+
+/// This machine's events, by this desk run again with `--local`.
+fn local_events(args: &[String], tx: &std::sync::mpsc::Sender<EventLine>) {
+    use std::io::BufRead as _;
+    let child = std::env::current_exe().and_then(|exe| {
+        std::process::Command::new(exe)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+    });
+    let why = match child {
+        Ok(mut child) => {
+            if let Some(out) = child.stdout.take() {
+                for line in std::io::BufReader::new(out).split(b'\n').map_while(Result::ok) {
+                    if tx.send(EventLine::Line { host: None, json: line }).is_err() {
+                        break;
+                    }
+                }
+            }
+            let _ = child.wait();
+            None
+        }
+        Err(e) => Some(format!("cannot read this machine's events: {e}")),
+    };
+    let _ = tx.send(EventLine::Ended { host: None, why });
+}
+
+/// A host's events, through a link of its own.
+fn host_events(name: &str, host: &Host, args: &[String], tx: &std::sync::mpsc::Sender<EventLine>) {
+    let ended = |why: String| EventLine::Ended { host: Some(name.to_string()), why: Some(why) };
+    let link = match connect(name, host) {
+        Ok(link) => link,
+        Err(e) => {
+            let _ = tx.send(ended(format!("{e:#}")));
+            return;
+        }
+    };
+    let events = match link.exec(args, None) {
+        Ok(events) => events,
+        Err(e) => {
+            let _ = tx.send(ended(format!("{e:#}")));
+            return;
+        }
+    };
+    let mut partial = Vec::new();
+    for event in events {
+        match event {
+            ExecEvent::Stdout(bytes) => {
+                partial.extend_from_slice(&bytes);
+                while let Some(end) = partial.iter().position(|b| *b == b'\n') {
+                    let line: Vec<u8> = partial.drain(..=end).collect();
+                    let line = EventLine::Line { host: Some(name.to_string()), json: line[..line.len() - 1].to_vec() };
+                    if tx.send(line).is_err() {
+                        return;
+                    }
+                }
+            }
+            ExecEvent::Stderr(bytes) => {
+                let text = String::from_utf8_lossy(&bytes);
+                for line in text.lines() {
+                    eprintln!("desk: host {name}: {line}");
+                }
+            }
+            ExecEvent::Exit(_) => {}
+            ExecEvent::Closed(why) => {
+                let _ = tx.send(EventLine::Ended { host: Some(name.to_string()), why });
+                return;
+            }
+        }
+    }
+}
+
 /// `desk relay`: the host's end of a link (run by ssh, not by a person).
 pub(super) fn relay() -> Result<i32> {
     desk_common::remote::relay::enter_user_scope();
     let paths = Paths::from_env()?;
     desk_common::remote::relay::serve(&paths)?;
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn position(line: &str) -> Option<usize> {
+        let args: Vec<OsString> = line.split(' ').map(OsString::from).collect();
+        name_position(&args)
+    }
+
+    #[test]
+    fn the_session_name_is_found_past_options_and_their_values() {
+        assert_eq!(position("desk peek gpu:api"), Some(2));
+        assert_eq!(position("desk send --from me gpu:api hello"), Some(4));
+        assert_eq!(position("desk send --from=me gpu:api hello"), Some(3));
+        assert_eq!(position("desk new --cwd /srv --env A=1 gpu:web -- sh -c x:y"), Some(6));
+        assert_eq!(position("desk attach --read-only gpu:api"), Some(3));
+        assert_eq!(position("desk events -f gpu:api"), Some(3));
+        assert_eq!(position("desk kill --signal KILL gpu:api"), Some(4));
+        // Not a command that takes a session, or no name before `--`.
+        assert_eq!(position("desk channel post gpu:x"), None);
+        assert_eq!(position("desk new -- sh"), None);
+        assert_eq!(position("desk ls"), None);
+    }
 }

@@ -100,6 +100,15 @@ fn new_ls_peek_send_and_kill_work_through_a_host_on_its_own_desk_home() {
         let text = std::fs::read_to_string(&got).unwrap_or_default();
         if text == "line over ssh\n" { Ok(()) } else { Err(format!("{text:?}")) }
     });
+    // events --all: the host's journal beside this machine's, each line with its host.
+    let events = local.home.ok(&["events", "--all", "--json"]);
+    let lines: Vec<serde_json::Value> = events.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let started = |host: serde_json::Value, session: &str| {
+        lines.iter().any(|e| e["host"] == host && e["session"] == session && e["type"] == "started")
+    };
+    assert!(started("box".into(), "web") && started(serde_json::Value::Null, "here"), "{events}");
+    let text = local.home.ok(&["events", "--all", "--type", "started"]);
+    assert!(text.contains("box:web") && text.contains("here"), "{text}");
     // kill: the host's master stops its child; ls through the host says so.
     local.home.ok(&["kill", "box:web"]);
     eventually("the host's session to have exited", || {
