@@ -336,6 +336,8 @@ struct HostReport {
     /// Milliseconds to bring the link up (ssh, the host's shell, desk relay's handshake).
     connect_ms: Option<f64>,
     desk_version: Option<String>,
+    /// Whether the host's `desk serve` answers a ping over its control socket.
+    serve_running: Option<bool>,
     facts: Option<desk_common::remote::HostFacts>,
     /// Why it is not reachable.
     error: Option<String>,
@@ -376,7 +378,7 @@ pub(super) fn hosts(json: bool) -> Result<i32> {
             },
             r.rtt_ms.map_or("-".into(), |ms| format!("{ms:.1} ms")),
             r.desk_version.clone().unwrap_or_else(|| "-".into()),
-            facts.map_or("-".into(), |f| if f.serve_running { "running".into() } else { "stopped".into() }),
+            r.serve_running.map_or("-".into(), |on| if on { "running".into() } else { "stopped".into() }),
             facts.map_or("-".into(), |f| f.sessions.to_string()),
             facts.map_or("-".into(), |f| match f.linger {
                 Some(true) => "on".into(),
@@ -400,6 +402,7 @@ fn report(name: &str, host: &Host) -> HostReport {
         rtt_ms: None,
         connect_ms: None,
         desk_version: None,
+        serve_running: None,
         facts: None,
         error: None,
     };
@@ -417,6 +420,11 @@ fn report(name: &str, host: &Host) -> HostReport {
         Ok(rtt) => report.rtt_ms = Some(rtt.as_secs_f64() * 1000.0),
         Err(e) => report.error = Some(format!("{e:#}")),
     }
+    // The control socket over the link: the host's daemon answers a ping, or it is not running.
+    let ping = link.open(desk_wire::relay::Target::Control).and_then(|stream| {
+        desk_common::daemon_client::request_on(stream, &desk_wire::control::Request::Ping, Duration::from_secs(5))
+    });
+    report.serve_running = Some(ping.is_ok());
     match link.facts() {
         Ok(facts) => report.facts = Some(facts),
         Err(e) => report.error = Some(format!("{e:#}")),

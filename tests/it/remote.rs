@@ -144,6 +144,11 @@ fn desk_hosts_reports_version_round_trip_and_the_unreachable() {
     assert_eq!(host("box")["desk_version"], env!("CARGO_PKG_VERSION"));
     assert!(host("box")["rtt_ms"].as_f64().is_some(), "{v:#}");
     assert_eq!(host("box")["facts"]["runtime"], remote.run_dir().display().to_string());
+    // The host's daemon, asked over its control socket through the link.
+    assert_eq!(host("box")["serve_running"], false, "{v:#}");
+    remote.serve();
+    let v = local.home.json(&["hosts", "--json"]);
+    assert_eq!(v["data"].as_array().unwrap().iter().find(|h| h["name"] == "box").unwrap()["serve_running"], true);
     assert_eq!(host("gone")["reachable"], false);
     assert!(host("gone")["error"].as_str().unwrap().contains("Connection refused"), "{v:#}");
 }

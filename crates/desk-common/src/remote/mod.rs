@@ -25,8 +25,6 @@ pub struct HostFacts {
     pub desk_version: String,
     /// Its runtime directory (where its sockets are).
     pub runtime: String,
-    /// Whether its `desk serve` answers on its control socket.
-    pub serve_running: bool,
     /// Whether systemd keeps the user's manager (and the scopes masters run in) after the last
     /// login ends: `Some(false)` means a logout can stop the host's sessions; `None`: not a
     /// systemd host (masters run detached under setsid, which no logout stops).
@@ -40,11 +38,9 @@ pub struct HostFacts {
 impl HostFacts {
     /// This host's facts, as its relay reports them.
     pub fn of_this_host(paths: &Paths) -> HostFacts {
-        let serve_running = std::os::unix::net::UnixStream::connect(crate::daemon_client::socket_path(paths)).is_ok();
         HostFacts {
             desk_version: env!("CARGO_PKG_VERSION").to_string(),
             runtime: paths.runtime.display().to_string(),
-            serve_running,
             linger: linger(),
             user_scope: std::env::var_os("DESK_RELAY_SCOPED").is_some(),
             sessions: paths.session_names().map(|n| n.len()).unwrap_or(0),
