@@ -188,17 +188,40 @@ impl Term {
         self.write(&[key]);
         self.read_until(Duration::from_secs(10), |bytes| bytes.contains(&key)).then(|| start.elapsed())
     }
+}
 
-    fn stop(self) {
+impl Drop for Term {
+    /// The program on the terminal is killed by its pid however the bench ends (a panic too).
+    fn drop(&mut self) {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.pid as i32), nix::sys::signal::SIGKILL);
+    }
+}
+
+/// The ControlMasters of a local home killed when it goes out of scope, a panic included.
+struct Masters(PathBuf);
+
+impl Drop for Masters {
+    fn drop(&mut self) {
+        kill_control_masters(&self.0.join("run"));
+    }
+}
+
+/// Sessions of a home stopped when it goes out of scope, a panic included.
+struct Sessions<'a>(&'a Path);
+
+impl Drop for Sessions<'_> {
+    fn drop(&mut self) {
+        stop_sessions(self.0);
     }
 }
 
 /// Keystroke echo through each way in; median and p95 in ms.
 fn echo_latency(opts: &Opts, sshd: &Sshd, work: &Path) -> String {
     let host_home = work.join("echo-host");
+    let _stop = Sessions(&host_home);
     desk(&host_home, &["new", "echo", "--", "sh", "-c", "stty raw -echo; exec cat"]);
     let local = local_home(&work.join("echo-local"), &[sshd.host_entry("e", &desk_on(&host_home))]);
+    let _masters = Masters(local.clone());
     let config = sshd.ssh_config();
     let config = config.to_str().unwrap();
     let ways: Vec<(&str, Term)> = vec![
@@ -222,11 +245,9 @@ fn echo_latency(opts: &Opts, sshd: &Sshd, work: &Path) -> String {
         let m = median(&mut samples);
         medians.push(m);
         table.push_str(&format!("| {name} | {} | {m:.2} | {:.2} |\n", opts.keys, p95(&mut samples)));
-        term.stop();
+        drop(term);
     }
     table.push_str(&format!("\nRatio of medians, desk attach HOST:NAME / ssh -t: {:.2}\n", medians[0] / medians[1]));
-    stop_sessions(&host_home);
-    kill_control_masters(&local.join("run"));
     table
 }
 
@@ -234,6 +255,7 @@ fn echo_latency(opts: &Opts, sshd: &Sshd, work: &Path) -> String {
 fn listing(opts: &Opts, sshd: &Sshd, work: &Path) -> String {
     let hosts: Vec<PathBuf> = (0..3).map(|h| work.join(format!("list-host-{h}"))).collect();
     let big = work.join("list-local-big");
+    let _stop: Vec<Sessions> = hosts.iter().chain([&big]).map(|h| Sessions(h)).collect();
     for (h, home) in hosts.iter().enumerate() {
         for i in 0..opts.sessions {
             desk(home, &["new", &format!("h{h}s{i}"), "--", "sleep", "600"]);
@@ -243,6 +265,7 @@ fn listing(opts: &Opts, sshd: &Sshd, work: &Path) -> String {
     let entries: Vec<String> =
         hosts.iter().enumerate().map(|(h, home)| sshd.host_entry(&format!("host{h}"), &desk_on(home))).collect();
     let local = local_home(&work.join("list-local"), &entries);
+    let _masters = Masters(local.clone());
     let time = |home: &Path, args: &[&str]| {
         let start = Instant::now();
         let out = desk(home, args);
@@ -267,10 +290,6 @@ fn listing(opts: &Opts, sshd: &Sshd, work: &Path) -> String {
         here.iter().cloned().fold(0.0, f64::max),
         a / l
     );
-    for home in hosts.iter().chain([&big]) {
-        stop_sessions(home);
-    }
-    kill_control_masters(&local.join("run"));
     out
 }
 
@@ -281,7 +300,9 @@ fn fanout(opts: &Opts, sshd: &Sshd, work: &Path) -> String {
     std::fs::write(&data, line.repeat((opts.mb << 20) / line.len()) + "END-OF-FLOOD\n").unwrap();
     let size = std::fs::metadata(&data).unwrap().len();
     let host_home = work.join("flood-host");
+    let _stop = Sessions(&host_home);
     let local = local_home(&work.join("flood-local"), &[sshd.host_entry("f", &desk_on(&host_home))]);
+    let _masters = Masters(local.clone());
     let config = sshd.ssh_config();
     let (mut attach, mut plain, mut received) = (Vec::new(), Vec::new(), Vec::new());
     for run in 0..opts.runs {
@@ -309,7 +330,7 @@ fn fanout(opts: &Opts, sshd: &Sshd, work: &Path) -> String {
         assert!(arrived, "the attach got {got} bytes and never the end");
         attach.push(size as f64 / 1e6 / start.elapsed().as_secs_f64());
         received.push(got as f64);
-        term.stop();
+        drop(term);
         // ssh: the connection up (it says `ready`) and waiting on a line, then go, then the last
         // byte.
         let mut ssh = Command::new("ssh")
@@ -329,8 +350,6 @@ fn fanout(opts: &Opts, sshd: &Sshd, work: &Path) -> String {
         let _ = ssh.wait();
     }
     let (a, p, bytes) = (median(&mut attach), median(&mut plain), median(&mut received));
-    stop_sessions(&host_home);
-    kill_control_masters(&local.join("run"));
     format!(
         "File: {size} bytes ({} runs).\n\n| way | MB/s (median) | bytes received (median) |\n|---|---|---|\n| desk attach HOST:NAME | {a:.1} | {bytes:.0} |\n| ssh HOST cat FILE | {p:.1} | {size} |\n\nRatio, desk attach / ssh: {:.2}\n",
         opts.runs,
