@@ -5,7 +5,8 @@
 //! shared vocabularies: session events ([`events`]), hook event names ([`hook`]), events a client asks a master to record ([`operator`]), the agent state as reported ([`state`]), a
 //! prompt's signature ([`prompt`]), the names every process passes to the others ([`names`]:
 //! item ids, session names, channel names), the daemon's control messages ([`control`]) and what to
-//! ask a master to read a session's history in pages ([`history`]). Codec and types only: no
+//! ask a master to read a session's history in pages ([`history`]), and the envelope that carries
+//! many streams over one `ssh HOST desk relay` ([`relay`]). Codec and types only: no
 //! sockets, no clock (the blocking clients that speak this protocol are desk-common's). May not
 //! depend on desk-core or on any shell crate, nor on nix, libc or mio. A frame is an
 //! 8-byte header (payload length, type, flags, reserved) followed by its payload; the layouts are
@@ -42,6 +43,7 @@ pub mod operator;
 pub mod prompt;
 #[cfg(test)]
 mod proptests;
+pub mod relay;
 pub mod state;
 #[cfg(test)]
 mod vectors;
