@@ -343,6 +343,18 @@ impl MasterLock {
         })
     }
 
+    /// The open lock file, for a master that hands it over to the binary it re-executes (the
+    /// lock is the open file's, so it is held across the exec by the same descriptor).
+    pub fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(&self._file)
+    }
+
+    /// The lock a master held before it re-executed itself (`desk upgrade`): `fd` is the
+    /// descriptor [`MasterLock::as_fd`] gave, inherited across the exec.
+    pub fn adopt(fd: std::os::fd::OwnedFd) -> MasterLock {
+        MasterLock { _file: File::from(fd) }
+    }
+
     /// The pid of the master holding the name, if one does (asked of the kernel).
     pub fn holder(paths: &Paths, name: &SessionName) -> Option<u32> {
         crate::pidlock::holder(&Self::path(paths, name))

@@ -117,7 +117,7 @@ pub(super) struct Master {
     pub(super) meta: SessionMeta,
     pub(super) screen: Screen,
     /// The output events of the chunk being handled; kept between chunks for its capacity.
-    found: Vec<OutputEvent>,
+    pub(super) found: Vec<OutputEvent>,
     /// The session log (which keeps the lines waiting to be written).
     pub(super) log: Option<desk_common::screen_log::LogWriter>,
     pub(super) journal: Journal,
@@ -127,7 +127,7 @@ pub(super) struct Master {
     pub(super) journal_gap: Option<(u64, u64, String)>,
     /// Room reserved at start for the exit record, used when the disk is full at exit (so
     /// `desk ls` does not call a clean exit `lost`).
-    exit_reserve: Option<desk_common::fsutil::Reserved>,
+    pub(super) exit_reserve: Option<desk_common::fsutil::Reserved>,
     /// When the last title event was emitted, and its title.
     pub(super) last_title_event: Option<(Instant, String)>,
     pub(super) pending_title: Option<String>,
@@ -142,40 +142,42 @@ pub(super) struct Master {
     pub(super) last_controller_input_ms: Option<u64>,
     /// An operator's keys still to be typed, one per [`super::typing::KEY_GAP`].
     pub(super) pending_keys: std::collections::VecDeque<super::typing::PendingKey>,
-    pty_open: bool,
-    pty_writable: bool,
+    pub(super) pty_open: bool,
+    pub(super) pty_writable: bool,
     /// The PTY had more to read when the turn budget ran out.
-    pty_pending: bool,
-    child_status: Option<ExitStatus>,
-    subreaper: bool,
+    pub(super) pty_pending: bool,
+    pub(super) child_status: Option<ExitStatus>,
+    pub(super) subreaper: bool,
     pub(super) clients: HashMap<Token, Client>,
-    next_client: usize,
+    pub(super) next_client: usize,
     /// Decides for the clients and the session's size, stop and exit; see [`Master::carry`].
-    policy: SessionPolicy,
+    pub(super) policy: SessionPolicy,
     pub(super) input: InputQueue,
     pub(super) timers: Timers,
     /// When the armed [`Timer::ViewRepaint`] fires, if one is armed.
-    repaint_armed: Option<Instant>,
+    pub(super) repaint_armed: Option<Instant>,
     /// Holds [`PTY_READ_CHUNK`] bytes while the session is busy, nothing while it is idle.
     pub(super) read_buf: Vec<u8>,
-    uid: u32,
+    pub(super) uid: u32,
     /// The info file (`desk_common::info_file`): this process's start time as `/proc` counts it
     /// (`None`: unknown, and no file is kept), the info last written, when it may next be
     /// checked, and whether [`Timer::InfoFile`] is armed for that.
-    info_start: Option<u64>,
-    info_last: Option<SessionInfo>,
-    info_next: Option<Instant>,
+    pub(super) info_start: Option<u64>,
+    pub(super) info_last: Option<SessionInfo>,
+    pub(super) info_next: Option<Instant>,
     /// When a change of the time of the last output alone may next be written.
-    info_output_next: Option<Instant>,
-    info_armed: bool,
+    pub(super) info_output_next: Option<Instant>,
+    pub(super) info_armed: bool,
     /// Something other than PTY output happened since the info file was last checked.
     pub(super) info_poked: bool,
     /// Notices when the socket file is removed, so it is bound again (`None`: inotify failed).
     pub(super) socket_watch: Option<super::socket_watch::SocketWatch>,
     /// The name's lock: no other master runs this session while this one lives.
-    _lock: desk_common::session::MasterLock,
+    pub(super) _lock: desk_common::session::MasterLock,
     /// The session's terminal as its processes name it (`/dev/pts/N`), to see who reads it.
-    tty: Option<String>,
+    pub(super) tty: Option<String>,
+    /// A handover to another binary (`desk upgrade`) waiting for a quiet point.
+    pub(super) handover: Option<super::handover::Request>,
 }
 
 impl Master {
@@ -251,6 +253,7 @@ impl Master {
             socket_watch,
             _lock: lock,
             tty,
+            handover: None,
         }
     }
 
@@ -332,6 +335,9 @@ impl Master {
                 }
             }
             self.settle(Instant::now());
+            if self.handover.is_some() {
+                self.try_handover(Instant::now());
+            }
         }
         // Lines that scrolled off after the exit (a helper still writing) are waiting.
         if let Some(log) = &mut self.log
@@ -399,7 +405,7 @@ impl Master {
 
     /// Hands the lines the screen scrolled off since the last call to the session log, which
     /// writes them within [`desk_common::screen_log::FLUSH_AFTER`] (or sooner, see [`Master::flush_log`]).
-    fn drain_log(&mut self, now: Instant) {
+    pub(super) fn drain_log(&mut self, now: Instant) {
         let Some(log) = &mut self.log else {
             return;
         };
@@ -628,7 +634,7 @@ impl Master {
 
     /// Carry out the session policy's effects, in order, until it has none left. `frame` is the
     /// client frame just handed to it, whose content some effects act on (INPUT bytes, a HOOK).
-    fn carry(&mut self, now: Instant, mut frame: Option<Frame>) {
+    pub(super) fn carry(&mut self, now: Instant, mut frame: Option<Frame>) {
         let mut keyframe: Option<Vec<Rc<[u8]>>> = None;
         while let Some(effect) = self.policy.poll_effect() {
             match effect {
@@ -826,7 +832,7 @@ impl Master {
     /// [`INFO_OUTPUT_TIME_INTERVAL`], a timer catching the last of a busy spell. So a flood
     /// costs ten `SessionInfo` comparisons and one write a second, not one per read, and an
     /// idle master is never woken for it.
-    fn refresh_info_file(&mut self, now: Instant) {
+    pub(super) fn refresh_info_file(&mut self, now: Instant) {
         let Some(master_start) = self.info_start else { return };
         let throttled = self.info_next.filter(|at| now < *at);
         if !std::mem::take(&mut self.info_poked)
@@ -902,7 +908,7 @@ impl Master {
 
     /// Per-turn housekeeping: keyframes for clients that wait for one, telling the session
     /// policy which clients fell behind or caught up, closing and removing clients that are done.
-    fn settle(&mut self, now: Instant) {
+    pub(super) fn settle(&mut self, now: Instant) {
         self.update_views();
         let waiting = self
             .clients
@@ -1146,6 +1152,7 @@ impl Master {
                 Timer::InfoFile => self.info_armed = false,
                 Timer::LogFlush => self.flush_log(),
                 Timer::KeysNext => self.type_next_key(now),
+                Timer::Handover => self.try_handover(now),
                 Timer::ViewRepaint => {
                     self.repaint_armed = None;
                     self.repaint_views(now);
@@ -1164,7 +1171,7 @@ impl Master {
 
     /// Collect the child's status if it has exited and, as a subreaper, every adopted orphan
     /// that has exited (they are not the session's child: their exit ends nothing).
-    fn reap(&mut self) {
+    pub(super) fn reap(&mut self) {
         // Only a subreaper waits for any child: in any other process (the unit tests) other
         // children may belong to someone else.
         let which = if self.subreaper { -1 } else { self.meta.pid as libc::pid_t };
