@@ -483,8 +483,14 @@ fn prepare(record: &Record) -> Result<Prepared> {
         .map_err(|e| anyhow!("the saved session policy: {e}"))?;
     let name = SessionName::parse(&record.meta.name).map_err(|e| anyhow!("the saved session name: {e}"))?;
     let provider = Provider::or_shell(&record.meta.provider);
-    for fd in [record.pty_fd, record.listener_fd, record.lock_fd].into_iter().chain(record.clients.iter().map(|c| c.fd))
-    {
+    let fds: Vec<RawFd> = [record.pty_fd, record.listener_fd, record.lock_fd]
+        .into_iter()
+        .chain(record.clients.iter().map(|c| c.fd))
+        .collect();
+    if fds.iter().enumerate().any(|(i, fd)| fds[..i].contains(fd)) {
+        anyhow::bail!("the record names one descriptor twice");
+    }
+    for &fd in &fds {
         // SAFETY: only asked whether it is open; nothing is done with it.
         fcntl(unsafe { BorrowedFd::borrow_raw(fd) }, FcntlArg::F_GETFD)
             .map_err(|e| anyhow!("descriptor {fd} of the record was not passed on: {e}"))?;
