@@ -35,6 +35,7 @@ mod supervise;
 mod support;
 mod unsent;
 mod up;
+mod upgrade;
 mod versions;
 mod views;
 mod wire_clients;

@@ -433,12 +433,19 @@ pub(crate) fn resume() -> i32 {
     }
     let failed_before = std::env::var(FAILED_ENV).ok();
     let prepared = fd_of(RECORD_ENV).context("no handover record was passed (DESK_HANDOVER_FD)").and_then(read_record);
+    // The tests' way to make a new binary that cannot take over (never on the way back).
+    let prepared = match (&failed_before, desk_common::failpoint::failpoint_full_disk("handover-resume")) {
+        (None, Err(e)) => prepared.and(Err(anyhow!("failpoint handover-resume: {e}"))),
+        _ => prepared,
+    };
     let (record, prepared) = match prepared.and_then(|record| prepare(&record).map(|p| (record, p))) {
         Ok(both) => both,
         Err(e) => return go_back(fd_of(FALLBACK_ENV), failed_before.is_some(), &format!("{e:#}")),
     };
-    if let Some(fd) = fd_of(FALLBACK_ENV) {
-        // SAFETY: the previous image passed its binary's descriptor at this number for us alone.
+    // Taken over: the record and the old binary's descriptor are not needed any more.
+    for fd in [fd_of(RECORD_ENV), fd_of(FALLBACK_ENV)].into_iter().flatten() {
+        // SAFETY: the previous image passed these at these numbers for us alone, and nothing
+        // else here holds them (`read_record` gave its descriptor back).
         drop(unsafe { OwnedFd::from_raw_fd(fd) });
     }
     let master = match rebuild(record, prepared, failed_before) {
@@ -460,11 +467,15 @@ pub(crate) fn resume() -> i32 {
     }
 }
 
+/// Read the record from the start, leaving the memfd open (the old binary reads it again if
+/// this image goes back to it).
 fn read_record(fd: RawFd) -> Result<Record> {
-    // SAFETY: the previous image passed the memfd at this number for us alone.
-    let file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    // SAFETY: the previous image passed the memfd at this number for us alone; it is given
+    // back (not closed) below.
+    let mut file = std::mem::ManuallyDrop::new(std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) }));
+    file.rewind().context("cannot rewind the handover record")?;
     let mut bytes = Vec::new();
-    file.take(MAX_RECORD).read_to_end(&mut bytes).context("cannot read the handover record")?;
+    (&*file).take(MAX_RECORD).read_to_end(&mut bytes).context("cannot read the handover record")?;
     Ok(desk_common::format::decode(&FORMAT, &bytes)?)
 }
 
