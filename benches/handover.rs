@@ -83,7 +83,8 @@ fn writer(interval_us: u64, seconds: u64) {
 }
 
 fn desk(home: &Path, args: &[&str]) -> String {
-    let out = Command::new(DESK).env("DESK_HOME", home).env("DESK_AUTOSTART", "0").args(args).output().expect("run desk");
+    let out =
+        Command::new(DESK).env("DESK_HOME", home).env("DESK_AUTOSTART", "0").args(args).output().expect("run desk");
     assert!(out.status.success(), "desk {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }

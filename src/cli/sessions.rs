@@ -191,7 +191,8 @@ struct MasterSkew {
 const UPGRADE_IN_PLACE: &str = "desk upgrade hands it over to this desk's master in place, its agent running on; if its master predates in-place upgrades it refuses, and only restarting the session moves it";
 
 /// What moving a session whose master speaks protocol 1 takes: such a master cannot hand over.
-const UPGRADE_BY_RESTART: &str = "its master (protocol 1) cannot hand over in place; restart the session to move it to this desk";
+const UPGRADE_BY_RESTART: &str =
+    "its master (protocol 1) cannot hand over in place; restart the session to move it to this desk";
 
 /// The skew of the master of a row that has one, against `installed` (the identity of the
 /// desk-master this desk starts).
