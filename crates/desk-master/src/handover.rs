@@ -277,7 +277,7 @@ impl Master {
         if let Some(why) = self.policy.handover_refusal() {
             return self.handover_failed(&request, refusal(why));
         }
-        if !self.screen.at_ground_state() && self.screen.save().is_none() {
+        if !self.screen.can_save() {
             if now >= request.deadline {
                 let why = format!(
                     "the terminal stayed inside an escape sequence for {} s; try again",

@@ -10,10 +10,12 @@
 //! slow-client deadline of one that is behind), so no deadline is lost by a handover.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use desk_wire::Role;
 use serde::{Deserialize, Serialize};
+
+use crate::time::{instant_before as back, ms_before as ago};
 
 use super::{Conn, Effect, HANDSHAKE_DEADLINE, SLOW_CLIENT_DEADLINE, SessionPolicy, SizePolicy, Timer};
 use crate::session::ClientId;
@@ -41,14 +43,6 @@ pub struct SavedConn {
     pub idle_ms: u64,
     /// Milliseconds it has been behind the output stream, if it is.
     pub behind_ms: Option<u64>,
-}
-
-fn ago(now: Instant, then: Instant) -> u64 {
-    u64::try_from(now.saturating_duration_since(then).as_millis()).unwrap_or(u64::MAX)
-}
-
-fn back(now: Instant, ms: u64) -> Instant {
-    now.checked_sub(Duration::from_millis(ms)).unwrap_or(now)
 }
 
 impl SessionPolicy {
@@ -130,6 +124,7 @@ impl SessionPolicy {
 mod tests {
     use super::*;
     use desk_wire::{Frame, PROTOCOL_VERSION};
+    use std::time::Duration;
 
     fn hello(role: Role, cols: u16, rows: u16) -> Frame {
         Frame::Hello { version: PROTOCOL_VERSION, role, cols, rows, status_line: false, view: false }

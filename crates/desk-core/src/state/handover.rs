@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::time::{instant_before as back, ms_before as ago};
+
 use super::{Activity, Authority, AxisView, Claim, Health, Lifecycle, RuleSet, typed::Typed};
 
 /// See the module documentation.
@@ -45,14 +47,6 @@ struct SavedClaim {
     at_ms: u64,
     /// Milliseconds of lease left (0: lapsed).
     expires_in_ms: Option<u64>,
-}
-
-fn ago(now: Instant, then: Instant) -> u64 {
-    u64::try_from(now.saturating_duration_since(then).as_millis()).unwrap_or(u64::MAX)
-}
-
-fn back(now: Instant, ms: u64) -> Instant {
-    now.checked_sub(Duration::from_millis(ms)).unwrap_or(now)
 }
 
 fn save_claim(claim: &Option<Claim>, now: Instant) -> Option<SavedClaim> {

@@ -31,6 +31,12 @@ pub struct SavedScreen {
 }
 
 impl Screen {
+    /// Whether [`Screen::save`] would save now (no escape sequence is half-parsed); costs
+    /// nothing, unlike saving.
+    pub fn can_save(&self) -> bool {
+        self.ground.is_ground()
+    }
+
     /// The whole model, or `None` while an escape sequence is half-parsed (the parser's state
     /// cannot be saved; read a little more and try again).
     pub fn save(&self) -> Option<SavedScreen> {
