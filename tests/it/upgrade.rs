@@ -165,11 +165,32 @@ fn an_upgrade_the_new_binary_cannot_take_keeps_the_old_master_and_says_why() {
         }
         other => panic!("{other:?}"),
     }
-    // The old master still runs and serves its clients.
+    // An exec that fails (an executable file the kernel cannot run) returns to the old code,
+    // which says why and goes on.
+    let garbage = home.path().join("desk-master-garbage");
+    std::fs::write(&garbage, [0u8; 64]).unwrap();
+    std::fs::set_permissions(&garbage, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let request = desk_wire::operator::ClientEvent::Upgrade {
+        binary: garbage.display().to_string(),
+        args: Vec::new(),
+        formats: vec![1],
+        user: "test".into(),
+        via: "cli".into(),
+    };
+    query.send(&request.to_frame());
+    match query.recv_until("the failed exec", |f| matches!(f, Frame::Error { .. })) {
+        Frame::Error { message, .. } => assert!(message.contains("cannot execute"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+    // The old master still runs and serves its clients, and can still hand over.
     assert_eq!(home.master_pid("k"), master_pid);
     let seen = viewer.recv_until("output after the refusals", |f| matches!(f, Frame::Output(_)));
     assert!(matches!(seen, Frame::Output(_)));
     assert!(home.peek("k").contains("tick"));
+    let out = home.ok(&["upgrade", "k", "--master", DESK_MASTER]);
+    assert!(out.starts_with("k: upgraded from "), "{out}");
+    assert_eq!(home.master_pid("k"), master_pid);
+    viewer.recv_until("output after the handover", |f| matches!(f, Frame::Output(_)));
 }
 
 #[test]
