@@ -33,7 +33,6 @@ use tracing::{debug, info, warn};
 use super::client::{Client, Gone};
 use super::queue::{Flush, InputQueue};
 use super::timers::{Timer, Timers};
-use desk_common::info_file::{INFO_FILE_INTERVAL, INFO_OUTPUT_TIME_INTERVAL};
 use desk_common::journal::Journal;
 use desk_common::paths::SessionPaths;
 use desk_common::session::{self, ExitRecord, SessionMeta};
@@ -159,17 +158,8 @@ pub(super) struct Master {
     /// Holds [`PTY_READ_CHUNK`] bytes while the session is busy, nothing while it is idle.
     pub(super) read_buf: Vec<u8>,
     pub(super) uid: u32,
-    /// The info file (`desk_common::info_file`): this process's start time as `/proc` counts it
-    /// (`None`: unknown, and no file is kept), the info last written, when it may next be
-    /// checked, and whether [`Timer::InfoFile`] is armed for that.
-    pub(super) info_start: Option<u64>,
-    pub(super) info_last: Option<SessionInfo>,
-    pub(super) info_next: Option<Instant>,
-    /// When a change of the time of the last output alone may next be written.
-    pub(super) info_output_next: Option<Instant>,
-    pub(super) info_armed: bool,
-    /// Something other than PTY output happened since the info file was last checked.
-    pub(super) info_poked: bool,
+    /// The info file's bookkeeping (`super::info`).
+    pub(super) info_file: super::info::InfoFile,
     /// Notices when the socket file is removed, so it is bound again (`None`: inotify failed).
     pub(super) socket_watch: Option<super::socket_watch::SocketWatch>,
     /// The name's lock: no other master runs this session while this one lives.
@@ -207,7 +197,9 @@ impl Master {
         let exit_reserve = desk_common::fsutil::Reserved::new(&files.exit, EXIT_RECORD_RESERVE)
             .map_err(|e| warn!("cannot reserve room for the exit record: {e:#}"))
             .ok();
+        let info_file = super::info::InfoFile::new(files.info.clone());
         Master {
+            info_file,
             exit_reserve,
             files,
             poll,
@@ -244,12 +236,6 @@ impl Master {
             repaint_armed: None,
             read_buf: Vec::new(),
             uid: nix::unistd::geteuid().as_raw(),
-            info_start: desk_common::procfs::state_and_start(std::process::id()).map(|(_, start)| start),
-            info_last: None,
-            info_next: None,
-            info_output_next: None,
-            info_armed: false,
-            info_poked: false,
             socket_watch,
             _lock: lock,
             tty,
@@ -283,7 +269,7 @@ impl Master {
         loop {
             let now = Instant::now();
             if self.fire_timers(now) {
-                self.info_poked = true;
+                self.info_file.poke();
             }
             // Every change of this turn and the last (events, then timers) is in by now.
             self.refresh_info_file(now);
@@ -310,7 +296,9 @@ impl Master {
             for event in events.iter() {
                 let now = Instant::now();
                 // Anything but the PTY may change what HELLO would be answered at once.
-                self.info_poked |= event.token() != PTY;
+                if event.token() != PTY {
+                    self.info_file.poke();
+                }
                 match event.token() {
                     LISTENER => self.accept(now),
                     PTY => {
@@ -650,7 +638,7 @@ impl Master {
                     if role != Role::Query {
                         // Counted in the info file before it hears WELCOME: whatever it or its
                         // user does next (`desk ls`) sees it attached.
-                        self.info_poked = true;
+                        self.info_file.poke();
                         self.refresh_info_file(now);
                     }
                     let Some(client) = self.clients.get_mut(&token_of(id)) else { continue };
@@ -825,85 +813,18 @@ impl Master {
         self.emit_noise(EventBody::Resize { cols, rows }, now);
     }
 
-    /// Keep the info file what HELLO would be answered now. A turn that handled a client, a
-    /// signal or a timer has its changes (clients, size, title, state) written at its end; a
-    /// turn that only read the PTY is checked at most once per [`INFO_FILE_INTERVAL`], and a
-    /// change of the time of the last output alone is written at most once per
-    /// [`INFO_OUTPUT_TIME_INTERVAL`], a timer catching the last of a busy spell. So a flood
-    /// costs ten `SessionInfo` comparisons and one write a second, not one per read, and an
-    /// idle master is never woken for it.
+    /// Keep the info file what HELLO would be answered now (`super::info` says when it is
+    /// compared and written).
     pub(super) fn refresh_info_file(&mut self, now: Instant) {
-        let Some(master_start) = self.info_start else { return };
-        let throttled = self.info_next.filter(|at| now < *at);
-        if !std::mem::take(&mut self.info_poked)
-            && let Some(at) = throttled
-        {
-            // Only the PTY was read since the last check: what output changes (the title, a
-            // state from the screen, the output times) is checked when the interval is over.
-            self.arm_info_timer(at);
-            return;
-        }
-        // Checked now: output-only turns wait for the interval again, written or not.
-        self.info_next = Some(now + INFO_FILE_INTERVAL);
-        let info = self.info();
-        let Some(last) = &self.info_last else { return self.write_info_file(master_start, info, now) };
-        if *last == info {
-            return;
-        }
-        let discrete = !same_but_output_times(last, &info);
-        if !discrete && let Some(at) = self.info_output_next.filter(|at| now < *at) {
-            self.arm_info_timer(at);
-            return;
-        }
-        self.write_info_file(master_start, info, now);
-    }
-
-    fn arm_info_timer(&mut self, at: Instant) {
-        if !self.info_armed {
-            self.timers.arm(at, Timer::InfoFile);
-            self.info_armed = true;
+        let Master { info_file, meta, screen, clients, authority, timers, .. } = self;
+        let info = || session_info(meta, screen, clients, authority);
+        if let Some(at) = info_file.refresh(now, &meta.size_policy, info) {
+            timers.arm(at, Timer::InfoFile);
         }
     }
 
-    fn write_info_file(&mut self, master_start: u64, info: SessionInfo, now: Instant) {
-        self.info_next = Some(now + INFO_FILE_INTERVAL);
-        self.info_output_next = Some(now + INFO_OUTPUT_TIME_INTERVAL);
-        let record =
-            desk_common::info_file::InfoRecord { master_start, size_policy: self.meta.size_policy.clone(), info };
-        let written = serde_json::to_vec(&record)
-            .context("cannot encode the info file")
-            .and_then(|bytes| desk_common::info_file::write(&self.files.info, &bytes));
-        match written {
-            Ok(()) => self.info_last = Some(record.info),
-            Err(e) => {
-                // An older record must not be believed: without one, `desk ls` asks this master.
-                warn!("{e:#}");
-                let _ = desk_common::fsutil::remove_if_exists(&self.files.info);
-                self.info_last = None;
-            }
-        }
-    }
-
-    fn info(&self) -> SessionInfo {
-        let count = |role: Role| self.clients.values().filter(|c| c.role == Some(role) && c.alive()).count() as u32;
-        let (cols, rows) = self.screen.size();
-        SessionInfo {
-            name: self.meta.name.clone(),
-            generation: self.meta.generation,
-            provider: self.meta.provider.clone(),
-            pid: self.meta.pid,
-            master_pid: self.meta.master_pid,
-            command: self.meta.command.clone(),
-            cwd: self.meta.cwd.clone(),
-            cols,
-            rows,
-            controllers: count(Role::Controller),
-            viewers: count(Role::Viewer),
-            observers: count(Role::Observer),
-            title: self.screen.title().to_string(),
-            started_at_ms: self.meta.started_at_ms,
-            state: Some(self.authority.view()),
-        }
+    pub(super) fn info(&self) -> SessionInfo {
+        session_info(&self.meta, &self.screen, &self.clients, &self.authority)
     }
 
     /// Per-turn housekeeping: keyframes for clients that wait for one, telling the session
@@ -1149,7 +1070,7 @@ impl Master {
                 Timer::OutputQuiet => self.check_output_quiet(now),
                 Timer::ScreenCheck => self.check_screen(now),
                 Timer::StateTick => self.state_tick(now),
-                Timer::InfoFile => self.info_armed = false,
+                Timer::InfoFile => self.info_file.timer_fired(),
                 Timer::LogFlush => self.flush_log(),
                 Timer::KeysNext => self.type_next_key(now),
                 Timer::Handover => self.try_handover(now),
@@ -1278,29 +1199,37 @@ impl Master {
         if let Err(e) = desk_common::fsutil::remove_if_exists(&self.files.socket) {
             warn!("{e:#}");
         }
-        // The exit record says how the session is now; the info file would say it runs.
-        self.info_start = None;
-        if let Err(e) = desk_common::fsutil::remove_if_exists(&self.files.info) {
-            warn!("{e:#}");
-        }
+        self.info_file.stop();
         drop(self.exit_reserve.take());
     }
 }
 
-/// Whether `a` and `b` differ at most in the times that move with every read of output: the
-/// time of the last output, and when each axis's evidence was last seen (a `working` lease
-/// that output renews, `no evidence` as of the last output). Only a changing master compares,
-/// at most ten times a second, so the clone costs nothing that matters.
-fn same_but_output_times(a: &SessionInfo, b: &SessionInfo) -> bool {
-    let (Some(sa), Some(_)) = (&a.state, &b.state) else { return a == b };
-    let mut b = b.clone();
-    if let Some(state) = b.state.as_mut() {
-        state.last_output_ms = sa.last_output_ms;
-        state.lifecycle.evidence.at_ms = sa.lifecycle.evidence.at_ms;
-        state.activity.evidence.at_ms = sa.activity.evidence.at_ms;
-        state.health.evidence.at_ms = sa.health.evidence.at_ms;
+/// What HELLO is answered with: the session as it is now.
+fn session_info(
+    meta: &SessionMeta,
+    screen: &Screen,
+    clients: &HashMap<Token, Client>,
+    authority: &Authority,
+) -> SessionInfo {
+    let count = |role: Role| clients.values().filter(|c| c.role == Some(role) && c.alive()).count() as u32;
+    let (cols, rows) = screen.size();
+    SessionInfo {
+        name: meta.name.clone(),
+        generation: meta.generation,
+        provider: meta.provider.clone(),
+        pid: meta.pid,
+        master_pid: meta.master_pid,
+        command: meta.command.clone(),
+        cwd: meta.cwd.clone(),
+        cols,
+        rows,
+        controllers: count(Role::Controller),
+        viewers: count(Role::Viewer),
+        observers: count(Role::Observer),
+        title: screen.title().to_string(),
+        started_at_ms: meta.started_at_ms,
+        state: Some(authority.view()),
     }
-    *a == b
 }
 
 /// A keyframe's bytes cut into KEYFRAME frames (one empty frame for no bytes).
@@ -1398,16 +1327,16 @@ mod tests {
         state.last_output_ms = Some(42);
         state.activity.evidence.at_ms += 5;
         state.lifecycle.evidence.at_ms += 5;
-        assert!(same_but_output_times(&a, &b));
+        assert!(crate::info::same_but_output_times(&a, &b));
         let mut titled = b.clone();
         titled.title = "new".into();
-        assert!(!same_but_output_times(&a, &titled));
+        assert!(!crate::info::same_but_output_times(&a, &titled));
         let mut moved = b.clone();
         moved.state.as_mut().expect("a state").activity.since_ms += 1;
-        assert!(!same_but_output_times(&a, &moved));
+        assert!(!crate::info::same_but_output_times(&a, &moved));
         let mut attached = b;
         attached.viewers += 1;
-        assert!(!same_but_output_times(&a, &attached));
+        assert!(!crate::info::same_but_output_times(&a, &attached));
     }
 
     fn rig(child_pid: u32) -> Rig {

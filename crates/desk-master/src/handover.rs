@@ -678,7 +678,7 @@ fn rebuild(record: Record, prepared: Prepared, failed_before: Option<String>) ->
             }
         }
     }
-    master.info_poked = true;
+    master.info_file.poke();
     master.refresh_info_file(now);
     master.settle(now);
     Ok(master)

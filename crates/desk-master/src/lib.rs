@@ -36,6 +36,7 @@ mod event_loop;
 mod events;
 mod handover;
 mod history;
+mod info;
 mod memory;
 mod noise;
 mod operator;
