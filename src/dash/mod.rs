@@ -186,6 +186,9 @@ struct PreviewConn {
     /// Made for a live session (a connection was tried): kept until the selection moves or the
     /// session joins again, whatever became of the connection.
     for_live: bool,
+    /// The history above `screen` is all in: the master's last page came, the connection
+    /// ended, or the screen came from an exit record. Until then a scroll back is kept.
+    history_in: bool,
 }
 
 impl Drop for PreviewConn {
@@ -388,8 +391,12 @@ fn run_loop(
         let size = term.size().context("cannot read the terminal's size")?;
         let height = view::preview_height(ratatui::layout::Rect::new(0, 0, size.width, size.height), dash);
         match &preview {
-            Some(PreviewConn { screen: Some(screen), older, .. }) => {
+            Some(PreviewConn { screen: Some(screen), older, history_in: true, .. }) => {
                 dash.set_preview_extent(view::preview_back_max(older.len(), screen, height), height.saturating_sub(1))
+            }
+            Some(PreviewConn { screen: Some(screen), older, .. }) => {
+                let bound = view::preview_back_max(older.len(), screen, height) + PREVIEW_HISTORY_LINES as usize;
+                dash.set_preview_extent_loading(bound, height.saturating_sub(1))
             }
             _ => dash.set_preview_extent(0, height),
         }
@@ -611,6 +618,7 @@ fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Flow 
                     // once its own history is full, the two no longer meet.
                     rows.truncate(rows.len().saturating_sub(p.own_at_end));
                     p.older = if screen.history_len() >= screen.history_limit() { Vec::new() } else { rows };
+                    p.history_in = true;
                     if !piece.notes.is_empty() {
                         dash.status = Some(format!("{}'s history: {}", p.session, piece.notes.join("; ")));
                     }
@@ -630,6 +638,7 @@ fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Flow 
                 p.note = why;
                 p.stream = None;
                 p.ended = true;
+                p.history_in = true;
             }
         }
     }
@@ -811,6 +820,7 @@ fn follow_selection(
         note: String::new(),
         ended: false,
         for_live: live,
+        history_in: !live,
     };
     match &row.link {
         Link::Exited(exit) => match &exit.last_screen {

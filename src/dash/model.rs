@@ -375,6 +375,9 @@ impl Grouping {
 /// height (it does before every draw, so this is only the very first key's step).
 const DEFAULT_PAGE: usize = 10;
 
+/// The footer's answer to a scroll back with nothing above the live screen.
+const NO_HISTORY: &str = "no history to scroll into";
+
 /// The whole dashboard state.
 #[derive(Debug, Default)]
 pub struct Dash {
@@ -416,6 +419,9 @@ pub struct Dash {
     /// set by the loop before each draw ([`Dash::set_preview_extent`]).
     preview_back_max: Option<usize>,
     preview_page: usize,
+    /// The master's answer about the preview's history is not in yet: `preview_back_max` is
+    /// only a bound, and a scroll past what is shown now lands once the answer is in.
+    preview_loading: bool,
     /// Every channel at a glance: the header names those with unread messages.
     pub channels: Vec<desk_daemon::channel::summary::Summary>,
     /// The channels each session is a member of, by name (for grouping by channel).
@@ -702,9 +708,23 @@ impl Dash {
     /// Tell the model how far the preview can scroll back now (`max_back` history lines above
     /// the live screen) and how tall a page is; a scroll past the history is pulled back.
     pub fn set_preview_extent(&mut self, max_back: usize, page: usize) {
+        let asked = self.preview_scroll > 0;
         self.preview_back_max = Some(max_back);
         self.preview_page = page.max(1);
         self.preview_scroll = self.preview_scroll.min(max_back);
+        if std::mem::take(&mut self.preview_loading) && asked && self.preview_scroll == 0 {
+            self.status = Some(NO_HISTORY.into());
+        }
+    }
+
+    /// Like [`Dash::set_preview_extent`] while the master's answer about the history is still
+    /// on its way: `bound` is the most it can bring. A PgUp pressed now is kept, not refused,
+    /// and lands when the answer does (the preview shows what it has meanwhile).
+    pub fn set_preview_extent_loading(&mut self, bound: usize, page: usize) {
+        self.preview_back_max = Some(bound);
+        self.preview_page = page.max(1);
+        self.preview_scroll = self.preview_scroll.min(bound);
+        self.preview_loading = true;
     }
 
     /// `lines` new lines went into the preview's history: while scrolled back, stay on the
@@ -718,8 +738,8 @@ impl Dash {
     fn scroll_preview_back(&mut self, lines: usize) {
         let max = self.preview_back_max.unwrap_or(usize::MAX);
         self.preview_scroll = self.preview_scroll.saturating_add(lines).min(max);
-        if self.preview_scroll == 0 {
-            self.status = Some("no history to scroll into (yet)".into());
+        if self.preview_scroll == 0 && !self.preview_loading {
+            self.status = Some(NO_HISTORY.into());
         }
     }
 

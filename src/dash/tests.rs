@@ -704,6 +704,39 @@ fn a_preview_without_history_does_not_scroll_and_says_so() {
 }
 
 #[test]
+fn a_page_up_before_the_history_is_in_lands_when_it_comes() {
+    let mut dash = busy_fleet();
+    // Only the live screen so far; the master's answer may bring up to 500 lines.
+    dash.set_preview_extent_loading(500, 7);
+    dash.on_key(Key::PageUp);
+    assert_eq!(dash.preview_scroll, 7, "kept while the history loads");
+    assert_eq!(dash.status, None, "no claim that there is no history: it is still coming");
+    dash.set_preview_extent(40, 7);
+    assert_eq!(dash.preview_scroll, 7, "one page back, now into the master's history");
+}
+
+#[test]
+fn a_page_up_while_loading_says_so_once_the_history_turns_out_empty() {
+    let mut dash = busy_fleet();
+    dash.set_preview_extent_loading(500, 7);
+    dash.on_key(Key::PageUp);
+    dash.set_preview_extent(0, 7);
+    assert_eq!(dash.preview_scroll, 0);
+    assert_eq!(dash.status.as_deref(), Some("no history to scroll into"));
+}
+
+#[test]
+fn the_empty_preview_says_no_sessions_yet_only_when_there_are_none() {
+    let empty = draw(&Dash::new(), &Preview::None, 80, 24, Look { color: false });
+    assert!(text(&empty).contains("No sessions yet"));
+    let dash = busy_fleet();
+    let name = dash.selected().expect("a selection").to_string();
+    let shown = text(&draw(&dash, &Preview::None, 80, 24, Look { color: false }));
+    assert!(!shown.contains("No sessions yet"), "{shown}");
+    assert!(shown.contains(&format!("{name}: no preview to show")), "{shown}");
+}
+
+#[test]
 fn scrolled_back_history_keeps_its_colours() {
     let mut dash = busy_fleet();
     let (screen, older) = scrolled_screen();

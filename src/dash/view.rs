@@ -569,6 +569,11 @@ fn render_empty(frame: &mut Frame, area: Rect, dash: &Dash) {
     frame.render_widget(block, area);
     let text = if !dash.filter.is_empty() {
         vec![Line::raw(format!(" no session matches the filter {:?} (Esc clears it)", dash.filter))]
+    } else if let Some(name) = dash.selected() {
+        // Selected but nothing to show (its name cannot name a socket): not "no sessions yet".
+        vec![Line::raw(format!(" {name}: no preview to show"))]
+    } else if dash.visible().next().is_some() {
+        vec![Line::raw(" no session selected: j / k (or ↓ ↑) picks one to preview")]
     } else {
         [
             " No sessions yet. Start one from another terminal; it shows here at once:",
