@@ -3,9 +3,9 @@
 //! the results.
 //!
 //! The agent is this benchmark's own executable run as a writer (`--writer`): it prints one
-//! line per `--interval-us` (default 100 µs: 10,000 lines a second, a fast agent), each holding
-//! the wall-clock time in nanoseconds at which it was written, for `--seconds` (default 3), then
-//! `END`. Its writes block when the PTY's buffer is full, which is what happens when the master
+//! line per `--interval-us` (default 100 µs: 10,000 lines a second, a fast agent; 0: as fast as
+//! the terminal takes them), each holding its number and the wall-clock time in nanoseconds at
+//! which it was written, for `--seconds` (default 3), then `END`. Its writes block when the PTY's buffer is full, which is what happens when the master
 //! stops reading: so the largest gap between two consecutive timestamps is the longest the
 //! agent was held up. Each run starts a session under a fresh `DESK_HOME`, waits one second,
 //! runs `desk upgrade NAME --master <this build's desk-master>` (a real re-exec of a real
@@ -69,8 +69,10 @@ fn writer(interval_us: u64, seconds: u64) {
     let start = Instant::now();
     let interval = Duration::from_micros(interval_us);
     let mut next = start;
+    let mut seq = 0u64;
     while start.elapsed() < Duration::from_secs(seconds) {
-        writeln!(out, "t {}", now_ns()).expect("write a line");
+        seq += 1;
+        writeln!(out, "t {seq} {}", now_ns()).expect("write a line");
         out.flush().expect("flush a line");
         next += interval;
         if let Some(wait) = next.checked_duration_since(Instant::now()) {
@@ -171,7 +173,15 @@ fn one_run(opts: &Opts) -> Run {
         let _ = helper.wait();
     }
     kill_all(home.path());
-    let stamps: Vec<u128> = text.lines().filter_map(|l| l.strip_prefix("t ")).filter_map(|t| t.parse().ok()).collect();
+    let lines: Vec<(u64, u128)> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("t "))
+        .filter_map(|t| t.split_once(' '))
+        .filter_map(|(seq, ns)| Some((seq.parse().ok()?, ns.parse().ok()?)))
+        .collect();
+    // Every line the writer wrote, once, in order: nothing lost or doubled by the handover.
+    assert!(lines.iter().enumerate().all(|(i, (seq, _))| *seq == i as u64 + 1), "a line lost or doubled");
+    let stamps: Vec<u128> = lines.into_iter().map(|(_, ns)| ns).collect();
     let window = 200_000_000u128;
     let (mut near, mut elsewhere) = (0u128, 0u128);
     for pair in stamps.windows(2) {
@@ -228,5 +238,5 @@ fn main() {
         println!("| {what} | {median:.1} | {max:.1} |");
     }
     let lines: Vec<usize> = runs.iter().map(|r| r.lines).collect();
-    println!("lines per run (every one read back from the session log): {lines:?}");
+    println!("lines per run (every one read back from the session log, numbered without a gap): {lines:?}");
 }

@@ -648,6 +648,8 @@ fn rebuild(record: Record, prepared: Prepared, failed_before: Option<String>) ->
         master.screen_check_armed = true;
         master.timers.arm(now + super::state::SCREEN_CHECK_DELAY, Timer::ScreenCheck);
     }
+    // Quiet output is evidence of readiness, which the old image may not have judged yet.
+    master.timers.arm(now + desk_core::state::READY_QUIET, Timer::ReadyCheck);
     if record.output_active {
         master.output_active = true;
         master.last_output = now.checked_sub(Duration::from_millis(record.last_output_ms_ago)).unwrap_or(now);
