@@ -167,7 +167,7 @@ pub(super) struct Master {
     /// The session's terminal as its processes name it (`/dev/pts/N`), to see who reads it.
     pub(super) tty: Option<String>,
     /// A handover to another binary (`desk upgrade`) waiting for a quiet point.
-    pub(super) handover: Option<super::handover::Request>,
+    pub(super) handover: Option<super::handover_request::Request>,
 }
 
 impl Master {

@@ -43,6 +43,7 @@ use tracing::{info, warn};
 
 use super::client::Client;
 use super::event_loop::{LISTENER, Master, Parts};
+use super::handover_request::{QUIET_POINT_WITHIN, Request};
 use super::queue::OutQueue;
 use super::timers::Timer;
 use desk_common::clock::now_ms;
@@ -80,24 +81,9 @@ const SESSION_ENV: &str = "DESK_HANDOVER_SESSION";
 /// Set when the new image went back to the old binary: why it could not take over.
 const FAILED_ENV: &str = "DESK_HANDOVER_FAILED";
 
-/// How long a handover waits for a quiet point (the screen model outside an escape sequence).
-/// A child writes whole sequences in well under a millisecond, even under a flood; one that
-/// stays inside one for 2 s is wedged or writing a huge OSC string, and the operator is better
-/// told to try again than kept waiting.
-const QUIET_POINT_WITHIN: Duration = Duration::from_secs(2);
-
 /// The largest record read back: a full screen pair, a million history lines of a full row and
 /// 64 clients' queues stay far below it; a larger one is not a record of ours.
 const MAX_RECORD: u64 = 1 << 30;
-
-/// A handover asked for and not yet carried out.
-#[derive(Debug)]
-pub(super) struct Request {
-    client: Token,
-    binary: PathBuf,
-    args: Vec<String>,
-    deadline: Instant,
-}
 
 /// Everything the new image needs; see the module documentation.
 #[derive(Serialize, Deserialize)]
@@ -559,6 +545,11 @@ fn rebuild(record: Record, prepared: Prepared, failed_before: Option<String>) ->
         inherit(fd, false).context("cannot set close-on-exec on a descriptor taken over")?;
     }
 
+    if record.subreaper {
+        // Kept across execve by the kernel; set again so that nothing here depends on it.
+        // SAFETY: prctl with integer arguments touches no memory of ours.
+        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    }
     let paths = Paths::from_env()?;
     let files = paths.session(&name);
     let state_dir = paths.session_state(&name);

@@ -35,6 +35,7 @@ mod client;
 mod event_loop;
 mod events;
 mod handover;
+mod handover_request;
 mod history;
 mod info;
 mod memory;
