@@ -3,8 +3,9 @@
 //!
 //! A few tests need more than `cargo test` builds: tmux and vim (oracles and programs to drive),
 //! zsh and fish (shells to deliver to), root (to mount a small tmpfs, to connect as another
-//! user). For each one missing, this sets a cfg (`desk_missing_tmux`, `desk_missing_vim`,
-//! `desk_missing_zsh`, `desk_missing_fish`, `desk_missing_root`) that those tests turn into
+//! user), OpenSSH's server and client (the remote tests run an sshd on 127.0.0.1). For each one
+//! missing, this sets a cfg (`desk_missing_tmux`, `desk_missing_vim`, `desk_missing_zsh`,
+//! `desk_missing_fish`, `desk_missing_root`, `desk_missing_sshd`) that those tests turn into
 //! `#[ignore = "needs ..."]`. Where `CI` is set it sets none: CI runs every test, and a test
 //! whose prerequisite is missing there fails (tests/it/suite.rs, `require`). The look is taken
 //! when the package is built: after installing one, a `cargo clean -p desk` (or any change to
@@ -14,7 +15,7 @@ use std::path::Path;
 
 fn main() {
     println!(
-        "cargo::rustc-check-cfg=cfg(desk_missing_tmux, desk_missing_vim, desk_missing_zsh, desk_missing_fish, desk_missing_root)"
+        "cargo::rustc-check-cfg=cfg(desk_missing_tmux, desk_missing_vim, desk_missing_zsh, desk_missing_fish, desk_missing_root, desk_missing_sshd)"
     );
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rerun-if-env-changed=CI");
@@ -29,6 +30,9 @@ fn main() {
     }
     if !root() {
         println!("cargo::rustc-cfg=desk_missing_root");
+    }
+    if !Path::new("/usr/sbin/sshd").is_file() || !on_path("ssh") {
+        println!("cargo::rustc-cfg=desk_missing_sshd");
     }
 }
 

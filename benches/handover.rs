@@ -1,5 +1,5 @@
 //! `cargo bench --bench handover`: the pause an agent's output sees while its master hands over
-//! to another `desk-master` in place (`desk upgrade`, issue 27). docs/benchmarks.md §15 records
+//! to another `desk-master` in place (`desk upgrade`, issue 27). docs/benchmarks.md §16 records
 //! the results.
 //!
 //! The agent is this benchmark's own executable run as a writer (`--writer`): it prints one

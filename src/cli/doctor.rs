@@ -219,10 +219,12 @@ fn runtime_env() -> Vec<Check> {
         None => checks.push(check(
             "xdg-runtime-dir",
             Status::Warning,
-            format!(
-                "XDG_RUNTIME_DIR is not set: sockets go to /tmp/desk-{}, shared /tmp",
-                nix::unistd::geteuid()
-            ),
+            match desk_common::paths::Paths::from_env().map(|p| p.runtime) {
+                Ok(dir) if !dir.starts_with("/tmp") => {
+                    format!("XDG_RUNTIME_DIR is not set: sockets go to {} (systemd's directory of yours)", dir.display())
+                }
+                _ => format!("XDG_RUNTIME_DIR is not set: sockets go to /tmp/desk-{}, shared /tmp", nix::unistd::geteuid()),
+            },
             Some(if systemd {
                 "log in through a systemd session (ssh or a display manager set it), or export XDG_RUNTIME_DIR=/run/user/$(id -u)".into()
             } else {

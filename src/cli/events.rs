@@ -107,7 +107,7 @@ pub(super) fn events(name: &SessionName, follow: bool, json: bool, since: u64, t
 
 /// One event of `session` in the fleet-wide stream: JSON gains a `session` key; text names the
 /// session after the time.
-fn print_tagged(session: &str, event: &Event, json: bool) {
+pub(super) fn print_tagged(session: &str, event: &Event, json: bool) {
     if json {
         let mut map = event.to_json_map();
         map.insert("session".into(), session.into());

@@ -18,6 +18,7 @@ mod keys;
 mod manual;
 pub mod output;
 mod probe;
+mod remote;
 mod sessions;
 mod table;
 mod up;
@@ -70,7 +71,24 @@ enum Command {
         /// Print the sessions as JSON (docs/cli.md) instead of a table.
         #[arg(long)]
         json: bool,
+        /// This machine's sessions and every configured host's, with a HOST column
+        /// (docs/remote.md).
+        #[arg(long)]
+        all: bool,
+        /// Only this host's sessions (repeat for several).
+        #[arg(short = 'H', long = "host", value_name = "HOST")]
+        host: Vec<String>,
     },
+    /// The configured hosts (docs/remote.md): reachable or why not, round-trip time, desk
+    /// version, and whether their sessions outlive a logout.
+    Hosts {
+        /// Print JSON (docs/cli.md).
+        #[arg(long)]
+        json: bool,
+    },
+    /// The host's end of a link to another machine: run by `ssh HOST desk relay`, not by hand.
+    #[command(hide = true)]
+    Relay,
     /// Print the text that scrolled off a session's screen (its log), then its screen.
     Log {
         /// The session whose log to print (running or exited).
@@ -106,8 +124,12 @@ enum Command {
         #[arg(add = ArgValueCandidates::new(complete::sessions), required_unless_present = "all", conflicts_with = "all")]
         name: Option<SessionName>,
         /// Every session's events, merged by time; with --follow, sessions that start later too.
+        /// With hosts in the config file, theirs too (docs/remote.md).
         #[arg(long)]
         all: bool,
+        /// With --all: only this machine's sessions, not the configured hosts'.
+        #[arg(long, requires = "all")]
+        local: bool,
         /// Keep printing new events until the session exits (with --all: until interrupted).
         #[arg(long, short)]
         follow: bool,
@@ -709,7 +731,16 @@ pub fn main() -> i32 {
     if std::env::args_os().nth(1).is_some_and(|a| a == "master") {
         return desk_master::main(std::env::args_os().skip(2));
     }
-    let cli = match Cli::try_parse() {
+    // `HOST:NAME`: the command runs on that host (docs/remote.md).
+    let (args, host) = match remote::take_host(std::env::args_os().collect()) {
+        Ok(found) => found,
+        Err(e) => {
+            let code = e.downcast_ref::<Failure>().map_or(1, |f| f.code);
+            eprintln!("desk: {e:#}");
+            return code;
+        }
+    };
+    let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(e) if std::env::args_os().nth(1).is_some_and(|a| a == "hook") => {
             // A hook must never fail its agent (Claude Code reads exit 2 as "block the tool"):
@@ -734,14 +765,26 @@ pub fn main() -> i32 {
             e.exit()
         }
     };
-    if !matches!(cli.command, Command::Attach(_) | Command::Serve { .. }) {
+    let keeps_sigpipe = match &cli.command {
+        // A link writes to ssh, which may be gone: an EPIPE is an error to report, not a death.
+        Command::Ls { all, host, .. } => *all || !host.is_empty(),
+        Command::Hosts { .. } | Command::Relay | Command::Attach(_) | Command::Serve { .. } => true,
+        _ => host.is_some(),
+    };
+    if !keeps_sigpipe {
         // Short commands die quietly when their reader goes away (`desk events | head`), like
         // any Unix filter; the master and attach handle EPIPE themselves.
         // SAFETY: resetting a signal disposition before any other thread exists.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }
     let json = cli.command.json();
-    match run(cli) {
+    let ran = match host {
+        Some((name, host)) if !matches!(cli.command, Command::Attach(_)) => {
+            remote::run_on_host(&name, &host, &args[1..])
+        }
+        host => run(cli, host),
+    };
+    match ran {
         Ok(code) => code,
         Err(e) => {
             let (code, kind) = e.downcast_ref::<Failure>().map_or((1, ErrorCode::Failed), |f| (f.code, f.kind));
@@ -774,7 +817,8 @@ impl Command {
             Command::New(a) => a.json,
             Command::Kill(a) => a.json,
             Command::Channel(c) => c.json(),
-            Command::Ls { json }
+            Command::Ls { json, .. }
+            | Command::Hosts { json }
             | Command::Peek { json, .. }
             | Command::Events { json, .. }
             | Command::Explain { json, .. }
@@ -804,12 +848,15 @@ impl Command {
             | Command::Hook { .. }
             | Command::Completions { .. }
             | Command::Man { .. }
+            | Command::Relay
             | Command::Dash => false,
         }
     }
 }
 
-fn run(cli: Cli) -> Result<i32> {
+/// Run the command; `host`: the session named is on that host (`HOST:NAME`; only `attach`
+/// comes here with one, the others run on the host).
+fn run(cli: Cli, host: Option<(String, desk_common::config::Host)>) -> Result<i32> {
     match cli.command {
         Command::New(a) => {
             let config = config::load(&desk_common::paths::Paths::from_env()?)?;
@@ -860,15 +907,22 @@ fn run(cli: Cli) -> Result<i32> {
                 status,
                 prefix_key,
                 stuck: delivery::stuck_counts,
+                host,
             })
         }
-        Command::Ls { json } => sessions::ls(json),
+        Command::Ls { json, all, host } if all || !host.is_empty() => remote::ls(json, all, &host),
+        Command::Ls { json, .. } => sessions::ls(json),
+        Command::Hosts { json } => remote::hosts(json),
+        Command::Relay => remote::relay(),
         Command::Dash => crate::dash::run(),
         Command::Log { name, follow, since_start } => sessions::log(&name, follow, since_start),
         Command::Peek { name, json, history } => sessions::peek(&name, json, history.map(|n| n.unwrap_or(u32::MAX))),
         Command::Resize { name, size } => sessions::resize(&name, size),
         Command::Events { name: Some(name), follow, json, since, types, .. } => {
             events::events(&name, follow, json, since, &types)
+        }
+        Command::Events { name: None, follow, json, types, local, .. } if !local && remote::any_hosts()? => {
+            remote::events_all(follow, json, &types)
         }
         Command::Events { name: None, follow, json, types, .. } => events::all(follow, json, &types),
         Command::Explain { name, json } => explain::explain(&name, json),

@@ -12,6 +12,9 @@ pub(crate) enum Needs {
     Program(&'static str),
     /// Root: to mount a small tmpfs, or to connect as another user.
     Root,
+    /// OpenSSH's server (`/usr/sbin/sshd`, package openssh-server) and client: the remote tests
+    /// run their own sshd on 127.0.0.1.
+    Sshd,
 }
 
 /// Whether the machine has it.
@@ -20,6 +23,7 @@ fn present(need: Needs) -> bool {
         Needs::Program(name) => std::env::var_os("PATH")
             .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(name).is_file())),
         Needs::Root => nix::unistd::geteuid().is_root(),
+        Needs::Sshd => Path::new("/usr/sbin/sshd").is_file() && present(Needs::Program("ssh")),
     }
 }
 
@@ -35,11 +39,16 @@ pub(crate) fn require(need: Needs) {
     let what = match need {
         Needs::Program(name) => format!("{name} is not installed (apt-get install {name})"),
         Needs::Root => "this test needs root (to mount a tmpfs, or to connect as another user)".to_string(),
+        Needs::Sshd => "OpenSSH is not installed (apt-get install openssh-server openssh-client)".to_string(),
     };
     let ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty());
     panic!(
         "{what}{}",
-        if ci { "; CI runs every test (.ci/run installs tmux, vim, zsh and fish; CI must run as root)" } else { "" }
+        if ci {
+            "; CI runs every test (.ci/run installs tmux, vim, zsh, fish and OpenSSH; CI must run as root)"
+        } else {
+            ""
+        }
     );
 }
 

@@ -4,7 +4,8 @@
 //!
 //! Owns reading and checking that file: the detach key, the default terminal size of `desk new`,
 //! arguments for each provider's own agent command, the notify command `desk serve` runs
-//! when a session needs a person, and whether commands start `desk serve` when they need it. Invariants: a missing file is the
+//! when a session needs a person, whether commands start `desk serve` when they need it, and the
+//! other hosts desk reaches over ssh (`[hosts.NAME]`, docs/remote.md). Invariants: a missing file is the
 //! built-in defaults; a bad one is an error naming the file, the line and the key, never half
 //! applied; a flag given on the command line always wins over the file. The file's format is
 //! versioned ([`CONFIG_VERSION`], the optional top-level `version` key, 1 when absent): a file
@@ -45,6 +46,45 @@ pub struct Config {
     pub notify_command: Option<String>,
     /// `[serve] autostart`: whether commands that need `desk serve` start it (default: yes).
     pub autostart: Option<bool>,
+    /// `[hosts.NAME]`: the other machines whose sessions this desk reaches over ssh
+    /// (docs/remote.md), by name.
+    pub hosts: BTreeMap<String, Host>,
+}
+
+/// `[hosts.NAME]`: a machine with desk installed that the user can `ssh` to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Host {
+    /// `ssh`: the destination (`user@host`, or an alias of `~/.ssh/config`).
+    pub ssh: String,
+    /// `ssh_args`: given to ssh before the destination (`["-p", "2222", "-i", "key"]`).
+    pub ssh_args: Vec<String>,
+    /// `desk`: the command line that runs desk on the host (default `desk`), given to the
+    /// host's shell with ` relay` after it.
+    pub desk: String,
+}
+
+/// 32 bytes: a host's name is typed before every one of its sessions (`gpu:api`).
+pub const MAX_HOST_NAME: usize = 32;
+
+/// Check a host's name (`[A-Za-z0-9][A-Za-z0-9._-]{0,31}`): it is typed as `HOST:NAME`, shown
+/// in a column and becomes part of no path.
+pub fn check_host_name(name: &str) -> Result<(), String> {
+    let mut chars = name.chars();
+    match chars.next() {
+        None => return Err("an empty host name".into()),
+        Some('-') => return Err(format!("host name {name:?} starts with `-`, which ssh would take for an option")),
+        Some(c) if !c.is_ascii_alphanumeric() => {
+            return Err(format!("host name {name:?} must start with a letter or digit"));
+        }
+        _ => {}
+    }
+    if name.len() > MAX_HOST_NAME {
+        return Err(format!("host name {name:?} is longer than {MAX_HOST_NAME} bytes"));
+    }
+    if let Some(bad) = chars.find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))) {
+        return Err(format!("host name {name:?} has {bad:?}; use letters, digits, `.`, `_` and `-`"));
+    }
+    Ok(())
 }
 
 #[derive(Deserialize, Default)]
@@ -63,6 +103,17 @@ struct File {
     notify: NotifySection,
     #[serde(default)]
     serve: ServeSection,
+    #[serde(default)]
+    hosts: BTreeMap<String, HostSection>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HostSection {
+    ssh: String,
+    #[serde(default)]
+    ssh_args: Vec<String>,
+    desk: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -165,6 +216,34 @@ fn parse(text: &str, path: &Path) -> Result<Config, String> {
         }
         other => other,
     };
+    let mut hosts = BTreeMap::new();
+    for (name, host) in file.hosts {
+        let section = format!("hosts.{name}");
+        check_host_name(&name).map_err(|why| bad(&section, "ssh", why))?;
+        let ssh = host.ssh.trim().to_string();
+        if ssh.is_empty() {
+            return Err(bad(
+                &section,
+                "ssh",
+                "an empty destination; write user@host or an alias of ~/.ssh/config".into(),
+            ));
+        }
+        if ssh.starts_with('-') {
+            return Err(bad(
+                &section,
+                "ssh",
+                format!("destination {ssh:?} starts with `-`, which ssh would take for an option; desk refuses it"),
+            ));
+        }
+        if ssh.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(bad(&section, "ssh", format!("destination {ssh:?} has a space or control character")));
+        }
+        let desk = host.desk.unwrap_or_else(|| "desk".into());
+        if desk.trim().is_empty() {
+            return Err(bad(&section, "desk", "an empty command; leave the key out for `desk`".into()));
+        }
+        hosts.insert(name, Host { ssh, ssh_args: host.ssh_args, desk });
+    }
     Ok(Config {
         detach_key,
         status_line,
@@ -173,6 +252,7 @@ fn parse(text: &str, path: &Path) -> Result<Config, String> {
         provider_args,
         notify_command,
         autostart: file.serve.autostart,
+        hosts,
     })
 }
 
@@ -277,6 +357,27 @@ mod tests {
         assert!(e.contains("line 2: key `provider.cladue.args`: unknown provider \"cladue\""), "{e}");
         let e = parsed("[new\nsize = \"1x1\"\n").unwrap_err();
         assert!(e.starts_with("/c/config.toml: line 1"), "{e}");
+    }
+
+    #[test]
+    fn hosts_are_read_and_a_destination_or_name_that_ssh_would_take_for_an_option_is_refused() {
+        let config = parsed(
+            "[hosts.gpu]\nssh = \"me@gpu.lan\"\nssh_args = [\"-p\", \"2222\"]\n\n[hosts.ci]\nssh = \"ci\"\ndesk = \"/opt/desk/bin/desk\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            config.hosts["gpu"],
+            Host { ssh: "me@gpu.lan".into(), ssh_args: vec!["-p".into(), "2222".into()], desk: "desk".into() }
+        );
+        assert_eq!(config.hosts["ci"].desk, "/opt/desk/bin/desk");
+        let e = parsed("[hosts.evil]\nssh = \"-oProxyCommand=touch /tmp/x\"\n").unwrap_err();
+        assert!(e.contains("line 2: key `hosts.evil.ssh`: destination") && e.contains("starts with `-`"), "{e}");
+        let e = parsed("[hosts.\"-x\"]\nssh = \"x\"\n").unwrap_err();
+        assert!(e.contains("host name \"-x\" starts with `-`"), "{e}");
+        let e = parsed("[hosts.a]\nssh = \"\"\n").unwrap_err();
+        assert!(e.contains("an empty destination"), "{e}");
+        let e = parsed("[hosts.a]\nssh = \"x\"\nport = 22\n").unwrap_err();
+        assert!(e.contains("unknown field"), "{e}");
     }
 
     #[test]

@@ -30,11 +30,17 @@ pub struct TimedOut(pub Duration);
 /// `timeout` bounds the whole request (write and answer), not each read: a daemon that
 /// answers a byte at a time cannot stretch it. Running out of time is a [`TimedOut`] error.
 pub fn request(socket: &Path, req: &Request, timeout: Duration) -> Result<Response> {
+    let stream =
+        UnixStream::connect(socket).with_context(|| format!("cannot reach desk serve at {}", socket.display()))?;
+    request_on(stream, req, timeout)
+}
+
+/// [`request`] over a stream already connected to a daemon's control socket (a host's, over
+/// its relay: docs/remote.md).
+pub fn request_on(mut stream: UnixStream, req: &Request, timeout: Duration) -> Result<Response> {
     let deadline = std::time::Instant::now() + timeout;
     let left =
         || deadline.checked_duration_since(std::time::Instant::now()).filter(|d| !d.is_zero()).ok_or(TimedOut(timeout));
-    let mut stream =
-        UnixStream::connect(socket).with_context(|| format!("cannot reach desk serve at {}", socket.display()))?;
     stream.set_write_timeout(Some(left()?))?;
     let mut line = serde_json::to_vec(&Envelope { v: CONTROL_VERSION, body: req })?;
     line.push(b'\n');

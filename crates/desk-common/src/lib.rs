@@ -29,7 +29,8 @@
 //! ([`config`]) and provider rule files ([`rules`]), the failure vocabulary every command
 //! answers in ([`failure`]) with its "did you mean …?" for a name that names nothing
 //! ([`suggest`]), crash failpoints ([`failpoint`]), and the blocking clients of a
-//! master ([`master_client`], [`history`], [`keys`], [`fleet`]) and of the daemon ([`daemon_client`]). May
+//! master ([`master_client`], [`history`], [`keys`], [`fleet`]) and of the daemon ([`daemon_client`]), and both ends of a link to another host over ssh
+//! ([`remote`]). May
 //! not depend on the master's, the daemon's or the CLI's crate, nor on an argument parser or a
 //! terminal UI library.
 
@@ -53,6 +54,7 @@ pub mod paths;
 pub mod pidlock;
 pub mod procfs;
 pub mod pty;
+pub mod remote;
 pub mod rules;
 pub mod screen_log;
 pub mod session;

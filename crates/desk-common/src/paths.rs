@@ -74,7 +74,8 @@ impl Paths {
     }
 
     /// Resolve directories from the environment: `DESK_HOME` roots everything when set;
-    /// otherwise the XDG base directories (runtime falls back to `/tmp/desk-$UID`).
+    /// otherwise the XDG base directories (runtime falls back to `/run/user/$UID/desk` when that
+    /// directory is ours, else `/tmp/desk-$UID`: [`fallback_runtime`]).
     pub fn from_env() -> Result<Paths> {
         if let Some(home) = std::env::var_os("DESK_HOME").filter(|v| !v.is_empty()) {
             let home = PathBuf::from(home);
@@ -88,7 +89,9 @@ impl Paths {
         let uid = nix::unistd::geteuid().as_raw();
         let runtime = match std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()) {
             Some(dir) => PathBuf::from(dir).join("desk"),
-            None => PathBuf::from(format!("/tmp/desk-{uid}")),
+            None => fallback_runtime(uid, |dir| {
+                fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir() && !m.file_type().is_symlink() && m.uid() == uid)
+            }),
         };
         let home = std::env::var_os("HOME").map(PathBuf::from);
         let xdg = |var: &str, fallback: &str| -> Result<PathBuf> {
@@ -195,6 +198,16 @@ impl SessionPaths {
     }
 }
 
+/// The runtime directory when `XDG_RUNTIME_DIR` is unset: `/run/user/UID/desk` when systemd's
+/// per-user directory exists and is ours (`ours` judges that), else `/tmp/desk-UID`. An ssh
+/// login without PAM has no `XDG_RUNTIME_DIR` while a desktop login has it set to
+/// `/run/user/UID`: both then find the same sockets, so a session started from one is seen
+/// from the other (docs/remote.md).
+fn fallback_runtime(uid: u32, ours: impl Fn(&Path) -> bool) -> PathBuf {
+    let per_user = PathBuf::from(format!("/run/user/{uid}"));
+    if ours(&per_user) { per_user.join("desk") } else { PathBuf::from(format!("/tmp/desk-{uid}")) }
+}
+
 /// Create `dir` (and its parents) with mode 0700 if missing, then verify that it is a directory,
 /// not a symlink, owned by the effective uid, with no group or other permission bits.
 pub fn ensure_private_dir(dir: &Path) -> Result<()> {
@@ -257,6 +270,14 @@ mod tests {
         assert_eq!(SessionName::parse("a b"), Err(NameError::BadChar(' ')));
         assert_eq!(SessionName::parse("..x"), Err(NameError::BadFirst('.')));
         assert_eq!(SessionName::parse("é"), Err(NameError::BadFirst('é')));
+    }
+
+    #[test]
+    fn without_xdg_runtime_dir_the_runtime_is_systemds_per_user_dir_when_it_is_ours_else_tmp() {
+        let yes = fallback_runtime(1000, |dir| dir == Path::new("/run/user/1000"));
+        assert_eq!(yes, PathBuf::from("/run/user/1000/desk"));
+        let no = fallback_runtime(1000, |_| false);
+        assert_eq!(no, PathBuf::from("/tmp/desk-1000"));
     }
 
     #[test]

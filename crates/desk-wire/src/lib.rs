@@ -4,7 +4,8 @@
 //! a session master and its clients, and has no sockets and no clocks. Beside it live the other
 //! shared vocabularies: session events ([`events`]), hook event names ([`hook`]), events a client asks a master to record ([`operator`]), the agent state as reported ([`state`]), a
 //! prompt's signature ([`prompt`]), the daemon's control messages ([`control`]) and what to
-//! ask a master to read a session's history in pages ([`history`]). Codec and types only: no
+//! ask a master to read a session's history in pages ([`history`]), and the envelope that carries
+//! many streams over one `ssh HOST desk relay` ([`relay`]). Codec and types only: no
 //! sockets, no clock (the blocking clients that speak this protocol are desk-common's). May not
 //! depend on desk-core or on any shell crate, nor on nix, libc or mio. A frame is an
 //! 8-byte header (payload length, type, flags, reserved) followed by its payload; the layouts are
@@ -40,6 +41,7 @@ pub mod operator;
 pub mod prompt;
 #[cfg(test)]
 mod proptests;
+pub mod relay;
 pub mod state;
 #[cfg(test)]
 mod vectors;

@@ -1,0 +1,378 @@
+//! `cargo bench --bench remote`: sessions on another host through a real sshd on 127.0.0.1
+//! (issue 25's targets, docs/benchmarks.md §15):
+//!
+//! - keystroke echo: one byte typed into `desk attach HOST:NAME` until its echo is back on the
+//!   terminal, against the same through `ssh -t HOST 'stty raw -echo; cat'` (target: ratio ≤ 1.2),
+//!   with a local `desk attach` of the same session for reference;
+//! - listing: `desk ls --all` over 3 hosts of N sessions each against a local `desk ls` of 3×N
+//!   (target: ≤ 3×);
+//! - fan-out: a file `cat` in a remote session, to one `desk attach HOST:NAME`, against `ssh HOST
+//!   cat FILE` into a pipe, each timed from a go signal after the connection is up to the last
+//!   byte (target: ≥ 0.8×).
+//!
+//! The "hosts" are the one sshd with a `desk` setting per host that gives each its own
+//! `DESK_HOME` (as tests/it/remote.rs does). Every session runs under a temp home and is killed by
+//! its pids at the end, with sshd and the ControlMasters. Options: `--runs N` (5), `--keys N`
+//! (200), `--sessions N` (50), `--mb N` (20), `--part echo|listing|fanout` (all).
+
+#[path = "../tests/it/sshd.rs"]
+mod sshd;
+
+use std::ffi::OsString;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use desk_common::pty::{Spawn, spawn};
+use sshd::{Sshd, kill_control_masters};
+
+const DESK: &str = env!("CARGO_BIN_EXE_desk");
+
+struct Opts {
+    runs: usize,
+    keys: usize,
+    sessions: usize,
+    mb: usize,
+    /// Only this part (`echo`, `listing`, `fanout`).
+    part: Option<String>,
+}
+
+fn parse_opts() -> Opts {
+    let mut opts = Opts { runs: 5, keys: 200, sessions: 50, mb: 20, part: None };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    while i < args.len() {
+        let value = || args.get(i + 1).and_then(|v| v.parse().ok()).expect("a number after the option");
+        match args[i].as_str() {
+            "--runs" => opts.runs = value(),
+            "--keys" => opts.keys = value(),
+            "--sessions" => opts.sessions = value(),
+            "--mb" => opts.mb = value(),
+            "--part" => opts.part = args.get(i + 1).cloned(),
+            "--bench" => {
+                i += 1;
+                continue;
+            }
+            other => panic!("unknown option {other}"),
+        }
+        i += 2;
+    }
+    opts
+}
+
+/// `desk ARGS` under `home`, which must succeed.
+fn desk(home: &Path, args: &[&str]) -> String {
+    let out = Command::new(DESK)
+        .env("DESK_HOME", home)
+        .env("DESK_AUTOSTART", "0")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run desk");
+    assert!(out.status.success(), "desk {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Stop every session under `home`: each one's master and child, by the pids `desk ls` names.
+fn stop_sessions(home: &Path) {
+    let listing: serde_json::Value = serde_json::from_str(&desk(home, &["ls", "--json"])).unwrap_or_default();
+    let rows = listing["data"].as_array().cloned().unwrap_or_default();
+    let pids: Vec<i32> = rows
+        .iter()
+        .flat_map(|row| [&row["pid"], &row["master_pid"]])
+        .filter_map(|p| p.as_i64())
+        .map(|p| p as i32)
+        .collect();
+    for pid in pids {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
+    }
+}
+
+/// A local home whose config names `hosts`.
+fn local_home(dir: &Path, hosts: &[String]) -> PathBuf {
+    std::fs::create_dir_all(dir.join("config")).unwrap();
+    std::fs::write(dir.join("config").join("config.toml"), hosts.concat()).unwrap();
+    dir.to_path_buf()
+}
+
+fn desk_on(home: &Path) -> String {
+    format!("env DESK_HOME={} DESK_AUTOSTART=0 {DESK}", home.display())
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn p95(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[(v.len() * 95 / 100).min(v.len() - 1)]
+}
+
+/// A program on a pseudo-terminal, read by poll with a deadline.
+struct Term {
+    child: desk_common::pty::Child,
+}
+
+impl Term {
+    fn start(program: &str, args: &[&str], env: &[(&str, &Path)]) -> Term {
+        let mut envs: Vec<(OsString, OsString)> = vec![("TERM".into(), "xterm-256color".into())];
+        envs.extend(env.iter().map(|(k, v)| (OsString::from(k), v.as_os_str().to_owned())));
+        envs.push(("DESK_AUTOSTART".into(), "0".into()));
+        let child = spawn(&Spawn {
+            program: program.into(),
+            args: args.iter().map(OsString::from).collect(),
+            cwd: None,
+            env: envs,
+            cols: 120,
+            rows: 40,
+        })
+        .expect("spawn on a pty");
+        Term { child }
+    }
+
+    fn write(&self, bytes: &[u8]) {
+        let mut off = 0;
+        while off < bytes.len() {
+            off += nix::unistd::write(self.child.master.as_fd(), &bytes[off..]).expect("write the pty");
+        }
+    }
+
+    /// Read until `done` says so of what was read, or `within` passes (then false).
+    fn read_until(&self, within: Duration, mut done: impl FnMut(&[u8]) -> bool) -> bool {
+        let deadline = Instant::now() + within;
+        let mut buf = vec![0u8; 256 * 1024];
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            let mut fds = [nix::poll::PollFd::new(self.child.master.as_fd(), nix::poll::PollFlags::POLLIN)];
+            let ms = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
+            if nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms)).unwrap_or(0) == 0 {
+                continue;
+            }
+            match nix::unistd::read(self.child.master.as_fd(), &mut buf) {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => {
+                    if done(&buf[..n]) {
+                        return true;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Read what arrives until nothing has for `quiet`.
+    fn drain(&self, quiet: Duration) {
+        while self.read_until(quiet, |_| true) {}
+    }
+
+    /// Wait until the program on the terminal echoes a Ctrl-A back as itself: the terminal
+    /// here is raw (its own echo would show `^A`) and the far end answers.
+    fn wait_raw_echo(&self, name: &str) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            self.write(&[0x01]);
+            if self.read_until(Duration::from_millis(500), |bytes| bytes.contains(&0x01)) {
+                return;
+            }
+        }
+        panic!("{name}: no raw echo within 60 s");
+    }
+
+    /// One keystroke's round trip: write `key`, wait until it is read back.
+    fn echo(&self, key: u8) -> Option<Duration> {
+        let start = Instant::now();
+        self.write(&[key]);
+        self.read_until(Duration::from_secs(10), |bytes| bytes.contains(&key)).then(|| start.elapsed())
+    }
+}
+
+impl Drop for Term {
+    /// The program on the terminal is killed by its pid however the bench ends (a panic too).
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.pid as i32), nix::sys::signal::SIGKILL);
+    }
+}
+
+/// The ControlMasters of a local home killed when it goes out of scope, a panic included.
+struct Masters(PathBuf);
+
+impl Drop for Masters {
+    fn drop(&mut self) {
+        kill_control_masters(&self.0.join("run"));
+    }
+}
+
+/// Sessions of a home stopped when it goes out of scope, a panic included.
+struct Sessions<'a>(&'a Path);
+
+impl Drop for Sessions<'_> {
+    fn drop(&mut self) {
+        stop_sessions(self.0);
+    }
+}
+
+/// Keystroke echo through each way in; median and p95 in ms.
+fn echo_latency(opts: &Opts, sshd: &Sshd, work: &Path) -> String {
+    let host_home = work.join("echo-host");
+    let _stop = Sessions(&host_home);
+    desk(&host_home, &["new", "echo", "--", "sh", "-c", "stty raw -echo; exec cat"]);
+    let local = local_home(&work.join("echo-local"), &[sshd.host_entry("e", &desk_on(&host_home))]);
+    let _masters = Masters(local.clone());
+    let config = sshd.ssh_config();
+    let config = config.to_str().unwrap();
+    let ways: Vec<(&str, Term)> = vec![
+        ("desk attach HOST:NAME", Term::start(DESK, &["attach", "e:echo"], &[("DESK_HOME", &local)])),
+        ("ssh -t HOST cat", Term::start("ssh", &["-F", config, "-t", "desk-test", "stty raw -echo; exec cat"], &[])),
+        // Without attach's own status line, as a remote attach is (with it the terminal gets a
+        // view rendered from the screen model, where a Ctrl-A echoes as nothing).
+        (
+            "desk attach NAME (local, --no-status)",
+            Term::start(DESK, &["attach", "--no-status", "echo"], &[("DESK_HOME", &host_home)]),
+        ),
+    ];
+    let mut table = String::from("| way | keystrokes | median ms | p95 ms |\n|---|---|---|---|\n");
+    let mut medians = Vec::new();
+    for (name, term) in ways {
+        term.wait_raw_echo(name);
+        term.drain(Duration::from_millis(300));
+        let mut samples: Vec<f64> =
+            (0..opts.keys).filter_map(|i| term.echo(b'a' + (i % 26) as u8)).map(|d| d.as_secs_f64() * 1000.0).collect();
+        assert_eq!(samples.len(), opts.keys, "{name}: some keystrokes never came back");
+        let m = median(&mut samples);
+        medians.push(m);
+        table.push_str(&format!("| {name} | {} | {m:.2} | {:.2} |\n", opts.keys, p95(&mut samples)));
+        drop(term);
+    }
+    table.push_str(&format!("\nRatio of medians, desk attach HOST:NAME / ssh -t: {:.2}\n", medians[0] / medians[1]));
+    table
+}
+
+/// `desk ls --all` over 3 hosts of `sessions` each, against a local `desk ls` of 3 × that.
+fn listing(opts: &Opts, sshd: &Sshd, work: &Path) -> String {
+    let hosts: Vec<PathBuf> = (0..3).map(|h| work.join(format!("list-host-{h}"))).collect();
+    let big = work.join("list-local-big");
+    let _stop: Vec<Sessions> = hosts.iter().chain([&big]).map(|h| Sessions(h)).collect();
+    for (h, home) in hosts.iter().enumerate() {
+        for i in 0..opts.sessions {
+            desk(home, &["new", &format!("h{h}s{i}"), "--", "sleep", "600"]);
+            desk(&big, &["new", &format!("h{h}s{i}"), "--", "sleep", "600"]);
+        }
+    }
+    let entries: Vec<String> =
+        hosts.iter().enumerate().map(|(h, home)| sshd.host_entry(&format!("host{h}"), &desk_on(home))).collect();
+    let local = local_home(&work.join("list-local"), &entries);
+    let _masters = Masters(local.clone());
+    let time = |home: &Path, args: &[&str]| {
+        let start = Instant::now();
+        let out = desk(home, args);
+        (start.elapsed().as_secs_f64() * 1000.0, out)
+    };
+    // Warm: the ControlMasters are up, as in a session of use.
+    let (_, first) = time(&local, &["ls", "--all"]);
+    assert_eq!(first.lines().count(), 1 + 3 * opts.sessions, "{first}");
+    let (mut all, mut here) = (Vec::new(), Vec::new());
+    for _ in 0..opts.runs {
+        all.push(time(&local, &["ls", "--all"]).0);
+        here.push(time(&big, &["ls"]).0);
+    }
+    let (a, l) = (median(&mut all), median(&mut here));
+    let out = format!(
+        "| listing | sessions | median ms | slowest ms |\n|---|---|---|---|\n\
+         | desk ls --all (3 hosts) | {} | {a:.0} | {:.0} |\n| desk ls (local) | {} | {l:.0} | {:.0} |\n\n\
+         Ratio of medians, ls --all / local ls: {:.2}\n",
+        3 * opts.sessions,
+        all.iter().cloned().fold(0.0, f64::max),
+        3 * opts.sessions,
+        here.iter().cloned().fold(0.0, f64::max),
+        a / l
+    );
+    out
+}
+
+/// One file to one client: through a remote attach, and by `ssh HOST cat FILE`.
+fn fanout(opts: &Opts, sshd: &Sshd, work: &Path) -> String {
+    let data = work.join("flood.txt");
+    let line = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcd\n";
+    std::fs::write(&data, line.repeat((opts.mb << 20) / line.len()) + "END-OF-FLOOD\n").unwrap();
+    let size = std::fs::metadata(&data).unwrap().len();
+    let host_home = work.join("flood-host");
+    let _stop = Sessions(&host_home);
+    let local = local_home(&work.join("flood-local"), &[sshd.host_entry("f", &desk_on(&host_home))]);
+    let _masters = Masters(local.clone());
+    let config = sshd.ssh_config();
+    let (mut attach, mut plain, mut received) = (Vec::new(), Vec::new(), Vec::new());
+    for run in 0..opts.runs {
+        // Through the attach: the session waits for the go, then cats; the terminal here reads
+        // until the file's last line has come (in the stream, or in a keyframe if the client fell
+        // behind and the master redrew it: the bytes received say which).
+        let go = work.join(format!("go-{run}"));
+        nix::unistd::mkfifo(&go, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let name = format!("flood{run}");
+        let script = format!("stty -echo; read x < {}; cat {}; exec sleep 100000", go.display(), data.display());
+        desk(&host_home, &["new", &name, "--", "sh", "-c", &script]);
+        let term = Term::start(DESK, &["attach", &format!("f:{name}")], &[("DESK_HOME", &local)]);
+        term.drain(Duration::from_millis(500));
+        let start = Instant::now();
+        std::fs::write(&go, "go\n").unwrap();
+        let (mut got, mut tail) = (0u64, Vec::new());
+        let arrived = term.read_until(Duration::from_secs(300), |bytes| {
+            got += bytes.len() as u64;
+            tail.extend_from_slice(bytes);
+            let found = tail.windows(12).any(|w| w == b"END-OF-FLOOD");
+            let keep = tail.len().saturating_sub(11);
+            tail.drain(..keep);
+            found
+        });
+        assert!(arrived, "the attach got {got} bytes and never the end");
+        attach.push(size as f64 / 1e6 / start.elapsed().as_secs_f64());
+        received.push(got as f64);
+        drop(term);
+        // ssh: the connection up (it says `ready`) and waiting on a line, then go, then the last
+        // byte.
+        let mut ssh = Command::new("ssh")
+            .args(["-F", config.to_str().unwrap(), "desk-test"])
+            .arg(format!("echo ready; read x; cat {}", data.display()))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("ssh");
+        let (mut stdin, mut stdout) = (ssh.stdin.take().unwrap(), ssh.stdout.take().unwrap());
+        let mut ready = [0u8; 6];
+        std::io::Read::read_exact(&mut stdout, &mut ready).expect("ssh to say ready");
+        let start = Instant::now();
+        std::io::Write::write_all(&mut stdin, b"go\n").unwrap();
+        let copied = std::io::copy(&mut stdout, &mut std::io::sink()).unwrap();
+        plain.push(copied as f64 / 1e6 / start.elapsed().as_secs_f64());
+        let _ = ssh.wait();
+    }
+    let (a, p, bytes) = (median(&mut attach), median(&mut plain), median(&mut received));
+    format!(
+        "File: {size} bytes ({} runs).\n\n| way | MB/s (median) | bytes received (median) |\n|---|---|---|\n| desk attach HOST:NAME | {a:.1} | {bytes:.0} |\n| ssh HOST cat FILE | {p:.1} | {size} |\n\nRatio, desk attach / ssh: {:.2}\n",
+        opts.runs,
+        a / p
+    )
+}
+
+fn main() {
+    let opts = parse_opts();
+    if !Path::new(sshd::SSHD).is_file() {
+        eprintln!("remote bench: needs /usr/sbin/sshd (apt-get install openssh-server)");
+        return;
+    }
+    let sshd = Sshd::start();
+    let work = tempfile::Builder::new().prefix("dkb").tempdir_in("/tmp").expect("temp dir");
+    let wanted = |part: &str| opts.part.as_deref().is_none_or(|p| p == part);
+    if wanted("echo") {
+        println!("## Keystroke echo\n\n{}", echo_latency(&opts, &sshd, work.path()));
+    }
+    if wanted("listing") {
+        println!("## Listing\n\n{}", listing(&opts, &sshd, work.path()));
+    }
+    if wanted("fanout") {
+        println!("## Fan-out, one client\n\n{}", fanout(&opts, &sshd, work.path()));
+    }
+}

@@ -1,0 +1,312 @@
+//! `desk relay`: the host's end of a remote link, run by `ssh HOST desk relay`.
+//!
+//! Owns the relay's I/O: it writes the handshake (desk_wire::relay) first, then reads envelopes
+//! from standard input and serves each stream the local desk opens — a connection to a
+//! session's master socket or to `desk serve`'s control socket, carried byte for byte, or a run
+//! of this desk with arguments (standard output, standard error, exit code) — writing what comes
+//! back as envelopes on standard output. Invariants: nothing but envelopes follows the handshake
+//! on standard output (one writer at a time, under a lock, each envelope whole); a stream's
+//! failure closes that stream with a reason and never the link; when the local side goes away
+//! (standard input ends) every stream is shut and every command still running is killed (by its
+//! pid), so a dropped connection leaves no relay behind. Masters are not its children: they are
+//! started by `desk new` detached (setsid), and under the host's systemd user manager when it has
+//! one ([`enter_user_scope`]), so they outlive the ssh login that asked for them.
+//!
+//! One thread per stream direction, blocking I/O: a relay serves one person's handful of
+//! streams, and a thread per socket keeps every stream's backpressure its own socket's.
+
+use anyhow::{Context, Result};
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Arc, Mutex};
+
+use desk_wire::relay::{EnvelopeDecoder, Handshake, Kind, LINK_STREAM, MAX_ENVELOPE, RELAY_VERSION, Target};
+
+use super::HostFacts;
+use crate::paths::{Paths, SessionName};
+use crate::session::{self, Probe};
+
+/// 64 KiB: one read of a socket or a command's output per envelope; the envelope's limit is
+/// larger, so a read never needs cutting.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// The relay's standard output: envelopes from every stream's thread, one whole envelope at a
+/// time.
+#[derive(Clone)]
+struct Out(Arc<Mutex<std::io::Stdout>>);
+
+impl Out {
+    fn send(&self, stream: u32, kind: Kind, payload: &[u8]) -> std::io::Result<()> {
+        let mut bytes = Vec::with_capacity(payload.len() + desk_wire::relay::ENVELOPE_HEADER);
+        desk_wire::relay::encode_parts(stream, kind, payload, &mut bytes)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        let mut out = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        out.write_all(&bytes)?;
+        out.flush()
+    }
+}
+
+/// What the relay writes a stream's incoming bytes to.
+enum Inlet {
+    Socket(UnixStream),
+    /// A command's standard input (None once closed) and its pid (to kill it if the link ends).
+    Command(Option<ChildStdin>, u32),
+}
+
+type Inlets = Arc<Mutex<HashMap<u32, Inlet>>>;
+
+/// Serve the link on standard input and output until the local side closes it.
+pub fn serve(paths: &Paths) -> Result<()> {
+    let exe = std::env::current_exe().context("cannot find this desk's own executable")?;
+    let out = Out(Arc::new(Mutex::new(std::io::stdout())));
+    let handshake = Handshake {
+        relay_version: RELAY_VERSION,
+        wire_version: desk_wire::PROTOCOL_VERSION,
+        desk_version: env!("CARGO_PKG_VERSION").to_string(),
+    };
+    {
+        let mut stdout = out.0.lock().unwrap_or_else(|p| p.into_inner());
+        stdout.write_all(&handshake.encode()).and_then(|()| stdout.flush()).context("cannot write the handshake")?;
+    }
+    let inlets: Inlets = Arc::new(Mutex::new(HashMap::new()));
+    let mut decoder = EnvelopeDecoder::new();
+    let mut stdin = std::io::stdin().lock();
+    let mut buf = vec![0u8; READ_CHUNK];
+    let ended = loop {
+        let n = match stdin.read(&mut buf) {
+            Ok(0) => break "the local side closed the link".to_string(),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => break format!("cannot read the link: {e}"),
+        };
+        decoder.push(&buf[..n]);
+        let mut broken = None;
+        loop {
+            match decoder.next_envelope() {
+                Ok(Some(envelope)) => on_envelope(envelope, paths, &exe, &out, &inlets),
+                Ok(None) => break,
+                Err(e) => {
+                    broken = Some(format!("the local side sent {e}"));
+                    break;
+                }
+            }
+        }
+        if let Some(why) = broken {
+            break why;
+        }
+    };
+    tracing::debug!("relay: {ended}");
+    // Shut every stream; kill the commands still running (a `desk events --follow`).
+    let mut inlets = inlets.lock().unwrap_or_else(|p| p.into_inner());
+    for (_, inlet) in inlets.drain() {
+        match inlet {
+            Inlet::Socket(socket) => {
+                let _ = socket.shutdown(std::net::Shutdown::Both);
+            }
+            Inlet::Command(_, pid) => {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::SIGTERM);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn on_envelope(envelope: desk_wire::relay::Envelope, paths: &Paths, exe: &Path, out: &Out, inlets: &Inlets) {
+    let id = envelope.stream;
+    match envelope.kind {
+        Kind::Ping => {
+            let _ = out.send(LINK_STREAM, Kind::Pong, &envelope.payload);
+        }
+        Kind::Open => {
+            let opened = Target::decode(&envelope.payload)
+                .map_err(|e| e.to_string())
+                .and_then(|target| open(id, target, paths, exe, out, inlets));
+            match opened {
+                Ok(()) => {}
+                Err(why) => {
+                    let _ = out.send(id, Kind::Close, why.as_bytes());
+                }
+            }
+        }
+        Kind::Data => {
+            let mut inlets = inlets.lock().unwrap_or_else(|p| p.into_inner());
+            let failed = match inlets.get_mut(&id) {
+                Some(Inlet::Socket(socket)) => socket.write_all(&envelope.payload).err(),
+                Some(Inlet::Command(Some(stdin), _)) => stdin.write_all(&envelope.payload).err(),
+                _ => None,
+            };
+            if let Some(e) = failed {
+                tracing::debug!("relay: stream {id}: {e}");
+            }
+        }
+        Kind::Eof => {
+            let mut inlets = inlets.lock().unwrap_or_else(|p| p.into_inner());
+            match inlets.get_mut(&id) {
+                Some(Inlet::Socket(socket)) => {
+                    let _ = socket.shutdown(std::net::Shutdown::Write);
+                }
+                Some(Inlet::Command(stdin, _)) => drop(stdin.take()),
+                None => {}
+            }
+        }
+        Kind::Close => {
+            let removed = inlets.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+            match removed {
+                Some(Inlet::Socket(socket)) => {
+                    let _ = socket.shutdown(std::net::Shutdown::Both);
+                }
+                Some(Inlet::Command(_, pid)) => {
+                    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::SIGTERM);
+                }
+                None => {}
+            }
+        }
+        // What only the relay sends, or nothing: ignored.
+        Kind::Opened | Kind::Stderr | Kind::Exit | Kind::Pong => {}
+    }
+}
+
+/// Open stream `id` to `target`: Ok once it is open (OPENED sent) or why not.
+fn open(id: u32, target: Target, paths: &Paths, exe: &Path, out: &Out, inlets: &Inlets) -> Result<(), String> {
+    match target {
+        Target::Session(name) => {
+            let name = SessionName::parse(&name).map_err(|e| format!("{name:?} is not a session name: {e}"))?;
+            let files = paths.session(&name);
+            match session::probe_settled(&files).map_err(|e| format!("{e:#}"))? {
+                Probe::Live(stream) => carry_socket(id, stream, out, inlets),
+                Probe::Absent | Probe::Stale => Err(match session::read_exit(&files).ok().flatten() {
+                    Some(exit) => format!("session {name} {}", crate::signals::describe_exit(exit.status)),
+                    None => crate::suggest::unknown_session_in(paths, name.as_str()),
+                }),
+            }
+        }
+        Target::Control => {
+            let socket = crate::daemon_client::socket_path(paths);
+            let stream = UnixStream::connect(&socket).map_err(|e| format!("desk serve is not running here ({e})"))?;
+            carry_socket(id, stream, out, inlets)
+        }
+        Target::Exec(args) => run_command(id, exe, &args, out, inlets),
+        Target::Facts => {
+            let facts = HostFacts::of_this_host(paths);
+            let json = serde_json::to_vec(&facts).map_err(|e| e.to_string())?;
+            out.send(id, Kind::Opened, &[]).map_err(|e| e.to_string())?;
+            let _ = out.send(id, Kind::Data, &json);
+            let _ = out.send(id, Kind::Close, &[]);
+            Ok(())
+        }
+    }
+}
+
+/// Carry a connected socket: OPENED, then its bytes as DATA until it ends (then CLOSE).
+fn carry_socket(id: u32, stream: UnixStream, out: &Out, inlets: &Inlets) -> Result<(), String> {
+    let reader = stream.try_clone().map_err(|e| e.to_string())?;
+    inlets.lock().unwrap_or_else(|p| p.into_inner()).insert(id, Inlet::Socket(stream));
+    out.send(id, Kind::Opened, &[]).map_err(|e| e.to_string())?;
+    let out = out.clone();
+    let inlets = inlets.clone();
+    std::thread::spawn(move || {
+        let why = pump(reader, id, Kind::Data, &out);
+        inlets.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+        let _ = out.send(id, Kind::Close, why.as_bytes());
+    });
+    Ok(())
+}
+
+/// Copy `from` into envelopes of `kind` until it ends: "" at its end, else why it failed.
+fn pump(mut from: impl Read, id: u32, kind: Kind, out: &Out) -> String {
+    let mut buf = vec![0u8; READ_CHUNK.min(MAX_ENVELOPE)];
+    loop {
+        match from.read(&mut buf) {
+            Ok(0) => return String::new(),
+            Ok(n) => {
+                if let Err(e) = out.send(id, kind, &buf[..n]) {
+                    return format!("cannot write the link: {e}");
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return format!("{e}"),
+        }
+    }
+}
+
+/// Run this desk with `args`: its output as DATA and STDERR, then EXIT with its code.
+fn run_command(id: u32, exe: &Path, args: &[String], out: &Out, inlets: &Inlets) -> Result<(), String> {
+    if args.first().is_some_and(|a| a == "relay") {
+        return Err("a relay does not run another relay".into());
+    }
+    let mut child: Child = Command::new(exe)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
+    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+    inlets.lock().unwrap_or_else(|p| p.into_inner()).insert(id, Inlet::Command(child.stdin.take(), child.id()));
+    out.send(id, Kind::Opened, &[]).map_err(|e| e.to_string())?;
+    let errors = stderr.map(|stderr| {
+        let out = out.clone();
+        std::thread::spawn(move || pump(stderr, id, Kind::Stderr, &out))
+    });
+    let out = out.clone();
+    let inlets = inlets.clone();
+    std::thread::spawn(move || {
+        if let Some(stdout) = stdout {
+            pump(stdout, id, Kind::Data, &out);
+        }
+        if let Some(errors) = errors {
+            let _ = errors.join();
+        }
+        let code = match child.wait() {
+            Ok(status) => {
+                use std::os::unix::process::ExitStatusExt;
+                status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+            }
+            Err(_) => 1,
+        };
+        inlets.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+        let _ = out.send(id, Kind::Exit, &code.to_be_bytes());
+        let _ = out.send(id, Kind::Close, &[]);
+    });
+    Ok(())
+}
+
+/// Where the host's systemd keeps the user's bus, when it has a user manager.
+fn user_bus(uid: u32) -> Option<PathBuf> {
+    let bus = PathBuf::from(format!("/run/user/{uid}/bus"));
+    (Path::new("/run/systemd/system").is_dir() && bus.exists()).then_some(bus)
+}
+
+/// On a host whose systemd runs a user manager, run the relay again inside a transient scope
+/// of it (`systemd-run --user --scope`), so that what it starts (masters, `desk serve`) belongs to
+/// the user's manager and not to the ssh login's session, which logind ends (and, with
+/// `KillUserProcesses`, kills) when the login closes. Returns only when it does not: no systemd,
+/// no user manager, no `systemd-run`, or already in such a scope (`DESK_RELAY_SCOPED`).
+pub fn enter_user_scope() {
+    use std::os::unix::process::CommandExt;
+    if std::env::var_os("DESK_RELAY_SCOPED").is_some() {
+        return;
+    }
+    let uid = nix::unistd::geteuid().as_raw();
+    if user_bus(uid).is_none() {
+        return;
+    }
+    let Some(systemd_run) = std::env::var_os("PATH")
+        .and_then(|path| std::env::split_paths(&path).map(|d| d.join("systemd-run")).find(|p| p.is_file()))
+    else {
+        return;
+    };
+    let Ok(exe) = std::env::current_exe() else { return };
+    let mut cmd = Command::new(systemd_run);
+    cmd.args(["--user", "--scope", "--quiet", "--collect", "--"]).arg(exe).arg("relay");
+    cmd.env("DESK_RELAY_SCOPED", "1");
+    if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
+        cmd.env("XDG_RUNTIME_DIR", format!("/run/user/{uid}"));
+    }
+    // exec: only returns on failure, and then the relay runs as it is.
+    let e = cmd.exec();
+    tracing::warn!("relay: cannot enter a systemd user scope: {e}");
+}

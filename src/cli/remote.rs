@@ -1,0 +1,621 @@
+//! The command line's remote hosts: `HOST:NAME`, `desk ls --all`/`-H HOST`, `desk events --all`
+//! over hosts, `desk hosts` and `desk relay` (docs/remote.md).
+//!
+//! Owns finding a `HOST:NAME` among a command's arguments ([`take_host`]), running a command on
+//! its host through a link ([`run_on_host`]: the host's desk does the work, with its own files,
+//! as the authority for its sessions; its output and exit code come back unchanged), the
+//! listing across hosts, and the hosts report. Invariants: a host is only ever one named in
+//! config.toml's `[hosts.NAME]`; every host is asked in parallel and within
+//! `link::HANDSHAKE_TIMEOUT` plus [`LISTING_TIMEOUT`], so one slow or lost host is one row
+//! saying so, never a hang; typed input is never sent anywhere but to the session named. May
+//! depend on the attach client; no command module depends on it but the dispatcher.
+
+use anyhow::{Context, Result, bail};
+use serde::Serialize;
+use std::ffi::OsString;
+use std::io::Write as _;
+use std::time::{Duration, Instant};
+
+use desk_common::config::{self, Host};
+use desk_common::paths::Paths;
+use desk_common::remote::link::{ExecEvent, HANDSHAKE_TIMEOUT, Link};
+
+use super::output::{self, ErrorCode};
+use super::{fail, table};
+
+/// The subcommands that take a session name as their first positional argument and accept
+/// `HOST:NAME` for it.
+const TAKES_HOST: &[&str] = &[
+    "new", "attach", "peek", "log", "explain", "events", "keys", "send", "queue", "kill", "rm", "resize", "approve",
+    "deny",
+];
+
+/// 10 s past the handshake: a host's `desk ls` reads its sessions in well under a second; a
+/// host whose listing takes longer is shown as not answering rather than holding the table.
+const LISTING_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A column is cut at this many cells (the last one is not): `desk ls`'s.
+const COLUMN_CAP: usize = 40;
+
+/// A configured host: its name and its `[hosts.NAME]` entry.
+pub(super) type NamedHost = (String, Host);
+
+/// `args` (the whole command line) with a `HOST:NAME` in its session-name place turned into
+/// `NAME`, and the host it named. `HOST` must be a host of the config; a `:` in that place
+/// naming none is an error (no session name has one).
+pub(super) fn take_host(mut args: Vec<OsString>) -> Result<(Vec<OsString>, Option<NamedHost>)> {
+    let Some(at) = name_position(&args) else { return Ok((args, None)) };
+    let Some(token) = args[at].to_str().map(str::to_string) else { return Ok((args, None)) };
+    let Some((host, name)) = token.split_once(':') else { return Ok((args, None)) };
+    let paths = Paths::from_env()?;
+    let config = config::load(&paths)?;
+    let Some(entry) = config.hosts.get(host) else {
+        let known: Vec<&str> = config.hosts.keys().map(String::as_str).collect();
+        let known = if known.is_empty() {
+            format!(
+                "none is configured: add [hosts.{host}] with ssh = \"user@host\" to {}",
+                config::path(&paths).display()
+            )
+        } else {
+            format!("configured: {}", known.join(", "))
+        };
+        return Err(fail(ErrorCode::NoSuchSession, format!("{token}: no host {host:?} in config.toml ({known})")));
+    };
+    args[at] = OsString::from(name);
+    Ok((args, Some((host.to_string(), entry.clone()))))
+}
+
+/// Where the session name is among `args`: the subcommand's first positional argument, for the
+/// subcommands of [`TAKES_HOST`]. Options that take a value are skipped with it, by what clap
+/// says of each.
+fn name_position(args: &[OsString]) -> Option<usize> {
+    use clap::CommandFactory;
+    let sub = args.get(1)?.to_str()?;
+    if !TAKES_HOST.contains(&sub) {
+        return None;
+    }
+    let cli = super::Cli::command();
+    let command = cli.find_subcommand(sub)?;
+    let takes_value = |arg: Option<&clap::Arg>| arg.is_some_and(|a| a.get_action().takes_values());
+    let mut i = 2;
+    while i < args.len() {
+        let token = args[i].to_str()?;
+        if token == "--" {
+            return None;
+        }
+        if let Some(long) = token.strip_prefix("--") {
+            if !long.contains('=') && takes_value(command.get_arguments().find(|a| a.get_long() == Some(long))) {
+                i += 1;
+            }
+        } else if let Some(short) = token.strip_prefix('-').filter(|s| !s.is_empty()) {
+            let first = short.chars().next()?;
+            if short.len() == 1 && takes_value(command.get_arguments().find(|a| a.get_short() == Some(first))) {
+                i += 1;
+            }
+        } else {
+            return Some(i);
+        }
+        i += 1;
+    }
+    None
+}
+
+/// Connect to `host`, saying so as an error naming it.
+pub(super) fn connect(name: &str, host: &Host) -> Result<Link> {
+    let paths = Paths::from_env()?;
+    Link::connect(name, host, &paths, HANDSHAKE_TIMEOUT)
+}
+
+/// Run `args` (the subcommand and its arguments, the session's name already without its host)
+/// with the host's desk: its output here as it comes, its exit code ours.
+pub(super) fn run_on_host(name: &str, host: &Host, args: &[OsString]) -> Result<i32> {
+    let args: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    let link = connect(name, host)?;
+    // What is piped in goes to the host's desk (`desk send HOST:NAME < prompt.md`); a terminal
+    // stays here.
+    let input: Option<Box<dyn std::io::Read + Send>> =
+        if nix::unistd::isatty(std::io::stdin()).unwrap_or(false) { None } else { Some(Box::new(std::io::stdin())) };
+    let events = link.exec(&args, input)?;
+    let mut code = None;
+    for event in events {
+        match event {
+            ExecEvent::Stdout(bytes) => {
+                let mut out = std::io::stdout().lock();
+                out.write_all(&bytes).and_then(|()| out.flush()).context("cannot write the output")?;
+            }
+            ExecEvent::Stderr(bytes) => {
+                let mut err = std::io::stderr().lock();
+                let _ = err.write_all(&bytes).and_then(|()| err.flush());
+            }
+            ExecEvent::Exit(c) => code = Some(c),
+            ExecEvent::Closed(why) => {
+                if code.is_none() {
+                    bail!("{}", why.unwrap_or_else(|| format!("host {name} ended the command without an exit code")));
+                }
+                break;
+            }
+        }
+    }
+    Ok(code.unwrap_or(1))
+}
+
+/// The hosts `desk ls --all` (every configured one) or `-H HOST` (those) asks.
+fn chosen_hosts(config: &config::Config, all: bool, named: &[String]) -> Result<Vec<(String, Host)>> {
+    if all {
+        return Ok(config.hosts.iter().map(|(n, h)| (n.clone(), h.clone())).collect());
+    }
+    named
+        .iter()
+        .map(|n| match config.hosts.get(n) {
+            Some(h) => Ok((n.clone(), h.clone())),
+            None => Err(fail(ErrorCode::NoSuchSession, format!("no host {n:?} in config.toml ([hosts.{n}])"))),
+        })
+        .collect()
+}
+
+/// What one place (this machine or a host) answered for the listing.
+enum Answer {
+    Rows(Vec<serde_json::Value>),
+    Unreachable(String),
+}
+
+/// `desk ls --all` / `desk ls -H HOST`: this machine's sessions (with `--all`), then each host's,
+/// with a HOST column; a host that cannot be reached is one row saying why.
+pub(super) fn ls(json: bool, all: bool, named: &[String]) -> Result<i32> {
+    let paths = Paths::from_env()?;
+    let config = config::load(&paths)?;
+    let hosts = chosen_hosts(&config, all, named)?;
+    let local = all.then(|| std::thread::spawn(local_listing));
+    let (tx, rx) = std::sync::mpsc::channel();
+    for (i, (name, host)) in hosts.iter().cloned().enumerate() {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send((i, host_listing(&name, &host)));
+        });
+    }
+    drop(tx);
+    let mut answers: Vec<Option<Answer>> = (0..hosts.len()).map(|_| None).collect();
+    let deadline = Instant::now() + HANDSHAKE_TIMEOUT + LISTING_TIMEOUT;
+    while answers.iter().any(Option::is_none) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok((i, answer)) => answers[i] = Some(answer),
+            Err(_) => break,
+        }
+    }
+    let mut places: Vec<(String, Answer)> = Vec::new();
+    if let Some(local) = local {
+        let answer = local.join().unwrap_or_else(|_| Answer::Unreachable("the listing failed".into()));
+        places.push(("-".into(), answer));
+    }
+    for ((name, _), answer) in hosts.iter().zip(answers) {
+        let answer = answer.unwrap_or_else(|| {
+            Answer::Unreachable(format!("did not answer within {} s", (HANDSHAKE_TIMEOUT + LISTING_TIMEOUT).as_secs()))
+        });
+        places.push((name.clone(), answer));
+    }
+    if json {
+        let mut rows = Vec::new();
+        for (host, answer) in places {
+            let host = (host != "-").then_some(host);
+            match answer {
+                Answer::Rows(list) => rows.extend(list.into_iter().map(|mut row| {
+                    if let Some(object) = row.as_object_mut() {
+                        object.insert("host".into(), host.clone().into());
+                    }
+                    row
+                })),
+                Answer::Unreachable(why) => {
+                    rows.push(serde_json::json!({ "host": host, "name": null, "status": "unreachable", "note": why }))
+                }
+            }
+        }
+        output::print_ok("sessions", &rows, &[])?;
+        return Ok(0);
+    }
+    let now = desk_common::clock::now_ms();
+    let mut table_rows = vec![
+        ["HOST", "NAME", "STATUS", "ACTIVITY", "QUEUE", "TITLE", "CLIENTS", "STARTED", "COMMAND"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    for (host, answer) in &places {
+        match answer {
+            Answer::Rows(list) => table_rows.extend(list.iter().map(|row| listing_row(host, row, now))),
+            // The reason in the last column, which is never cut to a column's cap.
+            Answer::Unreachable(why) => table_rows.push(
+                [host.as_str(), "-", "unreachable", "-", "-", "-", "-", "-"]
+                    .map(String::from)
+                    .into_iter()
+                    .chain([table::printable(why)])
+                    .collect(),
+            ),
+        }
+    }
+    let mut text = String::new();
+    for line in table::render(&table_rows, COLUMN_CAP, table::terminal_width()) {
+        text.push_str(&line);
+        text.push('\n');
+    }
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes()).and_then(|()| out.flush()).context("cannot write the listing")?;
+    Ok(0)
+}
+
+/// This machine's `desk ls --json`, by this desk run again (the same code path as a host's).
+fn local_listing() -> Answer {
+    let listing = std::env::current_exe().and_then(|exe| {
+        std::process::Command::new(exe).args(["ls", "--json"]).stdin(std::process::Stdio::null()).output()
+    });
+    match listing {
+        Ok(out) => parse_listing(out.status.code().unwrap_or(1), &out.stdout, &out.stderr),
+        Err(e) => Answer::Unreachable(format!("cannot list this machine's sessions: {e}")),
+    }
+}
+
+/// A host's `desk ls --json`, through a link of its own.
+fn host_listing(name: &str, host: &Host) -> Answer {
+    let link = match connect(name, host) {
+        Ok(link) => link,
+        Err(e) => return Answer::Unreachable(format!("{e:#}")),
+    };
+    match link.exec_output(&["ls".into(), "--json".into()]) {
+        Ok((code, out, err)) => parse_listing(code, &out, &err),
+        Err(e) => Answer::Unreachable(format!("{e:#}")),
+    }
+}
+
+fn parse_listing(code: i32, stdout: &[u8], stderr: &[u8]) -> Answer {
+    let value: Option<serde_json::Value> = serde_json::from_slice(stdout).ok();
+    match value.as_ref().and_then(|v| v.get("data")).and_then(|d| d.as_array()) {
+        Some(rows) if code == 0 => Answer::Rows(rows.clone()),
+        _ => {
+            let said = String::from_utf8_lossy(stderr);
+            Answer::Unreachable(format!("desk ls failed (exit {code}): {}", said.trim()))
+        }
+    }
+}
+
+/// One row of the table from a row of `desk ls --json` (docs/cli.md, `desk ls`).
+fn listing_row(host: &str, row: &serde_json::Value, now: u64) -> Vec<String> {
+    let text = |key: &str| row.get(key).and_then(|v| v.as_str()).unwrap_or("-").to_string();
+    let number = |value: Option<&serde_json::Value>| value.and_then(|v| v.as_u64());
+    let status = match row.get("exit").filter(|e| !e.is_null()) {
+        Some(exit) => match (number(exit.get("code")), number(exit.get("signal"))) {
+            (Some(code), _) => format!("exited {code}"),
+            (_, Some(signal)) => format!("killed by signal {signal}"),
+            _ => "exited".into(),
+        },
+        None => text("status"),
+    };
+    let activity = row
+        .get("state")
+        .and_then(|s| s.get("activity"))
+        .and_then(|a| {
+            let value = a.get("value")?.as_str()?;
+            let since = number(a.get("since_ms")).unwrap_or(now);
+            Some(format!("{value} {}", desk_core::time::span(now.saturating_sub(since))))
+        })
+        .unwrap_or_else(|| "-".into());
+    let queue = number(row.get("queue")).map_or("?".into(), |q| q.to_string());
+    let clients = row
+        .get("clients")
+        .filter(|c| !c.is_null())
+        .map(|c| {
+            let count = |k: &str| number(c.get(k)).unwrap_or(0) as u32;
+            crate::words::clients(count("controllers"), count("viewers"))
+        })
+        .unwrap_or_else(|| "-".into());
+    let started = number(row.get("started_at_ms")).map_or("-".into(), |t| desk_core::time::ago(now, t));
+    let command: Vec<String> = row
+        .get("command")
+        .and_then(|c| c.as_array())
+        .map(|c| c.iter().filter_map(|a| a.as_str().map(str::to_string)).collect())
+        .unwrap_or_default();
+    vec![
+        host.to_string(),
+        text("name"),
+        status,
+        activity,
+        queue,
+        table::printable(&text("title")),
+        clients,
+        started,
+        table::printable(&table::shell_words(&command)),
+    ]
+}
+
+/// One host in `desk hosts`.
+#[derive(Debug, Serialize)]
+struct HostReport {
+    name: String,
+    ssh: String,
+    reachable: bool,
+    /// Milliseconds for one round trip over the link (after it is up).
+    rtt_ms: Option<f64>,
+    /// Milliseconds to bring the link up (ssh, the host's shell, desk relay's handshake).
+    connect_ms: Option<f64>,
+    desk_version: Option<String>,
+    /// Whether the host's `desk serve` answers a ping over its control socket.
+    serve_running: Option<bool>,
+    facts: Option<desk_common::remote::HostFacts>,
+    /// Why it is not reachable.
+    error: Option<String>,
+}
+
+/// `desk hosts`: each configured host, whether it answers, how fast, which desk, and whether its
+/// sessions survive a logout.
+pub(super) fn hosts(json: bool) -> Result<i32> {
+    let paths = Paths::from_env()?;
+    let config = config::load(&paths)?;
+    let handles: Vec<_> = config
+        .hosts
+        .iter()
+        .map(|(name, host)| {
+            let (name, host) = (name.clone(), host.clone());
+            std::thread::spawn(move || report(&name, &host))
+        })
+        .collect();
+    let reports: Vec<HostReport> = handles.into_iter().filter_map(|h| h.join().ok()).collect();
+    if json {
+        output::print_ok("hosts", &reports, &[])?;
+        return Ok(0);
+    }
+    if reports.is_empty() {
+        println!("no hosts; add one to {}:\n\n[hosts.NAME]\nssh = \"user@host\"", config::path(&paths).display());
+        return Ok(0);
+    }
+    let mut rows =
+        vec![["HOST", "SSH", "STATUS", "RTT", "DESK", "SERVE", "SESSIONS", "LINGER"].map(String::from).to_vec()];
+    for r in &reports {
+        let facts = r.facts.as_ref();
+        rows.push(vec![
+            r.name.clone(),
+            r.ssh.clone(),
+            match &r.error {
+                Some(e) => format!("unreachable: {}", table::printable(e)),
+                None => "ok".into(),
+            },
+            r.rtt_ms.map_or("-".into(), |ms| format!("{ms:.1} ms")),
+            r.desk_version.clone().unwrap_or_else(|| "-".into()),
+            r.serve_running.map_or("-".into(), |on| if on { "running".into() } else { "stopped".into() }),
+            facts.map_or("-".into(), |f| f.sessions.to_string()),
+            facts.map_or("-".into(), |f| match f.linger {
+                Some(true) => "on".into(),
+                Some(false) => "OFF: sessions may stop at logout (loginctl enable-linger)".into(),
+                None => "n/a (no systemd)".into(),
+            }),
+        ]);
+    }
+    for line in table::render(&rows, 60, table::terminal_width()) {
+        println!("{line}");
+    }
+    Ok(0)
+}
+
+fn report(name: &str, host: &Host) -> HostReport {
+    let start = Instant::now();
+    let mut report = HostReport {
+        name: name.to_string(),
+        ssh: host.ssh.clone(),
+        reachable: false,
+        rtt_ms: None,
+        connect_ms: None,
+        desk_version: None,
+        serve_running: None,
+        facts: None,
+        error: None,
+    };
+    let link = match connect(name, host) {
+        Ok(link) => link,
+        Err(e) => {
+            report.error = Some(format!("{e:#}"));
+            return report;
+        }
+    };
+    report.reachable = true;
+    report.connect_ms = Some(start.elapsed().as_secs_f64() * 1000.0);
+    report.desk_version = Some(link.handshake.desk_version.clone());
+    match link.round_trip(Duration::from_secs(5)) {
+        Ok(rtt) => report.rtt_ms = Some(rtt.as_secs_f64() * 1000.0),
+        Err(e) => report.error = Some(format!("{e:#}")),
+    }
+    // The control socket over the link: the host's daemon answers a ping, or it is not running.
+    let ping = link.open(desk_wire::relay::Target::Control).and_then(|stream| {
+        desk_common::daemon_client::request_on(stream, &desk_wire::control::Request::Ping, Duration::from_secs(5))
+    });
+    report.serve_running = Some(ping.is_ok());
+    match link.facts() {
+        Ok(facts) => report.facts = Some(facts),
+        Err(e) => report.error = Some(format!("{e:#}")),
+    }
+    report
+}
+
+/// Whether the config names any host.
+pub(super) fn any_hosts() -> Result<bool> {
+    Ok(!config::load(&Paths::from_env()?)?.hosts.is_empty())
+}
+
+/// A line of events from one place, or the end of that place's stream.
+enum EventLine {
+    Line { host: Option<String>, json: Vec<u8> },
+    Ended { host: Option<String>, why: Option<String> },
+}
+
+/// `desk events --all` with hosts: this machine's events and every host's, each place's as
+/// `desk events --all --local --json` gives them (run again here, and by each host's desk),
+/// tagged with their host. Without `follow`, all merged by time; with it, the histories and
+/// then the new events as they come. A host that cannot be reached, or whose link drops, is said
+/// on stderr; the others go on.
+pub(super) fn events_all(follow: bool, json: bool, types: &[String]) -> Result<i32> {
+    let paths = Paths::from_env()?;
+    let config = config::load(&paths)?;
+    let mut args: Vec<String> = ["events", "--all", "--local", "--json"].map(String::from).to_vec();
+    if follow {
+        args.push("--follow".into());
+    }
+    for t in types {
+        args.extend(["--type".to_string(), t.clone()]);
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    {
+        let (tx, args) = (tx.clone(), args.clone());
+        std::thread::spawn(move || local_events(&args, &tx));
+    }
+    for (name, host) in config.hosts.clone() {
+        let (tx, args) = (tx.clone(), args.clone());
+        std::thread::spawn(move || host_events(&name, &host, &args, &tx));
+    }
+    drop(tx);
+    let mut held = Vec::new();
+    for line in rx {
+        match line {
+            EventLine::Line { host, json: bytes } => {
+                let Ok(serde_json::Value::Object(map)) = serde_json::from_slice(&bytes) else { continue };
+                if follow {
+                    print_event(host.as_deref(), map, json)?;
+                } else {
+                    held.push((map.get("ts_ms").and_then(|t| t.as_u64()).unwrap_or(0), host, map));
+                }
+            }
+            EventLine::Ended { host, why: Some(why) } => {
+                eprintln!(
+                    "desk: {}: {why}",
+                    host.as_deref().map_or("this machine".to_string(), |h| format!("host {h}"))
+                );
+            }
+            EventLine::Ended { .. } => {}
+        }
+    }
+    held.sort_by_key(|(ts, _, _)| *ts);
+    for (_, host, map) in held {
+        print_event(host.as_deref(), map, json)?;
+    }
+    Ok(0)
+}
+
+/// One event line: JSON gains `host` (`null` for this machine); text names the session
+/// `HOST:NAME`.
+fn print_event(host: Option<&str>, mut map: serde_json::Map<String, serde_json::Value>, json: bool) -> Result<()> {
+    if json {
+        map.insert("host".into(), host.into());
+        let mut out = std::io::stdout().lock();
+        serde_json::to_writer(&mut out, &map)?;
+        return out.write_all(b"\n").and_then(|()| out.flush()).context("cannot write the events");
+    }
+    let session = map.remove("session").and_then(|s| s.as_str().map(str::to_string)).unwrap_or_default();
+    let tagged = match host {
+        Some(host) => format!("{host}:{session}"),
+        None => session,
+    };
+    if let Ok(event) = desk_wire::events::Event::from_json_map(map) {
+        super::events::print_tagged(&tagged, &event, false);
+    }
+    Ok(())
+}
+
+/// This machine's events, by this desk run again with `--local`.
+fn local_events(args: &[String], tx: &std::sync::mpsc::Sender<EventLine>) {
+    use std::io::BufRead as _;
+    let child = std::env::current_exe().and_then(|exe| {
+        std::process::Command::new(exe)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+    });
+    let why = match child {
+        Ok(mut child) => {
+            if let Some(out) = child.stdout.take() {
+                for line in std::io::BufReader::new(out).split(b'\n').map_while(Result::ok) {
+                    if tx.send(EventLine::Line { host: None, json: line }).is_err() {
+                        break;
+                    }
+                }
+            }
+            let _ = child.wait();
+            None
+        }
+        Err(e) => Some(format!("cannot read this machine's events: {e}")),
+    };
+    let _ = tx.send(EventLine::Ended { host: None, why });
+}
+
+/// A host's events, through a link of its own.
+fn host_events(name: &str, host: &Host, args: &[String], tx: &std::sync::mpsc::Sender<EventLine>) {
+    let ended = |why: String| EventLine::Ended { host: Some(name.to_string()), why: Some(why) };
+    let link = match connect(name, host) {
+        Ok(link) => link,
+        Err(e) => {
+            let _ = tx.send(ended(format!("{e:#}")));
+            return;
+        }
+    };
+    let events = match link.exec(args, None) {
+        Ok(events) => events,
+        Err(e) => {
+            let _ = tx.send(ended(format!("{e:#}")));
+            return;
+        }
+    };
+    let mut partial = Vec::new();
+    for event in events {
+        match event {
+            ExecEvent::Stdout(bytes) => {
+                partial.extend_from_slice(&bytes);
+                while let Some(end) = partial.iter().position(|b| *b == b'\n') {
+                    let line: Vec<u8> = partial.drain(..=end).collect();
+                    let line = EventLine::Line { host: Some(name.to_string()), json: line[..line.len() - 1].to_vec() };
+                    if tx.send(line).is_err() {
+                        return;
+                    }
+                }
+            }
+            ExecEvent::Stderr(bytes) => {
+                let text = String::from_utf8_lossy(&bytes);
+                for line in text.lines() {
+                    eprintln!("desk: host {name}: {line}");
+                }
+            }
+            ExecEvent::Exit(_) => {}
+            ExecEvent::Closed(why) => {
+                let _ = tx.send(EventLine::Ended { host: Some(name.to_string()), why });
+                return;
+            }
+        }
+    }
+}
+
+/// `desk relay`: the host's end of a link (run by ssh, not by a person).
+pub(super) fn relay() -> Result<i32> {
+    desk_common::remote::relay::enter_user_scope();
+    let paths = Paths::from_env()?;
+    desk_common::remote::relay::serve(&paths)?;
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn position(line: &str) -> Option<usize> {
+        let args: Vec<OsString> = line.split(' ').map(OsString::from).collect();
+        name_position(&args)
+    }
+
+    #[test]
+    fn the_session_name_is_found_past_options_and_their_values() {
+        assert_eq!(position("desk peek gpu:api"), Some(2));
+        assert_eq!(position("desk send --from me gpu:api hello"), Some(4));
+        assert_eq!(position("desk send --from=me gpu:api hello"), Some(3));
+        assert_eq!(position("desk new --cwd /srv --env A=1 gpu:web -- sh -c x:y"), Some(6));
+        assert_eq!(position("desk attach --read-only gpu:api"), Some(3));
+        assert_eq!(position("desk events -f gpu:api"), Some(3));
+        assert_eq!(position("desk kill --signal KILL gpu:api"), Some(4));
+        // Not a command that takes a session, or no name before `--`.
+        assert_eq!(position("desk channel post gpu:x"), None);
+        assert_eq!(position("desk new -- sh"), None);
+        assert_eq!(position("desk ls"), None);
+    }
+}

@@ -1,0 +1,276 @@
+//! Sessions on other hosts, through a real OpenSSH server on 127.0.0.1 (docs/remote.md).
+//!
+//! Each test starts its own `sshd -D` on a free port of 127.0.0.1 with a throwaway host key and
+//! user key (made by ssh-keygen in the test's temp dir; password login off), and reaches it
+//! through a local ssh config in that dir (known_hosts holding the throwaway host key, so host-key
+//! checking stays on). A "host" is that sshd with a `desk` setting that runs the desk under test
+//! with a `DESK_HOME` of its own, so one machine holds two homes that share nothing but ssh.
+//! Every process is stopped by its pid at the end: sshd and each connection's processes, the
+//! local ControlMaster, and (through each [`Home`]) every master and daemon. Nothing but
+//! 127.0.0.1 is ever dialled.
+
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+use crate::harness::PtyCommand;
+use crate::sshd::{Sshd, free_port, kill_control_masters};
+use crate::suite::{Needs, require};
+use crate::support::{DESK, Home, PATIENCE, eventually};
+
+/// A throwaway sshd, once the machine is known to have one.
+fn sshd() -> Sshd {
+    require(Needs::Sshd);
+    Sshd::start()
+}
+
+/// The command line that runs the desk under test under `home` on the "host".
+fn desk_on(home: &Home) -> String {
+    format!("env DESK_HOME={} DESK_AUTOSTART=0 {DESK}", home.path().display())
+}
+
+/// The local side: a home whose config names hosts.
+struct Local {
+    home: Home,
+}
+
+impl Local {
+    fn new(hosts: &[String]) -> Local {
+        let home = Home::new();
+        let config = home.path().join("config");
+        std::fs::create_dir_all(&config).unwrap();
+        std::fs::write(config.join("config.toml"), hosts.concat()).unwrap();
+        Local { home }
+    }
+}
+
+impl Drop for Local {
+    /// The ControlMaster ssh left running (ControlPersist), found by its control path, which
+    /// lives in this home: killed by its pid.
+    fn drop(&mut self) {
+        kill_control_masters(&self.home.run_dir());
+    }
+}
+
+fn stdout(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+#[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
+fn new_ls_peek_send_and_kill_work_through_a_host_on_its_own_desk_home() {
+    let sshd = sshd();
+    let remote = Home::new();
+    remote.serve();
+    let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote))]);
+    let got = remote.path().join("got.txt");
+    local.home.ok(&[
+        "new",
+        "box:web",
+        "--",
+        "sh",
+        "-c",
+        &format!("echo hello from the box; exec cat > {}", got.display()),
+    ]);
+    // The session is the host's: its files are in the host's home, none here.
+    assert!(remote.socket("web").exists(), "the master runs under the host's DESK_HOME");
+    assert!(!local.home.socket("web").exists());
+    let peek = eventually("peek through the host to show the session's screen", || {
+        let out = local.home.desk(&["peek", "box:web"]);
+        let text = stdout(&out);
+        if text.contains("hello from the box") { Ok(text) } else { Err(format!("{text}{}", stderr(&out))) }
+    });
+    assert!(peek.contains("hello from the box"));
+    // ls -H HOST and ls --all: the host's session with its host, and this machine's.
+    local.home.new_sh("here", "sleep 600");
+    let listing = local.home.json(&["ls", "-H", "box", "--json"]);
+    let rows = listing["data"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{listing:#}");
+    assert_eq!((rows[0]["host"].as_str(), rows[0]["name"].as_str()), (Some("box"), Some("web")), "{listing:#}");
+    let all = local.home.ok(&["ls", "--all"]);
+    let line = |host: &str, name: &str| all.lines().any(|l| l.split_whitespace().take(2).eq([host, name]));
+    assert!(line("-", "here") && line("box", "web"), "{all}");
+    // send: queued by the host's daemon, delivered by it into the host's session.
+    let id = local.home.ok(&["send", "box:web", "line over ssh"]).trim().to_string();
+    assert!(!id.is_empty());
+    eventually("the host's daemon to deliver the prompt", || {
+        let text = std::fs::read_to_string(&got).unwrap_or_default();
+        if text == "line over ssh\n" { Ok(()) } else { Err(format!("{text:?}")) }
+    });
+    // events --all: the host's journal beside this machine's, each line with its host.
+    let events = local.home.ok(&["events", "--all", "--json"]);
+    let lines: Vec<serde_json::Value> = events.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let started = |host: serde_json::Value, session: &str| {
+        lines.iter().any(|e| e["host"] == host && e["session"] == session && e["type"] == "started")
+    };
+    assert!(started("box".into(), "web") && started(serde_json::Value::Null, "here"), "{events}");
+    let text = local.home.ok(&["events", "--all", "--type", "started"]);
+    assert!(text.contains("box:web") && text.contains("here"), "{text}");
+    // kill: the host's master stops its child; ls through the host says so.
+    local.home.ok(&["kill", "box:web"]);
+    eventually("the host's session to have exited", || {
+        let v = local.home.json(&["ls", "-H", "box", "--json"]);
+        let row = &v["data"][0];
+        if row["status"] == "exited" { Ok(()) } else { Err(format!("{v:#}")) }
+    });
+    // A name on a host that has no such session: the host's own words, exit 2.
+    let out = local.home.desk(&["peek", "box:nope"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("nope"), "{}", stderr(&out));
+    // A host that is not configured is refused by name.
+    let out = local.home.desk(&["peek", "elsewhere:web"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("no host \"elsewhere\""), "{}", stderr(&out));
+}
+
+#[test]
+#[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
+fn desk_hosts_reports_version_round_trip_and_the_unreachable() {
+    let sshd = sshd();
+    let remote = Home::new();
+    let refused = free_port();
+    let dead = format!(
+        "[hosts.gone]\nssh = \"desk-test\"\nssh_args = [\"-F\", \"{}\", \"-p\", \"{refused}\"]\n",
+        sshd.ssh_config().display()
+    );
+    let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote)), dead]);
+    let v = local.home.json(&["hosts", "--json"]);
+    let hosts = v["data"].as_array().unwrap();
+    let host = |name: &str| hosts.iter().find(|h| h["name"] == name).unwrap_or_else(|| panic!("{name}: {v:#}"));
+    assert_eq!(host("box")["reachable"], true, "{v:#}");
+    assert_eq!(host("box")["desk_version"], env!("CARGO_PKG_VERSION"));
+    assert!(host("box")["rtt_ms"].as_f64().is_some(), "{v:#}");
+    assert_eq!(host("box")["facts"]["runtime"], remote.run_dir().display().to_string());
+    // The host's daemon, asked over its control socket through the link.
+    assert_eq!(host("box")["serve_running"], false, "{v:#}");
+    remote.serve();
+    let v = local.home.json(&["hosts", "--json"]);
+    assert_eq!(v["data"].as_array().unwrap().iter().find(|h| h["name"] == "box").unwrap()["serve_running"], true);
+    assert_eq!(host("gone")["reachable"], false);
+    assert!(host("gone")["error"].as_str().unwrap().contains("Connection refused"), "{v:#}");
+}
+
+#[test]
+#[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
+fn an_unreachable_host_is_one_row_in_ls_all_with_ssh_s_own_error_and_no_hang() {
+    let sshd = sshd();
+    // One port nobody listens on, one that accepts and never says a word.
+    let refused = free_port();
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
+    let entry = |name: &str, port: u16| {
+        format!(
+            "[hosts.{name}]\nssh = \"desk-test\"\nssh_args = [\"-F\", \"{}\", \"-p\", \"{port}\"]\n",
+            sshd.ssh_config().display()
+        )
+    };
+    let local = Local::new(&[entry("refused", refused), entry("silent", silent_port)]);
+    let start = Instant::now();
+    let out = local.home.desk(&["ls", "--all"]);
+    let took = start.elapsed();
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}{}", stderr(&out));
+    let row =
+        |host: &str| text.lines().find(|l| l.starts_with(host)).unwrap_or_else(|| panic!("{host}: {text}")).to_string();
+    assert!(row("refused").contains("unreachable") && row("refused").contains("Connection refused"), "{text}");
+    assert!(row("silent").contains("unreachable"), "{text}");
+    // Bounded: the listing's own deadline, not a hang (a generous bound, not a timing claim).
+    assert!(took < Duration::from_secs(40), "ls --all took {took:?}");
+    drop(silent);
+}
+
+#[test]
+#[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
+fn a_host_with_another_desk_or_none_or_a_noisy_rc_file_gets_an_error_naming_it_and_what_to_do() {
+    let sshd = sshd();
+    let remote = Home::new();
+    // A desk that answers the handshake as another version would: relay protocol 99, desk 9.9.9.
+    let fake = sshd.dir.path().join("fake-desk");
+    std::fs::write(&fake, "#!/bin/sh\nprintf '\\000desk-relay\\000\\000\\143\\000\\002\\0059.9.9'\nsleep 5\n").unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let local = Local::new(&[
+        sshd.host_entry("other", &fake.display().to_string()),
+        sshd.host_entry("bare", "/nonexistent/bin/desk"),
+        sshd.host_entry("noisy", &format!("echo Welcome to the build box; {}", desk_on(&remote))),
+    ]);
+    let out = local.home.desk(&["peek", "other:web"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("host other runs desk 9.9.9 (relay protocol 99)"), "{err}");
+    assert!(err.contains(&format!("install desk {} on other", env!("CARGO_PKG_VERSION"))), "{err}");
+    let out = local.home.desk(&["peek", "bare:web"]);
+    let err = stderr(&out);
+    assert!(err.contains("host bare has no desk") && err.contains("install desk"), "{err}");
+    let out = local.home.desk(&["peek", "noisy:web"]);
+    let err = stderr(&out);
+    assert!(err.contains("host noisy") && err.contains("Welcome to the build box") && err.contains("rc file"), "{err}");
+}
+
+#[test]
+#[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
+fn attach_through_a_host_says_the_connection_is_lost_refuses_input_and_resumes_with_a_keyframe() {
+    let mut sshd = sshd();
+    let remote = Home::new();
+    let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote))]);
+    local.home.ok(&["new", "box:echo", "--", "sh", "-c", "while read l; do echo \"got $l\"; done"]);
+    let mut pty = PtyCommand::new(DESK)
+        .args(["attach", "box:echo"])
+        .env("DESK_HOME", local.home.path())
+        .env("DESK_AUTOSTART", "0")
+        .size(100, 30)
+        .spawn()
+        .expect("attach");
+    pty.write("one\r").unwrap();
+    pty.wait_until(PATIENCE, "the session to echo", |s| s.contains("got one")).unwrap();
+    // The host goes away: its sshd and every connection, and the shared connection here.
+    sshd.stop();
+    kill_control_masters(&local.home.run_dir());
+    pty.wait_until(PATIENCE, "the lost-connection notice", |s| s.contains("connection to box lost, reconnecting"))
+        .unwrap();
+    // Typed while disconnected: refused (the bell says so), never delivered later.
+    let bells = pty.screen().bells();
+    pty.write("typed blind\r").unwrap();
+    pty.wait_until(PATIENCE, "the bell for refused input", |s| s.bells() > bells).unwrap();
+    sshd.run();
+    // Back: the keyframe redraws the session's screen (the notice is gone with it), and typing
+    // reaches the session again.
+    pty.wait_until(PATIENCE, "the session redrawn after reconnecting", |s| {
+        s.contains("got one") && !s.contains("reconnecting")
+    })
+    .unwrap();
+    pty.write("two\r").unwrap();
+    pty.wait_until(PATIENCE, "typing to work again", |s| s.contains("got two")).unwrap();
+    let screen = remote.peek("echo");
+    assert!(!screen.contains("typed blind"), "input typed while disconnected reached the session:\n{screen}");
+    pty.write([0x1c]).unwrap();
+    let status = pty.wait_exit(PATIENCE).unwrap();
+    assert!(status.success(), "{status:?}\n{}", pty.screen());
+}
+
+#[test]
+#[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
+fn a_wedged_control_master_is_replaced_instead_of_hanging_every_command() {
+    let sshd = sshd();
+    let remote = Home::new();
+    let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote))]);
+    local.home.ok(&["ls", "-H", "box"]);
+    // The shared connection ssh left behind (ControlPersist): stop it, as a master wedged on a
+    // dead network would be. A command through it would wait for ever.
+    let control = local.home.path().join("run").join("ssh").display().to_string();
+    let masters = crate::sshd::processes_mentioning(&control);
+    assert_eq!(masters.len(), 1, "one ControlMaster: {masters:?}");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(masters[0]), nix::sys::signal::SIGSTOP).unwrap();
+    let start = Instant::now();
+    let out = local.home.desk(&["ls", "-H", "box", "--json"]);
+    let took = start.elapsed();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["data"].as_array().map(Vec::len), Some(0), "{v:#}");
+    assert!(took < Duration::from_secs(20), "{took:?}");
+    // A new master took its place; the wedged one is killed by the Local's drop (by pid).
+    let now = crate::sshd::processes_mentioning(&control);
+    assert!(now.iter().any(|pid| *pid != masters[0]), "a new ControlMaster: {now:?}");
+}
