@@ -104,9 +104,6 @@ fn kill_all(home: &Path) {
             }
         }
     }
-    if let Ok(text) = std::fs::read_to_string(home.join("run").join("serve.lock")) {
-        pids.extend(text.trim().parse::<i64>().ok());
-    }
     for pid in pids {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::SIGKILL);
     }
@@ -168,6 +165,10 @@ fn one_run(opts: &Opts) -> Run {
         assert!(Instant::now() < deadline, "no END from the writer");
         std::thread::sleep(Duration::from_millis(100));
     };
+    if opts.attach {
+        // `desk serve` runs the daemon as a child of its own: stop it through its socket.
+        let _ = Command::new(DESK).env("DESK_HOME", home.path()).args(["serve", "--stop"]).output();
+    }
     for mut helper in helpers {
         let _ = helper.kill();
         let _ = helper.wait();
