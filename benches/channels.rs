@@ -10,7 +10,12 @@
 //!   digests, and the check that each pair is in its agent's prompt log exactly once;
 //! - read: `desk channel read` (text and `--json`) of a channel of 10,000 messages.
 //!
-//! Options: `--runs N` (latency samples, default 20), `--skip-burst`.
+//! Options: `--runs N` (latency samples, default 20), `--skip-burst`, `--only-burst`, `--desk DIR`
+//! (measure another build's `desk`, `desk-master` and `desk-demo-agent`), and
+//! `--perf DIR`: during the burst, count the daemon's fsync and fdatasync calls (`perf stat` on
+//! its syscall tracepoints, reported per delivered pair) and record its profile
+//! (`perf record -g`, `DIR/burst.perf.data`; `perf report -i` reads it). Needs `perf` and the
+//! right to trace the daemon (root, or `kernel.perf_event_paranoid` ≤ 1).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -20,11 +25,20 @@ use std::time::{Duration, Instant};
 use desk_core::channel::{ChannelName, Kind, Message, delivery_item_id, format};
 use desk_daemon::channel::store::{ChannelStore, Draft};
 
-const DESK: &str = env!("CARGO_BIN_EXE_desk");
-const AGENT: &str = env!("CARGO_BIN_EXE_desk-demo-agent");
+/// The executables measured: this build's, or those in `--desk DIR` (say main's before a
+/// change: run both in one sitting to compare them side by side).
+static EXES: std::sync::OnceLock<(String, String)> = std::sync::OnceLock::new();
+
+fn desk_exe() -> &'static str {
+    &EXES.get().expect("executables chosen in main").0
+}
+
+fn agent_exe() -> &'static str {
+    &EXES.get().expect("executables chosen in main").1
+}
 
 fn desk(home: &Path, args: &[&str]) -> String {
-    let out = Command::new(DESK).env("DESK_HOME", home).args(args).output().expect("run desk");
+    let out = Command::new(desk_exe()).env("DESK_HOME", home).args(args).output().expect("run desk");
     assert!(out.status.success(), "desk {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
@@ -51,7 +65,18 @@ fn start_agent(home: &Path, name: &str, work_ms: &str) {
     let log = home.join(format!("{name}.prompts"));
     desk(
         home,
-        &["new", name, "--provider", "demo", "--", AGENT, "--prompt-log", log.to_str().unwrap(), "--work-ms", work_ms],
+        &[
+            "new",
+            name,
+            "--provider",
+            "demo",
+            "--",
+            agent_exe(),
+            "--prompt-log",
+            log.to_str().unwrap(),
+            "--work-ms",
+            work_ms,
+        ],
     );
 }
 
@@ -84,12 +109,15 @@ struct Cleanup(PathBuf);
 impl Drop for Cleanup {
     fn drop(&mut self) {
         let home = &self.0;
-        let _ = Command::new(DESK).env("DESK_HOME", home).args(["serve", "--stop"]).output();
-        if let Ok(out) = Command::new(DESK).env("DESK_HOME", home).args(["ls", "--json"]).output() {
+        let _ = Command::new(desk_exe()).env("DESK_HOME", home).args(["serve", "--stop"]).output();
+        if let Ok(out) = Command::new(desk_exe()).env("DESK_HOME", home).args(["ls", "--json"]).output() {
             let ls: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
             for s in ls["data"].as_array().cloned().unwrap_or_default() {
                 if let Some(name) = s["name"].as_str() {
-                    let _ = Command::new(DESK).env("DESK_HOME", home).args(["kill", name, "--signal", "KILL"]).output();
+                    let _ = Command::new(desk_exe())
+                        .env("DESK_HOME", home)
+                        .args(["kill", name, "--signal", "KILL"])
+                        .output();
                 }
             }
         }
@@ -143,7 +171,47 @@ fn fan_out(runs: usize) {
     );
 }
 
-fn burst() {
+/// `perf stat` and `perf record` attached to the daemon for the burst (`--perf DIR`).
+struct Perf {
+    stat: std::process::Child,
+    record: std::process::Child,
+    counts: PathBuf,
+}
+
+impl Perf {
+    fn attach(home: &Path, dir: &Path) -> Perf {
+        let lock = std::fs::read_to_string(home.join("state/delivery/serve.lock")).expect("the daemon's lock");
+        let pid = lock.trim().to_string();
+        std::fs::create_dir_all(dir).expect("perf output directory");
+        let counts = dir.join("burst.fsyncs.txt");
+        let events = "syscalls:sys_enter_fsync,syscalls:sys_enter_fdatasync";
+        let stat = Command::new("perf")
+            .args(["stat", "-e", events, "-p", &pid, "-x", ",", "-o", counts.to_str().unwrap()])
+            .spawn()
+            .expect("perf stat");
+        let data = dir.join("burst.perf.data");
+        let record = Command::new("perf")
+            .args(["record", "-g", "-q", "-p", &pid, "-o", data.to_str().unwrap()])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("perf record");
+        // Let both attach before the burst starts.
+        std::thread::sleep(Duration::from_millis(500));
+        Perf { stat, record, counts }
+    }
+
+    /// Stop both; the daemon's fsync and fdatasync calls during the burst.
+    fn finish(mut self) -> u64 {
+        for child in [&mut self.stat, &mut self.record] {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::SIGINT);
+            let _ = child.wait();
+        }
+        let text = std::fs::read_to_string(&self.counts).unwrap_or_default();
+        text.lines().filter_map(|l| l.split(',').next()?.trim().parse::<u64>().ok()).sum()
+    }
+}
+
+fn burst(perf: Option<&Path>) {
     let (_tmp, home) = home("desk-bench-chan-burst");
     let _cleanup = Cleanup(home.clone());
     desk(&home, &["serve"]);
@@ -162,6 +230,7 @@ fn burst() {
             members.entry(ch.clone()).or_default().push(n.clone());
         }
     }
+    let perf = perf.map(|dir| Perf::attach(&home, dir));
     // 1,000 messages, round robin over the channels, as fast as the store appends them.
     let t0 = Instant::now();
     let mut posted: Vec<(ChannelName, Message)> = Vec::new();
@@ -182,6 +251,7 @@ fn burst() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let drained = t0.elapsed().as_secs_f64();
+    let fsyncs = perf.map(Perf::finish);
     // Ground truth: each pair in its agent's prompt log exactly once (prompts taken mid-turn
     // are logged when the agent's turn ends, so let the logs settle).
     let count = || {
@@ -219,11 +289,20 @@ fn burst() {
     println!("| measure | value |\n|---|---:|");
     println!("| first append → every pair delivered and verified (time to drain) | {drained:.1} s |");
     println!("| prompts the agents received (digests among them) | {prompts} ({digests}) |");
-    println!("| pairs in their agent's prompt log exactly once | {once} / {} |\n", pairs.len());
+    println!("| pairs in their agent's prompt log exactly once | {once} / {} |", pairs.len());
+    if let Some(n) = fsyncs {
+        println!(
+            "| the daemon's fsync + fdatasync calls during the drain (per pair) | {n} ({:.2}) |",
+            n as f64 / pairs.len() as f64
+        );
+    }
+    println!();
 }
 
 fn read_big() {
     let (_tmp, home) = home("desk-bench-chan-read");
+    // `desk channel post` starts the daemon: stopped when this part ends.
+    let _cleanup = Cleanup(home.clone());
     desk(&home, &["channel", "new", "big"]);
     let store = ChannelStore::open(&paths(&home)).unwrap();
     let channel = ChannelName::parse("big").unwrap();
@@ -248,12 +327,15 @@ fn read_big() {
     let mut post = Vec::new();
     for _ in 0..20 {
         let t0 = Instant::now();
-        let out = Command::new(DESK).env("DESK_HOME", &home).args(["channel", "read", "big"]).output().unwrap();
+        let out = Command::new(desk_exe()).env("DESK_HOME", &home).args(["channel", "read", "big"]).output().unwrap();
         text.push(t0.elapsed().as_secs_f64() * 1000.0);
         assert!(out.status.success());
         let t0 = Instant::now();
-        let out =
-            Command::new(DESK).env("DESK_HOME", &home).args(["channel", "read", "big", "--json"]).output().unwrap();
+        let out = Command::new(desk_exe())
+            .env("DESK_HOME", &home)
+            .args(["channel", "read", "big", "--json"])
+            .output()
+            .unwrap();
         json.push(t0.elapsed().as_secs_f64() * 1000.0);
         assert!(out.status.success());
     }
@@ -275,9 +357,22 @@ fn read_big() {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let runs = args.iter().position(|a| a == "--runs").map_or(20, |i| args[i + 1].parse().expect("--runs N"));
-    read_big();
-    fan_out(runs);
+    let exes = match args.iter().position(|a| a == "--desk") {
+        Some(i) => {
+            let dir = PathBuf::from(&args[i + 1]);
+            println!("Executables: {}\n", dir.display());
+            let path = |n: &str| dir.join(n).to_string_lossy().into_owned();
+            (path("desk"), path("desk-demo-agent"))
+        }
+        None => (env!("CARGO_BIN_EXE_desk").to_string(), env!("CARGO_BIN_EXE_desk-demo-agent").to_string()),
+    };
+    EXES.set(exes).expect("set once");
+    let perf = args.iter().position(|a| a == "--perf").map(|i| PathBuf::from(&args[i + 1]));
+    if !args.iter().any(|a| a == "--only-burst") {
+        read_big();
+        fan_out(runs);
+    }
     if !args.iter().any(|a| a == "--skip-burst") {
-        burst();
+        burst(perf.as_deref());
     }
 }

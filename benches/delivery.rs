@@ -6,7 +6,11 @@
 //!   and desk's own record (the item's `delivered` evidence minus its creation time);
 //! - fleet: 20 sessions × 20 prompts sent as fast as the CLI goes; the time until all 400 are
 //!   delivered, and the per-item latency desk recorded (items released together are delivered
-//!   as one digest, as intended).
+//!   as one digest, as intended);
+//! - send rate: 1,000 `desk send`s from a shell loop (one process each, as a script sends) to
+//!   a paused session, so delivery does not compete; prompts accepted (durable in the intake,
+//!   and queued by the daemon: `desk send` waits for that) per second, and the check that all
+//!   1,000 are queued.
 //!
 //! Options: `--runs N` (latency samples, default 40), `--desk DIR` (measure another build's
 //! `desk`, `desk-master` and `desk-demo-agent`, say main's before a change, instead of this
@@ -205,6 +209,32 @@ fn main() {
     }
     cleanup(&home);
 
+    // Send rate: a script's loop of `desk send`, to a paused session (each send says the queue
+    // is held, on stderr: not measured).
+    let tmp2 = tempfile::Builder::new().prefix("desk-bench-send").tempdir().unwrap();
+    let home2 = tmp2.path().to_path_buf();
+    let _cleanup2 = Cleanup(home2.clone());
+    desk(&home2, &["serve"]);
+    start_agent(&home2, "rate", &["--work-ms", "20"]);
+    wait_ready(&home2, "rate");
+    desk(&home2, &["pause", "rate", "--reason", "bench: queue only"]);
+    let script = "i=0; while [ $i -lt 1000 ]; do \"$DESK\" send rate \"scripted prompt $i\" >/dev/null 2>&1 || exit 1; i=$((i+1)); done";
+    let t0 = Instant::now();
+    let status = Command::new("sh")
+        .args(["-c", script])
+        .env("DESK", exe("desk"))
+        .env("DESK_HOME", &home2)
+        .status()
+        .expect("run the send loop");
+    let send_s = t0.elapsed().as_secs_f64();
+    assert!(status.success(), "the send loop failed");
+    let queue: serde_json::Value = serde_json::from_str(&desk(&home2, &["queue", "rate", "--json"])).unwrap();
+    let queued: usize = queue["data"]
+        .as_array()
+        .map(|qs| qs.iter().map(|q| q["items"].as_array().map_or(0, Vec::len)).sum())
+        .unwrap_or(0);
+    cleanup(&home2);
+
     println!("## Delivery latency\n");
     println!(
         "Demo agent in a real session under `desk serve`; {runs} prompts, one at a time, each to an idle agent.\n"
@@ -222,4 +252,10 @@ fn main() {
     println!("{exact} of the 400 are in their agent's prompt log exactly once.\n");
     println!("| measure | median ms | p95 ms | max ms |\n|---|---|---|---|");
     println!("| item created → delivered (desk's own record) | {fm:.1} | {fp:.1} | {fx:.1} |");
+    println!("\n## `desk send` from a script: 1,000 prompts\n");
+    println!(
+        "1,000 `desk send` processes one after another (a shell loop) to a paused session: {send_s:.1} s, \
+         **{:.0} prompts/s** accepted; {queued} of 1,000 queued.",
+        1000.0 / send_s
+    );
 }

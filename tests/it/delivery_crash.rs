@@ -59,6 +59,11 @@ crash_test!(a_crash_mid_rename_loses_and_doubles_nothing, "mid-rename", "deliver
 // reached the agent, so it is queued again and delivered once.
 crash_test!(a_crash_after_the_claim_is_released_and_delivered_once, "after-claim", "delivered");
 crash_test!(a_crash_before_the_paste_is_released_and_delivered_once, "before-paste", "delivered");
+// A group commit cut between writing its records and syncing them: none of it counts (the
+// temporary files are swept), so the claim never happened and nothing was typed.
+crash_test!(a_crash_between_a_groups_writes_and_its_fsync_loses_and_doubles_nothing, "batch-written", "delivered");
+// The group durable, nothing it allowed carried out yet (the paste waits on it).
+crash_test!(a_crash_between_a_groups_fsync_and_acting_on_it_loses_and_doubles_nothing, "batch-synced", "delivered");
 // The text sits in the input box: an Enter is safe and finishes the delivery.
 crash_test!(a_crash_after_the_paste_is_finished_with_an_enter, "after-paste", "delivered");
 crash_test!(a_crash_before_the_submit_is_finished_with_an_enter, "before-submit", "delivered");

@@ -11,7 +11,7 @@
 use anyhow::{Context, Result};
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
 /// How desk opens its own files: `O_NOFOLLOW` (a symbolic link planted at the path is refused,
@@ -38,17 +38,8 @@ pub fn replace_volatile(path: &Path, bytes: &[u8]) -> Result<()> {
 
 fn replace(path: &Path, bytes: &[u8], durable: bool) -> Result<()> {
     let dir = path.parent().context("path has no parent directory")?;
-    let file_name = path.file_name().context("path has no file name")?.to_string_lossy();
-    let tmp = dir.join(tmp_name(&file_name, std::process::id()));
+    let (tmp, file) = write_tmp(path, bytes)?;
     let result = (|| -> Result<()> {
-        full_disk(path).with_context(|| format!("cannot write {}", tmp.display()))?;
-        let mut file = private_options()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)
-            .with_context(|| format!("cannot create {}", tmp.display()))?;
-        file.write_all(bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
         if durable {
             file.sync_all().with_context(|| format!("cannot fsync {}", tmp.display()))?;
         }
@@ -59,6 +50,206 @@ fn replace(path: &Path, bytes: &[u8], durable: bool) -> Result<()> {
         let _ = fs::remove_file(&tmp);
     }
     result
+}
+
+/// The first half of an atomic replacement of `path`: `bytes` written (not synced) into its
+/// temporary file in the same directory, returned open. On an error nothing is left behind.
+fn write_tmp(path: &Path, bytes: &[u8]) -> Result<(std::path::PathBuf, File)> {
+    let dir = path.parent().context("path has no parent directory")?;
+    let file_name = path.file_name().context("path has no file name")?.to_string_lossy();
+    let tmp = dir.join(tmp_name(&file_name, std::process::id()));
+    let written = (|| -> Result<File> {
+        full_disk(path).with_context(|| format!("cannot write {}", tmp.display()))?;
+        let mut file = private_options()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)
+            .with_context(|| format!("cannot create {}", tmp.display()))?;
+        file.write_all(bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
+        Ok(file)
+    })();
+    match written {
+        Ok(file) => Ok((tmp, file)),
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
+/// One file of a group commit ([`write_atomic_group`]): `bytes` replace `path` atomically, and
+/// then, when `then` names another path in the same directory, the file is renamed there (a
+/// move that keeps exactly one file at every instant: the record first, the name second).
+#[derive(Debug, Clone)]
+pub struct GroupWrite {
+    pub path: std::path::PathBuf,
+    pub bytes: Vec<u8>,
+    pub then: Option<std::path::PathBuf>,
+}
+
+/// The steps of a group commit, for the crash tests' failpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupStep {
+    /// Every temporary file is written; none is synced, none renamed.
+    Written,
+    /// Write `i`'s file replaced its path (not yet durable); its second rename (`then`), if
+    /// any, is next.
+    Renamed(usize),
+    /// Every file and every directory is synced: the whole group is durable.
+    Synced,
+}
+
+/// [`write_atomic`] for many files at once, sharing the waits on the disk (a group commit):
+/// every file is written, then all are synced — writeback is started for all of them first, so
+/// the syncs after the first find their data (and the inode blocks they share) written —,
+/// then each replaces its path (and moves on to `then`), then each directory involved is synced
+/// once. Nothing is durable before the last step, and after it everything is; a caller acts on
+/// any of it only once this returns. Returns one result per write, in order: a write that
+/// fails leaves its path as it was; a directory that cannot be synced fails every write in it
+/// (replaced, but not known durable). Each path appears at most once in a group.
+///
+/// The files are written into spare files of this process in `spares` (a directory of the
+/// same filesystem that holds nothing else: `.spare<k>.tmp.<pid>`, named like [`write_atomic`]'s
+/// temporary files, so a later start sweeps them), and a spare replaces an existing path by
+/// exchanging names with it (`renameat2(RENAME_EXCHANGE)`): the old contents go to the spare
+/// for the next write, and no inode is created or freed for a file rewritten in place — on ext4
+/// without a journal, creating an inode scans past every recently freed one, which a stream of
+/// atomic rewrites made the daemon's largest cost. A new path, or a filesystem that cannot
+/// exchange, takes a plain rename (the old inode freed), as [`write_atomic`] does; a path on
+/// another filesystem than `spares` is written through a temporary file beside it.
+pub fn write_atomic_group(writes: &[GroupWrite], spares: &Path, mut step: impl FnMut(GroupStep)) -> Vec<Result<()>> {
+    use std::os::fd::AsRawFd;
+    let pid = std::process::id();
+    let mut results: Vec<Result<()>> = Vec::with_capacity(writes.len());
+    let mut files: Vec<Option<(std::path::PathBuf, File)>> = Vec::with_capacity(writes.len());
+    let mut near_spares: Vec<bool> = Vec::with_capacity(writes.len());
+    // Whether each directory written to shares the spares' filesystem (else its files are
+    // written beside their paths, as `write_atomic` does).
+    let spares_dev = fs::metadata(spares).map(|m| m.dev()).ok();
+    let mut same_fs: Vec<(&Path, bool)> = Vec::new();
+    for (k, w) in writes.iter().enumerate() {
+        let dir = w.path.parent().unwrap_or(Path::new("."));
+        let near = match same_fs.iter().find(|(d, _)| *d == dir) {
+            Some((_, same)) => *same,
+            None => {
+                let same = spares_dev.is_some() && fs::metadata(dir).map(|m| m.dev()).ok() == spares_dev;
+                same_fs.push((dir, same));
+                same
+            }
+        };
+        near_spares.push(near);
+        let spare = if near {
+            spares.join(tmp_name(&format!("spare{k}"), pid))
+        } else {
+            let name = w.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            dir.join(tmp_name(&name, pid))
+        };
+        let written = (|| -> Result<File> {
+            full_disk(&w.path).with_context(|| format!("cannot write {}", spare.display()))?;
+            let mut file = private_options()
+                .write(true)
+                .create(true)
+                .open(&spare)
+                .with_context(|| format!("cannot open {}", spare.display()))?;
+            file.write_all(&w.bytes).with_context(|| format!("cannot write {}", spare.display()))?;
+            file.set_len(w.bytes.len() as u64).with_context(|| format!("cannot trim {}", spare.display()))?;
+            Ok(file)
+        })();
+        let staged = written.map(|file| (spare.clone(), file)).inspect_err(|_| {
+            let _ = fs::remove_file(&spare);
+        });
+        match staged {
+            Ok(f) => {
+                files.push(Some(f));
+                results.push(Ok(()));
+            }
+            Err(e) => {
+                files.push(None);
+                results.push(Err(e));
+            }
+        }
+    }
+    step(GroupStep::Written);
+    // Start writeback of every file before waiting on any. Only a hint (the fsyncs below are
+    // what guarantee it), so its result is not needed.
+    for (_, file) in files.iter().flatten() {
+        // SAFETY: sync_file_range takes a descriptor this function owns for the call's length
+        // and plain integers; it touches no memory of the process.
+        unsafe { libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE) };
+    }
+    for (i, slot) in files.iter_mut().enumerate() {
+        if let Some((spare, file)) = slot
+            && let Err(e) = file.sync_all()
+        {
+            results[i] = Err(e).with_context(|| format!("cannot fsync {}", spare.display()));
+            let _ = fs::remove_file(&*spare);
+            *slot = None;
+        }
+    }
+    let mut dirs: Vec<(std::path::PathBuf, Vec<usize>)> = Vec::new();
+    for (i, (w, slot)) in writes.iter().zip(files.iter_mut()).enumerate() {
+        let Some((spare, _)) = slot.take() else { continue };
+        let put = if near_spares[i] {
+            replace_with(&spare, &w.path)
+        } else {
+            fs::rename(&spare, &w.path)
+                .with_context(|| format!("cannot rename {} to {}", spare.display(), w.path.display()))
+        };
+        let replaced = put.and_then(|()| {
+            step(GroupStep::Renamed(i));
+            let Some(then) = &w.then else { return Ok(()) };
+            fs::rename(&w.path, then)
+                .with_context(|| format!("cannot rename {} to {}", w.path.display(), then.display()))
+        });
+        if let Err(e) = replaced {
+            if !near_spares[i] {
+                // A temporary file beside its path, if the rename did not take it.
+                let _ = fs::remove_file(&spare);
+            }
+            results[i] = Err(e);
+            continue;
+        }
+        let dir = w.path.parent().unwrap_or(Path::new(".")).to_path_buf();
+        match dirs.iter_mut().find(|(d, _)| *d == dir) {
+            Some((_, members)) => members.push(i),
+            None => dirs.push((dir, vec![i])),
+        }
+    }
+    for (dir, members) in dirs {
+        if let Err(e) = sync_dir(&dir) {
+            for i in members {
+                results[i] = Err(anyhow::anyhow!("{e:#}"));
+            }
+        }
+    }
+    step(GroupStep::Synced);
+    results
+}
+
+/// Put the synced file `spare` in `path`'s place, atomically: by exchanging their names when
+/// `path` exists and the filesystem can (the old contents stay behind as the spare), else by a
+/// rename over it.
+fn replace_with(spare: &Path, path: &Path) -> Result<()> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
+        match renameat2(AT_FDCWD, spare, AT_FDCWD, path, RenameFlags::RENAME_EXCHANGE) {
+            Ok(()) => return Ok(()),
+            // No file there yet, a filesystem that cannot exchange, or spares kept on another
+            // filesystem than the path: a plain rename (which fails on the last).
+            Err(
+                nix::errno::Errno::ENOENT
+                | nix::errno::Errno::EINVAL
+                | nix::errno::Errno::ENOSYS
+                | nix::errno::Errno::EXDEV,
+            ) => {}
+            Err(e) => {
+                return Err(e).with_context(|| format!("cannot exchange {} with {}", spare.display(), path.display()));
+            }
+        }
+    }
+    fs::rename(spare, path).with_context(|| format!("cannot rename {} to {}", spare.display(), path.display()))
 }
 
 /// A full disk on demand, for the tests of what a full disk does, without the privileges a
@@ -224,6 +415,48 @@ mod tests {
         assert_eq!(err.to_string(), "zeros is larger than 1000 bytes, the limit");
         assert_eq!(read_bounded(&[7u8; 1000][..], 1000, "exact").unwrap().len(), 1000);
         assert!(read_bounded(&[7u8; 1001][..], 1000, "one over").is_err());
+    }
+
+    #[test]
+    fn a_group_replaces_moves_and_creates_files_and_reuses_the_old_inodes_as_spares() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        fs::write(dir.join("a.queued"), b"old a").unwrap();
+        fs::write(dir.join("b.sending"), b"old b").unwrap();
+        let old_a = fs::metadata(dir.join("a.queued")).unwrap().ino();
+        let writes = vec![
+            // A move: the record in place, then the name.
+            GroupWrite { path: dir.join("a.queued"), bytes: b"new a".to_vec(), then: Some(dir.join("a.sending")) },
+            // A rewrite in place.
+            GroupWrite { path: dir.join("b.sending"), bytes: b"new b".to_vec(), then: None },
+            // A new file.
+            GroupWrite { path: dir.join("c.queued"), bytes: b"c".to_vec(), then: None },
+        ];
+        let spares_dir = tempfile::tempdir_in(tmp.path()).unwrap();
+        let spares = spares_dir.path();
+        let mut steps = Vec::new();
+        let results = write_atomic_group(&writes, spares, |s| steps.push(s));
+        assert!(results.iter().all(|r| r.is_ok()), "{results:?}");
+        assert_eq!(steps.first(), Some(&GroupStep::Written));
+        assert_eq!(steps.last(), Some(&GroupStep::Synced));
+        assert_eq!(fs::read(dir.join("a.sending")).unwrap(), b"new a");
+        assert!(!dir.join("a.queued").exists(), "one file per record");
+        assert_eq!(fs::read(dir.join("b.sending")).unwrap(), b"new b");
+        assert_eq!(fs::read(dir.join("c.queued")).unwrap(), b"c");
+        // The old inodes of a and b are kept as spares, beside the records, for the next group.
+        let names: Vec<String> = fs::read_dir(spares)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| tmp_writer(n) == Some(std::process::id() as i32))
+            .collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+        let records = fs::read_dir(dir).unwrap().flatten().filter(|e| e.path().is_file()).count();
+        assert_eq!(records, 3, "nothing but the records where they are");
+        let again = [GroupWrite { path: dir.join("c.queued"), bytes: b"c2".to_vec(), then: None }];
+        assert!(write_atomic_group(&again, spares, |_| {})[0].is_ok());
+        assert_eq!(fs::read(dir.join("c.queued")).unwrap(), b"c2");
+        assert_eq!(fs::metadata(dir.join("c.queued")).unwrap().ino(), old_a, "no inode made for a rewrite");
     }
 
     #[test]

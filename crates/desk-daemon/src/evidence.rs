@@ -36,6 +36,8 @@ struct Cursor {
 
 pub struct Cursors {
     dir: PathBuf,
+    /// The store's spare files for group commits.
+    spares: PathBuf,
     /// Cursors read or moved since start (a session missing here has not been looked up).
     known: HashMap<String, Option<Cursor>>,
     /// Sessions whose cursor moved since it was last written.
@@ -47,7 +49,9 @@ impl Cursors {
     pub fn open(store_root: &Path) -> Result<Cursors> {
         let dir = store_root.join("cursors");
         ensure_private_dir(&dir)?;
-        Ok(Cursors { dir, known: HashMap::new(), dirty: HashSet::new() })
+        let spares = store_root.join(crate::store::SPARES);
+        ensure_private_dir(&spares)?;
+        Ok(Cursors { dir, spares, known: HashMap::new(), dirty: HashSet::new() })
     }
 
     fn path(&self, session: &SessionName) -> PathBuf {
@@ -118,14 +122,39 @@ impl Cursors {
 
     /// Write the session's cursor if it moved: atomically and durably.
     pub fn save(&mut self, session: &SessionName) -> Result<()> {
-        if !self.dirty.contains(session.as_str()) {
-            return Ok(());
+        self.save_group(std::slice::from_ref(session)).into_iter().next().map_or(Ok(()), |(_, r)| r)
+    }
+
+    /// Write the cursors of these sessions that moved, atomically, as one group commit (all
+    /// written, then synced together). Returns each written session with its result.
+    pub fn save_group(&mut self, sessions: &[SessionName]) -> Vec<(SessionName, Result<()>)> {
+        let mut names = Vec::new();
+        let mut writes = Vec::new();
+        for session in sessions {
+            if !self.dirty.contains(session.as_str()) {
+                continue;
+            }
+            let Some(Some(cursor)) = self.known.get(session.as_str()).copied() else { continue };
+            let bytes = match serde_json::to_vec(&cursor) {
+                Ok(bytes) => bytes,
+                Err(e) => {
+                    names.push((session.clone(), Err(anyhow::Error::new(e).context("cannot encode a journal cursor"))));
+                    continue;
+                }
+            };
+            writes.push(desk_common::fsutil::GroupWrite { path: self.path(session), bytes, then: None });
+            names.push((session.clone(), Ok(())));
         }
-        let Some(Some(cursor)) = self.known.get(session.as_str()).copied() else { return Ok(()) };
-        let bytes = serde_json::to_vec(&cursor).context("cannot encode a journal cursor")?;
-        desk_common::fsutil::write_atomic(&self.path(session), &bytes)?;
-        self.dirty.remove(session.as_str());
-        Ok(())
+        let mut results = desk_common::fsutil::write_atomic_group(&writes, &self.spares, |_| {}).into_iter();
+        for (session, result) in &mut names {
+            if result.is_ok() {
+                *result = results.next().unwrap_or(Ok(()));
+                if result.is_ok() {
+                    self.dirty.remove(session.as_str());
+                }
+            }
+        }
+        names
     }
 
     /// Write every cursor that moved (at a clean stop).

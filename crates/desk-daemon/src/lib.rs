@@ -20,8 +20,9 @@
 //! `desk send` and `desk channel` write the stores directly (durably) before asking the daemon
 //! to act, and `desk ls` and the dashboard read the supervisor's state file. Modules: [`serve`]
 //! (the event loop and the control socket's server side), [`spawn`] (starting it in the
-//! background and its start-up report), [`masters`] (a connection to one
-//! master), [`evidence`] (the sessions' journals and how far the daemon has read them),
+//! background and its start-up report), [`masters`] (a connection to one master), [`outbox`]
+//! (the engine's actions waiting on a group commit), [`evidence`] (the sessions' journals and
+//! how far the daemon has read them),
 //! [`notify`] (running the operator's notify command), [`store`] (delivery items on disk),
 //! [`channel`] (the channel directories and their ingest) and [`supervisor`] (restart policies
 //! carried out: it runs `desk restart`, the CLI's start path, in a child process, so the daemon
@@ -33,6 +34,7 @@ pub mod channel;
 pub mod evidence;
 pub mod masters;
 pub mod notify;
+mod outbox;
 pub mod serve;
 pub mod spawn;
 pub mod store;

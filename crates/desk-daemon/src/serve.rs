@@ -44,6 +44,7 @@ use tracing::{info, warn};
 use crate::channel::store::ChannelStore;
 use crate::evidence;
 use crate::masters::{self, MasterConn};
+use crate::outbox::{Next, Outbox};
 use crate::store::{self, IngestError, Store};
 use desk_common::clock::now_ms;
 use desk_common::detach::Ready;
@@ -174,6 +175,12 @@ struct Daemon {
     timers: BinaryHeap<Reverse<(Instant, TimerKey)>>,
     rules: HashMap<Provider, Rc<RuleSet>>,
     inbox: VecDeque<Input>,
+    /// The engine's actions not carried out yet, and the persists staged for the next group
+    /// commit ([`crate::outbox`]).
+    outbox: Outbox,
+    /// Sessions whose journal cursor moved: written once the turn's group commit made durable
+    /// what the engine did with the evidence it passes over.
+    cursor_saves: std::collections::BTreeSet<String>,
     next_sweep: Instant,
     stopping: bool,
     /// Ingest requests waiting for their item to be queued: id → control client.
@@ -284,6 +291,8 @@ impl Daemon {
             timers: BinaryHeap::new(),
             rules: HashMap::new(),
             inbox: VecDeque::new(),
+            outbox: Outbox::default(),
+            cursor_saves: std::collections::BTreeSet::new(),
             next_sweep: Instant::now(),
             stopping: false,
             ingest_waiters: Vec::new(),
@@ -311,7 +320,13 @@ impl Daemon {
     /// session's state directory. A failure is logged; it never stops the start.
     fn sweep_stale_tmp(&self) {
         let root = self.store.root();
-        let mut dirs = vec![root.to_path_buf(), root.join("intake"), self.paths.runtime.clone()];
+        let mut dirs = vec![
+            root.to_path_buf(),
+            root.join("intake"),
+            root.join("cursors"),
+            root.join(store::SPARES),
+            self.paths.runtime.clone(),
+        ];
         for parent in [root.join("queue"), self.paths.state.join("sessions"), self.channels.root().to_path_buf()] {
             if let Ok(entries) = std::fs::read_dir(&parent) {
                 dirs.extend(entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()));
@@ -374,6 +389,7 @@ impl Daemon {
         // Ends of supervised sessions while the daemon was down are judged now.
         let held = self.supervisor.restore(&connected);
         self.notify_failed(held);
+        self.settle();
         Ok(())
     }
 
@@ -434,6 +450,8 @@ impl Daemon {
                 .min(self.refused.values().map(|r| r.retry_at).min().unwrap_or(self.next_sweep))
                 .min(self.controls.values().filter_map(ControlConn::idle_deadline).min().unwrap_or(self.next_sweep))
                 .min(self.supervisor.wake_at().unwrap_or(self.next_sweep));
+            // Everything this turn made ready is committed and carried out before the wait.
+            self.settle();
             let timeout = next.saturating_duration_since(Instant::now());
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() == io::ErrorKind::Interrupted {
@@ -465,6 +483,7 @@ impl Daemon {
             self.close_idle_controls(Instant::now());
             self.reap_connections();
         }
+        self.settle();
         self.cursors.save_all();
         Ok(())
     }
@@ -488,79 +507,132 @@ impl Daemon {
 
     // ----- engine plumbing -----
 
-    /// Give the engine an input and carry out what follows, until nothing is left.
+    /// Give the engine an input and carry out what follows that needs nothing made durable
+    /// first; the rest waits for the turn's group commit ([`Daemon::settle`]).
     fn feed(&mut self, input: Input) {
         self.inbox.push_back(input);
-        while let Some(input) = self.inbox.pop_front() {
-            self.note_activity(&input);
-            let actions = self.engine.handle(input, Instant::now(), now_ms());
-            self.perform(actions);
+        self.run_engine();
+    }
+
+    /// Hand the engine every input waiting, and carry out every action that waits on no
+    /// persist; persists are staged for the group commit.
+    fn run_engine(&mut self) {
+        loop {
+            while let Some(input) = self.inbox.pop_front() {
+                self.note_activity(&input);
+                let actions = self.engine.handle(input, Instant::now(), now_ms());
+                self.outbox.push(actions);
+            }
+            match self.outbox.next() {
+                Next::Perform(action) => self.perform(action),
+                Next::Commit | Next::Idle if self.inbox.is_empty() => return,
+                Next::Commit | Next::Idle => {}
+            }
         }
     }
 
-    fn perform(&mut self, actions: Vec<Action>) {
-        for action in actions {
-            match action {
-                Action::Persist { token, item, from } => {
-                    let claim = from == State::Queued && item.state == State::Sending;
-                    if let Err(e) = self.store.persist(&item, from) {
-                        warn!(item = %item.id, "cannot persist: {e:#}");
-                        // The rest of this batch must not happen: it depended on this write.
-                        self.inbox.push_back(Input::PersistFailed { token, error: format!("{e:#}") });
-                        return;
-                    }
-                    if claim {
-                        store::failpoint("after-claim");
-                    }
-                    if item.state == State::Stuck && from != State::Stuck {
-                        self.notifications.on_stuck(&item);
-                        self.send_notify_records();
-                    }
-                    self.after_persist(&item.id, item.state);
+    /// The end of a turn: commit the staged persists together, carry out what waited on them,
+    /// and again, until nothing is left; then write the journal cursors that moved (after the
+    /// items the evidence they pass over changed).
+    fn settle(&mut self) {
+        loop {
+            self.run_engine();
+            if !self.outbox.has_staged() {
+                break;
+            }
+            self.commit();
+        }
+        let sessions: Vec<SessionName> =
+            std::mem::take(&mut self.cursor_saves).iter().filter_map(|s| SessionName::parse(s).ok()).collect();
+        for (session, result) in self.cursors.save_group(&sessions) {
+            if let Err(e) = result {
+                warn!(session = %session, "cannot record how far its journal was read (a restart replays more of it): {e:#}");
+            }
+        }
+    }
+
+    /// One group commit: every staged record written and synced together, then what each
+    /// persist's success allows (a failed one stops the rest of its batch: it depended on it).
+    fn commit(&mut self) {
+        let (entries, staged) = self.outbox.take_group();
+        let results = self.store.persist_group(&entries, |step| match step {
+            desk_common::fsutil::GroupStep::Written => store::failpoint("batch-written"),
+            desk_common::fsutil::GroupStep::Synced => store::failpoint("batch-synced"),
+            desk_common::fsutil::GroupStep::Renamed(_) => {}
+        });
+        let mut failed = std::collections::HashSet::new();
+        for s in staged {
+            if failed.contains(&s.batch) {
+                continue;
+            }
+            if let Err(e) = &results[s.entry] {
+                warn!(item = %s.item.id, "cannot persist: {e:#}");
+                // The rest of this batch must not happen: it depended on this write.
+                self.inbox.push_back(Input::PersistFailed { token: s.token, error: format!("{e:#}") });
+                self.outbox.drop_batch(s.batch);
+                failed.insert(s.batch);
+                continue;
+            }
+            if s.from == State::Queued && s.item.state == State::Sending {
+                store::failpoint("after-claim");
+            }
+            if s.item.state == State::Stuck && s.from != State::Stuck {
+                self.notifications.on_stuck(&s.item);
+                self.send_notify_records();
+            }
+            self.after_persist(&s.item.id, s.item.state);
+        }
+    }
+
+    /// Carry out one action (a persist never comes here: the outbox stages it).
+    fn perform(&mut self, action: Action) {
+        match action {
+            Action::Persist { token, item, .. } => {
+                // Unreachable by the outbox's contract; failing it is the safe answer.
+                warn!(item = %item.id, "a persist reached the daemon outside a group commit");
+                self.inbox.push_back(Input::PersistFailed { token, error: "not committed".into() });
+            }
+            Action::Snapshot { token, session, generation } => match self.master_for(&session, generation) {
+                Some(conn) => conn.request_snapshot(token),
+                None => self
+                    .inbox
+                    .push_back(Input::Snapshot { token, result: Err(format!("session {session} is not connected")) }),
+            },
+            Action::Write { token, session, generation, kind, bytes } => {
+                let step = match kind {
+                    engine::WriteKind::Paste => Some(("before-paste", "after-paste")),
+                    engine::WriteKind::Enter => Some(("before-submit", "after-submit")),
+                    engine::WriteKind::Erase => None,
+                };
+                if let Some((before, _)) = step {
+                    store::failpoint(before);
                 }
-                Action::Snapshot { token, session, generation } => match self.master_for(&session, generation) {
-                    Some(conn) => conn.request_snapshot(token),
-                    None => self.inbox.push_back(Input::Snapshot {
-                        token,
-                        result: Err(format!("session {session} is not connected")),
-                    }),
-                },
-                Action::Write { token, session, generation, kind, bytes } => {
-                    let step = match kind {
-                        engine::WriteKind::Paste => Some(("before-paste", "after-paste")),
-                        engine::WriteKind::Enter => Some(("before-submit", "after-submit")),
-                        engine::WriteKind::Erase => None,
-                    };
-                    if let Some((before, _)) = step {
-                        store::failpoint(before);
-                    }
-                    match self.master_for(&session, generation) {
-                        Some(conn) => {
-                            conn.write_input(token, bytes);
-                            if store::failpoints_armed() {
-                                conn.flush_blocking();
-                            }
+                match self.master_for(&session, generation) {
+                    Some(conn) => {
+                        conn.write_input(token, bytes);
+                        if store::failpoints_armed() {
+                            conn.flush_blocking();
                         }
-                        None => self.inbox.push_back(Input::Written {
-                            token,
-                            result: Err(engine::WriteError::Refused(format!("session {session} is not connected"))),
-                        }),
                     }
-                    if let Some((_, after)) = step {
-                        store::failpoint(after);
-                    }
+                    None => self.inbox.push_back(Input::Written {
+                        token,
+                        result: Err(engine::WriteError::Refused(format!("session {session} is not connected"))),
+                    }),
                 }
-                Action::Arm { at, key } => self.timers.push(Reverse((at, key))),
-                Action::Reply { client, ok, acted, message, item } => {
-                    let response = match (ok, acted, item) {
-                        (true, _, Some(item)) => Response::answer(message, &*item),
-                        (true, _, None) => Response::done(message),
-                        // It typed, and the outcome is not a delivery: not a refusal.
-                        (false, true, _) => Response::fail(ErrorKind::NotDelivered, message),
-                        (false, false, _) => Response::fail(ErrorKind::Refused, message),
-                    };
-                    self.reply(Token(client as usize), response);
+                if let Some((_, after)) = step {
+                    store::failpoint(after);
                 }
+            }
+            Action::Arm { at, key } => self.timers.push(Reverse((at, key))),
+            Action::Reply { client, ok, acted, message, item } => {
+                let response = match (ok, acted, item) {
+                    (true, _, Some(item)) => Response::answer(message, &*item),
+                    (true, _, None) => Response::done(message),
+                    // It typed, and the outcome is not a delivery: not a refusal.
+                    (false, true, _) => Response::fail(ErrorKind::NotDelivered, message),
+                    (false, false, _) => Response::fail(ErrorKind::Refused, message),
+                };
+                self.reply(Token(client as usize), response);
             }
         }
     }
@@ -931,9 +1003,9 @@ impl Daemon {
             self.feed(input);
         }
         if heard {
-            // A hook is evidence the engine acted on: on record before the next read, so that a
-            // restart replays only what came after it.
-            self.save_cursor(&name);
+            // A hook is evidence the engine acted on: on record (after what the engine did with
+            // it) before the next read, so that a restart replays only what came after it.
+            self.cursor_saves.insert(session.clone());
         }
     }
 
@@ -946,13 +1018,7 @@ impl Daemon {
             Ok(events) => self.feed(Input::Journal { session: session.to_string(), events }),
             Err(e) => warn!(session, "{e:#}; items of the session are judged on the evidence heard live"),
         }
-        self.save_cursor(&name);
-    }
-
-    fn save_cursor(&mut self, name: &SessionName) {
-        if let Err(e) = self.cursors.save(name) {
-            warn!(session = %name, "cannot record how far its journal was read (a restart replays more of it): {e:#}");
-        }
+        self.cursor_saves.insert(session.to_string());
     }
 
     /// Send the `notify` events the notifications made to their sessions' masters, to be

@@ -17,7 +17,7 @@ use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
 use desk_common::format::{self, Format, SetAside};
-use desk_common::fsutil;
+use desk_common::fsutil::{self, GroupStep, GroupWrite};
 use desk_common::paths::{SessionName, ensure_private_dir};
 use desk_core::delivery::item::{Item, ItemId, State};
 
@@ -28,14 +28,20 @@ pub const ITEM_FORMAT: Format = Format::first("delivery item");
 /// `paused.json`, the operator's holds ([`Pauses`] carries its own `version`).
 pub const PAUSES_FORMAT: Format = Format::first("delivery holds");
 
+/// The daemon's spare files for group commits (`fsutil::write_atomic_group`), under the
+/// store's root: records go there to be written, and the records they replace come back there.
+pub const SPARES: &str = ".spares";
+
 /// Delivered and dropped items (and intake tombstones) are kept this long for inspection.
 pub const KEEP_FINISHED_MS: u64 = 24 * 3600 * 1000;
 
 pub use desk_common::failpoint::{failpoint, failpoints_armed};
 
 /// The steps a failpoint can name.
-pub const FAILPOINTS: [&str; 9] = [
+pub const FAILPOINTS: [&str; 11] = [
     "after-queue-write",
+    "batch-written",
+    "batch-synced",
     "after-ingest",
     "after-claim",
     "before-paste",
@@ -132,7 +138,7 @@ impl Store {
     /// Open (creating) the store under the state directory.
     pub fn open(state: &Path) -> Result<Store> {
         let root = state.join("delivery");
-        for dir in [root.clone(), root.join("queue"), root.join("intake")] {
+        for dir in [root.clone(), root.join("queue"), root.join("intake"), root.join(SPARES)] {
             ensure_private_dir(&dir)?;
         }
         Ok(Store { root })
@@ -154,19 +160,60 @@ impl Store {
     /// Make `item` durable in its state; `from` is the state it has on disk now (equal to
     /// `item.state` for a new item or a record update).
     pub fn persist(&self, item: &Item, from: State) -> Result<()> {
-        let dir = self.session_dir(&item.session)?;
-        ensure_private_dir(&dir)?;
-        let bytes = format::encode(&ITEM_FORMAT, item)?;
-        let old = self.item_path(&item.session, &item.id, from)?;
-        let new = self.item_path(&item.session, &item.id, item.state)?;
-        if from == item.state || !old.exists() {
-            return fsutil::write_atomic(&new, &bytes);
+        self.persist_group(&[(item.clone(), from)], |_| {}).remove(0)
+    }
+
+    /// Make many items durable in their states at once, sharing the waits on the disk (a
+    /// group commit, [`fsutil::write_atomic_group`]): every record is written, all are synced,
+    /// then renamed, then each queue directory is synced once. Each entry is (item, the state
+    /// it has on disk now); an item appears at most once. `step` sees the group's steps (the
+    /// daemon's crash points). One result per entry, in order; the caller acts on none of them
+    /// before this returns.
+    pub fn persist_group(&self, items: &[(Item, State)], mut step: impl FnMut(GroupStep)) -> Vec<Result<()>> {
+        let mut writes = Vec::with_capacity(items.len());
+        let mut results: Vec<Option<Result<()>>> = Vec::with_capacity(items.len());
+        let mut made: Vec<PathBuf> = Vec::new();
+        // Which entry each write is, and whether it moves a claim (for the crash points).
+        let mut of_write = Vec::with_capacity(items.len());
+        for (i, (item, from)) in items.iter().enumerate() {
+            let write = (|| -> Result<GroupWrite> {
+                let dir = self.session_dir(&item.session)?;
+                if !made.contains(&dir) {
+                    ensure_private_dir(&dir)?;
+                    made.push(dir);
+                }
+                let bytes = format::encode(&ITEM_FORMAT, item)?;
+                let old = self.item_path(&item.session, &item.id, *from)?;
+                let new = self.item_path(&item.session, &item.id, item.state)?;
+                if *from == item.state || !old.exists() {
+                    return Ok(GroupWrite { path: new, bytes, then: None });
+                }
+                // The record first (in place), then the state (by rename): one file at every
+                // instant.
+                Ok(GroupWrite { path: old, bytes, then: Some(new) })
+            })();
+            match write {
+                Ok(w) => {
+                    writes.push(w);
+                    of_write.push((i, *from == State::Sending));
+                    results.push(None);
+                }
+                Err(e) => results.push(Some(Err(e))),
+            }
         }
-        // The record first (in place), then the state (by rename): one file at every instant.
-        fsutil::write_atomic(&old, &bytes)?;
-        failpoint(if from == State::Sending { "mid-rename-settle" } else { "mid-rename" });
-        fs::rename(&old, &new).with_context(|| format!("cannot rename {} to {}", old.display(), new.display()))?;
-        fsutil::sync_dir(&dir)
+        let moves: Vec<bool> = writes.iter().map(|w| w.then.is_some()).collect();
+        let written = fsutil::write_atomic_group(&writes, &self.root.join(SPARES), |s| {
+            if let GroupStep::Renamed(w) = s
+                && moves[w]
+            {
+                failpoint(if of_write[w].1 { "mid-rename-settle" } else { "mid-rename" });
+            }
+            step(s);
+        });
+        for ((i, _), result) in of_write.into_iter().zip(written) {
+            results[i] = Some(result);
+        }
+        results.into_iter().map(|r| r.unwrap_or_else(|| Err(anyhow::anyhow!("not written")))).collect()
     }
 
     /// Every item record in the queues, with the state its extension names.

@@ -302,6 +302,8 @@ fn run_pass(channels: &ChannelStore, items: &Store, name: &ChannelName, now_ms: 
     let Some(roster) = channels.roster(name)? else { return Ok(()) };
     // Messages turned into items by this pass, for the ledger.
     let mut done: Vec<ItemId> = Vec::new();
+    // Their items, made durable together before the ledger and the cursor pass over them.
+    let mut fresh: Vec<Item> = Vec::new();
     // The root conversation, parsed once per pass if a thread needs its parent's author.
     let mut root: Option<Vec<Message>> = None;
     for (file, thread, path, bytes) in changed {
@@ -352,7 +354,7 @@ fn run_pass(channels: &ChannelStore, items: &Store, name: &ChannelName, now_ms: 
             if !seen {
                 let ctx = ThreadContext { parent_author: parent_author.as_deref(), participants: &participants };
                 let routing = route(msg, &roster.members, &ctx);
-                write_items(items, &roster, name, msg, &routing.prompts, now_ms, pass)?;
+                make_items(items, &roster, name, msg, &routing.prompts, now_ms, pass, &mut fresh)?;
                 if !routing.notify.is_empty() {
                     pass.notify.push(Mention {
                         message: msg.id.to_string(),
@@ -382,6 +384,7 @@ fn run_pass(channels: &ChannelStore, items: &Store, name: &ChannelName, now_ms: 
             (None, mark) => books.cursor.set(&file, mark.unwrap_or(nothing)),
         }
     }
+    write_items(items, fresh, pass)?;
     if !done.is_empty() || books.cursor != before || books.cursor.version != 2 {
         failpoint("channel-after-items");
         ledger::append(&dir, &done)?;
@@ -393,8 +396,10 @@ fn run_pass(channels: &ChannelStore, items: &Store, name: &ChannelName, now_ms: 
     Ok(())
 }
 
-/// The items of one message, each written unless it already exists.
-fn write_items(
+/// The items of one message, each unless a file of it already exists (or the pass made it
+/// already), added to `fresh`.
+#[allow(clippy::too_many_arguments)]
+fn make_items(
     items: &Store,
     roster: &Roster,
     name: &ChannelName,
@@ -402,13 +407,11 @@ fn write_items(
     recipients: &[Recipient],
     now_ms: u64,
     pass: &mut Pass,
+    fresh: &mut Vec<Item>,
 ) -> Result<()> {
-    if !recipients.is_empty() {
-        failpoint("channel-before-items");
-    }
-    for (i, to) in recipients.iter().enumerate() {
+    for to in recipients {
         let id = delivery_item_id(&msg.id, msg.ts_ms, &to.member);
-        if items.exists(&id, &to.member)? {
+        if items.exists(&id, &to.member)? || fresh.iter().any(|i| i.id == id) {
             pass.existing += 1;
             continue;
         }
@@ -423,13 +426,37 @@ fn write_items(
         let mut item = Item::new(id, to.member.clone(), None, text, When::Now, prompt::sender(name, msg), now_ms);
         item.channel = Some(name.to_string());
         item.note(now_ms, "channel", format!("#{name} message {} ({})", msg.id, to.why.phrase()));
-        items.persist(&item, State::Queued)?;
-        if i == 0 && recipients.len() > 1 {
-            failpoint("channel-mid-items");
-        }
-        pass.items.push(item);
+        fresh.push(item);
     }
     Ok(())
+}
+
+/// Make the pass's new items durable, as one group commit (every record written, then all
+/// synced together). The ones written go to `pass.items` even when another failed (they are
+/// durable, and the next pass skips them); the first failure is returned.
+fn write_items(items: &Store, fresh: Vec<Item>, pass: &mut Pass) -> Result<()> {
+    if fresh.is_empty() {
+        return Ok(());
+    }
+    failpoint("channel-before-items");
+    let group: Vec<(Item, State)> = fresh.into_iter().map(|i| (i, State::Queued)).collect();
+    let several = group.len() > 1;
+    let results = items.persist_group(&group, |step| {
+        // One item's file in place, the others not yet: a crash between two items.
+        if step == fsutil::GroupStep::Renamed(0) && several {
+            failpoint("channel-mid-items");
+        }
+    });
+    let mut first_error = None;
+    for ((item, _), result) in group.into_iter().zip(results) {
+        match result {
+            Ok(()) => pass.items.push(item),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    first_error.map_or(Ok(()), Err)
 }
 
 #[cfg(test)]

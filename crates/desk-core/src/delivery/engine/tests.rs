@@ -195,6 +195,12 @@ struct World {
     done: usize,
     crash_after: Option<usize>,
     crashed: bool,
+    /// How a crash inside a run of persists (one group commit in the daemon) leaves the disk:
+    /// false, the records before the crash durable (a prefix); true, those before it lost and
+    /// those after it durable — the part of a group a power cut may keep, which is no prefix.
+    crash_keeps_the_rest_of_the_group: bool,
+    /// Crashes that left a group's records other than as a prefix.
+    group_crashes: usize,
     activity: Activity,
     /// Snapshot requests answered with an error, next first.
     fail_reads: u32,
@@ -215,6 +221,8 @@ impl World {
             done: 0,
             crash_after: None,
             crashed: false,
+            crash_keeps_the_rest_of_the_group: false,
+            group_crashes: 0,
             activity: Activity::Idle,
             fail_reads: 0,
         }
@@ -263,17 +271,38 @@ impl World {
             }
             let (now, ms) = self.now();
             let actions = self.engine.handle(input, now, ms);
-            for action in actions {
+            // The disk before each persist of the current run of persists (the daemon's group).
+            let mut group: Vec<(ItemId, Option<Item>)> = Vec::new();
+            for (i, action) in actions.iter().cloned().enumerate() {
                 if self.crash_after.is_some_and(|n| self.done >= n) {
                     self.crashed = true;
+                    let rest: Vec<&Item> = actions[i..]
+                        .iter()
+                        .map_while(|a| if let Action::Persist { item, .. } = a { Some(item) } else { None })
+                        .collect();
+                    if self.crash_keeps_the_rest_of_the_group && !group.is_empty() && !rest.is_empty() {
+                        self.group_crashes += 1;
+                        for (id, before) in group.into_iter().rev() {
+                            match before {
+                                Some(item) => self.disk.insert(id, item),
+                                None => self.disk.remove(&id),
+                            };
+                        }
+                        for item in rest {
+                            self.disk.insert(item.id.clone(), item.clone());
+                        }
+                    }
                     return;
                 }
                 self.done += 1;
                 match action {
                     Action::Persist { item, .. } => {
+                        group.push((item.id.clone(), self.disk.get(&item.id).cloned()));
                         self.disk.insert(item.id.clone(), item);
+                        continue;
                     }
                     Action::Snapshot { token, .. } => {
+                        group.clear();
                         let result = if self.fail_reads > 0 {
                             self.fail_reads -= 1;
                             Err("read failed".to_string())
@@ -283,13 +312,20 @@ impl World {
                         inputs.push_back(Input::Snapshot { token, result })
                     }
                     Action::Write { token, kind, bytes, .. } => {
+                        group.clear();
                         // An Enter is exactly one carriage return; a paste never is.
                         assert_eq!(kind == WriteKind::Enter, bytes == b"\r", "{kind:?} {bytes:?}");
                         self.agent.write(&bytes);
                         inputs.push_back(Input::Written { token, result: Ok(()) });
                     }
-                    Action::Arm { at, key } => self.timers.push(std::cmp::Reverse((at, key))),
-                    Action::Reply { client, ok, message, .. } => self.replies.push((client, ok, message)),
+                    Action::Arm { at, key } => {
+                        group.clear();
+                        self.timers.push(std::cmp::Reverse((at, key)))
+                    }
+                    Action::Reply { client, ok, message, .. } => {
+                        group.clear();
+                        self.replies.push((client, ok, message))
+                    }
                 }
             }
         }

@@ -492,6 +492,30 @@ fn a_crash_between_any_two_actions_delivers_every_prompt_nothing_of_which_was_lo
     assert!(points > 500, "{points} crash points");
 }
 
+/// The daemon makes the persists that come one after another durable together (a group
+/// commit: all written, then all synced, then renamed). A power cut inside a group may keep any
+/// part of it, not only a prefix: here the records after the crash point are kept and those
+/// before it lost. Every prompt still ends delivered once, or interrupted where a write's
+/// outcome was unknown.
+#[test]
+fn a_crash_inside_a_group_commit_that_keeps_any_part_of_the_group_loses_and_repeats_nothing() {
+    let mut points = 0;
+    for (name, script) in scenarios() {
+        let mut clean = Run::new([]);
+        clean.play(&script);
+        let total = clean.w.done;
+        for k in 0..total {
+            let mut run = Run::new([k]);
+            run.w.crash_keeps_the_rest_of_the_group = true;
+            run.play(&script);
+            run.check(&format!("{name}, crash after {k} of {total} actions, keeping the rest of its group"));
+            points += run.w.group_crashes;
+        }
+    }
+    // Digests and settles write several records in one group: many such points exist.
+    assert!(points > 50, "only {points} crashes inside a group");
+}
+
 /// A restart's recovery of an item found `sending` begins with a look at the screen, a record
 /// and an Enter (or a record that queues it again): a second crash before, between or right
 /// after these is a crash during recovery.
