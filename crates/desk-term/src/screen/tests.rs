@@ -1212,3 +1212,14 @@ mod scrolled_off {
         }
     }
 }
+
+#[test]
+fn a_screen_full_of_the_alignment_pattern_reads_its_keyframe_back() {
+    let mut original = Screen::new(20, 6);
+    original.process(b"\x1b#8");
+    let keyframe = original.render_keyframe();
+    let mut copy = Screen::new(20, 6);
+    copy.process(&keyframe);
+    assert_eq!(copy.snapshot(), original.snapshot(), "keyframe {:?}", String::from_utf8_lossy(&keyframe));
+    assert_eq!(String::from_utf8_lossy(&copy.render_keyframe()), String::from_utf8_lossy(&keyframe));
+}
