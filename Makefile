@@ -97,6 +97,7 @@ bench:
 	$(CARGO) bench --locked --bench screen_model
 	$(CARGO) bench --locked --bench dash
 	$(CARGO) bench --locked --bench fleet
+	$(CARGO) bench --locked --bench handover
 
 # Randomized crash soak of prompt delivery (benches/soak.rs): hundreds of prompts of every shape
 # to demo agents while the daemon, masters and agents are killed at random (--profile mixed,

@@ -132,9 +132,41 @@ fn registry(paths: &Paths) -> PathBuf {
     paths.state.join("fleet").join("manifests.json")
 }
 
-/// The manifests `desk up` has used, most recent last.
+/// `state/fleet/manifests.json`. Version 1 was a bare JSON array of paths, which cannot carry
+/// a `version` key; version 2 is `{"version": 2, "manifests": [...]}`. Both are read; version 2
+/// is written.
+pub const REGISTRY_FORMAT: desk_common::format::Format =
+    desk_common::format::Format { name: "manifest registry", oldest: 1, current: 2 };
+
+/// The registry's layout since version 2.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct Registry {
+    manifests: Vec<PathBuf>,
+}
+
+/// A registry's paths, from either version; `Err` says why it cannot be read.
+fn decode_registry(bytes: &[u8]) -> Result<Vec<PathBuf>> {
+    if let Ok(v1) = serde_json::from_slice::<Vec<PathBuf>>(bytes) {
+        return Ok(v1);
+    }
+    let registry: Registry = desk_common::format::decode(&REGISTRY_FORMAT, bytes)?;
+    Ok(registry.manifests)
+}
+
+/// The registry's paths; `None` when there is none, `Err` when it cannot be read.
+fn read_registry(paths: &Paths) -> Result<Option<Vec<PathBuf>>> {
+    let file = registry(paths);
+    match std::fs::read(&file) {
+        Ok(bytes) => decode_registry(&bytes).map(Some).with_context(|| format!("{} cannot be read", file.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", file.display())),
+    }
+}
+
+/// The manifests `desk up` has used, most recent last (none when the registry cannot be read:
+/// `desk up`, which writes it, sets such a file aside first).
 pub fn registered(paths: &Paths) -> Vec<PathBuf> {
-    desk_common::session::read_json::<Vec<PathBuf>>(&registry(paths)).ok().flatten().unwrap_or_default()
+    read_registry(paths).ok().flatten().unwrap_or_default()
 }
 
 /// 64 manifests: more fleets than one person keeps; the oldest is forgotten first.
@@ -142,7 +174,16 @@ const MAX_REGISTERED: usize = 64;
 
 /// Remember that `desk up` used `manifest` (so `desk ls` shows its sessions when they are down).
 pub fn register(paths: &Paths, manifest: &Path) -> Result<()> {
-    let mut list = registered(paths);
+    let file = registry(paths);
+    let mut list = match read_registry(paths) {
+        Ok(list) => list.unwrap_or_default(),
+        Err(e) => {
+            // Not overwritten unread: set aside and named.
+            let aside = desk_common::format::set_aside(&file, format!("{e:#}"))?;
+            eprintln!("desk: {}", aside.message());
+            Vec::new()
+        }
+    };
     if list.last().is_some_and(|p| p == manifest) {
         return Ok(());
     }
@@ -150,9 +191,8 @@ pub fn register(paths: &Paths, manifest: &Path) -> Result<()> {
     list.push(manifest.to_path_buf());
     let extra = list.len().saturating_sub(MAX_REGISTERED);
     list.drain(..extra);
-    let file = registry(paths);
     desk_common::paths::ensure_private_dir(file.parent().context("no parent")?)?;
-    desk_common::fsutil::write_atomic(&file, &serde_json::to_vec_pretty(&list)?)
+    desk_common::session::write_record(&REGISTRY_FORMAT, &file, &Registry { manifests: list })
 }
 
 /// Every registered manifest that still reads, with the sessions it declares: what `desk ls`

@@ -476,7 +476,7 @@ fn masters(paths: &Paths) -> Check {
             Status::Warning,
             format!("{} run(s) an older master than this desk's: {}", older.len(), older.join(", ")),
             Some(
-                "each keeps it until its agent exits; restart a session to move it to this desk (in-place upgrade is not built yet; docs/upgrading.md)"
+                "`desk upgrade` hands each over to this desk's master in place, its agent running on; a master that predates in-place upgrades (or speaks protocol 1) refuses, and then restarting the session is the only way to move it (docs/upgrading.md)"
                     .into(),
             ),
         ),

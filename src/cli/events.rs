@@ -20,7 +20,7 @@ use desk_wire::events::{Event, EventBody};
 use desk_wire::{Frame, Role};
 
 /// Every event type, as `--type` takes it and JSON's `type` names it (`EventBody::kind`).
-pub(super) const TYPES: [&str; 17] = [
+pub(super) const TYPES: [&str; 18] = [
     "started",
     "title",
     "bell",
@@ -38,6 +38,7 @@ pub(super) const TYPES: [&str; 17] = [
     "answer",
     "notify",
     "gap",
+    "upgraded",
 ];
 
 fn print(event: &Event, json: bool) {

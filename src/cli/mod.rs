@@ -22,6 +22,7 @@ mod remote;
 mod sessions;
 mod table;
 mod up;
+mod upgrade;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -335,6 +336,23 @@ enum Command {
         /// The new size, COLSxROWS.
         #[arg(value_parser = parse_size, value_name = "COLSxROWS")]
         size: (u16, u16),
+    },
+    /// Hand running masters over to the installed desk-master in place: each keeps its agent,
+    /// terminal, socket, attached clients, screen and history (docs/upgrading.md). Without
+    /// names, the masters `desk ls` reports as older.
+    Upgrade {
+        /// The sessions to upgrade (running); without names, those whose master is older.
+        #[arg(add = ArgValueCandidates::new(complete::sessions), value_name = "NAME")]
+        names: Vec<SessionName>,
+        /// Every running session, current or not.
+        #[arg(long)]
+        all: bool,
+        /// The desk-master to hand over to (default: the one `desk new` starts).
+        #[arg(long, value_name = "PATH")]
+        master: Option<std::path::PathBuf>,
+        /// Print JSON (docs/cli.md).
+        #[arg(long)]
+        json: bool,
     },
     /// Check that everything desk needs is in place, and say how to fix what is not.
     Doctor {
@@ -821,6 +839,7 @@ impl Command {
             | Command::Down { json, .. }
             | Command::Restart { json, .. }
             | Command::Worktree(WorktreeCommand::Ls { json, .. })
+            | Command::Upgrade { json, .. }
             | Command::Doctor { json } => *json,
             Command::Attach(_)
             | Command::Resize { .. }
@@ -966,6 +985,9 @@ fn run(cli: Cli, host: Option<(String, desk_common::config::Host)>) -> Result<i3
             delivery::command("resume", desk_wire::control::Request::Resume { session: name.to_string() }, json)
         }
         Command::Kill(a) => sessions::kill(&a.name, a.signal, a.grace, a.json, "desk kill"),
+        Command::Upgrade { names, all, master, json } => {
+            upgrade::upgrade(upgrade::UpgradeArgs { names, all, master, json })
+        }
         Command::Doctor { json } => doctor::doctor(json),
         Command::Rm { name, drop_queued, json } => sessions::rm(&name, drop_queued, json),
         Command::Up { names, manifest, dry_run, recreate, json } => {

@@ -186,8 +186,13 @@ struct MasterSkew {
     upgrade: Option<&'static str>,
 }
 
-/// What moving a session to this desk's master takes, until masters hand over in place.
-const UPGRADE_BY_RESTART: &str = "it keeps its master until its agent exits; restart the session to move it to this desk (in-place upgrade is not built yet)";
+/// What moving a session to this desk's master takes: `desk upgrade`, which a master from
+/// before in-place upgrades refuses (docs/upgrading.md).
+const UPGRADE_IN_PLACE: &str = "desk upgrade hands it over to this desk's master in place, its agent running on; if its master predates in-place upgrades it refuses, and only restarting the session moves it";
+
+/// What moving a session whose master speaks protocol 1 takes: such a master cannot hand over.
+const UPGRADE_BY_RESTART: &str =
+    "its master (protocol 1) cannot hand over in place; restart the session to move it to this desk";
 
 /// The skew of the master of a row that has one, against `installed` (the identity of the
 /// desk-master this desk starts).
@@ -205,7 +210,8 @@ fn master_skew(paths: &Paths, row: &Listing, installed: Option<(u64, u64)>) -> O
         _ => "unknown",
     };
     let stale = binary == "older" || protocol < desk_wire::PROTOCOL_VERSION;
-    Some(MasterSkew { protocol, binary, upgrade: stale.then_some(UPGRADE_BY_RESTART) })
+    let upgrade = if protocol < 2 { UPGRADE_BY_RESTART } else { UPGRADE_IN_PLACE };
+    Some(MasterSkew { protocol, binary, upgrade: stale.then_some(upgrade) })
 }
 
 /// The identity of the desk-master this desk starts ([`crate::launch::master_command`]'s program).
@@ -569,7 +575,7 @@ fn skew_footer(rows: &[Listing]) -> String {
     }
     let who = if stale.len() == 1 { "1 session runs".to_string() } else { format!("{} sessions run", stale.len()) };
     format!(
-        "\n{who} an older master than this desk's: {}. Each keeps it until its agent exits; restart a session to move it to this desk (in-place upgrade is not built yet; docs/upgrading.md).\n",
+        "\n{who} an older master than this desk's: {}. `desk upgrade` hands each over to this desk's master in place; one that predates in-place upgrades refuses, and then only restarting the session moves it (docs/upgrading.md).\n",
         stale.join(", ")
     )
 }

@@ -514,7 +514,8 @@ impl Dash {
                         | EventBody::Gap { .. }
                         | EventBody::Keys { .. }
                         | EventBody::Answer { .. }
-                        | EventBody::Notify { .. } => false,
+                        | EventBody::Notify { .. }
+                        | EventBody::Upgraded { .. } => false,
                         EventBody::Started { .. } | EventBody::State { .. } | EventBody::Exit { .. } => true,
                     };
                 if !moves {
@@ -1120,6 +1121,9 @@ fn describe(body: &EventBody) -> Option<(String, bool)> {
         // What desk told the operator: flagged like the agent's own notifications.
         EventBody::Notify { kind, message, .. } => (format!("notified {kind}: {message}"), true),
         EventBody::Gap { from_seq, to_seq, reason } => (format!("events {from_seq}..{to_seq} lost: {reason}"), true),
+        EventBody::Upgraded { to, pause_ms, .. } => {
+            (format!("master upgraded in place to {to} ({pause_ms} ms)"), false)
+        }
         EventBody::Output { .. } | EventBody::Mode { .. } | EventBody::Resize { .. } | EventBody::Report { .. } => {
             return None;
         }

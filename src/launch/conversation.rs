@@ -74,13 +74,23 @@ fn lock(paths: &Paths, name: &SessionName) -> Result<Lock> {
     Ok(Lock(file))
 }
 
-/// The session's captures (none if it has no file).
+/// `conversations.json`: version 1 (a file without a `version` key is version 1).
+pub const FORMAT: desk_common::format::Format = desk_common::format::Format::first("conversations");
+
+/// The session's captures (none if it has no file). A file this desk cannot read is an error
+/// naming it: a restart does not resume from a guess.
 pub fn read(paths: &Paths, name: &SessionName) -> Result<Conversations> {
-    Ok(desk_common::session::read_json(&file(paths, name))?.unwrap_or_default())
+    Ok(desk_common::session::read_record(&FORMAT, &file(paths, name))?.unwrap_or_default())
+}
+
+/// The captures for a read-modify-write: a file this desk cannot read is set aside (and named)
+/// rather than overwritten, and the captures start afresh.
+fn read_for_update(paths: &Paths, name: &SessionName) -> Conversations {
+    desk_common::session::read_record_or_set_aside(&FORMAT, &file(paths, name)).unwrap_or_default()
 }
 
 fn write(paths: &Paths, name: &SessionName, conversations: &Conversations) -> Result<()> {
-    desk_common::fsutil::write_atomic(&file(paths, name), &serde_json::to_vec_pretty(conversations)?)
+    desk_common::session::write_record(&FORMAT, &file(paths, name), conversations)
 }
 
 /// Apply evidence to generation `generation`'s capture (made with `config_dir` and `cwd` if it
@@ -101,7 +111,7 @@ fn apply(
         return Ok(());
     }
     let _lock = lock(paths, name)?;
-    let mut all = read(paths, name)?;
+    let mut all = read_for_update(paths, name);
     let now = desk_common::clock::now_ms();
     let before = all.generations.get(&generation).cloned();
     let capture = all.generations.entry(generation).or_insert_with(|| {

@@ -282,6 +282,7 @@ fn records_this_desk_cannot_read_are_set_aside_and_named_and_the_daemon_starts()
 /// new version and its own directory):
 ///
 /// `DESK_WRITE_FORMAT_FIXTURES=1 cargo test --test it formats::write_v1_fixtures -- --ignored`
+/// Run by hand, and then [`write_v1_fleet_fixtures`]: this one starts the directory afresh.
 #[test]
 #[ignore = "writes tests/data/formats/v1; run by hand"]
 fn write_v1_fixtures() {
@@ -370,3 +371,134 @@ args = ["--model", "opus"]
 [notify]
 command = 'true'
 "#;
+
+/// The fleet's records (docs/fleet.md) in the recording: a session `desk up` started under a
+/// restart policy, whose agent reported its conversation, then stopped by the operator.
+const FLEET_SESSION: &str = "crew";
+
+#[test]
+fn launch_records_and_stop_marks_of_v1_are_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_of_fixtures(tmp.path(), false);
+    let paths = paths_at(tmp.path());
+    let name = SessionName::parse(FLEET_SESSION).unwrap();
+    let launch = desk_common::launch_record::read(&paths, &name).unwrap().expect("a launch record");
+    assert_eq!((launch.generation, launch.provider.as_str()), (1, "demo"), "{launch:?}");
+    assert!(launch.command[0].ends_with("desk-demo-agent"), "{launch:?}");
+    assert_eq!(desk_common::launch_record::stopped_by(&paths, &name, 1).as_deref(), Some("desk kill"));
+}
+
+#[test]
+fn conversations_of_v1_are_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_of_fixtures(tmp.path(), false);
+    let paths = paths_at(tmp.path());
+    let conversations = desk::launch::conversation::read(&paths, &SessionName::parse(FLEET_SESSION).unwrap()).unwrap();
+    let capture = conversations.latest().expect("a capture naming a conversation");
+    assert_eq!(capture.generation, 1, "{capture:?}");
+}
+
+#[test]
+fn the_supervisor_state_of_v1_is_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_of_fixtures(tmp.path(), false);
+    let state = desk_daemon::supervisor::read_state(&paths_at(tmp.path()));
+    let crew = &state.sessions[FLEET_SESSION];
+    let text = serde_json::to_string(crew).unwrap();
+    assert!(text.contains("stopped"), "held as the operator's stop: {text}");
+}
+
+#[test]
+fn the_manifest_registry_of_v1_and_v2_is_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_of_fixtures(tmp.path(), false);
+    let paths = paths_at(tmp.path());
+    assert_eq!(desk::manifest::registered(&paths), [PathBuf::from("/srv/fleet/desk.toml")]);
+    // Version 1 was a bare array; it is read, and `desk up` writes version 2.
+    let file = tmp.path().join("state/fleet/manifests.json");
+    fs::write(&file, r#"["/a/desk.toml", "/b/desk.toml"]"#).unwrap();
+    assert_eq!(desk::manifest::registered(&paths), [PathBuf::from("/a/desk.toml"), PathBuf::from("/b/desk.toml")]);
+    desk::manifest::register(&paths, Path::new("/c/desk.toml")).unwrap();
+    let written: serde_json::Value = serde_json::from_slice(&fs::read(&file).unwrap()).unwrap();
+    assert_eq!(written["version"], 2, "{written:#}");
+    assert_eq!(desk::manifest::registered(&paths).len(), 3);
+}
+
+#[test]
+fn fleet_records_this_desk_cannot_read_are_set_aside_by_their_owner_and_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_of_fixtures(tmp.path(), false);
+    let paths = paths_at(tmp.path());
+    let state = tmp.path().join("state");
+    let newer = r#"{"version": 99, "anything": true}"#;
+    // The registry: `desk up` registering a manifest sets the unreadable file aside first.
+    fs::write(state.join("fleet/manifests.json"), newer).unwrap();
+    desk::manifest::register(&paths, Path::new("/c/desk.toml")).unwrap();
+    assert_eq!(fs::read_to_string(state.join("fleet/manifests.json.bad")).unwrap(), newer);
+    assert_eq!(desk::manifest::registered(&paths), [PathBuf::from("/c/desk.toml")]);
+    // A stop mark: read as unknown, kept aside.
+    let name = SessionName::parse(FLEET_SESSION).unwrap();
+    let stop = state.join("sessions").join(FLEET_SESSION).join("stopped.json");
+    fs::write(&stop, newer).unwrap();
+    assert_eq!(desk_common::launch_record::stopped_by(&paths, &name, 1), None);
+    assert_eq!(fs::read_to_string(stop.with_extension("json.bad")).unwrap(), newer);
+    // A launch record of a newer desk is refused in words, never misread.
+    fs::write(state.join("sessions").join(FLEET_SESSION).join("launch.json"), newer).unwrap();
+    let err = format!("{:#}", desk_common::launch_record::read(&paths, &name).unwrap_err());
+    assert!(err.contains("format version 99, written by a newer desk"), "{err}");
+}
+
+/// Adds the fleet's records to the recording (after [`write_v1_fixtures`], which starts the
+/// directory afresh): `desk up` of a demo agent under `restart = "always"`, a prompt it took
+/// (so its hook reported its conversation), `desk kill` (the operator's stop, which the
+/// supervisor holds).
+#[test]
+#[ignore = "writes the fleet's records into tests/data/formats/v1; run by hand"]
+fn write_v1_fleet_fixtures() {
+    assert!(std::env::var_os("DESK_WRITE_FORMAT_FIXTURES").is_some(), "set DESK_WRITE_FORMAT_FIXTURES=1");
+    let fleet = crate::up::Fleet::new("");
+    fleet.write(&crate::up::demo_session(fleet.path(), FLEET_SESSION, "restart = \"always\""));
+    fleet.home.serve();
+    fleet.ok(&["up"]);
+    fleet.home.wait_ready(FLEET_SESSION);
+    let id = fleet.home.send(FLEET_SESSION, "a prompt for the fleet's fixture");
+    assert_eq!(fleet.home.settled(&id)["state"], "delivered");
+    let state = fleet.home.path().join("state");
+    let session = state.join("sessions").join(FLEET_SESSION);
+    eventually("the agent's conversation to be recorded", || {
+        let text = fs::read_to_string(session.join("conversations.json")).unwrap_or_default();
+        if text.contains("\"conversation\": \"") { Ok(()) } else { Err(text) }
+    });
+    fleet.home.ok(&["kill", FLEET_SESSION]);
+    eventually("the supervisor to hold the operator's stop", || {
+        let text = fs::read_to_string(state.join("fleet/supervisor.json")).unwrap_or_default();
+        if text.contains("\"stopped\"") { Ok(()) } else { Err(text) }
+    });
+    fleet.home.ok(&["serve", "--stop"]);
+    // No directory of this machine: the fleet's directory becomes /srv/fleet, the demo agent's
+    // /usr/local/bin, the inherited HOME /home/desk (the edits made to this recording).
+    let fleet_dir = fleet.path().canonicalize().unwrap().display().to_string();
+    let bin = Path::new(crate::up::DEMO).parent().unwrap().display().to_string();
+    let out = fixtures().join("state");
+    let files = [
+        ("fleet/supervisor.json", state.join("fleet/supervisor.json")),
+        ("fleet/manifests.json", state.join("fleet/manifests.json")),
+        ("sessions/crew/launch.json", session.join("launch.json")),
+        ("sessions/crew/stopped.json", session.join("stopped.json")),
+        ("sessions/crew/conversations.json", session.join("conversations.json")),
+    ];
+    for (rel, from) in files {
+        let text = fs::read_to_string(&from).unwrap_or_else(|e| panic!("{}: {e}", from.display()));
+        let text = text
+            .replace(&fleet_dir, "/srv/fleet")
+            .replace(&fleet.path().display().to_string(), "/srv/fleet")
+            .replace(&bin, "/usr/local/bin")
+            .replace(
+                &format!("\"HOME\": \"{}\"", std::env::var("HOME").unwrap_or_default()),
+                "\"HOME\": \"/home/desk\"",
+            );
+        let to = out.join(rel);
+        fs::create_dir_all(to.parent().unwrap()).unwrap();
+        fs::write(&to, text).unwrap();
+    }
+}

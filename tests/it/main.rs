@@ -37,6 +37,7 @@ mod supervise;
 mod support;
 mod unsent;
 mod up;
+mod upgrade;
 mod versions;
 mod views;
 mod wire_clients;

@@ -134,7 +134,7 @@ fn ls_names_the_sessions_whose_master_is_older_than_this_desk() {
         (Some("older"), Some(PROTOCOL_VERSION as u64)),
         "{before:#}"
     );
-    assert!(before["upgrade"].as_str().unwrap().contains("restart the session"), "{before:#}");
+    assert!(before["upgrade"].as_str().unwrap().contains("desk upgrade hands it over"), "{before:#}");
     let after = master("after");
     assert_eq!(after["binary"], "current", "{after:#}");
     assert!(after.get("upgrade").is_none(), "{after:#}");
@@ -149,5 +149,5 @@ fn ls_names_the_sessions_whose_master_is_older_than_this_desk() {
         doctor["data"]["checks"].as_array().unwrap().iter().find(|c| c["check"] == "masters").unwrap().clone();
     assert_eq!(masters["status"], "warning", "{masters:#}");
     assert!(masters["detail"].as_str().unwrap().contains(named), "{masters:#}");
-    assert!(masters["fix"].as_str().unwrap().contains("restart a session"), "{masters:#}");
+    assert!(masters["fix"].as_str().unwrap().contains("`desk upgrade` hands each over"), "{masters:#}");
 }

@@ -119,6 +119,13 @@ impl Journal {
         self.next_seq
     }
 
+    /// Number events from `next_seq` on if that is beyond what the file shows: a master that
+    /// re-executed itself goes on from the number its previous image had reached, journalled
+    /// or not (a full disk may have kept events out of the file).
+    pub fn continue_from(&mut self, next_seq: u64) {
+        self.next_seq = self.next_seq.max(next_seq);
+    }
+
     /// Take the next sequence number.
     pub fn allocate_seq(&mut self) -> u64 {
         let seq = self.next_seq;

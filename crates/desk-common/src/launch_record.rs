@@ -109,14 +109,22 @@ fn stop_file(paths: &Paths, name: &SessionName) -> PathBuf {
     paths.session_state(name).join("stopped.json")
 }
 
-/// The session's last launch record, if it has one.
+/// `launch.json`: version 1 (a record without a `version` key is version 1: the records written
+/// before versions were stamped are read as they are).
+pub const LAUNCH_FORMAT: crate::format::Format = crate::format::Format::first("launch record");
+
+/// `stopped.json`: version 1, like [`LAUNCH_FORMAT`].
+pub const STOP_FORMAT: crate::format::Format = crate::format::Format::first("stop mark");
+
+/// The session's last launch record, if it has one. A record this desk cannot read (damaged,
+/// or a newer desk's) is an error naming it; the next launch replaces it.
 pub fn read(paths: &Paths, name: &SessionName) -> Result<Option<LaunchRecord>> {
-    crate::session::read_json(&launch_file(paths, name))
+    crate::session::read_record(&LAUNCH_FORMAT, &launch_file(paths, name))
 }
 
 pub fn write(paths: &Paths, name: &SessionName, record: &LaunchRecord) -> Result<()> {
     paths.ensure_session_state(name)?;
-    crate::fsutil::write_atomic(&launch_file(paths, name), &serde_json::to_vec_pretty(record)?)
+    crate::session::write_record(&LAUNCH_FORMAT, &launch_file(paths, name), record)
 }
 
 /// The operator stopped a generation (`desk kill`, `desk down`, `desk restart`).
@@ -131,11 +139,12 @@ pub struct StopMark {
 pub fn mark_stopped(paths: &Paths, name: &SessionName, generation: u32, by: &str) -> Result<()> {
     paths.ensure_session_state(name)?;
     let mark = StopMark { generation, at_ms: crate::clock::now_ms(), by: by.to_string() };
-    crate::fsutil::write_atomic(&stop_file(paths, name), &serde_json::to_vec(&mark)?)
+    crate::session::write_record(&STOP_FORMAT, &stop_file(paths, name), &mark)
 }
 
-/// Who stopped `generation`, if the operator did.
+/// Who stopped `generation`, if the operator did. A mark this desk cannot read is set aside and
+/// named in a warning (the stop is then not known: the supervisor judges the end by the exit).
 pub fn stopped_by(paths: &Paths, name: &SessionName, generation: u32) -> Option<String> {
-    let mark: StopMark = crate::session::read_json(&stop_file(paths, name)).ok().flatten()?;
+    let mark: StopMark = crate::session::read_record_or_set_aside(&STOP_FORMAT, &stop_file(paths, name))?;
     (mark.generation == generation).then_some(mark.by)
 }

@@ -107,6 +107,11 @@ impl LogWriter {
         first
     }
 
+    /// The cap it was opened with (at least the smallest cap a log has).
+    pub fn cap(&self) -> u64 {
+        self.cap
+    }
+
     /// Whether lines are waiting to be written.
     pub fn has_pending(&self) -> bool {
         !self.pending.is_empty()

@@ -167,9 +167,31 @@ pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T
 }
 
 /// A versioned record of `format` ([`crate::format`]); `None` when the file does not exist.
-fn read_record<T: serde::de::DeserializeOwned>(format: &Format, path: &Path) -> Result<Option<T>> {
+pub fn read_record<T: serde::de::DeserializeOwned>(format: &Format, path: &Path) -> Result<Option<T>> {
     let Some(bytes) = read_bytes(path)? else { return Ok(None) };
     format::decode(format, &bytes).map(Some).with_context(|| format!("{} cannot be read", path.display()))
+}
+
+/// [`read_record`] for the record's owner, about to write the file anew: a record it cannot
+/// read (damaged, or a newer desk's) is set aside (`<file>.bad`, [`format::set_aside`]) and
+/// named in a warning with how to acknowledge it, and reads as absent — so writing does not
+/// drop it silently.
+pub fn read_record_or_set_aside<T: serde::de::DeserializeOwned>(format: &Format, path: &Path) -> Option<T> {
+    match read_record(format, path) {
+        Ok(record) => record,
+        Err(e) => {
+            match format::set_aside(path, format!("{e:#}")) {
+                Ok(aside) => tracing::warn!("{}", aside.message()),
+                Err(r) => tracing::warn!("{e:#}; and it cannot be set aside: {r:#}"),
+            }
+            None
+        }
+    }
+}
+
+/// Write a record of `format` in its current version, atomically.
+pub fn write_record<T: Serialize>(format: &Format, path: &Path, record: &T) -> Result<()> {
+    fsutil::write_atomic(path, &format::encode(format, record)?)
 }
 
 pub fn read_meta(paths: &SessionPaths) -> Result<Option<SessionMeta>> {
@@ -341,6 +363,18 @@ impl MasterLock {
             Ok(file) => Ok(MasterLock { _file: file }),
             Err(held) => Err(held.pid.unwrap_or(0)),
         })
+    }
+
+    /// The open lock file, for a master that hands it over to the binary it re-executes (the
+    /// lock is the open file's, so it is held across the exec by the same descriptor).
+    pub fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(&self._file)
+    }
+
+    /// The lock a master held before it re-executed itself (`desk upgrade`): `fd` is the
+    /// descriptor [`MasterLock::as_fd`] gave, inherited across the exec.
+    pub fn adopt(fd: std::os::fd::OwnedFd) -> MasterLock {
+        MasterLock { _file: File::from(fd) }
     }
 
     /// The pid of the master holding the name, if one does (asked of the kernel).

@@ -1,9 +1,22 @@
 //! Time as desk writes and spends it: RFC 3339 in UTC from Unix milliseconds, spans of time as
-//! people read them, and doubling waits between retries.
+//! people read them, doubling waits between retries, and instants carried across a process
+//! image as milliseconds before "now" (a master's handover).
 //!
 //! Pure arithmetic; the caller reads the clock.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// Milliseconds from `then` to `now` (0 when `then` is later): an instant as another process
+/// image can take it back with [`instant_before`].
+pub fn ms_before(now: Instant, then: Instant) -> u64 {
+    u64::try_from(now.saturating_duration_since(then).as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The instant `ms` milliseconds before `now` (`now` itself when the clock does not reach back
+/// that far).
+pub fn instant_before(now: Instant, ms: u64) -> Instant {
+    now.checked_sub(Duration::from_millis(ms)).unwrap_or(now)
+}
 
 /// A doubling wait between retries: `first` after the first failure, then twice the previous
 /// wait, never more than `max`, until [`Backoff::reset`]. Every retry loop in desk backs off

@@ -66,9 +66,13 @@ pub fn state_file(paths: &Paths) -> PathBuf {
     paths.state.join("fleet").join("supervisor.json")
 }
 
-/// The supervision state as the daemon last wrote it (for `desk ls`; empty when none).
+/// `state/fleet/supervisor.json`: version 1 (a file without a `version` key is version 1).
+pub const FORMAT: desk_common::format::Format = desk_common::format::Format::first("supervisor state");
+
+/// The supervision state as the daemon last wrote it (for `desk ls`; empty when none or when
+/// this desk cannot read it — the daemon, its owner, sets such a file aside when it starts).
 pub fn read_state(paths: &Paths) -> Supervisor {
-    desk_common::session::read_json(&state_file(paths)).ok().flatten().unwrap_or_default()
+    desk_common::session::read_record(&FORMAT, &state_file(paths)).ok().flatten().unwrap_or_default()
 }
 
 /// A session's latest generation, from its counter.
@@ -115,7 +119,8 @@ pub fn ended(paths: &Paths, name: &SessionName, launch: &LaunchRecord, now_ms: u
 impl Supervision {
     pub fn new(paths: Paths, waker: Arc<mio::Waker>) -> Supervision {
         let file = state_file(&paths);
-        let mut state = read_state(&paths);
+        // Unreadable: set aside and named, not overwritten by the next write.
+        let mut state: Supervisor = desk_common::session::read_record_or_set_aside(&FORMAT, &file).unwrap_or_default();
         state.limits = limits();
         let (done_tx, done_rx) = channel();
         Supervision { paths, state, file, in_flight: None, done_tx, done_rx, waker }
@@ -124,7 +129,7 @@ impl Supervision {
     fn persist(&self) {
         let write = || -> Result<()> {
             desk_common::paths::ensure_private_dir(self.file.parent().context("no parent")?)?;
-            desk_common::fsutil::write_atomic(&self.file, &serde_json::to_vec_pretty(&self.state)?)
+            desk_common::session::write_record(&FORMAT, &self.file, &self.state)
         };
         if let Err(e) = write() {
             warn!("cannot record the supervision state: {e:#}");

@@ -33,7 +33,6 @@ use tracing::{debug, info, warn};
 use super::client::{Client, Gone};
 use super::queue::{Flush, InputQueue};
 use super::timers::{Timer, Timers};
-use desk_common::info_file::{INFO_FILE_INTERVAL, INFO_OUTPUT_TIME_INTERVAL};
 use desk_common::journal::Journal;
 use desk_common::paths::SessionPaths;
 use desk_common::session::{self, ExitRecord, SessionMeta};
@@ -117,7 +116,7 @@ pub(super) struct Master {
     pub(super) meta: SessionMeta,
     pub(super) screen: Screen,
     /// The output events of the chunk being handled; kept between chunks for its capacity.
-    found: Vec<OutputEvent>,
+    pub(super) found: Vec<OutputEvent>,
     /// The session log (which keeps the lines waiting to be written).
     pub(super) log: Option<desk_common::screen_log::LogWriter>,
     pub(super) journal: Journal,
@@ -127,7 +126,7 @@ pub(super) struct Master {
     pub(super) journal_gap: Option<(u64, u64, String)>,
     /// Room reserved at start for the exit record, used when the disk is full at exit (so
     /// `desk ls` does not call a clean exit `lost`).
-    exit_reserve: Option<desk_common::fsutil::Reserved>,
+    pub(super) exit_reserve: Option<desk_common::fsutil::Reserved>,
     /// When the last title event was emitted, and its title.
     pub(super) last_title_event: Option<(Instant, String)>,
     pub(super) pending_title: Option<String>,
@@ -142,40 +141,33 @@ pub(super) struct Master {
     pub(super) last_controller_input_ms: Option<u64>,
     /// An operator's keys still to be typed, one per [`super::typing::KEY_GAP`].
     pub(super) pending_keys: std::collections::VecDeque<super::typing::PendingKey>,
-    pty_open: bool,
-    pty_writable: bool,
+    pub(super) pty_open: bool,
+    pub(super) pty_writable: bool,
     /// The PTY had more to read when the turn budget ran out.
-    pty_pending: bool,
-    child_status: Option<ExitStatus>,
-    subreaper: bool,
+    pub(super) pty_pending: bool,
+    pub(super) child_status: Option<ExitStatus>,
+    pub(super) subreaper: bool,
     pub(super) clients: HashMap<Token, Client>,
-    next_client: usize,
+    pub(super) next_client: usize,
     /// Decides for the clients and the session's size, stop and exit; see [`Master::carry`].
-    policy: SessionPolicy,
+    pub(super) policy: SessionPolicy,
     pub(super) input: InputQueue,
     pub(super) timers: Timers,
     /// When the armed [`Timer::ViewRepaint`] fires, if one is armed.
-    repaint_armed: Option<Instant>,
+    pub(super) repaint_armed: Option<Instant>,
     /// Holds [`PTY_READ_CHUNK`] bytes while the session is busy, nothing while it is idle.
     pub(super) read_buf: Vec<u8>,
-    uid: u32,
-    /// The info file (`desk_common::info_file`): this process's start time as `/proc` counts it
-    /// (`None`: unknown, and no file is kept), the info last written, when it may next be
-    /// checked, and whether [`Timer::InfoFile`] is armed for that.
-    info_start: Option<u64>,
-    info_last: Option<SessionInfo>,
-    info_next: Option<Instant>,
-    /// When a change of the time of the last output alone may next be written.
-    info_output_next: Option<Instant>,
-    info_armed: bool,
-    /// Something other than PTY output happened since the info file was last checked.
-    pub(super) info_poked: bool,
+    pub(super) uid: u32,
+    /// The info file's bookkeeping (`super::info`).
+    pub(super) info_file: super::info::InfoFile,
     /// Notices when the socket file is removed, so it is bound again (`None`: inotify failed).
     pub(super) socket_watch: Option<super::socket_watch::SocketWatch>,
     /// The name's lock: no other master runs this session while this one lives.
-    _lock: desk_common::session::MasterLock,
+    pub(super) _lock: desk_common::session::MasterLock,
     /// The session's terminal as its processes name it (`/dev/pts/N`), to see who reads it.
-    tty: Option<String>,
+    pub(super) tty: Option<String>,
+    /// A handover to another binary (`desk upgrade`) waiting for a quiet point.
+    pub(super) handover: Option<super::handover_request::Request>,
 }
 
 impl Master {
@@ -205,7 +197,9 @@ impl Master {
         let exit_reserve = desk_common::fsutil::Reserved::new(&files.exit, EXIT_RECORD_RESERVE)
             .map_err(|e| warn!("cannot reserve room for the exit record: {e:#}"))
             .ok();
+        let info_file = super::info::InfoFile::new(files.info.clone());
         Master {
+            info_file,
             exit_reserve,
             files,
             poll,
@@ -242,15 +236,10 @@ impl Master {
             repaint_armed: None,
             read_buf: Vec::new(),
             uid: nix::unistd::geteuid().as_raw(),
-            info_start: desk_common::procfs::state_and_start(std::process::id()).map(|(_, start)| start),
-            info_last: None,
-            info_next: None,
-            info_output_next: None,
-            info_armed: false,
-            info_poked: false,
             socket_watch,
             _lock: lock,
             tty,
+            handover: None,
         }
     }
 
@@ -280,7 +269,7 @@ impl Master {
         loop {
             let now = Instant::now();
             if self.fire_timers(now) {
-                self.info_poked = true;
+                self.info_file.poke();
             }
             // Every change of this turn and the last (events, then timers) is in by now.
             self.refresh_info_file(now);
@@ -307,7 +296,9 @@ impl Master {
             for event in events.iter() {
                 let now = Instant::now();
                 // Anything but the PTY may change what HELLO would be answered at once.
-                self.info_poked |= event.token() != PTY;
+                if event.token() != PTY {
+                    self.info_file.poke();
+                }
                 match event.token() {
                     LISTENER => self.accept(now),
                     PTY => {
@@ -332,6 +323,9 @@ impl Master {
                 }
             }
             self.settle(Instant::now());
+            if self.handover.is_some() {
+                self.try_handover(Instant::now());
+            }
         }
         // Lines that scrolled off after the exit (a helper still writing) are waiting.
         if let Some(log) = &mut self.log
@@ -399,7 +393,7 @@ impl Master {
 
     /// Hands the lines the screen scrolled off since the last call to the session log, which
     /// writes them within [`desk_common::screen_log::FLUSH_AFTER`] (or sooner, see [`Master::flush_log`]).
-    fn drain_log(&mut self, now: Instant) {
+    pub(super) fn drain_log(&mut self, now: Instant) {
         let Some(log) = &mut self.log else {
             return;
         };
@@ -628,7 +622,7 @@ impl Master {
 
     /// Carry out the session policy's effects, in order, until it has none left. `frame` is the
     /// client frame just handed to it, whose content some effects act on (INPUT bytes, a HOOK).
-    fn carry(&mut self, now: Instant, mut frame: Option<Frame>) {
+    pub(super) fn carry(&mut self, now: Instant, mut frame: Option<Frame>) {
         let mut keyframe: Option<Vec<Rc<[u8]>>> = None;
         while let Some(effect) = self.policy.poll_effect() {
             match effect {
@@ -644,7 +638,7 @@ impl Master {
                     if role != Role::Query {
                         // Counted in the info file before it hears WELCOME: whatever it or its
                         // user does next (`desk ls`) sees it attached.
-                        self.info_poked = true;
+                        self.info_file.poke();
                         self.refresh_info_file(now);
                     }
                     let Some(client) = self.clients.get_mut(&token_of(id)) else { continue };
@@ -819,90 +813,23 @@ impl Master {
         self.emit_noise(EventBody::Resize { cols, rows }, now);
     }
 
-    /// Keep the info file what HELLO would be answered now. A turn that handled a client, a
-    /// signal or a timer has its changes (clients, size, title, state) written at its end; a
-    /// turn that only read the PTY is checked at most once per [`INFO_FILE_INTERVAL`], and a
-    /// change of the time of the last output alone is written at most once per
-    /// [`INFO_OUTPUT_TIME_INTERVAL`], a timer catching the last of a busy spell. So a flood
-    /// costs ten `SessionInfo` comparisons and one write a second, not one per read, and an
-    /// idle master is never woken for it.
-    fn refresh_info_file(&mut self, now: Instant) {
-        let Some(master_start) = self.info_start else { return };
-        let throttled = self.info_next.filter(|at| now < *at);
-        if !std::mem::take(&mut self.info_poked)
-            && let Some(at) = throttled
-        {
-            // Only the PTY was read since the last check: what output changes (the title, a
-            // state from the screen, the output times) is checked when the interval is over.
-            self.arm_info_timer(at);
-            return;
-        }
-        // Checked now: output-only turns wait for the interval again, written or not.
-        self.info_next = Some(now + INFO_FILE_INTERVAL);
-        let info = self.info();
-        let Some(last) = &self.info_last else { return self.write_info_file(master_start, info, now) };
-        if *last == info {
-            return;
-        }
-        let discrete = !same_but_output_times(last, &info);
-        if !discrete && let Some(at) = self.info_output_next.filter(|at| now < *at) {
-            self.arm_info_timer(at);
-            return;
-        }
-        self.write_info_file(master_start, info, now);
-    }
-
-    fn arm_info_timer(&mut self, at: Instant) {
-        if !self.info_armed {
-            self.timers.arm(at, Timer::InfoFile);
-            self.info_armed = true;
+    /// Keep the info file what HELLO would be answered now (`super::info` says when it is
+    /// compared and written).
+    pub(super) fn refresh_info_file(&mut self, now: Instant) {
+        let Master { info_file, meta, screen, clients, authority, timers, .. } = self;
+        let info = || session_info(meta, screen, clients, authority);
+        if let Some(at) = info_file.refresh(now, &meta.size_policy, info) {
+            timers.arm(at, Timer::InfoFile);
         }
     }
 
-    fn write_info_file(&mut self, master_start: u64, info: SessionInfo, now: Instant) {
-        self.info_next = Some(now + INFO_FILE_INTERVAL);
-        self.info_output_next = Some(now + INFO_OUTPUT_TIME_INTERVAL);
-        let record =
-            desk_common::info_file::InfoRecord { master_start, size_policy: self.meta.size_policy.clone(), info };
-        let written = serde_json::to_vec(&record)
-            .context("cannot encode the info file")
-            .and_then(|bytes| desk_common::info_file::write(&self.files.info, &bytes));
-        match written {
-            Ok(()) => self.info_last = Some(record.info),
-            Err(e) => {
-                // An older record must not be believed: without one, `desk ls` asks this master.
-                warn!("{e:#}");
-                let _ = desk_common::fsutil::remove_if_exists(&self.files.info);
-                self.info_last = None;
-            }
-        }
-    }
-
-    fn info(&self) -> SessionInfo {
-        let count = |role: Role| self.clients.values().filter(|c| c.role == Some(role) && c.alive()).count() as u32;
-        let (cols, rows) = self.screen.size();
-        SessionInfo {
-            name: self.meta.name.clone(),
-            generation: self.meta.generation,
-            provider: self.meta.provider.clone(),
-            pid: self.meta.pid,
-            master_pid: self.meta.master_pid,
-            command: self.meta.command.clone(),
-            cwd: self.meta.cwd.clone(),
-            cols,
-            rows,
-            controllers: count(Role::Controller),
-            viewers: count(Role::Viewer),
-            observers: count(Role::Observer),
-            title: self.screen.title().to_string(),
-            started_at_ms: self.meta.started_at_ms,
-            state: Some(self.authority.view()),
-        }
+    pub(super) fn info(&self) -> SessionInfo {
+        session_info(&self.meta, &self.screen, &self.clients, &self.authority)
     }
 
     /// Per-turn housekeeping: keyframes for clients that wait for one, telling the session
     /// policy which clients fell behind or caught up, closing and removing clients that are done.
-    fn settle(&mut self, now: Instant) {
+    pub(super) fn settle(&mut self, now: Instant) {
         self.update_views();
         let waiting = self
             .clients
@@ -1143,9 +1070,10 @@ impl Master {
                 Timer::OutputQuiet => self.check_output_quiet(now),
                 Timer::ScreenCheck => self.check_screen(now),
                 Timer::StateTick => self.state_tick(now),
-                Timer::InfoFile => self.info_armed = false,
+                Timer::InfoFile => self.info_file.timer_fired(),
                 Timer::LogFlush => self.flush_log(),
                 Timer::KeysNext => self.type_next_key(now),
+                Timer::Handover => self.try_handover(now),
                 Timer::ViewRepaint => {
                     self.repaint_armed = None;
                     self.repaint_views(now);
@@ -1164,7 +1092,7 @@ impl Master {
 
     /// Collect the child's status if it has exited and, as a subreaper, every adopted orphan
     /// that has exited (they are not the session's child: their exit ends nothing).
-    fn reap(&mut self) {
+    pub(super) fn reap(&mut self) {
         // Only a subreaper waits for any child: in any other process (the unit tests) other
         // children may belong to someone else.
         let which = if self.subreaper { -1 } else { self.meta.pid as libc::pid_t };
@@ -1271,29 +1199,37 @@ impl Master {
         if let Err(e) = desk_common::fsutil::remove_if_exists(&self.files.socket) {
             warn!("{e:#}");
         }
-        // The exit record says how the session is now; the info file would say it runs.
-        self.info_start = None;
-        if let Err(e) = desk_common::fsutil::remove_if_exists(&self.files.info) {
-            warn!("{e:#}");
-        }
+        self.info_file.stop();
         drop(self.exit_reserve.take());
     }
 }
 
-/// Whether `a` and `b` differ at most in the times that move with every read of output: the
-/// time of the last output, and when each axis's evidence was last seen (a `working` lease
-/// that output renews, `no evidence` as of the last output). Only a changing master compares,
-/// at most ten times a second, so the clone costs nothing that matters.
-fn same_but_output_times(a: &SessionInfo, b: &SessionInfo) -> bool {
-    let (Some(sa), Some(_)) = (&a.state, &b.state) else { return a == b };
-    let mut b = b.clone();
-    if let Some(state) = b.state.as_mut() {
-        state.last_output_ms = sa.last_output_ms;
-        state.lifecycle.evidence.at_ms = sa.lifecycle.evidence.at_ms;
-        state.activity.evidence.at_ms = sa.activity.evidence.at_ms;
-        state.health.evidence.at_ms = sa.health.evidence.at_ms;
+/// What HELLO is answered with: the session as it is now.
+fn session_info(
+    meta: &SessionMeta,
+    screen: &Screen,
+    clients: &HashMap<Token, Client>,
+    authority: &Authority,
+) -> SessionInfo {
+    let count = |role: Role| clients.values().filter(|c| c.role == Some(role) && c.alive()).count() as u32;
+    let (cols, rows) = screen.size();
+    SessionInfo {
+        name: meta.name.clone(),
+        generation: meta.generation,
+        provider: meta.provider.clone(),
+        pid: meta.pid,
+        master_pid: meta.master_pid,
+        command: meta.command.clone(),
+        cwd: meta.cwd.clone(),
+        cols,
+        rows,
+        controllers: count(Role::Controller),
+        viewers: count(Role::Viewer),
+        observers: count(Role::Observer),
+        title: screen.title().to_string(),
+        started_at_ms: meta.started_at_ms,
+        state: Some(authority.view()),
     }
-    *a == b
 }
 
 /// A keyframe's bytes cut into KEYFRAME frames (one empty frame for no bytes).
@@ -1391,16 +1327,16 @@ mod tests {
         state.last_output_ms = Some(42);
         state.activity.evidence.at_ms += 5;
         state.lifecycle.evidence.at_ms += 5;
-        assert!(same_but_output_times(&a, &b));
+        assert!(crate::info::same_but_output_times(&a, &b));
         let mut titled = b.clone();
         titled.title = "new".into();
-        assert!(!same_but_output_times(&a, &titled));
+        assert!(!crate::info::same_but_output_times(&a, &titled));
         let mut moved = b.clone();
         moved.state.as_mut().expect("a state").activity.since_ms += 1;
-        assert!(!same_but_output_times(&a, &moved));
+        assert!(!crate::info::same_but_output_times(&a, &moved));
         let mut attached = b;
         attached.viewers += 1;
-        assert!(!same_but_output_times(&a, &attached));
+        assert!(!crate::info::same_but_output_times(&a, &attached));
     }
 
     fn rig(child_pid: u32) -> Rig {

@@ -34,7 +34,10 @@ pub mod args;
 mod client;
 mod event_loop;
 mod events;
+mod handover;
+mod handover_request;
 mod history;
+mod info;
 mod memory;
 mod noise;
 mod operator;
@@ -48,6 +51,7 @@ mod typing;
 pub use client::CLIENT_QUEUE_LIMIT;
 pub use desk_core::session::{HANDSHAKE_DEADLINE, MAX_CLIENTS, SLOW_CLIENT_DEADLINE};
 pub use event_loop::INPUT_QUEUE_LIMIT;
+pub use handover::{FORMATS_ARG, parse_formats};
 pub use queue::{Flush, InputFull, InputQueue, OutQueue};
 
 use anyhow::{Context, Result, bail};
@@ -104,6 +108,14 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
         // `desk doctor` checks that `desk` and its `desk-master` are of one version.
         println!("{}", version_line());
         return 0;
+    }
+    if args.len() == 1 && args[0] == handover::FORMATS_ARG {
+        // `desk upgrade` asks before it hands a master over to this binary.
+        println!("{}", handover::formats_line());
+        return 0;
+    }
+    if args.len() == 1 && args[0] == handover::HANDOVER_ARG {
+        return handover::resume();
     }
     let opts = match args::parse(args) {
         Ok(opts) => opts,
@@ -322,7 +334,7 @@ pub const PROTOCOL_ENV: &str = "DESK_MASTER_PROTOCOL";
 
 /// The newest protocol version this master speaks, as its session record names it (`None`:
 /// version 1, whose records name none).
-fn speaks_protocol() -> Option<u16> {
+pub(crate) fn speaks_protocol() -> Option<u16> {
     match std::env::var(PROTOCOL_ENV).as_deref() {
         Ok("1") => None,
         _ => Some(desk_wire::PROTOCOL_VERSION),

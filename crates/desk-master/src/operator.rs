@@ -73,6 +73,10 @@ impl Master {
                 self.emit(EventBody::Notify { kind, message, item, suppressed });
                 Ok(())
             }
+            ClientEvent::Upgrade { binary, args, formats, user, via } => {
+                tracing::info!(%binary, %user, %via, "asked to hand over to another desk-master");
+                self.request_handover(token, binary.into(), args, &formats, now)
+            }
         }
     }
 

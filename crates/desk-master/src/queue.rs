@@ -103,6 +103,25 @@ impl OutQueue {
         before - self.queued
     }
 
+    /// What is queued, for a master handing its clients over to another process image: the
+    /// frames, how much of the first one was written, and whether the last frame written was
+    /// a keyframe chunk with more to follow.
+    pub fn saved(&self) -> (Vec<&[u8]>, usize, bool) {
+        (self.frames.iter().map(|f| &f[..]).collect(), self.head_off, self.mid_keyframe)
+    }
+
+    /// The queue [`OutQueue::saved`] described.
+    pub fn restored(frames: Vec<Vec<u8>>, head_off: usize, mid_keyframe: bool) -> OutQueue {
+        let mut queue = OutQueue { mid_keyframe, ..OutQueue::default() };
+        for frame in frames {
+            queue.push(Rc::from(frame));
+        }
+        let head_off = if queue.frames.front().is_some_and(|f| head_off < f.len()) { head_off } else { 0 };
+        queue.head_off = head_off;
+        queue.queued -= head_off;
+        queue
+    }
+
     /// Write until drained or the writer would block.
     pub fn flush_to(&mut self, writer: &mut impl Write) -> io::Result<Flush> {
         while !self.frames.is_empty() {
@@ -168,6 +187,11 @@ impl InputQueue {
         }
         self.buf.extend(bytes);
         Ok(())
+    }
+
+    /// The bytes waiting, oldest first.
+    pub fn bytes(&self) -> Vec<u8> {
+        self.buf.iter().copied().collect()
     }
 
     pub fn len(&self) -> usize {

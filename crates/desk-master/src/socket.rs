@@ -50,7 +50,7 @@ impl Master {
         if !self.files.meta.exists() {
             desk_common::session::write_meta(&self.files, &self.meta)?;
         }
-        self.info_poked = true;
+        self.info_file.poke();
         Ok(())
     }
 }

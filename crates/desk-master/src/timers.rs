@@ -35,6 +35,8 @@ pub(super) enum Timer {
     LogFlush,
     /// The next of an operator's keys is due to be typed.
     KeysNext,
+    /// A handover (`desk upgrade`) that waits for a quiet point gives up now.
+    Handover,
 }
 
 #[derive(Debug, Default)]

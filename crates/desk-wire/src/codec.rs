@@ -310,6 +310,12 @@ impl FrameDecoder {
         self.buf.extend_from_slice(bytes);
     }
 
+    /// The bytes received but not yet returned as frames (the start of a frame still to come),
+    /// for a master that hands its clients over to another process image.
+    pub fn pending(&self) -> &[u8] {
+        &self.buf[self.start..]
+    }
+
     /// Bytes received but not yet returned as frames.
     pub fn buffered(&self) -> usize {
         self.buf.len() - self.start

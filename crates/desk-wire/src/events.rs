@@ -164,6 +164,14 @@ pub enum EventBody {
         to_seq: u64,
         reason: String,
     },
+    /// The master handed over to another `desk-master` binary in place (`desk upgrade`,
+    /// docs/upgrading.md): same process, child, terminal, socket and clients; `from` and `to`
+    /// are the two binaries' `--version` lines, `pause_ms` how long the terminal was not read.
+    Upgraded {
+        from: String,
+        to: String,
+        pause_ms: u64,
+    },
 }
 
 impl EventBody {
@@ -176,7 +184,7 @@ impl EventBody {
     /// [`EventBody::is_durable`] of an event known only by its `type` tag (a journal line
     /// classified without decoding its body).
     pub fn is_durable_kind(kind: &str) -> bool {
-        matches!(kind, "started" | "state" | "exit" | "hook" | "keys" | "answer" | "gap")
+        matches!(kind, "started" | "state" | "exit" | "hook" | "keys" | "answer" | "gap" | "upgraded")
     }
 
     /// The `type` tag, as it appears in JSON.
@@ -199,6 +207,7 @@ impl EventBody {
             EventBody::Answer { .. } => "answer",
             EventBody::Notify { .. } => "notify",
             EventBody::Gap { .. } => "gap",
+            EventBody::Upgraded { .. } => "upgraded",
         }
     }
 
@@ -268,6 +277,9 @@ impl EventBody {
             }
             EventBody::Gap { from_seq, to_seq, reason } => {
                 format!("events {from_seq}..{to_seq} are missing from the journal: {reason}")
+            }
+            EventBody::Upgraded { from, to, pause_ms } => {
+                format!("master upgraded in place from {from} to {to} (output paused {pause_ms} ms)")
             }
         }
     }

@@ -79,11 +79,26 @@ pub enum ClientEvent {
         #[serde(default)]
         suppressed: u32,
     },
+    /// Hand the master over to the `desk-master` at `binary` in place (`desk upgrade`,
+    /// docs/upgrading.md). Answered, unlike the others: an `upgraded` EVENT from the new binary
+    /// once it runs, or an ERROR saying why the master kept its binary.
+    Upgrade {
+        /// The absolute path of the binary to execute.
+        binary: String,
+        /// Arguments before the master's own (`["master"]` when `binary` is `desk` itself).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        args: Vec<String>,
+        /// The handover formats `binary` reads (its `desk-master --handover-formats`).
+        formats: Vec<u32>,
+        user: String,
+        /// `cli`.
+        via: String,
+    },
 }
 
 impl ClientEvent {
     /// The `type` values a client may send.
-    pub const TYPES: [&'static str; 3] = ["keys", "answer", "notify"];
+    pub const TYPES: [&'static str; 4] = ["keys", "answer", "notify", "upgrade"];
 
     /// The EVENT frame carrying this request.
     pub fn to_frame(&self) -> Frame {
@@ -131,6 +146,14 @@ impl ClientEvent {
             ClientEvent::Notify { message, .. } => {
                 if message.len() > MAX_NOTIFY_MESSAGE {
                     return Err(format!("a notify message of {} bytes; at most {MAX_NOTIFY_MESSAGE}", message.len()));
+                }
+            }
+            ClientEvent::Upgrade { binary, formats, .. } => {
+                if !binary.starts_with('/') || binary.len() > 4096 {
+                    return Err(format!("{binary:?} is not an absolute path to a desk-master binary"));
+                }
+                if formats.len() > 64 {
+                    return Err(format!("{} handover formats; at most 64", formats.len()));
                 }
             }
         }

@@ -23,11 +23,13 @@
 //! the loop; the output hot path does not pass through here. May not depend on mio, nix, libc,
 //! files or sockets, and never reads the clock.
 
+mod handover;
 mod name;
 mod size;
 #[cfg(test)]
 mod tests;
 
+pub use handover::{SavedConn, SavedPolicy};
 pub use name::{MAX_NAME_LEN, NameError, check_name, parse_size};
 pub use size::{SizePolicy, UnknownSizePolicy};
 
@@ -360,6 +362,22 @@ impl SessionPolicy {
             // An operator's keys or answer, or the daemon's notify record (docs/protocol.md
             // §5.9): every role but a read-only viewer; keys and answers only while the
             // terminal takes input.
+            // An operator's `desk upgrade` (docs/upgrading.md): every role but a read-only
+            // viewer, while the session runs. A master in version 1's compatibility mode refuses
+            // it as a master from before in-place upgrades does (below: an EVENT type it does
+            // not know), which is what the tests of that refusal talk to.
+            Frame::Event(body) if self.speaks > 1 && body.get("type").is_some_and(|t| t == "upgrade") => {
+                if role == Role::Viewer {
+                    self.effect(refuse("upgrade the session's master"));
+                } else if let Some(why) = self.handover_refusal() {
+                    self.effect(Effect::Send {
+                        client,
+                        frame: Frame::error(ErrorCode::NotPermitted, format!("cannot hand over now: {why}")),
+                    });
+                } else {
+                    self.effect(Effect::ClientEvent { client });
+                }
+            }
             Frame::Event(body) if body.get("type").is_some_and(|t| t == "keys" || t == "answer" || t == "notify") => {
                 let types = body.get("type").is_some_and(|t| t == "keys" || t == "answer");
                 if role == Role::Viewer {

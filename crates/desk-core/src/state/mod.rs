@@ -11,6 +11,7 @@
 //! is strongest for the moment it describes), and no claim holds against what the screen
 //! plainly shows; exit dominates every other reading; lifecycle only moves forward.
 
+mod handover;
 pub mod hooks;
 pub mod rules;
 pub mod typed;
@@ -20,6 +21,7 @@ use std::time::{Duration, Instant};
 use EvidenceSource as Source;
 use desk_wire::events::Axis;
 pub use desk_wire::state::{Activity, AxisView, Evidence, EvidenceSource, Health, Lifecycle, StateView};
+pub use handover::SavedAuthority;
 pub use hooks::{Fact, HookFact};
 pub use rules::{ReadySignal, Rule, RuleSet};
 

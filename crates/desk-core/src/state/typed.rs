@@ -27,7 +27,7 @@ const KEPT: usize = 8;
 const KEPT_CHARS: usize = 4096;
 
 /// What was typed into one session lately, normalised ([`normalize`]).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct Typed {
     /// Finished texts, oldest first, each as its kept pieces (the whole, or head and tail).
     texts: VecDeque<Vec<String>>,

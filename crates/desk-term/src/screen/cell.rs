@@ -9,7 +9,7 @@
 //! keeps the common cell small.
 
 /// Foreground or background colour of a cell, as the application asked for it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum Color {
     /// The terminal's default colour (SGR 39 / 49).
     #[default]
@@ -43,7 +43,7 @@ pub mod flag {
 }
 
 /// The drawing attributes of a cell, and the pen that new text is drawn with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Attrs {
     /// Foreground colour.
     pub fg: Color,
@@ -113,13 +113,16 @@ pub(super) mod kind {
 }
 
 /// One character cell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(super) struct Cell {
     /// The base character, or [`EMPTY`].
+    #[serde(rename = "c")]
     pub ch: char,
     /// Attributes it was drawn (or erased) with.
+    #[serde(rename = "a")]
     pub attrs: Attrs,
     /// Bit set of [`kind`] values.
+    #[serde(rename = "k")]
     pub kind: u8,
 }
 

@@ -30,7 +30,7 @@ pub const MAX_COMBINING: usize = 3;
 static BLANK_ROW: [Cell; super::MAX_COLS as usize] = [Cell::BLANK; super::MAX_COLS as usize];
 
 /// One screen row.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(super) struct Row {
     /// The cells, or nothing while the row is unallocated (invariant: then every one of its
     /// `cols` cells is `Cell::BLANK`, `marks` is empty, `special` is false, `rest` is
@@ -44,13 +44,25 @@ pub(super) struct Row {
     pub wrapped: bool,
     /// The row may hold wide characters or combining marks; when false, the printable fast
     /// path can overwrite cells without any repair work.
+    #[serde(skip, default = "special_after_restore")]
     special: bool,
     /// Every cell from this column on is a copy of `rest` (invariant; it may be larger than it
     /// needs to be, never smaller). A reset then only rewrites the columns before it: output
     /// that scrolls mostly reuses rows holding one short line, and rewriting all of a 120-cell
     /// row for every line was a tenth of the master's time under a flood.
+    #[serde(skip)]
     settled_from: usize,
+    #[serde(skip, default = "blank_cell")]
     rest: Cell,
+}
+
+/// A restored row may hold wide characters or marks: the hint is set until a reset clears it.
+fn special_after_restore() -> bool {
+    true
+}
+
+fn blank_cell() -> Cell {
+    Cell::BLANK
 }
 
 /// Rows are equal when they show the same thing; the reset bookkeeping does not count, nor
@@ -64,6 +76,29 @@ impl PartialEq for Row {
 impl Eq for Row {}
 
 impl Row {
+    /// Checks a row read back from a saved screen (`super::saved`) against the invariants
+    /// above, and sets up the bookkeeping that is not saved.
+    pub(super) fn check_restored(&mut self, cols: usize) -> Result<(), String> {
+        if self.cols != cols || !(self.cells.is_empty() || self.cells.len() == cols) {
+            return Err(format!("a row of {} cells ({} held) in a screen {cols} wide", self.cols, self.cells.len()));
+        }
+        if self.marks.iter().any(|(col, _)| usize::from(*col) >= cols) || self.marks.len() > cols * MAX_COMBINING {
+            return Err("a row's combining marks lie outside it".into());
+        }
+        if self.cells.is_empty() {
+            if !self.marks.is_empty() {
+                return Err("a row without cells holds combining marks".into());
+            }
+            self.special = false;
+            self.settled_from = 0;
+        } else {
+            // No cell is claimed equal to `rest`: the next reset rewrites the whole row once.
+            self.settled_from = cols;
+        }
+        self.rest = Cell::BLANK;
+        Ok(())
+    }
+
     /// A row of `cols` copies of `fill`; a blank row allocates no cells.
     pub(super) fn new(cols: usize, fill: Cell) -> Row {
         let cells = if fill == Cell::BLANK { Vec::new() } else { vec![fill; cols] };
@@ -385,13 +420,21 @@ impl Row {
 
 /// The rows of one screen buffer. A ring, so that scrolling the whole screen (the common
 /// case: output running off the bottom) moves no rows.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(super) struct Grid {
     rows: VecDeque<Row>,
     cols: usize,
 }
 
 impl Grid {
+    /// Checks a grid read back from a saved screen: `rows` rows of `cols` cells each.
+    pub(super) fn check_restored(&mut self, cols: usize, rows: usize) -> Result<(), String> {
+        if self.cols != cols || self.rows.len() != rows {
+            return Err(format!("a grid of {}x{} in a screen of {cols}x{rows}", self.cols, self.rows.len()));
+        }
+        self.rows.iter_mut().try_for_each(|row| row.check_restored(cols))
+    }
+
     /// A blank grid.
     pub(super) fn new(cols: usize, rows: usize) -> Grid {
         Grid { rows: std::iter::repeat_n(Row::new(cols, Cell::BLANK), rows).collect(), cols }

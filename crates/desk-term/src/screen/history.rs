@@ -33,7 +33,8 @@ pub const MAX_HISTORY_LINES: usize = 1_000_000;
 /// each encoded in a few bytes (see `encode_run`): one allocation per line, and a run of an
 /// indexed colour costs 3 bytes rather than a 12-byte struct. No runs for a line in default
 /// attributes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(into = "SavedLine", try_from = "SavedLine")]
 pub struct HistoryLine {
     data: Box<[u8]>,
     /// Bytes of `data` that are the text (UTF-8); the rest are the runs. Fits: a row is at most
@@ -83,6 +84,56 @@ fn encode_run(out: &mut Vec<u8>, bytes: usize, attrs: Attrs) {
     push_color(out, attrs.bg);
     if attrs.flags != 0 {
         out.extend_from_slice(&attrs.flags.to_le_bytes());
+    }
+}
+
+/// A history line as a saved screen (`super::saved`) holds it: the text as text, the encoded
+/// runs in hex (a few bytes a line; JSON would spell each byte as a number).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SavedLine {
+    text: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    runs: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    wrapped: bool,
+}
+
+impl From<HistoryLine> for SavedLine {
+    fn from(line: HistoryLine) -> SavedLine {
+        let runs = line.data[usize::from(line.text_len)..].iter().map(|b| format!("{b:02x}")).collect();
+        SavedLine { text: line.text().to_string(), runs, wrapped: line.wrapped }
+    }
+}
+
+impl TryFrom<SavedLine> for HistoryLine {
+    type Error = String;
+
+    fn try_from(saved: SavedLine) -> Result<HistoryLine, String> {
+        let text_len = u16::try_from(saved.text.len()).map_err(|_| "a history line longer than a row".to_string())?;
+        let hex = saved.runs.as_bytes();
+        if !hex.len().is_multiple_of(2) {
+            return Err("a history line's runs are not hex".into());
+        }
+        let mut data = saved.text.into_bytes();
+        for pair in hex.chunks(2) {
+            let digits = std::str::from_utf8(pair).map_err(|_| "a history line's runs are not hex".to_string())?;
+            data.push(u8::from_str_radix(digits, 16).map_err(|_| "a history line's runs are not hex".to_string())?);
+        }
+        // The runs must decode whole and cover no more than the text, as `encode_run` leaves them.
+        let runs = &data[usize::from(text_len)..];
+        let mut decoder = RunDecoder { data: runs };
+        let mut covered = 0usize;
+        while !decoder.data.is_empty() {
+            if decoder.data.iter().take(3).all(|b| b & 0x80 != 0) {
+                return Err("a history line's run is longer than a row".into());
+            }
+            let (len, _) = decoder.next().ok_or_else(|| "a history line's runs are cut off".to_string())?;
+            covered += len;
+        }
+        if covered > usize::from(text_len) {
+            return Err("a history line's runs cover more than its text".into());
+        }
+        Ok(HistoryLine { data: data.into_boxed_slice(), text_len, wrapped: saved.wrapped })
     }
 }
 
@@ -233,13 +284,14 @@ impl HistoryLine {
 }
 
 /// The bounded history of one screen.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub(super) struct History {
     lines: VecDeque<HistoryLine>,
     limit: usize,
     /// The number of `lines[0]` (see the module doc).
     first: u64,
     /// Reused to build each line (see `HistoryLine::from_row`).
+    #[serde(skip)]
     scratch: Scratch,
     /// With a session log: the text of the lines pushed since the owner last took it, one
     /// line each, `\n`-terminated (UTF-8). Bounded by what one `feed` call scrolls off (the
@@ -264,6 +316,14 @@ impl PartialEq for Scratch {
 impl Eq for Scratch {}
 
 impl History {
+    /// Checks a history read back from a saved screen against its bound.
+    pub(super) fn check_restored(&self) -> Result<(), String> {
+        if self.limit > MAX_HISTORY_LINES || self.lines.len() > self.limit {
+            return Err(format!("a history of {} lines under a bound of {}", self.lines.len(), self.limit));
+        }
+        Ok(())
+    }
+
     /// An empty history keeping at most `limit` lines (clamped to `MAX_HISTORY_LINES`).
     pub(super) fn new(limit: usize) -> History {
         History {

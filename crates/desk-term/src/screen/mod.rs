@@ -35,6 +35,7 @@ mod history;
 mod keyframe;
 mod modes;
 mod perform;
+mod saved;
 mod term;
 
 use serde::{Deserialize, Serialize};
@@ -44,6 +45,7 @@ pub use grid::MAX_COMBINING;
 pub use history::{DEFAULT_HISTORY_LINES, HistoryLine, HistoryRow, JsonColor, MAX_HISTORY_LINES, StyleRun};
 pub use modes::{Modes, MouseEncoding, MouseMode};
 pub use perform::{DA1_REPLY, DA2_REPLY};
+pub use saved::SavedScreen;
 pub use term::{MAX_PENDING_REPLIES, MAX_TITLE_BYTES};
 
 use crate::events::OutputEvent;

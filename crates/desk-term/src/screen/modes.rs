@@ -97,7 +97,7 @@ pub struct Modes {
 }
 
 /// A 94-character set that can be designated into G0 or G1 (`ESC ( F` / `ESC ) F`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub(super) enum Charset {
     /// US ASCII (`B`, and every final byte we do not model).
     #[default]
@@ -170,7 +170,7 @@ pub(super) const MAX_TAB_COLUMNS: usize = 1024;
 const TAB_WORDS: usize = MAX_TAB_COLUMNS / 64;
 
 /// Horizontal tab stops.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct TabStops([u64; TAB_WORDS]);
 
 impl Default for TabStops {

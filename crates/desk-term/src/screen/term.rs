@@ -32,7 +32,7 @@ pub const MAX_TITLE_BYTES: usize = 1024;
 /// Which DECSET code switched to the alternate screen. The three differ: 1049 saves the cursor
 /// and clears the alternate screen on entry and restores the cursor on exit; 1047 clears it on
 /// exit; 47 does neither.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(super) enum AltMode {
     /// DECSET 47.
     Alt47,
@@ -54,7 +54,7 @@ impl AltMode {
 }
 
 /// Cursor position.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub(super) struct Pos {
     /// Row, 0-based.
     pub row: usize,
@@ -66,7 +66,7 @@ pub(super) struct Pos {
 }
 
 /// One DECSC slot (xterm keeps one per screen buffer).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(super) struct SavedCursor {
     /// False until the first save: restoring a virgin slot homes the cursor and resets the pen.
     pub saved: bool,
@@ -99,7 +99,7 @@ impl Default for SavedCursor {
 }
 
 /// Mode flags (see `Modes` for the public view).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(super) struct ModeFlags {
     pub autowrap: bool,
     pub origin: bool,
@@ -139,7 +139,7 @@ impl Default for ModeFlags {
 }
 
 /// The whole emulator state except the parser.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(super) struct Term {
     pub cols: usize,
     pub rows: usize,
@@ -166,6 +166,7 @@ pub(super) struct Term {
     pub replies: Vec<u8>,
     /// Output events found by the `Screen::feed` call in progress; empty between calls (the
     /// caller's buffer is swapped in for the call), so it needs no bound of its own.
+    #[serde(skip)]
     pub events: Vec<OutputEvent>,
     /// The last OSC string, its parameters joined by `;` again (bounded by vte's 1024 bytes).
     pub osc: Vec<u8>,
@@ -174,11 +175,16 @@ pub(super) struct Term {
     pub osc_unconfirmed: bool,
     /// The last character `print` measured and its width (`NOT_DRAWN` for controls): runs of
     /// one character (box drawing, rules) skip the Unicode table lookup.
+    #[serde(skip, default = "no_width_memo")]
     width_memo: (char, u8),
 }
 
 /// Width memo value for characters that are never drawn.
 const NOT_DRAWN: u8 = u8::MAX;
+
+fn no_width_memo() -> (char, u8) {
+    ('\0', NOT_DRAWN)
+}
 
 impl Term {
     /// A power-on terminal of the given (already validated) size.
