@@ -27,6 +27,7 @@
 pub mod answer;
 pub mod approvals;
 pub mod channels;
+pub mod hosts;
 pub mod key;
 pub mod look;
 pub mod model;
@@ -93,6 +94,10 @@ fn action_timeout(action: &Action) -> Duration {
 /// microseconds; a stopped master gets a note instead of a preview).
 const PREVIEW_PATIENCE: Duration = Duration::from_secs(1);
 
+/// 5 s: the same for a host's session, whose WELCOME crosses ssh (a round trip of
+/// milliseconds on a LAN, a second on a slow link) on a link shared with the host's listings.
+const REMOTE_PREVIEW_PATIENCE: Duration = Duration::from_secs(5);
+
 /// 2000 lines: how much of a session's history the preview asks its master for, and keeps of
 /// its own as more scrolls by. tmux's default `history-limit`: the last several turns of an
 /// agent's conversation, a few hundred KiB to a couple of MiB of wide coloured lines, read
@@ -144,6 +149,8 @@ enum Msg {
     Answered(String, String),
     /// A post to a channel came back: the channel, the thread, and what became of it.
     Posted(String, Option<desk_core::delivery::item::ItemId>, String),
+    /// A host's sessions, or why it could not be reached ([`hosts`]).
+    Host(String, hosts::HostNews),
 }
 
 /// 1 s: how often the open approvals view reads the fleet's dialogs again (a snapshot of each
@@ -267,6 +274,14 @@ pub fn run() -> Result<i32> {
     })?;
 
     spawn("usage", tx.clone(), sample_usage)?;
+    // Each configured host's sessions, on a thread of its own: a slow or lost host holds up
+    // only its own thread.
+    let links = hosts::Links::shared();
+    for (name, host) in desk_common::config::load(&paths)?.hosts {
+        dash.hosts.insert(name.clone(), Some("connecting...".into()));
+        let (paths, links) = (paths.clone(), links.clone());
+        spawn("host", tx.clone(), move |tx| hosts::watch(name, host, paths, links, tx, Msg::Host))?;
+    }
     {
         let paths = paths.clone();
         spawn("fleet", tx.clone(), move |tx| sample_fleet(&paths, tx))?;
@@ -380,8 +395,9 @@ fn run_loop(
 ) -> Result<i32> {
     let mut preview: Option<PreviewConn> = None;
     let mut next_preview_id = 0u64;
+    let links = &hosts::Links::shared();
     loop {
-        follow_selection(dash, paths, tx, &mut preview, &mut next_preview_id);
+        follow_selection(dash, paths, links, tx, &mut preview, &mut next_preview_id);
         APPROVALS_OPEN.store(dash.approvals.is_some(), std::sync::atomic::Ordering::Relaxed);
         // The answer panel reads its dialog off the preview of the session it answers.
         if let Some(PreviewConn { session, screen: Some(screen), .. }) = &preview {
@@ -428,7 +444,7 @@ fn run_loop(
             let key = matches!(msg, Msg::Term(_));
             keyed |= key || changes_a_row(&msg);
             match handle(msg, dash, &mut preview) {
-                Flow::Run(action) => run_action(paths, tx, action, dash),
+                Flow::Run(action) => run_action(paths, links, tx, action, dash),
                 Flow::Send { session, text } => send_prompt(tx, session, text, dash),
                 Flow::Keys { session, keys } => send_keys(paths, tx, session, keys, dash),
                 Flow::Answer { session, option, seen, said } => answer(paths, tx, session, option, seen, said, dash),
@@ -522,6 +538,11 @@ fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Flow 
             }
         }
         Msg::FleetFailed(why) => dash.daemon_down = Some(format!("fleet watch stopped: {why}")),
+        Msg::Host(host, news) => {
+            let answer =
+                news.answer.map(|list| list.iter().filter_map(|v| hosts::row_from_listing(&host, v)).collect());
+            dash.set_host(&host, answer);
+        }
         Msg::Queues(Ok((queues, note))) => {
             dash.set_queues(Ok(queues));
             dash.daemon_down = note;
@@ -646,8 +667,15 @@ fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Flow 
 }
 
 /// Ask the daemon on a thread (a force can take a minute); the outcome comes back as a message.
-fn run_action(paths: &Paths, tx: &Sender<Msg>, action: Action, dash: &mut Dash) {
+fn run_action(paths: &Paths, links: &hosts::Links, tx: &Sender<Msg>, action: Action, dash: &mut Dash) {
     let socket = desk_common::daemon_client::socket_path(paths);
+    // A host's session is paused or resumed by the host's own `desk serve`, through its link.
+    let remote = match &action {
+        Action::Pause(s) | Action::Resume(s) => {
+            hosts::split(s).map(|(host, name)| (host.to_string(), links.clone(), name.to_string()))
+        }
+        Action::Force(_) | Action::Drop(_) => None,
+    };
     let what = match &action {
         Action::Force(id) => format!("forcing {id}"),
         Action::Drop(id) => format!("dropping {id}"),
@@ -656,10 +684,28 @@ fn run_action(paths: &Paths, tx: &Sender<Msg>, action: Action, dash: &mut Dash) 
     };
     dash.status = Some(format!("{what}: asking desk serve..."));
     let _ = spawn("action", tx.clone(), move |tx| {
-        let answer = match action.request() {
-            Ok(request) => daemon_client::request(&socket, &request, action_timeout(&action))
-                .map(control::Response::into_answer::<()>),
-            Err(why) => Ok(Err(control::ControlError::new(control::ErrorKind::BadRequest, why))),
+        let refused = |why| Ok(Err(control::ControlError::new(control::ErrorKind::BadRequest, why)));
+        let answer = match remote {
+            Some((host, links, name)) => {
+                let on_host = match &action {
+                    Action::Pause(_) => Action::Pause(name),
+                    _ => Action::Resume(name),
+                };
+                match on_host.request() {
+                    Ok(request) => links
+                        .get(&host)
+                        .ok_or_else(|| anyhow::anyhow!("host {host} is not connected"))
+                        .and_then(|link| link.open(desk_wire::relay::Target::Control))
+                        .and_then(|stream| daemon_client::request_on(stream, &request, action_timeout(&on_host)))
+                        .map(control::Response::into_answer::<()>),
+                    Err(why) => refused(why),
+                }
+            }
+            None => match action.request() {
+                Ok(request) => daemon_client::request(&socket, &request, action_timeout(&action))
+                    .map(control::Response::into_answer::<()>),
+                Err(why) => refused(why),
+            },
         };
         if let (Action::Drop(id), Ok(Ok(_))) = (&action, &answer) {
             let _ = tx.send(Msg::Dropped(id.clone()));
@@ -720,17 +766,40 @@ fn send_keys(paths: &Paths, tx: &Sender<Msg>, session: String, keys: Vec<String>
     dash.status = Some(format!("typing {} into {session}...", keys.join(" ")));
     let paths = paths.clone();
     let _ = spawn("keys", tx.clone(), move |tx| {
-        let outcome = match desk_common::paths::SessionName::parse(&session) {
-            Ok(name) => {
-                match desk_common::keys::send(&paths, &name, &keys, &desk_common::keys::Sender::this_process("dash")) {
-                    Ok(_) => format!("typed {} into {session}", keys.join(" ")),
-                    Err(e) => format!("not typed: {e}"),
+        let outcome = if hosts::split(&session).is_some() {
+            // A host's session: `desk keys HOST:NAME`, which types them on the host.
+            run_desk(&[&["keys", &session, "--"], &keys.iter().map(String::as_str).collect::<Vec<_>>()[..]].concat())
+                .map_or_else(|e| format!("not typed: {e}"), |()| format!("typed {} into {session}", keys.join(" ")))
+        } else {
+            match desk_common::paths::SessionName::parse(&session) {
+                Ok(name) => {
+                    match desk_common::keys::send(
+                        &paths,
+                        &name,
+                        &keys,
+                        &desk_common::keys::Sender::this_process("dash"),
+                    ) {
+                        Ok(_) => format!("typed {} into {session}", keys.join(" ")),
+                        Err(e) => format!("not typed: {e}"),
+                    }
                 }
+                Err(e) => format!("not typed: {e}"),
             }
-            Err(e) => format!("not typed: {e}"),
         };
         let _ = tx.send(Msg::ActionDone(outcome));
     });
+}
+
+/// Run this desk with `args` (for a host's session: the command line reaches the host), its
+/// error output the error.
+fn run_desk(args: &[&str]) -> std::result::Result<(), String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find the desk binary: {e}"))?;
+    let out = std::process::Command::new(exe)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run desk {}: {e}", args.first().unwrap_or(&"")))?;
+    if out.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&out.stderr).trim().replace('\n', "; ")) }
 }
 
 /// Answer a session's dialog from the approvals view (on a thread: the answer waits for the
@@ -794,6 +863,7 @@ fn post(
 fn follow_selection(
     dash: &Dash,
     paths: &Paths,
+    links: &hosts::Links,
     tx: &Sender<Msg>,
     preview: &mut Option<PreviewConn>,
     next_id: &mut u64,
@@ -837,14 +907,40 @@ fn follow_selection(
             None => conn.note = "(exited)".into(),
         },
         Link::Live => {
-            let Ok(session_name) = desk_common::paths::SessionName::parse(name) else { return };
-            let socket = paths.session(&session_name).socket;
             let (cols, rows) = (row.cols, row.rows);
             conn.screen = Some(Screen::with_history(cols, rows, PREVIEW_HISTORY_LINES as usize));
             conn.note = "connecting...".into();
-            // Even the connect happens on the thread: to a stopped master whose backlog is
-            // full, it would block.
-            let _ = spawn("preview", tx.clone(), move |tx| read_preview(&socket, id, cols, rows, tx));
+            if let Some((host, remote)) = hosts::split(name) {
+                // A host's session: a viewer stream to its master through the host's link, the
+                // same wire protocol as a local master's socket.
+                let (host, remote, links) = (host.to_string(), remote.to_string(), links.clone());
+                let _ = spawn("preview", tx.clone(), move |tx| {
+                    let Some(link) = links.get(&host) else {
+                        let _ = tx.send(Msg::PreviewEnded(id, format!("host {host} is not connected")));
+                        return;
+                    };
+                    match link.open(desk_wire::relay::Target::Session(remote)) {
+                        Ok(stream) => read_preview(stream, id, cols, rows, REMOTE_PREVIEW_PATIENCE, tx),
+                        Err(e) => {
+                            let _ = tx.send(Msg::PreviewEnded(id, format!("{e:#}")));
+                        }
+                    }
+                    // The link lives on with the host's listing thread; this clone kept it up
+                    // for as long as the preview read from it.
+                    drop(link);
+                });
+            } else {
+                let Ok(session_name) = desk_common::paths::SessionName::parse(name) else { return };
+                let socket = paths.session(&session_name).socket;
+                // Even the connect happens on the thread: to a stopped master whose backlog is
+                // full, it would block.
+                let _ = spawn("preview", tx.clone(), move |tx| match UnixStream::connect(&socket) {
+                    Ok(stream) => read_preview(stream, id, cols, rows, PREVIEW_PATIENCE, tx),
+                    Err(e) => {
+                        let _ = tx.send(Msg::PreviewEnded(id, format!("cannot connect: {e}")));
+                    }
+                });
+            }
         }
         Link::Connecting => conn.note = "waiting for its master to answer".into(),
         Link::Unresponsive => conn.note = "its master does not answer (stopped or wedged?)".into(),
@@ -876,13 +972,9 @@ fn last_screen(
 
 /// A viewer connection at the session's own size (so the master sends its raw output, not a
 /// view rendered for another size): the keyframe, then output, each passed to the loop.
-fn read_preview(socket: &std::path::Path, id: u64, cols: u16, rows: u16, tx: Sender<Msg>) {
+fn read_preview(stream: UnixStream, id: u64, cols: u16, rows: u16, patience: Duration, tx: Sender<Msg>) {
     let ended = |why: String| {
         let _ = tx.send(Msg::PreviewEnded(id, why));
-    };
-    let stream = match UnixStream::connect(socket) {
-        Ok(stream) => stream,
-        Err(e) => return ended(format!("cannot connect: {e}")),
     };
     // The loop keeps a handle to shut the connection down when the selection moves on.
     match stream.try_clone() {
@@ -893,11 +985,11 @@ fn read_preview(socket: &std::path::Path, id: u64, cols: u16, rows: u16, tx: Sen
         }
         Err(e) => return ended(format!("cannot use the connection: {e}")),
     }
-    let mut conn =
-        match desk_common::master_client::Connection::open_within(stream, Role::Viewer, cols, rows, PREVIEW_PATIENCE) {
-            Ok(conn) => conn,
-            Err(e) => return ended(format!("{e:#}")),
-        };
+    let mut conn = match desk_common::master_client::Connection::open_within(stream, Role::Viewer, cols, rows, patience)
+    {
+        Ok(conn) => conn,
+        Err(e) => return ended(format!("{e:#}")),
+    };
     conn.set_deadline(None);
     let mut pager: Option<HistoryPager> = None;
     loop {

@@ -342,6 +342,9 @@ pub enum Grouping {
     /// A group per channel (`#release`): a session under the first of its channels by name
     /// (one row per session), sessions in none under `-`.
     Channel,
+    /// A group per host (`gpu`), this machine's sessions under `this machine`
+    /// (docs/remote.md).
+    Host,
 }
 
 impl Grouping {
@@ -350,7 +353,8 @@ impl Grouping {
         match self {
             Grouping::None => Grouping::Provider,
             Grouping::Provider => Grouping::Channel,
-            Grouping::Channel => Grouping::None,
+            Grouping::Channel => Grouping::Host,
+            Grouping::Host => Grouping::None,
         }
     }
 }
@@ -414,6 +418,9 @@ pub struct Dash {
     pub approvals: Option<super::approvals::Approvals>,
     /// The channel pane, while it is open (`super::channels`).
     pub channel_pane: Option<super::channels::ChannelPane>,
+    /// Each configured host, by name, and why it cannot be reached (`None`: its last listing
+    /// came back), for the header (`super::hosts`).
+    pub hosts: std::collections::BTreeMap<String, Option<String>>,
 }
 
 impl Dash {
@@ -556,18 +563,45 @@ impl Dash {
         }
     }
 
-    /// Take the daemon's queue counts (`None`: the daemon could not be asked, and why).
+    /// Take a host's sessions (rows named `HOST:NAME`, from its listing), or why it could not
+    /// be reached. A host that does not answer keeps its rows as last seen (marked
+    /// unresponsive: the host, not this desk, is their authority) and says why in the header.
+    pub fn set_host(&mut self, host: &str, answer: Result<Vec<Row>, String>) {
+        let prefix = format!("{host}:");
+        match answer {
+            Ok(rows) => {
+                self.hosts.insert(host.to_string(), None);
+                let names: std::collections::HashSet<String> = rows.iter().map(|r| r.name.clone()).collect();
+                self.rows.retain(|name, _| !name.starts_with(&prefix) || names.contains(name));
+                for row in rows {
+                    self.rows.insert(row.name.clone(), row);
+                }
+            }
+            Err(why) => {
+                self.hosts.insert(host.to_string(), Some(why));
+                for row in self.rows.values_mut().filter(|r| r.name.starts_with(&prefix)) {
+                    if matches!(row.link, Link::Live | Link::Connecting) {
+                        row.link = Link::Unresponsive;
+                    }
+                }
+            }
+        }
+        self.reorder();
+    }
+
+    /// Take the daemon's queue counts (`None`: the daemon could not be asked, and why). Rows
+    /// of other hosts keep the counts their host's listing gave.
     pub fn set_queues(&mut self, queues: Result<HashMap<String, QueueCounts>, String>) {
         match queues {
             Ok(queues) => {
                 self.daemon_down = None;
-                for row in self.rows.values_mut() {
+                for row in self.rows.values_mut().filter(|r| !r.name.contains(':')) {
                     row.queue = Some(queues.get(&row.name).cloned().unwrap_or_default());
                 }
             }
             Err(why) => {
                 self.daemon_down = Some(format!("queues unknown: {why}"));
-                for row in self.rows.values_mut() {
+                for row in self.rows.values_mut().filter(|r| !r.name.contains(':')) {
                     row.queue = None;
                 }
             }
@@ -645,6 +679,7 @@ impl Dash {
             Grouping::Provider if row.provider.is_empty() => "-",
             Grouping::Provider => &row.provider,
             Grouping::Channel => self.memberships.get(&row.name).and_then(|c| c.first()).map_or("-", String::as_str),
+            Grouping::Host => row.name.split_once(':').map_or("this machine", |(host, _)| host),
         }
     }
 

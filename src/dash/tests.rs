@@ -807,6 +807,8 @@ fn v_groups_the_table_by_provider_most_urgent_group_first_and_back() {
     dash.on_key(Key::Char('v'));
     assert_eq!(dash.grouping, Grouping::Channel, "then by channel (panes_tests)");
     dash.on_key(Key::Char('v'));
+    assert_eq!(dash.grouping, Grouping::Host, "then by host");
+    dash.on_key(Key::Char('v'));
     assert_eq!(dash.grouping, Grouping::None);
     assert_eq!(names(&dash), ["charlie", "golf", "delta", "bravo", "foxtrot", "alpha", "echo"]);
 }
@@ -1204,4 +1206,44 @@ fn declared_sessions_that_never_ran_are_rows_down_and_fleet_notes_show_on_each_r
     dash.set_fleet(&HashMap::new(), &[]);
     assert!(dash.row("zulu").is_none());
     assert_eq!(dash.row("alpha").unwrap().fleet, None);
+}
+
+#[test]
+fn a_host_s_listing_becomes_host_name_rows_that_its_silence_marks_unresponsive_and_the_header_names() {
+    let mut dash = Dash::new();
+    dash.insert(Row::connecting("here", "shell", 1, 80, 24));
+    let listing = serde_json::json!([
+        { "name": "web", "status": "running", "provider": "claude", "cols": 100, "rows": 30, "title": "on box",
+          "state": { "lifecycle": { "value": "running" }, "activity": { "value": "blocked", "since_ms": 5 },
+                     "health": { "value": "ok" } },
+          "queue": 2, "stuck": 1 },
+        { "name": "old", "status": "exited", "exit": { "code": 3, "escalated": false, "exited_at_ms": 9 } },
+    ]);
+    let rows = listing.as_array().unwrap().iter().filter_map(|v| super::hosts::row_from_listing("box", v)).collect();
+    dash.set_host("box", Ok(rows));
+    let web = dash.row("box:web").expect("the host's running session");
+    assert_eq!(
+        (web.link.clone(), web.activity, web.cols, web.pid),
+        (super::model::Link::Live, Activity::Blocked, 100, 0)
+    );
+    assert_eq!(web.queue.as_ref().map(|q| (q.queued, q.stuck)), Some((2, 1)));
+    assert!(
+        matches!(dash.row("box:old").map(|r| &r.link), Some(super::model::Link::Exited(e)) if e.status == ExitStatus::Code(3))
+    );
+    // The local daemon's counts are this machine's: the host's rows keep the host's.
+    dash.set_queues(Ok(HashMap::new()));
+    assert_eq!(dash.row("box:web").and_then(|r| r.queue.as_ref()).map(|q| q.queued), Some(2));
+    dash.grouping = Grouping::Host;
+    assert_eq!(dash.group_of(dash.row("box:web").unwrap()), "box");
+    assert_eq!(dash.group_of(dash.row("here").unwrap()), "this machine");
+    // The host stops answering: its rows stay as last seen, unresponsive, and the header says why.
+    dash.set_host("box", Err("connection refused".into()));
+    assert_eq!(dash.row("box:web").map(|r| r.link.clone()), Some(super::model::Link::Unresponsive));
+    let shown = text(&draw(&dash, &Preview::None, 160, 30, Look { color: false }));
+    assert!(shown.lines().next().unwrap_or("").contains("box unreachable: connection refused"), "{shown}");
+    // Back, without a session it had: that row goes.
+    let rows =
+        listing.as_array().unwrap()[..1].iter().filter_map(|v| super::hosts::row_from_listing("box", v)).collect();
+    dash.set_host("box", Ok(rows));
+    assert!(dash.row("box:old").is_none() && dash.row("box:web").is_some() && dash.row("here").is_some());
 }

@@ -145,6 +145,16 @@ fn render_header(frame: &mut Frame, area: Rect, dash: &Dash, look: Look) {
     if let Some(why) = &dash.daemon_down {
         spans.push(Span::styled(format!(" {why} "), look.fg(Color::Yellow)));
     }
+    // Each host's reachability: its name when its last listing came back, else why not.
+    for (host, down) in &dash.hosts {
+        match down {
+            None => spans.push(Span::styled(format!(" {host} "), look.fg(Color::Green))),
+            Some(why) => spans.push(Span::styled(
+                format!(" {host} unreachable: {} ", why.replace('\n', " ")),
+                look.fg(Color::Red).add_modifier(Modifier::BOLD),
+            )),
+        }
+    }
     if !dash.filter.is_empty() && !dash.editing_filter {
         spans.push(Span::raw(format!(" filter: {} ", dash.filter)));
     }
@@ -609,7 +619,7 @@ pub const HELP: [(&str, &str); 21] = [
     ("Shift-↑ ↓", "scroll the preview by a line"),
     ("Home End", "the preview's oldest line / back to live (Esc too)"),
     ("/", "filter by name, provider or title (Enter keeps, Esc clears)"),
-    ("v", "group the table by provider, by channel, or not"),
+    ("v", "group the table by provider, by channel, by host, or not"),
     ("?", "this help (any key closes it)"),
     ("q", "quit (the sessions keep running); Ctrl-C too"),
     ("", ""),

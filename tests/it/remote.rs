@@ -51,6 +51,15 @@ impl Drop for Local {
     }
 }
 
+/// Start `box:web` on the host: it says `greeting`, then writes what it is sent to the file
+/// returned (in the host's home).
+fn new_web_on_box(local: &Local, remote: &Home, greeting: &str) -> std::path::PathBuf {
+    let got = remote.path().join("got.txt");
+    let script = format!("echo {greeting}; exec cat > {}", got.display());
+    local.home.ok(&["new", "box:web", "--", "sh", "-c", &script]);
+    got
+}
+
 fn stdout(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
@@ -66,15 +75,7 @@ fn new_ls_peek_send_and_kill_work_through_a_host_on_its_own_desk_home() {
     let remote = Home::new();
     remote.serve();
     let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote))]);
-    let got = remote.path().join("got.txt");
-    local.home.ok(&[
-        "new",
-        "box:web",
-        "--",
-        "sh",
-        "-c",
-        &format!("echo hello from the box; exec cat > {}", got.display()),
-    ]);
+    let got = new_web_on_box(&local, &remote, "hello from the box");
     // The session is the host's: its files are in the host's home, none here.
     assert!(remote.socket("web").exists(), "the master runs under the host's DESK_HOME");
     assert!(!local.home.socket("web").exists());
@@ -273,4 +274,55 @@ fn a_wedged_control_master_is_replaced_instead_of_hanging_every_command() {
     // A new master took its place; the wedged one is killed by the Local's drop (by pid).
     let now = crate::sshd::processes_mentioning(&control);
     assert!(now.iter().any(|pid| *pid != masters[0]), "a new ControlMaster: {now:?}");
+}
+
+#[test]
+#[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
+fn the_dashboard_shows_a_host_s_sessions_previews_and_sends_to_them_and_an_unreachable_host_freezes_nothing() {
+    let sshd = sshd();
+    let remote = Home::new();
+    remote.serve();
+    let refused = free_port();
+    let dead = format!(
+        "[hosts.gone]\nssh = \"desk-test\"\nssh_args = [\"-F\", \"{}\", \"-p\", \"{refused}\"]\n",
+        sshd.ssh_config().display()
+    );
+    let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote)), dead]);
+    let got = new_web_on_box(&local, &remote, "screen of the box");
+    local.home.new_sh("here", "sleep 600");
+    let pty = PtyCommand::new(DESK)
+        .arg("dash")
+        .env("DESK_HOME", local.home.path())
+        .env("DESK_AUTOSTART", "0")
+        .size(160, 40)
+        .spawn()
+        .expect("spawn desk dash");
+    // The host's session is a row named HOST:NAME beside this machine's; the lost host is in
+    // the header with ssh's own words.
+    pty.wait_until(PATIENCE, "box:web and here listed, gone unreachable in the header", |s| {
+        let header = s.rows().first().cloned().unwrap_or_default();
+        s.contains("box:web") && s.contains("here") && header.contains("gone unreachable") && header.contains("box")
+    })
+    .expect("the dashboard with the host's session");
+    // The local rows keep moving while a host is lost.
+    local.home.new_sh("later", "sleep 600");
+    pty.wait_until(PATIENCE, "a new local session listed", |s| s.contains("later")).expect("local rows update");
+    // Selected (by the filter), the host's session is previewed through the link: its screen.
+    pty.write("/box:web\r").expect("filter");
+    pty.wait_until(PATIENCE, "the host's session's screen in the preview", |s| {
+        s.contains("screen of the box") && !s.contains("later")
+    })
+    .expect("the remote preview");
+    // An action on it: a prompt written here is queued and delivered by the host's desk.
+    pty.write("s").expect("open the editor");
+    pty.wait_for_text("prompt for box:web").expect("the editor");
+    pty.write("from the dashboard").expect("type");
+    pty.wait_for_text("from the dashboard_").expect("the text in the editor");
+    pty.write("\x1b\r").expect("Alt-Enter");
+    pty.wait_for_text("sent to box:web: item ").expect("the item id on the footer");
+    eventually("the host's daemon to deliver the prompt", || {
+        let text = std::fs::read_to_string(&got).unwrap_or_default();
+        if text == "from the dashboard\n" { Ok(()) } else { Err(format!("{text:?}")) }
+    });
+    pty.write("q").expect("quit");
 }

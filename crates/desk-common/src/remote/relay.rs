@@ -18,6 +18,7 @@
 use anyhow::{Context, Result};
 use std::collections::HashMap;
 use std::io::{Read, Write};
+use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -34,9 +35,11 @@ use crate::session::{self, Probe};
 const READ_CHUNK: usize = 64 * 1024;
 
 /// The relay's standard output: envelopes from every stream's thread, one whole envelope at a
-/// time.
+/// time, each in one write. The descriptor itself, not `std::io::Stdout`: that one is line
+/// buffered, which cut every envelope whose payload holds a newline into two writes (up to the
+/// last newline, then the rest at the flush), so ssh forwarded it as two packets.
 #[derive(Clone)]
-struct Out(Arc<Mutex<std::io::Stdout>>);
+struct Out(Arc<Mutex<std::fs::File>>);
 
 impl Out {
     fn send(&self, stream: u32, kind: Kind, payload: &[u8]) -> std::io::Result<()> {
@@ -44,8 +47,7 @@ impl Out {
         desk_wire::relay::encode_parts(stream, kind, payload, &mut bytes)
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
         let mut out = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        out.write_all(&bytes)?;
-        out.flush()
+        out.write_all(&bytes)
     }
 }
 
@@ -61,7 +63,8 @@ type Inlets = Arc<Mutex<HashMap<u32, Inlet>>>;
 /// Serve the link on standard input and output until the local side closes it.
 pub fn serve(paths: &Paths) -> Result<()> {
     let exe = std::env::current_exe().context("cannot find this desk's own executable")?;
-    let out = Out(Arc::new(Mutex::new(std::io::stdout())));
+    let stdout = std::io::stdout().as_fd().try_clone_to_owned().context("cannot use the standard output")?;
+    let out = Out(Arc::new(Mutex::new(std::fs::File::from(stdout))));
     let handshake = Handshake {
         relay_version: RELAY_VERSION,
         wire_version: desk_wire::PROTOCOL_VERSION,
@@ -69,7 +72,7 @@ pub fn serve(paths: &Paths) -> Result<()> {
     };
     {
         let mut stdout = out.0.lock().unwrap_or_else(|p| p.into_inner());
-        stdout.write_all(&handshake.encode()).and_then(|()| stdout.flush()).context("cannot write the handshake")?;
+        stdout.write_all(&handshake.encode()).context("cannot write the handshake")?;
     }
     let inlets: Inlets = Arc::new(Mutex::new(HashMap::new()));
     let mut decoder = EnvelopeDecoder::new();
