@@ -22,25 +22,31 @@ if [ -n "${LIMIT:-}" ] && [ -z "${INSIDE:-}" ]; then
 fi
 home=$(mktemp -d /tmp/dkfleet.XXXXXX)
 export DESK_HOME=$home DESK_AUTOSTART=0
+# The pids of field $1 (master_pid, pid) in the session records under $2.
+pids_of() {
+    python3 - "$1" $2 <<'PY'
+import json, sys
+for f in sys.argv[2:]:
+    try:
+        print(json.load(open(f))[sys.argv[1]])
+    except Exception:
+        pass
+PY
+}
 cleanup() {
     [ -f "$home/state/delivery/serve.lock" ] && kill -9 "$(cat "$home/state/delivery/serve.lock")" 2>/dev/null || true
-    for f in "$home"/run/*.json; do
-        [ -f "$f" ] || continue
-        for key in master_pid pid; do
-            pid=$(grep -o "\"$key\":[0-9]*" "$f" | head -1 | cut -d: -f2)
-            [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true
-        done
+    for pid in $(pids_of master_pid "$home/run/*.json") $(pids_of pid "$home/run/*.json"); do
+        kill -9 "$pid" 2>/dev/null || true
     done
     rm -rf "$home"
 }
 trap cleanup EXIT
 now() { date +%s.%N; }
 t0=$(now)
-for i in $(seq 1 "$N"); do "$DESK" new "s$i" -- sleep 100000 >/dev/null; done
+for i in $(seq 1 "$N"); do "$DESK" new "s$i" -- sleep 100000 >/dev/null || { echo "desk new s$i failed"; exit 1; }; done
 t1=$(now)
 held=0
-for f in "$home"/run/s*.json; do
-    pid=$(grep -o '"master_pid":[0-9]*' "$f" | cut -d: -f2)
+for pid in $(pids_of master_pid "$home/run/s*.json"); do
     n=$(find "/proc/$pid/fd" -lname 'anon_inode:inotify' 2>/dev/null | wc -l)
     held=$((held + n))
 done
