@@ -14,6 +14,8 @@ use std::io::Write;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
+use crate::spare_pool::SparePool;
+
 /// How desk opens its own files: `O_NOFOLLOW` (a symbolic link planted at the path is refused,
 /// not followed), `O_CLOEXEC` (no child it starts inherits the descriptor) and, when the open
 /// creates the file, mode 0600. The caller adds the access it needs (read, write, append,
@@ -117,8 +119,15 @@ pub enum GroupStep {
 /// without a journal, creating an inode scans past every recently freed one, which a stream of
 /// atomic rewrites made the daemon's largest cost. A new path, or a filesystem that cannot
 /// exchange, takes a plain rename (the old inode freed), as [`write_atomic`] does; a path on
-/// another filesystem than `spares` is written through a temporary file beside it.
-pub fn write_atomic_group(writes: &[GroupWrite], spares: &Path, mut step: impl FnMut(GroupStep)) -> Vec<Result<()>> {
+/// another filesystem than `spares` is written through a temporary file beside it. A spare
+/// that a new path took last time is made again from `pool`'s ready files when it has one (a
+/// rename within `spares`: no inode created on this thread), else created here.
+pub fn write_atomic_group(
+    writes: &[GroupWrite],
+    spares: &Path,
+    pool: Option<&SparePool>,
+    mut step: impl FnMut(GroupStep),
+) -> Vec<Result<()>> {
     use std::os::fd::AsRawFd;
     let pid = std::process::id();
     let mut results: Vec<Result<()>> = Vec::with_capacity(writes.len());
@@ -147,6 +156,9 @@ pub fn write_atomic_group(writes: &[GroupWrite], spares: &Path, mut step: impl F
         };
         let written = (|| -> Result<File> {
             full_disk(&w.path).with_context(|| format!("cannot write {}", spare.display()))?;
+            if near {
+                refill(&spare, pool);
+            }
             let mut file = private_options()
                 .write(true)
                 .create(true)
@@ -225,6 +237,20 @@ pub fn write_atomic_group(writes: &[GroupWrite], spares: &Path, mut step: impl F
     }
     step(GroupStep::Synced);
     results
+}
+
+/// Make the missing spare `spare` from one of `pool`'s ready files (a rename in the spares
+/// directory), if there is one; else the caller's open creates it.
+fn refill(spare: &Path, pool: Option<&SparePool>) {
+    let Some(pool) = pool else { return };
+    if fs::symlink_metadata(spare).is_ok() {
+        return;
+    }
+    if let Some(ready) = pool.take()
+        && fs::rename(&ready, spare).is_err()
+    {
+        let _ = fs::remove_file(&ready);
+    }
 }
 
 /// Put the synced file `spare` in `path`'s place, atomically: by exchanging their names when
@@ -371,7 +397,7 @@ impl Drop for Reserved {
 }
 
 /// The temporary file name [`write_atomic`] uses for `file_name` in process `pid`.
-fn tmp_name(file_name: &str, pid: u32) -> String {
+pub(crate) fn tmp_name(file_name: &str, pid: u32) -> String {
     format!(".{file_name}.tmp.{pid}")
 }
 
@@ -435,7 +461,7 @@ mod tests {
         let spares_dir = tempfile::tempdir_in(tmp.path()).unwrap();
         let spares = spares_dir.path();
         let mut steps = Vec::new();
-        let results = write_atomic_group(&writes, spares, |s| steps.push(s));
+        let results = write_atomic_group(&writes, spares, None, |s| steps.push(s));
         assert!(results.iter().all(|r| r.is_ok()), "{results:?}");
         assert_eq!(steps.first(), Some(&GroupStep::Written));
         assert_eq!(steps.last(), Some(&GroupStep::Synced));
@@ -454,9 +480,38 @@ mod tests {
         let records = fs::read_dir(dir).unwrap().flatten().filter(|e| e.path().is_file()).count();
         assert_eq!(records, 3, "nothing but the records where they are");
         let again = [GroupWrite { path: dir.join("c.queued"), bytes: b"c2".to_vec(), then: None }];
-        assert!(write_atomic_group(&again, spares, |_| {})[0].is_ok());
+        assert!(write_atomic_group(&again, spares, None, |_| {})[0].is_ok());
         assert_eq!(fs::read(dir.join("c.queued")).unwrap(), b"c2");
         assert_eq!(fs::metadata(dir.join("c.queued")).unwrap().ino(), old_a, "no inode made for a rewrite");
+    }
+
+    #[test]
+    fn a_new_file_takes_the_inode_of_a_pooled_file_and_a_spare_is_made_from_the_pool() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let spares_dir = tempfile::tempdir_in(dir).unwrap();
+        let spares = spares_dir.path();
+        let pool = SparePool::start(spares, 2).unwrap();
+        let pooled = |names: &mut Vec<u64>| {
+            names.clear();
+            for e in fs::read_dir(spares).unwrap().flatten() {
+                if e.file_name().to_string_lossy().starts_with(".pool") {
+                    names.push(e.metadata().unwrap().ino());
+                }
+            }
+            names.len()
+        };
+        let mut ready = Vec::new();
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while pooled(&mut ready) < 2 {
+            assert!(std::time::Instant::now() < end, "the pool did not fill");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let write = [GroupWrite { path: dir.join("n.queued"), bytes: b"new".to_vec(), then: None }];
+        assert!(write_atomic_group(&write, spares, Some(&pool), |_| {})[0].is_ok());
+        assert_eq!(fs::read(dir.join("n.queued")).unwrap(), b"new");
+        let ino = fs::metadata(dir.join("n.queued")).unwrap().ino();
+        assert!(ready.contains(&ino), "the new file is one of the pool's inodes, not one made on the way");
     }
 
     #[test]
