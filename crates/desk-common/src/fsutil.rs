@@ -190,9 +190,12 @@ pub fn write_atomic_group(
         // and plain integers; it touches no memory of the process.
         unsafe { libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE) };
     }
-    for (i, slot) in files.iter_mut().enumerate() {
-        if let Some((spare, file)) = slot
-            && let Err(e) = file.sync_all()
+    let synced = in_parallel(files.iter().map(|slot| slot.as_ref().map(|(_, file)| file)).collect(), |file| {
+        file.map_or(Ok(()), File::sync_all)
+    });
+    for ((i, slot), outcome) in files.iter_mut().enumerate().zip(synced) {
+        if let Some((spare, _)) = slot
+            && let Err(e) = outcome.unwrap_or_else(|| Err(std::io::Error::other("the thread that syncs it failed")))
         {
             results[i] = Err(e).with_context(|| format!("cannot fsync {}", spare.display()));
             let _ = fs::remove_file(&*spare);
@@ -228,8 +231,9 @@ pub fn write_atomic_group(
             None => dirs.push((dir, vec![i])),
         }
     }
-    for (dir, members) in dirs {
-        if let Err(e) = sync_dir(&dir) {
+    let synced = in_parallel(dirs.iter().map(|(dir, _)| dir.as_path()).collect(), sync_dir);
+    for ((_, members), outcome) in dirs.into_iter().zip(synced) {
+        if let Err(e) = outcome.unwrap_or_else(|| Err(anyhow::anyhow!("the thread that syncs it failed"))) {
             for i in members {
                 results[i] = Err(anyhow::anyhow!("{e:#}"));
             }
@@ -237,6 +241,45 @@ pub fn write_atomic_group(
     }
     step(GroupStep::Synced);
     results
+}
+
+/// How many of a group's fsyncs wait at once. Each fsync on ext4 ends in a flush of the disk's
+/// cache, and the block layer serves every flush that waits while one is in flight with the
+/// next one: fsyncs issued one after another pay one flush each (what bound the burst of
+/// docs/benchmarks.md §19: the daemon's loop spent most of its time in them), fsyncs waiting
+/// together share them. 8: a digest's group (up to 20 records, 1 directory) in 3 rounds, an
+/// ingest pass's directories (one per member) in one, for 8 short-lived threads' stacks.
+const SYNCS_AT_ONCE: usize = 8;
+
+/// `f` on every input, up to [`SYNCS_AT_ONCE`] at a time on threads of their own (scoped:
+/// all have returned when this does); the outcomes in the inputs' order, `None` for an input
+/// whose thread panicked or could not be started (the caller fails those writes: nothing is
+/// known durable). A single input runs here.
+fn in_parallel<T: Send, R: Send>(inputs: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<Option<R>> {
+    let n = inputs.len();
+    if n <= 1 {
+        return inputs.into_iter().map(|input| Some(f(input))).collect();
+    }
+    let lanes = n.min(SYNCS_AT_ONCE);
+    let mut by_lane: Vec<Vec<(usize, T)>> = (0..lanes).map(|_| Vec::new()).collect();
+    for (i, input) in inputs.into_iter().enumerate() {
+        by_lane[i % lanes].push((i, input));
+    }
+    let f = &f;
+    let run = move |lane: Vec<(usize, T)>| lane.into_iter().map(|(i, input)| (i, f(input))).collect::<Vec<_>>();
+    let mut outcomes: Vec<Option<R>> = (0..n).map(|_| None).collect();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = by_lane
+            .into_iter()
+            .filter_map(|lane| std::thread::Builder::new().spawn_scoped(scope, move || run(lane)).ok())
+            .collect();
+        for handle in handles {
+            for (i, r) in handle.join().unwrap_or_default() {
+                outcomes[i] = Some(r);
+            }
+        }
+    });
+    outcomes
 }
 
 /// Make the missing spare `spare` from one of `pool`'s ready files (a rename in the spares
@@ -512,6 +555,20 @@ mod tests {
         assert_eq!(fs::read(dir.join("n.queued")).unwrap(), b"new");
         let ino = fs::metadata(dir.join("n.queued")).unwrap().ino();
         assert!(ready.contains(&ino), "the new file is one of the pool's inodes, not one made on the way");
+    }
+
+    #[test]
+    fn syncs_run_together_on_several_threads_and_come_back_in_order() {
+        let threads = std::sync::Mutex::new(std::collections::HashSet::new());
+        let out = in_parallel((0..20).collect(), |i: usize| {
+            threads.lock().unwrap().insert(std::thread::current().id());
+            // Long enough that the lanes overlap.
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            i * 2
+        });
+        assert_eq!(out, (0..20).map(|i| Some(i * 2)).collect::<Vec<_>>());
+        assert_eq!(threads.lock().unwrap().len(), SYNCS_AT_ONCE, "one thread per lane");
+        assert_eq!(in_parallel(vec![7], |i: usize| i), vec![Some(7)], "one input runs on the caller's thread");
     }
 
     #[test]
