@@ -14,7 +14,9 @@ use std::io::Write;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
-use crate::spare_pool::SparePool;
+pub mod spare_pool;
+
+use spare_pool::SparePool;
 
 /// How desk opens its own files: `O_NOFOLLOW` (a symbolic link planted at the path is refused,
 /// not followed), `O_CLOEXEC` (no child it starts inherits the descriptor) and, when the open

@@ -17,9 +17,9 @@ use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
 use desk_common::format::{self, Format, SetAside};
+use desk_common::fsutil::spare_pool::{self, SparePool};
 use desk_common::fsutil::{self, GroupStep, GroupWrite};
 use desk_common::paths::{SessionName, ensure_private_dir};
-use desk_common::spare_pool::SparePool;
 use desk_core::delivery::item::{Item, ItemId, State};
 
 /// An item record: `queue/<session>/<id>.<state>` and `intake/<id>.json`. Version 1 is the
@@ -148,11 +148,11 @@ impl Store {
         Ok(Store { root, pool: None })
     }
 
-    /// Keep empty files ready for the records of new items (`desk_common::spare_pool`): a
+    /// Keep empty files ready for the records of new items (`fsutil::spare_pool`): a
     /// channel's ingest pass then creates no inode on the daemon's loop. The daemon's, started
     /// after its sweep of temporary files; a store without one creates its files as it writes.
     pub fn start_spare_pool(&mut self) -> Result<()> {
-        let pool = SparePool::start(&self.root.join(SPARES), desk_common::spare_pool::DEFAULT_SIZE)
+        let pool = SparePool::start(&self.root.join(SPARES), spare_pool::DEFAULT_SIZE)
             .context("cannot start the spare files' thread")?;
         self.pool = Some(pool);
         Ok(())
