@@ -13,7 +13,7 @@
 //! before clients are told and before the socket disappears.
 
 use anyhow::{Context, Result};
-use desk_core::session::{ClientId, Effect, SessionPolicy, SizePolicy};
+use desk_core::session::{ClientId, Effect, SessionPolicy, SizePolicy, Verdict};
 use mio::net::UnixListener;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
@@ -523,7 +523,7 @@ impl Master {
             if let Err(e) = self.poll.registry().register(&mut stream, token, Interest::READABLE | Interest::WRITABLE) {
                 warn!("cannot register a client: {e}");
                 self.policy.on_closed(&[client_id(token)]);
-                self.carry(now, None);
+                self.carry(now);
                 continue;
             }
             debug!(client = token.0, peer_pid = pid, "client connected");
@@ -535,7 +535,7 @@ impl Master {
     /// to say HELLO.
     fn admit(&mut self, token: Token, client: Client, now: Instant) {
         self.clients.insert(token, client);
-        self.carry(now, None);
+        self.carry(now);
     }
 
     fn client_writable(&mut self, token: Token) {
@@ -581,7 +581,7 @@ impl Master {
                 Ok(None) => return,
                 Err(e) => {
                     self.policy.on_undecodable(client_id(token), e.code(), e.to_string());
-                    self.carry(now, None);
+                    self.carry(now);
                     return;
                 }
             }
@@ -616,13 +616,58 @@ impl Master {
                 _ => {}
             }
         }
-        self.policy.on_frame(client_id(token), &frame, now);
-        self.carry(now, Some(frame));
+        let verdict = self.policy.on_frame(client_id(token), frame, now);
+        self.carry(now);
+        match verdict {
+            Verdict::Done => return,
+            Verdict::Input(bytes) => {
+                let _ = self.queue_input(token, &bytes, now);
+            }
+            Verdict::Snapshot { history } => self.answer_snapshot(token, history),
+            Verdict::Hook(body) => {
+                if let Err(reply) = self.on_hook_frame(body, now) {
+                    self.reply(token, &reply);
+                }
+            }
+            Verdict::Event(body) => {
+                if let Err(reply) = self.on_client_event(token, body, now) {
+                    self.reply(token, &reply);
+                }
+            }
+        }
+        // Acting on it may have given the policy more to decide (input makes a controller the
+        // latest, which may resize the session).
+        self.carry(now);
     }
 
-    /// Carry out the session policy's effects, in order, until it has none left. `frame` is the
-    /// client frame just handed to it, whose content some effects act on (INPUT bytes, a HOOK).
-    pub(super) fn carry(&mut self, now: Instant, mut frame: Option<Frame>) {
+    /// Queue a control frame (a reply, an error) for the client, if it is still connected.
+    fn reply(&mut self, token: Token, frame: &Frame) {
+        if let Some(client) = self.clients.get_mut(&token) {
+            client.push_control(frame);
+        }
+    }
+
+    /// Answer a SNAPSHOT_REQUEST the session policy permitted.
+    fn answer_snapshot(&mut self, token: Token, history: Option<desk_wire::HistoryRequest>) {
+        self.flush_log();
+        let canonical = desk_common::pty::is_canonical(self.pty.as_fd());
+        let foreground = desk_common::pty::foreground(self.pty.as_fd(), self.meta.pid, self.tty.as_deref(), canonical);
+        let mut reply = SnapshotReply {
+            generation: self.meta.generation,
+            last_input_ms: self.last_controller_input_ms,
+            canonical,
+            state: Some(self.authority.view()),
+            foreground,
+            ..SnapshotReply::of_screen(self.screen.snapshot())
+        };
+        if let Some(ask) = history {
+            super::history::fill(&self.screen, ask, &mut reply);
+        }
+        self.reply(token, &Frame::Snapshot(Box::new(reply)));
+    }
+
+    /// Carry out the session policy's effects, in order, until it has none left.
+    pub(super) fn carry(&mut self, now: Instant) {
         let mut keyframe: Option<Vec<Rc<[u8]>>> = None;
         while let Some(effect) = self.policy.poll_effect() {
             match effect {
@@ -658,51 +703,6 @@ impl Master {
                 Effect::Send { client, frame } => {
                     if let Some(client) = self.clients.get_mut(&token_of(client)) {
                         client.push_control(&frame);
-                    }
-                }
-                Effect::QueueInput { client } => {
-                    if let Some(Frame::Input(bytes)) = frame.take() {
-                        let _ = self.queue_input(token_of(client), &bytes, now);
-                    }
-                }
-                Effect::Snapshot { client } => {
-                    self.flush_log();
-                    let history = match frame.take() {
-                        Some(Frame::SnapshotRequest { history }) => history,
-                        _ => None,
-                    };
-                    let canonical = desk_common::pty::is_canonical(self.pty.as_fd());
-                    let foreground =
-                        desk_common::pty::foreground(self.pty.as_fd(), self.meta.pid, self.tty.as_deref(), canonical);
-                    let mut reply = SnapshotReply {
-                        generation: self.meta.generation,
-                        last_input_ms: self.last_controller_input_ms,
-                        canonical,
-                        state: Some(self.authority.view()),
-                        foreground,
-                        ..SnapshotReply::of_screen(self.screen.snapshot())
-                    };
-                    if let Some(ask) = history {
-                        super::history::fill(&self.screen, ask, &mut reply);
-                    }
-                    if let Some(client) = self.clients.get_mut(&token_of(client)) {
-                        client.push_control(&Frame::Snapshot(Box::new(reply)));
-                    }
-                }
-                Effect::Hook { client } => {
-                    if let Some(Frame::Hook(body)) = frame.take()
-                        && let Err(reply) = self.on_hook_frame(body, now)
-                        && let Some(client) = self.clients.get_mut(&token_of(client))
-                    {
-                        client.push_control(&reply);
-                    }
-                }
-                Effect::ClientEvent { client } => {
-                    if let Some(Frame::Event(body)) = frame.take()
-                        && let Err(reply) = self.on_client_event(token_of(client), body, now)
-                        && let Some(client) = self.clients.get_mut(&token_of(client))
-                    {
-                        client.push_control(&reply);
                     }
                 }
                 Effect::Close { client: id, error } => {
@@ -900,7 +900,7 @@ impl Master {
         if !gone.is_empty() {
             self.policy.on_closed(&gone);
         }
-        self.carry(now, None);
+        self.carry(now);
     }
 
     fn keyframe_frames(&self) -> Vec<Rc<[u8]>> {
@@ -983,7 +983,7 @@ impl Master {
                 SIGTERM | SIGINT => {
                     info!(signal, "asked to stop; terminating the session");
                     self.policy.on_stop_requested(now);
-                    self.carry(now, None);
+                    self.carry(now);
                 }
                 SIGHUP => debug!("ignoring SIGHUP"),
                 _ => {}
@@ -1063,7 +1063,7 @@ impl Master {
             match timer {
                 Timer::Policy(timer) => {
                     self.policy.on_timer(timer, now);
-                    self.carry(now, None);
+                    self.carry(now);
                 }
                 Timer::TitleFlush => self.flush_title(now),
                 Timer::NoiseFlush => self.flush_noise(now),
@@ -1192,7 +1192,7 @@ impl Master {
         self.emit(EventBody::Exit { code, signal, escalated: self.policy.escalated() });
         // EXIT (after a pending keyframe) to welcomed clients, EXITING to the others.
         self.policy.on_child_exited(now);
-        self.carry(now, None);
+        self.carry(now);
         if let Some(mut listener) = self.listener.take() {
             let _ = self.poll.registry().deregister(&mut listener);
         }

@@ -633,7 +633,7 @@ fn rebuild(record: Record, prepared: Prepared, failed_before: Option<String>) ->
         master.clients.insert(token, client);
     }
     // Timers: the policy's (queued as its effects), the state authority's, and the loop's own.
-    master.carry(now, None);
+    master.carry(now);
     master.announce(Vec::new());
     if record.screen_check_armed {
         master.screen_check_armed = true;

@@ -137,8 +137,8 @@ mod tests {
         for id in 1..=3 {
             policy.on_connect(ClientId(id), t0).unwrap();
         }
-        policy.on_frame(ClientId(1), &hello(Role::Controller, 100, 30), t0);
-        policy.on_frame(ClientId(2), &hello(Role::Viewer, 40, 10), t0);
+        policy.on_frame(ClientId(1), hello(Role::Controller, 100, 30), t0);
+        policy.on_frame(ClientId(2), hello(Role::Viewer, 40, 10), t0);
         policy.on_backlog_discarded(ClientId(2), t0 + Duration::from_secs(1));
         while policy.poll_effect().is_some() {}
         let now = t0 + Duration::from_secs(3);

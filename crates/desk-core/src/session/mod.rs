@@ -13,7 +13,9 @@
 //! accepted or closed, a typed frame received, a queue's state, a timer due, the child's exit —
 //! each with `now`; it queues [`Effect`]s that the master's event loop takes with
 //! [`SessionPolicy::poll_effect`] and carries out (send this frame, close that client, arm this
-//! timer, resize the terminal, signal the session). The loop routes; this decides.
+//! timer, resize the terminal, signal the session), and it returns its [`Verdict`] on each
+//! frame, handing back the content the loop is to act on (INPUT bytes to queue, a HOOK or EVENT
+//! to interpret, a SNAPSHOT_REQUEST to answer). The loop routes; this decides.
 //!
 //! Invariants: a connection is closed at most once and gets no effect after it was closed
 //! (except the cancellation of its timers); a connection's timers are cancelled when it leaves
@@ -95,16 +97,6 @@ pub enum Effect {
     Attached { client: ClientId, role: Role },
     /// Queue a control frame for the client (a reply or a refusal); the connection stays open.
     Send { client: ClientId, frame: Frame },
-    /// The client's INPUT frame is permitted: queue its bytes for the child and report the
-    /// outcome with [`SessionPolicy::on_input_queued`] (or refuse it when the queue is full).
-    QueueInput { client: ClientId },
-    /// Answer the client's SNAPSHOT_REQUEST.
-    Snapshot { client: ClientId },
-    /// Interpret the client's HOOK frame.
-    Hook { client: ClientId },
-    /// Act on and record the client's EVENT frame: `keys` (type them; the session's terminal is
-    /// open) or `notify` (record it), `desk_wire::operator::ClientEvent`.
-    ClientEvent { client: ClientId },
     /// Send `error`, read nothing more from the client, and close it once its queue is written.
     Close { client: ClientId, error: Frame },
     /// The client asked to go (DETACH, or an ERROR of its own): close it without a reply.
@@ -127,6 +119,27 @@ pub enum Effect {
     /// The grace period ran out: SIGKILL the session's helpers and, with `group`, its process
     /// group (the child still runs).
     Kill { group: bool },
+}
+
+/// The policy's verdict on the frame at hand ([`SessionPolicy::on_frame`]): what the loop is to
+/// do with its content, which the policy hands back rather than keeping (it holds no bytes).
+/// Everything else a frame causes (replies, refusals, closes, resizes, signals) comes out as
+/// [`Effect`]s, which the loop carries out before acting on the verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// Nothing for the loop beyond the effects: the frame was answered, refused or consumed.
+    Done,
+    /// The client's INPUT is permitted: queue these bytes for the child and report the outcome
+    /// with [`SessionPolicy::on_input_queued`] (or refuse them when the queue is full).
+    Input(Vec<u8>),
+    /// Answer the client's SNAPSHOT_REQUEST, with the history lines it asks for.
+    Snapshot { history: Option<desk_wire::HistoryRequest> },
+    /// Interpret the client's HOOK frame.
+    Hook(serde_json::Map<String, serde_json::Value>),
+    /// Act on and record the client's EVENT frame: `keys` or `answer` (type them; the
+    /// session's terminal is open), `notify` (record it) or `upgrade` (hand the master over),
+    /// `desk_wire::operator::ClientEvent`.
+    Event(serde_json::Map<String, serde_json::Value>),
 }
 
 /// The policy's view of one connection.
@@ -283,22 +296,23 @@ impl SessionPolicy {
         }
     }
 
-    /// A frame arrived from `client`, decoded.
-    pub fn on_frame(&mut self, client: ClientId, frame: &Frame, now: Instant) {
-        let Some(conn) = self.clients.get(&client) else { return };
+    /// A frame arrived from `client`, decoded: the verdict says what the loop does with its
+    /// content, after carrying out the effects queued for it.
+    pub fn on_frame(&mut self, client: ClientId, frame: Frame, now: Instant) -> Verdict {
+        let Some(conn) = self.clients.get(&client) else { return Verdict::Done };
         if conn.closed {
-            return;
+            return Verdict::Done;
         }
         let Some(role) = conn.role else {
-            self.on_hello(client, frame, now);
-            return;
+            self.on_hello(client, &frame, now);
+            return Verdict::Done;
         };
         let refuse = |what: &str| Effect::Send {
             client,
             frame: Frame::error(ErrorCode::NotPermitted, format!("a {role:?} client may not {what}").to_lowercase()),
         };
         match frame {
-            Frame::Input(_) => {
+            Frame::Input(bytes) => {
                 if !role.may_input() {
                     self.effect(refuse("send input"));
                 } else if self.child_exited || !self.terminal_open {
@@ -307,13 +321,13 @@ impl SessionPolicy {
                         frame: Frame::error(ErrorCode::Exiting, "the session is exiting"),
                     });
                 } else {
-                    self.effect(Effect::QueueInput { client });
+                    return Verdict::Input(bytes);
                 }
             }
             Frame::Resize { cols, rows } => match role {
                 Role::Controller => {
                     if let Some(conn) = self.clients.get_mut(&client) {
-                        conn.size = desk_term::screen::valid_size(*cols, *rows).then_some((*cols, *rows));
+                        conn.size = desk_term::screen::valid_size(cols, rows).then_some((cols, rows));
                     }
                     self.apply_size();
                 }
@@ -331,29 +345,29 @@ impl SessionPolicy {
                             self.size_policy
                         );
                         self.effect(Effect::Send { client, frame: Frame::error(ErrorCode::NotPermitted, reason) });
-                    } else if desk_term::screen::valid_size(*cols, *rows) && (*cols, *rows) != self.size {
-                        self.size = (*cols, *rows);
-                        self.effect(Effect::Resize { cols: *cols, rows: *rows });
+                    } else if desk_term::screen::valid_size(cols, rows) && (cols, rows) != self.size {
+                        self.size = (cols, rows);
+                        self.effect(Effect::Resize { cols, rows });
                     }
                 }
                 Role::Observer => self.effect(refuse("resize the session")),
             },
-            Frame::SnapshotRequest { .. } => self.effect(Effect::Snapshot { client }),
-            Frame::Ping(nonce) => self.effect(Effect::Send { client, frame: Frame::Pong(*nonce) }),
+            Frame::SnapshotRequest { history } => return Verdict::Snapshot { history },
+            Frame::Ping(nonce) => self.effect(Effect::Send { client, frame: Frame::Pong(nonce) }),
             Frame::Pong(_) => {}
             Frame::Detach | Frame::Error { .. } => self.release(client),
             Frame::Signal { signal, grace_ms } => {
                 if !role.may_signal() {
                     self.effect(refuse("signal the session"));
-                    return;
+                    return Verdict::Done;
                 }
-                self.signal(i32::from(*signal), Duration::from_millis(u64::from(*grace_ms)), now);
+                self.signal(i32::from(signal), Duration::from_millis(u64::from(grace_ms)), now);
             }
-            Frame::Hook(_) => {
+            Frame::Hook(body) => {
                 if role == Role::Viewer {
                     self.effect(refuse("report hooks"));
                 } else {
-                    self.effect(Effect::Hook { client });
+                    return Verdict::Hook(body);
                 }
             }
             Frame::Hello { .. } => {
@@ -375,7 +389,7 @@ impl SessionPolicy {
                         frame: Frame::error(ErrorCode::NotPermitted, format!("cannot hand over now: {why}")),
                     });
                 } else {
-                    self.effect(Effect::ClientEvent { client });
+                    return Verdict::Event(body);
                 }
             }
             Frame::Event(body) if body.get("type").is_some_and(|t| t == "keys" || t == "answer" || t == "notify") => {
@@ -388,7 +402,7 @@ impl SessionPolicy {
                         frame: Frame::error(ErrorCode::Exiting, "the session is exiting"),
                     });
                 } else {
-                    self.effect(Effect::ClientEvent { client });
+                    return Verdict::Event(body);
                 }
             }
             Frame::Welcome { .. }
@@ -401,6 +415,7 @@ impl SessionPolicy {
                 self.close(client, ErrorCode::Malformed, reason);
             }
         }
+        Verdict::Done
     }
 
     /// The client's byte stream could not be decoded: the stream cannot be resynchronised.
@@ -410,7 +425,7 @@ impl SessionPolicy {
         }
     }
 
-    /// The client's INPUT (permitted by [`Effect::QueueInput`]) is now queued for the child. A
+    /// The client's INPUT (permitted by [`Verdict::Input`]) is now queued for the child. A
     /// controller's input makes it the most recently active one.
     pub fn on_input_queued(&mut self, client: ClientId, now: Instant) {
         if self.clients.get(&client).is_some_and(|c| c.role == Some(Role::Controller)) {
