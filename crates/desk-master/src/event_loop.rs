@@ -119,17 +119,13 @@ pub(super) struct Master {
     pub(super) found: Vec<OutputEvent>,
     /// The session log (which keeps the lines waiting to be written).
     pub(super) log: Option<desk_common::screen_log::LogWriter>,
-    pub(super) journal: Journal,
-    pub(super) journal_failed: bool,
-    /// Events streamed but not journalled since the journal last failed: first and last
-    /// sequence number, and the latest error.
-    pub(super) journal_gap: Option<(u64, u64, String)>,
+    /// Numbers and journals the session's events ([`Master::emit`] streams them).
+    pub(super) journal: super::journal_sink::JournalSink,
     /// Room reserved at start for the exit record, used when the disk is full at exit (so
     /// `desk ls` does not call a clean exit `lost`).
     pub(super) exit_reserve: Option<desk_common::fsutil::Reserved>,
-    /// When the last title event was emitted, and its title.
-    pub(super) last_title_event: Option<(Instant, String)>,
-    pub(super) pending_title: Option<String>,
+    /// The rate limits of title events and of the other noisy ones.
+    pub(super) titles: super::noise::TitleLimiter,
     pub(super) noise: super::noise::NoiseLimiter,
     pub(super) output_active: bool,
     pub(super) last_output: Instant,
@@ -210,11 +206,8 @@ impl Master {
             screen,
             found: Vec::new(),
             log,
-            journal,
-            journal_failed: false,
-            journal_gap: None,
-            last_title_event: None,
-            pending_title: None,
+            journal: super::journal_sink::JournalSink::new(journal),
+            titles: Default::default(),
             noise: Default::default(),
             output_active: false,
             last_output: Instant::now(),
@@ -590,28 +583,24 @@ impl Master {
 
     /// A frame from a client: the session policy decides, this carries it out.
     fn client_frame(&mut self, token: Token, frame: Frame, now: Instant) {
-        // A streaming client's own terminal size decides whether it gets the raw output or a
-        // view (`update_views`); whether it also resizes the session is the policy's call.
+        // A streaming client's own terminal size (which the policy keeps) decides whether it
+        // gets the raw output or a view (`update_views`); the view's options are the loop's.
         if let Some(client) = self.clients.get_mut(&token)
             && client.closing.is_none()
         {
             match frame {
-                Frame::Hello { role, cols, rows, status_line, view, .. }
-                    if client.role.is_none() && role.streams_output() =>
-                {
-                    client.size = desk_term::screen::valid_size(cols, rows).then_some((cols, rows));
+                Frame::Hello { role, status_line, view, .. } if client.role.is_none() && role.streams_output() => {
                     client.status_line = status_line;
                     client.always_view = view;
                 }
+                // Its terminal may have been drawn over (desk attach's session list): a RESIZE
+                // gets it a fresh keyframe of its view, even at the same size.
                 Frame::Resize { cols, rows }
-                    if client.role.is_some_and(Role::streams_output) && desk_term::screen::valid_size(cols, rows) =>
+                    if client.role.is_some_and(Role::streams_output)
+                        && desk_term::screen::valid_size(cols, rows)
+                        && client.always_view =>
                 {
-                    client.size = Some((cols, rows));
-                    if client.always_view {
-                        // Its terminal may have been drawn over (desk attach's session list):
-                        // a RESIZE gets it a fresh keyframe of its view, even at the same size.
-                        client.view = None;
-                    }
+                    client.view = None;
                 }
                 _ => {}
             }
@@ -914,8 +903,9 @@ impl Master {
     /// its new kind: what its terminal shows was drawn for the other.
     fn update_views(&mut self) {
         let session = self.screen.size();
-        for client in self.clients.values_mut() {
-            let wanted = client.size.filter(|size| (*size != session || client.always_view) && client.streams_output());
+        for (token, client) in self.clients.iter_mut() {
+            let size = self.policy.client_size(client_id(*token));
+            let wanted = size.filter(|size| (*size != session || client.always_view) && client.streams_output());
             let has = client.view.as_ref().map(desk_term::view::View::size);
             if wanted == has {
                 continue;
@@ -1273,7 +1263,7 @@ fn output_frame(piece: &[u8]) -> Rc<[u8]> {
 }
 
 /// The session policy's name for the client behind a poll token (tokens are never reused).
-fn client_id(token: Token) -> ClientId {
+pub(super) fn client_id(token: Token) -> ClientId {
     ClientId(token.0 as u64)
 }
 

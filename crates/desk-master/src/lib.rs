@@ -38,6 +38,7 @@ mod handover;
 mod handover_request;
 mod history;
 mod info;
+mod journal_sink;
 mod memory;
 mod noise;
 mod operator;

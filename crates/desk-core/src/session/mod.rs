@@ -149,7 +149,7 @@ struct Conn {
     role: Option<Role>,
     /// Closed (or closing) by the policy or by its own request; nothing more is decided for it.
     closed: bool,
-    /// The terminal size this controller reported, if valid.
+    /// The terminal size this streaming client (controller or viewer) reported, if valid.
     size: Option<(u16, u16)>,
     /// When this controller last said HELLO or had INPUT queued.
     last_active: Instant,
@@ -223,6 +223,13 @@ impl SessionPolicy {
     /// The session's size, as last applied.
     pub fn size(&self) -> (u16, u16) {
         self.size
+    }
+
+    /// The size of a streaming client's terminal (a controller's or viewer's HELLO and
+    /// RESIZE), if it reported a valid one: the session's size follows the controllers', and
+    /// the loop renders a client whose size differs from the session's a view of its own.
+    pub fn client_size(&self, client: ClientId) -> Option<(u16, u16)> {
+        self.clients.get(&client).and_then(|c| c.size)
     }
 
     pub fn size_policy(&self) -> SizePolicy {
@@ -326,14 +333,12 @@ impl SessionPolicy {
             }
             Frame::Resize { cols, rows } => match role {
                 Role::Controller => {
-                    if let Some(conn) = self.clients.get_mut(&client) {
-                        conn.size = desk_term::screen::valid_size(cols, rows).then_some((cols, rows));
-                    }
+                    self.note_size(client, cols, rows);
                     self.apply_size();
                 }
                 // A viewer's size is its own view's (the loop renders it a view of that size);
                 // it never changes the session's.
-                Role::Viewer => {}
+                Role::Viewer => self.note_size(client, cols, rows),
                 // An operator's `desk resize`: the only way a `fixed` session changes size.
                 // Under the other policies the size follows the controllers and a one-off
                 // resize would be undone by the next keystroke, so it is refused.
@@ -548,7 +553,7 @@ impl SessionPolicy {
         };
         let Some(conn) = self.clients.get_mut(&client) else { return };
         conn.role = Some(role);
-        if role == Role::Controller {
+        if role.streams_output() {
             // A terminal that does not know its size (0x0) leaves the session's size alone.
             conn.size = desk_term::screen::valid_size(cols, rows).then_some((cols, rows));
         }
@@ -566,6 +571,16 @@ impl SessionPolicy {
         }
         if role == Role::Controller {
             self.touch_controller(client, now);
+        }
+    }
+
+    /// A streaming client's terminal reported its size; one that does not know it (0x0, or
+    /// any size `valid_size` refuses) keeps the last it knew.
+    fn note_size(&mut self, client: ClientId, cols: u16, rows: u16) {
+        if let Some(conn) = self.clients.get_mut(&client)
+            && desk_term::screen::valid_size(cols, rows)
+        {
+            conn.size = Some((cols, rows));
         }
     }
 

@@ -665,3 +665,28 @@ fn a_client_told_of_the_exit_decides_nothing_more() {
     rig.effects();
     assert!(rig.frame(id, &Frame::Input(b"x".to_vec()), 1.5).is_empty());
 }
+
+#[test]
+fn the_policy_keeps_every_streaming_clients_size_and_an_unknown_size_keeps_the_last() {
+    let mut rig = rig();
+    let (viewer, _) = rig.join(Role::Viewer, (40, 10), 0.0);
+    let (controller, _) = rig.join(Role::Controller, (100, 30), 0.0);
+    let (observer, _) = rig.join(Role::Observer, (90, 20), 0.0);
+    assert_eq!(rig.policy.client_size(viewer), Some((40, 10)));
+    assert_eq!(rig.policy.client_size(controller), Some((100, 30)));
+    assert_eq!(rig.policy.client_size(observer), None, "an observer takes no output and has no view");
+    assert!(rig.frame(viewer, &Frame::Resize { cols: 50, rows: 12 }, 1.0).is_empty());
+    assert_eq!(rig.policy.client_size(viewer), Some((50, 12)));
+    assert_eq!(rig.policy.size(), (100, 30), "a viewer's size is never the session's");
+    for id in [viewer, controller] {
+        let before = rig.policy.client_size(id);
+        assert!(rig.frame(id, &Frame::Resize { cols: 0, rows: 0 }, 2.0).is_empty());
+        assert_eq!(rig.policy.client_size(id), before, "a terminal that lost its size keeps the last");
+    }
+    // A handed-over record from before viewers' sizes were kept: the loop's record fills in.
+    let (late, _) = rig.join(Role::Viewer, (0, 0), 3.0);
+    rig.policy.adopt_client_size(late, Some((60, 15)));
+    assert_eq!(rig.policy.client_size(late), Some((60, 15)));
+    rig.policy.adopt_client_size(late, Some((70, 15)));
+    assert_eq!(rig.policy.client_size(late), Some((60, 15)), "only where the policy knows none");
+}
