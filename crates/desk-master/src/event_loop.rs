@@ -23,7 +23,6 @@ use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 use nix::unistd::Pid;
 use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
 use signal_hook_mio::v1_0::Signals;
-use std::collections::HashMap;
 use std::io::{self, Read};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::rc::Rc;
@@ -143,8 +142,8 @@ pub(super) struct Master {
     pub(super) pty_pending: bool,
     pub(super) child_status: Option<ExitStatus>,
     pub(super) subreaper: bool,
-    pub(super) clients: HashMap<Token, Client>,
-    pub(super) next_client: usize,
+    /// The connected clients and the tokens to come.
+    pub(super) clients: super::clients::ClientTable,
     /// Decides for the clients and the session's size, stop and exit; see [`Master::carry`].
     pub(super) policy: SessionPolicy,
     pub(super) input: InputQueue,
@@ -221,8 +220,7 @@ impl Master {
             pty_pending: false,
             child_status: None,
             subreaper,
-            clients: HashMap::new(),
-            next_client: FIRST_CLIENT,
+            clients: super::clients::ClientTable::new(FIRST_CLIENT),
             policy,
             input: InputQueue::new(INPUT_QUEUE_LIMIT),
             timers: Timers::default(),
@@ -267,7 +265,7 @@ impl Master {
             // Every change of this turn and the last (events, then timers) is in by now.
             self.refresh_info_file(now);
             if self.child_status.is_some() && !self.awaiting_helpers() {
-                let drained = self.clients.values().all(|c| c.out.is_empty() || !c.alive());
+                let drained = self.clients.drained();
                 if self.policy.may_finish(drained, now) {
                     break;
                 }
@@ -431,7 +429,7 @@ impl Master {
         self.found = found;
         self.note_output(now);
         let replies = self.screen.take_replies();
-        if !replies.is_empty() && !self.has_controller() {
+        if !replies.is_empty() && !self.clients.controller_attached() {
             // Nobody's terminal will answer: answer from the model so a headless TUI does not
             // hang. A child that stopped reading cannot take more; dropping a reply it would
             // never read is harmless.
@@ -471,10 +469,6 @@ impl Master {
         }
     }
 
-    fn has_controller(&self) -> bool {
-        self.clients.values().any(|c| c.role == Some(Role::Controller) && c.alive())
-    }
-
     // ----- clients -----
 
     fn accept(&mut self, now: Instant) {
@@ -506,13 +500,12 @@ impl Master {
                 let _ = io::Write::write(&mut stream, &refusal.to_bytes());
                 continue;
             }
-            let token = Token(self.next_client);
+            let token = self.clients.next_token();
             if let Err(refusal) = self.policy.on_connect(client_id(token), now) {
                 warn!(peer_pid = pid, "refused a connection: {} clients already connected", self.policy.client_count());
                 let _ = io::Write::write(&mut stream, &refusal.to_bytes());
                 continue;
             }
-            self.next_client += 1;
             if let Err(e) = self.poll.registry().register(&mut stream, token, Interest::READABLE | Interest::WRITABLE) {
                 warn!("cannot register a client: {e}");
                 self.policy.on_closed(&[client_id(token)]);
@@ -615,25 +608,18 @@ impl Master {
             Verdict::Snapshot { history } => self.answer_snapshot(token, history),
             Verdict::Hook(body) => {
                 if let Err(reply) = self.on_hook_frame(body, now) {
-                    self.reply(token, &reply);
+                    self.clients.reply(token, &reply);
                 }
             }
             Verdict::Event(body) => {
                 if let Err(reply) = self.on_client_event(token, body, now) {
-                    self.reply(token, &reply);
+                    self.clients.reply(token, &reply);
                 }
             }
         }
         // Acting on it may have given the policy more to decide (input makes a controller the
         // latest, which may resize the session).
         self.carry(now);
-    }
-
-    /// Queue a control frame (a reply, an error) for the client, if it is still connected.
-    fn reply(&mut self, token: Token, frame: &Frame) {
-        if let Some(client) = self.clients.get_mut(&token) {
-            client.push_control(frame);
-        }
     }
 
     /// Answer a SNAPSHOT_REQUEST the session policy permitted.
@@ -652,7 +638,7 @@ impl Master {
         if let Some(ask) = history {
             super::history::fill(&self.screen, ask, &mut reply);
         }
-        self.reply(token, &Frame::Snapshot(Box::new(reply)));
+        self.clients.reply(token, &Frame::Snapshot(Box::new(reply)));
     }
 
     /// Carry out the session policy's effects, in order, until it has none left.
@@ -1198,10 +1184,10 @@ impl Master {
 fn session_info(
     meta: &SessionMeta,
     screen: &Screen,
-    clients: &HashMap<Token, Client>,
+    clients: &super::clients::ClientTable,
     authority: &Authority,
 ) -> SessionInfo {
-    let count = |role: Role| clients.values().filter(|c| c.role == Some(role) && c.alive()).count() as u32;
+    let count = |role: Role| clients.count(role);
     let (cols, rows) = screen.size();
     SessionInfo {
         name: meta.name.clone(),
@@ -1393,8 +1379,7 @@ mod tests {
             let (ours, theirs) = PeerStream::pair().unwrap();
             ours.set_nonblocking(true).unwrap();
             theirs.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
-            let token = Token(self.master.next_client);
-            self.master.next_client += 1;
+            let token = self.master.clients.next_token();
             let mut client = Client::new(mio::net::UnixStream::from_std(ours), None);
             client.writable = true;
             self.master.policy.on_connect(client_id(token), Instant::now()).expect("room for a client");

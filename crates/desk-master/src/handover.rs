@@ -356,7 +356,7 @@ impl Master {
             last_controller_input_ms: self.last_controller_input_ms,
             input: self.input.bytes(),
             pty_writable: self.pty_writable,
-            next_client: self.next_client,
+            next_client: self.clients.next_token().0,
             subreaper: self.subreaper,
             log_cap: self.log.as_ref().map(|log| log.cap()),
             screen_check_armed: self.screen_check_armed,
@@ -603,7 +603,7 @@ fn rebuild(record: Record, prepared: Prepared, failed_before: Option<String>) ->
         lock,
     });
     master.policy = policy;
-    master.next_client = record.next_client;
+    master.clients.continue_from(record.next_client);
     master.journal.resume(record.journal_failed, record.journal_gap);
     master.last_controller_input_ms = record.last_controller_input_ms;
     master.pty_writable = record.pty_writable;

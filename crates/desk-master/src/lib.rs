@@ -32,6 +32,7 @@
 mod answer;
 pub mod args;
 mod client;
+mod clients;
 mod event_loop;
 mod events;
 mod handover;
