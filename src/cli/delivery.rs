@@ -731,20 +731,38 @@ pub(super) fn command(kind: &str, req: Request, json: bool) -> Result<i32> {
     if let Request::Pause { session, .. } | Request::Resume { session } = &req {
         require_delivery_target(&paths, session)?;
     }
-    let (key, target) = match &req {
-        Request::Pause { session, .. } | Request::Resume { session } => ("session", session.to_string()),
-        Request::Force { id, .. } | Request::Drop { id } => ("id", id.to_string()),
-        _ => ("session", String::new()),
+    let (id, session) = match &req {
+        Request::Force { id, .. } | Request::Drop { id } => (Some(id.clone()), None),
+        Request::Pause { session, .. } | Request::Resume { session } => (None, Some(session.clone())),
+        _ => (None, None),
     };
     // Only the daemon can carry these out.
     let notes: Vec<String> = crate::autostart::ensure_daemon(&paths).say(json).into_iter().collect();
     let message = ask::<()>(&paths, &req, timeout)?.message;
-    if json {
-        output::print_ok(kind, serde_json::json!({ "message": message, key: target }), &notes)?;
-    } else {
-        println!("{message}");
-    }
+    CommandReport { id, message, session }.render(kind, &notes, json)?;
     Ok(0)
+}
+
+/// What `force`, `drop`, `pause` or `resume` did: the daemon's words, and the item or session
+/// it acted on (in JSON, the keys in the order the earlier map gave them).
+#[derive(serde::Serialize)]
+struct CommandReport {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<ItemId>,
+    message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session: Option<SessionName>,
+}
+
+impl CommandReport {
+    /// Once as text (the daemon's sentence) or once as JSON (`kind` names the envelope).
+    fn render(&self, kind: &str, notes: &[String], json: bool) -> Result<()> {
+        if json {
+            return output::print_ok(kind, self, notes);
+        }
+        println!("{}", self.message);
+        Ok(())
+    }
 }
 
 /// Every session's stuck items, from the daemon when it runs, else from the store (the counts
