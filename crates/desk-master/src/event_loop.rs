@@ -6,7 +6,13 @@
 //! client; input goes to the child through a bounded queue drained on writability. Who may
 //! connect, what each client may do, when one is closed, the session's size, kill escalation and
 //! the exit flush are decided by the session policy (`desk_core::session`): this loop feeds it
-//! what it observes, with the time, and carries out the effects it returns ([`Master::carry`]).
+//! what it observes, with the time, carries out the effects it returns ([`Master::carry`]) and
+//! acts on its verdict on each client frame (`Verdict`: the INPUT bytes to queue, the HOOK or
+//! EVENT to interpret, the SNAPSHOT_REQUEST to answer). Its parts own their own state: the
+//! clients ([`ClientTable`](super::clients::ClientTable)), the journal
+//! ([`JournalSink`](super::journal_sink::JournalSink)), the rate limits of titles and noise
+//! (`super::noise`), the info file ([`InfoFile`](super::info::InfoFile)); a client's terminal
+//! size is the policy's (`SessionPolicy::client_size`).
 //! Invariants: the PTY is read no matter how slow any client is; no client can block the loop or
 //! another client; the output path does not pass through the policy (only a client falling
 //! behind or catching up is reported, once per turn); the child's exit is recorded durably
