@@ -619,28 +619,43 @@ pub(super) fn stuck(json: bool) -> Result<i32> {
     } else {
         ask(&paths, &Request::Stuck, REQUEST_TIMEOUT)?.data
     };
-    if json {
-        let notes: Vec<String> = if offline { vec![DAEMON_DOWN.to_string()] } else { vec![] };
-        output::print_ok("stuck", serde_json::to_value(&items)?, &notes)?;
-        return Ok(0);
-    }
-    if items.is_empty() {
-        println!("nothing is stuck");
-    }
-    for ListedItem { item, .. } in items {
-        let class = item.stuck.map_or("?", |c| c.as_str());
-        let why = item
-            .evidence
-            .iter()
-            .rev()
-            .find(|n| n.kind == "stuck" || n.kind == "refused")
-            .map(|n| n.detail.clone())
-            .unwrap_or_default();
-        println!("{}  {:<12} {:<14} {}", item.id, item.session, class, item.preview(50));
-        println!("    {why}");
-        println!("    next: {}", next_step(&item));
-    }
+    StuckReport { items, offline }.render(json)?;
     Ok(0)
+}
+
+/// `desk stuck`: every stuck item, as the daemon (or, when it is down, the store) holds it.
+struct StuckReport {
+    items: Vec<ListedItem>,
+    /// Read from the store: the daemon is not running.
+    offline: bool,
+}
+
+impl StuckReport {
+    /// Once as text (each item, why it is stuck and what to do) or once as JSON (the items).
+    fn render(&self, json: bool) -> Result<()> {
+        if json {
+            let notes: Vec<String> = if self.offline { vec![DAEMON_DOWN.to_string()] } else { vec![] };
+            // Through a `Value`, whose keys are sorted: the order `desk stuck --json` has always had.
+            return output::print_ok("stuck", serde_json::to_value(&self.items)?, &notes);
+        }
+        if self.items.is_empty() {
+            println!("nothing is stuck");
+        }
+        for ListedItem { item, .. } in &self.items {
+            let class = item.stuck.map_or("?", |c| c.as_str());
+            let why = item
+                .evidence
+                .iter()
+                .rev()
+                .find(|n| n.kind == "stuck" || n.kind == "refused")
+                .map(|n| n.detail.as_str())
+                .unwrap_or_default();
+            println!("{}  {:<12} {:<14} {}", item.id, item.session, class, item.preview(50));
+            println!("    {why}");
+            println!("    next: {}", next_step(item));
+        }
+        Ok(())
+    }
 }
 
 /// What an operator can do about a stuck item, by its class.

@@ -80,18 +80,19 @@ pub(in crate::cli) fn rm(name: &SessionName, drop_queued: bool, json: bool) -> R
         (Vec::new(), Vec::new())
     };
     let held = queued.into_iter().filter(|id| !dropped.contains(id)).collect();
-    RmReport { name: name.clone(), held, dropped }.render(notes, json)?;
+    RmReport { dropped, held, name: name.clone() }.render(notes, json)?;
     Ok(0)
 }
 
 /// What `desk rm` did with the prompts still queued for the session it forgot.
+/// In JSON its keys come in the order `desk rm --json` has always had (sorted).
 #[derive(Serialize)]
 struct RmReport {
-    name: SessionName,
-    /// Queued for the name, and held for a later session of it.
-    held: Vec<ItemId>,
     /// Dropped with `--drop-queued`.
     dropped: Vec<ItemId>,
+    /// Queued for the name, and held for a later session of it.
+    held: Vec<ItemId>,
+    name: SessionName,
 }
 
 impl RmReport {
