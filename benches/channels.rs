@@ -98,6 +98,18 @@ fn delivered(home: &Path, msg: &Message, member: &str) -> bool {
     home.join("state/delivery/queue").join(member).join(format!("{id}.delivered")).exists()
 }
 
+/// The ids of every delivered item in these sessions' queues.
+fn delivered_ids(home: &Path, sessions: &[String]) -> std::collections::HashSet<String> {
+    let queue = home.join("state/delivery/queue");
+    sessions
+        .iter()
+        .filter_map(|s| std::fs::read_dir(queue.join(s)).ok())
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.strip_suffix(".delivered").map(str::to_string))
+        .collect()
+}
+
 /// The message with this id in the channel's root conversation.
 fn message(store: &ChannelStore, channel: &ChannelName, id: &str) -> Message {
     let (msgs, _) = store.read(channel, None).unwrap();
@@ -233,6 +245,7 @@ fn burst(perf: Option<&Path>) {
     let perf = perf.map(|dir| Perf::attach(&home, dir));
     // 1,000 messages, round robin over the channels, as fast as the store appends them.
     let t0 = Instant::now();
+    let t0_ms = desk_common::clock::now_ms();
     let mut posted: Vec<(ChannelName, Message)> = Vec::new();
     for i in 0..1000 {
         let ch = &channels[i % 5];
@@ -245,9 +258,12 @@ fn burst(perf: Option<&Path>) {
         posted.iter().flat_map(|(ch, m)| members[ch].iter().map(move |n| (m, n))).collect();
     let mut pending: Vec<(&Message, &String)> = pairs.clone();
     let deadline = Instant::now() + Duration::from_secs(900);
+    // Polled by listing the 20 queue directories (not by a stat of every pending pair: 4,000
+    // of those every 20 ms took a good part of a core from the daemon on a 2-core machine).
     while !pending.is_empty() {
         assert!(Instant::now() < deadline, "burst did not drain: {} pairs left", pending.len());
-        pending.retain(|(m, n)| !delivered(&home, m, n));
+        let done = delivered_ids(&home, &names);
+        pending.retain(|(m, n)| !done.contains(&delivery_item_id(&m.id, m.ts_ms, n).to_string()));
         std::thread::sleep(Duration::from_millis(20));
     }
     let drained = t0.elapsed().as_secs_f64();
@@ -280,6 +296,20 @@ fn burst(perf: Option<&Path>) {
         seen = count();
     }
     let (once, digests, prompts) = seen;
+    // What the agents themselves impose: each takes its prompts one turn (200 ms) at a time, so
+    // a session's prompts need at least that many turns; and how long after one prompt the next
+    // one was taken (a turn, plus the daemon's paste, verification and Enter when the agent was
+    // waiting for it).
+    let mut turns_bound = 0f64;
+    let mut gaps: Vec<f64> = Vec::new();
+    let mut last_taken = 0u64;
+    for n in &names {
+        let log = desk_demo_agent::prompt_log::read_prompt_log(&home.join(format!("{n}.prompts"))).unwrap_or_default();
+        turns_bound = turns_bound.max(log.len() as f64 * 0.2);
+        gaps.extend(log.windows(2).map(|w| w[1].ts_ms.saturating_sub(w[0].ts_ms) as f64));
+        last_taken = last_taken.max(log.last().map_or(0, |r| r.ts_ms));
+    }
+    let (gap_median, gap_p95, _) = if gaps.is_empty() { (0.0, 0.0, 0.0) } else { stats(gaps) };
     println!("## Burst: 1,000 messages across 5 channels and 20 sessions\n");
     println!(
         "5 channels of 4 demo agents (200 ms turns); 1,000 root messages appended round robin in {appended:.2} s \
@@ -290,6 +320,12 @@ fn burst(perf: Option<&Path>) {
     println!("| first append → every pair delivered and verified (time to drain) | {drained:.1} s |");
     println!("| prompts the agents received (digests among them) | {prompts} ({digests}) |");
     println!("| pairs in their agent's prompt log exactly once | {once} / {} |", pairs.len());
+    println!("| the agents' own bound: the most prompts one session took × its 200 ms turn | {turns_bound:.1} s |");
+    println!("| one prompt taken → the session's next taken (median / p95) | {gap_median:.0} / {gap_p95:.0} ms |");
+    println!(
+        "| first append → the last prompt taken by an agent | {:.1} s |",
+        last_taken.saturating_sub(t0_ms) as f64 / 1000.0
+    );
     if let Some(n) = fsyncs {
         println!(
             "| the daemon's fsync + fdatasync calls during the drain (per pair) | {n} ({:.2}) |",

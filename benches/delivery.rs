@@ -2,8 +2,10 @@
 //!
 //! Two measurements against the demo agent in real sessions under `desk serve`:
 //! - latency: one session, prompts sent one at a time; for each, the time from starting
-//!   `desk send` to the daemon reporting the item delivered (polled over its control socket),
-//!   and desk's own record (the item's `delivered` evidence minus its creation time);
+//!   `desk send` to the item's `.delivered` record being put in place (an inotify event heard
+//!   by a thread, not a poll), how long `desk send` itself ran, desk's own record (the item's
+//!   `delivered` evidence minus its creation time), and where the time went (each evidence
+//!   note's median time from the item's creation);
 //! - fleet: 20 sessions × 20 prompts sent as fast as the CLI goes; the time until all 400 are
 //!   delivered, and the per-item latency desk recorded (items released together are delivered
 //!   as one digest, as intended);
@@ -83,6 +85,56 @@ fn wait_ready(home: &Path, name: &str) {
     });
 }
 
+fn wait_idle(home: &Path) {
+    wait("idle", Duration::from_secs(30), || {
+        let ls: serde_json::Value = serde_json::from_str(&desk(home, &["ls", "--json"])).unwrap();
+        ls["data"].as_array().unwrap().iter().any(|s| s["name"] == "lat" && s["state"]["activity"]["value"] == "idle")
+    });
+}
+
+/// The moments items' `.delivered` records are put in place in a queue directory, heard from
+/// inotify by a thread of their own (each stamped when it comes, whatever the bench is doing):
+/// the end of the latency measure is an event, not a poll.
+struct Delivered {
+    events: std::sync::mpsc::Receiver<(String, Instant)>,
+}
+
+impl Delivered {
+    fn watch(dir: &Path) -> Delivered {
+        use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+        let inotify = Inotify::init(InitFlags::IN_CLOEXEC).expect("inotify");
+        inotify.add_watch(dir, AddWatchFlags::IN_MOVED_TO | AddWatchFlags::IN_CREATE).expect("watch the queue");
+        let (tx, events) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            while let Ok(batch) = inotify.read_events() {
+                let at = Instant::now();
+                for e in batch {
+                    let Some(name) = e.name.and_then(|n| n.into_string().ok()) else { continue };
+                    if let Some(id) = name.strip_suffix(".delivered")
+                        && tx.send((id.to_string(), at)).is_err()
+                    {
+                        return;
+                    }
+                }
+            }
+        });
+        Delivered { events }
+    }
+
+    /// When item `id`'s record became `.delivered`.
+    fn wait(&self, id: &str, limit: Duration) -> Instant {
+        let end = Instant::now() + limit;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            match self.events.recv_timeout(left) {
+                Ok((got, at)) if got == id => return at,
+                Ok(_) => {}
+                Err(_) => panic!("timed out: {id} delivered"),
+            }
+        }
+    }
+}
+
 /// Stops the daemon and kills every session of the bench's home when dropped, so that a panic
 /// mid-bench (or a closed stdout) does not leave a fleet running.
 struct Cleanup(PathBuf);
@@ -129,28 +181,41 @@ fn main() {
     // Latency: one idle agent, one prompt at a time (the agent's turn is short).
     start_agent(&home, "lat", &["--work-ms", "20"]);
     wait_ready(&home, "lat");
+    // One prompt first, unmeasured: its queue directory exists from then on, and is watched.
+    let warm = desk(&home, &["send", "lat", "latency warm-up"]).trim().to_string();
+    wait("warm-up delivery", Duration::from_secs(30), || item(&home, &warm)["state"] == "delivered");
+    wait_idle(&home);
+    let delivered = Delivered::watch(&home.join("state/delivery/queue/lat"));
     let mut wall = Vec::new();
     let mut recorded = Vec::new();
+    let mut send_ms = Vec::new();
+    let mut steps: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
     for i in 0..runs {
+        let started_ms = desk_common::clock::now_ms() as f64;
         let t0 = Instant::now();
         let id = desk(&home, &["send", "lat", &format!("latency probe number {i}")]).trim().to_string();
-        let mut done = serde_json::Value::Null;
-        wait("delivery", Duration::from_secs(30), || {
-            done = item(&home, &id);
-            done["state"] == "delivered"
-        });
-        wall.push(t0.elapsed().as_secs_f64() * 1000.0);
+        send_ms.push(t0.elapsed().as_secs_f64() * 1000.0);
+        let at = delivered.wait(&id, Duration::from_secs(30));
+        wall.push(at.duration_since(t0).as_secs_f64() * 1000.0);
+        let done = item(&home, &id);
+        assert_eq!(done["state"], "delivered", "{id}: its .delivered file came, its record says otherwise");
         recorded.push(recorded_ms(&done).unwrap_or(f64::NAN));
+        // Where the time went: `desk send`'s start until it stamped the item, then each note
+        // of the item's evidence, from the item's creation.
+        if let Some(created) = done["created_ms"].as_f64() {
+            steps.entry("0 `desk send` started → item created".into()).or_default().push(created - started_ms);
+            let mut seen = std::collections::HashSet::new();
+            for note in done["evidence"].as_array().into_iter().flatten() {
+                let (Some(kind), Some(at)) = (note["kind"].as_str(), note["at_ms"].as_f64()) else { continue };
+                if seen.insert(kind.to_string()) {
+                    steps.entry(format!("1 item created → {kind}")).or_default().push(at - created);
+                }
+            }
+        }
         // Let the turn end so every probe meets an idle agent.
-        wait("idle", Duration::from_secs(30), || {
-            let ls: serde_json::Value = serde_json::from_str(&desk(&home, &["ls", "--json"])).unwrap();
-            ls["data"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|s| s["name"] == "lat" && s["state"]["activity"]["value"] == "idle")
-        });
+        wait_idle(&home);
     }
+    let (sm, sp, sx) = stats(send_ms);
     let (wm, wp, wx) = stats(wall);
     let (rm, rp, rx) = stats(recorded);
 
@@ -241,9 +306,21 @@ fn main() {
     );
     println!("| measure | median ms | p95 ms | max ms |\n|---|---|---|---|");
     println!(
-        "| `desk send` start → daemon reports delivered (wall, polled every 2 ms) | {wm:.1} | {wp:.1} | {wx:.1} |"
+        "| `desk send` start → the item's `.delivered` record in place (wall, an inotify event) | {wm:.1} | {wp:.1} | {wx:.1} |"
     );
+    println!("| `desk send` start → its process exits (the item queued) | {sm:.1} | {sp:.1} | {sx:.1} |");
     println!("| item created → delivered (desk's own record) | {rm:.1} | {rp:.1} | {rx:.1} |");
+    println!("\nWhere the time goes (median ms from the start named, over the {runs} prompts):\n");
+    println!("| step | median ms |\n|---|---:|");
+    let mut order: Vec<(f64, String)> = steps
+        .into_iter()
+        .map(|(step, v)| (stats(v).0 + if step.starts_with('0') { -1e9 } else { 0.0 }, step))
+        .collect();
+    order.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
+    for (median, step) in order {
+        let median = if median < -1e8 { median + 1e9 } else { median };
+        println!("| {} | {median:.1} |", &step[2..]);
+    }
     println!("\n## Fleet: 20 sessions × 20 prompts\n");
     println!(
         "400 prompts sent with `desk send` in {sent:.1} s; all delivered (verified) {all:.1} s after the first send."

@@ -619,28 +619,43 @@ pub(super) fn stuck(json: bool) -> Result<i32> {
     } else {
         ask(&paths, &Request::Stuck, REQUEST_TIMEOUT)?.data
     };
-    if json {
-        let notes: Vec<String> = if offline { vec![DAEMON_DOWN.to_string()] } else { vec![] };
-        output::print_ok("stuck", serde_json::to_value(&items)?, &notes)?;
-        return Ok(0);
-    }
-    if items.is_empty() {
-        println!("nothing is stuck");
-    }
-    for ListedItem { item, .. } in items {
-        let class = item.stuck.map_or("?", |c| c.as_str());
-        let why = item
-            .evidence
-            .iter()
-            .rev()
-            .find(|n| n.kind == "stuck" || n.kind == "refused")
-            .map(|n| n.detail.clone())
-            .unwrap_or_default();
-        println!("{}  {:<12} {:<14} {}", item.id, item.session, class, item.preview(50));
-        println!("    {why}");
-        println!("    next: {}", next_step(&item));
-    }
+    StuckReport { items, offline }.render(json)?;
     Ok(0)
+}
+
+/// `desk stuck`: every stuck item, as the daemon (or, when it is down, the store) holds it.
+struct StuckReport {
+    items: Vec<ListedItem>,
+    /// Read from the store: the daemon is not running.
+    offline: bool,
+}
+
+impl StuckReport {
+    /// Once as text (each item, why it is stuck and what to do) or once as JSON (the items).
+    fn render(&self, json: bool) -> Result<()> {
+        if json {
+            let notes: Vec<String> = if self.offline { vec![DAEMON_DOWN.to_string()] } else { vec![] };
+            // Through a `Value`, whose keys are sorted: the order `desk stuck --json` has always had.
+            return output::print_ok("stuck", serde_json::to_value(&self.items)?, &notes);
+        }
+        if self.items.is_empty() {
+            println!("nothing is stuck");
+        }
+        for ListedItem { item, .. } in &self.items {
+            let class = item.stuck.map_or("?", |c| c.as_str());
+            let why = item
+                .evidence
+                .iter()
+                .rev()
+                .find(|n| n.kind == "stuck" || n.kind == "refused")
+                .map(|n| n.detail.as_str())
+                .unwrap_or_default();
+            println!("{}  {:<12} {:<14} {}", item.id, item.session, class, item.preview(50));
+            println!("    {why}");
+            println!("    next: {}", next_step(item));
+        }
+        Ok(())
+    }
 }
 
 /// What an operator can do about a stuck item, by its class.
@@ -731,20 +746,38 @@ pub(super) fn command(kind: &str, req: Request, json: bool) -> Result<i32> {
     if let Request::Pause { session, .. } | Request::Resume { session } = &req {
         require_delivery_target(&paths, session)?;
     }
-    let (key, target) = match &req {
-        Request::Pause { session, .. } | Request::Resume { session } => ("session", session.to_string()),
-        Request::Force { id, .. } | Request::Drop { id } => ("id", id.to_string()),
-        _ => ("session", String::new()),
+    let (id, session) = match &req {
+        Request::Force { id, .. } | Request::Drop { id } => (Some(id.clone()), None),
+        Request::Pause { session, .. } | Request::Resume { session } => (None, Some(session.clone())),
+        _ => (None, None),
     };
     // Only the daemon can carry these out.
     let notes: Vec<String> = crate::autostart::ensure_daemon(&paths).say(json).into_iter().collect();
     let message = ask::<()>(&paths, &req, timeout)?.message;
-    if json {
-        output::print_ok(kind, serde_json::json!({ "message": message, key: target }), &notes)?;
-    } else {
-        println!("{message}");
-    }
+    CommandReport { id, message, session }.render(kind, &notes, json)?;
     Ok(0)
+}
+
+/// What `force`, `drop`, `pause` or `resume` did: the daemon's words, and the item or session
+/// it acted on (in JSON, the keys in the order the earlier map gave them).
+#[derive(serde::Serialize)]
+struct CommandReport {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<ItemId>,
+    message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session: Option<SessionName>,
+}
+
+impl CommandReport {
+    /// Once as text (the daemon's sentence) or once as JSON (`kind` names the envelope).
+    fn render(&self, kind: &str, notes: &[String], json: bool) -> Result<()> {
+        if json {
+            return output::print_ok(kind, self, notes);
+        }
+        println!("{}", self.message);
+        Ok(())
+    }
 }
 
 /// Every session's stuck items, from the daemon when it runs, else from the store (the counts

@@ -133,7 +133,7 @@ enum Msg {
     /// An operator action finished: what the daemon said.
     ActionDone(String),
     /// The daemon dropped this item (the items pane shows it at once, not at the next refresh).
-    Dropped(String),
+    Dropped(desk_wire::names::ItemId),
     /// CPU % and resident KiB by session id.
     Usage(HashMap<u32, (f32, u64)>),
     /// Every channel at a glance (unread and `@human` counts for the header).
@@ -1166,7 +1166,7 @@ fn ask_queues(paths: &Paths) -> Result<(HashMap<String, QueueCounts>, Option<Str
 
 fn item_line(item: &Item) -> ItemLine {
     ItemLine {
-        id: item.id.to_string(),
+        id: item.id.clone(),
         state: item.state.as_str().to_string(),
         class: item.stuck.map(|c| c.as_str().to_string()),
         preview: item.preview(60),

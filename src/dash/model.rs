@@ -85,9 +85,9 @@ pub struct QueueCounts {
 }
 
 /// One delivery item, as the items pane shows it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ItemLine {
-    pub id: String,
+    pub id: ItemId,
     /// `queued`, `sending`, `stuck`, ...
     pub state: String,
     /// The stuck class (`submit-stuck`, `paste-missing`, `merged`, ...), for a stuck item.
@@ -101,23 +101,24 @@ pub struct ItemLine {
 /// An operator action on the daemon, run by the loop once confirmed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    Force(String),
-    Drop(String),
+    Force(ItemId),
+    Drop(ItemId),
+    /// A row's name: a session here, or `host:name` for one of a host's (the loop sends it to
+    /// that host's daemon under its own name), hence text until the request is made.
     Pause(String),
     Resume(String),
 }
 
 impl Action {
-    /// The daemon request that performs it. The rows hold the ids and names as the daemon
-    /// and the session records gave them, so they parse; one that does not is said, not sent.
+    /// The daemon request that performs it. The rows hold the names as the session records
+    /// gave them, so they parse; one that does not is said, not sent.
     pub fn request(&self) -> Result<Request, String> {
-        let id = |id: &str| ItemId::parse(id).ok_or_else(|| format!("{id:?} is not an item id"));
         let session = |name: &str| SessionName::parse(name).map_err(|e| e.to_string());
         Ok(match self {
             // Never over someone's draft from here: the daemon refuses and says so; the CLI's
             // `desk force --over-draft` is the deliberate way.
-            Action::Force(i) => Request::Force { id: id(i)?, over_draft: false },
-            Action::Drop(i) => Request::Drop { id: id(i)? },
+            Action::Force(id) => Request::Force { id: id.clone(), over_draft: false },
+            Action::Drop(id) => Request::Drop { id: id.clone() },
             Action::Pause(s) => Request::Pause { session: session(s)?, reason: Some("paused from desk dash".into()) },
             Action::Resume(s) => Request::Resume { session: session(s)? },
         })
@@ -613,10 +614,10 @@ impl Dash {
 
     /// The daemon dropped item `id`: it leaves its session's items and counts now (the next
     /// queue refresh says the same).
-    pub fn item_dropped(&mut self, id: &str) {
+    pub fn item_dropped(&mut self, id: &ItemId) {
         for row in self.rows.values_mut() {
             let Some(queue) = row.queue.as_mut() else { continue };
-            if let Some(at) = queue.items.iter().position(|i| i.id == id) {
+            if let Some(at) = queue.items.iter().position(|i| i.id == *id) {
                 let item = queue.items.remove(at);
                 queue.queued = queue.queued.saturating_sub(1);
                 if item.state == "stuck" {

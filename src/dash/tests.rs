@@ -31,6 +31,10 @@ fn axis<T>(value: T, ago_s: u64) -> AxisView<T> {
 }
 
 /// Each fixture session's child pid: all different, so that usage shown on the wrong row shows.
+fn item_id(id: &str) -> desk_wire::names::ItemId {
+    desk_wire::names::ItemId::parse(id).expect("a valid item id")
+}
+
 fn pid_of(name: &str) -> u32 {
     const NAMES: [&str; 7] = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf"];
     101 + NAMES.iter().position(|n| *n == name).map_or(50, |i| i as u32)
@@ -122,7 +126,7 @@ fn fleet() -> Dash {
     dash.apply(&joined("golf", "demo", Activity::Idle, 10, Health::Ok, "golf"), NOW);
     let mut queues = std::collections::HashMap::new();
     let item = |id: &str, state: &str, class: Option<&str>, preview: &str, why: &str| ItemLine {
-        id: id.into(),
+        id: item_id(id),
         state: state.into(),
         class: class.map(String::from),
         preview: preview.into(),
@@ -130,14 +134,20 @@ fn fleet() -> Dash {
     };
     let golf_items = vec![
         item(
-            "0000000a",
+            "0000000000000000000000000A",
             "stuck",
             Some("submit-stuck"),
             "fix the flaky test",
             "echoed but never submitted after 3 Enters",
         ),
-        item("0000000b", "stuck", Some("merged"), "and the docs", "submitted together with text someone typed"),
-        item("0000000c", "queued", None, "then release", ""),
+        item(
+            "0000000000000000000000000B",
+            "stuck",
+            Some("merged"),
+            "and the docs",
+            "submitted together with text someone typed",
+        ),
+        item("0000000000000000000000000C", "queued", None, "then release", ""),
     ];
     queues.insert("golf".to_string(), QueueCounts { queued: 3, stuck: 2, paused: true, items: golf_items });
     queues.insert("bravo".to_string(), QueueCounts { queued: 3, stuck: 0, paused: false, items: Vec::new() });
@@ -289,8 +299,11 @@ fn f_forces_the_first_stuck_item_after_a_confirmation_that_says_what_it_does() {
     assert_eq!(dash.selected(), Some("golf"));
     assert_eq!(dash.on_key(Key::Char('f')), None);
     let question = dash.confirm.as_ref().map(|c| c.question.clone()).unwrap_or_default();
-    assert!(question.contains("0000000a") && question.contains("press Enter on the text"), "{question}");
-    assert_eq!(dash.on_key(Key::Char('y')), Some(Command::Run(Action::Force("0000000a".into()))));
+    assert!(
+        question.contains("0000000000000000000000000A") && question.contains("press Enter on the text"),
+        "{question}"
+    );
+    assert_eq!(dash.on_key(Key::Char('y')), Some(Command::Run(Action::Force(item_id("0000000000000000000000000A")))));
     assert!(dash.confirm.is_none());
 }
 
@@ -318,7 +331,7 @@ fn force_refuses_a_merged_item_and_anything_not_stuck_like_the_cli() {
     assert!(dash.status.as_deref().is_some_and(|s| s.contains("not stuck")), "{:?}", dash.status);
     // Drop works on any of them, confirmed.
     dash.on_key(Key::Char('d'));
-    assert_eq!(dash.on_key(Key::Char('y')), Some(Command::Run(Action::Drop("0000000c".into()))));
+    assert_eq!(dash.on_key(Key::Char('y')), Some(Command::Run(Action::Drop(item_id("0000000000000000000000000C")))));
     // A session with nothing stuck has nothing to force.
     dash.on_key(Key::Esc);
     dash.on_key(Key::Char('G'));
@@ -335,10 +348,11 @@ fn the_item_selection_stays_on_an_item_when_the_list_shrinks() {
     assert_eq!(dash.item_index, 2);
     let mut queues = std::collections::HashMap::new();
     let only = ItemLine {
-        id: "0000000a".into(),
+        id: item_id("0000000000000000000000000A"),
         state: "stuck".into(),
         class: Some("paste-missing".into()),
-        ..Default::default()
+        preview: String::new(),
+        why: String::new(),
     };
     queues.insert("golf".to_string(), QueueCounts { queued: 0, stuck: 1, paused: false, items: vec![only] });
     dash.set_queues(Ok(queues));
@@ -1100,13 +1114,16 @@ fn a_dropped_item_leaves_the_items_list_and_the_counts_at_once() {
     let mut dash = fleet();
     let golf = dash.row("golf").unwrap().queue.clone().unwrap();
     assert_eq!((golf.queued, golf.stuck, golf.items.len()), (3, 2, 3));
-    dash.item_dropped("0000000a");
+    dash.item_dropped(&item_id("0000000000000000000000000A"));
     let golf = dash.row("golf").unwrap().queue.clone().unwrap();
     assert_eq!((golf.queued, golf.stuck), (2, 1));
-    assert_eq!(golf.items.iter().map(|i| i.id.as_str()).collect::<Vec<_>>(), ["0000000b", "0000000c"]);
-    dash.item_dropped("0000000c");
+    assert_eq!(
+        golf.items.iter().map(|i| i.id.as_str()).collect::<Vec<_>>(),
+        ["0000000000000000000000000B", "0000000000000000000000000C"]
+    );
+    dash.item_dropped(&item_id("0000000000000000000000000C"));
     assert_eq!(dash.row("golf").unwrap().queue.as_ref().unwrap().queued, 1);
-    dash.item_dropped("nothing-of-that-id");
+    dash.item_dropped(&item_id("000000000000000000000000FF"));
     assert_eq!(dash.row("golf").unwrap().queue.as_ref().unwrap().queued, 1);
 }
 

@@ -472,16 +472,13 @@ fn fds_on(pid: i32, tty_dev: u64) -> Vec<String> {
 
 #[test]
 fn a_session_outlives_the_terminal_that_started_it() {
-    use nix::pty::openpty;
     use std::os::unix::process::CommandExt;
     let home = Home::new();
     // A login shell's terminal: `desk new` runs in it, then the terminal goes away.
-    let pty = openpty(None, None).expect("openpty");
     // As a terminal emulator keeps it: nothing started in the terminal inherits its master.
-    for fd in [&pty.master, &pty.slave] {
-        let cloexec = nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC);
-        nix::fcntl::fcntl(fd, cloexec).expect("FD_CLOEXEC");
-    }
+    // Both ends are close-on-exec from the moment they open: a child forked by another test in
+    // between would otherwise keep the terminal open and no hang-up would come.
+    let pty = cloexec_pty();
     let tty = nix::unistd::ttyname(&pty.slave).expect("the terminal's name");
     let tty_dev = std::os::unix::fs::MetadataExt::rdev(&std::fs::metadata(&tty).expect("stat the terminal"));
     let script = format!(
@@ -536,6 +533,24 @@ fn a_session_outlives_the_terminal_that_started_it() {
     // Not merely alive: the session still answers and runs.
     assert!(home.peek("kept").contains("still here"));
     assert_eq!(home.session("kept").expect("listed")["status"], "running");
+}
+
+/// A pseudo-terminal whose two ends are close-on-exec from the moment they open.
+fn cloexec_pty() -> nix::pty::OpenptyResult {
+    use nix::fcntl::OFlag;
+    let master = nix::pty::posix_openpt(OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC).expect("posix_openpt");
+    nix::pty::grantpt(&master).expect("grantpt");
+    nix::pty::unlockpt(&master).expect("unlockpt");
+    let name = nix::pty::ptsname_r(&master).expect("ptsname");
+    let slave = nix::fcntl::open(
+        name.as_str(),
+        OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .expect("open the terminal");
+    // SAFETY: `master` is a valid descriptor this function owns and hands over.
+    let master = unsafe { std::os::fd::FromRawFd::from_raw_fd(std::os::fd::IntoRawFd::into_raw_fd(master)) };
+    nix::pty::OpenptyResult { master, slave }
 }
 
 /// Processes whose environment names this home (`DESK_HOME=<home>`): every master, child and

@@ -14,6 +14,10 @@ use std::io::Write;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
+pub mod spare_pool;
+
+use spare_pool::SparePool;
+
 /// How desk opens its own files: `O_NOFOLLOW` (a symbolic link planted at the path is refused,
 /// not followed), `O_CLOEXEC` (no child it starts inherits the descriptor) and, when the open
 /// creates the file, mode 0600. The caller adds the access it needs (read, write, append,
@@ -117,8 +121,15 @@ pub enum GroupStep {
 /// without a journal, creating an inode scans past every recently freed one, which a stream of
 /// atomic rewrites made the daemon's largest cost. A new path, or a filesystem that cannot
 /// exchange, takes a plain rename (the old inode freed), as [`write_atomic`] does; a path on
-/// another filesystem than `spares` is written through a temporary file beside it.
-pub fn write_atomic_group(writes: &[GroupWrite], spares: &Path, mut step: impl FnMut(GroupStep)) -> Vec<Result<()>> {
+/// another filesystem than `spares` is written through a temporary file beside it. A spare
+/// that a new path took last time is made again from `pool`'s ready files when it has one (a
+/// rename within `spares`: no inode created on this thread), else created here.
+pub fn write_atomic_group(
+    writes: &[GroupWrite],
+    spares: &Path,
+    pool: Option<&SparePool>,
+    mut step: impl FnMut(GroupStep),
+) -> Vec<Result<()>> {
     use std::os::fd::AsRawFd;
     let pid = std::process::id();
     let mut results: Vec<Result<()>> = Vec::with_capacity(writes.len());
@@ -147,6 +158,9 @@ pub fn write_atomic_group(writes: &[GroupWrite], spares: &Path, mut step: impl F
         };
         let written = (|| -> Result<File> {
             full_disk(&w.path).with_context(|| format!("cannot write {}", spare.display()))?;
+            if near {
+                refill(&spare, pool);
+            }
             let mut file = private_options()
                 .write(true)
                 .create(true)
@@ -178,9 +192,12 @@ pub fn write_atomic_group(writes: &[GroupWrite], spares: &Path, mut step: impl F
         // and plain integers; it touches no memory of the process.
         unsafe { libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE) };
     }
-    for (i, slot) in files.iter_mut().enumerate() {
-        if let Some((spare, file)) = slot
-            && let Err(e) = file.sync_all()
+    let synced = in_parallel(files.iter().map(|slot| slot.as_ref().map(|(_, file)| file)).collect(), |file| {
+        file.map_or(Ok(()), File::sync_all)
+    });
+    for ((i, slot), outcome) in files.iter_mut().enumerate().zip(synced) {
+        if let Some((spare, _)) = slot
+            && let Err(e) = outcome.unwrap_or_else(|| Err(std::io::Error::other("the thread that syncs it failed")))
         {
             results[i] = Err(e).with_context(|| format!("cannot fsync {}", spare.display()));
             let _ = fs::remove_file(&*spare);
@@ -216,8 +233,9 @@ pub fn write_atomic_group(writes: &[GroupWrite], spares: &Path, mut step: impl F
             None => dirs.push((dir, vec![i])),
         }
     }
-    for (dir, members) in dirs {
-        if let Err(e) = sync_dir(&dir) {
+    let synced = in_parallel(dirs.iter().map(|(dir, _)| dir.as_path()).collect(), sync_dir);
+    for ((_, members), outcome) in dirs.into_iter().zip(synced) {
+        if let Err(e) = outcome.unwrap_or_else(|| Err(anyhow::anyhow!("the thread that syncs it failed"))) {
             for i in members {
                 results[i] = Err(anyhow::anyhow!("{e:#}"));
             }
@@ -225,6 +243,59 @@ pub fn write_atomic_group(writes: &[GroupWrite], spares: &Path, mut step: impl F
     }
     step(GroupStep::Synced);
     results
+}
+
+/// How many of a group's fsyncs wait at once. Each fsync on ext4 ends in a flush of the disk's
+/// cache, and the block layer serves every flush that waits while one is in flight with the
+/// next one: fsyncs issued one after another pay one flush each (what bound the burst of
+/// docs/benchmarks.md §20: the daemon's loop spent most of its time in them), fsyncs waiting
+/// together share them. 8: a digest's group (up to 20 records, 1 directory) in 3 rounds, an
+/// ingest pass's directories (one per member) in one, for 8 short-lived threads' stacks.
+const SYNCS_AT_ONCE: usize = 8;
+
+/// `f` on every input, up to [`SYNCS_AT_ONCE`] at a time on threads of their own (scoped:
+/// all have returned when this does); the outcomes in the inputs' order, `None` for an input
+/// whose thread panicked or could not be started (the caller fails those writes: nothing is
+/// known durable). A single input runs here.
+fn in_parallel<T: Send, R: Send>(inputs: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<Option<R>> {
+    let n = inputs.len();
+    if n <= 1 {
+        return inputs.into_iter().map(|input| Some(f(input))).collect();
+    }
+    let lanes = n.min(SYNCS_AT_ONCE);
+    let mut by_lane: Vec<Vec<(usize, T)>> = (0..lanes).map(|_| Vec::new()).collect();
+    for (i, input) in inputs.into_iter().enumerate() {
+        by_lane[i % lanes].push((i, input));
+    }
+    let f = &f;
+    let run = move |lane: Vec<(usize, T)>| lane.into_iter().map(|(i, input)| (i, f(input))).collect::<Vec<_>>();
+    let mut outcomes: Vec<Option<R>> = (0..n).map(|_| None).collect();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = by_lane
+            .into_iter()
+            .filter_map(|lane| std::thread::Builder::new().spawn_scoped(scope, move || run(lane)).ok())
+            .collect();
+        for handle in handles {
+            for (i, r) in handle.join().unwrap_or_default() {
+                outcomes[i] = Some(r);
+            }
+        }
+    });
+    outcomes
+}
+
+/// Make the missing spare `spare` from one of `pool`'s ready files (a rename in the spares
+/// directory), if there is one; else the caller's open creates it.
+fn refill(spare: &Path, pool: Option<&SparePool>) {
+    let Some(pool) = pool else { return };
+    if fs::symlink_metadata(spare).is_ok() {
+        return;
+    }
+    if let Some(ready) = pool.take()
+        && fs::rename(&ready, spare).is_err()
+    {
+        let _ = fs::remove_file(&ready);
+    }
 }
 
 /// Put the synced file `spare` in `path`'s place, atomically: by exchanging their names when
@@ -296,12 +367,20 @@ pub enum BoundedReadError {
     Io { what: String, source: std::io::Error },
 }
 
+/// 4 KiB, a page: what [`read_bounded`] makes room for before its first read. Every record
+/// desk reads this way (session, launch, info, exit records, a few hundred bytes to a couple of
+/// KiB) then takes one read and the one that finds its end.
+const READ_BOUNDED_FIRST: usize = 4096;
+
 /// Read all of `reader`, but never more than `limit + 1` bytes: a source of untrusted size
 /// (`/dev/zero`, a huge file, an endless pipe) is refused with an error naming the limit
 /// instead of growing memory without end. `what` names the source in the error.
 pub fn read_bounded(reader: impl std::io::Read, limit: usize, what: &str) -> Result<Vec<u8>, BoundedReadError> {
     use std::io::Read as _;
-    let mut buf = Vec::new();
+    // Room for a whole record at once: from an empty buffer `read_to_end` reads 32 bytes, then
+    // doubles, so a record of 800 bytes took six reads (issue 22: `desk ls` reads three records
+    // for each session).
+    let mut buf = Vec::with_capacity(READ_BOUNDED_FIRST.min(limit + 1));
     reader
         .take(limit as u64 + 1)
         .read_to_end(&mut buf)
@@ -371,7 +450,7 @@ impl Drop for Reserved {
 }
 
 /// The temporary file name [`write_atomic`] uses for `file_name` in process `pid`.
-fn tmp_name(file_name: &str, pid: u32) -> String {
+pub(crate) fn tmp_name(file_name: &str, pid: u32) -> String {
     format!(".{file_name}.tmp.{pid}")
 }
 
@@ -435,7 +514,7 @@ mod tests {
         let spares_dir = tempfile::tempdir_in(tmp.path()).unwrap();
         let spares = spares_dir.path();
         let mut steps = Vec::new();
-        let results = write_atomic_group(&writes, spares, |s| steps.push(s));
+        let results = write_atomic_group(&writes, spares, None, |s| steps.push(s));
         assert!(results.iter().all(|r| r.is_ok()), "{results:?}");
         assert_eq!(steps.first(), Some(&GroupStep::Written));
         assert_eq!(steps.last(), Some(&GroupStep::Synced));
@@ -454,9 +533,52 @@ mod tests {
         let records = fs::read_dir(dir).unwrap().flatten().filter(|e| e.path().is_file()).count();
         assert_eq!(records, 3, "nothing but the records where they are");
         let again = [GroupWrite { path: dir.join("c.queued"), bytes: b"c2".to_vec(), then: None }];
-        assert!(write_atomic_group(&again, spares, |_| {})[0].is_ok());
+        assert!(write_atomic_group(&again, spares, None, |_| {})[0].is_ok());
         assert_eq!(fs::read(dir.join("c.queued")).unwrap(), b"c2");
         assert_eq!(fs::metadata(dir.join("c.queued")).unwrap().ino(), old_a, "no inode made for a rewrite");
+    }
+
+    #[test]
+    fn a_new_file_takes_the_inode_of_a_pooled_file_and_a_spare_is_made_from_the_pool() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let spares_dir = tempfile::tempdir_in(dir).unwrap();
+        let spares = spares_dir.path();
+        let pool = SparePool::start(spares, 2).unwrap();
+        let pooled = |names: &mut Vec<u64>| {
+            names.clear();
+            for e in fs::read_dir(spares).unwrap().flatten() {
+                if e.file_name().to_string_lossy().starts_with(".pool") {
+                    names.push(e.metadata().unwrap().ino());
+                }
+            }
+            names.len()
+        };
+        let mut ready = Vec::new();
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while pooled(&mut ready) < 2 {
+            assert!(std::time::Instant::now() < end, "the pool did not fill");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let write = [GroupWrite { path: dir.join("n.queued"), bytes: b"new".to_vec(), then: None }];
+        assert!(write_atomic_group(&write, spares, Some(&pool), |_| {})[0].is_ok());
+        assert_eq!(fs::read(dir.join("n.queued")).unwrap(), b"new");
+        let ino = fs::metadata(dir.join("n.queued")).unwrap().ino();
+        assert!(ready.contains(&ino), "the new file is one of the pool's inodes, not one made on the way");
+    }
+
+    #[test]
+    fn syncs_run_together_on_several_threads_and_come_back_in_order() {
+        let threads = std::sync::Mutex::new(std::collections::HashSet::new());
+        let out = in_parallel((0..20).collect(), |i: usize| {
+            threads.lock().unwrap().insert(std::thread::current().id());
+            // Long enough that the lanes overlap.
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            i * 2
+        });
+        assert_eq!(out, (0..20).map(|i| Some(i * 2)).collect::<Vec<_>>());
+        assert_eq!(threads.lock().unwrap().len(), SYNCS_AT_ONCE, "one thread per lane");
+        assert_eq!(in_parallel(vec![7], |i: usize| i), vec![Some(7)], "one input runs on the caller's thread");
     }
 
     #[test]

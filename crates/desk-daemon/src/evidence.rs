@@ -145,7 +145,7 @@ impl Cursors {
             writes.push(desk_common::fsutil::GroupWrite { path: self.path(session), bytes, then: None });
             names.push((session.clone(), Ok(())));
         }
-        let mut results = desk_common::fsutil::write_atomic_group(&writes, &self.spares, |_| {}).into_iter();
+        let mut results = desk_common::fsutil::write_atomic_group(&writes, &self.spares, None, |_| {}).into_iter();
         for (session, result) in &mut names {
             if result.is_ok() {
                 *result = results.next().unwrap_or(Ok(()));

@@ -352,6 +352,10 @@ impl Daemon {
     /// Start-up: temporary files, pauses, items, intake, sessions.
     fn restore(&mut self) -> Result<()> {
         self.sweep_stale_tmp();
+        // After the sweep, so the pool's files (of this pid) are not taken for a dead writer's.
+        if let Err(e) = self.store.start_spare_pool() {
+            warn!("{e:#}; new items' files are created as they are written");
+        }
         let (pauses, aside) = self.store.restore_pauses(now_ms())?;
         if let Some(aside) = aside {
             tracing::error!("{}; every session with a queue is held until the operator resumes it", aside.message());

@@ -17,6 +17,7 @@ use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
 use desk_common::format::{self, Format, SetAside};
+use desk_common::fsutil::spare_pool::{self, SparePool};
 use desk_common::fsutil::{self, GroupStep, GroupWrite};
 use desk_common::paths::{SessionName, ensure_private_dir};
 use desk_core::delivery::item::{Item, ItemId, State};
@@ -132,6 +133,9 @@ pub struct Ingested {
 
 pub struct Store {
     root: PathBuf,
+    /// Empty files made ahead of need by a thread, for new records' inodes (the daemon's; see
+    /// [`Store::start_spare_pool`]).
+    pool: Option<SparePool>,
 }
 
 impl Store {
@@ -141,7 +145,17 @@ impl Store {
         for dir in [root.clone(), root.join("queue"), root.join("intake"), root.join(SPARES)] {
             ensure_private_dir(&dir)?;
         }
-        Ok(Store { root })
+        Ok(Store { root, pool: None })
+    }
+
+    /// Keep empty files ready for the records of new items (`fsutil::spare_pool`): a
+    /// channel's ingest pass then creates no inode on the daemon's loop. The daemon's, started
+    /// after its sweep of temporary files; a store without one creates its files as it writes.
+    pub fn start_spare_pool(&mut self) -> Result<()> {
+        let pool = SparePool::start(&self.root.join(SPARES), spare_pool::DEFAULT_SIZE)
+            .context("cannot start the spare files' thread")?;
+        self.pool = Some(pool);
+        Ok(())
     }
 
     pub fn root(&self) -> &Path {
@@ -202,7 +216,7 @@ impl Store {
             }
         }
         let moves: Vec<bool> = writes.iter().map(|w| w.then.is_some()).collect();
-        let written = fsutil::write_atomic_group(&writes, &self.root.join(SPARES), |s| {
+        let written = fsutil::write_atomic_group(&writes, &self.root.join(SPARES), self.pool.as_ref(), |s| {
             if let GroupStep::Renamed(w) = s
                 && moves[w]
             {
@@ -214,6 +228,15 @@ impl Store {
             results[i] = Some(result);
         }
         results.into_iter().map(|r| r.unwrap_or_else(|| Err(anyhow::anyhow!("not written")))).collect()
+    }
+
+    /// Replace another durable record of the daemon's (a channel's ingest cursor) atomically
+    /// and durably as the item records are, through the spares: a record rewritten in place
+    /// keeps its inode. The guarantees of [`fsutil::write_atomic`].
+    pub fn write_beside(&self, path: &Path, bytes: Vec<u8>) -> Result<()> {
+        let write = GroupWrite { path: path.to_path_buf(), bytes, then: None };
+        let mut results = fsutil::write_atomic_group(&[write], &self.root.join(SPARES), self.pool.as_ref(), |_| {});
+        results.remove(0)
     }
 
     /// Every item record in the queues, with the state its extension names.

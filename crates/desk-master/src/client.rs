@@ -71,9 +71,6 @@ pub(super) struct Client {
     /// Output bytes and keyframes sent, for the log line at disconnect.
     pub output_bytes: u64,
     pub keyframes: u64,
-    /// The size of this client's terminal (a controller's or viewer's HELLO and RESIZE), if
-    /// known and valid.
-    pub size: Option<(u16, u16)>,
     /// The client asked (HELLO's status-line option) for its view's last row to name both
     /// sizes; it has no effect while it takes the raw output.
     pub status_line: bool,
@@ -85,6 +82,9 @@ pub(super) struct Client {
     pub view: Option<View>,
     /// The screen changed since the view was last repainted.
     pub view_dirty: bool,
+    /// Output bytes the screen took since the view was last repainted: a small change (a
+    /// typed key's echo) is repainted at once, see `SMALL_CHANGE`.
+    pub view_unsent: usize,
     /// The earliest time of the next repaint (one per `VIEW_REPAINT_INTERVAL`).
     pub next_repaint: Option<Instant>,
 }
@@ -107,11 +107,11 @@ impl Client {
             hung_up: false,
             output_bytes: 0,
             keyframes: 0,
-            size: None,
             status_line: false,
             always_view: false,
             view: None,
             view_dirty: false,
+            view_unsent: 0,
             next_repaint: None,
         }
     }

@@ -6,14 +6,20 @@
 //! client; input goes to the child through a bounded queue drained on writability. Who may
 //! connect, what each client may do, when one is closed, the session's size, kill escalation and
 //! the exit flush are decided by the session policy (`desk_core::session`): this loop feeds it
-//! what it observes, with the time, and carries out the effects it returns ([`Master::carry`]).
+//! what it observes, with the time, carries out the effects it returns ([`Master::carry`]) and
+//! acts on its verdict on each client frame (`Verdict`: the INPUT bytes to queue, the HOOK or
+//! EVENT to interpret, the SNAPSHOT_REQUEST to answer). Its parts own their own state: the
+//! clients ([`ClientTable`](super::clients::ClientTable)), the journal
+//! ([`JournalSink`](super::journal_sink::JournalSink)), the rate limits of titles and noise
+//! (`super::noise`), the info file ([`InfoFile`](super::info::InfoFile)); a client's terminal
+//! size is the policy's (`SessionPolicy::client_size`).
 //! Invariants: the PTY is read no matter how slow any client is; no client can block the loop or
 //! another client; the output path does not pass through the policy (only a client falling
 //! behind or catching up is reported, once per turn); the child's exit is recorded durably
 //! before clients are told and before the socket disappears.
 
 use anyhow::{Context, Result};
-use desk_core::session::{ClientId, Effect, SessionPolicy, SizePolicy};
+use desk_core::session::{ClientId, Effect, SessionPolicy, SizePolicy, Verdict};
 use mio::net::UnixListener;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
@@ -23,7 +29,6 @@ use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 use nix::unistd::Pid;
 use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use signal_hook_mio::v1_0::Signals;
-use std::collections::HashMap;
 use std::io::{self, Read};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::rc::Rc;
@@ -79,6 +84,15 @@ pub const INPUT_QUEUE_LIMIT: usize = 1 << 20;
 /// at most ~60 renders of its screen a second, however fast the child writes.
 pub(super) const VIEW_REPAINT_INTERVAL: Duration = Duration::from_millis(16);
 
+/// 2 KiB: a change of the screen this small since a view's last repaint is repainted at once,
+/// not at the next [`VIEW_REPAINT_INTERVAL`]. A typed key's echo is a few bytes, a line
+/// editor's or an agent's redraw of its input box a few hundred to a couple of thousand; held
+/// back 16 ms, keys typed less than 16 ms apart (a fast typist, key repeat) would each echo a
+/// frame late (issue 22's typing target). A flood reads far more than this in a turn and stays
+/// coalesced; a child that writes a little at a time costs one render per turn of the loop,
+/// which each of its writes costs anyway.
+const SMALL_CHANGE: usize = 2 * 1024;
+
 /// Bytes reserved for the exit record: it is a few hundred bytes plus a title of at most
 /// 1 KiB, so 4 KiB (one page or block) always holds it.
 const EXIT_RECORD_RESERVE: usize = 4096;
@@ -117,17 +131,13 @@ pub(super) struct Master {
     pub(super) found: Vec<OutputEvent>,
     /// The session log (which keeps the lines waiting to be written).
     pub(super) log: Option<desk_common::screen_log::LogWriter>,
-    pub(super) journal: Journal,
-    pub(super) journal_failed: bool,
-    /// Events streamed but not journalled since the journal last failed: first and last
-    /// sequence number, and the latest error.
-    pub(super) journal_gap: Option<(u64, u64, String)>,
+    /// Numbers and journals the session's events ([`Master::emit`] streams them).
+    pub(super) journal: super::journal_sink::JournalSink,
     /// Room reserved at start for the exit record, used when the disk is full at exit (so
     /// `desk ls` does not call a clean exit `lost`).
     pub(super) exit_reserve: Option<desk_common::fsutil::Reserved>,
-    /// When the last title event was emitted, and its title.
-    pub(super) last_title_event: Option<(Instant, String)>,
-    pub(super) pending_title: Option<String>,
+    /// The rate limits of title events and of the other noisy ones.
+    pub(super) titles: super::noise::TitleLimiter,
     pub(super) noise: super::noise::NoiseLimiter,
     pub(super) output_active: bool,
     pub(super) last_output: Instant,
@@ -145,8 +155,8 @@ pub(super) struct Master {
     pub(super) pty_pending: bool,
     pub(super) child_status: Option<ExitStatus>,
     pub(super) subreaper: bool,
-    pub(super) clients: HashMap<Token, Client>,
-    pub(super) next_client: usize,
+    /// The connected clients and the tokens to come.
+    pub(super) clients: super::clients::ClientTable,
     /// Decides for the clients and the session's size, stop and exit; see [`Master::carry`].
     pub(super) policy: SessionPolicy,
     pub(super) input: InputQueue,
@@ -209,11 +219,8 @@ impl Master {
             screen,
             found: Vec::new(),
             log,
-            journal,
-            journal_failed: false,
-            journal_gap: None,
-            last_title_event: None,
-            pending_title: None,
+            journal: super::journal_sink::JournalSink::new(journal),
+            titles: Default::default(),
             noise: Default::default(),
             output_active: false,
             last_output: Instant::now(),
@@ -227,8 +234,7 @@ impl Master {
             pty_pending: false,
             child_status: None,
             subreaper,
-            clients: HashMap::new(),
-            next_client: FIRST_CLIENT,
+            clients: super::clients::ClientTable::new(FIRST_CLIENT),
             policy,
             input: InputQueue::new(INPUT_QUEUE_LIMIT),
             timers,
@@ -273,7 +279,7 @@ impl Master {
             // Every change of this turn and the last (events, then timers) is in by now.
             self.refresh_info_file(now);
             if self.child_status.is_some() && !self.awaiting_helpers() {
-                let drained = self.clients.values().all(|c| c.out.is_empty() || !c.alive());
+                let drained = self.clients.drained();
                 if self.policy.may_finish(drained, now) {
                     break;
                 }
@@ -436,7 +442,7 @@ impl Master {
         self.found = found;
         self.note_output(now);
         let replies = self.screen.take_replies();
-        if !replies.is_empty() && !self.has_controller() {
+        if !replies.is_empty() && !self.clients.controller_attached() {
             // Nobody's terminal will answer: answer from the model so a headless TUI does not
             // hang. A child that stopped reading cannot take more; dropping a reply it would
             // never read is harmless.
@@ -454,6 +460,7 @@ impl Master {
                     // Bytes drawn for the session's size are wrong at this client's: it gets a
                     // repaint of its view from the model instead (see `repaint_views`).
                     client.view_dirty = true;
+                    client.view_unsent += piece.len();
                     continue;
                 }
                 // Falling behind is reported to the session policy at the end of the turn.
@@ -474,10 +481,6 @@ impl Master {
             Ok(Flush::Blocked) => self.pty_writable = false,
             Err(e) => warn!("PTY write failed: {e}"),
         }
-    }
-
-    fn has_controller(&self) -> bool {
-        self.clients.values().any(|c| c.role == Some(Role::Controller) && c.alive())
     }
 
     // ----- clients -----
@@ -511,17 +514,16 @@ impl Master {
                 let _ = io::Write::write(&mut stream, &refusal.to_bytes());
                 continue;
             }
-            let token = Token(self.next_client);
+            let token = self.clients.next_token();
             if let Err(refusal) = self.policy.on_connect(client_id(token), now) {
                 warn!(peer_pid = pid, "refused a connection: {} clients already connected", self.policy.client_count());
                 let _ = io::Write::write(&mut stream, &refusal.to_bytes());
                 continue;
             }
-            self.next_client += 1;
             if let Err(e) = self.poll.registry().register(&mut stream, token, Interest::READABLE | Interest::WRITABLE) {
                 warn!("cannot register a client: {e}");
                 self.policy.on_closed(&[client_id(token)]);
-                self.carry(now, None);
+                self.carry(now);
                 continue;
             }
             debug!(client = token.0, peer_pid = pid, "client connected");
@@ -533,7 +535,7 @@ impl Master {
     /// to say HELLO.
     fn admit(&mut self, token: Token, client: Client, now: Instant) {
         self.clients.insert(token, client);
-        self.carry(now, None);
+        self.carry(now);
     }
 
     fn client_writable(&mut self, token: Token) {
@@ -579,7 +581,7 @@ impl Master {
                 Ok(None) => return,
                 Err(e) => {
                     self.policy.on_undecodable(client_id(token), e.code(), e.to_string());
-                    self.carry(now, None);
+                    self.carry(now);
                     return;
                 }
             }
@@ -588,39 +590,73 @@ impl Master {
 
     /// A frame from a client: the session policy decides, this carries it out.
     fn client_frame(&mut self, token: Token, frame: Frame, now: Instant) {
-        // A streaming client's own terminal size decides whether it gets the raw output or a
-        // view (`update_views`); whether it also resizes the session is the policy's call.
+        // A streaming client's own terminal size (which the policy keeps) decides whether it
+        // gets the raw output or a view (`update_views`); the view's options are the loop's.
         if let Some(client) = self.clients.get_mut(&token)
             && client.closing.is_none()
         {
             match frame {
-                Frame::Hello { role, cols, rows, status_line, view, .. }
-                    if client.role.is_none() && role.streams_output() =>
-                {
-                    client.size = desk_term::screen::valid_size(cols, rows).then_some((cols, rows));
+                Frame::Hello { role, status_line, view, .. } if client.role.is_none() && role.streams_output() => {
                     client.status_line = status_line;
                     client.always_view = view;
                 }
+                // Its terminal may have been drawn over (desk attach's session list): a RESIZE
+                // gets it a fresh keyframe of its view, even at the same size.
                 Frame::Resize { cols, rows }
-                    if client.role.is_some_and(Role::streams_output) && desk_term::screen::valid_size(cols, rows) =>
+                    if client.role.is_some_and(Role::streams_output)
+                        && desk_term::screen::valid_size(cols, rows)
+                        && client.always_view =>
                 {
-                    client.size = Some((cols, rows));
-                    if client.always_view {
-                        // Its terminal may have been drawn over (desk attach's session list):
-                        // a RESIZE gets it a fresh keyframe of its view, even at the same size.
-                        client.view = None;
-                    }
+                    client.view = None;
                 }
                 _ => {}
             }
         }
-        self.policy.on_frame(client_id(token), &frame, now);
-        self.carry(now, Some(frame));
+        let verdict = self.policy.on_frame(client_id(token), frame, now);
+        self.carry(now);
+        match verdict {
+            Verdict::Done => return,
+            Verdict::Input(bytes) => {
+                let _ = self.queue_input(token, &bytes, now);
+            }
+            Verdict::Snapshot { history } => self.answer_snapshot(token, history),
+            Verdict::Hook(body) => {
+                if let Err(reply) = self.on_hook_frame(body, now) {
+                    self.clients.reply(token, &reply);
+                }
+            }
+            Verdict::Event(body) => {
+                if let Err(reply) = self.on_client_event(token, body, now) {
+                    self.clients.reply(token, &reply);
+                }
+            }
+        }
+        // Acting on it may have given the policy more to decide (input makes a controller the
+        // latest, which may resize the session).
+        self.carry(now);
     }
 
-    /// Carry out the session policy's effects, in order, until it has none left. `frame` is the
-    /// client frame just handed to it, whose content some effects act on (INPUT bytes, a HOOK).
-    pub(super) fn carry(&mut self, now: Instant, mut frame: Option<Frame>) {
+    /// Answer a SNAPSHOT_REQUEST the session policy permitted.
+    fn answer_snapshot(&mut self, token: Token, history: Option<desk_wire::HistoryRequest>) {
+        self.flush_log();
+        let canonical = desk_common::pty::is_canonical(self.pty.as_fd());
+        let foreground = desk_common::pty::foreground(self.pty.as_fd(), self.meta.pid, self.tty.as_deref(), canonical);
+        let mut reply = SnapshotReply {
+            generation: self.meta.generation,
+            last_input_ms: self.last_controller_input_ms,
+            canonical,
+            state: Some(self.authority.view()),
+            foreground,
+            ..SnapshotReply::of_screen(self.screen.snapshot())
+        };
+        if let Some(ask) = history {
+            super::history::fill(&self.screen, ask, &mut reply);
+        }
+        self.clients.reply(token, &Frame::Snapshot(Box::new(reply)));
+    }
+
+    /// Carry out the session policy's effects, in order, until it has none left.
+    pub(super) fn carry(&mut self, now: Instant) {
         let mut keyframe: Option<Vec<Rc<[u8]>>> = None;
         while let Some(effect) = self.policy.poll_effect() {
             match effect {
@@ -656,51 +692,6 @@ impl Master {
                 Effect::Send { client, frame } => {
                     if let Some(client) = self.clients.get_mut(&token_of(client)) {
                         client.push_control(&frame);
-                    }
-                }
-                Effect::QueueInput { client } => {
-                    if let Some(Frame::Input(bytes)) = frame.take() {
-                        let _ = self.queue_input(token_of(client), &bytes, now);
-                    }
-                }
-                Effect::Snapshot { client } => {
-                    self.flush_log();
-                    let history = match frame.take() {
-                        Some(Frame::SnapshotRequest { history }) => history,
-                        _ => None,
-                    };
-                    let canonical = desk_common::pty::is_canonical(self.pty.as_fd());
-                    let foreground =
-                        desk_common::pty::foreground(self.pty.as_fd(), self.meta.pid, self.tty.as_deref(), canonical);
-                    let mut reply = SnapshotReply {
-                        generation: self.meta.generation,
-                        last_input_ms: self.last_controller_input_ms,
-                        canonical,
-                        state: Some(self.authority.view()),
-                        foreground,
-                        ..SnapshotReply::of_screen(self.screen.snapshot())
-                    };
-                    if let Some(ask) = history {
-                        super::history::fill(&self.screen, ask, &mut reply);
-                    }
-                    if let Some(client) = self.clients.get_mut(&token_of(client)) {
-                        client.push_control(&Frame::Snapshot(Box::new(reply)));
-                    }
-                }
-                Effect::Hook { client } => {
-                    if let Some(Frame::Hook(body)) = frame.take()
-                        && let Err(reply) = self.on_hook_frame(body, now)
-                        && let Some(client) = self.clients.get_mut(&token_of(client))
-                    {
-                        client.push_control(&reply);
-                    }
-                }
-                Effect::ClientEvent { client } => {
-                    if let Some(Frame::Event(body)) = frame.take()
-                        && let Err(reply) = self.on_client_event(token_of(client), body, now)
-                        && let Some(client) = self.clients.get_mut(&token_of(client))
-                    {
-                        client.push_control(&reply);
                     }
                 }
                 Effect::Close { client: id, error } => {
@@ -898,7 +889,7 @@ impl Master {
         if !gone.is_empty() {
             self.policy.on_closed(&gone);
         }
-        self.carry(now, None);
+        self.carry(now);
     }
 
     fn keyframe_frames(&self) -> Vec<Rc<[u8]>> {
@@ -912,14 +903,16 @@ impl Master {
     /// its new kind: what its terminal shows was drawn for the other.
     fn update_views(&mut self) {
         let session = self.screen.size();
-        for client in self.clients.values_mut() {
-            let wanted = client.size.filter(|size| (*size != session || client.always_view) && client.streams_output());
+        for (token, client) in self.clients.iter_mut() {
+            let size = self.policy.client_size(client_id(*token));
+            let wanted = size.filter(|size| (*size != session || client.always_view) && client.streams_output());
             let has = client.view.as_ref().map(desk_term::view::View::size);
             if wanted == has {
                 continue;
             }
             client.view = wanted.map(|(cols, rows)| desk_term::view::View::new(cols, rows, client.status_line));
             client.view_dirty = false;
+            client.view_unsent = 0;
             if client.streams_output() {
                 // Raw bytes queued for the other kind are superseded by the keyframe.
                 client.out.discard_backlog();
@@ -942,6 +935,7 @@ impl Master {
             if client.needs_keyframe {
                 let frames = keyframe_chunks(&view.keyframe(&self.screen));
                 client.view_dirty = false;
+                client.view_unsent = 0;
                 client.next_repaint = Some(now + VIEW_REPAINT_INTERVAL);
                 client.push_keyframe(&frames);
                 continue;
@@ -950,7 +944,7 @@ impl Master {
                 continue;
             }
             match client.next_repaint {
-                Some(at) if at > now => {
+                Some(at) if at > now && client.view_unsent > SMALL_CHANGE => {
                     next = Some(next.map_or(at, |n| n.min(at)));
                     continue;
                 }
@@ -958,6 +952,7 @@ impl Master {
             }
             let bytes = view.render(&self.screen);
             client.view_dirty = false;
+            client.view_unsent = 0;
             client.next_repaint = Some(now + VIEW_REPAINT_INTERVAL);
             if !bytes.is_empty() {
                 client.push_repaint(&output_chunks(&bytes), bytes.len());
@@ -981,7 +976,7 @@ impl Master {
                 SIGTERM | SIGINT => {
                     info!(signal, "asked to stop; terminating the session");
                     self.policy.on_stop_requested(now);
-                    self.carry(now, None);
+                    self.carry(now);
                 }
                 SIGHUP => debug!("ignoring SIGHUP"),
                 SIGUSR1 => self.check_socket(super::socket::Check::Signal),
@@ -1062,7 +1057,7 @@ impl Master {
             match timer {
                 Timer::Policy(timer) => {
                     self.policy.on_timer(timer, now);
-                    self.carry(now, None);
+                    self.carry(now);
                 }
                 Timer::TitleFlush => self.flush_title(now),
                 Timer::NoiseFlush => self.flush_noise(now),
@@ -1195,7 +1190,7 @@ impl Master {
         self.emit(EventBody::Exit { code, signal, escalated: self.policy.escalated() });
         // EXIT (after a pending keyframe) to welcomed clients, EXITING to the others.
         self.policy.on_child_exited(now);
-        self.carry(now, None);
+        self.carry(now);
         if let Some(mut listener) = self.listener.take() {
             let _ = self.poll.registry().deregister(&mut listener);
         }
@@ -1211,10 +1206,10 @@ impl Master {
 fn session_info(
     meta: &SessionMeta,
     screen: &Screen,
-    clients: &HashMap<Token, Client>,
+    clients: &super::clients::ClientTable,
     authority: &Authority,
 ) -> SessionInfo {
-    let count = |role: Role| clients.values().filter(|c| c.role == Some(role) && c.alive()).count() as u32;
+    let count = |role: Role| clients.count(role);
     let (cols, rows) = screen.size();
     SessionInfo {
         name: meta.name.clone(),
@@ -1276,7 +1271,7 @@ fn output_frame(piece: &[u8]) -> Rc<[u8]> {
 }
 
 /// The session policy's name for the client behind a poll token (tokens are never reused).
-fn client_id(token: Token) -> ClientId {
+pub(super) fn client_id(token: Token) -> ClientId {
     ClientId(token.0 as u64)
 }
 
@@ -1406,8 +1401,7 @@ mod tests {
             let (ours, theirs) = PeerStream::pair().unwrap();
             ours.set_nonblocking(true).unwrap();
             theirs.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
-            let token = Token(self.master.next_client);
-            self.master.next_client += 1;
+            let token = self.master.clients.next_token();
             let mut client = Client::new(mio::net::UnixStream::from_std(ours), None);
             client.writable = true;
             self.master.policy.on_connect(client_id(token), Instant::now()).expect("room for a client");
@@ -1616,11 +1610,16 @@ mod tests {
         received(&mut raw_peer);
 
         let t0 = rig.master.clients[&viewer].next_repaint.expect("the keyframe counts as a repaint");
-        rig.master.on_output(b"first\r\n", t0 - Duration::from_millis(1));
-        rig.master.on_output(b"second\r\n", t0 - Duration::from_millis(1));
+        // More than a small change between them (erases of the line's end change nothing drawn
+        // but are output all the same), so the repaint waits for its interval.
+        let erases = b"\x1b[K".repeat(SMALL_CHANGE / 6 + 1);
+        let first = [b"first".as_slice(), &erases, b"\r\n"].concat();
+        let second = [b"second".as_slice(), &erases, b"\r\n"].concat();
+        rig.master.on_output(&first, t0 - Duration::from_millis(1));
+        rig.master.on_output(&second, t0 - Duration::from_millis(1));
         rig.master.settle(t0 - Duration::from_millis(1));
         let (frames, _) = received(&mut raw_peer);
-        assert_eq!(stream_bytes(&frames), b"first\r\nsecond\r\n", "the same-size client gets the raw bytes");
+        assert_eq!(stream_bytes(&frames), [first, second].concat(), "the same-size client gets the raw bytes");
         assert!(received(&mut peer).0.is_empty(), "a repaint before its interval passed");
         assert!(rig.master.timers.next_deadline().is_some_and(|at| at <= t0), "no repaint timer armed");
         rig.master.fire_timers(t0);
@@ -1648,6 +1647,42 @@ mod tests {
         let mut terminal = Screen::new(40, 10);
         terminal.process(&seen);
         assert_eq!(terminal.text_rows()[8], "line 49");
+    }
+
+    /// A typed key's echo reaches a client that takes views at once, not a repaint interval
+    /// later (issue 22: with attach's status line every client takes a view, and keys typed
+    /// less than 16 ms apart each echoed a frame late).
+    #[test]
+    fn a_small_change_is_repainted_at_once_inside_the_repaint_interval() {
+        let mut rig = rig(0);
+        let (viewer, mut peer) = rig.connect();
+        rig.send(
+            viewer,
+            Frame::Hello {
+                version: PROTOCOL_VERSION,
+                role: Role::Controller,
+                cols: 80,
+                rows: 23,
+                status_line: false,
+                view: true,
+            },
+        );
+        let (frames, _) = received(&mut peer);
+        assert!(matches!(frames[..], [Frame::Welcome { .. }, Frame::Keyframe { .. }, ..]), "{frames:?}");
+        let mut seen = stream_bytes(&frames);
+        let t0 = rig.master.clients[&viewer].next_repaint.expect("the keyframe counts as a repaint");
+        for (i, key) in [b"a", b"b", b"c"].into_iter().enumerate() {
+            // Each key well inside the interval of the repaint before it.
+            let at = t0 - VIEW_REPAINT_INTERVAL + Duration::from_millis(1 + i as u64);
+            rig.master.on_output(key, at);
+            rig.master.settle(at);
+            let (frames, _) = received(&mut peer);
+            assert_eq!(frames.len(), 1, "key {i}: one repaint at once: {frames:?}");
+            seen.extend_from_slice(&stream_bytes(&frames));
+        }
+        let mut terminal = Screen::new(80, 23);
+        terminal.process(&seen);
+        assert_eq!(terminal.text_rows()[0], "abc");
     }
 
     #[test]

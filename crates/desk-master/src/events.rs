@@ -1,29 +1,25 @@
 //! The master's session events: numbering, journalling and streaming them to observers.
 //!
 //! Owns turning what the loop sees (the output events of the screen model's parse, output flow,
-//! clients coming and going, resizes, the exit) into [`Event`]s: each gets the next sequence
-//! number, is appended to the session's journal and is sent to every observer. A title change
-//! that only moves the title's animation (a spinner frame, an idle mark: `desk_core::title`) is
-//! no event at all, and title changes are rate-limited (the journal keeps at most one title per
-//! [`TITLE_INTERVAL`], always ending on the latest words), and so are bells, notifications,
-//! mode changes and resizes, through the
-//! [`NoiseLimiter`](super::noise::NoiseLimiter). Invariants: a journal failure (a
-//! full disk) is logged and never stops the session; observers see events in sequence order.
+//! clients coming and going, resizes, the exit) into session events
+//! ([`Event`](desk_wire::events::Event)s): each is numbered and appended to the session's
+//! journal by the [`JournalSink`](super::journal_sink::JournalSink) and sent to every observer.
+//! Titles, bells, notifications, mode changes and resizes pass the rate limits of
+//! `super::noise` first ([`TitleLimiter`](super::noise::TitleLimiter),
+//! [`NoiseLimiter`](super::noise::NoiseLimiter)). Invariants: a journal failure (a full disk)
+//! never stops the session; observers see events in sequence order.
 
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 use tracing::warn;
 
 use super::event_loop::Master;
-use super::noise::NoiseKey;
+use super::noise::{NoiseKey, TitleStep};
 use super::timers::Timer;
 use desk_common::clock::now_ms;
 use desk_term::events::OutputEvent;
-use desk_wire::events::{Event, EventBody};
+use desk_wire::events::EventBody;
 use desk_wire::{Frame, Role};
-
-/// At most one journalled title per 500 ms: a spinner's frames are noise, its text is not.
-pub(super) const TITLE_INTERVAL: Duration = Duration::from_millis(500);
 
 /// Output that stops for this long counts as quiet: longer than an agent's redraw bursts,
 /// short enough that "quiet" is fresh evidence for readiness.
@@ -32,20 +28,7 @@ pub(super) const OUTPUT_QUIET_AFTER: Duration = Duration::from_millis(1000);
 impl Master {
     /// Number, journal and broadcast one event.
     pub(super) fn emit(&mut self, body: EventBody) {
-        let seq = self.journal.allocate_seq();
-        let event = Event { seq, ts_ms: desk_common::clock::now_ms(), generation: self.meta.generation, body };
-        let mut gap = None;
-        if let Err(e) = self.journal.append(&event, event.body.is_durable()) {
-            if !self.journal_failed {
-                warn!("events journal failed; events are still streamed: {e:#}");
-                self.journal_failed = true;
-            }
-            let (from, _, _) = self.journal_gap.take().unwrap_or((seq, seq, String::new()));
-            self.journal_gap = Some((from, seq, format!("{e:#}")));
-        } else {
-            self.journal_failed = false;
-            gap = self.journal_gap.take();
-        }
+        let (event, gap) = self.journal.record(desk_common::clock::now_ms(), self.meta.generation, body);
         let frame: Rc<[u8]> = Rc::from(Frame::Event(event.to_json_map()).to_bytes());
         for client in self.clients.values_mut() {
             if client.role == Some(Role::Observer) && client.alive() {
@@ -121,31 +104,15 @@ impl Master {
     }
 
     fn title_changed(&mut self, title: String, now: Instant) {
-        // Back to the words last emitted, only the animation moved (a spinner frame, the idle
-        // mark): no event, and a title with other words held back meanwhile is stale.
-        if let Some((_, last)) = &self.last_title_event
-            && (*last == title || desk_core::title::only_animation_changed(last, &title))
-        {
-            self.pending_title = None;
-            return;
-        }
-        let due = self.last_title_event.as_ref().is_none_or(|(at, _)| now.duration_since(*at) >= TITLE_INTERVAL);
-        if due {
-            self.pending_title = None;
-            self.last_title_event = Some((now, title.clone()));
-            self.emit(EventBody::Title { title });
-        } else {
-            if self.pending_title.is_none() {
-                let at = self.last_title_event.as_ref().map_or(now, |(t, _)| *t + TITLE_INTERVAL);
-                self.timers.arm(at, Timer::TitleFlush);
-            }
-            self.pending_title = Some(title);
+        match self.titles.offer(title, now) {
+            TitleStep::Emit(title) => self.emit(EventBody::Title { title }),
+            TitleStep::Held(Some(at)) => self.timers.arm(at, Timer::TitleFlush),
+            TitleStep::Held(None) | TitleStep::Same => {}
         }
     }
 
     pub(super) fn flush_title(&mut self, now: Instant) {
-        if let Some(title) = self.pending_title.take() {
-            self.last_title_event = Some((now, title.clone()));
+        if let Some(title) = self.titles.flush(now) {
             self.emit(EventBody::Title { title });
         }
     }

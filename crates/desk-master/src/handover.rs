@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 use tracing::{info, warn};
 
 use super::client::Client;
-use super::event_loop::{LISTENER, Master, Parts};
+use super::event_loop::{LISTENER, Master, Parts, client_id};
 use super::handover_request::{QUIET_POINT_WITHIN, Request};
 use super::queue::OutQueue;
 use super::timers::Timer;
@@ -126,6 +126,8 @@ struct SavedClient {
     fd: RawFd,
     pid: Option<i32>,
     role: Option<Role>,
+    /// Its terminal's size as the policy knows it; kept in this record for a binary from before
+    /// the policy kept viewers' sizes (each side reads it: `adopt_client_size`).
     size: Option<(u16, u16)>,
     status_line: bool,
     always_view: bool,
@@ -317,7 +319,7 @@ impl Master {
                 fd: client.stream.as_raw_fd(),
                 pid: client.pid,
                 role: client.role,
-                size: client.size,
+                size: self.policy.client_size(client_id(*token)),
                 status_line: client.status_line,
                 always_view: client.always_view,
                 decoder: client.decoder.pending().to_vec(),
@@ -332,6 +334,7 @@ impl Master {
         let mut policy = self.policy.save(now);
         policy.clients.retain(|c| clients.iter().any(|s| s.token as u64 == c.id));
         let listener = self.listener.as_ref().context("the session's socket is closed")?;
+        let (journal_next_seq, journal_failed, journal_gap) = self.journal.saved();
         let record = Record {
             version: FORMAT.current,
             from: super::version_line(),
@@ -344,15 +347,15 @@ impl Master {
             screen,
             policy,
             authority: self.authority.save(now),
-            journal_next_seq: self.journal.next_seq(),
-            journal_failed: self.journal_failed,
-            journal_gap: self.journal_gap.clone(),
+            journal_next_seq,
+            journal_failed,
+            journal_gap,
             output_active: self.output_active,
             last_output_ms_ago: u64::try_from(now.saturating_duration_since(self.last_output).as_millis()).unwrap_or(0),
             last_controller_input_ms: self.last_controller_input_ms,
             input: self.input.bytes(),
             pty_writable: self.pty_writable,
-            next_client: self.next_client,
+            next_client: self.clients.next_token().0,
             subreaper: self.subreaper,
             log_cap: self.log.as_ref().map(|log| log.cap()),
             screen_check_armed: self.screen_check_armed,
@@ -599,9 +602,8 @@ fn rebuild(record: Record, prepared: Prepared, failed_before: Option<String>) ->
         lock,
     });
     master.policy = policy;
-    master.next_client = record.next_client;
-    master.journal_failed = record.journal_failed;
-    master.journal_gap = record.journal_gap;
+    master.clients.continue_from(record.next_client);
+    master.journal.resume(record.journal_failed, record.journal_gap);
     master.last_controller_input_ms = record.last_controller_input_ms;
     master.pty_writable = record.pty_writable;
     master.screen_check_armed = false;
@@ -618,7 +620,7 @@ fn rebuild(record: Record, prepared: Prepared, failed_before: Option<String>) ->
             .context("cannot register a client")?;
         let mut client = Client::new(stream, saved.pid);
         client.role = saved.role;
-        client.size = saved.size;
+        master.policy.adopt_client_size(client_id(token), saved.size);
         client.status_line = saved.status_line;
         client.always_view = saved.always_view;
         client.decoder.push(&saved.decoder);
@@ -632,7 +634,7 @@ fn rebuild(record: Record, prepared: Prepared, failed_before: Option<String>) ->
         master.clients.insert(token, client);
     }
     // Timers: the policy's (queued as its effects), the state authority's, and the loop's own.
-    master.carry(now, None);
+    master.carry(now);
     master.announce(Vec::new());
     if record.screen_check_armed {
         master.screen_check_armed = true;

@@ -32,12 +32,14 @@
 mod answer;
 pub mod args;
 mod client;
+mod clients;
 mod event_loop;
 mod events;
 mod handover;
 mod handover_request;
 mod history;
 mod info;
+mod journal_sink;
 mod memory;
 mod noise;
 mod operator;

@@ -1,6 +1,10 @@
-//! The rate limit of the master's noisy events: bells, notifications, mode changes, resizes.
+//! The rate limit of the master's noisy events: titles, bells, notifications, mode changes,
+//! resizes.
 //!
-//! Owns [`NoiseLimiter`]: at most one event of each kind per [`NOISE_INTERVAL`], the latest
+//! Owns [`TitleLimiter`]: a title change that only moves the title's animation (a spinner
+//! frame, an idle mark: `desk_core::title`) is no event at all, and at most one title per
+//! [`TITLE_INTERVAL`] is, always ending on the latest words. Owns [`NoiseLimiter`]: at most one
+//! event of each other kind per [`NOISE_INTERVAL`], the latest
 //! held back replacing the earlier and released once the interval has passed, so a child that
 //! rings or flips modes in a loop costs neither the daemon's CPU nor the journal's room for
 //! durable evidence. Invariants: the first event of a stream passes at once; a stream always
@@ -15,6 +19,59 @@ use std::time::{Duration, Instant};
 /// titles: a person notices nothing faster, and a child ringing in a loop made thousands of
 /// events a second (65 % of a daemon core, a journal rotated every 5 s).
 pub(super) const NOISE_INTERVAL: Duration = Duration::from_millis(500);
+
+/// At most one journalled title per 500 ms: a spinner's frames are noise, its text is not.
+pub(super) const TITLE_INTERVAL: Duration = Duration::from_millis(500);
+
+/// What becomes of a title the screen model saw ([`TitleLimiter::offer`]).
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum TitleStep {
+    /// Emit it as a `title` event now.
+    Emit(String),
+    /// Held back by the rate limit; when a flush was not armed yet, arm
+    /// [`TitleLimiter::flush`] for this time.
+    Held(Option<Instant>),
+    /// Nothing new: the words last emitted, or only their animation moved.
+    Same,
+}
+
+/// The rate limit of title events: pure, the clock is an argument.
+#[derive(Debug, Default)]
+pub(super) struct TitleLimiter {
+    /// When the last title event was emitted, and its title.
+    last: Option<(Instant, String)>,
+    /// The latest title held back by the rate limit.
+    pending: Option<String>,
+}
+
+impl TitleLimiter {
+    pub(super) fn offer(&mut self, title: String, now: Instant) -> TitleStep {
+        // Back to the words last emitted, only the animation moved (a spinner frame, the idle
+        // mark): no event, and a title with other words held back meanwhile is stale.
+        if let Some((_, last)) = &self.last
+            && (*last == title || desk_core::title::only_animation_changed(last, &title))
+        {
+            self.pending = None;
+            return TitleStep::Same;
+        }
+        let due = self.last.as_ref().is_none_or(|(at, _)| now.duration_since(*at) >= TITLE_INTERVAL);
+        if due {
+            self.pending = None;
+            self.last = Some((now, title.clone()));
+            return TitleStep::Emit(title);
+        }
+        let arm = self.pending.is_none().then(|| self.last.as_ref().map_or(now, |(t, _)| *t + TITLE_INTERVAL));
+        self.pending = Some(title);
+        TitleStep::Held(arm)
+    }
+
+    /// The held title, to emit now (its flush is due, or the session is ending).
+    pub(super) fn flush(&mut self, now: Instant) -> Option<String> {
+        let title = self.pending.take()?;
+        self.last = Some((now, title.clone()));
+        Some(title)
+    }
+}
 
 /// Which rate-limited stream an event belongs to; each is limited on its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,6 +181,24 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn titles_are_limited_to_one_per_interval_and_end_on_the_latest_words() {
+        let start = Instant::now();
+        let at = |ms| start + Duration::from_millis(ms);
+        let mut titles = TitleLimiter::default();
+        assert_eq!(titles.offer("a".into(), at(0)), TitleStep::Emit("a".into()));
+        assert_eq!(titles.offer("a".into(), at(10)), TitleStep::Same);
+        assert_eq!(titles.offer("b".into(), at(20)), TitleStep::Held(Some(at(500))));
+        assert_eq!(titles.offer("c".into(), at(30)), TitleStep::Held(None), "the flush is armed already");
+        assert_eq!(titles.flush(at(500)), Some("c".into()));
+        assert_eq!(titles.flush(at(501)), None);
+        // Back to the emitted words while another is held: the held one is stale.
+        assert_eq!(titles.offer("d".into(), at(600)), TitleStep::Held(Some(at(1000))));
+        assert_eq!(titles.offer("c".into(), at(610)), TitleStep::Same);
+        assert_eq!(titles.flush(at(1000)), None);
+        assert_eq!(titles.offer("e".into(), at(1000)), TitleStep::Emit("e".into()));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 #[allow(unused_imports)]
 use super::*;
+use desk_core::delivery::item::ItemId;
 
 /// How often `desk rm` looks again while an exited session's master finishes leaving: it takes
 /// microseconds (more on a loaded machine), so a few milliseconds cost nothing.
@@ -73,31 +74,49 @@ pub(in crate::cli) fn rm(name: &SessionName, drop_queued: bool, json: bool) -> R
         return Err(fail(ErrorCode::NoSuchSession, why));
     }
     desk_common::fsutil::sync_dir(&paths.runtime)?;
-    let (mut notes, dropped) = if drop_queued && !queued.is_empty() {
+    let (notes, dropped) = if drop_queued && !queued.is_empty() {
         crate::cli::delivery::drop_all(&paths, &queued, json)?
     } else {
         (Vec::new(), Vec::new())
     };
-    let held: Vec<&desk_core::delivery::item::ItemId> = queued.iter().filter(|id| !dropped.contains(id)).collect();
-    if !held.is_empty() {
-        notes.push(format!(
-            "{} prompt(s) queued for {name} stay held until a session named {name} runs again \
-             (desk queue {name} lists them; desk rm {name} --drop-queued drops them)",
-            held.len()
-        ));
-    }
-    if !dropped.is_empty() {
-        notes.push(format!("dropped the {} prompt(s) queued for {name}", dropped.len()));
-    }
-    if json {
-        let data = serde_json::json!({ "name": name.as_str(), "held": held, "dropped": dropped });
-        output::print_ok("removed", data, &notes)?;
-    } else {
+    let held = queued.into_iter().filter(|id| !dropped.contains(id)).collect();
+    RmReport { dropped, held, name: name.clone() }.render(notes, json)?;
+    Ok(0)
+}
+
+/// What `desk rm` did with the prompts still queued for the session it forgot.
+/// In JSON its keys come in the order `desk rm --json` has always had (sorted).
+#[derive(Serialize)]
+struct RmReport {
+    /// Dropped with `--drop-queued`.
+    dropped: Vec<ItemId>,
+    /// Queued for the name, and held for a later session of it.
+    held: Vec<ItemId>,
+    name: SessionName,
+}
+
+impl RmReport {
+    /// Once as text (notes on stderr, nothing on stdout) or once as JSON (the notes ride along).
+    fn render(&self, mut notes: Vec<String>, json: bool) -> Result<()> {
+        let name = &self.name;
+        if !self.held.is_empty() {
+            notes.push(format!(
+                "{} prompt(s) queued for {name} stay held until a session named {name} runs again \
+                 (desk queue {name} lists them; desk rm {name} --drop-queued drops them)",
+                self.held.len()
+            ));
+        }
+        if !self.dropped.is_empty() {
+            notes.push(format!("dropped the {} prompt(s) queued for {name}", self.dropped.len()));
+        }
+        if json {
+            return output::print_ok("removed", self, &notes);
+        }
         for note in &notes {
             eprintln!("desk: {note}");
         }
+        Ok(())
     }
-    Ok(0)
 }
 
 /// The entries of `dir`; none if it does not exist.

@@ -58,6 +58,17 @@ impl SessionPolicy {
         None
     }
 
+    /// A handed-over client's size as the loop of the binary before kept it: a master from
+    /// before the policy kept viewers' sizes saved only controllers' in its policy record. Taken
+    /// only where the policy knows none.
+    pub fn adopt_client_size(&mut self, client: ClientId, size: Option<(u16, u16)>) {
+        if let Some(conn) = self.clients.get_mut(&client)
+            && conn.size.is_none()
+        {
+            conn.size = size.filter(|(c, r)| desk_term::screen::valid_size(*c, *r));
+        }
+    }
+
     /// The policy's state at `now`, for [`SessionPolicy::restore`] in another process image.
     pub fn save(&self, now: Instant) -> SavedPolicy {
         let clients = self
@@ -137,8 +148,8 @@ mod tests {
         for id in 1..=3 {
             policy.on_connect(ClientId(id), t0).unwrap();
         }
-        policy.on_frame(ClientId(1), &hello(Role::Controller, 100, 30), t0);
-        policy.on_frame(ClientId(2), &hello(Role::Viewer, 40, 10), t0);
+        policy.on_frame(ClientId(1), hello(Role::Controller, 100, 30), t0);
+        policy.on_frame(ClientId(2), hello(Role::Viewer, 40, 10), t0);
         policy.on_backlog_discarded(ClientId(2), t0 + Duration::from_secs(1));
         while policy.poll_effect().is_some() {}
         let now = t0 + Duration::from_secs(3);

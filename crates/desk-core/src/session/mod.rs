@@ -13,7 +13,9 @@
 //! accepted or closed, a typed frame received, a queue's state, a timer due, the child's exit —
 //! each with `now`; it queues [`Effect`]s that the master's event loop takes with
 //! [`SessionPolicy::poll_effect`] and carries out (send this frame, close that client, arm this
-//! timer, resize the terminal, signal the session). The loop routes; this decides.
+//! timer, resize the terminal, signal the session), and it returns its [`Verdict`] on each
+//! frame, handing back the content the loop is to act on (INPUT bytes to queue, a HOOK or EVENT
+//! to interpret, a SNAPSHOT_REQUEST to answer). The loop routes; this decides.
 //!
 //! Invariants: a connection is closed at most once and gets no effect after it was closed
 //! (except the cancellation of its timers); a connection's timers are cancelled when it leaves
@@ -95,16 +97,6 @@ pub enum Effect {
     Attached { client: ClientId, role: Role },
     /// Queue a control frame for the client (a reply or a refusal); the connection stays open.
     Send { client: ClientId, frame: Frame },
-    /// The client's INPUT frame is permitted: queue its bytes for the child and report the
-    /// outcome with [`SessionPolicy::on_input_queued`] (or refuse it when the queue is full).
-    QueueInput { client: ClientId },
-    /// Answer the client's SNAPSHOT_REQUEST.
-    Snapshot { client: ClientId },
-    /// Interpret the client's HOOK frame.
-    Hook { client: ClientId },
-    /// Act on and record the client's EVENT frame: `keys` (type them; the session's terminal is
-    /// open) or `notify` (record it), `desk_wire::operator::ClientEvent`.
-    ClientEvent { client: ClientId },
     /// Send `error`, read nothing more from the client, and close it once its queue is written.
     Close { client: ClientId, error: Frame },
     /// The client asked to go (DETACH, or an ERROR of its own): close it without a reply.
@@ -129,6 +121,27 @@ pub enum Effect {
     Kill { group: bool },
 }
 
+/// The policy's verdict on the frame at hand ([`SessionPolicy::on_frame`]): what the loop is to
+/// do with its content, which the policy hands back rather than keeping (it holds no bytes).
+/// Everything else a frame causes (replies, refusals, closes, resizes, signals) comes out as
+/// [`Effect`]s, which the loop carries out before acting on the verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// Nothing for the loop beyond the effects: the frame was answered, refused or consumed.
+    Done,
+    /// The client's INPUT is permitted: queue these bytes for the child and report the outcome
+    /// with [`SessionPolicy::on_input_queued`] (or refuse them when the queue is full).
+    Input(Vec<u8>),
+    /// Answer the client's SNAPSHOT_REQUEST, with the history lines it asks for.
+    Snapshot { history: Option<desk_wire::HistoryRequest> },
+    /// Interpret the client's HOOK frame.
+    Hook(serde_json::Map<String, serde_json::Value>),
+    /// Act on and record the client's EVENT frame: `keys` or `answer` (type them; the
+    /// session's terminal is open), `notify` (record it) or `upgrade` (hand the master over),
+    /// `desk_wire::operator::ClientEvent`.
+    Event(serde_json::Map<String, serde_json::Value>),
+}
+
 /// The policy's view of one connection.
 #[derive(Debug)]
 struct Conn {
@@ -136,7 +149,7 @@ struct Conn {
     role: Option<Role>,
     /// Closed (or closing) by the policy or by its own request; nothing more is decided for it.
     closed: bool,
-    /// The terminal size this controller reported, if valid.
+    /// The terminal size this streaming client (controller or viewer) reported, if valid.
     size: Option<(u16, u16)>,
     /// When this controller last said HELLO or had INPUT queued.
     last_active: Instant,
@@ -212,6 +225,13 @@ impl SessionPolicy {
         self.size
     }
 
+    /// The size of a streaming client's terminal (a controller's or viewer's HELLO and
+    /// RESIZE), if it reported a valid one: the session's size follows the controllers', and
+    /// the loop renders a client whose size differs from the session's a view of its own.
+    pub fn client_size(&self, client: ClientId) -> Option<(u16, u16)> {
+        self.clients.get(&client).and_then(|c| c.size)
+    }
+
     pub fn size_policy(&self) -> SizePolicy {
         self.size_policy
     }
@@ -283,22 +303,23 @@ impl SessionPolicy {
         }
     }
 
-    /// A frame arrived from `client`, decoded.
-    pub fn on_frame(&mut self, client: ClientId, frame: &Frame, now: Instant) {
-        let Some(conn) = self.clients.get(&client) else { return };
+    /// A frame arrived from `client`, decoded: the verdict says what the loop does with its
+    /// content, after carrying out the effects queued for it.
+    pub fn on_frame(&mut self, client: ClientId, frame: Frame, now: Instant) -> Verdict {
+        let Some(conn) = self.clients.get(&client) else { return Verdict::Done };
         if conn.closed {
-            return;
+            return Verdict::Done;
         }
         let Some(role) = conn.role else {
-            self.on_hello(client, frame, now);
-            return;
+            self.on_hello(client, &frame, now);
+            return Verdict::Done;
         };
         let refuse = |what: &str| Effect::Send {
             client,
             frame: Frame::error(ErrorCode::NotPermitted, format!("a {role:?} client may not {what}").to_lowercase()),
         };
         match frame {
-            Frame::Input(_) => {
+            Frame::Input(bytes) => {
                 if !role.may_input() {
                     self.effect(refuse("send input"));
                 } else if self.child_exited || !self.terminal_open {
@@ -307,19 +328,17 @@ impl SessionPolicy {
                         frame: Frame::error(ErrorCode::Exiting, "the session is exiting"),
                     });
                 } else {
-                    self.effect(Effect::QueueInput { client });
+                    return Verdict::Input(bytes);
                 }
             }
             Frame::Resize { cols, rows } => match role {
                 Role::Controller => {
-                    if let Some(conn) = self.clients.get_mut(&client) {
-                        conn.size = desk_term::screen::valid_size(*cols, *rows).then_some((*cols, *rows));
-                    }
+                    self.note_size(client, cols, rows);
                     self.apply_size();
                 }
                 // A viewer's size is its own view's (the loop renders it a view of that size);
                 // it never changes the session's.
-                Role::Viewer => {}
+                Role::Viewer => self.note_size(client, cols, rows),
                 // An operator's `desk resize`: the only way a `fixed` session changes size.
                 // Under the other policies the size follows the controllers and a one-off
                 // resize would be undone by the next keystroke, so it is refused.
@@ -331,29 +350,29 @@ impl SessionPolicy {
                             self.size_policy
                         );
                         self.effect(Effect::Send { client, frame: Frame::error(ErrorCode::NotPermitted, reason) });
-                    } else if desk_term::screen::valid_size(*cols, *rows) && (*cols, *rows) != self.size {
-                        self.size = (*cols, *rows);
-                        self.effect(Effect::Resize { cols: *cols, rows: *rows });
+                    } else if desk_term::screen::valid_size(cols, rows) && (cols, rows) != self.size {
+                        self.size = (cols, rows);
+                        self.effect(Effect::Resize { cols, rows });
                     }
                 }
                 Role::Observer => self.effect(refuse("resize the session")),
             },
-            Frame::SnapshotRequest { .. } => self.effect(Effect::Snapshot { client }),
-            Frame::Ping(nonce) => self.effect(Effect::Send { client, frame: Frame::Pong(*nonce) }),
+            Frame::SnapshotRequest { history } => return Verdict::Snapshot { history },
+            Frame::Ping(nonce) => self.effect(Effect::Send { client, frame: Frame::Pong(nonce) }),
             Frame::Pong(_) => {}
             Frame::Detach | Frame::Error { .. } => self.release(client),
             Frame::Signal { signal, grace_ms } => {
                 if !role.may_signal() {
                     self.effect(refuse("signal the session"));
-                    return;
+                    return Verdict::Done;
                 }
-                self.signal(i32::from(*signal), Duration::from_millis(u64::from(*grace_ms)), now);
+                self.signal(i32::from(signal), Duration::from_millis(u64::from(grace_ms)), now);
             }
-            Frame::Hook(_) => {
+            Frame::Hook(body) => {
                 if role == Role::Viewer {
                     self.effect(refuse("report hooks"));
                 } else {
-                    self.effect(Effect::Hook { client });
+                    return Verdict::Hook(body);
                 }
             }
             Frame::Hello { .. } => {
@@ -375,7 +394,7 @@ impl SessionPolicy {
                         frame: Frame::error(ErrorCode::NotPermitted, format!("cannot hand over now: {why}")),
                     });
                 } else {
-                    self.effect(Effect::ClientEvent { client });
+                    return Verdict::Event(body);
                 }
             }
             Frame::Event(body) if body.get("type").is_some_and(|t| t == "keys" || t == "answer" || t == "notify") => {
@@ -388,7 +407,7 @@ impl SessionPolicy {
                         frame: Frame::error(ErrorCode::Exiting, "the session is exiting"),
                     });
                 } else {
-                    self.effect(Effect::ClientEvent { client });
+                    return Verdict::Event(body);
                 }
             }
             Frame::Welcome { .. }
@@ -401,6 +420,7 @@ impl SessionPolicy {
                 self.close(client, ErrorCode::Malformed, reason);
             }
         }
+        Verdict::Done
     }
 
     /// The client's byte stream could not be decoded: the stream cannot be resynchronised.
@@ -410,7 +430,7 @@ impl SessionPolicy {
         }
     }
 
-    /// The client's INPUT (permitted by [`Effect::QueueInput`]) is now queued for the child. A
+    /// The client's INPUT (permitted by [`Verdict::Input`]) is now queued for the child. A
     /// controller's input makes it the most recently active one.
     pub fn on_input_queued(&mut self, client: ClientId, now: Instant) {
         if self.clients.get(&client).is_some_and(|c| c.role == Some(Role::Controller)) {
@@ -533,7 +553,7 @@ impl SessionPolicy {
         };
         let Some(conn) = self.clients.get_mut(&client) else { return };
         conn.role = Some(role);
-        if role == Role::Controller {
+        if role.streams_output() {
             // A terminal that does not know its size (0x0) leaves the session's size alone.
             conn.size = desk_term::screen::valid_size(cols, rows).then_some((cols, rows));
         }
@@ -551,6 +571,16 @@ impl SessionPolicy {
         }
         if role == Role::Controller {
             self.touch_controller(client, now);
+        }
+    }
+
+    /// A streaming client's terminal reported its size; one that does not know it (0x0, or
+    /// any size `valid_size` refuses) keeps the last it knew.
+    fn note_size(&mut self, client: ClientId, cols: u16, rows: u16) {
+        if let Some(conn) = self.clients.get_mut(&client)
+            && desk_term::screen::valid_size(cols, rows)
+        {
+            conn.size = Some((cols, rows));
         }
     }
 

@@ -72,9 +72,17 @@ impl Rig {
         (id, effects)
     }
 
+    /// A frame the policy answers with effects alone (its verdict is `Done`).
     fn frame(&mut self, client: ClientId, frame: &Frame, s: f64) -> Vec<Effect> {
-        self.policy.on_frame(client, frame, self.at(s));
-        self.effects()
+        let (verdict, effects) = self.judged(client, frame, s);
+        assert_eq!(verdict, Verdict::Done, "{frame:?}");
+        effects
+    }
+
+    /// A frame whose content the loop may act on: the verdict, and the effects before it.
+    fn judged(&mut self, client: ClientId, frame: &Frame, s: f64) -> (Verdict, Vec<Effect>) {
+        let verdict = self.policy.on_frame(client, frame.clone(), self.at(s));
+        (verdict, self.effects())
     }
 
     fn timer(&mut self, timer: Timer, s: f64) -> Vec<Effect> {
@@ -83,7 +91,7 @@ impl Rig {
     }
 
     fn typed(&mut self, client: ClientId, s: f64) -> Vec<Effect> {
-        assert_eq!(self.frame(client, &Frame::Input(b"x".to_vec()), s), [Effect::QueueInput { client }]);
+        assert_eq!(self.judged(client, &Frame::Input(b"x".to_vec()), s), (Verdict::Input(b"x".to_vec()), vec![]));
         self.policy.on_input_queued(client, self.at(s));
         self.effects()
     }
@@ -257,9 +265,12 @@ fn each_role_is_refused_what_it_may_not_do_and_stays_connected() {
     ];
     for (role, frame, allowed) in cases {
         let (id, _) = rig.join(role, (0, 0), 0.0);
-        let effects = rig.frame(id, frame, 1.0);
+        let (verdict, effects) = rig.judged(id, frame, 1.0);
         let refused = effects.iter().any(|e| code(e) == Some(ErrorCode::NotPermitted));
         assert_eq!(refused, !allowed, "{role:?} {frame:?}: {effects:?}");
+        // A permitted INPUT or HOOK is handed back for the loop to act on; nothing else is.
+        let handed_back = allowed && matches!(frame, Frame::Input(_) | Frame::Hook(_));
+        assert_eq!(verdict != Verdict::Done, handed_back, "{role:?} {frame:?}: {verdict:?}");
         assert!(!effects.iter().any(|e| matches!(e, Effect::Close { .. })), "{role:?} {frame:?} closed");
         // The role's vocabulary is desk-wire's.
         match frame {
@@ -289,8 +300,10 @@ fn keys_and_notify_events_are_taken_from_every_role_but_a_viewer_and_other_event
     for role in [Role::Controller, Role::Observer, Role::Query] {
         let mut rig = rig();
         let (id, _) = rig.join(role, (0, 0), 0.0);
-        assert_eq!(rig.frame(id, &event("keys"), 1.0), [Effect::ClientEvent { client: id }], "{role:?}");
-        assert_eq!(rig.frame(id, &event("notify"), 1.0), [Effect::ClientEvent { client: id }], "{role:?}");
+        for kind in ["keys", "notify"] {
+            let Frame::Event(body) = event(kind) else { unreachable!() };
+            assert_eq!(rig.judged(id, &event(kind), 1.0), (Verdict::Event(body), vec![]), "{role:?}");
+        }
     }
     let mut rig = rig();
     let (viewer, _) = rig.join(Role::Viewer, (0, 0), 0.0);
@@ -301,7 +314,8 @@ fn keys_and_notify_events_are_taken_from_every_role_but_a_viewer_and_other_event
     rig.policy.on_terminal_closed();
     let effects = rig.frame(query, &event("keys"), 3.0);
     assert!(effects.iter().any(|e| code(e) == Some(ErrorCode::Exiting)), "{effects:?}");
-    assert_eq!(rig.frame(query, &event("notify"), 3.0), [Effect::ClientEvent { client: query }]);
+    let Frame::Event(notify) = event("notify") else { unreachable!() };
+    assert_eq!(rig.judged(query, &event("notify"), 3.0), (Verdict::Event(notify), vec![]));
     // Any other event from a client is still a protocol error.
     let mut rig = self::rig();
     let (query, _) = rig.join(Role::Query, (0, 0), 0.0);
@@ -314,7 +328,8 @@ fn every_role_gets_snapshots_and_pongs() {
     for role in [Role::Controller, Role::Viewer, Role::Observer, Role::Query] {
         let mut rig = rig();
         let (id, _) = rig.join(role, (0, 0), 0.0);
-        assert_eq!(rig.frame(id, &Frame::SnapshotRequest { history: None }, 1.0), [Effect::Snapshot { client: id }]);
+        let ask = Frame::SnapshotRequest { history: None };
+        assert_eq!(rig.judged(id, &ask, 1.0), (Verdict::Snapshot { history: None }, vec![]));
         assert_eq!(rig.frame(id, &Frame::Ping(7), 1.0), [Effect::Send { client: id, frame: Frame::Pong(7) }]);
         assert!(rig.frame(id, &Frame::Pong(7), 1.0).is_empty());
     }
@@ -649,4 +664,29 @@ fn a_client_told_of_the_exit_decides_nothing_more() {
     rig.policy.on_child_exited(rig.at(1.0));
     rig.effects();
     assert!(rig.frame(id, &Frame::Input(b"x".to_vec()), 1.5).is_empty());
+}
+
+#[test]
+fn the_policy_keeps_every_streaming_clients_size_and_an_unknown_size_keeps_the_last() {
+    let mut rig = rig();
+    let (viewer, _) = rig.join(Role::Viewer, (40, 10), 0.0);
+    let (controller, _) = rig.join(Role::Controller, (100, 30), 0.0);
+    let (observer, _) = rig.join(Role::Observer, (90, 20), 0.0);
+    assert_eq!(rig.policy.client_size(viewer), Some((40, 10)));
+    assert_eq!(rig.policy.client_size(controller), Some((100, 30)));
+    assert_eq!(rig.policy.client_size(observer), None, "an observer takes no output and has no view");
+    assert!(rig.frame(viewer, &Frame::Resize { cols: 50, rows: 12 }, 1.0).is_empty());
+    assert_eq!(rig.policy.client_size(viewer), Some((50, 12)));
+    assert_eq!(rig.policy.size(), (100, 30), "a viewer's size is never the session's");
+    for id in [viewer, controller] {
+        let before = rig.policy.client_size(id);
+        assert!(rig.frame(id, &Frame::Resize { cols: 0, rows: 0 }, 2.0).is_empty());
+        assert_eq!(rig.policy.client_size(id), before, "a terminal that lost its size keeps the last");
+    }
+    // A handed-over record from before viewers' sizes were kept: the loop's record fills in.
+    let (late, _) = rig.join(Role::Viewer, (0, 0), 3.0);
+    rig.policy.adopt_client_size(late, Some((60, 15)));
+    assert_eq!(rig.policy.client_size(late), Some((60, 15)));
+    rig.policy.adopt_client_size(late, Some((70, 15)));
+    assert_eq!(rig.policy.client_size(late), Some((60, 15)), "only where the policy knows none");
 }

@@ -139,9 +139,8 @@ impl Daemon {
 
     fn pause(&mut self, client: Token, session: SessionName, reason: Option<String>) -> Option<Response> {
         let reason = reason.unwrap_or_default().trim().to_string();
-        let session = String::from(session);
         if let Err(e) = self.update_pauses(|p| {
-            p.sessions.insert(session.clone(), Pause { reason: reason.clone(), since_ms: now_ms() });
+            p.sessions.insert(session.to_string(), Pause { reason: reason.clone(), since_ms: now_ms() });
         }) {
             return Some(Response::fail(ErrorKind::Refused, format!("cannot record the pause: {e:#}")));
         }
@@ -150,9 +149,8 @@ impl Daemon {
     }
 
     fn resume(&mut self, client: Token, session: SessionName) -> Option<Response> {
-        let session = String::from(session);
         if let Err(e) = self.update_pauses(|p| {
-            p.sessions.remove(&session);
+            p.sessions.remove(session.as_str());
         }) {
             return Some(Response::fail(ErrorKind::Refused, format!("cannot record the resume: {e:#}")));
         }

@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use crate::delivery::item::{Item, ItemId, State};
 use crate::state::{Activity, Lifecycle, RuleSet};
+use desk_wire::names::SessionName;
 
 /// A request's identity: results carry it back, and stale ones are ignored.
 pub type Token = u64;
@@ -90,11 +91,11 @@ pub enum Command {
     },
     Drop(ItemId),
     Pause {
-        session: String,
+        session: SessionName,
         reason: String,
     },
     Resume {
-        session: String,
+        session: SessionName,
     },
 }
 

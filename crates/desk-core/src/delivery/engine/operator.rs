@@ -24,11 +24,13 @@ impl Engine {
         };
         match command {
             Command::Pause { session, reason } => {
+                let session = String::from(session);
                 self.session(&session).paused = Some(reason);
                 self.pump(&session, out);
                 reply(out, true, format!("paused delivery to {session}"));
             }
             Command::Resume { session } => {
+                let session = String::from(session);
                 let was = self.session(&session).paused.take();
                 self.session(&session).retry_at = None;
                 self.pump(&session, out);

@@ -6,6 +6,10 @@ use crate::delivery::item::{Item, ItemId, State, StuckClass, When};
 use crate::provider::Provider;
 use std::collections::BinaryHeap;
 
+fn name(session: &str) -> desk_wire::names::SessionName {
+    desk_wire::names::SessionName::parse(session).expect("a valid session name")
+}
+
 mod crash;
 mod force;
 
@@ -640,12 +644,12 @@ fn a_newcomer_waits_for_the_delivery_in_flight_and_goes_on_its_own() {
 #[test]
 fn pause_holds_and_resume_releases() {
     let mut w = started();
-    w.feed(Input::Command { client: 1, command: Command::Pause { session: "s".into(), reason: "lunch".into() } });
+    w.feed(Input::Command { client: 1, command: Command::Pause { session: name("s"), reason: "lunch".into() } });
     let id = w.item("after lunch");
     w.settle(5_000);
     assert_eq!(w.state_of(&id), State::Queued);
     assert!(w.engine.queues()[0].hold.as_ref().unwrap().reason.contains("lunch"));
-    w.feed(Input::Command { client: 1, command: Command::Resume { session: "s".into() } });
+    w.feed(Input::Command { client: 1, command: Command::Resume { session: name("s") } });
     w.settle(5_000);
     assert_eq!(w.state_of(&id), State::Delivered);
 }
