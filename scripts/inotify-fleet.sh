@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A fleet of N idle sessions, then `desk serve` starts and delivers a prompt: the measurement of
-# docs/benchmarks.md §20 (masters once held an inotify instance each, and at Linux's default of
+# docs/benchmarks.md §21 (masters once held an inotify instance each, and at Linux's default of
 # 128 per user a fleet of 128 sessions kept `desk serve`, `desk dash` and `desk events --all`
 # from starting). Prints how many inotify instances the fleet's masters hold, how long the
 # fleet took to start, and how long `desk serve` took from its start to the prompt in the

@@ -1053,7 +1053,9 @@ impl Master {
     fn fire_timers(&mut self, now: Instant) -> bool {
         let mut fired = false;
         while let Some(timer) = self.timers.pop_due(now) {
-            fired = true;
+            // The socket check changes nothing HELLO would be answered with (a rebind pokes
+            // the info file itself), so an idle master's periodic wake-up is one `lstat`.
+            fired |= timer != Timer::SocketCheck;
             match timer {
                 Timer::Policy(timer) => {
                     self.policy.on_timer(timer, now);

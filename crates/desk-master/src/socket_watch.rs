@@ -20,9 +20,10 @@ use std::path::Path;
 use std::time::Duration;
 
 /// 10 s: without a daemon, a session whose socket was removed is unreachable at most this long
-/// (with one, `desk serve` signals the master at once). Each check wakes an idle master for one
-/// `lstat`: 300 idle masters make 30 wake-ups a second, which measured below the resolution of
-/// their CPU accounting (docs/benchmarks.md §3).
+/// (with one, `desk serve` signals the master at once), and it must stay well inside the 20 s
+/// a person (or a test) gives a session to come back. Each check wakes an idle master for one
+/// `lstat`: 300 idle masters make 30 wake-ups a second (what that costs: docs/benchmarks.md
+/// §21).
 pub(super) const CHECK_INTERVAL: Duration = Duration::from_secs(10);
 
 /// Which file the master's socket is, as (device, inode).
