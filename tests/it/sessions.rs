@@ -756,18 +756,15 @@ fn a_socket_removed_under_a_master_is_bound_again_when_the_daemon_signals_it() {
 
     let moved = home.path().join("moved.sock");
     let other = home.path().join("other");
-    let changes: [(&str, Box<dyn FnOnce(&std::path::Path)>); 3] = [
-        ("removed", Box::new(|socket| std::fs::remove_file(socket).unwrap())),
-        ("moved away", Box::new(|socket| std::fs::rename(socket, &moved).unwrap())),
-        (
-            "replaced",
-            Box::new(|socket| {
+    for how in ["removed", "moved away", "replaced"] {
+        let change = |socket: &std::path::Path| match how {
+            "removed" => std::fs::remove_file(socket).unwrap(),
+            "moved away" => std::fs::rename(socket, &moved).unwrap(),
+            _ => {
                 std::fs::write(&other, "not a socket").unwrap();
                 std::fs::rename(&other, socket).unwrap();
-            }),
-        ),
-    ];
-    for (how, change) in changes {
+            }
+        };
         let line = rebind_after(&home, "solo", change);
         assert!(line.contains("on SIGUSR1"), "{how}: found by the daemon's signal, not the periodic check: {line}");
     }
