@@ -372,6 +372,15 @@ fn commands_share_one_link_per_host_and_a_dead_link_is_replaced_not_reported_los
     assert_eq!(v["data"].as_array().map(Vec::len), Some(0), "{v:#}");
     let second = relay_pid(&local, "box");
     assert_ne!(second, first);
+    // The host's end wedged (alive, silent: a network gone away): the link's ping goes
+    // unanswered, and the command gets a new link within the ping's bound, not an error.
+    let wedged = nix::unistd::Pid::from_raw(second as i32);
+    nix::sys::signal::kill(wedged, nix::sys::signal::SIGSTOP).unwrap();
+    let out = local.home.desk(&["ls", "-H", "box", "--json"]);
+    let _ = nix::sys::signal::kill(wedged, nix::sys::signal::SIGKILL);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["data"].as_array().map(Vec::len), Some(0), "{v:#}");
+    let second = relay_pid(&local, "box");
     // The shared link itself killed outright: its socket is left behind, refuses connections,
     // and the next command starts a new link over it.
     for pid in shared_links(&local.home.run_dir()) {
