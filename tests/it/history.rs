@@ -307,3 +307,37 @@ fn a_bad_log_cap_is_refused_by_name() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--log-cap"), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// A session that ends while `desk peek` or `desk log` asks for its screen: the master has
+/// written its exit record and still answers the connect, then closes the connection. Both show
+/// the screen it ended on, as a moment later, instead of failing ("session exited with code 0").
+/// The moment is held open here by a listener on the session's socket that accepts and drops.
+#[test]
+fn a_session_ending_during_peek_or_log_shows_its_last_screen() {
+    let home = Home::new();
+    home.new_sh("f", "echo last words; exit 0");
+    home.wait_exit("f");
+    let listener = std::os::unix::net::UnixListener::bind(home.socket("f")).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let dropper = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((conn, _)) => drop(conn),
+                    Err(_) => std::thread::sleep(std::time::Duration::from_millis(5)),
+                }
+            }
+        })
+    };
+    let peek = home.desk(&["peek", "f"]);
+    let log = home.desk(&["log", "f"]);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    dropper.join().unwrap();
+    for (what, out) in [("peek", &peek), ("log", &log)] {
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{what}: {stdout}{}", String::from_utf8_lossy(&out.stderr));
+        assert!(stdout.lines().any(|l| l == "last words"), "{what}: {stdout}");
+    }
+}

@@ -48,17 +48,10 @@ pub(in crate::cli) fn log(name: &SessionName, follow: bool, since_start: bool) -
 fn current_screen(paths: &Paths, name: &SessionName) -> Result<Vec<String>> {
     let files = paths.session(name);
     let mut rows = match session::probe_settled(&files)? {
-        Probe::Live(stream) => {
-            let mut conn = Connection::open(stream, Role::Query, 0, 0).map_err(|e| ended(paths, name, e))?;
-            conn.send(&Frame::SnapshotRequest { history: None }).map_err(|e| ended(paths, name, e))?;
-            loop {
-                match conn.recv().map_err(|e| ended(paths, name, e))? {
-                    Frame::Snapshot(s) => break s.screen.lines,
-                    Frame::Error { message, .. } => return Err(failure(1, message)),
-                    _ => continue,
-                }
-            }
-        }
+        Probe::Live(stream) => match screen_now(paths, name, stream)? {
+            ScreenNow::Live(snapshot) => snapshot.screen.lines,
+            ScreenNow::Ended(exit) => exit.last_screen.unwrap_or_default(),
+        },
         Probe::Absent | Probe::Stale => session::read_exit(&files)?.and_then(|e| e.last_screen).unwrap_or_default(),
     };
     while rows.last().is_some_and(|l| l.trim().is_empty()) {

@@ -60,6 +60,36 @@ fn connect(paths: &Paths, name: &SessionName) -> Result<Connection> {
     }
 }
 
+/// What a master answered a request for its screen with.
+enum ScreenNow {
+    /// The screen now.
+    Live(Box<desk_wire::SnapshotReply>),
+    /// The session ended between the probe and the answer: its exit record, which the master
+    /// writes before it closes its connections, holds the screen it ended on.
+    Ended(ExitRecord),
+}
+
+/// The screen of the session whose master answered `stream`'s connect, or its exit record if
+/// it ended meanwhile: a command racing an exit shows what one run a moment later would show,
+/// not a broken connection.
+fn screen_now(paths: &Paths, name: &SessionName, stream: std::os::unix::net::UnixStream) -> Result<ScreenNow> {
+    let ask = || -> Result<Box<desk_wire::SnapshotReply>> {
+        let mut conn = Connection::open(stream, Role::Query, 0, 0)?;
+        conn.send(&Frame::SnapshotRequest { history: None })?;
+        loop {
+            match conn.recv()? {
+                Frame::Snapshot(s) => return Ok(s),
+                Frame::Error { message, .. } => return Err(failure(1, message)),
+                _ => continue,
+            }
+        }
+    };
+    match ask() {
+        Ok(snapshot) => Ok(ScreenNow::Live(snapshot)),
+        Err(e) => session::current_exit(&paths.session(name)).map(ScreenNow::Ended).ok_or(e),
+    }
+}
+
 /// A request to a master that failed: if the session has just exited (its master closes the
 /// connections it has while it goes), say that rather than the broken connection.
 fn ended(paths: &Paths, name: &SessionName, e: anyhow::Error) -> anyhow::Error {

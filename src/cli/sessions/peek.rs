@@ -7,8 +7,8 @@ use super::*;
 pub(in crate::cli) fn peek(name: &SessionName, json: bool, history: Option<u32>) -> Result<i32> {
     let paths = paths()?;
     let files = paths.session(name);
-    let mut conn = match session::probe_settled(&files)? {
-        Probe::Live(stream) => Connection::open(stream, Role::Query, 0, 0).map_err(|e| ended(&paths, name, e))?,
+    let stream = match session::probe_settled(&files)? {
+        Probe::Live(stream) => stream,
         Probe::Absent | Probe::Stale => match session::read_exit(&files)? {
             Some(exit) => return peek_exited(name, &exit, json, history),
             None if files.meta.exists() => {
@@ -23,16 +23,12 @@ pub(in crate::cli) fn peek(name: &SessionName, json: bool, history: Option<u32>)
         },
     };
     let Some(lines) = history else {
-        conn.send(&Frame::SnapshotRequest { history: None }).map_err(|e| ended(&paths, name, e))?;
-        let snapshot = loop {
-            match conn.recv().map_err(|e| ended(&paths, name, e))? {
-                Frame::Snapshot(s) => break *s,
-                Frame::Error { message, .. } => return Err(failure(1, message)),
-                _ => continue,
-            }
+        return match screen_now(&paths, name, stream)? {
+            ScreenNow::Live(snapshot) => print_peek(name, json, &snapshot, None),
+            ScreenNow::Ended(exit) => peek_exited(name, &exit, json, None),
         };
-        return print_peek(name, json, &snapshot, None);
     };
+    let mut conn = Connection::open(stream, Role::Query, 0, 0).map_err(|e| ended(&paths, name, e))?;
     // The history comes a page at a time and goes to stdout as it comes: the master holds one
     // page per request, and so does this process, however long the history is.
     let (snapshot, mut read) = HistoryRead::start(&mut conn, lines).map_err(|e| ended(&paths, name, e))?;
