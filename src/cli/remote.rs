@@ -103,7 +103,7 @@ fn name_position(args: &[OsString]) -> Option<usize> {
 /// Reach `host` through its shared link (started if none runs), saying so as an error naming it.
 pub(super) fn connect(name: &str, host: &Host) -> Result<Link> {
     let paths = Paths::from_env()?;
-    Link::connect_shared(name, host, &paths, HANDSHAKE_TIMEOUT)
+    desk_common::remote::linkd::connect(name, host, &paths, HANDSHAKE_TIMEOUT)
 }
 
 /// Run `args` (the subcommand and its arguments, the session's name already without its host)

@@ -203,11 +203,10 @@ impl Link {
         Ok(link)
     }
 
-    /// Reach the host through its shared link ([`super::linkd`]): a local socket to a process
-    /// that keeps one `ssh HOST desk relay` open across commands, started here when none runs
-    /// (or when the one found is gone or its ssh died), within `timeout`.
-    pub fn connect_shared(name: &str, host: &Host, paths: &Paths, timeout: Duration) -> Result<Link> {
-        let socket = super::linkd::reach(name, host, paths, timeout)?;
+    /// A link over `socket`, connected to a process that speaks the relay's side (the shared
+    /// link of host `name`, `super::linkd`, which starts it), its handshake next: within
+    /// `timeout`.
+    pub fn over_socket(name: &str, socket: UnixStream, timeout: Duration) -> Result<Link> {
         let reader = socket.try_clone()?;
         let shared = Arc::new(Shared {
             stdin: Mutex::new(Some(Outlet::Shared(socket))),

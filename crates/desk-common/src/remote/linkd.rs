@@ -85,9 +85,17 @@ fn lock_path(paths: &Paths, name: &str, host: &Host) -> PathBuf {
     dir(paths).join(format!("{}.lock", key(name, host)))
 }
 
+/// Reach the host through its shared link, started here when none runs (or when the one found is
+/// gone or its ssh died), within `timeout`.
+pub fn connect(name: &str, host: &Host, paths: &Paths, timeout: Duration) -> Result<Link> {
+    let deadline = Instant::now() + timeout;
+    let socket = reach(name, host, paths, timeout)?;
+    Link::over_socket(name, socket, deadline.saturating_duration_since(Instant::now()))
+}
+
 /// A connected socket to the host's shared link, its handshake next; the link is started when
 /// none answers. Within `timeout`.
-pub fn reach(name: &str, host: &Host, paths: &Paths, timeout: Duration) -> Result<UnixStream> {
+fn reach(name: &str, host: &Host, paths: &Paths, timeout: Duration) -> Result<UnixStream> {
     let deadline = Instant::now() + timeout;
     let socket = socket_path(paths, name, host);
     loop {
@@ -302,10 +310,11 @@ impl Opener for Through {
                 let (ours, theirs) = UnixStream::pair().map_err(|e| e.to_string())?;
                 let (upstream, events) =
                     self.link.exec_stream(&args, Some(Box::new(theirs))).map_err(|e| format!("{e:#}"))?;
+                let link = self.link.clone();
                 inlets
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
-                    .insert(id, Inlet::Upstream { input: Some(ours), link: self.link.clone(), id: upstream });
+                    .insert(id, Inlet::Upstream { input: Some(ours), close: Box::new(move || link.close(upstream)) });
                 out.send(id, Kind::Opened, &[]).map_err(|e| e.to_string())?;
                 let (out, inlets) = (out.clone(), inlets.clone());
                 std::thread::spawn(move || {

@@ -57,11 +57,10 @@ pub(super) enum Inlet {
     /// A command's standard input (None once closed) and its pid (to kill it if the link ends).
     Command(Option<ChildStdin>, u32),
     /// A run of the linked host's desk through a shared link ([`super::linkd`]): the local end
-    /// of its standard input (None once closed), and its stream on the link (to close it).
+    /// of its standard input (None once closed), and what closes its stream on the link.
     Upstream {
         input: Option<UnixStream>,
-        link: Arc<super::link::Link>,
-        id: u32,
+        close: Box<dyn FnOnce() + Send>,
     },
 }
 
@@ -159,7 +158,7 @@ impl Inlet {
             Inlet::Command(_, pid) => {
                 let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::SIGTERM);
             }
-            Inlet::Upstream { link, id, .. } => link.close(id),
+            Inlet::Upstream { close, .. } => close(),
         }
     }
 }
