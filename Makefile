@@ -88,8 +88,9 @@ fuzz-build:
 # What CI runs besides the tests.
 check-all: lint doc msrv fuzz-build
 
-# Side-by-side benchmarks against dtach and tmux (needs: apt-get install dtach tmux), and the
-# dashboard over 100 demo agents (docs/benchmarks.md §10).
+# Side-by-side benchmarks against dtach and tmux (needs: apt-get install dtach tmux) — fan-out,
+# attach, idle memory, keystroke echo and detached starts (docs/benchmarks.md §1-3, §19) —, and
+# the dashboard over 100 demo agents (docs/benchmarks.md §10).
 bench:
 	$(CARGO) bench --locked --bench sessions
 	$(CARGO) bench --locked --bench delivery

@@ -21,6 +21,11 @@
 //!   private memory each desk master keeps (and its heap), what each extra session adds to the
 //!   tmux server, and the wall time of `desk ls` and `tmux ls` at each size.
 //!
+//! - typing (issue 22): keystroke echo through an attached terminal, desk (with its status line
+//!   and with `--no-status`) beside tmux and dtach (`sessions/typing.rs`).
+//! - commands (issue 22): `desk new` beside `tmux new-session -d` and `dtach -n`
+//!   (`sessions/commands.rs`).
+//!
 //! - attention: the CPU an attached client spends on its status line while a fleet of sessions
 //!   changes their titles ten times a second (beside `--no-status`), and the time from the
 //!   prefix key's `l` to the other session's screen on the terminal (issue 21).
@@ -28,11 +33,13 @@
 //! Pinning: this process and the attach clients run on CPU 1, holders and their children on
 //! CPU 0 (`taskset`), so every tool gets the same split; the fleet part pins nothing (a listing
 //! may use both cores, as it would for a user). Options: `--runs N` (default 5), `--mb N`
-//! (default 50), `--only fanout|attach|idle|history|fleet|attention`, `--idle-secs N` (default 10), `--sessions
+//! (default 50), `--only fanout|attach|idle|history|fleet|attention|typing|commands`, `--idle-secs N` (default 10), `--sessions
 //! N,N,..` (fleet sizes, default 10,100,300), `--ls-runs N` (timed listings per size, default 20),
 //! `--baseline DIR` (another build's `desk` and `desk-master`, say main's before a change, measured
 //! in the same run as a holder of its own, `desk (baseline)`, and in the fleet part as a fleet of
-//! its own after this build's).
+//! its own after this build's), `--keys N` (typing: keys a run, default 300), `--key-gap-ms N`
+//! (typing: pause between an echo and the next key, default 0), `--new-runs N` (commands: starts
+//! of each command, default 30).
 
 use desk_common::pty::{Spawn, spawn};
 use std::collections::BTreeMap;
@@ -56,11 +63,26 @@ struct Opts {
     sessions: Vec<usize>,
     ls_runs: usize,
     baseline: Option<PathBuf>,
+    /// Typing: keys a run, and the pause between an echo and the next key.
+    keys: usize,
+    key_gap_ms: u64,
+    /// Commands: starts of each command.
+    new_runs: usize,
 }
 
 fn parse_opts() -> Opts {
-    let mut opts =
-        Opts { runs: 5, mb: 50, only: None, idle_secs: 10, sessions: vec![10, 100, 300], ls_runs: 20, baseline: None };
+    let mut opts = Opts {
+        runs: 5,
+        mb: 50,
+        only: None,
+        idle_secs: 10,
+        sessions: vec![10, 100, 300],
+        ls_runs: 20,
+        baseline: None,
+        keys: 300,
+        key_gap_ms: 0,
+        new_runs: 30,
+    };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     while i < args.len() {
@@ -76,6 +98,9 @@ fn parse_opts() -> Opts {
             }
             "--ls-runs" => opts.ls_runs = value().parse().expect("--ls-runs N"),
             "--baseline" => opts.baseline = Some(PathBuf::from(value())),
+            "--keys" => opts.keys = value().parse().expect("--keys N"),
+            "--key-gap-ms" => opts.key_gap_ms = value().parse().expect("--key-gap-ms N"),
+            "--new-runs" => opts.new_runs = value().parse().expect("--new-runs N"),
             "--bench" => {
                 i += 1;
                 continue;
@@ -124,6 +149,19 @@ fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
     }
 }
 
+/// `argv` started on a pseudo-terminal of this process, `COLS`x`ROWS`.
+fn on_terminal(argv: &[OsString], env: &[(OsString, OsString)]) -> desk_common::pty::Child {
+    spawn(&Spawn {
+        program: argv[0].clone(),
+        args: argv[1..].to_vec(),
+        cwd: None,
+        env: env.to_vec(),
+        cols: COLS,
+        rows: ROWS,
+    })
+    .unwrap_or_else(|e| panic!("cannot start {argv:?} on a pseudo-terminal: {e:#}"))
+}
+
 /// A program on a pseudo-terminal whose output is counted (and optionally kept).
 struct Consumer {
     pid: u32,
@@ -137,15 +175,7 @@ struct Consumer {
 
 impl Consumer {
     fn start(argv: &[OsString], env: &[(OsString, OsString)], keep: bool) -> Consumer {
-        let child = spawn(&Spawn {
-            program: argv[0].clone(),
-            args: argv[1..].to_vec(),
-            cwd: None,
-            env: env.to_vec(),
-            cols: COLS,
-            rows: ROWS,
-        })
-        .expect("spawn consumer");
+        let child = on_terminal(argv, env);
         let master = Arc::new(child.master);
         let bytes = Arc::new(AtomicU64::new(0));
         let kept = Arc::new(Mutex::new(Vec::new()));
@@ -895,6 +925,12 @@ mod fleet;
 #[path = "sessions/attention.rs"]
 mod attention;
 
+#[path = "sessions/typing.rs"]
+mod typing;
+
+#[path = "sessions/commands.rs"]
+mod commands;
+
 /// Every holder's sessions are stopped when the bench ends, by return or by panic.
 struct StopOnDrop(Vec<Box<dyn Holder>>);
 
@@ -999,7 +1035,14 @@ fn main() {
             );
         }
     }
+    if want("typing") {
+        println!("## Keystroke echo\n\n{}", typing::measure(holders, &opts));
+    }
     if want("attention") {
         println!("## The attach status line and switching sessions\n\n{}", attention::measure(&opts, work.path()));
+    }
+    // Last: it unpins this process (a start may use both cores).
+    if want("commands") {
+        println!("## Starting a detached session\n\n{}", commands::measure(&opts, work.path(), &this_build));
     }
 }

@@ -27,7 +27,7 @@ const SETTLE: Duration = Duration::from_secs(3);
 const FDS_PER_SESSION: u64 = 2;
 const FDS_BASE: u64 = 256;
 
-fn unpin_self() {
+pub(crate) fn unpin_self() {
     // SAFETY: plain syscalls on our own thread with an initialised cpu set.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
@@ -80,7 +80,7 @@ fn heap_kib(pid: u32) -> u64 {
 }
 
 /// Wall time of one run of `cmd`, in ms; its output is read and thrown away.
-fn time_ms(mut c: Command) -> f64 {
+pub(crate) fn time_ms(mut c: Command) -> f64 {
     c.stdout(Stdio::piped()).stderr(Stdio::piped());
     let t0 = Instant::now();
     let out = c.output().unwrap_or_else(|e| panic!("{c:?}: {e}"));

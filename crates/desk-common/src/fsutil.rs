@@ -296,12 +296,20 @@ pub enum BoundedReadError {
     Io { what: String, source: std::io::Error },
 }
 
+/// 4 KiB, a page: what [`read_bounded`] makes room for before its first read. Every record
+/// desk reads this way (session, launch, info, exit records, a few hundred bytes to a couple of
+/// KiB) then takes one read and the one that finds its end.
+const READ_BOUNDED_FIRST: usize = 4096;
+
 /// Read all of `reader`, but never more than `limit + 1` bytes: a source of untrusted size
 /// (`/dev/zero`, a huge file, an endless pipe) is refused with an error naming the limit
 /// instead of growing memory without end. `what` names the source in the error.
 pub fn read_bounded(reader: impl std::io::Read, limit: usize, what: &str) -> Result<Vec<u8>, BoundedReadError> {
     use std::io::Read as _;
-    let mut buf = Vec::new();
+    // Room for a whole record at once: from an empty buffer `read_to_end` reads 32 bytes, then
+    // doubles, so a record of 800 bytes took six reads (issue 22: `desk ls` reads three records
+    // for each session).
+    let mut buf = Vec::with_capacity(READ_BOUNDED_FIRST.min(limit + 1));
     reader
         .take(limit as u64 + 1)
         .read_to_end(&mut buf)

@@ -85,6 +85,9 @@ pub(super) struct Client {
     pub view: Option<View>,
     /// The screen changed since the view was last repainted.
     pub view_dirty: bool,
+    /// Output bytes the screen took since the view was last repainted: a small change (a
+    /// typed key's echo) is repainted at once, see `SMALL_CHANGE`.
+    pub view_unsent: usize,
     /// The earliest time of the next repaint (one per `VIEW_REPAINT_INTERVAL`).
     pub next_repaint: Option<Instant>,
 }
@@ -112,6 +115,7 @@ impl Client {
             always_view: false,
             view: None,
             view_dirty: false,
+            view_unsent: 0,
             next_repaint: None,
         }
     }

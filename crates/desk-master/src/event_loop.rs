@@ -81,6 +81,15 @@ pub const INPUT_QUEUE_LIMIT: usize = 1 << 20;
 /// at most ~60 renders of its screen a second, however fast the child writes.
 pub(super) const VIEW_REPAINT_INTERVAL: Duration = Duration::from_millis(16);
 
+/// 2 KiB: a change of the screen this small since a view's last repaint is repainted at once,
+/// not at the next [`VIEW_REPAINT_INTERVAL`]. A typed key's echo is a few bytes, a line
+/// editor's or an agent's redraw of its input box a few hundred to a couple of thousand; held
+/// back 16 ms, keys typed less than 16 ms apart (a fast typist, key repeat) would each echo a
+/// frame late (issue 22's typing target). A flood reads far more than this in a turn and stays
+/// coalesced; a child that writes a little at a time costs one render per turn of the loop,
+/// which each of its writes costs anyway.
+const SMALL_CHANGE: usize = 2 * 1024;
+
 /// Bytes reserved for the exit record: it is a few hundred bytes plus a title of at most
 /// 1 KiB, so 4 KiB (one page or block) always holds it.
 const EXIT_RECORD_RESERVE: usize = 4096;
@@ -456,6 +465,7 @@ impl Master {
                     // Bytes drawn for the session's size are wrong at this client's: it gets a
                     // repaint of its view from the model instead (see `repaint_views`).
                     client.view_dirty = true;
+                    client.view_unsent += piece.len();
                     continue;
                 }
                 // Falling behind is reported to the session policy at the end of the turn.
@@ -922,6 +932,7 @@ impl Master {
             }
             client.view = wanted.map(|(cols, rows)| desk_term::view::View::new(cols, rows, client.status_line));
             client.view_dirty = false;
+            client.view_unsent = 0;
             if client.streams_output() {
                 // Raw bytes queued for the other kind are superseded by the keyframe.
                 client.out.discard_backlog();
@@ -944,6 +955,7 @@ impl Master {
             if client.needs_keyframe {
                 let frames = keyframe_chunks(&view.keyframe(&self.screen));
                 client.view_dirty = false;
+                client.view_unsent = 0;
                 client.next_repaint = Some(now + VIEW_REPAINT_INTERVAL);
                 client.push_keyframe(&frames);
                 continue;
@@ -952,7 +964,7 @@ impl Master {
                 continue;
             }
             match client.next_repaint {
-                Some(at) if at > now => {
+                Some(at) if at > now && client.view_unsent > SMALL_CHANGE => {
                     next = Some(next.map_or(at, |n| n.min(at)));
                     continue;
                 }
@@ -960,6 +972,7 @@ impl Master {
             }
             let bytes = view.render(&self.screen);
             client.view_dirty = false;
+            client.view_unsent = 0;
             client.next_repaint = Some(now + VIEW_REPAINT_INTERVAL);
             if !bytes.is_empty() {
                 client.push_repaint(&output_chunks(&bytes), bytes.len());
@@ -1613,11 +1626,16 @@ mod tests {
         received(&mut raw_peer);
 
         let t0 = rig.master.clients[&viewer].next_repaint.expect("the keyframe counts as a repaint");
-        rig.master.on_output(b"first\r\n", t0 - Duration::from_millis(1));
-        rig.master.on_output(b"second\r\n", t0 - Duration::from_millis(1));
+        // More than a small change between them (erases of the line's end change nothing drawn
+        // but are output all the same), so the repaint waits for its interval.
+        let erases = b"\x1b[K".repeat(SMALL_CHANGE / 6 + 1);
+        let first = [b"first".as_slice(), &erases, b"\r\n"].concat();
+        let second = [b"second".as_slice(), &erases, b"\r\n"].concat();
+        rig.master.on_output(&first, t0 - Duration::from_millis(1));
+        rig.master.on_output(&second, t0 - Duration::from_millis(1));
         rig.master.settle(t0 - Duration::from_millis(1));
         let (frames, _) = received(&mut raw_peer);
-        assert_eq!(stream_bytes(&frames), b"first\r\nsecond\r\n", "the same-size client gets the raw bytes");
+        assert_eq!(stream_bytes(&frames), [first, second].concat(), "the same-size client gets the raw bytes");
         assert!(received(&mut peer).0.is_empty(), "a repaint before its interval passed");
         assert!(rig.master.timers.next_deadline().is_some_and(|at| at <= t0), "no repaint timer armed");
         rig.master.fire_timers(t0);
@@ -1645,6 +1663,42 @@ mod tests {
         let mut terminal = Screen::new(40, 10);
         terminal.process(&seen);
         assert_eq!(terminal.text_rows()[8], "line 49");
+    }
+
+    /// A typed key's echo reaches a client that takes views at once, not a repaint interval
+    /// later (issue 22: with attach's status line every client takes a view, and keys typed
+    /// less than 16 ms apart each echoed a frame late).
+    #[test]
+    fn a_small_change_is_repainted_at_once_inside_the_repaint_interval() {
+        let mut rig = rig(0);
+        let (viewer, mut peer) = rig.connect();
+        rig.send(
+            viewer,
+            Frame::Hello {
+                version: PROTOCOL_VERSION,
+                role: Role::Controller,
+                cols: 80,
+                rows: 23,
+                status_line: false,
+                view: true,
+            },
+        );
+        let (frames, _) = received(&mut peer);
+        assert!(matches!(frames[..], [Frame::Welcome { .. }, Frame::Keyframe { .. }, ..]), "{frames:?}");
+        let mut seen = stream_bytes(&frames);
+        let t0 = rig.master.clients[&viewer].next_repaint.expect("the keyframe counts as a repaint");
+        for (i, key) in [b"a", b"b", b"c"].into_iter().enumerate() {
+            // Each key well inside the interval of the repaint before it.
+            let at = t0 - VIEW_REPAINT_INTERVAL + Duration::from_millis(1 + i as u64);
+            rig.master.on_output(key, at);
+            rig.master.settle(at);
+            let (frames, _) = received(&mut peer);
+            assert_eq!(frames.len(), 1, "key {i}: one repaint at once: {frames:?}");
+            seen.extend_from_slice(&stream_bytes(&frames));
+        }
+        let mut terminal = Screen::new(80, 23);
+        terminal.process(&seen);
+        assert_eq!(terminal.text_rows()[0], "abc");
     }
 
     #[test]

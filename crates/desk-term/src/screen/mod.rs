@@ -126,6 +126,48 @@ pub struct CellView {
     pub attrs: Attrs,
 }
 
+/// A borrowed look at one cell ([`Screen::cell_ref`]): what [`CellView`] holds, its text
+/// written out only on demand.
+pub(crate) struct CellRef<'a> {
+    row: &'a grid::Row,
+    col: usize,
+    cell: cell::Cell,
+}
+
+impl CellRef<'_> {
+    /// [`CellView::text`] is empty: an erased cell, or the right half of a wide character.
+    pub(crate) fn text_is_empty(&self) -> bool {
+        self.cell.is_empty() || self.cell.is_continuation()
+    }
+
+    /// [`CellView::wide`].
+    pub(crate) fn wide(&self) -> bool {
+        self.cell.is_wide()
+    }
+
+    /// [`CellView::wide_continuation`].
+    pub(crate) fn wide_continuation(&self) -> bool {
+        self.cell.is_continuation()
+    }
+
+    /// [`CellView::attrs`].
+    pub(crate) fn attrs(&self) -> Attrs {
+        self.cell.attrs
+    }
+
+    /// Append [`CellView::text`] (the character and its combining marks) to `out` as UTF-8.
+    pub(crate) fn push_text(&self, out: &mut Vec<u8>) {
+        if self.text_is_empty() {
+            return;
+        }
+        let mut utf8 = [0u8; 4];
+        out.extend_from_slice(self.cell.ch.encode_utf8(&mut utf8).as_bytes());
+        for mark in self.row.marks_at(self.col) {
+            out.extend_from_slice(mark.encode_utf8(&mut utf8).as_bytes());
+        }
+    }
+}
+
 /// The screen model of one terminal. (Not `Clone`: vte's parser is not.)
 pub struct Screen {
     parser: vte::Parser,
@@ -661,6 +703,15 @@ impl Screen {
     /// True when the row's text continues on the next row (it was left by autowrap).
     pub fn row_wrapped(&self, row: u16) -> bool {
         self.term.grid().row(usize::from(row)).is_some_and(|r| r.wrapped)
+    }
+
+    /// One visible cell as [`Screen::cell`] sees it, without building its text: the view
+    /// reads every cell of a changed row at each repaint, and a `String` per cell made the
+    /// allocator most of a typed key's repaint (issue 22).
+    pub(crate) fn cell_ref(&self, row: u16, col: u16) -> Option<CellRef<'_>> {
+        let r = self.term.grid().row(usize::from(row))?;
+        let c = *r.get(usize::from(col))?;
+        Some(CellRef { row: r, col: usize::from(col), cell: c })
     }
 
     /// One visible cell, `None` outside the screen.

@@ -180,26 +180,29 @@ impl View {
         // The last cell that shows anything: blanks after it are left to the erase.
         let mut end = width;
         while end > 0 {
-            match screen.cell(row, self.origin.1 + end - 1) {
-                Some(c) if c.text.is_empty() && !c.wide_continuation && c.attrs == Attrs::default() => end -= 1,
+            match screen.cell_ref(row, self.origin.1 + end - 1) {
+                Some(c) if c.text_is_empty() && !c.wide_continuation() && c.attrs() == Attrs::default() => end -= 1,
                 _ => break,
             }
         }
         let mut pen = Attrs::default();
         for j in 0..end {
-            let Some(cell) = screen.cell(row, self.origin.1 + j) else { break };
-            if cell.wide_continuation && j > 0 {
+            let Some(cell) = screen.cell_ref(row, self.origin.1 + j) else { break };
+            if cell.wide_continuation() && j > 0 {
                 continue; // drawn with its left half
             }
             // A blank for an erased cell, and for a wide character whose other half is outside
             // the crop (a continuation at the left edge, a wide cell at the right edge).
-            let cut = cell.wide_continuation || (cell.wide && j + 1 >= width);
-            let text: &str = if cut || cell.text.is_empty() { " " } else { &cell.text };
-            if cell.attrs != pen {
-                cell.attrs.write_sgr(&mut Sink(line));
-                pen = cell.attrs;
+            let cut = cell.wide_continuation() || (cell.wide() && j + 1 >= width);
+            if cell.attrs() != pen {
+                cell.attrs().write_sgr(&mut Sink(line));
+                pen = cell.attrs();
             }
-            line.extend_from_slice(text.as_bytes());
+            if cut || cell.text_is_empty() {
+                line.push(b' ');
+            } else {
+                cell.push_text(line);
+            }
         }
         if end < self.cols {
             if pen != Attrs::default() {
