@@ -25,7 +25,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use desk_common::pty::{Spawn, spawn};
-use sshd::{Sshd, kill_control_masters};
+use sshd::{Sshd, kill_control_masters, kill_shared_links};
 
 const DESK: &str = env!("CARGO_BIN_EXE_desk");
 
@@ -197,11 +197,13 @@ impl Drop for Term {
     }
 }
 
-/// The ControlMasters of a local home killed when it goes out of scope, a panic included.
+/// The shared links and ControlMasters of a local home killed when it goes out of scope, a panic
+/// included.
 struct Masters(PathBuf);
 
 impl Drop for Masters {
     fn drop(&mut self) {
+        kill_shared_links(&self.0.join("run"));
         kill_control_masters(&self.0.join("run"));
     }
 }
@@ -304,7 +306,8 @@ fn fanout(opts: &Opts, sshd: &Sshd, work: &Path) -> String {
     let local = local_home(&work.join("flood-local"), &[sshd.host_entry("f", &desk_on(&host_home))]);
     let _masters = Masters(local.clone());
     let config = sshd.ssh_config();
-    let (mut attach, mut plain, mut received) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut attach, mut plain, mut received, mut here, mut tty) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for run in 0..opts.runs {
         // Through the attach: the session waits for the go, then cats; the terminal here reads
         // until the file's last line has come (in the stream, or in a keyframe if the client fell
@@ -331,6 +334,47 @@ fn fanout(opts: &Opts, sshd: &Sshd, work: &Path) -> String {
         attach.push(size as f64 / 1e6 / start.elapsed().as_secs_f64());
         received.push(got as f64);
         drop(term);
+        // The same session type attached on the host itself: what the master and its PTY give
+        // one client with no link in the way (the remote attach cannot beat it).
+        let go = work.join(format!("go-local-{run}"));
+        nix::unistd::mkfifo(&go, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let name = format!("flood-local{run}");
+        let script = format!("stty -echo; read x < {}; cat {}; exec sleep 100000", go.display(), data.display());
+        desk(&host_home, &["new", &name, "--", "sh", "-c", &script]);
+        let term = Term::start(DESK, &["attach", "--no-status", &name], &[("DESK_HOME", &host_home)]);
+        term.drain(Duration::from_millis(500));
+        let start = Instant::now();
+        std::fs::write(&go, "go\n").unwrap();
+        let mut tail = Vec::new();
+        let arrived = term.read_until(Duration::from_secs(300), |bytes| {
+            tail.extend_from_slice(bytes);
+            let found = tail.windows(12).any(|w| w == b"END-OF-FLOOD");
+            let keep = tail.len().saturating_sub(11);
+            tail.drain(..keep);
+            found
+        });
+        assert!(arrived, "the local attach never got the end");
+        here.push(size as f64 / 1e6 / start.elapsed().as_secs_f64());
+        drop(term);
+        // ssh with a terminal, as the attach has: the host's PTY and this one's in the way.
+        let go = work.join(format!("go-tty-{run}"));
+        nix::unistd::mkfifo(&go, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let script = format!("stty -echo; read x < {}; cat {}; exec sleep 100000", go.display(), data.display());
+        let term = Term::start("ssh", &["-F", config.to_str().unwrap(), "-t", "desk-test", &script], &[]);
+        term.drain(Duration::from_millis(800));
+        let start = Instant::now();
+        std::fs::write(&go, "go\n").unwrap();
+        let mut tail = Vec::new();
+        let arrived = term.read_until(Duration::from_secs(300), |bytes| {
+            tail.extend_from_slice(bytes);
+            let found = tail.windows(12).any(|w| w == b"END-OF-FLOOD");
+            let keep = tail.len().saturating_sub(11);
+            tail.drain(..keep);
+            found
+        });
+        assert!(arrived, "ssh -t never got the end");
+        tty.push(size as f64 / 1e6 / start.elapsed().as_secs_f64());
+        drop(term);
         // ssh: the connection up (it says `ready`) and waiting on a line, then go, then the last
         // byte.
         let mut ssh = Command::new("ssh")
@@ -349,11 +393,14 @@ fn fanout(opts: &Opts, sshd: &Sshd, work: &Path) -> String {
         plain.push(copied as f64 / 1e6 / start.elapsed().as_secs_f64());
         let _ = ssh.wait();
     }
-    let (a, p, bytes) = (median(&mut attach), median(&mut plain), median(&mut received));
+    let (a, p, bytes, h) = (median(&mut attach), median(&mut plain), median(&mut received), median(&mut here));
+    let t = median(&mut tty);
     format!(
-        "File: {size} bytes ({} runs).\n\n| way | MB/s (median) | bytes received (median) |\n|---|---|---|\n| desk attach HOST:NAME | {a:.1} | {bytes:.0} |\n| ssh HOST cat FILE | {p:.1} | {size} |\n\nRatio, desk attach / ssh: {:.2}\n",
+        "File: {size} bytes ({} runs).\n\n| way | MB/s (median) | bytes received (median) |\n|---|---|---|\n| desk attach HOST:NAME | {a:.1} | {bytes:.0} |\n| ssh HOST cat FILE | {p:.1} | {size} |\n| ssh -t HOST cat FILE (terminals both ends) | {t:.1} | |\n| desk attach --no-status NAME on the host | {h:.1} | |\n\nRatio, desk attach / ssh: {:.2}; / ssh -t: {:.2}; remote / local attach: {:.2}\n",
         opts.runs,
-        a / p
+        a / p,
+        a / t,
+        a / h
     )
 }
 

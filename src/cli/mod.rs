@@ -89,6 +89,14 @@ enum Command {
     /// The host's end of a link to another machine: run by `ssh HOST desk relay`, not by hand.
     #[command(hide = true)]
     Relay,
+    /// The shared link of a host (docs/remote.md): started by desk itself, not by hand.
+    #[command(hide = true)]
+    Link {
+        /// The host's name in config.toml.
+        name: String,
+        /// Its `[hosts.NAME]` entry, as JSON.
+        entry: String,
+    },
     /// Print the text that scrolled off a session's screen (its log), then its screen.
     Log {
         /// The session whose log to print (running or exited).
@@ -768,7 +776,9 @@ pub fn main() -> i32 {
     let keeps_sigpipe = match &cli.command {
         // A link writes to ssh, which may be gone: an EPIPE is an error to report, not a death.
         Command::Ls { all, host, .. } => *all || !host.is_empty(),
-        Command::Hosts { .. } | Command::Relay | Command::Attach(_) | Command::Serve { .. } => true,
+        Command::Hosts { .. } | Command::Relay | Command::Link { .. } | Command::Attach(_) | Command::Serve { .. } => {
+            true
+        }
         _ => host.is_some(),
     };
     if !keeps_sigpipe {
@@ -849,6 +859,7 @@ impl Command {
             | Command::Completions { .. }
             | Command::Man { .. }
             | Command::Relay
+            | Command::Link { .. }
             | Command::Dash => false,
         }
     }
@@ -914,6 +925,7 @@ fn run(cli: Cli, host: Option<(String, desk_common::config::Host)>) -> Result<i3
         Command::Ls { json, .. } => sessions::ls(json),
         Command::Hosts { json } => remote::hosts(json),
         Command::Relay => remote::relay(),
+        Command::Link { name, entry } => remote::link(&name, &entry),
         Command::Dash => crate::dash::run(),
         Command::Log { name, follow, since_start } => sessions::log(&name, follow, since_start),
         Command::Peek { name, json, history } => sessions::peek(&name, json, history.map(|n| n.unwrap_or(u32::MAX))),

@@ -100,10 +100,10 @@ fn name_position(args: &[OsString]) -> Option<usize> {
     None
 }
 
-/// Connect to `host`, saying so as an error naming it.
+/// Reach `host` through its shared link (started if none runs), saying so as an error naming it.
 pub(super) fn connect(name: &str, host: &Host) -> Result<Link> {
     let paths = Paths::from_env()?;
-    Link::connect(name, host, &paths, HANDSHAKE_TIMEOUT)
+    desk_common::remote::linkd::connect(name, host, &paths, HANDSHAKE_TIMEOUT)
 }
 
 /// Run `args` (the subcommand and its arguments, the session's name already without its host)
@@ -338,6 +338,8 @@ struct HostReport {
     desk_version: Option<String>,
     /// Whether the host's `desk serve` answers a ping over its control socket.
     serve_running: Option<bool>,
+    /// The pid of the host's `desk serve`, as it answered.
+    serve_pid: Option<u32>,
     facts: Option<desk_common::remote::HostFacts>,
     /// Why it is not reachable.
     error: Option<String>,
@@ -403,6 +405,7 @@ fn report(name: &str, host: &Host) -> HostReport {
         connect_ms: None,
         desk_version: None,
         serve_running: None,
+        serve_pid: None,
         facts: None,
         error: None,
     };
@@ -420,11 +423,14 @@ fn report(name: &str, host: &Host) -> HostReport {
         Ok(rtt) => report.rtt_ms = Some(rtt.as_secs_f64() * 1000.0),
         Err(e) => report.error = Some(format!("{e:#}")),
     }
-    // The control socket over the link: the host's daemon answers a ping, or it is not running.
+    // The control socket over the link: the host's daemon answers a ping with its pid, or it is
+    // not running (whatever else answers there — an error, another program — is not it).
     let ping = link.open(desk_wire::relay::Target::Control).and_then(|stream| {
         desk_common::daemon_client::request_on(stream, &desk_wire::control::Request::Ping, Duration::from_secs(5))
     });
-    report.serve_running = Some(ping.is_ok());
+    let answer = ping.ok().and_then(|r| r.into_answer::<desk_core::delivery::answer::Pid>().ok());
+    report.serve_running = Some(answer.is_some());
+    report.serve_pid = answer.map(|a| a.data.pid);
     match link.facts() {
         Ok(facts) => report.facts = Some(facts),
         Err(e) => report.error = Some(format!("{e:#}")),
@@ -592,6 +598,22 @@ pub(super) fn relay() -> Result<i32> {
     desk_common::remote::relay::enter_user_scope();
     let paths = Paths::from_env()?;
     desk_common::remote::relay::serve(&paths)?;
+    Ok(0)
+}
+
+/// `desk link NAME ENTRY`: the shared link of a host (started by [`connect`], not by a person),
+/// reporting on the descriptor its starter gave it.
+pub(super) fn link(name: &str, entry: &str) -> Result<i32> {
+    use std::os::fd::FromRawFd as _;
+    let host: Host = serde_json::from_str(entry).context("the host entry given to desk link is not JSON of one")?;
+    let paths = Paths::from_env()?;
+    // SAFETY: detach::spawn gave this process READY_FD, open and ours alone.
+    let ready = unsafe { std::os::fd::OwnedFd::from_raw_fd(desk_common::detach::READY_FD) };
+    // Not for ssh (started before the report), nor the ControlMaster it may leave running: the
+    // starter reads the report to its end.
+    nix::fcntl::fcntl(&ready, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC))
+        .context("cannot keep the report pipe from ssh")?;
+    desk_common::remote::linkd::serve(name, &host, &paths, ready)?;
     Ok(0)
 }
 

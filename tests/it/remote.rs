@@ -13,7 +13,7 @@ use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 use crate::harness::PtyCommand;
-use crate::sshd::{Sshd, free_port, kill_control_masters};
+use crate::sshd::{Sshd, free_port, kill_control_masters, kill_shared_links, shared_links};
 use crate::suite::{Needs, require};
 use crate::support::{DESK, Home, PATIENCE, eventually};
 
@@ -47,6 +47,7 @@ impl Drop for Local {
     /// The ControlMaster ssh left running (ControlPersist), found by its control path, which
     /// lives in this home: killed by its pid.
     fn drop(&mut self) {
+        kill_shared_links(&self.home.run_dir());
         kill_control_masters(&self.home.run_dir());
     }
 }
@@ -261,7 +262,14 @@ fn a_wedged_control_master_is_replaced_instead_of_hanging_every_command() {
     // The shared connection ssh left behind (ControlPersist): stop it, as a master wedged on a
     // dead network would be. A command through it would wait for ever.
     let control = local.home.path().join("run").join("ssh").display().to_string();
-    let masters = crate::sshd::processes_mentioning(&control);
+    // The ControlMaster, not the shared link's ssh (a client of it, with the same command line).
+    let links: Vec<i32> = shared_links(&local.home.run_dir())
+        .into_iter()
+        .flat_map(desk_common::procfs::descendants)
+        .map(|p| p.pid as i32)
+        .collect();
+    let masters: Vec<i32> =
+        crate::sshd::processes_mentioning(&control).into_iter().filter(|pid| !links.contains(pid)).collect();
     assert_eq!(masters.len(), 1, "one ControlMaster: {masters:?}");
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(masters[0]), nix::sys::signal::SIGSTOP).unwrap();
     let start = Instant::now();
@@ -325,4 +333,108 @@ fn the_dashboard_shows_a_host_s_sessions_previews_and_sends_to_them_and_an_unrea
         if text == "from the dashboard\n" { Ok(()) } else { Err(format!("{text:?}")) }
     });
     pty.write("q").expect("quit");
+}
+
+/// The relay that answered `desk hosts` for host `name`.
+fn relay_pid(local: &Local, name: &str) -> i64 {
+    let v = local.home.json(&["hosts", "--json"]);
+    let host = v["data"].as_array().unwrap().iter().find(|h| h["name"] == name).cloned().unwrap();
+    assert_eq!(host["reachable"], true, "{v:#}");
+    host["facts"]["relay_pid"].as_i64().unwrap_or_else(|| panic!("{v:#}"))
+}
+
+#[test]
+#[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
+fn commands_share_one_link_per_host_and_a_dead_link_is_replaced_not_reported_lost() {
+    let sshd = sshd();
+    let remote = Home::new();
+    let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote))]);
+    // Two commands, one relay on the host: the shared link carried both.
+    let first = relay_pid(&local, "box");
+    assert_eq!(relay_pid(&local, "box"), first, "the second command had a relay of its own");
+    let links = shared_links(&local.home.run_dir());
+    assert_eq!(links.len(), 1, "{links:?}");
+    // Its socket is the user's alone.
+    let sockets: Vec<_> = std::fs::read_dir(local.home.run_dir().join("links"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "sock"))
+        .collect();
+    assert_eq!(sockets.len(), 1);
+    use std::os::unix::fs::PermissionsExt as _;
+    assert_eq!(sockets[0].metadata().unwrap().permissions().mode() & 0o777, 0o600);
+    // The host's end dies (as when the host drops the connection): the very next command gets a
+    // new link, not `connection lost`.
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(first as i32), nix::sys::signal::SIGKILL).unwrap();
+    let out = local.home.desk(&["ls", "-H", "box", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["data"].as_array().map(Vec::len), Some(0), "{v:#}");
+    let second = relay_pid(&local, "box");
+    assert_ne!(second, first);
+    // The host's end wedged (alive, silent: a network gone away): the link's ping goes
+    // unanswered, and the command gets a new link within the ping's bound, not an error.
+    let wedged = nix::unistd::Pid::from_raw(second as i32);
+    nix::sys::signal::kill(wedged, nix::sys::signal::SIGSTOP).unwrap();
+    let out = local.home.desk(&["ls", "-H", "box", "--json"]);
+    let _ = nix::sys::signal::kill(wedged, nix::sys::signal::SIGKILL);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["data"].as_array().map(Vec::len), Some(0), "{v:#}");
+    let second = relay_pid(&local, "box");
+    // The shared link itself killed outright: its socket is left behind, refuses connections,
+    // and the next command starts a new link over it.
+    for pid in shared_links(&local.home.run_dir()) {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::SIGKILL).unwrap();
+    }
+    eventually("the killed link's lock to be free", || {
+        shared_links(&local.home.run_dir()).is_empty().then_some(()).ok_or("still held".to_string())
+    });
+    assert!(relay_pid(&local, "box") != second);
+}
+
+#[test]
+#[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
+fn a_shared_link_with_no_command_on_it_ends_and_removes_its_socket() {
+    let sshd = sshd();
+    let remote = Home::new();
+    let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote))]);
+    let out = local.home.cmd().args(["ls", "-H", "box"]).env("DESK_LINK_IDLE_MS", "300").output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let links = local.home.run_dir().join("links");
+    eventually("the idle link to end", || {
+        let left = shared_links(&local.home.run_dir());
+        let sockets = std::fs::read_dir(&links)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "sock"))
+            .count();
+        (left.is_empty() && sockets == 0).then_some(()).ok_or(format!("links {left:?}, sockets {sockets}"))
+    });
+}
+
+#[test]
+#[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
+fn desk_hosts_says_serve_runs_only_when_desk_serve_itself_answers() {
+    use std::io::{BufRead as _, Write as _};
+    let sshd = sshd();
+    let remote = Home::new();
+    let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote))]);
+    // Something else listens where desk serve would, and answers every line with a refusal.
+    std::fs::create_dir_all(remote.run_dir()).unwrap();
+    let socket = remote.run_dir().join("_serve.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().map_while(Result::ok) {
+            let mut line = String::new();
+            let mut reader = std::io::BufReader::new(&stream);
+            if reader.read_line(&mut line).is_ok() {
+                let _ = (&stream).write_all(b"{\"ok\":false,\"error\":\"not desk serve\"}\n");
+            }
+        }
+    });
+    let v = local.home.json(&["hosts", "--json"]);
+    let host = &v["data"][0];
+    assert_eq!(host["reachable"], true, "{v:#}");
+    assert_eq!(host["serve_running"], false, "{v:#}");
+    assert!(host["serve_pid"].is_null(), "{v:#}");
 }

@@ -162,3 +162,21 @@ pub(crate) fn kill_control_masters(runtime: &Path) {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
     }
 }
+
+/// Kill (by pid) the shared links a desk home whose runtime dir is `runtime` left running: each
+/// holds the lock of its host in `links/`.
+pub(crate) fn kill_shared_links(runtime: &Path) {
+    for pid in shared_links(runtime) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::SIGKILL);
+    }
+}
+
+/// The pids of the shared links running for the desk home whose runtime dir is `runtime`.
+pub(crate) fn shared_links(runtime: &Path) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir(runtime.join("links")) else { return Vec::new() };
+    entries
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "lock"))
+        .filter_map(|e| desk_common::pidlock::holder(&e.path()))
+        .collect()
+}

@@ -52,7 +52,7 @@ pub struct Config {
 }
 
 /// `[hosts.NAME]`: a machine with desk installed that the user can `ssh` to.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Host {
     /// `ssh`: the destination (`user@host`, or an alias of `~/.ssh/config`).
     pub ssh: String,

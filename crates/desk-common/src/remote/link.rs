@@ -66,9 +66,34 @@ enum Sink {
     Facts { data: Vec<u8>, done: Sender<Result<Vec<u8>, String>> },
 }
 
+/// Where envelopes to the host are written: ssh's standard input, or the socket of the shared
+/// link of this host ([`super::linkd`]).
+enum Outlet {
+    Ssh(ChildStdin),
+    Shared(UnixStream),
+}
+
+impl Write for Outlet {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Outlet::Ssh(w) => w.write(buf),
+            Outlet::Shared(w) => w.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Outlet::Ssh(w) => w.flush(),
+            Outlet::Shared(w) => w.flush(),
+        }
+    }
+}
+
 struct Shared {
-    /// ssh's standard input; taken (closed) when the link is dropped.
-    stdin: Mutex<Option<ChildStdin>>,
+    /// Where envelopes go; taken (closed) when the link is dropped.
+    stdin: Mutex<Option<Outlet>>,
+    /// Told why, once, when the link goes down ([`Link::on_down`]).
+    watchers: Mutex<Vec<Sender<String>>>,
     sinks: Mutex<HashMap<u32, Sink>>,
     pings: Mutex<HashMap<u64, Sender<()>>>,
     /// Why the link is down, once it is.
@@ -98,7 +123,8 @@ pub struct Link {
     /// What the relay said it is.
     pub handshake: Handshake,
     shared: Arc<Shared>,
-    child: Mutex<Child>,
+    /// The ssh child of a link of its own; `None` for one through the shared link.
+    child: Mutex<Option<Child>>,
 }
 
 impl std::fmt::Debug for Link {
@@ -142,7 +168,8 @@ impl Link {
             });
         }
         let shared = Arc::new(Shared {
-            stdin: Mutex::new(Some(stdin)),
+            stdin: Mutex::new(Some(Outlet::Ssh(stdin))),
+            watchers: Mutex::new(Vec::new()),
             sinks: Mutex::new(HashMap::new()),
             pings: Mutex::new(HashMap::new()),
             down: Mutex::new(None),
@@ -171,7 +198,43 @@ impl Link {
                 bail!("host {name} ({}) did not answer within {} s{said}", host.ssh, timeout.as_secs());
             }
         };
-        let link = Link { host: name.to_string(), handshake, shared, child: Mutex::new(child) };
+        let link = Link { host: name.to_string(), handshake, shared, child: Mutex::new(Some(child)) };
+        link.check_version()?;
+        Ok(link)
+    }
+
+    /// A link over `socket`, connected to a process that speaks the relay's side (the shared
+    /// link of host `name`, `super::linkd`, which starts it), its handshake next: within
+    /// `timeout`.
+    pub fn over_socket(name: &str, socket: UnixStream, timeout: Duration) -> Result<Link> {
+        let reader = socket.try_clone()?;
+        let shared = Arc::new(Shared {
+            stdin: Mutex::new(Some(Outlet::Shared(socket))),
+            watchers: Mutex::new(Vec::new()),
+            sinks: Mutex::new(HashMap::new()),
+            pings: Mutex::new(HashMap::new()),
+            down: Mutex::new(None),
+            next: AtomicU32::new(1),
+            nonce: AtomicU64::new(1),
+            stderr: Arc::new(Mutex::new(Vec::new())),
+        });
+        let (said, heard) = channel();
+        {
+            let shared = shared.clone();
+            let name = name.to_string();
+            std::thread::spawn(move || read_link(&mut &reader, &shared, said, &name));
+        }
+        let handshake = match heard.recv_timeout(timeout) {
+            Ok(Ok(handshake)) => handshake,
+            Ok(Err(_)) | Err(_) => bail!("the shared link of host {name} ended before its handshake"),
+        };
+        let link = Link { host: name.to_string(), handshake, shared, child: Mutex::new(None) };
+        link.check_version()?;
+        Ok(link)
+    }
+
+    fn check_version(&self) -> Result<()> {
+        let (name, link) = (&self.host, self);
         if link.handshake.relay_version != RELAY_VERSION {
             bail!(
                 "host {name} runs desk {} (relay protocol {}), and this desk is {} (relay protocol {RELAY_VERSION}): install desk {} on {name} (or point hosts.{name}.desk at it)",
@@ -181,7 +244,20 @@ impl Link {
                 env!("CARGO_PKG_VERSION")
             );
         }
-        Ok(link)
+        Ok(())
+    }
+
+    /// Told why when the link goes down (at once if it is).
+    pub fn on_down(&self) -> Receiver<String> {
+        let (tx, rx) = channel();
+        let mut watchers = self.shared.watchers.lock().unwrap_or_else(|p| p.into_inner());
+        match self.down() {
+            Some(why) => {
+                let _ = tx.send(why);
+            }
+            None => watchers.push(tx),
+        }
+        rx
     }
 
     /// Why the link is down, if it is.
@@ -224,6 +300,15 @@ impl Link {
     /// Run the host's desk with `args`; `input` (when given) is copied to its standard input,
     /// which is closed at its end (without it, at once).
     pub fn exec(&self, args: &[String], input: Option<Box<dyn Read + Send>>) -> Result<Receiver<ExecEvent>> {
+        self.exec_stream(args, input).map(|(_, events)| events)
+    }
+
+    /// [`Link::exec`], with the stream's id (to [`Link::close`] it before it ends).
+    pub fn exec_stream(
+        &self,
+        args: &[String],
+        input: Option<Box<dyn Read + Send>>,
+    ) -> Result<(u32, Receiver<ExecEvent>)> {
         let id = self.next_id();
         let (events, rx) = channel();
         let (tx, opened) = channel();
@@ -237,7 +322,13 @@ impl Link {
                 std::thread::spawn(move || carry_to_link(input, id, &shared));
             }
         }
-        Ok(rx)
+        Ok((id, rx))
+    }
+
+    /// End stream `id` early: the host closes its socket or stops its command (by its pid).
+    pub fn close(&self, id: u32) {
+        self.shared.sinks.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+        let _ = self.shared.send(id, Kind::Close, &[]);
     }
 
     /// Run the host's desk with `args` and collect its output: (exit code, stdout, stderr).
@@ -293,8 +384,14 @@ impl Drop for Link {
     /// ControlMaster it started stays for the next command, as ControlPersist says).
     fn drop(&mut self) {
         let mut child = self.child.lock().unwrap_or_else(|p| p.into_inner());
-        drop(self.shared.stdin.lock().unwrap_or_else(|p| p.into_inner()).take());
-        if wait_for(&mut child, CLOSE_GRACE).is_none() {
+        let outlet = self.shared.stdin.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(Outlet::Shared(socket)) = &outlet {
+            // The reader holds a clone: shut the socket itself, so the shared link sees the end.
+            let _ = socket.shutdown(std::net::Shutdown::Both);
+        }
+        drop(outlet);
+        let Some(child) = child.as_mut() else { return };
+        if wait_for(child, CLOSE_GRACE).is_none() {
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -383,6 +480,9 @@ fn read_link(stdout: &mut impl Read, shared: &Shared, said: Sender<Result<Handsh
         }
     };
     *shared.down.lock().unwrap_or_else(|p| p.into_inner()) = Some(why.clone());
+    for watcher in shared.watchers.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
+        let _ = watcher.send(why.clone());
+    }
     shared.pings.lock().unwrap_or_else(|p| p.into_inner()).clear();
     for (_, sink) in shared.sinks.lock().unwrap_or_else(|p| p.into_inner()).drain() {
         match sink {

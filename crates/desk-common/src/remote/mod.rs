@@ -11,6 +11,7 @@
 //! within a bounded time. May not depend on the CLI's, the master's or the daemon's crate.
 
 pub mod link;
+pub mod linkd;
 pub mod relay;
 pub mod ssh;
 
@@ -33,6 +34,10 @@ pub struct HostFacts {
     pub user_scope: bool,
     /// Sessions with a socket in its runtime directory.
     pub sessions: usize,
+    /// The pid of the relay that answered (one per link: commands on the shared link of a host
+    /// see the same one).
+    #[serde(default)]
+    pub relay_pid: u32,
 }
 
 impl HostFacts {
@@ -44,6 +49,7 @@ impl HostFacts {
             linger: linger(),
             user_scope: std::env::var_os("DESK_RELAY_SCOPED").is_some(),
             sessions: paths.session_names().map(|n| n.len()).unwrap_or(0),
+            relay_pid: std::process::id(),
         }
     }
 }

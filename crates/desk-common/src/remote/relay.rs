@@ -39,10 +39,10 @@ const READ_CHUNK: usize = 64 * 1024;
 /// buffered, which cut every envelope whose payload holds a newline into two writes (up to the
 /// last newline, then the rest at the flush), so ssh forwarded it as two packets.
 #[derive(Clone)]
-struct Out(Arc<Mutex<std::fs::File>>);
+pub(super) struct Out(pub(super) Arc<Mutex<std::fs::File>>);
 
 impl Out {
-    fn send(&self, stream: u32, kind: Kind, payload: &[u8]) -> std::io::Result<()> {
+    pub(super) fn send(&self, stream: u32, kind: Kind, payload: &[u8]) -> std::io::Result<()> {
         let mut bytes = Vec::with_capacity(payload.len() + desk_wire::relay::ENVELOPE_HEADER);
         desk_wire::relay::encode_parts(stream, kind, payload, &mut bytes)
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
@@ -52,13 +52,46 @@ impl Out {
 }
 
 /// What the relay writes a stream's incoming bytes to.
-enum Inlet {
+pub(super) enum Inlet {
     Socket(UnixStream),
     /// A command's standard input (None once closed) and its pid (to kill it if the link ends).
     Command(Option<ChildStdin>, u32),
+    /// A run of the linked host's desk through a shared link ([`super::linkd`]): the local end
+    /// of its standard input (None once closed), and what closes its stream on the link.
+    Upstream {
+        input: Option<UnixStream>,
+        close: Box<dyn FnOnce() + Send>,
+    },
 }
 
-type Inlets = Arc<Mutex<HashMap<u32, Inlet>>>;
+pub(super) type Inlets = Arc<Mutex<HashMap<u32, Inlet>>>;
+
+/// What a relay does with a stream the local side opens, and with its pings: the host's relay
+/// reaches this host's sockets and desk ([`Host`]); a shared link forwards them to the host it
+/// links ([`super::linkd`]). The rest — envelopes to and from open streams — is one piece of
+/// code for both ([`serve_on`]).
+pub(super) trait Opener {
+    /// Open stream `id` to `target`: Ok once it is open (OPENED sent) or why not.
+    fn open(&self, id: u32, target: Target, out: &Out, inlets: &Inlets) -> Result<(), String>;
+    /// Answer a PING's payload (with a PONG).
+    fn ping(&self, payload: Vec<u8>, out: &Out);
+}
+
+/// The host's own relay: this host's sessions, daemon and desk.
+struct Host<'a> {
+    paths: &'a Paths,
+    exe: PathBuf,
+}
+
+impl Opener for Host<'_> {
+    fn open(&self, id: u32, target: Target, out: &Out, inlets: &Inlets) -> Result<(), String> {
+        open(id, target, self.paths, &self.exe, out, inlets)
+    }
+
+    fn ping(&self, payload: Vec<u8>, out: &Out) {
+        let _ = out.send(LINK_STREAM, Kind::Pong, &payload);
+    }
+}
 
 /// Serve the link on standard input and output until the local side closes it.
 pub fn serve(paths: &Paths) -> Result<()> {
@@ -74,12 +107,18 @@ pub fn serve(paths: &Paths) -> Result<()> {
         let mut stdout = out.0.lock().unwrap_or_else(|p| p.into_inner());
         stdout.write_all(&handshake.encode()).context("cannot write the handshake")?;
     }
+    serve_on(std::io::stdin().lock(), &out, &Host { paths, exe });
+    Ok(())
+}
+
+/// Read envelopes from `input` until it ends, serving each stream through `opener` and writing
+/// what comes back on `out`; then shut every stream and stop every command still running.
+pub(super) fn serve_on(mut input: impl Read, out: &Out, opener: &dyn Opener) {
     let inlets: Inlets = Arc::new(Mutex::new(HashMap::new()));
     let mut decoder = EnvelopeDecoder::new();
-    let mut stdin = std::io::stdin().lock();
     let mut buf = vec![0u8; READ_CHUNK];
     let ended = loop {
-        let n = match stdin.read(&mut buf) {
+        let n = match input.read(&mut buf) {
             Ok(0) => break "the local side closed the link".to_string(),
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -89,7 +128,7 @@ pub fn serve(paths: &Paths) -> Result<()> {
         let mut broken = None;
         loop {
             match decoder.next_envelope() {
-                Ok(Some(envelope)) => on_envelope(envelope, paths, &exe, &out, &inlets),
+                Ok(Some(envelope)) => on_envelope(envelope, opener, out, &inlets),
                 Ok(None) => break,
                 Err(e) => {
                     broken = Some(format!("the local side sent {e}"));
@@ -105,28 +144,33 @@ pub fn serve(paths: &Paths) -> Result<()> {
     // Shut every stream; kill the commands still running (a `desk events --follow`).
     let mut inlets = inlets.lock().unwrap_or_else(|p| p.into_inner());
     for (_, inlet) in inlets.drain() {
-        match inlet {
+        inlet.close();
+    }
+}
+
+impl Inlet {
+    /// The local side is done with the stream: shut its socket, stop its command.
+    fn close(self) {
+        match self {
             Inlet::Socket(socket) => {
                 let _ = socket.shutdown(std::net::Shutdown::Both);
             }
             Inlet::Command(_, pid) => {
                 let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::SIGTERM);
             }
+            Inlet::Upstream { close, .. } => close(),
         }
     }
-    Ok(())
 }
 
-fn on_envelope(envelope: desk_wire::relay::Envelope, paths: &Paths, exe: &Path, out: &Out, inlets: &Inlets) {
+fn on_envelope(envelope: desk_wire::relay::Envelope, opener: &dyn Opener, out: &Out, inlets: &Inlets) {
     let id = envelope.stream;
     match envelope.kind {
-        Kind::Ping => {
-            let _ = out.send(LINK_STREAM, Kind::Pong, &envelope.payload);
-        }
+        Kind::Ping => opener.ping(envelope.payload, out),
         Kind::Open => {
             let opened = Target::decode(&envelope.payload)
                 .map_err(|e| e.to_string())
-                .and_then(|target| open(id, target, paths, exe, out, inlets));
+                .and_then(|target| opener.open(id, target, out, inlets));
             match opened {
                 Ok(()) => {}
                 Err(why) => {
@@ -137,7 +181,9 @@ fn on_envelope(envelope: desk_wire::relay::Envelope, paths: &Paths, exe: &Path, 
         Kind::Data => {
             let mut inlets = inlets.lock().unwrap_or_else(|p| p.into_inner());
             let failed = match inlets.get_mut(&id) {
-                Some(Inlet::Socket(socket)) => socket.write_all(&envelope.payload).err(),
+                Some(Inlet::Socket(socket) | Inlet::Upstream { input: Some(socket), .. }) => {
+                    socket.write_all(&envelope.payload).err()
+                }
                 Some(Inlet::Command(Some(stdin), _)) => stdin.write_all(&envelope.payload).err(),
                 _ => None,
             };
@@ -152,19 +198,18 @@ fn on_envelope(envelope: desk_wire::relay::Envelope, paths: &Paths, exe: &Path, 
                     let _ = socket.shutdown(std::net::Shutdown::Write);
                 }
                 Some(Inlet::Command(stdin, _)) => drop(stdin.take()),
+                Some(Inlet::Upstream { input, .. }) => {
+                    if let Some(input) = input.take() {
+                        let _ = input.shutdown(std::net::Shutdown::Write);
+                    }
+                }
                 None => {}
             }
         }
         Kind::Close => {
             let removed = inlets.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
-            match removed {
-                Some(Inlet::Socket(socket)) => {
-                    let _ = socket.shutdown(std::net::Shutdown::Both);
-                }
-                Some(Inlet::Command(_, pid)) => {
-                    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::SIGTERM);
-                }
-                None => {}
+            if let Some(inlet) = removed {
+                inlet.close();
             }
         }
         // What only the relay sends, or nothing: ignored.
@@ -204,7 +249,7 @@ fn open(id: u32, target: Target, paths: &Paths, exe: &Path, out: &Out, inlets: &
 }
 
 /// Carry a connected socket: OPENED, then its bytes as DATA until it ends (then CLOSE).
-fn carry_socket(id: u32, stream: UnixStream, out: &Out, inlets: &Inlets) -> Result<(), String> {
+pub(super) fn carry_socket(id: u32, stream: UnixStream, out: &Out, inlets: &Inlets) -> Result<(), String> {
     let reader = stream.try_clone().map_err(|e| e.to_string())?;
     inlets.lock().unwrap_or_else(|p| p.into_inner()).insert(id, Inlet::Socket(stream));
     out.send(id, Kind::Opened, &[]).map_err(|e| e.to_string())?;
@@ -219,7 +264,7 @@ fn carry_socket(id: u32, stream: UnixStream, out: &Out, inlets: &Inlets) -> Resu
 }
 
 /// Copy `from` into envelopes of `kind` until it ends: "" at its end, else why it failed.
-fn pump(mut from: impl Read, id: u32, kind: Kind, out: &Out) -> String {
+pub(super) fn pump(mut from: impl Read, id: u32, kind: Kind, out: &Out) -> String {
     let mut buf = vec![0u8; READ_CHUNK.min(MAX_ENVELOPE)];
     loop {
         match from.read(&mut buf) {
