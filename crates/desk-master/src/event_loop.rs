@@ -979,7 +979,7 @@ impl Master {
                     self.carry(now);
                 }
                 SIGHUP => debug!("ignoring SIGHUP"),
-                SIGUSR1 => self.check_socket(super::socket::Check::Signal),
+                SIGUSR1 => self.check_socket(super::socket_watch::Check::Signal),
                 _ => {}
             }
         }
@@ -1071,7 +1071,7 @@ impl Master {
                 Timer::KeysNext => self.type_next_key(now),
                 Timer::Handover => self.try_handover(now),
                 Timer::SocketCheck => {
-                    self.check_socket(super::socket::Check::Timer);
+                    self.check_socket(super::socket_watch::Check::Timer);
                     self.timers.arm(now + super::socket_watch::CHECK_INTERVAL, Timer::SocketCheck);
                 }
                 Timer::ViewRepaint => {

@@ -14,24 +14,7 @@ use mio::net::UnixListener;
 use tracing::{debug, info, warn};
 
 use super::event_loop::{LISTENER, Master};
-
-/// What made the master look at its socket file.
-#[derive(Debug, Clone, Copy)]
-pub(super) enum Check {
-    /// SIGUSR1: from `desk serve`, which saw the file go, or from a person.
-    Signal,
-    /// The periodic check ([`super::socket_watch::CHECK_INTERVAL`]).
-    Timer,
-}
-
-impl Check {
-    fn why(self) -> &'static str {
-        match self {
-            Check::Signal => "on SIGUSR1",
-            Check::Timer => "by the periodic check",
-        }
-    }
-}
+use super::socket_watch::Check;
 
 impl Master {
     /// When the socket file is no longer this master's socket, bind it again.

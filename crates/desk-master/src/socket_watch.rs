@@ -26,6 +26,24 @@ use std::time::Duration;
 /// §21).
 pub(super) const CHECK_INTERVAL: Duration = Duration::from_secs(10);
 
+/// What made the master look at its socket file.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Check {
+    /// SIGUSR1: from `desk serve`, which saw the file go, or from a person.
+    Signal,
+    /// The periodic check ([`CHECK_INTERVAL`]).
+    Timer,
+}
+
+impl Check {
+    pub(super) fn why(self) -> &'static str {
+        match self {
+            Check::Signal => "on SIGUSR1",
+            Check::Timer => "by the periodic check",
+        }
+    }
+}
+
 /// Which file the master's socket is, as (device, inode).
 pub(super) struct SocketWatch {
     bound: Option<(u64, u64)>,
