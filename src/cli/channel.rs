@@ -339,9 +339,9 @@ fn write_message(
 }
 
 fn watch_channel(store: &ChannelStore, name: &ChannelName) -> Result<nix::sys::inotify::Inotify> {
-    use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+    use nix::sys::inotify::{AddWatchFlags, InitFlags};
     let dir = store.dir(name);
-    let inotify = Inotify::init(InitFlags::IN_CLOEXEC).context("cannot start inotify")?;
+    let inotify = desk_common::inotify::start(InitFlags::empty())?;
     inotify
         .add_watch(&dir, AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO)
         .with_context(|| format!("cannot watch {}", dir.display()))?;

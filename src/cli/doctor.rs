@@ -6,7 +6,8 @@
 //! versions against the ones desk's provider rules were recorded with; the hook wiring, by a
 //! dry round trip (a throwaway session under a temporary `DESK_HOME`, the hook command exactly
 //! as `desk new` wires it, and the hook event read back from the session's journal); `desk
-//! serve`; the config file. Each check is `ok`, `warning` or `error`, with the fix. Invariants:
+//! serve`; whether an inotify instance can be started (the per-user limit); the config file.
+//! Each check is `ok`, `warning` or `error`, with the fix. Invariants:
 //! it changes nothing of the user's (the round trip runs in its own temporary directory, which
 //! it removes, and kills the session it started); every wait is bounded.
 
@@ -102,6 +103,7 @@ pub(super) fn doctor(json: bool) -> Result<i32> {
     checks.push(hook_round_trip(&exe));
     if let Ok(paths) = &paths {
         checks.push(serve(paths));
+        checks.push(inotify());
         checks.push(config(paths));
         checks.push(masters(paths));
         checks.push(set_aside(paths));
@@ -445,6 +447,26 @@ fn serve(paths: &Paths) -> Check {
             format!("desk serve listens on {} but does not answer: {e:#}", socket.display()),
             Some("its log (serve.log in desk's state directory) says why; desk serve --stop, then desk serve".into()),
         ),
+    }
+}
+
+/// Whether this user may start another inotify instance, which `desk serve`, `desk dash` and
+/// `desk events --all` each need (masters need none).
+fn inotify() -> Check {
+    let name = "inotify";
+    match desk_common::inotify::start(nix::sys::inotify::InitFlags::empty()) {
+        Ok(_) => {
+            check(name, Status::Ok, "an inotify instance can be started (desk serve and desk dash need one)", None)
+        }
+        Err(e) => match e.downcast_ref::<desk_common::inotify::LimitReached>() {
+            Some(full) => check(
+                name,
+                Status::Error,
+                format!("{}: desk serve, desk dash and desk events --all cannot start", full.finding()),
+                Some(full.fix()),
+            ),
+            None => check(name, Status::Error, format!("{e:#}"), None),
+        },
     }
 }
 

@@ -324,9 +324,17 @@ fn doctor_finds_everything_in_place_and_the_hook_round_trip_works() {
     let home = Home::new();
     let (checks, code) = doctor(home.cmd().env_remove("DESK_AUTOSTART"));
     assert_eq!(code, Some(0), "{checks:#?}");
-    for name in
-        ["executables", "runtime-dir", "hooks", "serve", "config", "agent:claude", "agent:codex", "agent:opencode"]
-    {
+    for name in [
+        "executables",
+        "runtime-dir",
+        "hooks",
+        "serve",
+        "inotify",
+        "config",
+        "agent:claude",
+        "agent:codex",
+        "agent:opencode",
+    ] {
         assert_eq!(checks[name]["status"], "ok", "{name}: {:#}", checks[name]);
     }
     assert!(checks["hooks"]["detail"].as_str().unwrap().contains("reached its session's master and journal"));

@@ -696,3 +696,167 @@ fn a_deleted_socket_never_lets_a_second_master_take_the_name() {
     home.ok(&["kill", "solo"]);
     home.wait_exit("solo");
 }
+
+/// The lines of a session's master log that say it bound its socket again.
+fn rebinds(home: &Home, name: &str) -> Vec<String> {
+    let log = std::fs::read_to_string(home.run_dir().join(format!("{name}.log"))).unwrap_or_default();
+    log.lines().filter(|l| l.contains("bound it again")).map(String::from).collect()
+}
+
+/// Do `change` to a session's socket file (remove it, say); wait until its master has bound it
+/// again and answers there, and return the log line that says how it found out.
+fn rebind_after(home: &Home, name: &str, change: impl FnOnce(&std::path::Path)) -> String {
+    let before = rebinds(home, name).len();
+    change(&home.socket(name));
+    let line = eventually("the master to bind its socket again", || {
+        rebinds(home, name).get(before).cloned().ok_or_else(|| format!("{:?}", rebinds(home, name)))
+    });
+    eventually("the socket to answer", || {
+        let out = home.desk(&["peek", name]);
+        if out.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&out.stderr).into_owned()) }
+    });
+    line
+}
+
+/// A master holds no inotify instance (Linux allows a user 128 by default, and a fleet of
+/// masters holding one each kept `desk serve` from starting): none of its descriptors is one.
+#[test]
+fn a_running_master_holds_no_inotify_instance() {
+    let home = Home::new();
+    home.new_sh("quiet", "echo up; exec sleep 1000");
+    home.wait_screen("quiet", "up");
+    let master = home.master_pid("quiet");
+    let links: Vec<String> = std::fs::read_dir(format!("/proc/{master}/fd"))
+        .unwrap()
+        .flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .map(|target| target.to_string_lossy().into_owned())
+        .collect();
+    assert!(links.iter().any(|l| l.starts_with("socket:")), "the master's descriptors were read: {links:?}");
+    assert!(!links.iter().any(|l| l == "anon_inode:inotify"), "the master holds an inotify instance: {links:?}");
+    home.ok(&["kill", "quiet"]);
+    home.wait_exit("quiet");
+}
+
+/// With `desk serve` running, a socket removed under a master comes back at once: the daemon
+/// sees it go (its watch on the runtime directory) and sends the master SIGUSR1, rather than
+/// the session waiting for the master's periodic check.
+#[test]
+fn a_socket_removed_under_a_master_is_bound_again_when_the_daemon_signals_it() {
+    let home = Home::new();
+    home.serve();
+    home.new_sh("solo", "echo up; exec sleep 1000");
+    home.wait_screen("solo", "up");
+    let master = home.master_pid("solo");
+    let serve_log = home.path().join("state/delivery/serve.log");
+    eventually("the daemon to observe the session", || {
+        let log = std::fs::read_to_string(&serve_log).unwrap_or_default();
+        if log.lines().any(|l| l.contains("observing") && l.contains("solo")) { Ok(()) } else { Err(log) }
+    });
+
+    let moved = home.path().join("moved.sock");
+    let other = home.path().join("other");
+    for how in ["removed", "moved away", "replaced"] {
+        let change = |socket: &std::path::Path| match how {
+            "removed" => std::fs::remove_file(socket).unwrap(),
+            "moved away" => std::fs::rename(socket, &moved).unwrap(),
+            _ => {
+                std::fs::write(&other, "not a socket").unwrap();
+                std::fs::rename(&other, socket).unwrap();
+            }
+        };
+        let line = rebind_after(&home, "solo", change);
+        assert!(line.contains("on SIGUSR1"), "{how}: found by the daemon's signal, not the periodic check: {line}");
+    }
+    let log = std::fs::read_to_string(&serve_log).unwrap_or_default();
+    let asked =
+        log.lines().filter(|l| l.contains("asked its master to check it") && l.contains(&format!("pid={master}")));
+    // At least once per change (a replaced file's removal by the master is seen as well).
+    assert!(asked.count() >= 3, "the daemon says it signalled the master each time: {log}");
+    assert_eq!(home.master_pid("solo"), master);
+    home.ok(&["kill", "solo"]);
+    home.wait_exit("solo");
+}
+
+/// `kill -USR1 PID` by hand makes a master check its socket now and bind it again if it went.
+#[test]
+fn sigusr1_by_hand_makes_a_master_bind_its_removed_socket_again() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let home = Home::new();
+    home.new_sh("solo", "echo up; exec sleep 1000");
+    home.wait_screen("solo", "up");
+    let master = home.master_pid("solo");
+    // With the socket in place, the signal changes nothing and the master goes on.
+    kill(Pid::from_raw(master), Signal::SIGUSR1).unwrap();
+    let line = rebind_after(&home, "solo", |socket| {
+        std::fs::remove_file(socket).unwrap();
+        kill(Pid::from_raw(master), Signal::SIGUSR1).unwrap();
+    });
+    assert!(line.contains("on SIGUSR1"), "{line}");
+    assert_eq!(rebinds(&home, "solo").len(), 1, "bound once: {:?}", rebinds(&home, "solo"));
+    assert_eq!(home.master_pid("solo"), master);
+    home.ok(&["kill", "solo"]);
+    home.wait_exit("solo");
+}
+
+/// Run `script` (sh) as this home's user inside a user namespace of its own whose limit of
+/// inotify instances is `limit` (`/proc/sys/user/max_inotify_instances`, which a namespace's
+/// owner may set), with `$DESK` and `$DEMO` naming the executables: a user at the limit,
+/// without touching the machine's limit or taking instances the other tests need.
+fn in_namespace_with_inotify_limit(home: &Home, limit: u32, script: &str) -> std::process::Output {
+    let script = format!("echo {limit} > /proc/sys/user/max_inotify_instances || exit 90\n{script}");
+    let cmd = home.cmd();
+    let out = std::process::Command::new("unshare")
+        .args(["--user", "--map-root-user", "--", "sh", "-c", &script])
+        .envs(cmd.get_envs().filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))))
+        .env("DESK", crate::support::DESK)
+        .env("DEMO", env!("CARGO_BIN_EXE_desk-demo-agent"))
+        .output()
+        .expect("run unshare (util-linux)");
+    assert_ne!(
+        out.status.code(),
+        Some(90),
+        "this test needs user namespaces (unshare --user --map-root-user): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// A user with a fleet of sessions and a single inotify instance left can still start
+/// `desk serve`, and it delivers: masters hold none (they once held one each, and at Linux's
+/// default of 128 per user a fleet of 128 sessions kept the daemon from starting).
+#[test]
+fn desk_serve_starts_and_delivers_beside_a_fleet_when_one_inotify_instance_is_left() {
+    let home = Home::new();
+    let log = home.path().join("agent.prompts");
+    let out = in_namespace_with_inotify_limit(
+        &home,
+        1,
+        &format!(
+            "set -e
+             for i in 1 2 3 4; do \"$DESK\" new s$i -- sleep 1000; done
+             \"$DESK\" new agent --provider demo -- \"$DEMO\" --prompt-log '{}'
+             \"$DESK\" serve
+             \"$DESK\" send agent 'hello from the fleet'",
+            log.display()
+        ),
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    eventually("the prompt to reach the agent", || {
+        let seen = crate::support::prompts(&log);
+        if seen.iter().any(|p| p == "hello from the fleet") { Ok(()) } else { Err(format!("{seen:?}")) }
+    });
+}
+
+/// At the limit, `desk serve` says so: which limit, its value, and the `sysctl` that raises it.
+#[test]
+fn desk_serve_names_the_inotify_limit_and_the_fix_when_none_is_left() {
+    let home = Home::new();
+    let out = in_namespace_with_inotify_limit(&home, 0, "exec \"$DESK\" serve");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("as many inotify instances as Linux allows (fs.inotify.max_user_instances = "), "{err}");
+    assert!(err.contains("sudo sysctl fs.inotify.max_user_instances="), "{err}");
+    assert!(err.contains("anon_inode:inotify"), "how to find who holds them: {err}");
+}

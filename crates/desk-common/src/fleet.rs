@@ -94,7 +94,7 @@ impl FleetWatch {
     pub fn open(paths: Paths) -> Result<FleetWatch> {
         paths.ensure_runtime()?;
         let poll = Poll::new().context("cannot create a poll")?;
-        let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).context("cannot start inotify")?;
+        let inotify = crate::inotify::start(InitFlags::IN_NONBLOCK)?;
         inotify
             .add_watch(&paths.runtime, AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO)
             .with_context(|| format!("cannot watch {}", paths.runtime.display()))?;

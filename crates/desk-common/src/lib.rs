@@ -22,7 +22,7 @@
 //!
 //! An arrow is "may depend on"; nothing points up, and `tests/it/architecture.rs` checks both
 //! the manifests and each crate's imports. What lives here: where files are ([`paths`]), how
-//! they are written ([`fsutil`], with [`fsutil::spare_pool`] making a group commit's new files ahead of need) and versioned ([`format`](mod@format)), the records of a session ([`session`], [`info_file`],
+//! they are written ([`fsutil`], with [`fsutil::spare_pool`] making a group commit's new files ahead of need), watched ([`inotify`]: its per-user limit named) and versioned ([`format`](mod@format)), the records of a session ([`session`], [`info_file`],
 //! [`screen_log`], [`journal`], and [`launch_record`]: what each start ran and who stopped it,
 //! which the CLI writes and the daemon's restart supervisor reads), locks ([`pidlock`]), `/proc` ([`procfs`]), PTYs ([`pty`]),
 //! starting a process that outlives its starter and hearing that it is ready ([`detach`]: the
@@ -48,6 +48,7 @@ pub mod fsutil;
 pub mod history;
 pub mod ids;
 pub mod info_file;
+pub mod inotify;
 pub mod journal;
 pub mod keys;
 pub mod launch_record;

@@ -148,12 +148,7 @@ const SIGKILL_BIT: u64 = 1 << (libc::SIGKILL - 1);
 /// down, or one with a SIGKILL pending that has not yet run to act on it (right after `kill -9`).
 pub fn is_exiting(pid: u32) -> bool {
     let Ok(status) = fs::read_to_string(format!("/proc/{pid}/status")) else { return true };
-    let killed = status.lines().any(|line| {
-        let Some((key, mask)) = line.split_once(':') else { return false };
-        matches!(key, "SigPnd" | "ShdPnd")
-            && u64::from_str_radix(mask.trim(), 16).is_ok_and(|mask| mask & SIGKILL_BIT != 0)
-    });
-    if killed {
+    if mask_has(&status, &["SigPnd", "ShdPnd"], SIGKILL_BIT) {
         return true;
     }
     let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else { return true };
@@ -163,6 +158,23 @@ pub fn is_exiting(pid: u32) -> bool {
     let state = rest.first().copied().unwrap_or("");
     let flags: u64 = rest.get(6).and_then(|f| f.parse().ok()).unwrap_or(0);
     matches!(state, "Z" | "X" | "x") || flags & PF_EXITING != 0
+}
+
+/// Whether `pid` runs a handler for `signal` (its bit in `SigCgt` of `/proc/PID/status`): one
+/// it does not catch does what it does by default, which for most signals is to end it. `false`
+/// when there is no such process.
+pub fn catches(pid: u32, signal: i32) -> bool {
+    let Some(bit) = u32::try_from(signal - 1).ok().and_then(|shift| 1u64.checked_shl(shift)) else { return false };
+    let Ok(status) = fs::read_to_string(format!("/proc/{pid}/status")) else { return false };
+    mask_has(&status, &["SigCgt"], bit)
+}
+
+/// Whether any of the signal masks `keys` of a `/proc/PID/status` text has `bit` set.
+fn mask_has(status: &str, keys: &[&str], bit: u64) -> bool {
+    status.lines().any(|line| {
+        let Some((key, mask)) = line.split_once(':') else { return false };
+        keys.contains(&key) && u64::from_str_radix(mask.trim(), 16).is_ok_and(|mask| mask & bit != 0)
+    })
 }
 
 /// This process's parent, grandparent, ... up to (not including) init, nearest first (walking

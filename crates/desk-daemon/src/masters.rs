@@ -67,12 +67,19 @@ pub struct MasterConn {
     /// The protocol version of its HELLO: what its master speaks, from its session record
     /// (docs/protocol.md §12).
     hello: u16,
+    /// The master this connection reached, as (pid, start time in `/proc`'s clock ticks), when
+    /// the kernel and `/proc` said: a signal goes only to that same process.
+    master: Option<(u32, u64)>,
 }
 
 impl MasterConn {
     pub fn new(session: String, stream: UnixStream) -> MasterConn {
         let hello = stream.peer_addr().ok().and_then(|a| a.as_pathname().map(desk_common::session::hello_version));
         let hello = hello.unwrap_or(PROTOCOL_VERSION);
+        let master = nix::sys::socket::getsockopt(&stream, nix::sys::socket::sockopt::PeerCredentials)
+            .ok()
+            .and_then(|c| u32::try_from(c.pid()).ok())
+            .and_then(|pid| desk_common::procfs::state_and_start(pid).map(|(_, start)| (pid, start)));
         let mut conn = MasterConn {
             session,
             stream,
@@ -87,6 +94,7 @@ impl MasterConn {
             refused: None,
             welcomed_now: false,
             hello,
+            master,
         };
         conn.send(&Frame::Hello {
             version: hello,
@@ -97,6 +105,23 @@ impl MasterConn {
             view: false,
         });
         conn
+    }
+
+    /// Ask the master to check its socket file, which was seen removed or replaced: SIGUSR1
+    /// (desk-master's `socket_watch`), so it binds the socket again at once. Sent only to the
+    /// process this connection reached, while it runs (the same start time: not a later process
+    /// that reused its pid), and only if it catches SIGUSR1 (a master of an earlier version does
+    /// not, and would be ended by it). Returns the pid signalled.
+    pub fn ask_to_check_socket(&self) -> Option<u32> {
+        let (pid, start) = self.master?;
+        if self.closed || desk_common::procfs::state_and_start(pid).map(|(_, s)| s) != Some(start) {
+            return None;
+        }
+        if !desk_common::procfs::catches(pid, libc::SIGUSR1) {
+            return None;
+        }
+        let target = nix::unistd::Pid::from_raw(i32::try_from(pid).ok()?);
+        nix::sys::signal::kill(target, nix::sys::signal::Signal::SIGUSR1).ok().map(|()| pid)
     }
 
     pub fn generation(&self) -> Option<u32> {

@@ -3,7 +3,9 @@
 //! Owns one mio loop that routes between the delivery engine (`desk_core::delivery::engine`, pure)
 //! and the world: the control socket (`desk send`, `queue`, `force`, ...), an observer
 //! connection to every running session master ([`masters`]), the item store, inotify on the
-//! runtime and intake directories (so it notices sessions and prompts without polling), channel
+//! runtime and intake directories (so it notices sessions and prompts without polling, and asks
+//! a master whose socket file was removed to bind it again: masters hold no inotify instance
+//! of their own), channel
 //! ingest (`crate::channel::ingest`: inotify on every channel directory; every channel is
 //! ingested from its durable cursor at start, so messages posted while it was down are
 //! delivered), signals and timers. Before the engine judges a session's items — at start, when
@@ -262,9 +264,12 @@ impl Daemon {
         poll.registry().register(&mut listener, LISTENER, Interest::READABLE)?;
         let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP])?;
         poll.registry().register(&mut signals, SIGNALS, Interest::READABLE)?;
-        let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).context("cannot start inotify")?;
+        let inotify = desk_common::inotify::start(InitFlags::IN_NONBLOCK)?;
         let watch = AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO | AddWatchFlags::IN_DELETE;
-        let runtime_watch = inotify.add_watch(&paths.runtime, watch).context("cannot watch the runtime directory")?;
+        // Moves away too: a master whose socket goes is asked to bind it again (`on_inotify`).
+        let runtime_watch = inotify
+            .add_watch(&paths.runtime, watch | AddWatchFlags::IN_MOVED_FROM)
+            .context("cannot watch the runtime directory")?;
         inotify.add_watch(&store.root().join("intake"), watch).context("cannot watch the intake directory")?;
         let channels = ChannelStore::open(&paths)?;
         let channels_watch = inotify
@@ -1127,6 +1132,12 @@ impl Daemon {
             let arrived =
                 event.mask.contains(AddWatchFlags::IN_CREATE) || event.mask.contains(AddWatchFlags::IN_MOVED_TO);
             if event.wd == self.runtime_watch {
+                // Not on creation: that is a master binding its socket (at start, or again).
+                if let Some(session) = name.strip_suffix(".sock")
+                    && !event.mask.contains(AddWatchFlags::IN_CREATE)
+                {
+                    self.socket_changed(session);
+                }
                 if let Some(session) = name.strip_suffix(".json").or_else(|| name.strip_suffix(".sock"))
                     && arrived
                     && SessionName::parse(session).is_ok()
@@ -1155,6 +1166,17 @@ impl Daemon {
             // in between is missed.
             self.watch_channel(&channel);
             self.ingest_channel(&channel);
+        }
+    }
+
+    /// A session's socket file was deleted, moved away or replaced by a rename: the master this
+    /// daemon observes under that name, if any, is asked to check it (SIGUSR1), so a socket a
+    /// cleaner of temporary files or a person removed is bound again at once rather than at the
+    /// master's next periodic check.
+    fn socket_changed(&self, session: &str) {
+        let Some(conn) = self.by_session.get(session).and_then(|token| self.masters.get(token)) else { return };
+        if let Some(pid) = conn.ask_to_check_socket() {
+            info!(session, pid, "its socket was removed or replaced; asked its master to check it");
         }
     }
 

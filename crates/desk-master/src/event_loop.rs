@@ -27,7 +27,7 @@ use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 use nix::unistd::Pid;
-use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
+use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use signal_hook_mio::v1_0::Signals;
 use std::io::{self, Read};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -52,8 +52,6 @@ use desk_wire::{
 pub(super) const LISTENER: Token = Token(0);
 const PTY: Token = Token(1);
 const SIGNALS: Token = Token(2);
-/// The inotify watch on the socket file ([`super::socket_watch`]).
-pub(super) const SOCKET_WATCH: Token = Token(3);
 /// Client tokens start here and are never reused within a master's life, so a stale event or
 /// timer can never reach a newer client.
 const FIRST_CLIENT: usize = 16;
@@ -170,8 +168,9 @@ pub(super) struct Master {
     pub(super) uid: u32,
     /// The info file's bookkeeping (`super::info`).
     pub(super) info_file: super::info::InfoFile,
-    /// Notices when the socket file is removed, so it is bound again (`None`: inotify failed).
-    pub(super) socket_watch: Option<super::socket_watch::SocketWatch>,
+    /// Which file the socket is, checked on SIGUSR1 and on a timer so that one removed is
+    /// bound again.
+    pub(super) socket_watch: super::socket_watch::SocketWatch,
     /// The name's lock: no other master runs this session while this one lives.
     pub(super) _lock: desk_common::session::MasterLock,
     /// The session's terminal as its processes name it (`/dev/pts/N`), to see who reads it.
@@ -201,9 +200,9 @@ impl Master {
             // What its session record says it speaks (none: version 1, the compatibility mode).
             .speaking(meta.protocol.unwrap_or(1));
         let tty = desk_common::pty::slave_name(pty.as_fd());
-        let socket_watch = super::socket_watch::SocketWatch::start(&files.socket, &poll, SOCKET_WATCH)
-            .map_err(|e| warn!("{e:#}; a removed socket will not be bound again"))
-            .ok();
+        let socket_watch = super::socket_watch::SocketWatch::new(&files.socket);
+        let mut timers = Timers::default();
+        timers.arm(Instant::now() + super::socket_watch::CHECK_INTERVAL, Timer::SocketCheck);
         let exit_reserve = desk_common::fsutil::Reserved::new(&files.exit, EXIT_RECORD_RESERVE)
             .map_err(|e| warn!("cannot reserve room for the exit record: {e:#}"))
             .ok();
@@ -238,7 +237,7 @@ impl Master {
             clients: super::clients::ClientTable::new(FIRST_CLIENT),
             policy,
             input: InputQueue::new(INPUT_QUEUE_LIMIT),
-            timers: Timers::default(),
+            timers,
             repaint_armed: None,
             read_buf: Vec::new(),
             uid: nix::unistd::geteuid().as_raw(),
@@ -317,7 +316,6 @@ impl Master {
                         }
                     }
                     SIGNALS => self.handle_signals(now),
-                    SOCKET_WATCH => self.socket_changed(),
                     token => {
                         if event.is_writable() {
                             self.client_writable(token);
@@ -981,6 +979,7 @@ impl Master {
                     self.carry(now);
                 }
                 SIGHUP => debug!("ignoring SIGHUP"),
+                SIGUSR1 => self.check_socket(super::socket_watch::Check::Signal),
                 _ => {}
             }
         }
@@ -1054,7 +1053,9 @@ impl Master {
     fn fire_timers(&mut self, now: Instant) -> bool {
         let mut fired = false;
         while let Some(timer) = self.timers.pop_due(now) {
-            fired = true;
+            // The socket check changes nothing HELLO would be answered with (a rebind pokes
+            // the info file itself), so an idle master's periodic wake-up is one `lstat`.
+            fired |= timer != Timer::SocketCheck;
             match timer {
                 Timer::Policy(timer) => {
                     self.policy.on_timer(timer, now);
@@ -1069,6 +1070,10 @@ impl Master {
                 Timer::LogFlush => self.flush_log(),
                 Timer::KeysNext => self.type_next_key(now),
                 Timer::Handover => self.try_handover(now),
+                Timer::SocketCheck => {
+                    self.check_socket(super::socket_watch::Check::Timer);
+                    self.timers.arm(now + super::socket_watch::CHECK_INTERVAL, Timer::SocketCheck);
+                }
                 Timer::ViewRepaint => {
                     self.repaint_armed = None;
                     self.repaint_views(now);

@@ -31,7 +31,6 @@ use mio::unix::SourceFd;
 use mio::{Interest, Poll, Token};
 use nix::fcntl::{FcntlArg, FdFlag, fcntl};
 use serde::{Deserialize, Serialize};
-use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
 use signal_hook_mio::v1_0::Signals;
 use std::ffi::CString;
 use std::io::{Read, Seek, Write};
@@ -561,7 +560,7 @@ fn rebuild(record: Record, prepared: Prepared, failed_before: Option<String>) ->
     poll.registry()
         .register(&mut listener, LISTENER, Interest::READABLE)
         .context("cannot register the listening socket")?;
-    let mut signals = Signals::new([SIGCHLD, SIGTERM, SIGINT, SIGHUP]).context("cannot install signal handlers")?;
+    let mut signals = Signals::new(super::HANDLED_SIGNALS).context("cannot install signal handlers")?;
     poll.registry().register(&mut signals, Token(2), Interest::READABLE).context("cannot register signals")?;
     poll.registry()
         .register(&mut SourceFd(&pty.as_raw_fd()), Token(1), Interest::READABLE | Interest::WRITABLE)

@@ -60,7 +60,7 @@ use anyhow::{Context, Result, bail};
 use mio::net::UnixListener;
 use mio::unix::SourceFd;
 use mio::{Interest, Poll, Token};
-use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
+use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use signal_hook_mio::v1_0::Signals;
 use std::ffi::OsString;
 use std::fs;
@@ -164,6 +164,11 @@ pub fn run(opts: MasterOptions) -> Result<()> {
     Ok(())
 }
 
+/// The signals the master's loop handles (`event_loop::Master::handle_signals`), in a fresh
+/// start and after a handover alike. SIGUSR1 asks it to check its socket file
+/// ([`socket_watch`]); `desk serve` sends it only to a process that catches it.
+const HANDLED_SIGNALS: [i32; 5] = [SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGUSR1];
+
 fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
     let paths = Paths::from_env()?;
     paths.ensure_runtime()?;
@@ -195,7 +200,7 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
     poll.registry()
         .register(&mut listener, Token(0), Interest::READABLE)
         .context("cannot register the listening socket")?;
-    let mut signals = Signals::new([SIGCHLD, SIGTERM, SIGINT, SIGHUP]).context("cannot install signal handlers")?;
+    let mut signals = Signals::new(HANDLED_SIGNALS).context("cannot install signal handlers")?;
     poll.registry().register(&mut signals, Token(2), Interest::READABLE).context("cannot register signals")?;
 
     let (cols, rows) = if desk_term::screen::valid_size(opts.cols, opts.rows) {

@@ -1,35 +1,34 @@
 //! The master's socket stays where clients look for it.
 //!
-//! Owns binding the socket again when the [`SocketWatch`](super::socket_watch::SocketWatch)
-//! notices that its file was removed or replaced (a cleaner of temporary files, a person's
-//! `rm`), with the session's record beside it: `desk attach`,
-//! `desk ls` and the daemon then find the session as before, and the name's lock
-//! ([`desk_common::session::MasterLock`]) keeps any other master from taking it meanwhile.
-//! Invariants: the watch is on the socket file itself — inotify reports its link count
-//! dropping (`IN_ATTRIB`) or its being renamed (`IN_MOVE_SELF`) — so nothing else in the runtime
-//! directory wakes the master; a rebind happens only while the session runs (not once its exit
-//! removed the socket on purpose), and the file at the path is replaced only when it is not
-//! the socket this master listens on.
+//! Owns binding the socket again when a check ([`super::socket_watch`]: on SIGUSR1, which
+//! `desk serve` sends when it sees the socket go, or on the periodic timer) finds that its file
+//! was removed or replaced (a cleaner of temporary files, a person's `rm`), with the session's
+//! record beside it: `desk attach`, `desk ls` and the daemon then find the session as before,
+//! and the name's lock ([`desk_common::session::MasterLock`]) keeps any other master from
+//! taking it meanwhile. Invariants: a rebind happens only while the session runs (not once its
+//! exit removed the socket on purpose), and the file at the path is replaced only when it is
+//! not the socket this master listens on; the log says which check found it.
 
 use mio::Interest;
 use mio::net::UnixListener;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::event_loop::{LISTENER, Master};
+use super::socket_watch::Check;
 
 impl Master {
-    /// The socket file changed: when it is no longer this master's socket, bind it again.
-    pub(super) fn socket_changed(&mut self) {
-        let Some(watch) = &self.socket_watch else { return };
-        watch.drain();
-        if self.listener.is_none() || watch.intact(&self.files.socket) {
+    /// When the socket file is no longer this master's socket, bind it again.
+    pub(super) fn check_socket(&mut self, check: Check) {
+        if self.listener.is_none() || self.socket_watch.intact(&self.files.socket) {
+            debug!(why = check.why(), "the socket is in place");
             return;
         }
+        let found = check.why();
         match self.rebind() {
             Ok(()) => {
-                info!(socket = %self.files.socket.display(), "the socket was removed or replaced; bound it again")
+                info!(socket = %self.files.socket.display(), "the socket was found removed or replaced {found}; bound it again")
             }
-            Err(e) => warn!("the socket was removed or replaced, and cannot be bound again: {e:#}"),
+            Err(e) => warn!("the socket was found removed or replaced {found}, and cannot be bound again: {e:#}"),
         }
     }
 
@@ -43,9 +42,7 @@ impl Master {
         if let Some(mut old) = self.listener.replace(listener) {
             let _ = self.poll.registry().deregister(&mut old);
         }
-        if let Some(watch) = &mut self.socket_watch {
-            watch.follow(&self.files.socket)?;
-        }
+        self.socket_watch.follow(&self.files.socket);
         // The record beside it may have gone with it (a whole directory cleaned).
         if !self.files.meta.exists() {
             desk_common::session::write_meta(&self.files, &self.meta)?;

@@ -1,7 +1,8 @@
 //! The master's timers.
 //!
 //! Owns pending deadlines, earliest first; the event loop turns the earliest into its poll
-//! timeout, so an idle master with no timers armed sleeps without waking up. Invariant: a timer
+//! timeout, so an idle master sleeps until one is due: with none but the socket check armed, it
+//! wakes once per [`super::socket_watch::CHECK_INTERVAL`] for one `lstat`. Invariant: a timer
 //! fires at most once; a client's timers are cancelled when it leaves or no longer needs them,
 //! so a connection that came and went never wakes an idle master later.
 
@@ -37,6 +38,8 @@ pub(super) enum Timer {
     KeysNext,
     /// A handover (`desk upgrade`) that waits for a quiet point gives up now.
     Handover,
+    /// Look whether the socket file is still this master's ([`super::socket_watch`]).
+    SocketCheck,
 }
 
 #[derive(Debug, Default)]
