@@ -104,6 +104,20 @@ struct Shared {
 }
 
 impl Shared {
+    /// A link's shared state, writing its envelopes to `outlet`; `stderr` is what ssh said.
+    fn new(outlet: Outlet, stderr: Arc<Mutex<Vec<u8>>>) -> Arc<Shared> {
+        Arc::new(Shared {
+            stdin: Mutex::new(Some(outlet)),
+            watchers: Mutex::new(Vec::new()),
+            sinks: Mutex::new(HashMap::new()),
+            pings: Mutex::new(HashMap::new()),
+            down: Mutex::new(None),
+            next: AtomicU32::new(1),
+            nonce: AtomicU64::new(1),
+            stderr,
+        })
+    }
+
     fn send(&self, stream: u32, kind: Kind, payload: &[u8]) -> Result<()> {
         if let Some(why) = self.down.lock().unwrap_or_else(|p| p.into_inner()).clone() {
             bail!("{why}");
@@ -167,16 +181,7 @@ impl Link {
                 }
             });
         }
-        let shared = Arc::new(Shared {
-            stdin: Mutex::new(Some(Outlet::Ssh(stdin))),
-            watchers: Mutex::new(Vec::new()),
-            sinks: Mutex::new(HashMap::new()),
-            pings: Mutex::new(HashMap::new()),
-            down: Mutex::new(None),
-            next: AtomicU32::new(1),
-            nonce: AtomicU64::new(1),
-            stderr: kept.clone(),
-        });
+        let shared = Shared::new(Outlet::Ssh(stdin), kept.clone());
         let (said, heard) = channel();
         {
             let shared = shared.clone();
@@ -208,16 +213,7 @@ impl Link {
     /// `timeout`.
     pub fn over_socket(name: &str, socket: UnixStream, timeout: Duration) -> Result<Link> {
         let reader = socket.try_clone()?;
-        let shared = Arc::new(Shared {
-            stdin: Mutex::new(Some(Outlet::Shared(socket))),
-            watchers: Mutex::new(Vec::new()),
-            sinks: Mutex::new(HashMap::new()),
-            pings: Mutex::new(HashMap::new()),
-            down: Mutex::new(None),
-            next: AtomicU32::new(1),
-            nonce: AtomicU64::new(1),
-            stderr: Arc::new(Mutex::new(Vec::new())),
-        });
+        let shared = Shared::new(Outlet::Shared(socket), Arc::new(Mutex::new(Vec::new())));
         let (said, heard) = channel();
         {
             let shared = shared.clone();
