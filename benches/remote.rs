@@ -217,6 +217,24 @@ impl Drop for Sessions<'_> {
     }
 }
 
+/// Starts a flood by writing its `go` fifo and reads `term` until the flood's end marker:
+/// the seconds it took and the bytes `term` received on the way.
+fn flood_through(term: &Term, go: &Path, what: &str) -> (f64, u64) {
+    let start = Instant::now();
+    std::fs::write(go, "go\n").unwrap();
+    let (mut got, mut tail) = (0u64, Vec::new());
+    let arrived = term.read_until(Duration::from_secs(300), |bytes| {
+        got += bytes.len() as u64;
+        tail.extend_from_slice(bytes);
+        let found = tail.windows(12).any(|w| w == b"END-OF-FLOOD");
+        let keep = tail.len().saturating_sub(11);
+        tail.drain(..keep);
+        found
+    });
+    assert!(arrived, "{what} got {got} bytes and never the end");
+    (start.elapsed().as_secs_f64(), got)
+}
+
 /// Keystroke echo through each way in; median and p95 in ms.
 fn echo_latency(opts: &Opts, sshd: &Sshd, work: &Path) -> String {
     let host_home = work.join("echo-host");
@@ -319,19 +337,8 @@ fn fanout(opts: &Opts, sshd: &Sshd, work: &Path) -> String {
         desk(&host_home, &["new", &name, "--", "sh", "-c", &script]);
         let term = Term::start(DESK, &["attach", &format!("f:{name}")], &[("DESK_HOME", &local)]);
         term.drain(Duration::from_millis(500));
-        let start = Instant::now();
-        std::fs::write(&go, "go\n").unwrap();
-        let (mut got, mut tail) = (0u64, Vec::new());
-        let arrived = term.read_until(Duration::from_secs(300), |bytes| {
-            got += bytes.len() as u64;
-            tail.extend_from_slice(bytes);
-            let found = tail.windows(12).any(|w| w == b"END-OF-FLOOD");
-            let keep = tail.len().saturating_sub(11);
-            tail.drain(..keep);
-            found
-        });
-        assert!(arrived, "the attach got {got} bytes and never the end");
-        attach.push(size as f64 / 1e6 / start.elapsed().as_secs_f64());
+        let (secs, got) = flood_through(&term, &go, "the attach");
+        attach.push(size as f64 / 1e6 / secs);
         received.push(got as f64);
         drop(term);
         // The same session type attached on the host itself: what the master and its PTY give
@@ -343,18 +350,7 @@ fn fanout(opts: &Opts, sshd: &Sshd, work: &Path) -> String {
         desk(&host_home, &["new", &name, "--", "sh", "-c", &script]);
         let term = Term::start(DESK, &["attach", "--no-status", &name], &[("DESK_HOME", &host_home)]);
         term.drain(Duration::from_millis(500));
-        let start = Instant::now();
-        std::fs::write(&go, "go\n").unwrap();
-        let mut tail = Vec::new();
-        let arrived = term.read_until(Duration::from_secs(300), |bytes| {
-            tail.extend_from_slice(bytes);
-            let found = tail.windows(12).any(|w| w == b"END-OF-FLOOD");
-            let keep = tail.len().saturating_sub(11);
-            tail.drain(..keep);
-            found
-        });
-        assert!(arrived, "the local attach never got the end");
-        here.push(size as f64 / 1e6 / start.elapsed().as_secs_f64());
+        here.push(size as f64 / 1e6 / flood_through(&term, &go, "the local attach").0);
         drop(term);
         // ssh with a terminal, as the attach has: the host's PTY and this one's in the way.
         let go = work.join(format!("go-tty-{run}"));
@@ -362,18 +358,7 @@ fn fanout(opts: &Opts, sshd: &Sshd, work: &Path) -> String {
         let script = format!("stty -echo; read x < {}; cat {}; exec sleep 100000", go.display(), data.display());
         let term = Term::start("ssh", &["-F", config.to_str().unwrap(), "-t", "desk-test", &script], &[]);
         term.drain(Duration::from_millis(800));
-        let start = Instant::now();
-        std::fs::write(&go, "go\n").unwrap();
-        let mut tail = Vec::new();
-        let arrived = term.read_until(Duration::from_secs(300), |bytes| {
-            tail.extend_from_slice(bytes);
-            let found = tail.windows(12).any(|w| w == b"END-OF-FLOOD");
-            let keep = tail.len().saturating_sub(11);
-            tail.drain(..keep);
-            found
-        });
-        assert!(arrived, "ssh -t never got the end");
-        tty.push(size as f64 / 1e6 / start.elapsed().as_secs_f64());
+        tty.push(size as f64 / 1e6 / flood_through(&term, &go, "ssh -t").0);
         drop(term);
         // ssh: the connection up (it says `ready`) and waiting on a line, then go, then the last
         // byte.
