@@ -333,3 +333,80 @@ fn a_hook_body_of_the_wrong_shape_is_refused_and_the_connection_stays() {
     let events = home.ok(&["events", "hooks", "--json"]);
     assert!(!events.contains("\"type\":\"hook\""), "a refused hook leaves no event: {events}");
 }
+
+/// The OUTPUT bytes of `frames`, in order.
+fn output_bytes(frames: impl IntoIterator<Item = Frame>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for frame in frames {
+        if let Frame::Output(data) = frame {
+            out.extend_from_slice(&data);
+        }
+    }
+    out
+}
+
+/// A client that stops reading while the session writes far more than its socket holds, then
+/// reads again, gets every byte it is owed with nothing more from the child: the master
+/// watches a client's socket for writability only while a write to it is blocked (issue 22),
+/// and a lost wake-up would leave the rest queued until the child's next output, which never
+/// comes.
+#[test]
+fn a_client_that_stops_reading_then_resumes_gets_all_it_is_owed_with_no_further_output() {
+    let home = Home::new();
+    // 600 kB: more than twice what a socket buffer takes, less than a client's queue bound
+    // (past which a keyframe would replace the backlog).
+    home.new_sh("pause", "read go; head -c 600000 /dev/zero | tr '\\0' x; echo PAUSE-DONE; exec sleep 100000");
+    let mut stalled = home.connect("pause", Role::Viewer, 120, 40);
+    stalled.recv_until("the keyframe a viewer starts with", |f| matches!(f, Frame::Keyframe { more: false, .. }));
+    let mut driver = home.connect("pause", Role::Controller, 120, 40);
+    driver.send(&Frame::Input(b"go\n".to_vec()));
+    drop(driver);
+    // The master has read all of it (the screen shows the end): what the viewer is owed is in
+    // its socket and its queue, and the child writes nothing more.
+    home.wait_screen("pause", "PAUSE-DONE");
+    let mut seen = Vec::new();
+    while !String::from_utf8_lossy(&seen).contains("PAUSE-DONE") {
+        // Blocks at most PATIENCE: a master that lost the wake-up never sends the rest.
+        let frame = stalled.recv().expect("the master closed the viewer's connection");
+        assert!(!matches!(frame, Frame::Keyframe { .. }), "the viewer fell behind: its backlog was replaced");
+        seen.extend(output_bytes([frame]));
+    }
+    assert_eq!(seen.iter().filter(|&&b| b == b'x').count(), 600_000);
+}
+
+/// A child that stops reading its terminal while more input waits than the terminal holds,
+/// then reads again, gets all of it: the master watches the PTY for writability only while a
+/// write to it is blocked (issue 22), and a lost wake-up would leave the rest in the master's
+/// input queue for good.
+#[test]
+fn a_child_that_stops_reading_then_resumes_gets_all_the_input_queued_for_it() {
+    let home = Home::new();
+    let fifo = home.path().join("go.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let got = home.path().join("got");
+    // Raw, so the line discipline passes every byte and echoes none; the child reads nothing
+    // until the test opens the FIFO.
+    home.new_sh(
+        "deaf",
+        &format!(
+            "stty raw -echo; echo DEAF-READY; read _ < '{}'; head -c 320000 > '{}'; echo GOT-ALL; exec sleep 100000",
+            fifo.display(),
+            got.display()
+        ),
+    );
+    home.wait_screen("deaf", "DEAF-READY");
+    let mut sender = home.connect("deaf", Role::Controller, 120, 40);
+    let sent: Vec<u8> = (0..320_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+    // Ten frames: far more than the terminal takes (a few dozen KiB), less than the master's
+    // input queue bound (which would refuse the rest).
+    for chunk in sent.chunks(32_000) {
+        sender.send(&Frame::Input(chunk.to_vec()));
+    }
+    // Every frame was taken (a refusal would come before a reply to this).
+    sender.send(&Frame::Ping(7));
+    let reply = sender.recv_until("the reply to PING", |f| matches!(f, Frame::Pong(_) | Frame::Error { .. }));
+    assert_eq!(reply, Frame::Pong(7));
+    std::fs::write(&fifo, "go\n").unwrap();
+    home.wait_screen("deaf", "GOT-ALL");
+    assert!(std::fs::read(&got).unwrap() == sent, "the child did not read back exactly what was sent");
+}

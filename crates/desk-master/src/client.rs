@@ -51,7 +51,12 @@ pub(super) struct Client {
     pub role: Option<Role>,
     pub decoder: FrameDecoder,
     pub out: OutQueue,
+    /// The socket took the last write whole (or nothing was written yet); false from a write
+    /// that would block until the socket reports writability.
     pub writable: bool,
+    /// The socket is registered for writability: only while `writable` is false (the loop's
+    /// `watch_writability`).
+    pub watches_out: bool,
     /// The next thing this client receives from the stream is a keyframe.
     pub needs_keyframe: bool,
     /// When this client started lagging (its backlog was discarded) and has not caught up since.
@@ -97,7 +102,8 @@ impl Client {
             role: None,
             decoder: FrameDecoder::new(),
             out: OutQueue::default(),
-            writable: false,
+            writable: true,
+            watches_out: false,
             needs_keyframe: false,
             behind_since: None,
             caught_up: false,

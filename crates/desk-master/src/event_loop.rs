@@ -150,7 +150,12 @@ pub(super) struct Master {
     /// An operator's keys still to be typed, one per [`super::typing::KEY_GAP`].
     pub(super) pending_keys: std::collections::VecDeque<super::typing::PendingKey>,
     pub(super) pty_open: bool,
+    /// The PTY took the last write whole (or nothing was written yet); false from a write that
+    /// would block until the PTY reports writability.
     pub(super) pty_writable: bool,
+    /// The PTY is registered for writability: only while [`Master::pty_writable`] is false
+    /// (see [`Master::watch_writability`]).
+    pub(super) pty_watches_out: bool,
     /// The PTY had more to read when the turn budget ran out.
     pub(super) pty_pending: bool,
     pub(super) child_status: Option<ExitStatus>,
@@ -230,7 +235,8 @@ impl Master {
             last_controller_input_ms: None,
             pending_keys: Default::default(),
             pty_open: true,
-            pty_writable: false,
+            pty_writable: true,
+            pty_watches_out: false,
             pty_pending: false,
             child_status: None,
             subreaper,
@@ -289,6 +295,8 @@ impl Master {
             } else {
                 self.timers.next_deadline().map(|at| at.saturating_duration_since(now))
             };
+            // Every write of this turn is made: ask for writability where one was blocked.
+            let timeout = if self.watch_writability() { Some(Duration::ZERO) } else { timeout };
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
@@ -471,6 +479,39 @@ impl Master {
         }
     }
 
+    /// Register writability only where a write was blocked, and drop it once that queue has
+    /// drained, as tmux (libevent) does. Registered for good, edge-triggered, every write the
+    /// master made came back as an `EPOLLOUT` event and one more turn of this loop (issue 22:
+    /// four wake-ups per typed key where two carried data). Called just before the loop waits,
+    /// when every write of the turn is made; a registration made while the peer has room again
+    /// already is reported at once (`EPOLL_CTL_MOD` polls the file), so the room a peer made
+    /// between the blocked write and this call is not missed. Returns whether a client could
+    /// not be registered (it is marked gone: the loop must not sleep before removing it).
+    pub(super) fn watch_writability(&mut self) -> bool {
+        let registry = self.poll.registry();
+        if self.pty_open && self.pty_watches_out == self.pty_writable {
+            let want = !self.pty_writable;
+            match registry.reregister(&mut SourceFd(&self.pty.as_raw_fd()), PTY, interest(want)) {
+                Ok(()) => self.pty_watches_out = want,
+                Err(e) => warn!("cannot change what the PTY is watched for: {e}"),
+            }
+        }
+        let mut failed = false;
+        for (token, client) in &mut self.clients {
+            let want = !client.writable && client.alive();
+            if want != client.watches_out && client.alive() {
+                match registry.reregister(&mut client.stream, *token, interest(want)) {
+                    Ok(()) => client.watches_out = want,
+                    Err(e) => {
+                        client.gone = Some(Gone::Failed(format!("cannot watch its socket: {e}")));
+                        failed = true;
+                    }
+                }
+            }
+        }
+        failed
+    }
+
     pub(super) fn flush_input(&mut self) {
         if !self.pty_writable || !self.pty_open || self.input.is_empty() {
             return;
@@ -520,7 +561,8 @@ impl Master {
                 let _ = io::Write::write(&mut stream, &refusal.to_bytes());
                 continue;
             }
-            if let Err(e) = self.poll.registry().register(&mut stream, token, Interest::READABLE | Interest::WRITABLE) {
+            // Writability only once a write to it would block (`watch_writability`).
+            if let Err(e) = self.poll.registry().register(&mut stream, token, Interest::READABLE) {
                 warn!("cannot register a client: {e}");
                 self.policy.on_closed(&[client_id(token)]);
                 self.carry(now);
@@ -1299,6 +1341,12 @@ impl io::Write for FdWriter<'_> {
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
     }
+}
+
+/// What a PTY or client is registered for: always readability, writability while a write to
+/// it is blocked.
+pub(super) fn interest(blocked: bool) -> Interest {
+    if blocked { Interest::READABLE | Interest::WRITABLE } else { Interest::READABLE }
 }
 
 #[cfg(test)]

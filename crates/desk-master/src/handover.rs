@@ -563,7 +563,7 @@ fn rebuild(record: Record, prepared: Prepared, failed_before: Option<String>) ->
     let mut signals = Signals::new(super::HANDLED_SIGNALS).context("cannot install signal handlers")?;
     poll.registry().register(&mut signals, Token(2), Interest::READABLE).context("cannot register signals")?;
     poll.registry()
-        .register(&mut SourceFd(&pty.as_raw_fd()), Token(1), Interest::READABLE | Interest::WRITABLE)
+        .register(&mut SourceFd(&pty.as_raw_fd()), Token(1), Interest::READABLE)
         .context("cannot register the PTY")?;
     let rules = desk_common::rules::load(provider, &paths.config).unwrap_or_else(|e| {
         warn!("{e:#}; using the built-in rules for {provider}");
@@ -613,11 +613,7 @@ fn rebuild(record: Record, prepared: Prepared, failed_before: Option<String>) ->
     for (saved, fd) in record.clients.into_iter().zip(client_fds) {
         let token = Token(saved.token);
         let mut stream = UnixStream::from_std(std::os::unix::net::UnixStream::from(fd));
-        master
-            .poll
-            .registry()
-            .register(&mut stream, token, Interest::READABLE | Interest::WRITABLE)
-            .context("cannot register a client")?;
+        master.poll.registry().register(&mut stream, token, Interest::READABLE).context("cannot register a client")?;
         let mut client = Client::new(stream, saved.pid);
         client.role = saved.role;
         master.policy.adopt_client_size(client_id(token), saved.size);
@@ -631,6 +627,11 @@ fn rebuild(record: Record, prepared: Prepared, failed_before: Option<String>) ->
         client.keyframes = saved.keyframes;
         // Whatever its terminal shows, the next thing it gets from the stream redraws it.
         client.needs_keyframe = client.streams_output();
+        // Registered for readability only: what it is still owed is written now, or, if its
+        // socket is full (or the old image last found it so), once the loop watches it for
+        // writability (`watch_writability`, which an image before issue 22 did not need: it
+        // watched every socket for writability all the time).
+        client.flush();
         master.clients.insert(token, client);
     }
     // Timers: the policy's (queued as its effects), the state authority's, and the loop's own.

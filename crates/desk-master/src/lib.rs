@@ -278,7 +278,7 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
         }
     };
     poll.registry()
-        .register(&mut SourceFd(&child.master.as_raw_fd()), Token(1), Interest::READABLE | Interest::WRITABLE)
+        .register(&mut SourceFd(&child.master.as_raw_fd()), Token(1), Interest::READABLE)
         .context("cannot register the PTY")?;
     info!(pid = child.pid, generation = opts.generation, command = ?meta.command, cols, rows, "session started");
     let mut screen = Screen::with_history(cols, rows, opts.history);
