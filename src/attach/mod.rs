@@ -219,8 +219,9 @@ fn drive(
     let mut sock = mio::net::UnixStream::from_std(stream);
 
     let poll = Poll::new().context("cannot create the event loop")?;
-    poll.registry().register(&mut SourceFd(&raw.fd().as_raw_fd()), TTY, Interest::READABLE | Interest::WRITABLE)?;
-    poll.registry().register(&mut sock, SOCKET, Interest::READABLE | Interest::WRITABLE)?;
+    // Writability is watched only while a write would block (`watch_writability`).
+    poll.registry().register(&mut SourceFd(&raw.fd().as_raw_fd()), TTY, Interest::READABLE)?;
+    poll.registry().register(&mut sock, SOCKET, Interest::READABLE)?;
     let mut signals = Signals::new([SIGWINCH, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCONT])?;
     poll.registry().register(&mut signals, SIGNALS, Interest::READABLE)?;
 
@@ -246,9 +247,11 @@ fn drive(
         decoder: FrameDecoder::new(),
         session_drawn: false,
         sock_readable: false,
-        sock_writable: false,
-        tty_writable: false,
+        sock_writable: true,
+        tty_writable: true,
         tty_readable: false,
+        sock_watches_out: false,
+        tty_watches_out: false,
         ending: None,
         welcomed: false,
         handshake_deadline: std::time::Instant::now() + desk_common::master_client::REQUEST_TIMEOUT,
@@ -362,8 +365,14 @@ struct Client {
     /// is the session's until the epilogue.
     session_drawn: bool,
     sock_readable: bool,
+    /// The socket and the terminal took the last write whole (or nothing was written yet);
+    /// false from a write that would block until writability is reported.
     sock_writable: bool,
     tty_writable: bool,
+    /// The socket, the terminal, is registered for writability: only while its flag above is
+    /// false.
+    sock_watches_out: bool,
+    tty_watches_out: bool,
     tty_readable: bool,
     ending: Option<Ending>,
     welcomed: bool,
@@ -393,6 +402,8 @@ impl Client {
     fn run(&mut self) -> Result<Ending> {
         let mut events = Events::with_capacity(64);
         let mut buf = vec![0u8; SOCKET_READ_CHUNK];
+        // HELLO is written at once: no writability event will come to say the socket has room.
+        self.pump(&mut buf);
         loop {
             // Leaving: what the terminal still has to show is written out on the way.
             if let Some(ending) = self.ending.take() {
@@ -420,6 +431,7 @@ impl Client {
                 .map(|until| std::time::Duration::from_millis(until.saturating_sub(desk_common::clock::now_ms())));
             let retry = self.remote.as_ref().and_then(remote::Remote::due).map(|at| at.saturating_duration_since(now));
             let timeout = [handshake, own, message, retry].into_iter().flatten().min();
+            self.watch_writability()?;
             match self.poll.poll(&mut events, timeout) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -454,6 +466,35 @@ impl Client {
             }
             self.pump(&mut buf);
         }
+    }
+
+    /// Register writability of the socket and the terminal only while a write to it is
+    /// blocked, as tmux (libevent) does: registered for good, edge-triggered, each write came
+    /// back as an `EPOLLOUT` event and one more turn of the loop, two per typed key (issue 22).
+    /// Called just before the loop waits, once every write of the turn is made; a registration
+    /// made when there is room again already is reported at once (`EPOLL_CTL_MOD` polls the
+    /// file), so no room made since the blocked write is missed.
+    fn watch_writability(&mut self) -> Result<()> {
+        let interest =
+            |blocked: bool| if blocked { Interest::READABLE | Interest::WRITABLE } else { Interest::READABLE };
+        if self.tty_watches_out == self.tty_writable {
+            let want = !self.tty_writable;
+            self.poll
+                .registry()
+                .reregister(&mut SourceFd(&self.raw.fd().as_raw_fd()), TTY, interest(want))
+                .context("cannot watch the terminal")?;
+            self.tty_watches_out = want;
+        }
+        // Between the links of a remote attach no socket is registered.
+        if self.sock_watches_out == self.sock_writable && !self.reconnecting() {
+            let want = !self.sock_writable;
+            self.poll
+                .registry()
+                .reregister(&mut self.sock, SOCKET, interest(want))
+                .context("cannot watch the socket")?;
+            self.sock_watches_out = want;
+        }
+        Ok(())
     }
 
     /// Move bytes until every side would block (or the terminal is behind).
@@ -644,7 +685,7 @@ impl Client {
             return false;
         }
         let mut sock = mio::net::UnixStream::from_std(stream);
-        if self.poll.registry().register(&mut sock, SOCKET, Interest::READABLE | Interest::WRITABLE).is_err() {
+        if self.poll.registry().register(&mut sock, SOCKET, Interest::READABLE).is_err() {
             return false;
         }
         // Leave the old session as a detach (best effort: it is closed right after), and with
@@ -664,7 +705,9 @@ impl Client {
         self.in_keyframe = false;
         self.welcomed = false;
         self.sock_readable = false;
-        self.sock_writable = false;
+        // A new socket: written to at once, watched for writability once a write blocks.
+        self.sock_writable = true;
+        self.sock_watches_out = false;
         self.handshake_deadline = std::time::Instant::now() + desk_common::master_client::REQUEST_TIMEOUT;
         self.own.answer_pending = None;
         self.own.asked_dialog = false;
