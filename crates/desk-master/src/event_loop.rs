@@ -135,7 +135,7 @@ pub(super) struct Master {
     pub(super) journal: super::journal_sink::JournalSink,
     /// Room reserved at start for the exit record, used when the disk is full at exit (so
     /// `desk ls` does not call a clean exit `lost`).
-    pub(super) exit_reserve: Option<desk_common::fsutil::Reserved>,
+    exit_reserve: Option<desk_common::fsutil::Reserved>,
     /// The rate limits of title events and of the other noisy ones.
     pub(super) titles: super::noise::TitleLimiter,
     pub(super) noise: super::noise::NoiseLimiter,
@@ -149,16 +149,16 @@ pub(super) struct Master {
     pub(super) last_controller_input_ms: Option<u64>,
     /// An operator's keys still to be typed, one per [`super::typing::KEY_GAP`].
     pub(super) pending_keys: std::collections::VecDeque<super::typing::PendingKey>,
-    pub(super) pty_open: bool,
+    pty_open: bool,
     /// The PTY took the last write whole (or nothing was written yet); false from a write that
     /// would block until the PTY reports writability.
     pub(super) pty_writable: bool,
     /// The PTY is registered for writability: only while [`Master::pty_writable`] is false
     /// (see [`Master::watch_writability`]).
-    pub(super) pty_watches_out: bool,
+    pty_watches_out: bool,
     /// The PTY had more to read when the turn budget ran out.
-    pub(super) pty_pending: bool,
-    pub(super) child_status: Option<ExitStatus>,
+    pty_pending: bool,
+    child_status: Option<ExitStatus>,
     pub(super) subreaper: bool,
     /// The connected clients and the tokens to come.
     pub(super) clients: super::clients::ClientTable,
@@ -167,10 +167,10 @@ pub(super) struct Master {
     pub(super) input: InputQueue,
     pub(super) timers: Timers,
     /// When the armed [`Timer::ViewRepaint`] fires, if one is armed.
-    pub(super) repaint_armed: Option<Instant>,
+    repaint_armed: Option<Instant>,
     /// Holds [`PTY_READ_CHUNK`] bytes while the session is busy, nothing while it is idle.
     pub(super) read_buf: Vec<u8>,
-    pub(super) uid: u32,
+    uid: u32,
     /// The info file's bookkeeping (`super::info`).
     pub(super) info_file: super::info::InfoFile,
     /// Which file the socket is, checked on SIGUSR1 and on a timer so that one removed is
