@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use crate::harness::PtyCommand;
 use crate::sshd::{Sshd, free_port, kill_control_masters, kill_shared_links, shared_links};
 use crate::suite::{Needs, require};
-use crate::support::{DESK, Home, PATIENCE, eventually};
+use crate::support::{DESK, Home, PATIENCE, eventually, prompts};
 
 /// A throwaway sshd, once the machine is known to have one.
 fn sshd() -> Sshd {
@@ -59,6 +59,15 @@ fn new_web_on_box(local: &Local, remote: &Home, greeting: &str) -> std::path::Pa
     let script = format!("echo {greeting}; exec cat > {}", got.display());
     local.home.ok(&["new", "box:web", "--", "sh", "-c", &script]);
     got
+}
+
+/// A `[hosts.gone]` entry whose port refuses connections: a host that cannot be reached.
+fn gone_host(sshd: &Sshd) -> String {
+    let refused = free_port();
+    format!(
+        "[hosts.gone]\nssh = \"desk-test\"\nssh_args = [\"-F\", \"{}\", \"-p\", \"{refused}\"]\n",
+        sshd.ssh_config().display()
+    )
 }
 
 fn stdout(out: &std::process::Output) -> String {
@@ -133,11 +142,7 @@ fn new_ls_peek_send_and_kill_work_through_a_host_on_its_own_desk_home() {
 fn desk_hosts_reports_version_round_trip_and_the_unreachable() {
     let sshd = sshd();
     let remote = Home::new();
-    let refused = free_port();
-    let dead = format!(
-        "[hosts.gone]\nssh = \"desk-test\"\nssh_args = [\"-F\", \"{}\", \"-p\", \"{refused}\"]\n",
-        sshd.ssh_config().display()
-    );
+    let dead = gone_host(&sshd);
     let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote)), dead]);
     let v = local.home.json(&["hosts", "--json"]);
     let hosts = v["data"].as_array().unwrap();
@@ -290,11 +295,7 @@ fn the_dashboard_shows_a_host_s_sessions_previews_and_sends_to_them_and_an_unrea
     let sshd = sshd();
     let remote = Home::new();
     remote.serve();
-    let refused = free_port();
-    let dead = format!(
-        "[hosts.gone]\nssh = \"desk-test\"\nssh_args = [\"-F\", \"{}\", \"-p\", \"{refused}\"]\n",
-        sshd.ssh_config().display()
-    );
+    let dead = gone_host(&sshd);
     let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote)), dead]);
     let got = new_web_on_box(&local, &remote, "screen of the box");
     local.home.new_sh("here", "sleep 600");
@@ -437,4 +438,129 @@ fn desk_hosts_says_serve_runs_only_when_desk_serve_itself_answers() {
     assert_eq!(host["reachable"], true, "{v:#}");
     assert_eq!(host["serve_running"], false, "{v:#}");
     assert!(host["serve_pid"].is_null(), "{v:#}");
+}
+
+#[test]
+#[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
+fn a_host_s_items_are_written_host_colon_id_and_item_stuck_force_drop_pause_take_them_back() {
+    let sshd = sshd();
+    let remote = Home::new();
+    remote.serve();
+    let dead = gone_host(&sshd);
+    let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote)), dead]);
+    // Enters within 6.5 s of a paste are newlines: the delivery runs out of Enters and ends
+    // submit-stuck; a forced Enter after the window submits it (as in the delivery tests).
+    let log = remote.demo("f", &["--paste-burst-ms", "6500"]);
+    remote.wait_ready("f");
+    // pause and resume: the host's daemon holds the host's session's queue.
+    local.home.ok(&["pause", "box:f"]);
+    // send prints the id as the host's item, and queue lists it the same way.
+    let sent = local.home.ok(&["send", "box:f", "never mind this one"]).trim().to_string();
+    let id = sent.strip_prefix("box:").unwrap_or_else(|| panic!("not written box:ID: {sent:?}")).to_string();
+    assert_eq!(remote.item(&id)["state"], "queued", "the host's daemon has it");
+    let queue = local.home.ok(&["queue", "box:f"]);
+    assert!(queue.contains(&format!("box:{id}")) && queue.contains("paused"), "{queue}");
+    // item takes it back (and a unique start of it, as for this machine's ids).
+    let item = local.home.ok(&["item", &sent]);
+    assert!(item.contains(&format!("item box:{id}")) && item.contains("queued"), "{item}");
+    let v = local.home.json(&["item", &format!("box:{}", &id[..20]), "--json"]);
+    assert_eq!(v["data"]["id"], id.as_str(), "--json is the host's answer: {v:#}");
+    // drop takes it back: dropped on the host.
+    local.home.ok(&["drop", &sent]);
+    assert_eq!(remote.item(&id)["state"], "dropped");
+    local.home.ok(&["resume", "box:f"]);
+    // A stuck item on the host: stuck -H lists it with the commands that reach it.
+    let stuck = local.home.ok(&["send", "box:f", "force me through"]).trim().to_string();
+    let stuck_id = stuck.strip_prefix("box:").expect("box:ID").to_string();
+    assert_eq!(remote.settled(&stuck_id)["stuck"], "submit-stuck");
+    let listed = local.home.ok(&["stuck", "-H", "box"]);
+    assert!(listed.contains(&format!("box:{stuck_id}  box:f")), "{listed}");
+    assert!(listed.contains(&format!("desk peek box:f); desk force box:{stuck_id} presses Enter")), "{listed}");
+    // --all: this machine's (none) and every host's; the lost one is said, the others listed.
+    let out = local.home.desk(&["stuck", "--all", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "a host could not be asked: {}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let items = v["data"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{v:#}");
+    assert_eq!((items[0]["host"].as_str(), items[0]["id"].as_str()), (Some("box"), Some(stuck_id.as_str())));
+    assert!(v["notes"].to_string().contains("host gone"), "{v:#}");
+    // force takes it back: Enter only, delivered on the host.
+    let out = local.home.ok(&["force", &stuck]);
+    assert!(out.contains("delivered"), "{out}");
+    assert_eq!(remote.item(&stuck_id)["state"], "delivered");
+    assert_eq!(prompts(&log), vec!["force me through"], "never pasted twice");
+    // An item that is not on the host, and a host that is not configured: each said by name.
+    let out = local.home.desk(&["item", "box:7ZZZZZZZZZZZZZZZZZZZZZZZZZ"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("no item"), "{}", stderr(&out));
+    let out = local.home.desk(&["force", &format!("elsewhere:{stuck_id}")]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("no host \"elsewhere\""), "{}", stderr(&out));
+    let out = local.home.desk(&["stuck", "-H", "elsewhere"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
+
+/// Lines a child writes to one of its pipes, as they come (read on a thread).
+fn lines_of(pipe: impl std::io::Read + Send + 'static) -> std::sync::Arc<std::sync::Mutex<Vec<String>>> {
+    use std::io::BufRead as _;
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = lines.clone();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+            kept.lock().unwrap().push(line);
+        }
+    });
+    lines
+}
+
+#[test]
+#[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
+fn events_all_follow_reconnects_a_host_whose_link_dropped_and_prints_each_event_once() {
+    let sshd = sshd();
+    let remote = Home::new();
+    let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote))]);
+    remote.new_sh("one", "sleep 600");
+    let mut child = local
+        .home
+        .cmd()
+        .args(["events", "--all", "--follow", "--json", "--type", "started"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("desk events --all --follow");
+    let out = lines_of(child.stdout.take().unwrap());
+    let err = lines_of(child.stderr.take().unwrap());
+    let started = |session: &str| {
+        out.lock()
+            .unwrap()
+            .iter()
+            .filter(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap_or_default();
+                v["host"] == "box" && v["session"] == session
+            })
+            .count()
+    };
+    eventually("the host's history", || (started("one") == 1).then_some(()).ok_or(format!("{:?}", out.lock())));
+    // The link drops: the shared link killed outright (as when its ssh dies).
+    kill_shared_links(&local.home.run_dir());
+    eventually("stderr to say it reconnects", || {
+        let said = err.lock().unwrap().join("\n");
+        if said.contains("host box:") && said.contains("reconnecting in") && said.contains("reconnected") {
+            Ok(())
+        } else {
+            Err(said)
+        }
+    });
+    // Events after the drop come through the new link; the history given again is not
+    // printed twice.
+    remote.new_sh("two", "sleep 600");
+    eventually("the new session's start", || (started("two") == 1).then_some(()).ok_or(format!("{:?}", out.lock())));
+    assert_eq!(started("one"), 1, "{:?}", out.lock());
+    // It and the `desk events --local` it runs for this machine's events, each by its pid.
+    let mut doomed: Vec<u32> = desk_common::procfs::descendants(child.id()).into_iter().map(|p| p.pid).collect();
+    doomed.push(child.id());
+    for pid in doomed {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::SIGKILL);
+    }
+    let _ = child.wait();
 }
