@@ -564,3 +564,133 @@ fn events_all_follow_reconnects_a_host_whose_link_dropped_and_prints_each_event_
     }
     let _ = child.wait();
 }
+
+/// `desk dash` under the local home, at 200x50 (wide enough for the CPU and memory columns).
+fn remote_dash(local: &Local) -> crate::harness::Pty {
+    PtyCommand::new(DESK)
+        .arg("dash")
+        .env("DESK_HOME", local.home.path())
+        .env("DESK_AUTOSTART", "0")
+        .size(200, 50)
+        .spawn()
+        .expect("spawn desk dash")
+}
+
+#[test]
+#[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
+fn the_dashboard_forces_drops_and_resumes_a_host_s_items_shows_its_events_usage_and_dialogs_and_answers_them() {
+    let sshd = sshd();
+    let remote = Home::new();
+    remote.serve();
+    let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote))]);
+    // On the host: a stuck item (submit-stuck, as in the delivery tests) and, behind a pause, a
+    // queued one; and a session that shows an approval dialog.
+    let log = remote.demo("f", &["--paste-burst-ms", "6500"]);
+    remote.demo("api", &[]);
+    remote.wait_ready("f");
+    remote.wait_activity("api", "idle");
+    let stuck = remote.send("f", "force me through");
+    assert_eq!(remote.settled(&stuck)["stuck"], "submit-stuck");
+    remote.ok(&["pause", "f"]);
+    let queued = remote.send("f", "drop me");
+    remote.ok(&["keys", "api", "text:please approve-me", "Enter"]);
+    remote.wait_activity("api", "blocked");
+    let pty = remote_dash(&local);
+    pty.wait_until(PATIENCE, "box:f and box:api listed", |s| s.contains("box:f") && s.contains("box:api"))
+        .expect("the host's rows");
+    // The host's events in the events pane, as this machine's are: a session started there
+    // after the dashboard did.
+    remote.new_sh("ev", "echo hi; sleep 600");
+    pty.wait_until(PATIENCE, "box:ev's start in the events pane", |s| {
+        s.rows().iter().any(|r| r.contains("box:ev") && r.contains("started: sh -c"))
+    })
+    .expect("the host's events");
+    // Its CPU and memory columns, from the host's listing (two listings make a rate).
+    pty.write("/box:f\r").expect("filter");
+    pty.wait_until(PATIENCE, "box:f's CPU and memory", |s| {
+        s.rows()
+            .iter()
+            .any(|r| r.contains("box:f") && r.contains('%') && r.split_whitespace().any(|w| w.ends_with('M')))
+    })
+    .expect("the usage columns");
+    // Its items in the items pane; force the stuck one: Enter only, on the host.
+    pty.write("i").expect("items");
+    pty.wait_until(PATIENCE, "the host's items", |s| {
+        s.contains(&format!("{stuck} stuck (submit-stuck)")) && s.contains(&queued)
+    })
+    .expect("the items pane");
+    pty.write("f").expect("force");
+    pty.wait_for_text(&format!("force box:{stuck} (submit-stuck): press Enter on the text in its input box? y/n"))
+        .expect("the confirmation names the host's item");
+    pty.write("y").expect("confirm");
+    eventually("the host's daemon to deliver the forced item", || {
+        let state = remote.item(&stuck)["state"].clone();
+        if state == "delivered" { Ok(()) } else { Err(state.to_string()) }
+    });
+    assert_eq!(prompts(&log), vec!["force me through"], "Enter only: never pasted twice");
+    // Drop the queued one.
+    pty.wait_until(PATIENCE, "the forced item gone from the pane", |s| !s.contains(&format!("{stuck} stuck")))
+        .expect("the pane refreshed");
+    pty.write("d").expect("drop");
+    pty.wait_for_text(&format!("drop box:{queued} (\"drop me\")")).expect("the drop's confirmation");
+    pty.write("y").expect("confirm");
+    eventually("the host's daemon to drop it", || {
+        let state = remote.item(&queued)["state"].clone();
+        if state == "dropped" { Ok(()) } else { Err(state.to_string()) }
+    });
+    // p resumes the host's paused queue, through its own desk serve.
+    // (Each Esc waits for its effect: an Esc and a key at once read as an Alt chord.)
+    pty.write("i").expect("leave the items pane");
+    pty.wait_until(PATIENCE, "the preview back", |s| !s.contains("box:f: items")).expect("the items pane closed");
+    pty.write("p").expect("resume");
+    pty.wait_until(PATIENCE, "the resume's answer", |s| s.contains("resum")).expect("resumed");
+    eventually("box:f resumed on the host", || {
+        let q = remote.json(&["queue", "--json"]);
+        let paused = q["data"].as_array().into_iter().flatten().any(|s| s["session"] == "f" && !s["paused"].is_null());
+        if paused { Err(q.to_string()) } else { Ok(()) }
+    });
+    // The host's dialog is a card in the approvals view, answered on the host.
+    pty.write("\x1b").expect("clear the filter");
+    pty.wait_until(PATIENCE, "the filter cleared", |s| !s.contains("filter: box:f")).expect("no filter");
+    pty.write("A").expect("approvals");
+    pty.wait_until(PATIENCE, "box:api's card", |s| s.contains("box:api") && s.contains("[2] No")).expect("the card");
+    pty.write("2").expect("answer No");
+    pty.wait_until(PATIENCE, "the answer said", |s| s.contains("answered box:api: 2. No")).expect("answered");
+    remote.wait_screen("api", "Denied (2. No)");
+    pty.write("q").expect("quit");
+}
+
+#[test]
+#[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
+fn an_action_on_a_host_that_is_gone_answers_with_an_error_within_bounds_and_the_dashboard_keeps_going() {
+    let mut sshd = sshd();
+    let remote = Home::new();
+    remote.serve();
+    let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote))]);
+    remote.new_sh("web", "sleep 600");
+    remote.ok(&["pause", "web"]);
+    let queued = remote.send("web", "held here");
+    local.home.new_sh("here", "sleep 600");
+    let pty = remote_dash(&local);
+    pty.wait_until(PATIENCE, "box:web listed", |s| s.contains("box:web") && s.contains("here")).expect("the rows");
+    pty.write("/box:web\r").expect("filter");
+    pty.wait_until(PATIENCE, "box:web alone", |s| s.contains("box:web") && !s.contains("here")).expect("filtered");
+    pty.write("i").expect("items");
+    pty.wait_until(PATIENCE, "the host's queued item", |s| s.contains(&queued)).expect("the items pane");
+    // The host goes away (sshd and every connection it serves): dropping its item says so
+    // within the link's bounds, and the dashboard keeps taking keys.
+    sshd.stop();
+    pty.write("d").expect("drop");
+    pty.wait_for_text(&format!("drop box:{queued}")).expect("the confirmation");
+    let asked = Instant::now();
+    pty.write("y").expect("confirm");
+    pty.wait_until(PATIENCE, "the drop's error", |s| s.contains("not done:") && s.contains("host box"))
+        .expect("an error, not a hang");
+    assert!(asked.elapsed() < Duration::from_secs(20), "took {:?}", asked.elapsed());
+    assert_eq!(remote.item(&queued)["state"], "queued", "nothing was done");
+    pty.write("i").expect("leave the items pane");
+    pty.wait_until(PATIENCE, "the preview back", |s| !s.contains("box:web: items")).expect("the items pane closed");
+    pty.write("\x1b").expect("clear the filter");
+    pty.wait_until(PATIENCE, "the local row back", |s| s.contains("here")).expect("the dashboard keeps going");
+    pty.write("q").expect("quit");
+}
