@@ -151,6 +151,14 @@ fn desk_hosts_reports_version_round_trip_and_the_unreachable() {
     assert_eq!(host("box")["desk_version"], env!("CARGO_PKG_VERSION"));
     assert!(host("box")["rtt_ms"].as_f64().is_some(), "{v:#}");
     assert_eq!(host("box")["facts"]["runtime"], remote.run_dir().display().to_string());
+    // Linger is systemd's: on a host without it, not applicable rather than on or off.
+    if std::path::Path::new("/run/systemd/system").is_dir() {
+        assert!(host("box")["facts"]["linger"].is_boolean(), "{v:#}");
+    } else {
+        assert!(host("box")["facts"]["linger"].is_null(), "{v:#}");
+        let text = local.home.ok(&["hosts"]);
+        assert!(text.contains("n/a (no systemd)"), "{text}");
+    }
     // The host's daemon, asked over its control socket through the link.
     assert_eq!(host("box")["serve_running"], false, "{v:#}");
     remote.serve();
