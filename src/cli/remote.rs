@@ -1,10 +1,12 @@
 //! The command line's remote hosts: `HOST:NAME`, `desk ls --all`/`-H HOST`, `desk events --all`
 //! over hosts, `desk hosts` and `desk relay` (docs/remote.md).
 //!
-//! Owns finding a `HOST:NAME` among a command's arguments ([`take_host`]), running a command on
-//! its host through a link ([`run_on_host`]: the host's desk does the work, with its own files,
-//! as the authority for its sessions; its output and exit code come back unchanged), the
-//! listing across hosts, and the hosts report. Invariants: a host is only ever one named in
+//! Owns finding a `HOST:NAME` (or `HOST:ITEMID`) among a command's arguments ([`take_host`]),
+//! running a command on its host through a link ([`run_on_host`]: the host's desk does the work,
+//! with its own files, as the authority for its sessions; its output and exit code come back
+//! unchanged, but that item ids in the text of the commands that print them are written
+//! `HOST:ITEMID`), the listings across hosts (`ls`, `stuck`), the events of every host (followed
+//! again after a drop), and the hosts report. Invariants: a host is only ever one named in
 //! config.toml's `[hosts.NAME]`; every host is asked in parallel and within
 //! `link::HANDSHAKE_TIMEOUT` plus [`LISTING_TIMEOUT`], so one slow or lost host is one row
 //! saying so, never a hang; typed input is never sent anywhere but to the session named. May
@@ -589,7 +591,7 @@ enum EventLine {
 /// `desk events --all --local --json` gives them (run again here, and by each host's desk),
 /// tagged with their host. Without `follow`, all merged by time; with it, the histories and
 /// then the new events as they come. A host that cannot be reached, or whose link drops, is said
-/// on stderr; the others go on.
+/// on stderr; the others go on (with `follow`, that host is tried again: [`host_events`]).
 pub(super) fn events_all(follow: bool, json: bool, types: &[String]) -> Result<i32> {
     let paths = Paths::from_env()?;
     let config = config::load(&paths)?;

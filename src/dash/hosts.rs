@@ -1,16 +1,21 @@
 //! The dashboard's remote hosts (docs/remote.md): each configured host's sessions as rows named
-//! `HOST:NAME`, the host's reachability for the header, and the link its previews and actions
-//! go through.
+//! `HOST:NAME`, with their items and CPU and memory, the host's events and open dialogs, the
+//! host's reachability for the header, and the link its previews and actions go through.
 //!
-//! Owns one thread per `[hosts.NAME]`, which keeps one link to the host open (a single `ssh HOST
-//! desk relay`, so the host's sshd and login shell are paid once, not per refresh) and asks the
-//! host's desk for `ls --json` every [`HOST_REFRESH`]; a link that drops is replaced at the next
-//! round, after a back-off. Invariants: every wait on a host is bounded ([`LISTING_TIMEOUT`],
-//! the link's own handshake and open timeouts), and only these threads and the preview's wait
-//! on a host: the dashboard's loop never does; the host stays the authority for its sessions (a
-//! row says what the host's desk said, nothing is inferred here). Pure parsing of a listing row
-//! into a [`Row`] is [`row_from_listing`]. May depend on the link and the model; nothing in the
-//! model depends on it.
+//! Owns, per `[hosts.NAME]`, the listing thread ([`watch`]), which keeps one link to the host
+//! open (a single `ssh HOST desk relay`, so the host's sshd and login shell are paid once, not
+//! per refresh) and asks the host's desk for `ls --json` every [`HOST_REFRESH`] (and `queue
+//! --json` when a session there has pending items; two listings make a CPU rate); a link that
+//! drops is replaced at the next round, after a back-off. The events thread
+//! ([`follow_events`]) follows the host's `events --all --local --follow` over that link, and
+//! [`approvals`] reads the host's `inbox --json` over it. Invariants: every wait on a host is
+//! bounded ([`LISTING_TIMEOUT`], the link's own handshake and open timeouts; the events thread
+//! looks every [`LINK_CHECK`] whether its link was replaced), and only these threads, the
+//! preview's and the actions' wait on a host: the dashboard's loop never does; the host stays
+//! the authority for its sessions (a row says what the host's desk said, nothing is inferred
+//! here); an event is passed on once (each session's `(generation, seq)` only grows). Pure
+//! parsing of a listing row into a [`Row`] is [`row_from_listing`]. May depend on the link and
+//! the model; nothing in the model depends on it.
 
 use std::collections::HashMap;
 use std::sync::mpsc::Sender;

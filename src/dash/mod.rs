@@ -16,7 +16,8 @@
 //! samples ([`USAGE_REFRESH`]), operator actions, sends and typed keys (a force can take a
 //! minute; keys go through `desk_common::keys`, as `desk keys` sends them), and the
 //! live preview (a viewer connection to the selected session's master, whose keyframe and
-//! output feed a local screen model). A thread per source keeps each one's blocking call out of
+//! output feed a local screen model), and each configured host's listing, events and dialogs
+//! ([`hosts`]). A thread per source keeps each one's blocking call out of
 //! the others' way without a second event loop beside the watcher's, and the main thread never
 //! connects to, reads from or waits on a master: a stopped one at worst leaves its own thread
 //! waiting. Enter suspends the dashboard for a `desk attach` child on the same terminal.
