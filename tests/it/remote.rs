@@ -528,16 +528,18 @@ fn events_all_follow_reconnects_a_host_whose_link_dropped_and_prints_each_event_
     let remote = Home::new();
     let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote))]);
     remote.new_sh("one", "sleep 600");
-    let mut child = local
-        .home
-        .cmd()
-        .args(["events", "--all", "--follow", "--json", "--type", "started"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("desk events --all --follow");
-    let out = lines_of(child.stdout.take().unwrap());
-    let err = lines_of(child.stderr.take().unwrap());
+    let mut events = Reaped(
+        local
+            .home
+            .cmd()
+            .args(["events", "--all", "--follow", "--json", "--type", "started"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("desk events --all --follow"),
+    );
+    let out = lines_of(events.0.stdout.take().unwrap());
+    let err = lines_of(events.0.stderr.take().unwrap());
     let started = |session: &str| {
         out.lock()
             .unwrap()
@@ -564,13 +566,21 @@ fn events_all_follow_reconnects_a_host_whose_link_dropped_and_prints_each_event_
     remote.new_sh("two", "sleep 600");
     eventually("the new session's start", || (started("two") == 1).then_some(()).ok_or(format!("{:?}", out.lock())));
     assert_eq!(started("one"), 1, "{:?}", out.lock());
-    // It and the `desk events --local` it runs for this machine's events, each by its pid.
-    let mut doomed: Vec<u32> = desk_common::procfs::descendants(child.id()).into_iter().map(|p| p.pid).collect();
-    doomed.push(child.id());
-    for pid in doomed {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::SIGKILL);
+}
+
+/// A child killed when dropped (also when its test fails), with what it started (`desk events
+/// --all` runs `desk events --local` for this machine's events), each by its pid.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let mut doomed: Vec<u32> = desk_common::procfs::descendants(self.0.id()).into_iter().map(|p| p.pid).collect();
+        doomed.push(self.0.id());
+        for pid in doomed {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::SIGKILL);
+        }
+        let _ = self.0.wait();
     }
-    let _ = child.wait();
 }
 
 /// `desk dash` under the local home, at 200x50 (wide enough for the CPU and memory columns).
