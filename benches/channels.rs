@@ -15,7 +15,10 @@
 //! `--perf DIR`: during the burst, count the daemon's fsync and fdatasync calls (`perf stat` on
 //! its syscall tracepoints, reported per delivered pair) and record its profile
 //! (`perf record -g`, `DIR/burst.perf.data`; `perf report -i` reads it). Needs `perf` and the
-//! right to trace the daemon (root, or `kernel.perf_event_paranoid` ≤ 1).
+//! right to trace the daemon (root, or `kernel.perf_event_paranoid` ≤ 1). `--trace DIR` instead
+//! attaches `perf trace -s` to the daemon for the burst (`DIR/burst.trace.txt`: per thread, each
+//! system call's count and total time, the time it waited in fsync among them); alone, as its
+//! cost per system call would skew the other two.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -183,47 +186,56 @@ fn fan_out(runs: usize) {
     );
 }
 
-/// `perf stat` and `perf record` attached to the daemon for the burst (`--perf DIR`).
+/// What is attached to the daemon for the burst: `perf stat` and `perf record` (`--perf DIR`),
+/// or `perf trace -s` (`--trace DIR`).
+enum Watch {
+    Perf(PathBuf),
+    Trace(PathBuf),
+}
+
+/// The perf processes attached to the daemon for the burst.
 struct Perf {
-    stat: std::process::Child,
-    record: std::process::Child,
-    counts: PathBuf,
+    children: Vec<std::process::Child>,
+    counts: Option<PathBuf>,
 }
 
 impl Perf {
-    fn attach(home: &Path, dir: &Path) -> Perf {
+    fn attach(home: &Path, watch: &Watch) -> Perf {
         let lock = std::fs::read_to_string(home.join("state/delivery/serve.lock")).expect("the daemon's lock");
         let pid = lock.trim().to_string();
+        let (Watch::Perf(dir) | Watch::Trace(dir)) = watch;
         std::fs::create_dir_all(dir).expect("perf output directory");
-        let counts = dir.join("burst.fsyncs.txt");
-        let events = "syscalls:sys_enter_fsync,syscalls:sys_enter_fdatasync";
-        let stat = Command::new("perf")
-            .args(["stat", "-e", events, "-p", &pid, "-x", ",", "-o", counts.to_str().unwrap()])
-            .spawn()
-            .expect("perf stat");
-        let data = dir.join("burst.perf.data");
-        let record = Command::new("perf")
-            .args(["record", "-g", "-q", "-p", &pid, "-o", data.to_str().unwrap()])
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("perf record");
-        // Let both attach before the burst starts.
+        let perf = |args: &[&str]| {
+            Command::new("perf").args(args).stdout(std::process::Stdio::null()).spawn().expect("start perf")
+        };
+        let out = |name: &str| dir.join(name).to_string_lossy().into_owned();
+        let (children, counts) = match watch {
+            Watch::Perf(_) => {
+                let events = "syscalls:sys_enter_fsync,syscalls:sys_enter_fdatasync";
+                let counts = out("burst.fsyncs.txt");
+                let stat = perf(&["stat", "-e", events, "-p", &pid, "-x", ",", "-o", &counts]);
+                let record = perf(&["record", "-g", "-q", "-p", &pid, "-o", &out("burst.perf.data")]);
+                (vec![stat, record], Some(PathBuf::from(counts)))
+            }
+            Watch::Trace(_) => (vec![perf(&["trace", "-s", "-p", &pid, "-o", &out("burst.trace.txt")])], None),
+        };
+        // Let them attach before the burst starts.
         std::thread::sleep(Duration::from_millis(500));
-        Perf { stat, record, counts }
+        Perf { children, counts }
     }
 
-    /// Stop both; the daemon's fsync and fdatasync calls during the burst.
-    fn finish(mut self) -> u64 {
-        for child in [&mut self.stat, &mut self.record] {
+    /// Stop them; the daemon's fsync and fdatasync calls during the burst, when counted.
+    fn finish(mut self) -> Option<u64> {
+        for child in &mut self.children {
             let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::SIGINT);
             let _ = child.wait();
         }
-        let text = std::fs::read_to_string(&self.counts).unwrap_or_default();
-        text.lines().filter_map(|l| l.split(',').next()?.trim().parse::<u64>().ok()).sum()
+        let text = std::fs::read_to_string(self.counts.as_ref()?).unwrap_or_default();
+        Some(text.lines().filter_map(|l| l.split(',').next()?.trim().parse::<u64>().ok()).sum())
     }
 }
 
-fn burst(perf: Option<&Path>) {
+fn burst(watch: Option<&Watch>) {
     let (_tmp, home) = home("desk-bench-chan-burst");
     let _cleanup = Cleanup(home.clone());
     desk(&home, &["serve"]);
@@ -242,7 +254,7 @@ fn burst(perf: Option<&Path>) {
             members.entry(ch.clone()).or_default().push(n.clone());
         }
     }
-    let perf = perf.map(|dir| Perf::attach(&home, dir));
+    let perf = watch.map(|w| Perf::attach(&home, w));
     // 1,000 messages, round robin over the channels, as fast as the store appends them.
     let t0 = Instant::now();
     let t0_ms = desk_common::clock::now_ms();
@@ -267,7 +279,7 @@ fn burst(perf: Option<&Path>) {
         std::thread::sleep(Duration::from_millis(20));
     }
     let drained = t0.elapsed().as_secs_f64();
-    let fsyncs = perf.map(Perf::finish);
+    let fsyncs = perf.and_then(Perf::finish);
     // Ground truth: each pair in its agent's prompt log exactly once (prompts taken mid-turn
     // are logged when the agent's turn ends, so let the logs settle).
     let count = || {
@@ -403,12 +415,13 @@ fn main() {
         None => (env!("CARGO_BIN_EXE_desk").to_string(), env!("CARGO_BIN_EXE_desk-demo-agent").to_string()),
     };
     EXES.set(exes).expect("set once");
-    let perf = args.iter().position(|a| a == "--perf").map(|i| PathBuf::from(&args[i + 1]));
+    let dir = |flag: &str| args.iter().position(|a| a == flag).map(|i| PathBuf::from(&args[i + 1]));
+    let watch = dir("--perf").map(Watch::Perf).or_else(|| dir("--trace").map(Watch::Trace));
     if !args.iter().any(|a| a == "--only-burst") {
         read_big();
         fan_out(runs);
     }
     if !args.iter().any(|a| a == "--skip-burst") {
-        burst(perf.as_deref());
+        burst(watch.as_ref());
     }
 }

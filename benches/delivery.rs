@@ -16,7 +16,10 @@
 //!
 //! Options: `--runs N` (latency samples, default 40), `--desk DIR` (measure another build's
 //! `desk`, `desk-master` and `desk-demo-agent`, say main's before a change, instead of this
-//! build's: run it before or after the plain run to compare the two in one sitting).
+//! build's: run it before or after the plain run to compare the two in one sitting),
+//! `--latency-only` (the latency part alone). A prompt whose wall time is more than 4× the
+//! median is printed with its evidence, each note's time from the item's creation: where an
+//! outlier waited.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -158,6 +161,58 @@ fn cleanup(home: &PathBuf) {
     }
 }
 
+type Stat = (f64, f64, f64);
+
+fn print_latency(
+    runs: usize,
+    wall: Stat,
+    send: Stat,
+    recorded: Stat,
+    steps: std::collections::BTreeMap<String, Vec<f64>>,
+) {
+    let ((wm, wp, wx), (sm, sp, sx), (rm, rp, rx)) = (wall, send, recorded);
+    println!("## Delivery latency\n");
+    println!(
+        "Demo agent in a real session under `desk serve`; {runs} prompts, one at a time, each to an idle agent.\n"
+    );
+    println!("| measure | median ms | p95 ms | max ms |\n|---|---|---|---|");
+    println!(
+        "| `desk send` start → the item's `.delivered` record in place (wall, an inotify event) | {wm:.1} | {wp:.1} | {wx:.1} |"
+    );
+    println!("| `desk send` start → its process exits (the item queued) | {sm:.1} | {sp:.1} | {sx:.1} |");
+    println!("| item created → delivered (desk's own record) | {rm:.1} | {rp:.1} | {rx:.1} |");
+    println!("\nWhere the time goes (median ms from the start named, over the {runs} prompts):\n");
+    println!("| step | median ms |\n|---|---:|");
+    let mut order: Vec<(f64, String)> = steps
+        .into_iter()
+        .map(|(step, v)| (stats(v).0 + if step.starts_with('0') { -1e9 } else { 0.0 }, step))
+        .collect();
+    order.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
+    for (median, step) in order {
+        let median = if median < -1e8 { median + 1e9 } else { median };
+        println!("| {} | {median:.1} |", &step[2..]);
+    }
+}
+
+/// Every probe whose wall time is more than 4× the median, with its evidence notes (time from
+/// the item's creation, kind, detail): where it waited.
+fn print_outliers(median: f64, probes: &[(f64, serde_json::Value)]) {
+    let slow: Vec<_> = probes.iter().filter(|(wall, _)| *wall > 4.0 * median).collect();
+    if slow.is_empty() {
+        return;
+    }
+    println!("\n{} of {} prompts took more than 4× the median (wall):\n", slow.len(), probes.len());
+    for (wall, item) in slow {
+        let created = item["created_ms"].as_f64().unwrap_or(f64::NAN);
+        println!("- {} ({wall:.1} ms wall):", item["id"].as_str().unwrap_or("?"));
+        for note in item["evidence"].as_array().into_iter().flatten() {
+            let at = note["at_ms"].as_f64().unwrap_or(f64::NAN) - created;
+            let detail = note["detail"].as_str().unwrap_or("");
+            println!("  - +{at:.0} ms {}: {detail}", note["kind"].as_str().unwrap_or("?"));
+        }
+    }
+}
+
 fn main() {
     let mut runs = 40;
     let args: Vec<String> = std::env::args().collect();
@@ -173,6 +228,7 @@ fn main() {
         None => (PathBuf::from(env!("CARGO_BIN_EXE_desk")), PathBuf::from(env!("CARGO_BIN_EXE_desk-demo-agent"))),
     };
     EXES.set(exes).expect("set once");
+    let latency_only = args.iter().any(|a| a == "--latency-only");
     let tmp = tempfile::Builder::new().prefix("desk-bench-delivery").tempdir().unwrap();
     let home = tmp.path().to_path_buf();
     let _cleanup = Cleanup(home.clone());
@@ -190,6 +246,7 @@ fn main() {
     let mut recorded = Vec::new();
     let mut send_ms = Vec::new();
     let mut steps: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+    let mut probes: Vec<(f64, serde_json::Value)> = Vec::new();
     for i in 0..runs {
         let started_ms = desk_common::clock::now_ms() as f64;
         let t0 = Instant::now();
@@ -200,6 +257,7 @@ fn main() {
         let done = item(&home, &id);
         assert_eq!(done["state"], "delivered", "{id}: its .delivered file came, its record says otherwise");
         recorded.push(recorded_ms(&done).unwrap_or(f64::NAN));
+        probes.push((*wall.last().expect("just pushed"), done.clone()));
         // Where the time went: `desk send`'s start until it stamped the item, then each note
         // of the item's evidence, from the item's creation.
         if let Some(created) = done["created_ms"].as_f64() {
@@ -218,6 +276,11 @@ fn main() {
     let (sm, sp, sx) = stats(send_ms);
     let (wm, wp, wx) = stats(wall);
     let (rm, rp, rx) = stats(recorded);
+    print_latency(runs, (wm, wp, wx), (sm, sp, sx), (rm, rp, rx), steps);
+    print_outliers(wm, &probes);
+    if latency_only {
+        return;
+    }
 
     // Fleet: 20 sessions × 20 prompts.
     let names: Vec<String> = (0..20).map(|i| format!("f{i:02}")).collect();
@@ -300,27 +363,6 @@ fn main() {
         .unwrap_or(0);
     cleanup(&home2);
 
-    println!("## Delivery latency\n");
-    println!(
-        "Demo agent in a real session under `desk serve`; {runs} prompts, one at a time, each to an idle agent.\n"
-    );
-    println!("| measure | median ms | p95 ms | max ms |\n|---|---|---|---|");
-    println!(
-        "| `desk send` start → the item's `.delivered` record in place (wall, an inotify event) | {wm:.1} | {wp:.1} | {wx:.1} |"
-    );
-    println!("| `desk send` start → its process exits (the item queued) | {sm:.1} | {sp:.1} | {sx:.1} |");
-    println!("| item created → delivered (desk's own record) | {rm:.1} | {rp:.1} | {rx:.1} |");
-    println!("\nWhere the time goes (median ms from the start named, over the {runs} prompts):\n");
-    println!("| step | median ms |\n|---|---:|");
-    let mut order: Vec<(f64, String)> = steps
-        .into_iter()
-        .map(|(step, v)| (stats(v).0 + if step.starts_with('0') { -1e9 } else { 0.0 }, step))
-        .collect();
-    order.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
-    for (median, step) in order {
-        let median = if median < -1e8 { median + 1e9 } else { median };
-        println!("| {} | {median:.1} |", &step[2..]);
-    }
     println!("\n## Fleet: 20 sessions × 20 prompts\n");
     println!(
         "400 prompts sent with `desk send` in {sent:.1} s; all delivered (verified) {all:.1} s after the first send."

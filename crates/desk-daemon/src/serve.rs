@@ -60,6 +60,8 @@ use desk_core::time::Backoff;
 use desk_wire::control::{self, ErrorKind, Response};
 
 mod control_requests;
+#[cfg(test)]
+mod tests;
 
 const LISTENER: Token = Token(0);
 const SIGNALS: Token = Token(1);
@@ -447,21 +449,7 @@ impl Daemon {
                 let Some(Reverse((_, key))) = self.timers.pop() else { break };
                 self.feed(Input::Timer(key));
             }
-            let next = self
-                .timers
-                .peek()
-                .map(|Reverse((at, _))| *at)
-                .unwrap_or(self.next_sweep)
-                .min(self.next_sweep)
-                .min(self.intake_retry.unwrap_or(self.next_sweep))
-                .min(self.channel_retry.unwrap_or(self.next_sweep))
-                .min(if self.checkin_channels.is_empty() { self.next_sweep } else { self.next_checkin })
-                .min(self.refused.values().map(|r| r.retry_at).min().unwrap_or(self.next_sweep))
-                .min(self.controls.values().filter_map(ControlConn::idle_deadline).min().unwrap_or(self.next_sweep))
-                .min(self.supervisor.wake_at().unwrap_or(self.next_sweep));
-            // Everything this turn made ready is committed and carried out before the wait.
-            self.settle();
-            let timeout = next.saturating_duration_since(Instant::now());
+            let timeout = self.end_turn();
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
@@ -495,6 +483,32 @@ impl Daemon {
         self.settle();
         self.cursors.save_all();
         Ok(())
+    }
+
+    /// The end of a turn: everything it made ready committed and carried out ([`Daemon::settle`]),
+    /// then how long the loop may wait for events. The wait is known only after the settle: an
+    /// action that waited on the group commit may have armed a timer (the echo window's looks
+    /// after a paste's `written` record, a retry after a failed persist), and a wait reckoned
+    /// before it slept past that timer until some other event or timer came — about one prompt
+    /// in twenty to an idle agent took a second more (docs/benchmarks.md §24).
+    fn end_turn(&mut self) -> Duration {
+        self.settle();
+        self.wake_at().saturating_duration_since(Instant::now())
+    }
+
+    /// When the loop must wake without an event: the earliest engine timer, retry or deadline.
+    fn wake_at(&self) -> Instant {
+        let later = self.next_sweep;
+        self.timers
+            .peek()
+            .map_or(later, |Reverse((at, _))| *at)
+            .min(later)
+            .min(self.intake_retry.unwrap_or(later))
+            .min(self.channel_retry.unwrap_or(later))
+            .min(if self.checkin_channels.is_empty() { later } else { self.next_checkin })
+            .min(self.refused.values().map(|r| r.retry_at).min().unwrap_or(later))
+            .min(self.controls.values().filter_map(ControlConn::idle_deadline).min().unwrap_or(later))
+            .min(self.supervisor.wake_at().unwrap_or(later))
     }
 
     /// Close control clients idle past [`CONTROL_IDLE_TIMEOUT`] (their unread replies with them).
