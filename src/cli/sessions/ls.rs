@@ -392,14 +392,14 @@ fn from_files(name: &SessionName, meta: Option<&SessionMeta>, status: &'static s
     }
 }
 
-pub(in crate::cli) fn ls(json: bool) -> Result<i32> {
-    let paths = paths()?;
+/// Every session's row, as `desk ls` shows it (with its delivery counts and master skew).
+fn rows(paths: &Paths) -> Result<Vec<Listing>> {
     // The delivery queues are asked for while the masters are probed.
     let queues = {
         let paths = paths.clone();
         std::thread::spawn(move || crate::cli::delivery::queue_counts(&paths))
     };
-    let mut rows = listings(&paths)?;
+    let mut rows = listings(paths)?;
     if let Ok(Some(mut counts)) = queues.join() {
         for row in &mut rows {
             row.delivery = Some(counts.remove(&row.name).unwrap_or_default());
@@ -407,8 +407,23 @@ pub(in crate::cli) fn ls(json: bool) -> Result<i32> {
     }
     let installed = installed_master();
     for row in &mut rows {
-        row.master = master_skew(&paths, row, installed);
+        row.master = master_skew(paths, row, installed);
     }
+    Ok(rows)
+}
+
+/// What `desk ls --json` prints, as bytes (a host's relay answers it in its own process).
+pub(in crate::cli) fn json_listing(paths: &Paths) -> Result<Vec<u8>> {
+    paths.ensure_runtime()?;
+    let rows = rows(paths)?;
+    let mut out = Vec::new();
+    output::write_ok(&mut out, "sessions", &rows, Vec::new)?;
+    Ok(out)
+}
+
+pub(in crate::cli) fn ls(json: bool) -> Result<i32> {
+    let paths = paths()?;
+    let rows = rows(&paths)?;
     if json {
         output::print_ok("sessions", &rows, &[])?;
         return Ok(0);
