@@ -174,6 +174,8 @@ enum Item {
     Bytes(Vec<u8>),
     /// The sender's EOF: shut the socket's write side, close the pipe.
     End,
+    /// The stream is over: shut the socket both ways, close the pipe.
+    Close,
 }
 
 struct DrainState {
@@ -257,14 +259,20 @@ impl Drain {
         self.wake_writer(&mut state);
     }
 
-    /// The stream is over now: what is queued is dropped, the socket shut both ways, the pipe
-    /// closed.
-    pub(super) fn abort(&self) {
-        {
-            let mut state = self.0.state.lock().unwrap_or_else(|p| p.into_inner());
-            state.dropped = true;
-            state.queue.clear();
+    /// The stream is over: after the bytes queued before it (its sender sent them, so its reader
+    /// gets them), the socket is shut both ways, the pipe closed.
+    pub(super) fn close(&self) {
+        let mut state = self.0.state.lock().unwrap_or_else(|p| p.into_inner());
+        if !state.writing && state.queue.is_empty() {
+            drop(state);
+            self.shut_both();
+            return;
         }
+        state.queue.push_back(Item::Close);
+        self.wake_writer(&mut state);
+    }
+
+    fn shut_both(&self) {
         match self.0.into.lock().unwrap_or_else(|p| p.into_inner()).take() {
             Some(DrainTo::Socket(socket)) => {
                 let _ = socket.shutdown(std::net::Shutdown::Both);
@@ -344,7 +352,7 @@ impl Drain {
                                 .drain(..)
                                 .map(|item| match item {
                                     Item::Bytes(b) => b.len(),
-                                    Item::End => 0,
+                                    Item::End | Item::Close => 0,
                                 })
                                 .sum();
                             state.tally.took(bytes.len() + left)
@@ -355,13 +363,14 @@ impl Drain {
                     self.grant(grant);
                 }
                 Item::End => self.shut_write(),
+                Item::Close => self.shut_both(),
             }
         }
     }
 
     /// A blocking write of all of `bytes`: whether the reader took them.
     fn write_all(&self, bytes: &[u8]) -> bool {
-        // The descriptor is cloned out of the lock, so that an abort meanwhile is not held up
+        // The descriptor is cloned out of the lock, so that a close meanwhile is not held up
         // behind a write that waits on the reader.
         let into = self.0.into.lock().unwrap_or_else(|p| p.into_inner());
         match into.as_ref() {

@@ -532,7 +532,7 @@ fn read_link(stdout: &mut impl Read, shared: &Shared, said: Sender<Result<Handsh
     for (_, sink) in shared.sinks.lock().unwrap_or_else(|p| p.into_inner()).drain() {
         match sink {
             Sink::Socket { ours, opened } => {
-                ours.abort();
+                ours.close();
                 if let Some(opened) = opened {
                     let _ = opened.send(Err(why.clone()));
                 }
@@ -589,7 +589,7 @@ fn deliver(envelope: desk_wire::relay::Envelope, shared: &Shared) {
             if let Some(opened) = opened.take() {
                 let _ = opened.send(Err(String::from_utf8_lossy(&envelope.payload).into_owned()));
             }
-            ours.abort();
+            ours.close();
             remove = true;
         }
         (Sink::Exec { events, tally, .. }, Kind::Data) => {

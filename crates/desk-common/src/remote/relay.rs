@@ -209,13 +209,13 @@ impl Inlet {
     /// The local side is done with the stream: shut its socket, stop its command.
     fn close(self) {
         match self {
-            Inlet::Socket(socket) => socket.abort(),
+            Inlet::Socket(socket) => socket.close(),
             Inlet::Command(stdin, pid) => {
-                stdin.abort();
+                stdin.close();
                 let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::SIGTERM);
             }
             Inlet::Upstream { input, close } => {
-                input.abort();
+                input.close();
                 close();
             }
         }
