@@ -641,43 +641,47 @@ impl StuckReport {
         if self.items.is_empty() {
             println!("nothing is stuck");
         }
-        for ListedItem { item, .. } in &self.items {
-            let class = item.stuck.map_or("?", |c| c.as_str());
-            let why = item
-                .evidence
-                .iter()
-                .rev()
-                .find(|n| n.kind == "stuck" || n.kind == "refused")
-                .map(|n| n.detail.as_str())
-                .unwrap_or_default();
-            println!("{}  {:<12} {:<14} {}", item.id, item.session, class, item.preview(50));
-            println!("    {why}");
-            println!("    next: {}", next_step(item));
-        }
+        print_stuck(&self.items, None);
         Ok(())
     }
 }
 
-/// What an operator can do about a stuck item, by its class.
-fn next_step(item: &Item) -> String {
+/// `desk stuck`'s text for `items`, each id and session written `HOST:…` when they are a
+/// host's (`desk stuck -H HOST`), so the commands it suggests reach them.
+pub(super) fn print_stuck(items: &[ListedItem], host: Option<&str>) {
+    let on_host = |s: &str| host.map_or_else(|| s.to_string(), |h| format!("{h}:{s}"));
+    for ListedItem { item, .. } in items {
+        let class = item.stuck.map_or("?", |c| c.as_str());
+        let why = item
+            .evidence
+            .iter()
+            .rev()
+            .find(|n| n.kind == "stuck" || n.kind == "refused")
+            .map(|n| n.detail.as_str())
+            .unwrap_or_default();
+        let (id, session) = (on_host(item.id.as_str()), on_host(&item.session));
+        println!("{id}  {session:<12} {class:<14} {}", item.preview(50));
+        println!("    {why}");
+        println!("    next: {}", next_step(item, &id, &session));
+    }
+}
+
+/// What an operator can do about a stuck item, by its class (`id` and `session` as the
+/// operator names them).
+fn next_step(item: &Item, id: &str, session: &str) -> String {
     use desk_core::delivery::item::StuckClass;
-    let id = &item.id;
     match item.stuck {
         Some(StuckClass::SubmitStuck) => format!(
-            "check the agent (desk peek {}); desk force {id} presses Enter on the text in its box, or desk drop {id}",
-            item.session
+            "check the agent (desk peek {session}); desk force {id} presses Enter on the text in its box, or desk drop {id}"
         ),
         Some(StuckClass::Merged) => format!(
-            "it went, or sits, with someone else's text: check the agent (desk peek {}), then desk drop {id}; force refuses it",
-            item.session
+            "it went, or sits, with someone else's text: check the agent (desk peek {session}), then desk drop {id}; force refuses it"
         ),
         Some(StuckClass::Interrupted) => format!(
-            "the agent may have taken it (it was cut off after it was typed, or while it waited in the agent's own queue; its hook, if it comes, settles it delivered): check the agent's transcript (desk peek {} --history); if it did not get the prompt, desk force {id} pastes it again; otherwise desk drop {id}",
-            item.session
+            "the agent may have taken it (it was cut off after it was typed, or while it waited in the agent's own queue; its hook, if it comes, settles it delivered): check the agent's transcript (desk peek {session} --history); if it did not get the prompt, desk force {id} pastes it again; otherwise desk drop {id}"
         ),
         _ => format!(
-            "check the agent (desk peek {}): if it did not get the prompt, desk force {id} presses Enter on it when it sits unsent in the input box, or pastes it again; otherwise desk drop {id}",
-            item.session
+            "check the agent (desk peek {session}): if it did not get the prompt, desk force {id} presses Enter on it when it sits unsent in the input box, or pastes it again; otherwise desk drop {id}"
         ),
     }
 }

@@ -83,6 +83,7 @@ fn open_json(o: &Open, now: u64) -> serde_json::Value {
         "title": d.title,
         "question": d.question,
         "options": d.options,
+        "layout": d.layout,
         "text": d.text,
         "fingerprint": d.fingerprint,
         "since_ms": o.since_ms,

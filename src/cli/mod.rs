@@ -288,6 +288,13 @@ enum Command {
     },
     /// List stuck items with the reason.
     Stuck {
+        /// This machine's stuck items and every configured host's, each host's written
+        /// `HOST:ITEMID` (docs/remote.md).
+        #[arg(long)]
+        all: bool,
+        /// Only this host's stuck items (repeat for several).
+        #[arg(short = 'H', long = "host", value_name = "HOST", conflicts_with = "all")]
+        host: Vec<String>,
         /// Print JSON (docs/cli.md).
         #[arg(long)]
         json: bool,
@@ -775,7 +782,7 @@ pub fn main() -> i32 {
     };
     let keeps_sigpipe = match &cli.command {
         // A link writes to ssh, which may be gone: an EPIPE is an error to report, not a death.
-        Command::Ls { all, host, .. } => *all || !host.is_empty(),
+        Command::Ls { all, host, .. } | Command::Stuck { all, host, .. } => *all || !host.is_empty(),
         Command::Hosts { .. } | Command::Relay | Command::Link { .. } | Command::Attach(_) | Command::Serve { .. } => {
             true
         }
@@ -840,7 +847,7 @@ impl Command {
             | Command::Deny { json, .. }
             | Command::Queue { json, .. }
             | Command::Item { json, .. }
-            | Command::Stuck { json }
+            | Command::Stuck { json, .. }
             | Command::Force { json, .. }
             | Command::Drop { json, .. }
             | Command::Pause { json, .. }
@@ -981,7 +988,8 @@ fn run(cli: Cli, host: Option<(String, desk_common::config::Host)>) -> Result<i3
         Command::Deny { name, seen, json } => inbox::answer(&name, None, true, seen.as_deref(), json),
         Command::Queue { name, json } => delivery::queue(name, json),
         Command::Item { id, json } => delivery::item(&id, json),
-        Command::Stuck { json } => delivery::stuck(json),
+        Command::Stuck { json, all, host } if all || !host.is_empty() => remote::stuck(json, all, &host),
+        Command::Stuck { json, .. } => delivery::stuck(json),
         Command::Force { id, over_draft, json } => {
             let id = delivery::resolve_id(&id)?;
             delivery::command("force", desk_wire::control::Request::Force { id, over_draft }, json)

@@ -1,10 +1,12 @@
 //! The command line's remote hosts: `HOST:NAME`, `desk ls --all`/`-H HOST`, `desk events --all`
 //! over hosts, `desk hosts` and `desk relay` (docs/remote.md).
 //!
-//! Owns finding a `HOST:NAME` among a command's arguments ([`take_host`]), running a command on
-//! its host through a link ([`run_on_host`]: the host's desk does the work, with its own files,
-//! as the authority for its sessions; its output and exit code come back unchanged), the
-//! listing across hosts, and the hosts report. Invariants: a host is only ever one named in
+//! Owns finding a `HOST:NAME` (or `HOST:ITEMID`) among a command's arguments ([`take_host`]),
+//! running a command on its host through a link ([`run_on_host`]: the host's desk does the work,
+//! with its own files, as the authority for its sessions; its output and exit code come back
+//! unchanged, but that item ids in the text of the commands that print them are written
+//! `HOST:ITEMID`), the listings across hosts (`ls`, `stuck`), the events of every host (followed
+//! again after a drop), and the hosts report. Invariants: a host is only ever one named in
 //! config.toml's `[hosts.NAME]`; every host is asked in parallel and within
 //! `link::HANDSHAKE_TIMEOUT` plus [`LISTING_TIMEOUT`], so one slow or lost host is one row
 //! saying so, never a hang; typed input is never sent anywhere but to the session named. May
@@ -27,8 +29,16 @@ use super::{fail, table};
 /// `HOST:NAME` for it.
 const TAKES_HOST: &[&str] = &[
     "new", "attach", "peek", "log", "explain", "events", "keys", "send", "queue", "kill", "rm", "resize", "approve",
-    "deny",
+    "deny", "pause", "resume",
 ];
+
+/// The subcommands that take an item id as their first positional argument and accept
+/// `HOST:ITEMID` for it (an item id has no `:`, so the spelling is unambiguous).
+const TAKES_HOST_ITEM: &[&str] = &["item", "force", "drop"];
+
+/// The subcommands whose text output names items: run on a host, each item id they print is
+/// written `HOST:ITEMID`, the spelling [`TAKES_HOST_ITEM`] takes back.
+const NAMES_ITEMS: &[&str] = &["send", "queue", "item", "stuck", "force", "drop"];
 
 /// 10 s past the handshake: a host's `desk ls` reads its sessions in well under a second; a
 /// host whose listing takes longer is shown as not answering rather than holding the table.
@@ -59,19 +69,21 @@ pub(super) fn take_host(mut args: Vec<OsString>) -> Result<(Vec<OsString>, Optio
         } else {
             format!("configured: {}", known.join(", "))
         };
-        return Err(fail(ErrorCode::NoSuchSession, format!("{token}: no host {host:?} in config.toml ({known})")));
+        let item = args.get(1).and_then(|a| a.to_str()).is_some_and(|sub| TAKES_HOST_ITEM.contains(&sub));
+        let code = if item { ErrorCode::NoSuchItem } else { ErrorCode::NoSuchSession };
+        return Err(fail(code, format!("{token}: no host {host:?} in config.toml ({known})")));
     };
     args[at] = OsString::from(name);
     Ok((args, Some((host.to_string(), entry.clone()))))
 }
 
-/// Where the session name is among `args`: the subcommand's first positional argument, for the
-/// subcommands of [`TAKES_HOST`]. Options that take a value are skipped with it, by what clap
-/// says of each.
+/// Where the session name (or item id) is among `args`: the subcommand's first positional
+/// argument, for the subcommands of [`TAKES_HOST`] and [`TAKES_HOST_ITEM`]. Options that take a
+/// value are skipped with it, by what clap says of each.
 fn name_position(args: &[OsString]) -> Option<usize> {
     use clap::CommandFactory;
     let sub = args.get(1)?.to_str()?;
-    if !TAKES_HOST.contains(&sub) {
+    if !TAKES_HOST.contains(&sub) && !TAKES_HOST_ITEM.contains(&sub) {
         return None;
     }
     let cli = super::Cli::command();
@@ -107,9 +119,14 @@ pub(super) fn connect(name: &str, host: &Host) -> Result<Link> {
 }
 
 /// Run `args` (the subcommand and its arguments, the session's name already without its host)
-/// with the host's desk: its output here as it comes, its exit code ours.
+/// with the host's desk: its output here as it comes, its exit code ours. The text output of a
+/// command of [`NAMES_ITEMS`] has its item ids written `HOST:ITEMID` (its `--json` is the host's
+/// as it answered).
 pub(super) fn run_on_host(name: &str, host: &Host, args: &[OsString]) -> Result<i32> {
     let args: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    let names_items = args.first().is_some_and(|sub| NAMES_ITEMS.contains(&sub.as_str()))
+        && !args.iter().take_while(|a| *a != "--").any(|a| a == "--json");
+    let mut ids = names_items.then(|| HostIds::new(name));
     let link = connect(name, host)?;
     // What is piped in goes to the host's desk (`desk send HOST:NAME < prompt.md`); a terminal
     // stays here.
@@ -120,6 +137,10 @@ pub(super) fn run_on_host(name: &str, host: &Host, args: &[OsString]) -> Result<
     for event in events {
         match event {
             ExecEvent::Stdout(bytes) => {
+                let bytes = match ids.as_mut() {
+                    Some(ids) => ids.lines(&bytes),
+                    None => bytes,
+                };
                 let mut out = std::io::stdout().lock();
                 out.write_all(&bytes).and_then(|()| out.flush()).context("cannot write the output")?;
             }
@@ -136,7 +157,62 @@ pub(super) fn run_on_host(name: &str, host: &Host, args: &[OsString]) -> Result<
             }
         }
     }
+    if let Some(rest) = ids.as_mut().map(HostIds::finish).filter(|r| !r.is_empty()) {
+        let mut out = std::io::stdout().lock();
+        out.write_all(&rest).and_then(|()| out.flush()).context("cannot write the output")?;
+    }
     Ok(code.unwrap_or(1))
+}
+
+/// A host's command output, a line at a time, with each item id in it written `HOST:ITEMID`.
+struct HostIds {
+    prefix: String,
+    partial: Vec<u8>,
+}
+
+impl HostIds {
+    fn new(host: &str) -> HostIds {
+        HostIds { prefix: format!("{host}:"), partial: Vec::new() }
+    }
+
+    /// The whole lines `bytes` completes, rewritten; the rest is kept for the next call.
+    fn lines(&mut self, bytes: &[u8]) -> Vec<u8> {
+        self.partial.extend_from_slice(bytes);
+        let Some(end) = self.partial.iter().rposition(|b| *b == b'\n') else { return Vec::new() };
+        let whole: Vec<u8> = self.partial.drain(..=end).collect();
+        self.rewrite(&whole)
+    }
+
+    /// What is left at the end (a last line without its newline), rewritten.
+    fn finish(&mut self) -> Vec<u8> {
+        let rest = std::mem::take(&mut self.partial);
+        self.rewrite(&rest)
+    }
+
+    /// `text` with `HOST:` before each item id: a run of 26 letters and digits that is an id
+    /// exactly as desk prints one (upper case), not already after a `:`.
+    fn rewrite(&self, text: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(text.len());
+        let mut i = 0;
+        while i < text.len() {
+            if !text[i].is_ascii_alphanumeric() {
+                out.push(text[i]);
+                i += 1;
+                continue;
+            }
+            let end = text[i..].iter().position(|b| !b.is_ascii_alphanumeric()).map_or(text.len(), |n| i + n);
+            let word = &text[i..end];
+            let is_id = std::str::from_utf8(word)
+                .ok()
+                .is_some_and(|w| desk_wire::names::ItemId::parse(w).is_some_and(|id| id.as_str() == w));
+            if is_id && (i == 0 || text[i - 1] != b':') {
+                out.extend_from_slice(self.prefix.as_bytes());
+            }
+            out.extend_from_slice(word);
+            i = end;
+        }
+        out
+    }
 }
 
 /// The hosts `desk ls --all` (every configured one) or `-H HOST` (those) asks.
@@ -159,18 +235,17 @@ enum Answer {
     Unreachable(String),
 }
 
-/// `desk ls --all` / `desk ls -H HOST`: this machine's sessions (with `--all`), then each host's,
-/// with a HOST column; a host that cannot be reached is one row saying why.
-pub(super) fn ls(json: bool, all: bool, named: &[String]) -> Result<i32> {
-    let paths = Paths::from_env()?;
-    let config = config::load(&paths)?;
-    let hosts = chosen_hosts(&config, all, named)?;
-    let local = all.then(|| std::thread::spawn(local_listing));
+/// `args` (a `--json` command whose answer's `data` is an array) asked of this machine (with
+/// `local`) and of each of `hosts`, all in parallel, each within `link::HANDSHAKE_TIMEOUT` plus
+/// [`LISTING_TIMEOUT`]: each place's rows, or why it could not be had, this machine's first
+/// (named `-`).
+fn gather(hosts: &[NamedHost], local: bool, args: &'static [&'static str]) -> Vec<(String, Answer)> {
+    let local = local.then(|| std::thread::spawn(move || local_listing(args)));
     let (tx, rx) = std::sync::mpsc::channel();
     for (i, (name, host)) in hosts.iter().cloned().enumerate() {
         let tx = tx.clone();
         std::thread::spawn(move || {
-            let _ = tx.send((i, host_listing(&name, &host)));
+            let _ = tx.send((i, host_listing(&name, &host, args)));
         });
     }
     drop(tx);
@@ -185,7 +260,7 @@ pub(super) fn ls(json: bool, all: bool, named: &[String]) -> Result<i32> {
     }
     let mut places: Vec<(String, Answer)> = Vec::new();
     if let Some(local) = local {
-        let answer = local.join().unwrap_or_else(|_| Answer::Unreachable("the listing failed".into()));
+        let answer = local.join().unwrap_or_else(|_| Answer::Unreachable(format!("desk {} failed", args[0])));
         places.push(("-".into(), answer));
     }
     for ((name, _), answer) in hosts.iter().zip(answers) {
@@ -194,6 +269,16 @@ pub(super) fn ls(json: bool, all: bool, named: &[String]) -> Result<i32> {
         });
         places.push((name.clone(), answer));
     }
+    places
+}
+
+/// `desk ls --all` / `desk ls -H HOST`: this machine's sessions (with `--all`), then each host's,
+/// with a HOST column; a host that cannot be reached is one row saying why.
+pub(super) fn ls(json: bool, all: bool, named: &[String]) -> Result<i32> {
+    let paths = Paths::from_env()?;
+    let config = config::load(&paths)?;
+    let hosts = chosen_hosts(&config, all, named)?;
+    let places = gather(&hosts, all, &["ls", "--json"]);
     if json {
         let mut rows = Vec::new();
         for (host, answer) in places {
@@ -242,36 +327,99 @@ pub(super) fn ls(json: bool, all: bool, named: &[String]) -> Result<i32> {
     Ok(0)
 }
 
-/// This machine's `desk ls --json`, in this process (the same code as a host's relay answers
-/// it with, [`answer_in_relay`]).
-fn local_listing() -> Answer {
-    match Paths::from_env().and_then(|paths| super::sessions::json_listing(&paths)) {
-        Ok(stdout) => parse_listing(0, &stdout, &[]),
-        Err(e) => Answer::Unreachable(format!("cannot list this machine's sessions: {e:#}")),
+/// This machine's answer to `args`: `desk ls --json` in this process (the same code as a host's
+/// relay answers it with, [`answer_in_relay`]), anything else by this desk run again (the same
+/// code path as a host's).
+fn local_listing(args: &[&str]) -> Answer {
+    if args == ["ls", "--json"] {
+        return match Paths::from_env().and_then(|paths| super::sessions::json_listing(&paths)) {
+            Ok(stdout) => parse_listing(args[0], 0, &stdout, &[]),
+            Err(e) => Answer::Unreachable(format!("cannot list this machine's sessions: {e:#}")),
+        };
+    }
+    let listing = std::env::current_exe()
+        .and_then(|exe| std::process::Command::new(exe).args(args).stdin(std::process::Stdio::null()).output());
+    match listing {
+        Ok(out) => parse_listing(args[0], out.status.code().unwrap_or(1), &out.stdout, &out.stderr),
+        Err(e) => Answer::Unreachable(format!("cannot run desk {} on this machine: {e}", args[0])),
     }
 }
 
-/// A host's `desk ls --json`, through a link of its own.
-fn host_listing(name: &str, host: &Host) -> Answer {
+/// A host's answer to `args`, through its shared link.
+fn host_listing(name: &str, host: &Host, args: &[&str]) -> Answer {
     let link = match connect(name, host) {
         Ok(link) => link,
         Err(e) => return Answer::Unreachable(format!("{e:#}")),
     };
-    match link.exec_output(&["ls".into(), "--json".into()]) {
-        Ok((code, out, err)) => parse_listing(code, &out, &err),
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    match link.exec_output(&args) {
+        Ok((code, out, err)) => parse_listing(&args[0], code, &out, &err),
         Err(e) => Answer::Unreachable(format!("{e:#}")),
     }
 }
 
-fn parse_listing(code: i32, stdout: &[u8], stderr: &[u8]) -> Answer {
+/// The `data` array of a `desk SUB --json` answer, or what its error output said.
+fn parse_listing(sub: &str, code: i32, stdout: &[u8], stderr: &[u8]) -> Answer {
     let value: Option<serde_json::Value> = serde_json::from_slice(stdout).ok();
     match value.as_ref().and_then(|v| v.get("data")).and_then(|d| d.as_array()) {
         Some(rows) if code == 0 => Answer::Rows(rows.clone()),
         _ => {
             let said = String::from_utf8_lossy(stderr);
-            Answer::Unreachable(format!("desk ls failed (exit {code}): {}", said.trim()))
+            Answer::Unreachable(format!("desk {sub} failed (exit {code}): {}", said.trim()))
         }
     }
+}
+
+/// `desk stuck --all` / `desk stuck -H HOST`: this machine's stuck items (with `--all`), then
+/// each host's, a host's ids and sessions written `HOST:…` (in JSON, each item has `host`,
+/// `null` for this machine's). A host that cannot be asked is said (on stderr, and in the JSON
+/// notes) and makes the exit code 1; the others are listed.
+pub(super) fn stuck(json: bool, all: bool, named: &[String]) -> Result<i32> {
+    let paths = Paths::from_env()?;
+    let config = config::load(&paths)?;
+    let hosts = chosen_hosts(&config, all, named)?;
+    let places = gather(&hosts, all, &["stuck", "--json"]);
+    let mut notes = Vec::new();
+    let mut found: Vec<(Option<String>, Vec<serde_json::Value>)> = Vec::new();
+    for (place, answer) in places {
+        let host = (place != "-").then_some(place);
+        match answer {
+            Answer::Rows(rows) => found.push((host, rows)),
+            Answer::Unreachable(why) => notes.push(match &host {
+                Some(host) => format!("host {host}: {why}"),
+                None => format!("this machine: {why}"),
+            }),
+        }
+    }
+    if json {
+        let rows: Vec<serde_json::Value> = found
+            .into_iter()
+            .flat_map(|(host, rows)| {
+                rows.into_iter().map(move |mut row| {
+                    if let Some(object) = row.as_object_mut() {
+                        object.insert("host".into(), host.clone().into());
+                    }
+                    row
+                })
+            })
+            .collect();
+        output::print_ok("stuck", &rows, &notes)?;
+    } else {
+        let mut any = false;
+        for (host, rows) in &found {
+            let items: Vec<desk_core::delivery::answer::ListedItem> =
+                rows.iter().filter_map(|r| serde_json::from_value(r.clone()).ok()).collect();
+            any |= !items.is_empty();
+            super::delivery::print_stuck(&items, host.as_deref());
+        }
+        if !any {
+            println!("nothing is stuck");
+        }
+        for note in &notes {
+            eprintln!("desk: {note}");
+        }
+    }
+    Ok(if notes.is_empty() { 0 } else { 1 })
 }
 
 /// One row of the table from a row of `desk ls --json` (docs/cli.md, `desk ls`).
@@ -451,7 +599,7 @@ enum EventLine {
 /// `desk events --all --local --json` gives them (run again here, and by each host's desk),
 /// tagged with their host. Without `follow`, all merged by time; with it, the histories and
 /// then the new events as they come. A host that cannot be reached, or whose link drops, is said
-/// on stderr; the others go on.
+/// on stderr; the others go on (with `follow`, that host is tried again: [`host_events`]).
 pub(super) fn events_all(follow: bool, json: bool, types: &[String]) -> Result<i32> {
     let paths = Paths::from_env()?;
     let config = config::load(&paths)?;
@@ -546,23 +694,79 @@ fn local_events(args: &[String], tx: &std::sync::mpsc::Sender<EventLine>) {
     let _ = tx.send(EventLine::Ended { host: None, why });
 }
 
-/// A host's events, through a link of its own.
+/// The pauses between attempts to reach again a host whose events stream dropped, under
+/// `desk events --all --follow`: the first at once-ish (a link replaced in the meantime is
+/// back within a round trip), then doubling to 8 s, the pace attach reconnects at
+/// (docs/remote.md), so a host that stays down costs one ssh attempt per 8 s.
+const EVENTS_BACKOFF: [Duration; 5] = [
+    Duration::from_millis(500),
+    Duration::from_secs(1),
+    Duration::from_secs(2),
+    Duration::from_secs(4),
+    Duration::from_secs(8),
+];
+
+/// A host's events, through its shared link. With `--follow` in `args`, a stream that drops (or
+/// a host that cannot be reached) is tried again after [`EVENTS_BACKOFF`], saying so on stderr,
+/// until this command ends; the events the host's history gives again on reconnecting are
+/// those already printed, and are left out (each session's `(generation, seq)` only grows).
 fn host_events(name: &str, host: &Host, args: &[String], tx: &std::sync::mpsc::Sender<EventLine>) {
-    let ended = |why: String| EventLine::Ended { host: Some(name.to_string()), why: Some(why) };
+    let follow = args.iter().any(|a| a == "--follow");
+    let mut seen: std::collections::HashMap<String, (u64, u64)> = std::collections::HashMap::new();
+    let mut failures = 0usize;
+    loop {
+        let why = match follow_host_once(name, host, args, tx, &mut seen, failures > 0) {
+            Stream::Receiver => return,
+            Stream::Ended { why, .. } if !follow => {
+                let _ = tx.send(EventLine::Ended { host: Some(name.to_string()), why });
+                return;
+            }
+            Stream::Ended { connected, why } => {
+                if connected {
+                    failures = 0;
+                }
+                why.unwrap_or_else(|| "its events stream ended".into())
+            }
+        };
+        let pause = EVENTS_BACKOFF[failures.min(EVENTS_BACKOFF.len() - 1)];
+        failures += 1;
+        eprintln!("desk: host {name}: {why}; reconnecting in {} s", pause.as_secs_f32());
+        std::thread::sleep(pause);
+    }
+}
+
+/// How one attempt at a host's events stream ended.
+enum Stream {
+    /// The events stream ended (after it had begun, or before), and why (`None`: it simply
+    /// ended).
+    Ended { connected: bool, why: Option<String> },
+    /// Nobody reads the events any more: this command is ending.
+    Receiver,
+}
+
+/// One link to the host, and its events until the stream ends; `seen`: the newest
+/// `(generation, seq)` printed for each of the host's sessions; `again`: an earlier attempt
+/// failed (a success is then said on stderr).
+fn follow_host_once(
+    name: &str,
+    host: &Host,
+    args: &[String],
+    tx: &std::sync::mpsc::Sender<EventLine>,
+    seen: &mut std::collections::HashMap<String, (u64, u64)>,
+    again: bool,
+) -> Stream {
+    let failed = |e: anyhow::Error| Stream::Ended { connected: false, why: Some(format!("{e:#}")) };
     let link = match connect(name, host) {
         Ok(link) => link,
-        Err(e) => {
-            let _ = tx.send(ended(format!("{e:#}")));
-            return;
-        }
+        Err(e) => return failed(e),
     };
     let events = match link.exec(args, None) {
         Ok(events) => events,
-        Err(e) => {
-            let _ = tx.send(ended(format!("{e:#}")));
-            return;
-        }
+        Err(e) => return failed(e),
     };
+    if again {
+        eprintln!("desk: host {name}: reconnected; following its events again");
+    }
     let mut partial = Vec::new();
     for event in events {
         match event {
@@ -570,9 +774,12 @@ fn host_events(name: &str, host: &Host, args: &[String], tx: &std::sync::mpsc::S
                 partial.extend_from_slice(&bytes);
                 while let Some(end) = partial.iter().position(|b| *b == b'\n') {
                     let line: Vec<u8> = partial.drain(..=end).collect();
-                    let line = EventLine::Line { host: Some(name.to_string()), json: line[..line.len() - 1].to_vec() };
-                    if tx.send(line).is_err() {
-                        return;
+                    let json = line[..line.len() - 1].to_vec();
+                    if !first_time(&json, seen) {
+                        continue;
+                    }
+                    if tx.send(EventLine::Line { host: Some(name.to_string()), json }).is_err() {
+                        return Stream::Receiver;
                     }
                 }
             }
@@ -583,10 +790,27 @@ fn host_events(name: &str, host: &Host, args: &[String], tx: &std::sync::mpsc::S
                 }
             }
             ExecEvent::Exit(_) => {}
-            ExecEvent::Closed(why) => {
-                let _ = tx.send(EventLine::Ended { host: Some(name.to_string()), why });
-                return;
-            }
+            ExecEvent::Closed(why) => return Stream::Ended { connected: true, why },
+        }
+    }
+    Stream::Ended { connected: true, why: Some(format!("connection to host {name} lost")) }
+}
+
+/// Whether the event line `json` comes after every event of its session already printed
+/// (and records it); a line that does not parse is passed on as it is.
+fn first_time(json: &[u8], seen: &mut std::collections::HashMap<String, (u64, u64)>) -> bool {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(json) else { return true };
+    let (Some(session), Some(seq)) =
+        (value.get("session").and_then(|s| s.as_str()), value.get("seq").and_then(|s| s.as_u64()))
+    else {
+        return true;
+    };
+    let at = (value.get("generation").and_then(|g| g.as_u64()).unwrap_or(0), seq);
+    match seen.get(session) {
+        Some(last) if *last >= at => false,
+        _ => {
+            seen.insert(session.to_string(), at);
+            true
         }
     }
 }
@@ -648,5 +872,26 @@ mod tests {
         assert_eq!(position("desk channel post gpu:x"), None);
         assert_eq!(position("desk new -- sh"), None);
         assert_eq!(position("desk ls"), None);
+        // Item ids: the first positional of item, force and drop.
+        assert_eq!(position("desk force --over-draft gpu:01J0000000000000000000000A"), Some(3));
+        assert_eq!(position("desk item gpu:01J0"), Some(2));
+        assert_eq!(position("desk drop --json gpu:01J0"), Some(3));
+    }
+
+    #[test]
+    fn a_host_s_item_ids_are_written_host_colon_id_in_whole_lines_and_nothing_else_is() {
+        let mut ids = HostIds::new("gpu");
+        let id = "01J8ZQ4M3X0000000000000000";
+        assert!(desk_wire::names::ItemId::parse(id).is_some_and(|i| i.as_str() == id));
+        // Split mid-id: nothing comes out until the line is whole.
+        assert!(ids.lines(format!("web\n  {}", &id[..10]).as_bytes()) == b"web\n");
+        let out = ids.lines(format!("{}  stuck(submit-stuck)  1m  fix it\n", &id[10..]).as_bytes());
+        assert_eq!(String::from_utf8(out).unwrap(), format!("  gpu:{id}  stuck(submit-stuck)  1m  fix it\n"));
+        // Already prefixed, lower case, a longer or shorter word: left as they are.
+        let line = format!("gpu:{id} {} {id}X {}", id.to_lowercase(), &id[..25]);
+        assert_eq!(String::from_utf8(ids.lines(format!("{line}\n").as_bytes())).unwrap(), format!("{line}\n"));
+        // A last line without its newline comes out at the end, rewritten.
+        assert!(ids.lines(format!("digest {id},").as_bytes()).is_empty());
+        assert_eq!(String::from_utf8(ids.finish()).unwrap(), format!("digest gpu:{id},"));
     }
 }

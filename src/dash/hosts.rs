@@ -1,16 +1,21 @@
 //! The dashboard's remote hosts (docs/remote.md): each configured host's sessions as rows named
-//! `HOST:NAME`, the host's reachability for the header, and the link its previews and actions
-//! go through.
+//! `HOST:NAME`, with their items and CPU and memory, the host's events and open dialogs, the
+//! host's reachability for the header, and the link its previews and actions go through.
 //!
-//! Owns one thread per `[hosts.NAME]`, which keeps one link to the host open (a single `ssh HOST
-//! desk relay`, so the host's sshd and login shell are paid once, not per refresh) and asks the
-//! host's desk for `ls --json` every [`HOST_REFRESH`]; a link that drops is replaced at the next
-//! round, after a back-off. Invariants: every wait on a host is bounded ([`LISTING_TIMEOUT`],
-//! the link's own handshake and open timeouts), and only these threads and the preview's wait
-//! on a host: the dashboard's loop never does; the host stays the authority for its sessions (a
-//! row says what the host's desk said, nothing is inferred here). Pure parsing of a listing row
-//! into a [`Row`] is [`row_from_listing`]. May depend on the link and the model; nothing in the
-//! model depends on it.
+//! Owns, per `[hosts.NAME]`, the listing thread ([`watch`]), which keeps one link to the host
+//! open (a single `ssh HOST desk relay`, so the host's sshd and login shell are paid once, not
+//! per refresh) and asks the host's desk for `ls --json` every [`HOST_REFRESH`] (and `queue
+//! --json` when a session there has pending items; two listings make a CPU rate); a link that
+//! drops is replaced at the next round, after a back-off. The events thread
+//! ([`follow_events`]) follows the host's `events --all --local --follow` over that link, and
+//! [`approvals`] reads the host's `inbox --json` over it. Invariants: every wait on a host is
+//! bounded ([`LISTING_TIMEOUT`], the link's own handshake and open timeouts; the events thread
+//! looks every [`LINK_CHECK`] whether its link was replaced), and only these threads, the
+//! preview's and the actions' wait on a host: the dashboard's loop never does; the host stays
+//! the authority for its sessions (a row says what the host's desk said, nothing is inferred
+//! here); an event is passed on once (each session's `(generation, seq)` only grows). Pure
+//! parsing of a listing row into a [`Row`] is [`row_from_listing`]. May depend on the link and
+//! the model; nothing in the model depends on it.
 
 use std::collections::HashMap;
 use std::sync::mpsc::Sender;
@@ -22,9 +27,10 @@ use desk_common::paths::Paths;
 use desk_common::remote::link::{ExecEvent, HANDSHAKE_TIMEOUT, Link};
 use desk_common::session::ExitRecord;
 use desk_wire::ExitStatus;
+use desk_wire::events::Event;
 use desk_wire::state::{Activity, Lifecycle};
 
-use super::model::{self, QueueCounts, Row};
+use super::model::{self, ItemLine, QueueCounts, Row};
 
 /// 2 s: how often each host is asked for its sessions: the pace of the local queue refresh
 /// ([`super::QUEUE_REFRESH`]). One `desk ls --json` over a link already open is one round trip
@@ -70,6 +76,93 @@ impl Links {
     }
 }
 
+/// The event types a host's events stream carries to the events pane: what the pane tells,
+/// without the spinner titles and output (a working agent sends many a second; a host's titles
+/// are in its rows).
+const EVENT_TYPES: &str =
+    "started,bell,notification,attach,detach,hook,state,exit,keys,answer,notify,gap,upgraded,resize";
+
+/// 1 s: how often the events thread looks whether the host's link it reads was replaced (the
+/// listing thread replaces a link that stopped answering) while no event comes.
+const LINK_CHECK: Duration = Duration::from_secs(1);
+
+/// Follow the host's events (`desk events --all --local --follow` run by the host's desk over
+/// the link the listing thread keeps) for as long as the dashboard runs, sending them, named
+/// `HOST:NAME`, with `wrap`. While the host has no link this waits for one; a stream on a link
+/// that was replaced is dropped and begun again on the new one, and the history the host gives
+/// again then is left out (each session's `(generation, seq)` only grows).
+pub fn follow_events<M>(name: String, links: Links, tx: Sender<M>, wrap: fn(Vec<(String, Event)>) -> M) {
+    let mut seen: HashMap<String, (u32, u64)> = HashMap::new();
+    let args: Vec<String> =
+        ["events", "--all", "--local", "--json", "--follow", "--type", EVENT_TYPES].map(String::from).to_vec();
+    loop {
+        let Some(link) = links.get(&name) else {
+            std::thread::sleep(HOST_REFRESH);
+            continue;
+        };
+        let Ok(events) = link.exec(&args, None) else {
+            std::thread::sleep(HOST_REFRESH);
+            continue;
+        };
+        let mut partial = Vec::new();
+        loop {
+            let bytes = match events.recv_timeout(LINK_CHECK) {
+                Ok(ExecEvent::Stdout(bytes)) => bytes,
+                Ok(ExecEvent::Closed(_)) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                Ok(_) => continue,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    if links.get(&name).is_some_and(|now| Arc::ptr_eq(&now, &link)) {
+                        continue;
+                    }
+                    break;
+                }
+            };
+            partial.extend_from_slice(&bytes);
+            let Some(end) = partial.iter().rposition(|b| *b == b'\n') else { continue };
+            let lines: Vec<u8> = partial.drain(..=end).collect();
+            let batch: Vec<(String, Event)> =
+                lines.split(|b| *b == b'\n').filter_map(|line| parse_event(&name, line, &mut seen)).collect();
+            if !batch.is_empty() && tx.send(wrap(batch)).is_err() {
+                return;
+            }
+        }
+        drop(link);
+        std::thread::sleep(HOST_REFRESH);
+    }
+}
+
+/// One line of a host's `desk events --all --json` as the pane's (`HOST:NAME`, event), unless
+/// it is not an event or one already seen.
+fn parse_event(host: &str, line: &[u8], seen: &mut HashMap<String, (u32, u64)>) -> Option<(String, Event)> {
+    let serde_json::Value::Object(mut map) = serde_json::from_slice(line).ok()? else { return None };
+    let session = map.remove("session")?.as_str()?.to_string();
+    let event = Event::from_json_map(map).ok()?;
+    let at = (event.generation, event.seq);
+    if seen.get(&session).is_some_and(|last| *last >= at) {
+        return None;
+    }
+    seen.insert(session.clone(), at);
+    Some((format!("{host}:{session}"), event))
+}
+
+/// The host's open dialogs, as its `desk inbox --json` reads them over the host's link (the
+/// one its listing thread keeps), each session named `HOST:NAME`; within [`LISTING_TIMEOUT`].
+pub fn approvals(name: &str, links: &Links) -> Result<Vec<crate::inbox::Open>, String> {
+    let link = links.get(name).ok_or_else(|| format!("host {name} is not connected"))?;
+    let rows = listing(&link, &["inbox", "--json"])?;
+    Ok(rows
+        .iter()
+        .filter_map(|row| {
+            Some(crate::inbox::Open {
+                session: format!("{name}:{}", row.get("session")?.as_str()?),
+                provider: row.get("provider").and_then(|p| p.as_str()).unwrap_or_default().to_string(),
+                since_ms: row.get("since_ms").and_then(serde_json::Value::as_u64).unwrap_or(0),
+                dialog: serde_json::from_value(row.clone()).ok()?,
+            })
+        })
+        .collect())
+}
+
 /// `HOST:NAME` split into the host and the session's name on it (local names have no `:`).
 pub fn split(session: &str) -> Option<(&str, &str)> {
     session.split_once(':')
@@ -79,13 +172,17 @@ pub fn split(session: &str) -> Option<(&str, &str)> {
 /// or why not) with `wrap`.
 pub fn watch<M>(name: String, host: Host, paths: Paths, links: Links, tx: Sender<M>, wrap: fn(String, HostNews) -> M) {
     let mut backoff = Duration::ZERO;
+    let mut cpu = CpuRates::default();
     loop {
         let answer = list_once(&name, &host, &paths, &links);
         backoff = match &answer {
             Ok(_) => Duration::ZERO,
             Err(_) => (backoff * 2).clamp(HOST_REFRESH, MAX_BACKOFF),
         };
-        let news = HostNews { answer };
+        let news = match answer {
+            Ok((rows, items)) => HostNews { usage: cpu.rates(&rows, Instant::now()), items, answer: Ok(rows) },
+            Err(why) => HostNews { answer: Err(why), items: HashMap::new(), usage: HashMap::new() },
+        };
         if tx.send(wrap(name.clone(), news)).is_err() {
             return;
         }
@@ -97,9 +194,45 @@ pub fn watch<M>(name: String, host: Host, paths: Paths, links: Links, tx: Sender
 pub struct HostNews {
     /// The host's `desk ls --json` rows, or why they could not be had.
     pub answer: Result<Vec<serde_json::Value>, String>,
+    /// The pending items of each of its sessions (by its name there) that has any, as its
+    /// `desk queue --json` lists them.
+    pub items: HashMap<String, Vec<ItemLine>>,
+    /// CPU % (of one core) and resident KiB of each of its running sessions (by its name
+    /// there), from two listings in a row.
+    pub usage: HashMap<String, (f32, u64)>,
 }
 
-fn list_once(name: &str, host: &Host, paths: &Paths, links: &Links) -> Result<Vec<serde_json::Value>, String> {
+/// The CPU time each of a host's sessions had at the last listing, to make a rate of the next.
+#[derive(Default)]
+struct CpuRates {
+    last: HashMap<String, (u64, Instant)>,
+}
+
+impl CpuRates {
+    /// Each running session's CPU % since the previous listing (none for one first seen) and
+    /// its resident KiB, from the `usage` of its listing row.
+    fn rates(&mut self, rows: &[serde_json::Value], now: Instant) -> HashMap<String, (f32, u64)> {
+        let mut rates = HashMap::new();
+        let mut last = HashMap::new();
+        for row in rows {
+            let Some(name) = row.get("name").and_then(|n| n.as_str()) else { continue };
+            let usage = row.get("usage");
+            let field = |key: &str| usage.and_then(|u| u.get(key)).and_then(serde_json::Value::as_u64);
+            let (Some(cpu_ms), Some(rss_kib)) = (field("cpu_ms"), field("rss_kib")) else { continue };
+            if let Some((before, at)) = self.last.get(name) {
+                let seconds = now.duration_since(*at).as_secs_f32().max(0.001);
+                rates.insert(name.to_string(), (cpu_ms.saturating_sub(*before) as f32 / 10.0 / seconds, rss_kib));
+            }
+            last.insert(name.to_string(), (cpu_ms, now));
+        }
+        self.last = last;
+        rates
+    }
+}
+
+type Listing = (Vec<serde_json::Value>, HashMap<String, Vec<ItemLine>>);
+
+fn list_once(name: &str, host: &Host, paths: &Paths, links: &Links) -> Result<Listing, String> {
     let link = match links.get(name) {
         Some(link) => link,
         None => {
@@ -110,16 +243,46 @@ fn list_once(name: &str, host: &Host, paths: &Paths, links: &Links) -> Result<Ve
             link
         }
     };
-    let answer = listing(&link);
+    let answer = listing(&link, &["ls", "--json"]);
     if answer.is_err() {
         // The next round starts a fresh link (a wedged one would make every round wait).
         links.set(name, None);
     }
-    answer
+    let rows = answer?;
+    // Its items only when some session has any (most rounds of an idle host ask nothing more).
+    let pending = rows.iter().any(|r| r.get("queue").and_then(serde_json::Value::as_u64).unwrap_or(0) > 0);
+    let items =
+        if pending { listing(&link, &["queue", "--json"]).map(|q| items_by_session(&q)) } else { Ok(HashMap::new()) };
+    // A queue that could not be read leaves the items pane empty; the counts stay the listing's.
+    Ok((rows, items.unwrap_or_default()))
 }
 
-fn listing(link: &Link) -> Result<Vec<serde_json::Value>, String> {
-    let events = link.exec(&["ls".into(), "--json".into()], None).map_err(|e| format!("{e:#}"))?;
+/// A host's `desk queue --json` queues as the items pane's lines, by session.
+fn items_by_session(queues: &[serde_json::Value]) -> HashMap<String, Vec<ItemLine>> {
+    let mut by_session = HashMap::new();
+    for queue in queues {
+        let Some(session) = queue.get("session").and_then(|s| s.as_str()) else { continue };
+        let items: Vec<ItemLine> = queue
+            .get("items")
+            .and_then(|i| i.as_array())
+            .into_iter()
+            .flatten()
+            .filter_map(|i| serde_json::from_value::<desk_core::delivery::item::Item>(i.clone()).ok())
+            .map(|item| super::item_line(&item))
+            .collect();
+        // Stuck ones first, as this machine's are listed.
+        let (mut stuck, waiting): (Vec<ItemLine>, Vec<ItemLine>) = items.into_iter().partition(|i| i.state == "stuck");
+        stuck.extend(waiting);
+        by_session.insert(session.to_string(), stuck);
+    }
+    by_session
+}
+
+/// The `data` array of the host's `desk ARGS` (a `--json` command), within [`LISTING_TIMEOUT`].
+fn listing(link: &Link, args: &[&str]) -> Result<Vec<serde_json::Value>, String> {
+    let sub = args[0];
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let events = link.exec(&args, None).map_err(|e| format!("{e:#}"))?;
     let deadline = Instant::now() + LISTING_TIMEOUT;
     let (mut out, mut err, mut code) = (Vec::new(), Vec::new(), None);
     loop {
@@ -135,14 +298,14 @@ fn listing(link: &Link) -> Result<Vec<serde_json::Value>, String> {
                 break;
             }
             Err(_) if code.is_some() => break,
-            Err(_) => return Err(format!("desk ls did not answer within {} s", LISTING_TIMEOUT.as_secs())),
+            Err(_) => return Err(format!("desk {sub} did not answer within {} s", LISTING_TIMEOUT.as_secs())),
         }
     }
     let value: Option<serde_json::Value> = serde_json::from_slice(&out).ok();
     match value.as_ref().and_then(|v| v.get("data")).and_then(|d| d.as_array()) {
         Some(rows) if code == Some(0) => Ok(rows.clone()),
         _ => Err(format!(
-            "desk ls failed (exit {}): {}",
+            "desk {sub} failed (exit {}): {}",
             code.unwrap_or(1),
             String::from_utf8_lossy(&err).trim().replace('\n', "; ")
         )),

@@ -16,7 +16,8 @@
 //! samples ([`USAGE_REFRESH`]), operator actions, sends and typed keys (a force can take a
 //! minute; keys go through `desk_common::keys`, as `desk keys` sends them), and the
 //! live preview (a viewer connection to the selected session's master, whose keyframe and
-//! output feed a local screen model). A thread per source keeps each one's blocking call out of
+//! output feed a local screen model), and each configured host's listing, events and dialogs
+//! ([`hosts`]). A thread per source keeps each one's blocking call out of
 //! the others' way without a second event loop beside the watcher's, and the main thread never
 //! connects to, reads from or waits on a master: a stopped one at worst leaves its own thread
 //! waiting. Enter suspends the dashboard for a `desk attach` child on the same terminal.
@@ -133,7 +134,7 @@ enum Msg {
     /// An operator action finished: what the daemon said.
     ActionDone(String),
     /// The daemon dropped this item (the items pane shows it at once, not at the next refresh).
-    Dropped(desk_wire::names::ItemId),
+    Dropped(model::ItemRef),
     /// CPU % and resident KiB by session id.
     Usage(HashMap<u32, (f32, u64)>),
     /// Every channel at a glance (unread and `@human` counts for the header).
@@ -142,15 +143,17 @@ enum Msg {
     FleetNotes(HashMap<String, String>, Vec<(String, String)>),
     /// Every channel's members, by channel (for grouping the table by channel).
     Rosters(HashMap<String, Vec<String>>),
-    /// The fleet's open dialogs and the blocked sessions without a readable one (the approvals
-    /// view, while it is open).
-    Approvals(Vec<crate::inbox::Open>, Vec<String>),
+    /// The open dialogs of this machine (`None`) or a host, and the blocked sessions without a
+    /// readable one (the approvals view, while it is open).
+    Approvals(Option<String>, Vec<crate::inbox::Open>, Vec<String>),
     /// An answer from the approvals view came back: the session, and what became of it.
     Answered(String, String),
     /// A post to a channel came back: the channel, the thread, and what became of it.
     Posted(String, Option<desk_core::delivery::item::ItemId>, String),
     /// A host's sessions, or why it could not be reached ([`hosts`]).
     Host(String, hosts::HostNews),
+    /// A host's events (sessions named `HOST:NAME`), for the events pane.
+    HostEvents(Vec<(String, desk_wire::events::Event)>),
 }
 
 /// 1 s: how often the open approvals view reads the fleet's dialogs again (a snapshot of each
@@ -279,6 +282,25 @@ pub fn run() -> Result<i32> {
     let links = hosts::Links::shared();
     for (name, host) in desk_common::config::load(&paths)?.hosts {
         dash.hosts.insert(name.clone(), Some("connecting...".into()));
+        // Its dialogs for the approvals view, only while it is open, on a thread of its own
+        // (a host slow to answer holds up no other place's cards).
+        let (dialogs_name, dialogs_links) = (name.clone(), links.clone());
+        spawn("host approvals", tx.clone(), move |tx| {
+            loop {
+                if APPROVALS_OPEN.load(std::sync::atomic::Ordering::Relaxed) {
+                    // A host not answering has no cards (its header says why).
+                    let open = hosts::approvals(&dialogs_name, &dialogs_links).unwrap_or_default();
+                    if tx.send(Msg::Approvals(Some(dialogs_name.clone()), open, Vec::new())).is_err() {
+                        return;
+                    }
+                }
+                std::thread::sleep(APPROVALS_REFRESH);
+            }
+        })?;
+        let (events_name, events_links) = (name.clone(), links.clone());
+        spawn("host events", tx.clone(), move |tx| {
+            hosts::follow_events(events_name, events_links, tx, Msg::HostEvents)
+        })?;
         let (paths, links) = (paths.clone(), links.clone());
         spawn("host", tx.clone(), move |tx| hosts::watch(name, host, paths, links, tx, Msg::Host))?;
     }
@@ -325,7 +347,7 @@ pub fn run() -> Result<i32> {
         loop {
             if APPROVALS_OPEN.load(std::sync::atomic::Ordering::Relaxed) {
                 let (open, unread) = crate::inbox::list(&approvals_paths);
-                if tx.send(Msg::Approvals(open, unread)).is_err() {
+                if tx.send(Msg::Approvals(None, open, unread)).is_err() {
                     return;
                 }
             }
@@ -538,10 +560,40 @@ fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Flow 
             }
         }
         Msg::FleetFailed(why) => dash.daemon_down = Some(format!("fleet watch stopped: {why}")),
-        Msg::Host(host, news) => {
-            let answer =
-                news.answer.map(|list| list.iter().filter_map(|v| hosts::row_from_listing(&host, v)).collect());
+        Msg::Host(host, mut news) => {
+            let answer = news.answer.map(|list| {
+                let rows: Vec<Row> = list
+                    .iter()
+                    .filter_map(|v| hosts::row_from_listing(&host, v))
+                    .map(|mut row| {
+                        let there = row.name[host.len() + 1..].to_string();
+                        if let Some(queue) = row.queue.as_mut() {
+                            queue.items = news.items.remove(&there).unwrap_or_default();
+                        }
+                        row.usage = news.usage.get(&there).copied();
+                        row
+                    })
+                    .collect();
+                // The preview asked the master for the old size: reconnect at the new one.
+                let resized =
+                    |row: &Row| dash.row(&row.name).is_some_and(|old| (old.cols, old.rows) != (row.cols, row.rows));
+                if rows.iter().any(|row| preview.as_ref().is_some_and(|p| p.session == row.name) && resized(row)) {
+                    *preview = None;
+                }
+                rows
+            });
             dash.set_host(&host, answer);
+        }
+        Msg::HostEvents(events) => {
+            // The preview asked the master for the old size: reconnect at the new one.
+            let resized = events.iter().any(|(session, event)| {
+                matches!(event.body, desk_wire::events::EventBody::Resize { .. })
+                    && preview.as_ref().is_some_and(|p| p.session == *session)
+            });
+            if resized {
+                *preview = None;
+            }
+            dash.host_events(events);
         }
         Msg::Queues(Ok((queues, note))) => {
             dash.set_queues(Ok(queues));
@@ -565,7 +617,7 @@ fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Flow 
             }
         }
         Msg::Rosters(rosters) => dash.set_memberships(&rosters),
-        Msg::Approvals(open, unread) => dash.set_approvals(open, unread),
+        Msg::Approvals(host, open, unread) => dash.set_approvals(host.as_deref(), open, unread),
         Msg::Answered(session, outcome) => dash.answered(&session, outcome),
         Msg::Posted(channel, thread, outcome) => {
             dash.status = Some(outcome);
@@ -667,63 +719,55 @@ fn handle(msg: Msg, dash: &mut Dash, preview: &mut Option<PreviewConn>) -> Flow 
 }
 
 /// Ask the daemon on a thread (a force can take a minute); the outcome comes back as a message.
+/// A host's session or item is acted on by the host's own `desk serve`, over its control socket
+/// through the host's link: an error at once when the link is down, within the link's open
+/// timeout when the host does not answer.
 fn run_action(paths: &Paths, links: &hosts::Links, tx: &Sender<Msg>, action: Action, dash: &mut Dash) {
     let socket = desk_common::daemon_client::socket_path(paths);
-    // A host's session is paused or resumed by the host's own `desk serve`, through its link.
-    let remote = match &action {
-        Action::Pause(s) | Action::Resume(s) => {
-            hosts::split(s).map(|(host, name)| (host.to_string(), links.clone(), name.to_string()))
-        }
-        Action::Force(_) | Action::Drop(_) => None,
-    };
+    let host = action.host().map(|host| (host.to_string(), links.clone()));
     let what = match &action {
-        Action::Force(id) => format!("forcing {id}"),
-        Action::Drop(id) => format!("dropping {id}"),
+        Action::Force(item) => format!("forcing {item}"),
+        Action::Drop(item) => format!("dropping {item}"),
         Action::Pause(s) => format!("pausing {s}"),
         Action::Resume(s) => format!("resuming {s}"),
     };
     dash.status = Some(format!("{what}: asking desk serve..."));
     let _ = spawn("action", tx.clone(), move |tx| {
-        let refused = |why| Ok(Err(control::ControlError::new(control::ErrorKind::BadRequest, why)));
-        let answer = match remote {
-            Some((host, links, name)) => {
-                let on_host = match &action {
-                    Action::Pause(_) => Action::Pause(name),
-                    _ => Action::Resume(name),
-                };
-                match on_host.request() {
-                    Ok(request) => links
-                        .get(&host)
-                        .ok_or_else(|| anyhow::anyhow!("host {host} is not connected"))
-                        .and_then(|link| link.open(desk_wire::relay::Target::Control))
-                        .and_then(|stream| daemon_client::request_on(stream, &request, action_timeout(&on_host)))
-                        .map(control::Response::into_answer::<()>),
-                    Err(why) => refused(why),
-                }
-            }
-            None => match action.request() {
-                Ok(request) => daemon_client::request(&socket, &request, action_timeout(&action))
-                    .map(control::Response::into_answer::<()>),
-                Err(why) => refused(why),
-            },
+        let request = action.request();
+        let timeout = action_timeout(&action);
+        let answer = match &host {
+            Some((host, links)) => links
+                .get(host)
+                .ok_or_else(|| anyhow::anyhow!("host {host} is not connected"))
+                .and_then(|link| link.open(desk_wire::relay::Target::Control))
+                .and_then(|stream| daemon_client::request_on(stream, &request, timeout))
+                .map(control::Response::into_answer::<()>),
+            None => daemon_client::request(&socket, &request, timeout).map(control::Response::into_answer::<()>),
         };
-        if let (Action::Drop(id), Ok(Ok(_))) = (&action, &answer) {
-            let _ = tx.send(Msg::Dropped(id.clone()));
+        if let (Action::Drop(item), Ok(Ok(_))) = (&action, &answer) {
+            let _ = tx.send(Msg::Dropped(item.clone()));
         }
-        let outcome = outcome_line(answer);
+        let outcome = outcome_line(answer, host.as_ref().map(|(h, _)| h.as_str()));
         let _ = tx.send(Msg::ActionDone(outcome));
     });
 }
 
 /// The status line for an action's answer: what the daemon did, and only a refusal (nothing
 /// was done) is called one — a force that pasted again and still did not deliver says so.
-fn outcome_line(answer: anyhow::Result<Result<control::Answer<()>, control::ControlError>>) -> String {
+/// `host`: the daemon asked was that host's.
+fn outcome_line(
+    answer: anyhow::Result<Result<control::Answer<()>, control::ControlError>>,
+    host: Option<&str>,
+) -> String {
     match answer {
         Ok(Ok(done)) if done.message.is_empty() => "done".into(),
         Ok(Ok(done)) => done.message,
         Ok(Err(e)) if e.kind.refused() => format!("refused: {}", e.message),
         Ok(Err(e)) => e.message,
-        Err(e) => format!("{e:#} (is desk serve running?)"),
+        Err(e) => match host {
+            Some(host) => format!("not done: {e:#} (is host {host} up, and its desk serve running?)"),
+            None => format!("{e:#} (is desk serve running?)"),
+        },
     }
 }
 
@@ -816,6 +860,19 @@ fn answer(
     dash.status = Some(format!("answering {session}: {said}..."));
     let paths = paths.clone();
     let _ = spawn("answer", tx.clone(), move |tx| {
+        if hosts::split(&session).is_some() {
+            // A host's dialog: `desk approve|deny HOST:NAME --seen FINGERPRINT`, which answers
+            // it on the host, only if it is still the dialog on the card.
+            let number = option.map(|n| n.to_string());
+            let args: Vec<&str> = match &number {
+                Some(n) => vec!["approve", &session, n, "--seen", &seen],
+                None => vec!["deny", &session, "--seen", &seen],
+            };
+            let outcome = run_desk(&args)
+                .map_or_else(|e| format!("{session} not answered: {e}"), |()| format!("answered {session}: {said}"));
+            let _ = tx.send(Msg::Answered(session, outcome));
+            return;
+        }
         let choice = option.map_or(desk_core::dialog::Choice::Deny, desk_core::dialog::Choice::Option);
         let outcome = match desk_common::paths::SessionName::parse(&session) {
             Ok(name) => {

@@ -98,30 +98,83 @@ pub struct ItemLine {
     pub why: String,
 }
 
-/// An operator action on the daemon, run by the loop once confirmed.
+/// A session as the dashboard hands it to the loop: this machine's (`host` none) or a host's,
+/// by its name there. Rows are named `HOST:NAME` for a host's sessions; the reference is
+/// parsed from the row once, so nothing downstream splits a string again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionRef {
+    pub host: Option<String>,
+    pub name: SessionName,
+}
+
+impl SessionRef {
+    /// The session the row named `row` stands for; a name that does not parse is said.
+    pub fn of_row(row: &str) -> Result<SessionRef, String> {
+        let (host, name) = match row.split_once(':') {
+            Some((host, name)) => (Some(host.to_string()), name),
+            None => (None, row),
+        };
+        Ok(SessionRef { host, name: SessionName::parse(name).map_err(|e| e.to_string())? })
+    }
+}
+
+impl std::fmt::Display for SessionRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.host {
+            Some(host) => write!(f, "{host}:{}", self.name),
+            None => write!(f, "{}", self.name),
+        }
+    }
+}
+
+/// An item as the dashboard hands it to the loop: this machine's daemon's, or a host's (then
+/// written `HOST:ITEMID`, as the CLI takes it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ItemRef {
+    pub host: Option<String>,
+    pub id: ItemId,
+}
+
+impl std::fmt::Display for ItemRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.host {
+            Some(host) => write!(f, "{host}:{}", self.id),
+            None => write!(f, "{}", self.id),
+        }
+    }
+}
+
+/// An operator action on a daemon (this machine's, or the host's of the session or item it
+/// names), run by the loop once confirmed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    Force(ItemId),
-    Drop(ItemId),
-    /// A row's name: a session here, or `host:name` for one of a host's (the loop sends it to
-    /// that host's daemon under its own name), hence text until the request is made.
-    Pause(String),
-    Resume(String),
+    Force(ItemRef),
+    Drop(ItemRef),
+    Pause(SessionRef),
+    Resume(SessionRef),
 }
 
 impl Action {
-    /// The daemon request that performs it. The rows hold the names as the session records
-    /// gave them, so they parse; one that does not is said, not sent.
-    pub fn request(&self) -> Result<Request, String> {
-        let session = |name: &str| SessionName::parse(name).map_err(|e| e.to_string());
-        Ok(match self {
+    /// The host whose daemon performs it (`None`: this machine's).
+    pub fn host(&self) -> Option<&str> {
+        match self {
+            Action::Force(item) | Action::Drop(item) => item.host.as_deref(),
+            Action::Pause(session) | Action::Resume(session) => session.host.as_deref(),
+        }
+    }
+
+    /// The request that daemon is sent (names as that daemon knows them).
+    pub fn request(&self) -> Request {
+        match self {
             // Never over someone's draft from here: the daemon refuses and says so; the CLI's
             // `desk force --over-draft` is the deliberate way.
-            Action::Force(id) => Request::Force { id: id.clone(), over_draft: false },
-            Action::Drop(id) => Request::Drop { id: id.clone() },
-            Action::Pause(s) => Request::Pause { session: session(s)?, reason: Some("paused from desk dash".into()) },
-            Action::Resume(s) => Request::Resume { session: session(s)? },
-        })
+            Action::Force(item) => Request::Force { id: item.id.clone(), over_draft: false },
+            Action::Drop(item) => Request::Drop { id: item.id.clone() },
+            Action::Pause(s) => {
+                Request::Pause { session: s.name.clone(), reason: Some("paused from desk dash".into()) }
+            }
+            Action::Resume(s) => Request::Resume { session: s.name.clone() },
+        }
     }
 }
 
@@ -417,6 +470,9 @@ pub struct Dash {
     pub memberships: HashMap<String, Vec<String>>,
     /// The approvals view, while it is open (`super::approvals`).
     pub approvals: Option<super::approvals::Approvals>,
+    /// The open dialogs and unreadable blocked sessions each place (this machine: `None`, or a
+    /// host) last reported, which the approvals view's cards are made of.
+    pub dialogs: HashMap<Option<String>, (Vec<crate::inbox::Open>, Vec<String>)>,
     /// The channel pane, while it is open (`super::channels`).
     pub channel_pane: Option<super::channels::ChannelPane>,
     /// Each configured host, by name, and why it cannot be reached (`None`: its last listing
@@ -542,8 +598,6 @@ impl Dash {
         self.reorder();
     }
 
-    /// Take the fleet's CPU and memory use, by session id (a row's child pid); exited rows have
-    /// none.
     /// Take the fleet's notes by session, and the declared sessions that never ran here
     /// (name, provider): rows `down` for those no other row stands for.
     pub fn set_fleet(&mut self, notes: &HashMap<String, String>, declared: &[(String, String)]) {
@@ -557,8 +611,10 @@ impl Dash {
         }
     }
 
+    /// Take this machine's sessions' CPU and memory use, by session id (a row's child pid);
+    /// exited rows have none. A host's rows keep what their host's listing gave.
     pub fn set_usage(&mut self, usage: &HashMap<u32, (f32, u64)>) {
-        for row in self.rows.values_mut() {
+        for row in self.rows.values_mut().filter(|r| !r.name.contains(':')) {
             let running = matches!(row.link, Link::Live | Link::Unresponsive | Link::Connecting);
             row.usage = if running && row.pid != 0 { usage.get(&row.pid).copied() } else { None };
         }
@@ -588,6 +644,8 @@ impl Dash {
             }
         }
         self.reorder();
+        let items = self.selected_items().len();
+        self.item_index = self.item_index.min(items.saturating_sub(1));
     }
 
     /// Take the daemon's queue counts (`None`: the daemon could not be asked, and why). Rows
@@ -614,10 +672,14 @@ impl Dash {
 
     /// The daemon dropped item `id`: it leaves its session's items and counts now (the next
     /// queue refresh says the same).
-    pub fn item_dropped(&mut self, id: &ItemId) {
+    pub fn item_dropped(&mut self, dropped: &ItemRef) {
+        let host = |row: &Row| row.name.split_once(':').map(|(host, _)| host.to_string());
         for row in self.rows.values_mut() {
+            if host(row) != dropped.host {
+                continue;
+            }
             let Some(queue) = row.queue.as_mut() else { continue };
-            if let Some(at) = queue.items.iter().position(|i| i.id == *id) {
+            if let Some(at) = queue.items.iter().position(|i| i.id == dropped.id) {
                 let item = queue.items.remove(at);
                 queue.queued = queue.queued.saturating_sub(1);
                 if item.state == "stuck" {
@@ -628,6 +690,24 @@ impl Dash {
         self.reorder();
         let items = self.selected_items().len();
         self.item_index = self.item_index.min(items.saturating_sub(1));
+    }
+
+    /// A host's events for the events pane (`session` named `HOST:NAME`), told as this
+    /// machine's are, each in its place by time (a host's history arrives after this machine's
+    /// lines). The rows are not touched: a host's rows are its listing.
+    /// A resize is the exception: the row takes the new size at once, so that the preview
+    /// reconnects at it rather than at the listing's, up to a listing old.
+    pub fn host_events(&mut self, events: Vec<(String, Event)>) {
+        for (session, event) in events {
+            if let (EventBody::Resize { cols, rows }, Some(row)) = (&event.body, self.rows.get_mut(&session)) {
+                (row.cols, row.rows) = (*cols, *rows);
+            }
+            if let Some((text, alert)) = describe(&event.body) {
+                let at = self.log.iter().position(|l| l.at_ms <= event.ts_ms).unwrap_or(self.log.len());
+                self.log.insert(at, LogLine { at_ms: event.ts_ms, session, text, alert });
+            }
+        }
+        self.log.truncate(EVENT_LOG_LIMIT);
     }
 
     fn log(&mut self, at_ms: u64, session: &str, text: String, alert: bool) {
@@ -701,11 +781,17 @@ impl Dash {
         }
     }
 
-    /// The open dialogs as read now, for the approvals view.
-    pub fn set_approvals(&mut self, cards: Vec<crate::inbox::Open>, unread: Vec<String>) {
-        if let Some(view) = self.approvals.as_mut() {
-            view.refresh(cards, unread);
-        }
+    /// The open dialogs of this machine (`host` none) or of a host (sessions named
+    /// `HOST:NAME`) as read now, for the approvals view: its cards are every place's, the one
+    /// waiting longest first.
+    pub fn set_approvals(&mut self, host: Option<&str>, cards: Vec<crate::inbox::Open>, unread: Vec<String>) {
+        self.dialogs.insert(host.map(str::to_string), (cards, unread));
+        let Some(view) = self.approvals.as_mut() else { return };
+        let mut cards: Vec<crate::inbox::Open> = self.dialogs.values().flat_map(|(c, _)| c.iter().cloned()).collect();
+        cards.sort_by_key(|o| (if o.since_ms == 0 { u64::MAX } else { o.since_ms }, o.session.clone()));
+        let mut unread: Vec<String> = self.dialogs.values().flat_map(|(_, u)| u.iter().cloned()).collect();
+        unread.sort();
+        view.refresh(cards, unread);
     }
 
     /// An answer from the approvals view came back: what became of it.
@@ -838,9 +924,10 @@ impl Dash {
             // Its prompt may have landed late and sit in the box: force looks first.
             _ => "press Enter if its prompt sits unsent in the input box, else paste it again and submit it",
         };
+        let item_ref = self.item_ref(&item);
         self.confirm = Some(Confirm {
-            question: format!("force {} ({}): {what}? y/n", item.id, item.class.as_deref().unwrap_or("stuck")),
-            action: Action::Force(item.id),
+            question: format!("force {item_ref} ({}): {what}? y/n", item.class.as_deref().unwrap_or("stuck")),
+            action: Action::Force(item_ref),
         });
     }
 
@@ -849,10 +936,17 @@ impl Dash {
             self.status = Some("no item to drop here (i lists the session's items)".into());
             return;
         };
+        let item_ref = self.item_ref(&item);
         self.confirm = Some(Confirm {
-            question: format!("drop {} (\"{}\"): it will never be delivered? y/n", item.id, item.preview),
-            action: Action::Drop(item.id),
+            question: format!("drop {item_ref} (\"{}\"): it will never be delivered? y/n", item.preview),
+            action: Action::Drop(item_ref),
         });
+    }
+
+    /// An item of the selected session, with the host whose daemon holds it.
+    fn item_ref(&self, item: &ItemLine) -> ItemRef {
+        let host = self.selected.as_ref().and_then(|s| s.split_once(':')).map(|(host, _)| host.to_string());
+        ItemRef { host, id: item.id.clone() }
     }
 
     /// Select the next visible session (after the selected one, wrapping) that needs a person.
@@ -1026,6 +1120,8 @@ impl Dash {
             }
             Key::Char('A') => {
                 self.approvals = Some(super::approvals::Approvals::default());
+                // Every place's dialogs are read again for it: none stale from its last opening.
+                self.dialogs.clear();
                 self.items_focus = false;
             }
             Key::Char('c') => {
@@ -1040,10 +1136,17 @@ impl Dash {
             Key::Char('d') => self.ask_drop(),
             Key::Char('p') => {
                 let row = self.selected.as_ref().and_then(|s| self.rows.get(s))?;
+                let session = match SessionRef::of_row(&row.name) {
+                    Ok(session) => session,
+                    Err(why) => {
+                        self.status = Some(why);
+                        return None;
+                    }
+                };
                 let action = if row.queue.as_ref().is_some_and(|q| q.paused) {
-                    Action::Resume(row.name.clone())
+                    Action::Resume(session)
                 } else {
-                    Action::Pause(row.name.clone())
+                    Action::Pause(session)
                 };
                 return Some(Command::Run(action));
             }

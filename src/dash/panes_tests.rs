@@ -58,7 +58,7 @@ fn the_approvals_view_answers_the_selected_card_with_its_fingerprint() {
     assert_eq!(dash.on_key(Key::Char('1')), None, "no cards read yet: nothing to answer");
     let cards = cards();
     let (api, charlie) = (cards[0].dialog.fingerprint.clone(), cards[1].dialog.fingerprint.clone());
-    dash.set_approvals(cards.clone(), vec![]);
+    dash.set_approvals(None, cards.clone(), vec![]);
     assert_eq!(
         dash.on_key(Key::Char('3')),
         Some(Command::Answer { session: "api".into(), option: Some(3), seen: api.clone(), said: "3. No".into() })
@@ -77,7 +77,7 @@ fn the_approvals_view_answers_the_selected_card_with_its_fingerprint() {
     // A refresh that reorders the cards keeps the selection on its session.
     let mut reversed = cards;
     reversed.reverse();
-    dash.set_approvals(reversed, vec![]);
+    dash.set_approvals(None, reversed, vec![]);
     assert!(matches!(dash.on_key(Key::Char('2')), Some(Command::Answer { session, .. }) if session == "charlie"));
     dash.answered("charlie", "charlie not answered: the dialog changed".into());
     assert_eq!(dash.status.as_deref(), Some("charlie not answered: the dialog changed"));
@@ -88,7 +88,7 @@ fn the_approvals_view_answers_the_selected_card_with_its_fingerprint() {
 fn approvals_view(cols: u16, rows: u16) -> String {
     let mut dash = busy_fleet();
     dash.on_key(Key::Char('A'));
-    dash.set_approvals(cards(), vec!["delta".into()]);
+    dash.set_approvals(None, cards(), vec!["delta".into()]);
     let term = draw(&dash, &Preview::None, cols, rows, Look { color: true });
     format!("{}", term.backend())
 }

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use super::key::Key;
 use super::look::Look;
-use super::model::{Action, Command, Dash, Grouping, ItemLine, QueueCounts, Row, Urgency};
+use super::model::{Action, Command, Dash, Grouping, ItemLine, ItemRef, QueueCounts, Row, SessionRef, Urgency};
 use super::view::{self, Preview};
 use desk_common::fleet::FleetEvent;
 use desk_common::session::ExitRecord;
@@ -303,7 +303,10 @@ fn f_forces_the_first_stuck_item_after_a_confirmation_that_says_what_it_does() {
         question.contains("0000000000000000000000000A") && question.contains("press Enter on the text"),
         "{question}"
     );
-    assert_eq!(dash.on_key(Key::Char('y')), Some(Command::Run(Action::Force(item_id("0000000000000000000000000A")))));
+    assert_eq!(
+        dash.on_key(Key::Char('y')),
+        Some(Command::Run(Action::Force(ItemRef { host: None, id: item_id("0000000000000000000000000A") })))
+    );
     assert!(dash.confirm.is_none());
 }
 
@@ -331,7 +334,10 @@ fn force_refuses_a_merged_item_and_anything_not_stuck_like_the_cli() {
     assert!(dash.status.as_deref().is_some_and(|s| s.contains("not stuck")), "{:?}", dash.status);
     // Drop works on any of them, confirmed.
     dash.on_key(Key::Char('d'));
-    assert_eq!(dash.on_key(Key::Char('y')), Some(Command::Run(Action::Drop(item_id("0000000000000000000000000C")))));
+    assert_eq!(
+        dash.on_key(Key::Char('y')),
+        Some(Command::Run(Action::Drop(ItemRef { host: None, id: item_id("0000000000000000000000000C") })))
+    );
     // A session with nothing stuck has nothing to force.
     dash.on_key(Key::Esc);
     dash.on_key(Key::Char('G'));
@@ -400,9 +406,13 @@ fn cpu_and_memory_show_for_running_sessions_only_each_on_its_own_row() {
 #[test]
 fn p_pauses_a_running_queue_and_resumes_a_paused_one() {
     let mut dash = fleet();
-    assert_eq!(dash.on_key(Key::Char('p')), Some(Command::Run(Action::Resume("golf".into()))), "golf is paused");
+    assert_eq!(
+        dash.on_key(Key::Char('p')),
+        Some(Command::Run(Action::Resume(SessionRef::of_row("golf").unwrap()))),
+        "golf is paused"
+    );
     dash.on_key(Key::Char('j'));
-    assert_eq!(dash.on_key(Key::Char('p')), Some(Command::Run(Action::Pause("delta".into()))));
+    assert_eq!(dash.on_key(Key::Char('p')), Some(Command::Run(Action::Pause(SessionRef::of_row("delta").unwrap()))));
 }
 
 #[test]
@@ -1114,16 +1124,16 @@ fn a_dropped_item_leaves_the_items_list_and_the_counts_at_once() {
     let mut dash = fleet();
     let golf = dash.row("golf").unwrap().queue.clone().unwrap();
     assert_eq!((golf.queued, golf.stuck, golf.items.len()), (3, 2, 3));
-    dash.item_dropped(&item_id("0000000000000000000000000A"));
+    dash.item_dropped(&ItemRef { host: None, id: item_id("0000000000000000000000000A") });
     let golf = dash.row("golf").unwrap().queue.clone().unwrap();
     assert_eq!((golf.queued, golf.stuck), (2, 1));
     assert_eq!(
         golf.items.iter().map(|i| i.id.as_str()).collect::<Vec<_>>(),
         ["0000000000000000000000000B", "0000000000000000000000000C"]
     );
-    dash.item_dropped(&item_id("0000000000000000000000000C"));
+    dash.item_dropped(&ItemRef { host: None, id: item_id("0000000000000000000000000C") });
     assert_eq!(dash.row("golf").unwrap().queue.as_ref().unwrap().queued, 1);
-    dash.item_dropped(&item_id("000000000000000000000000FF"));
+    dash.item_dropped(&ItemRef { host: None, id: item_id("000000000000000000000000FF") });
     assert_eq!(dash.row("golf").unwrap().queue.as_ref().unwrap().queued, 1);
 }
 
@@ -1199,12 +1209,18 @@ fn a_force_that_pasted_again_is_not_shown_as_a_refusal() {
         Ok(env.body.into_answer::<()>())
     };
     let typed = "pasted again; still not seen in the input area: the item stays stuck (paste-missing)";
-    assert_eq!(super::outcome_line(answer(Response::fail(desk_wire::control::ErrorKind::NotDelivered, typed))), typed);
     assert_eq!(
-        super::outcome_line(answer(Response::fail(desk_wire::control::ErrorKind::Refused, "no pending item x"))),
+        super::outcome_line(answer(Response::fail(desk_wire::control::ErrorKind::NotDelivered, typed)), None),
+        typed
+    );
+    assert_eq!(
+        super::outcome_line(answer(Response::fail(desk_wire::control::ErrorKind::Refused, "no pending item x")), None),
         "refused: no pending item x"
     );
-    assert_eq!(super::outcome_line(answer(Response::done("pressed Enter; delivered"))), "pressed Enter; delivered");
+    assert_eq!(
+        super::outcome_line(answer(Response::done("pressed Enter; delivered")), None),
+        "pressed Enter; delivered"
+    );
 }
 
 #[test]
@@ -1263,4 +1279,123 @@ fn a_host_s_listing_becomes_host_name_rows_that_its_silence_marks_unresponsive_a
         listing.as_array().unwrap()[..1].iter().filter_map(|v| super::hosts::row_from_listing("box", v)).collect();
     dash.set_host("box", Ok(rows));
     assert!(dash.row("box:old").is_none() && dash.row("box:web").is_some() && dash.row("here").is_some());
+}
+
+#[test]
+fn a_host_s_items_are_forced_dropped_and_paused_by_typed_references_to_the_host() {
+    let mut dash = Dash::new();
+    let mut row = Row::connecting("box:web", "demo", 0, 80, 24);
+    row.link = super::model::Link::Live;
+    row.queue = Some(QueueCounts {
+        queued: 2,
+        stuck: 1,
+        paused: false,
+        items: vec![
+            ItemLine {
+                id: item_id("0000000000000000000000000A"),
+                state: "stuck".into(),
+                class: Some("submit-stuck".into()),
+                preview: "on the box".into(),
+                why: String::new(),
+            },
+            ItemLine {
+                id: item_id("0000000000000000000000000B"),
+                state: "queued".into(),
+                class: None,
+                preview: "later".into(),
+                why: String::new(),
+            },
+        ],
+    });
+    dash.set_host("box", Ok(vec![row]));
+    // This machine's usage sampling leaves a host's rows the figures their host gave.
+    let mut with_usage = dash.row("box:web").unwrap().clone();
+    with_usage.usage = Some((12.0, 2048));
+    dash.set_host("box", Ok(vec![with_usage]));
+    dash.set_usage(&HashMap::new());
+    assert_eq!(dash.row("box:web").and_then(|r| r.usage), Some((12.0, 2048)));
+    let on_box = |id: &str| ItemRef { host: Some("box".into()), id: item_id(id) };
+    dash.on_key(Key::Char('f'));
+    let question = dash.confirm.as_ref().map(|c| c.question.clone()).unwrap_or_default();
+    assert!(question.starts_with("force box:0000000000000000000000000A (submit-stuck)"), "{question}");
+    assert_eq!(dash.on_key(Key::Char('y')), Some(Command::Run(Action::Force(on_box("0000000000000000000000000A")))));
+    dash.on_key(Key::Char('i'));
+    dash.on_key(Key::Char('J'));
+    dash.on_key(Key::Char('d'));
+    assert_eq!(dash.on_key(Key::Char('y')), Some(Command::Run(Action::Drop(on_box("0000000000000000000000000B")))));
+    dash.on_key(Key::Esc);
+    let pause = dash.on_key(Key::Char('p'));
+    let expected = SessionRef { host: Some("box".into()), name: desk_wire::names::SessionName::parse("web").unwrap() };
+    assert_eq!(pause, Some(Command::Run(Action::Pause(expected.clone()))));
+    let Some(Command::Run(action)) = pause else { unreachable!() };
+    assert_eq!(action.host(), Some("box"));
+    assert_eq!(
+        action.request(),
+        desk_wire::control::Request::Pause {
+            session: expected.name.clone(),
+            reason: Some("paused from desk dash".into())
+        },
+        "the host's daemon is asked by the name it knows"
+    );
+    // A drop of a host's item takes it off that host's row only.
+    dash.item_dropped(&ItemRef { host: None, id: item_id("0000000000000000000000000B") });
+    assert_eq!(dash.row("box:web").and_then(|r| r.queue.as_ref()).map(|q| q.items.len()), Some(2));
+    dash.item_dropped(&on_box("0000000000000000000000000B"));
+    assert_eq!(dash.row("box:web").and_then(|r| r.queue.as_ref()).map(|q| q.items.len()), Some(1));
+}
+
+#[test]
+fn a_host_s_events_go_in_the_events_pane_by_time_and_a_resize_sizes_its_row() {
+    use desk_wire::events::{Event, EventBody};
+    let mut dash = Dash::new();
+    let mut row = Row::connecting("box:web", "demo", 0, 80, 24);
+    row.link = super::model::Link::Live;
+    dash.set_host("box", Ok(vec![row]));
+    let event = |ts_ms: u64, seq: u64, body: EventBody| Event { seq, ts_ms, generation: 1, body };
+    dash.backlog(vec![("here".into(), event(2_000, 1, EventBody::Bell))]);
+    dash.host_events(vec![
+        ("box:web".into(), event(1_000, 1, EventBody::Notification { title: None, body: "older".into() })),
+        ("box:web".into(), event(3_000, 2, EventBody::Resize { cols: 100, rows: 30 })),
+    ]);
+    let lines: Vec<(u64, String)> = dash.log_lines().map(|l| (l.at_ms, l.session.clone())).collect();
+    let times: Vec<u64> = lines.iter().map(|(t, _)| *t).collect();
+    let mut sorted = times.clone();
+    sorted.sort_by(|a, b| b.cmp(a));
+    assert_eq!(times, sorted, "newest first, whatever came first: {lines:?}");
+    assert!(lines.iter().any(|(t, s)| *t == 1_000 && s == "box:web"), "{lines:?}");
+    let web = dash.row("box:web").unwrap();
+    assert_eq!((web.cols, web.rows), (100, 30));
+}
+
+#[test]
+fn the_approvals_view_holds_every_place_s_dialogs_the_longest_waiting_first() {
+    let mut dash = Dash::new();
+    dash.on_key(Key::Char('A'));
+    let card = |session: &str, since_ms: u64| crate::inbox::Open {
+        session: session.into(),
+        provider: "demo".into(),
+        since_ms,
+        dialog: desk_core::dialog::Dialog {
+            kind: desk_core::dialog::Kind::Approval,
+            title: "t".into(),
+            question: "q?".into(),
+            tool: None,
+            args: None,
+            layout: desk_core::dialog::Layout::Numbered,
+            options: Vec::new(),
+            text: Vec::new(),
+            fingerprint: session.into(),
+        },
+    };
+    dash.set_approvals(Some("box"), vec![card("box:api", 5)], Vec::new());
+    dash.set_approvals(None, vec![card("here", 9)], vec!["mute".into()]);
+    let view = dash.approvals.as_ref().unwrap();
+    let sessions: Vec<&str> = view.cards.iter().flatten().map(|c| c.session.as_str()).collect();
+    assert_eq!(sessions, ["box:api", "here"]);
+    assert_eq!(view.unread, ["mute"]);
+    // This machine's next reading keeps the host's cards.
+    dash.set_approvals(None, Vec::new(), Vec::new());
+    let sessions: Vec<String> =
+        dash.approvals.as_ref().unwrap().cards.iter().flatten().map(|c| c.session.clone()).collect();
+    assert_eq!(sessions, ["box:api"]);
 }

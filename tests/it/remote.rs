@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use crate::harness::PtyCommand;
 use crate::sshd::{Sshd, free_port, kill_control_masters, kill_shared_links, shared_links};
 use crate::suite::{Needs, require};
-use crate::support::{DESK, Home, PATIENCE, eventually};
+use crate::support::{DESK, Home, PATIENCE, eventually, prompts};
 
 /// A throwaway sshd, once the machine is known to have one.
 fn sshd() -> Sshd {
@@ -59,6 +59,15 @@ fn new_web_on_box(local: &Local, remote: &Home, greeting: &str) -> std::path::Pa
     let script = format!("echo {greeting}; exec cat > {}", got.display());
     local.home.ok(&["new", "box:web", "--", "sh", "-c", &script]);
     got
+}
+
+/// A `[hosts.gone]` entry whose port refuses connections: a host that cannot be reached.
+fn gone_host(sshd: &Sshd) -> String {
+    let refused = free_port();
+    format!(
+        "[hosts.gone]\nssh = \"desk-test\"\nssh_args = [\"-F\", \"{}\", \"-p\", \"{refused}\"]\n",
+        sshd.ssh_config().display()
+    )
 }
 
 fn stdout(out: &std::process::Output) -> String {
@@ -133,11 +142,7 @@ fn new_ls_peek_send_and_kill_work_through_a_host_on_its_own_desk_home() {
 fn desk_hosts_reports_version_round_trip_and_the_unreachable() {
     let sshd = sshd();
     let remote = Home::new();
-    let refused = free_port();
-    let dead = format!(
-        "[hosts.gone]\nssh = \"desk-test\"\nssh_args = [\"-F\", \"{}\", \"-p\", \"{refused}\"]\n",
-        sshd.ssh_config().display()
-    );
+    let dead = gone_host(&sshd);
     let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote)), dead]);
     let v = local.home.json(&["hosts", "--json"]);
     let hosts = v["data"].as_array().unwrap();
@@ -146,6 +151,14 @@ fn desk_hosts_reports_version_round_trip_and_the_unreachable() {
     assert_eq!(host("box")["desk_version"], env!("CARGO_PKG_VERSION"));
     assert!(host("box")["rtt_ms"].as_f64().is_some(), "{v:#}");
     assert_eq!(host("box")["facts"]["runtime"], remote.run_dir().display().to_string());
+    // Linger is systemd's: on a host without it, not applicable rather than on or off.
+    if std::path::Path::new("/run/systemd/system").is_dir() {
+        assert!(host("box")["facts"]["linger"].is_boolean(), "{v:#}");
+    } else {
+        assert!(host("box")["facts"]["linger"].is_null(), "{v:#}");
+        let text = local.home.ok(&["hosts"]);
+        assert!(text.contains("n/a (no systemd)"), "{text}");
+    }
     // The host's daemon, asked over its control socket through the link.
     assert_eq!(host("box")["serve_running"], false, "{v:#}");
     remote.serve();
@@ -290,11 +303,7 @@ fn the_dashboard_shows_a_host_s_sessions_previews_and_sends_to_them_and_an_unrea
     let sshd = sshd();
     let remote = Home::new();
     remote.serve();
-    let refused = free_port();
-    let dead = format!(
-        "[hosts.gone]\nssh = \"desk-test\"\nssh_args = [\"-F\", \"{}\", \"-p\", \"{refused}\"]\n",
-        sshd.ssh_config().display()
-    );
+    let dead = gone_host(&sshd);
     let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote)), dead]);
     let got = new_web_on_box(&local, &remote, "screen of the box");
     local.home.new_sh("here", "sleep 600");
@@ -437,6 +446,271 @@ fn desk_hosts_says_serve_runs_only_when_desk_serve_itself_answers() {
     assert_eq!(host["reachable"], true, "{v:#}");
     assert_eq!(host["serve_running"], false, "{v:#}");
     assert!(host["serve_pid"].is_null(), "{v:#}");
+}
+
+#[test]
+#[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
+fn a_host_s_items_are_written_host_colon_id_and_item_stuck_force_drop_pause_take_them_back() {
+    let sshd = sshd();
+    let remote = Home::new();
+    remote.serve();
+    let dead = gone_host(&sshd);
+    let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote)), dead]);
+    // Enters within 6.5 s of a paste are newlines: the delivery runs out of Enters and ends
+    // submit-stuck; a forced Enter after the window submits it (as in the delivery tests).
+    let log = remote.demo("f", &["--paste-burst-ms", "6500"]);
+    remote.wait_ready("f");
+    // pause and resume: the host's daemon holds the host's session's queue.
+    local.home.ok(&["pause", "box:f"]);
+    // send prints the id as the host's item, and queue lists it the same way.
+    let sent = local.home.ok(&["send", "box:f", "never mind this one"]).trim().to_string();
+    let id = sent.strip_prefix("box:").unwrap_or_else(|| panic!("not written box:ID: {sent:?}")).to_string();
+    assert_eq!(remote.item(&id)["state"], "queued", "the host's daemon has it");
+    let queue = local.home.ok(&["queue", "box:f"]);
+    assert!(queue.contains(&format!("box:{id}")) && queue.contains("paused"), "{queue}");
+    // item takes it back (and a unique start of it, as for this machine's ids).
+    let item = local.home.ok(&["item", &sent]);
+    assert!(item.contains(&format!("item box:{id}")) && item.contains("queued"), "{item}");
+    let v = local.home.json(&["item", &format!("box:{}", &id[..20]), "--json"]);
+    assert_eq!(v["data"]["id"], id.as_str(), "--json is the host's answer: {v:#}");
+    // drop takes it back: dropped on the host.
+    local.home.ok(&["drop", &sent]);
+    assert_eq!(remote.item(&id)["state"], "dropped");
+    local.home.ok(&["resume", "box:f"]);
+    // A stuck item on the host: stuck -H lists it with the commands that reach it.
+    let stuck = local.home.ok(&["send", "box:f", "force me through"]).trim().to_string();
+    let stuck_id = stuck.strip_prefix("box:").expect("box:ID").to_string();
+    assert_eq!(remote.settled(&stuck_id)["stuck"], "submit-stuck");
+    let listed = local.home.ok(&["stuck", "-H", "box"]);
+    assert!(listed.contains(&format!("box:{stuck_id}  box:f")), "{listed}");
+    assert!(listed.contains(&format!("desk peek box:f); desk force box:{stuck_id} presses Enter")), "{listed}");
+    // --all: this machine's (none) and every host's; the lost one is said, the others listed.
+    let out = local.home.desk(&["stuck", "--all", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "a host could not be asked: {}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let items = v["data"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{v:#}");
+    assert_eq!((items[0]["host"].as_str(), items[0]["id"].as_str()), (Some("box"), Some(stuck_id.as_str())));
+    assert!(v["notes"].to_string().contains("host gone"), "{v:#}");
+    // force takes it back: Enter only, delivered on the host.
+    let out = local.home.ok(&["force", &stuck]);
+    assert!(out.contains("delivered"), "{out}");
+    assert_eq!(remote.item(&stuck_id)["state"], "delivered");
+    assert_eq!(prompts(&log), vec!["force me through"], "never pasted twice");
+    // An item that is not on the host, and a host that is not configured: each said by name.
+    let out = local.home.desk(&["item", "box:7ZZZZZZZZZZZZZZZZZZZZZZZZZ"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("no item"), "{}", stderr(&out));
+    let out = local.home.desk(&["force", &format!("elsewhere:{stuck_id}")]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("no host \"elsewhere\""), "{}", stderr(&out));
+    let out = local.home.desk(&["stuck", "-H", "elsewhere"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
+
+/// Lines a child writes to one of its pipes, as they come (read on a thread).
+fn lines_of(pipe: impl std::io::Read + Send + 'static) -> std::sync::Arc<std::sync::Mutex<Vec<String>>> {
+    use std::io::BufRead as _;
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = lines.clone();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+            kept.lock().unwrap().push(line);
+        }
+    });
+    lines
+}
+
+#[test]
+#[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
+fn events_all_follow_reconnects_a_host_whose_link_dropped_and_prints_each_event_once() {
+    let sshd = sshd();
+    let remote = Home::new();
+    let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote))]);
+    remote.new_sh("one", "sleep 600");
+    let mut events = Reaped(
+        local
+            .home
+            .cmd()
+            .args(["events", "--all", "--follow", "--json", "--type", "started"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("desk events --all --follow"),
+    );
+    let out = lines_of(events.0.stdout.take().unwrap());
+    let err = lines_of(events.0.stderr.take().unwrap());
+    let started = |session: &str| {
+        out.lock()
+            .unwrap()
+            .iter()
+            .filter(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap_or_default();
+                v["host"] == "box" && v["session"] == session
+            })
+            .count()
+    };
+    eventually("the host's history", || (started("one") == 1).then_some(()).ok_or(format!("{:?}", out.lock())));
+    // The link drops: the shared link killed outright (as when its ssh dies).
+    kill_shared_links(&local.home.run_dir());
+    eventually("stderr to say it reconnects", || {
+        let said = err.lock().unwrap().join("\n");
+        if said.contains("host box:") && said.contains("reconnecting in") && said.contains("reconnected") {
+            Ok(())
+        } else {
+            Err(said)
+        }
+    });
+    // Events after the drop come through the new link; the history given again is not
+    // printed twice.
+    remote.new_sh("two", "sleep 600");
+    eventually("the new session's start", || (started("two") == 1).then_some(()).ok_or(format!("{:?}", out.lock())));
+    assert_eq!(started("one"), 1, "{:?}", out.lock());
+}
+
+/// A child killed when dropped (also when its test fails), with what it started (`desk events
+/// --all` runs `desk events --local` for this machine's events), each by its pid.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let mut doomed: Vec<u32> = desk_common::procfs::descendants(self.0.id()).into_iter().map(|p| p.pid).collect();
+        doomed.push(self.0.id());
+        for pid in doomed {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::SIGKILL);
+        }
+        let _ = self.0.wait();
+    }
+}
+
+/// `desk dash` under the local home, at 200x50 (wide enough for the CPU and memory columns).
+fn remote_dash(local: &Local) -> crate::harness::Pty {
+    PtyCommand::new(DESK)
+        .arg("dash")
+        .env("DESK_HOME", local.home.path())
+        .env("DESK_AUTOSTART", "0")
+        .size(200, 50)
+        .spawn()
+        .expect("spawn desk dash")
+}
+
+#[test]
+#[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
+fn the_dashboard_forces_drops_and_resumes_a_host_s_items_shows_its_events_usage_and_dialogs_and_answers_them() {
+    let sshd = sshd();
+    let remote = Home::new();
+    remote.serve();
+    let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote))]);
+    // On the host: a stuck item (submit-stuck, as in the delivery tests) and, behind a pause, a
+    // queued one; and a session that shows an approval dialog.
+    let log = remote.demo("f", &["--paste-burst-ms", "6500"]);
+    remote.demo("api", &[]);
+    remote.wait_ready("f");
+    remote.wait_activity("api", "idle");
+    let stuck = remote.send("f", "force me through");
+    assert_eq!(remote.settled(&stuck)["stuck"], "submit-stuck");
+    remote.ok(&["pause", "f"]);
+    let queued = remote.send("f", "drop me");
+    remote.ok(&["keys", "api", "text:please approve-me", "Enter"]);
+    remote.wait_activity("api", "blocked");
+    let pty = remote_dash(&local);
+    pty.wait_until(PATIENCE, "box:f and box:api listed", |s| s.contains("box:f") && s.contains("box:api"))
+        .expect("the host's rows");
+    // The host's events in the events pane, as this machine's are: a session started there
+    // after the dashboard did.
+    remote.new_sh("ev", "echo hi; sleep 600");
+    pty.wait_until(PATIENCE, "box:ev's start in the events pane", |s| {
+        s.rows().iter().any(|r| r.contains("box:ev") && r.contains("started: sh -c"))
+    })
+    .expect("the host's events");
+    // Its CPU and memory columns, from the host's listing (two listings make a rate).
+    pty.write("/box:f\r").expect("filter");
+    pty.wait_until(PATIENCE, "box:f's CPU and memory", |s| {
+        s.rows()
+            .iter()
+            .any(|r| r.contains("box:f") && r.contains('%') && r.split_whitespace().any(|w| w.ends_with('M')))
+    })
+    .expect("the usage columns");
+    // Its items in the items pane; force the stuck one: Enter only, on the host.
+    pty.write("i").expect("items");
+    pty.wait_until(PATIENCE, "the host's items", |s| {
+        s.contains(&format!("{stuck} stuck (submit-stuck)")) && s.contains(&queued)
+    })
+    .expect("the items pane");
+    pty.write("f").expect("force");
+    pty.wait_for_text(&format!("force box:{stuck} (submit-stuck): press Enter on the text in its input box? y/n"))
+        .expect("the confirmation names the host's item");
+    pty.write("y").expect("confirm");
+    eventually("the host's daemon to deliver the forced item", || {
+        let state = remote.item(&stuck)["state"].clone();
+        if state == "delivered" { Ok(()) } else { Err(state.to_string()) }
+    });
+    assert_eq!(prompts(&log), vec!["force me through"], "Enter only: never pasted twice");
+    // Drop the queued one.
+    pty.wait_until(PATIENCE, "the forced item gone from the pane", |s| !s.contains(&format!("{stuck} stuck")))
+        .expect("the pane refreshed");
+    pty.write("d").expect("drop");
+    pty.wait_for_text(&format!("drop box:{queued} (\"drop me\")")).expect("the drop's confirmation");
+    pty.write("y").expect("confirm");
+    eventually("the host's daemon to drop it", || {
+        let state = remote.item(&queued)["state"].clone();
+        if state == "dropped" { Ok(()) } else { Err(state.to_string()) }
+    });
+    // p resumes the host's paused queue, through its own desk serve.
+    // (Each Esc waits for its effect: an Esc and a key at once read as an Alt chord.)
+    pty.write("i").expect("leave the items pane");
+    pty.wait_until(PATIENCE, "the preview back", |s| !s.contains("box:f: items")).expect("the items pane closed");
+    pty.write("p").expect("resume");
+    pty.wait_until(PATIENCE, "the resume's answer", |s| s.contains("resum")).expect("resumed");
+    eventually("box:f resumed on the host", || {
+        let q = remote.json(&["queue", "--json"]);
+        let paused = q["data"].as_array().into_iter().flatten().any(|s| s["session"] == "f" && !s["paused"].is_null());
+        if paused { Err(q.to_string()) } else { Ok(()) }
+    });
+    // The host's dialog is a card in the approvals view, answered on the host.
+    pty.write("\x1b").expect("clear the filter");
+    pty.wait_until(PATIENCE, "the filter cleared", |s| !s.contains("filter: box:f")).expect("no filter");
+    pty.write("A").expect("approvals");
+    pty.wait_until(PATIENCE, "box:api's card", |s| s.contains("box:api") && s.contains("[2] No")).expect("the card");
+    pty.write("2").expect("answer No");
+    pty.wait_until(PATIENCE, "the answer said", |s| s.contains("answered box:api: 2. No")).expect("answered");
+    remote.wait_screen("api", "Denied (2. No)");
+    pty.write("q").expect("quit");
+}
+
+#[test]
+#[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
+fn an_action_on_a_host_that_is_gone_answers_with_an_error_within_bounds_and_the_dashboard_keeps_going() {
+    let mut sshd = sshd();
+    let remote = Home::new();
+    remote.serve();
+    let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote))]);
+    remote.new_sh("web", "sleep 600");
+    remote.ok(&["pause", "web"]);
+    let queued = remote.send("web", "held here");
+    local.home.new_sh("here", "sleep 600");
+    let pty = remote_dash(&local);
+    pty.wait_until(PATIENCE, "box:web listed", |s| s.contains("box:web") && s.contains("here")).expect("the rows");
+    pty.write("/box:web\r").expect("filter");
+    pty.wait_until(PATIENCE, "box:web alone", |s| s.contains("box:web") && !s.contains("here")).expect("filtered");
+    pty.write("i").expect("items");
+    pty.wait_until(PATIENCE, "the host's queued item", |s| s.contains(&queued)).expect("the items pane");
+    // The host goes away (sshd and every connection it serves): dropping its item says so
+    // within the link's bounds, and the dashboard keeps taking keys.
+    sshd.stop();
+    pty.write("d").expect("drop");
+    pty.wait_for_text(&format!("drop box:{queued}")).expect("the confirmation");
+    let asked = Instant::now();
+    pty.write("y").expect("confirm");
+    pty.wait_until(PATIENCE, "the drop's error", |s| s.contains("not done:") && s.contains("host box"))
+        .expect("an error, not a hang");
+    assert!(asked.elapsed() < Duration::from_secs(20), "took {:?}", asked.elapsed());
+    assert_eq!(remote.item(&queued)["state"], "queued", "nothing was done");
+    pty.write("i").expect("leave the items pane");
+    pty.wait_until(PATIENCE, "the preview back", |s| !s.contains("box:web: items")).expect("the items pane closed");
+    pty.write("\x1b").expect("clear the filter");
+    pty.wait_until(PATIENCE, "the local row back", |s| s.contains("here")).expect("the dashboard keeps going");
+    pty.write("q").expect("quit");
 }
 
 /// A listener where session `name`'s master socket would be on the host (a stream through the

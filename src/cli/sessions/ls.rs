@@ -40,6 +40,32 @@ pub(super) struct Listing {
     /// How its master stands against this desk (running and unresponsive sessions only).
     #[serde(skip_serializing_if = "Option::is_none")]
     master: Option<MasterSkew>,
+    /// The CPU time and resident memory of its child's whole session (`--json`, running
+    /// sessions only): what another desk's dashboard shows for a host's session.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<SessionUsage>,
+}
+
+/// A running session's use of the machine, summed over the processes of its child's session.
+#[derive(Debug, Serialize)]
+struct SessionUsage {
+    /// CPU time since each process started, in milliseconds (a rate is two of these apart).
+    cpu_ms: u64,
+    rss_kib: u64,
+}
+
+/// Each running row's [`SessionUsage`], in one pass over `/proc`.
+fn add_usage(rows: &mut [Listing]) {
+    use nix::unistd::{SysconfVar, sysconf};
+    let ticks_per_s = sysconf(SysconfVar::CLK_TCK).ok().flatten().unwrap_or(100).max(1) as u64;
+    let page_kib = (sysconf(SysconfVar::PAGE_SIZE).ok().flatten().unwrap_or(4096).max(1024) / 1024) as u64;
+    let usage = desk_common::procfs::usage_by_session();
+    for row in rows.iter_mut().filter(|r| r.status == "running") {
+        row.usage = row
+            .pid
+            .and_then(|pid| usage.get(&pid))
+            .map(|u| SessionUsage { cpu_ms: u.cpu_ticks * 1000 / ticks_per_s, rss_kib: u.rss_pages * page_kib });
+    }
 }
 
 /// Version skew: whether a session's master runs the desk-master this desk would start, and
@@ -389,6 +415,7 @@ fn from_files(name: &SessionName, meta: Option<&SessionMeta>, status: &'static s
         delivery: None,
         fleet: None,
         master: None,
+        usage: None,
     }
 }
 
@@ -425,6 +452,7 @@ pub(in crate::cli) fn ls(json: bool) -> Result<i32> {
     let paths = paths()?;
     let rows = rows(&paths)?;
     if json {
+        add_usage(&mut rows);
         output::print_ok("sessions", &rows, &[])?;
         return Ok(0);
     }
