@@ -442,20 +442,23 @@ fn rows(paths: &Paths) -> Result<Vec<Listing>> {
 /// What `desk ls --json` prints, as bytes (a host's relay answers it in its own process).
 pub(in crate::cli) fn json_listing(paths: &Paths) -> Result<Vec<u8>> {
     paths.ensure_runtime()?;
-    let rows = rows(paths)?;
+    let mut rows = rows(paths)?;
+    add_usage(&mut rows);
     let mut out = Vec::new();
     output::write_ok(&mut out, "sessions", &rows, Vec::new)?;
     Ok(out)
 }
 
 pub(in crate::cli) fn ls(json: bool) -> Result<i32> {
+    use std::io::Write as _;
     let paths = paths()?;
-    let rows = rows(&paths)?;
     if json {
-        add_usage(&mut rows);
-        output::print_ok("sessions", &rows, &[])?;
+        let listing = json_listing(&paths)?;
+        let mut out = std::io::stdout().lock();
+        out.write_all(&listing).and_then(|()| out.flush()).context("cannot write the listing")?;
         return Ok(0);
     }
+    let rows = rows(&paths)?;
     if rows.is_empty() {
         match demo_home_elsewhere() {
             Some(home) => println!(
@@ -474,7 +477,6 @@ pub(in crate::cli) fn ls(json: bool) -> Result<i32> {
         text.push('\n');
     }
     text.push_str(&skew_footer(&rows));
-    use std::io::Write as _;
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes()).and_then(|()| out.flush()).context("cannot write the listing")?;
     Ok(0)
