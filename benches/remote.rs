@@ -13,7 +13,11 @@
 //! The "hosts" are the one sshd with a `desk` setting per host that gives each its own
 //! `DESK_HOME` (as tests/it/remote.rs does). Every session runs under a temp home and is killed by
 //! its pids at the end, with sshd and the ControlMasters. Options: `--runs N` (5), `--keys N`
-//! (200), `--sessions N` (50), `--mb N` (20), `--part echo|listing|fanout` (all).
+//! (200), `--sessions N` (50), `--mb N` (20), `--part echo|listing|fanout` (all), `--baseline
+//! DIR` (another build's `desk` in DIR, e.g. a release build of main: its remote attach and
+//! listing are timed beside this build's, alternating, each with its own desk at both ends).
+//! Echo runs `--runs` rounds of `--keys` keystrokes per way, the ways alternating round by
+//! round, and reports each round's ratio and their median.
 
 #[path = "../tests/it/sshd.rs"]
 mod sshd;
@@ -36,10 +40,12 @@ struct Opts {
     mb: usize,
     /// Only this part (`echo`, `listing`, `fanout`).
     part: Option<String>,
+    /// Another build's `desk` (its directory), timed beside this one's.
+    baseline: Option<PathBuf>,
 }
 
 fn parse_opts() -> Opts {
-    let mut opts = Opts { runs: 5, keys: 200, sessions: 50, mb: 20, part: None };
+    let mut opts = Opts { runs: 5, keys: 200, sessions: 50, mb: 20, part: None, baseline: None };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     while i < args.len() {
@@ -50,6 +56,7 @@ fn parse_opts() -> Opts {
             "--sessions" => opts.sessions = value(),
             "--mb" => opts.mb = value(),
             "--part" => opts.part = args.get(i + 1).cloned(),
+            "--baseline" => opts.baseline = args.get(i + 1).map(|d| PathBuf::from(d).join("desk")),
             "--bench" => {
                 i += 1;
                 continue;
@@ -63,7 +70,12 @@ fn parse_opts() -> Opts {
 
 /// `desk ARGS` under `home`, which must succeed.
 fn desk(home: &Path, args: &[&str]) -> String {
-    let out = Command::new(DESK)
+    desk_of(DESK, home, args)
+}
+
+/// `desk ARGS` of the desk at `exe` under `home`, which must succeed.
+fn desk_of(exe: &str, home: &Path, args: &[&str]) -> String {
+    let out = Command::new(exe)
         .env("DESK_HOME", home)
         .env("DESK_AUTOSTART", "0")
         .args(args)
@@ -97,7 +109,12 @@ fn local_home(dir: &Path, hosts: &[String]) -> PathBuf {
 }
 
 fn desk_on(home: &Path) -> String {
-    format!("env DESK_HOME={} DESK_AUTOSTART=0 {DESK}", home.display())
+    desk_of_on(DESK, home)
+}
+
+/// The host's `desk` setting that runs the desk at `exe` under `home` there.
+fn desk_of_on(exe: &str, home: &Path) -> String {
+    format!("env DESK_HOME={} DESK_AUTOSTART=0 {exe}", home.display())
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -235,7 +252,9 @@ fn flood_through(term: &Term, go: &Path, what: &str) -> (f64, u64) {
     (start.elapsed().as_secs_f64(), got)
 }
 
-/// Keystroke echo through each way in; median and p95 in ms.
+/// Keystroke echo through each way in, `--runs` rounds of `--keys` keystrokes, the ways taking
+/// turns within each round (so a change in the machine's load meets every way alike); median and
+/// p95 in ms over all rounds, and the ratio to `ssh -t` round by round.
 fn echo_latency(opts: &Opts, sshd: &Sshd, work: &Path) -> String {
     let host_home = work.join("echo-host");
     let _stop = Sessions(&host_home);
@@ -244,31 +263,89 @@ fn echo_latency(opts: &Opts, sshd: &Sshd, work: &Path) -> String {
     let _masters = Masters(local.clone());
     let config = sshd.ssh_config();
     let config = config.to_str().unwrap();
-    let ways: Vec<(&str, Term)> = vec![
-        ("desk attach HOST:NAME", Term::start(DESK, &["attach", "e:echo"], &[("DESK_HOME", &local)])),
-        ("ssh -t HOST cat", Term::start("ssh", &["-F", config, "-t", "desk-test", "stty raw -echo; exec cat"], &[])),
+    let mut ways: Vec<(String, Term)> = vec![
+        ("desk attach HOST:NAME".into(), Term::start(DESK, &["attach", "e:echo"], &[("DESK_HOME", &local)])),
+        (
+            "ssh -t HOST cat".into(),
+            Term::start("ssh", &["-F", config, "-t", "desk-test", "stty raw -echo; exec cat"], &[]),
+        ),
         // Without attach's own status line, as a remote attach is (with it the terminal gets a
         // view rendered from the screen model, where a Ctrl-A echoes as nothing).
         (
-            "desk attach NAME (local, --no-status)",
+            "desk attach NAME (local, --no-status)".into(),
             Term::start(DESK, &["attach", "--no-status", "echo"], &[("DESK_HOME", &host_home)]),
         ),
     ];
-    let mut table = String::from("| way | keystrokes | median ms | p95 ms |\n|---|---|---|---|\n");
-    let mut medians = Vec::new();
-    for (name, term) in ways {
+    let _base_masters;
+    if let Some(base) = &opts.baseline {
+        let base = base.to_str().unwrap();
+        let home = local_home(&work.join("echo-local-base"), &[sshd.host_entry("e", &desk_of_on(base, &host_home))]);
+        ways.push((
+            "baseline desk attach HOST:NAME".into(),
+            Term::start(base, &["attach", "e:echo"], &[("DESK_HOME", &home)]),
+        ));
+        _base_masters = Masters(home);
+    }
+    for (name, term) in &ways {
         term.wait_raw_echo(name);
         term.drain(Duration::from_millis(300));
-        let mut samples: Vec<f64> =
-            (0..opts.keys).filter_map(|i| term.echo(b'a' + (i % 26) as u8)).map(|d| d.as_secs_f64() * 1000.0).collect();
-        assert_eq!(samples.len(), opts.keys, "{name}: some keystrokes never came back");
-        let m = median(&mut samples);
-        medians.push(m);
-        table.push_str(&format!("| {name} | {} | {m:.2} | {:.2} |\n", opts.keys, p95(&mut samples)));
-        drop(term);
     }
-    table.push_str(&format!("\nRatio of medians, desk attach HOST:NAME / ssh -t: {:.2}\n", medians[0] / medians[1]));
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); ways.len()];
+    let mut rounds = String::from("| round | load (1 min) |");
+    for (name, _) in &ways {
+        rounds.push_str(&format!(" {name} median ms |"));
+    }
+    rounds.push_str(" ratio remote / ssh -t |");
+    if opts.baseline.is_some() {
+        rounds.push_str(" ratio baseline / ssh -t |");
+    }
+    rounds.push('\n');
+    rounds.push_str(&"|---".repeat(ways.len() + 3 + usize::from(opts.baseline.is_some())));
+    rounds.push_str("|\n");
+    let (mut ratios, mut base_ratios) = (Vec::new(), Vec::new());
+    for round in 0..opts.runs {
+        let mut medians = Vec::new();
+        for (w, (name, term)) in ways.iter().enumerate() {
+            let mut these: Vec<f64> = (0..opts.keys)
+                .filter_map(|i| term.echo(b'a' + (i % 26) as u8))
+                .map(|d| d.as_secs_f64() * 1000.0)
+                .collect();
+            assert_eq!(these.len(), opts.keys, "{name}: some keystrokes never came back");
+            medians.push(median(&mut these));
+            samples[w].extend(these);
+        }
+        ratios.push(medians[0] / medians[1]);
+        rounds.push_str(&format!("| {} | {} |", round + 1, load()));
+        for m in &medians {
+            rounds.push_str(&format!(" {m:.3} |"));
+        }
+        rounds.push_str(&format!(" {:.2} |", medians[0] / medians[1]));
+        if opts.baseline.is_some() {
+            base_ratios.push(medians[3] / medians[1]);
+            rounds.push_str(&format!(" {:.2} |", medians[3] / medians[1]));
+        }
+        rounds.push('\n');
+    }
+    let mut table = String::from("| way | keystrokes | median ms | p95 ms |\n|---|---|---|---|\n");
+    for ((name, _), samples) in ways.iter().zip(&mut samples) {
+        table.push_str(&format!("| {name} | {} | {:.3} | {:.3} |\n", samples.len(), median(samples), p95(samples)));
+    }
+    table.push_str(&format!(
+        "\n{rounds}\nMedian of the rounds' ratios, desk attach HOST:NAME / ssh -t: {:.2}\n",
+        median(&mut ratios)
+    ));
+    if opts.baseline.is_some() {
+        table.push_str(&format!("Median of the rounds' ratios, baseline / ssh -t: {:.2}\n", median(&mut base_ratios)));
+    }
     table
+}
+
+/// The machine's load average over the last minute, as `/proc/loadavg` says.
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_string))
+        .unwrap_or_default()
 }
 
 /// `desk ls --all` over 3 hosts of `sessions` each, against a local `desk ls` of 3 × that.
@@ -286,30 +363,58 @@ fn listing(opts: &Opts, sshd: &Sshd, work: &Path) -> String {
         hosts.iter().enumerate().map(|(h, home)| sshd.host_entry(&format!("host{h}"), &desk_on(home))).collect();
     let local = local_home(&work.join("list-local"), &entries);
     let _masters = Masters(local.clone());
-    let time = |home: &Path, args: &[&str]| {
+    let time = |exe: &str, home: &Path, args: &[&str]| {
         let start = Instant::now();
-        let out = desk(home, args);
+        let out = desk_of(exe, home, args);
         (start.elapsed().as_secs_f64() * 1000.0, out)
     };
     // Warm: the ControlMasters are up, as in a session of use.
-    let (_, first) = time(&local, &["ls", "--all"]);
+    let (_, first) = time(DESK, &local, &["ls", "--all"]);
     assert_eq!(first.lines().count(), 1 + 3 * opts.sessions, "{first}");
-    let (mut all, mut here) = (Vec::new(), Vec::new());
+    let base = opts.baseline.as_ref().map(|exe| {
+        let exe = exe.to_str().unwrap().to_string();
+        let entries: Vec<String> = hosts
+            .iter()
+            .enumerate()
+            .map(|(h, home)| sshd.host_entry(&format!("host{h}"), &desk_of_on(&exe, home)))
+            .collect();
+        let home = local_home(&work.join("list-local-base"), &entries);
+        time(&exe, &home, &["ls", "--all"]);
+        (exe, home)
+    });
+    let _base_masters = base.as_ref().map(|(_, home)| Masters(home.clone()));
+    let (mut all, mut here, mut all_base, mut loads) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..opts.runs {
-        all.push(time(&local, &["ls", "--all"]).0);
-        here.push(time(&big, &["ls"]).0);
+        loads.push(load());
+        all.push(time(DESK, &local, &["ls", "--all"]).0);
+        if let Some((exe, home)) = &base {
+            all_base.push(time(exe, home, &["ls", "--all"]).0);
+        }
+        here.push(time(DESK, &big, &["ls"]).0);
     }
+    let base_row = if all_base.is_empty() {
+        String::new()
+    } else {
+        let b = median(&mut all_base);
+        format!(
+            "| baseline desk ls --all (3 hosts) | {} | {b:.0} | {:.0} |\n\nBaseline ratio: {:.2}\n",
+            3 * opts.sessions,
+            all_base.iter().cloned().fold(0.0, f64::max),
+            b / median(&mut here.clone())
+        )
+    };
     let (a, l) = (median(&mut all), median(&mut here));
-    let out = format!(
-        "| listing | sessions | median ms | slowest ms |\n|---|---|---|---|\n\
+    let out = format!("Load (1 min) at each run: {}\n\n{base_row}\n", loads.join(", "))
+        + &format!(
+            "| listing | sessions | median ms | slowest ms |\n|---|---|---|---|\n\
          | desk ls --all (3 hosts) | {} | {a:.0} | {:.0} |\n| desk ls (local) | {} | {l:.0} | {:.0} |\n\n\
          Ratio of medians, ls --all / local ls: {:.2}\n",
-        3 * opts.sessions,
-        all.iter().cloned().fold(0.0, f64::max),
-        3 * opts.sessions,
-        here.iter().cloned().fold(0.0, f64::max),
-        a / l
-    );
+            3 * opts.sessions,
+            all.iter().cloned().fold(0.0, f64::max),
+            3 * opts.sessions,
+            here.iter().cloned().fold(0.0, f64::max),
+            a / l
+        );
     out
 }
 
@@ -326,7 +431,15 @@ fn fanout(opts: &Opts, sshd: &Sshd, work: &Path) -> String {
     let config = sshd.ssh_config();
     let (mut attach, mut plain, mut received, mut here, mut tty) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let base = opts.baseline.as_ref().map(|exe| {
+        let exe = exe.to_str().unwrap().to_string();
+        let home = local_home(&work.join("flood-local-base"), &[sshd.host_entry("f", &desk_of_on(&exe, &host_home))]);
+        (exe, home)
+    });
+    let _base_masters = base.as_ref().map(|(_, home)| Masters(home.clone()));
+    let (mut attach_base, mut loads) = (Vec::new(), Vec::new());
     for run in 0..opts.runs {
+        loads.push(load());
         // Through the attach: the session waits for the go, then cats; the terminal here reads
         // until the file's last line has come (in the stream, or in a keyframe if the client fell
         // behind and the master redrew it: the bytes received say which).
@@ -341,6 +454,18 @@ fn fanout(opts: &Opts, sshd: &Sshd, work: &Path) -> String {
         attach.push(size as f64 / 1e6 / secs);
         received.push(got as f64);
         drop(term);
+        // The same through the baseline's remote attach (its own desk at both ends).
+        if let Some((exe, home)) = &base {
+            let go = work.join(format!("go-base-{run}"));
+            nix::unistd::mkfifo(&go, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+            let name = format!("flood-base{run}");
+            let script = format!("stty -echo; read x < {}; cat {}; exec sleep 100000", go.display(), data.display());
+            desk(&host_home, &["new", &name, "--", "sh", "-c", &script]);
+            let term = Term::start(exe, &["attach", &format!("f:{name}")], &[("DESK_HOME", home)]);
+            term.drain(Duration::from_millis(500));
+            attach_base.push(size as f64 / 1e6 / flood_through(&term, &go, "the baseline attach").0);
+            drop(term);
+        }
         // The same session type attached on the host itself: what the master and its PTY give
         // one client with no link in the way (the remote attach cannot beat it).
         let go = work.join(format!("go-local-{run}"));
@@ -380,13 +505,23 @@ fn fanout(opts: &Opts, sshd: &Sshd, work: &Path) -> String {
     }
     let (a, p, bytes, h) = (median(&mut attach), median(&mut plain), median(&mut received), median(&mut here));
     let t = median(&mut tty);
-    format!(
-        "File: {size} bytes ({} runs).\n\n| way | MB/s (median) | bytes received (median) |\n|---|---|---|\n| desk attach HOST:NAME | {a:.1} | {bytes:.0} |\n| ssh HOST cat FILE | {p:.1} | {size} |\n| ssh -t HOST cat FILE (terminals both ends) | {t:.1} | |\n| desk attach --no-status NAME on the host | {h:.1} | |\n\nRatio, desk attach / ssh: {:.2}; / ssh -t: {:.2}; remote / local attach: {:.2}\n",
-        opts.runs,
-        a / p,
-        a / t,
-        a / h
-    )
+    let base_line = if attach_base.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "Baseline desk attach HOST:NAME: {:.1} MB/s (median); ratio to ssh: {:.2}\n",
+            median(&mut attach_base),
+            median(&mut attach_base) / p
+        )
+    };
+    format!("Load (1 min) at each run: {}\n\n{base_line}\n", loads.join(", "))
+        + &format!(
+            "File: {size} bytes ({} runs).\n\n| way | MB/s (median) | bytes received (median) |\n|---|---|---|\n| desk attach HOST:NAME | {a:.1} | {bytes:.0} |\n| ssh HOST cat FILE | {p:.1} | {size} |\n| ssh -t HOST cat FILE (terminals both ends) | {t:.1} | |\n| desk attach --no-status NAME on the host | {h:.1} | |\n\nRatio, desk attach / ssh: {:.2}; / ssh -t: {:.2}; remote / local attach: {:.2}\n",
+            opts.runs,
+            a / p,
+            a / t,
+            a / h
+        )
 }
 
 fn main() {

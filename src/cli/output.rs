@@ -49,9 +49,18 @@ pub fn print_ok<T: Serialize>(kind: &str, data: T, notes: &[String]) -> anyhow::
 /// goes), so that stdout gets it a piece at a time instead of one document built in memory;
 /// `notes` is called once `data` is written.
 pub fn print_ok_streamed<T: Serialize>(kind: &str, data: T, notes: impl Fn() -> Vec<String>) -> anyhow::Result<()> {
-    use std::io::Write;
     let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    write_ok(std::io::BufWriter::new(stdout.lock()), kind, data, notes)
+}
+
+/// [`print_ok_streamed`] to `out` instead of stdout (a host's relay answering `desk ls --json`
+/// in its own process): the same bytes.
+pub fn write_ok<T: Serialize>(
+    mut out: impl std::io::Write,
+    kind: &str,
+    data: T,
+    notes: impl Fn() -> Vec<String>,
+) -> anyhow::Result<()> {
     serde_json::to_writer_pretty(&mut out, &Envelope { kind, data, notes })?;
     writeln!(out)?;
     out.flush()?;

@@ -327,8 +327,16 @@ pub(super) fn ls(json: bool, all: bool, named: &[String]) -> Result<i32> {
     Ok(0)
 }
 
-/// This machine's answer to `args`, by this desk run again (the same code path as a host's).
+/// This machine's answer to `args`: `desk ls --json` in this process (the same code as a host's
+/// relay answers it with, [`answer_in_relay`]), anything else by this desk run again (the same
+/// code path as a host's).
 fn local_listing(args: &[&str]) -> Answer {
+    if args == ["ls", "--json"] {
+        return match Paths::from_env().and_then(|paths| super::sessions::json_listing(&paths)) {
+            Ok(stdout) => parse_listing(args[0], 0, &stdout, &[]),
+            Err(e) => Answer::Unreachable(format!("cannot list this machine's sessions: {e:#}")),
+        };
+    }
     let listing = std::env::current_exe()
         .and_then(|exe| std::process::Command::new(exe).args(args).stdin(std::process::Stdio::null()).output());
     match listing {
@@ -811,8 +819,19 @@ fn first_time(json: &[u8], seen: &mut std::collections::HashMap<String, (u64, u6
 pub(super) fn relay() -> Result<i32> {
     desk_common::remote::relay::enter_user_scope();
     let paths = Paths::from_env()?;
-    desk_common::remote::relay::serve(&paths)?;
+    desk_common::remote::relay::serve(&paths, answer_in_relay)?;
     Ok(0)
+}
+
+/// The runs of this desk a relay answers in its own process: `desk ls --json` (each `desk ls
+/// --all` and each of the dashboard's refreshes asks it of every host), which then costs no
+/// process start on the host.
+fn answer_in_relay(args: &[String]) -> Option<fn(&Paths) -> desk_common::remote::relay::Ran> {
+    use desk_common::remote::relay::Ran;
+    (args == ["ls", "--json"]).then_some(|paths| match super::sessions::json_listing(paths) {
+        Ok(stdout) => Ran { code: 0, stdout, stderr: Vec::new() },
+        Err(e) => Ran { code: 1, stdout: Vec::new(), stderr: format!("desk: {e:#}\n").into_bytes() },
+    })
 }
 
 /// `desk link NAME ENTRY`: the shared link of a host (started by [`connect`], not by a person),

@@ -712,3 +712,103 @@ fn an_action_on_a_host_that_is_gone_answers_with_an_error_within_bounds_and_the_
     pty.wait_until(PATIENCE, "the local row back", |s| s.contains("here")).expect("the dashboard keeps going");
     pty.write("q").expect("quit");
 }
+
+/// A listener where session `name`'s master socket would be on the host (a stream through the
+/// relay is carried byte for byte, whoever answers): it takes one connection and runs `serve`.
+fn fake_master_on(
+    remote: &Home,
+    name: &str,
+    serve: impl FnOnce(std::os::unix::net::UnixStream) + Send + 'static,
+) -> std::thread::JoinHandle<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::create_dir_all(remote.run_dir()).unwrap();
+    std::fs::set_permissions(remote.run_dir(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let listener = std::os::unix::net::UnixListener::bind(remote.run_dir().join(format!("{name}.sock"))).unwrap();
+    std::thread::spawn(move || {
+        if let Ok((stream, _)) = listener.accept() {
+            serve(stream);
+        }
+    })
+}
+
+/// Byte `i` of the flood: a pattern whose every byte says where it is, so a lost, doubled or
+/// reordered piece shows.
+fn flood_byte(i: usize) -> u8 {
+    (i % 251) as u8 ^ (i / 251) as u8
+}
+
+#[test]
+#[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
+fn a_stream_whose_reader_stops_holds_back_no_other_stream_of_its_link_and_loses_nothing() {
+    use std::io::{Read as _, Write as _};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    const FLOOD: usize = 8 << 20;
+    let sshd = sshd();
+    let remote = Home::new();
+    let local = Local::new(&[]);
+    // One stream floods 8 MiB (far more than the window and every buffer on the way) once told
+    // to, the other echoes.
+    let written = Arc::new(AtomicUsize::new(0));
+    let (go, gone) = std::sync::mpsc::channel::<()>();
+    let flood = {
+        let written = written.clone();
+        fake_master_on(&remote, "flood", move |mut stream| {
+            if gone.recv().is_err() {
+                return;
+            }
+            let bytes: Vec<u8> = (0..FLOOD).map(flood_byte).collect();
+            for piece in bytes.chunks(16 * 1024) {
+                if stream.write_all(piece).is_err() {
+                    return;
+                }
+                written.fetch_add(piece.len(), Ordering::Relaxed);
+            }
+        })
+    };
+    let echo = fake_master_on(&remote, "echo", |stream| {
+        let _ = std::io::copy(&mut &stream, &mut &stream);
+    });
+    let host = desk_common::config::Host {
+        ssh: "desk-test".into(),
+        ssh_args: vec!["-F".into(), sshd.ssh_config().display().to_string()],
+        desk: desk_on(&remote),
+    };
+    let paths = desk_common::paths::Paths::in_home(local.home.path());
+    let link = desk_common::remote::link::Link::connect("box", &host, &paths, PATIENCE).unwrap();
+    let target = |name: &str| desk_wire::relay::Target::Session(name.into());
+    let mut stopped = link.open(target("flood")).unwrap();
+    let mut other = link.open(target("echo")).unwrap();
+    other.set_read_timeout(Some(PATIENCE)).unwrap();
+    // Nobody reads the flood here: its master writes until a window's worth is on the way.
+    go.send(()).unwrap();
+    eventually("the flood to fill the window", || {
+        let n = written.load(Ordering::Relaxed);
+        (n >= 1 << 20).then_some(()).ok_or(format!("{n} bytes written"))
+    });
+    for round in 0..5 {
+        let line = format!("ping {round}\n");
+        other.write_all(line.as_bytes()).unwrap();
+        let mut back = vec![0u8; line.len()];
+        other.read_exact(&mut back).unwrap_or_else(|e| {
+            panic!(
+                "the echo stream is held back by the stopped one ({e}); {} flood bytes written",
+                written.load(Ordering::Relaxed)
+            )
+        });
+        assert_eq!(back, line.as_bytes());
+    }
+    assert!(written.load(Ordering::Relaxed) < FLOOD, "the flood was never held back by its reader");
+    // The reader resumes: every byte, in order.
+    stopped.set_read_timeout(Some(PATIENCE)).unwrap();
+    let mut got = Vec::with_capacity(FLOOD);
+    stopped.read_to_end(&mut got).unwrap();
+    assert_eq!(got.len(), FLOOD);
+    if let Some(at) = (0..FLOOD).find(|&i| got[i] != flood_byte(i)) {
+        panic!("the flood differs from byte {at} on");
+    }
+    drop(other);
+    drop(link);
+    flood.join().unwrap();
+    echo.join().unwrap();
+}

@@ -17,9 +17,10 @@
 
 use thiserror::Error;
 
-/// The relay protocol's version: the envelope layout, the kinds and the targets below. The local
-/// desk and the relay must speak the same one; the handshake says which the relay speaks.
-pub const RELAY_VERSION: u16 = 1;
+/// The relay protocol's version: the envelope layout, the kinds, the targets and the windows
+/// below. The local desk and the relay must speak the same one; the handshake says which the
+/// relay speaks. 2: per-stream windows ([`Kind::Window`], [`INITIAL_WINDOW`]).
+pub const RELAY_VERSION: u16 = 2;
 
 /// What the relay writes before anything else: a NUL first (no rc file's greeting starts with
 /// one), then the protocol's name, then a NUL again.
@@ -32,6 +33,14 @@ pub const ENVELOPE_HEADER: usize = 9;
 /// `SOCKET_READ_CHUNK`) or of a master's output; a sender cuts longer data into several. A
 /// header declaring more is not from a desk relay and is refused before its payload is read.
 pub const MAX_ENVELOPE: usize = 256 * 1024;
+
+/// 1 MiB: what each side may send on a stream, in DATA and STDERR payload bytes, before the
+/// other grants more with [`Kind::Window`] (as an SSH channel's window). A reader that stops
+/// reading holds at most this much of its stream on the way, and never the link's other streams;
+/// it is several times what a loopback or LAN link carries in one round trip at full speed
+/// (100 MB/s × 1 ms = 100 KB), so a reader that keeps up is never held back by the window, and
+/// half of OpenSSH's own channel window (2 MiB), which the whole link shares.
+pub const INITIAL_WINDOW: u32 = 1 << 20;
 
 /// 64 bytes: a desk version (`0.1.0`, `0.12.3-rc.1+build`) with room to spare.
 const MAX_VERSION_TEXT: usize = 64;
@@ -62,6 +71,9 @@ pub enum Kind {
     Ping = 8,
     /// The answer to a [`Kind::Ping`].
     Pong = 9,
+    /// Either side: the sender's reader took this many more bytes of the stream (u32): the
+    /// other side may send that many more DATA and STDERR payload bytes on it.
+    Window = 10,
 }
 
 impl Kind {
@@ -76,6 +88,7 @@ impl Kind {
             7 => Kind::Exit,
             8 => Kind::Ping,
             9 => Kind::Pong,
+            10 => Kind::Window,
             _ => return None,
         })
     }
@@ -280,7 +293,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn kind() -> impl Strategy<Value = Kind> {
-        (1u8..=9).prop_map(|k| Kind::from_u8(k).unwrap())
+        (1u8..=10).prop_map(|k| Kind::from_u8(k).unwrap())
     }
 
     fn envelope() -> impl Strategy<Value = Envelope> {

@@ -419,14 +419,14 @@ fn from_files(name: &SessionName, meta: Option<&SessionMeta>, status: &'static s
     }
 }
 
-pub(in crate::cli) fn ls(json: bool) -> Result<i32> {
-    let paths = paths()?;
+/// Every session's row, as `desk ls` shows it (with its delivery counts and master skew).
+fn rows(paths: &Paths) -> Result<Vec<Listing>> {
     // The delivery queues are asked for while the masters are probed.
     let queues = {
         let paths = paths.clone();
         std::thread::spawn(move || crate::cli::delivery::queue_counts(&paths))
     };
-    let mut rows = listings(&paths)?;
+    let mut rows = listings(paths)?;
     if let Ok(Some(mut counts)) = queues.join() {
         for row in &mut rows {
             row.delivery = Some(counts.remove(&row.name).unwrap_or_default());
@@ -434,13 +434,31 @@ pub(in crate::cli) fn ls(json: bool) -> Result<i32> {
     }
     let installed = installed_master();
     for row in &mut rows {
-        row.master = master_skew(&paths, row, installed);
+        row.master = master_skew(paths, row, installed);
     }
+    Ok(rows)
+}
+
+/// What `desk ls --json` prints, as bytes (a host's relay answers it in its own process).
+pub(in crate::cli) fn json_listing(paths: &Paths) -> Result<Vec<u8>> {
+    paths.ensure_runtime()?;
+    let mut rows = rows(paths)?;
+    add_usage(&mut rows);
+    let mut out = Vec::new();
+    output::write_ok(&mut out, "sessions", &rows, Vec::new)?;
+    Ok(out)
+}
+
+pub(in crate::cli) fn ls(json: bool) -> Result<i32> {
+    use std::io::Write as _;
+    let paths = paths()?;
     if json {
-        add_usage(&mut rows);
-        output::print_ok("sessions", &rows, &[])?;
+        let listing = json_listing(&paths)?;
+        let mut out = std::io::stdout().lock();
+        out.write_all(&listing).and_then(|()| out.flush()).context("cannot write the listing")?;
         return Ok(0);
     }
+    let rows = rows(&paths)?;
     if rows.is_empty() {
         match demo_home_elsewhere() {
             Some(home) => println!(
@@ -459,7 +477,6 @@ pub(in crate::cli) fn ls(json: bool) -> Result<i32> {
         text.push('\n');
     }
     text.push_str(&skew_footer(&rows));
-    use std::io::Write as _;
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes()).and_then(|()| out.flush()).context("cannot write the listing")?;
     Ok(0)

@@ -32,7 +32,7 @@ mod rm;
 pub(super) use kill::kill;
 pub(crate) use kill::stop;
 pub(super) use log::log;
-pub(super) use ls::{ls, older_masters};
+pub(super) use ls::{json_listing, ls, older_masters};
 pub(crate) use ls::{most_needing_person, typed_command};
 pub(super) use new::{NewSession, new};
 pub(super) use peek::peek;

@@ -10,7 +10,9 @@
 //! answers with another relay protocol or has no desk is an error naming the host and what to
 //! do; when the link drops, every open stream's socket is shut (its reader sees the end) and
 //! every pending open, exec and ping fails with why, so nothing waits on a dead link. One
-//! thread reads the link; one thread per stream copies its socket to the link.
+//! thread reads the link and never blocks on a stream's reader (each stream's bytes are handed
+//! over within the window its sender keeps to, [`super::flow`]); one thread per stream copies its
+//! socket to the link, within the window the relay's side grants.
 
 use anyhow::{Result, anyhow, bail};
 use std::collections::HashMap;
@@ -26,6 +28,7 @@ use desk_wire::relay::{
     EnvelopeDecoder, Handshake, HandshakeError, Kind, LINK_STREAM, MAX_ENVELOPE, RELAY_VERSION, Target,
 };
 
+use super::flow::{Drain, DrainTo, Tally, Windows};
 use crate::config::Host;
 use crate::paths::Paths;
 
@@ -61,9 +64,21 @@ pub enum ExecEvent {
 
 /// Where what the relay sends on a stream goes.
 enum Sink {
-    Socket { ours: UnixStream, opened: Option<Sender<Result<(), String>>> },
-    Exec { events: Sender<ExecEvent>, opened: Option<Sender<Result<(), String>>> },
-    Facts { data: Vec<u8>, done: Sender<Result<Vec<u8>, String>> },
+    Socket {
+        ours: Drain,
+        opened: Option<Sender<Result<(), String>>>,
+    },
+    /// A run's output is taken from the link as it comes (held in `events` until its reader
+    /// takes it), so its window is granted as it arrives.
+    Exec {
+        events: Sender<ExecEvent>,
+        opened: Option<Sender<Result<(), String>>>,
+        tally: Tally,
+    },
+    Facts {
+        data: Vec<u8>,
+        done: Sender<Result<Vec<u8>, String>>,
+    },
 }
 
 /// Where envelopes to the host are written: ssh's standard input, or the socket of the shared
@@ -101,6 +116,8 @@ struct Shared {
     next: AtomicU32,
     nonce: AtomicU64,
     stderr: Arc<Mutex<Vec<u8>>>,
+    /// What this side may still send on each stream.
+    windows: Arc<Windows>,
 }
 
 impl Shared {
@@ -115,7 +132,22 @@ impl Shared {
             next: AtomicU32::new(1),
             nonce: AtomicU64::new(1),
             stderr,
+            windows: Windows::new(),
         })
+    }
+
+    /// DATA of stream `id`, within its window (waiting for the relay side's grants).
+    fn send_data(&self, id: u32, payload: &[u8]) -> Result<()> {
+        match self.windows.send(id, payload, |piece| self.send(id, Kind::Data, piece)) {
+            Ok(()) => Ok(()),
+            Err(super::flow::SendError::Send(e)) => Err(e),
+            Err(super::flow::SendError::Closed(_)) => bail!("the stream is closed"),
+        }
+    }
+
+    /// Grant the relay side `n` more bytes of stream `id`.
+    fn grant(&self, id: u32, n: u32) {
+        let _ = self.send(id, Kind::Window, &n.to_be_bytes());
     }
 
     fn send(&self, stream: u32, kind: Kind, payload: &[u8]) -> Result<()> {
@@ -271,6 +303,14 @@ impl Link {
         let (ours, theirs) = UnixStream::pair()?;
         let reader = ours.try_clone()?;
         let (tx, rx) = channel();
+        let shared = Arc::downgrade(&self.shared);
+        let grant = Box::new(move |n| {
+            if let Some(shared) = shared.upgrade() {
+                shared.grant(id, n);
+            }
+        });
+        let ours = Drain::new(DrainTo::Socket(ours), grant);
+        self.shared.windows.open(id);
         self.shared.sinks.lock().unwrap_or_else(|p| p.into_inner()).insert(id, Sink::Socket { ours, opened: Some(tx) });
         self.shared.send(id, Kind::Open, &target.encode())?;
         self.wait_opened(id, &rx)?;
@@ -308,7 +348,12 @@ impl Link {
         let id = self.next_id();
         let (events, rx) = channel();
         let (tx, opened) = channel();
-        self.shared.sinks.lock().unwrap_or_else(|p| p.into_inner()).insert(id, Sink::Exec { events, opened: Some(tx) });
+        self.shared.windows.open(id);
+        self.shared
+            .sinks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, Sink::Exec { events, opened: Some(tx), tally: Tally::default() });
         self.shared.send(id, Kind::Open, &Target::Exec(args.to_vec()).encode())?;
         self.wait_opened(id, &opened)?;
         match input {
@@ -323,6 +368,7 @@ impl Link {
 
     /// End stream `id` early: the host closes its socket or stops its command (by its pid).
     pub fn close(&self, id: u32) {
+        self.shared.windows.close(id);
         self.shared.sinks.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
         let _ = self.shared.send(id, Kind::Close, &[]);
     }
@@ -380,6 +426,8 @@ impl Drop for Link {
     /// ControlMaster it started stays for the next command, as ControlPersist says).
     fn drop(&mut self) {
         let mut child = self.child.lock().unwrap_or_else(|p| p.into_inner());
+        // Whatever waits to send on a stream stops: nothing more goes out.
+        self.shared.windows.close_all();
         let outlet = self.shared.stdin.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(Outlet::Shared(socket)) = &outlet {
             // The reader holds a clone: shut the socket itself, so the shared link sees the end.
@@ -394,8 +442,8 @@ impl Drop for Link {
     }
 }
 
-/// Copy a local reader (a stream's socket end, or an exec's input) to the link as DATA, then
-/// EOF at its end.
+/// Copy a local reader (a stream's socket end, or an exec's input) to the link as DATA, within
+/// the stream's window, then EOF at its end.
 fn carry_to_link(mut from: impl Read, id: u32, shared: &Shared) {
     let mut buf = vec![0u8; READ_CHUNK.min(MAX_ENVELOPE)];
     loop {
@@ -405,7 +453,7 @@ fn carry_to_link(mut from: impl Read, id: u32, shared: &Shared) {
                 return;
             }
             Ok(n) => {
-                if shared.send(id, Kind::Data, &buf[..n]).is_err() {
+                if shared.send_data(id, &buf[..n]).is_err() {
                     return;
                 }
             }
@@ -476,6 +524,7 @@ fn read_link(stdout: &mut impl Read, shared: &Shared, said: Sender<Result<Handsh
         }
     };
     *shared.down.lock().unwrap_or_else(|p| p.into_inner()) = Some(why.clone());
+    shared.windows.close_all();
     for watcher in shared.watchers.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
         let _ = watcher.send(why.clone());
     }
@@ -483,12 +532,12 @@ fn read_link(stdout: &mut impl Read, shared: &Shared, said: Sender<Result<Handsh
     for (_, sink) in shared.sinks.lock().unwrap_or_else(|p| p.into_inner()).drain() {
         match sink {
             Sink::Socket { ours, opened } => {
-                let _ = ours.shutdown(std::net::Shutdown::Both);
+                ours.close();
                 if let Some(opened) = opened {
                     let _ = opened.send(Err(why.clone()));
                 }
             }
-            Sink::Exec { events, opened } => {
+            Sink::Exec { events, opened, .. } => {
                 if let Some(opened) = opened {
                     let _ = opened.send(Err(why.clone()));
                 }
@@ -515,6 +564,14 @@ fn deliver(envelope: desk_wire::relay::Envelope, shared: &Shared) {
         let _ = shared.send(LINK_STREAM, Kind::Pong, &envelope.payload);
         return;
     }
+    if envelope.kind == Kind::Window {
+        let n = envelope.payload.get(..4).and_then(|b| b.try_into().ok()).map_or(0, u32::from_be_bytes);
+        shared.windows.grant(id, n);
+        return;
+    }
+    if envelope.kind == Kind::Close {
+        shared.windows.close(id);
+    }
     let mut sinks = shared.sinks.lock().unwrap_or_else(|p| p.into_inner());
     let Some(sink) = sinks.get_mut(&id) else { return };
     let mut remove = false;
@@ -524,29 +581,36 @@ fn deliver(envelope: desk_wire::relay::Envelope, shared: &Shared) {
                 let _ = opened.send(Ok(()));
             }
         }
-        // Blocking: a caller that stops reading holds the link back (docs/remote.md).
-        (Sink::Socket { ours, .. }, Kind::Data) => remove = (&*ours).write_all(&envelope.payload).is_err(),
-        (Sink::Socket { ours, .. }, Kind::Eof) => {
-            let _ = ours.shutdown(std::net::Shutdown::Write);
-        }
+        // Never blocks: a caller that stops reading has its stream's bytes queued, within the
+        // window, and the link's other streams go on (docs/remote.md, "Flow control").
+        (Sink::Socket { ours, .. }, Kind::Data) => ours.push(&envelope.payload),
+        (Sink::Socket { ours, .. }, Kind::Eof) => ours.end(),
         (Sink::Socket { ours, opened }, Kind::Close) => {
             if let Some(opened) = opened.take() {
                 let _ = opened.send(Err(String::from_utf8_lossy(&envelope.payload).into_owned()));
             }
-            let _ = ours.shutdown(std::net::Shutdown::Both);
+            ours.close();
             remove = true;
         }
-        (Sink::Exec { events, .. }, Kind::Data) => {
+        (Sink::Exec { events, tally, .. }, Kind::Data) => {
+            let grant = tally.took(envelope.payload.len());
             let _ = events.send(ExecEvent::Stdout(envelope.payload));
+            if let Some(n) = grant {
+                shared.grant(id, n);
+            }
         }
-        (Sink::Exec { events, .. }, Kind::Stderr) => {
+        (Sink::Exec { events, tally, .. }, Kind::Stderr) => {
+            let grant = tally.took(envelope.payload.len());
             let _ = events.send(ExecEvent::Stderr(envelope.payload));
+            if let Some(n) = grant {
+                shared.grant(id, n);
+            }
         }
         (Sink::Exec { events, .. }, Kind::Exit) => {
             let code = envelope.payload.get(..4).and_then(|b| b.try_into().ok()).map_or(1, i32::from_be_bytes);
             let _ = events.send(ExecEvent::Exit(code));
         }
-        (Sink::Exec { events, opened }, Kind::Close) => {
+        (Sink::Exec { events, opened, .. }, Kind::Close) => {
             let why = String::from_utf8_lossy(&envelope.payload).into_owned();
             if let Some(opened) = opened.take() {
                 let _ = opened.send(Err(why.clone()));

@@ -16,7 +16,7 @@
 //! refuses connections, and [`reach`] starts a new link over it.
 
 use anyhow::{Context, Result, anyhow, bail};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use desk_wire::relay::{Kind, LINK_STREAM, Target};
 
+use super::flow::{Drain, DrainTo};
 use super::link::{ExecEvent, HANDSHAKE_TIMEOUT, Link};
 use super::relay::{Inlet, Inlets, Opener, Out};
 use crate::config::Host;
@@ -282,14 +283,11 @@ fn serve_command(stream: UnixStream, link: &Arc<Link>, events: &Sender<Event>) {
         return;
     }
     let Ok(reader) = stream.try_clone() else { return };
-    let out = Out(Arc::new(Mutex::new(std::fs::File::from(OwnedFd::from(stream)))));
-    {
-        let mut file = out.0.lock().unwrap_or_else(|p| p.into_inner());
-        let mut hello = vec![UP];
-        hello.extend_from_slice(&link.handshake.encode());
-        if file.write_all(&hello).is_err() {
-            return;
-        }
+    let out = Out::new(std::fs::File::from(OwnedFd::from(stream)));
+    let mut hello = vec![UP];
+    hello.extend_from_slice(&link.handshake.encode());
+    if out.write_raw(&hello).is_err() {
+        return;
     }
     super::relay::serve_on(reader, &out, &Through { link: link.clone() });
 }
@@ -311,18 +309,20 @@ impl Opener for Through {
                 let (upstream, events) =
                     self.link.exec_stream(&args, Some(Box::new(theirs))).map_err(|e| format!("{e:#}"))?;
                 let link = self.link.clone();
+                out.windows.open(id);
+                let input = Drain::new(DrainTo::Socket(ours), out.grant(id));
                 inlets
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
-                    .insert(id, Inlet::Upstream { input: Some(ours), close: Box::new(move || link.close(upstream)) });
+                    .insert(id, Inlet::Upstream { input, close: Box::new(move || link.close(upstream)) });
                 out.send(id, Kind::Opened, &[]).map_err(|e| e.to_string())?;
                 let (out, inlets) = (out.clone(), inlets.clone());
                 std::thread::spawn(move || {
                     let mut why = String::new();
                     for event in events {
                         let sent = match event {
-                            ExecEvent::Stdout(bytes) => out.send(id, Kind::Data, &bytes),
-                            ExecEvent::Stderr(bytes) => out.send(id, Kind::Stderr, &bytes),
+                            ExecEvent::Stdout(bytes) => out.send_data(id, Kind::Data, &bytes),
+                            ExecEvent::Stderr(bytes) => out.send_data(id, Kind::Stderr, &bytes),
                             ExecEvent::Exit(code) => out.send(id, Kind::Exit, &code.to_be_bytes()),
                             ExecEvent::Closed(said) => {
                                 why = said.unwrap_or_default();
@@ -334,6 +334,7 @@ impl Opener for Through {
                         }
                     }
                     inlets.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+                    out.windows.close(id);
                     let _ = out.send(id, Kind::Close, why.as_bytes());
                 });
                 Ok(())

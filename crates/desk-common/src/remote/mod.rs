@@ -10,6 +10,7 @@
 //! another desk or prints before the handshake is an error naming the host and what to do,
 //! within a bounded time. May not depend on the CLI's, the master's or the daemon's crate.
 
+mod flow;
 pub mod link;
 pub mod linkd;
 pub mod relay;

@@ -12,8 +12,10 @@
 //! started by `desk new` detached (setsid), and under the host's systemd user manager when it has
 //! one ([`enter_user_scope`]), so they outlive the ssh login that asked for them.
 //!
-//! One thread per stream direction, blocking I/O: a relay serves one person's handful of
-//! streams, and a thread per socket keeps every stream's backpressure its own socket's.
+//! One thread per stream's sending direction, blocking I/O: a relay serves one person's handful
+//! of streams. What comes for a stream is handed to its socket without blocking the link's
+//! reader, and each stream's sender keeps within the window its reader granted
+//! ([`super::flow`]), so a reader that stops holds back its own stream and no other.
 
 use anyhow::{Context, Result};
 use std::collections::HashMap;
@@ -21,12 +23,13 @@ use std::io::{Read, Write};
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
 use desk_wire::relay::{EnvelopeDecoder, Handshake, Kind, LINK_STREAM, MAX_ENVELOPE, RELAY_VERSION, Target};
 
 use super::HostFacts;
+use super::flow::{Drain, DrainTo, Grant, SendError, Windows};
 use crate::paths::{Paths, SessionName};
 use crate::session::{self, Probe};
 
@@ -37,29 +40,58 @@ const READ_CHUNK: usize = 64 * 1024;
 /// The relay's standard output: envelopes from every stream's thread, one whole envelope at a
 /// time, each in one write. The descriptor itself, not `std::io::Stdout`: that one is line
 /// buffered, which cut every envelope whose payload holds a newline into two writes (up to the
-/// last newline, then the rest at the flush), so ssh forwarded it as two packets.
+/// last newline, then the rest at the flush), so ssh forwarded it as two packets. With it, the
+/// send windows of the streams it carries (what the other side's readers granted).
 #[derive(Clone)]
-pub(super) struct Out(pub(super) Arc<Mutex<std::fs::File>>);
+pub(super) struct Out {
+    file: Arc<Mutex<std::fs::File>>,
+    pub(super) windows: Arc<Windows>,
+}
 
 impl Out {
+    pub(super) fn new(file: std::fs::File) -> Out {
+        Out { file: Arc::new(Mutex::new(file)), windows: Windows::new() }
+    }
+
+    /// Bytes before any envelope (the handshake).
+    pub(super) fn write_raw(&self, bytes: &[u8]) -> std::io::Result<()> {
+        self.file.lock().unwrap_or_else(|p| p.into_inner()).write_all(bytes)
+    }
+
     pub(super) fn send(&self, stream: u32, kind: Kind, payload: &[u8]) -> std::io::Result<()> {
         let mut bytes = Vec::with_capacity(payload.len() + desk_wire::relay::ENVELOPE_HEADER);
         desk_wire::relay::encode_parts(stream, kind, payload, &mut bytes)
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-        let mut out = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        out.write_all(&bytes)
+        self.write_raw(&bytes)
+    }
+
+    /// DATA or STDERR of stream `id`, within its window (waiting for the reader's grants).
+    pub(super) fn send_data(&self, id: u32, kind: Kind, payload: &[u8]) -> std::io::Result<()> {
+        match self.windows.send(id, payload, |piece| self.send(id, kind, piece)) {
+            Ok(()) => Ok(()),
+            Err(SendError::Send(e)) => Err(e),
+            Err(SendError::Closed(_)) => Err(std::io::Error::other("the stream is closed")),
+        }
+    }
+
+    /// What grants the sender of stream `id` on the other side more window.
+    pub(super) fn grant(&self, id: u32) -> Grant {
+        let out = self.clone();
+        Box::new(move |n| {
+            let _ = out.send(id, Kind::Window, &n.to_be_bytes());
+        })
     }
 }
 
 /// What the relay writes a stream's incoming bytes to.
 pub(super) enum Inlet {
-    Socket(UnixStream),
-    /// A command's standard input (None once closed) and its pid (to kill it if the link ends).
-    Command(Option<ChildStdin>, u32),
+    Socket(Drain),
+    /// A command's standard input and its pid (to kill it if the link ends).
+    Command(Drain, u32),
     /// A run of the linked host's desk through a shared link ([`super::linkd`]): the local end
-    /// of its standard input (None once closed), and what closes its stream on the link.
+    /// of its standard input, and what closes its stream on the link.
     Upstream {
-        input: Option<UnixStream>,
+        input: Drain,
         close: Box<dyn FnOnce() + Send>,
     },
 }
@@ -77,15 +109,35 @@ pub(super) trait Opener {
     fn ping(&self, payload: Vec<u8>, out: &Out);
 }
 
+/// What a run of this desk printed and its exit code, when the relay answers it itself.
+pub struct Ran {
+    pub code: i32,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+/// The runs of this desk the relay answers in its own process (`desk ls --json`, which `desk ls
+/// --all` and the dashboard ask every host for), instead of starting the desk again: what
+/// answers a run of these arguments, `None` for any other, which is run. Given by the desk
+/// binary, which has the commands' code.
+pub type InProcess = fn(&[String]) -> Option<fn(&Paths) -> Ran>;
+
 /// The host's own relay: this host's sessions, daemon and desk.
 struct Host<'a> {
     paths: &'a Paths,
     exe: PathBuf,
+    in_process: InProcess,
 }
 
 impl Opener for Host<'_> {
     fn open(&self, id: u32, target: Target, out: &Out, inlets: &Inlets) -> Result<(), String> {
-        open(id, target, self.paths, &self.exe, out, inlets)
+        match target {
+            Target::Exec(args) if args.first().is_some_and(|a| a != "relay") => {
+                answer_in_process(id, args, self.paths, self.in_process, out)
+                    .map_or_else(|args| run_command(id, &self.exe, &args, out, inlets), |()| Ok(()))
+            }
+            target => open(id, target, self.paths, &self.exe, out, inlets),
+        }
     }
 
     fn ping(&self, payload: Vec<u8>, out: &Out) {
@@ -93,21 +145,19 @@ impl Opener for Host<'_> {
     }
 }
 
-/// Serve the link on standard input and output until the local side closes it.
-pub fn serve(paths: &Paths) -> Result<()> {
+/// Serve the link on standard input and output until the local side closes it; the runs of this
+/// desk that `in_process` answers are answered in this process.
+pub fn serve(paths: &Paths, in_process: InProcess) -> Result<()> {
     let exe = std::env::current_exe().context("cannot find this desk's own executable")?;
     let stdout = std::io::stdout().as_fd().try_clone_to_owned().context("cannot use the standard output")?;
-    let out = Out(Arc::new(Mutex::new(std::fs::File::from(stdout))));
+    let out = Out::new(std::fs::File::from(stdout));
     let handshake = Handshake {
         relay_version: RELAY_VERSION,
         wire_version: desk_wire::PROTOCOL_VERSION,
         desk_version: env!("CARGO_PKG_VERSION").to_string(),
     };
-    {
-        let mut stdout = out.0.lock().unwrap_or_else(|p| p.into_inner());
-        stdout.write_all(&handshake.encode()).context("cannot write the handshake")?;
-    }
-    serve_on(std::io::stdin().lock(), &out, &Host { paths, exe });
+    out.write_raw(&handshake.encode()).context("cannot write the handshake")?;
+    serve_on(std::io::stdin().lock(), &out, &Host { paths, exe, in_process });
     Ok(())
 }
 
@@ -142,6 +192,7 @@ pub(super) fn serve_on(mut input: impl Read, out: &Out, opener: &dyn Opener) {
     };
     tracing::debug!("relay: {ended}");
     // Shut every stream; kill the commands still running (a `desk events --follow`).
+    out.windows.close_all();
     let mut inlets = inlets.lock().unwrap_or_else(|p| p.into_inner());
     for (_, inlet) in inlets.drain() {
         inlet.close();
@@ -149,16 +200,24 @@ pub(super) fn serve_on(mut input: impl Read, out: &Out, opener: &dyn Opener) {
 }
 
 impl Inlet {
+    fn drain(&self) -> Drain {
+        match self {
+            Inlet::Socket(drain) | Inlet::Command(drain, _) | Inlet::Upstream { input: drain, .. } => drain.clone(),
+        }
+    }
+
     /// The local side is done with the stream: shut its socket, stop its command.
     fn close(self) {
         match self {
-            Inlet::Socket(socket) => {
-                let _ = socket.shutdown(std::net::Shutdown::Both);
-            }
-            Inlet::Command(_, pid) => {
+            Inlet::Socket(socket) => socket.close(),
+            Inlet::Command(stdin, pid) => {
+                stdin.close();
                 let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::SIGTERM);
             }
-            Inlet::Upstream { close, .. } => close(),
+            Inlet::Upstream { input, close } => {
+                input.close();
+                close();
+            }
         }
     }
 }
@@ -178,39 +237,28 @@ fn on_envelope(envelope: desk_wire::relay::Envelope, opener: &dyn Opener, out: &
                 }
             }
         }
+        // Never blocks: a stream whose reader here stops has its bytes queued (within the
+        // window its sender keeps to), and the link's other streams go on.
         Kind::Data => {
-            let mut inlets = inlets.lock().unwrap_or_else(|p| p.into_inner());
-            let failed = match inlets.get_mut(&id) {
-                Some(Inlet::Socket(socket) | Inlet::Upstream { input: Some(socket), .. }) => {
-                    socket.write_all(&envelope.payload).err()
-                }
-                Some(Inlet::Command(Some(stdin), _)) => stdin.write_all(&envelope.payload).err(),
-                _ => None,
-            };
-            if let Some(e) = failed {
-                tracing::debug!("relay: stream {id}: {e}");
+            if let Some(drain) = inlets.lock().unwrap_or_else(|p| p.into_inner()).get(&id).map(Inlet::drain) {
+                drain.push(&envelope.payload);
             }
         }
         Kind::Eof => {
-            let mut inlets = inlets.lock().unwrap_or_else(|p| p.into_inner());
-            match inlets.get_mut(&id) {
-                Some(Inlet::Socket(socket)) => {
-                    let _ = socket.shutdown(std::net::Shutdown::Write);
-                }
-                Some(Inlet::Command(stdin, _)) => drop(stdin.take()),
-                Some(Inlet::Upstream { input, .. }) => {
-                    if let Some(input) = input.take() {
-                        let _ = input.shutdown(std::net::Shutdown::Write);
-                    }
-                }
-                None => {}
+            if let Some(drain) = inlets.lock().unwrap_or_else(|p| p.into_inner()).get(&id).map(Inlet::drain) {
+                drain.end();
             }
         }
         Kind::Close => {
+            out.windows.close(id);
             let removed = inlets.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
             if let Some(inlet) = removed {
                 inlet.close();
             }
+        }
+        Kind::Window => {
+            let n = envelope.payload.get(..4).and_then(|b| b.try_into().ok()).map_or(0, u32::from_be_bytes);
+            out.windows.grant(id, n);
         }
         // What only the relay sends, or nothing: ignored.
         Kind::Opened | Kind::Stderr | Kind::Exit | Kind::Pong => {}
@@ -251,26 +299,32 @@ fn open(id: u32, target: Target, paths: &Paths, exe: &Path, out: &Out, inlets: &
 /// Carry a connected socket: OPENED, then its bytes as DATA until it ends (then CLOSE).
 pub(super) fn carry_socket(id: u32, stream: UnixStream, out: &Out, inlets: &Inlets) -> Result<(), String> {
     let reader = stream.try_clone().map_err(|e| e.to_string())?;
-    inlets.lock().unwrap_or_else(|p| p.into_inner()).insert(id, Inlet::Socket(stream));
+    out.windows.open(id);
+    inlets
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(id, Inlet::Socket(Drain::new(DrainTo::Socket(stream), out.grant(id))));
     out.send(id, Kind::Opened, &[]).map_err(|e| e.to_string())?;
     let out = out.clone();
     let inlets = inlets.clone();
     std::thread::spawn(move || {
         let why = pump(reader, id, Kind::Data, &out);
         inlets.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+        out.windows.close(id);
         let _ = out.send(id, Kind::Close, why.as_bytes());
     });
     Ok(())
 }
 
-/// Copy `from` into envelopes of `kind` until it ends: "" at its end, else why it failed.
+/// Copy `from` into envelopes of `kind` until it ends, within the stream's window: "" at its
+/// end, else why it failed.
 pub(super) fn pump(mut from: impl Read, id: u32, kind: Kind, out: &Out) -> String {
     let mut buf = vec![0u8; READ_CHUNK.min(MAX_ENVELOPE)];
     loop {
         match from.read(&mut buf) {
             Ok(0) => return String::new(),
             Ok(n) => {
-                if let Err(e) = out.send(id, kind, &buf[..n]) {
+                if let Err(e) = out.send_data(id, kind, &buf[..n]) {
                     return format!("cannot write the link: {e}");
                 }
             }
@@ -278,6 +332,38 @@ pub(super) fn pump(mut from: impl Read, id: u32, kind: Kind, out: &Out) -> Strin
             Err(e) => return format!("{e}"),
         }
     }
+}
+
+/// Answer a run of this desk in this process when `in_process` can (OPENED, its output, EXIT,
+/// CLOSE, from a thread of its own, so the link's reader goes on meanwhile), else give `args`
+/// back to be run. What the local side sends on the stream (its standard input, which these runs
+/// do not read) finds no inlet and is dropped.
+fn answer_in_process(
+    id: u32,
+    args: Vec<String>,
+    paths: &Paths,
+    in_process: InProcess,
+    out: &Out,
+) -> Result<(), Vec<String>> {
+    let Some(answer) = in_process(&args) else { return Err(args) };
+    out.windows.open(id);
+    if out.send(id, Kind::Opened, &[]).is_err() {
+        return Ok(());
+    }
+    let (paths, out) = (paths.clone(), out.clone());
+    std::thread::spawn(move || {
+        let ran = answer(&paths);
+        let sent =
+            ran.stdout.chunks(READ_CHUNK).try_for_each(|piece| out.send_data(id, Kind::Data, piece)).and_then(|()| {
+                ran.stderr.chunks(READ_CHUNK).try_for_each(|piece| out.send_data(id, Kind::Stderr, piece))
+            });
+        out.windows.close(id);
+        if sent.is_ok() {
+            let _ = out.send(id, Kind::Exit, &ran.code.to_be_bytes());
+        }
+        let _ = out.send(id, Kind::Close, &[]);
+    });
+    Ok(())
 }
 
 /// Run this desk with `args`: its output as DATA and STDERR, then EXIT with its code.
@@ -293,7 +379,11 @@ fn run_command(id: u32, exe: &Path, args: &[String], out: &Out, inlets: &Inlets)
         .spawn()
         .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
-    inlets.lock().unwrap_or_else(|p| p.into_inner()).insert(id, Inlet::Command(child.stdin.take(), child.id()));
+    out.windows.open(id);
+    if let Some(stdin) = child.stdin.take() {
+        let stdin = Drain::new(DrainTo::Pipe(stdin), out.grant(id));
+        inlets.lock().unwrap_or_else(|p| p.into_inner()).insert(id, Inlet::Command(stdin, child.id()));
+    }
     out.send(id, Kind::Opened, &[]).map_err(|e| e.to_string())?;
     let errors = stderr.map(|stderr| {
         let out = out.clone();
@@ -316,6 +406,7 @@ fn run_command(id: u32, exe: &Path, args: &[String], out: &Out, inlets: &Inlets)
             Err(_) => 1,
         };
         inlets.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+        out.windows.close(id);
         let _ = out.send(id, Kind::Exit, &code.to_be_bytes());
         let _ = out.send(id, Kind::Close, &[]);
     });
