@@ -126,6 +126,33 @@ fn a_stale_socket_is_detected_and_cleaned() {
     home.wait_screen("stale", "reborn");
 }
 
+/// A running master's info file names the protocol it speaks and the executable it runs — what
+/// `desk ls`'s skew check reads instead of the session record and `/proc/PID/exe` — and the
+/// listing takes the file's word only when it says the master is this desk's: a file that names
+/// another executable is checked against `/proc`, which has the last word.
+#[test]
+fn the_info_file_names_the_masters_executable_and_a_claim_of_skew_is_checked() {
+    use std::os::unix::fs::MetadataExt;
+    let home = Home::new();
+    home.new_sh("who", "exec sleep 1000");
+    let master = home.master_pid("who");
+    let info = home.run_dir().join("who.info");
+    let mut record: serde_json::Value = eventually("the info file", || {
+        let bytes = std::fs::read(&info).map_err(|e| e.to_string())?;
+        serde_json::from_slice(&bytes).map_err(|e| e.to_string())
+    });
+    let exe = std::fs::metadata(format!("/proc/{master}/exe")).unwrap();
+    assert_eq!(record["master"]["exe"], serde_json::json!([exe.dev(), exe.ino()]), "{record:#}");
+    assert_eq!(record["master"]["protocol"], desk_wire::PROTOCOL_VERSION, "{record:#}");
+    assert_eq!(home.session("who").unwrap()["master"]["binary"], "current");
+    // An idle master does not rewrite its file: the claim below stays until the listing.
+    record["master"]["exe"] = serde_json::json!([0, 0]);
+    std::fs::write(&info, serde_json::to_vec(&record).unwrap()).unwrap();
+    let row = home.session("who").unwrap();
+    assert_eq!((row["status"].as_str(), row["master"]["binary"].as_str()), (Some("running"), Some("current")), "{row:#}");
+    home.ok(&["kill", "who"]);
+}
+
 #[test]
 fn new_replaces_a_stale_socket_itself() {
     let home = Home::new();

@@ -7,7 +7,8 @@
 //! `desk restart` starts again when no manifest declares the session, what `desk up` compares
 //! with, and what the daemon's supervisor reads; and `stopped.json`, the [`StopMark`] `desk
 //! kill` and `desk down` write before they signal a session, so its end is known to be the
-//! operator's and is never restarted. Invariants: both are
+//! operator's and is never restarted. Also [`LaunchFacts`], the part of a launch record a
+//! listing shows, which a running master carries in its info file. Invariants: both are
 //! written atomically and mode 0600 (the environment may hold secrets) — the stop mark durably
 //! before the signal; the launch record without waiting on the disk, made durable by the master
 //! it starts before that master serves anyone (`desk_master`'s `durable_start`) —; each names the generation
@@ -88,7 +89,42 @@ pub struct LaunchRecord {
     pub conversation: Option<ResumePlan>,
 }
 
+/// What `desk ls` and the dashboard show of a launch record while its generation runs: a running
+/// master carries these in its info file (`<runtime>/<name>.info`), so a listing of a fleet does not
+/// read every session's launch record again. Only a start writes a launch record, and a start
+/// is refused while the name's master runs, so the facts a master carries are its record's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchFacts {
+    pub generation: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<PathBuf>,
+    #[serde(default)]
+    pub restart: RestartPolicy,
+    /// The worktree's directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<ResumePlan>,
+}
+
 impl LaunchRecord {
+    /// What a listing shows of it ([`LaunchFacts`]).
+    pub fn facts(&self) -> LaunchFacts {
+        LaunchFacts {
+            generation: self.generation,
+            manifest: self.manifest.clone(),
+            restart: self.restart,
+            worktree: self.worktree.as_ref().map(|w| w.path.clone()),
+            group: self.group.clone(),
+            labels: self.labels.clone(),
+            conversation: self.conversation.clone(),
+        }
+    }
+
     /// The launch as `desk up` compares it.
     pub fn launch(&self) -> Launch {
         Launch { provider: self.provider, command: self.command.clone(), cwd: self.cwd.clone(), env: self.env.clone() }

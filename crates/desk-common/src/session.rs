@@ -157,7 +157,7 @@ fn read_bytes(path: &Path) -> Result<Option<Vec<u8>>> {
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
     };
-    Ok(Some(fsutil::read_bounded(file, MAX_RECORD, &path.display().to_string())?))
+    Ok(Some(fsutil::read_bounded_file(&file, MAX_RECORD, &path.display().to_string())?))
 }
 
 /// A desk record (JSON, at most [`MAX_RECORD`] bytes); `None` when the file does not exist.
