@@ -149,7 +149,11 @@ fn the_info_file_names_the_masters_executable_and_a_claim_of_skew_is_checked() {
     record["master"]["exe"] = serde_json::json!([0, 0]);
     std::fs::write(&info, serde_json::to_vec(&record).unwrap()).unwrap();
     let row = home.session("who").unwrap();
-    assert_eq!((row["status"].as_str(), row["master"]["binary"].as_str()), (Some("running"), Some("current")), "{row:#}");
+    assert_eq!(
+        (row["status"].as_str(), row["master"]["binary"].as_str()),
+        (Some("running"), Some("current")),
+        "{row:#}"
+    );
     home.ok(&["kill", "who"]);
 }
 

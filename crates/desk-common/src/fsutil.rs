@@ -542,7 +542,11 @@ mod tests {
             assert_eq!(read_bounded_file(&file, 4 * READ_BOUNDED_FIRST, "f").unwrap(), bytes, "{size} bytes");
             let file = File::open(&path).unwrap();
             let fits = size <= READ_BOUNDED_FIRST;
-            assert_eq!(read_bounded_file(&file, READ_BOUNDED_FIRST, "f").is_ok(), fits, "{size} bytes, limit one buffer");
+            assert_eq!(
+                read_bounded_file(&file, READ_BOUNDED_FIRST, "f").is_ok(),
+                fits,
+                "{size} bytes, limit one buffer"
+            );
         }
     }
 

@@ -101,7 +101,8 @@ fn started_row(paths: &Paths, name: &SessionName) -> Result<Option<Listing>> {
     let deadline = Instant::now() + session::PROBE_DEADLINE;
     let mut row = listing(paths, name, deadline)?;
     if let Some(row) = &mut row {
-        row.delivery = crate::cli::delivery::queue_counts(paths).map(|mut c| c.remove(name.as_str()).unwrap_or_default());
+        row.delivery =
+            crate::cli::delivery::queue_counts(paths).map(|mut c| c.remove(name.as_str()).unwrap_or_default());
     }
     Ok(row)
 }
