@@ -27,7 +27,10 @@ use std::path::Path;
 use desk_common::paths::{Paths, SessionName};
 use tracing::warn;
 
-/// Sync the start's records and their directories; see the module documentation.
+/// Sync the start's records and their directories; see the module documentation. The syncs are
+/// issued together, one thread each, so the journal commits they wait on are shared: the
+/// loop (and so a `desk ls` or `desk new --json` that asks this master) waits about one sync,
+/// not six.
 pub(crate) fn sync(paths: &Paths, name: &SessionName) {
     let state = paths.session_state(name);
     let files = paths.session(name);
@@ -36,19 +39,34 @@ pub(crate) fn sync(paths: &Paths, name: &SessionName) {
         desk_common::launch_record::launch_file(paths, name),
         files.meta.clone(),
     ];
-    for file in &records {
-        if let Err(e) = sync_file(file) {
-            warn!("cannot make {} durable: {e}", file.display());
-        }
-    }
     // The state directory names the counter and the launch record (and the journal, which this
-    // start may have created); its parent names it, for a first start of the name.
-    let dirs = [state.as_path(), state.parent().unwrap_or(&state), paths.runtime.as_path()];
-    for dir in dirs {
-        if let Err(e) = desk_common::fsutil::sync_dir(dir) {
-            warn!("{e:#}");
+    // start may have created); its parent names it, for a first start of the name; the
+    // runtime directory names the session record.
+    let dirs = [state.clone(), state.parent().unwrap_or(&state).to_path_buf(), paths.runtime.clone()];
+    std::thread::scope(|scope| {
+        // A thread that cannot be made (no memory, a process limit): synced here instead (the
+        // closures hold references only, so each is copied into its thread).
+        for file in &records {
+            let sync = move || {
+                if let Err(e) = sync_file(file) {
+                    warn!("cannot make {} durable: {e}", file.display());
+                }
+            };
+            if std::thread::Builder::new().spawn_scoped(scope, sync).is_err() {
+                sync();
+            }
         }
-    }
+        for dir in &dirs {
+            let sync = move || {
+                if let Err(e) = desk_common::fsutil::sync_dir(dir) {
+                    warn!("{e:#}");
+                }
+            };
+            if std::thread::Builder::new().spawn_scoped(scope, sync).is_err() {
+                sync();
+            }
+        }
+    });
 }
 
 /// fsync one file (absent: nothing to sync — `desk master` run by hand writes no launch record).
