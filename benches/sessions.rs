@@ -1026,12 +1026,15 @@ fn main() {
         println!("## A full history\n\n{}", history_memory(&opts, work.path()));
     }
     if opts.only.as_deref() == Some("fleet") {
-        println!("## Fleet of idle sessions\n\n{}", fleet::measure(&opts, work.path(), &this_build, "fleet-home"));
-        if let Some(dir) = &opts.baseline {
-            let exe = dir.join("desk");
+        let baseline = opts.baseline.as_ref().map(|dir| dir.join("desk"));
+        println!(
+            "## Fleet of idle sessions\n\n{}",
+            fleet::measure(&opts, work.path(), &this_build, "fleet-home", baseline.as_deref())
+        );
+        if let Some(exe) = &baseline {
             println!(
                 "## Fleet of idle sessions, baseline\n\n{}",
-                fleet::measure(&opts, work.path(), &exe, "fleet-home-baseline")
+                fleet::measure(&opts, work.path(), exe, "fleet-home-baseline", None)
             );
         }
     }
@@ -1043,6 +1046,10 @@ fn main() {
     }
     // Last: it unpins this process (a start may use both cores).
     if want("commands") {
-        println!("## Starting a detached session\n\n{}", commands::measure(&opts, work.path(), &this_build));
+        let baseline = opts.baseline.as_ref().map(|dir| dir.join("desk"));
+        println!(
+            "## Starting a detached session\n\n{}",
+            commands::measure(&opts, work.path(), &this_build, baseline.as_deref())
+        );
     }
 }

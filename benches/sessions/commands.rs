@@ -20,6 +20,8 @@ use crate::fleet::{time_ms, unpin_self};
 struct Started {
     desk: PathBuf,
     home: PathBuf,
+    /// Another build's `desk` (`--baseline`) and the home its sessions are started in.
+    baseline: Option<(PathBuf, PathBuf)>,
     /// tmux server labels (`-L`) started.
     tmux: Vec<String>,
     /// dtach sockets started.
@@ -31,6 +33,17 @@ impl Started {
         let mut c = Command::new(&self.desk);
         c.env("DESK_HOME", &self.home);
         c
+    }
+
+    /// The desks whose sessions this part started: this build's, and the baseline's.
+    fn desks(&self) -> Vec<Command> {
+        let mut desks = vec![self.desk()];
+        if let Some((desk, home)) = &self.baseline {
+            let mut c = Command::new(desk);
+            c.env("DESK_HOME", home);
+            desks.push(c);
+        }
+        desks
     }
 }
 
@@ -44,14 +57,22 @@ impl Drop for Started {
                 let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::SIGKILL);
             }
         }
-        let Ok(json) = self.desk().args(["ls", "--json"]).output() else { return };
-        let rows: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap_or_default();
-        let pids = |key: &str| -> Vec<i32> {
-            rows["data"].as_array().into_iter().flatten().filter_map(|r| r[key].as_u64()).map(|p| p as i32).collect()
-        };
-        // Children first, so no master records a signal exit; then the masters.
-        for pid in pids("pid").into_iter().chain(pids("master_pid")) {
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
+        for mut desk in self.desks() {
+            let Ok(json) = desk.args(["ls", "--json"]).output() else { continue };
+            let rows: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap_or_default();
+            let pids = |key: &str| -> Vec<i32> {
+                rows["data"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|r| r[key].as_u64())
+                    .map(|p| p as i32)
+                    .collect()
+            };
+            // Children first, so no master records a signal exit; then the masters.
+            for pid in pids("pid").into_iter().chain(pids("master_pid")) {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
+            }
         }
     }
 }
@@ -63,24 +84,33 @@ fn tmux_new(label: &str, name: &str) -> Command {
 }
 
 /// The command part: one table of medians.
-pub(super) fn measure(opts: &Opts, work: &Path, desk: &Path) -> String {
+/// `baseline`: another build's `desk` (`--baseline`), whose `desk new` takes its turn too.
+pub(super) fn measure(opts: &Opts, work: &Path, desk: &Path, baseline: Option<&Path>) -> String {
     unpin_self();
     let tag = std::process::id();
     let shared = format!("deskcmd{tag}");
     let mut started = Started {
         desk: desk.to_path_buf(),
         home: work.join("commands-home"),
+        baseline: baseline.map(|b| (b.to_path_buf(), work.join("commands-home-baseline"))),
         tmux: vec![shared.clone()],
         dtach: Vec::new(),
     };
     // The shared server, started by a first session that is not timed.
     run(&mut tmux_new(&shared, "first"));
     let (mut desk_new, mut tmux_warm, mut tmux_cold, mut dtach) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut baseline_new = Vec::new();
     for i in 0..opts.new_runs {
         let name = format!("c{i}");
-        let mut c = started.desk();
-        c.args(["new", &name, "--size", "120x40", "--", "sleep", "100000"]);
-        desk_new.push(time_ms(c));
+        let mut desks = started.desks().into_iter();
+        if let Some(mut c) = desks.next() {
+            c.args(["new", &name, "--size", "120x40", "--", "sleep", "100000"]);
+            desk_new.push(time_ms(c));
+        }
+        if let Some(mut c) = desks.next() {
+            c.args(["new", &name, "--size", "120x40", "--", "sleep", "100000"]);
+            baseline_new.push(time_ms(c));
+        }
         tmux_warm.push(time_ms(tmux_new(&shared, &name)));
         let own = format!("deskcmd{tag}-{i}");
         started.tmux.push(own.clone());
@@ -91,12 +121,15 @@ pub(super) fn measure(opts: &Opts, work: &Path, desk: &Path) -> String {
         c.arg("-n").arg(&sock).args(["-r", "none", "sleep", "100000"]);
         dtach.push(time_ms(c));
     }
-    let rows = [
-        ("`desk new NAME -- sleep 100000`", median(&mut desk_new)),
+    let mut rows = vec![("`desk new NAME -- sleep 100000`", median(&mut desk_new))];
+    if !baseline_new.is_empty() {
+        rows.push(("`desk new NAME -- sleep 100000`, the baseline", median(&mut baseline_new)));
+    }
+    rows.extend([
         ("`tmux new-session -d`, its server running", median(&mut tmux_warm)),
         ("`tmux new-session -d`, a server of its own", median(&mut tmux_cold)),
         ("`dtach -n SOCKET`", median(&mut dtach)),
-    ];
+    ]);
     let mut table = String::from("| command | median ms |\n|---|---:|\n");
     for (what, ms) in rows {
         table.push_str(&format!("| {what} | {ms:.2} |\n"));

@@ -194,7 +194,11 @@ impl Drop for Fleet {
 }
 
 /// The fleet part: a table of one row per size.
-pub(crate) fn measure(opts: &Opts, work: &Path, desk: &Path, home: &str) -> String {
+///
+/// `also`: another build's `desk` (`--baseline`), whose `desk ls` is timed on this same fleet in
+/// the same turns: the listing command before and after a change, side by side, the masters
+/// being this build's for both.
+pub(crate) fn measure(opts: &Opts, work: &Path, desk: &Path, home: &str, also: Option<&Path>) -> String {
     unpin_self();
     let largest = opts.sessions.iter().copied().max().unwrap_or(0);
     check_limits(largest);
@@ -214,7 +218,7 @@ pub(crate) fn measure(opts: &Opts, work: &Path, desk: &Path, home: &str) -> Stri
     thread::sleep(SETTLE);
     let tmux_one = fleet.tmux_server.map_or(0, anon_kib);
     let mut table = String::from(
-        "| sessions | desk private KiB per master (median) | of which heap | tmux server private KiB | tmux anonymous KiB per extra session | `desk ls` ms | `desk ls` ms, every master asked | `tmux ls` ms |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| sessions | desk private KiB per master (median) | of which heap | tmux server private KiB | tmux anonymous KiB per extra session | `desk ls` ms | `desk ls` ms, every master asked | `tmux ls` ms | baseline's `desk ls` ms, this fleet |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for &n in &opts.sessions {
         fleet.grow_to(n);
@@ -226,7 +230,7 @@ pub(crate) fn measure(opts: &Opts, work: &Path, desk: &Path, home: &str) -> Stri
         let tmux_anon = fleet.tmux_server.map_or(0, anon_kib);
         let per_extra = if n > 1 { (tmux_anon as f64 - tmux_one as f64) / (n - 1) as f64 } else { f64::NAN };
         // Interleaved, so a burst of load from elsewhere on the machine hits both alike.
-        let (mut desk_ls, mut desk_asked, mut tmux_ls) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut desk_ls, mut desk_asked, mut tmux_ls, mut also_ls) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let run_dir = fleet.home.join("run");
         let aside = work.join("fleet-info-aside");
         std::fs::create_dir_all(&aside).expect("a directory for the info files");
@@ -242,10 +246,16 @@ pub(crate) fn measure(opts: &Opts, work: &Path, desk: &Path, home: &str) -> Stri
             let mut c = fleet.tmux();
             c.arg("ls");
             tmux_ls.push(time_ms(c));
+            if let Some(other) = also {
+                let mut c = Command::new(other);
+                c.env("DESK_HOME", &fleet.home).arg("ls");
+                also_ls.push(time_ms(c));
+            }
         }
         let (desk_ls, desk_asked, tmux_ls) = (median(&mut desk_ls), median(&mut desk_asked), median(&mut tmux_ls));
+        let also_ls = if also_ls.is_empty() { "-".to_string() } else { format!("{:.1}", median(&mut also_ls)) };
         table.push_str(&format!(
-            "| {n} | {:.0} | {:.0} | {tmux} | {per_extra:.1} | {desk_ls:.1} | {desk_asked:.1} | {tmux_ls:.1} |\n",
+            "| {n} | {:.0} | {:.0} | {tmux} | {per_extra:.1} | {desk_ls:.1} | {desk_asked:.1} | {tmux_ls:.1} | {also_ls} |\n",
             median(&mut private),
             median(&mut heap),
         ));

@@ -1125,10 +1125,11 @@ fn sample_fleet(paths: &Paths, tx: Sender<Msg>) {
         let mut notes = HashMap::new();
         for name in &names {
             let running = master_listens(&paths.session(name).socket);
-            let note = crate::launch::view::of(paths, name, running, &supervision, now).and_then(|v| match v.note() {
-                Some(n) if running => v.start.as_ref().map(|_| n.replacen("generation ", "gen ", 2)),
-                other => other,
-            });
+            let note =
+                crate::launch::view::of(paths, name, running, None, &supervision, now).and_then(|v| match v.note() {
+                    Some(n) if running => v.start.as_ref().map(|_| n.replacen("generation ", "gen ", 2)),
+                    other => other,
+                });
             if let Some(note) = note {
                 notes.insert(name.to_string(), note);
             }

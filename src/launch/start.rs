@@ -5,8 +5,11 @@
 //! running, clean a stale socket, allocate the generation, write the [`LaunchRecord`] (before
 //! the master runs, so a hook of the new generation and the daemon find it), start the master
 //! — in a systemd user scope of its own where one can be made ([`super::scope`]), so that it
-//! outlives the login that started it — and wait for its report. Invariants: returns only once
-//! the master listens, or with the master's own error; a failed start removes what it created
+//! outlives the login that started it — and wait for its report. The counter and the launch
+//! record are written without waiting on the disk: the master makes them durable once it has
+//! reported, before it serves anyone (what a crash at each point leaves:
+//! `desk_master`'s `durable_start`), so a start waits on no sync. Invariants: returns only once
+//! the master listens and the child runs, or with the master's own error; a failed start removes what it created
 //! (a state directory of a name that had none, a log where there was none, the lock file) and
 //! leaves an earlier session's files of the name alone.
 
@@ -103,7 +106,7 @@ pub fn start(paths: &Paths, req: StartRequest) -> Result<Started> {
     let state_existed = paths.session_state(name).exists();
     let log_existed = files.log.exists();
     let started = (|| -> Result<Started> {
-        let generation = session::allocate_generation(paths, name, &lock)?;
+        let generation = launch_record::allocate_generation(paths, name, &lock)?;
         let (cols, rows) = req.size;
         let record = LaunchRecord {
             generation,
@@ -131,7 +134,9 @@ pub fn start(paths: &Paths, req: StartRequest) -> Result<Started> {
             labels: req.fleet.labels.clone(),
             conversation: req.fleet.conversation.clone(),
         };
-        launch_record::write(paths, name, &record)?;
+        launch_record::write_volatile(paths, name, &record)?;
+        // The crash tests' point: the counter and the record written, no master started.
+        desk_common::failpoint::failpoint("new-before-master");
         let args = MasterArgs {
             cwd: req.cwd.clone(),
             cols,

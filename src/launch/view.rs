@@ -5,12 +5,12 @@
 //! the conversation its agent reported last and how its generation started (which conversation
 //! it resumed, from which generation, or why it started afresh), and its worktree; and
 //! [`declared_down`], the sessions a registered manifest declares that have never run here.
-//! Read-only: from the launch record, the captures, the exit record and the daemon's
-//! supervision state, never from a master.
+//! Read-only: from the launch record (or what a running master's info file carries of it), the
+//! captures, the exit record and the daemon's supervision state, never from a master.
 
 use serde::Serialize;
 
-use desk_common::launch_record::{self, LaunchRecord};
+use desk_common::launch_record::{self, LaunchFacts, LaunchRecord};
 use desk_common::paths::{Paths, SessionName};
 use desk_core::fleet::resume::{self, ResumePlan};
 use desk_core::fleet::supervise::{RestartPolicy, Supervisor};
@@ -68,15 +68,24 @@ pub fn short(id: &str) -> String {
     format!("{}{}…", if id.starts_with("ses_") { "ses_" } else { "" }, &body[..body.len().min(8)])
 }
 
-/// A session's fleet facts, when it has a launch record. `running`: its master answers.
+/// A session's fleet facts, when it has a launch record. `running`: its master answers;
+/// `carried`: what its master's info file carries of the record (a running session only), so
+/// the record is not read again.
 pub fn of(
     paths: &Paths,
     name: &SessionName,
     running: bool,
+    carried: Option<LaunchFacts>,
     supervision: &Supervisor,
     now_ms: u64,
 ) -> Option<FleetView> {
-    let launch = launch_record::read(paths, name).ok().flatten()?;
+    let (facts, launch) = match carried.filter(|_| running) {
+        Some(facts) => (facts, None),
+        None => {
+            let launch = launch_record::read(paths, name).ok().flatten()?;
+            (launch.facts(), Some(launch))
+        }
+    };
     let conversation = super::conversation::read(paths, name).ok().and_then(|c| {
         c.latest().map(|capture| Reported {
             id: capture.conversation.clone().unwrap_or_default(),
@@ -84,17 +93,20 @@ pub fn of(
             source: capture.source.clone(),
         })
     });
-    let health = if running { None } else { health_while_down(paths, name, &launch, supervision, now_ms) };
+    let health = match &launch {
+        Some(launch) if !running => health_while_down(paths, name, launch, supervision, now_ms),
+        _ => None,
+    };
     Some(FleetView {
-        manifest: launch.manifest.as_ref().map(|p| p.display().to_string()),
-        restart: launch.restart,
+        manifest: facts.manifest.as_ref().map(|p| p.display().to_string()),
+        restart: facts.restart,
         health,
-        generation: launch.generation,
-        start: launch.conversation.clone(),
+        generation: facts.generation,
+        start: facts.conversation,
         conversation,
-        worktree: launch.worktree.as_ref().map(|w| w.path.clone()),
-        group: launch.group.clone(),
-        labels: launch.labels.clone(),
+        worktree: facts.worktree,
+        group: facts.group,
+        labels: facts.labels,
     })
 }
 

@@ -134,6 +134,24 @@ fn generation_counters_and_journals_of_v1_are_read() {
     assert_eq!(desk_common::session::allocate_generation(&paths, &name, &lock).unwrap(), 2, "the next after 1");
 }
 
+/// A start writes its counter and its launch record without waiting on the disk (the master
+/// syncs both before it serves anyone), so a power loss may keep one without the other: a
+/// launch record ahead of the counter is counted on from, never handed its generation again.
+#[test]
+fn a_launch_record_ahead_of_the_generation_counter_is_counted_on_from() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_of_fixtures(tmp.path(), true);
+    let paths = paths_at(tmp.path());
+    let name = SessionName::parse("crew").unwrap();
+    let mut launch = desk_common::launch_record::read(&paths, &name).unwrap().expect("the fixture's launch record");
+    launch.generation = 7;
+    desk_common::launch_record::write(&paths, &name, &launch).unwrap();
+    fs::write(desk_common::session::generation_file(&paths, &name), b"3\n").unwrap();
+    let lock = desk_common::session::NameLock::acquire(&paths, &name).unwrap();
+    assert_eq!(desk_common::launch_record::allocate_generation(&paths, &name, &lock).unwrap(), 8, "never 4..=7 again");
+    assert_eq!(fs::read_to_string(desk_common::session::generation_file(&paths, &name)).unwrap(), "8\n");
+}
+
 #[test]
 fn a_damaged_generation_counter_is_set_aside_and_counting_goes_on_from_the_records() {
     let tmp = tempfile::tempdir().unwrap();

@@ -126,6 +126,37 @@ fn a_stale_socket_is_detected_and_cleaned() {
     home.wait_screen("stale", "reborn");
 }
 
+/// A running master's info file names the protocol it speaks and the executable it runs — what
+/// `desk ls`'s skew check reads instead of the session record and `/proc/PID/exe` — and the
+/// listing takes the file's word only when it says the master is this desk's: a file that names
+/// another executable is checked against `/proc`, which has the last word.
+#[test]
+fn the_info_file_names_the_masters_executable_and_a_claim_of_skew_is_checked() {
+    use std::os::unix::fs::MetadataExt;
+    let home = Home::new();
+    home.new_sh("who", "exec sleep 1000");
+    let master = home.master_pid("who");
+    let info = home.run_dir().join("who.info");
+    let mut record: serde_json::Value = eventually("the info file", || {
+        let bytes = std::fs::read(&info).map_err(|e| e.to_string())?;
+        serde_json::from_slice(&bytes).map_err(|e| e.to_string())
+    });
+    let exe = std::fs::metadata(format!("/proc/{master}/exe")).unwrap();
+    assert_eq!(record["master"]["exe"], serde_json::json!([exe.dev(), exe.ino()]), "{record:#}");
+    assert_eq!(record["master"]["protocol"], desk_wire::PROTOCOL_VERSION, "{record:#}");
+    assert_eq!(home.session("who").unwrap()["master"]["binary"], "current");
+    // An idle master does not rewrite its file: the claim below stays until the listing.
+    record["master"]["exe"] = serde_json::json!([0, 0]);
+    std::fs::write(&info, serde_json::to_vec(&record).unwrap()).unwrap();
+    let row = home.session("who").unwrap();
+    assert_eq!(
+        (row["status"].as_str(), row["master"]["binary"].as_str()),
+        (Some("running"), Some("current")),
+        "{row:#}"
+    );
+    home.ok(&["kill", "who"]);
+}
+
 #[test]
 fn new_replaces_a_stale_socket_itself() {
     let home = Home::new();
@@ -588,6 +619,49 @@ fn a_new_that_fails_before_the_program_starts_leaves_no_process_and_frees_the_na
     assert!(home.session("full").is_none(), "{:?}", home.ls());
     home.new_sh("full", "echo second try; exec sleep 1000");
     home.wait_screen("full", "second try");
+}
+
+/// A master killed right after it told `desk new` the session is ready, before it made the
+/// start's records durable and before it served anyone (`DESK_FAILPOINT=master-after-ready`):
+/// `desk new` returns success at once (it does not wait on those syncs), the session is listed
+/// `lost`, never running, nothing of it is left running, and the name starts again with the
+/// next generation (docs: `crates/desk-master/src/durable_start.rs`).
+#[test]
+fn a_master_killed_after_ready_is_listed_lost_and_its_name_starts_again() {
+    let home = Home::new();
+    let out =
+        home.cmd().args(["new", "early", "--", "sleep", "1000"]).env("DESK_FAILPOINT", "master-after-ready").output();
+    let out = out.expect("run desk new");
+    assert!(out.status.success(), "desk new: {}", String::from_utf8_lossy(&out.stderr));
+    eventually("every process of the killed session to be gone", || {
+        let left = processes_of(&home);
+        if left.is_empty() { Ok(()) } else { Err(format!("still running: {left:?}")) }
+    });
+    let row = home.session("early").expect("the session is listed");
+    assert_eq!(row["status"], "lost", "{row:#}");
+    assert_eq!(row["generation"], 1, "{row:#}");
+    home.ok(&["new", "early", "--", "sleep", "1000"]);
+    let row = home.session("early").expect("the session is listed");
+    assert_eq!((row["status"].as_str(), row["generation"].as_u64()), (Some("running"), Some(2)), "{row:#}");
+    home.ok(&["kill", "early"]);
+}
+
+/// A `desk new` killed after it wrote the generation counter and the launch record, before it
+/// started the master (`DESK_FAILPOINT=new-before-master`): no session is listed (none runs),
+/// and the next start of the name takes the next generation.
+#[test]
+fn a_new_killed_before_its_master_starts_lists_nothing_and_the_name_goes_on() {
+    let home = Home::new();
+    let out =
+        home.cmd().args(["new", "cut", "--", "sleep", "1000"]).env("DESK_FAILPOINT", "new-before-master").output();
+    let out = out.expect("run desk new");
+    assert_eq!(out.status.code(), None, "killed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(home.session("cut").is_none(), "{:?}", home.ls());
+    assert!(processes_of(&home).is_empty(), "{:?}", processes_of(&home));
+    home.ok(&["new", "cut", "--", "sleep", "1000"]);
+    let row = home.session("cut").expect("the session is listed");
+    assert_eq!((row["status"].as_str(), row["generation"].as_u64()), (Some("running"), Some(2)), "{row:#}");
+    home.ok(&["kill", "cut"]);
 }
 
 /// Under `umask 000`, every file a session writes is still private to its owner: the runtime

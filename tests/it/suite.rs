@@ -145,6 +145,7 @@ fn every_crash_failpoint_is_listed_and_a_crash_test_stops_at_it() {
     let listed: BTreeSet<String> = desk_daemon::store::FAILPOINTS
         .iter()
         .chain(desk_daemon::channel::ingest::FAILPOINTS.iter())
+        .chain(desk_common::failpoint::FAILPOINTS.iter())
         .map(|s| s.to_string())
         .collect();
     assert!(listed.len() >= 14, "only {listed:?}");

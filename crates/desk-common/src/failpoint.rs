@@ -5,6 +5,12 @@
 //! steps themselves are named where they are (the delivery pipeline's in
 //! `desk_daemon::store::FAILPOINTS`).
 
+/// The crash points of a session's start: the CLI killed after it wrote the generation counter
+/// and the launch record, before it started the master (`src/launch/start.rs`); the master
+/// killed after it reported ready, before it made the start's records durable
+/// (`desk_master`'s `durable_start`). `tests/it/sessions.rs` stops at each.
+pub const FAILPOINTS: [&str; 2] = ["new-before-master", "master-after-ready"];
+
 /// Kill the process here when `DESK_FAILPOINT` names this step: the crash tests' way to stop
 /// the daemon at every step of the pipeline. SIGKILL, like the OOM killer: nothing runs on the
 /// way out, and no core file is left behind. Compiled only with the `failpoints` feature (the
@@ -13,7 +19,7 @@
 #[cfg(feature = "failpoints")]
 pub fn failpoint(step: &str) {
     if std::env::var("DESK_FAILPOINT").is_ok_and(|v| v == step) {
-        tracing::warn!("failpoint {step}: killing the daemon");
+        tracing::warn!("failpoint {step}: killing this process");
         let _ = nix::sys::signal::kill(nix::unistd::getpid(), nix::sys::signal::Signal::SIGKILL);
     }
 }

@@ -391,6 +391,41 @@ pub fn read_bounded(reader: impl std::io::Read, limit: usize, what: &str) -> Res
     Ok(buf)
 }
 
+/// [`read_bounded`] for a regular file: a read that returns less than it asked for is taken
+/// as the file's end (a regular file's read is short only there), so a record that fits the
+/// first buffer costs one `read`, not a second one to see the end (issue 22: `desk ls` reads a
+/// few small records for each of a fleet's sessions). Not for pipes, sockets or `/proc`.
+pub fn read_bounded_file(mut file: &File, limit: usize, what: &str) -> Result<Vec<u8>, BoundedReadError> {
+    use std::io::Read as _;
+    let cap = READ_BOUNDED_FIRST.min(limit + 1);
+    let mut buf = vec![0u8; cap];
+    let mut len = 0;
+    loop {
+        match file.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => {
+                len += n;
+                if len < buf.len() {
+                    break;
+                }
+                if len > limit {
+                    return Err(BoundedReadError::TooLarge { what: what.to_string(), limit });
+                }
+                // Full: there may be more.
+                let grown = (buf.len() * 2).min(limit + 1);
+                buf.resize(grown.max(len + 1), 0);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(source) => return Err(BoundedReadError::Io { what: what.to_string(), source }),
+        }
+    }
+    if len > limit {
+        return Err(BoundedReadError::TooLarge { what: what.to_string(), limit });
+    }
+    buf.truncate(len);
+    Ok(buf)
+}
+
 /// Room set aside on disk for one small file that must be written even when the disk is full
 /// later (a session's exit record): a temporary file of the reserved size, written now, whose
 /// blocks [`Reserved::commit`] overwrites in place and renames over the target. It is named
@@ -494,6 +529,25 @@ mod tests {
         assert_eq!(err.to_string(), "zeros is larger than 1000 bytes, the limit");
         assert_eq!(read_bounded(&[7u8; 1000][..], 1000, "exact").unwrap().len(), 1000);
         assert!(read_bounded(&[7u8; 1001][..], 1000, "one over").is_err());
+    }
+
+    #[test]
+    fn a_regular_file_is_read_whole_whatever_its_size_and_refused_past_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        for size in [0, 1, READ_BOUNDED_FIRST - 1, READ_BOUNDED_FIRST, READ_BOUNDED_FIRST + 1, 3 * READ_BOUNDED_FIRST] {
+            let bytes: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+            std::fs::write(&path, &bytes).unwrap();
+            let file = File::open(&path).unwrap();
+            assert_eq!(read_bounded_file(&file, 4 * READ_BOUNDED_FIRST, "f").unwrap(), bytes, "{size} bytes");
+            let file = File::open(&path).unwrap();
+            let fits = size <= READ_BOUNDED_FIRST;
+            assert_eq!(
+                read_bounded_file(&file, READ_BOUNDED_FIRST, "f").is_ok(),
+                fits,
+                "{size} bytes, limit one buffer"
+            );
+        }
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! A running session's info file: what its master would answer to HELLO, kept on disk.
 //!
 //! Owns the record a master keeps current in `<runtime>/<name>.info` (its `SessionInfo`, the
-//! session's size policy, and the master's own start time as `/proc` counts it), how it is
+//! session's size policy, the master's own start time as `/proc` counts it, the protocol
+//! and executable it runs ([`MasterIdentity`]) and what a listing shows of its launch record),
+//! how it is
 //! written and read, and the check that decides whether a reader may believe it. `desk ls`
 //! reads these files instead of waking every master (a master-per-session fleet of 300 idle
 //! sessions otherwise costs 300 wake-ups per listing).
@@ -51,6 +53,37 @@ pub struct InfoRecord {
     pub size_policy: Option<String>,
     /// What the master answers to HELLO, as of the write.
     pub info: SessionInfo,
+    /// What the version-skew check of `desk ls` needs of the master, so that it reads neither
+    /// the session record nor `/proc/PID/exe` (absent in the files of older masters: the
+    /// listing then reads both, as before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub master: Option<MasterIdentity>,
+    /// What a listing shows of the launch record of the master's generation, so that it need
+    /// not read that record (absent when the session has none of this generation — a master
+    /// started by hand — and in the files of older masters: the listing then reads it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch: Option<crate::launch_record::LaunchFacts>,
+}
+
+/// Which master wrote a record: the protocol it speaks and the executable it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MasterIdentity {
+    /// The newest wire-protocol version it speaks (1 where its session record names none).
+    pub protocol: u16,
+    /// Device and inode of the executable it runs, as `/proc/PID/exe` shows them (which stay
+    /// those of the file it started from after that file is replaced); absent when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exe: Option<(u64, u64)>,
+}
+
+impl MasterIdentity {
+    /// This process's identity, speaking `protocol` (`None`: version 1).
+    pub fn of_self(protocol: Option<u16>) -> MasterIdentity {
+        MasterIdentity {
+            protocol: protocol.unwrap_or(desk_wire::OLDEST_PROTOCOL_VERSION),
+            exe: crate::procfs::exe_identity(std::process::id()),
+        }
+    }
 }
 
 /// Replace `path` with `bytes` (mode 0600) through a temporary file and a rename, without
@@ -62,20 +95,12 @@ pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
 /// The record at `path`; `None` when there is none or it is not one a master wrote (too large,
 /// not a record): the caller then asks the master.
 pub fn read(path: &Path) -> Option<InfoRecord> {
-    use std::io::Read as _;
     let file = std::fs::File::open(path).ok()?;
-    // Room for a whole record up front: one read takes it (a growing buffer would start at
-    // 32 bytes and take seven, 300 times per listing).
-    let mut bytes = Vec::with_capacity(INFO_READ_START);
-    file.take(INFO_FILE_LIMIT as u64 + 1).read_to_end(&mut bytes).ok()?;
-    if bytes.len() > INFO_FILE_LIMIT {
-        return None;
-    }
+    // One read takes a whole record (a growing buffer would start at 32 bytes and take seven,
+    // and a second read to see the end would double the reads of a listing of 300).
+    let bytes = crate::fsutil::read_bounded_file(&file, INFO_FILE_LIMIT, "the info file").ok()?;
     serde_json::from_slice(&bytes).ok()
 }
-
-/// 4 KiB: more than a record with a 1 KiB title and a long command line.
-const INFO_READ_START: usize = 4096;
 
 /// What `/proc` says of the process a record names as its master.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,7 +147,13 @@ mod tests {
             started_at_ms: 5,
             state: None,
         };
-        InfoRecord { master_start, size_policy: Some("latest".into()), info }
+        InfoRecord {
+            master_start,
+            size_policy: Some("latest".into()),
+            info,
+            master: Some(MasterIdentity { protocol: 2, exe: Some((1, 2)) }),
+            launch: None,
+        }
     }
 
     #[test]

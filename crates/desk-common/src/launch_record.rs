@@ -7,8 +7,11 @@
 //! `desk restart` starts again when no manifest declares the session, what `desk up` compares
 //! with, and what the daemon's supervisor reads; and `stopped.json`, the [`StopMark`] `desk
 //! kill` and `desk down` write before they signal a session, so its end is known to be the
-//! operator's and is never restarted. Invariants: both are written atomically (fsync of file
-//! and directory) and mode 0600 (the environment may hold secrets); each names the generation
+//! operator's and is never restarted. Also [`LaunchFacts`], the part of a launch record a
+//! listing shows, which a running master carries in its info file. Invariants: both are
+//! written atomically and mode 0600 (the environment may hold secrets) — the stop mark durably
+//! before the signal; the launch record without waiting on the disk, made durable by the master
+//! it starts before that master serves anyone (`desk_master`'s `durable_start`) —; each names the generation
 //! it is about, so a record of an older generation never speaks for a newer one. Here, in the
 //! common shell, because the CLI writes both and the daemon's restart supervisor reads them;
 //! what a start does with them is the CLI's (`launch` in the desk package).
@@ -86,7 +89,42 @@ pub struct LaunchRecord {
     pub conversation: Option<ResumePlan>,
 }
 
+/// What `desk ls` and the dashboard show of a launch record while its generation runs: a running
+/// master carries these in its info file (`<runtime>/<name>.info`), so a listing of a fleet does not
+/// read every session's launch record again. Only a start writes a launch record, and a start
+/// is refused while the name's master runs, so the facts a master carries are its record's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchFacts {
+    pub generation: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<PathBuf>,
+    #[serde(default)]
+    pub restart: RestartPolicy,
+    /// The worktree's directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<ResumePlan>,
+}
+
 impl LaunchRecord {
+    /// What a listing shows of it ([`LaunchFacts`]).
+    pub fn facts(&self) -> LaunchFacts {
+        LaunchFacts {
+            generation: self.generation,
+            manifest: self.manifest.clone(),
+            restart: self.restart,
+            worktree: self.worktree.as_ref().map(|w| w.path.clone()),
+            group: self.group.clone(),
+            labels: self.labels.clone(),
+            conversation: self.conversation.clone(),
+        }
+    }
+
     /// The launch as `desk up` compares it.
     pub fn launch(&self) -> Launch {
         Launch { provider: self.provider, command: self.command.clone(), cwd: self.cwd.clone(), env: self.env.clone() }
@@ -101,7 +139,8 @@ impl LaunchRecord {
     }
 }
 
-fn launch_file(paths: &Paths, name: &SessionName) -> PathBuf {
+/// Where a session's launch record is (`<state>/sessions/<name>/launch.json`).
+pub fn launch_file(paths: &Paths, name: &SessionName) -> PathBuf {
     paths.session_state(name).join("launch.json")
 }
 
@@ -125,6 +164,21 @@ pub fn read(paths: &Paths, name: &SessionName) -> Result<Option<LaunchRecord>> {
 pub fn write(paths: &Paths, name: &SessionName, record: &LaunchRecord) -> Result<()> {
     paths.ensure_session_state(name)?;
     crate::session::write_record(&LAUNCH_FORMAT, &launch_file(paths, name), record)
+}
+
+/// The next generation of `name` (`crate::session::allocate_generation`), above the one its
+/// launch record names too: what a start allocates. Call with the name's lock held.
+pub fn allocate_generation(paths: &Paths, name: &SessionName, lock: &crate::session::NameLock) -> Result<u32> {
+    let launched = read(paths, name).ok().flatten().map_or(0, |l| l.generation);
+    crate::session::allocate_generation_above(paths, name, lock, launched)
+}
+
+/// [`write`] without waiting on the disk: a start writes its record so, and the master it
+/// starts makes it durable (with the generation counter) before it serves anyone
+/// (`desk_master`'s `durable_start`).
+pub fn write_volatile(paths: &Paths, name: &SessionName, record: &LaunchRecord) -> Result<()> {
+    paths.ensure_session_state(name)?;
+    crate::fsutil::replace_volatile(&launch_file(paths, name), &crate::format::encode(&LAUNCH_FORMAT, record)?)
 }
 
 /// The operator stopped a generation (`desk kill`, `desk down`, `desk restart`).

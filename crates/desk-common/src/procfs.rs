@@ -258,6 +258,10 @@ pub fn state_and_start(pid: u32) -> Option<(char, u64)> {
         if len == buf.len() {
             return None;
         }
+        // The kernel writes the line whole, newline last: no second read to see the end.
+        if buf[len - 1] == b'\n' {
+            break;
+        }
     }
     let stat = std::str::from_utf8(&buf[..len]).ok()?;
     let close = stat.rfind(')')?;

@@ -157,7 +157,7 @@ fn read_bytes(path: &Path) -> Result<Option<Vec<u8>>> {
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
     };
-    Ok(Some(fsutil::read_bounded(file, MAX_RECORD, &path.display().to_string())?))
+    Ok(Some(fsutil::read_bounded_file(&file, MAX_RECORD, &path.display().to_string())?))
 }
 
 /// A desk record (JSON, at most [`MAX_RECORD`] bytes); `None` when the file does not exist.
@@ -206,6 +206,13 @@ pub fn write_meta(paths: &SessionPaths, meta: &SessionMeta) -> Result<()> {
     fsutil::write_atomic(&paths.meta, &format::encode(&META_FORMAT, meta)?)
 }
 
+/// [`write_meta`] without waiting on the disk: every process sees the record at once, and a
+/// power loss may lose it. A starting master writes it so and makes it durable once `desk new`
+/// has heard "ready", before it serves anyone (`desk_master`'s `durable_start`).
+pub fn write_meta_volatile(paths: &SessionPaths, meta: &SessionMeta) -> Result<()> {
+    fsutil::replace_volatile(&paths.meta, &format::encode(&META_FORMAT, meta)?)
+}
+
 /// The exit record's bytes as [`write_exit`] writes them (for the room reserved on a full disk).
 pub fn encode_exit(record: &ExitRecord) -> Result<Vec<u8>> {
     format::encode(&EXIT_FORMAT, record)
@@ -252,9 +259,20 @@ pub fn enclosing(paths: &Paths) -> Result<Vec<SessionName>> {
     Ok(found.into_iter().map(|(_, name)| name).collect())
 }
 
+/// The generation counter of a session name (`<state>/sessions/<name>/generation`).
+pub fn generation_file(paths: &Paths, name: &SessionName) -> std::path::PathBuf {
+    paths.session_state(name).join(GENERATION_FILE)
+}
+
+const GENERATION_FILE: &str = "generation";
+
 /// Allocate the next generation of a session name: one more than any generation this name ever
-/// had, durably recorded before it is used, and never handed out twice (`desk rm` keeps the
-/// counter). Call with the name's lock held.
+/// had, and never handed out twice (`desk rm` keeps the counter). Call with the name's lock
+/// held. The counter is written (visible to the next start at once) but not waited on: the
+/// master this generation starts makes it durable before it serves anyone, so no record of the
+/// generation that another process writes durably can outlive it in a power loss
+/// (`desk_master`'s `durable_start`). A start counts on from its launch record too
+/// ([`allocate_generation_above`], through `launch_record::allocate_generation`).
 ///
 /// The counter file (`<state>/sessions/<name>/generation`) is format version 1: the number in
 /// decimal and a newline. One that does not hold that is set aside (`generation.bad`, named in
@@ -262,10 +280,17 @@ pub fn enclosing(paths: &Paths) -> Result<Vec<SessionName>> {
 /// session and exit records and its journal), so a damaged counter never stops `desk new` and
 /// never hands a generation out again.
 pub fn allocate_generation(paths: &Paths, name: &SessionName, lock: &NameLock) -> Result<u32> {
+    allocate_generation_above(paths, name, lock, 0)
+}
+
+/// [`allocate_generation`], above `floor` too: the highest generation another record of the
+/// name shows (its launch record, which a power loss may keep without the counter: the two
+/// are made durable together, but the kernel's own writeback may have written one of them).
+pub fn allocate_generation_above(paths: &Paths, name: &SessionName, lock: &NameLock, floor: u32) -> Result<u32> {
     let _ = lock;
     let dir = paths.ensure_session_state(name)?;
-    let file = dir.join("generation");
-    let last = match std::fs::read_to_string(&file) {
+    let file = dir.join(GENERATION_FILE);
+    let counted = match std::fs::read_to_string(&file) {
         Ok(text) => match text.trim().parse::<u32>() {
             Ok(last) => last,
             Err(e) => {
@@ -278,8 +303,9 @@ pub fn allocate_generation(paths: &Paths, name: &SessionName, lock: &NameLock) -
         Err(e) if e.kind() == ErrorKind::NotFound => 0,
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", file.display())),
     };
+    let last = counted.max(floor);
     let next = last.checked_add(1).context("generation counter exhausted")?;
-    fsutil::write_atomic(&file, format!("{next}\n").as_bytes())?;
+    fsutil::replace_volatile(&file, format!("{next}\n").as_bytes())?;
     Ok(next)
 }
 

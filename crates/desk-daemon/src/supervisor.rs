@@ -77,7 +77,7 @@ pub fn read_state(paths: &Paths) -> Supervisor {
 
 /// A session's latest generation, from its counter.
 fn latest_generation(paths: &Paths, name: &SessionName) -> u32 {
-    std::fs::read_to_string(paths.session_state(name).join("generation"))
+    std::fs::read_to_string(desk_common::session::generation_file(paths, name))
         .ok()
         .and_then(|t| t.trim().parse().ok())
         .unwrap_or(0)

@@ -2,7 +2,9 @@
 //! would be answered with what the file says, and when to write it.
 //!
 //! Owns the file's bookkeeping, with private fields: the master's start time as `/proc` counts it
-//! (no file is kept without one, nor after the session exited), the record last written, when
+//! (no file is kept without one, nor after the session exited), its protocol and executable
+//! (looked up once: a handover makes a new `InfoFile` in the new binary) and what a listing
+//! shows of its generation's launch record (read once, at the first write), the record last written, when
 //! an output-only turn may next compare, when a change of the output times alone may next be
 //! written, whether the loop must arm its [`super::timers::Timer::InfoFile`], and whether
 //! something other than PTY output happened since the last check. Invariants: a turn that
@@ -19,12 +21,18 @@ use std::time::Instant;
 use tracing::warn;
 
 use desk_common::info_file::{INFO_FILE_INTERVAL, INFO_OUTPUT_TIME_INTERVAL, InfoRecord};
+use desk_common::launch_record::LaunchFacts;
 use desk_wire::SessionInfo;
 
 #[derive(Debug)]
 pub(super) struct InfoFile {
     path: PathBuf,
     master_start: Option<u64>,
+    /// The protocol and executable of this process, written with every record.
+    identity: desk_common::info_file::MasterIdentity,
+    /// What a listing shows of this generation's launch record, written with every record;
+    /// looked up at the first write (`None` until then).
+    launch: Option<Option<LaunchFacts>>,
     last: Option<SessionInfo>,
     next: Option<Instant>,
     output_next: Option<Instant>,
@@ -38,6 +46,8 @@ impl InfoFile {
         InfoFile {
             path,
             master_start: desk_common::procfs::state_and_start(std::process::id()).map(|(_, start)| start),
+            identity: desk_common::info_file::MasterIdentity::of_self(super::speaks_protocol()),
+            launch: None,
             last: None,
             next: None,
             output_next: None,
@@ -97,7 +107,9 @@ impl InfoFile {
     fn write(&mut self, master_start: u64, size_policy: &Option<String>, info: SessionInfo, now: Instant) {
         self.next = Some(now + INFO_FILE_INTERVAL);
         self.output_next = Some(now + INFO_OUTPUT_TIME_INTERVAL);
-        let record = InfoRecord { master_start, size_policy: size_policy.clone(), info };
+        let launch = self.launch.get_or_insert_with(|| launch_facts(&info)).clone();
+        let record =
+            InfoRecord { master_start, size_policy: size_policy.clone(), info, master: Some(self.identity), launch };
         let written = serde_json::to_vec(&record)
             .context("cannot encode the info file")
             .and_then(|bytes| desk_common::info_file::write(&self.path, &bytes));
@@ -120,6 +132,16 @@ impl InfoFile {
             warn!("{e:#}");
         }
     }
+}
+
+/// What a listing shows of the launch record of this master's session, when that record is of
+/// its generation (a master started by hand has none, or an older generation's). Read once: only
+/// a start writes the record, and none runs while this master does.
+fn launch_facts(info: &SessionInfo) -> Option<LaunchFacts> {
+    let paths = desk_common::paths::Paths::from_env().ok()?;
+    let name = desk_common::paths::SessionName::parse(&info.name).ok()?;
+    let record = desk_common::launch_record::read(&paths, &name).ok().flatten()?;
+    (record.generation == info.generation).then(|| record.facts())
 }
 
 /// Whether `a` and `b` differ at most in the times that move with every read of output: the

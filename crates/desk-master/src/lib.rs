@@ -26,13 +26,16 @@
 //! metadata and telling the launching `desk new` that the session is ready (or why it is not)
 //! through an inherited pipe. The running loop lives in [`event_loop`]. Invariants: `desk new`
 //! hears "ready" only once the socket accepts connections and the child runs; the session's
-//! record exists before the child's program starts ([`pty::spawn_gated`]); a master holds its
-//! name's [`session::MasterLock`] from before it binds its socket until it exits.
+//! record exists before the child's program starts ([`pty::spawn_gated`]), and is durable — with
+//! the generation counter and the launch record the CLI wrote — before the loop serves any
+//! client ([`durable_start`], which says what a crash at each point of a start leaves); a master
+//! holds its name's [`session::MasterLock`] from before it binds its socket until it exits.
 
 mod answer;
 pub mod args;
 mod client;
 mod clients;
+mod durable_start;
 mod event_loop;
 mod events;
 mod handover;
@@ -159,7 +162,16 @@ pub fn run(opts: MasterOptions) -> Result<()> {
         };
         let _ = pipe.write_all(message.as_bytes());
     }
-    let master = setup?;
+    let (parts, paths) = setup?;
+    // `desk new` has returned: the socket accepts connections and the child runs. What is left
+    // makes the start's records durable, and it is done before the loop serves any client
+    // (connections wait in the listen backlog meanwhile): nothing that learns of this
+    // generation from the master (the daemon pasting into it, an attach) can outlive a power
+    // loss that these records do not (the start records table in `durable_start`).
+    desk_common::failpoint::failpoint("master-after-ready");
+    durable_start::sync(&paths, &opts.name);
+    let mut master = event_loop::Master::new(parts);
+    master.started();
     master.run()?;
     Ok(())
 }
@@ -169,7 +181,9 @@ pub fn run(opts: MasterOptions) -> Result<()> {
 /// ([`socket_watch`]); `desk serve` sends it only to a process that catches it.
 const HANDLED_SIGNALS: [i32; 5] = [SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGUSR1];
 
-fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
+/// Everything up to "ready": the socket bound, the child running, its records written (not yet
+/// durable: [`durable_start`]). Returns the loop's parts and the paths.
+fn start(opts: &MasterOptions) -> Result<(event_loop::Parts, Paths)> {
     let paths = Paths::from_env()?;
     paths.ensure_runtime()?;
     let files = paths.session(&opts.name);
@@ -260,7 +274,8 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
         replaced = true;
         desk_common::fsutil::remove_if_exists(&files.exit)?;
         desk_common::failpoint::failpoint_full_disk("master-before-exec").context("cannot write the session record")?;
-        session::write_meta(&files, &meta)
+        // Visible to every process at once; durable after "ready" ([`durable_start`]).
+        session::write_meta_volatile(&files, &meta)
     });
     let child = match spawned {
         Ok(child) => child,
@@ -296,7 +311,7 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
     } else {
         None
     };
-    let mut master = event_loop::Master::new(event_loop::Parts {
+    let parts = event_loop::Parts {
         files,
         poll,
         listener,
@@ -310,9 +325,8 @@ fn start(opts: &MasterOptions) -> Result<event_loop::Master> {
         size_policy: opts.size_policy,
         log,
         lock,
-    });
-    master.started();
-    Ok(master)
+    };
+    Ok((parts, paths))
 }
 
 pub(crate) fn bind(path: &std::path::Path, name: &SessionName) -> Result<UnixListener> {

@@ -44,6 +44,14 @@ pub(super) struct Listing {
     /// sessions only): what another desk's dashboard shows for a host's session.
     #[serde(skip_serializing_if = "Option::is_none")]
     usage: Option<SessionUsage>,
+    /// What the master's info file said of its protocol and executable (rows from the file
+    /// only): the skew check need not read them again.
+    #[serde(skip)]
+    identity: Option<desk_common::info_file::MasterIdentity>,
+    /// What the master's info file carried of its launch record (rows from the file only): the
+    /// fleet view need not read the record again.
+    #[serde(skip)]
+    launch: Option<desk_common::launch_record::LaunchFacts>,
 }
 
 /// A running session's use of the machine, summed over the processes of its child's session.
@@ -93,11 +101,25 @@ const UPGRADE_BY_RESTART: &str =
 
 /// The skew of the master of a row that has one, against `installed` (the identity of the
 /// desk-master this desk starts).
+///
+/// A row from the master's info file carries what the check needs ([`Listing::identity`]):
+/// when it says the master is this desk's, speaking this protocol, nothing is read; anything
+/// else is looked up as for a row without one (the session record, `/proc/PID/exe`), so that
+/// `older` is never said from a record alone — a master that re-executed itself in a handover
+/// keeps its pid and start time, and its previous image's file is believed until the new one
+/// rewrites it as it resumes.
 fn master_skew(paths: &Paths, row: &Listing, installed: Option<(u64, u64)>) -> Option<MasterSkew> {
     if !matches!(row.status, "running" | "unresponsive") {
         return None;
     }
     let master_pid = row.master_pid?;
+    if let Some(id) = row.identity
+        && id.protocol >= desk_wire::PROTOCOL_VERSION
+        && id.exe.is_some()
+        && id.exe == installed
+    {
+        return Some(MasterSkew { protocol: id.protocol, binary: "current", upgrade: None });
+    }
     let name = SessionName::parse(&row.name).ok()?;
     let meta = session::read_meta(&paths.session(&name)).ok().flatten();
     let protocol = meta.map_or(desk_wire::OLDEST_PROTOCOL_VERSION, |m| m.protocol.unwrap_or(1));
@@ -159,21 +181,36 @@ impl ExitJson {
 /// recorded its exit is listed from its record without asking; a master that answers is
 /// listed from its WELCOME alone (its metadata file is read only for a session whose master
 /// did not answer).
-fn listings(paths: &Paths) -> Result<Vec<Listing>> {
+fn listings(paths: &Paths, skew: Skew) -> Result<Vec<Listing>> {
     let (names, exits): (Vec<SessionName>, Vec<bool>) = paths.session_names_and_exits()?.into_iter().unzip();
     let budget = session::PROBE_DEADLINE;
     let deadline = Instant::now() + budget;
+    let supervision = desk_daemon::supervisor::read_state(paths);
+    let installed = match skew {
+        Skew::Check => Some(installed_master()),
+        Skew::Skip => None,
+    };
+    // What a row has beyond its master's answer: its fleet facts, and its skew when asked.
+    let finish = |row: &mut Listing| {
+        add_fleet_to(paths, row, &supervision);
+        if let Some(installed) = installed {
+            row.master = master_skew(paths, row, installed);
+        }
+    };
     // The files of a large fleet are read by two threads: each session costs a few system
-    // calls (its info file, its master's `/proc` entry), most of a listing's time.
+    // calls (its info file, its master's `/proc` entry, its launch record), most of a
+    // listing's time.
     let read = |(name, has_exit): (&SessionName, bool)| -> Option<Listing> {
         let files = paths.session(name);
         // A record written after the directory was read belongs to a session that was running
         // then; `unexited` looks again for a master that does not answer.
         let exit = if has_exit { session::read_exit(&files).unwrap_or(None) } else { None };
-        match exit {
-            Some(exit) => Some(exited(name, &files, &exit)),
-            None => from_info_file(name, &files),
-        }
+        let mut row = match exit {
+            Some(exit) => exited(name, &files, &exit),
+            None => from_info_file(name, &files)?,
+        };
+        finish(&mut row);
+        Some(row)
     };
     let pairs: Vec<(&SessionName, bool)> = names.iter().zip(exits).collect();
     let mut rows: Vec<Option<Listing>> = if pairs.len() >= LISTING_SPLIT {
@@ -196,20 +233,27 @@ fn listings(paths: &Paths) -> Result<Vec<Listing>> {
     let answers = crate::cli::probe::ask_all(&sockets, deadline, budget)?;
     for (i, answer) in ask.into_iter().zip(answers) {
         rows[i] = unexited(paths, &names[i], answer)?;
+        if let Some(row) = &mut rows[i] {
+            finish(row);
+        }
     }
     let mut rows: Vec<Listing> = rows.into_iter().flatten().collect();
-    add_fleet(paths, &mut rows);
+    add_declared_down(paths, &mut rows);
     Ok(rows)
 }
 
-/// The fleet's part of a listing: each session's [`crate::launch::view::FleetView`]; a session
-/// a manifest declares that is not running is `down` (with how it ended, and what the
-/// supervisor says); and the sessions a registered manifest declares that never ran here.
-fn add_fleet(paths: &Paths, rows: &mut Vec<Listing>) {
-    let supervision = desk_daemon::supervisor::read_state(paths);
-    for row in rows.iter_mut() {
-        add_fleet_to(paths, row, &supervision);
-    }
+/// Whether a listing checks each master against this desk's ([`master_skew`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Skew {
+    Check,
+    Skip,
+}
+
+/// The fleet's part of a listing beyond each row's [`crate::launch::view::FleetView`] (added
+/// as each row is read: a session a manifest declares that is not running is `down`, with how
+/// it ended and what the supervisor says): the sessions a registered manifest declares that
+/// never ran here.
+fn add_declared_down(paths: &Paths, rows: &mut Vec<Listing>) {
     let known: Vec<String> = rows.iter().map(|r| r.name.clone()).collect();
     for (manifest, spec) in crate::launch::view::declared_down(paths, &known) {
         let Ok(name) = SessionName::parse(&spec.name) else { continue };
@@ -239,6 +283,8 @@ fn from_info_file(name: &SessionName, files: &desk_common::paths::SessionPaths) 
         MasterCheck::Running => {
             let mut row = from_files(name, None, "running");
             row.size_policy = record.size_policy;
+            row.identity = record.master;
+            row.launch = record.launch;
             apply_info(&mut row, record.info);
             Some(row)
         }
@@ -257,7 +303,8 @@ fn from_info_file(name: &SessionName, files: &desk_common::paths::SessionPaths) 
 fn add_fleet_to(paths: &Paths, row: &mut Listing, supervision: &desk_core::fleet::supervise::Supervisor) {
     let Ok(name) = SessionName::parse(&row.name) else { return };
     let running = matches!(row.status, "running" | "unresponsive");
-    row.fleet = crate::launch::view::of(paths, &name, running, supervision, desk_common::clock::now_ms());
+    let carried = row.launch.take();
+    row.fleet = crate::launch::view::of(paths, &name, running, carried, supervision, desk_common::clock::now_ms());
     if !running && row.fleet.as_ref().is_some_and(|f| f.manifest.is_some()) {
         row.status = "down";
     }
@@ -416,6 +463,8 @@ fn from_files(name: &SessionName, meta: Option<&SessionMeta>, status: &'static s
         fleet: None,
         master: None,
         usage: None,
+        identity: None,
+        launch: None,
     }
 }
 
@@ -426,15 +475,11 @@ fn rows(paths: &Paths) -> Result<Vec<Listing>> {
         let paths = paths.clone();
         std::thread::spawn(move || crate::cli::delivery::queue_counts(&paths))
     };
-    let mut rows = listings(paths)?;
+    let mut rows = listings(paths, Skew::Check)?;
     if let Ok(Some(mut counts)) = queues.join() {
         for row in &mut rows {
             row.delivery = Some(counts.remove(&row.name).unwrap_or_default());
         }
-    }
-    let installed = installed_master();
-    for row in &mut rows {
-        row.master = master_skew(paths, row, installed);
     }
     Ok(rows)
 }
@@ -444,42 +489,53 @@ pub(in crate::cli) fn json_listing(paths: &Paths) -> Result<Vec<u8>> {
     paths.ensure_runtime()?;
     let mut rows = rows(paths)?;
     add_usage(&mut rows);
-    let mut out = Vec::new();
-    output::write_ok(&mut out, "sessions", &rows, Vec::new)?;
-    Ok(out)
+    LsReport { rows }.json()
 }
 
 pub(in crate::cli) fn ls(json: bool) -> Result<i32> {
     use std::io::Write as _;
     let paths = paths()?;
-    if json {
-        let listing = json_listing(&paths)?;
-        let mut out = std::io::stdout().lock();
-        out.write_all(&listing).and_then(|()| out.flush()).context("cannot write the listing")?;
-        return Ok(0);
-    }
-    let rows = rows(&paths)?;
-    if rows.is_empty() {
-        match demo_home_elsewhere() {
-            Some(home) => println!(
-                "no sessions here; the demo fleet (make demo) runs under DESK_HOME={0}\n\
-                 see it with: export DESK_HOME={0}   (or run: make demo-shell)",
-                home.display()
-            ),
-            None => println!("no sessions; start one with: desk new NAME -- CMD"),
-        }
-        return Ok(0);
-    }
-    // One write for the table (a line-buffered stdout makes one per row).
-    let mut text = String::new();
-    for line in ls_table(&rows, desk_common::clock::now_ms(), crate::cli::table::terminal_width()) {
-        text.push_str(&line);
-        text.push('\n');
-    }
-    text.push_str(&skew_footer(&rows));
+    let bytes = if json { json_listing(&paths)? } else { LsReport { rows: rows(&paths)? }.text().into_bytes() };
     let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes()).and_then(|()| out.flush()).context("cannot write the listing")?;
+    out.write_all(&bytes).and_then(|()| out.flush()).context("cannot write the listing")?;
     Ok(0)
+}
+
+/// What `desk ls` found: one row per session (the running and unresponsive ones with their
+/// master's skew), rendered once as a table or once as JSON.
+struct LsReport {
+    rows: Vec<Listing>,
+}
+
+impl LsReport {
+    /// The JSON document, as bytes (what a host's relay sends as well).
+    fn json(&self) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        output::write_ok(&mut out, "sessions", &self.rows, Vec::new)?;
+        Ok(out)
+    }
+
+    /// The table, written at once (a line-buffered stdout would make one write per row).
+    fn text(&self) -> String {
+        let rows = &self.rows;
+        if rows.is_empty() {
+            return match demo_home_elsewhere() {
+                Some(home) => format!(
+                    "no sessions here; the demo fleet (make demo) runs under DESK_HOME={0}\n\
+                     see it with: export DESK_HOME={0}   (or run: make demo-shell)\n",
+                    home.display()
+                ),
+                None => "no sessions; start one with: desk new NAME -- CMD\n".to_string(),
+            };
+        }
+        let mut text = String::new();
+        for line in ls_table(rows, desk_common::clock::now_ms(), crate::cli::table::terminal_width()) {
+            text.push_str(&line);
+            text.push('\n');
+        }
+        text.push_str(&skew_footer(rows));
+        text
+    }
 }
 
 /// The line under the table that names the sessions whose master is not this desk's (empty
@@ -499,12 +555,7 @@ fn skew_footer(rows: &[Listing]) -> String {
 /// The sessions whose master is older than this desk's, each as `NAME (why)`: what `desk
 /// doctor` reports (`desk ls` says it under its table).
 pub(in crate::cli) fn older_masters(paths: &Paths) -> Result<Vec<String>> {
-    let mut rows = listings(paths)?;
-    let installed = installed_master();
-    for row in &mut rows {
-        row.master = master_skew(paths, row, installed);
-    }
-    Ok(older_masters_of(&rows))
+    Ok(older_masters_of(&listings(paths, Skew::Check)?))
 }
 
 fn older_masters_of(rows: &[Listing]) -> Vec<String> {
@@ -548,7 +599,7 @@ pub(crate) fn most_needing_person(paths: &Paths) -> Result<Option<(SessionName, 
     use crate::dash::model::{Urgency, rank};
     let counts = crate::cli::delivery::queue_counts(paths).unwrap_or_default();
     let mut best: Option<(Urgency, u64, &Listing)> = None;
-    let rows = listings(paths)?;
+    let rows = listings(paths, Skew::Skip)?;
     for row in &rows {
         let Some(state) = &row.state else { continue };
         if row.exit.is_some() {

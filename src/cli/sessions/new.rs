@@ -1,6 +1,6 @@
 //! `desk new`: start a session's master and wait until it listens.
 
-use super::ls::listing;
+use super::ls::{Listing, listing};
 #[allow(unused_imports)]
 use super::*;
 
@@ -84,21 +84,48 @@ pub(in crate::cli) fn new(req: NewSession) -> Result<i32> {
         ),
         None => e,
     })?;
-    let code = 0;
     // An agent's prompts are the daemon's to deliver: it is started now, not at the first send.
     let notes: Vec<String> = if crate::launch::needs_daemon(provider) {
-        crate::autostart::ensure_daemon(&paths).say(json).into_iter().collect()
+        crate::autostart::ensure_daemon(&paths).note().into_iter().collect()
     } else {
         Vec::new()
     };
-    if json {
-        let deadline = Instant::now() + session::PROBE_DEADLINE;
-        let mut row = listing(&paths, &name, deadline)?;
-        if let Some(row) = &mut row {
-            row.delivery =
-                crate::cli::delivery::queue_counts(&paths).map(|mut c| c.remove(name.as_str()).unwrap_or_default());
-        }
-        output::print_ok("session", row, &notes)?;
+    let row = if json { Some(started_row(&paths, &name)?) } else { None };
+    NewReport { notes, row }.render(json)?;
+    Ok(0)
+}
+
+/// The started session's row as `desk ls` lists it, with its delivery queue: what `desk new
+/// --json` prints (`None`: the session is no longer there to list).
+fn started_row(paths: &Paths, name: &SessionName) -> Result<Option<Listing>> {
+    let deadline = Instant::now() + session::PROBE_DEADLINE;
+    let mut row = listing(paths, name, deadline)?;
+    if let Some(row) = &mut row {
+        row.delivery =
+            crate::cli::delivery::queue_counts(paths).map(|mut c| c.remove(name.as_str()).unwrap_or_default());
     }
-    Ok(code)
+    Ok(row)
+}
+
+/// What `desk new` reports once its session runs: the notes (the daemon started for an agent),
+/// and for `--json` the session's row (reading it asks the master, which the text form, silent
+/// on stdout like any started command, does not need).
+struct NewReport {
+    notes: Vec<String>,
+    /// `--json` only.
+    row: Option<Option<Listing>>,
+}
+
+impl NewReport {
+    /// Once as text (the notes on stderr, nothing on stdout) or once as JSON (the row, the
+    /// notes riding along).
+    fn render(&self, json: bool) -> Result<()> {
+        if json {
+            return output::print_ok("session", self.row.as_ref().and_then(Option::as_ref), &self.notes);
+        }
+        for note in &self.notes {
+            eprintln!("desk: {note}");
+        }
+        Ok(())
+    }
 }
