@@ -1,0 +1,91 @@
+//! `desk stuck`: every stuck item, why it is stuck and what to do about it.
+
+use anyhow::Result;
+
+use super::{REQUEST_TIMEOUT, ask, paths};
+use crate::cli::output;
+use crate::queues::DAEMON_DOWN;
+use desk_core::delivery::answer::ListedItem;
+use desk_core::delivery::item::{Item, State};
+use desk_daemon::store::Store;
+use desk_wire::control::Request;
+
+pub(in crate::cli) fn stuck(json: bool) -> Result<i32> {
+    let paths = paths()?;
+    let offline = crate::autostart::daemon_down(&paths);
+    let items: Vec<ListedItem> = if offline {
+        if !json {
+            eprintln!("desk: {DAEMON_DOWN}");
+        }
+        let (items, _, problems) = Store::open(&paths.state)?.read_only_view()?;
+        for p in &problems {
+            eprintln!("desk: cannot read {}: {}", p.path.display(), p.error);
+        }
+        // Whole, as the store holds them: a listing is cut to bound the daemon's answer.
+        let whole = |item| ListedItem { item, text_chars: None, evidence_total: None };
+        items.into_iter().filter(|i| i.state == State::Stuck).map(whole).collect()
+    } else {
+        ask(&paths, &Request::Stuck, REQUEST_TIMEOUT)?.data
+    };
+    StuckReport { items, offline }.render(json)?;
+    Ok(0)
+}
+
+/// `desk stuck`: every stuck item, as the daemon (or, when it is down, the store) holds it.
+struct StuckReport {
+    items: Vec<ListedItem>,
+    /// Read from the store: the daemon is not running.
+    offline: bool,
+}
+
+impl StuckReport {
+    /// Once as text (each item, why it is stuck and what to do) or once as JSON (the items).
+    fn render(&self, json: bool) -> Result<()> {
+        if json {
+            let notes: Vec<String> = if self.offline { vec![DAEMON_DOWN.to_string()] } else { vec![] };
+            // Through a `Value`, whose keys are sorted: the order `desk stuck --json` has always had.
+            return output::print_ok("stuck", serde_json::to_value(&self.items)?, &notes);
+        }
+        if self.items.is_empty() {
+            println!("nothing is stuck");
+        }
+        for ListedItem { item, .. } in &self.items {
+            let class = item.stuck.map_or("?", |c| c.as_str());
+            let why = item
+                .evidence
+                .iter()
+                .rev()
+                .find(|n| n.kind == "stuck" || n.kind == "refused")
+                .map(|n| n.detail.as_str())
+                .unwrap_or_default();
+            println!("{}  {:<12} {:<14} {}", item.id, item.session, class, item.preview(50));
+            println!("    {why}");
+            println!("    next: {}", next_step(item));
+        }
+        Ok(())
+    }
+}
+
+/// What an operator can do about a stuck item, by its class.
+fn next_step(item: &Item) -> String {
+    use desk_core::delivery::item::StuckClass;
+    let id = &item.id;
+    match item.stuck {
+        Some(StuckClass::SubmitStuck) => format!(
+            "check the agent (desk peek {}); desk force {id} presses Enter on the text in its box, or desk drop {id}",
+            item.session
+        ),
+        Some(StuckClass::Merged) => format!(
+            "it went, or sits, with someone else's text: check the agent (desk peek {}), then desk drop {id}; force refuses it",
+            item.session
+        ),
+        Some(StuckClass::Interrupted) => format!(
+            "the agent may have taken it (it was cut off after it was typed, or while it waited in the agent's own queue; its hook, if it comes, settles it delivered): check the agent's transcript (desk peek {} --history); if it did not get the prompt, desk force {id} pastes it again; otherwise desk drop {id}",
+            item.session
+        ),
+        _ => format!(
+            "check the agent (desk peek {}): if it did not get the prompt, desk force {id} presses Enter on it when it sits unsent in the input box, or pastes it again; otherwise desk drop {id}",
+            item.session
+        ),
+    }
+}
