@@ -90,7 +90,7 @@ fn print_peek(
         let mut data = serde_json::to_value(snapshot)?;
         if let Some(map) = data.as_object_mut() {
             map.insert("name".into(), name.as_str().into());
-            map.insert("state".into(), snapshot.state.as_ref().map(output::state_json).into());
+            map.insert("state".into(), snapshot.state.as_ref().map(output::state_json).transpose()?.into());
             for key in ["history", "history_start", "history_first", "history_end"] {
                 map.remove(key);
             }
