@@ -378,9 +378,7 @@ fn doctor_finds_a_desk_without_its_master_or_with_another_ones() {
     let alone = home.path().join("alone");
     std::fs::create_dir(&alone).unwrap();
     let desk = alone.join("desk");
-    if std::fs::hard_link(crate::support::DESK, &desk).is_err() {
-        std::fs::copy(crate::support::DESK, &desk).unwrap();
-    }
+    crate::support::copy_executable(crate::support::DESK, &desk);
     let run = || doctor(std::process::Command::new(&desk).env("DESK_HOME", home.path()).env("DESK_AUTOSTART", "0"));
     let (checks, code) = run();
     assert_eq!(code, Some(0));

@@ -310,7 +310,7 @@ fn masters_run_from_desk_master_and_fall_back_to_desk_master_subcommand() {
     // A `desk` copied somewhere alone starts its masters as `desk master`.
     let bin = home.path().join("bin");
     std::fs::create_dir(&bin).unwrap();
-    std::fs::copy(crate::support::DESK, bin.join("desk")).unwrap();
+    crate::support::copy_executable(crate::support::DESK, bin.join("desk"));
     let out = std::process::Command::new(bin.join("desk"))
         .env("DESK_HOME", home.path())
         .env_remove("DESK_SESSION")

@@ -20,6 +20,16 @@ pub(crate) const DESK_MASTER: &str = env!("CARGO_BIN_EXE_desk-master");
 /// something is broken (or the machine is very loaded).
 pub(crate) const PATIENCE: Duration = Duration::from_secs(20);
 
+/// Copies the executable `from` to `to` for a test to run. The copy is written by a `cp`
+/// child, not by this process: a file this process held open for writing would be inherited by
+/// every child another test thread forks in that moment, and exec'ing the copy while such a
+/// child still holds it fails with ETXTBSY ("Text file busy") under load.
+pub(crate) fn copy_executable(from: impl AsRef<Path>, to: impl AsRef<Path>) {
+    let (from, to) = (from.as_ref(), to.as_ref());
+    let status = Command::new("cp").arg("--").arg(from).arg(to).status().unwrap();
+    assert!(status.success(), "cp {} {}: {status}", from.display(), to.display());
+}
+
 /// Poll `cond` until it returns `Some`, or panic with `what` and the last observation.
 pub(crate) fn eventually<T>(what: &str, mut cond: impl FnMut() -> Result<T, String>) -> T {
     let deadline = Instant::now() + PATIENCE;

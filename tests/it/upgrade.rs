@@ -137,7 +137,7 @@ fn an_upgrade_the_new_binary_cannot_take_keeps_the_old_master_and_says_why() {
     let mut viewer = home.connect("k", Role::Viewer, 80, 24);
     // Not executable.
     let plain = home.path().join("desk-master-plain");
-    std::fs::copy(DESK_MASTER, &plain).unwrap();
+    crate::support::copy_executable(DESK_MASTER, &plain);
     std::fs::set_permissions(&plain, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
     // Executable, but it reads another handover format.
     let other = home.path().join("desk-master-other");

@@ -104,7 +104,7 @@ fn ls_names_the_sessions_whose_master_is_older_than_this_desk() {
     let install = || {
         for (from, name) in [(DESK, "desk"), (DESK_MASTER, "desk-master")] {
             let tmp = bin.join(format!(".{name}.new"));
-            std::fs::copy(from, &tmp).unwrap();
+            crate::support::copy_executable(from, &tmp);
             std::fs::rename(&tmp, bin.join(name)).unwrap();
         }
     };
