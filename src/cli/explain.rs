@@ -32,6 +32,9 @@ struct Explanation {
     state: Option<StateView>,
     exit: Option<session::ExitRecord>,
     recent: Vec<Event>,
+    /// The running master's screen size (the text shows it; the JSON has never carried it).
+    #[serde(skip)]
+    size: Option<(u16, u16)>,
 }
 
 /// One axis in two lines: its value (`shown`, or as its JSON says it) and since when, then its
@@ -109,62 +112,66 @@ pub(super) fn explain(name: &SessionName, json: bool) -> Result<i32> {
         state: info.as_ref().and_then(|i| i.state.clone()),
         exit: if info.is_some() { None } else { exit },
         recent,
+        size: info.as_ref().map(|i| (i.cols, i.rows)),
     };
-    if json {
-        output::print_ok("explanation", &report, &[])?;
-        return Ok(0);
-    }
-    let now = desk_common::clock::now_ms();
-    println!(
-        "session {name}: generation {}, provider {}",
-        report.generation.map_or("?".into(), |g| g.to_string()),
-        report.provider.as_deref().unwrap_or("?")
-    );
-    if let Some(info) = &info {
-        println!(
-            "size: {}x{} (size policy {})",
-            info.cols,
-            info.rows,
-            report.size_policy.as_deref().unwrap_or("latest")
-        );
-    }
-    match &report.state {
-        Some(s) => {
-            println!("rules: {}", s.rules);
-            println!("{}", axis("lifecycle", &s.lifecycle, None, now));
-            let activity = crate::words::activity(s.activity.value, s.wait.as_deref());
-            println!("{}", axis("activity", &s.activity, Some(activity), now));
-            println!("{}", axis("health", &s.health, None, now));
-            println!(
-                "ready: {}; last output: {}; last hook: {}",
-                if s.ready { "yes" } else { "no" },
-                s.last_output_ms.map_or("never".into(), |t| desk_core::time::ago(now, t)),
-                s.last_hook_ms.map_or("never".into(), |t| desk_core::time::ago(now, t)),
-            );
-        }
-        None => match &report.exit {
-            Some(exit) => {
-                println!(
-                    "lifecycle  {:<10} {} ({})",
-                    crate::words::ended(exit.status),
-                    desk_common::signals::describe_exit(exit.status),
-                    desk_core::time::ago(now, exit.exited_at_ms)
-                )
-            }
-            None => println!("the master is not running and recorded no exit: state unknown"),
-        },
-    }
-    if !report.recent.is_empty() {
-        println!("\nrecent changes:");
-        for e in &report.recent {
-            println!(
-                "{:>6}  {}  g{}  {}",
-                e.seq,
-                desk_common::clock::local_time(e.ts_ms),
-                e.generation,
-                e.body.describe()
-            );
-        }
-    }
+    report.render(json)?;
     Ok(0)
+}
+
+impl Explanation {
+    /// Once as text (the state, axis by axis, then the recent changes) or once as JSON.
+    fn render(&self, json: bool) -> Result<()> {
+        if json {
+            return output::print_ok("explanation", self, &[]);
+        }
+        let now = desk_common::clock::now_ms();
+        println!(
+            "session {}: generation {}, provider {}",
+            self.name,
+            self.generation.map_or("?".into(), |g| g.to_string()),
+            self.provider.as_deref().unwrap_or("?")
+        );
+        if let Some((cols, rows)) = self.size {
+            println!("size: {cols}x{rows} (size policy {})", self.size_policy.as_deref().unwrap_or("latest"));
+        }
+        match &self.state {
+            Some(s) => {
+                println!("rules: {}", s.rules);
+                println!("{}", axis("lifecycle", &s.lifecycle, None, now));
+                let activity = crate::words::activity(s.activity.value, s.wait.as_deref());
+                println!("{}", axis("activity", &s.activity, Some(activity), now));
+                println!("{}", axis("health", &s.health, None, now));
+                println!(
+                    "ready: {}; last output: {}; last hook: {}",
+                    if s.ready { "yes" } else { "no" },
+                    s.last_output_ms.map_or("never".into(), |t| desk_core::time::ago(now, t)),
+                    s.last_hook_ms.map_or("never".into(), |t| desk_core::time::ago(now, t)),
+                );
+            }
+            None => match &self.exit {
+                Some(exit) => {
+                    println!(
+                        "lifecycle  {:<10} {} ({})",
+                        crate::words::ended(exit.status),
+                        desk_common::signals::describe_exit(exit.status),
+                        desk_core::time::ago(now, exit.exited_at_ms)
+                    )
+                }
+                None => println!("the master is not running and recorded no exit: state unknown"),
+            },
+        }
+        if !self.recent.is_empty() {
+            println!("\nrecent changes:");
+            for e in &self.recent {
+                println!(
+                    "{:>6}  {}  g{}  {}",
+                    e.seq,
+                    desk_common::clock::local_time(e.ts_ms),
+                    e.generation,
+                    e.body.describe()
+                );
+            }
+        }
+        Ok(())
+    }
 }

@@ -19,30 +19,47 @@ use desk_core::dialog::{Choice, Dialog};
 pub(super) fn inbox(json: bool) -> Result<i32> {
     let paths = Paths::from_env()?;
     let (open, unread) = crate::inbox::list(&paths);
-    let now = desk_common::clock::now_ms();
-    let notes: Vec<String> = unread
-        .iter()
-        .map(|s| format!("{s} is blocked, but its screen shows no dialog desk can read: desk peek {s}"))
-        .collect();
-    if json {
-        let data: Vec<serde_json::Value> = open.iter().map(|o| open_json(o, now)).collect();
-        output::print_ok("inbox", data, &notes)?;
-        return Ok(0);
-    }
-    let mut text = String::new();
-    if open.is_empty() {
-        text.push_str("no open dialogs\n");
-    }
-    for o in &open {
-        text.push_str(&describe(o, now));
-        text.push('\n');
-    }
-    for note in &notes {
-        text.push_str(&format!("note: {note}\n"));
-    }
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes()).and_then(|()| out.flush())?;
+    InboxReport { open, unread, now: desk_common::clock::now_ms() }.render(json)?;
     Ok(0)
+}
+
+/// `desk inbox`: every open dialog, and the blocked sessions whose dialog desk cannot read.
+struct InboxReport {
+    open: Vec<Open>,
+    /// Blocked, with no dialog desk can read on the screen.
+    unread: Vec<String>,
+    /// When it was read, for the dialogs' ages.
+    now: u64,
+}
+
+impl InboxReport {
+    /// Once as text (each dialog and the commands that answer it, then notes) or once as JSON
+    /// (the dialogs; the unreadable ones as notes).
+    fn render(&self, json: bool) -> Result<()> {
+        let notes: Vec<String> = self
+            .unread
+            .iter()
+            .map(|s| format!("{s} is blocked, but its screen shows no dialog desk can read: desk peek {s}"))
+            .collect();
+        if json {
+            let data: Vec<serde_json::Value> = self.open.iter().map(|o| open_json(o, self.now)).collect();
+            return output::print_ok("inbox", data, &notes);
+        }
+        let mut text = String::new();
+        if self.open.is_empty() {
+            text.push_str("no open dialogs\n");
+        }
+        for o in &self.open {
+            text.push_str(&describe(o, self.now));
+            text.push('\n');
+        }
+        for note in &notes {
+            text.push_str(&format!("note: {note}\n"));
+        }
+        let mut out = std::io::stdout().lock();
+        out.write_all(text.as_bytes()).and_then(|()| out.flush())?;
+        Ok(())
+    }
 }
 
 /// One dialog, as `desk inbox` prints it: a head line, its question, its options, and the two

@@ -4,6 +4,7 @@
 //! ([`desk_common::keys`], shared with the dashboard). Sends as the invoking user on their terminal.
 
 use anyhow::Result;
+use serde::Serialize;
 
 use super::output::{self, ErrorCode};
 use desk_common::keys::{KeysError, Sender};
@@ -14,16 +15,28 @@ pub(super) fn keys(name: &SessionName, keys: &[String], json: bool) -> Result<i3
     desk_common::keys::check(keys).map_err(to_failure)?;
     let paths = Paths::from_env()?;
     let sent = desk_common::keys::send(&paths, name, keys, &Sender::this_process("cli")).map_err(to_failure)?;
-    if json {
-        output::print_ok(
-            "keys",
-            serde_json::json!({ "session": name.as_str(), "keys": keys, "generation": sent.generation }),
-            &[],
-        )?;
-    } else {
-        println!("typed {} into {name}", keys.join(" "));
-    }
+    KeysReport { generation: sent.generation, keys, session: name }.render(json)?;
     Ok(0)
+}
+
+/// What `desk keys` typed, and into which generation of the session. In JSON its keys come in
+/// the order `desk keys --json` has always had (sorted).
+#[derive(Serialize)]
+struct KeysReport<'a> {
+    generation: u32,
+    keys: &'a [String],
+    session: &'a SessionName,
+}
+
+impl KeysReport<'_> {
+    /// Once as text (one line) or once as JSON.
+    fn render(&self, json: bool) -> Result<()> {
+        if json {
+            return output::print_ok("keys", self, &[]);
+        }
+        println!("typed {} into {}", self.keys.join(" "), self.session);
+        Ok(())
+    }
 }
 
 fn to_failure(e: KeysError) -> anyhow::Error {

@@ -75,9 +75,10 @@ pub fn error_text(code: ErrorCode, message: &str) -> String {
 
 /// The agent state as the command line shows it in JSON: like the wire's `StateView`, but with
 /// `health.value` a string (`ok`, `degraded`) like the other axes, and the reason of a degraded
-/// health in `health.reason` (`null` when healthy). The wire form stays as it is.
-pub fn state_json(state: &desk_core::state::StateView) -> serde_json::Value {
-    let mut value = serde_json::to_value(state).unwrap_or_default();
+/// health in `health.reason` (`null` when healthy). The wire form stays as it is. A state that
+/// cannot be encoded is an error, never a `null` state.
+pub fn state_json(state: &desk_core::state::StateView) -> serde_json::Result<serde_json::Value> {
+    let mut value = serde_json::to_value(state)?;
     let (status, reason) = match &state.health.value {
         desk_core::state::Health::Ok => ("ok", None),
         desk_core::state::Health::Degraded(reason) => ("degraded", Some(reason.clone())),
@@ -86,7 +87,7 @@ pub fn state_json(state: &desk_core::state::StateView) -> serde_json::Value {
         health.insert("value".into(), status.into());
         health.insert("reason".into(), reason.into());
     }
-    value
+    Ok(value)
 }
 
 /// `serialize_with` for an optional state.
@@ -94,7 +95,7 @@ pub fn serialize_state<S: serde::Serializer>(
     state: &Option<desk_core::state::StateView>,
     s: S,
 ) -> Result<S::Ok, S::Error> {
-    state.as_ref().map(state_json).serialize(s)
+    state.as_ref().map(state_json).transpose().map_err(serde::ser::Error::custom)?.serialize(s)
 }
 
 #[cfg(test)]
@@ -123,12 +124,12 @@ mod tests {
             last_hook_ms: None,
             rules: "built-in".into(),
         };
-        let json = state_json(&state);
+        let json = state_json(&state).unwrap();
         assert_eq!(json["health"]["value"], "degraded");
         assert_eq!(json["health"]["reason"], "no output for 5m");
         assert_eq!(json["activity"]["value"], "idle");
         state.health = axis(Health::Ok);
-        let json = state_json(&state);
+        let json = state_json(&state).unwrap();
         assert_eq!(json["health"]["value"], "ok");
         assert!(json["health"]["reason"].is_null());
         // The wire form is untouched.

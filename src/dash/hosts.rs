@@ -171,13 +171,16 @@ pub fn split(session: &str) -> Option<(&str, &str)> {
 /// Ask `host` for its sessions for as long as the dashboard runs, sending each answer (its rows
 /// or why not) with `wrap`.
 pub fn watch<M>(name: String, host: Host, paths: Paths, links: Links, tx: Sender<M>, wrap: fn(String, HostNews) -> M) {
-    let mut backoff = Duration::ZERO;
+    let mut backoff = desk_core::time::Backoff::new(HOST_REFRESH, MAX_BACKOFF);
     let mut cpu = CpuRates::default();
     loop {
         let answer = list_once(&name, &host, &paths, &links);
-        backoff = match &answer {
-            Ok(_) => Duration::ZERO,
-            Err(_) => (backoff * 2).clamp(HOST_REFRESH, MAX_BACKOFF),
+        let wait = match &answer {
+            Ok(_) => {
+                backoff.reset();
+                HOST_REFRESH
+            }
+            Err(_) => backoff.fail(),
         };
         let news = match answer {
             Ok((rows, items)) => HostNews { usage: cpu.rates(&rows, Instant::now()), items, answer: Ok(rows) },
@@ -186,7 +189,7 @@ pub fn watch<M>(name: String, host: Host, paths: Paths, links: Links, tx: Sender
         if tx.send(wrap(name.clone(), news)).is_err() {
             return;
         }
-        std::thread::sleep(backoff.max(HOST_REFRESH));
+        std::thread::sleep(wait);
     }
 }
 

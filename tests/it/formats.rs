@@ -27,7 +27,7 @@ fn fixtures() -> PathBuf {
 
 /// The recording copied into a fresh directory laid out as a `DESK_HOME` (state, config and,
 /// with `run`, the session records), so that readers that rename or rewrite work on the copy.
-fn copy_of_fixtures(into: &Path, run: bool) {
+pub(crate) fn copy_of_fixtures(into: &Path, run: bool) {
     let parts: &[&str] = if run { &["state", "config", "run"] } else { &["state", "config"] };
     for part in parts {
         copy_tree(&fixtures().join(part), &into.join(part));

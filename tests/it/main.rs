@@ -8,6 +8,7 @@ mod attention;
 mod channels;
 mod cli;
 mod cli_contract;
+mod cli_render;
 mod composer;
 mod corpus;
 mod daemon;

@@ -17,9 +17,9 @@
 
 use anyhow::{Context, Result};
 use std::collections::VecDeque;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -65,11 +65,10 @@ impl LogWriter {
     /// bytes. A last line left without its `\n` by a crash is ended first.
     pub fn open(state_dir: &Path, cap: u64) -> Result<LogWriter> {
         let path = current(state_dir);
-        let mut file = OpenOptions::new()
+        let mut file = crate::fsutil::private_options()
             .create(true)
             .read(true)
             .append(true)
-            .mode(0o600)
             .open(&path)
             .with_context(|| format!("cannot open {}", path.display()))?;
         // A log an older master created under a lax umask becomes private too: it holds
@@ -169,10 +168,9 @@ impl LogWriter {
     fn rotate(&mut self) -> Result<()> {
         let (cur, old) = (current(&self.dir), rotated(&self.dir));
         std::fs::rename(&cur, &old).with_context(|| format!("cannot rotate {}", cur.display()))?;
-        self.file = OpenOptions::new()
+        self.file = crate::fsutil::private_options()
             .create(true)
             .append(true)
-            .mode(0o600)
             .open(&cur)
             .with_context(|| format!("cannot open {}", cur.display()))?;
         self.len = 0;
@@ -224,6 +222,16 @@ pub fn read_all(state_dir: &Path) -> Result<(String, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_symbolic_link_planted_at_the_log_is_refused_not_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::write(&elsewhere, b"not desk's\n").unwrap();
+        std::os::unix::fs::symlink(&elsewhere, current(dir.path())).unwrap();
+        assert!(LogWriter::open(dir.path(), MIN_LOG_CAP).is_err());
+        assert_eq!(std::fs::read(&elsewhere).unwrap(), b"not desk's\n");
+    }
 
     #[test]
     fn appends_rotate_at_half_the_cap_and_the_total_stays_bounded() {

@@ -15,7 +15,6 @@ const LOG_FOLLOW_POLL: Duration = Duration::from_millis(200);
 /// `since_start`), then the current (or last) screen; with `follow`, new lines as they scroll
 /// off until the session ends, then its last screen.
 pub(in crate::cli) fn log(name: &SessionName, follow: bool, since_start: bool) -> Result<i32> {
-    use std::io::Write;
     let paths = paths()?;
     let files = paths.session(name);
     let state = paths.session_state(name);
@@ -26,22 +25,50 @@ pub(in crate::cli) fn log(name: &SessionName, follow: bool, since_start: bool) -
     // so the files then hold everything that scrolled off above this screen.
     let screen = current_screen(&paths, name)?;
     let (text, read) = desk_common::screen_log::read_all(&state)?;
-    let lines: Vec<&str> = text.lines().collect();
-    let from = if since_start { 0 } else { lines.len().saturating_sub(LOG_TAIL_LINES) };
-    let mut out = std::io::stdout().lock();
-    for line in &lines[from..] {
-        writeln!(out, "{line}")?;
-    }
+    let report = LogReport { text, since_start, screen };
+    report.render_log()?;
     if follow {
-        out.flush()?;
-        drop(out);
         follow_log(&files, &state, read)?;
     } else {
-        for row in screen {
-            writeln!(out, "{row}")?;
-        }
+        report.render_screen()?;
     }
     Ok(0)
+}
+
+/// What `desk log` prints (it has no JSON form): the log's text, then the screen.
+struct LogReport {
+    /// The text the log keeps, oldest first.
+    text: String,
+    /// Print all of it, not only the newest [`LOG_TAIL_LINES`] lines.
+    since_start: bool,
+    /// The screen now or as it ended, trailing blank rows dropped (not printed with `--follow`,
+    /// whose last screen comes when the session ends).
+    screen: Vec<String>,
+}
+
+impl LogReport {
+    /// The log's lines: all of them, or the newest [`LOG_TAIL_LINES`].
+    fn render_log(&self) -> Result<()> {
+        use std::io::Write;
+        let lines: Vec<&str> = self.text.lines().collect();
+        let from = if self.since_start { 0 } else { lines.len().saturating_sub(LOG_TAIL_LINES) };
+        let mut out = std::io::stdout().lock();
+        for line in &lines[from..] {
+            writeln!(out, "{line}")?;
+        }
+        out.flush()?;
+        Ok(())
+    }
+
+    /// The screen below the log.
+    fn render_screen(&self) -> Result<()> {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        for row in &self.screen {
+            writeln!(out, "{row}")?;
+        }
+        Ok(())
+    }
 }
 
 /// The session's screen now (live) or as it ended (exit record), trailing blank rows dropped.

@@ -10,7 +10,7 @@ pub(in crate::cli) fn peek(name: &SessionName, json: bool, history: Option<u32>)
     let stream = match session::probe_settled(&files)? {
         Probe::Live(stream) => stream,
         Probe::Absent | Probe::Stale => match session::read_exit(&files)? {
-            Some(exit) => return peek_exited(name, &exit, json, history),
+            Some(exit) => return PeekReport::ended(name, exit, history)?.render(json),
             None if files.meta.exists() => {
                 return Err(fail(ErrorCode::NotRunning, format!("session {name} is not running")));
             }
@@ -23,16 +23,54 @@ pub(in crate::cli) fn peek(name: &SessionName, json: bool, history: Option<u32>)
         },
     };
     let Some(lines) = history else {
-        return match screen_now(&paths, name, stream)? {
-            ScreenNow::Live(snapshot) => print_peek(name, json, &snapshot, None),
-            ScreenNow::Ended(exit) => peek_exited(name, &exit, json, None),
+        let report = match screen_now(&paths, name, stream)? {
+            ScreenNow::Live(snapshot) => PeekReport::Live { name, snapshot, history: None },
+            ScreenNow::Ended(exit) => PeekReport::ended(name, exit, None)?,
         };
+        return report.render(json);
     };
     let mut conn = Connection::open(stream, Role::Query, 0, 0).map_err(|e| ended(&paths, name, e))?;
     // The history comes a page at a time and goes to stdout as it comes: the master holds one
     // page per request, and so does this process, however long the history is.
-    let (snapshot, mut read) = HistoryRead::start(&mut conn, lines).map_err(|e| ended(&paths, name, e))?;
-    print_peek(name, json, &snapshot, Some(&mut read))
+    let (snapshot, read) = HistoryRead::start(&mut conn, lines).map_err(|e| ended(&paths, name, e))?;
+    PeekReport::Live { name, snapshot: Box::new(snapshot), history: Some(read) }.render(json)
+}
+
+/// What `desk peek` shows: a running session's screen (and the history still to be read from
+/// its master, a page at a time while it is written), or the screen an exited session left.
+enum PeekReport<'a, 'c> {
+    Live {
+        name: &'a SessionName,
+        snapshot: Box<desk_wire::SnapshotReply>,
+        history: Option<HistoryRead<'c>>,
+    },
+    Ended {
+        name: &'a SessionName,
+        exit: ExitRecord,
+        /// Its last screen's rows.
+        rows: Vec<String>,
+        /// How many lines of its history were asked for.
+        history: Option<u32>,
+    },
+}
+
+impl<'a> PeekReport<'a, '_> {
+    /// An exited session's report; one whose last screen was not recorded has nothing to show.
+    fn ended(name: &'a SessionName, exit: ExitRecord, history: Option<u32>) -> Result<Self> {
+        let Some(rows) = exit.last_screen.clone() else {
+            let why = desk_common::signals::describe_exit(exit.status);
+            return Err(fail(ErrorCode::NotRunning, format!("session {name} {why}; its last screen was not recorded")));
+        };
+        Ok(PeekReport::Ended { name, exit, rows, history })
+    }
+
+    /// Once as text or once as JSON.
+    fn render(self, json: bool) -> Result<i32> {
+        match self {
+            PeekReport::Live { name, snapshot, mut history } => print_peek(name, json, &snapshot, history.as_mut()),
+            PeekReport::Ended { name, exit, rows, history } => print_exited(name, &exit, &rows, json, history),
+        }
+    }
 }
 
 /// Prints what `desk peek` shows: `snapshot`'s screen and, when asked, the history `read` reads
@@ -52,7 +90,7 @@ fn print_peek(
         let mut data = serde_json::to_value(snapshot)?;
         if let Some(map) = data.as_object_mut() {
             map.insert("name".into(), name.as_str().into());
-            map.insert("state".into(), snapshot.state.as_ref().map(output::state_json).into());
+            map.insert("state".into(), snapshot.state.as_ref().map(output::state_json).transpose()?.into());
             for key in ["history", "history_start", "history_first", "history_end"] {
                 map.remove(key);
             }
@@ -126,13 +164,15 @@ impl Serialize for PeekData<'_, '_> {
     }
 }
 
-/// `desk peek` on an exited session: the screen its child left, under a line saying how it
-/// ended (JSON: the exit record, whose `last_screen` holds the rows).
-fn peek_exited(name: &SessionName, exit: &ExitRecord, json: bool, history: Option<u32>) -> Result<i32> {
-    let Some(rows) = &exit.last_screen else {
-        let why = desk_common::signals::describe_exit(exit.status);
-        return Err(fail(ErrorCode::NotRunning, format!("session {name} {why}; its last screen was not recorded")));
-    };
+/// `desk peek` on an exited session: the screen its child left (`rows`), under a line saying
+/// how it ended (JSON: the exit record, whose `last_screen` holds the rows).
+fn print_exited(
+    name: &SessionName,
+    exit: &ExitRecord,
+    rows: &[String],
+    json: bool,
+    history: Option<u32>,
+) -> Result<i32> {
     if json {
         // The live answer's shape where it applies (`name`, `lines`), and how it ended.
         let record = ExitRecord { last_screen: None, last_history: None, ..exit.clone() };

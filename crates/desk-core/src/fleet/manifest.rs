@@ -112,7 +112,7 @@ impl ManifestError {
             return ManifestError { line: 0, column: 0, message, source_line: String::new() };
         };
         let start = span.start.min(text.len());
-        let before = &text[..floor_char_boundary(text, start)];
+        let before = desk_term::text::cut_bytes(text, start);
         let line = before.matches('\n').count() + 1;
         let line_start = before.rfind('\n').map_or(0, |i| i + 1);
         let column = before[line_start..].chars().count() + 1;
@@ -139,13 +139,6 @@ impl std::fmt::Display for ManifestError {
 }
 
 impl std::error::Error for ManifestError {}
-
-fn floor_char_boundary(text: &str, mut i: usize) -> usize {
-    while i > 0 && !text.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
-}
 
 // ----- the file as written -----
 
