@@ -404,7 +404,7 @@ fn listing(opts: &Opts, sshd: &Sshd, work: &Path) -> String {
         )
     };
     let (a, l) = (median(&mut all), median(&mut here));
-    let out = format!("Load (1 min) at each run: {}\n\n{base_row}\n", loads.join(", "))
+    format!("Load (1 min) at each run: {}\n\n{base_row}\n", loads.join(", "))
         + &format!(
             "| listing | sessions | median ms | slowest ms |\n|---|---|---|---|\n\
          | desk ls --all (3 hosts) | {} | {a:.0} | {:.0} |\n| desk ls (local) | {} | {l:.0} | {:.0} |\n\n\
@@ -414,8 +414,7 @@ fn listing(opts: &Opts, sshd: &Sshd, work: &Path) -> String {
             3 * opts.sessions,
             here.iter().cloned().fold(0.0, f64::max),
             a / l
-        );
-    out
+        )
 }
 
 /// One file to one client: through a remote attach, and by `ssh HOST cat FILE`.
