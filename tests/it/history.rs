@@ -2,7 +2,7 @@
 //! record's history tail, `desk attach --history`, and the resize that keeps the newest rows.
 
 use crate::harness::PtyCommand;
-use crate::support::{DESK, Home, eventually, wide_line, wide_session};
+use crate::support::{DESK, Home, alive, eventually, wide_line, wide_session};
 use desk_wire::{Frame, HistoryRequest, Role};
 use std::process::Command;
 
@@ -317,6 +317,15 @@ fn a_session_ending_during_peek_or_log_shows_its_last_screen() {
     let home = Home::new();
     home.new_sh("f", "echo last words; exit 0");
     home.wait_exit("f");
+    // The exit record is written before the master has gone and removed its socket: wait for
+    // both, so that the listener below is the only thing at the socket's path.
+    if let Some(pid) = home.session("f").and_then(|s| s["master_pid"].as_i64()) {
+        eventually("f's master to be gone", || if alive(pid as i32) { Err("alive".into()) } else { Ok(()) });
+    }
+    eventually(
+        "f's socket to be removed",
+        || if home.socket("f").exists() { Err("still there".into()) } else { Ok(()) },
+    );
     let listener = std::os::unix::net::UnixListener::bind(home.socket("f")).unwrap();
     listener.set_nonblocking(true).unwrap();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
