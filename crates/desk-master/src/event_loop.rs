@@ -21,7 +21,6 @@
 use anyhow::{Context, Result};
 use desk_core::session::{ClientId, Effect, SessionPolicy, SizePolicy, Verdict};
 use mio::net::UnixListener;
-use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
@@ -30,13 +29,13 @@ use nix::unistd::Pid;
 use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use signal_hook_mio::v1_0::Signals;
 use std::io::{self, Read};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
 
 use super::client::{Client, Gone};
-use super::queue::{Flush, InputQueue};
+use super::terminal::{ReadEnd, interest};
 use super::timers::{Timer, Timers};
 use desk_common::journal::Journal;
 use desk_common::paths::SessionPaths;
@@ -56,12 +55,6 @@ const SIGNALS: Token = Token(2);
 /// timer can never reach a newer client.
 const FIRST_CLIENT: usize = 16;
 
-/// 64 KiB per PTY read: Linux hands out PTY data in up to 4 KiB pieces, so several reads are
-/// coalesced into one OUTPUT frame, which keeps per-frame costs (headers, syscalls on every
-/// client socket) small during floods. The buffer is allocated on first use and given back
-/// when the session goes idle (`memory.rs`).
-pub(super) const PTY_READ_CHUNK: usize = 64 * 1024;
-
 /// 8 KiB per client read, on the stack: a client sends small frames (HELLO, keystrokes,
 /// requests), and a large paste just takes more reads. Stack pages once touched stay resident
 /// for the master's life, so this is kept small; and it is not the PTY's heap buffer, which an
@@ -73,10 +66,6 @@ const CLIENT_READ_CHUNK: usize = 8 * 1024;
 /// Stop reading the PTY after this many bytes in one loop turn and come back after serving
 /// clients and timers: a child that writes faster than we parse cannot starve everything else.
 const PTY_TURN_BUDGET: usize = 1 << 20;
-
-/// 1 MiB of input may wait for the child: far more than any typing or prompt paste. A child
-/// that has stopped reading is reported to the sender by refusing further INPUT frames.
-pub const INPUT_QUEUE_LIMIT: usize = 1 << 20;
 
 /// At most one view repaint per client this often. 16 ms is one frame of a 60 Hz display:
 /// a person cannot see repaints come faster, a change still shows well within the 50 ms a
@@ -123,7 +112,8 @@ pub(super) struct Master {
     pub(super) files: SessionPaths,
     pub(super) poll: Poll,
     pub(super) listener: Option<UnixListener>,
-    pub(super) pty: OwnedFd,
+    /// The session's terminal: the PTY, its read buffer and the input waiting for the child.
+    pub(super) terminal: super::terminal::Terminal,
     pub(super) signals: Signals,
     pub(super) meta: SessionMeta,
     pub(super) screen: Screen,
@@ -149,27 +139,15 @@ pub(super) struct Master {
     pub(super) last_controller_input_ms: Option<u64>,
     /// An operator's keys still to be typed, one per [`super::typing::KEY_GAP`].
     pub(super) pending_keys: std::collections::VecDeque<super::typing::PendingKey>,
-    pty_open: bool,
-    /// The PTY took the last write whole (or nothing was written yet); false from a write that
-    /// would block until the PTY reports writability.
-    pub(super) pty_writable: bool,
-    /// The PTY is registered for writability: only while [`Master::pty_writable`] is false
-    /// (see [`Master::watch_writability`]).
-    pty_watches_out: bool,
-    /// The PTY had more to read when the turn budget ran out.
-    pty_pending: bool,
     child_status: Option<ExitStatus>,
     pub(super) subreaper: bool,
     /// The connected clients and the tokens to come.
     pub(super) clients: super::clients::ClientTable,
     /// Decides for the clients and the session's size, stop and exit; see [`Master::carry`].
     pub(super) policy: SessionPolicy,
-    pub(super) input: InputQueue,
     pub(super) timers: Timers,
     /// When the armed [`Timer::ViewRepaint`] fires, if one is armed.
     repaint_armed: Option<Instant>,
-    /// Holds [`PTY_READ_CHUNK`] bytes while the session is busy, nothing while it is idle.
-    pub(super) read_buf: Vec<u8>,
     uid: u32,
     /// The info file's bookkeeping (`super::info`).
     pub(super) info_file: super::info::InfoFile,
@@ -178,8 +156,6 @@ pub(super) struct Master {
     pub(super) socket_watch: super::socket_watch::SocketWatch,
     /// The name's lock: no other master runs this session while this one lives.
     pub(super) _lock: desk_common::session::MasterLock,
-    /// The session's terminal as its processes name it (`/dev/pts/N`), to see who reads it.
-    pub(super) tty: Option<String>,
     /// A handover to another binary (`desk upgrade`) waiting for a quiet point.
     pub(super) handover: Option<super::handover_request::Request>,
 }
@@ -204,7 +180,6 @@ impl Master {
         let policy = SessionPolicy::new((meta.cols, meta.rows), size_policy)
             // What its session record says it speaks (none: version 1, the compatibility mode).
             .speaking(meta.protocol.unwrap_or(1));
-        let tty = desk_common::pty::slave_name(pty.as_fd());
         let socket_watch = super::socket_watch::SocketWatch::new(&files.socket);
         let mut timers = Timers::default();
         timers.arm(Instant::now() + super::socket_watch::CHECK_INTERVAL, Timer::SocketCheck);
@@ -218,7 +193,7 @@ impl Master {
             files,
             poll,
             listener: Some(listener),
-            pty,
+            terminal: super::terminal::Terminal::new(pty),
             signals,
             meta,
             screen,
@@ -234,22 +209,15 @@ impl Master {
             screen_check_armed: false,
             last_controller_input_ms: None,
             pending_keys: Default::default(),
-            pty_open: true,
-            pty_writable: true,
-            pty_watches_out: false,
-            pty_pending: false,
             child_status: None,
             subreaper,
             clients: super::clients::ClientTable::new(FIRST_CLIENT),
             policy,
-            input: InputQueue::new(INPUT_QUEUE_LIMIT),
             timers,
             repaint_armed: None,
-            read_buf: Vec::new(),
             uid: nix::unistd::geteuid().as_raw(),
             socket_watch,
             _lock: lock,
-            tty,
             handover: None,
         }
     }
@@ -290,7 +258,7 @@ impl Master {
                     break;
                 }
             }
-            let timeout = if self.pty_pending {
+            let timeout = if self.terminal.has_pending() {
                 Some(Duration::ZERO)
             } else {
                 self.timers.next_deadline().map(|at| at.saturating_duration_since(now))
@@ -303,7 +271,7 @@ impl Master {
                 }
                 return Err(e).context("poll failed");
             }
-            if self.pty_pending && self.pty_open {
+            if self.terminal.has_pending() {
                 self.read_pty(Instant::now());
             }
             for event in events.iter() {
@@ -316,8 +284,7 @@ impl Master {
                     LISTENER => self.accept(now),
                     PTY => {
                         if event.is_writable() {
-                            self.pty_writable = true;
-                            self.flush_input();
+                            self.terminal.on_writable();
                         }
                         if event.is_readable() || event.is_read_closed() || event.is_error() {
                             self.read_pty(now);
@@ -354,53 +321,29 @@ impl Master {
     // ----- PTY -----
 
     fn read_pty(&mut self, now: Instant) {
-        let mut buf = self.take_read_buf();
+        let mut buf = self.terminal.take_read_buf();
         let mut turn = 0;
-        self.pty_pending = false;
+        self.terminal.set_pending(false);
         loop {
-            let mut filled = 0;
-            let mut closed = false;
-            let mut blocked = false;
-            while filled < buf.len() {
-                match nix::unistd::read(self.pty.as_fd(), &mut buf[filled..]) {
-                    Ok(0) => {
-                        closed = true;
-                        break;
-                    }
-                    Ok(n) => filled += n,
-                    Err(Errno::EAGAIN) => {
-                        blocked = true;
-                        break;
-                    }
-                    Err(Errno::EINTR) => continue,
-                    Err(Errno::EIO) => {
-                        closed = true;
-                        break;
-                    }
-                    Err(e) => {
-                        warn!("PTY read failed: {e}");
-                        closed = true;
-                        break;
-                    }
-                }
-            }
+            let (filled, end) = self.terminal.fill(&mut buf);
             if filled > 0 {
                 self.on_output(&buf[..filled], now);
                 turn += filled;
             }
-            if closed {
-                self.close_pty();
-                break;
-            }
-            if blocked {
-                break;
+            match end {
+                ReadEnd::Closed => {
+                    self.close_pty();
+                    break;
+                }
+                ReadEnd::Blocked => break,
+                ReadEnd::Full => {}
             }
             if turn >= PTY_TURN_BUDGET && self.child_status.is_none() {
-                self.pty_pending = true;
+                self.terminal.set_pending(true);
                 break;
             }
         }
-        self.read_buf = buf;
+        self.terminal.put_read_buf(buf);
     }
 
     /// Hands the lines the screen scrolled off since the last call to the session log, which
@@ -430,12 +373,8 @@ impl Master {
     }
 
     fn close_pty(&mut self) {
-        if self.pty_open {
-            self.pty_open = false;
-            self.pty_pending = false;
-            let _ = self.poll.registry().deregister(&mut SourceFd(&self.pty.as_raw_fd()));
+        if self.terminal.close(self.poll.registry()) {
             self.policy.on_terminal_closed();
-            debug!("PTY closed");
         }
     }
 
@@ -454,9 +393,7 @@ impl Master {
             // Nobody's terminal will answer: answer from the model so a headless TUI does not
             // hang. A child that stopped reading cannot take more; dropping a reply it would
             // never read is harmless.
-            if self.input.push(&replies).is_ok() {
-                self.flush_input();
-            }
+            let _ = self.terminal.queue_input(&replies);
         }
         if !self.clients.values().any(|c| c.view.is_some() || c.streams_output()) {
             return;
@@ -489,13 +426,7 @@ impl Master {
     /// not be registered (it is marked gone: the loop must not sleep before removing it).
     pub(super) fn watch_writability(&mut self) -> bool {
         let registry = self.poll.registry();
-        if self.pty_open && self.pty_watches_out == self.pty_writable {
-            let want = !self.pty_writable;
-            match registry.reregister(&mut SourceFd(&self.pty.as_raw_fd()), PTY, interest(want)) {
-                Ok(()) => self.pty_watches_out = want,
-                Err(e) => warn!("cannot change what the PTY is watched for: {e}"),
-            }
-        }
+        self.terminal.watch_writability(registry, PTY);
         let mut failed = false;
         for (token, client) in &mut self.clients {
             let want = !client.writable && client.alive();
@@ -510,18 +441,6 @@ impl Master {
             }
         }
         failed
-    }
-
-    pub(super) fn flush_input(&mut self) {
-        if !self.pty_writable || !self.pty_open || self.input.is_empty() {
-            return;
-        }
-        let mut writer = FdWriter(self.pty.as_fd());
-        match self.input.flush_to(&mut writer) {
-            Ok(Flush::Drained) => {}
-            Ok(Flush::Blocked) => self.pty_writable = false,
-            Err(e) => warn!("PTY write failed: {e}"),
-        }
     }
 
     // ----- clients -----
@@ -681,8 +600,7 @@ impl Master {
     /// Answer a SNAPSHOT_REQUEST the session policy permitted.
     fn answer_snapshot(&mut self, token: Token, history: Option<desk_wire::HistoryRequest>) {
         self.flush_log();
-        let canonical = desk_common::pty::is_canonical(self.pty.as_fd());
-        let foreground = desk_common::pty::foreground(self.pty.as_fd(), self.meta.pid, self.tty.as_deref(), canonical);
+        let (canonical, foreground) = self.terminal.foreground(self.meta.pid);
         let mut reply = SnapshotReply {
             generation: self.meta.generation,
             last_input_ms: self.last_controller_input_ms,
@@ -796,7 +714,7 @@ impl Master {
     /// when the queue cannot take it.
     /// Returns whether the bytes were queued.
     pub(super) fn queue_input(&mut self, token: Token, bytes: &[u8], now: Instant) -> bool {
-        if let Err(full) = self.input.push(bytes) {
+        if let Err(full) = self.terminal.queue_input(bytes) {
             if let Some(client) = self.clients.get_mut(&token) {
                 client.push_control(&Frame::error(
                     ErrorCode::InputFull,
@@ -811,7 +729,6 @@ impl Master {
             }
             return false;
         }
-        self.flush_input();
         // What someone typed (a person, a paste of desk's): its echo is not the agent's screen.
         self.authority.on_typed(bytes);
         if self.clients.get(&token).is_some_and(|c| c.role == Some(Role::Controller)) {
@@ -825,7 +742,7 @@ impl Master {
         if !desk_term::screen::valid_size(cols, rows) || self.screen.size() == (cols, rows) {
             return;
         }
-        if let Err(e) = desk_common::pty::set_size(self.pty.as_fd(), cols, rows) {
+        if let Err(e) = self.terminal.set_size(cols, rows) {
             warn!("{e:#}");
             return;
         }
@@ -1182,7 +1099,7 @@ impl Master {
         self.child_status = Some(status);
         let now = Instant::now();
         // Whatever the child wrote before it died is still in the PTY; deliver it first.
-        if self.pty_open {
+        if self.terminal.is_open() {
             self.read_pty(now);
         }
         // A title held back by the rate limit is the session's last word on its title: journal
@@ -1331,24 +1248,6 @@ fn error_message(frame: &Frame) -> String {
     }
 }
 
-/// `io::Write` over a borrowed non-blocking fd.
-struct FdWriter<'a>(std::os::fd::BorrowedFd<'a>);
-
-impl io::Write for FdWriter<'_> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        nix::unistd::write(self.0, buf).map_err(io::Error::from)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-/// What a PTY or client is registered for: always readability, writability while a write to
-/// it is blocked.
-pub(super) fn interest(blocked: bool) -> Interest {
-    if blocked { Interest::READABLE | Interest::WRITABLE } else { Interest::READABLE }
-}
-
 #[cfg(test)]
 mod tests {
     //! The master driven directly: clients are socket pairs inserted into its table, frames are
@@ -1358,6 +1257,7 @@ mod tests {
     use desk_core::session::{HANDSHAKE_DEADLINE, MAX_CLIENTS, SLOW_CLIENT_DEADLINE};
     use desk_wire::FrameDecoder;
     use desk_wire::PROTOCOL_VERSION;
+    use std::os::fd::AsFd;
     use std::os::unix::net::UnixStream as PeerStream;
 
     struct Rig {
@@ -1500,7 +1400,7 @@ mod tests {
         // Keys in one write reach the program in one read, and programs take such a burst for
         // something else (docs/agents-observed.md §8.2): the master types them one at a time.
         let mut rig = rig(0);
-        rig.master.pty_writable = true;
+        rig.master.terminal.set_writable(true);
         // The child's end reads what the master types, raw: no line editing holds bytes back.
         let mut raw = nix::sys::termios::tcgetattr(&rig._slave).unwrap();
         nix::sys::termios::cfmakeraw(&mut raw);
@@ -1738,15 +1638,19 @@ mod tests {
     #[test]
     fn a_master_gives_its_read_buffer_and_blank_rows_back_when_output_goes_quiet() {
         let mut rig = rig(0);
-        assert!(rig.master.read_buf.capacity() == 0 && rig.master.screen.allocated_rows() == 0);
+        assert!(rig.master.terminal.read_buf().capacity() == 0 && rig.master.screen.allocated_rows() == 0);
         nix::unistd::write(&rig._slave, b"hello\r\n\x1b[2J").unwrap();
         let start = Instant::now();
         rig.master.read_pty(start);
-        assert_eq!(rig.master.read_buf.len(), PTY_READ_CHUNK, "reading allocates the buffer");
+        assert_eq!(
+            rig.master.terminal.read_buf().len(),
+            crate::terminal::PTY_READ_CHUNK,
+            "reading allocates the buffer"
+        );
         assert_eq!(rig.master.screen.allocated_rows(), 1);
         rig.master.check_output_quiet(start + crate::events::OUTPUT_QUIET_AFTER);
         assert!(!rig.master.output_active);
-        assert_eq!(rig.master.read_buf.capacity(), 0, "the read buffer outlived the burst");
+        assert_eq!(rig.master.terminal.read_buf().capacity(), 0, "the read buffer outlived the burst");
         assert_eq!(rig.master.screen.allocated_rows(), 0, "a cleared row kept its cells");
         // A query client's visit (a `desk ls`) does not bring the PTY's buffer back.
         let (token, mut peer) = rig.connect();
@@ -1754,7 +1658,7 @@ mod tests {
         rig.master.client_readable(token, start);
         rig.master.settle(start);
         assert!(matches!(received(&mut peer).0.first(), Some(Frame::Welcome { .. })));
-        assert_eq!(rig.master.read_buf.capacity(), 0, "a query client's visit allocated the PTY buffer");
+        assert_eq!(rig.master.terminal.read_buf().capacity(), 0, "a query client's visit allocated the PTY buffer");
         drop(peer);
         rig.master.client_readable(token, start);
         rig.master.settle(start);

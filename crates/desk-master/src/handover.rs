@@ -335,12 +335,13 @@ impl Master {
         policy.clients.retain(|c| clients.iter().any(|s| s.token as u64 == c.id));
         let listener = self.listener.as_ref().context("the session's socket is closed")?;
         let (journal_next_seq, journal_failed, journal_gap) = self.journal.saved();
+        let (input, pty_writable) = self.terminal.saved();
         let record = Record {
             version: FORMAT.current,
             from: super::version_line(),
             paused_at_ms: now_ms(),
             requester: request.client.0,
-            pty_fd: self.pty.as_raw_fd(),
+            pty_fd: self.terminal.fd().as_raw_fd(),
             listener_fd: listener.as_raw_fd(),
             lock_fd: self._lock.as_fd().as_raw_fd(),
             meta: self.meta.clone(),
@@ -353,8 +354,8 @@ impl Master {
             output_active: self.output_active,
             last_output_ms_ago: u64::try_from(now.saturating_duration_since(self.last_output).as_millis()).unwrap_or(0),
             last_controller_input_ms: self.last_controller_input_ms,
-            input: self.input.bytes(),
-            pty_writable: self.pty_writable,
+            input,
+            pty_writable,
             next_client: self.clients.next_token().0,
             subreaper: self.subreaper,
             log_cap: self.log.as_ref().map(|log| log.cap()),
@@ -385,7 +386,7 @@ impl Master {
         ])?;
 
         let mut handed: Vec<BorrowedFd<'_>> =
-            vec![self.pty.as_fd(), listener.as_fd(), self._lock.as_fd(), file.as_fd(), me.as_fd()];
+            vec![self.terminal.fd(), listener.as_fd(), self._lock.as_fd(), file.as_fd(), me.as_fd()];
         handed.extend(
             self.clients
                 .values()
@@ -605,9 +606,8 @@ fn rebuild(record: Record, prepared: Prepared, failed_before: Option<String>) ->
     master.clients.continue_from(record.next_client);
     master.journal.resume(record.journal_failed, record.journal_gap);
     master.last_controller_input_ms = record.last_controller_input_ms;
-    master.pty_writable = record.pty_writable;
     master.screen_check_armed = false;
-    if !record.input.is_empty() && master.input.push(&record.input).is_err() {
+    if master.terminal.restore(&record.input, record.pty_writable).is_err() {
         warn!("{} bytes of input for the child did not fit the queue; they are dropped", record.input.len());
     }
     for (saved, fd) in record.clients.into_iter().zip(client_fds) {
@@ -648,7 +648,7 @@ fn rebuild(record: Record, prepared: Prepared, failed_before: Option<String>) ->
         master.last_output = now.checked_sub(Duration::from_millis(record.last_output_ms_ago)).unwrap_or(now);
         master.timers.arm(now, Timer::OutputQuiet);
     }
-    master.flush_input();
+    master.terminal.flush_input();
     let requester = Token(record.requester);
     match failed_before {
         Some(why) => {

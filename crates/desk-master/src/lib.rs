@@ -50,14 +50,15 @@ mod queue;
 mod socket;
 mod socket_watch;
 mod state;
+mod terminal;
 mod timers;
 mod typing;
 
 pub use client::CLIENT_QUEUE_LIMIT;
 pub use desk_core::session::{HANDSHAKE_DEADLINE, MAX_CLIENTS, SLOW_CLIENT_DEADLINE};
-pub use event_loop::INPUT_QUEUE_LIMIT;
 pub use handover::{FORMATS_ARG, parse_formats};
 pub use queue::{Flush, InputFull, InputQueue, OutQueue};
+pub use terminal::INPUT_QUEUE_LIMIT;
 
 use anyhow::{Context, Result, bail};
 use mio::net::UnixListener;

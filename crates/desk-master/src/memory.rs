@@ -11,23 +11,13 @@
 //! for it, nor on a query client's visit, so a `desk ls` does not make an idle master fault
 //! in again what it gave back.
 
-use super::event_loop::{Master, PTY_READ_CHUNK};
+use super::event_loop::Master;
 use desk_wire::FrameDecoder;
 
 impl Master {
-    /// The PTY read buffer, [`PTY_READ_CHUNK`] bytes, allocated if the session was idle. The
-    /// caller puts it back in `read_buf` when done.
-    pub(super) fn take_read_buf(&mut self) -> Vec<u8> {
-        let mut buf = std::mem::take(&mut self.read_buf);
-        if buf.len() != PTY_READ_CHUNK {
-            buf = vec![0; PTY_READ_CHUNK];
-        }
-        buf
-    }
-
     /// Give back what only a busy session needs: see the module comment.
     pub(super) fn release_idle_memory(&mut self) {
-        self.read_buf = Vec::new();
+        self.terminal.release_read_buf();
         self.flush_log();
         if let Some(log) = &mut self.log {
             log.release_memory();

@@ -107,7 +107,7 @@ impl Master {
             }
         }
         let bytes = desk_term::keys::encode(&[next.key], self.screen.modes().app_cursor_keys);
-        if let Err(full) = self.input.push(&bytes) {
+        if let Err(full) = self.terminal.queue_input(&bytes) {
             warn!(
                 "an operator's keys stop: {} bytes are already waiting for the child to read (limit {}); {} keys dropped",
                 full.queued,
@@ -117,7 +117,6 @@ impl Master {
             self.pending_keys.clear();
             return;
         }
-        self.flush_input();
         self.authority.on_typed(&bytes);
         self.last_controller_input_ms = Some(desk_common::clock::now_ms());
         if !self.pending_keys.is_empty() {
