@@ -54,7 +54,7 @@ pub(super) struct Answerer {
 impl Master {
     /// The dialog on the screen now, as the provider's rules read it.
     pub(super) fn dialog_now(&self) -> Option<Dialog> {
-        let spec = self.authority.rules().dialog.as_ref()?;
+        let spec = self.agent().authority().rules().dialog.as_ref()?;
         let scope = format!("{}/{}", self.meta.name, self.meta.generation);
         spec.read(&self.screen.text_rows(), Some(&self.screen), &scope)
     }
@@ -81,7 +81,7 @@ impl Master {
             master.journal_answer(said, &seen, dialog.as_ref(), &who);
             Err(Frame::error(ErrorCode::NotPermitted, why))
         };
-        let Some(spec) = self.authority.rules().dialog.clone() else {
+        let Some(spec) = self.agent().authority().rules().dialog.clone() else {
             let why = format!("desk has no dialog rules for {} sessions; nothing was typed", self.meta.provider);
             return refuse(self, why, Vec::new());
         };
@@ -127,7 +127,7 @@ impl Master {
         if !self.pending_keys.is_empty() {
             self.timers.arm(now + KEY_GAP, Timer::KeysNext);
         }
-        self.last_controller_input_ms = Some(desk_common::clock::now_ms());
+        self.person_typed();
         let said = Said { outcome: "typed", choice: label(Some(&shown)), keys, why: None };
         self.journal_answer(said, &seen, Some(&shown), &who);
         Ok(())

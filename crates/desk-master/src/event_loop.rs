@@ -35,12 +35,13 @@ use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
 
 use super::client::{Client, Gone};
+use super::state::{AgentState, Announced};
 use super::terminal::{ReadEnd, interest};
 use super::timers::{Timer, Timers};
 use desk_common::journal::Journal;
 use desk_common::paths::SessionPaths;
 use desk_common::session::{self, ExitRecord, SessionMeta};
-use desk_core::state::Authority;
+use desk_core::state::{Authority, Change};
 use desk_term::events::OutputEvent;
 use desk_term::screen::Screen;
 use desk_wire::events::EventBody;
@@ -129,14 +130,8 @@ pub(super) struct Master {
     /// The rate limits of title events and of the other noisy ones.
     pub(super) titles: super::noise::TitleLimiter,
     pub(super) noise: super::noise::NoiseLimiter,
-    pub(super) output_active: bool,
-    pub(super) last_output: Instant,
-    pub(super) authority: Authority,
-    pub(super) state_timer: Option<Instant>,
-    pub(super) screen_check_armed: bool,
-    /// When a controller (or an operator's `keys`) last typed (Unix ms): delivery does not
-    /// type over a person.
-    pub(super) last_controller_input_ms: Option<u64>,
+    /// The state authority and what feeds it (output flow, screen checks, a person's typing).
+    agent: AgentState,
     /// An operator's keys still to be typed, one per [`super::typing::KEY_GAP`].
     pub(super) pending_keys: std::collections::VecDeque<super::typing::PendingKey>,
     child_status: Option<ExitStatus>,
@@ -202,12 +197,7 @@ impl Master {
             journal: super::journal_sink::JournalSink::new(journal),
             titles: Default::default(),
             noise: Default::default(),
-            output_active: false,
-            last_output: Instant::now(),
-            authority,
-            state_timer: None,
-            screen_check_armed: false,
-            last_controller_input_ms: None,
+            agent: AgentState::new(authority),
             pending_keys: Default::default(),
             child_status: None,
             subreaper,
@@ -603,9 +593,9 @@ impl Master {
         let (canonical, foreground) = self.terminal.foreground(self.meta.pid);
         let mut reply = SnapshotReply {
             generation: self.meta.generation,
-            last_input_ms: self.last_controller_input_ms,
+            last_input_ms: self.agent.last_person_input_ms(),
             canonical,
-            state: Some(self.authority.view()),
+            state: Some(self.agent.authority().view()),
             foreground,
             ..SnapshotReply::of_screen(self.screen.snapshot())
         };
@@ -730,9 +720,9 @@ impl Master {
             return false;
         }
         // What someone typed (a person, a paste of desk's): its echo is not the agent's screen.
-        self.authority.on_typed(bytes);
+        self.agent.on_typed(bytes);
         if self.clients.get(&token).is_some_and(|c| c.role == Some(Role::Controller)) {
-            self.last_controller_input_ms = Some(desk_common::clock::now_ms());
+            self.agent.person_typed();
         }
         self.policy.on_input_queued(client_id(token), now);
         true
@@ -764,15 +754,15 @@ impl Master {
     /// Keep the info file what HELLO would be answered now (`super::info` says when it is
     /// compared and written).
     pub(super) fn refresh_info_file(&mut self, now: Instant) {
-        let Master { info_file, meta, screen, clients, authority, timers, .. } = self;
-        let info = || session_info(meta, screen, clients, authority);
+        let Master { info_file, meta, screen, clients, agent, timers, .. } = self;
+        let info = || session_info(meta, screen, clients, agent.authority());
         if let Some(at) = info_file.refresh(now, &meta.size_policy, info) {
             timers.arm(at, Timer::InfoFile);
         }
     }
 
     pub(super) fn info(&self) -> SessionInfo {
-        session_info(&self.meta, &self.screen, &self.clients, &self.authority)
+        session_info(&self.meta, &self.screen, &self.clients, self.agent.authority())
     }
 
     /// Per-turn housekeeping: keyframes for clients that wait for one, telling the session
@@ -1038,8 +1028,9 @@ impl Master {
                     self.repaint_views(now);
                 }
                 Timer::ReadyCheck => {
-                    if !self.output_active {
-                        self.state_quiet(now);
+                    if !self.agent.output_active() {
+                        let events = self.agent.quiet(now, &mut self.timers);
+                        self.emit_all(events);
                         // Start-up is over and the child is quiet: drop what starting needed.
                         self.release_idle_memory();
                     }
@@ -1094,6 +1085,88 @@ impl Master {
         }
     }
 
+    // ----- the state authority -----
+
+    /// Feed the state authority an observation (`observe` returns its changes); the `state`
+    /// events it causes, for the caller to [`Master::emit_all`] where they belong in the
+    /// journal.
+    pub(super) fn observe(&mut self, observe: impl FnOnce(&mut Authority) -> Vec<Change>) -> Announced {
+        self.agent.observe(&mut self.timers, observe)
+    }
+
+    /// Announce state changes (none: just re-arm the lease timer).
+    pub(super) fn announce(&mut self, changes: Vec<Change>) {
+        let events = self.agent.announce(changes, &mut self.timers);
+        self.emit_all(events);
+    }
+
+    /// Number, journal and broadcast these events, in order.
+    pub(super) fn emit_all(&mut self, events: Announced) {
+        for body in events {
+            self.emit(body);
+        }
+    }
+
+    /// The state authority's view, and what feeds it.
+    pub(super) fn agent(&self) -> &AgentState {
+        &self.agent
+    }
+
+    /// The screen rules run on the screen as it is now (the scheduled look, or an early one
+    /// before a hook is weighed).
+    pub(super) fn check_screen(&mut self, now: Instant) {
+        let events = self.agent.check_screen(&self.screen, now, &mut self.timers);
+        self.emit_all(events);
+    }
+
+    fn state_tick(&mut self, now: Instant) {
+        let events = self.agent.tick(now, &mut self.timers);
+        self.emit_all(events);
+    }
+
+    /// Called for every chunk of output.
+    fn note_output(&mut self, now: Instant) {
+        let events = self.agent.on_output(now, &mut self.timers);
+        self.emit_all(events);
+    }
+
+    fn check_output_quiet(&mut self, now: Instant) {
+        if let Some(events) = self.agent.check_output_quiet(now, &mut self.timers) {
+            self.emit_all(events);
+            self.release_idle_memory();
+        }
+    }
+
+    /// Type `bytes` for a person (an operator's key): queued whole or not at all.
+    pub(super) fn type_for_person(&mut self, bytes: &[u8]) -> Result<(), super::queue::InputFull> {
+        self.terminal.queue_input(bytes)?;
+        self.agent.on_typed(bytes);
+        self.agent.person_typed();
+        Ok(())
+    }
+
+    /// A person typed (an operator's keys or answer), even if their keys wait their turn.
+    pub(super) fn person_typed(&mut self) {
+        self.agent.person_typed();
+    }
+
+    /// Take over the state side of a handover record (`super::handover`).
+    pub(super) fn resume_state(
+        &mut self,
+        last_person_input_ms: Option<u64>,
+        screen_check_armed: bool,
+        output_ms_ago: Option<u64>,
+        now: Instant,
+    ) {
+        self.agent.resume_person_input(last_person_input_ms);
+        if screen_check_armed {
+            self.agent.resume_screen_check(now, &mut self.timers);
+        }
+        if let Some(ms_ago) = output_ms_ago {
+            self.agent.resume_output(ms_ago, now, &mut self.timers);
+        }
+    }
+
     fn on_child_exit(&mut self, status: ExitStatus) {
         info!(status = %desk_common::signals::describe_exit(status), escalated = self.policy.escalated(), "child exited");
         self.child_status = Some(status);
@@ -1145,9 +1218,9 @@ impl Master {
             ExitStatus::Code(c) => (Some(c), None),
             ExitStatus::Signal(s) => (None, Some(s)),
         };
-        let changes =
-            self.authority.on_exit(&desk_common::signals::describe_exit(status), now, desk_common::clock::now_ms());
-        self.announce(changes);
+        let events = self
+            .observe(|a| a.on_exit(&desk_common::signals::describe_exit(status), now, desk_common::clock::now_ms()));
+        self.emit_all(events);
         self.emit(EventBody::Exit { code, signal, escalated: self.policy.escalated() });
         // EXIT (after a pending keyframe) to welcomed clients, EXITING to the others.
         self.policy.on_child_exited(now);
@@ -1648,8 +1721,8 @@ mod tests {
             "reading allocates the buffer"
         );
         assert_eq!(rig.master.screen.allocated_rows(), 1);
-        rig.master.check_output_quiet(start + crate::events::OUTPUT_QUIET_AFTER);
-        assert!(!rig.master.output_active);
+        rig.master.check_output_quiet(start + crate::state::OUTPUT_QUIET_AFTER);
+        assert!(!rig.master.agent.output_active());
         assert_eq!(rig.master.terminal.read_buf().capacity(), 0, "the read buffer outlived the burst");
         assert_eq!(rig.master.screen.allocated_rows(), 0, "a cleared row kept its cells");
         // A query client's visit (a `desk ls`) does not bring the PTY's buffer back.
@@ -1711,20 +1784,20 @@ mod tests {
     fn a_hook_is_weighed_against_the_screen_drawn_since_the_last_check() {
         let mut rig = rig(0);
         let start = Instant::now();
-        rig.master.authority = desk_core::state::Authority::new(
+        rig.master.agent.set_authority(desk_core::state::Authority::new(
             desk_core::state::RuleSet::builtin(desk_core::provider::Provider::Codex),
             start,
             0,
-        );
+        ));
         // Codex draws its approval dialog; the screen check waits SCREEN_CHECK_DELAY for the
         // redraw to settle, and a turn-complete notify from another thread comes first.
         rig.master.on_output(b"\x1b[2J\x1b[20;1HWould you like to run the following command?\r\n  $ touch x", start);
-        assert!(rig.master.screen_check_armed);
+        assert!(rig.master.agent.screen_check_armed());
         let mut body = serde_json::Map::new();
         body.insert("provider".into(), "codex".into());
         body.insert("payload".into(), serde_json::json!({"type": "agent-turn-complete"}));
         rig.master.on_hook_frame(body, start + Duration::from_millis(2)).unwrap();
-        let view = rig.master.authority.view();
+        let view = rig.master.agent.authority().view();
         assert_eq!(view.activity.value, desk_core::state::Activity::Blocked, "{view:?}");
         assert_eq!(view.wait.as_deref(), Some("approval"));
     }
@@ -1788,7 +1861,7 @@ mod tests {
         }
         let reply = SnapshotReply {
             generation: 1,
-            state: Some(rig.master.authority.view()),
+            state: Some(rig.master.agent.authority().view()),
             ..SnapshotReply::of_screen(rig.master.screen.snapshot())
         };
         let snapshot = Frame::Snapshot(Box::new(reply)).to_bytes().len();

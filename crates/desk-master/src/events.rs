@@ -1,7 +1,8 @@
 //! The master's session events: numbering, journalling and streaming them to observers.
 //!
-//! Owns turning what the loop sees (the output events of the screen model's parse, output flow,
-//! clients coming and going, resizes, the exit) into session events
+//! Owns turning what the loop sees (the output events of the screen model's parse, clients
+//! coming and going, resizes, the exit, the state authority's changes and the output flow that
+//! `super::state` announces) into session events
 //! ([`Event`](desk_wire::events::Event)s): each is numbered and appended to the session's
 //! journal by the [`JournalSink`](super::journal_sink::JournalSink) and sent to every observer.
 //! Titles, bells, notifications, mode changes and resizes pass the rate limits of
@@ -10,7 +11,7 @@
 //! never stops the session; observers see events in sequence order.
 
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tracing::warn;
 
 use super::event_loop::Master;
@@ -20,10 +21,6 @@ use desk_common::clock::now_ms;
 use desk_term::events::OutputEvent;
 use desk_wire::events::EventBody;
 use desk_wire::{Frame, Role};
-
-/// Output that stops for this long counts as quiet: longer than an agent's redraw bursts,
-/// short enough that "quiet" is fresh evidence for readiness.
-pub(super) const OUTPUT_QUIET_AFTER: Duration = Duration::from_millis(1000);
 
 impl Master {
     /// Number, journal and broadcast one event.
@@ -46,9 +43,9 @@ impl Master {
         for event in events {
             match event {
                 OutputEvent::Title { title } => {
-                    let changes = self.authority.on_title(&title, now, now_ms());
+                    let state = self.observe(|a| a.on_title(&title, now, now_ms()));
                     self.title_changed(title, now);
-                    self.announce(changes);
+                    self.emit_all(state);
                 }
                 OutputEvent::IconName { .. } => {}
                 OutputEvent::Bell => self.emit_noise(EventBody::Bell, now),
@@ -58,18 +55,18 @@ impl Master {
                         None => body.clone(),
                     };
                     self.emit_noise(EventBody::Notification { title, body }, now);
-                    let changes = self.authority.on_notification(&text, now, now_ms());
-                    self.announce(changes);
+                    let state = self.observe(|a| a.on_notification(&text, now, now_ms()));
+                    self.emit_all(state);
                 }
                 OutputEvent::StateReport { state, kind } => {
                     self.emit(EventBody::Report { state: state.clone(), kind: kind.clone() });
-                    let changes = self.authority.on_report(&state, kind.as_deref(), now, now_ms());
-                    self.announce(changes);
+                    let state = self.observe(|a| a.on_report(&state, kind.as_deref(), now, now_ms()));
+                    self.emit_all(state);
                 }
                 OutputEvent::Mode { mode, on } => {
                     self.emit_noise(EventBody::Mode { mode, on }, now);
-                    let changes = self.authority.on_mode(mode, on, now, now_ms());
-                    self.announce(changes);
+                    let state = self.observe(|a| a.on_mode(mode, on, now, now_ms()));
+                    self.emit_all(state);
                 }
             }
         }
@@ -114,32 +111,6 @@ impl Master {
     pub(super) fn flush_title(&mut self, now: Instant) {
         if let Some(title) = self.titles.flush(now) {
             self.emit(EventBody::Title { title });
-        }
-    }
-
-    /// Called for every chunk of output.
-    pub(super) fn note_output(&mut self, now: Instant) {
-        self.last_output = now;
-        self.state_output(now);
-        if !self.output_active {
-            self.output_active = true;
-            self.emit(EventBody::Output { active: true });
-            self.timers.arm(now + OUTPUT_QUIET_AFTER, Timer::OutputQuiet);
-        }
-    }
-
-    pub(super) fn check_output_quiet(&mut self, now: Instant) {
-        if !self.output_active {
-            return;
-        }
-        let quiet_at = self.last_output + OUTPUT_QUIET_AFTER;
-        if now >= quiet_at {
-            self.output_active = false;
-            self.emit(EventBody::Output { active: false });
-            self.state_quiet(now);
-            self.release_idle_memory();
-        } else {
-            self.timers.arm(quiet_at, Timer::OutputQuiet);
         }
     }
 }

@@ -37,7 +37,7 @@ use std::io::{Read, Seek, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tracing::{info, warn};
 
 use super::client::Client;
@@ -336,6 +336,7 @@ impl Master {
         let listener = self.listener.as_ref().context("the session's socket is closed")?;
         let (journal_next_seq, journal_failed, journal_gap) = self.journal.saved();
         let (input, pty_writable) = self.terminal.saved();
+        let state = self.agent().saved(now);
         let record = Record {
             version: FORMAT.current,
             from: super::version_line(),
@@ -347,19 +348,19 @@ impl Master {
             meta: self.meta.clone(),
             screen,
             policy,
-            authority: self.authority.save(now),
+            authority: state.authority,
             journal_next_seq,
             journal_failed,
             journal_gap,
-            output_active: self.output_active,
-            last_output_ms_ago: u64::try_from(now.saturating_duration_since(self.last_output).as_millis()).unwrap_or(0),
-            last_controller_input_ms: self.last_controller_input_ms,
+            output_active: state.output_active,
+            last_output_ms_ago: state.last_output_ms_ago,
+            last_controller_input_ms: state.last_person_input_ms,
             input,
             pty_writable,
             next_client: self.clients.next_token().0,
             subreaper: self.subreaper,
             log_cap: self.log.as_ref().map(|log| log.cap()),
-            screen_check_armed: self.screen_check_armed,
+            screen_check_armed: state.screen_check_armed,
             clients,
         };
         let bytes = serde_json::to_vec(&record).context("cannot encode the handover record")?;
@@ -605,8 +606,6 @@ fn rebuild(record: Record, prepared: Prepared, failed_before: Option<String>) ->
     master.policy = policy;
     master.clients.continue_from(record.next_client);
     master.journal.resume(record.journal_failed, record.journal_gap);
-    master.last_controller_input_ms = record.last_controller_input_ms;
-    master.screen_check_armed = false;
     if master.terminal.restore(&record.input, record.pty_writable).is_err() {
         warn!("{} bytes of input for the child did not fit the queue; they are dropped", record.input.len());
     }
@@ -637,17 +636,10 @@ fn rebuild(record: Record, prepared: Prepared, failed_before: Option<String>) ->
     // Timers: the policy's (queued as its effects), the state authority's, and the loop's own.
     master.carry(now);
     master.announce(Vec::new());
-    if record.screen_check_armed {
-        master.screen_check_armed = true;
-        master.timers.arm(now + super::state::SCREEN_CHECK_DELAY, Timer::ScreenCheck);
-    }
+    let output_ms_ago = record.output_active.then_some(record.last_output_ms_ago);
+    master.resume_state(record.last_controller_input_ms, record.screen_check_armed, output_ms_ago, now);
     // Quiet output is evidence of readiness, which the old image may not have judged yet.
     master.timers.arm(now + desk_core::state::READY_QUIET, Timer::ReadyCheck);
-    if record.output_active {
-        master.output_active = true;
-        master.last_output = now.checked_sub(Duration::from_millis(record.last_output_ms_ago)).unwrap_or(now);
-        master.timers.arm(now, Timer::OutputQuiet);
-    }
     master.terminal.flush_input();
     let requester = Token(record.requester);
     match failed_before {

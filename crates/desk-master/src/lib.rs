@@ -41,6 +41,7 @@ mod events;
 mod handover;
 mod handover_request;
 mod history;
+mod hook;
 mod info;
 mod journal_sink;
 mod memory;

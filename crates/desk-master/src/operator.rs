@@ -61,7 +61,7 @@ impl Master {
                 // Keys of an earlier request are still being typed: these follow them.
                 self.pending_keys.extend(parsed.map(|key| PendingKey { key, expect: None, misses: 0 }));
                 // A person typed: delivery holds for them as for an attached controller.
-                self.last_controller_input_ms = Some(desk_common::clock::now_ms());
+                self.person_typed();
                 self.emit(EventBody::Keys { keys, bytes: bytes.len(), user, tty, via });
                 Ok(())
             }
@@ -107,7 +107,7 @@ impl Master {
             }
         }
         let bytes = desk_term::keys::encode(&[next.key], self.screen.modes().app_cursor_keys);
-        if let Err(full) = self.terminal.queue_input(&bytes) {
+        if let Err(full) = self.type_for_person(&bytes) {
             warn!(
                 "an operator's keys stop: {} bytes are already waiting for the child to read (limit {}); {} keys dropped",
                 full.queued,
@@ -117,8 +117,6 @@ impl Master {
             self.pending_keys.clear();
             return;
         }
-        self.authority.on_typed(&bytes);
-        self.last_controller_input_ms = Some(desk_common::clock::now_ms());
         if !self.pending_keys.is_empty() {
             self.timers.arm(now + KEY_GAP, Timer::KeysNext);
         }
