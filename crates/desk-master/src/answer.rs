@@ -97,7 +97,7 @@ impl Master {
             );
             return refuse(self, why, Vec::new());
         }
-        if !self.pending_keys.is_empty() {
+        if !self.pending_keys().is_empty() {
             let why = "keys of an earlier request are still being typed into the session; nothing was typed";
             return refuse(self, why.into(), Vec::new());
         }
@@ -123,8 +123,8 @@ impl Master {
             );
             return Ok(());
         }
-        self.pending_keys.extend(parsed.map(|key| PendingKey { key, expect: Some(seen.clone()), misses: 0 }));
-        if !self.pending_keys.is_empty() {
+        self.pending_keys_mut().queue(parsed.map(|key| PendingKey { key, expect: Some(seen.clone()), misses: 0 }));
+        if !self.pending_keys().is_empty() {
             self.timers.arm(now + KEY_GAP, Timer::KeysNext);
         }
         self.person_typed();

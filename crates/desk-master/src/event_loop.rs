@@ -133,7 +133,7 @@ pub(super) struct Master {
     /// The state authority and what feeds it (output flow, screen checks, a person's typing).
     agent: AgentState,
     /// An operator's keys still to be typed, one per [`super::typing::KEY_GAP`].
-    pub(super) pending_keys: std::collections::VecDeque<super::typing::PendingKey>,
+    pending_keys: super::typing::KeyQueue,
     child_status: Option<ExitStatus>,
     pub(super) subreaper: bool,
     /// The connected clients and the tokens to come.
@@ -1143,6 +1143,15 @@ impl Master {
         self.agent.on_typed(bytes);
         self.agent.person_typed();
         Ok(())
+    }
+
+    /// An operator's keys waiting their turn.
+    pub(super) fn pending_keys(&self) -> &super::typing::KeyQueue {
+        &self.pending_keys
+    }
+
+    pub(super) fn pending_keys_mut(&mut self) -> &mut super::typing::KeyQueue {
+        &mut self.pending_keys
     }
 
     /// A person typed (an operator's keys or answer), even if their keys wait their turn.

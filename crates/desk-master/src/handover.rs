@@ -245,7 +245,7 @@ impl Master {
         if let Some(why) = self.policy.handover_refusal() {
             return Err(refusal(why));
         }
-        if !self.pending_keys.is_empty() {
+        if !self.pending_keys().is_empty() {
             return Err(refusal("an operator's keys are still being typed; try again when they are"));
         }
         self.timers.arm(now + QUIET_POINT_WITHIN, Timer::Handover);
