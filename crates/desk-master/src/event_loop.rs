@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
 
 use super::client::{Client, Gone};
+use super::socket::{LISTENER, Socket};
 use super::state::{AgentState, Announced};
 use super::terminal::{ReadEnd, interest};
 use super::timers::{Timer, Timers};
@@ -49,7 +50,6 @@ use desk_wire::{
     ErrorCode, ExitStatus, Frame, HEADER_LEN, MAX_PAYLOAD, Role, SessionInfo, SnapshotReply, output_header,
 };
 
-pub(super) const LISTENER: Token = Token(0);
 const PTY: Token = Token(1);
 const SIGNALS: Token = Token(2);
 /// Client tokens start here and are never reused within a master's life, so a stale event or
@@ -112,7 +112,8 @@ pub(super) struct Parts {
 pub(super) struct Master {
     pub(super) files: SessionPaths,
     pub(super) poll: Poll,
-    pub(super) listener: Option<UnixListener>,
+    /// The listening socket, and the check that keeps it where clients look.
+    socket: Socket,
     /// The session's terminal: the PTY, its read buffer and the input waiting for the child.
     pub(super) terminal: super::terminal::Terminal,
     pub(super) signals: Signals,
@@ -146,9 +147,6 @@ pub(super) struct Master {
     uid: u32,
     /// The info file's bookkeeping (`super::info`).
     pub(super) info_file: super::info::InfoFile,
-    /// Which file the socket is, checked on SIGUSR1 and on a timer so that one removed is
-    /// bound again.
-    pub(super) socket_watch: super::socket_watch::SocketWatch,
     /// The name's lock: no other master runs this session while this one lives.
     pub(super) _lock: desk_common::session::MasterLock,
     /// A handover to another binary (`desk upgrade`) waiting for a quiet point.
@@ -175,19 +173,19 @@ impl Master {
         let policy = SessionPolicy::new((meta.cols, meta.rows), size_policy)
             // What its session record says it speaks (none: version 1, the compatibility mode).
             .speaking(meta.protocol.unwrap_or(1));
-        let socket_watch = super::socket_watch::SocketWatch::new(&files.socket);
         let mut timers = Timers::default();
         timers.arm(Instant::now() + super::socket_watch::CHECK_INTERVAL, Timer::SocketCheck);
         let exit_reserve = desk_common::fsutil::Reserved::new(&files.exit, EXIT_RECORD_RESERVE)
             .map_err(|e| warn!("cannot reserve room for the exit record: {e:#}"))
             .ok();
         let info_file = super::info::InfoFile::new(files.info.clone());
+        let socket = Socket::new(listener, &files);
         Master {
             info_file,
             exit_reserve,
             files,
             poll,
-            listener: Some(listener),
+            socket,
             terminal: super::terminal::Terminal::new(pty),
             signals,
             meta,
@@ -206,10 +204,14 @@ impl Master {
             timers,
             repaint_armed: None,
             uid: nix::unistd::geteuid().as_raw(),
-            socket_watch,
             _lock: lock,
             handover: None,
         }
+    }
+
+    /// The listening socket's descriptor, while it is open (for a handover).
+    pub(super) fn socket_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.socket.fd()
     }
 
     /// The first event of every generation.
@@ -437,9 +439,9 @@ impl Master {
 
     fn accept(&mut self, now: Instant) {
         loop {
-            let Some(listener) = &self.listener else { return };
-            let (mut stream, _) = match listener.accept() {
-                Ok(pair) => pair,
+            let Some(accepted) = self.socket.accept() else { return };
+            let mut stream = match accepted {
+                Ok(stream) => stream,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
@@ -1176,6 +1178,13 @@ impl Master {
         }
     }
 
+    /// When the socket file is no longer this master's socket, bind it again (`super::socket`).
+    fn check_socket(&mut self, check: super::socket_watch::Check) {
+        if self.socket.check(check, self.poll.registry(), &self.files, &self.meta) {
+            self.info_file.poke();
+        }
+    }
+
     fn on_child_exit(&mut self, status: ExitStatus) {
         info!(status = %desk_common::signals::describe_exit(status), escalated = self.policy.escalated(), "child exited");
         self.child_status = Some(status);
@@ -1234,9 +1243,7 @@ impl Master {
         // EXIT (after a pending keyframe) to welcomed clients, EXITING to the others.
         self.policy.on_child_exited(now);
         self.carry(now);
-        if let Some(mut listener) = self.listener.take() {
-            let _ = self.poll.registry().deregister(&mut listener);
-        }
+        self.socket.close(self.poll.registry());
         if let Err(e) = desk_common::fsutil::remove_if_exists(&self.files.socket) {
             warn!("{e:#}");
         }

@@ -41,9 +41,10 @@ use std::time::Instant;
 use tracing::{info, warn};
 
 use super::client::Client;
-use super::event_loop::{LISTENER, Master, Parts, client_id};
+use super::event_loop::{Master, Parts, client_id};
 use super::handover_request::{QUIET_POINT_WITHIN, Request};
 use super::queue::OutQueue;
+use super::socket::LISTENER;
 use super::timers::Timer;
 use desk_common::clock::now_ms;
 use desk_common::format::Format;
@@ -333,7 +334,7 @@ impl Master {
         }
         let mut policy = self.policy.save(now);
         policy.clients.retain(|c| clients.iter().any(|s| s.token as u64 == c.id));
-        let listener = self.listener.as_ref().context("the session's socket is closed")?;
+        let listener = self.socket_fd().context("the session's socket is closed")?;
         let (journal_next_seq, journal_failed, journal_gap) = self.journal.saved();
         let (input, pty_writable) = self.terminal.saved();
         let state = self.agent().saved(now);
@@ -387,7 +388,7 @@ impl Master {
         ])?;
 
         let mut handed: Vec<BorrowedFd<'_>> =
-            vec![self.terminal.fd(), listener.as_fd(), self._lock.as_fd(), file.as_fd(), me.as_fd()];
+            vec![self.terminal.fd(), listener, self._lock.as_fd(), file.as_fd(), me.as_fd()];
         handed.extend(
             self.clients
                 .values()
