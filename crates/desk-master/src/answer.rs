@@ -55,8 +55,8 @@ impl Master {
     /// The dialog on the screen now, as the provider's rules read it.
     pub(super) fn dialog_now(&self) -> Option<Dialog> {
         let spec = self.agent().authority().rules().dialog.as_ref()?;
-        let scope = format!("{}/{}", self.meta.name, self.meta.generation);
-        spec.read(&self.screen.text_rows(), Some(&self.screen), &scope)
+        let scope = format!("{}/{}", self.meta().name, self.meta().generation);
+        spec.read(&self.screen().text_rows(), Some(self.screen()), &scope)
     }
 
     /// An `answer` request from client `token`: check it against the screen, then type its
@@ -82,7 +82,7 @@ impl Master {
             Err(Frame::error(ErrorCode::NotPermitted, why))
         };
         let Some(spec) = self.agent().authority().rules().dialog.clone() else {
-            let why = format!("desk has no dialog rules for {} sessions; nothing was typed", self.meta.provider);
+            let why = format!("desk has no dialog rules for {} sessions; nothing was typed", self.meta().provider);
             return refuse(self, why, Vec::new());
         };
         let Some(shown) = dialog.clone() else {
@@ -109,7 +109,7 @@ impl Master {
             Ok(parsed) => parsed,
             Err((at, e)) => return refuse(self, format!("the rules' key {:?} is no key ({e})", keys[at - 1]), keys),
         };
-        let app_cursor = self.screen.modes().app_cursor_keys;
+        let app_cursor = self.screen().modes().app_cursor_keys;
         let mut parsed = parsed.into_iter();
         let Some(first) = parsed.next() else { return Ok(()) };
         if !self.queue_input(token, &desk_term::keys::encode(&[first], app_cursor), now) {
@@ -125,7 +125,7 @@ impl Master {
         }
         self.pending_keys_mut().queue(parsed.map(|key| PendingKey { key, expect: Some(seen.clone()), misses: 0 }));
         if !self.pending_keys().is_empty() {
-            self.timers.arm(now + KEY_GAP, Timer::KeysNext);
+            self.arm(now + KEY_GAP, Timer::KeysNext);
         }
         self.person_typed();
         let said = Said { outcome: "typed", choice: label(Some(&shown)), keys, why: None };

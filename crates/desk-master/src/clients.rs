@@ -9,7 +9,7 @@
 
 use mio::Token;
 use std::collections::HashMap;
-use std::collections::hash_map::{IterMut, Values, ValuesMut};
+use std::collections::hash_map::{Iter, IterMut, Values, ValuesMut};
 
 use super::client::Client;
 use desk_wire::{Frame, Role};
@@ -63,6 +63,10 @@ impl ClientTable {
         self.clients.len()
     }
 
+    pub(super) fn iter(&self) -> Iter<'_, Token, Client> {
+        self.clients.iter()
+    }
+
     pub(super) fn values(&self) -> Values<'_, Token, Client> {
         self.clients.values()
     }
@@ -91,6 +95,17 @@ impl ClientTable {
     /// Whether a controller is attached (someone may be typing into the session).
     pub(super) fn controller_attached(&self) -> bool {
         self.clients.values().any(|c| c.role == Some(Role::Controller) && c.alive())
+    }
+
+    /// Give back the capacity of empty queues and decode buffers (the session went idle,
+    /// `super::memory`).
+    pub(super) fn release_idle_memory(&mut self) {
+        for client in self.clients.values_mut() {
+            if client.decoder.buffered() == 0 {
+                client.decoder = desk_wire::FrameDecoder::new();
+            }
+            client.out.release_if_empty();
+        }
     }
 
     /// Every client still connected has read all that was queued for it.

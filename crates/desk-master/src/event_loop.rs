@@ -101,8 +101,9 @@ pub(super) struct Parts {
     /// The master is a child subreaper: orphaned descendants of the session are re-parented to
     /// it, so it must reap them, and it finds every descendant through parent links.
     pub subreaper: bool,
-    /// How the session's size follows its controllers.
-    pub size_policy: SizePolicy,
+    /// Decides for the clients and the session's size, stop and exit: a new one
+    /// ([`new_policy`]), or one handed over.
+    pub policy: SessionPolicy,
     /// The session log (`desk log`), when the session keeps one; the screen's log text is on.
     pub log: Option<desk_common::screen_log::LogWriter>,
     /// The name's lock, held until the master exits.
@@ -110,47 +111,47 @@ pub(super) struct Parts {
 }
 
 pub(super) struct Master {
-    pub(super) files: SessionPaths,
-    pub(super) poll: Poll,
+    files: SessionPaths,
+    poll: Poll,
     /// The listening socket, and the check that keeps it where clients look.
     socket: Socket,
     /// The session's terminal: the PTY, its read buffer and the input waiting for the child.
-    pub(super) terminal: super::terminal::Terminal,
-    pub(super) signals: Signals,
-    pub(super) meta: SessionMeta,
-    pub(super) screen: Screen,
+    terminal: super::terminal::Terminal,
+    signals: Signals,
+    meta: SessionMeta,
+    screen: Screen,
     /// The output events of the chunk being handled; kept between chunks for its capacity.
-    pub(super) found: Vec<OutputEvent>,
+    found: Vec<OutputEvent>,
     /// The session log (which keeps the lines waiting to be written).
-    pub(super) log: Option<desk_common::screen_log::LogWriter>,
+    log: Option<desk_common::screen_log::LogWriter>,
     /// Numbers and journals the session's events ([`Master::emit`] streams them).
-    pub(super) journal: super::journal_sink::JournalSink,
+    journal: super::journal_sink::JournalSink,
     /// Room reserved at start for the exit record, used when the disk is full at exit (so
     /// `desk ls` does not call a clean exit `lost`).
     exit_reserve: Option<desk_common::fsutil::Reserved>,
     /// The rate limits of title events and of the other noisy ones.
-    pub(super) titles: super::noise::TitleLimiter,
-    pub(super) noise: super::noise::NoiseLimiter,
+    titles: super::noise::TitleLimiter,
+    noise: super::noise::NoiseLimiter,
     /// The state authority and what feeds it (output flow, screen checks, a person's typing).
     agent: AgentState,
     /// An operator's keys still to be typed, one per [`super::typing::KEY_GAP`].
     pending_keys: super::typing::KeyQueue,
     child_status: Option<ExitStatus>,
-    pub(super) subreaper: bool,
+    subreaper: bool,
     /// The connected clients and the tokens to come.
-    pub(super) clients: super::clients::ClientTable,
+    clients: super::clients::ClientTable,
     /// Decides for the clients and the session's size, stop and exit; see [`Master::carry`].
-    pub(super) policy: SessionPolicy,
-    pub(super) timers: Timers,
+    policy: SessionPolicy,
+    timers: Timers,
     /// When the armed [`Timer::ViewRepaint`] fires, if one is armed.
     repaint_armed: Option<Instant>,
     uid: u32,
     /// The info file's bookkeeping (`super::info`).
-    pub(super) info_file: super::info::InfoFile,
+    info_file: super::info::InfoFile,
     /// The name's lock: no other master runs this session while this one lives.
-    pub(super) _lock: desk_common::session::MasterLock,
+    _lock: desk_common::session::MasterLock,
     /// A handover to another binary (`desk upgrade`) waiting for a quiet point.
-    pub(super) handover: Option<super::handover_request::Request>,
+    handover: Option<super::handover_request::Request>,
 }
 
 impl Master {
@@ -166,13 +167,10 @@ impl Master {
             journal,
             authority,
             subreaper,
-            size_policy,
+            policy,
             log,
             lock,
         } = parts;
-        let policy = SessionPolicy::new((meta.cols, meta.rows), size_policy)
-            // What its session record says it speaks (none: version 1, the compatibility mode).
-            .speaking(meta.protocol.unwrap_or(1));
         let mut timers = Timers::default();
         timers.arm(Instant::now() + super::socket_watch::CHECK_INTERVAL, Timer::SocketCheck);
         let exit_reserve = desk_common::fsutil::Reserved::new(&files.exit, EXIT_RECORD_RESERVE)
@@ -207,6 +205,112 @@ impl Master {
             _lock: lock,
             handover: None,
         }
+    }
+
+    // ----- for the modules that extend the master (answer, events, hook, operator, handover) -----
+
+    /// The session's record.
+    pub(super) fn meta(&self) -> &SessionMeta {
+        &self.meta
+    }
+
+    /// The session's files.
+    pub(super) fn files(&self) -> &SessionPaths {
+        &self.files
+    }
+
+    /// The screen model.
+    pub(super) fn screen(&self) -> &Screen {
+        &self.screen
+    }
+
+    /// The connected clients.
+    pub(super) fn clients(&self) -> &super::clients::ClientTable {
+        &self.clients
+    }
+
+    pub(super) fn clients_mut(&mut self) -> &mut super::clients::ClientTable {
+        &mut self.clients
+    }
+
+    /// The session policy, to ask it (what it decides reaches the loop as effects).
+    pub(super) fn policy(&self) -> &SessionPolicy {
+        &self.policy
+    }
+
+    /// The session's terminal.
+    pub(super) fn terminal(&self) -> &super::terminal::Terminal {
+        &self.terminal
+    }
+
+    pub(super) fn terminal_mut(&mut self) -> &mut super::terminal::Terminal {
+        &mut self.terminal
+    }
+
+    /// The journal of the session's events.
+    pub(super) fn journal(&self) -> &super::journal_sink::JournalSink {
+        &self.journal
+    }
+
+    pub(super) fn journal_mut(&mut self) -> &mut super::journal_sink::JournalSink {
+        &mut self.journal
+    }
+
+    /// The rate limit of title events.
+    pub(super) fn titles_mut(&mut self) -> &mut super::noise::TitleLimiter {
+        &mut self.titles
+    }
+
+    /// The rate limit of the other noisy events.
+    pub(super) fn noise_mut(&mut self) -> &mut super::noise::NoiseLimiter {
+        &mut self.noise
+    }
+
+    /// A handover waiting for a quiet point (`super::handover` takes, keeps and drops it).
+    pub(super) fn handover_request(&mut self) -> &mut Option<super::handover_request::Request> {
+        &mut self.handover
+    }
+
+    /// The name's lock's descriptor (for a handover).
+    pub(super) fn lock_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self._lock.as_fd()
+    }
+
+    /// Whether the master is its session's child subreaper.
+    pub(super) fn subreaper(&self) -> bool {
+        self.subreaper
+    }
+
+    /// The session log's cap, when the session keeps one.
+    pub(super) fn log_cap(&self) -> Option<u64> {
+        self.log.as_ref().map(|log| log.cap())
+    }
+
+    /// Arm a timer of the loop's.
+    pub(super) fn arm(&mut self, at: Instant, timer: Timer) {
+        self.timers.arm(at, timer);
+    }
+
+    pub(super) fn cancel(&mut self, timer: Timer) {
+        self.timers.cancel(timer);
+    }
+
+    /// Something HELLO would be answered with may have changed: compare the info file at the
+    /// next refresh.
+    pub(super) fn poke_info_file(&mut self) {
+        self.info_file.poke();
+    }
+
+    /// Take over a client of a handover: registered for readability, its terminal's `size` told
+    /// to the policy.
+    pub(super) fn adopt_client(&mut self, token: Token, mut client: Client, size: Option<(u16, u16)>) -> Result<()> {
+        self.poll
+            .registry()
+            .register(&mut client.stream, token, Interest::READABLE)
+            .context("cannot register a client")?;
+        self.policy.adopt_client_size(client_id(token), size);
+        self.clients.insert(token, client);
+        Ok(())
     }
 
     /// The listening socket's descriptor, while it is open (for a handover).
@@ -1102,6 +1206,33 @@ impl Master {
         self.emit_all(events);
     }
 
+    /// Number, journal and broadcast one event.
+    pub(super) fn emit(&mut self, body: EventBody) {
+        let (event, gap) = self.journal.record(desk_common::clock::now_ms(), self.meta.generation, body);
+        let frame: Rc<[u8]> = Rc::from(Frame::Event(event.to_json_map()).to_bytes());
+        for client in self.clients.values_mut() {
+            if client.role == Some(Role::Observer) && client.alive() {
+                client.push_control_bytes(&frame);
+            }
+        }
+        if let Some((from_seq, to_seq, reason)) = gap {
+            warn!(from_seq, to_seq, "events journal works again; recording the gap");
+            self.emit(EventBody::Gap { from_seq, to_seq, reason });
+        }
+    }
+
+    /// Give back what only a busy session needs (`super::memory` says what and when).
+    fn release_idle_memory(&mut self) {
+        self.terminal.release_read_buf();
+        self.flush_log();
+        if let Some(log) = &mut self.log {
+            log.release_memory();
+        }
+        self.screen.release_idle_memory();
+        self.clients.release_idle_memory();
+        super::memory::trim_allocator();
+    }
+
     /// Number, journal and broadcast these events, in order.
     pub(super) fn emit_all(&mut self, events: Announced) {
         for body in events {
@@ -1250,6 +1381,13 @@ impl Master {
         self.info_file.stop();
         drop(self.exit_reserve.take());
     }
+}
+
+/// A new session's policy: its terminal at the record's size, under `size_policy`.
+pub(super) fn new_policy(meta: &SessionMeta, size_policy: SizePolicy) -> SessionPolicy {
+    SessionPolicy::new((meta.cols, meta.rows), size_policy)
+        // What its session record says it speaks (none: version 1, the compatibility mode).
+        .speaking(meta.protocol.unwrap_or(1))
 }
 
 /// What HELLO is answered with: the session as it is now.
@@ -1411,6 +1549,7 @@ mod tests {
             Instant::now(),
             0,
         );
+        let policy = new_policy(&meta, SizePolicy::default());
         let master = Master::new(Parts {
             files,
             poll: Poll::new().unwrap(),
@@ -1422,7 +1561,7 @@ mod tests {
             journal,
             authority,
             subreaper: false,
-            size_policy: SizePolicy::default(),
+            policy,
             log: None,
             lock: {
                 let root = dir.path().join("home");

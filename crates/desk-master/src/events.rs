@@ -4,15 +4,14 @@
 //! coming and going, resizes, the exit, the state authority's changes and the output flow that
 //! `super::state` announces) into session events
 //! ([`Event`](desk_wire::events::Event)s): each is numbered and appended to the session's
-//! journal by the [`JournalSink`](super::journal_sink::JournalSink) and sent to every observer.
+//! journal by the [`JournalSink`](super::journal_sink::JournalSink) and sent to every observer
+//! ([`Master::emit`], the loop's).
 //! Titles, bells, notifications, mode changes and resizes pass the rate limits of
 //! `super::noise` first ([`TitleLimiter`](super::noise::TitleLimiter),
 //! [`NoiseLimiter`](super::noise::NoiseLimiter)). Invariants: a journal failure (a full disk)
 //! never stops the session; observers see events in sequence order.
 
-use std::rc::Rc;
 use std::time::Instant;
-use tracing::warn;
 
 use super::event_loop::Master;
 use super::noise::{NoiseKey, TitleStep};
@@ -20,24 +19,8 @@ use super::timers::Timer;
 use desk_common::clock::now_ms;
 use desk_term::events::OutputEvent;
 use desk_wire::events::EventBody;
-use desk_wire::{Frame, Role};
 
 impl Master {
-    /// Number, journal and broadcast one event.
-    pub(super) fn emit(&mut self, body: EventBody) {
-        let (event, gap) = self.journal.record(desk_common::clock::now_ms(), self.meta.generation, body);
-        let frame: Rc<[u8]> = Rc::from(Frame::Event(event.to_json_map()).to_bytes());
-        for client in self.clients.values_mut() {
-            if client.role == Some(Role::Observer) && client.alive() {
-                client.push_control_bytes(&frame);
-            }
-        }
-        if let Some((from_seq, to_seq, reason)) = gap {
-            warn!(from_seq, to_seq, "events journal works again; recording the gap");
-            self.emit(EventBody::Gap { from_seq, to_seq, reason });
-        }
-    }
-
     /// What the screen model's parse found in a chunk of output, in stream order.
     pub(super) fn on_output_events(&mut self, events: impl Iterator<Item = OutputEvent>, now: Instant) {
         for event in events {
@@ -75,41 +58,41 @@ impl Master {
     /// Emit a bell, notification, mode change or resize through the [`NoiseLimiter`](super::noise::NoiseLimiter).
     pub(super) fn emit_noise(&mut self, body: EventBody, now: Instant) {
         let Some(key) = NoiseKey::of(&body) else { return self.emit(body) };
-        match self.noise.offer(key, body, now) {
+        match self.noise_mut().offer(key, body, now) {
             Ok(body) => self.emit(body),
-            Err(Some(at)) => self.timers.arm(at, Timer::NoiseFlush),
+            Err(Some(at)) => self.arm(at, Timer::NoiseFlush),
             Err(None) => {}
         }
     }
 
     /// Emit the held noise events that are due (the `NoiseFlush` timer).
     pub(super) fn flush_noise(&mut self, now: Instant) {
-        let (due, next) = self.noise.due(now);
+        let (due, next) = self.noise_mut().due(now);
         for body in due {
             self.emit(body);
         }
         if let Some(at) = next {
-            self.timers.arm(at, Timer::NoiseFlush);
+            self.arm(at, Timer::NoiseFlush);
         }
     }
 
     /// Emit every held noise event now (before the exit).
     pub(super) fn flush_all_noise(&mut self) {
-        for body in self.noise.flush() {
+        for body in self.noise_mut().flush() {
             self.emit(body);
         }
     }
 
     fn title_changed(&mut self, title: String, now: Instant) {
-        match self.titles.offer(title, now) {
+        match self.titles_mut().offer(title, now) {
             TitleStep::Emit(title) => self.emit(EventBody::Title { title }),
-            TitleStep::Held(Some(at)) => self.timers.arm(at, Timer::TitleFlush),
+            TitleStep::Held(Some(at)) => self.arm(at, Timer::TitleFlush),
             TitleStep::Held(None) | TitleStep::Same => {}
         }
     }
 
     pub(super) fn flush_title(&mut self, now: Instant) {
-        if let Some(title) = self.titles.flush(now) {
+        if let Some(title) = self.titles_mut().flush(now) {
             self.emit(EventBody::Title { title });
         }
     }

@@ -225,7 +225,7 @@ impl Master {
         formats: &[u32],
         now: Instant,
     ) -> Result<(), Frame> {
-        if self.handover.is_some() {
+        if self.handover_request().is_some() {
             return Err(refusal("a handover is already under way"));
         }
         if !formats.contains(&FORMAT.current) {
@@ -243,29 +243,29 @@ impl Master {
         if let Err(e) = nix::unistd::access(&binary, nix::unistd::AccessFlags::X_OK) {
             return Err(refusal(format!("{} is not executable: {e}", binary.display())));
         }
-        if let Some(why) = self.policy.handover_refusal() {
+        if let Some(why) = self.policy().handover_refusal() {
             return Err(refusal(why));
         }
         if !self.pending_keys().is_empty() {
             return Err(refusal("an operator's keys are still being typed; try again when they are"));
         }
-        self.timers.arm(now + QUIET_POINT_WITHIN, Timer::Handover);
-        self.handover = Some(Request { client: token, binary, args, deadline: now + QUIET_POINT_WITHIN });
+        self.arm(now + QUIET_POINT_WITHIN, Timer::Handover);
+        *self.handover_request() = Some(Request { client: token, binary, args, deadline: now + QUIET_POINT_WITHIN });
         Ok(())
     }
 
     /// At the end of a loop turn (or when [`Timer::Handover`] fires): hand over if the master
     /// is at a quiet point, give up if the deadline passed.
     pub(super) fn try_handover(&mut self, now: Instant) {
-        let Some(request) = self.handover.take() else { return };
-        if !self.clients.contains_key(&request.client) {
+        let Some(request) = self.handover_request().take() else { return };
+        if !self.clients().contains_key(&request.client) {
             info!("the client that asked for a handover left; not handing over");
             return;
         }
-        if let Some(why) = self.policy.handover_refusal() {
+        if let Some(why) = self.policy().handover_refusal() {
             return self.handover_failed(&request, refusal(why));
         }
-        if !self.screen.can_save() {
+        if !self.screen().can_save() {
             if now >= request.deadline {
                 let why = format!(
                     "the terminal stayed inside an escape sequence for {} s; try again",
@@ -273,7 +273,7 @@ impl Master {
                 );
                 return self.handover_failed(&request, refusal(why));
             }
-            self.handover = Some(request);
+            *self.handover_request() = Some(request);
             return;
         }
         match self.hand_over(&request, now) {
@@ -287,8 +287,8 @@ impl Master {
     }
 
     fn handover_failed(&mut self, request: &Request, error: Frame) {
-        self.timers.cancel(Timer::Handover);
-        if let Some(client) = self.clients.get_mut(&request.client) {
+        self.cancel(Timer::Handover);
+        if let Some(client) = self.clients_mut().get_mut(&request.client) {
             client.push_control(&error);
         }
     }
@@ -296,23 +296,26 @@ impl Master {
     /// Write the record and execute the new binary. Returns only when something failed; the
     /// master then goes on as it was.
     fn hand_over(&mut self, request: &Request, now: Instant) -> Result<()> {
-        let screen = self.screen.save().context("the screen model is inside an escape sequence")?;
+        let screen = self.screen().save().context("the screen model is inside an escape sequence")?;
         // What waits to be written is written (or, for the log, handed to the kernel) now.
         self.flush_title(now);
         self.flush_all_noise();
         self.drain_log(now);
         self.flush_log();
         self.settle(now);
-        let mut clients = Vec::new();
-        for (token, client) in &mut self.clients {
+        // Left or leaving: its descriptor closes with the exec, as it would have soon.
+        let leaving = |client: &Client| !client.alive() || client.closing.is_some() || client.hung_up;
+        for client in self.clients_mut().values_mut() {
             client.flush();
-            if !client.alive() || client.closing.is_some() || client.hung_up {
-                // Left or leaving: its descriptor closes with the exec, as it would have soon.
-                continue;
-            }
-            if client.streams_output() {
+            if !leaving(client) && client.streams_output() {
                 // The new image sends a keyframe: the stream bytes not started are superseded.
                 client.out.discard_backlog();
+            }
+        }
+        let mut clients = Vec::new();
+        for (token, client) in self.clients().iter() {
+            if leaving(client) {
+                continue;
             }
             let (frames, head_off, mid_keyframe) = client.out.saved();
             clients.push(SavedClient {
@@ -320,7 +323,7 @@ impl Master {
                 fd: client.stream.as_raw_fd(),
                 pid: client.pid,
                 role: client.role,
-                size: self.policy.client_size(client_id(*token)),
+                size: self.policy().client_size(client_id(*token)),
                 status_line: client.status_line,
                 always_view: client.always_view,
                 decoder: client.decoder.pending().to_vec(),
@@ -332,21 +335,21 @@ impl Master {
                 keyframes: client.keyframes,
             });
         }
-        let mut policy = self.policy.save(now);
+        let mut policy = self.policy().save(now);
         policy.clients.retain(|c| clients.iter().any(|s| s.token as u64 == c.id));
         let listener = self.socket_fd().context("the session's socket is closed")?;
-        let (journal_next_seq, journal_failed, journal_gap) = self.journal.saved();
-        let (input, pty_writable) = self.terminal.saved();
+        let (journal_next_seq, journal_failed, journal_gap) = self.journal().saved();
+        let (input, pty_writable) = self.terminal().saved();
         let state = self.agent().saved(now);
         let record = Record {
             version: FORMAT.current,
             from: super::version_line(),
             paused_at_ms: now_ms(),
             requester: request.client.0,
-            pty_fd: self.terminal.fd().as_raw_fd(),
+            pty_fd: self.terminal().fd().as_raw_fd(),
             listener_fd: listener.as_raw_fd(),
-            lock_fd: self._lock.as_fd().as_raw_fd(),
-            meta: self.meta.clone(),
+            lock_fd: self.lock_fd().as_raw_fd(),
+            meta: self.meta().clone(),
             screen,
             policy,
             authority: state.authority,
@@ -358,9 +361,9 @@ impl Master {
             last_controller_input_ms: state.last_person_input_ms,
             input,
             pty_writable,
-            next_client: self.clients.next_token().0,
-            subreaper: self.subreaper,
-            log_cap: self.log.as_ref().map(|log| log.cap()),
+            next_client: self.clients().next_token().0,
+            subreaper: self.subreaper(),
+            log_cap: self.log_cap(),
             screen_check_armed: state.screen_check_armed,
             clients,
         };
@@ -384,13 +387,13 @@ impl Master {
             (RECORD_ENV, file.as_raw_fd().to_string()),
             (FALLBACK_ENV, me.as_raw_fd().to_string()),
             (FALLBACK_ARGS_ENV, fallback_args.to_string()),
-            (SESSION_ENV, self.meta.name.clone()),
+            (SESSION_ENV, self.meta().name.clone()),
         ])?;
 
         let mut handed: Vec<BorrowedFd<'_>> =
-            vec![self.terminal.fd(), listener, self._lock.as_fd(), file.as_fd(), me.as_fd()];
+            vec![self.terminal().fd(), listener, self.lock_fd(), file.as_fd(), me.as_fd()];
         handed.extend(
-            self.clients
+            self.clients()
                 .values()
                 .filter(|c| record.clients.iter().any(|s| s.fd == c.stream.as_raw_fd()))
                 .map(|c| c.stream.as_fd()),
@@ -588,7 +591,6 @@ fn rebuild(record: Record, prepared: Prepared, failed_before: Option<String>) ->
     let mut meta = record.meta;
     // The same process: its pid and start time are the record's; what it speaks is this binary's.
     meta.protocol = super::speaks_protocol();
-    let size_policy = policy.size_policy();
     let mut master = Master::new(Parts {
         files,
         poll,
@@ -600,23 +602,20 @@ fn rebuild(record: Record, prepared: Prepared, failed_before: Option<String>) ->
         journal,
         authority,
         subreaper: record.subreaper,
-        size_policy,
+        policy,
         log,
         lock,
     });
-    master.policy = policy;
-    master.clients.continue_from(record.next_client);
-    master.journal.resume(record.journal_failed, record.journal_gap);
-    if master.terminal.restore(&record.input, record.pty_writable).is_err() {
+    master.clients_mut().continue_from(record.next_client);
+    master.journal_mut().resume(record.journal_failed, record.journal_gap);
+    if master.terminal_mut().restore(&record.input, record.pty_writable).is_err() {
         warn!("{} bytes of input for the child did not fit the queue; they are dropped", record.input.len());
     }
     for (saved, fd) in record.clients.into_iter().zip(client_fds) {
         let token = Token(saved.token);
-        let mut stream = UnixStream::from_std(std::os::unix::net::UnixStream::from(fd));
-        master.poll.registry().register(&mut stream, token, Interest::READABLE).context("cannot register a client")?;
+        let stream = UnixStream::from_std(std::os::unix::net::UnixStream::from(fd));
         let mut client = Client::new(stream, saved.pid);
         client.role = saved.role;
-        master.policy.adopt_client_size(client_id(token), saved.size);
         client.status_line = saved.status_line;
         client.always_view = saved.always_view;
         client.decoder.push(&saved.decoder);
@@ -632,7 +631,7 @@ fn rebuild(record: Record, prepared: Prepared, failed_before: Option<String>) ->
         // writability (`watch_writability`, which an image before issue 22 did not need: it
         // watched every socket for writability all the time).
         client.flush();
-        master.clients.insert(token, client);
+        master.adopt_client(token, client, saved.size)?;
     }
     // Timers: the policy's (queued as its effects), the state authority's, and the loop's own.
     master.carry(now);
@@ -640,13 +639,13 @@ fn rebuild(record: Record, prepared: Prepared, failed_before: Option<String>) ->
     let output_ms_ago = record.output_active.then_some(record.last_output_ms_ago);
     master.resume_state(record.last_controller_input_ms, record.screen_check_armed, output_ms_ago, now);
     // Quiet output is evidence of readiness, which the old image may not have judged yet.
-    master.timers.arm(now + desk_core::state::READY_QUIET, Timer::ReadyCheck);
-    master.terminal.flush_input();
+    master.arm(now + desk_core::state::READY_QUIET, Timer::ReadyCheck);
+    master.terminal_mut().flush_input();
     let requester = Token(record.requester);
     match failed_before {
         Some(why) => {
             warn!("back on the old binary: the new one could not take over: {why}");
-            if let Some(client) = master.clients.get_mut(&requester) {
+            if let Some(client) = master.clients_mut().get_mut(&requester) {
                 client.push_control(&refusal(format!(
                     "the new binary could not take over ({why}); the master went back to its old binary"
                 )));
@@ -655,18 +654,19 @@ fn rebuild(record: Record, prepared: Prepared, failed_before: Option<String>) ->
         None => {
             let pause_ms = now_ms().saturating_sub(record.paused_at_ms);
             info!(from = %record.from, pause_ms, "took over the session from another desk-master");
-            if let Err(e) = session::write_meta(&master.files, &master.meta) {
+            if let Err(e) = session::write_meta(master.files(), master.meta()) {
                 warn!("{e:#}");
             }
             let body = EventBody::Upgraded { from: record.from, to: super::version_line(), pause_ms };
             master.emit(body.clone());
-            let reply = desk_wire::events::Event { seq: 0, ts_ms: now_ms(), generation: master.meta.generation, body };
-            if let Some(client) = master.clients.get_mut(&requester) {
+            let reply =
+                desk_wire::events::Event { seq: 0, ts_ms: now_ms(), generation: master.meta().generation, body };
+            if let Some(client) = master.clients_mut().get_mut(&requester) {
                 client.push_control(&Frame::Event(reply.to_json_map()));
             }
         }
     }
-    master.info_file.poke();
+    master.poke_info_file();
     master.refresh_info_file(now);
     master.settle(now);
     Ok(master)

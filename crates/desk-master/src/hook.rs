@@ -26,14 +26,14 @@ impl Master {
     ) -> Result<(), Frame> {
         let report = HookReport::from_body(body).map_err(|e| Frame::error(ErrorCode::Malformed, e))?;
         if let Some(generation) = report.generation
-            && generation != u64::from(self.meta.generation)
+            && generation != u64::from(self.meta().generation)
         {
             debug!(generation, "ignoring a hook from another generation of this session");
             return Err(Frame::error(
                 ErrorCode::NotPermitted,
                 format!(
                     "this hook belongs to generation {generation}; the session is now generation {}",
-                    self.meta.generation
+                    self.meta().generation
                 ),
             ));
         }
@@ -43,7 +43,7 @@ impl Master {
             .provider
             .as_deref()
             .and_then(|p| p.parse::<Provider>().ok())
-            .unwrap_or_else(|| Provider::or_shell(&self.meta.provider));
+            .unwrap_or_else(|| Provider::or_shell(&self.meta().provider));
         let fact = hooks::interpret(provider, &report.payload);
         // Weigh the hook against the screen as it is now, not as it was at the last check (up
         // to SCREEN_CHECK_DELAY old): Codex 0.171.0's turn-complete notify from another thread

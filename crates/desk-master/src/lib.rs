@@ -313,6 +313,7 @@ fn start(opts: &MasterOptions) -> Result<(event_loop::Parts, Paths)> {
     } else {
         None
     };
+    let policy = event_loop::new_policy(&meta, opts.size_policy);
     let parts = event_loop::Parts {
         files,
         poll,
@@ -324,7 +325,7 @@ fn start(opts: &MasterOptions) -> Result<(event_loop::Parts, Paths)> {
         journal,
         authority,
         subreaper,
-        size_policy: opts.size_policy,
+        policy,
         log,
         lock,
     };

@@ -36,7 +36,7 @@ impl Master {
                 let parsed = desk_term::keys::parse_all(&keys).map_err(|(at, e)| {
                     Frame::error(ErrorCode::Malformed, format!("key {at} ({:?}): {e}", keys[at - 1]))
                 })?;
-                let app_cursor = self.screen.modes().app_cursor_keys;
+                let app_cursor = self.screen().modes().app_cursor_keys;
                 let bytes = desk_term::keys::encode(&parsed, app_cursor);
                 if bytes.len() > MAX_KEYS_BYTES {
                     return Err(Frame::error(
@@ -55,7 +55,7 @@ impl Master {
                         return Ok(());
                     }
                     if !parsed.as_slice().is_empty() {
-                        self.timers.arm(now + KEY_GAP, Timer::KeysNext);
+                        self.arm(now + KEY_GAP, Timer::KeysNext);
                     }
                 }
                 // Keys of an earlier request are still being typed: these follow them.
@@ -89,7 +89,7 @@ impl Master {
             None => {
                 // Look again shortly: the agent may be half-way through redrawing its dialog.
                 self.pending_keys_mut().put_back(next);
-                self.timers.arm(now + super::answer::RECHECK_GAP, Timer::KeysNext);
+                self.arm(now + super::answer::RECHECK_GAP, Timer::KeysNext);
                 return;
             }
             Some(false) => {
@@ -97,12 +97,12 @@ impl Master {
                 let dropped = 1 + self.pending_keys_mut().drop_answer(&seen);
                 self.answer_stopped(&seen, dropped);
                 if !self.pending_keys().is_empty() {
-                    self.timers.arm(now + KEY_GAP, Timer::KeysNext);
+                    self.arm(now + KEY_GAP, Timer::KeysNext);
                 }
                 return;
             }
         }
-        let bytes = desk_term::keys::encode(&[next.key], self.screen.modes().app_cursor_keys);
+        let bytes = desk_term::keys::encode(&[next.key], self.screen().modes().app_cursor_keys);
         if let Err(full) = self.type_for_person(&bytes) {
             warn!(
                 "an operator's keys stop: {} bytes are already waiting for the child to read (limit {}); {} keys dropped",
@@ -114,7 +114,7 @@ impl Master {
             return;
         }
         if !self.pending_keys().is_empty() {
-            self.timers.arm(now + KEY_GAP, Timer::KeysNext);
+            self.arm(now + KEY_GAP, Timer::KeysNext);
         }
     }
 }
