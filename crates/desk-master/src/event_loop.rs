@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
 
 use super::client::{Client, Gone};
+use super::screen::SessionScreen;
 use super::socket::{LISTENER, Socket};
 use super::state::{AgentState, Announced};
 use super::terminal::{ReadEnd, interest};
@@ -43,7 +44,6 @@ use desk_common::journal::Journal;
 use desk_common::paths::SessionPaths;
 use desk_common::session::{self, ExitRecord, SessionMeta};
 use desk_core::state::{Authority, Change};
-use desk_term::events::OutputEvent;
 use desk_term::screen::Screen;
 use desk_wire::events::EventBody;
 use desk_wire::{
@@ -119,11 +119,8 @@ pub(super) struct Master {
     terminal: super::terminal::Terminal,
     signals: Signals,
     meta: SessionMeta,
-    screen: Screen,
-    /// The output events of the chunk being handled; kept between chunks for its capacity.
-    found: Vec<OutputEvent>,
-    /// The session log (which keeps the lines waiting to be written).
-    log: Option<desk_common::screen_log::LogWriter>,
+    /// The screen model and the session log.
+    screen: SessionScreen,
     /// Numbers and journals the session's events ([`Master::emit`] streams them).
     journal: super::journal_sink::JournalSink,
     /// Room reserved at start for the exit record, used when the disk is full at exit (so
@@ -187,9 +184,7 @@ impl Master {
             terminal: super::terminal::Terminal::new(pty),
             signals,
             meta,
-            screen,
-            found: Vec::new(),
-            log,
+            screen: SessionScreen::new(screen, log),
             journal: super::journal_sink::JournalSink::new(journal),
             titles: Default::default(),
             noise: Default::default(),
@@ -221,7 +216,7 @@ impl Master {
 
     /// The screen model.
     pub(super) fn screen(&self) -> &Screen {
-        &self.screen
+        self.screen.model()
     }
 
     /// The connected clients.
@@ -283,7 +278,7 @@ impl Master {
 
     /// The session log's cap, when the session keeps one.
     pub(super) fn log_cap(&self) -> Option<u64> {
-        self.log.as_ref().map(|log| log.cap())
+        self.screen.log_cap()
     }
 
     /// Arm a timer of the loop's.
@@ -403,11 +398,8 @@ impl Master {
             }
         }
         // Lines that scrolled off after the exit (a helper still writing) are waiting.
-        if let Some(log) = &mut self.log
-            && log.has_pending()
-            && let Err(e) = log.sync()
-        {
-            warn!("{e:#}");
+        if self.screen.log_has_pending() {
+            self.screen.sync_log();
         }
         let status = self.child_status.unwrap_or(ExitStatus::Code(0));
         info!(status = %desk_common::signals::describe_exit(status), "master exiting");
@@ -445,12 +437,7 @@ impl Master {
     /// Hands the lines the screen scrolled off since the last call to the session log, which
     /// writes them within [`desk_common::screen_log::FLUSH_AFTER`] (or sooner, see [`Master::flush_log`]).
     pub(super) fn drain_log(&mut self, now: Instant) {
-        let Some(log) = &mut self.log else {
-            return;
-        };
-        let mut first = false;
-        self.screen.take_log_text(|text| first = log.push(text));
-        if first {
+        if self.screen.drain_log() {
             self.timers.arm(now + desk_common::screen_log::FLUSH_AFTER, Timer::LogFlush);
         }
     }
@@ -460,12 +447,7 @@ impl Master {
     /// scrolled off above it), and when the session goes idle. A log that cannot be written is
     /// given up (with a warning): the session goes on without it.
     pub(super) fn flush_log(&mut self) {
-        if let Some(log) = &mut self.log
-            && let Err(e) = log.flush()
-        {
-            warn!("{e:#}; the session log stops here");
-            self.log = None;
-        }
+        self.screen.flush_log();
     }
 
     fn close_pty(&mut self) {
@@ -476,13 +458,12 @@ impl Master {
 
     fn on_output(&mut self, data: &[u8], now: Instant) {
         // The one parse of these bytes: the screen model, and the events it finds on the way.
-        let mut found = std::mem::take(&mut self.found);
-        self.screen.feed(data, &mut found);
+        let mut found = self.screen.feed(data);
         self.drain_log(now);
         if !found.is_empty() {
             self.on_output_events(found.drain(..), now);
         }
-        self.found = found;
+        self.screen.recycle(found);
         self.note_output(now);
         let replies = self.screen.take_replies();
         if !replies.is_empty() && !self.clients.controller_attached() {
@@ -703,10 +684,10 @@ impl Master {
             canonical,
             state: Some(self.agent.authority().view()),
             foreground,
-            ..SnapshotReply::of_screen(self.screen.snapshot())
+            ..SnapshotReply::of_screen(self.screen.model().snapshot())
         };
         if let Some(ask) = history {
-            super::history::fill(&self.screen, ask, &mut reply);
+            super::history::fill(self.screen.model(), ask, &mut reply);
         }
         self.clients.reply(token, &Frame::Snapshot(Box::new(reply)));
     }
@@ -785,12 +766,12 @@ impl Master {
                     let escalated = self.policy.escalated();
                     let Some(client) = self.clients.get_mut(&token_of(id)) else { continue };
                     if needs_keyframe && let Some(view) = client.view.as_mut() {
-                        let frames = keyframe_chunks(&view.keyframe(&self.screen));
+                        let frames = keyframe_chunks(&view.keyframe(self.screen.model()));
                         client.push_keyframe(&frames);
                     } else if client.view.is_some() && client.view_dirty {
                         // The last repaint (one, whatever is queued), so the view ends on the
                         // child's last screen.
-                        let bytes = client.view.as_mut().map(|v| v.render(&self.screen)).unwrap_or_default();
+                        let bytes = client.view.as_mut().map(|v| v.render(self.screen.model())).unwrap_or_default();
                         client.push_repaint(&output_chunks(&bytes), bytes.len());
                     } else if let Some(frames) = keyframe.as_deref()
                         && needs_keyframe
@@ -835,7 +816,7 @@ impl Master {
     }
 
     fn apply_size(&mut self, cols: u16, rows: u16) {
-        if !desk_term::screen::valid_size(cols, rows) || self.screen.size() == (cols, rows) {
+        if !desk_term::screen::valid_size(cols, rows) || self.screen.model().size() == (cols, rows) {
             return;
         }
         if let Err(e) = self.terminal.set_size(cols, rows) {
@@ -861,14 +842,14 @@ impl Master {
     /// compared and written).
     pub(super) fn refresh_info_file(&mut self, now: Instant) {
         let Master { info_file, meta, screen, clients, agent, timers, .. } = self;
-        let info = || session_info(meta, screen, clients, agent.authority());
+        let info = || session_info(meta, screen.model(), clients, agent.authority());
         if let Some(at) = info_file.refresh(now, &meta.size_policy, info) {
             timers.arm(at, Timer::InfoFile);
         }
     }
 
     pub(super) fn info(&self) -> SessionInfo {
-        session_info(&self.meta, &self.screen, &self.clients, self.agent.authority())
+        session_info(&self.meta, self.screen.model(), &self.clients, self.agent.authority())
     }
 
     /// Per-turn housekeeping: keyframes for clients that wait for one, telling the session
@@ -879,7 +860,7 @@ impl Master {
             .clients
             .values()
             .any(|c| c.needs_keyframe && c.view.is_none() && c.out.is_empty() && c.streams_output() && c.writable);
-        if waiting && self.screen.at_ground_state() {
+        if waiting && self.screen.model().at_ground_state() {
             let frames = self.keyframe_frames();
             for client in self.clients.values_mut() {
                 if client.needs_keyframe
@@ -948,7 +929,7 @@ impl Master {
     }
 
     fn keyframe_frames(&self) -> Vec<Rc<[u8]>> {
-        keyframe_chunks(&self.screen.render_keyframe())
+        keyframe_chunks(&self.screen.model().render_keyframe())
     }
 
     /// Give each streaming client the view it needs: none when its size is the session's (or
@@ -957,7 +938,7 @@ impl Master {
     /// changes between the two (its terminal or the session was resized) needs a keyframe of
     /// its new kind: what its terminal shows was drawn for the other.
     fn update_views(&mut self) {
-        let session = self.screen.size();
+        let session = self.screen.model().size();
         for (token, client) in self.clients.iter_mut() {
             let size = self.policy.client_size(client_id(*token));
             let wanted = size.filter(|size| (*size != session || client.always_view) && client.streams_output());
@@ -988,7 +969,7 @@ impl Master {
             }
             let Some(view) = client.view.as_mut() else { continue };
             if client.needs_keyframe {
-                let frames = keyframe_chunks(&view.keyframe(&self.screen));
+                let frames = keyframe_chunks(&view.keyframe(self.screen.model()));
                 client.view_dirty = false;
                 client.view_unsent = 0;
                 client.next_repaint = Some(now + VIEW_REPAINT_INTERVAL);
@@ -1005,7 +986,7 @@ impl Master {
                 }
                 _ => {}
             }
-            let bytes = view.render(&self.screen);
+            let bytes = view.render(self.screen.model());
             client.view_dirty = false;
             client.view_unsent = 0;
             client.next_repaint = Some(now + VIEW_REPAINT_INTERVAL);
@@ -1224,10 +1205,6 @@ impl Master {
     /// Give back what only a busy session needs (`super::memory` says what and when).
     fn release_idle_memory(&mut self) {
         self.terminal.release_read_buf();
-        self.flush_log();
-        if let Some(log) = &mut self.log {
-            log.release_memory();
-        }
         self.screen.release_idle_memory();
         self.clients.release_idle_memory();
         super::memory::trim_allocator();
@@ -1248,7 +1225,7 @@ impl Master {
     /// The screen rules run on the screen as it is now (the scheduled look, or an early one
     /// before a hook is weighed).
     pub(super) fn check_screen(&mut self, now: Instant) {
-        let events = self.agent.check_screen(&self.screen, now, &mut self.timers);
+        let events = self.agent.check_screen(self.screen.model(), now, &mut self.timers);
         self.emit_all(events);
     }
 
@@ -1329,21 +1306,17 @@ impl Master {
         self.flush_title(now);
         self.flush_all_noise();
         self.drain_log(now);
-        if let Some(log) = &mut self.log
-            && let Err(e) = log.sync()
-        {
-            warn!("{e:#}");
-        }
+        self.screen.sync_log();
         let record = ExitRecord {
             generation: self.meta.generation,
             status,
             escalated: self.policy.escalated(),
             exited_at_ms: desk_common::clock::now_ms(),
-            cols: Some(self.screen.size().0),
-            rows: Some(self.screen.size().1),
-            title: Some(self.screen.title().to_string()),
-            last_screen: Some(session::last_screen(self.screen.text_rows())),
-            last_history: session::last_history(self.screen.history_text(session::LAST_HISTORY_LINES)),
+            cols: Some(self.screen.model().size().0),
+            rows: Some(self.screen.model().size().1),
+            title: Some(self.screen.model().title().to_string()),
+            last_screen: Some(session::last_screen(self.screen.model().text_rows())),
+            last_history: session::last_history(self.screen.model().history_text(session::LAST_HISTORY_LINES)),
         };
         match session::write_exit(&self.files, &record) {
             // The unused reserve is removed once the socket is gone, not in between.
@@ -1866,7 +1839,7 @@ mod tests {
     #[test]
     fn a_master_gives_its_read_buffer_and_blank_rows_back_when_output_goes_quiet() {
         let mut rig = rig(0);
-        assert!(rig.master.terminal.read_buf().capacity() == 0 && rig.master.screen.allocated_rows() == 0);
+        assert!(rig.master.terminal.read_buf().capacity() == 0 && rig.master.screen.model().allocated_rows() == 0);
         nix::unistd::write(&rig._slave, b"hello\r\n\x1b[2J").unwrap();
         let start = Instant::now();
         rig.master.read_pty(start);
@@ -1875,11 +1848,11 @@ mod tests {
             crate::terminal::PTY_READ_CHUNK,
             "reading allocates the buffer"
         );
-        assert_eq!(rig.master.screen.allocated_rows(), 1);
+        assert_eq!(rig.master.screen.model().allocated_rows(), 1);
         rig.master.check_output_quiet(start + crate::state::OUTPUT_QUIET_AFTER);
         assert!(!rig.master.agent.output_active());
         assert_eq!(rig.master.terminal.read_buf().capacity(), 0, "the read buffer outlived the burst");
-        assert_eq!(rig.master.screen.allocated_rows(), 0, "a cleared row kept its cells");
+        assert_eq!(rig.master.screen.model().allocated_rows(), 0, "a cleared row kept its cells");
         // A query client's visit (a `desk ls`) does not bring the PTY's buffer back.
         let (token, mut peer) = rig.connect();
         std::io::Write::write_all(&mut peer, &hello(Role::Query).to_bytes()).unwrap();
@@ -1926,7 +1899,7 @@ mod tests {
             },
             Instant::now(),
         );
-        assert_eq!(rig.master.screen.size(), (100, 30));
+        assert_eq!(rig.master.screen.model().size(), (100, 30));
         rig.master.on_output(b"drawn for 100 columns", Instant::now());
         let (frames, _) = received(&mut a_peer);
         assert!(!String::from_utf8_lossy(&stream_bytes(&frames)).contains("drawn for"), "{frames:?}");
@@ -2017,7 +1990,7 @@ mod tests {
         let reply = SnapshotReply {
             generation: 1,
             state: Some(rig.master.agent.authority().view()),
-            ..SnapshotReply::of_screen(rig.master.screen.snapshot())
+            ..SnapshotReply::of_screen(rig.master.screen.model().snapshot())
         };
         let snapshot = Frame::Snapshot(Box::new(reply)).to_bytes().len();
         assert!(asked * snapshot > crate::client::CONTROL_QUEUE_LIMIT, "gone after {asked}");

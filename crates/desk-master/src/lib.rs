@@ -48,6 +48,7 @@ mod memory;
 mod noise;
 mod operator;
 mod queue;
+mod screen;
 mod socket;
 mod socket_watch;
 mod state;
