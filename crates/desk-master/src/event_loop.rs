@@ -8,11 +8,17 @@
 //! the exit flush are decided by the session policy (`desk_core::session`): this loop feeds it
 //! what it observes, with the time, carries out the effects it returns ([`Master::carry`]) and
 //! acts on its verdict on each client frame (`Verdict`: the INPUT bytes to queue, the HOOK or
-//! EVENT to interpret, the SNAPSHOT_REQUEST to answer). Its parts own their own state: the
-//! clients ([`ClientTable`](super::clients::ClientTable)), the journal
-//! ([`JournalSink`](super::journal_sink::JournalSink)), the rate limits of titles and noise
-//! (`super::noise`), the info file ([`InfoFile`](super::info::InfoFile)); a client's terminal
-//! size is the policy's (`SessionPolicy::client_size`).
+//! EVENT to interpret, the SNAPSHOT_REQUEST to answer). [`Master`] is a composition of owned
+//! parts, each keeping its own state and invariants behind its methods: the session's terminal
+//! ([`Terminal`](super::terminal::Terminal): the PTY, its read buffer, the input queue), the
+//! screen model and its log ([`SessionScreen`]), the state authority and what feeds it
+//! ([`AgentState`]), the clients ([`ClientTable`](super::clients::ClientTable)), the listening
+//! socket ([`Socket`]), the journal ([`JournalSink`](super::journal_sink::JournalSink)), the
+//! rate limits of titles and noise (`super::noise`), an operator's waiting keys
+//! ([`KeyQueue`](super::typing::KeyQueue)), the timers and the info file
+//! ([`InfoFile`](super::info::InfoFile)). Its fields are private to this file: the modules that
+//! extend it (answer, events, hook, operator, handover) go through its methods. A client's
+//! terminal size is kept in one place, the policy (`SessionPolicy::client_size`).
 //! Invariants: the PTY is read no matter how slow any client is; no client can block the loop or
 //! another client; the output path does not pass through the policy (only a client falling
 //! behind or catching up is reported, once per turn); the child's exit is recorded durably
