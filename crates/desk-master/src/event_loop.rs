@@ -267,9 +267,19 @@ impl Master {
         &mut self.noise
     }
 
-    /// A handover waiting for a quiet point (`super::handover` takes, keeps and drops it).
-    pub(super) fn handover_request(&mut self) -> &mut Option<super::handover_request::Request> {
-        &mut self.handover
+    /// Whether a handover waits for a quiet point.
+    pub(super) fn handover_waiting(&self) -> bool {
+        self.handover.is_some()
+    }
+
+    /// Keep `request` until the next quiet point (the end of a loop turn, or its timer).
+    pub(super) fn wait_for_quiet_point(&mut self, request: super::handover_request::Request) {
+        self.handover = Some(request);
+    }
+
+    /// The handover waiting for a quiet point, taken: it is carried out or given up now.
+    pub(super) fn take_handover_request(&mut self) -> Option<super::handover_request::Request> {
+        self.handover.take()
     }
 
     /// The name's lock's descriptor (for a handover).

@@ -225,7 +225,7 @@ impl Master {
         formats: &[u32],
         now: Instant,
     ) -> Result<(), Frame> {
-        if self.handover_request().is_some() {
+        if self.handover_waiting() {
             return Err(refusal("a handover is already under way"));
         }
         if !formats.contains(&FORMAT.current) {
@@ -250,14 +250,14 @@ impl Master {
             return Err(refusal("an operator's keys are still being typed; try again when they are"));
         }
         self.arm(now + QUIET_POINT_WITHIN, Timer::Handover);
-        *self.handover_request() = Some(Request { client: token, binary, args, deadline: now + QUIET_POINT_WITHIN });
+        self.wait_for_quiet_point(Request { client: token, binary, args, deadline: now + QUIET_POINT_WITHIN });
         Ok(())
     }
 
     /// At the end of a loop turn (or when [`Timer::Handover`] fires): hand over if the master
     /// is at a quiet point, give up if the deadline passed.
     pub(super) fn try_handover(&mut self, now: Instant) {
-        let Some(request) = self.handover_request().take() else { return };
+        let Some(request) = self.take_handover_request() else { return };
         if !self.clients().contains_key(&request.client) {
             info!("the client that asked for a handover left; not handing over");
             return;
@@ -273,7 +273,7 @@ impl Master {
                 );
                 return self.handover_failed(&request, refusal(why));
             }
-            *self.handover_request() = Some(request);
+            self.wait_for_quiet_point(request);
             return;
         }
         match self.hand_over(&request, now) {
