@@ -5,14 +5,25 @@
 //! a master's life (a stale event or timer can never reach a newer client), also across a
 //! handover (the next token travels in its record); a client is in the table from its accept
 //! until the loop removes it (and tells the session policy). What each client may do is the
-//! session policy's; its size is the policy's too (`SessionPolicy::client_size`).
+//! session policy's; its size is the policy's too (`SessionPolicy::client_size`), which names it
+//! by [`client_id`] of its token.
 
 use mio::Token;
 use std::collections::HashMap;
 use std::collections::hash_map::{Iter, IterMut, Values, ValuesMut};
 
 use super::client::Client;
+use desk_core::session::ClientId;
 use desk_wire::{Frame, Role};
+
+/// The session policy's name for the client behind a poll token (tokens are never reused).
+pub(super) fn client_id(token: Token) -> ClientId {
+    ClientId(token.0 as u64)
+}
+
+pub(super) fn token_of(client: ClientId) -> Token {
+    Token(client.0 as usize)
+}
 
 pub(super) struct ClientTable {
     clients: HashMap<Token, Client>,

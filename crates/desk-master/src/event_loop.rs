@@ -13,10 +13,10 @@
 //! ([`Terminal`](super::terminal::Terminal): the PTY, its read buffer, the input queue), the
 //! screen model and its log ([`SessionScreen`]), the state authority and what feeds it
 //! ([`AgentState`]), the clients ([`ClientTable`](super::clients::ClientTable)), the listening
-//! socket ([`Socket`]), the journal ([`JournalSink`](super::journal_sink::JournalSink)), the
-//! rate limits of titles and noise (`super::noise`), an operator's waiting keys
-//! ([`KeyQueue`](super::typing::KeyQueue)), the timers and the info file
-//! ([`InfoFile`](super::info::InfoFile)). Its fields are private to this file: the modules that
+//! socket ([`Socket`]), the repaints of views ([`Views`]), the journal
+//! ([`JournalSink`](super::journal_sink::JournalSink)), the rate limits of titles and noise
+//! (`super::noise`), an operator's waiting keys ([`KeyQueue`](super::typing::KeyQueue)), the
+//! timers and the info file ([`InfoFile`](super::info::InfoFile)). Its fields are private to this file: the modules that
 //! extend it (answer, events, hook, operator, handover) go through its methods. A client's
 //! terminal size is kept in one place, the policy (`SessionPolicy::client_size`).
 //! Invariants: the PTY is read no matter how slow any client is; no client can block the loop or
@@ -25,7 +25,7 @@
 //! before clients are told and before the socket disappears.
 
 use anyhow::{Context, Result};
-use desk_core::session::{ClientId, Effect, SessionPolicy, SizePolicy, Verdict};
+use desk_core::session::{Effect, SessionPolicy, SizePolicy, Verdict};
 use mio::net::UnixListener;
 use mio::{Events, Interest, Poll, Token};
 use nix::errno::Errno;
@@ -40,21 +40,21 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
 
-use super::client::{Client, Gone};
+use super::client::{Client, Gone, keyframe_chunks, output_chunks, output_frame};
+use super::clients::{client_id, token_of};
 use super::screen::SessionScreen;
 use super::socket::{LISTENER, Socket};
 use super::state::{AgentState, Announced};
 use super::terminal::{ReadEnd, interest};
 use super::timers::{Timer, Timers};
+use super::views::Views;
 use desk_common::journal::Journal;
 use desk_common::paths::SessionPaths;
 use desk_common::session::{self, ExitRecord, SessionMeta};
 use desk_core::state::{Authority, Change};
 use desk_term::screen::Screen;
 use desk_wire::events::EventBody;
-use desk_wire::{
-    ErrorCode, ExitStatus, Frame, HEADER_LEN, MAX_PAYLOAD, Role, SessionInfo, SnapshotReply, output_header,
-};
+use desk_wire::{ErrorCode, ExitStatus, Frame, MAX_PAYLOAD, Role, SessionInfo, SnapshotReply};
 
 const PTY: Token = Token(1);
 const SIGNALS: Token = Token(2);
@@ -73,21 +73,6 @@ const CLIENT_READ_CHUNK: usize = 8 * 1024;
 /// Stop reading the PTY after this many bytes in one loop turn and come back after serving
 /// clients and timers: a child that writes faster than we parse cannot starve everything else.
 const PTY_TURN_BUDGET: usize = 1 << 20;
-
-/// At most one view repaint per client this often. 16 ms is one frame of a 60 Hz display:
-/// a person cannot see repaints come faster, a change still shows well within the 50 ms a
-/// viewer should take to follow one (issue 10's target), and during a flood a view client costs
-/// at most ~60 renders of its screen a second, however fast the child writes.
-pub(super) const VIEW_REPAINT_INTERVAL: Duration = Duration::from_millis(16);
-
-/// 2 KiB: a change of the screen this small since a view's last repaint is repainted at once,
-/// not at the next [`VIEW_REPAINT_INTERVAL`]. A typed key's echo is a few bytes, a line
-/// editor's or an agent's redraw of its input box a few hundred to a couple of thousand; held
-/// back 16 ms, keys typed less than 16 ms apart (a fast typist, key repeat) would each echo a
-/// frame late (issue 22's typing target). A flood reads far more than this in a turn and stays
-/// coalesced; a child that writes a little at a time costs one render per turn of the loop,
-/// which each of its writes costs anyway.
-const SMALL_CHANGE: usize = 2 * 1024;
 
 /// Bytes reserved for the exit record: it is a few hundred bytes plus a title of at most
 /// 1 KiB, so 4 KiB (one page or block) always holds it.
@@ -146,8 +131,8 @@ pub(super) struct Master {
     /// Decides for the clients and the session's size, stop and exit; see [`Master::carry`].
     policy: SessionPolicy,
     timers: Timers,
-    /// When the armed [`Timer::ViewRepaint`] fires, if one is armed.
-    repaint_armed: Option<Instant>,
+    /// The repaint timer of the clients that take views.
+    views: Views,
     uid: u32,
     /// The info file's bookkeeping (`super::info`).
     info_file: super::info::InfoFile,
@@ -201,7 +186,7 @@ impl Master {
             clients: super::clients::ClientTable::new(FIRST_CLIENT),
             policy,
             timers,
-            repaint_armed: None,
+            views: Views::default(),
             uid: nix::unistd::geteuid().as_raw(),
             _lock: lock,
             handover: None,
@@ -948,74 +933,14 @@ impl Master {
         keyframe_chunks(&self.screen.model().render_keyframe())
     }
 
-    /// Give each streaming client the view it needs: none when its size is the session's (or
-    /// unknown), so it takes the raw fast path, unless it asked for a view always (HELLO's
-    /// view option); otherwise a view of its size. A client that
-    /// changes between the two (its terminal or the session was resized) needs a keyframe of
-    /// its new kind: what its terminal shows was drawn for the other.
+    /// Give each streaming client the view it needs (`super::views::update`).
     fn update_views(&mut self) {
-        let session = self.screen.model().size();
-        for (token, client) in self.clients.iter_mut() {
-            let size = self.policy.client_size(client_id(*token));
-            let wanted = size.filter(|size| (*size != session || client.always_view) && client.streams_output());
-            let has = client.view.as_ref().map(desk_term::view::View::size);
-            if wanted == has {
-                continue;
-            }
-            client.view = wanted.map(|(cols, rows)| desk_term::view::View::new(cols, rows, client.status_line));
-            client.view_dirty = false;
-            client.view_unsent = 0;
-            if client.streams_output() {
-                // Raw bytes queued for the other kind are superseded by the keyframe.
-                client.out.discard_backlog();
-                client.needs_keyframe = true;
-            }
-        }
+        super::views::update(&mut self.clients, self.screen.model().size(), &self.policy);
     }
 
-    /// Keyframes for view clients that wait for one, and repaints for those whose screen
-    /// changed, at most one per [`VIEW_REPAINT_INTERVAL`] each and only into an empty queue (a
-    /// slow client gets the latest view once it has drained, never a backlog). Arms
-    /// [`Timer::ViewRepaint`] for repaints not due yet.
+    /// Keyframes and repaints for view clients (`super::views::Views::repaint`).
     fn repaint_views(&mut self, now: Instant) {
-        let mut next: Option<Instant> = None;
-        for client in self.clients.values_mut() {
-            if client.view.is_none() || !client.streams_output() || !client.out.is_empty() || !client.writable {
-                continue;
-            }
-            let Some(view) = client.view.as_mut() else { continue };
-            if client.needs_keyframe {
-                let frames = keyframe_chunks(&view.keyframe(self.screen.model()));
-                client.view_dirty = false;
-                client.view_unsent = 0;
-                client.next_repaint = Some(now + VIEW_REPAINT_INTERVAL);
-                client.push_keyframe(&frames);
-                continue;
-            }
-            if !client.view_dirty {
-                continue;
-            }
-            match client.next_repaint {
-                Some(at) if at > now && client.view_unsent > SMALL_CHANGE => {
-                    next = Some(next.map_or(at, |n| n.min(at)));
-                    continue;
-                }
-                _ => {}
-            }
-            let bytes = view.render(self.screen.model());
-            client.view_dirty = false;
-            client.view_unsent = 0;
-            client.next_repaint = Some(now + VIEW_REPAINT_INTERVAL);
-            if !bytes.is_empty() {
-                client.push_repaint(&output_chunks(&bytes), bytes.len());
-            }
-        }
-        if let Some(at) = next
-            && self.repaint_armed.is_none_or(|armed| armed > at)
-        {
-            self.timers.arm(at, Timer::ViewRepaint);
-            self.repaint_armed = Some(at);
-        }
+        self.views.repaint(&mut self.clients, self.screen.model(), now, &mut self.timers);
     }
 
     // ----- signals, the child, timers -----
@@ -1127,7 +1052,7 @@ impl Master {
                     self.timers.arm(now + super::socket_watch::CHECK_INTERVAL, Timer::SocketCheck);
                 }
                 Timer::ViewRepaint => {
-                    self.repaint_armed = None;
+                    self.views.timer_fired();
                     self.repaint_views(now);
                 }
                 Timer::ReadyCheck => {
@@ -1407,55 +1332,6 @@ fn session_info(
     }
 }
 
-/// A keyframe's bytes cut into KEYFRAME frames (one empty frame for no bytes).
-fn keyframe_chunks(bytes: &[u8]) -> Vec<Rc<[u8]>> {
-    let mut frames = Vec::new();
-    let mut chunks = bytes.chunks(MAX_PAYLOAD).peekable();
-    if chunks.peek().is_none() {
-        frames.push(Rc::from(Frame::Keyframe { more: false, data: Vec::new() }.to_bytes()));
-    }
-    while let Some(chunk) = chunks.next() {
-        let more = chunks.peek().is_some();
-        frames.push(Rc::from(Frame::Keyframe { more, data: chunk.to_vec() }.to_bytes()));
-    }
-    frames
-}
-
-/// Terminal bytes cut into OUTPUT frames.
-fn output_chunks(bytes: &[u8]) -> Vec<Rc<[u8]>> {
-    bytes.chunks(MAX_PAYLOAD).map(output_frame).collect()
-}
-
-/// One OUTPUT frame carrying `piece` (at most [`MAX_PAYLOAD`] bytes), built in its shared
-/// allocation: every byte of a flood is copied once on its way to the clients, not twice.
-fn output_frame(piece: &[u8]) -> Rc<[u8]> {
-    let header = output_header(piece.len());
-    let mut frame = Rc::<[u8]>::new_uninit_slice(HEADER_LEN + piece.len());
-    let Some(slots) = Rc::get_mut(&mut frame) else {
-        // A fresh Rc has no other owner; this is not reached.
-        return Rc::from([&header[..], piece].concat());
-    };
-    let (head, body) = slots.split_at_mut(HEADER_LEN);
-    for (slot, byte) in head.iter_mut().zip(header) {
-        slot.write(byte);
-    }
-    for (slot, byte) in body.iter_mut().zip(piece) {
-        slot.write(*byte);
-    }
-    // SAFETY: `head` and `body` together are every slot of the slice, and each was written
-    // above.
-    unsafe { frame.assume_init() }
-}
-
-/// The session policy's name for the client behind a poll token (tokens are never reused).
-pub(super) fn client_id(token: Token) -> ClientId {
-    ClientId(token.0 as u64)
-}
-
-fn token_of(client: ClientId) -> Token {
-    Token(client.0 as usize)
-}
-
 /// An ERROR frame's message, as the reason a client is closed for.
 fn error_message(frame: &Frame) -> String {
     match frame {
@@ -1470,6 +1346,7 @@ mod tests {
     //! handed to `client_frame` and what each client receives is read from the other end.
 
     use super::*;
+    use crate::views::{SMALL_CHANGE, VIEW_REPAINT_INTERVAL};
     use desk_core::session::{HANDSHAKE_DEADLINE, MAX_CLIENTS, SLOW_CLIENT_DEADLINE};
     use desk_wire::FrameDecoder;
     use desk_wire::PROTOCOL_VERSION;

@@ -41,7 +41,8 @@ use std::time::Instant;
 use tracing::{info, warn};
 
 use super::client::Client;
-use super::event_loop::{Master, Parts, client_id};
+use super::clients::client_id;
+use super::event_loop::{Master, Parts};
 use super::handover_request::{QUIET_POINT_WITHIN, Request};
 use super::queue::OutQueue;
 use super::socket::LISTENER;

@@ -55,6 +55,7 @@ mod state;
 mod terminal;
 mod timers;
 mod typing;
+mod views;
 
 pub use client::CLIENT_QUEUE_LIMIT;
 pub use desk_core::session::{HANDSHAKE_DEADLINE, MAX_CLIENTS, SLOW_CLIENT_DEADLINE};
