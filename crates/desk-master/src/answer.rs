@@ -54,9 +54,9 @@ pub(super) struct Answerer {
 impl Master {
     /// The dialog on the screen now, as the provider's rules read it.
     pub(super) fn dialog_now(&self) -> Option<Dialog> {
-        let spec = self.authority.rules().dialog.as_ref()?;
-        let scope = format!("{}/{}", self.meta.name, self.meta.generation);
-        spec.read(&self.screen.text_rows(), Some(&self.screen), &scope)
+        let spec = self.agent().authority().rules().dialog.as_ref()?;
+        let scope = format!("{}/{}", self.meta().name, self.meta().generation);
+        spec.read(&self.screen().text_rows(), Some(self.screen()), &scope)
     }
 
     /// An `answer` request from client `token`: check it against the screen, then type its
@@ -81,8 +81,8 @@ impl Master {
             master.journal_answer(said, &seen, dialog.as_ref(), &who);
             Err(Frame::error(ErrorCode::NotPermitted, why))
         };
-        let Some(spec) = self.authority.rules().dialog.clone() else {
-            let why = format!("desk has no dialog rules for {} sessions; nothing was typed", self.meta.provider);
+        let Some(spec) = self.agent().authority().rules().dialog.clone() else {
+            let why = format!("desk has no dialog rules for {} sessions; nothing was typed", self.meta().provider);
             return refuse(self, why, Vec::new());
         };
         let Some(shown) = dialog.clone() else {
@@ -97,7 +97,7 @@ impl Master {
             );
             return refuse(self, why, Vec::new());
         }
-        if !self.pending_keys.is_empty() {
+        if !self.pending_keys().is_empty() {
             let why = "keys of an earlier request are still being typed into the session; nothing was typed";
             return refuse(self, why.into(), Vec::new());
         }
@@ -109,7 +109,7 @@ impl Master {
             Ok(parsed) => parsed,
             Err((at, e)) => return refuse(self, format!("the rules' key {:?} is no key ({e})", keys[at - 1]), keys),
         };
-        let app_cursor = self.screen.modes().app_cursor_keys;
+        let app_cursor = self.screen().modes().app_cursor_keys;
         let mut parsed = parsed.into_iter();
         let Some(first) = parsed.next() else { return Ok(()) };
         if !self.queue_input(token, &desk_term::keys::encode(&[first], app_cursor), now) {
@@ -123,11 +123,11 @@ impl Master {
             );
             return Ok(());
         }
-        self.pending_keys.extend(parsed.map(|key| PendingKey { key, expect: Some(seen.clone()), misses: 0 }));
-        if !self.pending_keys.is_empty() {
-            self.timers.arm(now + KEY_GAP, Timer::KeysNext);
+        self.pending_keys_mut().queue(parsed.map(|key| PendingKey { key, expect: Some(seen.clone()), misses: 0 }));
+        if !self.pending_keys().is_empty() {
+            self.arm(now + KEY_GAP, Timer::KeysNext);
         }
-        self.last_controller_input_ms = Some(desk_common::clock::now_ms());
+        self.person_typed();
         let said = Said { outcome: "typed", choice: label(Some(&shown)), keys, why: None };
         self.journal_answer(said, &seen, Some(&shown), &who);
         Ok(())

@@ -10,7 +10,8 @@
 //! behind. Invariants: output deltas are never queued while a keyframe is pending; control
 //! frames (replies, errors, EXIT) are never dropped while the client is connected; a queue
 //! never exceeds its limit by more than one frame (or the rest of a keyframe already started,
-//! which is never cut).
+//! which is never cut). The frames queued for clients are built here too, once, shared by
+//! every client they go to ([`output_frame`], [`output_chunks`], [`keyframe_chunks`]).
 
 use mio::net::UnixStream;
 use std::io;
@@ -19,7 +20,7 @@ use std::time::Instant;
 
 use super::queue::{Flush, OutQueue};
 use desk_term::view::View;
-use desk_wire::{Frame, FrameDecoder, Role};
+use desk_wire::{Frame, FrameDecoder, HEADER_LEN, MAX_PAYLOAD, Role, output_header};
 
 /// 1 MiB of output a streaming client may lag behind before its backlog is replaced by a
 /// keyframe. A full 300x100 screen with colours renders to well under 200 KiB, so a client this
@@ -239,4 +240,44 @@ impl Client {
             Err(e) => self.gone = Some(Gone::Failed(format!("write failed: {e}"))),
         }
     }
+}
+
+/// A keyframe's bytes cut into KEYFRAME frames (one empty frame for no bytes).
+pub(super) fn keyframe_chunks(bytes: &[u8]) -> Vec<Rc<[u8]>> {
+    let mut frames = Vec::new();
+    let mut chunks = bytes.chunks(MAX_PAYLOAD).peekable();
+    if chunks.peek().is_none() {
+        frames.push(Rc::from(Frame::Keyframe { more: false, data: Vec::new() }.to_bytes()));
+    }
+    while let Some(chunk) = chunks.next() {
+        let more = chunks.peek().is_some();
+        frames.push(Rc::from(Frame::Keyframe { more, data: chunk.to_vec() }.to_bytes()));
+    }
+    frames
+}
+
+/// Terminal bytes cut into OUTPUT frames.
+pub(super) fn output_chunks(bytes: &[u8]) -> Vec<Rc<[u8]>> {
+    bytes.chunks(MAX_PAYLOAD).map(output_frame).collect()
+}
+
+/// One OUTPUT frame carrying `piece` (at most [`MAX_PAYLOAD`] bytes), built in its shared
+/// allocation: every byte of a flood is copied once on its way to the clients, not twice.
+pub(super) fn output_frame(piece: &[u8]) -> Rc<[u8]> {
+    let header = output_header(piece.len());
+    let mut frame = Rc::<[u8]>::new_uninit_slice(HEADER_LEN + piece.len());
+    let Some(slots) = Rc::get_mut(&mut frame) else {
+        // A fresh Rc has no other owner; this is not reached.
+        return Rc::from([&header[..], piece].concat());
+    };
+    let (head, body) = slots.split_at_mut(HEADER_LEN);
+    for (slot, byte) in head.iter_mut().zip(header) {
+        slot.write(byte);
+    }
+    for (slot, byte) in body.iter_mut().zip(piece) {
+        slot.write(*byte);
+    }
+    // SAFETY: `head` and `body` together are every slot of the slice, and each was written
+    // above.
+    unsafe { frame.assume_init() }
 }

@@ -5,14 +5,25 @@
 //! a master's life (a stale event or timer can never reach a newer client), also across a
 //! handover (the next token travels in its record); a client is in the table from its accept
 //! until the loop removes it (and tells the session policy). What each client may do is the
-//! session policy's; its size is the policy's too (`SessionPolicy::client_size`).
+//! session policy's; its size is the policy's too (`SessionPolicy::client_size`), which names it
+//! by [`client_id`] of its token.
 
 use mio::Token;
 use std::collections::HashMap;
-use std::collections::hash_map::{IterMut, Values, ValuesMut};
+use std::collections::hash_map::{Iter, IterMut, Values, ValuesMut};
 
 use super::client::Client;
+use desk_core::session::ClientId;
 use desk_wire::{Frame, Role};
+
+/// The session policy's name for the client behind a poll token (tokens are never reused).
+pub(super) fn client_id(token: Token) -> ClientId {
+    ClientId(token.0 as u64)
+}
+
+pub(super) fn token_of(client: ClientId) -> Token {
+    Token(client.0 as usize)
+}
 
 pub(super) struct ClientTable {
     clients: HashMap<Token, Client>,
@@ -63,6 +74,10 @@ impl ClientTable {
         self.clients.len()
     }
 
+    pub(super) fn iter(&self) -> Iter<'_, Token, Client> {
+        self.clients.iter()
+    }
+
     pub(super) fn values(&self) -> Values<'_, Token, Client> {
         self.clients.values()
     }
@@ -91,6 +106,17 @@ impl ClientTable {
     /// Whether a controller is attached (someone may be typing into the session).
     pub(super) fn controller_attached(&self) -> bool {
         self.clients.values().any(|c| c.role == Some(Role::Controller) && c.alive())
+    }
+
+    /// Give back the capacity of empty queues and decode buffers (the session went idle,
+    /// `super::memory`).
+    pub(super) fn release_idle_memory(&mut self) {
+        for client in self.clients.values_mut() {
+            if client.decoder.buffered() == 0 {
+                client.decoder = desk_wire::FrameDecoder::new();
+            }
+            client.out.release_if_empty();
+        }
     }
 
     /// Every client still connected has read all that was queued for it.

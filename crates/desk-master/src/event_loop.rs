@@ -8,20 +8,25 @@
 //! the exit flush are decided by the session policy (`desk_core::session`): this loop feeds it
 //! what it observes, with the time, carries out the effects it returns ([`Master::carry`]) and
 //! acts on its verdict on each client frame (`Verdict`: the INPUT bytes to queue, the HOOK or
-//! EVENT to interpret, the SNAPSHOT_REQUEST to answer). Its parts own their own state: the
-//! clients ([`ClientTable`](super::clients::ClientTable)), the journal
+//! EVENT to interpret, the SNAPSHOT_REQUEST to answer). [`Master`] is a composition of owned
+//! parts, each keeping its own state and invariants behind its methods: the session's terminal
+//! ([`Terminal`](super::terminal::Terminal): the PTY, its read buffer, the input queue), the
+//! screen model and its log ([`SessionScreen`]), the state authority and what feeds it
+//! ([`AgentState`]), the clients ([`ClientTable`](super::clients::ClientTable)), the listening
+//! socket ([`Socket`]), the repaints of views ([`Views`]), the journal
 //! ([`JournalSink`](super::journal_sink::JournalSink)), the rate limits of titles and noise
-//! (`super::noise`), the info file ([`InfoFile`](super::info::InfoFile)); a client's terminal
-//! size is the policy's (`SessionPolicy::client_size`).
+//! (`super::noise`), an operator's waiting keys ([`KeyQueue`](super::typing::KeyQueue)), the
+//! timers and the info file ([`InfoFile`](super::info::InfoFile)). Its fields are private to this file: the modules that
+//! extend it (answer, events, hook, operator, handover) go through its methods. A client's
+//! terminal size is kept in one place, the policy (`SessionPolicy::client_size`).
 //! Invariants: the PTY is read no matter how slow any client is; no client can block the loop or
 //! another client; the output path does not pass through the policy (only a client falling
 //! behind or catching up is reported, once per turn); the child's exit is recorded durably
 //! before clients are told and before the socket disappears.
 
 use anyhow::{Context, Result};
-use desk_core::session::{ClientId, Effect, SessionPolicy, SizePolicy, Verdict};
+use desk_core::session::{Effect, SessionPolicy, SizePolicy, Verdict};
 use mio::net::UnixListener;
-use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
@@ -30,37 +35,32 @@ use nix::unistd::Pid;
 use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use signal_hook_mio::v1_0::Signals;
 use std::io::{self, Read};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
 
-use super::client::{Client, Gone};
-use super::queue::{Flush, InputQueue};
+use super::client::{Client, Gone, keyframe_chunks, output_chunks, output_frame};
+use super::clients::{client_id, token_of};
+use super::screen::SessionScreen;
+use super::socket::{LISTENER, Socket};
+use super::state::{AgentState, Announced};
+use super::terminal::{ReadEnd, interest};
 use super::timers::{Timer, Timers};
+use super::views::Views;
 use desk_common::journal::Journal;
 use desk_common::paths::SessionPaths;
 use desk_common::session::{self, ExitRecord, SessionMeta};
-use desk_core::state::Authority;
-use desk_term::events::OutputEvent;
+use desk_core::state::{Authority, Change};
 use desk_term::screen::Screen;
 use desk_wire::events::EventBody;
-use desk_wire::{
-    ErrorCode, ExitStatus, Frame, HEADER_LEN, MAX_PAYLOAD, Role, SessionInfo, SnapshotReply, output_header,
-};
+use desk_wire::{ErrorCode, ExitStatus, Frame, MAX_PAYLOAD, Role, SessionInfo, SnapshotReply};
 
-pub(super) const LISTENER: Token = Token(0);
 const PTY: Token = Token(1);
 const SIGNALS: Token = Token(2);
 /// Client tokens start here and are never reused within a master's life, so a stale event or
 /// timer can never reach a newer client.
 const FIRST_CLIENT: usize = 16;
-
-/// 64 KiB per PTY read: Linux hands out PTY data in up to 4 KiB pieces, so several reads are
-/// coalesced into one OUTPUT frame, which keeps per-frame costs (headers, syscalls on every
-/// client socket) small during floods. The buffer is allocated on first use and given back
-/// when the session goes idle (`memory.rs`).
-pub(super) const PTY_READ_CHUNK: usize = 64 * 1024;
 
 /// 8 KiB per client read, on the stack: a client sends small frames (HELLO, keystrokes,
 /// requests), and a large paste just takes more reads. Stack pages once touched stay resident
@@ -73,25 +73,6 @@ const CLIENT_READ_CHUNK: usize = 8 * 1024;
 /// Stop reading the PTY after this many bytes in one loop turn and come back after serving
 /// clients and timers: a child that writes faster than we parse cannot starve everything else.
 const PTY_TURN_BUDGET: usize = 1 << 20;
-
-/// 1 MiB of input may wait for the child: far more than any typing or prompt paste. A child
-/// that has stopped reading is reported to the sender by refusing further INPUT frames.
-pub const INPUT_QUEUE_LIMIT: usize = 1 << 20;
-
-/// At most one view repaint per client this often. 16 ms is one frame of a 60 Hz display:
-/// a person cannot see repaints come faster, a change still shows well within the 50 ms a
-/// viewer should take to follow one (issue 10's target), and during a flood a view client costs
-/// at most ~60 renders of its screen a second, however fast the child writes.
-pub(super) const VIEW_REPAINT_INTERVAL: Duration = Duration::from_millis(16);
-
-/// 2 KiB: a change of the screen this small since a view's last repaint is repainted at once,
-/// not at the next [`VIEW_REPAINT_INTERVAL`]. A typed key's echo is a few bytes, a line
-/// editor's or an agent's redraw of its input box a few hundred to a couple of thousand; held
-/// back 16 ms, keys typed less than 16 ms apart (a fast typist, key repeat) would each echo a
-/// frame late (issue 22's typing target). A flood reads far more than this in a turn and stays
-/// coalesced; a child that writes a little at a time costs one render per turn of the loop,
-/// which each of its writes costs anyway.
-const SMALL_CHANGE: usize = 2 * 1024;
 
 /// Bytes reserved for the exit record: it is a few hundred bytes plus a title of at most
 /// 1 KiB, so 4 KiB (one page or block) always holds it.
@@ -111,8 +92,9 @@ pub(super) struct Parts {
     /// The master is a child subreaper: orphaned descendants of the session are re-parented to
     /// it, so it must reap them, and it finds every descendant through parent links.
     pub subreaper: bool,
-    /// How the session's size follows its controllers.
-    pub size_policy: SizePolicy,
+    /// Decides for the clients and the session's size, stop and exit: a new one
+    /// ([`new_policy`]), or one handed over.
+    pub policy: SessionPolicy,
     /// The session log (`desk log`), when the session keeps one; the screen's log text is on.
     pub log: Option<desk_common::screen_log::LogWriter>,
     /// The name's lock, held until the master exits.
@@ -120,68 +102,44 @@ pub(super) struct Parts {
 }
 
 pub(super) struct Master {
-    pub(super) files: SessionPaths,
-    pub(super) poll: Poll,
-    pub(super) listener: Option<UnixListener>,
-    pub(super) pty: OwnedFd,
-    pub(super) signals: Signals,
-    pub(super) meta: SessionMeta,
-    pub(super) screen: Screen,
-    /// The output events of the chunk being handled; kept between chunks for its capacity.
-    pub(super) found: Vec<OutputEvent>,
-    /// The session log (which keeps the lines waiting to be written).
-    pub(super) log: Option<desk_common::screen_log::LogWriter>,
+    files: SessionPaths,
+    poll: Poll,
+    /// The listening socket, and the check that keeps it where clients look.
+    socket: Socket,
+    /// The session's terminal: the PTY, its read buffer and the input waiting for the child.
+    terminal: super::terminal::Terminal,
+    signals: Signals,
+    meta: SessionMeta,
+    /// The screen model and the session log.
+    screen: SessionScreen,
     /// Numbers and journals the session's events ([`Master::emit`] streams them).
-    pub(super) journal: super::journal_sink::JournalSink,
+    journal: super::journal_sink::JournalSink,
     /// Room reserved at start for the exit record, used when the disk is full at exit (so
     /// `desk ls` does not call a clean exit `lost`).
     exit_reserve: Option<desk_common::fsutil::Reserved>,
     /// The rate limits of title events and of the other noisy ones.
-    pub(super) titles: super::noise::TitleLimiter,
-    pub(super) noise: super::noise::NoiseLimiter,
-    pub(super) output_active: bool,
-    pub(super) last_output: Instant,
-    pub(super) authority: Authority,
-    pub(super) state_timer: Option<Instant>,
-    pub(super) screen_check_armed: bool,
-    /// When a controller (or an operator's `keys`) last typed (Unix ms): delivery does not
-    /// type over a person.
-    pub(super) last_controller_input_ms: Option<u64>,
+    titles: super::noise::TitleLimiter,
+    noise: super::noise::NoiseLimiter,
+    /// The state authority and what feeds it (output flow, screen checks, a person's typing).
+    agent: AgentState,
     /// An operator's keys still to be typed, one per [`super::typing::KEY_GAP`].
-    pub(super) pending_keys: std::collections::VecDeque<super::typing::PendingKey>,
-    pty_open: bool,
-    /// The PTY took the last write whole (or nothing was written yet); false from a write that
-    /// would block until the PTY reports writability.
-    pub(super) pty_writable: bool,
-    /// The PTY is registered for writability: only while [`Master::pty_writable`] is false
-    /// (see [`Master::watch_writability`]).
-    pty_watches_out: bool,
-    /// The PTY had more to read when the turn budget ran out.
-    pty_pending: bool,
+    pending_keys: super::typing::KeyQueue,
     child_status: Option<ExitStatus>,
-    pub(super) subreaper: bool,
+    subreaper: bool,
     /// The connected clients and the tokens to come.
-    pub(super) clients: super::clients::ClientTable,
+    clients: super::clients::ClientTable,
     /// Decides for the clients and the session's size, stop and exit; see [`Master::carry`].
-    pub(super) policy: SessionPolicy,
-    pub(super) input: InputQueue,
-    pub(super) timers: Timers,
-    /// When the armed [`Timer::ViewRepaint`] fires, if one is armed.
-    repaint_armed: Option<Instant>,
-    /// Holds [`PTY_READ_CHUNK`] bytes while the session is busy, nothing while it is idle.
-    pub(super) read_buf: Vec<u8>,
+    policy: SessionPolicy,
+    timers: Timers,
+    /// The repaint timer of the clients that take views.
+    views: Views,
     uid: u32,
     /// The info file's bookkeeping (`super::info`).
-    pub(super) info_file: super::info::InfoFile,
-    /// Which file the socket is, checked on SIGUSR1 and on a timer so that one removed is
-    /// bound again.
-    pub(super) socket_watch: super::socket_watch::SocketWatch,
+    info_file: super::info::InfoFile,
     /// The name's lock: no other master runs this session while this one lives.
-    pub(super) _lock: desk_common::session::MasterLock,
-    /// The session's terminal as its processes name it (`/dev/pts/N`), to see who reads it.
-    pub(super) tty: Option<String>,
+    _lock: desk_common::session::MasterLock,
     /// A handover to another binary (`desk upgrade`) waiting for a quiet point.
-    pub(super) handover: Option<super::handover_request::Request>,
+    handover: Option<super::handover_request::Request>,
 }
 
 impl Master {
@@ -197,61 +155,163 @@ impl Master {
             journal,
             authority,
             subreaper,
-            size_policy,
+            policy,
             log,
             lock,
         } = parts;
-        let policy = SessionPolicy::new((meta.cols, meta.rows), size_policy)
-            // What its session record says it speaks (none: version 1, the compatibility mode).
-            .speaking(meta.protocol.unwrap_or(1));
-        let tty = desk_common::pty::slave_name(pty.as_fd());
-        let socket_watch = super::socket_watch::SocketWatch::new(&files.socket);
         let mut timers = Timers::default();
         timers.arm(Instant::now() + super::socket_watch::CHECK_INTERVAL, Timer::SocketCheck);
         let exit_reserve = desk_common::fsutil::Reserved::new(&files.exit, EXIT_RECORD_RESERVE)
             .map_err(|e| warn!("cannot reserve room for the exit record: {e:#}"))
             .ok();
         let info_file = super::info::InfoFile::new(files.info.clone());
+        let socket = Socket::new(listener, &files);
         Master {
             info_file,
             exit_reserve,
             files,
             poll,
-            listener: Some(listener),
-            pty,
+            socket,
+            terminal: super::terminal::Terminal::new(pty),
             signals,
             meta,
-            screen,
-            found: Vec::new(),
-            log,
+            screen: SessionScreen::new(screen, log),
             journal: super::journal_sink::JournalSink::new(journal),
             titles: Default::default(),
             noise: Default::default(),
-            output_active: false,
-            last_output: Instant::now(),
-            authority,
-            state_timer: None,
-            screen_check_armed: false,
-            last_controller_input_ms: None,
+            agent: AgentState::new(authority),
             pending_keys: Default::default(),
-            pty_open: true,
-            pty_writable: true,
-            pty_watches_out: false,
-            pty_pending: false,
             child_status: None,
             subreaper,
             clients: super::clients::ClientTable::new(FIRST_CLIENT),
             policy,
-            input: InputQueue::new(INPUT_QUEUE_LIMIT),
             timers,
-            repaint_armed: None,
-            read_buf: Vec::new(),
+            views: Views::default(),
             uid: nix::unistd::geteuid().as_raw(),
-            socket_watch,
             _lock: lock,
-            tty,
             handover: None,
         }
+    }
+
+    // ----- for the modules that extend the master (answer, events, hook, operator, handover) -----
+
+    /// The session's record.
+    pub(super) fn meta(&self) -> &SessionMeta {
+        &self.meta
+    }
+
+    /// The session's files.
+    pub(super) fn files(&self) -> &SessionPaths {
+        &self.files
+    }
+
+    /// The screen model.
+    pub(super) fn screen(&self) -> &Screen {
+        self.screen.model()
+    }
+
+    /// The connected clients.
+    pub(super) fn clients(&self) -> &super::clients::ClientTable {
+        &self.clients
+    }
+
+    pub(super) fn clients_mut(&mut self) -> &mut super::clients::ClientTable {
+        &mut self.clients
+    }
+
+    /// The session policy, to ask it (what it decides reaches the loop as effects).
+    pub(super) fn policy(&self) -> &SessionPolicy {
+        &self.policy
+    }
+
+    /// The session's terminal.
+    pub(super) fn terminal(&self) -> &super::terminal::Terminal {
+        &self.terminal
+    }
+
+    pub(super) fn terminal_mut(&mut self) -> &mut super::terminal::Terminal {
+        &mut self.terminal
+    }
+
+    /// The journal of the session's events.
+    pub(super) fn journal(&self) -> &super::journal_sink::JournalSink {
+        &self.journal
+    }
+
+    pub(super) fn journal_mut(&mut self) -> &mut super::journal_sink::JournalSink {
+        &mut self.journal
+    }
+
+    /// The rate limit of title events.
+    pub(super) fn titles_mut(&mut self) -> &mut super::noise::TitleLimiter {
+        &mut self.titles
+    }
+
+    /// The rate limit of the other noisy events.
+    pub(super) fn noise_mut(&mut self) -> &mut super::noise::NoiseLimiter {
+        &mut self.noise
+    }
+
+    /// Whether a handover waits for a quiet point.
+    pub(super) fn handover_waiting(&self) -> bool {
+        self.handover.is_some()
+    }
+
+    /// Keep `request` until the next quiet point (the end of a loop turn, or its timer).
+    pub(super) fn wait_for_quiet_point(&mut self, request: super::handover_request::Request) {
+        self.handover = Some(request);
+    }
+
+    /// The handover waiting for a quiet point, taken: it is carried out or given up now.
+    pub(super) fn take_handover_request(&mut self) -> Option<super::handover_request::Request> {
+        self.handover.take()
+    }
+
+    /// The name's lock's descriptor (for a handover).
+    pub(super) fn lock_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self._lock.as_fd()
+    }
+
+    /// Whether the master is its session's child subreaper.
+    pub(super) fn subreaper(&self) -> bool {
+        self.subreaper
+    }
+
+    /// The session log's cap, when the session keeps one.
+    pub(super) fn log_cap(&self) -> Option<u64> {
+        self.screen.log_cap()
+    }
+
+    /// Arm a timer of the loop's.
+    pub(super) fn arm(&mut self, at: Instant, timer: Timer) {
+        self.timers.arm(at, timer);
+    }
+
+    pub(super) fn cancel(&mut self, timer: Timer) {
+        self.timers.cancel(timer);
+    }
+
+    /// Something HELLO would be answered with may have changed: compare the info file at the
+    /// next refresh.
+    pub(super) fn poke_info_file(&mut self) {
+        self.info_file.poke();
+    }
+
+    /// Take over a client of a handover: registered for readability, its terminal's `size` told
+    /// to the policy.
+    pub(super) fn adopt_client(&mut self, token: Token, mut client: Client, size: Option<(u16, u16)>) -> Result<()> {
+        self.poll
+            .registry()
+            .register(&mut client.stream, token, Interest::READABLE)
+            .context("cannot register a client")?;
+        self.policy.adopt_client_size(client_id(token), size);
+        self.clients.insert(token, client);
+        Ok(())
+    }
+
+    /// The listening socket's descriptor, while it is open (for a handover).
+    pub(super) fn socket_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.socket.fd()
     }
 
     /// The first event of every generation.
@@ -290,7 +350,7 @@ impl Master {
                     break;
                 }
             }
-            let timeout = if self.pty_pending {
+            let timeout = if self.terminal.has_pending() {
                 Some(Duration::ZERO)
             } else {
                 self.timers.next_deadline().map(|at| at.saturating_duration_since(now))
@@ -303,7 +363,7 @@ impl Master {
                 }
                 return Err(e).context("poll failed");
             }
-            if self.pty_pending && self.pty_open {
+            if self.terminal.has_pending() {
                 self.read_pty(Instant::now());
             }
             for event in events.iter() {
@@ -316,8 +376,7 @@ impl Master {
                     LISTENER => self.accept(now),
                     PTY => {
                         if event.is_writable() {
-                            self.pty_writable = true;
-                            self.flush_input();
+                            self.terminal.on_writable();
                         }
                         if event.is_readable() || event.is_read_closed() || event.is_error() {
                             self.read_pty(now);
@@ -340,11 +399,8 @@ impl Master {
             }
         }
         // Lines that scrolled off after the exit (a helper still writing) are waiting.
-        if let Some(log) = &mut self.log
-            && log.has_pending()
-            && let Err(e) = log.sync()
-        {
-            warn!("{e:#}");
+        if self.screen.log_has_pending() {
+            self.screen.sync_log();
         }
         let status = self.child_status.unwrap_or(ExitStatus::Code(0));
         info!(status = %desk_common::signals::describe_exit(status), "master exiting");
@@ -354,64 +410,35 @@ impl Master {
     // ----- PTY -----
 
     fn read_pty(&mut self, now: Instant) {
-        let mut buf = self.take_read_buf();
+        let mut buf = self.terminal.take_read_buf();
         let mut turn = 0;
-        self.pty_pending = false;
+        self.terminal.set_pending(false);
         loop {
-            let mut filled = 0;
-            let mut closed = false;
-            let mut blocked = false;
-            while filled < buf.len() {
-                match nix::unistd::read(self.pty.as_fd(), &mut buf[filled..]) {
-                    Ok(0) => {
-                        closed = true;
-                        break;
-                    }
-                    Ok(n) => filled += n,
-                    Err(Errno::EAGAIN) => {
-                        blocked = true;
-                        break;
-                    }
-                    Err(Errno::EINTR) => continue,
-                    Err(Errno::EIO) => {
-                        closed = true;
-                        break;
-                    }
-                    Err(e) => {
-                        warn!("PTY read failed: {e}");
-                        closed = true;
-                        break;
-                    }
-                }
-            }
+            let (filled, end) = self.terminal.fill(&mut buf);
             if filled > 0 {
                 self.on_output(&buf[..filled], now);
                 turn += filled;
             }
-            if closed {
-                self.close_pty();
-                break;
-            }
-            if blocked {
-                break;
+            match end {
+                ReadEnd::Closed => {
+                    self.close_pty();
+                    break;
+                }
+                ReadEnd::Blocked => break,
+                ReadEnd::Full => {}
             }
             if turn >= PTY_TURN_BUDGET && self.child_status.is_none() {
-                self.pty_pending = true;
+                self.terminal.set_pending(true);
                 break;
             }
         }
-        self.read_buf = buf;
+        self.terminal.put_read_buf(buf);
     }
 
     /// Hands the lines the screen scrolled off since the last call to the session log, which
     /// writes them within [`desk_common::screen_log::FLUSH_AFTER`] (or sooner, see [`Master::flush_log`]).
     pub(super) fn drain_log(&mut self, now: Instant) {
-        let Some(log) = &mut self.log else {
-            return;
-        };
-        let mut first = false;
-        self.screen.take_log_text(|text| first = log.push(text));
-        if first {
+        if self.screen.drain_log() {
             self.timers.arm(now + desk_common::screen_log::FLUSH_AFTER, Timer::LogFlush);
         }
     }
@@ -421,42 +448,30 @@ impl Master {
     /// scrolled off above it), and when the session goes idle. A log that cannot be written is
     /// given up (with a warning): the session goes on without it.
     pub(super) fn flush_log(&mut self) {
-        if let Some(log) = &mut self.log
-            && let Err(e) = log.flush()
-        {
-            warn!("{e:#}; the session log stops here");
-            self.log = None;
-        }
+        self.screen.flush_log();
     }
 
     fn close_pty(&mut self) {
-        if self.pty_open {
-            self.pty_open = false;
-            self.pty_pending = false;
-            let _ = self.poll.registry().deregister(&mut SourceFd(&self.pty.as_raw_fd()));
+        if self.terminal.close(self.poll.registry()) {
             self.policy.on_terminal_closed();
-            debug!("PTY closed");
         }
     }
 
     fn on_output(&mut self, data: &[u8], now: Instant) {
         // The one parse of these bytes: the screen model, and the events it finds on the way.
-        let mut found = std::mem::take(&mut self.found);
-        self.screen.feed(data, &mut found);
+        let mut found = self.screen.feed(data);
         self.drain_log(now);
         if !found.is_empty() {
             self.on_output_events(found.drain(..), now);
         }
-        self.found = found;
+        self.screen.recycle(found);
         self.note_output(now);
         let replies = self.screen.take_replies();
         if !replies.is_empty() && !self.clients.controller_attached() {
             // Nobody's terminal will answer: answer from the model so a headless TUI does not
             // hang. A child that stopped reading cannot take more; dropping a reply it would
             // never read is harmless.
-            if self.input.push(&replies).is_ok() {
-                self.flush_input();
-            }
+            let _ = self.terminal.queue_input(&replies);
         }
         if !self.clients.values().any(|c| c.view.is_some() || c.streams_output()) {
             return;
@@ -489,13 +504,7 @@ impl Master {
     /// not be registered (it is marked gone: the loop must not sleep before removing it).
     pub(super) fn watch_writability(&mut self) -> bool {
         let registry = self.poll.registry();
-        if self.pty_open && self.pty_watches_out == self.pty_writable {
-            let want = !self.pty_writable;
-            match registry.reregister(&mut SourceFd(&self.pty.as_raw_fd()), PTY, interest(want)) {
-                Ok(()) => self.pty_watches_out = want,
-                Err(e) => warn!("cannot change what the PTY is watched for: {e}"),
-            }
-        }
+        self.terminal.watch_writability(registry, PTY);
         let mut failed = false;
         for (token, client) in &mut self.clients {
             let want = !client.writable && client.alive();
@@ -512,25 +521,13 @@ impl Master {
         failed
     }
 
-    pub(super) fn flush_input(&mut self) {
-        if !self.pty_writable || !self.pty_open || self.input.is_empty() {
-            return;
-        }
-        let mut writer = FdWriter(self.pty.as_fd());
-        match self.input.flush_to(&mut writer) {
-            Ok(Flush::Drained) => {}
-            Ok(Flush::Blocked) => self.pty_writable = false,
-            Err(e) => warn!("PTY write failed: {e}"),
-        }
-    }
-
     // ----- clients -----
 
     fn accept(&mut self, now: Instant) {
         loop {
-            let Some(listener) = &self.listener else { return };
-            let (mut stream, _) = match listener.accept() {
-                Ok(pair) => pair,
+            let Some(accepted) = self.socket.accept() else { return };
+            let mut stream = match accepted {
+                Ok(stream) => stream,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
@@ -681,18 +678,17 @@ impl Master {
     /// Answer a SNAPSHOT_REQUEST the session policy permitted.
     fn answer_snapshot(&mut self, token: Token, history: Option<desk_wire::HistoryRequest>) {
         self.flush_log();
-        let canonical = desk_common::pty::is_canonical(self.pty.as_fd());
-        let foreground = desk_common::pty::foreground(self.pty.as_fd(), self.meta.pid, self.tty.as_deref(), canonical);
+        let (canonical, foreground) = self.terminal.foreground(self.meta.pid);
         let mut reply = SnapshotReply {
             generation: self.meta.generation,
-            last_input_ms: self.last_controller_input_ms,
+            last_input_ms: self.agent.last_person_input_ms(),
             canonical,
-            state: Some(self.authority.view()),
+            state: Some(self.agent.authority().view()),
             foreground,
-            ..SnapshotReply::of_screen(self.screen.snapshot())
+            ..SnapshotReply::of_screen(self.screen.model().snapshot())
         };
         if let Some(ask) = history {
-            super::history::fill(&self.screen, ask, &mut reply);
+            super::history::fill(self.screen.model(), ask, &mut reply);
         }
         self.clients.reply(token, &Frame::Snapshot(Box::new(reply)));
     }
@@ -771,12 +767,12 @@ impl Master {
                     let escalated = self.policy.escalated();
                     let Some(client) = self.clients.get_mut(&token_of(id)) else { continue };
                     if needs_keyframe && let Some(view) = client.view.as_mut() {
-                        let frames = keyframe_chunks(&view.keyframe(&self.screen));
+                        let frames = keyframe_chunks(&view.keyframe(self.screen.model()));
                         client.push_keyframe(&frames);
                     } else if client.view.is_some() && client.view_dirty {
                         // The last repaint (one, whatever is queued), so the view ends on the
                         // child's last screen.
-                        let bytes = client.view.as_mut().map(|v| v.render(&self.screen)).unwrap_or_default();
+                        let bytes = client.view.as_mut().map(|v| v.render(self.screen.model())).unwrap_or_default();
                         client.push_repaint(&output_chunks(&bytes), bytes.len());
                     } else if let Some(frames) = keyframe.as_deref()
                         && needs_keyframe
@@ -796,7 +792,7 @@ impl Master {
     /// when the queue cannot take it.
     /// Returns whether the bytes were queued.
     pub(super) fn queue_input(&mut self, token: Token, bytes: &[u8], now: Instant) -> bool {
-        if let Err(full) = self.input.push(bytes) {
+        if let Err(full) = self.terminal.queue_input(bytes) {
             if let Some(client) = self.clients.get_mut(&token) {
                 client.push_control(&Frame::error(
                     ErrorCode::InputFull,
@@ -811,21 +807,20 @@ impl Master {
             }
             return false;
         }
-        self.flush_input();
         // What someone typed (a person, a paste of desk's): its echo is not the agent's screen.
-        self.authority.on_typed(bytes);
+        self.agent.on_typed(bytes);
         if self.clients.get(&token).is_some_and(|c| c.role == Some(Role::Controller)) {
-            self.last_controller_input_ms = Some(desk_common::clock::now_ms());
+            self.agent.person_typed();
         }
         self.policy.on_input_queued(client_id(token), now);
         true
     }
 
     fn apply_size(&mut self, cols: u16, rows: u16) {
-        if !desk_term::screen::valid_size(cols, rows) || self.screen.size() == (cols, rows) {
+        if !desk_term::screen::valid_size(cols, rows) || self.screen.model().size() == (cols, rows) {
             return;
         }
-        if let Err(e) = desk_common::pty::set_size(self.pty.as_fd(), cols, rows) {
+        if let Err(e) = self.terminal.set_size(cols, rows) {
             warn!("{e:#}");
             return;
         }
@@ -847,15 +842,15 @@ impl Master {
     /// Keep the info file what HELLO would be answered now (`super::info` says when it is
     /// compared and written).
     pub(super) fn refresh_info_file(&mut self, now: Instant) {
-        let Master { info_file, meta, screen, clients, authority, timers, .. } = self;
-        let info = || session_info(meta, screen, clients, authority);
+        let Master { info_file, meta, screen, clients, agent, timers, .. } = self;
+        let info = || session_info(meta, screen.model(), clients, agent.authority());
         if let Some(at) = info_file.refresh(now, &meta.size_policy, info) {
             timers.arm(at, Timer::InfoFile);
         }
     }
 
     pub(super) fn info(&self) -> SessionInfo {
-        session_info(&self.meta, &self.screen, &self.clients, &self.authority)
+        session_info(&self.meta, self.screen.model(), &self.clients, self.agent.authority())
     }
 
     /// Per-turn housekeeping: keyframes for clients that wait for one, telling the session
@@ -866,7 +861,7 @@ impl Master {
             .clients
             .values()
             .any(|c| c.needs_keyframe && c.view.is_none() && c.out.is_empty() && c.streams_output() && c.writable);
-        if waiting && self.screen.at_ground_state() {
+        if waiting && self.screen.model().at_ground_state() {
             let frames = self.keyframe_frames();
             for client in self.clients.values_mut() {
                 if client.needs_keyframe
@@ -935,77 +930,17 @@ impl Master {
     }
 
     fn keyframe_frames(&self) -> Vec<Rc<[u8]>> {
-        keyframe_chunks(&self.screen.render_keyframe())
+        keyframe_chunks(&self.screen.model().render_keyframe())
     }
 
-    /// Give each streaming client the view it needs: none when its size is the session's (or
-    /// unknown), so it takes the raw fast path, unless it asked for a view always (HELLO's
-    /// view option); otherwise a view of its size. A client that
-    /// changes between the two (its terminal or the session was resized) needs a keyframe of
-    /// its new kind: what its terminal shows was drawn for the other.
+    /// Give each streaming client the view it needs (`super::views::update`).
     fn update_views(&mut self) {
-        let session = self.screen.size();
-        for (token, client) in self.clients.iter_mut() {
-            let size = self.policy.client_size(client_id(*token));
-            let wanted = size.filter(|size| (*size != session || client.always_view) && client.streams_output());
-            let has = client.view.as_ref().map(desk_term::view::View::size);
-            if wanted == has {
-                continue;
-            }
-            client.view = wanted.map(|(cols, rows)| desk_term::view::View::new(cols, rows, client.status_line));
-            client.view_dirty = false;
-            client.view_unsent = 0;
-            if client.streams_output() {
-                // Raw bytes queued for the other kind are superseded by the keyframe.
-                client.out.discard_backlog();
-                client.needs_keyframe = true;
-            }
-        }
+        super::views::update(&mut self.clients, self.screen.model().size(), &self.policy);
     }
 
-    /// Keyframes for view clients that wait for one, and repaints for those whose screen
-    /// changed, at most one per [`VIEW_REPAINT_INTERVAL`] each and only into an empty queue (a
-    /// slow client gets the latest view once it has drained, never a backlog). Arms
-    /// [`Timer::ViewRepaint`] for repaints not due yet.
+    /// Keyframes and repaints for view clients (`super::views::Views::repaint`).
     fn repaint_views(&mut self, now: Instant) {
-        let mut next: Option<Instant> = None;
-        for client in self.clients.values_mut() {
-            if client.view.is_none() || !client.streams_output() || !client.out.is_empty() || !client.writable {
-                continue;
-            }
-            let Some(view) = client.view.as_mut() else { continue };
-            if client.needs_keyframe {
-                let frames = keyframe_chunks(&view.keyframe(&self.screen));
-                client.view_dirty = false;
-                client.view_unsent = 0;
-                client.next_repaint = Some(now + VIEW_REPAINT_INTERVAL);
-                client.push_keyframe(&frames);
-                continue;
-            }
-            if !client.view_dirty {
-                continue;
-            }
-            match client.next_repaint {
-                Some(at) if at > now && client.view_unsent > SMALL_CHANGE => {
-                    next = Some(next.map_or(at, |n| n.min(at)));
-                    continue;
-                }
-                _ => {}
-            }
-            let bytes = view.render(&self.screen);
-            client.view_dirty = false;
-            client.view_unsent = 0;
-            client.next_repaint = Some(now + VIEW_REPAINT_INTERVAL);
-            if !bytes.is_empty() {
-                client.push_repaint(&output_chunks(&bytes), bytes.len());
-            }
-        }
-        if let Some(at) = next
-            && self.repaint_armed.is_none_or(|armed| armed > at)
-        {
-            self.timers.arm(at, Timer::ViewRepaint);
-            self.repaint_armed = Some(at);
-        }
+        self.views.repaint(&mut self.clients, self.screen.model(), now, &mut self.timers);
     }
 
     // ----- signals, the child, timers -----
@@ -1117,12 +1052,13 @@ impl Master {
                     self.timers.arm(now + super::socket_watch::CHECK_INTERVAL, Timer::SocketCheck);
                 }
                 Timer::ViewRepaint => {
-                    self.repaint_armed = None;
+                    self.views.timer_fired();
                     self.repaint_views(now);
                 }
                 Timer::ReadyCheck => {
-                    if !self.output_active {
-                        self.state_quiet(now);
+                    if !self.agent.output_active() {
+                        let events = self.agent.quiet(now, &mut self.timers);
+                        self.emit_all(events);
                         // Start-up is over and the child is quiet: drop what starting needed.
                         self.release_idle_memory();
                     }
@@ -1177,12 +1113,133 @@ impl Master {
         }
     }
 
+    // ----- the state authority -----
+
+    /// Feed the state authority an observation (`observe` returns its changes); the `state`
+    /// events it causes, for the caller to [`Master::emit_all`] where they belong in the
+    /// journal.
+    pub(super) fn observe(&mut self, observe: impl FnOnce(&mut Authority) -> Vec<Change>) -> Announced {
+        self.agent.observe(&mut self.timers, observe)
+    }
+
+    /// Announce state changes (none: just re-arm the lease timer).
+    pub(super) fn announce(&mut self, changes: Vec<Change>) {
+        let events = self.agent.announce(changes, &mut self.timers);
+        self.emit_all(events);
+    }
+
+    /// Number, journal and broadcast one event.
+    pub(super) fn emit(&mut self, body: EventBody) {
+        let (event, gap) = self.journal.record(desk_common::clock::now_ms(), self.meta.generation, body);
+        let frame: Rc<[u8]> = Rc::from(Frame::Event(event.to_json_map()).to_bytes());
+        for client in self.clients.values_mut() {
+            if client.role == Some(Role::Observer) && client.alive() {
+                client.push_control_bytes(&frame);
+            }
+        }
+        if let Some((from_seq, to_seq, reason)) = gap {
+            warn!(from_seq, to_seq, "events journal works again; recording the gap");
+            self.emit(EventBody::Gap { from_seq, to_seq, reason });
+        }
+    }
+
+    /// Give back what only a busy session needs (`super::memory` says what and when).
+    fn release_idle_memory(&mut self) {
+        self.terminal.release_read_buf();
+        self.screen.release_idle_memory();
+        self.clients.release_idle_memory();
+        super::memory::trim_allocator();
+    }
+
+    /// Number, journal and broadcast these events, in order.
+    pub(super) fn emit_all(&mut self, events: Announced) {
+        for body in events {
+            self.emit(body);
+        }
+    }
+
+    /// The state authority's view, and what feeds it.
+    pub(super) fn agent(&self) -> &AgentState {
+        &self.agent
+    }
+
+    /// The screen rules run on the screen as it is now (the scheduled look, or an early one
+    /// before a hook is weighed).
+    pub(super) fn check_screen(&mut self, now: Instant) {
+        let events = self.agent.check_screen(self.screen.model(), now, &mut self.timers);
+        self.emit_all(events);
+    }
+
+    fn state_tick(&mut self, now: Instant) {
+        let events = self.agent.tick(now, &mut self.timers);
+        self.emit_all(events);
+    }
+
+    /// Called for every chunk of output.
+    fn note_output(&mut self, now: Instant) {
+        let events = self.agent.on_output(now, &mut self.timers);
+        self.emit_all(events);
+    }
+
+    fn check_output_quiet(&mut self, now: Instant) {
+        if let Some(events) = self.agent.check_output_quiet(now, &mut self.timers) {
+            self.emit_all(events);
+            self.release_idle_memory();
+        }
+    }
+
+    /// Type `bytes` for a person (an operator's key): queued whole or not at all.
+    pub(super) fn type_for_person(&mut self, bytes: &[u8]) -> Result<(), super::queue::InputFull> {
+        self.terminal.queue_input(bytes)?;
+        self.agent.on_typed(bytes);
+        self.agent.person_typed();
+        Ok(())
+    }
+
+    /// An operator's keys waiting their turn.
+    pub(super) fn pending_keys(&self) -> &super::typing::KeyQueue {
+        &self.pending_keys
+    }
+
+    pub(super) fn pending_keys_mut(&mut self) -> &mut super::typing::KeyQueue {
+        &mut self.pending_keys
+    }
+
+    /// A person typed (an operator's keys or answer), even if their keys wait their turn.
+    pub(super) fn person_typed(&mut self) {
+        self.agent.person_typed();
+    }
+
+    /// Take over the state side of a handover record (`super::handover`).
+    pub(super) fn resume_state(
+        &mut self,
+        last_person_input_ms: Option<u64>,
+        screen_check_armed: bool,
+        output_ms_ago: Option<u64>,
+        now: Instant,
+    ) {
+        self.agent.resume_person_input(last_person_input_ms);
+        if screen_check_armed {
+            self.agent.resume_screen_check(now, &mut self.timers);
+        }
+        if let Some(ms_ago) = output_ms_ago {
+            self.agent.resume_output(ms_ago, now, &mut self.timers);
+        }
+    }
+
+    /// When the socket file is no longer this master's socket, bind it again (`super::socket`).
+    fn check_socket(&mut self, check: super::socket_watch::Check) {
+        if self.socket.check(check, self.poll.registry(), &self.files, &self.meta) {
+            self.info_file.poke();
+        }
+    }
+
     fn on_child_exit(&mut self, status: ExitStatus) {
         info!(status = %desk_common::signals::describe_exit(status), escalated = self.policy.escalated(), "child exited");
         self.child_status = Some(status);
         let now = Instant::now();
         // Whatever the child wrote before it died is still in the PTY; deliver it first.
-        if self.pty_open {
+        if self.terminal.is_open() {
             self.read_pty(now);
         }
         // A title held back by the rate limit is the session's last word on its title: journal
@@ -1190,21 +1247,17 @@ impl Master {
         self.flush_title(now);
         self.flush_all_noise();
         self.drain_log(now);
-        if let Some(log) = &mut self.log
-            && let Err(e) = log.sync()
-        {
-            warn!("{e:#}");
-        }
+        self.screen.sync_log();
         let record = ExitRecord {
             generation: self.meta.generation,
             status,
             escalated: self.policy.escalated(),
             exited_at_ms: desk_common::clock::now_ms(),
-            cols: Some(self.screen.size().0),
-            rows: Some(self.screen.size().1),
-            title: Some(self.screen.title().to_string()),
-            last_screen: Some(session::last_screen(self.screen.text_rows())),
-            last_history: session::last_history(self.screen.history_text(session::LAST_HISTORY_LINES)),
+            cols: Some(self.screen.model().size().0),
+            rows: Some(self.screen.model().size().1),
+            title: Some(self.screen.model().title().to_string()),
+            last_screen: Some(session::last_screen(self.screen.model().text_rows())),
+            last_history: session::last_history(self.screen.model().history_text(session::LAST_HISTORY_LINES)),
         };
         match session::write_exit(&self.files, &record) {
             // The unused reserve is removed once the socket is gone, not in between.
@@ -1228,22 +1281,27 @@ impl Master {
             ExitStatus::Code(c) => (Some(c), None),
             ExitStatus::Signal(s) => (None, Some(s)),
         };
-        let changes =
-            self.authority.on_exit(&desk_common::signals::describe_exit(status), now, desk_common::clock::now_ms());
-        self.announce(changes);
+        let events = self
+            .observe(|a| a.on_exit(&desk_common::signals::describe_exit(status), now, desk_common::clock::now_ms()));
+        self.emit_all(events);
         self.emit(EventBody::Exit { code, signal, escalated: self.policy.escalated() });
         // EXIT (after a pending keyframe) to welcomed clients, EXITING to the others.
         self.policy.on_child_exited(now);
         self.carry(now);
-        if let Some(mut listener) = self.listener.take() {
-            let _ = self.poll.registry().deregister(&mut listener);
-        }
+        self.socket.close(self.poll.registry());
         if let Err(e) = desk_common::fsutil::remove_if_exists(&self.files.socket) {
             warn!("{e:#}");
         }
         self.info_file.stop();
         drop(self.exit_reserve.take());
     }
+}
+
+/// A new session's policy: its terminal at the record's size, under `size_policy`.
+pub(super) fn new_policy(meta: &SessionMeta, size_policy: SizePolicy) -> SessionPolicy {
+    SessionPolicy::new((meta.cols, meta.rows), size_policy)
+        // What its session record says it speaks (none: version 1, the compatibility mode).
+        .speaking(meta.protocol.unwrap_or(1))
 }
 
 /// What HELLO is answered with: the session as it is now.
@@ -1274,55 +1332,6 @@ fn session_info(
     }
 }
 
-/// A keyframe's bytes cut into KEYFRAME frames (one empty frame for no bytes).
-fn keyframe_chunks(bytes: &[u8]) -> Vec<Rc<[u8]>> {
-    let mut frames = Vec::new();
-    let mut chunks = bytes.chunks(MAX_PAYLOAD).peekable();
-    if chunks.peek().is_none() {
-        frames.push(Rc::from(Frame::Keyframe { more: false, data: Vec::new() }.to_bytes()));
-    }
-    while let Some(chunk) = chunks.next() {
-        let more = chunks.peek().is_some();
-        frames.push(Rc::from(Frame::Keyframe { more, data: chunk.to_vec() }.to_bytes()));
-    }
-    frames
-}
-
-/// Terminal bytes cut into OUTPUT frames.
-fn output_chunks(bytes: &[u8]) -> Vec<Rc<[u8]>> {
-    bytes.chunks(MAX_PAYLOAD).map(output_frame).collect()
-}
-
-/// One OUTPUT frame carrying `piece` (at most [`MAX_PAYLOAD`] bytes), built in its shared
-/// allocation: every byte of a flood is copied once on its way to the clients, not twice.
-fn output_frame(piece: &[u8]) -> Rc<[u8]> {
-    let header = output_header(piece.len());
-    let mut frame = Rc::<[u8]>::new_uninit_slice(HEADER_LEN + piece.len());
-    let Some(slots) = Rc::get_mut(&mut frame) else {
-        // A fresh Rc has no other owner; this is not reached.
-        return Rc::from([&header[..], piece].concat());
-    };
-    let (head, body) = slots.split_at_mut(HEADER_LEN);
-    for (slot, byte) in head.iter_mut().zip(header) {
-        slot.write(byte);
-    }
-    for (slot, byte) in body.iter_mut().zip(piece) {
-        slot.write(*byte);
-    }
-    // SAFETY: `head` and `body` together are every slot of the slice, and each was written
-    // above.
-    unsafe { frame.assume_init() }
-}
-
-/// The session policy's name for the client behind a poll token (tokens are never reused).
-pub(super) fn client_id(token: Token) -> ClientId {
-    ClientId(token.0 as u64)
-}
-
-fn token_of(client: ClientId) -> Token {
-    Token(client.0 as usize)
-}
-
 /// An ERROR frame's message, as the reason a client is closed for.
 fn error_message(frame: &Frame) -> String {
     match frame {
@@ -1331,33 +1340,17 @@ fn error_message(frame: &Frame) -> String {
     }
 }
 
-/// `io::Write` over a borrowed non-blocking fd.
-struct FdWriter<'a>(std::os::fd::BorrowedFd<'a>);
-
-impl io::Write for FdWriter<'_> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        nix::unistd::write(self.0, buf).map_err(io::Error::from)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-/// What a PTY or client is registered for: always readability, writability while a write to
-/// it is blocked.
-pub(super) fn interest(blocked: bool) -> Interest {
-    if blocked { Interest::READABLE | Interest::WRITABLE } else { Interest::READABLE }
-}
-
 #[cfg(test)]
 mod tests {
     //! The master driven directly: clients are socket pairs inserted into its table, frames are
     //! handed to `client_frame` and what each client receives is read from the other end.
 
     use super::*;
+    use crate::views::{SMALL_CHANGE, VIEW_REPAINT_INTERVAL};
     use desk_core::session::{HANDSHAKE_DEADLINE, MAX_CLIENTS, SLOW_CLIENT_DEADLINE};
     use desk_wire::FrameDecoder;
     use desk_wire::PROTOCOL_VERSION;
+    use std::os::fd::AsFd;
     use std::os::unix::net::UnixStream as PeerStream;
 
     struct Rig {
@@ -1422,6 +1415,7 @@ mod tests {
             Instant::now(),
             0,
         );
+        let policy = new_policy(&meta, SizePolicy::default());
         let master = Master::new(Parts {
             files,
             poll: Poll::new().unwrap(),
@@ -1433,7 +1427,7 @@ mod tests {
             journal,
             authority,
             subreaper: false,
-            size_policy: SizePolicy::default(),
+            policy,
             log: None,
             lock: {
                 let root = dir.path().join("home");
@@ -1500,7 +1494,7 @@ mod tests {
         // Keys in one write reach the program in one read, and programs take such a burst for
         // something else (docs/agents-observed.md §8.2): the master types them one at a time.
         let mut rig = rig(0);
-        rig.master.pty_writable = true;
+        rig.master.terminal.set_writable(true);
         // The child's end reads what the master types, raw: no line editing holds bytes back.
         let mut raw = nix::sys::termios::tcgetattr(&rig._slave).unwrap();
         nix::sys::termios::cfmakeraw(&mut raw);
@@ -1738,23 +1732,27 @@ mod tests {
     #[test]
     fn a_master_gives_its_read_buffer_and_blank_rows_back_when_output_goes_quiet() {
         let mut rig = rig(0);
-        assert!(rig.master.read_buf.capacity() == 0 && rig.master.screen.allocated_rows() == 0);
+        assert!(rig.master.terminal.read_buf().capacity() == 0 && rig.master.screen.model().allocated_rows() == 0);
         nix::unistd::write(&rig._slave, b"hello\r\n\x1b[2J").unwrap();
         let start = Instant::now();
         rig.master.read_pty(start);
-        assert_eq!(rig.master.read_buf.len(), PTY_READ_CHUNK, "reading allocates the buffer");
-        assert_eq!(rig.master.screen.allocated_rows(), 1);
-        rig.master.check_output_quiet(start + crate::events::OUTPUT_QUIET_AFTER);
-        assert!(!rig.master.output_active);
-        assert_eq!(rig.master.read_buf.capacity(), 0, "the read buffer outlived the burst");
-        assert_eq!(rig.master.screen.allocated_rows(), 0, "a cleared row kept its cells");
+        assert_eq!(
+            rig.master.terminal.read_buf().len(),
+            crate::terminal::PTY_READ_CHUNK,
+            "reading allocates the buffer"
+        );
+        assert_eq!(rig.master.screen.model().allocated_rows(), 1);
+        rig.master.check_output_quiet(start + crate::state::OUTPUT_QUIET_AFTER);
+        assert!(!rig.master.agent.output_active());
+        assert_eq!(rig.master.terminal.read_buf().capacity(), 0, "the read buffer outlived the burst");
+        assert_eq!(rig.master.screen.model().allocated_rows(), 0, "a cleared row kept its cells");
         // A query client's visit (a `desk ls`) does not bring the PTY's buffer back.
         let (token, mut peer) = rig.connect();
         std::io::Write::write_all(&mut peer, &hello(Role::Query).to_bytes()).unwrap();
         rig.master.client_readable(token, start);
         rig.master.settle(start);
         assert!(matches!(received(&mut peer).0.first(), Some(Frame::Welcome { .. })));
-        assert_eq!(rig.master.read_buf.capacity(), 0, "a query client's visit allocated the PTY buffer");
+        assert_eq!(rig.master.terminal.read_buf().capacity(), 0, "a query client's visit allocated the PTY buffer");
         drop(peer);
         rig.master.client_readable(token, start);
         rig.master.settle(start);
@@ -1794,7 +1792,7 @@ mod tests {
             },
             Instant::now(),
         );
-        assert_eq!(rig.master.screen.size(), (100, 30));
+        assert_eq!(rig.master.screen.model().size(), (100, 30));
         rig.master.on_output(b"drawn for 100 columns", Instant::now());
         let (frames, _) = received(&mut a_peer);
         assert!(!String::from_utf8_lossy(&stream_bytes(&frames)).contains("drawn for"), "{frames:?}");
@@ -1807,20 +1805,20 @@ mod tests {
     fn a_hook_is_weighed_against_the_screen_drawn_since_the_last_check() {
         let mut rig = rig(0);
         let start = Instant::now();
-        rig.master.authority = desk_core::state::Authority::new(
+        rig.master.agent.set_authority(desk_core::state::Authority::new(
             desk_core::state::RuleSet::builtin(desk_core::provider::Provider::Codex),
             start,
             0,
-        );
+        ));
         // Codex draws its approval dialog; the screen check waits SCREEN_CHECK_DELAY for the
         // redraw to settle, and a turn-complete notify from another thread comes first.
         rig.master.on_output(b"\x1b[2J\x1b[20;1HWould you like to run the following command?\r\n  $ touch x", start);
-        assert!(rig.master.screen_check_armed);
+        assert!(rig.master.agent.screen_check_armed());
         let mut body = serde_json::Map::new();
         body.insert("provider".into(), "codex".into());
         body.insert("payload".into(), serde_json::json!({"type": "agent-turn-complete"}));
         rig.master.on_hook_frame(body, start + Duration::from_millis(2)).unwrap();
-        let view = rig.master.authority.view();
+        let view = rig.master.agent.authority().view();
         assert_eq!(view.activity.value, desk_core::state::Activity::Blocked, "{view:?}");
         assert_eq!(view.wait.as_deref(), Some("approval"));
     }
@@ -1884,8 +1882,8 @@ mod tests {
         }
         let reply = SnapshotReply {
             generation: 1,
-            state: Some(rig.master.authority.view()),
-            ..SnapshotReply::of_screen(rig.master.screen.snapshot())
+            state: Some(rig.master.agent.authority().view()),
+            ..SnapshotReply::of_screen(rig.master.screen.model().snapshot())
         };
         let snapshot = Frame::Snapshot(Box::new(reply)).to_bytes().len();
         assert!(asked * snapshot > crate::client::CONTROL_QUEUE_LIMIT, "gone after {asked}");

@@ -1,17 +1,17 @@
 //! The master's session events: numbering, journalling and streaming them to observers.
 //!
-//! Owns turning what the loop sees (the output events of the screen model's parse, output flow,
-//! clients coming and going, resizes, the exit) into session events
+//! Owns turning what the loop sees (the output events of the screen model's parse, clients
+//! coming and going, resizes, the exit, the state authority's changes and the output flow that
+//! `super::state` announces) into session events
 //! ([`Event`](desk_wire::events::Event)s): each is numbered and appended to the session's
-//! journal by the [`JournalSink`](super::journal_sink::JournalSink) and sent to every observer.
+//! journal by the [`JournalSink`](super::journal_sink::JournalSink) and sent to every observer
+//! ([`Master::emit`], the loop's).
 //! Titles, bells, notifications, mode changes and resizes pass the rate limits of
 //! `super::noise` first ([`TitleLimiter`](super::noise::TitleLimiter),
 //! [`NoiseLimiter`](super::noise::NoiseLimiter)). Invariants: a journal failure (a full disk)
 //! never stops the session; observers see events in sequence order.
 
-use std::rc::Rc;
-use std::time::{Duration, Instant};
-use tracing::warn;
+use std::time::Instant;
 
 use super::event_loop::Master;
 use super::noise::{NoiseKey, TitleStep};
@@ -19,36 +19,16 @@ use super::timers::Timer;
 use desk_common::clock::now_ms;
 use desk_term::events::OutputEvent;
 use desk_wire::events::EventBody;
-use desk_wire::{Frame, Role};
-
-/// Output that stops for this long counts as quiet: longer than an agent's redraw bursts,
-/// short enough that "quiet" is fresh evidence for readiness.
-pub(super) const OUTPUT_QUIET_AFTER: Duration = Duration::from_millis(1000);
 
 impl Master {
-    /// Number, journal and broadcast one event.
-    pub(super) fn emit(&mut self, body: EventBody) {
-        let (event, gap) = self.journal.record(desk_common::clock::now_ms(), self.meta.generation, body);
-        let frame: Rc<[u8]> = Rc::from(Frame::Event(event.to_json_map()).to_bytes());
-        for client in self.clients.values_mut() {
-            if client.role == Some(Role::Observer) && client.alive() {
-                client.push_control_bytes(&frame);
-            }
-        }
-        if let Some((from_seq, to_seq, reason)) = gap {
-            warn!(from_seq, to_seq, "events journal works again; recording the gap");
-            self.emit(EventBody::Gap { from_seq, to_seq, reason });
-        }
-    }
-
     /// What the screen model's parse found in a chunk of output, in stream order.
     pub(super) fn on_output_events(&mut self, events: impl Iterator<Item = OutputEvent>, now: Instant) {
         for event in events {
             match event {
                 OutputEvent::Title { title } => {
-                    let changes = self.authority.on_title(&title, now, now_ms());
+                    let state = self.observe(|a| a.on_title(&title, now, now_ms()));
                     self.title_changed(title, now);
-                    self.announce(changes);
+                    self.emit_all(state);
                 }
                 OutputEvent::IconName { .. } => {}
                 OutputEvent::Bell => self.emit_noise(EventBody::Bell, now),
@@ -58,18 +38,18 @@ impl Master {
                         None => body.clone(),
                     };
                     self.emit_noise(EventBody::Notification { title, body }, now);
-                    let changes = self.authority.on_notification(&text, now, now_ms());
-                    self.announce(changes);
+                    let state = self.observe(|a| a.on_notification(&text, now, now_ms()));
+                    self.emit_all(state);
                 }
                 OutputEvent::StateReport { state, kind } => {
                     self.emit(EventBody::Report { state: state.clone(), kind: kind.clone() });
-                    let changes = self.authority.on_report(&state, kind.as_deref(), now, now_ms());
-                    self.announce(changes);
+                    let state = self.observe(|a| a.on_report(&state, kind.as_deref(), now, now_ms()));
+                    self.emit_all(state);
                 }
                 OutputEvent::Mode { mode, on } => {
                     self.emit_noise(EventBody::Mode { mode, on }, now);
-                    let changes = self.authority.on_mode(mode, on, now, now_ms());
-                    self.announce(changes);
+                    let state = self.observe(|a| a.on_mode(mode, on, now, now_ms()));
+                    self.emit_all(state);
                 }
             }
         }
@@ -78,68 +58,42 @@ impl Master {
     /// Emit a bell, notification, mode change or resize through the [`NoiseLimiter`](super::noise::NoiseLimiter).
     pub(super) fn emit_noise(&mut self, body: EventBody, now: Instant) {
         let Some(key) = NoiseKey::of(&body) else { return self.emit(body) };
-        match self.noise.offer(key, body, now) {
+        match self.noise_mut().offer(key, body, now) {
             Ok(body) => self.emit(body),
-            Err(Some(at)) => self.timers.arm(at, Timer::NoiseFlush),
+            Err(Some(at)) => self.arm(at, Timer::NoiseFlush),
             Err(None) => {}
         }
     }
 
     /// Emit the held noise events that are due (the `NoiseFlush` timer).
     pub(super) fn flush_noise(&mut self, now: Instant) {
-        let (due, next) = self.noise.due(now);
+        let (due, next) = self.noise_mut().due(now);
         for body in due {
             self.emit(body);
         }
         if let Some(at) = next {
-            self.timers.arm(at, Timer::NoiseFlush);
+            self.arm(at, Timer::NoiseFlush);
         }
     }
 
     /// Emit every held noise event now (before the exit).
     pub(super) fn flush_all_noise(&mut self) {
-        for body in self.noise.flush() {
+        for body in self.noise_mut().flush() {
             self.emit(body);
         }
     }
 
     fn title_changed(&mut self, title: String, now: Instant) {
-        match self.titles.offer(title, now) {
+        match self.titles_mut().offer(title, now) {
             TitleStep::Emit(title) => self.emit(EventBody::Title { title }),
-            TitleStep::Held(Some(at)) => self.timers.arm(at, Timer::TitleFlush),
+            TitleStep::Held(Some(at)) => self.arm(at, Timer::TitleFlush),
             TitleStep::Held(None) | TitleStep::Same => {}
         }
     }
 
     pub(super) fn flush_title(&mut self, now: Instant) {
-        if let Some(title) = self.titles.flush(now) {
+        if let Some(title) = self.titles_mut().flush(now) {
             self.emit(EventBody::Title { title });
-        }
-    }
-
-    /// Called for every chunk of output.
-    pub(super) fn note_output(&mut self, now: Instant) {
-        self.last_output = now;
-        self.state_output(now);
-        if !self.output_active {
-            self.output_active = true;
-            self.emit(EventBody::Output { active: true });
-            self.timers.arm(now + OUTPUT_QUIET_AFTER, Timer::OutputQuiet);
-        }
-    }
-
-    pub(super) fn check_output_quiet(&mut self, now: Instant) {
-        if !self.output_active {
-            return;
-        }
-        let quiet_at = self.last_output + OUTPUT_QUIET_AFTER;
-        if now >= quiet_at {
-            self.output_active = false;
-            self.emit(EventBody::Output { active: false });
-            self.state_quiet(now);
-            self.release_idle_memory();
-        } else {
-            self.timers.arm(quiet_at, Timer::OutputQuiet);
         }
     }
 }

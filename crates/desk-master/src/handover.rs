@@ -37,13 +37,15 @@ use std::io::{Read, Seek, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tracing::{info, warn};
 
 use super::client::Client;
-use super::event_loop::{LISTENER, Master, Parts, client_id};
+use super::clients::client_id;
+use super::event_loop::{Master, Parts};
 use super::handover_request::{QUIET_POINT_WITHIN, Request};
 use super::queue::OutQueue;
+use super::socket::LISTENER;
 use super::timers::Timer;
 use desk_common::clock::now_ms;
 use desk_common::format::Format;
@@ -224,7 +226,7 @@ impl Master {
         formats: &[u32],
         now: Instant,
     ) -> Result<(), Frame> {
-        if self.handover.is_some() {
+        if self.handover_waiting() {
             return Err(refusal("a handover is already under way"));
         }
         if !formats.contains(&FORMAT.current) {
@@ -242,29 +244,29 @@ impl Master {
         if let Err(e) = nix::unistd::access(&binary, nix::unistd::AccessFlags::X_OK) {
             return Err(refusal(format!("{} is not executable: {e}", binary.display())));
         }
-        if let Some(why) = self.policy.handover_refusal() {
+        if let Some(why) = self.policy().handover_refusal() {
             return Err(refusal(why));
         }
-        if !self.pending_keys.is_empty() {
+        if !self.pending_keys().is_empty() {
             return Err(refusal("an operator's keys are still being typed; try again when they are"));
         }
-        self.timers.arm(now + QUIET_POINT_WITHIN, Timer::Handover);
-        self.handover = Some(Request { client: token, binary, args, deadline: now + QUIET_POINT_WITHIN });
+        self.arm(now + QUIET_POINT_WITHIN, Timer::Handover);
+        self.wait_for_quiet_point(Request { client: token, binary, args, deadline: now + QUIET_POINT_WITHIN });
         Ok(())
     }
 
     /// At the end of a loop turn (or when [`Timer::Handover`] fires): hand over if the master
     /// is at a quiet point, give up if the deadline passed.
     pub(super) fn try_handover(&mut self, now: Instant) {
-        let Some(request) = self.handover.take() else { return };
-        if !self.clients.contains_key(&request.client) {
+        let Some(request) = self.take_handover_request() else { return };
+        if !self.clients().contains_key(&request.client) {
             info!("the client that asked for a handover left; not handing over");
             return;
         }
-        if let Some(why) = self.policy.handover_refusal() {
+        if let Some(why) = self.policy().handover_refusal() {
             return self.handover_failed(&request, refusal(why));
         }
-        if !self.screen.can_save() {
+        if !self.screen().can_save() {
             if now >= request.deadline {
                 let why = format!(
                     "the terminal stayed inside an escape sequence for {} s; try again",
@@ -272,7 +274,7 @@ impl Master {
                 );
                 return self.handover_failed(&request, refusal(why));
             }
-            self.handover = Some(request);
+            self.wait_for_quiet_point(request);
             return;
         }
         match self.hand_over(&request, now) {
@@ -286,8 +288,8 @@ impl Master {
     }
 
     fn handover_failed(&mut self, request: &Request, error: Frame) {
-        self.timers.cancel(Timer::Handover);
-        if let Some(client) = self.clients.get_mut(&request.client) {
+        self.cancel(Timer::Handover);
+        if let Some(client) = self.clients_mut().get_mut(&request.client) {
             client.push_control(&error);
         }
     }
@@ -295,23 +297,26 @@ impl Master {
     /// Write the record and execute the new binary. Returns only when something failed; the
     /// master then goes on as it was.
     fn hand_over(&mut self, request: &Request, now: Instant) -> Result<()> {
-        let screen = self.screen.save().context("the screen model is inside an escape sequence")?;
+        let screen = self.screen().save().context("the screen model is inside an escape sequence")?;
         // What waits to be written is written (or, for the log, handed to the kernel) now.
         self.flush_title(now);
         self.flush_all_noise();
         self.drain_log(now);
         self.flush_log();
         self.settle(now);
-        let mut clients = Vec::new();
-        for (token, client) in &mut self.clients {
+        // Left or leaving: its descriptor closes with the exec, as it would have soon.
+        let leaving = |client: &Client| !client.alive() || client.closing.is_some() || client.hung_up;
+        for client in self.clients_mut().values_mut() {
             client.flush();
-            if !client.alive() || client.closing.is_some() || client.hung_up {
-                // Left or leaving: its descriptor closes with the exec, as it would have soon.
-                continue;
-            }
-            if client.streams_output() {
+            if !leaving(client) && client.streams_output() {
                 // The new image sends a keyframe: the stream bytes not started are superseded.
                 client.out.discard_backlog();
+            }
+        }
+        let mut clients = Vec::new();
+        for (token, client) in self.clients().iter() {
+            if leaving(client) {
+                continue;
             }
             let (frames, head_off, mid_keyframe) = client.out.saved();
             clients.push(SavedClient {
@@ -319,7 +324,7 @@ impl Master {
                 fd: client.stream.as_raw_fd(),
                 pid: client.pid,
                 role: client.role,
-                size: self.policy.client_size(client_id(*token)),
+                size: self.policy().client_size(client_id(*token)),
                 status_line: client.status_line,
                 always_view: client.always_view,
                 decoder: client.decoder.pending().to_vec(),
@@ -331,34 +336,36 @@ impl Master {
                 keyframes: client.keyframes,
             });
         }
-        let mut policy = self.policy.save(now);
+        let mut policy = self.policy().save(now);
         policy.clients.retain(|c| clients.iter().any(|s| s.token as u64 == c.id));
-        let listener = self.listener.as_ref().context("the session's socket is closed")?;
-        let (journal_next_seq, journal_failed, journal_gap) = self.journal.saved();
+        let listener = self.socket_fd().context("the session's socket is closed")?;
+        let (journal_next_seq, journal_failed, journal_gap) = self.journal().saved();
+        let (input, pty_writable) = self.terminal().saved();
+        let state = self.agent().saved(now);
         let record = Record {
             version: FORMAT.current,
             from: super::version_line(),
             paused_at_ms: now_ms(),
             requester: request.client.0,
-            pty_fd: self.pty.as_raw_fd(),
+            pty_fd: self.terminal().fd().as_raw_fd(),
             listener_fd: listener.as_raw_fd(),
-            lock_fd: self._lock.as_fd().as_raw_fd(),
-            meta: self.meta.clone(),
+            lock_fd: self.lock_fd().as_raw_fd(),
+            meta: self.meta().clone(),
             screen,
             policy,
-            authority: self.authority.save(now),
+            authority: state.authority,
             journal_next_seq,
             journal_failed,
             journal_gap,
-            output_active: self.output_active,
-            last_output_ms_ago: u64::try_from(now.saturating_duration_since(self.last_output).as_millis()).unwrap_or(0),
-            last_controller_input_ms: self.last_controller_input_ms,
-            input: self.input.bytes(),
-            pty_writable: self.pty_writable,
-            next_client: self.clients.next_token().0,
-            subreaper: self.subreaper,
-            log_cap: self.log.as_ref().map(|log| log.cap()),
-            screen_check_armed: self.screen_check_armed,
+            output_active: state.output_active,
+            last_output_ms_ago: state.last_output_ms_ago,
+            last_controller_input_ms: state.last_person_input_ms,
+            input,
+            pty_writable,
+            next_client: self.clients().next_token().0,
+            subreaper: self.subreaper(),
+            log_cap: self.log_cap(),
+            screen_check_armed: state.screen_check_armed,
             clients,
         };
         let bytes = serde_json::to_vec(&record).context("cannot encode the handover record")?;
@@ -381,13 +388,13 @@ impl Master {
             (RECORD_ENV, file.as_raw_fd().to_string()),
             (FALLBACK_ENV, me.as_raw_fd().to_string()),
             (FALLBACK_ARGS_ENV, fallback_args.to_string()),
-            (SESSION_ENV, self.meta.name.clone()),
+            (SESSION_ENV, self.meta().name.clone()),
         ])?;
 
         let mut handed: Vec<BorrowedFd<'_>> =
-            vec![self.pty.as_fd(), listener.as_fd(), self._lock.as_fd(), file.as_fd(), me.as_fd()];
+            vec![self.terminal().fd(), listener, self.lock_fd(), file.as_fd(), me.as_fd()];
         handed.extend(
-            self.clients
+            self.clients()
                 .values()
                 .filter(|c| record.clients.iter().any(|s| s.fd == c.stream.as_raw_fd()))
                 .map(|c| c.stream.as_fd()),
@@ -585,7 +592,6 @@ fn rebuild(record: Record, prepared: Prepared, failed_before: Option<String>) ->
     let mut meta = record.meta;
     // The same process: its pid and start time are the record's; what it speaks is this binary's.
     meta.protocol = super::speaks_protocol();
-    let size_policy = policy.size_policy();
     let mut master = Master::new(Parts {
         files,
         poll,
@@ -597,26 +603,20 @@ fn rebuild(record: Record, prepared: Prepared, failed_before: Option<String>) ->
         journal,
         authority,
         subreaper: record.subreaper,
-        size_policy,
+        policy,
         log,
         lock,
     });
-    master.policy = policy;
-    master.clients.continue_from(record.next_client);
-    master.journal.resume(record.journal_failed, record.journal_gap);
-    master.last_controller_input_ms = record.last_controller_input_ms;
-    master.pty_writable = record.pty_writable;
-    master.screen_check_armed = false;
-    if !record.input.is_empty() && master.input.push(&record.input).is_err() {
+    master.clients_mut().continue_from(record.next_client);
+    master.journal_mut().resume(record.journal_failed, record.journal_gap);
+    if master.terminal_mut().restore(&record.input, record.pty_writable).is_err() {
         warn!("{} bytes of input for the child did not fit the queue; they are dropped", record.input.len());
     }
     for (saved, fd) in record.clients.into_iter().zip(client_fds) {
         let token = Token(saved.token);
-        let mut stream = UnixStream::from_std(std::os::unix::net::UnixStream::from(fd));
-        master.poll.registry().register(&mut stream, token, Interest::READABLE).context("cannot register a client")?;
+        let stream = UnixStream::from_std(std::os::unix::net::UnixStream::from(fd));
         let mut client = Client::new(stream, saved.pid);
         client.role = saved.role;
-        master.policy.adopt_client_size(client_id(token), saved.size);
         client.status_line = saved.status_line;
         client.always_view = saved.always_view;
         client.decoder.push(&saved.decoder);
@@ -632,28 +632,21 @@ fn rebuild(record: Record, prepared: Prepared, failed_before: Option<String>) ->
         // writability (`watch_writability`, which an image before issue 22 did not need: it
         // watched every socket for writability all the time).
         client.flush();
-        master.clients.insert(token, client);
+        master.adopt_client(token, client, saved.size)?;
     }
     // Timers: the policy's (queued as its effects), the state authority's, and the loop's own.
     master.carry(now);
     master.announce(Vec::new());
-    if record.screen_check_armed {
-        master.screen_check_armed = true;
-        master.timers.arm(now + super::state::SCREEN_CHECK_DELAY, Timer::ScreenCheck);
-    }
+    let output_ms_ago = record.output_active.then_some(record.last_output_ms_ago);
+    master.resume_state(record.last_controller_input_ms, record.screen_check_armed, output_ms_ago, now);
     // Quiet output is evidence of readiness, which the old image may not have judged yet.
-    master.timers.arm(now + desk_core::state::READY_QUIET, Timer::ReadyCheck);
-    if record.output_active {
-        master.output_active = true;
-        master.last_output = now.checked_sub(Duration::from_millis(record.last_output_ms_ago)).unwrap_or(now);
-        master.timers.arm(now, Timer::OutputQuiet);
-    }
-    master.flush_input();
+    master.arm(now + desk_core::state::READY_QUIET, Timer::ReadyCheck);
+    master.terminal_mut().flush_input();
     let requester = Token(record.requester);
     match failed_before {
         Some(why) => {
             warn!("back on the old binary: the new one could not take over: {why}");
-            if let Some(client) = master.clients.get_mut(&requester) {
+            if let Some(client) = master.clients_mut().get_mut(&requester) {
                 client.push_control(&refusal(format!(
                     "the new binary could not take over ({why}); the master went back to its old binary"
                 )));
@@ -662,18 +655,19 @@ fn rebuild(record: Record, prepared: Prepared, failed_before: Option<String>) ->
         None => {
             let pause_ms = now_ms().saturating_sub(record.paused_at_ms);
             info!(from = %record.from, pause_ms, "took over the session from another desk-master");
-            if let Err(e) = session::write_meta(&master.files, &master.meta) {
+            if let Err(e) = session::write_meta(master.files(), master.meta()) {
                 warn!("{e:#}");
             }
             let body = EventBody::Upgraded { from: record.from, to: super::version_line(), pause_ms };
             master.emit(body.clone());
-            let reply = desk_wire::events::Event { seq: 0, ts_ms: now_ms(), generation: master.meta.generation, body };
-            if let Some(client) = master.clients.get_mut(&requester) {
+            let reply =
+                desk_wire::events::Event { seq: 0, ts_ms: now_ms(), generation: master.meta().generation, body };
+            if let Some(client) = master.clients_mut().get_mut(&requester) {
                 client.push_control(&Frame::Event(reply.to_json_map()));
             }
         }
     }
-    master.info_file.poke();
+    master.poke_info_file();
     master.refresh_info_file(now);
     master.settle(now);
     Ok(master)

@@ -41,23 +41,27 @@ mod events;
 mod handover;
 mod handover_request;
 mod history;
+mod hook;
 mod info;
 mod journal_sink;
 mod memory;
 mod noise;
 mod operator;
 mod queue;
+mod screen;
 mod socket;
 mod socket_watch;
 mod state;
+mod terminal;
 mod timers;
 mod typing;
+mod views;
 
 pub use client::CLIENT_QUEUE_LIMIT;
 pub use desk_core::session::{HANDSHAKE_DEADLINE, MAX_CLIENTS, SLOW_CLIENT_DEADLINE};
-pub use event_loop::INPUT_QUEUE_LIMIT;
 pub use handover::{FORMATS_ARG, parse_formats};
 pub use queue::{Flush, InputFull, InputQueue, OutQueue};
+pub use terminal::INPUT_QUEUE_LIMIT;
 
 use anyhow::{Context, Result, bail};
 use mio::net::UnixListener;
@@ -311,6 +315,7 @@ fn start(opts: &MasterOptions) -> Result<(event_loop::Parts, Paths)> {
     } else {
         None
     };
+    let policy = event_loop::new_policy(&meta, opts.size_policy);
     let parts = event_loop::Parts {
         files,
         poll,
@@ -322,7 +327,7 @@ fn start(opts: &MasterOptions) -> Result<(event_loop::Parts, Paths)> {
         journal,
         authority,
         subreaper,
-        size_policy: opts.size_policy,
+        policy,
         log,
         lock,
     };

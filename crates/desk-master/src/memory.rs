@@ -9,39 +9,9 @@
 //! any client or the screen model can observe changes; it runs only at the edge into idleness
 //! (output went quiet, start-up settled), never on the per-byte path, so a flood does not pay
 //! for it, nor on a query client's visit, so a `desk ls` does not make an idle master fault
-//! in again what it gave back.
-
-use super::event_loop::{Master, PTY_READ_CHUNK};
-use desk_wire::FrameDecoder;
-
-impl Master {
-    /// The PTY read buffer, [`PTY_READ_CHUNK`] bytes, allocated if the session was idle. The
-    /// caller puts it back in `read_buf` when done.
-    pub(super) fn take_read_buf(&mut self) -> Vec<u8> {
-        let mut buf = std::mem::take(&mut self.read_buf);
-        if buf.len() != PTY_READ_CHUNK {
-            buf = vec![0; PTY_READ_CHUNK];
-        }
-        buf
-    }
-
-    /// Give back what only a busy session needs: see the module comment.
-    pub(super) fn release_idle_memory(&mut self) {
-        self.read_buf = Vec::new();
-        self.flush_log();
-        if let Some(log) = &mut self.log {
-            log.release_memory();
-        }
-        self.screen.release_idle_memory();
-        for client in self.clients.values_mut() {
-            if client.decoder.buffered() == 0 {
-                client.decoder = FrameDecoder::new();
-            }
-            client.out.release_if_empty();
-        }
-        trim_allocator();
-    }
-}
+//! in again what it gave back. Each part gives back its own (`Terminal::release_read_buf`,
+//! `ClientTable::release_idle_memory`, the screen model's and the log's); the loop calls them
+//! together (`Master::release_idle_memory`) and then [`trim_allocator`].
 
 /// One malloc arena for the whole master. glibc gives a second thread an arena of its own on its
 /// first allocation, and keeps it (16 KiB of private pages here) after the thread has ended; the
@@ -59,7 +29,7 @@ pub(super) fn one_arena() {
 /// Return the allocator's free memory to the kernel. glibc's malloc keeps freed chunks (and
 /// trims only the top of the heap, past 128 KiB); `malloc_trim` also releases whole free pages
 /// inside the heap. Other C libraries have no such call and keep their own policy.
-fn trim_allocator() {
+pub(super) fn trim_allocator() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim takes no pointers and may be called at any time outside a signal
     // handler; the master is single-threaded.

@@ -36,7 +36,7 @@ impl Master {
                 let parsed = desk_term::keys::parse_all(&keys).map_err(|(at, e)| {
                     Frame::error(ErrorCode::Malformed, format!("key {at} ({:?}): {e}", keys[at - 1]))
                 })?;
-                let app_cursor = self.screen.modes().app_cursor_keys;
+                let app_cursor = self.screen().modes().app_cursor_keys;
                 let bytes = desk_term::keys::encode(&parsed, app_cursor);
                 if bytes.len() > MAX_KEYS_BYTES {
                     return Err(Frame::error(
@@ -48,20 +48,20 @@ impl Master {
                     ));
                 }
                 let mut parsed = parsed.into_iter();
-                if self.pending_keys.is_empty() {
+                if self.pending_keys().is_empty() {
                     // The first key now; the rest follow from the timer.
                     let Some(first) = parsed.next() else { return Ok(()) };
                     if !self.queue_input(token, &desk_term::keys::encode(&[first], app_cursor), now) {
                         return Ok(());
                     }
                     if !parsed.as_slice().is_empty() {
-                        self.timers.arm(now + KEY_GAP, Timer::KeysNext);
+                        self.arm(now + KEY_GAP, Timer::KeysNext);
                     }
                 }
                 // Keys of an earlier request are still being typed: these follow them.
-                self.pending_keys.extend(parsed.map(|key| PendingKey { key, expect: None, misses: 0 }));
+                self.pending_keys_mut().queue(parsed.map(|key| PendingKey { key, expect: None, misses: 0 }));
                 // A person typed: delivery holds for them as for an attached controller.
-                self.last_controller_input_ms = Some(desk_common::clock::now_ms());
+                self.person_typed();
                 self.emit(EventBody::Keys { keys, bytes: bytes.len(), user, tty, via });
                 Ok(())
             }
@@ -83,45 +83,38 @@ impl Master {
     /// Type the next of an operator's keys (its [`Timer::KeysNext`] is due), in the cursor-key
     /// mode the program has now.
     pub(super) fn type_next_key(&mut self, now: Instant) {
-        let Some(mut next) = self.pending_keys.pop_front() else { return };
+        let Some(mut next) = self.pending_keys_mut().next() else { return };
         match self.answer_still_holds(&mut next) {
             Some(true) => {}
             None => {
                 // Look again shortly: the agent may be half-way through redrawing its dialog.
-                self.pending_keys.push_front(next);
-                self.timers.arm(now + super::answer::RECHECK_GAP, Timer::KeysNext);
+                self.pending_keys_mut().put_back(next);
+                self.arm(now + super::answer::RECHECK_GAP, Timer::KeysNext);
                 return;
             }
             Some(false) => {
                 let seen = next.expect.clone().unwrap_or_default();
-                let mut dropped = 1;
-                while self.pending_keys.front().is_some_and(|k| k.expect.as_ref() == Some(&seen)) {
-                    self.pending_keys.pop_front();
-                    dropped += 1;
-                }
+                let dropped = 1 + self.pending_keys_mut().drop_answer(&seen);
                 self.answer_stopped(&seen, dropped);
-                if !self.pending_keys.is_empty() {
-                    self.timers.arm(now + KEY_GAP, Timer::KeysNext);
+                if !self.pending_keys().is_empty() {
+                    self.arm(now + KEY_GAP, Timer::KeysNext);
                 }
                 return;
             }
         }
-        let bytes = desk_term::keys::encode(&[next.key], self.screen.modes().app_cursor_keys);
-        if let Err(full) = self.input.push(&bytes) {
+        let bytes = desk_term::keys::encode(&[next.key], self.screen().modes().app_cursor_keys);
+        if let Err(full) = self.type_for_person(&bytes) {
             warn!(
                 "an operator's keys stop: {} bytes are already waiting for the child to read (limit {}); {} keys dropped",
                 full.queued,
                 full.limit,
-                self.pending_keys.len() + 1
+                self.pending_keys().len() + 1
             );
-            self.pending_keys.clear();
+            self.pending_keys_mut().clear();
             return;
         }
-        self.flush_input();
-        self.authority.on_typed(&bytes);
-        self.last_controller_input_ms = Some(desk_common::clock::now_ms());
-        if !self.pending_keys.is_empty() {
-            self.timers.arm(now + KEY_GAP, Timer::KeysNext);
+        if !self.pending_keys().is_empty() {
+            self.arm(now + KEY_GAP, Timer::KeysNext);
         }
     }
 }
