@@ -225,6 +225,9 @@ fn start_master(
     let command = crate::providers::wire_hooks(provider, command.clone(), &paths.session_state(name), &exe)?;
     let mut cmd =
         if scope { super::scope::command(name, generation, master_command(&exe)) } else { master_command(&exe) };
+    if std::env::var_os("GLIBC_TUNABLES").is_none() {
+        cmd.env("GLIBC_TUNABLES", desk_common::session::MASTER_GLIBC_TUNABLES);
+    }
     cmd.arg("--name")
         .arg(name.as_str())
         .arg("--size")

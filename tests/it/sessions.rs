@@ -934,3 +934,20 @@ fn desk_serve_names_the_inotify_limit_and_the_fix_when_none_is_left() {
     assert!(err.contains("sudo sysctl fs.inotify.max_user_instances="), "{err}");
     assert!(err.contains("anon_inode:inotify"), "how to find who holds them: {err}");
 }
+
+/// A master is started without glibc's cache of ended threads' stacks (`GLIBC_TUNABLES`, so
+/// that an idle master gives its short-lived threads' stacks back), and takes the setting out
+/// of its environment: the child sees none; a `GLIBC_TUNABLES` of the user's own reaches the
+/// child unchanged.
+#[test]
+fn the_masters_own_glibc_tunables_do_not_reach_the_child_and_a_users_own_do() {
+    let home = Home::new();
+    let show = "echo \"tunables=[${GLIBC_TUNABLES-unset}]\"; sleep 100";
+    let started = home.cmd().env_remove("GLIBC_TUNABLES").args(["new", "plain", "--", "sh", "-c", show]).output();
+    assert!(started.as_ref().is_ok_and(|o| o.status.success()), "{started:?}");
+    home.wait_screen("plain", "tunables=[unset]");
+    let own = "glibc.malloc.check=0";
+    let started = home.cmd().env("GLIBC_TUNABLES", own).args(["new", "own", "--", "sh", "-c", show]).output();
+    assert!(started.as_ref().is_ok_and(|o| o.status.success()), "{started:?}");
+    home.wait_screen("own", &format!("tunables=[{own}]"));
+}

@@ -112,6 +112,7 @@ pub struct MasterOptions {
 /// return the exit code: 0 after the child exited, 2 for bad arguments, 1 for a failure.
 pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
     memory::one_arena();
+    memory::forget_own_tunables();
     let args: Vec<OsString> = args.into_iter().collect();
     if args.len() == 1 && args[0] == "--version" {
         // `desk doctor` checks that `desk` and its `desk-master` are of one version.

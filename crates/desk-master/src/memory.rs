@@ -15,14 +15,24 @@
 
 /// One malloc arena for the whole master. glibc gives a second thread an arena of its own on its
 /// first allocation, and keeps it (16 KiB of private pages here) after the thread has ended; the
-/// master's one other thread is the short-lived one that starts the child
-/// (`desk_common::pty::spawn_gated`), so a shared arena costs no contention and keeps an idle master in
+/// master's other threads are short-lived (the one that starts the child,
+/// `desk_common::pty::spawn_gated`, and the start's syncs), so a shared arena costs no contention and keeps an idle master in
 /// a fleet under 256 KiB. Call before any thread starts.
 pub(super) fn one_arena() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt takes plain integers; called while the master is still single-threaded.
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, 1);
+    }
+}
+
+/// Take [`desk_common::session::MASTER_GLIBC_TUNABLES`] (glibc has read it already, at start)
+/// out of the environment, so the child and any process the master starts do not inherit it.
+/// A `GLIBC_TUNABLES` of anyone else's is left as it is. Call before any thread starts.
+pub(super) fn forget_own_tunables() {
+    if std::env::var_os("GLIBC_TUNABLES").is_some_and(|v| v == desk_common::session::MASTER_GLIBC_TUNABLES) {
+        // SAFETY: the master is still single-threaded: nothing reads the environment meanwhile.
+        unsafe { std::env::remove_var("GLIBC_TUNABLES") };
     }
 }
 
