@@ -380,7 +380,7 @@ pub const MASTER_LOCK_FILE: &str = "master.lock";
 /// with the pages its thread touched (8 KiB private), and a master's threads are all
 /// short-lived (the one that starts the child, the start's syncs) and end before it goes idle;
 /// without the cache their stacks go back to the kernel, about 56 KiB less per idle master
-/// (docs/benchmarks.md §25). The master takes it out of its environment before anything else,
+/// (docs/benchmarks.md §26). The master takes it out of its environment before anything else,
 /// so its child does not inherit it.
 pub const MASTER_GLIBC_TUNABLES: &str = "glibc.pthread.stack_cache_size=0";
 
