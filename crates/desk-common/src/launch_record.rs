@@ -173,7 +173,7 @@ pub fn allocate_generation(paths: &Paths, name: &SessionName, lock: &crate::sess
     crate::session::allocate_generation_above(paths, name, lock, launched)
 }
 
-/// [`write`] without waiting on the disk: a start writes its record so, and the master it
+/// [`write()`] without waiting on the disk: a start writes its record so, and the master it
 /// starts makes it durable (with the generation counter) before it serves anyone
 /// (`desk_master`'s `durable_start`).
 pub fn write_volatile(paths: &Paths, name: &SessionName, record: &LaunchRecord) -> Result<()> {
