@@ -378,8 +378,8 @@ pub const MASTER_LOCK_FILE: &str = "master.lock";
 /// The `GLIBC_TUNABLES` a master is started with (when the starter has none of its own): no
 /// cache of ended threads' stacks. glibc keeps a process's ended thread stacks for reuse, each
 /// with the pages its thread touched (8 KiB private), and a master's threads are all
-/// short-lived (the one that starts the child, the start's syncs) and end before it goes idle;
-/// without the cache their stacks go back to the kernel, about 56 KiB less per idle master
+/// short-lived (the start's six syncs) and end before it goes idle;
+/// without the cache their stacks go back to the kernel, about 48 KiB less per idle master
 /// (docs/benchmarks.md §26). The master takes it out of its environment before anything else,
 /// so its child does not inherit it.
 pub const MASTER_GLIBC_TUNABLES: &str = "glibc.pthread.stack_cache_size=0";

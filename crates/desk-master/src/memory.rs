@@ -15,8 +15,8 @@
 
 /// One malloc arena for the whole master. glibc gives a second thread an arena of its own on its
 /// first allocation, and keeps it (16 KiB of private pages here) after the thread has ended; the
-/// master's other threads are short-lived (the one that starts the child,
-/// `desk_common::pty::spawn_gated`, and the start's syncs), so a shared arena costs no contention and keeps an idle master in
+/// master's other threads are the short-lived ones that make a start's records durable
+/// (`durable_start`), so a shared arena costs no contention and keeps an idle master in
 /// a fleet under 256 KiB. Call before any thread starts.
 pub(super) fn one_arena() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
