@@ -1,71 +1,10 @@
 //! The detach key: how it is named on the command line and found in typed input.
 //!
-//! Owns locating the key (named as `desk_common::syntax::parse_detach_key` reads it) in a chunk
-//! of terminal input, both as its plain control byte and in the kitty keyboard protocol's
-//! `CSI <code> ; 5 u` form (an application may have switched the outer terminal to that
-//! encoding). Invariant: bytes before the key are forwarded, the key and everything after it in
-//! the same chunk are not.
+//! Owns the default detach key; finding it (as its plain control byte or in the kitty keyboard
+//! protocol's form) is `desk_term::kept`'s, shared with a master that holds the terminal.
 
 /// Ctrl-\ (0x1c), as in dtach and atch: rarely bound by shells or agents.
 pub const DEFAULT_DETACH_KEY: u8 = 0x1c;
 
-/// The character code the kitty protocol reports for a control byte (Ctrl-a → 'a').
-fn kitty_code(key: u8) -> Option<u32> {
-    match key {
-        0x01..=0x1a => Some(u32::from(key - 1 + b'a')),
-        0x00 => Some(u32::from(b'@')),
-        0x1b..=0x1f => Some(u32::from(key | 0x40)),
-        _ => None,
-    }
-}
-
 /// Position and length of the first occurrence of the detach key in `input`.
-pub fn find_detach_key(input: &[u8], key: u8) -> Option<(usize, usize)> {
-    let plain = input.iter().position(|b| *b == key).map(|at| (at, 1));
-    let kitty = kitty_code(key).and_then(|code| find_kitty_key(input, code));
-    match (plain, kitty) {
-        (Some(p), Some(k)) => Some(if p.0 <= k.0 { p } else { k }),
-        (p, k) => p.or(k),
-    }
-}
-
-/// Find `ESC [ code ; 5 [: event] u`, the kitty encoding of Ctrl+key (press or repeat).
-fn find_kitty_key(input: &[u8], code: u32) -> Option<(usize, usize)> {
-    let prefix = format!("\x1b[{code};5");
-    let prefix = prefix.as_bytes();
-    let mut from = 0;
-    while let Some(rel) = input[from..].windows(prefix.len()).position(|w| w == prefix) {
-        let at = from + rel;
-        let mut end = at + prefix.len();
-        if input.get(end) == Some(&b':') {
-            end += 1;
-            let digits = input[end..].iter().take_while(|b| b.is_ascii_digit()).count();
-            // Event type 3 is a key release: not a keypress.
-            if &input[end..end + digits] == b"3" {
-                from = at + 1;
-                continue;
-            }
-            end += digits;
-        }
-        if input.get(end) == Some(&b'u') {
-            return Some((at, end + 1 - at));
-        }
-        from = at + 1;
-    }
-    None
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn detach_key_is_found_plain_and_in_kitty_form() {
-        assert_eq!(find_detach_key(b"abc\x1cdef", 0x1c), Some((3, 1)));
-        assert_eq!(find_detach_key(b"ab\x1b[92;5uc", 0x1c), Some((2, 7)));
-        assert_eq!(find_detach_key(b"\x1b[92;5:1u", 0x1c), Some((0, 9)));
-        assert_eq!(find_detach_key(b"\x1b[92;5:3u", 0x1c), None);
-        assert_eq!(find_detach_key(b"\x1b[97;5u", 0x01), Some((0, 7)));
-        assert_eq!(find_detach_key(b"plain text", 0x1c), None);
-    }
-}
+pub use desk_term::kept::find_key as find_detach_key;

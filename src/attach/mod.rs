@@ -20,6 +20,7 @@
 //! (128 + N for signal N) when the attached session ends.
 
 mod keys;
+mod lend;
 mod modes;
 mod own;
 mod prefix;
@@ -221,6 +222,7 @@ fn drive(
     let poll = Poll::new().context("cannot create the event loop")?;
     // Writability is watched only while a write would block (`watch_writability`).
     poll.registry().register(&mut SourceFd(&raw.fd().as_raw_fd()), TTY, Interest::READABLE)?;
+    let tty_watch = Some(Interest::READABLE);
     poll.registry().register(&mut sock, SOCKET, Interest::READABLE)?;
     let mut signals = Signals::new([SIGWINCH, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCONT])?;
     poll.registry().register(&mut signals, SIGNALS, Interest::READABLE)?;
@@ -251,7 +253,10 @@ fn drive(
         tty_writable: true,
         tty_readable: false,
         sock_watches_out: false,
-        tty_watches_out: false,
+        tty_watch,
+        lending: lend::Lending::Own,
+        lend_refused: false,
+        wire: 0,
         ending: None,
         welcomed: false,
         handshake_deadline: std::time::Instant::now() + desk_common::master_client::REQUEST_TIMEOUT,
@@ -270,6 +275,7 @@ fn drive(
     }
     // The terminal is put back however the loop ends, an error included.
     let ending = client.run();
+    client.reclaim();
     let mut epilogue = client.own.leave_status_row();
     epilogue.extend(modes::epilogue(client.session_drawn));
     client.write_tty_blocking(&epilogue);
@@ -369,10 +375,16 @@ struct Client {
     /// false from a write that would block until writability is reported.
     sock_writable: bool,
     tty_writable: bool,
-    /// The socket, the terminal, is registered for writability: only while its flag above is
-    /// false.
+    /// The socket is registered for writability: only while its flag above is false.
     sock_watches_out: bool,
-    tty_watches_out: bool,
+    /// What the poll watches the terminal for (`lend::watch_tty`); `None`: nothing.
+    tty_watch: Option<Interest>,
+    /// Whether the terminal is lent to the master ([`lend`]).
+    lending: lend::Lending,
+    /// The master would not take the terminal: this connection keeps it.
+    lend_refused: bool,
+    /// The protocol version of the connection (its WELCOME's); 0 before.
+    wire: u16,
     tty_readable: bool,
     ending: Option<Ending>,
     welcomed: bool,
@@ -465,6 +477,12 @@ impl Client {
                 self.draw_status(false);
             }
             self.pump(&mut buf);
+            // Once the terminal is idle: READY, or a TAKE (and what they are written with).
+            self.ready_if_drained();
+            self.maybe_lend()?;
+            if !self.to_master.is_empty() {
+                self.pump(&mut buf);
+            }
         }
     }
 
@@ -477,14 +495,7 @@ impl Client {
     fn watch_writability(&mut self) -> Result<()> {
         let interest =
             |blocked: bool| if blocked { Interest::READABLE | Interest::WRITABLE } else { Interest::READABLE };
-        if self.tty_watches_out == self.tty_writable {
-            let want = !self.tty_writable;
-            self.poll
-                .registry()
-                .reregister(&mut SourceFd(&self.raw.fd().as_raw_fd()), TTY, interest(want))
-                .context("cannot watch the terminal")?;
-            self.tty_watches_out = want;
-        }
+        self.watch_tty().context("cannot watch the terminal")?;
         // Between the links of a remote attach no socket is registered.
         if self.sock_watches_out == self.sock_writable && !self.reconnecting() {
             let want = !self.sock_writable;
@@ -501,7 +512,7 @@ impl Client {
     fn pump(&mut self, buf: &mut [u8]) {
         loop {
             let mut progressed = false;
-            if self.tty_readable && self.ending.is_none() {
+            if self.tty_readable && self.ending.is_none() && self.lending == lend::Lending::Own {
                 progressed |= self.read_tty(buf);
             }
             if self.sock_writable && !self.to_master.is_empty() {
@@ -704,6 +715,8 @@ impl Client {
         self.to_tty_off = 0;
         self.in_keyframe = false;
         self.welcomed = false;
+        self.wire = 0;
+        self.lend_refused = false;
         self.sock_readable = false;
         // A new socket: written to at once, watched for writability once a write blocks.
         self.sock_writable = true;
@@ -742,7 +755,7 @@ impl Client {
             return;
         }
         if let Some(bytes) = self.own.status_bytes(self.name.as_str(), force, desk_common::clock::now_ms()) {
-            self.to_tty.extend_from_slice(&bytes);
+            self.tty_out(&bytes);
         }
         // Without the status line a prompt was drawn over the session's last row: once it
         // closes, the session is drawn again.
@@ -908,6 +921,7 @@ impl Client {
         match frame {
             Frame::Welcome { version, info } if desk_wire::welcome_accepted(self.hello, version) => {
                 self.welcomed = true;
+                self.wire = version;
                 self.provider = info.provider;
                 self.generation = info.generation;
             }
@@ -922,8 +936,7 @@ impl Client {
                 self.session_drawn = true;
                 self.to_tty.extend_from_slice(&data);
                 // A switch of screen (or a reset) takes the status row with it.
-                let lost = data.windows(7).any(|w| w == b"\x1b[?1049") || data.windows(2).any(|w| w == b"\x1bc");
-                if lost {
+                if desk_term::kept::wipes_own_drawing(&data) {
                     self.draw_status(true);
                 }
             }
@@ -970,13 +983,14 @@ impl Client {
                 // Refused input: the attach goes on, the bell says so now, and the reason is
                 // printed when the attach ends (writing it over the agent's screen would not do).
                 ErrorCode::InputFull | ErrorCode::NotPermitted => {
-                    self.to_tty.push(0x07);
+                    self.tty_out(&[0x07]);
                     let times = self.refused.as_ref().map_or(0, |(n, _)| *n);
                     self.refused = Some((times + 1, message));
                 }
                 _ => self.lose(message),
             },
             Frame::Ping(nonce) => Frame::Pong(nonce).encode(&mut self.to_master),
+            Frame::Terminal(op) => self.on_terminal(op),
             _ => {}
         }
     }

@@ -228,3 +228,83 @@ fn the_terminal_is_restored_when_the_child_exits_and_when_attach_is_signalled() 
     assert!(!screen.alternate_screen() && !screen.bracketed_paste(), "{screen}");
     assert!(screen.contains("on signal 15"), "{screen}");
 }
+
+/// Wait until the session's master holds `pty`'s terminal (the attach lent it,
+/// docs/protocol.md §5.13): the master has the attach's own description of `/dev/tty` (a master
+/// runs in a session of its own, without a controlling terminal: it never opens one itself).
+fn wait_lent(home: &Home, name: &str, pty: &Pty) {
+    let tty = std::path::Path::new("/dev/tty");
+    let attach_has = std::fs::read_dir(format!("/proc/{}/fd", pty.pid()))
+        .expect("the attach's descriptors")
+        .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .any(|target| target == tty);
+    assert!(attach_has, "the attach reads its terminal as /dev/tty");
+    let master = home.master_pid(name);
+    eventually("the master to hold the attach's terminal", || {
+        let held = std::fs::read_dir(format!("/proc/{master}/fd"))
+            .map_err(|e| e.to_string())?
+            .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+            .any(|target| target == tty);
+        if held { Ok(()) } else { Err(format!("master {master} has no descriptor of /dev/tty")) }
+    });
+}
+
+/// The attach with its status line (the default).
+fn attach_with_status(home: &Home, name: &str, cols: u16, rows: u16) -> Pty {
+    PtyCommand::new(DESK)
+        .arg("attach")
+        .arg(name)
+        .env("DESK_HOME", home.path())
+        .size(cols, rows)
+        .spawn()
+        .expect("spawn desk attach")
+}
+
+#[test]
+fn keys_and_echo_go_around_a_stopped_attach_while_the_master_holds_its_terminal() {
+    let home = Home::new();
+    home.new_sh("lend", "stty raw -echo; exec cat");
+    let mut pty = attach_with_status(&home, "lend", 100, 20);
+    pty.wait_until(PATIENCE, "the status line", |s| s.rows()[19].contains("lend")).unwrap();
+    wait_lent(&home, "lend", &pty);
+    // Stopped, the attach process cannot carry a byte: the echo comes back through the master.
+    pty.signal(nix::sys::signal::Signal::SIGSTOP).unwrap();
+    pty.write(b"typed while attach sleeps").unwrap();
+    let screen = pty.wait_for_text("typed while attach sleeps");
+    pty.signal(nix::sys::signal::Signal::SIGCONT).unwrap();
+    let screen = screen.unwrap();
+    assert!(screen.rows()[19].contains("lend"), "the status line is still on the last row: {screen}");
+    // The prefix gives the terminal back: attach's own prompt reads the next key (? opens the
+    // help), and once it closes the terminal is lent again.
+    pty.write(b"\x1d?").unwrap();
+    pty.wait_for_text("keys after the prefix").unwrap();
+    pty.write(b"\x1b").unwrap();
+    pty.wait_until(PATIENCE, "the help closed", |s| !s.contains("keys after the prefix")).unwrap();
+    wait_lent(&home, "lend", &pty);
+    pty.write(b" and again").unwrap();
+    pty.wait_for_text("typed while attach sleeps and again").unwrap();
+    // The detach key, read by the master, detaches.
+    pty.write(b"\x1c").unwrap();
+    assert!(pty.wait_exit(PATIENCE).unwrap().success());
+    let screen = pty.screen();
+    assert!(screen.contains("[desk: detached from lend]"), "{screen}");
+    assert_eq!(home.session("lend").unwrap()["clients"]["controllers"], 0);
+}
+
+#[test]
+fn the_status_line_comes_back_after_the_session_wipes_it_from_a_held_terminal() {
+    let home = Home::new();
+    // A reset (ESC c) clears the whole terminal, the status row with it.
+    home.new_sh("wipe", "stty raw -echo; head -c 2 >/dev/null; printf '\\033cWIPED'; exec cat");
+    let pty = attach_with_status(&home, "wipe", 100, 20);
+    pty.wait_until(PATIENCE, "the status line", |s| s.rows()[19].contains("wipe")).unwrap();
+    wait_lent(&home, "wipe", &pty);
+    pty.write(b"go").unwrap();
+    let screen = pty
+        .wait_until(PATIENCE, "the session's reset and the status line again", |s| {
+            s.contains("WIPED") && s.rows()[19].contains("wipe")
+        })
+        .unwrap();
+    assert!(screen.rows()[0].starts_with("WIPED"), "{screen}");
+    pty.write(b"\x1c").unwrap();
+}

@@ -15,10 +15,12 @@
 
 use mio::net::UnixStream;
 use std::io;
+use std::os::fd::OwnedFd;
 use std::rc::Rc;
 use std::time::Instant;
 
-use super::queue::{Flush, OutQueue};
+use super::held::{Held, Stage};
+use super::queue::{OutQueue, Sink, Split};
 use desk_term::view::View;
 use desk_wire::{Frame, FrameDecoder, HEADER_LEN, MAX_PAYLOAD, Role, output_header};
 
@@ -93,6 +95,10 @@ pub(super) struct Client {
     pub view_unsent: usize,
     /// The earliest time of the next repaint (one per `VIEW_REPAINT_INTERVAL`).
     pub next_repaint: Option<Instant>,
+    /// A descriptor that came with the client's bytes, for the TAKE it goes with.
+    pub passed: Option<OwnedFd>,
+    /// The terminal the client handed over (docs/protocol.md §5.13): stream frames go there.
+    pub held: Option<Held>,
 }
 
 impl Client {
@@ -120,6 +126,35 @@ impl Client {
             view_dirty: false,
             view_unsent: 0,
             next_repaint: None,
+            passed: None,
+            held: None,
+        }
+    }
+
+    /// Where stream frames pushed now go.
+    fn sink(&self) -> Sink {
+        if self.held.as_ref().is_some_and(Held::takes_stream) { Sink::Terminal } else { Sink::Socket }
+    }
+
+    /// Whether the stream's sink took the last write whole: a keyframe or repaint is worth
+    /// pushing now.
+    pub(super) fn stream_writable(&self) -> bool {
+        match &self.held {
+            Some(held) if held.takes_stream() => held.writable,
+            _ => self.writable,
+        }
+    }
+
+    /// Queue a stream frame for its sink; one that wipes the client's own drawing from a held
+    /// terminal is followed by REDRAWN, so the client draws it again.
+    fn push_stream(&mut self, frame: &Rc<[u8]>) {
+        let sink = self.sink();
+        self.out.push_to(frame.clone(), sink);
+        if sink == Sink::Terminal
+            && frame.get(4) == Some(&(desk_wire::FrameType::Output as u8))
+            && desk_term::kept::wipes_own_drawing(&frame[desk_wire::HEADER_LEN..])
+        {
+            self.out.push(redrawn());
         }
     }
 
@@ -147,7 +182,7 @@ impl Client {
             }
             return fell_behind;
         }
-        self.out.push(frame.clone());
+        self.push_stream(frame);
         self.output_bytes += payload_len as u64;
         self.flush();
         false
@@ -181,8 +216,12 @@ impl Client {
             self.needs_keyframe = false;
             return;
         }
+        let sink = self.sink();
         for frame in frames {
-            self.out.push(frame.clone());
+            self.out.push_to(frame.clone(), sink);
+        }
+        if sink == Sink::Terminal {
+            self.out.push(redrawn());
         }
         self.needs_keyframe = false;
         self.keyframes += 1;
@@ -197,7 +236,7 @@ impl Client {
             return;
         }
         for frame in frames {
-            self.out.push(frame.clone());
+            self.push_stream(frame);
         }
         self.output_bytes += payload_len as u64;
         self.flush();
@@ -220,26 +259,50 @@ impl Client {
         Some((std::mem::take(&mut self.caught_up), self.behind_since))
     }
 
-    /// Write what the socket takes now.
+    /// Write what the socket (and a held terminal) take now.
     pub(super) fn flush(&mut self) {
-        if !self.writable || !self.alive() {
+        if !self.alive() {
             return;
         }
-        match self.out.flush_to(&mut self.stream) {
-            Ok(Flush::Drained) => {
+        let socket = self.writable.then_some(&mut self.stream);
+        let terminal = self.held.as_mut().and_then(Held::writer);
+        match self.out.flush_split(socket, terminal) {
+            Ok(Split::Drained) => {
                 if self.behind_since.take().is_some() {
                     self.caught_up = true;
                     self.lag_news = true;
                 }
             }
-            Ok(Flush::Blocked) => self.writable = false,
-            Err(e) if e.kind() == io::ErrorKind::BrokenPipe || e.kind() == io::ErrorKind::ConnectionReset => {
+            Ok(Split::Blocked(Sink::Socket)) => self.writable = false,
+            Ok(Split::Blocked(Sink::Terminal)) => {
+                if let Some(held) = &mut self.held {
+                    held.writable = false;
+                }
+            }
+            Ok(Split::Held(_)) => {}
+            Err((Sink::Socket, e))
+                if e.kind() == io::ErrorKind::BrokenPipe || e.kind() == io::ErrorKind::ConnectionReset =>
+            {
                 self.hung_up = true;
                 self.out = OutQueue::default();
             }
-            Err(e) => self.gone = Some(Gone::Failed(format!("write failed: {e}"))),
+            Err((Sink::Socket, e)) => self.gone = Some(Gone::Failed(format!("write failed: {e}"))),
+            Err((Sink::Terminal, e)) => {
+                self.gone = Some(Gone::Failed(format!("cannot write to the terminal it handed over: {e}")))
+            }
         }
     }
+
+    /// Whether the held terminal is given back and nothing more is queued for it: it may be
+    /// closed.
+    pub(super) fn terminal_released(&self) -> bool {
+        self.held.as_ref().is_some_and(|h| h.stage == Stage::Giving) && self.out.terminal_frames() == 0
+    }
+}
+
+/// The REDRAWN notice (docs/protocol.md §5.13), encoded.
+fn redrawn() -> Rc<[u8]> {
+    Rc::from(desk_wire::Frame::Terminal(desk_wire::TerminalOp::Redrawn).to_bytes())
 }
 
 /// A keyframe's bytes cut into KEYFRAME frames (one empty frame for no bytes).

@@ -34,7 +34,7 @@ use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 use nix::unistd::Pid;
 use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use signal_hook_mio::v1_0::Signals;
-use std::io::{self, Read};
+use std::io;
 use std::os::fd::OwnedFd;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -42,6 +42,7 @@ use tracing::{debug, info, warn};
 
 use super::client::{Client, Gone, keyframe_chunks, output_chunks, output_frame};
 use super::clients::{client_id, token_of};
+use super::held::{Held, Stage, TERMINAL_BIT, recv_with_fd};
 use super::screen::SessionScreen;
 use super::socket::{LISTENER, Socket};
 use super::state::{AgentState, Announced};
@@ -54,7 +55,7 @@ use desk_common::session::{self, ExitRecord, SessionMeta};
 use desk_core::state::{Authority, Change};
 use desk_term::screen::Screen;
 use desk_wire::events::EventBody;
-use desk_wire::{ErrorCode, ExitStatus, Frame, MAX_PAYLOAD, Role, SessionInfo, SnapshotReply};
+use desk_wire::{ErrorCode, ExitStatus, Frame, MAX_PAYLOAD, Role, SessionInfo, SnapshotReply, TerminalOp};
 
 const PTY: Token = Token(1);
 const SIGNALS: Token = Token(2);
@@ -383,6 +384,15 @@ impl Master {
                         }
                     }
                     SIGNALS => self.handle_signals(now),
+                    Token(held) if held & TERMINAL_BIT != 0 => {
+                        let token = Token(held & !TERMINAL_BIT);
+                        if event.is_writable() {
+                            self.terminal_writable(token);
+                        }
+                        if event.is_readable() || event.is_read_closed() || event.is_error() {
+                            self.terminal_readable(token, now);
+                        }
+                    }
                     token => {
                         if event.is_writable() {
                             self.client_writable(token);
@@ -517,6 +527,12 @@ impl Master {
                     }
                 }
             }
+            if let Some(held) = client.held.as_mut().filter(|_| client.gone.is_none())
+                && let Err(e) = held.watch(registry, Token(token.0 | TERMINAL_BIT))
+            {
+                client.gone = Some(Gone::Failed(format!("cannot watch the terminal it handed over: {e}")));
+                failed = true;
+            }
         }
         failed
     }
@@ -590,12 +606,15 @@ impl Master {
             if !client.alive() || client.closing.is_some() {
                 break;
             }
-            match client.stream.read(&mut buf) {
-                Ok(0) => {
+            match recv_with_fd(&client.stream, &mut buf) {
+                Ok((0, _)) => {
                     client.gone.get_or_insert(Gone::Left);
                     break;
                 }
-                Ok(n) => {
+                Ok((n, passed)) => {
+                    if passed.is_some() {
+                        client.passed = passed;
+                    }
                     client.decoder.push(&buf[..n]);
                     self.client_frames(token, now);
                 }
@@ -669,10 +688,119 @@ impl Master {
                     self.clients.reply(token, &reply);
                 }
             }
+            Verdict::Terminal(op) => self.on_terminal_op(token, op),
         }
         // Acting on it may have given the policy more to decide (input makes a controller the
         // latest, which may resize the session).
         self.carry(now);
+    }
+
+    // ----- terminals clients hand over (docs/protocol.md §5.13) -----
+
+    /// A client's TAKE, READY or PAINT, permitted by the session policy.
+    fn on_terminal_op(&mut self, token: Token, op: TerminalOp) {
+        let Some(client) = self.clients.get_mut(&token) else { return };
+        match op {
+            TerminalOp::Take { keys } => {
+                let taken = match (client.passed.take(), &client.held) {
+                    (_, Some(_)) => Err("it holds this client's terminal already".to_string()),
+                    (None, None) => Err("no descriptor came with TAKE".to_string()),
+                    (Some(fd), None) => Held::take(fd, keys),
+                };
+                match taken {
+                    Ok(held) => {
+                        client.held = Some(held);
+                        client.push_control(&Frame::Terminal(TerminalOp::Taken));
+                        debug!(client = token.0, "terminal handed over");
+                    }
+                    // Refused: the terminal stays the client's, which says so by taking it back.
+                    Err(why) => {
+                        debug!(client = token.0, %why, "terminal not taken");
+                        client.push_control(&Frame::Terminal(TerminalOp::Give(Vec::new())));
+                    }
+                }
+            }
+            TerminalOp::Ready => {
+                if let Some(held) = client.held.as_mut().filter(|h| h.stage == Stage::Waiting) {
+                    held.stage = Stage::Holding;
+                    client.flush();
+                }
+            }
+            TerminalOp::Paint(bytes) => {
+                if client.held.as_ref().is_some_and(Held::takes_stream) && client.streams_output() {
+                    for frame in output_chunks(&bytes) {
+                        client.out.push_to(frame, super::queue::Sink::Terminal);
+                    }
+                    client.flush();
+                }
+            }
+            // The policy passes on only what a client sends.
+            TerminalOp::Taken | TerminalOp::Give(_) | TerminalOp::Redrawn => {}
+        }
+    }
+
+    fn terminal_writable(&mut self, token: Token) {
+        if let Some(client) = self.clients.get_mut(&token)
+            && let Some(held) = &mut client.held
+        {
+            held.writable = true;
+            client.flush();
+        }
+    }
+
+    /// Keys typed on a held terminal: the session's up to the first key the client keeps, as
+    /// its INPUT would be; from that key on, back to the client with the terminal.
+    fn terminal_readable(&mut self, token: Token, now: Instant) {
+        let mut buf = [0u8; CLIENT_READ_CHUNK];
+        loop {
+            let Some(client) = self.clients.get_mut(&token) else { return };
+            let Some(held) = client.held.as_ref().filter(|h| h.stage == Stage::Holding) else { return };
+            if !client.alive() || client.closing.is_some() {
+                return;
+            }
+            let n = match held.read(&mut buf) {
+                Ok(0) => return self.give_back(token, Vec::new()),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    debug!(client = token.0, "cannot read the terminal handed over: {e}");
+                    return self.give_back(token, Vec::new());
+                }
+            };
+            let kept = desk_term::kept::find_first(&buf[..n], &held.keys).map(|(at, _, _)| at);
+            let typed = &buf[..kept.unwrap_or(n)];
+            if !typed.is_empty() && client.role == Some(Role::Controller) {
+                self.client_frame(token, Frame::Input(typed.to_vec()), now);
+            }
+            if let Some(at) = kept {
+                return self.give_back(token, buf[at..n].to_vec());
+            }
+        }
+    }
+
+    /// Give client `token` its terminal back: nothing more is read from it; GIVE, carrying
+    /// `unread`, follows the last bytes queued for it, and it is closed once they are written.
+    fn give_back(&mut self, token: Token, unread: Vec<u8>) {
+        let Some(client) = self.clients.get_mut(&token) else { return };
+        let Some(held) = client.held.as_mut().filter(|h| h.stage != Stage::Giving) else { return };
+        held.stage = Stage::Giving;
+        client.push_control(&Frame::Terminal(TerminalOp::Give(unread)));
+    }
+
+    /// Give every held terminal back at once, with what was queued for it (a master about to
+    /// hand its clients over to another image: the descriptors do not travel; each client gets
+    /// a keyframe from the new image, and hands its terminal over again).
+    pub(super) fn give_back_terminals(&mut self) {
+        let registry = self.poll.registry();
+        for client in self.clients.values_mut() {
+            let Some(mut held) = client.held.take() else { continue };
+            held.forget(registry);
+            client.out.drop_terminal_frames();
+            if held.stage != Stage::Giving {
+                client.push_control(&Frame::Terminal(TerminalOp::Give(Vec::new())));
+            }
+        }
     }
 
     /// Answer a SNAPSHOT_REQUEST the session policy permitted.
@@ -857,10 +985,9 @@ impl Master {
     /// policy which clients fell behind or caught up, closing and removing clients that are done.
     pub(super) fn settle(&mut self, now: Instant) {
         self.update_views();
-        let waiting = self
-            .clients
-            .values()
-            .any(|c| c.needs_keyframe && c.view.is_none() && c.out.is_empty() && c.streams_output() && c.writable);
+        let waiting = self.clients.values().any(|c| {
+            c.needs_keyframe && c.view.is_none() && c.out.is_empty() && c.streams_output() && c.stream_writable()
+        });
         if waiting && self.screen.model().at_ground_state() {
             let frames = self.keyframe_frames();
             for client in self.clients.values_mut() {
@@ -868,7 +995,7 @@ impl Master {
                     && client.view.is_none()
                     && client.out.is_empty()
                     && client.streams_output()
-                    && client.writable
+                    && client.stream_writable()
                 {
                     client.push_keyframe(&frames);
                 }
@@ -888,6 +1015,12 @@ impl Master {
         }
         let mut removed = Vec::new();
         for (token, client) in &mut self.clients {
+            if client.terminal_released()
+                && let Some(mut held) = client.held.take()
+            {
+                held.forget(self.poll.registry());
+                debug!(client = token.0, "terminal given back");
+            }
             if client.gone.is_none()
                 && let Some(reason) = &client.closing
                 && client.out.is_empty()
@@ -903,6 +1036,9 @@ impl Master {
             if let Some(mut client) = self.clients.remove(&token) {
                 gone.push(client_id(token));
                 let _ = self.poll.registry().deregister(&mut client.stream);
+                if let Some(held) = &mut client.held {
+                    held.forget(self.poll.registry());
+                }
                 if client.role == Some(Role::Query) || client.role.is_none() {
                     debug!(client = token.0, reason = ?client.gone, "query client left");
                 } else {

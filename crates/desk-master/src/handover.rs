@@ -304,6 +304,9 @@ impl Master {
         self.drain_log(now);
         self.flush_log();
         self.settle(now);
+        // Terminals clients handed over do not travel: each is given back, and handed over
+        // again to the new image.
+        self.give_back_terminals();
         // Left or leaving: its descriptor closes with the exec, as it would have soon.
         let leaving = |client: &Client| !client.alive() || client.closing.is_some() || client.hung_up;
         for client in self.clients_mut().values_mut() {

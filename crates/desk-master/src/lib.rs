@@ -40,6 +40,7 @@ mod event_loop;
 mod events;
 mod handover;
 mod handover_request;
+mod held;
 mod history;
 mod hook;
 mod info;

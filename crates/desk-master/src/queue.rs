@@ -5,9 +5,13 @@
 //! written whole or still (partly) queued, so discarding a backlog never cuts a frame and the
 //! stream stays well-formed; nor does it cut a keyframe whose first chunk has been written, so a
 //! client never sees one keyframe run into the next. Discarding drops only stream frames
-//! (OUTPUT, KEYFRAME): replies and errors stay queued, in order. [`InputQueue`] owns the bytes waiting to be written to the child's
-//! PTY; it refuses a push that would exceed its bound instead of growing or dropping bytes.
-//! Neither queue reorders bytes.
+//! (OUTPUT, KEYFRAME): replies and errors stay queued, in order. A client that handed its
+//! terminal to the master (docs/protocol.md §5.13) has its stream frames queued for that
+//! terminal instead, as bare payloads ([`Sink::Terminal`]), in the same queue: the one order
+//! decides when each sink is written, so a reply never overtakes the output before it on the
+//! other sink. [`InputQueue`] owns the bytes waiting to be written to the child's PTY; it
+//! refuses a push that would exceed its bound instead of growing or dropping bytes. Neither
+//! queue reorders bytes.
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice, Write};
@@ -28,9 +32,36 @@ pub enum Flush {
     Blocked,
 }
 
+/// Where a queued frame goes: the client's socket (the whole frame), or the terminal the client
+/// handed over (the payload alone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sink {
+    Socket,
+    Terminal,
+}
+
+/// Result of [`OutQueue::flush_split`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Split {
+    Drained,
+    /// This sink would block.
+    Blocked(Sink),
+    /// The next frame's sink was not offered (it is known to be blocked, or not to be written
+    /// yet).
+    Held(Sink),
+}
+
+#[derive(Debug)]
+struct Queued {
+    frame: Rc<[u8]>,
+    sink: Sink,
+}
+
 #[derive(Debug, Default)]
 pub struct OutQueue {
-    frames: VecDeque<Rc<[u8]>>,
+    frames: VecDeque<Queued>,
+    /// Frames queued for the terminal.
+    terminal: usize,
     /// Bytes of the front frame already written.
     head_off: usize,
     /// Unwritten bytes across all frames.
@@ -57,9 +88,32 @@ fn control_len(frame: &[u8]) -> usize {
 
 impl OutQueue {
     pub fn push(&mut self, frame: Rc<[u8]>) {
+        self.push_to(frame, Sink::Socket);
+    }
+
+    /// Queue `frame` for `sink`; only stream frames go to a terminal.
+    pub fn push_to(&mut self, frame: Rc<[u8]>, sink: Sink) {
+        let sink = if stream_frame(&frame) { sink } else { Sink::Socket };
         self.queued += frame.len();
         self.control += control_len(&frame);
-        self.frames.push_back(frame);
+        self.terminal += usize::from(sink == Sink::Terminal);
+        self.frames.push_back(Queued { frame, sink });
+    }
+
+    /// Frames queued for the terminal.
+    pub fn terminal_frames(&self) -> usize {
+        self.terminal
+    }
+
+    /// Drop every frame queued for the terminal, a partly written one too (the terminal is
+    /// being given up: a keyframe will redraw it).
+    pub fn drop_terminal_frames(&mut self) {
+        if self.frames.front().is_some_and(|q| q.sink == Sink::Terminal) {
+            self.head_off = 0;
+        }
+        self.frames.retain(|q| q.sink == Sink::Socket);
+        self.terminal = 0;
+        self.queued = self.frames.iter().map(|q| q.frame.len()).sum::<usize>() - self.head_off;
     }
 
     pub fn queued_bytes(&self) -> usize {
@@ -91,23 +145,25 @@ impl OutQueue {
         let mut keep = 0;
         let mut started = self.head_off > 0 || self.mid_keyframe;
         while started && keep < self.frames.len() {
-            started = unfinished_keyframe(&self.frames[keep]);
+            started = unfinished_keyframe(&self.frames[keep].frame);
             keep += 1;
         }
         if keep == 0 {
             self.head_off = 0;
         }
         let rest = self.frames.split_off(keep);
-        self.frames.extend(rest.into_iter().filter(|f| !stream_frame(f)));
-        self.queued = self.frames.iter().map(|f| f.len()).sum::<usize>() - self.head_off;
+        self.frames.extend(rest.into_iter().filter(|q| !stream_frame(&q.frame)));
+        self.terminal = self.frames.iter().filter(|q| q.sink == Sink::Terminal).count();
+        self.queued = self.frames.iter().map(|q| q.frame.len()).sum::<usize>() - self.head_off;
         before - self.queued
     }
 
     /// What is queued, for a master handing its clients over to another process image: the
     /// frames, how much of the first one was written, and whether the last frame written was
-    /// a keyframe chunk with more to follow.
+    /// a keyframe chunk with more to follow. Frames for a terminal are not handed over (see
+    /// [`OutQueue::drop_terminal_frames`]).
     pub fn saved(&self) -> (Vec<&[u8]>, usize, bool) {
-        (self.frames.iter().map(|f| &f[..]).collect(), self.head_off, self.mid_keyframe)
+        (self.frames.iter().map(|q| &q.frame[..]).collect(), self.head_off, self.mid_keyframe)
     }
 
     /// The queue [`OutQueue::saved`] described.
@@ -116,42 +172,96 @@ impl OutQueue {
         for frame in frames {
             queue.push(Rc::from(frame));
         }
-        let head_off = if queue.frames.front().is_some_and(|f| head_off < f.len()) { head_off } else { 0 };
+        let head_off = if queue.frames.front().is_some_and(|q| head_off < q.frame.len()) { head_off } else { 0 };
         queue.head_off = head_off;
         queue.queued -= head_off;
         queue
     }
 
-    /// Write until drained or the writer would block.
+    /// Write until drained or the writer would block (a queue with no terminal frames).
     pub fn flush_to(&mut self, writer: &mut impl Write) -> io::Result<Flush> {
-        while !self.frames.is_empty() {
+        match self.flush_split(Some(writer), None::<&mut io::Sink>) {
+            Ok(Split::Drained) => Ok(Flush::Drained),
+            Ok(_) => Ok(Flush::Blocked),
+            Err((_, e)) => Err(e),
+        }
+    }
+
+    /// Write in queue order until drained, a sink would block, or the next frame's sink is not
+    /// offered (`None`). Consecutive frames for one sink go in one vectored write; a terminal
+    /// gets the payloads alone. An error names the sink it came from.
+    pub fn flush_split<S: Write, T: Write>(
+        &mut self,
+        mut socket: Option<&mut S>,
+        mut terminal: Option<&mut T>,
+    ) -> Result<Split, (Sink, io::Error)> {
+        while let Some(front) = self.frames.front() {
+            let sink = front.sink;
+            if sink == Sink::Terminal && self.head_off < HEADER_LEN {
+                // A terminal takes the payload alone: the header counts as written.
+                self.consume(HEADER_LEN - self.head_off);
+                continue;
+            }
             let mut slices: [IoSlice<'_>; MAX_IOVECS] = [IoSlice::new(&[]); MAX_IOVECS];
             let mut count = 0;
-            for (i, frame) in self.frames.iter().take(MAX_IOVECS).enumerate() {
-                let start = if i == 0 { self.head_off } else { 0 };
-                slices[i] = IoSlice::new(&frame[start..]);
+            for (i, queued) in self.frames.iter().take(MAX_IOVECS).enumerate() {
+                if queued.sink != sink {
+                    break;
+                }
+                let start = match (i, sink) {
+                    (0, _) => self.head_off,
+                    (_, Sink::Terminal) => HEADER_LEN,
+                    (_, Sink::Socket) => 0,
+                };
+                slices[i] = IoSlice::new(&queued.frame[start..]);
                 count += 1;
             }
-            match writer.write_vectored(&slices[..count]) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => self.consume(n),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Flush::Blocked),
+            let written = match sink {
+                Sink::Socket => match socket.as_deref_mut() {
+                    Some(w) => w.write_vectored(&slices[..count]),
+                    None => return Ok(Split::Held(sink)),
+                },
+                Sink::Terminal => match terminal.as_deref_mut() {
+                    Some(w) => w.write_vectored(&slices[..count]),
+                    None => return Ok(Split::Held(sink)),
+                },
+            };
+            match written {
+                Ok(0) => return Err((sink, io::ErrorKind::WriteZero.into())),
+                Ok(n) => self.consume_written(n, sink),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Split::Blocked(sink)),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
+                Err(e) => return Err((sink, e)),
             }
         }
-        Ok(Flush::Drained)
+        Ok(Split::Drained)
+    }
+
+    /// Account for `n` bytes written to `sink` from the front: for a terminal, the headers of
+    /// the frames after the first were never part of the write.
+    fn consume_written(&mut self, mut n: usize, sink: Sink) {
+        while n > 0 {
+            let Some(front) = self.frames.front() else { break };
+            if sink == Sink::Terminal && front.sink == Sink::Terminal && self.head_off < HEADER_LEN {
+                self.consume(HEADER_LEN - self.head_off);
+                continue;
+            }
+            let take = n.min(front.frame.len() - self.head_off);
+            self.consume(take);
+            n -= take;
+        }
     }
 
     fn consume(&mut self, mut n: usize) {
         self.queued -= n;
         while n > 0 {
             let Some(front) = self.frames.front() else { break };
-            let left = front.len() - self.head_off;
+            let left = front.frame.len() - self.head_off;
             if n >= left {
                 n -= left;
-                self.mid_keyframe = unfinished_keyframe(front);
-                self.control -= control_len(front);
+                self.mid_keyframe = unfinished_keyframe(&front.frame);
+                self.control -= control_len(&front.frame);
+                self.terminal -= usize::from(front.sink == Sink::Terminal);
                 self.frames.pop_front();
                 self.head_off = 0;
             } else {
@@ -265,6 +375,70 @@ mod tests {
         assert_eq!(q.flush_to(&mut w).unwrap(), Flush::Drained);
         assert_eq!(w.got, b"hello world");
         assert!(q.is_empty());
+    }
+
+    /// A writer that takes whole vectored writes up to `budget` bytes (as writev does).
+    struct Gathering(Throttled);
+
+    impl Write for Gathering {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.write(buf)
+        }
+        fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+            if self.0.budget == 0 {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let mut n = 0;
+            for buf in bufs {
+                match self.0.write(buf) {
+                    Ok(k) => n += k,
+                    Err(_) => break,
+                }
+            }
+            Ok(n)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn gathering(budget: usize) -> Gathering {
+        Gathering(Throttled { got: Vec::new(), budget })
+    }
+
+    #[test]
+    fn a_terminal_gets_the_payloads_and_the_socket_waits_its_turn() {
+        let mut q = OutQueue::default();
+        q.push_to(output(b"before"), Sink::Socket);
+        q.push_to(output(b"abc"), Sink::Terminal);
+        q.push_to(keyframe(false, b""), Sink::Terminal);
+        q.push_to(output(b"defg"), Sink::Terminal);
+        let exit = frame(&desk_wire::Frame::Detach.to_bytes());
+        q.push_to(exit.clone(), Sink::Terminal);
+        assert_eq!(q.terminal_frames(), 3, "a control frame always goes to the socket");
+        let (mut sock, mut term) = (gathering(1000), gathering(5));
+        assert_eq!(q.flush_split(Some(&mut sock), Some(&mut term)).unwrap(), Split::Blocked(Sink::Terminal));
+        assert_eq!(sock.0.got, &output(b"before")[..]);
+        assert_eq!(term.0.got, b"abcde");
+        term.0.budget = 100;
+        assert_eq!(q.flush_split(Some(&mut sock), Some(&mut term)).unwrap(), Split::Drained);
+        assert_eq!(term.0.got, b"abcdefg");
+        assert_eq!(sock.0.got, [&output(b"before")[..], &exit[..]].concat());
+        assert!(q.is_empty() && q.terminal_frames() == 0);
+    }
+
+    #[test]
+    fn frames_for_a_terminal_not_offered_hold_back_everything_after_them() {
+        let mut q = OutQueue::default();
+        q.push_to(output(b"x"), Sink::Socket);
+        q.push_to(output(b"y"), Sink::Terminal);
+        q.push_to(frame(&desk_wire::Frame::Detach.to_bytes()), Sink::Socket);
+        let mut sock = gathering(1000);
+        assert_eq!(q.flush_split(Some(&mut sock), None::<&mut Gathering>).unwrap(), Split::Held(Sink::Terminal));
+        assert_eq!(sock.0.got, &output(b"x")[..]);
+        q.drop_terminal_frames();
+        assert_eq!(q.queued_bytes(), HEADER_LEN);
+        assert_eq!(q.flush_split(Some(&mut sock), None::<&mut Gathering>).unwrap(), Split::Drained);
     }
 
     #[test]

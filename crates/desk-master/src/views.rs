@@ -72,7 +72,8 @@ impl Views {
     pub(super) fn repaint(&mut self, clients: &mut ClientTable, screen: &Screen, now: Instant, timers: &mut Timers) {
         let mut next: Option<Instant> = None;
         for client in clients.values_mut() {
-            if client.view.is_none() || !client.streams_output() || !client.out.is_empty() || !client.writable {
+            if client.view.is_none() || !client.streams_output() || !client.out.is_empty() || !client.stream_writable()
+            {
                 continue;
             }
             let Some(view) = client.view.as_mut() else { continue };

@@ -6,7 +6,7 @@
 //! mode changes and terminal state reports), drained by the caller of `Screen::feed`, and views
 //! of a screen for terminals of another size (`view`: crop, pan, pad, and repaints diffed
 //! against what a client was last sent), and the keys an operator names with the bytes a terminal
-//! sends for them (`keys`). Invariants: feeding bytes never fails and never
+//! sends for them (`keys`), and the keys a client keeps for itself found in typed input (`kept`). Invariants: feeding bytes never fails and never
 //! allocates beyond the screen's bounds; the same bytes in any chunking give the same screen and
 //! the same events.
 //! May not depend on any other desk crate, on the clock, or on anything that makes a syscall
@@ -26,6 +26,7 @@
 //! one `Screen`; the CLI and the dashboard build screens from keyframes.
 
 pub mod events;
+pub mod kept;
 pub mod keys;
 pub mod screen;
 pub mod text;

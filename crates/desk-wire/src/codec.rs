@@ -5,7 +5,7 @@
 //! (a too-large declaration fails with only 8 bytes read); fixed-size payloads must have exactly
 //! their size; JSON payloads must be one UTF-8 object; nothing here panics on any input.
 
-use super::frame::{DecodeError, ErrorCode, ExitStatus, Frame, FrameType, Header, HistoryRequest, Role};
+use super::frame::{DecodeError, ErrorCode, ExitStatus, Frame, FrameType, Header, HistoryRequest, Role, TerminalOp};
 use super::{FLAG_MORE, HEADER_LEN, HELLO_STATUS_LINE, HELLO_VIEW, MAGIC, MAX_ERROR_MESSAGE, MAX_PAYLOAD};
 
 /// Parse and validate an 8-byte header.
@@ -128,6 +128,7 @@ fn decode_client_frame(header: &Header, payload: &[u8]) -> Result<Frame, DecodeE
         },
         FrameType::Event => Frame::Event(json(kind, payload)?),
         FrameType::Hook => Frame::Hook(json(kind, payload)?),
+        FrameType::Terminal => Frame::Terminal(terminal_op(payload)?),
         FrameType::Detach => {
             exact(kind, payload, 0)?;
             Frame::Detach
@@ -178,6 +179,30 @@ fn decode_client_frame(header: &Header, payload: &[u8]) -> Result<Frame, DecodeE
         }
     })
 }
+
+/// A TERMINAL payload: its op byte, then the op's bytes.
+fn terminal_op(payload: &[u8]) -> Result<TerminalOp, DecodeError> {
+    let kind = FrameType::Terminal;
+    let Some((&op, rest)) = payload.split_first() else {
+        return Err(malformed(kind, "empty payload (no op byte)"));
+    };
+    let bare = |op: TerminalOp| {
+        if rest.is_empty() { Ok(op) } else { Err(malformed(kind, format!("op {} carries no bytes", op.code()))) }
+    };
+    match op {
+        1 if rest.len() <= MAX_TERMINAL_KEYS => Ok(TerminalOp::Take { keys: rest.to_vec() }),
+        1 => Err(malformed(kind, format!("more than {MAX_TERMINAL_KEYS} keys to give the terminal back on"))),
+        2 => bare(TerminalOp::Taken),
+        3 => bare(TerminalOp::Ready),
+        4 => Ok(TerminalOp::Give(rest.to_vec())),
+        5 => Ok(TerminalOp::Paint(rest.to_vec())),
+        6 => bare(TerminalOp::Redrawn),
+        other => Err(malformed(kind, format!("unknown op {other}"))),
+    }
+}
+
+/// The most keys a TAKE names: a client keeps its detach key and its command prefix.
+const MAX_TERMINAL_KEYS: usize = 8;
 
 fn put_header(out: &mut Vec<u8>, kind: FrameType, flags: u8, len: usize) {
     out.extend_from_slice(&header_bytes(kind, flags, len));
@@ -273,6 +298,17 @@ impl Frame {
             Frame::Signal { signal, grace_ms } => {
                 let mut p = vec![*signal];
                 p.extend_from_slice(&grace_ms.to_le_bytes());
+                p.into()
+            }
+            Frame::Terminal(op) => {
+                let bytes: &[u8] = match op {
+                    TerminalOp::Take { keys } => keys,
+                    TerminalOp::Give(bytes) | TerminalOp::Paint(bytes) => bytes,
+                    TerminalOp::Taken | TerminalOp::Ready | TerminalOp::Redrawn => &[],
+                };
+                let mut p = Vec::with_capacity(1 + bytes.len());
+                p.push(op.code());
+                p.extend_from_slice(bytes);
                 p.into()
             }
         };

@@ -27,6 +27,7 @@ pub enum FrameType {
     Pong = 0x0e,
     Signal = 0x0f,
     Hook = 0x10,
+    Terminal = 0x11,
 }
 
 impl FrameType {
@@ -49,6 +50,7 @@ impl FrameType {
             0x0e => Pong,
             0x0f => Signal,
             0x10 => Hook,
+            0x11 => Terminal,
             _ => return None,
         })
     }
@@ -72,6 +74,7 @@ impl FrameType {
             Pong => "PONG",
             Signal => "SIGNAL",
             Hook => "HOOK",
+            Terminal => "TERMINAL",
         }
     }
 }
@@ -389,6 +392,50 @@ pub enum Frame {
     /// An agent hook fired (sent by `desk hook`): a JSON object with `payload` (the hook's
     /// own JSON) and optionally `generation` (the session generation the hook belongs to).
     Hook(serde_json::Map<String, serde_json::Value>),
+    /// A local client's terminal handed to the master and back (version 3, docs/protocol.md
+    /// §5.13): the master then reads the keys and writes the screen itself, one process hop
+    /// less each way.
+    Terminal(TerminalOp),
+}
+
+/// What a TERMINAL frame says (its payload's first byte). A client hands its terminal over
+/// with `Take` (the descriptor rides along as `SCM_RIGHTS`); the master answers `Taken` after
+/// every stream frame it sent the socket so far, and waits for `Ready` (the client has written
+/// all of those and stopped reading the terminal) before it reads or writes the terminal. It
+/// gives the terminal back with `Give`, carrying the input it read from the first key the
+/// client keeps for itself on. While the master holds the terminal, the client's own drawing
+/// reaches it as `Paint` (written between whole frames), and the master says `Redrawn` after a
+/// repaint that wiped the client's drawing (a keyframe, a switch of screen).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TerminalOp {
+    /// Client to master: here is my terminal; give it back on any of these keys (their plain
+    /// control bytes, also in the kitty keyboard protocol's form).
+    Take { keys: Vec<u8> },
+    /// Master to client: every stream frame before this one came over the socket; none after.
+    Taken,
+    /// Client to master: all of that is on the terminal and the client no longer reads it.
+    Ready,
+    /// Master to client: the terminal is the client's again; these bytes were read from it and
+    /// not used (they start with a kept key), and stream frames come over the socket again.
+    Give(Vec<u8>),
+    /// Client to master: bytes of the client's own (its status line, a bell) for the terminal.
+    Paint(Vec<u8>),
+    /// Master to client: the terminal was redrawn, the client's drawing with it.
+    Redrawn,
+}
+
+impl TerminalOp {
+    /// The op byte that opens a TERMINAL payload.
+    pub fn code(&self) -> u8 {
+        match self {
+            TerminalOp::Take { .. } => 1,
+            TerminalOp::Taken => 2,
+            TerminalOp::Ready => 3,
+            TerminalOp::Give(_) => 4,
+            TerminalOp::Paint(_) => 5,
+            TerminalOp::Redrawn => 6,
+        }
+    }
 }
 
 impl Frame {
@@ -410,6 +457,7 @@ impl Frame {
             Frame::Pong(_) => FrameType::Pong,
             Frame::Signal { .. } => FrameType::Signal,
             Frame::Hook(_) => FrameType::Hook,
+            Frame::Terminal(_) => FrameType::Terminal,
         }
     }
 

@@ -51,7 +51,7 @@ mod vectors;
 pub use codec::{FrameDecoder, decode_frame, decode_header, output_header};
 pub use frame::{
     DecodeError, ErrorCode, ExitStatus, Foreground, Frame, FrameType, Header, HistoryRequest, Role, SessionInfo,
-    SnapshotReply,
+    SnapshotReply, TerminalOp,
 };
 #[doc(hidden)]
 pub use fuzz::fuzz_check;
@@ -61,8 +61,13 @@ pub use fuzz::fuzz_check;
 /// of version 2 or later answers WELCOME in the lower of that and its own, so that a new desk
 /// reaches the masters an older one started, and an old client reaches a new master. Masters of
 /// version 1 do not negotiate: they refuse every HELLO but 1 with `UNSUPPORTED_VERSION`, so a
-/// client says HELLO 1 to them ([`hello_version`]).
-pub const PROTOCOL_VERSION: u16 = 2;
+/// client says HELLO 1 to them ([`hello_version`]). Version 3 adds TERMINAL frames: a local
+/// client may hand its terminal to the master ([`TerminalOp`]); a connection of version 2 or
+/// less never sees one.
+pub const PROTOCOL_VERSION: u16 = 3;
+
+/// The first version with TERMINAL frames.
+pub const TERMINAL_VERSION: u16 = 3;
 
 /// The oldest version this build speaks: every frame of version 1 is read and written as it was.
 pub const OLDEST_PROTOCOL_VERSION: u16 = 1;

@@ -216,6 +216,15 @@ pub(super) fn frame() -> impl Strategy<Value = Frame> {
         any::<u64>().prop_map(Frame::Ping),
         any::<u64>().prop_map(Frame::Pong),
         (1..=64u8, any::<u32>()).prop_map(|(signal, grace_ms)| Frame::Signal { signal, grace_ms }),
+        prop_oneof![
+            vec(any::<u8>(), 0..=8).prop_map(|keys| crate::TerminalOp::Take { keys }),
+            Just(crate::TerminalOp::Taken),
+            Just(crate::TerminalOp::Ready),
+            vec(any::<u8>(), 0..64).prop_map(crate::TerminalOp::Give),
+            vec(any::<u8>(), 0..64).prop_map(crate::TerminalOp::Paint),
+            Just(crate::TerminalOp::Redrawn),
+        ]
+        .prop_map(Frame::Terminal),
     ]
 }
 

@@ -119,6 +119,17 @@ fn readable(frame: &Frame) -> Value {
         Frame::Error { code, message } => json!({ "code": code.name(), "message": message }),
         Frame::Ping(nonce) | Frame::Pong(nonce) => json!({ "nonce": nonce }),
         Frame::Signal { signal, grace_ms } => json!({ "signal": signal, "grace_ms": grace_ms }),
+        Frame::Terminal(op) => {
+            let mut fields = json!({ "op": op.code() });
+            if let crate::TerminalOp::Take { keys: bytes }
+            | crate::TerminalOp::Give(bytes)
+            | crate::TerminalOp::Paint(bytes) = op
+            {
+                let (key, value) = data(bytes);
+                fields[key] = value;
+            }
+            fields
+        }
     };
     if let (Value::Object(out), Value::Object(fields)) = (&mut out, fields) {
         out.extend(fields);

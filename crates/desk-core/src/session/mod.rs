@@ -140,6 +140,9 @@ pub enum Verdict {
     /// session's terminal is open), `notify` (record it) or `upgrade` (hand the master over),
     /// `desk_wire::operator::ClientEvent`.
     Event(serde_json::Map<String, serde_json::Value>),
+    /// A streaming client hands its terminal over, says it is ready, or paints on it
+    /// (docs/protocol.md §5.13): the loop owns the descriptor and carries it out.
+    Terminal(desk_wire::TerminalOp),
 }
 
 /// The policy's view of one connection.
@@ -409,6 +412,27 @@ impl SessionPolicy {
                 } else {
                     return Verdict::Event(body);
                 }
+            }
+            // A client's side of handing its terminal over: a client that takes the stream, of a
+            // master that speaks version 3 (one in version 1 or 2's compatibility mode does not
+            // know the frame type, and closes as such a master does).
+            Frame::Terminal(
+                op @ (desk_wire::TerminalOp::Take { .. }
+                | desk_wire::TerminalOp::Ready
+                | desk_wire::TerminalOp::Paint(_)),
+            ) if self.speaks >= desk_wire::TERMINAL_VERSION => {
+                if role.streams_output() {
+                    return Verdict::Terminal(op);
+                }
+                self.effect(refuse("hand over a terminal"));
+            }
+            Frame::Terminal(op) if self.speaks >= desk_wire::TERMINAL_VERSION => {
+                let reason = format!("TERMINAL op {} is sent by the master, not by clients", op.code());
+                self.close(client, ErrorCode::Malformed, reason);
+            }
+            Frame::Terminal(_) => {
+                let reason = "unknown frame type 0x11".to_string();
+                self.close(client, ErrorCode::UnknownType, reason);
             }
             Frame::Welcome { .. }
             | Frame::Output(_)
