@@ -1,4 +1,4 @@
-//! Lending the terminal to the session's master (docs/protocol.md §5.13).
+//! Lending the terminal to the session's master (docs/protocol.md §5.16).
 //!
 //! Owns when a local attach hands its terminal to the master and how it takes it back. While
 //! the master holds it, typed keys go from the terminal straight to the master, and the screen

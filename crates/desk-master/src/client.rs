@@ -97,7 +97,7 @@ pub(super) struct Client {
     pub next_repaint: Option<Instant>,
     /// A descriptor that came with the client's bytes, for the TAKE it goes with.
     pub passed: Option<OwnedFd>,
-    /// The terminal the client handed over (docs/protocol.md §5.13): stream frames go there.
+    /// The terminal the client handed over (docs/protocol.md §5.16): stream frames go there.
     pub held: Option<Held>,
 }
 
@@ -300,7 +300,7 @@ impl Client {
     }
 }
 
-/// The REDRAWN notice (docs/protocol.md §5.13), encoded.
+/// The REDRAWN notice (docs/protocol.md §5.16), encoded.
 fn redrawn() -> Rc<[u8]> {
     Rc::from(desk_wire::Frame::Terminal(desk_wire::TerminalOp::Redrawn).to_bytes())
 }

@@ -695,7 +695,7 @@ impl Master {
         self.carry(now);
     }
 
-    // ----- terminals clients hand over (docs/protocol.md §5.13) -----
+    // ----- terminals clients hand over (docs/protocol.md §5.16) -----
 
     /// A client's TAKE, READY or PAINT, permitted by the session policy.
     fn on_terminal_op(&mut self, token: Token, op: TerminalOp) {

@@ -1,4 +1,4 @@
-//! A terminal a local client handed to the master (docs/protocol.md §5.13).
+//! A terminal a local client handed to the master (docs/protocol.md §5.16).
 //!
 //! Owns the descriptor `desk attach` passed over its socket (`SCM_RIGHTS`), the keys the client
 //! keeps for itself, and where the hand-over stands: the master has answered TAKEN and waits for

@@ -6,7 +6,7 @@
 //! stream stays well-formed; nor does it cut a keyframe whose first chunk has been written, so a
 //! client never sees one keyframe run into the next. Discarding drops only stream frames
 //! (OUTPUT, KEYFRAME): replies and errors stay queued, in order. A client that handed its
-//! terminal to the master (docs/protocol.md §5.13) has its stream frames queued for that
+//! terminal to the master (docs/protocol.md §5.16) has its stream frames queued for that
 //! terminal instead, as bare payloads ([`Sink::Terminal`]), in the same queue: the one order
 //! decides when each sink is written, so a reply never overtakes the output before it on the
 //! other sink. [`InputQueue`] owns the bytes waiting to be written to the child's PTY; it

@@ -5,7 +5,7 @@
 //! the kitty keyboard protocol's `CSI <code> ; 5 u` form (an application may have switched the
 //! outer terminal to that encoding), and the first of several ([`find_first`]). `desk attach`
 //! looks for them in what it reads, and so does a master that holds an attach's terminal
-//! (docs/protocol.md §5.13), so both find the same key at the same place. Invariant: bytes
+//! (docs/protocol.md §5.16), so both find the same key at the same place. Invariant: bytes
 //! before the key are the session's; the key and everything after it in the same chunk are
 //! not. Pure.
 

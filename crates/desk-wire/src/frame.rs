@@ -393,7 +393,7 @@ pub enum Frame {
     /// own JSON) and optionally `generation` (the session generation the hook belongs to).
     Hook(serde_json::Map<String, serde_json::Value>),
     /// A local client's terminal handed to the master and back (version 3, docs/protocol.md
-    /// §5.13): the master then reads the keys and writes the screen itself, one process hop
+    /// §5.16): the master then reads the keys and writes the screen itself, one process hop
     /// less each way.
     Terminal(TerminalOp),
 }

@@ -141,7 +141,7 @@ pub enum Verdict {
     /// `desk_wire::operator::ClientEvent`.
     Event(serde_json::Map<String, serde_json::Value>),
     /// A streaming client hands its terminal over, says it is ready, or paints on it
-    /// (docs/protocol.md §5.13): the loop owns the descriptor and carries it out.
+    /// (docs/protocol.md §5.16): the loop owns the descriptor and carries it out.
     Terminal(desk_wire::TerminalOp),
 }
 

@@ -204,6 +204,38 @@ fn a_master_speaking_version_1_refuses_every_other_version_in_words_as_version_1
 }
 
 #[test]
+fn a_streaming_client_may_lend_its_terminal_and_no_other_role_or_older_master_takes_one() {
+    use desk_wire::TerminalOp;
+    let take = Frame::Terminal(TerminalOp::Take { keys: vec![0x1c] });
+    let mut rig = rig();
+    for role in [Role::Controller, Role::Viewer] {
+        let (id, _) = rig.join(role, (80, 24), 0.0);
+        for op in [take.clone(), Frame::Terminal(TerminalOp::Ready), Frame::Terminal(TerminalOp::Paint(b"x".to_vec()))]
+        {
+            let Frame::Terminal(want) = op.clone() else { unreachable!() };
+            assert_eq!(rig.judged(id, &op, 0.1), (Verdict::Terminal(want), vec![]), "{role:?}");
+        }
+        // What only a master sends closes the connection.
+        let effects = rig.frame(id, &Frame::Terminal(TerminalOp::Redrawn), 0.2);
+        assert!(matches!(effects[..], [Effect::Close { client, .. }] if client == id), "{effects:?}");
+    }
+    let (query, _) = rig.join(Role::Query, (0, 0), 0.3);
+    let effects = rig.frame(query, &take, 0.4);
+    assert_eq!(effects.iter().map(code).collect::<Vec<_>>(), [Some(ErrorCode::NotPermitted)]);
+    // A master in version 2's compatibility mode does not know the frame type.
+    let mut old =
+        Rig { policy: SessionPolicy::new(START, SizePolicy::Latest).speaking(2), t0: Instant::now(), next: 16 };
+    let id = old.connect(0.0);
+    old.frame(
+        id,
+        &Frame::Hello { version: 2, role: Role::Controller, cols: 80, rows: 24, status_line: false, view: false },
+        0.0,
+    );
+    let effects = old.frame(id, &take, 0.1);
+    assert_eq!(effects.iter().map(code).collect::<Vec<_>>(), [Some(ErrorCode::UnknownType)]);
+}
+
+#[test]
 fn a_second_hello_closes_the_connection() {
     let mut rig = rig();
     let (id, _) = rig.join(Role::Query, (0, 0), 0.0);
