@@ -286,6 +286,14 @@ fn echo_latency(opts: &Opts, sshd: &Sshd, work: &Path) -> String {
         ));
         _base_masters = Masters(home);
     }
+    // For reference: the host's own attach on the terminal ssh -t makes there (it lends that
+    // terminal to its master, docs/protocol.md §5.16): what a remote attach costs with nothing
+    // of desk's own between ssh and the host's master.
+    let host_attach = format!("{} attach --no-status echo", desk_on(&host_home));
+    ways.push((
+        "ssh -t HOST desk attach NAME".into(),
+        Term::start("ssh", &["-F", config, "-t", "desk-test", &host_attach], &[]),
+    ));
     for (name, term) in &ways {
         term.wait_raw_echo(name);
         term.drain(Duration::from_millis(300));

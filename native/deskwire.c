@@ -19,7 +19,7 @@
 static const char *const TYPE_NAMES[] = {NULL,      "HELLO",  "WELCOME",          "INPUT",    "RESIZE",
                                          "OUTPUT",  "KEYFRAME", "SNAPSHOT_REQUEST", "SNAPSHOT", "EVENT",
                                          "DETACH",  "EXIT",   "ERROR",            "PING",     "PONG",
-                                         "SIGNAL",  "HOOK"};
+                                         "SIGNAL",  "HOOK",   "TERMINAL"};
 static const char *const CODE_NAMES[] = {NULL,          "BAD_HELLO",  "UNSUPPORTED_VERSION", "TOO_LARGE",
                                          "UNKNOWN_TYPE", "MALFORMED",  "NOT_PERMITTED",       "INPUT_FULL",
                                          "TOO_SLOW",     "EXITING",    "INTERNAL",            "PEER_REFUSED",
@@ -1406,6 +1406,16 @@ int dw_decode_payload(int type, uint8_t flags, const uint8_t *p, size_t n, dw_fr
         out->u.signal.signal = p[0];
         out->u.signal.grace_ms = get_u32(p + 1);
         return 0;
+    case DW_TERMINAL:
+        if (n == 0) return fail(err, DW_MALFORMED, "malformed TERMINAL frame: empty payload (no op byte)");
+        if (p[0] < 1 || p[0] > 6) return fail(err, DW_MALFORMED, "malformed TERMINAL frame: unknown op %u", (unsigned)p[0]);
+        if ((p[0] == 2 || p[0] == 3 || p[0] == 6) && n > 1)
+            return fail(err, DW_MALFORMED, "malformed TERMINAL frame: op %u carries no bytes", (unsigned)p[0]);
+        if (p[0] == 1 && n - 1 > 8) return fail(err, DW_MALFORMED, "malformed TERMINAL frame: more than 8 keys to give the terminal back on");
+        out->u.terminal.op = p[0];
+        out->u.terminal.data.ptr = p + 1;
+        out->u.terminal.data.len = n - 1;
+        return 0;
     default:
         return fail(err, DW_UNKNOWN_TYPE, "unknown frame type 0x%02x", (unsigned)type);
     }
@@ -1641,6 +1651,11 @@ static int encode_payload(const dw_frame *f, dw_buf *p, uint8_t *flags, dw_error
         fixed[0] = f->u.signal.signal;
         put_u32(fixed + 1, f->u.signal.grace_ms);
         return dw_buf_append(p, fixed, 5);
+    case DW_TERMINAL:
+        if (f->u.terminal.op < 1 || f->u.terminal.op > 6)
+            return fail(err, DW_MALFORMED, "cannot encode TERMINAL: unknown op %u", (unsigned)f->u.terminal.op);
+        fixed[0] = f->u.terminal.op;
+        return dw_buf_append(p, fixed, 1) || dw_buf_append(p, f->u.terminal.data.ptr, f->u.terminal.data.len) ? -1 : 0;
     default:
         return fail(err, DW_MALFORMED, "cannot encode unknown frame type 0x%02x", (unsigned)f->type);
     }

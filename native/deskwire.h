@@ -54,7 +54,8 @@ enum dw_type {
     DW_PING = 0x0d,
     DW_PONG = 0x0e,
     DW_SIGNAL = 0x0f,
-    DW_HOOK = 0x10
+    DW_HOOK = 0x10,
+    DW_TERMINAL = 0x11 /* version 3: a local client lends its terminal (spec section 5.16) */
 };
 
 enum dw_role { DW_CONTROLLER = 1, DW_VIEWER = 2, DW_OBSERVER = 3, DW_QUERY = 4 };
@@ -281,6 +282,10 @@ typedef struct dw_frame {
             uint8_t signal;
             uint32_t grace_ms;
         } signal;
+        struct {
+            uint8_t op;    /* 1 TAKE, 2 TAKEN, 3 READY, 4 GIVE, 5 PAINT, 6 REDRAWN */
+            dw_bytes data; /* TAKE's keys, GIVE's and PAINT's bytes; empty for the others */
+        } terminal;
     } u;
 } dw_frame;
 

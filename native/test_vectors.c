@@ -281,6 +281,10 @@ static void expect_frame(const dw_frame *f, const dw_json *want) {
         expect_uint(want, "signal", f->u.signal.signal);
         expect_uint(want, "grace_ms", f->u.signal.grace_ms);
         break;
+    case DW_TERMINAL:
+        expect_uint(want, "op", f->u.terminal.op);
+        if (dw_json_get(want, "data") || f->u.terminal.data.len > 0) expect_data(want, &f->u.terminal.data);
+        break;
     default:
         failf("unexpected frame type%s%s", "", "");
     }
