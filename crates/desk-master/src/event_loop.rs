@@ -1486,6 +1486,7 @@ mod tests {
     use desk_core::session::{HANDSHAKE_DEADLINE, MAX_CLIENTS, SLOW_CLIENT_DEADLINE};
     use desk_wire::FrameDecoder;
     use desk_wire::PROTOCOL_VERSION;
+    use std::io::Read;
     use std::os::fd::AsFd;
     use std::os::unix::net::UnixStream as PeerStream;
 
@@ -1623,6 +1624,83 @@ mod tests {
             Frame::Error { code, .. } => Some(*code),
             _ => None,
         }
+    }
+
+    /// A raw, non-blocking end of a new pseudo-terminal pair: (the user's side, the terminal).
+    fn outer_terminal() -> (OwnedFd, OwnedFd) {
+        let pair = nix::pty::openpty(None, None).unwrap();
+        let mut raw = nix::sys::termios::tcgetattr(&pair.slave).unwrap();
+        nix::sys::termios::cfmakeraw(&mut raw);
+        nix::sys::termios::tcsetattr(&pair.slave, nix::sys::termios::SetArg::TCSANOW, &raw).unwrap();
+        crate::pty::set_nonblocking(pair.master.as_fd()).unwrap();
+        crate::pty::set_nonblocking(pair.slave.as_fd()).unwrap();
+        (pair.master, pair.slave)
+    }
+
+    fn read_all(fd: &OwnedFd) -> Vec<u8> {
+        let mut all = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = nix::unistd::read(fd, &mut buf) {
+            if n == 0 {
+                break;
+            }
+            all.extend_from_slice(&buf[..n]);
+        }
+        all
+    }
+
+    #[test]
+    fn a_lent_terminal_takes_the_stream_after_ready_and_goes_back_at_a_kept_key() {
+        let mut rig = rig(0);
+        rig.master.terminal.set_writable(true);
+        let mut raw = nix::sys::termios::tcgetattr(&rig._slave).unwrap();
+        nix::sys::termios::cfmakeraw(&mut raw);
+        nix::sys::termios::tcsetattr(&rig._slave, nix::sys::termios::SetArg::TCSANOW, &raw).unwrap();
+        crate::pty::set_nonblocking(rig._slave.as_fd()).unwrap();
+        let (client, mut peer) = rig.connect();
+        let now = Instant::now();
+        let hello = Frame::Hello {
+            version: PROTOCOL_VERSION,
+            role: Role::Controller,
+            cols: 80,
+            rows: 24,
+            status_line: false,
+            view: false,
+        };
+        rig.send(client, hello);
+        assert!(matches!(received(&mut peer).0[..], [Frame::Welcome { .. }, ..]));
+        let (user, terminal) = outer_terminal();
+        // A TAKE without a descriptor is refused: the terminal stays the client's.
+        rig.send(client, Frame::Terminal(TerminalOp::Take { keys: vec![0x1c] }));
+        assert_eq!(received(&mut peer).0, [Frame::Terminal(TerminalOp::Give(Vec::new()))]);
+        rig.master.clients.get_mut(&client).unwrap().passed = Some(terminal.try_clone().unwrap());
+        rig.send(client, Frame::Terminal(TerminalOp::Take { keys: vec![0x1c] }));
+        assert_eq!(received(&mut peer).0, [Frame::Terminal(TerminalOp::Taken)]);
+        // Until READY nothing is written to it: the client may still be writing what came before.
+        rig.master.on_output(b"early", now);
+        rig.master.settle(now);
+        assert!(read_all(&user).is_empty() && received(&mut peer).0.is_empty());
+        rig.send(client, Frame::Terminal(TerminalOp::Ready));
+        assert_eq!(read_all(&user), b"early", "the payload alone, no frame header");
+        rig.master.on_output(b" and more", now);
+        rig.master.settle(now);
+        assert_eq!(read_all(&user), b" and more");
+        assert!(received(&mut peer).0.is_empty(), "the stream no longer comes over the socket");
+        // The client's own drawing goes in between whole frames.
+        rig.send(client, Frame::Terminal(TerminalOp::Paint(b"[status]".to_vec())));
+        assert_eq!(read_all(&user), b"[status]");
+        // Keys typed: the session's up to the kept key, the rest back to the client.
+        nix::unistd::write(&user, b"ab\x1czz").unwrap();
+        rig.master.terminal_readable(client, now);
+        rig.master.settle(now);
+        assert_eq!(received(&mut peer).0, [Frame::Terminal(TerminalOp::Give(b"\x1czz".to_vec()))]);
+        assert_eq!(read_all(&rig._slave), b"ab", "typed into the session");
+        // Given back: the stream comes over the socket again, and the descriptor is let go.
+        rig.master.on_output(b"late", now);
+        rig.master.settle(now);
+        assert_eq!(received(&mut peer).0, [Frame::Output(b"late".to_vec())]);
+        assert!(read_all(&user).is_empty());
+        assert!(rig.master.clients[&client].held.is_none());
     }
 
     #[test]
