@@ -62,12 +62,22 @@ struct SessionUsage {
     rss_kib: u64,
 }
 
-/// Each running row's [`SessionUsage`], in one pass over `/proc`.
+/// Each running row's [`SessionUsage`], from its own processes only (found below its master:
+/// a few reads each, where a pass over `/proc` read every process of the machine, thousands on a
+/// busy one, once per host in every `desk ls --all`: docs/benchmarks.md §27).
 fn add_usage(rows: &mut [Listing]) {
     use nix::unistd::{SysconfVar, sysconf};
+    let running: Vec<(u32, u32)> = rows
+        .iter()
+        .filter(|r| r.status == "running")
+        .filter_map(|r| r.pid.map(|pid| (pid, r.master_pid.unwrap_or(pid))))
+        .collect();
+    if running.is_empty() {
+        return;
+    }
     let ticks_per_s = sysconf(SysconfVar::CLK_TCK).ok().flatten().unwrap_or(100).max(1) as u64;
     let page_kib = (sysconf(SysconfVar::PAGE_SIZE).ok().flatten().unwrap_or(4096).max(1024) / 1024) as u64;
-    let usage = desk_common::procfs::usage_by_session();
+    let usage = desk_common::procfs::usage_of_sessions(&running);
     for row in rows.iter_mut().filter(|r| r.status == "running") {
         row.usage = row
             .pid
