@@ -23,7 +23,7 @@ use desk_common::config::{self, Host};
 use desk_common::paths::Paths;
 use desk_common::remote::link::{ExecEvent, HANDSHAKE_TIMEOUT, Link};
 
-use super::output::{self, ErrorCode};
+use super::output::{self, ErrorCode, Layout};
 use super::{fail, table};
 
 /// The subcommands that take a session name as their first positional argument and accept
@@ -345,7 +345,7 @@ pub(super) fn ls(json: bool, all: bool, named: &[String]) -> Result<i32> {
 /// code path as a host's).
 fn local_listing<T: DeserializeOwned>(args: &[&str]) -> Answer<T> {
     if args == ["ls", "--json"] {
-        return match Paths::from_env().and_then(|paths| super::sessions::json_listing(&paths)) {
+        return match Paths::from_env().and_then(|paths| super::sessions::json_listing(&paths, Layout::Compact)) {
             Ok(stdout) => parse_listing(args[0], 0, &stdout, &[]),
             Err(e) => Answer::Unreachable(format!("cannot list this machine's sessions: {e:#}")),
         };
@@ -882,7 +882,7 @@ pub(super) fn relay() -> Result<i32> {
 /// process start on the host.
 fn answer_in_relay(args: &[String]) -> Option<fn(&Paths) -> desk_common::remote::relay::Ran> {
     use desk_common::remote::relay::Ran;
-    (args == ["ls", "--json"]).then_some(|paths| match super::sessions::json_listing(paths) {
+    (args == ["ls", "--json"]).then_some(|paths| match super::sessions::json_listing(paths, Layout::Compact) {
         Ok(stdout) => Ran { code: 0, stdout, stderr: Vec::new() },
         Err(e) => Ran { code: 1, stdout: Vec::new(), stderr: format!("desk: {e:#}\n").into_bytes() },
     })

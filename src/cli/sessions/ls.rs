@@ -494,18 +494,23 @@ fn rows(paths: &Paths) -> Result<Vec<Listing>> {
     Ok(rows)
 }
 
-/// What `desk ls --json` prints, as bytes (a host's relay answers it in its own process).
-pub(in crate::cli) fn json_listing(paths: &Paths) -> Result<Vec<u8>> {
+/// What `desk ls --json` prints, as bytes, laid out as `layout` says (a host's relay answers it
+/// in its own process, on one line).
+pub(in crate::cli) fn json_listing(paths: &Paths, layout: output::Layout) -> Result<Vec<u8>> {
     paths.ensure_runtime()?;
     let mut rows = rows(paths)?;
     add_usage(&mut rows);
-    LsReport { rows }.json()
+    LsReport { rows }.json(layout)
 }
 
 pub(in crate::cli) fn ls(json: bool) -> Result<i32> {
     use std::io::Write as _;
     let paths = paths()?;
-    let bytes = if json { json_listing(&paths)? } else { LsReport { rows: rows(&paths)? }.text().into_bytes() };
+    let bytes = if json {
+        json_listing(&paths, output::Layout::Pretty)?
+    } else {
+        LsReport { rows: rows(&paths)? }.text().into_bytes()
+    };
     let mut out = std::io::stdout().lock();
     out.write_all(&bytes).and_then(|()| out.flush()).context("cannot write the listing")?;
     Ok(0)
@@ -518,10 +523,10 @@ struct LsReport {
 }
 
 impl LsReport {
-    /// The JSON document, as bytes (what a host's relay sends as well).
-    fn json(&self) -> Result<Vec<u8>> {
+    /// The JSON document, as bytes (what a host's relay sends as well, on one line).
+    fn json(&self, layout: output::Layout) -> Result<Vec<u8>> {
         let mut out = Vec::new();
-        output::write_ok(&mut out, "sessions", &self.rows, Vec::new)?;
+        output::write_ok_as(layout, &mut out, "sessions", &self.rows, Vec::new)?;
         Ok(out)
     }
 
