@@ -140,7 +140,7 @@ fn session_usage_below(sid: u32, master: u32) -> Usage {
         if seen.len() >= MAX_SESSION_WALK || !seen.insert(pid) {
             continue;
         }
-        let Some(stat) = fs::read_to_string(format!("/proc/{pid}/stat")).ok() else { continue };
+        let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
         // Gone, a zombie, or another session's: nothing of it or below it.
         let Some((session, usage)) = parse_usage(&stat) else { continue };
         if session != sid {
