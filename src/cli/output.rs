@@ -53,15 +53,40 @@ pub fn print_ok_streamed<T: Serialize>(kind: &str, data: T, notes: impl Fn() -> 
     write_ok(std::io::BufWriter::new(stdout.lock()), kind, data, notes)
 }
 
-/// [`print_ok_streamed`] to `out` instead of stdout (a host's relay answering `desk ls --json`
-/// in its own process): the same bytes.
+/// [`print_ok_streamed`] to `out` instead of stdout: the same bytes.
 pub fn write_ok<T: Serialize>(
+    out: impl std::io::Write,
+    kind: &str,
+    data: T,
+    notes: impl Fn() -> Vec<String>,
+) -> anyhow::Result<()> {
+    write_ok_as(Layout::Pretty, out, kind, data, notes)
+}
+
+/// How an envelope is laid out: the same document either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// Indented, for a person reading `--json` (what a command prints).
+    Pretty,
+    /// On one line, for another desk that reads it (a host's relay answering `desk ls --json` in
+    /// its own process): the indentation was a third of a listing's bytes, carried over ssh and
+    /// skipped again by the reader (docs/benchmarks.md §27).
+    Compact,
+}
+
+/// [`write_ok`], laid out as `layout` says.
+pub fn write_ok_as<T: Serialize>(
+    layout: Layout,
     mut out: impl std::io::Write,
     kind: &str,
     data: T,
     notes: impl Fn() -> Vec<String>,
 ) -> anyhow::Result<()> {
-    serde_json::to_writer_pretty(&mut out, &Envelope { kind, data, notes })?;
+    let envelope = Envelope { kind, data, notes };
+    match layout {
+        Layout::Pretty => serde_json::to_writer_pretty(&mut out, &envelope)?,
+        Layout::Compact => serde_json::to_writer(&mut out, &envelope)?,
+    }
     writeln!(out)?;
     out.flush()?;
     Ok(())

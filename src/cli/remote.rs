@@ -14,6 +14,7 @@
 
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use std::ffi::OsString;
 use std::io::Write as _;
 use std::time::{Duration, Instant};
@@ -22,7 +23,7 @@ use desk_common::config::{self, Host};
 use desk_common::paths::Paths;
 use desk_common::remote::link::{ExecEvent, HANDSHAKE_TIMEOUT, Link};
 
-use super::output::{self, ErrorCode};
+use super::output::{self, ErrorCode, Layout};
 use super::{fail, table};
 
 /// The subcommands that take a session name as their first positional argument and accept
@@ -229,17 +230,28 @@ fn chosen_hosts(config: &config::Config, all: bool, named: &[String]) -> Result<
         .collect()
 }
 
-/// What one place (this machine or a host) answered for the listing.
-enum Answer {
-    Rows(Vec<serde_json::Value>),
+/// What one place (this machine or a host) answered for the listing: its rows, read as `T`.
+enum Answer<T> {
+    Rows(Vec<T>),
     Unreachable(String),
+}
+
+/// A `desk SUB --json` answer, its `data` read as rows of `T` (what `T` does not name is
+/// skipped as it is read, never built).
+#[derive(serde::Deserialize)]
+struct Reply<T> {
+    data: Vec<T>,
 }
 
 /// `args` (a `--json` command whose answer's `data` is an array) asked of this machine (with
 /// `local`) and of each of `hosts`, all in parallel, each within `link::HANDSHAKE_TIMEOUT` plus
-/// [`LISTING_TIMEOUT`]: each place's rows, or why it could not be had, this machine's first
-/// (named `-`).
-fn gather(hosts: &[NamedHost], local: bool, args: &'static [&'static str]) -> Vec<(String, Answer)> {
+/// [`LISTING_TIMEOUT`]: each place's rows read as `T` (in that place's thread, while the others
+/// are still answering), or why they could not be had, this machine's first (named `-`).
+fn gather<T: DeserializeOwned + Send + 'static>(
+    hosts: &[NamedHost],
+    local: bool,
+    args: &'static [&'static str],
+) -> Vec<(String, Answer<T>)> {
     let local = local.then(|| std::thread::spawn(move || local_listing(args)));
     let (tx, rx) = std::sync::mpsc::channel();
     for (i, (name, host)) in hosts.iter().cloned().enumerate() {
@@ -249,7 +261,7 @@ fn gather(hosts: &[NamedHost], local: bool, args: &'static [&'static str]) -> Ve
         });
     }
     drop(tx);
-    let mut answers: Vec<Option<Answer>> = (0..hosts.len()).map(|_| None).collect();
+    let mut answers: Vec<Option<Answer<T>>> = (0..hosts.len()).map(|_| None).collect();
     let deadline = Instant::now() + HANDSHAKE_TIMEOUT + LISTING_TIMEOUT;
     while answers.iter().any(Option::is_none) {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -258,7 +270,7 @@ fn gather(hosts: &[NamedHost], local: bool, args: &'static [&'static str]) -> Ve
             Err(_) => break,
         }
     }
-    let mut places: Vec<(String, Answer)> = Vec::new();
+    let mut places: Vec<(String, Answer<T>)> = Vec::new();
     if let Some(local) = local {
         let answer = local.join().unwrap_or_else(|_| Answer::Unreachable(format!("desk {} failed", args[0])));
         places.push(("-".into(), answer));
@@ -278,8 +290,8 @@ pub(super) fn ls(json: bool, all: bool, named: &[String]) -> Result<i32> {
     let paths = Paths::from_env()?;
     let config = config::load(&paths)?;
     let hosts = chosen_hosts(&config, all, named)?;
-    let places = gather(&hosts, all, &["ls", "--json"]);
     if json {
+        let places = gather::<serde_json::Value>(&hosts, all, &["ls", "--json"]);
         let mut rows = Vec::new();
         for (host, answer) in places {
             let host = (host != "-").then_some(host);
@@ -298,6 +310,7 @@ pub(super) fn ls(json: bool, all: bool, named: &[String]) -> Result<i32> {
         output::print_ok("sessions", &rows, &[])?;
         return Ok(0);
     }
+    let places = gather::<TableRow>(&hosts, all, &["ls", "--json"]);
     let now = desk_common::clock::now_ms();
     let mut table_rows = vec![
         ["HOST", "NAME", "STATUS", "ACTIVITY", "QUEUE", "TITLE", "CLIENTS", "STARTED", "COMMAND"]
@@ -330,9 +343,9 @@ pub(super) fn ls(json: bool, all: bool, named: &[String]) -> Result<i32> {
 /// This machine's answer to `args`: `desk ls --json` in this process (the same code as a host's
 /// relay answers it with, [`answer_in_relay`]), anything else by this desk run again (the same
 /// code path as a host's).
-fn local_listing(args: &[&str]) -> Answer {
+fn local_listing<T: DeserializeOwned>(args: &[&str]) -> Answer<T> {
     if args == ["ls", "--json"] {
-        return match Paths::from_env().and_then(|paths| super::sessions::json_listing(&paths)) {
+        return match Paths::from_env().and_then(|paths| super::sessions::json_listing(&paths, Layout::Compact)) {
             Ok(stdout) => parse_listing(args[0], 0, &stdout, &[]),
             Err(e) => Answer::Unreachable(format!("cannot list this machine's sessions: {e:#}")),
         };
@@ -346,7 +359,7 @@ fn local_listing(args: &[&str]) -> Answer {
 }
 
 /// A host's answer to `args`, through its shared link.
-fn host_listing(name: &str, host: &Host, args: &[&str]) -> Answer {
+fn host_listing<T: DeserializeOwned>(name: &str, host: &Host, args: &[&str]) -> Answer<T> {
     let link = match connect(name, host) {
         Ok(link) => link,
         Err(e) => return Answer::Unreachable(format!("{e:#}")),
@@ -358,14 +371,18 @@ fn host_listing(name: &str, host: &Host, args: &[&str]) -> Answer {
     }
 }
 
-/// The `data` array of a `desk SUB --json` answer, or what its error output said.
-fn parse_listing(sub: &str, code: i32, stdout: &[u8], stderr: &[u8]) -> Answer {
-    let value: Option<serde_json::Value> = serde_json::from_slice(stdout).ok();
-    match value.as_ref().and_then(|v| v.get("data")).and_then(|d| d.as_array()) {
-        Some(rows) if code == 0 => Answer::Rows(rows.clone()),
-        _ => {
+/// The `data` array of a `desk SUB --json` answer, its rows read as `T`, or what its error
+/// output said.
+fn parse_listing<T: DeserializeOwned>(sub: &str, code: i32, stdout: &[u8], stderr: &[u8]) -> Answer<T> {
+    match serde_json::from_slice::<Reply<T>>(stdout) {
+        Ok(reply) if code == 0 => Answer::Rows(reply.data),
+        read => {
             let said = String::from_utf8_lossy(stderr);
-            Answer::Unreachable(format!("desk {sub} failed (exit {code}): {}", said.trim()))
+            let said = match (said.trim(), read.err()) {
+                ("", Some(e)) => format!("its answer is not a listing ({e})"),
+                (said, _) => said.to_string(),
+            };
+            Answer::Unreachable(format!("desk {sub} failed (exit {code}): {said}"))
         }
     }
 }
@@ -378,7 +395,7 @@ pub(super) fn stuck(json: bool, all: bool, named: &[String]) -> Result<i32> {
     let paths = Paths::from_env()?;
     let config = config::load(&paths)?;
     let hosts = chosen_hosts(&config, all, named)?;
-    let places = gather(&hosts, all, &["stuck", "--json"]);
+    let places = gather::<serde_json::Value>(&hosts, all, &["stuck", "--json"]);
     let mut notes = Vec::new();
     let mut found: Vec<(Option<String>, Vec<serde_json::Value>)> = Vec::new();
     for (place, answer) in places {
@@ -422,52 +439,89 @@ pub(super) fn stuck(json: bool, all: bool, named: &[String]) -> Result<i32> {
     Ok(if notes.is_empty() { 0 } else { 1 })
 }
 
-/// One row of the table from a row of `desk ls --json` (docs/cli.md, `desk ls`).
-fn listing_row(host: &str, row: &serde_json::Value, now: u64) -> Vec<String> {
-    let text = |key: &str| row.get(key).and_then(|v| v.as_str()).unwrap_or("-").to_string();
-    let number = |value: Option<&serde_json::Value>| value.and_then(|v| v.as_u64());
-    let status = match row.get("exit").filter(|e| !e.is_null()) {
-        Some(exit) => match (number(exit.get("code")), number(exit.get("signal"))) {
+/// What the table shows of a row of `desk ls --json` (docs/cli.md, `desk ls`): the rest of the
+/// row (its state's evidence, its fleet, its master, its usage: most of its bytes) is skipped
+/// while it is read. Every field may be missing or `null` (a host's desk of another version),
+/// and is then shown as `-`.
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct TableRow {
+    name: Option<String>,
+    status: Option<String>,
+    exit: Option<TableExit>,
+    state: Option<TableState>,
+    queue: Option<u64>,
+    title: Option<String>,
+    clients: Option<TableClients>,
+    started_at_ms: Option<u64>,
+    command: Option<Vec<String>>,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct TableExit {
+    code: Option<i64>,
+    signal: Option<i64>,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct TableState {
+    activity: Option<TableActivity>,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct TableActivity {
+    value: Option<String>,
+    since_ms: Option<u64>,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct TableClients {
+    controllers: Option<u32>,
+    viewers: Option<u32>,
+}
+
+/// One row of the table from a row of `desk ls --json`.
+fn listing_row(host: &str, row: &TableRow, now: u64) -> Vec<String> {
+    let text = |value: &Option<String>| value.clone().unwrap_or_else(|| "-".into());
+    let status = match &row.exit {
+        Some(exit) => match (exit.code, exit.signal) {
             (Some(code), _) => format!("exited {code}"),
             (_, Some(signal)) => format!("killed by signal {signal}"),
             _ => "exited".into(),
         },
-        None => text("status"),
+        None => text(&row.status),
     };
     let activity = row
-        .get("state")
-        .and_then(|s| s.get("activity"))
+        .state
+        .as_ref()
+        .and_then(|s| s.activity.as_ref())
         .and_then(|a| {
-            let value = a.get("value")?.as_str()?;
-            let since = number(a.get("since_ms")).unwrap_or(now);
+            let value = a.value.as_deref()?;
+            let since = a.since_ms.unwrap_or(now);
             Some(format!("{value} {}", desk_core::time::span(now.saturating_sub(since))))
         })
         .unwrap_or_else(|| "-".into());
-    let queue = number(row.get("queue")).map_or("?".into(), |q| q.to_string());
+    let queue = row.queue.map_or("?".into(), |q| q.to_string());
     let clients = row
-        .get("clients")
-        .filter(|c| !c.is_null())
-        .map(|c| {
-            let count = |k: &str| number(c.get(k)).unwrap_or(0) as u32;
-            crate::words::clients(count("controllers"), count("viewers"))
-        })
-        .unwrap_or_else(|| "-".into());
-    let started = number(row.get("started_at_ms")).map_or("-".into(), |t| desk_core::time::ago(now, t));
-    let command: Vec<String> = row
-        .get("command")
-        .and_then(|c| c.as_array())
-        .map(|c| c.iter().filter_map(|a| a.as_str().map(str::to_string)).collect())
-        .unwrap_or_default();
+        .clients
+        .as_ref()
+        .map_or_else(|| "-".into(), |c| crate::words::clients(c.controllers.unwrap_or(0), c.viewers.unwrap_or(0)));
+    let started = row.started_at_ms.map_or("-".into(), |t| desk_core::time::ago(now, t));
+    let command = row.command.as_deref().unwrap_or_default();
     vec![
         host.to_string(),
-        text("name"),
+        text(&row.name),
         status,
         activity,
         queue,
-        table::printable(&text("title")),
+        table::printable(&text(&row.title)),
         clients,
         started,
-        table::printable(&table::shell_words(&command)),
+        table::printable(&table::shell_words(command)),
     ]
 }
 
@@ -828,7 +882,7 @@ pub(super) fn relay() -> Result<i32> {
 /// process start on the host.
 fn answer_in_relay(args: &[String]) -> Option<fn(&Paths) -> desk_common::remote::relay::Ran> {
     use desk_common::remote::relay::Ran;
-    (args == ["ls", "--json"]).then_some(|paths| match super::sessions::json_listing(paths) {
+    (args == ["ls", "--json"]).then_some(|paths| match super::sessions::json_listing(paths, Layout::Compact) {
         Ok(stdout) => Ran { code: 0, stdout, stderr: Vec::new() },
         Err(e) => Ran { code: 1, stdout: Vec::new(), stderr: format!("desk: {e:#}\n").into_bytes() },
     })

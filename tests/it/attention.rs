@@ -105,7 +105,8 @@ fn prefix_n_switches_to_the_session_that_needs_you_and_l_comes_back_without_leav
         (1, 0) => Ok(()),
         other => Err(format!("{other:?}")),
     });
-    assert_eq!(size(&home, "api"), (100, 23), "the new session takes the terminal's size less the status row");
+    // The client's size reaches the master after its attach, which the controller count shows.
+    wait_size(&home, "api", (100, 23), "the new session takes the terminal's size less the status row");
     pty.write(b"\x1dl").unwrap();
     wait_status(&pty, "back on calm", |r| r.starts_with(" calm idle"));
     eventually("the controller back on calm", || match (controllers(&home, "api"), controllers(&home, "calm")) {

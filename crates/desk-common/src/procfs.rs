@@ -110,6 +110,94 @@ pub fn usage_by_session() -> std::collections::HashMap<u32, Usage> {
     sums
 }
 
+/// Each of `sessions`' usage (`(sid, master)`: a session's id, which is its child's pid, since
+/// the child leads its own session; and its master, a child subreaper that adopts every orphan
+/// of the session, or the child itself when the master is not known), summed over the
+/// session's live processes below the master. A walk down the parent links
+/// (`/proc/PID/task/TID/children`): two or three reads per process of the sessions asked about,
+/// where [`usage_by_session`] reads every process of the machine — thousands on a busy one, and
+/// `desk ls --all` has each host's relay list its usage (docs/benchmarks.md §27). A kernel
+/// without those lists (built without `CONFIG_PROC_CHILDREN`) gets the whole scan instead.
+pub fn usage_of_sessions(sessions: &[(u32, u32)]) -> std::collections::HashMap<u32, Usage> {
+    if !children_listed() {
+        let all = usage_by_session();
+        return sessions.iter().filter_map(|(sid, _)| all.get(sid).map(|u| (*sid, *u))).collect();
+    }
+    sessions.iter().map(|&(sid, master)| (sid, session_usage_below(sid, master))).collect()
+}
+
+/// The usage of the live processes of session `sid` found below `master` (or at and below the
+/// session's leader when `master` is `sid`). A process in another session is passed over with
+/// everything below it: a process only ever leaves a session for one of its own, and its
+/// children are born in that one. The master itself is in a session of its own (it is the
+/// leader's parent) and is not read, only its children.
+fn session_usage_below(sid: u32, master: u32) -> Usage {
+    let mut sum = Usage::default();
+    let mut seen = std::collections::HashSet::new();
+    let mut pending: Vec<u32> = if master == sid { vec![sid] } else { main_thread_children(master) };
+    while let Some(pid) = pending.pop() {
+        // A pid met twice is one reused while the lists were read: counted once.
+        if seen.len() >= MAX_SESSION_WALK || !seen.insert(pid) {
+            continue;
+        }
+        let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        // Gone, a zombie, or another session's: nothing of it or below it.
+        let Some((session, usage)) = parse_usage(&stat) else { continue };
+        if session != sid {
+            continue;
+        }
+        sum.cpu_ticks += usage.cpu_ticks;
+        sum.rss_pages += usage.rss_pages;
+        pending.extend(children(pid, threads(&stat)));
+    }
+    sum
+}
+
+/// 65 536 processes: far more than any session runs; a walk past it is reading a pid reused
+/// in a loop, and stops.
+const MAX_SESSION_WALK: usize = 1 << 16;
+
+/// The children of a master: those of its main thread, which forks the session's child and to
+/// which the kernel gives the orphans it adopts as a subreaper (the first live thread of its
+/// group); none when it is gone.
+fn main_thread_children(pid: u32) -> Vec<u32> {
+    read_children(&format!("/proc/{pid}/task/{pid}/children"))
+}
+
+/// The children of `pid`, which has `threads` threads: a child is listed under the thread that
+/// forked it, so every thread's list is read when there is more than one (an agent's runtime
+/// starts its tools from any thread); none when it is gone.
+fn children(pid: u32, threads: u32) -> Vec<u32> {
+    if threads <= 1 {
+        return main_thread_children(pid);
+    }
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
+    tasks.flatten().flat_map(|task| read_children(&task.path().join("children").to_string_lossy())).collect()
+}
+
+fn read_children(path: &str) -> Vec<u32> {
+    fs::read_to_string(path)
+        .map(|list| list.split_whitespace().filter_map(|c| c.parse().ok()).collect())
+        .unwrap_or_default()
+}
+
+/// The number of threads in a `/proc/PID/stat` line (field 20), 0 when it cannot be read (then
+/// every thread's children are read).
+fn threads(stat: &str) -> u32 {
+    let Some(close) = stat.rfind(')') else { return 0 };
+    stat.get(close + 2..).and_then(|rest| rest.split_whitespace().nth(20 - 3)).and_then(|n| n.parse().ok()).unwrap_or(0)
+}
+
+/// Whether this kernel lists a thread's children in `/proc` (`CONFIG_PROC_CHILDREN`): this
+/// process's main thread's list is there.
+fn children_listed() -> bool {
+    static LISTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *LISTED.get_or_init(|| {
+        let me = std::process::id();
+        std::path::Path::new(&format!("/proc/{me}/task/{me}/children")).exists()
+    })
+}
+
 /// Live (non-zombie) processes whose session id is `sid`.
 pub fn session_members(sid: u32) -> Vec<ProcessInfo> {
     let mut found: Vec<ProcessInfo> = all_processes()
@@ -362,6 +450,60 @@ mod tests {
         let ours = nix::unistd::getsid(None).expect("our session").as_raw() as u32;
         let sums = usage_by_session();
         assert!(sums.get(&ours).is_some_and(|u| u.rss_pages > 0), "our own session uses memory: {sums:?}");
+    }
+
+    #[test]
+    fn a_session_s_usage_walked_from_its_master_is_the_whole_scan_s_and_leaves_out_who_left() {
+        // A "master" (a shell) whose child leads a session of its own, with a process in it and
+        // another that left it (setsid), as a master's child and its helpers.
+        let mut master = std::process::Command::new("sh")
+            .args(["-c", "setsid sh -c 'sleep 30 & setsid sleep 31 & echo started; wait' & wait"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(master.stdout.as_mut().unwrap()), &mut line).unwrap();
+        // Until both have become `sleep` (a copy of `sh` until then, with another's memory).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let found = loop {
+            let found = descendants(master.id());
+            if found.iter().filter(|p| p.command.starts_with("sleep 3")).count() == 2
+                || std::time::Instant::now() > deadline
+            {
+                break found;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        let leader = found.iter().map(|p| p.pid).find(|pid| {
+            fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| parse_stat(&s))
+                .is_some_and(|s| s.session == *pid)
+        });
+        let walked = leader.map(|sid| usage_of_sessions(&[(sid, master.id())]));
+        let from_leader = leader.map(|sid| usage_of_sessions(&[(sid, sid)]));
+        let scanned = usage_by_session();
+        for p in &found {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p.pid as i32), nix::sys::signal::SIGKILL);
+        }
+        let _ = master.kill();
+        let _ = master.wait();
+        let sid = leader.expect("the master's child leads a session");
+        let walked = walked.and_then(|w| w.get(&sid).copied()).unwrap_or_default();
+        assert!(walked.rss_pages > 0, "the session's processes use memory");
+        let scanned = scanned.get(&sid).map(|u| u.rss_pages);
+        assert_eq!(Some(walked.rss_pages), scanned, "the same processes as the whole scan's");
+        let from_leader = from_leader.and_then(|w| w.get(&sid).copied()).unwrap_or_default();
+        assert_eq!(from_leader.rss_pages, walked.rss_pages, "the same from the leader down");
+    }
+
+    #[test]
+    fn the_thread_count_is_field_twenty() {
+        let stat = "42 (a (b) c) S 1 42 42 0 -1 4194304 100 0 0 0 7 5 0 0 20 0 3 0 100 1000000 321 rest";
+        assert_eq!(threads(stat), 3);
+        assert_eq!(threads("garbage"), 0);
+        let me = fs::read_to_string("/proc/self/stat").unwrap();
+        assert!(threads(&me) >= 1);
     }
 
     #[test]

@@ -62,12 +62,22 @@ struct SessionUsage {
     rss_kib: u64,
 }
 
-/// Each running row's [`SessionUsage`], in one pass over `/proc`.
+/// Each running row's [`SessionUsage`], from its own processes only (found below its master:
+/// a few reads each, where a pass over `/proc` read every process of the machine, thousands on a
+/// busy one, once per host in every `desk ls --all`: docs/benchmarks.md §27).
 fn add_usage(rows: &mut [Listing]) {
     use nix::unistd::{SysconfVar, sysconf};
+    let running: Vec<(u32, u32)> = rows
+        .iter()
+        .filter(|r| r.status == "running")
+        .filter_map(|r| r.pid.map(|pid| (pid, r.master_pid.unwrap_or(pid))))
+        .collect();
+    if running.is_empty() {
+        return;
+    }
     let ticks_per_s = sysconf(SysconfVar::CLK_TCK).ok().flatten().unwrap_or(100).max(1) as u64;
     let page_kib = (sysconf(SysconfVar::PAGE_SIZE).ok().flatten().unwrap_or(4096).max(1024) / 1024) as u64;
-    let usage = desk_common::procfs::usage_by_session();
+    let usage = desk_common::procfs::usage_of_sessions(&running);
     for row in rows.iter_mut().filter(|r| r.status == "running") {
         row.usage = row
             .pid
@@ -484,18 +494,23 @@ fn rows(paths: &Paths) -> Result<Vec<Listing>> {
     Ok(rows)
 }
 
-/// What `desk ls --json` prints, as bytes (a host's relay answers it in its own process).
-pub(in crate::cli) fn json_listing(paths: &Paths) -> Result<Vec<u8>> {
+/// What `desk ls --json` prints, as bytes, laid out as `layout` says (a host's relay answers it
+/// in its own process, on one line).
+pub(in crate::cli) fn json_listing(paths: &Paths, layout: output::Layout) -> Result<Vec<u8>> {
     paths.ensure_runtime()?;
     let mut rows = rows(paths)?;
     add_usage(&mut rows);
-    LsReport { rows }.json()
+    LsReport { rows }.json(layout)
 }
 
 pub(in crate::cli) fn ls(json: bool) -> Result<i32> {
     use std::io::Write as _;
     let paths = paths()?;
-    let bytes = if json { json_listing(&paths)? } else { LsReport { rows: rows(&paths)? }.text().into_bytes() };
+    let bytes = if json {
+        json_listing(&paths, output::Layout::Pretty)?
+    } else {
+        LsReport { rows: rows(&paths)? }.text().into_bytes()
+    };
     let mut out = std::io::stdout().lock();
     out.write_all(&bytes).and_then(|()| out.flush()).context("cannot write the listing")?;
     Ok(0)
@@ -508,10 +523,10 @@ struct LsReport {
 }
 
 impl LsReport {
-    /// The JSON document, as bytes (what a host's relay sends as well).
-    fn json(&self) -> Result<Vec<u8>> {
+    /// The JSON document, as bytes (what a host's relay sends as well, on one line).
+    fn json(&self, layout: output::Layout) -> Result<Vec<u8>> {
         let mut out = Vec::new();
-        output::write_ok(&mut out, "sessions", &self.rows, Vec::new)?;
+        output::write_ok_as(layout, &mut out, "sessions", &self.rows, Vec::new)?;
         Ok(out)
     }
 
