@@ -50,7 +50,6 @@ impl Client {
     pub(super) fn maybe_lend(&mut self) -> Result<()> {
         let idle = self.lending == Lending::Own
             && !self.lend_refused
-            && self.remote.is_none()
             && self.welcomed
             && self.wire >= desk_wire::TERMINAL_VERSION
             && self.ending.is_none()

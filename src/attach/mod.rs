@@ -138,7 +138,7 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
     let paths = Paths::from_env()?;
     paths.ensure_runtime()?;
     if let Some((host, entry)) = &opts.host {
-        return run_remote(opts, paths, host, entry);
+        return remote::run(opts, &paths, host, entry);
     }
     let files = paths.session(&opts.name);
     let stream = match session::probe_settled(&files)? {
@@ -184,36 +184,16 @@ pub fn run(opts: &AttachOptions) -> Result<i32> {
         .find(|outer| *outer != opts.name)
         .map(|outer| outer.to_string())
         .or_else(|| std::env::var("DESK_SESSION").ok());
-    let notes = attach_notes(&opts.name, opts.read_only, opts.detach_key, inside);
+    let mut notes = attach_notes(&opts.name, opts.read_only, opts.detach_key, inside);
+    notes[0] = notes[0].replacen(opts.name.as_str(), &shown(&opts.name), 1);
     write_preamble(&files, opts.history, &notes)?;
     let hello = session::hello_version(&files.socket);
-    drive(opts, paths, stream, hello, None)
-}
-
-/// `desk attach HOST:NAME`: the session's socket over a link to its host; the attach itself is
-/// the same (see [`remote`] for what a dropped link does).
-fn run_remote(opts: &AttachOptions, paths: Paths, host: &str, entry: &desk_common::config::Host) -> Result<i32> {
-    let (link, stream) = remote::first(host, entry, &paths, opts.name.as_str())?;
-    let wire = link.handshake.wire_version;
-    let mut notes = attach_notes(&opts.name, opts.read_only, opts.detach_key, None);
-    notes[0] = notes[0].replacen(opts.name.as_str(), &format!("{host}:{}", opts.name), 1);
-    // History and the fleet's status line read this machine's files: not yet for a host's
-    // session (docs/remote.md, "Not supported yet").
-    write_preamble(&paths.session(&opts.name), 0, &notes)?;
-    let opts = AttachOptions { status: false, host: opts.host.clone(), name: opts.name.clone(), ..*opts };
-    let waker_link = Some((host.to_string(), entry.clone(), link));
-    drive(&opts, paths, stream, desk_wire::hello_version(Some(wire)), waker_link)
+    drive(opts, paths, stream, hello)
 }
 
 /// Run the attach over `stream` (connected to the session's master), HELLO in `hello`, until it
-/// ends; `remote`: the link it runs over, and its host.
-fn drive(
-    opts: &AttachOptions,
-    paths: Paths,
-    stream: std::os::unix::net::UnixStream,
-    hello: u16,
-    remote: Option<(String, desk_common::config::Host, desk_common::remote::link::Link)>,
-) -> Result<i32> {
+/// ends.
+fn drive(opts: &AttachOptions, paths: Paths, stream: std::os::unix::net::UnixStream, hello: u16) -> Result<i32> {
     let raw = tty::RawTty::open()?;
     let (cols, rows) = desk_common::pty::get_size(raw.fd()).unwrap_or((80, 24));
     stream.set_nonblocking(true).context("cannot make the socket non-blocking")?;
@@ -228,13 +208,6 @@ fn drive(
     poll.registry().register(&mut signals, SIGNALS, Interest::READABLE)?;
 
     let role = if opts.read_only { Role::Viewer } else { Role::Controller };
-    let remote = match remote {
-        Some((host, entry, link)) => {
-            let waker = mio::Waker::new(poll.registry(), remote::WAKE).context("cannot create the event loop")?;
-            Some(remote::Remote::new(host, entry, paths.clone(), link, waker))
-        }
-        None => None,
-    };
     let mut client = Client {
         poll,
         sock,
@@ -267,7 +240,6 @@ fn drive(
         provider: String::new(),
         generation: 0,
         in_keyframe: false,
-        remote,
     };
     client.to_master = client.hello();
     if client.own.status_wanted {
@@ -281,7 +253,7 @@ fn drive(
     client.write_tty_blocking(&epilogue);
     client.raw.restore();
     let refused = client.refused.take();
-    let name = client.name.clone();
+    let name = shown(&client.name);
     drop(client);
     if let Some((times, why)) = refused {
         eprintln!("[desk: {name} refused typed input {times} time(s): {why}]");
@@ -305,6 +277,15 @@ fn drive(
             1
         }
     })
+}
+
+/// How this attach names session `name` to the user: `HOST:NAME` when it runs for a `desk attach
+/// HOST:NAME` on another machine (which says so in [`remote::AS_HOST`]), else the name.
+fn shown(name: &SessionName) -> String {
+    match std::env::var(remote::AS_HOST) {
+        Ok(host) if !host.is_empty() => format!("{host}:{name}"),
+        _ => name.to_string(),
+    }
 }
 
 /// The banner an attach prints above the session's screen (`desk: attached to api · Ctrl-\
@@ -406,8 +387,6 @@ struct Client {
     /// A keyframe's chunks are arriving (the last one had MORE): nothing of attach's own may be
     /// drawn between them.
     in_keyframe: bool,
-    /// The link to the host the session runs on, for `HOST:NAME`.
-    remote: Option<remote::Remote>,
 }
 
 impl Client {
@@ -422,7 +401,7 @@ impl Client {
                 return Ok(ending);
             }
             let now = std::time::Instant::now();
-            let handshake = if self.welcomed || self.reconnecting() {
+            let handshake = if self.welcomed {
                 None
             } else {
                 match self.handshake_deadline.checked_duration_since(now) {
@@ -441,8 +420,7 @@ impl Client {
                 .ui
                 .message_until()
                 .map(|until| std::time::Duration::from_millis(until.saturating_sub(desk_common::clock::now_ms())));
-            let retry = self.remote.as_ref().and_then(remote::Remote::due).map(|at| at.saturating_duration_since(now));
-            let timeout = [handshake, own, message, retry].into_iter().flatten().min();
+            let timeout = [handshake, own, message].into_iter().flatten().min();
             self.watch_writability()?;
             match self.poll.poll(&mut events, timeout) {
                 Ok(()) => {}
@@ -472,7 +450,6 @@ impl Client {
                     _ => {}
                 }
             }
-            self.poll_remote();
             if self.own.on_timers(&self.poll, std::time::Instant::now(), desk_common::clock::now_ms()) {
                 self.draw_status(false);
             }
@@ -496,8 +473,7 @@ impl Client {
         let interest =
             |blocked: bool| if blocked { Interest::READABLE | Interest::WRITABLE } else { Interest::READABLE };
         self.watch_tty().context("cannot watch the terminal")?;
-        // Between the links of a remote attach no socket is registered.
-        if self.sock_watches_out == self.sock_writable && !self.reconnecting() {
+        if self.sock_watches_out == self.sock_writable {
             let want = !self.sock_writable;
             self.poll
                 .registry()
@@ -569,14 +545,7 @@ impl Client {
             let found = prefix::find_kept(rest, self.detach_key, self.own.ui_prefix());
             let forward = found.map_or(rest, |(at, _, _)| &rest[..at]);
             if !forward.is_empty() && self.role == Role::Controller {
-                if let Some(host) = self.remote.as_ref().filter(|r| r.lost.is_some()).map(|r| r.name.clone()) {
-                    // Never buffered to arrive late: the bell says now, the count at the end.
-                    self.to_tty.push(0x07);
-                    let times = self.refused.as_ref().map_or(0, |(n, _)| *n);
-                    self.refused = Some((times + 1, format!("not connected to host {host}")));
-                } else {
-                    Frame::Input(forward.to_vec()).encode(&mut self.to_master);
-                }
+                Frame::Input(forward.to_vec()).encode(&mut self.to_master);
             }
             let Some((at, len, kept)) = found else { break };
             rest = &rest[at + len..];
@@ -661,13 +630,6 @@ impl Client {
             self.draw_status(false);
             return;
         }
-        if let Some(remote) = &self.remote {
-            self.own
-                .ui
-                .say(format!("switching away from a session on host {} is not supported yet", remote.name), now_ms);
-            self.draw_status(false);
-            return;
-        }
         let previous = self.name.clone();
         if self.reconnect(&target) {
             self.own.ui.last = Some(previous.as_str().to_string());
@@ -733,10 +695,7 @@ impl Client {
     /// master speaks (its session record says; docs/protocol.md §12).
     fn hello(&mut self) -> Vec<u8> {
         let (cols, rows) = self.own.session_size();
-        self.hello = match self.remote.as_ref().and_then(remote::Remote::wire_version) {
-            Some(wire) => desk_wire::hello_version(Some(wire)),
-            None => session::hello_version(&self.own.paths.session(&self.name).socket),
-        };
+        self.hello = session::hello_version(&self.own.paths.session(&self.name).socket);
         Frame::Hello {
             version: self.hello,
             role: self.role,
@@ -865,54 +824,10 @@ impl Client {
         }
     }
 
-    /// The connection to the session dropped: the end of a local attach; a remote one's link is
-    /// tried again (the session on the host goes on meanwhile).
+    /// The connection to the session dropped: the end of the attach.
     fn dropped(&mut self, why: String) {
-        if self.ending.is_some() {
-            return;
-        }
-        match self.remote.as_mut() {
-            Some(remote) if remote.lost.is_none() => {
-                let _ = self.poll.registry().deregister(&mut self.sock);
-                let host = remote.name.clone();
-                remote.lose(why);
-                self.to_master.clear();
-                self.decoder = FrameDecoder::new();
-                self.sock_readable = false;
-                self.sock_writable = false;
-                self.in_keyframe = false;
-                self.to_tty.extend_from_slice(
-                    format!("\r\n\x1b[m\x1b[7m[desk: connection to {host} lost, reconnecting…]\x1b[m\r\n").as_bytes(),
-                );
-                self.poll_remote();
-            }
-            Some(_) => {}
-            None => self.ending = Some(Ending::Lost(why)),
-        }
-    }
-
-    /// Whether a remote attach is between links.
-    fn reconnecting(&self) -> bool {
-        self.remote.as_ref().is_some_and(|r| r.lost.is_some())
-    }
-
-    /// A remote attach between links: start the next try when due, take a try's answer.
-    fn poll_remote(&mut self) {
-        let name = self.name.clone();
-        let Some(remote) = self.remote.as_mut() else { return };
-        if remote.lost.is_none() {
-            return;
-        }
-        match remote.poll(name.as_str()) {
-            None => {}
-            Some(remote::Tried::Back(link, stream)) => {
-                remote.keep(link);
-                if !self.adopt(&name, stream) {
-                    self.ending = Some(Ending::Lost("cannot use the new connection".into()));
-                }
-            }
-            Some(remote::Tried::Unreachable(_)) => {}
-            Some(remote::Tried::Gone(why)) => self.ending = Some(Ending::Lost(why)),
+        if self.ending.is_none() {
+            self.ending = Some(Ending::Lost(why));
         }
     }
 

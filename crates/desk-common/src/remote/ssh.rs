@@ -54,6 +54,17 @@ pub fn command(host: &Host, paths: &Paths, remote: &[&str]) -> Command {
     cmd
 }
 
+/// `ssh [ssh_args] [desk's options] -t -e none -o LogLevel=ERROR -- DESTINATION REMOTE` for
+/// `host`: a terminal session on the host running `remote` (a shell command line) on a pty of its
+/// own, with no escape character (every byte typed reaches the host: the remote command's own
+/// keys, such as attach's detach key, are the way out), and without ssh's `Connection to … closed`
+/// notice (its errors still print; a user's `-o LogLevel` in `ssh_args` wins).
+pub fn terminal_command(host: &Host, paths: &Paths, remote: &str) -> Command {
+    let mut cmd = ssh_with_options(host, paths);
+    cmd.args(["-t", "-e", "none", "-o", "LogLevel=ERROR", "--"]).arg(&host.ssh).arg(remote);
+    cmd
+}
+
 /// `ssh [ssh_args] [desk's options]`, to which the caller adds what it runs.
 fn ssh_with_options(host: &Host, paths: &Paths) -> Command {
     let mut cmd = Command::new("ssh");
@@ -158,5 +169,20 @@ mod tests {
         }
         assert!(options.iter().any(|o| o.starts_with("ControlPersist=")));
         assert!(!args.iter().any(|a| a.to_ascii_lowercase().contains("stricthostkeychecking")));
+    }
+
+    #[test]
+    fn a_terminal_command_asks_for_a_pty_and_no_escape_character_before_the_double_dash() {
+        let paths = Paths::in_home(Path::new("/h"));
+        let host = Host { ssh: "me@box".into(), ssh_args: vec!["-p".into(), "2222".into()], desk: "desk".into() };
+        let cmd = terminal_command(&host, &paths, "desk attach web");
+        let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+        assert_eq!(args[..2], ["-p", "2222"]);
+        let dash = args.iter().position(|a| a == "--").unwrap();
+        assert_eq!(args[dash + 1..], ["me@box", "desk attach web"]);
+        assert!(args[..dash].contains(&"-t".to_string()));
+        let escape = args.iter().position(|a| a == "-e").unwrap();
+        assert_eq!(args[escape + 1], "none");
+        assert!(args[..dash].iter().any(|a| a == "ControlMaster=auto"));
     }
 }
