@@ -1,6 +1,6 @@
 //! Attaching a session on another host (`desk attach HOST:NAME`, docs/remote.md).
 //!
-//! Owns a remote attach from end to end: the host is asked first (over a relay link, so a host
+//! Owns a remote attach from end to end: the host is asked first (over its shared link, so a host
 //! without desk, with another desk, or without the session is an error saying so, as for every
 //! remote command); then `ssh -t HOST desk attach NAME` runs with the user's terminal, and this
 //! process only waits: the host's own attach lends the pty ssh made there to the session's
@@ -33,7 +33,8 @@ use std::time::{Duration, Instant};
 
 use desk_common::config::Host;
 use desk_common::paths::Paths;
-use desk_common::remote::link::{HANDSHAKE_TIMEOUT, Link};
+use desk_common::remote::link::HANDSHAKE_TIMEOUT;
+use desk_common::remote::linkd;
 use desk_wire::relay::Target;
 
 use super::AttachOptions;
@@ -61,11 +62,13 @@ const BACKOFF: [Duration; 6] = [
 /// keeps climbing it, so a flapping host is not hammered.
 const SETTLED: Duration = Duration::from_secs(10);
 
-/// 250 ms: after ssh exits 255, how long the host's first answer may take before the terminal
-/// is told the connection is lost. A host that answers at once that the session is gone says
-/// that the 255 was the session's own exit code (the host's attach has printed it), and no
-/// notice is shown; a lost host takes longer than this to fail, and is said to be lost.
-const NOTICE_GRACE: Duration = Duration::from_millis(250);
+/// 500 ms: after ssh exits 255, how long the host's first answer may take before the terminal
+/// is told the connection is lost. The first try asks over the host's shared link, which
+/// outlives a session's end, so a host still there answers in milliseconds; when it says the
+/// session is gone, the 255 was the session's own exit code (the host's attach printed it), and
+/// no notice is shown. A lost host takes longer than this to fail (a new ssh connection), and
+/// is said to be lost.
+const NOTICE_GRACE: Duration = Duration::from_millis(500);
 
 /// How a try ended.
 enum Tried {
@@ -193,7 +196,7 @@ fn shell_quote(text: &str) -> String {
 /// The host asked whether the session is there: Ok when it is; an error naming the host and
 /// what is wrong (no desk there, another desk, no such session) otherwise.
 fn first(name: &str, host: &Host, paths: &Paths, session: &str) -> Result<()> {
-    let link = Link::connect(name, host, paths, HANDSHAKE_TIMEOUT)?;
+    let link = linkd::connect(name, host, paths, HANDSHAKE_TIMEOUT)?;
     let stream = link.open(Target::Session(session.to_string())).map_err(|e| {
         desk_common::failure::fail(desk_common::failure::ErrorCode::NoSuchSession, format!("on host {name}: {e:#}"))
     })?;
@@ -206,7 +209,7 @@ fn first(name: &str, host: &Host, paths: &Paths, session: &str) -> Result<()> {
 
 /// One try: whether the host answers, and has the session.
 fn try_once(name: &str, host: &Host, paths: &Paths, session: &str) -> Tried {
-    let Ok(link) = Link::connect(name, host, paths, HANDSHAKE_TIMEOUT) else { return Tried::Unreachable };
+    let Ok(link) = linkd::connect(name, host, paths, HANDSHAKE_TIMEOUT) else { return Tried::Unreachable };
     match link.open(Target::Session(session.to_string())) {
         Ok(_) => Tried::Back,
         Err(_) if link.down().is_some() => Tried::Unreachable,
@@ -243,6 +246,7 @@ impl Loss<'_> {
         let mut noticed = false;
         let mut next = Instant::now() + BACKOFF[self.tries.min(BACKOFF.len() - 1)];
         let mut under_way: Option<Receiver<Tried>> = None;
+        let mut first = true;
         let mut buf = [0u8; 4096];
         loop {
             let now = Instant::now();
@@ -284,6 +288,7 @@ impl Loss<'_> {
             };
             under_way = None;
             self.tries += 1;
+            let was_first = std::mem::take(&mut first);
             match answer {
                 Tried::Back => {
                     if !noticed {
@@ -291,9 +296,9 @@ impl Loss<'_> {
                     }
                     return Ok(Between::Back);
                 }
-                // Before any notice, the host says at once that the session ended: its child
-                // exited 255 (the host's attach said so on the terminal).
-                Tried::Gone(_) if !noticed => return Ok(Between::End(Ending::Code(255))),
+                // Asked right after ssh's 255, the host says the session ended: its child exited
+                // 255 (the host's attach said so on the terminal).
+                Tried::Gone(_) if was_first => return Ok(Between::End(Ending::Code(255))),
                 Tried::Gone(why) => return Ok(Between::End(Ending::Gone(why))),
                 Tried::Unreachable => {
                     if !noticed {

@@ -265,6 +265,125 @@ fn attach_through_a_host_says_the_connection_is_lost_refuses_input_and_resumes_w
     assert!(status.success(), "{status:?}\n{}", pty.screen());
 }
 
+/// `desk attach HOST:NAME` under `local`'s home, on a terminal of its own.
+fn attach_remote(local: &Local, target: &str) -> crate::harness::Pty {
+    PtyCommand::new(DESK)
+        .args(["attach", target])
+        .env("DESK_HOME", local.home.path())
+        .env("DESK_AUTOSTART", "0")
+        .size(100, 30)
+        .spawn()
+        .expect("attach")
+}
+
+#[test]
+#[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
+fn attach_through_a_host_detaches_by_key_and_ends_with_the_session_s_exit_code_255_included() {
+    let sshd = sshd();
+    let remote = Home::new();
+    let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote))]);
+    local.home.ok(&["new", "box:ends", "--", "sh", "-c", "read l; echo \"got $l\"; read code; exit $code"]);
+    let mut pty = attach_remote(&local, "box:ends");
+    pty.write("one\r").unwrap();
+    pty.wait_until(PATIENCE, "the session to echo", |s| s.contains("got one")).unwrap();
+    pty.write([0x1c]).unwrap();
+    let status = pty.wait_exit(PATIENCE).unwrap();
+    assert_eq!(status.code(), Some(0), "{}", pty.screen());
+    pty.wait_until(PATIENCE, "the detach line", |s| s.contains("[desk: detached from box:ends]")).unwrap();
+    // Attached again, the session ends: its exit code is attach's.
+    let mut pty = attach_remote(&local, "box:ends");
+    pty.wait_until(PATIENCE, "the session redrawn", |s| s.contains("got one")).unwrap();
+    pty.write("7\r").unwrap();
+    let status = pty.wait_exit(PATIENCE).unwrap();
+    assert_eq!(status.code(), Some(7), "{}", pty.screen());
+    pty.wait_until(PATIENCE, "the exit line", |s| s.contains("box:ends exited with code 7")).unwrap();
+    // 255 is also what ssh says of a lost connection: the host, asked, says the session ended.
+    local.home.ok(&["new", "box:ff", "--", "sh", "-c", "echo ready; read l; exit 255"]);
+    let mut pty = attach_remote(&local, "box:ff");
+    pty.wait_until(PATIENCE, "the session's screen", |s| s.contains("ready")).unwrap();
+    pty.write("\r").unwrap();
+    let status = pty.wait_exit(PATIENCE).unwrap();
+    let screen = pty.screen();
+    assert_eq!(status.code(), Some(255), "{screen}");
+    assert!(screen.contains("box:ff exited with code 255"), "{screen}");
+    assert!(!screen.contains("reconnecting"), "a session's own 255 read as a lost connection:\n{screen}");
+    // A session the host does not have: the host's answer, exit 2, before any terminal is taken.
+    let out = local.home.desk(&["attach", "box:nosuch"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("on host box"), "{}", stderr(&out));
+}
+
+#[test]
+#[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
+fn attach_through_a_host_passes_on_read_only_and_the_detach_key_asked_here() {
+    let sshd = sshd();
+    let remote = Home::new();
+    let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote))]);
+    local.home.ok(&["new", "box:echo", "--", "sh", "-c", "echo ready; while read l; do echo \"got $l\"; done"]);
+    let mut pty = PtyCommand::new(DESK)
+        .args(["attach", "--read-only", "--detach-key", "^a", "box:echo"])
+        .env("DESK_HOME", local.home.path())
+        .env("DESK_AUTOSTART", "0")
+        .size(100, 30)
+        .spawn()
+        .expect("attach");
+    pty.wait_until(PATIENCE, "the session's screen", |s| s.contains("ready")).unwrap();
+    pty.write("typed\r").unwrap();
+    // Ctrl-\ is no detach key here: it goes nowhere (read-only), and Ctrl-A detaches.
+    pty.write([0x1c]).unwrap();
+    pty.write([0x01]).unwrap();
+    let status = pty.wait_exit(PATIENCE).unwrap();
+    assert_eq!(status.code(), Some(0), "{}", pty.screen());
+    pty.wait_until(PATIENCE, "the detach line", |s| s.contains("[desk: detached from box:echo]")).unwrap();
+    let screen = remote.peek("echo");
+    assert!(!screen.contains("got typed"), "a read-only attach sent input:\n{screen}");
+}
+
+#[test]
+#[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
+fn while_a_host_is_unreachable_the_detach_key_leaves_and_says_what_was_refused() {
+    let mut sshd = sshd();
+    let remote = Home::new();
+    let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote))]);
+    local.home.ok(&["new", "box:echo", "--", "sh", "-c", "echo ready; while read l; do echo \"got $l\"; done"]);
+    let mut pty = attach_remote(&local, "box:echo");
+    pty.wait_until(PATIENCE, "the session's screen", |s| s.contains("ready")).unwrap();
+    sshd.stop();
+    kill_control_masters(&local.home.run_dir());
+    pty.wait_until(PATIENCE, "the lost-connection notice", |s| s.contains("connection to box lost, reconnecting"))
+        .unwrap();
+    pty.write("blind").unwrap();
+    pty.wait_until(PATIENCE, "the bell for refused input", |s| s.bells() > 0).unwrap();
+    pty.write([0x1c]).unwrap();
+    let status = pty.wait_exit(PATIENCE).unwrap();
+    assert_eq!(status.code(), Some(0), "{}", pty.screen());
+    pty.wait_until(PATIENCE, "the detach line and the refusals", |s| {
+        s.contains("[desk: detached from box:echo]")
+            && s.contains("refused typed input 1 time(s): not connected to host box")
+    })
+    .unwrap();
+}
+
+#[test]
+#[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
+fn a_session_gone_when_its_host_answers_again_ends_the_attach_with_the_host_s_reason() {
+    let mut sshd = sshd();
+    let remote = Home::new();
+    let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote))]);
+    local.home.ok(&["new", "box:echo", "--", "sh", "-c", "echo ready; while read l; do echo \"got $l\"; done"]);
+    let mut pty = attach_remote(&local, "box:echo");
+    pty.wait_until(PATIENCE, "the session's screen", |s| s.contains("ready")).unwrap();
+    sshd.stop();
+    kill_control_masters(&local.home.run_dir());
+    pty.wait_until(PATIENCE, "the lost-connection notice", |s| s.contains("connection to box lost, reconnecting"))
+        .unwrap();
+    remote.ok(&["kill", "echo"]);
+    sshd.run();
+    let status = pty.wait_exit(PATIENCE).unwrap();
+    assert_eq!(status.code(), Some(1), "{}", pty.screen());
+    pty.wait_until(PATIENCE, "the host's reason", |s| s.contains("[desk: lost box:echo: session echo")).unwrap();
+}
+
 #[test]
 #[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
 fn a_wedged_control_master_is_replaced_instead_of_hanging_every_command() {
