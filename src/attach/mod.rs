@@ -771,20 +771,7 @@ impl Client {
         self.to_tty.clear();
         self.to_tty_off = 0;
         pending.extend_from_slice(bytes);
-        let mut offset = 0;
-        let mut spins = 0;
-        while offset < pending.len() && spins < 1000 {
-            match nix::unistd::write(self.raw.fd(), &pending[offset..]) {
-                Ok(n) => offset += n,
-                Err(nix::errno::Errno::EAGAIN) => {
-                    spins += 1;
-                    let mut fds = [nix::poll::PollFd::new(self.raw.fd(), nix::poll::PollFlags::POLLOUT)];
-                    let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(10u16));
-                }
-                Err(nix::errno::Errno::EINTR) => {}
-                Err(_) => break,
-            }
-        }
+        tty::write_blocking(self.raw.fd(), &pending);
     }
 
     fn read_socket(&mut self, buf: &mut [u8]) -> bool {

@@ -116,6 +116,10 @@ pub(super) fn run(opts: &AttachOptions, paths: &Paths, host_name: &str, host: &H
             // 255, or ssh killed by a signal: the connection, or the session's own 255.
             Waited::Exited(_) => {}
         }
+        // The terminal closing hangs up ssh and this process alike.
+        if let Some(signal) = wake.signal() {
+            break Ending::Signal(signal);
+        }
         if started.elapsed() >= SETTLED {
             loss.tries = 0;
         }
@@ -412,8 +416,7 @@ impl Wake {
         let timeout = match timeout {
             None => PollTimeout::NONE,
             // Rounded up, so a wake-up due in 0.4 ms does not spin.
-            Some(t) => PollTimeout::try_from(t.as_millis().saturating_add(1).min(60_000) as i32)
-                .unwrap_or(PollTimeout::MAX),
+            Some(t) => PollTimeout::from(u16::try_from(t.as_millis().saturating_add(1)).unwrap_or(u16::MAX)),
         };
         let mut fds = [PollFd::new(self.read.as_fd(), PollFlags::POLLIN), PollFd::new(fd, PollFlags::POLLIN)];
         match nix::poll::poll(&mut fds, timeout) {

@@ -11,6 +11,37 @@ use nix::sys::stat::Mode;
 use nix::sys::termios::{self, SetArg, Termios};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
+/// A private, non-blocking descriptor of the controlling terminal.
+fn open_tty() -> Result<OwnedFd> {
+    match open("/dev/tty", OFlag::O_RDWR | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC | OFlag::O_NOCTTY, Mode::empty()) {
+        Ok(fd) => Ok(fd),
+        Err(_) => bail!("desk attach needs a terminal, and this process has none"),
+    }
+}
+
+/// 1000 waits of at most 10 ms: a terminal that takes nothing for 10 s is gone or stopped, and
+/// what is left is dropped rather than holding the way out.
+const BLOCKED_WRITE_TRIES: u32 = 1000;
+
+/// Write `bytes` to the non-blocking terminal `fd`, waiting for room when it is behind; used
+/// only on the way out and for a few bytes of attach's own, when the terminal is attach's alone.
+pub(super) fn write_blocking(fd: BorrowedFd<'_>, bytes: &[u8]) {
+    let mut offset = 0;
+    let mut spins = 0;
+    while offset < bytes.len() && spins < BLOCKED_WRITE_TRIES {
+        match nix::unistd::write(fd, &bytes[offset..]) {
+            Ok(n) => offset += n,
+            Err(nix::errno::Errno::EAGAIN) => {
+                spins += 1;
+                let mut fds = [nix::poll::PollFd::new(fd, nix::poll::PollFlags::POLLOUT)];
+                let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(10u16));
+            }
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(_) => break,
+        }
+    }
+}
+
 pub(super) struct RawTty {
     fd: OwnedFd,
     saved: Termios,
@@ -19,14 +50,7 @@ pub(super) struct RawTty {
 impl RawTty {
     /// Open the controlling terminal and switch it to raw mode.
     pub(super) fn open() -> Result<RawTty> {
-        let fd = match open(
-            "/dev/tty",
-            OFlag::O_RDWR | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC | OFlag::O_NOCTTY,
-            Mode::empty(),
-        ) {
-            Ok(fd) => fd,
-            Err(_) => bail!("desk attach needs a terminal, and this process has none"),
-        };
+        let fd = open_tty()?;
         let saved = termios::tcgetattr(&fd).context("cannot read the terminal settings")?;
         let mut raw = saved.clone();
         termios::cfmakeraw(&mut raw);
@@ -63,14 +87,7 @@ impl Terminal {
     /// Open the controlling terminal (non-blocking, a descriptor of its own) and keep its
     /// settings.
     pub(super) fn open() -> Result<Terminal> {
-        let fd = match open(
-            "/dev/tty",
-            OFlag::O_RDWR | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC | OFlag::O_NOCTTY,
-            Mode::empty(),
-        ) {
-            Ok(fd) => fd,
-            Err(_) => bail!("desk attach needs a terminal, and this process has none"),
-        };
+        let fd = open_tty()?;
         let cooked = termios::tcgetattr(&fd).context("cannot read the terminal settings")?;
         Ok(Terminal { fd, cooked })
     }
@@ -91,22 +108,9 @@ impl Terminal {
         let _ = termios::tcsetattr(&self.fd, SetArg::TCSANOW, &self.cooked);
     }
 
-    /// Write all of `bytes` (few: a notice, a bell), waiting for room when the terminal is
-    /// behind.
-    pub(super) fn write_all(&self, mut bytes: &[u8]) {
-        let mut spins = 0;
-        while !bytes.is_empty() && spins < 1000 {
-            match nix::unistd::write(&self.fd, bytes) {
-                Ok(n) => bytes = &bytes[n..],
-                Err(nix::errno::Errno::EAGAIN) => {
-                    spins += 1;
-                    let mut fds = [nix::poll::PollFd::new(self.fd.as_fd(), nix::poll::PollFlags::POLLOUT)];
-                    let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(10u16));
-                }
-                Err(nix::errno::Errno::EINTR) => {}
-                Err(_) => break,
-            }
-        }
+    /// Write all of `bytes` (few: a notice, a bell, the epilogue).
+    pub(super) fn write_all(&self, bytes: &[u8]) {
+        write_blocking(self.fd.as_fd(), bytes);
     }
 }
 

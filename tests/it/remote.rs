@@ -339,9 +339,9 @@ fn attach_through_a_host_passes_on_read_only_and_the_detach_key_asked_here() {
     assert!(!screen.contains("got typed"), "a read-only attach sent input:\n{screen}");
 }
 
-#[test]
-#[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
-fn while_a_host_is_unreachable_the_detach_key_leaves_and_says_what_was_refused() {
+/// `box:echo` attached, then its host gone (its sshd and the ControlMaster here), until the
+/// terminal says so; the sshd is stopped, not dropped, so a test can run it again.
+fn attached_then_lost() -> (Sshd, Home, Local, crate::harness::Pty) {
     let mut sshd = sshd();
     let remote = Home::new();
     let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote))]);
@@ -352,6 +352,13 @@ fn while_a_host_is_unreachable_the_detach_key_leaves_and_says_what_was_refused()
     kill_control_masters(&local.home.run_dir());
     pty.wait_until(PATIENCE, "the lost-connection notice", |s| s.contains("connection to box lost, reconnecting"))
         .unwrap();
+    (sshd, remote, local, pty)
+}
+
+#[test]
+#[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
+fn while_a_host_is_unreachable_the_detach_key_leaves_and_says_what_was_refused() {
+    let (_sshd, _remote, _local, mut pty) = attached_then_lost();
     pty.write("blind").unwrap();
     pty.wait_until(PATIENCE, "the bell for refused input", |s| s.bells() > 0).unwrap();
     pty.write([0x1c]).unwrap();
@@ -367,16 +374,7 @@ fn while_a_host_is_unreachable_the_detach_key_leaves_and_says_what_was_refused()
 #[test]
 #[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
 fn a_session_gone_when_its_host_answers_again_ends_the_attach_with_the_host_s_reason() {
-    let mut sshd = sshd();
-    let remote = Home::new();
-    let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote))]);
-    local.home.ok(&["new", "box:echo", "--", "sh", "-c", "echo ready; while read l; do echo \"got $l\"; done"]);
-    let mut pty = attach_remote(&local, "box:echo");
-    pty.wait_until(PATIENCE, "the session's screen", |s| s.contains("ready")).unwrap();
-    sshd.stop();
-    kill_control_masters(&local.home.run_dir());
-    pty.wait_until(PATIENCE, "the lost-connection notice", |s| s.contains("connection to box lost, reconnecting"))
-        .unwrap();
+    let (mut sshd, remote, _local, mut pty) = attached_then_lost();
     remote.ok(&["kill", "echo"]);
     sshd.run();
     let status = pty.wait_exit(PATIENCE).unwrap();
