@@ -264,13 +264,18 @@ fn echo_latency(opts: &Opts, sshd: &Sshd, work: &Path) -> String {
     let config = sshd.ssh_config();
     let config = config.to_str().unwrap();
     let mut ways: Vec<(String, Term)> = vec![
-        ("desk attach HOST:NAME".into(), Term::start(DESK, &["attach", "e:echo"], &[("DESK_HOME", &local)])),
+        // Without the status line (the host's attach shows the host's, and renders the session a
+        // view from the screen model, where a Ctrl-A echoes as nothing), as the reference below.
+        (
+            "desk attach HOST:NAME (--no-status)".into(),
+            Term::start(DESK, &["attach", "--no-status", "e:echo"], &[("DESK_HOME", &local)]),
+        ),
         (
             "ssh -t HOST cat".into(),
             Term::start("ssh", &["-F", config, "-t", "desk-test", "stty raw -echo; exec cat"], &[]),
         ),
-        // Without attach's own status line, as a remote attach is (with it the terminal gets a
-        // view rendered from the screen model, where a Ctrl-A echoes as nothing).
+        // Without attach's own status line (with it the terminal gets a view rendered from the
+        // screen model, where a Ctrl-A echoes as nothing).
         (
             "desk attach NAME (local, --no-status)".into(),
             Term::start(DESK, &["attach", "--no-status", "echo"], &[("DESK_HOME", &host_home)]),
@@ -455,7 +460,8 @@ fn fanout(opts: &Opts, sshd: &Sshd, work: &Path) -> String {
         let name = format!("flood{run}");
         let script = format!("stty -echo; read x < {}; cat {}; exec sleep 100000", go.display(), data.display());
         desk(&host_home, &["new", &name, "--", "sh", "-c", &script]);
-        let term = Term::start(DESK, &["attach", &format!("f:{name}")], &[("DESK_HOME", &local)]);
+        // Without the status line, as the old relayed attach and the local attach below.
+        let term = Term::start(DESK, &["attach", "--no-status", &format!("f:{name}")], &[("DESK_HOME", &local)]);
         term.drain(Duration::from_millis(500));
         let (secs, got) = flood_through(&term, &go, "the attach");
         attach.push(size as f64 / 1e6 / secs);

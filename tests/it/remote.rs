@@ -346,7 +346,7 @@ fn attached_then_lost() -> (Sshd, Home, Local, crate::harness::Pty) {
     let remote = Home::new();
     let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote))]);
     local.home.ok(&["new", "box:echo", "--", "sh", "-c", "echo ready; while read l; do echo \"got $l\"; done"]);
-    let mut pty = attach_remote(&local, "box:echo");
+    let pty = attach_remote(&local, "box:echo");
     pty.wait_until(PATIENCE, "the session's screen", |s| s.contains("ready")).unwrap();
     sshd.stop();
     kill_control_masters(&local.home.run_dir());
