@@ -4,6 +4,7 @@
 
 #[allow(unused_imports)]
 use super::*;
+use desk_common::session_dirs::SessionDirs;
 
 /// One row of `desk ls`.
 #[derive(Debug, Serialize)]
@@ -190,51 +191,35 @@ fn listings(paths: &Paths, skew: Skew) -> Result<Vec<Listing>> {
         Skew::Check => Some(installed_master()),
         Skew::Skip => None,
     };
+    let dirs = SessionDirs::open(paths);
     // What a row has beyond its master's answer: its fleet facts, and its skew when asked.
-    let finish = |row: &mut Listing| {
-        add_fleet_to(paths, row, &supervision);
+    let finish = |name: &SessionName, row: &mut Listing, buf: &mut Vec<u8>| {
+        add_fleet_to(paths, &dirs, name, row, &supervision, buf);
         if let Some(installed) = installed {
             row.master = master_skew(paths, row, installed);
         }
     };
-    // The files of a large fleet are read by two threads: each session costs a few system
-    // calls (its info file, its master's `/proc` entry, its launch record), most of a
-    // listing's time.
-    let read = |(name, has_exit): (&SessionName, bool)| -> Option<Listing> {
-        let files = paths.session(name);
+    // A session's row from its files; `buf` is the reading thread's, for every record it reads.
+    let read = |(name, has_exit): (&SessionName, bool), buf: &mut Vec<u8>| -> Option<Listing> {
         // A record written after the directory was read belongs to a session that was running
         // then; `unexited` looks again for a master that does not answer.
-        let exit = if has_exit { session::read_exit(&files).unwrap_or(None) } else { None };
+        let exit = if has_exit { session::read_exit(&paths.session(name)).unwrap_or(None) } else { None };
         let mut row = match exit {
-            Some(exit) => exited(name, &files, &exit),
-            None => from_info_file(name, &files)?,
+            Some(exit) => exited(name, &paths.session(name), &exit),
+            None => from_info_file(paths, &dirs, name, buf)?,
         };
-        finish(&mut row);
+        finish(name, &mut row, buf);
         Some(row)
     };
     let pairs: Vec<(&SessionName, bool)> = names.iter().zip(exits).collect();
-    let mut rows: Vec<Option<Listing>> = if pairs.len() >= LISTING_SPLIT {
-        let (first, second) = pairs.split_at(pairs.len() / 2);
-        std::thread::scope(|scope| {
-            let helper = scope.spawn(|| second.iter().map(|p| read(*p)).collect::<Vec<_>>());
-            let mut rows: Vec<Option<Listing>> = first.iter().map(|p| read(*p)).collect();
-            match helper.join() {
-                Ok(more) => rows.extend(more),
-                // It cannot panic short of a bug; read its half here then.
-                Err(_) => rows.extend(second.iter().map(|p| read(*p))),
-            }
-            rows
-        })
-    } else {
-        pairs.iter().map(|p| read(*p)).collect()
-    };
+    let mut rows = read_all(&pairs, read);
     let ask: Vec<usize> = (0..rows.len()).filter(|i| rows[*i].is_none()).collect();
     let sockets: Vec<std::path::PathBuf> = ask.iter().map(|i| paths.session(&names[*i]).socket).collect();
     let answers = crate::cli::probe::ask_all(&sockets, deadline, budget)?;
     for (i, answer) in ask.into_iter().zip(answers) {
         rows[i] = unexited(paths, &names[i], answer)?;
         if let Some(row) = &mut rows[i] {
-            finish(row);
+            finish(&names[i], row, &mut Vec::new());
         }
     }
     let mut rows: Vec<Listing> = rows.into_iter().flatten().collect();
@@ -268,18 +253,67 @@ fn add_declared_down(paths: &Paths, rows: &mut Vec<Listing>) {
 /// 64 sessions: below this a second thread costs more to start than it saves.
 const LISTING_SPLIT: usize = 64;
 
+/// 8 sessions (a few tens of microseconds of reading): what a reading thread takes at a time,
+/// small enough that when one thread is held up (the other CPU busy elsewhere) the other reads
+/// on, and the two finish together, not one half's time after the other.
+const LISTING_CHUNK: usize = 8;
+
+/// `read` of every pair, in order: on this thread for a small fleet, else on two threads that
+/// take [`LISTING_CHUNK`] sessions at a time. A large fleet's files are most of a listing's
+/// time: each session costs a few system calls (its info file, its master's `/proc` entry, its
+/// captures). Each thread has its own buffer for the records it reads.
+fn read_all<T: Send + Sync>(
+    pairs: &[(&SessionName, bool)],
+    read: impl Fn((&SessionName, bool), &mut Vec<u8>) -> Option<T> + Sync,
+) -> Vec<Option<T>> {
+    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    if pairs.len() < LISTING_SPLIT {
+        let mut buf = Vec::new();
+        return pairs.iter().map(|p| read(*p, &mut buf)).collect();
+    }
+    // Each row is written once, into its own slot, by whichever thread read it.
+    let slots: Vec<OnceLock<Option<T>>> = pairs.iter().map(|_| OnceLock::new()).collect();
+    let next = AtomicUsize::new(0);
+    let work = || {
+        let mut buf = Vec::new();
+        loop {
+            let start = next.fetch_add(LISTING_CHUNK, Ordering::Relaxed);
+            if start >= pairs.len() {
+                return;
+            }
+            for (slot, pair) in slots.iter().zip(pairs).skip(start).take(LISTING_CHUNK) {
+                let _ = slot.set(read(*pair, &mut buf));
+            }
+        }
+    };
+    std::thread::scope(|scope| {
+        let helper = scope.spawn(work);
+        work();
+        // Joined here, a panic of the helper (a bug) does not end the listing: the slots it
+        // left empty are read below.
+        let _ = helper.join();
+    });
+    let mut buf = Vec::new();
+    slots
+        .into_iter()
+        .zip(pairs)
+        .map(|(slot, pair)| slot.into_inner().unwrap_or_else(|| read(*pair, &mut buf)))
+        .collect()
+}
+
 /// A running session's row from the info file its master keeps current
 /// ([`desk_common::info_file`]), without waking the master: `running` with what it would answer to
 /// HELLO while the process the file names is that master, alive and not stopped;
 /// `unresponsive` when it is stopped; `None` when there is no file to believe (none yet, not
 /// this session's, or its master is gone), and the master is asked instead.
-fn from_info_file(name: &SessionName, files: &desk_common::paths::SessionPaths) -> Option<Listing> {
+fn from_info_file(paths: &Paths, dirs: &SessionDirs, name: &SessionName, buf: &mut Vec<u8>) -> Option<Listing> {
     use desk_common::info_file::MasterCheck;
-    let record = desk_common::info_file::read(&files.info)?;
+    let record = desk_common::info_file::read_in(dirs, name, buf)?;
     if record.info.name != name.as_str() {
         return None;
     }
-    match desk_common::info_file::check(&record) {
+    match desk_common::info_file::check_in(dirs, &record) {
         MasterCheck::Running => {
             let mut row = from_files(name, None, "running");
             row.size_policy = record.size_policy;
@@ -289,7 +323,7 @@ fn from_info_file(name: &SessionName, files: &desk_common::paths::SessionPaths) 
             Some(row)
         }
         MasterCheck::Stopped => {
-            let meta: Option<SessionMeta> = session::read_meta(files).unwrap_or(None);
+            let meta: Option<SessionMeta> = session::read_meta(&paths.session(name)).unwrap_or(None);
             let mut row = from_files(name, meta.as_ref(), "unresponsive");
             row.note = Some("its master is stopped (SIGSTOP or a debugger) and cannot answer".into());
             Some(row)
@@ -300,11 +334,19 @@ fn from_info_file(name: &SessionName, files: &desk_common::paths::SessionPaths) 
 
 /// A row's [`crate::launch::view::FleetView`]; a session a manifest declares that is not
 /// running is `down`.
-fn add_fleet_to(paths: &Paths, row: &mut Listing, supervision: &desk_core::fleet::supervise::Supervisor) {
-    let Ok(name) = SessionName::parse(&row.name) else { return };
+fn add_fleet_to(
+    paths: &Paths,
+    dirs: &SessionDirs,
+    name: &SessionName,
+    row: &mut Listing,
+    supervision: &desk_core::fleet::supervise::Supervisor,
+    buf: &mut Vec<u8>,
+) {
     let running = matches!(row.status, "running" | "unresponsive");
     let carried = row.launch.take();
-    row.fleet = crate::launch::view::of(paths, &name, running, carried, supervision, desk_common::clock::now_ms());
+    let captures = || crate::launch::conversation::read_in(dirs, name, buf);
+    let now = desk_common::clock::now_ms();
+    row.fleet = crate::launch::view::of_with_captures(paths, name, running, carried, captures, supervision, now);
     if !running && row.fleet.as_ref().is_some_and(|f| f.manifest.is_some()) {
         row.status = "down";
     }
@@ -323,7 +365,8 @@ pub(super) fn listing(paths: &Paths, name: &SessionName, deadline: Instant) -> R
         None => None,
     };
     if let Some(row) = &mut row {
-        add_fleet_to(paths, row, &desk_daemon::supervisor::read_state(paths));
+        let supervision = desk_daemon::supervisor::read_state(paths);
+        add_fleet_to(paths, &SessionDirs::open(paths), name, row, &supervision, &mut Vec::new());
     }
     Ok(row)
 }
