@@ -183,9 +183,7 @@ impl ExitJson {
 /// listed from its WELCOME alone (its metadata file is read only for a session whose master
 /// did not answer).
 fn listings(paths: &Paths, skew: Skew) -> Result<Vec<Listing>> {
-    let (names, exits): (Vec<SessionName>, Vec<bool>) = paths.session_names_and_exits()?.into_iter().unzip();
     let budget = session::PROBE_DEADLINE;
-    let deadline = Instant::now() + budget;
     let supervision = desk_daemon::supervisor::read_state(paths);
     let installed = match skew {
         Skew::Check => Some(installed_master()),
@@ -211,8 +209,15 @@ fn listings(paths: &Paths, skew: Skew) -> Result<Vec<Listing>> {
         finish(name, &mut row, buf);
         Some(row)
     };
-    let pairs: Vec<(&SessionName, bool)> = names.iter().zip(exits).collect();
-    let mut rows = read_all(&pairs, read);
+    let mut listed_at = Instant::now();
+    let list = || {
+        let pairs = paths.session_names_and_exits();
+        listed_at = Instant::now();
+        pairs
+    };
+    let (pairs, mut rows) = read_all(runtime_looks_large(paths), list, read)?;
+    let deadline = listed_at + budget;
+    let names: Vec<SessionName> = pairs.into_iter().map(|(name, _)| name).collect();
     let ask: Vec<usize> = (0..rows.len()).filter(|i| rows[*i].is_none()).collect();
     let sockets: Vec<std::path::PathBuf> = ask.iter().map(|i| paths.session(&names[*i]).socket).collect();
     let answers = crate::cli::probe::ask_all(&sockets, deadline, budget)?;
@@ -258,48 +263,100 @@ const LISTING_SPLIT: usize = 64;
 /// on, and the two finish together, not one half's time after the other.
 const LISTING_CHUNK: usize = 8;
 
-/// `read` of every pair, in order: on this thread for a small fleet, else on two threads that
-/// take [`LISTING_CHUNK`] sessions at a time. A large fleet's files are most of a listing's
-/// time: each session costs a few system calls (its info file, its master's `/proc` entry, its
-/// captures). Each thread has its own buffer for the records it reads.
+/// 8 KiB: a runtime directory this large holds some 70 sessions or more (six entries each: a
+/// tmpfs counts 20 bytes an entry, ext4 fills a 4 KiB block with about 30 sessions' entries),
+/// enough that [`read_all`] starts its second thread before it lists the directory. Only a
+/// hint: a smaller fleet then reads with two threads, a larger one starts the second later.
+const LARGE_RUNTIME_DIR: u64 = 8 * 1024;
+
+/// The sessions found, each with whether its exit record was there, and each one's row.
+type ReadRows<T> = (Vec<(SessionName, bool)>, Vec<Option<T>>);
+
+/// Whether the runtime directory's size says it holds a large fleet ([`LARGE_RUNTIME_DIR`]).
+fn runtime_looks_large(paths: &Paths) -> bool {
+    std::fs::metadata(&paths.runtime).is_ok_and(|m| m.len() >= LARGE_RUNTIME_DIR)
+}
+
+/// The sessions `list` finds, each with `read` of it, in order: on this thread for a small
+/// fleet, else on two threads that take [`LISTING_CHUNK`] sessions at a time. A large fleet's
+/// files are most of a listing's time: each session costs a few system calls (its info file,
+/// its master's `/proc` entry, its captures). Each thread has its own buffer for the records
+/// it reads. With `early`, the second thread is started before `list` runs: on a busy machine
+/// a new thread can wait milliseconds for a CPU, and it then waits while the directory is read.
 fn read_all<T: Send + Sync>(
-    pairs: &[(&SessionName, bool)],
+    early: bool,
+    list: impl FnOnce() -> Result<Vec<(SessionName, bool)>>,
     read: impl Fn((&SessionName, bool), &mut Vec<u8>) -> Option<T> + Sync,
-) -> Vec<Option<T>> {
+) -> Result<ReadRows<T>> {
     use std::sync::OnceLock;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    if pairs.len() < LISTING_SPLIT {
-        let mut buf = Vec::new();
-        return pairs.iter().map(|p| read(*p, &mut buf)).collect();
+    /// The sessions to read, and a slot for each row, written once by whichever thread read it.
+    struct Job<T> {
+        pairs: Vec<(SessionName, bool)>,
+        slots: Vec<OnceLock<Option<T>>>,
+        next: AtomicUsize,
     }
-    // Each row is written once, into its own slot, by whichever thread read it.
-    let slots: Vec<OnceLock<Option<T>>> = pairs.iter().map(|_| OnceLock::new()).collect();
-    let next = AtomicUsize::new(0);
-    let work = || {
+    let work = |job: &Job<T>| {
         let mut buf = Vec::new();
         loop {
-            let start = next.fetch_add(LISTING_CHUNK, Ordering::Relaxed);
-            if start >= pairs.len() {
+            let start = job.next.fetch_add(LISTING_CHUNK, Ordering::Relaxed);
+            if start >= job.pairs.len() {
                 return;
             }
-            for (slot, pair) in slots.iter().zip(pairs).skip(start).take(LISTING_CHUNK) {
-                let _ = slot.set(read(*pair, &mut buf));
+            for (slot, (name, exited)) in job.slots.iter().zip(&job.pairs).skip(start).take(LISTING_CHUNK) {
+                let _ = slot.set(read((name, *exited), &mut buf));
             }
         }
     };
-    std::thread::scope(|scope| {
-        let helper = scope.spawn(work);
-        work();
+    // `None`: no work for the helper (a small fleet, or the listing failed).
+    let job: OnceLock<Option<Job<T>>> = OnceLock::new();
+    let small = std::thread::scope(|scope| {
+        let helper = || {
+            scope.spawn(|| {
+                if let Some(job) = job.wait() {
+                    work(job);
+                }
+            })
+        };
+        let early = early.then(helper);
+        let pairs = match list() {
+            Ok(pairs) => pairs,
+            Err(e) => {
+                let _ = job.set(None);
+                return Err(e);
+            }
+        };
+        if pairs.len() < LISTING_SPLIT && early.is_none() {
+            let _ = job.set(None);
+            let mut buf = Vec::new();
+            let rows = pairs.iter().map(|(name, exited)| read((name, *exited), &mut buf)).collect();
+            return Ok(Some((pairs, rows)));
+        }
+        let slots = pairs.iter().map(|_| OnceLock::new()).collect();
+        let _ = job.set(Some(Job { pairs, slots, next: AtomicUsize::new(0) }));
+        let helper = early.unwrap_or_else(helper);
+        if let Some(Some(job)) = job.get() {
+            work(job);
+        }
         // Joined here, a panic of the helper (a bug) does not end the listing: the slots it
         // left empty are read below.
         let _ = helper.join();
-    });
+        Ok(None)
+    })?;
+    if let Some(small) = small {
+        return Ok(small);
+    }
+    let Some(Some(job)) = job.into_inner() else {
+        return Err(anyhow::anyhow!("the listing lost the sessions it found (a bug in desk ls)"));
+    };
     let mut buf = Vec::new();
-    slots
+    let rows = job
+        .slots
         .into_iter()
-        .zip(pairs)
-        .map(|(slot, pair)| slot.into_inner().unwrap_or_else(|| read(*pair, &mut buf)))
-        .collect()
+        .zip(&job.pairs)
+        .map(|(slot, (name, exited))| slot.into_inner().unwrap_or_else(|| read((name, *exited), &mut buf)))
+        .collect();
+    Ok((job.pairs, rows))
 }
 
 /// A running session's row from the info file its master keeps current
@@ -764,6 +821,43 @@ mod tests {
 
     fn words(args: &[&str]) -> Vec<String> {
         args.iter().map(|a| a.to_string()).collect()
+    }
+
+    #[test]
+    fn every_session_is_read_once_and_in_order_on_one_thread_or_two() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        for (n, early) in
+            [(0, false), (0, true), (5, false), (5, true), (LISTING_SPLIT, false), (300, false), (300, true)]
+        {
+            let found: Vec<(SessionName, bool)> =
+                (0..n).map(|i| (SessionName::parse(&format!("s{i:03}")).unwrap(), i % 7 == 0)).collect();
+            let reads = AtomicUsize::new(0);
+            let (pairs, rows) = read_all(
+                early,
+                || Ok(found.clone()),
+                |(name, exited), _buf| {
+                    reads.fetch_add(1, Ordering::Relaxed);
+                    // A row that cannot be read from files (its master is then asked).
+                    (name.as_str() != "s005").then(|| (name.to_string(), exited))
+                },
+            )
+            .unwrap();
+            assert_eq!(pairs, found, "{n} sessions, early {early}");
+            assert_eq!(reads.load(Ordering::Relaxed), n, "each read once: {n} sessions, early {early}");
+            let expected: Vec<Option<(String, bool)>> = found
+                .iter()
+                .map(|(name, exited)| (name.as_str() != "s005").then(|| (name.to_string(), *exited)))
+                .collect();
+            assert_eq!(rows, expected, "{n} sessions, early {early}");
+        }
+    }
+
+    #[test]
+    fn a_directory_that_cannot_be_listed_fails_the_listing_and_ends_the_helper() {
+        for early in [false, true] {
+            let listed = read_all::<()>(early, || Err(anyhow::anyhow!("cannot list")), |_, _| None);
+            assert!(listed.is_err_and(|e| e.to_string() == "cannot list"));
+        }
     }
 
     #[test]
