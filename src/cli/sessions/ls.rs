@@ -198,7 +198,9 @@ fn listings(paths: &Paths, skew: Skew) -> Result<Vec<Listing>> {
         }
     };
     // A session's row from its files; `buf` is the reading thread's, for every record it reads.
-    let read = |(name, has_exit): (&SessionName, bool), buf: &mut Vec<u8>| -> Option<Listing> {
+    // Boxed where it is made: a row is over a kilobyte, and a fleet's rows pass through slots
+    // and vectors as pointers, not copied from one fresh vector's pages to the next.
+    let read = |(name, has_exit): (&SessionName, bool), buf: &mut Vec<u8>| -> Option<Box<Listing>> {
         // A record written after the directory was read belongs to a session that was running
         // then; `unexited` looks again for a master that does not answer.
         let exit = if has_exit { session::read_exit(&paths.session(name)).unwrap_or(None) } else { None };
@@ -207,7 +209,7 @@ fn listings(paths: &Paths, skew: Skew) -> Result<Vec<Listing>> {
             None => from_info_file(paths, &dirs, name, buf)?,
         };
         finish(name, &mut row, buf);
-        Some(row)
+        Some(Box::new(row))
     };
     let mut listed_at = Instant::now();
     let list = || {
@@ -222,12 +224,12 @@ fn listings(paths: &Paths, skew: Skew) -> Result<Vec<Listing>> {
     let sockets: Vec<std::path::PathBuf> = ask.iter().map(|i| paths.session(&names[*i]).socket).collect();
     let answers = crate::cli::probe::ask_all(&sockets, deadline, budget)?;
     for (i, answer) in ask.into_iter().zip(answers) {
-        rows[i] = unexited(paths, &names[i], answer)?;
+        rows[i] = unexited(paths, &names[i], answer)?.map(Box::new);
         if let Some(row) = &mut rows[i] {
             finish(&names[i], row, &mut Vec::new());
         }
     }
-    let mut rows: Vec<Listing> = rows.into_iter().flatten().collect();
+    let mut rows: Vec<Listing> = rows.into_iter().flatten().map(|row| *row).collect();
     add_declared_down(paths, &mut rows);
     Ok(rows)
 }
