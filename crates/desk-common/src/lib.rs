@@ -67,3 +67,4 @@ pub mod session_dirs;
 pub mod signals;
 pub mod suggest;
 pub mod syntax;
+pub mod watch;
