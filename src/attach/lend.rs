@@ -17,8 +17,6 @@
 //! has let go of the terminal (or a deadline passed), so nothing of the master's lands after it.
 
 use anyhow::Result;
-use mio::Interest;
-use mio::unix::SourceFd;
 use std::io::{self, IoSlice};
 use std::os::fd::{AsFd, AsRawFd};
 use std::time::{Duration, Instant};
@@ -138,26 +136,8 @@ impl Client {
     /// room while a write is blocked; nothing at all while the master reads it (its keys would
     /// wake this process too).
     pub(super) fn watch_tty(&mut self) -> Result<()> {
-        let read = self.lending == Lending::Own;
-        let write = !self.tty_writable;
-        let want = match (read, write) {
-            (true, true) => Some(Interest::READABLE | Interest::WRITABLE),
-            (true, false) => Some(Interest::READABLE),
-            (false, true) => Some(Interest::WRITABLE),
-            (false, false) => None,
-        };
-        if want == self.tty_watch {
-            return Ok(());
-        }
-        let raw = self.raw.fd().as_raw_fd();
-        let registry = self.poll.registry();
-        match (self.tty_watch, want) {
-            (None, Some(interest)) => registry.register(&mut SourceFd(&raw), TTY, interest)?,
-            (Some(_), Some(interest)) => registry.reregister(&mut SourceFd(&raw), TTY, interest)?,
-            (Some(_), None) => registry.deregister(&mut SourceFd(&raw))?,
-            (None, None) => {}
-        }
-        self.tty_watch = want;
+        let (read, write) = (self.lending == Lending::Own, !self.tty_writable);
+        self.tty_watch.set(self.poll.registry(), self.raw.fd().as_raw_fd(), TTY, read, write)?;
         Ok(())
     }
 

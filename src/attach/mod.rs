@@ -202,7 +202,7 @@ fn drive(opts: &AttachOptions, paths: Paths, stream: std::os::unix::net::UnixStr
     let poll = Poll::new().context("cannot create the event loop")?;
     // Writability is watched only while a write would block (`watch_writability`).
     poll.registry().register(&mut SourceFd(&raw.fd().as_raw_fd()), TTY, Interest::READABLE)?;
-    let tty_watch = Some(Interest::READABLE);
+    let tty_watch = desk_common::watch::FdWatch::registered_for(Interest::READABLE);
     poll.registry().register(&mut sock, SOCKET, Interest::READABLE)?;
     let mut signals = Signals::new([SIGWINCH, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCONT])?;
     poll.registry().register(&mut signals, SIGNALS, Interest::READABLE)?;
@@ -358,8 +358,8 @@ struct Client {
     tty_writable: bool,
     /// The socket is registered for writability: only while its flag above is false.
     sock_watches_out: bool,
-    /// What the poll watches the terminal for (`lend::watch_tty`); `None`: nothing.
-    tty_watch: Option<Interest>,
+    /// What the poll watches the terminal for (`lend::watch_tty`).
+    tty_watch: desk_common::watch::FdWatch,
     /// Whether the terminal is lent to the master ([`lend`]).
     lending: lend::Lending,
     /// The master would not take the terminal: this connection keeps it.

@@ -76,21 +76,36 @@ pub(super) fn render(rows: &[Vec<String>], cap: usize, fit: Option<usize>) -> Ve
         }
         widths.truncate(shown);
     }
+    // Each line is made in one string: a cell that fits (most) is measured once and copied,
+    // not cut into a string of its own (`desk ls` renders a row per session).
+    let line_room: usize = widths.iter().sum::<usize>() + GAP * widths.len();
     rows.iter()
         .map(|row| {
-            let mut line = String::new();
+            let mut line = String::with_capacity(line_room);
             for (i, w) in widths.iter().enumerate() {
                 if i > 0 {
-                    line.push_str(&" ".repeat(GAP));
+                    push_spaces(&mut line, GAP);
                 }
-                let cell = cut(row.get(i).map(String::as_str).unwrap_or(""), *w);
-                let pad = w.saturating_sub(width(&cell));
-                line.push_str(&cell);
-                line.push_str(&" ".repeat(pad));
+                let text = row.get(i).map(String::as_str).unwrap_or("");
+                let cells = width(text);
+                if cells <= *w {
+                    line.push_str(text);
+                    push_spaces(&mut line, w - cells);
+                } else {
+                    let cell = cut(text, *w);
+                    let pad = w.saturating_sub(width(&cell));
+                    line.push_str(&cell);
+                    push_spaces(&mut line, pad);
+                }
             }
-            line.trim_end().to_string()
+            line.truncate(line.trim_end().len());
+            line
         })
         .collect()
+}
+
+fn push_spaces(line: &mut String, n: usize) {
+    line.extend(std::iter::repeat_n(' ', n));
 }
 
 /// The width of the terminal on stdout, or `None` when stdout is not a terminal (a pipe or a

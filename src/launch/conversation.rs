@@ -60,8 +60,11 @@ impl Conversations {
     }
 }
 
+/// The file's name in the session's state directory.
+const FILE_NAME: &str = "conversations.json";
+
 fn file(paths: &Paths, name: &SessionName) -> PathBuf {
-    paths.session_state(name).join("conversations.json")
+    paths.session_state(name).join(FILE_NAME)
 }
 
 /// Hold the session's conversations lock for the life of the value.
@@ -81,6 +84,20 @@ pub const FORMAT: desk_common::format::Format = desk_common::format::Format::fir
 /// naming it: a restart does not resume from a guess.
 pub fn read(paths: &Paths, name: &SessionName) -> Result<Conversations> {
     Ok(desk_common::session::read_record(&FORMAT, &file(paths, name))?.unwrap_or_default())
+}
+
+/// [`read`], opening the file relative to `dirs` and reading it into `buf` (a listing reads
+/// every session's).
+pub fn read_in(
+    dirs: &desk_common::session_dirs::SessionDirs,
+    name: &SessionName,
+    buf: &mut Vec<u8>,
+) -> Result<Conversations> {
+    let what = || format!("the conversations of session {name}");
+    let Some(file) = dirs.state_file(name, FILE_NAME).with_context(|| format!("cannot read {}", what()))? else {
+        return Ok(Conversations::default());
+    };
+    desk_common::session::read_open_record(&FORMAT, &file, &what(), buf)
 }
 
 /// The captures for a read-modify-write: a file this desk cannot read is set aside (and named)

@@ -79,6 +79,22 @@ pub fn of(
     supervision: &Supervisor,
     now_ms: u64,
 ) -> Option<FleetView> {
+    let captures = || super::conversation::read(paths, name);
+    of_with_captures(paths, name, running, carried, captures, supervision, now_ms)
+}
+
+/// [`of`], reading the session's captures with `captures` (`desk ls` reads them through its
+/// open directories, [`super::conversation::read_in`]) once it has a launch record; captures
+/// that cannot be read show no conversation.
+pub fn of_with_captures(
+    paths: &Paths,
+    name: &SessionName,
+    running: bool,
+    carried: Option<LaunchFacts>,
+    captures: impl FnOnce() -> anyhow::Result<super::conversation::Conversations>,
+    supervision: &Supervisor,
+    now_ms: u64,
+) -> Option<FleetView> {
     let (facts, launch) = match carried.filter(|_| running) {
         Some(facts) => (facts, None),
         None => {
@@ -86,7 +102,7 @@ pub fn of(
             (launch.facts(), Some(launch))
         }
     };
-    let conversation = super::conversation::read(paths, name).ok().and_then(|c| {
+    let conversation = captures().ok().and_then(|c| {
         c.latest().map(|capture| Reported {
             id: capture.conversation.clone().unwrap_or_default(),
             generation: capture.generation,

@@ -395,10 +395,27 @@ pub fn read_bounded(reader: impl std::io::Read, limit: usize, what: &str) -> Res
 /// as the file's end (a regular file's read is short only there), so a record that fits the
 /// first buffer costs one `read`, not a second one to see the end (issue 22: `desk ls` reads a
 /// few small records for each of a fleet's sessions). Not for pipes, sockets or `/proc`.
-pub fn read_bounded_file(mut file: &File, limit: usize, what: &str) -> Result<Vec<u8>, BoundedReadError> {
+pub fn read_bounded_file(file: &File, limit: usize, what: &str) -> Result<Vec<u8>, BoundedReadError> {
+    let mut buf = Vec::new();
+    read_bounded_file_into(file, limit, what, &mut buf)?;
+    Ok(buf)
+}
+
+/// [`read_bounded_file`] into `buf` (replacing what it held), so that a caller reading many
+/// records in a row (`desk ls`: one per session) reuses one buffer instead of allocating and
+/// zeroing a page for each.
+pub fn read_bounded_file_into(
+    mut file: &File,
+    limit: usize,
+    what: &str,
+    buf: &mut Vec<u8>,
+) -> Result<(), BoundedReadError> {
     use std::io::Read as _;
-    let cap = READ_BOUNDED_FIRST.min(limit + 1);
-    let mut buf = vec![0u8; cap];
+    let first = READ_BOUNDED_FIRST.min(limit + 1);
+    // The whole of `buf` is readable room; a reused buffer keeps its earlier size.
+    if buf.len() < first {
+        buf.resize(first, 0);
+    }
     let mut len = 0;
     loop {
         match file.read(&mut buf[len..]) {
@@ -423,7 +440,7 @@ pub fn read_bounded_file(mut file: &File, limit: usize, what: &str) -> Result<Ve
         return Err(BoundedReadError::TooLarge { what: what.to_string(), limit });
     }
     buf.truncate(len);
-    Ok(buf)
+    Ok(())
 }
 
 /// Room set aside on disk for one small file that must be written even when the disk is full

@@ -102,6 +102,18 @@ pub fn read(path: &Path) -> Option<InfoRecord> {
     serde_json::from_slice(&bytes).ok()
 }
 
+/// [`read`] of session `name`'s record, opened relative to `dirs` and read into `buf` (a
+/// listing reads one for every session; see [`crate::session_dirs`]).
+pub fn read_in(
+    dirs: &crate::session_dirs::SessionDirs,
+    name: &crate::paths::SessionName,
+    buf: &mut Vec<u8>,
+) -> Option<InfoRecord> {
+    let file = dirs.runtime_file(name, "info").ok()??;
+    crate::fsutil::read_bounded_file_into(&file, INFO_FILE_LIMIT, "the info file", buf).ok()?;
+    serde_json::from_slice(buf).ok()
+}
+
 /// What `/proc` says of the process a record names as its master.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MasterCheck {
@@ -115,7 +127,17 @@ pub enum MasterCheck {
 
 /// Check the process behind `record`.
 pub fn check(record: &InfoRecord) -> MasterCheck {
-    match crate::procfs::state_and_start(record.info.master_pid) {
+    check_stat(record, crate::procfs::state_and_start(record.info.master_pid))
+}
+
+/// [`check`], reading `/proc` through `dirs`.
+pub fn check_in(dirs: &crate::session_dirs::SessionDirs, record: &InfoRecord) -> MasterCheck {
+    check_stat(record, crate::procfs::state_and_start_in(dirs, record.info.master_pid))
+}
+
+/// What the state and start time `/proc` gave for the record's master say.
+fn check_stat(record: &InfoRecord, stat: Option<(char, u64)>) -> MasterCheck {
+    match stat {
         Some((state, start)) if start == record.master_start => match state {
             'T' | 't' => MasterCheck::Stopped,
             'Z' | 'X' | 'x' => MasterCheck::NotTheMaster,

@@ -22,7 +22,8 @@
 //!
 //! An arrow is "may depend on"; nothing points up, and `tests/it/architecture.rs` checks both
 //! the manifests and each crate's imports. What lives here: where files are ([`paths`]), how
-//! they are written ([`fsutil`], with [`fsutil::spare_pool`] making a group commit's new files ahead of need), watched ([`inotify`]: its per-user limit named) and versioned ([`format`](mod@format)), the records of a session ([`session`], [`info_file`],
+//! they are written ([`fsutil`], with [`fsutil::spare_pool`] making a group commit's new files ahead of need), watched ([`inotify`]: its per-user limit named) and versioned ([`format`](mod@format)), the records of a session ([`session`], [`info_file`], read for a whole fleet through
+//! [`session_dirs`],
 //! [`screen_log`], [`journal`], and [`launch_record`]: what each start ran and who stopped it,
 //! which the CLI writes and the daemon's restart supervisor reads), locks ([`pidlock`]), `/proc` ([`procfs`]), PTYs ([`pty`]),
 //! starting a process that outlives its starter and hearing that it is ready ([`detach`]: the
@@ -62,6 +63,8 @@ pub mod remote;
 pub mod rules;
 pub mod screen_log;
 pub mod session;
+pub mod session_dirs;
 pub mod signals;
 pub mod suggest;
 pub mod syntax;
+pub mod watch;

@@ -122,17 +122,25 @@ impl Paths {
     /// [`Paths::session_names`], each with whether its exit record (`<name>.exit`) was in the
     /// directory when it was read: a listing need not try to open the records that are not.
     pub fn session_names_and_exits(&self) -> Result<Vec<(SessionName, bool)>> {
-        let entries = match fs::read_dir(&self.runtime) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(e).with_context(|| format!("cannot list {}", self.runtime.display())),
+        use nix::fcntl::OFlag;
+        // nix's iterator lends each entry's name, where `std::fs::read_dir` copies every name
+        // twice: a fleet's runtime directory holds six entries per session, and only the
+        // session names are kept (issue 22: `desk ls` reads it before anything else).
+        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+        let mut dir = match nix::dir::Dir::open(&self.runtime, flags, nix::sys::stat::Mode::empty()) {
+            Ok(dir) => dir,
+            Err(nix::errno::Errno::ENOENT) => return Ok(Vec::new()),
+            Err(e) => {
+                return Err(std::io::Error::from(e)).with_context(|| format!("cannot list {}", self.runtime.display()));
+            }
         };
         let mut names = Vec::new();
         let mut exits = std::collections::HashSet::new();
-        for entry in entries {
-            let entry = entry.with_context(|| format!("cannot list {}", self.runtime.display()))?;
-            let file = entry.file_name();
-            let Some(file) = file.to_str() else { continue };
+        for entry in dir.iter() {
+            let entry = entry
+                .map_err(std::io::Error::from)
+                .with_context(|| format!("cannot list {}", self.runtime.display()))?;
+            let Ok(file) = entry.file_name().to_str() else { continue };
             if let Some(stem) = file.strip_suffix(".exit") {
                 exits.insert(stem.to_string());
                 continue;

@@ -331,10 +331,19 @@ pub fn descendants(root: u32) -> Vec<ProcessInfo> {
 /// boot; field 22) of `pid`, from one read of `/proc/PID/stat`; `None` when there is no such
 /// process.
 pub fn state_and_start(pid: u32) -> Option<(char, u64)> {
+    state_and_start_of(fs::File::open(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// [`state_and_start`], opening `/proc/PID/stat` relative to `dirs`' open `/proc` (a listing
+/// asks it of every master).
+pub fn state_and_start_in(dirs: &crate::session_dirs::SessionDirs, pid: u32) -> Option<(char, u64)> {
+    state_and_start_of(dirs.proc_file(pid, "stat").ok()??)
+}
+
+fn state_and_start_of(mut file: fs::File) -> Option<(char, u64)> {
     use std::io::Read as _;
     // One read: a stat line is a few hundred bytes (a command name of at most 16).
     let mut buf = [0u8; 1024];
-    let mut file = fs::File::open(format!("/proc/{pid}/stat")).ok()?;
     let mut len = 0;
     loop {
         match file.read(&mut buf[len..]) {

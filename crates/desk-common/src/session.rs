@@ -172,6 +172,18 @@ pub fn read_record<T: serde::de::DeserializeOwned>(format: &Format, path: &Path)
     format::decode(format, &bytes).map(Some).with_context(|| format!("{} cannot be read", path.display()))
 }
 
+/// [`read_record`] of a record already open (through [`crate::session_dirs`], say), read into
+/// `buf`, which keeps its room for the next; `what` names the file in an error.
+pub fn read_open_record<T: serde::de::DeserializeOwned>(
+    format: &Format,
+    file: &File,
+    what: &str,
+    buf: &mut Vec<u8>,
+) -> Result<T> {
+    fsutil::read_bounded_file_into(file, MAX_RECORD, what, buf)?;
+    format::decode(format, buf).with_context(|| format!("{what} cannot be read"))
+}
+
 /// [`read_record`] for the record's owner, about to write the file anew: a record it cannot
 /// read (damaged, or a newer desk's) is set aside (`<file>.bad`, [`format::set_aside`]) and
 /// named in a warning with how to acknowledge it, and reads as absent — so writing does not

@@ -1590,6 +1590,16 @@ mod tests {
             (token, theirs)
         }
 
+        /// The child's end reads what the master types, raw (no line editing holds bytes back)
+        /// and without blocking; the PTY takes writes at once.
+        fn raw_child_side(&mut self) {
+            self.master.terminal.set_writable(true);
+            let mut raw = nix::sys::termios::tcgetattr(&self._slave).unwrap();
+            nix::sys::termios::cfmakeraw(&mut raw);
+            nix::sys::termios::tcsetattr(&self._slave, nix::sys::termios::SetArg::TCSANOW, &raw).unwrap();
+            crate::pty::set_nonblocking(self._slave.as_fd()).unwrap();
+        }
+
         fn send(&mut self, token: Token, frame: Frame) {
             self.master.client_frame(token, frame, Instant::now());
             self.master.settle(Instant::now());
@@ -1652,22 +1662,10 @@ mod tests {
     #[test]
     fn a_lent_terminal_takes_the_stream_after_ready_and_goes_back_at_a_kept_key() {
         let mut rig = rig(0);
-        rig.master.terminal.set_writable(true);
-        let mut raw = nix::sys::termios::tcgetattr(&rig._slave).unwrap();
-        nix::sys::termios::cfmakeraw(&mut raw);
-        nix::sys::termios::tcsetattr(&rig._slave, nix::sys::termios::SetArg::TCSANOW, &raw).unwrap();
-        crate::pty::set_nonblocking(rig._slave.as_fd()).unwrap();
+        rig.raw_child_side();
         let (client, mut peer) = rig.connect();
         let now = Instant::now();
-        let hello = Frame::Hello {
-            version: PROTOCOL_VERSION,
-            role: Role::Controller,
-            cols: 80,
-            rows: 24,
-            status_line: false,
-            view: false,
-        };
-        rig.send(client, hello);
+        rig.send(client, hello(Role::Controller));
         assert!(matches!(received(&mut peer).0[..], [Frame::Welcome { .. }, ..]));
         let (user, terminal) = outer_terminal();
         // A TAKE without a descriptor is refused: the terminal stays the client's.
@@ -1708,24 +1706,9 @@ mod tests {
         // Keys in one write reach the program in one read, and programs take such a burst for
         // something else (docs/agents-observed.md §8.2): the master types them one at a time.
         let mut rig = rig(0);
-        rig.master.terminal.set_writable(true);
-        // The child's end reads what the master types, raw: no line editing holds bytes back.
-        let mut raw = nix::sys::termios::tcgetattr(&rig._slave).unwrap();
-        nix::sys::termios::cfmakeraw(&mut raw);
-        nix::sys::termios::tcsetattr(&rig._slave, nix::sys::termios::SetArg::TCSANOW, &raw).unwrap();
-        crate::pty::set_nonblocking(rig._slave.as_fd()).unwrap();
+        rig.raw_child_side();
         let slave = rig._slave.try_clone().unwrap();
-        let typed = move || {
-            let mut all = Vec::new();
-            let mut buf = [0u8; 64];
-            while let Ok(n) = nix::unistd::read(&slave, &mut buf) {
-                if n == 0 {
-                    break;
-                }
-                all.extend_from_slice(&buf[..n]);
-            }
-            all
-        };
+        let typed = move || read_all(&slave);
         let keys = |keys: &[&str]| {
             let keys = keys.iter().map(|k| k.to_string()).collect();
             desk_wire::operator::ClientEvent::Keys { keys, user: "ana".into(), tty: None, via: "cli".into() }.to_frame()

@@ -22,8 +22,8 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
-use mio::unix::SourceFd;
-use mio::{Interest, Registry, Token};
+use desk_common::watch::FdWatch;
+use mio::{Registry, Token};
 use nix::fcntl::{FcntlArg, OFlag, fcntl};
 
 /// Where a hand-over stands.
@@ -46,8 +46,8 @@ pub(super) struct Held {
     /// The terminal took the last write whole (or none was made); false from a write that would
     /// block until it reports room.
     pub writable: bool,
-    /// What the poll watches it for; `None`: not registered.
-    registered: Option<Interest>,
+    /// What the poll watches it for.
+    watch: FdWatch,
 }
 
 /// The poll token of client `token`'s terminal: the client's own with the top bit set (client
@@ -68,7 +68,7 @@ impl Held {
             fcntl(fd.as_fd(), FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))
                 .map_err(|e| format!("cannot make it non-blocking: {e}"))?;
         }
-        Ok(Held { file: File::from(fd), keys, stage: Stage::Waiting, writable: true, registered: None })
+        Ok(Held { file: File::from(fd), keys, stage: Stage::Waiting, writable: true, watch: FdWatch::default() })
     }
 
     /// Whether stream frames pushed now go to the terminal.
@@ -95,33 +95,12 @@ impl Held {
     /// Watch it for what its stage and writes need (readable while held, writable while a write
     /// is blocked), under `token`; nothing at all once neither.
     pub(super) fn watch(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
-        let read = self.stage == Stage::Holding;
-        let write = !self.writable;
-        let want = match (read, write) {
-            (true, true) => Some(Interest::READABLE | Interest::WRITABLE),
-            (true, false) => Some(Interest::READABLE),
-            (false, true) => Some(Interest::WRITABLE),
-            (false, false) => None,
-        };
-        if want == self.registered {
-            return Ok(());
-        }
-        let raw = self.file.as_raw_fd();
-        match (self.registered, want) {
-            (None, Some(interest)) => registry.register(&mut SourceFd(&raw), token, interest)?,
-            (Some(_), Some(interest)) => registry.reregister(&mut SourceFd(&raw), token, interest)?,
-            (Some(_), None) => registry.deregister(&mut SourceFd(&raw))?,
-            (None, None) => {}
-        }
-        self.registered = want;
-        Ok(())
+        self.watch.set(registry, self.file.as_raw_fd(), token, self.stage == Stage::Holding, !self.writable)
     }
 
     /// Stop watching it (before it is closed).
     pub(super) fn forget(&mut self, registry: &Registry) {
-        if self.registered.take().is_some() {
-            let _ = registry.deregister(&mut SourceFd(&self.file.as_raw_fd()));
-        }
+        self.watch.forget(registry, self.file.as_raw_fd());
     }
 }
 

@@ -4,6 +4,7 @@
 
 #[allow(unused_imports)]
 use super::*;
+use desk_common::session_dirs::SessionDirs;
 
 /// One row of `desk ls`.
 #[derive(Debug, Serialize)]
@@ -192,62 +193,53 @@ impl ExitJson {
 /// listed from its WELCOME alone (its metadata file is read only for a session whose master
 /// did not answer).
 fn listings(paths: &Paths, skew: Skew) -> Result<Vec<Listing>> {
-    let (names, exits): (Vec<SessionName>, Vec<bool>) = paths.session_names_and_exits()?.into_iter().unzip();
     let budget = session::PROBE_DEADLINE;
-    let deadline = Instant::now() + budget;
     let supervision = desk_daemon::supervisor::read_state(paths);
     let installed = match skew {
         Skew::Check => Some(installed_master()),
         Skew::Skip => None,
     };
+    let dirs = SessionDirs::open(paths);
     // What a row has beyond its master's answer: its fleet facts, and its skew when asked.
-    let finish = |row: &mut Listing| {
-        add_fleet_to(paths, row, &supervision);
+    let finish = |name: &SessionName, row: &mut Listing, buf: &mut Vec<u8>| {
+        add_fleet_to(paths, &dirs, name, row, &supervision, buf);
         if let Some(installed) = installed {
             row.master = master_skew(paths, row, installed);
         }
     };
-    // The files of a large fleet are read by two threads: each session costs a few system
-    // calls (its info file, its master's `/proc` entry, its launch record), most of a
-    // listing's time.
-    let read = |(name, has_exit): (&SessionName, bool)| -> Option<Listing> {
-        let files = paths.session(name);
+    // A session's row from its files; `buf` is the reading thread's, for every record it reads.
+    // Boxed where it is made: a row is over a kilobyte, and a fleet's rows pass through slots
+    // and vectors as pointers, not copied from one fresh vector's pages to the next.
+    let read = |(name, has_exit): (&SessionName, bool), buf: &mut Vec<u8>| -> Option<Box<Listing>> {
         // A record written after the directory was read belongs to a session that was running
         // then; `unexited` looks again for a master that does not answer.
-        let exit = if has_exit { session::read_exit(&files).unwrap_or(None) } else { None };
+        let exit = if has_exit { session::read_exit(&paths.session(name)).unwrap_or(None) } else { None };
         let mut row = match exit {
-            Some(exit) => exited(name, &files, &exit),
-            None => from_info_file(name, &files)?,
+            Some(exit) => exited(name, &paths.session(name), &exit),
+            None => from_info_file(paths, &dirs, name, buf)?,
         };
-        finish(&mut row);
-        Some(row)
+        finish(name, &mut row, buf);
+        Some(Box::new(row))
     };
-    let pairs: Vec<(&SessionName, bool)> = names.iter().zip(exits).collect();
-    let mut rows: Vec<Option<Listing>> = if pairs.len() >= LISTING_SPLIT {
-        let (first, second) = pairs.split_at(pairs.len() / 2);
-        std::thread::scope(|scope| {
-            let helper = scope.spawn(|| second.iter().map(|p| read(*p)).collect::<Vec<_>>());
-            let mut rows: Vec<Option<Listing>> = first.iter().map(|p| read(*p)).collect();
-            match helper.join() {
-                Ok(more) => rows.extend(more),
-                // It cannot panic short of a bug; read its half here then.
-                Err(_) => rows.extend(second.iter().map(|p| read(*p))),
-            }
-            rows
-        })
-    } else {
-        pairs.iter().map(|p| read(*p)).collect()
+    let mut listed_at = Instant::now();
+    let list = || {
+        let pairs = paths.session_names_and_exits();
+        listed_at = Instant::now();
+        pairs
     };
+    let (pairs, mut rows) = read_all(runtime_looks_large(paths), list, read)?;
+    let deadline = listed_at + budget;
+    let names: Vec<SessionName> = pairs.into_iter().map(|(name, _)| name).collect();
     let ask: Vec<usize> = (0..rows.len()).filter(|i| rows[*i].is_none()).collect();
     let sockets: Vec<std::path::PathBuf> = ask.iter().map(|i| paths.session(&names[*i]).socket).collect();
     let answers = crate::cli::probe::ask_all(&sockets, deadline, budget)?;
     for (i, answer) in ask.into_iter().zip(answers) {
-        rows[i] = unexited(paths, &names[i], answer)?;
+        rows[i] = unexited(paths, &names[i], answer)?.map(Box::new);
         if let Some(row) = &mut rows[i] {
-            finish(row);
+            finish(&names[i], row, &mut Vec::new());
         }
     }
-    let mut rows: Vec<Listing> = rows.into_iter().flatten().collect();
+    let mut rows: Vec<Listing> = rows.into_iter().flatten().map(|row| *row).collect();
     add_declared_down(paths, &mut rows);
     Ok(rows)
 }
@@ -278,18 +270,119 @@ fn add_declared_down(paths: &Paths, rows: &mut Vec<Listing>) {
 /// 64 sessions: below this a second thread costs more to start than it saves.
 const LISTING_SPLIT: usize = 64;
 
+/// 8 sessions (a few tens of microseconds of reading): what a reading thread takes at a time,
+/// small enough that when one thread is held up (the other CPU busy elsewhere) the other reads
+/// on, and the two finish together, not one half's time after the other.
+const LISTING_CHUNK: usize = 8;
+
+/// 8 KiB: a runtime directory this large holds some 70 sessions or more (six entries each: a
+/// tmpfs counts 20 bytes an entry, ext4 fills a 4 KiB block with about 30 sessions' entries),
+/// enough that [`read_all`] starts its second thread before it lists the directory. Only a
+/// hint: a smaller fleet then reads with two threads, a larger one starts the second later.
+const LARGE_RUNTIME_DIR: u64 = 8 * 1024;
+
+/// The sessions found, each with whether its exit record was there, and each one's row.
+type ReadRows<T> = (Vec<(SessionName, bool)>, Vec<Option<T>>);
+
+/// Whether the runtime directory's size says it holds a large fleet ([`LARGE_RUNTIME_DIR`]).
+fn runtime_looks_large(paths: &Paths) -> bool {
+    std::fs::metadata(&paths.runtime).is_ok_and(|m| m.len() >= LARGE_RUNTIME_DIR)
+}
+
+/// The sessions `list` finds, each with `read` of it, in order: on this thread for a small
+/// fleet, else on two threads that take [`LISTING_CHUNK`] sessions at a time. A large fleet's
+/// files are most of a listing's time: each session costs a few system calls (its info file,
+/// its master's `/proc` entry, its captures). Each thread has its own buffer for the records
+/// it reads. With `early`, the second thread is started before `list` runs: on a busy machine
+/// a new thread can wait milliseconds for a CPU, and it then waits while the directory is read.
+fn read_all<T: Send + Sync>(
+    early: bool,
+    list: impl FnOnce() -> Result<Vec<(SessionName, bool)>>,
+    read: impl Fn((&SessionName, bool), &mut Vec<u8>) -> Option<T> + Sync,
+) -> Result<ReadRows<T>> {
+    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    /// The sessions to read, and a slot for each row, written once by whichever thread read it.
+    struct Job<T> {
+        pairs: Vec<(SessionName, bool)>,
+        slots: Vec<OnceLock<Option<T>>>,
+        next: AtomicUsize,
+    }
+    let work = |job: &Job<T>| {
+        let mut buf = Vec::new();
+        loop {
+            let start = job.next.fetch_add(LISTING_CHUNK, Ordering::Relaxed);
+            if start >= job.pairs.len() {
+                return;
+            }
+            for (slot, (name, exited)) in job.slots.iter().zip(&job.pairs).skip(start).take(LISTING_CHUNK) {
+                let _ = slot.set(read((name, *exited), &mut buf));
+            }
+        }
+    };
+    // `None`: no work for the helper (a small fleet, or the listing failed).
+    let job: OnceLock<Option<Job<T>>> = OnceLock::new();
+    let small = std::thread::scope(|scope| {
+        let helper = || {
+            scope.spawn(|| {
+                if let Some(job) = job.wait() {
+                    work(job);
+                }
+            })
+        };
+        let early = early.then(helper);
+        let pairs = match list() {
+            Ok(pairs) => pairs,
+            Err(e) => {
+                let _ = job.set(None);
+                return Err(e);
+            }
+        };
+        if pairs.len() < LISTING_SPLIT && early.is_none() {
+            let _ = job.set(None);
+            let mut buf = Vec::new();
+            let rows = pairs.iter().map(|(name, exited)| read((name, *exited), &mut buf)).collect();
+            return Ok(Some((pairs, rows)));
+        }
+        let slots = pairs.iter().map(|_| OnceLock::new()).collect();
+        let _ = job.set(Some(Job { pairs, slots, next: AtomicUsize::new(0) }));
+        let helper = early.unwrap_or_else(helper);
+        if let Some(Some(job)) = job.get() {
+            work(job);
+        }
+        // Joined here, a panic of the helper (a bug) does not end the listing: the slots it
+        // left empty are read below.
+        let _ = helper.join();
+        Ok(None)
+    })?;
+    if let Some(small) = small {
+        return Ok(small);
+    }
+    let Some(Some(job)) = job.into_inner() else {
+        return Err(anyhow::anyhow!("the listing lost the sessions it found (a bug in desk ls)"));
+    };
+    let mut buf = Vec::new();
+    let rows = job
+        .slots
+        .into_iter()
+        .zip(&job.pairs)
+        .map(|(slot, (name, exited))| slot.into_inner().unwrap_or_else(|| read((name, *exited), &mut buf)))
+        .collect();
+    Ok((job.pairs, rows))
+}
+
 /// A running session's row from the info file its master keeps current
 /// ([`desk_common::info_file`]), without waking the master: `running` with what it would answer to
 /// HELLO while the process the file names is that master, alive and not stopped;
 /// `unresponsive` when it is stopped; `None` when there is no file to believe (none yet, not
 /// this session's, or its master is gone), and the master is asked instead.
-fn from_info_file(name: &SessionName, files: &desk_common::paths::SessionPaths) -> Option<Listing> {
+fn from_info_file(paths: &Paths, dirs: &SessionDirs, name: &SessionName, buf: &mut Vec<u8>) -> Option<Listing> {
     use desk_common::info_file::MasterCheck;
-    let record = desk_common::info_file::read(&files.info)?;
+    let record = desk_common::info_file::read_in(dirs, name, buf)?;
     if record.info.name != name.as_str() {
         return None;
     }
-    match desk_common::info_file::check(&record) {
+    match desk_common::info_file::check_in(dirs, &record) {
         MasterCheck::Running => {
             let mut row = from_files(name, None, "running");
             row.size_policy = record.size_policy;
@@ -299,7 +392,7 @@ fn from_info_file(name: &SessionName, files: &desk_common::paths::SessionPaths) 
             Some(row)
         }
         MasterCheck::Stopped => {
-            let meta: Option<SessionMeta> = session::read_meta(files).unwrap_or(None);
+            let meta: Option<SessionMeta> = session::read_meta(&paths.session(name)).unwrap_or(None);
             let mut row = from_files(name, meta.as_ref(), "unresponsive");
             row.note = Some("its master is stopped (SIGSTOP or a debugger) and cannot answer".into());
             Some(row)
@@ -310,11 +403,19 @@ fn from_info_file(name: &SessionName, files: &desk_common::paths::SessionPaths) 
 
 /// A row's [`crate::launch::view::FleetView`]; a session a manifest declares that is not
 /// running is `down`.
-fn add_fleet_to(paths: &Paths, row: &mut Listing, supervision: &desk_core::fleet::supervise::Supervisor) {
-    let Ok(name) = SessionName::parse(&row.name) else { return };
+fn add_fleet_to(
+    paths: &Paths,
+    dirs: &SessionDirs,
+    name: &SessionName,
+    row: &mut Listing,
+    supervision: &desk_core::fleet::supervise::Supervisor,
+    buf: &mut Vec<u8>,
+) {
     let running = matches!(row.status, "running" | "unresponsive");
     let carried = row.launch.take();
-    row.fleet = crate::launch::view::of(paths, &name, running, carried, supervision, desk_common::clock::now_ms());
+    let captures = || crate::launch::conversation::read_in(dirs, name, buf);
+    let now = desk_common::clock::now_ms();
+    row.fleet = crate::launch::view::of_with_captures(paths, name, running, carried, captures, supervision, now);
     if !running && row.fleet.as_ref().is_some_and(|f| f.manifest.is_some()) {
         row.status = "down";
     }
@@ -333,7 +434,8 @@ pub(super) fn listing(paths: &Paths, name: &SessionName, deadline: Instant) -> R
         None => None,
     };
     if let Some(row) = &mut row {
-        add_fleet_to(paths, row, &desk_daemon::supervisor::read_state(paths));
+        let supervision = desk_daemon::supervisor::read_state(paths);
+        add_fleet_to(paths, &SessionDirs::open(paths), name, row, &supervision, &mut Vec::new());
     }
     Ok(row)
 }
@@ -736,6 +838,43 @@ mod tests {
 
     fn words(args: &[&str]) -> Vec<String> {
         args.iter().map(|a| a.to_string()).collect()
+    }
+
+    #[test]
+    fn every_session_is_read_once_and_in_order_on_one_thread_or_two() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        for (n, early) in
+            [(0, false), (0, true), (5, false), (5, true), (LISTING_SPLIT, false), (300, false), (300, true)]
+        {
+            let found: Vec<(SessionName, bool)> =
+                (0..n).map(|i| (SessionName::parse(&format!("s{i:03}")).unwrap(), i % 7 == 0)).collect();
+            let reads = AtomicUsize::new(0);
+            let (pairs, rows) = read_all(
+                early,
+                || Ok(found.clone()),
+                |(name, exited), _buf| {
+                    reads.fetch_add(1, Ordering::Relaxed);
+                    // A row that cannot be read from files (its master is then asked).
+                    (name.as_str() != "s005").then(|| (name.to_string(), exited))
+                },
+            )
+            .unwrap();
+            assert_eq!(pairs, found, "{n} sessions, early {early}");
+            assert_eq!(reads.load(Ordering::Relaxed), n, "each read once: {n} sessions, early {early}");
+            let expected: Vec<Option<(String, bool)>> = found
+                .iter()
+                .map(|(name, exited)| (name.as_str() != "s005").then(|| (name.to_string(), *exited)))
+                .collect();
+            assert_eq!(rows, expected, "{n} sessions, early {early}");
+        }
+    }
+
+    #[test]
+    fn a_directory_that_cannot_be_listed_fails_the_listing_and_ends_the_helper() {
+        for early in [false, true] {
+            let listed = read_all::<()>(early, || Err(anyhow::anyhow!("cannot list")), |_, _| None);
+            assert!(listed.is_err_and(|e| e.to_string() == "cannot list"));
+        }
     }
 
     #[test]
