@@ -85,6 +85,9 @@ impl SparePool {
         match ready.try_recv() {
             Ok(path) => {
                 self.shared.taken.fetch_add(1, Ordering::SeqCst);
+                // Woken again: a filler that looked between the ask and this count saw one file
+                // too many ready and went back to sleep.
+                self.thread.unpark();
                 Some(path)
             }
             Err(TryRecvError::Empty | TryRecvError::Disconnected) => None,
