@@ -42,35 +42,24 @@ pub(super) fn write_blocking(fd: BorrowedFd<'_>, bytes: &[u8]) {
     }
 }
 
-pub(super) struct RawTty {
-    fd: OwnedFd,
-    saved: Termios,
-}
+pub(super) struct RawTty(Terminal);
 
 impl RawTty {
-    /// Open the controlling terminal and switch it to raw mode.
+    /// Open the controlling terminal and switch it to raw mode (put back when dropped, by the
+    /// [`Terminal`] it is).
     pub(super) fn open() -> Result<RawTty> {
-        let fd = open_tty()?;
-        let saved = termios::tcgetattr(&fd).context("cannot read the terminal settings")?;
-        let mut raw = saved.clone();
-        termios::cfmakeraw(&mut raw);
-        termios::tcsetattr(&fd, SetArg::TCSANOW, &raw).context("cannot switch the terminal to raw mode")?;
-        Ok(RawTty { fd, saved })
+        let terminal = Terminal::open()?;
+        terminal.raw()?;
+        Ok(RawTty(terminal))
     }
 
     pub(super) fn fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
+        self.0.fd()
     }
 
     /// Put back the settings found at open (also done on drop).
     pub(super) fn restore(&self) {
-        let _ = termios::tcsetattr(&self.fd, SetArg::TCSANOW, &self.saved);
-    }
-}
-
-impl Drop for RawTty {
-    fn drop(&mut self) {
-        self.restore();
+        self.0.cooked();
     }
 }
 
