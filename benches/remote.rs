@@ -3,12 +3,17 @@
 //!
 //! - keystroke echo: one byte typed into `desk attach HOST:NAME` until its echo is back on the
 //!   terminal, against the same through `ssh -t HOST 'stty raw -echo; cat'` (target: ratio ≤ 1.2),
-//!   with a local `desk attach` of the same session for reference;
+//!   with a local `desk attach` of the same session, `ssh -T` to `cat` (no pty on the host), and
+//!   other makers' session keepers (tmux, dtach, where installed) attached through `ssh -t`
+//!   for reference: a keeper between ssh and the program costs each of them a hop `cat` alone
+//!   does not pay;
 //! - listing: `desk ls --all` over 3 hosts of N sessions each against a local `desk ls` of 3×N
 //!   (target: ≤ 3×);
 //! - fan-out: a file `cat` in a remote session, to one `desk attach HOST:NAME`, against `ssh HOST
 //!   cat FILE` into a pipe, each timed from a go signal after the connection is up to the last
-//!   byte (target: ≥ 0.8×).
+//!   byte (target: ≥ 0.8×); beside them, the program on a bare terminal on the host read as
+//!   fast as it writes (the most any session on a terminal can give) and the keepers through
+//!   `ssh -t`.
 //!
 //! The "hosts" are the one sshd with a `desk` setting per host that gives each its own
 //! `DESK_HOME` (as tests/it/remote.rs does). Every session runs under a temp home and is killed by
@@ -199,6 +204,27 @@ impl Term {
         panic!("{name}: no raw echo within 60 s");
     }
 
+    /// Set the terminal raw without echo from this end (termios set on a pty's master applies
+    /// to its terminal): a key seen afterwards came back from the far end, never from here.
+    fn raw(&self) {
+        let mut t = nix::sys::termios::tcgetattr(self.child.master.as_fd()).expect("termios");
+        nix::sys::termios::cfmakeraw(&mut t);
+        nix::sys::termios::tcsetattr(self.child.master.as_fd(), nix::sys::termios::SetArg::TCSANOW, &t).expect("raw");
+    }
+
+    /// Wait until `key` typed comes back (the terminal set [`Term::raw`] first): for far ends
+    /// that draw a screen of their own, where a Ctrl-A shows as nothing.
+    fn wait_echo(&self, name: &str, key: u8) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            self.write(&[key]);
+            if self.read_until(Duration::from_millis(500), |bytes| bytes.contains(&key)) {
+                return;
+            }
+        }
+        panic!("{name}: no echo of {key:?} within 60 s");
+    }
+
     /// One keystroke's round trip: write `key`, wait until it is read back.
     fn echo(&self, key: u8) -> Option<Duration> {
         let start = Instant::now();
@@ -231,6 +257,87 @@ struct Sessions<'a>(&'a Path);
 impl Drop for Sessions<'_> {
     fn drop(&mut self) {
         stop_sessions(self.0);
+    }
+}
+
+/// Session keepers of other makers on the "host" (this machine), each running `script` on its
+/// own terminal (`script` says what, given the keeper's program name), for the rows that show what keeping a session costs whoever keeps it: a tmux
+/// server (status bar off) and a dtach master, both killed by their pids when this goes out of
+/// scope. A keeper whose program is not installed is left out.
+struct Keepers {
+    /// `(program, command line that attaches to it from a terminal on the host)`.
+    attach: Vec<(String, String)>,
+    pids: Vec<i32>,
+    children: Vec<std::process::Child>,
+}
+
+impl Keepers {
+    fn start(work: &Path, tag: &str, script: &dyn Fn(&str) -> String) -> Keepers {
+        let mut keepers = Keepers { attach: Vec::new(), pids: Vec::new(), children: Vec::new() };
+        let installed = |p: &str| {
+            Command::new("sh").args(["-c", &format!("command -v {p}")]).output().is_ok_and(|o| o.status.success())
+        };
+        if installed("tmux") {
+            let sock = work.join(format!("tmux-{tag}.sock"));
+            let sock = sock.to_str().unwrap();
+            let ok = Command::new("tmux")
+                .args([
+                    "-S",
+                    sock,
+                    "-f",
+                    "/dev/null",
+                    "new-session",
+                    "-d",
+                    "-s",
+                    tag,
+                    "-x",
+                    "120",
+                    "-y",
+                    "40",
+                    &script("tmux"),
+                ])
+                .status()
+                .is_ok_and(|s| s.success());
+            let _ = Command::new("tmux").args(["-S", sock, "set", "-g", "status", "off"]).status();
+            let pid = Command::new("tmux").args(["-S", sock, "display", "-p", "#{pid}"]).output().ok();
+            if let Some(pid) = pid.and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok()).filter(|_| ok) {
+                keepers.pids.push(pid);
+                keepers.attach.push(("tmux".into(), format!("tmux -S {sock} attach -t {tag}")));
+            }
+        }
+        if installed("dtach") {
+            let sock = work.join(format!("dtach-{tag}.sock"));
+            let child = Command::new("dtach")
+                .arg("-N")
+                .arg(&sock)
+                .args(["-E", "sh", "-c", &script("dtach")])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn();
+            if let Ok(child) = child {
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while !sock.exists() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                keepers.children.push(child);
+                keepers.attach.push(("dtach".into(), format!("dtach -a {} -E -r none", sock.display())));
+            }
+        }
+        keepers
+    }
+}
+
+impl Drop for Keepers {
+    /// Each keeper and its session's program, by pid (the program dies with its terminal).
+    fn drop(&mut self) {
+        for pid in &self.pids {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid), nix::sys::signal::SIGKILL);
+        }
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 
@@ -299,10 +406,30 @@ fn echo_latency(opts: &Opts, sshd: &Sshd, work: &Path) -> String {
         "ssh -t HOST desk attach NAME".into(),
         Term::start("ssh", &["-F", config, "-t", "desk-test", &host_attach], &[]),
     ));
-    for (name, term) in &ways {
-        term.wait_raw_echo(name);
+    // Other makers' session keepers on the host, attached through ssh -t as the host's attach
+    // above: what keeping a session between ssh and the program costs them.
+    // ssh without a terminal on the host (pipes to cat, this end raw): whether the pty ssh makes
+    // there costs the remote attach anything it could save by taking sshd's pipes instead.
+    let term = Term::start("ssh", &["-F", config, "-T", "desk-test", "exec cat"], &[]);
+    term.raw();
+    ways.push(("ssh -T HOST cat (pipes there)".into(), term));
+    let keepers = Keepers::start(work, "echo", &|_| "stty raw -echo; exec cat".into());
+    let first_keeper = ways.len();
+    for (program, line) in &keepers.attach {
+        let term = Term::start("ssh", &["-F", config, "-t", "desk-test", line], &[]);
+        term.raw();
+        ways.push((format!("ssh -t HOST {program} attach"), term));
+    }
+    for (w, (name, term)) in ways.iter().enumerate() {
+        // Those set raw here answer a printable key; the rest prove their raw mode by a Ctrl-A.
+        if w + 1 < first_keeper {
+            term.wait_raw_echo(name);
+        } else {
+            term.wait_echo(name, b'Z');
+        }
         term.drain(Duration::from_millis(300));
     }
+    let mut keeper_ratios: Vec<Vec<f64>> = vec![Vec::new(); keepers.attach.len()];
     let mut samples: Vec<Vec<f64>> = vec![Vec::new(); ways.len()];
     let mut rounds = String::from("| round | load (1 min) |");
     for (name, _) in &ways {
@@ -328,6 +455,9 @@ fn echo_latency(opts: &Opts, sshd: &Sshd, work: &Path) -> String {
             samples[w].extend(these);
         }
         ratios.push(medians[0] / medians[1]);
+        for (k, ratios) in keeper_ratios.iter_mut().enumerate() {
+            ratios.push(medians[0] / medians[first_keeper + k]);
+        }
         rounds.push_str(&format!("| {} | {} |", round + 1, load()));
         for m in &medians {
             rounds.push_str(&format!(" {m:.3} |"));
@@ -349,6 +479,12 @@ fn echo_latency(opts: &Opts, sshd: &Sshd, work: &Path) -> String {
     ));
     if opts.baseline.is_some() {
         table.push_str(&format!("Median of the rounds' ratios, baseline / ssh -t: {:.2}\n", median(&mut base_ratios)));
+    }
+    for ((name, _), ratios) in keepers.attach.iter().zip(&mut keeper_ratios) {
+        table.push_str(&format!(
+            "Median of the rounds' ratios, desk attach HOST:NAME / ssh -t HOST {name} attach: {:.2}\n",
+            median(ratios)
+        ));
     }
     table
 }
@@ -450,6 +586,8 @@ fn fanout(opts: &Opts, sshd: &Sshd, work: &Path) -> String {
     });
     let _base_masters = base.as_ref().map(|(_, home)| Masters(home.clone()));
     let (mut attach_base, mut loads) = (Vec::new(), Vec::new());
+    // The bare terminal's rates, and each keeper's (its program, its rates).
+    let (mut bare, mut kept): (Vec<f64>, Vec<(String, Vec<f64>)>) = (Vec::new(), Vec::new());
     for run in 0..opts.runs {
         loads.push(load());
         // Through the attach: the session waits for the go, then cats; the terminal here reads
@@ -490,6 +628,32 @@ fn fanout(opts: &Opts, sshd: &Sshd, work: &Path) -> String {
         term.drain(Duration::from_millis(500));
         here.push(size as f64 / 1e6 / flood_through(&term, &go, "the local attach").0);
         drop(term);
+        // The program on a terminal of its own on the host, read here as fast as it comes, no
+        // keeper and no link: the most any session on a terminal can give.
+        let go = work.join(format!("go-pty-{run}"));
+        nix::unistd::mkfifo(&go, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let script = format!("stty -echo; read x < {}; cat {}; exec sleep 100000", go.display(), data.display());
+        let term = Term::start("sh", &["-c", &script], &[]);
+        bare.push(size as f64 / 1e6 / flood_through(&term, &go, "the bare terminal").0);
+        drop(term);
+        // Other makers' keepers attached through ssh -t, as the host's attach is.
+        let go_of = |program: &str| work.join(format!("go-{program}-{run}"));
+        let script = |program: &str| {
+            let go = go_of(program);
+            nix::unistd::mkfifo(&go, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+            format!("stty -echo; read x < {}; cat {}; exec sleep 100000", go.display(), data.display())
+        };
+        let keepers = Keepers::start(work, &format!("flood{run}"), &script);
+        for (program, line) in &keepers.attach {
+            let term = Term::start("ssh", &["-F", config.to_str().unwrap(), "-t", "desk-test", line], &[]);
+            term.drain(Duration::from_millis(800));
+            let rate = size as f64 / 1e6 / flood_through(&term, &go_of(program), program).0;
+            match kept.iter_mut().find(|(p, _)| p == program) {
+                Some((_, rates)) => rates.push(rate),
+                None => kept.push((program.clone(), vec![rate])),
+            }
+        }
+        drop(keepers);
         // ssh with a terminal, as the attach has: the host's PTY and this one's in the way.
         let go = work.join(format!("go-tty-{run}"));
         nix::unistd::mkfifo(&go, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
@@ -518,6 +682,11 @@ fn fanout(opts: &Opts, sshd: &Sshd, work: &Path) -> String {
     }
     let (a, p, bytes, h) = (median(&mut attach), median(&mut plain), median(&mut received), median(&mut here));
     let t = median(&mut tty);
+    let b = median(&mut bare);
+    let keeper_rows: String = kept
+        .iter_mut()
+        .map(|(program, rates)| format!("| ssh -t HOST {program} attach | {:.1} | |\n", median(rates)))
+        .collect();
     let base_line = if attach_base.is_empty() {
         String::new()
     } else {
@@ -529,11 +698,12 @@ fn fanout(opts: &Opts, sshd: &Sshd, work: &Path) -> String {
     };
     format!("Load (1 min) at each run: {}\n\n{base_line}\n", loads.join(", "))
         + &format!(
-            "File: {size} bytes ({} runs).\n\n| way | MB/s (median) | bytes received (median) |\n|---|---|---|\n| desk attach HOST:NAME | {a:.1} | {bytes:.0} |\n| ssh HOST cat FILE | {p:.1} | {size} |\n| ssh -t HOST cat FILE (terminals both ends) | {t:.1} | |\n| desk attach --no-status NAME on the host | {h:.1} | |\n\nRatio, desk attach / ssh: {:.2}; / ssh -t: {:.2}; remote / local attach: {:.2}\n",
+            "File: {size} bytes ({} runs).\n\n| way | MB/s (median) | bytes received (median) |\n|---|---|---|\n| desk attach HOST:NAME | {a:.1} | {bytes:.0} |\n| ssh HOST cat FILE | {p:.1} | {size} |\n| ssh -t HOST cat FILE (terminals both ends) | {t:.1} | |\n| desk attach --no-status NAME on the host | {h:.1} | |\n| the program on a bare terminal on the host (no keeper, no link) | {b:.1} | |\n{keeper_rows}\nRatio, desk attach / ssh: {:.2}; / ssh -t: {:.2}; remote / local attach: {:.2}; bare terminal / ssh: {:.2}\n",
             opts.runs,
             a / p,
             a / t,
-            a / h
+            a / h,
+            b / p
         )
 }
 

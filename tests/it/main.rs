@@ -28,6 +28,7 @@ mod native;
 mod notify;
 mod remote;
 mod resume_corpus;
+mod scope;
 mod screen;
 mod sessions;
 mod shells;
