@@ -181,6 +181,44 @@ fn a_session_that_is_not_ready_yet_holds_delivery_until_it_is() {
 }
 
 #[test]
+fn a_prompt_sent_as_desk_serve_starts_meets_a_connecting_daemon_never_a_session_not_running() {
+    let home = Home::new();
+    let log = home.demo("fresh", &[]);
+    home.wait_ready("fresh");
+    // Each send starts desk serve itself (autostart), which then connects to the session's
+    // master while the prompt arrives; the daemon is stopped again at once, with the prompt
+    // anywhere from queued to delivered, so the next start also restores it.
+    let mut sent = Vec::new();
+    for i in 0..4 {
+        let text = format!("prompt {i} at a fresh start");
+        let out = home.cmd().env_remove("DESK_AUTOSTART").args(["send", "fresh", &text]).output().expect("desk send");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        assert!(!err.contains("not running"), "a running session called not running: {err}");
+        sent.push((String::from_utf8_lossy(&out.stdout).trim().to_string(), text));
+        home.ok(&["serve", "--stop"]);
+    }
+    home.serve();
+    // A prompt whose Enter went just before a stop may be stuck "interrupted" a moment, until
+    // the agent's UserPromptSubmit hook for it is read: delivered in the end, every one.
+    for (id, _) in &sent {
+        eventually(&format!("item {id} delivered"), || {
+            let item = home.item(id);
+            if state(&item) == "delivered" { Ok(()) } else { Err(format!("{item:#}")) }
+        });
+    }
+    // Each reached the agent exactly once across the four restarts (alone, or in a digest with
+    // the ones queued beside it), in the order sent.
+    eventually("every prompt in the agent's log once", || {
+        let all = prompts(&log).join("\n");
+        let at: Vec<Option<usize>> = sent.iter().map(|(_, t)| all.find(t.as_str())).collect();
+        let once = sent.iter().all(|(_, t)| all.matches(t.as_str()).count() == 1);
+        let ordered = at.windows(2).all(|w| w[0].is_some() && w[0] < w[1]);
+        if once && ordered { Ok(()) } else { Err(all) }
+    });
+}
+
+#[test]
 fn pause_holds_a_queue_and_resume_releases_it() {
     let home = Home::new();
     home.serve();

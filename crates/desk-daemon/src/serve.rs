@@ -380,10 +380,9 @@ impl Daemon {
         for session in &sessions {
             self.replay_journal(session);
         }
-        self.ingest_all();
-        // Every channel from its cursor: what was posted while the daemon was down goes now.
-        self.ingest_channels();
-        // Connect to every running master; sessions with items but no master are down.
+        // Connect to every running master; sessions with items but no master are down. Before
+        // the intake is read: a prompt queued for a running session meets "connecting", never
+        // "not running", while its master's first report is on its way.
         let mut connected = std::collections::HashSet::new();
         if let Ok(names) = self.paths.session_names() {
             for name in names {
@@ -397,6 +396,9 @@ impl Daemon {
                 self.feed(Input::SessionDown { session, generation: None });
             }
         }
+        self.ingest_all();
+        // Every channel from its cursor: what was posted while the daemon was down goes now.
+        self.ingest_channels();
         // Ends of supervised sessions while the daemon was down are judged now.
         let held = self.supervisor.restore(&connected);
         self.notify_failed(held);
@@ -969,6 +971,8 @@ impl Daemon {
         info!(session, "observing");
         self.masters.insert(token, MasterConn::new(session.to_string(), stream));
         self.by_session.insert(session.to_string(), token);
+        // Until its WELCOME says what runs, the session is "not known yet", not "not running".
+        self.feed(Input::Connecting { session: session.to_string() });
         true
     }
 

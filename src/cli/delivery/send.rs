@@ -15,6 +15,7 @@ use desk_common::master_client::Connection;
 use desk_common::paths::{Paths, SessionName};
 use desk_common::session::{self, ExitRecord, Probe};
 use desk_core::delivery::answer::{Ingested, ListedQueue};
+use desk_core::delivery::engine::CONNECTING;
 use desk_core::delivery::item::{Item, ItemId, State, When};
 use desk_core::delivery::text;
 use desk_daemon::store::Store;
@@ -263,7 +264,9 @@ fn first_hold(socket: &std::path::Path, session: &SessionName, id: &ItemId) -> O
         if item.item.state != State::Queued {
             return None;
         }
-        if let Some(hold) = queue.hold {
+        // desk serve connecting to the master (it just started) is its own state for a few
+        // milliseconds, not a reason the session gives: look again.
+        if let Some(hold) = queue.hold.filter(|h| h.reason != CONNECTING) {
             return Some(hold.reason);
         }
         if !queue.in_flight.is_empty() && !queue.in_flight.contains(id) {

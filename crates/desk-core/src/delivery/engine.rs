@@ -100,6 +100,11 @@ pub const BACKOFF_MAX: Duration = Duration::from_secs(60);
 /// Hook submissions remembered per session for verification and crash recovery.
 const RECENT_HOOKS: usize = 32;
 
+/// Why a queue waits while desk serve's connection to the session's master is open and its first
+/// report not yet in (a daemon that just started, a master just replaced): a state of the
+/// daemon's for a few milliseconds, which `desk send` waits out rather than report as a hold.
+pub const CONNECTING: &str = "desk serve is connecting to the session (its first report is not in yet)";
+
 /// Prompts that may still sit in one agent's own queue (`queued_by_agent`) tracked per session.
 /// Each is judged when its agent goes (taken, or stuck), so none is forgotten while fewer than
 /// this wait; 256 is far beyond what an agent holds (every one is a turn of its own).
@@ -142,6 +147,9 @@ struct SessionQ {
     last_enter_ms: Option<u64>,
     /// Whether the session was reported down since start (for recovering `sending` items).
     known_down: bool,
+    /// A connection to the master is open and its first report not yet in (no live view yet
+    /// means "not known yet", not "not running").
+    connecting: bool,
     /// The next look for desk's own stuck prompt in the input box, when one is armed, and the
     /// token of the look in progress (see `unsent`).
     watch_at: Option<Instant>,
@@ -166,6 +174,7 @@ impl SessionQ {
             activity_changed_ms: 0,
             last_enter_ms: None,
             known_down: false,
+            connecting: false,
             watch_at: None,
             watching: None,
             typed: Default::default(),
@@ -270,6 +279,10 @@ impl Engine {
             }
             Input::Paused { session, reason } => {
                 self.session(&session).paused = Some(reason);
+            }
+            Input::Connecting { session } => {
+                let q = self.session(&session);
+                q.connecting = q.live.is_none();
             }
             Input::Session(view) => self.on_session(view, &mut out),
             Input::SessionDown { session, generation } => self.on_down(&session, generation, &mut out),

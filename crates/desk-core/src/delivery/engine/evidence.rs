@@ -47,6 +47,7 @@ impl Engine {
             q.activity_changed_ms = now_ms;
         }
         q.live = Some(view);
+        q.connecting = false;
         if activity == Activity::Idle && was != Some(Activity::Idle) && q.owed.iter().any(|i| i.queued_by_agent) {
             // Idle for QUEUE_DRAINED from now on means the agent's queue is empty.
             out.actions.push(Action::Arm {
@@ -80,6 +81,7 @@ impl Engine {
         }
         q.live = None;
         q.known_down = true;
+        q.connecting = false;
         self.interrupt(session, "the session went away during delivery", out);
         // That generation's agent (every earlier one's too) is gone.
         self.generation_over(session, |g| generation.is_none_or(|down| g <= down), "the session ended", out);

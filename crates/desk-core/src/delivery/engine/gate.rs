@@ -21,8 +21,8 @@ use crate::state::{Activity, Lifecycle};
 
 use super::unsent::OWN_PASTE_HOLD;
 use super::{
-    Action, Engine, Flight, HOLD_RECHECK, Launch, Look, MAX_DIGEST, Mode, Out, Phase, STATE_AFTER_SUBMIT, SessionView,
-    prompt_text, typing_hold,
+    Action, CONNECTING, Engine, Flight, HOLD_RECHECK, Launch, Look, MAX_DIGEST, Mode, Out, Phase, STATE_AFTER_SUBMIT,
+    SessionView, prompt_text, typing_hold,
 };
 
 /// How a hold for a draft in the input box begins (`desk force` recognises it).
@@ -77,7 +77,7 @@ impl Engine {
             let reason = if reason.is_empty() { String::new() } else { format!(": {reason}") };
             return Err(format!("paused by the operator{reason}"));
         }
-        let live = q.live.clone().ok_or("the session is not running")?;
+        let live = q.live.clone().ok_or(if q.connecting { CONNECTING } else { "the session is not running" })?;
         if live.lifecycle == Lifecycle::Exited {
             return Err("the session has exited".into());
         }

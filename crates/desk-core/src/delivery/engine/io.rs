@@ -110,6 +110,12 @@ pub enum Input {
         session: String,
         reason: String,
     },
+    /// The daemon opened a connection to the session's master and waits for its first report:
+    /// until that (or [`Input::SessionDown`]) comes, the queue waits without calling the
+    /// session not running (desk serve just started, or the master was replaced).
+    Connecting {
+        session: String,
+    },
     /// A session's master is reachable, or what it reports changed.
     Session(SessionView),
     /// The master of this session generation is gone (the child exited, or it is unreachable);

@@ -133,7 +133,12 @@ impl Engine {
         if q.flight.is_some() {
             return Err(format!("another delivery to {session} is in flight; force again when it settles"));
         }
-        let live = q.live.clone().ok_or_else(|| format!("session {session} is not running"))?;
+        let live = q.live.clone().ok_or_else(|| match q.connecting {
+            true => {
+                format!("session {session} has not answered desk serve yet (it is connecting); force again in a moment")
+            }
+            false => format!("session {session} is not running"),
+        })?;
         if live.lifecycle != Lifecycle::Running {
             return Err(format!("session {session} is {}", live.lifecycle.as_str()));
         }

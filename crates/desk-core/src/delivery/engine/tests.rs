@@ -1957,3 +1957,29 @@ fn a_digest_item_that_takes_its_sibling_s_outcome_is_paid_by_the_digest_s_hook_t
     w.feed(Input::SessionDown { session: "s".into(), generation: Some(1) });
     assert_eq!((w.state_of(&a.id), w.state_of(&b.id)), (State::Delivered, State::Delivered));
 }
+
+#[test]
+fn a_queue_waiting_for_the_master_s_first_report_says_connecting_not_not_running() {
+    let mut w = World::new();
+    // Nothing heard of the session at all: it is not running.
+    let first = w.item("before anything is known");
+    assert_eq!(hold_reason(&w), "the session is not running");
+    // desk serve opened a connection and waits for its WELCOME.
+    w.feed(Input::Connecting { session: "s".into() });
+    let second = w.item("while connecting");
+    assert_eq!(hold_reason(&w), super::CONNECTING);
+    w.feed(Input::Command { client: 3, command: Command::Force { id: second.clone(), over_draft: false } });
+    // A refusal to force it names the same reason.
+    assert!(w.replies.iter().any(|(c, ok, m)| *c == 3 && !*ok && m.contains(super::CONNECTING)), "{:?}", w.replies);
+    // The first report: both go, as one digest.
+    let view = w.view();
+    w.feed(Input::Session(view));
+    w.settle(10_000);
+    assert_eq!((w.state_of(&first), w.state_of(&second)), (State::Delivered, State::Delivered));
+    // A connection that finds no master after all: not running again.
+    w.feed(Input::SessionDown { session: "s".into(), generation: Some(w.generation) });
+    w.feed(Input::Connecting { session: "s".into() });
+    w.feed(Input::SessionDown { session: "s".into(), generation: None });
+    w.item("after it went");
+    assert_eq!(hold_reason(&w), "the session is not running");
+}
