@@ -4,8 +4,8 @@
 //! Owns finding a `HOST:NAME` (or `HOST:ITEMID`) among a command's arguments ([`take_host`]),
 //! running a command on its host through a link ([`run_on_host`]: the host's desk does the work,
 //! with its own files, as the authority for its sessions; its output and exit code come back
-//! unchanged, but that item ids in the text of the commands that print them are written
-//! `HOST:ITEMID`), the listings across hosts (`ls`, `stuck`), the events of every host (followed
+//! unchanged — the host's desk itself writes the item ids it prints as text `HOST:ITEMID`, told
+//! so by the hidden `--ids-of-host HOST` added to the command), the listings across hosts (`ls`, `stuck`), the events of every host (followed
 //! again after a drop), and the hosts report. Invariants: a host is only ever one named in
 //! config.toml's `[hosts.NAME]`; every host is asked in parallel and within
 //! `link::HANDSHAKE_TIMEOUT` plus [`LISTING_TIMEOUT`], so one slow or lost host is one row
@@ -36,10 +36,6 @@ const TAKES_HOST: &[&str] = &[
 /// The subcommands that take an item id as their first positional argument and accept
 /// `HOST:ITEMID` for it (an item id has no `:`, so the spelling is unambiguous).
 const TAKES_HOST_ITEM: &[&str] = &["item", "force", "drop"];
-
-/// The subcommands whose text output names items: run on a host, each item id they print is
-/// written `HOST:ITEMID`, the spelling [`TAKES_HOST_ITEM`] takes back.
-const NAMES_ITEMS: &[&str] = &["send", "queue", "item", "stuck", "force", "drop"];
 
 /// 10 s past the handshake: a host's `desk ls` reads its sessions in well under a second; a
 /// host whose listing takes longer is shown as not answering rather than holding the table.
@@ -120,14 +116,12 @@ pub(super) fn connect(name: &str, host: &Host) -> Result<Link> {
 }
 
 /// Run `args` (the subcommand and its arguments, the session's name already without its host)
-/// with the host's desk: its output here as it comes, its exit code ours. The text output of a
-/// command of [`NAMES_ITEMS`] has its item ids written `HOST:ITEMID` (its `--json` is the host's
-/// as it answered).
+/// with the host's desk: its output here as it comes, its exit code ours. The host's desk is
+/// told (`--ids-of-host HOST`, after the subcommand) to write the item ids it prints as text
+/// `HOST:ITEMID`, the spelling [`TAKES_HOST_ITEM`] takes back; its `--json` is the host's as it
+/// answered.
 pub(super) fn run_on_host(name: &str, host: &Host, args: &[OsString]) -> Result<i32> {
-    let args: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
-    let names_items = args.first().is_some_and(|sub| NAMES_ITEMS.contains(&sub.as_str()))
-        && !args.iter().take_while(|a| *a != "--").any(|a| a == "--json");
-    let mut ids = names_items.then(|| HostIds::new(name));
+    let args = host_command(name, args);
     let link = connect(name, host)?;
     // What is piped in goes to the host's desk (`desk send HOST:NAME < prompt.md`); a terminal
     // stays here.
@@ -138,10 +132,6 @@ pub(super) fn run_on_host(name: &str, host: &Host, args: &[OsString]) -> Result<
     for event in events {
         match event {
             ExecEvent::Stdout(bytes) => {
-                let bytes = match ids.as_mut() {
-                    Some(ids) => ids.lines(&bytes),
-                    None => bytes,
-                };
                 let mut out = std::io::stdout().lock();
                 out.write_all(&bytes).and_then(|()| out.flush()).context("cannot write the output")?;
             }
@@ -158,62 +148,17 @@ pub(super) fn run_on_host(name: &str, host: &Host, args: &[OsString]) -> Result<
             }
         }
     }
-    if let Some(rest) = ids.as_mut().map(HostIds::finish).filter(|r| !r.is_empty()) {
-        let mut out = std::io::stdout().lock();
-        out.write_all(&rest).and_then(|()| out.flush()).context("cannot write the output")?;
-    }
     Ok(code.unwrap_or(1))
 }
 
-/// A host's command output, a line at a time, with each item id in it written `HOST:ITEMID`.
-struct HostIds {
-    prefix: String,
-    partial: Vec<u8>,
-}
-
-impl HostIds {
-    fn new(host: &str) -> HostIds {
-        HostIds { prefix: format!("{host}:"), partial: Vec::new() }
-    }
-
-    /// The whole lines `bytes` completes, rewritten; the rest is kept for the next call.
-    fn lines(&mut self, bytes: &[u8]) -> Vec<u8> {
-        self.partial.extend_from_slice(bytes);
-        let Some(end) = self.partial.iter().rposition(|b| *b == b'\n') else { return Vec::new() };
-        let whole: Vec<u8> = self.partial.drain(..=end).collect();
-        self.rewrite(&whole)
-    }
-
-    /// What is left at the end (a last line without its newline), rewritten.
-    fn finish(&mut self) -> Vec<u8> {
-        let rest = std::mem::take(&mut self.partial);
-        self.rewrite(&rest)
-    }
-
-    /// `text` with `HOST:` before each item id: a run of 26 letters and digits that is an id
-    /// exactly as desk prints one (upper case), not already after a `:`.
-    fn rewrite(&self, text: &[u8]) -> Vec<u8> {
-        let mut out = Vec::with_capacity(text.len());
-        let mut i = 0;
-        while i < text.len() {
-            if !text[i].is_ascii_alphanumeric() {
-                out.push(text[i]);
-                i += 1;
-                continue;
-            }
-            let end = text[i..].iter().position(|b| !b.is_ascii_alphanumeric()).map_or(text.len(), |n| i + n);
-            let word = &text[i..end];
-            let is_id = std::str::from_utf8(word)
-                .ok()
-                .is_some_and(|w| desk_wire::names::ItemId::parse(w).is_some_and(|id| id.as_str() == w));
-            if is_id && (i == 0 || text[i - 1] != b':') {
-                out.extend_from_slice(self.prefix.as_bytes());
-            }
-            out.extend_from_slice(word);
-            i = end;
-        }
-        out
-    }
+/// The command line host `name`'s desk runs for `args` (the subcommand first): `args` with
+/// `--ids-of-host NAME` after the subcommand (before any `--`, past which the rest is a
+/// session's command or keys).
+fn host_command(name: &str, args: &[OsString]) -> Vec<String> {
+    let mut args: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    let at = args.len().min(1);
+    args.splice(at..at, ["--ids-of-host".to_string(), name.to_string()]);
+    args
 }
 
 /// The hosts `desk ls --all` (every configured one) or `-H HOST` (those) asks.
@@ -933,19 +878,27 @@ mod tests {
     }
 
     #[test]
-    fn a_host_s_item_ids_are_written_host_colon_id_in_whole_lines_and_nothing_else_is() {
-        let mut ids = HostIds::new("gpu");
-        let id = "01J8ZQ4M3X0000000000000000";
-        assert!(desk_wire::names::ItemId::parse(id).is_some_and(|i| i.as_str() == id));
-        // Split mid-id: nothing comes out until the line is whole.
-        assert!(ids.lines(format!("web\n  {}", &id[..10]).as_bytes()) == b"web\n");
-        let out = ids.lines(format!("{}  stuck(submit-stuck)  1m  fix it\n", &id[10..]).as_bytes());
-        assert_eq!(String::from_utf8(out).unwrap(), format!("  gpu:{id}  stuck(submit-stuck)  1m  fix it\n"));
-        // Already prefixed, lower case, a longer or shorter word: left as they are.
-        let line = format!("gpu:{id} {} {id}X {}", id.to_lowercase(), &id[..25]);
-        assert_eq!(String::from_utf8(ids.lines(format!("{line}\n").as_bytes())).unwrap(), format!("{line}\n"));
-        // A last line without its newline comes out at the end, rewritten.
-        assert!(ids.lines(format!("digest {id},").as_bytes()).is_empty());
-        assert_eq!(String::from_utf8(ids.finish()).unwrap(), format!("digest gpu:{id},"));
+    fn every_command_that_runs_on_a_host_takes_the_host_s_name_for_its_ids() {
+        use clap::CommandFactory;
+        let mut cli = crate::cli::Cli::command();
+        cli.build();
+        for sub in TAKES_HOST.iter().chain(TAKES_HOST_ITEM) {
+            let command = cli.find_subcommand(sub).unwrap_or_else(|| panic!("no subcommand {sub}"));
+            assert!(
+                command.get_arguments().any(|a| a.get_long() == Some("ids-of-host") && a.is_hide_set()),
+                "desk {sub} does not take --ids-of-host"
+            );
+        }
+    }
+
+    #[test]
+    fn a_host_s_desk_is_told_its_host_s_name_after_the_subcommand_before_any_double_dash() {
+        let args = |line: &str| -> Vec<OsString> { line.split(' ').map(OsString::from).collect() };
+        assert_eq!(host_command("gpu", &args("queue f")), ["queue", "--ids-of-host", "gpu", "f"]);
+        assert_eq!(
+            host_command("gpu", &args("new web -- sh -c x")),
+            ["new", "--ids-of-host", "gpu", "web", "--", "sh", "-c", "x"]
+        );
+        assert_eq!(host_command("gpu", &args("keys api -- --x")), ["keys", "--ids-of-host", "gpu", "api", "--", "--x"]);
     }
 }

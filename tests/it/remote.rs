@@ -625,6 +625,37 @@ fn a_host_s_items_are_written_host_colon_id_and_item_stuck_force_drop_pause_take
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
 
+#[test]
+#[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
+fn a_word_shaped_like_an_item_id_in_a_host_s_prompt_is_printed_as_typed_and_only_ids_are_host_colon_id() {
+    let sshd = sshd();
+    let remote = Home::new();
+    remote.serve();
+    let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote))]);
+    remote.demo("f", &[]);
+    remote.wait_ready("f");
+    // Held behind a pause, so that queue and item show it with its text.
+    local.home.ok(&["pause", "box:f"]);
+    let word = "01J8ZQ4M3X0000000000000000";
+    let prompt = format!("see {word} again");
+    let sent = local.home.ok(&["send", "box:f", &prompt]).trim().to_string();
+    let id = sent.strip_prefix("box:").unwrap_or_else(|| panic!("not written box:ID: {sent:?}")).to_string();
+    let queue = local.home.ok(&["queue", "box:f"]);
+    assert!(queue.contains(&format!("  box:{id}  ")), "the id is the host's: {queue}");
+    assert!(queue.contains(&prompt), "the prompt's text as it was typed: {queue}");
+    assert!(!queue.contains(&format!("box:{word}")), "{queue}");
+    let item = local.home.ok(&["item", &sent]);
+    assert!(item.contains(&format!("item box:{id}\n")), "{item}");
+    assert!(item.contains(&format!("text      {prompt}")) && !item.contains(&format!("box:{word}")), "{item}");
+    // JSON is the host's, ids as it holds them.
+    let v = local.home.json(&["queue", "box:f", "--json"]);
+    assert_eq!(v["data"][0]["items"][0]["id"], id.as_str(), "{v:#}");
+    // The daemon's sentence names the dropped item as it is typed here.
+    let dropped = local.home.ok(&["drop", &sent]);
+    assert!(dropped.contains(&format!("dropped box:{id}")), "{dropped}");
+    local.home.ok(&["resume", "box:f"]);
+}
+
 /// Lines a child writes to one of its pipes, as they come (read on a thread).
 fn lines_of(pipe: impl std::io::Read + Send + 'static) -> std::sync::Arc<std::sync::Mutex<Vec<String>>> {
     use std::io::BufRead as _;
