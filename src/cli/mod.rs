@@ -62,6 +62,29 @@ pub struct Cli {
     /// ids it prints in text are written `HOST:ITEMID` there (added by that desk; docs/remote.md).
     #[arg(long, global = true, hide = true, value_name = "HOST", value_parser = parse_host_name)]
     ids_of_host: Option<String>,
+    /// Who the keys and answers of this command are journalled as coming through (`via`): the
+    /// dashboard gives `dash` to the commands it runs for a host's session (docs/remote.md).
+    #[arg(long, global = true, hide = true, value_enum, default_value_t = Via::Cli)]
+    via: Via,
+}
+
+/// What an operator's keys or answer came through, as the session's journal says (`via`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Via {
+    /// The command line.
+    Cli,
+    /// The dashboard, running the command line for a host's session.
+    Dash,
+}
+
+impl Via {
+    /// The journal's word for it.
+    fn as_str(self) -> &'static str {
+        match self {
+            Via::Cli => "cli",
+            Via::Dash => "dash",
+        }
+    }
 }
 
 /// A host's name as config.toml takes it (`--ids-of-host`).
@@ -991,12 +1014,12 @@ fn run(cli: Cli, host: Option<(String, desk_common::config::Host)>) -> Result<i3
             json,
             ids,
         }),
-        Command::Keys { name, keys, json } => keys::keys(&name, &keys, json),
+        Command::Keys { name, keys, json } => keys::keys(&name, &keys, json, cli.via),
         Command::Inbox { json } => inbox::inbox(json),
         Command::Approve { name, option, seen, json } => {
-            inbox::answer(&name, option.as_deref(), false, seen.as_deref(), json)
+            inbox::answer(&name, option.as_deref(), false, seen.as_deref(), json, cli.via)
         }
-        Command::Deny { name, seen, json } => inbox::answer(&name, None, true, seen.as_deref(), json),
+        Command::Deny { name, seen, json } => inbox::answer(&name, None, true, seen.as_deref(), json, cli.via),
         Command::Queue { name, json } => delivery::queue(name, json, ids),
         Command::Item { id, json } => delivery::item(&id, json, ids),
         Command::Stuck { json, all, host } if all || !host.is_empty() => remote::stuck(json, all, &host),

@@ -76,7 +76,8 @@ pub(super) fn take_host(mut args: Vec<OsString>) -> Result<(Vec<OsString>, Optio
 
 /// Where the session name (or item id) is among `args`: the subcommand's first positional
 /// argument, for the subcommands of [`TAKES_HOST`] and [`TAKES_HOST_ITEM`]. Options that take a
-/// value are skipped with it, by what clap says of each.
+/// value are skipped with it, by what clap says of each (the subcommand's own, and the global
+/// ones such as the hidden `--via` the dashboard gives).
 fn name_position(args: &[OsString]) -> Option<usize> {
     use clap::CommandFactory;
     let sub = args.get(1)?.to_str()?;
@@ -85,6 +86,7 @@ fn name_position(args: &[OsString]) -> Option<usize> {
     }
     let cli = super::Cli::command();
     let command = cli.find_subcommand(sub)?;
+    let options = || command.get_arguments().chain(cli.get_arguments().filter(|a| a.is_global_set()));
     let takes_value = |arg: Option<&clap::Arg>| arg.is_some_and(|a| a.get_action().takes_values());
     let mut i = 2;
     while i < args.len() {
@@ -93,12 +95,12 @@ fn name_position(args: &[OsString]) -> Option<usize> {
             return None;
         }
         if let Some(long) = token.strip_prefix("--") {
-            if !long.contains('=') && takes_value(command.get_arguments().find(|a| a.get_long() == Some(long))) {
+            if !long.contains('=') && takes_value(options().find(|a| a.get_long() == Some(long))) {
                 i += 1;
             }
         } else if let Some(short) = token.strip_prefix('-').filter(|s| !s.is_empty()) {
             let first = short.chars().next()?;
-            if short.len() == 1 && takes_value(command.get_arguments().find(|a| a.get_short() == Some(first))) {
+            if short.len() == 1 && takes_value(options().find(|a| a.get_short() == Some(first))) {
                 i += 1;
             }
         } else {
@@ -867,6 +869,9 @@ mod tests {
         assert_eq!(position("desk attach --read-only gpu:api"), Some(3));
         assert_eq!(position("desk events -f gpu:api"), Some(3));
         assert_eq!(position("desk kill --signal KILL gpu:api"), Some(4));
+        // The global options the dashboard gives, with their values.
+        assert_eq!(position("desk keys --via dash gpu:api -- Enter"), Some(4));
+        assert_eq!(position("desk approve --via=dash gpu:api 1 --seen ab"), Some(3));
         // Not a command that takes a session, or no name before `--`.
         assert_eq!(position("desk channel post gpu:x"), None);
         assert_eq!(position("desk new -- sh"), None);

@@ -823,7 +823,37 @@ fn the_dashboard_forces_drops_and_resumes_a_host_s_items_shows_its_events_usage_
     pty.write("2").expect("answer No");
     pty.wait_until(PATIENCE, "the answer said", |s| s.contains("answered box:api: 2. No")).expect("answered");
     remote.wait_screen("api", "Denied (2. No)");
+    // The host journals it as this machine's dashboard answers are: `via` `dash`.
+    let answers = journalled(&remote, "api", "answer");
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    assert_eq!((answers[0]["via"].as_str(), answers[0]["outcome"].as_str()), (Some("dash"), Some("typed")));
     pty.write("q").expect("quit");
+}
+
+#[test]
+#[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
+fn keys_typed_into_a_host_s_session_for_the_dashboard_are_journalled_there_via_dash() {
+    let sshd = sshd();
+    let remote = Home::new();
+    let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote))]);
+    remote.new_sh("k", "exec cat > /dev/null");
+    // As the dashboard's answer panel types them (`desk keys --via dash HOST:NAME -- KEY…`),
+    // then as an operator does.
+    local.home.ok(&["keys", "--via", "dash", "box:k", "--", "text:one"]);
+    local.home.ok(&["keys", "box:k", "--", "text:two"]);
+    eventually("both journalled on the host", || {
+        let vias: Vec<String> = journalled(&remote, "k", "keys")
+            .iter()
+            .map(|e| format!("{} {}", e["keys"][0].as_str().unwrap_or("?"), e["via"].as_str().unwrap_or("?")))
+            .collect();
+        (vias == ["text:one dash", "text:two cli"]).then_some(()).ok_or(format!("{vias:?}"))
+    });
+}
+
+/// The events of `kind` in the journal of `home`'s session `name`.
+fn journalled(home: &Home, name: &str, kind: &str) -> Vec<serde_json::Value> {
+    let out = home.ok(&["events", name, "--json", "--type", kind]);
+    out.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect()
 }
 
 #[test]
