@@ -590,15 +590,17 @@ pub(super) fn any_hosts() -> Result<bool> {
     Ok(!config::load(&Paths::from_env()?)?.hosts.is_empty())
 }
 
-/// A line of events from one place, or the end of that place's stream.
+/// An event from one place (as a line of `desk events --all --local --json` has it), or the end
+/// of that place's stream.
 enum EventLine {
-    Line { host: Option<String>, json: Vec<u8> },
+    Line { host: Option<String>, event: serde_json::Map<String, serde_json::Value> },
     Ended { host: Option<String>, why: Option<String> },
 }
 
 /// `desk events --all` with hosts: this machine's events and every host's, each place's as
-/// `desk events --all --local --json` gives them (run again here, and by each host's desk),
-/// tagged with their host. Without `follow`, all merged by time; with it, the histories and
+/// `desk events --all --local --json` gives them (read in this process for this machine, on a
+/// thread, so nothing of this command outlives it; run by each host's desk), tagged with their
+/// host. Without `follow`, all merged by time; with it, the histories and
 /// then the new events as they come. A host that cannot be reached, or whose link drops, is said
 /// on stderr; the others go on (with `follow`, that host is tried again: [`host_events`]).
 pub(super) fn events_all(follow: bool, json: bool, types: &[String]) -> Result<i32> {
@@ -613,8 +615,8 @@ pub(super) fn events_all(follow: bool, json: bool, types: &[String]) -> Result<i
     }
     let (tx, rx) = std::sync::mpsc::channel();
     {
-        let (tx, args) = (tx.clone(), args.clone());
-        std::thread::spawn(move || local_events(&args, &tx));
+        let (tx, types) = (tx.clone(), types.to_vec());
+        std::thread::spawn(move || local_events(follow, !json, &types, &tx));
     }
     for (name, host) in config.hosts.clone() {
         let (tx, args) = (tx.clone(), args.clone());
@@ -624,8 +626,7 @@ pub(super) fn events_all(follow: bool, json: bool, types: &[String]) -> Result<i
     let mut held = Vec::new();
     for line in rx {
         match line {
-            EventLine::Line { host, json: bytes } => {
-                let Ok(serde_json::Value::Object(map)) = serde_json::from_slice(&bytes) else { continue };
+            EventLine::Line { host, event: map } => {
                 if follow {
                     print_event(host.as_deref(), map, json)?;
                 } else {
@@ -668,30 +669,33 @@ fn print_event(host: Option<&str>, mut map: serde_json::Map<String, serde_json::
     Ok(())
 }
 
-/// This machine's events, by this desk run again with `--local`.
-fn local_events(args: &[String], tx: &std::sync::mpsc::Sender<EventLine>) {
-    use std::io::BufRead as _;
-    let child = std::env::current_exe().and_then(|exe| {
-        std::process::Command::new(exe)
-            .args(args)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-    });
-    let why = match child {
-        Ok(mut child) => {
-            if let Some(out) = child.stdout.take() {
-                for line in std::io::BufReader::new(out).split(b'\n').map_while(Result::ok) {
-                    if tx.send(EventLine::Line { host: None, json: line }).is_err() {
-                        break;
-                    }
-                }
+/// This machine's events, read in this process as `desk events --all --local` reads them (a
+/// thread of this command, never a process of its own that could outlive it); with `notices`,
+/// a session that stops or starts answering again is said on stderr, as that command says it.
+fn local_events(follow: bool, notices: bool, types: &[String], tx: &std::sync::mpsc::Sender<EventLine>) {
+    use super::events::Seen;
+    let read = Paths::from_env().and_then(|paths| {
+        super::events::each_event(&paths, follow, types, &mut |seen| match seen {
+            Seen::Event { session, event } => {
+                let mut map = event.to_json_map();
+                map.insert("session".into(), session.into());
+                tx.send(EventLine::Line { host: None, event: map }).is_ok()
             }
-            let _ = child.wait();
-            None
-        }
-        Err(e) => Some(format!("cannot read this machine's events: {e}")),
-    };
+            Seen::Unresponsive { session } => {
+                if notices {
+                    eprintln!("desk: session {session} does not answer; its events will follow if it wakes");
+                }
+                true
+            }
+            Seen::Answering { session } => {
+                if notices {
+                    eprintln!("desk: session {session} answers again");
+                }
+                true
+            }
+        })
+    });
+    let why = read.err().map(|e| format!("cannot read this machine's events: {e:#}"));
     let _ = tx.send(EventLine::Ended { host: None, why });
 }
 
@@ -775,11 +779,14 @@ fn follow_host_once(
                 partial.extend_from_slice(&bytes);
                 while let Some(end) = partial.iter().position(|b| *b == b'\n') {
                     let line: Vec<u8> = partial.drain(..=end).collect();
-                    let json = line[..line.len() - 1].to_vec();
-                    if !first_time(&json, seen) {
+                    // A line that is no event (no JSON object) is left out.
+                    let Ok(serde_json::Value::Object(event)) = serde_json::from_slice(&line[..line.len() - 1]) else {
+                        continue;
+                    };
+                    if !first_time(&event, seen) {
                         continue;
                     }
-                    if tx.send(EventLine::Line { host: Some(name.to_string()), json }).is_err() {
+                    if tx.send(EventLine::Line { host: Some(name.to_string()), event }).is_err() {
                         return Stream::Receiver;
                     }
                 }
@@ -797,10 +804,12 @@ fn follow_host_once(
     Stream::Ended { connected: true, why: Some(format!("connection to host {name} lost")) }
 }
 
-/// Whether the event line `json` comes after every event of its session already printed
-/// (and records it); a line that does not parse is passed on as it is.
-fn first_time(json: &[u8], seen: &mut std::collections::HashMap<String, (u64, u64)>) -> bool {
-    let Ok(value) = serde_json::from_slice::<serde_json::Value>(json) else { return true };
+/// Whether `value` (an event of a host's) comes after every event of its session already
+/// printed (and records it); one without a session or number is passed on as it is.
+fn first_time(
+    value: &serde_json::Map<String, serde_json::Value>,
+    seen: &mut std::collections::HashMap<String, (u64, u64)>,
+) -> bool {
     let (Some(session), Some(seq)) =
         (value.get("session").and_then(|s| s.as_str()), value.get("seq").and_then(|s| s.as_u64()))
     else {

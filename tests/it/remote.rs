@@ -716,8 +716,8 @@ fn events_all_follow_reconnects_a_host_whose_link_dropped_and_prints_each_event_
     assert_eq!(started("one"), 1, "{:?}", out.lock());
 }
 
-/// A child killed when dropped (also when its test fails), with what it started (`desk events
-/// --all` runs `desk events --local` for this machine's events), each by its pid.
+/// A child killed when dropped (also when its test fails), with what it started, each by its
+/// pid.
 struct Reaped(std::process::Child);
 
 impl Drop for Reaped {
@@ -728,6 +728,78 @@ impl Drop for Reaped {
             let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::SIGKILL);
         }
         let _ = self.0.wait();
+    }
+}
+
+#[test]
+#[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
+fn events_all_follow_killed_alone_leaves_no_process_of_its_own_running() {
+    let sshd = sshd();
+    let remote = Home::new();
+    let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote))]);
+    local.home.new_sh("here", "sleep 600");
+    remote.new_sh("there", "sleep 600");
+    let mut events = local
+        .home
+        .cmd()
+        .args(["events", "--all", "--follow", "--json", "--type", "started"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("desk events --all --follow");
+    let pid = events.id();
+    let mut left = Leftovers(vec![(pid, start_of(pid).expect("it runs"))]);
+    let out = lines_of(events.stdout.take().unwrap());
+    // Both streams followed: this machine's history and the host's are out.
+    eventually("both histories", || {
+        let lines = out.lock().unwrap();
+        let has = |host: serde_json::Value, session: &str| {
+            lines.iter().any(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap_or_default();
+                v["host"] == host && v["session"] == session
+            })
+        };
+        (has(serde_json::Value::Null, "here") && has("box".into(), "there")).then_some(()).ok_or(format!("{lines:?}"))
+    });
+    // Everything it started but the host's shared link (with its ssh), which every command to
+    // the host shares and which ends by itself once idle (a_shared_link_with_no_command_…).
+    let mut shared: Vec<u32> = shared_links(&local.home.run_dir());
+    shared.extend(
+        shared.clone().into_iter().flat_map(|l| desk_common::procfs::descendants(l).into_iter().map(|p| p.pid)),
+    );
+    let started: Vec<desk_common::procfs::ProcessInfo> =
+        desk_common::procfs::descendants(pid).into_iter().filter(|p| !shared.contains(&p.pid)).collect();
+    left.0.extend(started.iter().filter_map(|p| Some((p.pid, start_of(p.pid)?))));
+    // Killed alone, as an OOM killer or `kill -9 PID` does: nothing of it may stay behind.
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::SIGKILL).unwrap();
+    let _ = events.wait();
+    eventually("nothing it started to run on", || {
+        let running: Vec<&desk_common::procfs::ProcessInfo> = started
+            .iter()
+            .filter(|p| left.0.iter().any(|(pid, start)| *pid == p.pid && start_of(p.pid) == Some(*start)))
+            .collect();
+        running.is_empty().then_some(()).ok_or(format!("{running:?}"))
+    });
+    left.0.clear();
+}
+
+/// When process `pid` started (clock ticks after boot), while it runs (not a zombie): with its
+/// pid, it names one process, never a later one given the same pid.
+fn start_of(pid: u32) -> Option<u64> {
+    desk_common::procfs::state_and_start(pid).filter(|(state, _)| *state != 'Z').map(|(_, start)| start)
+}
+
+/// Processes a test started, each `(pid, start)`, killed when dropped (when the test fails
+/// before they end), each by its pid and only while it is still that process.
+struct Leftovers(Vec<(u32, u64)>);
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        for (pid, start) in &self.0 {
+            if start_of(*pid) == Some(*start) {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid as i32), nix::sys::signal::SIGKILL);
+            }
+        }
     }
 }
 
