@@ -124,13 +124,49 @@ pub(super) fn print_tagged(session: &str, event: &Event, json: bool) {
 /// running master's new events as they happen, sessions that start later included, until
 /// interrupted. With `types` not empty, only events of those types.
 pub(super) fn all(follow: bool, json: bool, types: &[String]) -> Result<i32> {
-    let wanted = |event: &Event| types.is_empty() || types.iter().any(|t| t == event.body.kind());
     let paths = Paths::from_env()?;
+    each_event(&paths, follow, types, &mut |seen| {
+        match seen {
+            Seen::Event { session, event } => print_tagged(session, event, json),
+            Seen::Unresponsive { session } if !json => {
+                eprintln!("desk: session {session} does not answer; its events will follow if it wakes")
+            }
+            Seen::Answering { session } if !json => eprintln!("desk: session {session} answers again"),
+            _ => {}
+        }
+        std::io::stdout().flush().is_ok()
+    })?;
+    Ok(0)
+}
+
+/// What [`each_event`] gives its reader, one at a time.
+pub(super) enum Seen<'a> {
+    /// An event of `session`'s, once, in sequence order for that session.
+    Event { session: &'a str, event: &'a Event },
+    /// `session`'s master stopped answering (its events follow if it wakes).
+    Unresponsive { session: &'a str },
+    /// It answers again.
+    Answering { session: &'a str },
+}
+
+/// Every session's journal merged by time, then (with `follow`) every running master's new
+/// events as they happen, sessions that start later included, each given to `seen` (with
+/// `types` not empty, only events of those types): the whole of `desk events --all --local`,
+/// for it and for `desk events --all` with hosts, which reads this machine's events in its own
+/// process. Ends when the history is given (without `follow`) or when `seen` returns false (its
+/// reader is gone).
+pub(super) fn each_event(
+    paths: &Paths,
+    follow: bool,
+    types: &[String],
+    seen: &mut dyn FnMut(Seen<'_>) -> bool,
+) -> Result<()> {
+    let wanted = |event: &Event| types.is_empty() || types.iter().any(|t| t == event.body.kind());
     paths.ensure_runtime()?;
     // Subscribe first, so nothing falls between the journals and the live stream.
     let mut watch = if follow { Some(FleetWatch::open(paths.clone())?) } else { None };
     let mut history = Vec::new();
-    for name in all_names(&paths)? {
+    for name in all_names(paths)? {
         for event in journal::read_all(&paths.session_state(&name))? {
             history.push((name.to_string(), event));
         }
@@ -138,52 +174,47 @@ pub(super) fn all(follow: bool, json: bool, types: &[String]) -> Result<i32> {
     history.sort_by(|(a, x), (b, y)| (x.ts_ms, a, x.seq).cmp(&(y.ts_ms, b, y.seq)));
     let mut last: HashMap<String, u64> = HashMap::new();
     for (session, event) in &history {
-        if wanted(event) {
-            print_tagged(session, event, json);
+        if wanted(event) && !seen(Seen::Event { session, event }) {
+            return Ok(());
         }
         last.insert(session.clone(), event.seq);
     }
-    let _ = std::io::stdout().flush();
-    let Some(watch) = watch.as_mut() else { return Ok(0) };
+    let Some(watch) = watch.as_mut() else { return Ok(()) };
     loop {
-        for seen in watch.wait(None)? {
-            match seen {
+        for change in watch.wait(None)? {
+            let going_on = match change {
                 FleetEvent::Event { session, event } => {
                     let newest = last.entry(session.clone()).or_insert(0);
                     // A restarted session numbers on from its journal; an older number is one
-                    // the history already printed.
+                    // the history already gave.
                     if event.seq <= *newest {
                         continue;
                     }
                     *newest = event.seq;
-                    if wanted(&event) {
-                        print_tagged(&session, &event, json);
-                    }
+                    !wanted(&event) || seen(Seen::Event { session: &session, event: &event })
                 }
                 // Subscribed now: what the master journalled before (since it started, or since
                 // we last heard from it) comes from its journal; the stream carries the rest.
                 FleetEvent::Joined { session, .. } => {
                     let Ok(name) = SessionName::parse(&session) else { continue };
                     let newest = last.entry(session.clone()).or_insert(0);
+                    let mut going_on = true;
                     for event in journal::read_all(&paths.session_state(&name))? {
-                        if event.seq > *newest {
+                        if going_on && event.seq > *newest {
                             *newest = event.seq;
-                            if wanted(&event) {
-                                print_tagged(&session, &event, json);
-                            }
+                            going_on = !wanted(&event) || seen(Seen::Event { session: &session, event: &event });
                         }
                     }
+                    going_on
                 }
-                FleetEvent::Unresponsive { session } if !json => {
-                    eprintln!("desk: session {session} does not answer; its events will follow if it wakes");
-                }
-                FleetEvent::Answering { session } if !json => {
-                    eprintln!("desk: session {session} answers again");
-                }
-                _ => {}
+                FleetEvent::Unresponsive { session } => seen(Seen::Unresponsive { session: &session }),
+                FleetEvent::Answering { session } => seen(Seen::Answering { session: &session }),
+                _ => true,
+            };
+            if !going_on {
+                return Ok(());
             }
         }
-        let _ = std::io::stdout().flush();
     }
 }
 

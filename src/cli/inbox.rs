@@ -108,16 +108,18 @@ fn open_json(o: &Open, now: u64) -> serde_json::Value {
     })
 }
 
-/// `desk approve NAME [OPTION]` (`deny`: `desk deny NAME`).
+/// `desk approve NAME [OPTION]` (`deny`: `desk deny NAME`), journalled as coming `via` the
+/// command line or the dashboard.
 pub(super) fn answer(
     name: &SessionName,
     option: Option<&str>,
     deny: bool,
     seen: Option<&str>,
     json: bool,
+    via: super::Via,
 ) -> Result<i32> {
     let paths = Paths::from_env()?;
-    let by = Sender::this_process("cli");
+    let by = Sender::this_process(via.as_str());
     // The dialog as it is now: to name an option by its label, and to show it when no
     // fingerprint was given.
     let now = crate::inbox::read(&paths, name).map_err(to_failure)?;

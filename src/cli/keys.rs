@@ -10,11 +10,12 @@ use super::output::{self, ErrorCode};
 use desk_common::keys::{KeysError, Sender};
 use desk_common::paths::{Paths, SessionName};
 
-pub(super) fn keys(name: &SessionName, keys: &[String], json: bool) -> Result<i32> {
+/// `desk keys NAME KEY...`, journalled as coming `via` the command line or the dashboard.
+pub(super) fn keys(name: &SessionName, keys: &[String], json: bool, via: super::Via) -> Result<i32> {
     // A bad key is a usage error before anything else is looked at.
     desk_common::keys::check(keys).map_err(to_failure)?;
     let paths = Paths::from_env()?;
-    let sent = desk_common::keys::send(&paths, name, keys, &Sender::this_process("cli")).map_err(to_failure)?;
+    let sent = desk_common::keys::send(&paths, name, keys, &Sender::this_process(via.as_str())).map_err(to_failure)?;
     KeysReport { generation: sent.generation, keys, session: name }.render(json)?;
     Ok(0)
 }

@@ -58,6 +58,38 @@ pub(crate) fn require_session(paths: &desk_common::paths::Paths, name: &SessionN
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Host HOST's desk runs this command for another machine's `desk … HOST:NAME`: the item
+    /// ids it prints in text are written `HOST:ITEMID` there (added by that desk; docs/remote.md).
+    #[arg(long, global = true, hide = true, value_name = "HOST", value_parser = parse_host_name)]
+    ids_of_host: Option<String>,
+    /// Who the keys and answers of this command are journalled as coming through (`via`): the
+    /// dashboard gives `dash` to the commands it runs for a host's session (docs/remote.md).
+    #[arg(long, global = true, hide = true, value_enum, default_value_t = Via::Cli)]
+    via: Via,
+}
+
+/// What an operator's keys or answer came through, as the session's journal says (`via`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Via {
+    /// The command line.
+    Cli,
+    /// The dashboard, running the command line for a host's session.
+    Dash,
+}
+
+impl Via {
+    /// The journal's word for it.
+    fn as_str(self) -> &'static str {
+        match self {
+            Via::Cli => "cli",
+            Via::Dash => "dash",
+        }
+    }
+}
+
+/// A host's name as config.toml takes it (`--ids-of-host`).
+fn parse_host_name(text: &str) -> Result<String, String> {
+    config::check_host_name(text).map(|()| text.to_string())
 }
 
 #[derive(Debug, Subcommand)]
@@ -875,6 +907,7 @@ impl Command {
 /// Run the command; `host`: the session named is on that host (`HOST:NAME`; only `attach`
 /// comes here with one, the others run on the host).
 fn run(cli: Cli, host: Option<(String, desk_common::config::Host)>) -> Result<i32> {
+    let ids = output::Ids::of_host(cli.ids_of_host.as_deref());
     match cli.command {
         Command::New(a) => {
             let config = config::load(&desk_common::paths::Paths::from_env()?)?;
@@ -979,30 +1012,31 @@ fn run(cli: Cli, host: Option<(String, desk_common::config::Host)>) -> Result<i3
             from,
             queue_for_later,
             json,
+            ids,
         }),
-        Command::Keys { name, keys, json } => keys::keys(&name, &keys, json),
+        Command::Keys { name, keys, json } => keys::keys(&name, &keys, json, cli.via),
         Command::Inbox { json } => inbox::inbox(json),
         Command::Approve { name, option, seen, json } => {
-            inbox::answer(&name, option.as_deref(), false, seen.as_deref(), json)
+            inbox::answer(&name, option.as_deref(), false, seen.as_deref(), json, cli.via)
         }
-        Command::Deny { name, seen, json } => inbox::answer(&name, None, true, seen.as_deref(), json),
-        Command::Queue { name, json } => delivery::queue(name, json),
-        Command::Item { id, json } => delivery::item(&id, json),
+        Command::Deny { name, seen, json } => inbox::answer(&name, None, true, seen.as_deref(), json, cli.via),
+        Command::Queue { name, json } => delivery::queue(name, json, ids),
+        Command::Item { id, json } => delivery::item(&id, json, ids),
         Command::Stuck { json, all, host } if all || !host.is_empty() => remote::stuck(json, all, &host),
         Command::Stuck { json, .. } => delivery::stuck(json),
         Command::Force { id, over_draft, json } => {
-            let id = delivery::resolve_id(&id)?;
-            delivery::command("force", desk_wire::control::Request::Force { id, over_draft }, json)
+            let id = delivery::resolve_id(&id, &ids)?;
+            delivery::command("force", desk_wire::control::Request::Force { id, over_draft }, json, &ids)
         }
         Command::Drop { id, json } => {
-            let id = delivery::resolve_id(&id)?;
-            delivery::command("drop", desk_wire::control::Request::Drop { id }, json)
+            let id = delivery::resolve_id(&id, &ids)?;
+            delivery::command("drop", desk_wire::control::Request::Drop { id }, json, &ids)
         }
         Command::Pause { name, reason, json } => {
-            delivery::command("pause", desk_wire::control::Request::Pause { session: name, reason }, json)
+            delivery::command("pause", desk_wire::control::Request::Pause { session: name, reason }, json, &ids)
         }
         Command::Resume { name, json } => {
-            delivery::command("resume", desk_wire::control::Request::Resume { session: name }, json)
+            delivery::command("resume", desk_wire::control::Request::Resume { session: name }, json, &ids)
         }
         Command::Kill(a) => sessions::kill(&a.name, a.signal, a.grace, a.json, "desk kill"),
         Command::Upgrade { names, all, master, json } => {
@@ -1038,7 +1072,7 @@ mod tests {
         use clap::Parser;
         let argv = ["desk", "kill", "s"].iter().chain(args);
         match Cli::try_parse_from(argv) {
-            Ok(Cli { command: Command::Kill(kill) }) => Ok(kill.signal),
+            Ok(Cli { command: Command::Kill(kill), .. }) => Ok(kill.signal),
             Ok(other) => panic!("parsed as another command: {other:?}"),
             Err(e) => Err(e.to_string()),
         }

@@ -74,6 +74,45 @@ pub enum Layout {
     Compact,
 }
 
+/// How a command writes the item ids it prints as text: as they are, or `HOST:ITEMID` when it
+/// runs on host HOST for another machine's `desk … HOST:NAME` (the hidden `--ids-of-host HOST`
+/// that desk adds: docs/remote.md), so that what it prints there is what `item`, `force` and
+/// `drop` take back there. Only the places that print an id ask it: a word of an id's shape in
+/// a prompt's text, a session's name or an evidence note is printed as it is. JSON never is:
+/// `id` fields are the host's as it holds them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Ids {
+    /// `HOST:`, or empty on this machine's own command.
+    prefix: String,
+}
+
+impl Ids {
+    /// Ids written as they are: a command for this machine.
+    pub fn here() -> Ids {
+        Ids::default()
+    }
+
+    /// Ids written `HOST:ITEMID` (`host` `None`: as they are).
+    pub fn of_host(host: Option<&str>) -> Ids {
+        Ids { prefix: host.map_or_else(String::new, |h| format!("{h}:")) }
+    }
+
+    /// `id` as the operator names it where the command was typed.
+    pub fn show(&self, id: &desk_core::delivery::item::ItemId) -> String {
+        format!("{}{id}", self.prefix)
+    }
+
+    /// `text` (the daemon's sentence about item `id`, such as `dropped ID; NOTE`) with its first
+    /// mention of that exact id, the item the command acted on, written as [`Ids::show`] writes
+    /// it; what follows (a note, evidence from the screen) is left as it is.
+    pub fn show_in(&self, text: &str, id: &desk_core::delivery::item::ItemId) -> String {
+        if self.prefix.is_empty() {
+            return text.to_string();
+        }
+        text.replacen(id.as_str(), &self.show(id), 1)
+    }
+}
+
 /// [`write_ok`], laid out as `layout` says.
 pub fn write_ok_as<T: Serialize>(
     layout: Layout,

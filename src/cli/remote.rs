@@ -4,8 +4,8 @@
 //! Owns finding a `HOST:NAME` (or `HOST:ITEMID`) among a command's arguments ([`take_host`]),
 //! running a command on its host through a link ([`run_on_host`]: the host's desk does the work,
 //! with its own files, as the authority for its sessions; its output and exit code come back
-//! unchanged, but that item ids in the text of the commands that print them are written
-//! `HOST:ITEMID`), the listings across hosts (`ls`, `stuck`), the events of every host (followed
+//! unchanged — the host's desk itself writes the item ids it prints as text `HOST:ITEMID`, told
+//! so by the hidden `--ids-of-host HOST` added to the command), the listings across hosts (`ls`, `stuck`), the events of every host (followed
 //! again after a drop), and the hosts report. Invariants: a host is only ever one named in
 //! config.toml's `[hosts.NAME]`; every host is asked in parallel and within
 //! `link::HANDSHAKE_TIMEOUT` plus [`LISTING_TIMEOUT`], so one slow or lost host is one row
@@ -36,10 +36,6 @@ const TAKES_HOST: &[&str] = &[
 /// The subcommands that take an item id as their first positional argument and accept
 /// `HOST:ITEMID` for it (an item id has no `:`, so the spelling is unambiguous).
 const TAKES_HOST_ITEM: &[&str] = &["item", "force", "drop"];
-
-/// The subcommands whose text output names items: run on a host, each item id they print is
-/// written `HOST:ITEMID`, the spelling [`TAKES_HOST_ITEM`] takes back.
-const NAMES_ITEMS: &[&str] = &["send", "queue", "item", "stuck", "force", "drop"];
 
 /// 10 s past the handshake: a host's `desk ls` reads its sessions in well under a second; a
 /// host whose listing takes longer is shown as not answering rather than holding the table.
@@ -80,7 +76,8 @@ pub(super) fn take_host(mut args: Vec<OsString>) -> Result<(Vec<OsString>, Optio
 
 /// Where the session name (or item id) is among `args`: the subcommand's first positional
 /// argument, for the subcommands of [`TAKES_HOST`] and [`TAKES_HOST_ITEM`]. Options that take a
-/// value are skipped with it, by what clap says of each.
+/// value are skipped with it, by what clap says of each (the subcommand's own, and the global
+/// ones such as the hidden `--via` the dashboard gives).
 fn name_position(args: &[OsString]) -> Option<usize> {
     use clap::CommandFactory;
     let sub = args.get(1)?.to_str()?;
@@ -89,6 +86,7 @@ fn name_position(args: &[OsString]) -> Option<usize> {
     }
     let cli = super::Cli::command();
     let command = cli.find_subcommand(sub)?;
+    let options = || command.get_arguments().chain(cli.get_arguments().filter(|a| a.is_global_set()));
     let takes_value = |arg: Option<&clap::Arg>| arg.is_some_and(|a| a.get_action().takes_values());
     let mut i = 2;
     while i < args.len() {
@@ -97,12 +95,12 @@ fn name_position(args: &[OsString]) -> Option<usize> {
             return None;
         }
         if let Some(long) = token.strip_prefix("--") {
-            if !long.contains('=') && takes_value(command.get_arguments().find(|a| a.get_long() == Some(long))) {
+            if !long.contains('=') && takes_value(options().find(|a| a.get_long() == Some(long))) {
                 i += 1;
             }
         } else if let Some(short) = token.strip_prefix('-').filter(|s| !s.is_empty()) {
             let first = short.chars().next()?;
-            if short.len() == 1 && takes_value(command.get_arguments().find(|a| a.get_short() == Some(first))) {
+            if short.len() == 1 && takes_value(options().find(|a| a.get_short() == Some(first))) {
                 i += 1;
             }
         } else {
@@ -120,14 +118,12 @@ pub(super) fn connect(name: &str, host: &Host) -> Result<Link> {
 }
 
 /// Run `args` (the subcommand and its arguments, the session's name already without its host)
-/// with the host's desk: its output here as it comes, its exit code ours. The text output of a
-/// command of [`NAMES_ITEMS`] has its item ids written `HOST:ITEMID` (its `--json` is the host's
-/// as it answered).
+/// with the host's desk: its output here as it comes, its exit code ours. The host's desk is
+/// told (`--ids-of-host HOST`, after the subcommand) to write the item ids it prints as text
+/// `HOST:ITEMID`, the spelling [`TAKES_HOST_ITEM`] takes back; its `--json` is the host's as it
+/// answered.
 pub(super) fn run_on_host(name: &str, host: &Host, args: &[OsString]) -> Result<i32> {
-    let args: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
-    let names_items = args.first().is_some_and(|sub| NAMES_ITEMS.contains(&sub.as_str()))
-        && !args.iter().take_while(|a| *a != "--").any(|a| a == "--json");
-    let mut ids = names_items.then(|| HostIds::new(name));
+    let args = host_command(name, args);
     let link = connect(name, host)?;
     // What is piped in goes to the host's desk (`desk send HOST:NAME < prompt.md`); a terminal
     // stays here.
@@ -138,10 +134,6 @@ pub(super) fn run_on_host(name: &str, host: &Host, args: &[OsString]) -> Result<
     for event in events {
         match event {
             ExecEvent::Stdout(bytes) => {
-                let bytes = match ids.as_mut() {
-                    Some(ids) => ids.lines(&bytes),
-                    None => bytes,
-                };
                 let mut out = std::io::stdout().lock();
                 out.write_all(&bytes).and_then(|()| out.flush()).context("cannot write the output")?;
             }
@@ -158,62 +150,17 @@ pub(super) fn run_on_host(name: &str, host: &Host, args: &[OsString]) -> Result<
             }
         }
     }
-    if let Some(rest) = ids.as_mut().map(HostIds::finish).filter(|r| !r.is_empty()) {
-        let mut out = std::io::stdout().lock();
-        out.write_all(&rest).and_then(|()| out.flush()).context("cannot write the output")?;
-    }
     Ok(code.unwrap_or(1))
 }
 
-/// A host's command output, a line at a time, with each item id in it written `HOST:ITEMID`.
-struct HostIds {
-    prefix: String,
-    partial: Vec<u8>,
-}
-
-impl HostIds {
-    fn new(host: &str) -> HostIds {
-        HostIds { prefix: format!("{host}:"), partial: Vec::new() }
-    }
-
-    /// The whole lines `bytes` completes, rewritten; the rest is kept for the next call.
-    fn lines(&mut self, bytes: &[u8]) -> Vec<u8> {
-        self.partial.extend_from_slice(bytes);
-        let Some(end) = self.partial.iter().rposition(|b| *b == b'\n') else { return Vec::new() };
-        let whole: Vec<u8> = self.partial.drain(..=end).collect();
-        self.rewrite(&whole)
-    }
-
-    /// What is left at the end (a last line without its newline), rewritten.
-    fn finish(&mut self) -> Vec<u8> {
-        let rest = std::mem::take(&mut self.partial);
-        self.rewrite(&rest)
-    }
-
-    /// `text` with `HOST:` before each item id: a run of 26 letters and digits that is an id
-    /// exactly as desk prints one (upper case), not already after a `:`.
-    fn rewrite(&self, text: &[u8]) -> Vec<u8> {
-        let mut out = Vec::with_capacity(text.len());
-        let mut i = 0;
-        while i < text.len() {
-            if !text[i].is_ascii_alphanumeric() {
-                out.push(text[i]);
-                i += 1;
-                continue;
-            }
-            let end = text[i..].iter().position(|b| !b.is_ascii_alphanumeric()).map_or(text.len(), |n| i + n);
-            let word = &text[i..end];
-            let is_id = std::str::from_utf8(word)
-                .ok()
-                .is_some_and(|w| desk_wire::names::ItemId::parse(w).is_some_and(|id| id.as_str() == w));
-            if is_id && (i == 0 || text[i - 1] != b':') {
-                out.extend_from_slice(self.prefix.as_bytes());
-            }
-            out.extend_from_slice(word);
-            i = end;
-        }
-        out
-    }
+/// The command line host `name`'s desk runs for `args` (the subcommand first): `args` with
+/// `--ids-of-host NAME` after the subcommand (before any `--`, past which the rest is a
+/// session's command or keys).
+fn host_command(name: &str, args: &[OsString]) -> Vec<String> {
+    let mut args: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    let at = args.len().min(1);
+    args.splice(at..at, ["--ids-of-host".to_string(), name.to_string()]);
+    args
 }
 
 /// The hosts `desk ls --all` (every configured one) or `-H HOST` (those) asks.
@@ -643,15 +590,17 @@ pub(super) fn any_hosts() -> Result<bool> {
     Ok(!config::load(&Paths::from_env()?)?.hosts.is_empty())
 }
 
-/// A line of events from one place, or the end of that place's stream.
+/// An event from one place (as a line of `desk events --all --local --json` has it), or the end
+/// of that place's stream.
 enum EventLine {
-    Line { host: Option<String>, json: Vec<u8> },
+    Line { host: Option<String>, event: serde_json::Map<String, serde_json::Value> },
     Ended { host: Option<String>, why: Option<String> },
 }
 
 /// `desk events --all` with hosts: this machine's events and every host's, each place's as
-/// `desk events --all --local --json` gives them (run again here, and by each host's desk),
-/// tagged with their host. Without `follow`, all merged by time; with it, the histories and
+/// `desk events --all --local --json` gives them (read in this process for this machine, on a
+/// thread, so nothing of this command outlives it; run by each host's desk), tagged with their
+/// host. Without `follow`, all merged by time; with it, the histories and
 /// then the new events as they come. A host that cannot be reached, or whose link drops, is said
 /// on stderr; the others go on (with `follow`, that host is tried again: [`host_events`]).
 pub(super) fn events_all(follow: bool, json: bool, types: &[String]) -> Result<i32> {
@@ -666,8 +615,8 @@ pub(super) fn events_all(follow: bool, json: bool, types: &[String]) -> Result<i
     }
     let (tx, rx) = std::sync::mpsc::channel();
     {
-        let (tx, args) = (tx.clone(), args.clone());
-        std::thread::spawn(move || local_events(&args, &tx));
+        let (tx, types) = (tx.clone(), types.to_vec());
+        std::thread::spawn(move || local_events(follow, !json, &types, &tx));
     }
     for (name, host) in config.hosts.clone() {
         let (tx, args) = (tx.clone(), args.clone());
@@ -677,8 +626,7 @@ pub(super) fn events_all(follow: bool, json: bool, types: &[String]) -> Result<i
     let mut held = Vec::new();
     for line in rx {
         match line {
-            EventLine::Line { host, json: bytes } => {
-                let Ok(serde_json::Value::Object(map)) = serde_json::from_slice(&bytes) else { continue };
+            EventLine::Line { host, event: map } => {
                 if follow {
                     print_event(host.as_deref(), map, json)?;
                 } else {
@@ -721,30 +669,33 @@ fn print_event(host: Option<&str>, mut map: serde_json::Map<String, serde_json::
     Ok(())
 }
 
-/// This machine's events, by this desk run again with `--local`.
-fn local_events(args: &[String], tx: &std::sync::mpsc::Sender<EventLine>) {
-    use std::io::BufRead as _;
-    let child = std::env::current_exe().and_then(|exe| {
-        std::process::Command::new(exe)
-            .args(args)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-    });
-    let why = match child {
-        Ok(mut child) => {
-            if let Some(out) = child.stdout.take() {
-                for line in std::io::BufReader::new(out).split(b'\n').map_while(Result::ok) {
-                    if tx.send(EventLine::Line { host: None, json: line }).is_err() {
-                        break;
-                    }
-                }
+/// This machine's events, read in this process as `desk events --all --local` reads them (a
+/// thread of this command, never a process of its own that could outlive it); with `notices`,
+/// a session that stops or starts answering again is said on stderr, as that command says it.
+fn local_events(follow: bool, notices: bool, types: &[String], tx: &std::sync::mpsc::Sender<EventLine>) {
+    use super::events::Seen;
+    let read = Paths::from_env().and_then(|paths| {
+        super::events::each_event(&paths, follow, types, &mut |seen| match seen {
+            Seen::Event { session, event } => {
+                let mut map = event.to_json_map();
+                map.insert("session".into(), session.into());
+                tx.send(EventLine::Line { host: None, event: map }).is_ok()
             }
-            let _ = child.wait();
-            None
-        }
-        Err(e) => Some(format!("cannot read this machine's events: {e}")),
-    };
+            Seen::Unresponsive { session } => {
+                if notices {
+                    eprintln!("desk: session {session} does not answer; its events will follow if it wakes");
+                }
+                true
+            }
+            Seen::Answering { session } => {
+                if notices {
+                    eprintln!("desk: session {session} answers again");
+                }
+                true
+            }
+        })
+    });
+    let why = read.err().map(|e| format!("cannot read this machine's events: {e:#}"));
     let _ = tx.send(EventLine::Ended { host: None, why });
 }
 
@@ -828,11 +779,14 @@ fn follow_host_once(
                 partial.extend_from_slice(&bytes);
                 while let Some(end) = partial.iter().position(|b| *b == b'\n') {
                     let line: Vec<u8> = partial.drain(..=end).collect();
-                    let json = line[..line.len() - 1].to_vec();
-                    if !first_time(&json, seen) {
+                    // A line that is no event (no JSON object) is left out.
+                    let Ok(serde_json::Value::Object(event)) = serde_json::from_slice(&line[..line.len() - 1]) else {
+                        continue;
+                    };
+                    if !first_time(&event, seen) {
                         continue;
                     }
-                    if tx.send(EventLine::Line { host: Some(name.to_string()), json }).is_err() {
+                    if tx.send(EventLine::Line { host: Some(name.to_string()), event }).is_err() {
                         return Stream::Receiver;
                     }
                 }
@@ -850,10 +804,12 @@ fn follow_host_once(
     Stream::Ended { connected: true, why: Some(format!("connection to host {name} lost")) }
 }
 
-/// Whether the event line `json` comes after every event of its session already printed
-/// (and records it); a line that does not parse is passed on as it is.
-fn first_time(json: &[u8], seen: &mut std::collections::HashMap<String, (u64, u64)>) -> bool {
-    let Ok(value) = serde_json::from_slice::<serde_json::Value>(json) else { return true };
+/// Whether `value` (an event of a host's) comes after every event of its session already
+/// printed (and records it); one without a session or number is passed on as it is.
+fn first_time(
+    value: &serde_json::Map<String, serde_json::Value>,
+    seen: &mut std::collections::HashMap<String, (u64, u64)>,
+) -> bool {
     let (Some(session), Some(seq)) =
         (value.get("session").and_then(|s| s.as_str()), value.get("seq").and_then(|s| s.as_u64()))
     else {
@@ -922,6 +878,9 @@ mod tests {
         assert_eq!(position("desk attach --read-only gpu:api"), Some(3));
         assert_eq!(position("desk events -f gpu:api"), Some(3));
         assert_eq!(position("desk kill --signal KILL gpu:api"), Some(4));
+        // The global options the dashboard gives, with their values.
+        assert_eq!(position("desk keys --via dash gpu:api -- Enter"), Some(4));
+        assert_eq!(position("desk approve --via=dash gpu:api 1 --seen ab"), Some(3));
         // Not a command that takes a session, or no name before `--`.
         assert_eq!(position("desk channel post gpu:x"), None);
         assert_eq!(position("desk new -- sh"), None);
@@ -933,19 +892,27 @@ mod tests {
     }
 
     #[test]
-    fn a_host_s_item_ids_are_written_host_colon_id_in_whole_lines_and_nothing_else_is() {
-        let mut ids = HostIds::new("gpu");
-        let id = "01J8ZQ4M3X0000000000000000";
-        assert!(desk_wire::names::ItemId::parse(id).is_some_and(|i| i.as_str() == id));
-        // Split mid-id: nothing comes out until the line is whole.
-        assert!(ids.lines(format!("web\n  {}", &id[..10]).as_bytes()) == b"web\n");
-        let out = ids.lines(format!("{}  stuck(submit-stuck)  1m  fix it\n", &id[10..]).as_bytes());
-        assert_eq!(String::from_utf8(out).unwrap(), format!("  gpu:{id}  stuck(submit-stuck)  1m  fix it\n"));
-        // Already prefixed, lower case, a longer or shorter word: left as they are.
-        let line = format!("gpu:{id} {} {id}X {}", id.to_lowercase(), &id[..25]);
-        assert_eq!(String::from_utf8(ids.lines(format!("{line}\n").as_bytes())).unwrap(), format!("{line}\n"));
-        // A last line without its newline comes out at the end, rewritten.
-        assert!(ids.lines(format!("digest {id},").as_bytes()).is_empty());
-        assert_eq!(String::from_utf8(ids.finish()).unwrap(), format!("digest gpu:{id},"));
+    fn every_command_that_runs_on_a_host_takes_the_host_s_name_for_its_ids() {
+        use clap::CommandFactory;
+        let mut cli = crate::cli::Cli::command();
+        cli.build();
+        for sub in TAKES_HOST.iter().chain(TAKES_HOST_ITEM) {
+            let command = cli.find_subcommand(sub).unwrap_or_else(|| panic!("no subcommand {sub}"));
+            assert!(
+                command.get_arguments().any(|a| a.get_long() == Some("ids-of-host") && a.is_hide_set()),
+                "desk {sub} does not take --ids-of-host"
+            );
+        }
+    }
+
+    #[test]
+    fn a_host_s_desk_is_told_its_host_s_name_after_the_subcommand_before_any_double_dash() {
+        let args = |line: &str| -> Vec<OsString> { line.split(' ').map(OsString::from).collect() };
+        assert_eq!(host_command("gpu", &args("queue f")), ["queue", "--ids-of-host", "gpu", "f"]);
+        assert_eq!(
+            host_command("gpu", &args("new web -- sh -c x")),
+            ["new", "--ids-of-host", "gpu", "web", "--", "sh", "-c", "x"]
+        );
+        assert_eq!(host_command("gpu", &args("keys api -- --x")), ["keys", "--ids-of-host", "gpu", "api", "--", "--x"]);
     }
 }

@@ -811,9 +811,16 @@ fn send_keys(paths: &Paths, tx: &Sender<Msg>, session: String, keys: Vec<String>
     let paths = paths.clone();
     let _ = spawn("keys", tx.clone(), move |tx| {
         let outcome = if hosts::split(&session).is_some() {
-            // A host's session: `desk keys HOST:NAME`, which types them on the host.
-            run_desk(&[&["keys", &session, "--"], &keys.iter().map(String::as_str).collect::<Vec<_>>()[..]].concat())
-                .map_or_else(|e| format!("not typed: {e}"), |()| format!("typed {} into {session}", keys.join(" ")))
+            // A host's session: `desk keys HOST:NAME`, which types them on the host (and journals
+            // them there `via` `dash`).
+            run_desk(
+                &[
+                    &["keys", VIA_DASH[0], VIA_DASH[1], &session, "--"],
+                    &keys.iter().map(String::as_str).collect::<Vec<_>>()[..],
+                ]
+                .concat(),
+            )
+            .map_or_else(|e| format!("not typed: {e}"), |()| format!("typed {} into {session}", keys.join(" ")))
         } else {
             match desk_common::paths::SessionName::parse(&session) {
                 Ok(name) => {
@@ -833,6 +840,11 @@ fn send_keys(paths: &Paths, tx: &Sender<Msg>, session: String, keys: Vec<String>
         let _ = tx.send(Msg::ActionDone(outcome));
     });
 }
+
+/// The hidden option, after the subcommand, with which the commands the dashboard runs for a
+/// host's session journal their keys and answers on the host `via` `dash` (the option goes to
+/// the host with the rest of the command line), as this machine's are.
+const VIA_DASH: [&str; 2] = ["--via", "dash"];
 
 /// Run this desk with `args` (for a host's session: the command line reaches the host), its
 /// error output the error.
@@ -862,11 +874,12 @@ fn answer(
     let _ = spawn("answer", tx.clone(), move |tx| {
         if hosts::split(&session).is_some() {
             // A host's dialog: `desk approve|deny HOST:NAME --seen FINGERPRINT`, which answers
-            // it on the host, only if it is still the dialog on the card.
+            // it on the host, only if it is still the dialog on the card (journalled there `via`
+            // `dash`).
             let number = option.map(|n| n.to_string());
             let args: Vec<&str> = match &number {
-                Some(n) => vec!["approve", &session, n, "--seen", &seen],
-                None => vec!["deny", &session, "--seen", &seen],
+                Some(n) => vec!["approve", VIA_DASH[0], VIA_DASH[1], &session, n, "--seen", &seen],
+                None => vec!["deny", VIA_DASH[0], VIA_DASH[1], &session, "--seen", &seen],
             };
             let outcome = run_desk(&args)
                 .map_or_else(|e| format!("{session} not answered: {e}"), |()| format!("answered {session}: {said}"));

@@ -625,6 +625,37 @@ fn a_host_s_items_are_written_host_colon_id_and_item_stuck_force_drop_pause_take
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
 
+#[test]
+#[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
+fn a_word_shaped_like_an_item_id_in_a_host_s_prompt_is_printed_as_typed_and_only_ids_are_host_colon_id() {
+    let sshd = sshd();
+    let remote = Home::new();
+    remote.serve();
+    let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote))]);
+    remote.demo("f", &[]);
+    remote.wait_ready("f");
+    // Held behind a pause, so that queue and item show it with its text.
+    local.home.ok(&["pause", "box:f"]);
+    let word = "01J8ZQ4M3X0000000000000000";
+    let prompt = format!("see {word} again");
+    let sent = local.home.ok(&["send", "box:f", &prompt]).trim().to_string();
+    let id = sent.strip_prefix("box:").unwrap_or_else(|| panic!("not written box:ID: {sent:?}")).to_string();
+    let queue = local.home.ok(&["queue", "box:f"]);
+    assert!(queue.contains(&format!("  box:{id}  ")), "the id is the host's: {queue}");
+    assert!(queue.contains(&prompt), "the prompt's text as it was typed: {queue}");
+    assert!(!queue.contains(&format!("box:{word}")), "{queue}");
+    let item = local.home.ok(&["item", &sent]);
+    assert!(item.contains(&format!("item box:{id}\n")), "{item}");
+    assert!(item.contains(&format!("text      {prompt}")) && !item.contains(&format!("box:{word}")), "{item}");
+    // JSON is the host's, ids as it holds them.
+    let v = local.home.json(&["queue", "box:f", "--json"]);
+    assert_eq!(v["data"][0]["items"][0]["id"], id.as_str(), "{v:#}");
+    // The daemon's sentence names the dropped item as it is typed here.
+    let dropped = local.home.ok(&["drop", &sent]);
+    assert!(dropped.contains(&format!("dropped box:{id}")), "{dropped}");
+    local.home.ok(&["resume", "box:f"]);
+}
+
 /// Lines a child writes to one of its pipes, as they come (read on a thread).
 fn lines_of(pipe: impl std::io::Read + Send + 'static) -> std::sync::Arc<std::sync::Mutex<Vec<String>>> {
     use std::io::BufRead as _;
@@ -685,8 +716,8 @@ fn events_all_follow_reconnects_a_host_whose_link_dropped_and_prints_each_event_
     assert_eq!(started("one"), 1, "{:?}", out.lock());
 }
 
-/// A child killed when dropped (also when its test fails), with what it started (`desk events
-/// --all` runs `desk events --local` for this machine's events), each by its pid.
+/// A child killed when dropped (also when its test fails), with what it started, each by its
+/// pid.
 struct Reaped(std::process::Child);
 
 impl Drop for Reaped {
@@ -697,6 +728,78 @@ impl Drop for Reaped {
             let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::SIGKILL);
         }
         let _ = self.0.wait();
+    }
+}
+
+#[test]
+#[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
+fn events_all_follow_killed_alone_leaves_no_process_of_its_own_running() {
+    let sshd = sshd();
+    let remote = Home::new();
+    let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote))]);
+    local.home.new_sh("here", "sleep 600");
+    remote.new_sh("there", "sleep 600");
+    let mut events = local
+        .home
+        .cmd()
+        .args(["events", "--all", "--follow", "--json", "--type", "started"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("desk events --all --follow");
+    let pid = events.id();
+    let mut left = Leftovers(vec![(pid, start_of(pid).expect("it runs"))]);
+    let out = lines_of(events.stdout.take().unwrap());
+    // Both streams followed: this machine's history and the host's are out.
+    eventually("both histories", || {
+        let lines = out.lock().unwrap();
+        let has = |host: serde_json::Value, session: &str| {
+            lines.iter().any(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap_or_default();
+                v["host"] == host && v["session"] == session
+            })
+        };
+        (has(serde_json::Value::Null, "here") && has("box".into(), "there")).then_some(()).ok_or(format!("{lines:?}"))
+    });
+    // Everything it started but the host's shared link (with its ssh), which every command to
+    // the host shares and which ends by itself once idle (a_shared_link_with_no_command_…).
+    let mut shared: Vec<u32> = shared_links(&local.home.run_dir());
+    shared.extend(
+        shared.clone().into_iter().flat_map(|l| desk_common::procfs::descendants(l).into_iter().map(|p| p.pid)),
+    );
+    let started: Vec<desk_common::procfs::ProcessInfo> =
+        desk_common::procfs::descendants(pid).into_iter().filter(|p| !shared.contains(&p.pid)).collect();
+    left.0.extend(started.iter().filter_map(|p| Some((p.pid, start_of(p.pid)?))));
+    // Killed alone, as an OOM killer or `kill -9 PID` does: nothing of it may stay behind.
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::SIGKILL).unwrap();
+    let _ = events.wait();
+    eventually("nothing it started to run on", || {
+        let running: Vec<&desk_common::procfs::ProcessInfo> = started
+            .iter()
+            .filter(|p| left.0.iter().any(|(pid, start)| *pid == p.pid && start_of(p.pid) == Some(*start)))
+            .collect();
+        running.is_empty().then_some(()).ok_or(format!("{running:?}"))
+    });
+    left.0.clear();
+}
+
+/// When process `pid` started (clock ticks after boot), while it runs (not a zombie): with its
+/// pid, it names one process, never a later one given the same pid.
+fn start_of(pid: u32) -> Option<u64> {
+    desk_common::procfs::state_and_start(pid).filter(|(state, _)| *state != 'Z').map(|(_, start)| start)
+}
+
+/// Processes a test started, each `(pid, start)`, killed when dropped (when the test fails
+/// before they end), each by its pid and only while it is still that process.
+struct Leftovers(Vec<(u32, u64)>);
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        for (pid, start) in &self.0 {
+            if start_of(*pid) == Some(*start) {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid as i32), nix::sys::signal::SIGKILL);
+            }
+        }
     }
 }
 
@@ -792,7 +895,37 @@ fn the_dashboard_forces_drops_and_resumes_a_host_s_items_shows_its_events_usage_
     pty.write("2").expect("answer No");
     pty.wait_until(PATIENCE, "the answer said", |s| s.contains("answered box:api: 2. No")).expect("answered");
     remote.wait_screen("api", "Denied (2. No)");
+    // The host journals it as this machine's dashboard answers are: `via` `dash`.
+    let answers = journalled(&remote, "api", "answer");
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    assert_eq!((answers[0]["via"].as_str(), answers[0]["outcome"].as_str()), (Some("dash"), Some("typed")));
     pty.write("q").expect("quit");
+}
+
+#[test]
+#[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
+fn keys_typed_into_a_host_s_session_for_the_dashboard_are_journalled_there_via_dash() {
+    let sshd = sshd();
+    let remote = Home::new();
+    let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote))]);
+    remote.new_sh("k", "exec cat > /dev/null");
+    // As the dashboard's answer panel types them (`desk keys --via dash HOST:NAME -- KEY…`),
+    // then as an operator does.
+    local.home.ok(&["keys", "--via", "dash", "box:k", "--", "text:one"]);
+    local.home.ok(&["keys", "box:k", "--", "text:two"]);
+    eventually("both journalled on the host", || {
+        let vias: Vec<String> = journalled(&remote, "k", "keys")
+            .iter()
+            .map(|e| format!("{} {}", e["keys"][0].as_str().unwrap_or("?"), e["via"].as_str().unwrap_or("?")))
+            .collect();
+        (vias == ["text:one dash", "text:two cli"]).then_some(()).ok_or(format!("{vias:?}"))
+    });
+}
+
+/// The events of `kind` in the journal of `home`'s session `name`.
+fn journalled(home: &Home, name: &str, kind: &str) -> Vec<serde_json::Value> {
+    let out = home.ok(&["events", name, "--json", "--type", kind]);
+    out.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect()
 }
 
 #[test]

@@ -12,8 +12,9 @@ use desk_wire::control::Request;
 /// A force waits for its delivery to settle: echo and submit windows plus retries.
 const FORCE_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// `force`, `drop`, `pause`, `resume`: one request, its answer printed; `kind` names the JSON.
-pub(in crate::cli) fn command(kind: &str, req: Request, json: bool) -> Result<i32> {
+/// `force`, `drop`, `pause`, `resume`: one request, its answer printed; `kind` names the JSON,
+/// `ids` says how the item's id is written in the text.
+pub(in crate::cli) fn command(kind: &str, req: Request, json: bool, ids: &output::Ids) -> Result<i32> {
     let paths = paths()?;
     // A drop may erase desk's own prompt from the input box and look again: up to 45 s.
     let timeout =
@@ -29,7 +30,7 @@ pub(in crate::cli) fn command(kind: &str, req: Request, json: bool) -> Result<i3
     // Only the daemon can carry these out.
     let notes: Vec<String> = crate::autostart::ensure_daemon(&paths).say(json).into_iter().collect();
     let message = ask::<()>(&paths, &req, timeout)?.message;
-    CommandReport { id, message, session }.render(kind, &notes, json)?;
+    CommandReport { id, message, session }.render(kind, &notes, json, ids)?;
     Ok(0)
 }
 
@@ -45,12 +46,16 @@ struct CommandReport {
 }
 
 impl CommandReport {
-    /// Once as text (the daemon's sentence) or once as JSON (`kind` names the envelope).
-    fn render(&self, kind: &str, notes: &[String], json: bool) -> Result<()> {
+    /// Once as text (the daemon's sentence, the item it names written as `ids` says) or once as
+    /// JSON (`kind` names the envelope; the daemon's sentence as it is).
+    fn render(&self, kind: &str, notes: &[String], json: bool, ids: &output::Ids) -> Result<()> {
         if json {
             return output::print_ok(kind, self, notes);
         }
-        println!("{}", self.message);
+        match &self.id {
+            Some(id) => println!("{}", ids.show_in(&self.message, id)),
+            None => println!("{}", self.message),
+        }
         Ok(())
     }
 }

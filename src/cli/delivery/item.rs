@@ -14,8 +14,8 @@ use desk_wire::control::{Answer, Request};
 
 /// The item an operator means by `text`: a whole id, or any unique start of one (like a git
 /// hash) or end of one (people copy the end of an id). No match, or several, is a usage error
-/// that says which.
-pub(in crate::cli) fn resolve_id(text: &str) -> Result<ItemId> {
+/// that says which (the ids it names written as `ids` says).
+pub(in crate::cli) fn resolve_id(text: &str, ids: &output::Ids) -> Result<ItemId> {
     if let Some(id) = ItemId::parse(text) {
         return Ok(id);
     }
@@ -28,13 +28,13 @@ pub(in crate::cli) fn resolve_id(text: &str) -> Result<ItemId> {
         ));
     }
     let store = Store::open(&paths()?.state)?;
-    let mut ids = store.ids_with_prefix_or_suffix(text)?;
-    match ids.len() {
+    let mut found = store.ids_with_prefix_or_suffix(text)?;
+    match found.len() {
         0 => Err(fail(ErrorCode::NoSuchItem, format!("no item has an id starting or ending with {text:?}"))),
-        1 => Ok(ids.remove(0)),
+        1 => Ok(found.remove(0)),
         n => {
             const SHOWN: usize = 10;
-            let list: Vec<String> = ids.iter().take(SHOWN).map(|i| format!("  {i}")).collect();
+            let list: Vec<String> = found.iter().take(SHOWN).map(|i| format!("  {}", ids.show(i))).collect();
             let more = if n > SHOWN { format!("\n  … and {} more", n - SHOWN) } else { String::new() };
             Err(fail(
                 ErrorCode::AmbiguousId,
@@ -44,9 +44,10 @@ pub(in crate::cli) fn resolve_id(text: &str) -> Result<ItemId> {
     }
 }
 
-pub(in crate::cli) fn item(id: &str, json: bool) -> Result<i32> {
+pub(in crate::cli) fn item(id: &str, json: bool, ids: output::Ids) -> Result<i32> {
     let paths = paths()?;
-    let id = resolve_id(id)?;
+    let id = resolve_id(id, &ids)?;
+    let shown = ids.show(&id);
     // Finished items are read from disk even when the daemon is down.
     let answer = match daemon_client::request(
         &desk_common::daemon_client::socket_path(&paths),
@@ -64,15 +65,15 @@ pub(in crate::cli) fn item(id: &str, json: bool) -> Result<i32> {
                     Some(p) => {
                         return Err(failure(
                             1,
-                            format!("item {id} was set aside as {}: {}", p.path.display(), p.error),
+                            format!("item {shown} was set aside as {}: {}", p.path.display(), p.error),
                         ));
                     }
-                    None => return Err(fail(ErrorCode::NoSuchItem, format!("no item {id}"))),
+                    None => return Err(fail(ErrorCode::NoSuchItem, format!("no item {shown}"))),
                 },
             }
         }
     };
-    ItemReport { in_intake: answer.message == IN_INTAKE, answer: answer.data }.render(json)?;
+    ItemReport { in_intake: answer.message == IN_INTAKE, answer: answer.data, ids }.render(json)?;
     Ok(0)
 }
 
@@ -81,6 +82,8 @@ struct ItemReport {
     answer: ItemAnswer,
     /// Read from the intake: the daemon has not queued it yet.
     in_intake: bool,
+    /// How item ids are written in text.
+    ids: output::Ids,
 }
 
 /// How `desk item` says an item is in the intake (its state in text, a note in JSON).
@@ -95,7 +98,7 @@ impl ItemReport {
             return output::print_ok("item", serde_json::to_value(&self.answer)?, &notes);
         }
         let ItemAnswer { item, hold } = &self.answer;
-        println!("item {}", item.id);
+        println!("item {}", self.ids.show(&item.id));
         println!(
             "  session   {} (generation {})",
             item.session,
@@ -118,7 +121,7 @@ impl ItemReport {
         if !item.digest_with.is_empty() {
             println!(
                 "  digest    delivered together with {}",
-                item.digest_with.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", ")
+                item.digest_with.iter().map(|i| self.ids.show(i)).collect::<Vec<_>>().join(", ")
             );
         }
         println!("  text      {}", item.preview(100));

@@ -8,11 +8,11 @@ use crate::cli::output;
 use crate::queues::{DAEMON_DOWN, Queues};
 use desk_common::clock::now_ms;
 use desk_common::paths::{Paths, SessionName};
-use desk_core::delivery::item::Item;
+use desk_core::delivery::item::{Item, ItemId};
 use desk_daemon::store::{Problem, Store};
 use desk_wire::control::Request;
 
-pub(in crate::cli) fn queue(session: Option<SessionName>, json: bool) -> Result<i32> {
+pub(in crate::cli) fn queue(session: Option<SessionName>, json: bool, ids: output::Ids) -> Result<i32> {
     let paths = paths()?;
     if let Some(name) = &session {
         require_delivery_target(&paths, name)?;
@@ -27,7 +27,7 @@ pub(in crate::cli) fn queue(session: Option<SessionName>, json: bool) -> Result<
     // The intake and the set-aside records have no place in the JSON answer, which therefore
     // reads (and creates) nothing more in the store.
     let not_queued = if json { None } else { Some(NotQueued::read(&paths)?) };
-    QueueReport { queues, offline, stalled, not_queued }.render(json)?;
+    QueueReport { queues, offline, stalled, not_queued, ids }.render(json)?;
     Ok(0)
 }
 
@@ -41,6 +41,8 @@ struct QueueReport {
     stalled: Vec<String>,
     /// What the daemon has not queued (read for the text only).
     not_queued: Option<NotQueued>,
+    /// How item ids are written in text.
+    ids: output::Ids,
 }
 
 /// Prompts the daemon has not queued: intake files still waiting (a full disk, or no daemon)
@@ -126,10 +128,22 @@ impl QueueReport {
                 if let Some(class) = item.stuck {
                     state.push_str(&format!("({})", class.as_str()));
                 }
-                println!("  {}  {:<24} {:>4}  {}", item.id, state, fmt_age(item.created_ms), item.preview(60));
+                println!(
+                    "  {}  {:<24} {:>4}  {}",
+                    self.ids.show(&item.id),
+                    state,
+                    fmt_age(item.created_ms),
+                    item.preview(60)
+                );
             }
             for item in q.intake {
-                println!("  {}  {:<24} {:>4}  {}", item.id, "intake", fmt_age(item.created_ms), item.preview(60));
+                println!(
+                    "  {}  {:<24} {:>4}  {}",
+                    self.ids.show(&item.id),
+                    "intake",
+                    fmt_age(item.created_ms),
+                    item.preview(60)
+                );
             }
         }
         Ok(())
@@ -145,11 +159,13 @@ impl QueueReport {
         if !waiting.is_empty() {
             println!("intake  [not queued yet; `desk item ID` says why]");
             for w in waiting {
+                // A file named otherwise is not desk's: its name as it is.
+                let id = ItemId::parse(&w.id).map_or_else(|| w.id.clone(), |id| self.ids.show(&id));
                 match &w.item {
                     Some(item) => {
-                        println!("  {}  {:<24} {:>4}  {}", w.id, item.session, fmt_age(w.since_ms), item.preview(60))
+                        println!("  {}  {:<24} {:>4}  {}", id, item.session, fmt_age(w.since_ms), item.preview(60))
                     }
-                    None => println!("  {}  {:<24} {:>4}", w.id, "?", fmt_age(w.since_ms)),
+                    None => println!("  {}  {:<24} {:>4}", id, "?", fmt_age(w.since_ms)),
                 }
             }
         }

@@ -48,6 +48,8 @@ pub(in crate::cli) struct SendArgs {
     /// Queue even when no session of this name ever existed.
     pub queue_for_later: bool,
     pub json: bool,
+    /// How the item's id is written in text.
+    pub ids: output::Ids,
 }
 
 /// What `desk send` found at the target name before queueing.
@@ -167,7 +169,9 @@ pub(in crate::cli) fn send(args: SendArgs) -> Result<i32> {
         id: id.clone(),
         session: name.clone(),
         state: state.into(),
+        ids: args.ids.clone(),
     };
+    let shown = args.ids.show(&id);
     let answer = daemon_client::request(&socket, &Request::Ingest { id: id.clone() }, SEND_TIMEOUT)
         .map(Response::into_answer::<Ingested>);
     match answer {
@@ -179,7 +183,7 @@ pub(in crate::cli) fn send(args: SendArgs) -> Result<i32> {
             if !args.json {
                 report("refused", None).render(&notes, false)?;
             }
-            Err(fail(ErrorCode::Refused, format!("desk serve did not queue item {id}: {}", e.message)))
+            Err(fail(ErrorCode::Refused, format!("desk serve did not queue item {shown}: {}", e.message)))
         }
         Err(e) if timed_out(&e) => {
             if !args.json {
@@ -188,8 +192,8 @@ pub(in crate::cli) fn send(args: SendArgs) -> Result<i32> {
             Err(fail(
                 ErrorCode::DaemonUnavailable,
                 format!(
-                    "desk serve has not queued item {id} within {} s; it stays in the intake and desk serve \
-                     keeps trying (see: desk item {id})",
+                    "desk serve has not queued item {shown} within {} s; it stays in the intake and desk serve \
+                     keeps trying (see: desk item {shown})",
                     SEND_TIMEOUT.as_secs()
                 ),
             ))
@@ -212,6 +216,9 @@ struct SendReport {
     session: SessionName,
     /// The item's state as the daemon queued it, or `intake` / `refused` when it did not.
     state: String,
+    /// How `id` is written in text.
+    #[serde(skip)]
+    ids: output::Ids,
 }
 
 impl SendReport {
@@ -223,7 +230,7 @@ impl SendReport {
         if json {
             return output::print_ok("sent", self, notes);
         }
-        println!("{}", self.id);
+        println!("{}", self.ids.show(&self.id));
         Ok(())
     }
 }
