@@ -26,7 +26,7 @@ pub(crate) const DAEMON_DOWN: &str =
 /// One session's pending prompts as the store holds them: the daemon's `queue` answer without
 /// what exists only in a running daemon (hold, in-flight, generation, refusal), and with the
 /// items still in the intake, which the daemon queues when it starts.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(crate) struct StoredQueue {
     pub session: String,
     pub paused: Option<String>,

@@ -305,6 +305,13 @@ enum Command {
         /// Only this session's queue.
         #[arg(add = ArgValueCandidates::new(complete::sessions))]
         name: Option<SessionName>,
+        /// This machine's queues and every configured host's, a host's sessions and ids written
+        /// `HOST:…` (docs/remote.md).
+        #[arg(long, conflicts_with = "name")]
+        all: bool,
+        /// Only this host's queues (repeat for several).
+        #[arg(short = 'H', long = "host", value_name = "HOST", conflicts_with_all = ["all", "name"])]
+        host: Vec<String>,
         /// Print JSON (docs/cli.md).
         #[arg(long)]
         json: bool,
@@ -814,7 +821,9 @@ pub fn main() -> i32 {
     };
     let keeps_sigpipe = match &cli.command {
         // A link writes to ssh, which may be gone: an EPIPE is an error to report, not a death.
-        Command::Ls { all, host, .. } | Command::Stuck { all, host, .. } => *all || !host.is_empty(),
+        Command::Ls { all, host, .. } | Command::Stuck { all, host, .. } | Command::Queue { all, host, .. } => {
+            *all || !host.is_empty()
+        }
         Command::Hosts { .. } | Command::Relay | Command::Link { .. } | Command::Attach(_) | Command::Serve { .. } => {
             true
         }
@@ -1020,7 +1029,8 @@ fn run(cli: Cli, host: Option<(String, desk_common::config::Host)>) -> Result<i3
             inbox::answer(&name, option.as_deref(), false, seen.as_deref(), json, cli.via)
         }
         Command::Deny { name, seen, json } => inbox::answer(&name, None, true, seen.as_deref(), json, cli.via),
-        Command::Queue { name, json } => delivery::queue(name, json, ids),
+        Command::Queue { json, all, host, .. } if all || !host.is_empty() => remote::queue(json, all, &host),
+        Command::Queue { name, json, .. } => delivery::queue(name, json, ids),
         Command::Item { id, json } => delivery::item(&id, json, ids),
         Command::Stuck { json, all, host } if all || !host.is_empty() => remote::stuck(json, all, &host),
         Command::Stuck { json, .. } => delivery::stuck(json),

@@ -102,6 +102,12 @@ impl Ids {
         format!("{}{id}", self.prefix)
     }
 
+    /// Session `name` as the operator names it where the command was typed (`HOST:NAME`), where
+    /// a listing of items heads them with their session (`desk queue`).
+    pub fn session(&self, name: &str) -> String {
+        format!("{}{name}", self.prefix)
+    }
+
     /// `text` (the daemon's sentence about item `id`, such as `dropped ID; NOTE`) with its first
     /// mention of that exact id, the item the command acted on, written as [`Ids::show`] writes
     /// it; what follows (a note, evidence from the screen) is left as it is.

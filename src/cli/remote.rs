@@ -386,6 +386,56 @@ pub(super) fn stuck(json: bool, all: bool, named: &[String]) -> Result<i32> {
     Ok(if notes.is_empty() { 0 } else { 1 })
 }
 
+/// `desk queue --all` / `desk queue -H HOST`: this machine's queues (with `--all`), then each
+/// host's, a host's sessions and ids written `HOST:…` (in JSON, each queue has `host`, `null`
+/// for this machine's). A host that cannot be asked is said (on stderr, and in the JSON notes)
+/// and makes the exit code 1; the others are listed.
+pub(super) fn queue(json: bool, all: bool, named: &[String]) -> Result<i32> {
+    let paths = Paths::from_env()?;
+    let config = config::load(&paths)?;
+    let hosts = chosen_hosts(&config, all, named)?;
+    // Text: this machine's as `desk queue` prints it (its intake and stalled channels too), in
+    // this process, while the hosts are asked.
+    let local_text = (all && !json).then(|| std::thread::spawn(super::delivery::print_local_queues));
+    let places = gather::<serde_json::Value>(&hosts, all && json, &["queue", "--json"]);
+    let mut notes = Vec::new();
+    let mut any = match local_text.map(|t| t.join()) {
+        Some(Ok(printed)) => printed?,
+        Some(Err(_)) => bail!("cannot list this machine's queues"),
+        None => false,
+    };
+    let mut rows = Vec::new();
+    for (place, answer) in places {
+        let host = (place != "-").then_some(place);
+        match (answer, json) {
+            (Answer::Rows(queues), true) => rows.extend(queues.into_iter().map(|mut q| {
+                if let Some(object) = q.as_object_mut() {
+                    object.insert("host".into(), host.clone().into());
+                }
+                q
+            })),
+            (Answer::Rows(queues), false) => {
+                any |= super::delivery::print_host_queues(host.as_deref().unwrap_or("-"), queues)
+            }
+            (Answer::Unreachable(why), _) => notes.push(match &host {
+                Some(host) => format!("host {host}: {why}"),
+                None => format!("this machine: {why}"),
+            }),
+        }
+    }
+    if json {
+        output::print_ok("queues", &rows, &notes)?;
+    } else {
+        if !any {
+            println!("no pending items");
+        }
+        for note in &notes {
+            eprintln!("desk: {note}");
+        }
+    }
+    Ok(if notes.is_empty() { 0 } else { 1 })
+}
+
 /// What the table shows of a row of `desk ls --json` (docs/cli.md, `desk ls`): the rest of the
 /// row (its state's evidence, its fleet, its master, its usage: most of its bytes) is skipped
 /// while it is read. Every field may be missing or `null` (a host's desk of another version),

@@ -585,6 +585,20 @@ fn a_host_s_items_are_written_host_colon_id_and_item_stuck_force_drop_pause_take
     assert_eq!(remote.item(&id)["state"], "queued", "the host's daemon has it");
     let queue = local.home.ok(&["queue", "box:f"]);
     assert!(queue.contains(&format!("box:{id}")) && queue.contains("paused"), "{queue}");
+    // Every queue of the host, its sessions and ids as they are typed here.
+    let queues = local.home.ok(&["queue", "-H", "box"]);
+    assert!(queues.starts_with("box:f  [paused]") && queues.contains(&format!("  box:{id}  queued")), "{queues}");
+    // --all: this machine's (none) and every host's; the lost one is said, the others listed.
+    let out = local.home.desk(&["queue", "--all"]);
+    assert_eq!(out.status.code(), Some(1), "a host could not be asked: {}", stderr(&out));
+    assert!(stdout(&out).contains(&format!("box:{id}")) && stderr(&out).contains("desk: host gone: "), "{out:?}");
+    let out = local.home.desk(&["queue", "--all", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let queues = v["data"].as_array().unwrap();
+    assert_eq!(queues.len(), 1, "{v:#}");
+    assert_eq!((queues[0]["host"].as_str(), queues[0]["session"].as_str()), (Some("box"), Some("f")), "{v:#}");
+    assert_eq!(queues[0]["items"][0]["id"], id.as_str(), "the host's own id in JSON: {v:#}");
+    assert!(v["notes"].to_string().contains("host gone"), "{v:#}");
     // item takes it back (and a unique start of it, as for this machine's ids).
     let item = local.home.ok(&["item", &sent]);
     assert!(item.contains(&format!("item box:{id}")) && item.contains("queued"), "{item}");

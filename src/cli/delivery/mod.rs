@@ -18,7 +18,7 @@ mod stuck;
 
 pub(super) use command::{command, drop_all};
 pub(super) use item::{item, resolve_id};
-pub(super) use queue::queue;
+pub(super) use queue::{print_host_queues, print_local_queues, queue};
 pub(super) use send::{SendArgs, send};
 pub(super) use serve::serve;
 pub(super) use stuck::{print_stuck, stuck};

@@ -8,6 +8,7 @@ use crate::cli::output;
 use crate::queues::{DAEMON_DOWN, Queues};
 use desk_common::clock::now_ms;
 use desk_common::paths::{Paths, SessionName};
+use desk_core::delivery::answer::ListedQueue;
 use desk_core::delivery::item::{Item, ItemId};
 use desk_daemon::store::{Problem, Store};
 use desk_wire::control::Request;
@@ -17,18 +18,39 @@ pub(in crate::cli) fn queue(session: Option<SessionName>, json: bool, ids: outpu
     if let Some(name) = &session {
         require_delivery_target(&paths, name)?;
     }
-    let offline = crate::autostart::daemon_down(&paths);
-    let queues = if offline {
-        Queues::Stored(crate::queues::stored_queues(&paths, session.as_ref())?)
-    } else {
-        Queues::Live(ask(&paths, &Request::Queue { session }, REQUEST_TIMEOUT)?.data)
-    };
-    let stalled = crate::cli::channel::stall_lines(&paths);
-    // The intake and the set-aside records have no place in the JSON answer, which therefore
-    // reads (and creates) nothing more in the store.
-    let not_queued = if json { None } else { Some(NotQueued::read(&paths)?) };
-    QueueReport { queues, offline, stalled, not_queued, ids }.render(json)?;
+    QueueReport::read(&paths, session, json, ids)?.render(json)?;
     Ok(0)
+}
+
+/// `desk queue --all`'s part for this machine: what `desk queue` prints, less its "no pending
+/// items"; whether it printed anything.
+pub(in crate::cli) fn print_local_queues() -> Result<bool> {
+    let paths = paths()?;
+    let report = QueueReport::read(&paths, None, false, output::Ids::here())?;
+    if report.offline {
+        eprintln!("desk: {DAEMON_DOWN}");
+    }
+    Ok(report.print_text())
+}
+
+/// A host's queues as its `desk queue --json` answered (`rows`, from its daemon or, when that
+/// is down, its store), printed as `desk queue` prints them with the host's sessions and item
+/// ids written `HOST:…`, so that what is shown is what `item`, `force` and `drop` take here;
+/// whether it printed anything. Rows of neither shape (another desk's) are skipped.
+pub(in crate::cli) fn print_host_queues(host: &str, rows: Vec<serde_json::Value>) -> bool {
+    let live: Result<Vec<ListedQueue>, _> = rows.iter().map(|r| serde_json::from_value(r.clone())).collect();
+    let queues = match live {
+        Ok(live) => Queues::Live(live),
+        Err(_) => Queues::Stored(rows.into_iter().filter_map(|r| serde_json::from_value(r).ok()).collect()),
+    };
+    let report = QueueReport {
+        queues,
+        offline: false,
+        stalled: Vec::new(),
+        not_queued: None,
+        ids: output::Ids::of_host(Some(host)),
+    };
+    report.print_text()
 }
 
 /// `desk queue`: the pending queues, from the daemon or (when it is down) the store, and what
@@ -92,6 +114,22 @@ fn fmt_age(ms: u64) -> String {
 }
 
 impl QueueReport {
+    /// This machine's queues (only `session`'s, when named), from the daemon or, when it is
+    /// down, from the store; for text, also what stops prompts from becoming items.
+    fn read(paths: &Paths, session: Option<SessionName>, json: bool, ids: output::Ids) -> Result<QueueReport> {
+        let offline = crate::autostart::daemon_down(paths);
+        let queues = if offline {
+            Queues::Stored(crate::queues::stored_queues(paths, session.as_ref())?)
+        } else {
+            Queues::Live(ask(paths, &Request::Queue { session }, REQUEST_TIMEOUT)?.data)
+        };
+        let stalled = crate::cli::channel::stall_lines(paths);
+        // The intake and the set-aside records have no place in the JSON answer, which therefore
+        // reads (and creates) nothing more in the store.
+        let not_queued = if json { None } else { Some(NotQueued::read(paths)?) };
+        Ok(QueueReport { queues, offline, stalled, not_queued, ids })
+    }
+
     /// Once as text (what is not queued, then each queue and its items) or once as JSON (the
     /// queues; the daemon's absence and stalled channels as notes).
     fn render(&self, json: bool) -> Result<()> {
@@ -103,16 +141,19 @@ impl QueueReport {
         if self.offline {
             eprintln!("desk: {DAEMON_DOWN}");
         }
+        if !self.print_text() {
+            println!("no pending items");
+        }
+        Ok(())
+    }
+
+    /// What is not queued, then each queue and its items; whether there was anything.
+    fn print_text(&self) -> bool {
         let queues = self.queues.iter();
         let not_queued = self.print_not_queued();
-        if queues.is_empty() {
-            if !not_queued {
-                println!("no pending items");
-            }
-            return Ok(());
-        }
+        let any = not_queued || !queues.is_empty();
         for q in queues {
-            let mut head = q.session.to_string();
+            let mut head = self.ids.session(q.session);
             if let Some(p) = q.paused {
                 head.push_str(&format!("  [paused{}]", if p.is_empty() { String::new() } else { format!(": {p}") }));
             }
@@ -146,7 +187,7 @@ impl QueueReport {
                 );
             }
         }
-        Ok(())
+        any
     }
 
     /// Prints what is not queued (the intake, set-aside records, stalled channels); returns
@@ -163,7 +204,8 @@ impl QueueReport {
                 let id = ItemId::parse(&w.id).map_or_else(|| w.id.clone(), |id| self.ids.show(&id));
                 match &w.item {
                     Some(item) => {
-                        println!("  {}  {:<24} {:>4}  {}", id, item.session, fmt_age(w.since_ms), item.preview(60))
+                        let session = self.ids.session(&item.session);
+                        println!("  {}  {:<24} {:>4}  {}", id, session, fmt_age(w.since_ms), item.preview(60))
                     }
                     None => println!("  {}  {:<24} {:>4}", id, "?", fmt_age(w.since_ms)),
                 }
