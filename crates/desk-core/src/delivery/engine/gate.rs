@@ -164,6 +164,9 @@ impl Engine {
 
     pub(super) fn start_flight(&mut self, session: &str, live: SessionView, launch: Launch, out: &mut Out<'_>) {
         let Launch { ids, mode, reply_to, over_draft } = launch;
+        // Whatever held the queue before is past: items behind a flight wait for it, not for a
+        // hold, and the next pump says anew what holds them once it has settled.
+        self.session(session).hold = None;
         let attempt = self.next_attempt;
         self.next_attempt += 1;
         let items: Vec<&Item> = ids.iter().filter_map(|id| self.items.get(id)).collect();

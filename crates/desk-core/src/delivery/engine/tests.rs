@@ -1983,3 +1983,25 @@ fn a_queue_waiting_for_the_master_s_first_report_says_connecting_not_not_running
     w.item("after it went");
     assert_eq!(hold_reason(&w), "the session is not running");
 }
+
+#[test]
+fn a_hold_from_before_the_first_report_is_gone_once_a_recovery_flight_starts() {
+    let mut w = started();
+    w.agent.swallow_enters = 100;
+    let id = w.item("cut off by a restart");
+    w.settle(300);
+    assert_eq!(w.state_of(&id), State::Sending);
+    // The daemon restarts: its connection to the master is open, the first report not in.
+    w.engine = Engine::new();
+    w.timers.clear();
+    let items = restorable(w.disk.values().cloned().collect());
+    w.feed(Input::Restore(items));
+    w.feed(Input::Connecting { session: "s".into() });
+    w.item("queued behind it");
+    assert_eq!(hold_reason(&w), super::CONNECTING);
+    // The first report: the item found sending is recovered, and nothing says "connecting".
+    let view = w.view();
+    w.feed(Input::Session(view));
+    assert!(w.engine.queues().iter().any(|q| q.session == "s" && q.in_flight.contains(&id)), "recovering");
+    assert_eq!(hold_reason(&w), "", "no stale hold while the recovery is in flight");
+}
