@@ -129,6 +129,21 @@ pub fn read(paths: &Paths, name: &SessionName) -> Result<Option<Open>, InboxErro
     }))
 }
 
+/// How `desk inbox` says that `session` is blocked with no dialog it can read (a note of its
+/// JSON answer too, where another machine's dashboard reads it back with [`unread_in`]).
+pub fn unread_note(session: &str) -> String {
+    format!("{session}{UNREAD_MIDDLE}{session}")
+}
+
+/// Between the session's name and its name again in [`unread_note`].
+const UNREAD_MIDDLE: &str = " is blocked, but its screen shows no dialog desk can read: desk peek ";
+
+/// The session an [`unread_note`] names; `None` for any other note.
+pub fn unread_in(note: &str) -> Option<&str> {
+    let (session, again) = note.split_once(UNREAD_MIDDLE)?;
+    (session == again && !session.is_empty()).then_some(session)
+}
+
 /// Every open dialog in the fleet, the one waiting longest first; and the blocked sessions
 /// whose screen shows no dialog the rules read (the operator should look at those another
 /// way).
@@ -254,5 +269,17 @@ pub fn answer(
             return Ok(Answered { keys, gone_after: None });
         }
         std::thread::sleep(GONE_POLL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unread_note_gives_back_its_session_and_no_other_note_does() {
+        assert_eq!(unread_in(&unread_note("web-1")), Some("web-1"));
+        assert_eq!(unread_in("web is blocked, but its screen shows no dialog desk can read: desk peek api"), None);
+        assert_eq!(unread_in("no open dialogs"), None);
     }
 }

@@ -36,11 +36,7 @@ impl InboxReport {
     /// Once as text (each dialog and the commands that answer it, then notes) or once as JSON
     /// (the dialogs; the unreadable ones as notes).
     fn render(&self, json: bool) -> Result<()> {
-        let notes: Vec<String> = self
-            .unread
-            .iter()
-            .map(|s| format!("{s} is blocked, but its screen shows no dialog desk can read: desk peek {s}"))
-            .collect();
+        let notes: Vec<String> = self.unread.iter().map(|s| crate::inbox::unread_note(s)).collect();
         if json {
             let data: Vec<serde_json::Value> = self.open.iter().map(|o| open_json(o, self.now)).collect();
             return output::print_ok("inbox", data, &notes);

@@ -146,11 +146,19 @@ fn parse_event(host: &str, line: &[u8], seen: &mut HashMap<String, (u32, u64)>) 
 }
 
 /// The host's open dialogs, as its `desk inbox --json` reads them over the host's link (the
-/// one its listing thread keeps), each session named `HOST:NAME`; within [`LISTING_TIMEOUT`].
-pub fn approvals(name: &str, links: &Links) -> Result<Vec<crate::inbox::Open>, String> {
+/// one its listing thread keeps), and its blocked sessions whose dialog it cannot read (the
+/// answer's notes), each session named `HOST:NAME`; within [`LISTING_TIMEOUT`].
+pub fn approvals(name: &str, links: &Links) -> Result<(Vec<crate::inbox::Open>, Vec<String>), String> {
     let link = links.get(name).ok_or_else(|| format!("host {name} is not connected"))?;
-    let rows = listing(&link, &["inbox", "--json"])?;
-    Ok(rows
+    let (rows, notes) = answer(&link, &["inbox", "--json"])?;
+    Ok(host_inbox(name, &rows, &notes))
+}
+
+/// A host's `desk inbox --json` answer (its dialogs, its notes) as the approvals view's cards
+/// and unreadable sessions, each session named `HOST:NAME`.
+fn host_inbox(name: &str, rows: &[serde_json::Value], notes: &[String]) -> (Vec<crate::inbox::Open>, Vec<String>) {
+    let unread = notes.iter().filter_map(|n| crate::inbox::unread_in(n)).map(|s| format!("{name}:{s}")).collect();
+    let cards = rows
         .iter()
         .filter_map(|row| {
             Some(crate::inbox::Open {
@@ -160,7 +168,8 @@ pub fn approvals(name: &str, links: &Links) -> Result<Vec<crate::inbox::Open>, S
                 dialog: serde_json::from_value(row.clone()).ok()?,
             })
         })
-        .collect())
+        .collect();
+    (cards, unread)
 }
 
 /// `HOST:NAME` split into the host and the session's name on it (local names have no `:`).
@@ -283,6 +292,12 @@ fn items_by_session(queues: &[serde_json::Value]) -> HashMap<String, Vec<ItemLin
 
 /// The `data` array of the host's `desk ARGS` (a `--json` command), within [`LISTING_TIMEOUT`].
 fn listing(link: &Link, args: &[&str]) -> Result<Vec<serde_json::Value>, String> {
+    answer(link, args).map(|(rows, _)| rows)
+}
+
+/// The `data` array and the `notes` of the host's `desk ARGS` (a `--json` command), within
+/// [`LISTING_TIMEOUT`].
+fn answer(link: &Link, args: &[&str]) -> Result<(Vec<serde_json::Value>, Vec<String>), String> {
     let sub = args[0];
     let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
     let events = link.exec(&args, None).map_err(|e| format!("{e:#}"))?;
@@ -305,8 +320,14 @@ fn listing(link: &Link, args: &[&str]) -> Result<Vec<serde_json::Value>, String>
         }
     }
     let value: Option<serde_json::Value> = serde_json::from_slice(&out).ok();
+    let notes = value
+        .as_ref()
+        .and_then(|v| v.get("notes"))
+        .and_then(|n| n.as_array())
+        .map(|n| n.iter().filter_map(|n| n.as_str().map(str::to_string)).collect())
+        .unwrap_or_default();
     match value.as_ref().and_then(|v| v.get("data")).and_then(|d| d.as_array()) {
-        Some(rows) if code == Some(0) => Ok(rows.clone()),
+        Some(rows) if code == Some(0) => Ok((rows.clone(), notes)),
         _ => Err(format!(
             "desk {sub} failed (exit {}): {}",
             code.unwrap_or(1),
@@ -390,4 +411,21 @@ pub fn row_from_listing(host: &str, value: &serde_json::Value) -> Option<Row> {
         });
     }
     Some(row)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_s_blocked_sessions_it_cannot_read_come_from_its_inbox_notes_named_host_colon_name() {
+        let notes = vec![
+            crate::inbox::unread_note("web"),
+            "desk serve is not running".to_string(),
+            crate::inbox::unread_note("api.v2"),
+        ];
+        let (cards, unread) = host_inbox("gpu", &[], &notes);
+        assert!(cards.is_empty());
+        assert_eq!(unread, ["gpu:web", "gpu:api.v2"]);
+    }
 }

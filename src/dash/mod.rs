@@ -289,8 +289,8 @@ pub fn run() -> Result<i32> {
             loop {
                 if APPROVALS_OPEN.load(std::sync::atomic::Ordering::Relaxed) {
                     // A host not answering has no cards (its header says why).
-                    let open = hosts::approvals(&dialogs_name, &dialogs_links).unwrap_or_default();
-                    if tx.send(Msg::Approvals(Some(dialogs_name.clone()), open, Vec::new())).is_err() {
+                    let (open, unread) = hosts::approvals(&dialogs_name, &dialogs_links).unwrap_or_default();
+                    if tx.send(Msg::Approvals(Some(dialogs_name.clone()), open, unread)).is_err() {
                         return;
                     }
                 }

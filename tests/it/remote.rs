@@ -1076,3 +1076,38 @@ fn a_stream_whose_reader_stops_holds_back_no_other_stream_of_its_link_and_loses_
     flood.join().unwrap();
     echo.join().unwrap();
 }
+
+#[test]
+#[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
+fn a_host_s_blocked_session_with_no_dialog_desk_can_read_is_named_in_the_approvals_view() {
+    let sshd = sshd();
+    let remote = Home::new();
+    let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote))]);
+    // Blocked by its agent's word (a permission_prompt notification), with nothing on its
+    // screen that reads as a dialog.
+    remote.new_sh("hooked", "exec sleep 1000");
+    let generation = remote.session("hooked").unwrap()["generation"].as_u64().unwrap().to_string();
+    for payload in [
+        r#"{"hook_event_name":"UserPromptSubmit","prompt":"go"}"#,
+        r#"{"hook_event_name":"Notification","notification_type":"permission_prompt","message":"needs permission to use Bash"}"#,
+    ] {
+        let mut child = remote
+            .cmd()
+            .args(["hook", "--provider", "claude"])
+            .env("DESK_SESSION", "hooked")
+            .env("DESK_GENERATION", &generation)
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(&mut child.stdin.take().unwrap(), payload.as_bytes()).unwrap();
+        assert!(child.wait().unwrap().success());
+    }
+    remote.wait_activity("hooked", "blocked");
+    let mut pty = remote_dash(&local);
+    pty.wait_for_text("box:hooked").expect("the host's session listed");
+    pty.write("A").expect("approvals");
+    pty.wait_for_text("box:hooked is blocked, but its screen shows no dialog desk can read").expect("named there");
+    pty.write("q").expect("close the view");
+    pty.write("q").expect("quit");
+    let _ = pty.wait_exit(PATIENCE);
+}
