@@ -789,7 +789,12 @@ pub fn main() -> i32 {
     let (args, host) = match remote::take_host(std::env::args_os().collect()) {
         Ok(found) => found,
         Err(e) => {
-            let code = e.downcast_ref::<Failure>().map_or(1, |f| f.code);
+            let (code, kind) = e.downcast_ref::<Failure>().map_or((1, ErrorCode::Failed), |f| (f.code, f.kind));
+            // Before the arguments are parsed: `--json` before any `--` asks for the envelope, as
+            // a usage error's does.
+            if std::env::args_os().skip(1).take_while(|a| a != "--").any(|a| a == "--json") {
+                println!("{}", output::error_text(kind, &format!("{e:#}")));
+            }
             eprintln!("desk: {e:#}");
             return code;
         }

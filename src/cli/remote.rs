@@ -571,10 +571,8 @@ pub(super) fn hosts(json: bool) -> Result<i32> {
         rows.push(vec![
             r.name.clone(),
             r.ssh.clone(),
-            match &r.error {
-                Some(e) => format!("unreachable: {}", table::printable(e)),
-                None => "ok".into(),
-            },
+            // The reason, with what to do, goes whole below the table: a column would cut it.
+            if r.error.is_some() { "unreachable".into() } else { "ok".into() },
             r.rtt_ms.map_or("-".into(), |ms| format!("{ms:.1} ms")),
             r.desk_version.clone().unwrap_or_else(|| "-".into()),
             r.serve_running.map_or("-".into(), |on| if on { "running".into() } else { "stopped".into() }),
@@ -588,6 +586,11 @@ pub(super) fn hosts(json: bool) -> Result<i32> {
     }
     for line in table::render(&rows, 60, table::terminal_width()) {
         println!("{line}");
+    }
+    for r in &reports {
+        if let Some(e) = &r.error {
+            println!("\n{}: {}", r.name, table::printable(e));
+        }
     }
     Ok(0)
 }

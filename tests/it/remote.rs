@@ -135,6 +135,17 @@ fn new_ls_peek_send_and_kill_work_through_a_host_on_its_own_desk_home() {
     let out = local.home.desk(&["peek", "elsewhere:web"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("no host \"elsewhere\""), "{}", stderr(&out));
+    // Asked for JSON, the refusal is the error envelope on stdout as well.
+    for (args, code) in [
+        (&["send", "elsewhere:web", "hi", "--json"][..], "no-such-session"),
+        (&["item", "elsewhere:01M8", "--json"][..], "no-such-item"),
+    ] {
+        let out = local.home.desk(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        assert_eq!(v["error"]["code"], code, "{v:#}");
+        assert!(v["error"]["message"].as_str().unwrap_or("").contains("no host \"elsewhere\""), "{v:#}");
+    }
 }
 
 #[test]
@@ -166,6 +177,11 @@ fn desk_hosts_reports_version_round_trip_and_the_unreachable() {
     assert_eq!(v["data"].as_array().unwrap().iter().find(|h| h["name"] == "box").unwrap()["serve_running"], true);
     assert_eq!(host("gone")["reachable"], false);
     assert!(host("gone")["error"].as_str().unwrap().contains("Connection refused"), "{v:#}");
+    // As text (a pipe here), the row says unreachable and ssh's words follow the table whole.
+    let text = local.home.ok(&["hosts"]);
+    let row = text.lines().find(|l| l.starts_with("gone ")).unwrap_or_else(|| panic!("{text}"));
+    assert!(row.contains(" unreachable "), "{text}");
+    assert!(text.contains("\ngone: ") && text.contains("Connection refused"), "{text}");
 }
 
 #[test]

@@ -44,6 +44,11 @@ pub const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
 /// 4 KiB of ssh's standard error kept for the error message: its last lines say why.
 const STDERR_KEPT: usize = 4096;
 
+/// 500 ms: how long a link that failed waits for ssh's standard error to end after ssh exited,
+/// so that its last words are read before they are quoted. It ends at once unless ssh left a
+/// ControlMaster holding it, which a failed connection does not; a person does not notice.
+const STDERR_END_PATIENCE: Duration = Duration::from_millis(500);
+
 /// 500 ms: after its input closes, ssh ends when the relay has (milliseconds); one that has
 /// not by then is killed, so a command never waits on a host to say goodbye.
 const CLOSE_GRACE: Duration = Duration::from_millis(500);
@@ -197,6 +202,8 @@ impl Link {
             bail!("cannot talk to ssh for host {name}");
         };
         let kept = Arc::new(Mutex::new(Vec::new()));
+        // Told when ssh's standard error has ended: its last words are then all in `kept`.
+        let (stderr_done, stderr_ended) = channel::<()>();
         {
             // Never joined: a ControlPersist master may keep ssh's standard error open long after.
             let kept = kept.clone();
@@ -211,6 +218,7 @@ impl Link {
                     let over = kept.len().saturating_sub(STDERR_KEPT);
                     kept.drain(..over);
                 }
+                let _ = stderr_done.send(());
             });
         }
         let shared = Shared::new(Outlet::Ssh(stdin), kept.clone());
@@ -224,6 +232,9 @@ impl Link {
             Ok(Ok(handshake)) => handshake,
             Ok(Err(first)) => {
                 let code = wait_briefly(&mut child);
+                // ssh has exited, but what it wrote last may still be in the pipe, not yet read:
+                // wait for its end (bounded: a master it started may hold the pipe open).
+                let _ = stderr_ended.recv_timeout(STDERR_END_PATIENCE);
                 let stderr = String::from_utf8_lossy(&kept.lock().unwrap_or_else(|p| p.into_inner())).into_owned();
                 return Err(anyhow!(explain_failure(name, host, first, code, stderr.trim())));
             }
