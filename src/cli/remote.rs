@@ -123,6 +123,11 @@ pub(super) fn connect(name: &str, host: &Host) -> Result<Link> {
 /// `HOST:ITEMID`, the spelling [`TAKES_HOST_ITEM`] takes back; its `--json` is the host's as it
 /// answered.
 pub(super) fn run_on_host(name: &str, host: &Host, args: &[OsString]) -> Result<i32> {
+    // The session it names, for the commands the host's messages suggest.
+    let mut whole = vec![OsString::from("desk")];
+    whole.extend(args.iter().cloned());
+    let session = name_position(&whole).and_then(|at| whole[at].to_str()).map(str::to_string);
+    let mut hints = session.map(|s| Hints::new(name, &s));
     let args = host_command(name, args);
     let link = connect(name, host)?;
     // What is piped in goes to the host's desk (`desk send HOST:NAME < prompt.md`); a terminal
@@ -138,6 +143,10 @@ pub(super) fn run_on_host(name: &str, host: &Host, args: &[OsString]) -> Result<
                 out.write_all(&bytes).and_then(|()| out.flush()).context("cannot write the output")?;
             }
             ExecEvent::Stderr(bytes) => {
+                let bytes = match hints.as_mut() {
+                    Some(hints) => hints.lines(&bytes),
+                    None => bytes,
+                };
                 let mut err = std::io::stderr().lock();
                 let _ = err.write_all(&bytes).and_then(|()| err.flush());
             }
@@ -150,7 +159,68 @@ pub(super) fn run_on_host(name: &str, host: &Host, args: &[OsString]) -> Result<
             }
         }
     }
+    if let Some(rest) = hints.as_mut().map(Hints::finish).filter(|r| !r.is_empty()) {
+        let mut err = std::io::stderr().lock();
+        let _ = err.write_all(&rest).and_then(|()| err.flush());
+    }
     Ok(code.unwrap_or(1))
+}
+
+/// A host's messages (its standard error: desk's own words, never a prompt's or a screen's),
+/// a line at a time, with each command they suggest for the session (`desk SUB NAME`: `desk
+/// resume api lets it go on`, `attach with: desk attach api`) written `desk SUB HOST:NAME`,
+/// so that it can be typed here as it is shown.
+struct Hints {
+    host: String,
+    session: String,
+    partial: Vec<u8>,
+}
+
+impl Hints {
+    fn new(host: &str, session: &str) -> Hints {
+        Hints { host: host.to_string(), session: session.to_string(), partial: Vec::new() }
+    }
+
+    /// The whole lines `bytes` completes, rewritten; the rest is kept for the next call.
+    fn lines(&mut self, bytes: &[u8]) -> Vec<u8> {
+        self.partial.extend_from_slice(bytes);
+        let Some(end) = self.partial.iter().rposition(|b| *b == b'\n') else { return Vec::new() };
+        let whole: Vec<u8> = self.partial.drain(..=end).collect();
+        self.rewrite(&String::from_utf8_lossy(&whole)).into_bytes()
+    }
+
+    /// What is left at the end (a last line without its newline), rewritten.
+    fn finish(&mut self) -> Vec<u8> {
+        let rest = std::mem::take(&mut self.partial);
+        self.rewrite(&String::from_utf8_lossy(&rest)).into_bytes()
+    }
+
+    /// `text` with `HOST:` before the session's name wherever it follows `desk SUB ` (SUB a
+    /// subcommand's word) and ends there (a space, a closing mark, the end of the text).
+    fn rewrite(&self, text: &str) -> String {
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text;
+        while let Some(at) = rest.find("desk ") {
+            let (before, from) = rest.split_at(at + "desk ".len());
+            out.push_str(before);
+            rest = from;
+            let sub_len = rest.find(|c: char| !(c.is_ascii_lowercase() || c == '-')).unwrap_or(rest.len());
+            let after_sub = &rest[sub_len..];
+            let Some(name_part) = after_sub.strip_prefix(' ').filter(|_| sub_len > 0) else { continue };
+            let Some(tail) = name_part.strip_prefix(self.session.as_str()) else { continue };
+            let ends = tail.chars().next().is_none_or(|c| {
+                " )`'\",;:\n".contains(c) || (c == '.' && !tail[1..].starts_with(|n: char| n.is_ascii_alphanumeric()))
+            });
+            if ends {
+                out.push_str(&rest[..=sub_len]);
+                out.push_str(&self.host);
+                out.push(':');
+                rest = name_part;
+            }
+        }
+        out.push_str(rest);
+        out
+    }
 }
 
 /// The command line host `name`'s desk runs for `args` (the subcommand first): `args` with
@@ -916,6 +986,36 @@ pub(super) fn link(name: &str, entry: &str) -> Result<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_commands_a_host_suggests_for_its_session_are_written_host_colon_name() {
+        let hints = Hints::new("box", "api");
+        let cases = [
+            (
+                "desk: queue api is held: paused by the operator (desk resume api lets it go on)\n",
+                "desk: queue api is held: paused by the operator (desk resume box:api lets it go on)\n",
+            ),
+            (
+                "desk: session api already exists and is running; attach with: desk attach api\n",
+                "desk: session api already exists and is running; attach with: desk attach box:api\n",
+            ),
+            ("stop it first with: desk kill api.", "stop it first with: desk kill box:api."),
+            // Another session, a longer name, a word that is no subcommand, one already written.
+            (
+                "desk kill apiary; desk channel post api; desk item box:api",
+                "desk kill apiary; desk channel post api; desk item box:api",
+            ),
+            ("desk new api -- CMD starts one", "desk new box:api -- CMD starts one"),
+        ];
+        for (said, shown) in cases {
+            assert_eq!(hints.rewrite(said), shown);
+        }
+        // Across reads: a line is rewritten once it is whole.
+        let mut hints = Hints::new("box", "api");
+        assert!(hints.lines(b"try desk peek a").is_empty());
+        assert_eq!(hints.lines(b"pi\nand desk pee"), b"try desk peek box:api\n");
+        assert_eq!(hints.finish(), b"and desk pee");
+    }
 
     fn position(line: &str) -> Option<usize> {
         let args: Vec<OsString> = line.split(' ').map(OsString::from).collect();

@@ -595,8 +595,11 @@ fn a_host_s_items_are_written_host_colon_id_and_item_stuck_force_drop_pause_take
     remote.wait_ready("f");
     // pause and resume: the host's daemon holds the host's session's queue.
     local.home.ok(&["pause", "box:f"]);
-    // send prints the id as the host's item, and queue lists it the same way.
-    let sent = local.home.ok(&["send", "box:f", "never mind this one"]).trim().to_string();
+    // send prints the id as the host's item, and queue lists it the same way; the command its
+    // hold message suggests is one to type here.
+    let out = local.home.desk(&["send", "box:f", "never mind this one"]);
+    assert!(stderr(&out).contains("(desk resume box:f lets it go on)"), "{}", stderr(&out));
+    let sent = stdout(&out).trim().to_string();
     let id = sent.strip_prefix("box:").unwrap_or_else(|| panic!("not written box:ID: {sent:?}")).to_string();
     assert_eq!(remote.item(&id)["state"], "queued", "the host's daemon has it");
     let queue = local.home.ok(&["queue", "box:f"]);
