@@ -1105,22 +1105,11 @@ fn a_host_s_blocked_session_with_no_dialog_desk_can_read_is_named_in_the_approva
     // Blocked by its agent's word (a permission_prompt notification), with nothing on its
     // screen that reads as a dialog.
     remote.new_sh("hooked", "exec sleep 1000");
-    let generation = remote.session("hooked").unwrap()["generation"].as_u64().unwrap().to_string();
-    for payload in [
-        r#"{"hook_event_name":"UserPromptSubmit","prompt":"go"}"#,
+    remote.hook("hooked", r#"{"hook_event_name":"UserPromptSubmit","prompt":"go"}"#);
+    remote.hook(
+        "hooked",
         r#"{"hook_event_name":"Notification","notification_type":"permission_prompt","message":"needs permission to use Bash"}"#,
-    ] {
-        let mut child = remote
-            .cmd()
-            .args(["hook", "--provider", "claude"])
-            .env("DESK_SESSION", "hooked")
-            .env("DESK_GENERATION", &generation)
-            .stdin(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        std::io::Write::write_all(&mut child.stdin.take().unwrap(), payload.as_bytes()).unwrap();
-        assert!(child.wait().unwrap().success());
-    }
+    );
     remote.wait_activity("hooked", "blocked");
     let mut pty = remote_dash(&local);
     pty.wait_for_text("box:hooked").expect("the host's session listed");

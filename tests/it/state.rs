@@ -122,23 +122,7 @@ fn a_title_split_across_reads_is_recognised() {
 fn a_fake_hook_invocation_becomes_a_fact_and_moves_the_state() {
     let home = Home::new();
     home.new_sh("hooked", "exec sleep 1000");
-    let generation = home.session("hooked").unwrap()["generation"].as_u64().unwrap().to_string();
-    let hook = |payload: &str| {
-        let mut child = home
-            .cmd()
-            .args(["hook", "--provider", "claude"])
-            .env("DESK_SESSION", "hooked")
-            .env("DESK_GENERATION", &generation)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        use std::io::Write;
-        child.stdin.take().unwrap().write_all(payload.as_bytes()).unwrap();
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success());
-        assert!(out.stdout.is_empty(), "a hook prints nothing on stdout");
-    };
+    let hook = |payload: &str| home.hook("hooked", payload);
     // A shell session has no rules, but hooks still report facts (journalled as hook events).
     hook(r#"{"hook_event_name":"UserPromptSubmit","prompt":"refactor the parser\nplease"}"#);
     eventually("the hook event", || {

@@ -93,6 +93,25 @@ impl Home {
         succeeded(args, self.desk(args))
     }
 
+    /// Report `payload` (a Claude Code hook's JSON) for session `name`'s current generation as its
+    /// agent's hook does (`desk hook --provider claude`), which must succeed and print nothing.
+    pub(crate) fn hook(&self, name: &str, payload: &str) {
+        let generation = self.session(name).expect("listed")["generation"].as_u64().expect("a generation").to_string();
+        let mut child = self
+            .cmd()
+            .args(["hook", "--provider", "claude"])
+            .env("DESK_SESSION", name)
+            .env("DESK_GENERATION", &generation)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("desk hook");
+        std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), payload.as_bytes()).expect("the payload");
+        let out = child.wait_with_output().expect("desk hook ends");
+        assert!(out.status.success(), "desk hook failed");
+        assert!(out.stdout.is_empty(), "a hook prints nothing on stdout");
+    }
+
     /// Start a session running `sh -c script`.
     pub(crate) fn new_sh(&self, name: &str, script: &str) {
         self.ok(&["new", name, "--", "sh", "-c", script]);

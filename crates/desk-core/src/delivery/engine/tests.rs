@@ -355,14 +355,20 @@ impl World {
 
     /// Simulate a restart: a fresh engine restored from disk, then the session comes up.
     fn restart(&mut self) {
-        self.engine = Engine::new();
-        self.timers.clear();
         self.crashed = false;
         self.crash_after = None;
-        let items = restorable(self.disk.values().cloned().collect());
-        self.feed(Input::Restore(items));
+        self.restore();
         let view = self.view();
         self.feed(Input::Session(view));
+    }
+
+    /// A fresh engine (the daemon started again) restored from disk, before anything is heard
+    /// of the session.
+    fn restore(&mut self) {
+        self.engine = Engine::new();
+        self.timers.clear();
+        let items = restorable(self.disk.values().cloned().collect());
+        self.feed(Input::Restore(items));
     }
 }
 
@@ -797,10 +803,7 @@ fn an_item_found_sending_whose_master_is_unreachable_at_start_up_is_stuck_interr
     w.settle(300);
     assert_eq!(w.state_of(&id), State::Sending);
     // The daemon restarts and no master of the session answers: there is no generation to name.
-    w.engine = Engine::new();
-    w.timers.clear();
-    let items = restorable(w.disk.values().cloned().collect());
-    w.feed(Input::Restore(items));
+    w.restore();
     w.feed(Input::SessionDown { session: "s".into(), generation: None });
     assert_eq!(w.state_of(&id), State::Stuck);
     assert_eq!(w.disk[&id].stuck, Some(StuckClass::Interrupted));
@@ -1619,10 +1622,7 @@ fn hook_past(at_ms: u64, generation: u32, text: &str) -> Past {
 /// The daemon restarts: a fresh engine restored from disk, given what the session journalled
 /// while it was down; the session's master is not (yet) reached.
 fn restart_with_journal(w: &mut World, events: Vec<Past>) {
-    w.engine = Engine::new();
-    w.timers.clear();
-    let items = restorable(w.disk.values().cloned().collect());
-    w.feed(Input::Restore(items));
+    w.restore();
     w.feed(Input::Journal { session: "s".into(), events });
 }
 
@@ -1992,10 +1992,7 @@ fn a_hold_from_before_the_first_report_is_gone_once_a_recovery_flight_starts() {
     w.settle(300);
     assert_eq!(w.state_of(&id), State::Sending);
     // The daemon restarts: its connection to the master is open, the first report not in.
-    w.engine = Engine::new();
-    w.timers.clear();
-    let items = restorable(w.disk.values().cloned().collect());
-    w.feed(Input::Restore(items));
+    w.restore();
     w.feed(Input::Connecting { session: "s".into() });
     w.item("queued behind it");
     assert_eq!(hold_reason(&w), super::CONNECTING);
