@@ -31,6 +31,16 @@ const GONE_PATIENCE: Duration = Duration::from_secs(3);
 /// 50 ms between two looks at the screen while waiting for that.
 const GONE_POLL: Duration = Duration::from_millis(50);
 
+/// 500 ms: how long after a session became blocked its dialog may still be on its way to the
+/// screen. The signal can come first: the demo agent sets its `✋` title in the write before
+/// the frame that draws the dialog, and a hook's permission notice reaches desk before the
+/// agent's redraw; agents draw within a frame or two (16-100 ms) of it. A session blocked for
+/// longer than this with no readable dialog is reported at once as unreadable.
+const DRAW_PATIENCE: Duration = Duration::from_millis(500);
+
+/// 25 ms between two looks at a just-blocked session's screen while its dialog is drawn.
+const DRAW_POLL: Duration = Duration::from_millis(25);
+
 /// One open dialog.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Open {
@@ -116,11 +126,22 @@ fn read_on(paths: &Paths, conn: &mut Connection) -> Result<Option<Dialog>, Inbox
 }
 
 /// The dialog session `name` shows now, if any.
+///
+/// A session that became blocked less than [`DRAW_PATIENCE`] ago is given the rest of it to
+/// draw its dialog, so that a listing made just after the signal does not call it unreadable.
 pub fn read(paths: &Paths, name: &SessionName) -> Result<Option<Open>, InboxError> {
     let mut conn = connect(paths, name)?;
-    let dialog = read_on(paths, &mut conn)?;
     let since_ms =
         conn.info.state.as_ref().filter(|s| s.activity.value == Activity::Blocked).map_or(0, |s| s.activity.since_ms);
+    let blocked_for = Duration::from_millis(desk_common::clock::now_ms().saturating_sub(since_ms));
+    let deadline = Instant::now() + DRAW_PATIENCE.saturating_sub(blocked_for);
+    let dialog = loop {
+        let dialog = read_on(paths, &mut conn)?;
+        if dialog.is_some() || since_ms == 0 || Instant::now() >= deadline {
+            break dialog;
+        }
+        std::thread::sleep(DRAW_POLL);
+    };
     Ok(dialog.map(|dialog| Open {
         session: name.as_str().to_string(),
         provider: conn.info.provider.clone(),

@@ -15,6 +15,15 @@ fn inbox(home: &Home) -> Vec<serde_json::Value> {
     home.json(&["inbox", "--json"])["data"].as_array().expect("a list").clone()
 }
 
+/// The one dialog the inbox lists (failing with the whole answer when it lists another count).
+fn only_dialog(home: &Home) -> serde_json::Value {
+    let answer = home.json(&["inbox", "--json"]);
+    match answer["data"].as_array().map(Vec::as_slice) {
+        Some([one]) => one.clone(),
+        _ => panic!("the inbox should list one dialog: {answer:#}"),
+    }
+}
+
 #[test]
 fn the_inbox_lists_the_demo_agents_dialog_and_approve_answers_it_with_its_keys() {
     let home = Home::new();
@@ -63,7 +72,7 @@ fn a_dialog_that_changed_since_it_was_listed_is_refused_with_what_changed_and_no
     home.demo("api", &[]);
     home.wait_activity("api", "idle");
     ask_approval(&home, "api");
-    let listed = inbox(&home)[0].clone();
+    let listed = only_dialog(&home);
     let seen = listed["fingerprint"].as_str().unwrap().to_string();
     // Between listing and answering, the dialog goes (Esc) and another comes, asking for more.
     home.ok(&["keys", "api", "Esc"]);
@@ -73,7 +82,7 @@ fn a_dialog_that_changed_since_it_was_listed_is_refused_with_what_changed_and_no
     let err: serde_json::Value = serde_json::from_slice(&gone.stdout).unwrap();
     assert_eq!(err["error"]["code"], "no-dialog", "{err:#}");
     ask_approval(&home, "api");
-    let now = inbox(&home)[0].clone();
+    let now = only_dialog(&home);
     assert_eq!(now["asks"], "Bash(demo-tool --prompt 2)");
     let out = home.desk(&["approve", "api", "--seen", &seen, "--json"]);
     assert_eq!(out.status.code(), Some(1));
@@ -112,7 +121,7 @@ fn approve_without_a_fingerprint_off_a_terminal_is_refused_and_names_the_fingerp
     let out = home.desk(&["approve", "api"]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let fp = inbox(&home)[0]["fingerprint"].as_str().unwrap().to_string();
+    let fp = only_dialog(&home)["fingerprint"].as_str().unwrap().to_string();
     assert!(stderr.contains(&format!("--seen {fp}")), "{stderr}");
     assert!(home.peek("api").contains("Do you want to run this command?"), "nothing typed");
     // A named option that the dialog lacks is a usage error before anything is sent.
@@ -121,6 +130,25 @@ fn approve_without_a_fingerprint_off_a_terminal_is_refused_and_names_the_fingerp
     let out = home.desk(&["approve", "api", "no", "--seen", &fp]);
     assert!(out.status.success(), "an option named by its label: {}", String::from_utf8_lossy(&out.stderr));
     home.wait_screen("api", "Denied (2. No)");
+}
+
+#[test]
+fn a_dialog_drawn_just_after_the_blocked_signal_is_listed_not_called_unreadable() {
+    // The demo agent's title says blocked one write before the frame with the dialog (a hook's
+    // permission notice comes before the redraw in the same way); here the dialog comes 250 ms
+    // after the title, and the inbox is read as soon as desk reports the session blocked.
+    let home = Home::new();
+    let script = concat!(
+        "printf '\\033]0;\\342\\234\\213 demo\\007'; sleep 0.25; ",
+        "printf '\\342\\225\\255\\342\\224\\200\\342\\224\\200\\r\\n",
+        "Bash command\\r\\n  demo-tool --late\\r\\nDo you want to run this command?\\r\\n",
+        "\\342\\235\\257 1. Yes\\r\\n  2. No\\r\\n",
+        "\\342\\225\\260\\342\\224\\200\\342\\224\\200\\r\\n'; exec sleep 600",
+    );
+    home.ok(&["new", "late", "--provider", "demo", "--", "sh", "-c", script]);
+    home.wait_activity("late", "blocked");
+    assert_eq!(only_dialog(&home)["asks"], "Bash(demo-tool --late)");
+    home.ok(&["kill", "late"]);
 }
 
 /// A real agent's recorded session played up to its dialog, in a real session.
