@@ -11,12 +11,13 @@ use desk_common::keys::{KeysError, Sender};
 use desk_common::paths::{Paths, SessionName};
 
 /// `desk keys NAME KEY...`, journalled as coming `via` the command line or the dashboard.
-pub(super) fn keys(name: &SessionName, keys: &[String], json: bool, via: super::Via) -> Result<i32> {
+/// `ids` says how the text names the session.
+pub(super) fn keys(name: &SessionName, keys: &[String], json: bool, via: super::Via, ids: &output::Ids) -> Result<i32> {
     // A bad key is a usage error before anything else is looked at.
     desk_common::keys::check(keys).map_err(to_failure)?;
     let paths = Paths::from_env()?;
     let sent = desk_common::keys::send(&paths, name, keys, &Sender::this_process(via.as_str())).map_err(to_failure)?;
-    KeysReport { generation: sent.generation, keys, session: name }.render(json)?;
+    KeysReport { generation: sent.generation, keys, session: name }.render(json, ids)?;
     Ok(0)
 }
 
@@ -31,11 +32,11 @@ struct KeysReport<'a> {
 
 impl KeysReport<'_> {
     /// Once as text (one line) or once as JSON.
-    fn render(&self, json: bool) -> Result<()> {
+    fn render(&self, json: bool, ids: &output::Ids) -> Result<()> {
         if json {
             return output::print_ok("keys", self, &[]);
         }
-        println!("typed {} into {}", self.keys.join(" "), self.session);
+        println!("typed {} into {}", self.keys.join(" "), ids.session(self.session.as_str()));
         Ok(())
     }
 }

@@ -983,7 +983,7 @@ fn run(cli: Cli, host: Option<(String, desk_common::config::Host)>) -> Result<i3
         Command::Dash => crate::dash::run(),
         Command::Log { name, follow, since_start } => sessions::log(&name, follow, since_start),
         Command::Peek { name, json, history } => sessions::peek(&name, json, history.map(|n| n.unwrap_or(u32::MAX))),
-        Command::Resize { name, size } => sessions::resize(&name, size),
+        Command::Resize { name, size } => sessions::resize(&name, size, &ids),
         Command::Events { name: Some(name), follow, json, since, types, .. } => {
             events::events(&name, follow, json, since, &types)
         }
@@ -1028,7 +1028,7 @@ fn run(cli: Cli, host: Option<(String, desk_common::config::Host)>) -> Result<i3
             json,
             ids,
         }),
-        Command::Keys { name, keys, json } => keys::keys(&name, &keys, json, cli.via),
+        Command::Keys { name, keys, json } => keys::keys(&name, &keys, json, cli.via, &ids),
         Command::Inbox { json } => inbox::inbox(json),
         Command::Approve { name, option, seen, json } => {
             inbox::answer(&name, option.as_deref(), false, seen.as_deref(), json, cli.via)
@@ -1053,7 +1053,7 @@ fn run(cli: Cli, host: Option<(String, desk_common::config::Host)>) -> Result<i3
         Command::Resume { name, json } => {
             delivery::command("resume", desk_wire::control::Request::Resume { session: name }, json, &ids)
         }
-        Command::Kill(a) => sessions::kill(&a.name, a.signal, a.grace, a.json, "desk kill"),
+        Command::Kill(a) => sessions::kill(&a.name, a.signal, a.grace, a.json, "desk kill", &ids),
         Command::Upgrade { names, all, master, json } => {
             upgrade::upgrade(upgrade::UpgradeArgs { names, all, master, json })
         }

@@ -108,6 +108,31 @@ impl Ids {
         format!("{}{name}", self.prefix)
     }
 
+    /// `text` (the daemon's sentence about session `name`, such as `paused delivery to api`)
+    /// with its first mention of that name as a whole word written as [`Ids::session`] writes
+    /// it.
+    pub fn session_in(&self, text: &str, name: &str) -> String {
+        if self.prefix.is_empty() || name.is_empty() {
+            return text.to_string();
+        }
+        let part_of_name = |c: char| c.is_ascii_alphanumeric() || "._-:".contains(c);
+        // A full stop ends the sentence, unless a name goes on after it.
+        let goes_on = |rest: &str| match rest.strip_prefix('.') {
+            Some(after) => after.starts_with(part_of_name),
+            None => rest.starts_with(part_of_name),
+        };
+        let mut from = 0;
+        while let Some(at) = text[from..].find(name).map(|i| i + from) {
+            let end = at + name.len();
+            let alone = !text[..at].ends_with(part_of_name) && !goes_on(&text[end..]);
+            if alone {
+                return format!("{}{}{}", &text[..at], self.session(name), &text[end..]);
+            }
+            from = end;
+        }
+        text.to_string()
+    }
+
     /// `text` (the daemon's sentence about item `id`, such as `dropped ID; NOTE`) with its first
     /// mention of that exact id, the item the command acted on, written as [`Ids::show`] writes
     /// it; what follows (a note, evidence from the screen) is left as it is.
@@ -172,6 +197,17 @@ pub fn serialize_state<S: serde::Serializer>(
 mod tests {
     use super::*;
     use desk_core::state::{AxisView, Evidence, Health, StateView};
+
+    #[test]
+    fn a_host_s_sentence_names_its_session_host_colon_name_once_and_only_as_a_whole_word() {
+        let box_ = Ids::of_host(Some("box"));
+        assert_eq!(box_.session_in("paused delivery to api", "api"), "paused delivery to box:api");
+        assert_eq!(box_.session_in("api was not paused", "api"), "box:api was not paused");
+        assert_eq!(box_.session_in("api-2 then api.", "api"), "api-2 then box:api.");
+        assert_eq!(box_.session_in("rapid api api", "api"), "rapid box:api api");
+        assert_eq!(box_.session_in("api.v2 and x:api", "api"), "api.v2 and x:api");
+        assert_eq!(Ids::here().session_in("paused delivery to api", "api"), "paused delivery to api");
+    }
 
     fn axis<T>(value: T) -> AxisView<T> {
         AxisView {

@@ -120,8 +120,12 @@ fn new_ls_peek_send_and_kill_work_through_a_host_on_its_own_desk_home() {
     assert!(started("box".into(), "web") && started(serde_json::Value::Null, "here"), "{events}");
     let text = local.home.ok(&["events", "--all", "--type", "started"]);
     assert!(text.contains("box:web") && text.contains("here"), "{text}");
+    // keys: typed by the host's master; the confirmation names the session as typed here.
+    let typed = local.home.ok(&["keys", "box:web", "text:x"]);
+    assert_eq!(typed.trim(), "typed text:x into box:web");
     // kill: the host's master stops its child; ls through the host says so.
-    local.home.ok(&["kill", "box:web"]);
+    let killed = local.home.ok(&["kill", "box:web"]);
+    assert!(killed.starts_with("sent SIGTERM to session box:web"), "{killed}");
     eventually("the host's session to have exited", || {
         let v = local.home.json(&["ls", "-H", "box", "--json"]);
         let row = &v["data"][0];
@@ -594,7 +598,7 @@ fn a_host_s_items_are_written_host_colon_id_and_item_stuck_force_drop_pause_take
     let log = remote.demo("f", &["--paste-burst-ms", "6500"]);
     remote.wait_ready("f");
     // pause and resume: the host's daemon holds the host's session's queue.
-    local.home.ok(&["pause", "box:f"]);
+    assert_eq!(local.home.ok(&["pause", "box:f"]).trim(), "paused delivery to box:f");
     // send prints the id as the host's item, and queue lists it the same way; the command its
     // hold message suggests is one to type here.
     let out = local.home.desk(&["send", "box:f", "never mind this one"]);
@@ -686,7 +690,7 @@ fn a_word_shaped_like_an_item_id_in_a_host_s_prompt_is_printed_as_typed_and_only
     // The daemon's sentence names the dropped item as it is typed here.
     let dropped = local.home.ok(&["drop", &sent]);
     assert!(dropped.contains(&format!("dropped box:{id}")), "{dropped}");
-    local.home.ok(&["resume", "box:f"]);
+    assert_eq!(local.home.ok(&["resume", "box:f"]).trim(), "resumed delivery to box:f");
 }
 
 /// Lines a child writes to one of its pipes, as they come (read on a thread).

@@ -54,7 +54,12 @@ impl CommandReport {
         }
         match &self.id {
             Some(id) => println!("{}", ids.show_in(&self.message, id)),
-            None => println!("{}", self.message),
+            // The daemon's sentence names the session first (`paused delivery to api`, `api was
+            // not paused`).
+            None => match &self.session {
+                Some(session) => println!("{}", ids.session_in(&self.message, session.as_str())),
+                None => println!("{}", self.message),
+            },
         }
         Ok(())
     }

@@ -102,12 +102,21 @@ pub(crate) fn stop(paths: &Paths, name: &SessionName, grace: Duration, by: &str)
 
 /// `desk kill` (and `desk down`, `desk restart`, named by `by`): the session's end is recorded
 /// as the operator's before it is signalled, so the daemon's supervisor never restarts it.
-pub(in crate::cli) fn kill(name: &SessionName, signal: i32, grace: f64, json: bool, by: &str) -> Result<i32> {
+/// `ids` says how the text names the session (`HOST:NAME` when a host runs it for another
+/// machine).
+pub(in crate::cli) fn kill(
+    name: &SessionName,
+    signal: i32,
+    grace: f64,
+    json: bool,
+    by: &str,
+    ids: &crate::cli::output::Ids,
+) -> Result<i32> {
     if !(0.0..=3600.0).contains(&grace) {
         return Err(failure(2, "--grace must be between 0 and 3600 seconds"));
     }
     let report = signal_session(&paths()?, name, signal, Duration::from_secs_f64(grace), by)?;
-    if json { report.print_json() } else { Ok(report.print_text()) }
+    if json { report.print_json() } else { Ok(report.print_text(ids)) }
 }
 
 /// Signal the session, then watch it (and its helpers) end, up to the grace period and the
@@ -205,8 +214,8 @@ impl KillReport {
     }
 
     /// The report for people; exit status 1 when a helper outlived the deadline.
-    fn print_text(&self) -> i32 {
-        let (name, sig) = (&self.name, &self.signal);
+    fn print_text(&self, ids: &crate::cli::output::Ids) -> i32 {
+        let (name, sig) = (ids.session(self.name.as_str()), &self.signal);
         let Some((status, escalated)) = self.ended else {
             println!("sent {sig} to session {name} (process group {})", self.group);
             return 0;

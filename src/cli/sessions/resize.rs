@@ -6,7 +6,11 @@ use super::*;
 /// `desk resize NAME COLSxROWS`: set a `fixed` session's size. The master refuses it under the
 /// other policies (their size follows the controllers); a PING after the RESIZE tells success
 /// (PONG, frames are answered in order) from refusal (ERROR first).
-pub(in crate::cli) fn resize(name: &SessionName, (cols, rows): (u16, u16)) -> Result<i32> {
+pub(in crate::cli) fn resize(
+    name: &SessionName,
+    (cols, rows): (u16, u16),
+    ids: &crate::cli::output::Ids,
+) -> Result<i32> {
     let paths = paths()?;
     let mut conn = connect(&paths, name)?;
     conn.send(&Frame::Resize { cols, rows })?;
@@ -19,6 +23,6 @@ pub(in crate::cli) fn resize(name: &SessionName, (cols, rows): (u16, u16)) -> Re
             _ => continue,
         }
     }
-    println!("resized session {name} to {cols}x{rows}");
+    println!("resized session {} to {cols}x{rows}", ids.session(name.as_str()));
     Ok(0)
 }
