@@ -13,10 +13,26 @@ use desk_wire::state::Activity;
 /// An activity, with what a blocked agent waits for: `idle`, `working`, `blocked(approval)`,
 /// `blocked`, `unknown`.
 pub fn activity(activity: Activity, wait: Option<&str>) -> String {
+    activity_named(activity.as_str(), wait)
+}
+
+/// [`activity`] from the activity's word as JSON gives it (a host's `desk ls --json`, whose
+/// desk may know words this one does not).
+pub fn activity_named(activity: &str, wait: Option<&str>) -> String {
     match wait.filter(|w| !w.is_empty()) {
-        Some(wait) if activity == Activity::Blocked => format!("{}({wait})", activity.as_str()),
-        _ => activity.as_str().to_string(),
+        Some(wait) if activity == Activity::Blocked.as_str() => format!("{activity}({wait})"),
+        _ => activity.to_string(),
     }
+}
+
+/// A session's STATUS in a listing: `running`, or how and how long ago it ended (`exited(3)
+/// 5m ago`), after `down: ` when the supervisor keeps it down. `ended`: its exit status
+/// (`None`: ended without one known) and when (Unix ms), for a session that ended.
+pub fn status(status: &str, ended: Option<(Option<ExitStatus>, u64)>, now_ms: u64) -> String {
+    let Some((how, at_ms)) = ended else { return status.to_string() };
+    let how = how.map_or_else(|| "exited".to_string(), self::ended);
+    let how = format!("{how} {}", desk_core::time::ago(now_ms, at_ms));
+    if status == "down" { format!("down: {how}") } else { how }
 }
 
 /// How a session ended: `exited(3)`, `killed(SIGKILL)`.

@@ -529,12 +529,15 @@ struct TableRow {
 struct TableExit {
     code: Option<i64>,
     signal: Option<i64>,
+    exited_at_ms: Option<u64>,
 }
 
 #[derive(serde::Deserialize, Default)]
 #[serde(default)]
 struct TableState {
+    lifecycle: Option<TableActivity>,
     activity: Option<TableActivity>,
+    wait: Option<String>,
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -554,20 +557,26 @@ struct TableClients {
 /// One row of the table from a row of `desk ls --json`.
 fn listing_row(host: &str, row: &TableRow, now: u64) -> Vec<String> {
     let text = |value: &Option<String>| value.clone().unwrap_or_else(|| "-".into());
-    let status = match &row.exit {
-        Some(exit) => match (exit.code, exit.signal) {
-            (Some(code), _) => format!("exited {code}"),
-            (_, Some(signal)) => format!("killed by signal {signal}"),
-            _ => "exited".into(),
-        },
-        None => text(&row.status),
-    };
+    // In the words and the form of `desk ls` (crate::words).
+    let ended = row.exit.as_ref().map(|exit| {
+        let how = match (exit.code.and_then(|c| i32::try_from(c).ok()), exit.signal.and_then(|s| i32::try_from(s).ok()))
+        {
+            (Some(code), _) => Some(desk_wire::ExitStatus::Code(code)),
+            (_, Some(signal)) => Some(desk_wire::ExitStatus::Signal(signal)),
+            _ => None,
+        };
+        (how, exit.exited_at_ms.unwrap_or(now))
+    });
+    let status = crate::words::status(&text(&row.status), ended, now);
     let activity = row
         .state
         .as_ref()
-        .and_then(|s| s.activity.as_ref())
-        .and_then(|a| {
-            let value = a.value.as_deref()?;
+        .and_then(|s| {
+            if s.lifecycle.as_ref().and_then(|l| l.value.as_deref()) == Some("starting") {
+                return Some("starting".to_string());
+            }
+            let a = s.activity.as_ref()?;
+            let value = crate::words::activity_named(a.value.as_deref()?, s.wait.as_deref());
             let since = a.since_ms.unwrap_or(now);
             Some(format!("{value} {}", desk_core::time::span(now.saturating_sub(since))))
         })
@@ -986,6 +995,28 @@ pub(super) fn link(name: &str, entry: &str) -> Result<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_host_s_rows_are_written_in_the_words_of_desk_ls() {
+        let now = 1_000_000_000;
+        let row = |json: serde_json::Value| listing_row("box", &serde_json::from_value(json).unwrap(), now);
+        let exited = row(serde_json::json!({
+            "name": "api", "status": "exited",
+            "exit": {"code": 3, "signal": null, "exited_at_ms": now - 5_000},
+        }));
+        assert_eq!(exited[2], "exited(3) 5s ago");
+        let killed = row(serde_json::json!({"status": "down", "exit": {"signal": 9, "exited_at_ms": now - 5_000}}));
+        assert_eq!(killed[2], "down: killed(SIGKILL) 5s ago");
+        let blocked = row(serde_json::json!({
+            "status": "running",
+            "state": {"activity": {"value": "blocked", "since_ms": now - 2_000}, "wait": "approval"},
+        }));
+        assert_eq!((blocked[2].as_str(), blocked[3].as_str()), ("running", "blocked(approval) 2s"));
+        let starting = row(serde_json::json!({"status": "running", "state": {"lifecycle": {"value": "starting"}}}));
+        assert_eq!(starting[3], "starting");
+        // A host's desk of another version may leave anything out.
+        assert_eq!(row(serde_json::json!({}))[2..4], ["-", "-"]);
+    }
 
     #[test]
     fn the_commands_a_host_suggests_for_its_session_are_written_host_colon_name() {

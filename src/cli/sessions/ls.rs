@@ -752,18 +752,15 @@ fn ls_table(rows: &[Listing], now: u64, fit: Option<usize>) -> Vec<String> {
         ["NAME", "STATUS", "ACTIVITY", "QUEUE", "STUCK", "TITLE", "PID", "CLIENTS", "STARTED", "SIZE", "COMMAND"];
     let mut table = vec![header.map(String::from).to_vec()];
     for r in rows {
-        let mut status = match &r.exit {
-            Some(e) => {
-                let how = match (e.code, e.signal) {
-                    (Some(code), _) => crate::words::ended(ExitStatus::Code(code)),
-                    (_, Some(signal)) => crate::words::ended(ExitStatus::Signal(signal)),
-                    _ => "exited".into(),
-                };
-                let how = format!("{how} {}", desk_core::time::ago(now, e.exited_at_ms));
-                if r.status == "down" { format!("down: {how}") } else { how }
-            }
-            None => r.status.to_string(),
-        };
+        let ended = r.exit.as_ref().map(|e| {
+            let how = match (e.code, e.signal) {
+                (Some(code), _) => Some(ExitStatus::Code(code)),
+                (_, Some(signal)) => Some(ExitStatus::Signal(signal)),
+                _ => None,
+            };
+            (how, e.exited_at_ms)
+        });
+        let mut status = crate::words::status(r.status, ended, now);
         // The conversation a running generation resumed (its id's start; `--json` has it all).
         if let Some(desk_core::fleet::resume::ResumePlan::Resume { conversation, .. }) =
             r.fleet.as_ref().filter(|_| r.exit.is_none()).and_then(|f| f.start.as_ref())
