@@ -175,7 +175,7 @@ fn parse(text: &str, path: &Path) -> Result<Config, String> {
     let file: File = toml::from_str(text).map_err(|e| {
         let at = e.span().map_or(0, |s| s.start);
         let line = text[..at.min(text.len())].matches('\n').count() + 1;
-        let key = key_on_line(text.lines().nth(line - 1).unwrap_or(""));
+        let key = key_on_line(text, line);
         format!("{}: line {line}{key}: {}", path.display(), e.message().trim())
     })?;
     // Values toml accepted but desk cannot use: named by their key's line.
@@ -288,13 +288,21 @@ fn check_version(text: &str, path: &Path) -> Result<(), String> {
     }
 }
 
-/// `: key `name`` for the key a line sets (or the table it opens), for an error message.
-fn key_on_line(line: &str) -> String {
-    let line = line.trim();
-    let key = if let Some(table) = line.strip_prefix('[') {
-        table.trim_end_matches(']').trim()
-    } else {
-        line.split('=').next().unwrap_or("").trim()
+/// `: key `table.name`` for the key line `line` (from 1) of `text` sets, with the table it is
+/// in (or the table the line opens), for an error message.
+fn key_on_line(text: &str, line: usize) -> String {
+    let table_of = |l: &str| l.trim().strip_prefix('[').map(|t| t.trim_end_matches(']').trim().replace(['"', ' '], ""));
+    let here = text.lines().nth(line.saturating_sub(1)).unwrap_or("");
+    let key = match table_of(here) {
+        Some(table) => table,
+        None => {
+            let key = here.split('=').next().unwrap_or("").trim().to_string();
+            let table = text.lines().take(line.saturating_sub(1)).filter_map(table_of).last().unwrap_or_default();
+            match (table.is_empty(), key.is_empty()) {
+                (false, false) => format!("{table}.{key}"),
+                _ => key,
+            }
+        }
     };
     if key.is_empty() { String::new() } else { format!(": key `{key}`") }
 }
@@ -346,9 +354,19 @@ mod tests {
     #[test]
     fn a_bad_file_is_named_with_its_line_and_key() {
         let e = parsed("[new]\nsize = 5\n").unwrap_err();
-        assert!(e.starts_with("/c/config.toml: line 2: key `size`: "), "{e}");
+        assert!(e.starts_with("/c/config.toml: line 2: key `new.size`: "), "{e}");
         let e = parsed("[attach]\n\ndetachkey = \"^]\"\n").unwrap_err();
-        assert!(e.starts_with("/c/config.toml: line 3: key `detachkey`: ") && e.contains("unknown field"), "{e}");
+        assert!(
+            e.starts_with("/c/config.toml: line 3: key `attach.detachkey`: ") && e.contains("unknown field"),
+            "{e}"
+        );
+        let e = parsed("size = \"80x24\"\n").unwrap_err();
+        assert!(e.starts_with("/c/config.toml: line 1: key `size`: ") && e.contains("unknown field"), "{e}");
+        // A host's key is named with its table, whatever toml or desk found wrong in it.
+        let e = parsed("[hosts.gpu]\nssh = \"me@gpu\"\nssh_args = [\"-p\", 2222]\n").unwrap_err();
+        assert!(e.starts_with("/c/config.toml: line 3: key `hosts.gpu.ssh_args`: "), "{e}");
+        let e = parsed("[hosts.\"gpu\"]\n\nssh = 5\n").unwrap_err();
+        assert!(e.starts_with("/c/config.toml: line 3: key `hosts.gpu.ssh`: "), "{e}");
         let e = parsed("[new]\n# the usual\nsize = \"wide\"\n").unwrap_err();
         assert_eq!(e, "/c/config.toml: line 3: key `new.size`: size \"wide\" is not COLSxROWS");
         let e = parsed("[attach]\ndetach_key = \"^]]\"\n").unwrap_err();

@@ -13,8 +13,8 @@ pub use desk_wire::names::{MAX_NAME_LEN, NameError, check_name};
 /// Parse `COLSxROWS` into a size the screen model accepts.
 pub fn parse_size(s: &str) -> Result<(u16, u16), String> {
     let (cols, rows) = s.split_once(['x', 'X']).ok_or_else(|| format!("size {s:?} is not COLSxROWS"))?;
-    let cols: u16 = cols.parse().map_err(|_| format!("{cols:?} is not a column count"))?;
-    let rows: u16 = rows.parse().map_err(|_| format!("{rows:?} is not a row count"))?;
+    let cols: u16 = cols.parse().map_err(|_| format!("size {s:?}: {cols:?} is not a column count (COLSxROWS)"))?;
+    let rows: u16 = rows.parse().map_err(|_| format!("size {s:?}: {rows:?} is not a row count (COLSxROWS)"))?;
     if !valid_size(cols, rows) {
         return Err(format!(
             "size {cols}x{rows} is out of range (1..={MAX_COLS} columns, 1..={MAX_ROWS} rows, at most {MAX_CELLS} cells)"
@@ -33,5 +33,6 @@ mod tests {
         assert_eq!(parse_size("80X24"), Ok((80, 24)));
         assert!(parse_size("120").unwrap_err().contains("COLSxROWS"));
         assert!(parse_size("0x40").unwrap_err().contains("out of range"));
+        assert_eq!(parse_size("80x").unwrap_err(), r#"size "80x": "" is not a row count (COLSxROWS)"#);
     }
 }
