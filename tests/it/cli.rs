@@ -743,5 +743,5 @@ fn the_config_file_sets_defaults_and_a_bad_one_is_named_precisely() {
     std::fs::write(&config, "[attach]\ndetach-key = \"^]\"\n").unwrap();
     let out = home.desk(&["attach", "cfg"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("line 2: key `detach-key`: unknown field `detach-key`"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("line 2: key `attach.detach-key`: unknown field `detach-key`"), "{}", stderr(&out));
 }
