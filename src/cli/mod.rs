@@ -407,6 +407,9 @@ enum Command {
         /// Print JSON (docs/cli.md).
         #[arg(long)]
         json: bool,
+        /// Run it on this configured host (docs/remote.md): the names are the host's sessions.
+        #[arg(short = 'H', long = "host", value_name = "HOST")]
+        host: Option<String>,
     },
     /// Check that everything desk needs is in place, and say how to fix what is not.
     Doctor {
@@ -449,6 +452,9 @@ enum Command {
         /// Print what was done as JSON (docs/cli.md).
         #[arg(long)]
         json: bool,
+        /// Run it on this configured host (docs/remote.md): the manifest is the host's.
+        #[arg(short = 'H', long = "host", value_name = "HOST")]
+        host: Option<String>,
     },
     /// Stop the sessions a manifest declares (TERM, then KILL after 5 s, as `desk kill`).
     Down {
@@ -465,6 +471,9 @@ enum Command {
         /// Print what was done as JSON (docs/cli.md).
         #[arg(long)]
         json: bool,
+        /// Run it on this configured host (docs/remote.md): the manifest is the host's.
+        #[arg(short = 'H', long = "host", value_name = "HOST")]
+        host: Option<String>,
     },
     /// Start a session again with what it was declared or last started with, resuming its
     /// agent's conversation.
@@ -1054,15 +1063,17 @@ fn run(cli: Cli, host: Option<(String, desk_common::config::Host)>) -> Result<i3
             delivery::command("resume", desk_wire::control::Request::Resume { session: name }, json, &ids)
         }
         Command::Kill(a) => sessions::kill(&a.name, a.signal, a.grace, a.json, "desk kill", &ids),
-        Command::Upgrade { names, all, master, json } => {
+        // `-H HOST` (`host`) was taken out before the arguments were parsed, and the command
+        // ran on that host (remote::take_host): here it is this machine's.
+        Command::Upgrade { names, all, master, json, host: _ } => {
             upgrade::upgrade(upgrade::UpgradeArgs { names, all, master, json })
         }
         Command::Doctor { json } => doctor::doctor(json),
         Command::Rm { name, drop_queued, json } => sessions::rm(&name, drop_queued, json),
-        Command::Up { names, manifest, dry_run, recreate, json } => {
+        Command::Up { names, manifest, dry_run, recreate, json, host: _ } => {
             up::up(manifest.as_deref(), &names, dry_run, recreate, json)
         }
-        Command::Down { names, manifest, remove_worktree, json } => {
+        Command::Down { names, manifest, remove_worktree, json, host: _ } => {
             up::down(manifest.as_deref(), &names, remove_worktree, json)
         }
         Command::Restart { name, fresh, manifest, supervised, json } => {

@@ -30,8 +30,13 @@ use super::{fail, table};
 /// `HOST:NAME` for it.
 const TAKES_HOST: &[&str] = &[
     "new", "attach", "peek", "log", "explain", "events", "keys", "send", "queue", "kill", "rm", "resize", "approve",
-    "deny", "pause", "resume",
+    "deny", "pause", "resume", "restart",
 ];
+
+/// The subcommands that act on several sessions (or a manifest's) and run whole on the host
+/// named by `-H HOST` (`--host HOST`): the names they take, and the manifest `desk up` and
+/// `desk down` read, are the host's.
+const RUNS_ON_HOST: &[&str] = &["up", "down", "upgrade"];
 
 /// The subcommands that take an item id as their first positional argument and accept
 /// `HOST:ITEMID` for it (an item id has no `:`, so the spelling is unambiguous).
@@ -50,28 +55,77 @@ pub(super) type NamedHost = (String, Host);
 /// `args` (the whole command line) with a `HOST:NAME` in its session-name place turned into
 /// `NAME`, and the host it named. `HOST` must be a host of the config; a `:` in that place
 /// naming none is an error (no session name has one).
+///
+/// For the subcommands of [`RUNS_ON_HOST`], the host is the one `-H HOST` names, and the option
+/// is taken out of `args`.
 pub(super) fn take_host(mut args: Vec<OsString>) -> Result<(Vec<OsString>, Option<NamedHost>)> {
+    if let Some(host) = take_host_option(&mut args)? {
+        let paths = Paths::from_env()?;
+        let config = config::load(&paths)?;
+        let Some(entry) = config.hosts.get(&host) else {
+            return Err(fail(ErrorCode::Usage, format!("-H {host}: {}", unknown_host(&host, &config, &paths))));
+        };
+        return Ok((args, Some((host, entry.clone()))));
+    }
     let Some(at) = name_position(&args) else { return Ok((args, None)) };
     let Some(token) = args[at].to_str().map(str::to_string) else { return Ok((args, None)) };
     let Some((host, name)) = token.split_once(':') else { return Ok((args, None)) };
     let paths = Paths::from_env()?;
     let config = config::load(&paths)?;
     let Some(entry) = config.hosts.get(host) else {
-        let known: Vec<&str> = config.hosts.keys().map(String::as_str).collect();
-        let known = if known.is_empty() {
-            format!(
-                "none is configured: add [hosts.{host}] with ssh = \"user@host\" to {}",
-                config::path(&paths).display()
-            )
-        } else {
-            format!("configured: {}", known.join(", "))
-        };
         let item = args.get(1).and_then(|a| a.to_str()).is_some_and(|sub| TAKES_HOST_ITEM.contains(&sub));
         let code = if item { ErrorCode::NoSuchItem } else { ErrorCode::NoSuchSession };
-        return Err(fail(code, format!("{token}: no host {host:?} in config.toml ({known})")));
+        return Err(fail(code, format!("{token}: {}", unknown_host(host, &config, &paths))));
     };
     args[at] = OsString::from(name);
     Ok((args, Some((host.to_string(), entry.clone()))))
+}
+
+/// `no host "HOST" in config.toml (…)`, with the hosts there are or how to add one.
+fn unknown_host(host: &str, config: &config::Config, paths: &Paths) -> String {
+    let known: Vec<&str> = config.hosts.keys().map(String::as_str).collect();
+    let known = if known.is_empty() {
+        format!("none is configured: add [hosts.{host}] with ssh = \"user@host\" to {}", config::path(paths).display())
+    } else {
+        format!("configured: {}", known.join(", "))
+    };
+    format!("no host {host:?} in config.toml ({known})")
+}
+
+/// For a subcommand of [`RUNS_ON_HOST`]: the host its `-H HOST` (`-HHOST`, `--host HOST`,
+/// `--host=HOST`) names, taken out of `args`; only before a `--`. Named twice is a usage error.
+fn take_host_option(args: &mut Vec<OsString>) -> Result<Option<String>> {
+    if !args.get(1).and_then(|a| a.to_str()).is_some_and(|sub| RUNS_ON_HOST.contains(&sub)) {
+        return Ok(None);
+    }
+    let mut found: Option<String> = None;
+    let mut i = 2;
+    while i < args.len() {
+        let Some(token) = args[i].to_str().map(str::to_string) else {
+            i += 1;
+            continue;
+        };
+        if token == "--" {
+            break;
+        }
+        let (value, taken) = match token.as_str() {
+            "-H" | "--host" => match args.get(i + 1).and_then(|v| v.to_str()) {
+                Some(v) => (v.to_string(), 2),
+                None => return Err(fail(ErrorCode::Usage, format!("{token} needs a host's name"))),
+            },
+            t if t.starts_with("--host=") => (t["--host=".len()..].to_string(), 1),
+            t if t.starts_with("-H") => (t[2..].to_string(), 1),
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        if found.replace(value).is_some() {
+            return Err(fail(ErrorCode::Usage, "-H names one host; run the command once per host"));
+        }
+        args.drain(i..i + taken);
+    }
+    Ok(found)
 }
 
 /// Where the session name (or item id) is among `args`: the subcommand's first positional
@@ -997,6 +1051,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn h_is_taken_out_of_the_commands_that_run_whole_on_a_host_in_each_spelling() {
+        let take = |line: &str| {
+            let mut a: Vec<OsString> = line.split(' ').map(OsString::from).collect();
+            let host = take_host_option(&mut a).map_err(|e| e.to_string());
+            (host, a.iter().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>().join(" "))
+        };
+        for line in
+            ["desk up -H gpu --json", "desk up -Hgpu --json", "desk up --host gpu --json", "desk up --json --host=gpu"]
+        {
+            assert_eq!(take(line), (Ok(Some("gpu".to_string())), "desk up --json".to_string()), "{line}");
+        }
+        assert_eq!(take("desk upgrade a -H gpu b").1, "desk upgrade a b");
+        // Past `--`, and for the other subcommands, nothing is taken.
+        assert_eq!(take("desk up -- -H gpu"), (Ok(None), "desk up -- -H gpu".to_string()));
+        assert_eq!(take("desk ls -H gpu"), (Ok(None), "desk ls -H gpu".to_string()));
+        assert!(take("desk down -H a -H b").0.is_err());
+        assert!(take("desk down -H").0.is_err());
+    }
+
+    #[test]
     fn a_host_s_rows_are_written_in_the_words_of_desk_ls() {
         let now = 1_000_000_000;
         let row = |json: serde_json::Value| listing_row("box", &serde_json::from_value(json).unwrap(), now);
@@ -1080,11 +1154,19 @@ mod tests {
         use clap::CommandFactory;
         let mut cli = crate::cli::Cli::command();
         cli.build();
-        for sub in TAKES_HOST.iter().chain(TAKES_HOST_ITEM) {
+        for sub in TAKES_HOST.iter().chain(TAKES_HOST_ITEM).chain(RUNS_ON_HOST) {
             let command = cli.find_subcommand(sub).unwrap_or_else(|| panic!("no subcommand {sub}"));
             assert!(
                 command.get_arguments().any(|a| a.get_long() == Some("ids-of-host") && a.is_hide_set()),
                 "desk {sub} does not take --ids-of-host"
+            );
+        }
+        // Each that runs whole on a host says so in its help, as -H HOST.
+        for sub in RUNS_ON_HOST {
+            let command = cli.find_subcommand(sub).unwrap_or_else(|| panic!("no subcommand {sub}"));
+            assert!(
+                command.get_arguments().any(|a| a.get_short() == Some('H') && a.get_long() == Some("host")),
+                "desk {sub} has no -H/--host"
             );
         }
     }

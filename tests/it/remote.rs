@@ -1123,3 +1123,43 @@ fn a_host_s_blocked_session_with_no_dialog_desk_can_read_is_named_in_the_approva
     pty.write("q").expect("quit");
     let _ = pty.wait_exit(PATIENCE);
 }
+
+#[test]
+#[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
+fn up_down_and_upgrade_run_on_the_host_h_names_and_restart_takes_host_colon_name() {
+    let sshd = sshd();
+    let remote = Home::new();
+    remote.serve();
+    let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote))]);
+    // The manifest is the host's (here a directory the "host" reads), named by its path there.
+    let fleet = tempfile::Builder::new().prefix("dkf").tempdir_in("/tmp").unwrap();
+    let manifest = fleet.path().join("desk.toml");
+    std::fs::write(&manifest, crate::up::demo_session(fleet.path(), "a", "")).unwrap();
+    let manifest = manifest.to_str().unwrap();
+    let up = local.home.ok(&["up", "-H", "box", "--manifest", manifest]);
+    assert!(up.contains("a: started (generation 1)"), "{up}");
+    assert!(remote.socket("a").exists() && !local.home.socket("a").exists(), "the host's session");
+    remote.wait_ready("a");
+    // restart HOST:NAME: the host restarts it from its launch record and manifest.
+    let out = local.home.ok(&["restart", "box:a"]);
+    assert!(out.contains("a: restarted (generation 2)"), "{out}");
+    // upgrade -H: the host's masters, by the host's names.
+    let up = local.home.desk(&["upgrade", "--host=box", "a", "--json"]);
+    assert!(up.status.success(), "{}", stderr(&up));
+    let down = local.home.ok(&["down", "-Hbox", "--manifest", manifest]);
+    assert!(down.contains("a: "), "{down}");
+    eventually("the host's session to be down", || match remote.session("a") {
+        Some(a) if a["status"] == "down" => Ok(()),
+        other => Err(format!("{other:?}")),
+    });
+    // A host that is not configured, and two of them, are usage errors before anything runs.
+    let out = local.home.desk(&["up", "-H", "nowhere", "--manifest", manifest]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("-H nowhere: no host \"nowhere\" in config.toml (configured: box)"),
+        "{}",
+        stderr(&out)
+    );
+    let out = local.home.desk(&["down", "-H", "box", "--host", "box"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
