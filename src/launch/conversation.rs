@@ -44,8 +44,18 @@ const SESSION_LIST_TIMEOUT: Duration = Duration::from_secs(45);
 
 /// Variables of desk's own environment that decide where an agent keeps its conversations: a
 /// restart passes the values its session first started with, so that it looks in the same
-/// place whoever restarts it (a shell with another `HOME`, the daemon).
-pub const CONFIG_VARIABLES: &[&str] = &["HOME", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME"];
+/// place whoever restarts it (a shell with another `HOME`, the daemon). The demo agent keeps
+/// its conversations under `DESK_DEMO_AGENT_HOME`, else under `DESK_HOME` (`make demo`, the
+/// tests, a host's desk run with its own home), else under `HOME`.
+pub const CONFIG_VARIABLES: &[&str] = &[
+    "HOME",
+    "CLAUDE_CONFIG_DIR",
+    "CODEX_HOME",
+    "XDG_DATA_HOME",
+    "XDG_CONFIG_HOME",
+    "DESK_DEMO_AGENT_HOME",
+    "DESK_HOME",
+];
 
 /// A session's captures, by generation.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -223,11 +223,10 @@ fn a_restart_after_clear_resumes_the_conversation_clear_began() {
 
 #[test]
 fn restart_of_a_session_no_manifest_declares_uses_its_own_launch_record() {
+    // The demo agent keeps its conversations under DESK_HOME (as under `make demo`): a restart
+    // looks for them there too.
     let home = Home::new();
-    let dir = tempfile::tempdir().unwrap();
-    let agent_home = dir.path().join("agent-home");
-    let env = format!("DESK_DEMO_AGENT_HOME={}", agent_home.display());
-    home.ok(&["new", "solo", "--provider", "demo", "--env", &env, "--size", "100x30", "--", DEMO, "--work-ms", "100"]);
+    home.ok(&["new", "solo", "--provider", "demo", "--size", "100x30", "--", DEMO, "--work-ms", "100"]);
     home.serve();
     home.wait_ready("solo");
     let id = home.send("solo", "a thing to remember");
