@@ -223,7 +223,8 @@ pub(super) fn run_on_host(name: &str, host: &Host, args: &[OsString]) -> Result<
 /// A host's messages (its standard error: desk's own words, never a prompt's or a screen's),
 /// a line at a time, with each command they suggest for the session (`desk SUB NAME`: `desk
 /// resume api lets it go on`, `attach with: desk attach api`) written `desk SUB HOST:NAME`,
-/// so that it can be typed here as it is shown.
+/// so that it can be typed here as it is shown, and the session they name (`session api`,
+/// `queue api`, `a session named api`) written `HOST:NAME` too.
 struct Hints {
     host: String,
     session: String,
@@ -250,29 +251,50 @@ impl Hints {
     }
 
     /// `text` with `HOST:` before the session's name wherever it follows `desk SUB ` (SUB a
-    /// subcommand's word) and ends there (a space, a closing mark, the end of the text).
+    /// subcommand's word), `session `, `queue ` or `named `, as a whole word (then a space, a
+    /// closing mark, a `:` or `.` that ends a clause, the end of the text).
     fn rewrite(&self, text: &str) -> String {
+        // Where the name would start if one of the lead-ins ends at byte `at`'s word.
+        let lead_in = |before: &str| -> bool {
+            let Some(head) = before.strip_suffix(' ') else { return false };
+            let word_start = head.rfind(|c: char| !(c.is_ascii_lowercase() || c == '-')).map_or(0, |i| i + 1);
+            let word = &head[word_start..];
+            let whole =
+                |w: &str| head.len() == w.len() || head[..head.len() - w.len()].ends_with([' ', '(', '`', '\n']);
+            match word {
+                "session" | "queue" | "named" => whole(word),
+                "" => false,
+                _ => head[..word_start].strip_suffix(' ').is_some_and(|h| {
+                    h.ends_with("desk") && {
+                        let h = &h[..h.len() - "desk".len()];
+                        h.is_empty() || h.ends_with([' ', '(', '`', '\n', ':'])
+                    }
+                }),
+            }
+        };
+        let ends = |tail: &str| {
+            let mut chars = tail.chars();
+            match chars.next() {
+                None => true,
+                Some(c) if " )`'\",;\n".contains(c) => true,
+                Some(':' | '.') => chars.next().is_none_or(|n| !(n.is_ascii_alphanumeric() || "._-".contains(n))),
+                _ => false,
+            }
+        };
         let mut out = String::with_capacity(text.len());
-        let mut rest = text;
-        while let Some(at) = rest.find("desk ") {
-            let (before, from) = rest.split_at(at + "desk ".len());
-            out.push_str(before);
-            rest = from;
-            let sub_len = rest.find(|c: char| !(c.is_ascii_lowercase() || c == '-')).unwrap_or(rest.len());
-            let after_sub = &rest[sub_len..];
-            let Some(name_part) = after_sub.strip_prefix(' ').filter(|_| sub_len > 0) else { continue };
-            let Some(tail) = name_part.strip_prefix(self.session.as_str()) else { continue };
-            let ends = tail.chars().next().is_none_or(|c| {
-                " )`'\",;:\n".contains(c) || (c == '.' && !tail[1..].starts_with(|n: char| n.is_ascii_alphanumeric()))
-            });
-            if ends {
-                out.push_str(&rest[..=sub_len]);
+        let mut from = 0;
+        let mut at = 0;
+        while let Some(found) = text[at..].find(self.session.as_str()).map(|i| i + at) {
+            let end = found + self.session.len();
+            if lead_in(&text[..found]) && ends(&text[end..]) {
+                out.push_str(&text[from..found]);
                 out.push_str(&self.host);
                 out.push(':');
-                rest = name_part;
+                from = found;
             }
+            at = end;
         }
-        out.push_str(rest);
+        out.push_str(&text[from..]);
         out
     }
 }
@@ -1098,12 +1120,25 @@ mod tests {
         let cases = [
             (
                 "desk: queue api is held: paused by the operator (desk resume api lets it go on)\n",
-                "desk: queue api is held: paused by the operator (desk resume box:api lets it go on)\n",
+                "desk: queue box:api is held: paused by the operator (desk resume box:api lets it go on)\n",
             ),
             (
                 "desk: session api already exists and is running; attach with: desk attach api\n",
-                "desk: session api already exists and is running; attach with: desk attach box:api\n",
+                "desk: session box:api already exists and is running; attach with: desk attach box:api\n",
             ),
+            (
+                "desk: cannot resize session api: the session's size follows its controllers\n",
+                "desk: cannot resize session box:api: the session's size follows its controllers\n",
+            ),
+            (
+                "held until a session named api runs again; no session named api.\n",
+                "held until a session named box:api runs again; no session named box:api.\n",
+            ),
+            // Written HOST:NAME already by the host (its confirmations): left as it is, even
+            // where the host's name is the session's.
+            ("sent SIGTERM to session box:api", "sent SIGTERM to session box:api"),
+            // Not a lead-in: a longer word, or the name inside another.
+            ("the subsession api; session apiary; session api-2", "the subsession api; session apiary; session api-2"),
             ("stop it first with: desk kill api.", "stop it first with: desk kill box:api."),
             // Another session, a longer name, a word that is no subcommand, one already written.
             (
@@ -1115,6 +1150,11 @@ mod tests {
         for (said, shown) in cases {
             assert_eq!(hints.rewrite(said), shown);
         }
+        let same = Hints::new("api", "api");
+        assert_eq!(
+            same.rewrite("sent SIGTERM to session api:api; desk kill api"),
+            "sent SIGTERM to session api:api; desk kill api:api"
+        );
         // Across reads: a line is rewritten once it is whole.
         let mut hints = Hints::new("box", "api");
         assert!(hints.lines(b"try desk peek a").is_empty());

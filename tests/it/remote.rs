@@ -602,6 +602,7 @@ fn a_host_s_items_are_written_host_colon_id_and_item_stuck_force_drop_pause_take
     // send prints the id as the host's item, and queue lists it the same way; the command its
     // hold message suggests is one to type here.
     let out = local.home.desk(&["send", "box:f", "never mind this one"]);
+    assert!(stderr(&out).contains("queue box:f is held: "), "{}", stderr(&out));
     assert!(stderr(&out).contains("(desk resume box:f lets it go on)"), "{}", stderr(&out));
     let sent = stdout(&out).trim().to_string();
     let id = sent.strip_prefix("box:").unwrap_or_else(|| panic!("not written box:ID: {sent:?}")).to_string();
