@@ -616,6 +616,8 @@ fn a_host_s_items_are_written_host_colon_id_and_item_stuck_force_drop_pause_take
     let out = local.home.desk(&["queue", "--all"]);
     assert_eq!(out.status.code(), Some(1), "a host could not be asked: {}", stderr(&out));
     assert!(stdout(&out).contains(&format!("box:{id}")) && stderr(&out).contains("desk: host gone: "), "{out:?}");
+    // This machine runs no daemon and has nothing queued: nothing to say of it.
+    assert!(!stderr(&out).contains("desk serve is not running"), "{}", stderr(&out));
     let out = local.home.desk(&["queue", "--all", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let queues = v["data"].as_array().unwrap();

@@ -23,14 +23,16 @@ pub(in crate::cli) fn queue(session: Option<SessionName>, json: bool, ids: outpu
 }
 
 /// `desk queue --all`'s part for this machine: what `desk queue` prints, less its "no pending
-/// items"; whether it printed anything.
+/// items"; whether it printed anything. That this machine's daemon is down is said only when
+/// something of it is listed (a machine that only reaches hosts may never run one).
 pub(in crate::cli) fn print_local_queues() -> Result<bool> {
     let paths = paths()?;
     let report = QueueReport::read(&paths, None, false, output::Ids::here())?;
-    if report.offline {
-        eprintln!("desk: {DAEMON_DOWN}");
+    let printed = report.print_text();
+    if report.offline && printed {
+        eprintln!("desk: this machine's {DAEMON_DOWN}");
     }
-    Ok(report.print_text())
+    Ok(printed)
 }
 
 /// A host's queues as its `desk queue --json` answered (`rows`, from its daemon or, when that
