@@ -254,7 +254,8 @@ impl Hints {
     /// subcommand's word), `session `, `queue ` or `named `, as a whole word (then a space, a
     /// closing mark, a `:` or `.` that ends a clause, the end of the text).
     fn rewrite(&self, text: &str) -> String {
-        // Where the name would start if one of the lead-ins ends at byte `at`'s word.
+        // Whether `before` (the text up to a mention of the name) ends with a lead-in and a
+        // space: `desk SUB`, `session`, `queue` or `named`, each a whole word.
         let lead_in = |before: &str| -> bool {
             let Some(head) = before.strip_suffix(' ') else { return false };
             let word_start = head.rfind(|c: char| !(c.is_ascii_lowercase() || c == '-')).map_or(0, |i| i + 1);
@@ -272,6 +273,7 @@ impl Hints {
                 }),
             }
         };
+        // Whether the name ends where `tail` (the text after it) starts.
         let ends = |tail: &str| {
             let mut chars = tail.chars();
             match chars.next() {
