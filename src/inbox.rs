@@ -165,6 +165,30 @@ pub fn unread_in(note: &str) -> Option<&str> {
     (session == again && !session.is_empty()).then_some(session)
 }
 
+/// A place's `desk inbox --json` answer (its dialogs, its notes) as dialogs and unreadable
+/// sessions, each session written `{prefix}NAME` (`HOST:` for a host's; empty for this
+/// machine's). A row of another shape (another desk's) is skipped.
+pub fn from_answer(prefix: &str, rows: &[serde_json::Value], notes: &[String]) -> (Vec<Open>, Vec<String>) {
+    let unread = notes.iter().filter_map(|n| unread_in(n)).map(|s| format!("{prefix}{s}")).collect();
+    let open = rows
+        .iter()
+        .filter_map(|row| {
+            Some(Open {
+                session: format!("{prefix}{}", row.get("session")?.as_str()?),
+                provider: row.get("provider").and_then(|p| p.as_str()).unwrap_or_default().to_string(),
+                since_ms: row.get("since_ms").and_then(serde_json::Value::as_u64).unwrap_or(0),
+                dialog: serde_json::from_value(row.clone()).ok()?,
+            })
+        })
+        .collect();
+    (open, unread)
+}
+
+/// The dialogs waiting longest first (those whose wait is not known last), then by session.
+pub fn sort(open: &mut [Open]) {
+    open.sort_by_key(|o| (if o.since_ms == 0 { u64::MAX } else { o.since_ms }, o.session.clone()));
+}
+
 /// Every open dialog in the fleet, the one waiting longest first; and the blocked sessions
 /// whose screen shows no dialog the rules read (the operator should look at those another
 /// way).
@@ -182,7 +206,7 @@ pub fn list(paths: &Paths) -> (Vec<Open>, Vec<String>) {
             Ok(None) | Err(_) => unread.push(look.name.clone()),
         }
     }
-    open.sort_by_key(|o| (if o.since_ms == 0 { u64::MAX } else { o.since_ms }, o.session.clone()));
+    sort(&mut open);
     (open, unread)
 }
 
@@ -296,6 +320,14 @@ pub fn answer(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_host_s_blocked_sessions_it_cannot_read_come_from_its_inbox_notes_named_host_colon_name() {
+        let notes = vec![unread_note("web"), "desk serve is not running".to_string(), unread_note("api.v2")];
+        let (cards, unread) = from_answer("gpu:", &[], &notes);
+        assert!(cards.is_empty());
+        assert_eq!(unread, ["gpu:web", "gpu:api.v2"]);
+    }
 
     #[test]
     fn an_unread_note_gives_back_its_session_and_no_other_note_does() {

@@ -23,6 +23,28 @@ pub(super) fn inbox(json: bool) -> Result<i32> {
     Ok(0)
 }
 
+/// `desk inbox --all`'s answer: the dialogs (`open`, a host's sessions written `HOST:NAME`, for
+/// the text; `rows`, as each place answered with its `host`, for JSON), the unreadable
+/// sessions, and the hosts that could not be asked (`lost`: on stderr, and in the JSON notes).
+pub(super) fn print_all(
+    open: Vec<Open>,
+    unread: Vec<String>,
+    rows: Vec<serde_json::Value>,
+    lost: Vec<String>,
+    json: bool,
+) -> Result<()> {
+    if json {
+        let mut notes: Vec<String> = unread.iter().map(|s| crate::inbox::unread_note(s)).collect();
+        notes.extend(lost);
+        return output::print_ok("inbox", rows, &notes);
+    }
+    InboxReport { open, unread, now: desk_common::clock::now_ms() }.render(false)?;
+    for why in &lost {
+        eprintln!("desk: {why}");
+    }
+    Ok(())
+}
+
 /// `desk inbox`: every open dialog, and the blocked sessions whose dialog desk cannot read.
 struct InboxReport {
     open: Vec<Open>,

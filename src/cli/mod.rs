@@ -254,6 +254,13 @@ enum Command {
         /// Print JSON (docs/cli.md).
         #[arg(long)]
         json: bool,
+        /// This machine's dialogs and every configured host's, a host's sessions written
+        /// `HOST:NAME` (docs/remote.md).
+        #[arg(long)]
+        all: bool,
+        /// Only this host's dialogs (repeat for several).
+        #[arg(short = 'H', long = "host", value_name = "HOST")]
+        host: Vec<String>,
     },
     /// Answer a session's dialog with one of its options (default: the provider's approve
     /// option, "Yes"), with the agent's own keys — only if it is the dialog you saw.
@@ -835,9 +842,10 @@ pub fn main() -> i32 {
     };
     let keeps_sigpipe = match &cli.command {
         // A link writes to ssh, which may be gone: an EPIPE is an error to report, not a death.
-        Command::Ls { all, host, .. } | Command::Stuck { all, host, .. } | Command::Queue { all, host, .. } => {
-            *all || !host.is_empty()
-        }
+        Command::Ls { all, host, .. }
+        | Command::Stuck { all, host, .. }
+        | Command::Queue { all, host, .. }
+        | Command::Inbox { all, host, .. } => *all || !host.is_empty(),
         Command::Hosts { .. } | Command::Relay | Command::Link { .. } | Command::Attach(_) | Command::Serve { .. } => {
             true
         }
@@ -897,7 +905,7 @@ impl Command {
             | Command::Rm { json, .. }
             | Command::Send { json, .. }
             | Command::Keys { json, .. }
-            | Command::Inbox { json }
+            | Command::Inbox { json, .. }
             | Command::Approve { json, .. }
             | Command::Deny { json, .. }
             | Command::Queue { json, .. }
@@ -1038,7 +1046,8 @@ fn run(cli: Cli, host: Option<(String, desk_common::config::Host)>) -> Result<i3
             ids,
         }),
         Command::Keys { name, keys, json } => keys::keys(&name, &keys, json, cli.via, &ids),
-        Command::Inbox { json } => inbox::inbox(json),
+        Command::Inbox { json, all, host } if all || !host.is_empty() => remote::inbox(json, all, &host),
+        Command::Inbox { json, .. } => inbox::inbox(json),
         Command::Approve { name, option, seen, json } => {
             inbox::answer(&name, option.as_deref(), false, seen.as_deref(), json, cli.via)
         }

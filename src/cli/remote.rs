@@ -312,7 +312,7 @@ fn host_command(name: &str, args: &[OsString]) -> Vec<String> {
 }
 
 /// The hosts `desk ls --all` (every configured one) or `-H HOST` (those) asks.
-fn chosen_hosts(config: &config::Config, all: bool, named: &[String]) -> Result<Vec<(String, Host)>> {
+fn chosen_hosts(paths: &Paths, config: &config::Config, all: bool, named: &[String]) -> Result<Vec<(String, Host)>> {
     if all {
         return Ok(config.hosts.iter().map(|(n, h)| (n.clone(), h.clone())).collect());
     }
@@ -320,14 +320,15 @@ fn chosen_hosts(config: &config::Config, all: bool, named: &[String]) -> Result<
         .iter()
         .map(|n| match config.hosts.get(n) {
             Some(h) => Ok((n.clone(), h.clone())),
-            None => Err(fail(ErrorCode::NoSuchSession, format!("no host {n:?} in config.toml ([hosts.{n}])"))),
+            None => Err(fail(ErrorCode::NoSuchSession, format!("-H {n}: {}", unknown_host(n, config, paths)))),
         })
         .collect()
 }
 
 /// What one place (this machine or a host) answered for the listing: its rows, read as `T`.
 enum Answer<T> {
-    Rows(Vec<T>),
+    /// Its rows, and the notes of its answer.
+    Rows(Vec<T>, Vec<String>),
     Unreachable(String),
 }
 
@@ -336,6 +337,8 @@ enum Answer<T> {
 #[derive(serde::Deserialize)]
 struct Reply<T> {
     data: Vec<T>,
+    #[serde(default)]
+    notes: Vec<String>,
 }
 
 /// `args` (a `--json` command whose answer's `data` is an array) asked of this machine (with
@@ -384,14 +387,14 @@ fn gather<T: DeserializeOwned + Send + 'static>(
 pub(super) fn ls(json: bool, all: bool, named: &[String]) -> Result<i32> {
     let paths = Paths::from_env()?;
     let config = config::load(&paths)?;
-    let hosts = chosen_hosts(&config, all, named)?;
+    let hosts = chosen_hosts(&paths, &config, all, named)?;
     if json {
         let places = gather::<serde_json::Value>(&hosts, all, &["ls", "--json"]);
         let mut rows = Vec::new();
         for (host, answer) in places {
             let host = (host != "-").then_some(host);
             match answer {
-                Answer::Rows(list) => rows.extend(list.into_iter().map(|mut row| {
+                Answer::Rows(list, _) => rows.extend(list.into_iter().map(|mut row| {
                     if let Some(object) = row.as_object_mut() {
                         object.insert("host".into(), host.clone().into());
                     }
@@ -414,7 +417,7 @@ pub(super) fn ls(json: bool, all: bool, named: &[String]) -> Result<i32> {
     ];
     for (host, answer) in &places {
         match answer {
-            Answer::Rows(list) => table_rows.extend(list.iter().map(|row| listing_row(host, row, now))),
+            Answer::Rows(list, _) => table_rows.extend(list.iter().map(|row| listing_row(host, row, now))),
             // The reason in the last column, which is never cut to a column's cap.
             Answer::Unreachable(why) => table_rows.push(
                 [host.as_str(), "-", "unreachable", "-", "-", "-", "-", "-"]
@@ -470,7 +473,7 @@ fn host_listing<T: DeserializeOwned>(name: &str, host: &Host, args: &[&str]) -> 
 /// output said.
 fn parse_listing<T: DeserializeOwned>(sub: &str, code: i32, stdout: &[u8], stderr: &[u8]) -> Answer<T> {
     match serde_json::from_slice::<Reply<T>>(stdout) {
-        Ok(reply) if code == 0 => Answer::Rows(reply.data),
+        Ok(reply) if code == 0 => Answer::Rows(reply.data, reply.notes),
         read => {
             let said = String::from_utf8_lossy(stderr);
             let said = match (said.trim(), read.err()) {
@@ -489,14 +492,14 @@ fn parse_listing<T: DeserializeOwned>(sub: &str, code: i32, stdout: &[u8], stder
 pub(super) fn stuck(json: bool, all: bool, named: &[String]) -> Result<i32> {
     let paths = Paths::from_env()?;
     let config = config::load(&paths)?;
-    let hosts = chosen_hosts(&config, all, named)?;
+    let hosts = chosen_hosts(&paths, &config, all, named)?;
     let places = gather::<serde_json::Value>(&hosts, all, &["stuck", "--json"]);
     let mut notes = Vec::new();
     let mut found: Vec<(Option<String>, Vec<serde_json::Value>)> = Vec::new();
     for (place, answer) in places {
         let host = (place != "-").then_some(place);
         match answer {
-            Answer::Rows(rows) => found.push((host, rows)),
+            Answer::Rows(rows, _) => found.push((host, rows)),
             Answer::Unreachable(why) => notes.push(match &host {
                 Some(host) => format!("host {host}: {why}"),
                 None => format!("this machine: {why}"),
@@ -541,7 +544,7 @@ pub(super) fn stuck(json: bool, all: bool, named: &[String]) -> Result<i32> {
 pub(super) fn queue(json: bool, all: bool, named: &[String]) -> Result<i32> {
     let paths = Paths::from_env()?;
     let config = config::load(&paths)?;
-    let hosts = chosen_hosts(&config, all, named)?;
+    let hosts = chosen_hosts(&paths, &config, all, named)?;
     // Text: this machine's as `desk queue` prints it (its intake and stalled channels too), in
     // this process, while the hosts are asked.
     let local_text = (all && !json).then(|| std::thread::spawn(super::delivery::print_local_queues));
@@ -556,13 +559,13 @@ pub(super) fn queue(json: bool, all: bool, named: &[String]) -> Result<i32> {
     for (place, answer) in places {
         let host = (place != "-").then_some(place);
         match (answer, json) {
-            (Answer::Rows(queues), true) => rows.extend(queues.into_iter().map(|mut q| {
+            (Answer::Rows(queues, _), true) => rows.extend(queues.into_iter().map(|mut q| {
                 if let Some(object) = q.as_object_mut() {
                     object.insert("host".into(), host.clone().into());
                 }
                 q
             })),
-            (Answer::Rows(queues), false) => {
+            (Answer::Rows(queues, _), false) => {
                 any |= super::delivery::print_host_queues(host.as_deref().unwrap_or("-"), queues)
             }
             (Answer::Unreachable(why), _) => notes.push(match &host {
@@ -582,6 +585,50 @@ pub(super) fn queue(json: bool, all: bool, named: &[String]) -> Result<i32> {
         }
     }
     Ok(if notes.is_empty() { 0 } else { 1 })
+}
+
+/// `desk inbox --all` / `desk inbox -H HOST`: this machine's open dialogs (with `--all`) and each
+/// host's, the one waiting longest first, a host's sessions written `HOST:NAME` (so that the
+/// `desk approve HOST:NAME --seen …` each shows is one to type here; in JSON, each dialog has
+/// `host`, `null` for this machine's, and `session` as its host names it). A host that cannot be
+/// asked is said (on stderr, and in the JSON notes) and makes the exit code 1; the others are
+/// listed.
+pub(super) fn inbox(json: bool, all: bool, named: &[String]) -> Result<i32> {
+    let paths = Paths::from_env()?;
+    let config = config::load(&paths)?;
+    let hosts = chosen_hosts(&paths, &config, all, named)?;
+    let places = gather::<serde_json::Value>(&hosts, all, &["inbox", "--json"]);
+    let (mut open, mut unread, mut rows, mut notes) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut lost = false;
+    for (place, answer) in places {
+        let host = (place != "-").then_some(place);
+        match answer {
+            Answer::Rows(data, said) => {
+                let prefix = host.as_ref().map_or_else(String::new, |h| format!("{h}:"));
+                let (o, u) = crate::inbox::from_answer(&prefix, &data, &said);
+                open.extend(o);
+                unread.extend(u);
+                rows.extend(data.into_iter().map(|mut row| {
+                    if let Some(object) = row.as_object_mut() {
+                        object.insert("host".into(), host.clone().into());
+                    }
+                    row
+                }));
+            }
+            Answer::Unreachable(why) => {
+                lost = true;
+                notes.push(match &host {
+                    Some(host) => format!("host {host}: {why}"),
+                    None => format!("this machine: {why}"),
+                });
+            }
+        }
+    }
+    crate::inbox::sort(&mut open);
+    let since = |row: &serde_json::Value| row["since_ms"].as_u64().filter(|s| *s > 0).unwrap_or(u64::MAX);
+    rows.sort_by_key(|row| (since(row), row["host"].as_str().map(str::to_string), row["session"].to_string()));
+    super::inbox::print_all(open, unread, rows, notes, json)?;
+    Ok(if lost { 1 } else { 0 })
 }
 
 /// What the table shows of a row of `desk ls --json` (docs/cli.md, `desk ls`): the rest of the

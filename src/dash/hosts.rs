@@ -151,25 +151,7 @@ fn parse_event(host: &str, line: &[u8], seen: &mut HashMap<String, (u32, u64)>) 
 pub fn approvals(name: &str, links: &Links) -> Result<(Vec<crate::inbox::Open>, Vec<String>), String> {
     let link = links.get(name).ok_or_else(|| format!("host {name} is not connected"))?;
     let (rows, notes) = answer(&link, &["inbox", "--json"])?;
-    Ok(host_inbox(name, &rows, &notes))
-}
-
-/// A host's `desk inbox --json` answer (its dialogs, its notes) as the approvals view's cards
-/// and unreadable sessions, each session named `HOST:NAME`.
-fn host_inbox(name: &str, rows: &[serde_json::Value], notes: &[String]) -> (Vec<crate::inbox::Open>, Vec<String>) {
-    let unread = notes.iter().filter_map(|n| crate::inbox::unread_in(n)).map(|s| format!("{name}:{s}")).collect();
-    let cards = rows
-        .iter()
-        .filter_map(|row| {
-            Some(crate::inbox::Open {
-                session: format!("{name}:{}", row.get("session")?.as_str()?),
-                provider: row.get("provider").and_then(|p| p.as_str()).unwrap_or_default().to_string(),
-                since_ms: row.get("since_ms").and_then(serde_json::Value::as_u64).unwrap_or(0),
-                dialog: serde_json::from_value(row.clone()).ok()?,
-            })
-        })
-        .collect();
-    (cards, unread)
+    Ok(crate::inbox::from_answer(&format!("{name}:"), &rows, &notes))
 }
 
 /// `HOST:NAME` split into the host and the session's name on it (local names have no `:`).
@@ -411,21 +393,4 @@ pub fn row_from_listing(host: &str, value: &serde_json::Value) -> Option<Row> {
         });
     }
     Some(row)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_host_s_blocked_sessions_it_cannot_read_come_from_its_inbox_notes_named_host_colon_name() {
-        let notes = vec![
-            crate::inbox::unread_note("web"),
-            "desk serve is not running".to_string(),
-            crate::inbox::unread_note("api.v2"),
-        ];
-        let (cards, unread) = host_inbox("gpu", &[], &notes);
-        assert!(cards.is_empty());
-        assert_eq!(unread, ["gpu:web", "gpu:api.v2"]);
-    }
 }

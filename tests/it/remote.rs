@@ -1166,3 +1166,39 @@ fn up_down_and_upgrade_run_on_the_host_h_names_and_restart_takes_host_colon_name
     let out = local.home.desk(&["down", "-H", "box", "--host", "box"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
+
+#[test]
+#[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
+fn inbox_all_lists_this_machine_s_dialogs_and_every_host_s_and_approve_answers_a_host_s() {
+    let sshd = sshd();
+    let remote = Home::new();
+    let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote)), gone_host(&sshd)]);
+    for (home, name) in [(&remote, "api"), (&local.home, "here")] {
+        home.demo(name, &[]);
+        home.wait_activity(name, "idle");
+        home.ok(&["keys", name, "text:please approve-me", "Enter"]);
+        home.wait_activity(name, "blocked");
+    }
+    // Both dialogs; the host's written box:api, with the command that answers it from here.
+    let out = local.home.desk(&["inbox", "--all"]);
+    assert_eq!(out.status.code(), Some(1), "host gone could not be asked: {}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("box:api · demo · approval") && text.contains("here · demo · approval"), "{text}");
+    assert!(stderr(&out).contains("desk: host gone: "), "{}", stderr(&out));
+    let v = local.home.json(&["inbox", "-H", "box", "--json"]);
+    let rows = v["data"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "only the host's: {v:#}");
+    assert_eq!((rows[0]["host"].as_str(), rows[0]["session"].as_str()), (Some("box"), Some("api")), "{v:#}");
+    let seen = rows[0]["fingerprint"].as_str().unwrap().to_string();
+    assert!(text.contains(&format!("desk approve box:api [OPTION] --seen {seen}")), "{text}");
+    // Typed as shown: the host's master answers its own dialog.
+    local.home.ok(&["approve", "box:api", "--seen", &seen]);
+    remote.wait_screen("api", "Approved (1. Yes)");
+    let out = local.home.desk(&["inbox", "-H", "box"]);
+    assert!(stdout(&out).contains("no open dialogs"), "{}", stdout(&out));
+    // This machine's is untouched.
+    assert!(local.home.peek("here").contains("Do you want to run this command?"));
+    let out = local.home.desk(&["inbox", "-H", "nowhere"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("no host \"nowhere\" in config.toml (configured: box, gone)"), "{}", stderr(&out));
+}
