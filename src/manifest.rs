@@ -195,14 +195,14 @@ pub fn register(paths: &Paths, manifest: &Path) -> Result<()> {
     desk_common::session::write_record(&REGISTRY_FORMAT, &file, &Registry { manifests: list })
 }
 
-/// Every registered manifest that still reads, with the sessions it declares: what `desk ls`
-/// adds as `down` when nothing of theirs runs. Unreadable ones are skipped (and said on stderr
-/// by the caller when it wants).
+/// Every registered manifest that still reads, with the sessions it declares on this machine:
+/// what `desk ls` adds as `down` when nothing of theirs runs (a host's are its own `desk ls`'s).
+/// Unreadable ones are skipped (and said on stderr by the caller when it wants).
 pub fn declared(paths: &Paths) -> Vec<(PathBuf, SessionSpec)> {
     let mut out = Vec::new();
     for path in registered(paths) {
         let Ok(loaded) = read(&path) else { continue };
-        for spec in loaded.manifest.sessions {
+        for spec in loaded.manifest.sessions.into_iter().filter(|s| s.host.is_none()) {
             if !out.iter().any(|(_, s): &(PathBuf, SessionSpec)| s.name == spec.name) {
                 out.push((loaded.path.clone(), spec));
             }

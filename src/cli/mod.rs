@@ -13,6 +13,7 @@ mod doctor;
 mod events;
 mod explain;
 mod hook;
+mod hosted;
 mod inbox;
 mod keys;
 mod manual;
@@ -462,6 +463,10 @@ enum Command {
         /// Run it on this configured host (docs/remote.md): the manifest is the host's.
         #[arg(short = 'H', long = "host", value_name = "HOST")]
         host: Option<String>,
+        /// Another machine's `desk up`/`down` hands this host its sessions: the manifest is on
+        /// standard input, kept as state/fleet/hosted/ORIGIN.toml (docs/remote.md).
+        #[arg(long = "manifest-stdin", hide = true, value_name = "ORIGIN", conflicts_with = "manifest", value_parser = hosted::parse_origin)]
+        manifest_stdin: Option<String>,
     },
     /// Stop the sessions a manifest declares (TERM, then KILL after 5 s, as `desk kill`).
     Down {
@@ -481,6 +486,10 @@ enum Command {
         /// Run it on this configured host (docs/remote.md): the manifest is the host's.
         #[arg(short = 'H', long = "host", value_name = "HOST")]
         host: Option<String>,
+        /// Another machine's `desk up`/`down` hands this host its sessions: the manifest is on
+        /// standard input, kept as state/fleet/hosted/ORIGIN.toml (docs/remote.md).
+        #[arg(long = "manifest-stdin", hide = true, value_name = "ORIGIN", conflicts_with = "manifest", value_parser = hosted::parse_origin)]
+        manifest_stdin: Option<String>,
     },
     /// Start a session again with what it was declared or last started with, resuming its
     /// agent's conversation.
@@ -1079,10 +1088,22 @@ fn run(cli: Cli, host: Option<(String, desk_common::config::Host)>) -> Result<i3
         }
         Command::Doctor { json } => doctor::doctor(json),
         Command::Rm { name, drop_queued, json } => sessions::rm(&name, drop_queued, json),
-        Command::Up { names, manifest, dry_run, recreate, json, host: _ } => {
-            up::up(manifest.as_deref(), &names, dry_run, recreate, json)
-        }
-        Command::Down { names, manifest, remove_worktree, json, host: _ } => {
+        Command::Up { names, manifest, dry_run, recreate, json, host: _, manifest_stdin } => match manifest_stdin {
+            Some(origin) => {
+                let given = hosted::receive(&desk_common::paths::Paths::from_env()?, &origin, dry_run)?;
+                let ran = up::up(Some(&given), &names, dry_run, recreate, json);
+                if dry_run {
+                    let _ = std::fs::remove_file(&given);
+                }
+                ran
+            }
+            None => up::up(manifest.as_deref(), &names, dry_run, recreate, json),
+        },
+        Command::Down { names, manifest, remove_worktree, json, host: _, manifest_stdin } => {
+            let manifest = match manifest_stdin {
+                Some(origin) => Some(hosted::receive(&desk_common::paths::Paths::from_env()?, &origin, false)?),
+                None => manifest,
+            };
             up::down(manifest.as_deref(), &names, remove_worktree, json)
         }
         Command::Restart { name, fresh, manifest, supervised, json } => {

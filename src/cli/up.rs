@@ -153,6 +153,9 @@ fn resolve<'a>(
 #[derive(Debug, Serialize)]
 struct SessionOutcome {
     name: String,
+    /// The host that runs it (`None`: this machine).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    host: Option<String>,
     /// `started`, `recreated`, `running`, `differs`, `unresponsive`, `failed`, or with
     /// `--dry-run` `would-start`, `would-recreate`.
     outcome: &'static str,
@@ -173,6 +176,7 @@ impl SessionOutcome {
     fn new(name: &str, outcome: &'static str) -> SessionOutcome {
         SessionOutcome {
             name: name.to_string(),
+            host: None,
             outcome,
             generation: None,
             conversation: None,
@@ -184,8 +188,35 @@ impl SessionOutcome {
         }
     }
 
+    /// What a host's `desk up --json` said of session `name` (its row of `sessions`).
+    fn from_host(name: &str, row: &serde_json::Value) -> SessionOutcome {
+        const OUTCOMES: [&str; 8] =
+            ["started", "recreated", "running", "differs", "unresponsive", "failed", "would-start", "would-recreate"];
+        let said = row["outcome"].as_str().unwrap_or("failed");
+        let mut o = SessionOutcome::new(name, OUTCOMES.into_iter().find(|o| *o == said).unwrap_or("failed"));
+        o.generation = row["generation"].as_u64().and_then(|g| u32::try_from(g).ok());
+        o.conversation = serde_json::from_value(row["conversation"].clone()).ok();
+        o.differences = serde_json::from_value(row["differences"].clone()).unwrap_or_default();
+        o.worktree = row["worktree"].as_str().map(String::from);
+        o.worktree_created = row["worktree_created"].as_bool().unwrap_or(false);
+        o.prompts_queued = row["prompts_queued"].as_u64().map_or(0, |n| n as usize);
+        o.error = row["error"].as_str().map(String::from);
+        if o.outcome == "failed" && o.error.is_none() {
+            o.error = Some(format!("the host said {said:?}"));
+        }
+        o
+    }
+
+    /// The session as it is typed here: `HOST:NAME` for a host's.
+    fn shown(&self) -> String {
+        match &self.host {
+            Some(host) => format!("{host}:{}", self.name),
+            None => self.name.clone(),
+        }
+    }
+
     fn line(&self) -> String {
-        let mut line = format!("{}: ", self.name);
+        let mut line = format!("{}: ", self.shown());
         match self.outcome {
             "started" | "recreated" => {
                 line.push_str(&format!("{} (generation {})", self.outcome, self.generation.unwrap_or(0)));
@@ -251,6 +282,8 @@ pub(super) fn up(
     let specs = select(&loaded, names)?;
     let paths = paths()?;
     let config = super::config::load(&paths)?;
+    // A host's sessions are its desk's to start: checked to be configured before anything is done.
+    let (specs, on_hosts) = super::hosted::split(&loaded, specs, &config, &paths)?;
     let resolved = resolve(&paths, &loaded, &specs, &config)?;
     let mut report = UpReport {
         manifest: loaded.path.display().to_string(),
@@ -315,6 +348,29 @@ pub(super) fn up(
             outcome.worktree_created |= *prepared == crate::worktree::Prepared::Created;
         }
         report.sessions.push(outcome);
+    }
+    let mut args = vec!["up"];
+    args.extend(dry_run.then_some("--dry-run"));
+    args.extend(recreate.then_some("--recreate"));
+    for (host, (entry, specs)) in &on_hosts {
+        let answer = super::hosted::run(host, entry, specs, &loaded, &args);
+        let sessions = answer.as_ref().ok().and_then(|data| data["sessions"].as_array());
+        for spec in specs {
+            let mut o = match sessions.and_then(|rows| rows.iter().find(|r| r["name"] == spec.name.as_str())) {
+                Some(row) => SessionOutcome::from_host(&spec.name, row),
+                None => {
+                    let mut o = SessionOutcome::new(&spec.name, "failed");
+                    o.error = Some(match &answer {
+                        Err(why) => format!("host {host}: {why}"),
+                        Ok(_) => format!("host {host} did not say what became of it"),
+                    });
+                    o
+                }
+            };
+            failed |= o.outcome == "failed";
+            o.host = Some(host.clone());
+            report.sessions.push(o);
+        }
     }
     if !dry_run {
         report.channels = converge_channels(&paths, &loaded)?;
@@ -535,6 +591,9 @@ fn stop(paths: &Paths, name: &SessionName, by: &str) -> Result<()> {
 #[derive(Debug, Serialize)]
 struct DownOutcome {
     name: String,
+    /// The host that runs it (`None`: this machine).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    host: Option<String>,
     /// `stopped`, `already-down`, `unresponsive`, `failed`.
     outcome: &'static str,
     worktree: Option<String>,
@@ -548,13 +607,46 @@ pub(super) fn down(manifest: Option<&Path>, names: &[SessionName], remove_worktr
     let loaded = crate::manifest::load(manifest)?;
     let specs = select(&loaded, names)?;
     let paths = paths()?;
+    let config = super::config::load(&paths)?;
+    let (specs, on_hosts) = super::hosted::split(&loaded, specs, &config, &paths)?;
     let mut outcomes = Vec::new();
     let mut failed = false;
+    let mut args = vec!["down"];
+    args.extend(remove_worktree.then_some("--remove-worktree"));
+    for (host, (entry, specs)) in &on_hosts {
+        let answer = super::hosted::run(host, entry, specs, &loaded, &args);
+        let rows = answer.as_ref().ok().and_then(|data| data.as_array());
+        for spec in specs {
+            let row = rows.and_then(|rows| rows.iter().find(|r| r["name"] == spec.name.as_str()));
+            let outcome = match row.and_then(|r| r["outcome"].as_str()) {
+                Some(said) => {
+                    ["stopped", "already-down", "unresponsive"].into_iter().find(|o| *o == said).unwrap_or("failed")
+                }
+                None => "failed",
+            };
+            let error = match (outcome, row, &answer) {
+                ("failed", Some(row), _) => Some(row["error"].as_str().unwrap_or("failed there").to_string()),
+                ("failed", None, Err(why)) => Some(format!("host {host}: {why}")),
+                ("failed", None, Ok(_)) => Some(format!("host {host} did not say what became of it")),
+                _ => None,
+            };
+            failed |= outcome == "failed";
+            outcomes.push(DownOutcome {
+                name: spec.name.clone(),
+                host: Some(host.clone()),
+                outcome,
+                worktree: row.and_then(|r| r["worktree"].as_str()).map(String::from),
+                worktree_removal: row.and_then(|r| r["worktree_removal"].as_str()).map(String::from),
+                error,
+            });
+        }
+    }
     for spec in specs.iter().rev() {
         let name = SessionName::parse(&spec.name).map_err(|e| failure(2, e.to_string()))?;
         let (observed, last) = observe(&paths, &name)?;
         let mut o = DownOutcome {
             name: spec.name.clone(),
+            host: None,
             outcome: "already-down",
             worktree: None,
             worktree_removal: None,
@@ -586,15 +678,19 @@ pub(super) fn down(manifest: Option<&Path>, names: &[SessionName], remove_worktr
         output::print_ok("down", &outcomes, &[])?;
     } else {
         for o in &outcomes {
+            let name = match &o.host {
+                Some(host) => format!("{host}:{}", o.name),
+                None => o.name.clone(),
+            };
             match o.outcome {
-                "already-down" => println!("{}: not running", o.name),
-                "stopped" => println!("{}: stopped", o.name),
-                "unresponsive" => println!("{}: signalled (its master did not answer)", o.name),
-                "failed" => println!("{}: failed: {}", o.name, o.error.as_deref().unwrap_or("?")),
+                "already-down" => println!("{name}: not running"),
+                "stopped" => println!("{name}: stopped"),
+                "unresponsive" => println!("{name}: signalled (its master did not answer)"),
+                "failed" => println!("{name}: failed: {}", o.error.as_deref().unwrap_or("?")),
                 _ => {}
             }
             if let (Some(path), Some(removal)) = (&o.worktree, &o.worktree_removal) {
-                println!("{}: worktree {path}: {removal}", o.name);
+                println!("{name}: worktree {path}: {removal}");
             }
         }
     }
@@ -752,6 +848,9 @@ fn declaring_manifest(
             Err(_) => continue,
         };
         if let Some(spec) = loaded.manifest.session(name.as_str()).cloned() {
+            if let Some(host) = &spec.host {
+                return Err(super::hosted::restart_on_host(name.as_str(), host, &loaded));
+            }
             return Ok(Some((loaded, spec)));
         }
         if given.is_some() {
@@ -811,7 +910,8 @@ pub(super) fn worktree_ls(manifest: Option<&Path>, json: bool) -> Result<i32> {
     let paths = paths()?;
     let root = loaded.worktrees_root(&paths);
     let mut rows = Vec::new();
-    for spec in loaded.manifest.sessions.iter().filter(|s| s.worktree.is_some()) {
+    // A host's sessions' worktrees are on the host (`desk worktree ls` there).
+    for spec in loaded.manifest.sessions.iter().filter(|s| s.worktree.is_some() && s.host.is_none()) {
         let name = SessionName::parse(&spec.name).map_err(|e| failure(2, e.to_string()))?;
         let launched = launch_record::read(&paths, &name).ok().flatten().and_then(|l| l.worktree);
         let used = match launched {

@@ -1202,3 +1202,67 @@ fn inbox_all_lists_this_machine_s_dialogs_and_every_host_s_and_approve_answers_a
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("no host \"nowhere\" in config.toml (configured: box, gone)"), "{}", stderr(&out));
 }
+
+#[test]
+#[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
+fn a_manifest_s_sessions_on_a_host_are_started_and_stopped_there_by_up_and_down_here() {
+    let sshd = sshd();
+    let remote = Home::new();
+    remote.serve();
+    let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote)), gone_host(&sshd)]);
+    let fleet = tempfile::Builder::new().prefix("dkf").tempdir_in("/tmp").unwrap();
+    let demo = crate::up::DEMO;
+    let there_dir = remote.path().join("work");
+    std::fs::create_dir_all(&there_dir).unwrap();
+    let manifest = fleet.path().join("desk.toml");
+    let text = format!(
+        "[session.here]\ncommand = [\"sh\", \"-c\", \"exec sleep 600\"]\n\n\
+         [session.there]\nhost = \"box\"\nprovider = \"demo\"\ncommand = [\"{demo}\", \"--work-ms\", \"100\"]\n\
+         cwd = \"{}\"\nprompts = [{{ text = \"hello from the manifest\" }}]\n",
+        there_dir.display()
+    );
+    std::fs::write(&manifest, &text).unwrap();
+    let manifest = manifest.to_str().unwrap();
+    let up = local.home.ok(&["up", "--manifest", manifest]);
+    assert!(up.contains("here: started (generation 1)"), "{up}");
+    assert!(up.contains("box:there: started (generation 1)") && up.contains("1 prompt(s) queued"), "{up}");
+    // The host runs it, in the directory declared there, with its prompt delivered by its daemon.
+    assert!(remote.socket("there").exists() && !local.home.socket("there").exists());
+    assert_eq!(remote.session("there").unwrap()["cwd"], there_dir.to_str().unwrap());
+    remote.wait_screen("there", "hello from the manifest");
+    // This machine lists only its own; a second up finds both as declared.
+    assert!(local.home.session("there").is_none(), "not declared down here: {:?}", local.home.ls());
+    let again = local.home.ok(&["up", "--manifest", manifest]);
+    assert!(again.starts_with("nothing to do: 2 session(s)"), "{again}");
+    let v = local.home.json(&["up", "--manifest", manifest, "--json"]);
+    let there = v["data"]["sessions"].as_array().unwrap().iter().find(|s| s["name"] == "there").unwrap().clone();
+    assert_eq!((there["host"].as_str(), there["outcome"].as_str()), (Some("box"), Some("running")), "{v:#}");
+    // A plain name declared on a host is not restarted here.
+    let out = local.home.desk(&["restart", "there", "--manifest", manifest]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("there runs on host box") && stderr(&out).contains("desk restart box:there"),
+        "{}",
+        stderr(&out)
+    );
+    let down = local.home.ok(&["down", "--manifest", manifest]);
+    assert!(down.contains("box:there: stopped") && down.contains("here: stopped"), "{down}");
+    eventually("the host's session to be down", || match remote.session("there") {
+        Some(s) if s["status"] == "down" => Ok(()),
+        other => Err(format!("{other:?}")),
+    });
+    // A host that cannot be reached fails its own sessions only, saying why; one not configured
+    // is refused before anything starts.
+    std::fs::write(fleet.path().join("desk.toml"), text.replace("host = \"box\"", "host = \"gone\"")).unwrap();
+    let out = local.home.desk(&["up", "--manifest", manifest]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(stdout(&out).contains("here: started (generation 2)"), "{}", stdout(&out));
+    assert!(stdout(&out).contains("gone:there: failed: host gone: "), "{}", stdout(&out));
+    local.home.ok(&["kill", "here"]);
+    std::fs::write(fleet.path().join("desk.toml"), text.replace("host = \"box\"", "host = \"nowhere\"")).unwrap();
+    let out = local.home.desk(&["up", "--manifest", manifest]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("[session.there]: host \"nowhere\" is not in"), "{}", stderr(&out));
+    let here = local.home.session("here").unwrap();
+    assert!(here["status"] != "running" && here["generation"] == 2, "nothing started: {here}");
+}

@@ -386,7 +386,16 @@ impl Link {
 
     /// Run the host's desk with `args` and collect its output: (exit code, stdout, stderr).
     pub fn exec_output(&self, args: &[String]) -> Result<(i32, Vec<u8>, Vec<u8>)> {
-        let rx = self.exec(args, None)?;
+        self.exec_output_with(args, None)
+    }
+
+    /// [`Link::exec_output`], with `input` as the command's standard input.
+    pub fn exec_output_with(
+        &self,
+        args: &[String],
+        input: Option<Box<dyn Read + Send>>,
+    ) -> Result<(i32, Vec<u8>, Vec<u8>)> {
+        let rx = self.exec(args, input)?;
         let (mut out, mut err, mut code) = (Vec::new(), Vec::new(), None);
         for event in rx {
             match event {

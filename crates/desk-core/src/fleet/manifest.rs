@@ -7,7 +7,9 @@
 //! key the schema does not know is an error at every level (a typo is never silently ignored);
 //! a manifest with an error yields no [`Manifest`] at all, so nothing is half applied; sessions
 //! come out in name order. What the file says relative to the filesystem (a `cwd` relative to
-//! the manifest's directory, `~`) stays as written: the desk package resolves it.
+//! the manifest's directory, `~`) stays as written: the desk package resolves it. A session with
+//! `host` is that host's to run: its `cwd` is a path there (absolute, or under its home), and no
+//! channel of the manifest takes it; [`hosted_text`] writes the manifest the host is given.
 //! Pure: the text is given; no file is read here.
 
 use std::collections::BTreeMap;
@@ -52,6 +54,8 @@ impl Manifest {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionSpec {
     pub name: String,
+    /// `host`: the configured host (docs/remote.md) that runs it; `None`: this machine.
+    pub host: Option<String>,
     pub provider: Provider,
     /// `command`: the whole command, instead of the provider's own program. `None`: the
     /// provider's program followed by [`SessionSpec::args`].
@@ -171,6 +175,7 @@ struct RawDefaults {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawSession {
+    host: Option<Spanned<String>>,
     provider: Option<Spanned<String>>,
     command: Option<Spanned<Vec<String>>>,
     args: Option<Spanned<Vec<String>>>,
@@ -347,8 +352,21 @@ fn check_session(
     for label in &session.labels {
         labels.push(check_label(label, "label", err)?);
     }
+    let host = session.host.as_ref().map(|h| check_host(h, err)).transpose()?;
+    if let (Some(host), Some(cwd)) = (&host, &session.cwd) {
+        let c = cwd.get_ref();
+        if !(c.starts_with('/') || c == "~" || c.starts_with("~/")) {
+            return Err(err(
+                cwd.span(),
+                format!(
+                    "`cwd` of a session on host {host} is a path on that host: absolute (/srv/app) or under its home (~/app), not {c:?}"
+                ),
+            ));
+        }
+    }
     Ok(SessionSpec {
         name: name.get_ref().clone(),
+        host,
         provider,
         command,
         args,
@@ -403,11 +421,22 @@ fn check_channel(
     for (list, role) in [(&c.members, Role::Worker), (&c.supervisors, Role::Supervisor)] {
         for member in list {
             let m = member.get_ref();
-            if !sessions.iter().any(|s| &s.name == m) {
-                return Err(err(
-                    member.span(),
-                    format!("#{channel}: `{m}` is not a session of this manifest (people go in `humans`)"),
-                ));
+            match sessions.iter().find(|s| &s.name == m) {
+                None => {
+                    return Err(err(
+                        member.span(),
+                        format!("#{channel}: `{m}` is not a session of this manifest (people go in `humans`)"),
+                    ));
+                }
+                Some(SessionSpec { host: Some(host), .. }) => {
+                    return Err(err(
+                        member.span(),
+                        format!(
+                            "#{channel}: `{m}` runs on host {host}; channels whose members sit on hosts are not supported yet"
+                        ),
+                    ));
+                }
+                Some(_) => {}
             }
             if members.iter().any(|(n, _)| n == m) {
                 return Err(err(member.span(), format!("#{channel}: `{m}` is listed twice")));
@@ -433,6 +462,100 @@ fn check_channel(
         None => None,
     };
     Ok(ChannelSpec { name: channel, goal: c.goal.clone(), checkin_after, members })
+}
+
+/// A host's name as config.toml's `[hosts.NAME]` takes it: a letter or digit, then letters,
+/// digits, `.`, `_` or `-` (whether it is configured is the desk package's to check).
+fn check_host(h: &Spanned<String>, err: &Err<'_>) -> Result<String, ManifestError> {
+    let name = h.get_ref();
+    let good = name.len() <= 64
+        && name.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+    if !good {
+        return Err(err(h.span(), format!("`host` {name:?} is not a host's name (a [hosts.NAME] of config.toml)")));
+    }
+    Ok(name.clone())
+}
+
+/// The manifest host `specs`' host is given by `desk up` and `desk down` (they must all be on
+/// it): each session as declared here, defaults applied, less `host`; `cwd` as written (a path
+/// on the host), or `~` (its home) when none is. No channels, no `worktrees` (the host's own
+/// place for them). [`parse`] reads it back to the same sessions, but for `host`.
+pub fn hosted_text(specs: &[&SessionSpec], origin: &str) -> String {
+    let mut out =
+        format!("# What desk up on another machine declared for this host, from {}.\n", origin.escape_debug());
+    out.push_str("# It is written again by each desk up and desk down there: edit that manifest, not this.\n");
+    for spec in specs {
+        out.push_str(&format!("\n[session.{}]\n", toml_string(&spec.name)));
+        let mut key = |k: &str, v: String| out.push_str(&format!("{k} = {v}\n"));
+        key("provider", toml_string(spec.provider.as_str()));
+        if let Some(command) = &spec.command {
+            key("command", toml_strings(command));
+        } else if !spec.args.is_empty() {
+            key("args", toml_strings(&spec.args));
+        }
+        key("cwd", toml_string(spec.cwd.as_deref().unwrap_or("~")));
+        if !spec.env.is_empty() {
+            let pairs: Vec<String> =
+                spec.env.iter().map(|(k, v)| format!("{} = {}", toml_string(k), toml_string(v))).collect();
+            key("env", format!("{{ {} }}", pairs.join(", ")));
+        }
+        if let Some((cols, rows)) = spec.size {
+            key("size", toml_string(&format!("{cols}x{rows}")));
+        }
+        key("size_policy", toml_string(spec.size_policy.name()));
+        if let Some(history) = spec.history {
+            key("history", history.to_string());
+        }
+        key("restart", toml_string(spec.restart.name()));
+        if let Some(branch) = &spec.worktree {
+            key("worktree", toml_string(branch));
+        }
+        if let Some(group) = &spec.group {
+            key("group", toml_string(group));
+        }
+        if !spec.labels.is_empty() {
+            key("labels", toml_strings(&spec.labels));
+        }
+        if !spec.prompts.is_empty() {
+            let prompts: Vec<String> = spec
+                .prompts
+                .iter()
+                .map(|p| {
+                    let when = match p.when {
+                        When::Now => "now",
+                        When::Idle => "idle",
+                    };
+                    format!("{{ text = {}, when = {} }}", toml_string(&p.text), toml_string(when))
+                })
+                .collect();
+            key("prompts", format!("[{}]", prompts.join(", ")));
+        }
+    }
+    out
+}
+
+/// `s` as a TOML basic string: quoted, with `"`, `\\` and control characters escaped.
+fn toml_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn toml_strings(items: &[String]) -> String {
+    format!("[{}]", items.iter().map(|s| toml_string(s)).collect::<Vec<_>>().join(", "))
 }
 
 fn check_provider(p: &Spanned<String>, err: &Err<'_>) -> Result<Provider, ManifestError> {

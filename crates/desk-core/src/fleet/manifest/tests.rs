@@ -176,3 +176,63 @@ fn columns_count_characters_not_bytes() {
     // The error is at `;`, after a two-byte character: column 12 (13 if bytes were counted).
     assert!(e.starts_with("desk.toml:3:12:"), "{e}");
 }
+
+#[test]
+fn a_session_on_a_host_takes_a_path_there_and_no_channel() {
+    let m = parse("[session.train]\nhost = \"gpu\"\nprovider = \"claude\"\ncwd = \"/srv/train\"\n").unwrap();
+    assert_eq!(m.session("train").unwrap().host.as_deref(), Some("gpu"));
+    assert_eq!(parse("[session.a]\nprovider = \"claude\"\n").unwrap().sessions[0].host, None);
+    for cwd in ["~", "~/work"] {
+        assert!(
+            parse(&format!("[session.t]\nhost = \"gpu\"\nprovider = \"claude\"\ncwd = \"{cwd}\"\n")).is_ok(),
+            "{cwd}"
+        );
+    }
+    let e = error("[session.t]\nhost = \"gpu\"\nprovider = \"claude\"\ncwd = \"work\"\n");
+    assert!(e.starts_with("desk.toml:4:7: `cwd` of a session on host gpu is a path on that host"), "{e}");
+    let e = error("[session.t]\nhost = \"-oProxyCommand=x\"\nprovider = \"claude\"\n");
+    assert!(e.starts_with("desk.toml:2:8: `host` \"-oProxyCommand=x\" is not a host's name"), "{e}");
+    let e = error(
+        "[session.t]\nhost = \"gpu\"\nprovider = \"claude\"\n[session.u]\nprovider = \"claude\"\n[channel.c]\nmembers = [\"u\", \"t\"]\n",
+    );
+    assert!(e.contains("#c: `t` runs on host gpu; channels whose members sit on hosts are not supported yet"), "{e}");
+}
+
+#[test]
+fn the_manifest_a_host_is_given_reads_back_to_the_same_sessions() {
+    let text = r#"
+[defaults]
+args = ["--model", "opus"]
+env = { SHARED = "a \"quoted\" \\ back\tslash\u0001" }
+restart = "on-failure"
+
+[session."api.v2"]
+host = "gpu"
+provider = "claude"
+cwd = "/srv/api"
+size = "100x30"
+size_policy = "fixed"
+history = 5000
+worktree = "api-work"
+group = "backend"
+labels = ["rust", "api"]
+prompts = [{ text = "Read the README\nthen the tests", when = "idle" }, { text = "Go" }]
+
+[session.web]
+host = "gpu"
+command = ["sh", "-c", "echo 'hi'; exec cat"]
+
+[session.local]
+provider = "claude"
+"#;
+    let m = parse(text).unwrap();
+    let on_gpu: Vec<&SessionSpec> = m.sessions.iter().filter(|s| s.host.as_deref() == Some("gpu")).collect();
+    let hosted = hosted_text(&on_gpu, "laptop:/home/me/fleet/desk.toml");
+    let back = parse(&hosted).unwrap_or_else(|e| panic!("{e}\n{hosted}"));
+    let expected: Vec<SessionSpec> = on_gpu
+        .iter()
+        .map(|s| SessionSpec { host: None, cwd: Some(s.cwd.clone().unwrap_or_else(|| "~".into())), ..(*s).clone() })
+        .collect();
+    assert_eq!(back.sessions, expected, "{hosted}");
+    assert!(back.channels.is_empty() && back.worktrees.is_none());
+}
