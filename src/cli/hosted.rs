@@ -100,10 +100,31 @@ pub(super) fn receive(paths: &Paths, origin: &str, dry_run: bool) -> Result<Path
     Ok(path)
 }
 
+/// [`run`] on every host of `on_hosts` at once (one slow or lost host does not hold up the
+/// others): each host's answer, by its name.
+pub(super) fn run_all(
+    on_hosts: &OnHosts<'_>,
+    loaded: &Loaded,
+    args: &[&str],
+) -> BTreeMap<String, Result<serde_json::Value, String>> {
+    std::thread::scope(|scope| {
+        let asked: Vec<_> = on_hosts
+            .iter()
+            .map(|(name, (host, specs))| (name, scope.spawn(move || run(name, host, specs, loaded, args))))
+            .collect();
+        asked
+            .into_iter()
+            .map(|(name, answer)| {
+                (name.clone(), answer.join().unwrap_or_else(|_| Err("asking it failed (a panic here)".into())))
+            })
+            .collect()
+    })
+}
+
 /// Run `args` (`up` or `down`, `--json`) for `selected` on host `name`, with the manifest of
 /// every session `loaded` declares on it on its standard input (`--manifest-stdin` naming where
 /// it comes from): the `data` of its answer, or why there is none.
-pub(super) fn run(
+fn run(
     name: &str,
     host: &Host,
     selected: &[&SessionSpec],

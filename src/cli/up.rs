@@ -352,8 +352,9 @@ pub(super) fn up(
     let mut args = vec!["up"];
     args.extend(dry_run.then_some("--dry-run"));
     args.extend(recreate.then_some("--recreate"));
-    for (host, (entry, specs)) in &on_hosts {
-        let answer = super::hosted::run(host, entry, specs, &loaded, &args);
+    let mut answers = super::hosted::run_all(&on_hosts, &loaded, &args);
+    for (host, (_, specs)) in &on_hosts {
+        let answer = answers.remove(host).unwrap_or_else(|| Err("not asked".into()));
         let sessions = answer.as_ref().ok().and_then(|data| data["sessions"].as_array());
         for spec in specs {
             let mut o = match sessions.and_then(|rows| rows.iter().find(|r| r["name"] == spec.name.as_str())) {
@@ -613,8 +614,9 @@ pub(super) fn down(manifest: Option<&Path>, names: &[SessionName], remove_worktr
     let mut failed = false;
     let mut args = vec!["down"];
     args.extend(remove_worktree.then_some("--remove-worktree"));
-    for (host, (entry, specs)) in &on_hosts {
-        let answer = super::hosted::run(host, entry, specs, &loaded, &args);
+    let mut answers = super::hosted::run_all(&on_hosts, &loaded, &args);
+    for (host, (_, specs)) in &on_hosts {
+        let answer = answers.remove(host).unwrap_or_else(|| Err("not asked".into()));
         let rows = answer.as_ref().ok().and_then(|data| data.as_array());
         for spec in specs {
             let row = rows.and_then(|rows| rows.iter().find(|r| r["name"] == spec.name.as_str()));
