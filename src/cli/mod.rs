@@ -734,6 +734,9 @@ struct AttachArgs {
     /// stuck prompt, then degraded (the one waiting longest first).
     #[arg(long)]
     next: bool,
+    /// With --next: among this machine's sessions and every configured host's (docs/remote.md).
+    #[arg(long, requires = "next")]
+    all: bool,
     /// Watch only: input is not sent and the session keeps its size (this terminal sees a view).
     #[arg(long)]
     read_only: bool,
@@ -979,12 +982,22 @@ fn run(cli: Cli, host: Option<(String, desk_common::config::Host)>) -> Result<i3
                 None => config.prefix_key.unwrap_or(Some(crate::attach::DEFAULT_PREFIX_KEY)),
             };
             let status = !a.no_status && config.status_line.unwrap_or(true);
-            let name = match a.name {
-                Some(name) => name,
+            let (name, host) = match a.name {
+                Some(name) => (name, host),
+                None if a.all => match remote::most_needing_person_everywhere()? {
+                    Some((place, name, why)) => {
+                        let shown = place.as_ref().map_or_else(|| name.to_string(), |(h, _)| format!("{h}:{name}"));
+                        eprintln!("desk: attaching to {shown} ({why})");
+                        (name, place)
+                    }
+                    None => {
+                        return Err(fail(ErrorCode::Failed, "no running session here or on a host needs a person now"));
+                    }
+                },
                 None => match sessions::most_needing_person(&desk_common::paths::Paths::from_env()?)? {
                     Some((name, why)) => {
                         eprintln!("desk: attaching to {name} ({why})");
-                        name
+                        (name, host)
                     }
                     None => return Err(fail(ErrorCode::Failed, "no running session needs a person now")),
                 },

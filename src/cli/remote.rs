@@ -20,7 +20,7 @@ use std::io::Write as _;
 use std::time::{Duration, Instant};
 
 use desk_common::config::{self, Host};
-use desk_common::paths::Paths;
+use desk_common::paths::{Paths, SessionName};
 use desk_common::remote::link::{ExecEvent, HANDSHAKE_TIMEOUT, Link};
 
 use super::output::{self, ErrorCode, Layout};
@@ -629,6 +629,51 @@ pub(super) fn inbox(json: bool, all: bool, named: &[String]) -> Result<i32> {
     rows.sort_by_key(|row| (since(row), row["host"].as_str().map(str::to_string), row["session"].to_string()));
     super::inbox::print_all(open, unread, rows, notes, json)?;
     Ok(if lost { 1 } else { 0 })
+}
+
+/// `desk attach --next --all`: of this machine's running sessions and every host's, the one
+/// that most needs a person (the fleet's ranking, as `desk attach --next` ranks this machine's),
+/// with its host (`None`: this machine) and why. A host that cannot be asked is said on stderr
+/// and left out.
+pub(super) fn most_needing_person_everywhere() -> Result<Option<(Option<NamedHost>, SessionName, String)>> {
+    let paths = Paths::from_env()?;
+    let config = config::load(&paths)?;
+    let hosts = chosen_hosts(&paths, &config, true, &[])?;
+    let places = gather::<serde_json::Value>(&hosts, true, &["ls", "--json"]);
+    let mut best: Option<(super::sessions::Need, Option<NamedHost>, String)> = None;
+    for (place, answer) in places {
+        let host = hosts.iter().find(|(n, _)| *n == place).cloned();
+        match answer {
+            Answer::Rows(rows, _) => {
+                for row in rows.iter().filter(|r| r["exit"].is_null() && r["status"] == "running") {
+                    // The row's state as `desk ls --json` writes it (docs/cli.md).
+                    let state = &row["state"];
+                    let Ok(activity) = serde_json::from_value(state["activity"]["value"].clone()) else { continue };
+                    let health = match state["health"]["value"].as_str() {
+                        Some("degraded") => desk_wire::state::Health::Degraded(
+                            state["health"]["reason"].as_str().unwrap_or_default().to_string(),
+                        ),
+                        _ => desk_wire::state::Health::Ok,
+                    };
+                    let since = state["activity"]["since_ms"].as_u64().unwrap_or(u64::MAX);
+                    let stuck = row["stuck"].as_u64().map_or(0, |n| n as u32);
+                    let need = super::sessions::needs_person(activity, since, state["wait"].as_str(), &health, stuck);
+                    let (Some(need), Some(name)) = (need, row["name"].as_str()) else { continue };
+                    if best.as_ref().is_none_or(|(b, _, _)| need.key < b.key) {
+                        best = Some((need, host.clone(), name.to_string()));
+                    }
+                }
+            }
+            Answer::Unreachable(why) => match &host {
+                Some((name, _)) => eprintln!("desk: host {name}: {why}"),
+                None => eprintln!("desk: this machine: {why}"),
+            },
+        }
+    }
+    match best {
+        Some((need, host, name)) => Ok(Some((host, SessionName::parse(&name)?, need.why))),
+        None => Ok(None),
+    }
 }
 
 /// What the table shows of a row of `desk ls --json` (docs/cli.md, `desk ls`): the rest of the

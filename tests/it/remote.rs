@@ -1266,3 +1266,37 @@ fn a_manifest_s_sessions_on_a_host_are_started_and_stopped_there_by_up_and_down_
     let here = local.home.session("here").unwrap();
     assert!(here["status"] != "running" && here["generation"] == 2, "nothing started: {here}");
 }
+
+#[test]
+#[cfg_attr(desk_missing_sshd, ignore = "needs sshd")]
+fn attach_next_all_attaches_the_session_that_most_needs_a_person_here_or_on_a_host() {
+    let sshd = sshd();
+    let remote = Home::new();
+    let local = Local::new(&[sshd.host_entry("box", &desk_on(&remote)), gone_host(&sshd)]);
+    // This machine's session is idle; the host's waits on a dialog.
+    local.home.demo("here", &[]);
+    local.home.wait_activity("here", "idle");
+    remote.demo("api", &[]);
+    remote.wait_activity("api", "idle");
+    remote.ok(&["keys", "api", "text:please approve-me", "Enter"]);
+    remote.wait_activity("api", "blocked");
+    // Without --all, this machine only: nothing here needs a person.
+    let out = local.home.desk(&["attach", "--next"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let mut pty = PtyCommand::new(DESK)
+        .args(["attach", "--next", "--all"])
+        .env("DESK_HOME", local.home.path())
+        .env("DESK_AUTOSTART", "0")
+        .size(100, 30)
+        .spawn()
+        .expect("attach");
+    pty.wait_until(PATIENCE, "the host's dialog", |s| s.contains("Do you want to run this command?")).unwrap();
+    pty.write([0x1c]).unwrap();
+    let status = pty.wait_exit(PATIENCE).unwrap();
+    assert_eq!(status.code(), Some(0), "{}", pty.screen());
+    pty.wait_until(PATIENCE, "the detach line", |s| s.contains("[desk: detached from box:api]")).unwrap();
+    // What it says of its choice (the attach's screen covers it on a terminal).
+    let out = local.home.desk(&["attach", "--next", "--all"]);
+    assert!(stderr(&out).contains("desk: attaching to box:api (blocked(approval))"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("desk: host gone: "), "the lost host is said: {}", stderr(&out));
+}

@@ -713,37 +713,57 @@ const LS_COLUMN_CAP: usize = 30;
 /// degraded; the one waiting longest first), with a few words on why: what `desk attach --next`
 /// attaches to. The ranking is the dashboard's (`dash::model::rank`).
 pub(crate) fn most_needing_person(paths: &Paths) -> Result<Option<(SessionName, String)>> {
-    use crate::dash::model::{Urgency, rank};
     let counts = crate::cli::delivery::queue_counts(paths).unwrap_or_default();
-    let mut best: Option<(Urgency, u64, &Listing)> = None;
     let rows = listings(paths, Skew::Skip)?;
-    for row in &rows {
-        let Some(state) = &row.state else { continue };
-        if row.exit.is_some() {
-            continue;
-        }
-        let stuck = counts.get(&row.name).map_or(0, |c| c.stuck);
-        let urgency = rank(None, true, state.activity.value, stuck, &state.health.value);
-        if !urgency.needs_person() {
-            continue;
-        }
-        let key = (urgency, state.activity.since_ms);
-        if best.as_ref().is_none_or(|(u, since, _)| key < (*u, *since)) {
-            best = Some((urgency, state.activity.since_ms, row));
-        }
+    let best = rows
+        .iter()
+        .filter(|row| row.exit.is_none())
+        .filter_map(|row| {
+            let state = row.state.as_ref()?;
+            let stuck = counts.get(&row.name).map_or(0, |c| c.stuck);
+            needs_person(
+                state.activity.value,
+                state.activity.since_ms,
+                state.wait.as_deref(),
+                &state.health.value,
+                stuck,
+            )
+            .map(|n| (n, row))
+        })
+        .min_by_key(|(n, _)| n.key);
+    match best {
+        Some((need, row)) => Ok(Some((SessionName::parse(&row.name)?, need.why))),
+        None => Ok(None),
     }
-    let Some((urgency, _, row)) = best else { return Ok(None) };
-    let state = row.state.as_ref().map(|s| (s.wait.clone(), s.health.value.clone()));
-    let why = match (urgency, state) {
-        (Urgency::Blocked, Some((wait, _))) => {
-            crate::words::activity(desk_core::state::Activity::Blocked, wait.as_deref())
-        }
-        (Urgency::Blocked, _) => "blocked".to_string(),
-        (Urgency::Stuck, _) => "a prompt is stuck".to_string(),
-        (_, Some((_, health))) => health.as_str(),
-        _ => "needs a person".to_string(),
+}
+
+/// Why a running session with `state` and `stuck` stuck prompts needs a person, if it does,
+/// and how it ranks among those that do (`key`: the lower, the sooner).
+pub(crate) struct Need {
+    pub key: (crate::dash::model::Urgency, u64),
+    pub why: String,
+}
+
+/// [`Need`] of one running session: its activity since `since_ms`, what it waits for, its
+/// health, its stuck prompts (the fleet's ranking: `desk_core::attention::rank`).
+pub(crate) fn needs_person(
+    activity: desk_core::state::Activity,
+    since_ms: u64,
+    wait: Option<&str>,
+    health: &desk_wire::state::Health,
+    stuck: u32,
+) -> Option<Need> {
+    use crate::dash::model::{Urgency, rank};
+    let urgency = rank(None, true, activity, stuck, health);
+    if !urgency.needs_person() {
+        return None;
+    }
+    let why = match urgency {
+        Urgency::Blocked => crate::words::activity(desk_core::state::Activity::Blocked, wait),
+        Urgency::Stuck => "a prompt is stuck".to_string(),
+        _ => health.as_str(),
     };
-    Ok(Some((SessionName::parse(&row.name)?, why)))
+    Some(Need { key: (urgency, since_ms), why })
 }
 
 fn ls_table(rows: &[Listing], now: u64, fit: Option<usize>) -> Vec<String> {
