@@ -181,7 +181,12 @@ pub(super) fn run_on_host(name: &str, host: &Host, args: &[OsString]) -> Result<
     let mut whole = vec![OsString::from("desk")];
     whole.extend(args.iter().cloned());
     let session = name_position(&whole).and_then(|at| whole[at].to_str()).map(str::to_string);
-    let mut hints = session.map(|s| Hints::new(name, &s));
+    let whole = args.first().and_then(|a| a.to_str()).is_some_and(|sub| RUNS_ON_HOST.contains(&sub));
+    let mut hints = match session {
+        Some(s) => Some(Hints::new(name, &s)),
+        None if whole => Some(Hints::whole_command(name)),
+        None => None,
+    };
     let args = host_command(name, args);
     let link = connect(name, host)?;
     // What is piped in goes to the host's desk (`desk send HOST:NAME < prompt.md`); a terminal
@@ -227,13 +232,22 @@ pub(super) fn run_on_host(name: &str, host: &Host, args: &[OsString]) -> Result<
 /// `queue api`, `a session named api`) written `HOST:NAME` too.
 struct Hints {
     host: String,
+    /// The session the command names (empty: none).
     session: String,
+    /// The whole command runs on the host (`-H HOST`): each of its `desk: …` lines is about
+    /// the host, and says so (`desk: host gpu: no desk.toml in /home/me …`).
+    whole: bool,
     partial: Vec<u8>,
 }
 
 impl Hints {
     fn new(host: &str, session: &str) -> Hints {
-        Hints { host: host.to_string(), session: session.to_string(), partial: Vec::new() }
+        Hints { host: host.to_string(), session: session.to_string(), whole: false, partial: Vec::new() }
+    }
+
+    /// For a command of [`RUNS_ON_HOST`], which names no session.
+    fn whole_command(host: &str) -> Hints {
+        Hints { host: host.to_string(), session: String::new(), whole: true, partial: Vec::new() }
     }
 
     /// The whole lines `bytes` completes, rewritten; the rest is kept for the next call.
@@ -254,6 +268,24 @@ impl Hints {
     /// subcommand's word), `session `, `queue ` or `named `, as a whole word (then a space, a
     /// closing mark, a `:` or `.` that ends a clause, the end of the text).
     fn rewrite(&self, text: &str) -> String {
+        let text = self.rewrite_names(text);
+        if !self.whole {
+            return text;
+        }
+        let said = format!("desk: host {}: ", self.host);
+        text.split_inclusive('\n')
+            .map(|line| match line.strip_prefix("desk: ") {
+                Some(rest) => format!("{said}{rest}"),
+                None => line.to_string(),
+            })
+            .collect()
+    }
+
+    /// [`Hints::rewrite`]'s part for the session's name.
+    fn rewrite_names(&self, text: &str) -> String {
+        if self.session.is_empty() {
+            return text.to_string();
+        }
         // Whether `before` (the text up to a mention of the name) ends with a lead-in and a
         // space: `desk SUB`, `session`, `queue` or `named`, each a whole word.
         let lead_in = |before: &str| -> bool {
@@ -1250,6 +1282,12 @@ mod tests {
             "sent SIGTERM to session api:api; desk kill api:api"
         );
         // Across reads: a line is rewritten once it is whole.
+        // A command run whole on the host: its messages are the host's.
+        let whole = Hints::whole_command("gpu");
+        assert_eq!(
+            whole.rewrite("desk: no desk.toml in /root\nw1: started\ndesk: started desk serve"),
+            "desk: host gpu: no desk.toml in /root\nw1: started\ndesk: host gpu: started desk serve"
+        );
         let mut hints = Hints::new("box", "api");
         assert!(hints.lines(b"try desk peek a").is_empty());
         assert_eq!(hints.lines(b"pi\nand desk pee"), b"try desk peek box:api\n");
