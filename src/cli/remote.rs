@@ -290,7 +290,12 @@ impl Hints {
         // space: `desk SUB`, `session`, `queue` or `named`, each a whole word.
         let lead_in = |before: &str| -> bool {
             let Some(head) = before.strip_suffix(' ') else { return false };
-            let word_start = head.rfind(|c: char| !(c.is_ascii_lowercase() || c == '-')).map_or(0, |i| i + 1);
+            // The last word of `head` (what follows its last character that is not one of a
+            // word's, which may be several bytes long).
+            let word_start = head
+                .char_indices()
+                .rfind(|(_, c)| !(c.is_ascii_lowercase() || *c == '-'))
+                .map_or(0, |(i, c)| i + c.len_utf8());
             let word = &head[word_start..];
             let whole =
                 |w: &str| head.len() == w.len() || head[..head.len() - w.len()].ends_with([' ', '(', '`', '\n']);
@@ -1263,6 +1268,9 @@ mod tests {
             // Written HOST:NAME already by the host (its confirmations): left as it is, even
             // where the host's name is the session's.
             ("sent SIGTERM to session box:api", "sent SIGTERM to session box:api"),
+            // Text that is not ASCII before the name, or in the word before it.
+            ("café api; — api; session é api; desk é api", "café api; — api; session é api; desk é api"),
+            ("desk: queue api → held", "desk: queue box:api → held"),
             // Not a lead-in: a longer word, or the name inside another.
             ("the subsession api; session apiary; session api-2", "the subsession api; session apiary; session api-2"),
             ("stop it first with: desk kill api.", "stop it first with: desk kill box:api."),

@@ -291,13 +291,12 @@ fn check_version(text: &str, path: &Path) -> Result<(), String> {
 /// `: key `table.name`` for the key line `line` (from 1) of `text` sets, with the table it is
 /// in (or the table the line opens), for an error message.
 fn key_on_line(text: &str, line: usize) -> String {
-    let table_of = |l: &str| l.trim().strip_prefix('[').map(|t| t.trim_end_matches(']').trim().replace(['"', ' '], ""));
     let here = text.lines().nth(line.saturating_sub(1)).unwrap_or("");
-    let key = match table_of(here) {
+    let key = match table_header(here) {
         Some(table) => table,
         None => {
             let key = here.split('=').next().unwrap_or("").trim().to_string();
-            let table = text.lines().take(line.saturating_sub(1)).filter_map(table_of).last().unwrap_or_default();
+            let table = text.lines().take(line.saturating_sub(1)).filter_map(table_header).last().unwrap_or_default();
             match (table.is_empty(), key.is_empty()) {
                 (false, false) => format!("{table}.{key}"),
                 _ => key,
@@ -307,13 +306,30 @@ fn key_on_line(text: &str, line: usize) -> String {
     if key.is_empty() { String::new() } else { format!(": key `{key}`") }
 }
 
+/// The table a header line opens (`[hosts."gpu"]  # a comment` opens `hosts.gpu`); `None` for
+/// any other line.
+fn table_header(line: &str) -> Option<String> {
+    let inside = line.trim().strip_prefix('[')?;
+    let mut quoted = false;
+    let mut table = String::new();
+    for c in inside.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            ']' if !quoted => return Some(table),
+            ' ' | '\t' if !quoted => {}
+            c => table.push(c),
+        }
+    }
+    Some(table)
+}
+
 /// The line (from 1) where `key` is set inside table `[section]`.
 fn line_of(text: &str, section: &str, key: &str) -> Option<usize> {
     let mut current = String::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
-        if let Some(table) = line.strip_prefix('[') {
-            current = table.trim_end_matches(']').trim().replace(['"', ' '], "");
+        if let Some(table) = table_header(line) {
+            current = table;
         } else if current == section && line.split('=').next().is_some_and(|k| k.trim() == key) {
             return Some(i + 1);
         }
@@ -367,6 +383,11 @@ mod tests {
         assert!(e.starts_with("/c/config.toml: line 3: key `hosts.gpu.ssh_args`: "), "{e}");
         let e = parsed("[hosts.\"gpu\"]\n\nssh = 5\n").unwrap_err();
         assert!(e.starts_with("/c/config.toml: line 3: key `hosts.gpu.ssh`: "), "{e}");
+        // A comment after a table's header is not part of its name.
+        let e = parsed("[hosts.gpu]   # another machine [see docs]\nssh = 5\n").unwrap_err();
+        assert!(e.starts_with("/c/config.toml: line 2: key `hosts.gpu.ssh`: "), "{e}");
+        let e = parsed("[hosts.gpu]  # it\nssh = \"-x\"\n").unwrap_err();
+        assert!(e.starts_with("/c/config.toml: line 2: key `hosts.gpu.ssh`: destination"), "{e}");
         let e = parsed("[new]\n# the usual\nsize = \"wide\"\n").unwrap_err();
         assert_eq!(e, "/c/config.toml: line 3: key `new.size`: size \"wide\" is not COLSxROWS");
         let e = parsed("[attach]\ndetach_key = \"^]]\"\n").unwrap_err();
