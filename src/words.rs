@@ -27,11 +27,15 @@ pub fn activity_named(activity: &str, wait: Option<&str>) -> String {
 
 /// A session's STATUS in a listing: `running`, or how and how long ago it ended (`exited(3)
 /// 5m ago`), after `down: ` when the supervisor keeps it down. `ended`: its exit status
-/// (`None`: ended without one known) and when (Unix ms), for a session that ended.
-pub fn status(status: &str, ended: Option<(Option<ExitStatus>, u64)>, now_ms: u64) -> String {
+/// (`None`: ended without one known) and when (Unix ms; `None`: not known, and not said), for a
+/// session that ended.
+pub fn status(status: &str, ended: Option<(Option<ExitStatus>, Option<u64>)>, now_ms: u64) -> String {
     let Some((how, at_ms)) = ended else { return status.to_string() };
     let how = how.map_or_else(|| "exited".to_string(), self::ended);
-    let how = format!("{how} {}", desk_core::time::ago(now_ms, at_ms));
+    let how = match at_ms {
+        Some(at_ms) => format!("{how} {}", desk_core::time::ago(now_ms, at_ms)),
+        None => how,
+    };
     if status == "down" { format!("down: {how}") } else { how }
 }
 

@@ -148,14 +148,26 @@ pub(super) fn declared() -> Vec<CompletionCandidate> {
         .manifest
         .sessions
         .into_iter()
-        .map(|spec| CompletionCandidate::new(spec.name).help(Some("declared".into())))
+        .map(|spec| {
+            let help = match &spec.host {
+                Some(host) => format!("declared, on {host}"),
+                None => "declared".into(),
+            };
+            CompletionCandidate::new(spec.name).help(Some(help.into()))
+        })
         .collect()
 }
 
-/// The sessions desk knows and those the manifest here declares (`desk restart`).
+/// The sessions desk knows and those the manifest here declares (`desk restart`), a host's
+/// written `HOST:NAME` as `desk restart` takes it.
 pub(super) fn sessions_and_declared() -> Vec<CompletionCandidate> {
     let mut all = sessions();
-    for spec in declared() {
+    let Ok(loaded) = crate::manifest::load(None) else { return all };
+    for spec in loaded.manifest.sessions {
+        let spec = match &spec.host {
+            Some(host) => CompletionCandidate::new(format!("{host}:{}", spec.name)).help(Some("declared".into())),
+            None => CompletionCandidate::new(spec.name).help(Some("declared".into())),
+        };
         if !all.iter().any(|c| c.get_value() == spec.get_value()) {
             all.push(spec);
         }

@@ -15,6 +15,7 @@
 use anyhow::{Context, Result};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use super::output::ErrorCode;
 use super::{fail, failure};
@@ -87,68 +88,122 @@ pub(super) fn parse_origin(s: &str) -> Result<String, String> {
     if good { Ok(s.to_string()) } else { Err(format!("{s:?} is not an origin ([A-Za-z0-9._-], at most 64)")) }
 }
 
-/// On the host: the manifest on standard input, kept as `state/fleet/hosted/ORIGIN.toml`
-/// (durably, replacing the one the same origin gave before); its path. A `dry_run` keeps it
-/// aside instead (`ORIGIN.dry-run.toml`, which the caller removes), so that it changes nothing.
+/// On the host: the manifest on standard input, checked (a text this desk cannot read is
+/// refused, exit 2, and the copy the same origin gave before is kept), then kept as
+/// `state/fleet/hosted/ORIGIN.toml` (durably, replacing that copy); its path. A `dry_run` keeps
+/// it aside instead (`ORIGIN.dry-run.PID.toml`, which the caller removes), so that it changes
+/// nothing.
 pub(super) fn receive(paths: &Paths, origin: &str, dry_run: bool) -> Result<PathBuf> {
     let text = desk_common::fsutil::read_bounded(std::io::stdin().lock(), MAX_MANIFEST, "the manifest on stdin")
         .map_err(|e| failure(2, e.to_string()))?;
     let dir = paths.state.join("fleet").join("hosted");
+    let name = if dry_run { format!("{origin}.dry-run.{}.toml", std::process::id()) } else { format!("{origin}.toml") };
+    let path = dir.join(name);
+    let readable = std::str::from_utf8(&text).map_err(|_| "it is not UTF-8 text".to_string()).and_then(|t| {
+        desk_core::fleet::manifest::parse(t).map(|_| ()).map_err(|e| e.render(&path.display().to_string()))
+    });
+    if let Err(why) = readable {
+        return Err(failure(2, format!("the sessions another machine's desk sent cannot be read here: {why}")));
+    }
     desk_common::paths::ensure_private_dir(&dir)?;
-    let path = dir.join(if dry_run { format!("{origin}.dry-run.toml") } else { format!("{origin}.toml") });
     desk_common::fsutil::write_atomic(&path, &text).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(path)
 }
 
-/// [`run`] on every host of `on_hosts` at once (one slow or lost host does not hold up the
-/// others): each host's answer, by its name.
-pub(super) fn run_all(
-    on_hosts: &OnHosts<'_>,
-    loaded: &Loaded,
-    args: &[&str],
-) -> BTreeMap<String, Result<serde_json::Value, String>> {
-    std::thread::scope(|scope| {
-        let asked: Vec<_> = on_hosts
-            .iter()
-            .map(|(name, (host, specs))| (name, scope.spawn(move || run(name, host, specs, loaded, args))))
-            .collect();
-        asked
-            .into_iter()
-            .map(|(name, answer)| {
-                (name.clone(), answer.join().unwrap_or_else(|_| Err("asking it failed (a panic here)".into())))
-            })
-            .collect()
-    })
+/// 60 s, and 15 s more for each session: how long a host's `desk up` or `desk down` is waited
+/// for. It starts its sessions one at a time, each within seconds (an OpenCode resume looks
+/// for its conversation for up to 45 s); a host past this is said to be still acting, and
+/// this command does not wait on it.
+fn patience(sessions: usize) -> Duration {
+    Duration::from_secs(60) + Duration::from_secs(15) * u32::try_from(sessions).unwrap_or(u32::MAX / 16)
 }
 
-/// Run `args` (`up` or `down`, `--json`) for `selected` on host `name`, with the manifest of
-/// every session `loaded` declares on it on its standard input (`--manifest-stdin` naming where
-/// it comes from): the `data` of its answer, or why there is none.
-fn run(
-    name: &str,
-    host: &Host,
-    selected: &[&SessionSpec],
-    loaded: &Loaded,
-    args: &[&str],
-) -> Result<serde_json::Value, String> {
+/// What became of a request to a host.
+#[derive(Debug)]
+pub(super) enum HostAnswer {
+    /// Its answer's `data`.
+    Data(serde_json::Value),
+    /// It did nothing: it could not be reached, or refused before acting (exit 2).
+    Refused(String),
+    /// It may have done part of it: it stopped with another error, the connection ended, or
+    /// it did not answer in time.
+    Unknown(String),
+}
+
+/// [`run`] on every host of `on_hosts` at once (one slow or lost host does not hold up the
+/// others), each within [`patience`]: each host's answer, by its name.
+pub(super) fn run_all(on_hosts: &OnHosts<'_>, loaded: &Loaded, args: &[&str]) -> BTreeMap<String, HostAnswer> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut longest = Duration::ZERO;
+    for (name, (host, specs)) in on_hosts {
+        longest = longest.max(patience(specs.len()));
+        let (name, host, loaded, tx) = (name.clone(), host.clone(), loaded.clone(), tx.clone());
+        let selected: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        std::thread::spawn(move || {
+            let answer = run(&name, &host, &selected, &loaded, &args);
+            let _ = tx.send((name, answer));
+        });
+    }
+    drop(tx);
+    let deadline = Instant::now() + longest;
+    let mut answers = BTreeMap::new();
+    while answers.len() < on_hosts.len() {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok((name, answer)) => {
+                answers.insert(name, answer);
+            }
+            Err(_) => break,
+        }
+    }
+    for (name, (_, specs)) in on_hosts {
+        answers.entry(name.clone()).or_insert_with(|| {
+            HostAnswer::Unknown(format!(
+                "no answer within {} s; it may still be acting (desk ls -H {name} shows what runs)",
+                patience(specs.len()).as_secs()
+            ))
+        });
+    }
+    answers
+}
+
+/// Run `args` (`up` or `down`, `--json`) for the sessions named `selected` on host `name`,
+/// with the manifest of every session `loaded` declares on it on its standard input
+/// (`--manifest-stdin` naming where it comes from).
+fn run(name: &str, host: &Host, selected: &[String], loaded: &Loaded, args: &[String]) -> HostAnswer {
     let origin = origin(loaded);
     let declared: Vec<&SessionSpec> =
         loaded.manifest.sessions.iter().filter(|s| s.host.as_deref() == Some(name)).collect();
     let text = desk_core::fleet::manifest::hosted_text(&declared, &format!("{origin}:{}", loaded.path.display()));
-    let mut command: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let mut command = args.to_vec();
     command.extend(["--manifest-stdin".into(), origin, "--json".into()]);
-    command.extend(selected.iter().map(|s| s.name.clone()));
-    let link = super::remote::connect(name, host).map_err(|e| format!("{e:#}"))?;
+    command.extend(selected.iter().cloned());
+    let link = match super::remote::connect(name, host) {
+        Ok(link) => link,
+        Err(e) => return HostAnswer::Refused(format!("{e:#}")),
+    };
     let input: Box<dyn std::io::Read + Send> = Box::new(std::io::Cursor::new(text.into_bytes()));
-    let (code, out, err) = link.exec_output_with(&command, Some(input)).map_err(|e| format!("{e:#}"))?;
-    let answer: serde_json::Value = serde_json::from_slice(&out).map_err(|_| {
+    let (code, out, err) = match link.exec_output_with(&command, Some(input)) {
+        Ok(ran) => ran,
+        Err(e) => return HostAnswer::Unknown(format!("{e:#}")),
+    };
+    let Ok(answer) = serde_json::from_slice::<serde_json::Value>(&out) else {
         let said = String::from_utf8_lossy(&err);
-        format!("desk {} failed there (exit {code}): {}", args[0], said.trim())
-    })?;
-    if answer["error"].is_object() {
-        return Err(answer["error"]["message"].as_str().unwrap_or("refused").to_string());
+        return HostAnswer::Unknown(format!("desk {} failed there (exit {code}): {}", args[0], said.trim()));
+    };
+    if !answer["error"].is_object() {
+        return HostAnswer::Data(answer["data"].clone());
     }
-    Ok(answer["data"].clone())
+    let message = answer["error"]["message"].as_str().unwrap_or("refused").to_string();
+    if message.contains("--manifest-stdin") {
+        return HostAnswer::Refused(format!(
+            "its desk does not take a manifest from another machine (an older desk?): install this desk's version there \
+             (docs/upgrading.md); it said: {}",
+            message.lines().next().unwrap_or_default()
+        ));
+    }
+    // Exit 2 is a refusal before anything was done (a usage error, a manifest it cannot use).
+    if code == 2 { HostAnswer::Refused(message) } else { HostAnswer::Unknown(message) }
 }
 
 /// The usage error of a plain name that a manifest declares on a host, for `desk restart`.

@@ -1094,8 +1094,14 @@ fn run(cli: Cli, host: Option<(String, desk_common::config::Host)>) -> Result<i3
             delivery::command("resume", desk_wire::control::Request::Resume { session: name }, json, &ids)
         }
         Command::Kill(a) => sessions::kill(&a.name, a.signal, a.grace, a.json, "desk kill", &ids),
-        // `-H HOST` (`host`) was taken out before the arguments were parsed, and the command
-        // ran on that host (remote::take_host): here it is this machine's.
+        // `-H HOST` is taken out before the arguments are parsed, and the command runs on that
+        // host (remote::take_host); one still here was not found there (an option before the
+        // subcommand): never run on this machine instead.
+        Command::Up { host: Some(h), .. }
+        | Command::Down { host: Some(h), .. }
+        | Command::Upgrade { host: Some(h), .. } => {
+            Err(fail(ErrorCode::Usage, format!("-H {h}: give desk's options after the subcommand (desk up -H {h} …)")))
+        }
         Command::Upgrade { names, all, master, json, host: _ } => {
             upgrade::upgrade(upgrade::UpgradeArgs { names, all, master, json })
         }

@@ -108,12 +108,19 @@ impl Ids {
         format!("{}{name}", self.prefix)
     }
 
-    /// `text` (the daemon's sentence about session `name`, such as `paused delivery to api`)
-    /// with its first mention of that name as a whole word written as [`Ids::session`] writes
-    /// it.
+    /// `text` (the daemon's sentence about session `name`: `paused delivery to api`, `api was
+    /// not paused`) with the name written as [`Ids::session`] writes it: where those sentences
+    /// put it (a session may be named `delivery` or `paused`), else at its first mention as a
+    /// whole word.
     pub fn session_in(&self, text: &str, name: &str) -> String {
         if self.prefix.is_empty() || name.is_empty() {
             return text.to_string();
+        }
+        if text.strip_prefix(name) == Some(" was not paused") {
+            return format!("{} was not paused", self.session(name));
+        }
+        if let Some(head) = text.strip_suffix(name).filter(|h| h.ends_with(" to ")) {
+            return format!("{head}{}", self.session(name));
         }
         let part_of_name = |c: char| c.is_ascii_alphanumeric() || "._-:".contains(c);
         // A full stop ends the sentence, unless a name goes on after it.
@@ -203,6 +210,9 @@ mod tests {
         let box_ = Ids::of_host(Some("box"));
         assert_eq!(box_.session_in("paused delivery to api", "api"), "paused delivery to box:api");
         assert_eq!(box_.session_in("api was not paused", "api"), "box:api was not paused");
+        // A session named like a word of the sentence.
+        assert_eq!(box_.session_in("paused delivery to delivery", "delivery"), "paused delivery to box:delivery");
+        assert_eq!(box_.session_in("paused was not paused", "paused"), "box:paused was not paused");
         assert_eq!(box_.session_in("api-2 then api.", "api"), "api-2 then box:api.");
         assert_eq!(box_.session_in("rapid api api", "api"), "rapid box:api api");
         assert_eq!(box_.session_in("api.v2 and x:api", "api"), "api.v2 and x:api");

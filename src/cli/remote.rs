@@ -772,7 +772,7 @@ fn listing_row(host: &str, row: &TableRow, now: u64) -> Vec<String> {
             (_, Some(signal)) => Some(desk_wire::ExitStatus::Signal(signal)),
             _ => None,
         };
-        (how, exit.exited_at_ms.unwrap_or(now))
+        (how, exit.exited_at_ms)
     });
     let status = crate::words::status(&text(&row.status), ended, now);
     let activity = row
@@ -1241,6 +1241,8 @@ mod tests {
         assert_eq!((blocked[2].as_str(), blocked[3].as_str()), ("running", "blocked(approval) 2s"));
         let starting = row(serde_json::json!({"status": "running", "state": {"lifecycle": {"value": "starting"}}}));
         assert_eq!(starting[3], "starting");
+        let when_unknown = row(serde_json::json!({"status": "exited", "exit": {"code": 3}}));
+        assert_eq!(when_unknown[2], "exited(3)", "no age it does not know");
         // A host's desk of another version may leave anything out.
         assert_eq!(row(serde_json::json!({}))[2..4], ["-", "-"]);
     }

@@ -157,7 +157,8 @@ struct SessionOutcome {
     #[serde(skip_serializing_if = "Option::is_none")]
     host: Option<String>,
     /// `started`, `recreated`, `running`, `differs`, `unresponsive`, `failed`, or with
-    /// `--dry-run` `would-start`, `would-recreate`.
+    /// `--dry-run` `would-start`, `would-recreate`; a host's: also `unknown` (its desk stopped
+    /// before it said).
     outcome: &'static str,
     generation: Option<u32>,
     /// The conversation a start resumed, or why it started afresh.
@@ -240,6 +241,7 @@ impl SessionOutcome {
                 line.push_str(&format!("would restart it as declared ({})", self.differences.join("; ")))
             }
             "failed" => line.push_str(&format!("failed: {}", self.error.as_deref().unwrap_or("?"))),
+            "unknown" => line.push_str(&format!("not known: {}", self.error.as_deref().unwrap_or("?"))),
             other => line.push_str(other),
         }
         if let Some(path) = &self.worktree {
@@ -354,21 +356,29 @@ pub(super) fn up(
     args.extend(recreate.then_some("--recreate"));
     let mut answers = super::hosted::run_all(&on_hosts, &loaded, &args);
     for (host, (_, specs)) in &on_hosts {
-        let answer = answers.remove(host).unwrap_or_else(|| Err("not asked".into()));
-        let sessions = answer.as_ref().ok().and_then(|data| data["sessions"].as_array());
+        use super::hosted::HostAnswer;
+        let answer = answers.remove(host).unwrap_or_else(|| HostAnswer::Unknown("not asked".into()));
+        let sessions = match &answer {
+            HostAnswer::Data(data) => data["sessions"].as_array(),
+            _ => None,
+        };
         for spec in specs {
             let mut o = match sessions.and_then(|rows| rows.iter().find(|r| r["name"] == spec.name.as_str())) {
                 Some(row) => SessionOutcome::from_host(&spec.name, row),
                 None => {
-                    let mut o = SessionOutcome::new(&spec.name, "failed");
-                    o.error = Some(match &answer {
-                        Err(why) => format!("host {host}: {why}"),
-                        Ok(_) => format!("host {host} did not say what became of it"),
-                    });
+                    // Refused: nothing was done. Otherwise the host may have started it before
+                    // it stopped: not said to have failed.
+                    let (outcome, why) = match &answer {
+                        HostAnswer::Refused(why) => ("failed", why.clone()),
+                        HostAnswer::Unknown(why) => ("unknown", why.clone()),
+                        HostAnswer::Data(_) => ("unknown", "its answer does not name it".to_string()),
+                    };
+                    let mut o = SessionOutcome::new(&spec.name, outcome);
+                    o.error = Some(format!("host {host}: {why}"));
                     o
                 }
             };
-            failed |= o.outcome == "failed";
+            failed |= matches!(o.outcome, "failed" | "unknown");
             o.host = Some(host.clone());
             report.sessions.push(o);
         }
@@ -595,7 +605,8 @@ struct DownOutcome {
     /// The host that runs it (`None`: this machine).
     #[serde(skip_serializing_if = "Option::is_none")]
     host: Option<String>,
-    /// `stopped`, `already-down`, `unresponsive`, `failed`.
+    /// `stopped`, `already-down`, `unresponsive`, `failed`; a host's: also `unknown` (its desk
+    /// stopped before it said).
     outcome: &'static str,
     worktree: Option<String>,
     /// `removed`, or why it was kept (`--remove-worktree`).
@@ -608,7 +619,9 @@ pub(super) fn down(manifest: Option<&Path>, names: &[SessionName], remove_worktr
     let loaded = crate::manifest::load(manifest)?;
     let specs = select(&loaded, names)?;
     let paths = paths()?;
-    let config = super::config::load(&paths)?;
+    // config.toml is read only to reach a host: a broken one never keeps this machine's
+    // sessions from being stopped.
+    let config = if specs.iter().any(|s| s.host.is_some()) { super::config::load(&paths)? } else { Default::default() };
     let (specs, on_hosts) = super::hosted::split(&loaded, specs, &config, &paths)?;
     let mut outcomes = Vec::new();
     let mut failed = false;
@@ -616,23 +629,27 @@ pub(super) fn down(manifest: Option<&Path>, names: &[SessionName], remove_worktr
     args.extend(remove_worktree.then_some("--remove-worktree"));
     let mut answers = super::hosted::run_all(&on_hosts, &loaded, &args);
     for (host, (_, specs)) in &on_hosts {
-        let answer = answers.remove(host).unwrap_or_else(|| Err("not asked".into()));
-        let rows = answer.as_ref().ok().and_then(|data| data.as_array());
+        use super::hosted::HostAnswer;
+        let answer = answers.remove(host).unwrap_or_else(|| HostAnswer::Unknown("not asked".into()));
+        let rows = match &answer {
+            HostAnswer::Data(data) => data.as_array(),
+            _ => None,
+        };
         for spec in specs {
             let row = rows.and_then(|rows| rows.iter().find(|r| r["name"] == spec.name.as_str()));
-            let outcome = match row.and_then(|r| r["outcome"].as_str()) {
-                Some(said) => {
-                    ["stopped", "already-down", "unresponsive"].into_iter().find(|o| *o == said).unwrap_or("failed")
+            let (outcome, error) = match (row, &answer) {
+                (Some(row), _) => {
+                    let said = row["outcome"].as_str().unwrap_or_default();
+                    match ["stopped", "already-down", "unresponsive"].into_iter().find(|o| *o == said) {
+                        Some(outcome) => (outcome, None),
+                        None => ("failed", Some(row["error"].as_str().unwrap_or("failed there").to_string())),
+                    }
                 }
-                None => "failed",
+                (None, HostAnswer::Refused(why)) => ("failed", Some(format!("host {host}: {why}"))),
+                (None, HostAnswer::Unknown(why)) => ("unknown", Some(format!("host {host}: {why}"))),
+                (None, HostAnswer::Data(_)) => ("unknown", Some(format!("host {host}: its answer does not name it"))),
             };
-            let error = match (outcome, row, &answer) {
-                ("failed", Some(row), _) => Some(row["error"].as_str().unwrap_or("failed there").to_string()),
-                ("failed", None, Err(why)) => Some(format!("host {host}: {why}")),
-                ("failed", None, Ok(_)) => Some(format!("host {host} did not say what became of it")),
-                _ => None,
-            };
-            failed |= outcome == "failed";
+            failed |= matches!(outcome, "failed" | "unknown");
             outcomes.push(DownOutcome {
                 name: spec.name.clone(),
                 host: Some(host.clone()),
@@ -689,6 +706,7 @@ pub(super) fn down(manifest: Option<&Path>, names: &[SessionName], remove_worktr
                 "stopped" => println!("{name}: stopped"),
                 "unresponsive" => println!("{name}: signalled (its master did not answer)"),
                 "failed" => println!("{name}: failed: {}", o.error.as_deref().unwrap_or("?")),
+                "unknown" => println!("{name}: not known: {}", o.error.as_deref().unwrap_or("?")),
                 _ => {}
             }
             if let (Some(path), Some(removal)) = (&o.worktree, &o.worktree_removal) {

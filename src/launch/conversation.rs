@@ -45,17 +45,11 @@ const SESSION_LIST_TIMEOUT: Duration = Duration::from_secs(45);
 /// Variables of desk's own environment that decide where an agent keeps its conversations: a
 /// restart passes the values its session first started with, so that it looks in the same
 /// place whoever restarts it (a shell with another `HOME`, the daemon). The demo agent keeps
-/// its conversations under `DESK_DEMO_AGENT_HOME`, else under `DESK_HOME` (`make demo`, the
-/// tests, a host's desk run with its own home), else under `HOME`.
-pub const CONFIG_VARIABLES: &[&str] = &[
-    "HOME",
-    "CLAUDE_CONFIG_DIR",
-    "CODEX_HOME",
-    "XDG_DATA_HOME",
-    "XDG_CONFIG_HOME",
-    "DESK_DEMO_AGENT_HOME",
-    "DESK_HOME",
-];
+/// its conversations under `DESK_DEMO_AGENT_HOME`, else under `DESK_HOME` (which is not pinned:
+/// an agent always runs under the desk home of the desk that starts it; see [`launch_env`]),
+/// else under `HOME`.
+pub const CONFIG_VARIABLES: &[&str] =
+    &["HOME", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "DESK_DEMO_AGENT_HOME"];
 
 /// A session's captures, by generation.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -281,8 +275,12 @@ pub fn record_after_end(paths: &Paths, name: &SessionName, launch: &LaunchRecord
 /// The environment a launch gave its agent, as far as desk knows it: what it set, over the
 /// config variables it inherited (recorded), over desk's own.
 pub fn launch_env(launch: &LaunchRecord) -> BTreeMap<String, String> {
-    let mut env: BTreeMap<String, String> =
-        CONFIG_VARIABLES.iter().filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v))).collect();
+    // `DESK_HOME` as this desk has it: what the agent inherits through its master.
+    let mut env: BTreeMap<String, String> = CONFIG_VARIABLES
+        .iter()
+        .chain(&["DESK_HOME"])
+        .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
+        .collect();
     env.extend(launch.inherited.clone());
     env.extend(launch.env.clone());
     env

@@ -1168,7 +1168,11 @@ fn up_down_and_upgrade_run_on_the_host_h_names_and_restart_takes_host_colon_name
     // What the host's desk says is said as the host's: its paths are the host's.
     let out = local.home.desk(&["down", "-H", "box", "--manifest", "/nonexistent/desk.toml"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).starts_with("desk: host box: cannot read manifest /nonexistent/desk.toml"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).starts_with("desk: host box: cannot read manifest /nonexistent/desk.toml"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]

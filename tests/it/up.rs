@@ -341,3 +341,47 @@ fn up_delivers_each_declared_prompt_once_creates_the_channel_and_a_second_up_que
     assert_eq!(received(&log_b, "#crew · you joined as supervisor"), 1, "{:#?}", prompts(&log_b));
     assert_eq!(fleet.home.ok(&["channel", "read", "crew"]), members, "no second join");
 }
+
+/// `desk ARGS` under `home` with `input` on its standard input.
+fn with_stdin(home: &Home, args: &[&str], input: &str) -> Output {
+    use std::io::Write as _;
+    let mut child = home
+        .cmd()
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run desk");
+    child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write stdin");
+    child.wait_with_output().expect("wait for desk")
+}
+
+#[test]
+fn a_host_keeps_the_sessions_another_machine_sent_and_refuses_a_text_it_cannot_read_keeping_the_last() {
+    // What another machine's `desk up` sends this desk as a host (docs/fleet.md).
+    let home = Home::new();
+    let good = format!("[session.\"sent\"]\ncommand = [\"sh\", \"-c\", \"exec sleep 600\"]\ncwd = \"~\"\n");
+    let out = with_stdin(&home, &["up", "--manifest-stdin", "laptop-0011", "--json"], &good);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let kept = home.path().join("state/fleet/hosted/laptop-0011.toml");
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), good);
+    assert_eq!(home.session("sent").unwrap()["fleet"]["manifest"], kept.to_str().unwrap());
+    // A text it cannot read: refused before anything, and the copy it had is kept.
+    let out = with_stdin(&home, &["down", "--manifest-stdin", "laptop-0011"], "[session.x]\nhost = 5\n");
+    assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("the sessions another machine's desk sent cannot be read here"), "{said}");
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), good);
+    assert_eq!(home.session("sent").unwrap()["status"], "running");
+    // A dry run changes nothing, and leaves no file behind.
+    let out =
+        with_stdin(&home, &["up", "--manifest-stdin", "laptop-0011", "--dry-run"], &good.replace("sent", "other"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("other: would start"), "{out:?}");
+    let files: Vec<_> = std::fs::read_dir(kept.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(files, [std::ffi::OsString::from("laptop-0011.toml")]);
+    // An origin that is no file name is a usage error.
+    let out = with_stdin(&home, &["up", "--manifest-stdin", "../x"], &good);
+    assert_eq!(out.status.code(), Some(2));
+    home.ok(&["kill", "sent"]);
+}

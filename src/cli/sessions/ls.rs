@@ -778,7 +778,7 @@ fn ls_table(rows: &[Listing], now: u64, fit: Option<usize>) -> Vec<String> {
                 (_, Some(signal)) => Some(ExitStatus::Signal(signal)),
                 _ => None,
             };
-            (how, e.exited_at_ms)
+            (how, Some(e.exited_at_ms))
         });
         let mut status = crate::words::status(r.status, ended, now);
         // The conversation a running generation resumed (its id's start; `--json` has it all).
