@@ -361,7 +361,7 @@ fn with_stdin(home: &Home, args: &[&str], input: &str) -> Output {
 fn a_host_keeps_the_sessions_another_machine_sent_and_refuses_a_text_it_cannot_read_keeping_the_last() {
     // What another machine's `desk up` sends this desk as a host (docs/fleet.md).
     let home = Home::new();
-    let good = format!("[session.\"sent\"]\ncommand = [\"sh\", \"-c\", \"exec sleep 600\"]\ncwd = \"~\"\n");
+    let good = "[session.\"sent\"]\ncommand = [\"sh\", \"-c\", \"exec sleep 600\"]\ncwd = \"~\"\n".to_string();
     let out = with_stdin(&home, &["up", "--manifest-stdin", "laptop-0011", "--json"], &good);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let kept = home.path().join("state/fleet/hosted/laptop-0011.toml");
