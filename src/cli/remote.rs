@@ -362,6 +362,24 @@ fn chosen_hosts(paths: &Paths, config: &config::Config, all: bool, named: &[Stri
         .collect()
 }
 
+/// `rows` of a place's `--json` answer, each object given `host` (`null` for this machine's).
+fn with_host(rows: Vec<serde_json::Value>, host: &Option<String>) -> impl Iterator<Item = serde_json::Value> + '_ {
+    rows.into_iter().map(move |mut row| {
+        if let Some(object) = row.as_object_mut() {
+            object.insert("host".into(), host.clone().into());
+        }
+        row
+    })
+}
+
+/// Why a place (`None`: this machine) could not be asked, as a note names it.
+fn unreachable_note(host: &Option<String>, why: &str) -> String {
+    match host {
+        Some(host) => format!("host {host}: {why}"),
+        None => format!("this machine: {why}"),
+    }
+}
+
 /// What one place (this machine or a host) answered for the listing: its rows, read as `T`.
 enum Answer<T> {
     /// Its rows, and the notes of its answer.
@@ -431,12 +449,7 @@ pub(super) fn ls(json: bool, all: bool, named: &[String]) -> Result<i32> {
         for (host, answer) in places {
             let host = (host != "-").then_some(host);
             match answer {
-                Answer::Rows(list, _) => rows.extend(list.into_iter().map(|mut row| {
-                    if let Some(object) = row.as_object_mut() {
-                        object.insert("host".into(), host.clone().into());
-                    }
-                    row
-                })),
+                Answer::Rows(list, _) => rows.extend(with_host(list, &host)),
                 Answer::Unreachable(why) => {
                     rows.push(serde_json::json!({ "host": host, "name": null, "status": "unreachable", "note": why }))
                 }
@@ -537,24 +550,12 @@ pub(super) fn stuck(json: bool, all: bool, named: &[String]) -> Result<i32> {
         let host = (place != "-").then_some(place);
         match answer {
             Answer::Rows(rows, _) => found.push((host, rows)),
-            Answer::Unreachable(why) => notes.push(match &host {
-                Some(host) => format!("host {host}: {why}"),
-                None => format!("this machine: {why}"),
-            }),
+            Answer::Unreachable(why) => notes.push(unreachable_note(&host, &why)),
         }
     }
     if json {
-        let rows: Vec<serde_json::Value> = found
-            .into_iter()
-            .flat_map(|(host, rows)| {
-                rows.into_iter().map(move |mut row| {
-                    if let Some(object) = row.as_object_mut() {
-                        object.insert("host".into(), host.clone().into());
-                    }
-                    row
-                })
-            })
-            .collect();
+        let rows: Vec<serde_json::Value> =
+            found.into_iter().flat_map(|(host, rows)| with_host(rows, &host).collect::<Vec<_>>()).collect();
         output::print_ok("stuck", &rows, &notes)?;
     } else {
         let mut any = false;
@@ -596,19 +597,11 @@ pub(super) fn queue(json: bool, all: bool, named: &[String]) -> Result<i32> {
     for (place, answer) in places {
         let host = (place != "-").then_some(place);
         match (answer, json) {
-            (Answer::Rows(queues, _), true) => rows.extend(queues.into_iter().map(|mut q| {
-                if let Some(object) = q.as_object_mut() {
-                    object.insert("host".into(), host.clone().into());
-                }
-                q
-            })),
+            (Answer::Rows(queues, _), true) => rows.extend(with_host(queues, &host)),
             (Answer::Rows(queues, _), false) => {
                 any |= super::delivery::print_host_queues(host.as_deref().unwrap_or("-"), queues)
             }
-            (Answer::Unreachable(why), _) => notes.push(match &host {
-                Some(host) => format!("host {host}: {why}"),
-                None => format!("this machine: {why}"),
-            }),
+            (Answer::Unreachable(why), _) => notes.push(unreachable_note(&host, &why)),
         }
     }
     if json {
@@ -645,19 +638,11 @@ pub(super) fn inbox(json: bool, all: bool, named: &[String]) -> Result<i32> {
                 let (o, u) = crate::inbox::from_answer(&prefix, &data, &said);
                 open.extend(o);
                 unread.extend(u);
-                rows.extend(data.into_iter().map(|mut row| {
-                    if let Some(object) = row.as_object_mut() {
-                        object.insert("host".into(), host.clone().into());
-                    }
-                    row
-                }));
+                rows.extend(with_host(data, &host));
             }
             Answer::Unreachable(why) => {
                 lost = true;
-                notes.push(match &host {
-                    Some(host) => format!("host {host}: {why}"),
-                    None => format!("this machine: {why}"),
-                });
+                notes.push(unreachable_note(&host, &why));
             }
         }
     }
