@@ -349,7 +349,9 @@ fn host_command(name: &str, args: &[OsString]) -> Vec<String> {
 }
 
 /// The hosts `desk ls --all` (every configured one) or `-H HOST` (those) asks.
-fn chosen_hosts(paths: &Paths, config: &config::Config, all: bool, named: &[String]) -> Result<Vec<(String, Host)>> {
+fn chosen_hosts(all: bool, named: &[String]) -> Result<Vec<(String, Host)>> {
+    let paths = Paths::from_env()?;
+    let config = config::load(&paths)?;
     if all {
         return Ok(config.hosts.iter().map(|(n, h)| (n.clone(), h.clone())).collect());
     }
@@ -357,7 +359,7 @@ fn chosen_hosts(paths: &Paths, config: &config::Config, all: bool, named: &[Stri
         .iter()
         .map(|n| match config.hosts.get(n) {
             Some(h) => Ok((n.clone(), h.clone())),
-            None => Err(fail(ErrorCode::NoSuchSession, format!("-H {n}: {}", unknown_host(n, config, paths)))),
+            None => Err(fail(ErrorCode::NoSuchSession, format!("-H {n}: {}", unknown_host(n, &config, &paths)))),
         })
         .collect()
 }
@@ -440,9 +442,7 @@ fn gather<T: DeserializeOwned + Send + 'static>(
 /// `desk ls --all` / `desk ls -H HOST`: this machine's sessions (with `--all`), then each host's,
 /// with a HOST column; a host that cannot be reached is one row saying why.
 pub(super) fn ls(json: bool, all: bool, named: &[String]) -> Result<i32> {
-    let paths = Paths::from_env()?;
-    let config = config::load(&paths)?;
-    let hosts = chosen_hosts(&paths, &config, all, named)?;
+    let hosts = chosen_hosts(all, named)?;
     if json {
         let places = gather::<serde_json::Value>(&hosts, all, &["ls", "--json"]);
         let mut rows = Vec::new();
@@ -540,9 +540,7 @@ fn parse_listing<T: DeserializeOwned>(sub: &str, code: i32, stdout: &[u8], stder
 /// `null` for this machine's). A host that cannot be asked is said (on stderr, and in the JSON
 /// notes) and makes the exit code 1; the others are listed.
 pub(super) fn stuck(json: bool, all: bool, named: &[String]) -> Result<i32> {
-    let paths = Paths::from_env()?;
-    let config = config::load(&paths)?;
-    let hosts = chosen_hosts(&paths, &config, all, named)?;
+    let hosts = chosen_hosts(all, named)?;
     let places = gather::<serde_json::Value>(&hosts, all, &["stuck", "--json"]);
     let mut notes = Vec::new();
     let mut found: Vec<(Option<String>, Vec<serde_json::Value>)> = Vec::new();
@@ -580,9 +578,7 @@ pub(super) fn stuck(json: bool, all: bool, named: &[String]) -> Result<i32> {
 /// for this machine's). A host that cannot be asked is said (on stderr, and in the JSON notes)
 /// and makes the exit code 1; the others are listed.
 pub(super) fn queue(json: bool, all: bool, named: &[String]) -> Result<i32> {
-    let paths = Paths::from_env()?;
-    let config = config::load(&paths)?;
-    let hosts = chosen_hosts(&paths, &config, all, named)?;
+    let hosts = chosen_hosts(all, named)?;
     // Text: this machine's as `desk queue` prints it (its intake and stalled channels too), in
     // this process, while the hosts are asked.
     let local_text = (all && !json).then(|| std::thread::spawn(super::delivery::print_local_queues));
@@ -624,12 +620,9 @@ pub(super) fn queue(json: bool, all: bool, named: &[String]) -> Result<i32> {
 /// asked is said (on stderr, and in the JSON notes) and makes the exit code 1; the others are
 /// listed.
 pub(super) fn inbox(json: bool, all: bool, named: &[String]) -> Result<i32> {
-    let paths = Paths::from_env()?;
-    let config = config::load(&paths)?;
-    let hosts = chosen_hosts(&paths, &config, all, named)?;
+    let hosts = chosen_hosts(all, named)?;
     let places = gather::<serde_json::Value>(&hosts, all, &["inbox", "--json"]);
     let (mut open, mut unread, mut rows, mut notes) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let mut lost = false;
     for (place, answer) in places {
         let host = (place != "-").then_some(place);
         match answer {
@@ -640,17 +633,15 @@ pub(super) fn inbox(json: bool, all: bool, named: &[String]) -> Result<i32> {
                 unread.extend(u);
                 rows.extend(with_host(data, &host));
             }
-            Answer::Unreachable(why) => {
-                lost = true;
-                notes.push(unreachable_note(&host, &why));
-            }
+            Answer::Unreachable(why) => notes.push(unreachable_note(&host, &why)),
         }
     }
     crate::inbox::sort(&mut open);
     let since = |row: &serde_json::Value| row["since_ms"].as_u64().filter(|s| *s > 0).unwrap_or(u64::MAX);
     rows.sort_by_key(|row| (since(row), row["host"].as_str().map(str::to_string), row["session"].to_string()));
+    let code = if notes.is_empty() { 0 } else { 1 };
     super::inbox::print_all(open, unread, rows, notes, json)?;
-    Ok(if lost { 1 } else { 0 })
+    Ok(code)
 }
 
 /// `desk attach --next --all`: of this machine's running sessions and every host's, the one
@@ -658,9 +649,7 @@ pub(super) fn inbox(json: bool, all: bool, named: &[String]) -> Result<i32> {
 /// with its host (`None`: this machine) and why. A host that cannot be asked is said on stderr
 /// and left out.
 pub(super) fn most_needing_person_everywhere() -> Result<Option<(Option<NamedHost>, SessionName, String)>> {
-    let paths = Paths::from_env()?;
-    let config = config::load(&paths)?;
-    let hosts = chosen_hosts(&paths, &config, true, &[])?;
+    let hosts = chosen_hosts(true, &[])?;
     let places = gather::<serde_json::Value>(&hosts, true, &["ls", "--json"]);
     let mut best: Option<(super::sessions::Need, Option<NamedHost>, String)> = None;
     for (place, answer) in places {
